@@ -87,7 +87,7 @@ module ace_alu_array_small(s_axis__tvalid, s_axis__tlast, s_axis__tuser, m_axis_
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array (r_en, clk, rst, i__ready, out_payload, i__payload, o__valid, i__valid);
+module \ace_alu_array_small.array (r_en, clk, rst, i__payload, i__ready, out_payload, o__valid, i__valid);
   reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire \$1 ;
   reg \$10 ;
@@ -100,7 +100,7 @@ module \ace_alu_array_small.array (r_en, clk, rst, i__ready, out_payload, i__pay
   reg [3:0] \$17 ;
   reg \$18 ;
   reg \$19 ;
-  wire [5:0] \$2 ;
+  wire \$2 ;
   reg [3:0] \$20 ;
   reg \$21 ;
   reg \$22 ;
@@ -111,7 +111,7 @@ module \ace_alu_array_small.array (r_en, clk, rst, i__ready, out_payload, i__pay
   reg \$27 ;
   reg \$28 ;
   reg [3:0] \$29 ;
-  wire [6:0] \$3 ;
+  wire \$3 ;
   reg \$30 ;
   reg \$31 ;
   reg [3:0] \$32 ;
@@ -122,27 +122,29 @@ module \ace_alu_array_small.array (r_en, clk, rst, i__ready, out_payload, i__pay
   reg \$37 ;
   reg [3:0] \$38 ;
   reg \$39 ;
-  reg \$4 ;
+  wire \$4 ;
   reg \$40 ;
   reg [3:0] \$41 ;
   reg \$42 ;
   reg \$43 ;
-  reg [4:0] \$44 ;
-  reg [3:0] \$5 ;
-  reg \$6 ;
+  reg [3:0] \$44 ;
+  reg \$45 ;
+  reg [15:0] \$46 ;
+  reg \$47 ;
+  wire [15:0] \$5 ;
+  wire \$6 ;
   reg \$7 ;
   reg [3:0] \$8 ;
   reg \$9 ;
   wire [31:0] a;
-  wire [31:0] \a$12 ;
-  wire [31:0] \a$16 ;
-  wire [31:0] \a$8 ;
+  wire [31:0] \a$14 ;
+  wire [31:0] \a$19 ;
+  wire [31:0] \a$9 ;
   wire accept;
   wire [31:0] b;
-  wire [31:0] \b$13 ;
-  wire [31:0] \b$17 ;
-  wire [31:0] \b$9 ;
-  reg busy = 1'h0;
+  wire [31:0] \b$10 ;
+  wire [31:0] \b$15 ;
+  wire [31:0] \b$20 ;
   input clk;
   wire clk;
   reg d0_last = 1'h0;
@@ -197,19 +199,19 @@ module \ace_alu_array_small.array (r_en, clk, rst, i__ready, out_payload, i__pay
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
-  wire [1:0] \dtype$11 ;
+  wire [1:0] \dtype$12 ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
-  wire [1:0] \dtype$15 ;
+  wire [1:0] \dtype$17 ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
-  wire [1:0] \dtype$19 ;
+  wire [1:0] \dtype$22 ;
   input [264:0] i__payload;
   wire [264:0] i__payload;
   wire [127:0] \i__payload.a ;
@@ -229,10 +231,11 @@ module \ace_alu_array_small.array (r_en, clk, rst, i__ready, out_payload, i__pay
   wire [1:0] \i__payload.op ;
   wire [3:0] \i__payload.tag ;
   output i__ready;
-  wire i__ready;
+  reg i__ready = 1'h1;
   input i__valid;
   wire i__valid;
-  reg [4:0] in_flight = 5'h00;
+  reg [15:0] in_flight = 16'h0000;
+  wire [15:0] next_in_flight;
   wire [132:0] o__payload;
   wire \o__payload.last ;
   wire [127:0] \o__payload.result ;
@@ -251,19 +254,19 @@ module \ace_alu_array_small.array (r_en, clk, rst, i__ready, out_payload, i__pay
   (* enum_value_01 = "MAX" *)
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
-  wire [1:0] \op$10 ;
+  wire [1:0] \op$11 ;
   (* enum_base_type = "ReduceOp" *)
   (* enum_value_00 = "SUM" *)
   (* enum_value_01 = "MAX" *)
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
-  wire [1:0] \op$14 ;
+  wire [1:0] \op$16 ;
   (* enum_base_type = "ReduceOp" *)
   (* enum_value_00 = "SUM" *)
   (* enum_value_01 = "MAX" *)
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
-  wire [1:0] \op$18 ;
+  wire [1:0] \op$21 ;
   output [132:0] out_payload;
   wire [132:0] out_payload;
   wire \out_payload.last ;
@@ -273,110 +276,119 @@ module \ace_alu_array_small.array (r_en, clk, rst, i__ready, out_payload, i__pay
   input r_en;
   wire r_en;
   wire r_rdy;
+  (* init = 1'h1 *)
+  wire ready;
   wire [31:0] result;
-  wire [31:0] \result$24 ;
-  wire [31:0] \result$25 ;
-  wire [31:0] \result$26 ;
+  wire [31:0] \result$28 ;
+  wire [31:0] \result$29 ;
+  wire [31:0] \result$30 ;
   input rst;
   wire rst;
+  wire valid;
+  wire \valid$13 ;
+  wire \valid$18 ;
+  wire \valid$23 ;
   wire [132:0] w_data;
   reg w_en = 1'h0;
   always @(posedge clk)
-    d8_valid <= \$28 ;
+    d7_valid <= \$28 ;
   always @(posedge clk)
-    d8_tag <= \$29 ;
+    d7_tag <= \$29 ;
   always @(posedge clk)
-    d8_last <= \$30 ;
+    d7_last <= \$30 ;
   always @(posedge clk)
-    d9_valid <= \$31 ;
+    d8_valid <= \$31 ;
   always @(posedge clk)
-    d9_tag <= \$32 ;
+    d8_tag <= \$32 ;
   always @(posedge clk)
-    d9_last <= \$33 ;
+    d8_last <= \$33 ;
   always @(posedge clk)
-    d10_valid <= \$34 ;
+    d9_valid <= \$34 ;
   always @(posedge clk)
-    d10_tag <= \$35 ;
+    d9_tag <= \$35 ;
   always @(posedge clk)
-    d10_last <= \$36 ;
+    d9_last <= \$36 ;
   always @(posedge clk)
-    d11_valid <= \$37 ;
+    d10_valid <= \$37 ;
   always @(posedge clk)
-    d11_tag <= \$38 ;
+    d10_tag <= \$38 ;
   always @(posedge clk)
-    d11_last <= \$39 ;
+    d10_last <= \$39 ;
   always @(posedge clk)
-    w_en <= \$40 ;
+    d11_valid <= \$40 ;
   always @(posedge clk)
-    d12_tag <= \$41 ;
+    d11_tag <= \$41 ;
   always @(posedge clk)
-    d12_last <= \$42 ;
+    d11_last <= \$42 ;
   always @(posedge clk)
-    busy <= \$43 ;
+    w_en <= \$43 ;
   always @(posedge clk)
-    in_flight <= \$44 ;
+    d12_tag <= \$44 ;
+  always @(posedge clk)
+    d12_last <= \$45 ;
+  always @(posedge clk)
+    in_flight <= \$46 ;
+  always @(posedge clk)
+    i__ready <= \$47 ;
   assign accept = i__valid & i__ready;
   assign deliver = o__valid & r_en;
-  assign i__ready = in_flight != 5'h10;
-  assign \$1  = | { d10_valid, d9_valid, d8_valid, d7_valid, d6_valid, d5_valid, d4_valid, d3_valid, d2_valid, d1_valid, d0_valid, accept };
-  assign \$2  = in_flight + accept;
-  assign \$3  = \$2  - deliver;
+  assign \$1  = ~ deliver;
+  assign \$2  = accept & \$1 ;
+  assign \$3  = ~ accept;
+  assign \$4  = deliver & \$3 ;
+  assign \$5  = \$4  ? { 1'h0, in_flight[15:1] } : in_flight;
+  assign next_in_flight = \$2  ? { in_flight[14:0], 1'h1 } : \$5 ;
+  assign \$6  = ~ next_in_flight[15];
   always @(posedge clk)
-    d0_valid <= \$4 ;
+    d0_valid <= \$7 ;
   always @(posedge clk)
-    d0_tag <= \$5 ;
+    d0_tag <= \$8 ;
   always @(posedge clk)
-    d0_last <= \$6 ;
+    d0_last <= \$9 ;
   always @(posedge clk)
-    d1_valid <= \$7 ;
+    d1_valid <= \$10 ;
   always @(posedge clk)
-    d1_tag <= \$8 ;
+    d1_tag <= \$11 ;
   always @(posedge clk)
-    d1_last <= \$9 ;
+    d1_last <= \$12 ;
   always @(posedge clk)
-    d2_valid <= \$10 ;
+    d2_valid <= \$13 ;
   always @(posedge clk)
-    d2_tag <= \$11 ;
+    d2_tag <= \$14 ;
   always @(posedge clk)
-    d2_last <= \$12 ;
+    d2_last <= \$15 ;
   always @(posedge clk)
-    d3_valid <= \$13 ;
+    d3_valid <= \$16 ;
   always @(posedge clk)
-    d3_tag <= \$14 ;
+    d3_tag <= \$17 ;
   always @(posedge clk)
-    d3_last <= \$15 ;
+    d3_last <= \$18 ;
   always @(posedge clk)
-    d4_valid <= \$16 ;
+    d4_valid <= \$19 ;
   always @(posedge clk)
-    d4_tag <= \$17 ;
+    d4_tag <= \$20 ;
   always @(posedge clk)
-    d4_last <= \$18 ;
+    d4_last <= \$21 ;
   always @(posedge clk)
-    d5_valid <= \$19 ;
+    d5_valid <= \$22 ;
   always @(posedge clk)
-    d5_tag <= \$20 ;
+    d5_tag <= \$23 ;
   always @(posedge clk)
-    d5_last <= \$21 ;
+    d5_last <= \$24 ;
   always @(posedge clk)
-    d6_valid <= \$22 ;
+    d6_valid <= \$25 ;
   always @(posedge clk)
-    d6_tag <= \$23 ;
+    d6_tag <= \$26 ;
   always @(posedge clk)
-    d6_last <= \$24 ;
-  always @(posedge clk)
-    d7_valid <= \$25 ;
-  always @(posedge clk)
-    d7_tag <= \$26 ;
-  always @(posedge clk)
-    d7_last <= \$27 ;
+    d6_last <= \$27 ;
   \ace_alu_array_small.array.fifo  fifo (
     .clk(clk),
-    .\port$1639$0 (\result$25 ),
-    .\port$21$0 (result),
-    .\port$2448$0 (\result$26 ),
-    .\port$3369$0 (d12_tag),
-    .\port$3371$0 (d12_last),
-    .\port$830$0 (\result$24 ),
+    .\port$1028$0 (\result$28 ),
+    .\port$2013$0 (\result$29 ),
+    .\port$2998$0 (\result$30 ),
+    .\port$4047$0 (d12_tag),
+    .\port$4049$0 (d12_last),
+    .\port$43$0 (result),
     .r_data(out_payload),
     .r_en(r_en),
     .r_rdy(o__valid),
@@ -386,321 +398,321 @@ module \ace_alu_array_small.array (r_en, clk, rst, i__ready, out_payload, i__pay
   \ace_alu_array_small.array.lane0  lane0 (
     .a(i__payload[31:0]),
     .b(i__payload[159:128]),
-    .busy(busy),
     .clk(clk),
-    .\port$3291$256 (i__payload[259:256]),
-    .\result$57 (result),
-    .rst(rst)
+    .\port$3969$256 (i__payload[259:256]),
+    .\result$73 (result),
+    .rst(rst),
+    .valid(accept)
   );
   \ace_alu_array_small.array.lane1  lane1 (
     .a(i__payload[63:32]),
     .b(i__payload[191:160]),
-    .busy(busy),
     .clk(clk),
-    .\port$3291$256 (i__payload[259:256]),
-    .\result$57 (\result$24 ),
-    .rst(rst)
+    .\port$3969$256 (i__payload[259:256]),
+    .\result$73 (\result$28 ),
+    .rst(rst),
+    .valid(accept)
   );
   \ace_alu_array_small.array.lane2  lane2 (
     .a(i__payload[95:64]),
     .b(i__payload[223:192]),
-    .busy(busy),
     .clk(clk),
-    .\port$3291$256 (i__payload[259:256]),
-    .\result$57 (\result$25 ),
-    .rst(rst)
+    .\port$3969$256 (i__payload[259:256]),
+    .\result$73 (\result$29 ),
+    .rst(rst),
+    .valid(accept)
   );
   \ace_alu_array_small.array.lane3  lane3 (
     .a(i__payload[127:96]),
-    .busy(busy),
     .clk(clk),
-    .\port$3291$224 (i__payload[259:224]),
-    .\result$57 (\result$26 ),
-    .rst(rst)
+    .\port$3969$224 (i__payload[259:224]),
+    .\result$73 (\result$30 ),
+    .rst(rst),
+    .valid(accept)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$29  = d7_tag;
+    \$29  = d6_tag;
     if (rst) begin
       \$29  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$30  = d7_last;
+    \$30  = d6_last;
     if (rst) begin
       \$30  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$31  = d8_valid;
+    \$31  = d7_valid;
     if (rst) begin
       \$31  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$32  = d8_tag;
+    \$32  = d7_tag;
     if (rst) begin
       \$32  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$33  = d8_last;
+    \$33  = d7_last;
     if (rst) begin
       \$33  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$34  = d9_valid;
+    \$34  = d8_valid;
     if (rst) begin
       \$34  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$35  = d9_tag;
+    \$35  = d8_tag;
     if (rst) begin
       \$35  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$36  = d9_last;
+    \$36  = d8_last;
     if (rst) begin
       \$36  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$37  = d10_valid;
+    \$37  = d9_valid;
     if (rst) begin
       \$37  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$38  = d10_tag;
+    \$38  = d9_tag;
     if (rst) begin
       \$38  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$39  = d10_last;
+    \$39  = d9_last;
     if (rst) begin
       \$39  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$40  = d11_valid;
+    \$40  = d10_valid;
     if (rst) begin
       \$40  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$41  = d11_tag;
+    \$41  = d10_tag;
     if (rst) begin
       \$41  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$42  = d11_last;
+    \$42  = d10_last;
     if (rst) begin
       \$42  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$43  = \$1 ;
+    \$43  = d11_valid;
     if (rst) begin
       \$43  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$44  = \$3 [4:0];
+    \$44  = d11_tag;
     if (rst) begin
-      \$44  = 5'h00;
+      \$44  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$4  = accept;
+    \$45  = d11_last;
     if (rst) begin
-      \$4  = 1'h0;
+      \$45  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$5  = i__payload[263:260];
+    \$46  = next_in_flight;
     if (rst) begin
-      \$5  = 4'h0;
+      \$46  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$6  = i__payload[264];
+    \$47  = \$6 ;
     if (rst) begin
-      \$6  = 1'h0;
+      \$47  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$7  = d0_valid;
+    \$7  = accept;
     if (rst) begin
       \$7  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$8  = d0_tag;
+    \$8  = i__payload[263:260];
     if (rst) begin
       \$8  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$9  = d0_last;
+    \$9  = i__payload[264];
     if (rst) begin
       \$9  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$10  = d1_valid;
+    \$10  = d0_valid;
     if (rst) begin
       \$10  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$11  = d1_tag;
+    \$11  = d0_tag;
     if (rst) begin
       \$11  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$12  = d1_last;
+    \$12  = d0_last;
     if (rst) begin
       \$12  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$13  = d2_valid;
+    \$13  = d1_valid;
     if (rst) begin
       \$13  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$14  = d2_tag;
+    \$14  = d1_tag;
     if (rst) begin
       \$14  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$15  = d2_last;
+    \$15  = d1_last;
     if (rst) begin
       \$15  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$16  = d3_valid;
+    \$16  = d2_valid;
     if (rst) begin
       \$16  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$17  = d3_tag;
+    \$17  = d2_tag;
     if (rst) begin
       \$17  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$18  = d3_last;
+    \$18  = d2_last;
     if (rst) begin
       \$18  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$19  = d4_valid;
+    \$19  = d3_valid;
     if (rst) begin
       \$19  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$20  = d4_tag;
+    \$20  = d3_tag;
     if (rst) begin
       \$20  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$21  = d4_last;
+    \$21  = d3_last;
     if (rst) begin
       \$21  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$22  = d5_valid;
+    \$22  = d4_valid;
     if (rst) begin
       \$22  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$23  = d5_tag;
+    \$23  = d4_tag;
     if (rst) begin
       \$23  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$24  = d5_last;
+    \$24  = d4_last;
     if (rst) begin
       \$24  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$25  = d6_valid;
+    \$25  = d5_valid;
     if (rst) begin
       \$25  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$26  = d6_tag;
+    \$26  = d5_tag;
     if (rst) begin
       \$26  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$27  = d6_last;
+    \$27  = d5_last;
     if (rst) begin
       \$27  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$28  = d7_valid;
+    \$28  = d6_valid;
     if (rst) begin
       \$28  = 1'h0;
     end
@@ -709,24 +721,29 @@ module \ace_alu_array_small.array (r_en, clk, rst, i__ready, out_payload, i__pay
   assign b = i__payload[159:128];
   assign op = i__payload[257:256];
   assign dtype = i__payload[259:258];
-  assign \a$8  = i__payload[63:32];
-  assign \b$9  = i__payload[191:160];
-  assign \op$10  = i__payload[257:256];
-  assign \dtype$11  = i__payload[259:258];
-  assign \a$12  = i__payload[95:64];
-  assign \b$13  = i__payload[223:192];
-  assign \op$14  = i__payload[257:256];
-  assign \dtype$15  = i__payload[259:258];
-  assign \a$16  = i__payload[127:96];
-  assign \b$17  = i__payload[255:224];
-  assign \op$18  = i__payload[257:256];
-  assign \dtype$19  = i__payload[259:258];
+  assign valid = accept;
+  assign \a$9  = i__payload[63:32];
+  assign \b$10  = i__payload[191:160];
+  assign \op$11  = i__payload[257:256];
+  assign \dtype$12  = i__payload[259:258];
+  assign \valid$13  = accept;
+  assign \a$14  = i__payload[95:64];
+  assign \b$15  = i__payload[223:192];
+  assign \op$16  = i__payload[257:256];
+  assign \dtype$17  = i__payload[259:258];
+  assign \valid$18  = accept;
+  assign \a$19  = i__payload[127:96];
+  assign \b$20  = i__payload[255:224];
+  assign \op$21  = i__payload[257:256];
+  assign \dtype$22  = i__payload[259:258];
+  assign \valid$23  = accept;
   assign d12_valid = w_en;
-  assign w_data = { d12_last, d12_tag, \result$26 , \result$25 , \result$24 , result };
+  assign w_data = { d12_last, d12_tag, \result$30 , \result$29 , \result$28 , result };
   assign r_data = out_payload;
   assign o__payload = out_payload;
   assign r_rdy = o__valid;
   assign o__ready = r_en;
+  assign ready = i__ready;
   assign \i__payload.a  = i__payload[127:0];
   assign \i__payload.b  = i__payload[255:128];
   assign \i__payload.op  = i__payload[257:256];
@@ -742,83 +759,60 @@ module \ace_alu_array_small.array (r_en, clk, rst, i__ready, out_payload, i__pay
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.fifo (clk, rst, \port$21$0 , \port$830$0 , \port$1639$0 , \port$2448$0 , r_data, w_en, \port$3369$0 , \port$3371$0 , r_rdy, r_en);
+module \ace_alu_array_small.array.fifo (clk, rst, \port$43$0 , \port$1028$0 , \port$2013$0 , \port$2998$0 , w_en, \port$4047$0 , \port$4049$0 , r_data, r_rdy, r_en);
   reg \$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire \$1 ;
-  wire \$10 ;
-  wire [4:0] \$11 ;
-  wire [4:0] \$12 ;
-  wire \$13 ;
-  wire \$14 ;
-  wire \$15 ;
-  wire \$16 ;
-  wire \$17 ;
-  wire \$18 ;
-  wire [4:0] \$19 ;
+  reg [15:0] \$10 ;
+  reg [3:0] \$11 ;
+  reg [3:0] \$12 ;
+  reg [132:0] \$13 ;
+  reg \$14 ;
   wire \$2 ;
-  wire \$20 ;
-  wire \$21 ;
-  wire \$22 ;
-  wire \$23 ;
-  wire \$24 ;
-  wire \$25 ;
-  wire [4:0] \$26 ;
-  wire \$27 ;
-  wire \$28 ;
-  wire \$29 ;
   wire \$3 ;
-  reg [3:0] \$30 ;
-  reg [3:0] \$31 ;
-  reg [3:0] \$32 ;
-  reg \$33 ;
   wire \$4 ;
-  wire [4:0] \$5 ;
-  wire [4:0] \$6 ;
+  wire [15:0] \$5 ;
+  wire \$6 ;
   wire \$7 ;
-  wire \$8 ;
-  wire \$9 ;
+  wire [4:0] \$8 ;
+  wire [4:0] \$9 ;
   input clk;
   wire clk;
-  (* init = 4'h0 *)
-  wire [3:0] consume;
-  reg [3:0] inner_level = 4'h0;
-  wire inner_r_rdy;
-  wire [4:0] level;
-  input [31:0] \port$1639$0 ;
-  wire [31:0] \port$1639$0 ;
-  input [31:0] \port$21$0 ;
-  wire [31:0] \port$21$0 ;
-  input [31:0] \port$2448$0 ;
-  wire [31:0] \port$2448$0 ;
-  input [3:0] \port$3369$0 ;
-  wire [3:0] \port$3369$0 ;
-  input \port$3371$0 ;
-  wire \port$3371$0 ;
-  input [31:0] \port$830$0 ;
-  wire [31:0] \port$830$0 ;
-  (* init = 4'h0 *)
-  wire [3:0] produce;
+  reg [15:0] level = 16'h0000;
+  wire load;
+  wire [15:0] next_level;
+  input [31:0] \port$1028$0 ;
+  wire [31:0] \port$1028$0 ;
+  input [31:0] \port$2013$0 ;
+  wire [31:0] \port$2013$0 ;
+  input [31:0] \port$2998$0 ;
+  wire [31:0] \port$2998$0 ;
+  input [3:0] \port$4047$0 ;
+  wire [3:0] \port$4047$0 ;
+  input \port$4049$0 ;
+  wire \port$4049$0 ;
+  input [31:0] \port$43$0 ;
+  wire [31:0] \port$43$0 ;
   output [132:0] r_data;
-  wire [132:0] r_data;
+  reg [132:0] r_data = 133'h0000000000000000000000000000000000;
   input r_en;
   wire r_en;
-  wire [4:0] r_level;
   reg [3:0] r_port__addr = 4'h0;
   wire [132:0] r_port__data;
-  wire r_port__en;
   output r_rdy;
   reg r_rdy = 1'h0;
+  (* init = 4'h0 *)
+  wire [3:0] rd_ptr;
   input rst;
   wire rst;
   wire [132:0] w_data;
   input w_en;
   wire w_en;
-  wire [4:0] w_level;
   reg [3:0] w_port__addr = 4'h0;
   wire [132:0] w_port__data;
   wire w_port__en;
-  wire w_rdy;
-  reg [132:0] storage [14:0];
+  (* init = 4'h0 *)
+  wire [3:0] wr_ptr;
+  reg [132:0] storage [15:0];
   initial begin
     storage[0] = 133'h0000000000000000000000000000000000;
     storage[1] = 133'h0000000000000000000000000000000000;
@@ -835,221 +829,212 @@ module \ace_alu_array_small.array.fifo (clk, rst, \port$21$0 , \port$830$0 , \po
     storage[12] = 133'h0000000000000000000000000000000000;
     storage[13] = 133'h0000000000000000000000000000000000;
     storage[14] = 133'h0000000000000000000000000000000000;
+    storage[15] = 133'h0000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (w_port__en)
-      storage[w_port__addr] <= { \port$3371$0 , \port$3369$0 , \port$2448$0 , \port$1639$0 , \port$830$0 , \port$21$0  };
+    if (w_en)
+      storage[w_port__addr] <= { \port$4049$0 , \port$4047$0 , \port$2998$0 , \port$2013$0 , \port$1028$0 , \port$43$0  };
   end
-  reg [132:0] _0_;
-  always @(posedge clk) begin
-    if (r_port__en) begin
-      _0_ <= storage[r_port__addr];
-    end
-  end
-  assign r_data = _0_;
-  assign w_rdy = inner_level != 4'hf;
-  assign inner_r_rdy = | inner_level;
-  assign w_port__en = w_rdy & w_en;
-  assign \$1  = ~ r_rdy;
-  assign \$2  = \$1  | r_en;
-  assign r_port__en = inner_r_rdy & \$2 ;
-  assign w_level = inner_level + r_rdy;
-  assign \$3  = w_rdy & w_en;
-  assign \$4  = w_port__addr == 4'he;
-  assign \$5  = w_port__addr + 1'h1;
-  assign \$6  = \$4  ? 5'h00 : \$5 ;
-  assign \$7  = ~ r_rdy;
-  assign \$8  = \$7  | r_en;
-  assign \$9  = inner_r_rdy & \$8 ;
-  assign \$10  = r_port__addr == 4'he;
-  assign \$11  = r_port__addr + 1'h1;
-  assign \$12  = \$10  ? 5'h00 : \$11 ;
-  assign \$13  = w_rdy & w_en;
-  assign \$14  = ~ r_rdy;
-  assign \$15  = \$14  | r_en;
-  assign \$16  = inner_r_rdy & \$15 ;
-  assign \$17  = ~ \$16 ;
-  assign \$18  = \$13  & \$17 ;
-  assign \$19  = inner_level + 1'h1;
-  assign \$20  = ~ r_rdy;
-  assign \$21  = \$20  | r_en;
-  assign \$22  = inner_r_rdy & \$21 ;
-  assign \$23  = w_rdy & w_en;
-  assign \$24  = ~ \$23 ;
-  assign \$25  = \$22  & \$24 ;
-  assign \$26  = inner_level - 1'h1;
-  assign \$27  = ~ r_rdy;
-  assign \$28  = \$27  | r_en;
-  assign \$29  = inner_r_rdy & \$28 ;
+  assign r_port__data = storage[r_port__addr];
+  assign \$1  = ~ load;
+  assign \$2  = w_en & \$1 ;
+  assign \$3  = ~ w_en;
+  assign \$4  = load & \$3 ;
+  assign \$5  = \$4  ? { 1'h0, level[15:1] } : level;
+  assign next_level = \$2  ? { level[14:0], 1'h1 } : \$5 ;
+  assign \$6  = ~ r_rdy;
+  assign \$7  = \$6  | r_en;
+  assign load = level[0] & \$7 ;
+  assign \$8  = w_port__addr + 1'h1;
+  assign \$9  = r_port__addr + 1'h1;
   always @(posedge clk)
-    w_port__addr <= \$30 ;
+    level <= \$10 ;
   always @(posedge clk)
-    r_port__addr <= \$31 ;
+    w_port__addr <= \$11 ;
   always @(posedge clk)
-    inner_level <= \$32 ;
+    r_port__addr <= \$12 ;
   always @(posedge clk)
-    r_rdy <= \$33 ;
+    r_data <= \$13 ;
+  always @(posedge clk)
+    r_rdy <= \$14 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
-    \$30  = w_port__addr;
-    if (\$3 ) begin
-      \$30  = \$6 [3:0];
+    \$10  = next_level;
+    if (rst) begin
+      \$10  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$11  = w_port__addr;
+    if (w_en) begin
+      \$11  = \$8 [3:0];
     end
     if (rst) begin
-      \$30  = 4'h0;
+      \$11  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
-    \$31  = r_port__addr;
-    if (\$9 ) begin
-      \$31  = \$12 [3:0];
+    \$12  = r_port__addr;
+    if (load) begin
+      \$12  = \$9 [3:0];
     end
     if (rst) begin
-      \$31  = 4'h0;
+      \$12  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
-    \$32  = inner_level;
-    if (\$18 ) begin
-      \$32  = \$19 [3:0];
-    end
-    if (\$25 ) begin
-      \$32  = \$26 [3:0];
+    \$13  = r_data;
+    if (load) begin
+      \$13  = r_port__data;
     end
     if (rst) begin
-      \$32  = 4'h0;
+      \$13  = 133'h0000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
-    \$33  = r_rdy;
-    if (\$29 ) begin
-      \$33  = 1'h1;
+    \$14  = r_rdy;
+    if (load) begin
+      \$14  = 1'h1;
     end else if (r_en) begin
-      \$33  = 1'h0;
+      \$14  = 1'h0;
     end
     if (rst) begin
-      \$33  = 1'h0;
+      \$14  = 1'h0;
     end
   end
-  assign level = w_level;
-  assign r_level = w_level;
-  assign produce = w_port__addr;
-  assign w_port__data = { \port$3371$0 , \port$3369$0 , \port$2448$0 , \port$1639$0 , \port$830$0 , \port$21$0  };
-  assign w_data = { \port$3371$0 , \port$3369$0 , \port$2448$0 , \port$1639$0 , \port$830$0 , \port$21$0  };
-  assign consume = r_port__addr;
-  assign r_port__data = r_data;
+  assign wr_ptr = w_port__addr;
+  assign w_port__data = { \port$4049$0 , \port$4047$0 , \port$2998$0 , \port$2013$0 , \port$1028$0 , \port$43$0  };
+  assign w_data = { \port$4049$0 , \port$4047$0 , \port$2998$0 , \port$2013$0 , \port$1028$0 , \port$43$0  };
+  assign w_port__en = w_en;
+  assign rd_ptr = r_port__addr;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane0 (rst, \result$57 , a, b, \port$3291$256 , busy, clk);
+module \ace_alu_array_small.array.lane0 (rst, valid, \result$73 , a, b, \port$3969$256 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$3  = 0;
   wire \$1 ;
-  wire \$10 ;
-  reg [31:0] \$11 ;
+  reg [1:0] \$10 ;
+  reg \$11 ;
   reg [31:0] \$12 ;
-  reg [1:0] \$13 ;
-  reg [1:0] \$14 ;
-  reg [31:0] \$15 ;
-  reg \$16 ;
+  reg \$13 ;
+  reg \$14 ;
+  reg \$15 ;
+  reg [31:0] \$16 ;
   reg \$17 ;
-  reg [31:0] \$18 ;
+  reg \$18 ;
   reg \$19 ;
-  wire \$2 ;
-  reg \$20 ;
-  reg [31:0] \$21 ;
+  wire [31:0] \$2 ;
+  reg [31:0] \$20 ;
+  reg \$21 ;
   reg \$22 ;
   reg \$23 ;
   reg [31:0] \$24 ;
   reg \$25 ;
   reg \$26 ;
-  reg [31:0] \$27 ;
-  reg \$28 ;
+  reg \$27 ;
+  reg [31:0] \$28 ;
   reg \$29 ;
-  wire \$3 ;
-  reg [31:0] \$30 ;
+  wire [32:0] \$3 ;
+  reg \$30 ;
   reg \$31 ;
-  reg \$32 ;
-  reg [31:0] \$33 ;
+  reg [31:0] \$32 ;
+  reg \$33 ;
   reg \$34 ;
   reg \$35 ;
   reg [31:0] \$36 ;
   reg \$37 ;
   reg \$38 ;
-  reg [31:0] \$39 ;
-  wire [31:0] \$4 ;
-  reg \$40 ;
+  reg \$39 ;
+  wire \$4 ;
+  reg [31:0] \$40 ;
   reg \$41 ;
-  reg [31:0] \$42 ;
+  reg \$42 ;
   reg \$43 ;
-  reg \$44 ;
-  reg [31:0] \$45 ;
+  reg [31:0] \$44 ;
+  reg \$45 ;
   reg \$46 ;
   reg \$47 ;
   reg [31:0] \$48 ;
   reg \$49 ;
   wire \$5 ;
   reg \$50 ;
-  wire [15:0] \$51 ;
-  wire [15:0] \$52 ;
-  wire [32:0] \$6 ;
-  wire [32:0] \$7 ;
-  wire \$8 ;
-  wire \$9 ;
+  reg \$51 ;
+  reg [31:0] \$52 ;
+  reg \$53 ;
+  reg \$54 ;
+  reg \$55 ;
+  reg [31:0] \$56 ;
+  reg \$57 ;
+  reg \$58 ;
+  reg \$59 ;
+  wire \$6 ;
+  wire [15:0] \$60 ;
+  wire [15:0] \$61 ;
+  reg [31:0] \$7 ;
+  reg [31:0] \$8 ;
+  reg [1:0] \$9 ;
   input [31:0] a;
   wire [31:0] a;
-  (* init = 32'd0 *)
-  wire [31:0] \a$50 ;
-  (* init = 32'd0 *)
-  wire [31:0] \a$53 ;
+  wire [31:0] \a$63 ;
+  wire [31:0] \a$66 ;
   input [31:0] b;
   wire [31:0] b;
-  (* init = 32'd0 *)
-  wire [31:0] \b$51 ;
-  (* init = 32'd0 *)
-  wire [31:0] \b$54 ;
-  input busy;
-  wire busy;
+  wire [31:0] \b$64 ;
+  wire [31:0] \b$67 ;
   input clk;
   wire clk;
   reg d10_fp_sum = 1'h0;
   reg d10_minmax = 1'h0;
   reg [31:0] d10_simple = 32'd0;
+  reg d10_valid = 1'h1;
   reg d11_fp_sum = 1'h0;
   reg d11_minmax = 1'h0;
   reg [31:0] d11_simple = 32'd0;
+  reg d11_valid = 1'h1;
   reg d12_fp_sum = 1'h0;
   reg d12_minmax = 1'h0;
   reg [31:0] d12_simple = 32'd0;
+  reg d12_valid = 1'h1;
   reg d1_fp_sum = 1'h0;
   reg d1_minmax = 1'h0;
   reg [31:0] d1_simple = 32'd0;
+  reg d1_valid = 1'h1;
   reg d2_fp_sum = 1'h0;
   reg d2_minmax = 1'h0;
   reg [31:0] d2_simple = 32'd0;
+  reg d2_valid = 1'h1;
   reg d3_fp_sum = 1'h0;
   reg d3_minmax = 1'h0;
   reg [31:0] d3_simple = 32'd0;
+  reg d3_valid = 1'h1;
   reg d4_fp_sum = 1'h0;
   reg d4_minmax = 1'h0;
   reg [31:0] d4_simple = 32'd0;
+  reg d4_valid = 1'h1;
   reg d5_fp_sum = 1'h0;
   reg d5_minmax = 1'h0;
   reg [31:0] d5_simple = 32'd0;
+  reg d5_valid = 1'h1;
   reg d6_fp_sum = 1'h0;
   reg d6_minmax = 1'h0;
   reg [31:0] d6_simple = 32'd0;
+  reg d6_valid = 1'h1;
   reg d7_fp_sum = 1'h0;
   reg d7_minmax = 1'h0;
   reg [31:0] d7_simple = 32'd0;
+  reg d7_valid = 1'h1;
   reg d8_fp_sum = 1'h0;
   reg d8_minmax = 1'h0;
   reg [31:0] d8_simple = 32'd0;
+  reg d8_valid = 1'h1;
   reg d9_fp_sum = 1'h0;
   reg d9_minmax = 1'h0;
   reg [31:0] d9_simple = 32'd0;
+  reg d9_valid = 1'h1;
   wire [31:0] direct;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
@@ -1062,15 +1047,13 @@ module \ace_alu_array_small.array.lane0 (rst, \result$57 , a, b, \port$3291$256 
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
-  (* init = 2'h0 *)
-  wire [1:0] \dtype$52 ;
+  wire [1:0] \dtype$65 ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
-  (* init = 2'h0 *)
-  wire [1:0] \dtype$55 ;
+  wire [1:0] \dtype$68 ;
   wire fp_sum;
   wire is_max;
   (* enum_base_type = "ReduceOp" *)
@@ -1079,12 +1062,13 @@ module \ace_alu_array_small.array.lane0 (rst, \result$57 , a, b, \port$3291$256 
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [3:0] \port$3291$256 ;
-  wire [3:0] \port$3291$256 ;
+  wire pass_a;
+  input [3:0] \port$3969$256 ;
+  wire [3:0] \port$3969$256 ;
   wire [31:0] result;
-  output [31:0] \result$57 ;
-  wire [31:0] \result$57 ;
-  wire [31:0] \result$58 ;
+  output [31:0] \result$73 ;
+  wire [31:0] \result$73 ;
+  wire [31:0] \result$74 ;
   input rst;
   wire rst;
   reg [31:0] s0_a = 32'd0;
@@ -1101,91 +1085,17 @@ module \ace_alu_array_small.array.lane0 (rst, \result$57 , a, b, \port$3291$256 
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   reg [1:0] s0_op = 2'h0;
+  reg s0_valid = 1'h1;
+  input valid;
+  wire valid;
+  wire \valid$71 ;
+  wire \valid$72 ;
   always @(posedge clk)
-    d5_fp_sum <= \$28 ;
+    d3_fp_sum <= \$21 ;
   always @(posedge clk)
-    d5_minmax <= \$29 ;
+    d3_minmax <= \$22 ;
   always @(posedge clk)
-    d6_simple <= \$30 ;
-  always @(posedge clk)
-    d6_fp_sum <= \$31 ;
-  always @(posedge clk)
-    d6_minmax <= \$32 ;
-  always @(posedge clk)
-    d7_simple <= \$33 ;
-  always @(posedge clk)
-    d7_fp_sum <= \$34 ;
-  always @(posedge clk)
-    d7_minmax <= \$35 ;
-  always @(posedge clk)
-    d8_simple <= \$36 ;
-  always @(posedge clk)
-    d8_fp_sum <= \$37 ;
-  always @(posedge clk)
-    d8_minmax <= \$38 ;
-  always @(posedge clk)
-    d9_simple <= \$39 ;
-  always @(posedge clk)
-    d9_fp_sum <= \$40 ;
-  always @(posedge clk)
-    d9_minmax <= \$41 ;
-  always @(posedge clk)
-    d10_simple <= \$42 ;
-  always @(posedge clk)
-    d10_fp_sum <= \$43 ;
-  always @(posedge clk)
-    d10_minmax <= \$44 ;
-  always @(posedge clk)
-    d11_simple <= \$45 ;
-  always @(posedge clk)
-    d11_fp_sum <= \$46 ;
-  always @(posedge clk)
-    d11_minmax <= \$47 ;
-  always @(posedge clk)
-    d12_simple <= \$48 ;
-  always @(posedge clk)
-    d12_fp_sum <= \$49 ;
-  always @(posedge clk)
-    d12_minmax <= \$50 ;
-  assign \$1  = s0_op == 1'h1;
-  assign \$2  = s0_op == 2'h2;
-  assign \$3  = \$1  | \$2 ;
-  assign \$4  = d2_minmax ? { \$52 , \$51  } : d2_simple;
-  assign is_max = s0_op == 1'h1;
-  assign \$5  = s0_op == 2'h3;
-  assign \$6  = s0_a + s0_b;
-  assign \$7  = \$5  ? { 1'h0, s0_a } : \$6 ;
-  assign \$8  = | s0_op;
-  assign \$9  = ~ \$8 ;
-  assign \$10  = | s0_dtype;
-  assign fp_sum = \$9  & \$10 ;
-  assign \result$57  = d12_fp_sum ? \result$58  : d12_simple;
-  always @(posedge clk)
-    s0_a <= \$11 ;
-  always @(posedge clk)
-    s0_b <= \$12 ;
-  always @(posedge clk)
-    s0_op <= \$13 ;
-  always @(posedge clk)
-    s0_dtype <= \$14 ;
-  always @(posedge clk)
-    d1_simple <= \$15 ;
-  always @(posedge clk)
-    d1_fp_sum <= \$16 ;
-  always @(posedge clk)
-    d1_minmax <= \$17 ;
-  always @(posedge clk)
-    d2_simple <= \$18 ;
-  always @(posedge clk)
-    d2_fp_sum <= \$19 ;
-  always @(posedge clk)
-    d2_minmax <= \$20 ;
-  always @(posedge clk)
-    d3_simple <= \$21 ;
-  always @(posedge clk)
-    d3_fp_sum <= \$22 ;
-  always @(posedge clk)
-    d3_minmax <= \$23 ;
+    d3_valid <= \$23 ;
   always @(posedge clk)
     d4_simple <= \$24 ;
   always @(posedge clk)
@@ -1193,360 +1103,145 @@ module \ace_alu_array_small.array.lane0 (rst, \result$57 , a, b, \port$3291$256 
   always @(posedge clk)
     d4_minmax <= \$26 ;
   always @(posedge clk)
-    d5_simple <= \$27 ;
+    d4_valid <= \$27 ;
+  always @(posedge clk)
+    d5_simple <= \$28 ;
+  always @(posedge clk)
+    d5_fp_sum <= \$29 ;
+  always @(posedge clk)
+    d5_minmax <= \$30 ;
+  always @(posedge clk)
+    d5_valid <= \$31 ;
+  always @(posedge clk)
+    d6_simple <= \$32 ;
+  always @(posedge clk)
+    d6_fp_sum <= \$33 ;
+  always @(posedge clk)
+    d6_minmax <= \$34 ;
+  always @(posedge clk)
+    d6_valid <= \$35 ;
+  always @(posedge clk)
+    d7_simple <= \$36 ;
+  always @(posedge clk)
+    d7_fp_sum <= \$37 ;
+  always @(posedge clk)
+    d7_minmax <= \$38 ;
+  always @(posedge clk)
+    d7_valid <= \$39 ;
+  always @(posedge clk)
+    d8_simple <= \$40 ;
+  always @(posedge clk)
+    d8_fp_sum <= \$41 ;
+  always @(posedge clk)
+    d8_minmax <= \$42 ;
+  always @(posedge clk)
+    d8_valid <= \$43 ;
+  always @(posedge clk)
+    d9_simple <= \$44 ;
+  always @(posedge clk)
+    d9_fp_sum <= \$45 ;
+  always @(posedge clk)
+    d9_minmax <= \$46 ;
+  always @(posedge clk)
+    d9_valid <= \$47 ;
+  always @(posedge clk)
+    d10_simple <= \$48 ;
+  always @(posedge clk)
+    d10_fp_sum <= \$49 ;
+  always @(posedge clk)
+    d10_minmax <= \$50 ;
+  always @(posedge clk)
+    d10_valid <= \$51 ;
+  always @(posedge clk)
+    d11_simple <= \$52 ;
+  always @(posedge clk)
+    d11_fp_sum <= \$53 ;
+  always @(posedge clk)
+    d11_minmax <= \$54 ;
+  always @(posedge clk)
+    d11_valid <= \$55 ;
+  always @(posedge clk)
+    d12_simple <= \$56 ;
+  always @(posedge clk)
+    d12_fp_sum <= \$57 ;
+  always @(posedge clk)
+    d12_minmax <= \$58 ;
+  always @(posedge clk)
+    d12_valid <= \$59 ;
+  assign \$1  = | s0_op;
+  assign \$2  = d2_minmax ? { \$61 , \$60  } : d2_simple;
+  assign is_max = \port$3969$256 [1:0] == 1'h1;
+  assign pass_a = \port$3969$256 [1:0] == 2'h3;
+  assign \$3  = s0_a + s0_b;
+  assign \$4  = | s0_op;
+  assign \$5  = ~ \$4 ;
+  assign \$6  = | s0_dtype;
+  assign fp_sum = \$5  & \$6 ;
+  assign \result$73  = d12_fp_sum ? \result$74  : d12_simple;
+  always @(posedge clk)
+    s0_a <= \$7 ;
+  always @(posedge clk)
+    s0_b <= \$8 ;
+  always @(posedge clk)
+    s0_op <= \$9 ;
+  always @(posedge clk)
+    s0_dtype <= \$10 ;
+  always @(posedge clk)
+    s0_valid <= \$11 ;
+  always @(posedge clk)
+    d1_simple <= \$12 ;
+  always @(posedge clk)
+    d1_fp_sum <= \$13 ;
+  always @(posedge clk)
+    d1_minmax <= \$14 ;
+  always @(posedge clk)
+    d1_valid <= \$15 ;
+  always @(posedge clk)
+    d2_simple <= \$16 ;
+  always @(posedge clk)
+    d2_fp_sum <= \$17 ;
+  always @(posedge clk)
+    d2_minmax <= \$18 ;
+  always @(posedge clk)
+    d2_valid <= \$19 ;
+  always @(posedge clk)
+    d3_simple <= \$20 ;
   \ace_alu_array_small.array.lane0.adder  adder (
-    .a(s0_a),
-    .b(s0_b),
-    .busy(busy),
+    .a(a),
+    .b(b),
     .clk(clk),
-    .dtype(s0_dtype),
-    .result(\result$58 ),
-    .rst(rst)
+    .dtype(\port$3969$256 [3:2]),
+    .result(\result$74 ),
+    .rst(rst),
+    .valid(valid)
   );
   \ace_alu_array_small.array.lane0.minmax  minmax (
-    .a(s0_a),
-    .b(s0_b),
-    .busy(busy),
+    .a(a),
+    .b(b),
     .clk(clk),
-    .dtype(s0_dtype),
+    .dtype(\port$3969$256 [3:2]),
     .is_max(is_max),
-    .\port$730$0 (\$51 ),
-    .\port$731$0 (\$52 ),
-    .rst(rst)
+    .pass_a(pass_a),
+    .\port$993$0 (\$60 ),
+    .\port$994$0 (\$61 ),
+    .rst(rst),
+    .valid(valid)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$28  = d5_fp_sum;
-    if (busy) begin
-      \$28  = d4_fp_sum;
+    \$21  = d3_fp_sum;
+    if (d2_valid) begin
+      \$21  = d2_fp_sum;
     end
     if (rst) begin
-      \$28  = 1'h0;
+      \$21  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$29  = d5_minmax;
-    if (busy) begin
-      \$29  = d4_minmax;
-    end
-    if (rst) begin
-      \$29  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$30  = d6_simple;
-    if (busy) begin
-      \$30  = d5_simple;
-    end
-    if (rst) begin
-      \$30  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$31  = d6_fp_sum;
-    if (busy) begin
-      \$31  = d5_fp_sum;
-    end
-    if (rst) begin
-      \$31  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$32  = d6_minmax;
-    if (busy) begin
-      \$32  = d5_minmax;
-    end
-    if (rst) begin
-      \$32  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$33  = d7_simple;
-    if (busy) begin
-      \$33  = d6_simple;
-    end
-    if (rst) begin
-      \$33  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$34  = d7_fp_sum;
-    if (busy) begin
-      \$34  = d6_fp_sum;
-    end
-    if (rst) begin
-      \$34  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$35  = d7_minmax;
-    if (busy) begin
-      \$35  = d6_minmax;
-    end
-    if (rst) begin
-      \$35  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$36  = d8_simple;
-    if (busy) begin
-      \$36  = d7_simple;
-    end
-    if (rst) begin
-      \$36  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$37  = d8_fp_sum;
-    if (busy) begin
-      \$37  = d7_fp_sum;
-    end
-    if (rst) begin
-      \$37  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$38  = d8_minmax;
-    if (busy) begin
-      \$38  = d7_minmax;
-    end
-    if (rst) begin
-      \$38  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$39  = d9_simple;
-    if (busy) begin
-      \$39  = d8_simple;
-    end
-    if (rst) begin
-      \$39  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$40  = d9_fp_sum;
-    if (busy) begin
-      \$40  = d8_fp_sum;
-    end
-    if (rst) begin
-      \$40  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$41  = d9_minmax;
-    if (busy) begin
-      \$41  = d8_minmax;
-    end
-    if (rst) begin
-      \$41  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$42  = d10_simple;
-    if (busy) begin
-      \$42  = d9_simple;
-    end
-    if (rst) begin
-      \$42  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$43  = d10_fp_sum;
-    if (busy) begin
-      \$43  = d9_fp_sum;
-    end
-    if (rst) begin
-      \$43  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$44  = d10_minmax;
-    if (busy) begin
-      \$44  = d9_minmax;
-    end
-    if (rst) begin
-      \$44  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$45  = d11_simple;
-    if (busy) begin
-      \$45  = d10_simple;
-    end
-    if (rst) begin
-      \$45  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$46  = d11_fp_sum;
-    if (busy) begin
-      \$46  = d10_fp_sum;
-    end
-    if (rst) begin
-      \$46  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$47  = d11_minmax;
-    if (busy) begin
-      \$47  = d10_minmax;
-    end
-    if (rst) begin
-      \$47  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$48  = d12_simple;
-    if (busy) begin
-      \$48  = d11_simple;
-    end
-    if (rst) begin
-      \$48  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$49  = d12_fp_sum;
-    if (busy) begin
-      \$49  = d11_fp_sum;
-    end
-    if (rst) begin
-      \$49  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$50  = d12_minmax;
-    if (busy) begin
-      \$50  = d11_minmax;
-    end
-    if (rst) begin
-      \$50  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$11  = a;
-    if (rst) begin
-      \$11  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$12  = b;
-    if (rst) begin
-      \$12  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$13  = \port$3291$256 [1:0];
-    if (rst) begin
-      \$13  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$14  = \port$3291$256 [3:2];
-    if (rst) begin
-      \$14  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$15  = d1_simple;
-    if (busy) begin
-      \$15  = \$7 [31:0];
-    end
-    if (rst) begin
-      \$15  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$16  = d1_fp_sum;
-    if (busy) begin
-      \$16  = fp_sum;
-    end
-    if (rst) begin
-      \$16  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$17  = d1_minmax;
-    if (busy) begin
-      \$17  = \$3 ;
-    end
-    if (rst) begin
-      \$17  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$18  = d2_simple;
-    if (busy) begin
-      \$18  = d1_simple;
-    end
-    if (rst) begin
-      \$18  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$19  = d2_fp_sum;
-    if (busy) begin
-      \$19  = d1_fp_sum;
-    end
-    if (rst) begin
-      \$19  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$20  = d2_minmax;
-    if (busy) begin
-      \$20  = d1_minmax;
-    end
-    if (rst) begin
-      \$20  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$21  = d3_simple;
-    if (busy) begin
-      \$21  = \$4 ;
-    end
-    if (rst) begin
-      \$21  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$22  = d3_fp_sum;
-    if (busy) begin
-      \$22  = d2_fp_sum;
+    \$22  = d3_minmax;
+    if (d2_valid) begin
+      \$22  = d2_minmax;
     end
     if (rst) begin
       \$22  = 1'h0;
@@ -1554,18 +1249,15 @@ module \ace_alu_array_small.array.lane0 (rst, \result$57 , a, b, \port$3291$256 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$23  = d3_minmax;
-    if (busy) begin
-      \$23  = d2_minmax;
-    end
+    \$23  = d2_valid;
     if (rst) begin
-      \$23  = 1'h0;
+      \$23  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     \$24  = d4_simple;
-    if (busy) begin
+    if (d3_valid) begin
       \$24  = d3_simple;
     end
     if (rst) begin
@@ -1575,7 +1267,7 @@ module \ace_alu_array_small.array.lane0 (rst, \result$57 , a, b, \port$3291$256 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     \$25  = d4_fp_sum;
-    if (busy) begin
+    if (d3_valid) begin
       \$25  = d3_fp_sum;
     end
     if (rst) begin
@@ -1585,7 +1277,7 @@ module \ace_alu_array_small.array.lane0 (rst, \result$57 , a, b, \port$3291$256 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     \$26  = d4_minmax;
-    if (busy) begin
+    if (d3_valid) begin
       \$26  = d3_minmax;
     end
     if (rst) begin
@@ -1594,31 +1286,445 @@ module \ace_alu_array_small.array.lane0 (rst, \result$57 , a, b, \port$3291$256 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$27  = d5_simple;
-    if (busy) begin
-      \$27  = d4_simple;
-    end
+    \$27  = d3_valid;
     if (rst) begin
-      \$27  = 32'd0;
+      \$27  = 1'h1;
     end
   end
-  assign op = \port$3291$256 [1:0];
-  assign dtype = \port$3291$256 [3:2];
-  assign direct = \$7 [31:0];
-  assign result = { \$52 , \$51  };
-  assign \a$50  = s0_a;
-  assign \b$51  = s0_b;
-  assign \dtype$52  = s0_dtype;
-  assign \a$53  = s0_a;
-  assign \b$54  = s0_b;
-  assign \dtype$55  = s0_dtype;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$28  = d5_simple;
+    if (d4_valid) begin
+      \$28  = d4_simple;
+    end
+    if (rst) begin
+      \$28  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$29  = d5_fp_sum;
+    if (d4_valid) begin
+      \$29  = d4_fp_sum;
+    end
+    if (rst) begin
+      \$29  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$30  = d5_minmax;
+    if (d4_valid) begin
+      \$30  = d4_minmax;
+    end
+    if (rst) begin
+      \$30  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$31  = d4_valid;
+    if (rst) begin
+      \$31  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$32  = d6_simple;
+    if (d5_valid) begin
+      \$32  = d5_simple;
+    end
+    if (rst) begin
+      \$32  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$33  = d6_fp_sum;
+    if (d5_valid) begin
+      \$33  = d5_fp_sum;
+    end
+    if (rst) begin
+      \$33  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$34  = d6_minmax;
+    if (d5_valid) begin
+      \$34  = d5_minmax;
+    end
+    if (rst) begin
+      \$34  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$35  = d5_valid;
+    if (rst) begin
+      \$35  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$36  = d7_simple;
+    if (d6_valid) begin
+      \$36  = d6_simple;
+    end
+    if (rst) begin
+      \$36  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$37  = d7_fp_sum;
+    if (d6_valid) begin
+      \$37  = d6_fp_sum;
+    end
+    if (rst) begin
+      \$37  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$38  = d7_minmax;
+    if (d6_valid) begin
+      \$38  = d6_minmax;
+    end
+    if (rst) begin
+      \$38  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$39  = d6_valid;
+    if (rst) begin
+      \$39  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$40  = d8_simple;
+    if (d7_valid) begin
+      \$40  = d7_simple;
+    end
+    if (rst) begin
+      \$40  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$41  = d8_fp_sum;
+    if (d7_valid) begin
+      \$41  = d7_fp_sum;
+    end
+    if (rst) begin
+      \$41  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$42  = d8_minmax;
+    if (d7_valid) begin
+      \$42  = d7_minmax;
+    end
+    if (rst) begin
+      \$42  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$43  = d7_valid;
+    if (rst) begin
+      \$43  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$44  = d9_simple;
+    if (d8_valid) begin
+      \$44  = d8_simple;
+    end
+    if (rst) begin
+      \$44  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$45  = d9_fp_sum;
+    if (d8_valid) begin
+      \$45  = d8_fp_sum;
+    end
+    if (rst) begin
+      \$45  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$46  = d9_minmax;
+    if (d8_valid) begin
+      \$46  = d8_minmax;
+    end
+    if (rst) begin
+      \$46  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$47  = d8_valid;
+    if (rst) begin
+      \$47  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$48  = d10_simple;
+    if (d9_valid) begin
+      \$48  = d9_simple;
+    end
+    if (rst) begin
+      \$48  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$49  = d10_fp_sum;
+    if (d9_valid) begin
+      \$49  = d9_fp_sum;
+    end
+    if (rst) begin
+      \$49  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$50  = d10_minmax;
+    if (d9_valid) begin
+      \$50  = d9_minmax;
+    end
+    if (rst) begin
+      \$50  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$51  = d9_valid;
+    if (rst) begin
+      \$51  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$52  = d11_simple;
+    if (d10_valid) begin
+      \$52  = d10_simple;
+    end
+    if (rst) begin
+      \$52  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$53  = d11_fp_sum;
+    if (d10_valid) begin
+      \$53  = d10_fp_sum;
+    end
+    if (rst) begin
+      \$53  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$54  = d11_minmax;
+    if (d10_valid) begin
+      \$54  = d10_minmax;
+    end
+    if (rst) begin
+      \$54  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$55  = d10_valid;
+    if (rst) begin
+      \$55  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$56  = d12_simple;
+    if (d11_valid) begin
+      \$56  = d11_simple;
+    end
+    if (rst) begin
+      \$56  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$57  = d12_fp_sum;
+    if (d11_valid) begin
+      \$57  = d11_fp_sum;
+    end
+    if (rst) begin
+      \$57  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$58  = d12_minmax;
+    if (d11_valid) begin
+      \$58  = d11_minmax;
+    end
+    if (rst) begin
+      \$58  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$59  = d11_valid;
+    if (rst) begin
+      \$59  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$7  = a;
+    if (rst) begin
+      \$7  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$8  = b;
+    if (rst) begin
+      \$8  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$9  = \port$3969$256 [1:0];
+    if (rst) begin
+      \$9  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$10  = \port$3969$256 [3:2];
+    if (rst) begin
+      \$10  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$11  = valid;
+    if (rst) begin
+      \$11  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$12  = d1_simple;
+    if (s0_valid) begin
+      \$12  = \$3 [31:0];
+    end
+    if (rst) begin
+      \$12  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$13  = d1_fp_sum;
+    if (s0_valid) begin
+      \$13  = fp_sum;
+    end
+    if (rst) begin
+      \$13  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$14  = d1_minmax;
+    if (s0_valid) begin
+      \$14  = \$1 ;
+    end
+    if (rst) begin
+      \$14  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$15  = s0_valid;
+    if (rst) begin
+      \$15  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$16  = d2_simple;
+    if (d1_valid) begin
+      \$16  = d1_simple;
+    end
+    if (rst) begin
+      \$16  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$17  = d2_fp_sum;
+    if (d1_valid) begin
+      \$17  = d1_fp_sum;
+    end
+    if (rst) begin
+      \$17  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$18  = d2_minmax;
+    if (d1_valid) begin
+      \$18  = d1_minmax;
+    end
+    if (rst) begin
+      \$18  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$19  = d1_valid;
+    if (rst) begin
+      \$19  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$20  = d3_simple;
+    if (d2_valid) begin
+      \$20  = \$2 ;
+    end
+    if (rst) begin
+      \$20  = 32'd0;
+    end
+  end
+  assign op = \port$3969$256 [1:0];
+  assign dtype = \port$3969$256 [3:2];
+  assign direct = \$3 [31:0];
+  assign result = { \$61 , \$60  };
+  assign \a$63  = a;
+  assign \b$64  = b;
+  assign \dtype$65  = \port$3969$256 [3:2];
+  assign \a$66  = a;
+  assign \b$67  = b;
+  assign \dtype$68  = \port$3969$256 [3:2];
+  assign \valid$71  = valid;
+  assign \valid$72  = valid;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane0.adder (rst, busy, a, b, dtype, result, clk);
+module \ace_alu_array_small.array.lane0.adder (rst, valid, a, b, dtype, result, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$4  = 0;
   wire \$1 ;
-  wire \$10 ;
+  wire [7:0] \$10 ;
   wire \$100 ;
   wire \$101 ;
   wire \$102 ;
@@ -1637,64 +1743,64 @@ module \ace_alu_array_small.array.lane0.adder (rst, busy, a, b, dtype, result, c
   wire \$114 ;
   wire \$115 ;
   wire \$116 ;
-  wire [10:0] \$117 ;
+  wire \$117 ;
   wire \$118 ;
-  wire [10:0] \$119 ;
+  wire \$119 ;
   wire \$12 ;
-  wire [8:0] \$120 ;
-  wire [8:0] \$121 ;
+  wire \$120 ;
+  wire \$121 ;
   wire \$122 ;
-  wire [7:0] \$123 ;
+  wire \$123 ;
   wire \$124 ;
-  wire [7:0] \$125 ;
-  wire [8:0] \$126 ;
+  wire \$125 ;
+  wire \$126 ;
   wire \$127 ;
-  wire [7:0] \$128 ;
+  wire \$128 ;
   wire \$129 ;
   wire \$13 ;
-  wire [7:0] \$130 ;
-  wire [8:0] \$131 ;
+  wire \$130 ;
+  wire \$131 ;
   wire \$132 ;
   wire \$133 ;
   wire \$134 ;
   wire \$135 ;
   wire \$136 ;
-  wire [3:0] \$137 ;
-  wire [3:0] \$138 ;
+  wire \$137 ;
+  wire \$138 ;
   wire \$139 ;
   wire \$14 ;
   wire \$140 ;
   wire \$141 ;
-  wire \$142 ;
+  wire [10:0] \$142 ;
   wire \$143 ;
-  wire \$144 ;
-  wire \$145 ;
-  wire \$146 ;
-  wire \$147 ;
-  wire \$148 ;
+  wire [10:0] \$144 ;
+  wire [8:0] \$145 ;
+  wire [8:0] \$146 ;
+  wire [8:0] \$147 ;
+  wire [8:0] \$148 ;
   wire \$149 ;
-  wire \$15 ;
+  wire [7:0] \$15 ;
   wire \$150 ;
-  wire [3:0] \$151 ;
-  wire [3:0] \$152 ;
+  wire \$151 ;
+  wire \$152 ;
   wire \$153 ;
-  wire \$154 ;
-  wire \$155 ;
+  wire [3:0] \$154 ;
+  wire [3:0] \$155 ;
   wire \$156 ;
   wire \$157 ;
   wire \$158 ;
   wire \$159 ;
-  wire [7:0] \$16 ;
-  wire [4:0] \$160 ;
+  wire \$16 ;
+  wire \$160 ;
   wire \$161 ;
   wire \$162 ;
   wire \$163 ;
-  wire [7:0] \$164 ;
+  wire \$164 ;
   wire \$165 ;
   wire \$166 ;
   wire \$167 ;
-  wire \$168 ;
-  wire \$169 ;
+  wire [3:0] \$168 ;
+  wire [3:0] \$169 ;
   wire \$17 ;
   wire \$170 ;
   wire \$171 ;
@@ -1703,12 +1809,12 @@ module \ace_alu_array_small.array.lane0.adder (rst, busy, a, b, dtype, result, c
   wire \$174 ;
   wire \$175 ;
   wire \$176 ;
-  wire [3:0] \$177 ;
-  wire [3:0] \$178 ;
+  wire [4:0] \$177 ;
+  wire \$178 ;
   wire \$179 ;
   wire \$18 ;
   wire \$180 ;
-  wire \$181 ;
+  wire [7:0] \$181 ;
   wire \$182 ;
   wire \$183 ;
   wire \$184 ;
@@ -1719,48 +1825,48 @@ module \ace_alu_array_small.array.lane0.adder (rst, busy, a, b, dtype, result, c
   wire \$189 ;
   wire \$19 ;
   wire \$190 ;
-  wire [3:0] \$191 ;
-  wire [3:0] \$192 ;
+  wire \$191 ;
+  wire \$192 ;
   wire \$193 ;
-  wire \$194 ;
-  wire \$195 ;
+  wire [3:0] \$194 ;
+  wire [3:0] \$195 ;
   wire \$196 ;
   wire \$197 ;
   wire \$198 ;
   wire \$199 ;
   wire \$2 ;
   wire \$20 ;
-  wire [4:0] \$200 ;
+  wire \$200 ;
   wire \$201 ;
   wire \$202 ;
   wire \$203 ;
-  wire [7:0] \$204 ;
+  wire \$204 ;
   wire \$205 ;
   wire \$206 ;
   wire \$207 ;
-  wire \$208 ;
-  wire \$209 ;
+  wire [3:0] \$208 ;
+  wire [3:0] \$209 ;
   wire \$21 ;
   wire \$210 ;
   wire \$211 ;
-  wire [15:0] \$212 ;
-  wire [15:0] \$213 ;
-  wire [15:0] \$214 ;
-  wire [15:0] \$215 ;
+  wire \$212 ;
+  wire \$213 ;
+  wire \$214 ;
+  wire \$215 ;
   wire \$216 ;
-  wire \$217 ;
+  wire [4:0] \$217 ;
   wire \$218 ;
-  wire [15:0] \$219 ;
+  wire \$219 ;
   wire \$22 ;
-  wire [15:0] \$220 ;
-  wire [15:0] \$221 ;
+  wire \$220 ;
+  wire [7:0] \$221 ;
   wire \$222 ;
-  wire [15:0] \$223 ;
-  wire [15:0] \$224 ;
-  wire [15:0] \$225 ;
+  wire \$223 ;
+  wire \$224 ;
+  wire \$225 ;
   wire \$226 ;
-  wire [15:0] \$227 ;
-  wire [15:0] \$228 ;
+  wire \$227 ;
+  wire \$228 ;
   wire [15:0] \$229 ;
   wire \$23 ;
   wire [15:0] \$230 ;
@@ -1768,63 +1874,63 @@ module \ace_alu_array_small.array.lane0.adder (rst, busy, a, b, dtype, result, c
   wire [15:0] \$232 ;
   wire \$233 ;
   wire \$234 ;
-  wire [15:0] \$235 ;
+  wire \$235 ;
   wire [15:0] \$236 ;
   wire [15:0] \$237 ;
-  wire \$238 ;
-  wire [15:0] \$239 ;
+  wire [15:0] \$238 ;
+  wire \$239 ;
   wire \$24 ;
   wire [15:0] \$240 ;
   wire [15:0] \$241 ;
-  wire \$242 ;
-  wire [15:0] \$243 ;
+  wire [15:0] \$242 ;
+  wire \$243 ;
   wire [15:0] \$244 ;
   wire [15:0] \$245 ;
   wire [15:0] \$246 ;
-  wire \$247 ;
-  wire \$248 ;
+  wire [15:0] \$247 ;
+  wire [15:0] \$248 ;
   wire [15:0] \$249 ;
   wire \$25 ;
-  wire [15:0] \$250 ;
-  wire [15:0] \$251 ;
-  wire \$252 ;
+  wire \$250 ;
+  wire \$251 ;
+  wire [15:0] \$252 ;
   wire [15:0] \$253 ;
   wire [15:0] \$254 ;
-  wire [15:0] \$255 ;
-  wire \$256 ;
+  wire \$255 ;
+  wire [15:0] \$256 ;
   wire [15:0] \$257 ;
   wire [15:0] \$258 ;
-  wire [15:0] \$259 ;
-  wire \$26 ;
+  wire \$259 ;
+  wire [7:0] \$26 ;
   wire [15:0] \$260 ;
   wire [15:0] \$261 ;
   wire [15:0] \$262 ;
   wire [15:0] \$263 ;
-  wire [15:0] \$264 ;
-  wire [15:0] \$265 ;
+  wire \$264 ;
+  wire \$265 ;
   wire [15:0] \$266 ;
   wire [15:0] \$267 ;
-  wire \$268 ;
+  wire [15:0] \$268 ;
   wire \$269 ;
   wire \$27 ;
-  wire \$270 ;
-  wire \$271 ;
-  wire \$272 ;
+  wire [15:0] \$270 ;
+  wire [15:0] \$271 ;
+  wire [15:0] \$272 ;
   wire \$273 ;
-  wire \$274 ;
-  wire \$275 ;
-  wire \$276 ;
+  wire [15:0] \$274 ;
+  wire [15:0] \$275 ;
+  wire [15:0] \$276 ;
   wire [15:0] \$277 ;
-  wire \$278 ;
-  wire \$279 ;
+  wire [15:0] \$278 ;
+  wire [15:0] \$279 ;
   wire \$28 ;
-  wire \$280 ;
-  wire \$281 ;
-  wire \$282 ;
-  wire \$283 ;
+  wire [15:0] \$280 ;
+  wire [15:0] \$281 ;
+  wire [15:0] \$282 ;
+  wire [15:0] \$283 ;
   wire [15:0] \$284 ;
-  wire [15:0] \$285 ;
-  wire [15:0] \$286 ;
+  wire \$285 ;
+  wire \$286 ;
   wire \$287 ;
   wire \$288 ;
   wire \$289 ;
@@ -1833,8 +1939,8 @@ module \ace_alu_array_small.array.lane0.adder (rst, busy, a, b, dtype, result, c
   wire \$291 ;
   wire \$292 ;
   wire \$293 ;
-  wire [15:0] \$294 ;
-  wire [15:0] \$295 ;
+  wire \$294 ;
+  wire \$295 ;
   wire \$296 ;
   wire \$297 ;
   wire \$298 ;
@@ -1842,18 +1948,18 @@ module \ace_alu_array_small.array.lane0.adder (rst, busy, a, b, dtype, result, c
   wire \$3 ;
   wire \$30 ;
   wire \$300 ;
-  wire [15:0] \$301 ;
-  wire [15:0] \$302 ;
-  wire [15:0] \$303 ;
+  wire \$301 ;
+  wire \$302 ;
+  wire \$303 ;
   wire \$304 ;
-  wire [15:0] \$305 ;
-  wire [15:0] \$306 ;
-  wire [15:0] \$307 ;
+  wire \$305 ;
+  wire \$306 ;
+  wire \$307 ;
   wire \$308 ;
-  wire [15:0] \$309 ;
-  wire [7:0] \$31 ;
-  wire [15:0] \$310 ;
-  wire [15:0] \$311 ;
+  wire \$309 ;
+  wire \$31 ;
+  wire \$310 ;
+  wire \$311 ;
   wire \$312 ;
   wire \$313 ;
   wire \$314 ;
@@ -1861,150 +1967,150 @@ module \ace_alu_array_small.array.lane0.adder (rst, busy, a, b, dtype, result, c
   wire \$316 ;
   wire \$317 ;
   wire \$318 ;
-  wire [15:0] \$319 ;
+  wire \$319 ;
   wire \$32 ;
-  wire [15:0] \$320 ;
-  wire [15:0] \$321 ;
+  wire \$320 ;
+  wire \$321 ;
   wire \$322 ;
-  wire [15:0] \$323 ;
-  wire [15:0] \$324 ;
-  wire [15:0] \$325 ;
+  wire \$323 ;
+  wire \$324 ;
+  wire \$325 ;
   wire \$326 ;
-  wire [15:0] \$327 ;
-  wire [15:0] \$328 ;
-  wire [15:0] \$329 ;
+  wire \$327 ;
+  wire \$328 ;
+  wire \$329 ;
   wire \$33 ;
   wire \$330 ;
   wire \$331 ;
   wire \$332 ;
   wire \$333 ;
-  wire [15:0] \$334 ;
-  wire [15:0] \$335 ;
-  wire \$336 ;
-  wire \$337 ;
-  wire \$338 ;
-  wire [15:0] \$339 ;
+  wire \$334 ;
+  wire [31:0] \$335 ;
+  wire [15:0] \$336 ;
+  wire [15:0] \$337 ;
+  wire [31:0] \$338 ;
+  wire \$339 ;
   wire \$34 ;
-  wire [15:0] \$340 ;
-  wire [15:0] \$341 ;
+  wire \$340 ;
+  wire \$341 ;
   wire \$342 ;
-  wire \$343 ;
-  wire \$344 ;
+  wire [15:0] \$343 ;
+  wire [15:0] \$344 ;
   wire [15:0] \$345 ;
-  wire [15:0] \$346 ;
+  wire \$346 ;
   wire [15:0] \$347 ;
-  wire \$348 ;
-  wire \$349 ;
+  wire [15:0] \$348 ;
+  wire [15:0] \$349 ;
   wire \$35 ;
   wire \$350 ;
-  wire \$351 ;
-  wire \$352 ;
-  wire \$353 ;
+  wire [15:0] \$351 ;
+  wire [15:0] \$352 ;
+  wire [15:0] \$353 ;
   wire \$354 ;
   wire \$355 ;
   wire \$356 ;
-  wire [15:0] \$357 ;
-  wire \$358 ;
-  wire \$359 ;
+  wire \$357 ;
+  wire [15:0] \$358 ;
+  wire [15:0] \$359 ;
   wire \$36 ;
   wire \$360 ;
-  wire [15:0] \$361 ;
-  wire [15:0] \$362 ;
+  wire \$361 ;
+  wire \$362 ;
   wire [15:0] \$363 ;
-  wire \$364 ;
-  wire [31:0] \$365 ;
-  wire [15:0] \$366 ;
-  wire [15:0] \$367 ;
-  wire [31:0] \$368 ;
-  wire [31:0] \$369 ;
+  wire [15:0] \$364 ;
+  wire [15:0] \$365 ;
+  wire \$366 ;
+  wire \$367 ;
+  wire \$368 ;
+  wire [15:0] \$369 ;
   wire \$37 ;
-  wire \$370 ;
-  wire \$371 ;
+  wire [15:0] \$370 ;
+  wire [15:0] \$371 ;
   wire \$372 ;
-  wire [1:0] \$373 ;
-  wire [1:0] \$374 ;
-  wire [1:0] \$375 ;
+  wire \$373 ;
+  wire \$374 ;
+  wire \$375 ;
   wire \$376 ;
   wire \$377 ;
   wire \$378 ;
-  wire [1:0] \$379 ;
+  wire \$379 ;
   wire \$38 ;
-  wire [1:0] \$380 ;
-  wire [1:0] \$381 ;
+  wire \$380 ;
+  wire [15:0] \$381 ;
   wire \$382 ;
   wire \$383 ;
   wire \$384 ;
-  wire [1:0] \$385 ;
-  wire [1:0] \$386 ;
-  wire [1:0] \$387 ;
-  wire [1:0] \$388 ;
-  wire [1:0] \$389 ;
-  wire [7:0] \$39 ;
-  wire [1:0] \$390 ;
-  wire [1:0] \$391 ;
+  wire [15:0] \$385 ;
+  wire [15:0] \$386 ;
+  wire [15:0] \$387 ;
+  wire [31:0] \$388 ;
+  wire \$389 ;
+  wire \$39 ;
+  wire \$390 ;
+  wire \$391 ;
   wire [1:0] \$392 ;
   wire [1:0] \$393 ;
-  wire \$394 ;
+  wire [1:0] \$394 ;
   wire \$395 ;
   wire \$396 ;
   wire \$397 ;
-  wire \$398 ;
-  wire \$399 ;
+  wire [1:0] \$398 ;
+  wire [1:0] \$399 ;
   wire \$4 ;
   wire \$40 ;
-  wire \$400 ;
+  wire [1:0] \$400 ;
   wire \$401 ;
   wire \$402 ;
-  wire [1:0] \$403 ;
+  wire \$403 ;
   wire [1:0] \$404 ;
   wire [1:0] \$405 ;
-  wire \$406 ;
-  wire \$407 ;
-  wire \$408 ;
+  wire [1:0] \$406 ;
+  wire [1:0] \$407 ;
+  wire [1:0] \$408 ;
   wire [1:0] \$409 ;
-  wire \$41 ;
+  wire [7:0] \$41 ;
   wire [1:0] \$410 ;
   wire [1:0] \$411 ;
-  wire \$412 ;
+  wire [1:0] \$412 ;
   wire \$413 ;
   wire \$414 ;
-  wire [1:0] \$415 ;
-  wire [1:0] \$416 ;
-  wire [1:0] \$417 ;
+  wire \$415 ;
+  wire \$416 ;
+  wire \$417 ;
   wire \$418 ;
   wire \$419 ;
   wire \$42 ;
   wire \$420 ;
-  wire [1:0] \$421 ;
+  wire \$421 ;
   wire [1:0] \$422 ;
   wire [1:0] \$423 ;
   wire [1:0] \$424 ;
-  wire [1:0] \$425 ;
-  wire [1:0] \$426 ;
-  wire [1:0] \$427 ;
+  wire \$425 ;
+  wire \$426 ;
+  wire \$427 ;
   wire [1:0] \$428 ;
   wire [1:0] \$429 ;
   wire \$43 ;
-  wire \$430 ;
+  wire [1:0] \$430 ;
   wire \$431 ;
   wire \$432 ;
   wire \$433 ;
-  wire \$434 ;
-  wire \$435 ;
-  wire \$436 ;
+  wire [1:0] \$434 ;
+  wire [1:0] \$435 ;
+  wire [1:0] \$436 ;
   wire \$437 ;
   wire \$438 ;
-  wire [1:0] \$439 ;
+  wire \$439 ;
   wire \$44 ;
   wire [1:0] \$440 ;
   wire [1:0] \$441 ;
-  wire \$442 ;
-  wire \$443 ;
-  wire \$444 ;
-  wire \$445 ;
-  wire \$446 ;
-  wire \$447 ;
-  wire \$448 ;
+  wire [1:0] \$442 ;
+  wire [1:0] \$443 ;
+  wire [1:0] \$444 ;
+  wire [1:0] \$445 ;
+  wire [1:0] \$446 ;
+  wire [1:0] \$447 ;
+  wire [1:0] \$448 ;
   wire \$449 ;
   wire \$45 ;
   wire \$450 ;
@@ -2015,10 +2121,10 @@ module \ace_alu_array_small.array.lane0.adder (rst, busy, a, b, dtype, result, c
   wire \$455 ;
   wire \$456 ;
   wire \$457 ;
-  wire \$458 ;
-  wire \$459 ;
+  wire [1:0] \$458 ;
+  wire [1:0] \$459 ;
   wire \$46 ;
-  wire \$460 ;
+  wire [1:0] \$460 ;
   wire \$461 ;
   wire \$462 ;
   wire \$463 ;
@@ -2033,156 +2139,156 @@ module \ace_alu_array_small.array.lane0.adder (rst, busy, a, b, dtype, result, c
   wire \$471 ;
   wire \$472 ;
   wire \$473 ;
-  wire [3:0] \$474 ;
-  wire [4:0] \$475 ;
+  wire \$474 ;
+  wire \$475 ;
   wire \$476 ;
   wire [3:0] \$477 ;
   wire [4:0] \$478 ;
-  wire [15:0] \$479 ;
+  wire \$479 ;
   wire \$48 ;
-  wire \$480 ;
-  wire [3:0] \$481 ;
-  wire [4:0] \$482 ;
-  wire [15:0] \$483 ;
-  wire [15:0] \$484 ;
-  wire \$485 ;
-  wire [3:0] \$486 ;
-  wire [4:0] \$487 ;
+  wire [3:0] \$480 ;
+  wire [4:0] \$481 ;
+  wire [15:0] \$482 ;
+  wire \$483 ;
+  wire [3:0] \$484 ;
+  wire [4:0] \$485 ;
+  wire [15:0] \$486 ;
+  wire [15:0] \$487 ;
   wire \$488 ;
-  wire \$489 ;
-  wire \$49 ;
-  wire [3:0] \$490 ;
-  wire [4:0] \$491 ;
-  wire [15:0] \$492 ;
-  wire \$493 ;
-  wire [3:0] \$494 ;
-  wire [4:0] \$495 ;
+  wire [3:0] \$489 ;
+  wire [7:0] \$49 ;
+  wire [4:0] \$490 ;
+  wire \$491 ;
+  wire \$492 ;
+  wire [3:0] \$493 ;
+  wire [4:0] \$494 ;
+  wire [15:0] \$495 ;
   wire \$496 ;
-  wire [15:0] \$497 ;
-  wire [15:0] \$498 ;
+  wire [3:0] \$497 ;
+  wire [4:0] \$498 ;
   wire \$499 ;
-  wire [7:0] \$5 ;
+  wire \$5 ;
   wire \$50 ;
-  wire [3:0] \$500 ;
-  wire [4:0] \$501 ;
+  wire [15:0] \$500 ;
+  wire [15:0] \$501 ;
   wire \$502 ;
-  wire [15:0] \$503 ;
-  wire [15:0] \$504 ;
-  wire [15:0] \$505 ;
-  wire \$506 ;
-  wire [3:0] \$507 ;
-  wire [4:0] \$508 ;
+  wire [3:0] \$503 ;
+  wire [4:0] \$504 ;
+  wire \$505 ;
+  wire [15:0] \$506 ;
+  wire [15:0] \$507 ;
+  wire [15:0] \$508 ;
   wire \$509 ;
-  wire [7:0] \$51 ;
-  wire [15:0] \$510 ;
-  wire [15:0] \$511 ;
-  wire [15:0] \$512 ;
-  wire \$513 ;
-  wire [3:0] \$514 ;
-  wire [4:0] \$515 ;
+  wire \$51 ;
+  wire [3:0] \$510 ;
+  wire [4:0] \$511 ;
+  wire \$512 ;
+  wire [15:0] \$513 ;
+  wire [15:0] \$514 ;
+  wire [15:0] \$515 ;
   wire \$516 ;
-  wire [3:0] \$517 ;
-  wire [4:0] \$518 ;
-  wire [15:0] \$519 ;
+  wire \$517 ;
+  wire \$518 ;
+  wire \$519 ;
   wire \$52 ;
-  wire [15:0] \$520 ;
-  wire [15:0] \$521 ;
-  wire [15:0] \$522 ;
-  wire [15:0] \$523 ;
-  wire [15:0] \$524 ;
-  wire [15:0] \$525 ;
-  wire \$526 ;
-  wire [15:0] \$527 ;
-  wire [15:0] \$528 ;
-  wire [15:0] \$529 ;
+  wire \$520 ;
+  wire \$521 ;
+  wire \$522 ;
+  wire \$523 ;
+  wire \$524 ;
+  wire [3:0] \$525 ;
+  wire [4:0] \$526 ;
+  wire \$527 ;
+  wire [3:0] \$528 ;
+  wire [4:0] \$529 ;
   wire \$53 ;
-  wire \$530 ;
+  wire [15:0] \$530 ;
   wire [15:0] \$531 ;
-  wire \$532 ;
+  wire [15:0] \$532 ;
   wire [15:0] \$533 ;
   wire [15:0] \$534 ;
-  wire \$535 ;
+  wire [15:0] \$535 ;
   wire [15:0] \$536 ;
-  wire [15:0] \$537 ;
+  wire \$537 ;
   wire [15:0] \$538 ;
-  wire \$539 ;
+  wire [15:0] \$539 ;
   wire \$54 ;
   wire [15:0] \$540 ;
-  wire [15:0] \$541 ;
+  wire \$541 ;
   wire [15:0] \$542 ;
   wire \$543 ;
   wire [15:0] \$544 ;
-  wire \$545 ;
-  wire [15:0] \$546 ;
+  wire [15:0] \$545 ;
+  wire \$546 ;
   wire [15:0] \$547 ;
-  wire \$548 ;
+  wire [15:0] \$548 ;
   wire [15:0] \$549 ;
   wire \$55 ;
-  wire [15:0] \$550 ;
+  wire \$550 ;
   wire [15:0] \$551 ;
-  wire \$552 ;
+  wire [15:0] \$552 ;
   wire [15:0] \$553 ;
-  wire [15:0] \$554 ;
+  wire \$554 ;
   wire [15:0] \$555 ;
-  wire [15:0] \$556 ;
-  wire \$557 ;
+  wire \$556 ;
+  wire [15:0] \$557 ;
   wire [15:0] \$558 ;
   wire \$559 ;
   wire \$56 ;
   wire [15:0] \$560 ;
   wire [15:0] \$561 ;
-  wire \$562 ;
-  wire [15:0] \$563 ;
+  wire [15:0] \$562 ;
+  wire \$563 ;
   wire [15:0] \$564 ;
   wire [15:0] \$565 ;
-  wire \$566 ;
+  wire [15:0] \$566 ;
   wire [15:0] \$567 ;
-  wire [15:0] \$568 ;
+  wire \$568 ;
   wire [15:0] \$569 ;
   wire \$57 ;
-  wire [15:0] \$570 ;
-  wire [9:0] \$571 ;
-  wire [10:0] \$572 ;
-  wire [9:0] \$573 ;
-  wire [10:0] \$574 ;
-  wire \$575 ;
-  wire [7:0] \$576 ;
+  wire \$570 ;
+  wire [15:0] \$571 ;
+  wire [15:0] \$572 ;
+  wire \$573 ;
+  wire [15:0] \$574 ;
+  wire [15:0] \$575 ;
+  wire [15:0] \$576 ;
   wire \$577 ;
-  wire [4:0] \$578 ;
-  wire [7:0] \$579 ;
+  wire [15:0] \$578 ;
+  wire [15:0] \$579 ;
   wire \$58 ;
-  wire [14:0] \$580 ;
-  wire \$581 ;
-  wire [4:0] \$582 ;
-  wire [7:0] \$583 ;
-  wire [14:0] \$584 ;
-  wire [30:0] \$585 ;
+  wire [15:0] \$580 ;
+  wire [15:0] \$581 ;
+  wire [9:0] \$582 ;
+  wire [10:0] \$583 ;
+  wire [9:0] \$584 ;
+  wire [10:0] \$585 ;
   wire \$586 ;
-  wire \$587 ;
-  wire [7:0] \$588 ;
-  wire \$589 ;
+  wire [7:0] \$587 ;
+  wire \$588 ;
+  wire [4:0] \$589 ;
   wire \$59 ;
-  wire [4:0] \$590 ;
-  wire [7:0] \$591 ;
-  wire [14:0] \$592 ;
-  wire \$593 ;
-  wire [4:0] \$594 ;
-  wire [7:0] \$595 ;
-  wire [14:0] \$596 ;
-  wire [30:0] \$597 ;
+  wire [7:0] \$590 ;
+  wire [14:0] \$591 ;
+  wire \$592 ;
+  wire [4:0] \$593 ;
+  wire [7:0] \$594 ;
+  wire [14:0] \$595 ;
+  wire [30:0] \$596 ;
+  wire \$597 ;
   wire \$598 ;
-  wire \$599 ;
+  wire [7:0] \$599 ;
   wire \$6 ;
   wire \$60 ;
   wire \$600 ;
-  wire \$601 ;
-  wire \$602 ;
-  wire \$603 ;
+  wire [4:0] \$601 ;
+  wire [7:0] \$602 ;
+  wire [14:0] \$603 ;
   wire \$604 ;
-  wire \$605 ;
-  wire \$606 ;
-  wire \$607 ;
-  wire \$608 ;
+  wire [4:0] \$605 ;
+  wire [7:0] \$606 ;
+  wire [14:0] \$607 ;
+  wire [30:0] \$608 ;
   wire \$609 ;
   wire \$61 ;
   wire \$610 ;
@@ -2195,199 +2301,231 @@ module \ace_alu_array_small.array.lane0.adder (rst, busy, a, b, dtype, result, c
   wire \$617 ;
   wire \$618 ;
   wire \$619 ;
-  wire [7:0] \$62 ;
+  wire \$62 ;
   wire \$620 ;
   wire \$621 ;
   wire \$622 ;
   wire \$623 ;
-  wire [14:0] \$624 ;
+  wire \$624 ;
   wire \$625 ;
-  wire [14:0] \$626 ;
+  wire \$626 ;
   wire \$627 ;
-  wire [15:0] \$628 ;
+  wire \$628 ;
   wire \$629 ;
-  wire \$63 ;
+  wire [7:0] \$63 ;
   wire \$630 ;
-  wire [14:0] \$631 ;
+  wire \$631 ;
   wire \$632 ;
-  wire [14:0] \$633 ;
+  wire \$633 ;
   wire \$634 ;
-  wire [15:0] \$635 ;
+  wire [14:0] \$635 ;
   wire \$636 ;
-  wire \$637 ;
+  wire [14:0] \$637 ;
   wire \$638 ;
-  wire \$639 ;
+  wire [15:0] \$639 ;
   wire \$64 ;
   wire \$640 ;
   wire \$641 ;
-  wire \$642 ;
+  wire [14:0] \$642 ;
   wire \$643 ;
-  wire [15:0] \$644 ;
+  wire [14:0] \$644 ;
   wire \$645 ;
-  wire \$646 ;
+  wire [15:0] \$646 ;
   wire \$647 ;
   wire \$648 ;
   wire \$649 ;
   wire \$65 ;
   wire \$650 ;
   wire \$651 ;
-  wire [15:0] \$652 ;
-  wire [15:0] \$653 ;
+  wire \$652 ;
+  wire \$653 ;
   wire \$654 ;
-  wire \$655 ;
+  wire [15:0] \$655 ;
   wire \$656 ;
   wire \$657 ;
   wire \$658 ;
   wire \$659 ;
   wire \$66 ;
   wire \$660 ;
-  wire [15:0] \$661 ;
-  wire \$662 ;
-  wire \$663 ;
+  wire \$661 ;
+  wire [15:0] \$662 ;
+  wire [15:0] \$663 ;
   wire \$664 ;
   wire \$665 ;
-  wire [14:0] \$666 ;
+  wire \$666 ;
   wire \$667 ;
   wire \$668 ;
   wire \$669 ;
-  wire \$67 ;
-  wire \$670 ;
-  wire [14:0] \$671 ;
+  wire [7:0] \$67 ;
+  wire [15:0] \$670 ;
+  wire \$671 ;
   wire \$672 ;
   wire \$673 ;
   wire \$674 ;
-  wire \$675 ;
+  wire [14:0] \$675 ;
   wire \$676 ;
   wire \$677 ;
-  wire [14:0] \$678 ;
+  wire \$678 ;
   wire \$679 ;
   wire \$68 ;
-  wire \$680 ;
+  wire [14:0] \$680 ;
   wire \$681 ;
   wire \$682 ;
-  wire [14:0] \$683 ;
+  wire \$683 ;
   wire \$684 ;
-  wire \$685 ;
-  wire [34:0] \$686 ;
-  reg [1:0] \$687 ;
-  reg [1:0] \$688 ;
-  reg [1:0] \$689 ;
+  wire [14:0] \$685 ;
+  wire \$686 ;
+  wire \$687 ;
+  wire [14:0] \$688 ;
+  wire \$689 ;
   wire \$69 ;
-  reg [1:0] \$690 ;
-  reg [1:0] \$691 ;
-  reg [1:0] \$692 ;
+  wire [34:0] \$690 ;
+  reg [31:0] \$691 ;
+  reg [31:0] \$692 ;
   reg [1:0] \$693 ;
-  reg [1:0] \$694 ;
-  reg [1:0] \$695 ;
-  reg [1:0] \$696 ;
+  reg \$694 ;
+  reg \$695 ;
+  reg \$696 ;
   reg [1:0] \$697 ;
   reg [31:0] \$698 ;
-  reg [10:0] \$699 ;
+  reg [7:0] \$699 ;
   wire \$7 ;
   wire \$70 ;
   reg [10:0] \$700 ;
-  reg [31:0] \$701 ;
-  reg [10:0] \$702 ;
-  reg [10:0] \$703 ;
-  reg \$704 ;
-  reg \$705 ;
+  reg [10:0] \$701 ;
+  reg [31:0] \$702 ;
+  reg [7:0] \$703 ;
+  reg [10:0] \$704 ;
+  reg [10:0] \$705 ;
   reg \$706 ;
-  reg [31:0] \$707 ;
-  reg [31:0] \$708 ;
-  reg [10:0] \$709 ;
+  reg \$707 ;
+  reg \$708 ;
+  reg \$709 ;
   wire \$71 ;
-  reg [10:0] \$710 ;
+  reg \$710 ;
   reg \$711 ;
   reg \$712 ;
-  reg [10:0] \$713 ;
-  reg [10:0] \$714 ;
-  reg [7:0] \$715 ;
-  reg [7:0] \$716 ;
-  reg [7:0] \$717 ;
-  reg [7:0] \$718 ;
-  reg [4:0] \$719 ;
+  reg [1:0] \$713 ;
+  reg [31:0] \$714 ;
+  reg [31:0] \$715 ;
+  reg [10:0] \$716 ;
+  reg [10:0] \$717 ;
+  reg \$718 ;
+  reg \$719 ;
   wire \$72 ;
-  reg \$720 ;
-  reg [13:0] \$721 ;
-  reg [4:0] \$722 ;
-  reg \$723 ;
-  reg [13:0] \$724 ;
-  reg [31:0] \$725 ;
-  reg [31:0] \$726 ;
-  reg [31:0] \$727 ;
+  reg [10:0] \$720 ;
+  reg [10:0] \$721 ;
+  reg [7:0] \$722 ;
+  reg [7:0] \$723 ;
+  reg [7:0] \$724 ;
+  reg [7:0] \$725 ;
+  reg [1:0] \$726 ;
+  reg [4:0] \$727 ;
   reg \$728 ;
-  reg \$729 ;
+  reg [13:0] \$729 ;
   wire \$73 ;
-  reg [13:0] \$730 ;
-  reg [13:0] \$731 ;
-  reg [4:0] \$732 ;
-  reg [4:0] \$733 ;
+  reg [4:0] \$730 ;
+  reg \$731 ;
+  reg [13:0] \$732 ;
+  reg [31:0] \$733 ;
   reg [31:0] \$734 ;
-  reg \$735 ;
-  reg \$736 ;
-  reg [13:0] \$737 ;
-  reg [13:0] \$738 ;
-  reg [32:0] \$739 ;
+  reg [1:0] \$735 ;
+  reg [31:0] \$736 ;
+  reg \$737 ;
+  reg \$738 ;
+  reg [13:0] \$739 ;
   wire \$74 ;
-  reg [32:0] \$740 ;
-  reg \$741 ;
-  reg [31:0] \$742 ;
-  reg [13:0] \$743 ;
-  reg [13:0] \$744 ;
-  reg [31:0] \$745 ;
+  reg [13:0] \$740 ;
+  reg [4:0] \$741 ;
+  reg [4:0] \$742 ;
+  reg [31:0] \$743 ;
+  reg \$744 ;
+  reg \$745 ;
   reg [31:0] \$746 ;
-  reg [31:0] \$747 ;
+  reg [1:0] \$747 ;
   reg [13:0] \$748 ;
   reg [13:0] \$749 ;
-  wire \$75 ;
-  reg [3:0] \$750 ;
-  reg [3:0] \$751 ;
-  reg \$752 ;
-  reg [13:0] \$753 ;
-  reg [13:0] \$754 ;
-  reg [31:0] \$755 ;
-  reg [4:0] \$756 ;
-  reg [4:0] \$757 ;
-  reg [13:0] \$758 ;
-  reg [13:0] \$759 ;
+  wire [7:0] \$75 ;
+  reg [31:0] \$750 ;
+  reg [32:0] \$751 ;
+  reg [32:0] \$752 ;
+  reg \$753 ;
+  reg [1:0] \$754 ;
+  reg [13:0] \$755 ;
+  reg [13:0] \$756 ;
+  reg [31:0] \$757 ;
+  reg [31:0] \$758 ;
+  reg [1:0] \$759 ;
   wire \$76 ;
   reg [31:0] \$760 ;
-  reg [32:0] \$761 ;
-  reg \$762 ;
-  reg \$763 ;
-  reg \$764 ;
+  reg [13:0] \$761 ;
+  reg [13:0] \$762 ;
+  reg [3:0] \$763 ;
+  reg [3:0] \$764 ;
   reg \$765 ;
-  reg [15:0] \$766 ;
+  reg \$766 ;
   reg \$767 ;
-  reg \$768 ;
-  reg [15:0] \$769 ;
-  wire [7:0] \$77 ;
-  reg \$770 ;
-  reg \$771 ;
-  reg \$772 ;
-  reg \$773 ;
-  reg [15:0] \$774 ;
-  reg [15:0] \$775 ;
-  reg [31:0] \$776 ;
+  reg [1:0] \$768 ;
+  reg [13:0] \$769 ;
+  wire \$77 ;
+  reg [13:0] \$770 ;
+  reg [31:0] \$771 ;
+  reg [4:0] \$772 ;
+  reg [4:0] \$773 ;
+  reg [1:0] \$774 ;
+  reg [13:0] \$775 ;
+  reg [13:0] \$776 ;
   reg [31:0] \$777 ;
+  reg [1:0] \$778 ;
+  reg [32:0] \$779 ;
   wire \$78 ;
+  reg \$780 ;
+  reg \$781 ;
+  reg \$782 ;
+  reg \$783 ;
+  reg [15:0] \$784 ;
+  reg \$785 ;
+  reg \$786 ;
+  reg [15:0] \$787 ;
+  reg [1:0] \$788 ;
+  reg \$789 ;
   wire \$79 ;
+  reg \$790 ;
+  reg \$791 ;
+  reg \$792 ;
+  reg [15:0] \$793 ;
+  reg [15:0] \$794 ;
+  reg [31:0] \$795 ;
+  reg \$796 ;
+  reg \$797 ;
+  reg [31:0] \$798 ;
+  reg \$799 ;
   wire \$8 ;
   wire \$80 ;
+  reg \$800 ;
+  reg \$801 ;
+  reg \$802 ;
+  reg \$803 ;
+  reg \$804 ;
+  reg \$805 ;
+  reg \$806 ;
+  reg \$807 ;
+  reg \$808 ;
+  reg \$809 ;
   wire \$81 ;
   wire \$82 ;
   wire \$83 ;
   wire \$84 ;
-  wire [7:0] \$85 ;
+  wire \$85 ;
   wire \$86 ;
-  wire \$87 ;
+  wire [7:0] \$87 ;
   wire \$88 ;
   wire \$89 ;
   wire \$9 ;
   wire \$90 ;
   wire \$91 ;
   wire \$92 ;
-  wire \$93 ;
+  wire [7:0] \$93 ;
   wire \$94 ;
   wire \$95 ;
   wire \$96 ;
@@ -2408,8 +2546,6 @@ module \ace_alu_array_small.array.lane0.adder (rst, busy, a, b, dtype, result, c
   wire [7:0] b_lo_exp;
   wire [15:0] b_lo_sig;
   wire [31:0] b_sig;
-  input busy;
-  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -2419,6 +2555,17 @@ module \ace_alu_array_small.array.lane0.adder (rst, busy, a, b, dtype, result, c
   (* enum_value_11 = "FP16" *)
   input [1:0] dtype;
   wire [1:0] dtype;
+  reg [31:0] in_a = 32'd0;
+  reg [31:0] in_b = 32'd0;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] in_dtype = 2'h0;
+  reg in_fp16_b = 1'h0;
+  reg in_valid = 1'h1;
+  reg in_wide_b = 1'h0;
   output [31:0] result;
   reg [31:0] result = 32'd0;
   input rst;
@@ -2439,6 +2586,7 @@ module \ace_alu_array_small.array.lane0.adder (rst, busy, a, b, dtype, result, c
   reg s10_sign_lo = 1'h0;
   reg [15:0] s10_special_hi = 16'h0000;
   reg [15:0] s10_special_lo = 16'h0000;
+  reg s10_valid = 1'h1;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
@@ -2447,11 +2595,15 @@ module \ace_alu_array_small.array.lane0.adder (rst, busy, a, b, dtype, result, c
   reg [1:0] s11_dtype = 2'h0;
   reg s11_forced_hi = 1'h0;
   reg s11_forced_lo = 1'h0;
+  reg s11_fp16 = 1'h0;
   reg [31:0] s11_rounded = 32'd0;
   reg s11_sign_hi = 1'h0;
   reg s11_sign_lo = 1'h0;
   reg [15:0] s11_special_hi = 16'h0000;
   reg [15:0] s11_special_lo = 16'h0000;
+  reg s11_valid = 1'h1;
+  reg s11_wide = 1'h0;
+  reg [7:0] s1_a_exp_lo = 8'h00;
   reg [10:0] s1_a_hi = 11'h000;
   wire [7:0] \s1_a_hi.exp ;
   wire \s1_a_hi.inf ;
@@ -2462,6 +2614,7 @@ module \ace_alu_array_small.array.lane0.adder (rst, busy, a, b, dtype, result, c
   wire \s1_a_lo.inf ;
   wire \s1_a_lo.nan ;
   wire \s1_a_lo.sign ;
+  reg [7:0] s1_b_exp_lo = 8'h00;
   reg [10:0] s1_b_hi = 11'h000;
   wire [7:0] \s1_b_hi.exp ;
   wire \s1_b_hi.inf ;
@@ -2478,11 +2631,16 @@ module \ace_alu_array_small.array.lane0.adder (rst, busy, a, b, dtype, result, c
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   reg [1:0] s1_dtype = 2'h0;
-  reg s1_eq_hi = 1'h0;
-  reg s1_gt_hi = 1'h0;
-  reg s1_gt_lo = 1'h0;
+  reg s1_eq_hi_h = 1'h0;
+  reg s1_eq_hi_l = 1'h0;
+  reg s1_eq_lo_h = 1'h0;
+  reg s1_gt_hi_h = 1'h0;
+  reg s1_gt_hi_l = 1'h0;
+  reg s1_gt_lo_h = 1'h0;
+  reg s1_gt_lo_l = 1'h0;
   reg [31:0] s1_sig_a = 32'd0;
   reg [31:0] s1_sig_b = 32'd0;
+  reg s1_valid = 1'h1;
   reg [10:0] s2_a_hi = 11'h000;
   wire [7:0] \s2_a_hi.exp ;
   wire \s2_a_hi.inf ;
@@ -2517,6 +2675,7 @@ module \ace_alu_array_small.array.lane0.adder (rst, busy, a, b, dtype, result, c
   reg [31:0] s2_sig_b = 32'd0;
   reg s2_swap_hi = 1'h0;
   reg s2_swap_lo = 1'h0;
+  reg s2_valid = 1'h1;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
@@ -2541,6 +2700,7 @@ module \ace_alu_array_small.array.lane0.adder (rst, busy, a, b, dtype, result, c
   wire \s3_slot_lo.sign ;
   reg s3_sub_hi = 1'h0;
   reg s3_sub_lo = 1'h0;
+  reg s3_valid = 1'h1;
   reg [31:0] s3_x = 32'd0;
   reg [31:0] s3_y = 32'd0;
   (* enum_base_type = "Dtype" *)
@@ -2549,6 +2709,7 @@ module \ace_alu_array_small.array.lane0.adder (rst, busy, a, b, dtype, result, c
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   reg [1:0] s4_dtype = 2'h0;
+  reg [31:0] s4_sentinel = 32'd0;
   reg [4:0] s4_shift_hi = 5'h00;
   reg [4:0] s4_shift_lo = 5'h00;
   reg [13:0] s4_slot_hi = 14'h0000;
@@ -2569,6 +2730,7 @@ module \ace_alu_array_small.array.lane0.adder (rst, busy, a, b, dtype, result, c
   reg s4_sticky_lo = 1'h0;
   reg s4_sub_hi = 1'h0;
   reg s4_sub_lo = 1'h0;
+  reg s4_valid = 1'h1;
   reg [31:0] s4_x = 32'd0;
   reg [31:0] s4_y = 32'd0;
   reg s5_carry_in = 1'h0;
@@ -2594,6 +2756,7 @@ module \ace_alu_array_small.array.lane0.adder (rst, busy, a, b, dtype, result, c
   wire \s5_slot_lo.inf_sign ;
   wire \s5_slot_lo.nan ;
   wire \s5_slot_lo.sign ;
+  reg s5_valid = 1'h1;
   reg [32:0] s5_x = 33'h000000000;
   reg [32:0] s5_y = 33'h000000000;
   (* enum_base_type = "Dtype" *)
@@ -2618,6 +2781,7 @@ module \ace_alu_array_small.array.lane0.adder (rst, busy, a, b, dtype, result, c
   wire \s6_slot_lo.nan ;
   wire \s6_slot_lo.sign ;
   reg [31:0] s6_sum = 32'd0;
+  reg s6_valid = 1'h1;
   reg [3:0] s7_count_hi = 4'h0;
   reg [3:0] s7_count_lo = 4'h0;
   (* enum_base_type = "Dtype" *)
@@ -2641,6 +2805,9 @@ module \ace_alu_array_small.array.lane0.adder (rst, busy, a, b, dtype, result, c
   wire \s7_slot_lo.nan ;
   wire \s7_slot_lo.sign ;
   reg [31:0] s7_sum = 32'd0;
+  reg s7_sum_zero_hi = 1'h0;
+  reg s7_sum_zero_lo = 1'h0;
+  reg s7_valid = 1'h1;
   reg s7_zero_hi = 1'h0;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
@@ -2665,6 +2832,7 @@ module \ace_alu_array_small.array.lane0.adder (rst, busy, a, b, dtype, result, c
   wire \s8_slot_lo.nan ;
   wire \s8_slot_lo.sign ;
   reg [31:0] s8_sum = 32'd0;
+  reg s8_valid = 1'h1;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
@@ -2686,955 +2854,964 @@ module \ace_alu_array_small.array.lane0.adder (rst, busy, a, b, dtype, result, c
   wire \s9_slot_lo.nan ;
   wire \s9_slot_lo.sign ;
   reg [31:0] s9_sum = 32'd0;
-  assign \$223  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$224  = s3_shift_lo[4] ? \$223  : s3_y[15:0];
-  assign \$225  = s3_dtype[1] ? { 8'h00, \$224 [15:8] } : { \$221 [7:0], \$220 [15:8] };
-  assign \$226  = ~ s3_dtype[1];
-  assign \$227  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$228  = s3_shift_lo[4] ? \$227  : s3_y[15:0];
-  assign \$229  = s3_shift_lo[3] ? \$225  : \$228 ;
-  assign \$230  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$231  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$232  = s3_shift_hi[3] ? { 8'h00, \$230 [15:8] } : \$231 ;
+  reg s9_valid = 1'h1;
+  input valid;
+  wire valid;
+  assign \$192  = \$191  & s2_d_ba_lo[4];
+  assign \$193  = \$189  | \$192 ;
+  assign \$194  = \$193  ? 4'hf : 4'h0;
+  assign \$195  = s2_d_ba_lo[3:0] | \$194 ;
+  assign \$196  = | s2_d_ba_lo[7:5];
+  assign \$197  = ~ s2_dtype[1];
+  assign \$199  = \$198  & s2_d_ba_lo[4];
+  assign \$200  = \$196  | \$199 ;
+  assign \$201  = ~ s2_dtype[1];
+  assign \$202  = \$200  ? \$201  : s2_d_ba_lo[4];
+  assign \$203  = | s2_d_ab_lo[7:5];
+  assign \$204  = ~ s2_dtype[1];
+  assign \$206  = \$205  & s2_d_ab_lo[4];
+  assign \$207  = \$203  | \$206 ;
+  assign \$208  = \$207  ? 4'hf : 4'h0;
+  assign \$209  = s2_d_ab_lo[3:0] | \$208 ;
+  assign \$210  = | s2_d_ab_lo[7:5];
+  assign \$211  = ~ s2_dtype[1];
+  assign \$213  = \$212  & s2_d_ab_lo[4];
+  assign \$214  = \$210  | \$213 ;
+  assign \$215  = ~ s2_dtype[1];
+  assign \$216  = \$214  ? \$215  : s2_d_ab_lo[4];
+  assign \$217  = s2_swap_lo ? { \$202 , \$195  } : { \$216 , \$209  };
+  assign \$218  = s2_a_lo[0] ^ s2_b_lo[0];
+  assign \$219  = s2_swap_lo ? s2_b_lo[0] : s2_a_lo[0];
+  assign \$220  = s2_a_lo[0] & s2_b_lo[0];
+  assign \$221  = s2_swap_lo ? s2_b_lo[8:1] : s2_a_lo[8:1];
+  assign \$222  = s2_a_lo[9] | s2_b_lo[9];
+  assign \$223  = s2_a_lo[10] & s2_b_lo[10];
+  assign \$224  = s2_a_lo[0] ^ s2_b_lo[0];
+  assign \$225  = \$223  & \$224 ;
+  assign \$226  = \$222  | \$225 ;
+  assign \$227  = s2_a_lo[10] | s2_b_lo[10];
+  assign \$228  = s2_a_lo[10] ? s2_a_lo[0] : s2_b_lo[0];
+  assign \$229  = s2_swap_lo ? s2_sig_b[15:0] : s2_sig_a[15:0];
+  assign \$230  = s2_swap_hi ? s2_sig_b[31:16] : s2_sig_a[31:16];
+  assign \$231  = s2_swap_lo ? s2_sig_a[15:0] : s2_sig_b[15:0];
+  assign \$232  = s2_swap_hi ? s2_sig_a[31:16] : s2_sig_b[31:16];
   assign \$233  = ~ s3_dtype[1];
   assign \$234  = ~ s3_dtype[1];
-  assign \$235  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$236  = s3_shift_lo[4] ? \$235  : s3_y[15:0];
-  assign \$237  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$238  = ~ s3_dtype[1];
-  assign \$239  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$240  = s3_shift_lo[4] ? \$239  : s3_y[15:0];
-  assign \$241  = s3_dtype[1] ? { 8'h00, \$240 [15:8] } : { \$237 [7:0], \$236 [15:8] };
-  assign \$242  = ~ s3_dtype[1];
-  assign \$243  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$244  = s3_shift_lo[4] ? \$243  : s3_y[15:0];
-  assign \$245  = s3_shift_lo[3] ? \$241  : \$244 ;
-  assign \$246  = s3_dtype[1] ? { 4'h0, \$245 [15:4] } : { \$232 [3:0], \$229 [15:4] };
-  assign \$247  = ~ s3_dtype[1];
-  assign \$248  = ~ s3_dtype[1];
-  assign \$249  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$250  = s3_shift_lo[4] ? \$249  : s3_y[15:0];
-  assign \$251  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$252  = ~ s3_dtype[1];
-  assign \$253  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$254  = s3_shift_lo[4] ? \$253  : s3_y[15:0];
-  assign \$255  = s3_dtype[1] ? { 8'h00, \$254 [15:8] } : { \$251 [7:0], \$250 [15:8] };
-  assign \$256  = ~ s3_dtype[1];
-  assign \$257  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$258  = s3_shift_lo[4] ? \$257  : s3_y[15:0];
-  assign \$259  = s3_shift_lo[3] ? \$255  : \$258 ;
-  assign \$260  = s3_shift_lo[2] ? \$246  : \$259 ;
-  assign \$261  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$262  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$263  = s3_shift_hi[3] ? { 8'h00, \$261 [15:8] } : \$262 ;
-  assign \$264  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$265  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$266  = s3_shift_hi[3] ? { 8'h00, \$264 [15:8] } : \$265 ;
-  assign \$267  = s3_shift_hi[2] ? { 4'h0, \$263 [15:4] } : \$266 ;
-  assign \$268  = ~ s3_dtype[1];
-  assign \$270  = s3_shift_hi[4] & \$269 ;
-  assign \$271  = | s3_y[31:16];
-  assign \$272  = \$270  & \$271 ;
-  assign \$274  = ~ s3_dtype[1];
-  assign \$276  = s3_shift_hi[3] & \$275 ;
-  assign \$277  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$278  = | \$277 [7:0];
-  assign \$279  = \$276  & \$278 ;
-  assign \$280  = \$273  | \$279 ;
-  assign \$281  = ~ s3_dtype[1];
-  assign \$283  = s3_shift_hi[2] & \$282 ;
-  assign \$284  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$285  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$286  = s3_shift_hi[3] ? { 8'h00, \$284 [15:8] } : \$285 ;
-  assign \$287  = | \$286 [3:0];
-  assign \$288  = \$283  & \$287 ;
-  assign \$289  = \$280  | \$288 ;
-  assign \$290  = | s3_y[15:0];
-  assign \$291  = s3_shift_lo[4] & \$290 ;
-  assign \$293  = ~ s3_dtype[1];
-  assign \$294  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$295  = s3_shift_lo[4] ? \$294  : s3_y[15:0];
-  assign \$296  = | \$295 [7:0];
-  assign \$297  = s3_shift_lo[3] & \$296 ;
-  assign \$298  = \$292  | \$297 ;
-  assign \$299  = ~ s3_dtype[1];
-  assign \$300  = ~ s3_dtype[1];
-  assign \$301  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$302  = s3_shift_lo[4] ? \$301  : s3_y[15:0];
-  assign \$303  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$304  = ~ s3_dtype[1];
-  assign \$305  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$306  = s3_shift_lo[4] ? \$305  : s3_y[15:0];
-  assign \$307  = s3_dtype[1] ? { 8'h00, \$306 [15:8] } : { \$303 [7:0], \$302 [15:8] };
-  assign \$308  = ~ s3_dtype[1];
-  assign \$309  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$310  = s3_shift_lo[4] ? \$309  : s3_y[15:0];
-  assign \$311  = s3_shift_lo[3] ? \$307  : \$310 ;
-  assign \$312  = | \$311 [3:0];
-  assign \$313  = s3_shift_lo[2] & \$312 ;
-  assign \$314  = \$298  | \$313 ;
-  assign \$315  = ~ s4_dtype[1];
-  assign \$316  = \$315  | s4_sub_hi;
-  assign \$317  = ~ s4_dtype[1];
-  assign \$318  = ~ s4_dtype[1];
-  assign \$319  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
-  assign \$320  = s4_shift_lo[1] ? \$319  : s4_y[15:0];
-  assign \$321  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
-  assign \$322  = ~ s4_dtype[1];
-  assign \$323  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
-  assign \$324  = s4_shift_lo[1] ? \$323  : s4_y[15:0];
-  assign \$325  = s4_dtype[1] ? { 1'h0, \$324 [15:1] } : { \$321 [0], \$320 [15:1] };
-  assign \$326  = ~ s4_dtype[1];
-  assign \$327  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
-  assign \$328  = s4_shift_lo[1] ? \$327  : s4_y[15:0];
-  assign \$329  = s4_shift_lo[0] ? \$325  : \$328 ;
-  assign \$330  = | s4_y[1:0];
-  assign \$331  = s4_shift_lo[1] & \$330 ;
-  assign \$332  = s4_sticky_lo | \$331 ;
-  assign \$333  = ~ s4_dtype[1];
-  assign \$334  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
-  assign \$335  = s4_shift_lo[1] ? \$334  : s4_y[15:0];
-  assign \$337  = s4_shift_lo[0] & \$336 ;
-  assign \$338  = \$332  | \$337 ;
-  assign \$339  = \$329  | { 15'h0000, \$338  };
-  assign \$340  = s4_sub_lo ? 16'hffff : 16'h0000;
-  assign \$341  = \$339  ^ \$340 ;
+  assign \$235  = ~ s3_dtype[1];
+  assign \$236  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$237  = s3_shift_lo[4] ? \$236  : s3_y[15:0];
+  assign \$238  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$239  = ~ s3_dtype[1];
+  assign \$240  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$241  = s3_shift_lo[4] ? \$240  : s3_y[15:0];
+  assign \$242  = s3_dtype[1] ? { 8'h00, \$241 [15:8] } : { \$238 [7:0], \$237 [15:8] };
+  assign \$243  = ~ s3_dtype[1];
+  assign \$244  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$245  = s3_shift_lo[4] ? \$244  : s3_y[15:0];
+  assign \$246  = s3_shift_lo[3] ? \$242  : \$245 ;
+  assign \$247  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$248  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$249  = s3_shift_hi[3] ? { 8'h00, \$247 [15:8] } : \$248 ;
+  assign \$250  = ~ s3_dtype[1];
+  assign \$251  = ~ s3_dtype[1];
+  assign \$252  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$253  = s3_shift_lo[4] ? \$252  : s3_y[15:0];
+  assign \$254  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$255  = ~ s3_dtype[1];
+  assign \$256  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$257  = s3_shift_lo[4] ? \$256  : s3_y[15:0];
+  assign \$258  = s3_dtype[1] ? { 8'h00, \$257 [15:8] } : { \$254 [7:0], \$253 [15:8] };
+  assign \$259  = ~ s3_dtype[1];
+  assign \$260  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$261  = s3_shift_lo[4] ? \$260  : s3_y[15:0];
+  assign \$262  = s3_shift_lo[3] ? \$258  : \$261 ;
+  assign \$263  = s3_dtype[1] ? { 4'h0, \$262 [15:4] } : { \$249 [3:0], \$246 [15:4] };
+  assign \$264  = ~ s3_dtype[1];
+  assign \$265  = ~ s3_dtype[1];
+  assign \$266  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$267  = s3_shift_lo[4] ? \$266  : s3_y[15:0];
+  assign \$268  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$269  = ~ s3_dtype[1];
+  assign \$270  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$271  = s3_shift_lo[4] ? \$270  : s3_y[15:0];
+  assign \$272  = s3_dtype[1] ? { 8'h00, \$271 [15:8] } : { \$268 [7:0], \$267 [15:8] };
+  assign \$273  = ~ s3_dtype[1];
+  assign \$274  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$275  = s3_shift_lo[4] ? \$274  : s3_y[15:0];
+  assign \$276  = s3_shift_lo[3] ? \$272  : \$275 ;
+  assign \$277  = s3_shift_lo[2] ? \$263  : \$276 ;
+  assign \$278  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$279  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$280  = s3_shift_hi[3] ? { 8'h00, \$278 [15:8] } : \$279 ;
+  assign \$281  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$282  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$283  = s3_shift_hi[3] ? { 8'h00, \$281 [15:8] } : \$282 ;
+  assign \$284  = s3_shift_hi[2] ? { 4'h0, \$280 [15:4] } : \$283 ;
+  assign \$285  = ~ s3_dtype[1];
+  assign \$287  = | s3_y[19:16];
+  assign \$288  = s3_shift_hi[4:2] > 1'h0;
+  assign \$289  = \$287  & \$288 ;
+  assign \$290  = | s3_y[23:20];
+  assign \$291  = s3_shift_hi[4:2] > 1'h1;
+  assign \$292  = \$290  & \$291 ;
+  assign \$293  = | s3_y[27:24];
+  assign \$294  = s3_shift_hi[4:2] > 2'h2;
+  assign \$295  = \$293  & \$294 ;
+  assign \$296  = | s3_y[31:28];
+  assign \$297  = s3_shift_hi[4:2] > 2'h3;
+  assign \$298  = \$296  & \$297 ;
+  assign \$299  = | { \$298 , \$295 , \$292 , \$289  };
+  assign \$300  = \$286  & \$299 ;
+  assign \$301  = | s3_y[3:0];
+  assign \$302  = s3_shift_lo[4:2] > 1'h0;
+  assign \$303  = \$301  & \$302 ;
+  assign \$304  = | s3_y[7:4];
+  assign \$305  = s3_shift_lo[4:2] > 1'h1;
+  assign \$306  = \$304  & \$305 ;
+  assign \$307  = | s3_y[11:8];
+  assign \$308  = s3_shift_lo[4:2] > 2'h2;
+  assign \$309  = \$307  & \$308 ;
+  assign \$310  = | s3_y[15:12];
+  assign \$311  = s3_shift_lo[4:2] > 2'h3;
+  assign \$312  = \$310  & \$311 ;
+  assign \$313  = ~ s3_dtype[1];
+  assign \$314  = | s3_y[19:16];
+  assign \$315  = \$313  & \$314 ;
+  assign \$316  = s3_shift_lo[4:2] > 3'h4;
+  assign \$317  = \$315  & \$316 ;
+  assign \$318  = ~ s3_dtype[1];
+  assign \$319  = | s3_y[23:20];
+  assign \$320  = \$318  & \$319 ;
+  assign \$321  = s3_shift_lo[4:2] > 3'h5;
+  assign \$322  = \$320  & \$321 ;
+  assign \$323  = ~ s3_dtype[1];
+  assign \$324  = | s3_y[27:24];
+  assign \$325  = \$323  & \$324 ;
+  assign \$326  = s3_shift_lo[4:2] > 3'h6;
+  assign \$327  = \$325  & \$326 ;
+  assign \$328  = ~ s3_dtype[1];
+  assign \$329  = | s3_y[31:28];
+  assign \$330  = \$328  & \$329 ;
+  assign \$331  = s3_shift_lo[4:2] > 3'h7;
+  assign \$332  = \$330  & \$331 ;
+  assign \$333  = | { \$332 , \$327 , \$322 , \$317 , \$312 , \$309 , \$306 , \$303  };
+  assign \$334  = ~ s3_dtype[1];
+  assign \$335  = 32'd2147483648 >> s3_slot_hi[10:2];
+  assign \$336  = 16'h8000 >> s3_slot_lo[10:2];
+  assign \$337  = 16'h8000 >> s3_slot_hi[10:2];
+  assign \$338  = s3_dtype[1] ? { \$337 , \$336  } : \$335 ;
+  assign \$339  = ~ s4_dtype[1];
+  assign \$340  = \$339  | s4_sub_hi;
+  assign \$341  = ~ s4_dtype[1];
   assign \$342  = ~ s4_dtype[1];
-  assign \$344  = \$343  & s4_sub_hi;
+  assign \$343  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$344  = s4_shift_lo[1] ? \$343  : s4_y[15:0];
   assign \$345  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
-  assign \$346  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
-  assign \$347  = s4_shift_hi[0] ? { 1'h0, \$345 [15:1] } : \$346 ;
-  assign \$348  = ~ s4_dtype[1];
-  assign \$350  = s4_shift_hi[1] & \$349 ;
-  assign \$351  = | s4_y[17:16];
-  assign \$352  = \$350  & \$351 ;
-  assign \$353  = s4_sticky_hi | \$352 ;
-  assign \$354  = ~ s4_dtype[1];
-  assign \$356  = s4_shift_hi[0] & \$355 ;
-  assign \$357  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
-  assign \$359  = \$356  & \$358 ;
-  assign \$360  = \$353  | \$359 ;
-  assign \$361  = \$347  | { 15'h0000, \$360  };
-  assign \$362  = s4_sub_hi ? 16'hffff : 16'h0000;
-  assign \$363  = \$361  ^ \$362 ;
-  assign \$364  = ~ s4_dtype[1];
-  assign \$365  = 32'd2147483648 >> s4_slot_hi[10:2];
-  assign \$366  = 16'h8000 >> s4_slot_lo[10:2];
-  assign \$367  = 16'h8000 >> s4_slot_hi[10:2];
-  assign \$368  = s4_dtype[1] ? { \$367 , \$366  } : \$365 ;
-  assign \$369  = { \$686 [33:18], \$686 [16:1] } | s5_sentinel;
-  assign \$370  = | s6_marked[31:28];
-  assign \$371  = ~ \$370 ;
-  assign \$373  = s6_marked[29] ? 2'h2 : 2'h3;
-  assign \$374  = s6_marked[30] ? 2'h1 : \$373 ;
-  assign \$375  = s6_marked[31] ? 2'h0 : \$374 ;
-  assign \$376  = | s6_marked[27:24];
-  assign \$377  = ~ \$376 ;
-  assign \$379  = s6_marked[25] ? 2'h2 : 2'h3;
-  assign \$380  = s6_marked[26] ? 2'h1 : \$379 ;
-  assign \$381  = s6_marked[27] ? 2'h0 : \$380 ;
-  assign \$382  = | s6_marked[23:20];
-  assign \$383  = ~ \$382 ;
-  assign \$385  = s6_marked[21] ? 2'h2 : 2'h3;
-  assign \$386  = s6_marked[22] ? 2'h1 : \$385 ;
-  assign \$387  = s6_marked[23] ? 2'h0 : \$386 ;
-  assign \$388  = s6_marked[17] ? 2'h2 : 2'h3;
-  assign \$389  = s6_marked[18] ? 2'h1 : \$388 ;
-  assign \$390  = s6_marked[19] ? 2'h0 : \$389 ;
-  assign \$391  = \$384  ? \$387  : \$390 ;
-  assign \$392  = \$378  ? \$381  : \$391 ;
-  assign \$393  = \$372  ? \$375  : \$392 ;
-  assign \$394  = | s6_marked[31:28];
-  assign \$395  = ~ \$394 ;
-  assign \$397  = | s6_marked[27:24];
-  assign \$398  = ~ \$397 ;
-  assign \$400  = | s6_marked[23:20];
-  assign \$401  = ~ \$400 ;
-  assign \$403  = \$402  ? 2'h2 : 2'h3;
-  assign \$404  = \$399  ? 2'h1 : \$403 ;
-  assign \$405  = \$396  ? 2'h0 : \$404 ;
-  assign \$406  = | s6_marked[15:12];
-  assign \$407  = ~ \$406 ;
-  assign \$409  = s6_marked[13] ? 2'h2 : 2'h3;
-  assign \$410  = s6_marked[14] ? 2'h1 : \$409 ;
-  assign \$411  = s6_marked[15] ? 2'h0 : \$410 ;
-  assign \$412  = | s6_marked[11:8];
-  assign \$413  = ~ \$412 ;
-  assign \$415  = s6_marked[9] ? 2'h2 : 2'h3;
-  assign \$416  = s6_marked[10] ? 2'h1 : \$415 ;
-  assign \$417  = s6_marked[11] ? 2'h0 : \$416 ;
-  assign \$418  = | s6_marked[7:4];
-  assign \$419  = ~ \$418 ;
-  assign \$421  = s6_marked[5] ? 2'h2 : 2'h3;
-  assign \$422  = s6_marked[6] ? 2'h1 : \$421 ;
-  assign \$423  = s6_marked[7] ? 2'h0 : \$422 ;
-  assign \$424  = s6_marked[1] ? 2'h2 : 2'h3;
-  assign \$425  = s6_marked[2] ? 2'h1 : \$424 ;
-  assign \$426  = s6_marked[3] ? 2'h0 : \$425 ;
-  assign \$427  = \$420  ? \$423  : \$426 ;
-  assign \$428  = \$414  ? \$417  : \$427 ;
-  assign \$429  = \$408  ? \$411  : \$428 ;
-  assign \$430  = | s6_marked[15:12];
-  assign \$431  = ~ \$430 ;
-  assign \$433  = | s6_marked[11:8];
-  assign \$434  = ~ \$433 ;
-  assign \$436  = | s6_marked[7:4];
-  assign \$437  = ~ \$436 ;
-  assign \$439  = \$438  ? 2'h2 : 2'h3;
-  assign \$440  = \$435  ? 2'h1 : \$439 ;
-  assign \$441  = \$432  ? 2'h0 : \$440 ;
-  assign \$442  = | s6_marked[19:16];
-  assign \$443  = ~ \$442 ;
-  assign \$444  = | s6_marked[23:20];
-  assign \$445  = ~ \$444 ;
-  assign \$446  = \$443  & \$445 ;
-  assign \$447  = | s6_marked[27:24];
-  assign \$448  = ~ \$447 ;
-  assign \$449  = \$446  & \$448 ;
-  assign \$450  = | s6_marked[31:28];
-  assign \$451  = ~ \$450 ;
-  assign \$452  = \$449  & \$451 ;
-  assign \$453  = ~ s6_dtype[1];
-  assign \$454  = | s6_sum[31:16];
-  assign \$455  = ~ \$454 ;
-  assign \$456  = | s6_sum[15:0];
-  assign \$457  = ~ \$456 ;
-  assign \$458  = \$455  & \$457 ;
-  assign \$459  = | s6_sum[31:16];
-  assign \$460  = ~ \$459 ;
-  assign \$461  = s6_dtype[1] ? \$460  : \$458 ;
-  assign \$462  = \$461  ? s6_slot_hi[1] : s6_slot_hi[0];
-  assign \$463  = ~ s6_dtype[1];
-  assign \$464  = | s6_sum[31:16];
-  assign \$465  = ~ \$464 ;
-  assign \$466  = | s6_sum[15:0];
+  assign \$346  = ~ s4_dtype[1];
+  assign \$347  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$348  = s4_shift_lo[1] ? \$347  : s4_y[15:0];
+  assign \$349  = s4_dtype[1] ? { 1'h0, \$348 [15:1] } : { \$345 [0], \$344 [15:1] };
+  assign \$350  = ~ s4_dtype[1];
+  assign \$351  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$352  = s4_shift_lo[1] ? \$351  : s4_y[15:0];
+  assign \$353  = s4_shift_lo[0] ? \$349  : \$352 ;
+  assign \$354  = | s4_y[1:0];
+  assign \$355  = s4_shift_lo[1] & \$354 ;
+  assign \$356  = s4_sticky_lo | \$355 ;
+  assign \$357  = ~ s4_dtype[1];
+  assign \$358  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$359  = s4_shift_lo[1] ? \$358  : s4_y[15:0];
+  assign \$361  = s4_shift_lo[0] & \$360 ;
+  assign \$362  = \$356  | \$361 ;
+  assign \$363  = \$353  | { 15'h0000, \$362  };
+  assign \$364  = s4_sub_lo ? 16'hffff : 16'h0000;
+  assign \$365  = \$363  ^ \$364 ;
+  assign \$366  = ~ s4_dtype[1];
+  assign \$368  = \$367  & s4_sub_hi;
+  assign \$369  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
+  assign \$370  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
+  assign \$371  = s4_shift_hi[0] ? { 1'h0, \$369 [15:1] } : \$370 ;
+  assign \$372  = ~ s4_dtype[1];
+  assign \$374  = s4_shift_hi[1] & \$373 ;
+  assign \$375  = | s4_y[17:16];
+  assign \$376  = \$374  & \$375 ;
+  assign \$377  = s4_sticky_hi | \$376 ;
+  assign \$378  = ~ s4_dtype[1];
+  assign \$380  = s4_shift_hi[0] & \$379 ;
+  assign \$381  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
+  assign \$383  = \$380  & \$382 ;
+  assign \$384  = \$377  | \$383 ;
+  assign \$385  = \$371  | { 15'h0000, \$384  };
+  assign \$386  = s4_sub_hi ? 16'hffff : 16'h0000;
+  assign \$387  = \$385  ^ \$386 ;
+  assign \$388  = { \$690 [33:18], \$690 [16:1] } | s5_sentinel;
+  assign \$389  = | s6_marked[31:28];
+  assign \$390  = ~ \$389 ;
+  assign \$392  = s6_marked[29] ? 2'h2 : 2'h3;
+  assign \$393  = s6_marked[30] ? 2'h1 : \$392 ;
+  assign \$394  = s6_marked[31] ? 2'h0 : \$393 ;
+  assign \$395  = | s6_marked[27:24];
+  assign \$396  = ~ \$395 ;
+  assign \$398  = s6_marked[25] ? 2'h2 : 2'h3;
+  assign \$399  = s6_marked[26] ? 2'h1 : \$398 ;
+  assign \$400  = s6_marked[27] ? 2'h0 : \$399 ;
+  assign \$401  = | s6_marked[23:20];
+  assign \$402  = ~ \$401 ;
+  assign \$404  = s6_marked[21] ? 2'h2 : 2'h3;
+  assign \$405  = s6_marked[22] ? 2'h1 : \$404 ;
+  assign \$406  = s6_marked[23] ? 2'h0 : \$405 ;
+  assign \$407  = s6_marked[17] ? 2'h2 : 2'h3;
+  assign \$408  = s6_marked[18] ? 2'h1 : \$407 ;
+  assign \$409  = s6_marked[19] ? 2'h0 : \$408 ;
+  assign \$410  = \$403  ? \$406  : \$409 ;
+  assign \$411  = \$397  ? \$400  : \$410 ;
+  assign \$412  = \$391  ? \$394  : \$411 ;
+  assign \$413  = | s6_marked[31:28];
+  assign \$414  = ~ \$413 ;
+  assign \$416  = | s6_marked[27:24];
+  assign \$417  = ~ \$416 ;
+  assign \$419  = | s6_marked[23:20];
+  assign \$420  = ~ \$419 ;
+  assign \$422  = \$421  ? 2'h2 : 2'h3;
+  assign \$423  = \$418  ? 2'h1 : \$422 ;
+  assign \$424  = \$415  ? 2'h0 : \$423 ;
+  assign \$425  = | s6_marked[15:12];
+  assign \$426  = ~ \$425 ;
+  assign \$428  = s6_marked[13] ? 2'h2 : 2'h3;
+  assign \$429  = s6_marked[14] ? 2'h1 : \$428 ;
+  assign \$430  = s6_marked[15] ? 2'h0 : \$429 ;
+  assign \$431  = | s6_marked[11:8];
+  assign \$432  = ~ \$431 ;
+  assign \$434  = s6_marked[9] ? 2'h2 : 2'h3;
+  assign \$435  = s6_marked[10] ? 2'h1 : \$434 ;
+  assign \$436  = s6_marked[11] ? 2'h0 : \$435 ;
+  assign \$437  = | s6_marked[7:4];
+  assign \$438  = ~ \$437 ;
+  assign \$440  = s6_marked[5] ? 2'h2 : 2'h3;
+  assign \$441  = s6_marked[6] ? 2'h1 : \$440 ;
+  assign \$442  = s6_marked[7] ? 2'h0 : \$441 ;
+  assign \$443  = s6_marked[1] ? 2'h2 : 2'h3;
+  assign \$444  = s6_marked[2] ? 2'h1 : \$443 ;
+  assign \$445  = s6_marked[3] ? 2'h0 : \$444 ;
+  assign \$446  = \$439  ? \$442  : \$445 ;
+  assign \$447  = \$433  ? \$436  : \$446 ;
+  assign \$448  = \$427  ? \$430  : \$447 ;
+  assign \$449  = | s6_marked[15:12];
+  assign \$450  = ~ \$449 ;
+  assign \$452  = | s6_marked[11:8];
+  assign \$453  = ~ \$452 ;
+  assign \$455  = | s6_marked[7:4];
+  assign \$456  = ~ \$455 ;
+  assign \$458  = \$457  ? 2'h2 : 2'h3;
+  assign \$459  = \$454  ? 2'h1 : \$458 ;
+  assign \$460  = \$451  ? 2'h0 : \$459 ;
+  assign \$461  = | s6_marked[19:16];
+  assign \$462  = ~ \$461 ;
+  assign \$463  = | s6_marked[23:20];
+  assign \$464  = ~ \$463 ;
+  assign \$465  = \$462  & \$464 ;
+  assign \$466  = | s6_marked[27:24];
   assign \$467  = ~ \$466 ;
   assign \$468  = \$465  & \$467 ;
-  assign \$469  = | s6_sum[15:0];
+  assign \$469  = | s6_marked[31:28];
   assign \$470  = ~ \$469 ;
-  assign \$471  = s6_dtype[1] ? \$470  : \$468 ;
-  assign \$472  = \$471  ? s6_slot_lo[1] : s6_slot_lo[0];
-  assign \$473  = ~ s7_dtype[1];
-  assign \$474  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$475  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$474  };
+  assign \$471  = \$468  & \$470 ;
+  assign \$472  = | s6_sum[31:16];
+  assign \$473  = ~ \$472 ;
+  assign \$474  = | s6_sum[15:0];
+  assign \$475  = ~ \$474 ;
   assign \$476  = ~ s7_dtype[1];
   assign \$477  = s7_zero_hi ? s7_count_lo : s7_count_hi;
   assign \$478  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$477  };
-  assign \$479  = \$478 [4] ? 16'h0000 : s7_sum[15:0];
-  assign \$480  = ~ s7_dtype[1];
-  assign \$481  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$482  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$481  };
-  assign \$483  = \$482 [4] ? 16'h0000 : s7_sum[15:0];
-  assign \$484  = \$475 [3] ? { \$479 [7:0], 8'h00 } : \$483 ;
-  assign \$485  = ~ s7_dtype[1];
-  assign \$486  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$487  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$486  };
+  assign \$479  = ~ s7_dtype[1];
+  assign \$480  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$481  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$480  };
+  assign \$482  = \$481 [4] ? 16'h0000 : s7_sum[15:0];
+  assign \$483  = ~ s7_dtype[1];
+  assign \$484  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$485  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$484  };
+  assign \$486  = \$485 [4] ? 16'h0000 : s7_sum[15:0];
+  assign \$487  = \$478 [3] ? { \$482 [7:0], 8'h00 } : \$486 ;
   assign \$488  = ~ s7_dtype[1];
-  assign \$489  = ~ s7_dtype[1];
-  assign \$490  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$491  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$490  };
-  assign \$492  = \$491 [4] ? 16'h0000 : s7_sum[15:0];
-  assign \$493  = ~ s7_dtype[1];
-  assign \$494  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$495  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$494  };
+  assign \$489  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$490  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$489  };
+  assign \$491  = ~ s7_dtype[1];
+  assign \$492  = ~ s7_dtype[1];
+  assign \$493  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$494  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$493  };
+  assign \$495  = \$494 [4] ? 16'h0000 : s7_sum[15:0];
   assign \$496  = ~ s7_dtype[1];
-  assign \$497  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
-  assign \$498  = \$495 [4] ? \$497  : s7_sum[31:16];
+  assign \$497  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$498  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$497  };
   assign \$499  = ~ s7_dtype[1];
-  assign \$500  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$501  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$500  };
+  assign \$500  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
+  assign \$501  = \$498 [4] ? \$500  : s7_sum[31:16];
   assign \$502  = ~ s7_dtype[1];
-  assign \$503  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
-  assign \$504  = \$501 [4] ? \$503  : s7_sum[31:16];
-  assign \$505  = s7_dtype[1] ? { \$504 [7:0], 8'h00 } : { \$498 [7:0], \$492 [15:8] };
-  assign \$506  = ~ s7_dtype[1];
-  assign \$507  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$508  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$507  };
+  assign \$503  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$504  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$503  };
+  assign \$505  = ~ s7_dtype[1];
+  assign \$506  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
+  assign \$507  = \$504 [4] ? \$506  : s7_sum[31:16];
+  assign \$508  = s7_dtype[1] ? { \$507 [7:0], 8'h00 } : { \$501 [7:0], \$495 [15:8] };
   assign \$509  = ~ s7_dtype[1];
-  assign \$510  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
-  assign \$511  = \$508 [4] ? \$510  : s7_sum[31:16];
-  assign \$512  = \$487 [3] ? \$505  : \$511 ;
-  assign \$513  = ~ s7_dtype[1];
-  assign \$514  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$515  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$514  };
+  assign \$510  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$511  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$510  };
+  assign \$512  = ~ s7_dtype[1];
+  assign \$513  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
+  assign \$514  = \$511 [4] ? \$513  : s7_sum[31:16];
+  assign \$515  = \$490 [3] ? \$508  : \$514 ;
   assign \$516  = ~ s7_dtype[1];
-  assign \$517  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$518  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$517  };
-  assign \$519  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$520  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$521  = s8_shift_lo[1] ? { \$519 [13:0], 2'h0 } : \$520 ;
-  assign \$522  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$523  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$524  = s8_shift_lo[1] ? { \$522 [13:0], 2'h0 } : \$523 ;
-  assign \$525  = s8_shift_lo[0] ? { \$521 [14:0], 1'h0 } : \$524 ;
-  assign \$526  = ~ s8_dtype[1];
-  assign \$527  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$528  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$529  = s8_shift_lo[1] ? { \$527 [13:0], 2'h0 } : \$528 ;
-  assign \$530  = ~ s8_dtype[1];
+  assign \$517  = s7_sum_zero_hi & s7_sum_zero_lo;
+  assign \$518  = s7_dtype[1] ? s7_sum_zero_hi : \$517 ;
+  assign \$519  = \$518  ? s7_slot_hi[1] : s7_slot_hi[0];
+  assign \$520  = ~ s7_dtype[1];
+  assign \$521  = s7_sum_zero_hi & s7_sum_zero_lo;
+  assign \$522  = s7_dtype[1] ? s7_sum_zero_lo : \$521 ;
+  assign \$523  = \$522  ? s7_slot_lo[1] : s7_slot_lo[0];
+  assign \$524  = ~ s7_dtype[1];
+  assign \$525  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$526  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$525  };
+  assign \$527  = ~ s7_dtype[1];
+  assign \$528  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$529  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$528  };
+  assign \$530  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
   assign \$531  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$532  = ~ s8_dtype[1];
-  assign \$533  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$534  = s8_shift_hi[2] ? \$533  : s8_sum[31:16];
-  assign \$535  = ~ s8_dtype[1];
-  assign \$536  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$537  = s8_shift_hi[2] ? \$536  : s8_sum[31:16];
-  assign \$538  = s8_dtype[1] ? { \$537 [13:0], 2'h0 } : { \$534 [13:0], \$531 [15:14] };
-  assign \$539  = ~ s8_dtype[1];
-  assign \$540  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$541  = s8_shift_hi[2] ? \$540  : s8_sum[31:16];
-  assign \$542  = s8_shift_hi[1] ? \$538  : \$541 ;
+  assign \$532  = s8_shift_lo[1] ? { \$530 [13:0], 2'h0 } : \$531 ;
+  assign \$533  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$534  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$535  = s8_shift_lo[1] ? { \$533 [13:0], 2'h0 } : \$534 ;
+  assign \$536  = s8_shift_lo[0] ? { \$532 [14:0], 1'h0 } : \$535 ;
+  assign \$537  = ~ s8_dtype[1];
+  assign \$538  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$539  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$540  = s8_shift_lo[1] ? { \$538 [13:0], 2'h0 } : \$539 ;
+  assign \$541  = ~ s8_dtype[1];
+  assign \$542  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
   assign \$543  = ~ s8_dtype[1];
-  assign \$544  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$545  = ~ s8_dtype[1];
-  assign \$546  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$547  = s8_shift_hi[2] ? \$546  : s8_sum[31:16];
-  assign \$548  = ~ s8_dtype[1];
-  assign \$549  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$550  = s8_shift_hi[2] ? \$549  : s8_sum[31:16];
-  assign \$551  = s8_dtype[1] ? { \$550 [13:0], 2'h0 } : { \$547 [13:0], \$544 [15:14] };
-  assign \$552  = ~ s8_dtype[1];
-  assign \$553  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$554  = s8_shift_hi[2] ? \$553  : s8_sum[31:16];
-  assign \$555  = s8_shift_hi[1] ? \$551  : \$554 ;
-  assign \$556  = s8_dtype[1] ? { \$555 [14:0], 1'h0 } : { \$542 [14:0], \$529 [15] };
-  assign \$557  = ~ s8_dtype[1];
-  assign \$558  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$544  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$545  = s8_shift_hi[2] ? \$544  : s8_sum[31:16];
+  assign \$546  = ~ s8_dtype[1];
+  assign \$547  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$548  = s8_shift_hi[2] ? \$547  : s8_sum[31:16];
+  assign \$549  = s8_dtype[1] ? { \$548 [13:0], 2'h0 } : { \$545 [13:0], \$542 [15:14] };
+  assign \$550  = ~ s8_dtype[1];
+  assign \$551  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$552  = s8_shift_hi[2] ? \$551  : s8_sum[31:16];
+  assign \$553  = s8_shift_hi[1] ? \$549  : \$552 ;
+  assign \$554  = ~ s8_dtype[1];
+  assign \$555  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$556  = ~ s8_dtype[1];
+  assign \$557  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$558  = s8_shift_hi[2] ? \$557  : s8_sum[31:16];
   assign \$559  = ~ s8_dtype[1];
   assign \$560  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
   assign \$561  = s8_shift_hi[2] ? \$560  : s8_sum[31:16];
-  assign \$562  = ~ s8_dtype[1];
-  assign \$563  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$564  = s8_shift_hi[2] ? \$563  : s8_sum[31:16];
-  assign \$565  = s8_dtype[1] ? { \$564 [13:0], 2'h0 } : { \$561 [13:0], \$558 [15:14] };
-  assign \$566  = ~ s8_dtype[1];
-  assign \$567  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$568  = s8_shift_hi[2] ? \$567  : s8_sum[31:16];
-  assign \$569  = s8_shift_hi[1] ? \$565  : \$568 ;
-  assign \$570  = s8_shift_hi[0] ? \$556  : \$569 ;
-  assign \$571  = s8_slot_hi[10:2] + 1'h1;
-  assign \$572  = \$571  - s8_shift_hi;
-  assign \$573  = s8_slot_lo[10:2] + 1'h1;
-  assign \$574  = \$573  - s8_shift_lo;
-  assign \$575  = ~ s9_dtype[1];
-  assign \$576  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
-  assign \$577  = s9_dtype[1] & s9_dtype[0];
-  assign \$578  = s9_sum[15] ? s9_slot_lo[6:2] : 5'h00;
-  assign \$579  = s9_sum[15] ? s9_slot_lo[9:2] : 8'h00;
-  assign \$580  = \$577  ? { \$578 , s9_sum[14:5] } : { \$579 , s9_sum[14:8] };
-  assign \$581  = s9_dtype[1] & s9_dtype[0];
-  assign \$582  = s9_sum[31] ? s9_slot_hi[6:2] : 5'h00;
-  assign \$583  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
-  assign \$584  = \$581  ? { \$582 , s9_sum[30:21] } : { \$583 , s9_sum[30:24] };
-  assign \$585  = s9_dtype[1] ? { \$584 , 1'h0, \$580  } : { \$576 , s9_sum[30:8] };
+  assign \$562  = s8_dtype[1] ? { \$561 [13:0], 2'h0 } : { \$558 [13:0], \$555 [15:14] };
+  assign \$563  = ~ s8_dtype[1];
+  assign \$564  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$565  = s8_shift_hi[2] ? \$564  : s8_sum[31:16];
+  assign \$566  = s8_shift_hi[1] ? \$562  : \$565 ;
+  assign \$567  = s8_dtype[1] ? { \$566 [14:0], 1'h0 } : { \$553 [14:0], \$540 [15] };
+  assign \$568  = ~ s8_dtype[1];
+  assign \$569  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$570  = ~ s8_dtype[1];
+  assign \$571  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$572  = s8_shift_hi[2] ? \$571  : s8_sum[31:16];
+  assign \$573  = ~ s8_dtype[1];
+  assign \$574  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$575  = s8_shift_hi[2] ? \$574  : s8_sum[31:16];
+  assign \$576  = s8_dtype[1] ? { \$575 [13:0], 2'h0 } : { \$572 [13:0], \$569 [15:14] };
+  assign \$577  = ~ s8_dtype[1];
+  assign \$578  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$579  = s8_shift_hi[2] ? \$578  : s8_sum[31:16];
+  assign \$580  = s8_shift_hi[1] ? \$576  : \$579 ;
+  assign \$581  = s8_shift_hi[0] ? \$567  : \$580 ;
+  assign \$582  = s8_slot_hi[10:2] + 1'h1;
+  assign \$583  = \$582  - s8_shift_hi;
+  assign \$584  = s8_slot_lo[10:2] + 1'h1;
+  assign \$585  = \$584  - s8_shift_lo;
   assign \$586  = ~ s9_dtype[1];
-  assign \$587  = ~ s9_dtype[1];
-  assign \$588  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
-  assign \$589  = s9_dtype[1] & s9_dtype[0];
-  assign \$590  = s9_sum[15] ? s9_slot_lo[6:2] : 5'h00;
-  assign \$591  = s9_sum[15] ? s9_slot_lo[9:2] : 8'h00;
-  assign \$592  = \$589  ? { \$590 , s9_sum[14:5] } : { \$591 , s9_sum[14:8] };
-  assign \$593  = s9_dtype[1] & s9_dtype[0];
-  assign \$594  = s9_sum[31] ? s9_slot_hi[6:2] : 5'h00;
-  assign \$595  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
-  assign \$596  = \$593  ? { \$594 , s9_sum[30:21] } : { \$595 , s9_sum[30:24] };
-  assign \$597  = s9_dtype[1] ? { \$596 , 1'h0, \$592  } : { \$588 , s9_sum[30:8] };
+  assign \$587  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
+  assign \$588  = s9_dtype[1] & s9_dtype[0];
+  assign \$589  = s9_sum[15] ? s9_slot_lo[6:2] : 5'h00;
+  assign \$590  = s9_sum[15] ? s9_slot_lo[9:2] : 8'h00;
+  assign \$591  = \$588  ? { \$589 , s9_sum[14:5] } : { \$590 , s9_sum[14:8] };
+  assign \$592  = s9_dtype[1] & s9_dtype[0];
+  assign \$593  = s9_sum[31] ? s9_slot_hi[6:2] : 5'h00;
+  assign \$594  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
+  assign \$595  = \$592  ? { \$593 , s9_sum[30:21] } : { \$594 , s9_sum[30:24] };
+  assign \$596  = s9_dtype[1] ? { \$595 , 1'h0, \$591  } : { \$587 , s9_sum[30:8] };
+  assign \$597  = ~ s9_dtype[1];
   assign \$598  = ~ s9_dtype[1];
+  assign \$599  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
   assign \$600  = s9_dtype[1] & s9_dtype[0];
-  assign \$601  = | s9_sum[19:16];
-  assign \$602  = s9_sum[21] | \$601 ;
-  assign \$603  = s9_sum[20] & \$602 ;
-  assign \$604  = | s9_sum[22:16];
-  assign \$605  = s9_sum[24] | \$604 ;
-  assign \$606  = s9_sum[23] & \$605 ;
-  assign \$607  = \$600  ? \$603  : \$606 ;
-  assign \$608  = \$599  & \$607 ;
+  assign \$601  = s9_sum[15] ? s9_slot_lo[6:2] : 5'h00;
+  assign \$602  = s9_sum[15] ? s9_slot_lo[9:2] : 8'h00;
+  assign \$603  = \$600  ? { \$601 , s9_sum[14:5] } : { \$602 , s9_sum[14:8] };
+  assign \$604  = s9_dtype[1] & s9_dtype[0];
+  assign \$605  = s9_sum[31] ? s9_slot_hi[6:2] : 5'h00;
+  assign \$606  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
+  assign \$607  = \$604  ? { \$605 , s9_sum[30:21] } : { \$606 , s9_sum[30:24] };
+  assign \$608  = s9_dtype[1] ? { \$607 , 1'h0, \$603  } : { \$599 , s9_sum[30:8] };
   assign \$609  = ~ s9_dtype[1];
-  assign \$610  = | s9_sum[6:0];
-  assign \$611  = s9_sum[8] | \$610 ;
-  assign \$612  = s9_sum[7] & \$611 ;
-  assign \$613  = s9_dtype[1] & s9_dtype[0];
-  assign \$614  = | s9_sum[3:0];
-  assign \$615  = s9_sum[5] | \$614 ;
-  assign \$616  = s9_sum[4] & \$615 ;
-  assign \$617  = | s9_sum[6:0];
-  assign \$618  = s9_sum[8] | \$617 ;
-  assign \$619  = s9_sum[7] & \$618 ;
-  assign \$620  = \$613  ? \$616  : \$619 ;
-  assign \$621  = s9_dtype[1] ? \$620  : \$612 ;
-  assign \$622  = s9_slot_hi[11] | s9_slot_hi[12];
-  assign \$623  = s9_dtype[1] & s9_dtype[0];
-  assign \$624  = \$623  ? 15'h7e00 : 15'h7fc0;
-  assign \$625  = s9_dtype[1] & s9_dtype[0];
-  assign \$626  = \$625  ? 15'h7c00 : 15'h7f80;
-  assign \$627  = s9_slot_hi[12] ? s9_slot_hi[13] : s9_slot_hi[0];
-  assign \$628  = s9_slot_hi[11] ? { 1'h0, \$624  } : { \$627 , \$626  };
-  assign \$629  = s9_slot_lo[11] | s9_slot_lo[12];
-  assign \$630  = s9_dtype[1] & s9_dtype[0];
-  assign \$631  = \$630  ? 15'h7e00 : 15'h7fc0;
-  assign \$632  = s9_dtype[1] & s9_dtype[0];
-  assign \$633  = \$632  ? 15'h7c00 : 15'h7f80;
-  assign \$634  = s9_slot_lo[12] ? s9_slot_lo[13] : s9_slot_lo[0];
-  assign \$635  = s9_slot_lo[11] ? { 1'h0, \$631  } : { \$634 , \$633  };
-  assign \$636  = ~ s11_dtype[1];
-  assign \$637  = s11_dtype[1] & s11_dtype[0];
-  assign \$638  = & s11_rounded[30:26];
-  assign \$639  = s11_rounded[31] | \$638 ;
-  assign \$640  = & s11_rounded[30:23];
-  assign \$641  = s11_rounded[31] | \$640 ;
-  assign \$642  = \$637  ? \$639  : \$641 ;
-  assign \$643  = s11_forced_hi | \$642 ;
-  assign \$644  = \$643  ? 16'h0000 : s11_rounded[15:0];
-  assign \$645  = s11_dtype[1] & s11_dtype[0];
-  assign \$646  = & s11_rounded[14:10];
-  assign \$647  = s11_rounded[15] | \$646 ;
-  assign \$648  = & s11_rounded[14:7];
-  assign \$649  = s11_rounded[15] | \$648 ;
-  assign \$650  = \$645  ? \$647  : \$649 ;
-  assign \$651  = s11_forced_lo | \$650 ;
-  assign \$652  = \$651  ? s11_special_lo : { s11_sign_lo, s11_rounded[14:0] };
-  assign \$653  = s11_dtype[1] ? \$652  : \$644 ;
-  assign \$654  = s11_dtype[1] & s11_dtype[0];
-  assign \$655  = & s11_rounded[30:26];
-  assign \$656  = s11_rounded[31] | \$655 ;
-  assign \$657  = & s11_rounded[30:23];
-  assign \$658  = s11_rounded[31] | \$657 ;
-  assign \$659  = \$654  ? \$656  : \$658 ;
-  assign \$660  = s11_forced_hi | \$659 ;
-  assign \$661  = \$660  ? s11_special_hi : { s11_sign_hi, s11_rounded[30:16] };
-  assign \$662  = dtype[1] & dtype[0];
-  assign a_hi_exp = \$662  ? { 3'h0, a[30:26] } : a[30:23];
-  assign \$663  = dtype[1] & dtype[0];
-  assign \$664  = | a_hi_exp;
-  assign \$665  = | a_hi_exp;
-  assign \$666  = \$663  ? { \$664 , a[25:16], 4'h0 } : { \$665 , a[22:16], 7'h00 };
-  assign \$667  = dtype[1] & dtype[0];
-  assign a_lo_exp = \$667  ? { 3'h0, a[14:10] } : a[14:7];
-  assign \$668  = dtype[1] & dtype[0];
-  assign \$669  = | a_lo_exp;
-  assign \$670  = | a_lo_exp;
-  assign \$671  = \$668  ? { \$669 , a[9:0], 4'h0 } : { \$670 , a[6:0], 7'h00 };
-  assign \$672  = ~ dtype[1];
+  assign \$611  = s9_dtype[1] & s9_dtype[0];
+  assign \$612  = | s9_sum[19:16];
+  assign \$613  = s9_sum[21] | \$612 ;
+  assign \$614  = s9_sum[20] & \$613 ;
+  assign \$615  = | s9_sum[22:16];
+  assign \$616  = s9_sum[24] | \$615 ;
+  assign \$617  = s9_sum[23] & \$616 ;
+  assign \$618  = \$611  ? \$614  : \$617 ;
+  assign \$619  = \$610  & \$618 ;
+  assign \$620  = ~ s9_dtype[1];
+  assign \$621  = | s9_sum[6:0];
+  assign \$622  = s9_sum[8] | \$621 ;
+  assign \$623  = s9_sum[7] & \$622 ;
+  assign \$624  = s9_dtype[1] & s9_dtype[0];
+  assign \$625  = | s9_sum[3:0];
+  assign \$626  = s9_sum[5] | \$625 ;
+  assign \$627  = s9_sum[4] & \$626 ;
+  assign \$628  = | s9_sum[6:0];
+  assign \$629  = s9_sum[8] | \$628 ;
+  assign \$630  = s9_sum[7] & \$629 ;
+  assign \$631  = \$624  ? \$627  : \$630 ;
+  assign \$632  = s9_dtype[1] ? \$631  : \$623 ;
+  assign \$633  = s9_slot_hi[11] | s9_slot_hi[12];
+  assign \$634  = s9_dtype[1] & s9_dtype[0];
+  assign \$635  = \$634  ? 15'h7e00 : 15'h7fc0;
+  assign \$636  = s9_dtype[1] & s9_dtype[0];
+  assign \$637  = \$636  ? 15'h7c00 : 15'h7f80;
+  assign \$638  = s9_slot_hi[12] ? s9_slot_hi[13] : s9_slot_hi[0];
+  assign \$639  = s9_slot_hi[11] ? { 1'h0, \$635  } : { \$638 , \$637  };
+  assign \$640  = s9_slot_lo[11] | s9_slot_lo[12];
+  assign \$641  = s9_dtype[1] & s9_dtype[0];
+  assign \$642  = \$641  ? 15'h7e00 : 15'h7fc0;
+  assign \$643  = s9_dtype[1] & s9_dtype[0];
+  assign \$644  = \$643  ? 15'h7c00 : 15'h7f80;
+  assign \$645  = s9_slot_lo[12] ? s9_slot_lo[13] : s9_slot_lo[0];
+  assign \$646  = s9_slot_lo[11] ? { 1'h0, \$642  } : { \$645 , \$644  };
+  assign \$647  = ~ s10_dtype[1];
+  assign \$648  = s10_dtype[1] & s10_dtype[0];
+  assign \$649  = & s11_rounded[30:26];
+  assign \$650  = s11_rounded[31] | \$649 ;
+  assign \$651  = & s11_rounded[30:23];
+  assign \$652  = s11_rounded[31] | \$651 ;
+  assign \$653  = s11_fp16 ? \$650  : \$652 ;
+  assign \$654  = s11_forced_hi | \$653 ;
+  assign \$655  = \$654  ? 16'h0000 : s11_rounded[15:0];
+  assign \$656  = & s11_rounded[14:10];
+  assign \$657  = s11_rounded[15] | \$656 ;
+  assign \$658  = & s11_rounded[14:7];
+  assign \$659  = s11_rounded[15] | \$658 ;
+  assign \$660  = s11_fp16 ? \$657  : \$659 ;
+  assign \$661  = s11_forced_lo | \$660 ;
+  assign \$662  = \$661  ? s11_special_lo : { s11_sign_lo, s11_rounded[14:0] };
+  assign \$663  = s11_wide ? \$655  : \$662 ;
+  assign \$664  = & s11_rounded[30:26];
+  assign \$665  = s11_rounded[31] | \$664 ;
+  assign \$666  = & s11_rounded[30:23];
+  assign \$667  = s11_rounded[31] | \$666 ;
+  assign \$668  = s11_fp16 ? \$665  : \$667 ;
+  assign \$669  = s11_forced_hi | \$668 ;
+  assign \$670  = \$669  ? s11_special_hi : { s11_sign_hi, s11_rounded[30:16] };
+  assign \$671  = in_dtype[1] & in_dtype[0];
+  assign a_hi_exp = \$671  ? { 3'h0, in_a[30:26] } : in_a[30:23];
+  assign \$672  = in_dtype[1] & in_dtype[0];
   assign \$673  = | a_hi_exp;
-  assign a_sig = dtype[1] ? { 1'h0, \$666 , 1'h0, \$671  } : { 1'h0, \$673 , a[22:0], 7'h00 };
-  assign \$674  = dtype[1] & dtype[0];
-  assign b_hi_exp = \$674  ? { 3'h0, b[30:26] } : b[30:23];
-  assign \$675  = dtype[1] & dtype[0];
-  assign \$676  = | b_hi_exp;
-  assign \$677  = | b_hi_exp;
-  assign \$678  = \$675  ? { \$676 , b[25:16], 4'h0 } : { \$677 , b[22:16], 7'h00 };
-  assign \$679  = dtype[1] & dtype[0];
-  assign b_lo_exp = \$679  ? { 3'h0, b[14:10] } : b[14:7];
-  assign \$680  = dtype[1] & dtype[0];
-  assign \$681  = | b_lo_exp;
-  assign \$682  = | b_lo_exp;
-  assign \$683  = \$680  ? { \$681 , b[9:0], 4'h0 } : { \$682 , b[6:0], 7'h00 };
-  assign \$684  = ~ dtype[1];
-  assign \$685  = | b_hi_exp;
-  assign b_sig = dtype[1] ? { 1'h0, \$678 , 1'h0, \$683  } : { 1'h0, \$685 , b[22:0], 7'h00 };
-  assign \$686  = { s5_x, s5_carry_in } + { s5_y, s5_carry_in };
+  assign \$674  = | a_hi_exp;
+  assign \$675  = \$672  ? { \$673 , in_a[25:16], 4'h0 } : { \$674 , in_a[22:16], 7'h00 };
+  assign \$676  = in_dtype[1] & in_dtype[0];
+  assign a_lo_exp = \$676  ? { 3'h0, in_a[14:10] } : in_a[14:7];
+  assign \$677  = in_dtype[1] & in_dtype[0];
+  assign \$678  = | a_lo_exp;
+  assign \$679  = | a_lo_exp;
+  assign \$680  = \$677  ? { \$678 , in_a[9:0], 4'h0 } : { \$679 , in_a[6:0], 7'h00 };
+  assign \$681  = ~ in_dtype[1];
+  assign \$682  = | a_hi_exp;
+  assign a_sig = in_dtype[1] ? { 1'h0, \$675 , 1'h0, \$680  } : { 1'h0, \$682 , in_a[22:0], 7'h00 };
+  assign b_hi_exp = in_fp16_b ? { 3'h0, in_b[30:26] } : in_b[30:23];
+  assign \$683  = | b_hi_exp;
+  assign \$684  = | b_hi_exp;
+  assign \$685  = in_fp16_b ? { \$683 , in_b[25:16], 4'h0 } : { \$684 , in_b[22:16], 7'h00 };
+  assign b_lo_exp = in_fp16_b ? { 3'h0, in_b[14:10] } : in_b[14:7];
+  assign \$686  = | b_lo_exp;
+  assign \$687  = | b_lo_exp;
+  assign \$688  = in_fp16_b ? { \$686 , in_b[9:0], 4'h0 } : { \$687 , in_b[6:0], 7'h00 };
+  assign \$689  = | b_hi_exp;
+  assign b_sig = in_wide_b ? { 1'h0, \$689 , in_b[22:0], 7'h00 } : { 1'h0, \$685 , 1'h0, \$688  };
+  assign \$690  = { s5_x, s5_carry_in } + { s5_y, s5_carry_in };
   assign s10_chain = s10_packed + { s10_inc_hi, 16'h0000, s10_inc_lo };
   always @(posedge clk)
-    s1_dtype <= \$687 ;
+    in_a <= \$691 ;
   always @(posedge clk)
-    s2_dtype <= \$688 ;
+    in_b <= \$692 ;
   always @(posedge clk)
-    s3_dtype <= \$689 ;
+    in_dtype <= \$693 ;
   always @(posedge clk)
-    s4_dtype <= \$690 ;
+    in_valid <= \$694 ;
   always @(posedge clk)
-    s5_dtype <= \$691 ;
+    in_wide_b <= \$695 ;
   always @(posedge clk)
-    s6_dtype <= \$692 ;
+    in_fp16_b <= \$696 ;
   always @(posedge clk)
-    s7_dtype <= \$693 ;
-  always @(posedge clk)
-    s8_dtype <= \$694 ;
-  always @(posedge clk)
-    s9_dtype <= \$695 ;
-  always @(posedge clk)
-    s10_dtype <= \$696 ;
-  always @(posedge clk)
-    s11_dtype <= \$697 ;
+    s1_dtype <= \$697 ;
   always @(posedge clk)
     s1_sig_a <= \$698 ;
   always @(posedge clk)
-    s1_a_hi <= \$699 ;
+    s1_a_exp_lo <= \$699 ;
   always @(posedge clk)
-    s1_a_lo <= \$700 ;
+    s1_a_hi <= \$700 ;
   always @(posedge clk)
-    s1_sig_b <= \$701 ;
+    s1_a_lo <= \$701 ;
   always @(posedge clk)
-    s1_b_hi <= \$702 ;
+    s1_sig_b <= \$702 ;
   always @(posedge clk)
-    s1_b_lo <= \$703 ;
+    s1_b_exp_lo <= \$703 ;
   always @(posedge clk)
-    s1_gt_lo <= \$704 ;
+    s1_b_hi <= \$704 ;
   always @(posedge clk)
-    s1_gt_hi <= \$705 ;
+    s1_b_lo <= \$705 ;
   always @(posedge clk)
-    s1_eq_hi <= \$706 ;
+    s1_gt_lo_h <= \$706 ;
   always @(posedge clk)
-    s2_sig_a <= \$707 ;
+    s1_eq_lo_h <= \$707 ;
   always @(posedge clk)
-    s2_sig_b <= \$708 ;
+    s1_gt_lo_l <= \$708 ;
   always @(posedge clk)
-    s2_a_hi <= \$709 ;
+    s1_gt_hi_h <= \$709 ;
   always @(posedge clk)
-    s2_b_hi <= \$710 ;
+    s1_eq_hi_h <= \$710 ;
   always @(posedge clk)
-    s2_swap_hi <= \$711 ;
+    s1_gt_hi_l <= \$711 ;
   always @(posedge clk)
-    s2_swap_lo <= \$712 ;
+    s1_eq_hi_l <= \$712 ;
   always @(posedge clk)
-    s2_a_lo <= \$713 ;
+    s2_dtype <= \$713 ;
   always @(posedge clk)
-    s2_b_lo <= \$714 ;
+    s2_sig_a <= \$714 ;
   always @(posedge clk)
-    s2_d_ab_hi <= \$715 ;
+    s2_sig_b <= \$715 ;
   always @(posedge clk)
-    s2_d_ba_hi <= \$716 ;
+    s2_a_hi <= \$716 ;
   always @(posedge clk)
-    s2_d_ab_lo <= \$717 ;
+    s2_b_hi <= \$717 ;
   always @(posedge clk)
-    s2_d_ba_lo <= \$718 ;
+    s2_swap_hi <= \$718 ;
   always @(posedge clk)
-    s3_shift_hi <= \$719 ;
+    s2_swap_lo <= \$719 ;
   always @(posedge clk)
-    s3_sub_hi <= \$720 ;
+    s2_a_lo <= \$720 ;
   always @(posedge clk)
-    s3_slot_hi <= \$721 ;
+    s2_b_lo <= \$721 ;
   always @(posedge clk)
-    s3_shift_lo <= \$722 ;
+    s2_d_ab_hi <= \$722 ;
   always @(posedge clk)
-    s3_sub_lo <= \$723 ;
+    s2_d_ba_hi <= \$723 ;
   always @(posedge clk)
-    s3_slot_lo <= \$724 ;
+    s2_d_ab_lo <= \$724 ;
   always @(posedge clk)
-    s3_x <= \$725 ;
+    s2_d_ba_lo <= \$725 ;
   always @(posedge clk)
-    s3_y <= \$726 ;
+    s3_dtype <= \$726 ;
   always @(posedge clk)
-    s4_x <= \$727 ;
+    s3_shift_hi <= \$727 ;
   always @(posedge clk)
-    s4_sub_hi <= \$728 ;
+    s3_sub_hi <= \$728 ;
   always @(posedge clk)
-    s4_sub_lo <= \$729 ;
+    s3_slot_hi <= \$729 ;
   always @(posedge clk)
-    s4_slot_hi <= \$730 ;
+    s3_shift_lo <= \$730 ;
   always @(posedge clk)
-    s4_slot_lo <= \$731 ;
+    s3_sub_lo <= \$731 ;
   always @(posedge clk)
-    s4_shift_hi <= \$732 ;
+    s3_slot_lo <= \$732 ;
   always @(posedge clk)
-    s4_shift_lo <= \$733 ;
+    s3_x <= \$733 ;
   always @(posedge clk)
-    s4_y <= \$734 ;
+    s3_y <= \$734 ;
   always @(posedge clk)
-    s4_sticky_hi <= \$735 ;
+    s4_dtype <= \$735 ;
   always @(posedge clk)
-    s4_sticky_lo <= \$736 ;
+    s4_x <= \$736 ;
   always @(posedge clk)
-    s5_slot_hi <= \$737 ;
+    s4_sub_hi <= \$737 ;
   always @(posedge clk)
-    s5_slot_lo <= \$738 ;
+    s4_sub_lo <= \$738 ;
   always @(posedge clk)
-    s5_x <= \$739 ;
+    s4_slot_hi <= \$739 ;
   always @(posedge clk)
-    s5_y <= \$740 ;
+    s4_slot_lo <= \$740 ;
   always @(posedge clk)
-    s5_carry_in <= \$741 ;
+    s4_shift_hi <= \$741 ;
   always @(posedge clk)
-    s5_sentinel <= \$742 ;
+    s4_shift_lo <= \$742 ;
   always @(posedge clk)
-    s6_slot_hi <= \$743 ;
+    s4_y <= \$743 ;
   always @(posedge clk)
-    s6_slot_lo <= \$744 ;
+    s4_sticky_hi <= \$744 ;
   always @(posedge clk)
-    s6_sum <= \$745 ;
+    s4_sticky_lo <= \$745 ;
   always @(posedge clk)
-    s6_marked <= \$746 ;
+    s4_sentinel <= \$746 ;
   always @(posedge clk)
-    s7_sum <= \$747 ;
+    s5_dtype <= \$747 ;
   always @(posedge clk)
-    s7_slot_hi <= \$748 ;
+    s5_slot_hi <= \$748 ;
   always @(posedge clk)
-    s7_slot_lo <= \$749 ;
+    s5_slot_lo <= \$749 ;
   always @(posedge clk)
-    s7_count_hi <= \$750 ;
+    s5_sentinel <= \$750 ;
   always @(posedge clk)
-    s7_count_lo <= \$751 ;
+    s5_x <= \$751 ;
   always @(posedge clk)
-    s7_zero_hi <= \$752 ;
+    s5_y <= \$752 ;
   always @(posedge clk)
-    s8_slot_hi <= \$753 ;
+    s5_carry_in <= \$753 ;
   always @(posedge clk)
-    s8_slot_lo <= \$754 ;
+    s6_dtype <= \$754 ;
   always @(posedge clk)
-    s8_sum <= \$755 ;
-  always @(posedge clk)
-    s8_shift_hi <= \$756 ;
-  always @(posedge clk)
-    s8_shift_lo <= \$757 ;
-  always @(posedge clk)
-    s9_slot_hi <= \$758 ;
-  always @(posedge clk)
-    s9_slot_lo <= \$759 ;
-  always @(posedge clk)
-    s9_sum <= \$760 ;
-  always @(posedge clk)
-    s10_packed <= \$761 ;
-  always @(posedge clk)
-    s10_inc_hi <= \$762 ;
-  always @(posedge clk)
-    s10_inc_lo <= \$763 ;
-  always @(posedge clk)
-    s10_sign_hi <= \$764 ;
-  always @(posedge clk)
-    s10_forced_hi <= \$765 ;
-  always @(posedge clk)
-    s10_special_hi <= \$766 ;
-  always @(posedge clk)
-    s10_sign_lo <= \$767 ;
-  always @(posedge clk)
-    s10_forced_lo <= \$768 ;
-  always @(posedge clk)
-    s10_special_lo <= \$769 ;
-  always @(posedge clk)
-    s11_sign_hi <= \$770 ;
-  always @(posedge clk)
-    s11_sign_lo <= \$771 ;
-  always @(posedge clk)
-    s11_forced_hi <= \$772 ;
-  always @(posedge clk)
-    s11_forced_lo <= \$773 ;
-  always @(posedge clk)
-    s11_special_hi <= \$774 ;
-  always @(posedge clk)
-    s11_special_lo <= \$775 ;
-  always @(posedge clk)
-    s11_rounded <= \$776 ;
-  always @(posedge clk)
-    result <= \$777 ;
-  assign \$1  = | a_hi_exp;
-  assign \$2  = ~ \$1 ;
-  assign \$3  = a_hi_exp[0] | \$2 ;
-  assign \$4  = dtype[1] & dtype[0];
-  assign \$5  = \$4  ? 8'h1f : 8'hff;
-  assign \$6  = a_hi_exp == \$5 ;
-  assign \$7  = ~ dtype[1];
-  assign \$8  = | a[22:0];
-  assign \$9  = dtype[1] & dtype[0];
-  assign \$10  = | a[25:16];
-  assign \$11  = | a[22:16];
-  assign \$12  = \$9  ? \$10  : \$11 ;
-  assign \$13  = dtype[1] ? \$12  : \$8 ;
-  assign \$14  = \$6  & \$13 ;
-  assign \$15  = dtype[1] & dtype[0];
-  assign \$16  = \$15  ? 8'h1f : 8'hff;
-  assign \$17  = a_hi_exp == \$16 ;
-  assign \$18  = ~ dtype[1];
-  assign \$19  = | a[22:0];
-  assign \$20  = dtype[1] & dtype[0];
-  assign \$21  = | a[25:16];
-  assign \$22  = | a[22:16];
-  assign \$23  = \$20  ? \$21  : \$22 ;
-  assign \$24  = dtype[1] ? \$23  : \$19 ;
-  assign \$25  = ~ \$24 ;
-  assign \$26  = \$17  & \$25 ;
-  assign \$27  = | a_lo_exp;
-  assign \$28  = ~ \$27 ;
-  assign \$29  = a_lo_exp[0] | \$28 ;
-  assign \$30  = dtype[1] & dtype[0];
-  assign \$31  = \$30  ? 8'h1f : 8'hff;
-  assign \$32  = a_lo_exp == \$31 ;
-  assign \$33  = dtype[1] & dtype[0];
-  assign \$34  = | a[9:0];
-  assign \$35  = | a[6:0];
-  assign \$36  = \$33  ? \$34  : \$35 ;
-  assign \$37  = \$32  & \$36 ;
-  assign \$38  = dtype[1] & dtype[0];
-  assign \$39  = \$38  ? 8'h1f : 8'hff;
-  assign \$40  = a_lo_exp == \$39 ;
-  assign \$41  = dtype[1] & dtype[0];
-  assign \$42  = | a[9:0];
-  assign \$43  = | a[6:0];
-  assign \$44  = \$41  ? \$42  : \$43 ;
-  assign \$45  = ~ \$44 ;
-  assign \$46  = \$40  & \$45 ;
-  assign \$47  = | b_hi_exp;
-  assign \$48  = ~ \$47 ;
-  assign \$49  = b_hi_exp[0] | \$48 ;
-  assign \$50  = dtype[1] & dtype[0];
-  assign \$51  = \$50  ? 8'h1f : 8'hff;
-  assign \$52  = b_hi_exp == \$51 ;
-  assign \$53  = ~ dtype[1];
-  assign \$54  = | b[22:0];
-  assign \$55  = dtype[1] & dtype[0];
-  assign \$56  = | b[25:16];
-  assign \$57  = | b[22:16];
-  assign \$58  = \$55  ? \$56  : \$57 ;
-  assign \$59  = dtype[1] ? \$58  : \$54 ;
-  assign \$60  = \$52  & \$59 ;
-  assign \$61  = dtype[1] & dtype[0];
-  assign \$62  = \$61  ? 8'h1f : 8'hff;
-  assign \$63  = b_hi_exp == \$62 ;
-  assign \$64  = ~ dtype[1];
-  assign \$65  = | b[22:0];
-  assign \$66  = dtype[1] & dtype[0];
-  assign \$67  = | b[25:16];
-  assign \$68  = | b[22:16];
-  assign \$69  = \$66  ? \$67  : \$68 ;
-  assign \$70  = dtype[1] ? \$69  : \$65 ;
-  assign \$71  = ~ \$70 ;
-  assign \$72  = \$63  & \$71 ;
-  assign \$73  = | b_lo_exp;
-  assign \$74  = ~ \$73 ;
-  assign \$75  = b_lo_exp[0] | \$74 ;
-  assign \$76  = dtype[1] & dtype[0];
-  assign \$77  = \$76  ? 8'h1f : 8'hff;
-  assign \$78  = b_lo_exp == \$77 ;
-  assign \$79  = dtype[1] & dtype[0];
-  assign \$80  = | b[9:0];
-  assign \$81  = | b[6:0];
-  assign \$82  = \$79  ? \$80  : \$81 ;
-  assign \$83  = \$78  & \$82 ;
-  assign \$84  = dtype[1] & dtype[0];
-  assign \$85  = \$84  ? 8'h1f : 8'hff;
-  assign \$86  = b_lo_exp == \$85 ;
-  assign \$87  = dtype[1] & dtype[0];
-  assign \$88  = | b[9:0];
-  assign \$89  = | b[6:0];
-  assign \$90  = \$87  ? \$88  : \$89 ;
-  assign \$91  = ~ \$90 ;
-  assign \$92  = \$86  & \$91 ;
-  assign \$93  = b[14:0] > a[14:0];
-  assign \$94  = b[30:16] > a[30:16];
-  assign \$95  = b[30:16] == a[30:16];
-  assign \$96  = ~ s1_dtype[1];
-  assign \$97  = ~ s1_a_lo[0];
-  assign \$98  = s1_b_lo[0] & \$97 ;
-  assign \$99  = s1_a_lo[0] ^ s1_b_lo[0];
-  assign \$100  = ~ \$99 ;
-  assign \$101  = \$100  & s1_gt_lo;
-  assign \$102  = \$98  | \$101 ;
-  assign \$103  = s1_eq_hi & \$102 ;
-  assign \$104  = s1_gt_hi | \$103 ;
-  assign \$105  = s1_dtype[1] ? s1_gt_hi : \$104 ;
-  assign \$106  = ~ s1_dtype[1];
-  assign \$107  = ~ s1_a_lo[0];
-  assign \$108  = s1_b_lo[0] & \$107 ;
-  assign \$109  = s1_a_lo[0] ^ s1_b_lo[0];
-  assign \$110  = ~ \$109 ;
-  assign \$111  = \$110  & s1_gt_lo;
-  assign \$112  = \$108  | \$111 ;
-  assign \$113  = s1_eq_hi & \$112 ;
-  assign \$114  = s1_gt_hi | \$113 ;
-  assign \$115  = s1_dtype[1] ? s1_gt_lo : \$114 ;
-  assign \$116  = ~ s1_dtype[1];
-  assign \$117  = s1_dtype[1] ? s1_a_lo : s1_a_hi;
-  assign \$118  = ~ s1_dtype[1];
-  assign \$119  = s1_dtype[1] ? s1_b_lo : s1_b_hi;
-  assign \$120  = s1_a_hi[8:1] - s1_b_hi[8:1];
-  assign \$121  = s1_b_hi[8:1] - s1_a_hi[8:1];
-  assign \$122  = ~ s1_dtype[1];
-  assign \$123  = s1_dtype[1] ? s1_a_lo[8:1] : s1_a_hi[8:1];
+    s6_slot_hi <= \$755 ;
+  always @(posedge clk)
+    s6_slot_lo <= \$756 ;
+  always @(posedge clk)
+    s6_sum <= \$757 ;
+  always @(posedge clk)
+    s6_marked <= \$758 ;
+  always @(posedge clk)
+    s7_dtype <= \$759 ;
+  always @(posedge clk)
+    s7_sum <= \$760 ;
+  always @(posedge clk)
+    s7_slot_hi <= \$761 ;
+  always @(posedge clk)
+    s7_slot_lo <= \$762 ;
+  always @(posedge clk)
+    s7_count_hi <= \$763 ;
+  always @(posedge clk)
+    s7_count_lo <= \$764 ;
+  always @(posedge clk)
+    s7_zero_hi <= \$765 ;
+  always @(posedge clk)
+    s7_sum_zero_hi <= \$766 ;
+  always @(posedge clk)
+    s7_sum_zero_lo <= \$767 ;
+  always @(posedge clk)
+    s8_dtype <= \$768 ;
+  always @(posedge clk)
+    s8_slot_hi <= \$769 ;
+  always @(posedge clk)
+    s8_slot_lo <= \$770 ;
+  always @(posedge clk)
+    s8_sum <= \$771 ;
+  always @(posedge clk)
+    s8_shift_hi <= \$772 ;
+  always @(posedge clk)
+    s8_shift_lo <= \$773 ;
+  always @(posedge clk)
+    s9_dtype <= \$774 ;
+  always @(posedge clk)
+    s9_slot_hi <= \$775 ;
+  always @(posedge clk)
+    s9_slot_lo <= \$776 ;
+  always @(posedge clk)
+    s9_sum <= \$777 ;
+  always @(posedge clk)
+    s10_dtype <= \$778 ;
+  always @(posedge clk)
+    s10_packed <= \$779 ;
+  always @(posedge clk)
+    s10_inc_hi <= \$780 ;
+  always @(posedge clk)
+    s10_inc_lo <= \$781 ;
+  always @(posedge clk)
+    s10_sign_hi <= \$782 ;
+  always @(posedge clk)
+    s10_forced_hi <= \$783 ;
+  always @(posedge clk)
+    s10_special_hi <= \$784 ;
+  always @(posedge clk)
+    s10_sign_lo <= \$785 ;
+  always @(posedge clk)
+    s10_forced_lo <= \$786 ;
+  always @(posedge clk)
+    s10_special_lo <= \$787 ;
+  always @(posedge clk)
+    s11_dtype <= \$788 ;
+  always @(posedge clk)
+    s11_sign_hi <= \$789 ;
+  always @(posedge clk)
+    s11_sign_lo <= \$790 ;
+  always @(posedge clk)
+    s11_forced_hi <= \$791 ;
+  always @(posedge clk)
+    s11_forced_lo <= \$792 ;
+  always @(posedge clk)
+    s11_special_hi <= \$793 ;
+  always @(posedge clk)
+    s11_special_lo <= \$794 ;
+  always @(posedge clk)
+    s11_rounded <= \$795 ;
+  always @(posedge clk)
+    s11_wide <= \$796 ;
+  always @(posedge clk)
+    s11_fp16 <= \$797 ;
+  always @(posedge clk)
+    result <= \$798 ;
+  always @(posedge clk)
+    s1_valid <= \$799 ;
+  always @(posedge clk)
+    s2_valid <= \$800 ;
+  always @(posedge clk)
+    s3_valid <= \$801 ;
+  always @(posedge clk)
+    s4_valid <= \$802 ;
+  always @(posedge clk)
+    s5_valid <= \$803 ;
+  always @(posedge clk)
+    s6_valid <= \$804 ;
+  always @(posedge clk)
+    s7_valid <= \$805 ;
+  always @(posedge clk)
+    s8_valid <= \$806 ;
+  always @(posedge clk)
+    s9_valid <= \$807 ;
+  always @(posedge clk)
+    s10_valid <= \$808 ;
+  always @(posedge clk)
+    s11_valid <= \$809 ;
+  assign \$1  = ~ dtype[1];
+  assign \$2  = dtype[1] & dtype[0];
+  assign \$3  = ~ in_dtype[1];
+  assign \$4  = | a_hi_exp;
+  assign \$5  = ~ \$4 ;
+  assign \$6  = a_hi_exp[0] | \$5 ;
+  assign \$7  = | a_lo_exp;
+  assign \$8  = ~ \$7 ;
+  assign \$9  = a_lo_exp[0] | \$8 ;
+  assign \$10  = in_dtype[1] ? { a_lo_exp[7:1], \$9  } : { a_hi_exp[7:1], \$6  };
+  assign \$11  = | a_hi_exp;
+  assign \$12  = ~ \$11 ;
+  assign \$13  = a_hi_exp[0] | \$12 ;
+  assign \$14  = in_dtype[1] & in_dtype[0];
+  assign \$15  = \$14  ? 8'h1f : 8'hff;
+  assign \$16  = a_hi_exp == \$15 ;
+  assign \$17  = ~ in_dtype[1];
+  assign \$18  = | in_a[22:0];
+  assign \$19  = in_dtype[1] & in_dtype[0];
+  assign \$20  = | in_a[25:16];
+  assign \$21  = | in_a[22:16];
+  assign \$22  = \$19  ? \$20  : \$21 ;
+  assign \$23  = in_dtype[1] ? \$22  : \$18 ;
+  assign \$24  = \$16  & \$23 ;
+  assign \$25  = in_dtype[1] & in_dtype[0];
+  assign \$26  = \$25  ? 8'h1f : 8'hff;
+  assign \$27  = a_hi_exp == \$26 ;
+  assign \$28  = ~ in_dtype[1];
+  assign \$29  = | in_a[22:0];
+  assign \$30  = in_dtype[1] & in_dtype[0];
+  assign \$31  = | in_a[25:16];
+  assign \$32  = | in_a[22:16];
+  assign \$33  = \$30  ? \$31  : \$32 ;
+  assign \$34  = in_dtype[1] ? \$33  : \$29 ;
+  assign \$35  = ~ \$34 ;
+  assign \$36  = \$27  & \$35 ;
+  assign \$37  = | a_lo_exp;
+  assign \$38  = ~ \$37 ;
+  assign \$39  = a_lo_exp[0] | \$38 ;
+  assign \$40  = in_dtype[1] & in_dtype[0];
+  assign \$41  = \$40  ? 8'h1f : 8'hff;
+  assign \$42  = a_lo_exp == \$41 ;
+  assign \$43  = in_dtype[1] & in_dtype[0];
+  assign \$44  = | in_a[9:0];
+  assign \$45  = | in_a[6:0];
+  assign \$46  = \$43  ? \$44  : \$45 ;
+  assign \$47  = \$42  & \$46 ;
+  assign \$48  = in_dtype[1] & in_dtype[0];
+  assign \$49  = \$48  ? 8'h1f : 8'hff;
+  assign \$50  = a_lo_exp == \$49 ;
+  assign \$51  = in_dtype[1] & in_dtype[0];
+  assign \$52  = | in_a[9:0];
+  assign \$53  = | in_a[6:0];
+  assign \$54  = \$51  ? \$52  : \$53 ;
+  assign \$55  = ~ \$54 ;
+  assign \$56  = \$50  & \$55 ;
+  assign \$57  = | b_hi_exp;
+  assign \$58  = ~ \$57 ;
+  assign \$59  = b_hi_exp[0] | \$58 ;
+  assign \$60  = | b_lo_exp;
+  assign \$61  = ~ \$60 ;
+  assign \$62  = b_lo_exp[0] | \$61 ;
+  assign \$63  = in_wide_b ? { b_hi_exp[7:1], \$59  } : { b_lo_exp[7:1], \$62  };
+  assign \$64  = | b_hi_exp;
+  assign \$65  = ~ \$64 ;
+  assign \$66  = b_hi_exp[0] | \$65 ;
+  assign \$67  = in_fp16_b ? 8'h1f : 8'hff;
+  assign \$68  = b_hi_exp == \$67 ;
+  assign \$69  = | in_b[22:0];
+  assign \$70  = | in_b[25:16];
+  assign \$71  = | in_b[22:16];
+  assign \$72  = in_fp16_b ? \$70  : \$71 ;
+  assign \$73  = in_wide_b ? \$69  : \$72 ;
+  assign \$74  = \$68  & \$73 ;
+  assign \$75  = in_fp16_b ? 8'h1f : 8'hff;
+  assign \$76  = b_hi_exp == \$75 ;
+  assign \$77  = | in_b[22:0];
+  assign \$78  = | in_b[25:16];
+  assign \$79  = | in_b[22:16];
+  assign \$80  = in_fp16_b ? \$78  : \$79 ;
+  assign \$81  = in_wide_b ? \$77  : \$80 ;
+  assign \$82  = ~ \$81 ;
+  assign \$83  = \$76  & \$82 ;
+  assign \$84  = | b_lo_exp;
+  assign \$85  = ~ \$84 ;
+  assign \$86  = b_lo_exp[0] | \$85 ;
+  assign \$87  = in_fp16_b ? 8'h1f : 8'hff;
+  assign \$88  = b_lo_exp == \$87 ;
+  assign \$89  = | in_b[9:0];
+  assign \$90  = | in_b[6:0];
+  assign \$91  = in_fp16_b ? \$89  : \$90 ;
+  assign \$92  = \$88  & \$91 ;
+  assign \$93  = in_fp16_b ? 8'h1f : 8'hff;
+  assign \$94  = b_lo_exp == \$93 ;
+  assign \$95  = | in_b[9:0];
+  assign \$96  = | in_b[6:0];
+  assign \$97  = in_fp16_b ? \$95  : \$96 ;
+  assign \$98  = ~ \$97 ;
+  assign \$99  = \$94  & \$98 ;
+  assign \$100  = in_b[14:8] > in_a[14:8];
+  assign \$101  = in_b[14:8] == in_a[14:8];
+  assign \$102  = in_b[7:0] > in_a[7:0];
+  assign \$103  = in_b[30:24] > in_a[30:24];
+  assign \$104  = in_b[30:24] == in_a[30:24];
+  assign \$105  = in_b[23:16] > in_a[23:16];
+  assign \$106  = in_b[23:16] == in_a[23:16];
+  assign \$107  = ~ s1_dtype[1];
+  assign \$108  = s1_eq_hi_h & s1_gt_hi_l;
+  assign \$109  = s1_gt_hi_h | \$108 ;
+  assign \$110  = s1_eq_hi_h & s1_eq_hi_l;
+  assign \$111  = ~ s1_a_lo[0];
+  assign \$112  = s1_b_lo[0] & \$111 ;
+  assign \$113  = s1_a_lo[0] ^ s1_b_lo[0];
+  assign \$114  = ~ \$113 ;
+  assign \$115  = s1_eq_lo_h & s1_gt_lo_l;
+  assign \$116  = s1_gt_lo_h | \$115 ;
+  assign \$117  = \$114  & \$116 ;
+  assign \$118  = \$112  | \$117 ;
+  assign \$119  = \$110  & \$118 ;
+  assign \$120  = \$109  | \$119 ;
+  assign \$121  = s1_eq_hi_h & s1_gt_hi_l;
+  assign \$122  = s1_gt_hi_h | \$121 ;
+  assign \$123  = s1_dtype[1] ? \$122  : \$120 ;
   assign \$124  = ~ s1_dtype[1];
-  assign \$125  = s1_dtype[1] ? s1_b_lo[8:1] : s1_b_hi[8:1];
-  assign \$126  = \$123  - \$125 ;
-  assign \$127  = ~ s1_dtype[1];
-  assign \$128  = s1_dtype[1] ? s1_b_lo[8:1] : s1_b_hi[8:1];
-  assign \$129  = ~ s1_dtype[1];
-  assign \$130  = s1_dtype[1] ? s1_a_lo[8:1] : s1_a_hi[8:1];
-  assign \$131  = \$128  - \$130 ;
-  assign \$132  = | s2_d_ba_hi[7:5];
-  assign \$133  = ~ s2_dtype[1];
-  assign \$135  = \$134  & s2_d_ba_hi[4];
-  assign \$136  = \$132  | \$135 ;
-  assign \$137  = \$136  ? 4'hf : 4'h0;
-  assign \$138  = s2_d_ba_hi[3:0] | \$137 ;
-  assign \$139  = | s2_d_ba_hi[7:5];
-  assign \$140  = ~ s2_dtype[1];
-  assign \$142  = \$141  & s2_d_ba_hi[4];
-  assign \$143  = \$139  | \$142 ;
-  assign \$144  = ~ s2_dtype[1];
-  assign \$145  = \$143  ? \$144  : s2_d_ba_hi[4];
-  assign \$146  = | s2_d_ab_hi[7:5];
-  assign \$147  = ~ s2_dtype[1];
-  assign \$149  = \$148  & s2_d_ab_hi[4];
-  assign \$150  = \$146  | \$149 ;
-  assign \$151  = \$150  ? 4'hf : 4'h0;
-  assign \$152  = s2_d_ab_hi[3:0] | \$151 ;
-  assign \$153  = | s2_d_ab_hi[7:5];
-  assign \$154  = ~ s2_dtype[1];
-  assign \$156  = \$155  & s2_d_ab_hi[4];
-  assign \$157  = \$153  | \$156 ;
-  assign \$158  = ~ s2_dtype[1];
-  assign \$159  = \$157  ? \$158  : s2_d_ab_hi[4];
-  assign \$160  = s2_swap_hi ? { \$145 , \$138  } : { \$159 , \$152  };
-  assign \$161  = s2_a_hi[0] ^ s2_b_hi[0];
-  assign \$162  = s2_swap_hi ? s2_b_hi[0] : s2_a_hi[0];
-  assign \$163  = s2_a_hi[0] & s2_b_hi[0];
-  assign \$164  = s2_swap_hi ? s2_b_hi[8:1] : s2_a_hi[8:1];
-  assign \$165  = s2_a_hi[9] | s2_b_hi[9];
-  assign \$166  = s2_a_hi[10] & s2_b_hi[10];
-  assign \$167  = s2_a_hi[0] ^ s2_b_hi[0];
-  assign \$168  = \$166  & \$167 ;
-  assign \$169  = \$165  | \$168 ;
-  assign \$170  = s2_a_hi[10] | s2_b_hi[10];
-  assign \$171  = s2_a_hi[10] ? s2_a_hi[0] : s2_b_hi[0];
-  assign \$172  = | s2_d_ba_lo[7:5];
-  assign \$173  = ~ s2_dtype[1];
-  assign \$175  = \$174  & s2_d_ba_lo[4];
-  assign \$176  = \$172  | \$175 ;
-  assign \$177  = \$176  ? 4'hf : 4'h0;
-  assign \$178  = s2_d_ba_lo[3:0] | \$177 ;
-  assign \$179  = | s2_d_ba_lo[7:5];
-  assign \$180  = ~ s2_dtype[1];
-  assign \$182  = \$181  & s2_d_ba_lo[4];
-  assign \$183  = \$179  | \$182 ;
-  assign \$184  = ~ s2_dtype[1];
-  assign \$185  = \$183  ? \$184  : s2_d_ba_lo[4];
-  assign \$186  = | s2_d_ab_lo[7:5];
-  assign \$187  = ~ s2_dtype[1];
-  assign \$189  = \$188  & s2_d_ab_lo[4];
-  assign \$190  = \$186  | \$189 ;
-  assign \$191  = \$190  ? 4'hf : 4'h0;
-  assign \$192  = s2_d_ab_lo[3:0] | \$191 ;
-  assign \$193  = | s2_d_ab_lo[7:5];
-  assign \$194  = ~ s2_dtype[1];
-  assign \$196  = \$195  & s2_d_ab_lo[4];
-  assign \$197  = \$193  | \$196 ;
-  assign \$198  = ~ s2_dtype[1];
-  assign \$199  = \$197  ? \$198  : s2_d_ab_lo[4];
-  assign \$200  = s2_swap_lo ? { \$185 , \$178  } : { \$199 , \$192  };
-  assign \$201  = s2_a_lo[0] ^ s2_b_lo[0];
-  assign \$202  = s2_swap_lo ? s2_b_lo[0] : s2_a_lo[0];
-  assign \$203  = s2_a_lo[0] & s2_b_lo[0];
-  assign \$204  = s2_swap_lo ? s2_b_lo[8:1] : s2_a_lo[8:1];
-  assign \$205  = s2_a_lo[9] | s2_b_lo[9];
-  assign \$206  = s2_a_lo[10] & s2_b_lo[10];
-  assign \$207  = s2_a_lo[0] ^ s2_b_lo[0];
-  assign \$208  = \$206  & \$207 ;
-  assign \$209  = \$205  | \$208 ;
-  assign \$210  = s2_a_lo[10] | s2_b_lo[10];
-  assign \$211  = s2_a_lo[10] ? s2_a_lo[0] : s2_b_lo[0];
-  assign \$212  = s2_swap_lo ? s2_sig_b[15:0] : s2_sig_a[15:0];
-  assign \$213  = s2_swap_hi ? s2_sig_b[31:16] : s2_sig_a[31:16];
-  assign \$214  = s2_swap_lo ? s2_sig_a[15:0] : s2_sig_b[15:0];
-  assign \$215  = s2_swap_hi ? s2_sig_a[31:16] : s2_sig_b[31:16];
-  assign \$216  = ~ s3_dtype[1];
-  assign \$217  = ~ s3_dtype[1];
-  assign \$218  = ~ s3_dtype[1];
-  assign \$219  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$220  = s3_shift_lo[4] ? \$219  : s3_y[15:0];
-  assign \$221  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$222  = ~ s3_dtype[1];
+  assign \$125  = s1_eq_hi_h & s1_gt_hi_l;
+  assign \$126  = s1_gt_hi_h | \$125 ;
+  assign \$127  = s1_eq_hi_h & s1_eq_hi_l;
+  assign \$128  = ~ s1_a_lo[0];
+  assign \$129  = s1_b_lo[0] & \$128 ;
+  assign \$130  = s1_a_lo[0] ^ s1_b_lo[0];
+  assign \$131  = ~ \$130 ;
+  assign \$132  = s1_eq_lo_h & s1_gt_lo_l;
+  assign \$133  = s1_gt_lo_h | \$132 ;
+  assign \$134  = \$131  & \$133 ;
+  assign \$135  = \$129  | \$134 ;
+  assign \$136  = \$127  & \$135 ;
+  assign \$137  = \$126  | \$136 ;
+  assign \$138  = s1_eq_lo_h & s1_gt_lo_l;
+  assign \$139  = s1_gt_lo_h | \$138 ;
+  assign \$140  = s1_dtype[1] ? \$139  : \$137 ;
+  assign \$141  = ~ s1_dtype[1];
+  assign \$142  = s1_dtype[1] ? s1_a_lo : s1_a_hi;
+  assign \$143  = ~ s1_dtype[1];
+  assign \$144  = s1_dtype[1] ? s1_b_lo : s1_b_hi;
+  assign \$145  = s1_a_hi[8:1] - s1_b_hi[8:1];
+  assign \$146  = s1_b_hi[8:1] - s1_a_hi[8:1];
+  assign \$147  = s1_a_exp_lo - s1_b_exp_lo;
+  assign \$148  = s1_b_exp_lo - s1_a_exp_lo;
+  assign \$149  = | s2_d_ba_hi[7:5];
+  assign \$150  = ~ s2_dtype[1];
+  assign \$152  = \$151  & s2_d_ba_hi[4];
+  assign \$153  = \$149  | \$152 ;
+  assign \$154  = \$153  ? 4'hf : 4'h0;
+  assign \$155  = s2_d_ba_hi[3:0] | \$154 ;
+  assign \$156  = | s2_d_ba_hi[7:5];
+  assign \$157  = ~ s2_dtype[1];
+  assign \$159  = \$158  & s2_d_ba_hi[4];
+  assign \$160  = \$156  | \$159 ;
+  assign \$161  = ~ s2_dtype[1];
+  assign \$162  = \$160  ? \$161  : s2_d_ba_hi[4];
+  assign \$163  = | s2_d_ab_hi[7:5];
+  assign \$164  = ~ s2_dtype[1];
+  assign \$166  = \$165  & s2_d_ab_hi[4];
+  assign \$167  = \$163  | \$166 ;
+  assign \$168  = \$167  ? 4'hf : 4'h0;
+  assign \$169  = s2_d_ab_hi[3:0] | \$168 ;
+  assign \$170  = | s2_d_ab_hi[7:5];
+  assign \$171  = ~ s2_dtype[1];
+  assign \$173  = \$172  & s2_d_ab_hi[4];
+  assign \$174  = \$170  | \$173 ;
+  assign \$175  = ~ s2_dtype[1];
+  assign \$176  = \$174  ? \$175  : s2_d_ab_hi[4];
+  assign \$177  = s2_swap_hi ? { \$162 , \$155  } : { \$176 , \$169  };
+  assign \$178  = s2_a_hi[0] ^ s2_b_hi[0];
+  assign \$179  = s2_swap_hi ? s2_b_hi[0] : s2_a_hi[0];
+  assign \$180  = s2_a_hi[0] & s2_b_hi[0];
+  assign \$181  = s2_swap_hi ? s2_b_hi[8:1] : s2_a_hi[8:1];
+  assign \$182  = s2_a_hi[9] | s2_b_hi[9];
+  assign \$183  = s2_a_hi[10] & s2_b_hi[10];
+  assign \$184  = s2_a_hi[0] ^ s2_b_hi[0];
+  assign \$185  = \$183  & \$184 ;
+  assign \$186  = \$182  | \$185 ;
+  assign \$187  = s2_a_hi[10] | s2_b_hi[10];
+  assign \$188  = s2_a_hi[10] ? s2_a_hi[0] : s2_b_hi[0];
+  assign \$189  = | s2_d_ba_lo[7:5];
+  assign \$190  = ~ s2_dtype[1];
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$687  = s1_dtype;
-    if (busy) begin
-      \$687  = dtype;
-    end
+    \$691  = a;
     if (rst) begin
-      \$687  = 2'h0;
+      \$691  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$688  = s2_dtype;
-    if (busy) begin
-      \$688  = s1_dtype;
-    end
+    \$692  = b;
     if (rst) begin
-      \$688  = 2'h0;
+      \$692  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$689  = s3_dtype;
-    if (busy) begin
-      \$689  = s2_dtype;
-    end
-    if (rst) begin
-      \$689  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$690  = s4_dtype;
-    if (busy) begin
-      \$690  = s3_dtype;
-    end
-    if (rst) begin
-      \$690  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$691  = s5_dtype;
-    if (busy) begin
-      \$691  = s4_dtype;
-    end
-    if (rst) begin
-      \$691  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$692  = s6_dtype;
-    if (busy) begin
-      \$692  = s5_dtype;
-    end
-    if (rst) begin
-      \$692  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$693  = s7_dtype;
-    if (busy) begin
-      \$693  = s6_dtype;
-    end
+    \$693  = dtype;
     if (rst) begin
       \$693  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$694  = s8_dtype;
-    if (busy) begin
-      \$694  = s7_dtype;
-    end
+    \$694  = valid;
     if (rst) begin
-      \$694  = 2'h0;
+      \$694  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$695  = s9_dtype;
-    if (busy) begin
-      \$695  = s8_dtype;
-    end
+    \$695  = \$1 ;
     if (rst) begin
-      \$695  = 2'h0;
+      \$695  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$696  = s10_dtype;
-    if (busy) begin
-      \$696  = s9_dtype;
-    end
+    \$696  = \$2 ;
     if (rst) begin
-      \$696  = 2'h0;
+      \$696  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$697  = s11_dtype;
-    if (busy) begin
-      \$697  = s10_dtype;
+    \$697  = s1_dtype;
+    if (in_valid) begin
+      \$697  = in_dtype;
     end
     if (rst) begin
       \$697  = 2'h0;
@@ -3643,7 +3820,7 @@ module \ace_alu_array_small.array.lane0.adder (rst, busy, a, b, dtype, result, c
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \$698  = s1_sig_a;
-    if (busy) begin
+    if (in_valid) begin
       \$698  = a_sig;
     end
     if (rst) begin
@@ -3652,25 +3829,22 @@ module \ace_alu_array_small.array.lane0.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$699  = s1_a_hi;
-    if (busy) begin
-      \$699 [0] = a[31];
-      \$699 [8:1] = { a_hi_exp[7:1], \$3  };
-      \$699 [9] = \$14 ;
-      \$699 [10] = \$26 ;
+    \$699  = s1_a_exp_lo;
+    if (in_valid) begin
+      \$699  = \$10 ;
     end
     if (rst) begin
-      \$699  = 11'h000;
+      \$699  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$700  = s1_a_lo;
-    if (busy) begin
-      \$700 [0] = a[15];
-      \$700 [8:1] = { a_lo_exp[7:1], \$29  };
-      \$700 [9] = \$37 ;
-      \$700 [10] = \$46 ;
+    \$700  = s1_a_hi;
+    if (in_valid) begin
+      \$700 [0] = in_a[31];
+      \$700 [8:1] = { a_hi_exp[7:1], \$13  };
+      \$700 [9] = \$24 ;
+      \$700 [10] = \$36 ;
     end
     if (rst) begin
       \$700  = 11'h000;
@@ -3678,65 +3852,68 @@ module \ace_alu_array_small.array.lane0.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$701  = s1_sig_b;
-    if (busy) begin
-      \$701  = b_sig;
+    \$701  = s1_a_lo;
+    if (in_valid) begin
+      \$701 [0] = in_a[15];
+      \$701 [8:1] = { a_lo_exp[7:1], \$39  };
+      \$701 [9] = \$47 ;
+      \$701 [10] = \$56 ;
     end
     if (rst) begin
-      \$701  = 32'd0;
+      \$701  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$702  = s1_b_hi;
-    if (busy) begin
-      \$702 [0] = b[31];
-      \$702 [8:1] = { b_hi_exp[7:1], \$49  };
-      \$702 [9] = \$60 ;
-      \$702 [10] = \$72 ;
+    \$702  = s1_sig_b;
+    if (in_valid) begin
+      \$702  = b_sig;
     end
     if (rst) begin
-      \$702  = 11'h000;
+      \$702  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$703  = s1_b_lo;
-    if (busy) begin
-      \$703 [0] = b[15];
-      \$703 [8:1] = { b_lo_exp[7:1], \$75  };
-      \$703 [9] = \$83 ;
-      \$703 [10] = \$92 ;
+    \$703  = s1_b_exp_lo;
+    if (in_valid) begin
+      \$703  = \$63 ;
     end
     if (rst) begin
-      \$703  = 11'h000;
+      \$703  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$704  = s1_gt_lo;
-    if (busy) begin
-      \$704  = \$93 ;
+    \$704  = s1_b_hi;
+    if (in_valid) begin
+      \$704 [0] = in_b[31];
+      \$704 [8:1] = { b_hi_exp[7:1], \$66  };
+      \$704 [9] = \$74 ;
+      \$704 [10] = \$83 ;
     end
     if (rst) begin
-      \$704  = 1'h0;
+      \$704  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$705  = s1_gt_hi;
-    if (busy) begin
-      \$705  = \$94 ;
+    \$705  = s1_b_lo;
+    if (in_valid) begin
+      \$705 [0] = in_b[15];
+      \$705 [8:1] = { b_lo_exp[7:1], \$86  };
+      \$705 [9] = \$92 ;
+      \$705 [10] = \$99 ;
     end
     if (rst) begin
-      \$705  = 1'h0;
+      \$705  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$706  = s1_eq_hi;
-    if (busy) begin
-      \$706  = \$95 ;
+    \$706  = s1_gt_lo_h;
+    if (in_valid) begin
+      \$706  = \$100 ;
     end
     if (rst) begin
       \$706  = 1'h0;
@@ -3744,48 +3921,48 @@ module \ace_alu_array_small.array.lane0.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$707  = s2_sig_a;
-    if (busy) begin
-      \$707  = s1_sig_a;
+    \$707  = s1_eq_lo_h;
+    if (in_valid) begin
+      \$707  = \$101 ;
     end
     if (rst) begin
-      \$707  = 32'd0;
+      \$707  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$708  = s2_sig_b;
-    if (busy) begin
-      \$708  = s1_sig_b;
+    \$708  = s1_gt_lo_l;
+    if (in_valid) begin
+      \$708  = \$102 ;
     end
     if (rst) begin
-      \$708  = 32'd0;
+      \$708  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$709  = s2_a_hi;
-    if (busy) begin
-      \$709  = s1_a_hi;
+    \$709  = s1_gt_hi_h;
+    if (in_valid) begin
+      \$709  = \$103 ;
     end
     if (rst) begin
-      \$709  = 11'h000;
+      \$709  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$710  = s2_b_hi;
-    if (busy) begin
-      \$710  = s1_b_hi;
+    \$710  = s1_eq_hi_h;
+    if (in_valid) begin
+      \$710  = \$104 ;
     end
     if (rst) begin
-      \$710  = 11'h000;
+      \$710  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$711  = s2_swap_hi;
-    if (busy) begin
+    \$711  = s1_gt_hi_l;
+    if (in_valid) begin
       \$711  = \$105 ;
     end
     if (rst) begin
@@ -3794,9 +3971,9 @@ module \ace_alu_array_small.array.lane0.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$712  = s2_swap_lo;
-    if (busy) begin
-      \$712  = \$115 ;
+    \$712  = s1_eq_hi_l;
+    if (in_valid) begin
+      \$712  = \$106 ;
     end
     if (rst) begin
       \$712  = 1'h0;
@@ -3804,169 +3981,159 @@ module \ace_alu_array_small.array.lane0.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$713  = s2_a_lo;
-    if (busy) begin
-      \$713  = \$117 ;
+    \$713  = s2_dtype;
+    if (s1_valid) begin
+      \$713  = s1_dtype;
     end
     if (rst) begin
-      \$713  = 11'h000;
+      \$713  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$714  = s2_b_lo;
-    if (busy) begin
-      \$714  = \$119 ;
+    \$714  = s2_sig_a;
+    if (s1_valid) begin
+      \$714  = s1_sig_a;
     end
     if (rst) begin
-      \$714  = 11'h000;
+      \$714  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$715  = s2_d_ab_hi;
-    if (busy) begin
-      \$715  = \$120 [7:0];
+    \$715  = s2_sig_b;
+    if (s1_valid) begin
+      \$715  = s1_sig_b;
     end
     if (rst) begin
-      \$715  = 8'h00;
+      \$715  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$716  = s2_d_ba_hi;
-    if (busy) begin
-      \$716  = \$121 [7:0];
+    \$716  = s2_a_hi;
+    if (s1_valid) begin
+      \$716  = s1_a_hi;
     end
     if (rst) begin
-      \$716  = 8'h00;
+      \$716  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$717  = s2_d_ab_lo;
-    if (busy) begin
-      \$717  = \$126 [7:0];
+    \$717  = s2_b_hi;
+    if (s1_valid) begin
+      \$717  = s1_b_hi;
     end
     if (rst) begin
-      \$717  = 8'h00;
+      \$717  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$718  = s2_d_ba_lo;
-    if (busy) begin
-      \$718  = \$131 [7:0];
+    \$718  = s2_swap_hi;
+    if (s1_valid) begin
+      \$718  = \$123 ;
     end
     if (rst) begin
-      \$718  = 8'h00;
+      \$718  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$719  = s3_shift_hi;
-    if (busy) begin
-      \$719  = \$160 ;
+    \$719  = s2_swap_lo;
+    if (s1_valid) begin
+      \$719  = \$140 ;
     end
     if (rst) begin
-      \$719  = 5'h00;
+      \$719  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$720  = s3_sub_hi;
-    if (busy) begin
-      \$720  = \$161 ;
+    \$720  = s2_a_lo;
+    if (s1_valid) begin
+      \$720  = \$142 ;
     end
     if (rst) begin
-      \$720  = 1'h0;
+      \$720  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$721  = s3_slot_hi;
-    if (busy) begin
-      \$721 [0] = \$162 ;
-      \$721 [1] = \$163 ;
-      \$721 [10:2] = { 1'h0, \$164  };
-      \$721 [11] = \$169 ;
-      \$721 [12] = \$170 ;
-      \$721 [13] = \$171 ;
+    \$721  = s2_b_lo;
+    if (s1_valid) begin
+      \$721  = \$144 ;
     end
     if (rst) begin
-      \$721  = 14'h0000;
+      \$721  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$722  = s3_shift_lo;
-    if (busy) begin
-      \$722  = \$200 ;
+    \$722  = s2_d_ab_hi;
+    if (s1_valid) begin
+      \$722  = \$145 [7:0];
     end
     if (rst) begin
-      \$722  = 5'h00;
+      \$722  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$723  = s3_sub_lo;
-    if (busy) begin
-      \$723  = \$201 ;
+    \$723  = s2_d_ba_hi;
+    if (s1_valid) begin
+      \$723  = \$146 [7:0];
     end
     if (rst) begin
-      \$723  = 1'h0;
+      \$723  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$724  = s3_slot_lo;
-    if (busy) begin
-      \$724 [0] = \$202 ;
-      \$724 [1] = \$203 ;
-      \$724 [10:2] = { 1'h0, \$204  };
-      \$724 [11] = \$209 ;
-      \$724 [12] = \$210 ;
-      \$724 [13] = \$211 ;
+    \$724  = s2_d_ab_lo;
+    if (s1_valid) begin
+      \$724  = \$147 [7:0];
     end
     if (rst) begin
-      \$724  = 14'h0000;
+      \$724  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$725  = s3_x;
-    if (busy) begin
-      \$725  = { \$213 , \$212  };
+    \$725  = s2_d_ba_lo;
+    if (s1_valid) begin
+      \$725  = \$148 [7:0];
     end
     if (rst) begin
-      \$725  = 32'd0;
+      \$725  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$726  = s3_y;
-    if (busy) begin
-      \$726  = { \$215 , \$214  };
+    \$726  = s3_dtype;
+    if (s2_valid) begin
+      \$726  = s2_dtype;
     end
     if (rst) begin
-      \$726  = 32'd0;
+      \$726  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$727  = s4_x;
-    if (busy) begin
-      \$727  = s3_x;
+    \$727  = s3_shift_hi;
+    if (s2_valid) begin
+      \$727  = \$177 ;
     end
     if (rst) begin
-      \$727  = 32'd0;
+      \$727  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$728  = s4_sub_hi;
-    if (busy) begin
-      \$728  = s3_sub_hi;
+    \$728  = s3_sub_hi;
+    if (s2_valid) begin
+      \$728  = \$178 ;
     end
     if (rst) begin
       \$728  = 1'h0;
@@ -3974,59 +4141,69 @@ module \ace_alu_array_small.array.lane0.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$729  = s4_sub_lo;
-    if (busy) begin
-      \$729  = s3_sub_lo;
+    \$729  = s3_slot_hi;
+    if (s2_valid) begin
+      \$729 [0] = \$179 ;
+      \$729 [1] = \$180 ;
+      \$729 [10:2] = { 1'h0, \$181  };
+      \$729 [11] = \$186 ;
+      \$729 [12] = \$187 ;
+      \$729 [13] = \$188 ;
     end
     if (rst) begin
-      \$729  = 1'h0;
+      \$729  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$730  = s4_slot_hi;
-    if (busy) begin
-      \$730  = s3_slot_hi;
+    \$730  = s3_shift_lo;
+    if (s2_valid) begin
+      \$730  = \$217 ;
     end
     if (rst) begin
-      \$730  = 14'h0000;
+      \$730  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$731  = s4_slot_lo;
-    if (busy) begin
-      \$731  = s3_slot_lo;
+    \$731  = s3_sub_lo;
+    if (s2_valid) begin
+      \$731  = \$218 ;
     end
     if (rst) begin
-      \$731  = 14'h0000;
+      \$731  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$732  = s4_shift_hi;
-    if (busy) begin
-      \$732  = s3_shift_hi;
+    \$732  = s3_slot_lo;
+    if (s2_valid) begin
+      \$732 [0] = \$219 ;
+      \$732 [1] = \$220 ;
+      \$732 [10:2] = { 1'h0, \$221  };
+      \$732 [11] = \$226 ;
+      \$732 [12] = \$227 ;
+      \$732 [13] = \$228 ;
     end
     if (rst) begin
-      \$732  = 5'h00;
+      \$732  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$733  = s4_shift_lo;
-    if (busy) begin
-      \$733  = s3_shift_lo;
+    \$733  = s3_x;
+    if (s2_valid) begin
+      \$733  = { \$230 , \$229  };
     end
     if (rst) begin
-      \$733  = 5'h00;
+      \$733  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$734  = s4_y;
-    if (busy) begin
-      \$734  = { \$267 , \$260  };
+    \$734  = s3_y;
+    if (s2_valid) begin
+      \$734  = { \$232 , \$231  };
     end
     if (rst) begin
       \$734  = 32'd0;
@@ -4034,119 +4211,119 @@ module \ace_alu_array_small.array.lane0.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$735  = s4_sticky_hi;
-    if (busy) begin
-      \$735  = \$289 ;
+    \$735  = s4_dtype;
+    if (s3_valid) begin
+      \$735  = s3_dtype;
     end
     if (rst) begin
-      \$735  = 1'h0;
+      \$735  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$736  = s4_sticky_lo;
-    if (busy) begin
-      \$736  = \$314 ;
+    \$736  = s4_x;
+    if (s3_valid) begin
+      \$736  = s3_x;
     end
     if (rst) begin
-      \$736  = 1'h0;
+      \$736  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$737  = s5_slot_hi;
-    if (busy) begin
-      \$737  = s4_slot_hi;
+    \$737  = s4_sub_hi;
+    if (s3_valid) begin
+      \$737  = s3_sub_hi;
     end
     if (rst) begin
-      \$737  = 14'h0000;
+      \$737  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$738  = s5_slot_lo;
-    if (busy) begin
-      \$738  = s4_slot_lo;
+    \$738  = s4_sub_lo;
+    if (s3_valid) begin
+      \$738  = s3_sub_lo;
     end
     if (rst) begin
-      \$738  = 14'h0000;
+      \$738  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$739  = s5_x;
-    if (busy) begin
-      \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    \$739  = s4_slot_hi;
+    if (s3_valid) begin
+      \$739  = s3_slot_hi;
     end
     if (rst) begin
-      \$739  = 33'h000000000;
+      \$739  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$740  = s5_y;
-    if (busy) begin
-      \$740  = { \$363 , \$344 , \$341  };
+    \$740  = s4_slot_lo;
+    if (s3_valid) begin
+      \$740  = s3_slot_lo;
     end
     if (rst) begin
-      \$740  = 33'h000000000;
+      \$740  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$741  = s5_carry_in;
-    if (busy) begin
-      \$741  = s4_sub_lo;
+    \$741  = s4_shift_hi;
+    if (s3_valid) begin
+      \$741  = s3_shift_hi;
     end
     if (rst) begin
-      \$741  = 1'h0;
+      \$741  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$742  = s5_sentinel;
-    if (busy) begin
-      \$742  = \$368 ;
+    \$742  = s4_shift_lo;
+    if (s3_valid) begin
+      \$742  = s3_shift_lo;
     end
     if (rst) begin
-      \$742  = 32'd0;
+      \$742  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$743  = s6_slot_hi;
-    if (busy) begin
-      \$743  = s5_slot_hi;
+    \$743  = s4_y;
+    if (s3_valid) begin
+      \$743  = { \$284 , \$277  };
     end
     if (rst) begin
-      \$743  = 14'h0000;
+      \$743  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$744  = s6_slot_lo;
-    if (busy) begin
-      \$744  = s5_slot_lo;
+    \$744  = s4_sticky_hi;
+    if (s3_valid) begin
+      \$744  = \$300 ;
     end
     if (rst) begin
-      \$744  = 14'h0000;
+      \$744  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$745  = s6_sum;
-    if (busy) begin
-      \$745  = { \$686 [33:18], \$686 [16:1] };
+    \$745  = s4_sticky_lo;
+    if (s3_valid) begin
+      \$745  = \$333 ;
     end
     if (rst) begin
-      \$745  = 32'd0;
+      \$745  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$746  = s6_marked;
-    if (busy) begin
-      \$746  = \$369 ;
+    \$746  = s4_sentinel;
+    if (s3_valid) begin
+      \$746  = \$338 ;
     end
     if (rst) begin
       \$746  = 32'd0;
@@ -4154,20 +4331,19 @@ module \ace_alu_array_small.array.lane0.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$747  = s7_sum;
-    if (busy) begin
-      \$747  = s6_sum;
+    \$747  = s5_dtype;
+    if (s4_valid) begin
+      \$747  = s4_dtype;
     end
     if (rst) begin
-      \$747  = 32'd0;
+      \$747  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$748  = s7_slot_hi;
-    if (busy) begin
-      \$748 [13:1] = s6_slot_hi[13:1];
-      \$748 [0] = \$462 ;
+    \$748  = s5_slot_hi;
+    if (s4_valid) begin
+      \$748  = s4_slot_hi;
     end
     if (rst) begin
       \$748  = 14'h0000;
@@ -4175,10 +4351,9 @@ module \ace_alu_array_small.array.lane0.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$749  = s7_slot_lo;
-    if (busy) begin
-      \$749 [13:1] = s6_slot_lo[13:1];
-      \$749 [0] = \$472 ;
+    \$749  = s5_slot_lo;
+    if (s4_valid) begin
+      \$749  = s4_slot_lo;
     end
     if (rst) begin
       \$749  = 14'h0000;
@@ -4186,111 +4361,109 @@ module \ace_alu_array_small.array.lane0.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$750  = s7_count_hi;
-    if (busy) begin
-      \$750  = { \$405 , \$393  };
+    \$750  = s5_sentinel;
+    if (s4_valid) begin
+      \$750  = s4_sentinel;
     end
     if (rst) begin
-      \$750  = 4'h0;
+      \$750  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$751  = s7_count_lo;
-    if (busy) begin
-      \$751  = { \$441 , \$429  };
+    \$751  = s5_x;
+    if (s4_valid) begin
+      \$751  = { s4_x[31:16], \$340 , s4_x[15:0] };
     end
     if (rst) begin
-      \$751  = 4'h0;
+      \$751  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$752  = s7_zero_hi;
-    if (busy) begin
-      \$752  = \$452 ;
+    \$752  = s5_y;
+    if (s4_valid) begin
+      \$752  = { \$387 , \$368 , \$365  };
     end
     if (rst) begin
-      \$752  = 1'h0;
+      \$752  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$753  = s8_slot_hi;
-    if (busy) begin
-      \$753  = s7_slot_hi;
+    \$753  = s5_carry_in;
+    if (s4_valid) begin
+      \$753  = s4_sub_lo;
     end
     if (rst) begin
-      \$753  = 14'h0000;
+      \$753  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$754  = s8_slot_lo;
-    if (busy) begin
-      \$754  = s7_slot_lo;
+    \$754  = s6_dtype;
+    if (s5_valid) begin
+      \$754  = s5_dtype;
     end
     if (rst) begin
-      \$754  = 14'h0000;
+      \$754  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$755  = s8_sum;
-    if (busy) begin
-      \$755  = { \$512 , \$484  };
+    \$755  = s6_slot_hi;
+    if (s5_valid) begin
+      \$755  = s5_slot_hi;
     end
     if (rst) begin
-      \$755  = 32'd0;
+      \$755  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$756  = s8_shift_hi;
-    if (busy) begin
-      \$756  = \$515 ;
+    \$756  = s6_slot_lo;
+    if (s5_valid) begin
+      \$756  = s5_slot_lo;
     end
     if (rst) begin
-      \$756  = 5'h00;
+      \$756  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$757  = s8_shift_lo;
-    if (busy) begin
-      \$757  = \$518 ;
+    \$757  = s6_sum;
+    if (s5_valid) begin
+      \$757  = { \$690 [33:18], \$690 [16:1] };
     end
     if (rst) begin
-      \$757  = 5'h00;
+      \$757  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$758  = s9_slot_hi;
-    if (busy) begin
-      { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
-      \$758 [10:2] = \$572 [8:0];
+    \$758  = s6_marked;
+    if (s5_valid) begin
+      \$758  = \$388 ;
     end
     if (rst) begin
-      \$758  = 14'h0000;
+      \$758  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$759  = s9_slot_lo;
-    if (busy) begin
-      { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
-      \$759 [10:2] = \$574 [8:0];
+    \$759  = s7_dtype;
+    if (s6_valid) begin
+      \$759  = s6_dtype;
     end
     if (rst) begin
-      \$759  = 14'h0000;
+      \$759  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$760  = s9_sum;
-    if (busy) begin
-      \$760  = { \$570 , \$525  };
+    \$760  = s7_sum;
+    if (s6_valid) begin
+      \$760  = s6_sum;
     end
     if (rst) begin
       \$760  = 32'd0;
@@ -4298,49 +4471,49 @@ module \ace_alu_array_small.array.lane0.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$761  = s10_packed;
-    if (busy) begin
-      \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    \$761  = s7_slot_hi;
+    if (s6_valid) begin
+      \$761  = s6_slot_hi;
     end
     if (rst) begin
-      \$761  = 33'h000000000;
+      \$761  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$762  = s10_inc_hi;
-    if (busy) begin
-      \$762  = \$608 ;
+    \$762  = s7_slot_lo;
+    if (s6_valid) begin
+      \$762  = s6_slot_lo;
     end
     if (rst) begin
-      \$762  = 1'h0;
+      \$762  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$763  = s10_inc_lo;
-    if (busy) begin
-      \$763  = \$621 ;
+    \$763  = s7_count_hi;
+    if (s6_valid) begin
+      \$763  = { \$424 , \$412  };
     end
     if (rst) begin
-      \$763  = 1'h0;
+      \$763  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$764  = s10_sign_hi;
-    if (busy) begin
-      \$764  = s9_slot_hi[0];
+    \$764  = s7_count_lo;
+    if (s6_valid) begin
+      \$764  = { \$460 , \$448  };
     end
     if (rst) begin
-      \$764  = 1'h0;
+      \$764  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$765  = s10_forced_hi;
-    if (busy) begin
-      \$765  = \$622 ;
+    \$765  = s7_zero_hi;
+    if (s6_valid) begin
+      \$765  = \$471 ;
     end
     if (rst) begin
       \$765  = 1'h0;
@@ -4348,19 +4521,19 @@ module \ace_alu_array_small.array.lane0.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$766  = s10_special_hi;
-    if (busy) begin
-      \$766  = \$628 ;
+    \$766  = s7_sum_zero_hi;
+    if (s6_valid) begin
+      \$766  = \$473 ;
     end
     if (rst) begin
-      \$766  = 16'h0000;
+      \$766  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$767  = s10_sign_lo;
-    if (busy) begin
-      \$767  = s9_slot_lo[0];
+    \$767  = s7_sum_zero_lo;
+    if (s6_valid) begin
+      \$767  = \$475 ;
     end
     if (rst) begin
       \$767  = 1'h0;
@@ -4368,109 +4541,400 @@ module \ace_alu_array_small.array.lane0.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$768  = s10_forced_lo;
-    if (busy) begin
-      \$768  = \$629 ;
+    \$768  = s8_dtype;
+    if (s7_valid) begin
+      \$768  = s7_dtype;
     end
     if (rst) begin
-      \$768  = 1'h0;
+      \$768  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$769  = s10_special_lo;
-    if (busy) begin
-      \$769  = \$635 ;
+    \$769  = s8_slot_hi;
+    if (s7_valid) begin
+      \$769 [13:1] = s7_slot_hi[13:1];
+      \$769 [0] = \$519 ;
     end
     if (rst) begin
-      \$769  = 16'h0000;
+      \$769  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$770  = s11_sign_hi;
-    if (busy) begin
-      \$770  = s10_sign_hi;
+    \$770  = s8_slot_lo;
+    if (s7_valid) begin
+      \$770 [13:1] = s7_slot_lo[13:1];
+      \$770 [0] = \$523 ;
     end
     if (rst) begin
-      \$770  = 1'h0;
+      \$770  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$771  = s11_sign_lo;
-    if (busy) begin
-      \$771  = s10_sign_lo;
+    \$771  = s8_sum;
+    if (s7_valid) begin
+      \$771  = { \$515 , \$487  };
     end
     if (rst) begin
-      \$771  = 1'h0;
+      \$771  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$772  = s11_forced_hi;
-    if (busy) begin
-      \$772  = s10_forced_hi;
+    \$772  = s8_shift_hi;
+    if (s7_valid) begin
+      \$772  = \$526 ;
     end
     if (rst) begin
-      \$772  = 1'h0;
+      \$772  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$773  = s11_forced_lo;
-    if (busy) begin
-      \$773  = s10_forced_lo;
+    \$773  = s8_shift_lo;
+    if (s7_valid) begin
+      \$773  = \$529 ;
     end
     if (rst) begin
-      \$773  = 1'h0;
+      \$773  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$774  = s11_special_hi;
-    if (busy) begin
-      \$774  = s10_special_hi;
+    \$774  = s9_dtype;
+    if (s8_valid) begin
+      \$774  = s8_dtype;
     end
     if (rst) begin
-      \$774  = 16'h0000;
+      \$774  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$775  = s11_special_lo;
-    if (busy) begin
-      \$775  = s10_special_lo;
+    \$775  = s9_slot_hi;
+    if (s8_valid) begin
+      { \$775 [13:11], \$775 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
+      \$775 [10:2] = \$583 [8:0];
     end
     if (rst) begin
-      \$775  = 16'h0000;
+      \$775  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$776  = s11_rounded;
-    if (busy) begin
-      \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    \$776  = s9_slot_lo;
+    if (s8_valid) begin
+      { \$776 [13:11], \$776 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
+      \$776 [10:2] = \$585 [8:0];
     end
     if (rst) begin
-      \$776  = 32'd0;
+      \$776  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$777  = result;
-    if (busy) begin
-      \$777  = { \$661 , \$653  };
+    \$777  = s9_sum;
+    if (s8_valid) begin
+      \$777  = { \$581 , \$536  };
     end
     if (rst) begin
       \$777  = 32'd0;
     end
   end
-  assign s5_chain = \$686 [34:1];
-  assign a_hi_sig = { 1'h0, \$666  };
-  assign a_lo_sig = { 1'h0, \$671  };
-  assign b_hi_sig = { 1'h0, \$678  };
-  assign b_lo_sig = { 1'h0, \$683  };
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$778  = s10_dtype;
+    if (s9_valid) begin
+      \$778  = s9_dtype;
+    end
+    if (rst) begin
+      \$778  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$779  = s10_packed;
+    if (s9_valid) begin
+      \$779  = { 1'h0, \$608 [30:16], \$597 , \$596 [15:0] };
+    end
+    if (rst) begin
+      \$779  = 33'h000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$780  = s10_inc_hi;
+    if (s9_valid) begin
+      \$780  = \$619 ;
+    end
+    if (rst) begin
+      \$780  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$781  = s10_inc_lo;
+    if (s9_valid) begin
+      \$781  = \$632 ;
+    end
+    if (rst) begin
+      \$781  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$782  = s10_sign_hi;
+    if (s9_valid) begin
+      \$782  = s9_slot_hi[0];
+    end
+    if (rst) begin
+      \$782  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$783  = s10_forced_hi;
+    if (s9_valid) begin
+      \$783  = \$633 ;
+    end
+    if (rst) begin
+      \$783  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$784  = s10_special_hi;
+    if (s9_valid) begin
+      \$784  = \$639 ;
+    end
+    if (rst) begin
+      \$784  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$785  = s10_sign_lo;
+    if (s9_valid) begin
+      \$785  = s9_slot_lo[0];
+    end
+    if (rst) begin
+      \$785  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$786  = s10_forced_lo;
+    if (s9_valid) begin
+      \$786  = \$640 ;
+    end
+    if (rst) begin
+      \$786  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$787  = s10_special_lo;
+    if (s9_valid) begin
+      \$787  = \$646 ;
+    end
+    if (rst) begin
+      \$787  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$788  = s11_dtype;
+    if (s10_valid) begin
+      \$788  = s10_dtype;
+    end
+    if (rst) begin
+      \$788  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$789  = s11_sign_hi;
+    if (s10_valid) begin
+      \$789  = s10_sign_hi;
+    end
+    if (rst) begin
+      \$789  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$790  = s11_sign_lo;
+    if (s10_valid) begin
+      \$790  = s10_sign_lo;
+    end
+    if (rst) begin
+      \$790  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$791  = s11_forced_hi;
+    if (s10_valid) begin
+      \$791  = s10_forced_hi;
+    end
+    if (rst) begin
+      \$791  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$792  = s11_forced_lo;
+    if (s10_valid) begin
+      \$792  = s10_forced_lo;
+    end
+    if (rst) begin
+      \$792  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$793  = s11_special_hi;
+    if (s10_valid) begin
+      \$793  = s10_special_hi;
+    end
+    if (rst) begin
+      \$793  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$794  = s11_special_lo;
+    if (s10_valid) begin
+      \$794  = s10_special_lo;
+    end
+    if (rst) begin
+      \$794  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$795  = s11_rounded;
+    if (s10_valid) begin
+      \$795  = { s10_chain[32:17], s10_chain[15:0] };
+    end
+    if (rst) begin
+      \$795  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$796  = s11_wide;
+    if (s10_valid) begin
+      \$796  = \$647 ;
+    end
+    if (rst) begin
+      \$796  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$797  = s11_fp16;
+    if (s10_valid) begin
+      \$797  = \$648 ;
+    end
+    if (rst) begin
+      \$797  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$798  = result;
+    if (s11_valid) begin
+      \$798  = { \$670 , \$663  };
+    end
+    if (rst) begin
+      \$798  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$799  = in_valid;
+    if (rst) begin
+      \$799  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$800  = s1_valid;
+    if (rst) begin
+      \$800  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$801  = s2_valid;
+    if (rst) begin
+      \$801  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$802  = s3_valid;
+    if (rst) begin
+      \$802  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$803  = s4_valid;
+    if (rst) begin
+      \$803  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$804  = s5_valid;
+    if (rst) begin
+      \$804  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$805  = s6_valid;
+    if (rst) begin
+      \$805  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$806  = s7_valid;
+    if (rst) begin
+      \$806  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$807  = s8_valid;
+    if (rst) begin
+      \$807  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$808  = s9_valid;
+    if (rst) begin
+      \$808  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$809  = s10_valid;
+    if (rst) begin
+      \$809  = 1'h1;
+    end
+  end
+  assign s5_chain = \$690 [34:1];
+  assign a_hi_sig = { 1'h0, \$675  };
+  assign a_lo_sig = { 1'h0, \$680  };
+  assign b_hi_sig = { 1'h0, \$685  };
+  assign b_lo_sig = { 1'h0, \$688  };
   assign \s1_a_hi.sign  = s1_a_hi[0];
   assign \s1_a_hi.exp  = s1_a_hi[8:1];
   assign \s1_a_hi.nan  = s1_a_hi[9];
@@ -4587,73 +5051,233 @@ module \ace_alu_array_small.array.lane0.adder (rst, busy, a, b, dtype, result, c
   assign \s9_slot_lo.nan  = s9_slot_lo[11];
   assign \s9_slot_lo.inf  = s9_slot_lo[12];
   assign \s9_slot_lo.inf_sign  = s9_slot_lo[13];
-  assign \$134  = s2_dtype[1];
-  assign \$141  = s2_dtype[1];
-  assign \$148  = s2_dtype[1];
-  assign \$155  = s2_dtype[1];
-  assign \$174  = s2_dtype[1];
-  assign \$181  = s2_dtype[1];
-  assign \$188  = s2_dtype[1];
-  assign \$195  = s2_dtype[1];
-  assign \$269  = s3_dtype[1];
-  assign \$273  = \$272 ;
-  assign \$275  = s3_dtype[1];
-  assign \$282  = s3_dtype[1];
-  assign \$292  = \$291 ;
-  assign \$336  = \$335 [0];
-  assign \$343  = s4_dtype[1];
-  assign \$349  = s4_dtype[1];
-  assign \$355  = s4_dtype[1];
-  assign \$358  = \$357 [0];
-  assign \$372  = \$370 ;
-  assign \$378  = \$376 ;
-  assign \$384  = \$382 ;
-  assign \$396  = \$394 ;
-  assign \$399  = \$397 ;
-  assign \$402  = \$400 ;
-  assign \$408  = \$406 ;
-  assign \$414  = \$412 ;
-  assign \$420  = \$418 ;
-  assign \$432  = \$430 ;
-  assign \$435  = \$433 ;
-  assign \$438  = \$436 ;
-  assign \$599  = s9_dtype[1];
+  assign \$151  = s2_dtype[1];
+  assign \$158  = s2_dtype[1];
+  assign \$165  = s2_dtype[1];
+  assign \$172  = s2_dtype[1];
+  assign \$191  = s2_dtype[1];
+  assign \$198  = s2_dtype[1];
+  assign \$205  = s2_dtype[1];
+  assign \$212  = s2_dtype[1];
+  assign \$286  = s3_dtype[1];
+  assign \$360  = \$359 [0];
+  assign \$367  = s4_dtype[1];
+  assign \$373  = s4_dtype[1];
+  assign \$379  = s4_dtype[1];
+  assign \$382  = \$381 [0];
+  assign \$391  = \$389 ;
+  assign \$397  = \$395 ;
+  assign \$403  = \$401 ;
+  assign \$415  = \$413 ;
+  assign \$418  = \$416 ;
+  assign \$421  = \$419 ;
+  assign \$427  = \$425 ;
+  assign \$433  = \$431 ;
+  assign \$439  = \$437 ;
+  assign \$451  = \$449 ;
+  assign \$454  = \$452 ;
+  assign \$457  = \$455 ;
+  assign \$610  = s9_dtype[1];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane0.minmax (rst, is_max, \port$730$0 , \port$731$0 , busy, a, b, dtype, clk);
+module \ace_alu_array_small.array.lane0.minmax (rst, valid, is_max, pass_a, \port$993$0 , \port$994$0 , a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$5  = 0;
   wire \$1 ;
-  wire [15:0] \$10 ;
-  reg [31:0] \$100 ;
-  reg \$101 ;
-  reg \$102 ;
-  reg [31:0] \$103 ;
-  reg \$104 ;
-  reg \$105 ;
-  reg [31:0] \$106 ;
+  wire \$10 ;
+  wire \$100 ;
+  wire \$101 ;
+  wire \$102 ;
+  wire \$103 ;
+  wire \$104 ;
+  wire \$105 ;
+  wire \$106 ;
+  wire \$107 ;
+  wire \$108 ;
+  wire \$109 ;
   wire \$11 ;
-  wire [15:0] \$12 ;
-  wire [15:0] \$13 ;
-  wire [15:0] \$14 ;
+  wire \$110 ;
+  wire \$111 ;
+  wire \$112 ;
+  wire \$113 ;
+  wire \$114 ;
+  wire \$115 ;
+  wire \$116 ;
+  wire \$117 ;
+  wire \$118 ;
+  wire \$119 ;
+  wire \$12 ;
+  wire \$120 ;
+  wire \$121 ;
+  wire \$122 ;
+  wire \$123 ;
+  wire \$124 ;
+  wire \$125 ;
+  wire \$126 ;
+  wire \$127 ;
+  wire \$128 ;
+  wire \$129 ;
+  wire \$13 ;
+  wire \$130 ;
+  wire \$131 ;
+  wire \$132 ;
+  wire \$133 ;
+  wire \$134 ;
+  wire \$135 ;
+  wire \$136 ;
+  wire \$137 ;
+  wire \$138 ;
+  wire \$139 ;
+  wire \$14 ;
+  wire \$140 ;
+  wire \$141 ;
+  wire \$142 ;
+  wire \$143 ;
+  wire \$144 ;
+  wire \$145 ;
+  wire \$146 ;
+  wire \$147 ;
+  wire \$148 ;
+  wire \$149 ;
   wire \$15 ;
-  wire [15:0] \$16 ;
-  wire [15:0] \$17 ;
+  wire \$150 ;
+  wire \$151 ;
+  wire \$152 ;
+  wire \$153 ;
+  wire \$154 ;
+  wire \$155 ;
+  wire \$156 ;
+  wire \$157 ;
+  wire \$158 ;
+  wire \$159 ;
+  wire \$16 ;
+  wire \$160 ;
+  wire \$161 ;
+  wire \$162 ;
+  wire \$163 ;
+  wire \$164 ;
+  wire \$165 ;
+  wire \$166 ;
+  wire \$167 ;
+  wire \$168 ;
+  wire \$169 ;
+  wire \$17 ;
+  wire \$170 ;
+  wire \$171 ;
+  wire \$172 ;
+  wire \$173 ;
+  wire \$174 ;
+  wire \$175 ;
+  wire \$176 ;
+  wire \$177 ;
+  wire \$178 ;
+  wire \$179 ;
   wire \$18 ;
-  wire [15:0] \$19 ;
+  wire \$180 ;
+  wire \$181 ;
+  wire \$182 ;
+  wire \$183 ;
+  wire \$184 ;
+  wire \$185 ;
+  wire \$186 ;
+  wire \$187 ;
+  wire \$188 ;
+  wire \$189 ;
+  wire \$19 ;
+  wire \$190 ;
+  wire \$191 ;
+  wire \$192 ;
+  wire \$193 ;
+  wire \$194 ;
+  wire \$195 ;
+  wire \$196 ;
+  wire \$197 ;
+  wire \$198 ;
+  wire \$199 ;
   wire \$2 ;
   wire \$20 ;
-  wire [15:0] \$21 ;
-  wire [15:0] \$22 ;
-  wire [15:0] \$23 ;
+  wire \$200 ;
+  wire \$201 ;
+  wire \$202 ;
+  wire \$203 ;
+  wire \$204 ;
+  wire \$205 ;
+  wire \$206 ;
+  wire \$207 ;
+  wire \$208 ;
+  wire \$209 ;
+  wire \$21 ;
+  wire \$210 ;
+  wire \$211 ;
+  wire \$212 ;
+  wire \$213 ;
+  wire \$214 ;
+  wire \$215 ;
+  wire \$216 ;
+  wire \$217 ;
+  wire \$218 ;
+  wire [15:0] \$219 ;
+  wire \$22 ;
+  wire [15:0] \$220 ;
+  wire [15:0] \$221 ;
+  wire [15:0] \$222 ;
+  reg [31:0] \$223 ;
+  reg [31:0] \$224 ;
+  reg [1:0] \$225 ;
+  reg \$226 ;
+  reg \$227 ;
+  reg \$228 ;
+  reg \$229 ;
+  wire \$23 ;
+  reg \$230 ;
+  reg \$231 ;
+  reg \$232 ;
+  reg \$233 ;
+  reg \$234 ;
+  reg \$235 ;
+  reg \$236 ;
+  reg \$237 ;
+  reg \$238 ;
+  reg \$239 ;
   wire \$24 ;
-  wire [15:0] \$25 ;
-  wire [15:0] \$26 ;
+  reg \$240 ;
+  reg [31:0] \$241 ;
+  reg [31:0] \$242 ;
+  reg \$243 ;
+  reg \$244 ;
+  reg \$245 ;
+  reg \$246 ;
+  reg \$247 ;
+  reg \$248 ;
+  reg \$249 ;
+  wire \$25 ;
+  reg \$250 ;
+  reg \$251 ;
+  reg \$252 ;
+  reg \$253 ;
+  reg \$254 ;
+  reg \$255 ;
+  reg \$256 ;
+  reg \$257 ;
+  reg \$258 ;
+  reg \$259 ;
+  wire \$26 ;
+  reg \$260 ;
+  reg [1:0] \$261 ;
+  reg [31:0] \$262 ;
+  reg \$263 ;
+  reg \$264 ;
+  reg [31:0] \$265 ;
+  reg [31:0] \$266 ;
+  reg \$267 ;
+  reg \$268 ;
+  reg [31:0] \$269 ;
   wire \$27 ;
+  reg \$270 ;
   wire \$28 ;
-  wire \$29 ;
+  wire [30:0] \$29 ;
   wire \$3 ;
-  wire \$30 ;
+  wire [30:0] \$30 ;
   wire \$31 ;
   wire \$32 ;
   wire \$33 ;
@@ -4674,7 +5298,7 @@ module \ace_alu_array_small.array.lane0.minmax (rst, is_max, \port$730$0 , \port
   wire \$47 ;
   wire \$48 ;
   wire \$49 ;
-  wire [15:0] \$5 ;
+  wire \$5 ;
   wire \$50 ;
   wire \$51 ;
   wire \$52 ;
@@ -4685,7 +5309,7 @@ module \ace_alu_array_small.array.lane0.minmax (rst, is_max, \port$730$0 , \port
   wire \$57 ;
   wire \$58 ;
   wire \$59 ;
-  wire [15:0] \$6 ;
+  wire \$6 ;
   wire \$60 ;
   wire \$61 ;
   wire \$62 ;
@@ -4696,7 +5320,7 @@ module \ace_alu_array_small.array.lane0.minmax (rst, is_max, \port$730$0 , \port
   wire \$67 ;
   wire \$68 ;
   wire \$69 ;
-  wire [15:0] \$7 ;
+  wire \$7 ;
   wire \$70 ;
   wire \$71 ;
   wire \$72 ;
@@ -4707,7 +5331,7 @@ module \ace_alu_array_small.array.lane0.minmax (rst, is_max, \port$730$0 , \port
   wire \$77 ;
   wire \$78 ;
   wire \$79 ;
-  wire [15:0] \$8 ;
+  wire \$8 ;
   wire \$80 ;
   wire \$81 ;
   wire \$82 ;
@@ -4717,24 +5341,22 @@ module \ace_alu_array_small.array.lane0.minmax (rst, is_max, \port$730$0 , \port
   wire \$86 ;
   wire \$87 ;
   wire \$88 ;
-  wire [30:0] \$89 ;
+  wire \$89 ;
   wire \$9 ;
-  wire [30:0] \$90 ;
-  reg [31:0] \$91 ;
-  reg [31:0] \$92 ;
-  reg \$93 ;
-  reg \$94 ;
-  reg [31:0] \$95 ;
-  reg [31:0] \$96 ;
-  reg \$97 ;
-  reg \$98 ;
-  reg [31:0] \$99 ;
+  wire \$90 ;
+  wire \$91 ;
+  wire \$92 ;
+  wire \$93 ;
+  wire \$94 ;
+  wire \$95 ;
+  wire \$96 ;
+  wire \$97 ;
+  wire \$98 ;
+  wire \$99 ;
   input [31:0] a;
   wire [31:0] a;
   input [31:0] b;
   wire [31:0] b;
-  input busy;
-  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -4744,27 +5366,68 @@ module \ace_alu_array_small.array.lane0.minmax (rst, is_max, \port$730$0 , \port
   (* enum_value_11 = "FP16" *)
   input [1:0] dtype;
   wire [1:0] dtype;
-  wire eq_hi;
+  reg [31:0] in_a = 32'd0;
+  reg [31:0] in_b = 32'd0;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] in_dtype = 2'h0;
+  reg in_is_max = 1'h0;
+  reg in_pass_a = 1'h0;
+  reg in_valid = 1'h1;
   wire is_float;
   input is_max;
   wire is_max;
   wire less_hi;
   wire less_lo;
-  wire lt_hi;
-  wire lt_lo;
+  input pass_a;
+  wire pass_a;
   wire [31:0] picked;
-  output [15:0] \port$730$0 ;
-  wire [15:0] \port$730$0 ;
-  output [15:0] \port$731$0 ;
-  wire [15:0] \port$731$0 ;
+  output [15:0] \port$993$0 ;
+  wire [15:0] \port$993$0 ;
+  output [15:0] \port$994$0 ;
+  wire [15:0] \port$994$0 ;
   reg [31:0] r_a = 32'd0;
-  reg [31:0] r_a_key = 32'd0;
+  reg r_a_any_lo = 1'h0;
+  reg r_a_e5_hi = 1'h0;
+  reg r_a_e5_lo = 1'h0;
+  reg r_a_e8_hi = 1'h0;
+  reg r_a_e8_lo = 1'h0;
+  reg r_a_f3_hi = 1'h0;
+  reg r_a_f3_lo = 1'h0;
+  reg r_a_f7_hi = 1'h0;
+  reg r_a_f7_lo = 1'h0;
+  reg r_a_gt_hi_h = 1'h0;
+  reg r_a_gt_hi_l = 1'h0;
+  reg r_a_gt_lo_h = 1'h0;
+  reg r_a_gt_lo_l = 1'h0;
   reg [31:0] r_b = 32'd0;
-  reg [31:0] r_b_key = 32'd0;
+  reg r_b_any_lo = 1'h0;
+  reg r_b_e5_hi = 1'h0;
+  reg r_b_e5_lo = 1'h0;
+  reg r_b_e8_hi = 1'h0;
+  reg r_b_e8_lo = 1'h0;
+  reg r_b_f3_hi = 1'h0;
+  reg r_b_f3_lo = 1'h0;
+  reg r_b_f7_hi = 1'h0;
+  reg r_b_f7_lo = 1'h0;
+  reg r_b_gt_hi_h = 1'h0;
+  reg r_b_gt_hi_l = 1'h0;
+  reg r_b_gt_lo_h = 1'h0;
+  reg r_b_gt_lo_l = 1'h0;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] r_dtype = 2'h0;
+  reg r_is_float = 1'h0;
   reg r_is_max = 1'h0;
-  reg r_nan_hi = 1'h0;
-  reg r_nan_lo = 1'h0;
   reg [31:0] r_nan_word = 32'd0;
+  reg r_pass_a = 1'h0;
+  reg r_valid = 1'h1;
   reg r_wide = 1'h0;
   wire [31:0] result;
   reg [31:0] rr_a = 32'd0;
@@ -4776,409 +5439,918 @@ module \ace_alu_array_small.array.lane0.minmax (rst, is_max, \port$730$0 , \port
   reg rr_pick_b_lo = 1'h0;
   input rst;
   wire rst;
+  input valid;
+  wire valid;
   wire wide;
-  assign wide = ~ dtype[1];
-  assign is_float = | dtype;
-  assign lt_lo = r_a_key[15:0] < r_b_key[15:0];
-  assign lt_hi = r_a_key[31:16] < r_b_key[31:16];
-  assign eq_hi = r_a_key[31:16] == r_b_key[31:16];
-  assign \$1  = eq_hi & lt_lo;
-  assign \$2  = lt_hi | \$1 ;
-  assign less_hi = r_wide ? \$2  : lt_hi;
-  assign \$3  = eq_hi & lt_lo;
-  assign \$4  = lt_hi | \$3 ;
-  assign less_lo = r_wide ? \$4  : lt_lo;
-  assign \$5  = rr_pick_b_lo ? rr_b[15:0] : rr_a[15:0];
-  assign \$6  = rr_pick_b_hi ? rr_b[31:16] : rr_a[31:16];
-  assign \$7  = rr_nan_lo ? rr_nan_word[15:0] : \$5 ;
-  assign \$8  = rr_nan_hi ? rr_nan_word[31:16] : \$6 ;
-  assign \$9  = is_float & a[31];
-  assign \$10  = \$9  ? 16'hffff : 16'h0000;
-  assign \$11  = dtype[1] ? a[15] : a[31];
-  assign \$12  = \$11  ? 16'hffff : 16'h8000;
-  assign \$13  = dtype[1] ? \$12  : \$10 ;
-  assign \$14  = a[15:0] ^ \$13 ;
-  assign \$15  = is_float & a[31];
-  assign \$16  = \$15  ? 16'hffff : 16'h8000;
-  assign \$17  = a[31:16] ^ \$16 ;
-  assign \$18  = is_float & b[31];
-  assign \$19  = \$18  ? 16'hffff : 16'h0000;
-  assign \$20  = dtype[1] ? b[15] : b[31];
-  assign \$21  = \$20  ? 16'hffff : 16'h8000;
-  assign \$22  = dtype[1] ? \$21  : \$19 ;
-  assign \$23  = b[15:0] ^ \$22 ;
-  assign \$24  = is_float & b[31];
-  assign \$25  = \$24  ? 16'hffff : 16'h8000;
-  assign \$26  = b[31:16] ^ \$25 ;
-  assign \$27  = less_lo == r_is_max;
-  assign \$28  = less_hi == r_is_max;
-  assign \$29  = dtype == 1'h1;
-  assign \$30  = & a[30:23];
-  assign \$31  = | a[22:0];
-  assign \$32  = \$30  & \$31 ;
-  assign \$33  = & b[30:23];
-  assign \$34  = | b[22:0];
-  assign \$35  = \$33  & \$34 ;
-  assign \$36  = \$32  | \$35 ;
-  assign \$37  = \$29  & \$36 ;
-  assign \$38  = dtype == 2'h3;
-  assign \$39  = a[14:10] == 5'h1f;
-  assign \$40  = | a[9:0];
-  assign \$41  = \$39  & \$40 ;
-  assign \$42  = b[14:10] == 5'h1f;
-  assign \$43  = | b[9:0];
-  assign \$44  = \$42  & \$43 ;
-  assign \$45  = \$41  | \$44 ;
-  assign \$46  = \$38  & \$45 ;
-  assign \$47  = \$37  | \$46 ;
-  assign \$48  = dtype == 2'h2;
-  assign \$49  = a[14:7] == 8'hff;
-  assign \$50  = | a[6:0];
-  assign \$51  = \$49  & \$50 ;
-  assign \$52  = b[14:7] == 8'hff;
-  assign \$53  = | b[6:0];
-  assign \$54  = \$52  & \$53 ;
-  assign \$55  = \$51  | \$54 ;
-  assign \$56  = \$48  & \$55 ;
-  assign \$57  = \$47  | \$56 ;
-  assign \$58  = dtype == 1'h1;
-  assign \$59  = & a[30:23];
-  assign \$60  = | a[22:0];
-  assign \$61  = \$59  & \$60 ;
-  assign \$62  = & b[30:23];
-  assign \$63  = | b[22:0];
-  assign \$64  = \$62  & \$63 ;
-  assign \$65  = \$61  | \$64 ;
-  assign \$66  = \$58  & \$65 ;
-  assign \$67  = dtype == 2'h3;
-  assign \$68  = a[30:26] == 5'h1f;
-  assign \$69  = | a[25:16];
-  assign \$70  = \$68  & \$69 ;
-  assign \$71  = b[30:26] == 5'h1f;
-  assign \$72  = | b[25:16];
-  assign \$73  = \$71  & \$72 ;
-  assign \$74  = \$70  | \$73 ;
-  assign \$75  = \$67  & \$74 ;
-  assign \$76  = \$66  | \$75 ;
-  assign \$77  = dtype == 2'h2;
-  assign \$78  = a[30:23] == 8'hff;
-  assign \$79  = | a[22:16];
-  assign \$80  = \$78  & \$79 ;
-  assign \$81  = b[30:23] == 8'hff;
-  assign \$82  = | b[22:16];
-  assign \$83  = \$81  & \$82 ;
-  assign \$84  = \$80  | \$83 ;
-  assign \$85  = \$77  & \$84 ;
-  assign \$86  = \$76  | \$85 ;
-  assign \$87  = dtype == 2'h3;
-  assign \$88  = dtype == 2'h2;
-  assign \$89  = \$88  ? 31'h7fc07fc0 : 31'h7fc00000;
-  assign \$90  = \$87  ? 31'h7e007e00 : \$89 ;
+  assign \$1  = in_b[14:8] > in_a[14:8];
+  assign \$2  = in_a[14:8] > in_b[14:8];
+  assign \$3  = in_b[7:0] > in_a[7:0];
+  assign \$4  = in_a[7:0] > in_b[7:0];
+  assign \$5  = in_b[30:24] > in_a[30:24];
+  assign \$6  = in_a[30:24] > in_b[30:24];
+  assign \$7  = in_b[23:16] > in_a[23:16];
+  assign \$8  = in_a[23:16] > in_b[23:16];
+  assign \$9  = & in_a[14:7];
+  assign \$10  = & in_a[14:10];
+  assign \$11  = | in_a[6:0];
+  assign \$12  = | in_a[9:7];
+  assign \$13  = & in_a[30:23];
+  assign \$14  = & in_a[30:26];
+  assign \$15  = | in_a[22:16];
+  assign \$16  = | in_a[25:23];
+  assign \$17  = | in_a[15:0];
+  assign \$18  = & in_b[14:7];
+  assign \$19  = & in_b[14:10];
+  assign \$20  = | in_b[6:0];
+  assign \$21  = | in_b[9:7];
+  assign \$22  = & in_b[30:23];
+  assign \$23  = & in_b[30:26];
+  assign \$24  = | in_b[22:16];
+  assign \$25  = | in_b[25:23];
+  assign \$26  = | in_b[15:0];
+  assign \$27  = in_dtype == 2'h3;
+  assign \$28  = in_dtype == 2'h2;
+  assign \$29  = \$28  ? 31'h7fc07fc0 : 31'h7fc00000;
+  assign \$30  = \$27  ? 31'h7e007e00 : \$29 ;
+  assign \$31  = less_lo == r_is_max;
+  assign \$32  = ~ r_pass_a;
+  assign \$33  = \$31  & \$32 ;
+  assign \$34  = less_hi == r_is_max;
+  assign \$35  = ~ r_pass_a;
+  assign \$36  = \$34  & \$35 ;
+  assign \$37  = r_dtype == 1'h1;
+  assign \$38  = r_a_f7_hi | r_a_any_lo;
+  assign \$39  = r_a_e8_hi & \$38 ;
+  assign \$40  = r_b_f7_hi | r_b_any_lo;
+  assign \$41  = r_b_e8_hi & \$40 ;
+  assign \$42  = \$39  | \$41 ;
+  assign \$43  = \$37  & \$42 ;
+  assign \$44  = r_dtype == 2'h3;
+  assign \$45  = r_a_f7_lo | r_a_f3_lo;
+  assign \$46  = r_a_e5_lo & \$45 ;
+  assign \$47  = r_b_f7_lo | r_b_f3_lo;
+  assign \$48  = r_b_e5_lo & \$47 ;
+  assign \$49  = \$46  | \$48 ;
+  assign \$50  = \$44  & \$49 ;
+  assign \$51  = \$43  | \$50 ;
+  assign \$52  = r_dtype == 2'h2;
+  assign \$53  = r_a_e8_lo & r_a_f7_lo;
+  assign \$54  = r_b_e8_lo & r_b_f7_lo;
+  assign \$55  = \$53  | \$54 ;
+  assign \$56  = \$52  & \$55 ;
+  assign \$57  = \$51  | \$56 ;
+  assign \$58  = ~ r_pass_a;
+  assign \$59  = \$57  & \$58 ;
+  assign \$60  = r_dtype == 1'h1;
+  assign \$61  = r_a_f7_hi | r_a_any_lo;
+  assign \$62  = r_a_e8_hi & \$61 ;
+  assign \$63  = r_b_f7_hi | r_b_any_lo;
+  assign \$64  = r_b_e8_hi & \$63 ;
+  assign \$65  = \$62  | \$64 ;
+  assign \$66  = \$60  & \$65 ;
+  assign \$67  = r_dtype == 2'h3;
+  assign \$68  = r_a_f7_hi | r_a_f3_hi;
+  assign \$69  = r_a_e5_hi & \$68 ;
+  assign \$70  = r_b_f7_hi | r_b_f3_hi;
+  assign \$71  = r_b_e5_hi & \$70 ;
+  assign \$72  = \$69  | \$71 ;
+  assign \$73  = \$67  & \$72 ;
+  assign \$74  = \$66  | \$73 ;
+  assign \$75  = r_dtype == 2'h2;
+  assign \$76  = r_a_e8_hi & r_a_f7_hi;
+  assign \$77  = r_b_e8_hi & r_b_f7_hi;
+  assign \$78  = \$76  | \$77 ;
+  assign \$79  = \$75  & \$78 ;
+  assign \$80  = \$74  | \$79 ;
+  assign \$81  = ~ r_pass_a;
+  assign \$82  = \$80  & \$81 ;
+  assign wide = ~ in_dtype[1];
+  assign is_float = | in_dtype;
+  assign \$83  = ~ r_b[31];
+  assign \$84  = r_a[31] & \$83 ;
+  assign \$85  = r_a[31] ^ r_b[31];
+  assign \$86  = ~ \$85 ;
+  assign \$87  = r_a[31] & r_is_float;
+  assign \$88  = ~ r_b_gt_hi_h;
+  assign \$89  = \$88  & r_a_gt_hi_l;
+  assign \$90  = r_a_gt_hi_h | \$89 ;
+  assign \$91  = ~ r_a_gt_hi_h;
+  assign \$92  = \$91  & r_b_gt_hi_l;
+  assign \$93  = r_b_gt_hi_h | \$92 ;
+  assign \$94  = ~ \$93 ;
+  assign \$95  = ~ r_b_gt_hi_h;
+  assign \$96  = \$95  & r_a_gt_hi_l;
+  assign \$97  = r_a_gt_hi_h | \$96 ;
+  assign \$98  = ~ \$97 ;
+  assign \$99  = \$94  & \$98 ;
+  assign \$100  = ~ r_b[15];
+  assign \$101  = r_a[15] & \$100 ;
+  assign \$102  = r_a[15] ^ r_b[15];
+  assign \$103  = ~ \$102 ;
+  assign \$104  = ~ r_b_gt_lo_h;
+  assign \$105  = \$104  & r_a_gt_lo_l;
+  assign \$106  = r_a_gt_lo_h | \$105 ;
+  assign \$107  = \$103  & \$106 ;
+  assign \$108  = \$101  | \$107 ;
+  assign \$109  = \$99  & \$108 ;
+  assign \$110  = \$90  | \$109 ;
+  assign \$111  = ~ r_a_gt_hi_h;
+  assign \$112  = \$111  & r_b_gt_hi_l;
+  assign \$113  = r_b_gt_hi_h | \$112 ;
+  assign \$114  = ~ r_a_gt_hi_h;
+  assign \$115  = \$114  & r_b_gt_hi_l;
+  assign \$116  = r_b_gt_hi_h | \$115 ;
+  assign \$117  = ~ \$116 ;
+  assign \$118  = ~ r_b_gt_hi_h;
+  assign \$119  = \$118  & r_a_gt_hi_l;
+  assign \$120  = r_a_gt_hi_h | \$119 ;
+  assign \$121  = ~ \$120 ;
+  assign \$122  = \$117  & \$121 ;
+  assign \$123  = ~ r_a[15];
+  assign \$124  = r_b[15] & \$123 ;
+  assign \$125  = r_a[15] ^ r_b[15];
+  assign \$126  = ~ \$125 ;
+  assign \$127  = ~ r_a_gt_lo_h;
+  assign \$128  = \$127  & r_b_gt_lo_l;
+  assign \$129  = r_b_gt_lo_h | \$128 ;
+  assign \$130  = \$126  & \$129 ;
+  assign \$131  = \$124  | \$130 ;
+  assign \$132  = \$122  & \$131 ;
+  assign \$133  = \$113  | \$132 ;
+  assign \$134  = \$87  ? \$110  : \$133 ;
+  assign \$135  = \$86  & \$134 ;
+  assign \$136  = \$84  | \$135 ;
+  assign \$137  = ~ r_b[31];
+  assign \$138  = r_a[31] & \$137 ;
+  assign \$139  = r_a[31] ^ r_b[31];
+  assign \$140  = ~ \$139 ;
+  assign \$142  = ~ r_b_gt_hi_h;
+  assign \$143  = \$142  & r_a_gt_hi_l;
+  assign \$144  = r_a_gt_hi_h | \$143 ;
+  assign \$145  = ~ r_a_gt_hi_h;
+  assign \$146  = \$145  & r_b_gt_hi_l;
+  assign \$147  = r_b_gt_hi_h | \$146 ;
+  assign \$148  = \$141  ? \$144  : \$147 ;
+  assign \$149  = \$140  & \$148 ;
+  assign \$150  = \$138  | \$149 ;
+  assign less_hi = r_wide ? \$136  : \$150 ;
+  assign \$151  = ~ r_b[31];
+  assign \$152  = r_a[31] & \$151 ;
+  assign \$153  = r_a[31] ^ r_b[31];
+  assign \$154  = ~ \$153 ;
+  assign \$155  = r_a[31] & r_is_float;
+  assign \$156  = ~ r_b_gt_hi_h;
+  assign \$157  = \$156  & r_a_gt_hi_l;
+  assign \$158  = r_a_gt_hi_h | \$157 ;
+  assign \$159  = ~ r_a_gt_hi_h;
+  assign \$160  = \$159  & r_b_gt_hi_l;
+  assign \$161  = r_b_gt_hi_h | \$160 ;
+  assign \$162  = ~ \$161 ;
+  assign \$163  = ~ r_b_gt_hi_h;
+  assign \$164  = \$163  & r_a_gt_hi_l;
+  assign \$165  = r_a_gt_hi_h | \$164 ;
+  assign \$166  = ~ \$165 ;
+  assign \$167  = \$162  & \$166 ;
+  assign \$168  = ~ r_b[15];
+  assign \$169  = r_a[15] & \$168 ;
+  assign \$170  = r_a[15] ^ r_b[15];
+  assign \$171  = ~ \$170 ;
+  assign \$172  = ~ r_b_gt_lo_h;
+  assign \$173  = \$172  & r_a_gt_lo_l;
+  assign \$174  = r_a_gt_lo_h | \$173 ;
+  assign \$175  = \$171  & \$174 ;
+  assign \$176  = \$169  | \$175 ;
+  assign \$177  = \$167  & \$176 ;
+  assign \$178  = \$158  | \$177 ;
+  assign \$179  = ~ r_a_gt_hi_h;
+  assign \$180  = \$179  & r_b_gt_hi_l;
+  assign \$181  = r_b_gt_hi_h | \$180 ;
+  assign \$182  = ~ r_a_gt_hi_h;
+  assign \$183  = \$182  & r_b_gt_hi_l;
+  assign \$184  = r_b_gt_hi_h | \$183 ;
+  assign \$185  = ~ \$184 ;
+  assign \$186  = ~ r_b_gt_hi_h;
+  assign \$187  = \$186  & r_a_gt_hi_l;
+  assign \$188  = r_a_gt_hi_h | \$187 ;
+  assign \$189  = ~ \$188 ;
+  assign \$190  = \$185  & \$189 ;
+  assign \$191  = ~ r_a[15];
+  assign \$192  = r_b[15] & \$191 ;
+  assign \$193  = r_a[15] ^ r_b[15];
+  assign \$194  = ~ \$193 ;
+  assign \$195  = ~ r_a_gt_lo_h;
+  assign \$196  = \$195  & r_b_gt_lo_l;
+  assign \$197  = r_b_gt_lo_h | \$196 ;
+  assign \$198  = \$194  & \$197 ;
+  assign \$199  = \$192  | \$198 ;
+  assign \$200  = \$190  & \$199 ;
+  assign \$201  = \$181  | \$200 ;
+  assign \$202  = \$155  ? \$178  : \$201 ;
+  assign \$203  = \$154  & \$202 ;
+  assign \$204  = \$152  | \$203 ;
+  assign \$205  = ~ r_b[15];
+  assign \$206  = r_a[15] & \$205 ;
+  assign \$207  = r_a[15] ^ r_b[15];
+  assign \$208  = ~ \$207 ;
+  assign \$210  = ~ r_b_gt_lo_h;
+  assign \$211  = \$210  & r_a_gt_lo_l;
+  assign \$212  = r_a_gt_lo_h | \$211 ;
+  assign \$213  = ~ r_a_gt_lo_h;
+  assign \$214  = \$213  & r_b_gt_lo_l;
+  assign \$215  = r_b_gt_lo_h | \$214 ;
+  assign \$216  = \$209  ? \$212  : \$215 ;
+  assign \$217  = \$208  & \$216 ;
+  assign \$218  = \$206  | \$217 ;
+  assign less_lo = r_wide ? \$204  : \$218 ;
+  assign \$219  = rr_pick_b_lo ? rr_b[15:0] : rr_a[15:0];
+  assign \$220  = rr_pick_b_hi ? rr_b[31:16] : rr_a[31:16];
+  assign \$221  = rr_nan_lo ? rr_nan_word[15:0] : \$219 ;
+  assign \$222  = rr_nan_hi ? rr_nan_word[31:16] : \$220 ;
   always @(posedge clk)
-    r_a_key <= \$91 ;
+    in_a <= \$223 ;
   always @(posedge clk)
-    r_b_key <= \$92 ;
+    in_b <= \$224 ;
   always @(posedge clk)
-    r_wide <= \$93 ;
+    in_dtype <= \$225 ;
   always @(posedge clk)
-    r_is_max <= \$94 ;
+    in_is_max <= \$226 ;
   always @(posedge clk)
-    r_a <= \$95 ;
+    in_pass_a <= \$227 ;
   always @(posedge clk)
-    r_b <= \$96 ;
+    in_valid <= \$228 ;
   always @(posedge clk)
-    rr_pick_b_lo <= \$97 ;
+    r_b_gt_lo_h <= \$229 ;
   always @(posedge clk)
-    rr_pick_b_hi <= \$98 ;
+    r_a_gt_lo_h <= \$230 ;
   always @(posedge clk)
-    rr_a <= \$99 ;
+    r_b_gt_lo_l <= \$231 ;
   always @(posedge clk)
-    rr_b <= \$100 ;
+    r_a_gt_lo_l <= \$232 ;
   always @(posedge clk)
-    r_nan_lo <= \$101 ;
+    r_b_gt_hi_h <= \$233 ;
   always @(posedge clk)
-    r_nan_hi <= \$102 ;
+    r_a_gt_hi_h <= \$234 ;
   always @(posedge clk)
-    r_nan_word <= \$103 ;
+    r_b_gt_hi_l <= \$235 ;
   always @(posedge clk)
-    rr_nan_lo <= \$104 ;
+    r_a_gt_hi_l <= \$236 ;
   always @(posedge clk)
-    rr_nan_hi <= \$105 ;
+    r_wide <= \$237 ;
   always @(posedge clk)
-    rr_nan_word <= \$106 ;
+    r_is_max <= \$238 ;
+  always @(posedge clk)
+    r_pass_a <= \$239 ;
+  always @(posedge clk)
+    r_is_float <= \$240 ;
+  always @(posedge clk)
+    r_a <= \$241 ;
+  always @(posedge clk)
+    r_b <= \$242 ;
+  always @(posedge clk)
+    r_a_e8_lo <= \$243 ;
+  always @(posedge clk)
+    r_a_e5_lo <= \$244 ;
+  always @(posedge clk)
+    r_a_f7_lo <= \$245 ;
+  always @(posedge clk)
+    r_a_f3_lo <= \$246 ;
+  always @(posedge clk)
+    r_a_e8_hi <= \$247 ;
+  always @(posedge clk)
+    r_a_e5_hi <= \$248 ;
+  always @(posedge clk)
+    r_a_f7_hi <= \$249 ;
+  always @(posedge clk)
+    r_a_f3_hi <= \$250 ;
+  always @(posedge clk)
+    r_a_any_lo <= \$251 ;
+  always @(posedge clk)
+    r_b_e8_lo <= \$252 ;
+  always @(posedge clk)
+    r_b_e5_lo <= \$253 ;
+  always @(posedge clk)
+    r_b_f7_lo <= \$254 ;
+  always @(posedge clk)
+    r_b_f3_lo <= \$255 ;
+  always @(posedge clk)
+    r_b_e8_hi <= \$256 ;
+  always @(posedge clk)
+    r_b_e5_hi <= \$257 ;
+  always @(posedge clk)
+    r_b_f7_hi <= \$258 ;
+  always @(posedge clk)
+    r_b_f3_hi <= \$259 ;
+  always @(posedge clk)
+    r_b_any_lo <= \$260 ;
+  always @(posedge clk)
+    r_dtype <= \$261 ;
+  always @(posedge clk)
+    r_nan_word <= \$262 ;
+  always @(posedge clk)
+    rr_pick_b_lo <= \$263 ;
+  always @(posedge clk)
+    rr_pick_b_hi <= \$264 ;
+  always @(posedge clk)
+    rr_a <= \$265 ;
+  always @(posedge clk)
+    rr_b <= \$266 ;
+  always @(posedge clk)
+    rr_nan_lo <= \$267 ;
+  always @(posedge clk)
+    rr_nan_hi <= \$268 ;
+  always @(posedge clk)
+    rr_nan_word <= \$269 ;
+  always @(posedge clk)
+    r_valid <= \$270 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$91  = r_a_key;
-    if (busy) begin
-      \$91  = { \$17 , \$14  };
-    end
+    \$223  = a;
     if (rst) begin
-      \$91  = 32'd0;
+      \$223  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$92  = r_b_key;
-    if (busy) begin
-      \$92  = { \$26 , \$23  };
-    end
+    \$224  = b;
     if (rst) begin
-      \$92  = 32'd0;
+      \$224  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$93  = r_wide;
-    if (busy) begin
-      \$93  = wide;
-    end
+    \$225  = dtype;
     if (rst) begin
-      \$93  = 1'h0;
+      \$225  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$94  = r_is_max;
-    if (busy) begin
-      \$94  = is_max;
-    end
+    \$226  = is_max;
     if (rst) begin
-      \$94  = 1'h0;
+      \$226  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$95  = r_a;
-    if (busy) begin
-      \$95  = a;
-    end
+    \$227  = pass_a;
     if (rst) begin
-      \$95  = 32'd0;
+      \$227  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$96  = r_b;
-    if (busy) begin
-      \$96  = b;
-    end
+    \$228  = valid;
     if (rst) begin
-      \$96  = 32'd0;
+      \$228  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$97  = rr_pick_b_lo;
-    if (busy) begin
-      \$97  = \$27 ;
+    \$229  = r_b_gt_lo_h;
+    if (in_valid) begin
+      \$229  = \$1 ;
     end
     if (rst) begin
-      \$97  = 1'h0;
+      \$229  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$98  = rr_pick_b_hi;
-    if (busy) begin
-      \$98  = \$28 ;
+    \$230  = r_a_gt_lo_h;
+    if (in_valid) begin
+      \$230  = \$2 ;
     end
     if (rst) begin
-      \$98  = 1'h0;
+      \$230  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$99  = rr_a;
-    if (busy) begin
-      \$99  = r_a;
+    \$231  = r_b_gt_lo_l;
+    if (in_valid) begin
+      \$231  = \$3 ;
     end
     if (rst) begin
-      \$99  = 32'd0;
+      \$231  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$100  = rr_b;
-    if (busy) begin
-      \$100  = r_b;
+    \$232  = r_a_gt_lo_l;
+    if (in_valid) begin
+      \$232  = \$4 ;
     end
     if (rst) begin
-      \$100  = 32'd0;
+      \$232  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$101  = r_nan_lo;
-    if (busy) begin
-      \$101  = \$57 ;
+    \$233  = r_b_gt_hi_h;
+    if (in_valid) begin
+      \$233  = \$5 ;
     end
     if (rst) begin
-      \$101  = 1'h0;
+      \$233  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$102  = r_nan_hi;
-    if (busy) begin
-      \$102  = \$86 ;
+    \$234  = r_a_gt_hi_h;
+    if (in_valid) begin
+      \$234  = \$6 ;
     end
     if (rst) begin
-      \$102  = 1'h0;
+      \$234  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$103  = r_nan_word;
-    if (busy) begin
-      \$103  = { 1'h0, \$90  };
+    \$235  = r_b_gt_hi_l;
+    if (in_valid) begin
+      \$235  = \$7 ;
     end
     if (rst) begin
-      \$103  = 32'd0;
+      \$235  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$104  = rr_nan_lo;
-    if (busy) begin
-      \$104  = r_nan_lo;
+    \$236  = r_a_gt_hi_l;
+    if (in_valid) begin
+      \$236  = \$8 ;
     end
     if (rst) begin
-      \$104  = 1'h0;
+      \$236  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$105  = rr_nan_hi;
-    if (busy) begin
-      \$105  = r_nan_hi;
+    \$237  = r_wide;
+    if (in_valid) begin
+      \$237  = wide;
     end
     if (rst) begin
-      \$105  = 1'h0;
+      \$237  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$106  = rr_nan_word;
-    if (busy) begin
-      \$106  = r_nan_word;
+    \$238  = r_is_max;
+    if (in_valid) begin
+      \$238  = in_is_max;
     end
     if (rst) begin
-      \$106  = 32'd0;
+      \$238  = 1'h0;
     end
   end
-  assign picked = { \$6 , \$5  };
-  assign result = { \$8 , \$7  };
-  assign \port$730$0  = \$7 ;
-  assign \port$731$0  = \$8 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    \$239  = r_pass_a;
+    if (in_valid) begin
+      \$239  = in_pass_a;
+    end
+    if (rst) begin
+      \$239  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    \$240  = r_is_float;
+    if (in_valid) begin
+      \$240  = is_float;
+    end
+    if (rst) begin
+      \$240  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    \$241  = r_a;
+    if (in_valid) begin
+      \$241  = in_a;
+    end
+    if (rst) begin
+      \$241  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    \$242  = r_b;
+    if (in_valid) begin
+      \$242  = in_b;
+    end
+    if (rst) begin
+      \$242  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    \$243  = r_a_e8_lo;
+    if (in_valid) begin
+      \$243  = \$9 ;
+    end
+    if (rst) begin
+      \$243  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    \$244  = r_a_e5_lo;
+    if (in_valid) begin
+      \$244  = \$10 ;
+    end
+    if (rst) begin
+      \$244  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    \$245  = r_a_f7_lo;
+    if (in_valid) begin
+      \$245  = \$11 ;
+    end
+    if (rst) begin
+      \$245  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    \$246  = r_a_f3_lo;
+    if (in_valid) begin
+      \$246  = \$12 ;
+    end
+    if (rst) begin
+      \$246  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    \$247  = r_a_e8_hi;
+    if (in_valid) begin
+      \$247  = \$13 ;
+    end
+    if (rst) begin
+      \$247  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    \$248  = r_a_e5_hi;
+    if (in_valid) begin
+      \$248  = \$14 ;
+    end
+    if (rst) begin
+      \$248  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    \$249  = r_a_f7_hi;
+    if (in_valid) begin
+      \$249  = \$15 ;
+    end
+    if (rst) begin
+      \$249  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    \$250  = r_a_f3_hi;
+    if (in_valid) begin
+      \$250  = \$16 ;
+    end
+    if (rst) begin
+      \$250  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    \$251  = r_a_any_lo;
+    if (in_valid) begin
+      \$251  = \$17 ;
+    end
+    if (rst) begin
+      \$251  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    \$252  = r_b_e8_lo;
+    if (in_valid) begin
+      \$252  = \$18 ;
+    end
+    if (rst) begin
+      \$252  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    \$253  = r_b_e5_lo;
+    if (in_valid) begin
+      \$253  = \$19 ;
+    end
+    if (rst) begin
+      \$253  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    \$254  = r_b_f7_lo;
+    if (in_valid) begin
+      \$254  = \$20 ;
+    end
+    if (rst) begin
+      \$254  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    \$255  = r_b_f3_lo;
+    if (in_valid) begin
+      \$255  = \$21 ;
+    end
+    if (rst) begin
+      \$255  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    \$256  = r_b_e8_hi;
+    if (in_valid) begin
+      \$256  = \$22 ;
+    end
+    if (rst) begin
+      \$256  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    \$257  = r_b_e5_hi;
+    if (in_valid) begin
+      \$257  = \$23 ;
+    end
+    if (rst) begin
+      \$257  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    \$258  = r_b_f7_hi;
+    if (in_valid) begin
+      \$258  = \$24 ;
+    end
+    if (rst) begin
+      \$258  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    \$259  = r_b_f3_hi;
+    if (in_valid) begin
+      \$259  = \$25 ;
+    end
+    if (rst) begin
+      \$259  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    \$260  = r_b_any_lo;
+    if (in_valid) begin
+      \$260  = \$26 ;
+    end
+    if (rst) begin
+      \$260  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    \$261  = r_dtype;
+    if (in_valid) begin
+      \$261  = in_dtype;
+    end
+    if (rst) begin
+      \$261  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    \$262  = r_nan_word;
+    if (in_valid) begin
+      \$262  = { 1'h0, \$30  };
+    end
+    if (rst) begin
+      \$262  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    \$263  = rr_pick_b_lo;
+    if (r_valid) begin
+      \$263  = \$33 ;
+    end
+    if (rst) begin
+      \$263  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    \$264  = rr_pick_b_hi;
+    if (r_valid) begin
+      \$264  = \$36 ;
+    end
+    if (rst) begin
+      \$264  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    \$265  = rr_a;
+    if (r_valid) begin
+      \$265  = r_a;
+    end
+    if (rst) begin
+      \$265  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    \$266  = rr_b;
+    if (r_valid) begin
+      \$266  = r_b;
+    end
+    if (rst) begin
+      \$266  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    \$267  = rr_nan_lo;
+    if (r_valid) begin
+      \$267  = \$59 ;
+    end
+    if (rst) begin
+      \$267  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    \$268  = rr_nan_hi;
+    if (r_valid) begin
+      \$268  = \$82 ;
+    end
+    if (rst) begin
+      \$268  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    \$269  = rr_nan_word;
+    if (r_valid) begin
+      \$269  = r_nan_word;
+    end
+    if (rst) begin
+      \$269  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    \$270  = in_valid;
+    if (rst) begin
+      \$270  = 1'h1;
+    end
+  end
+  assign picked = { \$220 , \$219  };
+  assign result = { \$222 , \$221  };
+  assign \port$993$0  = \$221 ;
+  assign \port$994$0  = \$222 ;
+  assign \$209  = r_a[15];
+  assign \$141  = r_a[31];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane1 (rst, \result$57 , a, b, \port$3291$256 , busy, clk);
+module \ace_alu_array_small.array.lane1 (rst, valid, \result$73 , a, b, \port$3969$256 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$6  = 0;
   wire \$1 ;
-  wire \$10 ;
-  reg [31:0] \$11 ;
+  reg [1:0] \$10 ;
+  reg \$11 ;
   reg [31:0] \$12 ;
-  reg [1:0] \$13 ;
-  reg [1:0] \$14 ;
-  reg [31:0] \$15 ;
-  reg \$16 ;
+  reg \$13 ;
+  reg \$14 ;
+  reg \$15 ;
+  reg [31:0] \$16 ;
   reg \$17 ;
-  reg [31:0] \$18 ;
+  reg \$18 ;
   reg \$19 ;
-  wire \$2 ;
-  reg \$20 ;
-  reg [31:0] \$21 ;
+  wire [31:0] \$2 ;
+  reg [31:0] \$20 ;
+  reg \$21 ;
   reg \$22 ;
   reg \$23 ;
   reg [31:0] \$24 ;
   reg \$25 ;
   reg \$26 ;
-  reg [31:0] \$27 ;
-  reg \$28 ;
+  reg \$27 ;
+  reg [31:0] \$28 ;
   reg \$29 ;
-  wire \$3 ;
-  reg [31:0] \$30 ;
+  wire [32:0] \$3 ;
+  reg \$30 ;
   reg \$31 ;
-  reg \$32 ;
-  reg [31:0] \$33 ;
+  reg [31:0] \$32 ;
+  reg \$33 ;
   reg \$34 ;
   reg \$35 ;
   reg [31:0] \$36 ;
   reg \$37 ;
   reg \$38 ;
-  reg [31:0] \$39 ;
-  wire [31:0] \$4 ;
-  reg \$40 ;
+  reg \$39 ;
+  wire \$4 ;
+  reg [31:0] \$40 ;
   reg \$41 ;
-  reg [31:0] \$42 ;
+  reg \$42 ;
   reg \$43 ;
-  reg \$44 ;
-  reg [31:0] \$45 ;
+  reg [31:0] \$44 ;
+  reg \$45 ;
   reg \$46 ;
   reg \$47 ;
   reg [31:0] \$48 ;
   reg \$49 ;
   wire \$5 ;
   reg \$50 ;
-  wire [15:0] \$51 ;
-  wire [15:0] \$52 ;
-  wire [32:0] \$6 ;
-  wire [32:0] \$7 ;
-  wire \$8 ;
-  wire \$9 ;
+  reg \$51 ;
+  reg [31:0] \$52 ;
+  reg \$53 ;
+  reg \$54 ;
+  reg \$55 ;
+  reg [31:0] \$56 ;
+  reg \$57 ;
+  reg \$58 ;
+  reg \$59 ;
+  wire \$6 ;
+  wire [15:0] \$60 ;
+  wire [15:0] \$61 ;
+  reg [31:0] \$7 ;
+  reg [31:0] \$8 ;
+  reg [1:0] \$9 ;
   input [31:0] a;
   wire [31:0] a;
-  (* init = 32'd0 *)
-  wire [31:0] \a$50 ;
-  (* init = 32'd0 *)
-  wire [31:0] \a$53 ;
+  wire [31:0] \a$63 ;
+  wire [31:0] \a$66 ;
   input [31:0] b;
   wire [31:0] b;
-  (* init = 32'd0 *)
-  wire [31:0] \b$51 ;
-  (* init = 32'd0 *)
-  wire [31:0] \b$54 ;
-  input busy;
-  wire busy;
+  wire [31:0] \b$64 ;
+  wire [31:0] \b$67 ;
   input clk;
   wire clk;
   reg d10_fp_sum = 1'h0;
   reg d10_minmax = 1'h0;
   reg [31:0] d10_simple = 32'd0;
+  reg d10_valid = 1'h1;
   reg d11_fp_sum = 1'h0;
   reg d11_minmax = 1'h0;
   reg [31:0] d11_simple = 32'd0;
+  reg d11_valid = 1'h1;
   reg d12_fp_sum = 1'h0;
   reg d12_minmax = 1'h0;
   reg [31:0] d12_simple = 32'd0;
+  reg d12_valid = 1'h1;
   reg d1_fp_sum = 1'h0;
   reg d1_minmax = 1'h0;
   reg [31:0] d1_simple = 32'd0;
+  reg d1_valid = 1'h1;
   reg d2_fp_sum = 1'h0;
   reg d2_minmax = 1'h0;
   reg [31:0] d2_simple = 32'd0;
+  reg d2_valid = 1'h1;
   reg d3_fp_sum = 1'h0;
   reg d3_minmax = 1'h0;
   reg [31:0] d3_simple = 32'd0;
+  reg d3_valid = 1'h1;
   reg d4_fp_sum = 1'h0;
   reg d4_minmax = 1'h0;
   reg [31:0] d4_simple = 32'd0;
+  reg d4_valid = 1'h1;
   reg d5_fp_sum = 1'h0;
   reg d5_minmax = 1'h0;
   reg [31:0] d5_simple = 32'd0;
+  reg d5_valid = 1'h1;
   reg d6_fp_sum = 1'h0;
   reg d6_minmax = 1'h0;
   reg [31:0] d6_simple = 32'd0;
+  reg d6_valid = 1'h1;
   reg d7_fp_sum = 1'h0;
   reg d7_minmax = 1'h0;
   reg [31:0] d7_simple = 32'd0;
+  reg d7_valid = 1'h1;
   reg d8_fp_sum = 1'h0;
   reg d8_minmax = 1'h0;
   reg [31:0] d8_simple = 32'd0;
+  reg d8_valid = 1'h1;
   reg d9_fp_sum = 1'h0;
   reg d9_minmax = 1'h0;
   reg [31:0] d9_simple = 32'd0;
+  reg d9_valid = 1'h1;
   wire [31:0] direct;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
@@ -5191,15 +6363,13 @@ module \ace_alu_array_small.array.lane1 (rst, \result$57 , a, b, \port$3291$256 
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
-  (* init = 2'h0 *)
-  wire [1:0] \dtype$52 ;
+  wire [1:0] \dtype$65 ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
-  (* init = 2'h0 *)
-  wire [1:0] \dtype$55 ;
+  wire [1:0] \dtype$68 ;
   wire fp_sum;
   wire is_max;
   (* enum_base_type = "ReduceOp" *)
@@ -5208,12 +6378,13 @@ module \ace_alu_array_small.array.lane1 (rst, \result$57 , a, b, \port$3291$256 
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [3:0] \port$3291$256 ;
-  wire [3:0] \port$3291$256 ;
+  wire pass_a;
+  input [3:0] \port$3969$256 ;
+  wire [3:0] \port$3969$256 ;
   wire [31:0] result;
-  output [31:0] \result$57 ;
-  wire [31:0] \result$57 ;
-  wire [31:0] \result$58 ;
+  output [31:0] \result$73 ;
+  wire [31:0] \result$73 ;
+  wire [31:0] \result$74 ;
   input rst;
   wire rst;
   reg [31:0] s0_a = 32'd0;
@@ -5230,91 +6401,17 @@ module \ace_alu_array_small.array.lane1 (rst, \result$57 , a, b, \port$3291$256 
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   reg [1:0] s0_op = 2'h0;
+  reg s0_valid = 1'h1;
+  input valid;
+  wire valid;
+  wire \valid$71 ;
+  wire \valid$72 ;
   always @(posedge clk)
-    d5_fp_sum <= \$28 ;
+    d3_fp_sum <= \$21 ;
   always @(posedge clk)
-    d5_minmax <= \$29 ;
+    d3_minmax <= \$22 ;
   always @(posedge clk)
-    d6_simple <= \$30 ;
-  always @(posedge clk)
-    d6_fp_sum <= \$31 ;
-  always @(posedge clk)
-    d6_minmax <= \$32 ;
-  always @(posedge clk)
-    d7_simple <= \$33 ;
-  always @(posedge clk)
-    d7_fp_sum <= \$34 ;
-  always @(posedge clk)
-    d7_minmax <= \$35 ;
-  always @(posedge clk)
-    d8_simple <= \$36 ;
-  always @(posedge clk)
-    d8_fp_sum <= \$37 ;
-  always @(posedge clk)
-    d8_minmax <= \$38 ;
-  always @(posedge clk)
-    d9_simple <= \$39 ;
-  always @(posedge clk)
-    d9_fp_sum <= \$40 ;
-  always @(posedge clk)
-    d9_minmax <= \$41 ;
-  always @(posedge clk)
-    d10_simple <= \$42 ;
-  always @(posedge clk)
-    d10_fp_sum <= \$43 ;
-  always @(posedge clk)
-    d10_minmax <= \$44 ;
-  always @(posedge clk)
-    d11_simple <= \$45 ;
-  always @(posedge clk)
-    d11_fp_sum <= \$46 ;
-  always @(posedge clk)
-    d11_minmax <= \$47 ;
-  always @(posedge clk)
-    d12_simple <= \$48 ;
-  always @(posedge clk)
-    d12_fp_sum <= \$49 ;
-  always @(posedge clk)
-    d12_minmax <= \$50 ;
-  assign \$1  = s0_op == 1'h1;
-  assign \$2  = s0_op == 2'h2;
-  assign \$3  = \$1  | \$2 ;
-  assign \$4  = d2_minmax ? { \$52 , \$51  } : d2_simple;
-  assign is_max = s0_op == 1'h1;
-  assign \$5  = s0_op == 2'h3;
-  assign \$6  = s0_a + s0_b;
-  assign \$7  = \$5  ? { 1'h0, s0_a } : \$6 ;
-  assign \$8  = | s0_op;
-  assign \$9  = ~ \$8 ;
-  assign \$10  = | s0_dtype;
-  assign fp_sum = \$9  & \$10 ;
-  assign \result$57  = d12_fp_sum ? \result$58  : d12_simple;
-  always @(posedge clk)
-    s0_a <= \$11 ;
-  always @(posedge clk)
-    s0_b <= \$12 ;
-  always @(posedge clk)
-    s0_op <= \$13 ;
-  always @(posedge clk)
-    s0_dtype <= \$14 ;
-  always @(posedge clk)
-    d1_simple <= \$15 ;
-  always @(posedge clk)
-    d1_fp_sum <= \$16 ;
-  always @(posedge clk)
-    d1_minmax <= \$17 ;
-  always @(posedge clk)
-    d2_simple <= \$18 ;
-  always @(posedge clk)
-    d2_fp_sum <= \$19 ;
-  always @(posedge clk)
-    d2_minmax <= \$20 ;
-  always @(posedge clk)
-    d3_simple <= \$21 ;
-  always @(posedge clk)
-    d3_fp_sum <= \$22 ;
-  always @(posedge clk)
-    d3_minmax <= \$23 ;
+    d3_valid <= \$23 ;
   always @(posedge clk)
     d4_simple <= \$24 ;
   always @(posedge clk)
@@ -5322,360 +6419,145 @@ module \ace_alu_array_small.array.lane1 (rst, \result$57 , a, b, \port$3291$256 
   always @(posedge clk)
     d4_minmax <= \$26 ;
   always @(posedge clk)
-    d5_simple <= \$27 ;
+    d4_valid <= \$27 ;
+  always @(posedge clk)
+    d5_simple <= \$28 ;
+  always @(posedge clk)
+    d5_fp_sum <= \$29 ;
+  always @(posedge clk)
+    d5_minmax <= \$30 ;
+  always @(posedge clk)
+    d5_valid <= \$31 ;
+  always @(posedge clk)
+    d6_simple <= \$32 ;
+  always @(posedge clk)
+    d6_fp_sum <= \$33 ;
+  always @(posedge clk)
+    d6_minmax <= \$34 ;
+  always @(posedge clk)
+    d6_valid <= \$35 ;
+  always @(posedge clk)
+    d7_simple <= \$36 ;
+  always @(posedge clk)
+    d7_fp_sum <= \$37 ;
+  always @(posedge clk)
+    d7_minmax <= \$38 ;
+  always @(posedge clk)
+    d7_valid <= \$39 ;
+  always @(posedge clk)
+    d8_simple <= \$40 ;
+  always @(posedge clk)
+    d8_fp_sum <= \$41 ;
+  always @(posedge clk)
+    d8_minmax <= \$42 ;
+  always @(posedge clk)
+    d8_valid <= \$43 ;
+  always @(posedge clk)
+    d9_simple <= \$44 ;
+  always @(posedge clk)
+    d9_fp_sum <= \$45 ;
+  always @(posedge clk)
+    d9_minmax <= \$46 ;
+  always @(posedge clk)
+    d9_valid <= \$47 ;
+  always @(posedge clk)
+    d10_simple <= \$48 ;
+  always @(posedge clk)
+    d10_fp_sum <= \$49 ;
+  always @(posedge clk)
+    d10_minmax <= \$50 ;
+  always @(posedge clk)
+    d10_valid <= \$51 ;
+  always @(posedge clk)
+    d11_simple <= \$52 ;
+  always @(posedge clk)
+    d11_fp_sum <= \$53 ;
+  always @(posedge clk)
+    d11_minmax <= \$54 ;
+  always @(posedge clk)
+    d11_valid <= \$55 ;
+  always @(posedge clk)
+    d12_simple <= \$56 ;
+  always @(posedge clk)
+    d12_fp_sum <= \$57 ;
+  always @(posedge clk)
+    d12_minmax <= \$58 ;
+  always @(posedge clk)
+    d12_valid <= \$59 ;
+  assign \$1  = | s0_op;
+  assign \$2  = d2_minmax ? { \$61 , \$60  } : d2_simple;
+  assign is_max = \port$3969$256 [1:0] == 1'h1;
+  assign pass_a = \port$3969$256 [1:0] == 2'h3;
+  assign \$3  = s0_a + s0_b;
+  assign \$4  = | s0_op;
+  assign \$5  = ~ \$4 ;
+  assign \$6  = | s0_dtype;
+  assign fp_sum = \$5  & \$6 ;
+  assign \result$73  = d12_fp_sum ? \result$74  : d12_simple;
+  always @(posedge clk)
+    s0_a <= \$7 ;
+  always @(posedge clk)
+    s0_b <= \$8 ;
+  always @(posedge clk)
+    s0_op <= \$9 ;
+  always @(posedge clk)
+    s0_dtype <= \$10 ;
+  always @(posedge clk)
+    s0_valid <= \$11 ;
+  always @(posedge clk)
+    d1_simple <= \$12 ;
+  always @(posedge clk)
+    d1_fp_sum <= \$13 ;
+  always @(posedge clk)
+    d1_minmax <= \$14 ;
+  always @(posedge clk)
+    d1_valid <= \$15 ;
+  always @(posedge clk)
+    d2_simple <= \$16 ;
+  always @(posedge clk)
+    d2_fp_sum <= \$17 ;
+  always @(posedge clk)
+    d2_minmax <= \$18 ;
+  always @(posedge clk)
+    d2_valid <= \$19 ;
+  always @(posedge clk)
+    d3_simple <= \$20 ;
   \ace_alu_array_small.array.lane1.adder  adder (
-    .a(s0_a),
-    .b(s0_b),
-    .busy(busy),
+    .a(a),
+    .b(b),
     .clk(clk),
-    .dtype(s0_dtype),
-    .result(\result$58 ),
-    .rst(rst)
+    .dtype(\port$3969$256 [3:2]),
+    .result(\result$74 ),
+    .rst(rst),
+    .valid(valid)
   );
   \ace_alu_array_small.array.lane1.minmax  minmax (
-    .a(s0_a),
-    .b(s0_b),
-    .busy(busy),
+    .a(a),
+    .b(b),
     .clk(clk),
-    .dtype(s0_dtype),
+    .dtype(\port$3969$256 [3:2]),
     .is_max(is_max),
-    .\port$1539$0 (\$51 ),
-    .\port$1540$0 (\$52 ),
-    .rst(rst)
+    .pass_a(pass_a),
+    .\port$1978$0 (\$60 ),
+    .\port$1979$0 (\$61 ),
+    .rst(rst),
+    .valid(valid)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$28  = d5_fp_sum;
-    if (busy) begin
-      \$28  = d4_fp_sum;
+    \$21  = d3_fp_sum;
+    if (d2_valid) begin
+      \$21  = d2_fp_sum;
     end
     if (rst) begin
-      \$28  = 1'h0;
+      \$21  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$29  = d5_minmax;
-    if (busy) begin
-      \$29  = d4_minmax;
-    end
-    if (rst) begin
-      \$29  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$30  = d6_simple;
-    if (busy) begin
-      \$30  = d5_simple;
-    end
-    if (rst) begin
-      \$30  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$31  = d6_fp_sum;
-    if (busy) begin
-      \$31  = d5_fp_sum;
-    end
-    if (rst) begin
-      \$31  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$32  = d6_minmax;
-    if (busy) begin
-      \$32  = d5_minmax;
-    end
-    if (rst) begin
-      \$32  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$33  = d7_simple;
-    if (busy) begin
-      \$33  = d6_simple;
-    end
-    if (rst) begin
-      \$33  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$34  = d7_fp_sum;
-    if (busy) begin
-      \$34  = d6_fp_sum;
-    end
-    if (rst) begin
-      \$34  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$35  = d7_minmax;
-    if (busy) begin
-      \$35  = d6_minmax;
-    end
-    if (rst) begin
-      \$35  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$36  = d8_simple;
-    if (busy) begin
-      \$36  = d7_simple;
-    end
-    if (rst) begin
-      \$36  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$37  = d8_fp_sum;
-    if (busy) begin
-      \$37  = d7_fp_sum;
-    end
-    if (rst) begin
-      \$37  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$38  = d8_minmax;
-    if (busy) begin
-      \$38  = d7_minmax;
-    end
-    if (rst) begin
-      \$38  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$39  = d9_simple;
-    if (busy) begin
-      \$39  = d8_simple;
-    end
-    if (rst) begin
-      \$39  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$40  = d9_fp_sum;
-    if (busy) begin
-      \$40  = d8_fp_sum;
-    end
-    if (rst) begin
-      \$40  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$41  = d9_minmax;
-    if (busy) begin
-      \$41  = d8_minmax;
-    end
-    if (rst) begin
-      \$41  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$42  = d10_simple;
-    if (busy) begin
-      \$42  = d9_simple;
-    end
-    if (rst) begin
-      \$42  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$43  = d10_fp_sum;
-    if (busy) begin
-      \$43  = d9_fp_sum;
-    end
-    if (rst) begin
-      \$43  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$44  = d10_minmax;
-    if (busy) begin
-      \$44  = d9_minmax;
-    end
-    if (rst) begin
-      \$44  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$45  = d11_simple;
-    if (busy) begin
-      \$45  = d10_simple;
-    end
-    if (rst) begin
-      \$45  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$46  = d11_fp_sum;
-    if (busy) begin
-      \$46  = d10_fp_sum;
-    end
-    if (rst) begin
-      \$46  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$47  = d11_minmax;
-    if (busy) begin
-      \$47  = d10_minmax;
-    end
-    if (rst) begin
-      \$47  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$48  = d12_simple;
-    if (busy) begin
-      \$48  = d11_simple;
-    end
-    if (rst) begin
-      \$48  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$49  = d12_fp_sum;
-    if (busy) begin
-      \$49  = d11_fp_sum;
-    end
-    if (rst) begin
-      \$49  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$50  = d12_minmax;
-    if (busy) begin
-      \$50  = d11_minmax;
-    end
-    if (rst) begin
-      \$50  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$11  = a;
-    if (rst) begin
-      \$11  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$12  = b;
-    if (rst) begin
-      \$12  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$13  = \port$3291$256 [1:0];
-    if (rst) begin
-      \$13  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$14  = \port$3291$256 [3:2];
-    if (rst) begin
-      \$14  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$15  = d1_simple;
-    if (busy) begin
-      \$15  = \$7 [31:0];
-    end
-    if (rst) begin
-      \$15  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$16  = d1_fp_sum;
-    if (busy) begin
-      \$16  = fp_sum;
-    end
-    if (rst) begin
-      \$16  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$17  = d1_minmax;
-    if (busy) begin
-      \$17  = \$3 ;
-    end
-    if (rst) begin
-      \$17  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$18  = d2_simple;
-    if (busy) begin
-      \$18  = d1_simple;
-    end
-    if (rst) begin
-      \$18  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$19  = d2_fp_sum;
-    if (busy) begin
-      \$19  = d1_fp_sum;
-    end
-    if (rst) begin
-      \$19  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$20  = d2_minmax;
-    if (busy) begin
-      \$20  = d1_minmax;
-    end
-    if (rst) begin
-      \$20  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$21  = d3_simple;
-    if (busy) begin
-      \$21  = \$4 ;
-    end
-    if (rst) begin
-      \$21  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$22  = d3_fp_sum;
-    if (busy) begin
-      \$22  = d2_fp_sum;
+    \$22  = d3_minmax;
+    if (d2_valid) begin
+      \$22  = d2_minmax;
     end
     if (rst) begin
       \$22  = 1'h0;
@@ -5683,18 +6565,15 @@ module \ace_alu_array_small.array.lane1 (rst, \result$57 , a, b, \port$3291$256 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$23  = d3_minmax;
-    if (busy) begin
-      \$23  = d2_minmax;
-    end
+    \$23  = d2_valid;
     if (rst) begin
-      \$23  = 1'h0;
+      \$23  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \$24  = d4_simple;
-    if (busy) begin
+    if (d3_valid) begin
       \$24  = d3_simple;
     end
     if (rst) begin
@@ -5704,7 +6583,7 @@ module \ace_alu_array_small.array.lane1 (rst, \result$57 , a, b, \port$3291$256 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \$25  = d4_fp_sum;
-    if (busy) begin
+    if (d3_valid) begin
       \$25  = d3_fp_sum;
     end
     if (rst) begin
@@ -5714,7 +6593,7 @@ module \ace_alu_array_small.array.lane1 (rst, \result$57 , a, b, \port$3291$256 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \$26  = d4_minmax;
-    if (busy) begin
+    if (d3_valid) begin
       \$26  = d3_minmax;
     end
     if (rst) begin
@@ -5723,31 +6602,445 @@ module \ace_alu_array_small.array.lane1 (rst, \result$57 , a, b, \port$3291$256 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$27  = d5_simple;
-    if (busy) begin
-      \$27  = d4_simple;
-    end
+    \$27  = d3_valid;
     if (rst) begin
-      \$27  = 32'd0;
+      \$27  = 1'h1;
     end
   end
-  assign op = \port$3291$256 [1:0];
-  assign dtype = \port$3291$256 [3:2];
-  assign direct = \$7 [31:0];
-  assign result = { \$52 , \$51  };
-  assign \a$50  = s0_a;
-  assign \b$51  = s0_b;
-  assign \dtype$52  = s0_dtype;
-  assign \a$53  = s0_a;
-  assign \b$54  = s0_b;
-  assign \dtype$55  = s0_dtype;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$28  = d5_simple;
+    if (d4_valid) begin
+      \$28  = d4_simple;
+    end
+    if (rst) begin
+      \$28  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$29  = d5_fp_sum;
+    if (d4_valid) begin
+      \$29  = d4_fp_sum;
+    end
+    if (rst) begin
+      \$29  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$30  = d5_minmax;
+    if (d4_valid) begin
+      \$30  = d4_minmax;
+    end
+    if (rst) begin
+      \$30  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$31  = d4_valid;
+    if (rst) begin
+      \$31  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$32  = d6_simple;
+    if (d5_valid) begin
+      \$32  = d5_simple;
+    end
+    if (rst) begin
+      \$32  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$33  = d6_fp_sum;
+    if (d5_valid) begin
+      \$33  = d5_fp_sum;
+    end
+    if (rst) begin
+      \$33  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$34  = d6_minmax;
+    if (d5_valid) begin
+      \$34  = d5_minmax;
+    end
+    if (rst) begin
+      \$34  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$35  = d5_valid;
+    if (rst) begin
+      \$35  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$36  = d7_simple;
+    if (d6_valid) begin
+      \$36  = d6_simple;
+    end
+    if (rst) begin
+      \$36  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$37  = d7_fp_sum;
+    if (d6_valid) begin
+      \$37  = d6_fp_sum;
+    end
+    if (rst) begin
+      \$37  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$38  = d7_minmax;
+    if (d6_valid) begin
+      \$38  = d6_minmax;
+    end
+    if (rst) begin
+      \$38  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$39  = d6_valid;
+    if (rst) begin
+      \$39  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$40  = d8_simple;
+    if (d7_valid) begin
+      \$40  = d7_simple;
+    end
+    if (rst) begin
+      \$40  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$41  = d8_fp_sum;
+    if (d7_valid) begin
+      \$41  = d7_fp_sum;
+    end
+    if (rst) begin
+      \$41  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$42  = d8_minmax;
+    if (d7_valid) begin
+      \$42  = d7_minmax;
+    end
+    if (rst) begin
+      \$42  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$43  = d7_valid;
+    if (rst) begin
+      \$43  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$44  = d9_simple;
+    if (d8_valid) begin
+      \$44  = d8_simple;
+    end
+    if (rst) begin
+      \$44  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$45  = d9_fp_sum;
+    if (d8_valid) begin
+      \$45  = d8_fp_sum;
+    end
+    if (rst) begin
+      \$45  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$46  = d9_minmax;
+    if (d8_valid) begin
+      \$46  = d8_minmax;
+    end
+    if (rst) begin
+      \$46  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$47  = d8_valid;
+    if (rst) begin
+      \$47  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$48  = d10_simple;
+    if (d9_valid) begin
+      \$48  = d9_simple;
+    end
+    if (rst) begin
+      \$48  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$49  = d10_fp_sum;
+    if (d9_valid) begin
+      \$49  = d9_fp_sum;
+    end
+    if (rst) begin
+      \$49  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$50  = d10_minmax;
+    if (d9_valid) begin
+      \$50  = d9_minmax;
+    end
+    if (rst) begin
+      \$50  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$51  = d9_valid;
+    if (rst) begin
+      \$51  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$52  = d11_simple;
+    if (d10_valid) begin
+      \$52  = d10_simple;
+    end
+    if (rst) begin
+      \$52  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$53  = d11_fp_sum;
+    if (d10_valid) begin
+      \$53  = d10_fp_sum;
+    end
+    if (rst) begin
+      \$53  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$54  = d11_minmax;
+    if (d10_valid) begin
+      \$54  = d10_minmax;
+    end
+    if (rst) begin
+      \$54  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$55  = d10_valid;
+    if (rst) begin
+      \$55  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$56  = d12_simple;
+    if (d11_valid) begin
+      \$56  = d11_simple;
+    end
+    if (rst) begin
+      \$56  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$57  = d12_fp_sum;
+    if (d11_valid) begin
+      \$57  = d11_fp_sum;
+    end
+    if (rst) begin
+      \$57  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$58  = d12_minmax;
+    if (d11_valid) begin
+      \$58  = d11_minmax;
+    end
+    if (rst) begin
+      \$58  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$59  = d11_valid;
+    if (rst) begin
+      \$59  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$7  = a;
+    if (rst) begin
+      \$7  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$8  = b;
+    if (rst) begin
+      \$8  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$9  = \port$3969$256 [1:0];
+    if (rst) begin
+      \$9  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$10  = \port$3969$256 [3:2];
+    if (rst) begin
+      \$10  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$11  = valid;
+    if (rst) begin
+      \$11  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$12  = d1_simple;
+    if (s0_valid) begin
+      \$12  = \$3 [31:0];
+    end
+    if (rst) begin
+      \$12  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$13  = d1_fp_sum;
+    if (s0_valid) begin
+      \$13  = fp_sum;
+    end
+    if (rst) begin
+      \$13  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$14  = d1_minmax;
+    if (s0_valid) begin
+      \$14  = \$1 ;
+    end
+    if (rst) begin
+      \$14  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$15  = s0_valid;
+    if (rst) begin
+      \$15  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$16  = d2_simple;
+    if (d1_valid) begin
+      \$16  = d1_simple;
+    end
+    if (rst) begin
+      \$16  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$17  = d2_fp_sum;
+    if (d1_valid) begin
+      \$17  = d1_fp_sum;
+    end
+    if (rst) begin
+      \$17  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$18  = d2_minmax;
+    if (d1_valid) begin
+      \$18  = d1_minmax;
+    end
+    if (rst) begin
+      \$18  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$19  = d1_valid;
+    if (rst) begin
+      \$19  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$20  = d3_simple;
+    if (d2_valid) begin
+      \$20  = \$2 ;
+    end
+    if (rst) begin
+      \$20  = 32'd0;
+    end
+  end
+  assign op = \port$3969$256 [1:0];
+  assign dtype = \port$3969$256 [3:2];
+  assign direct = \$3 [31:0];
+  assign result = { \$61 , \$60  };
+  assign \a$63  = a;
+  assign \b$64  = b;
+  assign \dtype$65  = \port$3969$256 [3:2];
+  assign \a$66  = a;
+  assign \b$67  = b;
+  assign \dtype$68  = \port$3969$256 [3:2];
+  assign \valid$71  = valid;
+  assign \valid$72  = valid;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane1.adder (rst, busy, a, b, dtype, result, clk);
+module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$7  = 0;
   wire \$1 ;
-  wire \$10 ;
+  wire [7:0] \$10 ;
   wire \$100 ;
   wire \$101 ;
   wire \$102 ;
@@ -5766,64 +7059,64 @@ module \ace_alu_array_small.array.lane1.adder (rst, busy, a, b, dtype, result, c
   wire \$114 ;
   wire \$115 ;
   wire \$116 ;
-  wire [10:0] \$117 ;
+  wire \$117 ;
   wire \$118 ;
-  wire [10:0] \$119 ;
+  wire \$119 ;
   wire \$12 ;
-  wire [8:0] \$120 ;
-  wire [8:0] \$121 ;
+  wire \$120 ;
+  wire \$121 ;
   wire \$122 ;
-  wire [7:0] \$123 ;
+  wire \$123 ;
   wire \$124 ;
-  wire [7:0] \$125 ;
-  wire [8:0] \$126 ;
+  wire \$125 ;
+  wire \$126 ;
   wire \$127 ;
-  wire [7:0] \$128 ;
+  wire \$128 ;
   wire \$129 ;
   wire \$13 ;
-  wire [7:0] \$130 ;
-  wire [8:0] \$131 ;
+  wire \$130 ;
+  wire \$131 ;
   wire \$132 ;
   wire \$133 ;
   wire \$134 ;
   wire \$135 ;
   wire \$136 ;
-  wire [3:0] \$137 ;
-  wire [3:0] \$138 ;
+  wire \$137 ;
+  wire \$138 ;
   wire \$139 ;
   wire \$14 ;
   wire \$140 ;
   wire \$141 ;
-  wire \$142 ;
+  wire [10:0] \$142 ;
   wire \$143 ;
-  wire \$144 ;
-  wire \$145 ;
-  wire \$146 ;
-  wire \$147 ;
-  wire \$148 ;
+  wire [10:0] \$144 ;
+  wire [8:0] \$145 ;
+  wire [8:0] \$146 ;
+  wire [8:0] \$147 ;
+  wire [8:0] \$148 ;
   wire \$149 ;
-  wire \$15 ;
+  wire [7:0] \$15 ;
   wire \$150 ;
-  wire [3:0] \$151 ;
-  wire [3:0] \$152 ;
+  wire \$151 ;
+  wire \$152 ;
   wire \$153 ;
-  wire \$154 ;
-  wire \$155 ;
+  wire [3:0] \$154 ;
+  wire [3:0] \$155 ;
   wire \$156 ;
   wire \$157 ;
   wire \$158 ;
   wire \$159 ;
-  wire [7:0] \$16 ;
-  wire [4:0] \$160 ;
+  wire \$16 ;
+  wire \$160 ;
   wire \$161 ;
   wire \$162 ;
   wire \$163 ;
-  wire [7:0] \$164 ;
+  wire \$164 ;
   wire \$165 ;
   wire \$166 ;
   wire \$167 ;
-  wire \$168 ;
-  wire \$169 ;
+  wire [3:0] \$168 ;
+  wire [3:0] \$169 ;
   wire \$17 ;
   wire \$170 ;
   wire \$171 ;
@@ -5832,12 +7125,12 @@ module \ace_alu_array_small.array.lane1.adder (rst, busy, a, b, dtype, result, c
   wire \$174 ;
   wire \$175 ;
   wire \$176 ;
-  wire [3:0] \$177 ;
-  wire [3:0] \$178 ;
+  wire [4:0] \$177 ;
+  wire \$178 ;
   wire \$179 ;
   wire \$18 ;
   wire \$180 ;
-  wire \$181 ;
+  wire [7:0] \$181 ;
   wire \$182 ;
   wire \$183 ;
   wire \$184 ;
@@ -5848,48 +7141,48 @@ module \ace_alu_array_small.array.lane1.adder (rst, busy, a, b, dtype, result, c
   wire \$189 ;
   wire \$19 ;
   wire \$190 ;
-  wire [3:0] \$191 ;
-  wire [3:0] \$192 ;
+  wire \$191 ;
+  wire \$192 ;
   wire \$193 ;
-  wire \$194 ;
-  wire \$195 ;
+  wire [3:0] \$194 ;
+  wire [3:0] \$195 ;
   wire \$196 ;
   wire \$197 ;
   wire \$198 ;
   wire \$199 ;
   wire \$2 ;
   wire \$20 ;
-  wire [4:0] \$200 ;
+  wire \$200 ;
   wire \$201 ;
   wire \$202 ;
   wire \$203 ;
-  wire [7:0] \$204 ;
+  wire \$204 ;
   wire \$205 ;
   wire \$206 ;
   wire \$207 ;
-  wire \$208 ;
-  wire \$209 ;
+  wire [3:0] \$208 ;
+  wire [3:0] \$209 ;
   wire \$21 ;
   wire \$210 ;
   wire \$211 ;
-  wire [15:0] \$212 ;
-  wire [15:0] \$213 ;
-  wire [15:0] \$214 ;
-  wire [15:0] \$215 ;
+  wire \$212 ;
+  wire \$213 ;
+  wire \$214 ;
+  wire \$215 ;
   wire \$216 ;
-  wire \$217 ;
+  wire [4:0] \$217 ;
   wire \$218 ;
-  wire [15:0] \$219 ;
+  wire \$219 ;
   wire \$22 ;
-  wire [15:0] \$220 ;
-  wire [15:0] \$221 ;
+  wire \$220 ;
+  wire [7:0] \$221 ;
   wire \$222 ;
-  wire [15:0] \$223 ;
-  wire [15:0] \$224 ;
-  wire [15:0] \$225 ;
+  wire \$223 ;
+  wire \$224 ;
+  wire \$225 ;
   wire \$226 ;
-  wire [15:0] \$227 ;
-  wire [15:0] \$228 ;
+  wire \$227 ;
+  wire \$228 ;
   wire [15:0] \$229 ;
   wire \$23 ;
   wire [15:0] \$230 ;
@@ -5897,63 +7190,63 @@ module \ace_alu_array_small.array.lane1.adder (rst, busy, a, b, dtype, result, c
   wire [15:0] \$232 ;
   wire \$233 ;
   wire \$234 ;
-  wire [15:0] \$235 ;
+  wire \$235 ;
   wire [15:0] \$236 ;
   wire [15:0] \$237 ;
-  wire \$238 ;
-  wire [15:0] \$239 ;
+  wire [15:0] \$238 ;
+  wire \$239 ;
   wire \$24 ;
   wire [15:0] \$240 ;
   wire [15:0] \$241 ;
-  wire \$242 ;
-  wire [15:0] \$243 ;
+  wire [15:0] \$242 ;
+  wire \$243 ;
   wire [15:0] \$244 ;
   wire [15:0] \$245 ;
   wire [15:0] \$246 ;
-  wire \$247 ;
-  wire \$248 ;
+  wire [15:0] \$247 ;
+  wire [15:0] \$248 ;
   wire [15:0] \$249 ;
   wire \$25 ;
-  wire [15:0] \$250 ;
-  wire [15:0] \$251 ;
-  wire \$252 ;
+  wire \$250 ;
+  wire \$251 ;
+  wire [15:0] \$252 ;
   wire [15:0] \$253 ;
   wire [15:0] \$254 ;
-  wire [15:0] \$255 ;
-  wire \$256 ;
+  wire \$255 ;
+  wire [15:0] \$256 ;
   wire [15:0] \$257 ;
   wire [15:0] \$258 ;
-  wire [15:0] \$259 ;
-  wire \$26 ;
+  wire \$259 ;
+  wire [7:0] \$26 ;
   wire [15:0] \$260 ;
   wire [15:0] \$261 ;
   wire [15:0] \$262 ;
   wire [15:0] \$263 ;
-  wire [15:0] \$264 ;
-  wire [15:0] \$265 ;
+  wire \$264 ;
+  wire \$265 ;
   wire [15:0] \$266 ;
   wire [15:0] \$267 ;
-  wire \$268 ;
+  wire [15:0] \$268 ;
   wire \$269 ;
   wire \$27 ;
-  wire \$270 ;
-  wire \$271 ;
-  wire \$272 ;
+  wire [15:0] \$270 ;
+  wire [15:0] \$271 ;
+  wire [15:0] \$272 ;
   wire \$273 ;
-  wire \$274 ;
-  wire \$275 ;
-  wire \$276 ;
+  wire [15:0] \$274 ;
+  wire [15:0] \$275 ;
+  wire [15:0] \$276 ;
   wire [15:0] \$277 ;
-  wire \$278 ;
-  wire \$279 ;
+  wire [15:0] \$278 ;
+  wire [15:0] \$279 ;
   wire \$28 ;
-  wire \$280 ;
-  wire \$281 ;
-  wire \$282 ;
-  wire \$283 ;
+  wire [15:0] \$280 ;
+  wire [15:0] \$281 ;
+  wire [15:0] \$282 ;
+  wire [15:0] \$283 ;
   wire [15:0] \$284 ;
-  wire [15:0] \$285 ;
-  wire [15:0] \$286 ;
+  wire \$285 ;
+  wire \$286 ;
   wire \$287 ;
   wire \$288 ;
   wire \$289 ;
@@ -5962,8 +7255,8 @@ module \ace_alu_array_small.array.lane1.adder (rst, busy, a, b, dtype, result, c
   wire \$291 ;
   wire \$292 ;
   wire \$293 ;
-  wire [15:0] \$294 ;
-  wire [15:0] \$295 ;
+  wire \$294 ;
+  wire \$295 ;
   wire \$296 ;
   wire \$297 ;
   wire \$298 ;
@@ -5971,18 +7264,18 @@ module \ace_alu_array_small.array.lane1.adder (rst, busy, a, b, dtype, result, c
   wire \$3 ;
   wire \$30 ;
   wire \$300 ;
-  wire [15:0] \$301 ;
-  wire [15:0] \$302 ;
-  wire [15:0] \$303 ;
+  wire \$301 ;
+  wire \$302 ;
+  wire \$303 ;
   wire \$304 ;
-  wire [15:0] \$305 ;
-  wire [15:0] \$306 ;
-  wire [15:0] \$307 ;
+  wire \$305 ;
+  wire \$306 ;
+  wire \$307 ;
   wire \$308 ;
-  wire [15:0] \$309 ;
-  wire [7:0] \$31 ;
-  wire [15:0] \$310 ;
-  wire [15:0] \$311 ;
+  wire \$309 ;
+  wire \$31 ;
+  wire \$310 ;
+  wire \$311 ;
   wire \$312 ;
   wire \$313 ;
   wire \$314 ;
@@ -5990,150 +7283,150 @@ module \ace_alu_array_small.array.lane1.adder (rst, busy, a, b, dtype, result, c
   wire \$316 ;
   wire \$317 ;
   wire \$318 ;
-  wire [15:0] \$319 ;
+  wire \$319 ;
   wire \$32 ;
-  wire [15:0] \$320 ;
-  wire [15:0] \$321 ;
+  wire \$320 ;
+  wire \$321 ;
   wire \$322 ;
-  wire [15:0] \$323 ;
-  wire [15:0] \$324 ;
-  wire [15:0] \$325 ;
+  wire \$323 ;
+  wire \$324 ;
+  wire \$325 ;
   wire \$326 ;
-  wire [15:0] \$327 ;
-  wire [15:0] \$328 ;
-  wire [15:0] \$329 ;
+  wire \$327 ;
+  wire \$328 ;
+  wire \$329 ;
   wire \$33 ;
   wire \$330 ;
   wire \$331 ;
   wire \$332 ;
   wire \$333 ;
-  wire [15:0] \$334 ;
-  wire [15:0] \$335 ;
-  wire \$336 ;
-  wire \$337 ;
-  wire \$338 ;
-  wire [15:0] \$339 ;
+  wire \$334 ;
+  wire [31:0] \$335 ;
+  wire [15:0] \$336 ;
+  wire [15:0] \$337 ;
+  wire [31:0] \$338 ;
+  wire \$339 ;
   wire \$34 ;
-  wire [15:0] \$340 ;
-  wire [15:0] \$341 ;
+  wire \$340 ;
+  wire \$341 ;
   wire \$342 ;
-  wire \$343 ;
-  wire \$344 ;
+  wire [15:0] \$343 ;
+  wire [15:0] \$344 ;
   wire [15:0] \$345 ;
-  wire [15:0] \$346 ;
+  wire \$346 ;
   wire [15:0] \$347 ;
-  wire \$348 ;
-  wire \$349 ;
+  wire [15:0] \$348 ;
+  wire [15:0] \$349 ;
   wire \$35 ;
   wire \$350 ;
-  wire \$351 ;
-  wire \$352 ;
-  wire \$353 ;
+  wire [15:0] \$351 ;
+  wire [15:0] \$352 ;
+  wire [15:0] \$353 ;
   wire \$354 ;
   wire \$355 ;
   wire \$356 ;
-  wire [15:0] \$357 ;
-  wire \$358 ;
-  wire \$359 ;
+  wire \$357 ;
+  wire [15:0] \$358 ;
+  wire [15:0] \$359 ;
   wire \$36 ;
   wire \$360 ;
-  wire [15:0] \$361 ;
-  wire [15:0] \$362 ;
+  wire \$361 ;
+  wire \$362 ;
   wire [15:0] \$363 ;
-  wire \$364 ;
-  wire [31:0] \$365 ;
-  wire [15:0] \$366 ;
-  wire [15:0] \$367 ;
-  wire [31:0] \$368 ;
-  wire [31:0] \$369 ;
+  wire [15:0] \$364 ;
+  wire [15:0] \$365 ;
+  wire \$366 ;
+  wire \$367 ;
+  wire \$368 ;
+  wire [15:0] \$369 ;
   wire \$37 ;
-  wire \$370 ;
-  wire \$371 ;
+  wire [15:0] \$370 ;
+  wire [15:0] \$371 ;
   wire \$372 ;
-  wire [1:0] \$373 ;
-  wire [1:0] \$374 ;
-  wire [1:0] \$375 ;
+  wire \$373 ;
+  wire \$374 ;
+  wire \$375 ;
   wire \$376 ;
   wire \$377 ;
   wire \$378 ;
-  wire [1:0] \$379 ;
+  wire \$379 ;
   wire \$38 ;
-  wire [1:0] \$380 ;
-  wire [1:0] \$381 ;
+  wire \$380 ;
+  wire [15:0] \$381 ;
   wire \$382 ;
   wire \$383 ;
   wire \$384 ;
-  wire [1:0] \$385 ;
-  wire [1:0] \$386 ;
-  wire [1:0] \$387 ;
-  wire [1:0] \$388 ;
-  wire [1:0] \$389 ;
-  wire [7:0] \$39 ;
-  wire [1:0] \$390 ;
-  wire [1:0] \$391 ;
+  wire [15:0] \$385 ;
+  wire [15:0] \$386 ;
+  wire [15:0] \$387 ;
+  wire [31:0] \$388 ;
+  wire \$389 ;
+  wire \$39 ;
+  wire \$390 ;
+  wire \$391 ;
   wire [1:0] \$392 ;
   wire [1:0] \$393 ;
-  wire \$394 ;
+  wire [1:0] \$394 ;
   wire \$395 ;
   wire \$396 ;
   wire \$397 ;
-  wire \$398 ;
-  wire \$399 ;
+  wire [1:0] \$398 ;
+  wire [1:0] \$399 ;
   wire \$4 ;
   wire \$40 ;
-  wire \$400 ;
+  wire [1:0] \$400 ;
   wire \$401 ;
   wire \$402 ;
-  wire [1:0] \$403 ;
+  wire \$403 ;
   wire [1:0] \$404 ;
   wire [1:0] \$405 ;
-  wire \$406 ;
-  wire \$407 ;
-  wire \$408 ;
+  wire [1:0] \$406 ;
+  wire [1:0] \$407 ;
+  wire [1:0] \$408 ;
   wire [1:0] \$409 ;
-  wire \$41 ;
+  wire [7:0] \$41 ;
   wire [1:0] \$410 ;
   wire [1:0] \$411 ;
-  wire \$412 ;
+  wire [1:0] \$412 ;
   wire \$413 ;
   wire \$414 ;
-  wire [1:0] \$415 ;
-  wire [1:0] \$416 ;
-  wire [1:0] \$417 ;
+  wire \$415 ;
+  wire \$416 ;
+  wire \$417 ;
   wire \$418 ;
   wire \$419 ;
   wire \$42 ;
   wire \$420 ;
-  wire [1:0] \$421 ;
+  wire \$421 ;
   wire [1:0] \$422 ;
   wire [1:0] \$423 ;
   wire [1:0] \$424 ;
-  wire [1:0] \$425 ;
-  wire [1:0] \$426 ;
-  wire [1:0] \$427 ;
+  wire \$425 ;
+  wire \$426 ;
+  wire \$427 ;
   wire [1:0] \$428 ;
   wire [1:0] \$429 ;
   wire \$43 ;
-  wire \$430 ;
+  wire [1:0] \$430 ;
   wire \$431 ;
   wire \$432 ;
   wire \$433 ;
-  wire \$434 ;
-  wire \$435 ;
-  wire \$436 ;
+  wire [1:0] \$434 ;
+  wire [1:0] \$435 ;
+  wire [1:0] \$436 ;
   wire \$437 ;
   wire \$438 ;
-  wire [1:0] \$439 ;
+  wire \$439 ;
   wire \$44 ;
   wire [1:0] \$440 ;
   wire [1:0] \$441 ;
-  wire \$442 ;
-  wire \$443 ;
-  wire \$444 ;
-  wire \$445 ;
-  wire \$446 ;
-  wire \$447 ;
-  wire \$448 ;
+  wire [1:0] \$442 ;
+  wire [1:0] \$443 ;
+  wire [1:0] \$444 ;
+  wire [1:0] \$445 ;
+  wire [1:0] \$446 ;
+  wire [1:0] \$447 ;
+  wire [1:0] \$448 ;
   wire \$449 ;
   wire \$45 ;
   wire \$450 ;
@@ -6144,10 +7437,10 @@ module \ace_alu_array_small.array.lane1.adder (rst, busy, a, b, dtype, result, c
   wire \$455 ;
   wire \$456 ;
   wire \$457 ;
-  wire \$458 ;
-  wire \$459 ;
+  wire [1:0] \$458 ;
+  wire [1:0] \$459 ;
   wire \$46 ;
-  wire \$460 ;
+  wire [1:0] \$460 ;
   wire \$461 ;
   wire \$462 ;
   wire \$463 ;
@@ -6162,156 +7455,156 @@ module \ace_alu_array_small.array.lane1.adder (rst, busy, a, b, dtype, result, c
   wire \$471 ;
   wire \$472 ;
   wire \$473 ;
-  wire [3:0] \$474 ;
-  wire [4:0] \$475 ;
+  wire \$474 ;
+  wire \$475 ;
   wire \$476 ;
   wire [3:0] \$477 ;
   wire [4:0] \$478 ;
-  wire [15:0] \$479 ;
+  wire \$479 ;
   wire \$48 ;
-  wire \$480 ;
-  wire [3:0] \$481 ;
-  wire [4:0] \$482 ;
-  wire [15:0] \$483 ;
-  wire [15:0] \$484 ;
-  wire \$485 ;
-  wire [3:0] \$486 ;
-  wire [4:0] \$487 ;
+  wire [3:0] \$480 ;
+  wire [4:0] \$481 ;
+  wire [15:0] \$482 ;
+  wire \$483 ;
+  wire [3:0] \$484 ;
+  wire [4:0] \$485 ;
+  wire [15:0] \$486 ;
+  wire [15:0] \$487 ;
   wire \$488 ;
-  wire \$489 ;
-  wire \$49 ;
-  wire [3:0] \$490 ;
-  wire [4:0] \$491 ;
-  wire [15:0] \$492 ;
-  wire \$493 ;
-  wire [3:0] \$494 ;
-  wire [4:0] \$495 ;
+  wire [3:0] \$489 ;
+  wire [7:0] \$49 ;
+  wire [4:0] \$490 ;
+  wire \$491 ;
+  wire \$492 ;
+  wire [3:0] \$493 ;
+  wire [4:0] \$494 ;
+  wire [15:0] \$495 ;
   wire \$496 ;
-  wire [15:0] \$497 ;
-  wire [15:0] \$498 ;
+  wire [3:0] \$497 ;
+  wire [4:0] \$498 ;
   wire \$499 ;
-  wire [7:0] \$5 ;
+  wire \$5 ;
   wire \$50 ;
-  wire [3:0] \$500 ;
-  wire [4:0] \$501 ;
+  wire [15:0] \$500 ;
+  wire [15:0] \$501 ;
   wire \$502 ;
-  wire [15:0] \$503 ;
-  wire [15:0] \$504 ;
-  wire [15:0] \$505 ;
-  wire \$506 ;
-  wire [3:0] \$507 ;
-  wire [4:0] \$508 ;
+  wire [3:0] \$503 ;
+  wire [4:0] \$504 ;
+  wire \$505 ;
+  wire [15:0] \$506 ;
+  wire [15:0] \$507 ;
+  wire [15:0] \$508 ;
   wire \$509 ;
-  wire [7:0] \$51 ;
-  wire [15:0] \$510 ;
-  wire [15:0] \$511 ;
-  wire [15:0] \$512 ;
-  wire \$513 ;
-  wire [3:0] \$514 ;
-  wire [4:0] \$515 ;
+  wire \$51 ;
+  wire [3:0] \$510 ;
+  wire [4:0] \$511 ;
+  wire \$512 ;
+  wire [15:0] \$513 ;
+  wire [15:0] \$514 ;
+  wire [15:0] \$515 ;
   wire \$516 ;
-  wire [3:0] \$517 ;
-  wire [4:0] \$518 ;
-  wire [15:0] \$519 ;
+  wire \$517 ;
+  wire \$518 ;
+  wire \$519 ;
   wire \$52 ;
-  wire [15:0] \$520 ;
-  wire [15:0] \$521 ;
-  wire [15:0] \$522 ;
-  wire [15:0] \$523 ;
-  wire [15:0] \$524 ;
-  wire [15:0] \$525 ;
-  wire \$526 ;
-  wire [15:0] \$527 ;
-  wire [15:0] \$528 ;
-  wire [15:0] \$529 ;
+  wire \$520 ;
+  wire \$521 ;
+  wire \$522 ;
+  wire \$523 ;
+  wire \$524 ;
+  wire [3:0] \$525 ;
+  wire [4:0] \$526 ;
+  wire \$527 ;
+  wire [3:0] \$528 ;
+  wire [4:0] \$529 ;
   wire \$53 ;
-  wire \$530 ;
+  wire [15:0] \$530 ;
   wire [15:0] \$531 ;
-  wire \$532 ;
+  wire [15:0] \$532 ;
   wire [15:0] \$533 ;
   wire [15:0] \$534 ;
-  wire \$535 ;
+  wire [15:0] \$535 ;
   wire [15:0] \$536 ;
-  wire [15:0] \$537 ;
+  wire \$537 ;
   wire [15:0] \$538 ;
-  wire \$539 ;
+  wire [15:0] \$539 ;
   wire \$54 ;
   wire [15:0] \$540 ;
-  wire [15:0] \$541 ;
+  wire \$541 ;
   wire [15:0] \$542 ;
   wire \$543 ;
   wire [15:0] \$544 ;
-  wire \$545 ;
-  wire [15:0] \$546 ;
+  wire [15:0] \$545 ;
+  wire \$546 ;
   wire [15:0] \$547 ;
-  wire \$548 ;
+  wire [15:0] \$548 ;
   wire [15:0] \$549 ;
   wire \$55 ;
-  wire [15:0] \$550 ;
+  wire \$550 ;
   wire [15:0] \$551 ;
-  wire \$552 ;
+  wire [15:0] \$552 ;
   wire [15:0] \$553 ;
-  wire [15:0] \$554 ;
+  wire \$554 ;
   wire [15:0] \$555 ;
-  wire [15:0] \$556 ;
-  wire \$557 ;
+  wire \$556 ;
+  wire [15:0] \$557 ;
   wire [15:0] \$558 ;
   wire \$559 ;
   wire \$56 ;
   wire [15:0] \$560 ;
   wire [15:0] \$561 ;
-  wire \$562 ;
-  wire [15:0] \$563 ;
+  wire [15:0] \$562 ;
+  wire \$563 ;
   wire [15:0] \$564 ;
   wire [15:0] \$565 ;
-  wire \$566 ;
+  wire [15:0] \$566 ;
   wire [15:0] \$567 ;
-  wire [15:0] \$568 ;
+  wire \$568 ;
   wire [15:0] \$569 ;
   wire \$57 ;
-  wire [15:0] \$570 ;
-  wire [9:0] \$571 ;
-  wire [10:0] \$572 ;
-  wire [9:0] \$573 ;
-  wire [10:0] \$574 ;
-  wire \$575 ;
-  wire [7:0] \$576 ;
+  wire \$570 ;
+  wire [15:0] \$571 ;
+  wire [15:0] \$572 ;
+  wire \$573 ;
+  wire [15:0] \$574 ;
+  wire [15:0] \$575 ;
+  wire [15:0] \$576 ;
   wire \$577 ;
-  wire [4:0] \$578 ;
-  wire [7:0] \$579 ;
+  wire [15:0] \$578 ;
+  wire [15:0] \$579 ;
   wire \$58 ;
-  wire [14:0] \$580 ;
-  wire \$581 ;
-  wire [4:0] \$582 ;
-  wire [7:0] \$583 ;
-  wire [14:0] \$584 ;
-  wire [30:0] \$585 ;
+  wire [15:0] \$580 ;
+  wire [15:0] \$581 ;
+  wire [9:0] \$582 ;
+  wire [10:0] \$583 ;
+  wire [9:0] \$584 ;
+  wire [10:0] \$585 ;
   wire \$586 ;
-  wire \$587 ;
-  wire [7:0] \$588 ;
-  wire \$589 ;
+  wire [7:0] \$587 ;
+  wire \$588 ;
+  wire [4:0] \$589 ;
   wire \$59 ;
-  wire [4:0] \$590 ;
-  wire [7:0] \$591 ;
-  wire [14:0] \$592 ;
-  wire \$593 ;
-  wire [4:0] \$594 ;
-  wire [7:0] \$595 ;
-  wire [14:0] \$596 ;
-  wire [30:0] \$597 ;
+  wire [7:0] \$590 ;
+  wire [14:0] \$591 ;
+  wire \$592 ;
+  wire [4:0] \$593 ;
+  wire [7:0] \$594 ;
+  wire [14:0] \$595 ;
+  wire [30:0] \$596 ;
+  wire \$597 ;
   wire \$598 ;
-  wire \$599 ;
+  wire [7:0] \$599 ;
   wire \$6 ;
   wire \$60 ;
   wire \$600 ;
-  wire \$601 ;
-  wire \$602 ;
-  wire \$603 ;
+  wire [4:0] \$601 ;
+  wire [7:0] \$602 ;
+  wire [14:0] \$603 ;
   wire \$604 ;
-  wire \$605 ;
-  wire \$606 ;
-  wire \$607 ;
-  wire \$608 ;
+  wire [4:0] \$605 ;
+  wire [7:0] \$606 ;
+  wire [14:0] \$607 ;
+  wire [30:0] \$608 ;
   wire \$609 ;
   wire \$61 ;
   wire \$610 ;
@@ -6324,199 +7617,231 @@ module \ace_alu_array_small.array.lane1.adder (rst, busy, a, b, dtype, result, c
   wire \$617 ;
   wire \$618 ;
   wire \$619 ;
-  wire [7:0] \$62 ;
+  wire \$62 ;
   wire \$620 ;
   wire \$621 ;
   wire \$622 ;
   wire \$623 ;
-  wire [14:0] \$624 ;
+  wire \$624 ;
   wire \$625 ;
-  wire [14:0] \$626 ;
+  wire \$626 ;
   wire \$627 ;
-  wire [15:0] \$628 ;
+  wire \$628 ;
   wire \$629 ;
-  wire \$63 ;
+  wire [7:0] \$63 ;
   wire \$630 ;
-  wire [14:0] \$631 ;
+  wire \$631 ;
   wire \$632 ;
-  wire [14:0] \$633 ;
+  wire \$633 ;
   wire \$634 ;
-  wire [15:0] \$635 ;
+  wire [14:0] \$635 ;
   wire \$636 ;
-  wire \$637 ;
+  wire [14:0] \$637 ;
   wire \$638 ;
-  wire \$639 ;
+  wire [15:0] \$639 ;
   wire \$64 ;
   wire \$640 ;
   wire \$641 ;
-  wire \$642 ;
+  wire [14:0] \$642 ;
   wire \$643 ;
-  wire [15:0] \$644 ;
+  wire [14:0] \$644 ;
   wire \$645 ;
-  wire \$646 ;
+  wire [15:0] \$646 ;
   wire \$647 ;
   wire \$648 ;
   wire \$649 ;
   wire \$65 ;
   wire \$650 ;
   wire \$651 ;
-  wire [15:0] \$652 ;
-  wire [15:0] \$653 ;
+  wire \$652 ;
+  wire \$653 ;
   wire \$654 ;
-  wire \$655 ;
+  wire [15:0] \$655 ;
   wire \$656 ;
   wire \$657 ;
   wire \$658 ;
   wire \$659 ;
   wire \$66 ;
   wire \$660 ;
-  wire [15:0] \$661 ;
-  wire \$662 ;
-  wire \$663 ;
+  wire \$661 ;
+  wire [15:0] \$662 ;
+  wire [15:0] \$663 ;
   wire \$664 ;
   wire \$665 ;
-  wire [14:0] \$666 ;
+  wire \$666 ;
   wire \$667 ;
   wire \$668 ;
   wire \$669 ;
-  wire \$67 ;
-  wire \$670 ;
-  wire [14:0] \$671 ;
+  wire [7:0] \$67 ;
+  wire [15:0] \$670 ;
+  wire \$671 ;
   wire \$672 ;
   wire \$673 ;
   wire \$674 ;
-  wire \$675 ;
+  wire [14:0] \$675 ;
   wire \$676 ;
   wire \$677 ;
-  wire [14:0] \$678 ;
+  wire \$678 ;
   wire \$679 ;
   wire \$68 ;
-  wire \$680 ;
+  wire [14:0] \$680 ;
   wire \$681 ;
   wire \$682 ;
-  wire [14:0] \$683 ;
+  wire \$683 ;
   wire \$684 ;
-  wire \$685 ;
-  wire [34:0] \$686 ;
-  reg [1:0] \$687 ;
-  reg [1:0] \$688 ;
-  reg [1:0] \$689 ;
+  wire [14:0] \$685 ;
+  wire \$686 ;
+  wire \$687 ;
+  wire [14:0] \$688 ;
+  wire \$689 ;
   wire \$69 ;
-  reg [1:0] \$690 ;
-  reg [1:0] \$691 ;
-  reg [1:0] \$692 ;
+  wire [34:0] \$690 ;
+  reg [31:0] \$691 ;
+  reg [31:0] \$692 ;
   reg [1:0] \$693 ;
-  reg [1:0] \$694 ;
-  reg [1:0] \$695 ;
-  reg [1:0] \$696 ;
+  reg \$694 ;
+  reg \$695 ;
+  reg \$696 ;
   reg [1:0] \$697 ;
   reg [31:0] \$698 ;
-  reg [10:0] \$699 ;
+  reg [7:0] \$699 ;
   wire \$7 ;
   wire \$70 ;
   reg [10:0] \$700 ;
-  reg [31:0] \$701 ;
-  reg [10:0] \$702 ;
-  reg [10:0] \$703 ;
-  reg \$704 ;
-  reg \$705 ;
+  reg [10:0] \$701 ;
+  reg [31:0] \$702 ;
+  reg [7:0] \$703 ;
+  reg [10:0] \$704 ;
+  reg [10:0] \$705 ;
   reg \$706 ;
-  reg [31:0] \$707 ;
-  reg [31:0] \$708 ;
-  reg [10:0] \$709 ;
+  reg \$707 ;
+  reg \$708 ;
+  reg \$709 ;
   wire \$71 ;
-  reg [10:0] \$710 ;
+  reg \$710 ;
   reg \$711 ;
   reg \$712 ;
-  reg [10:0] \$713 ;
-  reg [10:0] \$714 ;
-  reg [7:0] \$715 ;
-  reg [7:0] \$716 ;
-  reg [7:0] \$717 ;
-  reg [7:0] \$718 ;
-  reg [4:0] \$719 ;
+  reg [1:0] \$713 ;
+  reg [31:0] \$714 ;
+  reg [31:0] \$715 ;
+  reg [10:0] \$716 ;
+  reg [10:0] \$717 ;
+  reg \$718 ;
+  reg \$719 ;
   wire \$72 ;
-  reg \$720 ;
-  reg [13:0] \$721 ;
-  reg [4:0] \$722 ;
-  reg \$723 ;
-  reg [13:0] \$724 ;
-  reg [31:0] \$725 ;
-  reg [31:0] \$726 ;
-  reg [31:0] \$727 ;
+  reg [10:0] \$720 ;
+  reg [10:0] \$721 ;
+  reg [7:0] \$722 ;
+  reg [7:0] \$723 ;
+  reg [7:0] \$724 ;
+  reg [7:0] \$725 ;
+  reg [1:0] \$726 ;
+  reg [4:0] \$727 ;
   reg \$728 ;
-  reg \$729 ;
+  reg [13:0] \$729 ;
   wire \$73 ;
-  reg [13:0] \$730 ;
-  reg [13:0] \$731 ;
-  reg [4:0] \$732 ;
-  reg [4:0] \$733 ;
+  reg [4:0] \$730 ;
+  reg \$731 ;
+  reg [13:0] \$732 ;
+  reg [31:0] \$733 ;
   reg [31:0] \$734 ;
-  reg \$735 ;
-  reg \$736 ;
-  reg [13:0] \$737 ;
-  reg [13:0] \$738 ;
-  reg [32:0] \$739 ;
+  reg [1:0] \$735 ;
+  reg [31:0] \$736 ;
+  reg \$737 ;
+  reg \$738 ;
+  reg [13:0] \$739 ;
   wire \$74 ;
-  reg [32:0] \$740 ;
-  reg \$741 ;
-  reg [31:0] \$742 ;
-  reg [13:0] \$743 ;
-  reg [13:0] \$744 ;
-  reg [31:0] \$745 ;
+  reg [13:0] \$740 ;
+  reg [4:0] \$741 ;
+  reg [4:0] \$742 ;
+  reg [31:0] \$743 ;
+  reg \$744 ;
+  reg \$745 ;
   reg [31:0] \$746 ;
-  reg [31:0] \$747 ;
+  reg [1:0] \$747 ;
   reg [13:0] \$748 ;
   reg [13:0] \$749 ;
-  wire \$75 ;
-  reg [3:0] \$750 ;
-  reg [3:0] \$751 ;
-  reg \$752 ;
-  reg [13:0] \$753 ;
-  reg [13:0] \$754 ;
-  reg [31:0] \$755 ;
-  reg [4:0] \$756 ;
-  reg [4:0] \$757 ;
-  reg [13:0] \$758 ;
-  reg [13:0] \$759 ;
+  wire [7:0] \$75 ;
+  reg [31:0] \$750 ;
+  reg [32:0] \$751 ;
+  reg [32:0] \$752 ;
+  reg \$753 ;
+  reg [1:0] \$754 ;
+  reg [13:0] \$755 ;
+  reg [13:0] \$756 ;
+  reg [31:0] \$757 ;
+  reg [31:0] \$758 ;
+  reg [1:0] \$759 ;
   wire \$76 ;
   reg [31:0] \$760 ;
-  reg [32:0] \$761 ;
-  reg \$762 ;
-  reg \$763 ;
-  reg \$764 ;
+  reg [13:0] \$761 ;
+  reg [13:0] \$762 ;
+  reg [3:0] \$763 ;
+  reg [3:0] \$764 ;
   reg \$765 ;
-  reg [15:0] \$766 ;
+  reg \$766 ;
   reg \$767 ;
-  reg \$768 ;
-  reg [15:0] \$769 ;
-  wire [7:0] \$77 ;
-  reg \$770 ;
-  reg \$771 ;
-  reg \$772 ;
-  reg \$773 ;
-  reg [15:0] \$774 ;
-  reg [15:0] \$775 ;
-  reg [31:0] \$776 ;
+  reg [1:0] \$768 ;
+  reg [13:0] \$769 ;
+  wire \$77 ;
+  reg [13:0] \$770 ;
+  reg [31:0] \$771 ;
+  reg [4:0] \$772 ;
+  reg [4:0] \$773 ;
+  reg [1:0] \$774 ;
+  reg [13:0] \$775 ;
+  reg [13:0] \$776 ;
   reg [31:0] \$777 ;
+  reg [1:0] \$778 ;
+  reg [32:0] \$779 ;
   wire \$78 ;
+  reg \$780 ;
+  reg \$781 ;
+  reg \$782 ;
+  reg \$783 ;
+  reg [15:0] \$784 ;
+  reg \$785 ;
+  reg \$786 ;
+  reg [15:0] \$787 ;
+  reg [1:0] \$788 ;
+  reg \$789 ;
   wire \$79 ;
+  reg \$790 ;
+  reg \$791 ;
+  reg \$792 ;
+  reg [15:0] \$793 ;
+  reg [15:0] \$794 ;
+  reg [31:0] \$795 ;
+  reg \$796 ;
+  reg \$797 ;
+  reg [31:0] \$798 ;
+  reg \$799 ;
   wire \$8 ;
   wire \$80 ;
+  reg \$800 ;
+  reg \$801 ;
+  reg \$802 ;
+  reg \$803 ;
+  reg \$804 ;
+  reg \$805 ;
+  reg \$806 ;
+  reg \$807 ;
+  reg \$808 ;
+  reg \$809 ;
   wire \$81 ;
   wire \$82 ;
   wire \$83 ;
   wire \$84 ;
-  wire [7:0] \$85 ;
+  wire \$85 ;
   wire \$86 ;
-  wire \$87 ;
+  wire [7:0] \$87 ;
   wire \$88 ;
   wire \$89 ;
   wire \$9 ;
   wire \$90 ;
   wire \$91 ;
   wire \$92 ;
-  wire \$93 ;
+  wire [7:0] \$93 ;
   wire \$94 ;
   wire \$95 ;
   wire \$96 ;
@@ -6537,8 +7862,6 @@ module \ace_alu_array_small.array.lane1.adder (rst, busy, a, b, dtype, result, c
   wire [7:0] b_lo_exp;
   wire [15:0] b_lo_sig;
   wire [31:0] b_sig;
-  input busy;
-  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -6548,6 +7871,17 @@ module \ace_alu_array_small.array.lane1.adder (rst, busy, a, b, dtype, result, c
   (* enum_value_11 = "FP16" *)
   input [1:0] dtype;
   wire [1:0] dtype;
+  reg [31:0] in_a = 32'd0;
+  reg [31:0] in_b = 32'd0;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] in_dtype = 2'h0;
+  reg in_fp16_b = 1'h0;
+  reg in_valid = 1'h1;
+  reg in_wide_b = 1'h0;
   output [31:0] result;
   reg [31:0] result = 32'd0;
   input rst;
@@ -6568,6 +7902,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, busy, a, b, dtype, result, c
   reg s10_sign_lo = 1'h0;
   reg [15:0] s10_special_hi = 16'h0000;
   reg [15:0] s10_special_lo = 16'h0000;
+  reg s10_valid = 1'h1;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
@@ -6576,11 +7911,15 @@ module \ace_alu_array_small.array.lane1.adder (rst, busy, a, b, dtype, result, c
   reg [1:0] s11_dtype = 2'h0;
   reg s11_forced_hi = 1'h0;
   reg s11_forced_lo = 1'h0;
+  reg s11_fp16 = 1'h0;
   reg [31:0] s11_rounded = 32'd0;
   reg s11_sign_hi = 1'h0;
   reg s11_sign_lo = 1'h0;
   reg [15:0] s11_special_hi = 16'h0000;
   reg [15:0] s11_special_lo = 16'h0000;
+  reg s11_valid = 1'h1;
+  reg s11_wide = 1'h0;
+  reg [7:0] s1_a_exp_lo = 8'h00;
   reg [10:0] s1_a_hi = 11'h000;
   wire [7:0] \s1_a_hi.exp ;
   wire \s1_a_hi.inf ;
@@ -6591,6 +7930,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, busy, a, b, dtype, result, c
   wire \s1_a_lo.inf ;
   wire \s1_a_lo.nan ;
   wire \s1_a_lo.sign ;
+  reg [7:0] s1_b_exp_lo = 8'h00;
   reg [10:0] s1_b_hi = 11'h000;
   wire [7:0] \s1_b_hi.exp ;
   wire \s1_b_hi.inf ;
@@ -6607,11 +7947,16 @@ module \ace_alu_array_small.array.lane1.adder (rst, busy, a, b, dtype, result, c
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   reg [1:0] s1_dtype = 2'h0;
-  reg s1_eq_hi = 1'h0;
-  reg s1_gt_hi = 1'h0;
-  reg s1_gt_lo = 1'h0;
+  reg s1_eq_hi_h = 1'h0;
+  reg s1_eq_hi_l = 1'h0;
+  reg s1_eq_lo_h = 1'h0;
+  reg s1_gt_hi_h = 1'h0;
+  reg s1_gt_hi_l = 1'h0;
+  reg s1_gt_lo_h = 1'h0;
+  reg s1_gt_lo_l = 1'h0;
   reg [31:0] s1_sig_a = 32'd0;
   reg [31:0] s1_sig_b = 32'd0;
+  reg s1_valid = 1'h1;
   reg [10:0] s2_a_hi = 11'h000;
   wire [7:0] \s2_a_hi.exp ;
   wire \s2_a_hi.inf ;
@@ -6646,6 +7991,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, busy, a, b, dtype, result, c
   reg [31:0] s2_sig_b = 32'd0;
   reg s2_swap_hi = 1'h0;
   reg s2_swap_lo = 1'h0;
+  reg s2_valid = 1'h1;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
@@ -6670,6 +8016,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, busy, a, b, dtype, result, c
   wire \s3_slot_lo.sign ;
   reg s3_sub_hi = 1'h0;
   reg s3_sub_lo = 1'h0;
+  reg s3_valid = 1'h1;
   reg [31:0] s3_x = 32'd0;
   reg [31:0] s3_y = 32'd0;
   (* enum_base_type = "Dtype" *)
@@ -6678,6 +8025,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, busy, a, b, dtype, result, c
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   reg [1:0] s4_dtype = 2'h0;
+  reg [31:0] s4_sentinel = 32'd0;
   reg [4:0] s4_shift_hi = 5'h00;
   reg [4:0] s4_shift_lo = 5'h00;
   reg [13:0] s4_slot_hi = 14'h0000;
@@ -6698,6 +8046,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, busy, a, b, dtype, result, c
   reg s4_sticky_lo = 1'h0;
   reg s4_sub_hi = 1'h0;
   reg s4_sub_lo = 1'h0;
+  reg s4_valid = 1'h1;
   reg [31:0] s4_x = 32'd0;
   reg [31:0] s4_y = 32'd0;
   reg s5_carry_in = 1'h0;
@@ -6723,6 +8072,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, busy, a, b, dtype, result, c
   wire \s5_slot_lo.inf_sign ;
   wire \s5_slot_lo.nan ;
   wire \s5_slot_lo.sign ;
+  reg s5_valid = 1'h1;
   reg [32:0] s5_x = 33'h000000000;
   reg [32:0] s5_y = 33'h000000000;
   (* enum_base_type = "Dtype" *)
@@ -6747,6 +8097,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, busy, a, b, dtype, result, c
   wire \s6_slot_lo.nan ;
   wire \s6_slot_lo.sign ;
   reg [31:0] s6_sum = 32'd0;
+  reg s6_valid = 1'h1;
   reg [3:0] s7_count_hi = 4'h0;
   reg [3:0] s7_count_lo = 4'h0;
   (* enum_base_type = "Dtype" *)
@@ -6770,6 +8121,9 @@ module \ace_alu_array_small.array.lane1.adder (rst, busy, a, b, dtype, result, c
   wire \s7_slot_lo.nan ;
   wire \s7_slot_lo.sign ;
   reg [31:0] s7_sum = 32'd0;
+  reg s7_sum_zero_hi = 1'h0;
+  reg s7_sum_zero_lo = 1'h0;
+  reg s7_valid = 1'h1;
   reg s7_zero_hi = 1'h0;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
@@ -6794,6 +8148,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, busy, a, b, dtype, result, c
   wire \s8_slot_lo.nan ;
   wire \s8_slot_lo.sign ;
   reg [31:0] s8_sum = 32'd0;
+  reg s8_valid = 1'h1;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
@@ -6815,955 +8170,964 @@ module \ace_alu_array_small.array.lane1.adder (rst, busy, a, b, dtype, result, c
   wire \s9_slot_lo.nan ;
   wire \s9_slot_lo.sign ;
   reg [31:0] s9_sum = 32'd0;
-  assign \$223  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$224  = s3_shift_lo[4] ? \$223  : s3_y[15:0];
-  assign \$225  = s3_dtype[1] ? { 8'h00, \$224 [15:8] } : { \$221 [7:0], \$220 [15:8] };
-  assign \$226  = ~ s3_dtype[1];
-  assign \$227  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$228  = s3_shift_lo[4] ? \$227  : s3_y[15:0];
-  assign \$229  = s3_shift_lo[3] ? \$225  : \$228 ;
-  assign \$230  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$231  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$232  = s3_shift_hi[3] ? { 8'h00, \$230 [15:8] } : \$231 ;
+  reg s9_valid = 1'h1;
+  input valid;
+  wire valid;
+  assign \$192  = \$191  & s2_d_ba_lo[4];
+  assign \$193  = \$189  | \$192 ;
+  assign \$194  = \$193  ? 4'hf : 4'h0;
+  assign \$195  = s2_d_ba_lo[3:0] | \$194 ;
+  assign \$196  = | s2_d_ba_lo[7:5];
+  assign \$197  = ~ s2_dtype[1];
+  assign \$199  = \$198  & s2_d_ba_lo[4];
+  assign \$200  = \$196  | \$199 ;
+  assign \$201  = ~ s2_dtype[1];
+  assign \$202  = \$200  ? \$201  : s2_d_ba_lo[4];
+  assign \$203  = | s2_d_ab_lo[7:5];
+  assign \$204  = ~ s2_dtype[1];
+  assign \$206  = \$205  & s2_d_ab_lo[4];
+  assign \$207  = \$203  | \$206 ;
+  assign \$208  = \$207  ? 4'hf : 4'h0;
+  assign \$209  = s2_d_ab_lo[3:0] | \$208 ;
+  assign \$210  = | s2_d_ab_lo[7:5];
+  assign \$211  = ~ s2_dtype[1];
+  assign \$213  = \$212  & s2_d_ab_lo[4];
+  assign \$214  = \$210  | \$213 ;
+  assign \$215  = ~ s2_dtype[1];
+  assign \$216  = \$214  ? \$215  : s2_d_ab_lo[4];
+  assign \$217  = s2_swap_lo ? { \$202 , \$195  } : { \$216 , \$209  };
+  assign \$218  = s2_a_lo[0] ^ s2_b_lo[0];
+  assign \$219  = s2_swap_lo ? s2_b_lo[0] : s2_a_lo[0];
+  assign \$220  = s2_a_lo[0] & s2_b_lo[0];
+  assign \$221  = s2_swap_lo ? s2_b_lo[8:1] : s2_a_lo[8:1];
+  assign \$222  = s2_a_lo[9] | s2_b_lo[9];
+  assign \$223  = s2_a_lo[10] & s2_b_lo[10];
+  assign \$224  = s2_a_lo[0] ^ s2_b_lo[0];
+  assign \$225  = \$223  & \$224 ;
+  assign \$226  = \$222  | \$225 ;
+  assign \$227  = s2_a_lo[10] | s2_b_lo[10];
+  assign \$228  = s2_a_lo[10] ? s2_a_lo[0] : s2_b_lo[0];
+  assign \$229  = s2_swap_lo ? s2_sig_b[15:0] : s2_sig_a[15:0];
+  assign \$230  = s2_swap_hi ? s2_sig_b[31:16] : s2_sig_a[31:16];
+  assign \$231  = s2_swap_lo ? s2_sig_a[15:0] : s2_sig_b[15:0];
+  assign \$232  = s2_swap_hi ? s2_sig_a[31:16] : s2_sig_b[31:16];
   assign \$233  = ~ s3_dtype[1];
   assign \$234  = ~ s3_dtype[1];
-  assign \$235  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$236  = s3_shift_lo[4] ? \$235  : s3_y[15:0];
-  assign \$237  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$238  = ~ s3_dtype[1];
-  assign \$239  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$240  = s3_shift_lo[4] ? \$239  : s3_y[15:0];
-  assign \$241  = s3_dtype[1] ? { 8'h00, \$240 [15:8] } : { \$237 [7:0], \$236 [15:8] };
-  assign \$242  = ~ s3_dtype[1];
-  assign \$243  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$244  = s3_shift_lo[4] ? \$243  : s3_y[15:0];
-  assign \$245  = s3_shift_lo[3] ? \$241  : \$244 ;
-  assign \$246  = s3_dtype[1] ? { 4'h0, \$245 [15:4] } : { \$232 [3:0], \$229 [15:4] };
-  assign \$247  = ~ s3_dtype[1];
-  assign \$248  = ~ s3_dtype[1];
-  assign \$249  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$250  = s3_shift_lo[4] ? \$249  : s3_y[15:0];
-  assign \$251  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$252  = ~ s3_dtype[1];
-  assign \$253  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$254  = s3_shift_lo[4] ? \$253  : s3_y[15:0];
-  assign \$255  = s3_dtype[1] ? { 8'h00, \$254 [15:8] } : { \$251 [7:0], \$250 [15:8] };
-  assign \$256  = ~ s3_dtype[1];
-  assign \$257  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$258  = s3_shift_lo[4] ? \$257  : s3_y[15:0];
-  assign \$259  = s3_shift_lo[3] ? \$255  : \$258 ;
-  assign \$260  = s3_shift_lo[2] ? \$246  : \$259 ;
-  assign \$261  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$262  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$263  = s3_shift_hi[3] ? { 8'h00, \$261 [15:8] } : \$262 ;
-  assign \$264  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$265  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$266  = s3_shift_hi[3] ? { 8'h00, \$264 [15:8] } : \$265 ;
-  assign \$267  = s3_shift_hi[2] ? { 4'h0, \$263 [15:4] } : \$266 ;
-  assign \$268  = ~ s3_dtype[1];
-  assign \$270  = s3_shift_hi[4] & \$269 ;
-  assign \$271  = | s3_y[31:16];
-  assign \$272  = \$270  & \$271 ;
-  assign \$274  = ~ s3_dtype[1];
-  assign \$276  = s3_shift_hi[3] & \$275 ;
-  assign \$277  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$278  = | \$277 [7:0];
-  assign \$279  = \$276  & \$278 ;
-  assign \$280  = \$273  | \$279 ;
-  assign \$281  = ~ s3_dtype[1];
-  assign \$283  = s3_shift_hi[2] & \$282 ;
-  assign \$284  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$285  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$286  = s3_shift_hi[3] ? { 8'h00, \$284 [15:8] } : \$285 ;
-  assign \$287  = | \$286 [3:0];
-  assign \$288  = \$283  & \$287 ;
-  assign \$289  = \$280  | \$288 ;
-  assign \$290  = | s3_y[15:0];
-  assign \$291  = s3_shift_lo[4] & \$290 ;
-  assign \$293  = ~ s3_dtype[1];
-  assign \$294  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$295  = s3_shift_lo[4] ? \$294  : s3_y[15:0];
-  assign \$296  = | \$295 [7:0];
-  assign \$297  = s3_shift_lo[3] & \$296 ;
-  assign \$298  = \$292  | \$297 ;
-  assign \$299  = ~ s3_dtype[1];
-  assign \$300  = ~ s3_dtype[1];
-  assign \$301  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$302  = s3_shift_lo[4] ? \$301  : s3_y[15:0];
-  assign \$303  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$304  = ~ s3_dtype[1];
-  assign \$305  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$306  = s3_shift_lo[4] ? \$305  : s3_y[15:0];
-  assign \$307  = s3_dtype[1] ? { 8'h00, \$306 [15:8] } : { \$303 [7:0], \$302 [15:8] };
-  assign \$308  = ~ s3_dtype[1];
-  assign \$309  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$310  = s3_shift_lo[4] ? \$309  : s3_y[15:0];
-  assign \$311  = s3_shift_lo[3] ? \$307  : \$310 ;
-  assign \$312  = | \$311 [3:0];
-  assign \$313  = s3_shift_lo[2] & \$312 ;
-  assign \$314  = \$298  | \$313 ;
-  assign \$315  = ~ s4_dtype[1];
-  assign \$316  = \$315  | s4_sub_hi;
-  assign \$317  = ~ s4_dtype[1];
-  assign \$318  = ~ s4_dtype[1];
-  assign \$319  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
-  assign \$320  = s4_shift_lo[1] ? \$319  : s4_y[15:0];
-  assign \$321  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
-  assign \$322  = ~ s4_dtype[1];
-  assign \$323  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
-  assign \$324  = s4_shift_lo[1] ? \$323  : s4_y[15:0];
-  assign \$325  = s4_dtype[1] ? { 1'h0, \$324 [15:1] } : { \$321 [0], \$320 [15:1] };
-  assign \$326  = ~ s4_dtype[1];
-  assign \$327  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
-  assign \$328  = s4_shift_lo[1] ? \$327  : s4_y[15:0];
-  assign \$329  = s4_shift_lo[0] ? \$325  : \$328 ;
-  assign \$330  = | s4_y[1:0];
-  assign \$331  = s4_shift_lo[1] & \$330 ;
-  assign \$332  = s4_sticky_lo | \$331 ;
-  assign \$333  = ~ s4_dtype[1];
-  assign \$334  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
-  assign \$335  = s4_shift_lo[1] ? \$334  : s4_y[15:0];
-  assign \$337  = s4_shift_lo[0] & \$336 ;
-  assign \$338  = \$332  | \$337 ;
-  assign \$339  = \$329  | { 15'h0000, \$338  };
-  assign \$340  = s4_sub_lo ? 16'hffff : 16'h0000;
-  assign \$341  = \$339  ^ \$340 ;
+  assign \$235  = ~ s3_dtype[1];
+  assign \$236  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$237  = s3_shift_lo[4] ? \$236  : s3_y[15:0];
+  assign \$238  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$239  = ~ s3_dtype[1];
+  assign \$240  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$241  = s3_shift_lo[4] ? \$240  : s3_y[15:0];
+  assign \$242  = s3_dtype[1] ? { 8'h00, \$241 [15:8] } : { \$238 [7:0], \$237 [15:8] };
+  assign \$243  = ~ s3_dtype[1];
+  assign \$244  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$245  = s3_shift_lo[4] ? \$244  : s3_y[15:0];
+  assign \$246  = s3_shift_lo[3] ? \$242  : \$245 ;
+  assign \$247  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$248  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$249  = s3_shift_hi[3] ? { 8'h00, \$247 [15:8] } : \$248 ;
+  assign \$250  = ~ s3_dtype[1];
+  assign \$251  = ~ s3_dtype[1];
+  assign \$252  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$253  = s3_shift_lo[4] ? \$252  : s3_y[15:0];
+  assign \$254  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$255  = ~ s3_dtype[1];
+  assign \$256  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$257  = s3_shift_lo[4] ? \$256  : s3_y[15:0];
+  assign \$258  = s3_dtype[1] ? { 8'h00, \$257 [15:8] } : { \$254 [7:0], \$253 [15:8] };
+  assign \$259  = ~ s3_dtype[1];
+  assign \$260  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$261  = s3_shift_lo[4] ? \$260  : s3_y[15:0];
+  assign \$262  = s3_shift_lo[3] ? \$258  : \$261 ;
+  assign \$263  = s3_dtype[1] ? { 4'h0, \$262 [15:4] } : { \$249 [3:0], \$246 [15:4] };
+  assign \$264  = ~ s3_dtype[1];
+  assign \$265  = ~ s3_dtype[1];
+  assign \$266  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$267  = s3_shift_lo[4] ? \$266  : s3_y[15:0];
+  assign \$268  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$269  = ~ s3_dtype[1];
+  assign \$270  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$271  = s3_shift_lo[4] ? \$270  : s3_y[15:0];
+  assign \$272  = s3_dtype[1] ? { 8'h00, \$271 [15:8] } : { \$268 [7:0], \$267 [15:8] };
+  assign \$273  = ~ s3_dtype[1];
+  assign \$274  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$275  = s3_shift_lo[4] ? \$274  : s3_y[15:0];
+  assign \$276  = s3_shift_lo[3] ? \$272  : \$275 ;
+  assign \$277  = s3_shift_lo[2] ? \$263  : \$276 ;
+  assign \$278  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$279  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$280  = s3_shift_hi[3] ? { 8'h00, \$278 [15:8] } : \$279 ;
+  assign \$281  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$282  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$283  = s3_shift_hi[3] ? { 8'h00, \$281 [15:8] } : \$282 ;
+  assign \$284  = s3_shift_hi[2] ? { 4'h0, \$280 [15:4] } : \$283 ;
+  assign \$285  = ~ s3_dtype[1];
+  assign \$287  = | s3_y[19:16];
+  assign \$288  = s3_shift_hi[4:2] > 1'h0;
+  assign \$289  = \$287  & \$288 ;
+  assign \$290  = | s3_y[23:20];
+  assign \$291  = s3_shift_hi[4:2] > 1'h1;
+  assign \$292  = \$290  & \$291 ;
+  assign \$293  = | s3_y[27:24];
+  assign \$294  = s3_shift_hi[4:2] > 2'h2;
+  assign \$295  = \$293  & \$294 ;
+  assign \$296  = | s3_y[31:28];
+  assign \$297  = s3_shift_hi[4:2] > 2'h3;
+  assign \$298  = \$296  & \$297 ;
+  assign \$299  = | { \$298 , \$295 , \$292 , \$289  };
+  assign \$300  = \$286  & \$299 ;
+  assign \$301  = | s3_y[3:0];
+  assign \$302  = s3_shift_lo[4:2] > 1'h0;
+  assign \$303  = \$301  & \$302 ;
+  assign \$304  = | s3_y[7:4];
+  assign \$305  = s3_shift_lo[4:2] > 1'h1;
+  assign \$306  = \$304  & \$305 ;
+  assign \$307  = | s3_y[11:8];
+  assign \$308  = s3_shift_lo[4:2] > 2'h2;
+  assign \$309  = \$307  & \$308 ;
+  assign \$310  = | s3_y[15:12];
+  assign \$311  = s3_shift_lo[4:2] > 2'h3;
+  assign \$312  = \$310  & \$311 ;
+  assign \$313  = ~ s3_dtype[1];
+  assign \$314  = | s3_y[19:16];
+  assign \$315  = \$313  & \$314 ;
+  assign \$316  = s3_shift_lo[4:2] > 3'h4;
+  assign \$317  = \$315  & \$316 ;
+  assign \$318  = ~ s3_dtype[1];
+  assign \$319  = | s3_y[23:20];
+  assign \$320  = \$318  & \$319 ;
+  assign \$321  = s3_shift_lo[4:2] > 3'h5;
+  assign \$322  = \$320  & \$321 ;
+  assign \$323  = ~ s3_dtype[1];
+  assign \$324  = | s3_y[27:24];
+  assign \$325  = \$323  & \$324 ;
+  assign \$326  = s3_shift_lo[4:2] > 3'h6;
+  assign \$327  = \$325  & \$326 ;
+  assign \$328  = ~ s3_dtype[1];
+  assign \$329  = | s3_y[31:28];
+  assign \$330  = \$328  & \$329 ;
+  assign \$331  = s3_shift_lo[4:2] > 3'h7;
+  assign \$332  = \$330  & \$331 ;
+  assign \$333  = | { \$332 , \$327 , \$322 , \$317 , \$312 , \$309 , \$306 , \$303  };
+  assign \$334  = ~ s3_dtype[1];
+  assign \$335  = 32'd2147483648 >> s3_slot_hi[10:2];
+  assign \$336  = 16'h8000 >> s3_slot_lo[10:2];
+  assign \$337  = 16'h8000 >> s3_slot_hi[10:2];
+  assign \$338  = s3_dtype[1] ? { \$337 , \$336  } : \$335 ;
+  assign \$339  = ~ s4_dtype[1];
+  assign \$340  = \$339  | s4_sub_hi;
+  assign \$341  = ~ s4_dtype[1];
   assign \$342  = ~ s4_dtype[1];
-  assign \$344  = \$343  & s4_sub_hi;
+  assign \$343  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$344  = s4_shift_lo[1] ? \$343  : s4_y[15:0];
   assign \$345  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
-  assign \$346  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
-  assign \$347  = s4_shift_hi[0] ? { 1'h0, \$345 [15:1] } : \$346 ;
-  assign \$348  = ~ s4_dtype[1];
-  assign \$350  = s4_shift_hi[1] & \$349 ;
-  assign \$351  = | s4_y[17:16];
-  assign \$352  = \$350  & \$351 ;
-  assign \$353  = s4_sticky_hi | \$352 ;
-  assign \$354  = ~ s4_dtype[1];
-  assign \$356  = s4_shift_hi[0] & \$355 ;
-  assign \$357  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
-  assign \$359  = \$356  & \$358 ;
-  assign \$360  = \$353  | \$359 ;
-  assign \$361  = \$347  | { 15'h0000, \$360  };
-  assign \$362  = s4_sub_hi ? 16'hffff : 16'h0000;
-  assign \$363  = \$361  ^ \$362 ;
-  assign \$364  = ~ s4_dtype[1];
-  assign \$365  = 32'd2147483648 >> s4_slot_hi[10:2];
-  assign \$366  = 16'h8000 >> s4_slot_lo[10:2];
-  assign \$367  = 16'h8000 >> s4_slot_hi[10:2];
-  assign \$368  = s4_dtype[1] ? { \$367 , \$366  } : \$365 ;
-  assign \$369  = { \$686 [33:18], \$686 [16:1] } | s5_sentinel;
-  assign \$370  = | s6_marked[31:28];
-  assign \$371  = ~ \$370 ;
-  assign \$373  = s6_marked[29] ? 2'h2 : 2'h3;
-  assign \$374  = s6_marked[30] ? 2'h1 : \$373 ;
-  assign \$375  = s6_marked[31] ? 2'h0 : \$374 ;
-  assign \$376  = | s6_marked[27:24];
-  assign \$377  = ~ \$376 ;
-  assign \$379  = s6_marked[25] ? 2'h2 : 2'h3;
-  assign \$380  = s6_marked[26] ? 2'h1 : \$379 ;
-  assign \$381  = s6_marked[27] ? 2'h0 : \$380 ;
-  assign \$382  = | s6_marked[23:20];
-  assign \$383  = ~ \$382 ;
-  assign \$385  = s6_marked[21] ? 2'h2 : 2'h3;
-  assign \$386  = s6_marked[22] ? 2'h1 : \$385 ;
-  assign \$387  = s6_marked[23] ? 2'h0 : \$386 ;
-  assign \$388  = s6_marked[17] ? 2'h2 : 2'h3;
-  assign \$389  = s6_marked[18] ? 2'h1 : \$388 ;
-  assign \$390  = s6_marked[19] ? 2'h0 : \$389 ;
-  assign \$391  = \$384  ? \$387  : \$390 ;
-  assign \$392  = \$378  ? \$381  : \$391 ;
-  assign \$393  = \$372  ? \$375  : \$392 ;
-  assign \$394  = | s6_marked[31:28];
-  assign \$395  = ~ \$394 ;
-  assign \$397  = | s6_marked[27:24];
-  assign \$398  = ~ \$397 ;
-  assign \$400  = | s6_marked[23:20];
-  assign \$401  = ~ \$400 ;
-  assign \$403  = \$402  ? 2'h2 : 2'h3;
-  assign \$404  = \$399  ? 2'h1 : \$403 ;
-  assign \$405  = \$396  ? 2'h0 : \$404 ;
-  assign \$406  = | s6_marked[15:12];
-  assign \$407  = ~ \$406 ;
-  assign \$409  = s6_marked[13] ? 2'h2 : 2'h3;
-  assign \$410  = s6_marked[14] ? 2'h1 : \$409 ;
-  assign \$411  = s6_marked[15] ? 2'h0 : \$410 ;
-  assign \$412  = | s6_marked[11:8];
-  assign \$413  = ~ \$412 ;
-  assign \$415  = s6_marked[9] ? 2'h2 : 2'h3;
-  assign \$416  = s6_marked[10] ? 2'h1 : \$415 ;
-  assign \$417  = s6_marked[11] ? 2'h0 : \$416 ;
-  assign \$418  = | s6_marked[7:4];
-  assign \$419  = ~ \$418 ;
-  assign \$421  = s6_marked[5] ? 2'h2 : 2'h3;
-  assign \$422  = s6_marked[6] ? 2'h1 : \$421 ;
-  assign \$423  = s6_marked[7] ? 2'h0 : \$422 ;
-  assign \$424  = s6_marked[1] ? 2'h2 : 2'h3;
-  assign \$425  = s6_marked[2] ? 2'h1 : \$424 ;
-  assign \$426  = s6_marked[3] ? 2'h0 : \$425 ;
-  assign \$427  = \$420  ? \$423  : \$426 ;
-  assign \$428  = \$414  ? \$417  : \$427 ;
-  assign \$429  = \$408  ? \$411  : \$428 ;
-  assign \$430  = | s6_marked[15:12];
-  assign \$431  = ~ \$430 ;
-  assign \$433  = | s6_marked[11:8];
-  assign \$434  = ~ \$433 ;
-  assign \$436  = | s6_marked[7:4];
-  assign \$437  = ~ \$436 ;
-  assign \$439  = \$438  ? 2'h2 : 2'h3;
-  assign \$440  = \$435  ? 2'h1 : \$439 ;
-  assign \$441  = \$432  ? 2'h0 : \$440 ;
-  assign \$442  = | s6_marked[19:16];
-  assign \$443  = ~ \$442 ;
-  assign \$444  = | s6_marked[23:20];
-  assign \$445  = ~ \$444 ;
-  assign \$446  = \$443  & \$445 ;
-  assign \$447  = | s6_marked[27:24];
-  assign \$448  = ~ \$447 ;
-  assign \$449  = \$446  & \$448 ;
-  assign \$450  = | s6_marked[31:28];
-  assign \$451  = ~ \$450 ;
-  assign \$452  = \$449  & \$451 ;
-  assign \$453  = ~ s6_dtype[1];
-  assign \$454  = | s6_sum[31:16];
-  assign \$455  = ~ \$454 ;
-  assign \$456  = | s6_sum[15:0];
-  assign \$457  = ~ \$456 ;
-  assign \$458  = \$455  & \$457 ;
-  assign \$459  = | s6_sum[31:16];
-  assign \$460  = ~ \$459 ;
-  assign \$461  = s6_dtype[1] ? \$460  : \$458 ;
-  assign \$462  = \$461  ? s6_slot_hi[1] : s6_slot_hi[0];
-  assign \$463  = ~ s6_dtype[1];
-  assign \$464  = | s6_sum[31:16];
-  assign \$465  = ~ \$464 ;
-  assign \$466  = | s6_sum[15:0];
+  assign \$346  = ~ s4_dtype[1];
+  assign \$347  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$348  = s4_shift_lo[1] ? \$347  : s4_y[15:0];
+  assign \$349  = s4_dtype[1] ? { 1'h0, \$348 [15:1] } : { \$345 [0], \$344 [15:1] };
+  assign \$350  = ~ s4_dtype[1];
+  assign \$351  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$352  = s4_shift_lo[1] ? \$351  : s4_y[15:0];
+  assign \$353  = s4_shift_lo[0] ? \$349  : \$352 ;
+  assign \$354  = | s4_y[1:0];
+  assign \$355  = s4_shift_lo[1] & \$354 ;
+  assign \$356  = s4_sticky_lo | \$355 ;
+  assign \$357  = ~ s4_dtype[1];
+  assign \$358  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$359  = s4_shift_lo[1] ? \$358  : s4_y[15:0];
+  assign \$361  = s4_shift_lo[0] & \$360 ;
+  assign \$362  = \$356  | \$361 ;
+  assign \$363  = \$353  | { 15'h0000, \$362  };
+  assign \$364  = s4_sub_lo ? 16'hffff : 16'h0000;
+  assign \$365  = \$363  ^ \$364 ;
+  assign \$366  = ~ s4_dtype[1];
+  assign \$368  = \$367  & s4_sub_hi;
+  assign \$369  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
+  assign \$370  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
+  assign \$371  = s4_shift_hi[0] ? { 1'h0, \$369 [15:1] } : \$370 ;
+  assign \$372  = ~ s4_dtype[1];
+  assign \$374  = s4_shift_hi[1] & \$373 ;
+  assign \$375  = | s4_y[17:16];
+  assign \$376  = \$374  & \$375 ;
+  assign \$377  = s4_sticky_hi | \$376 ;
+  assign \$378  = ~ s4_dtype[1];
+  assign \$380  = s4_shift_hi[0] & \$379 ;
+  assign \$381  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
+  assign \$383  = \$380  & \$382 ;
+  assign \$384  = \$377  | \$383 ;
+  assign \$385  = \$371  | { 15'h0000, \$384  };
+  assign \$386  = s4_sub_hi ? 16'hffff : 16'h0000;
+  assign \$387  = \$385  ^ \$386 ;
+  assign \$388  = { \$690 [33:18], \$690 [16:1] } | s5_sentinel;
+  assign \$389  = | s6_marked[31:28];
+  assign \$390  = ~ \$389 ;
+  assign \$392  = s6_marked[29] ? 2'h2 : 2'h3;
+  assign \$393  = s6_marked[30] ? 2'h1 : \$392 ;
+  assign \$394  = s6_marked[31] ? 2'h0 : \$393 ;
+  assign \$395  = | s6_marked[27:24];
+  assign \$396  = ~ \$395 ;
+  assign \$398  = s6_marked[25] ? 2'h2 : 2'h3;
+  assign \$399  = s6_marked[26] ? 2'h1 : \$398 ;
+  assign \$400  = s6_marked[27] ? 2'h0 : \$399 ;
+  assign \$401  = | s6_marked[23:20];
+  assign \$402  = ~ \$401 ;
+  assign \$404  = s6_marked[21] ? 2'h2 : 2'h3;
+  assign \$405  = s6_marked[22] ? 2'h1 : \$404 ;
+  assign \$406  = s6_marked[23] ? 2'h0 : \$405 ;
+  assign \$407  = s6_marked[17] ? 2'h2 : 2'h3;
+  assign \$408  = s6_marked[18] ? 2'h1 : \$407 ;
+  assign \$409  = s6_marked[19] ? 2'h0 : \$408 ;
+  assign \$410  = \$403  ? \$406  : \$409 ;
+  assign \$411  = \$397  ? \$400  : \$410 ;
+  assign \$412  = \$391  ? \$394  : \$411 ;
+  assign \$413  = | s6_marked[31:28];
+  assign \$414  = ~ \$413 ;
+  assign \$416  = | s6_marked[27:24];
+  assign \$417  = ~ \$416 ;
+  assign \$419  = | s6_marked[23:20];
+  assign \$420  = ~ \$419 ;
+  assign \$422  = \$421  ? 2'h2 : 2'h3;
+  assign \$423  = \$418  ? 2'h1 : \$422 ;
+  assign \$424  = \$415  ? 2'h0 : \$423 ;
+  assign \$425  = | s6_marked[15:12];
+  assign \$426  = ~ \$425 ;
+  assign \$428  = s6_marked[13] ? 2'h2 : 2'h3;
+  assign \$429  = s6_marked[14] ? 2'h1 : \$428 ;
+  assign \$430  = s6_marked[15] ? 2'h0 : \$429 ;
+  assign \$431  = | s6_marked[11:8];
+  assign \$432  = ~ \$431 ;
+  assign \$434  = s6_marked[9] ? 2'h2 : 2'h3;
+  assign \$435  = s6_marked[10] ? 2'h1 : \$434 ;
+  assign \$436  = s6_marked[11] ? 2'h0 : \$435 ;
+  assign \$437  = | s6_marked[7:4];
+  assign \$438  = ~ \$437 ;
+  assign \$440  = s6_marked[5] ? 2'h2 : 2'h3;
+  assign \$441  = s6_marked[6] ? 2'h1 : \$440 ;
+  assign \$442  = s6_marked[7] ? 2'h0 : \$441 ;
+  assign \$443  = s6_marked[1] ? 2'h2 : 2'h3;
+  assign \$444  = s6_marked[2] ? 2'h1 : \$443 ;
+  assign \$445  = s6_marked[3] ? 2'h0 : \$444 ;
+  assign \$446  = \$439  ? \$442  : \$445 ;
+  assign \$447  = \$433  ? \$436  : \$446 ;
+  assign \$448  = \$427  ? \$430  : \$447 ;
+  assign \$449  = | s6_marked[15:12];
+  assign \$450  = ~ \$449 ;
+  assign \$452  = | s6_marked[11:8];
+  assign \$453  = ~ \$452 ;
+  assign \$455  = | s6_marked[7:4];
+  assign \$456  = ~ \$455 ;
+  assign \$458  = \$457  ? 2'h2 : 2'h3;
+  assign \$459  = \$454  ? 2'h1 : \$458 ;
+  assign \$460  = \$451  ? 2'h0 : \$459 ;
+  assign \$461  = | s6_marked[19:16];
+  assign \$462  = ~ \$461 ;
+  assign \$463  = | s6_marked[23:20];
+  assign \$464  = ~ \$463 ;
+  assign \$465  = \$462  & \$464 ;
+  assign \$466  = | s6_marked[27:24];
   assign \$467  = ~ \$466 ;
   assign \$468  = \$465  & \$467 ;
-  assign \$469  = | s6_sum[15:0];
+  assign \$469  = | s6_marked[31:28];
   assign \$470  = ~ \$469 ;
-  assign \$471  = s6_dtype[1] ? \$470  : \$468 ;
-  assign \$472  = \$471  ? s6_slot_lo[1] : s6_slot_lo[0];
-  assign \$473  = ~ s7_dtype[1];
-  assign \$474  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$475  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$474  };
+  assign \$471  = \$468  & \$470 ;
+  assign \$472  = | s6_sum[31:16];
+  assign \$473  = ~ \$472 ;
+  assign \$474  = | s6_sum[15:0];
+  assign \$475  = ~ \$474 ;
   assign \$476  = ~ s7_dtype[1];
   assign \$477  = s7_zero_hi ? s7_count_lo : s7_count_hi;
   assign \$478  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$477  };
-  assign \$479  = \$478 [4] ? 16'h0000 : s7_sum[15:0];
-  assign \$480  = ~ s7_dtype[1];
-  assign \$481  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$482  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$481  };
-  assign \$483  = \$482 [4] ? 16'h0000 : s7_sum[15:0];
-  assign \$484  = \$475 [3] ? { \$479 [7:0], 8'h00 } : \$483 ;
-  assign \$485  = ~ s7_dtype[1];
-  assign \$486  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$487  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$486  };
+  assign \$479  = ~ s7_dtype[1];
+  assign \$480  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$481  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$480  };
+  assign \$482  = \$481 [4] ? 16'h0000 : s7_sum[15:0];
+  assign \$483  = ~ s7_dtype[1];
+  assign \$484  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$485  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$484  };
+  assign \$486  = \$485 [4] ? 16'h0000 : s7_sum[15:0];
+  assign \$487  = \$478 [3] ? { \$482 [7:0], 8'h00 } : \$486 ;
   assign \$488  = ~ s7_dtype[1];
-  assign \$489  = ~ s7_dtype[1];
-  assign \$490  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$491  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$490  };
-  assign \$492  = \$491 [4] ? 16'h0000 : s7_sum[15:0];
-  assign \$493  = ~ s7_dtype[1];
-  assign \$494  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$495  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$494  };
+  assign \$489  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$490  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$489  };
+  assign \$491  = ~ s7_dtype[1];
+  assign \$492  = ~ s7_dtype[1];
+  assign \$493  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$494  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$493  };
+  assign \$495  = \$494 [4] ? 16'h0000 : s7_sum[15:0];
   assign \$496  = ~ s7_dtype[1];
-  assign \$497  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
-  assign \$498  = \$495 [4] ? \$497  : s7_sum[31:16];
+  assign \$497  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$498  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$497  };
   assign \$499  = ~ s7_dtype[1];
-  assign \$500  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$501  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$500  };
+  assign \$500  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
+  assign \$501  = \$498 [4] ? \$500  : s7_sum[31:16];
   assign \$502  = ~ s7_dtype[1];
-  assign \$503  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
-  assign \$504  = \$501 [4] ? \$503  : s7_sum[31:16];
-  assign \$505  = s7_dtype[1] ? { \$504 [7:0], 8'h00 } : { \$498 [7:0], \$492 [15:8] };
-  assign \$506  = ~ s7_dtype[1];
-  assign \$507  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$508  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$507  };
+  assign \$503  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$504  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$503  };
+  assign \$505  = ~ s7_dtype[1];
+  assign \$506  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
+  assign \$507  = \$504 [4] ? \$506  : s7_sum[31:16];
+  assign \$508  = s7_dtype[1] ? { \$507 [7:0], 8'h00 } : { \$501 [7:0], \$495 [15:8] };
   assign \$509  = ~ s7_dtype[1];
-  assign \$510  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
-  assign \$511  = \$508 [4] ? \$510  : s7_sum[31:16];
-  assign \$512  = \$487 [3] ? \$505  : \$511 ;
-  assign \$513  = ~ s7_dtype[1];
-  assign \$514  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$515  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$514  };
+  assign \$510  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$511  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$510  };
+  assign \$512  = ~ s7_dtype[1];
+  assign \$513  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
+  assign \$514  = \$511 [4] ? \$513  : s7_sum[31:16];
+  assign \$515  = \$490 [3] ? \$508  : \$514 ;
   assign \$516  = ~ s7_dtype[1];
-  assign \$517  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$518  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$517  };
-  assign \$519  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$520  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$521  = s8_shift_lo[1] ? { \$519 [13:0], 2'h0 } : \$520 ;
-  assign \$522  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$523  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$524  = s8_shift_lo[1] ? { \$522 [13:0], 2'h0 } : \$523 ;
-  assign \$525  = s8_shift_lo[0] ? { \$521 [14:0], 1'h0 } : \$524 ;
-  assign \$526  = ~ s8_dtype[1];
-  assign \$527  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$528  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$529  = s8_shift_lo[1] ? { \$527 [13:0], 2'h0 } : \$528 ;
-  assign \$530  = ~ s8_dtype[1];
+  assign \$517  = s7_sum_zero_hi & s7_sum_zero_lo;
+  assign \$518  = s7_dtype[1] ? s7_sum_zero_hi : \$517 ;
+  assign \$519  = \$518  ? s7_slot_hi[1] : s7_slot_hi[0];
+  assign \$520  = ~ s7_dtype[1];
+  assign \$521  = s7_sum_zero_hi & s7_sum_zero_lo;
+  assign \$522  = s7_dtype[1] ? s7_sum_zero_lo : \$521 ;
+  assign \$523  = \$522  ? s7_slot_lo[1] : s7_slot_lo[0];
+  assign \$524  = ~ s7_dtype[1];
+  assign \$525  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$526  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$525  };
+  assign \$527  = ~ s7_dtype[1];
+  assign \$528  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$529  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$528  };
+  assign \$530  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
   assign \$531  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$532  = ~ s8_dtype[1];
-  assign \$533  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$534  = s8_shift_hi[2] ? \$533  : s8_sum[31:16];
-  assign \$535  = ~ s8_dtype[1];
-  assign \$536  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$537  = s8_shift_hi[2] ? \$536  : s8_sum[31:16];
-  assign \$538  = s8_dtype[1] ? { \$537 [13:0], 2'h0 } : { \$534 [13:0], \$531 [15:14] };
-  assign \$539  = ~ s8_dtype[1];
-  assign \$540  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$541  = s8_shift_hi[2] ? \$540  : s8_sum[31:16];
-  assign \$542  = s8_shift_hi[1] ? \$538  : \$541 ;
+  assign \$532  = s8_shift_lo[1] ? { \$530 [13:0], 2'h0 } : \$531 ;
+  assign \$533  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$534  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$535  = s8_shift_lo[1] ? { \$533 [13:0], 2'h0 } : \$534 ;
+  assign \$536  = s8_shift_lo[0] ? { \$532 [14:0], 1'h0 } : \$535 ;
+  assign \$537  = ~ s8_dtype[1];
+  assign \$538  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$539  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$540  = s8_shift_lo[1] ? { \$538 [13:0], 2'h0 } : \$539 ;
+  assign \$541  = ~ s8_dtype[1];
+  assign \$542  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
   assign \$543  = ~ s8_dtype[1];
-  assign \$544  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$545  = ~ s8_dtype[1];
-  assign \$546  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$547  = s8_shift_hi[2] ? \$546  : s8_sum[31:16];
-  assign \$548  = ~ s8_dtype[1];
-  assign \$549  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$550  = s8_shift_hi[2] ? \$549  : s8_sum[31:16];
-  assign \$551  = s8_dtype[1] ? { \$550 [13:0], 2'h0 } : { \$547 [13:0], \$544 [15:14] };
-  assign \$552  = ~ s8_dtype[1];
-  assign \$553  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$554  = s8_shift_hi[2] ? \$553  : s8_sum[31:16];
-  assign \$555  = s8_shift_hi[1] ? \$551  : \$554 ;
-  assign \$556  = s8_dtype[1] ? { \$555 [14:0], 1'h0 } : { \$542 [14:0], \$529 [15] };
-  assign \$557  = ~ s8_dtype[1];
-  assign \$558  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$544  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$545  = s8_shift_hi[2] ? \$544  : s8_sum[31:16];
+  assign \$546  = ~ s8_dtype[1];
+  assign \$547  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$548  = s8_shift_hi[2] ? \$547  : s8_sum[31:16];
+  assign \$549  = s8_dtype[1] ? { \$548 [13:0], 2'h0 } : { \$545 [13:0], \$542 [15:14] };
+  assign \$550  = ~ s8_dtype[1];
+  assign \$551  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$552  = s8_shift_hi[2] ? \$551  : s8_sum[31:16];
+  assign \$553  = s8_shift_hi[1] ? \$549  : \$552 ;
+  assign \$554  = ~ s8_dtype[1];
+  assign \$555  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$556  = ~ s8_dtype[1];
+  assign \$557  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$558  = s8_shift_hi[2] ? \$557  : s8_sum[31:16];
   assign \$559  = ~ s8_dtype[1];
   assign \$560  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
   assign \$561  = s8_shift_hi[2] ? \$560  : s8_sum[31:16];
-  assign \$562  = ~ s8_dtype[1];
-  assign \$563  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$564  = s8_shift_hi[2] ? \$563  : s8_sum[31:16];
-  assign \$565  = s8_dtype[1] ? { \$564 [13:0], 2'h0 } : { \$561 [13:0], \$558 [15:14] };
-  assign \$566  = ~ s8_dtype[1];
-  assign \$567  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$568  = s8_shift_hi[2] ? \$567  : s8_sum[31:16];
-  assign \$569  = s8_shift_hi[1] ? \$565  : \$568 ;
-  assign \$570  = s8_shift_hi[0] ? \$556  : \$569 ;
-  assign \$571  = s8_slot_hi[10:2] + 1'h1;
-  assign \$572  = \$571  - s8_shift_hi;
-  assign \$573  = s8_slot_lo[10:2] + 1'h1;
-  assign \$574  = \$573  - s8_shift_lo;
-  assign \$575  = ~ s9_dtype[1];
-  assign \$576  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
-  assign \$577  = s9_dtype[1] & s9_dtype[0];
-  assign \$578  = s9_sum[15] ? s9_slot_lo[6:2] : 5'h00;
-  assign \$579  = s9_sum[15] ? s9_slot_lo[9:2] : 8'h00;
-  assign \$580  = \$577  ? { \$578 , s9_sum[14:5] } : { \$579 , s9_sum[14:8] };
-  assign \$581  = s9_dtype[1] & s9_dtype[0];
-  assign \$582  = s9_sum[31] ? s9_slot_hi[6:2] : 5'h00;
-  assign \$583  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
-  assign \$584  = \$581  ? { \$582 , s9_sum[30:21] } : { \$583 , s9_sum[30:24] };
-  assign \$585  = s9_dtype[1] ? { \$584 , 1'h0, \$580  } : { \$576 , s9_sum[30:8] };
+  assign \$562  = s8_dtype[1] ? { \$561 [13:0], 2'h0 } : { \$558 [13:0], \$555 [15:14] };
+  assign \$563  = ~ s8_dtype[1];
+  assign \$564  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$565  = s8_shift_hi[2] ? \$564  : s8_sum[31:16];
+  assign \$566  = s8_shift_hi[1] ? \$562  : \$565 ;
+  assign \$567  = s8_dtype[1] ? { \$566 [14:0], 1'h0 } : { \$553 [14:0], \$540 [15] };
+  assign \$568  = ~ s8_dtype[1];
+  assign \$569  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$570  = ~ s8_dtype[1];
+  assign \$571  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$572  = s8_shift_hi[2] ? \$571  : s8_sum[31:16];
+  assign \$573  = ~ s8_dtype[1];
+  assign \$574  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$575  = s8_shift_hi[2] ? \$574  : s8_sum[31:16];
+  assign \$576  = s8_dtype[1] ? { \$575 [13:0], 2'h0 } : { \$572 [13:0], \$569 [15:14] };
+  assign \$577  = ~ s8_dtype[1];
+  assign \$578  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$579  = s8_shift_hi[2] ? \$578  : s8_sum[31:16];
+  assign \$580  = s8_shift_hi[1] ? \$576  : \$579 ;
+  assign \$581  = s8_shift_hi[0] ? \$567  : \$580 ;
+  assign \$582  = s8_slot_hi[10:2] + 1'h1;
+  assign \$583  = \$582  - s8_shift_hi;
+  assign \$584  = s8_slot_lo[10:2] + 1'h1;
+  assign \$585  = \$584  - s8_shift_lo;
   assign \$586  = ~ s9_dtype[1];
-  assign \$587  = ~ s9_dtype[1];
-  assign \$588  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
-  assign \$589  = s9_dtype[1] & s9_dtype[0];
-  assign \$590  = s9_sum[15] ? s9_slot_lo[6:2] : 5'h00;
-  assign \$591  = s9_sum[15] ? s9_slot_lo[9:2] : 8'h00;
-  assign \$592  = \$589  ? { \$590 , s9_sum[14:5] } : { \$591 , s9_sum[14:8] };
-  assign \$593  = s9_dtype[1] & s9_dtype[0];
-  assign \$594  = s9_sum[31] ? s9_slot_hi[6:2] : 5'h00;
-  assign \$595  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
-  assign \$596  = \$593  ? { \$594 , s9_sum[30:21] } : { \$595 , s9_sum[30:24] };
-  assign \$597  = s9_dtype[1] ? { \$596 , 1'h0, \$592  } : { \$588 , s9_sum[30:8] };
+  assign \$587  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
+  assign \$588  = s9_dtype[1] & s9_dtype[0];
+  assign \$589  = s9_sum[15] ? s9_slot_lo[6:2] : 5'h00;
+  assign \$590  = s9_sum[15] ? s9_slot_lo[9:2] : 8'h00;
+  assign \$591  = \$588  ? { \$589 , s9_sum[14:5] } : { \$590 , s9_sum[14:8] };
+  assign \$592  = s9_dtype[1] & s9_dtype[0];
+  assign \$593  = s9_sum[31] ? s9_slot_hi[6:2] : 5'h00;
+  assign \$594  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
+  assign \$595  = \$592  ? { \$593 , s9_sum[30:21] } : { \$594 , s9_sum[30:24] };
+  assign \$596  = s9_dtype[1] ? { \$595 , 1'h0, \$591  } : { \$587 , s9_sum[30:8] };
+  assign \$597  = ~ s9_dtype[1];
   assign \$598  = ~ s9_dtype[1];
+  assign \$599  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
   assign \$600  = s9_dtype[1] & s9_dtype[0];
-  assign \$601  = | s9_sum[19:16];
-  assign \$602  = s9_sum[21] | \$601 ;
-  assign \$603  = s9_sum[20] & \$602 ;
-  assign \$604  = | s9_sum[22:16];
-  assign \$605  = s9_sum[24] | \$604 ;
-  assign \$606  = s9_sum[23] & \$605 ;
-  assign \$607  = \$600  ? \$603  : \$606 ;
-  assign \$608  = \$599  & \$607 ;
+  assign \$601  = s9_sum[15] ? s9_slot_lo[6:2] : 5'h00;
+  assign \$602  = s9_sum[15] ? s9_slot_lo[9:2] : 8'h00;
+  assign \$603  = \$600  ? { \$601 , s9_sum[14:5] } : { \$602 , s9_sum[14:8] };
+  assign \$604  = s9_dtype[1] & s9_dtype[0];
+  assign \$605  = s9_sum[31] ? s9_slot_hi[6:2] : 5'h00;
+  assign \$606  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
+  assign \$607  = \$604  ? { \$605 , s9_sum[30:21] } : { \$606 , s9_sum[30:24] };
+  assign \$608  = s9_dtype[1] ? { \$607 , 1'h0, \$603  } : { \$599 , s9_sum[30:8] };
   assign \$609  = ~ s9_dtype[1];
-  assign \$610  = | s9_sum[6:0];
-  assign \$611  = s9_sum[8] | \$610 ;
-  assign \$612  = s9_sum[7] & \$611 ;
-  assign \$613  = s9_dtype[1] & s9_dtype[0];
-  assign \$614  = | s9_sum[3:0];
-  assign \$615  = s9_sum[5] | \$614 ;
-  assign \$616  = s9_sum[4] & \$615 ;
-  assign \$617  = | s9_sum[6:0];
-  assign \$618  = s9_sum[8] | \$617 ;
-  assign \$619  = s9_sum[7] & \$618 ;
-  assign \$620  = \$613  ? \$616  : \$619 ;
-  assign \$621  = s9_dtype[1] ? \$620  : \$612 ;
-  assign \$622  = s9_slot_hi[11] | s9_slot_hi[12];
-  assign \$623  = s9_dtype[1] & s9_dtype[0];
-  assign \$624  = \$623  ? 15'h7e00 : 15'h7fc0;
-  assign \$625  = s9_dtype[1] & s9_dtype[0];
-  assign \$626  = \$625  ? 15'h7c00 : 15'h7f80;
-  assign \$627  = s9_slot_hi[12] ? s9_slot_hi[13] : s9_slot_hi[0];
-  assign \$628  = s9_slot_hi[11] ? { 1'h0, \$624  } : { \$627 , \$626  };
-  assign \$629  = s9_slot_lo[11] | s9_slot_lo[12];
-  assign \$630  = s9_dtype[1] & s9_dtype[0];
-  assign \$631  = \$630  ? 15'h7e00 : 15'h7fc0;
-  assign \$632  = s9_dtype[1] & s9_dtype[0];
-  assign \$633  = \$632  ? 15'h7c00 : 15'h7f80;
-  assign \$634  = s9_slot_lo[12] ? s9_slot_lo[13] : s9_slot_lo[0];
-  assign \$635  = s9_slot_lo[11] ? { 1'h0, \$631  } : { \$634 , \$633  };
-  assign \$636  = ~ s11_dtype[1];
-  assign \$637  = s11_dtype[1] & s11_dtype[0];
-  assign \$638  = & s11_rounded[30:26];
-  assign \$639  = s11_rounded[31] | \$638 ;
-  assign \$640  = & s11_rounded[30:23];
-  assign \$641  = s11_rounded[31] | \$640 ;
-  assign \$642  = \$637  ? \$639  : \$641 ;
-  assign \$643  = s11_forced_hi | \$642 ;
-  assign \$644  = \$643  ? 16'h0000 : s11_rounded[15:0];
-  assign \$645  = s11_dtype[1] & s11_dtype[0];
-  assign \$646  = & s11_rounded[14:10];
-  assign \$647  = s11_rounded[15] | \$646 ;
-  assign \$648  = & s11_rounded[14:7];
-  assign \$649  = s11_rounded[15] | \$648 ;
-  assign \$650  = \$645  ? \$647  : \$649 ;
-  assign \$651  = s11_forced_lo | \$650 ;
-  assign \$652  = \$651  ? s11_special_lo : { s11_sign_lo, s11_rounded[14:0] };
-  assign \$653  = s11_dtype[1] ? \$652  : \$644 ;
-  assign \$654  = s11_dtype[1] & s11_dtype[0];
-  assign \$655  = & s11_rounded[30:26];
-  assign \$656  = s11_rounded[31] | \$655 ;
-  assign \$657  = & s11_rounded[30:23];
-  assign \$658  = s11_rounded[31] | \$657 ;
-  assign \$659  = \$654  ? \$656  : \$658 ;
-  assign \$660  = s11_forced_hi | \$659 ;
-  assign \$661  = \$660  ? s11_special_hi : { s11_sign_hi, s11_rounded[30:16] };
-  assign \$662  = dtype[1] & dtype[0];
-  assign a_hi_exp = \$662  ? { 3'h0, a[30:26] } : a[30:23];
-  assign \$663  = dtype[1] & dtype[0];
-  assign \$664  = | a_hi_exp;
-  assign \$665  = | a_hi_exp;
-  assign \$666  = \$663  ? { \$664 , a[25:16], 4'h0 } : { \$665 , a[22:16], 7'h00 };
-  assign \$667  = dtype[1] & dtype[0];
-  assign a_lo_exp = \$667  ? { 3'h0, a[14:10] } : a[14:7];
-  assign \$668  = dtype[1] & dtype[0];
-  assign \$669  = | a_lo_exp;
-  assign \$670  = | a_lo_exp;
-  assign \$671  = \$668  ? { \$669 , a[9:0], 4'h0 } : { \$670 , a[6:0], 7'h00 };
-  assign \$672  = ~ dtype[1];
+  assign \$611  = s9_dtype[1] & s9_dtype[0];
+  assign \$612  = | s9_sum[19:16];
+  assign \$613  = s9_sum[21] | \$612 ;
+  assign \$614  = s9_sum[20] & \$613 ;
+  assign \$615  = | s9_sum[22:16];
+  assign \$616  = s9_sum[24] | \$615 ;
+  assign \$617  = s9_sum[23] & \$616 ;
+  assign \$618  = \$611  ? \$614  : \$617 ;
+  assign \$619  = \$610  & \$618 ;
+  assign \$620  = ~ s9_dtype[1];
+  assign \$621  = | s9_sum[6:0];
+  assign \$622  = s9_sum[8] | \$621 ;
+  assign \$623  = s9_sum[7] & \$622 ;
+  assign \$624  = s9_dtype[1] & s9_dtype[0];
+  assign \$625  = | s9_sum[3:0];
+  assign \$626  = s9_sum[5] | \$625 ;
+  assign \$627  = s9_sum[4] & \$626 ;
+  assign \$628  = | s9_sum[6:0];
+  assign \$629  = s9_sum[8] | \$628 ;
+  assign \$630  = s9_sum[7] & \$629 ;
+  assign \$631  = \$624  ? \$627  : \$630 ;
+  assign \$632  = s9_dtype[1] ? \$631  : \$623 ;
+  assign \$633  = s9_slot_hi[11] | s9_slot_hi[12];
+  assign \$634  = s9_dtype[1] & s9_dtype[0];
+  assign \$635  = \$634  ? 15'h7e00 : 15'h7fc0;
+  assign \$636  = s9_dtype[1] & s9_dtype[0];
+  assign \$637  = \$636  ? 15'h7c00 : 15'h7f80;
+  assign \$638  = s9_slot_hi[12] ? s9_slot_hi[13] : s9_slot_hi[0];
+  assign \$639  = s9_slot_hi[11] ? { 1'h0, \$635  } : { \$638 , \$637  };
+  assign \$640  = s9_slot_lo[11] | s9_slot_lo[12];
+  assign \$641  = s9_dtype[1] & s9_dtype[0];
+  assign \$642  = \$641  ? 15'h7e00 : 15'h7fc0;
+  assign \$643  = s9_dtype[1] & s9_dtype[0];
+  assign \$644  = \$643  ? 15'h7c00 : 15'h7f80;
+  assign \$645  = s9_slot_lo[12] ? s9_slot_lo[13] : s9_slot_lo[0];
+  assign \$646  = s9_slot_lo[11] ? { 1'h0, \$642  } : { \$645 , \$644  };
+  assign \$647  = ~ s10_dtype[1];
+  assign \$648  = s10_dtype[1] & s10_dtype[0];
+  assign \$649  = & s11_rounded[30:26];
+  assign \$650  = s11_rounded[31] | \$649 ;
+  assign \$651  = & s11_rounded[30:23];
+  assign \$652  = s11_rounded[31] | \$651 ;
+  assign \$653  = s11_fp16 ? \$650  : \$652 ;
+  assign \$654  = s11_forced_hi | \$653 ;
+  assign \$655  = \$654  ? 16'h0000 : s11_rounded[15:0];
+  assign \$656  = & s11_rounded[14:10];
+  assign \$657  = s11_rounded[15] | \$656 ;
+  assign \$658  = & s11_rounded[14:7];
+  assign \$659  = s11_rounded[15] | \$658 ;
+  assign \$660  = s11_fp16 ? \$657  : \$659 ;
+  assign \$661  = s11_forced_lo | \$660 ;
+  assign \$662  = \$661  ? s11_special_lo : { s11_sign_lo, s11_rounded[14:0] };
+  assign \$663  = s11_wide ? \$655  : \$662 ;
+  assign \$664  = & s11_rounded[30:26];
+  assign \$665  = s11_rounded[31] | \$664 ;
+  assign \$666  = & s11_rounded[30:23];
+  assign \$667  = s11_rounded[31] | \$666 ;
+  assign \$668  = s11_fp16 ? \$665  : \$667 ;
+  assign \$669  = s11_forced_hi | \$668 ;
+  assign \$670  = \$669  ? s11_special_hi : { s11_sign_hi, s11_rounded[30:16] };
+  assign \$671  = in_dtype[1] & in_dtype[0];
+  assign a_hi_exp = \$671  ? { 3'h0, in_a[30:26] } : in_a[30:23];
+  assign \$672  = in_dtype[1] & in_dtype[0];
   assign \$673  = | a_hi_exp;
-  assign a_sig = dtype[1] ? { 1'h0, \$666 , 1'h0, \$671  } : { 1'h0, \$673 , a[22:0], 7'h00 };
-  assign \$674  = dtype[1] & dtype[0];
-  assign b_hi_exp = \$674  ? { 3'h0, b[30:26] } : b[30:23];
-  assign \$675  = dtype[1] & dtype[0];
-  assign \$676  = | b_hi_exp;
-  assign \$677  = | b_hi_exp;
-  assign \$678  = \$675  ? { \$676 , b[25:16], 4'h0 } : { \$677 , b[22:16], 7'h00 };
-  assign \$679  = dtype[1] & dtype[0];
-  assign b_lo_exp = \$679  ? { 3'h0, b[14:10] } : b[14:7];
-  assign \$680  = dtype[1] & dtype[0];
-  assign \$681  = | b_lo_exp;
-  assign \$682  = | b_lo_exp;
-  assign \$683  = \$680  ? { \$681 , b[9:0], 4'h0 } : { \$682 , b[6:0], 7'h00 };
-  assign \$684  = ~ dtype[1];
-  assign \$685  = | b_hi_exp;
-  assign b_sig = dtype[1] ? { 1'h0, \$678 , 1'h0, \$683  } : { 1'h0, \$685 , b[22:0], 7'h00 };
-  assign \$686  = { s5_x, s5_carry_in } + { s5_y, s5_carry_in };
+  assign \$674  = | a_hi_exp;
+  assign \$675  = \$672  ? { \$673 , in_a[25:16], 4'h0 } : { \$674 , in_a[22:16], 7'h00 };
+  assign \$676  = in_dtype[1] & in_dtype[0];
+  assign a_lo_exp = \$676  ? { 3'h0, in_a[14:10] } : in_a[14:7];
+  assign \$677  = in_dtype[1] & in_dtype[0];
+  assign \$678  = | a_lo_exp;
+  assign \$679  = | a_lo_exp;
+  assign \$680  = \$677  ? { \$678 , in_a[9:0], 4'h0 } : { \$679 , in_a[6:0], 7'h00 };
+  assign \$681  = ~ in_dtype[1];
+  assign \$682  = | a_hi_exp;
+  assign a_sig = in_dtype[1] ? { 1'h0, \$675 , 1'h0, \$680  } : { 1'h0, \$682 , in_a[22:0], 7'h00 };
+  assign b_hi_exp = in_fp16_b ? { 3'h0, in_b[30:26] } : in_b[30:23];
+  assign \$683  = | b_hi_exp;
+  assign \$684  = | b_hi_exp;
+  assign \$685  = in_fp16_b ? { \$683 , in_b[25:16], 4'h0 } : { \$684 , in_b[22:16], 7'h00 };
+  assign b_lo_exp = in_fp16_b ? { 3'h0, in_b[14:10] } : in_b[14:7];
+  assign \$686  = | b_lo_exp;
+  assign \$687  = | b_lo_exp;
+  assign \$688  = in_fp16_b ? { \$686 , in_b[9:0], 4'h0 } : { \$687 , in_b[6:0], 7'h00 };
+  assign \$689  = | b_hi_exp;
+  assign b_sig = in_wide_b ? { 1'h0, \$689 , in_b[22:0], 7'h00 } : { 1'h0, \$685 , 1'h0, \$688  };
+  assign \$690  = { s5_x, s5_carry_in } + { s5_y, s5_carry_in };
   assign s10_chain = s10_packed + { s10_inc_hi, 16'h0000, s10_inc_lo };
   always @(posedge clk)
-    s1_dtype <= \$687 ;
+    in_a <= \$691 ;
   always @(posedge clk)
-    s2_dtype <= \$688 ;
+    in_b <= \$692 ;
   always @(posedge clk)
-    s3_dtype <= \$689 ;
+    in_dtype <= \$693 ;
   always @(posedge clk)
-    s4_dtype <= \$690 ;
+    in_valid <= \$694 ;
   always @(posedge clk)
-    s5_dtype <= \$691 ;
+    in_wide_b <= \$695 ;
   always @(posedge clk)
-    s6_dtype <= \$692 ;
+    in_fp16_b <= \$696 ;
   always @(posedge clk)
-    s7_dtype <= \$693 ;
-  always @(posedge clk)
-    s8_dtype <= \$694 ;
-  always @(posedge clk)
-    s9_dtype <= \$695 ;
-  always @(posedge clk)
-    s10_dtype <= \$696 ;
-  always @(posedge clk)
-    s11_dtype <= \$697 ;
+    s1_dtype <= \$697 ;
   always @(posedge clk)
     s1_sig_a <= \$698 ;
   always @(posedge clk)
-    s1_a_hi <= \$699 ;
+    s1_a_exp_lo <= \$699 ;
   always @(posedge clk)
-    s1_a_lo <= \$700 ;
+    s1_a_hi <= \$700 ;
   always @(posedge clk)
-    s1_sig_b <= \$701 ;
+    s1_a_lo <= \$701 ;
   always @(posedge clk)
-    s1_b_hi <= \$702 ;
+    s1_sig_b <= \$702 ;
   always @(posedge clk)
-    s1_b_lo <= \$703 ;
+    s1_b_exp_lo <= \$703 ;
   always @(posedge clk)
-    s1_gt_lo <= \$704 ;
+    s1_b_hi <= \$704 ;
   always @(posedge clk)
-    s1_gt_hi <= \$705 ;
+    s1_b_lo <= \$705 ;
   always @(posedge clk)
-    s1_eq_hi <= \$706 ;
+    s1_gt_lo_h <= \$706 ;
   always @(posedge clk)
-    s2_sig_a <= \$707 ;
+    s1_eq_lo_h <= \$707 ;
   always @(posedge clk)
-    s2_sig_b <= \$708 ;
+    s1_gt_lo_l <= \$708 ;
   always @(posedge clk)
-    s2_a_hi <= \$709 ;
+    s1_gt_hi_h <= \$709 ;
   always @(posedge clk)
-    s2_b_hi <= \$710 ;
+    s1_eq_hi_h <= \$710 ;
   always @(posedge clk)
-    s2_swap_hi <= \$711 ;
+    s1_gt_hi_l <= \$711 ;
   always @(posedge clk)
-    s2_swap_lo <= \$712 ;
+    s1_eq_hi_l <= \$712 ;
   always @(posedge clk)
-    s2_a_lo <= \$713 ;
+    s2_dtype <= \$713 ;
   always @(posedge clk)
-    s2_b_lo <= \$714 ;
+    s2_sig_a <= \$714 ;
   always @(posedge clk)
-    s2_d_ab_hi <= \$715 ;
+    s2_sig_b <= \$715 ;
   always @(posedge clk)
-    s2_d_ba_hi <= \$716 ;
+    s2_a_hi <= \$716 ;
   always @(posedge clk)
-    s2_d_ab_lo <= \$717 ;
+    s2_b_hi <= \$717 ;
   always @(posedge clk)
-    s2_d_ba_lo <= \$718 ;
+    s2_swap_hi <= \$718 ;
   always @(posedge clk)
-    s3_shift_hi <= \$719 ;
+    s2_swap_lo <= \$719 ;
   always @(posedge clk)
-    s3_sub_hi <= \$720 ;
+    s2_a_lo <= \$720 ;
   always @(posedge clk)
-    s3_slot_hi <= \$721 ;
+    s2_b_lo <= \$721 ;
   always @(posedge clk)
-    s3_shift_lo <= \$722 ;
+    s2_d_ab_hi <= \$722 ;
   always @(posedge clk)
-    s3_sub_lo <= \$723 ;
+    s2_d_ba_hi <= \$723 ;
   always @(posedge clk)
-    s3_slot_lo <= \$724 ;
+    s2_d_ab_lo <= \$724 ;
   always @(posedge clk)
-    s3_x <= \$725 ;
+    s2_d_ba_lo <= \$725 ;
   always @(posedge clk)
-    s3_y <= \$726 ;
+    s3_dtype <= \$726 ;
   always @(posedge clk)
-    s4_x <= \$727 ;
+    s3_shift_hi <= \$727 ;
   always @(posedge clk)
-    s4_sub_hi <= \$728 ;
+    s3_sub_hi <= \$728 ;
   always @(posedge clk)
-    s4_sub_lo <= \$729 ;
+    s3_slot_hi <= \$729 ;
   always @(posedge clk)
-    s4_slot_hi <= \$730 ;
+    s3_shift_lo <= \$730 ;
   always @(posedge clk)
-    s4_slot_lo <= \$731 ;
+    s3_sub_lo <= \$731 ;
   always @(posedge clk)
-    s4_shift_hi <= \$732 ;
+    s3_slot_lo <= \$732 ;
   always @(posedge clk)
-    s4_shift_lo <= \$733 ;
+    s3_x <= \$733 ;
   always @(posedge clk)
-    s4_y <= \$734 ;
+    s3_y <= \$734 ;
   always @(posedge clk)
-    s4_sticky_hi <= \$735 ;
+    s4_dtype <= \$735 ;
   always @(posedge clk)
-    s4_sticky_lo <= \$736 ;
+    s4_x <= \$736 ;
   always @(posedge clk)
-    s5_slot_hi <= \$737 ;
+    s4_sub_hi <= \$737 ;
   always @(posedge clk)
-    s5_slot_lo <= \$738 ;
+    s4_sub_lo <= \$738 ;
   always @(posedge clk)
-    s5_x <= \$739 ;
+    s4_slot_hi <= \$739 ;
   always @(posedge clk)
-    s5_y <= \$740 ;
+    s4_slot_lo <= \$740 ;
   always @(posedge clk)
-    s5_carry_in <= \$741 ;
+    s4_shift_hi <= \$741 ;
   always @(posedge clk)
-    s5_sentinel <= \$742 ;
+    s4_shift_lo <= \$742 ;
   always @(posedge clk)
-    s6_slot_hi <= \$743 ;
+    s4_y <= \$743 ;
   always @(posedge clk)
-    s6_slot_lo <= \$744 ;
+    s4_sticky_hi <= \$744 ;
   always @(posedge clk)
-    s6_sum <= \$745 ;
+    s4_sticky_lo <= \$745 ;
   always @(posedge clk)
-    s6_marked <= \$746 ;
+    s4_sentinel <= \$746 ;
   always @(posedge clk)
-    s7_sum <= \$747 ;
+    s5_dtype <= \$747 ;
   always @(posedge clk)
-    s7_slot_hi <= \$748 ;
+    s5_slot_hi <= \$748 ;
   always @(posedge clk)
-    s7_slot_lo <= \$749 ;
+    s5_slot_lo <= \$749 ;
   always @(posedge clk)
-    s7_count_hi <= \$750 ;
+    s5_sentinel <= \$750 ;
   always @(posedge clk)
-    s7_count_lo <= \$751 ;
+    s5_x <= \$751 ;
   always @(posedge clk)
-    s7_zero_hi <= \$752 ;
+    s5_y <= \$752 ;
   always @(posedge clk)
-    s8_slot_hi <= \$753 ;
+    s5_carry_in <= \$753 ;
   always @(posedge clk)
-    s8_slot_lo <= \$754 ;
+    s6_dtype <= \$754 ;
   always @(posedge clk)
-    s8_sum <= \$755 ;
-  always @(posedge clk)
-    s8_shift_hi <= \$756 ;
-  always @(posedge clk)
-    s8_shift_lo <= \$757 ;
-  always @(posedge clk)
-    s9_slot_hi <= \$758 ;
-  always @(posedge clk)
-    s9_slot_lo <= \$759 ;
-  always @(posedge clk)
-    s9_sum <= \$760 ;
-  always @(posedge clk)
-    s10_packed <= \$761 ;
-  always @(posedge clk)
-    s10_inc_hi <= \$762 ;
-  always @(posedge clk)
-    s10_inc_lo <= \$763 ;
-  always @(posedge clk)
-    s10_sign_hi <= \$764 ;
-  always @(posedge clk)
-    s10_forced_hi <= \$765 ;
-  always @(posedge clk)
-    s10_special_hi <= \$766 ;
-  always @(posedge clk)
-    s10_sign_lo <= \$767 ;
-  always @(posedge clk)
-    s10_forced_lo <= \$768 ;
-  always @(posedge clk)
-    s10_special_lo <= \$769 ;
-  always @(posedge clk)
-    s11_sign_hi <= \$770 ;
-  always @(posedge clk)
-    s11_sign_lo <= \$771 ;
-  always @(posedge clk)
-    s11_forced_hi <= \$772 ;
-  always @(posedge clk)
-    s11_forced_lo <= \$773 ;
-  always @(posedge clk)
-    s11_special_hi <= \$774 ;
-  always @(posedge clk)
-    s11_special_lo <= \$775 ;
-  always @(posedge clk)
-    s11_rounded <= \$776 ;
-  always @(posedge clk)
-    result <= \$777 ;
-  assign \$1  = | a_hi_exp;
-  assign \$2  = ~ \$1 ;
-  assign \$3  = a_hi_exp[0] | \$2 ;
-  assign \$4  = dtype[1] & dtype[0];
-  assign \$5  = \$4  ? 8'h1f : 8'hff;
-  assign \$6  = a_hi_exp == \$5 ;
-  assign \$7  = ~ dtype[1];
-  assign \$8  = | a[22:0];
-  assign \$9  = dtype[1] & dtype[0];
-  assign \$10  = | a[25:16];
-  assign \$11  = | a[22:16];
-  assign \$12  = \$9  ? \$10  : \$11 ;
-  assign \$13  = dtype[1] ? \$12  : \$8 ;
-  assign \$14  = \$6  & \$13 ;
-  assign \$15  = dtype[1] & dtype[0];
-  assign \$16  = \$15  ? 8'h1f : 8'hff;
-  assign \$17  = a_hi_exp == \$16 ;
-  assign \$18  = ~ dtype[1];
-  assign \$19  = | a[22:0];
-  assign \$20  = dtype[1] & dtype[0];
-  assign \$21  = | a[25:16];
-  assign \$22  = | a[22:16];
-  assign \$23  = \$20  ? \$21  : \$22 ;
-  assign \$24  = dtype[1] ? \$23  : \$19 ;
-  assign \$25  = ~ \$24 ;
-  assign \$26  = \$17  & \$25 ;
-  assign \$27  = | a_lo_exp;
-  assign \$28  = ~ \$27 ;
-  assign \$29  = a_lo_exp[0] | \$28 ;
-  assign \$30  = dtype[1] & dtype[0];
-  assign \$31  = \$30  ? 8'h1f : 8'hff;
-  assign \$32  = a_lo_exp == \$31 ;
-  assign \$33  = dtype[1] & dtype[0];
-  assign \$34  = | a[9:0];
-  assign \$35  = | a[6:0];
-  assign \$36  = \$33  ? \$34  : \$35 ;
-  assign \$37  = \$32  & \$36 ;
-  assign \$38  = dtype[1] & dtype[0];
-  assign \$39  = \$38  ? 8'h1f : 8'hff;
-  assign \$40  = a_lo_exp == \$39 ;
-  assign \$41  = dtype[1] & dtype[0];
-  assign \$42  = | a[9:0];
-  assign \$43  = | a[6:0];
-  assign \$44  = \$41  ? \$42  : \$43 ;
-  assign \$45  = ~ \$44 ;
-  assign \$46  = \$40  & \$45 ;
-  assign \$47  = | b_hi_exp;
-  assign \$48  = ~ \$47 ;
-  assign \$49  = b_hi_exp[0] | \$48 ;
-  assign \$50  = dtype[1] & dtype[0];
-  assign \$51  = \$50  ? 8'h1f : 8'hff;
-  assign \$52  = b_hi_exp == \$51 ;
-  assign \$53  = ~ dtype[1];
-  assign \$54  = | b[22:0];
-  assign \$55  = dtype[1] & dtype[0];
-  assign \$56  = | b[25:16];
-  assign \$57  = | b[22:16];
-  assign \$58  = \$55  ? \$56  : \$57 ;
-  assign \$59  = dtype[1] ? \$58  : \$54 ;
-  assign \$60  = \$52  & \$59 ;
-  assign \$61  = dtype[1] & dtype[0];
-  assign \$62  = \$61  ? 8'h1f : 8'hff;
-  assign \$63  = b_hi_exp == \$62 ;
-  assign \$64  = ~ dtype[1];
-  assign \$65  = | b[22:0];
-  assign \$66  = dtype[1] & dtype[0];
-  assign \$67  = | b[25:16];
-  assign \$68  = | b[22:16];
-  assign \$69  = \$66  ? \$67  : \$68 ;
-  assign \$70  = dtype[1] ? \$69  : \$65 ;
-  assign \$71  = ~ \$70 ;
-  assign \$72  = \$63  & \$71 ;
-  assign \$73  = | b_lo_exp;
-  assign \$74  = ~ \$73 ;
-  assign \$75  = b_lo_exp[0] | \$74 ;
-  assign \$76  = dtype[1] & dtype[0];
-  assign \$77  = \$76  ? 8'h1f : 8'hff;
-  assign \$78  = b_lo_exp == \$77 ;
-  assign \$79  = dtype[1] & dtype[0];
-  assign \$80  = | b[9:0];
-  assign \$81  = | b[6:0];
-  assign \$82  = \$79  ? \$80  : \$81 ;
-  assign \$83  = \$78  & \$82 ;
-  assign \$84  = dtype[1] & dtype[0];
-  assign \$85  = \$84  ? 8'h1f : 8'hff;
-  assign \$86  = b_lo_exp == \$85 ;
-  assign \$87  = dtype[1] & dtype[0];
-  assign \$88  = | b[9:0];
-  assign \$89  = | b[6:0];
-  assign \$90  = \$87  ? \$88  : \$89 ;
-  assign \$91  = ~ \$90 ;
-  assign \$92  = \$86  & \$91 ;
-  assign \$93  = b[14:0] > a[14:0];
-  assign \$94  = b[30:16] > a[30:16];
-  assign \$95  = b[30:16] == a[30:16];
-  assign \$96  = ~ s1_dtype[1];
-  assign \$97  = ~ s1_a_lo[0];
-  assign \$98  = s1_b_lo[0] & \$97 ;
-  assign \$99  = s1_a_lo[0] ^ s1_b_lo[0];
-  assign \$100  = ~ \$99 ;
-  assign \$101  = \$100  & s1_gt_lo;
-  assign \$102  = \$98  | \$101 ;
-  assign \$103  = s1_eq_hi & \$102 ;
-  assign \$104  = s1_gt_hi | \$103 ;
-  assign \$105  = s1_dtype[1] ? s1_gt_hi : \$104 ;
-  assign \$106  = ~ s1_dtype[1];
-  assign \$107  = ~ s1_a_lo[0];
-  assign \$108  = s1_b_lo[0] & \$107 ;
-  assign \$109  = s1_a_lo[0] ^ s1_b_lo[0];
-  assign \$110  = ~ \$109 ;
-  assign \$111  = \$110  & s1_gt_lo;
-  assign \$112  = \$108  | \$111 ;
-  assign \$113  = s1_eq_hi & \$112 ;
-  assign \$114  = s1_gt_hi | \$113 ;
-  assign \$115  = s1_dtype[1] ? s1_gt_lo : \$114 ;
-  assign \$116  = ~ s1_dtype[1];
-  assign \$117  = s1_dtype[1] ? s1_a_lo : s1_a_hi;
-  assign \$118  = ~ s1_dtype[1];
-  assign \$119  = s1_dtype[1] ? s1_b_lo : s1_b_hi;
-  assign \$120  = s1_a_hi[8:1] - s1_b_hi[8:1];
-  assign \$121  = s1_b_hi[8:1] - s1_a_hi[8:1];
-  assign \$122  = ~ s1_dtype[1];
-  assign \$123  = s1_dtype[1] ? s1_a_lo[8:1] : s1_a_hi[8:1];
+    s6_slot_hi <= \$755 ;
+  always @(posedge clk)
+    s6_slot_lo <= \$756 ;
+  always @(posedge clk)
+    s6_sum <= \$757 ;
+  always @(posedge clk)
+    s6_marked <= \$758 ;
+  always @(posedge clk)
+    s7_dtype <= \$759 ;
+  always @(posedge clk)
+    s7_sum <= \$760 ;
+  always @(posedge clk)
+    s7_slot_hi <= \$761 ;
+  always @(posedge clk)
+    s7_slot_lo <= \$762 ;
+  always @(posedge clk)
+    s7_count_hi <= \$763 ;
+  always @(posedge clk)
+    s7_count_lo <= \$764 ;
+  always @(posedge clk)
+    s7_zero_hi <= \$765 ;
+  always @(posedge clk)
+    s7_sum_zero_hi <= \$766 ;
+  always @(posedge clk)
+    s7_sum_zero_lo <= \$767 ;
+  always @(posedge clk)
+    s8_dtype <= \$768 ;
+  always @(posedge clk)
+    s8_slot_hi <= \$769 ;
+  always @(posedge clk)
+    s8_slot_lo <= \$770 ;
+  always @(posedge clk)
+    s8_sum <= \$771 ;
+  always @(posedge clk)
+    s8_shift_hi <= \$772 ;
+  always @(posedge clk)
+    s8_shift_lo <= \$773 ;
+  always @(posedge clk)
+    s9_dtype <= \$774 ;
+  always @(posedge clk)
+    s9_slot_hi <= \$775 ;
+  always @(posedge clk)
+    s9_slot_lo <= \$776 ;
+  always @(posedge clk)
+    s9_sum <= \$777 ;
+  always @(posedge clk)
+    s10_dtype <= \$778 ;
+  always @(posedge clk)
+    s10_packed <= \$779 ;
+  always @(posedge clk)
+    s10_inc_hi <= \$780 ;
+  always @(posedge clk)
+    s10_inc_lo <= \$781 ;
+  always @(posedge clk)
+    s10_sign_hi <= \$782 ;
+  always @(posedge clk)
+    s10_forced_hi <= \$783 ;
+  always @(posedge clk)
+    s10_special_hi <= \$784 ;
+  always @(posedge clk)
+    s10_sign_lo <= \$785 ;
+  always @(posedge clk)
+    s10_forced_lo <= \$786 ;
+  always @(posedge clk)
+    s10_special_lo <= \$787 ;
+  always @(posedge clk)
+    s11_dtype <= \$788 ;
+  always @(posedge clk)
+    s11_sign_hi <= \$789 ;
+  always @(posedge clk)
+    s11_sign_lo <= \$790 ;
+  always @(posedge clk)
+    s11_forced_hi <= \$791 ;
+  always @(posedge clk)
+    s11_forced_lo <= \$792 ;
+  always @(posedge clk)
+    s11_special_hi <= \$793 ;
+  always @(posedge clk)
+    s11_special_lo <= \$794 ;
+  always @(posedge clk)
+    s11_rounded <= \$795 ;
+  always @(posedge clk)
+    s11_wide <= \$796 ;
+  always @(posedge clk)
+    s11_fp16 <= \$797 ;
+  always @(posedge clk)
+    result <= \$798 ;
+  always @(posedge clk)
+    s1_valid <= \$799 ;
+  always @(posedge clk)
+    s2_valid <= \$800 ;
+  always @(posedge clk)
+    s3_valid <= \$801 ;
+  always @(posedge clk)
+    s4_valid <= \$802 ;
+  always @(posedge clk)
+    s5_valid <= \$803 ;
+  always @(posedge clk)
+    s6_valid <= \$804 ;
+  always @(posedge clk)
+    s7_valid <= \$805 ;
+  always @(posedge clk)
+    s8_valid <= \$806 ;
+  always @(posedge clk)
+    s9_valid <= \$807 ;
+  always @(posedge clk)
+    s10_valid <= \$808 ;
+  always @(posedge clk)
+    s11_valid <= \$809 ;
+  assign \$1  = ~ dtype[1];
+  assign \$2  = dtype[1] & dtype[0];
+  assign \$3  = ~ in_dtype[1];
+  assign \$4  = | a_hi_exp;
+  assign \$5  = ~ \$4 ;
+  assign \$6  = a_hi_exp[0] | \$5 ;
+  assign \$7  = | a_lo_exp;
+  assign \$8  = ~ \$7 ;
+  assign \$9  = a_lo_exp[0] | \$8 ;
+  assign \$10  = in_dtype[1] ? { a_lo_exp[7:1], \$9  } : { a_hi_exp[7:1], \$6  };
+  assign \$11  = | a_hi_exp;
+  assign \$12  = ~ \$11 ;
+  assign \$13  = a_hi_exp[0] | \$12 ;
+  assign \$14  = in_dtype[1] & in_dtype[0];
+  assign \$15  = \$14  ? 8'h1f : 8'hff;
+  assign \$16  = a_hi_exp == \$15 ;
+  assign \$17  = ~ in_dtype[1];
+  assign \$18  = | in_a[22:0];
+  assign \$19  = in_dtype[1] & in_dtype[0];
+  assign \$20  = | in_a[25:16];
+  assign \$21  = | in_a[22:16];
+  assign \$22  = \$19  ? \$20  : \$21 ;
+  assign \$23  = in_dtype[1] ? \$22  : \$18 ;
+  assign \$24  = \$16  & \$23 ;
+  assign \$25  = in_dtype[1] & in_dtype[0];
+  assign \$26  = \$25  ? 8'h1f : 8'hff;
+  assign \$27  = a_hi_exp == \$26 ;
+  assign \$28  = ~ in_dtype[1];
+  assign \$29  = | in_a[22:0];
+  assign \$30  = in_dtype[1] & in_dtype[0];
+  assign \$31  = | in_a[25:16];
+  assign \$32  = | in_a[22:16];
+  assign \$33  = \$30  ? \$31  : \$32 ;
+  assign \$34  = in_dtype[1] ? \$33  : \$29 ;
+  assign \$35  = ~ \$34 ;
+  assign \$36  = \$27  & \$35 ;
+  assign \$37  = | a_lo_exp;
+  assign \$38  = ~ \$37 ;
+  assign \$39  = a_lo_exp[0] | \$38 ;
+  assign \$40  = in_dtype[1] & in_dtype[0];
+  assign \$41  = \$40  ? 8'h1f : 8'hff;
+  assign \$42  = a_lo_exp == \$41 ;
+  assign \$43  = in_dtype[1] & in_dtype[0];
+  assign \$44  = | in_a[9:0];
+  assign \$45  = | in_a[6:0];
+  assign \$46  = \$43  ? \$44  : \$45 ;
+  assign \$47  = \$42  & \$46 ;
+  assign \$48  = in_dtype[1] & in_dtype[0];
+  assign \$49  = \$48  ? 8'h1f : 8'hff;
+  assign \$50  = a_lo_exp == \$49 ;
+  assign \$51  = in_dtype[1] & in_dtype[0];
+  assign \$52  = | in_a[9:0];
+  assign \$53  = | in_a[6:0];
+  assign \$54  = \$51  ? \$52  : \$53 ;
+  assign \$55  = ~ \$54 ;
+  assign \$56  = \$50  & \$55 ;
+  assign \$57  = | b_hi_exp;
+  assign \$58  = ~ \$57 ;
+  assign \$59  = b_hi_exp[0] | \$58 ;
+  assign \$60  = | b_lo_exp;
+  assign \$61  = ~ \$60 ;
+  assign \$62  = b_lo_exp[0] | \$61 ;
+  assign \$63  = in_wide_b ? { b_hi_exp[7:1], \$59  } : { b_lo_exp[7:1], \$62  };
+  assign \$64  = | b_hi_exp;
+  assign \$65  = ~ \$64 ;
+  assign \$66  = b_hi_exp[0] | \$65 ;
+  assign \$67  = in_fp16_b ? 8'h1f : 8'hff;
+  assign \$68  = b_hi_exp == \$67 ;
+  assign \$69  = | in_b[22:0];
+  assign \$70  = | in_b[25:16];
+  assign \$71  = | in_b[22:16];
+  assign \$72  = in_fp16_b ? \$70  : \$71 ;
+  assign \$73  = in_wide_b ? \$69  : \$72 ;
+  assign \$74  = \$68  & \$73 ;
+  assign \$75  = in_fp16_b ? 8'h1f : 8'hff;
+  assign \$76  = b_hi_exp == \$75 ;
+  assign \$77  = | in_b[22:0];
+  assign \$78  = | in_b[25:16];
+  assign \$79  = | in_b[22:16];
+  assign \$80  = in_fp16_b ? \$78  : \$79 ;
+  assign \$81  = in_wide_b ? \$77  : \$80 ;
+  assign \$82  = ~ \$81 ;
+  assign \$83  = \$76  & \$82 ;
+  assign \$84  = | b_lo_exp;
+  assign \$85  = ~ \$84 ;
+  assign \$86  = b_lo_exp[0] | \$85 ;
+  assign \$87  = in_fp16_b ? 8'h1f : 8'hff;
+  assign \$88  = b_lo_exp == \$87 ;
+  assign \$89  = | in_b[9:0];
+  assign \$90  = | in_b[6:0];
+  assign \$91  = in_fp16_b ? \$89  : \$90 ;
+  assign \$92  = \$88  & \$91 ;
+  assign \$93  = in_fp16_b ? 8'h1f : 8'hff;
+  assign \$94  = b_lo_exp == \$93 ;
+  assign \$95  = | in_b[9:0];
+  assign \$96  = | in_b[6:0];
+  assign \$97  = in_fp16_b ? \$95  : \$96 ;
+  assign \$98  = ~ \$97 ;
+  assign \$99  = \$94  & \$98 ;
+  assign \$100  = in_b[14:8] > in_a[14:8];
+  assign \$101  = in_b[14:8] == in_a[14:8];
+  assign \$102  = in_b[7:0] > in_a[7:0];
+  assign \$103  = in_b[30:24] > in_a[30:24];
+  assign \$104  = in_b[30:24] == in_a[30:24];
+  assign \$105  = in_b[23:16] > in_a[23:16];
+  assign \$106  = in_b[23:16] == in_a[23:16];
+  assign \$107  = ~ s1_dtype[1];
+  assign \$108  = s1_eq_hi_h & s1_gt_hi_l;
+  assign \$109  = s1_gt_hi_h | \$108 ;
+  assign \$110  = s1_eq_hi_h & s1_eq_hi_l;
+  assign \$111  = ~ s1_a_lo[0];
+  assign \$112  = s1_b_lo[0] & \$111 ;
+  assign \$113  = s1_a_lo[0] ^ s1_b_lo[0];
+  assign \$114  = ~ \$113 ;
+  assign \$115  = s1_eq_lo_h & s1_gt_lo_l;
+  assign \$116  = s1_gt_lo_h | \$115 ;
+  assign \$117  = \$114  & \$116 ;
+  assign \$118  = \$112  | \$117 ;
+  assign \$119  = \$110  & \$118 ;
+  assign \$120  = \$109  | \$119 ;
+  assign \$121  = s1_eq_hi_h & s1_gt_hi_l;
+  assign \$122  = s1_gt_hi_h | \$121 ;
+  assign \$123  = s1_dtype[1] ? \$122  : \$120 ;
   assign \$124  = ~ s1_dtype[1];
-  assign \$125  = s1_dtype[1] ? s1_b_lo[8:1] : s1_b_hi[8:1];
-  assign \$126  = \$123  - \$125 ;
-  assign \$127  = ~ s1_dtype[1];
-  assign \$128  = s1_dtype[1] ? s1_b_lo[8:1] : s1_b_hi[8:1];
-  assign \$129  = ~ s1_dtype[1];
-  assign \$130  = s1_dtype[1] ? s1_a_lo[8:1] : s1_a_hi[8:1];
-  assign \$131  = \$128  - \$130 ;
-  assign \$132  = | s2_d_ba_hi[7:5];
-  assign \$133  = ~ s2_dtype[1];
-  assign \$135  = \$134  & s2_d_ba_hi[4];
-  assign \$136  = \$132  | \$135 ;
-  assign \$137  = \$136  ? 4'hf : 4'h0;
-  assign \$138  = s2_d_ba_hi[3:0] | \$137 ;
-  assign \$139  = | s2_d_ba_hi[7:5];
-  assign \$140  = ~ s2_dtype[1];
-  assign \$142  = \$141  & s2_d_ba_hi[4];
-  assign \$143  = \$139  | \$142 ;
-  assign \$144  = ~ s2_dtype[1];
-  assign \$145  = \$143  ? \$144  : s2_d_ba_hi[4];
-  assign \$146  = | s2_d_ab_hi[7:5];
-  assign \$147  = ~ s2_dtype[1];
-  assign \$149  = \$148  & s2_d_ab_hi[4];
-  assign \$150  = \$146  | \$149 ;
-  assign \$151  = \$150  ? 4'hf : 4'h0;
-  assign \$152  = s2_d_ab_hi[3:0] | \$151 ;
-  assign \$153  = | s2_d_ab_hi[7:5];
-  assign \$154  = ~ s2_dtype[1];
-  assign \$156  = \$155  & s2_d_ab_hi[4];
-  assign \$157  = \$153  | \$156 ;
-  assign \$158  = ~ s2_dtype[1];
-  assign \$159  = \$157  ? \$158  : s2_d_ab_hi[4];
-  assign \$160  = s2_swap_hi ? { \$145 , \$138  } : { \$159 , \$152  };
-  assign \$161  = s2_a_hi[0] ^ s2_b_hi[0];
-  assign \$162  = s2_swap_hi ? s2_b_hi[0] : s2_a_hi[0];
-  assign \$163  = s2_a_hi[0] & s2_b_hi[0];
-  assign \$164  = s2_swap_hi ? s2_b_hi[8:1] : s2_a_hi[8:1];
-  assign \$165  = s2_a_hi[9] | s2_b_hi[9];
-  assign \$166  = s2_a_hi[10] & s2_b_hi[10];
-  assign \$167  = s2_a_hi[0] ^ s2_b_hi[0];
-  assign \$168  = \$166  & \$167 ;
-  assign \$169  = \$165  | \$168 ;
-  assign \$170  = s2_a_hi[10] | s2_b_hi[10];
-  assign \$171  = s2_a_hi[10] ? s2_a_hi[0] : s2_b_hi[0];
-  assign \$172  = | s2_d_ba_lo[7:5];
-  assign \$173  = ~ s2_dtype[1];
-  assign \$175  = \$174  & s2_d_ba_lo[4];
-  assign \$176  = \$172  | \$175 ;
-  assign \$177  = \$176  ? 4'hf : 4'h0;
-  assign \$178  = s2_d_ba_lo[3:0] | \$177 ;
-  assign \$179  = | s2_d_ba_lo[7:5];
-  assign \$180  = ~ s2_dtype[1];
-  assign \$182  = \$181  & s2_d_ba_lo[4];
-  assign \$183  = \$179  | \$182 ;
-  assign \$184  = ~ s2_dtype[1];
-  assign \$185  = \$183  ? \$184  : s2_d_ba_lo[4];
-  assign \$186  = | s2_d_ab_lo[7:5];
-  assign \$187  = ~ s2_dtype[1];
-  assign \$189  = \$188  & s2_d_ab_lo[4];
-  assign \$190  = \$186  | \$189 ;
-  assign \$191  = \$190  ? 4'hf : 4'h0;
-  assign \$192  = s2_d_ab_lo[3:0] | \$191 ;
-  assign \$193  = | s2_d_ab_lo[7:5];
-  assign \$194  = ~ s2_dtype[1];
-  assign \$196  = \$195  & s2_d_ab_lo[4];
-  assign \$197  = \$193  | \$196 ;
-  assign \$198  = ~ s2_dtype[1];
-  assign \$199  = \$197  ? \$198  : s2_d_ab_lo[4];
-  assign \$200  = s2_swap_lo ? { \$185 , \$178  } : { \$199 , \$192  };
-  assign \$201  = s2_a_lo[0] ^ s2_b_lo[0];
-  assign \$202  = s2_swap_lo ? s2_b_lo[0] : s2_a_lo[0];
-  assign \$203  = s2_a_lo[0] & s2_b_lo[0];
-  assign \$204  = s2_swap_lo ? s2_b_lo[8:1] : s2_a_lo[8:1];
-  assign \$205  = s2_a_lo[9] | s2_b_lo[9];
-  assign \$206  = s2_a_lo[10] & s2_b_lo[10];
-  assign \$207  = s2_a_lo[0] ^ s2_b_lo[0];
-  assign \$208  = \$206  & \$207 ;
-  assign \$209  = \$205  | \$208 ;
-  assign \$210  = s2_a_lo[10] | s2_b_lo[10];
-  assign \$211  = s2_a_lo[10] ? s2_a_lo[0] : s2_b_lo[0];
-  assign \$212  = s2_swap_lo ? s2_sig_b[15:0] : s2_sig_a[15:0];
-  assign \$213  = s2_swap_hi ? s2_sig_b[31:16] : s2_sig_a[31:16];
-  assign \$214  = s2_swap_lo ? s2_sig_a[15:0] : s2_sig_b[15:0];
-  assign \$215  = s2_swap_hi ? s2_sig_a[31:16] : s2_sig_b[31:16];
-  assign \$216  = ~ s3_dtype[1];
-  assign \$217  = ~ s3_dtype[1];
-  assign \$218  = ~ s3_dtype[1];
-  assign \$219  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$220  = s3_shift_lo[4] ? \$219  : s3_y[15:0];
-  assign \$221  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$222  = ~ s3_dtype[1];
+  assign \$125  = s1_eq_hi_h & s1_gt_hi_l;
+  assign \$126  = s1_gt_hi_h | \$125 ;
+  assign \$127  = s1_eq_hi_h & s1_eq_hi_l;
+  assign \$128  = ~ s1_a_lo[0];
+  assign \$129  = s1_b_lo[0] & \$128 ;
+  assign \$130  = s1_a_lo[0] ^ s1_b_lo[0];
+  assign \$131  = ~ \$130 ;
+  assign \$132  = s1_eq_lo_h & s1_gt_lo_l;
+  assign \$133  = s1_gt_lo_h | \$132 ;
+  assign \$134  = \$131  & \$133 ;
+  assign \$135  = \$129  | \$134 ;
+  assign \$136  = \$127  & \$135 ;
+  assign \$137  = \$126  | \$136 ;
+  assign \$138  = s1_eq_lo_h & s1_gt_lo_l;
+  assign \$139  = s1_gt_lo_h | \$138 ;
+  assign \$140  = s1_dtype[1] ? \$139  : \$137 ;
+  assign \$141  = ~ s1_dtype[1];
+  assign \$142  = s1_dtype[1] ? s1_a_lo : s1_a_hi;
+  assign \$143  = ~ s1_dtype[1];
+  assign \$144  = s1_dtype[1] ? s1_b_lo : s1_b_hi;
+  assign \$145  = s1_a_hi[8:1] - s1_b_hi[8:1];
+  assign \$146  = s1_b_hi[8:1] - s1_a_hi[8:1];
+  assign \$147  = s1_a_exp_lo - s1_b_exp_lo;
+  assign \$148  = s1_b_exp_lo - s1_a_exp_lo;
+  assign \$149  = | s2_d_ba_hi[7:5];
+  assign \$150  = ~ s2_dtype[1];
+  assign \$152  = \$151  & s2_d_ba_hi[4];
+  assign \$153  = \$149  | \$152 ;
+  assign \$154  = \$153  ? 4'hf : 4'h0;
+  assign \$155  = s2_d_ba_hi[3:0] | \$154 ;
+  assign \$156  = | s2_d_ba_hi[7:5];
+  assign \$157  = ~ s2_dtype[1];
+  assign \$159  = \$158  & s2_d_ba_hi[4];
+  assign \$160  = \$156  | \$159 ;
+  assign \$161  = ~ s2_dtype[1];
+  assign \$162  = \$160  ? \$161  : s2_d_ba_hi[4];
+  assign \$163  = | s2_d_ab_hi[7:5];
+  assign \$164  = ~ s2_dtype[1];
+  assign \$166  = \$165  & s2_d_ab_hi[4];
+  assign \$167  = \$163  | \$166 ;
+  assign \$168  = \$167  ? 4'hf : 4'h0;
+  assign \$169  = s2_d_ab_hi[3:0] | \$168 ;
+  assign \$170  = | s2_d_ab_hi[7:5];
+  assign \$171  = ~ s2_dtype[1];
+  assign \$173  = \$172  & s2_d_ab_hi[4];
+  assign \$174  = \$170  | \$173 ;
+  assign \$175  = ~ s2_dtype[1];
+  assign \$176  = \$174  ? \$175  : s2_d_ab_hi[4];
+  assign \$177  = s2_swap_hi ? { \$162 , \$155  } : { \$176 , \$169  };
+  assign \$178  = s2_a_hi[0] ^ s2_b_hi[0];
+  assign \$179  = s2_swap_hi ? s2_b_hi[0] : s2_a_hi[0];
+  assign \$180  = s2_a_hi[0] & s2_b_hi[0];
+  assign \$181  = s2_swap_hi ? s2_b_hi[8:1] : s2_a_hi[8:1];
+  assign \$182  = s2_a_hi[9] | s2_b_hi[9];
+  assign \$183  = s2_a_hi[10] & s2_b_hi[10];
+  assign \$184  = s2_a_hi[0] ^ s2_b_hi[0];
+  assign \$185  = \$183  & \$184 ;
+  assign \$186  = \$182  | \$185 ;
+  assign \$187  = s2_a_hi[10] | s2_b_hi[10];
+  assign \$188  = s2_a_hi[10] ? s2_a_hi[0] : s2_b_hi[0];
+  assign \$189  = | s2_d_ba_lo[7:5];
+  assign \$190  = ~ s2_dtype[1];
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$687  = s1_dtype;
-    if (busy) begin
-      \$687  = dtype;
-    end
+    \$691  = a;
     if (rst) begin
-      \$687  = 2'h0;
+      \$691  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$688  = s2_dtype;
-    if (busy) begin
-      \$688  = s1_dtype;
-    end
+    \$692  = b;
     if (rst) begin
-      \$688  = 2'h0;
+      \$692  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$689  = s3_dtype;
-    if (busy) begin
-      \$689  = s2_dtype;
-    end
-    if (rst) begin
-      \$689  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$690  = s4_dtype;
-    if (busy) begin
-      \$690  = s3_dtype;
-    end
-    if (rst) begin
-      \$690  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$691  = s5_dtype;
-    if (busy) begin
-      \$691  = s4_dtype;
-    end
-    if (rst) begin
-      \$691  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$692  = s6_dtype;
-    if (busy) begin
-      \$692  = s5_dtype;
-    end
-    if (rst) begin
-      \$692  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$693  = s7_dtype;
-    if (busy) begin
-      \$693  = s6_dtype;
-    end
+    \$693  = dtype;
     if (rst) begin
       \$693  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$694  = s8_dtype;
-    if (busy) begin
-      \$694  = s7_dtype;
-    end
+    \$694  = valid;
     if (rst) begin
-      \$694  = 2'h0;
+      \$694  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$695  = s9_dtype;
-    if (busy) begin
-      \$695  = s8_dtype;
-    end
+    \$695  = \$1 ;
     if (rst) begin
-      \$695  = 2'h0;
+      \$695  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$696  = s10_dtype;
-    if (busy) begin
-      \$696  = s9_dtype;
-    end
+    \$696  = \$2 ;
     if (rst) begin
-      \$696  = 2'h0;
+      \$696  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$697  = s11_dtype;
-    if (busy) begin
-      \$697  = s10_dtype;
+    \$697  = s1_dtype;
+    if (in_valid) begin
+      \$697  = in_dtype;
     end
     if (rst) begin
       \$697  = 2'h0;
@@ -7772,7 +9136,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, busy, a, b, dtype, result, c
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
     \$698  = s1_sig_a;
-    if (busy) begin
+    if (in_valid) begin
       \$698  = a_sig;
     end
     if (rst) begin
@@ -7781,25 +9145,22 @@ module \ace_alu_array_small.array.lane1.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$699  = s1_a_hi;
-    if (busy) begin
-      \$699 [0] = a[31];
-      \$699 [8:1] = { a_hi_exp[7:1], \$3  };
-      \$699 [9] = \$14 ;
-      \$699 [10] = \$26 ;
+    \$699  = s1_a_exp_lo;
+    if (in_valid) begin
+      \$699  = \$10 ;
     end
     if (rst) begin
-      \$699  = 11'h000;
+      \$699  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$700  = s1_a_lo;
-    if (busy) begin
-      \$700 [0] = a[15];
-      \$700 [8:1] = { a_lo_exp[7:1], \$29  };
-      \$700 [9] = \$37 ;
-      \$700 [10] = \$46 ;
+    \$700  = s1_a_hi;
+    if (in_valid) begin
+      \$700 [0] = in_a[31];
+      \$700 [8:1] = { a_hi_exp[7:1], \$13  };
+      \$700 [9] = \$24 ;
+      \$700 [10] = \$36 ;
     end
     if (rst) begin
       \$700  = 11'h000;
@@ -7807,65 +9168,68 @@ module \ace_alu_array_small.array.lane1.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$701  = s1_sig_b;
-    if (busy) begin
-      \$701  = b_sig;
+    \$701  = s1_a_lo;
+    if (in_valid) begin
+      \$701 [0] = in_a[15];
+      \$701 [8:1] = { a_lo_exp[7:1], \$39  };
+      \$701 [9] = \$47 ;
+      \$701 [10] = \$56 ;
     end
     if (rst) begin
-      \$701  = 32'd0;
+      \$701  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$702  = s1_b_hi;
-    if (busy) begin
-      \$702 [0] = b[31];
-      \$702 [8:1] = { b_hi_exp[7:1], \$49  };
-      \$702 [9] = \$60 ;
-      \$702 [10] = \$72 ;
+    \$702  = s1_sig_b;
+    if (in_valid) begin
+      \$702  = b_sig;
     end
     if (rst) begin
-      \$702  = 11'h000;
+      \$702  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$703  = s1_b_lo;
-    if (busy) begin
-      \$703 [0] = b[15];
-      \$703 [8:1] = { b_lo_exp[7:1], \$75  };
-      \$703 [9] = \$83 ;
-      \$703 [10] = \$92 ;
+    \$703  = s1_b_exp_lo;
+    if (in_valid) begin
+      \$703  = \$63 ;
     end
     if (rst) begin
-      \$703  = 11'h000;
+      \$703  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$704  = s1_gt_lo;
-    if (busy) begin
-      \$704  = \$93 ;
+    \$704  = s1_b_hi;
+    if (in_valid) begin
+      \$704 [0] = in_b[31];
+      \$704 [8:1] = { b_hi_exp[7:1], \$66  };
+      \$704 [9] = \$74 ;
+      \$704 [10] = \$83 ;
     end
     if (rst) begin
-      \$704  = 1'h0;
+      \$704  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$705  = s1_gt_hi;
-    if (busy) begin
-      \$705  = \$94 ;
+    \$705  = s1_b_lo;
+    if (in_valid) begin
+      \$705 [0] = in_b[15];
+      \$705 [8:1] = { b_lo_exp[7:1], \$86  };
+      \$705 [9] = \$92 ;
+      \$705 [10] = \$99 ;
     end
     if (rst) begin
-      \$705  = 1'h0;
+      \$705  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$706  = s1_eq_hi;
-    if (busy) begin
-      \$706  = \$95 ;
+    \$706  = s1_gt_lo_h;
+    if (in_valid) begin
+      \$706  = \$100 ;
     end
     if (rst) begin
       \$706  = 1'h0;
@@ -7873,48 +9237,48 @@ module \ace_alu_array_small.array.lane1.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$707  = s2_sig_a;
-    if (busy) begin
-      \$707  = s1_sig_a;
+    \$707  = s1_eq_lo_h;
+    if (in_valid) begin
+      \$707  = \$101 ;
     end
     if (rst) begin
-      \$707  = 32'd0;
+      \$707  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$708  = s2_sig_b;
-    if (busy) begin
-      \$708  = s1_sig_b;
+    \$708  = s1_gt_lo_l;
+    if (in_valid) begin
+      \$708  = \$102 ;
     end
     if (rst) begin
-      \$708  = 32'd0;
+      \$708  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$709  = s2_a_hi;
-    if (busy) begin
-      \$709  = s1_a_hi;
+    \$709  = s1_gt_hi_h;
+    if (in_valid) begin
+      \$709  = \$103 ;
     end
     if (rst) begin
-      \$709  = 11'h000;
+      \$709  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$710  = s2_b_hi;
-    if (busy) begin
-      \$710  = s1_b_hi;
+    \$710  = s1_eq_hi_h;
+    if (in_valid) begin
+      \$710  = \$104 ;
     end
     if (rst) begin
-      \$710  = 11'h000;
+      \$710  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$711  = s2_swap_hi;
-    if (busy) begin
+    \$711  = s1_gt_hi_l;
+    if (in_valid) begin
       \$711  = \$105 ;
     end
     if (rst) begin
@@ -7923,9 +9287,9 @@ module \ace_alu_array_small.array.lane1.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$712  = s2_swap_lo;
-    if (busy) begin
-      \$712  = \$115 ;
+    \$712  = s1_eq_hi_l;
+    if (in_valid) begin
+      \$712  = \$106 ;
     end
     if (rst) begin
       \$712  = 1'h0;
@@ -7933,169 +9297,159 @@ module \ace_alu_array_small.array.lane1.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$713  = s2_a_lo;
-    if (busy) begin
-      \$713  = \$117 ;
+    \$713  = s2_dtype;
+    if (s1_valid) begin
+      \$713  = s1_dtype;
     end
     if (rst) begin
-      \$713  = 11'h000;
+      \$713  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$714  = s2_b_lo;
-    if (busy) begin
-      \$714  = \$119 ;
+    \$714  = s2_sig_a;
+    if (s1_valid) begin
+      \$714  = s1_sig_a;
     end
     if (rst) begin
-      \$714  = 11'h000;
+      \$714  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$715  = s2_d_ab_hi;
-    if (busy) begin
-      \$715  = \$120 [7:0];
+    \$715  = s2_sig_b;
+    if (s1_valid) begin
+      \$715  = s1_sig_b;
     end
     if (rst) begin
-      \$715  = 8'h00;
+      \$715  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$716  = s2_d_ba_hi;
-    if (busy) begin
-      \$716  = \$121 [7:0];
+    \$716  = s2_a_hi;
+    if (s1_valid) begin
+      \$716  = s1_a_hi;
     end
     if (rst) begin
-      \$716  = 8'h00;
+      \$716  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$717  = s2_d_ab_lo;
-    if (busy) begin
-      \$717  = \$126 [7:0];
+    \$717  = s2_b_hi;
+    if (s1_valid) begin
+      \$717  = s1_b_hi;
     end
     if (rst) begin
-      \$717  = 8'h00;
+      \$717  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$718  = s2_d_ba_lo;
-    if (busy) begin
-      \$718  = \$131 [7:0];
+    \$718  = s2_swap_hi;
+    if (s1_valid) begin
+      \$718  = \$123 ;
     end
     if (rst) begin
-      \$718  = 8'h00;
+      \$718  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$719  = s3_shift_hi;
-    if (busy) begin
-      \$719  = \$160 ;
+    \$719  = s2_swap_lo;
+    if (s1_valid) begin
+      \$719  = \$140 ;
     end
     if (rst) begin
-      \$719  = 5'h00;
+      \$719  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$720  = s3_sub_hi;
-    if (busy) begin
-      \$720  = \$161 ;
+    \$720  = s2_a_lo;
+    if (s1_valid) begin
+      \$720  = \$142 ;
     end
     if (rst) begin
-      \$720  = 1'h0;
+      \$720  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$721  = s3_slot_hi;
-    if (busy) begin
-      \$721 [0] = \$162 ;
-      \$721 [1] = \$163 ;
-      \$721 [10:2] = { 1'h0, \$164  };
-      \$721 [11] = \$169 ;
-      \$721 [12] = \$170 ;
-      \$721 [13] = \$171 ;
+    \$721  = s2_b_lo;
+    if (s1_valid) begin
+      \$721  = \$144 ;
     end
     if (rst) begin
-      \$721  = 14'h0000;
+      \$721  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$722  = s3_shift_lo;
-    if (busy) begin
-      \$722  = \$200 ;
+    \$722  = s2_d_ab_hi;
+    if (s1_valid) begin
+      \$722  = \$145 [7:0];
     end
     if (rst) begin
-      \$722  = 5'h00;
+      \$722  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$723  = s3_sub_lo;
-    if (busy) begin
-      \$723  = \$201 ;
+    \$723  = s2_d_ba_hi;
+    if (s1_valid) begin
+      \$723  = \$146 [7:0];
     end
     if (rst) begin
-      \$723  = 1'h0;
+      \$723  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$724  = s3_slot_lo;
-    if (busy) begin
-      \$724 [0] = \$202 ;
-      \$724 [1] = \$203 ;
-      \$724 [10:2] = { 1'h0, \$204  };
-      \$724 [11] = \$209 ;
-      \$724 [12] = \$210 ;
-      \$724 [13] = \$211 ;
+    \$724  = s2_d_ab_lo;
+    if (s1_valid) begin
+      \$724  = \$147 [7:0];
     end
     if (rst) begin
-      \$724  = 14'h0000;
+      \$724  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$725  = s3_x;
-    if (busy) begin
-      \$725  = { \$213 , \$212  };
+    \$725  = s2_d_ba_lo;
+    if (s1_valid) begin
+      \$725  = \$148 [7:0];
     end
     if (rst) begin
-      \$725  = 32'd0;
+      \$725  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$726  = s3_y;
-    if (busy) begin
-      \$726  = { \$215 , \$214  };
+    \$726  = s3_dtype;
+    if (s2_valid) begin
+      \$726  = s2_dtype;
     end
     if (rst) begin
-      \$726  = 32'd0;
+      \$726  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$727  = s4_x;
-    if (busy) begin
-      \$727  = s3_x;
+    \$727  = s3_shift_hi;
+    if (s2_valid) begin
+      \$727  = \$177 ;
     end
     if (rst) begin
-      \$727  = 32'd0;
+      \$727  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$728  = s4_sub_hi;
-    if (busy) begin
-      \$728  = s3_sub_hi;
+    \$728  = s3_sub_hi;
+    if (s2_valid) begin
+      \$728  = \$178 ;
     end
     if (rst) begin
       \$728  = 1'h0;
@@ -8103,59 +9457,69 @@ module \ace_alu_array_small.array.lane1.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$729  = s4_sub_lo;
-    if (busy) begin
-      \$729  = s3_sub_lo;
+    \$729  = s3_slot_hi;
+    if (s2_valid) begin
+      \$729 [0] = \$179 ;
+      \$729 [1] = \$180 ;
+      \$729 [10:2] = { 1'h0, \$181  };
+      \$729 [11] = \$186 ;
+      \$729 [12] = \$187 ;
+      \$729 [13] = \$188 ;
     end
     if (rst) begin
-      \$729  = 1'h0;
+      \$729  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$730  = s4_slot_hi;
-    if (busy) begin
-      \$730  = s3_slot_hi;
+    \$730  = s3_shift_lo;
+    if (s2_valid) begin
+      \$730  = \$217 ;
     end
     if (rst) begin
-      \$730  = 14'h0000;
+      \$730  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$731  = s4_slot_lo;
-    if (busy) begin
-      \$731  = s3_slot_lo;
+    \$731  = s3_sub_lo;
+    if (s2_valid) begin
+      \$731  = \$218 ;
     end
     if (rst) begin
-      \$731  = 14'h0000;
+      \$731  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$732  = s4_shift_hi;
-    if (busy) begin
-      \$732  = s3_shift_hi;
+    \$732  = s3_slot_lo;
+    if (s2_valid) begin
+      \$732 [0] = \$219 ;
+      \$732 [1] = \$220 ;
+      \$732 [10:2] = { 1'h0, \$221  };
+      \$732 [11] = \$226 ;
+      \$732 [12] = \$227 ;
+      \$732 [13] = \$228 ;
     end
     if (rst) begin
-      \$732  = 5'h00;
+      \$732  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$733  = s4_shift_lo;
-    if (busy) begin
-      \$733  = s3_shift_lo;
+    \$733  = s3_x;
+    if (s2_valid) begin
+      \$733  = { \$230 , \$229  };
     end
     if (rst) begin
-      \$733  = 5'h00;
+      \$733  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$734  = s4_y;
-    if (busy) begin
-      \$734  = { \$267 , \$260  };
+    \$734  = s3_y;
+    if (s2_valid) begin
+      \$734  = { \$232 , \$231  };
     end
     if (rst) begin
       \$734  = 32'd0;
@@ -8163,119 +9527,119 @@ module \ace_alu_array_small.array.lane1.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$735  = s4_sticky_hi;
-    if (busy) begin
-      \$735  = \$289 ;
+    \$735  = s4_dtype;
+    if (s3_valid) begin
+      \$735  = s3_dtype;
     end
     if (rst) begin
-      \$735  = 1'h0;
+      \$735  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$736  = s4_sticky_lo;
-    if (busy) begin
-      \$736  = \$314 ;
+    \$736  = s4_x;
+    if (s3_valid) begin
+      \$736  = s3_x;
     end
     if (rst) begin
-      \$736  = 1'h0;
+      \$736  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$737  = s5_slot_hi;
-    if (busy) begin
-      \$737  = s4_slot_hi;
+    \$737  = s4_sub_hi;
+    if (s3_valid) begin
+      \$737  = s3_sub_hi;
     end
     if (rst) begin
-      \$737  = 14'h0000;
+      \$737  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$738  = s5_slot_lo;
-    if (busy) begin
-      \$738  = s4_slot_lo;
+    \$738  = s4_sub_lo;
+    if (s3_valid) begin
+      \$738  = s3_sub_lo;
     end
     if (rst) begin
-      \$738  = 14'h0000;
+      \$738  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$739  = s5_x;
-    if (busy) begin
-      \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    \$739  = s4_slot_hi;
+    if (s3_valid) begin
+      \$739  = s3_slot_hi;
     end
     if (rst) begin
-      \$739  = 33'h000000000;
+      \$739  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$740  = s5_y;
-    if (busy) begin
-      \$740  = { \$363 , \$344 , \$341  };
+    \$740  = s4_slot_lo;
+    if (s3_valid) begin
+      \$740  = s3_slot_lo;
     end
     if (rst) begin
-      \$740  = 33'h000000000;
+      \$740  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$741  = s5_carry_in;
-    if (busy) begin
-      \$741  = s4_sub_lo;
+    \$741  = s4_shift_hi;
+    if (s3_valid) begin
+      \$741  = s3_shift_hi;
     end
     if (rst) begin
-      \$741  = 1'h0;
+      \$741  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$742  = s5_sentinel;
-    if (busy) begin
-      \$742  = \$368 ;
+    \$742  = s4_shift_lo;
+    if (s3_valid) begin
+      \$742  = s3_shift_lo;
     end
     if (rst) begin
-      \$742  = 32'd0;
+      \$742  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$743  = s6_slot_hi;
-    if (busy) begin
-      \$743  = s5_slot_hi;
+    \$743  = s4_y;
+    if (s3_valid) begin
+      \$743  = { \$284 , \$277  };
     end
     if (rst) begin
-      \$743  = 14'h0000;
+      \$743  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$744  = s6_slot_lo;
-    if (busy) begin
-      \$744  = s5_slot_lo;
+    \$744  = s4_sticky_hi;
+    if (s3_valid) begin
+      \$744  = \$300 ;
     end
     if (rst) begin
-      \$744  = 14'h0000;
+      \$744  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$745  = s6_sum;
-    if (busy) begin
-      \$745  = { \$686 [33:18], \$686 [16:1] };
+    \$745  = s4_sticky_lo;
+    if (s3_valid) begin
+      \$745  = \$333 ;
     end
     if (rst) begin
-      \$745  = 32'd0;
+      \$745  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$746  = s6_marked;
-    if (busy) begin
-      \$746  = \$369 ;
+    \$746  = s4_sentinel;
+    if (s3_valid) begin
+      \$746  = \$338 ;
     end
     if (rst) begin
       \$746  = 32'd0;
@@ -8283,20 +9647,19 @@ module \ace_alu_array_small.array.lane1.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$747  = s7_sum;
-    if (busy) begin
-      \$747  = s6_sum;
+    \$747  = s5_dtype;
+    if (s4_valid) begin
+      \$747  = s4_dtype;
     end
     if (rst) begin
-      \$747  = 32'd0;
+      \$747  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$748  = s7_slot_hi;
-    if (busy) begin
-      \$748 [13:1] = s6_slot_hi[13:1];
-      \$748 [0] = \$462 ;
+    \$748  = s5_slot_hi;
+    if (s4_valid) begin
+      \$748  = s4_slot_hi;
     end
     if (rst) begin
       \$748  = 14'h0000;
@@ -8304,10 +9667,9 @@ module \ace_alu_array_small.array.lane1.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$749  = s7_slot_lo;
-    if (busy) begin
-      \$749 [13:1] = s6_slot_lo[13:1];
-      \$749 [0] = \$472 ;
+    \$749  = s5_slot_lo;
+    if (s4_valid) begin
+      \$749  = s4_slot_lo;
     end
     if (rst) begin
       \$749  = 14'h0000;
@@ -8315,111 +9677,109 @@ module \ace_alu_array_small.array.lane1.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$750  = s7_count_hi;
-    if (busy) begin
-      \$750  = { \$405 , \$393  };
+    \$750  = s5_sentinel;
+    if (s4_valid) begin
+      \$750  = s4_sentinel;
     end
     if (rst) begin
-      \$750  = 4'h0;
+      \$750  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$751  = s7_count_lo;
-    if (busy) begin
-      \$751  = { \$441 , \$429  };
+    \$751  = s5_x;
+    if (s4_valid) begin
+      \$751  = { s4_x[31:16], \$340 , s4_x[15:0] };
     end
     if (rst) begin
-      \$751  = 4'h0;
+      \$751  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$752  = s7_zero_hi;
-    if (busy) begin
-      \$752  = \$452 ;
+    \$752  = s5_y;
+    if (s4_valid) begin
+      \$752  = { \$387 , \$368 , \$365  };
     end
     if (rst) begin
-      \$752  = 1'h0;
+      \$752  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$753  = s8_slot_hi;
-    if (busy) begin
-      \$753  = s7_slot_hi;
+    \$753  = s5_carry_in;
+    if (s4_valid) begin
+      \$753  = s4_sub_lo;
     end
     if (rst) begin
-      \$753  = 14'h0000;
+      \$753  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$754  = s8_slot_lo;
-    if (busy) begin
-      \$754  = s7_slot_lo;
+    \$754  = s6_dtype;
+    if (s5_valid) begin
+      \$754  = s5_dtype;
     end
     if (rst) begin
-      \$754  = 14'h0000;
+      \$754  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$755  = s8_sum;
-    if (busy) begin
-      \$755  = { \$512 , \$484  };
+    \$755  = s6_slot_hi;
+    if (s5_valid) begin
+      \$755  = s5_slot_hi;
     end
     if (rst) begin
-      \$755  = 32'd0;
+      \$755  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$756  = s8_shift_hi;
-    if (busy) begin
-      \$756  = \$515 ;
+    \$756  = s6_slot_lo;
+    if (s5_valid) begin
+      \$756  = s5_slot_lo;
     end
     if (rst) begin
-      \$756  = 5'h00;
+      \$756  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$757  = s8_shift_lo;
-    if (busy) begin
-      \$757  = \$518 ;
+    \$757  = s6_sum;
+    if (s5_valid) begin
+      \$757  = { \$690 [33:18], \$690 [16:1] };
     end
     if (rst) begin
-      \$757  = 5'h00;
+      \$757  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$758  = s9_slot_hi;
-    if (busy) begin
-      { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
-      \$758 [10:2] = \$572 [8:0];
+    \$758  = s6_marked;
+    if (s5_valid) begin
+      \$758  = \$388 ;
     end
     if (rst) begin
-      \$758  = 14'h0000;
+      \$758  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$759  = s9_slot_lo;
-    if (busy) begin
-      { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
-      \$759 [10:2] = \$574 [8:0];
+    \$759  = s7_dtype;
+    if (s6_valid) begin
+      \$759  = s6_dtype;
     end
     if (rst) begin
-      \$759  = 14'h0000;
+      \$759  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$760  = s9_sum;
-    if (busy) begin
-      \$760  = { \$570 , \$525  };
+    \$760  = s7_sum;
+    if (s6_valid) begin
+      \$760  = s6_sum;
     end
     if (rst) begin
       \$760  = 32'd0;
@@ -8427,49 +9787,49 @@ module \ace_alu_array_small.array.lane1.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$761  = s10_packed;
-    if (busy) begin
-      \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    \$761  = s7_slot_hi;
+    if (s6_valid) begin
+      \$761  = s6_slot_hi;
     end
     if (rst) begin
-      \$761  = 33'h000000000;
+      \$761  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$762  = s10_inc_hi;
-    if (busy) begin
-      \$762  = \$608 ;
+    \$762  = s7_slot_lo;
+    if (s6_valid) begin
+      \$762  = s6_slot_lo;
     end
     if (rst) begin
-      \$762  = 1'h0;
+      \$762  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$763  = s10_inc_lo;
-    if (busy) begin
-      \$763  = \$621 ;
+    \$763  = s7_count_hi;
+    if (s6_valid) begin
+      \$763  = { \$424 , \$412  };
     end
     if (rst) begin
-      \$763  = 1'h0;
+      \$763  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$764  = s10_sign_hi;
-    if (busy) begin
-      \$764  = s9_slot_hi[0];
+    \$764  = s7_count_lo;
+    if (s6_valid) begin
+      \$764  = { \$460 , \$448  };
     end
     if (rst) begin
-      \$764  = 1'h0;
+      \$764  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$765  = s10_forced_hi;
-    if (busy) begin
-      \$765  = \$622 ;
+    \$765  = s7_zero_hi;
+    if (s6_valid) begin
+      \$765  = \$471 ;
     end
     if (rst) begin
       \$765  = 1'h0;
@@ -8477,19 +9837,19 @@ module \ace_alu_array_small.array.lane1.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$766  = s10_special_hi;
-    if (busy) begin
-      \$766  = \$628 ;
+    \$766  = s7_sum_zero_hi;
+    if (s6_valid) begin
+      \$766  = \$473 ;
     end
     if (rst) begin
-      \$766  = 16'h0000;
+      \$766  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$767  = s10_sign_lo;
-    if (busy) begin
-      \$767  = s9_slot_lo[0];
+    \$767  = s7_sum_zero_lo;
+    if (s6_valid) begin
+      \$767  = \$475 ;
     end
     if (rst) begin
       \$767  = 1'h0;
@@ -8497,109 +9857,400 @@ module \ace_alu_array_small.array.lane1.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$768  = s10_forced_lo;
-    if (busy) begin
-      \$768  = \$629 ;
+    \$768  = s8_dtype;
+    if (s7_valid) begin
+      \$768  = s7_dtype;
     end
     if (rst) begin
-      \$768  = 1'h0;
+      \$768  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$769  = s10_special_lo;
-    if (busy) begin
-      \$769  = \$635 ;
+    \$769  = s8_slot_hi;
+    if (s7_valid) begin
+      \$769 [13:1] = s7_slot_hi[13:1];
+      \$769 [0] = \$519 ;
     end
     if (rst) begin
-      \$769  = 16'h0000;
+      \$769  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$770  = s11_sign_hi;
-    if (busy) begin
-      \$770  = s10_sign_hi;
+    \$770  = s8_slot_lo;
+    if (s7_valid) begin
+      \$770 [13:1] = s7_slot_lo[13:1];
+      \$770 [0] = \$523 ;
     end
     if (rst) begin
-      \$770  = 1'h0;
+      \$770  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$771  = s11_sign_lo;
-    if (busy) begin
-      \$771  = s10_sign_lo;
+    \$771  = s8_sum;
+    if (s7_valid) begin
+      \$771  = { \$515 , \$487  };
     end
     if (rst) begin
-      \$771  = 1'h0;
+      \$771  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$772  = s11_forced_hi;
-    if (busy) begin
-      \$772  = s10_forced_hi;
+    \$772  = s8_shift_hi;
+    if (s7_valid) begin
+      \$772  = \$526 ;
     end
     if (rst) begin
-      \$772  = 1'h0;
+      \$772  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$773  = s11_forced_lo;
-    if (busy) begin
-      \$773  = s10_forced_lo;
+    \$773  = s8_shift_lo;
+    if (s7_valid) begin
+      \$773  = \$529 ;
     end
     if (rst) begin
-      \$773  = 1'h0;
+      \$773  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$774  = s11_special_hi;
-    if (busy) begin
-      \$774  = s10_special_hi;
+    \$774  = s9_dtype;
+    if (s8_valid) begin
+      \$774  = s8_dtype;
     end
     if (rst) begin
-      \$774  = 16'h0000;
+      \$774  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$775  = s11_special_lo;
-    if (busy) begin
-      \$775  = s10_special_lo;
+    \$775  = s9_slot_hi;
+    if (s8_valid) begin
+      { \$775 [13:11], \$775 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
+      \$775 [10:2] = \$583 [8:0];
     end
     if (rst) begin
-      \$775  = 16'h0000;
+      \$775  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$776  = s11_rounded;
-    if (busy) begin
-      \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    \$776  = s9_slot_lo;
+    if (s8_valid) begin
+      { \$776 [13:11], \$776 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
+      \$776 [10:2] = \$585 [8:0];
     end
     if (rst) begin
-      \$776  = 32'd0;
+      \$776  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$777  = result;
-    if (busy) begin
-      \$777  = { \$661 , \$653  };
+    \$777  = s9_sum;
+    if (s8_valid) begin
+      \$777  = { \$581 , \$536  };
     end
     if (rst) begin
       \$777  = 32'd0;
     end
   end
-  assign s5_chain = \$686 [34:1];
-  assign a_hi_sig = { 1'h0, \$666  };
-  assign a_lo_sig = { 1'h0, \$671  };
-  assign b_hi_sig = { 1'h0, \$678  };
-  assign b_lo_sig = { 1'h0, \$683  };
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$778  = s10_dtype;
+    if (s9_valid) begin
+      \$778  = s9_dtype;
+    end
+    if (rst) begin
+      \$778  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$779  = s10_packed;
+    if (s9_valid) begin
+      \$779  = { 1'h0, \$608 [30:16], \$597 , \$596 [15:0] };
+    end
+    if (rst) begin
+      \$779  = 33'h000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$780  = s10_inc_hi;
+    if (s9_valid) begin
+      \$780  = \$619 ;
+    end
+    if (rst) begin
+      \$780  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$781  = s10_inc_lo;
+    if (s9_valid) begin
+      \$781  = \$632 ;
+    end
+    if (rst) begin
+      \$781  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$782  = s10_sign_hi;
+    if (s9_valid) begin
+      \$782  = s9_slot_hi[0];
+    end
+    if (rst) begin
+      \$782  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$783  = s10_forced_hi;
+    if (s9_valid) begin
+      \$783  = \$633 ;
+    end
+    if (rst) begin
+      \$783  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$784  = s10_special_hi;
+    if (s9_valid) begin
+      \$784  = \$639 ;
+    end
+    if (rst) begin
+      \$784  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$785  = s10_sign_lo;
+    if (s9_valid) begin
+      \$785  = s9_slot_lo[0];
+    end
+    if (rst) begin
+      \$785  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$786  = s10_forced_lo;
+    if (s9_valid) begin
+      \$786  = \$640 ;
+    end
+    if (rst) begin
+      \$786  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$787  = s10_special_lo;
+    if (s9_valid) begin
+      \$787  = \$646 ;
+    end
+    if (rst) begin
+      \$787  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$788  = s11_dtype;
+    if (s10_valid) begin
+      \$788  = s10_dtype;
+    end
+    if (rst) begin
+      \$788  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$789  = s11_sign_hi;
+    if (s10_valid) begin
+      \$789  = s10_sign_hi;
+    end
+    if (rst) begin
+      \$789  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$790  = s11_sign_lo;
+    if (s10_valid) begin
+      \$790  = s10_sign_lo;
+    end
+    if (rst) begin
+      \$790  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$791  = s11_forced_hi;
+    if (s10_valid) begin
+      \$791  = s10_forced_hi;
+    end
+    if (rst) begin
+      \$791  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$792  = s11_forced_lo;
+    if (s10_valid) begin
+      \$792  = s10_forced_lo;
+    end
+    if (rst) begin
+      \$792  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$793  = s11_special_hi;
+    if (s10_valid) begin
+      \$793  = s10_special_hi;
+    end
+    if (rst) begin
+      \$793  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$794  = s11_special_lo;
+    if (s10_valid) begin
+      \$794  = s10_special_lo;
+    end
+    if (rst) begin
+      \$794  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$795  = s11_rounded;
+    if (s10_valid) begin
+      \$795  = { s10_chain[32:17], s10_chain[15:0] };
+    end
+    if (rst) begin
+      \$795  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$796  = s11_wide;
+    if (s10_valid) begin
+      \$796  = \$647 ;
+    end
+    if (rst) begin
+      \$796  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$797  = s11_fp16;
+    if (s10_valid) begin
+      \$797  = \$648 ;
+    end
+    if (rst) begin
+      \$797  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$798  = result;
+    if (s11_valid) begin
+      \$798  = { \$670 , \$663  };
+    end
+    if (rst) begin
+      \$798  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$799  = in_valid;
+    if (rst) begin
+      \$799  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$800  = s1_valid;
+    if (rst) begin
+      \$800  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$801  = s2_valid;
+    if (rst) begin
+      \$801  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$802  = s3_valid;
+    if (rst) begin
+      \$802  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$803  = s4_valid;
+    if (rst) begin
+      \$803  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$804  = s5_valid;
+    if (rst) begin
+      \$804  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$805  = s6_valid;
+    if (rst) begin
+      \$805  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$806  = s7_valid;
+    if (rst) begin
+      \$806  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$807  = s8_valid;
+    if (rst) begin
+      \$807  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$808  = s9_valid;
+    if (rst) begin
+      \$808  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$809  = s10_valid;
+    if (rst) begin
+      \$809  = 1'h1;
+    end
+  end
+  assign s5_chain = \$690 [34:1];
+  assign a_hi_sig = { 1'h0, \$675  };
+  assign a_lo_sig = { 1'h0, \$680  };
+  assign b_hi_sig = { 1'h0, \$685  };
+  assign b_lo_sig = { 1'h0, \$688  };
   assign \s1_a_hi.sign  = s1_a_hi[0];
   assign \s1_a_hi.exp  = s1_a_hi[8:1];
   assign \s1_a_hi.nan  = s1_a_hi[9];
@@ -8716,73 +10367,233 @@ module \ace_alu_array_small.array.lane1.adder (rst, busy, a, b, dtype, result, c
   assign \s9_slot_lo.nan  = s9_slot_lo[11];
   assign \s9_slot_lo.inf  = s9_slot_lo[12];
   assign \s9_slot_lo.inf_sign  = s9_slot_lo[13];
-  assign \$134  = s2_dtype[1];
-  assign \$141  = s2_dtype[1];
-  assign \$148  = s2_dtype[1];
-  assign \$155  = s2_dtype[1];
-  assign \$174  = s2_dtype[1];
-  assign \$181  = s2_dtype[1];
-  assign \$188  = s2_dtype[1];
-  assign \$195  = s2_dtype[1];
-  assign \$269  = s3_dtype[1];
-  assign \$273  = \$272 ;
-  assign \$275  = s3_dtype[1];
-  assign \$282  = s3_dtype[1];
-  assign \$292  = \$291 ;
-  assign \$336  = \$335 [0];
-  assign \$343  = s4_dtype[1];
-  assign \$349  = s4_dtype[1];
-  assign \$355  = s4_dtype[1];
-  assign \$358  = \$357 [0];
-  assign \$372  = \$370 ;
-  assign \$378  = \$376 ;
-  assign \$384  = \$382 ;
-  assign \$396  = \$394 ;
-  assign \$399  = \$397 ;
-  assign \$402  = \$400 ;
-  assign \$408  = \$406 ;
-  assign \$414  = \$412 ;
-  assign \$420  = \$418 ;
-  assign \$432  = \$430 ;
-  assign \$435  = \$433 ;
-  assign \$438  = \$436 ;
-  assign \$599  = s9_dtype[1];
+  assign \$151  = s2_dtype[1];
+  assign \$158  = s2_dtype[1];
+  assign \$165  = s2_dtype[1];
+  assign \$172  = s2_dtype[1];
+  assign \$191  = s2_dtype[1];
+  assign \$198  = s2_dtype[1];
+  assign \$205  = s2_dtype[1];
+  assign \$212  = s2_dtype[1];
+  assign \$286  = s3_dtype[1];
+  assign \$360  = \$359 [0];
+  assign \$367  = s4_dtype[1];
+  assign \$373  = s4_dtype[1];
+  assign \$379  = s4_dtype[1];
+  assign \$382  = \$381 [0];
+  assign \$391  = \$389 ;
+  assign \$397  = \$395 ;
+  assign \$403  = \$401 ;
+  assign \$415  = \$413 ;
+  assign \$418  = \$416 ;
+  assign \$421  = \$419 ;
+  assign \$427  = \$425 ;
+  assign \$433  = \$431 ;
+  assign \$439  = \$437 ;
+  assign \$451  = \$449 ;
+  assign \$454  = \$452 ;
+  assign \$457  = \$455 ;
+  assign \$610  = s9_dtype[1];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane1.minmax (rst, is_max, \port$1539$0 , \port$1540$0 , busy, a, b, dtype, clk);
+module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \port$1978$0 , \port$1979$0 , a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$8  = 0;
   wire \$1 ;
-  wire [15:0] \$10 ;
-  reg [31:0] \$100 ;
-  reg \$101 ;
-  reg \$102 ;
-  reg [31:0] \$103 ;
-  reg \$104 ;
-  reg \$105 ;
-  reg [31:0] \$106 ;
+  wire \$10 ;
+  wire \$100 ;
+  wire \$101 ;
+  wire \$102 ;
+  wire \$103 ;
+  wire \$104 ;
+  wire \$105 ;
+  wire \$106 ;
+  wire \$107 ;
+  wire \$108 ;
+  wire \$109 ;
   wire \$11 ;
-  wire [15:0] \$12 ;
-  wire [15:0] \$13 ;
-  wire [15:0] \$14 ;
+  wire \$110 ;
+  wire \$111 ;
+  wire \$112 ;
+  wire \$113 ;
+  wire \$114 ;
+  wire \$115 ;
+  wire \$116 ;
+  wire \$117 ;
+  wire \$118 ;
+  wire \$119 ;
+  wire \$12 ;
+  wire \$120 ;
+  wire \$121 ;
+  wire \$122 ;
+  wire \$123 ;
+  wire \$124 ;
+  wire \$125 ;
+  wire \$126 ;
+  wire \$127 ;
+  wire \$128 ;
+  wire \$129 ;
+  wire \$13 ;
+  wire \$130 ;
+  wire \$131 ;
+  wire \$132 ;
+  wire \$133 ;
+  wire \$134 ;
+  wire \$135 ;
+  wire \$136 ;
+  wire \$137 ;
+  wire \$138 ;
+  wire \$139 ;
+  wire \$14 ;
+  wire \$140 ;
+  wire \$141 ;
+  wire \$142 ;
+  wire \$143 ;
+  wire \$144 ;
+  wire \$145 ;
+  wire \$146 ;
+  wire \$147 ;
+  wire \$148 ;
+  wire \$149 ;
   wire \$15 ;
-  wire [15:0] \$16 ;
-  wire [15:0] \$17 ;
+  wire \$150 ;
+  wire \$151 ;
+  wire \$152 ;
+  wire \$153 ;
+  wire \$154 ;
+  wire \$155 ;
+  wire \$156 ;
+  wire \$157 ;
+  wire \$158 ;
+  wire \$159 ;
+  wire \$16 ;
+  wire \$160 ;
+  wire \$161 ;
+  wire \$162 ;
+  wire \$163 ;
+  wire \$164 ;
+  wire \$165 ;
+  wire \$166 ;
+  wire \$167 ;
+  wire \$168 ;
+  wire \$169 ;
+  wire \$17 ;
+  wire \$170 ;
+  wire \$171 ;
+  wire \$172 ;
+  wire \$173 ;
+  wire \$174 ;
+  wire \$175 ;
+  wire \$176 ;
+  wire \$177 ;
+  wire \$178 ;
+  wire \$179 ;
   wire \$18 ;
-  wire [15:0] \$19 ;
+  wire \$180 ;
+  wire \$181 ;
+  wire \$182 ;
+  wire \$183 ;
+  wire \$184 ;
+  wire \$185 ;
+  wire \$186 ;
+  wire \$187 ;
+  wire \$188 ;
+  wire \$189 ;
+  wire \$19 ;
+  wire \$190 ;
+  wire \$191 ;
+  wire \$192 ;
+  wire \$193 ;
+  wire \$194 ;
+  wire \$195 ;
+  wire \$196 ;
+  wire \$197 ;
+  wire \$198 ;
+  wire \$199 ;
   wire \$2 ;
   wire \$20 ;
-  wire [15:0] \$21 ;
-  wire [15:0] \$22 ;
-  wire [15:0] \$23 ;
+  wire \$200 ;
+  wire \$201 ;
+  wire \$202 ;
+  wire \$203 ;
+  wire \$204 ;
+  wire \$205 ;
+  wire \$206 ;
+  wire \$207 ;
+  wire \$208 ;
+  wire \$209 ;
+  wire \$21 ;
+  wire \$210 ;
+  wire \$211 ;
+  wire \$212 ;
+  wire \$213 ;
+  wire \$214 ;
+  wire \$215 ;
+  wire \$216 ;
+  wire \$217 ;
+  wire \$218 ;
+  wire [15:0] \$219 ;
+  wire \$22 ;
+  wire [15:0] \$220 ;
+  wire [15:0] \$221 ;
+  wire [15:0] \$222 ;
+  reg [31:0] \$223 ;
+  reg [31:0] \$224 ;
+  reg [1:0] \$225 ;
+  reg \$226 ;
+  reg \$227 ;
+  reg \$228 ;
+  reg \$229 ;
+  wire \$23 ;
+  reg \$230 ;
+  reg \$231 ;
+  reg \$232 ;
+  reg \$233 ;
+  reg \$234 ;
+  reg \$235 ;
+  reg \$236 ;
+  reg \$237 ;
+  reg \$238 ;
+  reg \$239 ;
   wire \$24 ;
-  wire [15:0] \$25 ;
-  wire [15:0] \$26 ;
+  reg \$240 ;
+  reg [31:0] \$241 ;
+  reg [31:0] \$242 ;
+  reg \$243 ;
+  reg \$244 ;
+  reg \$245 ;
+  reg \$246 ;
+  reg \$247 ;
+  reg \$248 ;
+  reg \$249 ;
+  wire \$25 ;
+  reg \$250 ;
+  reg \$251 ;
+  reg \$252 ;
+  reg \$253 ;
+  reg \$254 ;
+  reg \$255 ;
+  reg \$256 ;
+  reg \$257 ;
+  reg \$258 ;
+  reg \$259 ;
+  wire \$26 ;
+  reg \$260 ;
+  reg [1:0] \$261 ;
+  reg [31:0] \$262 ;
+  reg \$263 ;
+  reg \$264 ;
+  reg [31:0] \$265 ;
+  reg [31:0] \$266 ;
+  reg \$267 ;
+  reg \$268 ;
+  reg [31:0] \$269 ;
   wire \$27 ;
+  reg \$270 ;
   wire \$28 ;
-  wire \$29 ;
+  wire [30:0] \$29 ;
   wire \$3 ;
-  wire \$30 ;
+  wire [30:0] \$30 ;
   wire \$31 ;
   wire \$32 ;
   wire \$33 ;
@@ -8803,7 +10614,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, is_max, \port$1539$0 , \por
   wire \$47 ;
   wire \$48 ;
   wire \$49 ;
-  wire [15:0] \$5 ;
+  wire \$5 ;
   wire \$50 ;
   wire \$51 ;
   wire \$52 ;
@@ -8814,7 +10625,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, is_max, \port$1539$0 , \por
   wire \$57 ;
   wire \$58 ;
   wire \$59 ;
-  wire [15:0] \$6 ;
+  wire \$6 ;
   wire \$60 ;
   wire \$61 ;
   wire \$62 ;
@@ -8825,7 +10636,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, is_max, \port$1539$0 , \por
   wire \$67 ;
   wire \$68 ;
   wire \$69 ;
-  wire [15:0] \$7 ;
+  wire \$7 ;
   wire \$70 ;
   wire \$71 ;
   wire \$72 ;
@@ -8836,7 +10647,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, is_max, \port$1539$0 , \por
   wire \$77 ;
   wire \$78 ;
   wire \$79 ;
-  wire [15:0] \$8 ;
+  wire \$8 ;
   wire \$80 ;
   wire \$81 ;
   wire \$82 ;
@@ -8846,24 +10657,22 @@ module \ace_alu_array_small.array.lane1.minmax (rst, is_max, \port$1539$0 , \por
   wire \$86 ;
   wire \$87 ;
   wire \$88 ;
-  wire [30:0] \$89 ;
+  wire \$89 ;
   wire \$9 ;
-  wire [30:0] \$90 ;
-  reg [31:0] \$91 ;
-  reg [31:0] \$92 ;
-  reg \$93 ;
-  reg \$94 ;
-  reg [31:0] \$95 ;
-  reg [31:0] \$96 ;
-  reg \$97 ;
-  reg \$98 ;
-  reg [31:0] \$99 ;
+  wire \$90 ;
+  wire \$91 ;
+  wire \$92 ;
+  wire \$93 ;
+  wire \$94 ;
+  wire \$95 ;
+  wire \$96 ;
+  wire \$97 ;
+  wire \$98 ;
+  wire \$99 ;
   input [31:0] a;
   wire [31:0] a;
   input [31:0] b;
   wire [31:0] b;
-  input busy;
-  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -8873,27 +10682,68 @@ module \ace_alu_array_small.array.lane1.minmax (rst, is_max, \port$1539$0 , \por
   (* enum_value_11 = "FP16" *)
   input [1:0] dtype;
   wire [1:0] dtype;
-  wire eq_hi;
+  reg [31:0] in_a = 32'd0;
+  reg [31:0] in_b = 32'd0;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] in_dtype = 2'h0;
+  reg in_is_max = 1'h0;
+  reg in_pass_a = 1'h0;
+  reg in_valid = 1'h1;
   wire is_float;
   input is_max;
   wire is_max;
   wire less_hi;
   wire less_lo;
-  wire lt_hi;
-  wire lt_lo;
+  input pass_a;
+  wire pass_a;
   wire [31:0] picked;
-  output [15:0] \port$1539$0 ;
-  wire [15:0] \port$1539$0 ;
-  output [15:0] \port$1540$0 ;
-  wire [15:0] \port$1540$0 ;
+  output [15:0] \port$1978$0 ;
+  wire [15:0] \port$1978$0 ;
+  output [15:0] \port$1979$0 ;
+  wire [15:0] \port$1979$0 ;
   reg [31:0] r_a = 32'd0;
-  reg [31:0] r_a_key = 32'd0;
+  reg r_a_any_lo = 1'h0;
+  reg r_a_e5_hi = 1'h0;
+  reg r_a_e5_lo = 1'h0;
+  reg r_a_e8_hi = 1'h0;
+  reg r_a_e8_lo = 1'h0;
+  reg r_a_f3_hi = 1'h0;
+  reg r_a_f3_lo = 1'h0;
+  reg r_a_f7_hi = 1'h0;
+  reg r_a_f7_lo = 1'h0;
+  reg r_a_gt_hi_h = 1'h0;
+  reg r_a_gt_hi_l = 1'h0;
+  reg r_a_gt_lo_h = 1'h0;
+  reg r_a_gt_lo_l = 1'h0;
   reg [31:0] r_b = 32'd0;
-  reg [31:0] r_b_key = 32'd0;
+  reg r_b_any_lo = 1'h0;
+  reg r_b_e5_hi = 1'h0;
+  reg r_b_e5_lo = 1'h0;
+  reg r_b_e8_hi = 1'h0;
+  reg r_b_e8_lo = 1'h0;
+  reg r_b_f3_hi = 1'h0;
+  reg r_b_f3_lo = 1'h0;
+  reg r_b_f7_hi = 1'h0;
+  reg r_b_f7_lo = 1'h0;
+  reg r_b_gt_hi_h = 1'h0;
+  reg r_b_gt_hi_l = 1'h0;
+  reg r_b_gt_lo_h = 1'h0;
+  reg r_b_gt_lo_l = 1'h0;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] r_dtype = 2'h0;
+  reg r_is_float = 1'h0;
   reg r_is_max = 1'h0;
-  reg r_nan_hi = 1'h0;
-  reg r_nan_lo = 1'h0;
   reg [31:0] r_nan_word = 32'd0;
+  reg r_pass_a = 1'h0;
+  reg r_valid = 1'h1;
   reg r_wide = 1'h0;
   wire [31:0] result;
   reg [31:0] rr_a = 32'd0;
@@ -8905,409 +10755,918 @@ module \ace_alu_array_small.array.lane1.minmax (rst, is_max, \port$1539$0 , \por
   reg rr_pick_b_lo = 1'h0;
   input rst;
   wire rst;
+  input valid;
+  wire valid;
   wire wide;
-  assign wide = ~ dtype[1];
-  assign is_float = | dtype;
-  assign lt_lo = r_a_key[15:0] < r_b_key[15:0];
-  assign lt_hi = r_a_key[31:16] < r_b_key[31:16];
-  assign eq_hi = r_a_key[31:16] == r_b_key[31:16];
-  assign \$1  = eq_hi & lt_lo;
-  assign \$2  = lt_hi | \$1 ;
-  assign less_hi = r_wide ? \$2  : lt_hi;
-  assign \$3  = eq_hi & lt_lo;
-  assign \$4  = lt_hi | \$3 ;
-  assign less_lo = r_wide ? \$4  : lt_lo;
-  assign \$5  = rr_pick_b_lo ? rr_b[15:0] : rr_a[15:0];
-  assign \$6  = rr_pick_b_hi ? rr_b[31:16] : rr_a[31:16];
-  assign \$7  = rr_nan_lo ? rr_nan_word[15:0] : \$5 ;
-  assign \$8  = rr_nan_hi ? rr_nan_word[31:16] : \$6 ;
-  assign \$9  = is_float & a[31];
-  assign \$10  = \$9  ? 16'hffff : 16'h0000;
-  assign \$11  = dtype[1] ? a[15] : a[31];
-  assign \$12  = \$11  ? 16'hffff : 16'h8000;
-  assign \$13  = dtype[1] ? \$12  : \$10 ;
-  assign \$14  = a[15:0] ^ \$13 ;
-  assign \$15  = is_float & a[31];
-  assign \$16  = \$15  ? 16'hffff : 16'h8000;
-  assign \$17  = a[31:16] ^ \$16 ;
-  assign \$18  = is_float & b[31];
-  assign \$19  = \$18  ? 16'hffff : 16'h0000;
-  assign \$20  = dtype[1] ? b[15] : b[31];
-  assign \$21  = \$20  ? 16'hffff : 16'h8000;
-  assign \$22  = dtype[1] ? \$21  : \$19 ;
-  assign \$23  = b[15:0] ^ \$22 ;
-  assign \$24  = is_float & b[31];
-  assign \$25  = \$24  ? 16'hffff : 16'h8000;
-  assign \$26  = b[31:16] ^ \$25 ;
-  assign \$27  = less_lo == r_is_max;
-  assign \$28  = less_hi == r_is_max;
-  assign \$29  = dtype == 1'h1;
-  assign \$30  = & a[30:23];
-  assign \$31  = | a[22:0];
-  assign \$32  = \$30  & \$31 ;
-  assign \$33  = & b[30:23];
-  assign \$34  = | b[22:0];
-  assign \$35  = \$33  & \$34 ;
-  assign \$36  = \$32  | \$35 ;
-  assign \$37  = \$29  & \$36 ;
-  assign \$38  = dtype == 2'h3;
-  assign \$39  = a[14:10] == 5'h1f;
-  assign \$40  = | a[9:0];
-  assign \$41  = \$39  & \$40 ;
-  assign \$42  = b[14:10] == 5'h1f;
-  assign \$43  = | b[9:0];
-  assign \$44  = \$42  & \$43 ;
-  assign \$45  = \$41  | \$44 ;
-  assign \$46  = \$38  & \$45 ;
-  assign \$47  = \$37  | \$46 ;
-  assign \$48  = dtype == 2'h2;
-  assign \$49  = a[14:7] == 8'hff;
-  assign \$50  = | a[6:0];
-  assign \$51  = \$49  & \$50 ;
-  assign \$52  = b[14:7] == 8'hff;
-  assign \$53  = | b[6:0];
-  assign \$54  = \$52  & \$53 ;
-  assign \$55  = \$51  | \$54 ;
-  assign \$56  = \$48  & \$55 ;
-  assign \$57  = \$47  | \$56 ;
-  assign \$58  = dtype == 1'h1;
-  assign \$59  = & a[30:23];
-  assign \$60  = | a[22:0];
-  assign \$61  = \$59  & \$60 ;
-  assign \$62  = & b[30:23];
-  assign \$63  = | b[22:0];
-  assign \$64  = \$62  & \$63 ;
-  assign \$65  = \$61  | \$64 ;
-  assign \$66  = \$58  & \$65 ;
-  assign \$67  = dtype == 2'h3;
-  assign \$68  = a[30:26] == 5'h1f;
-  assign \$69  = | a[25:16];
-  assign \$70  = \$68  & \$69 ;
-  assign \$71  = b[30:26] == 5'h1f;
-  assign \$72  = | b[25:16];
-  assign \$73  = \$71  & \$72 ;
-  assign \$74  = \$70  | \$73 ;
-  assign \$75  = \$67  & \$74 ;
-  assign \$76  = \$66  | \$75 ;
-  assign \$77  = dtype == 2'h2;
-  assign \$78  = a[30:23] == 8'hff;
-  assign \$79  = | a[22:16];
-  assign \$80  = \$78  & \$79 ;
-  assign \$81  = b[30:23] == 8'hff;
-  assign \$82  = | b[22:16];
-  assign \$83  = \$81  & \$82 ;
-  assign \$84  = \$80  | \$83 ;
-  assign \$85  = \$77  & \$84 ;
-  assign \$86  = \$76  | \$85 ;
-  assign \$87  = dtype == 2'h3;
-  assign \$88  = dtype == 2'h2;
-  assign \$89  = \$88  ? 31'h7fc07fc0 : 31'h7fc00000;
-  assign \$90  = \$87  ? 31'h7e007e00 : \$89 ;
+  assign \$1  = in_b[14:8] > in_a[14:8];
+  assign \$2  = in_a[14:8] > in_b[14:8];
+  assign \$3  = in_b[7:0] > in_a[7:0];
+  assign \$4  = in_a[7:0] > in_b[7:0];
+  assign \$5  = in_b[30:24] > in_a[30:24];
+  assign \$6  = in_a[30:24] > in_b[30:24];
+  assign \$7  = in_b[23:16] > in_a[23:16];
+  assign \$8  = in_a[23:16] > in_b[23:16];
+  assign \$9  = & in_a[14:7];
+  assign \$10  = & in_a[14:10];
+  assign \$11  = | in_a[6:0];
+  assign \$12  = | in_a[9:7];
+  assign \$13  = & in_a[30:23];
+  assign \$14  = & in_a[30:26];
+  assign \$15  = | in_a[22:16];
+  assign \$16  = | in_a[25:23];
+  assign \$17  = | in_a[15:0];
+  assign \$18  = & in_b[14:7];
+  assign \$19  = & in_b[14:10];
+  assign \$20  = | in_b[6:0];
+  assign \$21  = | in_b[9:7];
+  assign \$22  = & in_b[30:23];
+  assign \$23  = & in_b[30:26];
+  assign \$24  = | in_b[22:16];
+  assign \$25  = | in_b[25:23];
+  assign \$26  = | in_b[15:0];
+  assign \$27  = in_dtype == 2'h3;
+  assign \$28  = in_dtype == 2'h2;
+  assign \$29  = \$28  ? 31'h7fc07fc0 : 31'h7fc00000;
+  assign \$30  = \$27  ? 31'h7e007e00 : \$29 ;
+  assign \$31  = less_lo == r_is_max;
+  assign \$32  = ~ r_pass_a;
+  assign \$33  = \$31  & \$32 ;
+  assign \$34  = less_hi == r_is_max;
+  assign \$35  = ~ r_pass_a;
+  assign \$36  = \$34  & \$35 ;
+  assign \$37  = r_dtype == 1'h1;
+  assign \$38  = r_a_f7_hi | r_a_any_lo;
+  assign \$39  = r_a_e8_hi & \$38 ;
+  assign \$40  = r_b_f7_hi | r_b_any_lo;
+  assign \$41  = r_b_e8_hi & \$40 ;
+  assign \$42  = \$39  | \$41 ;
+  assign \$43  = \$37  & \$42 ;
+  assign \$44  = r_dtype == 2'h3;
+  assign \$45  = r_a_f7_lo | r_a_f3_lo;
+  assign \$46  = r_a_e5_lo & \$45 ;
+  assign \$47  = r_b_f7_lo | r_b_f3_lo;
+  assign \$48  = r_b_e5_lo & \$47 ;
+  assign \$49  = \$46  | \$48 ;
+  assign \$50  = \$44  & \$49 ;
+  assign \$51  = \$43  | \$50 ;
+  assign \$52  = r_dtype == 2'h2;
+  assign \$53  = r_a_e8_lo & r_a_f7_lo;
+  assign \$54  = r_b_e8_lo & r_b_f7_lo;
+  assign \$55  = \$53  | \$54 ;
+  assign \$56  = \$52  & \$55 ;
+  assign \$57  = \$51  | \$56 ;
+  assign \$58  = ~ r_pass_a;
+  assign \$59  = \$57  & \$58 ;
+  assign \$60  = r_dtype == 1'h1;
+  assign \$61  = r_a_f7_hi | r_a_any_lo;
+  assign \$62  = r_a_e8_hi & \$61 ;
+  assign \$63  = r_b_f7_hi | r_b_any_lo;
+  assign \$64  = r_b_e8_hi & \$63 ;
+  assign \$65  = \$62  | \$64 ;
+  assign \$66  = \$60  & \$65 ;
+  assign \$67  = r_dtype == 2'h3;
+  assign \$68  = r_a_f7_hi | r_a_f3_hi;
+  assign \$69  = r_a_e5_hi & \$68 ;
+  assign \$70  = r_b_f7_hi | r_b_f3_hi;
+  assign \$71  = r_b_e5_hi & \$70 ;
+  assign \$72  = \$69  | \$71 ;
+  assign \$73  = \$67  & \$72 ;
+  assign \$74  = \$66  | \$73 ;
+  assign \$75  = r_dtype == 2'h2;
+  assign \$76  = r_a_e8_hi & r_a_f7_hi;
+  assign \$77  = r_b_e8_hi & r_b_f7_hi;
+  assign \$78  = \$76  | \$77 ;
+  assign \$79  = \$75  & \$78 ;
+  assign \$80  = \$74  | \$79 ;
+  assign \$81  = ~ r_pass_a;
+  assign \$82  = \$80  & \$81 ;
+  assign wide = ~ in_dtype[1];
+  assign is_float = | in_dtype;
+  assign \$83  = ~ r_b[31];
+  assign \$84  = r_a[31] & \$83 ;
+  assign \$85  = r_a[31] ^ r_b[31];
+  assign \$86  = ~ \$85 ;
+  assign \$87  = r_a[31] & r_is_float;
+  assign \$88  = ~ r_b_gt_hi_h;
+  assign \$89  = \$88  & r_a_gt_hi_l;
+  assign \$90  = r_a_gt_hi_h | \$89 ;
+  assign \$91  = ~ r_a_gt_hi_h;
+  assign \$92  = \$91  & r_b_gt_hi_l;
+  assign \$93  = r_b_gt_hi_h | \$92 ;
+  assign \$94  = ~ \$93 ;
+  assign \$95  = ~ r_b_gt_hi_h;
+  assign \$96  = \$95  & r_a_gt_hi_l;
+  assign \$97  = r_a_gt_hi_h | \$96 ;
+  assign \$98  = ~ \$97 ;
+  assign \$99  = \$94  & \$98 ;
+  assign \$100  = ~ r_b[15];
+  assign \$101  = r_a[15] & \$100 ;
+  assign \$102  = r_a[15] ^ r_b[15];
+  assign \$103  = ~ \$102 ;
+  assign \$104  = ~ r_b_gt_lo_h;
+  assign \$105  = \$104  & r_a_gt_lo_l;
+  assign \$106  = r_a_gt_lo_h | \$105 ;
+  assign \$107  = \$103  & \$106 ;
+  assign \$108  = \$101  | \$107 ;
+  assign \$109  = \$99  & \$108 ;
+  assign \$110  = \$90  | \$109 ;
+  assign \$111  = ~ r_a_gt_hi_h;
+  assign \$112  = \$111  & r_b_gt_hi_l;
+  assign \$113  = r_b_gt_hi_h | \$112 ;
+  assign \$114  = ~ r_a_gt_hi_h;
+  assign \$115  = \$114  & r_b_gt_hi_l;
+  assign \$116  = r_b_gt_hi_h | \$115 ;
+  assign \$117  = ~ \$116 ;
+  assign \$118  = ~ r_b_gt_hi_h;
+  assign \$119  = \$118  & r_a_gt_hi_l;
+  assign \$120  = r_a_gt_hi_h | \$119 ;
+  assign \$121  = ~ \$120 ;
+  assign \$122  = \$117  & \$121 ;
+  assign \$123  = ~ r_a[15];
+  assign \$124  = r_b[15] & \$123 ;
+  assign \$125  = r_a[15] ^ r_b[15];
+  assign \$126  = ~ \$125 ;
+  assign \$127  = ~ r_a_gt_lo_h;
+  assign \$128  = \$127  & r_b_gt_lo_l;
+  assign \$129  = r_b_gt_lo_h | \$128 ;
+  assign \$130  = \$126  & \$129 ;
+  assign \$131  = \$124  | \$130 ;
+  assign \$132  = \$122  & \$131 ;
+  assign \$133  = \$113  | \$132 ;
+  assign \$134  = \$87  ? \$110  : \$133 ;
+  assign \$135  = \$86  & \$134 ;
+  assign \$136  = \$84  | \$135 ;
+  assign \$137  = ~ r_b[31];
+  assign \$138  = r_a[31] & \$137 ;
+  assign \$139  = r_a[31] ^ r_b[31];
+  assign \$140  = ~ \$139 ;
+  assign \$142  = ~ r_b_gt_hi_h;
+  assign \$143  = \$142  & r_a_gt_hi_l;
+  assign \$144  = r_a_gt_hi_h | \$143 ;
+  assign \$145  = ~ r_a_gt_hi_h;
+  assign \$146  = \$145  & r_b_gt_hi_l;
+  assign \$147  = r_b_gt_hi_h | \$146 ;
+  assign \$148  = \$141  ? \$144  : \$147 ;
+  assign \$149  = \$140  & \$148 ;
+  assign \$150  = \$138  | \$149 ;
+  assign less_hi = r_wide ? \$136  : \$150 ;
+  assign \$151  = ~ r_b[31];
+  assign \$152  = r_a[31] & \$151 ;
+  assign \$153  = r_a[31] ^ r_b[31];
+  assign \$154  = ~ \$153 ;
+  assign \$155  = r_a[31] & r_is_float;
+  assign \$156  = ~ r_b_gt_hi_h;
+  assign \$157  = \$156  & r_a_gt_hi_l;
+  assign \$158  = r_a_gt_hi_h | \$157 ;
+  assign \$159  = ~ r_a_gt_hi_h;
+  assign \$160  = \$159  & r_b_gt_hi_l;
+  assign \$161  = r_b_gt_hi_h | \$160 ;
+  assign \$162  = ~ \$161 ;
+  assign \$163  = ~ r_b_gt_hi_h;
+  assign \$164  = \$163  & r_a_gt_hi_l;
+  assign \$165  = r_a_gt_hi_h | \$164 ;
+  assign \$166  = ~ \$165 ;
+  assign \$167  = \$162  & \$166 ;
+  assign \$168  = ~ r_b[15];
+  assign \$169  = r_a[15] & \$168 ;
+  assign \$170  = r_a[15] ^ r_b[15];
+  assign \$171  = ~ \$170 ;
+  assign \$172  = ~ r_b_gt_lo_h;
+  assign \$173  = \$172  & r_a_gt_lo_l;
+  assign \$174  = r_a_gt_lo_h | \$173 ;
+  assign \$175  = \$171  & \$174 ;
+  assign \$176  = \$169  | \$175 ;
+  assign \$177  = \$167  & \$176 ;
+  assign \$178  = \$158  | \$177 ;
+  assign \$179  = ~ r_a_gt_hi_h;
+  assign \$180  = \$179  & r_b_gt_hi_l;
+  assign \$181  = r_b_gt_hi_h | \$180 ;
+  assign \$182  = ~ r_a_gt_hi_h;
+  assign \$183  = \$182  & r_b_gt_hi_l;
+  assign \$184  = r_b_gt_hi_h | \$183 ;
+  assign \$185  = ~ \$184 ;
+  assign \$186  = ~ r_b_gt_hi_h;
+  assign \$187  = \$186  & r_a_gt_hi_l;
+  assign \$188  = r_a_gt_hi_h | \$187 ;
+  assign \$189  = ~ \$188 ;
+  assign \$190  = \$185  & \$189 ;
+  assign \$191  = ~ r_a[15];
+  assign \$192  = r_b[15] & \$191 ;
+  assign \$193  = r_a[15] ^ r_b[15];
+  assign \$194  = ~ \$193 ;
+  assign \$195  = ~ r_a_gt_lo_h;
+  assign \$196  = \$195  & r_b_gt_lo_l;
+  assign \$197  = r_b_gt_lo_h | \$196 ;
+  assign \$198  = \$194  & \$197 ;
+  assign \$199  = \$192  | \$198 ;
+  assign \$200  = \$190  & \$199 ;
+  assign \$201  = \$181  | \$200 ;
+  assign \$202  = \$155  ? \$178  : \$201 ;
+  assign \$203  = \$154  & \$202 ;
+  assign \$204  = \$152  | \$203 ;
+  assign \$205  = ~ r_b[15];
+  assign \$206  = r_a[15] & \$205 ;
+  assign \$207  = r_a[15] ^ r_b[15];
+  assign \$208  = ~ \$207 ;
+  assign \$210  = ~ r_b_gt_lo_h;
+  assign \$211  = \$210  & r_a_gt_lo_l;
+  assign \$212  = r_a_gt_lo_h | \$211 ;
+  assign \$213  = ~ r_a_gt_lo_h;
+  assign \$214  = \$213  & r_b_gt_lo_l;
+  assign \$215  = r_b_gt_lo_h | \$214 ;
+  assign \$216  = \$209  ? \$212  : \$215 ;
+  assign \$217  = \$208  & \$216 ;
+  assign \$218  = \$206  | \$217 ;
+  assign less_lo = r_wide ? \$204  : \$218 ;
+  assign \$219  = rr_pick_b_lo ? rr_b[15:0] : rr_a[15:0];
+  assign \$220  = rr_pick_b_hi ? rr_b[31:16] : rr_a[31:16];
+  assign \$221  = rr_nan_lo ? rr_nan_word[15:0] : \$219 ;
+  assign \$222  = rr_nan_hi ? rr_nan_word[31:16] : \$220 ;
   always @(posedge clk)
-    r_a_key <= \$91 ;
+    in_a <= \$223 ;
   always @(posedge clk)
-    r_b_key <= \$92 ;
+    in_b <= \$224 ;
   always @(posedge clk)
-    r_wide <= \$93 ;
+    in_dtype <= \$225 ;
   always @(posedge clk)
-    r_is_max <= \$94 ;
+    in_is_max <= \$226 ;
   always @(posedge clk)
-    r_a <= \$95 ;
+    in_pass_a <= \$227 ;
   always @(posedge clk)
-    r_b <= \$96 ;
+    in_valid <= \$228 ;
   always @(posedge clk)
-    rr_pick_b_lo <= \$97 ;
+    r_b_gt_lo_h <= \$229 ;
   always @(posedge clk)
-    rr_pick_b_hi <= \$98 ;
+    r_a_gt_lo_h <= \$230 ;
   always @(posedge clk)
-    rr_a <= \$99 ;
+    r_b_gt_lo_l <= \$231 ;
   always @(posedge clk)
-    rr_b <= \$100 ;
+    r_a_gt_lo_l <= \$232 ;
   always @(posedge clk)
-    r_nan_lo <= \$101 ;
+    r_b_gt_hi_h <= \$233 ;
   always @(posedge clk)
-    r_nan_hi <= \$102 ;
+    r_a_gt_hi_h <= \$234 ;
   always @(posedge clk)
-    r_nan_word <= \$103 ;
+    r_b_gt_hi_l <= \$235 ;
   always @(posedge clk)
-    rr_nan_lo <= \$104 ;
+    r_a_gt_hi_l <= \$236 ;
   always @(posedge clk)
-    rr_nan_hi <= \$105 ;
+    r_wide <= \$237 ;
   always @(posedge clk)
-    rr_nan_word <= \$106 ;
+    r_is_max <= \$238 ;
+  always @(posedge clk)
+    r_pass_a <= \$239 ;
+  always @(posedge clk)
+    r_is_float <= \$240 ;
+  always @(posedge clk)
+    r_a <= \$241 ;
+  always @(posedge clk)
+    r_b <= \$242 ;
+  always @(posedge clk)
+    r_a_e8_lo <= \$243 ;
+  always @(posedge clk)
+    r_a_e5_lo <= \$244 ;
+  always @(posedge clk)
+    r_a_f7_lo <= \$245 ;
+  always @(posedge clk)
+    r_a_f3_lo <= \$246 ;
+  always @(posedge clk)
+    r_a_e8_hi <= \$247 ;
+  always @(posedge clk)
+    r_a_e5_hi <= \$248 ;
+  always @(posedge clk)
+    r_a_f7_hi <= \$249 ;
+  always @(posedge clk)
+    r_a_f3_hi <= \$250 ;
+  always @(posedge clk)
+    r_a_any_lo <= \$251 ;
+  always @(posedge clk)
+    r_b_e8_lo <= \$252 ;
+  always @(posedge clk)
+    r_b_e5_lo <= \$253 ;
+  always @(posedge clk)
+    r_b_f7_lo <= \$254 ;
+  always @(posedge clk)
+    r_b_f3_lo <= \$255 ;
+  always @(posedge clk)
+    r_b_e8_hi <= \$256 ;
+  always @(posedge clk)
+    r_b_e5_hi <= \$257 ;
+  always @(posedge clk)
+    r_b_f7_hi <= \$258 ;
+  always @(posedge clk)
+    r_b_f3_hi <= \$259 ;
+  always @(posedge clk)
+    r_b_any_lo <= \$260 ;
+  always @(posedge clk)
+    r_dtype <= \$261 ;
+  always @(posedge clk)
+    r_nan_word <= \$262 ;
+  always @(posedge clk)
+    rr_pick_b_lo <= \$263 ;
+  always @(posedge clk)
+    rr_pick_b_hi <= \$264 ;
+  always @(posedge clk)
+    rr_a <= \$265 ;
+  always @(posedge clk)
+    rr_b <= \$266 ;
+  always @(posedge clk)
+    rr_nan_lo <= \$267 ;
+  always @(posedge clk)
+    rr_nan_hi <= \$268 ;
+  always @(posedge clk)
+    rr_nan_word <= \$269 ;
+  always @(posedge clk)
+    r_valid <= \$270 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$91  = r_a_key;
-    if (busy) begin
-      \$91  = { \$17 , \$14  };
-    end
+    \$223  = a;
     if (rst) begin
-      \$91  = 32'd0;
+      \$223  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$92  = r_b_key;
-    if (busy) begin
-      \$92  = { \$26 , \$23  };
-    end
+    \$224  = b;
     if (rst) begin
-      \$92  = 32'd0;
+      \$224  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$93  = r_wide;
-    if (busy) begin
-      \$93  = wide;
-    end
+    \$225  = dtype;
     if (rst) begin
-      \$93  = 1'h0;
+      \$225  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$94  = r_is_max;
-    if (busy) begin
-      \$94  = is_max;
-    end
+    \$226  = is_max;
     if (rst) begin
-      \$94  = 1'h0;
+      \$226  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$95  = r_a;
-    if (busy) begin
-      \$95  = a;
-    end
+    \$227  = pass_a;
     if (rst) begin
-      \$95  = 32'd0;
+      \$227  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$96  = r_b;
-    if (busy) begin
-      \$96  = b;
-    end
+    \$228  = valid;
     if (rst) begin
-      \$96  = 32'd0;
+      \$228  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$97  = rr_pick_b_lo;
-    if (busy) begin
-      \$97  = \$27 ;
+    \$229  = r_b_gt_lo_h;
+    if (in_valid) begin
+      \$229  = \$1 ;
     end
     if (rst) begin
-      \$97  = 1'h0;
+      \$229  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$98  = rr_pick_b_hi;
-    if (busy) begin
-      \$98  = \$28 ;
+    \$230  = r_a_gt_lo_h;
+    if (in_valid) begin
+      \$230  = \$2 ;
     end
     if (rst) begin
-      \$98  = 1'h0;
+      \$230  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$99  = rr_a;
-    if (busy) begin
-      \$99  = r_a;
+    \$231  = r_b_gt_lo_l;
+    if (in_valid) begin
+      \$231  = \$3 ;
     end
     if (rst) begin
-      \$99  = 32'd0;
+      \$231  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$100  = rr_b;
-    if (busy) begin
-      \$100  = r_b;
+    \$232  = r_a_gt_lo_l;
+    if (in_valid) begin
+      \$232  = \$4 ;
     end
     if (rst) begin
-      \$100  = 32'd0;
+      \$232  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$101  = r_nan_lo;
-    if (busy) begin
-      \$101  = \$57 ;
+    \$233  = r_b_gt_hi_h;
+    if (in_valid) begin
+      \$233  = \$5 ;
     end
     if (rst) begin
-      \$101  = 1'h0;
+      \$233  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$102  = r_nan_hi;
-    if (busy) begin
-      \$102  = \$86 ;
+    \$234  = r_a_gt_hi_h;
+    if (in_valid) begin
+      \$234  = \$6 ;
     end
     if (rst) begin
-      \$102  = 1'h0;
+      \$234  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$103  = r_nan_word;
-    if (busy) begin
-      \$103  = { 1'h0, \$90  };
+    \$235  = r_b_gt_hi_l;
+    if (in_valid) begin
+      \$235  = \$7 ;
     end
     if (rst) begin
-      \$103  = 32'd0;
+      \$235  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$104  = rr_nan_lo;
-    if (busy) begin
-      \$104  = r_nan_lo;
+    \$236  = r_a_gt_hi_l;
+    if (in_valid) begin
+      \$236  = \$8 ;
     end
     if (rst) begin
-      \$104  = 1'h0;
+      \$236  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$105  = rr_nan_hi;
-    if (busy) begin
-      \$105  = r_nan_hi;
+    \$237  = r_wide;
+    if (in_valid) begin
+      \$237  = wide;
     end
     if (rst) begin
-      \$105  = 1'h0;
+      \$237  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$106  = rr_nan_word;
-    if (busy) begin
-      \$106  = r_nan_word;
+    \$238  = r_is_max;
+    if (in_valid) begin
+      \$238  = in_is_max;
     end
     if (rst) begin
-      \$106  = 32'd0;
+      \$238  = 1'h0;
     end
   end
-  assign picked = { \$6 , \$5  };
-  assign result = { \$8 , \$7  };
-  assign \port$1539$0  = \$7 ;
-  assign \port$1540$0  = \$8 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$239  = r_pass_a;
+    if (in_valid) begin
+      \$239  = in_pass_a;
+    end
+    if (rst) begin
+      \$239  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$240  = r_is_float;
+    if (in_valid) begin
+      \$240  = is_float;
+    end
+    if (rst) begin
+      \$240  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$241  = r_a;
+    if (in_valid) begin
+      \$241  = in_a;
+    end
+    if (rst) begin
+      \$241  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$242  = r_b;
+    if (in_valid) begin
+      \$242  = in_b;
+    end
+    if (rst) begin
+      \$242  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$243  = r_a_e8_lo;
+    if (in_valid) begin
+      \$243  = \$9 ;
+    end
+    if (rst) begin
+      \$243  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$244  = r_a_e5_lo;
+    if (in_valid) begin
+      \$244  = \$10 ;
+    end
+    if (rst) begin
+      \$244  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$245  = r_a_f7_lo;
+    if (in_valid) begin
+      \$245  = \$11 ;
+    end
+    if (rst) begin
+      \$245  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$246  = r_a_f3_lo;
+    if (in_valid) begin
+      \$246  = \$12 ;
+    end
+    if (rst) begin
+      \$246  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$247  = r_a_e8_hi;
+    if (in_valid) begin
+      \$247  = \$13 ;
+    end
+    if (rst) begin
+      \$247  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$248  = r_a_e5_hi;
+    if (in_valid) begin
+      \$248  = \$14 ;
+    end
+    if (rst) begin
+      \$248  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$249  = r_a_f7_hi;
+    if (in_valid) begin
+      \$249  = \$15 ;
+    end
+    if (rst) begin
+      \$249  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$250  = r_a_f3_hi;
+    if (in_valid) begin
+      \$250  = \$16 ;
+    end
+    if (rst) begin
+      \$250  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$251  = r_a_any_lo;
+    if (in_valid) begin
+      \$251  = \$17 ;
+    end
+    if (rst) begin
+      \$251  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$252  = r_b_e8_lo;
+    if (in_valid) begin
+      \$252  = \$18 ;
+    end
+    if (rst) begin
+      \$252  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$253  = r_b_e5_lo;
+    if (in_valid) begin
+      \$253  = \$19 ;
+    end
+    if (rst) begin
+      \$253  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$254  = r_b_f7_lo;
+    if (in_valid) begin
+      \$254  = \$20 ;
+    end
+    if (rst) begin
+      \$254  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$255  = r_b_f3_lo;
+    if (in_valid) begin
+      \$255  = \$21 ;
+    end
+    if (rst) begin
+      \$255  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$256  = r_b_e8_hi;
+    if (in_valid) begin
+      \$256  = \$22 ;
+    end
+    if (rst) begin
+      \$256  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$257  = r_b_e5_hi;
+    if (in_valid) begin
+      \$257  = \$23 ;
+    end
+    if (rst) begin
+      \$257  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$258  = r_b_f7_hi;
+    if (in_valid) begin
+      \$258  = \$24 ;
+    end
+    if (rst) begin
+      \$258  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$259  = r_b_f3_hi;
+    if (in_valid) begin
+      \$259  = \$25 ;
+    end
+    if (rst) begin
+      \$259  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$260  = r_b_any_lo;
+    if (in_valid) begin
+      \$260  = \$26 ;
+    end
+    if (rst) begin
+      \$260  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$261  = r_dtype;
+    if (in_valid) begin
+      \$261  = in_dtype;
+    end
+    if (rst) begin
+      \$261  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$262  = r_nan_word;
+    if (in_valid) begin
+      \$262  = { 1'h0, \$30  };
+    end
+    if (rst) begin
+      \$262  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$263  = rr_pick_b_lo;
+    if (r_valid) begin
+      \$263  = \$33 ;
+    end
+    if (rst) begin
+      \$263  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$264  = rr_pick_b_hi;
+    if (r_valid) begin
+      \$264  = \$36 ;
+    end
+    if (rst) begin
+      \$264  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$265  = rr_a;
+    if (r_valid) begin
+      \$265  = r_a;
+    end
+    if (rst) begin
+      \$265  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$266  = rr_b;
+    if (r_valid) begin
+      \$266  = r_b;
+    end
+    if (rst) begin
+      \$266  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$267  = rr_nan_lo;
+    if (r_valid) begin
+      \$267  = \$59 ;
+    end
+    if (rst) begin
+      \$267  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$268  = rr_nan_hi;
+    if (r_valid) begin
+      \$268  = \$82 ;
+    end
+    if (rst) begin
+      \$268  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$269  = rr_nan_word;
+    if (r_valid) begin
+      \$269  = r_nan_word;
+    end
+    if (rst) begin
+      \$269  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$270  = in_valid;
+    if (rst) begin
+      \$270  = 1'h1;
+    end
+  end
+  assign picked = { \$220 , \$219  };
+  assign result = { \$222 , \$221  };
+  assign \port$1978$0  = \$221 ;
+  assign \port$1979$0  = \$222 ;
+  assign \$209  = r_a[15];
+  assign \$141  = r_a[31];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane2 (rst, \result$57 , a, b, \port$3291$256 , busy, clk);
+module \ace_alu_array_small.array.lane2 (rst, valid, \result$73 , a, b, \port$3969$256 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$9  = 0;
   wire \$1 ;
-  wire \$10 ;
-  reg [31:0] \$11 ;
+  reg [1:0] \$10 ;
+  reg \$11 ;
   reg [31:0] \$12 ;
-  reg [1:0] \$13 ;
-  reg [1:0] \$14 ;
-  reg [31:0] \$15 ;
-  reg \$16 ;
+  reg \$13 ;
+  reg \$14 ;
+  reg \$15 ;
+  reg [31:0] \$16 ;
   reg \$17 ;
-  reg [31:0] \$18 ;
+  reg \$18 ;
   reg \$19 ;
-  wire \$2 ;
-  reg \$20 ;
-  reg [31:0] \$21 ;
+  wire [31:0] \$2 ;
+  reg [31:0] \$20 ;
+  reg \$21 ;
   reg \$22 ;
   reg \$23 ;
   reg [31:0] \$24 ;
   reg \$25 ;
   reg \$26 ;
-  reg [31:0] \$27 ;
-  reg \$28 ;
+  reg \$27 ;
+  reg [31:0] \$28 ;
   reg \$29 ;
-  wire \$3 ;
-  reg [31:0] \$30 ;
+  wire [32:0] \$3 ;
+  reg \$30 ;
   reg \$31 ;
-  reg \$32 ;
-  reg [31:0] \$33 ;
+  reg [31:0] \$32 ;
+  reg \$33 ;
   reg \$34 ;
   reg \$35 ;
   reg [31:0] \$36 ;
   reg \$37 ;
   reg \$38 ;
-  reg [31:0] \$39 ;
-  wire [31:0] \$4 ;
-  reg \$40 ;
+  reg \$39 ;
+  wire \$4 ;
+  reg [31:0] \$40 ;
   reg \$41 ;
-  reg [31:0] \$42 ;
+  reg \$42 ;
   reg \$43 ;
-  reg \$44 ;
-  reg [31:0] \$45 ;
+  reg [31:0] \$44 ;
+  reg \$45 ;
   reg \$46 ;
   reg \$47 ;
   reg [31:0] \$48 ;
   reg \$49 ;
   wire \$5 ;
   reg \$50 ;
-  wire [15:0] \$51 ;
-  wire [15:0] \$52 ;
-  wire [32:0] \$6 ;
-  wire [32:0] \$7 ;
-  wire \$8 ;
-  wire \$9 ;
+  reg \$51 ;
+  reg [31:0] \$52 ;
+  reg \$53 ;
+  reg \$54 ;
+  reg \$55 ;
+  reg [31:0] \$56 ;
+  reg \$57 ;
+  reg \$58 ;
+  reg \$59 ;
+  wire \$6 ;
+  wire [15:0] \$60 ;
+  wire [15:0] \$61 ;
+  reg [31:0] \$7 ;
+  reg [31:0] \$8 ;
+  reg [1:0] \$9 ;
   input [31:0] a;
   wire [31:0] a;
-  (* init = 32'd0 *)
-  wire [31:0] \a$50 ;
-  (* init = 32'd0 *)
-  wire [31:0] \a$53 ;
+  wire [31:0] \a$63 ;
+  wire [31:0] \a$66 ;
   input [31:0] b;
   wire [31:0] b;
-  (* init = 32'd0 *)
-  wire [31:0] \b$51 ;
-  (* init = 32'd0 *)
-  wire [31:0] \b$54 ;
-  input busy;
-  wire busy;
+  wire [31:0] \b$64 ;
+  wire [31:0] \b$67 ;
   input clk;
   wire clk;
   reg d10_fp_sum = 1'h0;
   reg d10_minmax = 1'h0;
   reg [31:0] d10_simple = 32'd0;
+  reg d10_valid = 1'h1;
   reg d11_fp_sum = 1'h0;
   reg d11_minmax = 1'h0;
   reg [31:0] d11_simple = 32'd0;
+  reg d11_valid = 1'h1;
   reg d12_fp_sum = 1'h0;
   reg d12_minmax = 1'h0;
   reg [31:0] d12_simple = 32'd0;
+  reg d12_valid = 1'h1;
   reg d1_fp_sum = 1'h0;
   reg d1_minmax = 1'h0;
   reg [31:0] d1_simple = 32'd0;
+  reg d1_valid = 1'h1;
   reg d2_fp_sum = 1'h0;
   reg d2_minmax = 1'h0;
   reg [31:0] d2_simple = 32'd0;
+  reg d2_valid = 1'h1;
   reg d3_fp_sum = 1'h0;
   reg d3_minmax = 1'h0;
   reg [31:0] d3_simple = 32'd0;
+  reg d3_valid = 1'h1;
   reg d4_fp_sum = 1'h0;
   reg d4_minmax = 1'h0;
   reg [31:0] d4_simple = 32'd0;
+  reg d4_valid = 1'h1;
   reg d5_fp_sum = 1'h0;
   reg d5_minmax = 1'h0;
   reg [31:0] d5_simple = 32'd0;
+  reg d5_valid = 1'h1;
   reg d6_fp_sum = 1'h0;
   reg d6_minmax = 1'h0;
   reg [31:0] d6_simple = 32'd0;
+  reg d6_valid = 1'h1;
   reg d7_fp_sum = 1'h0;
   reg d7_minmax = 1'h0;
   reg [31:0] d7_simple = 32'd0;
+  reg d7_valid = 1'h1;
   reg d8_fp_sum = 1'h0;
   reg d8_minmax = 1'h0;
   reg [31:0] d8_simple = 32'd0;
+  reg d8_valid = 1'h1;
   reg d9_fp_sum = 1'h0;
   reg d9_minmax = 1'h0;
   reg [31:0] d9_simple = 32'd0;
+  reg d9_valid = 1'h1;
   wire [31:0] direct;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
@@ -9320,15 +11679,13 @@ module \ace_alu_array_small.array.lane2 (rst, \result$57 , a, b, \port$3291$256 
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
-  (* init = 2'h0 *)
-  wire [1:0] \dtype$52 ;
+  wire [1:0] \dtype$65 ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
-  (* init = 2'h0 *)
-  wire [1:0] \dtype$55 ;
+  wire [1:0] \dtype$68 ;
   wire fp_sum;
   wire is_max;
   (* enum_base_type = "ReduceOp" *)
@@ -9337,12 +11694,13 @@ module \ace_alu_array_small.array.lane2 (rst, \result$57 , a, b, \port$3291$256 
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [3:0] \port$3291$256 ;
-  wire [3:0] \port$3291$256 ;
+  wire pass_a;
+  input [3:0] \port$3969$256 ;
+  wire [3:0] \port$3969$256 ;
   wire [31:0] result;
-  output [31:0] \result$57 ;
-  wire [31:0] \result$57 ;
-  wire [31:0] \result$58 ;
+  output [31:0] \result$73 ;
+  wire [31:0] \result$73 ;
+  wire [31:0] \result$74 ;
   input rst;
   wire rst;
   reg [31:0] s0_a = 32'd0;
@@ -9359,91 +11717,17 @@ module \ace_alu_array_small.array.lane2 (rst, \result$57 , a, b, \port$3291$256 
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   reg [1:0] s0_op = 2'h0;
+  reg s0_valid = 1'h1;
+  input valid;
+  wire valid;
+  wire \valid$71 ;
+  wire \valid$72 ;
   always @(posedge clk)
-    d5_fp_sum <= \$28 ;
+    d3_fp_sum <= \$21 ;
   always @(posedge clk)
-    d5_minmax <= \$29 ;
+    d3_minmax <= \$22 ;
   always @(posedge clk)
-    d6_simple <= \$30 ;
-  always @(posedge clk)
-    d6_fp_sum <= \$31 ;
-  always @(posedge clk)
-    d6_minmax <= \$32 ;
-  always @(posedge clk)
-    d7_simple <= \$33 ;
-  always @(posedge clk)
-    d7_fp_sum <= \$34 ;
-  always @(posedge clk)
-    d7_minmax <= \$35 ;
-  always @(posedge clk)
-    d8_simple <= \$36 ;
-  always @(posedge clk)
-    d8_fp_sum <= \$37 ;
-  always @(posedge clk)
-    d8_minmax <= \$38 ;
-  always @(posedge clk)
-    d9_simple <= \$39 ;
-  always @(posedge clk)
-    d9_fp_sum <= \$40 ;
-  always @(posedge clk)
-    d9_minmax <= \$41 ;
-  always @(posedge clk)
-    d10_simple <= \$42 ;
-  always @(posedge clk)
-    d10_fp_sum <= \$43 ;
-  always @(posedge clk)
-    d10_minmax <= \$44 ;
-  always @(posedge clk)
-    d11_simple <= \$45 ;
-  always @(posedge clk)
-    d11_fp_sum <= \$46 ;
-  always @(posedge clk)
-    d11_minmax <= \$47 ;
-  always @(posedge clk)
-    d12_simple <= \$48 ;
-  always @(posedge clk)
-    d12_fp_sum <= \$49 ;
-  always @(posedge clk)
-    d12_minmax <= \$50 ;
-  assign \$1  = s0_op == 1'h1;
-  assign \$2  = s0_op == 2'h2;
-  assign \$3  = \$1  | \$2 ;
-  assign \$4  = d2_minmax ? { \$52 , \$51  } : d2_simple;
-  assign is_max = s0_op == 1'h1;
-  assign \$5  = s0_op == 2'h3;
-  assign \$6  = s0_a + s0_b;
-  assign \$7  = \$5  ? { 1'h0, s0_a } : \$6 ;
-  assign \$8  = | s0_op;
-  assign \$9  = ~ \$8 ;
-  assign \$10  = | s0_dtype;
-  assign fp_sum = \$9  & \$10 ;
-  assign \result$57  = d12_fp_sum ? \result$58  : d12_simple;
-  always @(posedge clk)
-    s0_a <= \$11 ;
-  always @(posedge clk)
-    s0_b <= \$12 ;
-  always @(posedge clk)
-    s0_op <= \$13 ;
-  always @(posedge clk)
-    s0_dtype <= \$14 ;
-  always @(posedge clk)
-    d1_simple <= \$15 ;
-  always @(posedge clk)
-    d1_fp_sum <= \$16 ;
-  always @(posedge clk)
-    d1_minmax <= \$17 ;
-  always @(posedge clk)
-    d2_simple <= \$18 ;
-  always @(posedge clk)
-    d2_fp_sum <= \$19 ;
-  always @(posedge clk)
-    d2_minmax <= \$20 ;
-  always @(posedge clk)
-    d3_simple <= \$21 ;
-  always @(posedge clk)
-    d3_fp_sum <= \$22 ;
-  always @(posedge clk)
-    d3_minmax <= \$23 ;
+    d3_valid <= \$23 ;
   always @(posedge clk)
     d4_simple <= \$24 ;
   always @(posedge clk)
@@ -9451,360 +11735,145 @@ module \ace_alu_array_small.array.lane2 (rst, \result$57 , a, b, \port$3291$256 
   always @(posedge clk)
     d4_minmax <= \$26 ;
   always @(posedge clk)
-    d5_simple <= \$27 ;
+    d4_valid <= \$27 ;
+  always @(posedge clk)
+    d5_simple <= \$28 ;
+  always @(posedge clk)
+    d5_fp_sum <= \$29 ;
+  always @(posedge clk)
+    d5_minmax <= \$30 ;
+  always @(posedge clk)
+    d5_valid <= \$31 ;
+  always @(posedge clk)
+    d6_simple <= \$32 ;
+  always @(posedge clk)
+    d6_fp_sum <= \$33 ;
+  always @(posedge clk)
+    d6_minmax <= \$34 ;
+  always @(posedge clk)
+    d6_valid <= \$35 ;
+  always @(posedge clk)
+    d7_simple <= \$36 ;
+  always @(posedge clk)
+    d7_fp_sum <= \$37 ;
+  always @(posedge clk)
+    d7_minmax <= \$38 ;
+  always @(posedge clk)
+    d7_valid <= \$39 ;
+  always @(posedge clk)
+    d8_simple <= \$40 ;
+  always @(posedge clk)
+    d8_fp_sum <= \$41 ;
+  always @(posedge clk)
+    d8_minmax <= \$42 ;
+  always @(posedge clk)
+    d8_valid <= \$43 ;
+  always @(posedge clk)
+    d9_simple <= \$44 ;
+  always @(posedge clk)
+    d9_fp_sum <= \$45 ;
+  always @(posedge clk)
+    d9_minmax <= \$46 ;
+  always @(posedge clk)
+    d9_valid <= \$47 ;
+  always @(posedge clk)
+    d10_simple <= \$48 ;
+  always @(posedge clk)
+    d10_fp_sum <= \$49 ;
+  always @(posedge clk)
+    d10_minmax <= \$50 ;
+  always @(posedge clk)
+    d10_valid <= \$51 ;
+  always @(posedge clk)
+    d11_simple <= \$52 ;
+  always @(posedge clk)
+    d11_fp_sum <= \$53 ;
+  always @(posedge clk)
+    d11_minmax <= \$54 ;
+  always @(posedge clk)
+    d11_valid <= \$55 ;
+  always @(posedge clk)
+    d12_simple <= \$56 ;
+  always @(posedge clk)
+    d12_fp_sum <= \$57 ;
+  always @(posedge clk)
+    d12_minmax <= \$58 ;
+  always @(posedge clk)
+    d12_valid <= \$59 ;
+  assign \$1  = | s0_op;
+  assign \$2  = d2_minmax ? { \$61 , \$60  } : d2_simple;
+  assign is_max = \port$3969$256 [1:0] == 1'h1;
+  assign pass_a = \port$3969$256 [1:0] == 2'h3;
+  assign \$3  = s0_a + s0_b;
+  assign \$4  = | s0_op;
+  assign \$5  = ~ \$4 ;
+  assign \$6  = | s0_dtype;
+  assign fp_sum = \$5  & \$6 ;
+  assign \result$73  = d12_fp_sum ? \result$74  : d12_simple;
+  always @(posedge clk)
+    s0_a <= \$7 ;
+  always @(posedge clk)
+    s0_b <= \$8 ;
+  always @(posedge clk)
+    s0_op <= \$9 ;
+  always @(posedge clk)
+    s0_dtype <= \$10 ;
+  always @(posedge clk)
+    s0_valid <= \$11 ;
+  always @(posedge clk)
+    d1_simple <= \$12 ;
+  always @(posedge clk)
+    d1_fp_sum <= \$13 ;
+  always @(posedge clk)
+    d1_minmax <= \$14 ;
+  always @(posedge clk)
+    d1_valid <= \$15 ;
+  always @(posedge clk)
+    d2_simple <= \$16 ;
+  always @(posedge clk)
+    d2_fp_sum <= \$17 ;
+  always @(posedge clk)
+    d2_minmax <= \$18 ;
+  always @(posedge clk)
+    d2_valid <= \$19 ;
+  always @(posedge clk)
+    d3_simple <= \$20 ;
   \ace_alu_array_small.array.lane2.adder  adder (
-    .a(s0_a),
-    .b(s0_b),
-    .busy(busy),
+    .a(a),
+    .b(b),
     .clk(clk),
-    .dtype(s0_dtype),
-    .result(\result$58 ),
-    .rst(rst)
+    .dtype(\port$3969$256 [3:2]),
+    .result(\result$74 ),
+    .rst(rst),
+    .valid(valid)
   );
   \ace_alu_array_small.array.lane2.minmax  minmax (
-    .a(s0_a),
-    .b(s0_b),
-    .busy(busy),
+    .a(a),
+    .b(b),
     .clk(clk),
-    .dtype(s0_dtype),
+    .dtype(\port$3969$256 [3:2]),
     .is_max(is_max),
-    .\port$2348$0 (\$51 ),
-    .\port$2349$0 (\$52 ),
-    .rst(rst)
+    .pass_a(pass_a),
+    .\port$2963$0 (\$60 ),
+    .\port$2964$0 (\$61 ),
+    .rst(rst),
+    .valid(valid)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$28  = d5_fp_sum;
-    if (busy) begin
-      \$28  = d4_fp_sum;
+    \$21  = d3_fp_sum;
+    if (d2_valid) begin
+      \$21  = d2_fp_sum;
     end
     if (rst) begin
-      \$28  = 1'h0;
+      \$21  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$29  = d5_minmax;
-    if (busy) begin
-      \$29  = d4_minmax;
-    end
-    if (rst) begin
-      \$29  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$30  = d6_simple;
-    if (busy) begin
-      \$30  = d5_simple;
-    end
-    if (rst) begin
-      \$30  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$31  = d6_fp_sum;
-    if (busy) begin
-      \$31  = d5_fp_sum;
-    end
-    if (rst) begin
-      \$31  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$32  = d6_minmax;
-    if (busy) begin
-      \$32  = d5_minmax;
-    end
-    if (rst) begin
-      \$32  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$33  = d7_simple;
-    if (busy) begin
-      \$33  = d6_simple;
-    end
-    if (rst) begin
-      \$33  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$34  = d7_fp_sum;
-    if (busy) begin
-      \$34  = d6_fp_sum;
-    end
-    if (rst) begin
-      \$34  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$35  = d7_minmax;
-    if (busy) begin
-      \$35  = d6_minmax;
-    end
-    if (rst) begin
-      \$35  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$36  = d8_simple;
-    if (busy) begin
-      \$36  = d7_simple;
-    end
-    if (rst) begin
-      \$36  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$37  = d8_fp_sum;
-    if (busy) begin
-      \$37  = d7_fp_sum;
-    end
-    if (rst) begin
-      \$37  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$38  = d8_minmax;
-    if (busy) begin
-      \$38  = d7_minmax;
-    end
-    if (rst) begin
-      \$38  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$39  = d9_simple;
-    if (busy) begin
-      \$39  = d8_simple;
-    end
-    if (rst) begin
-      \$39  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$40  = d9_fp_sum;
-    if (busy) begin
-      \$40  = d8_fp_sum;
-    end
-    if (rst) begin
-      \$40  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$41  = d9_minmax;
-    if (busy) begin
-      \$41  = d8_minmax;
-    end
-    if (rst) begin
-      \$41  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$42  = d10_simple;
-    if (busy) begin
-      \$42  = d9_simple;
-    end
-    if (rst) begin
-      \$42  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$43  = d10_fp_sum;
-    if (busy) begin
-      \$43  = d9_fp_sum;
-    end
-    if (rst) begin
-      \$43  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$44  = d10_minmax;
-    if (busy) begin
-      \$44  = d9_minmax;
-    end
-    if (rst) begin
-      \$44  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$45  = d11_simple;
-    if (busy) begin
-      \$45  = d10_simple;
-    end
-    if (rst) begin
-      \$45  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$46  = d11_fp_sum;
-    if (busy) begin
-      \$46  = d10_fp_sum;
-    end
-    if (rst) begin
-      \$46  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$47  = d11_minmax;
-    if (busy) begin
-      \$47  = d10_minmax;
-    end
-    if (rst) begin
-      \$47  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$48  = d12_simple;
-    if (busy) begin
-      \$48  = d11_simple;
-    end
-    if (rst) begin
-      \$48  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$49  = d12_fp_sum;
-    if (busy) begin
-      \$49  = d11_fp_sum;
-    end
-    if (rst) begin
-      \$49  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$50  = d12_minmax;
-    if (busy) begin
-      \$50  = d11_minmax;
-    end
-    if (rst) begin
-      \$50  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$11  = a;
-    if (rst) begin
-      \$11  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$12  = b;
-    if (rst) begin
-      \$12  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$13  = \port$3291$256 [1:0];
-    if (rst) begin
-      \$13  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$14  = \port$3291$256 [3:2];
-    if (rst) begin
-      \$14  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$15  = d1_simple;
-    if (busy) begin
-      \$15  = \$7 [31:0];
-    end
-    if (rst) begin
-      \$15  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$16  = d1_fp_sum;
-    if (busy) begin
-      \$16  = fp_sum;
-    end
-    if (rst) begin
-      \$16  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$17  = d1_minmax;
-    if (busy) begin
-      \$17  = \$3 ;
-    end
-    if (rst) begin
-      \$17  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$18  = d2_simple;
-    if (busy) begin
-      \$18  = d1_simple;
-    end
-    if (rst) begin
-      \$18  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$19  = d2_fp_sum;
-    if (busy) begin
-      \$19  = d1_fp_sum;
-    end
-    if (rst) begin
-      \$19  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$20  = d2_minmax;
-    if (busy) begin
-      \$20  = d1_minmax;
-    end
-    if (rst) begin
-      \$20  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$21  = d3_simple;
-    if (busy) begin
-      \$21  = \$4 ;
-    end
-    if (rst) begin
-      \$21  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$22  = d3_fp_sum;
-    if (busy) begin
-      \$22  = d2_fp_sum;
+    \$22  = d3_minmax;
+    if (d2_valid) begin
+      \$22  = d2_minmax;
     end
     if (rst) begin
       \$22  = 1'h0;
@@ -9812,18 +11881,15 @@ module \ace_alu_array_small.array.lane2 (rst, \result$57 , a, b, \port$3291$256 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$23  = d3_minmax;
-    if (busy) begin
-      \$23  = d2_minmax;
-    end
+    \$23  = d2_valid;
     if (rst) begin
-      \$23  = 1'h0;
+      \$23  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$24  = d4_simple;
-    if (busy) begin
+    if (d3_valid) begin
       \$24  = d3_simple;
     end
     if (rst) begin
@@ -9833,7 +11899,7 @@ module \ace_alu_array_small.array.lane2 (rst, \result$57 , a, b, \port$3291$256 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$25  = d4_fp_sum;
-    if (busy) begin
+    if (d3_valid) begin
       \$25  = d3_fp_sum;
     end
     if (rst) begin
@@ -9843,7 +11909,7 @@ module \ace_alu_array_small.array.lane2 (rst, \result$57 , a, b, \port$3291$256 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$26  = d4_minmax;
-    if (busy) begin
+    if (d3_valid) begin
       \$26  = d3_minmax;
     end
     if (rst) begin
@@ -9852,31 +11918,445 @@ module \ace_alu_array_small.array.lane2 (rst, \result$57 , a, b, \port$3291$256 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$27  = d5_simple;
-    if (busy) begin
-      \$27  = d4_simple;
-    end
+    \$27  = d3_valid;
     if (rst) begin
-      \$27  = 32'd0;
+      \$27  = 1'h1;
     end
   end
-  assign op = \port$3291$256 [1:0];
-  assign dtype = \port$3291$256 [3:2];
-  assign direct = \$7 [31:0];
-  assign result = { \$52 , \$51  };
-  assign \a$50  = s0_a;
-  assign \b$51  = s0_b;
-  assign \dtype$52  = s0_dtype;
-  assign \a$53  = s0_a;
-  assign \b$54  = s0_b;
-  assign \dtype$55  = s0_dtype;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$28  = d5_simple;
+    if (d4_valid) begin
+      \$28  = d4_simple;
+    end
+    if (rst) begin
+      \$28  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$29  = d5_fp_sum;
+    if (d4_valid) begin
+      \$29  = d4_fp_sum;
+    end
+    if (rst) begin
+      \$29  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$30  = d5_minmax;
+    if (d4_valid) begin
+      \$30  = d4_minmax;
+    end
+    if (rst) begin
+      \$30  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$31  = d4_valid;
+    if (rst) begin
+      \$31  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$32  = d6_simple;
+    if (d5_valid) begin
+      \$32  = d5_simple;
+    end
+    if (rst) begin
+      \$32  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$33  = d6_fp_sum;
+    if (d5_valid) begin
+      \$33  = d5_fp_sum;
+    end
+    if (rst) begin
+      \$33  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$34  = d6_minmax;
+    if (d5_valid) begin
+      \$34  = d5_minmax;
+    end
+    if (rst) begin
+      \$34  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$35  = d5_valid;
+    if (rst) begin
+      \$35  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$36  = d7_simple;
+    if (d6_valid) begin
+      \$36  = d6_simple;
+    end
+    if (rst) begin
+      \$36  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$37  = d7_fp_sum;
+    if (d6_valid) begin
+      \$37  = d6_fp_sum;
+    end
+    if (rst) begin
+      \$37  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$38  = d7_minmax;
+    if (d6_valid) begin
+      \$38  = d6_minmax;
+    end
+    if (rst) begin
+      \$38  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$39  = d6_valid;
+    if (rst) begin
+      \$39  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$40  = d8_simple;
+    if (d7_valid) begin
+      \$40  = d7_simple;
+    end
+    if (rst) begin
+      \$40  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$41  = d8_fp_sum;
+    if (d7_valid) begin
+      \$41  = d7_fp_sum;
+    end
+    if (rst) begin
+      \$41  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$42  = d8_minmax;
+    if (d7_valid) begin
+      \$42  = d7_minmax;
+    end
+    if (rst) begin
+      \$42  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$43  = d7_valid;
+    if (rst) begin
+      \$43  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$44  = d9_simple;
+    if (d8_valid) begin
+      \$44  = d8_simple;
+    end
+    if (rst) begin
+      \$44  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$45  = d9_fp_sum;
+    if (d8_valid) begin
+      \$45  = d8_fp_sum;
+    end
+    if (rst) begin
+      \$45  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$46  = d9_minmax;
+    if (d8_valid) begin
+      \$46  = d8_minmax;
+    end
+    if (rst) begin
+      \$46  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$47  = d8_valid;
+    if (rst) begin
+      \$47  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$48  = d10_simple;
+    if (d9_valid) begin
+      \$48  = d9_simple;
+    end
+    if (rst) begin
+      \$48  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$49  = d10_fp_sum;
+    if (d9_valid) begin
+      \$49  = d9_fp_sum;
+    end
+    if (rst) begin
+      \$49  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$50  = d10_minmax;
+    if (d9_valid) begin
+      \$50  = d9_minmax;
+    end
+    if (rst) begin
+      \$50  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$51  = d9_valid;
+    if (rst) begin
+      \$51  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$52  = d11_simple;
+    if (d10_valid) begin
+      \$52  = d10_simple;
+    end
+    if (rst) begin
+      \$52  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$53  = d11_fp_sum;
+    if (d10_valid) begin
+      \$53  = d10_fp_sum;
+    end
+    if (rst) begin
+      \$53  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$54  = d11_minmax;
+    if (d10_valid) begin
+      \$54  = d10_minmax;
+    end
+    if (rst) begin
+      \$54  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$55  = d10_valid;
+    if (rst) begin
+      \$55  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$56  = d12_simple;
+    if (d11_valid) begin
+      \$56  = d11_simple;
+    end
+    if (rst) begin
+      \$56  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$57  = d12_fp_sum;
+    if (d11_valid) begin
+      \$57  = d11_fp_sum;
+    end
+    if (rst) begin
+      \$57  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$58  = d12_minmax;
+    if (d11_valid) begin
+      \$58  = d11_minmax;
+    end
+    if (rst) begin
+      \$58  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$59  = d11_valid;
+    if (rst) begin
+      \$59  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$7  = a;
+    if (rst) begin
+      \$7  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$8  = b;
+    if (rst) begin
+      \$8  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$9  = \port$3969$256 [1:0];
+    if (rst) begin
+      \$9  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$10  = \port$3969$256 [3:2];
+    if (rst) begin
+      \$10  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$11  = valid;
+    if (rst) begin
+      \$11  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$12  = d1_simple;
+    if (s0_valid) begin
+      \$12  = \$3 [31:0];
+    end
+    if (rst) begin
+      \$12  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$13  = d1_fp_sum;
+    if (s0_valid) begin
+      \$13  = fp_sum;
+    end
+    if (rst) begin
+      \$13  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$14  = d1_minmax;
+    if (s0_valid) begin
+      \$14  = \$1 ;
+    end
+    if (rst) begin
+      \$14  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$15  = s0_valid;
+    if (rst) begin
+      \$15  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$16  = d2_simple;
+    if (d1_valid) begin
+      \$16  = d1_simple;
+    end
+    if (rst) begin
+      \$16  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$17  = d2_fp_sum;
+    if (d1_valid) begin
+      \$17  = d1_fp_sum;
+    end
+    if (rst) begin
+      \$17  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$18  = d2_minmax;
+    if (d1_valid) begin
+      \$18  = d1_minmax;
+    end
+    if (rst) begin
+      \$18  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$19  = d1_valid;
+    if (rst) begin
+      \$19  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$20  = d3_simple;
+    if (d2_valid) begin
+      \$20  = \$2 ;
+    end
+    if (rst) begin
+      \$20  = 32'd0;
+    end
+  end
+  assign op = \port$3969$256 [1:0];
+  assign dtype = \port$3969$256 [3:2];
+  assign direct = \$3 [31:0];
+  assign result = { \$61 , \$60  };
+  assign \a$63  = a;
+  assign \b$64  = b;
+  assign \dtype$65  = \port$3969$256 [3:2];
+  assign \a$66  = a;
+  assign \b$67  = b;
+  assign \dtype$68  = \port$3969$256 [3:2];
+  assign \valid$71  = valid;
+  assign \valid$72  = valid;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane2.adder (rst, busy, a, b, dtype, result, clk);
+module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$10  = 0;
   wire \$1 ;
-  wire \$10 ;
+  wire [7:0] \$10 ;
   wire \$100 ;
   wire \$101 ;
   wire \$102 ;
@@ -9895,64 +12375,64 @@ module \ace_alu_array_small.array.lane2.adder (rst, busy, a, b, dtype, result, c
   wire \$114 ;
   wire \$115 ;
   wire \$116 ;
-  wire [10:0] \$117 ;
+  wire \$117 ;
   wire \$118 ;
-  wire [10:0] \$119 ;
+  wire \$119 ;
   wire \$12 ;
-  wire [8:0] \$120 ;
-  wire [8:0] \$121 ;
+  wire \$120 ;
+  wire \$121 ;
   wire \$122 ;
-  wire [7:0] \$123 ;
+  wire \$123 ;
   wire \$124 ;
-  wire [7:0] \$125 ;
-  wire [8:0] \$126 ;
+  wire \$125 ;
+  wire \$126 ;
   wire \$127 ;
-  wire [7:0] \$128 ;
+  wire \$128 ;
   wire \$129 ;
   wire \$13 ;
-  wire [7:0] \$130 ;
-  wire [8:0] \$131 ;
+  wire \$130 ;
+  wire \$131 ;
   wire \$132 ;
   wire \$133 ;
   wire \$134 ;
   wire \$135 ;
   wire \$136 ;
-  wire [3:0] \$137 ;
-  wire [3:0] \$138 ;
+  wire \$137 ;
+  wire \$138 ;
   wire \$139 ;
   wire \$14 ;
   wire \$140 ;
   wire \$141 ;
-  wire \$142 ;
+  wire [10:0] \$142 ;
   wire \$143 ;
-  wire \$144 ;
-  wire \$145 ;
-  wire \$146 ;
-  wire \$147 ;
-  wire \$148 ;
+  wire [10:0] \$144 ;
+  wire [8:0] \$145 ;
+  wire [8:0] \$146 ;
+  wire [8:0] \$147 ;
+  wire [8:0] \$148 ;
   wire \$149 ;
-  wire \$15 ;
+  wire [7:0] \$15 ;
   wire \$150 ;
-  wire [3:0] \$151 ;
-  wire [3:0] \$152 ;
+  wire \$151 ;
+  wire \$152 ;
   wire \$153 ;
-  wire \$154 ;
-  wire \$155 ;
+  wire [3:0] \$154 ;
+  wire [3:0] \$155 ;
   wire \$156 ;
   wire \$157 ;
   wire \$158 ;
   wire \$159 ;
-  wire [7:0] \$16 ;
-  wire [4:0] \$160 ;
+  wire \$16 ;
+  wire \$160 ;
   wire \$161 ;
   wire \$162 ;
   wire \$163 ;
-  wire [7:0] \$164 ;
+  wire \$164 ;
   wire \$165 ;
   wire \$166 ;
   wire \$167 ;
-  wire \$168 ;
-  wire \$169 ;
+  wire [3:0] \$168 ;
+  wire [3:0] \$169 ;
   wire \$17 ;
   wire \$170 ;
   wire \$171 ;
@@ -9961,12 +12441,12 @@ module \ace_alu_array_small.array.lane2.adder (rst, busy, a, b, dtype, result, c
   wire \$174 ;
   wire \$175 ;
   wire \$176 ;
-  wire [3:0] \$177 ;
-  wire [3:0] \$178 ;
+  wire [4:0] \$177 ;
+  wire \$178 ;
   wire \$179 ;
   wire \$18 ;
   wire \$180 ;
-  wire \$181 ;
+  wire [7:0] \$181 ;
   wire \$182 ;
   wire \$183 ;
   wire \$184 ;
@@ -9977,48 +12457,48 @@ module \ace_alu_array_small.array.lane2.adder (rst, busy, a, b, dtype, result, c
   wire \$189 ;
   wire \$19 ;
   wire \$190 ;
-  wire [3:0] \$191 ;
-  wire [3:0] \$192 ;
+  wire \$191 ;
+  wire \$192 ;
   wire \$193 ;
-  wire \$194 ;
-  wire \$195 ;
+  wire [3:0] \$194 ;
+  wire [3:0] \$195 ;
   wire \$196 ;
   wire \$197 ;
   wire \$198 ;
   wire \$199 ;
   wire \$2 ;
   wire \$20 ;
-  wire [4:0] \$200 ;
+  wire \$200 ;
   wire \$201 ;
   wire \$202 ;
   wire \$203 ;
-  wire [7:0] \$204 ;
+  wire \$204 ;
   wire \$205 ;
   wire \$206 ;
   wire \$207 ;
-  wire \$208 ;
-  wire \$209 ;
+  wire [3:0] \$208 ;
+  wire [3:0] \$209 ;
   wire \$21 ;
   wire \$210 ;
   wire \$211 ;
-  wire [15:0] \$212 ;
-  wire [15:0] \$213 ;
-  wire [15:0] \$214 ;
-  wire [15:0] \$215 ;
+  wire \$212 ;
+  wire \$213 ;
+  wire \$214 ;
+  wire \$215 ;
   wire \$216 ;
-  wire \$217 ;
+  wire [4:0] \$217 ;
   wire \$218 ;
-  wire [15:0] \$219 ;
+  wire \$219 ;
   wire \$22 ;
-  wire [15:0] \$220 ;
-  wire [15:0] \$221 ;
+  wire \$220 ;
+  wire [7:0] \$221 ;
   wire \$222 ;
-  wire [15:0] \$223 ;
-  wire [15:0] \$224 ;
-  wire [15:0] \$225 ;
+  wire \$223 ;
+  wire \$224 ;
+  wire \$225 ;
   wire \$226 ;
-  wire [15:0] \$227 ;
-  wire [15:0] \$228 ;
+  wire \$227 ;
+  wire \$228 ;
   wire [15:0] \$229 ;
   wire \$23 ;
   wire [15:0] \$230 ;
@@ -10026,63 +12506,63 @@ module \ace_alu_array_small.array.lane2.adder (rst, busy, a, b, dtype, result, c
   wire [15:0] \$232 ;
   wire \$233 ;
   wire \$234 ;
-  wire [15:0] \$235 ;
+  wire \$235 ;
   wire [15:0] \$236 ;
   wire [15:0] \$237 ;
-  wire \$238 ;
-  wire [15:0] \$239 ;
+  wire [15:0] \$238 ;
+  wire \$239 ;
   wire \$24 ;
   wire [15:0] \$240 ;
   wire [15:0] \$241 ;
-  wire \$242 ;
-  wire [15:0] \$243 ;
+  wire [15:0] \$242 ;
+  wire \$243 ;
   wire [15:0] \$244 ;
   wire [15:0] \$245 ;
   wire [15:0] \$246 ;
-  wire \$247 ;
-  wire \$248 ;
+  wire [15:0] \$247 ;
+  wire [15:0] \$248 ;
   wire [15:0] \$249 ;
   wire \$25 ;
-  wire [15:0] \$250 ;
-  wire [15:0] \$251 ;
-  wire \$252 ;
+  wire \$250 ;
+  wire \$251 ;
+  wire [15:0] \$252 ;
   wire [15:0] \$253 ;
   wire [15:0] \$254 ;
-  wire [15:0] \$255 ;
-  wire \$256 ;
+  wire \$255 ;
+  wire [15:0] \$256 ;
   wire [15:0] \$257 ;
   wire [15:0] \$258 ;
-  wire [15:0] \$259 ;
-  wire \$26 ;
+  wire \$259 ;
+  wire [7:0] \$26 ;
   wire [15:0] \$260 ;
   wire [15:0] \$261 ;
   wire [15:0] \$262 ;
   wire [15:0] \$263 ;
-  wire [15:0] \$264 ;
-  wire [15:0] \$265 ;
+  wire \$264 ;
+  wire \$265 ;
   wire [15:0] \$266 ;
   wire [15:0] \$267 ;
-  wire \$268 ;
+  wire [15:0] \$268 ;
   wire \$269 ;
   wire \$27 ;
-  wire \$270 ;
-  wire \$271 ;
-  wire \$272 ;
+  wire [15:0] \$270 ;
+  wire [15:0] \$271 ;
+  wire [15:0] \$272 ;
   wire \$273 ;
-  wire \$274 ;
-  wire \$275 ;
-  wire \$276 ;
+  wire [15:0] \$274 ;
+  wire [15:0] \$275 ;
+  wire [15:0] \$276 ;
   wire [15:0] \$277 ;
-  wire \$278 ;
-  wire \$279 ;
+  wire [15:0] \$278 ;
+  wire [15:0] \$279 ;
   wire \$28 ;
-  wire \$280 ;
-  wire \$281 ;
-  wire \$282 ;
-  wire \$283 ;
+  wire [15:0] \$280 ;
+  wire [15:0] \$281 ;
+  wire [15:0] \$282 ;
+  wire [15:0] \$283 ;
   wire [15:0] \$284 ;
-  wire [15:0] \$285 ;
-  wire [15:0] \$286 ;
+  wire \$285 ;
+  wire \$286 ;
   wire \$287 ;
   wire \$288 ;
   wire \$289 ;
@@ -10091,8 +12571,8 @@ module \ace_alu_array_small.array.lane2.adder (rst, busy, a, b, dtype, result, c
   wire \$291 ;
   wire \$292 ;
   wire \$293 ;
-  wire [15:0] \$294 ;
-  wire [15:0] \$295 ;
+  wire \$294 ;
+  wire \$295 ;
   wire \$296 ;
   wire \$297 ;
   wire \$298 ;
@@ -10100,18 +12580,18 @@ module \ace_alu_array_small.array.lane2.adder (rst, busy, a, b, dtype, result, c
   wire \$3 ;
   wire \$30 ;
   wire \$300 ;
-  wire [15:0] \$301 ;
-  wire [15:0] \$302 ;
-  wire [15:0] \$303 ;
+  wire \$301 ;
+  wire \$302 ;
+  wire \$303 ;
   wire \$304 ;
-  wire [15:0] \$305 ;
-  wire [15:0] \$306 ;
-  wire [15:0] \$307 ;
+  wire \$305 ;
+  wire \$306 ;
+  wire \$307 ;
   wire \$308 ;
-  wire [15:0] \$309 ;
-  wire [7:0] \$31 ;
-  wire [15:0] \$310 ;
-  wire [15:0] \$311 ;
+  wire \$309 ;
+  wire \$31 ;
+  wire \$310 ;
+  wire \$311 ;
   wire \$312 ;
   wire \$313 ;
   wire \$314 ;
@@ -10119,150 +12599,150 @@ module \ace_alu_array_small.array.lane2.adder (rst, busy, a, b, dtype, result, c
   wire \$316 ;
   wire \$317 ;
   wire \$318 ;
-  wire [15:0] \$319 ;
+  wire \$319 ;
   wire \$32 ;
-  wire [15:0] \$320 ;
-  wire [15:0] \$321 ;
+  wire \$320 ;
+  wire \$321 ;
   wire \$322 ;
-  wire [15:0] \$323 ;
-  wire [15:0] \$324 ;
-  wire [15:0] \$325 ;
+  wire \$323 ;
+  wire \$324 ;
+  wire \$325 ;
   wire \$326 ;
-  wire [15:0] \$327 ;
-  wire [15:0] \$328 ;
-  wire [15:0] \$329 ;
+  wire \$327 ;
+  wire \$328 ;
+  wire \$329 ;
   wire \$33 ;
   wire \$330 ;
   wire \$331 ;
   wire \$332 ;
   wire \$333 ;
-  wire [15:0] \$334 ;
-  wire [15:0] \$335 ;
-  wire \$336 ;
-  wire \$337 ;
-  wire \$338 ;
-  wire [15:0] \$339 ;
+  wire \$334 ;
+  wire [31:0] \$335 ;
+  wire [15:0] \$336 ;
+  wire [15:0] \$337 ;
+  wire [31:0] \$338 ;
+  wire \$339 ;
   wire \$34 ;
-  wire [15:0] \$340 ;
-  wire [15:0] \$341 ;
+  wire \$340 ;
+  wire \$341 ;
   wire \$342 ;
-  wire \$343 ;
-  wire \$344 ;
+  wire [15:0] \$343 ;
+  wire [15:0] \$344 ;
   wire [15:0] \$345 ;
-  wire [15:0] \$346 ;
+  wire \$346 ;
   wire [15:0] \$347 ;
-  wire \$348 ;
-  wire \$349 ;
+  wire [15:0] \$348 ;
+  wire [15:0] \$349 ;
   wire \$35 ;
   wire \$350 ;
-  wire \$351 ;
-  wire \$352 ;
-  wire \$353 ;
+  wire [15:0] \$351 ;
+  wire [15:0] \$352 ;
+  wire [15:0] \$353 ;
   wire \$354 ;
   wire \$355 ;
   wire \$356 ;
-  wire [15:0] \$357 ;
-  wire \$358 ;
-  wire \$359 ;
+  wire \$357 ;
+  wire [15:0] \$358 ;
+  wire [15:0] \$359 ;
   wire \$36 ;
   wire \$360 ;
-  wire [15:0] \$361 ;
-  wire [15:0] \$362 ;
+  wire \$361 ;
+  wire \$362 ;
   wire [15:0] \$363 ;
-  wire \$364 ;
-  wire [31:0] \$365 ;
-  wire [15:0] \$366 ;
-  wire [15:0] \$367 ;
-  wire [31:0] \$368 ;
-  wire [31:0] \$369 ;
+  wire [15:0] \$364 ;
+  wire [15:0] \$365 ;
+  wire \$366 ;
+  wire \$367 ;
+  wire \$368 ;
+  wire [15:0] \$369 ;
   wire \$37 ;
-  wire \$370 ;
-  wire \$371 ;
+  wire [15:0] \$370 ;
+  wire [15:0] \$371 ;
   wire \$372 ;
-  wire [1:0] \$373 ;
-  wire [1:0] \$374 ;
-  wire [1:0] \$375 ;
+  wire \$373 ;
+  wire \$374 ;
+  wire \$375 ;
   wire \$376 ;
   wire \$377 ;
   wire \$378 ;
-  wire [1:0] \$379 ;
+  wire \$379 ;
   wire \$38 ;
-  wire [1:0] \$380 ;
-  wire [1:0] \$381 ;
+  wire \$380 ;
+  wire [15:0] \$381 ;
   wire \$382 ;
   wire \$383 ;
   wire \$384 ;
-  wire [1:0] \$385 ;
-  wire [1:0] \$386 ;
-  wire [1:0] \$387 ;
-  wire [1:0] \$388 ;
-  wire [1:0] \$389 ;
-  wire [7:0] \$39 ;
-  wire [1:0] \$390 ;
-  wire [1:0] \$391 ;
+  wire [15:0] \$385 ;
+  wire [15:0] \$386 ;
+  wire [15:0] \$387 ;
+  wire [31:0] \$388 ;
+  wire \$389 ;
+  wire \$39 ;
+  wire \$390 ;
+  wire \$391 ;
   wire [1:0] \$392 ;
   wire [1:0] \$393 ;
-  wire \$394 ;
+  wire [1:0] \$394 ;
   wire \$395 ;
   wire \$396 ;
   wire \$397 ;
-  wire \$398 ;
-  wire \$399 ;
+  wire [1:0] \$398 ;
+  wire [1:0] \$399 ;
   wire \$4 ;
   wire \$40 ;
-  wire \$400 ;
+  wire [1:0] \$400 ;
   wire \$401 ;
   wire \$402 ;
-  wire [1:0] \$403 ;
+  wire \$403 ;
   wire [1:0] \$404 ;
   wire [1:0] \$405 ;
-  wire \$406 ;
-  wire \$407 ;
-  wire \$408 ;
+  wire [1:0] \$406 ;
+  wire [1:0] \$407 ;
+  wire [1:0] \$408 ;
   wire [1:0] \$409 ;
-  wire \$41 ;
+  wire [7:0] \$41 ;
   wire [1:0] \$410 ;
   wire [1:0] \$411 ;
-  wire \$412 ;
+  wire [1:0] \$412 ;
   wire \$413 ;
   wire \$414 ;
-  wire [1:0] \$415 ;
-  wire [1:0] \$416 ;
-  wire [1:0] \$417 ;
+  wire \$415 ;
+  wire \$416 ;
+  wire \$417 ;
   wire \$418 ;
   wire \$419 ;
   wire \$42 ;
   wire \$420 ;
-  wire [1:0] \$421 ;
+  wire \$421 ;
   wire [1:0] \$422 ;
   wire [1:0] \$423 ;
   wire [1:0] \$424 ;
-  wire [1:0] \$425 ;
-  wire [1:0] \$426 ;
-  wire [1:0] \$427 ;
+  wire \$425 ;
+  wire \$426 ;
+  wire \$427 ;
   wire [1:0] \$428 ;
   wire [1:0] \$429 ;
   wire \$43 ;
-  wire \$430 ;
+  wire [1:0] \$430 ;
   wire \$431 ;
   wire \$432 ;
   wire \$433 ;
-  wire \$434 ;
-  wire \$435 ;
-  wire \$436 ;
+  wire [1:0] \$434 ;
+  wire [1:0] \$435 ;
+  wire [1:0] \$436 ;
   wire \$437 ;
   wire \$438 ;
-  wire [1:0] \$439 ;
+  wire \$439 ;
   wire \$44 ;
   wire [1:0] \$440 ;
   wire [1:0] \$441 ;
-  wire \$442 ;
-  wire \$443 ;
-  wire \$444 ;
-  wire \$445 ;
-  wire \$446 ;
-  wire \$447 ;
-  wire \$448 ;
+  wire [1:0] \$442 ;
+  wire [1:0] \$443 ;
+  wire [1:0] \$444 ;
+  wire [1:0] \$445 ;
+  wire [1:0] \$446 ;
+  wire [1:0] \$447 ;
+  wire [1:0] \$448 ;
   wire \$449 ;
   wire \$45 ;
   wire \$450 ;
@@ -10273,10 +12753,10 @@ module \ace_alu_array_small.array.lane2.adder (rst, busy, a, b, dtype, result, c
   wire \$455 ;
   wire \$456 ;
   wire \$457 ;
-  wire \$458 ;
-  wire \$459 ;
+  wire [1:0] \$458 ;
+  wire [1:0] \$459 ;
   wire \$46 ;
-  wire \$460 ;
+  wire [1:0] \$460 ;
   wire \$461 ;
   wire \$462 ;
   wire \$463 ;
@@ -10291,156 +12771,156 @@ module \ace_alu_array_small.array.lane2.adder (rst, busy, a, b, dtype, result, c
   wire \$471 ;
   wire \$472 ;
   wire \$473 ;
-  wire [3:0] \$474 ;
-  wire [4:0] \$475 ;
+  wire \$474 ;
+  wire \$475 ;
   wire \$476 ;
   wire [3:0] \$477 ;
   wire [4:0] \$478 ;
-  wire [15:0] \$479 ;
+  wire \$479 ;
   wire \$48 ;
-  wire \$480 ;
-  wire [3:0] \$481 ;
-  wire [4:0] \$482 ;
-  wire [15:0] \$483 ;
-  wire [15:0] \$484 ;
-  wire \$485 ;
-  wire [3:0] \$486 ;
-  wire [4:0] \$487 ;
+  wire [3:0] \$480 ;
+  wire [4:0] \$481 ;
+  wire [15:0] \$482 ;
+  wire \$483 ;
+  wire [3:0] \$484 ;
+  wire [4:0] \$485 ;
+  wire [15:0] \$486 ;
+  wire [15:0] \$487 ;
   wire \$488 ;
-  wire \$489 ;
-  wire \$49 ;
-  wire [3:0] \$490 ;
-  wire [4:0] \$491 ;
-  wire [15:0] \$492 ;
-  wire \$493 ;
-  wire [3:0] \$494 ;
-  wire [4:0] \$495 ;
+  wire [3:0] \$489 ;
+  wire [7:0] \$49 ;
+  wire [4:0] \$490 ;
+  wire \$491 ;
+  wire \$492 ;
+  wire [3:0] \$493 ;
+  wire [4:0] \$494 ;
+  wire [15:0] \$495 ;
   wire \$496 ;
-  wire [15:0] \$497 ;
-  wire [15:0] \$498 ;
+  wire [3:0] \$497 ;
+  wire [4:0] \$498 ;
   wire \$499 ;
-  wire [7:0] \$5 ;
+  wire \$5 ;
   wire \$50 ;
-  wire [3:0] \$500 ;
-  wire [4:0] \$501 ;
+  wire [15:0] \$500 ;
+  wire [15:0] \$501 ;
   wire \$502 ;
-  wire [15:0] \$503 ;
-  wire [15:0] \$504 ;
-  wire [15:0] \$505 ;
-  wire \$506 ;
-  wire [3:0] \$507 ;
-  wire [4:0] \$508 ;
+  wire [3:0] \$503 ;
+  wire [4:0] \$504 ;
+  wire \$505 ;
+  wire [15:0] \$506 ;
+  wire [15:0] \$507 ;
+  wire [15:0] \$508 ;
   wire \$509 ;
-  wire [7:0] \$51 ;
-  wire [15:0] \$510 ;
-  wire [15:0] \$511 ;
-  wire [15:0] \$512 ;
-  wire \$513 ;
-  wire [3:0] \$514 ;
-  wire [4:0] \$515 ;
+  wire \$51 ;
+  wire [3:0] \$510 ;
+  wire [4:0] \$511 ;
+  wire \$512 ;
+  wire [15:0] \$513 ;
+  wire [15:0] \$514 ;
+  wire [15:0] \$515 ;
   wire \$516 ;
-  wire [3:0] \$517 ;
-  wire [4:0] \$518 ;
-  wire [15:0] \$519 ;
+  wire \$517 ;
+  wire \$518 ;
+  wire \$519 ;
   wire \$52 ;
-  wire [15:0] \$520 ;
-  wire [15:0] \$521 ;
-  wire [15:0] \$522 ;
-  wire [15:0] \$523 ;
-  wire [15:0] \$524 ;
-  wire [15:0] \$525 ;
-  wire \$526 ;
-  wire [15:0] \$527 ;
-  wire [15:0] \$528 ;
-  wire [15:0] \$529 ;
+  wire \$520 ;
+  wire \$521 ;
+  wire \$522 ;
+  wire \$523 ;
+  wire \$524 ;
+  wire [3:0] \$525 ;
+  wire [4:0] \$526 ;
+  wire \$527 ;
+  wire [3:0] \$528 ;
+  wire [4:0] \$529 ;
   wire \$53 ;
-  wire \$530 ;
+  wire [15:0] \$530 ;
   wire [15:0] \$531 ;
-  wire \$532 ;
+  wire [15:0] \$532 ;
   wire [15:0] \$533 ;
   wire [15:0] \$534 ;
-  wire \$535 ;
+  wire [15:0] \$535 ;
   wire [15:0] \$536 ;
-  wire [15:0] \$537 ;
+  wire \$537 ;
   wire [15:0] \$538 ;
-  wire \$539 ;
+  wire [15:0] \$539 ;
   wire \$54 ;
   wire [15:0] \$540 ;
-  wire [15:0] \$541 ;
+  wire \$541 ;
   wire [15:0] \$542 ;
   wire \$543 ;
   wire [15:0] \$544 ;
-  wire \$545 ;
-  wire [15:0] \$546 ;
+  wire [15:0] \$545 ;
+  wire \$546 ;
   wire [15:0] \$547 ;
-  wire \$548 ;
+  wire [15:0] \$548 ;
   wire [15:0] \$549 ;
   wire \$55 ;
-  wire [15:0] \$550 ;
+  wire \$550 ;
   wire [15:0] \$551 ;
-  wire \$552 ;
+  wire [15:0] \$552 ;
   wire [15:0] \$553 ;
-  wire [15:0] \$554 ;
+  wire \$554 ;
   wire [15:0] \$555 ;
-  wire [15:0] \$556 ;
-  wire \$557 ;
+  wire \$556 ;
+  wire [15:0] \$557 ;
   wire [15:0] \$558 ;
   wire \$559 ;
   wire \$56 ;
   wire [15:0] \$560 ;
   wire [15:0] \$561 ;
-  wire \$562 ;
-  wire [15:0] \$563 ;
+  wire [15:0] \$562 ;
+  wire \$563 ;
   wire [15:0] \$564 ;
   wire [15:0] \$565 ;
-  wire \$566 ;
+  wire [15:0] \$566 ;
   wire [15:0] \$567 ;
-  wire [15:0] \$568 ;
+  wire \$568 ;
   wire [15:0] \$569 ;
   wire \$57 ;
-  wire [15:0] \$570 ;
-  wire [9:0] \$571 ;
-  wire [10:0] \$572 ;
-  wire [9:0] \$573 ;
-  wire [10:0] \$574 ;
-  wire \$575 ;
-  wire [7:0] \$576 ;
+  wire \$570 ;
+  wire [15:0] \$571 ;
+  wire [15:0] \$572 ;
+  wire \$573 ;
+  wire [15:0] \$574 ;
+  wire [15:0] \$575 ;
+  wire [15:0] \$576 ;
   wire \$577 ;
-  wire [4:0] \$578 ;
-  wire [7:0] \$579 ;
+  wire [15:0] \$578 ;
+  wire [15:0] \$579 ;
   wire \$58 ;
-  wire [14:0] \$580 ;
-  wire \$581 ;
-  wire [4:0] \$582 ;
-  wire [7:0] \$583 ;
-  wire [14:0] \$584 ;
-  wire [30:0] \$585 ;
+  wire [15:0] \$580 ;
+  wire [15:0] \$581 ;
+  wire [9:0] \$582 ;
+  wire [10:0] \$583 ;
+  wire [9:0] \$584 ;
+  wire [10:0] \$585 ;
   wire \$586 ;
-  wire \$587 ;
-  wire [7:0] \$588 ;
-  wire \$589 ;
+  wire [7:0] \$587 ;
+  wire \$588 ;
+  wire [4:0] \$589 ;
   wire \$59 ;
-  wire [4:0] \$590 ;
-  wire [7:0] \$591 ;
-  wire [14:0] \$592 ;
-  wire \$593 ;
-  wire [4:0] \$594 ;
-  wire [7:0] \$595 ;
-  wire [14:0] \$596 ;
-  wire [30:0] \$597 ;
+  wire [7:0] \$590 ;
+  wire [14:0] \$591 ;
+  wire \$592 ;
+  wire [4:0] \$593 ;
+  wire [7:0] \$594 ;
+  wire [14:0] \$595 ;
+  wire [30:0] \$596 ;
+  wire \$597 ;
   wire \$598 ;
-  wire \$599 ;
+  wire [7:0] \$599 ;
   wire \$6 ;
   wire \$60 ;
   wire \$600 ;
-  wire \$601 ;
-  wire \$602 ;
-  wire \$603 ;
+  wire [4:0] \$601 ;
+  wire [7:0] \$602 ;
+  wire [14:0] \$603 ;
   wire \$604 ;
-  wire \$605 ;
-  wire \$606 ;
-  wire \$607 ;
-  wire \$608 ;
+  wire [4:0] \$605 ;
+  wire [7:0] \$606 ;
+  wire [14:0] \$607 ;
+  wire [30:0] \$608 ;
   wire \$609 ;
   wire \$61 ;
   wire \$610 ;
@@ -10453,199 +12933,231 @@ module \ace_alu_array_small.array.lane2.adder (rst, busy, a, b, dtype, result, c
   wire \$617 ;
   wire \$618 ;
   wire \$619 ;
-  wire [7:0] \$62 ;
+  wire \$62 ;
   wire \$620 ;
   wire \$621 ;
   wire \$622 ;
   wire \$623 ;
-  wire [14:0] \$624 ;
+  wire \$624 ;
   wire \$625 ;
-  wire [14:0] \$626 ;
+  wire \$626 ;
   wire \$627 ;
-  wire [15:0] \$628 ;
+  wire \$628 ;
   wire \$629 ;
-  wire \$63 ;
+  wire [7:0] \$63 ;
   wire \$630 ;
-  wire [14:0] \$631 ;
+  wire \$631 ;
   wire \$632 ;
-  wire [14:0] \$633 ;
+  wire \$633 ;
   wire \$634 ;
-  wire [15:0] \$635 ;
+  wire [14:0] \$635 ;
   wire \$636 ;
-  wire \$637 ;
+  wire [14:0] \$637 ;
   wire \$638 ;
-  wire \$639 ;
+  wire [15:0] \$639 ;
   wire \$64 ;
   wire \$640 ;
   wire \$641 ;
-  wire \$642 ;
+  wire [14:0] \$642 ;
   wire \$643 ;
-  wire [15:0] \$644 ;
+  wire [14:0] \$644 ;
   wire \$645 ;
-  wire \$646 ;
+  wire [15:0] \$646 ;
   wire \$647 ;
   wire \$648 ;
   wire \$649 ;
   wire \$65 ;
   wire \$650 ;
   wire \$651 ;
-  wire [15:0] \$652 ;
-  wire [15:0] \$653 ;
+  wire \$652 ;
+  wire \$653 ;
   wire \$654 ;
-  wire \$655 ;
+  wire [15:0] \$655 ;
   wire \$656 ;
   wire \$657 ;
   wire \$658 ;
   wire \$659 ;
   wire \$66 ;
   wire \$660 ;
-  wire [15:0] \$661 ;
-  wire \$662 ;
-  wire \$663 ;
+  wire \$661 ;
+  wire [15:0] \$662 ;
+  wire [15:0] \$663 ;
   wire \$664 ;
   wire \$665 ;
-  wire [14:0] \$666 ;
+  wire \$666 ;
   wire \$667 ;
   wire \$668 ;
   wire \$669 ;
-  wire \$67 ;
-  wire \$670 ;
-  wire [14:0] \$671 ;
+  wire [7:0] \$67 ;
+  wire [15:0] \$670 ;
+  wire \$671 ;
   wire \$672 ;
   wire \$673 ;
   wire \$674 ;
-  wire \$675 ;
+  wire [14:0] \$675 ;
   wire \$676 ;
   wire \$677 ;
-  wire [14:0] \$678 ;
+  wire \$678 ;
   wire \$679 ;
   wire \$68 ;
-  wire \$680 ;
+  wire [14:0] \$680 ;
   wire \$681 ;
   wire \$682 ;
-  wire [14:0] \$683 ;
+  wire \$683 ;
   wire \$684 ;
-  wire \$685 ;
-  wire [34:0] \$686 ;
-  reg [1:0] \$687 ;
-  reg [1:0] \$688 ;
-  reg [1:0] \$689 ;
+  wire [14:0] \$685 ;
+  wire \$686 ;
+  wire \$687 ;
+  wire [14:0] \$688 ;
+  wire \$689 ;
   wire \$69 ;
-  reg [1:0] \$690 ;
-  reg [1:0] \$691 ;
-  reg [1:0] \$692 ;
+  wire [34:0] \$690 ;
+  reg [31:0] \$691 ;
+  reg [31:0] \$692 ;
   reg [1:0] \$693 ;
-  reg [1:0] \$694 ;
-  reg [1:0] \$695 ;
-  reg [1:0] \$696 ;
+  reg \$694 ;
+  reg \$695 ;
+  reg \$696 ;
   reg [1:0] \$697 ;
   reg [31:0] \$698 ;
-  reg [10:0] \$699 ;
+  reg [7:0] \$699 ;
   wire \$7 ;
   wire \$70 ;
   reg [10:0] \$700 ;
-  reg [31:0] \$701 ;
-  reg [10:0] \$702 ;
-  reg [10:0] \$703 ;
-  reg \$704 ;
-  reg \$705 ;
+  reg [10:0] \$701 ;
+  reg [31:0] \$702 ;
+  reg [7:0] \$703 ;
+  reg [10:0] \$704 ;
+  reg [10:0] \$705 ;
   reg \$706 ;
-  reg [31:0] \$707 ;
-  reg [31:0] \$708 ;
-  reg [10:0] \$709 ;
+  reg \$707 ;
+  reg \$708 ;
+  reg \$709 ;
   wire \$71 ;
-  reg [10:0] \$710 ;
+  reg \$710 ;
   reg \$711 ;
   reg \$712 ;
-  reg [10:0] \$713 ;
-  reg [10:0] \$714 ;
-  reg [7:0] \$715 ;
-  reg [7:0] \$716 ;
-  reg [7:0] \$717 ;
-  reg [7:0] \$718 ;
-  reg [4:0] \$719 ;
+  reg [1:0] \$713 ;
+  reg [31:0] \$714 ;
+  reg [31:0] \$715 ;
+  reg [10:0] \$716 ;
+  reg [10:0] \$717 ;
+  reg \$718 ;
+  reg \$719 ;
   wire \$72 ;
-  reg \$720 ;
-  reg [13:0] \$721 ;
-  reg [4:0] \$722 ;
-  reg \$723 ;
-  reg [13:0] \$724 ;
-  reg [31:0] \$725 ;
-  reg [31:0] \$726 ;
-  reg [31:0] \$727 ;
+  reg [10:0] \$720 ;
+  reg [10:0] \$721 ;
+  reg [7:0] \$722 ;
+  reg [7:0] \$723 ;
+  reg [7:0] \$724 ;
+  reg [7:0] \$725 ;
+  reg [1:0] \$726 ;
+  reg [4:0] \$727 ;
   reg \$728 ;
-  reg \$729 ;
+  reg [13:0] \$729 ;
   wire \$73 ;
-  reg [13:0] \$730 ;
-  reg [13:0] \$731 ;
-  reg [4:0] \$732 ;
-  reg [4:0] \$733 ;
+  reg [4:0] \$730 ;
+  reg \$731 ;
+  reg [13:0] \$732 ;
+  reg [31:0] \$733 ;
   reg [31:0] \$734 ;
-  reg \$735 ;
-  reg \$736 ;
-  reg [13:0] \$737 ;
-  reg [13:0] \$738 ;
-  reg [32:0] \$739 ;
+  reg [1:0] \$735 ;
+  reg [31:0] \$736 ;
+  reg \$737 ;
+  reg \$738 ;
+  reg [13:0] \$739 ;
   wire \$74 ;
-  reg [32:0] \$740 ;
-  reg \$741 ;
-  reg [31:0] \$742 ;
-  reg [13:0] \$743 ;
-  reg [13:0] \$744 ;
-  reg [31:0] \$745 ;
+  reg [13:0] \$740 ;
+  reg [4:0] \$741 ;
+  reg [4:0] \$742 ;
+  reg [31:0] \$743 ;
+  reg \$744 ;
+  reg \$745 ;
   reg [31:0] \$746 ;
-  reg [31:0] \$747 ;
+  reg [1:0] \$747 ;
   reg [13:0] \$748 ;
   reg [13:0] \$749 ;
-  wire \$75 ;
-  reg [3:0] \$750 ;
-  reg [3:0] \$751 ;
-  reg \$752 ;
-  reg [13:0] \$753 ;
-  reg [13:0] \$754 ;
-  reg [31:0] \$755 ;
-  reg [4:0] \$756 ;
-  reg [4:0] \$757 ;
-  reg [13:0] \$758 ;
-  reg [13:0] \$759 ;
+  wire [7:0] \$75 ;
+  reg [31:0] \$750 ;
+  reg [32:0] \$751 ;
+  reg [32:0] \$752 ;
+  reg \$753 ;
+  reg [1:0] \$754 ;
+  reg [13:0] \$755 ;
+  reg [13:0] \$756 ;
+  reg [31:0] \$757 ;
+  reg [31:0] \$758 ;
+  reg [1:0] \$759 ;
   wire \$76 ;
   reg [31:0] \$760 ;
-  reg [32:0] \$761 ;
-  reg \$762 ;
-  reg \$763 ;
-  reg \$764 ;
+  reg [13:0] \$761 ;
+  reg [13:0] \$762 ;
+  reg [3:0] \$763 ;
+  reg [3:0] \$764 ;
   reg \$765 ;
-  reg [15:0] \$766 ;
+  reg \$766 ;
   reg \$767 ;
-  reg \$768 ;
-  reg [15:0] \$769 ;
-  wire [7:0] \$77 ;
-  reg \$770 ;
-  reg \$771 ;
-  reg \$772 ;
-  reg \$773 ;
-  reg [15:0] \$774 ;
-  reg [15:0] \$775 ;
-  reg [31:0] \$776 ;
+  reg [1:0] \$768 ;
+  reg [13:0] \$769 ;
+  wire \$77 ;
+  reg [13:0] \$770 ;
+  reg [31:0] \$771 ;
+  reg [4:0] \$772 ;
+  reg [4:0] \$773 ;
+  reg [1:0] \$774 ;
+  reg [13:0] \$775 ;
+  reg [13:0] \$776 ;
   reg [31:0] \$777 ;
+  reg [1:0] \$778 ;
+  reg [32:0] \$779 ;
   wire \$78 ;
+  reg \$780 ;
+  reg \$781 ;
+  reg \$782 ;
+  reg \$783 ;
+  reg [15:0] \$784 ;
+  reg \$785 ;
+  reg \$786 ;
+  reg [15:0] \$787 ;
+  reg [1:0] \$788 ;
+  reg \$789 ;
   wire \$79 ;
+  reg \$790 ;
+  reg \$791 ;
+  reg \$792 ;
+  reg [15:0] \$793 ;
+  reg [15:0] \$794 ;
+  reg [31:0] \$795 ;
+  reg \$796 ;
+  reg \$797 ;
+  reg [31:0] \$798 ;
+  reg \$799 ;
   wire \$8 ;
   wire \$80 ;
+  reg \$800 ;
+  reg \$801 ;
+  reg \$802 ;
+  reg \$803 ;
+  reg \$804 ;
+  reg \$805 ;
+  reg \$806 ;
+  reg \$807 ;
+  reg \$808 ;
+  reg \$809 ;
   wire \$81 ;
   wire \$82 ;
   wire \$83 ;
   wire \$84 ;
-  wire [7:0] \$85 ;
+  wire \$85 ;
   wire \$86 ;
-  wire \$87 ;
+  wire [7:0] \$87 ;
   wire \$88 ;
   wire \$89 ;
   wire \$9 ;
   wire \$90 ;
   wire \$91 ;
   wire \$92 ;
-  wire \$93 ;
+  wire [7:0] \$93 ;
   wire \$94 ;
   wire \$95 ;
   wire \$96 ;
@@ -10666,8 +13178,6 @@ module \ace_alu_array_small.array.lane2.adder (rst, busy, a, b, dtype, result, c
   wire [7:0] b_lo_exp;
   wire [15:0] b_lo_sig;
   wire [31:0] b_sig;
-  input busy;
-  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -10677,6 +13187,17 @@ module \ace_alu_array_small.array.lane2.adder (rst, busy, a, b, dtype, result, c
   (* enum_value_11 = "FP16" *)
   input [1:0] dtype;
   wire [1:0] dtype;
+  reg [31:0] in_a = 32'd0;
+  reg [31:0] in_b = 32'd0;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] in_dtype = 2'h0;
+  reg in_fp16_b = 1'h0;
+  reg in_valid = 1'h1;
+  reg in_wide_b = 1'h0;
   output [31:0] result;
   reg [31:0] result = 32'd0;
   input rst;
@@ -10697,6 +13218,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, busy, a, b, dtype, result, c
   reg s10_sign_lo = 1'h0;
   reg [15:0] s10_special_hi = 16'h0000;
   reg [15:0] s10_special_lo = 16'h0000;
+  reg s10_valid = 1'h1;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
@@ -10705,11 +13227,15 @@ module \ace_alu_array_small.array.lane2.adder (rst, busy, a, b, dtype, result, c
   reg [1:0] s11_dtype = 2'h0;
   reg s11_forced_hi = 1'h0;
   reg s11_forced_lo = 1'h0;
+  reg s11_fp16 = 1'h0;
   reg [31:0] s11_rounded = 32'd0;
   reg s11_sign_hi = 1'h0;
   reg s11_sign_lo = 1'h0;
   reg [15:0] s11_special_hi = 16'h0000;
   reg [15:0] s11_special_lo = 16'h0000;
+  reg s11_valid = 1'h1;
+  reg s11_wide = 1'h0;
+  reg [7:0] s1_a_exp_lo = 8'h00;
   reg [10:0] s1_a_hi = 11'h000;
   wire [7:0] \s1_a_hi.exp ;
   wire \s1_a_hi.inf ;
@@ -10720,6 +13246,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, busy, a, b, dtype, result, c
   wire \s1_a_lo.inf ;
   wire \s1_a_lo.nan ;
   wire \s1_a_lo.sign ;
+  reg [7:0] s1_b_exp_lo = 8'h00;
   reg [10:0] s1_b_hi = 11'h000;
   wire [7:0] \s1_b_hi.exp ;
   wire \s1_b_hi.inf ;
@@ -10736,11 +13263,16 @@ module \ace_alu_array_small.array.lane2.adder (rst, busy, a, b, dtype, result, c
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   reg [1:0] s1_dtype = 2'h0;
-  reg s1_eq_hi = 1'h0;
-  reg s1_gt_hi = 1'h0;
-  reg s1_gt_lo = 1'h0;
+  reg s1_eq_hi_h = 1'h0;
+  reg s1_eq_hi_l = 1'h0;
+  reg s1_eq_lo_h = 1'h0;
+  reg s1_gt_hi_h = 1'h0;
+  reg s1_gt_hi_l = 1'h0;
+  reg s1_gt_lo_h = 1'h0;
+  reg s1_gt_lo_l = 1'h0;
   reg [31:0] s1_sig_a = 32'd0;
   reg [31:0] s1_sig_b = 32'd0;
+  reg s1_valid = 1'h1;
   reg [10:0] s2_a_hi = 11'h000;
   wire [7:0] \s2_a_hi.exp ;
   wire \s2_a_hi.inf ;
@@ -10775,6 +13307,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, busy, a, b, dtype, result, c
   reg [31:0] s2_sig_b = 32'd0;
   reg s2_swap_hi = 1'h0;
   reg s2_swap_lo = 1'h0;
+  reg s2_valid = 1'h1;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
@@ -10799,6 +13332,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, busy, a, b, dtype, result, c
   wire \s3_slot_lo.sign ;
   reg s3_sub_hi = 1'h0;
   reg s3_sub_lo = 1'h0;
+  reg s3_valid = 1'h1;
   reg [31:0] s3_x = 32'd0;
   reg [31:0] s3_y = 32'd0;
   (* enum_base_type = "Dtype" *)
@@ -10807,6 +13341,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, busy, a, b, dtype, result, c
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   reg [1:0] s4_dtype = 2'h0;
+  reg [31:0] s4_sentinel = 32'd0;
   reg [4:0] s4_shift_hi = 5'h00;
   reg [4:0] s4_shift_lo = 5'h00;
   reg [13:0] s4_slot_hi = 14'h0000;
@@ -10827,6 +13362,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, busy, a, b, dtype, result, c
   reg s4_sticky_lo = 1'h0;
   reg s4_sub_hi = 1'h0;
   reg s4_sub_lo = 1'h0;
+  reg s4_valid = 1'h1;
   reg [31:0] s4_x = 32'd0;
   reg [31:0] s4_y = 32'd0;
   reg s5_carry_in = 1'h0;
@@ -10852,6 +13388,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, busy, a, b, dtype, result, c
   wire \s5_slot_lo.inf_sign ;
   wire \s5_slot_lo.nan ;
   wire \s5_slot_lo.sign ;
+  reg s5_valid = 1'h1;
   reg [32:0] s5_x = 33'h000000000;
   reg [32:0] s5_y = 33'h000000000;
   (* enum_base_type = "Dtype" *)
@@ -10876,6 +13413,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, busy, a, b, dtype, result, c
   wire \s6_slot_lo.nan ;
   wire \s6_slot_lo.sign ;
   reg [31:0] s6_sum = 32'd0;
+  reg s6_valid = 1'h1;
   reg [3:0] s7_count_hi = 4'h0;
   reg [3:0] s7_count_lo = 4'h0;
   (* enum_base_type = "Dtype" *)
@@ -10899,6 +13437,9 @@ module \ace_alu_array_small.array.lane2.adder (rst, busy, a, b, dtype, result, c
   wire \s7_slot_lo.nan ;
   wire \s7_slot_lo.sign ;
   reg [31:0] s7_sum = 32'd0;
+  reg s7_sum_zero_hi = 1'h0;
+  reg s7_sum_zero_lo = 1'h0;
+  reg s7_valid = 1'h1;
   reg s7_zero_hi = 1'h0;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
@@ -10923,6 +13464,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, busy, a, b, dtype, result, c
   wire \s8_slot_lo.nan ;
   wire \s8_slot_lo.sign ;
   reg [31:0] s8_sum = 32'd0;
+  reg s8_valid = 1'h1;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
@@ -10944,955 +13486,964 @@ module \ace_alu_array_small.array.lane2.adder (rst, busy, a, b, dtype, result, c
   wire \s9_slot_lo.nan ;
   wire \s9_slot_lo.sign ;
   reg [31:0] s9_sum = 32'd0;
-  assign \$223  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$224  = s3_shift_lo[4] ? \$223  : s3_y[15:0];
-  assign \$225  = s3_dtype[1] ? { 8'h00, \$224 [15:8] } : { \$221 [7:0], \$220 [15:8] };
-  assign \$226  = ~ s3_dtype[1];
-  assign \$227  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$228  = s3_shift_lo[4] ? \$227  : s3_y[15:0];
-  assign \$229  = s3_shift_lo[3] ? \$225  : \$228 ;
-  assign \$230  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$231  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$232  = s3_shift_hi[3] ? { 8'h00, \$230 [15:8] } : \$231 ;
+  reg s9_valid = 1'h1;
+  input valid;
+  wire valid;
+  assign \$192  = \$191  & s2_d_ba_lo[4];
+  assign \$193  = \$189  | \$192 ;
+  assign \$194  = \$193  ? 4'hf : 4'h0;
+  assign \$195  = s2_d_ba_lo[3:0] | \$194 ;
+  assign \$196  = | s2_d_ba_lo[7:5];
+  assign \$197  = ~ s2_dtype[1];
+  assign \$199  = \$198  & s2_d_ba_lo[4];
+  assign \$200  = \$196  | \$199 ;
+  assign \$201  = ~ s2_dtype[1];
+  assign \$202  = \$200  ? \$201  : s2_d_ba_lo[4];
+  assign \$203  = | s2_d_ab_lo[7:5];
+  assign \$204  = ~ s2_dtype[1];
+  assign \$206  = \$205  & s2_d_ab_lo[4];
+  assign \$207  = \$203  | \$206 ;
+  assign \$208  = \$207  ? 4'hf : 4'h0;
+  assign \$209  = s2_d_ab_lo[3:0] | \$208 ;
+  assign \$210  = | s2_d_ab_lo[7:5];
+  assign \$211  = ~ s2_dtype[1];
+  assign \$213  = \$212  & s2_d_ab_lo[4];
+  assign \$214  = \$210  | \$213 ;
+  assign \$215  = ~ s2_dtype[1];
+  assign \$216  = \$214  ? \$215  : s2_d_ab_lo[4];
+  assign \$217  = s2_swap_lo ? { \$202 , \$195  } : { \$216 , \$209  };
+  assign \$218  = s2_a_lo[0] ^ s2_b_lo[0];
+  assign \$219  = s2_swap_lo ? s2_b_lo[0] : s2_a_lo[0];
+  assign \$220  = s2_a_lo[0] & s2_b_lo[0];
+  assign \$221  = s2_swap_lo ? s2_b_lo[8:1] : s2_a_lo[8:1];
+  assign \$222  = s2_a_lo[9] | s2_b_lo[9];
+  assign \$223  = s2_a_lo[10] & s2_b_lo[10];
+  assign \$224  = s2_a_lo[0] ^ s2_b_lo[0];
+  assign \$225  = \$223  & \$224 ;
+  assign \$226  = \$222  | \$225 ;
+  assign \$227  = s2_a_lo[10] | s2_b_lo[10];
+  assign \$228  = s2_a_lo[10] ? s2_a_lo[0] : s2_b_lo[0];
+  assign \$229  = s2_swap_lo ? s2_sig_b[15:0] : s2_sig_a[15:0];
+  assign \$230  = s2_swap_hi ? s2_sig_b[31:16] : s2_sig_a[31:16];
+  assign \$231  = s2_swap_lo ? s2_sig_a[15:0] : s2_sig_b[15:0];
+  assign \$232  = s2_swap_hi ? s2_sig_a[31:16] : s2_sig_b[31:16];
   assign \$233  = ~ s3_dtype[1];
   assign \$234  = ~ s3_dtype[1];
-  assign \$235  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$236  = s3_shift_lo[4] ? \$235  : s3_y[15:0];
-  assign \$237  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$238  = ~ s3_dtype[1];
-  assign \$239  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$240  = s3_shift_lo[4] ? \$239  : s3_y[15:0];
-  assign \$241  = s3_dtype[1] ? { 8'h00, \$240 [15:8] } : { \$237 [7:0], \$236 [15:8] };
-  assign \$242  = ~ s3_dtype[1];
-  assign \$243  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$244  = s3_shift_lo[4] ? \$243  : s3_y[15:0];
-  assign \$245  = s3_shift_lo[3] ? \$241  : \$244 ;
-  assign \$246  = s3_dtype[1] ? { 4'h0, \$245 [15:4] } : { \$232 [3:0], \$229 [15:4] };
-  assign \$247  = ~ s3_dtype[1];
-  assign \$248  = ~ s3_dtype[1];
-  assign \$249  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$250  = s3_shift_lo[4] ? \$249  : s3_y[15:0];
-  assign \$251  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$252  = ~ s3_dtype[1];
-  assign \$253  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$254  = s3_shift_lo[4] ? \$253  : s3_y[15:0];
-  assign \$255  = s3_dtype[1] ? { 8'h00, \$254 [15:8] } : { \$251 [7:0], \$250 [15:8] };
-  assign \$256  = ~ s3_dtype[1];
-  assign \$257  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$258  = s3_shift_lo[4] ? \$257  : s3_y[15:0];
-  assign \$259  = s3_shift_lo[3] ? \$255  : \$258 ;
-  assign \$260  = s3_shift_lo[2] ? \$246  : \$259 ;
-  assign \$261  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$262  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$263  = s3_shift_hi[3] ? { 8'h00, \$261 [15:8] } : \$262 ;
-  assign \$264  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$265  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$266  = s3_shift_hi[3] ? { 8'h00, \$264 [15:8] } : \$265 ;
-  assign \$267  = s3_shift_hi[2] ? { 4'h0, \$263 [15:4] } : \$266 ;
-  assign \$268  = ~ s3_dtype[1];
-  assign \$270  = s3_shift_hi[4] & \$269 ;
-  assign \$271  = | s3_y[31:16];
-  assign \$272  = \$270  & \$271 ;
-  assign \$274  = ~ s3_dtype[1];
-  assign \$276  = s3_shift_hi[3] & \$275 ;
-  assign \$277  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$278  = | \$277 [7:0];
-  assign \$279  = \$276  & \$278 ;
-  assign \$280  = \$273  | \$279 ;
-  assign \$281  = ~ s3_dtype[1];
-  assign \$283  = s3_shift_hi[2] & \$282 ;
-  assign \$284  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$285  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$286  = s3_shift_hi[3] ? { 8'h00, \$284 [15:8] } : \$285 ;
-  assign \$287  = | \$286 [3:0];
-  assign \$288  = \$283  & \$287 ;
-  assign \$289  = \$280  | \$288 ;
-  assign \$290  = | s3_y[15:0];
-  assign \$291  = s3_shift_lo[4] & \$290 ;
-  assign \$293  = ~ s3_dtype[1];
-  assign \$294  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$295  = s3_shift_lo[4] ? \$294  : s3_y[15:0];
-  assign \$296  = | \$295 [7:0];
-  assign \$297  = s3_shift_lo[3] & \$296 ;
-  assign \$298  = \$292  | \$297 ;
-  assign \$299  = ~ s3_dtype[1];
-  assign \$300  = ~ s3_dtype[1];
-  assign \$301  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$302  = s3_shift_lo[4] ? \$301  : s3_y[15:0];
-  assign \$303  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$304  = ~ s3_dtype[1];
-  assign \$305  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$306  = s3_shift_lo[4] ? \$305  : s3_y[15:0];
-  assign \$307  = s3_dtype[1] ? { 8'h00, \$306 [15:8] } : { \$303 [7:0], \$302 [15:8] };
-  assign \$308  = ~ s3_dtype[1];
-  assign \$309  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$310  = s3_shift_lo[4] ? \$309  : s3_y[15:0];
-  assign \$311  = s3_shift_lo[3] ? \$307  : \$310 ;
-  assign \$312  = | \$311 [3:0];
-  assign \$313  = s3_shift_lo[2] & \$312 ;
-  assign \$314  = \$298  | \$313 ;
-  assign \$315  = ~ s4_dtype[1];
-  assign \$316  = \$315  | s4_sub_hi;
-  assign \$317  = ~ s4_dtype[1];
-  assign \$318  = ~ s4_dtype[1];
-  assign \$319  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
-  assign \$320  = s4_shift_lo[1] ? \$319  : s4_y[15:0];
-  assign \$321  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
-  assign \$322  = ~ s4_dtype[1];
-  assign \$323  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
-  assign \$324  = s4_shift_lo[1] ? \$323  : s4_y[15:0];
-  assign \$325  = s4_dtype[1] ? { 1'h0, \$324 [15:1] } : { \$321 [0], \$320 [15:1] };
-  assign \$326  = ~ s4_dtype[1];
-  assign \$327  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
-  assign \$328  = s4_shift_lo[1] ? \$327  : s4_y[15:0];
-  assign \$329  = s4_shift_lo[0] ? \$325  : \$328 ;
-  assign \$330  = | s4_y[1:0];
-  assign \$331  = s4_shift_lo[1] & \$330 ;
-  assign \$332  = s4_sticky_lo | \$331 ;
-  assign \$333  = ~ s4_dtype[1];
-  assign \$334  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
-  assign \$335  = s4_shift_lo[1] ? \$334  : s4_y[15:0];
-  assign \$337  = s4_shift_lo[0] & \$336 ;
-  assign \$338  = \$332  | \$337 ;
-  assign \$339  = \$329  | { 15'h0000, \$338  };
-  assign \$340  = s4_sub_lo ? 16'hffff : 16'h0000;
-  assign \$341  = \$339  ^ \$340 ;
+  assign \$235  = ~ s3_dtype[1];
+  assign \$236  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$237  = s3_shift_lo[4] ? \$236  : s3_y[15:0];
+  assign \$238  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$239  = ~ s3_dtype[1];
+  assign \$240  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$241  = s3_shift_lo[4] ? \$240  : s3_y[15:0];
+  assign \$242  = s3_dtype[1] ? { 8'h00, \$241 [15:8] } : { \$238 [7:0], \$237 [15:8] };
+  assign \$243  = ~ s3_dtype[1];
+  assign \$244  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$245  = s3_shift_lo[4] ? \$244  : s3_y[15:0];
+  assign \$246  = s3_shift_lo[3] ? \$242  : \$245 ;
+  assign \$247  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$248  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$249  = s3_shift_hi[3] ? { 8'h00, \$247 [15:8] } : \$248 ;
+  assign \$250  = ~ s3_dtype[1];
+  assign \$251  = ~ s3_dtype[1];
+  assign \$252  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$253  = s3_shift_lo[4] ? \$252  : s3_y[15:0];
+  assign \$254  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$255  = ~ s3_dtype[1];
+  assign \$256  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$257  = s3_shift_lo[4] ? \$256  : s3_y[15:0];
+  assign \$258  = s3_dtype[1] ? { 8'h00, \$257 [15:8] } : { \$254 [7:0], \$253 [15:8] };
+  assign \$259  = ~ s3_dtype[1];
+  assign \$260  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$261  = s3_shift_lo[4] ? \$260  : s3_y[15:0];
+  assign \$262  = s3_shift_lo[3] ? \$258  : \$261 ;
+  assign \$263  = s3_dtype[1] ? { 4'h0, \$262 [15:4] } : { \$249 [3:0], \$246 [15:4] };
+  assign \$264  = ~ s3_dtype[1];
+  assign \$265  = ~ s3_dtype[1];
+  assign \$266  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$267  = s3_shift_lo[4] ? \$266  : s3_y[15:0];
+  assign \$268  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$269  = ~ s3_dtype[1];
+  assign \$270  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$271  = s3_shift_lo[4] ? \$270  : s3_y[15:0];
+  assign \$272  = s3_dtype[1] ? { 8'h00, \$271 [15:8] } : { \$268 [7:0], \$267 [15:8] };
+  assign \$273  = ~ s3_dtype[1];
+  assign \$274  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$275  = s3_shift_lo[4] ? \$274  : s3_y[15:0];
+  assign \$276  = s3_shift_lo[3] ? \$272  : \$275 ;
+  assign \$277  = s3_shift_lo[2] ? \$263  : \$276 ;
+  assign \$278  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$279  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$280  = s3_shift_hi[3] ? { 8'h00, \$278 [15:8] } : \$279 ;
+  assign \$281  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$282  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$283  = s3_shift_hi[3] ? { 8'h00, \$281 [15:8] } : \$282 ;
+  assign \$284  = s3_shift_hi[2] ? { 4'h0, \$280 [15:4] } : \$283 ;
+  assign \$285  = ~ s3_dtype[1];
+  assign \$287  = | s3_y[19:16];
+  assign \$288  = s3_shift_hi[4:2] > 1'h0;
+  assign \$289  = \$287  & \$288 ;
+  assign \$290  = | s3_y[23:20];
+  assign \$291  = s3_shift_hi[4:2] > 1'h1;
+  assign \$292  = \$290  & \$291 ;
+  assign \$293  = | s3_y[27:24];
+  assign \$294  = s3_shift_hi[4:2] > 2'h2;
+  assign \$295  = \$293  & \$294 ;
+  assign \$296  = | s3_y[31:28];
+  assign \$297  = s3_shift_hi[4:2] > 2'h3;
+  assign \$298  = \$296  & \$297 ;
+  assign \$299  = | { \$298 , \$295 , \$292 , \$289  };
+  assign \$300  = \$286  & \$299 ;
+  assign \$301  = | s3_y[3:0];
+  assign \$302  = s3_shift_lo[4:2] > 1'h0;
+  assign \$303  = \$301  & \$302 ;
+  assign \$304  = | s3_y[7:4];
+  assign \$305  = s3_shift_lo[4:2] > 1'h1;
+  assign \$306  = \$304  & \$305 ;
+  assign \$307  = | s3_y[11:8];
+  assign \$308  = s3_shift_lo[4:2] > 2'h2;
+  assign \$309  = \$307  & \$308 ;
+  assign \$310  = | s3_y[15:12];
+  assign \$311  = s3_shift_lo[4:2] > 2'h3;
+  assign \$312  = \$310  & \$311 ;
+  assign \$313  = ~ s3_dtype[1];
+  assign \$314  = | s3_y[19:16];
+  assign \$315  = \$313  & \$314 ;
+  assign \$316  = s3_shift_lo[4:2] > 3'h4;
+  assign \$317  = \$315  & \$316 ;
+  assign \$318  = ~ s3_dtype[1];
+  assign \$319  = | s3_y[23:20];
+  assign \$320  = \$318  & \$319 ;
+  assign \$321  = s3_shift_lo[4:2] > 3'h5;
+  assign \$322  = \$320  & \$321 ;
+  assign \$323  = ~ s3_dtype[1];
+  assign \$324  = | s3_y[27:24];
+  assign \$325  = \$323  & \$324 ;
+  assign \$326  = s3_shift_lo[4:2] > 3'h6;
+  assign \$327  = \$325  & \$326 ;
+  assign \$328  = ~ s3_dtype[1];
+  assign \$329  = | s3_y[31:28];
+  assign \$330  = \$328  & \$329 ;
+  assign \$331  = s3_shift_lo[4:2] > 3'h7;
+  assign \$332  = \$330  & \$331 ;
+  assign \$333  = | { \$332 , \$327 , \$322 , \$317 , \$312 , \$309 , \$306 , \$303  };
+  assign \$334  = ~ s3_dtype[1];
+  assign \$335  = 32'd2147483648 >> s3_slot_hi[10:2];
+  assign \$336  = 16'h8000 >> s3_slot_lo[10:2];
+  assign \$337  = 16'h8000 >> s3_slot_hi[10:2];
+  assign \$338  = s3_dtype[1] ? { \$337 , \$336  } : \$335 ;
+  assign \$339  = ~ s4_dtype[1];
+  assign \$340  = \$339  | s4_sub_hi;
+  assign \$341  = ~ s4_dtype[1];
   assign \$342  = ~ s4_dtype[1];
-  assign \$344  = \$343  & s4_sub_hi;
+  assign \$343  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$344  = s4_shift_lo[1] ? \$343  : s4_y[15:0];
   assign \$345  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
-  assign \$346  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
-  assign \$347  = s4_shift_hi[0] ? { 1'h0, \$345 [15:1] } : \$346 ;
-  assign \$348  = ~ s4_dtype[1];
-  assign \$350  = s4_shift_hi[1] & \$349 ;
-  assign \$351  = | s4_y[17:16];
-  assign \$352  = \$350  & \$351 ;
-  assign \$353  = s4_sticky_hi | \$352 ;
-  assign \$354  = ~ s4_dtype[1];
-  assign \$356  = s4_shift_hi[0] & \$355 ;
-  assign \$357  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
-  assign \$359  = \$356  & \$358 ;
-  assign \$360  = \$353  | \$359 ;
-  assign \$361  = \$347  | { 15'h0000, \$360  };
-  assign \$362  = s4_sub_hi ? 16'hffff : 16'h0000;
-  assign \$363  = \$361  ^ \$362 ;
-  assign \$364  = ~ s4_dtype[1];
-  assign \$365  = 32'd2147483648 >> s4_slot_hi[10:2];
-  assign \$366  = 16'h8000 >> s4_slot_lo[10:2];
-  assign \$367  = 16'h8000 >> s4_slot_hi[10:2];
-  assign \$368  = s4_dtype[1] ? { \$367 , \$366  } : \$365 ;
-  assign \$369  = { \$686 [33:18], \$686 [16:1] } | s5_sentinel;
-  assign \$370  = | s6_marked[31:28];
-  assign \$371  = ~ \$370 ;
-  assign \$373  = s6_marked[29] ? 2'h2 : 2'h3;
-  assign \$374  = s6_marked[30] ? 2'h1 : \$373 ;
-  assign \$375  = s6_marked[31] ? 2'h0 : \$374 ;
-  assign \$376  = | s6_marked[27:24];
-  assign \$377  = ~ \$376 ;
-  assign \$379  = s6_marked[25] ? 2'h2 : 2'h3;
-  assign \$380  = s6_marked[26] ? 2'h1 : \$379 ;
-  assign \$381  = s6_marked[27] ? 2'h0 : \$380 ;
-  assign \$382  = | s6_marked[23:20];
-  assign \$383  = ~ \$382 ;
-  assign \$385  = s6_marked[21] ? 2'h2 : 2'h3;
-  assign \$386  = s6_marked[22] ? 2'h1 : \$385 ;
-  assign \$387  = s6_marked[23] ? 2'h0 : \$386 ;
-  assign \$388  = s6_marked[17] ? 2'h2 : 2'h3;
-  assign \$389  = s6_marked[18] ? 2'h1 : \$388 ;
-  assign \$390  = s6_marked[19] ? 2'h0 : \$389 ;
-  assign \$391  = \$384  ? \$387  : \$390 ;
-  assign \$392  = \$378  ? \$381  : \$391 ;
-  assign \$393  = \$372  ? \$375  : \$392 ;
-  assign \$394  = | s6_marked[31:28];
-  assign \$395  = ~ \$394 ;
-  assign \$397  = | s6_marked[27:24];
-  assign \$398  = ~ \$397 ;
-  assign \$400  = | s6_marked[23:20];
-  assign \$401  = ~ \$400 ;
-  assign \$403  = \$402  ? 2'h2 : 2'h3;
-  assign \$404  = \$399  ? 2'h1 : \$403 ;
-  assign \$405  = \$396  ? 2'h0 : \$404 ;
-  assign \$406  = | s6_marked[15:12];
-  assign \$407  = ~ \$406 ;
-  assign \$409  = s6_marked[13] ? 2'h2 : 2'h3;
-  assign \$410  = s6_marked[14] ? 2'h1 : \$409 ;
-  assign \$411  = s6_marked[15] ? 2'h0 : \$410 ;
-  assign \$412  = | s6_marked[11:8];
-  assign \$413  = ~ \$412 ;
-  assign \$415  = s6_marked[9] ? 2'h2 : 2'h3;
-  assign \$416  = s6_marked[10] ? 2'h1 : \$415 ;
-  assign \$417  = s6_marked[11] ? 2'h0 : \$416 ;
-  assign \$418  = | s6_marked[7:4];
-  assign \$419  = ~ \$418 ;
-  assign \$421  = s6_marked[5] ? 2'h2 : 2'h3;
-  assign \$422  = s6_marked[6] ? 2'h1 : \$421 ;
-  assign \$423  = s6_marked[7] ? 2'h0 : \$422 ;
-  assign \$424  = s6_marked[1] ? 2'h2 : 2'h3;
-  assign \$425  = s6_marked[2] ? 2'h1 : \$424 ;
-  assign \$426  = s6_marked[3] ? 2'h0 : \$425 ;
-  assign \$427  = \$420  ? \$423  : \$426 ;
-  assign \$428  = \$414  ? \$417  : \$427 ;
-  assign \$429  = \$408  ? \$411  : \$428 ;
-  assign \$430  = | s6_marked[15:12];
-  assign \$431  = ~ \$430 ;
-  assign \$433  = | s6_marked[11:8];
-  assign \$434  = ~ \$433 ;
-  assign \$436  = | s6_marked[7:4];
-  assign \$437  = ~ \$436 ;
-  assign \$439  = \$438  ? 2'h2 : 2'h3;
-  assign \$440  = \$435  ? 2'h1 : \$439 ;
-  assign \$441  = \$432  ? 2'h0 : \$440 ;
-  assign \$442  = | s6_marked[19:16];
-  assign \$443  = ~ \$442 ;
-  assign \$444  = | s6_marked[23:20];
-  assign \$445  = ~ \$444 ;
-  assign \$446  = \$443  & \$445 ;
-  assign \$447  = | s6_marked[27:24];
-  assign \$448  = ~ \$447 ;
-  assign \$449  = \$446  & \$448 ;
-  assign \$450  = | s6_marked[31:28];
-  assign \$451  = ~ \$450 ;
-  assign \$452  = \$449  & \$451 ;
-  assign \$453  = ~ s6_dtype[1];
-  assign \$454  = | s6_sum[31:16];
-  assign \$455  = ~ \$454 ;
-  assign \$456  = | s6_sum[15:0];
-  assign \$457  = ~ \$456 ;
-  assign \$458  = \$455  & \$457 ;
-  assign \$459  = | s6_sum[31:16];
-  assign \$460  = ~ \$459 ;
-  assign \$461  = s6_dtype[1] ? \$460  : \$458 ;
-  assign \$462  = \$461  ? s6_slot_hi[1] : s6_slot_hi[0];
-  assign \$463  = ~ s6_dtype[1];
-  assign \$464  = | s6_sum[31:16];
-  assign \$465  = ~ \$464 ;
-  assign \$466  = | s6_sum[15:0];
+  assign \$346  = ~ s4_dtype[1];
+  assign \$347  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$348  = s4_shift_lo[1] ? \$347  : s4_y[15:0];
+  assign \$349  = s4_dtype[1] ? { 1'h0, \$348 [15:1] } : { \$345 [0], \$344 [15:1] };
+  assign \$350  = ~ s4_dtype[1];
+  assign \$351  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$352  = s4_shift_lo[1] ? \$351  : s4_y[15:0];
+  assign \$353  = s4_shift_lo[0] ? \$349  : \$352 ;
+  assign \$354  = | s4_y[1:0];
+  assign \$355  = s4_shift_lo[1] & \$354 ;
+  assign \$356  = s4_sticky_lo | \$355 ;
+  assign \$357  = ~ s4_dtype[1];
+  assign \$358  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$359  = s4_shift_lo[1] ? \$358  : s4_y[15:0];
+  assign \$361  = s4_shift_lo[0] & \$360 ;
+  assign \$362  = \$356  | \$361 ;
+  assign \$363  = \$353  | { 15'h0000, \$362  };
+  assign \$364  = s4_sub_lo ? 16'hffff : 16'h0000;
+  assign \$365  = \$363  ^ \$364 ;
+  assign \$366  = ~ s4_dtype[1];
+  assign \$368  = \$367  & s4_sub_hi;
+  assign \$369  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
+  assign \$370  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
+  assign \$371  = s4_shift_hi[0] ? { 1'h0, \$369 [15:1] } : \$370 ;
+  assign \$372  = ~ s4_dtype[1];
+  assign \$374  = s4_shift_hi[1] & \$373 ;
+  assign \$375  = | s4_y[17:16];
+  assign \$376  = \$374  & \$375 ;
+  assign \$377  = s4_sticky_hi | \$376 ;
+  assign \$378  = ~ s4_dtype[1];
+  assign \$380  = s4_shift_hi[0] & \$379 ;
+  assign \$381  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
+  assign \$383  = \$380  & \$382 ;
+  assign \$384  = \$377  | \$383 ;
+  assign \$385  = \$371  | { 15'h0000, \$384  };
+  assign \$386  = s4_sub_hi ? 16'hffff : 16'h0000;
+  assign \$387  = \$385  ^ \$386 ;
+  assign \$388  = { \$690 [33:18], \$690 [16:1] } | s5_sentinel;
+  assign \$389  = | s6_marked[31:28];
+  assign \$390  = ~ \$389 ;
+  assign \$392  = s6_marked[29] ? 2'h2 : 2'h3;
+  assign \$393  = s6_marked[30] ? 2'h1 : \$392 ;
+  assign \$394  = s6_marked[31] ? 2'h0 : \$393 ;
+  assign \$395  = | s6_marked[27:24];
+  assign \$396  = ~ \$395 ;
+  assign \$398  = s6_marked[25] ? 2'h2 : 2'h3;
+  assign \$399  = s6_marked[26] ? 2'h1 : \$398 ;
+  assign \$400  = s6_marked[27] ? 2'h0 : \$399 ;
+  assign \$401  = | s6_marked[23:20];
+  assign \$402  = ~ \$401 ;
+  assign \$404  = s6_marked[21] ? 2'h2 : 2'h3;
+  assign \$405  = s6_marked[22] ? 2'h1 : \$404 ;
+  assign \$406  = s6_marked[23] ? 2'h0 : \$405 ;
+  assign \$407  = s6_marked[17] ? 2'h2 : 2'h3;
+  assign \$408  = s6_marked[18] ? 2'h1 : \$407 ;
+  assign \$409  = s6_marked[19] ? 2'h0 : \$408 ;
+  assign \$410  = \$403  ? \$406  : \$409 ;
+  assign \$411  = \$397  ? \$400  : \$410 ;
+  assign \$412  = \$391  ? \$394  : \$411 ;
+  assign \$413  = | s6_marked[31:28];
+  assign \$414  = ~ \$413 ;
+  assign \$416  = | s6_marked[27:24];
+  assign \$417  = ~ \$416 ;
+  assign \$419  = | s6_marked[23:20];
+  assign \$420  = ~ \$419 ;
+  assign \$422  = \$421  ? 2'h2 : 2'h3;
+  assign \$423  = \$418  ? 2'h1 : \$422 ;
+  assign \$424  = \$415  ? 2'h0 : \$423 ;
+  assign \$425  = | s6_marked[15:12];
+  assign \$426  = ~ \$425 ;
+  assign \$428  = s6_marked[13] ? 2'h2 : 2'h3;
+  assign \$429  = s6_marked[14] ? 2'h1 : \$428 ;
+  assign \$430  = s6_marked[15] ? 2'h0 : \$429 ;
+  assign \$431  = | s6_marked[11:8];
+  assign \$432  = ~ \$431 ;
+  assign \$434  = s6_marked[9] ? 2'h2 : 2'h3;
+  assign \$435  = s6_marked[10] ? 2'h1 : \$434 ;
+  assign \$436  = s6_marked[11] ? 2'h0 : \$435 ;
+  assign \$437  = | s6_marked[7:4];
+  assign \$438  = ~ \$437 ;
+  assign \$440  = s6_marked[5] ? 2'h2 : 2'h3;
+  assign \$441  = s6_marked[6] ? 2'h1 : \$440 ;
+  assign \$442  = s6_marked[7] ? 2'h0 : \$441 ;
+  assign \$443  = s6_marked[1] ? 2'h2 : 2'h3;
+  assign \$444  = s6_marked[2] ? 2'h1 : \$443 ;
+  assign \$445  = s6_marked[3] ? 2'h0 : \$444 ;
+  assign \$446  = \$439  ? \$442  : \$445 ;
+  assign \$447  = \$433  ? \$436  : \$446 ;
+  assign \$448  = \$427  ? \$430  : \$447 ;
+  assign \$449  = | s6_marked[15:12];
+  assign \$450  = ~ \$449 ;
+  assign \$452  = | s6_marked[11:8];
+  assign \$453  = ~ \$452 ;
+  assign \$455  = | s6_marked[7:4];
+  assign \$456  = ~ \$455 ;
+  assign \$458  = \$457  ? 2'h2 : 2'h3;
+  assign \$459  = \$454  ? 2'h1 : \$458 ;
+  assign \$460  = \$451  ? 2'h0 : \$459 ;
+  assign \$461  = | s6_marked[19:16];
+  assign \$462  = ~ \$461 ;
+  assign \$463  = | s6_marked[23:20];
+  assign \$464  = ~ \$463 ;
+  assign \$465  = \$462  & \$464 ;
+  assign \$466  = | s6_marked[27:24];
   assign \$467  = ~ \$466 ;
   assign \$468  = \$465  & \$467 ;
-  assign \$469  = | s6_sum[15:0];
+  assign \$469  = | s6_marked[31:28];
   assign \$470  = ~ \$469 ;
-  assign \$471  = s6_dtype[1] ? \$470  : \$468 ;
-  assign \$472  = \$471  ? s6_slot_lo[1] : s6_slot_lo[0];
-  assign \$473  = ~ s7_dtype[1];
-  assign \$474  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$475  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$474  };
+  assign \$471  = \$468  & \$470 ;
+  assign \$472  = | s6_sum[31:16];
+  assign \$473  = ~ \$472 ;
+  assign \$474  = | s6_sum[15:0];
+  assign \$475  = ~ \$474 ;
   assign \$476  = ~ s7_dtype[1];
   assign \$477  = s7_zero_hi ? s7_count_lo : s7_count_hi;
   assign \$478  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$477  };
-  assign \$479  = \$478 [4] ? 16'h0000 : s7_sum[15:0];
-  assign \$480  = ~ s7_dtype[1];
-  assign \$481  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$482  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$481  };
-  assign \$483  = \$482 [4] ? 16'h0000 : s7_sum[15:0];
-  assign \$484  = \$475 [3] ? { \$479 [7:0], 8'h00 } : \$483 ;
-  assign \$485  = ~ s7_dtype[1];
-  assign \$486  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$487  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$486  };
+  assign \$479  = ~ s7_dtype[1];
+  assign \$480  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$481  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$480  };
+  assign \$482  = \$481 [4] ? 16'h0000 : s7_sum[15:0];
+  assign \$483  = ~ s7_dtype[1];
+  assign \$484  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$485  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$484  };
+  assign \$486  = \$485 [4] ? 16'h0000 : s7_sum[15:0];
+  assign \$487  = \$478 [3] ? { \$482 [7:0], 8'h00 } : \$486 ;
   assign \$488  = ~ s7_dtype[1];
-  assign \$489  = ~ s7_dtype[1];
-  assign \$490  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$491  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$490  };
-  assign \$492  = \$491 [4] ? 16'h0000 : s7_sum[15:0];
-  assign \$493  = ~ s7_dtype[1];
-  assign \$494  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$495  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$494  };
+  assign \$489  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$490  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$489  };
+  assign \$491  = ~ s7_dtype[1];
+  assign \$492  = ~ s7_dtype[1];
+  assign \$493  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$494  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$493  };
+  assign \$495  = \$494 [4] ? 16'h0000 : s7_sum[15:0];
   assign \$496  = ~ s7_dtype[1];
-  assign \$497  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
-  assign \$498  = \$495 [4] ? \$497  : s7_sum[31:16];
+  assign \$497  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$498  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$497  };
   assign \$499  = ~ s7_dtype[1];
-  assign \$500  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$501  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$500  };
+  assign \$500  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
+  assign \$501  = \$498 [4] ? \$500  : s7_sum[31:16];
   assign \$502  = ~ s7_dtype[1];
-  assign \$503  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
-  assign \$504  = \$501 [4] ? \$503  : s7_sum[31:16];
-  assign \$505  = s7_dtype[1] ? { \$504 [7:0], 8'h00 } : { \$498 [7:0], \$492 [15:8] };
-  assign \$506  = ~ s7_dtype[1];
-  assign \$507  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$508  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$507  };
+  assign \$503  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$504  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$503  };
+  assign \$505  = ~ s7_dtype[1];
+  assign \$506  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
+  assign \$507  = \$504 [4] ? \$506  : s7_sum[31:16];
+  assign \$508  = s7_dtype[1] ? { \$507 [7:0], 8'h00 } : { \$501 [7:0], \$495 [15:8] };
   assign \$509  = ~ s7_dtype[1];
-  assign \$510  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
-  assign \$511  = \$508 [4] ? \$510  : s7_sum[31:16];
-  assign \$512  = \$487 [3] ? \$505  : \$511 ;
-  assign \$513  = ~ s7_dtype[1];
-  assign \$514  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$515  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$514  };
+  assign \$510  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$511  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$510  };
+  assign \$512  = ~ s7_dtype[1];
+  assign \$513  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
+  assign \$514  = \$511 [4] ? \$513  : s7_sum[31:16];
+  assign \$515  = \$490 [3] ? \$508  : \$514 ;
   assign \$516  = ~ s7_dtype[1];
-  assign \$517  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$518  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$517  };
-  assign \$519  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$520  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$521  = s8_shift_lo[1] ? { \$519 [13:0], 2'h0 } : \$520 ;
-  assign \$522  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$523  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$524  = s8_shift_lo[1] ? { \$522 [13:0], 2'h0 } : \$523 ;
-  assign \$525  = s8_shift_lo[0] ? { \$521 [14:0], 1'h0 } : \$524 ;
-  assign \$526  = ~ s8_dtype[1];
-  assign \$527  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$528  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$529  = s8_shift_lo[1] ? { \$527 [13:0], 2'h0 } : \$528 ;
-  assign \$530  = ~ s8_dtype[1];
+  assign \$517  = s7_sum_zero_hi & s7_sum_zero_lo;
+  assign \$518  = s7_dtype[1] ? s7_sum_zero_hi : \$517 ;
+  assign \$519  = \$518  ? s7_slot_hi[1] : s7_slot_hi[0];
+  assign \$520  = ~ s7_dtype[1];
+  assign \$521  = s7_sum_zero_hi & s7_sum_zero_lo;
+  assign \$522  = s7_dtype[1] ? s7_sum_zero_lo : \$521 ;
+  assign \$523  = \$522  ? s7_slot_lo[1] : s7_slot_lo[0];
+  assign \$524  = ~ s7_dtype[1];
+  assign \$525  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$526  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$525  };
+  assign \$527  = ~ s7_dtype[1];
+  assign \$528  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$529  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$528  };
+  assign \$530  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
   assign \$531  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$532  = ~ s8_dtype[1];
-  assign \$533  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$534  = s8_shift_hi[2] ? \$533  : s8_sum[31:16];
-  assign \$535  = ~ s8_dtype[1];
-  assign \$536  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$537  = s8_shift_hi[2] ? \$536  : s8_sum[31:16];
-  assign \$538  = s8_dtype[1] ? { \$537 [13:0], 2'h0 } : { \$534 [13:0], \$531 [15:14] };
-  assign \$539  = ~ s8_dtype[1];
-  assign \$540  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$541  = s8_shift_hi[2] ? \$540  : s8_sum[31:16];
-  assign \$542  = s8_shift_hi[1] ? \$538  : \$541 ;
+  assign \$532  = s8_shift_lo[1] ? { \$530 [13:0], 2'h0 } : \$531 ;
+  assign \$533  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$534  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$535  = s8_shift_lo[1] ? { \$533 [13:0], 2'h0 } : \$534 ;
+  assign \$536  = s8_shift_lo[0] ? { \$532 [14:0], 1'h0 } : \$535 ;
+  assign \$537  = ~ s8_dtype[1];
+  assign \$538  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$539  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$540  = s8_shift_lo[1] ? { \$538 [13:0], 2'h0 } : \$539 ;
+  assign \$541  = ~ s8_dtype[1];
+  assign \$542  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
   assign \$543  = ~ s8_dtype[1];
-  assign \$544  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$545  = ~ s8_dtype[1];
-  assign \$546  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$547  = s8_shift_hi[2] ? \$546  : s8_sum[31:16];
-  assign \$548  = ~ s8_dtype[1];
-  assign \$549  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$550  = s8_shift_hi[2] ? \$549  : s8_sum[31:16];
-  assign \$551  = s8_dtype[1] ? { \$550 [13:0], 2'h0 } : { \$547 [13:0], \$544 [15:14] };
-  assign \$552  = ~ s8_dtype[1];
-  assign \$553  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$554  = s8_shift_hi[2] ? \$553  : s8_sum[31:16];
-  assign \$555  = s8_shift_hi[1] ? \$551  : \$554 ;
-  assign \$556  = s8_dtype[1] ? { \$555 [14:0], 1'h0 } : { \$542 [14:0], \$529 [15] };
-  assign \$557  = ~ s8_dtype[1];
-  assign \$558  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$544  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$545  = s8_shift_hi[2] ? \$544  : s8_sum[31:16];
+  assign \$546  = ~ s8_dtype[1];
+  assign \$547  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$548  = s8_shift_hi[2] ? \$547  : s8_sum[31:16];
+  assign \$549  = s8_dtype[1] ? { \$548 [13:0], 2'h0 } : { \$545 [13:0], \$542 [15:14] };
+  assign \$550  = ~ s8_dtype[1];
+  assign \$551  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$552  = s8_shift_hi[2] ? \$551  : s8_sum[31:16];
+  assign \$553  = s8_shift_hi[1] ? \$549  : \$552 ;
+  assign \$554  = ~ s8_dtype[1];
+  assign \$555  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$556  = ~ s8_dtype[1];
+  assign \$557  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$558  = s8_shift_hi[2] ? \$557  : s8_sum[31:16];
   assign \$559  = ~ s8_dtype[1];
   assign \$560  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
   assign \$561  = s8_shift_hi[2] ? \$560  : s8_sum[31:16];
-  assign \$562  = ~ s8_dtype[1];
-  assign \$563  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$564  = s8_shift_hi[2] ? \$563  : s8_sum[31:16];
-  assign \$565  = s8_dtype[1] ? { \$564 [13:0], 2'h0 } : { \$561 [13:0], \$558 [15:14] };
-  assign \$566  = ~ s8_dtype[1];
-  assign \$567  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$568  = s8_shift_hi[2] ? \$567  : s8_sum[31:16];
-  assign \$569  = s8_shift_hi[1] ? \$565  : \$568 ;
-  assign \$570  = s8_shift_hi[0] ? \$556  : \$569 ;
-  assign \$571  = s8_slot_hi[10:2] + 1'h1;
-  assign \$572  = \$571  - s8_shift_hi;
-  assign \$573  = s8_slot_lo[10:2] + 1'h1;
-  assign \$574  = \$573  - s8_shift_lo;
-  assign \$575  = ~ s9_dtype[1];
-  assign \$576  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
-  assign \$577  = s9_dtype[1] & s9_dtype[0];
-  assign \$578  = s9_sum[15] ? s9_slot_lo[6:2] : 5'h00;
-  assign \$579  = s9_sum[15] ? s9_slot_lo[9:2] : 8'h00;
-  assign \$580  = \$577  ? { \$578 , s9_sum[14:5] } : { \$579 , s9_sum[14:8] };
-  assign \$581  = s9_dtype[1] & s9_dtype[0];
-  assign \$582  = s9_sum[31] ? s9_slot_hi[6:2] : 5'h00;
-  assign \$583  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
-  assign \$584  = \$581  ? { \$582 , s9_sum[30:21] } : { \$583 , s9_sum[30:24] };
-  assign \$585  = s9_dtype[1] ? { \$584 , 1'h0, \$580  } : { \$576 , s9_sum[30:8] };
+  assign \$562  = s8_dtype[1] ? { \$561 [13:0], 2'h0 } : { \$558 [13:0], \$555 [15:14] };
+  assign \$563  = ~ s8_dtype[1];
+  assign \$564  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$565  = s8_shift_hi[2] ? \$564  : s8_sum[31:16];
+  assign \$566  = s8_shift_hi[1] ? \$562  : \$565 ;
+  assign \$567  = s8_dtype[1] ? { \$566 [14:0], 1'h0 } : { \$553 [14:0], \$540 [15] };
+  assign \$568  = ~ s8_dtype[1];
+  assign \$569  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$570  = ~ s8_dtype[1];
+  assign \$571  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$572  = s8_shift_hi[2] ? \$571  : s8_sum[31:16];
+  assign \$573  = ~ s8_dtype[1];
+  assign \$574  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$575  = s8_shift_hi[2] ? \$574  : s8_sum[31:16];
+  assign \$576  = s8_dtype[1] ? { \$575 [13:0], 2'h0 } : { \$572 [13:0], \$569 [15:14] };
+  assign \$577  = ~ s8_dtype[1];
+  assign \$578  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$579  = s8_shift_hi[2] ? \$578  : s8_sum[31:16];
+  assign \$580  = s8_shift_hi[1] ? \$576  : \$579 ;
+  assign \$581  = s8_shift_hi[0] ? \$567  : \$580 ;
+  assign \$582  = s8_slot_hi[10:2] + 1'h1;
+  assign \$583  = \$582  - s8_shift_hi;
+  assign \$584  = s8_slot_lo[10:2] + 1'h1;
+  assign \$585  = \$584  - s8_shift_lo;
   assign \$586  = ~ s9_dtype[1];
-  assign \$587  = ~ s9_dtype[1];
-  assign \$588  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
-  assign \$589  = s9_dtype[1] & s9_dtype[0];
-  assign \$590  = s9_sum[15] ? s9_slot_lo[6:2] : 5'h00;
-  assign \$591  = s9_sum[15] ? s9_slot_lo[9:2] : 8'h00;
-  assign \$592  = \$589  ? { \$590 , s9_sum[14:5] } : { \$591 , s9_sum[14:8] };
-  assign \$593  = s9_dtype[1] & s9_dtype[0];
-  assign \$594  = s9_sum[31] ? s9_slot_hi[6:2] : 5'h00;
-  assign \$595  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
-  assign \$596  = \$593  ? { \$594 , s9_sum[30:21] } : { \$595 , s9_sum[30:24] };
-  assign \$597  = s9_dtype[1] ? { \$596 , 1'h0, \$592  } : { \$588 , s9_sum[30:8] };
+  assign \$587  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
+  assign \$588  = s9_dtype[1] & s9_dtype[0];
+  assign \$589  = s9_sum[15] ? s9_slot_lo[6:2] : 5'h00;
+  assign \$590  = s9_sum[15] ? s9_slot_lo[9:2] : 8'h00;
+  assign \$591  = \$588  ? { \$589 , s9_sum[14:5] } : { \$590 , s9_sum[14:8] };
+  assign \$592  = s9_dtype[1] & s9_dtype[0];
+  assign \$593  = s9_sum[31] ? s9_slot_hi[6:2] : 5'h00;
+  assign \$594  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
+  assign \$595  = \$592  ? { \$593 , s9_sum[30:21] } : { \$594 , s9_sum[30:24] };
+  assign \$596  = s9_dtype[1] ? { \$595 , 1'h0, \$591  } : { \$587 , s9_sum[30:8] };
+  assign \$597  = ~ s9_dtype[1];
   assign \$598  = ~ s9_dtype[1];
+  assign \$599  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
   assign \$600  = s9_dtype[1] & s9_dtype[0];
-  assign \$601  = | s9_sum[19:16];
-  assign \$602  = s9_sum[21] | \$601 ;
-  assign \$603  = s9_sum[20] & \$602 ;
-  assign \$604  = | s9_sum[22:16];
-  assign \$605  = s9_sum[24] | \$604 ;
-  assign \$606  = s9_sum[23] & \$605 ;
-  assign \$607  = \$600  ? \$603  : \$606 ;
-  assign \$608  = \$599  & \$607 ;
+  assign \$601  = s9_sum[15] ? s9_slot_lo[6:2] : 5'h00;
+  assign \$602  = s9_sum[15] ? s9_slot_lo[9:2] : 8'h00;
+  assign \$603  = \$600  ? { \$601 , s9_sum[14:5] } : { \$602 , s9_sum[14:8] };
+  assign \$604  = s9_dtype[1] & s9_dtype[0];
+  assign \$605  = s9_sum[31] ? s9_slot_hi[6:2] : 5'h00;
+  assign \$606  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
+  assign \$607  = \$604  ? { \$605 , s9_sum[30:21] } : { \$606 , s9_sum[30:24] };
+  assign \$608  = s9_dtype[1] ? { \$607 , 1'h0, \$603  } : { \$599 , s9_sum[30:8] };
   assign \$609  = ~ s9_dtype[1];
-  assign \$610  = | s9_sum[6:0];
-  assign \$611  = s9_sum[8] | \$610 ;
-  assign \$612  = s9_sum[7] & \$611 ;
-  assign \$613  = s9_dtype[1] & s9_dtype[0];
-  assign \$614  = | s9_sum[3:0];
-  assign \$615  = s9_sum[5] | \$614 ;
-  assign \$616  = s9_sum[4] & \$615 ;
-  assign \$617  = | s9_sum[6:0];
-  assign \$618  = s9_sum[8] | \$617 ;
-  assign \$619  = s9_sum[7] & \$618 ;
-  assign \$620  = \$613  ? \$616  : \$619 ;
-  assign \$621  = s9_dtype[1] ? \$620  : \$612 ;
-  assign \$622  = s9_slot_hi[11] | s9_slot_hi[12];
-  assign \$623  = s9_dtype[1] & s9_dtype[0];
-  assign \$624  = \$623  ? 15'h7e00 : 15'h7fc0;
-  assign \$625  = s9_dtype[1] & s9_dtype[0];
-  assign \$626  = \$625  ? 15'h7c00 : 15'h7f80;
-  assign \$627  = s9_slot_hi[12] ? s9_slot_hi[13] : s9_slot_hi[0];
-  assign \$628  = s9_slot_hi[11] ? { 1'h0, \$624  } : { \$627 , \$626  };
-  assign \$629  = s9_slot_lo[11] | s9_slot_lo[12];
-  assign \$630  = s9_dtype[1] & s9_dtype[0];
-  assign \$631  = \$630  ? 15'h7e00 : 15'h7fc0;
-  assign \$632  = s9_dtype[1] & s9_dtype[0];
-  assign \$633  = \$632  ? 15'h7c00 : 15'h7f80;
-  assign \$634  = s9_slot_lo[12] ? s9_slot_lo[13] : s9_slot_lo[0];
-  assign \$635  = s9_slot_lo[11] ? { 1'h0, \$631  } : { \$634 , \$633  };
-  assign \$636  = ~ s11_dtype[1];
-  assign \$637  = s11_dtype[1] & s11_dtype[0];
-  assign \$638  = & s11_rounded[30:26];
-  assign \$639  = s11_rounded[31] | \$638 ;
-  assign \$640  = & s11_rounded[30:23];
-  assign \$641  = s11_rounded[31] | \$640 ;
-  assign \$642  = \$637  ? \$639  : \$641 ;
-  assign \$643  = s11_forced_hi | \$642 ;
-  assign \$644  = \$643  ? 16'h0000 : s11_rounded[15:0];
-  assign \$645  = s11_dtype[1] & s11_dtype[0];
-  assign \$646  = & s11_rounded[14:10];
-  assign \$647  = s11_rounded[15] | \$646 ;
-  assign \$648  = & s11_rounded[14:7];
-  assign \$649  = s11_rounded[15] | \$648 ;
-  assign \$650  = \$645  ? \$647  : \$649 ;
-  assign \$651  = s11_forced_lo | \$650 ;
-  assign \$652  = \$651  ? s11_special_lo : { s11_sign_lo, s11_rounded[14:0] };
-  assign \$653  = s11_dtype[1] ? \$652  : \$644 ;
-  assign \$654  = s11_dtype[1] & s11_dtype[0];
-  assign \$655  = & s11_rounded[30:26];
-  assign \$656  = s11_rounded[31] | \$655 ;
-  assign \$657  = & s11_rounded[30:23];
-  assign \$658  = s11_rounded[31] | \$657 ;
-  assign \$659  = \$654  ? \$656  : \$658 ;
-  assign \$660  = s11_forced_hi | \$659 ;
-  assign \$661  = \$660  ? s11_special_hi : { s11_sign_hi, s11_rounded[30:16] };
-  assign \$662  = dtype[1] & dtype[0];
-  assign a_hi_exp = \$662  ? { 3'h0, a[30:26] } : a[30:23];
-  assign \$663  = dtype[1] & dtype[0];
-  assign \$664  = | a_hi_exp;
-  assign \$665  = | a_hi_exp;
-  assign \$666  = \$663  ? { \$664 , a[25:16], 4'h0 } : { \$665 , a[22:16], 7'h00 };
-  assign \$667  = dtype[1] & dtype[0];
-  assign a_lo_exp = \$667  ? { 3'h0, a[14:10] } : a[14:7];
-  assign \$668  = dtype[1] & dtype[0];
-  assign \$669  = | a_lo_exp;
-  assign \$670  = | a_lo_exp;
-  assign \$671  = \$668  ? { \$669 , a[9:0], 4'h0 } : { \$670 , a[6:0], 7'h00 };
-  assign \$672  = ~ dtype[1];
+  assign \$611  = s9_dtype[1] & s9_dtype[0];
+  assign \$612  = | s9_sum[19:16];
+  assign \$613  = s9_sum[21] | \$612 ;
+  assign \$614  = s9_sum[20] & \$613 ;
+  assign \$615  = | s9_sum[22:16];
+  assign \$616  = s9_sum[24] | \$615 ;
+  assign \$617  = s9_sum[23] & \$616 ;
+  assign \$618  = \$611  ? \$614  : \$617 ;
+  assign \$619  = \$610  & \$618 ;
+  assign \$620  = ~ s9_dtype[1];
+  assign \$621  = | s9_sum[6:0];
+  assign \$622  = s9_sum[8] | \$621 ;
+  assign \$623  = s9_sum[7] & \$622 ;
+  assign \$624  = s9_dtype[1] & s9_dtype[0];
+  assign \$625  = | s9_sum[3:0];
+  assign \$626  = s9_sum[5] | \$625 ;
+  assign \$627  = s9_sum[4] & \$626 ;
+  assign \$628  = | s9_sum[6:0];
+  assign \$629  = s9_sum[8] | \$628 ;
+  assign \$630  = s9_sum[7] & \$629 ;
+  assign \$631  = \$624  ? \$627  : \$630 ;
+  assign \$632  = s9_dtype[1] ? \$631  : \$623 ;
+  assign \$633  = s9_slot_hi[11] | s9_slot_hi[12];
+  assign \$634  = s9_dtype[1] & s9_dtype[0];
+  assign \$635  = \$634  ? 15'h7e00 : 15'h7fc0;
+  assign \$636  = s9_dtype[1] & s9_dtype[0];
+  assign \$637  = \$636  ? 15'h7c00 : 15'h7f80;
+  assign \$638  = s9_slot_hi[12] ? s9_slot_hi[13] : s9_slot_hi[0];
+  assign \$639  = s9_slot_hi[11] ? { 1'h0, \$635  } : { \$638 , \$637  };
+  assign \$640  = s9_slot_lo[11] | s9_slot_lo[12];
+  assign \$641  = s9_dtype[1] & s9_dtype[0];
+  assign \$642  = \$641  ? 15'h7e00 : 15'h7fc0;
+  assign \$643  = s9_dtype[1] & s9_dtype[0];
+  assign \$644  = \$643  ? 15'h7c00 : 15'h7f80;
+  assign \$645  = s9_slot_lo[12] ? s9_slot_lo[13] : s9_slot_lo[0];
+  assign \$646  = s9_slot_lo[11] ? { 1'h0, \$642  } : { \$645 , \$644  };
+  assign \$647  = ~ s10_dtype[1];
+  assign \$648  = s10_dtype[1] & s10_dtype[0];
+  assign \$649  = & s11_rounded[30:26];
+  assign \$650  = s11_rounded[31] | \$649 ;
+  assign \$651  = & s11_rounded[30:23];
+  assign \$652  = s11_rounded[31] | \$651 ;
+  assign \$653  = s11_fp16 ? \$650  : \$652 ;
+  assign \$654  = s11_forced_hi | \$653 ;
+  assign \$655  = \$654  ? 16'h0000 : s11_rounded[15:0];
+  assign \$656  = & s11_rounded[14:10];
+  assign \$657  = s11_rounded[15] | \$656 ;
+  assign \$658  = & s11_rounded[14:7];
+  assign \$659  = s11_rounded[15] | \$658 ;
+  assign \$660  = s11_fp16 ? \$657  : \$659 ;
+  assign \$661  = s11_forced_lo | \$660 ;
+  assign \$662  = \$661  ? s11_special_lo : { s11_sign_lo, s11_rounded[14:0] };
+  assign \$663  = s11_wide ? \$655  : \$662 ;
+  assign \$664  = & s11_rounded[30:26];
+  assign \$665  = s11_rounded[31] | \$664 ;
+  assign \$666  = & s11_rounded[30:23];
+  assign \$667  = s11_rounded[31] | \$666 ;
+  assign \$668  = s11_fp16 ? \$665  : \$667 ;
+  assign \$669  = s11_forced_hi | \$668 ;
+  assign \$670  = \$669  ? s11_special_hi : { s11_sign_hi, s11_rounded[30:16] };
+  assign \$671  = in_dtype[1] & in_dtype[0];
+  assign a_hi_exp = \$671  ? { 3'h0, in_a[30:26] } : in_a[30:23];
+  assign \$672  = in_dtype[1] & in_dtype[0];
   assign \$673  = | a_hi_exp;
-  assign a_sig = dtype[1] ? { 1'h0, \$666 , 1'h0, \$671  } : { 1'h0, \$673 , a[22:0], 7'h00 };
-  assign \$674  = dtype[1] & dtype[0];
-  assign b_hi_exp = \$674  ? { 3'h0, b[30:26] } : b[30:23];
-  assign \$675  = dtype[1] & dtype[0];
-  assign \$676  = | b_hi_exp;
-  assign \$677  = | b_hi_exp;
-  assign \$678  = \$675  ? { \$676 , b[25:16], 4'h0 } : { \$677 , b[22:16], 7'h00 };
-  assign \$679  = dtype[1] & dtype[0];
-  assign b_lo_exp = \$679  ? { 3'h0, b[14:10] } : b[14:7];
-  assign \$680  = dtype[1] & dtype[0];
-  assign \$681  = | b_lo_exp;
-  assign \$682  = | b_lo_exp;
-  assign \$683  = \$680  ? { \$681 , b[9:0], 4'h0 } : { \$682 , b[6:0], 7'h00 };
-  assign \$684  = ~ dtype[1];
-  assign \$685  = | b_hi_exp;
-  assign b_sig = dtype[1] ? { 1'h0, \$678 , 1'h0, \$683  } : { 1'h0, \$685 , b[22:0], 7'h00 };
-  assign \$686  = { s5_x, s5_carry_in } + { s5_y, s5_carry_in };
+  assign \$674  = | a_hi_exp;
+  assign \$675  = \$672  ? { \$673 , in_a[25:16], 4'h0 } : { \$674 , in_a[22:16], 7'h00 };
+  assign \$676  = in_dtype[1] & in_dtype[0];
+  assign a_lo_exp = \$676  ? { 3'h0, in_a[14:10] } : in_a[14:7];
+  assign \$677  = in_dtype[1] & in_dtype[0];
+  assign \$678  = | a_lo_exp;
+  assign \$679  = | a_lo_exp;
+  assign \$680  = \$677  ? { \$678 , in_a[9:0], 4'h0 } : { \$679 , in_a[6:0], 7'h00 };
+  assign \$681  = ~ in_dtype[1];
+  assign \$682  = | a_hi_exp;
+  assign a_sig = in_dtype[1] ? { 1'h0, \$675 , 1'h0, \$680  } : { 1'h0, \$682 , in_a[22:0], 7'h00 };
+  assign b_hi_exp = in_fp16_b ? { 3'h0, in_b[30:26] } : in_b[30:23];
+  assign \$683  = | b_hi_exp;
+  assign \$684  = | b_hi_exp;
+  assign \$685  = in_fp16_b ? { \$683 , in_b[25:16], 4'h0 } : { \$684 , in_b[22:16], 7'h00 };
+  assign b_lo_exp = in_fp16_b ? { 3'h0, in_b[14:10] } : in_b[14:7];
+  assign \$686  = | b_lo_exp;
+  assign \$687  = | b_lo_exp;
+  assign \$688  = in_fp16_b ? { \$686 , in_b[9:0], 4'h0 } : { \$687 , in_b[6:0], 7'h00 };
+  assign \$689  = | b_hi_exp;
+  assign b_sig = in_wide_b ? { 1'h0, \$689 , in_b[22:0], 7'h00 } : { 1'h0, \$685 , 1'h0, \$688  };
+  assign \$690  = { s5_x, s5_carry_in } + { s5_y, s5_carry_in };
   assign s10_chain = s10_packed + { s10_inc_hi, 16'h0000, s10_inc_lo };
   always @(posedge clk)
-    s1_dtype <= \$687 ;
+    in_a <= \$691 ;
   always @(posedge clk)
-    s2_dtype <= \$688 ;
+    in_b <= \$692 ;
   always @(posedge clk)
-    s3_dtype <= \$689 ;
+    in_dtype <= \$693 ;
   always @(posedge clk)
-    s4_dtype <= \$690 ;
+    in_valid <= \$694 ;
   always @(posedge clk)
-    s5_dtype <= \$691 ;
+    in_wide_b <= \$695 ;
   always @(posedge clk)
-    s6_dtype <= \$692 ;
+    in_fp16_b <= \$696 ;
   always @(posedge clk)
-    s7_dtype <= \$693 ;
-  always @(posedge clk)
-    s8_dtype <= \$694 ;
-  always @(posedge clk)
-    s9_dtype <= \$695 ;
-  always @(posedge clk)
-    s10_dtype <= \$696 ;
-  always @(posedge clk)
-    s11_dtype <= \$697 ;
+    s1_dtype <= \$697 ;
   always @(posedge clk)
     s1_sig_a <= \$698 ;
   always @(posedge clk)
-    s1_a_hi <= \$699 ;
+    s1_a_exp_lo <= \$699 ;
   always @(posedge clk)
-    s1_a_lo <= \$700 ;
+    s1_a_hi <= \$700 ;
   always @(posedge clk)
-    s1_sig_b <= \$701 ;
+    s1_a_lo <= \$701 ;
   always @(posedge clk)
-    s1_b_hi <= \$702 ;
+    s1_sig_b <= \$702 ;
   always @(posedge clk)
-    s1_b_lo <= \$703 ;
+    s1_b_exp_lo <= \$703 ;
   always @(posedge clk)
-    s1_gt_lo <= \$704 ;
+    s1_b_hi <= \$704 ;
   always @(posedge clk)
-    s1_gt_hi <= \$705 ;
+    s1_b_lo <= \$705 ;
   always @(posedge clk)
-    s1_eq_hi <= \$706 ;
+    s1_gt_lo_h <= \$706 ;
   always @(posedge clk)
-    s2_sig_a <= \$707 ;
+    s1_eq_lo_h <= \$707 ;
   always @(posedge clk)
-    s2_sig_b <= \$708 ;
+    s1_gt_lo_l <= \$708 ;
   always @(posedge clk)
-    s2_a_hi <= \$709 ;
+    s1_gt_hi_h <= \$709 ;
   always @(posedge clk)
-    s2_b_hi <= \$710 ;
+    s1_eq_hi_h <= \$710 ;
   always @(posedge clk)
-    s2_swap_hi <= \$711 ;
+    s1_gt_hi_l <= \$711 ;
   always @(posedge clk)
-    s2_swap_lo <= \$712 ;
+    s1_eq_hi_l <= \$712 ;
   always @(posedge clk)
-    s2_a_lo <= \$713 ;
+    s2_dtype <= \$713 ;
   always @(posedge clk)
-    s2_b_lo <= \$714 ;
+    s2_sig_a <= \$714 ;
   always @(posedge clk)
-    s2_d_ab_hi <= \$715 ;
+    s2_sig_b <= \$715 ;
   always @(posedge clk)
-    s2_d_ba_hi <= \$716 ;
+    s2_a_hi <= \$716 ;
   always @(posedge clk)
-    s2_d_ab_lo <= \$717 ;
+    s2_b_hi <= \$717 ;
   always @(posedge clk)
-    s2_d_ba_lo <= \$718 ;
+    s2_swap_hi <= \$718 ;
   always @(posedge clk)
-    s3_shift_hi <= \$719 ;
+    s2_swap_lo <= \$719 ;
   always @(posedge clk)
-    s3_sub_hi <= \$720 ;
+    s2_a_lo <= \$720 ;
   always @(posedge clk)
-    s3_slot_hi <= \$721 ;
+    s2_b_lo <= \$721 ;
   always @(posedge clk)
-    s3_shift_lo <= \$722 ;
+    s2_d_ab_hi <= \$722 ;
   always @(posedge clk)
-    s3_sub_lo <= \$723 ;
+    s2_d_ba_hi <= \$723 ;
   always @(posedge clk)
-    s3_slot_lo <= \$724 ;
+    s2_d_ab_lo <= \$724 ;
   always @(posedge clk)
-    s3_x <= \$725 ;
+    s2_d_ba_lo <= \$725 ;
   always @(posedge clk)
-    s3_y <= \$726 ;
+    s3_dtype <= \$726 ;
   always @(posedge clk)
-    s4_x <= \$727 ;
+    s3_shift_hi <= \$727 ;
   always @(posedge clk)
-    s4_sub_hi <= \$728 ;
+    s3_sub_hi <= \$728 ;
   always @(posedge clk)
-    s4_sub_lo <= \$729 ;
+    s3_slot_hi <= \$729 ;
   always @(posedge clk)
-    s4_slot_hi <= \$730 ;
+    s3_shift_lo <= \$730 ;
   always @(posedge clk)
-    s4_slot_lo <= \$731 ;
+    s3_sub_lo <= \$731 ;
   always @(posedge clk)
-    s4_shift_hi <= \$732 ;
+    s3_slot_lo <= \$732 ;
   always @(posedge clk)
-    s4_shift_lo <= \$733 ;
+    s3_x <= \$733 ;
   always @(posedge clk)
-    s4_y <= \$734 ;
+    s3_y <= \$734 ;
   always @(posedge clk)
-    s4_sticky_hi <= \$735 ;
+    s4_dtype <= \$735 ;
   always @(posedge clk)
-    s4_sticky_lo <= \$736 ;
+    s4_x <= \$736 ;
   always @(posedge clk)
-    s5_slot_hi <= \$737 ;
+    s4_sub_hi <= \$737 ;
   always @(posedge clk)
-    s5_slot_lo <= \$738 ;
+    s4_sub_lo <= \$738 ;
   always @(posedge clk)
-    s5_x <= \$739 ;
+    s4_slot_hi <= \$739 ;
   always @(posedge clk)
-    s5_y <= \$740 ;
+    s4_slot_lo <= \$740 ;
   always @(posedge clk)
-    s5_carry_in <= \$741 ;
+    s4_shift_hi <= \$741 ;
   always @(posedge clk)
-    s5_sentinel <= \$742 ;
+    s4_shift_lo <= \$742 ;
   always @(posedge clk)
-    s6_slot_hi <= \$743 ;
+    s4_y <= \$743 ;
   always @(posedge clk)
-    s6_slot_lo <= \$744 ;
+    s4_sticky_hi <= \$744 ;
   always @(posedge clk)
-    s6_sum <= \$745 ;
+    s4_sticky_lo <= \$745 ;
   always @(posedge clk)
-    s6_marked <= \$746 ;
+    s4_sentinel <= \$746 ;
   always @(posedge clk)
-    s7_sum <= \$747 ;
+    s5_dtype <= \$747 ;
   always @(posedge clk)
-    s7_slot_hi <= \$748 ;
+    s5_slot_hi <= \$748 ;
   always @(posedge clk)
-    s7_slot_lo <= \$749 ;
+    s5_slot_lo <= \$749 ;
   always @(posedge clk)
-    s7_count_hi <= \$750 ;
+    s5_sentinel <= \$750 ;
   always @(posedge clk)
-    s7_count_lo <= \$751 ;
+    s5_x <= \$751 ;
   always @(posedge clk)
-    s7_zero_hi <= \$752 ;
+    s5_y <= \$752 ;
   always @(posedge clk)
-    s8_slot_hi <= \$753 ;
+    s5_carry_in <= \$753 ;
   always @(posedge clk)
-    s8_slot_lo <= \$754 ;
+    s6_dtype <= \$754 ;
   always @(posedge clk)
-    s8_sum <= \$755 ;
-  always @(posedge clk)
-    s8_shift_hi <= \$756 ;
-  always @(posedge clk)
-    s8_shift_lo <= \$757 ;
-  always @(posedge clk)
-    s9_slot_hi <= \$758 ;
-  always @(posedge clk)
-    s9_slot_lo <= \$759 ;
-  always @(posedge clk)
-    s9_sum <= \$760 ;
-  always @(posedge clk)
-    s10_packed <= \$761 ;
-  always @(posedge clk)
-    s10_inc_hi <= \$762 ;
-  always @(posedge clk)
-    s10_inc_lo <= \$763 ;
-  always @(posedge clk)
-    s10_sign_hi <= \$764 ;
-  always @(posedge clk)
-    s10_forced_hi <= \$765 ;
-  always @(posedge clk)
-    s10_special_hi <= \$766 ;
-  always @(posedge clk)
-    s10_sign_lo <= \$767 ;
-  always @(posedge clk)
-    s10_forced_lo <= \$768 ;
-  always @(posedge clk)
-    s10_special_lo <= \$769 ;
-  always @(posedge clk)
-    s11_sign_hi <= \$770 ;
-  always @(posedge clk)
-    s11_sign_lo <= \$771 ;
-  always @(posedge clk)
-    s11_forced_hi <= \$772 ;
-  always @(posedge clk)
-    s11_forced_lo <= \$773 ;
-  always @(posedge clk)
-    s11_special_hi <= \$774 ;
-  always @(posedge clk)
-    s11_special_lo <= \$775 ;
-  always @(posedge clk)
-    s11_rounded <= \$776 ;
-  always @(posedge clk)
-    result <= \$777 ;
-  assign \$1  = | a_hi_exp;
-  assign \$2  = ~ \$1 ;
-  assign \$3  = a_hi_exp[0] | \$2 ;
-  assign \$4  = dtype[1] & dtype[0];
-  assign \$5  = \$4  ? 8'h1f : 8'hff;
-  assign \$6  = a_hi_exp == \$5 ;
-  assign \$7  = ~ dtype[1];
-  assign \$8  = | a[22:0];
-  assign \$9  = dtype[1] & dtype[0];
-  assign \$10  = | a[25:16];
-  assign \$11  = | a[22:16];
-  assign \$12  = \$9  ? \$10  : \$11 ;
-  assign \$13  = dtype[1] ? \$12  : \$8 ;
-  assign \$14  = \$6  & \$13 ;
-  assign \$15  = dtype[1] & dtype[0];
-  assign \$16  = \$15  ? 8'h1f : 8'hff;
-  assign \$17  = a_hi_exp == \$16 ;
-  assign \$18  = ~ dtype[1];
-  assign \$19  = | a[22:0];
-  assign \$20  = dtype[1] & dtype[0];
-  assign \$21  = | a[25:16];
-  assign \$22  = | a[22:16];
-  assign \$23  = \$20  ? \$21  : \$22 ;
-  assign \$24  = dtype[1] ? \$23  : \$19 ;
-  assign \$25  = ~ \$24 ;
-  assign \$26  = \$17  & \$25 ;
-  assign \$27  = | a_lo_exp;
-  assign \$28  = ~ \$27 ;
-  assign \$29  = a_lo_exp[0] | \$28 ;
-  assign \$30  = dtype[1] & dtype[0];
-  assign \$31  = \$30  ? 8'h1f : 8'hff;
-  assign \$32  = a_lo_exp == \$31 ;
-  assign \$33  = dtype[1] & dtype[0];
-  assign \$34  = | a[9:0];
-  assign \$35  = | a[6:0];
-  assign \$36  = \$33  ? \$34  : \$35 ;
-  assign \$37  = \$32  & \$36 ;
-  assign \$38  = dtype[1] & dtype[0];
-  assign \$39  = \$38  ? 8'h1f : 8'hff;
-  assign \$40  = a_lo_exp == \$39 ;
-  assign \$41  = dtype[1] & dtype[0];
-  assign \$42  = | a[9:0];
-  assign \$43  = | a[6:0];
-  assign \$44  = \$41  ? \$42  : \$43 ;
-  assign \$45  = ~ \$44 ;
-  assign \$46  = \$40  & \$45 ;
-  assign \$47  = | b_hi_exp;
-  assign \$48  = ~ \$47 ;
-  assign \$49  = b_hi_exp[0] | \$48 ;
-  assign \$50  = dtype[1] & dtype[0];
-  assign \$51  = \$50  ? 8'h1f : 8'hff;
-  assign \$52  = b_hi_exp == \$51 ;
-  assign \$53  = ~ dtype[1];
-  assign \$54  = | b[22:0];
-  assign \$55  = dtype[1] & dtype[0];
-  assign \$56  = | b[25:16];
-  assign \$57  = | b[22:16];
-  assign \$58  = \$55  ? \$56  : \$57 ;
-  assign \$59  = dtype[1] ? \$58  : \$54 ;
-  assign \$60  = \$52  & \$59 ;
-  assign \$61  = dtype[1] & dtype[0];
-  assign \$62  = \$61  ? 8'h1f : 8'hff;
-  assign \$63  = b_hi_exp == \$62 ;
-  assign \$64  = ~ dtype[1];
-  assign \$65  = | b[22:0];
-  assign \$66  = dtype[1] & dtype[0];
-  assign \$67  = | b[25:16];
-  assign \$68  = | b[22:16];
-  assign \$69  = \$66  ? \$67  : \$68 ;
-  assign \$70  = dtype[1] ? \$69  : \$65 ;
-  assign \$71  = ~ \$70 ;
-  assign \$72  = \$63  & \$71 ;
-  assign \$73  = | b_lo_exp;
-  assign \$74  = ~ \$73 ;
-  assign \$75  = b_lo_exp[0] | \$74 ;
-  assign \$76  = dtype[1] & dtype[0];
-  assign \$77  = \$76  ? 8'h1f : 8'hff;
-  assign \$78  = b_lo_exp == \$77 ;
-  assign \$79  = dtype[1] & dtype[0];
-  assign \$80  = | b[9:0];
-  assign \$81  = | b[6:0];
-  assign \$82  = \$79  ? \$80  : \$81 ;
-  assign \$83  = \$78  & \$82 ;
-  assign \$84  = dtype[1] & dtype[0];
-  assign \$85  = \$84  ? 8'h1f : 8'hff;
-  assign \$86  = b_lo_exp == \$85 ;
-  assign \$87  = dtype[1] & dtype[0];
-  assign \$88  = | b[9:0];
-  assign \$89  = | b[6:0];
-  assign \$90  = \$87  ? \$88  : \$89 ;
-  assign \$91  = ~ \$90 ;
-  assign \$92  = \$86  & \$91 ;
-  assign \$93  = b[14:0] > a[14:0];
-  assign \$94  = b[30:16] > a[30:16];
-  assign \$95  = b[30:16] == a[30:16];
-  assign \$96  = ~ s1_dtype[1];
-  assign \$97  = ~ s1_a_lo[0];
-  assign \$98  = s1_b_lo[0] & \$97 ;
-  assign \$99  = s1_a_lo[0] ^ s1_b_lo[0];
-  assign \$100  = ~ \$99 ;
-  assign \$101  = \$100  & s1_gt_lo;
-  assign \$102  = \$98  | \$101 ;
-  assign \$103  = s1_eq_hi & \$102 ;
-  assign \$104  = s1_gt_hi | \$103 ;
-  assign \$105  = s1_dtype[1] ? s1_gt_hi : \$104 ;
-  assign \$106  = ~ s1_dtype[1];
-  assign \$107  = ~ s1_a_lo[0];
-  assign \$108  = s1_b_lo[0] & \$107 ;
-  assign \$109  = s1_a_lo[0] ^ s1_b_lo[0];
-  assign \$110  = ~ \$109 ;
-  assign \$111  = \$110  & s1_gt_lo;
-  assign \$112  = \$108  | \$111 ;
-  assign \$113  = s1_eq_hi & \$112 ;
-  assign \$114  = s1_gt_hi | \$113 ;
-  assign \$115  = s1_dtype[1] ? s1_gt_lo : \$114 ;
-  assign \$116  = ~ s1_dtype[1];
-  assign \$117  = s1_dtype[1] ? s1_a_lo : s1_a_hi;
-  assign \$118  = ~ s1_dtype[1];
-  assign \$119  = s1_dtype[1] ? s1_b_lo : s1_b_hi;
-  assign \$120  = s1_a_hi[8:1] - s1_b_hi[8:1];
-  assign \$121  = s1_b_hi[8:1] - s1_a_hi[8:1];
-  assign \$122  = ~ s1_dtype[1];
-  assign \$123  = s1_dtype[1] ? s1_a_lo[8:1] : s1_a_hi[8:1];
+    s6_slot_hi <= \$755 ;
+  always @(posedge clk)
+    s6_slot_lo <= \$756 ;
+  always @(posedge clk)
+    s6_sum <= \$757 ;
+  always @(posedge clk)
+    s6_marked <= \$758 ;
+  always @(posedge clk)
+    s7_dtype <= \$759 ;
+  always @(posedge clk)
+    s7_sum <= \$760 ;
+  always @(posedge clk)
+    s7_slot_hi <= \$761 ;
+  always @(posedge clk)
+    s7_slot_lo <= \$762 ;
+  always @(posedge clk)
+    s7_count_hi <= \$763 ;
+  always @(posedge clk)
+    s7_count_lo <= \$764 ;
+  always @(posedge clk)
+    s7_zero_hi <= \$765 ;
+  always @(posedge clk)
+    s7_sum_zero_hi <= \$766 ;
+  always @(posedge clk)
+    s7_sum_zero_lo <= \$767 ;
+  always @(posedge clk)
+    s8_dtype <= \$768 ;
+  always @(posedge clk)
+    s8_slot_hi <= \$769 ;
+  always @(posedge clk)
+    s8_slot_lo <= \$770 ;
+  always @(posedge clk)
+    s8_sum <= \$771 ;
+  always @(posedge clk)
+    s8_shift_hi <= \$772 ;
+  always @(posedge clk)
+    s8_shift_lo <= \$773 ;
+  always @(posedge clk)
+    s9_dtype <= \$774 ;
+  always @(posedge clk)
+    s9_slot_hi <= \$775 ;
+  always @(posedge clk)
+    s9_slot_lo <= \$776 ;
+  always @(posedge clk)
+    s9_sum <= \$777 ;
+  always @(posedge clk)
+    s10_dtype <= \$778 ;
+  always @(posedge clk)
+    s10_packed <= \$779 ;
+  always @(posedge clk)
+    s10_inc_hi <= \$780 ;
+  always @(posedge clk)
+    s10_inc_lo <= \$781 ;
+  always @(posedge clk)
+    s10_sign_hi <= \$782 ;
+  always @(posedge clk)
+    s10_forced_hi <= \$783 ;
+  always @(posedge clk)
+    s10_special_hi <= \$784 ;
+  always @(posedge clk)
+    s10_sign_lo <= \$785 ;
+  always @(posedge clk)
+    s10_forced_lo <= \$786 ;
+  always @(posedge clk)
+    s10_special_lo <= \$787 ;
+  always @(posedge clk)
+    s11_dtype <= \$788 ;
+  always @(posedge clk)
+    s11_sign_hi <= \$789 ;
+  always @(posedge clk)
+    s11_sign_lo <= \$790 ;
+  always @(posedge clk)
+    s11_forced_hi <= \$791 ;
+  always @(posedge clk)
+    s11_forced_lo <= \$792 ;
+  always @(posedge clk)
+    s11_special_hi <= \$793 ;
+  always @(posedge clk)
+    s11_special_lo <= \$794 ;
+  always @(posedge clk)
+    s11_rounded <= \$795 ;
+  always @(posedge clk)
+    s11_wide <= \$796 ;
+  always @(posedge clk)
+    s11_fp16 <= \$797 ;
+  always @(posedge clk)
+    result <= \$798 ;
+  always @(posedge clk)
+    s1_valid <= \$799 ;
+  always @(posedge clk)
+    s2_valid <= \$800 ;
+  always @(posedge clk)
+    s3_valid <= \$801 ;
+  always @(posedge clk)
+    s4_valid <= \$802 ;
+  always @(posedge clk)
+    s5_valid <= \$803 ;
+  always @(posedge clk)
+    s6_valid <= \$804 ;
+  always @(posedge clk)
+    s7_valid <= \$805 ;
+  always @(posedge clk)
+    s8_valid <= \$806 ;
+  always @(posedge clk)
+    s9_valid <= \$807 ;
+  always @(posedge clk)
+    s10_valid <= \$808 ;
+  always @(posedge clk)
+    s11_valid <= \$809 ;
+  assign \$1  = ~ dtype[1];
+  assign \$2  = dtype[1] & dtype[0];
+  assign \$3  = ~ in_dtype[1];
+  assign \$4  = | a_hi_exp;
+  assign \$5  = ~ \$4 ;
+  assign \$6  = a_hi_exp[0] | \$5 ;
+  assign \$7  = | a_lo_exp;
+  assign \$8  = ~ \$7 ;
+  assign \$9  = a_lo_exp[0] | \$8 ;
+  assign \$10  = in_dtype[1] ? { a_lo_exp[7:1], \$9  } : { a_hi_exp[7:1], \$6  };
+  assign \$11  = | a_hi_exp;
+  assign \$12  = ~ \$11 ;
+  assign \$13  = a_hi_exp[0] | \$12 ;
+  assign \$14  = in_dtype[1] & in_dtype[0];
+  assign \$15  = \$14  ? 8'h1f : 8'hff;
+  assign \$16  = a_hi_exp == \$15 ;
+  assign \$17  = ~ in_dtype[1];
+  assign \$18  = | in_a[22:0];
+  assign \$19  = in_dtype[1] & in_dtype[0];
+  assign \$20  = | in_a[25:16];
+  assign \$21  = | in_a[22:16];
+  assign \$22  = \$19  ? \$20  : \$21 ;
+  assign \$23  = in_dtype[1] ? \$22  : \$18 ;
+  assign \$24  = \$16  & \$23 ;
+  assign \$25  = in_dtype[1] & in_dtype[0];
+  assign \$26  = \$25  ? 8'h1f : 8'hff;
+  assign \$27  = a_hi_exp == \$26 ;
+  assign \$28  = ~ in_dtype[1];
+  assign \$29  = | in_a[22:0];
+  assign \$30  = in_dtype[1] & in_dtype[0];
+  assign \$31  = | in_a[25:16];
+  assign \$32  = | in_a[22:16];
+  assign \$33  = \$30  ? \$31  : \$32 ;
+  assign \$34  = in_dtype[1] ? \$33  : \$29 ;
+  assign \$35  = ~ \$34 ;
+  assign \$36  = \$27  & \$35 ;
+  assign \$37  = | a_lo_exp;
+  assign \$38  = ~ \$37 ;
+  assign \$39  = a_lo_exp[0] | \$38 ;
+  assign \$40  = in_dtype[1] & in_dtype[0];
+  assign \$41  = \$40  ? 8'h1f : 8'hff;
+  assign \$42  = a_lo_exp == \$41 ;
+  assign \$43  = in_dtype[1] & in_dtype[0];
+  assign \$44  = | in_a[9:0];
+  assign \$45  = | in_a[6:0];
+  assign \$46  = \$43  ? \$44  : \$45 ;
+  assign \$47  = \$42  & \$46 ;
+  assign \$48  = in_dtype[1] & in_dtype[0];
+  assign \$49  = \$48  ? 8'h1f : 8'hff;
+  assign \$50  = a_lo_exp == \$49 ;
+  assign \$51  = in_dtype[1] & in_dtype[0];
+  assign \$52  = | in_a[9:0];
+  assign \$53  = | in_a[6:0];
+  assign \$54  = \$51  ? \$52  : \$53 ;
+  assign \$55  = ~ \$54 ;
+  assign \$56  = \$50  & \$55 ;
+  assign \$57  = | b_hi_exp;
+  assign \$58  = ~ \$57 ;
+  assign \$59  = b_hi_exp[0] | \$58 ;
+  assign \$60  = | b_lo_exp;
+  assign \$61  = ~ \$60 ;
+  assign \$62  = b_lo_exp[0] | \$61 ;
+  assign \$63  = in_wide_b ? { b_hi_exp[7:1], \$59  } : { b_lo_exp[7:1], \$62  };
+  assign \$64  = | b_hi_exp;
+  assign \$65  = ~ \$64 ;
+  assign \$66  = b_hi_exp[0] | \$65 ;
+  assign \$67  = in_fp16_b ? 8'h1f : 8'hff;
+  assign \$68  = b_hi_exp == \$67 ;
+  assign \$69  = | in_b[22:0];
+  assign \$70  = | in_b[25:16];
+  assign \$71  = | in_b[22:16];
+  assign \$72  = in_fp16_b ? \$70  : \$71 ;
+  assign \$73  = in_wide_b ? \$69  : \$72 ;
+  assign \$74  = \$68  & \$73 ;
+  assign \$75  = in_fp16_b ? 8'h1f : 8'hff;
+  assign \$76  = b_hi_exp == \$75 ;
+  assign \$77  = | in_b[22:0];
+  assign \$78  = | in_b[25:16];
+  assign \$79  = | in_b[22:16];
+  assign \$80  = in_fp16_b ? \$78  : \$79 ;
+  assign \$81  = in_wide_b ? \$77  : \$80 ;
+  assign \$82  = ~ \$81 ;
+  assign \$83  = \$76  & \$82 ;
+  assign \$84  = | b_lo_exp;
+  assign \$85  = ~ \$84 ;
+  assign \$86  = b_lo_exp[0] | \$85 ;
+  assign \$87  = in_fp16_b ? 8'h1f : 8'hff;
+  assign \$88  = b_lo_exp == \$87 ;
+  assign \$89  = | in_b[9:0];
+  assign \$90  = | in_b[6:0];
+  assign \$91  = in_fp16_b ? \$89  : \$90 ;
+  assign \$92  = \$88  & \$91 ;
+  assign \$93  = in_fp16_b ? 8'h1f : 8'hff;
+  assign \$94  = b_lo_exp == \$93 ;
+  assign \$95  = | in_b[9:0];
+  assign \$96  = | in_b[6:0];
+  assign \$97  = in_fp16_b ? \$95  : \$96 ;
+  assign \$98  = ~ \$97 ;
+  assign \$99  = \$94  & \$98 ;
+  assign \$100  = in_b[14:8] > in_a[14:8];
+  assign \$101  = in_b[14:8] == in_a[14:8];
+  assign \$102  = in_b[7:0] > in_a[7:0];
+  assign \$103  = in_b[30:24] > in_a[30:24];
+  assign \$104  = in_b[30:24] == in_a[30:24];
+  assign \$105  = in_b[23:16] > in_a[23:16];
+  assign \$106  = in_b[23:16] == in_a[23:16];
+  assign \$107  = ~ s1_dtype[1];
+  assign \$108  = s1_eq_hi_h & s1_gt_hi_l;
+  assign \$109  = s1_gt_hi_h | \$108 ;
+  assign \$110  = s1_eq_hi_h & s1_eq_hi_l;
+  assign \$111  = ~ s1_a_lo[0];
+  assign \$112  = s1_b_lo[0] & \$111 ;
+  assign \$113  = s1_a_lo[0] ^ s1_b_lo[0];
+  assign \$114  = ~ \$113 ;
+  assign \$115  = s1_eq_lo_h & s1_gt_lo_l;
+  assign \$116  = s1_gt_lo_h | \$115 ;
+  assign \$117  = \$114  & \$116 ;
+  assign \$118  = \$112  | \$117 ;
+  assign \$119  = \$110  & \$118 ;
+  assign \$120  = \$109  | \$119 ;
+  assign \$121  = s1_eq_hi_h & s1_gt_hi_l;
+  assign \$122  = s1_gt_hi_h | \$121 ;
+  assign \$123  = s1_dtype[1] ? \$122  : \$120 ;
   assign \$124  = ~ s1_dtype[1];
-  assign \$125  = s1_dtype[1] ? s1_b_lo[8:1] : s1_b_hi[8:1];
-  assign \$126  = \$123  - \$125 ;
-  assign \$127  = ~ s1_dtype[1];
-  assign \$128  = s1_dtype[1] ? s1_b_lo[8:1] : s1_b_hi[8:1];
-  assign \$129  = ~ s1_dtype[1];
-  assign \$130  = s1_dtype[1] ? s1_a_lo[8:1] : s1_a_hi[8:1];
-  assign \$131  = \$128  - \$130 ;
-  assign \$132  = | s2_d_ba_hi[7:5];
-  assign \$133  = ~ s2_dtype[1];
-  assign \$135  = \$134  & s2_d_ba_hi[4];
-  assign \$136  = \$132  | \$135 ;
-  assign \$137  = \$136  ? 4'hf : 4'h0;
-  assign \$138  = s2_d_ba_hi[3:0] | \$137 ;
-  assign \$139  = | s2_d_ba_hi[7:5];
-  assign \$140  = ~ s2_dtype[1];
-  assign \$142  = \$141  & s2_d_ba_hi[4];
-  assign \$143  = \$139  | \$142 ;
-  assign \$144  = ~ s2_dtype[1];
-  assign \$145  = \$143  ? \$144  : s2_d_ba_hi[4];
-  assign \$146  = | s2_d_ab_hi[7:5];
-  assign \$147  = ~ s2_dtype[1];
-  assign \$149  = \$148  & s2_d_ab_hi[4];
-  assign \$150  = \$146  | \$149 ;
-  assign \$151  = \$150  ? 4'hf : 4'h0;
-  assign \$152  = s2_d_ab_hi[3:0] | \$151 ;
-  assign \$153  = | s2_d_ab_hi[7:5];
-  assign \$154  = ~ s2_dtype[1];
-  assign \$156  = \$155  & s2_d_ab_hi[4];
-  assign \$157  = \$153  | \$156 ;
-  assign \$158  = ~ s2_dtype[1];
-  assign \$159  = \$157  ? \$158  : s2_d_ab_hi[4];
-  assign \$160  = s2_swap_hi ? { \$145 , \$138  } : { \$159 , \$152  };
-  assign \$161  = s2_a_hi[0] ^ s2_b_hi[0];
-  assign \$162  = s2_swap_hi ? s2_b_hi[0] : s2_a_hi[0];
-  assign \$163  = s2_a_hi[0] & s2_b_hi[0];
-  assign \$164  = s2_swap_hi ? s2_b_hi[8:1] : s2_a_hi[8:1];
-  assign \$165  = s2_a_hi[9] | s2_b_hi[9];
-  assign \$166  = s2_a_hi[10] & s2_b_hi[10];
-  assign \$167  = s2_a_hi[0] ^ s2_b_hi[0];
-  assign \$168  = \$166  & \$167 ;
-  assign \$169  = \$165  | \$168 ;
-  assign \$170  = s2_a_hi[10] | s2_b_hi[10];
-  assign \$171  = s2_a_hi[10] ? s2_a_hi[0] : s2_b_hi[0];
-  assign \$172  = | s2_d_ba_lo[7:5];
-  assign \$173  = ~ s2_dtype[1];
-  assign \$175  = \$174  & s2_d_ba_lo[4];
-  assign \$176  = \$172  | \$175 ;
-  assign \$177  = \$176  ? 4'hf : 4'h0;
-  assign \$178  = s2_d_ba_lo[3:0] | \$177 ;
-  assign \$179  = | s2_d_ba_lo[7:5];
-  assign \$180  = ~ s2_dtype[1];
-  assign \$182  = \$181  & s2_d_ba_lo[4];
-  assign \$183  = \$179  | \$182 ;
-  assign \$184  = ~ s2_dtype[1];
-  assign \$185  = \$183  ? \$184  : s2_d_ba_lo[4];
-  assign \$186  = | s2_d_ab_lo[7:5];
-  assign \$187  = ~ s2_dtype[1];
-  assign \$189  = \$188  & s2_d_ab_lo[4];
-  assign \$190  = \$186  | \$189 ;
-  assign \$191  = \$190  ? 4'hf : 4'h0;
-  assign \$192  = s2_d_ab_lo[3:0] | \$191 ;
-  assign \$193  = | s2_d_ab_lo[7:5];
-  assign \$194  = ~ s2_dtype[1];
-  assign \$196  = \$195  & s2_d_ab_lo[4];
-  assign \$197  = \$193  | \$196 ;
-  assign \$198  = ~ s2_dtype[1];
-  assign \$199  = \$197  ? \$198  : s2_d_ab_lo[4];
-  assign \$200  = s2_swap_lo ? { \$185 , \$178  } : { \$199 , \$192  };
-  assign \$201  = s2_a_lo[0] ^ s2_b_lo[0];
-  assign \$202  = s2_swap_lo ? s2_b_lo[0] : s2_a_lo[0];
-  assign \$203  = s2_a_lo[0] & s2_b_lo[0];
-  assign \$204  = s2_swap_lo ? s2_b_lo[8:1] : s2_a_lo[8:1];
-  assign \$205  = s2_a_lo[9] | s2_b_lo[9];
-  assign \$206  = s2_a_lo[10] & s2_b_lo[10];
-  assign \$207  = s2_a_lo[0] ^ s2_b_lo[0];
-  assign \$208  = \$206  & \$207 ;
-  assign \$209  = \$205  | \$208 ;
-  assign \$210  = s2_a_lo[10] | s2_b_lo[10];
-  assign \$211  = s2_a_lo[10] ? s2_a_lo[0] : s2_b_lo[0];
-  assign \$212  = s2_swap_lo ? s2_sig_b[15:0] : s2_sig_a[15:0];
-  assign \$213  = s2_swap_hi ? s2_sig_b[31:16] : s2_sig_a[31:16];
-  assign \$214  = s2_swap_lo ? s2_sig_a[15:0] : s2_sig_b[15:0];
-  assign \$215  = s2_swap_hi ? s2_sig_a[31:16] : s2_sig_b[31:16];
-  assign \$216  = ~ s3_dtype[1];
-  assign \$217  = ~ s3_dtype[1];
-  assign \$218  = ~ s3_dtype[1];
-  assign \$219  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$220  = s3_shift_lo[4] ? \$219  : s3_y[15:0];
-  assign \$221  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$222  = ~ s3_dtype[1];
+  assign \$125  = s1_eq_hi_h & s1_gt_hi_l;
+  assign \$126  = s1_gt_hi_h | \$125 ;
+  assign \$127  = s1_eq_hi_h & s1_eq_hi_l;
+  assign \$128  = ~ s1_a_lo[0];
+  assign \$129  = s1_b_lo[0] & \$128 ;
+  assign \$130  = s1_a_lo[0] ^ s1_b_lo[0];
+  assign \$131  = ~ \$130 ;
+  assign \$132  = s1_eq_lo_h & s1_gt_lo_l;
+  assign \$133  = s1_gt_lo_h | \$132 ;
+  assign \$134  = \$131  & \$133 ;
+  assign \$135  = \$129  | \$134 ;
+  assign \$136  = \$127  & \$135 ;
+  assign \$137  = \$126  | \$136 ;
+  assign \$138  = s1_eq_lo_h & s1_gt_lo_l;
+  assign \$139  = s1_gt_lo_h | \$138 ;
+  assign \$140  = s1_dtype[1] ? \$139  : \$137 ;
+  assign \$141  = ~ s1_dtype[1];
+  assign \$142  = s1_dtype[1] ? s1_a_lo : s1_a_hi;
+  assign \$143  = ~ s1_dtype[1];
+  assign \$144  = s1_dtype[1] ? s1_b_lo : s1_b_hi;
+  assign \$145  = s1_a_hi[8:1] - s1_b_hi[8:1];
+  assign \$146  = s1_b_hi[8:1] - s1_a_hi[8:1];
+  assign \$147  = s1_a_exp_lo - s1_b_exp_lo;
+  assign \$148  = s1_b_exp_lo - s1_a_exp_lo;
+  assign \$149  = | s2_d_ba_hi[7:5];
+  assign \$150  = ~ s2_dtype[1];
+  assign \$152  = \$151  & s2_d_ba_hi[4];
+  assign \$153  = \$149  | \$152 ;
+  assign \$154  = \$153  ? 4'hf : 4'h0;
+  assign \$155  = s2_d_ba_hi[3:0] | \$154 ;
+  assign \$156  = | s2_d_ba_hi[7:5];
+  assign \$157  = ~ s2_dtype[1];
+  assign \$159  = \$158  & s2_d_ba_hi[4];
+  assign \$160  = \$156  | \$159 ;
+  assign \$161  = ~ s2_dtype[1];
+  assign \$162  = \$160  ? \$161  : s2_d_ba_hi[4];
+  assign \$163  = | s2_d_ab_hi[7:5];
+  assign \$164  = ~ s2_dtype[1];
+  assign \$166  = \$165  & s2_d_ab_hi[4];
+  assign \$167  = \$163  | \$166 ;
+  assign \$168  = \$167  ? 4'hf : 4'h0;
+  assign \$169  = s2_d_ab_hi[3:0] | \$168 ;
+  assign \$170  = | s2_d_ab_hi[7:5];
+  assign \$171  = ~ s2_dtype[1];
+  assign \$173  = \$172  & s2_d_ab_hi[4];
+  assign \$174  = \$170  | \$173 ;
+  assign \$175  = ~ s2_dtype[1];
+  assign \$176  = \$174  ? \$175  : s2_d_ab_hi[4];
+  assign \$177  = s2_swap_hi ? { \$162 , \$155  } : { \$176 , \$169  };
+  assign \$178  = s2_a_hi[0] ^ s2_b_hi[0];
+  assign \$179  = s2_swap_hi ? s2_b_hi[0] : s2_a_hi[0];
+  assign \$180  = s2_a_hi[0] & s2_b_hi[0];
+  assign \$181  = s2_swap_hi ? s2_b_hi[8:1] : s2_a_hi[8:1];
+  assign \$182  = s2_a_hi[9] | s2_b_hi[9];
+  assign \$183  = s2_a_hi[10] & s2_b_hi[10];
+  assign \$184  = s2_a_hi[0] ^ s2_b_hi[0];
+  assign \$185  = \$183  & \$184 ;
+  assign \$186  = \$182  | \$185 ;
+  assign \$187  = s2_a_hi[10] | s2_b_hi[10];
+  assign \$188  = s2_a_hi[10] ? s2_a_hi[0] : s2_b_hi[0];
+  assign \$189  = | s2_d_ba_lo[7:5];
+  assign \$190  = ~ s2_dtype[1];
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$687  = s1_dtype;
-    if (busy) begin
-      \$687  = dtype;
-    end
+    \$691  = a;
     if (rst) begin
-      \$687  = 2'h0;
+      \$691  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$688  = s2_dtype;
-    if (busy) begin
-      \$688  = s1_dtype;
-    end
+    \$692  = b;
     if (rst) begin
-      \$688  = 2'h0;
+      \$692  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$689  = s3_dtype;
-    if (busy) begin
-      \$689  = s2_dtype;
-    end
-    if (rst) begin
-      \$689  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$690  = s4_dtype;
-    if (busy) begin
-      \$690  = s3_dtype;
-    end
-    if (rst) begin
-      \$690  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$691  = s5_dtype;
-    if (busy) begin
-      \$691  = s4_dtype;
-    end
-    if (rst) begin
-      \$691  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$692  = s6_dtype;
-    if (busy) begin
-      \$692  = s5_dtype;
-    end
-    if (rst) begin
-      \$692  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$693  = s7_dtype;
-    if (busy) begin
-      \$693  = s6_dtype;
-    end
+    \$693  = dtype;
     if (rst) begin
       \$693  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$694  = s8_dtype;
-    if (busy) begin
-      \$694  = s7_dtype;
-    end
+    \$694  = valid;
     if (rst) begin
-      \$694  = 2'h0;
+      \$694  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$695  = s9_dtype;
-    if (busy) begin
-      \$695  = s8_dtype;
-    end
+    \$695  = \$1 ;
     if (rst) begin
-      \$695  = 2'h0;
+      \$695  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$696  = s10_dtype;
-    if (busy) begin
-      \$696  = s9_dtype;
-    end
+    \$696  = \$2 ;
     if (rst) begin
-      \$696  = 2'h0;
+      \$696  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$697  = s11_dtype;
-    if (busy) begin
-      \$697  = s10_dtype;
+    \$697  = s1_dtype;
+    if (in_valid) begin
+      \$697  = in_dtype;
     end
     if (rst) begin
       \$697  = 2'h0;
@@ -11901,7 +14452,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, busy, a, b, dtype, result, c
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     \$698  = s1_sig_a;
-    if (busy) begin
+    if (in_valid) begin
       \$698  = a_sig;
     end
     if (rst) begin
@@ -11910,25 +14461,22 @@ module \ace_alu_array_small.array.lane2.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$699  = s1_a_hi;
-    if (busy) begin
-      \$699 [0] = a[31];
-      \$699 [8:1] = { a_hi_exp[7:1], \$3  };
-      \$699 [9] = \$14 ;
-      \$699 [10] = \$26 ;
+    \$699  = s1_a_exp_lo;
+    if (in_valid) begin
+      \$699  = \$10 ;
     end
     if (rst) begin
-      \$699  = 11'h000;
+      \$699  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$700  = s1_a_lo;
-    if (busy) begin
-      \$700 [0] = a[15];
-      \$700 [8:1] = { a_lo_exp[7:1], \$29  };
-      \$700 [9] = \$37 ;
-      \$700 [10] = \$46 ;
+    \$700  = s1_a_hi;
+    if (in_valid) begin
+      \$700 [0] = in_a[31];
+      \$700 [8:1] = { a_hi_exp[7:1], \$13  };
+      \$700 [9] = \$24 ;
+      \$700 [10] = \$36 ;
     end
     if (rst) begin
       \$700  = 11'h000;
@@ -11936,65 +14484,68 @@ module \ace_alu_array_small.array.lane2.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$701  = s1_sig_b;
-    if (busy) begin
-      \$701  = b_sig;
+    \$701  = s1_a_lo;
+    if (in_valid) begin
+      \$701 [0] = in_a[15];
+      \$701 [8:1] = { a_lo_exp[7:1], \$39  };
+      \$701 [9] = \$47 ;
+      \$701 [10] = \$56 ;
     end
     if (rst) begin
-      \$701  = 32'd0;
+      \$701  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$702  = s1_b_hi;
-    if (busy) begin
-      \$702 [0] = b[31];
-      \$702 [8:1] = { b_hi_exp[7:1], \$49  };
-      \$702 [9] = \$60 ;
-      \$702 [10] = \$72 ;
+    \$702  = s1_sig_b;
+    if (in_valid) begin
+      \$702  = b_sig;
     end
     if (rst) begin
-      \$702  = 11'h000;
+      \$702  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$703  = s1_b_lo;
-    if (busy) begin
-      \$703 [0] = b[15];
-      \$703 [8:1] = { b_lo_exp[7:1], \$75  };
-      \$703 [9] = \$83 ;
-      \$703 [10] = \$92 ;
+    \$703  = s1_b_exp_lo;
+    if (in_valid) begin
+      \$703  = \$63 ;
     end
     if (rst) begin
-      \$703  = 11'h000;
+      \$703  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$704  = s1_gt_lo;
-    if (busy) begin
-      \$704  = \$93 ;
+    \$704  = s1_b_hi;
+    if (in_valid) begin
+      \$704 [0] = in_b[31];
+      \$704 [8:1] = { b_hi_exp[7:1], \$66  };
+      \$704 [9] = \$74 ;
+      \$704 [10] = \$83 ;
     end
     if (rst) begin
-      \$704  = 1'h0;
+      \$704  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$705  = s1_gt_hi;
-    if (busy) begin
-      \$705  = \$94 ;
+    \$705  = s1_b_lo;
+    if (in_valid) begin
+      \$705 [0] = in_b[15];
+      \$705 [8:1] = { b_lo_exp[7:1], \$86  };
+      \$705 [9] = \$92 ;
+      \$705 [10] = \$99 ;
     end
     if (rst) begin
-      \$705  = 1'h0;
+      \$705  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$706  = s1_eq_hi;
-    if (busy) begin
-      \$706  = \$95 ;
+    \$706  = s1_gt_lo_h;
+    if (in_valid) begin
+      \$706  = \$100 ;
     end
     if (rst) begin
       \$706  = 1'h0;
@@ -12002,48 +14553,48 @@ module \ace_alu_array_small.array.lane2.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$707  = s2_sig_a;
-    if (busy) begin
-      \$707  = s1_sig_a;
+    \$707  = s1_eq_lo_h;
+    if (in_valid) begin
+      \$707  = \$101 ;
     end
     if (rst) begin
-      \$707  = 32'd0;
+      \$707  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$708  = s2_sig_b;
-    if (busy) begin
-      \$708  = s1_sig_b;
+    \$708  = s1_gt_lo_l;
+    if (in_valid) begin
+      \$708  = \$102 ;
     end
     if (rst) begin
-      \$708  = 32'd0;
+      \$708  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$709  = s2_a_hi;
-    if (busy) begin
-      \$709  = s1_a_hi;
+    \$709  = s1_gt_hi_h;
+    if (in_valid) begin
+      \$709  = \$103 ;
     end
     if (rst) begin
-      \$709  = 11'h000;
+      \$709  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$710  = s2_b_hi;
-    if (busy) begin
-      \$710  = s1_b_hi;
+    \$710  = s1_eq_hi_h;
+    if (in_valid) begin
+      \$710  = \$104 ;
     end
     if (rst) begin
-      \$710  = 11'h000;
+      \$710  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$711  = s2_swap_hi;
-    if (busy) begin
+    \$711  = s1_gt_hi_l;
+    if (in_valid) begin
       \$711  = \$105 ;
     end
     if (rst) begin
@@ -12052,9 +14603,9 @@ module \ace_alu_array_small.array.lane2.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$712  = s2_swap_lo;
-    if (busy) begin
-      \$712  = \$115 ;
+    \$712  = s1_eq_hi_l;
+    if (in_valid) begin
+      \$712  = \$106 ;
     end
     if (rst) begin
       \$712  = 1'h0;
@@ -12062,169 +14613,159 @@ module \ace_alu_array_small.array.lane2.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$713  = s2_a_lo;
-    if (busy) begin
-      \$713  = \$117 ;
+    \$713  = s2_dtype;
+    if (s1_valid) begin
+      \$713  = s1_dtype;
     end
     if (rst) begin
-      \$713  = 11'h000;
+      \$713  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$714  = s2_b_lo;
-    if (busy) begin
-      \$714  = \$119 ;
+    \$714  = s2_sig_a;
+    if (s1_valid) begin
+      \$714  = s1_sig_a;
     end
     if (rst) begin
-      \$714  = 11'h000;
+      \$714  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$715  = s2_d_ab_hi;
-    if (busy) begin
-      \$715  = \$120 [7:0];
+    \$715  = s2_sig_b;
+    if (s1_valid) begin
+      \$715  = s1_sig_b;
     end
     if (rst) begin
-      \$715  = 8'h00;
+      \$715  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$716  = s2_d_ba_hi;
-    if (busy) begin
-      \$716  = \$121 [7:0];
+    \$716  = s2_a_hi;
+    if (s1_valid) begin
+      \$716  = s1_a_hi;
     end
     if (rst) begin
-      \$716  = 8'h00;
+      \$716  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$717  = s2_d_ab_lo;
-    if (busy) begin
-      \$717  = \$126 [7:0];
+    \$717  = s2_b_hi;
+    if (s1_valid) begin
+      \$717  = s1_b_hi;
     end
     if (rst) begin
-      \$717  = 8'h00;
+      \$717  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$718  = s2_d_ba_lo;
-    if (busy) begin
-      \$718  = \$131 [7:0];
+    \$718  = s2_swap_hi;
+    if (s1_valid) begin
+      \$718  = \$123 ;
     end
     if (rst) begin
-      \$718  = 8'h00;
+      \$718  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$719  = s3_shift_hi;
-    if (busy) begin
-      \$719  = \$160 ;
+    \$719  = s2_swap_lo;
+    if (s1_valid) begin
+      \$719  = \$140 ;
     end
     if (rst) begin
-      \$719  = 5'h00;
+      \$719  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$720  = s3_sub_hi;
-    if (busy) begin
-      \$720  = \$161 ;
+    \$720  = s2_a_lo;
+    if (s1_valid) begin
+      \$720  = \$142 ;
     end
     if (rst) begin
-      \$720  = 1'h0;
+      \$720  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$721  = s3_slot_hi;
-    if (busy) begin
-      \$721 [0] = \$162 ;
-      \$721 [1] = \$163 ;
-      \$721 [10:2] = { 1'h0, \$164  };
-      \$721 [11] = \$169 ;
-      \$721 [12] = \$170 ;
-      \$721 [13] = \$171 ;
+    \$721  = s2_b_lo;
+    if (s1_valid) begin
+      \$721  = \$144 ;
     end
     if (rst) begin
-      \$721  = 14'h0000;
+      \$721  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$722  = s3_shift_lo;
-    if (busy) begin
-      \$722  = \$200 ;
+    \$722  = s2_d_ab_hi;
+    if (s1_valid) begin
+      \$722  = \$145 [7:0];
     end
     if (rst) begin
-      \$722  = 5'h00;
+      \$722  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$723  = s3_sub_lo;
-    if (busy) begin
-      \$723  = \$201 ;
+    \$723  = s2_d_ba_hi;
+    if (s1_valid) begin
+      \$723  = \$146 [7:0];
     end
     if (rst) begin
-      \$723  = 1'h0;
+      \$723  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$724  = s3_slot_lo;
-    if (busy) begin
-      \$724 [0] = \$202 ;
-      \$724 [1] = \$203 ;
-      \$724 [10:2] = { 1'h0, \$204  };
-      \$724 [11] = \$209 ;
-      \$724 [12] = \$210 ;
-      \$724 [13] = \$211 ;
+    \$724  = s2_d_ab_lo;
+    if (s1_valid) begin
+      \$724  = \$147 [7:0];
     end
     if (rst) begin
-      \$724  = 14'h0000;
+      \$724  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$725  = s3_x;
-    if (busy) begin
-      \$725  = { \$213 , \$212  };
+    \$725  = s2_d_ba_lo;
+    if (s1_valid) begin
+      \$725  = \$148 [7:0];
     end
     if (rst) begin
-      \$725  = 32'd0;
+      \$725  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$726  = s3_y;
-    if (busy) begin
-      \$726  = { \$215 , \$214  };
+    \$726  = s3_dtype;
+    if (s2_valid) begin
+      \$726  = s2_dtype;
     end
     if (rst) begin
-      \$726  = 32'd0;
+      \$726  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$727  = s4_x;
-    if (busy) begin
-      \$727  = s3_x;
+    \$727  = s3_shift_hi;
+    if (s2_valid) begin
+      \$727  = \$177 ;
     end
     if (rst) begin
-      \$727  = 32'd0;
+      \$727  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$728  = s4_sub_hi;
-    if (busy) begin
-      \$728  = s3_sub_hi;
+    \$728  = s3_sub_hi;
+    if (s2_valid) begin
+      \$728  = \$178 ;
     end
     if (rst) begin
       \$728  = 1'h0;
@@ -12232,59 +14773,69 @@ module \ace_alu_array_small.array.lane2.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$729  = s4_sub_lo;
-    if (busy) begin
-      \$729  = s3_sub_lo;
+    \$729  = s3_slot_hi;
+    if (s2_valid) begin
+      \$729 [0] = \$179 ;
+      \$729 [1] = \$180 ;
+      \$729 [10:2] = { 1'h0, \$181  };
+      \$729 [11] = \$186 ;
+      \$729 [12] = \$187 ;
+      \$729 [13] = \$188 ;
     end
     if (rst) begin
-      \$729  = 1'h0;
+      \$729  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$730  = s4_slot_hi;
-    if (busy) begin
-      \$730  = s3_slot_hi;
+    \$730  = s3_shift_lo;
+    if (s2_valid) begin
+      \$730  = \$217 ;
     end
     if (rst) begin
-      \$730  = 14'h0000;
+      \$730  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$731  = s4_slot_lo;
-    if (busy) begin
-      \$731  = s3_slot_lo;
+    \$731  = s3_sub_lo;
+    if (s2_valid) begin
+      \$731  = \$218 ;
     end
     if (rst) begin
-      \$731  = 14'h0000;
+      \$731  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$732  = s4_shift_hi;
-    if (busy) begin
-      \$732  = s3_shift_hi;
+    \$732  = s3_slot_lo;
+    if (s2_valid) begin
+      \$732 [0] = \$219 ;
+      \$732 [1] = \$220 ;
+      \$732 [10:2] = { 1'h0, \$221  };
+      \$732 [11] = \$226 ;
+      \$732 [12] = \$227 ;
+      \$732 [13] = \$228 ;
     end
     if (rst) begin
-      \$732  = 5'h00;
+      \$732  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$733  = s4_shift_lo;
-    if (busy) begin
-      \$733  = s3_shift_lo;
+    \$733  = s3_x;
+    if (s2_valid) begin
+      \$733  = { \$230 , \$229  };
     end
     if (rst) begin
-      \$733  = 5'h00;
+      \$733  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$734  = s4_y;
-    if (busy) begin
-      \$734  = { \$267 , \$260  };
+    \$734  = s3_y;
+    if (s2_valid) begin
+      \$734  = { \$232 , \$231  };
     end
     if (rst) begin
       \$734  = 32'd0;
@@ -12292,119 +14843,119 @@ module \ace_alu_array_small.array.lane2.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$735  = s4_sticky_hi;
-    if (busy) begin
-      \$735  = \$289 ;
+    \$735  = s4_dtype;
+    if (s3_valid) begin
+      \$735  = s3_dtype;
     end
     if (rst) begin
-      \$735  = 1'h0;
+      \$735  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$736  = s4_sticky_lo;
-    if (busy) begin
-      \$736  = \$314 ;
+    \$736  = s4_x;
+    if (s3_valid) begin
+      \$736  = s3_x;
     end
     if (rst) begin
-      \$736  = 1'h0;
+      \$736  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$737  = s5_slot_hi;
-    if (busy) begin
-      \$737  = s4_slot_hi;
+    \$737  = s4_sub_hi;
+    if (s3_valid) begin
+      \$737  = s3_sub_hi;
     end
     if (rst) begin
-      \$737  = 14'h0000;
+      \$737  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$738  = s5_slot_lo;
-    if (busy) begin
-      \$738  = s4_slot_lo;
+    \$738  = s4_sub_lo;
+    if (s3_valid) begin
+      \$738  = s3_sub_lo;
     end
     if (rst) begin
-      \$738  = 14'h0000;
+      \$738  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$739  = s5_x;
-    if (busy) begin
-      \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    \$739  = s4_slot_hi;
+    if (s3_valid) begin
+      \$739  = s3_slot_hi;
     end
     if (rst) begin
-      \$739  = 33'h000000000;
+      \$739  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$740  = s5_y;
-    if (busy) begin
-      \$740  = { \$363 , \$344 , \$341  };
+    \$740  = s4_slot_lo;
+    if (s3_valid) begin
+      \$740  = s3_slot_lo;
     end
     if (rst) begin
-      \$740  = 33'h000000000;
+      \$740  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$741  = s5_carry_in;
-    if (busy) begin
-      \$741  = s4_sub_lo;
+    \$741  = s4_shift_hi;
+    if (s3_valid) begin
+      \$741  = s3_shift_hi;
     end
     if (rst) begin
-      \$741  = 1'h0;
+      \$741  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$742  = s5_sentinel;
-    if (busy) begin
-      \$742  = \$368 ;
+    \$742  = s4_shift_lo;
+    if (s3_valid) begin
+      \$742  = s3_shift_lo;
     end
     if (rst) begin
-      \$742  = 32'd0;
+      \$742  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$743  = s6_slot_hi;
-    if (busy) begin
-      \$743  = s5_slot_hi;
+    \$743  = s4_y;
+    if (s3_valid) begin
+      \$743  = { \$284 , \$277  };
     end
     if (rst) begin
-      \$743  = 14'h0000;
+      \$743  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$744  = s6_slot_lo;
-    if (busy) begin
-      \$744  = s5_slot_lo;
+    \$744  = s4_sticky_hi;
+    if (s3_valid) begin
+      \$744  = \$300 ;
     end
     if (rst) begin
-      \$744  = 14'h0000;
+      \$744  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$745  = s6_sum;
-    if (busy) begin
-      \$745  = { \$686 [33:18], \$686 [16:1] };
+    \$745  = s4_sticky_lo;
+    if (s3_valid) begin
+      \$745  = \$333 ;
     end
     if (rst) begin
-      \$745  = 32'd0;
+      \$745  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$746  = s6_marked;
-    if (busy) begin
-      \$746  = \$369 ;
+    \$746  = s4_sentinel;
+    if (s3_valid) begin
+      \$746  = \$338 ;
     end
     if (rst) begin
       \$746  = 32'd0;
@@ -12412,20 +14963,19 @@ module \ace_alu_array_small.array.lane2.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$747  = s7_sum;
-    if (busy) begin
-      \$747  = s6_sum;
+    \$747  = s5_dtype;
+    if (s4_valid) begin
+      \$747  = s4_dtype;
     end
     if (rst) begin
-      \$747  = 32'd0;
+      \$747  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$748  = s7_slot_hi;
-    if (busy) begin
-      \$748 [13:1] = s6_slot_hi[13:1];
-      \$748 [0] = \$462 ;
+    \$748  = s5_slot_hi;
+    if (s4_valid) begin
+      \$748  = s4_slot_hi;
     end
     if (rst) begin
       \$748  = 14'h0000;
@@ -12433,10 +14983,9 @@ module \ace_alu_array_small.array.lane2.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$749  = s7_slot_lo;
-    if (busy) begin
-      \$749 [13:1] = s6_slot_lo[13:1];
-      \$749 [0] = \$472 ;
+    \$749  = s5_slot_lo;
+    if (s4_valid) begin
+      \$749  = s4_slot_lo;
     end
     if (rst) begin
       \$749  = 14'h0000;
@@ -12444,111 +14993,109 @@ module \ace_alu_array_small.array.lane2.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$750  = s7_count_hi;
-    if (busy) begin
-      \$750  = { \$405 , \$393  };
+    \$750  = s5_sentinel;
+    if (s4_valid) begin
+      \$750  = s4_sentinel;
     end
     if (rst) begin
-      \$750  = 4'h0;
+      \$750  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$751  = s7_count_lo;
-    if (busy) begin
-      \$751  = { \$441 , \$429  };
+    \$751  = s5_x;
+    if (s4_valid) begin
+      \$751  = { s4_x[31:16], \$340 , s4_x[15:0] };
     end
     if (rst) begin
-      \$751  = 4'h0;
+      \$751  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$752  = s7_zero_hi;
-    if (busy) begin
-      \$752  = \$452 ;
+    \$752  = s5_y;
+    if (s4_valid) begin
+      \$752  = { \$387 , \$368 , \$365  };
     end
     if (rst) begin
-      \$752  = 1'h0;
+      \$752  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$753  = s8_slot_hi;
-    if (busy) begin
-      \$753  = s7_slot_hi;
+    \$753  = s5_carry_in;
+    if (s4_valid) begin
+      \$753  = s4_sub_lo;
     end
     if (rst) begin
-      \$753  = 14'h0000;
+      \$753  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$754  = s8_slot_lo;
-    if (busy) begin
-      \$754  = s7_slot_lo;
+    \$754  = s6_dtype;
+    if (s5_valid) begin
+      \$754  = s5_dtype;
     end
     if (rst) begin
-      \$754  = 14'h0000;
+      \$754  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$755  = s8_sum;
-    if (busy) begin
-      \$755  = { \$512 , \$484  };
+    \$755  = s6_slot_hi;
+    if (s5_valid) begin
+      \$755  = s5_slot_hi;
     end
     if (rst) begin
-      \$755  = 32'd0;
+      \$755  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$756  = s8_shift_hi;
-    if (busy) begin
-      \$756  = \$515 ;
+    \$756  = s6_slot_lo;
+    if (s5_valid) begin
+      \$756  = s5_slot_lo;
     end
     if (rst) begin
-      \$756  = 5'h00;
+      \$756  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$757  = s8_shift_lo;
-    if (busy) begin
-      \$757  = \$518 ;
+    \$757  = s6_sum;
+    if (s5_valid) begin
+      \$757  = { \$690 [33:18], \$690 [16:1] };
     end
     if (rst) begin
-      \$757  = 5'h00;
+      \$757  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$758  = s9_slot_hi;
-    if (busy) begin
-      { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
-      \$758 [10:2] = \$572 [8:0];
+    \$758  = s6_marked;
+    if (s5_valid) begin
+      \$758  = \$388 ;
     end
     if (rst) begin
-      \$758  = 14'h0000;
+      \$758  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$759  = s9_slot_lo;
-    if (busy) begin
-      { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
-      \$759 [10:2] = \$574 [8:0];
+    \$759  = s7_dtype;
+    if (s6_valid) begin
+      \$759  = s6_dtype;
     end
     if (rst) begin
-      \$759  = 14'h0000;
+      \$759  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$760  = s9_sum;
-    if (busy) begin
-      \$760  = { \$570 , \$525  };
+    \$760  = s7_sum;
+    if (s6_valid) begin
+      \$760  = s6_sum;
     end
     if (rst) begin
       \$760  = 32'd0;
@@ -12556,49 +15103,49 @@ module \ace_alu_array_small.array.lane2.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$761  = s10_packed;
-    if (busy) begin
-      \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    \$761  = s7_slot_hi;
+    if (s6_valid) begin
+      \$761  = s6_slot_hi;
     end
     if (rst) begin
-      \$761  = 33'h000000000;
+      \$761  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$762  = s10_inc_hi;
-    if (busy) begin
-      \$762  = \$608 ;
+    \$762  = s7_slot_lo;
+    if (s6_valid) begin
+      \$762  = s6_slot_lo;
     end
     if (rst) begin
-      \$762  = 1'h0;
+      \$762  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$763  = s10_inc_lo;
-    if (busy) begin
-      \$763  = \$621 ;
+    \$763  = s7_count_hi;
+    if (s6_valid) begin
+      \$763  = { \$424 , \$412  };
     end
     if (rst) begin
-      \$763  = 1'h0;
+      \$763  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$764  = s10_sign_hi;
-    if (busy) begin
-      \$764  = s9_slot_hi[0];
+    \$764  = s7_count_lo;
+    if (s6_valid) begin
+      \$764  = { \$460 , \$448  };
     end
     if (rst) begin
-      \$764  = 1'h0;
+      \$764  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$765  = s10_forced_hi;
-    if (busy) begin
-      \$765  = \$622 ;
+    \$765  = s7_zero_hi;
+    if (s6_valid) begin
+      \$765  = \$471 ;
     end
     if (rst) begin
       \$765  = 1'h0;
@@ -12606,19 +15153,19 @@ module \ace_alu_array_small.array.lane2.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$766  = s10_special_hi;
-    if (busy) begin
-      \$766  = \$628 ;
+    \$766  = s7_sum_zero_hi;
+    if (s6_valid) begin
+      \$766  = \$473 ;
     end
     if (rst) begin
-      \$766  = 16'h0000;
+      \$766  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$767  = s10_sign_lo;
-    if (busy) begin
-      \$767  = s9_slot_lo[0];
+    \$767  = s7_sum_zero_lo;
+    if (s6_valid) begin
+      \$767  = \$475 ;
     end
     if (rst) begin
       \$767  = 1'h0;
@@ -12626,109 +15173,400 @@ module \ace_alu_array_small.array.lane2.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$768  = s10_forced_lo;
-    if (busy) begin
-      \$768  = \$629 ;
+    \$768  = s8_dtype;
+    if (s7_valid) begin
+      \$768  = s7_dtype;
     end
     if (rst) begin
-      \$768  = 1'h0;
+      \$768  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$769  = s10_special_lo;
-    if (busy) begin
-      \$769  = \$635 ;
+    \$769  = s8_slot_hi;
+    if (s7_valid) begin
+      \$769 [13:1] = s7_slot_hi[13:1];
+      \$769 [0] = \$519 ;
     end
     if (rst) begin
-      \$769  = 16'h0000;
+      \$769  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$770  = s11_sign_hi;
-    if (busy) begin
-      \$770  = s10_sign_hi;
+    \$770  = s8_slot_lo;
+    if (s7_valid) begin
+      \$770 [13:1] = s7_slot_lo[13:1];
+      \$770 [0] = \$523 ;
     end
     if (rst) begin
-      \$770  = 1'h0;
+      \$770  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$771  = s11_sign_lo;
-    if (busy) begin
-      \$771  = s10_sign_lo;
+    \$771  = s8_sum;
+    if (s7_valid) begin
+      \$771  = { \$515 , \$487  };
     end
     if (rst) begin
-      \$771  = 1'h0;
+      \$771  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$772  = s11_forced_hi;
-    if (busy) begin
-      \$772  = s10_forced_hi;
+    \$772  = s8_shift_hi;
+    if (s7_valid) begin
+      \$772  = \$526 ;
     end
     if (rst) begin
-      \$772  = 1'h0;
+      \$772  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$773  = s11_forced_lo;
-    if (busy) begin
-      \$773  = s10_forced_lo;
+    \$773  = s8_shift_lo;
+    if (s7_valid) begin
+      \$773  = \$529 ;
     end
     if (rst) begin
-      \$773  = 1'h0;
+      \$773  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$774  = s11_special_hi;
-    if (busy) begin
-      \$774  = s10_special_hi;
+    \$774  = s9_dtype;
+    if (s8_valid) begin
+      \$774  = s8_dtype;
     end
     if (rst) begin
-      \$774  = 16'h0000;
+      \$774  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$775  = s11_special_lo;
-    if (busy) begin
-      \$775  = s10_special_lo;
+    \$775  = s9_slot_hi;
+    if (s8_valid) begin
+      { \$775 [13:11], \$775 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
+      \$775 [10:2] = \$583 [8:0];
     end
     if (rst) begin
-      \$775  = 16'h0000;
+      \$775  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$776  = s11_rounded;
-    if (busy) begin
-      \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    \$776  = s9_slot_lo;
+    if (s8_valid) begin
+      { \$776 [13:11], \$776 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
+      \$776 [10:2] = \$585 [8:0];
     end
     if (rst) begin
-      \$776  = 32'd0;
+      \$776  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$777  = result;
-    if (busy) begin
-      \$777  = { \$661 , \$653  };
+    \$777  = s9_sum;
+    if (s8_valid) begin
+      \$777  = { \$581 , \$536  };
     end
     if (rst) begin
       \$777  = 32'd0;
     end
   end
-  assign s5_chain = \$686 [34:1];
-  assign a_hi_sig = { 1'h0, \$666  };
-  assign a_lo_sig = { 1'h0, \$671  };
-  assign b_hi_sig = { 1'h0, \$678  };
-  assign b_lo_sig = { 1'h0, \$683  };
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$778  = s10_dtype;
+    if (s9_valid) begin
+      \$778  = s9_dtype;
+    end
+    if (rst) begin
+      \$778  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$779  = s10_packed;
+    if (s9_valid) begin
+      \$779  = { 1'h0, \$608 [30:16], \$597 , \$596 [15:0] };
+    end
+    if (rst) begin
+      \$779  = 33'h000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$780  = s10_inc_hi;
+    if (s9_valid) begin
+      \$780  = \$619 ;
+    end
+    if (rst) begin
+      \$780  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$781  = s10_inc_lo;
+    if (s9_valid) begin
+      \$781  = \$632 ;
+    end
+    if (rst) begin
+      \$781  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$782  = s10_sign_hi;
+    if (s9_valid) begin
+      \$782  = s9_slot_hi[0];
+    end
+    if (rst) begin
+      \$782  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$783  = s10_forced_hi;
+    if (s9_valid) begin
+      \$783  = \$633 ;
+    end
+    if (rst) begin
+      \$783  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$784  = s10_special_hi;
+    if (s9_valid) begin
+      \$784  = \$639 ;
+    end
+    if (rst) begin
+      \$784  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$785  = s10_sign_lo;
+    if (s9_valid) begin
+      \$785  = s9_slot_lo[0];
+    end
+    if (rst) begin
+      \$785  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$786  = s10_forced_lo;
+    if (s9_valid) begin
+      \$786  = \$640 ;
+    end
+    if (rst) begin
+      \$786  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$787  = s10_special_lo;
+    if (s9_valid) begin
+      \$787  = \$646 ;
+    end
+    if (rst) begin
+      \$787  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$788  = s11_dtype;
+    if (s10_valid) begin
+      \$788  = s10_dtype;
+    end
+    if (rst) begin
+      \$788  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$789  = s11_sign_hi;
+    if (s10_valid) begin
+      \$789  = s10_sign_hi;
+    end
+    if (rst) begin
+      \$789  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$790  = s11_sign_lo;
+    if (s10_valid) begin
+      \$790  = s10_sign_lo;
+    end
+    if (rst) begin
+      \$790  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$791  = s11_forced_hi;
+    if (s10_valid) begin
+      \$791  = s10_forced_hi;
+    end
+    if (rst) begin
+      \$791  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$792  = s11_forced_lo;
+    if (s10_valid) begin
+      \$792  = s10_forced_lo;
+    end
+    if (rst) begin
+      \$792  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$793  = s11_special_hi;
+    if (s10_valid) begin
+      \$793  = s10_special_hi;
+    end
+    if (rst) begin
+      \$793  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$794  = s11_special_lo;
+    if (s10_valid) begin
+      \$794  = s10_special_lo;
+    end
+    if (rst) begin
+      \$794  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$795  = s11_rounded;
+    if (s10_valid) begin
+      \$795  = { s10_chain[32:17], s10_chain[15:0] };
+    end
+    if (rst) begin
+      \$795  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$796  = s11_wide;
+    if (s10_valid) begin
+      \$796  = \$647 ;
+    end
+    if (rst) begin
+      \$796  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$797  = s11_fp16;
+    if (s10_valid) begin
+      \$797  = \$648 ;
+    end
+    if (rst) begin
+      \$797  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$798  = result;
+    if (s11_valid) begin
+      \$798  = { \$670 , \$663  };
+    end
+    if (rst) begin
+      \$798  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$799  = in_valid;
+    if (rst) begin
+      \$799  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$800  = s1_valid;
+    if (rst) begin
+      \$800  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$801  = s2_valid;
+    if (rst) begin
+      \$801  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$802  = s3_valid;
+    if (rst) begin
+      \$802  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$803  = s4_valid;
+    if (rst) begin
+      \$803  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$804  = s5_valid;
+    if (rst) begin
+      \$804  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$805  = s6_valid;
+    if (rst) begin
+      \$805  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$806  = s7_valid;
+    if (rst) begin
+      \$806  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$807  = s8_valid;
+    if (rst) begin
+      \$807  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$808  = s9_valid;
+    if (rst) begin
+      \$808  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$809  = s10_valid;
+    if (rst) begin
+      \$809  = 1'h1;
+    end
+  end
+  assign s5_chain = \$690 [34:1];
+  assign a_hi_sig = { 1'h0, \$675  };
+  assign a_lo_sig = { 1'h0, \$680  };
+  assign b_hi_sig = { 1'h0, \$685  };
+  assign b_lo_sig = { 1'h0, \$688  };
   assign \s1_a_hi.sign  = s1_a_hi[0];
   assign \s1_a_hi.exp  = s1_a_hi[8:1];
   assign \s1_a_hi.nan  = s1_a_hi[9];
@@ -12845,73 +15683,233 @@ module \ace_alu_array_small.array.lane2.adder (rst, busy, a, b, dtype, result, c
   assign \s9_slot_lo.nan  = s9_slot_lo[11];
   assign \s9_slot_lo.inf  = s9_slot_lo[12];
   assign \s9_slot_lo.inf_sign  = s9_slot_lo[13];
-  assign \$134  = s2_dtype[1];
-  assign \$141  = s2_dtype[1];
-  assign \$148  = s2_dtype[1];
-  assign \$155  = s2_dtype[1];
-  assign \$174  = s2_dtype[1];
-  assign \$181  = s2_dtype[1];
-  assign \$188  = s2_dtype[1];
-  assign \$195  = s2_dtype[1];
-  assign \$269  = s3_dtype[1];
-  assign \$273  = \$272 ;
-  assign \$275  = s3_dtype[1];
-  assign \$282  = s3_dtype[1];
-  assign \$292  = \$291 ;
-  assign \$336  = \$335 [0];
-  assign \$343  = s4_dtype[1];
-  assign \$349  = s4_dtype[1];
-  assign \$355  = s4_dtype[1];
-  assign \$358  = \$357 [0];
-  assign \$372  = \$370 ;
-  assign \$378  = \$376 ;
-  assign \$384  = \$382 ;
-  assign \$396  = \$394 ;
-  assign \$399  = \$397 ;
-  assign \$402  = \$400 ;
-  assign \$408  = \$406 ;
-  assign \$414  = \$412 ;
-  assign \$420  = \$418 ;
-  assign \$432  = \$430 ;
-  assign \$435  = \$433 ;
-  assign \$438  = \$436 ;
-  assign \$599  = s9_dtype[1];
+  assign \$151  = s2_dtype[1];
+  assign \$158  = s2_dtype[1];
+  assign \$165  = s2_dtype[1];
+  assign \$172  = s2_dtype[1];
+  assign \$191  = s2_dtype[1];
+  assign \$198  = s2_dtype[1];
+  assign \$205  = s2_dtype[1];
+  assign \$212  = s2_dtype[1];
+  assign \$286  = s3_dtype[1];
+  assign \$360  = \$359 [0];
+  assign \$367  = s4_dtype[1];
+  assign \$373  = s4_dtype[1];
+  assign \$379  = s4_dtype[1];
+  assign \$382  = \$381 [0];
+  assign \$391  = \$389 ;
+  assign \$397  = \$395 ;
+  assign \$403  = \$401 ;
+  assign \$415  = \$413 ;
+  assign \$418  = \$416 ;
+  assign \$421  = \$419 ;
+  assign \$427  = \$425 ;
+  assign \$433  = \$431 ;
+  assign \$439  = \$437 ;
+  assign \$451  = \$449 ;
+  assign \$454  = \$452 ;
+  assign \$457  = \$455 ;
+  assign \$610  = s9_dtype[1];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane2.minmax (rst, is_max, \port$2348$0 , \port$2349$0 , busy, a, b, dtype, clk);
+module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \port$2963$0 , \port$2964$0 , a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$11  = 0;
   wire \$1 ;
-  wire [15:0] \$10 ;
-  reg [31:0] \$100 ;
-  reg \$101 ;
-  reg \$102 ;
-  reg [31:0] \$103 ;
-  reg \$104 ;
-  reg \$105 ;
-  reg [31:0] \$106 ;
+  wire \$10 ;
+  wire \$100 ;
+  wire \$101 ;
+  wire \$102 ;
+  wire \$103 ;
+  wire \$104 ;
+  wire \$105 ;
+  wire \$106 ;
+  wire \$107 ;
+  wire \$108 ;
+  wire \$109 ;
   wire \$11 ;
-  wire [15:0] \$12 ;
-  wire [15:0] \$13 ;
-  wire [15:0] \$14 ;
+  wire \$110 ;
+  wire \$111 ;
+  wire \$112 ;
+  wire \$113 ;
+  wire \$114 ;
+  wire \$115 ;
+  wire \$116 ;
+  wire \$117 ;
+  wire \$118 ;
+  wire \$119 ;
+  wire \$12 ;
+  wire \$120 ;
+  wire \$121 ;
+  wire \$122 ;
+  wire \$123 ;
+  wire \$124 ;
+  wire \$125 ;
+  wire \$126 ;
+  wire \$127 ;
+  wire \$128 ;
+  wire \$129 ;
+  wire \$13 ;
+  wire \$130 ;
+  wire \$131 ;
+  wire \$132 ;
+  wire \$133 ;
+  wire \$134 ;
+  wire \$135 ;
+  wire \$136 ;
+  wire \$137 ;
+  wire \$138 ;
+  wire \$139 ;
+  wire \$14 ;
+  wire \$140 ;
+  wire \$141 ;
+  wire \$142 ;
+  wire \$143 ;
+  wire \$144 ;
+  wire \$145 ;
+  wire \$146 ;
+  wire \$147 ;
+  wire \$148 ;
+  wire \$149 ;
   wire \$15 ;
-  wire [15:0] \$16 ;
-  wire [15:0] \$17 ;
+  wire \$150 ;
+  wire \$151 ;
+  wire \$152 ;
+  wire \$153 ;
+  wire \$154 ;
+  wire \$155 ;
+  wire \$156 ;
+  wire \$157 ;
+  wire \$158 ;
+  wire \$159 ;
+  wire \$16 ;
+  wire \$160 ;
+  wire \$161 ;
+  wire \$162 ;
+  wire \$163 ;
+  wire \$164 ;
+  wire \$165 ;
+  wire \$166 ;
+  wire \$167 ;
+  wire \$168 ;
+  wire \$169 ;
+  wire \$17 ;
+  wire \$170 ;
+  wire \$171 ;
+  wire \$172 ;
+  wire \$173 ;
+  wire \$174 ;
+  wire \$175 ;
+  wire \$176 ;
+  wire \$177 ;
+  wire \$178 ;
+  wire \$179 ;
   wire \$18 ;
-  wire [15:0] \$19 ;
+  wire \$180 ;
+  wire \$181 ;
+  wire \$182 ;
+  wire \$183 ;
+  wire \$184 ;
+  wire \$185 ;
+  wire \$186 ;
+  wire \$187 ;
+  wire \$188 ;
+  wire \$189 ;
+  wire \$19 ;
+  wire \$190 ;
+  wire \$191 ;
+  wire \$192 ;
+  wire \$193 ;
+  wire \$194 ;
+  wire \$195 ;
+  wire \$196 ;
+  wire \$197 ;
+  wire \$198 ;
+  wire \$199 ;
   wire \$2 ;
   wire \$20 ;
-  wire [15:0] \$21 ;
-  wire [15:0] \$22 ;
-  wire [15:0] \$23 ;
+  wire \$200 ;
+  wire \$201 ;
+  wire \$202 ;
+  wire \$203 ;
+  wire \$204 ;
+  wire \$205 ;
+  wire \$206 ;
+  wire \$207 ;
+  wire \$208 ;
+  wire \$209 ;
+  wire \$21 ;
+  wire \$210 ;
+  wire \$211 ;
+  wire \$212 ;
+  wire \$213 ;
+  wire \$214 ;
+  wire \$215 ;
+  wire \$216 ;
+  wire \$217 ;
+  wire \$218 ;
+  wire [15:0] \$219 ;
+  wire \$22 ;
+  wire [15:0] \$220 ;
+  wire [15:0] \$221 ;
+  wire [15:0] \$222 ;
+  reg [31:0] \$223 ;
+  reg [31:0] \$224 ;
+  reg [1:0] \$225 ;
+  reg \$226 ;
+  reg \$227 ;
+  reg \$228 ;
+  reg \$229 ;
+  wire \$23 ;
+  reg \$230 ;
+  reg \$231 ;
+  reg \$232 ;
+  reg \$233 ;
+  reg \$234 ;
+  reg \$235 ;
+  reg \$236 ;
+  reg \$237 ;
+  reg \$238 ;
+  reg \$239 ;
   wire \$24 ;
-  wire [15:0] \$25 ;
-  wire [15:0] \$26 ;
+  reg \$240 ;
+  reg [31:0] \$241 ;
+  reg [31:0] \$242 ;
+  reg \$243 ;
+  reg \$244 ;
+  reg \$245 ;
+  reg \$246 ;
+  reg \$247 ;
+  reg \$248 ;
+  reg \$249 ;
+  wire \$25 ;
+  reg \$250 ;
+  reg \$251 ;
+  reg \$252 ;
+  reg \$253 ;
+  reg \$254 ;
+  reg \$255 ;
+  reg \$256 ;
+  reg \$257 ;
+  reg \$258 ;
+  reg \$259 ;
+  wire \$26 ;
+  reg \$260 ;
+  reg [1:0] \$261 ;
+  reg [31:0] \$262 ;
+  reg \$263 ;
+  reg \$264 ;
+  reg [31:0] \$265 ;
+  reg [31:0] \$266 ;
+  reg \$267 ;
+  reg \$268 ;
+  reg [31:0] \$269 ;
   wire \$27 ;
+  reg \$270 ;
   wire \$28 ;
-  wire \$29 ;
+  wire [30:0] \$29 ;
   wire \$3 ;
-  wire \$30 ;
+  wire [30:0] \$30 ;
   wire \$31 ;
   wire \$32 ;
   wire \$33 ;
@@ -12932,7 +15930,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, is_max, \port$2348$0 , \por
   wire \$47 ;
   wire \$48 ;
   wire \$49 ;
-  wire [15:0] \$5 ;
+  wire \$5 ;
   wire \$50 ;
   wire \$51 ;
   wire \$52 ;
@@ -12943,7 +15941,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, is_max, \port$2348$0 , \por
   wire \$57 ;
   wire \$58 ;
   wire \$59 ;
-  wire [15:0] \$6 ;
+  wire \$6 ;
   wire \$60 ;
   wire \$61 ;
   wire \$62 ;
@@ -12954,7 +15952,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, is_max, \port$2348$0 , \por
   wire \$67 ;
   wire \$68 ;
   wire \$69 ;
-  wire [15:0] \$7 ;
+  wire \$7 ;
   wire \$70 ;
   wire \$71 ;
   wire \$72 ;
@@ -12965,7 +15963,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, is_max, \port$2348$0 , \por
   wire \$77 ;
   wire \$78 ;
   wire \$79 ;
-  wire [15:0] \$8 ;
+  wire \$8 ;
   wire \$80 ;
   wire \$81 ;
   wire \$82 ;
@@ -12975,24 +15973,22 @@ module \ace_alu_array_small.array.lane2.minmax (rst, is_max, \port$2348$0 , \por
   wire \$86 ;
   wire \$87 ;
   wire \$88 ;
-  wire [30:0] \$89 ;
+  wire \$89 ;
   wire \$9 ;
-  wire [30:0] \$90 ;
-  reg [31:0] \$91 ;
-  reg [31:0] \$92 ;
-  reg \$93 ;
-  reg \$94 ;
-  reg [31:0] \$95 ;
-  reg [31:0] \$96 ;
-  reg \$97 ;
-  reg \$98 ;
-  reg [31:0] \$99 ;
+  wire \$90 ;
+  wire \$91 ;
+  wire \$92 ;
+  wire \$93 ;
+  wire \$94 ;
+  wire \$95 ;
+  wire \$96 ;
+  wire \$97 ;
+  wire \$98 ;
+  wire \$99 ;
   input [31:0] a;
   wire [31:0] a;
   input [31:0] b;
   wire [31:0] b;
-  input busy;
-  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -13002,27 +15998,68 @@ module \ace_alu_array_small.array.lane2.minmax (rst, is_max, \port$2348$0 , \por
   (* enum_value_11 = "FP16" *)
   input [1:0] dtype;
   wire [1:0] dtype;
-  wire eq_hi;
+  reg [31:0] in_a = 32'd0;
+  reg [31:0] in_b = 32'd0;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] in_dtype = 2'h0;
+  reg in_is_max = 1'h0;
+  reg in_pass_a = 1'h0;
+  reg in_valid = 1'h1;
   wire is_float;
   input is_max;
   wire is_max;
   wire less_hi;
   wire less_lo;
-  wire lt_hi;
-  wire lt_lo;
+  input pass_a;
+  wire pass_a;
   wire [31:0] picked;
-  output [15:0] \port$2348$0 ;
-  wire [15:0] \port$2348$0 ;
-  output [15:0] \port$2349$0 ;
-  wire [15:0] \port$2349$0 ;
+  output [15:0] \port$2963$0 ;
+  wire [15:0] \port$2963$0 ;
+  output [15:0] \port$2964$0 ;
+  wire [15:0] \port$2964$0 ;
   reg [31:0] r_a = 32'd0;
-  reg [31:0] r_a_key = 32'd0;
+  reg r_a_any_lo = 1'h0;
+  reg r_a_e5_hi = 1'h0;
+  reg r_a_e5_lo = 1'h0;
+  reg r_a_e8_hi = 1'h0;
+  reg r_a_e8_lo = 1'h0;
+  reg r_a_f3_hi = 1'h0;
+  reg r_a_f3_lo = 1'h0;
+  reg r_a_f7_hi = 1'h0;
+  reg r_a_f7_lo = 1'h0;
+  reg r_a_gt_hi_h = 1'h0;
+  reg r_a_gt_hi_l = 1'h0;
+  reg r_a_gt_lo_h = 1'h0;
+  reg r_a_gt_lo_l = 1'h0;
   reg [31:0] r_b = 32'd0;
-  reg [31:0] r_b_key = 32'd0;
+  reg r_b_any_lo = 1'h0;
+  reg r_b_e5_hi = 1'h0;
+  reg r_b_e5_lo = 1'h0;
+  reg r_b_e8_hi = 1'h0;
+  reg r_b_e8_lo = 1'h0;
+  reg r_b_f3_hi = 1'h0;
+  reg r_b_f3_lo = 1'h0;
+  reg r_b_f7_hi = 1'h0;
+  reg r_b_f7_lo = 1'h0;
+  reg r_b_gt_hi_h = 1'h0;
+  reg r_b_gt_hi_l = 1'h0;
+  reg r_b_gt_lo_h = 1'h0;
+  reg r_b_gt_lo_l = 1'h0;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] r_dtype = 2'h0;
+  reg r_is_float = 1'h0;
   reg r_is_max = 1'h0;
-  reg r_nan_hi = 1'h0;
-  reg r_nan_lo = 1'h0;
   reg [31:0] r_nan_word = 32'd0;
+  reg r_pass_a = 1'h0;
+  reg r_valid = 1'h1;
   reg r_wide = 1'h0;
   wire [31:0] result;
   reg [31:0] rr_a = 32'd0;
@@ -13034,408 +16071,917 @@ module \ace_alu_array_small.array.lane2.minmax (rst, is_max, \port$2348$0 , \por
   reg rr_pick_b_lo = 1'h0;
   input rst;
   wire rst;
+  input valid;
+  wire valid;
   wire wide;
-  assign wide = ~ dtype[1];
-  assign is_float = | dtype;
-  assign lt_lo = r_a_key[15:0] < r_b_key[15:0];
-  assign lt_hi = r_a_key[31:16] < r_b_key[31:16];
-  assign eq_hi = r_a_key[31:16] == r_b_key[31:16];
-  assign \$1  = eq_hi & lt_lo;
-  assign \$2  = lt_hi | \$1 ;
-  assign less_hi = r_wide ? \$2  : lt_hi;
-  assign \$3  = eq_hi & lt_lo;
-  assign \$4  = lt_hi | \$3 ;
-  assign less_lo = r_wide ? \$4  : lt_lo;
-  assign \$5  = rr_pick_b_lo ? rr_b[15:0] : rr_a[15:0];
-  assign \$6  = rr_pick_b_hi ? rr_b[31:16] : rr_a[31:16];
-  assign \$7  = rr_nan_lo ? rr_nan_word[15:0] : \$5 ;
-  assign \$8  = rr_nan_hi ? rr_nan_word[31:16] : \$6 ;
-  assign \$9  = is_float & a[31];
-  assign \$10  = \$9  ? 16'hffff : 16'h0000;
-  assign \$11  = dtype[1] ? a[15] : a[31];
-  assign \$12  = \$11  ? 16'hffff : 16'h8000;
-  assign \$13  = dtype[1] ? \$12  : \$10 ;
-  assign \$14  = a[15:0] ^ \$13 ;
-  assign \$15  = is_float & a[31];
-  assign \$16  = \$15  ? 16'hffff : 16'h8000;
-  assign \$17  = a[31:16] ^ \$16 ;
-  assign \$18  = is_float & b[31];
-  assign \$19  = \$18  ? 16'hffff : 16'h0000;
-  assign \$20  = dtype[1] ? b[15] : b[31];
-  assign \$21  = \$20  ? 16'hffff : 16'h8000;
-  assign \$22  = dtype[1] ? \$21  : \$19 ;
-  assign \$23  = b[15:0] ^ \$22 ;
-  assign \$24  = is_float & b[31];
-  assign \$25  = \$24  ? 16'hffff : 16'h8000;
-  assign \$26  = b[31:16] ^ \$25 ;
-  assign \$27  = less_lo == r_is_max;
-  assign \$28  = less_hi == r_is_max;
-  assign \$29  = dtype == 1'h1;
-  assign \$30  = & a[30:23];
-  assign \$31  = | a[22:0];
-  assign \$32  = \$30  & \$31 ;
-  assign \$33  = & b[30:23];
-  assign \$34  = | b[22:0];
-  assign \$35  = \$33  & \$34 ;
-  assign \$36  = \$32  | \$35 ;
-  assign \$37  = \$29  & \$36 ;
-  assign \$38  = dtype == 2'h3;
-  assign \$39  = a[14:10] == 5'h1f;
-  assign \$40  = | a[9:0];
-  assign \$41  = \$39  & \$40 ;
-  assign \$42  = b[14:10] == 5'h1f;
-  assign \$43  = | b[9:0];
-  assign \$44  = \$42  & \$43 ;
-  assign \$45  = \$41  | \$44 ;
-  assign \$46  = \$38  & \$45 ;
-  assign \$47  = \$37  | \$46 ;
-  assign \$48  = dtype == 2'h2;
-  assign \$49  = a[14:7] == 8'hff;
-  assign \$50  = | a[6:0];
-  assign \$51  = \$49  & \$50 ;
-  assign \$52  = b[14:7] == 8'hff;
-  assign \$53  = | b[6:0];
-  assign \$54  = \$52  & \$53 ;
-  assign \$55  = \$51  | \$54 ;
-  assign \$56  = \$48  & \$55 ;
-  assign \$57  = \$47  | \$56 ;
-  assign \$58  = dtype == 1'h1;
-  assign \$59  = & a[30:23];
-  assign \$60  = | a[22:0];
-  assign \$61  = \$59  & \$60 ;
-  assign \$62  = & b[30:23];
-  assign \$63  = | b[22:0];
-  assign \$64  = \$62  & \$63 ;
-  assign \$65  = \$61  | \$64 ;
-  assign \$66  = \$58  & \$65 ;
-  assign \$67  = dtype == 2'h3;
-  assign \$68  = a[30:26] == 5'h1f;
-  assign \$69  = | a[25:16];
-  assign \$70  = \$68  & \$69 ;
-  assign \$71  = b[30:26] == 5'h1f;
-  assign \$72  = | b[25:16];
-  assign \$73  = \$71  & \$72 ;
-  assign \$74  = \$70  | \$73 ;
-  assign \$75  = \$67  & \$74 ;
-  assign \$76  = \$66  | \$75 ;
-  assign \$77  = dtype == 2'h2;
-  assign \$78  = a[30:23] == 8'hff;
-  assign \$79  = | a[22:16];
-  assign \$80  = \$78  & \$79 ;
-  assign \$81  = b[30:23] == 8'hff;
-  assign \$82  = | b[22:16];
-  assign \$83  = \$81  & \$82 ;
-  assign \$84  = \$80  | \$83 ;
-  assign \$85  = \$77  & \$84 ;
-  assign \$86  = \$76  | \$85 ;
-  assign \$87  = dtype == 2'h3;
-  assign \$88  = dtype == 2'h2;
-  assign \$89  = \$88  ? 31'h7fc07fc0 : 31'h7fc00000;
-  assign \$90  = \$87  ? 31'h7e007e00 : \$89 ;
+  assign \$1  = in_b[14:8] > in_a[14:8];
+  assign \$2  = in_a[14:8] > in_b[14:8];
+  assign \$3  = in_b[7:0] > in_a[7:0];
+  assign \$4  = in_a[7:0] > in_b[7:0];
+  assign \$5  = in_b[30:24] > in_a[30:24];
+  assign \$6  = in_a[30:24] > in_b[30:24];
+  assign \$7  = in_b[23:16] > in_a[23:16];
+  assign \$8  = in_a[23:16] > in_b[23:16];
+  assign \$9  = & in_a[14:7];
+  assign \$10  = & in_a[14:10];
+  assign \$11  = | in_a[6:0];
+  assign \$12  = | in_a[9:7];
+  assign \$13  = & in_a[30:23];
+  assign \$14  = & in_a[30:26];
+  assign \$15  = | in_a[22:16];
+  assign \$16  = | in_a[25:23];
+  assign \$17  = | in_a[15:0];
+  assign \$18  = & in_b[14:7];
+  assign \$19  = & in_b[14:10];
+  assign \$20  = | in_b[6:0];
+  assign \$21  = | in_b[9:7];
+  assign \$22  = & in_b[30:23];
+  assign \$23  = & in_b[30:26];
+  assign \$24  = | in_b[22:16];
+  assign \$25  = | in_b[25:23];
+  assign \$26  = | in_b[15:0];
+  assign \$27  = in_dtype == 2'h3;
+  assign \$28  = in_dtype == 2'h2;
+  assign \$29  = \$28  ? 31'h7fc07fc0 : 31'h7fc00000;
+  assign \$30  = \$27  ? 31'h7e007e00 : \$29 ;
+  assign \$31  = less_lo == r_is_max;
+  assign \$32  = ~ r_pass_a;
+  assign \$33  = \$31  & \$32 ;
+  assign \$34  = less_hi == r_is_max;
+  assign \$35  = ~ r_pass_a;
+  assign \$36  = \$34  & \$35 ;
+  assign \$37  = r_dtype == 1'h1;
+  assign \$38  = r_a_f7_hi | r_a_any_lo;
+  assign \$39  = r_a_e8_hi & \$38 ;
+  assign \$40  = r_b_f7_hi | r_b_any_lo;
+  assign \$41  = r_b_e8_hi & \$40 ;
+  assign \$42  = \$39  | \$41 ;
+  assign \$43  = \$37  & \$42 ;
+  assign \$44  = r_dtype == 2'h3;
+  assign \$45  = r_a_f7_lo | r_a_f3_lo;
+  assign \$46  = r_a_e5_lo & \$45 ;
+  assign \$47  = r_b_f7_lo | r_b_f3_lo;
+  assign \$48  = r_b_e5_lo & \$47 ;
+  assign \$49  = \$46  | \$48 ;
+  assign \$50  = \$44  & \$49 ;
+  assign \$51  = \$43  | \$50 ;
+  assign \$52  = r_dtype == 2'h2;
+  assign \$53  = r_a_e8_lo & r_a_f7_lo;
+  assign \$54  = r_b_e8_lo & r_b_f7_lo;
+  assign \$55  = \$53  | \$54 ;
+  assign \$56  = \$52  & \$55 ;
+  assign \$57  = \$51  | \$56 ;
+  assign \$58  = ~ r_pass_a;
+  assign \$59  = \$57  & \$58 ;
+  assign \$60  = r_dtype == 1'h1;
+  assign \$61  = r_a_f7_hi | r_a_any_lo;
+  assign \$62  = r_a_e8_hi & \$61 ;
+  assign \$63  = r_b_f7_hi | r_b_any_lo;
+  assign \$64  = r_b_e8_hi & \$63 ;
+  assign \$65  = \$62  | \$64 ;
+  assign \$66  = \$60  & \$65 ;
+  assign \$67  = r_dtype == 2'h3;
+  assign \$68  = r_a_f7_hi | r_a_f3_hi;
+  assign \$69  = r_a_e5_hi & \$68 ;
+  assign \$70  = r_b_f7_hi | r_b_f3_hi;
+  assign \$71  = r_b_e5_hi & \$70 ;
+  assign \$72  = \$69  | \$71 ;
+  assign \$73  = \$67  & \$72 ;
+  assign \$74  = \$66  | \$73 ;
+  assign \$75  = r_dtype == 2'h2;
+  assign \$76  = r_a_e8_hi & r_a_f7_hi;
+  assign \$77  = r_b_e8_hi & r_b_f7_hi;
+  assign \$78  = \$76  | \$77 ;
+  assign \$79  = \$75  & \$78 ;
+  assign \$80  = \$74  | \$79 ;
+  assign \$81  = ~ r_pass_a;
+  assign \$82  = \$80  & \$81 ;
+  assign wide = ~ in_dtype[1];
+  assign is_float = | in_dtype;
+  assign \$83  = ~ r_b[31];
+  assign \$84  = r_a[31] & \$83 ;
+  assign \$85  = r_a[31] ^ r_b[31];
+  assign \$86  = ~ \$85 ;
+  assign \$87  = r_a[31] & r_is_float;
+  assign \$88  = ~ r_b_gt_hi_h;
+  assign \$89  = \$88  & r_a_gt_hi_l;
+  assign \$90  = r_a_gt_hi_h | \$89 ;
+  assign \$91  = ~ r_a_gt_hi_h;
+  assign \$92  = \$91  & r_b_gt_hi_l;
+  assign \$93  = r_b_gt_hi_h | \$92 ;
+  assign \$94  = ~ \$93 ;
+  assign \$95  = ~ r_b_gt_hi_h;
+  assign \$96  = \$95  & r_a_gt_hi_l;
+  assign \$97  = r_a_gt_hi_h | \$96 ;
+  assign \$98  = ~ \$97 ;
+  assign \$99  = \$94  & \$98 ;
+  assign \$100  = ~ r_b[15];
+  assign \$101  = r_a[15] & \$100 ;
+  assign \$102  = r_a[15] ^ r_b[15];
+  assign \$103  = ~ \$102 ;
+  assign \$104  = ~ r_b_gt_lo_h;
+  assign \$105  = \$104  & r_a_gt_lo_l;
+  assign \$106  = r_a_gt_lo_h | \$105 ;
+  assign \$107  = \$103  & \$106 ;
+  assign \$108  = \$101  | \$107 ;
+  assign \$109  = \$99  & \$108 ;
+  assign \$110  = \$90  | \$109 ;
+  assign \$111  = ~ r_a_gt_hi_h;
+  assign \$112  = \$111  & r_b_gt_hi_l;
+  assign \$113  = r_b_gt_hi_h | \$112 ;
+  assign \$114  = ~ r_a_gt_hi_h;
+  assign \$115  = \$114  & r_b_gt_hi_l;
+  assign \$116  = r_b_gt_hi_h | \$115 ;
+  assign \$117  = ~ \$116 ;
+  assign \$118  = ~ r_b_gt_hi_h;
+  assign \$119  = \$118  & r_a_gt_hi_l;
+  assign \$120  = r_a_gt_hi_h | \$119 ;
+  assign \$121  = ~ \$120 ;
+  assign \$122  = \$117  & \$121 ;
+  assign \$123  = ~ r_a[15];
+  assign \$124  = r_b[15] & \$123 ;
+  assign \$125  = r_a[15] ^ r_b[15];
+  assign \$126  = ~ \$125 ;
+  assign \$127  = ~ r_a_gt_lo_h;
+  assign \$128  = \$127  & r_b_gt_lo_l;
+  assign \$129  = r_b_gt_lo_h | \$128 ;
+  assign \$130  = \$126  & \$129 ;
+  assign \$131  = \$124  | \$130 ;
+  assign \$132  = \$122  & \$131 ;
+  assign \$133  = \$113  | \$132 ;
+  assign \$134  = \$87  ? \$110  : \$133 ;
+  assign \$135  = \$86  & \$134 ;
+  assign \$136  = \$84  | \$135 ;
+  assign \$137  = ~ r_b[31];
+  assign \$138  = r_a[31] & \$137 ;
+  assign \$139  = r_a[31] ^ r_b[31];
+  assign \$140  = ~ \$139 ;
+  assign \$142  = ~ r_b_gt_hi_h;
+  assign \$143  = \$142  & r_a_gt_hi_l;
+  assign \$144  = r_a_gt_hi_h | \$143 ;
+  assign \$145  = ~ r_a_gt_hi_h;
+  assign \$146  = \$145  & r_b_gt_hi_l;
+  assign \$147  = r_b_gt_hi_h | \$146 ;
+  assign \$148  = \$141  ? \$144  : \$147 ;
+  assign \$149  = \$140  & \$148 ;
+  assign \$150  = \$138  | \$149 ;
+  assign less_hi = r_wide ? \$136  : \$150 ;
+  assign \$151  = ~ r_b[31];
+  assign \$152  = r_a[31] & \$151 ;
+  assign \$153  = r_a[31] ^ r_b[31];
+  assign \$154  = ~ \$153 ;
+  assign \$155  = r_a[31] & r_is_float;
+  assign \$156  = ~ r_b_gt_hi_h;
+  assign \$157  = \$156  & r_a_gt_hi_l;
+  assign \$158  = r_a_gt_hi_h | \$157 ;
+  assign \$159  = ~ r_a_gt_hi_h;
+  assign \$160  = \$159  & r_b_gt_hi_l;
+  assign \$161  = r_b_gt_hi_h | \$160 ;
+  assign \$162  = ~ \$161 ;
+  assign \$163  = ~ r_b_gt_hi_h;
+  assign \$164  = \$163  & r_a_gt_hi_l;
+  assign \$165  = r_a_gt_hi_h | \$164 ;
+  assign \$166  = ~ \$165 ;
+  assign \$167  = \$162  & \$166 ;
+  assign \$168  = ~ r_b[15];
+  assign \$169  = r_a[15] & \$168 ;
+  assign \$170  = r_a[15] ^ r_b[15];
+  assign \$171  = ~ \$170 ;
+  assign \$172  = ~ r_b_gt_lo_h;
+  assign \$173  = \$172  & r_a_gt_lo_l;
+  assign \$174  = r_a_gt_lo_h | \$173 ;
+  assign \$175  = \$171  & \$174 ;
+  assign \$176  = \$169  | \$175 ;
+  assign \$177  = \$167  & \$176 ;
+  assign \$178  = \$158  | \$177 ;
+  assign \$179  = ~ r_a_gt_hi_h;
+  assign \$180  = \$179  & r_b_gt_hi_l;
+  assign \$181  = r_b_gt_hi_h | \$180 ;
+  assign \$182  = ~ r_a_gt_hi_h;
+  assign \$183  = \$182  & r_b_gt_hi_l;
+  assign \$184  = r_b_gt_hi_h | \$183 ;
+  assign \$185  = ~ \$184 ;
+  assign \$186  = ~ r_b_gt_hi_h;
+  assign \$187  = \$186  & r_a_gt_hi_l;
+  assign \$188  = r_a_gt_hi_h | \$187 ;
+  assign \$189  = ~ \$188 ;
+  assign \$190  = \$185  & \$189 ;
+  assign \$191  = ~ r_a[15];
+  assign \$192  = r_b[15] & \$191 ;
+  assign \$193  = r_a[15] ^ r_b[15];
+  assign \$194  = ~ \$193 ;
+  assign \$195  = ~ r_a_gt_lo_h;
+  assign \$196  = \$195  & r_b_gt_lo_l;
+  assign \$197  = r_b_gt_lo_h | \$196 ;
+  assign \$198  = \$194  & \$197 ;
+  assign \$199  = \$192  | \$198 ;
+  assign \$200  = \$190  & \$199 ;
+  assign \$201  = \$181  | \$200 ;
+  assign \$202  = \$155  ? \$178  : \$201 ;
+  assign \$203  = \$154  & \$202 ;
+  assign \$204  = \$152  | \$203 ;
+  assign \$205  = ~ r_b[15];
+  assign \$206  = r_a[15] & \$205 ;
+  assign \$207  = r_a[15] ^ r_b[15];
+  assign \$208  = ~ \$207 ;
+  assign \$210  = ~ r_b_gt_lo_h;
+  assign \$211  = \$210  & r_a_gt_lo_l;
+  assign \$212  = r_a_gt_lo_h | \$211 ;
+  assign \$213  = ~ r_a_gt_lo_h;
+  assign \$214  = \$213  & r_b_gt_lo_l;
+  assign \$215  = r_b_gt_lo_h | \$214 ;
+  assign \$216  = \$209  ? \$212  : \$215 ;
+  assign \$217  = \$208  & \$216 ;
+  assign \$218  = \$206  | \$217 ;
+  assign less_lo = r_wide ? \$204  : \$218 ;
+  assign \$219  = rr_pick_b_lo ? rr_b[15:0] : rr_a[15:0];
+  assign \$220  = rr_pick_b_hi ? rr_b[31:16] : rr_a[31:16];
+  assign \$221  = rr_nan_lo ? rr_nan_word[15:0] : \$219 ;
+  assign \$222  = rr_nan_hi ? rr_nan_word[31:16] : \$220 ;
   always @(posedge clk)
-    r_a_key <= \$91 ;
+    in_a <= \$223 ;
   always @(posedge clk)
-    r_b_key <= \$92 ;
+    in_b <= \$224 ;
   always @(posedge clk)
-    r_wide <= \$93 ;
+    in_dtype <= \$225 ;
   always @(posedge clk)
-    r_is_max <= \$94 ;
+    in_is_max <= \$226 ;
   always @(posedge clk)
-    r_a <= \$95 ;
+    in_pass_a <= \$227 ;
   always @(posedge clk)
-    r_b <= \$96 ;
+    in_valid <= \$228 ;
   always @(posedge clk)
-    rr_pick_b_lo <= \$97 ;
+    r_b_gt_lo_h <= \$229 ;
   always @(posedge clk)
-    rr_pick_b_hi <= \$98 ;
+    r_a_gt_lo_h <= \$230 ;
   always @(posedge clk)
-    rr_a <= \$99 ;
+    r_b_gt_lo_l <= \$231 ;
   always @(posedge clk)
-    rr_b <= \$100 ;
+    r_a_gt_lo_l <= \$232 ;
   always @(posedge clk)
-    r_nan_lo <= \$101 ;
+    r_b_gt_hi_h <= \$233 ;
   always @(posedge clk)
-    r_nan_hi <= \$102 ;
+    r_a_gt_hi_h <= \$234 ;
   always @(posedge clk)
-    r_nan_word <= \$103 ;
+    r_b_gt_hi_l <= \$235 ;
   always @(posedge clk)
-    rr_nan_lo <= \$104 ;
+    r_a_gt_hi_l <= \$236 ;
   always @(posedge clk)
-    rr_nan_hi <= \$105 ;
+    r_wide <= \$237 ;
   always @(posedge clk)
-    rr_nan_word <= \$106 ;
+    r_is_max <= \$238 ;
+  always @(posedge clk)
+    r_pass_a <= \$239 ;
+  always @(posedge clk)
+    r_is_float <= \$240 ;
+  always @(posedge clk)
+    r_a <= \$241 ;
+  always @(posedge clk)
+    r_b <= \$242 ;
+  always @(posedge clk)
+    r_a_e8_lo <= \$243 ;
+  always @(posedge clk)
+    r_a_e5_lo <= \$244 ;
+  always @(posedge clk)
+    r_a_f7_lo <= \$245 ;
+  always @(posedge clk)
+    r_a_f3_lo <= \$246 ;
+  always @(posedge clk)
+    r_a_e8_hi <= \$247 ;
+  always @(posedge clk)
+    r_a_e5_hi <= \$248 ;
+  always @(posedge clk)
+    r_a_f7_hi <= \$249 ;
+  always @(posedge clk)
+    r_a_f3_hi <= \$250 ;
+  always @(posedge clk)
+    r_a_any_lo <= \$251 ;
+  always @(posedge clk)
+    r_b_e8_lo <= \$252 ;
+  always @(posedge clk)
+    r_b_e5_lo <= \$253 ;
+  always @(posedge clk)
+    r_b_f7_lo <= \$254 ;
+  always @(posedge clk)
+    r_b_f3_lo <= \$255 ;
+  always @(posedge clk)
+    r_b_e8_hi <= \$256 ;
+  always @(posedge clk)
+    r_b_e5_hi <= \$257 ;
+  always @(posedge clk)
+    r_b_f7_hi <= \$258 ;
+  always @(posedge clk)
+    r_b_f3_hi <= \$259 ;
+  always @(posedge clk)
+    r_b_any_lo <= \$260 ;
+  always @(posedge clk)
+    r_dtype <= \$261 ;
+  always @(posedge clk)
+    r_nan_word <= \$262 ;
+  always @(posedge clk)
+    rr_pick_b_lo <= \$263 ;
+  always @(posedge clk)
+    rr_pick_b_hi <= \$264 ;
+  always @(posedge clk)
+    rr_a <= \$265 ;
+  always @(posedge clk)
+    rr_b <= \$266 ;
+  always @(posedge clk)
+    rr_nan_lo <= \$267 ;
+  always @(posedge clk)
+    rr_nan_hi <= \$268 ;
+  always @(posedge clk)
+    rr_nan_word <= \$269 ;
+  always @(posedge clk)
+    r_valid <= \$270 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$91  = r_a_key;
-    if (busy) begin
-      \$91  = { \$17 , \$14  };
-    end
+    \$223  = a;
     if (rst) begin
-      \$91  = 32'd0;
+      \$223  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$92  = r_b_key;
-    if (busy) begin
-      \$92  = { \$26 , \$23  };
-    end
+    \$224  = b;
     if (rst) begin
-      \$92  = 32'd0;
+      \$224  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$93  = r_wide;
-    if (busy) begin
-      \$93  = wide;
-    end
+    \$225  = dtype;
     if (rst) begin
-      \$93  = 1'h0;
+      \$225  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$94  = r_is_max;
-    if (busy) begin
-      \$94  = is_max;
-    end
+    \$226  = is_max;
     if (rst) begin
-      \$94  = 1'h0;
+      \$226  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$95  = r_a;
-    if (busy) begin
-      \$95  = a;
-    end
+    \$227  = pass_a;
     if (rst) begin
-      \$95  = 32'd0;
+      \$227  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$96  = r_b;
-    if (busy) begin
-      \$96  = b;
-    end
+    \$228  = valid;
     if (rst) begin
-      \$96  = 32'd0;
+      \$228  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$97  = rr_pick_b_lo;
-    if (busy) begin
-      \$97  = \$27 ;
+    \$229  = r_b_gt_lo_h;
+    if (in_valid) begin
+      \$229  = \$1 ;
     end
     if (rst) begin
-      \$97  = 1'h0;
+      \$229  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$98  = rr_pick_b_hi;
-    if (busy) begin
-      \$98  = \$28 ;
+    \$230  = r_a_gt_lo_h;
+    if (in_valid) begin
+      \$230  = \$2 ;
     end
     if (rst) begin
-      \$98  = 1'h0;
+      \$230  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$99  = rr_a;
-    if (busy) begin
-      \$99  = r_a;
+    \$231  = r_b_gt_lo_l;
+    if (in_valid) begin
+      \$231  = \$3 ;
     end
     if (rst) begin
-      \$99  = 32'd0;
+      \$231  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$100  = rr_b;
-    if (busy) begin
-      \$100  = r_b;
+    \$232  = r_a_gt_lo_l;
+    if (in_valid) begin
+      \$232  = \$4 ;
     end
     if (rst) begin
-      \$100  = 32'd0;
+      \$232  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$101  = r_nan_lo;
-    if (busy) begin
-      \$101  = \$57 ;
+    \$233  = r_b_gt_hi_h;
+    if (in_valid) begin
+      \$233  = \$5 ;
     end
     if (rst) begin
-      \$101  = 1'h0;
+      \$233  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$102  = r_nan_hi;
-    if (busy) begin
-      \$102  = \$86 ;
+    \$234  = r_a_gt_hi_h;
+    if (in_valid) begin
+      \$234  = \$6 ;
     end
     if (rst) begin
-      \$102  = 1'h0;
+      \$234  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$103  = r_nan_word;
-    if (busy) begin
-      \$103  = { 1'h0, \$90  };
+    \$235  = r_b_gt_hi_l;
+    if (in_valid) begin
+      \$235  = \$7 ;
     end
     if (rst) begin
-      \$103  = 32'd0;
+      \$235  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$104  = rr_nan_lo;
-    if (busy) begin
-      \$104  = r_nan_lo;
+    \$236  = r_a_gt_hi_l;
+    if (in_valid) begin
+      \$236  = \$8 ;
     end
     if (rst) begin
-      \$104  = 1'h0;
+      \$236  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$105  = rr_nan_hi;
-    if (busy) begin
-      \$105  = r_nan_hi;
+    \$237  = r_wide;
+    if (in_valid) begin
+      \$237  = wide;
     end
     if (rst) begin
-      \$105  = 1'h0;
+      \$237  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$106  = rr_nan_word;
-    if (busy) begin
-      \$106  = r_nan_word;
+    \$238  = r_is_max;
+    if (in_valid) begin
+      \$238  = in_is_max;
     end
     if (rst) begin
-      \$106  = 32'd0;
+      \$238  = 1'h0;
     end
   end
-  assign picked = { \$6 , \$5  };
-  assign result = { \$8 , \$7  };
-  assign \port$2348$0  = \$7 ;
-  assign \port$2349$0  = \$8 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$239  = r_pass_a;
+    if (in_valid) begin
+      \$239  = in_pass_a;
+    end
+    if (rst) begin
+      \$239  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$240  = r_is_float;
+    if (in_valid) begin
+      \$240  = is_float;
+    end
+    if (rst) begin
+      \$240  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$241  = r_a;
+    if (in_valid) begin
+      \$241  = in_a;
+    end
+    if (rst) begin
+      \$241  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$242  = r_b;
+    if (in_valid) begin
+      \$242  = in_b;
+    end
+    if (rst) begin
+      \$242  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$243  = r_a_e8_lo;
+    if (in_valid) begin
+      \$243  = \$9 ;
+    end
+    if (rst) begin
+      \$243  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$244  = r_a_e5_lo;
+    if (in_valid) begin
+      \$244  = \$10 ;
+    end
+    if (rst) begin
+      \$244  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$245  = r_a_f7_lo;
+    if (in_valid) begin
+      \$245  = \$11 ;
+    end
+    if (rst) begin
+      \$245  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$246  = r_a_f3_lo;
+    if (in_valid) begin
+      \$246  = \$12 ;
+    end
+    if (rst) begin
+      \$246  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$247  = r_a_e8_hi;
+    if (in_valid) begin
+      \$247  = \$13 ;
+    end
+    if (rst) begin
+      \$247  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$248  = r_a_e5_hi;
+    if (in_valid) begin
+      \$248  = \$14 ;
+    end
+    if (rst) begin
+      \$248  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$249  = r_a_f7_hi;
+    if (in_valid) begin
+      \$249  = \$15 ;
+    end
+    if (rst) begin
+      \$249  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$250  = r_a_f3_hi;
+    if (in_valid) begin
+      \$250  = \$16 ;
+    end
+    if (rst) begin
+      \$250  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$251  = r_a_any_lo;
+    if (in_valid) begin
+      \$251  = \$17 ;
+    end
+    if (rst) begin
+      \$251  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$252  = r_b_e8_lo;
+    if (in_valid) begin
+      \$252  = \$18 ;
+    end
+    if (rst) begin
+      \$252  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$253  = r_b_e5_lo;
+    if (in_valid) begin
+      \$253  = \$19 ;
+    end
+    if (rst) begin
+      \$253  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$254  = r_b_f7_lo;
+    if (in_valid) begin
+      \$254  = \$20 ;
+    end
+    if (rst) begin
+      \$254  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$255  = r_b_f3_lo;
+    if (in_valid) begin
+      \$255  = \$21 ;
+    end
+    if (rst) begin
+      \$255  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$256  = r_b_e8_hi;
+    if (in_valid) begin
+      \$256  = \$22 ;
+    end
+    if (rst) begin
+      \$256  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$257  = r_b_e5_hi;
+    if (in_valid) begin
+      \$257  = \$23 ;
+    end
+    if (rst) begin
+      \$257  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$258  = r_b_f7_hi;
+    if (in_valid) begin
+      \$258  = \$24 ;
+    end
+    if (rst) begin
+      \$258  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$259  = r_b_f3_hi;
+    if (in_valid) begin
+      \$259  = \$25 ;
+    end
+    if (rst) begin
+      \$259  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$260  = r_b_any_lo;
+    if (in_valid) begin
+      \$260  = \$26 ;
+    end
+    if (rst) begin
+      \$260  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$261  = r_dtype;
+    if (in_valid) begin
+      \$261  = in_dtype;
+    end
+    if (rst) begin
+      \$261  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$262  = r_nan_word;
+    if (in_valid) begin
+      \$262  = { 1'h0, \$30  };
+    end
+    if (rst) begin
+      \$262  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$263  = rr_pick_b_lo;
+    if (r_valid) begin
+      \$263  = \$33 ;
+    end
+    if (rst) begin
+      \$263  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$264  = rr_pick_b_hi;
+    if (r_valid) begin
+      \$264  = \$36 ;
+    end
+    if (rst) begin
+      \$264  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$265  = rr_a;
+    if (r_valid) begin
+      \$265  = r_a;
+    end
+    if (rst) begin
+      \$265  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$266  = rr_b;
+    if (r_valid) begin
+      \$266  = r_b;
+    end
+    if (rst) begin
+      \$266  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$267  = rr_nan_lo;
+    if (r_valid) begin
+      \$267  = \$59 ;
+    end
+    if (rst) begin
+      \$267  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$268  = rr_nan_hi;
+    if (r_valid) begin
+      \$268  = \$82 ;
+    end
+    if (rst) begin
+      \$268  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$269  = rr_nan_word;
+    if (r_valid) begin
+      \$269  = r_nan_word;
+    end
+    if (rst) begin
+      \$269  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$270  = in_valid;
+    if (rst) begin
+      \$270  = 1'h1;
+    end
+  end
+  assign picked = { \$220 , \$219  };
+  assign result = { \$222 , \$221  };
+  assign \port$2963$0  = \$221 ;
+  assign \port$2964$0  = \$222 ;
+  assign \$209  = r_a[15];
+  assign \$141  = r_a[31];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane3 (rst, \result$57 , a, \port$3291$224 , busy, clk);
+module \ace_alu_array_small.array.lane3 (rst, valid, \result$73 , a, \port$3969$224 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$12  = 0;
   wire \$1 ;
-  wire \$10 ;
-  reg [31:0] \$11 ;
+  reg [1:0] \$10 ;
+  reg \$11 ;
   reg [31:0] \$12 ;
-  reg [1:0] \$13 ;
-  reg [1:0] \$14 ;
-  reg [31:0] \$15 ;
-  reg \$16 ;
+  reg \$13 ;
+  reg \$14 ;
+  reg \$15 ;
+  reg [31:0] \$16 ;
   reg \$17 ;
-  reg [31:0] \$18 ;
+  reg \$18 ;
   reg \$19 ;
-  wire \$2 ;
-  reg \$20 ;
-  reg [31:0] \$21 ;
+  wire [31:0] \$2 ;
+  reg [31:0] \$20 ;
+  reg \$21 ;
   reg \$22 ;
   reg \$23 ;
   reg [31:0] \$24 ;
   reg \$25 ;
   reg \$26 ;
-  reg [31:0] \$27 ;
-  reg \$28 ;
+  reg \$27 ;
+  reg [31:0] \$28 ;
   reg \$29 ;
-  wire \$3 ;
-  reg [31:0] \$30 ;
+  wire [32:0] \$3 ;
+  reg \$30 ;
   reg \$31 ;
-  reg \$32 ;
-  reg [31:0] \$33 ;
+  reg [31:0] \$32 ;
+  reg \$33 ;
   reg \$34 ;
   reg \$35 ;
   reg [31:0] \$36 ;
   reg \$37 ;
   reg \$38 ;
-  reg [31:0] \$39 ;
-  wire [31:0] \$4 ;
-  reg \$40 ;
+  reg \$39 ;
+  wire \$4 ;
+  reg [31:0] \$40 ;
   reg \$41 ;
-  reg [31:0] \$42 ;
+  reg \$42 ;
   reg \$43 ;
-  reg \$44 ;
-  reg [31:0] \$45 ;
+  reg [31:0] \$44 ;
+  reg \$45 ;
   reg \$46 ;
   reg \$47 ;
   reg [31:0] \$48 ;
   reg \$49 ;
   wire \$5 ;
   reg \$50 ;
-  wire [15:0] \$51 ;
-  wire [15:0] \$52 ;
-  wire [32:0] \$6 ;
-  wire [32:0] \$7 ;
-  wire \$8 ;
-  wire \$9 ;
+  reg \$51 ;
+  reg [31:0] \$52 ;
+  reg \$53 ;
+  reg \$54 ;
+  reg \$55 ;
+  reg [31:0] \$56 ;
+  reg \$57 ;
+  reg \$58 ;
+  reg \$59 ;
+  wire \$6 ;
+  wire [15:0] \$60 ;
+  wire [15:0] \$61 ;
+  reg [31:0] \$7 ;
+  reg [31:0] \$8 ;
+  reg [1:0] \$9 ;
   input [31:0] a;
   wire [31:0] a;
-  (* init = 32'd0 *)
-  wire [31:0] \a$50 ;
-  (* init = 32'd0 *)
-  wire [31:0] \a$53 ;
+  wire [31:0] \a$63 ;
+  wire [31:0] \a$66 ;
   wire [31:0] b;
-  (* init = 32'd0 *)
-  wire [31:0] \b$51 ;
-  (* init = 32'd0 *)
-  wire [31:0] \b$54 ;
-  input busy;
-  wire busy;
+  wire [31:0] \b$64 ;
+  wire [31:0] \b$67 ;
   input clk;
   wire clk;
   reg d10_fp_sum = 1'h0;
   reg d10_minmax = 1'h0;
   reg [31:0] d10_simple = 32'd0;
+  reg d10_valid = 1'h1;
   reg d11_fp_sum = 1'h0;
   reg d11_minmax = 1'h0;
   reg [31:0] d11_simple = 32'd0;
+  reg d11_valid = 1'h1;
   reg d12_fp_sum = 1'h0;
   reg d12_minmax = 1'h0;
   reg [31:0] d12_simple = 32'd0;
+  reg d12_valid = 1'h1;
   reg d1_fp_sum = 1'h0;
   reg d1_minmax = 1'h0;
   reg [31:0] d1_simple = 32'd0;
+  reg d1_valid = 1'h1;
   reg d2_fp_sum = 1'h0;
   reg d2_minmax = 1'h0;
   reg [31:0] d2_simple = 32'd0;
+  reg d2_valid = 1'h1;
   reg d3_fp_sum = 1'h0;
   reg d3_minmax = 1'h0;
   reg [31:0] d3_simple = 32'd0;
+  reg d3_valid = 1'h1;
   reg d4_fp_sum = 1'h0;
   reg d4_minmax = 1'h0;
   reg [31:0] d4_simple = 32'd0;
+  reg d4_valid = 1'h1;
   reg d5_fp_sum = 1'h0;
   reg d5_minmax = 1'h0;
   reg [31:0] d5_simple = 32'd0;
+  reg d5_valid = 1'h1;
   reg d6_fp_sum = 1'h0;
   reg d6_minmax = 1'h0;
   reg [31:0] d6_simple = 32'd0;
+  reg d6_valid = 1'h1;
   reg d7_fp_sum = 1'h0;
   reg d7_minmax = 1'h0;
   reg [31:0] d7_simple = 32'd0;
+  reg d7_valid = 1'h1;
   reg d8_fp_sum = 1'h0;
   reg d8_minmax = 1'h0;
   reg [31:0] d8_simple = 32'd0;
+  reg d8_valid = 1'h1;
   reg d9_fp_sum = 1'h0;
   reg d9_minmax = 1'h0;
   reg [31:0] d9_simple = 32'd0;
+  reg d9_valid = 1'h1;
   wire [31:0] direct;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
@@ -13448,15 +16994,13 @@ module \ace_alu_array_small.array.lane3 (rst, \result$57 , a, \port$3291$224 , b
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
-  (* init = 2'h0 *)
-  wire [1:0] \dtype$52 ;
+  wire [1:0] \dtype$65 ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
-  (* init = 2'h0 *)
-  wire [1:0] \dtype$55 ;
+  wire [1:0] \dtype$68 ;
   wire fp_sum;
   wire is_max;
   (* enum_base_type = "ReduceOp" *)
@@ -13465,12 +17009,13 @@ module \ace_alu_array_small.array.lane3 (rst, \result$57 , a, \port$3291$224 , b
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [35:0] \port$3291$224 ;
-  wire [35:0] \port$3291$224 ;
+  wire pass_a;
+  input [35:0] \port$3969$224 ;
+  wire [35:0] \port$3969$224 ;
   wire [31:0] result;
-  output [31:0] \result$57 ;
-  wire [31:0] \result$57 ;
-  wire [31:0] \result$58 ;
+  output [31:0] \result$73 ;
+  wire [31:0] \result$73 ;
+  wire [31:0] \result$74 ;
   input rst;
   wire rst;
   reg [31:0] s0_a = 32'd0;
@@ -13487,91 +17032,17 @@ module \ace_alu_array_small.array.lane3 (rst, \result$57 , a, \port$3291$224 , b
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   reg [1:0] s0_op = 2'h0;
+  reg s0_valid = 1'h1;
+  input valid;
+  wire valid;
+  wire \valid$71 ;
+  wire \valid$72 ;
   always @(posedge clk)
-    d5_fp_sum <= \$28 ;
+    d3_fp_sum <= \$21 ;
   always @(posedge clk)
-    d5_minmax <= \$29 ;
+    d3_minmax <= \$22 ;
   always @(posedge clk)
-    d6_simple <= \$30 ;
-  always @(posedge clk)
-    d6_fp_sum <= \$31 ;
-  always @(posedge clk)
-    d6_minmax <= \$32 ;
-  always @(posedge clk)
-    d7_simple <= \$33 ;
-  always @(posedge clk)
-    d7_fp_sum <= \$34 ;
-  always @(posedge clk)
-    d7_minmax <= \$35 ;
-  always @(posedge clk)
-    d8_simple <= \$36 ;
-  always @(posedge clk)
-    d8_fp_sum <= \$37 ;
-  always @(posedge clk)
-    d8_minmax <= \$38 ;
-  always @(posedge clk)
-    d9_simple <= \$39 ;
-  always @(posedge clk)
-    d9_fp_sum <= \$40 ;
-  always @(posedge clk)
-    d9_minmax <= \$41 ;
-  always @(posedge clk)
-    d10_simple <= \$42 ;
-  always @(posedge clk)
-    d10_fp_sum <= \$43 ;
-  always @(posedge clk)
-    d10_minmax <= \$44 ;
-  always @(posedge clk)
-    d11_simple <= \$45 ;
-  always @(posedge clk)
-    d11_fp_sum <= \$46 ;
-  always @(posedge clk)
-    d11_minmax <= \$47 ;
-  always @(posedge clk)
-    d12_simple <= \$48 ;
-  always @(posedge clk)
-    d12_fp_sum <= \$49 ;
-  always @(posedge clk)
-    d12_minmax <= \$50 ;
-  assign \$1  = s0_op == 1'h1;
-  assign \$2  = s0_op == 2'h2;
-  assign \$3  = \$1  | \$2 ;
-  assign \$4  = d2_minmax ? { \$52 , \$51  } : d2_simple;
-  assign is_max = s0_op == 1'h1;
-  assign \$5  = s0_op == 2'h3;
-  assign \$6  = s0_a + s0_b;
-  assign \$7  = \$5  ? { 1'h0, s0_a } : \$6 ;
-  assign \$8  = | s0_op;
-  assign \$9  = ~ \$8 ;
-  assign \$10  = | s0_dtype;
-  assign fp_sum = \$9  & \$10 ;
-  assign \result$57  = d12_fp_sum ? \result$58  : d12_simple;
-  always @(posedge clk)
-    s0_a <= \$11 ;
-  always @(posedge clk)
-    s0_b <= \$12 ;
-  always @(posedge clk)
-    s0_op <= \$13 ;
-  always @(posedge clk)
-    s0_dtype <= \$14 ;
-  always @(posedge clk)
-    d1_simple <= \$15 ;
-  always @(posedge clk)
-    d1_fp_sum <= \$16 ;
-  always @(posedge clk)
-    d1_minmax <= \$17 ;
-  always @(posedge clk)
-    d2_simple <= \$18 ;
-  always @(posedge clk)
-    d2_fp_sum <= \$19 ;
-  always @(posedge clk)
-    d2_minmax <= \$20 ;
-  always @(posedge clk)
-    d3_simple <= \$21 ;
-  always @(posedge clk)
-    d3_fp_sum <= \$22 ;
-  always @(posedge clk)
-    d3_minmax <= \$23 ;
+    d3_valid <= \$23 ;
   always @(posedge clk)
     d4_simple <= \$24 ;
   always @(posedge clk)
@@ -13579,360 +17050,145 @@ module \ace_alu_array_small.array.lane3 (rst, \result$57 , a, \port$3291$224 , b
   always @(posedge clk)
     d4_minmax <= \$26 ;
   always @(posedge clk)
-    d5_simple <= \$27 ;
+    d4_valid <= \$27 ;
+  always @(posedge clk)
+    d5_simple <= \$28 ;
+  always @(posedge clk)
+    d5_fp_sum <= \$29 ;
+  always @(posedge clk)
+    d5_minmax <= \$30 ;
+  always @(posedge clk)
+    d5_valid <= \$31 ;
+  always @(posedge clk)
+    d6_simple <= \$32 ;
+  always @(posedge clk)
+    d6_fp_sum <= \$33 ;
+  always @(posedge clk)
+    d6_minmax <= \$34 ;
+  always @(posedge clk)
+    d6_valid <= \$35 ;
+  always @(posedge clk)
+    d7_simple <= \$36 ;
+  always @(posedge clk)
+    d7_fp_sum <= \$37 ;
+  always @(posedge clk)
+    d7_minmax <= \$38 ;
+  always @(posedge clk)
+    d7_valid <= \$39 ;
+  always @(posedge clk)
+    d8_simple <= \$40 ;
+  always @(posedge clk)
+    d8_fp_sum <= \$41 ;
+  always @(posedge clk)
+    d8_minmax <= \$42 ;
+  always @(posedge clk)
+    d8_valid <= \$43 ;
+  always @(posedge clk)
+    d9_simple <= \$44 ;
+  always @(posedge clk)
+    d9_fp_sum <= \$45 ;
+  always @(posedge clk)
+    d9_minmax <= \$46 ;
+  always @(posedge clk)
+    d9_valid <= \$47 ;
+  always @(posedge clk)
+    d10_simple <= \$48 ;
+  always @(posedge clk)
+    d10_fp_sum <= \$49 ;
+  always @(posedge clk)
+    d10_minmax <= \$50 ;
+  always @(posedge clk)
+    d10_valid <= \$51 ;
+  always @(posedge clk)
+    d11_simple <= \$52 ;
+  always @(posedge clk)
+    d11_fp_sum <= \$53 ;
+  always @(posedge clk)
+    d11_minmax <= \$54 ;
+  always @(posedge clk)
+    d11_valid <= \$55 ;
+  always @(posedge clk)
+    d12_simple <= \$56 ;
+  always @(posedge clk)
+    d12_fp_sum <= \$57 ;
+  always @(posedge clk)
+    d12_minmax <= \$58 ;
+  always @(posedge clk)
+    d12_valid <= \$59 ;
+  assign \$1  = | s0_op;
+  assign \$2  = d2_minmax ? { \$61 , \$60  } : d2_simple;
+  assign is_max = \port$3969$224 [33:32] == 1'h1;
+  assign pass_a = \port$3969$224 [33:32] == 2'h3;
+  assign \$3  = s0_a + s0_b;
+  assign \$4  = | s0_op;
+  assign \$5  = ~ \$4 ;
+  assign \$6  = | s0_dtype;
+  assign fp_sum = \$5  & \$6 ;
+  assign \result$73  = d12_fp_sum ? \result$74  : d12_simple;
+  always @(posedge clk)
+    s0_a <= \$7 ;
+  always @(posedge clk)
+    s0_b <= \$8 ;
+  always @(posedge clk)
+    s0_op <= \$9 ;
+  always @(posedge clk)
+    s0_dtype <= \$10 ;
+  always @(posedge clk)
+    s0_valid <= \$11 ;
+  always @(posedge clk)
+    d1_simple <= \$12 ;
+  always @(posedge clk)
+    d1_fp_sum <= \$13 ;
+  always @(posedge clk)
+    d1_minmax <= \$14 ;
+  always @(posedge clk)
+    d1_valid <= \$15 ;
+  always @(posedge clk)
+    d2_simple <= \$16 ;
+  always @(posedge clk)
+    d2_fp_sum <= \$17 ;
+  always @(posedge clk)
+    d2_minmax <= \$18 ;
+  always @(posedge clk)
+    d2_valid <= \$19 ;
+  always @(posedge clk)
+    d3_simple <= \$20 ;
   \ace_alu_array_small.array.lane3.adder  adder (
-    .a(s0_a),
-    .b(s0_b),
-    .busy(busy),
+    .a(a),
+    .b(\port$3969$224 [31:0]),
     .clk(clk),
-    .dtype(s0_dtype),
-    .result(\result$58 ),
-    .rst(rst)
+    .dtype(\port$3969$224 [35:34]),
+    .result(\result$74 ),
+    .rst(rst),
+    .valid(valid)
   );
   \ace_alu_array_small.array.lane3.minmax  minmax (
-    .a(s0_a),
-    .b(s0_b),
-    .busy(busy),
+    .a(a),
+    .b(\port$3969$224 [31:0]),
     .clk(clk),
-    .dtype(s0_dtype),
+    .dtype(\port$3969$224 [35:34]),
     .is_max(is_max),
-    .\port$3157$0 (\$51 ),
-    .\port$3158$0 (\$52 ),
-    .rst(rst)
+    .pass_a(pass_a),
+    .\port$3948$0 (\$60 ),
+    .\port$3949$0 (\$61 ),
+    .rst(rst),
+    .valid(valid)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$28  = d5_fp_sum;
-    if (busy) begin
-      \$28  = d4_fp_sum;
+    \$21  = d3_fp_sum;
+    if (d2_valid) begin
+      \$21  = d2_fp_sum;
     end
     if (rst) begin
-      \$28  = 1'h0;
+      \$21  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$29  = d5_minmax;
-    if (busy) begin
-      \$29  = d4_minmax;
-    end
-    if (rst) begin
-      \$29  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$30  = d6_simple;
-    if (busy) begin
-      \$30  = d5_simple;
-    end
-    if (rst) begin
-      \$30  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$31  = d6_fp_sum;
-    if (busy) begin
-      \$31  = d5_fp_sum;
-    end
-    if (rst) begin
-      \$31  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$32  = d6_minmax;
-    if (busy) begin
-      \$32  = d5_minmax;
-    end
-    if (rst) begin
-      \$32  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$33  = d7_simple;
-    if (busy) begin
-      \$33  = d6_simple;
-    end
-    if (rst) begin
-      \$33  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$34  = d7_fp_sum;
-    if (busy) begin
-      \$34  = d6_fp_sum;
-    end
-    if (rst) begin
-      \$34  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$35  = d7_minmax;
-    if (busy) begin
-      \$35  = d6_minmax;
-    end
-    if (rst) begin
-      \$35  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$36  = d8_simple;
-    if (busy) begin
-      \$36  = d7_simple;
-    end
-    if (rst) begin
-      \$36  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$37  = d8_fp_sum;
-    if (busy) begin
-      \$37  = d7_fp_sum;
-    end
-    if (rst) begin
-      \$37  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$38  = d8_minmax;
-    if (busy) begin
-      \$38  = d7_minmax;
-    end
-    if (rst) begin
-      \$38  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$39  = d9_simple;
-    if (busy) begin
-      \$39  = d8_simple;
-    end
-    if (rst) begin
-      \$39  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$40  = d9_fp_sum;
-    if (busy) begin
-      \$40  = d8_fp_sum;
-    end
-    if (rst) begin
-      \$40  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$41  = d9_minmax;
-    if (busy) begin
-      \$41  = d8_minmax;
-    end
-    if (rst) begin
-      \$41  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$42  = d10_simple;
-    if (busy) begin
-      \$42  = d9_simple;
-    end
-    if (rst) begin
-      \$42  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$43  = d10_fp_sum;
-    if (busy) begin
-      \$43  = d9_fp_sum;
-    end
-    if (rst) begin
-      \$43  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$44  = d10_minmax;
-    if (busy) begin
-      \$44  = d9_minmax;
-    end
-    if (rst) begin
-      \$44  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$45  = d11_simple;
-    if (busy) begin
-      \$45  = d10_simple;
-    end
-    if (rst) begin
-      \$45  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$46  = d11_fp_sum;
-    if (busy) begin
-      \$46  = d10_fp_sum;
-    end
-    if (rst) begin
-      \$46  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$47  = d11_minmax;
-    if (busy) begin
-      \$47  = d10_minmax;
-    end
-    if (rst) begin
-      \$47  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$48  = d12_simple;
-    if (busy) begin
-      \$48  = d11_simple;
-    end
-    if (rst) begin
-      \$48  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$49  = d12_fp_sum;
-    if (busy) begin
-      \$49  = d11_fp_sum;
-    end
-    if (rst) begin
-      \$49  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$50  = d12_minmax;
-    if (busy) begin
-      \$50  = d11_minmax;
-    end
-    if (rst) begin
-      \$50  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$11  = a;
-    if (rst) begin
-      \$11  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$12  = \port$3291$224 [31:0];
-    if (rst) begin
-      \$12  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$13  = \port$3291$224 [33:32];
-    if (rst) begin
-      \$13  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$14  = \port$3291$224 [35:34];
-    if (rst) begin
-      \$14  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$15  = d1_simple;
-    if (busy) begin
-      \$15  = \$7 [31:0];
-    end
-    if (rst) begin
-      \$15  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$16  = d1_fp_sum;
-    if (busy) begin
-      \$16  = fp_sum;
-    end
-    if (rst) begin
-      \$16  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$17  = d1_minmax;
-    if (busy) begin
-      \$17  = \$3 ;
-    end
-    if (rst) begin
-      \$17  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$18  = d2_simple;
-    if (busy) begin
-      \$18  = d1_simple;
-    end
-    if (rst) begin
-      \$18  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$19  = d2_fp_sum;
-    if (busy) begin
-      \$19  = d1_fp_sum;
-    end
-    if (rst) begin
-      \$19  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$20  = d2_minmax;
-    if (busy) begin
-      \$20  = d1_minmax;
-    end
-    if (rst) begin
-      \$20  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$21  = d3_simple;
-    if (busy) begin
-      \$21  = \$4 ;
-    end
-    if (rst) begin
-      \$21  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$22  = d3_fp_sum;
-    if (busy) begin
-      \$22  = d2_fp_sum;
+    \$22  = d3_minmax;
+    if (d2_valid) begin
+      \$22  = d2_minmax;
     end
     if (rst) begin
       \$22  = 1'h0;
@@ -13940,18 +17196,15 @@ module \ace_alu_array_small.array.lane3 (rst, \result$57 , a, \port$3291$224 , b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$23  = d3_minmax;
-    if (busy) begin
-      \$23  = d2_minmax;
-    end
+    \$23  = d2_valid;
     if (rst) begin
-      \$23  = 1'h0;
+      \$23  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$24  = d4_simple;
-    if (busy) begin
+    if (d3_valid) begin
       \$24  = d3_simple;
     end
     if (rst) begin
@@ -13961,7 +17214,7 @@ module \ace_alu_array_small.array.lane3 (rst, \result$57 , a, \port$3291$224 , b
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$25  = d4_fp_sum;
-    if (busy) begin
+    if (d3_valid) begin
       \$25  = d3_fp_sum;
     end
     if (rst) begin
@@ -13971,7 +17224,7 @@ module \ace_alu_array_small.array.lane3 (rst, \result$57 , a, \port$3291$224 , b
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$26  = d4_minmax;
-    if (busy) begin
+    if (d3_valid) begin
       \$26  = d3_minmax;
     end
     if (rst) begin
@@ -13980,32 +17233,446 @@ module \ace_alu_array_small.array.lane3 (rst, \result$57 , a, \port$3291$224 , b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$27  = d5_simple;
-    if (busy) begin
-      \$27  = d4_simple;
-    end
+    \$27  = d3_valid;
     if (rst) begin
-      \$27  = 32'd0;
+      \$27  = 1'h1;
     end
   end
-  assign b = \port$3291$224 [31:0];
-  assign op = \port$3291$224 [33:32];
-  assign dtype = \port$3291$224 [35:34];
-  assign direct = \$7 [31:0];
-  assign result = { \$52 , \$51  };
-  assign \a$50  = s0_a;
-  assign \b$51  = s0_b;
-  assign \dtype$52  = s0_dtype;
-  assign \a$53  = s0_a;
-  assign \b$54  = s0_b;
-  assign \dtype$55  = s0_dtype;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$28  = d5_simple;
+    if (d4_valid) begin
+      \$28  = d4_simple;
+    end
+    if (rst) begin
+      \$28  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$29  = d5_fp_sum;
+    if (d4_valid) begin
+      \$29  = d4_fp_sum;
+    end
+    if (rst) begin
+      \$29  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$30  = d5_minmax;
+    if (d4_valid) begin
+      \$30  = d4_minmax;
+    end
+    if (rst) begin
+      \$30  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$31  = d4_valid;
+    if (rst) begin
+      \$31  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$32  = d6_simple;
+    if (d5_valid) begin
+      \$32  = d5_simple;
+    end
+    if (rst) begin
+      \$32  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$33  = d6_fp_sum;
+    if (d5_valid) begin
+      \$33  = d5_fp_sum;
+    end
+    if (rst) begin
+      \$33  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$34  = d6_minmax;
+    if (d5_valid) begin
+      \$34  = d5_minmax;
+    end
+    if (rst) begin
+      \$34  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$35  = d5_valid;
+    if (rst) begin
+      \$35  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$36  = d7_simple;
+    if (d6_valid) begin
+      \$36  = d6_simple;
+    end
+    if (rst) begin
+      \$36  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$37  = d7_fp_sum;
+    if (d6_valid) begin
+      \$37  = d6_fp_sum;
+    end
+    if (rst) begin
+      \$37  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$38  = d7_minmax;
+    if (d6_valid) begin
+      \$38  = d6_minmax;
+    end
+    if (rst) begin
+      \$38  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$39  = d6_valid;
+    if (rst) begin
+      \$39  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$40  = d8_simple;
+    if (d7_valid) begin
+      \$40  = d7_simple;
+    end
+    if (rst) begin
+      \$40  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$41  = d8_fp_sum;
+    if (d7_valid) begin
+      \$41  = d7_fp_sum;
+    end
+    if (rst) begin
+      \$41  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$42  = d8_minmax;
+    if (d7_valid) begin
+      \$42  = d7_minmax;
+    end
+    if (rst) begin
+      \$42  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$43  = d7_valid;
+    if (rst) begin
+      \$43  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$44  = d9_simple;
+    if (d8_valid) begin
+      \$44  = d8_simple;
+    end
+    if (rst) begin
+      \$44  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$45  = d9_fp_sum;
+    if (d8_valid) begin
+      \$45  = d8_fp_sum;
+    end
+    if (rst) begin
+      \$45  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$46  = d9_minmax;
+    if (d8_valid) begin
+      \$46  = d8_minmax;
+    end
+    if (rst) begin
+      \$46  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$47  = d8_valid;
+    if (rst) begin
+      \$47  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$48  = d10_simple;
+    if (d9_valid) begin
+      \$48  = d9_simple;
+    end
+    if (rst) begin
+      \$48  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$49  = d10_fp_sum;
+    if (d9_valid) begin
+      \$49  = d9_fp_sum;
+    end
+    if (rst) begin
+      \$49  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$50  = d10_minmax;
+    if (d9_valid) begin
+      \$50  = d9_minmax;
+    end
+    if (rst) begin
+      \$50  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$51  = d9_valid;
+    if (rst) begin
+      \$51  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$52  = d11_simple;
+    if (d10_valid) begin
+      \$52  = d10_simple;
+    end
+    if (rst) begin
+      \$52  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$53  = d11_fp_sum;
+    if (d10_valid) begin
+      \$53  = d10_fp_sum;
+    end
+    if (rst) begin
+      \$53  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$54  = d11_minmax;
+    if (d10_valid) begin
+      \$54  = d10_minmax;
+    end
+    if (rst) begin
+      \$54  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$55  = d10_valid;
+    if (rst) begin
+      \$55  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$56  = d12_simple;
+    if (d11_valid) begin
+      \$56  = d11_simple;
+    end
+    if (rst) begin
+      \$56  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$57  = d12_fp_sum;
+    if (d11_valid) begin
+      \$57  = d11_fp_sum;
+    end
+    if (rst) begin
+      \$57  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$58  = d12_minmax;
+    if (d11_valid) begin
+      \$58  = d11_minmax;
+    end
+    if (rst) begin
+      \$58  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$59  = d11_valid;
+    if (rst) begin
+      \$59  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$7  = a;
+    if (rst) begin
+      \$7  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$8  = \port$3969$224 [31:0];
+    if (rst) begin
+      \$8  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$9  = \port$3969$224 [33:32];
+    if (rst) begin
+      \$9  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$10  = \port$3969$224 [35:34];
+    if (rst) begin
+      \$10  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$11  = valid;
+    if (rst) begin
+      \$11  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$12  = d1_simple;
+    if (s0_valid) begin
+      \$12  = \$3 [31:0];
+    end
+    if (rst) begin
+      \$12  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$13  = d1_fp_sum;
+    if (s0_valid) begin
+      \$13  = fp_sum;
+    end
+    if (rst) begin
+      \$13  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$14  = d1_minmax;
+    if (s0_valid) begin
+      \$14  = \$1 ;
+    end
+    if (rst) begin
+      \$14  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$15  = s0_valid;
+    if (rst) begin
+      \$15  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$16  = d2_simple;
+    if (d1_valid) begin
+      \$16  = d1_simple;
+    end
+    if (rst) begin
+      \$16  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$17  = d2_fp_sum;
+    if (d1_valid) begin
+      \$17  = d1_fp_sum;
+    end
+    if (rst) begin
+      \$17  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$18  = d2_minmax;
+    if (d1_valid) begin
+      \$18  = d1_minmax;
+    end
+    if (rst) begin
+      \$18  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$19  = d1_valid;
+    if (rst) begin
+      \$19  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$20  = d3_simple;
+    if (d2_valid) begin
+      \$20  = \$2 ;
+    end
+    if (rst) begin
+      \$20  = 32'd0;
+    end
+  end
+  assign b = \port$3969$224 [31:0];
+  assign op = \port$3969$224 [33:32];
+  assign dtype = \port$3969$224 [35:34];
+  assign direct = \$3 [31:0];
+  assign result = { \$61 , \$60  };
+  assign \a$63  = a;
+  assign \b$64  = \port$3969$224 [31:0];
+  assign \dtype$65  = \port$3969$224 [35:34];
+  assign \a$66  = a;
+  assign \b$67  = \port$3969$224 [31:0];
+  assign \dtype$68  = \port$3969$224 [35:34];
+  assign \valid$71  = valid;
+  assign \valid$72  = valid;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane3.adder (rst, busy, a, b, dtype, result, clk);
+module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$13  = 0;
   wire \$1 ;
-  wire \$10 ;
+  wire [7:0] \$10 ;
   wire \$100 ;
   wire \$101 ;
   wire \$102 ;
@@ -14024,64 +17691,64 @@ module \ace_alu_array_small.array.lane3.adder (rst, busy, a, b, dtype, result, c
   wire \$114 ;
   wire \$115 ;
   wire \$116 ;
-  wire [10:0] \$117 ;
+  wire \$117 ;
   wire \$118 ;
-  wire [10:0] \$119 ;
+  wire \$119 ;
   wire \$12 ;
-  wire [8:0] \$120 ;
-  wire [8:0] \$121 ;
+  wire \$120 ;
+  wire \$121 ;
   wire \$122 ;
-  wire [7:0] \$123 ;
+  wire \$123 ;
   wire \$124 ;
-  wire [7:0] \$125 ;
-  wire [8:0] \$126 ;
+  wire \$125 ;
+  wire \$126 ;
   wire \$127 ;
-  wire [7:0] \$128 ;
+  wire \$128 ;
   wire \$129 ;
   wire \$13 ;
-  wire [7:0] \$130 ;
-  wire [8:0] \$131 ;
+  wire \$130 ;
+  wire \$131 ;
   wire \$132 ;
   wire \$133 ;
   wire \$134 ;
   wire \$135 ;
   wire \$136 ;
-  wire [3:0] \$137 ;
-  wire [3:0] \$138 ;
+  wire \$137 ;
+  wire \$138 ;
   wire \$139 ;
   wire \$14 ;
   wire \$140 ;
   wire \$141 ;
-  wire \$142 ;
+  wire [10:0] \$142 ;
   wire \$143 ;
-  wire \$144 ;
-  wire \$145 ;
-  wire \$146 ;
-  wire \$147 ;
-  wire \$148 ;
+  wire [10:0] \$144 ;
+  wire [8:0] \$145 ;
+  wire [8:0] \$146 ;
+  wire [8:0] \$147 ;
+  wire [8:0] \$148 ;
   wire \$149 ;
-  wire \$15 ;
+  wire [7:0] \$15 ;
   wire \$150 ;
-  wire [3:0] \$151 ;
-  wire [3:0] \$152 ;
+  wire \$151 ;
+  wire \$152 ;
   wire \$153 ;
-  wire \$154 ;
-  wire \$155 ;
+  wire [3:0] \$154 ;
+  wire [3:0] \$155 ;
   wire \$156 ;
   wire \$157 ;
   wire \$158 ;
   wire \$159 ;
-  wire [7:0] \$16 ;
-  wire [4:0] \$160 ;
+  wire \$16 ;
+  wire \$160 ;
   wire \$161 ;
   wire \$162 ;
   wire \$163 ;
-  wire [7:0] \$164 ;
+  wire \$164 ;
   wire \$165 ;
   wire \$166 ;
   wire \$167 ;
-  wire \$168 ;
-  wire \$169 ;
+  wire [3:0] \$168 ;
+  wire [3:0] \$169 ;
   wire \$17 ;
   wire \$170 ;
   wire \$171 ;
@@ -14090,12 +17757,12 @@ module \ace_alu_array_small.array.lane3.adder (rst, busy, a, b, dtype, result, c
   wire \$174 ;
   wire \$175 ;
   wire \$176 ;
-  wire [3:0] \$177 ;
-  wire [3:0] \$178 ;
+  wire [4:0] \$177 ;
+  wire \$178 ;
   wire \$179 ;
   wire \$18 ;
   wire \$180 ;
-  wire \$181 ;
+  wire [7:0] \$181 ;
   wire \$182 ;
   wire \$183 ;
   wire \$184 ;
@@ -14106,48 +17773,48 @@ module \ace_alu_array_small.array.lane3.adder (rst, busy, a, b, dtype, result, c
   wire \$189 ;
   wire \$19 ;
   wire \$190 ;
-  wire [3:0] \$191 ;
-  wire [3:0] \$192 ;
+  wire \$191 ;
+  wire \$192 ;
   wire \$193 ;
-  wire \$194 ;
-  wire \$195 ;
+  wire [3:0] \$194 ;
+  wire [3:0] \$195 ;
   wire \$196 ;
   wire \$197 ;
   wire \$198 ;
   wire \$199 ;
   wire \$2 ;
   wire \$20 ;
-  wire [4:0] \$200 ;
+  wire \$200 ;
   wire \$201 ;
   wire \$202 ;
   wire \$203 ;
-  wire [7:0] \$204 ;
+  wire \$204 ;
   wire \$205 ;
   wire \$206 ;
   wire \$207 ;
-  wire \$208 ;
-  wire \$209 ;
+  wire [3:0] \$208 ;
+  wire [3:0] \$209 ;
   wire \$21 ;
   wire \$210 ;
   wire \$211 ;
-  wire [15:0] \$212 ;
-  wire [15:0] \$213 ;
-  wire [15:0] \$214 ;
-  wire [15:0] \$215 ;
+  wire \$212 ;
+  wire \$213 ;
+  wire \$214 ;
+  wire \$215 ;
   wire \$216 ;
-  wire \$217 ;
+  wire [4:0] \$217 ;
   wire \$218 ;
-  wire [15:0] \$219 ;
+  wire \$219 ;
   wire \$22 ;
-  wire [15:0] \$220 ;
-  wire [15:0] \$221 ;
+  wire \$220 ;
+  wire [7:0] \$221 ;
   wire \$222 ;
-  wire [15:0] \$223 ;
-  wire [15:0] \$224 ;
-  wire [15:0] \$225 ;
+  wire \$223 ;
+  wire \$224 ;
+  wire \$225 ;
   wire \$226 ;
-  wire [15:0] \$227 ;
-  wire [15:0] \$228 ;
+  wire \$227 ;
+  wire \$228 ;
   wire [15:0] \$229 ;
   wire \$23 ;
   wire [15:0] \$230 ;
@@ -14155,63 +17822,63 @@ module \ace_alu_array_small.array.lane3.adder (rst, busy, a, b, dtype, result, c
   wire [15:0] \$232 ;
   wire \$233 ;
   wire \$234 ;
-  wire [15:0] \$235 ;
+  wire \$235 ;
   wire [15:0] \$236 ;
   wire [15:0] \$237 ;
-  wire \$238 ;
-  wire [15:0] \$239 ;
+  wire [15:0] \$238 ;
+  wire \$239 ;
   wire \$24 ;
   wire [15:0] \$240 ;
   wire [15:0] \$241 ;
-  wire \$242 ;
-  wire [15:0] \$243 ;
+  wire [15:0] \$242 ;
+  wire \$243 ;
   wire [15:0] \$244 ;
   wire [15:0] \$245 ;
   wire [15:0] \$246 ;
-  wire \$247 ;
-  wire \$248 ;
+  wire [15:0] \$247 ;
+  wire [15:0] \$248 ;
   wire [15:0] \$249 ;
   wire \$25 ;
-  wire [15:0] \$250 ;
-  wire [15:0] \$251 ;
-  wire \$252 ;
+  wire \$250 ;
+  wire \$251 ;
+  wire [15:0] \$252 ;
   wire [15:0] \$253 ;
   wire [15:0] \$254 ;
-  wire [15:0] \$255 ;
-  wire \$256 ;
+  wire \$255 ;
+  wire [15:0] \$256 ;
   wire [15:0] \$257 ;
   wire [15:0] \$258 ;
-  wire [15:0] \$259 ;
-  wire \$26 ;
+  wire \$259 ;
+  wire [7:0] \$26 ;
   wire [15:0] \$260 ;
   wire [15:0] \$261 ;
   wire [15:0] \$262 ;
   wire [15:0] \$263 ;
-  wire [15:0] \$264 ;
-  wire [15:0] \$265 ;
+  wire \$264 ;
+  wire \$265 ;
   wire [15:0] \$266 ;
   wire [15:0] \$267 ;
-  wire \$268 ;
+  wire [15:0] \$268 ;
   wire \$269 ;
   wire \$27 ;
-  wire \$270 ;
-  wire \$271 ;
-  wire \$272 ;
+  wire [15:0] \$270 ;
+  wire [15:0] \$271 ;
+  wire [15:0] \$272 ;
   wire \$273 ;
-  wire \$274 ;
-  wire \$275 ;
-  wire \$276 ;
+  wire [15:0] \$274 ;
+  wire [15:0] \$275 ;
+  wire [15:0] \$276 ;
   wire [15:0] \$277 ;
-  wire \$278 ;
-  wire \$279 ;
+  wire [15:0] \$278 ;
+  wire [15:0] \$279 ;
   wire \$28 ;
-  wire \$280 ;
-  wire \$281 ;
-  wire \$282 ;
-  wire \$283 ;
+  wire [15:0] \$280 ;
+  wire [15:0] \$281 ;
+  wire [15:0] \$282 ;
+  wire [15:0] \$283 ;
   wire [15:0] \$284 ;
-  wire [15:0] \$285 ;
-  wire [15:0] \$286 ;
+  wire \$285 ;
+  wire \$286 ;
   wire \$287 ;
   wire \$288 ;
   wire \$289 ;
@@ -14220,8 +17887,8 @@ module \ace_alu_array_small.array.lane3.adder (rst, busy, a, b, dtype, result, c
   wire \$291 ;
   wire \$292 ;
   wire \$293 ;
-  wire [15:0] \$294 ;
-  wire [15:0] \$295 ;
+  wire \$294 ;
+  wire \$295 ;
   wire \$296 ;
   wire \$297 ;
   wire \$298 ;
@@ -14229,18 +17896,18 @@ module \ace_alu_array_small.array.lane3.adder (rst, busy, a, b, dtype, result, c
   wire \$3 ;
   wire \$30 ;
   wire \$300 ;
-  wire [15:0] \$301 ;
-  wire [15:0] \$302 ;
-  wire [15:0] \$303 ;
+  wire \$301 ;
+  wire \$302 ;
+  wire \$303 ;
   wire \$304 ;
-  wire [15:0] \$305 ;
-  wire [15:0] \$306 ;
-  wire [15:0] \$307 ;
+  wire \$305 ;
+  wire \$306 ;
+  wire \$307 ;
   wire \$308 ;
-  wire [15:0] \$309 ;
-  wire [7:0] \$31 ;
-  wire [15:0] \$310 ;
-  wire [15:0] \$311 ;
+  wire \$309 ;
+  wire \$31 ;
+  wire \$310 ;
+  wire \$311 ;
   wire \$312 ;
   wire \$313 ;
   wire \$314 ;
@@ -14248,150 +17915,150 @@ module \ace_alu_array_small.array.lane3.adder (rst, busy, a, b, dtype, result, c
   wire \$316 ;
   wire \$317 ;
   wire \$318 ;
-  wire [15:0] \$319 ;
+  wire \$319 ;
   wire \$32 ;
-  wire [15:0] \$320 ;
-  wire [15:0] \$321 ;
+  wire \$320 ;
+  wire \$321 ;
   wire \$322 ;
-  wire [15:0] \$323 ;
-  wire [15:0] \$324 ;
-  wire [15:0] \$325 ;
+  wire \$323 ;
+  wire \$324 ;
+  wire \$325 ;
   wire \$326 ;
-  wire [15:0] \$327 ;
-  wire [15:0] \$328 ;
-  wire [15:0] \$329 ;
+  wire \$327 ;
+  wire \$328 ;
+  wire \$329 ;
   wire \$33 ;
   wire \$330 ;
   wire \$331 ;
   wire \$332 ;
   wire \$333 ;
-  wire [15:0] \$334 ;
-  wire [15:0] \$335 ;
-  wire \$336 ;
-  wire \$337 ;
-  wire \$338 ;
-  wire [15:0] \$339 ;
+  wire \$334 ;
+  wire [31:0] \$335 ;
+  wire [15:0] \$336 ;
+  wire [15:0] \$337 ;
+  wire [31:0] \$338 ;
+  wire \$339 ;
   wire \$34 ;
-  wire [15:0] \$340 ;
-  wire [15:0] \$341 ;
+  wire \$340 ;
+  wire \$341 ;
   wire \$342 ;
-  wire \$343 ;
-  wire \$344 ;
+  wire [15:0] \$343 ;
+  wire [15:0] \$344 ;
   wire [15:0] \$345 ;
-  wire [15:0] \$346 ;
+  wire \$346 ;
   wire [15:0] \$347 ;
-  wire \$348 ;
-  wire \$349 ;
+  wire [15:0] \$348 ;
+  wire [15:0] \$349 ;
   wire \$35 ;
   wire \$350 ;
-  wire \$351 ;
-  wire \$352 ;
-  wire \$353 ;
+  wire [15:0] \$351 ;
+  wire [15:0] \$352 ;
+  wire [15:0] \$353 ;
   wire \$354 ;
   wire \$355 ;
   wire \$356 ;
-  wire [15:0] \$357 ;
-  wire \$358 ;
-  wire \$359 ;
+  wire \$357 ;
+  wire [15:0] \$358 ;
+  wire [15:0] \$359 ;
   wire \$36 ;
   wire \$360 ;
-  wire [15:0] \$361 ;
-  wire [15:0] \$362 ;
+  wire \$361 ;
+  wire \$362 ;
   wire [15:0] \$363 ;
-  wire \$364 ;
-  wire [31:0] \$365 ;
-  wire [15:0] \$366 ;
-  wire [15:0] \$367 ;
-  wire [31:0] \$368 ;
-  wire [31:0] \$369 ;
+  wire [15:0] \$364 ;
+  wire [15:0] \$365 ;
+  wire \$366 ;
+  wire \$367 ;
+  wire \$368 ;
+  wire [15:0] \$369 ;
   wire \$37 ;
-  wire \$370 ;
-  wire \$371 ;
+  wire [15:0] \$370 ;
+  wire [15:0] \$371 ;
   wire \$372 ;
-  wire [1:0] \$373 ;
-  wire [1:0] \$374 ;
-  wire [1:0] \$375 ;
+  wire \$373 ;
+  wire \$374 ;
+  wire \$375 ;
   wire \$376 ;
   wire \$377 ;
   wire \$378 ;
-  wire [1:0] \$379 ;
+  wire \$379 ;
   wire \$38 ;
-  wire [1:0] \$380 ;
-  wire [1:0] \$381 ;
+  wire \$380 ;
+  wire [15:0] \$381 ;
   wire \$382 ;
   wire \$383 ;
   wire \$384 ;
-  wire [1:0] \$385 ;
-  wire [1:0] \$386 ;
-  wire [1:0] \$387 ;
-  wire [1:0] \$388 ;
-  wire [1:0] \$389 ;
-  wire [7:0] \$39 ;
-  wire [1:0] \$390 ;
-  wire [1:0] \$391 ;
+  wire [15:0] \$385 ;
+  wire [15:0] \$386 ;
+  wire [15:0] \$387 ;
+  wire [31:0] \$388 ;
+  wire \$389 ;
+  wire \$39 ;
+  wire \$390 ;
+  wire \$391 ;
   wire [1:0] \$392 ;
   wire [1:0] \$393 ;
-  wire \$394 ;
+  wire [1:0] \$394 ;
   wire \$395 ;
   wire \$396 ;
   wire \$397 ;
-  wire \$398 ;
-  wire \$399 ;
+  wire [1:0] \$398 ;
+  wire [1:0] \$399 ;
   wire \$4 ;
   wire \$40 ;
-  wire \$400 ;
+  wire [1:0] \$400 ;
   wire \$401 ;
   wire \$402 ;
-  wire [1:0] \$403 ;
+  wire \$403 ;
   wire [1:0] \$404 ;
   wire [1:0] \$405 ;
-  wire \$406 ;
-  wire \$407 ;
-  wire \$408 ;
+  wire [1:0] \$406 ;
+  wire [1:0] \$407 ;
+  wire [1:0] \$408 ;
   wire [1:0] \$409 ;
-  wire \$41 ;
+  wire [7:0] \$41 ;
   wire [1:0] \$410 ;
   wire [1:0] \$411 ;
-  wire \$412 ;
+  wire [1:0] \$412 ;
   wire \$413 ;
   wire \$414 ;
-  wire [1:0] \$415 ;
-  wire [1:0] \$416 ;
-  wire [1:0] \$417 ;
+  wire \$415 ;
+  wire \$416 ;
+  wire \$417 ;
   wire \$418 ;
   wire \$419 ;
   wire \$42 ;
   wire \$420 ;
-  wire [1:0] \$421 ;
+  wire \$421 ;
   wire [1:0] \$422 ;
   wire [1:0] \$423 ;
   wire [1:0] \$424 ;
-  wire [1:0] \$425 ;
-  wire [1:0] \$426 ;
-  wire [1:0] \$427 ;
+  wire \$425 ;
+  wire \$426 ;
+  wire \$427 ;
   wire [1:0] \$428 ;
   wire [1:0] \$429 ;
   wire \$43 ;
-  wire \$430 ;
+  wire [1:0] \$430 ;
   wire \$431 ;
   wire \$432 ;
   wire \$433 ;
-  wire \$434 ;
-  wire \$435 ;
-  wire \$436 ;
+  wire [1:0] \$434 ;
+  wire [1:0] \$435 ;
+  wire [1:0] \$436 ;
   wire \$437 ;
   wire \$438 ;
-  wire [1:0] \$439 ;
+  wire \$439 ;
   wire \$44 ;
   wire [1:0] \$440 ;
   wire [1:0] \$441 ;
-  wire \$442 ;
-  wire \$443 ;
-  wire \$444 ;
-  wire \$445 ;
-  wire \$446 ;
-  wire \$447 ;
-  wire \$448 ;
+  wire [1:0] \$442 ;
+  wire [1:0] \$443 ;
+  wire [1:0] \$444 ;
+  wire [1:0] \$445 ;
+  wire [1:0] \$446 ;
+  wire [1:0] \$447 ;
+  wire [1:0] \$448 ;
   wire \$449 ;
   wire \$45 ;
   wire \$450 ;
@@ -14402,10 +18069,10 @@ module \ace_alu_array_small.array.lane3.adder (rst, busy, a, b, dtype, result, c
   wire \$455 ;
   wire \$456 ;
   wire \$457 ;
-  wire \$458 ;
-  wire \$459 ;
+  wire [1:0] \$458 ;
+  wire [1:0] \$459 ;
   wire \$46 ;
-  wire \$460 ;
+  wire [1:0] \$460 ;
   wire \$461 ;
   wire \$462 ;
   wire \$463 ;
@@ -14420,156 +18087,156 @@ module \ace_alu_array_small.array.lane3.adder (rst, busy, a, b, dtype, result, c
   wire \$471 ;
   wire \$472 ;
   wire \$473 ;
-  wire [3:0] \$474 ;
-  wire [4:0] \$475 ;
+  wire \$474 ;
+  wire \$475 ;
   wire \$476 ;
   wire [3:0] \$477 ;
   wire [4:0] \$478 ;
-  wire [15:0] \$479 ;
+  wire \$479 ;
   wire \$48 ;
-  wire \$480 ;
-  wire [3:0] \$481 ;
-  wire [4:0] \$482 ;
-  wire [15:0] \$483 ;
-  wire [15:0] \$484 ;
-  wire \$485 ;
-  wire [3:0] \$486 ;
-  wire [4:0] \$487 ;
+  wire [3:0] \$480 ;
+  wire [4:0] \$481 ;
+  wire [15:0] \$482 ;
+  wire \$483 ;
+  wire [3:0] \$484 ;
+  wire [4:0] \$485 ;
+  wire [15:0] \$486 ;
+  wire [15:0] \$487 ;
   wire \$488 ;
-  wire \$489 ;
-  wire \$49 ;
-  wire [3:0] \$490 ;
-  wire [4:0] \$491 ;
-  wire [15:0] \$492 ;
-  wire \$493 ;
-  wire [3:0] \$494 ;
-  wire [4:0] \$495 ;
+  wire [3:0] \$489 ;
+  wire [7:0] \$49 ;
+  wire [4:0] \$490 ;
+  wire \$491 ;
+  wire \$492 ;
+  wire [3:0] \$493 ;
+  wire [4:0] \$494 ;
+  wire [15:0] \$495 ;
   wire \$496 ;
-  wire [15:0] \$497 ;
-  wire [15:0] \$498 ;
+  wire [3:0] \$497 ;
+  wire [4:0] \$498 ;
   wire \$499 ;
-  wire [7:0] \$5 ;
+  wire \$5 ;
   wire \$50 ;
-  wire [3:0] \$500 ;
-  wire [4:0] \$501 ;
+  wire [15:0] \$500 ;
+  wire [15:0] \$501 ;
   wire \$502 ;
-  wire [15:0] \$503 ;
-  wire [15:0] \$504 ;
-  wire [15:0] \$505 ;
-  wire \$506 ;
-  wire [3:0] \$507 ;
-  wire [4:0] \$508 ;
+  wire [3:0] \$503 ;
+  wire [4:0] \$504 ;
+  wire \$505 ;
+  wire [15:0] \$506 ;
+  wire [15:0] \$507 ;
+  wire [15:0] \$508 ;
   wire \$509 ;
-  wire [7:0] \$51 ;
-  wire [15:0] \$510 ;
-  wire [15:0] \$511 ;
-  wire [15:0] \$512 ;
-  wire \$513 ;
-  wire [3:0] \$514 ;
-  wire [4:0] \$515 ;
+  wire \$51 ;
+  wire [3:0] \$510 ;
+  wire [4:0] \$511 ;
+  wire \$512 ;
+  wire [15:0] \$513 ;
+  wire [15:0] \$514 ;
+  wire [15:0] \$515 ;
   wire \$516 ;
-  wire [3:0] \$517 ;
-  wire [4:0] \$518 ;
-  wire [15:0] \$519 ;
+  wire \$517 ;
+  wire \$518 ;
+  wire \$519 ;
   wire \$52 ;
-  wire [15:0] \$520 ;
-  wire [15:0] \$521 ;
-  wire [15:0] \$522 ;
-  wire [15:0] \$523 ;
-  wire [15:0] \$524 ;
-  wire [15:0] \$525 ;
-  wire \$526 ;
-  wire [15:0] \$527 ;
-  wire [15:0] \$528 ;
-  wire [15:0] \$529 ;
+  wire \$520 ;
+  wire \$521 ;
+  wire \$522 ;
+  wire \$523 ;
+  wire \$524 ;
+  wire [3:0] \$525 ;
+  wire [4:0] \$526 ;
+  wire \$527 ;
+  wire [3:0] \$528 ;
+  wire [4:0] \$529 ;
   wire \$53 ;
-  wire \$530 ;
+  wire [15:0] \$530 ;
   wire [15:0] \$531 ;
-  wire \$532 ;
+  wire [15:0] \$532 ;
   wire [15:0] \$533 ;
   wire [15:0] \$534 ;
-  wire \$535 ;
+  wire [15:0] \$535 ;
   wire [15:0] \$536 ;
-  wire [15:0] \$537 ;
+  wire \$537 ;
   wire [15:0] \$538 ;
-  wire \$539 ;
+  wire [15:0] \$539 ;
   wire \$54 ;
   wire [15:0] \$540 ;
-  wire [15:0] \$541 ;
+  wire \$541 ;
   wire [15:0] \$542 ;
   wire \$543 ;
   wire [15:0] \$544 ;
-  wire \$545 ;
-  wire [15:0] \$546 ;
+  wire [15:0] \$545 ;
+  wire \$546 ;
   wire [15:0] \$547 ;
-  wire \$548 ;
+  wire [15:0] \$548 ;
   wire [15:0] \$549 ;
   wire \$55 ;
-  wire [15:0] \$550 ;
+  wire \$550 ;
   wire [15:0] \$551 ;
-  wire \$552 ;
+  wire [15:0] \$552 ;
   wire [15:0] \$553 ;
-  wire [15:0] \$554 ;
+  wire \$554 ;
   wire [15:0] \$555 ;
-  wire [15:0] \$556 ;
-  wire \$557 ;
+  wire \$556 ;
+  wire [15:0] \$557 ;
   wire [15:0] \$558 ;
   wire \$559 ;
   wire \$56 ;
   wire [15:0] \$560 ;
   wire [15:0] \$561 ;
-  wire \$562 ;
-  wire [15:0] \$563 ;
+  wire [15:0] \$562 ;
+  wire \$563 ;
   wire [15:0] \$564 ;
   wire [15:0] \$565 ;
-  wire \$566 ;
+  wire [15:0] \$566 ;
   wire [15:0] \$567 ;
-  wire [15:0] \$568 ;
+  wire \$568 ;
   wire [15:0] \$569 ;
   wire \$57 ;
-  wire [15:0] \$570 ;
-  wire [9:0] \$571 ;
-  wire [10:0] \$572 ;
-  wire [9:0] \$573 ;
-  wire [10:0] \$574 ;
-  wire \$575 ;
-  wire [7:0] \$576 ;
+  wire \$570 ;
+  wire [15:0] \$571 ;
+  wire [15:0] \$572 ;
+  wire \$573 ;
+  wire [15:0] \$574 ;
+  wire [15:0] \$575 ;
+  wire [15:0] \$576 ;
   wire \$577 ;
-  wire [4:0] \$578 ;
-  wire [7:0] \$579 ;
+  wire [15:0] \$578 ;
+  wire [15:0] \$579 ;
   wire \$58 ;
-  wire [14:0] \$580 ;
-  wire \$581 ;
-  wire [4:0] \$582 ;
-  wire [7:0] \$583 ;
-  wire [14:0] \$584 ;
-  wire [30:0] \$585 ;
+  wire [15:0] \$580 ;
+  wire [15:0] \$581 ;
+  wire [9:0] \$582 ;
+  wire [10:0] \$583 ;
+  wire [9:0] \$584 ;
+  wire [10:0] \$585 ;
   wire \$586 ;
-  wire \$587 ;
-  wire [7:0] \$588 ;
-  wire \$589 ;
+  wire [7:0] \$587 ;
+  wire \$588 ;
+  wire [4:0] \$589 ;
   wire \$59 ;
-  wire [4:0] \$590 ;
-  wire [7:0] \$591 ;
-  wire [14:0] \$592 ;
-  wire \$593 ;
-  wire [4:0] \$594 ;
-  wire [7:0] \$595 ;
-  wire [14:0] \$596 ;
-  wire [30:0] \$597 ;
+  wire [7:0] \$590 ;
+  wire [14:0] \$591 ;
+  wire \$592 ;
+  wire [4:0] \$593 ;
+  wire [7:0] \$594 ;
+  wire [14:0] \$595 ;
+  wire [30:0] \$596 ;
+  wire \$597 ;
   wire \$598 ;
-  wire \$599 ;
+  wire [7:0] \$599 ;
   wire \$6 ;
   wire \$60 ;
   wire \$600 ;
-  wire \$601 ;
-  wire \$602 ;
-  wire \$603 ;
+  wire [4:0] \$601 ;
+  wire [7:0] \$602 ;
+  wire [14:0] \$603 ;
   wire \$604 ;
-  wire \$605 ;
-  wire \$606 ;
-  wire \$607 ;
-  wire \$608 ;
+  wire [4:0] \$605 ;
+  wire [7:0] \$606 ;
+  wire [14:0] \$607 ;
+  wire [30:0] \$608 ;
   wire \$609 ;
   wire \$61 ;
   wire \$610 ;
@@ -14582,199 +18249,231 @@ module \ace_alu_array_small.array.lane3.adder (rst, busy, a, b, dtype, result, c
   wire \$617 ;
   wire \$618 ;
   wire \$619 ;
-  wire [7:0] \$62 ;
+  wire \$62 ;
   wire \$620 ;
   wire \$621 ;
   wire \$622 ;
   wire \$623 ;
-  wire [14:0] \$624 ;
+  wire \$624 ;
   wire \$625 ;
-  wire [14:0] \$626 ;
+  wire \$626 ;
   wire \$627 ;
-  wire [15:0] \$628 ;
+  wire \$628 ;
   wire \$629 ;
-  wire \$63 ;
+  wire [7:0] \$63 ;
   wire \$630 ;
-  wire [14:0] \$631 ;
+  wire \$631 ;
   wire \$632 ;
-  wire [14:0] \$633 ;
+  wire \$633 ;
   wire \$634 ;
-  wire [15:0] \$635 ;
+  wire [14:0] \$635 ;
   wire \$636 ;
-  wire \$637 ;
+  wire [14:0] \$637 ;
   wire \$638 ;
-  wire \$639 ;
+  wire [15:0] \$639 ;
   wire \$64 ;
   wire \$640 ;
   wire \$641 ;
-  wire \$642 ;
+  wire [14:0] \$642 ;
   wire \$643 ;
-  wire [15:0] \$644 ;
+  wire [14:0] \$644 ;
   wire \$645 ;
-  wire \$646 ;
+  wire [15:0] \$646 ;
   wire \$647 ;
   wire \$648 ;
   wire \$649 ;
   wire \$65 ;
   wire \$650 ;
   wire \$651 ;
-  wire [15:0] \$652 ;
-  wire [15:0] \$653 ;
+  wire \$652 ;
+  wire \$653 ;
   wire \$654 ;
-  wire \$655 ;
+  wire [15:0] \$655 ;
   wire \$656 ;
   wire \$657 ;
   wire \$658 ;
   wire \$659 ;
   wire \$66 ;
   wire \$660 ;
-  wire [15:0] \$661 ;
-  wire \$662 ;
-  wire \$663 ;
+  wire \$661 ;
+  wire [15:0] \$662 ;
+  wire [15:0] \$663 ;
   wire \$664 ;
   wire \$665 ;
-  wire [14:0] \$666 ;
+  wire \$666 ;
   wire \$667 ;
   wire \$668 ;
   wire \$669 ;
-  wire \$67 ;
-  wire \$670 ;
-  wire [14:0] \$671 ;
+  wire [7:0] \$67 ;
+  wire [15:0] \$670 ;
+  wire \$671 ;
   wire \$672 ;
   wire \$673 ;
   wire \$674 ;
-  wire \$675 ;
+  wire [14:0] \$675 ;
   wire \$676 ;
   wire \$677 ;
-  wire [14:0] \$678 ;
+  wire \$678 ;
   wire \$679 ;
   wire \$68 ;
-  wire \$680 ;
+  wire [14:0] \$680 ;
   wire \$681 ;
   wire \$682 ;
-  wire [14:0] \$683 ;
+  wire \$683 ;
   wire \$684 ;
-  wire \$685 ;
-  wire [34:0] \$686 ;
-  reg [1:0] \$687 ;
-  reg [1:0] \$688 ;
-  reg [1:0] \$689 ;
+  wire [14:0] \$685 ;
+  wire \$686 ;
+  wire \$687 ;
+  wire [14:0] \$688 ;
+  wire \$689 ;
   wire \$69 ;
-  reg [1:0] \$690 ;
-  reg [1:0] \$691 ;
-  reg [1:0] \$692 ;
+  wire [34:0] \$690 ;
+  reg [31:0] \$691 ;
+  reg [31:0] \$692 ;
   reg [1:0] \$693 ;
-  reg [1:0] \$694 ;
-  reg [1:0] \$695 ;
-  reg [1:0] \$696 ;
+  reg \$694 ;
+  reg \$695 ;
+  reg \$696 ;
   reg [1:0] \$697 ;
   reg [31:0] \$698 ;
-  reg [10:0] \$699 ;
+  reg [7:0] \$699 ;
   wire \$7 ;
   wire \$70 ;
   reg [10:0] \$700 ;
-  reg [31:0] \$701 ;
-  reg [10:0] \$702 ;
-  reg [10:0] \$703 ;
-  reg \$704 ;
-  reg \$705 ;
+  reg [10:0] \$701 ;
+  reg [31:0] \$702 ;
+  reg [7:0] \$703 ;
+  reg [10:0] \$704 ;
+  reg [10:0] \$705 ;
   reg \$706 ;
-  reg [31:0] \$707 ;
-  reg [31:0] \$708 ;
-  reg [10:0] \$709 ;
+  reg \$707 ;
+  reg \$708 ;
+  reg \$709 ;
   wire \$71 ;
-  reg [10:0] \$710 ;
+  reg \$710 ;
   reg \$711 ;
   reg \$712 ;
-  reg [10:0] \$713 ;
-  reg [10:0] \$714 ;
-  reg [7:0] \$715 ;
-  reg [7:0] \$716 ;
-  reg [7:0] \$717 ;
-  reg [7:0] \$718 ;
-  reg [4:0] \$719 ;
+  reg [1:0] \$713 ;
+  reg [31:0] \$714 ;
+  reg [31:0] \$715 ;
+  reg [10:0] \$716 ;
+  reg [10:0] \$717 ;
+  reg \$718 ;
+  reg \$719 ;
   wire \$72 ;
-  reg \$720 ;
-  reg [13:0] \$721 ;
-  reg [4:0] \$722 ;
-  reg \$723 ;
-  reg [13:0] \$724 ;
-  reg [31:0] \$725 ;
-  reg [31:0] \$726 ;
-  reg [31:0] \$727 ;
+  reg [10:0] \$720 ;
+  reg [10:0] \$721 ;
+  reg [7:0] \$722 ;
+  reg [7:0] \$723 ;
+  reg [7:0] \$724 ;
+  reg [7:0] \$725 ;
+  reg [1:0] \$726 ;
+  reg [4:0] \$727 ;
   reg \$728 ;
-  reg \$729 ;
+  reg [13:0] \$729 ;
   wire \$73 ;
-  reg [13:0] \$730 ;
-  reg [13:0] \$731 ;
-  reg [4:0] \$732 ;
-  reg [4:0] \$733 ;
+  reg [4:0] \$730 ;
+  reg \$731 ;
+  reg [13:0] \$732 ;
+  reg [31:0] \$733 ;
   reg [31:0] \$734 ;
-  reg \$735 ;
-  reg \$736 ;
-  reg [13:0] \$737 ;
-  reg [13:0] \$738 ;
-  reg [32:0] \$739 ;
+  reg [1:0] \$735 ;
+  reg [31:0] \$736 ;
+  reg \$737 ;
+  reg \$738 ;
+  reg [13:0] \$739 ;
   wire \$74 ;
-  reg [32:0] \$740 ;
-  reg \$741 ;
-  reg [31:0] \$742 ;
-  reg [13:0] \$743 ;
-  reg [13:0] \$744 ;
-  reg [31:0] \$745 ;
+  reg [13:0] \$740 ;
+  reg [4:0] \$741 ;
+  reg [4:0] \$742 ;
+  reg [31:0] \$743 ;
+  reg \$744 ;
+  reg \$745 ;
   reg [31:0] \$746 ;
-  reg [31:0] \$747 ;
+  reg [1:0] \$747 ;
   reg [13:0] \$748 ;
   reg [13:0] \$749 ;
-  wire \$75 ;
-  reg [3:0] \$750 ;
-  reg [3:0] \$751 ;
-  reg \$752 ;
-  reg [13:0] \$753 ;
-  reg [13:0] \$754 ;
-  reg [31:0] \$755 ;
-  reg [4:0] \$756 ;
-  reg [4:0] \$757 ;
-  reg [13:0] \$758 ;
-  reg [13:0] \$759 ;
+  wire [7:0] \$75 ;
+  reg [31:0] \$750 ;
+  reg [32:0] \$751 ;
+  reg [32:0] \$752 ;
+  reg \$753 ;
+  reg [1:0] \$754 ;
+  reg [13:0] \$755 ;
+  reg [13:0] \$756 ;
+  reg [31:0] \$757 ;
+  reg [31:0] \$758 ;
+  reg [1:0] \$759 ;
   wire \$76 ;
   reg [31:0] \$760 ;
-  reg [32:0] \$761 ;
-  reg \$762 ;
-  reg \$763 ;
-  reg \$764 ;
+  reg [13:0] \$761 ;
+  reg [13:0] \$762 ;
+  reg [3:0] \$763 ;
+  reg [3:0] \$764 ;
   reg \$765 ;
-  reg [15:0] \$766 ;
+  reg \$766 ;
   reg \$767 ;
-  reg \$768 ;
-  reg [15:0] \$769 ;
-  wire [7:0] \$77 ;
-  reg \$770 ;
-  reg \$771 ;
-  reg \$772 ;
-  reg \$773 ;
-  reg [15:0] \$774 ;
-  reg [15:0] \$775 ;
-  reg [31:0] \$776 ;
+  reg [1:0] \$768 ;
+  reg [13:0] \$769 ;
+  wire \$77 ;
+  reg [13:0] \$770 ;
+  reg [31:0] \$771 ;
+  reg [4:0] \$772 ;
+  reg [4:0] \$773 ;
+  reg [1:0] \$774 ;
+  reg [13:0] \$775 ;
+  reg [13:0] \$776 ;
   reg [31:0] \$777 ;
+  reg [1:0] \$778 ;
+  reg [32:0] \$779 ;
   wire \$78 ;
+  reg \$780 ;
+  reg \$781 ;
+  reg \$782 ;
+  reg \$783 ;
+  reg [15:0] \$784 ;
+  reg \$785 ;
+  reg \$786 ;
+  reg [15:0] \$787 ;
+  reg [1:0] \$788 ;
+  reg \$789 ;
   wire \$79 ;
+  reg \$790 ;
+  reg \$791 ;
+  reg \$792 ;
+  reg [15:0] \$793 ;
+  reg [15:0] \$794 ;
+  reg [31:0] \$795 ;
+  reg \$796 ;
+  reg \$797 ;
+  reg [31:0] \$798 ;
+  reg \$799 ;
   wire \$8 ;
   wire \$80 ;
+  reg \$800 ;
+  reg \$801 ;
+  reg \$802 ;
+  reg \$803 ;
+  reg \$804 ;
+  reg \$805 ;
+  reg \$806 ;
+  reg \$807 ;
+  reg \$808 ;
+  reg \$809 ;
   wire \$81 ;
   wire \$82 ;
   wire \$83 ;
   wire \$84 ;
-  wire [7:0] \$85 ;
+  wire \$85 ;
   wire \$86 ;
-  wire \$87 ;
+  wire [7:0] \$87 ;
   wire \$88 ;
   wire \$89 ;
   wire \$9 ;
   wire \$90 ;
   wire \$91 ;
   wire \$92 ;
-  wire \$93 ;
+  wire [7:0] \$93 ;
   wire \$94 ;
   wire \$95 ;
   wire \$96 ;
@@ -14795,8 +18494,6 @@ module \ace_alu_array_small.array.lane3.adder (rst, busy, a, b, dtype, result, c
   wire [7:0] b_lo_exp;
   wire [15:0] b_lo_sig;
   wire [31:0] b_sig;
-  input busy;
-  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -14806,6 +18503,17 @@ module \ace_alu_array_small.array.lane3.adder (rst, busy, a, b, dtype, result, c
   (* enum_value_11 = "FP16" *)
   input [1:0] dtype;
   wire [1:0] dtype;
+  reg [31:0] in_a = 32'd0;
+  reg [31:0] in_b = 32'd0;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] in_dtype = 2'h0;
+  reg in_fp16_b = 1'h0;
+  reg in_valid = 1'h1;
+  reg in_wide_b = 1'h0;
   output [31:0] result;
   reg [31:0] result = 32'd0;
   input rst;
@@ -14826,6 +18534,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, busy, a, b, dtype, result, c
   reg s10_sign_lo = 1'h0;
   reg [15:0] s10_special_hi = 16'h0000;
   reg [15:0] s10_special_lo = 16'h0000;
+  reg s10_valid = 1'h1;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
@@ -14834,11 +18543,15 @@ module \ace_alu_array_small.array.lane3.adder (rst, busy, a, b, dtype, result, c
   reg [1:0] s11_dtype = 2'h0;
   reg s11_forced_hi = 1'h0;
   reg s11_forced_lo = 1'h0;
+  reg s11_fp16 = 1'h0;
   reg [31:0] s11_rounded = 32'd0;
   reg s11_sign_hi = 1'h0;
   reg s11_sign_lo = 1'h0;
   reg [15:0] s11_special_hi = 16'h0000;
   reg [15:0] s11_special_lo = 16'h0000;
+  reg s11_valid = 1'h1;
+  reg s11_wide = 1'h0;
+  reg [7:0] s1_a_exp_lo = 8'h00;
   reg [10:0] s1_a_hi = 11'h000;
   wire [7:0] \s1_a_hi.exp ;
   wire \s1_a_hi.inf ;
@@ -14849,6 +18562,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, busy, a, b, dtype, result, c
   wire \s1_a_lo.inf ;
   wire \s1_a_lo.nan ;
   wire \s1_a_lo.sign ;
+  reg [7:0] s1_b_exp_lo = 8'h00;
   reg [10:0] s1_b_hi = 11'h000;
   wire [7:0] \s1_b_hi.exp ;
   wire \s1_b_hi.inf ;
@@ -14865,11 +18579,16 @@ module \ace_alu_array_small.array.lane3.adder (rst, busy, a, b, dtype, result, c
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   reg [1:0] s1_dtype = 2'h0;
-  reg s1_eq_hi = 1'h0;
-  reg s1_gt_hi = 1'h0;
-  reg s1_gt_lo = 1'h0;
+  reg s1_eq_hi_h = 1'h0;
+  reg s1_eq_hi_l = 1'h0;
+  reg s1_eq_lo_h = 1'h0;
+  reg s1_gt_hi_h = 1'h0;
+  reg s1_gt_hi_l = 1'h0;
+  reg s1_gt_lo_h = 1'h0;
+  reg s1_gt_lo_l = 1'h0;
   reg [31:0] s1_sig_a = 32'd0;
   reg [31:0] s1_sig_b = 32'd0;
+  reg s1_valid = 1'h1;
   reg [10:0] s2_a_hi = 11'h000;
   wire [7:0] \s2_a_hi.exp ;
   wire \s2_a_hi.inf ;
@@ -14904,6 +18623,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, busy, a, b, dtype, result, c
   reg [31:0] s2_sig_b = 32'd0;
   reg s2_swap_hi = 1'h0;
   reg s2_swap_lo = 1'h0;
+  reg s2_valid = 1'h1;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
@@ -14928,6 +18648,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, busy, a, b, dtype, result, c
   wire \s3_slot_lo.sign ;
   reg s3_sub_hi = 1'h0;
   reg s3_sub_lo = 1'h0;
+  reg s3_valid = 1'h1;
   reg [31:0] s3_x = 32'd0;
   reg [31:0] s3_y = 32'd0;
   (* enum_base_type = "Dtype" *)
@@ -14936,6 +18657,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, busy, a, b, dtype, result, c
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   reg [1:0] s4_dtype = 2'h0;
+  reg [31:0] s4_sentinel = 32'd0;
   reg [4:0] s4_shift_hi = 5'h00;
   reg [4:0] s4_shift_lo = 5'h00;
   reg [13:0] s4_slot_hi = 14'h0000;
@@ -14956,6 +18678,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, busy, a, b, dtype, result, c
   reg s4_sticky_lo = 1'h0;
   reg s4_sub_hi = 1'h0;
   reg s4_sub_lo = 1'h0;
+  reg s4_valid = 1'h1;
   reg [31:0] s4_x = 32'd0;
   reg [31:0] s4_y = 32'd0;
   reg s5_carry_in = 1'h0;
@@ -14981,6 +18704,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, busy, a, b, dtype, result, c
   wire \s5_slot_lo.inf_sign ;
   wire \s5_slot_lo.nan ;
   wire \s5_slot_lo.sign ;
+  reg s5_valid = 1'h1;
   reg [32:0] s5_x = 33'h000000000;
   reg [32:0] s5_y = 33'h000000000;
   (* enum_base_type = "Dtype" *)
@@ -15005,6 +18729,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, busy, a, b, dtype, result, c
   wire \s6_slot_lo.nan ;
   wire \s6_slot_lo.sign ;
   reg [31:0] s6_sum = 32'd0;
+  reg s6_valid = 1'h1;
   reg [3:0] s7_count_hi = 4'h0;
   reg [3:0] s7_count_lo = 4'h0;
   (* enum_base_type = "Dtype" *)
@@ -15028,6 +18753,9 @@ module \ace_alu_array_small.array.lane3.adder (rst, busy, a, b, dtype, result, c
   wire \s7_slot_lo.nan ;
   wire \s7_slot_lo.sign ;
   reg [31:0] s7_sum = 32'd0;
+  reg s7_sum_zero_hi = 1'h0;
+  reg s7_sum_zero_lo = 1'h0;
+  reg s7_valid = 1'h1;
   reg s7_zero_hi = 1'h0;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
@@ -15052,6 +18780,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, busy, a, b, dtype, result, c
   wire \s8_slot_lo.nan ;
   wire \s8_slot_lo.sign ;
   reg [31:0] s8_sum = 32'd0;
+  reg s8_valid = 1'h1;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
@@ -15073,955 +18802,964 @@ module \ace_alu_array_small.array.lane3.adder (rst, busy, a, b, dtype, result, c
   wire \s9_slot_lo.nan ;
   wire \s9_slot_lo.sign ;
   reg [31:0] s9_sum = 32'd0;
-  assign \$223  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$224  = s3_shift_lo[4] ? \$223  : s3_y[15:0];
-  assign \$225  = s3_dtype[1] ? { 8'h00, \$224 [15:8] } : { \$221 [7:0], \$220 [15:8] };
-  assign \$226  = ~ s3_dtype[1];
-  assign \$227  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$228  = s3_shift_lo[4] ? \$227  : s3_y[15:0];
-  assign \$229  = s3_shift_lo[3] ? \$225  : \$228 ;
-  assign \$230  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$231  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$232  = s3_shift_hi[3] ? { 8'h00, \$230 [15:8] } : \$231 ;
+  reg s9_valid = 1'h1;
+  input valid;
+  wire valid;
+  assign \$192  = \$191  & s2_d_ba_lo[4];
+  assign \$193  = \$189  | \$192 ;
+  assign \$194  = \$193  ? 4'hf : 4'h0;
+  assign \$195  = s2_d_ba_lo[3:0] | \$194 ;
+  assign \$196  = | s2_d_ba_lo[7:5];
+  assign \$197  = ~ s2_dtype[1];
+  assign \$199  = \$198  & s2_d_ba_lo[4];
+  assign \$200  = \$196  | \$199 ;
+  assign \$201  = ~ s2_dtype[1];
+  assign \$202  = \$200  ? \$201  : s2_d_ba_lo[4];
+  assign \$203  = | s2_d_ab_lo[7:5];
+  assign \$204  = ~ s2_dtype[1];
+  assign \$206  = \$205  & s2_d_ab_lo[4];
+  assign \$207  = \$203  | \$206 ;
+  assign \$208  = \$207  ? 4'hf : 4'h0;
+  assign \$209  = s2_d_ab_lo[3:0] | \$208 ;
+  assign \$210  = | s2_d_ab_lo[7:5];
+  assign \$211  = ~ s2_dtype[1];
+  assign \$213  = \$212  & s2_d_ab_lo[4];
+  assign \$214  = \$210  | \$213 ;
+  assign \$215  = ~ s2_dtype[1];
+  assign \$216  = \$214  ? \$215  : s2_d_ab_lo[4];
+  assign \$217  = s2_swap_lo ? { \$202 , \$195  } : { \$216 , \$209  };
+  assign \$218  = s2_a_lo[0] ^ s2_b_lo[0];
+  assign \$219  = s2_swap_lo ? s2_b_lo[0] : s2_a_lo[0];
+  assign \$220  = s2_a_lo[0] & s2_b_lo[0];
+  assign \$221  = s2_swap_lo ? s2_b_lo[8:1] : s2_a_lo[8:1];
+  assign \$222  = s2_a_lo[9] | s2_b_lo[9];
+  assign \$223  = s2_a_lo[10] & s2_b_lo[10];
+  assign \$224  = s2_a_lo[0] ^ s2_b_lo[0];
+  assign \$225  = \$223  & \$224 ;
+  assign \$226  = \$222  | \$225 ;
+  assign \$227  = s2_a_lo[10] | s2_b_lo[10];
+  assign \$228  = s2_a_lo[10] ? s2_a_lo[0] : s2_b_lo[0];
+  assign \$229  = s2_swap_lo ? s2_sig_b[15:0] : s2_sig_a[15:0];
+  assign \$230  = s2_swap_hi ? s2_sig_b[31:16] : s2_sig_a[31:16];
+  assign \$231  = s2_swap_lo ? s2_sig_a[15:0] : s2_sig_b[15:0];
+  assign \$232  = s2_swap_hi ? s2_sig_a[31:16] : s2_sig_b[31:16];
   assign \$233  = ~ s3_dtype[1];
   assign \$234  = ~ s3_dtype[1];
-  assign \$235  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$236  = s3_shift_lo[4] ? \$235  : s3_y[15:0];
-  assign \$237  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$238  = ~ s3_dtype[1];
-  assign \$239  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$240  = s3_shift_lo[4] ? \$239  : s3_y[15:0];
-  assign \$241  = s3_dtype[1] ? { 8'h00, \$240 [15:8] } : { \$237 [7:0], \$236 [15:8] };
-  assign \$242  = ~ s3_dtype[1];
-  assign \$243  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$244  = s3_shift_lo[4] ? \$243  : s3_y[15:0];
-  assign \$245  = s3_shift_lo[3] ? \$241  : \$244 ;
-  assign \$246  = s3_dtype[1] ? { 4'h0, \$245 [15:4] } : { \$232 [3:0], \$229 [15:4] };
-  assign \$247  = ~ s3_dtype[1];
-  assign \$248  = ~ s3_dtype[1];
-  assign \$249  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$250  = s3_shift_lo[4] ? \$249  : s3_y[15:0];
-  assign \$251  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$252  = ~ s3_dtype[1];
-  assign \$253  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$254  = s3_shift_lo[4] ? \$253  : s3_y[15:0];
-  assign \$255  = s3_dtype[1] ? { 8'h00, \$254 [15:8] } : { \$251 [7:0], \$250 [15:8] };
-  assign \$256  = ~ s3_dtype[1];
-  assign \$257  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$258  = s3_shift_lo[4] ? \$257  : s3_y[15:0];
-  assign \$259  = s3_shift_lo[3] ? \$255  : \$258 ;
-  assign \$260  = s3_shift_lo[2] ? \$246  : \$259 ;
-  assign \$261  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$262  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$263  = s3_shift_hi[3] ? { 8'h00, \$261 [15:8] } : \$262 ;
-  assign \$264  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$265  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$266  = s3_shift_hi[3] ? { 8'h00, \$264 [15:8] } : \$265 ;
-  assign \$267  = s3_shift_hi[2] ? { 4'h0, \$263 [15:4] } : \$266 ;
-  assign \$268  = ~ s3_dtype[1];
-  assign \$270  = s3_shift_hi[4] & \$269 ;
-  assign \$271  = | s3_y[31:16];
-  assign \$272  = \$270  & \$271 ;
-  assign \$274  = ~ s3_dtype[1];
-  assign \$276  = s3_shift_hi[3] & \$275 ;
-  assign \$277  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$278  = | \$277 [7:0];
-  assign \$279  = \$276  & \$278 ;
-  assign \$280  = \$273  | \$279 ;
-  assign \$281  = ~ s3_dtype[1];
-  assign \$283  = s3_shift_hi[2] & \$282 ;
-  assign \$284  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$285  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$286  = s3_shift_hi[3] ? { 8'h00, \$284 [15:8] } : \$285 ;
-  assign \$287  = | \$286 [3:0];
-  assign \$288  = \$283  & \$287 ;
-  assign \$289  = \$280  | \$288 ;
-  assign \$290  = | s3_y[15:0];
-  assign \$291  = s3_shift_lo[4] & \$290 ;
-  assign \$293  = ~ s3_dtype[1];
-  assign \$294  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$295  = s3_shift_lo[4] ? \$294  : s3_y[15:0];
-  assign \$296  = | \$295 [7:0];
-  assign \$297  = s3_shift_lo[3] & \$296 ;
-  assign \$298  = \$292  | \$297 ;
-  assign \$299  = ~ s3_dtype[1];
-  assign \$300  = ~ s3_dtype[1];
-  assign \$301  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$302  = s3_shift_lo[4] ? \$301  : s3_y[15:0];
-  assign \$303  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$304  = ~ s3_dtype[1];
-  assign \$305  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$306  = s3_shift_lo[4] ? \$305  : s3_y[15:0];
-  assign \$307  = s3_dtype[1] ? { 8'h00, \$306 [15:8] } : { \$303 [7:0], \$302 [15:8] };
-  assign \$308  = ~ s3_dtype[1];
-  assign \$309  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$310  = s3_shift_lo[4] ? \$309  : s3_y[15:0];
-  assign \$311  = s3_shift_lo[3] ? \$307  : \$310 ;
-  assign \$312  = | \$311 [3:0];
-  assign \$313  = s3_shift_lo[2] & \$312 ;
-  assign \$314  = \$298  | \$313 ;
-  assign \$315  = ~ s4_dtype[1];
-  assign \$316  = \$315  | s4_sub_hi;
-  assign \$317  = ~ s4_dtype[1];
-  assign \$318  = ~ s4_dtype[1];
-  assign \$319  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
-  assign \$320  = s4_shift_lo[1] ? \$319  : s4_y[15:0];
-  assign \$321  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
-  assign \$322  = ~ s4_dtype[1];
-  assign \$323  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
-  assign \$324  = s4_shift_lo[1] ? \$323  : s4_y[15:0];
-  assign \$325  = s4_dtype[1] ? { 1'h0, \$324 [15:1] } : { \$321 [0], \$320 [15:1] };
-  assign \$326  = ~ s4_dtype[1];
-  assign \$327  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
-  assign \$328  = s4_shift_lo[1] ? \$327  : s4_y[15:0];
-  assign \$329  = s4_shift_lo[0] ? \$325  : \$328 ;
-  assign \$330  = | s4_y[1:0];
-  assign \$331  = s4_shift_lo[1] & \$330 ;
-  assign \$332  = s4_sticky_lo | \$331 ;
-  assign \$333  = ~ s4_dtype[1];
-  assign \$334  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
-  assign \$335  = s4_shift_lo[1] ? \$334  : s4_y[15:0];
-  assign \$337  = s4_shift_lo[0] & \$336 ;
-  assign \$338  = \$332  | \$337 ;
-  assign \$339  = \$329  | { 15'h0000, \$338  };
-  assign \$340  = s4_sub_lo ? 16'hffff : 16'h0000;
-  assign \$341  = \$339  ^ \$340 ;
+  assign \$235  = ~ s3_dtype[1];
+  assign \$236  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$237  = s3_shift_lo[4] ? \$236  : s3_y[15:0];
+  assign \$238  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$239  = ~ s3_dtype[1];
+  assign \$240  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$241  = s3_shift_lo[4] ? \$240  : s3_y[15:0];
+  assign \$242  = s3_dtype[1] ? { 8'h00, \$241 [15:8] } : { \$238 [7:0], \$237 [15:8] };
+  assign \$243  = ~ s3_dtype[1];
+  assign \$244  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$245  = s3_shift_lo[4] ? \$244  : s3_y[15:0];
+  assign \$246  = s3_shift_lo[3] ? \$242  : \$245 ;
+  assign \$247  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$248  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$249  = s3_shift_hi[3] ? { 8'h00, \$247 [15:8] } : \$248 ;
+  assign \$250  = ~ s3_dtype[1];
+  assign \$251  = ~ s3_dtype[1];
+  assign \$252  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$253  = s3_shift_lo[4] ? \$252  : s3_y[15:0];
+  assign \$254  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$255  = ~ s3_dtype[1];
+  assign \$256  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$257  = s3_shift_lo[4] ? \$256  : s3_y[15:0];
+  assign \$258  = s3_dtype[1] ? { 8'h00, \$257 [15:8] } : { \$254 [7:0], \$253 [15:8] };
+  assign \$259  = ~ s3_dtype[1];
+  assign \$260  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$261  = s3_shift_lo[4] ? \$260  : s3_y[15:0];
+  assign \$262  = s3_shift_lo[3] ? \$258  : \$261 ;
+  assign \$263  = s3_dtype[1] ? { 4'h0, \$262 [15:4] } : { \$249 [3:0], \$246 [15:4] };
+  assign \$264  = ~ s3_dtype[1];
+  assign \$265  = ~ s3_dtype[1];
+  assign \$266  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$267  = s3_shift_lo[4] ? \$266  : s3_y[15:0];
+  assign \$268  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$269  = ~ s3_dtype[1];
+  assign \$270  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$271  = s3_shift_lo[4] ? \$270  : s3_y[15:0];
+  assign \$272  = s3_dtype[1] ? { 8'h00, \$271 [15:8] } : { \$268 [7:0], \$267 [15:8] };
+  assign \$273  = ~ s3_dtype[1];
+  assign \$274  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$275  = s3_shift_lo[4] ? \$274  : s3_y[15:0];
+  assign \$276  = s3_shift_lo[3] ? \$272  : \$275 ;
+  assign \$277  = s3_shift_lo[2] ? \$263  : \$276 ;
+  assign \$278  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$279  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$280  = s3_shift_hi[3] ? { 8'h00, \$278 [15:8] } : \$279 ;
+  assign \$281  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$282  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$283  = s3_shift_hi[3] ? { 8'h00, \$281 [15:8] } : \$282 ;
+  assign \$284  = s3_shift_hi[2] ? { 4'h0, \$280 [15:4] } : \$283 ;
+  assign \$285  = ~ s3_dtype[1];
+  assign \$287  = | s3_y[19:16];
+  assign \$288  = s3_shift_hi[4:2] > 1'h0;
+  assign \$289  = \$287  & \$288 ;
+  assign \$290  = | s3_y[23:20];
+  assign \$291  = s3_shift_hi[4:2] > 1'h1;
+  assign \$292  = \$290  & \$291 ;
+  assign \$293  = | s3_y[27:24];
+  assign \$294  = s3_shift_hi[4:2] > 2'h2;
+  assign \$295  = \$293  & \$294 ;
+  assign \$296  = | s3_y[31:28];
+  assign \$297  = s3_shift_hi[4:2] > 2'h3;
+  assign \$298  = \$296  & \$297 ;
+  assign \$299  = | { \$298 , \$295 , \$292 , \$289  };
+  assign \$300  = \$286  & \$299 ;
+  assign \$301  = | s3_y[3:0];
+  assign \$302  = s3_shift_lo[4:2] > 1'h0;
+  assign \$303  = \$301  & \$302 ;
+  assign \$304  = | s3_y[7:4];
+  assign \$305  = s3_shift_lo[4:2] > 1'h1;
+  assign \$306  = \$304  & \$305 ;
+  assign \$307  = | s3_y[11:8];
+  assign \$308  = s3_shift_lo[4:2] > 2'h2;
+  assign \$309  = \$307  & \$308 ;
+  assign \$310  = | s3_y[15:12];
+  assign \$311  = s3_shift_lo[4:2] > 2'h3;
+  assign \$312  = \$310  & \$311 ;
+  assign \$313  = ~ s3_dtype[1];
+  assign \$314  = | s3_y[19:16];
+  assign \$315  = \$313  & \$314 ;
+  assign \$316  = s3_shift_lo[4:2] > 3'h4;
+  assign \$317  = \$315  & \$316 ;
+  assign \$318  = ~ s3_dtype[1];
+  assign \$319  = | s3_y[23:20];
+  assign \$320  = \$318  & \$319 ;
+  assign \$321  = s3_shift_lo[4:2] > 3'h5;
+  assign \$322  = \$320  & \$321 ;
+  assign \$323  = ~ s3_dtype[1];
+  assign \$324  = | s3_y[27:24];
+  assign \$325  = \$323  & \$324 ;
+  assign \$326  = s3_shift_lo[4:2] > 3'h6;
+  assign \$327  = \$325  & \$326 ;
+  assign \$328  = ~ s3_dtype[1];
+  assign \$329  = | s3_y[31:28];
+  assign \$330  = \$328  & \$329 ;
+  assign \$331  = s3_shift_lo[4:2] > 3'h7;
+  assign \$332  = \$330  & \$331 ;
+  assign \$333  = | { \$332 , \$327 , \$322 , \$317 , \$312 , \$309 , \$306 , \$303  };
+  assign \$334  = ~ s3_dtype[1];
+  assign \$335  = 32'd2147483648 >> s3_slot_hi[10:2];
+  assign \$336  = 16'h8000 >> s3_slot_lo[10:2];
+  assign \$337  = 16'h8000 >> s3_slot_hi[10:2];
+  assign \$338  = s3_dtype[1] ? { \$337 , \$336  } : \$335 ;
+  assign \$339  = ~ s4_dtype[1];
+  assign \$340  = \$339  | s4_sub_hi;
+  assign \$341  = ~ s4_dtype[1];
   assign \$342  = ~ s4_dtype[1];
-  assign \$344  = \$343  & s4_sub_hi;
+  assign \$343  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$344  = s4_shift_lo[1] ? \$343  : s4_y[15:0];
   assign \$345  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
-  assign \$346  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
-  assign \$347  = s4_shift_hi[0] ? { 1'h0, \$345 [15:1] } : \$346 ;
-  assign \$348  = ~ s4_dtype[1];
-  assign \$350  = s4_shift_hi[1] & \$349 ;
-  assign \$351  = | s4_y[17:16];
-  assign \$352  = \$350  & \$351 ;
-  assign \$353  = s4_sticky_hi | \$352 ;
-  assign \$354  = ~ s4_dtype[1];
-  assign \$356  = s4_shift_hi[0] & \$355 ;
-  assign \$357  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
-  assign \$359  = \$356  & \$358 ;
-  assign \$360  = \$353  | \$359 ;
-  assign \$361  = \$347  | { 15'h0000, \$360  };
-  assign \$362  = s4_sub_hi ? 16'hffff : 16'h0000;
-  assign \$363  = \$361  ^ \$362 ;
-  assign \$364  = ~ s4_dtype[1];
-  assign \$365  = 32'd2147483648 >> s4_slot_hi[10:2];
-  assign \$366  = 16'h8000 >> s4_slot_lo[10:2];
-  assign \$367  = 16'h8000 >> s4_slot_hi[10:2];
-  assign \$368  = s4_dtype[1] ? { \$367 , \$366  } : \$365 ;
-  assign \$369  = { \$686 [33:18], \$686 [16:1] } | s5_sentinel;
-  assign \$370  = | s6_marked[31:28];
-  assign \$371  = ~ \$370 ;
-  assign \$373  = s6_marked[29] ? 2'h2 : 2'h3;
-  assign \$374  = s6_marked[30] ? 2'h1 : \$373 ;
-  assign \$375  = s6_marked[31] ? 2'h0 : \$374 ;
-  assign \$376  = | s6_marked[27:24];
-  assign \$377  = ~ \$376 ;
-  assign \$379  = s6_marked[25] ? 2'h2 : 2'h3;
-  assign \$380  = s6_marked[26] ? 2'h1 : \$379 ;
-  assign \$381  = s6_marked[27] ? 2'h0 : \$380 ;
-  assign \$382  = | s6_marked[23:20];
-  assign \$383  = ~ \$382 ;
-  assign \$385  = s6_marked[21] ? 2'h2 : 2'h3;
-  assign \$386  = s6_marked[22] ? 2'h1 : \$385 ;
-  assign \$387  = s6_marked[23] ? 2'h0 : \$386 ;
-  assign \$388  = s6_marked[17] ? 2'h2 : 2'h3;
-  assign \$389  = s6_marked[18] ? 2'h1 : \$388 ;
-  assign \$390  = s6_marked[19] ? 2'h0 : \$389 ;
-  assign \$391  = \$384  ? \$387  : \$390 ;
-  assign \$392  = \$378  ? \$381  : \$391 ;
-  assign \$393  = \$372  ? \$375  : \$392 ;
-  assign \$394  = | s6_marked[31:28];
-  assign \$395  = ~ \$394 ;
-  assign \$397  = | s6_marked[27:24];
-  assign \$398  = ~ \$397 ;
-  assign \$400  = | s6_marked[23:20];
-  assign \$401  = ~ \$400 ;
-  assign \$403  = \$402  ? 2'h2 : 2'h3;
-  assign \$404  = \$399  ? 2'h1 : \$403 ;
-  assign \$405  = \$396  ? 2'h0 : \$404 ;
-  assign \$406  = | s6_marked[15:12];
-  assign \$407  = ~ \$406 ;
-  assign \$409  = s6_marked[13] ? 2'h2 : 2'h3;
-  assign \$410  = s6_marked[14] ? 2'h1 : \$409 ;
-  assign \$411  = s6_marked[15] ? 2'h0 : \$410 ;
-  assign \$412  = | s6_marked[11:8];
-  assign \$413  = ~ \$412 ;
-  assign \$415  = s6_marked[9] ? 2'h2 : 2'h3;
-  assign \$416  = s6_marked[10] ? 2'h1 : \$415 ;
-  assign \$417  = s6_marked[11] ? 2'h0 : \$416 ;
-  assign \$418  = | s6_marked[7:4];
-  assign \$419  = ~ \$418 ;
-  assign \$421  = s6_marked[5] ? 2'h2 : 2'h3;
-  assign \$422  = s6_marked[6] ? 2'h1 : \$421 ;
-  assign \$423  = s6_marked[7] ? 2'h0 : \$422 ;
-  assign \$424  = s6_marked[1] ? 2'h2 : 2'h3;
-  assign \$425  = s6_marked[2] ? 2'h1 : \$424 ;
-  assign \$426  = s6_marked[3] ? 2'h0 : \$425 ;
-  assign \$427  = \$420  ? \$423  : \$426 ;
-  assign \$428  = \$414  ? \$417  : \$427 ;
-  assign \$429  = \$408  ? \$411  : \$428 ;
-  assign \$430  = | s6_marked[15:12];
-  assign \$431  = ~ \$430 ;
-  assign \$433  = | s6_marked[11:8];
-  assign \$434  = ~ \$433 ;
-  assign \$436  = | s6_marked[7:4];
-  assign \$437  = ~ \$436 ;
-  assign \$439  = \$438  ? 2'h2 : 2'h3;
-  assign \$440  = \$435  ? 2'h1 : \$439 ;
-  assign \$441  = \$432  ? 2'h0 : \$440 ;
-  assign \$442  = | s6_marked[19:16];
-  assign \$443  = ~ \$442 ;
-  assign \$444  = | s6_marked[23:20];
-  assign \$445  = ~ \$444 ;
-  assign \$446  = \$443  & \$445 ;
-  assign \$447  = | s6_marked[27:24];
-  assign \$448  = ~ \$447 ;
-  assign \$449  = \$446  & \$448 ;
-  assign \$450  = | s6_marked[31:28];
-  assign \$451  = ~ \$450 ;
-  assign \$452  = \$449  & \$451 ;
-  assign \$453  = ~ s6_dtype[1];
-  assign \$454  = | s6_sum[31:16];
-  assign \$455  = ~ \$454 ;
-  assign \$456  = | s6_sum[15:0];
-  assign \$457  = ~ \$456 ;
-  assign \$458  = \$455  & \$457 ;
-  assign \$459  = | s6_sum[31:16];
-  assign \$460  = ~ \$459 ;
-  assign \$461  = s6_dtype[1] ? \$460  : \$458 ;
-  assign \$462  = \$461  ? s6_slot_hi[1] : s6_slot_hi[0];
-  assign \$463  = ~ s6_dtype[1];
-  assign \$464  = | s6_sum[31:16];
-  assign \$465  = ~ \$464 ;
-  assign \$466  = | s6_sum[15:0];
+  assign \$346  = ~ s4_dtype[1];
+  assign \$347  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$348  = s4_shift_lo[1] ? \$347  : s4_y[15:0];
+  assign \$349  = s4_dtype[1] ? { 1'h0, \$348 [15:1] } : { \$345 [0], \$344 [15:1] };
+  assign \$350  = ~ s4_dtype[1];
+  assign \$351  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$352  = s4_shift_lo[1] ? \$351  : s4_y[15:0];
+  assign \$353  = s4_shift_lo[0] ? \$349  : \$352 ;
+  assign \$354  = | s4_y[1:0];
+  assign \$355  = s4_shift_lo[1] & \$354 ;
+  assign \$356  = s4_sticky_lo | \$355 ;
+  assign \$357  = ~ s4_dtype[1];
+  assign \$358  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$359  = s4_shift_lo[1] ? \$358  : s4_y[15:0];
+  assign \$361  = s4_shift_lo[0] & \$360 ;
+  assign \$362  = \$356  | \$361 ;
+  assign \$363  = \$353  | { 15'h0000, \$362  };
+  assign \$364  = s4_sub_lo ? 16'hffff : 16'h0000;
+  assign \$365  = \$363  ^ \$364 ;
+  assign \$366  = ~ s4_dtype[1];
+  assign \$368  = \$367  & s4_sub_hi;
+  assign \$369  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
+  assign \$370  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
+  assign \$371  = s4_shift_hi[0] ? { 1'h0, \$369 [15:1] } : \$370 ;
+  assign \$372  = ~ s4_dtype[1];
+  assign \$374  = s4_shift_hi[1] & \$373 ;
+  assign \$375  = | s4_y[17:16];
+  assign \$376  = \$374  & \$375 ;
+  assign \$377  = s4_sticky_hi | \$376 ;
+  assign \$378  = ~ s4_dtype[1];
+  assign \$380  = s4_shift_hi[0] & \$379 ;
+  assign \$381  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
+  assign \$383  = \$380  & \$382 ;
+  assign \$384  = \$377  | \$383 ;
+  assign \$385  = \$371  | { 15'h0000, \$384  };
+  assign \$386  = s4_sub_hi ? 16'hffff : 16'h0000;
+  assign \$387  = \$385  ^ \$386 ;
+  assign \$388  = { \$690 [33:18], \$690 [16:1] } | s5_sentinel;
+  assign \$389  = | s6_marked[31:28];
+  assign \$390  = ~ \$389 ;
+  assign \$392  = s6_marked[29] ? 2'h2 : 2'h3;
+  assign \$393  = s6_marked[30] ? 2'h1 : \$392 ;
+  assign \$394  = s6_marked[31] ? 2'h0 : \$393 ;
+  assign \$395  = | s6_marked[27:24];
+  assign \$396  = ~ \$395 ;
+  assign \$398  = s6_marked[25] ? 2'h2 : 2'h3;
+  assign \$399  = s6_marked[26] ? 2'h1 : \$398 ;
+  assign \$400  = s6_marked[27] ? 2'h0 : \$399 ;
+  assign \$401  = | s6_marked[23:20];
+  assign \$402  = ~ \$401 ;
+  assign \$404  = s6_marked[21] ? 2'h2 : 2'h3;
+  assign \$405  = s6_marked[22] ? 2'h1 : \$404 ;
+  assign \$406  = s6_marked[23] ? 2'h0 : \$405 ;
+  assign \$407  = s6_marked[17] ? 2'h2 : 2'h3;
+  assign \$408  = s6_marked[18] ? 2'h1 : \$407 ;
+  assign \$409  = s6_marked[19] ? 2'h0 : \$408 ;
+  assign \$410  = \$403  ? \$406  : \$409 ;
+  assign \$411  = \$397  ? \$400  : \$410 ;
+  assign \$412  = \$391  ? \$394  : \$411 ;
+  assign \$413  = | s6_marked[31:28];
+  assign \$414  = ~ \$413 ;
+  assign \$416  = | s6_marked[27:24];
+  assign \$417  = ~ \$416 ;
+  assign \$419  = | s6_marked[23:20];
+  assign \$420  = ~ \$419 ;
+  assign \$422  = \$421  ? 2'h2 : 2'h3;
+  assign \$423  = \$418  ? 2'h1 : \$422 ;
+  assign \$424  = \$415  ? 2'h0 : \$423 ;
+  assign \$425  = | s6_marked[15:12];
+  assign \$426  = ~ \$425 ;
+  assign \$428  = s6_marked[13] ? 2'h2 : 2'h3;
+  assign \$429  = s6_marked[14] ? 2'h1 : \$428 ;
+  assign \$430  = s6_marked[15] ? 2'h0 : \$429 ;
+  assign \$431  = | s6_marked[11:8];
+  assign \$432  = ~ \$431 ;
+  assign \$434  = s6_marked[9] ? 2'h2 : 2'h3;
+  assign \$435  = s6_marked[10] ? 2'h1 : \$434 ;
+  assign \$436  = s6_marked[11] ? 2'h0 : \$435 ;
+  assign \$437  = | s6_marked[7:4];
+  assign \$438  = ~ \$437 ;
+  assign \$440  = s6_marked[5] ? 2'h2 : 2'h3;
+  assign \$441  = s6_marked[6] ? 2'h1 : \$440 ;
+  assign \$442  = s6_marked[7] ? 2'h0 : \$441 ;
+  assign \$443  = s6_marked[1] ? 2'h2 : 2'h3;
+  assign \$444  = s6_marked[2] ? 2'h1 : \$443 ;
+  assign \$445  = s6_marked[3] ? 2'h0 : \$444 ;
+  assign \$446  = \$439  ? \$442  : \$445 ;
+  assign \$447  = \$433  ? \$436  : \$446 ;
+  assign \$448  = \$427  ? \$430  : \$447 ;
+  assign \$449  = | s6_marked[15:12];
+  assign \$450  = ~ \$449 ;
+  assign \$452  = | s6_marked[11:8];
+  assign \$453  = ~ \$452 ;
+  assign \$455  = | s6_marked[7:4];
+  assign \$456  = ~ \$455 ;
+  assign \$458  = \$457  ? 2'h2 : 2'h3;
+  assign \$459  = \$454  ? 2'h1 : \$458 ;
+  assign \$460  = \$451  ? 2'h0 : \$459 ;
+  assign \$461  = | s6_marked[19:16];
+  assign \$462  = ~ \$461 ;
+  assign \$463  = | s6_marked[23:20];
+  assign \$464  = ~ \$463 ;
+  assign \$465  = \$462  & \$464 ;
+  assign \$466  = | s6_marked[27:24];
   assign \$467  = ~ \$466 ;
   assign \$468  = \$465  & \$467 ;
-  assign \$469  = | s6_sum[15:0];
+  assign \$469  = | s6_marked[31:28];
   assign \$470  = ~ \$469 ;
-  assign \$471  = s6_dtype[1] ? \$470  : \$468 ;
-  assign \$472  = \$471  ? s6_slot_lo[1] : s6_slot_lo[0];
-  assign \$473  = ~ s7_dtype[1];
-  assign \$474  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$475  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$474  };
+  assign \$471  = \$468  & \$470 ;
+  assign \$472  = | s6_sum[31:16];
+  assign \$473  = ~ \$472 ;
+  assign \$474  = | s6_sum[15:0];
+  assign \$475  = ~ \$474 ;
   assign \$476  = ~ s7_dtype[1];
   assign \$477  = s7_zero_hi ? s7_count_lo : s7_count_hi;
   assign \$478  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$477  };
-  assign \$479  = \$478 [4] ? 16'h0000 : s7_sum[15:0];
-  assign \$480  = ~ s7_dtype[1];
-  assign \$481  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$482  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$481  };
-  assign \$483  = \$482 [4] ? 16'h0000 : s7_sum[15:0];
-  assign \$484  = \$475 [3] ? { \$479 [7:0], 8'h00 } : \$483 ;
-  assign \$485  = ~ s7_dtype[1];
-  assign \$486  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$487  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$486  };
+  assign \$479  = ~ s7_dtype[1];
+  assign \$480  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$481  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$480  };
+  assign \$482  = \$481 [4] ? 16'h0000 : s7_sum[15:0];
+  assign \$483  = ~ s7_dtype[1];
+  assign \$484  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$485  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$484  };
+  assign \$486  = \$485 [4] ? 16'h0000 : s7_sum[15:0];
+  assign \$487  = \$478 [3] ? { \$482 [7:0], 8'h00 } : \$486 ;
   assign \$488  = ~ s7_dtype[1];
-  assign \$489  = ~ s7_dtype[1];
-  assign \$490  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$491  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$490  };
-  assign \$492  = \$491 [4] ? 16'h0000 : s7_sum[15:0];
-  assign \$493  = ~ s7_dtype[1];
-  assign \$494  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$495  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$494  };
+  assign \$489  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$490  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$489  };
+  assign \$491  = ~ s7_dtype[1];
+  assign \$492  = ~ s7_dtype[1];
+  assign \$493  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$494  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$493  };
+  assign \$495  = \$494 [4] ? 16'h0000 : s7_sum[15:0];
   assign \$496  = ~ s7_dtype[1];
-  assign \$497  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
-  assign \$498  = \$495 [4] ? \$497  : s7_sum[31:16];
+  assign \$497  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$498  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$497  };
   assign \$499  = ~ s7_dtype[1];
-  assign \$500  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$501  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$500  };
+  assign \$500  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
+  assign \$501  = \$498 [4] ? \$500  : s7_sum[31:16];
   assign \$502  = ~ s7_dtype[1];
-  assign \$503  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
-  assign \$504  = \$501 [4] ? \$503  : s7_sum[31:16];
-  assign \$505  = s7_dtype[1] ? { \$504 [7:0], 8'h00 } : { \$498 [7:0], \$492 [15:8] };
-  assign \$506  = ~ s7_dtype[1];
-  assign \$507  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$508  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$507  };
+  assign \$503  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$504  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$503  };
+  assign \$505  = ~ s7_dtype[1];
+  assign \$506  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
+  assign \$507  = \$504 [4] ? \$506  : s7_sum[31:16];
+  assign \$508  = s7_dtype[1] ? { \$507 [7:0], 8'h00 } : { \$501 [7:0], \$495 [15:8] };
   assign \$509  = ~ s7_dtype[1];
-  assign \$510  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
-  assign \$511  = \$508 [4] ? \$510  : s7_sum[31:16];
-  assign \$512  = \$487 [3] ? \$505  : \$511 ;
-  assign \$513  = ~ s7_dtype[1];
-  assign \$514  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$515  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$514  };
+  assign \$510  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$511  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$510  };
+  assign \$512  = ~ s7_dtype[1];
+  assign \$513  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
+  assign \$514  = \$511 [4] ? \$513  : s7_sum[31:16];
+  assign \$515  = \$490 [3] ? \$508  : \$514 ;
   assign \$516  = ~ s7_dtype[1];
-  assign \$517  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$518  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$517  };
-  assign \$519  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$520  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$521  = s8_shift_lo[1] ? { \$519 [13:0], 2'h0 } : \$520 ;
-  assign \$522  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$523  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$524  = s8_shift_lo[1] ? { \$522 [13:0], 2'h0 } : \$523 ;
-  assign \$525  = s8_shift_lo[0] ? { \$521 [14:0], 1'h0 } : \$524 ;
-  assign \$526  = ~ s8_dtype[1];
-  assign \$527  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$528  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$529  = s8_shift_lo[1] ? { \$527 [13:0], 2'h0 } : \$528 ;
-  assign \$530  = ~ s8_dtype[1];
+  assign \$517  = s7_sum_zero_hi & s7_sum_zero_lo;
+  assign \$518  = s7_dtype[1] ? s7_sum_zero_hi : \$517 ;
+  assign \$519  = \$518  ? s7_slot_hi[1] : s7_slot_hi[0];
+  assign \$520  = ~ s7_dtype[1];
+  assign \$521  = s7_sum_zero_hi & s7_sum_zero_lo;
+  assign \$522  = s7_dtype[1] ? s7_sum_zero_lo : \$521 ;
+  assign \$523  = \$522  ? s7_slot_lo[1] : s7_slot_lo[0];
+  assign \$524  = ~ s7_dtype[1];
+  assign \$525  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$526  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$525  };
+  assign \$527  = ~ s7_dtype[1];
+  assign \$528  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$529  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$528  };
+  assign \$530  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
   assign \$531  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$532  = ~ s8_dtype[1];
-  assign \$533  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$534  = s8_shift_hi[2] ? \$533  : s8_sum[31:16];
-  assign \$535  = ~ s8_dtype[1];
-  assign \$536  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$537  = s8_shift_hi[2] ? \$536  : s8_sum[31:16];
-  assign \$538  = s8_dtype[1] ? { \$537 [13:0], 2'h0 } : { \$534 [13:0], \$531 [15:14] };
-  assign \$539  = ~ s8_dtype[1];
-  assign \$540  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$541  = s8_shift_hi[2] ? \$540  : s8_sum[31:16];
-  assign \$542  = s8_shift_hi[1] ? \$538  : \$541 ;
+  assign \$532  = s8_shift_lo[1] ? { \$530 [13:0], 2'h0 } : \$531 ;
+  assign \$533  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$534  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$535  = s8_shift_lo[1] ? { \$533 [13:0], 2'h0 } : \$534 ;
+  assign \$536  = s8_shift_lo[0] ? { \$532 [14:0], 1'h0 } : \$535 ;
+  assign \$537  = ~ s8_dtype[1];
+  assign \$538  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$539  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$540  = s8_shift_lo[1] ? { \$538 [13:0], 2'h0 } : \$539 ;
+  assign \$541  = ~ s8_dtype[1];
+  assign \$542  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
   assign \$543  = ~ s8_dtype[1];
-  assign \$544  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$545  = ~ s8_dtype[1];
-  assign \$546  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$547  = s8_shift_hi[2] ? \$546  : s8_sum[31:16];
-  assign \$548  = ~ s8_dtype[1];
-  assign \$549  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$550  = s8_shift_hi[2] ? \$549  : s8_sum[31:16];
-  assign \$551  = s8_dtype[1] ? { \$550 [13:0], 2'h0 } : { \$547 [13:0], \$544 [15:14] };
-  assign \$552  = ~ s8_dtype[1];
-  assign \$553  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$554  = s8_shift_hi[2] ? \$553  : s8_sum[31:16];
-  assign \$555  = s8_shift_hi[1] ? \$551  : \$554 ;
-  assign \$556  = s8_dtype[1] ? { \$555 [14:0], 1'h0 } : { \$542 [14:0], \$529 [15] };
-  assign \$557  = ~ s8_dtype[1];
-  assign \$558  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$544  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$545  = s8_shift_hi[2] ? \$544  : s8_sum[31:16];
+  assign \$546  = ~ s8_dtype[1];
+  assign \$547  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$548  = s8_shift_hi[2] ? \$547  : s8_sum[31:16];
+  assign \$549  = s8_dtype[1] ? { \$548 [13:0], 2'h0 } : { \$545 [13:0], \$542 [15:14] };
+  assign \$550  = ~ s8_dtype[1];
+  assign \$551  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$552  = s8_shift_hi[2] ? \$551  : s8_sum[31:16];
+  assign \$553  = s8_shift_hi[1] ? \$549  : \$552 ;
+  assign \$554  = ~ s8_dtype[1];
+  assign \$555  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$556  = ~ s8_dtype[1];
+  assign \$557  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$558  = s8_shift_hi[2] ? \$557  : s8_sum[31:16];
   assign \$559  = ~ s8_dtype[1];
   assign \$560  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
   assign \$561  = s8_shift_hi[2] ? \$560  : s8_sum[31:16];
-  assign \$562  = ~ s8_dtype[1];
-  assign \$563  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$564  = s8_shift_hi[2] ? \$563  : s8_sum[31:16];
-  assign \$565  = s8_dtype[1] ? { \$564 [13:0], 2'h0 } : { \$561 [13:0], \$558 [15:14] };
-  assign \$566  = ~ s8_dtype[1];
-  assign \$567  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$568  = s8_shift_hi[2] ? \$567  : s8_sum[31:16];
-  assign \$569  = s8_shift_hi[1] ? \$565  : \$568 ;
-  assign \$570  = s8_shift_hi[0] ? \$556  : \$569 ;
-  assign \$571  = s8_slot_hi[10:2] + 1'h1;
-  assign \$572  = \$571  - s8_shift_hi;
-  assign \$573  = s8_slot_lo[10:2] + 1'h1;
-  assign \$574  = \$573  - s8_shift_lo;
-  assign \$575  = ~ s9_dtype[1];
-  assign \$576  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
-  assign \$577  = s9_dtype[1] & s9_dtype[0];
-  assign \$578  = s9_sum[15] ? s9_slot_lo[6:2] : 5'h00;
-  assign \$579  = s9_sum[15] ? s9_slot_lo[9:2] : 8'h00;
-  assign \$580  = \$577  ? { \$578 , s9_sum[14:5] } : { \$579 , s9_sum[14:8] };
-  assign \$581  = s9_dtype[1] & s9_dtype[0];
-  assign \$582  = s9_sum[31] ? s9_slot_hi[6:2] : 5'h00;
-  assign \$583  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
-  assign \$584  = \$581  ? { \$582 , s9_sum[30:21] } : { \$583 , s9_sum[30:24] };
-  assign \$585  = s9_dtype[1] ? { \$584 , 1'h0, \$580  } : { \$576 , s9_sum[30:8] };
+  assign \$562  = s8_dtype[1] ? { \$561 [13:0], 2'h0 } : { \$558 [13:0], \$555 [15:14] };
+  assign \$563  = ~ s8_dtype[1];
+  assign \$564  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$565  = s8_shift_hi[2] ? \$564  : s8_sum[31:16];
+  assign \$566  = s8_shift_hi[1] ? \$562  : \$565 ;
+  assign \$567  = s8_dtype[1] ? { \$566 [14:0], 1'h0 } : { \$553 [14:0], \$540 [15] };
+  assign \$568  = ~ s8_dtype[1];
+  assign \$569  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$570  = ~ s8_dtype[1];
+  assign \$571  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$572  = s8_shift_hi[2] ? \$571  : s8_sum[31:16];
+  assign \$573  = ~ s8_dtype[1];
+  assign \$574  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$575  = s8_shift_hi[2] ? \$574  : s8_sum[31:16];
+  assign \$576  = s8_dtype[1] ? { \$575 [13:0], 2'h0 } : { \$572 [13:0], \$569 [15:14] };
+  assign \$577  = ~ s8_dtype[1];
+  assign \$578  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$579  = s8_shift_hi[2] ? \$578  : s8_sum[31:16];
+  assign \$580  = s8_shift_hi[1] ? \$576  : \$579 ;
+  assign \$581  = s8_shift_hi[0] ? \$567  : \$580 ;
+  assign \$582  = s8_slot_hi[10:2] + 1'h1;
+  assign \$583  = \$582  - s8_shift_hi;
+  assign \$584  = s8_slot_lo[10:2] + 1'h1;
+  assign \$585  = \$584  - s8_shift_lo;
   assign \$586  = ~ s9_dtype[1];
-  assign \$587  = ~ s9_dtype[1];
-  assign \$588  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
-  assign \$589  = s9_dtype[1] & s9_dtype[0];
-  assign \$590  = s9_sum[15] ? s9_slot_lo[6:2] : 5'h00;
-  assign \$591  = s9_sum[15] ? s9_slot_lo[9:2] : 8'h00;
-  assign \$592  = \$589  ? { \$590 , s9_sum[14:5] } : { \$591 , s9_sum[14:8] };
-  assign \$593  = s9_dtype[1] & s9_dtype[0];
-  assign \$594  = s9_sum[31] ? s9_slot_hi[6:2] : 5'h00;
-  assign \$595  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
-  assign \$596  = \$593  ? { \$594 , s9_sum[30:21] } : { \$595 , s9_sum[30:24] };
-  assign \$597  = s9_dtype[1] ? { \$596 , 1'h0, \$592  } : { \$588 , s9_sum[30:8] };
+  assign \$587  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
+  assign \$588  = s9_dtype[1] & s9_dtype[0];
+  assign \$589  = s9_sum[15] ? s9_slot_lo[6:2] : 5'h00;
+  assign \$590  = s9_sum[15] ? s9_slot_lo[9:2] : 8'h00;
+  assign \$591  = \$588  ? { \$589 , s9_sum[14:5] } : { \$590 , s9_sum[14:8] };
+  assign \$592  = s9_dtype[1] & s9_dtype[0];
+  assign \$593  = s9_sum[31] ? s9_slot_hi[6:2] : 5'h00;
+  assign \$594  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
+  assign \$595  = \$592  ? { \$593 , s9_sum[30:21] } : { \$594 , s9_sum[30:24] };
+  assign \$596  = s9_dtype[1] ? { \$595 , 1'h0, \$591  } : { \$587 , s9_sum[30:8] };
+  assign \$597  = ~ s9_dtype[1];
   assign \$598  = ~ s9_dtype[1];
+  assign \$599  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
   assign \$600  = s9_dtype[1] & s9_dtype[0];
-  assign \$601  = | s9_sum[19:16];
-  assign \$602  = s9_sum[21] | \$601 ;
-  assign \$603  = s9_sum[20] & \$602 ;
-  assign \$604  = | s9_sum[22:16];
-  assign \$605  = s9_sum[24] | \$604 ;
-  assign \$606  = s9_sum[23] & \$605 ;
-  assign \$607  = \$600  ? \$603  : \$606 ;
-  assign \$608  = \$599  & \$607 ;
+  assign \$601  = s9_sum[15] ? s9_slot_lo[6:2] : 5'h00;
+  assign \$602  = s9_sum[15] ? s9_slot_lo[9:2] : 8'h00;
+  assign \$603  = \$600  ? { \$601 , s9_sum[14:5] } : { \$602 , s9_sum[14:8] };
+  assign \$604  = s9_dtype[1] & s9_dtype[0];
+  assign \$605  = s9_sum[31] ? s9_slot_hi[6:2] : 5'h00;
+  assign \$606  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
+  assign \$607  = \$604  ? { \$605 , s9_sum[30:21] } : { \$606 , s9_sum[30:24] };
+  assign \$608  = s9_dtype[1] ? { \$607 , 1'h0, \$603  } : { \$599 , s9_sum[30:8] };
   assign \$609  = ~ s9_dtype[1];
-  assign \$610  = | s9_sum[6:0];
-  assign \$611  = s9_sum[8] | \$610 ;
-  assign \$612  = s9_sum[7] & \$611 ;
-  assign \$613  = s9_dtype[1] & s9_dtype[0];
-  assign \$614  = | s9_sum[3:0];
-  assign \$615  = s9_sum[5] | \$614 ;
-  assign \$616  = s9_sum[4] & \$615 ;
-  assign \$617  = | s9_sum[6:0];
-  assign \$618  = s9_sum[8] | \$617 ;
-  assign \$619  = s9_sum[7] & \$618 ;
-  assign \$620  = \$613  ? \$616  : \$619 ;
-  assign \$621  = s9_dtype[1] ? \$620  : \$612 ;
-  assign \$622  = s9_slot_hi[11] | s9_slot_hi[12];
-  assign \$623  = s9_dtype[1] & s9_dtype[0];
-  assign \$624  = \$623  ? 15'h7e00 : 15'h7fc0;
-  assign \$625  = s9_dtype[1] & s9_dtype[0];
-  assign \$626  = \$625  ? 15'h7c00 : 15'h7f80;
-  assign \$627  = s9_slot_hi[12] ? s9_slot_hi[13] : s9_slot_hi[0];
-  assign \$628  = s9_slot_hi[11] ? { 1'h0, \$624  } : { \$627 , \$626  };
-  assign \$629  = s9_slot_lo[11] | s9_slot_lo[12];
-  assign \$630  = s9_dtype[1] & s9_dtype[0];
-  assign \$631  = \$630  ? 15'h7e00 : 15'h7fc0;
-  assign \$632  = s9_dtype[1] & s9_dtype[0];
-  assign \$633  = \$632  ? 15'h7c00 : 15'h7f80;
-  assign \$634  = s9_slot_lo[12] ? s9_slot_lo[13] : s9_slot_lo[0];
-  assign \$635  = s9_slot_lo[11] ? { 1'h0, \$631  } : { \$634 , \$633  };
-  assign \$636  = ~ s11_dtype[1];
-  assign \$637  = s11_dtype[1] & s11_dtype[0];
-  assign \$638  = & s11_rounded[30:26];
-  assign \$639  = s11_rounded[31] | \$638 ;
-  assign \$640  = & s11_rounded[30:23];
-  assign \$641  = s11_rounded[31] | \$640 ;
-  assign \$642  = \$637  ? \$639  : \$641 ;
-  assign \$643  = s11_forced_hi | \$642 ;
-  assign \$644  = \$643  ? 16'h0000 : s11_rounded[15:0];
-  assign \$645  = s11_dtype[1] & s11_dtype[0];
-  assign \$646  = & s11_rounded[14:10];
-  assign \$647  = s11_rounded[15] | \$646 ;
-  assign \$648  = & s11_rounded[14:7];
-  assign \$649  = s11_rounded[15] | \$648 ;
-  assign \$650  = \$645  ? \$647  : \$649 ;
-  assign \$651  = s11_forced_lo | \$650 ;
-  assign \$652  = \$651  ? s11_special_lo : { s11_sign_lo, s11_rounded[14:0] };
-  assign \$653  = s11_dtype[1] ? \$652  : \$644 ;
-  assign \$654  = s11_dtype[1] & s11_dtype[0];
-  assign \$655  = & s11_rounded[30:26];
-  assign \$656  = s11_rounded[31] | \$655 ;
-  assign \$657  = & s11_rounded[30:23];
-  assign \$658  = s11_rounded[31] | \$657 ;
-  assign \$659  = \$654  ? \$656  : \$658 ;
-  assign \$660  = s11_forced_hi | \$659 ;
-  assign \$661  = \$660  ? s11_special_hi : { s11_sign_hi, s11_rounded[30:16] };
-  assign \$662  = dtype[1] & dtype[0];
-  assign a_hi_exp = \$662  ? { 3'h0, a[30:26] } : a[30:23];
-  assign \$663  = dtype[1] & dtype[0];
-  assign \$664  = | a_hi_exp;
-  assign \$665  = | a_hi_exp;
-  assign \$666  = \$663  ? { \$664 , a[25:16], 4'h0 } : { \$665 , a[22:16], 7'h00 };
-  assign \$667  = dtype[1] & dtype[0];
-  assign a_lo_exp = \$667  ? { 3'h0, a[14:10] } : a[14:7];
-  assign \$668  = dtype[1] & dtype[0];
-  assign \$669  = | a_lo_exp;
-  assign \$670  = | a_lo_exp;
-  assign \$671  = \$668  ? { \$669 , a[9:0], 4'h0 } : { \$670 , a[6:0], 7'h00 };
-  assign \$672  = ~ dtype[1];
+  assign \$611  = s9_dtype[1] & s9_dtype[0];
+  assign \$612  = | s9_sum[19:16];
+  assign \$613  = s9_sum[21] | \$612 ;
+  assign \$614  = s9_sum[20] & \$613 ;
+  assign \$615  = | s9_sum[22:16];
+  assign \$616  = s9_sum[24] | \$615 ;
+  assign \$617  = s9_sum[23] & \$616 ;
+  assign \$618  = \$611  ? \$614  : \$617 ;
+  assign \$619  = \$610  & \$618 ;
+  assign \$620  = ~ s9_dtype[1];
+  assign \$621  = | s9_sum[6:0];
+  assign \$622  = s9_sum[8] | \$621 ;
+  assign \$623  = s9_sum[7] & \$622 ;
+  assign \$624  = s9_dtype[1] & s9_dtype[0];
+  assign \$625  = | s9_sum[3:0];
+  assign \$626  = s9_sum[5] | \$625 ;
+  assign \$627  = s9_sum[4] & \$626 ;
+  assign \$628  = | s9_sum[6:0];
+  assign \$629  = s9_sum[8] | \$628 ;
+  assign \$630  = s9_sum[7] & \$629 ;
+  assign \$631  = \$624  ? \$627  : \$630 ;
+  assign \$632  = s9_dtype[1] ? \$631  : \$623 ;
+  assign \$633  = s9_slot_hi[11] | s9_slot_hi[12];
+  assign \$634  = s9_dtype[1] & s9_dtype[0];
+  assign \$635  = \$634  ? 15'h7e00 : 15'h7fc0;
+  assign \$636  = s9_dtype[1] & s9_dtype[0];
+  assign \$637  = \$636  ? 15'h7c00 : 15'h7f80;
+  assign \$638  = s9_slot_hi[12] ? s9_slot_hi[13] : s9_slot_hi[0];
+  assign \$639  = s9_slot_hi[11] ? { 1'h0, \$635  } : { \$638 , \$637  };
+  assign \$640  = s9_slot_lo[11] | s9_slot_lo[12];
+  assign \$641  = s9_dtype[1] & s9_dtype[0];
+  assign \$642  = \$641  ? 15'h7e00 : 15'h7fc0;
+  assign \$643  = s9_dtype[1] & s9_dtype[0];
+  assign \$644  = \$643  ? 15'h7c00 : 15'h7f80;
+  assign \$645  = s9_slot_lo[12] ? s9_slot_lo[13] : s9_slot_lo[0];
+  assign \$646  = s9_slot_lo[11] ? { 1'h0, \$642  } : { \$645 , \$644  };
+  assign \$647  = ~ s10_dtype[1];
+  assign \$648  = s10_dtype[1] & s10_dtype[0];
+  assign \$649  = & s11_rounded[30:26];
+  assign \$650  = s11_rounded[31] | \$649 ;
+  assign \$651  = & s11_rounded[30:23];
+  assign \$652  = s11_rounded[31] | \$651 ;
+  assign \$653  = s11_fp16 ? \$650  : \$652 ;
+  assign \$654  = s11_forced_hi | \$653 ;
+  assign \$655  = \$654  ? 16'h0000 : s11_rounded[15:0];
+  assign \$656  = & s11_rounded[14:10];
+  assign \$657  = s11_rounded[15] | \$656 ;
+  assign \$658  = & s11_rounded[14:7];
+  assign \$659  = s11_rounded[15] | \$658 ;
+  assign \$660  = s11_fp16 ? \$657  : \$659 ;
+  assign \$661  = s11_forced_lo | \$660 ;
+  assign \$662  = \$661  ? s11_special_lo : { s11_sign_lo, s11_rounded[14:0] };
+  assign \$663  = s11_wide ? \$655  : \$662 ;
+  assign \$664  = & s11_rounded[30:26];
+  assign \$665  = s11_rounded[31] | \$664 ;
+  assign \$666  = & s11_rounded[30:23];
+  assign \$667  = s11_rounded[31] | \$666 ;
+  assign \$668  = s11_fp16 ? \$665  : \$667 ;
+  assign \$669  = s11_forced_hi | \$668 ;
+  assign \$670  = \$669  ? s11_special_hi : { s11_sign_hi, s11_rounded[30:16] };
+  assign \$671  = in_dtype[1] & in_dtype[0];
+  assign a_hi_exp = \$671  ? { 3'h0, in_a[30:26] } : in_a[30:23];
+  assign \$672  = in_dtype[1] & in_dtype[0];
   assign \$673  = | a_hi_exp;
-  assign a_sig = dtype[1] ? { 1'h0, \$666 , 1'h0, \$671  } : { 1'h0, \$673 , a[22:0], 7'h00 };
-  assign \$674  = dtype[1] & dtype[0];
-  assign b_hi_exp = \$674  ? { 3'h0, b[30:26] } : b[30:23];
-  assign \$675  = dtype[1] & dtype[0];
-  assign \$676  = | b_hi_exp;
-  assign \$677  = | b_hi_exp;
-  assign \$678  = \$675  ? { \$676 , b[25:16], 4'h0 } : { \$677 , b[22:16], 7'h00 };
-  assign \$679  = dtype[1] & dtype[0];
-  assign b_lo_exp = \$679  ? { 3'h0, b[14:10] } : b[14:7];
-  assign \$680  = dtype[1] & dtype[0];
-  assign \$681  = | b_lo_exp;
-  assign \$682  = | b_lo_exp;
-  assign \$683  = \$680  ? { \$681 , b[9:0], 4'h0 } : { \$682 , b[6:0], 7'h00 };
-  assign \$684  = ~ dtype[1];
-  assign \$685  = | b_hi_exp;
-  assign b_sig = dtype[1] ? { 1'h0, \$678 , 1'h0, \$683  } : { 1'h0, \$685 , b[22:0], 7'h00 };
-  assign \$686  = { s5_x, s5_carry_in } + { s5_y, s5_carry_in };
+  assign \$674  = | a_hi_exp;
+  assign \$675  = \$672  ? { \$673 , in_a[25:16], 4'h0 } : { \$674 , in_a[22:16], 7'h00 };
+  assign \$676  = in_dtype[1] & in_dtype[0];
+  assign a_lo_exp = \$676  ? { 3'h0, in_a[14:10] } : in_a[14:7];
+  assign \$677  = in_dtype[1] & in_dtype[0];
+  assign \$678  = | a_lo_exp;
+  assign \$679  = | a_lo_exp;
+  assign \$680  = \$677  ? { \$678 , in_a[9:0], 4'h0 } : { \$679 , in_a[6:0], 7'h00 };
+  assign \$681  = ~ in_dtype[1];
+  assign \$682  = | a_hi_exp;
+  assign a_sig = in_dtype[1] ? { 1'h0, \$675 , 1'h0, \$680  } : { 1'h0, \$682 , in_a[22:0], 7'h00 };
+  assign b_hi_exp = in_fp16_b ? { 3'h0, in_b[30:26] } : in_b[30:23];
+  assign \$683  = | b_hi_exp;
+  assign \$684  = | b_hi_exp;
+  assign \$685  = in_fp16_b ? { \$683 , in_b[25:16], 4'h0 } : { \$684 , in_b[22:16], 7'h00 };
+  assign b_lo_exp = in_fp16_b ? { 3'h0, in_b[14:10] } : in_b[14:7];
+  assign \$686  = | b_lo_exp;
+  assign \$687  = | b_lo_exp;
+  assign \$688  = in_fp16_b ? { \$686 , in_b[9:0], 4'h0 } : { \$687 , in_b[6:0], 7'h00 };
+  assign \$689  = | b_hi_exp;
+  assign b_sig = in_wide_b ? { 1'h0, \$689 , in_b[22:0], 7'h00 } : { 1'h0, \$685 , 1'h0, \$688  };
+  assign \$690  = { s5_x, s5_carry_in } + { s5_y, s5_carry_in };
   assign s10_chain = s10_packed + { s10_inc_hi, 16'h0000, s10_inc_lo };
   always @(posedge clk)
-    s1_dtype <= \$687 ;
+    in_a <= \$691 ;
   always @(posedge clk)
-    s2_dtype <= \$688 ;
+    in_b <= \$692 ;
   always @(posedge clk)
-    s3_dtype <= \$689 ;
+    in_dtype <= \$693 ;
   always @(posedge clk)
-    s4_dtype <= \$690 ;
+    in_valid <= \$694 ;
   always @(posedge clk)
-    s5_dtype <= \$691 ;
+    in_wide_b <= \$695 ;
   always @(posedge clk)
-    s6_dtype <= \$692 ;
+    in_fp16_b <= \$696 ;
   always @(posedge clk)
-    s7_dtype <= \$693 ;
-  always @(posedge clk)
-    s8_dtype <= \$694 ;
-  always @(posedge clk)
-    s9_dtype <= \$695 ;
-  always @(posedge clk)
-    s10_dtype <= \$696 ;
-  always @(posedge clk)
-    s11_dtype <= \$697 ;
+    s1_dtype <= \$697 ;
   always @(posedge clk)
     s1_sig_a <= \$698 ;
   always @(posedge clk)
-    s1_a_hi <= \$699 ;
+    s1_a_exp_lo <= \$699 ;
   always @(posedge clk)
-    s1_a_lo <= \$700 ;
+    s1_a_hi <= \$700 ;
   always @(posedge clk)
-    s1_sig_b <= \$701 ;
+    s1_a_lo <= \$701 ;
   always @(posedge clk)
-    s1_b_hi <= \$702 ;
+    s1_sig_b <= \$702 ;
   always @(posedge clk)
-    s1_b_lo <= \$703 ;
+    s1_b_exp_lo <= \$703 ;
   always @(posedge clk)
-    s1_gt_lo <= \$704 ;
+    s1_b_hi <= \$704 ;
   always @(posedge clk)
-    s1_gt_hi <= \$705 ;
+    s1_b_lo <= \$705 ;
   always @(posedge clk)
-    s1_eq_hi <= \$706 ;
+    s1_gt_lo_h <= \$706 ;
   always @(posedge clk)
-    s2_sig_a <= \$707 ;
+    s1_eq_lo_h <= \$707 ;
   always @(posedge clk)
-    s2_sig_b <= \$708 ;
+    s1_gt_lo_l <= \$708 ;
   always @(posedge clk)
-    s2_a_hi <= \$709 ;
+    s1_gt_hi_h <= \$709 ;
   always @(posedge clk)
-    s2_b_hi <= \$710 ;
+    s1_eq_hi_h <= \$710 ;
   always @(posedge clk)
-    s2_swap_hi <= \$711 ;
+    s1_gt_hi_l <= \$711 ;
   always @(posedge clk)
-    s2_swap_lo <= \$712 ;
+    s1_eq_hi_l <= \$712 ;
   always @(posedge clk)
-    s2_a_lo <= \$713 ;
+    s2_dtype <= \$713 ;
   always @(posedge clk)
-    s2_b_lo <= \$714 ;
+    s2_sig_a <= \$714 ;
   always @(posedge clk)
-    s2_d_ab_hi <= \$715 ;
+    s2_sig_b <= \$715 ;
   always @(posedge clk)
-    s2_d_ba_hi <= \$716 ;
+    s2_a_hi <= \$716 ;
   always @(posedge clk)
-    s2_d_ab_lo <= \$717 ;
+    s2_b_hi <= \$717 ;
   always @(posedge clk)
-    s2_d_ba_lo <= \$718 ;
+    s2_swap_hi <= \$718 ;
   always @(posedge clk)
-    s3_shift_hi <= \$719 ;
+    s2_swap_lo <= \$719 ;
   always @(posedge clk)
-    s3_sub_hi <= \$720 ;
+    s2_a_lo <= \$720 ;
   always @(posedge clk)
-    s3_slot_hi <= \$721 ;
+    s2_b_lo <= \$721 ;
   always @(posedge clk)
-    s3_shift_lo <= \$722 ;
+    s2_d_ab_hi <= \$722 ;
   always @(posedge clk)
-    s3_sub_lo <= \$723 ;
+    s2_d_ba_hi <= \$723 ;
   always @(posedge clk)
-    s3_slot_lo <= \$724 ;
+    s2_d_ab_lo <= \$724 ;
   always @(posedge clk)
-    s3_x <= \$725 ;
+    s2_d_ba_lo <= \$725 ;
   always @(posedge clk)
-    s3_y <= \$726 ;
+    s3_dtype <= \$726 ;
   always @(posedge clk)
-    s4_x <= \$727 ;
+    s3_shift_hi <= \$727 ;
   always @(posedge clk)
-    s4_sub_hi <= \$728 ;
+    s3_sub_hi <= \$728 ;
   always @(posedge clk)
-    s4_sub_lo <= \$729 ;
+    s3_slot_hi <= \$729 ;
   always @(posedge clk)
-    s4_slot_hi <= \$730 ;
+    s3_shift_lo <= \$730 ;
   always @(posedge clk)
-    s4_slot_lo <= \$731 ;
+    s3_sub_lo <= \$731 ;
   always @(posedge clk)
-    s4_shift_hi <= \$732 ;
+    s3_slot_lo <= \$732 ;
   always @(posedge clk)
-    s4_shift_lo <= \$733 ;
+    s3_x <= \$733 ;
   always @(posedge clk)
-    s4_y <= \$734 ;
+    s3_y <= \$734 ;
   always @(posedge clk)
-    s4_sticky_hi <= \$735 ;
+    s4_dtype <= \$735 ;
   always @(posedge clk)
-    s4_sticky_lo <= \$736 ;
+    s4_x <= \$736 ;
   always @(posedge clk)
-    s5_slot_hi <= \$737 ;
+    s4_sub_hi <= \$737 ;
   always @(posedge clk)
-    s5_slot_lo <= \$738 ;
+    s4_sub_lo <= \$738 ;
   always @(posedge clk)
-    s5_x <= \$739 ;
+    s4_slot_hi <= \$739 ;
   always @(posedge clk)
-    s5_y <= \$740 ;
+    s4_slot_lo <= \$740 ;
   always @(posedge clk)
-    s5_carry_in <= \$741 ;
+    s4_shift_hi <= \$741 ;
   always @(posedge clk)
-    s5_sentinel <= \$742 ;
+    s4_shift_lo <= \$742 ;
   always @(posedge clk)
-    s6_slot_hi <= \$743 ;
+    s4_y <= \$743 ;
   always @(posedge clk)
-    s6_slot_lo <= \$744 ;
+    s4_sticky_hi <= \$744 ;
   always @(posedge clk)
-    s6_sum <= \$745 ;
+    s4_sticky_lo <= \$745 ;
   always @(posedge clk)
-    s6_marked <= \$746 ;
+    s4_sentinel <= \$746 ;
   always @(posedge clk)
-    s7_sum <= \$747 ;
+    s5_dtype <= \$747 ;
   always @(posedge clk)
-    s7_slot_hi <= \$748 ;
+    s5_slot_hi <= \$748 ;
   always @(posedge clk)
-    s7_slot_lo <= \$749 ;
+    s5_slot_lo <= \$749 ;
   always @(posedge clk)
-    s7_count_hi <= \$750 ;
+    s5_sentinel <= \$750 ;
   always @(posedge clk)
-    s7_count_lo <= \$751 ;
+    s5_x <= \$751 ;
   always @(posedge clk)
-    s7_zero_hi <= \$752 ;
+    s5_y <= \$752 ;
   always @(posedge clk)
-    s8_slot_hi <= \$753 ;
+    s5_carry_in <= \$753 ;
   always @(posedge clk)
-    s8_slot_lo <= \$754 ;
+    s6_dtype <= \$754 ;
   always @(posedge clk)
-    s8_sum <= \$755 ;
-  always @(posedge clk)
-    s8_shift_hi <= \$756 ;
-  always @(posedge clk)
-    s8_shift_lo <= \$757 ;
-  always @(posedge clk)
-    s9_slot_hi <= \$758 ;
-  always @(posedge clk)
-    s9_slot_lo <= \$759 ;
-  always @(posedge clk)
-    s9_sum <= \$760 ;
-  always @(posedge clk)
-    s10_packed <= \$761 ;
-  always @(posedge clk)
-    s10_inc_hi <= \$762 ;
-  always @(posedge clk)
-    s10_inc_lo <= \$763 ;
-  always @(posedge clk)
-    s10_sign_hi <= \$764 ;
-  always @(posedge clk)
-    s10_forced_hi <= \$765 ;
-  always @(posedge clk)
-    s10_special_hi <= \$766 ;
-  always @(posedge clk)
-    s10_sign_lo <= \$767 ;
-  always @(posedge clk)
-    s10_forced_lo <= \$768 ;
-  always @(posedge clk)
-    s10_special_lo <= \$769 ;
-  always @(posedge clk)
-    s11_sign_hi <= \$770 ;
-  always @(posedge clk)
-    s11_sign_lo <= \$771 ;
-  always @(posedge clk)
-    s11_forced_hi <= \$772 ;
-  always @(posedge clk)
-    s11_forced_lo <= \$773 ;
-  always @(posedge clk)
-    s11_special_hi <= \$774 ;
-  always @(posedge clk)
-    s11_special_lo <= \$775 ;
-  always @(posedge clk)
-    s11_rounded <= \$776 ;
-  always @(posedge clk)
-    result <= \$777 ;
-  assign \$1  = | a_hi_exp;
-  assign \$2  = ~ \$1 ;
-  assign \$3  = a_hi_exp[0] | \$2 ;
-  assign \$4  = dtype[1] & dtype[0];
-  assign \$5  = \$4  ? 8'h1f : 8'hff;
-  assign \$6  = a_hi_exp == \$5 ;
-  assign \$7  = ~ dtype[1];
-  assign \$8  = | a[22:0];
-  assign \$9  = dtype[1] & dtype[0];
-  assign \$10  = | a[25:16];
-  assign \$11  = | a[22:16];
-  assign \$12  = \$9  ? \$10  : \$11 ;
-  assign \$13  = dtype[1] ? \$12  : \$8 ;
-  assign \$14  = \$6  & \$13 ;
-  assign \$15  = dtype[1] & dtype[0];
-  assign \$16  = \$15  ? 8'h1f : 8'hff;
-  assign \$17  = a_hi_exp == \$16 ;
-  assign \$18  = ~ dtype[1];
-  assign \$19  = | a[22:0];
-  assign \$20  = dtype[1] & dtype[0];
-  assign \$21  = | a[25:16];
-  assign \$22  = | a[22:16];
-  assign \$23  = \$20  ? \$21  : \$22 ;
-  assign \$24  = dtype[1] ? \$23  : \$19 ;
-  assign \$25  = ~ \$24 ;
-  assign \$26  = \$17  & \$25 ;
-  assign \$27  = | a_lo_exp;
-  assign \$28  = ~ \$27 ;
-  assign \$29  = a_lo_exp[0] | \$28 ;
-  assign \$30  = dtype[1] & dtype[0];
-  assign \$31  = \$30  ? 8'h1f : 8'hff;
-  assign \$32  = a_lo_exp == \$31 ;
-  assign \$33  = dtype[1] & dtype[0];
-  assign \$34  = | a[9:0];
-  assign \$35  = | a[6:0];
-  assign \$36  = \$33  ? \$34  : \$35 ;
-  assign \$37  = \$32  & \$36 ;
-  assign \$38  = dtype[1] & dtype[0];
-  assign \$39  = \$38  ? 8'h1f : 8'hff;
-  assign \$40  = a_lo_exp == \$39 ;
-  assign \$41  = dtype[1] & dtype[0];
-  assign \$42  = | a[9:0];
-  assign \$43  = | a[6:0];
-  assign \$44  = \$41  ? \$42  : \$43 ;
-  assign \$45  = ~ \$44 ;
-  assign \$46  = \$40  & \$45 ;
-  assign \$47  = | b_hi_exp;
-  assign \$48  = ~ \$47 ;
-  assign \$49  = b_hi_exp[0] | \$48 ;
-  assign \$50  = dtype[1] & dtype[0];
-  assign \$51  = \$50  ? 8'h1f : 8'hff;
-  assign \$52  = b_hi_exp == \$51 ;
-  assign \$53  = ~ dtype[1];
-  assign \$54  = | b[22:0];
-  assign \$55  = dtype[1] & dtype[0];
-  assign \$56  = | b[25:16];
-  assign \$57  = | b[22:16];
-  assign \$58  = \$55  ? \$56  : \$57 ;
-  assign \$59  = dtype[1] ? \$58  : \$54 ;
-  assign \$60  = \$52  & \$59 ;
-  assign \$61  = dtype[1] & dtype[0];
-  assign \$62  = \$61  ? 8'h1f : 8'hff;
-  assign \$63  = b_hi_exp == \$62 ;
-  assign \$64  = ~ dtype[1];
-  assign \$65  = | b[22:0];
-  assign \$66  = dtype[1] & dtype[0];
-  assign \$67  = | b[25:16];
-  assign \$68  = | b[22:16];
-  assign \$69  = \$66  ? \$67  : \$68 ;
-  assign \$70  = dtype[1] ? \$69  : \$65 ;
-  assign \$71  = ~ \$70 ;
-  assign \$72  = \$63  & \$71 ;
-  assign \$73  = | b_lo_exp;
-  assign \$74  = ~ \$73 ;
-  assign \$75  = b_lo_exp[0] | \$74 ;
-  assign \$76  = dtype[1] & dtype[0];
-  assign \$77  = \$76  ? 8'h1f : 8'hff;
-  assign \$78  = b_lo_exp == \$77 ;
-  assign \$79  = dtype[1] & dtype[0];
-  assign \$80  = | b[9:0];
-  assign \$81  = | b[6:0];
-  assign \$82  = \$79  ? \$80  : \$81 ;
-  assign \$83  = \$78  & \$82 ;
-  assign \$84  = dtype[1] & dtype[0];
-  assign \$85  = \$84  ? 8'h1f : 8'hff;
-  assign \$86  = b_lo_exp == \$85 ;
-  assign \$87  = dtype[1] & dtype[0];
-  assign \$88  = | b[9:0];
-  assign \$89  = | b[6:0];
-  assign \$90  = \$87  ? \$88  : \$89 ;
-  assign \$91  = ~ \$90 ;
-  assign \$92  = \$86  & \$91 ;
-  assign \$93  = b[14:0] > a[14:0];
-  assign \$94  = b[30:16] > a[30:16];
-  assign \$95  = b[30:16] == a[30:16];
-  assign \$96  = ~ s1_dtype[1];
-  assign \$97  = ~ s1_a_lo[0];
-  assign \$98  = s1_b_lo[0] & \$97 ;
-  assign \$99  = s1_a_lo[0] ^ s1_b_lo[0];
-  assign \$100  = ~ \$99 ;
-  assign \$101  = \$100  & s1_gt_lo;
-  assign \$102  = \$98  | \$101 ;
-  assign \$103  = s1_eq_hi & \$102 ;
-  assign \$104  = s1_gt_hi | \$103 ;
-  assign \$105  = s1_dtype[1] ? s1_gt_hi : \$104 ;
-  assign \$106  = ~ s1_dtype[1];
-  assign \$107  = ~ s1_a_lo[0];
-  assign \$108  = s1_b_lo[0] & \$107 ;
-  assign \$109  = s1_a_lo[0] ^ s1_b_lo[0];
-  assign \$110  = ~ \$109 ;
-  assign \$111  = \$110  & s1_gt_lo;
-  assign \$112  = \$108  | \$111 ;
-  assign \$113  = s1_eq_hi & \$112 ;
-  assign \$114  = s1_gt_hi | \$113 ;
-  assign \$115  = s1_dtype[1] ? s1_gt_lo : \$114 ;
-  assign \$116  = ~ s1_dtype[1];
-  assign \$117  = s1_dtype[1] ? s1_a_lo : s1_a_hi;
-  assign \$118  = ~ s1_dtype[1];
-  assign \$119  = s1_dtype[1] ? s1_b_lo : s1_b_hi;
-  assign \$120  = s1_a_hi[8:1] - s1_b_hi[8:1];
-  assign \$121  = s1_b_hi[8:1] - s1_a_hi[8:1];
-  assign \$122  = ~ s1_dtype[1];
-  assign \$123  = s1_dtype[1] ? s1_a_lo[8:1] : s1_a_hi[8:1];
+    s6_slot_hi <= \$755 ;
+  always @(posedge clk)
+    s6_slot_lo <= \$756 ;
+  always @(posedge clk)
+    s6_sum <= \$757 ;
+  always @(posedge clk)
+    s6_marked <= \$758 ;
+  always @(posedge clk)
+    s7_dtype <= \$759 ;
+  always @(posedge clk)
+    s7_sum <= \$760 ;
+  always @(posedge clk)
+    s7_slot_hi <= \$761 ;
+  always @(posedge clk)
+    s7_slot_lo <= \$762 ;
+  always @(posedge clk)
+    s7_count_hi <= \$763 ;
+  always @(posedge clk)
+    s7_count_lo <= \$764 ;
+  always @(posedge clk)
+    s7_zero_hi <= \$765 ;
+  always @(posedge clk)
+    s7_sum_zero_hi <= \$766 ;
+  always @(posedge clk)
+    s7_sum_zero_lo <= \$767 ;
+  always @(posedge clk)
+    s8_dtype <= \$768 ;
+  always @(posedge clk)
+    s8_slot_hi <= \$769 ;
+  always @(posedge clk)
+    s8_slot_lo <= \$770 ;
+  always @(posedge clk)
+    s8_sum <= \$771 ;
+  always @(posedge clk)
+    s8_shift_hi <= \$772 ;
+  always @(posedge clk)
+    s8_shift_lo <= \$773 ;
+  always @(posedge clk)
+    s9_dtype <= \$774 ;
+  always @(posedge clk)
+    s9_slot_hi <= \$775 ;
+  always @(posedge clk)
+    s9_slot_lo <= \$776 ;
+  always @(posedge clk)
+    s9_sum <= \$777 ;
+  always @(posedge clk)
+    s10_dtype <= \$778 ;
+  always @(posedge clk)
+    s10_packed <= \$779 ;
+  always @(posedge clk)
+    s10_inc_hi <= \$780 ;
+  always @(posedge clk)
+    s10_inc_lo <= \$781 ;
+  always @(posedge clk)
+    s10_sign_hi <= \$782 ;
+  always @(posedge clk)
+    s10_forced_hi <= \$783 ;
+  always @(posedge clk)
+    s10_special_hi <= \$784 ;
+  always @(posedge clk)
+    s10_sign_lo <= \$785 ;
+  always @(posedge clk)
+    s10_forced_lo <= \$786 ;
+  always @(posedge clk)
+    s10_special_lo <= \$787 ;
+  always @(posedge clk)
+    s11_dtype <= \$788 ;
+  always @(posedge clk)
+    s11_sign_hi <= \$789 ;
+  always @(posedge clk)
+    s11_sign_lo <= \$790 ;
+  always @(posedge clk)
+    s11_forced_hi <= \$791 ;
+  always @(posedge clk)
+    s11_forced_lo <= \$792 ;
+  always @(posedge clk)
+    s11_special_hi <= \$793 ;
+  always @(posedge clk)
+    s11_special_lo <= \$794 ;
+  always @(posedge clk)
+    s11_rounded <= \$795 ;
+  always @(posedge clk)
+    s11_wide <= \$796 ;
+  always @(posedge clk)
+    s11_fp16 <= \$797 ;
+  always @(posedge clk)
+    result <= \$798 ;
+  always @(posedge clk)
+    s1_valid <= \$799 ;
+  always @(posedge clk)
+    s2_valid <= \$800 ;
+  always @(posedge clk)
+    s3_valid <= \$801 ;
+  always @(posedge clk)
+    s4_valid <= \$802 ;
+  always @(posedge clk)
+    s5_valid <= \$803 ;
+  always @(posedge clk)
+    s6_valid <= \$804 ;
+  always @(posedge clk)
+    s7_valid <= \$805 ;
+  always @(posedge clk)
+    s8_valid <= \$806 ;
+  always @(posedge clk)
+    s9_valid <= \$807 ;
+  always @(posedge clk)
+    s10_valid <= \$808 ;
+  always @(posedge clk)
+    s11_valid <= \$809 ;
+  assign \$1  = ~ dtype[1];
+  assign \$2  = dtype[1] & dtype[0];
+  assign \$3  = ~ in_dtype[1];
+  assign \$4  = | a_hi_exp;
+  assign \$5  = ~ \$4 ;
+  assign \$6  = a_hi_exp[0] | \$5 ;
+  assign \$7  = | a_lo_exp;
+  assign \$8  = ~ \$7 ;
+  assign \$9  = a_lo_exp[0] | \$8 ;
+  assign \$10  = in_dtype[1] ? { a_lo_exp[7:1], \$9  } : { a_hi_exp[7:1], \$6  };
+  assign \$11  = | a_hi_exp;
+  assign \$12  = ~ \$11 ;
+  assign \$13  = a_hi_exp[0] | \$12 ;
+  assign \$14  = in_dtype[1] & in_dtype[0];
+  assign \$15  = \$14  ? 8'h1f : 8'hff;
+  assign \$16  = a_hi_exp == \$15 ;
+  assign \$17  = ~ in_dtype[1];
+  assign \$18  = | in_a[22:0];
+  assign \$19  = in_dtype[1] & in_dtype[0];
+  assign \$20  = | in_a[25:16];
+  assign \$21  = | in_a[22:16];
+  assign \$22  = \$19  ? \$20  : \$21 ;
+  assign \$23  = in_dtype[1] ? \$22  : \$18 ;
+  assign \$24  = \$16  & \$23 ;
+  assign \$25  = in_dtype[1] & in_dtype[0];
+  assign \$26  = \$25  ? 8'h1f : 8'hff;
+  assign \$27  = a_hi_exp == \$26 ;
+  assign \$28  = ~ in_dtype[1];
+  assign \$29  = | in_a[22:0];
+  assign \$30  = in_dtype[1] & in_dtype[0];
+  assign \$31  = | in_a[25:16];
+  assign \$32  = | in_a[22:16];
+  assign \$33  = \$30  ? \$31  : \$32 ;
+  assign \$34  = in_dtype[1] ? \$33  : \$29 ;
+  assign \$35  = ~ \$34 ;
+  assign \$36  = \$27  & \$35 ;
+  assign \$37  = | a_lo_exp;
+  assign \$38  = ~ \$37 ;
+  assign \$39  = a_lo_exp[0] | \$38 ;
+  assign \$40  = in_dtype[1] & in_dtype[0];
+  assign \$41  = \$40  ? 8'h1f : 8'hff;
+  assign \$42  = a_lo_exp == \$41 ;
+  assign \$43  = in_dtype[1] & in_dtype[0];
+  assign \$44  = | in_a[9:0];
+  assign \$45  = | in_a[6:0];
+  assign \$46  = \$43  ? \$44  : \$45 ;
+  assign \$47  = \$42  & \$46 ;
+  assign \$48  = in_dtype[1] & in_dtype[0];
+  assign \$49  = \$48  ? 8'h1f : 8'hff;
+  assign \$50  = a_lo_exp == \$49 ;
+  assign \$51  = in_dtype[1] & in_dtype[0];
+  assign \$52  = | in_a[9:0];
+  assign \$53  = | in_a[6:0];
+  assign \$54  = \$51  ? \$52  : \$53 ;
+  assign \$55  = ~ \$54 ;
+  assign \$56  = \$50  & \$55 ;
+  assign \$57  = | b_hi_exp;
+  assign \$58  = ~ \$57 ;
+  assign \$59  = b_hi_exp[0] | \$58 ;
+  assign \$60  = | b_lo_exp;
+  assign \$61  = ~ \$60 ;
+  assign \$62  = b_lo_exp[0] | \$61 ;
+  assign \$63  = in_wide_b ? { b_hi_exp[7:1], \$59  } : { b_lo_exp[7:1], \$62  };
+  assign \$64  = | b_hi_exp;
+  assign \$65  = ~ \$64 ;
+  assign \$66  = b_hi_exp[0] | \$65 ;
+  assign \$67  = in_fp16_b ? 8'h1f : 8'hff;
+  assign \$68  = b_hi_exp == \$67 ;
+  assign \$69  = | in_b[22:0];
+  assign \$70  = | in_b[25:16];
+  assign \$71  = | in_b[22:16];
+  assign \$72  = in_fp16_b ? \$70  : \$71 ;
+  assign \$73  = in_wide_b ? \$69  : \$72 ;
+  assign \$74  = \$68  & \$73 ;
+  assign \$75  = in_fp16_b ? 8'h1f : 8'hff;
+  assign \$76  = b_hi_exp == \$75 ;
+  assign \$77  = | in_b[22:0];
+  assign \$78  = | in_b[25:16];
+  assign \$79  = | in_b[22:16];
+  assign \$80  = in_fp16_b ? \$78  : \$79 ;
+  assign \$81  = in_wide_b ? \$77  : \$80 ;
+  assign \$82  = ~ \$81 ;
+  assign \$83  = \$76  & \$82 ;
+  assign \$84  = | b_lo_exp;
+  assign \$85  = ~ \$84 ;
+  assign \$86  = b_lo_exp[0] | \$85 ;
+  assign \$87  = in_fp16_b ? 8'h1f : 8'hff;
+  assign \$88  = b_lo_exp == \$87 ;
+  assign \$89  = | in_b[9:0];
+  assign \$90  = | in_b[6:0];
+  assign \$91  = in_fp16_b ? \$89  : \$90 ;
+  assign \$92  = \$88  & \$91 ;
+  assign \$93  = in_fp16_b ? 8'h1f : 8'hff;
+  assign \$94  = b_lo_exp == \$93 ;
+  assign \$95  = | in_b[9:0];
+  assign \$96  = | in_b[6:0];
+  assign \$97  = in_fp16_b ? \$95  : \$96 ;
+  assign \$98  = ~ \$97 ;
+  assign \$99  = \$94  & \$98 ;
+  assign \$100  = in_b[14:8] > in_a[14:8];
+  assign \$101  = in_b[14:8] == in_a[14:8];
+  assign \$102  = in_b[7:0] > in_a[7:0];
+  assign \$103  = in_b[30:24] > in_a[30:24];
+  assign \$104  = in_b[30:24] == in_a[30:24];
+  assign \$105  = in_b[23:16] > in_a[23:16];
+  assign \$106  = in_b[23:16] == in_a[23:16];
+  assign \$107  = ~ s1_dtype[1];
+  assign \$108  = s1_eq_hi_h & s1_gt_hi_l;
+  assign \$109  = s1_gt_hi_h | \$108 ;
+  assign \$110  = s1_eq_hi_h & s1_eq_hi_l;
+  assign \$111  = ~ s1_a_lo[0];
+  assign \$112  = s1_b_lo[0] & \$111 ;
+  assign \$113  = s1_a_lo[0] ^ s1_b_lo[0];
+  assign \$114  = ~ \$113 ;
+  assign \$115  = s1_eq_lo_h & s1_gt_lo_l;
+  assign \$116  = s1_gt_lo_h | \$115 ;
+  assign \$117  = \$114  & \$116 ;
+  assign \$118  = \$112  | \$117 ;
+  assign \$119  = \$110  & \$118 ;
+  assign \$120  = \$109  | \$119 ;
+  assign \$121  = s1_eq_hi_h & s1_gt_hi_l;
+  assign \$122  = s1_gt_hi_h | \$121 ;
+  assign \$123  = s1_dtype[1] ? \$122  : \$120 ;
   assign \$124  = ~ s1_dtype[1];
-  assign \$125  = s1_dtype[1] ? s1_b_lo[8:1] : s1_b_hi[8:1];
-  assign \$126  = \$123  - \$125 ;
-  assign \$127  = ~ s1_dtype[1];
-  assign \$128  = s1_dtype[1] ? s1_b_lo[8:1] : s1_b_hi[8:1];
-  assign \$129  = ~ s1_dtype[1];
-  assign \$130  = s1_dtype[1] ? s1_a_lo[8:1] : s1_a_hi[8:1];
-  assign \$131  = \$128  - \$130 ;
-  assign \$132  = | s2_d_ba_hi[7:5];
-  assign \$133  = ~ s2_dtype[1];
-  assign \$135  = \$134  & s2_d_ba_hi[4];
-  assign \$136  = \$132  | \$135 ;
-  assign \$137  = \$136  ? 4'hf : 4'h0;
-  assign \$138  = s2_d_ba_hi[3:0] | \$137 ;
-  assign \$139  = | s2_d_ba_hi[7:5];
-  assign \$140  = ~ s2_dtype[1];
-  assign \$142  = \$141  & s2_d_ba_hi[4];
-  assign \$143  = \$139  | \$142 ;
-  assign \$144  = ~ s2_dtype[1];
-  assign \$145  = \$143  ? \$144  : s2_d_ba_hi[4];
-  assign \$146  = | s2_d_ab_hi[7:5];
-  assign \$147  = ~ s2_dtype[1];
-  assign \$149  = \$148  & s2_d_ab_hi[4];
-  assign \$150  = \$146  | \$149 ;
-  assign \$151  = \$150  ? 4'hf : 4'h0;
-  assign \$152  = s2_d_ab_hi[3:0] | \$151 ;
-  assign \$153  = | s2_d_ab_hi[7:5];
-  assign \$154  = ~ s2_dtype[1];
-  assign \$156  = \$155  & s2_d_ab_hi[4];
-  assign \$157  = \$153  | \$156 ;
-  assign \$158  = ~ s2_dtype[1];
-  assign \$159  = \$157  ? \$158  : s2_d_ab_hi[4];
-  assign \$160  = s2_swap_hi ? { \$145 , \$138  } : { \$159 , \$152  };
-  assign \$161  = s2_a_hi[0] ^ s2_b_hi[0];
-  assign \$162  = s2_swap_hi ? s2_b_hi[0] : s2_a_hi[0];
-  assign \$163  = s2_a_hi[0] & s2_b_hi[0];
-  assign \$164  = s2_swap_hi ? s2_b_hi[8:1] : s2_a_hi[8:1];
-  assign \$165  = s2_a_hi[9] | s2_b_hi[9];
-  assign \$166  = s2_a_hi[10] & s2_b_hi[10];
-  assign \$167  = s2_a_hi[0] ^ s2_b_hi[0];
-  assign \$168  = \$166  & \$167 ;
-  assign \$169  = \$165  | \$168 ;
-  assign \$170  = s2_a_hi[10] | s2_b_hi[10];
-  assign \$171  = s2_a_hi[10] ? s2_a_hi[0] : s2_b_hi[0];
-  assign \$172  = | s2_d_ba_lo[7:5];
-  assign \$173  = ~ s2_dtype[1];
-  assign \$175  = \$174  & s2_d_ba_lo[4];
-  assign \$176  = \$172  | \$175 ;
-  assign \$177  = \$176  ? 4'hf : 4'h0;
-  assign \$178  = s2_d_ba_lo[3:0] | \$177 ;
-  assign \$179  = | s2_d_ba_lo[7:5];
-  assign \$180  = ~ s2_dtype[1];
-  assign \$182  = \$181  & s2_d_ba_lo[4];
-  assign \$183  = \$179  | \$182 ;
-  assign \$184  = ~ s2_dtype[1];
-  assign \$185  = \$183  ? \$184  : s2_d_ba_lo[4];
-  assign \$186  = | s2_d_ab_lo[7:5];
-  assign \$187  = ~ s2_dtype[1];
-  assign \$189  = \$188  & s2_d_ab_lo[4];
-  assign \$190  = \$186  | \$189 ;
-  assign \$191  = \$190  ? 4'hf : 4'h0;
-  assign \$192  = s2_d_ab_lo[3:0] | \$191 ;
-  assign \$193  = | s2_d_ab_lo[7:5];
-  assign \$194  = ~ s2_dtype[1];
-  assign \$196  = \$195  & s2_d_ab_lo[4];
-  assign \$197  = \$193  | \$196 ;
-  assign \$198  = ~ s2_dtype[1];
-  assign \$199  = \$197  ? \$198  : s2_d_ab_lo[4];
-  assign \$200  = s2_swap_lo ? { \$185 , \$178  } : { \$199 , \$192  };
-  assign \$201  = s2_a_lo[0] ^ s2_b_lo[0];
-  assign \$202  = s2_swap_lo ? s2_b_lo[0] : s2_a_lo[0];
-  assign \$203  = s2_a_lo[0] & s2_b_lo[0];
-  assign \$204  = s2_swap_lo ? s2_b_lo[8:1] : s2_a_lo[8:1];
-  assign \$205  = s2_a_lo[9] | s2_b_lo[9];
-  assign \$206  = s2_a_lo[10] & s2_b_lo[10];
-  assign \$207  = s2_a_lo[0] ^ s2_b_lo[0];
-  assign \$208  = \$206  & \$207 ;
-  assign \$209  = \$205  | \$208 ;
-  assign \$210  = s2_a_lo[10] | s2_b_lo[10];
-  assign \$211  = s2_a_lo[10] ? s2_a_lo[0] : s2_b_lo[0];
-  assign \$212  = s2_swap_lo ? s2_sig_b[15:0] : s2_sig_a[15:0];
-  assign \$213  = s2_swap_hi ? s2_sig_b[31:16] : s2_sig_a[31:16];
-  assign \$214  = s2_swap_lo ? s2_sig_a[15:0] : s2_sig_b[15:0];
-  assign \$215  = s2_swap_hi ? s2_sig_a[31:16] : s2_sig_b[31:16];
-  assign \$216  = ~ s3_dtype[1];
-  assign \$217  = ~ s3_dtype[1];
-  assign \$218  = ~ s3_dtype[1];
-  assign \$219  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
-  assign \$220  = s3_shift_lo[4] ? \$219  : s3_y[15:0];
-  assign \$221  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
-  assign \$222  = ~ s3_dtype[1];
+  assign \$125  = s1_eq_hi_h & s1_gt_hi_l;
+  assign \$126  = s1_gt_hi_h | \$125 ;
+  assign \$127  = s1_eq_hi_h & s1_eq_hi_l;
+  assign \$128  = ~ s1_a_lo[0];
+  assign \$129  = s1_b_lo[0] & \$128 ;
+  assign \$130  = s1_a_lo[0] ^ s1_b_lo[0];
+  assign \$131  = ~ \$130 ;
+  assign \$132  = s1_eq_lo_h & s1_gt_lo_l;
+  assign \$133  = s1_gt_lo_h | \$132 ;
+  assign \$134  = \$131  & \$133 ;
+  assign \$135  = \$129  | \$134 ;
+  assign \$136  = \$127  & \$135 ;
+  assign \$137  = \$126  | \$136 ;
+  assign \$138  = s1_eq_lo_h & s1_gt_lo_l;
+  assign \$139  = s1_gt_lo_h | \$138 ;
+  assign \$140  = s1_dtype[1] ? \$139  : \$137 ;
+  assign \$141  = ~ s1_dtype[1];
+  assign \$142  = s1_dtype[1] ? s1_a_lo : s1_a_hi;
+  assign \$143  = ~ s1_dtype[1];
+  assign \$144  = s1_dtype[1] ? s1_b_lo : s1_b_hi;
+  assign \$145  = s1_a_hi[8:1] - s1_b_hi[8:1];
+  assign \$146  = s1_b_hi[8:1] - s1_a_hi[8:1];
+  assign \$147  = s1_a_exp_lo - s1_b_exp_lo;
+  assign \$148  = s1_b_exp_lo - s1_a_exp_lo;
+  assign \$149  = | s2_d_ba_hi[7:5];
+  assign \$150  = ~ s2_dtype[1];
+  assign \$152  = \$151  & s2_d_ba_hi[4];
+  assign \$153  = \$149  | \$152 ;
+  assign \$154  = \$153  ? 4'hf : 4'h0;
+  assign \$155  = s2_d_ba_hi[3:0] | \$154 ;
+  assign \$156  = | s2_d_ba_hi[7:5];
+  assign \$157  = ~ s2_dtype[1];
+  assign \$159  = \$158  & s2_d_ba_hi[4];
+  assign \$160  = \$156  | \$159 ;
+  assign \$161  = ~ s2_dtype[1];
+  assign \$162  = \$160  ? \$161  : s2_d_ba_hi[4];
+  assign \$163  = | s2_d_ab_hi[7:5];
+  assign \$164  = ~ s2_dtype[1];
+  assign \$166  = \$165  & s2_d_ab_hi[4];
+  assign \$167  = \$163  | \$166 ;
+  assign \$168  = \$167  ? 4'hf : 4'h0;
+  assign \$169  = s2_d_ab_hi[3:0] | \$168 ;
+  assign \$170  = | s2_d_ab_hi[7:5];
+  assign \$171  = ~ s2_dtype[1];
+  assign \$173  = \$172  & s2_d_ab_hi[4];
+  assign \$174  = \$170  | \$173 ;
+  assign \$175  = ~ s2_dtype[1];
+  assign \$176  = \$174  ? \$175  : s2_d_ab_hi[4];
+  assign \$177  = s2_swap_hi ? { \$162 , \$155  } : { \$176 , \$169  };
+  assign \$178  = s2_a_hi[0] ^ s2_b_hi[0];
+  assign \$179  = s2_swap_hi ? s2_b_hi[0] : s2_a_hi[0];
+  assign \$180  = s2_a_hi[0] & s2_b_hi[0];
+  assign \$181  = s2_swap_hi ? s2_b_hi[8:1] : s2_a_hi[8:1];
+  assign \$182  = s2_a_hi[9] | s2_b_hi[9];
+  assign \$183  = s2_a_hi[10] & s2_b_hi[10];
+  assign \$184  = s2_a_hi[0] ^ s2_b_hi[0];
+  assign \$185  = \$183  & \$184 ;
+  assign \$186  = \$182  | \$185 ;
+  assign \$187  = s2_a_hi[10] | s2_b_hi[10];
+  assign \$188  = s2_a_hi[10] ? s2_a_hi[0] : s2_b_hi[0];
+  assign \$189  = | s2_d_ba_lo[7:5];
+  assign \$190  = ~ s2_dtype[1];
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$687  = s1_dtype;
-    if (busy) begin
-      \$687  = dtype;
-    end
+    \$691  = a;
     if (rst) begin
-      \$687  = 2'h0;
+      \$691  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$688  = s2_dtype;
-    if (busy) begin
-      \$688  = s1_dtype;
-    end
+    \$692  = b;
     if (rst) begin
-      \$688  = 2'h0;
+      \$692  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$689  = s3_dtype;
-    if (busy) begin
-      \$689  = s2_dtype;
-    end
-    if (rst) begin
-      \$689  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$690  = s4_dtype;
-    if (busy) begin
-      \$690  = s3_dtype;
-    end
-    if (rst) begin
-      \$690  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$691  = s5_dtype;
-    if (busy) begin
-      \$691  = s4_dtype;
-    end
-    if (rst) begin
-      \$691  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$692  = s6_dtype;
-    if (busy) begin
-      \$692  = s5_dtype;
-    end
-    if (rst) begin
-      \$692  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$693  = s7_dtype;
-    if (busy) begin
-      \$693  = s6_dtype;
-    end
+    \$693  = dtype;
     if (rst) begin
       \$693  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$694  = s8_dtype;
-    if (busy) begin
-      \$694  = s7_dtype;
-    end
+    \$694  = valid;
     if (rst) begin
-      \$694  = 2'h0;
+      \$694  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$695  = s9_dtype;
-    if (busy) begin
-      \$695  = s8_dtype;
-    end
+    \$695  = \$1 ;
     if (rst) begin
-      \$695  = 2'h0;
+      \$695  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$696  = s10_dtype;
-    if (busy) begin
-      \$696  = s9_dtype;
-    end
+    \$696  = \$2 ;
     if (rst) begin
-      \$696  = 2'h0;
+      \$696  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$697  = s11_dtype;
-    if (busy) begin
-      \$697  = s10_dtype;
+    \$697  = s1_dtype;
+    if (in_valid) begin
+      \$697  = in_dtype;
     end
     if (rst) begin
       \$697  = 2'h0;
@@ -16030,7 +19768,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, busy, a, b, dtype, result, c
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$698  = s1_sig_a;
-    if (busy) begin
+    if (in_valid) begin
       \$698  = a_sig;
     end
     if (rst) begin
@@ -16039,25 +19777,22 @@ module \ace_alu_array_small.array.lane3.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$699  = s1_a_hi;
-    if (busy) begin
-      \$699 [0] = a[31];
-      \$699 [8:1] = { a_hi_exp[7:1], \$3  };
-      \$699 [9] = \$14 ;
-      \$699 [10] = \$26 ;
+    \$699  = s1_a_exp_lo;
+    if (in_valid) begin
+      \$699  = \$10 ;
     end
     if (rst) begin
-      \$699  = 11'h000;
+      \$699  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$700  = s1_a_lo;
-    if (busy) begin
-      \$700 [0] = a[15];
-      \$700 [8:1] = { a_lo_exp[7:1], \$29  };
-      \$700 [9] = \$37 ;
-      \$700 [10] = \$46 ;
+    \$700  = s1_a_hi;
+    if (in_valid) begin
+      \$700 [0] = in_a[31];
+      \$700 [8:1] = { a_hi_exp[7:1], \$13  };
+      \$700 [9] = \$24 ;
+      \$700 [10] = \$36 ;
     end
     if (rst) begin
       \$700  = 11'h000;
@@ -16065,65 +19800,68 @@ module \ace_alu_array_small.array.lane3.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$701  = s1_sig_b;
-    if (busy) begin
-      \$701  = b_sig;
+    \$701  = s1_a_lo;
+    if (in_valid) begin
+      \$701 [0] = in_a[15];
+      \$701 [8:1] = { a_lo_exp[7:1], \$39  };
+      \$701 [9] = \$47 ;
+      \$701 [10] = \$56 ;
     end
     if (rst) begin
-      \$701  = 32'd0;
+      \$701  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$702  = s1_b_hi;
-    if (busy) begin
-      \$702 [0] = b[31];
-      \$702 [8:1] = { b_hi_exp[7:1], \$49  };
-      \$702 [9] = \$60 ;
-      \$702 [10] = \$72 ;
+    \$702  = s1_sig_b;
+    if (in_valid) begin
+      \$702  = b_sig;
     end
     if (rst) begin
-      \$702  = 11'h000;
+      \$702  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$703  = s1_b_lo;
-    if (busy) begin
-      \$703 [0] = b[15];
-      \$703 [8:1] = { b_lo_exp[7:1], \$75  };
-      \$703 [9] = \$83 ;
-      \$703 [10] = \$92 ;
+    \$703  = s1_b_exp_lo;
+    if (in_valid) begin
+      \$703  = \$63 ;
     end
     if (rst) begin
-      \$703  = 11'h000;
+      \$703  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$704  = s1_gt_lo;
-    if (busy) begin
-      \$704  = \$93 ;
+    \$704  = s1_b_hi;
+    if (in_valid) begin
+      \$704 [0] = in_b[31];
+      \$704 [8:1] = { b_hi_exp[7:1], \$66  };
+      \$704 [9] = \$74 ;
+      \$704 [10] = \$83 ;
     end
     if (rst) begin
-      \$704  = 1'h0;
+      \$704  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$705  = s1_gt_hi;
-    if (busy) begin
-      \$705  = \$94 ;
+    \$705  = s1_b_lo;
+    if (in_valid) begin
+      \$705 [0] = in_b[15];
+      \$705 [8:1] = { b_lo_exp[7:1], \$86  };
+      \$705 [9] = \$92 ;
+      \$705 [10] = \$99 ;
     end
     if (rst) begin
-      \$705  = 1'h0;
+      \$705  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$706  = s1_eq_hi;
-    if (busy) begin
-      \$706  = \$95 ;
+    \$706  = s1_gt_lo_h;
+    if (in_valid) begin
+      \$706  = \$100 ;
     end
     if (rst) begin
       \$706  = 1'h0;
@@ -16131,48 +19869,48 @@ module \ace_alu_array_small.array.lane3.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$707  = s2_sig_a;
-    if (busy) begin
-      \$707  = s1_sig_a;
+    \$707  = s1_eq_lo_h;
+    if (in_valid) begin
+      \$707  = \$101 ;
     end
     if (rst) begin
-      \$707  = 32'd0;
+      \$707  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$708  = s2_sig_b;
-    if (busy) begin
-      \$708  = s1_sig_b;
+    \$708  = s1_gt_lo_l;
+    if (in_valid) begin
+      \$708  = \$102 ;
     end
     if (rst) begin
-      \$708  = 32'd0;
+      \$708  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$709  = s2_a_hi;
-    if (busy) begin
-      \$709  = s1_a_hi;
+    \$709  = s1_gt_hi_h;
+    if (in_valid) begin
+      \$709  = \$103 ;
     end
     if (rst) begin
-      \$709  = 11'h000;
+      \$709  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$710  = s2_b_hi;
-    if (busy) begin
-      \$710  = s1_b_hi;
+    \$710  = s1_eq_hi_h;
+    if (in_valid) begin
+      \$710  = \$104 ;
     end
     if (rst) begin
-      \$710  = 11'h000;
+      \$710  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$711  = s2_swap_hi;
-    if (busy) begin
+    \$711  = s1_gt_hi_l;
+    if (in_valid) begin
       \$711  = \$105 ;
     end
     if (rst) begin
@@ -16181,9 +19919,9 @@ module \ace_alu_array_small.array.lane3.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$712  = s2_swap_lo;
-    if (busy) begin
-      \$712  = \$115 ;
+    \$712  = s1_eq_hi_l;
+    if (in_valid) begin
+      \$712  = \$106 ;
     end
     if (rst) begin
       \$712  = 1'h0;
@@ -16191,169 +19929,159 @@ module \ace_alu_array_small.array.lane3.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$713  = s2_a_lo;
-    if (busy) begin
-      \$713  = \$117 ;
+    \$713  = s2_dtype;
+    if (s1_valid) begin
+      \$713  = s1_dtype;
     end
     if (rst) begin
-      \$713  = 11'h000;
+      \$713  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$714  = s2_b_lo;
-    if (busy) begin
-      \$714  = \$119 ;
+    \$714  = s2_sig_a;
+    if (s1_valid) begin
+      \$714  = s1_sig_a;
     end
     if (rst) begin
-      \$714  = 11'h000;
+      \$714  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$715  = s2_d_ab_hi;
-    if (busy) begin
-      \$715  = \$120 [7:0];
+    \$715  = s2_sig_b;
+    if (s1_valid) begin
+      \$715  = s1_sig_b;
     end
     if (rst) begin
-      \$715  = 8'h00;
+      \$715  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$716  = s2_d_ba_hi;
-    if (busy) begin
-      \$716  = \$121 [7:0];
+    \$716  = s2_a_hi;
+    if (s1_valid) begin
+      \$716  = s1_a_hi;
     end
     if (rst) begin
-      \$716  = 8'h00;
+      \$716  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$717  = s2_d_ab_lo;
-    if (busy) begin
-      \$717  = \$126 [7:0];
+    \$717  = s2_b_hi;
+    if (s1_valid) begin
+      \$717  = s1_b_hi;
     end
     if (rst) begin
-      \$717  = 8'h00;
+      \$717  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$718  = s2_d_ba_lo;
-    if (busy) begin
-      \$718  = \$131 [7:0];
+    \$718  = s2_swap_hi;
+    if (s1_valid) begin
+      \$718  = \$123 ;
     end
     if (rst) begin
-      \$718  = 8'h00;
+      \$718  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$719  = s3_shift_hi;
-    if (busy) begin
-      \$719  = \$160 ;
+    \$719  = s2_swap_lo;
+    if (s1_valid) begin
+      \$719  = \$140 ;
     end
     if (rst) begin
-      \$719  = 5'h00;
+      \$719  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$720  = s3_sub_hi;
-    if (busy) begin
-      \$720  = \$161 ;
+    \$720  = s2_a_lo;
+    if (s1_valid) begin
+      \$720  = \$142 ;
     end
     if (rst) begin
-      \$720  = 1'h0;
+      \$720  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$721  = s3_slot_hi;
-    if (busy) begin
-      \$721 [0] = \$162 ;
-      \$721 [1] = \$163 ;
-      \$721 [10:2] = { 1'h0, \$164  };
-      \$721 [11] = \$169 ;
-      \$721 [12] = \$170 ;
-      \$721 [13] = \$171 ;
+    \$721  = s2_b_lo;
+    if (s1_valid) begin
+      \$721  = \$144 ;
     end
     if (rst) begin
-      \$721  = 14'h0000;
+      \$721  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$722  = s3_shift_lo;
-    if (busy) begin
-      \$722  = \$200 ;
+    \$722  = s2_d_ab_hi;
+    if (s1_valid) begin
+      \$722  = \$145 [7:0];
     end
     if (rst) begin
-      \$722  = 5'h00;
+      \$722  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$723  = s3_sub_lo;
-    if (busy) begin
-      \$723  = \$201 ;
+    \$723  = s2_d_ba_hi;
+    if (s1_valid) begin
+      \$723  = \$146 [7:0];
     end
     if (rst) begin
-      \$723  = 1'h0;
+      \$723  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$724  = s3_slot_lo;
-    if (busy) begin
-      \$724 [0] = \$202 ;
-      \$724 [1] = \$203 ;
-      \$724 [10:2] = { 1'h0, \$204  };
-      \$724 [11] = \$209 ;
-      \$724 [12] = \$210 ;
-      \$724 [13] = \$211 ;
+    \$724  = s2_d_ab_lo;
+    if (s1_valid) begin
+      \$724  = \$147 [7:0];
     end
     if (rst) begin
-      \$724  = 14'h0000;
+      \$724  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$725  = s3_x;
-    if (busy) begin
-      \$725  = { \$213 , \$212  };
+    \$725  = s2_d_ba_lo;
+    if (s1_valid) begin
+      \$725  = \$148 [7:0];
     end
     if (rst) begin
-      \$725  = 32'd0;
+      \$725  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$726  = s3_y;
-    if (busy) begin
-      \$726  = { \$215 , \$214  };
+    \$726  = s3_dtype;
+    if (s2_valid) begin
+      \$726  = s2_dtype;
     end
     if (rst) begin
-      \$726  = 32'd0;
+      \$726  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$727  = s4_x;
-    if (busy) begin
-      \$727  = s3_x;
+    \$727  = s3_shift_hi;
+    if (s2_valid) begin
+      \$727  = \$177 ;
     end
     if (rst) begin
-      \$727  = 32'd0;
+      \$727  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$728  = s4_sub_hi;
-    if (busy) begin
-      \$728  = s3_sub_hi;
+    \$728  = s3_sub_hi;
+    if (s2_valid) begin
+      \$728  = \$178 ;
     end
     if (rst) begin
       \$728  = 1'h0;
@@ -16361,59 +20089,69 @@ module \ace_alu_array_small.array.lane3.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$729  = s4_sub_lo;
-    if (busy) begin
-      \$729  = s3_sub_lo;
+    \$729  = s3_slot_hi;
+    if (s2_valid) begin
+      \$729 [0] = \$179 ;
+      \$729 [1] = \$180 ;
+      \$729 [10:2] = { 1'h0, \$181  };
+      \$729 [11] = \$186 ;
+      \$729 [12] = \$187 ;
+      \$729 [13] = \$188 ;
     end
     if (rst) begin
-      \$729  = 1'h0;
+      \$729  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$730  = s4_slot_hi;
-    if (busy) begin
-      \$730  = s3_slot_hi;
+    \$730  = s3_shift_lo;
+    if (s2_valid) begin
+      \$730  = \$217 ;
     end
     if (rst) begin
-      \$730  = 14'h0000;
+      \$730  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$731  = s4_slot_lo;
-    if (busy) begin
-      \$731  = s3_slot_lo;
+    \$731  = s3_sub_lo;
+    if (s2_valid) begin
+      \$731  = \$218 ;
     end
     if (rst) begin
-      \$731  = 14'h0000;
+      \$731  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$732  = s4_shift_hi;
-    if (busy) begin
-      \$732  = s3_shift_hi;
+    \$732  = s3_slot_lo;
+    if (s2_valid) begin
+      \$732 [0] = \$219 ;
+      \$732 [1] = \$220 ;
+      \$732 [10:2] = { 1'h0, \$221  };
+      \$732 [11] = \$226 ;
+      \$732 [12] = \$227 ;
+      \$732 [13] = \$228 ;
     end
     if (rst) begin
-      \$732  = 5'h00;
+      \$732  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$733  = s4_shift_lo;
-    if (busy) begin
-      \$733  = s3_shift_lo;
+    \$733  = s3_x;
+    if (s2_valid) begin
+      \$733  = { \$230 , \$229  };
     end
     if (rst) begin
-      \$733  = 5'h00;
+      \$733  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$734  = s4_y;
-    if (busy) begin
-      \$734  = { \$267 , \$260  };
+    \$734  = s3_y;
+    if (s2_valid) begin
+      \$734  = { \$232 , \$231  };
     end
     if (rst) begin
       \$734  = 32'd0;
@@ -16421,119 +20159,119 @@ module \ace_alu_array_small.array.lane3.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$735  = s4_sticky_hi;
-    if (busy) begin
-      \$735  = \$289 ;
+    \$735  = s4_dtype;
+    if (s3_valid) begin
+      \$735  = s3_dtype;
     end
     if (rst) begin
-      \$735  = 1'h0;
+      \$735  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$736  = s4_sticky_lo;
-    if (busy) begin
-      \$736  = \$314 ;
+    \$736  = s4_x;
+    if (s3_valid) begin
+      \$736  = s3_x;
     end
     if (rst) begin
-      \$736  = 1'h0;
+      \$736  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$737  = s5_slot_hi;
-    if (busy) begin
-      \$737  = s4_slot_hi;
+    \$737  = s4_sub_hi;
+    if (s3_valid) begin
+      \$737  = s3_sub_hi;
     end
     if (rst) begin
-      \$737  = 14'h0000;
+      \$737  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$738  = s5_slot_lo;
-    if (busy) begin
-      \$738  = s4_slot_lo;
+    \$738  = s4_sub_lo;
+    if (s3_valid) begin
+      \$738  = s3_sub_lo;
     end
     if (rst) begin
-      \$738  = 14'h0000;
+      \$738  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$739  = s5_x;
-    if (busy) begin
-      \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    \$739  = s4_slot_hi;
+    if (s3_valid) begin
+      \$739  = s3_slot_hi;
     end
     if (rst) begin
-      \$739  = 33'h000000000;
+      \$739  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$740  = s5_y;
-    if (busy) begin
-      \$740  = { \$363 , \$344 , \$341  };
+    \$740  = s4_slot_lo;
+    if (s3_valid) begin
+      \$740  = s3_slot_lo;
     end
     if (rst) begin
-      \$740  = 33'h000000000;
+      \$740  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$741  = s5_carry_in;
-    if (busy) begin
-      \$741  = s4_sub_lo;
+    \$741  = s4_shift_hi;
+    if (s3_valid) begin
+      \$741  = s3_shift_hi;
     end
     if (rst) begin
-      \$741  = 1'h0;
+      \$741  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$742  = s5_sentinel;
-    if (busy) begin
-      \$742  = \$368 ;
+    \$742  = s4_shift_lo;
+    if (s3_valid) begin
+      \$742  = s3_shift_lo;
     end
     if (rst) begin
-      \$742  = 32'd0;
+      \$742  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$743  = s6_slot_hi;
-    if (busy) begin
-      \$743  = s5_slot_hi;
+    \$743  = s4_y;
+    if (s3_valid) begin
+      \$743  = { \$284 , \$277  };
     end
     if (rst) begin
-      \$743  = 14'h0000;
+      \$743  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$744  = s6_slot_lo;
-    if (busy) begin
-      \$744  = s5_slot_lo;
+    \$744  = s4_sticky_hi;
+    if (s3_valid) begin
+      \$744  = \$300 ;
     end
     if (rst) begin
-      \$744  = 14'h0000;
+      \$744  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$745  = s6_sum;
-    if (busy) begin
-      \$745  = { \$686 [33:18], \$686 [16:1] };
+    \$745  = s4_sticky_lo;
+    if (s3_valid) begin
+      \$745  = \$333 ;
     end
     if (rst) begin
-      \$745  = 32'd0;
+      \$745  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$746  = s6_marked;
-    if (busy) begin
-      \$746  = \$369 ;
+    \$746  = s4_sentinel;
+    if (s3_valid) begin
+      \$746  = \$338 ;
     end
     if (rst) begin
       \$746  = 32'd0;
@@ -16541,20 +20279,19 @@ module \ace_alu_array_small.array.lane3.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$747  = s7_sum;
-    if (busy) begin
-      \$747  = s6_sum;
+    \$747  = s5_dtype;
+    if (s4_valid) begin
+      \$747  = s4_dtype;
     end
     if (rst) begin
-      \$747  = 32'd0;
+      \$747  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$748  = s7_slot_hi;
-    if (busy) begin
-      \$748 [13:1] = s6_slot_hi[13:1];
-      \$748 [0] = \$462 ;
+    \$748  = s5_slot_hi;
+    if (s4_valid) begin
+      \$748  = s4_slot_hi;
     end
     if (rst) begin
       \$748  = 14'h0000;
@@ -16562,10 +20299,9 @@ module \ace_alu_array_small.array.lane3.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$749  = s7_slot_lo;
-    if (busy) begin
-      \$749 [13:1] = s6_slot_lo[13:1];
-      \$749 [0] = \$472 ;
+    \$749  = s5_slot_lo;
+    if (s4_valid) begin
+      \$749  = s4_slot_lo;
     end
     if (rst) begin
       \$749  = 14'h0000;
@@ -16573,111 +20309,109 @@ module \ace_alu_array_small.array.lane3.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$750  = s7_count_hi;
-    if (busy) begin
-      \$750  = { \$405 , \$393  };
+    \$750  = s5_sentinel;
+    if (s4_valid) begin
+      \$750  = s4_sentinel;
     end
     if (rst) begin
-      \$750  = 4'h0;
+      \$750  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$751  = s7_count_lo;
-    if (busy) begin
-      \$751  = { \$441 , \$429  };
+    \$751  = s5_x;
+    if (s4_valid) begin
+      \$751  = { s4_x[31:16], \$340 , s4_x[15:0] };
     end
     if (rst) begin
-      \$751  = 4'h0;
+      \$751  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$752  = s7_zero_hi;
-    if (busy) begin
-      \$752  = \$452 ;
+    \$752  = s5_y;
+    if (s4_valid) begin
+      \$752  = { \$387 , \$368 , \$365  };
     end
     if (rst) begin
-      \$752  = 1'h0;
+      \$752  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$753  = s8_slot_hi;
-    if (busy) begin
-      \$753  = s7_slot_hi;
+    \$753  = s5_carry_in;
+    if (s4_valid) begin
+      \$753  = s4_sub_lo;
     end
     if (rst) begin
-      \$753  = 14'h0000;
+      \$753  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$754  = s8_slot_lo;
-    if (busy) begin
-      \$754  = s7_slot_lo;
+    \$754  = s6_dtype;
+    if (s5_valid) begin
+      \$754  = s5_dtype;
     end
     if (rst) begin
-      \$754  = 14'h0000;
+      \$754  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$755  = s8_sum;
-    if (busy) begin
-      \$755  = { \$512 , \$484  };
+    \$755  = s6_slot_hi;
+    if (s5_valid) begin
+      \$755  = s5_slot_hi;
     end
     if (rst) begin
-      \$755  = 32'd0;
+      \$755  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$756  = s8_shift_hi;
-    if (busy) begin
-      \$756  = \$515 ;
+    \$756  = s6_slot_lo;
+    if (s5_valid) begin
+      \$756  = s5_slot_lo;
     end
     if (rst) begin
-      \$756  = 5'h00;
+      \$756  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$757  = s8_shift_lo;
-    if (busy) begin
-      \$757  = \$518 ;
+    \$757  = s6_sum;
+    if (s5_valid) begin
+      \$757  = { \$690 [33:18], \$690 [16:1] };
     end
     if (rst) begin
-      \$757  = 5'h00;
+      \$757  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$758  = s9_slot_hi;
-    if (busy) begin
-      { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
-      \$758 [10:2] = \$572 [8:0];
+    \$758  = s6_marked;
+    if (s5_valid) begin
+      \$758  = \$388 ;
     end
     if (rst) begin
-      \$758  = 14'h0000;
+      \$758  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$759  = s9_slot_lo;
-    if (busy) begin
-      { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
-      \$759 [10:2] = \$574 [8:0];
+    \$759  = s7_dtype;
+    if (s6_valid) begin
+      \$759  = s6_dtype;
     end
     if (rst) begin
-      \$759  = 14'h0000;
+      \$759  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$760  = s9_sum;
-    if (busy) begin
-      \$760  = { \$570 , \$525  };
+    \$760  = s7_sum;
+    if (s6_valid) begin
+      \$760  = s6_sum;
     end
     if (rst) begin
       \$760  = 32'd0;
@@ -16685,49 +20419,49 @@ module \ace_alu_array_small.array.lane3.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$761  = s10_packed;
-    if (busy) begin
-      \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    \$761  = s7_slot_hi;
+    if (s6_valid) begin
+      \$761  = s6_slot_hi;
     end
     if (rst) begin
-      \$761  = 33'h000000000;
+      \$761  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$762  = s10_inc_hi;
-    if (busy) begin
-      \$762  = \$608 ;
+    \$762  = s7_slot_lo;
+    if (s6_valid) begin
+      \$762  = s6_slot_lo;
     end
     if (rst) begin
-      \$762  = 1'h0;
+      \$762  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$763  = s10_inc_lo;
-    if (busy) begin
-      \$763  = \$621 ;
+    \$763  = s7_count_hi;
+    if (s6_valid) begin
+      \$763  = { \$424 , \$412  };
     end
     if (rst) begin
-      \$763  = 1'h0;
+      \$763  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$764  = s10_sign_hi;
-    if (busy) begin
-      \$764  = s9_slot_hi[0];
+    \$764  = s7_count_lo;
+    if (s6_valid) begin
+      \$764  = { \$460 , \$448  };
     end
     if (rst) begin
-      \$764  = 1'h0;
+      \$764  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$765  = s10_forced_hi;
-    if (busy) begin
-      \$765  = \$622 ;
+    \$765  = s7_zero_hi;
+    if (s6_valid) begin
+      \$765  = \$471 ;
     end
     if (rst) begin
       \$765  = 1'h0;
@@ -16735,19 +20469,19 @@ module \ace_alu_array_small.array.lane3.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$766  = s10_special_hi;
-    if (busy) begin
-      \$766  = \$628 ;
+    \$766  = s7_sum_zero_hi;
+    if (s6_valid) begin
+      \$766  = \$473 ;
     end
     if (rst) begin
-      \$766  = 16'h0000;
+      \$766  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$767  = s10_sign_lo;
-    if (busy) begin
-      \$767  = s9_slot_lo[0];
+    \$767  = s7_sum_zero_lo;
+    if (s6_valid) begin
+      \$767  = \$475 ;
     end
     if (rst) begin
       \$767  = 1'h0;
@@ -16755,109 +20489,400 @@ module \ace_alu_array_small.array.lane3.adder (rst, busy, a, b, dtype, result, c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$768  = s10_forced_lo;
-    if (busy) begin
-      \$768  = \$629 ;
+    \$768  = s8_dtype;
+    if (s7_valid) begin
+      \$768  = s7_dtype;
     end
     if (rst) begin
-      \$768  = 1'h0;
+      \$768  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$769  = s10_special_lo;
-    if (busy) begin
-      \$769  = \$635 ;
+    \$769  = s8_slot_hi;
+    if (s7_valid) begin
+      \$769 [13:1] = s7_slot_hi[13:1];
+      \$769 [0] = \$519 ;
     end
     if (rst) begin
-      \$769  = 16'h0000;
+      \$769  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$770  = s11_sign_hi;
-    if (busy) begin
-      \$770  = s10_sign_hi;
+    \$770  = s8_slot_lo;
+    if (s7_valid) begin
+      \$770 [13:1] = s7_slot_lo[13:1];
+      \$770 [0] = \$523 ;
     end
     if (rst) begin
-      \$770  = 1'h0;
+      \$770  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$771  = s11_sign_lo;
-    if (busy) begin
-      \$771  = s10_sign_lo;
+    \$771  = s8_sum;
+    if (s7_valid) begin
+      \$771  = { \$515 , \$487  };
     end
     if (rst) begin
-      \$771  = 1'h0;
+      \$771  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$772  = s11_forced_hi;
-    if (busy) begin
-      \$772  = s10_forced_hi;
+    \$772  = s8_shift_hi;
+    if (s7_valid) begin
+      \$772  = \$526 ;
     end
     if (rst) begin
-      \$772  = 1'h0;
+      \$772  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$773  = s11_forced_lo;
-    if (busy) begin
-      \$773  = s10_forced_lo;
+    \$773  = s8_shift_lo;
+    if (s7_valid) begin
+      \$773  = \$529 ;
     end
     if (rst) begin
-      \$773  = 1'h0;
+      \$773  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$774  = s11_special_hi;
-    if (busy) begin
-      \$774  = s10_special_hi;
+    \$774  = s9_dtype;
+    if (s8_valid) begin
+      \$774  = s8_dtype;
     end
     if (rst) begin
-      \$774  = 16'h0000;
+      \$774  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$775  = s11_special_lo;
-    if (busy) begin
-      \$775  = s10_special_lo;
+    \$775  = s9_slot_hi;
+    if (s8_valid) begin
+      { \$775 [13:11], \$775 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
+      \$775 [10:2] = \$583 [8:0];
     end
     if (rst) begin
-      \$775  = 16'h0000;
+      \$775  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$776  = s11_rounded;
-    if (busy) begin
-      \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    \$776  = s9_slot_lo;
+    if (s8_valid) begin
+      { \$776 [13:11], \$776 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
+      \$776 [10:2] = \$585 [8:0];
     end
     if (rst) begin
-      \$776  = 32'd0;
+      \$776  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$777  = result;
-    if (busy) begin
-      \$777  = { \$661 , \$653  };
+    \$777  = s9_sum;
+    if (s8_valid) begin
+      \$777  = { \$581 , \$536  };
     end
     if (rst) begin
       \$777  = 32'd0;
     end
   end
-  assign s5_chain = \$686 [34:1];
-  assign a_hi_sig = { 1'h0, \$666  };
-  assign a_lo_sig = { 1'h0, \$671  };
-  assign b_hi_sig = { 1'h0, \$678  };
-  assign b_lo_sig = { 1'h0, \$683  };
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$778  = s10_dtype;
+    if (s9_valid) begin
+      \$778  = s9_dtype;
+    end
+    if (rst) begin
+      \$778  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$779  = s10_packed;
+    if (s9_valid) begin
+      \$779  = { 1'h0, \$608 [30:16], \$597 , \$596 [15:0] };
+    end
+    if (rst) begin
+      \$779  = 33'h000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$780  = s10_inc_hi;
+    if (s9_valid) begin
+      \$780  = \$619 ;
+    end
+    if (rst) begin
+      \$780  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$781  = s10_inc_lo;
+    if (s9_valid) begin
+      \$781  = \$632 ;
+    end
+    if (rst) begin
+      \$781  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$782  = s10_sign_hi;
+    if (s9_valid) begin
+      \$782  = s9_slot_hi[0];
+    end
+    if (rst) begin
+      \$782  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$783  = s10_forced_hi;
+    if (s9_valid) begin
+      \$783  = \$633 ;
+    end
+    if (rst) begin
+      \$783  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$784  = s10_special_hi;
+    if (s9_valid) begin
+      \$784  = \$639 ;
+    end
+    if (rst) begin
+      \$784  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$785  = s10_sign_lo;
+    if (s9_valid) begin
+      \$785  = s9_slot_lo[0];
+    end
+    if (rst) begin
+      \$785  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$786  = s10_forced_lo;
+    if (s9_valid) begin
+      \$786  = \$640 ;
+    end
+    if (rst) begin
+      \$786  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$787  = s10_special_lo;
+    if (s9_valid) begin
+      \$787  = \$646 ;
+    end
+    if (rst) begin
+      \$787  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$788  = s11_dtype;
+    if (s10_valid) begin
+      \$788  = s10_dtype;
+    end
+    if (rst) begin
+      \$788  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$789  = s11_sign_hi;
+    if (s10_valid) begin
+      \$789  = s10_sign_hi;
+    end
+    if (rst) begin
+      \$789  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$790  = s11_sign_lo;
+    if (s10_valid) begin
+      \$790  = s10_sign_lo;
+    end
+    if (rst) begin
+      \$790  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$791  = s11_forced_hi;
+    if (s10_valid) begin
+      \$791  = s10_forced_hi;
+    end
+    if (rst) begin
+      \$791  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$792  = s11_forced_lo;
+    if (s10_valid) begin
+      \$792  = s10_forced_lo;
+    end
+    if (rst) begin
+      \$792  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$793  = s11_special_hi;
+    if (s10_valid) begin
+      \$793  = s10_special_hi;
+    end
+    if (rst) begin
+      \$793  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$794  = s11_special_lo;
+    if (s10_valid) begin
+      \$794  = s10_special_lo;
+    end
+    if (rst) begin
+      \$794  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$795  = s11_rounded;
+    if (s10_valid) begin
+      \$795  = { s10_chain[32:17], s10_chain[15:0] };
+    end
+    if (rst) begin
+      \$795  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$796  = s11_wide;
+    if (s10_valid) begin
+      \$796  = \$647 ;
+    end
+    if (rst) begin
+      \$796  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$797  = s11_fp16;
+    if (s10_valid) begin
+      \$797  = \$648 ;
+    end
+    if (rst) begin
+      \$797  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$798  = result;
+    if (s11_valid) begin
+      \$798  = { \$670 , \$663  };
+    end
+    if (rst) begin
+      \$798  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$799  = in_valid;
+    if (rst) begin
+      \$799  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$800  = s1_valid;
+    if (rst) begin
+      \$800  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$801  = s2_valid;
+    if (rst) begin
+      \$801  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$802  = s3_valid;
+    if (rst) begin
+      \$802  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$803  = s4_valid;
+    if (rst) begin
+      \$803  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$804  = s5_valid;
+    if (rst) begin
+      \$804  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$805  = s6_valid;
+    if (rst) begin
+      \$805  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$806  = s7_valid;
+    if (rst) begin
+      \$806  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$807  = s8_valid;
+    if (rst) begin
+      \$807  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$808  = s9_valid;
+    if (rst) begin
+      \$808  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$809  = s10_valid;
+    if (rst) begin
+      \$809  = 1'h1;
+    end
+  end
+  assign s5_chain = \$690 [34:1];
+  assign a_hi_sig = { 1'h0, \$675  };
+  assign a_lo_sig = { 1'h0, \$680  };
+  assign b_hi_sig = { 1'h0, \$685  };
+  assign b_lo_sig = { 1'h0, \$688  };
   assign \s1_a_hi.sign  = s1_a_hi[0];
   assign \s1_a_hi.exp  = s1_a_hi[8:1];
   assign \s1_a_hi.nan  = s1_a_hi[9];
@@ -16974,73 +20999,233 @@ module \ace_alu_array_small.array.lane3.adder (rst, busy, a, b, dtype, result, c
   assign \s9_slot_lo.nan  = s9_slot_lo[11];
   assign \s9_slot_lo.inf  = s9_slot_lo[12];
   assign \s9_slot_lo.inf_sign  = s9_slot_lo[13];
-  assign \$134  = s2_dtype[1];
-  assign \$141  = s2_dtype[1];
-  assign \$148  = s2_dtype[1];
-  assign \$155  = s2_dtype[1];
-  assign \$174  = s2_dtype[1];
-  assign \$181  = s2_dtype[1];
-  assign \$188  = s2_dtype[1];
-  assign \$195  = s2_dtype[1];
-  assign \$269  = s3_dtype[1];
-  assign \$273  = \$272 ;
-  assign \$275  = s3_dtype[1];
-  assign \$282  = s3_dtype[1];
-  assign \$292  = \$291 ;
-  assign \$336  = \$335 [0];
-  assign \$343  = s4_dtype[1];
-  assign \$349  = s4_dtype[1];
-  assign \$355  = s4_dtype[1];
-  assign \$358  = \$357 [0];
-  assign \$372  = \$370 ;
-  assign \$378  = \$376 ;
-  assign \$384  = \$382 ;
-  assign \$396  = \$394 ;
-  assign \$399  = \$397 ;
-  assign \$402  = \$400 ;
-  assign \$408  = \$406 ;
-  assign \$414  = \$412 ;
-  assign \$420  = \$418 ;
-  assign \$432  = \$430 ;
-  assign \$435  = \$433 ;
-  assign \$438  = \$436 ;
-  assign \$599  = s9_dtype[1];
+  assign \$151  = s2_dtype[1];
+  assign \$158  = s2_dtype[1];
+  assign \$165  = s2_dtype[1];
+  assign \$172  = s2_dtype[1];
+  assign \$191  = s2_dtype[1];
+  assign \$198  = s2_dtype[1];
+  assign \$205  = s2_dtype[1];
+  assign \$212  = s2_dtype[1];
+  assign \$286  = s3_dtype[1];
+  assign \$360  = \$359 [0];
+  assign \$367  = s4_dtype[1];
+  assign \$373  = s4_dtype[1];
+  assign \$379  = s4_dtype[1];
+  assign \$382  = \$381 [0];
+  assign \$391  = \$389 ;
+  assign \$397  = \$395 ;
+  assign \$403  = \$401 ;
+  assign \$415  = \$413 ;
+  assign \$418  = \$416 ;
+  assign \$421  = \$419 ;
+  assign \$427  = \$425 ;
+  assign \$433  = \$431 ;
+  assign \$439  = \$437 ;
+  assign \$451  = \$449 ;
+  assign \$454  = \$452 ;
+  assign \$457  = \$455 ;
+  assign \$610  = s9_dtype[1];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane3.minmax (rst, is_max, \port$3157$0 , \port$3158$0 , busy, a, b, dtype, clk);
+module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \port$3948$0 , \port$3949$0 , a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$14  = 0;
   wire \$1 ;
-  wire [15:0] \$10 ;
-  reg [31:0] \$100 ;
-  reg \$101 ;
-  reg \$102 ;
-  reg [31:0] \$103 ;
-  reg \$104 ;
-  reg \$105 ;
-  reg [31:0] \$106 ;
+  wire \$10 ;
+  wire \$100 ;
+  wire \$101 ;
+  wire \$102 ;
+  wire \$103 ;
+  wire \$104 ;
+  wire \$105 ;
+  wire \$106 ;
+  wire \$107 ;
+  wire \$108 ;
+  wire \$109 ;
   wire \$11 ;
-  wire [15:0] \$12 ;
-  wire [15:0] \$13 ;
-  wire [15:0] \$14 ;
+  wire \$110 ;
+  wire \$111 ;
+  wire \$112 ;
+  wire \$113 ;
+  wire \$114 ;
+  wire \$115 ;
+  wire \$116 ;
+  wire \$117 ;
+  wire \$118 ;
+  wire \$119 ;
+  wire \$12 ;
+  wire \$120 ;
+  wire \$121 ;
+  wire \$122 ;
+  wire \$123 ;
+  wire \$124 ;
+  wire \$125 ;
+  wire \$126 ;
+  wire \$127 ;
+  wire \$128 ;
+  wire \$129 ;
+  wire \$13 ;
+  wire \$130 ;
+  wire \$131 ;
+  wire \$132 ;
+  wire \$133 ;
+  wire \$134 ;
+  wire \$135 ;
+  wire \$136 ;
+  wire \$137 ;
+  wire \$138 ;
+  wire \$139 ;
+  wire \$14 ;
+  wire \$140 ;
+  wire \$141 ;
+  wire \$142 ;
+  wire \$143 ;
+  wire \$144 ;
+  wire \$145 ;
+  wire \$146 ;
+  wire \$147 ;
+  wire \$148 ;
+  wire \$149 ;
   wire \$15 ;
-  wire [15:0] \$16 ;
-  wire [15:0] \$17 ;
+  wire \$150 ;
+  wire \$151 ;
+  wire \$152 ;
+  wire \$153 ;
+  wire \$154 ;
+  wire \$155 ;
+  wire \$156 ;
+  wire \$157 ;
+  wire \$158 ;
+  wire \$159 ;
+  wire \$16 ;
+  wire \$160 ;
+  wire \$161 ;
+  wire \$162 ;
+  wire \$163 ;
+  wire \$164 ;
+  wire \$165 ;
+  wire \$166 ;
+  wire \$167 ;
+  wire \$168 ;
+  wire \$169 ;
+  wire \$17 ;
+  wire \$170 ;
+  wire \$171 ;
+  wire \$172 ;
+  wire \$173 ;
+  wire \$174 ;
+  wire \$175 ;
+  wire \$176 ;
+  wire \$177 ;
+  wire \$178 ;
+  wire \$179 ;
   wire \$18 ;
-  wire [15:0] \$19 ;
+  wire \$180 ;
+  wire \$181 ;
+  wire \$182 ;
+  wire \$183 ;
+  wire \$184 ;
+  wire \$185 ;
+  wire \$186 ;
+  wire \$187 ;
+  wire \$188 ;
+  wire \$189 ;
+  wire \$19 ;
+  wire \$190 ;
+  wire \$191 ;
+  wire \$192 ;
+  wire \$193 ;
+  wire \$194 ;
+  wire \$195 ;
+  wire \$196 ;
+  wire \$197 ;
+  wire \$198 ;
+  wire \$199 ;
   wire \$2 ;
   wire \$20 ;
-  wire [15:0] \$21 ;
-  wire [15:0] \$22 ;
-  wire [15:0] \$23 ;
+  wire \$200 ;
+  wire \$201 ;
+  wire \$202 ;
+  wire \$203 ;
+  wire \$204 ;
+  wire \$205 ;
+  wire \$206 ;
+  wire \$207 ;
+  wire \$208 ;
+  wire \$209 ;
+  wire \$21 ;
+  wire \$210 ;
+  wire \$211 ;
+  wire \$212 ;
+  wire \$213 ;
+  wire \$214 ;
+  wire \$215 ;
+  wire \$216 ;
+  wire \$217 ;
+  wire \$218 ;
+  wire [15:0] \$219 ;
+  wire \$22 ;
+  wire [15:0] \$220 ;
+  wire [15:0] \$221 ;
+  wire [15:0] \$222 ;
+  reg [31:0] \$223 ;
+  reg [31:0] \$224 ;
+  reg [1:0] \$225 ;
+  reg \$226 ;
+  reg \$227 ;
+  reg \$228 ;
+  reg \$229 ;
+  wire \$23 ;
+  reg \$230 ;
+  reg \$231 ;
+  reg \$232 ;
+  reg \$233 ;
+  reg \$234 ;
+  reg \$235 ;
+  reg \$236 ;
+  reg \$237 ;
+  reg \$238 ;
+  reg \$239 ;
   wire \$24 ;
-  wire [15:0] \$25 ;
-  wire [15:0] \$26 ;
+  reg \$240 ;
+  reg [31:0] \$241 ;
+  reg [31:0] \$242 ;
+  reg \$243 ;
+  reg \$244 ;
+  reg \$245 ;
+  reg \$246 ;
+  reg \$247 ;
+  reg \$248 ;
+  reg \$249 ;
+  wire \$25 ;
+  reg \$250 ;
+  reg \$251 ;
+  reg \$252 ;
+  reg \$253 ;
+  reg \$254 ;
+  reg \$255 ;
+  reg \$256 ;
+  reg \$257 ;
+  reg \$258 ;
+  reg \$259 ;
+  wire \$26 ;
+  reg \$260 ;
+  reg [1:0] \$261 ;
+  reg [31:0] \$262 ;
+  reg \$263 ;
+  reg \$264 ;
+  reg [31:0] \$265 ;
+  reg [31:0] \$266 ;
+  reg \$267 ;
+  reg \$268 ;
+  reg [31:0] \$269 ;
   wire \$27 ;
+  reg \$270 ;
   wire \$28 ;
-  wire \$29 ;
+  wire [30:0] \$29 ;
   wire \$3 ;
-  wire \$30 ;
+  wire [30:0] \$30 ;
   wire \$31 ;
   wire \$32 ;
   wire \$33 ;
@@ -17061,7 +21246,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, is_max, \port$3157$0 , \por
   wire \$47 ;
   wire \$48 ;
   wire \$49 ;
-  wire [15:0] \$5 ;
+  wire \$5 ;
   wire \$50 ;
   wire \$51 ;
   wire \$52 ;
@@ -17072,7 +21257,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, is_max, \port$3157$0 , \por
   wire \$57 ;
   wire \$58 ;
   wire \$59 ;
-  wire [15:0] \$6 ;
+  wire \$6 ;
   wire \$60 ;
   wire \$61 ;
   wire \$62 ;
@@ -17083,7 +21268,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, is_max, \port$3157$0 , \por
   wire \$67 ;
   wire \$68 ;
   wire \$69 ;
-  wire [15:0] \$7 ;
+  wire \$7 ;
   wire \$70 ;
   wire \$71 ;
   wire \$72 ;
@@ -17094,7 +21279,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, is_max, \port$3157$0 , \por
   wire \$77 ;
   wire \$78 ;
   wire \$79 ;
-  wire [15:0] \$8 ;
+  wire \$8 ;
   wire \$80 ;
   wire \$81 ;
   wire \$82 ;
@@ -17104,24 +21289,22 @@ module \ace_alu_array_small.array.lane3.minmax (rst, is_max, \port$3157$0 , \por
   wire \$86 ;
   wire \$87 ;
   wire \$88 ;
-  wire [30:0] \$89 ;
+  wire \$89 ;
   wire \$9 ;
-  wire [30:0] \$90 ;
-  reg [31:0] \$91 ;
-  reg [31:0] \$92 ;
-  reg \$93 ;
-  reg \$94 ;
-  reg [31:0] \$95 ;
-  reg [31:0] \$96 ;
-  reg \$97 ;
-  reg \$98 ;
-  reg [31:0] \$99 ;
+  wire \$90 ;
+  wire \$91 ;
+  wire \$92 ;
+  wire \$93 ;
+  wire \$94 ;
+  wire \$95 ;
+  wire \$96 ;
+  wire \$97 ;
+  wire \$98 ;
+  wire \$99 ;
   input [31:0] a;
   wire [31:0] a;
   input [31:0] b;
   wire [31:0] b;
-  input busy;
-  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -17131,27 +21314,68 @@ module \ace_alu_array_small.array.lane3.minmax (rst, is_max, \port$3157$0 , \por
   (* enum_value_11 = "FP16" *)
   input [1:0] dtype;
   wire [1:0] dtype;
-  wire eq_hi;
+  reg [31:0] in_a = 32'd0;
+  reg [31:0] in_b = 32'd0;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] in_dtype = 2'h0;
+  reg in_is_max = 1'h0;
+  reg in_pass_a = 1'h0;
+  reg in_valid = 1'h1;
   wire is_float;
   input is_max;
   wire is_max;
   wire less_hi;
   wire less_lo;
-  wire lt_hi;
-  wire lt_lo;
+  input pass_a;
+  wire pass_a;
   wire [31:0] picked;
-  output [15:0] \port$3157$0 ;
-  wire [15:0] \port$3157$0 ;
-  output [15:0] \port$3158$0 ;
-  wire [15:0] \port$3158$0 ;
+  output [15:0] \port$3948$0 ;
+  wire [15:0] \port$3948$0 ;
+  output [15:0] \port$3949$0 ;
+  wire [15:0] \port$3949$0 ;
   reg [31:0] r_a = 32'd0;
-  reg [31:0] r_a_key = 32'd0;
+  reg r_a_any_lo = 1'h0;
+  reg r_a_e5_hi = 1'h0;
+  reg r_a_e5_lo = 1'h0;
+  reg r_a_e8_hi = 1'h0;
+  reg r_a_e8_lo = 1'h0;
+  reg r_a_f3_hi = 1'h0;
+  reg r_a_f3_lo = 1'h0;
+  reg r_a_f7_hi = 1'h0;
+  reg r_a_f7_lo = 1'h0;
+  reg r_a_gt_hi_h = 1'h0;
+  reg r_a_gt_hi_l = 1'h0;
+  reg r_a_gt_lo_h = 1'h0;
+  reg r_a_gt_lo_l = 1'h0;
   reg [31:0] r_b = 32'd0;
-  reg [31:0] r_b_key = 32'd0;
+  reg r_b_any_lo = 1'h0;
+  reg r_b_e5_hi = 1'h0;
+  reg r_b_e5_lo = 1'h0;
+  reg r_b_e8_hi = 1'h0;
+  reg r_b_e8_lo = 1'h0;
+  reg r_b_f3_hi = 1'h0;
+  reg r_b_f3_lo = 1'h0;
+  reg r_b_f7_hi = 1'h0;
+  reg r_b_f7_lo = 1'h0;
+  reg r_b_gt_hi_h = 1'h0;
+  reg r_b_gt_hi_l = 1'h0;
+  reg r_b_gt_lo_h = 1'h0;
+  reg r_b_gt_lo_l = 1'h0;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] r_dtype = 2'h0;
+  reg r_is_float = 1'h0;
   reg r_is_max = 1'h0;
-  reg r_nan_hi = 1'h0;
-  reg r_nan_lo = 1'h0;
   reg [31:0] r_nan_word = 32'd0;
+  reg r_pass_a = 1'h0;
+  reg r_valid = 1'h1;
   reg r_wide = 1'h0;
   wire [31:0] result;
   reg [31:0] rr_a = 32'd0;
@@ -17163,298 +21387,792 @@ module \ace_alu_array_small.array.lane3.minmax (rst, is_max, \port$3157$0 , \por
   reg rr_pick_b_lo = 1'h0;
   input rst;
   wire rst;
+  input valid;
+  wire valid;
   wire wide;
-  assign wide = ~ dtype[1];
-  assign is_float = | dtype;
-  assign lt_lo = r_a_key[15:0] < r_b_key[15:0];
-  assign lt_hi = r_a_key[31:16] < r_b_key[31:16];
-  assign eq_hi = r_a_key[31:16] == r_b_key[31:16];
-  assign \$1  = eq_hi & lt_lo;
-  assign \$2  = lt_hi | \$1 ;
-  assign less_hi = r_wide ? \$2  : lt_hi;
-  assign \$3  = eq_hi & lt_lo;
-  assign \$4  = lt_hi | \$3 ;
-  assign less_lo = r_wide ? \$4  : lt_lo;
-  assign \$5  = rr_pick_b_lo ? rr_b[15:0] : rr_a[15:0];
-  assign \$6  = rr_pick_b_hi ? rr_b[31:16] : rr_a[31:16];
-  assign \$7  = rr_nan_lo ? rr_nan_word[15:0] : \$5 ;
-  assign \$8  = rr_nan_hi ? rr_nan_word[31:16] : \$6 ;
-  assign \$9  = is_float & a[31];
-  assign \$10  = \$9  ? 16'hffff : 16'h0000;
-  assign \$11  = dtype[1] ? a[15] : a[31];
-  assign \$12  = \$11  ? 16'hffff : 16'h8000;
-  assign \$13  = dtype[1] ? \$12  : \$10 ;
-  assign \$14  = a[15:0] ^ \$13 ;
-  assign \$15  = is_float & a[31];
-  assign \$16  = \$15  ? 16'hffff : 16'h8000;
-  assign \$17  = a[31:16] ^ \$16 ;
-  assign \$18  = is_float & b[31];
-  assign \$19  = \$18  ? 16'hffff : 16'h0000;
-  assign \$20  = dtype[1] ? b[15] : b[31];
-  assign \$21  = \$20  ? 16'hffff : 16'h8000;
-  assign \$22  = dtype[1] ? \$21  : \$19 ;
-  assign \$23  = b[15:0] ^ \$22 ;
-  assign \$24  = is_float & b[31];
-  assign \$25  = \$24  ? 16'hffff : 16'h8000;
-  assign \$26  = b[31:16] ^ \$25 ;
-  assign \$27  = less_lo == r_is_max;
-  assign \$28  = less_hi == r_is_max;
-  assign \$29  = dtype == 1'h1;
-  assign \$30  = & a[30:23];
-  assign \$31  = | a[22:0];
-  assign \$32  = \$30  & \$31 ;
-  assign \$33  = & b[30:23];
-  assign \$34  = | b[22:0];
-  assign \$35  = \$33  & \$34 ;
-  assign \$36  = \$32  | \$35 ;
-  assign \$37  = \$29  & \$36 ;
-  assign \$38  = dtype == 2'h3;
-  assign \$39  = a[14:10] == 5'h1f;
-  assign \$40  = | a[9:0];
-  assign \$41  = \$39  & \$40 ;
-  assign \$42  = b[14:10] == 5'h1f;
-  assign \$43  = | b[9:0];
-  assign \$44  = \$42  & \$43 ;
-  assign \$45  = \$41  | \$44 ;
-  assign \$46  = \$38  & \$45 ;
-  assign \$47  = \$37  | \$46 ;
-  assign \$48  = dtype == 2'h2;
-  assign \$49  = a[14:7] == 8'hff;
-  assign \$50  = | a[6:0];
-  assign \$51  = \$49  & \$50 ;
-  assign \$52  = b[14:7] == 8'hff;
-  assign \$53  = | b[6:0];
-  assign \$54  = \$52  & \$53 ;
-  assign \$55  = \$51  | \$54 ;
-  assign \$56  = \$48  & \$55 ;
-  assign \$57  = \$47  | \$56 ;
-  assign \$58  = dtype == 1'h1;
-  assign \$59  = & a[30:23];
-  assign \$60  = | a[22:0];
-  assign \$61  = \$59  & \$60 ;
-  assign \$62  = & b[30:23];
-  assign \$63  = | b[22:0];
-  assign \$64  = \$62  & \$63 ;
-  assign \$65  = \$61  | \$64 ;
-  assign \$66  = \$58  & \$65 ;
-  assign \$67  = dtype == 2'h3;
-  assign \$68  = a[30:26] == 5'h1f;
-  assign \$69  = | a[25:16];
-  assign \$70  = \$68  & \$69 ;
-  assign \$71  = b[30:26] == 5'h1f;
-  assign \$72  = | b[25:16];
-  assign \$73  = \$71  & \$72 ;
-  assign \$74  = \$70  | \$73 ;
-  assign \$75  = \$67  & \$74 ;
-  assign \$76  = \$66  | \$75 ;
-  assign \$77  = dtype == 2'h2;
-  assign \$78  = a[30:23] == 8'hff;
-  assign \$79  = | a[22:16];
-  assign \$80  = \$78  & \$79 ;
-  assign \$81  = b[30:23] == 8'hff;
-  assign \$82  = | b[22:16];
-  assign \$83  = \$81  & \$82 ;
-  assign \$84  = \$80  | \$83 ;
-  assign \$85  = \$77  & \$84 ;
-  assign \$86  = \$76  | \$85 ;
-  assign \$87  = dtype == 2'h3;
-  assign \$88  = dtype == 2'h2;
-  assign \$89  = \$88  ? 31'h7fc07fc0 : 31'h7fc00000;
-  assign \$90  = \$87  ? 31'h7e007e00 : \$89 ;
+  assign \$1  = in_b[14:8] > in_a[14:8];
+  assign \$2  = in_a[14:8] > in_b[14:8];
+  assign \$3  = in_b[7:0] > in_a[7:0];
+  assign \$4  = in_a[7:0] > in_b[7:0];
+  assign \$5  = in_b[30:24] > in_a[30:24];
+  assign \$6  = in_a[30:24] > in_b[30:24];
+  assign \$7  = in_b[23:16] > in_a[23:16];
+  assign \$8  = in_a[23:16] > in_b[23:16];
+  assign \$9  = & in_a[14:7];
+  assign \$10  = & in_a[14:10];
+  assign \$11  = | in_a[6:0];
+  assign \$12  = | in_a[9:7];
+  assign \$13  = & in_a[30:23];
+  assign \$14  = & in_a[30:26];
+  assign \$15  = | in_a[22:16];
+  assign \$16  = | in_a[25:23];
+  assign \$17  = | in_a[15:0];
+  assign \$18  = & in_b[14:7];
+  assign \$19  = & in_b[14:10];
+  assign \$20  = | in_b[6:0];
+  assign \$21  = | in_b[9:7];
+  assign \$22  = & in_b[30:23];
+  assign \$23  = & in_b[30:26];
+  assign \$24  = | in_b[22:16];
+  assign \$25  = | in_b[25:23];
+  assign \$26  = | in_b[15:0];
+  assign \$27  = in_dtype == 2'h3;
+  assign \$28  = in_dtype == 2'h2;
+  assign \$29  = \$28  ? 31'h7fc07fc0 : 31'h7fc00000;
+  assign \$30  = \$27  ? 31'h7e007e00 : \$29 ;
+  assign \$31  = less_lo == r_is_max;
+  assign \$32  = ~ r_pass_a;
+  assign \$33  = \$31  & \$32 ;
+  assign \$34  = less_hi == r_is_max;
+  assign \$35  = ~ r_pass_a;
+  assign \$36  = \$34  & \$35 ;
+  assign \$37  = r_dtype == 1'h1;
+  assign \$38  = r_a_f7_hi | r_a_any_lo;
+  assign \$39  = r_a_e8_hi & \$38 ;
+  assign \$40  = r_b_f7_hi | r_b_any_lo;
+  assign \$41  = r_b_e8_hi & \$40 ;
+  assign \$42  = \$39  | \$41 ;
+  assign \$43  = \$37  & \$42 ;
+  assign \$44  = r_dtype == 2'h3;
+  assign \$45  = r_a_f7_lo | r_a_f3_lo;
+  assign \$46  = r_a_e5_lo & \$45 ;
+  assign \$47  = r_b_f7_lo | r_b_f3_lo;
+  assign \$48  = r_b_e5_lo & \$47 ;
+  assign \$49  = \$46  | \$48 ;
+  assign \$50  = \$44  & \$49 ;
+  assign \$51  = \$43  | \$50 ;
+  assign \$52  = r_dtype == 2'h2;
+  assign \$53  = r_a_e8_lo & r_a_f7_lo;
+  assign \$54  = r_b_e8_lo & r_b_f7_lo;
+  assign \$55  = \$53  | \$54 ;
+  assign \$56  = \$52  & \$55 ;
+  assign \$57  = \$51  | \$56 ;
+  assign \$58  = ~ r_pass_a;
+  assign \$59  = \$57  & \$58 ;
+  assign \$60  = r_dtype == 1'h1;
+  assign \$61  = r_a_f7_hi | r_a_any_lo;
+  assign \$62  = r_a_e8_hi & \$61 ;
+  assign \$63  = r_b_f7_hi | r_b_any_lo;
+  assign \$64  = r_b_e8_hi & \$63 ;
+  assign \$65  = \$62  | \$64 ;
+  assign \$66  = \$60  & \$65 ;
+  assign \$67  = r_dtype == 2'h3;
+  assign \$68  = r_a_f7_hi | r_a_f3_hi;
+  assign \$69  = r_a_e5_hi & \$68 ;
+  assign \$70  = r_b_f7_hi | r_b_f3_hi;
+  assign \$71  = r_b_e5_hi & \$70 ;
+  assign \$72  = \$69  | \$71 ;
+  assign \$73  = \$67  & \$72 ;
+  assign \$74  = \$66  | \$73 ;
+  assign \$75  = r_dtype == 2'h2;
+  assign \$76  = r_a_e8_hi & r_a_f7_hi;
+  assign \$77  = r_b_e8_hi & r_b_f7_hi;
+  assign \$78  = \$76  | \$77 ;
+  assign \$79  = \$75  & \$78 ;
+  assign \$80  = \$74  | \$79 ;
+  assign \$81  = ~ r_pass_a;
+  assign \$82  = \$80  & \$81 ;
+  assign wide = ~ in_dtype[1];
+  assign is_float = | in_dtype;
+  assign \$83  = ~ r_b[31];
+  assign \$84  = r_a[31] & \$83 ;
+  assign \$85  = r_a[31] ^ r_b[31];
+  assign \$86  = ~ \$85 ;
+  assign \$87  = r_a[31] & r_is_float;
+  assign \$88  = ~ r_b_gt_hi_h;
+  assign \$89  = \$88  & r_a_gt_hi_l;
+  assign \$90  = r_a_gt_hi_h | \$89 ;
+  assign \$91  = ~ r_a_gt_hi_h;
+  assign \$92  = \$91  & r_b_gt_hi_l;
+  assign \$93  = r_b_gt_hi_h | \$92 ;
+  assign \$94  = ~ \$93 ;
+  assign \$95  = ~ r_b_gt_hi_h;
+  assign \$96  = \$95  & r_a_gt_hi_l;
+  assign \$97  = r_a_gt_hi_h | \$96 ;
+  assign \$98  = ~ \$97 ;
+  assign \$99  = \$94  & \$98 ;
+  assign \$100  = ~ r_b[15];
+  assign \$101  = r_a[15] & \$100 ;
+  assign \$102  = r_a[15] ^ r_b[15];
+  assign \$103  = ~ \$102 ;
+  assign \$104  = ~ r_b_gt_lo_h;
+  assign \$105  = \$104  & r_a_gt_lo_l;
+  assign \$106  = r_a_gt_lo_h | \$105 ;
+  assign \$107  = \$103  & \$106 ;
+  assign \$108  = \$101  | \$107 ;
+  assign \$109  = \$99  & \$108 ;
+  assign \$110  = \$90  | \$109 ;
+  assign \$111  = ~ r_a_gt_hi_h;
+  assign \$112  = \$111  & r_b_gt_hi_l;
+  assign \$113  = r_b_gt_hi_h | \$112 ;
+  assign \$114  = ~ r_a_gt_hi_h;
+  assign \$115  = \$114  & r_b_gt_hi_l;
+  assign \$116  = r_b_gt_hi_h | \$115 ;
+  assign \$117  = ~ \$116 ;
+  assign \$118  = ~ r_b_gt_hi_h;
+  assign \$119  = \$118  & r_a_gt_hi_l;
+  assign \$120  = r_a_gt_hi_h | \$119 ;
+  assign \$121  = ~ \$120 ;
+  assign \$122  = \$117  & \$121 ;
+  assign \$123  = ~ r_a[15];
+  assign \$124  = r_b[15] & \$123 ;
+  assign \$125  = r_a[15] ^ r_b[15];
+  assign \$126  = ~ \$125 ;
+  assign \$127  = ~ r_a_gt_lo_h;
+  assign \$128  = \$127  & r_b_gt_lo_l;
+  assign \$129  = r_b_gt_lo_h | \$128 ;
+  assign \$130  = \$126  & \$129 ;
+  assign \$131  = \$124  | \$130 ;
+  assign \$132  = \$122  & \$131 ;
+  assign \$133  = \$113  | \$132 ;
+  assign \$134  = \$87  ? \$110  : \$133 ;
+  assign \$135  = \$86  & \$134 ;
+  assign \$136  = \$84  | \$135 ;
+  assign \$137  = ~ r_b[31];
+  assign \$138  = r_a[31] & \$137 ;
+  assign \$139  = r_a[31] ^ r_b[31];
+  assign \$140  = ~ \$139 ;
+  assign \$142  = ~ r_b_gt_hi_h;
+  assign \$143  = \$142  & r_a_gt_hi_l;
+  assign \$144  = r_a_gt_hi_h | \$143 ;
+  assign \$145  = ~ r_a_gt_hi_h;
+  assign \$146  = \$145  & r_b_gt_hi_l;
+  assign \$147  = r_b_gt_hi_h | \$146 ;
+  assign \$148  = \$141  ? \$144  : \$147 ;
+  assign \$149  = \$140  & \$148 ;
+  assign \$150  = \$138  | \$149 ;
+  assign less_hi = r_wide ? \$136  : \$150 ;
+  assign \$151  = ~ r_b[31];
+  assign \$152  = r_a[31] & \$151 ;
+  assign \$153  = r_a[31] ^ r_b[31];
+  assign \$154  = ~ \$153 ;
+  assign \$155  = r_a[31] & r_is_float;
+  assign \$156  = ~ r_b_gt_hi_h;
+  assign \$157  = \$156  & r_a_gt_hi_l;
+  assign \$158  = r_a_gt_hi_h | \$157 ;
+  assign \$159  = ~ r_a_gt_hi_h;
+  assign \$160  = \$159  & r_b_gt_hi_l;
+  assign \$161  = r_b_gt_hi_h | \$160 ;
+  assign \$162  = ~ \$161 ;
+  assign \$163  = ~ r_b_gt_hi_h;
+  assign \$164  = \$163  & r_a_gt_hi_l;
+  assign \$165  = r_a_gt_hi_h | \$164 ;
+  assign \$166  = ~ \$165 ;
+  assign \$167  = \$162  & \$166 ;
+  assign \$168  = ~ r_b[15];
+  assign \$169  = r_a[15] & \$168 ;
+  assign \$170  = r_a[15] ^ r_b[15];
+  assign \$171  = ~ \$170 ;
+  assign \$172  = ~ r_b_gt_lo_h;
+  assign \$173  = \$172  & r_a_gt_lo_l;
+  assign \$174  = r_a_gt_lo_h | \$173 ;
+  assign \$175  = \$171  & \$174 ;
+  assign \$176  = \$169  | \$175 ;
+  assign \$177  = \$167  & \$176 ;
+  assign \$178  = \$158  | \$177 ;
+  assign \$179  = ~ r_a_gt_hi_h;
+  assign \$180  = \$179  & r_b_gt_hi_l;
+  assign \$181  = r_b_gt_hi_h | \$180 ;
+  assign \$182  = ~ r_a_gt_hi_h;
+  assign \$183  = \$182  & r_b_gt_hi_l;
+  assign \$184  = r_b_gt_hi_h | \$183 ;
+  assign \$185  = ~ \$184 ;
+  assign \$186  = ~ r_b_gt_hi_h;
+  assign \$187  = \$186  & r_a_gt_hi_l;
+  assign \$188  = r_a_gt_hi_h | \$187 ;
+  assign \$189  = ~ \$188 ;
+  assign \$190  = \$185  & \$189 ;
+  assign \$191  = ~ r_a[15];
+  assign \$192  = r_b[15] & \$191 ;
+  assign \$193  = r_a[15] ^ r_b[15];
+  assign \$194  = ~ \$193 ;
+  assign \$195  = ~ r_a_gt_lo_h;
+  assign \$196  = \$195  & r_b_gt_lo_l;
+  assign \$197  = r_b_gt_lo_h | \$196 ;
+  assign \$198  = \$194  & \$197 ;
+  assign \$199  = \$192  | \$198 ;
+  assign \$200  = \$190  & \$199 ;
+  assign \$201  = \$181  | \$200 ;
+  assign \$202  = \$155  ? \$178  : \$201 ;
+  assign \$203  = \$154  & \$202 ;
+  assign \$204  = \$152  | \$203 ;
+  assign \$205  = ~ r_b[15];
+  assign \$206  = r_a[15] & \$205 ;
+  assign \$207  = r_a[15] ^ r_b[15];
+  assign \$208  = ~ \$207 ;
+  assign \$210  = ~ r_b_gt_lo_h;
+  assign \$211  = \$210  & r_a_gt_lo_l;
+  assign \$212  = r_a_gt_lo_h | \$211 ;
+  assign \$213  = ~ r_a_gt_lo_h;
+  assign \$214  = \$213  & r_b_gt_lo_l;
+  assign \$215  = r_b_gt_lo_h | \$214 ;
+  assign \$216  = \$209  ? \$212  : \$215 ;
+  assign \$217  = \$208  & \$216 ;
+  assign \$218  = \$206  | \$217 ;
+  assign less_lo = r_wide ? \$204  : \$218 ;
+  assign \$219  = rr_pick_b_lo ? rr_b[15:0] : rr_a[15:0];
+  assign \$220  = rr_pick_b_hi ? rr_b[31:16] : rr_a[31:16];
+  assign \$221  = rr_nan_lo ? rr_nan_word[15:0] : \$219 ;
+  assign \$222  = rr_nan_hi ? rr_nan_word[31:16] : \$220 ;
   always @(posedge clk)
-    r_a_key <= \$91 ;
+    in_a <= \$223 ;
   always @(posedge clk)
-    r_b_key <= \$92 ;
+    in_b <= \$224 ;
   always @(posedge clk)
-    r_wide <= \$93 ;
+    in_dtype <= \$225 ;
   always @(posedge clk)
-    r_is_max <= \$94 ;
+    in_is_max <= \$226 ;
   always @(posedge clk)
-    r_a <= \$95 ;
+    in_pass_a <= \$227 ;
   always @(posedge clk)
-    r_b <= \$96 ;
+    in_valid <= \$228 ;
   always @(posedge clk)
-    rr_pick_b_lo <= \$97 ;
+    r_b_gt_lo_h <= \$229 ;
   always @(posedge clk)
-    rr_pick_b_hi <= \$98 ;
+    r_a_gt_lo_h <= \$230 ;
   always @(posedge clk)
-    rr_a <= \$99 ;
+    r_b_gt_lo_l <= \$231 ;
   always @(posedge clk)
-    rr_b <= \$100 ;
+    r_a_gt_lo_l <= \$232 ;
   always @(posedge clk)
-    r_nan_lo <= \$101 ;
+    r_b_gt_hi_h <= \$233 ;
   always @(posedge clk)
-    r_nan_hi <= \$102 ;
+    r_a_gt_hi_h <= \$234 ;
   always @(posedge clk)
-    r_nan_word <= \$103 ;
+    r_b_gt_hi_l <= \$235 ;
   always @(posedge clk)
-    rr_nan_lo <= \$104 ;
+    r_a_gt_hi_l <= \$236 ;
   always @(posedge clk)
-    rr_nan_hi <= \$105 ;
+    r_wide <= \$237 ;
   always @(posedge clk)
-    rr_nan_word <= \$106 ;
+    r_is_max <= \$238 ;
+  always @(posedge clk)
+    r_pass_a <= \$239 ;
+  always @(posedge clk)
+    r_is_float <= \$240 ;
+  always @(posedge clk)
+    r_a <= \$241 ;
+  always @(posedge clk)
+    r_b <= \$242 ;
+  always @(posedge clk)
+    r_a_e8_lo <= \$243 ;
+  always @(posedge clk)
+    r_a_e5_lo <= \$244 ;
+  always @(posedge clk)
+    r_a_f7_lo <= \$245 ;
+  always @(posedge clk)
+    r_a_f3_lo <= \$246 ;
+  always @(posedge clk)
+    r_a_e8_hi <= \$247 ;
+  always @(posedge clk)
+    r_a_e5_hi <= \$248 ;
+  always @(posedge clk)
+    r_a_f7_hi <= \$249 ;
+  always @(posedge clk)
+    r_a_f3_hi <= \$250 ;
+  always @(posedge clk)
+    r_a_any_lo <= \$251 ;
+  always @(posedge clk)
+    r_b_e8_lo <= \$252 ;
+  always @(posedge clk)
+    r_b_e5_lo <= \$253 ;
+  always @(posedge clk)
+    r_b_f7_lo <= \$254 ;
+  always @(posedge clk)
+    r_b_f3_lo <= \$255 ;
+  always @(posedge clk)
+    r_b_e8_hi <= \$256 ;
+  always @(posedge clk)
+    r_b_e5_hi <= \$257 ;
+  always @(posedge clk)
+    r_b_f7_hi <= \$258 ;
+  always @(posedge clk)
+    r_b_f3_hi <= \$259 ;
+  always @(posedge clk)
+    r_b_any_lo <= \$260 ;
+  always @(posedge clk)
+    r_dtype <= \$261 ;
+  always @(posedge clk)
+    r_nan_word <= \$262 ;
+  always @(posedge clk)
+    rr_pick_b_lo <= \$263 ;
+  always @(posedge clk)
+    rr_pick_b_hi <= \$264 ;
+  always @(posedge clk)
+    rr_a <= \$265 ;
+  always @(posedge clk)
+    rr_b <= \$266 ;
+  always @(posedge clk)
+    rr_nan_lo <= \$267 ;
+  always @(posedge clk)
+    rr_nan_hi <= \$268 ;
+  always @(posedge clk)
+    rr_nan_word <= \$269 ;
+  always @(posedge clk)
+    r_valid <= \$270 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$91  = r_a_key;
-    if (busy) begin
-      \$91  = { \$17 , \$14  };
-    end
+    \$223  = a;
     if (rst) begin
-      \$91  = 32'd0;
+      \$223  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$92  = r_b_key;
-    if (busy) begin
-      \$92  = { \$26 , \$23  };
-    end
+    \$224  = b;
     if (rst) begin
-      \$92  = 32'd0;
+      \$224  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$93  = r_wide;
-    if (busy) begin
-      \$93  = wide;
-    end
+    \$225  = dtype;
     if (rst) begin
-      \$93  = 1'h0;
+      \$225  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$94  = r_is_max;
-    if (busy) begin
-      \$94  = is_max;
-    end
+    \$226  = is_max;
     if (rst) begin
-      \$94  = 1'h0;
+      \$226  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$95  = r_a;
-    if (busy) begin
-      \$95  = a;
-    end
+    \$227  = pass_a;
     if (rst) begin
-      \$95  = 32'd0;
+      \$227  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$96  = r_b;
-    if (busy) begin
-      \$96  = b;
-    end
+    \$228  = valid;
     if (rst) begin
-      \$96  = 32'd0;
+      \$228  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$97  = rr_pick_b_lo;
-    if (busy) begin
-      \$97  = \$27 ;
+    \$229  = r_b_gt_lo_h;
+    if (in_valid) begin
+      \$229  = \$1 ;
     end
     if (rst) begin
-      \$97  = 1'h0;
+      \$229  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$98  = rr_pick_b_hi;
-    if (busy) begin
-      \$98  = \$28 ;
+    \$230  = r_a_gt_lo_h;
+    if (in_valid) begin
+      \$230  = \$2 ;
     end
     if (rst) begin
-      \$98  = 1'h0;
+      \$230  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$99  = rr_a;
-    if (busy) begin
-      \$99  = r_a;
+    \$231  = r_b_gt_lo_l;
+    if (in_valid) begin
+      \$231  = \$3 ;
     end
     if (rst) begin
-      \$99  = 32'd0;
+      \$231  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$100  = rr_b;
-    if (busy) begin
-      \$100  = r_b;
+    \$232  = r_a_gt_lo_l;
+    if (in_valid) begin
+      \$232  = \$4 ;
     end
     if (rst) begin
-      \$100  = 32'd0;
+      \$232  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$101  = r_nan_lo;
-    if (busy) begin
-      \$101  = \$57 ;
+    \$233  = r_b_gt_hi_h;
+    if (in_valid) begin
+      \$233  = \$5 ;
     end
     if (rst) begin
-      \$101  = 1'h0;
+      \$233  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$102  = r_nan_hi;
-    if (busy) begin
-      \$102  = \$86 ;
+    \$234  = r_a_gt_hi_h;
+    if (in_valid) begin
+      \$234  = \$6 ;
     end
     if (rst) begin
-      \$102  = 1'h0;
+      \$234  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$103  = r_nan_word;
-    if (busy) begin
-      \$103  = { 1'h0, \$90  };
+    \$235  = r_b_gt_hi_l;
+    if (in_valid) begin
+      \$235  = \$7 ;
     end
     if (rst) begin
-      \$103  = 32'd0;
+      \$235  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$104  = rr_nan_lo;
-    if (busy) begin
-      \$104  = r_nan_lo;
+    \$236  = r_a_gt_hi_l;
+    if (in_valid) begin
+      \$236  = \$8 ;
     end
     if (rst) begin
-      \$104  = 1'h0;
+      \$236  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$105  = rr_nan_hi;
-    if (busy) begin
-      \$105  = r_nan_hi;
+    \$237  = r_wide;
+    if (in_valid) begin
+      \$237  = wide;
     end
     if (rst) begin
-      \$105  = 1'h0;
+      \$237  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$106  = rr_nan_word;
-    if (busy) begin
-      \$106  = r_nan_word;
+    \$238  = r_is_max;
+    if (in_valid) begin
+      \$238  = in_is_max;
     end
     if (rst) begin
-      \$106  = 32'd0;
+      \$238  = 1'h0;
     end
   end
-  assign picked = { \$6 , \$5  };
-  assign result = { \$8 , \$7  };
-  assign \port$3157$0  = \$7 ;
-  assign \port$3158$0  = \$8 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$239  = r_pass_a;
+    if (in_valid) begin
+      \$239  = in_pass_a;
+    end
+    if (rst) begin
+      \$239  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$240  = r_is_float;
+    if (in_valid) begin
+      \$240  = is_float;
+    end
+    if (rst) begin
+      \$240  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$241  = r_a;
+    if (in_valid) begin
+      \$241  = in_a;
+    end
+    if (rst) begin
+      \$241  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$242  = r_b;
+    if (in_valid) begin
+      \$242  = in_b;
+    end
+    if (rst) begin
+      \$242  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$243  = r_a_e8_lo;
+    if (in_valid) begin
+      \$243  = \$9 ;
+    end
+    if (rst) begin
+      \$243  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$244  = r_a_e5_lo;
+    if (in_valid) begin
+      \$244  = \$10 ;
+    end
+    if (rst) begin
+      \$244  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$245  = r_a_f7_lo;
+    if (in_valid) begin
+      \$245  = \$11 ;
+    end
+    if (rst) begin
+      \$245  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$246  = r_a_f3_lo;
+    if (in_valid) begin
+      \$246  = \$12 ;
+    end
+    if (rst) begin
+      \$246  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$247  = r_a_e8_hi;
+    if (in_valid) begin
+      \$247  = \$13 ;
+    end
+    if (rst) begin
+      \$247  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$248  = r_a_e5_hi;
+    if (in_valid) begin
+      \$248  = \$14 ;
+    end
+    if (rst) begin
+      \$248  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$249  = r_a_f7_hi;
+    if (in_valid) begin
+      \$249  = \$15 ;
+    end
+    if (rst) begin
+      \$249  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$250  = r_a_f3_hi;
+    if (in_valid) begin
+      \$250  = \$16 ;
+    end
+    if (rst) begin
+      \$250  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$251  = r_a_any_lo;
+    if (in_valid) begin
+      \$251  = \$17 ;
+    end
+    if (rst) begin
+      \$251  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$252  = r_b_e8_lo;
+    if (in_valid) begin
+      \$252  = \$18 ;
+    end
+    if (rst) begin
+      \$252  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$253  = r_b_e5_lo;
+    if (in_valid) begin
+      \$253  = \$19 ;
+    end
+    if (rst) begin
+      \$253  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$254  = r_b_f7_lo;
+    if (in_valid) begin
+      \$254  = \$20 ;
+    end
+    if (rst) begin
+      \$254  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$255  = r_b_f3_lo;
+    if (in_valid) begin
+      \$255  = \$21 ;
+    end
+    if (rst) begin
+      \$255  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$256  = r_b_e8_hi;
+    if (in_valid) begin
+      \$256  = \$22 ;
+    end
+    if (rst) begin
+      \$256  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$257  = r_b_e5_hi;
+    if (in_valid) begin
+      \$257  = \$23 ;
+    end
+    if (rst) begin
+      \$257  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$258  = r_b_f7_hi;
+    if (in_valid) begin
+      \$258  = \$24 ;
+    end
+    if (rst) begin
+      \$258  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$259  = r_b_f3_hi;
+    if (in_valid) begin
+      \$259  = \$25 ;
+    end
+    if (rst) begin
+      \$259  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$260  = r_b_any_lo;
+    if (in_valid) begin
+      \$260  = \$26 ;
+    end
+    if (rst) begin
+      \$260  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$261  = r_dtype;
+    if (in_valid) begin
+      \$261  = in_dtype;
+    end
+    if (rst) begin
+      \$261  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$262  = r_nan_word;
+    if (in_valid) begin
+      \$262  = { 1'h0, \$30  };
+    end
+    if (rst) begin
+      \$262  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$263  = rr_pick_b_lo;
+    if (r_valid) begin
+      \$263  = \$33 ;
+    end
+    if (rst) begin
+      \$263  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$264  = rr_pick_b_hi;
+    if (r_valid) begin
+      \$264  = \$36 ;
+    end
+    if (rst) begin
+      \$264  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$265  = rr_a;
+    if (r_valid) begin
+      \$265  = r_a;
+    end
+    if (rst) begin
+      \$265  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$266  = rr_b;
+    if (r_valid) begin
+      \$266  = r_b;
+    end
+    if (rst) begin
+      \$266  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$267  = rr_nan_lo;
+    if (r_valid) begin
+      \$267  = \$59 ;
+    end
+    if (rst) begin
+      \$267  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$268  = rr_nan_hi;
+    if (r_valid) begin
+      \$268  = \$82 ;
+    end
+    if (rst) begin
+      \$268  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$269  = rr_nan_word;
+    if (r_valid) begin
+      \$269  = r_nan_word;
+    end
+    if (rst) begin
+      \$269  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$270  = in_valid;
+    if (rst) begin
+      \$270  = 1'h1;
+    end
+  end
+  assign picked = { \$220 , \$219  };
+  assign result = { \$222 , \$221  };
+  assign \port$3948$0  = \$221 ;
+  assign \port$3949$0  = \$222 ;
+  assign \$209  = r_a[15];
+  assign \$141  = r_a[31];
 endmodule

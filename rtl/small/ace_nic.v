@@ -9,9 +9,47 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   reg \$auto$verilog_backend.cc:2355:dump_module$49  = 0;
   wire \$1 ;
   wire \$10 ;
+  wire [15:0] \$100 ;
+  wire [2:0] \$101 ;
+  wire [15:0] \$102 ;
+  wire [15:0] \$103 ;
+  wire [15:0] \$104 ;
+  wire [15:0] \$105 ;
+  wire [15:0] \$106 ;
+  wire [15:0] \$107 ;
+  wire [15:0] \$108 ;
+  wire [15:0] \$109 ;
   wire \$11 ;
+  wire [15:0] \$110 ;
+  wire [15:0] \$111 ;
+  wire [15:0] \$112 ;
+  wire [2:0] \$113 ;
+  wire [15:0] \$114 ;
+  wire [15:0] \$115 ;
+  wire [15:0] \$116 ;
+  wire [15:0] \$117 ;
+  wire [15:0] \$118 ;
+  wire [15:0] \$119 ;
   wire \$12 ;
+  wire [15:0] \$120 ;
+  wire [15:0] \$121 ;
+  wire [15:0] \$122 ;
+  wire [15:0] \$123 ;
+  wire [15:0] \$124 ;
+  wire [2:0] \$125 ;
+  wire [15:0] \$126 ;
+  wire [15:0] \$127 ;
+  wire [15:0] \$128 ;
+  wire [15:0] \$129 ;
   wire \$13 ;
+  wire [15:0] \$130 ;
+  wire [15:0] \$131 ;
+  wire [15:0] \$132 ;
+  wire [15:0] \$133 ;
+  wire [15:0] \$134 ;
+  wire [15:0] \$135 ;
+  wire [15:0] \$136 ;
+  wire [2:0] \$137 ;
   wire \$14 ;
   wire \$15 ;
   wire \$16 ;
@@ -60,12 +98,52 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   reg \$55 ;
   reg [47:0] \$56 ;
   reg \$57 ;
-  wire [144:0] \$58 ;
-  wire [144:0] \$59 ;
+  wire [15:0] \$58 ;
+  wire [15:0] \$59 ;
   wire \$6 ;
+  wire [15:0] \$60 ;
+  wire [15:0] \$61 ;
+  wire [15:0] \$62 ;
+  wire [15:0] \$63 ;
+  wire [15:0] \$64 ;
+  wire [15:0] \$65 ;
+  wire [15:0] \$66 ;
+  wire [15:0] \$67 ;
+  wire [15:0] \$68 ;
+  wire [15:0] \$69 ;
   wire \$7 ;
+  wire [15:0] \$70 ;
+  wire [15:0] \$71 ;
+  wire [15:0] \$72 ;
+  wire [15:0] \$73 ;
+  wire [15:0] \$74 ;
+  wire [15:0] \$75 ;
+  wire [15:0] \$76 ;
+  wire [15:0] \$77 ;
+  wire [15:0] \$78 ;
+  wire [15:0] \$79 ;
   wire \$8 ;
+  wire [15:0] \$80 ;
+  wire [15:0] \$81 ;
+  wire [15:0] \$82 ;
+  wire [15:0] \$83 ;
+  wire [15:0] \$84 ;
+  wire [15:0] \$85 ;
+  wire [15:0] \$86 ;
+  wire [15:0] \$87 ;
+  wire [15:0] \$88 ;
+  wire [15:0] \$89 ;
   wire \$9 ;
+  wire [15:0] \$90 ;
+  wire [15:0] \$91 ;
+  wire [15:0] \$92 ;
+  wire [15:0] \$93 ;
+  wire [15:0] \$94 ;
+  wire [15:0] \$95 ;
+  wire [15:0] \$96 ;
+  wire [15:0] \$97 ;
+  wire [15:0] \$98 ;
+  wire [15:0] \$99 ;
   wire busy__0;
   wire \busy__0$146 ;
   wire busy__1;
@@ -538,6 +616,37 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   wire tx1__tready;
   output tx1__tvalid;
   wire tx1__tvalid;
+  assign ch0_send__ready = ~ ch0_head_valid;
+  assign \$1  = ~ ch0_head_bad;
+  assign \$2  = ch0_head_valid & \$1 ;
+  assign \$3  = ! cmd__0__payload[0];
+  assign \$4  = \$2  & \$3 ;
+  assign \$6  = ~ \$5 ;
+  assign cmd__0__valid = \$4  & \$6 ;
+  assign \$7  = ~ ch0_head_bad;
+  assign \$8  = ch0_head_valid & \$7 ;
+  assign \$10  = \$8  & \$9 ;
+  assign \$12  = ~ \$11 ;
+  assign \cmd__0__valid$145  = \$10  & \$12 ;
+  assign o__ready = | { \data__0__ready$158 , data__0__ready };
+  assign ch0_bad_cmd = ch0_head_valid & ch0_head_bad;
+  assign ch1_send__ready = ~ ch1_head_valid;
+  assign \$13  = ~ ch1_head_bad;
+  assign \$14  = ch1_head_valid & \$13 ;
+  assign \$15  = ! cmd__1__payload[0];
+  assign \$16  = \$14  & \$15 ;
+  assign \$18  = ~ \$17 ;
+  assign cmd__1__valid = \$16  & \$18 ;
+  assign \$19  = ~ ch1_head_bad;
+  assign \$20  = ch1_head_valid & \$19 ;
+  assign \$22  = \$20  & \$21 ;
+  assign \$24  = ~ \$23 ;
+  assign \cmd__1__valid$167  = \$22  & \$24 ;
+  assign \o__ready$178  = | { \data__1__ready$180 , data__1__ready };
+  assign ch1_bad_cmd = ch1_head_valid & ch1_head_bad;
+  assign \$25  = ! ch0_recv_link;
+  assign \o__ready$188  = ch0_recv__ready & \$25 ;
+  assign \o__ready$195  = ch0_recv__ready & \$26 ;
   assign \$27  = ! ch1_recv_link;
   assign \o__ready$206  = ch1_recv__ready & \$27 ;
   assign \o__ready$213  = ch1_recv__ready & \$28 ;
@@ -578,95 +687,122 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     cmd_errors <= \$56 ;
   always @(posedge clk)
     cmd_error <= \$57 ;
-  assign ch0_send__ready = ~ ch0_head_valid;
-  assign \$1  = ~ ch0_head_bad;
-  assign \$2  = ch0_head_valid & \$1 ;
-  assign \$3  = ! cmd__0__payload[0];
-  assign \$4  = \$2  & \$3 ;
-  assign \$6  = ~ \$5 ;
-  assign cmd__0__valid = \$4  & \$6 ;
-  assign \$7  = ~ ch0_head_bad;
-  assign \$8  = ch0_head_valid & \$7 ;
-  assign \$10  = \$8  & \$9 ;
-  assign \$12  = ~ \$11 ;
-  assign \cmd__0__valid$145  = \$10  & \$12 ;
-  assign o__ready = | { \data__0__ready$158 , data__0__ready };
-  assign ch0_bad_cmd = ch0_head_valid & ch0_head_bad;
-  assign ch1_send__ready = ~ ch1_head_valid;
-  assign \$13  = ~ ch1_head_bad;
-  assign \$14  = ch1_head_valid & \$13 ;
-  assign \$15  = ! cmd__1__payload[0];
-  assign \$16  = \$14  & \$15 ;
-  assign \$18  = ~ \$17 ;
-  assign cmd__1__valid = \$16  & \$18 ;
-  assign \$19  = ~ ch1_head_bad;
-  assign \$20  = ch1_head_valid & \$19 ;
-  assign \$22  = \$20  & \$21 ;
-  assign \$24  = ~ \$23 ;
-  assign \cmd__1__valid$167  = \$22  & \$24 ;
-  assign \o__ready$178  = | { \data__1__ready$180 , data__1__ready };
-  assign ch1_bad_cmd = ch1_head_valid & ch1_head_bad;
-  assign \$25  = ! ch0_recv_link;
-  assign \o__ready$188  = ch0_recv__ready & \$25 ;
-  assign \o__ready$195  = ch0_recv__ready & \$26 ;
   \ace_nic_small.ch0_link0_recv_skid  ch0_link0_recv_skid (
     .clk(clk),
     .i__payload(\i__payload$182 ),
-    .i__ready(out__0__ready),
     .i__valid(\i__valid$186 ),
-    .o__payload(\o__payload$198 ),
+    .in_ready(out__0__ready),
     .o__ready(\o__ready$188 ),
-    .o__valid(\o__valid$196 ),
+    .out_valid(\o__valid$196 ),
+    .\port$3203$0 (\$90 ),
+    .\port$3204$0 (\$91 ),
+    .\port$3205$0 (\$92 ),
+    .\port$3206$0 (\$93 ),
+    .\port$3207$0 (\$94 ),
+    .\port$3208$0 (\$95 ),
+    .\port$3209$0 (\$96 ),
+    .\port$3210$0 (\$97 ),
+    .\port$3211$0 (\$98 ),
+    .\port$3212$0 (\$99 ),
+    .\port$3213$0 (\$100 ),
+    .\port$3214$0 (\$101 ),
     .rst(rst)
   );
   \ace_nic_small.ch0_link1_recv_skid  ch0_link1_recv_skid (
     .clk(clk),
     .i__payload(\i__payload$189 ),
-    .i__ready(\out__0__ready$191 ),
     .i__valid(\i__valid$193 ),
-    .o__payload(\o__payload$199 ),
+    .in_ready(\out__0__ready$191 ),
     .o__ready(\o__ready$195 ),
-    .o__valid(\o__valid$197 ),
+    .out_valid(\o__valid$197 ),
+    .\port$3343$0 (\$102 ),
+    .\port$3344$0 (\$103 ),
+    .\port$3345$0 (\$104 ),
+    .\port$3346$0 (\$105 ),
+    .\port$3347$0 (\$106 ),
+    .\port$3348$0 (\$107 ),
+    .\port$3349$0 (\$108 ),
+    .\port$3350$0 (\$109 ),
+    .\port$3351$0 (\$110 ),
+    .\port$3352$0 (\$111 ),
+    .\port$3353$0 (\$112 ),
+    .\port$3354$0 (\$113 ),
     .rst(rst)
   );
   \ace_nic_small.ch0_send_skid  ch0_send_skid (
     .clk(clk),
     .i__payload(ch0_send_data__payload),
-    .i__ready(ch0_send_data__ready),
     .i__valid(ch0_send_data__valid),
-    .o__payload(data__0__payload),
+    .in_ready(ch0_send_data__ready),
     .o__ready(o__ready),
-    .o__valid(data__0__valid),
+    .out_valid(data__0__valid),
+    .\port$3011$0 (\$74 ),
+    .\port$3012$0 (\$75 ),
+    .\port$3013$0 (\$76 ),
+    .\port$3014$0 (\$77 ),
+    .\port$3015$0 (\$78 ),
+    .\port$3016$0 (\$79 ),
+    .\port$3017$0 (\$80 ),
+    .\port$3018$0 (\$81 ),
     .rst(rst)
   );
   \ace_nic_small.ch1_link0_recv_skid  ch1_link0_recv_skid (
     .clk(clk),
     .i__payload(\i__payload$200 ),
-    .i__ready(out__1__ready),
     .i__valid(\i__valid$204 ),
-    .o__payload(\o__payload$216 ),
+    .in_ready(out__1__ready),
     .o__ready(\o__ready$206 ),
-    .o__valid(\o__valid$214 ),
+    .out_valid(\o__valid$214 ),
+    .\port$3483$0 (\$114 ),
+    .\port$3484$0 (\$115 ),
+    .\port$3485$0 (\$116 ),
+    .\port$3486$0 (\$117 ),
+    .\port$3487$0 (\$118 ),
+    .\port$3488$0 (\$119 ),
+    .\port$3489$0 (\$120 ),
+    .\port$3490$0 (\$121 ),
+    .\port$3491$0 (\$122 ),
+    .\port$3492$0 (\$123 ),
+    .\port$3493$0 (\$124 ),
+    .\port$3494$0 (\$125 ),
     .rst(rst)
   );
   \ace_nic_small.ch1_link1_recv_skid  ch1_link1_recv_skid (
     .clk(clk),
     .i__payload(\i__payload$207 ),
-    .i__ready(\out__1__ready$209 ),
     .i__valid(\i__valid$211 ),
-    .o__payload(\o__payload$217 ),
+    .in_ready(\out__1__ready$209 ),
     .o__ready(\o__ready$213 ),
-    .o__valid(\o__valid$215 ),
+    .out_valid(\o__valid$215 ),
+    .\port$3623$0 (\$126 ),
+    .\port$3624$0 (\$127 ),
+    .\port$3625$0 (\$128 ),
+    .\port$3626$0 (\$129 ),
+    .\port$3627$0 (\$130 ),
+    .\port$3628$0 (\$131 ),
+    .\port$3629$0 (\$132 ),
+    .\port$3630$0 (\$133 ),
+    .\port$3631$0 (\$134 ),
+    .\port$3632$0 (\$135 ),
+    .\port$3633$0 (\$136 ),
+    .\port$3634$0 (\$137 ),
     .rst(rst)
   );
   \ace_nic_small.ch1_send_skid  ch1_send_skid (
     .clk(clk),
     .i__payload(ch1_send_data__payload),
-    .i__ready(ch1_send_data__ready),
     .i__valid(ch1_send_data__valid),
-    .o__payload(data__1__payload),
+    .in_ready(ch1_send_data__ready),
     .o__ready(\o__ready$178 ),
-    .o__valid(data__1__valid),
+    .out_valid(data__1__valid),
+    .\port$3107$0 (\$82 ),
+    .\port$3108$0 (\$83 ),
+    .\port$3109$0 (\$84 ),
+    .\port$3110$0 (\$85 ),
+    .\port$3111$0 (\$86 ),
+    .\port$3112$0 (\$87 ),
+    .\port$3113$0 (\$88 ),
+    .\port$3114$0 (\$89 ),
     .rst(rst)
   );
   \ace_nic_small.rx0  rx0 (
@@ -739,20 +875,43 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     .credit_in_valid(credit_in_valid),
     .credits__0(credits__0),
     .credits__1(credits__1),
-    .data__0__payload(data__0__payload),
     .data__0__ready(data__0__ready),
     .data__0__valid(data__0__valid),
-    .data__1__payload(data__1__payload),
     .data__1__ready(data__1__ready),
     .data__1__valid(data__1__valid),
     .freed__0(freed__0),
     .freed__1(freed__1),
     .header_bytes(link0_tx_header_bytes),
+    .link__tkeep(tx0__tkeep),
+    .link__tlast(tx0__tlast),
     .link__tvalid(tx0__tvalid),
     .node_id(node_id),
     .o__ready(tx0__tready),
     .payload_bytes(link0_tx_payload_bytes),
-    .\port$2407$0 (\$58 ),
+    .\port$3011$0 (\$74 ),
+    .\port$3012$0 (\$75 ),
+    .\port$3013$0 (\$76 ),
+    .\port$3014$0 (\$77 ),
+    .\port$3015$0 (\$78 ),
+    .\port$3016$0 (\$79 ),
+    .\port$3017$0 (\$80 ),
+    .\port$3018$0 (\$81 ),
+    .\port$3107$0 (\$82 ),
+    .\port$3108$0 (\$83 ),
+    .\port$3109$0 (\$84 ),
+    .\port$3110$0 (\$85 ),
+    .\port$3111$0 (\$86 ),
+    .\port$3112$0 (\$87 ),
+    .\port$3113$0 (\$88 ),
+    .\port$3114$0 (\$89 ),
+    .\port$554$0 (\$58 ),
+    .\port$555$0 (\$59 ),
+    .\port$556$0 (\$60 ),
+    .\port$557$0 (\$61 ),
+    .\port$558$0 (\$62 ),
+    .\port$559$0 (\$63 ),
+    .\port$560$0 (\$64 ),
+    .\port$561$0 (\$65 ),
     .rst(rst),
     .stall_cycles(link0_tx_stall_cycles)
   );
@@ -772,23 +931,66 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     .credit_in_valid(\credit_in_valid$113 ),
     .credits__0(\credits__0$124 ),
     .credits__1(\credits__1$128 ),
-    .data__0__payload(data__0__payload),
     .data__0__ready(\data__0__ready$158 ),
     .data__0__valid(data__0__valid),
-    .data__1__payload(data__1__payload),
     .data__1__ready(\data__1__ready$180 ),
     .data__1__valid(data__1__valid),
     .freed__0(\freed__0$122 ),
     .freed__1(\freed__1$126 ),
     .header_bytes(link1_tx_header_bytes),
+    .link__tkeep(tx1__tkeep),
+    .link__tlast(tx1__tlast),
     .link__tvalid(tx1__tvalid),
     .node_id(node_id),
     .o__ready(tx1__tready),
     .payload_bytes(link1_tx_payload_bytes),
-    .\port$2657$0 (\$59 ),
+    .\port$2011$0 (\$66 ),
+    .\port$2012$0 (\$67 ),
+    .\port$2013$0 (\$68 ),
+    .\port$2014$0 (\$69 ),
+    .\port$2015$0 (\$70 ),
+    .\port$2016$0 (\$71 ),
+    .\port$2017$0 (\$72 ),
+    .\port$2018$0 (\$73 ),
+    .\port$3011$0 (\$74 ),
+    .\port$3012$0 (\$75 ),
+    .\port$3013$0 (\$76 ),
+    .\port$3014$0 (\$77 ),
+    .\port$3015$0 (\$78 ),
+    .\port$3016$0 (\$79 ),
+    .\port$3017$0 (\$80 ),
+    .\port$3018$0 (\$81 ),
+    .\port$3107$0 (\$82 ),
+    .\port$3108$0 (\$83 ),
+    .\port$3109$0 (\$84 ),
+    .\port$3110$0 (\$85 ),
+    .\port$3111$0 (\$86 ),
+    .\port$3112$0 (\$87 ),
+    .\port$3113$0 (\$88 ),
+    .\port$3114$0 (\$89 ),
     .rst(rst),
     .stall_cycles(link1_tx_stall_cycles)
   );
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
+    (* full_case = 32'd1 *)
+    casez (ch0_recv_link)
+      1'h0:
+          ch0_recv__valid = \o__valid$196 ;
+      1'h1:
+          ch0_recv__valid = \o__valid$197 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
+    (* full_case = 32'd1 *)
+    casez (ch0_recv_link)
+      1'h0:
+          ch0_recv__payload = { \$101 , \$100 , \$99 , \$98 , \$97 , \$96 , \$95 , \$94 , \$93 , \$92 , \$91 , \$90  };
+      1'h1:
+          ch0_recv__payload = { \$113 , \$112 , \$111 , \$110 , \$109 , \$108 , \$107 , \$106 , \$105 , \$104 , \$103 , \$102  };
+    endcase
+  end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
     (* full_case = 32'd1 *)
@@ -804,9 +1006,9 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     (* full_case = 32'd1 *)
     casez (ch1_recv_link)
       1'h0:
-          ch1_recv__payload = \o__payload$216 ;
+          ch1_recv__payload = { \$125 , \$124 , \$123 , \$122 , \$121 , \$120 , \$119 , \$118 , \$117 , \$116 , \$115 , \$114  };
       1'h1:
-          ch1_recv__payload = \o__payload$217 ;
+          ch1_recv__payload = { \$137 , \$136 , \$135 , \$134 , \$133 , \$132 , \$131 , \$130 , \$129 , \$128 , \$127 , \$126  };
     endcase
   end
   always @* begin
@@ -895,29 +1097,9 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
       \$57  = 1'h0;
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    (* full_case = 32'd1 *)
-    casez (ch0_recv_link)
-      1'h0:
-          ch0_recv__valid = \o__valid$196 ;
-      1'h1:
-          ch0_recv__valid = \o__valid$197 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    (* full_case = 32'd1 *)
-    casez (ch0_recv_link)
-      1'h0:
-          ch0_recv__payload = \o__payload$198 ;
-      1'h1:
-          ch0_recv__payload = \o__payload$199 ;
-    endcase
-  end
-  assign link__tdata = \$58 [127:0];
-  assign link__tkeep = \$58 [143:128];
-  assign link__tlast = \$58 [144];
+  assign link__tdata = { \$65 , \$64 , \$63 , \$62 , \$61 , \$60 , \$59 , \$58  };
+  assign link__tkeep = tx0__tkeep;
+  assign link__tlast = tx0__tlast;
   assign link__tready = tx0__tready;
   assign link__tvalid = tx0__tvalid;
   assign \link__tdata$71  = rx0__tdata;
@@ -944,9 +1126,9 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   assign \header_bytes$99  = link0_rx_header_bytes;
   assign \busy_cycles$100  = link0_rx_busy_cycles;
   assign errors = link0_rx_errors;
-  assign \link__tdata$102  = \$59 [127:0];
-  assign \link__tkeep$103  = \$59 [143:128];
-  assign \link__tlast$104  = \$59 [144];
+  assign \link__tdata$102  = { \$73 , \$72 , \$71 , \$70 , \$69 , \$68 , \$67 , \$66  };
+  assign \link__tkeep$103  = tx1__tkeep;
+  assign \link__tlast$104  = tx1__tlast;
   assign \link__tready$105  = tx1__tready;
   assign \link__tvalid$106  = tx1__tvalid;
   assign \link__tdata$107  = rx1__tdata;
@@ -978,18 +1160,20 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   assign i__payload = ch0_send_data__payload;
   assign i__ready = ch0_send_data__ready;
   assign i__valid = ch0_send_data__valid;
-  assign o__payload = data__0__payload;
+  assign data__0__payload = { \$81 , \$80 , \$79 , \$78 , \$77 , \$76 , \$75 , \$74  };
+  assign o__payload = { \$81 , \$80 , \$79 , \$78 , \$77 , \$76 , \$75 , \$74  };
   assign o__valid = data__0__valid;
-  assign \data__0__payload$154  = data__0__payload;
+  assign \data__0__payload$154  = { \$81 , \$80 , \$79 , \$78 , \$77 , \$76 , \$75 , \$74  };
   assign \data__0__valid$155  = data__0__valid;
   assign ch1_head = cmd__1__payload;
   assign \cmd__1__payload$166  = cmd__1__payload;
   assign \i__payload$169  = ch1_send_data__payload;
   assign \i__ready$170  = ch1_send_data__ready;
   assign \i__valid$171  = ch1_send_data__valid;
-  assign \o__payload$173  = data__1__payload;
+  assign data__1__payload = { \$89 , \$88 , \$87 , \$86 , \$85 , \$84 , \$83 , \$82  };
+  assign \o__payload$173  = { \$89 , \$88 , \$87 , \$86 , \$85 , \$84 , \$83 , \$82  };
   assign \o__valid$175  = data__1__valid;
-  assign \data__1__payload$176  = data__1__payload;
+  assign \data__1__payload$176  = { \$89 , \$88 , \$87 , \$86 , \$85 , \$84 , \$83 , \$82  };
   assign \data__1__valid$177  = data__1__valid;
   assign out__0__payload = \i__payload$182 ;
   assign \i__ready$185  = out__0__ready;
@@ -997,19 +1181,19 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   assign \out__0__payload$190  = \i__payload$189 ;
   assign \i__ready$192  = \out__0__ready$191 ;
   assign \out__0__valid$194  = \i__valid$193 ;
+  assign \o__payload$198  = { \$101 , \$100 , \$99 , \$98 , \$97 , \$96 , \$95 , \$94 , \$93 , \$92 , \$91 , \$90  };
+  assign \o__payload$199  = { \$113 , \$112 , \$111 , \$110 , \$109 , \$108 , \$107 , \$106 , \$105 , \$104 , \$103 , \$102  };
   assign out__1__payload = \i__payload$200 ;
   assign \i__ready$203  = out__1__ready;
   assign out__1__valid = \i__valid$204 ;
   assign \out__1__payload$208  = \i__payload$207 ;
   assign \i__ready$210  = \out__1__ready$209 ;
   assign \out__1__valid$212  = \i__valid$211 ;
-  assign tx0__tdata = \$58 [127:0];
-  assign tx0__tlast = \$58 [144];
-  assign tx0__tkeep = \$58 [143:128];
+  assign \o__payload$216  = { \$125 , \$124 , \$123 , \$122 , \$121 , \$120 , \$119 , \$118 , \$117 , \$116 , \$115 , \$114  };
+  assign \o__payload$217  = { \$137 , \$136 , \$135 , \$134 , \$133 , \$132 , \$131 , \$130 , \$129 , \$128 , \$127 , \$126  };
+  assign tx0__tdata = { \$65 , \$64 , \$63 , \$62 , \$61 , \$60 , \$59 , \$58  };
   assign rx0__tready = 1'h1;
-  assign tx1__tdata = \$59 [127:0];
-  assign tx1__tlast = \$59 [144];
-  assign tx1__tkeep = \$59 [143:128];
+  assign tx1__tdata = { \$73 , \$72 , \$71 , \$70 , \$69 , \$68 , \$67 , \$66  };
   assign rx1__tready = 1'h1;
   assign \ch0_send__payload.link  = ch0_send__payload[0];
   assign \ch0_send__payload.tag  = ch0_send__payload[8:1];
@@ -1043,9 +1227,9 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   assign \cmd__0__payload$144.tag  = cmd__0__payload[8:1];
   assign \cmd__0__payload$144.length  = cmd__0__payload[19:9];
   assign \i__payload.data  = ch0_send_data__payload;
-  assign \data__0__payload.data  = data__0__payload;
-  assign \o__payload.data  = data__0__payload;
-  assign \data__0__payload$154.data  = data__0__payload;
+  assign \data__0__payload.data  = { \$81 , \$80 , \$79 , \$78 , \$77 , \$76 , \$75 , \$74  };
+  assign \o__payload.data  = { \$81 , \$80 , \$79 , \$78 , \$77 , \$76 , \$75 , \$74  };
+  assign \data__0__payload$154.data  = { \$81 , \$80 , \$79 , \$78 , \$77 , \$76 , \$75 , \$74  };
   assign \cmd__1__payload.link  = cmd__1__payload[0];
   assign \cmd__1__payload.tag  = cmd__1__payload[8:1];
   assign \cmd__1__payload.length  = cmd__1__payload[19:9];
@@ -1056,9 +1240,9 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   assign \cmd__1__payload$166.tag  = cmd__1__payload[8:1];
   assign \cmd__1__payload$166.length  = cmd__1__payload[19:9];
   assign \i__payload$169.data  = ch1_send_data__payload;
-  assign \data__1__payload.data  = data__1__payload;
-  assign \o__payload$173.data  = data__1__payload;
-  assign \data__1__payload$176.data  = data__1__payload;
+  assign \data__1__payload.data  = { \$89 , \$88 , \$87 , \$86 , \$85 , \$84 , \$83 , \$82  };
+  assign \o__payload$173.data  = { \$89 , \$88 , \$87 , \$86 , \$85 , \$84 , \$83 , \$82  };
+  assign \data__1__payload$176.data  = { \$89 , \$88 , \$87 , \$86 , \$85 , \$84 , \$83 , \$82  };
   assign \i__payload$182.data  = \i__payload$182 [127:0];
   assign \i__payload$182.keep  = \i__payload$182 [143:128];
   assign \i__payload$182.first  = \i__payload$182 [144];
@@ -1087,20 +1271,20 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   assign \out__0__payload$190.src  = \i__payload$189 [153:146];
   assign \out__0__payload$190.tag  = \i__payload$189 [161:154];
   assign \out__0__payload$190.length  = \i__payload$189 [178:162];
-  assign \o__payload$198.data  = \o__payload$198 [127:0];
-  assign \o__payload$198.keep  = \o__payload$198 [143:128];
-  assign \o__payload$198.first  = \o__payload$198 [144];
-  assign \o__payload$198.last  = \o__payload$198 [145];
-  assign \o__payload$198.src  = \o__payload$198 [153:146];
-  assign \o__payload$198.tag  = \o__payload$198 [161:154];
-  assign \o__payload$198.length  = \o__payload$198 [178:162];
-  assign \o__payload$199.data  = \o__payload$199 [127:0];
-  assign \o__payload$199.keep  = \o__payload$199 [143:128];
-  assign \o__payload$199.first  = \o__payload$199 [144];
-  assign \o__payload$199.last  = \o__payload$199 [145];
-  assign \o__payload$199.src  = \o__payload$199 [153:146];
-  assign \o__payload$199.tag  = \o__payload$199 [161:154];
-  assign \o__payload$199.length  = \o__payload$199 [178:162];
+  assign \o__payload$198.data  = { \$97 , \$96 , \$95 , \$94 , \$93 , \$92 , \$91 , \$90  };
+  assign \o__payload$198.keep  = \$98 ;
+  assign \o__payload$198.first  = \$99 [0];
+  assign \o__payload$198.last  = \$99 [1];
+  assign \o__payload$198.src  = \$99 [9:2];
+  assign \o__payload$198.tag  = { \$100 [1:0], \$99 [15:10] };
+  assign \o__payload$198.length  = { \$101 , \$100 [15:2] };
+  assign \o__payload$199.data  = { \$109 , \$108 , \$107 , \$106 , \$105 , \$104 , \$103 , \$102  };
+  assign \o__payload$199.keep  = \$110 ;
+  assign \o__payload$199.first  = \$111 [0];
+  assign \o__payload$199.last  = \$111 [1];
+  assign \o__payload$199.src  = \$111 [9:2];
+  assign \o__payload$199.tag  = { \$112 [1:0], \$111 [15:10] };
+  assign \o__payload$199.length  = { \$113 , \$112 [15:2] };
   assign \i__payload$200.data  = \i__payload$200 [127:0];
   assign \i__payload$200.keep  = \i__payload$200 [143:128];
   assign \i__payload$200.first  = \i__payload$200 [144];
@@ -1129,20 +1313,20 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   assign \out__1__payload$208.src  = \i__payload$207 [153:146];
   assign \out__1__payload$208.tag  = \i__payload$207 [161:154];
   assign \out__1__payload$208.length  = \i__payload$207 [178:162];
-  assign \o__payload$216.data  = \o__payload$216 [127:0];
-  assign \o__payload$216.keep  = \o__payload$216 [143:128];
-  assign \o__payload$216.first  = \o__payload$216 [144];
-  assign \o__payload$216.last  = \o__payload$216 [145];
-  assign \o__payload$216.src  = \o__payload$216 [153:146];
-  assign \o__payload$216.tag  = \o__payload$216 [161:154];
-  assign \o__payload$216.length  = \o__payload$216 [178:162];
-  assign \o__payload$217.data  = \o__payload$217 [127:0];
-  assign \o__payload$217.keep  = \o__payload$217 [143:128];
-  assign \o__payload$217.first  = \o__payload$217 [144];
-  assign \o__payload$217.last  = \o__payload$217 [145];
-  assign \o__payload$217.src  = \o__payload$217 [153:146];
-  assign \o__payload$217.tag  = \o__payload$217 [161:154];
-  assign \o__payload$217.length  = \o__payload$217 [178:162];
+  assign \o__payload$216.data  = { \$121 , \$120 , \$119 , \$118 , \$117 , \$116 , \$115 , \$114  };
+  assign \o__payload$216.keep  = \$122 ;
+  assign \o__payload$216.first  = \$123 [0];
+  assign \o__payload$216.last  = \$123 [1];
+  assign \o__payload$216.src  = \$123 [9:2];
+  assign \o__payload$216.tag  = { \$124 [1:0], \$123 [15:10] };
+  assign \o__payload$216.length  = { \$125 , \$124 [15:2] };
+  assign \o__payload$217.data  = { \$133 , \$132 , \$131 , \$130 , \$129 , \$128 , \$127 , \$126  };
+  assign \o__payload$217.keep  = \$134 ;
+  assign \o__payload$217.first  = \$135 [0];
+  assign \o__payload$217.last  = \$135 [1];
+  assign \o__payload$217.src  = \$135 [9:2];
+  assign \o__payload$217.tag  = { \$136 [1:0], \$135 [15:10] };
+  assign \o__payload$217.length  = { \$137 , \$136 [15:2] };
   assign \$5  = busy__0;
   assign \$9  = cmd__0__payload[0];
   assign \$11  = \busy__0$146 ;
@@ -1154,23 +1338,145 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.ch0_link0_recv_skid (rst, o__ready, i__valid, i__payload, i__ready, o__valid, o__payload, clk);
+module \ace_nic_small.ch0_link0_recv_skid (rst, o__ready, \port$3203$0 , \port$3204$0 , \port$3205$0 , \port$3206$0 , \port$3207$0 , \port$3208$0 , \port$3209$0 , \port$3210$0 , \port$3211$0 , \port$3212$0 , \port$3213$0 , \port$3214$0 , i__valid, i__payload, in_ready, out_valid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$50  = 0;
-  wire \$1 ;
-  reg \$10 ;
-  reg [178:0] \$11 ;
-  reg \$12 ;
-  reg [178:0] \$13 ;
-  wire \$2 ;
-  wire \$3 ;
-  wire \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  reg \$9 ;
+  wire [2:0] \$1 ;
+  wire [15:0] \$10 ;
+  reg \$100 ;
+  reg \$101 ;
+  reg \$102 ;
+  reg \$103 ;
+  reg \$104 ;
+  reg \$105 ;
+  reg \$106 ;
+  reg \$107 ;
+  reg \$108 ;
+  reg \$109 ;
+  wire [15:0] \$11 ;
+  reg \$110 ;
+  reg \$111 ;
+  reg \$112 ;
+  reg \$113 ;
+  reg \$114 ;
+  reg \$115 ;
+  reg \$116 ;
+  reg \$117 ;
+  reg \$118 ;
+  reg \$119 ;
+  wire [15:0] \$12 ;
+  reg \$120 ;
+  reg \$121 ;
+  reg \$122 ;
+  reg \$123 ;
+  reg \$124 ;
+  reg \$125 ;
+  reg \$126 ;
+  reg \$127 ;
+  reg \$128 ;
+  reg \$129 ;
+  wire [15:0] \$13 ;
+  reg [178:0] \$130 ;
+  reg [178:0] \$131 ;
+  wire [2:0] \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire \$17 ;
+  wire \$18 ;
+  wire \$19 ;
+  wire [3:0] \$2 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire \$22 ;
+  wire \$23 ;
+  wire \$24 ;
+  wire \$25 ;
+  wire \$26 ;
+  wire \$27 ;
+  wire \$28 ;
+  wire \$29 ;
+  wire [15:0] \$3 ;
+  wire \$30 ;
+  wire \$31 ;
+  wire \$32 ;
+  wire \$33 ;
+  wire \$34 ;
+  wire \$35 ;
+  wire \$36 ;
+  wire \$37 ;
+  wire \$38 ;
+  wire \$39 ;
+  wire [15:0] \$4 ;
+  wire \$40 ;
+  wire \$41 ;
+  wire \$42 ;
+  wire \$43 ;
+  wire \$44 ;
+  wire \$45 ;
+  wire \$46 ;
+  wire \$47 ;
+  wire \$48 ;
+  wire \$49 ;
+  wire [15:0] \$5 ;
+  wire \$50 ;
+  wire \$51 ;
+  wire \$52 ;
+  wire \$53 ;
+  wire \$54 ;
+  wire \$55 ;
+  wire \$56 ;
+  wire \$57 ;
+  wire \$58 ;
+  wire \$59 ;
+  wire [15:0] \$6 ;
+  wire \$60 ;
+  wire \$61 ;
+  wire \$62 ;
+  wire \$63 ;
+  wire \$64 ;
+  wire \$65 ;
+  wire \$66 ;
+  wire \$67 ;
+  wire \$68 ;
+  wire \$69 ;
+  wire [15:0] \$7 ;
+  wire \$70 ;
+  wire \$71 ;
+  wire \$72 ;
+  wire \$73 ;
+  wire \$74 ;
+  wire \$75 ;
+  wire \$76 ;
+  wire \$77 ;
+  wire \$78 ;
+  wire \$79 ;
+  wire [15:0] \$8 ;
+  wire \$80 ;
+  wire \$81 ;
+  wire \$82 ;
+  wire \$83 ;
+  wire \$84 ;
+  wire \$85 ;
+  wire \$86 ;
+  wire \$87 ;
+  wire \$88 ;
+  reg [1:0] \$89 ;
+  wire [15:0] \$9 ;
+  reg \$90 ;
+  reg \$91 ;
+  reg \$92 ;
+  reg \$93 ;
+  reg \$94 ;
+  reg \$95 ;
+  reg \$96 ;
+  reg \$97 ;
+  reg \$98 ;
+  reg \$99 ;
   input clk;
   wire clk;
+  reg [1:0] count = 2'h0;
+  wire [1:0] count_next;
+  reg [178:0] entry0 = 179'h000000000000000000000000000000000000000000000;
+  reg [178:0] entry1 = 179'h000000000000000000000000000000000000000000000;
   input [178:0] i__payload;
   wire [178:0] i__payload;
   wire [127:0] \i__payload.data ;
@@ -1180,14 +1486,37 @@ module \ace_nic_small.ch0_link0_recv_skid (rst, o__ready, i__valid, i__payload, 
   wire [16:0] \i__payload.length ;
   wire [7:0] \i__payload.src ;
   wire [7:0] \i__payload.tag ;
-  output i__ready;
-  reg i__ready = 1'h1;
+  (* init = 1'h1 *)
+  wire i__ready;
   input i__valid;
   wire i__valid;
-  (* init = 1'h1 *)
-  wire in_ready;
-  output [178:0] o__payload;
-  reg [178:0] o__payload = 179'h000000000000000000000000000000000000000000000;
+  output in_ready;
+  reg in_ready = 1'h1;
+  reg load0_r0 = 1'h1;
+  reg load0_r1 = 1'h1;
+  reg load0_r10 = 1'h1;
+  reg load0_r11 = 1'h1;
+  reg load0_r2 = 1'h1;
+  reg load0_r3 = 1'h1;
+  reg load0_r4 = 1'h1;
+  reg load0_r5 = 1'h1;
+  reg load0_r6 = 1'h1;
+  reg load0_r7 = 1'h1;
+  reg load0_r8 = 1'h1;
+  reg load0_r9 = 1'h1;
+  reg load1_r0 = 1'h0;
+  reg load1_r1 = 1'h0;
+  reg load1_r10 = 1'h0;
+  reg load1_r11 = 1'h0;
+  reg load1_r2 = 1'h0;
+  reg load1_r3 = 1'h0;
+  reg load1_r4 = 1'h0;
+  reg load1_r5 = 1'h0;
+  reg load1_r6 = 1'h0;
+  reg load1_r7 = 1'h0;
+  reg load1_r8 = 1'h0;
+  reg load1_r9 = 1'h0;
+  wire [178:0] o__payload;
   wire [127:0] \o__payload.data ;
   wire \o__payload.first ;
   wire [15:0] \o__payload.keep ;
@@ -1197,130 +1526,616 @@ module \ace_nic_small.ch0_link0_recv_skid (rst, o__ready, i__valid, i__payload, 
   wire [7:0] \o__payload.tag ;
   input o__ready;
   wire o__ready;
-  output o__valid;
-  reg o__valid = 1'h0;
-  (* init = 179'h000000000000000000000000000000000000000000000 *)
-  wire [178:0] out_payload;
-  wire [127:0] \out_payload.data ;
-  wire \out_payload.first ;
-  wire [15:0] \out_payload.keep ;
-  wire \out_payload.last ;
-  wire [16:0] \out_payload.length ;
-  wire [7:0] \out_payload.src ;
-  wire [7:0] \out_payload.tag ;
   (* init = 1'h0 *)
-  wire out_valid;
+  wire o__valid;
+  output out_valid;
+  reg out_valid = 1'h0;
+  wire pop;
+  output [15:0] \port$3203$0 ;
+  wire [15:0] \port$3203$0 ;
+  output [15:0] \port$3204$0 ;
+  wire [15:0] \port$3204$0 ;
+  output [15:0] \port$3205$0 ;
+  wire [15:0] \port$3205$0 ;
+  output [15:0] \port$3206$0 ;
+  wire [15:0] \port$3206$0 ;
+  output [15:0] \port$3207$0 ;
+  wire [15:0] \port$3207$0 ;
+  output [15:0] \port$3208$0 ;
+  wire [15:0] \port$3208$0 ;
+  output [15:0] \port$3209$0 ;
+  wire [15:0] \port$3209$0 ;
+  output [15:0] \port$3210$0 ;
+  wire [15:0] \port$3210$0 ;
+  output [15:0] \port$3211$0 ;
+  wire [15:0] \port$3211$0 ;
+  output [15:0] \port$3212$0 ;
+  wire [15:0] \port$3212$0 ;
+  output [15:0] \port$3213$0 ;
+  wire [15:0] \port$3213$0 ;
+  output [2:0] \port$3214$0 ;
+  wire [2:0] \port$3214$0 ;
+  wire push;
+  reg r_at = 1'h0;
+  wire r_at_next;
+  reg r_at_r0 = 1'h0;
+  reg r_at_r1 = 1'h0;
+  reg r_at_r10 = 1'h0;
+  reg r_at_r11 = 1'h0;
+  reg r_at_r2 = 1'h0;
+  reg r_at_r3 = 1'h0;
+  reg r_at_r4 = 1'h0;
+  reg r_at_r5 = 1'h0;
+  reg r_at_r6 = 1'h0;
+  reg r_at_r7 = 1'h0;
+  reg r_at_r8 = 1'h0;
+  reg r_at_r9 = 1'h0;
   input rst;
   wire rst;
-  reg [178:0] skid_payload = 179'h000000000000000000000000000000000000000000000;
-  wire [127:0] \skid_payload.data ;
-  wire \skid_payload.first ;
-  wire [15:0] \skid_payload.keep ;
-  wire \skid_payload.last ;
-  wire [16:0] \skid_payload.length ;
-  wire [7:0] \skid_payload.src ;
-  wire [7:0] \skid_payload.tag ;
-  reg skid_valid = 1'h0;
-  assign \$1  = ~ skid_valid;
-  assign \$2  = ~ o__valid;
-  assign \$3  = ~ i__valid;
-  assign \$4  = \$2  | \$3 ;
-  assign \$5  = \$1  & \$4 ;
-  assign \$6  = o__ready | \$5 ;
-  assign \$7  = ~ o__valid;
-  assign \$8  = o__ready | \$7 ;
+  reg w_at = 1'h0;
+  wire w_at_next;
+  assign push = i__valid & in_ready;
+  assign pop = out_valid & o__ready;
+  assign \$1  = count + push;
+  assign \$2  = \$1  - pop;
+  assign w_at_next = w_at ^ push;
+  assign r_at_next = r_at ^ pop;
+  assign \$3  = r_at_r0 ? entry1[15:0] : entry0[15:0];
+  assign \$4  = r_at_r1 ? entry1[31:16] : entry0[31:16];
+  assign \$5  = r_at_r2 ? entry1[47:32] : entry0[47:32];
+  assign \$6  = r_at_r3 ? entry1[63:48] : entry0[63:48];
+  assign \$7  = r_at_r4 ? entry1[79:64] : entry0[79:64];
+  assign \$8  = r_at_r5 ? entry1[95:80] : entry0[95:80];
+  assign \$9  = r_at_r6 ? entry1[111:96] : entry0[111:96];
+  assign \$10  = r_at_r7 ? entry1[127:112] : entry0[127:112];
+  assign \$11  = r_at_r8 ? entry1[143:128] : entry0[143:128];
+  assign \$12  = r_at_r9 ? entry1[159:144] : entry0[159:144];
+  assign \$13  = r_at_r10 ? entry1[175:160] : entry0[175:160];
+  assign \$14  = r_at_r11 ? entry1[178:176] : entry0[178:176];
+  assign \$15  = \$2 [1:0] != 2'h2;
+  assign \$16  = | \$2 [1:0];
+  assign \$17  = \$2 [1:0] != 2'h2;
+  assign \$18  = ! w_at_next;
+  assign \$19  = \$17  & \$18 ;
+  assign \$20  = \$2 [1:0] != 2'h2;
+  assign \$21  = ! w_at_next;
+  assign \$22  = \$20  & \$21 ;
+  assign \$23  = \$2 [1:0] != 2'h2;
+  assign \$24  = ! w_at_next;
+  assign \$25  = \$23  & \$24 ;
+  assign \$26  = \$2 [1:0] != 2'h2;
+  assign \$27  = ! w_at_next;
+  assign \$28  = \$26  & \$27 ;
+  assign \$29  = \$2 [1:0] != 2'h2;
+  assign \$30  = ! w_at_next;
+  assign \$31  = \$29  & \$30 ;
+  assign \$32  = \$2 [1:0] != 2'h2;
+  assign \$33  = ! w_at_next;
+  assign \$34  = \$32  & \$33 ;
+  assign \$35  = \$2 [1:0] != 2'h2;
+  assign \$36  = ! w_at_next;
+  assign \$37  = \$35  & \$36 ;
+  assign \$38  = \$2 [1:0] != 2'h2;
+  assign \$39  = ! w_at_next;
+  assign \$40  = \$38  & \$39 ;
+  assign \$41  = \$2 [1:0] != 2'h2;
+  assign \$42  = ! w_at_next;
+  assign \$43  = \$41  & \$42 ;
+  assign \$44  = \$2 [1:0] != 2'h2;
+  assign \$45  = ! w_at_next;
+  assign \$46  = \$44  & \$45 ;
+  assign \$47  = \$2 [1:0] != 2'h2;
+  assign \$48  = ! w_at_next;
+  assign \$49  = \$47  & \$48 ;
+  assign \$50  = \$2 [1:0] != 2'h2;
+  assign \$51  = ! w_at_next;
+  assign \$52  = \$50  & \$51 ;
+  assign \$53  = \$2 [1:0] != 2'h2;
+  assign \$55  = \$53  & \$54 ;
+  assign \$56  = \$2 [1:0] != 2'h2;
+  assign \$58  = \$56  & \$57 ;
+  assign \$59  = \$2 [1:0] != 2'h2;
+  assign \$61  = \$59  & \$60 ;
+  assign \$62  = \$2 [1:0] != 2'h2;
+  assign \$64  = \$62  & \$63 ;
+  assign \$65  = \$2 [1:0] != 2'h2;
+  assign \$67  = \$65  & \$66 ;
+  assign \$68  = \$2 [1:0] != 2'h2;
+  assign \$70  = \$68  & \$69 ;
+  assign \$71  = \$2 [1:0] != 2'h2;
+  assign \$73  = \$71  & \$72 ;
+  assign \$74  = \$2 [1:0] != 2'h2;
+  assign \$76  = \$74  & \$75 ;
+  assign \$77  = \$2 [1:0] != 2'h2;
+  assign \$79  = \$77  & \$78 ;
+  assign \$80  = \$2 [1:0] != 2'h2;
+  assign \$82  = \$80  & \$81 ;
+  assign \$83  = \$2 [1:0] != 2'h2;
+  assign \$85  = \$83  & \$84 ;
+  assign \$86  = \$2 [1:0] != 2'h2;
+  assign \$88  = \$86  & \$87 ;
   always @(posedge clk)
-    i__ready <= \$9 ;
+    count <= \$89 ;
   always @(posedge clk)
-    o__valid <= \$10 ;
+    in_ready <= \$90 ;
   always @(posedge clk)
-    o__payload <= \$11 ;
+    out_valid <= \$91 ;
   always @(posedge clk)
-    skid_valid <= \$12 ;
+    w_at <= \$92 ;
   always @(posedge clk)
-    skid_payload <= \$13 ;
+    r_at <= \$93 ;
+  always @(posedge clk)
+    load0_r0 <= \$94 ;
+  always @(posedge clk)
+    load0_r1 <= \$95 ;
+  always @(posedge clk)
+    load0_r2 <= \$96 ;
+  always @(posedge clk)
+    load0_r3 <= \$97 ;
+  always @(posedge clk)
+    load0_r4 <= \$98 ;
+  always @(posedge clk)
+    load0_r5 <= \$99 ;
+  always @(posedge clk)
+    load0_r6 <= \$100 ;
+  always @(posedge clk)
+    load0_r7 <= \$101 ;
+  always @(posedge clk)
+    load0_r8 <= \$102 ;
+  always @(posedge clk)
+    load0_r9 <= \$103 ;
+  always @(posedge clk)
+    load0_r10 <= \$104 ;
+  always @(posedge clk)
+    load0_r11 <= \$105 ;
+  always @(posedge clk)
+    load1_r0 <= \$106 ;
+  always @(posedge clk)
+    load1_r1 <= \$107 ;
+  always @(posedge clk)
+    load1_r2 <= \$108 ;
+  always @(posedge clk)
+    load1_r3 <= \$109 ;
+  always @(posedge clk)
+    load1_r4 <= \$110 ;
+  always @(posedge clk)
+    load1_r5 <= \$111 ;
+  always @(posedge clk)
+    load1_r6 <= \$112 ;
+  always @(posedge clk)
+    load1_r7 <= \$113 ;
+  always @(posedge clk)
+    load1_r8 <= \$114 ;
+  always @(posedge clk)
+    load1_r9 <= \$115 ;
+  always @(posedge clk)
+    load1_r10 <= \$116 ;
+  always @(posedge clk)
+    load1_r11 <= \$117 ;
+  always @(posedge clk)
+    r_at_r0 <= \$118 ;
+  always @(posedge clk)
+    r_at_r1 <= \$119 ;
+  always @(posedge clk)
+    r_at_r2 <= \$120 ;
+  always @(posedge clk)
+    r_at_r3 <= \$121 ;
+  always @(posedge clk)
+    r_at_r4 <= \$122 ;
+  always @(posedge clk)
+    r_at_r5 <= \$123 ;
+  always @(posedge clk)
+    r_at_r6 <= \$124 ;
+  always @(posedge clk)
+    r_at_r7 <= \$125 ;
+  always @(posedge clk)
+    r_at_r8 <= \$126 ;
+  always @(posedge clk)
+    r_at_r9 <= \$127 ;
+  always @(posedge clk)
+    r_at_r10 <= \$128 ;
+  always @(posedge clk)
+    r_at_r11 <= \$129 ;
+  always @(posedge clk)
+    entry0 <= \$130 ;
+  always @(posedge clk)
+    entry1 <= \$131 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$9  = \$6 ;
+    \$89  = \$2 [1:0];
     if (rst) begin
-      \$9  = 1'h1;
+      \$89  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$10  = o__valid;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$10  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$10  = skid_valid;
-    end
+    \$90  = \$15 ;
     if (rst) begin
-      \$10  = 1'h0;
+      \$90  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$11  = o__payload;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$11  = i__payload;
-      end
-    end else if (o__ready) begin
-      \$11  = skid_payload;
-    end
+    \$91  = \$16 ;
     if (rst) begin
-      \$11  = 179'h000000000000000000000000000000000000000000000;
+      \$91  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$12  = skid_valid;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$12  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$12  = 1'h0;
-    end
+    \$92  = w_at_next;
     if (rst) begin
-      \$12  = 1'h0;
+      \$92  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$13  = skid_payload;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$13  = i__payload;
-      end
-    end
+    \$93  = r_at_next;
     if (rst) begin
-      \$13  = 179'h000000000000000000000000000000000000000000000;
+      \$93  = 1'h0;
     end
   end
-  assign in_ready = i__ready;
-  assign out_valid = o__valid;
-  assign out_payload = o__payload;
-  assign \o__payload.data  = o__payload[127:0];
-  assign \o__payload.keep  = o__payload[143:128];
-  assign \o__payload.first  = o__payload[144];
-  assign \o__payload.last  = o__payload[145];
-  assign \o__payload.src  = o__payload[153:146];
-  assign \o__payload.tag  = o__payload[161:154];
-  assign \o__payload.length  = o__payload[178:162];
-  assign \out_payload.data  = o__payload[127:0];
-  assign \out_payload.keep  = o__payload[143:128];
-  assign \out_payload.first  = o__payload[144];
-  assign \out_payload.last  = o__payload[145];
-  assign \out_payload.src  = o__payload[153:146];
-  assign \out_payload.tag  = o__payload[161:154];
-  assign \out_payload.length  = o__payload[178:162];
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$94  = \$19 ;
+    if (rst) begin
+      \$94  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$95  = \$22 ;
+    if (rst) begin
+      \$95  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$96  = \$25 ;
+    if (rst) begin
+      \$96  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$97  = \$28 ;
+    if (rst) begin
+      \$97  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$98  = \$31 ;
+    if (rst) begin
+      \$98  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$99  = \$34 ;
+    if (rst) begin
+      \$99  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$100  = \$37 ;
+    if (rst) begin
+      \$100  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$101  = \$40 ;
+    if (rst) begin
+      \$101  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$102  = \$43 ;
+    if (rst) begin
+      \$102  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$103  = \$46 ;
+    if (rst) begin
+      \$103  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$104  = \$49 ;
+    if (rst) begin
+      \$104  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$105  = \$52 ;
+    if (rst) begin
+      \$105  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$106  = \$55 ;
+    if (rst) begin
+      \$106  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$107  = \$58 ;
+    if (rst) begin
+      \$107  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$108  = \$61 ;
+    if (rst) begin
+      \$108  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$109  = \$64 ;
+    if (rst) begin
+      \$109  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$110  = \$67 ;
+    if (rst) begin
+      \$110  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$111  = \$70 ;
+    if (rst) begin
+      \$111  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$112  = \$73 ;
+    if (rst) begin
+      \$112  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$113  = \$76 ;
+    if (rst) begin
+      \$113  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$114  = \$79 ;
+    if (rst) begin
+      \$114  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$115  = \$82 ;
+    if (rst) begin
+      \$115  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$116  = \$85 ;
+    if (rst) begin
+      \$116  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$117  = \$88 ;
+    if (rst) begin
+      \$117  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$118  = r_at_next;
+    if (rst) begin
+      \$118  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$119  = r_at_next;
+    if (rst) begin
+      \$119  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$120  = r_at_next;
+    if (rst) begin
+      \$120  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$121  = r_at_next;
+    if (rst) begin
+      \$121  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$122  = r_at_next;
+    if (rst) begin
+      \$122  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$123  = r_at_next;
+    if (rst) begin
+      \$123  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$124  = r_at_next;
+    if (rst) begin
+      \$124  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$125  = r_at_next;
+    if (rst) begin
+      \$125  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$126  = r_at_next;
+    if (rst) begin
+      \$126  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$127  = r_at_next;
+    if (rst) begin
+      \$127  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$128  = r_at_next;
+    if (rst) begin
+      \$128  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$129  = r_at_next;
+    if (rst) begin
+      \$129  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$130  = entry0;
+    if (load0_r0) begin
+      \$130 [15:0] = i__payload[15:0];
+    end
+    if (load0_r1) begin
+      \$130 [31:16] = i__payload[31:16];
+    end
+    if (load0_r2) begin
+      \$130 [47:32] = i__payload[47:32];
+    end
+    if (load0_r3) begin
+      \$130 [63:48] = i__payload[63:48];
+    end
+    if (load0_r4) begin
+      \$130 [79:64] = i__payload[79:64];
+    end
+    if (load0_r5) begin
+      \$130 [95:80] = i__payload[95:80];
+    end
+    if (load0_r6) begin
+      \$130 [111:96] = i__payload[111:96];
+    end
+    if (load0_r7) begin
+      \$130 [127:112] = i__payload[127:112];
+    end
+    if (load0_r8) begin
+      \$130 [143:128] = i__payload[143:128];
+    end
+    if (load0_r9) begin
+      \$130 [159:144] = i__payload[159:144];
+    end
+    if (load0_r10) begin
+      \$130 [175:160] = i__payload[175:160];
+    end
+    if (load0_r11) begin
+      \$130 [178:176] = i__payload[178:176];
+    end
+    if (rst) begin
+      \$130  = 179'h000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$131  = entry1;
+    if (load1_r0) begin
+      \$131 [15:0] = i__payload[15:0];
+    end
+    if (load1_r1) begin
+      \$131 [31:16] = i__payload[31:16];
+    end
+    if (load1_r2) begin
+      \$131 [47:32] = i__payload[47:32];
+    end
+    if (load1_r3) begin
+      \$131 [63:48] = i__payload[63:48];
+    end
+    if (load1_r4) begin
+      \$131 [79:64] = i__payload[79:64];
+    end
+    if (load1_r5) begin
+      \$131 [95:80] = i__payload[95:80];
+    end
+    if (load1_r6) begin
+      \$131 [111:96] = i__payload[111:96];
+    end
+    if (load1_r7) begin
+      \$131 [127:112] = i__payload[127:112];
+    end
+    if (load1_r8) begin
+      \$131 [143:128] = i__payload[143:128];
+    end
+    if (load1_r9) begin
+      \$131 [159:144] = i__payload[159:144];
+    end
+    if (load1_r10) begin
+      \$131 [175:160] = i__payload[175:160];
+    end
+    if (load1_r11) begin
+      \$131 [178:176] = i__payload[178:176];
+    end
+    if (rst) begin
+      \$131  = 179'h000000000000000000000000000000000000000000000;
+    end
+  end
+  assign count_next = \$2 [1:0];
+  assign i__ready = in_ready;
+  assign o__valid = out_valid;
+  assign o__payload = { \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
+  assign \port$3203$0  = \$3 ;
+  assign \port$3204$0  = \$4 ;
+  assign \port$3205$0  = \$5 ;
+  assign \port$3206$0  = \$6 ;
+  assign \port$3207$0  = \$7 ;
+  assign \port$3208$0  = \$8 ;
+  assign \port$3209$0  = \$9 ;
+  assign \port$3210$0  = \$10 ;
+  assign \port$3211$0  = \$11 ;
+  assign \port$3212$0  = \$12 ;
+  assign \port$3213$0  = \$13 ;
+  assign \port$3214$0  = \$14 ;
+  assign \o__payload.data  = { \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
+  assign \o__payload.keep  = \$11 ;
+  assign \o__payload.first  = \$12 [0];
+  assign \o__payload.last  = \$12 [1];
+  assign \o__payload.src  = \$12 [9:2];
+  assign \o__payload.tag  = { \$13 [1:0], \$12 [15:10] };
+  assign \o__payload.length  = { \$14 , \$13 [15:2] };
   assign \i__payload.data  = i__payload[127:0];
   assign \i__payload.keep  = i__payload[143:128];
   assign \i__payload.first  = i__payload[144];
@@ -1328,33 +2143,160 @@ module \ace_nic_small.ch0_link0_recv_skid (rst, o__ready, i__valid, i__payload, 
   assign \i__payload.src  = i__payload[153:146];
   assign \i__payload.tag  = i__payload[161:154];
   assign \i__payload.length  = i__payload[178:162];
-  assign \skid_payload.data  = skid_payload[127:0];
-  assign \skid_payload.keep  = skid_payload[143:128];
-  assign \skid_payload.first  = skid_payload[144];
-  assign \skid_payload.last  = skid_payload[145];
-  assign \skid_payload.src  = skid_payload[153:146];
-  assign \skid_payload.tag  = skid_payload[161:154];
-  assign \skid_payload.length  = skid_payload[178:162];
+  assign \$54  = w_at_next;
+  assign \$57  = w_at_next;
+  assign \$60  = w_at_next;
+  assign \$63  = w_at_next;
+  assign \$66  = w_at_next;
+  assign \$69  = w_at_next;
+  assign \$72  = w_at_next;
+  assign \$75  = w_at_next;
+  assign \$78  = w_at_next;
+  assign \$81  = w_at_next;
+  assign \$84  = w_at_next;
+  assign \$87  = w_at_next;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.ch0_link1_recv_skid (rst, o__ready, i__valid, i__payload, i__ready, o__valid, o__payload, clk);
+module \ace_nic_small.ch0_link1_recv_skid (rst, o__ready, \port$3343$0 , \port$3344$0 , \port$3345$0 , \port$3346$0 , \port$3347$0 , \port$3348$0 , \port$3349$0 , \port$3350$0 , \port$3351$0 , \port$3352$0 , \port$3353$0 , \port$3354$0 , i__valid, i__payload, in_ready, out_valid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$51  = 0;
-  wire \$1 ;
-  reg \$10 ;
-  reg [178:0] \$11 ;
-  reg \$12 ;
-  reg [178:0] \$13 ;
-  wire \$2 ;
-  wire \$3 ;
-  wire \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  reg \$9 ;
+  wire [2:0] \$1 ;
+  wire [15:0] \$10 ;
+  reg \$100 ;
+  reg \$101 ;
+  reg \$102 ;
+  reg \$103 ;
+  reg \$104 ;
+  reg \$105 ;
+  reg \$106 ;
+  reg \$107 ;
+  reg \$108 ;
+  reg \$109 ;
+  wire [15:0] \$11 ;
+  reg \$110 ;
+  reg \$111 ;
+  reg \$112 ;
+  reg \$113 ;
+  reg \$114 ;
+  reg \$115 ;
+  reg \$116 ;
+  reg \$117 ;
+  reg \$118 ;
+  reg \$119 ;
+  wire [15:0] \$12 ;
+  reg \$120 ;
+  reg \$121 ;
+  reg \$122 ;
+  reg \$123 ;
+  reg \$124 ;
+  reg \$125 ;
+  reg \$126 ;
+  reg \$127 ;
+  reg \$128 ;
+  reg \$129 ;
+  wire [15:0] \$13 ;
+  reg [178:0] \$130 ;
+  reg [178:0] \$131 ;
+  wire [2:0] \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire \$17 ;
+  wire \$18 ;
+  wire \$19 ;
+  wire [3:0] \$2 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire \$22 ;
+  wire \$23 ;
+  wire \$24 ;
+  wire \$25 ;
+  wire \$26 ;
+  wire \$27 ;
+  wire \$28 ;
+  wire \$29 ;
+  wire [15:0] \$3 ;
+  wire \$30 ;
+  wire \$31 ;
+  wire \$32 ;
+  wire \$33 ;
+  wire \$34 ;
+  wire \$35 ;
+  wire \$36 ;
+  wire \$37 ;
+  wire \$38 ;
+  wire \$39 ;
+  wire [15:0] \$4 ;
+  wire \$40 ;
+  wire \$41 ;
+  wire \$42 ;
+  wire \$43 ;
+  wire \$44 ;
+  wire \$45 ;
+  wire \$46 ;
+  wire \$47 ;
+  wire \$48 ;
+  wire \$49 ;
+  wire [15:0] \$5 ;
+  wire \$50 ;
+  wire \$51 ;
+  wire \$52 ;
+  wire \$53 ;
+  wire \$54 ;
+  wire \$55 ;
+  wire \$56 ;
+  wire \$57 ;
+  wire \$58 ;
+  wire \$59 ;
+  wire [15:0] \$6 ;
+  wire \$60 ;
+  wire \$61 ;
+  wire \$62 ;
+  wire \$63 ;
+  wire \$64 ;
+  wire \$65 ;
+  wire \$66 ;
+  wire \$67 ;
+  wire \$68 ;
+  wire \$69 ;
+  wire [15:0] \$7 ;
+  wire \$70 ;
+  wire \$71 ;
+  wire \$72 ;
+  wire \$73 ;
+  wire \$74 ;
+  wire \$75 ;
+  wire \$76 ;
+  wire \$77 ;
+  wire \$78 ;
+  wire \$79 ;
+  wire [15:0] \$8 ;
+  wire \$80 ;
+  wire \$81 ;
+  wire \$82 ;
+  wire \$83 ;
+  wire \$84 ;
+  wire \$85 ;
+  wire \$86 ;
+  wire \$87 ;
+  wire \$88 ;
+  reg [1:0] \$89 ;
+  wire [15:0] \$9 ;
+  reg \$90 ;
+  reg \$91 ;
+  reg \$92 ;
+  reg \$93 ;
+  reg \$94 ;
+  reg \$95 ;
+  reg \$96 ;
+  reg \$97 ;
+  reg \$98 ;
+  reg \$99 ;
   input clk;
   wire clk;
+  reg [1:0] count = 2'h0;
+  wire [1:0] count_next;
+  reg [178:0] entry0 = 179'h000000000000000000000000000000000000000000000;
+  reg [178:0] entry1 = 179'h000000000000000000000000000000000000000000000;
   input [178:0] i__payload;
   wire [178:0] i__payload;
   wire [127:0] \i__payload.data ;
@@ -1364,14 +2306,37 @@ module \ace_nic_small.ch0_link1_recv_skid (rst, o__ready, i__valid, i__payload, 
   wire [16:0] \i__payload.length ;
   wire [7:0] \i__payload.src ;
   wire [7:0] \i__payload.tag ;
-  output i__ready;
-  reg i__ready = 1'h1;
+  (* init = 1'h1 *)
+  wire i__ready;
   input i__valid;
   wire i__valid;
-  (* init = 1'h1 *)
-  wire in_ready;
-  output [178:0] o__payload;
-  reg [178:0] o__payload = 179'h000000000000000000000000000000000000000000000;
+  output in_ready;
+  reg in_ready = 1'h1;
+  reg load0_r0 = 1'h1;
+  reg load0_r1 = 1'h1;
+  reg load0_r10 = 1'h1;
+  reg load0_r11 = 1'h1;
+  reg load0_r2 = 1'h1;
+  reg load0_r3 = 1'h1;
+  reg load0_r4 = 1'h1;
+  reg load0_r5 = 1'h1;
+  reg load0_r6 = 1'h1;
+  reg load0_r7 = 1'h1;
+  reg load0_r8 = 1'h1;
+  reg load0_r9 = 1'h1;
+  reg load1_r0 = 1'h0;
+  reg load1_r1 = 1'h0;
+  reg load1_r10 = 1'h0;
+  reg load1_r11 = 1'h0;
+  reg load1_r2 = 1'h0;
+  reg load1_r3 = 1'h0;
+  reg load1_r4 = 1'h0;
+  reg load1_r5 = 1'h0;
+  reg load1_r6 = 1'h0;
+  reg load1_r7 = 1'h0;
+  reg load1_r8 = 1'h0;
+  reg load1_r9 = 1'h0;
+  wire [178:0] o__payload;
   wire [127:0] \o__payload.data ;
   wire \o__payload.first ;
   wire [15:0] \o__payload.keep ;
@@ -1381,130 +2346,616 @@ module \ace_nic_small.ch0_link1_recv_skid (rst, o__ready, i__valid, i__payload, 
   wire [7:0] \o__payload.tag ;
   input o__ready;
   wire o__ready;
-  output o__valid;
-  reg o__valid = 1'h0;
-  (* init = 179'h000000000000000000000000000000000000000000000 *)
-  wire [178:0] out_payload;
-  wire [127:0] \out_payload.data ;
-  wire \out_payload.first ;
-  wire [15:0] \out_payload.keep ;
-  wire \out_payload.last ;
-  wire [16:0] \out_payload.length ;
-  wire [7:0] \out_payload.src ;
-  wire [7:0] \out_payload.tag ;
   (* init = 1'h0 *)
-  wire out_valid;
+  wire o__valid;
+  output out_valid;
+  reg out_valid = 1'h0;
+  wire pop;
+  output [15:0] \port$3343$0 ;
+  wire [15:0] \port$3343$0 ;
+  output [15:0] \port$3344$0 ;
+  wire [15:0] \port$3344$0 ;
+  output [15:0] \port$3345$0 ;
+  wire [15:0] \port$3345$0 ;
+  output [15:0] \port$3346$0 ;
+  wire [15:0] \port$3346$0 ;
+  output [15:0] \port$3347$0 ;
+  wire [15:0] \port$3347$0 ;
+  output [15:0] \port$3348$0 ;
+  wire [15:0] \port$3348$0 ;
+  output [15:0] \port$3349$0 ;
+  wire [15:0] \port$3349$0 ;
+  output [15:0] \port$3350$0 ;
+  wire [15:0] \port$3350$0 ;
+  output [15:0] \port$3351$0 ;
+  wire [15:0] \port$3351$0 ;
+  output [15:0] \port$3352$0 ;
+  wire [15:0] \port$3352$0 ;
+  output [15:0] \port$3353$0 ;
+  wire [15:0] \port$3353$0 ;
+  output [2:0] \port$3354$0 ;
+  wire [2:0] \port$3354$0 ;
+  wire push;
+  reg r_at = 1'h0;
+  wire r_at_next;
+  reg r_at_r0 = 1'h0;
+  reg r_at_r1 = 1'h0;
+  reg r_at_r10 = 1'h0;
+  reg r_at_r11 = 1'h0;
+  reg r_at_r2 = 1'h0;
+  reg r_at_r3 = 1'h0;
+  reg r_at_r4 = 1'h0;
+  reg r_at_r5 = 1'h0;
+  reg r_at_r6 = 1'h0;
+  reg r_at_r7 = 1'h0;
+  reg r_at_r8 = 1'h0;
+  reg r_at_r9 = 1'h0;
   input rst;
   wire rst;
-  reg [178:0] skid_payload = 179'h000000000000000000000000000000000000000000000;
-  wire [127:0] \skid_payload.data ;
-  wire \skid_payload.first ;
-  wire [15:0] \skid_payload.keep ;
-  wire \skid_payload.last ;
-  wire [16:0] \skid_payload.length ;
-  wire [7:0] \skid_payload.src ;
-  wire [7:0] \skid_payload.tag ;
-  reg skid_valid = 1'h0;
-  assign \$1  = ~ skid_valid;
-  assign \$2  = ~ o__valid;
-  assign \$3  = ~ i__valid;
-  assign \$4  = \$2  | \$3 ;
-  assign \$5  = \$1  & \$4 ;
-  assign \$6  = o__ready | \$5 ;
-  assign \$7  = ~ o__valid;
-  assign \$8  = o__ready | \$7 ;
+  reg w_at = 1'h0;
+  wire w_at_next;
+  assign push = i__valid & in_ready;
+  assign pop = out_valid & o__ready;
+  assign \$1  = count + push;
+  assign \$2  = \$1  - pop;
+  assign w_at_next = w_at ^ push;
+  assign r_at_next = r_at ^ pop;
+  assign \$3  = r_at_r0 ? entry1[15:0] : entry0[15:0];
+  assign \$4  = r_at_r1 ? entry1[31:16] : entry0[31:16];
+  assign \$5  = r_at_r2 ? entry1[47:32] : entry0[47:32];
+  assign \$6  = r_at_r3 ? entry1[63:48] : entry0[63:48];
+  assign \$7  = r_at_r4 ? entry1[79:64] : entry0[79:64];
+  assign \$8  = r_at_r5 ? entry1[95:80] : entry0[95:80];
+  assign \$9  = r_at_r6 ? entry1[111:96] : entry0[111:96];
+  assign \$10  = r_at_r7 ? entry1[127:112] : entry0[127:112];
+  assign \$11  = r_at_r8 ? entry1[143:128] : entry0[143:128];
+  assign \$12  = r_at_r9 ? entry1[159:144] : entry0[159:144];
+  assign \$13  = r_at_r10 ? entry1[175:160] : entry0[175:160];
+  assign \$14  = r_at_r11 ? entry1[178:176] : entry0[178:176];
+  assign \$15  = \$2 [1:0] != 2'h2;
+  assign \$16  = | \$2 [1:0];
+  assign \$17  = \$2 [1:0] != 2'h2;
+  assign \$18  = ! w_at_next;
+  assign \$19  = \$17  & \$18 ;
+  assign \$20  = \$2 [1:0] != 2'h2;
+  assign \$21  = ! w_at_next;
+  assign \$22  = \$20  & \$21 ;
+  assign \$23  = \$2 [1:0] != 2'h2;
+  assign \$24  = ! w_at_next;
+  assign \$25  = \$23  & \$24 ;
+  assign \$26  = \$2 [1:0] != 2'h2;
+  assign \$27  = ! w_at_next;
+  assign \$28  = \$26  & \$27 ;
+  assign \$29  = \$2 [1:0] != 2'h2;
+  assign \$30  = ! w_at_next;
+  assign \$31  = \$29  & \$30 ;
+  assign \$32  = \$2 [1:0] != 2'h2;
+  assign \$33  = ! w_at_next;
+  assign \$34  = \$32  & \$33 ;
+  assign \$35  = \$2 [1:0] != 2'h2;
+  assign \$36  = ! w_at_next;
+  assign \$37  = \$35  & \$36 ;
+  assign \$38  = \$2 [1:0] != 2'h2;
+  assign \$39  = ! w_at_next;
+  assign \$40  = \$38  & \$39 ;
+  assign \$41  = \$2 [1:0] != 2'h2;
+  assign \$42  = ! w_at_next;
+  assign \$43  = \$41  & \$42 ;
+  assign \$44  = \$2 [1:0] != 2'h2;
+  assign \$45  = ! w_at_next;
+  assign \$46  = \$44  & \$45 ;
+  assign \$47  = \$2 [1:0] != 2'h2;
+  assign \$48  = ! w_at_next;
+  assign \$49  = \$47  & \$48 ;
+  assign \$50  = \$2 [1:0] != 2'h2;
+  assign \$51  = ! w_at_next;
+  assign \$52  = \$50  & \$51 ;
+  assign \$53  = \$2 [1:0] != 2'h2;
+  assign \$55  = \$53  & \$54 ;
+  assign \$56  = \$2 [1:0] != 2'h2;
+  assign \$58  = \$56  & \$57 ;
+  assign \$59  = \$2 [1:0] != 2'h2;
+  assign \$61  = \$59  & \$60 ;
+  assign \$62  = \$2 [1:0] != 2'h2;
+  assign \$64  = \$62  & \$63 ;
+  assign \$65  = \$2 [1:0] != 2'h2;
+  assign \$67  = \$65  & \$66 ;
+  assign \$68  = \$2 [1:0] != 2'h2;
+  assign \$70  = \$68  & \$69 ;
+  assign \$71  = \$2 [1:0] != 2'h2;
+  assign \$73  = \$71  & \$72 ;
+  assign \$74  = \$2 [1:0] != 2'h2;
+  assign \$76  = \$74  & \$75 ;
+  assign \$77  = \$2 [1:0] != 2'h2;
+  assign \$79  = \$77  & \$78 ;
+  assign \$80  = \$2 [1:0] != 2'h2;
+  assign \$82  = \$80  & \$81 ;
+  assign \$83  = \$2 [1:0] != 2'h2;
+  assign \$85  = \$83  & \$84 ;
+  assign \$86  = \$2 [1:0] != 2'h2;
+  assign \$88  = \$86  & \$87 ;
   always @(posedge clk)
-    i__ready <= \$9 ;
+    count <= \$89 ;
   always @(posedge clk)
-    o__valid <= \$10 ;
+    in_ready <= \$90 ;
   always @(posedge clk)
-    o__payload <= \$11 ;
+    out_valid <= \$91 ;
   always @(posedge clk)
-    skid_valid <= \$12 ;
+    w_at <= \$92 ;
   always @(posedge clk)
-    skid_payload <= \$13 ;
+    r_at <= \$93 ;
+  always @(posedge clk)
+    load0_r0 <= \$94 ;
+  always @(posedge clk)
+    load0_r1 <= \$95 ;
+  always @(posedge clk)
+    load0_r2 <= \$96 ;
+  always @(posedge clk)
+    load0_r3 <= \$97 ;
+  always @(posedge clk)
+    load0_r4 <= \$98 ;
+  always @(posedge clk)
+    load0_r5 <= \$99 ;
+  always @(posedge clk)
+    load0_r6 <= \$100 ;
+  always @(posedge clk)
+    load0_r7 <= \$101 ;
+  always @(posedge clk)
+    load0_r8 <= \$102 ;
+  always @(posedge clk)
+    load0_r9 <= \$103 ;
+  always @(posedge clk)
+    load0_r10 <= \$104 ;
+  always @(posedge clk)
+    load0_r11 <= \$105 ;
+  always @(posedge clk)
+    load1_r0 <= \$106 ;
+  always @(posedge clk)
+    load1_r1 <= \$107 ;
+  always @(posedge clk)
+    load1_r2 <= \$108 ;
+  always @(posedge clk)
+    load1_r3 <= \$109 ;
+  always @(posedge clk)
+    load1_r4 <= \$110 ;
+  always @(posedge clk)
+    load1_r5 <= \$111 ;
+  always @(posedge clk)
+    load1_r6 <= \$112 ;
+  always @(posedge clk)
+    load1_r7 <= \$113 ;
+  always @(posedge clk)
+    load1_r8 <= \$114 ;
+  always @(posedge clk)
+    load1_r9 <= \$115 ;
+  always @(posedge clk)
+    load1_r10 <= \$116 ;
+  always @(posedge clk)
+    load1_r11 <= \$117 ;
+  always @(posedge clk)
+    r_at_r0 <= \$118 ;
+  always @(posedge clk)
+    r_at_r1 <= \$119 ;
+  always @(posedge clk)
+    r_at_r2 <= \$120 ;
+  always @(posedge clk)
+    r_at_r3 <= \$121 ;
+  always @(posedge clk)
+    r_at_r4 <= \$122 ;
+  always @(posedge clk)
+    r_at_r5 <= \$123 ;
+  always @(posedge clk)
+    r_at_r6 <= \$124 ;
+  always @(posedge clk)
+    r_at_r7 <= \$125 ;
+  always @(posedge clk)
+    r_at_r8 <= \$126 ;
+  always @(posedge clk)
+    r_at_r9 <= \$127 ;
+  always @(posedge clk)
+    r_at_r10 <= \$128 ;
+  always @(posedge clk)
+    r_at_r11 <= \$129 ;
+  always @(posedge clk)
+    entry0 <= \$130 ;
+  always @(posedge clk)
+    entry1 <= \$131 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$9  = \$6 ;
+    \$89  = \$2 [1:0];
     if (rst) begin
-      \$9  = 1'h1;
+      \$89  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$10  = o__valid;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$10  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$10  = skid_valid;
-    end
+    \$90  = \$15 ;
     if (rst) begin
-      \$10  = 1'h0;
+      \$90  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$11  = o__payload;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$11  = i__payload;
-      end
-    end else if (o__ready) begin
-      \$11  = skid_payload;
-    end
+    \$91  = \$16 ;
     if (rst) begin
-      \$11  = 179'h000000000000000000000000000000000000000000000;
+      \$91  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$12  = skid_valid;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$12  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$12  = 1'h0;
-    end
+    \$92  = w_at_next;
     if (rst) begin
-      \$12  = 1'h0;
+      \$92  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$13  = skid_payload;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$13  = i__payload;
-      end
-    end
+    \$93  = r_at_next;
     if (rst) begin
-      \$13  = 179'h000000000000000000000000000000000000000000000;
+      \$93  = 1'h0;
     end
   end
-  assign in_ready = i__ready;
-  assign out_valid = o__valid;
-  assign out_payload = o__payload;
-  assign \o__payload.data  = o__payload[127:0];
-  assign \o__payload.keep  = o__payload[143:128];
-  assign \o__payload.first  = o__payload[144];
-  assign \o__payload.last  = o__payload[145];
-  assign \o__payload.src  = o__payload[153:146];
-  assign \o__payload.tag  = o__payload[161:154];
-  assign \o__payload.length  = o__payload[178:162];
-  assign \out_payload.data  = o__payload[127:0];
-  assign \out_payload.keep  = o__payload[143:128];
-  assign \out_payload.first  = o__payload[144];
-  assign \out_payload.last  = o__payload[145];
-  assign \out_payload.src  = o__payload[153:146];
-  assign \out_payload.tag  = o__payload[161:154];
-  assign \out_payload.length  = o__payload[178:162];
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$94  = \$19 ;
+    if (rst) begin
+      \$94  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$95  = \$22 ;
+    if (rst) begin
+      \$95  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$96  = \$25 ;
+    if (rst) begin
+      \$96  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$97  = \$28 ;
+    if (rst) begin
+      \$97  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$98  = \$31 ;
+    if (rst) begin
+      \$98  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$99  = \$34 ;
+    if (rst) begin
+      \$99  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$100  = \$37 ;
+    if (rst) begin
+      \$100  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$101  = \$40 ;
+    if (rst) begin
+      \$101  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$102  = \$43 ;
+    if (rst) begin
+      \$102  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$103  = \$46 ;
+    if (rst) begin
+      \$103  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$104  = \$49 ;
+    if (rst) begin
+      \$104  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$105  = \$52 ;
+    if (rst) begin
+      \$105  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$106  = \$55 ;
+    if (rst) begin
+      \$106  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$107  = \$58 ;
+    if (rst) begin
+      \$107  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$108  = \$61 ;
+    if (rst) begin
+      \$108  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$109  = \$64 ;
+    if (rst) begin
+      \$109  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$110  = \$67 ;
+    if (rst) begin
+      \$110  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$111  = \$70 ;
+    if (rst) begin
+      \$111  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$112  = \$73 ;
+    if (rst) begin
+      \$112  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$113  = \$76 ;
+    if (rst) begin
+      \$113  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$114  = \$79 ;
+    if (rst) begin
+      \$114  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$115  = \$82 ;
+    if (rst) begin
+      \$115  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$116  = \$85 ;
+    if (rst) begin
+      \$116  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$117  = \$88 ;
+    if (rst) begin
+      \$117  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$118  = r_at_next;
+    if (rst) begin
+      \$118  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$119  = r_at_next;
+    if (rst) begin
+      \$119  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$120  = r_at_next;
+    if (rst) begin
+      \$120  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$121  = r_at_next;
+    if (rst) begin
+      \$121  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$122  = r_at_next;
+    if (rst) begin
+      \$122  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$123  = r_at_next;
+    if (rst) begin
+      \$123  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$124  = r_at_next;
+    if (rst) begin
+      \$124  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$125  = r_at_next;
+    if (rst) begin
+      \$125  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$126  = r_at_next;
+    if (rst) begin
+      \$126  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$127  = r_at_next;
+    if (rst) begin
+      \$127  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$128  = r_at_next;
+    if (rst) begin
+      \$128  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$129  = r_at_next;
+    if (rst) begin
+      \$129  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$130  = entry0;
+    if (load0_r0) begin
+      \$130 [15:0] = i__payload[15:0];
+    end
+    if (load0_r1) begin
+      \$130 [31:16] = i__payload[31:16];
+    end
+    if (load0_r2) begin
+      \$130 [47:32] = i__payload[47:32];
+    end
+    if (load0_r3) begin
+      \$130 [63:48] = i__payload[63:48];
+    end
+    if (load0_r4) begin
+      \$130 [79:64] = i__payload[79:64];
+    end
+    if (load0_r5) begin
+      \$130 [95:80] = i__payload[95:80];
+    end
+    if (load0_r6) begin
+      \$130 [111:96] = i__payload[111:96];
+    end
+    if (load0_r7) begin
+      \$130 [127:112] = i__payload[127:112];
+    end
+    if (load0_r8) begin
+      \$130 [143:128] = i__payload[143:128];
+    end
+    if (load0_r9) begin
+      \$130 [159:144] = i__payload[159:144];
+    end
+    if (load0_r10) begin
+      \$130 [175:160] = i__payload[175:160];
+    end
+    if (load0_r11) begin
+      \$130 [178:176] = i__payload[178:176];
+    end
+    if (rst) begin
+      \$130  = 179'h000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$131  = entry1;
+    if (load1_r0) begin
+      \$131 [15:0] = i__payload[15:0];
+    end
+    if (load1_r1) begin
+      \$131 [31:16] = i__payload[31:16];
+    end
+    if (load1_r2) begin
+      \$131 [47:32] = i__payload[47:32];
+    end
+    if (load1_r3) begin
+      \$131 [63:48] = i__payload[63:48];
+    end
+    if (load1_r4) begin
+      \$131 [79:64] = i__payload[79:64];
+    end
+    if (load1_r5) begin
+      \$131 [95:80] = i__payload[95:80];
+    end
+    if (load1_r6) begin
+      \$131 [111:96] = i__payload[111:96];
+    end
+    if (load1_r7) begin
+      \$131 [127:112] = i__payload[127:112];
+    end
+    if (load1_r8) begin
+      \$131 [143:128] = i__payload[143:128];
+    end
+    if (load1_r9) begin
+      \$131 [159:144] = i__payload[159:144];
+    end
+    if (load1_r10) begin
+      \$131 [175:160] = i__payload[175:160];
+    end
+    if (load1_r11) begin
+      \$131 [178:176] = i__payload[178:176];
+    end
+    if (rst) begin
+      \$131  = 179'h000000000000000000000000000000000000000000000;
+    end
+  end
+  assign count_next = \$2 [1:0];
+  assign i__ready = in_ready;
+  assign o__valid = out_valid;
+  assign o__payload = { \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
+  assign \port$3343$0  = \$3 ;
+  assign \port$3344$0  = \$4 ;
+  assign \port$3345$0  = \$5 ;
+  assign \port$3346$0  = \$6 ;
+  assign \port$3347$0  = \$7 ;
+  assign \port$3348$0  = \$8 ;
+  assign \port$3349$0  = \$9 ;
+  assign \port$3350$0  = \$10 ;
+  assign \port$3351$0  = \$11 ;
+  assign \port$3352$0  = \$12 ;
+  assign \port$3353$0  = \$13 ;
+  assign \port$3354$0  = \$14 ;
+  assign \o__payload.data  = { \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
+  assign \o__payload.keep  = \$11 ;
+  assign \o__payload.first  = \$12 [0];
+  assign \o__payload.last  = \$12 [1];
+  assign \o__payload.src  = \$12 [9:2];
+  assign \o__payload.tag  = { \$13 [1:0], \$12 [15:10] };
+  assign \o__payload.length  = { \$14 , \$13 [15:2] };
   assign \i__payload.data  = i__payload[127:0];
   assign \i__payload.keep  = i__payload[143:128];
   assign \i__payload.first  = i__payload[144];
@@ -1512,169 +2963,732 @@ module \ace_nic_small.ch0_link1_recv_skid (rst, o__ready, i__valid, i__payload, 
   assign \i__payload.src  = i__payload[153:146];
   assign \i__payload.tag  = i__payload[161:154];
   assign \i__payload.length  = i__payload[178:162];
-  assign \skid_payload.data  = skid_payload[127:0];
-  assign \skid_payload.keep  = skid_payload[143:128];
-  assign \skid_payload.first  = skid_payload[144];
-  assign \skid_payload.last  = skid_payload[145];
-  assign \skid_payload.src  = skid_payload[153:146];
-  assign \skid_payload.tag  = skid_payload[161:154];
-  assign \skid_payload.length  = skid_payload[178:162];
+  assign \$54  = w_at_next;
+  assign \$57  = w_at_next;
+  assign \$60  = w_at_next;
+  assign \$63  = w_at_next;
+  assign \$66  = w_at_next;
+  assign \$69  = w_at_next;
+  assign \$72  = w_at_next;
+  assign \$75  = w_at_next;
+  assign \$78  = w_at_next;
+  assign \$81  = w_at_next;
+  assign \$84  = w_at_next;
+  assign \$87  = w_at_next;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.ch0_send_skid (i__valid, clk, rst, o__ready, i__ready, o__valid, o__payload, i__payload);
+module \ace_nic_small.ch0_send_skid (i__valid, clk, rst, o__ready, \port$3011$0 , \port$3012$0 , \port$3013$0 , \port$3014$0 , \port$3015$0 , \port$3016$0 , \port$3017$0 , \port$3018$0 , in_ready, out_valid, i__payload);
   reg \$auto$verilog_backend.cc:2355:dump_module$52  = 0;
-  wire \$1 ;
-  reg \$10 ;
-  reg [127:0] \$11 ;
-  reg \$12 ;
-  reg [127:0] \$13 ;
-  wire \$2 ;
-  wire \$3 ;
-  wire \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  reg \$9 ;
+  wire [2:0] \$1 ;
+  wire [15:0] \$10 ;
+  wire \$11 ;
+  wire \$12 ;
+  wire \$13 ;
+  wire \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire \$17 ;
+  wire \$18 ;
+  wire \$19 ;
+  wire [3:0] \$2 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire \$22 ;
+  wire \$23 ;
+  wire \$24 ;
+  wire \$25 ;
+  wire \$26 ;
+  wire \$27 ;
+  wire \$28 ;
+  wire \$29 ;
+  wire [15:0] \$3 ;
+  wire \$30 ;
+  wire \$31 ;
+  wire \$32 ;
+  wire \$33 ;
+  wire \$34 ;
+  wire \$35 ;
+  wire \$36 ;
+  wire \$37 ;
+  wire \$38 ;
+  wire \$39 ;
+  wire [15:0] \$4 ;
+  wire \$40 ;
+  wire \$41 ;
+  wire \$42 ;
+  wire \$43 ;
+  wire \$44 ;
+  wire \$45 ;
+  wire \$46 ;
+  wire \$47 ;
+  wire \$48 ;
+  wire \$49 ;
+  wire [15:0] \$5 ;
+  wire \$50 ;
+  wire \$51 ;
+  wire \$52 ;
+  wire \$53 ;
+  wire \$54 ;
+  wire \$55 ;
+  wire \$56 ;
+  wire \$57 ;
+  wire \$58 ;
+  wire \$59 ;
+  wire [15:0] \$6 ;
+  wire \$60 ;
+  reg [1:0] \$61 ;
+  reg \$62 ;
+  reg \$63 ;
+  reg \$64 ;
+  reg \$65 ;
+  reg \$66 ;
+  reg \$67 ;
+  reg \$68 ;
+  reg \$69 ;
+  wire [15:0] \$7 ;
+  reg \$70 ;
+  reg \$71 ;
+  reg \$72 ;
+  reg \$73 ;
+  reg \$74 ;
+  reg \$75 ;
+  reg \$76 ;
+  reg \$77 ;
+  reg \$78 ;
+  reg \$79 ;
+  wire [15:0] \$8 ;
+  reg \$80 ;
+  reg \$81 ;
+  reg \$82 ;
+  reg \$83 ;
+  reg \$84 ;
+  reg \$85 ;
+  reg \$86 ;
+  reg \$87 ;
+  reg \$88 ;
+  reg \$89 ;
+  wire [15:0] \$9 ;
+  reg [127:0] \$90 ;
+  reg [127:0] \$91 ;
   input clk;
   wire clk;
+  reg [1:0] count = 2'h0;
+  wire [1:0] count_next;
+  reg [127:0] entry0 = 128'h00000000000000000000000000000000;
+  reg [127:0] entry1 = 128'h00000000000000000000000000000000;
   input [127:0] i__payload;
   wire [127:0] i__payload;
   wire [127:0] \i__payload.data ;
-  output i__ready;
-  reg i__ready = 1'h1;
+  (* init = 1'h1 *)
+  wire i__ready;
   input i__valid;
   wire i__valid;
-  (* init = 1'h1 *)
-  wire in_ready;
-  output [127:0] o__payload;
-  reg [127:0] o__payload = 128'h00000000000000000000000000000000;
+  output in_ready;
+  reg in_ready = 1'h1;
+  reg load0_r0 = 1'h1;
+  reg load0_r1 = 1'h1;
+  reg load0_r2 = 1'h1;
+  reg load0_r3 = 1'h1;
+  reg load0_r4 = 1'h1;
+  reg load0_r5 = 1'h1;
+  reg load0_r6 = 1'h1;
+  reg load0_r7 = 1'h1;
+  reg load1_r0 = 1'h0;
+  reg load1_r1 = 1'h0;
+  reg load1_r2 = 1'h0;
+  reg load1_r3 = 1'h0;
+  reg load1_r4 = 1'h0;
+  reg load1_r5 = 1'h0;
+  reg load1_r6 = 1'h0;
+  reg load1_r7 = 1'h0;
+  wire [127:0] o__payload;
   wire [127:0] \o__payload.data ;
   input o__ready;
   wire o__ready;
-  output o__valid;
-  reg o__valid = 1'h0;
-  (* init = 128'h00000000000000000000000000000000 *)
-  wire [127:0] out_payload;
-  wire [127:0] \out_payload.data ;
   (* init = 1'h0 *)
-  wire out_valid;
+  wire o__valid;
+  output out_valid;
+  reg out_valid = 1'h0;
+  wire pop;
+  output [15:0] \port$3011$0 ;
+  wire [15:0] \port$3011$0 ;
+  output [15:0] \port$3012$0 ;
+  wire [15:0] \port$3012$0 ;
+  output [15:0] \port$3013$0 ;
+  wire [15:0] \port$3013$0 ;
+  output [15:0] \port$3014$0 ;
+  wire [15:0] \port$3014$0 ;
+  output [15:0] \port$3015$0 ;
+  wire [15:0] \port$3015$0 ;
+  output [15:0] \port$3016$0 ;
+  wire [15:0] \port$3016$0 ;
+  output [15:0] \port$3017$0 ;
+  wire [15:0] \port$3017$0 ;
+  output [15:0] \port$3018$0 ;
+  wire [15:0] \port$3018$0 ;
+  wire push;
+  reg r_at = 1'h0;
+  wire r_at_next;
+  reg r_at_r0 = 1'h0;
+  reg r_at_r1 = 1'h0;
+  reg r_at_r2 = 1'h0;
+  reg r_at_r3 = 1'h0;
+  reg r_at_r4 = 1'h0;
+  reg r_at_r5 = 1'h0;
+  reg r_at_r6 = 1'h0;
+  reg r_at_r7 = 1'h0;
   input rst;
   wire rst;
-  reg [127:0] skid_payload = 128'h00000000000000000000000000000000;
-  wire [127:0] \skid_payload.data ;
-  reg skid_valid = 1'h0;
-  assign \$1  = ~ skid_valid;
-  assign \$2  = ~ o__valid;
-  assign \$3  = ~ i__valid;
-  assign \$4  = \$2  | \$3 ;
-  assign \$5  = \$1  & \$4 ;
-  assign \$6  = o__ready | \$5 ;
-  assign \$7  = ~ o__valid;
-  assign \$8  = o__ready | \$7 ;
+  reg w_at = 1'h0;
+  wire w_at_next;
+  assign \$5  = r_at_r2 ? entry1[47:32] : entry0[47:32];
+  assign \$6  = r_at_r3 ? entry1[63:48] : entry0[63:48];
+  assign \$7  = r_at_r4 ? entry1[79:64] : entry0[79:64];
+  assign \$8  = r_at_r5 ? entry1[95:80] : entry0[95:80];
+  assign \$9  = r_at_r6 ? entry1[111:96] : entry0[111:96];
+  assign \$10  = r_at_r7 ? entry1[127:112] : entry0[127:112];
+  assign \$11  = \$2 [1:0] != 2'h2;
+  assign \$12  = | \$2 [1:0];
+  assign \$13  = \$2 [1:0] != 2'h2;
+  assign \$14  = ! w_at_next;
+  assign \$15  = \$13  & \$14 ;
+  assign \$16  = \$2 [1:0] != 2'h2;
+  assign \$17  = ! w_at_next;
+  assign \$18  = \$16  & \$17 ;
+  assign \$19  = \$2 [1:0] != 2'h2;
+  assign \$20  = ! w_at_next;
+  assign \$21  = \$19  & \$20 ;
+  assign \$22  = \$2 [1:0] != 2'h2;
+  assign \$23  = ! w_at_next;
+  assign \$24  = \$22  & \$23 ;
+  assign \$25  = \$2 [1:0] != 2'h2;
+  assign \$26  = ! w_at_next;
+  assign \$27  = \$25  & \$26 ;
+  assign \$28  = \$2 [1:0] != 2'h2;
+  assign \$29  = ! w_at_next;
+  assign \$30  = \$28  & \$29 ;
+  assign \$31  = \$2 [1:0] != 2'h2;
+  assign \$32  = ! w_at_next;
+  assign \$33  = \$31  & \$32 ;
+  assign \$34  = \$2 [1:0] != 2'h2;
+  assign \$35  = ! w_at_next;
+  assign \$36  = \$34  & \$35 ;
+  assign \$37  = \$2 [1:0] != 2'h2;
+  assign \$39  = \$37  & \$38 ;
+  assign \$40  = \$2 [1:0] != 2'h2;
+  assign \$42  = \$40  & \$41 ;
+  assign \$43  = \$2 [1:0] != 2'h2;
+  assign \$45  = \$43  & \$44 ;
+  assign \$46  = \$2 [1:0] != 2'h2;
+  assign \$48  = \$46  & \$47 ;
+  assign \$49  = \$2 [1:0] != 2'h2;
+  assign \$51  = \$49  & \$50 ;
+  assign \$52  = \$2 [1:0] != 2'h2;
+  assign \$54  = \$52  & \$53 ;
+  assign \$55  = \$2 [1:0] != 2'h2;
+  assign \$57  = \$55  & \$56 ;
+  assign \$58  = \$2 [1:0] != 2'h2;
+  assign \$60  = \$58  & \$59 ;
   always @(posedge clk)
-    i__ready <= \$9 ;
+    count <= \$61 ;
   always @(posedge clk)
-    o__valid <= \$10 ;
+    in_ready <= \$62 ;
   always @(posedge clk)
-    o__payload <= \$11 ;
+    out_valid <= \$63 ;
   always @(posedge clk)
-    skid_valid <= \$12 ;
+    w_at <= \$64 ;
   always @(posedge clk)
-    skid_payload <= \$13 ;
+    r_at <= \$65 ;
+  always @(posedge clk)
+    load0_r0 <= \$66 ;
+  always @(posedge clk)
+    load0_r1 <= \$67 ;
+  always @(posedge clk)
+    load0_r2 <= \$68 ;
+  always @(posedge clk)
+    load0_r3 <= \$69 ;
+  always @(posedge clk)
+    load0_r4 <= \$70 ;
+  always @(posedge clk)
+    load0_r5 <= \$71 ;
+  always @(posedge clk)
+    load0_r6 <= \$72 ;
+  always @(posedge clk)
+    load0_r7 <= \$73 ;
+  always @(posedge clk)
+    load1_r0 <= \$74 ;
+  always @(posedge clk)
+    load1_r1 <= \$75 ;
+  always @(posedge clk)
+    load1_r2 <= \$76 ;
+  always @(posedge clk)
+    load1_r3 <= \$77 ;
+  always @(posedge clk)
+    load1_r4 <= \$78 ;
+  always @(posedge clk)
+    load1_r5 <= \$79 ;
+  always @(posedge clk)
+    load1_r6 <= \$80 ;
+  always @(posedge clk)
+    load1_r7 <= \$81 ;
+  always @(posedge clk)
+    r_at_r0 <= \$82 ;
+  always @(posedge clk)
+    r_at_r1 <= \$83 ;
+  always @(posedge clk)
+    r_at_r2 <= \$84 ;
+  always @(posedge clk)
+    r_at_r3 <= \$85 ;
+  always @(posedge clk)
+    r_at_r4 <= \$86 ;
+  always @(posedge clk)
+    r_at_r5 <= \$87 ;
+  always @(posedge clk)
+    r_at_r6 <= \$88 ;
+  always @(posedge clk)
+    r_at_r7 <= \$89 ;
+  always @(posedge clk)
+    entry0 <= \$90 ;
+  always @(posedge clk)
+    entry1 <= \$91 ;
+  assign push = i__valid & in_ready;
+  assign pop = out_valid & o__ready;
+  assign \$1  = count + push;
+  assign \$2  = \$1  - pop;
+  assign w_at_next = w_at ^ push;
+  assign r_at_next = r_at ^ pop;
+  assign \$3  = r_at_r0 ? entry1[15:0] : entry0[15:0];
+  assign \$4  = r_at_r1 ? entry1[31:16] : entry0[31:16];
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$9  = \$6 ;
+    \$61  = \$2 [1:0];
     if (rst) begin
-      \$9  = 1'h1;
+      \$61  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$10  = o__valid;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$10  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$10  = skid_valid;
-    end
+    \$62  = \$11 ;
     if (rst) begin
-      \$10  = 1'h0;
+      \$62  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$11  = o__payload;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$11  = i__payload;
-      end
-    end else if (o__ready) begin
-      \$11  = skid_payload;
-    end
+    \$63  = \$12 ;
     if (rst) begin
-      \$11  = 128'h00000000000000000000000000000000;
+      \$63  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$12  = skid_valid;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$12  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$12  = 1'h0;
-    end
+    \$64  = w_at_next;
     if (rst) begin
-      \$12  = 1'h0;
+      \$64  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$13  = skid_payload;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$13  = i__payload;
-      end
-    end
+    \$65  = r_at_next;
     if (rst) begin
-      \$13  = 128'h00000000000000000000000000000000;
+      \$65  = 1'h0;
     end
   end
-  assign in_ready = i__ready;
-  assign out_valid = o__valid;
-  assign out_payload = o__payload;
-  assign \o__payload.data  = o__payload;
-  assign \out_payload.data  = o__payload;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$66  = \$15 ;
+    if (rst) begin
+      \$66  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$67  = \$18 ;
+    if (rst) begin
+      \$67  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$68  = \$21 ;
+    if (rst) begin
+      \$68  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$69  = \$24 ;
+    if (rst) begin
+      \$69  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$70  = \$27 ;
+    if (rst) begin
+      \$70  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$71  = \$30 ;
+    if (rst) begin
+      \$71  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$72  = \$33 ;
+    if (rst) begin
+      \$72  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$73  = \$36 ;
+    if (rst) begin
+      \$73  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$74  = \$39 ;
+    if (rst) begin
+      \$74  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$75  = \$42 ;
+    if (rst) begin
+      \$75  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$76  = \$45 ;
+    if (rst) begin
+      \$76  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$77  = \$48 ;
+    if (rst) begin
+      \$77  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$78  = \$51 ;
+    if (rst) begin
+      \$78  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$79  = \$54 ;
+    if (rst) begin
+      \$79  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$80  = \$57 ;
+    if (rst) begin
+      \$80  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$81  = \$60 ;
+    if (rst) begin
+      \$81  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$82  = r_at_next;
+    if (rst) begin
+      \$82  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$83  = r_at_next;
+    if (rst) begin
+      \$83  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$84  = r_at_next;
+    if (rst) begin
+      \$84  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$85  = r_at_next;
+    if (rst) begin
+      \$85  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$86  = r_at_next;
+    if (rst) begin
+      \$86  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$87  = r_at_next;
+    if (rst) begin
+      \$87  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$88  = r_at_next;
+    if (rst) begin
+      \$88  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$89  = r_at_next;
+    if (rst) begin
+      \$89  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$90  = entry0;
+    if (load0_r0) begin
+      \$90 [15:0] = i__payload[15:0];
+    end
+    if (load0_r1) begin
+      \$90 [31:16] = i__payload[31:16];
+    end
+    if (load0_r2) begin
+      \$90 [47:32] = i__payload[47:32];
+    end
+    if (load0_r3) begin
+      \$90 [63:48] = i__payload[63:48];
+    end
+    if (load0_r4) begin
+      \$90 [79:64] = i__payload[79:64];
+    end
+    if (load0_r5) begin
+      \$90 [95:80] = i__payload[95:80];
+    end
+    if (load0_r6) begin
+      \$90 [111:96] = i__payload[111:96];
+    end
+    if (load0_r7) begin
+      \$90 [127:112] = i__payload[127:112];
+    end
+    if (rst) begin
+      \$90  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$91  = entry1;
+    if (load1_r0) begin
+      \$91 [15:0] = i__payload[15:0];
+    end
+    if (load1_r1) begin
+      \$91 [31:16] = i__payload[31:16];
+    end
+    if (load1_r2) begin
+      \$91 [47:32] = i__payload[47:32];
+    end
+    if (load1_r3) begin
+      \$91 [63:48] = i__payload[63:48];
+    end
+    if (load1_r4) begin
+      \$91 [79:64] = i__payload[79:64];
+    end
+    if (load1_r5) begin
+      \$91 [95:80] = i__payload[95:80];
+    end
+    if (load1_r6) begin
+      \$91 [111:96] = i__payload[111:96];
+    end
+    if (load1_r7) begin
+      \$91 [127:112] = i__payload[127:112];
+    end
+    if (rst) begin
+      \$91  = 128'h00000000000000000000000000000000;
+    end
+  end
+  assign count_next = \$2 [1:0];
+  assign i__ready = in_ready;
+  assign o__valid = out_valid;
+  assign o__payload = { \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
+  assign \port$3011$0  = \$3 ;
+  assign \port$3012$0  = \$4 ;
+  assign \port$3013$0  = \$5 ;
+  assign \port$3014$0  = \$6 ;
+  assign \port$3015$0  = \$7 ;
+  assign \port$3016$0  = \$8 ;
+  assign \port$3017$0  = \$9 ;
+  assign \port$3018$0  = \$10 ;
+  assign \o__payload.data  = { \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
   assign \i__payload.data  = i__payload;
-  assign \skid_payload.data  = skid_payload;
+  assign \$38  = w_at_next;
+  assign \$41  = w_at_next;
+  assign \$44  = w_at_next;
+  assign \$47  = w_at_next;
+  assign \$50  = w_at_next;
+  assign \$53  = w_at_next;
+  assign \$56  = w_at_next;
+  assign \$59  = w_at_next;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.ch1_link0_recv_skid (rst, o__ready, i__valid, i__payload, i__ready, o__valid, o__payload, clk);
+module \ace_nic_small.ch1_link0_recv_skid (rst, o__ready, \port$3483$0 , \port$3484$0 , \port$3485$0 , \port$3486$0 , \port$3487$0 , \port$3488$0 , \port$3489$0 , \port$3490$0 , \port$3491$0 , \port$3492$0 , \port$3493$0 , \port$3494$0 , i__valid, i__payload, in_ready, out_valid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$53  = 0;
-  wire \$1 ;
-  reg \$10 ;
-  reg [178:0] \$11 ;
-  reg \$12 ;
-  reg [178:0] \$13 ;
-  wire \$2 ;
-  wire \$3 ;
-  wire \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  reg \$9 ;
+  wire [2:0] \$1 ;
+  wire [15:0] \$10 ;
+  reg \$100 ;
+  reg \$101 ;
+  reg \$102 ;
+  reg \$103 ;
+  reg \$104 ;
+  reg \$105 ;
+  reg \$106 ;
+  reg \$107 ;
+  reg \$108 ;
+  reg \$109 ;
+  wire [15:0] \$11 ;
+  reg \$110 ;
+  reg \$111 ;
+  reg \$112 ;
+  reg \$113 ;
+  reg \$114 ;
+  reg \$115 ;
+  reg \$116 ;
+  reg \$117 ;
+  reg \$118 ;
+  reg \$119 ;
+  wire [15:0] \$12 ;
+  reg \$120 ;
+  reg \$121 ;
+  reg \$122 ;
+  reg \$123 ;
+  reg \$124 ;
+  reg \$125 ;
+  reg \$126 ;
+  reg \$127 ;
+  reg \$128 ;
+  reg \$129 ;
+  wire [15:0] \$13 ;
+  reg [178:0] \$130 ;
+  reg [178:0] \$131 ;
+  wire [2:0] \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire \$17 ;
+  wire \$18 ;
+  wire \$19 ;
+  wire [3:0] \$2 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire \$22 ;
+  wire \$23 ;
+  wire \$24 ;
+  wire \$25 ;
+  wire \$26 ;
+  wire \$27 ;
+  wire \$28 ;
+  wire \$29 ;
+  wire [15:0] \$3 ;
+  wire \$30 ;
+  wire \$31 ;
+  wire \$32 ;
+  wire \$33 ;
+  wire \$34 ;
+  wire \$35 ;
+  wire \$36 ;
+  wire \$37 ;
+  wire \$38 ;
+  wire \$39 ;
+  wire [15:0] \$4 ;
+  wire \$40 ;
+  wire \$41 ;
+  wire \$42 ;
+  wire \$43 ;
+  wire \$44 ;
+  wire \$45 ;
+  wire \$46 ;
+  wire \$47 ;
+  wire \$48 ;
+  wire \$49 ;
+  wire [15:0] \$5 ;
+  wire \$50 ;
+  wire \$51 ;
+  wire \$52 ;
+  wire \$53 ;
+  wire \$54 ;
+  wire \$55 ;
+  wire \$56 ;
+  wire \$57 ;
+  wire \$58 ;
+  wire \$59 ;
+  wire [15:0] \$6 ;
+  wire \$60 ;
+  wire \$61 ;
+  wire \$62 ;
+  wire \$63 ;
+  wire \$64 ;
+  wire \$65 ;
+  wire \$66 ;
+  wire \$67 ;
+  wire \$68 ;
+  wire \$69 ;
+  wire [15:0] \$7 ;
+  wire \$70 ;
+  wire \$71 ;
+  wire \$72 ;
+  wire \$73 ;
+  wire \$74 ;
+  wire \$75 ;
+  wire \$76 ;
+  wire \$77 ;
+  wire \$78 ;
+  wire \$79 ;
+  wire [15:0] \$8 ;
+  wire \$80 ;
+  wire \$81 ;
+  wire \$82 ;
+  wire \$83 ;
+  wire \$84 ;
+  wire \$85 ;
+  wire \$86 ;
+  wire \$87 ;
+  wire \$88 ;
+  reg [1:0] \$89 ;
+  wire [15:0] \$9 ;
+  reg \$90 ;
+  reg \$91 ;
+  reg \$92 ;
+  reg \$93 ;
+  reg \$94 ;
+  reg \$95 ;
+  reg \$96 ;
+  reg \$97 ;
+  reg \$98 ;
+  reg \$99 ;
   input clk;
   wire clk;
+  reg [1:0] count = 2'h0;
+  wire [1:0] count_next;
+  reg [178:0] entry0 = 179'h000000000000000000000000000000000000000000000;
+  reg [178:0] entry1 = 179'h000000000000000000000000000000000000000000000;
   input [178:0] i__payload;
   wire [178:0] i__payload;
   wire [127:0] \i__payload.data ;
@@ -1684,14 +3698,37 @@ module \ace_nic_small.ch1_link0_recv_skid (rst, o__ready, i__valid, i__payload, 
   wire [16:0] \i__payload.length ;
   wire [7:0] \i__payload.src ;
   wire [7:0] \i__payload.tag ;
-  output i__ready;
-  reg i__ready = 1'h1;
+  (* init = 1'h1 *)
+  wire i__ready;
   input i__valid;
   wire i__valid;
-  (* init = 1'h1 *)
-  wire in_ready;
-  output [178:0] o__payload;
-  reg [178:0] o__payload = 179'h000000000000000000000000000000000000000000000;
+  output in_ready;
+  reg in_ready = 1'h1;
+  reg load0_r0 = 1'h1;
+  reg load0_r1 = 1'h1;
+  reg load0_r10 = 1'h1;
+  reg load0_r11 = 1'h1;
+  reg load0_r2 = 1'h1;
+  reg load0_r3 = 1'h1;
+  reg load0_r4 = 1'h1;
+  reg load0_r5 = 1'h1;
+  reg load0_r6 = 1'h1;
+  reg load0_r7 = 1'h1;
+  reg load0_r8 = 1'h1;
+  reg load0_r9 = 1'h1;
+  reg load1_r0 = 1'h0;
+  reg load1_r1 = 1'h0;
+  reg load1_r10 = 1'h0;
+  reg load1_r11 = 1'h0;
+  reg load1_r2 = 1'h0;
+  reg load1_r3 = 1'h0;
+  reg load1_r4 = 1'h0;
+  reg load1_r5 = 1'h0;
+  reg load1_r6 = 1'h0;
+  reg load1_r7 = 1'h0;
+  reg load1_r8 = 1'h0;
+  reg load1_r9 = 1'h0;
+  wire [178:0] o__payload;
   wire [127:0] \o__payload.data ;
   wire \o__payload.first ;
   wire [15:0] \o__payload.keep ;
@@ -1701,130 +3738,616 @@ module \ace_nic_small.ch1_link0_recv_skid (rst, o__ready, i__valid, i__payload, 
   wire [7:0] \o__payload.tag ;
   input o__ready;
   wire o__ready;
-  output o__valid;
-  reg o__valid = 1'h0;
-  (* init = 179'h000000000000000000000000000000000000000000000 *)
-  wire [178:0] out_payload;
-  wire [127:0] \out_payload.data ;
-  wire \out_payload.first ;
-  wire [15:0] \out_payload.keep ;
-  wire \out_payload.last ;
-  wire [16:0] \out_payload.length ;
-  wire [7:0] \out_payload.src ;
-  wire [7:0] \out_payload.tag ;
   (* init = 1'h0 *)
-  wire out_valid;
+  wire o__valid;
+  output out_valid;
+  reg out_valid = 1'h0;
+  wire pop;
+  output [15:0] \port$3483$0 ;
+  wire [15:0] \port$3483$0 ;
+  output [15:0] \port$3484$0 ;
+  wire [15:0] \port$3484$0 ;
+  output [15:0] \port$3485$0 ;
+  wire [15:0] \port$3485$0 ;
+  output [15:0] \port$3486$0 ;
+  wire [15:0] \port$3486$0 ;
+  output [15:0] \port$3487$0 ;
+  wire [15:0] \port$3487$0 ;
+  output [15:0] \port$3488$0 ;
+  wire [15:0] \port$3488$0 ;
+  output [15:0] \port$3489$0 ;
+  wire [15:0] \port$3489$0 ;
+  output [15:0] \port$3490$0 ;
+  wire [15:0] \port$3490$0 ;
+  output [15:0] \port$3491$0 ;
+  wire [15:0] \port$3491$0 ;
+  output [15:0] \port$3492$0 ;
+  wire [15:0] \port$3492$0 ;
+  output [15:0] \port$3493$0 ;
+  wire [15:0] \port$3493$0 ;
+  output [2:0] \port$3494$0 ;
+  wire [2:0] \port$3494$0 ;
+  wire push;
+  reg r_at = 1'h0;
+  wire r_at_next;
+  reg r_at_r0 = 1'h0;
+  reg r_at_r1 = 1'h0;
+  reg r_at_r10 = 1'h0;
+  reg r_at_r11 = 1'h0;
+  reg r_at_r2 = 1'h0;
+  reg r_at_r3 = 1'h0;
+  reg r_at_r4 = 1'h0;
+  reg r_at_r5 = 1'h0;
+  reg r_at_r6 = 1'h0;
+  reg r_at_r7 = 1'h0;
+  reg r_at_r8 = 1'h0;
+  reg r_at_r9 = 1'h0;
   input rst;
   wire rst;
-  reg [178:0] skid_payload = 179'h000000000000000000000000000000000000000000000;
-  wire [127:0] \skid_payload.data ;
-  wire \skid_payload.first ;
-  wire [15:0] \skid_payload.keep ;
-  wire \skid_payload.last ;
-  wire [16:0] \skid_payload.length ;
-  wire [7:0] \skid_payload.src ;
-  wire [7:0] \skid_payload.tag ;
-  reg skid_valid = 1'h0;
-  assign \$1  = ~ skid_valid;
-  assign \$2  = ~ o__valid;
-  assign \$3  = ~ i__valid;
-  assign \$4  = \$2  | \$3 ;
-  assign \$5  = \$1  & \$4 ;
-  assign \$6  = o__ready | \$5 ;
-  assign \$7  = ~ o__valid;
-  assign \$8  = o__ready | \$7 ;
+  reg w_at = 1'h0;
+  wire w_at_next;
+  assign push = i__valid & in_ready;
+  assign pop = out_valid & o__ready;
+  assign \$1  = count + push;
+  assign \$2  = \$1  - pop;
+  assign w_at_next = w_at ^ push;
+  assign r_at_next = r_at ^ pop;
+  assign \$3  = r_at_r0 ? entry1[15:0] : entry0[15:0];
+  assign \$4  = r_at_r1 ? entry1[31:16] : entry0[31:16];
+  assign \$5  = r_at_r2 ? entry1[47:32] : entry0[47:32];
+  assign \$6  = r_at_r3 ? entry1[63:48] : entry0[63:48];
+  assign \$7  = r_at_r4 ? entry1[79:64] : entry0[79:64];
+  assign \$8  = r_at_r5 ? entry1[95:80] : entry0[95:80];
+  assign \$9  = r_at_r6 ? entry1[111:96] : entry0[111:96];
+  assign \$10  = r_at_r7 ? entry1[127:112] : entry0[127:112];
+  assign \$11  = r_at_r8 ? entry1[143:128] : entry0[143:128];
+  assign \$12  = r_at_r9 ? entry1[159:144] : entry0[159:144];
+  assign \$13  = r_at_r10 ? entry1[175:160] : entry0[175:160];
+  assign \$14  = r_at_r11 ? entry1[178:176] : entry0[178:176];
+  assign \$15  = \$2 [1:0] != 2'h2;
+  assign \$16  = | \$2 [1:0];
+  assign \$17  = \$2 [1:0] != 2'h2;
+  assign \$18  = ! w_at_next;
+  assign \$19  = \$17  & \$18 ;
+  assign \$20  = \$2 [1:0] != 2'h2;
+  assign \$21  = ! w_at_next;
+  assign \$22  = \$20  & \$21 ;
+  assign \$23  = \$2 [1:0] != 2'h2;
+  assign \$24  = ! w_at_next;
+  assign \$25  = \$23  & \$24 ;
+  assign \$26  = \$2 [1:0] != 2'h2;
+  assign \$27  = ! w_at_next;
+  assign \$28  = \$26  & \$27 ;
+  assign \$29  = \$2 [1:0] != 2'h2;
+  assign \$30  = ! w_at_next;
+  assign \$31  = \$29  & \$30 ;
+  assign \$32  = \$2 [1:0] != 2'h2;
+  assign \$33  = ! w_at_next;
+  assign \$34  = \$32  & \$33 ;
+  assign \$35  = \$2 [1:0] != 2'h2;
+  assign \$36  = ! w_at_next;
+  assign \$37  = \$35  & \$36 ;
+  assign \$38  = \$2 [1:0] != 2'h2;
+  assign \$39  = ! w_at_next;
+  assign \$40  = \$38  & \$39 ;
+  assign \$41  = \$2 [1:0] != 2'h2;
+  assign \$42  = ! w_at_next;
+  assign \$43  = \$41  & \$42 ;
+  assign \$44  = \$2 [1:0] != 2'h2;
+  assign \$45  = ! w_at_next;
+  assign \$46  = \$44  & \$45 ;
+  assign \$47  = \$2 [1:0] != 2'h2;
+  assign \$48  = ! w_at_next;
+  assign \$49  = \$47  & \$48 ;
+  assign \$50  = \$2 [1:0] != 2'h2;
+  assign \$51  = ! w_at_next;
+  assign \$52  = \$50  & \$51 ;
+  assign \$53  = \$2 [1:0] != 2'h2;
+  assign \$55  = \$53  & \$54 ;
+  assign \$56  = \$2 [1:0] != 2'h2;
+  assign \$58  = \$56  & \$57 ;
+  assign \$59  = \$2 [1:0] != 2'h2;
+  assign \$61  = \$59  & \$60 ;
+  assign \$62  = \$2 [1:0] != 2'h2;
+  assign \$64  = \$62  & \$63 ;
+  assign \$65  = \$2 [1:0] != 2'h2;
+  assign \$67  = \$65  & \$66 ;
+  assign \$68  = \$2 [1:0] != 2'h2;
+  assign \$70  = \$68  & \$69 ;
+  assign \$71  = \$2 [1:0] != 2'h2;
+  assign \$73  = \$71  & \$72 ;
+  assign \$74  = \$2 [1:0] != 2'h2;
+  assign \$76  = \$74  & \$75 ;
+  assign \$77  = \$2 [1:0] != 2'h2;
+  assign \$79  = \$77  & \$78 ;
+  assign \$80  = \$2 [1:0] != 2'h2;
+  assign \$82  = \$80  & \$81 ;
+  assign \$83  = \$2 [1:0] != 2'h2;
+  assign \$85  = \$83  & \$84 ;
+  assign \$86  = \$2 [1:0] != 2'h2;
+  assign \$88  = \$86  & \$87 ;
   always @(posedge clk)
-    i__ready <= \$9 ;
+    count <= \$89 ;
   always @(posedge clk)
-    o__valid <= \$10 ;
+    in_ready <= \$90 ;
   always @(posedge clk)
-    o__payload <= \$11 ;
+    out_valid <= \$91 ;
   always @(posedge clk)
-    skid_valid <= \$12 ;
+    w_at <= \$92 ;
   always @(posedge clk)
-    skid_payload <= \$13 ;
+    r_at <= \$93 ;
+  always @(posedge clk)
+    load0_r0 <= \$94 ;
+  always @(posedge clk)
+    load0_r1 <= \$95 ;
+  always @(posedge clk)
+    load0_r2 <= \$96 ;
+  always @(posedge clk)
+    load0_r3 <= \$97 ;
+  always @(posedge clk)
+    load0_r4 <= \$98 ;
+  always @(posedge clk)
+    load0_r5 <= \$99 ;
+  always @(posedge clk)
+    load0_r6 <= \$100 ;
+  always @(posedge clk)
+    load0_r7 <= \$101 ;
+  always @(posedge clk)
+    load0_r8 <= \$102 ;
+  always @(posedge clk)
+    load0_r9 <= \$103 ;
+  always @(posedge clk)
+    load0_r10 <= \$104 ;
+  always @(posedge clk)
+    load0_r11 <= \$105 ;
+  always @(posedge clk)
+    load1_r0 <= \$106 ;
+  always @(posedge clk)
+    load1_r1 <= \$107 ;
+  always @(posedge clk)
+    load1_r2 <= \$108 ;
+  always @(posedge clk)
+    load1_r3 <= \$109 ;
+  always @(posedge clk)
+    load1_r4 <= \$110 ;
+  always @(posedge clk)
+    load1_r5 <= \$111 ;
+  always @(posedge clk)
+    load1_r6 <= \$112 ;
+  always @(posedge clk)
+    load1_r7 <= \$113 ;
+  always @(posedge clk)
+    load1_r8 <= \$114 ;
+  always @(posedge clk)
+    load1_r9 <= \$115 ;
+  always @(posedge clk)
+    load1_r10 <= \$116 ;
+  always @(posedge clk)
+    load1_r11 <= \$117 ;
+  always @(posedge clk)
+    r_at_r0 <= \$118 ;
+  always @(posedge clk)
+    r_at_r1 <= \$119 ;
+  always @(posedge clk)
+    r_at_r2 <= \$120 ;
+  always @(posedge clk)
+    r_at_r3 <= \$121 ;
+  always @(posedge clk)
+    r_at_r4 <= \$122 ;
+  always @(posedge clk)
+    r_at_r5 <= \$123 ;
+  always @(posedge clk)
+    r_at_r6 <= \$124 ;
+  always @(posedge clk)
+    r_at_r7 <= \$125 ;
+  always @(posedge clk)
+    r_at_r8 <= \$126 ;
+  always @(posedge clk)
+    r_at_r9 <= \$127 ;
+  always @(posedge clk)
+    r_at_r10 <= \$128 ;
+  always @(posedge clk)
+    r_at_r11 <= \$129 ;
+  always @(posedge clk)
+    entry0 <= \$130 ;
+  always @(posedge clk)
+    entry1 <= \$131 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$9  = \$6 ;
+    \$89  = \$2 [1:0];
     if (rst) begin
-      \$9  = 1'h1;
+      \$89  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$10  = o__valid;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$10  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$10  = skid_valid;
-    end
+    \$90  = \$15 ;
     if (rst) begin
-      \$10  = 1'h0;
+      \$90  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$11  = o__payload;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$11  = i__payload;
-      end
-    end else if (o__ready) begin
-      \$11  = skid_payload;
-    end
+    \$91  = \$16 ;
     if (rst) begin
-      \$11  = 179'h000000000000000000000000000000000000000000000;
+      \$91  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$12  = skid_valid;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$12  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$12  = 1'h0;
-    end
+    \$92  = w_at_next;
     if (rst) begin
-      \$12  = 1'h0;
+      \$92  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$13  = skid_payload;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$13  = i__payload;
-      end
-    end
+    \$93  = r_at_next;
     if (rst) begin
-      \$13  = 179'h000000000000000000000000000000000000000000000;
+      \$93  = 1'h0;
     end
   end
-  assign in_ready = i__ready;
-  assign out_valid = o__valid;
-  assign out_payload = o__payload;
-  assign \o__payload.data  = o__payload[127:0];
-  assign \o__payload.keep  = o__payload[143:128];
-  assign \o__payload.first  = o__payload[144];
-  assign \o__payload.last  = o__payload[145];
-  assign \o__payload.src  = o__payload[153:146];
-  assign \o__payload.tag  = o__payload[161:154];
-  assign \o__payload.length  = o__payload[178:162];
-  assign \out_payload.data  = o__payload[127:0];
-  assign \out_payload.keep  = o__payload[143:128];
-  assign \out_payload.first  = o__payload[144];
-  assign \out_payload.last  = o__payload[145];
-  assign \out_payload.src  = o__payload[153:146];
-  assign \out_payload.tag  = o__payload[161:154];
-  assign \out_payload.length  = o__payload[178:162];
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$94  = \$19 ;
+    if (rst) begin
+      \$94  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$95  = \$22 ;
+    if (rst) begin
+      \$95  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$96  = \$25 ;
+    if (rst) begin
+      \$96  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$97  = \$28 ;
+    if (rst) begin
+      \$97  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$98  = \$31 ;
+    if (rst) begin
+      \$98  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$99  = \$34 ;
+    if (rst) begin
+      \$99  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$100  = \$37 ;
+    if (rst) begin
+      \$100  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$101  = \$40 ;
+    if (rst) begin
+      \$101  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$102  = \$43 ;
+    if (rst) begin
+      \$102  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$103  = \$46 ;
+    if (rst) begin
+      \$103  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$104  = \$49 ;
+    if (rst) begin
+      \$104  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$105  = \$52 ;
+    if (rst) begin
+      \$105  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$106  = \$55 ;
+    if (rst) begin
+      \$106  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$107  = \$58 ;
+    if (rst) begin
+      \$107  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$108  = \$61 ;
+    if (rst) begin
+      \$108  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$109  = \$64 ;
+    if (rst) begin
+      \$109  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$110  = \$67 ;
+    if (rst) begin
+      \$110  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$111  = \$70 ;
+    if (rst) begin
+      \$111  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$112  = \$73 ;
+    if (rst) begin
+      \$112  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$113  = \$76 ;
+    if (rst) begin
+      \$113  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$114  = \$79 ;
+    if (rst) begin
+      \$114  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$115  = \$82 ;
+    if (rst) begin
+      \$115  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$116  = \$85 ;
+    if (rst) begin
+      \$116  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$117  = \$88 ;
+    if (rst) begin
+      \$117  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$118  = r_at_next;
+    if (rst) begin
+      \$118  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$119  = r_at_next;
+    if (rst) begin
+      \$119  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$120  = r_at_next;
+    if (rst) begin
+      \$120  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$121  = r_at_next;
+    if (rst) begin
+      \$121  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$122  = r_at_next;
+    if (rst) begin
+      \$122  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$123  = r_at_next;
+    if (rst) begin
+      \$123  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$124  = r_at_next;
+    if (rst) begin
+      \$124  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$125  = r_at_next;
+    if (rst) begin
+      \$125  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$126  = r_at_next;
+    if (rst) begin
+      \$126  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$127  = r_at_next;
+    if (rst) begin
+      \$127  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$128  = r_at_next;
+    if (rst) begin
+      \$128  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$129  = r_at_next;
+    if (rst) begin
+      \$129  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$130  = entry0;
+    if (load0_r0) begin
+      \$130 [15:0] = i__payload[15:0];
+    end
+    if (load0_r1) begin
+      \$130 [31:16] = i__payload[31:16];
+    end
+    if (load0_r2) begin
+      \$130 [47:32] = i__payload[47:32];
+    end
+    if (load0_r3) begin
+      \$130 [63:48] = i__payload[63:48];
+    end
+    if (load0_r4) begin
+      \$130 [79:64] = i__payload[79:64];
+    end
+    if (load0_r5) begin
+      \$130 [95:80] = i__payload[95:80];
+    end
+    if (load0_r6) begin
+      \$130 [111:96] = i__payload[111:96];
+    end
+    if (load0_r7) begin
+      \$130 [127:112] = i__payload[127:112];
+    end
+    if (load0_r8) begin
+      \$130 [143:128] = i__payload[143:128];
+    end
+    if (load0_r9) begin
+      \$130 [159:144] = i__payload[159:144];
+    end
+    if (load0_r10) begin
+      \$130 [175:160] = i__payload[175:160];
+    end
+    if (load0_r11) begin
+      \$130 [178:176] = i__payload[178:176];
+    end
+    if (rst) begin
+      \$130  = 179'h000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$131  = entry1;
+    if (load1_r0) begin
+      \$131 [15:0] = i__payload[15:0];
+    end
+    if (load1_r1) begin
+      \$131 [31:16] = i__payload[31:16];
+    end
+    if (load1_r2) begin
+      \$131 [47:32] = i__payload[47:32];
+    end
+    if (load1_r3) begin
+      \$131 [63:48] = i__payload[63:48];
+    end
+    if (load1_r4) begin
+      \$131 [79:64] = i__payload[79:64];
+    end
+    if (load1_r5) begin
+      \$131 [95:80] = i__payload[95:80];
+    end
+    if (load1_r6) begin
+      \$131 [111:96] = i__payload[111:96];
+    end
+    if (load1_r7) begin
+      \$131 [127:112] = i__payload[127:112];
+    end
+    if (load1_r8) begin
+      \$131 [143:128] = i__payload[143:128];
+    end
+    if (load1_r9) begin
+      \$131 [159:144] = i__payload[159:144];
+    end
+    if (load1_r10) begin
+      \$131 [175:160] = i__payload[175:160];
+    end
+    if (load1_r11) begin
+      \$131 [178:176] = i__payload[178:176];
+    end
+    if (rst) begin
+      \$131  = 179'h000000000000000000000000000000000000000000000;
+    end
+  end
+  assign count_next = \$2 [1:0];
+  assign i__ready = in_ready;
+  assign o__valid = out_valid;
+  assign o__payload = { \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
+  assign \port$3483$0  = \$3 ;
+  assign \port$3484$0  = \$4 ;
+  assign \port$3485$0  = \$5 ;
+  assign \port$3486$0  = \$6 ;
+  assign \port$3487$0  = \$7 ;
+  assign \port$3488$0  = \$8 ;
+  assign \port$3489$0  = \$9 ;
+  assign \port$3490$0  = \$10 ;
+  assign \port$3491$0  = \$11 ;
+  assign \port$3492$0  = \$12 ;
+  assign \port$3493$0  = \$13 ;
+  assign \port$3494$0  = \$14 ;
+  assign \o__payload.data  = { \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
+  assign \o__payload.keep  = \$11 ;
+  assign \o__payload.first  = \$12 [0];
+  assign \o__payload.last  = \$12 [1];
+  assign \o__payload.src  = \$12 [9:2];
+  assign \o__payload.tag  = { \$13 [1:0], \$12 [15:10] };
+  assign \o__payload.length  = { \$14 , \$13 [15:2] };
   assign \i__payload.data  = i__payload[127:0];
   assign \i__payload.keep  = i__payload[143:128];
   assign \i__payload.first  = i__payload[144];
@@ -1832,33 +4355,160 @@ module \ace_nic_small.ch1_link0_recv_skid (rst, o__ready, i__valid, i__payload, 
   assign \i__payload.src  = i__payload[153:146];
   assign \i__payload.tag  = i__payload[161:154];
   assign \i__payload.length  = i__payload[178:162];
-  assign \skid_payload.data  = skid_payload[127:0];
-  assign \skid_payload.keep  = skid_payload[143:128];
-  assign \skid_payload.first  = skid_payload[144];
-  assign \skid_payload.last  = skid_payload[145];
-  assign \skid_payload.src  = skid_payload[153:146];
-  assign \skid_payload.tag  = skid_payload[161:154];
-  assign \skid_payload.length  = skid_payload[178:162];
+  assign \$54  = w_at_next;
+  assign \$57  = w_at_next;
+  assign \$60  = w_at_next;
+  assign \$63  = w_at_next;
+  assign \$66  = w_at_next;
+  assign \$69  = w_at_next;
+  assign \$72  = w_at_next;
+  assign \$75  = w_at_next;
+  assign \$78  = w_at_next;
+  assign \$81  = w_at_next;
+  assign \$84  = w_at_next;
+  assign \$87  = w_at_next;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.ch1_link1_recv_skid (rst, o__ready, i__valid, i__payload, i__ready, o__valid, o__payload, clk);
+module \ace_nic_small.ch1_link1_recv_skid (rst, o__ready, \port$3623$0 , \port$3624$0 , \port$3625$0 , \port$3626$0 , \port$3627$0 , \port$3628$0 , \port$3629$0 , \port$3630$0 , \port$3631$0 , \port$3632$0 , \port$3633$0 , \port$3634$0 , i__valid, i__payload, in_ready, out_valid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$54  = 0;
-  wire \$1 ;
-  reg \$10 ;
-  reg [178:0] \$11 ;
-  reg \$12 ;
-  reg [178:0] \$13 ;
-  wire \$2 ;
-  wire \$3 ;
-  wire \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  reg \$9 ;
+  wire [2:0] \$1 ;
+  wire [15:0] \$10 ;
+  reg \$100 ;
+  reg \$101 ;
+  reg \$102 ;
+  reg \$103 ;
+  reg \$104 ;
+  reg \$105 ;
+  reg \$106 ;
+  reg \$107 ;
+  reg \$108 ;
+  reg \$109 ;
+  wire [15:0] \$11 ;
+  reg \$110 ;
+  reg \$111 ;
+  reg \$112 ;
+  reg \$113 ;
+  reg \$114 ;
+  reg \$115 ;
+  reg \$116 ;
+  reg \$117 ;
+  reg \$118 ;
+  reg \$119 ;
+  wire [15:0] \$12 ;
+  reg \$120 ;
+  reg \$121 ;
+  reg \$122 ;
+  reg \$123 ;
+  reg \$124 ;
+  reg \$125 ;
+  reg \$126 ;
+  reg \$127 ;
+  reg \$128 ;
+  reg \$129 ;
+  wire [15:0] \$13 ;
+  reg [178:0] \$130 ;
+  reg [178:0] \$131 ;
+  wire [2:0] \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire \$17 ;
+  wire \$18 ;
+  wire \$19 ;
+  wire [3:0] \$2 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire \$22 ;
+  wire \$23 ;
+  wire \$24 ;
+  wire \$25 ;
+  wire \$26 ;
+  wire \$27 ;
+  wire \$28 ;
+  wire \$29 ;
+  wire [15:0] \$3 ;
+  wire \$30 ;
+  wire \$31 ;
+  wire \$32 ;
+  wire \$33 ;
+  wire \$34 ;
+  wire \$35 ;
+  wire \$36 ;
+  wire \$37 ;
+  wire \$38 ;
+  wire \$39 ;
+  wire [15:0] \$4 ;
+  wire \$40 ;
+  wire \$41 ;
+  wire \$42 ;
+  wire \$43 ;
+  wire \$44 ;
+  wire \$45 ;
+  wire \$46 ;
+  wire \$47 ;
+  wire \$48 ;
+  wire \$49 ;
+  wire [15:0] \$5 ;
+  wire \$50 ;
+  wire \$51 ;
+  wire \$52 ;
+  wire \$53 ;
+  wire \$54 ;
+  wire \$55 ;
+  wire \$56 ;
+  wire \$57 ;
+  wire \$58 ;
+  wire \$59 ;
+  wire [15:0] \$6 ;
+  wire \$60 ;
+  wire \$61 ;
+  wire \$62 ;
+  wire \$63 ;
+  wire \$64 ;
+  wire \$65 ;
+  wire \$66 ;
+  wire \$67 ;
+  wire \$68 ;
+  wire \$69 ;
+  wire [15:0] \$7 ;
+  wire \$70 ;
+  wire \$71 ;
+  wire \$72 ;
+  wire \$73 ;
+  wire \$74 ;
+  wire \$75 ;
+  wire \$76 ;
+  wire \$77 ;
+  wire \$78 ;
+  wire \$79 ;
+  wire [15:0] \$8 ;
+  wire \$80 ;
+  wire \$81 ;
+  wire \$82 ;
+  wire \$83 ;
+  wire \$84 ;
+  wire \$85 ;
+  wire \$86 ;
+  wire \$87 ;
+  wire \$88 ;
+  reg [1:0] \$89 ;
+  wire [15:0] \$9 ;
+  reg \$90 ;
+  reg \$91 ;
+  reg \$92 ;
+  reg \$93 ;
+  reg \$94 ;
+  reg \$95 ;
+  reg \$96 ;
+  reg \$97 ;
+  reg \$98 ;
+  reg \$99 ;
   input clk;
   wire clk;
+  reg [1:0] count = 2'h0;
+  wire [1:0] count_next;
+  reg [178:0] entry0 = 179'h000000000000000000000000000000000000000000000;
+  reg [178:0] entry1 = 179'h000000000000000000000000000000000000000000000;
   input [178:0] i__payload;
   wire [178:0] i__payload;
   wire [127:0] \i__payload.data ;
@@ -1868,14 +4518,37 @@ module \ace_nic_small.ch1_link1_recv_skid (rst, o__ready, i__valid, i__payload, 
   wire [16:0] \i__payload.length ;
   wire [7:0] \i__payload.src ;
   wire [7:0] \i__payload.tag ;
-  output i__ready;
-  reg i__ready = 1'h1;
+  (* init = 1'h1 *)
+  wire i__ready;
   input i__valid;
   wire i__valid;
-  (* init = 1'h1 *)
-  wire in_ready;
-  output [178:0] o__payload;
-  reg [178:0] o__payload = 179'h000000000000000000000000000000000000000000000;
+  output in_ready;
+  reg in_ready = 1'h1;
+  reg load0_r0 = 1'h1;
+  reg load0_r1 = 1'h1;
+  reg load0_r10 = 1'h1;
+  reg load0_r11 = 1'h1;
+  reg load0_r2 = 1'h1;
+  reg load0_r3 = 1'h1;
+  reg load0_r4 = 1'h1;
+  reg load0_r5 = 1'h1;
+  reg load0_r6 = 1'h1;
+  reg load0_r7 = 1'h1;
+  reg load0_r8 = 1'h1;
+  reg load0_r9 = 1'h1;
+  reg load1_r0 = 1'h0;
+  reg load1_r1 = 1'h0;
+  reg load1_r10 = 1'h0;
+  reg load1_r11 = 1'h0;
+  reg load1_r2 = 1'h0;
+  reg load1_r3 = 1'h0;
+  reg load1_r4 = 1'h0;
+  reg load1_r5 = 1'h0;
+  reg load1_r6 = 1'h0;
+  reg load1_r7 = 1'h0;
+  reg load1_r8 = 1'h0;
+  reg load1_r9 = 1'h0;
+  wire [178:0] o__payload;
   wire [127:0] \o__payload.data ;
   wire \o__payload.first ;
   wire [15:0] \o__payload.keep ;
@@ -1885,130 +4558,616 @@ module \ace_nic_small.ch1_link1_recv_skid (rst, o__ready, i__valid, i__payload, 
   wire [7:0] \o__payload.tag ;
   input o__ready;
   wire o__ready;
-  output o__valid;
-  reg o__valid = 1'h0;
-  (* init = 179'h000000000000000000000000000000000000000000000 *)
-  wire [178:0] out_payload;
-  wire [127:0] \out_payload.data ;
-  wire \out_payload.first ;
-  wire [15:0] \out_payload.keep ;
-  wire \out_payload.last ;
-  wire [16:0] \out_payload.length ;
-  wire [7:0] \out_payload.src ;
-  wire [7:0] \out_payload.tag ;
   (* init = 1'h0 *)
-  wire out_valid;
+  wire o__valid;
+  output out_valid;
+  reg out_valid = 1'h0;
+  wire pop;
+  output [15:0] \port$3623$0 ;
+  wire [15:0] \port$3623$0 ;
+  output [15:0] \port$3624$0 ;
+  wire [15:0] \port$3624$0 ;
+  output [15:0] \port$3625$0 ;
+  wire [15:0] \port$3625$0 ;
+  output [15:0] \port$3626$0 ;
+  wire [15:0] \port$3626$0 ;
+  output [15:0] \port$3627$0 ;
+  wire [15:0] \port$3627$0 ;
+  output [15:0] \port$3628$0 ;
+  wire [15:0] \port$3628$0 ;
+  output [15:0] \port$3629$0 ;
+  wire [15:0] \port$3629$0 ;
+  output [15:0] \port$3630$0 ;
+  wire [15:0] \port$3630$0 ;
+  output [15:0] \port$3631$0 ;
+  wire [15:0] \port$3631$0 ;
+  output [15:0] \port$3632$0 ;
+  wire [15:0] \port$3632$0 ;
+  output [15:0] \port$3633$0 ;
+  wire [15:0] \port$3633$0 ;
+  output [2:0] \port$3634$0 ;
+  wire [2:0] \port$3634$0 ;
+  wire push;
+  reg r_at = 1'h0;
+  wire r_at_next;
+  reg r_at_r0 = 1'h0;
+  reg r_at_r1 = 1'h0;
+  reg r_at_r10 = 1'h0;
+  reg r_at_r11 = 1'h0;
+  reg r_at_r2 = 1'h0;
+  reg r_at_r3 = 1'h0;
+  reg r_at_r4 = 1'h0;
+  reg r_at_r5 = 1'h0;
+  reg r_at_r6 = 1'h0;
+  reg r_at_r7 = 1'h0;
+  reg r_at_r8 = 1'h0;
+  reg r_at_r9 = 1'h0;
   input rst;
   wire rst;
-  reg [178:0] skid_payload = 179'h000000000000000000000000000000000000000000000;
-  wire [127:0] \skid_payload.data ;
-  wire \skid_payload.first ;
-  wire [15:0] \skid_payload.keep ;
-  wire \skid_payload.last ;
-  wire [16:0] \skid_payload.length ;
-  wire [7:0] \skid_payload.src ;
-  wire [7:0] \skid_payload.tag ;
-  reg skid_valid = 1'h0;
-  assign \$1  = ~ skid_valid;
-  assign \$2  = ~ o__valid;
-  assign \$3  = ~ i__valid;
-  assign \$4  = \$2  | \$3 ;
-  assign \$5  = \$1  & \$4 ;
-  assign \$6  = o__ready | \$5 ;
-  assign \$7  = ~ o__valid;
-  assign \$8  = o__ready | \$7 ;
+  reg w_at = 1'h0;
+  wire w_at_next;
+  assign push = i__valid & in_ready;
+  assign pop = out_valid & o__ready;
+  assign \$1  = count + push;
+  assign \$2  = \$1  - pop;
+  assign w_at_next = w_at ^ push;
+  assign r_at_next = r_at ^ pop;
+  assign \$3  = r_at_r0 ? entry1[15:0] : entry0[15:0];
+  assign \$4  = r_at_r1 ? entry1[31:16] : entry0[31:16];
+  assign \$5  = r_at_r2 ? entry1[47:32] : entry0[47:32];
+  assign \$6  = r_at_r3 ? entry1[63:48] : entry0[63:48];
+  assign \$7  = r_at_r4 ? entry1[79:64] : entry0[79:64];
+  assign \$8  = r_at_r5 ? entry1[95:80] : entry0[95:80];
+  assign \$9  = r_at_r6 ? entry1[111:96] : entry0[111:96];
+  assign \$10  = r_at_r7 ? entry1[127:112] : entry0[127:112];
+  assign \$11  = r_at_r8 ? entry1[143:128] : entry0[143:128];
+  assign \$12  = r_at_r9 ? entry1[159:144] : entry0[159:144];
+  assign \$13  = r_at_r10 ? entry1[175:160] : entry0[175:160];
+  assign \$14  = r_at_r11 ? entry1[178:176] : entry0[178:176];
+  assign \$15  = \$2 [1:0] != 2'h2;
+  assign \$16  = | \$2 [1:0];
+  assign \$17  = \$2 [1:0] != 2'h2;
+  assign \$18  = ! w_at_next;
+  assign \$19  = \$17  & \$18 ;
+  assign \$20  = \$2 [1:0] != 2'h2;
+  assign \$21  = ! w_at_next;
+  assign \$22  = \$20  & \$21 ;
+  assign \$23  = \$2 [1:0] != 2'h2;
+  assign \$24  = ! w_at_next;
+  assign \$25  = \$23  & \$24 ;
+  assign \$26  = \$2 [1:0] != 2'h2;
+  assign \$27  = ! w_at_next;
+  assign \$28  = \$26  & \$27 ;
+  assign \$29  = \$2 [1:0] != 2'h2;
+  assign \$30  = ! w_at_next;
+  assign \$31  = \$29  & \$30 ;
+  assign \$32  = \$2 [1:0] != 2'h2;
+  assign \$33  = ! w_at_next;
+  assign \$34  = \$32  & \$33 ;
+  assign \$35  = \$2 [1:0] != 2'h2;
+  assign \$36  = ! w_at_next;
+  assign \$37  = \$35  & \$36 ;
+  assign \$38  = \$2 [1:0] != 2'h2;
+  assign \$39  = ! w_at_next;
+  assign \$40  = \$38  & \$39 ;
+  assign \$41  = \$2 [1:0] != 2'h2;
+  assign \$42  = ! w_at_next;
+  assign \$43  = \$41  & \$42 ;
+  assign \$44  = \$2 [1:0] != 2'h2;
+  assign \$45  = ! w_at_next;
+  assign \$46  = \$44  & \$45 ;
+  assign \$47  = \$2 [1:0] != 2'h2;
+  assign \$48  = ! w_at_next;
+  assign \$49  = \$47  & \$48 ;
+  assign \$50  = \$2 [1:0] != 2'h2;
+  assign \$51  = ! w_at_next;
+  assign \$52  = \$50  & \$51 ;
+  assign \$53  = \$2 [1:0] != 2'h2;
+  assign \$55  = \$53  & \$54 ;
+  assign \$56  = \$2 [1:0] != 2'h2;
+  assign \$58  = \$56  & \$57 ;
+  assign \$59  = \$2 [1:0] != 2'h2;
+  assign \$61  = \$59  & \$60 ;
+  assign \$62  = \$2 [1:0] != 2'h2;
+  assign \$64  = \$62  & \$63 ;
+  assign \$65  = \$2 [1:0] != 2'h2;
+  assign \$67  = \$65  & \$66 ;
+  assign \$68  = \$2 [1:0] != 2'h2;
+  assign \$70  = \$68  & \$69 ;
+  assign \$71  = \$2 [1:0] != 2'h2;
+  assign \$73  = \$71  & \$72 ;
+  assign \$74  = \$2 [1:0] != 2'h2;
+  assign \$76  = \$74  & \$75 ;
+  assign \$77  = \$2 [1:0] != 2'h2;
+  assign \$79  = \$77  & \$78 ;
+  assign \$80  = \$2 [1:0] != 2'h2;
+  assign \$82  = \$80  & \$81 ;
+  assign \$83  = \$2 [1:0] != 2'h2;
+  assign \$85  = \$83  & \$84 ;
+  assign \$86  = \$2 [1:0] != 2'h2;
+  assign \$88  = \$86  & \$87 ;
   always @(posedge clk)
-    i__ready <= \$9 ;
+    count <= \$89 ;
   always @(posedge clk)
-    o__valid <= \$10 ;
+    in_ready <= \$90 ;
   always @(posedge clk)
-    o__payload <= \$11 ;
+    out_valid <= \$91 ;
   always @(posedge clk)
-    skid_valid <= \$12 ;
+    w_at <= \$92 ;
   always @(posedge clk)
-    skid_payload <= \$13 ;
+    r_at <= \$93 ;
+  always @(posedge clk)
+    load0_r0 <= \$94 ;
+  always @(posedge clk)
+    load0_r1 <= \$95 ;
+  always @(posedge clk)
+    load0_r2 <= \$96 ;
+  always @(posedge clk)
+    load0_r3 <= \$97 ;
+  always @(posedge clk)
+    load0_r4 <= \$98 ;
+  always @(posedge clk)
+    load0_r5 <= \$99 ;
+  always @(posedge clk)
+    load0_r6 <= \$100 ;
+  always @(posedge clk)
+    load0_r7 <= \$101 ;
+  always @(posedge clk)
+    load0_r8 <= \$102 ;
+  always @(posedge clk)
+    load0_r9 <= \$103 ;
+  always @(posedge clk)
+    load0_r10 <= \$104 ;
+  always @(posedge clk)
+    load0_r11 <= \$105 ;
+  always @(posedge clk)
+    load1_r0 <= \$106 ;
+  always @(posedge clk)
+    load1_r1 <= \$107 ;
+  always @(posedge clk)
+    load1_r2 <= \$108 ;
+  always @(posedge clk)
+    load1_r3 <= \$109 ;
+  always @(posedge clk)
+    load1_r4 <= \$110 ;
+  always @(posedge clk)
+    load1_r5 <= \$111 ;
+  always @(posedge clk)
+    load1_r6 <= \$112 ;
+  always @(posedge clk)
+    load1_r7 <= \$113 ;
+  always @(posedge clk)
+    load1_r8 <= \$114 ;
+  always @(posedge clk)
+    load1_r9 <= \$115 ;
+  always @(posedge clk)
+    load1_r10 <= \$116 ;
+  always @(posedge clk)
+    load1_r11 <= \$117 ;
+  always @(posedge clk)
+    r_at_r0 <= \$118 ;
+  always @(posedge clk)
+    r_at_r1 <= \$119 ;
+  always @(posedge clk)
+    r_at_r2 <= \$120 ;
+  always @(posedge clk)
+    r_at_r3 <= \$121 ;
+  always @(posedge clk)
+    r_at_r4 <= \$122 ;
+  always @(posedge clk)
+    r_at_r5 <= \$123 ;
+  always @(posedge clk)
+    r_at_r6 <= \$124 ;
+  always @(posedge clk)
+    r_at_r7 <= \$125 ;
+  always @(posedge clk)
+    r_at_r8 <= \$126 ;
+  always @(posedge clk)
+    r_at_r9 <= \$127 ;
+  always @(posedge clk)
+    r_at_r10 <= \$128 ;
+  always @(posedge clk)
+    r_at_r11 <= \$129 ;
+  always @(posedge clk)
+    entry0 <= \$130 ;
+  always @(posedge clk)
+    entry1 <= \$131 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$9  = \$6 ;
+    \$89  = \$2 [1:0];
     if (rst) begin
-      \$9  = 1'h1;
+      \$89  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$10  = o__valid;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$10  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$10  = skid_valid;
-    end
+    \$90  = \$15 ;
     if (rst) begin
-      \$10  = 1'h0;
+      \$90  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$11  = o__payload;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$11  = i__payload;
-      end
-    end else if (o__ready) begin
-      \$11  = skid_payload;
-    end
+    \$91  = \$16 ;
     if (rst) begin
-      \$11  = 179'h000000000000000000000000000000000000000000000;
+      \$91  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$12  = skid_valid;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$12  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$12  = 1'h0;
-    end
+    \$92  = w_at_next;
     if (rst) begin
-      \$12  = 1'h0;
+      \$92  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$13  = skid_payload;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$13  = i__payload;
-      end
-    end
+    \$93  = r_at_next;
     if (rst) begin
-      \$13  = 179'h000000000000000000000000000000000000000000000;
+      \$93  = 1'h0;
     end
   end
-  assign in_ready = i__ready;
-  assign out_valid = o__valid;
-  assign out_payload = o__payload;
-  assign \o__payload.data  = o__payload[127:0];
-  assign \o__payload.keep  = o__payload[143:128];
-  assign \o__payload.first  = o__payload[144];
-  assign \o__payload.last  = o__payload[145];
-  assign \o__payload.src  = o__payload[153:146];
-  assign \o__payload.tag  = o__payload[161:154];
-  assign \o__payload.length  = o__payload[178:162];
-  assign \out_payload.data  = o__payload[127:0];
-  assign \out_payload.keep  = o__payload[143:128];
-  assign \out_payload.first  = o__payload[144];
-  assign \out_payload.last  = o__payload[145];
-  assign \out_payload.src  = o__payload[153:146];
-  assign \out_payload.tag  = o__payload[161:154];
-  assign \out_payload.length  = o__payload[178:162];
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$94  = \$19 ;
+    if (rst) begin
+      \$94  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$95  = \$22 ;
+    if (rst) begin
+      \$95  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$96  = \$25 ;
+    if (rst) begin
+      \$96  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$97  = \$28 ;
+    if (rst) begin
+      \$97  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$98  = \$31 ;
+    if (rst) begin
+      \$98  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$99  = \$34 ;
+    if (rst) begin
+      \$99  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$100  = \$37 ;
+    if (rst) begin
+      \$100  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$101  = \$40 ;
+    if (rst) begin
+      \$101  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$102  = \$43 ;
+    if (rst) begin
+      \$102  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$103  = \$46 ;
+    if (rst) begin
+      \$103  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$104  = \$49 ;
+    if (rst) begin
+      \$104  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$105  = \$52 ;
+    if (rst) begin
+      \$105  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$106  = \$55 ;
+    if (rst) begin
+      \$106  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$107  = \$58 ;
+    if (rst) begin
+      \$107  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$108  = \$61 ;
+    if (rst) begin
+      \$108  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$109  = \$64 ;
+    if (rst) begin
+      \$109  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$110  = \$67 ;
+    if (rst) begin
+      \$110  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$111  = \$70 ;
+    if (rst) begin
+      \$111  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$112  = \$73 ;
+    if (rst) begin
+      \$112  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$113  = \$76 ;
+    if (rst) begin
+      \$113  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$114  = \$79 ;
+    if (rst) begin
+      \$114  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$115  = \$82 ;
+    if (rst) begin
+      \$115  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$116  = \$85 ;
+    if (rst) begin
+      \$116  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$117  = \$88 ;
+    if (rst) begin
+      \$117  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$118  = r_at_next;
+    if (rst) begin
+      \$118  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$119  = r_at_next;
+    if (rst) begin
+      \$119  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$120  = r_at_next;
+    if (rst) begin
+      \$120  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$121  = r_at_next;
+    if (rst) begin
+      \$121  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$122  = r_at_next;
+    if (rst) begin
+      \$122  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$123  = r_at_next;
+    if (rst) begin
+      \$123  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$124  = r_at_next;
+    if (rst) begin
+      \$124  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$125  = r_at_next;
+    if (rst) begin
+      \$125  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$126  = r_at_next;
+    if (rst) begin
+      \$126  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$127  = r_at_next;
+    if (rst) begin
+      \$127  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$128  = r_at_next;
+    if (rst) begin
+      \$128  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$129  = r_at_next;
+    if (rst) begin
+      \$129  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$130  = entry0;
+    if (load0_r0) begin
+      \$130 [15:0] = i__payload[15:0];
+    end
+    if (load0_r1) begin
+      \$130 [31:16] = i__payload[31:16];
+    end
+    if (load0_r2) begin
+      \$130 [47:32] = i__payload[47:32];
+    end
+    if (load0_r3) begin
+      \$130 [63:48] = i__payload[63:48];
+    end
+    if (load0_r4) begin
+      \$130 [79:64] = i__payload[79:64];
+    end
+    if (load0_r5) begin
+      \$130 [95:80] = i__payload[95:80];
+    end
+    if (load0_r6) begin
+      \$130 [111:96] = i__payload[111:96];
+    end
+    if (load0_r7) begin
+      \$130 [127:112] = i__payload[127:112];
+    end
+    if (load0_r8) begin
+      \$130 [143:128] = i__payload[143:128];
+    end
+    if (load0_r9) begin
+      \$130 [159:144] = i__payload[159:144];
+    end
+    if (load0_r10) begin
+      \$130 [175:160] = i__payload[175:160];
+    end
+    if (load0_r11) begin
+      \$130 [178:176] = i__payload[178:176];
+    end
+    if (rst) begin
+      \$130  = 179'h000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$131  = entry1;
+    if (load1_r0) begin
+      \$131 [15:0] = i__payload[15:0];
+    end
+    if (load1_r1) begin
+      \$131 [31:16] = i__payload[31:16];
+    end
+    if (load1_r2) begin
+      \$131 [47:32] = i__payload[47:32];
+    end
+    if (load1_r3) begin
+      \$131 [63:48] = i__payload[63:48];
+    end
+    if (load1_r4) begin
+      \$131 [79:64] = i__payload[79:64];
+    end
+    if (load1_r5) begin
+      \$131 [95:80] = i__payload[95:80];
+    end
+    if (load1_r6) begin
+      \$131 [111:96] = i__payload[111:96];
+    end
+    if (load1_r7) begin
+      \$131 [127:112] = i__payload[127:112];
+    end
+    if (load1_r8) begin
+      \$131 [143:128] = i__payload[143:128];
+    end
+    if (load1_r9) begin
+      \$131 [159:144] = i__payload[159:144];
+    end
+    if (load1_r10) begin
+      \$131 [175:160] = i__payload[175:160];
+    end
+    if (load1_r11) begin
+      \$131 [178:176] = i__payload[178:176];
+    end
+    if (rst) begin
+      \$131  = 179'h000000000000000000000000000000000000000000000;
+    end
+  end
+  assign count_next = \$2 [1:0];
+  assign i__ready = in_ready;
+  assign o__valid = out_valid;
+  assign o__payload = { \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
+  assign \port$3623$0  = \$3 ;
+  assign \port$3624$0  = \$4 ;
+  assign \port$3625$0  = \$5 ;
+  assign \port$3626$0  = \$6 ;
+  assign \port$3627$0  = \$7 ;
+  assign \port$3628$0  = \$8 ;
+  assign \port$3629$0  = \$9 ;
+  assign \port$3630$0  = \$10 ;
+  assign \port$3631$0  = \$11 ;
+  assign \port$3632$0  = \$12 ;
+  assign \port$3633$0  = \$13 ;
+  assign \port$3634$0  = \$14 ;
+  assign \o__payload.data  = { \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
+  assign \o__payload.keep  = \$11 ;
+  assign \o__payload.first  = \$12 [0];
+  assign \o__payload.last  = \$12 [1];
+  assign \o__payload.src  = \$12 [9:2];
+  assign \o__payload.tag  = { \$13 [1:0], \$12 [15:10] };
+  assign \o__payload.length  = { \$14 , \$13 [15:2] };
   assign \i__payload.data  = i__payload[127:0];
   assign \i__payload.keep  = i__payload[143:128];
   assign \i__payload.first  = i__payload[144];
@@ -2016,162 +5175,603 @@ module \ace_nic_small.ch1_link1_recv_skid (rst, o__ready, i__valid, i__payload, 
   assign \i__payload.src  = i__payload[153:146];
   assign \i__payload.tag  = i__payload[161:154];
   assign \i__payload.length  = i__payload[178:162];
-  assign \skid_payload.data  = skid_payload[127:0];
-  assign \skid_payload.keep  = skid_payload[143:128];
-  assign \skid_payload.first  = skid_payload[144];
-  assign \skid_payload.last  = skid_payload[145];
-  assign \skid_payload.src  = skid_payload[153:146];
-  assign \skid_payload.tag  = skid_payload[161:154];
-  assign \skid_payload.length  = skid_payload[178:162];
+  assign \$54  = w_at_next;
+  assign \$57  = w_at_next;
+  assign \$60  = w_at_next;
+  assign \$63  = w_at_next;
+  assign \$66  = w_at_next;
+  assign \$69  = w_at_next;
+  assign \$72  = w_at_next;
+  assign \$75  = w_at_next;
+  assign \$78  = w_at_next;
+  assign \$81  = w_at_next;
+  assign \$84  = w_at_next;
+  assign \$87  = w_at_next;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.ch1_send_skid (i__valid, clk, rst, o__ready, i__ready, o__valid, o__payload, i__payload);
+module \ace_nic_small.ch1_send_skid (i__valid, clk, rst, o__ready, \port$3107$0 , \port$3108$0 , \port$3109$0 , \port$3110$0 , \port$3111$0 , \port$3112$0 , \port$3113$0 , \port$3114$0 , in_ready, out_valid, i__payload);
   reg \$auto$verilog_backend.cc:2355:dump_module$55  = 0;
-  wire \$1 ;
-  reg \$10 ;
-  reg [127:0] \$11 ;
-  reg \$12 ;
-  reg [127:0] \$13 ;
-  wire \$2 ;
-  wire \$3 ;
-  wire \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  reg \$9 ;
+  wire [2:0] \$1 ;
+  wire [15:0] \$10 ;
+  wire \$11 ;
+  wire \$12 ;
+  wire \$13 ;
+  wire \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire \$17 ;
+  wire \$18 ;
+  wire \$19 ;
+  wire [3:0] \$2 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire \$22 ;
+  wire \$23 ;
+  wire \$24 ;
+  wire \$25 ;
+  wire \$26 ;
+  wire \$27 ;
+  wire \$28 ;
+  wire \$29 ;
+  wire [15:0] \$3 ;
+  wire \$30 ;
+  wire \$31 ;
+  wire \$32 ;
+  wire \$33 ;
+  wire \$34 ;
+  wire \$35 ;
+  wire \$36 ;
+  wire \$37 ;
+  wire \$38 ;
+  wire \$39 ;
+  wire [15:0] \$4 ;
+  wire \$40 ;
+  wire \$41 ;
+  wire \$42 ;
+  wire \$43 ;
+  wire \$44 ;
+  wire \$45 ;
+  wire \$46 ;
+  wire \$47 ;
+  wire \$48 ;
+  wire \$49 ;
+  wire [15:0] \$5 ;
+  wire \$50 ;
+  wire \$51 ;
+  wire \$52 ;
+  wire \$53 ;
+  wire \$54 ;
+  wire \$55 ;
+  wire \$56 ;
+  wire \$57 ;
+  wire \$58 ;
+  wire \$59 ;
+  wire [15:0] \$6 ;
+  wire \$60 ;
+  reg [1:0] \$61 ;
+  reg \$62 ;
+  reg \$63 ;
+  reg \$64 ;
+  reg \$65 ;
+  reg \$66 ;
+  reg \$67 ;
+  reg \$68 ;
+  reg \$69 ;
+  wire [15:0] \$7 ;
+  reg \$70 ;
+  reg \$71 ;
+  reg \$72 ;
+  reg \$73 ;
+  reg \$74 ;
+  reg \$75 ;
+  reg \$76 ;
+  reg \$77 ;
+  reg \$78 ;
+  reg \$79 ;
+  wire [15:0] \$8 ;
+  reg \$80 ;
+  reg \$81 ;
+  reg \$82 ;
+  reg \$83 ;
+  reg \$84 ;
+  reg \$85 ;
+  reg \$86 ;
+  reg \$87 ;
+  reg \$88 ;
+  reg \$89 ;
+  wire [15:0] \$9 ;
+  reg [127:0] \$90 ;
+  reg [127:0] \$91 ;
   input clk;
   wire clk;
+  reg [1:0] count = 2'h0;
+  wire [1:0] count_next;
+  reg [127:0] entry0 = 128'h00000000000000000000000000000000;
+  reg [127:0] entry1 = 128'h00000000000000000000000000000000;
   input [127:0] i__payload;
   wire [127:0] i__payload;
   wire [127:0] \i__payload.data ;
-  output i__ready;
-  reg i__ready = 1'h1;
+  (* init = 1'h1 *)
+  wire i__ready;
   input i__valid;
   wire i__valid;
-  (* init = 1'h1 *)
-  wire in_ready;
-  output [127:0] o__payload;
-  reg [127:0] o__payload = 128'h00000000000000000000000000000000;
+  output in_ready;
+  reg in_ready = 1'h1;
+  reg load0_r0 = 1'h1;
+  reg load0_r1 = 1'h1;
+  reg load0_r2 = 1'h1;
+  reg load0_r3 = 1'h1;
+  reg load0_r4 = 1'h1;
+  reg load0_r5 = 1'h1;
+  reg load0_r6 = 1'h1;
+  reg load0_r7 = 1'h1;
+  reg load1_r0 = 1'h0;
+  reg load1_r1 = 1'h0;
+  reg load1_r2 = 1'h0;
+  reg load1_r3 = 1'h0;
+  reg load1_r4 = 1'h0;
+  reg load1_r5 = 1'h0;
+  reg load1_r6 = 1'h0;
+  reg load1_r7 = 1'h0;
+  wire [127:0] o__payload;
   wire [127:0] \o__payload.data ;
   input o__ready;
   wire o__ready;
-  output o__valid;
-  reg o__valid = 1'h0;
-  (* init = 128'h00000000000000000000000000000000 *)
-  wire [127:0] out_payload;
-  wire [127:0] \out_payload.data ;
   (* init = 1'h0 *)
-  wire out_valid;
+  wire o__valid;
+  output out_valid;
+  reg out_valid = 1'h0;
+  wire pop;
+  output [15:0] \port$3107$0 ;
+  wire [15:0] \port$3107$0 ;
+  output [15:0] \port$3108$0 ;
+  wire [15:0] \port$3108$0 ;
+  output [15:0] \port$3109$0 ;
+  wire [15:0] \port$3109$0 ;
+  output [15:0] \port$3110$0 ;
+  wire [15:0] \port$3110$0 ;
+  output [15:0] \port$3111$0 ;
+  wire [15:0] \port$3111$0 ;
+  output [15:0] \port$3112$0 ;
+  wire [15:0] \port$3112$0 ;
+  output [15:0] \port$3113$0 ;
+  wire [15:0] \port$3113$0 ;
+  output [15:0] \port$3114$0 ;
+  wire [15:0] \port$3114$0 ;
+  wire push;
+  reg r_at = 1'h0;
+  wire r_at_next;
+  reg r_at_r0 = 1'h0;
+  reg r_at_r1 = 1'h0;
+  reg r_at_r2 = 1'h0;
+  reg r_at_r3 = 1'h0;
+  reg r_at_r4 = 1'h0;
+  reg r_at_r5 = 1'h0;
+  reg r_at_r6 = 1'h0;
+  reg r_at_r7 = 1'h0;
   input rst;
   wire rst;
-  reg [127:0] skid_payload = 128'h00000000000000000000000000000000;
-  wire [127:0] \skid_payload.data ;
-  reg skid_valid = 1'h0;
-  assign \$1  = ~ skid_valid;
-  assign \$2  = ~ o__valid;
-  assign \$3  = ~ i__valid;
-  assign \$4  = \$2  | \$3 ;
-  assign \$5  = \$1  & \$4 ;
-  assign \$6  = o__ready | \$5 ;
-  assign \$7  = ~ o__valid;
-  assign \$8  = o__ready | \$7 ;
+  reg w_at = 1'h0;
+  wire w_at_next;
+  assign \$5  = r_at_r2 ? entry1[47:32] : entry0[47:32];
+  assign \$6  = r_at_r3 ? entry1[63:48] : entry0[63:48];
+  assign \$7  = r_at_r4 ? entry1[79:64] : entry0[79:64];
+  assign \$8  = r_at_r5 ? entry1[95:80] : entry0[95:80];
+  assign \$9  = r_at_r6 ? entry1[111:96] : entry0[111:96];
+  assign \$10  = r_at_r7 ? entry1[127:112] : entry0[127:112];
+  assign \$11  = \$2 [1:0] != 2'h2;
+  assign \$12  = | \$2 [1:0];
+  assign \$13  = \$2 [1:0] != 2'h2;
+  assign \$14  = ! w_at_next;
+  assign \$15  = \$13  & \$14 ;
+  assign \$16  = \$2 [1:0] != 2'h2;
+  assign \$17  = ! w_at_next;
+  assign \$18  = \$16  & \$17 ;
+  assign \$19  = \$2 [1:0] != 2'h2;
+  assign \$20  = ! w_at_next;
+  assign \$21  = \$19  & \$20 ;
+  assign \$22  = \$2 [1:0] != 2'h2;
+  assign \$23  = ! w_at_next;
+  assign \$24  = \$22  & \$23 ;
+  assign \$25  = \$2 [1:0] != 2'h2;
+  assign \$26  = ! w_at_next;
+  assign \$27  = \$25  & \$26 ;
+  assign \$28  = \$2 [1:0] != 2'h2;
+  assign \$29  = ! w_at_next;
+  assign \$30  = \$28  & \$29 ;
+  assign \$31  = \$2 [1:0] != 2'h2;
+  assign \$32  = ! w_at_next;
+  assign \$33  = \$31  & \$32 ;
+  assign \$34  = \$2 [1:0] != 2'h2;
+  assign \$35  = ! w_at_next;
+  assign \$36  = \$34  & \$35 ;
+  assign \$37  = \$2 [1:0] != 2'h2;
+  assign \$39  = \$37  & \$38 ;
+  assign \$40  = \$2 [1:0] != 2'h2;
+  assign \$42  = \$40  & \$41 ;
+  assign \$43  = \$2 [1:0] != 2'h2;
+  assign \$45  = \$43  & \$44 ;
+  assign \$46  = \$2 [1:0] != 2'h2;
+  assign \$48  = \$46  & \$47 ;
+  assign \$49  = \$2 [1:0] != 2'h2;
+  assign \$51  = \$49  & \$50 ;
+  assign \$52  = \$2 [1:0] != 2'h2;
+  assign \$54  = \$52  & \$53 ;
+  assign \$55  = \$2 [1:0] != 2'h2;
+  assign \$57  = \$55  & \$56 ;
+  assign \$58  = \$2 [1:0] != 2'h2;
+  assign \$60  = \$58  & \$59 ;
   always @(posedge clk)
-    i__ready <= \$9 ;
+    count <= \$61 ;
   always @(posedge clk)
-    o__valid <= \$10 ;
+    in_ready <= \$62 ;
   always @(posedge clk)
-    o__payload <= \$11 ;
+    out_valid <= \$63 ;
   always @(posedge clk)
-    skid_valid <= \$12 ;
+    w_at <= \$64 ;
   always @(posedge clk)
-    skid_payload <= \$13 ;
+    r_at <= \$65 ;
+  always @(posedge clk)
+    load0_r0 <= \$66 ;
+  always @(posedge clk)
+    load0_r1 <= \$67 ;
+  always @(posedge clk)
+    load0_r2 <= \$68 ;
+  always @(posedge clk)
+    load0_r3 <= \$69 ;
+  always @(posedge clk)
+    load0_r4 <= \$70 ;
+  always @(posedge clk)
+    load0_r5 <= \$71 ;
+  always @(posedge clk)
+    load0_r6 <= \$72 ;
+  always @(posedge clk)
+    load0_r7 <= \$73 ;
+  always @(posedge clk)
+    load1_r0 <= \$74 ;
+  always @(posedge clk)
+    load1_r1 <= \$75 ;
+  always @(posedge clk)
+    load1_r2 <= \$76 ;
+  always @(posedge clk)
+    load1_r3 <= \$77 ;
+  always @(posedge clk)
+    load1_r4 <= \$78 ;
+  always @(posedge clk)
+    load1_r5 <= \$79 ;
+  always @(posedge clk)
+    load1_r6 <= \$80 ;
+  always @(posedge clk)
+    load1_r7 <= \$81 ;
+  always @(posedge clk)
+    r_at_r0 <= \$82 ;
+  always @(posedge clk)
+    r_at_r1 <= \$83 ;
+  always @(posedge clk)
+    r_at_r2 <= \$84 ;
+  always @(posedge clk)
+    r_at_r3 <= \$85 ;
+  always @(posedge clk)
+    r_at_r4 <= \$86 ;
+  always @(posedge clk)
+    r_at_r5 <= \$87 ;
+  always @(posedge clk)
+    r_at_r6 <= \$88 ;
+  always @(posedge clk)
+    r_at_r7 <= \$89 ;
+  always @(posedge clk)
+    entry0 <= \$90 ;
+  always @(posedge clk)
+    entry1 <= \$91 ;
+  assign push = i__valid & in_ready;
+  assign pop = out_valid & o__ready;
+  assign \$1  = count + push;
+  assign \$2  = \$1  - pop;
+  assign w_at_next = w_at ^ push;
+  assign r_at_next = r_at ^ pop;
+  assign \$3  = r_at_r0 ? entry1[15:0] : entry0[15:0];
+  assign \$4  = r_at_r1 ? entry1[31:16] : entry0[31:16];
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$9  = \$6 ;
+    \$61  = \$2 [1:0];
     if (rst) begin
-      \$9  = 1'h1;
+      \$61  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$10  = o__valid;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$10  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$10  = skid_valid;
-    end
+    \$62  = \$11 ;
     if (rst) begin
-      \$10  = 1'h0;
+      \$62  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$11  = o__payload;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$11  = i__payload;
-      end
-    end else if (o__ready) begin
-      \$11  = skid_payload;
-    end
+    \$63  = \$12 ;
     if (rst) begin
-      \$11  = 128'h00000000000000000000000000000000;
+      \$63  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$12  = skid_valid;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$12  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$12  = 1'h0;
-    end
+    \$64  = w_at_next;
     if (rst) begin
-      \$12  = 1'h0;
+      \$64  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$13  = skid_payload;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$13  = i__payload;
-      end
-    end
+    \$65  = r_at_next;
     if (rst) begin
-      \$13  = 128'h00000000000000000000000000000000;
+      \$65  = 1'h0;
     end
   end
-  assign in_ready = i__ready;
-  assign out_valid = o__valid;
-  assign out_payload = o__payload;
-  assign \o__payload.data  = o__payload;
-  assign \out_payload.data  = o__payload;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    \$66  = \$15 ;
+    if (rst) begin
+      \$66  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    \$67  = \$18 ;
+    if (rst) begin
+      \$67  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    \$68  = \$21 ;
+    if (rst) begin
+      \$68  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    \$69  = \$24 ;
+    if (rst) begin
+      \$69  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    \$70  = \$27 ;
+    if (rst) begin
+      \$70  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    \$71  = \$30 ;
+    if (rst) begin
+      \$71  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    \$72  = \$33 ;
+    if (rst) begin
+      \$72  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    \$73  = \$36 ;
+    if (rst) begin
+      \$73  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    \$74  = \$39 ;
+    if (rst) begin
+      \$74  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    \$75  = \$42 ;
+    if (rst) begin
+      \$75  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    \$76  = \$45 ;
+    if (rst) begin
+      \$76  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    \$77  = \$48 ;
+    if (rst) begin
+      \$77  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    \$78  = \$51 ;
+    if (rst) begin
+      \$78  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    \$79  = \$54 ;
+    if (rst) begin
+      \$79  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    \$80  = \$57 ;
+    if (rst) begin
+      \$80  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    \$81  = \$60 ;
+    if (rst) begin
+      \$81  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    \$82  = r_at_next;
+    if (rst) begin
+      \$82  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    \$83  = r_at_next;
+    if (rst) begin
+      \$83  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    \$84  = r_at_next;
+    if (rst) begin
+      \$84  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    \$85  = r_at_next;
+    if (rst) begin
+      \$85  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    \$86  = r_at_next;
+    if (rst) begin
+      \$86  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    \$87  = r_at_next;
+    if (rst) begin
+      \$87  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    \$88  = r_at_next;
+    if (rst) begin
+      \$88  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    \$89  = r_at_next;
+    if (rst) begin
+      \$89  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    \$90  = entry0;
+    if (load0_r0) begin
+      \$90 [15:0] = i__payload[15:0];
+    end
+    if (load0_r1) begin
+      \$90 [31:16] = i__payload[31:16];
+    end
+    if (load0_r2) begin
+      \$90 [47:32] = i__payload[47:32];
+    end
+    if (load0_r3) begin
+      \$90 [63:48] = i__payload[63:48];
+    end
+    if (load0_r4) begin
+      \$90 [79:64] = i__payload[79:64];
+    end
+    if (load0_r5) begin
+      \$90 [95:80] = i__payload[95:80];
+    end
+    if (load0_r6) begin
+      \$90 [111:96] = i__payload[111:96];
+    end
+    if (load0_r7) begin
+      \$90 [127:112] = i__payload[127:112];
+    end
+    if (rst) begin
+      \$90  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    \$91  = entry1;
+    if (load1_r0) begin
+      \$91 [15:0] = i__payload[15:0];
+    end
+    if (load1_r1) begin
+      \$91 [31:16] = i__payload[31:16];
+    end
+    if (load1_r2) begin
+      \$91 [47:32] = i__payload[47:32];
+    end
+    if (load1_r3) begin
+      \$91 [63:48] = i__payload[63:48];
+    end
+    if (load1_r4) begin
+      \$91 [79:64] = i__payload[79:64];
+    end
+    if (load1_r5) begin
+      \$91 [95:80] = i__payload[95:80];
+    end
+    if (load1_r6) begin
+      \$91 [111:96] = i__payload[111:96];
+    end
+    if (load1_r7) begin
+      \$91 [127:112] = i__payload[127:112];
+    end
+    if (rst) begin
+      \$91  = 128'h00000000000000000000000000000000;
+    end
+  end
+  assign count_next = \$2 [1:0];
+  assign i__ready = in_ready;
+  assign o__valid = out_valid;
+  assign o__payload = { \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
+  assign \port$3107$0  = \$3 ;
+  assign \port$3108$0  = \$4 ;
+  assign \port$3109$0  = \$5 ;
+  assign \port$3110$0  = \$6 ;
+  assign \port$3111$0  = \$7 ;
+  assign \port$3112$0  = \$8 ;
+  assign \port$3113$0  = \$9 ;
+  assign \port$3114$0  = \$10 ;
+  assign \o__payload.data  = { \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
   assign \i__payload.data  = i__payload;
-  assign \skid_payload.data  = skid_payload;
+  assign \$38  = w_at_next;
+  assign \$41  = w_at_next;
+  assign \$44  = w_at_next;
+  assign \$47  = w_at_next;
+  assign \$50  = w_at_next;
+  assign \$53  = w_at_next;
+  assign \$56  = w_at_next;
+  assign \$59  = w_at_next;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, credits__0, credits__1, credit_valid, freed__0, freed__1, busy_cycles, credit_channel, credit_count, header_bytes, payload_bytes, errors, error, error_cause, out__0__valid, out__0__payload, out__1__valid
+module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, credits__0, credits__1, credit_valid, freed__0, freed__1, busy_cycles, credit_channel, credit_count, payload_bytes, header_bytes, errors, error, error_cause, out__0__valid, out__0__payload, out__1__valid
 , out__1__payload, r__ready, \r__ready$8 , error_clear);
   reg \$auto$verilog_backend.cc:2355:dump_module$56  = 0;
   wire \$1 ;
   wire [7:0] \$10 ;
   wire \$100 ;
-  reg \$101 ;
+  wire \$101 ;
   wire \$102 ;
   wire \$103 ;
-  reg \$104 ;
+  wire \$104 ;
   wire \$105 ;
   wire \$106 ;
   wire \$107 ;
@@ -2179,10 +5779,10 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire \$109 ;
   wire [7:0] \$11 ;
   wire \$110 ;
-  reg \$111 ;
+  wire \$111 ;
   wire \$112 ;
   wire \$113 ;
-  reg \$114 ;
+  wire \$114 ;
   wire \$115 ;
   wire \$116 ;
   wire \$117 ;
@@ -2195,143 +5795,526 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire \$123 ;
   wire \$124 ;
   wire \$125 ;
-  wire [48:0] \$126 ;
-  wire [17:0] \$127 ;
-  wire [17:0] \$128 ;
+  wire \$126 ;
+  wire \$127 ;
+  wire \$128 ;
   wire \$129 ;
   wire [7:0] \$13 ;
-  wire [17:0] \$130 ;
-  wire [17:0] \$131 ;
+  wire \$130 ;
+  wire \$131 ;
   wire \$132 ;
-  wire [17:0] \$133 ;
-  wire [17:0] \$134 ;
+  wire \$133 ;
+  wire \$134 ;
   wire \$135 ;
-  wire [17:0] \$136 ;
-  wire [17:0] \$137 ;
+  wire \$136 ;
+  wire \$137 ;
   wire \$138 ;
-  wire [17:0] \$139 ;
+  wire \$139 ;
   wire [7:0] \$14 ;
-  wire [17:0] \$140 ;
+  wire \$140 ;
   wire \$141 ;
-  wire [17:0] \$142 ;
-  wire [17:0] \$143 ;
+  wire \$142 ;
+  wire \$143 ;
   wire \$144 ;
-  wire [17:0] \$145 ;
-  wire [17:0] \$146 ;
+  wire \$145 ;
+  wire \$146 ;
   wire \$147 ;
-  wire [17:0] \$148 ;
-  wire [17:0] \$149 ;
+  wire \$148 ;
+  wire \$149 ;
   wire [7:0] \$15 ;
   wire \$150 ;
-  wire [17:0] \$151 ;
-  wire [17:0] \$152 ;
+  wire \$151 ;
+  wire \$152 ;
   wire \$153 ;
-  wire [17:0] \$154 ;
-  wire [17:0] \$155 ;
+  wire \$154 ;
+  wire \$155 ;
   wire \$156 ;
-  wire [17:0] \$157 ;
-  wire [17:0] \$158 ;
+  wire \$157 ;
+  wire \$158 ;
   wire \$159 ;
   wire [7:0] \$16 ;
-  wire [17:0] \$160 ;
-  wire [17:0] \$161 ;
+  wire \$160 ;
+  wire \$161 ;
   wire \$162 ;
-  wire [17:0] \$163 ;
-  wire [17:0] \$164 ;
+  wire \$163 ;
+  wire \$164 ;
   wire \$165 ;
-  wire [17:0] \$166 ;
-  wire [17:0] \$167 ;
+  wire \$166 ;
+  wire \$167 ;
   wire \$168 ;
-  wire [17:0] \$169 ;
+  wire \$169 ;
   wire [7:0] \$17 ;
-  wire [17:0] \$170 ;
+  wire \$170 ;
   wire \$171 ;
-  wire [17:0] \$172 ;
-  wire [17:0] \$173 ;
+  wire \$172 ;
+  wire \$173 ;
   wire \$174 ;
-  wire [7:0] \$175 ;
+  wire \$175 ;
   wire \$176 ;
-  wire [48:0] \$177 ;
-  wire [48:0] \$178 ;
+  wire \$177 ;
+  wire \$178 ;
   wire \$179 ;
   wire [7:0] \$18 ;
-  wire [48:0] \$180 ;
+  wire \$180 ;
   wire \$181 ;
   wire \$182 ;
-  reg \$183 ;
-  reg \$184 ;
-  reg [47:0] \$185 ;
-  reg [142:0] \$186 ;
-  reg [154:0] \$187 ;
-  reg [154:0] \$188 ;
-  reg [5:0] \$189 ;
+  wire \$183 ;
+  wire \$184 ;
+  wire \$185 ;
+  wire \$186 ;
+  wire \$187 ;
+  wire \$188 ;
+  wire \$189 ;
   wire [7:0] \$19 ;
-  reg [6:0] \$190 ;
-  reg [5:0] \$191 ;
-  reg [5:0] \$192 ;
-  reg [6:0] \$193 ;
-  reg [5:0] \$194 ;
-  reg [151:0] \$195 ;
-  reg \$196 ;
-  reg \$197 ;
-  reg [1:0] \$198 ;
-  reg [47:0] \$199 ;
+  wire \$190 ;
+  wire \$191 ;
+  wire \$192 ;
+  wire \$193 ;
+  wire \$194 ;
+  wire \$195 ;
+  wire \$196 ;
+  wire \$197 ;
+  wire \$198 ;
+  wire \$199 ;
   wire \$2 ;
   wire [7:0] \$20 ;
-  reg \$200 ;
-  reg [6:0] \$201 ;
-  reg [6:0] \$202 ;
-  reg [16:0] \$203 ;
-  reg [7:0] \$204 ;
-  reg [7:0] \$205 ;
-  reg \$206 ;
-  reg [15:0] \$207 ;
-  reg [47:0] \$208 ;
-  reg [47:0] \$209 ;
+  wire \$200 ;
+  wire \$201 ;
+  wire \$202 ;
+  wire \$203 ;
+  wire \$204 ;
+  wire \$205 ;
+  wire \$206 ;
+  wire \$207 ;
+  wire \$208 ;
+  wire \$209 ;
   wire [7:0] \$21 ;
-  reg \$210 ;
-  reg [3:0] \$211 ;
+  wire \$210 ;
+  wire \$211 ;
+  wire \$212 ;
+  wire \$213 ;
+  wire \$214 ;
+  wire \$215 ;
+  wire \$216 ;
+  wire \$217 ;
+  wire \$218 ;
+  wire \$219 ;
   wire [7:0] \$22 ;
+  wire \$220 ;
+  wire \$221 ;
+  wire \$222 ;
+  wire \$223 ;
+  wire \$224 ;
+  wire \$225 ;
+  wire \$226 ;
+  wire \$227 ;
+  wire \$228 ;
+  wire \$229 ;
   wire [7:0] \$23 ;
+  wire \$230 ;
+  wire \$231 ;
+  wire \$232 ;
+  wire \$233 ;
+  wire \$234 ;
+  wire \$235 ;
+  wire \$236 ;
+  wire \$237 ;
+  wire \$238 ;
+  wire \$239 ;
   wire \$24 ;
+  wire \$240 ;
+  wire \$241 ;
+  wire \$242 ;
+  wire \$243 ;
+  wire \$244 ;
+  wire \$245 ;
+  wire \$246 ;
+  wire \$247 ;
+  wire \$248 ;
+  wire \$249 ;
   wire \$25 ;
+  wire \$250 ;
+  wire \$251 ;
+  wire \$252 ;
+  wire \$253 ;
+  wire \$254 ;
+  wire \$255 ;
+  wire \$256 ;
+  wire \$257 ;
+  wire \$258 ;
+  wire \$259 ;
   wire \$26 ;
+  wire \$260 ;
+  wire \$261 ;
+  wire \$262 ;
+  wire \$263 ;
+  wire \$264 ;
+  wire \$265 ;
+  wire \$266 ;
+  wire \$267 ;
+  wire \$268 ;
+  wire \$269 ;
   wire \$27 ;
+  wire \$270 ;
+  wire \$271 ;
+  wire \$272 ;
+  wire \$273 ;
+  wire \$274 ;
+  wire \$275 ;
+  wire \$276 ;
+  wire \$277 ;
+  wire \$278 ;
+  wire [17:0] \$279 ;
   wire \$28 ;
+  wire [17:0] \$280 ;
+  wire [17:0] \$281 ;
+  wire \$282 ;
+  wire \$283 ;
+  wire \$284 ;
+  wire \$285 ;
+  wire \$286 ;
+  wire \$287 ;
+  wire \$288 ;
+  wire \$289 ;
   wire \$29 ;
+  wire \$290 ;
+  wire \$291 ;
+  wire \$292 ;
+  wire \$293 ;
+  wire \$294 ;
+  wire \$295 ;
+  wire \$296 ;
+  wire \$297 ;
+  wire \$298 ;
+  wire \$299 ;
   wire \$3 ;
   wire \$30 ;
+  wire \$300 ;
+  wire \$301 ;
+  wire \$302 ;
+  wire \$303 ;
+  wire \$304 ;
+  wire \$305 ;
+  wire \$306 ;
+  wire \$307 ;
+  wire \$308 ;
+  wire \$309 ;
   wire \$31 ;
+  wire \$310 ;
+  wire \$311 ;
+  wire \$312 ;
+  wire \$313 ;
+  wire \$314 ;
+  wire \$315 ;
+  wire \$316 ;
+  wire \$317 ;
+  wire \$318 ;
+  wire \$319 ;
   wire \$32 ;
+  wire \$320 ;
+  wire \$321 ;
+  wire \$322 ;
+  wire \$323 ;
+  wire \$324 ;
+  wire \$325 ;
+  wire \$326 ;
+  wire \$327 ;
+  wire \$328 ;
+  wire \$329 ;
   wire \$33 ;
+  wire \$330 ;
+  wire \$331 ;
+  wire \$332 ;
+  wire \$333 ;
+  wire \$334 ;
+  wire \$335 ;
+  wire \$336 ;
+  wire \$337 ;
+  wire \$338 ;
+  wire [6:0] \$339 ;
   wire \$34 ;
+  wire \$340 ;
+  wire \$341 ;
+  wire \$342 ;
+  wire \$343 ;
+  wire \$344 ;
+  wire \$345 ;
+  wire \$346 ;
+  wire [7:0] \$347 ;
+  wire [7:0] \$348 ;
+  wire [7:0] \$349 ;
   wire \$35 ;
+  wire [7:0] \$350 ;
+  wire [7:0] \$351 ;
+  wire [7:0] \$352 ;
+  wire [6:0] \$353 ;
+  wire [6:0] \$354 ;
+  wire \$355 ;
+  wire \$356 ;
+  wire [6:0] \$357 ;
+  wire [6:0] \$358 ;
+  wire [7:0] \$359 ;
   wire \$36 ;
+  wire \$360 ;
+  wire \$361 ;
+  wire \$362 ;
+  wire \$363 ;
+  wire [7:0] \$364 ;
+  wire [7:0] \$365 ;
+  wire [7:0] \$366 ;
+  wire [7:0] \$367 ;
+  wire [7:0] \$368 ;
+  wire [7:0] \$369 ;
   wire \$37 ;
+  wire [6:0] \$370 ;
+  wire [6:0] \$371 ;
+  wire \$372 ;
+  wire \$373 ;
+  wire [6:0] \$374 ;
+  wire [6:0] \$375 ;
+  wire [7:0] \$376 ;
+  wire [7:0] \$377 ;
+  wire \$378 ;
+  wire \$379 ;
   wire \$38 ;
+  reg \$380 ;
+  wire \$381 ;
+  wire \$382 ;
+  reg \$383 ;
+  wire \$384 ;
+  wire \$385 ;
+  wire \$386 ;
+  wire \$387 ;
+  reg \$388 ;
+  wire \$389 ;
   wire \$39 ;
+  wire \$390 ;
+  reg \$391 ;
+  wire \$392 ;
+  wire \$393 ;
+  wire \$394 ;
+  wire \$395 ;
+  wire \$396 ;
+  wire \$397 ;
+  wire [48:0] \$398 ;
+  wire [48:0] \$399 ;
   wire \$4 ;
   wire \$40 ;
+  wire \$400 ;
+  wire \$401 ;
+  wire \$402 ;
+  wire [7:0] \$403 ;
+  wire \$404 ;
+  wire [17:0] \$405 ;
+  wire [17:0] \$406 ;
+  wire \$407 ;
+  wire \$408 ;
+  wire \$409 ;
   wire \$41 ;
+  wire [17:0] \$410 ;
+  wire [17:0] \$411 ;
+  wire \$412 ;
+  wire \$413 ;
+  wire [17:0] \$414 ;
+  wire [17:0] \$415 ;
+  wire \$416 ;
+  wire \$417 ;
+  wire \$418 ;
+  wire [17:0] \$419 ;
   wire \$42 ;
+  wire [17:0] \$420 ;
+  wire \$421 ;
+  wire \$422 ;
+  wire [17:0] \$423 ;
+  wire [17:0] \$424 ;
+  wire \$425 ;
+  wire \$426 ;
+  wire \$427 ;
+  wire [17:0] \$428 ;
+  wire [17:0] \$429 ;
   wire \$43 ;
+  wire \$430 ;
+  wire \$431 ;
+  wire [17:0] \$432 ;
+  wire [17:0] \$433 ;
+  wire \$434 ;
+  wire \$435 ;
+  wire \$436 ;
+  wire [17:0] \$437 ;
+  wire [17:0] \$438 ;
+  wire \$439 ;
   wire [48:0] \$44 ;
-  wire [17:0] \$45 ;
-  wire [17:0] \$46 ;
-  wire [17:0] \$47 ;
+  wire \$440 ;
+  wire [17:0] \$441 ;
+  wire [17:0] \$442 ;
+  wire \$443 ;
+  wire \$444 ;
+  wire \$445 ;
+  wire [17:0] \$446 ;
+  wire [17:0] \$447 ;
+  wire \$448 ;
+  wire \$449 ;
+  wire \$45 ;
+  wire [17:0] \$450 ;
+  wire [17:0] \$451 ;
+  wire \$452 ;
+  wire \$453 ;
+  wire \$454 ;
+  wire [17:0] \$455 ;
+  wire [17:0] \$456 ;
+  wire \$457 ;
+  wire \$458 ;
+  wire [17:0] \$459 ;
+  wire \$46 ;
+  wire [17:0] \$460 ;
+  wire \$461 ;
+  wire \$462 ;
+  wire \$463 ;
+  wire [17:0] \$464 ;
+  wire [17:0] \$465 ;
+  wire \$466 ;
+  wire \$467 ;
+  wire [17:0] \$468 ;
+  wire [17:0] \$469 ;
+  wire \$47 ;
+  wire \$470 ;
+  wire \$471 ;
+  wire \$472 ;
+  wire [17:0] \$473 ;
+  wire [17:0] \$474 ;
+  wire \$475 ;
+  wire \$476 ;
+  wire [17:0] \$477 ;
+  wire [17:0] \$478 ;
+  wire \$479 ;
   wire \$48 ;
+  wire \$480 ;
+  wire \$481 ;
+  wire [17:0] \$482 ;
+  wire [17:0] \$483 ;
+  wire \$484 ;
+  wire \$485 ;
+  wire [17:0] \$486 ;
+  wire [17:0] \$487 ;
+  wire \$488 ;
+  wire \$489 ;
   wire \$49 ;
+  wire \$490 ;
+  wire [17:0] \$491 ;
+  wire [17:0] \$492 ;
+  wire \$493 ;
+  wire \$494 ;
+  wire [17:0] \$495 ;
+  wire [17:0] \$496 ;
+  wire \$497 ;
+  wire \$498 ;
+  wire \$499 ;
   wire \$5 ;
   wire \$50 ;
+  wire [17:0] \$500 ;
+  wire [17:0] \$501 ;
+  wire \$502 ;
+  wire \$503 ;
+  wire [17:0] \$504 ;
+  wire [17:0] \$505 ;
+  wire \$506 ;
+  wire \$507 ;
+  wire \$508 ;
+  wire [17:0] \$509 ;
   wire \$51 ;
+  wire [17:0] \$510 ;
+  wire \$511 ;
+  wire \$512 ;
+  wire [17:0] \$513 ;
+  wire [17:0] \$514 ;
+  wire \$515 ;
+  wire \$516 ;
+  wire \$517 ;
+  wire [17:0] \$518 ;
+  wire [17:0] \$519 ;
   wire \$52 ;
+  wire \$520 ;
+  wire \$521 ;
+  wire [17:0] \$522 ;
+  wire [17:0] \$523 ;
+  wire \$524 ;
+  wire \$525 ;
+  wire \$526 ;
+  wire [17:0] \$527 ;
+  wire [17:0] \$528 ;
+  wire \$529 ;
   wire \$53 ;
+  wire \$530 ;
+  wire [17:0] \$531 ;
+  wire [17:0] \$532 ;
+  wire \$533 ;
+  wire \$534 ;
+  wire \$535 ;
+  wire [17:0] \$536 ;
+  wire [17:0] \$537 ;
+  wire \$538 ;
+  wire \$539 ;
   wire \$54 ;
+  wire [17:0] \$540 ;
+  wire [17:0] \$541 ;
+  wire \$542 ;
+  wire \$543 ;
+  wire \$544 ;
+  wire [17:0] \$545 ;
+  wire [17:0] \$546 ;
+  wire \$547 ;
+  wire \$548 ;
+  wire [7:0] \$549 ;
   wire \$55 ;
+  wire \$550 ;
+  wire \$551 ;
+  wire [16:0] \$552 ;
+  wire \$553 ;
+  wire \$554 ;
+  wire [48:0] \$555 ;
+  wire \$556 ;
+  wire \$557 ;
+  reg \$558 ;
+  reg \$559 ;
   wire \$56 ;
+  reg [47:0] \$560 ;
+  reg [203:0] \$561 ;
+  reg [154:0] \$562 ;
+  reg [156:0] \$563 ;
+  reg [5:0] \$564 ;
+  reg [6:0] \$565 ;
+  reg [5:0] \$566 ;
+  reg [5:0] \$567 ;
+  reg [6:0] \$568 ;
+  reg [5:0] \$569 ;
   wire \$57 ;
+  reg [158:0] \$570 ;
+  reg [178:0] \$571 ;
+  reg \$572 ;
+  reg \$573 ;
+  reg \$574 ;
+  reg \$575 ;
+  reg [16:0] \$576 ;
+  reg [47:0] \$577 ;
+  reg [47:0] \$578 ;
+  reg [1:0] \$579 ;
   wire \$58 ;
+  reg \$580 ;
+  reg [6:0] \$581 ;
+  reg [6:0] \$582 ;
+  reg [6:0] \$583 ;
+  reg [16:0] \$584 ;
+  reg [7:0] \$585 ;
+  reg [7:0] \$586 ;
+  reg \$587 ;
+  reg \$588 ;
+  reg [15:0] \$589 ;
   wire \$59 ;
+  reg [15:0] \$590 ;
+  reg \$591 ;
+  reg [47:0] \$592 ;
+  reg \$593 ;
+  reg [3:0] \$594 ;
   wire \$6 ;
   wire \$60 ;
   wire \$61 ;
@@ -2339,50 +6322,49 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire \$63 ;
   wire \$64 ;
   wire \$65 ;
-  wire [6:0] \$66 ;
+  wire \$66 ;
   wire \$67 ;
   wire \$68 ;
   wire \$69 ;
   wire \$7 ;
   wire \$70 ;
   wire \$71 ;
-  wire [6:0] \$72 ;
-  wire [7:0] \$73 ;
-  wire [6:0] \$74 ;
-  wire [7:0] \$75 ;
-  wire [6:0] \$76 ;
+  wire \$72 ;
+  wire \$73 ;
+  wire \$74 ;
+  wire \$75 ;
+  wire \$76 ;
   wire \$77 ;
   wire \$78 ;
-  wire [6:0] \$79 ;
+  wire \$79 ;
   wire [7:0] \$8 ;
-  wire [6:0] \$80 ;
-  wire [7:0] \$81 ;
+  wire \$80 ;
+  wire \$81 ;
   wire \$82 ;
   wire \$83 ;
   wire \$84 ;
   wire \$85 ;
-  wire [6:0] \$86 ;
-  wire [7:0] \$87 ;
-  wire [6:0] \$88 ;
-  wire [7:0] \$89 ;
+  wire \$86 ;
+  wire \$87 ;
+  wire \$88 ;
+  wire \$89 ;
   wire [7:0] \$9 ;
-  wire [6:0] \$90 ;
+  wire \$90 ;
   wire \$91 ;
   wire \$92 ;
-  wire [6:0] \$93 ;
-  wire [6:0] \$94 ;
-  wire [7:0] \$95 ;
+  wire \$93 ;
+  wire \$94 ;
+  wire \$95 ;
   wire \$96 ;
   wire \$97 ;
   wire \$98 ;
   wire \$99 ;
   reg [7:0] \$like  = 8'h00;
-  reg [7:0] \$like$25  = 8'h00;
-  wire \$signal ;
-  reg [6:0] \$signal$18  = 7'h00;
-  reg [15:0] \$signal$20  = 16'h0000;
-  reg \$signal$23  = 1'h0;
-  reg [16:0] \$signal$26  = 17'h00000;
+  reg [7:0] \$like$21  = 8'h00;
+  reg \$signal  = 1'h0;
+  reg [16:0] \$signal$22  = 17'h00000;
+  reg [6:0] \$signal$83  = 7'h00;
+  reg [15:0] \$signal$84  = 16'h0000;
   output [47:0] busy_cycles;
   reg [47:0] busy_cycles = 48'h000000000000;
   (* enum_base_type = "NicError" *)
@@ -2410,9 +6392,8 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   (* enum_value_1000 = "OVERFLOW" *)
   (* enum_value_1001 = "CREDIT_OVERFLOW" *)
   (* enum_value_1010 = "BAD_COMMAND" *)
-  reg [3:0] \cause$32 ;
-  wire [7:0] check;
-  reg [154:0] checked = 155'h000000000000000000000000000000000000000;
+  reg [3:0] \cause$29 ;
+  reg [156:0] checked = 157'h0000000000000000000000000000000000000000;
   wire [6:0] \checked.beats ;
   (* enum_base_type = "NicError" *)
   (* enum_value_0000 = "NONE" *)
@@ -2428,7 +6409,9 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   (* enum_value_1010 = "BAD_COMMAND" *)
   wire [3:0] \checked.cause ;
   wire [127:0] \checked.data ;
+  wire \checked.is_data ;
   wire \checked.last ;
+  wire \checked.none ;
   wire [5:0] \checked.room ;
   wire [6:0] \checked.room_ahead ;
   wire \checked.same_ch_ahead ;
@@ -2436,8 +6419,9 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   input clk;
   wire clk;
   reg commit;
-  reg \commit$45 ;
-  reg \commit$48 ;
+  reg \commit$43 ;
+  reg \commit$46 ;
+  reg commit_q = 1'h0;
   output [3:0] credit_channel;
   wire [3:0] credit_channel;
   output [5:0] credit_count;
@@ -2470,6 +6454,15 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire [16:0] \entry.length ;
   wire [7:0] \entry.src ;
   wire [7:0] \entry.tag ;
+  (* init = 179'h000000000000000000000000000000000000000000000 *)
+  wire [178:0] entry_q;
+  wire [127:0] \entry_q.data ;
+  wire \entry_q.first ;
+  wire [15:0] \entry_q.keep ;
+  wire \entry_q.last ;
+  wire [16:0] \entry_q.length ;
+  wire [7:0] \entry_q.src ;
+  wire [7:0] \entry_q.tag ;
   output error;
   reg error = 1'h0;
   (* enum_base_type = "NicError" *)
@@ -2502,40 +6495,35 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   (* enum_value_1010 = "BAD_COMMAND" *)
   reg [3:0] error_code;
   reg error_now;
+  reg error_q = 1'h0;
   output [47:0] errors;
   reg [47:0] errors = 48'h000000000000;
   wire freed;
-  wire \freed$62 ;
+  wire \freed$63 ;
   output freed__0;
   reg freed__0 = 1'h0;
   output freed__1;
   reg freed__1 = 1'h0;
-  wire [63:0] header;
-  wire [3:0] \header.channel ;
-  wire [7:0] \header.check ;
-  wire [16:0] \header.length ;
-  wire [3:0] \header.magic ;
-  (* enum_base_type = "PacketType" *)
-  (* enum_value_00 = "DATA" *)
-  (* enum_value_01 = "CREDIT" *)
-  wire [1:0] \header.ptype ;
-  wire [3:0] \header.rsvd0 ;
-  wire [6:0] \header.rsvd1 ;
-  wire [7:0] \header.src ;
-  wire [7:0] \header.tag ;
-  wire [1:0] \header.version ;
   output [47:0] header_bytes;
   reg [47:0] header_bytes = 48'h000000000000;
-  reg [142:0] in = 143'h000000000000000000000000000000000000;
+  reg header_now;
+  reg header_q = 1'h0;
+  reg [203:0] in = 204'h000000000000000000000000000000000000000000000000000;
   wire [6:0] \in.beats ;
+  wire \in.channel_bad ;
+  wire [56:0] \in.crc_part ;
   wire [127:0] \in.data ;
   wire \in.last ;
+  wire \in.length_bad ;
+  wire \in.magic_bad ;
   wire [5:0] \in.room ;
+  wire \in.type_bad ;
   wire \in.valid ;
-  reg [151:0] judged = 152'h00000000000000000000000000000000000000;
+  reg [158:0] judged = 159'h0000000000000000000000000000000000000000;
   wire \judged.alt_credit ;
   wire \judged.alt_rollback ;
   wire [6:0] \judged.beats ;
+  wire [6:0] \judged.beats_m1 ;
   (* enum_base_type = "NicError" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "BAD_MAGIC" *)
@@ -2556,7 +6544,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire \judged.ok_alt ;
   wire [5:0] \judged.room ;
   wire \judged.valid ;
-  reg [15:0] keep;
+  reg [16:0] length_q = 17'h00000;
   input [127:0] link__tdata;
   wire [127:0] link__tdata;
   input link__tlast;
@@ -2593,6 +6581,10 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   reg [47:0] payload_bytes = 48'h000000000000;
   (* init = 7'h00 *)
   wire [6:0] pkt_beats;
+  (* init = 7'h00 *)
+  wire [6:0] pkt_beats_p1;
+  reg pkt_is_last = 1'h0;
+  reg [15:0] pkt_keep = 16'hffff;
   wire [178:0] r__payload;
   wire [178:0] \r__payload$7 ;
   wire [127:0] \r__payload$7.data ;
@@ -2616,8 +6608,8 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire r__valid;
   wire \r__valid$11 ;
   reg rollback;
-  reg \rollback$46 ;
-  reg \rollback$49 ;
+  reg \rollback$44 ;
+  reg \rollback$47 ;
   reg rolled_back = 1'h0;
   input rst;
   wire rst;
@@ -2629,22 +6621,25 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   reg [6:0] space1_kept = 7'h00;
   reg [5:0] space1_total = 6'h20;
   reg [6:0] space_beats = 7'h00;
+  reg [6:0] space_beats_p1 = 7'h00;
   (* init = 1'h0 *)
   wire space_channel;
   wire space_commit;
   wire space_release;
   reg space_reserve;
   wire [6:0] space_reserve_beats;
+  wire [6:0] space_reserve_beats_m1;
   wire [3:0] space_reserve_channel;
-  wire [178:0] w_data;
-  wire [178:0] \w_data$28 ;
-  wire [127:0] \w_data$28.data ;
-  wire \w_data$28.first ;
-  wire [15:0] \w_data$28.keep ;
-  wire \w_data$28.last ;
-  wire [16:0] \w_data$28.length ;
-  wire [7:0] \w_data$28.src ;
-  wire [7:0] \w_data$28.tag ;
+  reg [178:0] w_data = 179'h000000000000000000000000000000000000000000000;
+  (* init = 179'h000000000000000000000000000000000000000000000 *)
+  wire [178:0] \w_data$25 ;
+  wire [127:0] \w_data$25.data ;
+  wire \w_data$25.first ;
+  wire [15:0] \w_data$25.keep ;
+  wire \w_data$25.last ;
+  wire [16:0] \w_data$25.length ;
+  wire [7:0] \w_data$25.src ;
+  wire [7:0] \w_data$25.tag ;
   wire [127:0] \w_data.data ;
   wire \w_data.first ;
   wire [15:0] \w_data.keep ;
@@ -2653,7 +6648,202 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire [7:0] \w_data.src ;
   wire [7:0] \w_data.tag ;
   reg w_en;
-  reg \w_en$47 ;
+  reg \w_en$45 ;
+  assign \$405  = judged[49:33] - 1'h1;
+  assign \$407  = $signed(\$406 ) >= $signed(1'h0);
+  assign \$408  = judged[136:130] == 1'h1;
+  assign \$409  = ~ \$408 ;
+  assign \$410  = judged[49:33] - 1'h1;
+  assign \$412  = $signed(\$411 ) >= $signed(1'h0);
+  assign \$413  = \$409  | \$412 ;
+  assign \$414  = judged[49:33] - 1'h1;
+  assign \$416  = $signed(\$415 ) >= $signed(2'h1);
+  assign \$417  = judged[136:130] == 1'h1;
+  assign \$418  = ~ \$417 ;
+  assign \$419  = judged[49:33] - 1'h1;
+  assign \$421  = $signed(\$420 ) >= $signed(2'h1);
+  assign \$422  = \$418  | \$421 ;
+  assign \$423  = judged[49:33] - 1'h1;
+  assign \$425  = $signed(\$424 ) >= $signed(3'h2);
+  assign \$426  = judged[136:130] == 1'h1;
+  assign \$427  = ~ \$426 ;
+  assign \$428  = judged[49:33] - 1'h1;
+  assign \$430  = $signed(\$429 ) >= $signed(3'h2);
+  assign \$431  = \$427  | \$430 ;
+  assign \$432  = judged[49:33] - 1'h1;
+  assign \$434  = $signed(\$433 ) >= $signed(3'h3);
+  assign \$435  = judged[136:130] == 1'h1;
+  assign \$436  = ~ \$435 ;
+  assign \$437  = judged[49:33] - 1'h1;
+  assign \$439  = $signed(\$438 ) >= $signed(3'h3);
+  assign \$440  = \$436  | \$439 ;
+  assign \$441  = judged[49:33] - 1'h1;
+  assign \$443  = $signed(\$442 ) >= $signed(4'h4);
+  assign \$444  = judged[136:130] == 1'h1;
+  assign \$445  = ~ \$444 ;
+  assign \$446  = judged[49:33] - 1'h1;
+  assign \$448  = $signed(\$447 ) >= $signed(4'h4);
+  assign \$449  = \$445  | \$448 ;
+  assign \$450  = judged[49:33] - 1'h1;
+  assign \$452  = $signed(\$451 ) >= $signed(4'h5);
+  assign \$453  = judged[136:130] == 1'h1;
+  assign \$454  = ~ \$453 ;
+  assign \$455  = judged[49:33] - 1'h1;
+  assign \$457  = $signed(\$456 ) >= $signed(4'h5);
+  assign \$458  = \$454  | \$457 ;
+  assign \$459  = judged[49:33] - 1'h1;
+  assign \$461  = $signed(\$460 ) >= $signed(4'h6);
+  assign \$462  = judged[136:130] == 1'h1;
+  assign \$463  = ~ \$462 ;
+  assign \$464  = judged[49:33] - 1'h1;
+  assign \$466  = $signed(\$465 ) >= $signed(4'h6);
+  assign \$467  = \$463  | \$466 ;
+  assign \$468  = judged[49:33] - 1'h1;
+  assign \$470  = $signed(\$469 ) >= $signed(4'h7);
+  assign \$471  = judged[136:130] == 1'h1;
+  assign \$472  = ~ \$471 ;
+  assign \$473  = judged[49:33] - 1'h1;
+  assign \$475  = $signed(\$474 ) >= $signed(4'h7);
+  assign \$476  = \$472  | \$475 ;
+  assign \$477  = judged[49:33] - 1'h1;
+  assign \$479  = $signed(\$478 ) >= $signed(5'h08);
+  assign \$480  = judged[136:130] == 1'h1;
+  assign \$481  = ~ \$480 ;
+  assign \$482  = judged[49:33] - 1'h1;
+  assign \$484  = $signed(\$483 ) >= $signed(5'h08);
+  assign \$485  = \$481  | \$484 ;
+  assign \$486  = judged[49:33] - 1'h1;
+  assign \$488  = $signed(\$487 ) >= $signed(5'h09);
+  assign \$489  = judged[136:130] == 1'h1;
+  assign \$490  = ~ \$489 ;
+  assign \$491  = judged[49:33] - 1'h1;
+  assign \$493  = $signed(\$492 ) >= $signed(5'h09);
+  assign \$494  = \$490  | \$493 ;
+  assign \$495  = judged[49:33] - 1'h1;
+  assign \$497  = $signed(\$496 ) >= $signed(5'h0a);
+  assign \$498  = judged[136:130] == 1'h1;
+  assign \$499  = ~ \$498 ;
+  assign \$500  = judged[49:33] - 1'h1;
+  assign \$502  = $signed(\$501 ) >= $signed(5'h0a);
+  assign \$503  = \$499  | \$502 ;
+  assign \$504  = judged[49:33] - 1'h1;
+  assign \$506  = $signed(\$505 ) >= $signed(5'h0b);
+  assign \$507  = judged[136:130] == 1'h1;
+  assign \$508  = ~ \$507 ;
+  assign \$509  = judged[49:33] - 1'h1;
+  assign \$511  = $signed(\$510 ) >= $signed(5'h0b);
+  assign \$512  = \$508  | \$511 ;
+  assign \$513  = judged[49:33] - 1'h1;
+  assign \$515  = $signed(\$514 ) >= $signed(5'h0c);
+  assign \$516  = judged[136:130] == 1'h1;
+  assign \$517  = ~ \$516 ;
+  assign \$518  = judged[49:33] - 1'h1;
+  assign \$520  = $signed(\$519 ) >= $signed(5'h0c);
+  assign \$521  = \$517  | \$520 ;
+  assign \$522  = judged[49:33] - 1'h1;
+  assign \$524  = $signed(\$523 ) >= $signed(5'h0d);
+  assign \$525  = judged[136:130] == 1'h1;
+  assign \$526  = ~ \$525 ;
+  assign \$527  = judged[49:33] - 1'h1;
+  assign \$529  = $signed(\$528 ) >= $signed(5'h0d);
+  assign \$530  = \$526  | \$529 ;
+  assign \$531  = judged[49:33] - 1'h1;
+  assign \$533  = $signed(\$532 ) >= $signed(5'h0e);
+  assign \$534  = judged[136:130] == 1'h1;
+  assign \$535  = ~ \$534 ;
+  assign \$536  = judged[49:33] - 1'h1;
+  assign \$538  = $signed(\$537 ) >= $signed(5'h0e);
+  assign \$539  = \$535  | \$538 ;
+  assign \$540  = judged[49:33] - 1'h1;
+  assign \$542  = $signed(\$541 ) >= $signed(5'h0f);
+  assign \$543  = judged[136:130] == 1'h1;
+  assign \$544  = ~ \$543 ;
+  assign \$545  = judged[49:33] - 1'h1;
+  assign \$547  = $signed(\$546 ) >= $signed(5'h0f);
+  assign \$548  = \$544  | \$547 ;
+  assign \$549  = \$signal$83  - 1'h1;
+  assign \$550  = \$signal$83  == 2'h2;
+  assign \$551  = \$signal$83  == 2'h2;
+  assign \$552  = \$551  ? { 1'h0, \$signal$84  } : 17'h1ffff;
+  assign \$553  = pkt_is_last & judged[129];
+  assign \$554  = judged[0] & judged[129];
+  assign \$555  = errors + 1'h1;
+  assign \$556  = ~ error;
+  assign \$557  = error_now & \$556 ;
+  always @(posedge clk)
+    freed__0 <= \$558 ;
+  always @(posedge clk)
+    freed__1 <= \$559 ;
+  always @(posedge clk)
+    busy_cycles <= \$560 ;
+  always @(posedge clk)
+    in <= \$561 ;
+  always @(posedge clk)
+    decoded <= \$562 ;
+  always @(posedge clk)
+    checked <= \$563 ;
+  always @(posedge clk)
+    space0_total <= \$564 ;
+  always @(posedge clk)
+    space0_kept <= \$565 ;
+  always @(posedge clk)
+    space0_committed <= \$566 ;
+  always @(posedge clk)
+    space1_total <= \$567 ;
+  always @(posedge clk)
+    space1_kept <= \$568 ;
+  always @(posedge clk)
+    space1_committed <= \$569 ;
+  always @(posedge clk)
+    judged <= \$570 ;
+  always @(posedge clk)
+    w_data <= \$571 ;
+  always @(posedge clk)
+    rolled_back <= \$572 ;
+  always @(posedge clk)
+    credited <= \$573 ;
+  always @(posedge clk)
+    header_q <= \$574 ;
+  always @(posedge clk)
+    commit_q <= \$575 ;
+  always @(posedge clk)
+    length_q <= \$576 ;
+  always @(posedge clk)
+    payload_bytes <= \$577 ;
+  always @(posedge clk)
+    header_bytes <= \$578 ;
+  always @(posedge clk)
+    rx_fsm_state <= \$579 ;
+  always @(posedge clk)
+    cur <= \$580 ;
+  always @(posedge clk)
+    \$signal$83  <= \$581 ;
+  always @(posedge clk)
+    space_beats <= \$582 ;
+  always @(posedge clk)
+    space_beats_p1 <= \$583 ;
+  always @(posedge clk)
+    \$signal$22  <= \$584 ;
+  always @(posedge clk)
+    \$like$21  <= \$585 ;
+  always @(posedge clk)
+    \$like  <= \$586 ;
+  always @(posedge clk)
+    \$signal  <= \$587 ;
+  always @(posedge clk)
+    pkt_is_last <= \$588 ;
+  always @(posedge clk)
+    \$signal$84  <= \$589 ;
+  always @(posedge clk)
+    pkt_keep <= \$590 ;
+  always @(posedge clk)
+    error_q <= \$591 ;
+  always @(posedge clk)
+    errors <= \$592 ;
+  always @(posedge clk)
+    error <= \$593 ;
+  always @(posedge clk)
+    error_cause <= \$594 ;
   assign \$1  = decoded[150:143] != decoded[64:57];
   assign \$2  = ! decoded[8:7];
   assign \$3  = \$2  & decoded[129];
@@ -2661,23 +6851,22 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   assign \$5  = ~ \$4 ;
   assign \$6  = ~ decoded[129];
   assign \$7  = \$5  & \$6 ;
-  assign \$signal  = \$signal$18  == 1'h1;
-  assign \$8  = judged[8:1] & { keep[0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0] };
-  assign \$9  = judged[16:9] & { keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1] };
-  assign \$10  = judged[24:17] & { keep[2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2] };
-  assign \$11  = judged[32:25] & { keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3] };
-  assign \$12  = judged[40:33] & { keep[4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4] };
-  assign \$13  = judged[48:41] & { keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5] };
-  assign \$14  = judged[56:49] & { keep[6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6] };
-  assign \$15  = judged[64:57] & { keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7] };
-  assign \$16  = judged[72:65] & { keep[8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8] };
-  assign \$17  = judged[80:73] & { keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9] };
-  assign \$18  = judged[88:81] & { keep[10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10] };
-  assign \$19  = judged[96:89] & { keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11] };
-  assign \$20  = judged[104:97] & { keep[12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12] };
-  assign \$21  = judged[112:105] & { keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13] };
-  assign \$22  = judged[120:113] & { keep[14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14] };
-  assign \$23  = judged[128:121] & { keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15] };
+  assign \$8  = judged[8:1] & { pkt_keep[0], pkt_keep[0], pkt_keep[0], pkt_keep[0], pkt_keep[0], pkt_keep[0], pkt_keep[0], pkt_keep[0] };
+  assign \$9  = judged[16:9] & { pkt_keep[1], pkt_keep[1], pkt_keep[1], pkt_keep[1], pkt_keep[1], pkt_keep[1], pkt_keep[1], pkt_keep[1] };
+  assign \$10  = judged[24:17] & { pkt_keep[2], pkt_keep[2], pkt_keep[2], pkt_keep[2], pkt_keep[2], pkt_keep[2], pkt_keep[2], pkt_keep[2] };
+  assign \$11  = judged[32:25] & { pkt_keep[3], pkt_keep[3], pkt_keep[3], pkt_keep[3], pkt_keep[3], pkt_keep[3], pkt_keep[3], pkt_keep[3] };
+  assign \$12  = judged[40:33] & { pkt_keep[4], pkt_keep[4], pkt_keep[4], pkt_keep[4], pkt_keep[4], pkt_keep[4], pkt_keep[4], pkt_keep[4] };
+  assign \$13  = judged[48:41] & { pkt_keep[5], pkt_keep[5], pkt_keep[5], pkt_keep[5], pkt_keep[5], pkt_keep[5], pkt_keep[5], pkt_keep[5] };
+  assign \$14  = judged[56:49] & { pkt_keep[6], pkt_keep[6], pkt_keep[6], pkt_keep[6], pkt_keep[6], pkt_keep[6], pkt_keep[6], pkt_keep[6] };
+  assign \$15  = judged[64:57] & { pkt_keep[7], pkt_keep[7], pkt_keep[7], pkt_keep[7], pkt_keep[7], pkt_keep[7], pkt_keep[7], pkt_keep[7] };
+  assign \$16  = judged[72:65] & { pkt_keep[8], pkt_keep[8], pkt_keep[8], pkt_keep[8], pkt_keep[8], pkt_keep[8], pkt_keep[8], pkt_keep[8] };
+  assign \$17  = judged[80:73] & { pkt_keep[9], pkt_keep[9], pkt_keep[9], pkt_keep[9], pkt_keep[9], pkt_keep[9], pkt_keep[9], pkt_keep[9] };
+  assign \$18  = judged[88:81] & { pkt_keep[10], pkt_keep[10], pkt_keep[10], pkt_keep[10], pkt_keep[10], pkt_keep[10], pkt_keep[10], pkt_keep[10] };
+  assign \$19  = judged[96:89] & { pkt_keep[11], pkt_keep[11], pkt_keep[11], pkt_keep[11], pkt_keep[11], pkt_keep[11], pkt_keep[11], pkt_keep[11] };
+  assign \$20  = judged[104:97] & { pkt_keep[12], pkt_keep[12], pkt_keep[12], pkt_keep[12], pkt_keep[12], pkt_keep[12], pkt_keep[12], pkt_keep[12] };
+  assign \$21  = judged[112:105] & { pkt_keep[13], pkt_keep[13], pkt_keep[13], pkt_keep[13], pkt_keep[13], pkt_keep[13], pkt_keep[13], pkt_keep[13] };
+  assign \$22  = judged[120:113] & { pkt_keep[14], pkt_keep[14], pkt_keep[14], pkt_keep[14], pkt_keep[14], pkt_keep[14], pkt_keep[14], pkt_keep[14] };
+  assign \$23  = judged[128:121] & { pkt_keep[15], pkt_keep[15], pkt_keep[15], pkt_keep[15], pkt_keep[15], pkt_keep[15], pkt_keep[15], pkt_keep[15] };
   assign \$24  = rolled_back & judged[150];
   assign \$25  = credited & judged[151];
   assign \$26  = \$24  | \$25 ;
@@ -2685,303 +6874,332 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   assign \$27  = | judged[146:143];
   assign \$28  = ~ ok;
   assign \$29  = ~ judged[147];
-  assign \$30  = \$signal  != judged[129];
-  assign \$31  = \$signal  & judged[129];
+  assign \$30  = pkt_is_last != judged[129];
+  assign \$31  = pkt_is_last & judged[129];
   assign \$32  = ! cur;
-  assign \$33  = ~ \$signal ;
+  assign \$33  = ~ pkt_is_last;
   assign \$34  = judged[129] & \$33 ;
   assign \$35  = ~ \$34 ;
-  assign \$37  = ~ \$signal ;
+  assign \$37  = ~ pkt_is_last;
   assign \$38  = judged[129] & \$37 ;
   assign \$39  = ~ \$38 ;
-  assign \$40  = \$signal  & judged[129];
+  assign \$40  = pkt_is_last & judged[129];
   assign \$41  = ! rx_fsm_state;
   assign \$42  = rx_fsm_state == 1'h1;
   assign \$43  = rx_fsm_state == 2'h2;
   assign \$44  = busy_cycles + link__tvalid;
-  assign \$45  = in[49:33] + 4'hf;
-  assign \$47  = 6'h20 - in[49:33];
-  assign \$48  = in[4:1] != 4'ha;
-  assign \$49  = | in[6:5];
-  assign \$50  = \$48  | \$49 ;
-  assign \$51  = ! in[8:7];
-  assign \$52  = ~ \$51 ;
-  assign \$53  = in[8:7] == 1'h1;
-  assign \$54  = ~ \$53 ;
-  assign \$55  = \$52  & \$54 ;
-  assign \$56  = in[20:17] >= 2'h2;
-  assign \$57  = ! in[49:33];
-  assign \$58  = ! in[8:7];
-  assign \$59  = in[49:33] > 11'h400;
-  assign \$60  = \$58  & \$59 ;
-  assign \$61  = \$57  | \$60 ;
-  assign \$62  = in[8:7] == 1'h1;
-  assign \$63  = in[49:33] > 6'h20;
-  assign \$64  = \$62  & \$63 ;
-  assign \$65  = \$61  | \$64 ;
-  assign \$66  = decoded[142:137] - checked[38:33];
-  assign \$67  = decoded[20:17] == checked[20:17];
-  assign \$68  = ! judged[20:17];
-  assign \$69  = space_reserve & \$68 ;
-  assign \$70  = ! cur;
-  assign \$71  = rollback & \$70 ;
-  assign \$72  = space0_total + freed__0;
-  assign \$73  = \$72  - judged[136:130];
-  assign \$74  = space0_total + freed__0;
-  assign \$75  = \$74  + space_beats;
-  assign \$76  = space0_total + freed__0;
-  assign \$77  = ! cur;
-  assign \$78  = commit & \$77 ;
-  assign \$79  = \$78  ? space_beats : 7'h00;
-  assign \$80  = space0_committed + freed__0;
-  assign \$81  = \$80  - space0_kept;
-  assign \$82  = judged[20:17] == 1'h1;
-  assign \$83  = space_reserve & \$82 ;
-  assign \$85  = rollback & \$84 ;
-  assign \$86  = space1_total + freed__1;
-  assign \$87  = \$86  - judged[136:130];
-  assign \$88  = space1_total + freed__1;
-  assign \$89  = \$88  + space_beats;
-  assign \$90  = space1_total + freed__1;
-  assign \$92  = commit & \$91 ;
-  assign \$93  = \$92  ? space_beats : 7'h00;
-  assign \$94  = space1_committed + freed__1;
-  assign \$95  = \$94  - space1_kept;
-  assign \$96  = ! checked[8:7];
-  assign \$97  = ! checked[146:143];
-  assign \$98  = ! checked[8:7];
-  assign \$99  = checked[136:130] <= space0_total;
-  assign \$100  = checked[136:130] <= space1_total;
-  assign \$102  = credits__0 <= checked[142:137];
-  assign \$103  = credits__1 <= checked[142:137];
-  assign \$105  = \$98  ? \$101  : \$104 ;
-  assign \$106  = \$97  & \$105 ;
-  assign \$107  = ! checked[146:143];
-  assign \$108  = ! checked[8:7];
-  assign \$109  = checked[136:130] <= space0_committed;
-  assign \$110  = checked[136:130] <= space1_committed;
-  assign \$112  = $signed({ 1'h0, credits__0 }) <= $signed(checked[153:147]);
-  assign \$113  = $signed({ 1'h0, credits__1 }) <= $signed(checked[153:147]);
-  assign \$115  = \$108  ? \$111  : \$114 ;
-  assign \$116  = \$107  & \$115 ;
-  assign \$117  = ! checked[8:7];
-  assign \$118  = checked[20:17] == cur;
-  assign \$119  = \$117  & \$118 ;
-  assign \$120  = ! checked[8:7];
-  assign \$121  = ~ \$120 ;
-  assign \$122  = \$121  & checked[154];
-  assign \$123  = ~ ok;
-  assign \$124  = ~ judged[147];
-  assign \$125  = ~ judged[129];
-  assign \$126  = header_bytes + 5'h10;
-  assign \$127  = judged[49:33] - 1'h1;
-  assign \$129  = $signed(\$128 ) >= $signed(1'h0);
-  assign \$130  = judged[49:33] - 1'h1;
-  assign \$132  = $signed(\$131 ) >= $signed(2'h1);
-  assign \$133  = judged[49:33] - 1'h1;
-  assign \$135  = $signed(\$134 ) >= $signed(3'h2);
-  assign \$136  = judged[49:33] - 1'h1;
-  assign \$138  = $signed(\$137 ) >= $signed(3'h3);
-  assign \$139  = judged[49:33] - 1'h1;
-  assign \$141  = $signed(\$140 ) >= $signed(4'h4);
-  assign \$142  = judged[49:33] - 1'h1;
-  assign \$144  = $signed(\$143 ) >= $signed(4'h5);
-  assign \$145  = judged[49:33] - 1'h1;
-  assign \$147  = $signed(\$146 ) >= $signed(4'h6);
-  assign \$148  = judged[49:33] - 1'h1;
-  assign \$150  = $signed(\$149 ) >= $signed(4'h7);
-  assign \$151  = judged[49:33] - 1'h1;
-  assign \$153  = $signed(\$152 ) >= $signed(5'h08);
-  assign \$154  = judged[49:33] - 1'h1;
-  assign \$156  = $signed(\$155 ) >= $signed(5'h09);
-  assign \$157  = judged[49:33] - 1'h1;
-  assign \$159  = $signed(\$158 ) >= $signed(5'h0a);
-  assign \$160  = judged[49:33] - 1'h1;
-  assign \$162  = $signed(\$161 ) >= $signed(5'h0b);
-  assign \$163  = judged[49:33] - 1'h1;
-  assign \$165  = $signed(\$164 ) >= $signed(5'h0c);
-  assign \$166  = judged[49:33] - 1'h1;
-  assign \$168  = $signed(\$167 ) >= $signed(5'h0d);
-  assign \$169  = judged[49:33] - 1'h1;
-  assign \$171  = $signed(\$170 ) >= $signed(5'h0e);
-  assign \$172  = judged[49:33] - 1'h1;
-  assign \$174  = $signed(\$173 ) >= $signed(5'h0f);
-  assign \$175  = \$signal$18  - 1'h1;
-  assign \$176  = \$signal  & judged[129];
-  assign \$177  = payload_bytes + \$signal$26 ;
-  assign \$178  = header_bytes + 5'h10;
-  assign \$179  = judged[0] & judged[129];
-  assign \$180  = errors + 1'h1;
-  assign \$181  = ~ error;
-  assign \$182  = error_now & \$181 ;
-  always @(posedge clk)
-    freed__0 <= \$183 ;
-  always @(posedge clk)
-    freed__1 <= \$184 ;
-  always @(posedge clk)
-    busy_cycles <= \$185 ;
-  always @(posedge clk)
-    in <= \$186 ;
-  always @(posedge clk)
-    decoded <= \$187 ;
-  always @(posedge clk)
-    checked <= \$188 ;
-  always @(posedge clk)
-    space0_total <= \$189 ;
-  always @(posedge clk)
-    space0_kept <= \$190 ;
-  always @(posedge clk)
-    space0_committed <= \$191 ;
-  always @(posedge clk)
-    space1_total <= \$192 ;
-  always @(posedge clk)
-    space1_kept <= \$193 ;
-  always @(posedge clk)
-    space1_committed <= \$194 ;
-  always @(posedge clk)
-    judged <= \$195 ;
-  always @(posedge clk)
-    rolled_back <= \$196 ;
-  always @(posedge clk)
-    credited <= \$197 ;
-  always @(posedge clk)
-    rx_fsm_state <= \$198 ;
-  always @(posedge clk)
-    header_bytes <= \$199 ;
-  always @(posedge clk)
-    cur <= \$200 ;
-  always @(posedge clk)
-    \$signal$18  <= \$201 ;
-  always @(posedge clk)
-    space_beats <= \$202 ;
-  always @(posedge clk)
-    \$signal$26  <= \$203 ;
-  always @(posedge clk)
-    \$like$25  <= \$204 ;
-  always @(posedge clk)
-    \$like  <= \$205 ;
-  always @(posedge clk)
-    \$signal$23  <= \$206 ;
-  always @(posedge clk)
-    \$signal$20  <= \$207 ;
-  always @(posedge clk)
-    payload_bytes <= \$208 ;
-  always @(posedge clk)
-    errors <= \$209 ;
-  always @(posedge clk)
-    error <= \$210 ;
-  always @(posedge clk)
-    error_cause <= \$211 ;
+  assign \$46  = \$45  ^ link__tdata[1];
+  assign \$47  = \$46  ^ link__tdata[2];
+  assign \$48  = \$47  ^ link__tdata[4];
+  assign \$50  = \$49  ^ link__tdata[6];
+  assign \$51  = \$50  ^ link__tdata[8];
+  assign \$52  = \$51  ^ link__tdata[11];
+  assign \$54  = \$53  ^ link__tdata[18];
+  assign \$55  = \$54  ^ link__tdata[19];
+  assign \$56  = \$55  ^ link__tdata[23];
+  assign \$58  = \$57  ^ link__tdata[30];
+  assign \$59  = \$58  ^ link__tdata[31];
+  assign \$60  = \$59  ^ link__tdata[32];
+  assign \$62  = \$61  ^ link__tdata[35];
+  assign \$63  = \$62  ^ link__tdata[37];
+  assign \$64  = \$63  ^ link__tdata[39];
+  assign \$66  = \$65  ^ link__tdata[44];
+  assign \$67  = \$66  ^ link__tdata[46];
+  assign \$68  = \$67  ^ link__tdata[48];
+  assign \$70  = \$69  ^ link__tdata[55];
+  assign \$72  = \$71  ^ link__tdata[3];
+  assign \$73  = \$72  ^ link__tdata[4];
+  assign \$74  = \$73  ^ link__tdata[7];
+  assign \$76  = \$75  ^ link__tdata[11];
+  assign \$77  = \$76  ^ link__tdata[12];
+  assign \$78  = \$77  ^ link__tdata[13];
+  assign \$80  = \$79  ^ link__tdata[16];
+  assign \$81  = \$80  ^ link__tdata[18];
+  assign \$82  = \$81  ^ link__tdata[20];
+  assign \$84  = \$83  ^ link__tdata[24];
+  assign \$85  = \$84  ^ link__tdata[28];
+  assign \$86  = \$85  ^ link__tdata[29];
+  assign \$88  = \$87  ^ link__tdata[32];
+  assign \$89  = \$88  ^ link__tdata[33];
+  assign \$90  = \$89  ^ link__tdata[34];
+  assign \$92  = \$91  ^ link__tdata[37];
+  assign \$93  = \$92  ^ link__tdata[38];
+  assign \$94  = \$93  ^ link__tdata[39];
+  assign \$96  = \$95  ^ link__tdata[44];
+  assign \$97  = \$96  ^ link__tdata[45];
+  assign \$98  = \$97  ^ link__tdata[46];
+  assign \$100  = \$99  ^ link__tdata[48];
+  assign \$101  = \$100  ^ link__tdata[49];
+  assign \$102  = \$101  ^ link__tdata[54];
+  assign \$104  = \$103  ^ link__tdata[2];
+  assign \$105  = \$104  ^ link__tdata[6];
+  assign \$106  = \$105  ^ link__tdata[10];
+  assign \$108  = \$107  ^ link__tdata[12];
+  assign \$109  = \$108  ^ link__tdata[14];
+  assign \$110  = \$109  ^ link__tdata[15];
+  assign \$112  = \$111  ^ link__tdata[18];
+  assign \$113  = \$112  ^ link__tdata[21];
+  assign \$114  = \$113  ^ link__tdata[23];
+  assign \$116  = \$115  ^ link__tdata[25];
+  assign \$117  = \$116  ^ link__tdata[28];
+  assign \$118  = \$117  ^ link__tdata[29];
+  assign \$120  = \$119  ^ link__tdata[38];
+  assign \$121  = \$120  ^ link__tdata[40];
+  assign \$122  = \$121  ^ link__tdata[42];
+  assign \$124  = \$123  ^ link__tdata[45];
+  assign \$125  = \$124  ^ link__tdata[47];
+  assign \$126  = \$125  ^ link__tdata[48];
+  assign \$128  = \$127  ^ link__tdata[50];
+  assign \$129  = \$128  ^ link__tdata[54];
+  assign \$131  = \$130  ^ link__tdata[1];
+  assign \$132  = \$131  ^ link__tdata[3];
+  assign \$133  = \$132  ^ link__tdata[7];
+  assign \$135  = \$134  ^ link__tdata[11];
+  assign \$136  = \$135  ^ link__tdata[12];
+  assign \$137  = \$136  ^ link__tdata[13];
+  assign \$139  = \$138  ^ link__tdata[18];
+  assign \$140  = \$139  ^ link__tdata[19];
+  assign \$141  = \$140  ^ link__tdata[22];
+  assign \$143  = \$142  ^ link__tdata[26];
+  assign \$144  = \$143  ^ link__tdata[29];
+  assign \$145  = \$144  ^ link__tdata[30];
+  assign \$147  = \$146  ^ link__tdata[34];
+  assign \$148  = \$147  ^ link__tdata[39];
+  assign \$149  = \$148  ^ link__tdata[41];
+  assign \$151  = \$150  ^ link__tdata[45];
+  assign \$152  = \$151  ^ link__tdata[46];
+  assign \$153  = \$152  ^ link__tdata[49];
+  assign \$155  = \$154  ^ link__tdata[51];
+  assign \$156  = \$155  ^ link__tdata[55];
+  assign \$158  = \$157  ^ link__tdata[1];
+  assign \$159  = \$158  ^ link__tdata[2];
+  assign \$160  = \$159  ^ link__tdata[4];
+  assign \$162  = \$161  ^ link__tdata[12];
+  assign \$163  = \$162  ^ link__tdata[13];
+  assign \$164  = \$163  ^ link__tdata[14];
+  assign \$166  = \$165  ^ link__tdata[20];
+  assign \$167  = \$166  ^ link__tdata[23];
+  assign \$168  = \$167  ^ link__tdata[24];
+  assign \$170  = \$169  ^ link__tdata[27];
+  assign \$171  = \$170  ^ link__tdata[30];
+  assign \$172  = \$171  ^ link__tdata[31];
+  assign \$174  = \$173  ^ link__tdata[35];
+  assign \$175  = \$174  ^ link__tdata[40];
+  assign \$176  = \$175  ^ link__tdata[42];
+  assign \$178  = \$177  ^ link__tdata[46];
+  assign \$179  = \$178  ^ link__tdata[47];
+  assign \$180  = \$179  ^ link__tdata[50];
+  assign \$182  = \$181  ^ link__tdata[52];
+  assign \$184  = \$183  ^ link__tdata[2];
+  assign \$185  = \$184  ^ link__tdata[3];
+  assign \$186  = \$185  ^ link__tdata[5];
+  assign \$188  = \$187  ^ link__tdata[10];
+  assign \$189  = \$188  ^ link__tdata[13];
+  assign \$190  = \$189  ^ link__tdata[14];
+  assign \$192  = \$191  ^ link__tdata[16];
+  assign \$193  = \$192  ^ link__tdata[20];
+  assign \$194  = \$193  ^ link__tdata[21];
+  assign \$196  = \$195  ^ link__tdata[27];
+  assign \$197  = \$196  ^ link__tdata[28];
+  assign \$198  = \$197  ^ link__tdata[31];
+  assign \$200  = \$199  ^ link__tdata[34];
+  assign \$201  = \$200  ^ link__tdata[36];
+  assign \$202  = \$201  ^ link__tdata[41];
+  assign \$204  = \$203  ^ link__tdata[45];
+  assign \$205  = \$204  ^ link__tdata[47];
+  assign \$206  = \$205  ^ link__tdata[51];
+  assign \$208  = \$207  ^ link__tdata[53];
+  assign \$210  = \$209  ^ link__tdata[2];
+  assign \$211  = \$210  ^ link__tdata[3];
+  assign \$212  = \$211  ^ link__tdata[4];
+  assign \$214  = \$213  ^ link__tdata[9];
+  assign \$215  = \$214  ^ link__tdata[11];
+  assign \$216  = \$215  ^ link__tdata[14];
+  assign \$218  = \$217  ^ link__tdata[16];
+  assign \$219  = \$218  ^ link__tdata[17];
+  assign \$220  = \$219  ^ link__tdata[21];
+  assign \$222  = \$221  ^ link__tdata[26];
+  assign \$223  = \$222  ^ link__tdata[28];
+  assign \$224  = \$223  ^ link__tdata[29];
+  assign \$226  = \$225  ^ link__tdata[33];
+  assign \$227  = \$226  ^ link__tdata[35];
+  assign \$228  = \$227  ^ link__tdata[37];
+  assign \$230  = \$229  ^ link__tdata[44];
+  assign \$231  = \$230  ^ link__tdata[46];
+  assign \$232  = \$231  ^ link__tdata[52];
+  assign \$234  = \$233  ^ link__tdata[54];
+  assign \$236  = \$235  ^ link__tdata[1];
+  assign \$237  = \$236  ^ link__tdata[3];
+  assign \$238  = \$237  ^ link__tdata[4];
+  assign \$240  = \$239  ^ link__tdata[7];
+  assign \$241  = \$240  ^ link__tdata[10];
+  assign \$242  = \$241  ^ link__tdata[12];
+  assign \$244  = \$243  ^ link__tdata[17];
+  assign \$245  = \$244  ^ link__tdata[18];
+  assign \$246  = \$245  ^ link__tdata[22];
+  assign \$248  = \$247  ^ link__tdata[27];
+  assign \$249  = \$248  ^ link__tdata[29];
+  assign \$250  = \$249  ^ link__tdata[30];
+  assign \$252  = \$251  ^ link__tdata[34];
+  assign \$253  = \$252  ^ link__tdata[36];
+  assign \$254  = \$253  ^ link__tdata[38];
+  assign \$256  = \$255  ^ link__tdata[45];
+  assign \$257  = \$256  ^ link__tdata[47];
+  assign \$258  = \$257  ^ link__tdata[53];
+  assign \$260  = \$259  ^ link__tdata[55];
+  assign \$261  = link__tdata[3:0] != 4'ha;
+  assign \$262  = | link__tdata[5:4];
+  assign \$263  = \$261  | \$262 ;
+  assign \$264  = ! link__tdata[7:6];
+  assign \$265  = ~ \$264 ;
+  assign \$266  = link__tdata[7:6] == 1'h1;
+  assign \$267  = ~ \$266 ;
+  assign \$268  = \$265  & \$267 ;
+  assign \$269  = link__tdata[19:16] >= 2'h2;
+  assign \$270  = ! link__tdata[48:32];
+  assign \$271  = ! link__tdata[7:6];
+  assign \$272  = link__tdata[48:32] > 11'h400;
+  assign \$273  = \$271  & \$272 ;
+  assign \$274  = \$270  | \$273 ;
+  assign \$275  = link__tdata[7:6] == 1'h1;
+  assign \$276  = link__tdata[48:32] > 6'h20;
+  assign \$277  = \$275  & \$276 ;
+  assign \$278  = \$274  | \$277 ;
+  assign \$279  = in[49:33] + 4'hf;
+  assign \$281  = 6'h20 - in[49:33];
+  assign \$283  = \$282  ^ in[144];
+  assign \$284  = \$283  ^ in[145];
+  assign \$285  = \$284  ^ in[146];
+  assign \$286  = \$285  ^ in[147];
+  assign \$287  = \$286  ^ in[148];
+  assign \$288  = \$287  ^ in[149];
+  assign \$290  = \$289  ^ in[151];
+  assign \$291  = \$290  ^ in[152];
+  assign \$292  = \$291  ^ in[153];
+  assign \$293  = \$292  ^ in[154];
+  assign \$294  = \$293  ^ in[155];
+  assign \$295  = \$294  ^ in[156];
+  assign \$296  = \$295  ^ in[157];
+  assign \$298  = \$297  ^ in[159];
+  assign \$299  = \$298  ^ in[160];
+  assign \$300  = \$299  ^ in[161];
+  assign \$301  = \$300  ^ in[162];
+  assign \$302  = \$301  ^ in[163];
+  assign \$303  = \$302  ^ in[164];
+  assign \$305  = \$304  ^ in[166];
+  assign \$306  = \$305  ^ in[167];
+  assign \$307  = \$306  ^ in[168];
+  assign \$308  = \$307  ^ in[169];
+  assign \$309  = \$308  ^ in[170];
+  assign \$310  = \$309  ^ in[171];
+  assign \$312  = \$311  ^ in[173];
+  assign \$313  = \$312  ^ in[174];
+  assign \$314  = \$313  ^ in[175];
+  assign \$315  = \$314  ^ in[176];
+  assign \$316  = \$315  ^ in[177];
+  assign \$317  = \$316  ^ in[178];
+  assign \$319  = \$318  ^ in[180];
+  assign \$320  = \$319  ^ in[181];
+  assign \$321  = \$320  ^ in[182];
+  assign \$322  = \$321  ^ in[183];
+  assign \$323  = \$322  ^ in[184];
+  assign \$324  = \$323  ^ in[185];
+  assign \$326  = \$325  ^ in[187];
+  assign \$327  = \$326  ^ in[188];
+  assign \$328  = \$327  ^ in[189];
+  assign \$329  = \$328  ^ in[190];
+  assign \$330  = \$329  ^ in[191];
+  assign \$331  = \$330  ^ in[192];
+  assign \$333  = \$332  ^ in[194];
+  assign \$334  = \$333  ^ in[195];
+  assign \$335  = \$334  ^ in[196];
+  assign \$336  = \$335  ^ in[197];
+  assign \$337  = \$336  ^ in[198];
+  assign \$338  = \$337  ^ in[199];
+  assign \$339  = decoded[142:137] - checked[38:33];
+  assign \$340  = decoded[20:17] == checked[20:17];
+  assign \$341  = ! cause;
+  assign \$342  = ! decoded[8:7];
+  assign \$343  = ! judged[20:17];
+  assign \$344  = space_reserve & \$343 ;
+  assign \$345  = ! cur;
+  assign \$346  = rollback & \$345 ;
+  assign \$347  = space0_total - judged[158:152];
+  assign \$348  = space0_total - judged[136:130];
+  assign \$349  = freed__0 ? \$347  : \$348 ;
+  assign \$350  = space0_total + space_beats_p1;
+  assign \$351  = space0_total + space_beats;
+  assign \$352  = freed__0 ? \$350  : \$351 ;
+  assign \$353  = space0_total + 1'h1;
+  assign \$354  = freed__0 ? \$353  : { 1'h0, space0_total };
+  assign \$355  = ! cur;
+  assign \$356  = commit & \$355 ;
+  assign \$357  = \$356  ? space_beats : 7'h00;
+  assign \$358  = space0_committed + freed__0;
+  assign \$359  = \$358  - space0_kept;
+  assign \$360  = judged[20:17] == 1'h1;
+  assign \$361  = space_reserve & \$360 ;
+  assign \$363  = rollback & \$362 ;
+  assign \$364  = space1_total - judged[158:152];
+  assign \$365  = space1_total - judged[136:130];
+  assign \$366  = freed__1 ? \$364  : \$365 ;
+  assign \$367  = space1_total + space_beats_p1;
+  assign \$368  = space1_total + space_beats;
+  assign \$369  = freed__1 ? \$367  : \$368 ;
+  assign \$370  = space1_total + 1'h1;
+  assign \$371  = freed__1 ? \$370  : { 1'h0, space1_total };
+  assign \$373  = commit & \$372 ;
+  assign \$374  = \$373  ? space_beats : 7'h00;
+  assign \$375  = space1_committed + freed__1;
+  assign \$376  = \$375  - space1_kept;
+  assign \$377  = checked[136:130] - 1'h1;
+  assign \$378  = checked[136:130] <= space0_total;
+  assign \$379  = checked[136:130] <= space1_total;
+  assign \$381  = credits__0 <= checked[142:137];
+  assign \$382  = credits__1 <= checked[142:137];
+  assign \$384  = checked[156] ? \$380  : \$383 ;
+  assign \$385  = checked[155] & \$384 ;
+  assign \$386  = checked[136:130] <= space0_committed;
+  assign \$387  = checked[136:130] <= space1_committed;
+  assign \$389  = $signed({ 1'h0, credits__0 }) <= $signed(checked[153:147]);
+  assign \$390  = $signed({ 1'h0, credits__1 }) <= $signed(checked[153:147]);
+  assign \$392  = checked[156] ? \$388  : \$391 ;
+  assign \$393  = checked[155] & \$392 ;
+  assign \$394  = checked[20:17] == cur;
+  assign \$395  = checked[156] & \$394 ;
+  assign \$396  = ~ checked[156];
+  assign \$397  = \$396  & checked[154];
+  assign \$398  = payload_bytes + length_q;
+  assign \$399  = header_bytes + 5'h10;
+  assign \$400  = ~ ok;
+  assign \$401  = ~ judged[147];
+  assign \$402  = ~ judged[129];
+  assign \$403  = judged[136:130] + 1'h1;
+  assign \$404  = judged[136:130] == 1'h1;
   \ace_nic_small.rx0.buffer0  buffer0 (
     .clk(clk),
-    .commit(\commit$45 ),
-    .fetch(freed),
-    .landing_head(out__0__payload),
-    .landing_nonempty(out__0__valid),
-    .\port$2414$0 (keep),
-    .\port$2471$0 (\$signal$26 ),
-    .\port$2473$0 (\$like$25 ),
-    .\port$2475$0 (\$like ),
-    .\port$2477$0 (\$signal$23 ),
-    .\port$623$0 (\$signal ),
-    .\port$626$0 (\$8 ),
-    .\port$627$0 (\$9 ),
-    .\port$628$0 (\$10 ),
-    .\port$629$0 (\$11 ),
-    .\port$630$0 (\$12 ),
-    .\port$631$0 (\$13 ),
-    .\port$632$0 (\$14 ),
-    .\port$633$0 (\$15 ),
-    .\port$634$0 (\$16 ),
-    .\port$635$0 (\$17 ),
-    .\port$636$0 (\$18 ),
-    .\port$637$0 (\$19 ),
-    .\port$638$0 (\$20 ),
-    .\port$639$0 (\$21 ),
-    .\port$640$0 (\$22 ),
-    .\port$641$0 (\$23 ),
+    .commit(\commit$43 ),
+    .freed(freed),
+    .out_valid(out__0__valid),
+    .r__payload(out__0__payload),
     .r__ready(r__ready),
-    .rollback(\rollback$46 ),
+    .rollback(\rollback$44 ),
     .rst(rst),
-    .w_en(w_en)
+    .w_data_q(w_data),
+    .\w_en$25 (w_en)
   );
   \ace_nic_small.rx0.buffer1  buffer1 (
     .clk(clk),
-    .commit(\commit$48 ),
-    .fetch(\freed$62 ),
-    .landing_head(out__1__payload),
-    .landing_nonempty(out__1__valid),
-    .\port$2414$0 (keep),
-    .\port$2471$0 (\$signal$26 ),
-    .\port$2473$0 (\$like$25 ),
-    .\port$2475$0 (\$like ),
-    .\port$2477$0 (\$signal$23 ),
-    .\port$623$0 (\$signal ),
-    .\port$626$0 (\$8 ),
-    .\port$627$0 (\$9 ),
-    .\port$628$0 (\$10 ),
-    .\port$629$0 (\$11 ),
-    .\port$630$0 (\$12 ),
-    .\port$631$0 (\$13 ),
-    .\port$632$0 (\$14 ),
-    .\port$633$0 (\$15 ),
-    .\port$634$0 (\$16 ),
-    .\port$635$0 (\$17 ),
-    .\port$636$0 (\$18 ),
-    .\port$637$0 (\$19 ),
-    .\port$638$0 (\$20 ),
-    .\port$639$0 (\$21 ),
-    .\port$640$0 (\$22 ),
-    .\port$641$0 (\$23 ),
+    .commit(\commit$46 ),
+    .freed(\freed$63 ),
+    .out_valid(out__1__valid),
+    .r__payload(out__1__payload),
     .r__ready(\r__ready$8 ),
-    .rollback(\rollback$49 ),
+    .rollback(\rollback$47 ),
     .rst(rst),
-    .w_en(\w_en$47 )
+    .w_data_q(w_data),
+    .\w_en$25 (\w_en$45 )
   );
-  \ace_nic_small.rx0.hdr_check  hdr_check (
-    .check(check),
-    .header(in[64:1])
-  );
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    (* full_case = 32'd1 *)
-    casez (checked[17])
-      1'h0:
-          \$101  = \$99 ;
-      1'h1:
-          \$101  = \$100 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    (* full_case = 32'd1 *)
-    casez (checked[17])
-      1'h0:
-          \$104  = \$102 ;
-      1'h1:
-          \$104  = \$103 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    (* full_case = 32'd1 *)
-    casez (checked[17])
-      1'h0:
-          \$111  = \$109 ;
-      1'h1:
-          \$111  = \$110 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    (* full_case = 32'd1 *)
-    casez (checked[17])
-      1'h0:
-          \$114  = \$112 ;
-      1'h1:
-          \$114  = \$113 ;
-    endcase
-  end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     cause = 4'h0;
@@ -3004,21 +7222,12 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     (* full_case = 32'd1 *)
-    if (\$signal ) begin
-      keep = \$signal$20 ;
-    end else begin
-      keep = 16'hffff;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    (* full_case = 32'd1 *)
     if (\$27 ) begin
-      \cause$32  = judged[146:143];
+      \cause$29  = judged[146:143];
     end else if (judged[147]) begin
-      \cause$32  = 4'h8;
+      \cause$29  = 4'h8;
     end else begin
-      \cause$32  = 4'h9;
+      \cause$29  = 4'h9;
     end
   end
   always @* begin
@@ -3036,7 +7245,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
             if (\$40 ) begin
             end else if (judged[129]) begin
               error_now = 1'h1;
-            end else if (\$signal ) begin
+            end else if (pkt_is_last) begin
               error_now = 1'h1;
             end
           end
@@ -3049,7 +7258,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
       2'h0:
           if (judged[0]) begin
             if (\$28 ) begin
-              error_code = \cause$32 ;
+              error_code = \cause$29 ;
             end
           end
       2'h2:
@@ -3057,7 +7266,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
             if (\$40 ) begin
             end else if (judged[129]) begin
               error_code = 4'h6;
-            end else if (\$signal ) begin
+            end else if (pkt_is_last) begin
               error_code = 4'h7;
             end
           end
@@ -3072,6 +7281,25 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
             if (\$28 ) begin
             end else if (\$29 ) begin
               credit_valid = 1'h1;
+            end
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    header_now = 1'h0;
+    casez (rx_fsm_state)
+      2'h0:
+          if (judged[0]) begin
+            if (\$28 ) begin
+            end else if (\$29 ) begin
+              header_now = 1'h1;
+            end
+          end
+      2'h2:
+          if (judged[0]) begin
+            if (\$40 ) begin
+              header_now = 1'h1;
             end
           end
     endcase
@@ -3131,496 +7359,637 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \commit$45  = 1'h0;
+    \commit$43  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
           /* empty */;
       2'h2:
           if (judged[0]) begin
             if (\$32 ) begin
-              \commit$45  = commit;
+              \commit$43  = commit;
             end
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \rollback$46  = 1'h0;
+    \rollback$44  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
           /* empty */;
       2'h2:
           if (judged[0]) begin
             if (\$32 ) begin
-              \rollback$46  = rollback;
+              \rollback$44  = rollback;
             end
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \w_en$47  = 1'h0;
+    \w_en$45  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
           /* empty */;
       2'h2:
           if (judged[0]) begin
             if (\$36 ) begin
-              \w_en$47  = \$39 ;
+              \w_en$45  = \$39 ;
             end
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \commit$48  = 1'h0;
+    \commit$46  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
           /* empty */;
       2'h2:
           if (judged[0]) begin
             if (\$36 ) begin
-              \commit$48  = commit;
+              \commit$46  = commit;
             end
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \rollback$49  = 1'h0;
+    \rollback$47  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
           /* empty */;
       2'h2:
           if (judged[0]) begin
             if (\$36 ) begin
-              \rollback$49  = rollback;
+              \rollback$47  = rollback;
             end
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$183  = freed;
+    \$558  = freed;
     if (rst) begin
-      \$183  = 1'h0;
+      \$558  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$184  = \freed$62 ;
+    \$559  = \freed$63 ;
     if (rst) begin
-      \$184  = 1'h0;
+      \$559  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$185  = \$44 [47:0];
+    \$560  = \$44 [47:0];
     if (rst) begin
-      \$185  = 48'h000000000000;
+      \$560  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$186 [142:130] = in[142:130];
-    \$186 [0] = link__tvalid;
-    \$186 [128:1] = link__tdata;
-    \$186 [129] = link__tlast;
+    \$561 [142:130] = in[142:130];
+    \$561 [0] = link__tvalid;
+    \$561 [128:1] = link__tdata;
+    \$561 [129] = link__tlast;
+    \$561 [199:143] = { \$260 , \$258 , \$254 , \$250 , \$246 , \$242 , \$238 , \$234 , \$232 , \$228 , \$224 , \$220 , \$216 , \$212 , \$208 , \$206 , \$202 , \$198 , \$194 , \$190 , \$186 , \$182 , \$180 , \$176 , \$172 , \$168 , \$164 , \$160 , \$156 , \$153 , \$149 , \$145 , \$141 , \$137 , \$133 , \$129 , \$126 , \$122 , \$118 , \$114 , \$110 , \$106 , \$102 , \$98 , \$94 , \$90 , \$86 , \$82 , \$78 , \$74 , \$70 , \$68 , \$64 , \$60 , \$56 , \$52 , \$48  };
+    \$561 [200] = \$263 ;
+    \$561 [201] = \$268 ;
+    \$561 [202] = \$269 ;
+    \$561 [203] = \$278 ;
     if (rst) begin
-      \$186  = 143'h000000000000000000000000000000000000;
+      \$561  = 204'h000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$187 [0] = in[0];
-    \$187 [128:1] = in[128:1];
-    \$187 [129] = in[129];
-    \$187 [136:130] = \$46 [6:0];
-    \$187 [142:137] = \$47 [5:0];
-    \$187 [150:143] = check;
-    \$187 [151] = \$50 ;
-    \$187 [152] = \$55 ;
-    \$187 [153] = \$56 ;
-    \$187 [154] = \$65 ;
+    \$562 [0] = in[0];
+    \$562 [128:1] = in[128:1];
+    \$562 [129] = in[129];
+    \$562 [136:130] = \$280 [6:0];
+    \$562 [142:137] = \$281 [5:0];
+    \$562 [150:143] = { \$338 , \$331 , \$324 , \$317 , \$310 , \$303 , \$296 , \$288  };
+    \$562 [151] = in[200];
+    \$562 [152] = in[201];
+    \$562 [153] = in[202];
+    \$562 [154] = in[203];
     if (rst) begin
-      \$187  = 155'h000000000000000000000000000000000000000;
+      \$562  = 155'h000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$188 [0] = decoded[0];
-    \$188 [128:1] = decoded[128:1];
-    \$188 [129] = decoded[129];
-    \$188 [136:130] = decoded[136:130];
-    \$188 [142:137] = decoded[142:137];
-    \$188 [146:143] = cause;
-    \$188 [153:147] = \$66 ;
-    \$188 [154] = \$67 ;
+    \$563 [0] = decoded[0];
+    \$563 [128:1] = decoded[128:1];
+    \$563 [129] = decoded[129];
+    \$563 [136:130] = decoded[136:130];
+    \$563 [142:137] = decoded[142:137];
+    \$563 [146:143] = cause;
+    \$563 [153:147] = \$339 ;
+    \$563 [154] = \$340 ;
+    \$563 [155] = \$341 ;
+    \$563 [156] = \$342 ;
     if (rst) begin
-      \$188  = 155'h000000000000000000000000000000000000000;
+      \$563  = 157'h0000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     (* full_case = 32'd1 *)
-    if (\$69 ) begin
-      \$189  = \$73 [5:0];
-    end else if (\$71 ) begin
-      \$189  = \$75 [5:0];
+    if (\$344 ) begin
+      \$564  = \$349 [5:0];
+    end else if (\$346 ) begin
+      \$564  = \$352 [5:0];
     end else begin
-      \$189  = \$76 [5:0];
+      \$564  = \$354 [5:0];
     end
     if (rst) begin
-      \$189  = 6'h20;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$190  = \$79 ;
-    if (rst) begin
-      \$190  = 7'h00;
+      \$564  = 6'h20;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$191  = \$81 [5:0];
+    \$565  = \$357 ;
     if (rst) begin
-      \$191  = 6'h20;
+      \$565  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    \$566  = \$359 [5:0];
+    if (rst) begin
+      \$566  = 6'h20;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     (* full_case = 32'd1 *)
-    if (\$83 ) begin
-      \$192  = \$87 [5:0];
-    end else if (\$85 ) begin
-      \$192  = \$89 [5:0];
+    if (\$361 ) begin
+      \$567  = \$366 [5:0];
+    end else if (\$363 ) begin
+      \$567  = \$369 [5:0];
     end else begin
-      \$192  = \$90 [5:0];
+      \$567  = \$371 [5:0];
     end
     if (rst) begin
-      \$192  = 6'h20;
+      \$567  = 6'h20;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$193  = \$93 ;
+    \$568  = \$374 ;
     if (rst) begin
-      \$193  = 7'h00;
+      \$568  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$194  = \$95 [5:0];
+    \$569  = \$376 [5:0];
     if (rst) begin
-      \$194  = 6'h20;
+      \$569  = 6'h20;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$195 [142:137] = judged[142:137];
-    \$195 [0] = checked[0];
-    \$195 [128:1] = checked[128:1];
-    \$195 [129] = checked[129];
-    \$195 [136:130] = checked[136:130];
-    \$195 [146:143] = checked[146:143];
-    \$195 [147] = \$96 ;
-    \$195 [148] = \$106 ;
-    \$195 [149] = \$116 ;
-    \$195 [150] = \$119 ;
-    \$195 [151] = \$122 ;
+    \$570 [142:137] = judged[142:137];
+    \$570 [0] = checked[0];
+    \$570 [128:1] = checked[128:1];
+    \$570 [129] = checked[129];
+    \$570 [136:130] = checked[136:130];
+    \$570 [158:152] = \$377 [6:0];
+    \$570 [146:143] = checked[146:143];
+    \$570 [147] = checked[156];
+    \$570 [148] = \$385 ;
+    \$570 [149] = \$393 ;
+    \$570 [150] = \$395 ;
+    \$570 [151] = \$397 ;
     if (rst) begin
-      \$195  = 152'h00000000000000000000000000000000000000;
+      \$570  = 159'h0000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$196  = rollback;
+    \$571  = { \$signal$22 , \$like$21 , \$like , pkt_is_last, \$signal , pkt_keep, \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8  };
     if (rst) begin
-      \$196  = 1'h0;
+      \$571  = 179'h000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$197  = credit_valid;
+    \$572  = rollback;
     if (rst) begin
-      \$197  = 1'h0;
+      \$572  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$198  = rx_fsm_state;
+    \$573  = credit_valid;
+    if (rst) begin
+      \$573  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    \$574  = header_now;
+    if (rst) begin
+      \$574  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    \$575  = commit;
+    if (rst) begin
+      \$575  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    \$576  = \$signal$22 ;
+    if (rst) begin
+      \$576  = 17'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    \$577  = payload_bytes;
+    if (commit_q) begin
+      \$577  = \$398 [47:0];
+    end
+    if (rst) begin
+      \$577  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    \$578  = header_bytes;
+    if (header_q) begin
+      \$578  = \$399 [47:0];
+    end
+    if (rst) begin
+      \$578  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    \$579  = rx_fsm_state;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
             (* full_case = 32'd1 *)
-            if (\$123 ) begin
-              if (\$125 ) begin
-                \$198  = 2'h1;
+            if (\$400 ) begin
+              if (\$402 ) begin
+                \$579  = 2'h1;
               end
-            end else if (\$124 ) begin
+            end else if (\$401 ) begin
             end else begin
-              \$198  = 2'h2;
+              \$579  = 2'h2;
             end
           end
       2'h2:
           if (judged[0]) begin
-            if (\$176 ) begin
-              \$198  = 2'h0;
+            if (\$553 ) begin
+              \$579  = 2'h0;
             end else if (judged[129]) begin
-              \$198  = 2'h0;
-            end else if (\$signal ) begin
-              \$198  = 2'h1;
+              \$579  = 2'h0;
+            end else if (pkt_is_last) begin
+              \$579  = 2'h1;
             end
           end
       2'h1:
-          if (\$179 ) begin
-            \$198  = 2'h0;
+          if (\$554 ) begin
+            \$579  = 2'h0;
           end
     endcase
     if (rst) begin
-      \$198  = 2'h0;
+      \$579  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$199  = header_bytes;
+    \$580  = cur;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
-            if (\$123 ) begin
-            end else if (\$124 ) begin
-              \$199  = \$126 [47:0];
+            (* full_case = 32'd1 *)
+            if (\$400 ) begin
+            end else if (\$401 ) begin
+            end else begin
+              \$580  = judged[17];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$580  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    \$581  = \$signal$83 ;
+    casez (rx_fsm_state)
+      2'h0:
+          if (judged[0]) begin
+            (* full_case = 32'd1 *)
+            if (\$400 ) begin
+            end else if (\$401 ) begin
+            end else begin
+              \$581  = judged[136:130];
             end
           end
       2'h2:
           if (judged[0]) begin
-            if (\$176 ) begin
-              \$199  = \$178 [47:0];
-            end
+            \$581  = \$549 [6:0];
           end
     endcase
     if (rst) begin
-      \$199  = 48'h000000000000;
+      \$581  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$200  = cur;
+    \$582  = space_beats;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
             (* full_case = 32'd1 *)
-            if (\$123 ) begin
-            end else if (\$124 ) begin
+            if (\$400 ) begin
+            end else if (\$401 ) begin
             end else begin
-              \$200  = judged[17];
+              \$582  = judged[136:130];
             end
           end
     endcase
     if (rst) begin
-      \$200  = 1'h0;
+      \$582  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$201  = \$signal$18 ;
+    \$583  = space_beats_p1;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
             (* full_case = 32'd1 *)
-            if (\$123 ) begin
-            end else if (\$124 ) begin
+            if (\$400 ) begin
+            end else if (\$401 ) begin
             end else begin
-              \$201  = judged[136:130];
+              \$583  = \$403 [6:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$583  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    \$584  = \$signal$22 ;
+    casez (rx_fsm_state)
+      2'h0:
+          if (judged[0]) begin
+            (* full_case = 32'd1 *)
+            if (\$400 ) begin
+            end else if (\$401 ) begin
+            end else begin
+              \$584  = judged[49:33];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$584  = 17'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    \$585  = \$like$21 ;
+    casez (rx_fsm_state)
+      2'h0:
+          if (judged[0]) begin
+            (* full_case = 32'd1 *)
+            if (\$400 ) begin
+            end else if (\$401 ) begin
+            end else begin
+              \$585  = judged[32:25];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$585  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    \$586  = \$like ;
+    casez (rx_fsm_state)
+      2'h0:
+          if (judged[0]) begin
+            (* full_case = 32'd1 *)
+            if (\$400 ) begin
+            end else if (\$401 ) begin
+            end else begin
+              \$586  = judged[16:9];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$586  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    \$587  = \$signal ;
+    casez (rx_fsm_state)
+      2'h0:
+          if (judged[0]) begin
+            (* full_case = 32'd1 *)
+            if (\$400 ) begin
+            end else if (\$401 ) begin
+            end else begin
+              \$587  = 1'h1;
             end
           end
       2'h2:
           if (judged[0]) begin
-            \$201  = \$175 [6:0];
+            \$587  = 1'h0;
           end
     endcase
     if (rst) begin
-      \$201  = 7'h00;
+      \$587  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$202  = space_beats;
+    \$588  = pkt_is_last;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
             (* full_case = 32'd1 *)
-            if (\$123 ) begin
-            end else if (\$124 ) begin
+            if (\$400 ) begin
+            end else if (\$401 ) begin
             end else begin
-              \$202  = judged[136:130];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$202  = 7'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$203  = \$signal$26 ;
-    casez (rx_fsm_state)
-      2'h0:
-          if (judged[0]) begin
-            (* full_case = 32'd1 *)
-            if (\$123 ) begin
-            end else if (\$124 ) begin
-            end else begin
-              \$203  = judged[49:33];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$203  = 17'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$204  = \$like$25 ;
-    casez (rx_fsm_state)
-      2'h0:
-          if (judged[0]) begin
-            (* full_case = 32'd1 *)
-            if (\$123 ) begin
-            end else if (\$124 ) begin
-            end else begin
-              \$204  = judged[32:25];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$204  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$205  = \$like ;
-    casez (rx_fsm_state)
-      2'h0:
-          if (judged[0]) begin
-            (* full_case = 32'd1 *)
-            if (\$123 ) begin
-            end else if (\$124 ) begin
-            end else begin
-              \$205  = judged[16:9];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$205  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$206  = \$signal$23 ;
-    casez (rx_fsm_state)
-      2'h0:
-          if (judged[0]) begin
-            (* full_case = 32'd1 *)
-            if (\$123 ) begin
-            end else if (\$124 ) begin
-            end else begin
-              \$206  = 1'h1;
+              \$588  = \$404 ;
             end
           end
       2'h2:
           if (judged[0]) begin
-            \$206  = 1'h0;
+            \$588  = \$550 ;
           end
     endcase
     if (rst) begin
-      \$206  = 1'h0;
+      \$588  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$207  = \$signal$20 ;
+    \$589  = \$signal$84 ;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
             (* full_case = 32'd1 *)
-            if (\$123 ) begin
-            end else if (\$124 ) begin
+            if (\$400 ) begin
+            end else if (\$401 ) begin
             end else begin
-              \$207 [0] = \$129 ;
-              \$207 [1] = \$132 ;
-              \$207 [2] = \$135 ;
-              \$207 [3] = \$138 ;
-              \$207 [4] = \$141 ;
-              \$207 [5] = \$144 ;
-              \$207 [6] = \$147 ;
-              \$207 [7] = \$150 ;
-              \$207 [8] = \$153 ;
-              \$207 [9] = \$156 ;
-              \$207 [10] = \$159 ;
-              \$207 [11] = \$162 ;
-              \$207 [12] = \$165 ;
-              \$207 [13] = \$168 ;
-              \$207 [14] = \$171 ;
-              \$207 [15] = \$174 ;
+              \$589 [0] = \$407 ;
+              \$589 [1] = \$416 ;
+              \$589 [2] = \$425 ;
+              \$589 [3] = \$434 ;
+              \$589 [4] = \$443 ;
+              \$589 [5] = \$452 ;
+              \$589 [6] = \$461 ;
+              \$589 [7] = \$470 ;
+              \$589 [8] = \$479 ;
+              \$589 [9] = \$488 ;
+              \$589 [10] = \$497 ;
+              \$589 [11] = \$506 ;
+              \$589 [12] = \$515 ;
+              \$589 [13] = \$524 ;
+              \$589 [14] = \$533 ;
+              \$589 [15] = \$542 ;
             end
           end
     endcase
     if (rst) begin
-      \$207  = 16'h0000;
+      \$589  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$208  = payload_bytes;
+    \$590  = pkt_keep;
     casez (rx_fsm_state)
       2'h0:
-          /* empty */;
+          if (judged[0]) begin
+            (* full_case = 32'd1 *)
+            if (\$400 ) begin
+            end else if (\$401 ) begin
+            end else begin
+              \$590 [0] = \$413 ;
+              \$590 [1] = \$422 ;
+              \$590 [2] = \$431 ;
+              \$590 [3] = \$440 ;
+              \$590 [4] = \$449 ;
+              \$590 [5] = \$458 ;
+              \$590 [6] = \$467 ;
+              \$590 [7] = \$476 ;
+              \$590 [8] = \$485 ;
+              \$590 [9] = \$494 ;
+              \$590 [10] = \$503 ;
+              \$590 [11] = \$512 ;
+              \$590 [12] = \$521 ;
+              \$590 [13] = \$530 ;
+              \$590 [14] = \$539 ;
+              \$590 [15] = \$548 ;
+            end
+          end
       2'h2:
           if (judged[0]) begin
-            if (\$176 ) begin
-              \$208  = \$177 [47:0];
-            end
+            \$590  = \$552 [15:0];
           end
     endcase
     if (rst) begin
-      \$208  = 48'h000000000000;
+      \$590  = 16'hffff;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$209  = errors;
-    if (error_now) begin
-      \$209  = \$180 [47:0];
+    \$591  = error_now;
+    if (rst) begin
+      \$591  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    \$592  = errors;
+    if (error_q) begin
+      \$592  = \$555 [47:0];
     end
     if (rst) begin
-      \$209  = 48'h000000000000;
+      \$592  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$210  = error;
+    \$593  = error;
     if (error_clear) begin
-      \$210  = 1'h0;
-    end else if (\$182 ) begin
-      \$210  = 1'h1;
+      \$593  = 1'h0;
+    end else if (\$557 ) begin
+      \$593  = 1'h1;
     end
     if (rst) begin
-      \$210  = 1'h0;
+      \$593  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$211  = error_cause;
+    \$594  = error_cause;
     if (error_clear) begin
-      \$211  = 4'h0;
-    end else if (\$182 ) begin
-      \$211  = error_code;
+      \$594  = 4'h0;
+    end else if (\$557 ) begin
+      \$594  = error_code;
     end
     if (rst) begin
-      \$211  = 4'h0;
+      \$594  = 4'h0;
     end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    (* full_case = 32'd1 *)
+    casez (checked[17])
+      1'h0:
+          \$380  = \$378 ;
+      1'h1:
+          \$380  = \$379 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    (* full_case = 32'd1 *)
+    casez (checked[17])
+      1'h0:
+          \$383  = \$381 ;
+      1'h1:
+          \$383  = \$382 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    (* full_case = 32'd1 *)
+    casez (checked[17])
+      1'h0:
+          \$388  = \$386 ;
+      1'h1:
+          \$388  = \$387 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    (* full_case = 32'd1 *)
+    casez (checked[17])
+      1'h0:
+          \$391  = \$389 ;
+      1'h1:
+          \$391  = \$390 ;
+    endcase
   end
   assign r__payload = out__0__payload;
   assign out__0__ready = r__ready;
@@ -3629,15 +7998,16 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   assign out__1__ready = \r__ready$8 ;
   assign \r__valid$11  = out__1__valid;
   assign link__tready = 1'h1;
-  assign header = in[64:1];
-  assign entry = { \$signal$26 , \$like$25 , \$like , \$signal , \$signal$23 , keep, \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8  };
-  assign w_data = { \$signal$26 , \$like$25 , \$like , \$signal , \$signal$23 , keep, \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8  };
-  assign \w_data$28  = { \$signal$26 , \$like$25 , \$like , \$signal , \$signal$23 , keep, \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8  };
+  assign entry = { \$signal$22 , \$like$21 , \$like , pkt_is_last, \$signal , pkt_keep, \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8  };
+  assign entry_q = w_data;
+  assign \w_data$25  = w_data;
   assign credit_now = credit_valid;
   assign space_reserve_channel = judged[20:17];
   assign space_reserve_beats = judged[136:130];
+  assign space_reserve_beats_m1 = judged[158:152];
   assign space_channel = cur;
   assign pkt_beats = space_beats;
+  assign pkt_beats_p1 = space_beats_p1;
   assign space_release = rollback;
   assign space_commit = commit;
   assign credit_channel = judged[20:17];
@@ -3670,21 +8040,6 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   assign \r__payload$7.src  = out__1__payload[153:146];
   assign \r__payload$7.tag  = out__1__payload[161:154];
   assign \r__payload$7.length  = out__1__payload[178:162];
-  assign \header.magic  = in[4:1];
-  assign \header.version  = in[6:5];
-  assign \header.ptype  = in[8:7];
-  assign \header.src  = in[16:9];
-  assign \header.channel  = in[20:17];
-  assign \header.rsvd0  = in[24:21];
-  assign \header.tag  = in[32:25];
-  assign \header.length  = in[49:33];
-  assign \header.rsvd1  = in[56:50];
-  assign \header.check  = in[64:57];
-  assign \in.valid  = in[0];
-  assign \in.data  = in[128:1];
-  assign \in.last  = in[129];
-  assign \in.beats  = in[136:130];
-  assign \in.room  = in[142:137];
   assign \decoded.valid  = decoded[0];
   assign \decoded.data  = decoded[128:1];
   assign \decoded.last  = decoded[129];
@@ -3696,12 +8051,12 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   assign \decoded.channel_bad  = decoded[153];
   assign \decoded.length_bad  = decoded[154];
   assign \entry.data  = { \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8  };
-  assign \entry.keep  = keep;
-  assign \entry.first  = \$signal$23 ;
-  assign \entry.last  = \$signal ;
+  assign \entry.keep  = pkt_keep;
+  assign \entry.first  = \$signal ;
+  assign \entry.last  = pkt_is_last;
   assign \entry.src  = \$like ;
-  assign \entry.tag  = \$like$25 ;
-  assign \entry.length  = \$signal$26 ;
+  assign \entry.tag  = \$like$21 ;
+  assign \entry.length  = \$signal$22 ;
   assign \judged.valid  = judged[0];
   assign \judged.data  = judged[128:1];
   assign \judged.last  = judged[129];
@@ -3713,20 +8068,38 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   assign \judged.ok_alt  = judged[149];
   assign \judged.alt_rollback  = judged[150];
   assign \judged.alt_credit  = judged[151];
-  assign \w_data.data  = { \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8  };
-  assign \w_data.keep  = keep;
-  assign \w_data.first  = \$signal$23 ;
-  assign \w_data.last  = \$signal ;
-  assign \w_data.src  = \$like ;
-  assign \w_data.tag  = \$like$25 ;
-  assign \w_data.length  = \$signal$26 ;
-  assign \w_data$28.data  = { \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8  };
-  assign \w_data$28.keep  = keep;
-  assign \w_data$28.first  = \$signal$23 ;
-  assign \w_data$28.last  = \$signal ;
-  assign \w_data$28.src  = \$like ;
-  assign \w_data$28.tag  = \$like$25 ;
-  assign \w_data$28.length  = \$signal$26 ;
+  assign \judged.beats_m1  = judged[158:152];
+  assign \w_data.data  = w_data[127:0];
+  assign \w_data.keep  = w_data[143:128];
+  assign \w_data.first  = w_data[144];
+  assign \w_data.last  = w_data[145];
+  assign \w_data.src  = w_data[153:146];
+  assign \w_data.tag  = w_data[161:154];
+  assign \w_data.length  = w_data[178:162];
+  assign \entry_q.data  = w_data[127:0];
+  assign \entry_q.keep  = w_data[143:128];
+  assign \entry_q.first  = w_data[144];
+  assign \entry_q.last  = w_data[145];
+  assign \entry_q.src  = w_data[153:146];
+  assign \entry_q.tag  = w_data[161:154];
+  assign \entry_q.length  = w_data[178:162];
+  assign \w_data$25.data  = w_data[127:0];
+  assign \w_data$25.keep  = w_data[143:128];
+  assign \w_data$25.first  = w_data[144];
+  assign \w_data$25.last  = w_data[145];
+  assign \w_data$25.src  = w_data[153:146];
+  assign \w_data$25.tag  = w_data[161:154];
+  assign \w_data$25.length  = w_data[178:162];
+  assign \in.valid  = in[0];
+  assign \in.data  = in[128:1];
+  assign \in.last  = in[129];
+  assign \in.beats  = in[136:130];
+  assign \in.room  = in[142:137];
+  assign \in.crc_part  = in[199:143];
+  assign \in.magic_bad  = in[200];
+  assign \in.type_bad  = in[201];
+  assign \in.channel_bad  = in[202];
+  assign \in.length_bad  = in[203];
   assign \checked.valid  = checked[0];
   assign \checked.data  = checked[128:1];
   assign \checked.last  = checked[129];
@@ -3735,177 +8108,175 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   assign \checked.cause  = checked[146:143];
   assign \checked.room_ahead  = checked[153:147];
   assign \checked.same_ch_ahead  = checked[154];
+  assign \checked.none  = checked[155];
+  assign \checked.is_data  = checked[156];
   assign \$36  = cur;
-  assign \$46  = { 4'h0, \$45 [17:4] };
-  assign \$84  = cur;
-  assign \$91  = cur;
-  assign \$128 [17:4] = 14'h0000;
-  assign \$128 [3:0] = \$127 [3:0];
-  assign \$131 [17:4] = 14'h0000;
-  assign \$131 [3:0] = \$130 [3:0];
-  assign \$134 [17:4] = 14'h0000;
-  assign \$134 [3:0] = \$133 [3:0];
-  assign \$137 [17:4] = 14'h0000;
-  assign \$137 [3:0] = \$136 [3:0];
-  assign \$140 [17:4] = 14'h0000;
-  assign \$140 [3:0] = \$139 [3:0];
-  assign \$143 [17:4] = 14'h0000;
-  assign \$143 [3:0] = \$142 [3:0];
-  assign \$146 [17:4] = 14'h0000;
-  assign \$146 [3:0] = \$145 [3:0];
-  assign \$149 [17:4] = 14'h0000;
-  assign \$149 [3:0] = \$148 [3:0];
-  assign \$152 [17:4] = 14'h0000;
-  assign \$152 [3:0] = \$151 [3:0];
-  assign \$155 [17:4] = 14'h0000;
-  assign \$155 [3:0] = \$154 [3:0];
-  assign \$158 [17:4] = 14'h0000;
-  assign \$158 [3:0] = \$157 [3:0];
-  assign \$161 [17:4] = 14'h0000;
-  assign \$161 [3:0] = \$160 [3:0];
-  assign \$164 [17:4] = 14'h0000;
-  assign \$164 [3:0] = \$163 [3:0];
-  assign \$167 [17:4] = 14'h0000;
-  assign \$167 [3:0] = \$166 [3:0];
-  assign \$170 [17:4] = 14'h0000;
-  assign \$170 [3:0] = \$169 [3:0];
-  assign \$173 [17:4] = 14'h0000;
-  assign \$173 [3:0] = \$172 [3:0];
+  assign \$45  = link__tdata[0];
+  assign \$49  = link__tdata[5];
+  assign \$53  = link__tdata[13];
+  assign \$57  = link__tdata[28];
+  assign \$61  = link__tdata[34];
+  assign \$65  = link__tdata[40];
+  assign \$69  = link__tdata[54];
+  assign \$71  = link__tdata[0];
+  assign \$75  = link__tdata[9];
+  assign \$79  = link__tdata[14];
+  assign \$83  = link__tdata[23];
+  assign \$87  = link__tdata[30];
+  assign \$91  = link__tdata[36];
+  assign \$95  = link__tdata[41];
+  assign \$99  = link__tdata[47];
+  assign \$103  = link__tdata[0];
+  assign \$107  = link__tdata[11];
+  assign \$111  = link__tdata[17];
+  assign \$115  = link__tdata[24];
+  assign \$119  = link__tdata[33];
+  assign \$123  = link__tdata[44];
+  assign \$127  = link__tdata[49];
+  assign \$130  = link__tdata[0];
+  assign \$134  = link__tdata[8];
+  assign \$138  = link__tdata[15];
+  assign \$142  = link__tdata[25];
+  assign \$146  = link__tdata[32];
+  assign \$150  = link__tdata[43];
+  assign \$154  = link__tdata[50];
+  assign \$157  = link__tdata[0];
+  assign \$161  = link__tdata[9];
+  assign \$165  = link__tdata[19];
+  assign \$169  = link__tdata[26];
+  assign \$173  = link__tdata[33];
+  assign \$177  = link__tdata[44];
+  assign \$181  = link__tdata[51];
+  assign \$183  = link__tdata[1];
+  assign \$187  = link__tdata[8];
+  assign \$191  = link__tdata[15];
+  assign \$195  = link__tdata[25];
+  assign \$199  = link__tdata[32];
+  assign \$203  = link__tdata[43];
+  assign \$207  = link__tdata[52];
+  assign \$209  = link__tdata[0];
+  assign \$213  = link__tdata[6];
+  assign \$217  = link__tdata[15];
+  assign \$221  = link__tdata[22];
+  assign \$225  = link__tdata[32];
+  assign \$229  = link__tdata[42];
+  assign \$233  = link__tdata[53];
+  assign \$235  = link__tdata[0];
+  assign \$239  = link__tdata[5];
+  assign \$243  = link__tdata[15];
+  assign \$247  = link__tdata[23];
+  assign \$251  = link__tdata[33];
+  assign \$255  = link__tdata[43];
+  assign \$259  = link__tdata[54];
+  assign \$280  = { 4'h0, \$279 [17:4] };
+  assign \$282  = in[143];
+  assign \$289  = in[150];
+  assign \$297  = in[158];
+  assign \$304  = in[165];
+  assign \$311  = in[172];
+  assign \$318  = in[179];
+  assign \$325  = in[186];
+  assign \$332  = in[193];
+  assign \$362  = cur;
+  assign \$372  = cur;
+  assign \$406 [17:4] = 14'h0000;
+  assign \$406 [3:0] = \$405 [3:0];
+  assign \$411 [17:4] = 14'h0000;
+  assign \$411 [3:0] = \$410 [3:0];
+  assign \$415 [17:4] = 14'h0000;
+  assign \$415 [3:0] = \$414 [3:0];
+  assign \$420 [17:4] = 14'h0000;
+  assign \$420 [3:0] = \$419 [3:0];
+  assign \$424 [17:4] = 14'h0000;
+  assign \$424 [3:0] = \$423 [3:0];
+  assign \$429 [17:4] = 14'h0000;
+  assign \$429 [3:0] = \$428 [3:0];
+  assign \$433 [17:4] = 14'h0000;
+  assign \$433 [3:0] = \$432 [3:0];
+  assign \$438 [17:4] = 14'h0000;
+  assign \$438 [3:0] = \$437 [3:0];
+  assign \$442 [17:4] = 14'h0000;
+  assign \$442 [3:0] = \$441 [3:0];
+  assign \$447 [17:4] = 14'h0000;
+  assign \$447 [3:0] = \$446 [3:0];
+  assign \$451 [17:4] = 14'h0000;
+  assign \$451 [3:0] = \$450 [3:0];
+  assign \$456 [17:4] = 14'h0000;
+  assign \$456 [3:0] = \$455 [3:0];
+  assign \$460 [17:4] = 14'h0000;
+  assign \$460 [3:0] = \$459 [3:0];
+  assign \$465 [17:4] = 14'h0000;
+  assign \$465 [3:0] = \$464 [3:0];
+  assign \$469 [17:4] = 14'h0000;
+  assign \$469 [3:0] = \$468 [3:0];
+  assign \$474 [17:4] = 14'h0000;
+  assign \$474 [3:0] = \$473 [3:0];
+  assign \$478 [17:4] = 14'h0000;
+  assign \$478 [3:0] = \$477 [3:0];
+  assign \$483 [17:4] = 14'h0000;
+  assign \$483 [3:0] = \$482 [3:0];
+  assign \$487 [17:4] = 14'h0000;
+  assign \$487 [3:0] = \$486 [3:0];
+  assign \$492 [17:4] = 14'h0000;
+  assign \$492 [3:0] = \$491 [3:0];
+  assign \$496 [17:4] = 14'h0000;
+  assign \$496 [3:0] = \$495 [3:0];
+  assign \$501 [17:4] = 14'h0000;
+  assign \$501 [3:0] = \$500 [3:0];
+  assign \$505 [17:4] = 14'h0000;
+  assign \$505 [3:0] = \$504 [3:0];
+  assign \$510 [17:4] = 14'h0000;
+  assign \$510 [3:0] = \$509 [3:0];
+  assign \$514 [17:4] = 14'h0000;
+  assign \$514 [3:0] = \$513 [3:0];
+  assign \$519 [17:4] = 14'h0000;
+  assign \$519 [3:0] = \$518 [3:0];
+  assign \$523 [17:4] = 14'h0000;
+  assign \$523 [3:0] = \$522 [3:0];
+  assign \$528 [17:4] = 14'h0000;
+  assign \$528 [3:0] = \$527 [3:0];
+  assign \$532 [17:4] = 14'h0000;
+  assign \$532 [3:0] = \$531 [3:0];
+  assign \$537 [17:4] = 14'h0000;
+  assign \$537 [3:0] = \$536 [3:0];
+  assign \$541 [17:4] = 14'h0000;
+  assign \$541 [3:0] = \$540 [3:0];
+  assign \$546 [17:4] = 14'h0000;
+  assign \$546 [3:0] = \$545 [3:0];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.rx0.buffer0 (rst, \port$623$0 , \port$626$0 , \port$627$0 , \port$628$0 , \port$629$0 , \port$630$0 , \port$631$0 , \port$632$0 , \port$633$0 , \port$634$0 , \port$635$0 , \port$636$0 , \port$637$0 , \port$638$0 , \port$639$0 , \port$640$0 , \port$641$0 , fetch, \port$2414$0 , w_en
-, commit, rollback, \port$2471$0 , \port$2473$0 , \port$2475$0 , \port$2477$0 , landing_nonempty, landing_head, r__ready, clk);
+module \ace_nic_small.rx0.buffer0 (rst, freed, \w_en$25 , commit, rollback, w_data_q, out_valid, r__payload, r__ready, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$57  = 0;
-  wire \$1 ;
-  wire \$10 ;
-  wire \$11 ;
-  wire \$12 ;
-  wire \$13 ;
-  wire [6:0] \$14 ;
-  wire [6:0] \$15 ;
-  wire [6:0] \$16 ;
-  wire \$17 ;
-  wire \$18 ;
-  wire \$19 ;
-  wire \$2 ;
-  reg \$20 ;
-  reg [178:0] \$21 ;
-  reg \$22 ;
-  reg \$23 ;
-  reg \$24 ;
-  reg [5:0] \$25 ;
-  reg [5:0] \$26 ;
-  reg [1:0] \$27 ;
-  reg [5:0] \$28 ;
-  reg [1:0] \$29 ;
-  wire [2:0] \$3 ;
-  reg [1:0] \$30 ;
-  reg \$31 ;
-  reg [178:0] \$32 ;
-  reg [178:0] \$33 ;
-  reg [178:0] \$34 ;
-  reg [2:0] \$35 ;
-  reg [2:0] \$36 ;
-  wire [3:0] \$4 ;
-  wire [6:0] \$5 ;
-  wire [2:0] \$6 ;
-  wire [3:0] \$7 ;
-  wire [2:0] \$8 ;
-  wire [3:0] \$9 ;
+  wire [6:0] \$1 ;
+  reg \$10 ;
+  reg \$11 ;
+  reg [5:0] \$12 ;
+  reg [5:0] \$13 ;
+  reg \$14 ;
+  reg \$15 ;
+  reg [5:0] \$16 ;
+  wire [6:0] \$2 ;
+  wire [6:0] \$3 ;
+  wire \$4 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire [6:0] \$7 ;
+  reg \$8 ;
+  reg \$9 ;
+  wire advance;
   input clk;
   wire clk;
   input commit;
   wire commit;
   reg commit_q = 1'h0;
-  output fetch;
   wire fetch;
   wire [5:0] free;
+  output freed;
   wire freed;
-  reg [1:0] in_flight = 2'h0;
-  reg [178:0] landed0 = 179'h000000000000000000000000000000000000000000000;
-  wire [127:0] \landed0.data ;
-  wire \landed0.first ;
-  wire [15:0] \landed0.keep ;
-  wire \landed0.last ;
-  wire [16:0] \landed0.length ;
-  wire [7:0] \landed0.src ;
-  wire [7:0] \landed0.tag ;
-  reg [178:0] landed1 = 179'h000000000000000000000000000000000000000000000;
-  wire [127:0] \landed1.data ;
-  wire \landed1.first ;
-  wire [15:0] \landed1.keep ;
-  wire \landed1.last ;
-  wire [16:0] \landed1.length ;
-  wire [7:0] \landed1.src ;
-  wire [7:0] \landed1.tag ;
-  reg [178:0] landed2 = 179'h000000000000000000000000000000000000000000000;
-  wire [127:0] \landed2.data ;
-  wire \landed2.first ;
-  wire [15:0] \landed2.keep ;
-  wire \landed2.last ;
-  wire [16:0] \landed2.length ;
-  wire [7:0] \landed2.src ;
-  wire [7:0] \landed2.tag ;
-  reg [1:0] landing_count = 2'h0;
-  output [178:0] landing_head;
-  reg [178:0] landing_head;
-  wire [127:0] \landing_head.data ;
-  wire \landing_head.first ;
-  wire [15:0] \landing_head.keep ;
-  wire \landing_head.last ;
-  wire [16:0] \landing_head.length ;
-  wire [7:0] \landing_head.src ;
-  wire [7:0] \landing_head.tag ;
-  output landing_nonempty;
-  reg landing_nonempty = 1'h0;
-  reg [2:0] landing_r_at = 3'h1;
-  reg [2:0] landing_w_at = 3'h1;
-  wire pop;
-  input [15:0] \port$2414$0 ;
-  wire [15:0] \port$2414$0 ;
-  input [16:0] \port$2471$0 ;
-  wire [16:0] \port$2471$0 ;
-  input [7:0] \port$2473$0 ;
-  wire [7:0] \port$2473$0 ;
-  input [7:0] \port$2475$0 ;
-  wire [7:0] \port$2475$0 ;
-  input \port$2477$0 ;
-  wire \port$2477$0 ;
-  input \port$623$0 ;
-  wire \port$623$0 ;
-  input [7:0] \port$626$0 ;
-  wire [7:0] \port$626$0 ;
-  input [7:0] \port$627$0 ;
-  wire [7:0] \port$627$0 ;
-  input [7:0] \port$628$0 ;
-  wire [7:0] \port$628$0 ;
-  input [7:0] \port$629$0 ;
-  wire [7:0] \port$629$0 ;
-  input [7:0] \port$630$0 ;
-  wire [7:0] \port$630$0 ;
-  input [7:0] \port$631$0 ;
-  wire [7:0] \port$631$0 ;
-  input [7:0] \port$632$0 ;
-  wire [7:0] \port$632$0 ;
-  input [7:0] \port$633$0 ;
-  wire [7:0] \port$633$0 ;
-  input [7:0] \port$634$0 ;
-  wire [7:0] \port$634$0 ;
-  input [7:0] \port$635$0 ;
-  wire [7:0] \port$635$0 ;
-  input [7:0] \port$636$0 ;
-  wire [7:0] \port$636$0 ;
-  input [7:0] \port$637$0 ;
-  wire [7:0] \port$637$0 ;
-  input [7:0] \port$638$0 ;
-  wire [7:0] \port$638$0 ;
-  input [7:0] \port$639$0 ;
-  wire [7:0] \port$639$0 ;
-  input [7:0] \port$640$0 ;
-  wire [7:0] \port$640$0 ;
-  input [7:0] \port$641$0 ;
-  wire [7:0] \port$641$0 ;
+  output out_valid;
+  reg out_valid = 1'h0;
+  output [178:0] r__payload;
   wire [178:0] r__payload;
   wire [127:0] \r__payload.data ;
   wire \r__payload.first ;
@@ -3919,18 +8290,18 @@ module \ace_nic_small.rx0.buffer0 (rst, \port$623$0 , \port$626$0 , \port$627$0 
   (* init = 1'h0 *)
   wire r__valid;
   wire [4:0] r_addr;
-  wire [183:0] r_data;
+  wire [178:0] r_data;
   wire r_en;
   reg [5:0] rd_ptr = 6'h00;
-  reg [1:0] reserved = 2'h0;
   input rollback;
   wire rollback;
   reg rollback_q = 1'h0;
   input rst;
   wire rst;
+  reg staged = 1'h0;
   wire [4:0] w_addr;
   wire [178:0] w_data;
-  wire [183:0] \w_data$28 ;
+  wire [178:0] \w_data$4 ;
   wire [127:0] \w_data.data ;
   wire \w_data.first ;
   wire [15:0] \w_data.keep ;
@@ -3938,7 +8309,8 @@ module \ace_nic_small.rx0.buffer0 (rst, \port$623$0 , \port$626$0 , \port$627$0 
   wire [16:0] \w_data.length ;
   wire [7:0] \w_data.src ;
   wire [7:0] \w_data.tag ;
-  reg [178:0] w_data_q = 179'h000000000000000000000000000000000000000000000;
+  input [178:0] w_data_q;
+  wire [178:0] w_data_q;
   wire [127:0] \w_data_q.data ;
   wire \w_data_q.first ;
   wire [15:0] \w_data_q.keep ;
@@ -3946,252 +8318,149 @@ module \ace_nic_small.rx0.buffer0 (rst, \port$623$0 , \port$626$0 , \port$627$0 
   wire [16:0] \w_data_q.length ;
   wire [7:0] \w_data_q.src ;
   wire [7:0] \w_data_q.tag ;
-  input w_en;
-  wire w_en;
-  wire [22:0] \w_en$29 ;
+  reg w_en = 1'h0;
+  input \w_en$25 ;
+  wire \w_en$25 ;
   reg w_step = 1'h0;
+  wire waiting;
   reg [5:0] wr_commit = 6'h00;
   reg [5:0] wr_tmp = 6'h00;
   wire [5:0] wr_tmp_next;
-  reg write = 1'h0;
-  assign \$1  = ~ rollback;
-  assign \$2  = w_en & \$1 ;
-  assign \$3  = reserved + fetch;
-  assign \$4  = \$3  - pop;
-  assign \$5  = rd_ptr + 1'h1;
-  assign \$6  = landing_count + in_flight[1];
-  assign \$7  = \$6  - pop;
-  assign \$8  = landing_count + in_flight[1];
-  assign \$9  = \$8  - pop;
-  assign \$10  = | \$9 ;
-  assign \$11  = in_flight[1] & landing_w_at[0];
-  assign \$12  = in_flight[1] & landing_w_at[1];
-  assign \$13  = in_flight[1] & landing_w_at[2];
-  assign \$14  = wr_tmp + w_step;
-  assign \$15  = wr_commit - rd_ptr;
-  assign \$16  = 6'h20 - \$15 [5:0];
-  assign pop = landing_nonempty & r__ready;
-  assign \$17  = wr_commit != rd_ptr;
-  assign \$18  = reserved != 2'h3;
-  assign \$19  = \$18  | pop;
-  assign fetch = \$17  & \$19 ;
+  (* init = 1'h0 *)
+  wire write;
+  assign \$1  = wr_tmp + w_step;
+  assign \$2  = wr_commit - rd_ptr;
+  assign \$3  = 6'h20 - \$2 [5:0];
+  assign \$4  = ~ out_valid;
+  assign advance = \$4  | r__ready;
+  assign fetch = waiting & advance;
+  assign freed = out_valid & r__ready;
+  assign waiting = wr_commit != rd_ptr;
+  assign \$5  = ~ rollback;
+  assign \$6  = \w_en$25  & \$5 ;
+  assign \$7  = rd_ptr + 1'h1;
   always @(posedge clk)
-    write <= \$20 ;
+    w_en <= \$8 ;
   always @(posedge clk)
-    w_data_q <= \$21 ;
+    w_step <= \$9 ;
   always @(posedge clk)
-    w_step <= \$22 ;
+    commit_q <= \$10 ;
   always @(posedge clk)
-    commit_q <= \$23 ;
+    rollback_q <= \$11 ;
   always @(posedge clk)
-    rollback_q <= \$24 ;
+    wr_tmp <= \$12 ;
   always @(posedge clk)
-    wr_tmp <= \$25 ;
+    wr_commit <= \$13 ;
   always @(posedge clk)
-    wr_commit <= \$26 ;
+    staged <= \$14 ;
   always @(posedge clk)
-    reserved <= \$27 ;
+    out_valid <= \$15 ;
   always @(posedge clk)
-    rd_ptr <= \$28 ;
-  always @(posedge clk)
-    in_flight <= \$29 ;
-  always @(posedge clk)
-    landing_count <= \$30 ;
-  always @(posedge clk)
-    landing_nonempty <= \$31 ;
-  always @(posedge clk)
-    landed0 <= \$32 ;
-  always @(posedge clk)
-    landed1 <= \$33 ;
-  always @(posedge clk)
-    landed2 <= \$34 ;
-  always @(posedge clk)
-    landing_w_at <= \$35 ;
-  always @(posedge clk)
-    landing_r_at <= \$36 ;
+    rd_ptr <= \$16 ;
   \ace_nic_small.rx0.buffer0.ram  ram (
     .clk(clk),
-    .\port$2491$0 (write),
-    .\port$2493$0 (w_data_q),
-    .r_data(r_data),
+    .r_data(r__payload),
     .read__addr(rd_ptr[4:0]),
-    .read__en(fetch),
+    .read__en(advance),
     .rst(rst),
-    .write__addr(wr_tmp[4:0])
+    .write__addr(wr_tmp[4:0]),
+    .write__data(w_data_q),
+    .write__en(w_en)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$20  = \$2 ;
+    \$8  = \$6 ;
     if (rst) begin
-      \$20  = 1'h0;
+      \$8  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$21  = { \port$2471$0 , \port$2473$0 , \port$2475$0 , \port$623$0 , \port$2477$0 , \port$2414$0 , \port$641$0 , \port$640$0 , \port$639$0 , \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0  };
+    \$9  = \w_en$25 ;
     if (rst) begin
-      \$21  = 179'h000000000000000000000000000000000000000000000;
+      \$9  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$22  = w_en;
+    \$10  = commit;
     if (rst) begin
-      \$22  = 1'h0;
+      \$10  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$23  = commit;
+    \$11  = rollback;
     if (rst) begin
-      \$23  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$24  = rollback;
-    if (rst) begin
-      \$24  = 1'h0;
+      \$11  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
     (* full_case = 32'd1 *)
     if (rollback_q) begin
-      \$25  = wr_commit;
+      \$12  = wr_commit;
     end else begin
-      \$25  = \$14 [5:0];
+      \$12  = \$1 [5:0];
     end
     if (rst) begin
-      \$25  = 6'h00;
+      \$12  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$26  = wr_commit;
+    \$13  = wr_commit;
     (* full_case = 32'd1 *)
     if (rollback_q) begin
     end else begin
       if (commit_q) begin
-        \$26  = \$14 [5:0];
+        \$13  = \$1 [5:0];
       end
     end
     if (rst) begin
-      \$26  = 6'h00;
+      \$13  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$27  = \$4 [1:0];
+    \$14  = staged;
+    if (advance) begin
+      \$14  = fetch;
+    end
     if (rst) begin
-      \$27  = 2'h0;
+      \$14  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$28  = rd_ptr;
+    \$15  = out_valid;
+    if (advance) begin
+      \$15  = staged;
+    end
+    if (rst) begin
+      \$15  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$16  = rd_ptr;
     if (fetch) begin
-      \$28  = \$5 [5:0];
+      \$16  = \$7 [5:0];
     end
     if (rst) begin
-      \$28  = 6'h00;
+      \$16  = 6'h00;
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$29  = { in_flight[0], fetch };
-    if (rst) begin
-      \$29  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$30  = \$7 [1:0];
-    if (rst) begin
-      \$30  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$31  = \$10 ;
-    if (rst) begin
-      \$31  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$32  = landed0;
-    if (\$11 ) begin
-      \$32  = r_data[178:0];
-    end
-    if (rst) begin
-      \$32  = 179'h000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$33  = landed1;
-    if (\$12 ) begin
-      \$33  = r_data[178:0];
-    end
-    if (rst) begin
-      \$33  = 179'h000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$34  = landed2;
-    if (\$13 ) begin
-      \$34  = r_data[178:0];
-    end
-    if (rst) begin
-      \$34  = 179'h000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$35  = landing_w_at;
-    if (in_flight[1]) begin
-      \$35  = { landing_w_at[1:0], landing_w_at[2] };
-    end
-    if (rst) begin
-      \$35  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$36  = landing_r_at;
-    if (pop) begin
-      \$36  = { landing_r_at[1:0], landing_r_at[2] };
-    end
-    if (rst) begin
-      \$36  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    landing_head = 179'h000000000000000000000000000000000000000000000;
-    if (landing_r_at[0]) begin
-      landing_head = landed0;
-    end
-    if (landing_r_at[1]) begin
-      landing_head = landed1;
-    end
-    if (landing_r_at[2]) begin
-      landing_head = landed2;
-    end
-  end
-  assign w_data = { \port$2471$0 , \port$2473$0 , \port$2475$0 , \port$623$0 , \port$2477$0 , \port$2414$0 , \port$641$0 , \port$640$0 , \port$639$0 , \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0  };
-  assign wr_tmp_next = \$14 [5:0];
+  assign w_data = w_data_q;
   assign w_addr = wr_tmp[4:0];
-  assign \w_data$28  = { 5'h00, w_data_q };
-  assign \w_en$29  = { write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write };
-  assign free = \$16 [5:0];
-  assign r__valid = landing_nonempty;
+  assign \w_data$4  = w_data_q;
+  assign write = w_en;
+  assign wr_tmp_next = \$1 [5:0];
+  assign free = \$3 [5:0];
   assign r_addr = rd_ptr[4:0];
-  assign r_en = fetch;
-  assign freed = fetch;
-  assign r__payload = landing_head;
+  assign r_en = advance;
+  assign r__valid = out_valid;
+  assign r_data = r__payload;
   assign \w_data_q.data  = w_data_q[127:0];
   assign \w_data_q.keep  = w_data_q[143:128];
   assign \w_data_q.first  = w_data_q[144];
@@ -4199,118 +8468,88 @@ module \ace_nic_small.rx0.buffer0 (rst, \port$623$0 , \port$626$0 , \port$627$0 
   assign \w_data_q.src  = w_data_q[153:146];
   assign \w_data_q.tag  = w_data_q[161:154];
   assign \w_data_q.length  = w_data_q[178:162];
-  assign \w_data.data  = { \port$641$0 , \port$640$0 , \port$639$0 , \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0  };
-  assign \w_data.keep  = \port$2414$0 ;
-  assign \w_data.first  = \port$2477$0 ;
-  assign \w_data.last  = \port$623$0 ;
-  assign \w_data.src  = \port$2475$0 ;
-  assign \w_data.tag  = \port$2473$0 ;
-  assign \w_data.length  = \port$2471$0 ;
-  assign \landed0.data  = landed0[127:0];
-  assign \landed0.keep  = landed0[143:128];
-  assign \landed0.first  = landed0[144];
-  assign \landed0.last  = landed0[145];
-  assign \landed0.src  = landed0[153:146];
-  assign \landed0.tag  = landed0[161:154];
-  assign \landed0.length  = landed0[178:162];
-  assign \landed1.data  = landed1[127:0];
-  assign \landed1.keep  = landed1[143:128];
-  assign \landed1.first  = landed1[144];
-  assign \landed1.last  = landed1[145];
-  assign \landed1.src  = landed1[153:146];
-  assign \landed1.tag  = landed1[161:154];
-  assign \landed1.length  = landed1[178:162];
-  assign \landed2.data  = landed2[127:0];
-  assign \landed2.keep  = landed2[143:128];
-  assign \landed2.first  = landed2[144];
-  assign \landed2.last  = landed2[145];
-  assign \landed2.src  = landed2[153:146];
-  assign \landed2.tag  = landed2[161:154];
-  assign \landed2.length  = landed2[178:162];
-  assign \landing_head.data  = landing_head[127:0];
-  assign \landing_head.keep  = landing_head[143:128];
-  assign \landing_head.first  = landing_head[144];
-  assign \landing_head.last  = landing_head[145];
-  assign \landing_head.src  = landing_head[153:146];
-  assign \landing_head.tag  = landing_head[161:154];
-  assign \landing_head.length  = landing_head[178:162];
-  assign \r__payload.data  = landing_head[127:0];
-  assign \r__payload.keep  = landing_head[143:128];
-  assign \r__payload.first  = landing_head[144];
-  assign \r__payload.last  = landing_head[145];
-  assign \r__payload.src  = landing_head[153:146];
-  assign \r__payload.tag  = landing_head[161:154];
-  assign \r__payload.length  = landing_head[178:162];
+  assign \w_data.data  = w_data_q[127:0];
+  assign \w_data.keep  = w_data_q[143:128];
+  assign \w_data.first  = w_data_q[144];
+  assign \w_data.last  = w_data_q[145];
+  assign \w_data.src  = w_data_q[153:146];
+  assign \w_data.tag  = w_data_q[161:154];
+  assign \w_data.length  = w_data_q[178:162];
+  assign \r__payload.data  = r__payload[127:0];
+  assign \r__payload.keep  = r__payload[143:128];
+  assign \r__payload.first  = r__payload[144];
+  assign \r__payload.last  = r__payload[145];
+  assign \r__payload.src  = r__payload[153:146];
+  assign \r__payload.tag  = r__payload[161:154];
+  assign \r__payload.length  = r__payload[178:162];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.rx0.buffer0.ram (rst, read__en, \port$2491$0 , \port$2493$0 , write__addr, read__addr, r_data, clk);
+module \ace_nic_small.rx0.buffer0.ram (rst, read__en, write__data, write__en, write__addr, read__addr, r_data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$58  = 0;
-  reg [183:0] \$1 ;
+  reg [178:0] \$1 ;
   input clk;
   wire clk;
-  input \port$2491$0 ;
-  wire \port$2491$0 ;
-  input [178:0] \port$2493$0 ;
-  wire [178:0] \port$2493$0 ;
   wire [4:0] r_addr;
-  output [183:0] r_data;
-  reg [183:0] r_data = 184'h0000000000000000000000000000000000000000000000;
+  output [178:0] r_data;
+  reg [178:0] r_data = 179'h000000000000000000000000000000000000000000000;
   wire r_en;
   input [4:0] read__addr;
   wire [4:0] read__addr;
-  wire [183:0] read__data;
+  wire [178:0] read__data;
   input read__en;
   wire read__en;
   input rst;
   wire rst;
   wire [4:0] w_addr;
-  wire [183:0] w_data;
-  wire [22:0] w_en;
+  wire [178:0] w_data;
+  wire w_en;
   input [4:0] write__addr;
   wire [4:0] write__addr;
-  wire [183:0] write__data;
-  wire [22:0] write__en;
-  reg [183:0] memory [31:0];
+  input [178:0] write__data;
+  wire [178:0] write__data;
+  input write__en;
+  wire write__en;
+  reg [178:0] memory [31:0];
   initial begin
-    memory[0] = 184'h0000000000000000000000000000000000000000000000;
-    memory[1] = 184'h0000000000000000000000000000000000000000000000;
-    memory[2] = 184'h0000000000000000000000000000000000000000000000;
-    memory[3] = 184'h0000000000000000000000000000000000000000000000;
-    memory[4] = 184'h0000000000000000000000000000000000000000000000;
-    memory[5] = 184'h0000000000000000000000000000000000000000000000;
-    memory[6] = 184'h0000000000000000000000000000000000000000000000;
-    memory[7] = 184'h0000000000000000000000000000000000000000000000;
-    memory[8] = 184'h0000000000000000000000000000000000000000000000;
-    memory[9] = 184'h0000000000000000000000000000000000000000000000;
-    memory[10] = 184'h0000000000000000000000000000000000000000000000;
-    memory[11] = 184'h0000000000000000000000000000000000000000000000;
-    memory[12] = 184'h0000000000000000000000000000000000000000000000;
-    memory[13] = 184'h0000000000000000000000000000000000000000000000;
-    memory[14] = 184'h0000000000000000000000000000000000000000000000;
-    memory[15] = 184'h0000000000000000000000000000000000000000000000;
-    memory[16] = 184'h0000000000000000000000000000000000000000000000;
-    memory[17] = 184'h0000000000000000000000000000000000000000000000;
-    memory[18] = 184'h0000000000000000000000000000000000000000000000;
-    memory[19] = 184'h0000000000000000000000000000000000000000000000;
-    memory[20] = 184'h0000000000000000000000000000000000000000000000;
-    memory[21] = 184'h0000000000000000000000000000000000000000000000;
-    memory[22] = 184'h0000000000000000000000000000000000000000000000;
-    memory[23] = 184'h0000000000000000000000000000000000000000000000;
-    memory[24] = 184'h0000000000000000000000000000000000000000000000;
-    memory[25] = 184'h0000000000000000000000000000000000000000000000;
-    memory[26] = 184'h0000000000000000000000000000000000000000000000;
-    memory[27] = 184'h0000000000000000000000000000000000000000000000;
-    memory[28] = 184'h0000000000000000000000000000000000000000000000;
-    memory[29] = 184'h0000000000000000000000000000000000000000000000;
-    memory[30] = 184'h0000000000000000000000000000000000000000000000;
-    memory[31] = 184'h0000000000000000000000000000000000000000000000;
+    memory[0] = 179'h000000000000000000000000000000000000000000000;
+    memory[1] = 179'h000000000000000000000000000000000000000000000;
+    memory[2] = 179'h000000000000000000000000000000000000000000000;
+    memory[3] = 179'h000000000000000000000000000000000000000000000;
+    memory[4] = 179'h000000000000000000000000000000000000000000000;
+    memory[5] = 179'h000000000000000000000000000000000000000000000;
+    memory[6] = 179'h000000000000000000000000000000000000000000000;
+    memory[7] = 179'h000000000000000000000000000000000000000000000;
+    memory[8] = 179'h000000000000000000000000000000000000000000000;
+    memory[9] = 179'h000000000000000000000000000000000000000000000;
+    memory[10] = 179'h000000000000000000000000000000000000000000000;
+    memory[11] = 179'h000000000000000000000000000000000000000000000;
+    memory[12] = 179'h000000000000000000000000000000000000000000000;
+    memory[13] = 179'h000000000000000000000000000000000000000000000;
+    memory[14] = 179'h000000000000000000000000000000000000000000000;
+    memory[15] = 179'h000000000000000000000000000000000000000000000;
+    memory[16] = 179'h000000000000000000000000000000000000000000000;
+    memory[17] = 179'h000000000000000000000000000000000000000000000;
+    memory[18] = 179'h000000000000000000000000000000000000000000000;
+    memory[19] = 179'h000000000000000000000000000000000000000000000;
+    memory[20] = 179'h000000000000000000000000000000000000000000000;
+    memory[21] = 179'h000000000000000000000000000000000000000000000;
+    memory[22] = 179'h000000000000000000000000000000000000000000000;
+    memory[23] = 179'h000000000000000000000000000000000000000000000;
+    memory[24] = 179'h000000000000000000000000000000000000000000000;
+    memory[25] = 179'h000000000000000000000000000000000000000000000;
+    memory[26] = 179'h000000000000000000000000000000000000000000000;
+    memory[27] = 179'h000000000000000000000000000000000000000000000;
+    memory[28] = 179'h000000000000000000000000000000000000000000000;
+    memory[29] = 179'h000000000000000000000000000000000000000000000;
+    memory[30] = 179'h000000000000000000000000000000000000000000000;
+    memory[31] = 179'h000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\port$2491$0 )
-      memory[write__addr] <= { 5'h00, \port$2493$0  };
+    if (write__en)
+      memory[write__addr] <= write__data;
   end
-  reg [183:0] _0_;
+  reg [178:0] _0_;
   always @(posedge clk) begin
     if (read__en) begin
       _0_ <= memory[read__addr];
@@ -4321,153 +8560,53 @@ module \ace_nic_small.rx0.buffer0.ram (rst, read__en, \port$2491$0 , \port$2493$
     r_data <= \$1 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$1  = read__data;
+    \$1  = r_data;
+    if (read__en) begin
+      \$1  = read__data;
+    end
     if (rst) begin
-      \$1  = 184'h0000000000000000000000000000000000000000000000;
+      \$1  = 179'h000000000000000000000000000000000000000000000;
     end
   end
   assign w_addr = write__addr;
-  assign write__data = { 5'h00, \port$2493$0  };
-  assign w_data = { 5'h00, \port$2493$0  };
-  assign write__en = { \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0  };
-  assign w_en = { \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0  };
+  assign w_data = write__data;
+  assign w_en = write__en;
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.rx0.buffer1 (rst, \port$623$0 , \port$626$0 , \port$627$0 , \port$628$0 , \port$629$0 , \port$630$0 , \port$631$0 , \port$632$0 , \port$633$0 , \port$634$0 , \port$635$0 , \port$636$0 , \port$637$0 , \port$638$0 , \port$639$0 , \port$640$0 , \port$641$0 , fetch, \port$2414$0 , w_en
-, commit, rollback, \port$2471$0 , \port$2473$0 , \port$2475$0 , \port$2477$0 , landing_nonempty, landing_head, r__ready, clk);
+module \ace_nic_small.rx0.buffer1 (rst, freed, \w_en$25 , commit, rollback, w_data_q, out_valid, r__payload, r__ready, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$59  = 0;
-  wire \$1 ;
-  wire \$10 ;
-  wire \$11 ;
-  wire \$12 ;
-  wire \$13 ;
-  wire [6:0] \$14 ;
-  wire [6:0] \$15 ;
-  wire [6:0] \$16 ;
-  wire \$17 ;
-  wire \$18 ;
-  wire \$19 ;
-  wire \$2 ;
-  reg \$20 ;
-  reg [178:0] \$21 ;
-  reg \$22 ;
-  reg \$23 ;
-  reg \$24 ;
-  reg [5:0] \$25 ;
-  reg [5:0] \$26 ;
-  reg [1:0] \$27 ;
-  reg [5:0] \$28 ;
-  reg [1:0] \$29 ;
-  wire [2:0] \$3 ;
-  reg [1:0] \$30 ;
-  reg \$31 ;
-  reg [178:0] \$32 ;
-  reg [178:0] \$33 ;
-  reg [178:0] \$34 ;
-  reg [2:0] \$35 ;
-  reg [2:0] \$36 ;
-  wire [3:0] \$4 ;
-  wire [6:0] \$5 ;
-  wire [2:0] \$6 ;
-  wire [3:0] \$7 ;
-  wire [2:0] \$8 ;
-  wire [3:0] \$9 ;
+  wire [6:0] \$1 ;
+  reg \$10 ;
+  reg \$11 ;
+  reg [5:0] \$12 ;
+  reg [5:0] \$13 ;
+  reg \$14 ;
+  reg \$15 ;
+  reg [5:0] \$16 ;
+  wire [6:0] \$2 ;
+  wire [6:0] \$3 ;
+  wire \$4 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire [6:0] \$7 ;
+  reg \$8 ;
+  reg \$9 ;
+  wire advance;
   input clk;
   wire clk;
   input commit;
   wire commit;
   reg commit_q = 1'h0;
-  output fetch;
   wire fetch;
   wire [5:0] free;
+  output freed;
   wire freed;
-  reg [1:0] in_flight = 2'h0;
-  reg [178:0] landed0 = 179'h000000000000000000000000000000000000000000000;
-  wire [127:0] \landed0.data ;
-  wire \landed0.first ;
-  wire [15:0] \landed0.keep ;
-  wire \landed0.last ;
-  wire [16:0] \landed0.length ;
-  wire [7:0] \landed0.src ;
-  wire [7:0] \landed0.tag ;
-  reg [178:0] landed1 = 179'h000000000000000000000000000000000000000000000;
-  wire [127:0] \landed1.data ;
-  wire \landed1.first ;
-  wire [15:0] \landed1.keep ;
-  wire \landed1.last ;
-  wire [16:0] \landed1.length ;
-  wire [7:0] \landed1.src ;
-  wire [7:0] \landed1.tag ;
-  reg [178:0] landed2 = 179'h000000000000000000000000000000000000000000000;
-  wire [127:0] \landed2.data ;
-  wire \landed2.first ;
-  wire [15:0] \landed2.keep ;
-  wire \landed2.last ;
-  wire [16:0] \landed2.length ;
-  wire [7:0] \landed2.src ;
-  wire [7:0] \landed2.tag ;
-  reg [1:0] landing_count = 2'h0;
-  output [178:0] landing_head;
-  reg [178:0] landing_head;
-  wire [127:0] \landing_head.data ;
-  wire \landing_head.first ;
-  wire [15:0] \landing_head.keep ;
-  wire \landing_head.last ;
-  wire [16:0] \landing_head.length ;
-  wire [7:0] \landing_head.src ;
-  wire [7:0] \landing_head.tag ;
-  output landing_nonempty;
-  reg landing_nonempty = 1'h0;
-  reg [2:0] landing_r_at = 3'h1;
-  reg [2:0] landing_w_at = 3'h1;
-  wire pop;
-  input [15:0] \port$2414$0 ;
-  wire [15:0] \port$2414$0 ;
-  input [16:0] \port$2471$0 ;
-  wire [16:0] \port$2471$0 ;
-  input [7:0] \port$2473$0 ;
-  wire [7:0] \port$2473$0 ;
-  input [7:0] \port$2475$0 ;
-  wire [7:0] \port$2475$0 ;
-  input \port$2477$0 ;
-  wire \port$2477$0 ;
-  input \port$623$0 ;
-  wire \port$623$0 ;
-  input [7:0] \port$626$0 ;
-  wire [7:0] \port$626$0 ;
-  input [7:0] \port$627$0 ;
-  wire [7:0] \port$627$0 ;
-  input [7:0] \port$628$0 ;
-  wire [7:0] \port$628$0 ;
-  input [7:0] \port$629$0 ;
-  wire [7:0] \port$629$0 ;
-  input [7:0] \port$630$0 ;
-  wire [7:0] \port$630$0 ;
-  input [7:0] \port$631$0 ;
-  wire [7:0] \port$631$0 ;
-  input [7:0] \port$632$0 ;
-  wire [7:0] \port$632$0 ;
-  input [7:0] \port$633$0 ;
-  wire [7:0] \port$633$0 ;
-  input [7:0] \port$634$0 ;
-  wire [7:0] \port$634$0 ;
-  input [7:0] \port$635$0 ;
-  wire [7:0] \port$635$0 ;
-  input [7:0] \port$636$0 ;
-  wire [7:0] \port$636$0 ;
-  input [7:0] \port$637$0 ;
-  wire [7:0] \port$637$0 ;
-  input [7:0] \port$638$0 ;
-  wire [7:0] \port$638$0 ;
-  input [7:0] \port$639$0 ;
-  wire [7:0] \port$639$0 ;
-  input [7:0] \port$640$0 ;
-  wire [7:0] \port$640$0 ;
-  input [7:0] \port$641$0 ;
-  wire [7:0] \port$641$0 ;
+  output out_valid;
+  reg out_valid = 1'h0;
+  output [178:0] r__payload;
   wire [178:0] r__payload;
   wire [127:0] \r__payload.data ;
   wire \r__payload.first ;
@@ -4481,18 +8620,18 @@ module \ace_nic_small.rx0.buffer1 (rst, \port$623$0 , \port$626$0 , \port$627$0 
   (* init = 1'h0 *)
   wire r__valid;
   wire [4:0] r_addr;
-  wire [183:0] r_data;
+  wire [178:0] r_data;
   wire r_en;
   reg [5:0] rd_ptr = 6'h00;
-  reg [1:0] reserved = 2'h0;
   input rollback;
   wire rollback;
   reg rollback_q = 1'h0;
   input rst;
   wire rst;
+  reg staged = 1'h0;
   wire [4:0] w_addr;
   wire [178:0] w_data;
-  wire [183:0] \w_data$28 ;
+  wire [178:0] \w_data$4 ;
   wire [127:0] \w_data.data ;
   wire \w_data.first ;
   wire [15:0] \w_data.keep ;
@@ -4500,7 +8639,8 @@ module \ace_nic_small.rx0.buffer1 (rst, \port$623$0 , \port$626$0 , \port$627$0 
   wire [16:0] \w_data.length ;
   wire [7:0] \w_data.src ;
   wire [7:0] \w_data.tag ;
-  reg [178:0] w_data_q = 179'h000000000000000000000000000000000000000000000;
+  input [178:0] w_data_q;
+  wire [178:0] w_data_q;
   wire [127:0] \w_data_q.data ;
   wire \w_data_q.first ;
   wire [15:0] \w_data_q.keep ;
@@ -4508,252 +8648,149 @@ module \ace_nic_small.rx0.buffer1 (rst, \port$623$0 , \port$626$0 , \port$627$0 
   wire [16:0] \w_data_q.length ;
   wire [7:0] \w_data_q.src ;
   wire [7:0] \w_data_q.tag ;
-  input w_en;
-  wire w_en;
-  wire [22:0] \w_en$29 ;
+  reg w_en = 1'h0;
+  input \w_en$25 ;
+  wire \w_en$25 ;
   reg w_step = 1'h0;
+  wire waiting;
   reg [5:0] wr_commit = 6'h00;
   reg [5:0] wr_tmp = 6'h00;
   wire [5:0] wr_tmp_next;
-  reg write = 1'h0;
-  assign \$1  = ~ rollback;
-  assign \$2  = w_en & \$1 ;
-  assign \$3  = reserved + fetch;
-  assign \$4  = \$3  - pop;
-  assign \$5  = rd_ptr + 1'h1;
-  assign \$6  = landing_count + in_flight[1];
-  assign \$7  = \$6  - pop;
-  assign \$8  = landing_count + in_flight[1];
-  assign \$9  = \$8  - pop;
-  assign \$10  = | \$9 ;
-  assign \$11  = in_flight[1] & landing_w_at[0];
-  assign \$12  = in_flight[1] & landing_w_at[1];
-  assign \$13  = in_flight[1] & landing_w_at[2];
-  assign \$14  = wr_tmp + w_step;
-  assign \$15  = wr_commit - rd_ptr;
-  assign \$16  = 6'h20 - \$15 [5:0];
-  assign pop = landing_nonempty & r__ready;
-  assign \$17  = wr_commit != rd_ptr;
-  assign \$18  = reserved != 2'h3;
-  assign \$19  = \$18  | pop;
-  assign fetch = \$17  & \$19 ;
+  (* init = 1'h0 *)
+  wire write;
+  assign \$1  = wr_tmp + w_step;
+  assign \$2  = wr_commit - rd_ptr;
+  assign \$3  = 6'h20 - \$2 [5:0];
+  assign \$4  = ~ out_valid;
+  assign advance = \$4  | r__ready;
+  assign fetch = waiting & advance;
+  assign freed = out_valid & r__ready;
+  assign waiting = wr_commit != rd_ptr;
+  assign \$5  = ~ rollback;
+  assign \$6  = \w_en$25  & \$5 ;
+  assign \$7  = rd_ptr + 1'h1;
   always @(posedge clk)
-    write <= \$20 ;
+    w_en <= \$8 ;
   always @(posedge clk)
-    w_data_q <= \$21 ;
+    w_step <= \$9 ;
   always @(posedge clk)
-    w_step <= \$22 ;
+    commit_q <= \$10 ;
   always @(posedge clk)
-    commit_q <= \$23 ;
+    rollback_q <= \$11 ;
   always @(posedge clk)
-    rollback_q <= \$24 ;
+    wr_tmp <= \$12 ;
   always @(posedge clk)
-    wr_tmp <= \$25 ;
+    wr_commit <= \$13 ;
   always @(posedge clk)
-    wr_commit <= \$26 ;
+    staged <= \$14 ;
   always @(posedge clk)
-    reserved <= \$27 ;
+    out_valid <= \$15 ;
   always @(posedge clk)
-    rd_ptr <= \$28 ;
-  always @(posedge clk)
-    in_flight <= \$29 ;
-  always @(posedge clk)
-    landing_count <= \$30 ;
-  always @(posedge clk)
-    landing_nonempty <= \$31 ;
-  always @(posedge clk)
-    landed0 <= \$32 ;
-  always @(posedge clk)
-    landed1 <= \$33 ;
-  always @(posedge clk)
-    landed2 <= \$34 ;
-  always @(posedge clk)
-    landing_w_at <= \$35 ;
-  always @(posedge clk)
-    landing_r_at <= \$36 ;
+    rd_ptr <= \$16 ;
   \ace_nic_small.rx0.buffer1.ram  ram (
     .clk(clk),
-    .\port$2532$0 (write),
-    .\port$2534$0 (w_data_q),
-    .r_data(r_data),
+    .r_data(r__payload),
     .read__addr(rd_ptr[4:0]),
-    .read__en(fetch),
+    .read__en(advance),
     .rst(rst),
-    .write__addr(wr_tmp[4:0])
+    .write__addr(wr_tmp[4:0]),
+    .write__data(w_data_q),
+    .write__en(w_en)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$20  = \$2 ;
+    \$8  = \$6 ;
     if (rst) begin
-      \$20  = 1'h0;
+      \$8  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$21  = { \port$2471$0 , \port$2473$0 , \port$2475$0 , \port$623$0 , \port$2477$0 , \port$2414$0 , \port$641$0 , \port$640$0 , \port$639$0 , \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0  };
+    \$9  = \w_en$25 ;
     if (rst) begin
-      \$21  = 179'h000000000000000000000000000000000000000000000;
+      \$9  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$22  = w_en;
+    \$10  = commit;
     if (rst) begin
-      \$22  = 1'h0;
+      \$10  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$23  = commit;
+    \$11  = rollback;
     if (rst) begin
-      \$23  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$24  = rollback;
-    if (rst) begin
-      \$24  = 1'h0;
+      \$11  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     (* full_case = 32'd1 *)
     if (rollback_q) begin
-      \$25  = wr_commit;
+      \$12  = wr_commit;
     end else begin
-      \$25  = \$14 [5:0];
+      \$12  = \$1 [5:0];
     end
     if (rst) begin
-      \$25  = 6'h00;
+      \$12  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$26  = wr_commit;
+    \$13  = wr_commit;
     (* full_case = 32'd1 *)
     if (rollback_q) begin
     end else begin
       if (commit_q) begin
-        \$26  = \$14 [5:0];
+        \$13  = \$1 [5:0];
       end
     end
     if (rst) begin
-      \$26  = 6'h00;
+      \$13  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$27  = \$4 [1:0];
+    \$14  = staged;
+    if (advance) begin
+      \$14  = fetch;
+    end
     if (rst) begin
-      \$27  = 2'h0;
+      \$14  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$28  = rd_ptr;
+    \$15  = out_valid;
+    if (advance) begin
+      \$15  = staged;
+    end
+    if (rst) begin
+      \$15  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    \$16  = rd_ptr;
     if (fetch) begin
-      \$28  = \$5 [5:0];
+      \$16  = \$7 [5:0];
     end
     if (rst) begin
-      \$28  = 6'h00;
+      \$16  = 6'h00;
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$29  = { in_flight[0], fetch };
-    if (rst) begin
-      \$29  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$30  = \$7 [1:0];
-    if (rst) begin
-      \$30  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$31  = \$10 ;
-    if (rst) begin
-      \$31  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$32  = landed0;
-    if (\$11 ) begin
-      \$32  = r_data[178:0];
-    end
-    if (rst) begin
-      \$32  = 179'h000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$33  = landed1;
-    if (\$12 ) begin
-      \$33  = r_data[178:0];
-    end
-    if (rst) begin
-      \$33  = 179'h000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$34  = landed2;
-    if (\$13 ) begin
-      \$34  = r_data[178:0];
-    end
-    if (rst) begin
-      \$34  = 179'h000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$35  = landing_w_at;
-    if (in_flight[1]) begin
-      \$35  = { landing_w_at[1:0], landing_w_at[2] };
-    end
-    if (rst) begin
-      \$35  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$36  = landing_r_at;
-    if (pop) begin
-      \$36  = { landing_r_at[1:0], landing_r_at[2] };
-    end
-    if (rst) begin
-      \$36  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    landing_head = 179'h000000000000000000000000000000000000000000000;
-    if (landing_r_at[0]) begin
-      landing_head = landed0;
-    end
-    if (landing_r_at[1]) begin
-      landing_head = landed1;
-    end
-    if (landing_r_at[2]) begin
-      landing_head = landed2;
-    end
-  end
-  assign w_data = { \port$2471$0 , \port$2473$0 , \port$2475$0 , \port$623$0 , \port$2477$0 , \port$2414$0 , \port$641$0 , \port$640$0 , \port$639$0 , \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0  };
-  assign wr_tmp_next = \$14 [5:0];
+  assign w_data = w_data_q;
   assign w_addr = wr_tmp[4:0];
-  assign \w_data$28  = { 5'h00, w_data_q };
-  assign \w_en$29  = { write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write };
-  assign free = \$16 [5:0];
-  assign r__valid = landing_nonempty;
+  assign \w_data$4  = w_data_q;
+  assign write = w_en;
+  assign wr_tmp_next = \$1 [5:0];
+  assign free = \$3 [5:0];
   assign r_addr = rd_ptr[4:0];
-  assign r_en = fetch;
-  assign freed = fetch;
-  assign r__payload = landing_head;
+  assign r_en = advance;
+  assign r__valid = out_valid;
+  assign r_data = r__payload;
   assign \w_data_q.data  = w_data_q[127:0];
   assign \w_data_q.keep  = w_data_q[143:128];
   assign \w_data_q.first  = w_data_q[144];
@@ -4761,118 +8798,88 @@ module \ace_nic_small.rx0.buffer1 (rst, \port$623$0 , \port$626$0 , \port$627$0 
   assign \w_data_q.src  = w_data_q[153:146];
   assign \w_data_q.tag  = w_data_q[161:154];
   assign \w_data_q.length  = w_data_q[178:162];
-  assign \w_data.data  = { \port$641$0 , \port$640$0 , \port$639$0 , \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0  };
-  assign \w_data.keep  = \port$2414$0 ;
-  assign \w_data.first  = \port$2477$0 ;
-  assign \w_data.last  = \port$623$0 ;
-  assign \w_data.src  = \port$2475$0 ;
-  assign \w_data.tag  = \port$2473$0 ;
-  assign \w_data.length  = \port$2471$0 ;
-  assign \landed0.data  = landed0[127:0];
-  assign \landed0.keep  = landed0[143:128];
-  assign \landed0.first  = landed0[144];
-  assign \landed0.last  = landed0[145];
-  assign \landed0.src  = landed0[153:146];
-  assign \landed0.tag  = landed0[161:154];
-  assign \landed0.length  = landed0[178:162];
-  assign \landed1.data  = landed1[127:0];
-  assign \landed1.keep  = landed1[143:128];
-  assign \landed1.first  = landed1[144];
-  assign \landed1.last  = landed1[145];
-  assign \landed1.src  = landed1[153:146];
-  assign \landed1.tag  = landed1[161:154];
-  assign \landed1.length  = landed1[178:162];
-  assign \landed2.data  = landed2[127:0];
-  assign \landed2.keep  = landed2[143:128];
-  assign \landed2.first  = landed2[144];
-  assign \landed2.last  = landed2[145];
-  assign \landed2.src  = landed2[153:146];
-  assign \landed2.tag  = landed2[161:154];
-  assign \landed2.length  = landed2[178:162];
-  assign \landing_head.data  = landing_head[127:0];
-  assign \landing_head.keep  = landing_head[143:128];
-  assign \landing_head.first  = landing_head[144];
-  assign \landing_head.last  = landing_head[145];
-  assign \landing_head.src  = landing_head[153:146];
-  assign \landing_head.tag  = landing_head[161:154];
-  assign \landing_head.length  = landing_head[178:162];
-  assign \r__payload.data  = landing_head[127:0];
-  assign \r__payload.keep  = landing_head[143:128];
-  assign \r__payload.first  = landing_head[144];
-  assign \r__payload.last  = landing_head[145];
-  assign \r__payload.src  = landing_head[153:146];
-  assign \r__payload.tag  = landing_head[161:154];
-  assign \r__payload.length  = landing_head[178:162];
+  assign \w_data.data  = w_data_q[127:0];
+  assign \w_data.keep  = w_data_q[143:128];
+  assign \w_data.first  = w_data_q[144];
+  assign \w_data.last  = w_data_q[145];
+  assign \w_data.src  = w_data_q[153:146];
+  assign \w_data.tag  = w_data_q[161:154];
+  assign \w_data.length  = w_data_q[178:162];
+  assign \r__payload.data  = r__payload[127:0];
+  assign \r__payload.keep  = r__payload[143:128];
+  assign \r__payload.first  = r__payload[144];
+  assign \r__payload.last  = r__payload[145];
+  assign \r__payload.src  = r__payload[153:146];
+  assign \r__payload.tag  = r__payload[161:154];
+  assign \r__payload.length  = r__payload[178:162];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.rx0.buffer1.ram (rst, read__en, \port$2532$0 , \port$2534$0 , write__addr, read__addr, r_data, clk);
+module \ace_nic_small.rx0.buffer1.ram (rst, read__en, write__data, write__en, write__addr, read__addr, r_data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$60  = 0;
-  reg [183:0] \$1 ;
+  reg [178:0] \$1 ;
   input clk;
   wire clk;
-  input \port$2532$0 ;
-  wire \port$2532$0 ;
-  input [178:0] \port$2534$0 ;
-  wire [178:0] \port$2534$0 ;
   wire [4:0] r_addr;
-  output [183:0] r_data;
-  reg [183:0] r_data = 184'h0000000000000000000000000000000000000000000000;
+  output [178:0] r_data;
+  reg [178:0] r_data = 179'h000000000000000000000000000000000000000000000;
   wire r_en;
   input [4:0] read__addr;
   wire [4:0] read__addr;
-  wire [183:0] read__data;
+  wire [178:0] read__data;
   input read__en;
   wire read__en;
   input rst;
   wire rst;
   wire [4:0] w_addr;
-  wire [183:0] w_data;
-  wire [22:0] w_en;
+  wire [178:0] w_data;
+  wire w_en;
   input [4:0] write__addr;
   wire [4:0] write__addr;
-  wire [183:0] write__data;
-  wire [22:0] write__en;
-  reg [183:0] memory [31:0];
+  input [178:0] write__data;
+  wire [178:0] write__data;
+  input write__en;
+  wire write__en;
+  reg [178:0] memory [31:0];
   initial begin
-    memory[0] = 184'h0000000000000000000000000000000000000000000000;
-    memory[1] = 184'h0000000000000000000000000000000000000000000000;
-    memory[2] = 184'h0000000000000000000000000000000000000000000000;
-    memory[3] = 184'h0000000000000000000000000000000000000000000000;
-    memory[4] = 184'h0000000000000000000000000000000000000000000000;
-    memory[5] = 184'h0000000000000000000000000000000000000000000000;
-    memory[6] = 184'h0000000000000000000000000000000000000000000000;
-    memory[7] = 184'h0000000000000000000000000000000000000000000000;
-    memory[8] = 184'h0000000000000000000000000000000000000000000000;
-    memory[9] = 184'h0000000000000000000000000000000000000000000000;
-    memory[10] = 184'h0000000000000000000000000000000000000000000000;
-    memory[11] = 184'h0000000000000000000000000000000000000000000000;
-    memory[12] = 184'h0000000000000000000000000000000000000000000000;
-    memory[13] = 184'h0000000000000000000000000000000000000000000000;
-    memory[14] = 184'h0000000000000000000000000000000000000000000000;
-    memory[15] = 184'h0000000000000000000000000000000000000000000000;
-    memory[16] = 184'h0000000000000000000000000000000000000000000000;
-    memory[17] = 184'h0000000000000000000000000000000000000000000000;
-    memory[18] = 184'h0000000000000000000000000000000000000000000000;
-    memory[19] = 184'h0000000000000000000000000000000000000000000000;
-    memory[20] = 184'h0000000000000000000000000000000000000000000000;
-    memory[21] = 184'h0000000000000000000000000000000000000000000000;
-    memory[22] = 184'h0000000000000000000000000000000000000000000000;
-    memory[23] = 184'h0000000000000000000000000000000000000000000000;
-    memory[24] = 184'h0000000000000000000000000000000000000000000000;
-    memory[25] = 184'h0000000000000000000000000000000000000000000000;
-    memory[26] = 184'h0000000000000000000000000000000000000000000000;
-    memory[27] = 184'h0000000000000000000000000000000000000000000000;
-    memory[28] = 184'h0000000000000000000000000000000000000000000000;
-    memory[29] = 184'h0000000000000000000000000000000000000000000000;
-    memory[30] = 184'h0000000000000000000000000000000000000000000000;
-    memory[31] = 184'h0000000000000000000000000000000000000000000000;
+    memory[0] = 179'h000000000000000000000000000000000000000000000;
+    memory[1] = 179'h000000000000000000000000000000000000000000000;
+    memory[2] = 179'h000000000000000000000000000000000000000000000;
+    memory[3] = 179'h000000000000000000000000000000000000000000000;
+    memory[4] = 179'h000000000000000000000000000000000000000000000;
+    memory[5] = 179'h000000000000000000000000000000000000000000000;
+    memory[6] = 179'h000000000000000000000000000000000000000000000;
+    memory[7] = 179'h000000000000000000000000000000000000000000000;
+    memory[8] = 179'h000000000000000000000000000000000000000000000;
+    memory[9] = 179'h000000000000000000000000000000000000000000000;
+    memory[10] = 179'h000000000000000000000000000000000000000000000;
+    memory[11] = 179'h000000000000000000000000000000000000000000000;
+    memory[12] = 179'h000000000000000000000000000000000000000000000;
+    memory[13] = 179'h000000000000000000000000000000000000000000000;
+    memory[14] = 179'h000000000000000000000000000000000000000000000;
+    memory[15] = 179'h000000000000000000000000000000000000000000000;
+    memory[16] = 179'h000000000000000000000000000000000000000000000;
+    memory[17] = 179'h000000000000000000000000000000000000000000000;
+    memory[18] = 179'h000000000000000000000000000000000000000000000;
+    memory[19] = 179'h000000000000000000000000000000000000000000000;
+    memory[20] = 179'h000000000000000000000000000000000000000000000;
+    memory[21] = 179'h000000000000000000000000000000000000000000000;
+    memory[22] = 179'h000000000000000000000000000000000000000000000;
+    memory[23] = 179'h000000000000000000000000000000000000000000000;
+    memory[24] = 179'h000000000000000000000000000000000000000000000;
+    memory[25] = 179'h000000000000000000000000000000000000000000000;
+    memory[26] = 179'h000000000000000000000000000000000000000000000;
+    memory[27] = 179'h000000000000000000000000000000000000000000000;
+    memory[28] = 179'h000000000000000000000000000000000000000000000;
+    memory[29] = 179'h000000000000000000000000000000000000000000000;
+    memory[30] = 179'h000000000000000000000000000000000000000000000;
+    memory[31] = 179'h000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\port$2532$0 )
-      memory[write__addr] <= { 5'h00, \port$2534$0  };
+    if (write__en)
+      memory[write__addr] <= write__data;
   end
-  reg [183:0] _0_;
+  reg [178:0] _0_;
   always @(posedge clk) begin
     if (read__en) begin
       _0_ <= memory[read__addr];
@@ -4883,24 +8890,27 @@ module \ace_nic_small.rx0.buffer1.ram (rst, read__en, \port$2532$0 , \port$2534$
     r_data <= \$1 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$1  = read__data;
+    \$1  = r_data;
+    if (read__en) begin
+      \$1  = read__data;
+    end
     if (rst) begin
-      \$1  = 184'h0000000000000000000000000000000000000000000000;
+      \$1  = 179'h000000000000000000000000000000000000000000000;
     end
   end
   assign w_addr = write__addr;
-  assign write__data = { 5'h00, \port$2534$0  };
-  assign w_data = { 5'h00, \port$2534$0  };
-  assign write__en = { \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0  };
-  assign w_en = { \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0  };
+  assign w_data = write__data;
+  assign w_en = write__en;
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.rx0.hdr_check (check, header);
+module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, credits__0, credits__1, credit_valid, freed__0, freed__1, busy_cycles, credit_channel, credit_count, payload_bytes, header_bytes, errors, error, error_cause, out__0__valid, out__0__payload, out__1__valid
+, out__1__payload, r__ready, \r__ready$8 , error_clear);
+  reg \$auto$verilog_backend.cc:2355:dump_module$61  = 0;
   wire \$1 ;
-  wire \$10 ;
+  wire [7:0] \$10 ;
   wire \$100 ;
   wire \$101 ;
   wire \$102 ;
@@ -4911,7 +8921,7 @@ module \ace_nic_small.rx0.hdr_check (check, header);
   wire \$107 ;
   wire \$108 ;
   wire \$109 ;
-  wire \$11 ;
+  wire [7:0] \$11 ;
   wire \$110 ;
   wire \$111 ;
   wire \$112 ;
@@ -4922,7 +8932,7 @@ module \ace_nic_small.rx0.hdr_check (check, header);
   wire \$117 ;
   wire \$118 ;
   wire \$119 ;
-  wire \$12 ;
+  wire [7:0] \$12 ;
   wire \$120 ;
   wire \$121 ;
   wire \$122 ;
@@ -4933,7 +8943,7 @@ module \ace_nic_small.rx0.hdr_check (check, header);
   wire \$127 ;
   wire \$128 ;
   wire \$129 ;
-  wire \$13 ;
+  wire [7:0] \$13 ;
   wire \$130 ;
   wire \$131 ;
   wire \$132 ;
@@ -4944,7 +8954,7 @@ module \ace_nic_small.rx0.hdr_check (check, header);
   wire \$137 ;
   wire \$138 ;
   wire \$139 ;
-  wire \$14 ;
+  wire [7:0] \$14 ;
   wire \$140 ;
   wire \$141 ;
   wire \$142 ;
@@ -4955,7 +8965,7 @@ module \ace_nic_small.rx0.hdr_check (check, header);
   wire \$147 ;
   wire \$148 ;
   wire \$149 ;
-  wire \$15 ;
+  wire [7:0] \$15 ;
   wire \$150 ;
   wire \$151 ;
   wire \$152 ;
@@ -4966,7 +8976,7 @@ module \ace_nic_small.rx0.hdr_check (check, header);
   wire \$157 ;
   wire \$158 ;
   wire \$159 ;
-  wire \$16 ;
+  wire [7:0] \$16 ;
   wire \$160 ;
   wire \$161 ;
   wire \$162 ;
@@ -4977,7 +8987,7 @@ module \ace_nic_small.rx0.hdr_check (check, header);
   wire \$167 ;
   wire \$168 ;
   wire \$169 ;
-  wire \$17 ;
+  wire [7:0] \$17 ;
   wire \$170 ;
   wire \$171 ;
   wire \$172 ;
@@ -4988,7 +8998,7 @@ module \ace_nic_small.rx0.hdr_check (check, header);
   wire \$177 ;
   wire \$178 ;
   wire \$179 ;
-  wire \$18 ;
+  wire [7:0] \$18 ;
   wire \$180 ;
   wire \$181 ;
   wire \$182 ;
@@ -4999,7 +9009,7 @@ module \ace_nic_small.rx0.hdr_check (check, header);
   wire \$187 ;
   wire \$188 ;
   wire \$189 ;
-  wire \$19 ;
+  wire [7:0] \$19 ;
   wire \$190 ;
   wire \$191 ;
   wire \$192 ;
@@ -5011,7 +9021,7 @@ module \ace_nic_small.rx0.hdr_check (check, header);
   wire \$198 ;
   wire \$199 ;
   wire \$2 ;
-  wire \$20 ;
+  wire [7:0] \$20 ;
   wire \$200 ;
   wire \$201 ;
   wire \$202 ;
@@ -5022,7 +9032,7 @@ module \ace_nic_small.rx0.hdr_check (check, header);
   wire \$207 ;
   wire \$208 ;
   wire \$209 ;
-  wire \$21 ;
+  wire [7:0] \$21 ;
   wire \$210 ;
   wire \$211 ;
   wire \$212 ;
@@ -5030,47 +9040,425 @@ module \ace_nic_small.rx0.hdr_check (check, header);
   wire \$214 ;
   wire \$215 ;
   wire \$216 ;
-  wire \$22 ;
-  wire \$23 ;
+  wire \$217 ;
+  wire \$218 ;
+  wire \$219 ;
+  wire [7:0] \$22 ;
+  wire \$220 ;
+  wire \$221 ;
+  wire \$222 ;
+  wire \$223 ;
+  wire \$224 ;
+  wire \$225 ;
+  wire \$226 ;
+  wire \$227 ;
+  wire \$228 ;
+  wire \$229 ;
+  wire [7:0] \$23 ;
+  wire \$230 ;
+  wire \$231 ;
+  wire \$232 ;
+  wire \$233 ;
+  wire \$234 ;
+  wire \$235 ;
+  wire \$236 ;
+  wire \$237 ;
+  wire \$238 ;
+  wire \$239 ;
   wire \$24 ;
+  wire \$240 ;
+  wire \$241 ;
+  wire \$242 ;
+  wire \$243 ;
+  wire \$244 ;
+  wire \$245 ;
+  wire \$246 ;
+  wire \$247 ;
+  wire \$248 ;
+  wire \$249 ;
   wire \$25 ;
+  wire \$250 ;
+  wire \$251 ;
+  wire \$252 ;
+  wire \$253 ;
+  wire \$254 ;
+  wire \$255 ;
+  wire \$256 ;
+  wire \$257 ;
+  wire \$258 ;
+  wire \$259 ;
   wire \$26 ;
+  wire \$260 ;
+  wire \$261 ;
+  wire \$262 ;
+  wire \$263 ;
+  wire \$264 ;
+  wire \$265 ;
+  wire \$266 ;
+  wire \$267 ;
+  wire \$268 ;
+  wire \$269 ;
   wire \$27 ;
+  wire \$270 ;
+  wire \$271 ;
+  wire \$272 ;
+  wire \$273 ;
+  wire \$274 ;
+  wire \$275 ;
+  wire \$276 ;
+  wire \$277 ;
+  wire \$278 ;
+  wire [17:0] \$279 ;
   wire \$28 ;
+  wire [17:0] \$280 ;
+  wire [17:0] \$281 ;
+  wire \$282 ;
+  wire \$283 ;
+  wire \$284 ;
+  wire \$285 ;
+  wire \$286 ;
+  wire \$287 ;
+  wire \$288 ;
+  wire \$289 ;
   wire \$29 ;
+  wire \$290 ;
+  wire \$291 ;
+  wire \$292 ;
+  wire \$293 ;
+  wire \$294 ;
+  wire \$295 ;
+  wire \$296 ;
+  wire \$297 ;
+  wire \$298 ;
+  wire \$299 ;
   wire \$3 ;
   wire \$30 ;
+  wire \$300 ;
+  wire \$301 ;
+  wire \$302 ;
+  wire \$303 ;
+  wire \$304 ;
+  wire \$305 ;
+  wire \$306 ;
+  wire \$307 ;
+  wire \$308 ;
+  wire \$309 ;
   wire \$31 ;
+  wire \$310 ;
+  wire \$311 ;
+  wire \$312 ;
+  wire \$313 ;
+  wire \$314 ;
+  wire \$315 ;
+  wire \$316 ;
+  wire \$317 ;
+  wire \$318 ;
+  wire \$319 ;
   wire \$32 ;
+  wire \$320 ;
+  wire \$321 ;
+  wire \$322 ;
+  wire \$323 ;
+  wire \$324 ;
+  wire \$325 ;
+  wire \$326 ;
+  wire \$327 ;
+  wire \$328 ;
+  wire \$329 ;
   wire \$33 ;
+  wire \$330 ;
+  wire \$331 ;
+  wire \$332 ;
+  wire \$333 ;
+  wire \$334 ;
+  wire \$335 ;
+  wire \$336 ;
+  wire \$337 ;
+  wire \$338 ;
+  wire [6:0] \$339 ;
   wire \$34 ;
+  wire \$340 ;
+  wire \$341 ;
+  wire \$342 ;
+  wire \$343 ;
+  wire \$344 ;
+  wire \$345 ;
+  wire \$346 ;
+  wire [7:0] \$347 ;
+  wire [7:0] \$348 ;
+  wire [7:0] \$349 ;
   wire \$35 ;
+  wire [7:0] \$350 ;
+  wire [7:0] \$351 ;
+  wire [7:0] \$352 ;
+  wire [6:0] \$353 ;
+  wire [6:0] \$354 ;
+  wire \$355 ;
+  wire \$356 ;
+  wire [6:0] \$357 ;
+  wire [6:0] \$358 ;
+  wire [7:0] \$359 ;
   wire \$36 ;
+  wire \$360 ;
+  wire \$361 ;
+  wire \$362 ;
+  wire \$363 ;
+  wire [7:0] \$364 ;
+  wire [7:0] \$365 ;
+  wire [7:0] \$366 ;
+  wire [7:0] \$367 ;
+  wire [7:0] \$368 ;
+  wire [7:0] \$369 ;
   wire \$37 ;
+  wire [6:0] \$370 ;
+  wire [6:0] \$371 ;
+  wire \$372 ;
+  wire \$373 ;
+  wire [6:0] \$374 ;
+  wire [6:0] \$375 ;
+  wire [7:0] \$376 ;
+  wire [7:0] \$377 ;
+  wire \$378 ;
+  wire \$379 ;
   wire \$38 ;
+  reg \$380 ;
+  wire \$381 ;
+  wire \$382 ;
+  reg \$383 ;
+  wire \$384 ;
+  wire \$385 ;
+  wire \$386 ;
+  wire \$387 ;
+  reg \$388 ;
+  wire \$389 ;
   wire \$39 ;
+  wire \$390 ;
+  reg \$391 ;
+  wire \$392 ;
+  wire \$393 ;
+  wire \$394 ;
+  wire \$395 ;
+  wire \$396 ;
+  wire \$397 ;
+  wire [48:0] \$398 ;
+  wire [48:0] \$399 ;
   wire \$4 ;
   wire \$40 ;
+  wire \$400 ;
+  wire \$401 ;
+  wire \$402 ;
+  wire [7:0] \$403 ;
+  wire \$404 ;
+  wire [17:0] \$405 ;
+  wire [17:0] \$406 ;
+  wire \$407 ;
+  wire \$408 ;
+  wire \$409 ;
   wire \$41 ;
+  wire [17:0] \$410 ;
+  wire [17:0] \$411 ;
+  wire \$412 ;
+  wire \$413 ;
+  wire [17:0] \$414 ;
+  wire [17:0] \$415 ;
+  wire \$416 ;
+  wire \$417 ;
+  wire \$418 ;
+  wire [17:0] \$419 ;
   wire \$42 ;
+  wire [17:0] \$420 ;
+  wire \$421 ;
+  wire \$422 ;
+  wire [17:0] \$423 ;
+  wire [17:0] \$424 ;
+  wire \$425 ;
+  wire \$426 ;
+  wire \$427 ;
+  wire [17:0] \$428 ;
+  wire [17:0] \$429 ;
   wire \$43 ;
-  wire \$44 ;
+  wire \$430 ;
+  wire \$431 ;
+  wire [17:0] \$432 ;
+  wire [17:0] \$433 ;
+  wire \$434 ;
+  wire \$435 ;
+  wire \$436 ;
+  wire [17:0] \$437 ;
+  wire [17:0] \$438 ;
+  wire \$439 ;
+  wire [48:0] \$44 ;
+  wire \$440 ;
+  wire [17:0] \$441 ;
+  wire [17:0] \$442 ;
+  wire \$443 ;
+  wire \$444 ;
+  wire \$445 ;
+  wire [17:0] \$446 ;
+  wire [17:0] \$447 ;
+  wire \$448 ;
+  wire \$449 ;
   wire \$45 ;
+  wire [17:0] \$450 ;
+  wire [17:0] \$451 ;
+  wire \$452 ;
+  wire \$453 ;
+  wire \$454 ;
+  wire [17:0] \$455 ;
+  wire [17:0] \$456 ;
+  wire \$457 ;
+  wire \$458 ;
+  wire [17:0] \$459 ;
   wire \$46 ;
+  wire [17:0] \$460 ;
+  wire \$461 ;
+  wire \$462 ;
+  wire \$463 ;
+  wire [17:0] \$464 ;
+  wire [17:0] \$465 ;
+  wire \$466 ;
+  wire \$467 ;
+  wire [17:0] \$468 ;
+  wire [17:0] \$469 ;
   wire \$47 ;
+  wire \$470 ;
+  wire \$471 ;
+  wire \$472 ;
+  wire [17:0] \$473 ;
+  wire [17:0] \$474 ;
+  wire \$475 ;
+  wire \$476 ;
+  wire [17:0] \$477 ;
+  wire [17:0] \$478 ;
+  wire \$479 ;
   wire \$48 ;
+  wire \$480 ;
+  wire \$481 ;
+  wire [17:0] \$482 ;
+  wire [17:0] \$483 ;
+  wire \$484 ;
+  wire \$485 ;
+  wire [17:0] \$486 ;
+  wire [17:0] \$487 ;
+  wire \$488 ;
+  wire \$489 ;
   wire \$49 ;
+  wire \$490 ;
+  wire [17:0] \$491 ;
+  wire [17:0] \$492 ;
+  wire \$493 ;
+  wire \$494 ;
+  wire [17:0] \$495 ;
+  wire [17:0] \$496 ;
+  wire \$497 ;
+  wire \$498 ;
+  wire \$499 ;
   wire \$5 ;
   wire \$50 ;
+  wire [17:0] \$500 ;
+  wire [17:0] \$501 ;
+  wire \$502 ;
+  wire \$503 ;
+  wire [17:0] \$504 ;
+  wire [17:0] \$505 ;
+  wire \$506 ;
+  wire \$507 ;
+  wire \$508 ;
+  wire [17:0] \$509 ;
   wire \$51 ;
+  wire [17:0] \$510 ;
+  wire \$511 ;
+  wire \$512 ;
+  wire [17:0] \$513 ;
+  wire [17:0] \$514 ;
+  wire \$515 ;
+  wire \$516 ;
+  wire \$517 ;
+  wire [17:0] \$518 ;
+  wire [17:0] \$519 ;
   wire \$52 ;
+  wire \$520 ;
+  wire \$521 ;
+  wire [17:0] \$522 ;
+  wire [17:0] \$523 ;
+  wire \$524 ;
+  wire \$525 ;
+  wire \$526 ;
+  wire [17:0] \$527 ;
+  wire [17:0] \$528 ;
+  wire \$529 ;
   wire \$53 ;
+  wire \$530 ;
+  wire [17:0] \$531 ;
+  wire [17:0] \$532 ;
+  wire \$533 ;
+  wire \$534 ;
+  wire \$535 ;
+  wire [17:0] \$536 ;
+  wire [17:0] \$537 ;
+  wire \$538 ;
+  wire \$539 ;
   wire \$54 ;
+  wire [17:0] \$540 ;
+  wire [17:0] \$541 ;
+  wire \$542 ;
+  wire \$543 ;
+  wire \$544 ;
+  wire [17:0] \$545 ;
+  wire [17:0] \$546 ;
+  wire \$547 ;
+  wire \$548 ;
+  wire [7:0] \$549 ;
   wire \$55 ;
+  wire \$550 ;
+  wire \$551 ;
+  wire [16:0] \$552 ;
+  wire \$553 ;
+  wire \$554 ;
+  wire [48:0] \$555 ;
+  wire \$556 ;
+  wire \$557 ;
+  reg \$558 ;
+  reg \$559 ;
   wire \$56 ;
+  reg [47:0] \$560 ;
+  reg [203:0] \$561 ;
+  reg [154:0] \$562 ;
+  reg [156:0] \$563 ;
+  reg [5:0] \$564 ;
+  reg [6:0] \$565 ;
+  reg [5:0] \$566 ;
+  reg [5:0] \$567 ;
+  reg [6:0] \$568 ;
+  reg [5:0] \$569 ;
   wire \$57 ;
+  reg [158:0] \$570 ;
+  reg [178:0] \$571 ;
+  reg \$572 ;
+  reg \$573 ;
+  reg \$574 ;
+  reg \$575 ;
+  reg [16:0] \$576 ;
+  reg [47:0] \$577 ;
+  reg [47:0] \$578 ;
+  reg [1:0] \$579 ;
   wire \$58 ;
+  reg \$580 ;
+  reg [6:0] \$581 ;
+  reg [6:0] \$582 ;
+  reg [6:0] \$583 ;
+  reg [16:0] \$584 ;
+  reg [7:0] \$585 ;
+  reg [7:0] \$586 ;
+  reg \$587 ;
+  reg \$588 ;
+  reg [15:0] \$589 ;
   wire \$59 ;
+  reg [15:0] \$590 ;
+  reg \$591 ;
+  reg [47:0] \$592 ;
+  reg \$593 ;
+  reg [3:0] \$594 ;
   wire \$6 ;
   wire \$60 ;
   wire \$61 ;
@@ -5093,7 +9481,7 @@ module \ace_nic_small.rx0.hdr_check (check, header);
   wire \$77 ;
   wire \$78 ;
   wire \$79 ;
-  wire \$8 ;
+  wire [7:0] \$8 ;
   wire \$80 ;
   wire \$81 ;
   wire \$82 ;
@@ -5104,7 +9492,7 @@ module \ace_nic_small.rx0.hdr_check (check, header);
   wire \$87 ;
   wire \$88 ;
   wire \$89 ;
-  wire \$9 ;
+  wire [7:0] \$9 ;
   wire \$90 ;
   wire \$91 ;
   wire \$92 ;
@@ -5115,483 +9503,12 @@ module \ace_nic_small.rx0.hdr_check (check, header);
   wire \$97 ;
   wire \$98 ;
   wire \$99 ;
-  output [7:0] check;
-  wire [7:0] check;
-  input [63:0] header;
-  wire [63:0] header;
-  wire [3:0] \header.channel ;
-  wire [7:0] \header.check ;
-  wire [16:0] \header.length ;
-  wire [3:0] \header.magic ;
-  (* enum_base_type = "PacketType" *)
-  (* enum_value_00 = "DATA" *)
-  (* enum_value_01 = "CREDIT" *)
-  wire [1:0] \header.ptype ;
-  wire [3:0] \header.rsvd0 ;
-  wire [6:0] \header.rsvd1 ;
-  wire [7:0] \header.src ;
-  wire [7:0] \header.tag ;
-  wire [1:0] \header.version ;
-  wire ok;
-  assign \$2  = \$1  ^ header[1];
-  assign \$3  = \$2  ^ header[2];
-  assign \$4  = \$3  ^ header[4];
-  assign \$5  = \$4  ^ header[5];
-  assign \$6  = \$5  ^ header[6];
-  assign \$7  = \$6  ^ header[8];
-  assign \$8  = \$7  ^ header[11];
-  assign \$9  = \$8  ^ header[13];
-  assign \$10  = \$9  ^ header[18];
-  assign \$11  = \$10  ^ header[19];
-  assign \$12  = \$11  ^ header[23];
-  assign \$13  = \$12  ^ header[28];
-  assign \$14  = \$13  ^ header[30];
-  assign \$15  = \$14  ^ header[31];
-  assign \$16  = \$15  ^ header[32];
-  assign \$17  = \$16  ^ header[34];
-  assign \$18  = \$17  ^ header[35];
-  assign \$19  = \$18  ^ header[37];
-  assign \$20  = \$19  ^ header[39];
-  assign \$21  = \$20  ^ header[40];
-  assign \$22  = \$21  ^ header[44];
-  assign \$23  = \$22  ^ header[46];
-  assign \$24  = \$23  ^ header[48];
-  assign \$25  = \$24  ^ header[54];
-  assign \$26  = \$25  ^ header[55];
-  assign \$28  = \$27  ^ header[3];
-  assign \$29  = \$28  ^ header[4];
-  assign \$30  = \$29  ^ header[7];
-  assign \$31  = \$30  ^ header[9];
-  assign \$32  = \$31  ^ header[11];
-  assign \$33  = \$32  ^ header[12];
-  assign \$34  = \$33  ^ header[13];
-  assign \$35  = \$34  ^ header[14];
-  assign \$36  = \$35  ^ header[16];
-  assign \$37  = \$36  ^ header[18];
-  assign \$38  = \$37  ^ header[20];
-  assign \$39  = \$38  ^ header[23];
-  assign \$40  = \$39  ^ header[24];
-  assign \$41  = \$40  ^ header[28];
-  assign \$42  = \$41  ^ header[29];
-  assign \$43  = \$42  ^ header[30];
-  assign \$44  = \$43  ^ header[32];
-  assign \$45  = \$44  ^ header[33];
-  assign \$46  = \$45  ^ header[34];
-  assign \$47  = \$46  ^ header[36];
-  assign \$48  = \$47  ^ header[37];
-  assign \$49  = \$48  ^ header[38];
-  assign \$50  = \$49  ^ header[39];
-  assign \$51  = \$50  ^ header[41];
-  assign \$52  = \$51  ^ header[44];
-  assign \$53  = \$52  ^ header[45];
-  assign \$54  = \$53  ^ header[46];
-  assign \$55  = \$54  ^ header[47];
-  assign \$56  = \$55  ^ header[48];
-  assign \$57  = \$56  ^ header[49];
-  assign \$58  = \$57  ^ header[54];
-  assign \$60  = \$59  ^ header[2];
-  assign \$61  = \$60  ^ header[6];
-  assign \$62  = \$61  ^ header[10];
-  assign \$63  = \$62  ^ header[11];
-  assign \$64  = \$63  ^ header[12];
-  assign \$65  = \$64  ^ header[14];
-  assign \$66  = \$65  ^ header[15];
-  assign \$67  = \$66  ^ header[17];
-  assign \$68  = \$67  ^ header[18];
-  assign \$69  = \$68  ^ header[21];
-  assign \$70  = \$69  ^ header[23];
-  assign \$71  = \$70  ^ header[24];
-  assign \$72  = \$71  ^ header[25];
-  assign \$73  = \$72  ^ header[28];
-  assign \$74  = \$73  ^ header[29];
-  assign \$75  = \$74  ^ header[33];
-  assign \$76  = \$75  ^ header[38];
-  assign \$77  = \$76  ^ header[40];
-  assign \$78  = \$77  ^ header[42];
-  assign \$79  = \$78  ^ header[44];
-  assign \$80  = \$79  ^ header[45];
-  assign \$81  = \$80  ^ header[47];
-  assign \$82  = \$81  ^ header[48];
-  assign \$83  = \$82  ^ header[49];
-  assign \$84  = \$83  ^ header[50];
-  assign \$85  = \$84  ^ header[54];
-  assign \$87  = \$86  ^ header[1];
-  assign \$88  = \$87  ^ header[3];
-  assign \$89  = \$88  ^ header[7];
-  assign \$90  = \$89  ^ header[8];
-  assign \$91  = \$90  ^ header[11];
-  assign \$92  = \$91  ^ header[12];
-  assign \$93  = \$92  ^ header[13];
-  assign \$94  = \$93  ^ header[15];
-  assign \$95  = \$94  ^ header[18];
-  assign \$96  = \$95  ^ header[19];
-  assign \$97  = \$96  ^ header[22];
-  assign \$98  = \$97  ^ header[25];
-  assign \$99  = \$98  ^ header[26];
-  assign \$100  = \$99  ^ header[29];
-  assign \$101  = \$100  ^ header[30];
-  assign \$102  = \$101  ^ header[32];
-  assign \$103  = \$102  ^ header[34];
-  assign \$104  = \$103  ^ header[39];
-  assign \$105  = \$104  ^ header[41];
-  assign \$106  = \$105  ^ header[43];
-  assign \$107  = \$106  ^ header[45];
-  assign \$108  = \$107  ^ header[46];
-  assign \$109  = \$108  ^ header[49];
-  assign \$110  = \$109  ^ header[50];
-  assign \$111  = \$110  ^ header[51];
-  assign \$112  = \$111  ^ header[55];
-  assign \$114  = \$113  ^ header[1];
-  assign \$115  = \$114  ^ header[2];
-  assign \$116  = \$115  ^ header[4];
-  assign \$117  = \$116  ^ header[9];
-  assign \$118  = \$117  ^ header[12];
-  assign \$119  = \$118  ^ header[13];
-  assign \$120  = \$119  ^ header[14];
-  assign \$121  = \$120  ^ header[19];
-  assign \$122  = \$121  ^ header[20];
-  assign \$123  = \$122  ^ header[23];
-  assign \$124  = \$123  ^ header[24];
-  assign \$125  = \$124  ^ header[26];
-  assign \$126  = \$125  ^ header[27];
-  assign \$127  = \$126  ^ header[30];
-  assign \$128  = \$127  ^ header[31];
-  assign \$129  = \$128  ^ header[33];
-  assign \$130  = \$129  ^ header[35];
-  assign \$131  = \$130  ^ header[40];
-  assign \$132  = \$131  ^ header[42];
-  assign \$133  = \$132  ^ header[44];
-  assign \$134  = \$133  ^ header[46];
-  assign \$135  = \$134  ^ header[47];
-  assign \$136  = \$135  ^ header[50];
-  assign \$137  = \$136  ^ header[51];
-  assign \$138  = \$137  ^ header[52];
-  assign \$140  = \$139  ^ header[2];
-  assign \$141  = \$140  ^ header[3];
-  assign \$142  = \$141  ^ header[5];
-  assign \$143  = \$142  ^ header[8];
-  assign \$144  = \$143  ^ header[10];
-  assign \$145  = \$144  ^ header[13];
-  assign \$146  = \$145  ^ header[14];
-  assign \$147  = \$146  ^ header[15];
-  assign \$148  = \$147  ^ header[16];
-  assign \$149  = \$148  ^ header[20];
-  assign \$150  = \$149  ^ header[21];
-  assign \$151  = \$150  ^ header[25];
-  assign \$152  = \$151  ^ header[27];
-  assign \$153  = \$152  ^ header[28];
-  assign \$154  = \$153  ^ header[31];
-  assign \$155  = \$154  ^ header[32];
-  assign \$156  = \$155  ^ header[34];
-  assign \$157  = \$156  ^ header[36];
-  assign \$158  = \$157  ^ header[41];
-  assign \$159  = \$158  ^ header[43];
-  assign \$160  = \$159  ^ header[45];
-  assign \$161  = \$160  ^ header[47];
-  assign \$162  = \$161  ^ header[51];
-  assign \$163  = \$162  ^ header[52];
-  assign \$164  = \$163  ^ header[53];
-  assign \$166  = \$165  ^ header[2];
-  assign \$167  = \$166  ^ header[3];
-  assign \$168  = \$167  ^ header[4];
-  assign \$169  = \$168  ^ header[6];
-  assign \$170  = \$169  ^ header[9];
-  assign \$171  = \$170  ^ header[11];
-  assign \$172  = \$171  ^ header[14];
-  assign \$173  = \$172  ^ header[15];
-  assign \$174  = \$173  ^ header[16];
-  assign \$175  = \$174  ^ header[17];
-  assign \$176  = \$175  ^ header[21];
-  assign \$177  = \$176  ^ header[22];
-  assign \$178  = \$177  ^ header[26];
-  assign \$179  = \$178  ^ header[28];
-  assign \$180  = \$179  ^ header[29];
-  assign \$181  = \$180  ^ header[32];
-  assign \$182  = \$181  ^ header[33];
-  assign \$183  = \$182  ^ header[35];
-  assign \$184  = \$183  ^ header[37];
-  assign \$185  = \$184  ^ header[42];
-  assign \$186  = \$185  ^ header[44];
-  assign \$187  = \$186  ^ header[46];
-  assign \$188  = \$187  ^ header[52];
-  assign \$189  = \$188  ^ header[53];
-  assign \$190  = \$189  ^ header[54];
-  assign \$192  = \$191  ^ header[1];
-  assign \$193  = \$192  ^ header[3];
-  assign \$194  = \$193  ^ header[4];
-  assign \$195  = \$194  ^ header[5];
-  assign \$196  = \$195  ^ header[7];
-  assign \$197  = \$196  ^ header[10];
-  assign \$198  = \$197  ^ header[12];
-  assign \$199  = \$198  ^ header[15];
-  assign \$200  = \$199  ^ header[17];
-  assign \$201  = \$200  ^ header[18];
-  assign \$202  = \$201  ^ header[22];
-  assign \$203  = \$202  ^ header[23];
-  assign \$204  = \$203  ^ header[27];
-  assign \$205  = \$204  ^ header[29];
-  assign \$206  = \$205  ^ header[30];
-  assign \$207  = \$206  ^ header[33];
-  assign \$208  = \$207  ^ header[34];
-  assign \$209  = \$208  ^ header[36];
-  assign \$210  = \$209  ^ header[38];
-  assign \$211  = \$210  ^ header[43];
-  assign \$212  = \$211  ^ header[45];
-  assign \$213  = \$212  ^ header[47];
-  assign \$214  = \$213  ^ header[53];
-  assign \$215  = \$214  ^ header[54];
-  assign \$216  = \$215  ^ header[55];
-  assign ok = header[63:56] == check;
-  assign \header.magic  = header[3:0];
-  assign \header.version  = header[5:4];
-  assign \header.ptype  = header[7:6];
-  assign \header.src  = header[15:8];
-  assign \header.channel  = header[19:16];
-  assign \header.rsvd0  = header[23:20];
-  assign \header.tag  = header[31:24];
-  assign \header.length  = header[48:32];
-  assign \header.rsvd1  = header[55:49];
-  assign \header.check  = header[63:56];
-  assign check[7] = \$216 ;
-  assign check[6] = \$190 ;
-  assign check[5] = \$164 ;
-  assign check[4] = \$138 ;
-  assign check[3] = \$112 ;
-  assign check[2] = \$85 ;
-  assign check[1] = \$58 ;
-  assign check[0] = \$26 ;
-  assign \$1  = header[0];
-  assign \$27  = header[0];
-  assign \$59  = header[0];
-  assign \$86  = header[0];
-  assign \$113  = header[0];
-  assign \$139  = header[1];
-  assign \$165  = header[0];
-  assign \$191  = header[0];
-endmodule
-
-(* generator = "Amaranth" *)
-module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, credits__0, credits__1, credit_valid, freed__0, freed__1, busy_cycles, credit_channel, credit_count, header_bytes, payload_bytes, errors, error, error_cause, out__0__valid, out__0__payload, out__1__valid
-, out__1__payload, r__ready, \r__ready$8 , error_clear);
-  reg \$auto$verilog_backend.cc:2355:dump_module$61  = 0;
-  wire \$1 ;
-  wire [7:0] \$10 ;
-  wire \$100 ;
-  reg \$101 ;
-  wire \$102 ;
-  wire \$103 ;
-  reg \$104 ;
-  wire \$105 ;
-  wire \$106 ;
-  wire \$107 ;
-  wire \$108 ;
-  wire \$109 ;
-  wire [7:0] \$11 ;
-  wire \$110 ;
-  reg \$111 ;
-  wire \$112 ;
-  wire \$113 ;
-  reg \$114 ;
-  wire \$115 ;
-  wire \$116 ;
-  wire \$117 ;
-  wire \$118 ;
-  wire \$119 ;
-  wire [7:0] \$12 ;
-  wire \$120 ;
-  wire \$121 ;
-  wire \$122 ;
-  wire \$123 ;
-  wire \$124 ;
-  wire \$125 ;
-  wire [48:0] \$126 ;
-  wire [17:0] \$127 ;
-  wire [17:0] \$128 ;
-  wire \$129 ;
-  wire [7:0] \$13 ;
-  wire [17:0] \$130 ;
-  wire [17:0] \$131 ;
-  wire \$132 ;
-  wire [17:0] \$133 ;
-  wire [17:0] \$134 ;
-  wire \$135 ;
-  wire [17:0] \$136 ;
-  wire [17:0] \$137 ;
-  wire \$138 ;
-  wire [17:0] \$139 ;
-  wire [7:0] \$14 ;
-  wire [17:0] \$140 ;
-  wire \$141 ;
-  wire [17:0] \$142 ;
-  wire [17:0] \$143 ;
-  wire \$144 ;
-  wire [17:0] \$145 ;
-  wire [17:0] \$146 ;
-  wire \$147 ;
-  wire [17:0] \$148 ;
-  wire [17:0] \$149 ;
-  wire [7:0] \$15 ;
-  wire \$150 ;
-  wire [17:0] \$151 ;
-  wire [17:0] \$152 ;
-  wire \$153 ;
-  wire [17:0] \$154 ;
-  wire [17:0] \$155 ;
-  wire \$156 ;
-  wire [17:0] \$157 ;
-  wire [17:0] \$158 ;
-  wire \$159 ;
-  wire [7:0] \$16 ;
-  wire [17:0] \$160 ;
-  wire [17:0] \$161 ;
-  wire \$162 ;
-  wire [17:0] \$163 ;
-  wire [17:0] \$164 ;
-  wire \$165 ;
-  wire [17:0] \$166 ;
-  wire [17:0] \$167 ;
-  wire \$168 ;
-  wire [17:0] \$169 ;
-  wire [7:0] \$17 ;
-  wire [17:0] \$170 ;
-  wire \$171 ;
-  wire [17:0] \$172 ;
-  wire [17:0] \$173 ;
-  wire \$174 ;
-  wire [7:0] \$175 ;
-  wire \$176 ;
-  wire [48:0] \$177 ;
-  wire [48:0] \$178 ;
-  wire \$179 ;
-  wire [7:0] \$18 ;
-  wire [48:0] \$180 ;
-  wire \$181 ;
-  wire \$182 ;
-  reg \$183 ;
-  reg \$184 ;
-  reg [47:0] \$185 ;
-  reg [142:0] \$186 ;
-  reg [154:0] \$187 ;
-  reg [154:0] \$188 ;
-  reg [5:0] \$189 ;
-  wire [7:0] \$19 ;
-  reg [6:0] \$190 ;
-  reg [5:0] \$191 ;
-  reg [5:0] \$192 ;
-  reg [6:0] \$193 ;
-  reg [5:0] \$194 ;
-  reg [151:0] \$195 ;
-  reg \$196 ;
-  reg \$197 ;
-  reg [1:0] \$198 ;
-  reg [47:0] \$199 ;
-  wire \$2 ;
-  wire [7:0] \$20 ;
-  reg \$200 ;
-  reg [6:0] \$201 ;
-  reg [6:0] \$202 ;
-  reg [16:0] \$203 ;
-  reg [7:0] \$204 ;
-  reg [7:0] \$205 ;
-  reg \$206 ;
-  reg [15:0] \$207 ;
-  reg [47:0] \$208 ;
-  reg [47:0] \$209 ;
-  wire [7:0] \$21 ;
-  reg \$210 ;
-  reg [3:0] \$211 ;
-  wire [7:0] \$22 ;
-  wire [7:0] \$23 ;
-  wire \$24 ;
-  wire \$25 ;
-  wire \$26 ;
-  wire \$27 ;
-  wire \$28 ;
-  wire \$29 ;
-  wire \$3 ;
-  wire \$30 ;
-  wire \$31 ;
-  wire \$32 ;
-  wire \$33 ;
-  wire \$34 ;
-  wire \$35 ;
-  wire \$36 ;
-  wire \$37 ;
-  wire \$38 ;
-  wire \$39 ;
-  wire \$4 ;
-  wire \$40 ;
-  wire \$41 ;
-  wire \$42 ;
-  wire \$43 ;
-  wire [48:0] \$44 ;
-  wire [17:0] \$45 ;
-  wire [17:0] \$46 ;
-  wire [17:0] \$47 ;
-  wire \$48 ;
-  wire \$49 ;
-  wire \$5 ;
-  wire \$50 ;
-  wire \$51 ;
-  wire \$52 ;
-  wire \$53 ;
-  wire \$54 ;
-  wire \$55 ;
-  wire \$56 ;
-  wire \$57 ;
-  wire \$58 ;
-  wire \$59 ;
-  wire \$6 ;
-  wire \$60 ;
-  wire \$61 ;
-  wire \$62 ;
-  wire \$63 ;
-  wire \$64 ;
-  wire \$65 ;
-  wire [6:0] \$66 ;
-  wire \$67 ;
-  wire \$68 ;
-  wire \$69 ;
-  wire \$7 ;
-  wire \$70 ;
-  wire \$71 ;
-  wire [6:0] \$72 ;
-  wire [7:0] \$73 ;
-  wire [6:0] \$74 ;
-  wire [7:0] \$75 ;
-  wire [6:0] \$76 ;
-  wire \$77 ;
-  wire \$78 ;
-  wire [6:0] \$79 ;
-  wire [7:0] \$8 ;
-  wire [6:0] \$80 ;
-  wire [7:0] \$81 ;
-  wire \$82 ;
-  wire \$83 ;
-  wire \$84 ;
-  wire \$85 ;
-  wire [6:0] \$86 ;
-  wire [7:0] \$87 ;
-  wire [6:0] \$88 ;
-  wire [7:0] \$89 ;
-  wire [7:0] \$9 ;
-  wire [6:0] \$90 ;
-  wire \$91 ;
-  wire \$92 ;
-  wire [6:0] \$93 ;
-  wire [6:0] \$94 ;
-  wire [7:0] \$95 ;
-  wire \$96 ;
-  wire \$97 ;
-  wire \$98 ;
-  wire \$99 ;
   reg [7:0] \$like  = 8'h00;
-  reg [7:0] \$like$25  = 8'h00;
-  wire \$signal ;
-  reg [6:0] \$signal$18  = 7'h00;
-  reg [15:0] \$signal$20  = 16'h0000;
-  reg \$signal$23  = 1'h0;
-  reg [16:0] \$signal$26  = 17'h00000;
+  reg [7:0] \$like$21  = 8'h00;
+  reg \$signal  = 1'h0;
+  reg [16:0] \$signal$22  = 17'h00000;
+  reg [6:0] \$signal$83  = 7'h00;
+  reg [15:0] \$signal$84  = 16'h0000;
   output [47:0] busy_cycles;
   reg [47:0] busy_cycles = 48'h000000000000;
   (* enum_base_type = "NicError" *)
@@ -5619,9 +9536,8 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   (* enum_value_1000 = "OVERFLOW" *)
   (* enum_value_1001 = "CREDIT_OVERFLOW" *)
   (* enum_value_1010 = "BAD_COMMAND" *)
-  reg [3:0] \cause$32 ;
-  wire [7:0] check;
-  reg [154:0] checked = 155'h000000000000000000000000000000000000000;
+  reg [3:0] \cause$29 ;
+  reg [156:0] checked = 157'h0000000000000000000000000000000000000000;
   wire [6:0] \checked.beats ;
   (* enum_base_type = "NicError" *)
   (* enum_value_0000 = "NONE" *)
@@ -5637,7 +9553,9 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   (* enum_value_1010 = "BAD_COMMAND" *)
   wire [3:0] \checked.cause ;
   wire [127:0] \checked.data ;
+  wire \checked.is_data ;
   wire \checked.last ;
+  wire \checked.none ;
   wire [5:0] \checked.room ;
   wire [6:0] \checked.room_ahead ;
   wire \checked.same_ch_ahead ;
@@ -5645,8 +9563,9 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   input clk;
   wire clk;
   reg commit;
-  reg \commit$45 ;
-  reg \commit$48 ;
+  reg \commit$43 ;
+  reg \commit$46 ;
+  reg commit_q = 1'h0;
   output [3:0] credit_channel;
   wire [3:0] credit_channel;
   output [5:0] credit_count;
@@ -5679,6 +9598,15 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire [16:0] \entry.length ;
   wire [7:0] \entry.src ;
   wire [7:0] \entry.tag ;
+  (* init = 179'h000000000000000000000000000000000000000000000 *)
+  wire [178:0] entry_q;
+  wire [127:0] \entry_q.data ;
+  wire \entry_q.first ;
+  wire [15:0] \entry_q.keep ;
+  wire \entry_q.last ;
+  wire [16:0] \entry_q.length ;
+  wire [7:0] \entry_q.src ;
+  wire [7:0] \entry_q.tag ;
   output error;
   reg error = 1'h0;
   (* enum_base_type = "NicError" *)
@@ -5711,40 +9639,35 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   (* enum_value_1010 = "BAD_COMMAND" *)
   reg [3:0] error_code;
   reg error_now;
+  reg error_q = 1'h0;
   output [47:0] errors;
   reg [47:0] errors = 48'h000000000000;
   wire freed;
-  wire \freed$62 ;
+  wire \freed$63 ;
   output freed__0;
   reg freed__0 = 1'h0;
   output freed__1;
   reg freed__1 = 1'h0;
-  wire [63:0] header;
-  wire [3:0] \header.channel ;
-  wire [7:0] \header.check ;
-  wire [16:0] \header.length ;
-  wire [3:0] \header.magic ;
-  (* enum_base_type = "PacketType" *)
-  (* enum_value_00 = "DATA" *)
-  (* enum_value_01 = "CREDIT" *)
-  wire [1:0] \header.ptype ;
-  wire [3:0] \header.rsvd0 ;
-  wire [6:0] \header.rsvd1 ;
-  wire [7:0] \header.src ;
-  wire [7:0] \header.tag ;
-  wire [1:0] \header.version ;
   output [47:0] header_bytes;
   reg [47:0] header_bytes = 48'h000000000000;
-  reg [142:0] in = 143'h000000000000000000000000000000000000;
+  reg header_now;
+  reg header_q = 1'h0;
+  reg [203:0] in = 204'h000000000000000000000000000000000000000000000000000;
   wire [6:0] \in.beats ;
+  wire \in.channel_bad ;
+  wire [56:0] \in.crc_part ;
   wire [127:0] \in.data ;
   wire \in.last ;
+  wire \in.length_bad ;
+  wire \in.magic_bad ;
   wire [5:0] \in.room ;
+  wire \in.type_bad ;
   wire \in.valid ;
-  reg [151:0] judged = 152'h00000000000000000000000000000000000000;
+  reg [158:0] judged = 159'h0000000000000000000000000000000000000000;
   wire \judged.alt_credit ;
   wire \judged.alt_rollback ;
   wire [6:0] \judged.beats ;
+  wire [6:0] \judged.beats_m1 ;
   (* enum_base_type = "NicError" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "BAD_MAGIC" *)
@@ -5765,7 +9688,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire \judged.ok_alt ;
   wire [5:0] \judged.room ;
   wire \judged.valid ;
-  reg [15:0] keep;
+  reg [16:0] length_q = 17'h00000;
   input [127:0] link__tdata;
   wire [127:0] link__tdata;
   input link__tlast;
@@ -5802,6 +9725,10 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   reg [47:0] payload_bytes = 48'h000000000000;
   (* init = 7'h00 *)
   wire [6:0] pkt_beats;
+  (* init = 7'h00 *)
+  wire [6:0] pkt_beats_p1;
+  reg pkt_is_last = 1'h0;
+  reg [15:0] pkt_keep = 16'hffff;
   wire [178:0] r__payload;
   wire [178:0] \r__payload$7 ;
   wire [127:0] \r__payload$7.data ;
@@ -5825,8 +9752,8 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire r__valid;
   wire \r__valid$11 ;
   reg rollback;
-  reg \rollback$46 ;
-  reg \rollback$49 ;
+  reg \rollback$44 ;
+  reg \rollback$47 ;
   reg rolled_back = 1'h0;
   input rst;
   wire rst;
@@ -5838,22 +9765,25 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   reg [6:0] space1_kept = 7'h00;
   reg [5:0] space1_total = 6'h20;
   reg [6:0] space_beats = 7'h00;
+  reg [6:0] space_beats_p1 = 7'h00;
   (* init = 1'h0 *)
   wire space_channel;
   wire space_commit;
   wire space_release;
   reg space_reserve;
   wire [6:0] space_reserve_beats;
+  wire [6:0] space_reserve_beats_m1;
   wire [3:0] space_reserve_channel;
-  wire [178:0] w_data;
-  wire [178:0] \w_data$28 ;
-  wire [127:0] \w_data$28.data ;
-  wire \w_data$28.first ;
-  wire [15:0] \w_data$28.keep ;
-  wire \w_data$28.last ;
-  wire [16:0] \w_data$28.length ;
-  wire [7:0] \w_data$28.src ;
-  wire [7:0] \w_data$28.tag ;
+  reg [178:0] w_data = 179'h000000000000000000000000000000000000000000000;
+  (* init = 179'h000000000000000000000000000000000000000000000 *)
+  wire [178:0] \w_data$25 ;
+  wire [127:0] \w_data$25.data ;
+  wire \w_data$25.first ;
+  wire [15:0] \w_data$25.keep ;
+  wire \w_data$25.last ;
+  wire [16:0] \w_data$25.length ;
+  wire [7:0] \w_data$25.src ;
+  wire [7:0] \w_data$25.tag ;
   wire [127:0] \w_data.data ;
   wire \w_data.first ;
   wire [15:0] \w_data.keep ;
@@ -5862,7 +9792,202 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire [7:0] \w_data.src ;
   wire [7:0] \w_data.tag ;
   reg w_en;
-  reg \w_en$47 ;
+  reg \w_en$45 ;
+  assign \$405  = judged[49:33] - 1'h1;
+  assign \$407  = $signed(\$406 ) >= $signed(1'h0);
+  assign \$408  = judged[136:130] == 1'h1;
+  assign \$409  = ~ \$408 ;
+  assign \$410  = judged[49:33] - 1'h1;
+  assign \$412  = $signed(\$411 ) >= $signed(1'h0);
+  assign \$413  = \$409  | \$412 ;
+  assign \$414  = judged[49:33] - 1'h1;
+  assign \$416  = $signed(\$415 ) >= $signed(2'h1);
+  assign \$417  = judged[136:130] == 1'h1;
+  assign \$418  = ~ \$417 ;
+  assign \$419  = judged[49:33] - 1'h1;
+  assign \$421  = $signed(\$420 ) >= $signed(2'h1);
+  assign \$422  = \$418  | \$421 ;
+  assign \$423  = judged[49:33] - 1'h1;
+  assign \$425  = $signed(\$424 ) >= $signed(3'h2);
+  assign \$426  = judged[136:130] == 1'h1;
+  assign \$427  = ~ \$426 ;
+  assign \$428  = judged[49:33] - 1'h1;
+  assign \$430  = $signed(\$429 ) >= $signed(3'h2);
+  assign \$431  = \$427  | \$430 ;
+  assign \$432  = judged[49:33] - 1'h1;
+  assign \$434  = $signed(\$433 ) >= $signed(3'h3);
+  assign \$435  = judged[136:130] == 1'h1;
+  assign \$436  = ~ \$435 ;
+  assign \$437  = judged[49:33] - 1'h1;
+  assign \$439  = $signed(\$438 ) >= $signed(3'h3);
+  assign \$440  = \$436  | \$439 ;
+  assign \$441  = judged[49:33] - 1'h1;
+  assign \$443  = $signed(\$442 ) >= $signed(4'h4);
+  assign \$444  = judged[136:130] == 1'h1;
+  assign \$445  = ~ \$444 ;
+  assign \$446  = judged[49:33] - 1'h1;
+  assign \$448  = $signed(\$447 ) >= $signed(4'h4);
+  assign \$449  = \$445  | \$448 ;
+  assign \$450  = judged[49:33] - 1'h1;
+  assign \$452  = $signed(\$451 ) >= $signed(4'h5);
+  assign \$453  = judged[136:130] == 1'h1;
+  assign \$454  = ~ \$453 ;
+  assign \$455  = judged[49:33] - 1'h1;
+  assign \$457  = $signed(\$456 ) >= $signed(4'h5);
+  assign \$458  = \$454  | \$457 ;
+  assign \$459  = judged[49:33] - 1'h1;
+  assign \$461  = $signed(\$460 ) >= $signed(4'h6);
+  assign \$462  = judged[136:130] == 1'h1;
+  assign \$463  = ~ \$462 ;
+  assign \$464  = judged[49:33] - 1'h1;
+  assign \$466  = $signed(\$465 ) >= $signed(4'h6);
+  assign \$467  = \$463  | \$466 ;
+  assign \$468  = judged[49:33] - 1'h1;
+  assign \$470  = $signed(\$469 ) >= $signed(4'h7);
+  assign \$471  = judged[136:130] == 1'h1;
+  assign \$472  = ~ \$471 ;
+  assign \$473  = judged[49:33] - 1'h1;
+  assign \$475  = $signed(\$474 ) >= $signed(4'h7);
+  assign \$476  = \$472  | \$475 ;
+  assign \$477  = judged[49:33] - 1'h1;
+  assign \$479  = $signed(\$478 ) >= $signed(5'h08);
+  assign \$480  = judged[136:130] == 1'h1;
+  assign \$481  = ~ \$480 ;
+  assign \$482  = judged[49:33] - 1'h1;
+  assign \$484  = $signed(\$483 ) >= $signed(5'h08);
+  assign \$485  = \$481  | \$484 ;
+  assign \$486  = judged[49:33] - 1'h1;
+  assign \$488  = $signed(\$487 ) >= $signed(5'h09);
+  assign \$489  = judged[136:130] == 1'h1;
+  assign \$490  = ~ \$489 ;
+  assign \$491  = judged[49:33] - 1'h1;
+  assign \$493  = $signed(\$492 ) >= $signed(5'h09);
+  assign \$494  = \$490  | \$493 ;
+  assign \$495  = judged[49:33] - 1'h1;
+  assign \$497  = $signed(\$496 ) >= $signed(5'h0a);
+  assign \$498  = judged[136:130] == 1'h1;
+  assign \$499  = ~ \$498 ;
+  assign \$500  = judged[49:33] - 1'h1;
+  assign \$502  = $signed(\$501 ) >= $signed(5'h0a);
+  assign \$503  = \$499  | \$502 ;
+  assign \$504  = judged[49:33] - 1'h1;
+  assign \$506  = $signed(\$505 ) >= $signed(5'h0b);
+  assign \$507  = judged[136:130] == 1'h1;
+  assign \$508  = ~ \$507 ;
+  assign \$509  = judged[49:33] - 1'h1;
+  assign \$511  = $signed(\$510 ) >= $signed(5'h0b);
+  assign \$512  = \$508  | \$511 ;
+  assign \$513  = judged[49:33] - 1'h1;
+  assign \$515  = $signed(\$514 ) >= $signed(5'h0c);
+  assign \$516  = judged[136:130] == 1'h1;
+  assign \$517  = ~ \$516 ;
+  assign \$518  = judged[49:33] - 1'h1;
+  assign \$520  = $signed(\$519 ) >= $signed(5'h0c);
+  assign \$521  = \$517  | \$520 ;
+  assign \$522  = judged[49:33] - 1'h1;
+  assign \$524  = $signed(\$523 ) >= $signed(5'h0d);
+  assign \$525  = judged[136:130] == 1'h1;
+  assign \$526  = ~ \$525 ;
+  assign \$527  = judged[49:33] - 1'h1;
+  assign \$529  = $signed(\$528 ) >= $signed(5'h0d);
+  assign \$530  = \$526  | \$529 ;
+  assign \$531  = judged[49:33] - 1'h1;
+  assign \$533  = $signed(\$532 ) >= $signed(5'h0e);
+  assign \$534  = judged[136:130] == 1'h1;
+  assign \$535  = ~ \$534 ;
+  assign \$536  = judged[49:33] - 1'h1;
+  assign \$538  = $signed(\$537 ) >= $signed(5'h0e);
+  assign \$539  = \$535  | \$538 ;
+  assign \$540  = judged[49:33] - 1'h1;
+  assign \$542  = $signed(\$541 ) >= $signed(5'h0f);
+  assign \$543  = judged[136:130] == 1'h1;
+  assign \$544  = ~ \$543 ;
+  assign \$545  = judged[49:33] - 1'h1;
+  assign \$547  = $signed(\$546 ) >= $signed(5'h0f);
+  assign \$548  = \$544  | \$547 ;
+  assign \$549  = \$signal$83  - 1'h1;
+  assign \$550  = \$signal$83  == 2'h2;
+  assign \$551  = \$signal$83  == 2'h2;
+  assign \$552  = \$551  ? { 1'h0, \$signal$84  } : 17'h1ffff;
+  assign \$553  = pkt_is_last & judged[129];
+  assign \$554  = judged[0] & judged[129];
+  assign \$555  = errors + 1'h1;
+  assign \$556  = ~ error;
+  assign \$557  = error_now & \$556 ;
+  always @(posedge clk)
+    freed__0 <= \$558 ;
+  always @(posedge clk)
+    freed__1 <= \$559 ;
+  always @(posedge clk)
+    busy_cycles <= \$560 ;
+  always @(posedge clk)
+    in <= \$561 ;
+  always @(posedge clk)
+    decoded <= \$562 ;
+  always @(posedge clk)
+    checked <= \$563 ;
+  always @(posedge clk)
+    space0_total <= \$564 ;
+  always @(posedge clk)
+    space0_kept <= \$565 ;
+  always @(posedge clk)
+    space0_committed <= \$566 ;
+  always @(posedge clk)
+    space1_total <= \$567 ;
+  always @(posedge clk)
+    space1_kept <= \$568 ;
+  always @(posedge clk)
+    space1_committed <= \$569 ;
+  always @(posedge clk)
+    judged <= \$570 ;
+  always @(posedge clk)
+    w_data <= \$571 ;
+  always @(posedge clk)
+    rolled_back <= \$572 ;
+  always @(posedge clk)
+    credited <= \$573 ;
+  always @(posedge clk)
+    header_q <= \$574 ;
+  always @(posedge clk)
+    commit_q <= \$575 ;
+  always @(posedge clk)
+    length_q <= \$576 ;
+  always @(posedge clk)
+    payload_bytes <= \$577 ;
+  always @(posedge clk)
+    header_bytes <= \$578 ;
+  always @(posedge clk)
+    rx_fsm_state <= \$579 ;
+  always @(posedge clk)
+    cur <= \$580 ;
+  always @(posedge clk)
+    \$signal$83  <= \$581 ;
+  always @(posedge clk)
+    space_beats <= \$582 ;
+  always @(posedge clk)
+    space_beats_p1 <= \$583 ;
+  always @(posedge clk)
+    \$signal$22  <= \$584 ;
+  always @(posedge clk)
+    \$like$21  <= \$585 ;
+  always @(posedge clk)
+    \$like  <= \$586 ;
+  always @(posedge clk)
+    \$signal  <= \$587 ;
+  always @(posedge clk)
+    pkt_is_last <= \$588 ;
+  always @(posedge clk)
+    \$signal$84  <= \$589 ;
+  always @(posedge clk)
+    pkt_keep <= \$590 ;
+  always @(posedge clk)
+    error_q <= \$591 ;
+  always @(posedge clk)
+    errors <= \$592 ;
+  always @(posedge clk)
+    error <= \$593 ;
+  always @(posedge clk)
+    error_cause <= \$594 ;
   assign \$1  = decoded[150:143] != decoded[64:57];
   assign \$2  = ! decoded[8:7];
   assign \$3  = \$2  & decoded[129];
@@ -5870,23 +9995,22 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   assign \$5  = ~ \$4 ;
   assign \$6  = ~ decoded[129];
   assign \$7  = \$5  & \$6 ;
-  assign \$signal  = \$signal$18  == 1'h1;
-  assign \$8  = judged[8:1] & { keep[0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0] };
-  assign \$9  = judged[16:9] & { keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1] };
-  assign \$10  = judged[24:17] & { keep[2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2] };
-  assign \$11  = judged[32:25] & { keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3] };
-  assign \$12  = judged[40:33] & { keep[4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4] };
-  assign \$13  = judged[48:41] & { keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5] };
-  assign \$14  = judged[56:49] & { keep[6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6] };
-  assign \$15  = judged[64:57] & { keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7] };
-  assign \$16  = judged[72:65] & { keep[8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8] };
-  assign \$17  = judged[80:73] & { keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9] };
-  assign \$18  = judged[88:81] & { keep[10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10] };
-  assign \$19  = judged[96:89] & { keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11] };
-  assign \$20  = judged[104:97] & { keep[12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12] };
-  assign \$21  = judged[112:105] & { keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13] };
-  assign \$22  = judged[120:113] & { keep[14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14] };
-  assign \$23  = judged[128:121] & { keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15] };
+  assign \$8  = judged[8:1] & { pkt_keep[0], pkt_keep[0], pkt_keep[0], pkt_keep[0], pkt_keep[0], pkt_keep[0], pkt_keep[0], pkt_keep[0] };
+  assign \$9  = judged[16:9] & { pkt_keep[1], pkt_keep[1], pkt_keep[1], pkt_keep[1], pkt_keep[1], pkt_keep[1], pkt_keep[1], pkt_keep[1] };
+  assign \$10  = judged[24:17] & { pkt_keep[2], pkt_keep[2], pkt_keep[2], pkt_keep[2], pkt_keep[2], pkt_keep[2], pkt_keep[2], pkt_keep[2] };
+  assign \$11  = judged[32:25] & { pkt_keep[3], pkt_keep[3], pkt_keep[3], pkt_keep[3], pkt_keep[3], pkt_keep[3], pkt_keep[3], pkt_keep[3] };
+  assign \$12  = judged[40:33] & { pkt_keep[4], pkt_keep[4], pkt_keep[4], pkt_keep[4], pkt_keep[4], pkt_keep[4], pkt_keep[4], pkt_keep[4] };
+  assign \$13  = judged[48:41] & { pkt_keep[5], pkt_keep[5], pkt_keep[5], pkt_keep[5], pkt_keep[5], pkt_keep[5], pkt_keep[5], pkt_keep[5] };
+  assign \$14  = judged[56:49] & { pkt_keep[6], pkt_keep[6], pkt_keep[6], pkt_keep[6], pkt_keep[6], pkt_keep[6], pkt_keep[6], pkt_keep[6] };
+  assign \$15  = judged[64:57] & { pkt_keep[7], pkt_keep[7], pkt_keep[7], pkt_keep[7], pkt_keep[7], pkt_keep[7], pkt_keep[7], pkt_keep[7] };
+  assign \$16  = judged[72:65] & { pkt_keep[8], pkt_keep[8], pkt_keep[8], pkt_keep[8], pkt_keep[8], pkt_keep[8], pkt_keep[8], pkt_keep[8] };
+  assign \$17  = judged[80:73] & { pkt_keep[9], pkt_keep[9], pkt_keep[9], pkt_keep[9], pkt_keep[9], pkt_keep[9], pkt_keep[9], pkt_keep[9] };
+  assign \$18  = judged[88:81] & { pkt_keep[10], pkt_keep[10], pkt_keep[10], pkt_keep[10], pkt_keep[10], pkt_keep[10], pkt_keep[10], pkt_keep[10] };
+  assign \$19  = judged[96:89] & { pkt_keep[11], pkt_keep[11], pkt_keep[11], pkt_keep[11], pkt_keep[11], pkt_keep[11], pkt_keep[11], pkt_keep[11] };
+  assign \$20  = judged[104:97] & { pkt_keep[12], pkt_keep[12], pkt_keep[12], pkt_keep[12], pkt_keep[12], pkt_keep[12], pkt_keep[12], pkt_keep[12] };
+  assign \$21  = judged[112:105] & { pkt_keep[13], pkt_keep[13], pkt_keep[13], pkt_keep[13], pkt_keep[13], pkt_keep[13], pkt_keep[13], pkt_keep[13] };
+  assign \$22  = judged[120:113] & { pkt_keep[14], pkt_keep[14], pkt_keep[14], pkt_keep[14], pkt_keep[14], pkt_keep[14], pkt_keep[14], pkt_keep[14] };
+  assign \$23  = judged[128:121] & { pkt_keep[15], pkt_keep[15], pkt_keep[15], pkt_keep[15], pkt_keep[15], pkt_keep[15], pkt_keep[15], pkt_keep[15] };
   assign \$24  = rolled_back & judged[150];
   assign \$25  = credited & judged[151];
   assign \$26  = \$24  | \$25 ;
@@ -5894,303 +10018,332 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   assign \$27  = | judged[146:143];
   assign \$28  = ~ ok;
   assign \$29  = ~ judged[147];
-  assign \$30  = \$signal  != judged[129];
-  assign \$31  = \$signal  & judged[129];
+  assign \$30  = pkt_is_last != judged[129];
+  assign \$31  = pkt_is_last & judged[129];
   assign \$32  = ! cur;
-  assign \$33  = ~ \$signal ;
+  assign \$33  = ~ pkt_is_last;
   assign \$34  = judged[129] & \$33 ;
   assign \$35  = ~ \$34 ;
-  assign \$37  = ~ \$signal ;
+  assign \$37  = ~ pkt_is_last;
   assign \$38  = judged[129] & \$37 ;
   assign \$39  = ~ \$38 ;
-  assign \$40  = \$signal  & judged[129];
+  assign \$40  = pkt_is_last & judged[129];
   assign \$41  = ! rx_fsm_state;
   assign \$42  = rx_fsm_state == 1'h1;
   assign \$43  = rx_fsm_state == 2'h2;
   assign \$44  = busy_cycles + link__tvalid;
-  assign \$45  = in[49:33] + 4'hf;
-  assign \$47  = 6'h20 - in[49:33];
-  assign \$48  = in[4:1] != 4'ha;
-  assign \$49  = | in[6:5];
-  assign \$50  = \$48  | \$49 ;
-  assign \$51  = ! in[8:7];
-  assign \$52  = ~ \$51 ;
-  assign \$53  = in[8:7] == 1'h1;
-  assign \$54  = ~ \$53 ;
-  assign \$55  = \$52  & \$54 ;
-  assign \$56  = in[20:17] >= 2'h2;
-  assign \$57  = ! in[49:33];
-  assign \$58  = ! in[8:7];
-  assign \$59  = in[49:33] > 11'h400;
-  assign \$60  = \$58  & \$59 ;
-  assign \$61  = \$57  | \$60 ;
-  assign \$62  = in[8:7] == 1'h1;
-  assign \$63  = in[49:33] > 6'h20;
-  assign \$64  = \$62  & \$63 ;
-  assign \$65  = \$61  | \$64 ;
-  assign \$66  = decoded[142:137] - checked[38:33];
-  assign \$67  = decoded[20:17] == checked[20:17];
-  assign \$68  = ! judged[20:17];
-  assign \$69  = space_reserve & \$68 ;
-  assign \$70  = ! cur;
-  assign \$71  = rollback & \$70 ;
-  assign \$72  = space0_total + freed__0;
-  assign \$73  = \$72  - judged[136:130];
-  assign \$74  = space0_total + freed__0;
-  assign \$75  = \$74  + space_beats;
-  assign \$76  = space0_total + freed__0;
-  assign \$77  = ! cur;
-  assign \$78  = commit & \$77 ;
-  assign \$79  = \$78  ? space_beats : 7'h00;
-  assign \$80  = space0_committed + freed__0;
-  assign \$81  = \$80  - space0_kept;
-  assign \$82  = judged[20:17] == 1'h1;
-  assign \$83  = space_reserve & \$82 ;
-  assign \$85  = rollback & \$84 ;
-  assign \$86  = space1_total + freed__1;
-  assign \$87  = \$86  - judged[136:130];
-  assign \$88  = space1_total + freed__1;
-  assign \$89  = \$88  + space_beats;
-  assign \$90  = space1_total + freed__1;
-  assign \$92  = commit & \$91 ;
-  assign \$93  = \$92  ? space_beats : 7'h00;
-  assign \$94  = space1_committed + freed__1;
-  assign \$95  = \$94  - space1_kept;
-  assign \$96  = ! checked[8:7];
-  assign \$97  = ! checked[146:143];
-  assign \$98  = ! checked[8:7];
-  assign \$99  = checked[136:130] <= space0_total;
-  assign \$100  = checked[136:130] <= space1_total;
-  assign \$102  = credits__0 <= checked[142:137];
-  assign \$103  = credits__1 <= checked[142:137];
-  assign \$105  = \$98  ? \$101  : \$104 ;
-  assign \$106  = \$97  & \$105 ;
-  assign \$107  = ! checked[146:143];
-  assign \$108  = ! checked[8:7];
-  assign \$109  = checked[136:130] <= space0_committed;
-  assign \$110  = checked[136:130] <= space1_committed;
-  assign \$112  = $signed({ 1'h0, credits__0 }) <= $signed(checked[153:147]);
-  assign \$113  = $signed({ 1'h0, credits__1 }) <= $signed(checked[153:147]);
-  assign \$115  = \$108  ? \$111  : \$114 ;
-  assign \$116  = \$107  & \$115 ;
-  assign \$117  = ! checked[8:7];
-  assign \$118  = checked[20:17] == cur;
-  assign \$119  = \$117  & \$118 ;
-  assign \$120  = ! checked[8:7];
-  assign \$121  = ~ \$120 ;
-  assign \$122  = \$121  & checked[154];
-  assign \$123  = ~ ok;
-  assign \$124  = ~ judged[147];
-  assign \$125  = ~ judged[129];
-  assign \$126  = header_bytes + 5'h10;
-  assign \$127  = judged[49:33] - 1'h1;
-  assign \$129  = $signed(\$128 ) >= $signed(1'h0);
-  assign \$130  = judged[49:33] - 1'h1;
-  assign \$132  = $signed(\$131 ) >= $signed(2'h1);
-  assign \$133  = judged[49:33] - 1'h1;
-  assign \$135  = $signed(\$134 ) >= $signed(3'h2);
-  assign \$136  = judged[49:33] - 1'h1;
-  assign \$138  = $signed(\$137 ) >= $signed(3'h3);
-  assign \$139  = judged[49:33] - 1'h1;
-  assign \$141  = $signed(\$140 ) >= $signed(4'h4);
-  assign \$142  = judged[49:33] - 1'h1;
-  assign \$144  = $signed(\$143 ) >= $signed(4'h5);
-  assign \$145  = judged[49:33] - 1'h1;
-  assign \$147  = $signed(\$146 ) >= $signed(4'h6);
-  assign \$148  = judged[49:33] - 1'h1;
-  assign \$150  = $signed(\$149 ) >= $signed(4'h7);
-  assign \$151  = judged[49:33] - 1'h1;
-  assign \$153  = $signed(\$152 ) >= $signed(5'h08);
-  assign \$154  = judged[49:33] - 1'h1;
-  assign \$156  = $signed(\$155 ) >= $signed(5'h09);
-  assign \$157  = judged[49:33] - 1'h1;
-  assign \$159  = $signed(\$158 ) >= $signed(5'h0a);
-  assign \$160  = judged[49:33] - 1'h1;
-  assign \$162  = $signed(\$161 ) >= $signed(5'h0b);
-  assign \$163  = judged[49:33] - 1'h1;
-  assign \$165  = $signed(\$164 ) >= $signed(5'h0c);
-  assign \$166  = judged[49:33] - 1'h1;
-  assign \$168  = $signed(\$167 ) >= $signed(5'h0d);
-  assign \$169  = judged[49:33] - 1'h1;
-  assign \$171  = $signed(\$170 ) >= $signed(5'h0e);
-  assign \$172  = judged[49:33] - 1'h1;
-  assign \$174  = $signed(\$173 ) >= $signed(5'h0f);
-  assign \$175  = \$signal$18  - 1'h1;
-  assign \$176  = \$signal  & judged[129];
-  assign \$177  = payload_bytes + \$signal$26 ;
-  assign \$178  = header_bytes + 5'h10;
-  assign \$179  = judged[0] & judged[129];
-  assign \$180  = errors + 1'h1;
-  assign \$181  = ~ error;
-  assign \$182  = error_now & \$181 ;
-  always @(posedge clk)
-    freed__0 <= \$183 ;
-  always @(posedge clk)
-    freed__1 <= \$184 ;
-  always @(posedge clk)
-    busy_cycles <= \$185 ;
-  always @(posedge clk)
-    in <= \$186 ;
-  always @(posedge clk)
-    decoded <= \$187 ;
-  always @(posedge clk)
-    checked <= \$188 ;
-  always @(posedge clk)
-    space0_total <= \$189 ;
-  always @(posedge clk)
-    space0_kept <= \$190 ;
-  always @(posedge clk)
-    space0_committed <= \$191 ;
-  always @(posedge clk)
-    space1_total <= \$192 ;
-  always @(posedge clk)
-    space1_kept <= \$193 ;
-  always @(posedge clk)
-    space1_committed <= \$194 ;
-  always @(posedge clk)
-    judged <= \$195 ;
-  always @(posedge clk)
-    rolled_back <= \$196 ;
-  always @(posedge clk)
-    credited <= \$197 ;
-  always @(posedge clk)
-    rx_fsm_state <= \$198 ;
-  always @(posedge clk)
-    header_bytes <= \$199 ;
-  always @(posedge clk)
-    cur <= \$200 ;
-  always @(posedge clk)
-    \$signal$18  <= \$201 ;
-  always @(posedge clk)
-    space_beats <= \$202 ;
-  always @(posedge clk)
-    \$signal$26  <= \$203 ;
-  always @(posedge clk)
-    \$like$25  <= \$204 ;
-  always @(posedge clk)
-    \$like  <= \$205 ;
-  always @(posedge clk)
-    \$signal$23  <= \$206 ;
-  always @(posedge clk)
-    \$signal$20  <= \$207 ;
-  always @(posedge clk)
-    payload_bytes <= \$208 ;
-  always @(posedge clk)
-    errors <= \$209 ;
-  always @(posedge clk)
-    error <= \$210 ;
-  always @(posedge clk)
-    error_cause <= \$211 ;
+  assign \$46  = \$45  ^ link__tdata[1];
+  assign \$47  = \$46  ^ link__tdata[2];
+  assign \$48  = \$47  ^ link__tdata[4];
+  assign \$50  = \$49  ^ link__tdata[6];
+  assign \$51  = \$50  ^ link__tdata[8];
+  assign \$52  = \$51  ^ link__tdata[11];
+  assign \$54  = \$53  ^ link__tdata[18];
+  assign \$55  = \$54  ^ link__tdata[19];
+  assign \$56  = \$55  ^ link__tdata[23];
+  assign \$58  = \$57  ^ link__tdata[30];
+  assign \$59  = \$58  ^ link__tdata[31];
+  assign \$60  = \$59  ^ link__tdata[32];
+  assign \$62  = \$61  ^ link__tdata[35];
+  assign \$63  = \$62  ^ link__tdata[37];
+  assign \$64  = \$63  ^ link__tdata[39];
+  assign \$66  = \$65  ^ link__tdata[44];
+  assign \$67  = \$66  ^ link__tdata[46];
+  assign \$68  = \$67  ^ link__tdata[48];
+  assign \$70  = \$69  ^ link__tdata[55];
+  assign \$72  = \$71  ^ link__tdata[3];
+  assign \$73  = \$72  ^ link__tdata[4];
+  assign \$74  = \$73  ^ link__tdata[7];
+  assign \$76  = \$75  ^ link__tdata[11];
+  assign \$77  = \$76  ^ link__tdata[12];
+  assign \$78  = \$77  ^ link__tdata[13];
+  assign \$80  = \$79  ^ link__tdata[16];
+  assign \$81  = \$80  ^ link__tdata[18];
+  assign \$82  = \$81  ^ link__tdata[20];
+  assign \$84  = \$83  ^ link__tdata[24];
+  assign \$85  = \$84  ^ link__tdata[28];
+  assign \$86  = \$85  ^ link__tdata[29];
+  assign \$88  = \$87  ^ link__tdata[32];
+  assign \$89  = \$88  ^ link__tdata[33];
+  assign \$90  = \$89  ^ link__tdata[34];
+  assign \$92  = \$91  ^ link__tdata[37];
+  assign \$93  = \$92  ^ link__tdata[38];
+  assign \$94  = \$93  ^ link__tdata[39];
+  assign \$96  = \$95  ^ link__tdata[44];
+  assign \$97  = \$96  ^ link__tdata[45];
+  assign \$98  = \$97  ^ link__tdata[46];
+  assign \$100  = \$99  ^ link__tdata[48];
+  assign \$101  = \$100  ^ link__tdata[49];
+  assign \$102  = \$101  ^ link__tdata[54];
+  assign \$104  = \$103  ^ link__tdata[2];
+  assign \$105  = \$104  ^ link__tdata[6];
+  assign \$106  = \$105  ^ link__tdata[10];
+  assign \$108  = \$107  ^ link__tdata[12];
+  assign \$109  = \$108  ^ link__tdata[14];
+  assign \$110  = \$109  ^ link__tdata[15];
+  assign \$112  = \$111  ^ link__tdata[18];
+  assign \$113  = \$112  ^ link__tdata[21];
+  assign \$114  = \$113  ^ link__tdata[23];
+  assign \$116  = \$115  ^ link__tdata[25];
+  assign \$117  = \$116  ^ link__tdata[28];
+  assign \$118  = \$117  ^ link__tdata[29];
+  assign \$120  = \$119  ^ link__tdata[38];
+  assign \$121  = \$120  ^ link__tdata[40];
+  assign \$122  = \$121  ^ link__tdata[42];
+  assign \$124  = \$123  ^ link__tdata[45];
+  assign \$125  = \$124  ^ link__tdata[47];
+  assign \$126  = \$125  ^ link__tdata[48];
+  assign \$128  = \$127  ^ link__tdata[50];
+  assign \$129  = \$128  ^ link__tdata[54];
+  assign \$131  = \$130  ^ link__tdata[1];
+  assign \$132  = \$131  ^ link__tdata[3];
+  assign \$133  = \$132  ^ link__tdata[7];
+  assign \$135  = \$134  ^ link__tdata[11];
+  assign \$136  = \$135  ^ link__tdata[12];
+  assign \$137  = \$136  ^ link__tdata[13];
+  assign \$139  = \$138  ^ link__tdata[18];
+  assign \$140  = \$139  ^ link__tdata[19];
+  assign \$141  = \$140  ^ link__tdata[22];
+  assign \$143  = \$142  ^ link__tdata[26];
+  assign \$144  = \$143  ^ link__tdata[29];
+  assign \$145  = \$144  ^ link__tdata[30];
+  assign \$147  = \$146  ^ link__tdata[34];
+  assign \$148  = \$147  ^ link__tdata[39];
+  assign \$149  = \$148  ^ link__tdata[41];
+  assign \$151  = \$150  ^ link__tdata[45];
+  assign \$152  = \$151  ^ link__tdata[46];
+  assign \$153  = \$152  ^ link__tdata[49];
+  assign \$155  = \$154  ^ link__tdata[51];
+  assign \$156  = \$155  ^ link__tdata[55];
+  assign \$158  = \$157  ^ link__tdata[1];
+  assign \$159  = \$158  ^ link__tdata[2];
+  assign \$160  = \$159  ^ link__tdata[4];
+  assign \$162  = \$161  ^ link__tdata[12];
+  assign \$163  = \$162  ^ link__tdata[13];
+  assign \$164  = \$163  ^ link__tdata[14];
+  assign \$166  = \$165  ^ link__tdata[20];
+  assign \$167  = \$166  ^ link__tdata[23];
+  assign \$168  = \$167  ^ link__tdata[24];
+  assign \$170  = \$169  ^ link__tdata[27];
+  assign \$171  = \$170  ^ link__tdata[30];
+  assign \$172  = \$171  ^ link__tdata[31];
+  assign \$174  = \$173  ^ link__tdata[35];
+  assign \$175  = \$174  ^ link__tdata[40];
+  assign \$176  = \$175  ^ link__tdata[42];
+  assign \$178  = \$177  ^ link__tdata[46];
+  assign \$179  = \$178  ^ link__tdata[47];
+  assign \$180  = \$179  ^ link__tdata[50];
+  assign \$182  = \$181  ^ link__tdata[52];
+  assign \$184  = \$183  ^ link__tdata[2];
+  assign \$185  = \$184  ^ link__tdata[3];
+  assign \$186  = \$185  ^ link__tdata[5];
+  assign \$188  = \$187  ^ link__tdata[10];
+  assign \$189  = \$188  ^ link__tdata[13];
+  assign \$190  = \$189  ^ link__tdata[14];
+  assign \$192  = \$191  ^ link__tdata[16];
+  assign \$193  = \$192  ^ link__tdata[20];
+  assign \$194  = \$193  ^ link__tdata[21];
+  assign \$196  = \$195  ^ link__tdata[27];
+  assign \$197  = \$196  ^ link__tdata[28];
+  assign \$198  = \$197  ^ link__tdata[31];
+  assign \$200  = \$199  ^ link__tdata[34];
+  assign \$201  = \$200  ^ link__tdata[36];
+  assign \$202  = \$201  ^ link__tdata[41];
+  assign \$204  = \$203  ^ link__tdata[45];
+  assign \$205  = \$204  ^ link__tdata[47];
+  assign \$206  = \$205  ^ link__tdata[51];
+  assign \$208  = \$207  ^ link__tdata[53];
+  assign \$210  = \$209  ^ link__tdata[2];
+  assign \$211  = \$210  ^ link__tdata[3];
+  assign \$212  = \$211  ^ link__tdata[4];
+  assign \$214  = \$213  ^ link__tdata[9];
+  assign \$215  = \$214  ^ link__tdata[11];
+  assign \$216  = \$215  ^ link__tdata[14];
+  assign \$218  = \$217  ^ link__tdata[16];
+  assign \$219  = \$218  ^ link__tdata[17];
+  assign \$220  = \$219  ^ link__tdata[21];
+  assign \$222  = \$221  ^ link__tdata[26];
+  assign \$223  = \$222  ^ link__tdata[28];
+  assign \$224  = \$223  ^ link__tdata[29];
+  assign \$226  = \$225  ^ link__tdata[33];
+  assign \$227  = \$226  ^ link__tdata[35];
+  assign \$228  = \$227  ^ link__tdata[37];
+  assign \$230  = \$229  ^ link__tdata[44];
+  assign \$231  = \$230  ^ link__tdata[46];
+  assign \$232  = \$231  ^ link__tdata[52];
+  assign \$234  = \$233  ^ link__tdata[54];
+  assign \$236  = \$235  ^ link__tdata[1];
+  assign \$237  = \$236  ^ link__tdata[3];
+  assign \$238  = \$237  ^ link__tdata[4];
+  assign \$240  = \$239  ^ link__tdata[7];
+  assign \$241  = \$240  ^ link__tdata[10];
+  assign \$242  = \$241  ^ link__tdata[12];
+  assign \$244  = \$243  ^ link__tdata[17];
+  assign \$245  = \$244  ^ link__tdata[18];
+  assign \$246  = \$245  ^ link__tdata[22];
+  assign \$248  = \$247  ^ link__tdata[27];
+  assign \$249  = \$248  ^ link__tdata[29];
+  assign \$250  = \$249  ^ link__tdata[30];
+  assign \$252  = \$251  ^ link__tdata[34];
+  assign \$253  = \$252  ^ link__tdata[36];
+  assign \$254  = \$253  ^ link__tdata[38];
+  assign \$256  = \$255  ^ link__tdata[45];
+  assign \$257  = \$256  ^ link__tdata[47];
+  assign \$258  = \$257  ^ link__tdata[53];
+  assign \$260  = \$259  ^ link__tdata[55];
+  assign \$261  = link__tdata[3:0] != 4'ha;
+  assign \$262  = | link__tdata[5:4];
+  assign \$263  = \$261  | \$262 ;
+  assign \$264  = ! link__tdata[7:6];
+  assign \$265  = ~ \$264 ;
+  assign \$266  = link__tdata[7:6] == 1'h1;
+  assign \$267  = ~ \$266 ;
+  assign \$268  = \$265  & \$267 ;
+  assign \$269  = link__tdata[19:16] >= 2'h2;
+  assign \$270  = ! link__tdata[48:32];
+  assign \$271  = ! link__tdata[7:6];
+  assign \$272  = link__tdata[48:32] > 11'h400;
+  assign \$273  = \$271  & \$272 ;
+  assign \$274  = \$270  | \$273 ;
+  assign \$275  = link__tdata[7:6] == 1'h1;
+  assign \$276  = link__tdata[48:32] > 6'h20;
+  assign \$277  = \$275  & \$276 ;
+  assign \$278  = \$274  | \$277 ;
+  assign \$279  = in[49:33] + 4'hf;
+  assign \$281  = 6'h20 - in[49:33];
+  assign \$283  = \$282  ^ in[144];
+  assign \$284  = \$283  ^ in[145];
+  assign \$285  = \$284  ^ in[146];
+  assign \$286  = \$285  ^ in[147];
+  assign \$287  = \$286  ^ in[148];
+  assign \$288  = \$287  ^ in[149];
+  assign \$290  = \$289  ^ in[151];
+  assign \$291  = \$290  ^ in[152];
+  assign \$292  = \$291  ^ in[153];
+  assign \$293  = \$292  ^ in[154];
+  assign \$294  = \$293  ^ in[155];
+  assign \$295  = \$294  ^ in[156];
+  assign \$296  = \$295  ^ in[157];
+  assign \$298  = \$297  ^ in[159];
+  assign \$299  = \$298  ^ in[160];
+  assign \$300  = \$299  ^ in[161];
+  assign \$301  = \$300  ^ in[162];
+  assign \$302  = \$301  ^ in[163];
+  assign \$303  = \$302  ^ in[164];
+  assign \$305  = \$304  ^ in[166];
+  assign \$306  = \$305  ^ in[167];
+  assign \$307  = \$306  ^ in[168];
+  assign \$308  = \$307  ^ in[169];
+  assign \$309  = \$308  ^ in[170];
+  assign \$310  = \$309  ^ in[171];
+  assign \$312  = \$311  ^ in[173];
+  assign \$313  = \$312  ^ in[174];
+  assign \$314  = \$313  ^ in[175];
+  assign \$315  = \$314  ^ in[176];
+  assign \$316  = \$315  ^ in[177];
+  assign \$317  = \$316  ^ in[178];
+  assign \$319  = \$318  ^ in[180];
+  assign \$320  = \$319  ^ in[181];
+  assign \$321  = \$320  ^ in[182];
+  assign \$322  = \$321  ^ in[183];
+  assign \$323  = \$322  ^ in[184];
+  assign \$324  = \$323  ^ in[185];
+  assign \$326  = \$325  ^ in[187];
+  assign \$327  = \$326  ^ in[188];
+  assign \$328  = \$327  ^ in[189];
+  assign \$329  = \$328  ^ in[190];
+  assign \$330  = \$329  ^ in[191];
+  assign \$331  = \$330  ^ in[192];
+  assign \$333  = \$332  ^ in[194];
+  assign \$334  = \$333  ^ in[195];
+  assign \$335  = \$334  ^ in[196];
+  assign \$336  = \$335  ^ in[197];
+  assign \$337  = \$336  ^ in[198];
+  assign \$338  = \$337  ^ in[199];
+  assign \$339  = decoded[142:137] - checked[38:33];
+  assign \$340  = decoded[20:17] == checked[20:17];
+  assign \$341  = ! cause;
+  assign \$342  = ! decoded[8:7];
+  assign \$343  = ! judged[20:17];
+  assign \$344  = space_reserve & \$343 ;
+  assign \$345  = ! cur;
+  assign \$346  = rollback & \$345 ;
+  assign \$347  = space0_total - judged[158:152];
+  assign \$348  = space0_total - judged[136:130];
+  assign \$349  = freed__0 ? \$347  : \$348 ;
+  assign \$350  = space0_total + space_beats_p1;
+  assign \$351  = space0_total + space_beats;
+  assign \$352  = freed__0 ? \$350  : \$351 ;
+  assign \$353  = space0_total + 1'h1;
+  assign \$354  = freed__0 ? \$353  : { 1'h0, space0_total };
+  assign \$355  = ! cur;
+  assign \$356  = commit & \$355 ;
+  assign \$357  = \$356  ? space_beats : 7'h00;
+  assign \$358  = space0_committed + freed__0;
+  assign \$359  = \$358  - space0_kept;
+  assign \$360  = judged[20:17] == 1'h1;
+  assign \$361  = space_reserve & \$360 ;
+  assign \$363  = rollback & \$362 ;
+  assign \$364  = space1_total - judged[158:152];
+  assign \$365  = space1_total - judged[136:130];
+  assign \$366  = freed__1 ? \$364  : \$365 ;
+  assign \$367  = space1_total + space_beats_p1;
+  assign \$368  = space1_total + space_beats;
+  assign \$369  = freed__1 ? \$367  : \$368 ;
+  assign \$370  = space1_total + 1'h1;
+  assign \$371  = freed__1 ? \$370  : { 1'h0, space1_total };
+  assign \$373  = commit & \$372 ;
+  assign \$374  = \$373  ? space_beats : 7'h00;
+  assign \$375  = space1_committed + freed__1;
+  assign \$376  = \$375  - space1_kept;
+  assign \$377  = checked[136:130] - 1'h1;
+  assign \$378  = checked[136:130] <= space0_total;
+  assign \$379  = checked[136:130] <= space1_total;
+  assign \$381  = credits__0 <= checked[142:137];
+  assign \$382  = credits__1 <= checked[142:137];
+  assign \$384  = checked[156] ? \$380  : \$383 ;
+  assign \$385  = checked[155] & \$384 ;
+  assign \$386  = checked[136:130] <= space0_committed;
+  assign \$387  = checked[136:130] <= space1_committed;
+  assign \$389  = $signed({ 1'h0, credits__0 }) <= $signed(checked[153:147]);
+  assign \$390  = $signed({ 1'h0, credits__1 }) <= $signed(checked[153:147]);
+  assign \$392  = checked[156] ? \$388  : \$391 ;
+  assign \$393  = checked[155] & \$392 ;
+  assign \$394  = checked[20:17] == cur;
+  assign \$395  = checked[156] & \$394 ;
+  assign \$396  = ~ checked[156];
+  assign \$397  = \$396  & checked[154];
+  assign \$398  = payload_bytes + length_q;
+  assign \$399  = header_bytes + 5'h10;
+  assign \$400  = ~ ok;
+  assign \$401  = ~ judged[147];
+  assign \$402  = ~ judged[129];
+  assign \$403  = judged[136:130] + 1'h1;
+  assign \$404  = judged[136:130] == 1'h1;
   \ace_nic_small.rx1.buffer0  buffer0 (
     .clk(clk),
-    .commit(\commit$45 ),
-    .fetch(freed),
-    .landing_head(out__0__payload),
-    .landing_nonempty(out__0__valid),
-    .\port$1690$0 (\$signal ),
-    .\port$1693$0 (\$8 ),
-    .\port$1694$0 (\$9 ),
-    .\port$1695$0 (\$10 ),
-    .\port$1696$0 (\$11 ),
-    .\port$1697$0 (\$12 ),
-    .\port$1698$0 (\$13 ),
-    .\port$1699$0 (\$14 ),
-    .\port$1700$0 (\$15 ),
-    .\port$1701$0 (\$16 ),
-    .\port$1702$0 (\$17 ),
-    .\port$1703$0 (\$18 ),
-    .\port$1704$0 (\$19 ),
-    .\port$1705$0 (\$20 ),
-    .\port$1706$0 (\$21 ),
-    .\port$1707$0 (\$22 ),
-    .\port$1708$0 (\$23 ),
-    .\port$2664$0 (keep),
-    .\port$2721$0 (\$signal$26 ),
-    .\port$2723$0 (\$like$25 ),
-    .\port$2725$0 (\$like ),
-    .\port$2727$0 (\$signal$23 ),
+    .commit(\commit$43 ),
+    .freed(freed),
+    .out_valid(out__0__valid),
+    .r__payload(out__0__payload),
     .r__ready(r__ready),
-    .rollback(\rollback$46 ),
+    .rollback(\rollback$44 ),
     .rst(rst),
-    .w_en(w_en)
+    .w_data_q(w_data),
+    .\w_en$25 (w_en)
   );
   \ace_nic_small.rx1.buffer1  buffer1 (
     .clk(clk),
-    .commit(\commit$48 ),
-    .fetch(\freed$62 ),
-    .landing_head(out__1__payload),
-    .landing_nonempty(out__1__valid),
-    .\port$1690$0 (\$signal ),
-    .\port$1693$0 (\$8 ),
-    .\port$1694$0 (\$9 ),
-    .\port$1695$0 (\$10 ),
-    .\port$1696$0 (\$11 ),
-    .\port$1697$0 (\$12 ),
-    .\port$1698$0 (\$13 ),
-    .\port$1699$0 (\$14 ),
-    .\port$1700$0 (\$15 ),
-    .\port$1701$0 (\$16 ),
-    .\port$1702$0 (\$17 ),
-    .\port$1703$0 (\$18 ),
-    .\port$1704$0 (\$19 ),
-    .\port$1705$0 (\$20 ),
-    .\port$1706$0 (\$21 ),
-    .\port$1707$0 (\$22 ),
-    .\port$1708$0 (\$23 ),
-    .\port$2664$0 (keep),
-    .\port$2721$0 (\$signal$26 ),
-    .\port$2723$0 (\$like$25 ),
-    .\port$2725$0 (\$like ),
-    .\port$2727$0 (\$signal$23 ),
+    .commit(\commit$46 ),
+    .freed(\freed$63 ),
+    .out_valid(out__1__valid),
+    .r__payload(out__1__payload),
     .r__ready(\r__ready$8 ),
-    .rollback(\rollback$49 ),
+    .rollback(\rollback$47 ),
     .rst(rst),
-    .w_en(\w_en$47 )
+    .w_data_q(w_data),
+    .\w_en$25 (\w_en$45 )
   );
-  \ace_nic_small.rx1.hdr_check  hdr_check (
-    .check(check),
-    .header(in[64:1])
-  );
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    (* full_case = 32'd1 *)
-    casez (checked[17])
-      1'h0:
-          \$101  = \$99 ;
-      1'h1:
-          \$101  = \$100 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    (* full_case = 32'd1 *)
-    casez (checked[17])
-      1'h0:
-          \$104  = \$102 ;
-      1'h1:
-          \$104  = \$103 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    (* full_case = 32'd1 *)
-    casez (checked[17])
-      1'h0:
-          \$111  = \$109 ;
-      1'h1:
-          \$111  = \$110 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    (* full_case = 32'd1 *)
-    casez (checked[17])
-      1'h0:
-          \$114  = \$112 ;
-      1'h1:
-          \$114  = \$113 ;
-    endcase
-  end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
     cause = 4'h0;
@@ -6213,21 +10366,12 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
     (* full_case = 32'd1 *)
-    if (\$signal ) begin
-      keep = \$signal$20 ;
-    end else begin
-      keep = 16'hffff;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    (* full_case = 32'd1 *)
     if (\$27 ) begin
-      \cause$32  = judged[146:143];
+      \cause$29  = judged[146:143];
     end else if (judged[147]) begin
-      \cause$32  = 4'h8;
+      \cause$29  = 4'h8;
     end else begin
-      \cause$32  = 4'h9;
+      \cause$29  = 4'h9;
     end
   end
   always @* begin
@@ -6245,7 +10389,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
             if (\$40 ) begin
             end else if (judged[129]) begin
               error_now = 1'h1;
-            end else if (\$signal ) begin
+            end else if (pkt_is_last) begin
               error_now = 1'h1;
             end
           end
@@ -6258,7 +10402,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
       2'h0:
           if (judged[0]) begin
             if (\$28 ) begin
-              error_code = \cause$32 ;
+              error_code = \cause$29 ;
             end
           end
       2'h2:
@@ -6266,7 +10410,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
             if (\$40 ) begin
             end else if (judged[129]) begin
               error_code = 4'h6;
-            end else if (\$signal ) begin
+            end else if (pkt_is_last) begin
               error_code = 4'h7;
             end
           end
@@ -6281,6 +10425,25 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
             if (\$28 ) begin
             end else if (\$29 ) begin
               credit_valid = 1'h1;
+            end
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    header_now = 1'h0;
+    casez (rx_fsm_state)
+      2'h0:
+          if (judged[0]) begin
+            if (\$28 ) begin
+            end else if (\$29 ) begin
+              header_now = 1'h1;
+            end
+          end
+      2'h2:
+          if (judged[0]) begin
+            if (\$40 ) begin
+              header_now = 1'h1;
             end
           end
     endcase
@@ -6340,496 +10503,637 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \commit$45  = 1'h0;
+    \commit$43  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
           /* empty */;
       2'h2:
           if (judged[0]) begin
             if (\$32 ) begin
-              \commit$45  = commit;
+              \commit$43  = commit;
             end
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \rollback$46  = 1'h0;
+    \rollback$44  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
           /* empty */;
       2'h2:
           if (judged[0]) begin
             if (\$32 ) begin
-              \rollback$46  = rollback;
+              \rollback$44  = rollback;
             end
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \w_en$47  = 1'h0;
+    \w_en$45  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
           /* empty */;
       2'h2:
           if (judged[0]) begin
             if (\$36 ) begin
-              \w_en$47  = \$39 ;
+              \w_en$45  = \$39 ;
             end
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \commit$48  = 1'h0;
+    \commit$46  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
           /* empty */;
       2'h2:
           if (judged[0]) begin
             if (\$36 ) begin
-              \commit$48  = commit;
+              \commit$46  = commit;
             end
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \rollback$49  = 1'h0;
+    \rollback$47  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
           /* empty */;
       2'h2:
           if (judged[0]) begin
             if (\$36 ) begin
-              \rollback$49  = rollback;
+              \rollback$47  = rollback;
             end
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$183  = freed;
+    \$558  = freed;
     if (rst) begin
-      \$183  = 1'h0;
+      \$558  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$184  = \freed$62 ;
+    \$559  = \freed$63 ;
     if (rst) begin
-      \$184  = 1'h0;
+      \$559  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$185  = \$44 [47:0];
+    \$560  = \$44 [47:0];
     if (rst) begin
-      \$185  = 48'h000000000000;
+      \$560  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$186 [142:130] = in[142:130];
-    \$186 [0] = link__tvalid;
-    \$186 [128:1] = link__tdata;
-    \$186 [129] = link__tlast;
+    \$561 [142:130] = in[142:130];
+    \$561 [0] = link__tvalid;
+    \$561 [128:1] = link__tdata;
+    \$561 [129] = link__tlast;
+    \$561 [199:143] = { \$260 , \$258 , \$254 , \$250 , \$246 , \$242 , \$238 , \$234 , \$232 , \$228 , \$224 , \$220 , \$216 , \$212 , \$208 , \$206 , \$202 , \$198 , \$194 , \$190 , \$186 , \$182 , \$180 , \$176 , \$172 , \$168 , \$164 , \$160 , \$156 , \$153 , \$149 , \$145 , \$141 , \$137 , \$133 , \$129 , \$126 , \$122 , \$118 , \$114 , \$110 , \$106 , \$102 , \$98 , \$94 , \$90 , \$86 , \$82 , \$78 , \$74 , \$70 , \$68 , \$64 , \$60 , \$56 , \$52 , \$48  };
+    \$561 [200] = \$263 ;
+    \$561 [201] = \$268 ;
+    \$561 [202] = \$269 ;
+    \$561 [203] = \$278 ;
     if (rst) begin
-      \$186  = 143'h000000000000000000000000000000000000;
+      \$561  = 204'h000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$187 [0] = in[0];
-    \$187 [128:1] = in[128:1];
-    \$187 [129] = in[129];
-    \$187 [136:130] = \$46 [6:0];
-    \$187 [142:137] = \$47 [5:0];
-    \$187 [150:143] = check;
-    \$187 [151] = \$50 ;
-    \$187 [152] = \$55 ;
-    \$187 [153] = \$56 ;
-    \$187 [154] = \$65 ;
+    \$562 [0] = in[0];
+    \$562 [128:1] = in[128:1];
+    \$562 [129] = in[129];
+    \$562 [136:130] = \$280 [6:0];
+    \$562 [142:137] = \$281 [5:0];
+    \$562 [150:143] = { \$338 , \$331 , \$324 , \$317 , \$310 , \$303 , \$296 , \$288  };
+    \$562 [151] = in[200];
+    \$562 [152] = in[201];
+    \$562 [153] = in[202];
+    \$562 [154] = in[203];
     if (rst) begin
-      \$187  = 155'h000000000000000000000000000000000000000;
+      \$562  = 155'h000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$188 [0] = decoded[0];
-    \$188 [128:1] = decoded[128:1];
-    \$188 [129] = decoded[129];
-    \$188 [136:130] = decoded[136:130];
-    \$188 [142:137] = decoded[142:137];
-    \$188 [146:143] = cause;
-    \$188 [153:147] = \$66 ;
-    \$188 [154] = \$67 ;
+    \$563 [0] = decoded[0];
+    \$563 [128:1] = decoded[128:1];
+    \$563 [129] = decoded[129];
+    \$563 [136:130] = decoded[136:130];
+    \$563 [142:137] = decoded[142:137];
+    \$563 [146:143] = cause;
+    \$563 [153:147] = \$339 ;
+    \$563 [154] = \$340 ;
+    \$563 [155] = \$341 ;
+    \$563 [156] = \$342 ;
     if (rst) begin
-      \$188  = 155'h000000000000000000000000000000000000000;
+      \$563  = 157'h0000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
     (* full_case = 32'd1 *)
-    if (\$69 ) begin
-      \$189  = \$73 [5:0];
-    end else if (\$71 ) begin
-      \$189  = \$75 [5:0];
+    if (\$344 ) begin
+      \$564  = \$349 [5:0];
+    end else if (\$346 ) begin
+      \$564  = \$352 [5:0];
     end else begin
-      \$189  = \$76 [5:0];
+      \$564  = \$354 [5:0];
     end
     if (rst) begin
-      \$189  = 6'h20;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$190  = \$79 ;
-    if (rst) begin
-      \$190  = 7'h00;
+      \$564  = 6'h20;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$191  = \$81 [5:0];
+    \$565  = \$357 ;
     if (rst) begin
-      \$191  = 6'h20;
+      \$565  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$566  = \$359 [5:0];
+    if (rst) begin
+      \$566  = 6'h20;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
     (* full_case = 32'd1 *)
-    if (\$83 ) begin
-      \$192  = \$87 [5:0];
-    end else if (\$85 ) begin
-      \$192  = \$89 [5:0];
+    if (\$361 ) begin
+      \$567  = \$366 [5:0];
+    end else if (\$363 ) begin
+      \$567  = \$369 [5:0];
     end else begin
-      \$192  = \$90 [5:0];
+      \$567  = \$371 [5:0];
     end
     if (rst) begin
-      \$192  = 6'h20;
+      \$567  = 6'h20;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$193  = \$93 ;
+    \$568  = \$374 ;
     if (rst) begin
-      \$193  = 7'h00;
+      \$568  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$194  = \$95 [5:0];
+    \$569  = \$376 [5:0];
     if (rst) begin
-      \$194  = 6'h20;
+      \$569  = 6'h20;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$195 [142:137] = judged[142:137];
-    \$195 [0] = checked[0];
-    \$195 [128:1] = checked[128:1];
-    \$195 [129] = checked[129];
-    \$195 [136:130] = checked[136:130];
-    \$195 [146:143] = checked[146:143];
-    \$195 [147] = \$96 ;
-    \$195 [148] = \$106 ;
-    \$195 [149] = \$116 ;
-    \$195 [150] = \$119 ;
-    \$195 [151] = \$122 ;
+    \$570 [142:137] = judged[142:137];
+    \$570 [0] = checked[0];
+    \$570 [128:1] = checked[128:1];
+    \$570 [129] = checked[129];
+    \$570 [136:130] = checked[136:130];
+    \$570 [158:152] = \$377 [6:0];
+    \$570 [146:143] = checked[146:143];
+    \$570 [147] = checked[156];
+    \$570 [148] = \$385 ;
+    \$570 [149] = \$393 ;
+    \$570 [150] = \$395 ;
+    \$570 [151] = \$397 ;
     if (rst) begin
-      \$195  = 152'h00000000000000000000000000000000000000;
+      \$570  = 159'h0000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$196  = rollback;
+    \$571  = { \$signal$22 , \$like$21 , \$like , pkt_is_last, \$signal , pkt_keep, \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8  };
     if (rst) begin
-      \$196  = 1'h0;
+      \$571  = 179'h000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$197  = credit_valid;
+    \$572  = rollback;
     if (rst) begin
-      \$197  = 1'h0;
+      \$572  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$198  = rx_fsm_state;
+    \$573  = credit_valid;
+    if (rst) begin
+      \$573  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$574  = header_now;
+    if (rst) begin
+      \$574  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$575  = commit;
+    if (rst) begin
+      \$575  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$576  = \$signal$22 ;
+    if (rst) begin
+      \$576  = 17'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$577  = payload_bytes;
+    if (commit_q) begin
+      \$577  = \$398 [47:0];
+    end
+    if (rst) begin
+      \$577  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$578  = header_bytes;
+    if (header_q) begin
+      \$578  = \$399 [47:0];
+    end
+    if (rst) begin
+      \$578  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$579  = rx_fsm_state;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
             (* full_case = 32'd1 *)
-            if (\$123 ) begin
-              if (\$125 ) begin
-                \$198  = 2'h1;
+            if (\$400 ) begin
+              if (\$402 ) begin
+                \$579  = 2'h1;
               end
-            end else if (\$124 ) begin
+            end else if (\$401 ) begin
             end else begin
-              \$198  = 2'h2;
+              \$579  = 2'h2;
             end
           end
       2'h2:
           if (judged[0]) begin
-            if (\$176 ) begin
-              \$198  = 2'h0;
+            if (\$553 ) begin
+              \$579  = 2'h0;
             end else if (judged[129]) begin
-              \$198  = 2'h0;
-            end else if (\$signal ) begin
-              \$198  = 2'h1;
+              \$579  = 2'h0;
+            end else if (pkt_is_last) begin
+              \$579  = 2'h1;
             end
           end
       2'h1:
-          if (\$179 ) begin
-            \$198  = 2'h0;
+          if (\$554 ) begin
+            \$579  = 2'h0;
           end
     endcase
     if (rst) begin
-      \$198  = 2'h0;
+      \$579  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$199  = header_bytes;
+    \$580  = cur;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
-            if (\$123 ) begin
-            end else if (\$124 ) begin
-              \$199  = \$126 [47:0];
+            (* full_case = 32'd1 *)
+            if (\$400 ) begin
+            end else if (\$401 ) begin
+            end else begin
+              \$580  = judged[17];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$580  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$581  = \$signal$83 ;
+    casez (rx_fsm_state)
+      2'h0:
+          if (judged[0]) begin
+            (* full_case = 32'd1 *)
+            if (\$400 ) begin
+            end else if (\$401 ) begin
+            end else begin
+              \$581  = judged[136:130];
             end
           end
       2'h2:
           if (judged[0]) begin
-            if (\$176 ) begin
-              \$199  = \$178 [47:0];
-            end
+            \$581  = \$549 [6:0];
           end
     endcase
     if (rst) begin
-      \$199  = 48'h000000000000;
+      \$581  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$200  = cur;
+    \$582  = space_beats;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
             (* full_case = 32'd1 *)
-            if (\$123 ) begin
-            end else if (\$124 ) begin
+            if (\$400 ) begin
+            end else if (\$401 ) begin
             end else begin
-              \$200  = judged[17];
+              \$582  = judged[136:130];
             end
           end
     endcase
     if (rst) begin
-      \$200  = 1'h0;
+      \$582  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$201  = \$signal$18 ;
+    \$583  = space_beats_p1;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
             (* full_case = 32'd1 *)
-            if (\$123 ) begin
-            end else if (\$124 ) begin
+            if (\$400 ) begin
+            end else if (\$401 ) begin
             end else begin
-              \$201  = judged[136:130];
+              \$583  = \$403 [6:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$583  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$584  = \$signal$22 ;
+    casez (rx_fsm_state)
+      2'h0:
+          if (judged[0]) begin
+            (* full_case = 32'd1 *)
+            if (\$400 ) begin
+            end else if (\$401 ) begin
+            end else begin
+              \$584  = judged[49:33];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$584  = 17'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$585  = \$like$21 ;
+    casez (rx_fsm_state)
+      2'h0:
+          if (judged[0]) begin
+            (* full_case = 32'd1 *)
+            if (\$400 ) begin
+            end else if (\$401 ) begin
+            end else begin
+              \$585  = judged[32:25];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$585  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$586  = \$like ;
+    casez (rx_fsm_state)
+      2'h0:
+          if (judged[0]) begin
+            (* full_case = 32'd1 *)
+            if (\$400 ) begin
+            end else if (\$401 ) begin
+            end else begin
+              \$586  = judged[16:9];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$586  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$587  = \$signal ;
+    casez (rx_fsm_state)
+      2'h0:
+          if (judged[0]) begin
+            (* full_case = 32'd1 *)
+            if (\$400 ) begin
+            end else if (\$401 ) begin
+            end else begin
+              \$587  = 1'h1;
             end
           end
       2'h2:
           if (judged[0]) begin
-            \$201  = \$175 [6:0];
+            \$587  = 1'h0;
           end
     endcase
     if (rst) begin
-      \$201  = 7'h00;
+      \$587  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$202  = space_beats;
+    \$588  = pkt_is_last;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
             (* full_case = 32'd1 *)
-            if (\$123 ) begin
-            end else if (\$124 ) begin
+            if (\$400 ) begin
+            end else if (\$401 ) begin
             end else begin
-              \$202  = judged[136:130];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$202  = 7'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$203  = \$signal$26 ;
-    casez (rx_fsm_state)
-      2'h0:
-          if (judged[0]) begin
-            (* full_case = 32'd1 *)
-            if (\$123 ) begin
-            end else if (\$124 ) begin
-            end else begin
-              \$203  = judged[49:33];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$203  = 17'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$204  = \$like$25 ;
-    casez (rx_fsm_state)
-      2'h0:
-          if (judged[0]) begin
-            (* full_case = 32'd1 *)
-            if (\$123 ) begin
-            end else if (\$124 ) begin
-            end else begin
-              \$204  = judged[32:25];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$204  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$205  = \$like ;
-    casez (rx_fsm_state)
-      2'h0:
-          if (judged[0]) begin
-            (* full_case = 32'd1 *)
-            if (\$123 ) begin
-            end else if (\$124 ) begin
-            end else begin
-              \$205  = judged[16:9];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$205  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$206  = \$signal$23 ;
-    casez (rx_fsm_state)
-      2'h0:
-          if (judged[0]) begin
-            (* full_case = 32'd1 *)
-            if (\$123 ) begin
-            end else if (\$124 ) begin
-            end else begin
-              \$206  = 1'h1;
+              \$588  = \$404 ;
             end
           end
       2'h2:
           if (judged[0]) begin
-            \$206  = 1'h0;
+            \$588  = \$550 ;
           end
     endcase
     if (rst) begin
-      \$206  = 1'h0;
+      \$588  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$207  = \$signal$20 ;
+    \$589  = \$signal$84 ;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
             (* full_case = 32'd1 *)
-            if (\$123 ) begin
-            end else if (\$124 ) begin
+            if (\$400 ) begin
+            end else if (\$401 ) begin
             end else begin
-              \$207 [0] = \$129 ;
-              \$207 [1] = \$132 ;
-              \$207 [2] = \$135 ;
-              \$207 [3] = \$138 ;
-              \$207 [4] = \$141 ;
-              \$207 [5] = \$144 ;
-              \$207 [6] = \$147 ;
-              \$207 [7] = \$150 ;
-              \$207 [8] = \$153 ;
-              \$207 [9] = \$156 ;
-              \$207 [10] = \$159 ;
-              \$207 [11] = \$162 ;
-              \$207 [12] = \$165 ;
-              \$207 [13] = \$168 ;
-              \$207 [14] = \$171 ;
-              \$207 [15] = \$174 ;
+              \$589 [0] = \$407 ;
+              \$589 [1] = \$416 ;
+              \$589 [2] = \$425 ;
+              \$589 [3] = \$434 ;
+              \$589 [4] = \$443 ;
+              \$589 [5] = \$452 ;
+              \$589 [6] = \$461 ;
+              \$589 [7] = \$470 ;
+              \$589 [8] = \$479 ;
+              \$589 [9] = \$488 ;
+              \$589 [10] = \$497 ;
+              \$589 [11] = \$506 ;
+              \$589 [12] = \$515 ;
+              \$589 [13] = \$524 ;
+              \$589 [14] = \$533 ;
+              \$589 [15] = \$542 ;
             end
           end
     endcase
     if (rst) begin
-      \$207  = 16'h0000;
+      \$589  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$208  = payload_bytes;
+    \$590  = pkt_keep;
     casez (rx_fsm_state)
       2'h0:
-          /* empty */;
+          if (judged[0]) begin
+            (* full_case = 32'd1 *)
+            if (\$400 ) begin
+            end else if (\$401 ) begin
+            end else begin
+              \$590 [0] = \$413 ;
+              \$590 [1] = \$422 ;
+              \$590 [2] = \$431 ;
+              \$590 [3] = \$440 ;
+              \$590 [4] = \$449 ;
+              \$590 [5] = \$458 ;
+              \$590 [6] = \$467 ;
+              \$590 [7] = \$476 ;
+              \$590 [8] = \$485 ;
+              \$590 [9] = \$494 ;
+              \$590 [10] = \$503 ;
+              \$590 [11] = \$512 ;
+              \$590 [12] = \$521 ;
+              \$590 [13] = \$530 ;
+              \$590 [14] = \$539 ;
+              \$590 [15] = \$548 ;
+            end
+          end
       2'h2:
           if (judged[0]) begin
-            if (\$176 ) begin
-              \$208  = \$177 [47:0];
-            end
+            \$590  = \$552 [15:0];
           end
     endcase
     if (rst) begin
-      \$208  = 48'h000000000000;
+      \$590  = 16'hffff;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$209  = errors;
-    if (error_now) begin
-      \$209  = \$180 [47:0];
+    \$591  = error_now;
+    if (rst) begin
+      \$591  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$592  = errors;
+    if (error_q) begin
+      \$592  = \$555 [47:0];
     end
     if (rst) begin
-      \$209  = 48'h000000000000;
+      \$592  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$210  = error;
+    \$593  = error;
     if (error_clear) begin
-      \$210  = 1'h0;
-    end else if (\$182 ) begin
-      \$210  = 1'h1;
+      \$593  = 1'h0;
+    end else if (\$557 ) begin
+      \$593  = 1'h1;
     end
     if (rst) begin
-      \$210  = 1'h0;
+      \$593  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$211  = error_cause;
+    \$594  = error_cause;
     if (error_clear) begin
-      \$211  = 4'h0;
-    end else if (\$182 ) begin
-      \$211  = error_code;
+      \$594  = 4'h0;
+    end else if (\$557 ) begin
+      \$594  = error_code;
     end
     if (rst) begin
-      \$211  = 4'h0;
+      \$594  = 4'h0;
     end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    (* full_case = 32'd1 *)
+    casez (checked[17])
+      1'h0:
+          \$380  = \$378 ;
+      1'h1:
+          \$380  = \$379 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    (* full_case = 32'd1 *)
+    casez (checked[17])
+      1'h0:
+          \$383  = \$381 ;
+      1'h1:
+          \$383  = \$382 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    (* full_case = 32'd1 *)
+    casez (checked[17])
+      1'h0:
+          \$388  = \$386 ;
+      1'h1:
+          \$388  = \$387 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    (* full_case = 32'd1 *)
+    casez (checked[17])
+      1'h0:
+          \$391  = \$389 ;
+      1'h1:
+          \$391  = \$390 ;
+    endcase
   end
   assign r__payload = out__0__payload;
   assign out__0__ready = r__ready;
@@ -6838,15 +11142,16 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   assign out__1__ready = \r__ready$8 ;
   assign \r__valid$11  = out__1__valid;
   assign link__tready = 1'h1;
-  assign header = in[64:1];
-  assign entry = { \$signal$26 , \$like$25 , \$like , \$signal , \$signal$23 , keep, \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8  };
-  assign w_data = { \$signal$26 , \$like$25 , \$like , \$signal , \$signal$23 , keep, \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8  };
-  assign \w_data$28  = { \$signal$26 , \$like$25 , \$like , \$signal , \$signal$23 , keep, \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8  };
+  assign entry = { \$signal$22 , \$like$21 , \$like , pkt_is_last, \$signal , pkt_keep, \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8  };
+  assign entry_q = w_data;
+  assign \w_data$25  = w_data;
   assign credit_now = credit_valid;
   assign space_reserve_channel = judged[20:17];
   assign space_reserve_beats = judged[136:130];
+  assign space_reserve_beats_m1 = judged[158:152];
   assign space_channel = cur;
   assign pkt_beats = space_beats;
+  assign pkt_beats_p1 = space_beats_p1;
   assign space_release = rollback;
   assign space_commit = commit;
   assign credit_channel = judged[20:17];
@@ -6879,21 +11184,6 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   assign \r__payload$7.src  = out__1__payload[153:146];
   assign \r__payload$7.tag  = out__1__payload[161:154];
   assign \r__payload$7.length  = out__1__payload[178:162];
-  assign \header.magic  = in[4:1];
-  assign \header.version  = in[6:5];
-  assign \header.ptype  = in[8:7];
-  assign \header.src  = in[16:9];
-  assign \header.channel  = in[20:17];
-  assign \header.rsvd0  = in[24:21];
-  assign \header.tag  = in[32:25];
-  assign \header.length  = in[49:33];
-  assign \header.rsvd1  = in[56:50];
-  assign \header.check  = in[64:57];
-  assign \in.valid  = in[0];
-  assign \in.data  = in[128:1];
-  assign \in.last  = in[129];
-  assign \in.beats  = in[136:130];
-  assign \in.room  = in[142:137];
   assign \decoded.valid  = decoded[0];
   assign \decoded.data  = decoded[128:1];
   assign \decoded.last  = decoded[129];
@@ -6905,12 +11195,12 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   assign \decoded.channel_bad  = decoded[153];
   assign \decoded.length_bad  = decoded[154];
   assign \entry.data  = { \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8  };
-  assign \entry.keep  = keep;
-  assign \entry.first  = \$signal$23 ;
-  assign \entry.last  = \$signal ;
+  assign \entry.keep  = pkt_keep;
+  assign \entry.first  = \$signal ;
+  assign \entry.last  = pkt_is_last;
   assign \entry.src  = \$like ;
-  assign \entry.tag  = \$like$25 ;
-  assign \entry.length  = \$signal$26 ;
+  assign \entry.tag  = \$like$21 ;
+  assign \entry.length  = \$signal$22 ;
   assign \judged.valid  = judged[0];
   assign \judged.data  = judged[128:1];
   assign \judged.last  = judged[129];
@@ -6922,20 +11212,38 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   assign \judged.ok_alt  = judged[149];
   assign \judged.alt_rollback  = judged[150];
   assign \judged.alt_credit  = judged[151];
-  assign \w_data.data  = { \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8  };
-  assign \w_data.keep  = keep;
-  assign \w_data.first  = \$signal$23 ;
-  assign \w_data.last  = \$signal ;
-  assign \w_data.src  = \$like ;
-  assign \w_data.tag  = \$like$25 ;
-  assign \w_data.length  = \$signal$26 ;
-  assign \w_data$28.data  = { \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8  };
-  assign \w_data$28.keep  = keep;
-  assign \w_data$28.first  = \$signal$23 ;
-  assign \w_data$28.last  = \$signal ;
-  assign \w_data$28.src  = \$like ;
-  assign \w_data$28.tag  = \$like$25 ;
-  assign \w_data$28.length  = \$signal$26 ;
+  assign \judged.beats_m1  = judged[158:152];
+  assign \w_data.data  = w_data[127:0];
+  assign \w_data.keep  = w_data[143:128];
+  assign \w_data.first  = w_data[144];
+  assign \w_data.last  = w_data[145];
+  assign \w_data.src  = w_data[153:146];
+  assign \w_data.tag  = w_data[161:154];
+  assign \w_data.length  = w_data[178:162];
+  assign \entry_q.data  = w_data[127:0];
+  assign \entry_q.keep  = w_data[143:128];
+  assign \entry_q.first  = w_data[144];
+  assign \entry_q.last  = w_data[145];
+  assign \entry_q.src  = w_data[153:146];
+  assign \entry_q.tag  = w_data[161:154];
+  assign \entry_q.length  = w_data[178:162];
+  assign \w_data$25.data  = w_data[127:0];
+  assign \w_data$25.keep  = w_data[143:128];
+  assign \w_data$25.first  = w_data[144];
+  assign \w_data$25.last  = w_data[145];
+  assign \w_data$25.src  = w_data[153:146];
+  assign \w_data$25.tag  = w_data[161:154];
+  assign \w_data$25.length  = w_data[178:162];
+  assign \in.valid  = in[0];
+  assign \in.data  = in[128:1];
+  assign \in.last  = in[129];
+  assign \in.beats  = in[136:130];
+  assign \in.room  = in[142:137];
+  assign \in.crc_part  = in[199:143];
+  assign \in.magic_bad  = in[200];
+  assign \in.type_bad  = in[201];
+  assign \in.channel_bad  = in[202];
+  assign \in.length_bad  = in[203];
   assign \checked.valid  = checked[0];
   assign \checked.data  = checked[128:1];
   assign \checked.last  = checked[129];
@@ -6944,177 +11252,175 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   assign \checked.cause  = checked[146:143];
   assign \checked.room_ahead  = checked[153:147];
   assign \checked.same_ch_ahead  = checked[154];
+  assign \checked.none  = checked[155];
+  assign \checked.is_data  = checked[156];
   assign \$36  = cur;
-  assign \$46  = { 4'h0, \$45 [17:4] };
-  assign \$84  = cur;
-  assign \$91  = cur;
-  assign \$128 [17:4] = 14'h0000;
-  assign \$128 [3:0] = \$127 [3:0];
-  assign \$131 [17:4] = 14'h0000;
-  assign \$131 [3:0] = \$130 [3:0];
-  assign \$134 [17:4] = 14'h0000;
-  assign \$134 [3:0] = \$133 [3:0];
-  assign \$137 [17:4] = 14'h0000;
-  assign \$137 [3:0] = \$136 [3:0];
-  assign \$140 [17:4] = 14'h0000;
-  assign \$140 [3:0] = \$139 [3:0];
-  assign \$143 [17:4] = 14'h0000;
-  assign \$143 [3:0] = \$142 [3:0];
-  assign \$146 [17:4] = 14'h0000;
-  assign \$146 [3:0] = \$145 [3:0];
-  assign \$149 [17:4] = 14'h0000;
-  assign \$149 [3:0] = \$148 [3:0];
-  assign \$152 [17:4] = 14'h0000;
-  assign \$152 [3:0] = \$151 [3:0];
-  assign \$155 [17:4] = 14'h0000;
-  assign \$155 [3:0] = \$154 [3:0];
-  assign \$158 [17:4] = 14'h0000;
-  assign \$158 [3:0] = \$157 [3:0];
-  assign \$161 [17:4] = 14'h0000;
-  assign \$161 [3:0] = \$160 [3:0];
-  assign \$164 [17:4] = 14'h0000;
-  assign \$164 [3:0] = \$163 [3:0];
-  assign \$167 [17:4] = 14'h0000;
-  assign \$167 [3:0] = \$166 [3:0];
-  assign \$170 [17:4] = 14'h0000;
-  assign \$170 [3:0] = \$169 [3:0];
-  assign \$173 [17:4] = 14'h0000;
-  assign \$173 [3:0] = \$172 [3:0];
+  assign \$45  = link__tdata[0];
+  assign \$49  = link__tdata[5];
+  assign \$53  = link__tdata[13];
+  assign \$57  = link__tdata[28];
+  assign \$61  = link__tdata[34];
+  assign \$65  = link__tdata[40];
+  assign \$69  = link__tdata[54];
+  assign \$71  = link__tdata[0];
+  assign \$75  = link__tdata[9];
+  assign \$79  = link__tdata[14];
+  assign \$83  = link__tdata[23];
+  assign \$87  = link__tdata[30];
+  assign \$91  = link__tdata[36];
+  assign \$95  = link__tdata[41];
+  assign \$99  = link__tdata[47];
+  assign \$103  = link__tdata[0];
+  assign \$107  = link__tdata[11];
+  assign \$111  = link__tdata[17];
+  assign \$115  = link__tdata[24];
+  assign \$119  = link__tdata[33];
+  assign \$123  = link__tdata[44];
+  assign \$127  = link__tdata[49];
+  assign \$130  = link__tdata[0];
+  assign \$134  = link__tdata[8];
+  assign \$138  = link__tdata[15];
+  assign \$142  = link__tdata[25];
+  assign \$146  = link__tdata[32];
+  assign \$150  = link__tdata[43];
+  assign \$154  = link__tdata[50];
+  assign \$157  = link__tdata[0];
+  assign \$161  = link__tdata[9];
+  assign \$165  = link__tdata[19];
+  assign \$169  = link__tdata[26];
+  assign \$173  = link__tdata[33];
+  assign \$177  = link__tdata[44];
+  assign \$181  = link__tdata[51];
+  assign \$183  = link__tdata[1];
+  assign \$187  = link__tdata[8];
+  assign \$191  = link__tdata[15];
+  assign \$195  = link__tdata[25];
+  assign \$199  = link__tdata[32];
+  assign \$203  = link__tdata[43];
+  assign \$207  = link__tdata[52];
+  assign \$209  = link__tdata[0];
+  assign \$213  = link__tdata[6];
+  assign \$217  = link__tdata[15];
+  assign \$221  = link__tdata[22];
+  assign \$225  = link__tdata[32];
+  assign \$229  = link__tdata[42];
+  assign \$233  = link__tdata[53];
+  assign \$235  = link__tdata[0];
+  assign \$239  = link__tdata[5];
+  assign \$243  = link__tdata[15];
+  assign \$247  = link__tdata[23];
+  assign \$251  = link__tdata[33];
+  assign \$255  = link__tdata[43];
+  assign \$259  = link__tdata[54];
+  assign \$280  = { 4'h0, \$279 [17:4] };
+  assign \$282  = in[143];
+  assign \$289  = in[150];
+  assign \$297  = in[158];
+  assign \$304  = in[165];
+  assign \$311  = in[172];
+  assign \$318  = in[179];
+  assign \$325  = in[186];
+  assign \$332  = in[193];
+  assign \$362  = cur;
+  assign \$372  = cur;
+  assign \$406 [17:4] = 14'h0000;
+  assign \$406 [3:0] = \$405 [3:0];
+  assign \$411 [17:4] = 14'h0000;
+  assign \$411 [3:0] = \$410 [3:0];
+  assign \$415 [17:4] = 14'h0000;
+  assign \$415 [3:0] = \$414 [3:0];
+  assign \$420 [17:4] = 14'h0000;
+  assign \$420 [3:0] = \$419 [3:0];
+  assign \$424 [17:4] = 14'h0000;
+  assign \$424 [3:0] = \$423 [3:0];
+  assign \$429 [17:4] = 14'h0000;
+  assign \$429 [3:0] = \$428 [3:0];
+  assign \$433 [17:4] = 14'h0000;
+  assign \$433 [3:0] = \$432 [3:0];
+  assign \$438 [17:4] = 14'h0000;
+  assign \$438 [3:0] = \$437 [3:0];
+  assign \$442 [17:4] = 14'h0000;
+  assign \$442 [3:0] = \$441 [3:0];
+  assign \$447 [17:4] = 14'h0000;
+  assign \$447 [3:0] = \$446 [3:0];
+  assign \$451 [17:4] = 14'h0000;
+  assign \$451 [3:0] = \$450 [3:0];
+  assign \$456 [17:4] = 14'h0000;
+  assign \$456 [3:0] = \$455 [3:0];
+  assign \$460 [17:4] = 14'h0000;
+  assign \$460 [3:0] = \$459 [3:0];
+  assign \$465 [17:4] = 14'h0000;
+  assign \$465 [3:0] = \$464 [3:0];
+  assign \$469 [17:4] = 14'h0000;
+  assign \$469 [3:0] = \$468 [3:0];
+  assign \$474 [17:4] = 14'h0000;
+  assign \$474 [3:0] = \$473 [3:0];
+  assign \$478 [17:4] = 14'h0000;
+  assign \$478 [3:0] = \$477 [3:0];
+  assign \$483 [17:4] = 14'h0000;
+  assign \$483 [3:0] = \$482 [3:0];
+  assign \$487 [17:4] = 14'h0000;
+  assign \$487 [3:0] = \$486 [3:0];
+  assign \$492 [17:4] = 14'h0000;
+  assign \$492 [3:0] = \$491 [3:0];
+  assign \$496 [17:4] = 14'h0000;
+  assign \$496 [3:0] = \$495 [3:0];
+  assign \$501 [17:4] = 14'h0000;
+  assign \$501 [3:0] = \$500 [3:0];
+  assign \$505 [17:4] = 14'h0000;
+  assign \$505 [3:0] = \$504 [3:0];
+  assign \$510 [17:4] = 14'h0000;
+  assign \$510 [3:0] = \$509 [3:0];
+  assign \$514 [17:4] = 14'h0000;
+  assign \$514 [3:0] = \$513 [3:0];
+  assign \$519 [17:4] = 14'h0000;
+  assign \$519 [3:0] = \$518 [3:0];
+  assign \$523 [17:4] = 14'h0000;
+  assign \$523 [3:0] = \$522 [3:0];
+  assign \$528 [17:4] = 14'h0000;
+  assign \$528 [3:0] = \$527 [3:0];
+  assign \$532 [17:4] = 14'h0000;
+  assign \$532 [3:0] = \$531 [3:0];
+  assign \$537 [17:4] = 14'h0000;
+  assign \$537 [3:0] = \$536 [3:0];
+  assign \$541 [17:4] = 14'h0000;
+  assign \$541 [3:0] = \$540 [3:0];
+  assign \$546 [17:4] = 14'h0000;
+  assign \$546 [3:0] = \$545 [3:0];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.rx1.buffer0 (rst, \port$1690$0 , \port$1693$0 , \port$1694$0 , \port$1695$0 , \port$1696$0 , \port$1697$0 , \port$1698$0 , \port$1699$0 , \port$1700$0 , \port$1701$0 , \port$1702$0 , \port$1703$0 , \port$1704$0 , \port$1705$0 , \port$1706$0 , \port$1707$0 , \port$1708$0 , fetch, \port$2664$0 , w_en
-, commit, rollback, \port$2721$0 , \port$2723$0 , \port$2725$0 , \port$2727$0 , landing_nonempty, landing_head, r__ready, clk);
+module \ace_nic_small.rx1.buffer0 (rst, freed, \w_en$25 , commit, rollback, w_data_q, out_valid, r__payload, r__ready, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$62  = 0;
-  wire \$1 ;
-  wire \$10 ;
-  wire \$11 ;
-  wire \$12 ;
-  wire \$13 ;
-  wire [6:0] \$14 ;
-  wire [6:0] \$15 ;
-  wire [6:0] \$16 ;
-  wire \$17 ;
-  wire \$18 ;
-  wire \$19 ;
-  wire \$2 ;
-  reg \$20 ;
-  reg [178:0] \$21 ;
-  reg \$22 ;
-  reg \$23 ;
-  reg \$24 ;
-  reg [5:0] \$25 ;
-  reg [5:0] \$26 ;
-  reg [1:0] \$27 ;
-  reg [5:0] \$28 ;
-  reg [1:0] \$29 ;
-  wire [2:0] \$3 ;
-  reg [1:0] \$30 ;
-  reg \$31 ;
-  reg [178:0] \$32 ;
-  reg [178:0] \$33 ;
-  reg [178:0] \$34 ;
-  reg [2:0] \$35 ;
-  reg [2:0] \$36 ;
-  wire [3:0] \$4 ;
-  wire [6:0] \$5 ;
-  wire [2:0] \$6 ;
-  wire [3:0] \$7 ;
-  wire [2:0] \$8 ;
-  wire [3:0] \$9 ;
+  wire [6:0] \$1 ;
+  reg \$10 ;
+  reg \$11 ;
+  reg [5:0] \$12 ;
+  reg [5:0] \$13 ;
+  reg \$14 ;
+  reg \$15 ;
+  reg [5:0] \$16 ;
+  wire [6:0] \$2 ;
+  wire [6:0] \$3 ;
+  wire \$4 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire [6:0] \$7 ;
+  reg \$8 ;
+  reg \$9 ;
+  wire advance;
   input clk;
   wire clk;
   input commit;
   wire commit;
   reg commit_q = 1'h0;
-  output fetch;
   wire fetch;
   wire [5:0] free;
+  output freed;
   wire freed;
-  reg [1:0] in_flight = 2'h0;
-  reg [178:0] landed0 = 179'h000000000000000000000000000000000000000000000;
-  wire [127:0] \landed0.data ;
-  wire \landed0.first ;
-  wire [15:0] \landed0.keep ;
-  wire \landed0.last ;
-  wire [16:0] \landed0.length ;
-  wire [7:0] \landed0.src ;
-  wire [7:0] \landed0.tag ;
-  reg [178:0] landed1 = 179'h000000000000000000000000000000000000000000000;
-  wire [127:0] \landed1.data ;
-  wire \landed1.first ;
-  wire [15:0] \landed1.keep ;
-  wire \landed1.last ;
-  wire [16:0] \landed1.length ;
-  wire [7:0] \landed1.src ;
-  wire [7:0] \landed1.tag ;
-  reg [178:0] landed2 = 179'h000000000000000000000000000000000000000000000;
-  wire [127:0] \landed2.data ;
-  wire \landed2.first ;
-  wire [15:0] \landed2.keep ;
-  wire \landed2.last ;
-  wire [16:0] \landed2.length ;
-  wire [7:0] \landed2.src ;
-  wire [7:0] \landed2.tag ;
-  reg [1:0] landing_count = 2'h0;
-  output [178:0] landing_head;
-  reg [178:0] landing_head;
-  wire [127:0] \landing_head.data ;
-  wire \landing_head.first ;
-  wire [15:0] \landing_head.keep ;
-  wire \landing_head.last ;
-  wire [16:0] \landing_head.length ;
-  wire [7:0] \landing_head.src ;
-  wire [7:0] \landing_head.tag ;
-  output landing_nonempty;
-  reg landing_nonempty = 1'h0;
-  reg [2:0] landing_r_at = 3'h1;
-  reg [2:0] landing_w_at = 3'h1;
-  wire pop;
-  input \port$1690$0 ;
-  wire \port$1690$0 ;
-  input [7:0] \port$1693$0 ;
-  wire [7:0] \port$1693$0 ;
-  input [7:0] \port$1694$0 ;
-  wire [7:0] \port$1694$0 ;
-  input [7:0] \port$1695$0 ;
-  wire [7:0] \port$1695$0 ;
-  input [7:0] \port$1696$0 ;
-  wire [7:0] \port$1696$0 ;
-  input [7:0] \port$1697$0 ;
-  wire [7:0] \port$1697$0 ;
-  input [7:0] \port$1698$0 ;
-  wire [7:0] \port$1698$0 ;
-  input [7:0] \port$1699$0 ;
-  wire [7:0] \port$1699$0 ;
-  input [7:0] \port$1700$0 ;
-  wire [7:0] \port$1700$0 ;
-  input [7:0] \port$1701$0 ;
-  wire [7:0] \port$1701$0 ;
-  input [7:0] \port$1702$0 ;
-  wire [7:0] \port$1702$0 ;
-  input [7:0] \port$1703$0 ;
-  wire [7:0] \port$1703$0 ;
-  input [7:0] \port$1704$0 ;
-  wire [7:0] \port$1704$0 ;
-  input [7:0] \port$1705$0 ;
-  wire [7:0] \port$1705$0 ;
-  input [7:0] \port$1706$0 ;
-  wire [7:0] \port$1706$0 ;
-  input [7:0] \port$1707$0 ;
-  wire [7:0] \port$1707$0 ;
-  input [7:0] \port$1708$0 ;
-  wire [7:0] \port$1708$0 ;
-  input [15:0] \port$2664$0 ;
-  wire [15:0] \port$2664$0 ;
-  input [16:0] \port$2721$0 ;
-  wire [16:0] \port$2721$0 ;
-  input [7:0] \port$2723$0 ;
-  wire [7:0] \port$2723$0 ;
-  input [7:0] \port$2725$0 ;
-  wire [7:0] \port$2725$0 ;
-  input \port$2727$0 ;
-  wire \port$2727$0 ;
+  output out_valid;
+  reg out_valid = 1'h0;
+  output [178:0] r__payload;
   wire [178:0] r__payload;
   wire [127:0] \r__payload.data ;
   wire \r__payload.first ;
@@ -7128,18 +11434,18 @@ module \ace_nic_small.rx1.buffer0 (rst, \port$1690$0 , \port$1693$0 , \port$1694
   (* init = 1'h0 *)
   wire r__valid;
   wire [4:0] r_addr;
-  wire [183:0] r_data;
+  wire [178:0] r_data;
   wire r_en;
   reg [5:0] rd_ptr = 6'h00;
-  reg [1:0] reserved = 2'h0;
   input rollback;
   wire rollback;
   reg rollback_q = 1'h0;
   input rst;
   wire rst;
+  reg staged = 1'h0;
   wire [4:0] w_addr;
   wire [178:0] w_data;
-  wire [183:0] \w_data$28 ;
+  wire [178:0] \w_data$4 ;
   wire [127:0] \w_data.data ;
   wire \w_data.first ;
   wire [15:0] \w_data.keep ;
@@ -7147,7 +11453,8 @@ module \ace_nic_small.rx1.buffer0 (rst, \port$1690$0 , \port$1693$0 , \port$1694
   wire [16:0] \w_data.length ;
   wire [7:0] \w_data.src ;
   wire [7:0] \w_data.tag ;
-  reg [178:0] w_data_q = 179'h000000000000000000000000000000000000000000000;
+  input [178:0] w_data_q;
+  wire [178:0] w_data_q;
   wire [127:0] \w_data_q.data ;
   wire \w_data_q.first ;
   wire [15:0] \w_data_q.keep ;
@@ -7155,252 +11462,149 @@ module \ace_nic_small.rx1.buffer0 (rst, \port$1690$0 , \port$1693$0 , \port$1694
   wire [16:0] \w_data_q.length ;
   wire [7:0] \w_data_q.src ;
   wire [7:0] \w_data_q.tag ;
-  input w_en;
-  wire w_en;
-  wire [22:0] \w_en$29 ;
+  reg w_en = 1'h0;
+  input \w_en$25 ;
+  wire \w_en$25 ;
   reg w_step = 1'h0;
+  wire waiting;
   reg [5:0] wr_commit = 6'h00;
   reg [5:0] wr_tmp = 6'h00;
   wire [5:0] wr_tmp_next;
-  reg write = 1'h0;
-  assign \$1  = ~ rollback;
-  assign \$2  = w_en & \$1 ;
-  assign \$3  = reserved + fetch;
-  assign \$4  = \$3  - pop;
-  assign \$5  = rd_ptr + 1'h1;
-  assign \$6  = landing_count + in_flight[1];
-  assign \$7  = \$6  - pop;
-  assign \$8  = landing_count + in_flight[1];
-  assign \$9  = \$8  - pop;
-  assign \$10  = | \$9 ;
-  assign \$11  = in_flight[1] & landing_w_at[0];
-  assign \$12  = in_flight[1] & landing_w_at[1];
-  assign \$13  = in_flight[1] & landing_w_at[2];
-  assign \$14  = wr_tmp + w_step;
-  assign \$15  = wr_commit - rd_ptr;
-  assign \$16  = 6'h20 - \$15 [5:0];
-  assign pop = landing_nonempty & r__ready;
-  assign \$17  = wr_commit != rd_ptr;
-  assign \$18  = reserved != 2'h3;
-  assign \$19  = \$18  | pop;
-  assign fetch = \$17  & \$19 ;
+  (* init = 1'h0 *)
+  wire write;
+  assign \$1  = wr_tmp + w_step;
+  assign \$2  = wr_commit - rd_ptr;
+  assign \$3  = 6'h20 - \$2 [5:0];
+  assign \$4  = ~ out_valid;
+  assign advance = \$4  | r__ready;
+  assign fetch = waiting & advance;
+  assign freed = out_valid & r__ready;
+  assign waiting = wr_commit != rd_ptr;
+  assign \$5  = ~ rollback;
+  assign \$6  = \w_en$25  & \$5 ;
+  assign \$7  = rd_ptr + 1'h1;
   always @(posedge clk)
-    write <= \$20 ;
+    w_en <= \$8 ;
   always @(posedge clk)
-    w_data_q <= \$21 ;
+    w_step <= \$9 ;
   always @(posedge clk)
-    w_step <= \$22 ;
+    commit_q <= \$10 ;
   always @(posedge clk)
-    commit_q <= \$23 ;
+    rollback_q <= \$11 ;
   always @(posedge clk)
-    rollback_q <= \$24 ;
+    wr_tmp <= \$12 ;
   always @(posedge clk)
-    wr_tmp <= \$25 ;
+    wr_commit <= \$13 ;
   always @(posedge clk)
-    wr_commit <= \$26 ;
+    staged <= \$14 ;
   always @(posedge clk)
-    reserved <= \$27 ;
+    out_valid <= \$15 ;
   always @(posedge clk)
-    rd_ptr <= \$28 ;
-  always @(posedge clk)
-    in_flight <= \$29 ;
-  always @(posedge clk)
-    landing_count <= \$30 ;
-  always @(posedge clk)
-    landing_nonempty <= \$31 ;
-  always @(posedge clk)
-    landed0 <= \$32 ;
-  always @(posedge clk)
-    landed1 <= \$33 ;
-  always @(posedge clk)
-    landed2 <= \$34 ;
-  always @(posedge clk)
-    landing_w_at <= \$35 ;
-  always @(posedge clk)
-    landing_r_at <= \$36 ;
+    rd_ptr <= \$16 ;
   \ace_nic_small.rx1.buffer0.ram  ram (
     .clk(clk),
-    .\port$2741$0 (write),
-    .\port$2743$0 (w_data_q),
-    .r_data(r_data),
+    .r_data(r__payload),
     .read__addr(rd_ptr[4:0]),
-    .read__en(fetch),
+    .read__en(advance),
     .rst(rst),
-    .write__addr(wr_tmp[4:0])
+    .write__addr(wr_tmp[4:0]),
+    .write__data(w_data_q),
+    .write__en(w_en)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
-    \$20  = \$2 ;
+    \$8  = \$6 ;
     if (rst) begin
-      \$20  = 1'h0;
+      \$8  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
-    \$21  = { \port$2721$0 , \port$2723$0 , \port$2725$0 , \port$1690$0 , \port$2727$0 , \port$2664$0 , \port$1708$0 , \port$1707$0 , \port$1706$0 , \port$1705$0 , \port$1704$0 , \port$1703$0 , \port$1702$0 , \port$1701$0 , \port$1700$0 , \port$1699$0 , \port$1698$0 , \port$1697$0 , \port$1696$0 , \port$1695$0 , \port$1694$0 , \port$1693$0  };
+    \$9  = \w_en$25 ;
     if (rst) begin
-      \$21  = 179'h000000000000000000000000000000000000000000000;
+      \$9  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
-    \$22  = w_en;
+    \$10  = commit;
     if (rst) begin
-      \$22  = 1'h0;
+      \$10  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
-    \$23  = commit;
+    \$11  = rollback;
     if (rst) begin
-      \$23  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
-    \$24  = rollback;
-    if (rst) begin
-      \$24  = 1'h0;
+      \$11  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
     (* full_case = 32'd1 *)
     if (rollback_q) begin
-      \$25  = wr_commit;
+      \$12  = wr_commit;
     end else begin
-      \$25  = \$14 [5:0];
+      \$12  = \$1 [5:0];
     end
     if (rst) begin
-      \$25  = 6'h00;
+      \$12  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
-    \$26  = wr_commit;
+    \$13  = wr_commit;
     (* full_case = 32'd1 *)
     if (rollback_q) begin
     end else begin
       if (commit_q) begin
-        \$26  = \$14 [5:0];
+        \$13  = \$1 [5:0];
       end
     end
     if (rst) begin
-      \$26  = 6'h00;
+      \$13  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
-    \$27  = \$4 [1:0];
+    \$14  = staged;
+    if (advance) begin
+      \$14  = fetch;
+    end
     if (rst) begin
-      \$27  = 2'h0;
+      \$14  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
-    \$28  = rd_ptr;
+    \$15  = out_valid;
+    if (advance) begin
+      \$15  = staged;
+    end
+    if (rst) begin
+      \$15  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$16  = rd_ptr;
     if (fetch) begin
-      \$28  = \$5 [5:0];
+      \$16  = \$7 [5:0];
     end
     if (rst) begin
-      \$28  = 6'h00;
+      \$16  = 6'h00;
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
-    \$29  = { in_flight[0], fetch };
-    if (rst) begin
-      \$29  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
-    \$30  = \$7 [1:0];
-    if (rst) begin
-      \$30  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
-    \$31  = \$10 ;
-    if (rst) begin
-      \$31  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
-    \$32  = landed0;
-    if (\$11 ) begin
-      \$32  = r_data[178:0];
-    end
-    if (rst) begin
-      \$32  = 179'h000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
-    \$33  = landed1;
-    if (\$12 ) begin
-      \$33  = r_data[178:0];
-    end
-    if (rst) begin
-      \$33  = 179'h000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
-    \$34  = landed2;
-    if (\$13 ) begin
-      \$34  = r_data[178:0];
-    end
-    if (rst) begin
-      \$34  = 179'h000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
-    \$35  = landing_w_at;
-    if (in_flight[1]) begin
-      \$35  = { landing_w_at[1:0], landing_w_at[2] };
-    end
-    if (rst) begin
-      \$35  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
-    \$36  = landing_r_at;
-    if (pop) begin
-      \$36  = { landing_r_at[1:0], landing_r_at[2] };
-    end
-    if (rst) begin
-      \$36  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
-    landing_head = 179'h000000000000000000000000000000000000000000000;
-    if (landing_r_at[0]) begin
-      landing_head = landed0;
-    end
-    if (landing_r_at[1]) begin
-      landing_head = landed1;
-    end
-    if (landing_r_at[2]) begin
-      landing_head = landed2;
-    end
-  end
-  assign w_data = { \port$2721$0 , \port$2723$0 , \port$2725$0 , \port$1690$0 , \port$2727$0 , \port$2664$0 , \port$1708$0 , \port$1707$0 , \port$1706$0 , \port$1705$0 , \port$1704$0 , \port$1703$0 , \port$1702$0 , \port$1701$0 , \port$1700$0 , \port$1699$0 , \port$1698$0 , \port$1697$0 , \port$1696$0 , \port$1695$0 , \port$1694$0 , \port$1693$0  };
-  assign wr_tmp_next = \$14 [5:0];
+  assign w_data = w_data_q;
   assign w_addr = wr_tmp[4:0];
-  assign \w_data$28  = { 5'h00, w_data_q };
-  assign \w_en$29  = { write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write };
-  assign free = \$16 [5:0];
-  assign r__valid = landing_nonempty;
+  assign \w_data$4  = w_data_q;
+  assign write = w_en;
+  assign wr_tmp_next = \$1 [5:0];
+  assign free = \$3 [5:0];
   assign r_addr = rd_ptr[4:0];
-  assign r_en = fetch;
-  assign freed = fetch;
-  assign r__payload = landing_head;
+  assign r_en = advance;
+  assign r__valid = out_valid;
+  assign r_data = r__payload;
   assign \w_data_q.data  = w_data_q[127:0];
   assign \w_data_q.keep  = w_data_q[143:128];
   assign \w_data_q.first  = w_data_q[144];
@@ -7408,118 +11612,88 @@ module \ace_nic_small.rx1.buffer0 (rst, \port$1690$0 , \port$1693$0 , \port$1694
   assign \w_data_q.src  = w_data_q[153:146];
   assign \w_data_q.tag  = w_data_q[161:154];
   assign \w_data_q.length  = w_data_q[178:162];
-  assign \w_data.data  = { \port$1708$0 , \port$1707$0 , \port$1706$0 , \port$1705$0 , \port$1704$0 , \port$1703$0 , \port$1702$0 , \port$1701$0 , \port$1700$0 , \port$1699$0 , \port$1698$0 , \port$1697$0 , \port$1696$0 , \port$1695$0 , \port$1694$0 , \port$1693$0  };
-  assign \w_data.keep  = \port$2664$0 ;
-  assign \w_data.first  = \port$2727$0 ;
-  assign \w_data.last  = \port$1690$0 ;
-  assign \w_data.src  = \port$2725$0 ;
-  assign \w_data.tag  = \port$2723$0 ;
-  assign \w_data.length  = \port$2721$0 ;
-  assign \landed0.data  = landed0[127:0];
-  assign \landed0.keep  = landed0[143:128];
-  assign \landed0.first  = landed0[144];
-  assign \landed0.last  = landed0[145];
-  assign \landed0.src  = landed0[153:146];
-  assign \landed0.tag  = landed0[161:154];
-  assign \landed0.length  = landed0[178:162];
-  assign \landed1.data  = landed1[127:0];
-  assign \landed1.keep  = landed1[143:128];
-  assign \landed1.first  = landed1[144];
-  assign \landed1.last  = landed1[145];
-  assign \landed1.src  = landed1[153:146];
-  assign \landed1.tag  = landed1[161:154];
-  assign \landed1.length  = landed1[178:162];
-  assign \landed2.data  = landed2[127:0];
-  assign \landed2.keep  = landed2[143:128];
-  assign \landed2.first  = landed2[144];
-  assign \landed2.last  = landed2[145];
-  assign \landed2.src  = landed2[153:146];
-  assign \landed2.tag  = landed2[161:154];
-  assign \landed2.length  = landed2[178:162];
-  assign \landing_head.data  = landing_head[127:0];
-  assign \landing_head.keep  = landing_head[143:128];
-  assign \landing_head.first  = landing_head[144];
-  assign \landing_head.last  = landing_head[145];
-  assign \landing_head.src  = landing_head[153:146];
-  assign \landing_head.tag  = landing_head[161:154];
-  assign \landing_head.length  = landing_head[178:162];
-  assign \r__payload.data  = landing_head[127:0];
-  assign \r__payload.keep  = landing_head[143:128];
-  assign \r__payload.first  = landing_head[144];
-  assign \r__payload.last  = landing_head[145];
-  assign \r__payload.src  = landing_head[153:146];
-  assign \r__payload.tag  = landing_head[161:154];
-  assign \r__payload.length  = landing_head[178:162];
+  assign \w_data.data  = w_data_q[127:0];
+  assign \w_data.keep  = w_data_q[143:128];
+  assign \w_data.first  = w_data_q[144];
+  assign \w_data.last  = w_data_q[145];
+  assign \w_data.src  = w_data_q[153:146];
+  assign \w_data.tag  = w_data_q[161:154];
+  assign \w_data.length  = w_data_q[178:162];
+  assign \r__payload.data  = r__payload[127:0];
+  assign \r__payload.keep  = r__payload[143:128];
+  assign \r__payload.first  = r__payload[144];
+  assign \r__payload.last  = r__payload[145];
+  assign \r__payload.src  = r__payload[153:146];
+  assign \r__payload.tag  = r__payload[161:154];
+  assign \r__payload.length  = r__payload[178:162];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.rx1.buffer0.ram (rst, read__en, \port$2741$0 , \port$2743$0 , write__addr, read__addr, r_data, clk);
+module \ace_nic_small.rx1.buffer0.ram (rst, read__en, write__data, write__en, write__addr, read__addr, r_data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$63  = 0;
-  reg [183:0] \$1 ;
+  reg [178:0] \$1 ;
   input clk;
   wire clk;
-  input \port$2741$0 ;
-  wire \port$2741$0 ;
-  input [178:0] \port$2743$0 ;
-  wire [178:0] \port$2743$0 ;
   wire [4:0] r_addr;
-  output [183:0] r_data;
-  reg [183:0] r_data = 184'h0000000000000000000000000000000000000000000000;
+  output [178:0] r_data;
+  reg [178:0] r_data = 179'h000000000000000000000000000000000000000000000;
   wire r_en;
   input [4:0] read__addr;
   wire [4:0] read__addr;
-  wire [183:0] read__data;
+  wire [178:0] read__data;
   input read__en;
   wire read__en;
   input rst;
   wire rst;
   wire [4:0] w_addr;
-  wire [183:0] w_data;
-  wire [22:0] w_en;
+  wire [178:0] w_data;
+  wire w_en;
   input [4:0] write__addr;
   wire [4:0] write__addr;
-  wire [183:0] write__data;
-  wire [22:0] write__en;
-  reg [183:0] memory [31:0];
+  input [178:0] write__data;
+  wire [178:0] write__data;
+  input write__en;
+  wire write__en;
+  reg [178:0] memory [31:0];
   initial begin
-    memory[0] = 184'h0000000000000000000000000000000000000000000000;
-    memory[1] = 184'h0000000000000000000000000000000000000000000000;
-    memory[2] = 184'h0000000000000000000000000000000000000000000000;
-    memory[3] = 184'h0000000000000000000000000000000000000000000000;
-    memory[4] = 184'h0000000000000000000000000000000000000000000000;
-    memory[5] = 184'h0000000000000000000000000000000000000000000000;
-    memory[6] = 184'h0000000000000000000000000000000000000000000000;
-    memory[7] = 184'h0000000000000000000000000000000000000000000000;
-    memory[8] = 184'h0000000000000000000000000000000000000000000000;
-    memory[9] = 184'h0000000000000000000000000000000000000000000000;
-    memory[10] = 184'h0000000000000000000000000000000000000000000000;
-    memory[11] = 184'h0000000000000000000000000000000000000000000000;
-    memory[12] = 184'h0000000000000000000000000000000000000000000000;
-    memory[13] = 184'h0000000000000000000000000000000000000000000000;
-    memory[14] = 184'h0000000000000000000000000000000000000000000000;
-    memory[15] = 184'h0000000000000000000000000000000000000000000000;
-    memory[16] = 184'h0000000000000000000000000000000000000000000000;
-    memory[17] = 184'h0000000000000000000000000000000000000000000000;
-    memory[18] = 184'h0000000000000000000000000000000000000000000000;
-    memory[19] = 184'h0000000000000000000000000000000000000000000000;
-    memory[20] = 184'h0000000000000000000000000000000000000000000000;
-    memory[21] = 184'h0000000000000000000000000000000000000000000000;
-    memory[22] = 184'h0000000000000000000000000000000000000000000000;
-    memory[23] = 184'h0000000000000000000000000000000000000000000000;
-    memory[24] = 184'h0000000000000000000000000000000000000000000000;
-    memory[25] = 184'h0000000000000000000000000000000000000000000000;
-    memory[26] = 184'h0000000000000000000000000000000000000000000000;
-    memory[27] = 184'h0000000000000000000000000000000000000000000000;
-    memory[28] = 184'h0000000000000000000000000000000000000000000000;
-    memory[29] = 184'h0000000000000000000000000000000000000000000000;
-    memory[30] = 184'h0000000000000000000000000000000000000000000000;
-    memory[31] = 184'h0000000000000000000000000000000000000000000000;
+    memory[0] = 179'h000000000000000000000000000000000000000000000;
+    memory[1] = 179'h000000000000000000000000000000000000000000000;
+    memory[2] = 179'h000000000000000000000000000000000000000000000;
+    memory[3] = 179'h000000000000000000000000000000000000000000000;
+    memory[4] = 179'h000000000000000000000000000000000000000000000;
+    memory[5] = 179'h000000000000000000000000000000000000000000000;
+    memory[6] = 179'h000000000000000000000000000000000000000000000;
+    memory[7] = 179'h000000000000000000000000000000000000000000000;
+    memory[8] = 179'h000000000000000000000000000000000000000000000;
+    memory[9] = 179'h000000000000000000000000000000000000000000000;
+    memory[10] = 179'h000000000000000000000000000000000000000000000;
+    memory[11] = 179'h000000000000000000000000000000000000000000000;
+    memory[12] = 179'h000000000000000000000000000000000000000000000;
+    memory[13] = 179'h000000000000000000000000000000000000000000000;
+    memory[14] = 179'h000000000000000000000000000000000000000000000;
+    memory[15] = 179'h000000000000000000000000000000000000000000000;
+    memory[16] = 179'h000000000000000000000000000000000000000000000;
+    memory[17] = 179'h000000000000000000000000000000000000000000000;
+    memory[18] = 179'h000000000000000000000000000000000000000000000;
+    memory[19] = 179'h000000000000000000000000000000000000000000000;
+    memory[20] = 179'h000000000000000000000000000000000000000000000;
+    memory[21] = 179'h000000000000000000000000000000000000000000000;
+    memory[22] = 179'h000000000000000000000000000000000000000000000;
+    memory[23] = 179'h000000000000000000000000000000000000000000000;
+    memory[24] = 179'h000000000000000000000000000000000000000000000;
+    memory[25] = 179'h000000000000000000000000000000000000000000000;
+    memory[26] = 179'h000000000000000000000000000000000000000000000;
+    memory[27] = 179'h000000000000000000000000000000000000000000000;
+    memory[28] = 179'h000000000000000000000000000000000000000000000;
+    memory[29] = 179'h000000000000000000000000000000000000000000000;
+    memory[30] = 179'h000000000000000000000000000000000000000000000;
+    memory[31] = 179'h000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\port$2741$0 )
-      memory[write__addr] <= { 5'h00, \port$2743$0  };
+    if (write__en)
+      memory[write__addr] <= write__data;
   end
-  reg [183:0] _0_;
+  reg [178:0] _0_;
   always @(posedge clk) begin
     if (read__en) begin
       _0_ <= memory[read__addr];
@@ -7530,153 +11704,53 @@ module \ace_nic_small.rx1.buffer0.ram (rst, read__en, \port$2741$0 , \port$2743$
     r_data <= \$1 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$1  = read__data;
+    \$1  = r_data;
+    if (read__en) begin
+      \$1  = read__data;
+    end
     if (rst) begin
-      \$1  = 184'h0000000000000000000000000000000000000000000000;
+      \$1  = 179'h000000000000000000000000000000000000000000000;
     end
   end
   assign w_addr = write__addr;
-  assign write__data = { 5'h00, \port$2743$0  };
-  assign w_data = { 5'h00, \port$2743$0  };
-  assign write__en = { \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0  };
-  assign w_en = { \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0  };
+  assign w_data = write__data;
+  assign w_en = write__en;
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.rx1.buffer1 (rst, \port$1690$0 , \port$1693$0 , \port$1694$0 , \port$1695$0 , \port$1696$0 , \port$1697$0 , \port$1698$0 , \port$1699$0 , \port$1700$0 , \port$1701$0 , \port$1702$0 , \port$1703$0 , \port$1704$0 , \port$1705$0 , \port$1706$0 , \port$1707$0 , \port$1708$0 , fetch, \port$2664$0 , w_en
-, commit, rollback, \port$2721$0 , \port$2723$0 , \port$2725$0 , \port$2727$0 , landing_nonempty, landing_head, r__ready, clk);
+module \ace_nic_small.rx1.buffer1 (rst, freed, \w_en$25 , commit, rollback, w_data_q, out_valid, r__payload, r__ready, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$64  = 0;
-  wire \$1 ;
-  wire \$10 ;
-  wire \$11 ;
-  wire \$12 ;
-  wire \$13 ;
-  wire [6:0] \$14 ;
-  wire [6:0] \$15 ;
-  wire [6:0] \$16 ;
-  wire \$17 ;
-  wire \$18 ;
-  wire \$19 ;
-  wire \$2 ;
-  reg \$20 ;
-  reg [178:0] \$21 ;
-  reg \$22 ;
-  reg \$23 ;
-  reg \$24 ;
-  reg [5:0] \$25 ;
-  reg [5:0] \$26 ;
-  reg [1:0] \$27 ;
-  reg [5:0] \$28 ;
-  reg [1:0] \$29 ;
-  wire [2:0] \$3 ;
-  reg [1:0] \$30 ;
-  reg \$31 ;
-  reg [178:0] \$32 ;
-  reg [178:0] \$33 ;
-  reg [178:0] \$34 ;
-  reg [2:0] \$35 ;
-  reg [2:0] \$36 ;
-  wire [3:0] \$4 ;
-  wire [6:0] \$5 ;
-  wire [2:0] \$6 ;
-  wire [3:0] \$7 ;
-  wire [2:0] \$8 ;
-  wire [3:0] \$9 ;
+  wire [6:0] \$1 ;
+  reg \$10 ;
+  reg \$11 ;
+  reg [5:0] \$12 ;
+  reg [5:0] \$13 ;
+  reg \$14 ;
+  reg \$15 ;
+  reg [5:0] \$16 ;
+  wire [6:0] \$2 ;
+  wire [6:0] \$3 ;
+  wire \$4 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire [6:0] \$7 ;
+  reg \$8 ;
+  reg \$9 ;
+  wire advance;
   input clk;
   wire clk;
   input commit;
   wire commit;
   reg commit_q = 1'h0;
-  output fetch;
   wire fetch;
   wire [5:0] free;
+  output freed;
   wire freed;
-  reg [1:0] in_flight = 2'h0;
-  reg [178:0] landed0 = 179'h000000000000000000000000000000000000000000000;
-  wire [127:0] \landed0.data ;
-  wire \landed0.first ;
-  wire [15:0] \landed0.keep ;
-  wire \landed0.last ;
-  wire [16:0] \landed0.length ;
-  wire [7:0] \landed0.src ;
-  wire [7:0] \landed0.tag ;
-  reg [178:0] landed1 = 179'h000000000000000000000000000000000000000000000;
-  wire [127:0] \landed1.data ;
-  wire \landed1.first ;
-  wire [15:0] \landed1.keep ;
-  wire \landed1.last ;
-  wire [16:0] \landed1.length ;
-  wire [7:0] \landed1.src ;
-  wire [7:0] \landed1.tag ;
-  reg [178:0] landed2 = 179'h000000000000000000000000000000000000000000000;
-  wire [127:0] \landed2.data ;
-  wire \landed2.first ;
-  wire [15:0] \landed2.keep ;
-  wire \landed2.last ;
-  wire [16:0] \landed2.length ;
-  wire [7:0] \landed2.src ;
-  wire [7:0] \landed2.tag ;
-  reg [1:0] landing_count = 2'h0;
-  output [178:0] landing_head;
-  reg [178:0] landing_head;
-  wire [127:0] \landing_head.data ;
-  wire \landing_head.first ;
-  wire [15:0] \landing_head.keep ;
-  wire \landing_head.last ;
-  wire [16:0] \landing_head.length ;
-  wire [7:0] \landing_head.src ;
-  wire [7:0] \landing_head.tag ;
-  output landing_nonempty;
-  reg landing_nonempty = 1'h0;
-  reg [2:0] landing_r_at = 3'h1;
-  reg [2:0] landing_w_at = 3'h1;
-  wire pop;
-  input \port$1690$0 ;
-  wire \port$1690$0 ;
-  input [7:0] \port$1693$0 ;
-  wire [7:0] \port$1693$0 ;
-  input [7:0] \port$1694$0 ;
-  wire [7:0] \port$1694$0 ;
-  input [7:0] \port$1695$0 ;
-  wire [7:0] \port$1695$0 ;
-  input [7:0] \port$1696$0 ;
-  wire [7:0] \port$1696$0 ;
-  input [7:0] \port$1697$0 ;
-  wire [7:0] \port$1697$0 ;
-  input [7:0] \port$1698$0 ;
-  wire [7:0] \port$1698$0 ;
-  input [7:0] \port$1699$0 ;
-  wire [7:0] \port$1699$0 ;
-  input [7:0] \port$1700$0 ;
-  wire [7:0] \port$1700$0 ;
-  input [7:0] \port$1701$0 ;
-  wire [7:0] \port$1701$0 ;
-  input [7:0] \port$1702$0 ;
-  wire [7:0] \port$1702$0 ;
-  input [7:0] \port$1703$0 ;
-  wire [7:0] \port$1703$0 ;
-  input [7:0] \port$1704$0 ;
-  wire [7:0] \port$1704$0 ;
-  input [7:0] \port$1705$0 ;
-  wire [7:0] \port$1705$0 ;
-  input [7:0] \port$1706$0 ;
-  wire [7:0] \port$1706$0 ;
-  input [7:0] \port$1707$0 ;
-  wire [7:0] \port$1707$0 ;
-  input [7:0] \port$1708$0 ;
-  wire [7:0] \port$1708$0 ;
-  input [15:0] \port$2664$0 ;
-  wire [15:0] \port$2664$0 ;
-  input [16:0] \port$2721$0 ;
-  wire [16:0] \port$2721$0 ;
-  input [7:0] \port$2723$0 ;
-  wire [7:0] \port$2723$0 ;
-  input [7:0] \port$2725$0 ;
-  wire [7:0] \port$2725$0 ;
-  input \port$2727$0 ;
-  wire \port$2727$0 ;
+  output out_valid;
+  reg out_valid = 1'h0;
+  output [178:0] r__payload;
   wire [178:0] r__payload;
   wire [127:0] \r__payload.data ;
   wire \r__payload.first ;
@@ -7690,18 +11764,18 @@ module \ace_nic_small.rx1.buffer1 (rst, \port$1690$0 , \port$1693$0 , \port$1694
   (* init = 1'h0 *)
   wire r__valid;
   wire [4:0] r_addr;
-  wire [183:0] r_data;
+  wire [178:0] r_data;
   wire r_en;
   reg [5:0] rd_ptr = 6'h00;
-  reg [1:0] reserved = 2'h0;
   input rollback;
   wire rollback;
   reg rollback_q = 1'h0;
   input rst;
   wire rst;
+  reg staged = 1'h0;
   wire [4:0] w_addr;
   wire [178:0] w_data;
-  wire [183:0] \w_data$28 ;
+  wire [178:0] \w_data$4 ;
   wire [127:0] \w_data.data ;
   wire \w_data.first ;
   wire [15:0] \w_data.keep ;
@@ -7709,7 +11783,8 @@ module \ace_nic_small.rx1.buffer1 (rst, \port$1690$0 , \port$1693$0 , \port$1694
   wire [16:0] \w_data.length ;
   wire [7:0] \w_data.src ;
   wire [7:0] \w_data.tag ;
-  reg [178:0] w_data_q = 179'h000000000000000000000000000000000000000000000;
+  input [178:0] w_data_q;
+  wire [178:0] w_data_q;
   wire [127:0] \w_data_q.data ;
   wire \w_data_q.first ;
   wire [15:0] \w_data_q.keep ;
@@ -7717,252 +11792,149 @@ module \ace_nic_small.rx1.buffer1 (rst, \port$1690$0 , \port$1693$0 , \port$1694
   wire [16:0] \w_data_q.length ;
   wire [7:0] \w_data_q.src ;
   wire [7:0] \w_data_q.tag ;
-  input w_en;
-  wire w_en;
-  wire [22:0] \w_en$29 ;
+  reg w_en = 1'h0;
+  input \w_en$25 ;
+  wire \w_en$25 ;
   reg w_step = 1'h0;
+  wire waiting;
   reg [5:0] wr_commit = 6'h00;
   reg [5:0] wr_tmp = 6'h00;
   wire [5:0] wr_tmp_next;
-  reg write = 1'h0;
-  assign \$1  = ~ rollback;
-  assign \$2  = w_en & \$1 ;
-  assign \$3  = reserved + fetch;
-  assign \$4  = \$3  - pop;
-  assign \$5  = rd_ptr + 1'h1;
-  assign \$6  = landing_count + in_flight[1];
-  assign \$7  = \$6  - pop;
-  assign \$8  = landing_count + in_flight[1];
-  assign \$9  = \$8  - pop;
-  assign \$10  = | \$9 ;
-  assign \$11  = in_flight[1] & landing_w_at[0];
-  assign \$12  = in_flight[1] & landing_w_at[1];
-  assign \$13  = in_flight[1] & landing_w_at[2];
-  assign \$14  = wr_tmp + w_step;
-  assign \$15  = wr_commit - rd_ptr;
-  assign \$16  = 6'h20 - \$15 [5:0];
-  assign pop = landing_nonempty & r__ready;
-  assign \$17  = wr_commit != rd_ptr;
-  assign \$18  = reserved != 2'h3;
-  assign \$19  = \$18  | pop;
-  assign fetch = \$17  & \$19 ;
+  (* init = 1'h0 *)
+  wire write;
+  assign \$1  = wr_tmp + w_step;
+  assign \$2  = wr_commit - rd_ptr;
+  assign \$3  = 6'h20 - \$2 [5:0];
+  assign \$4  = ~ out_valid;
+  assign advance = \$4  | r__ready;
+  assign fetch = waiting & advance;
+  assign freed = out_valid & r__ready;
+  assign waiting = wr_commit != rd_ptr;
+  assign \$5  = ~ rollback;
+  assign \$6  = \w_en$25  & \$5 ;
+  assign \$7  = rd_ptr + 1'h1;
   always @(posedge clk)
-    write <= \$20 ;
+    w_en <= \$8 ;
   always @(posedge clk)
-    w_data_q <= \$21 ;
+    w_step <= \$9 ;
   always @(posedge clk)
-    w_step <= \$22 ;
+    commit_q <= \$10 ;
   always @(posedge clk)
-    commit_q <= \$23 ;
+    rollback_q <= \$11 ;
   always @(posedge clk)
-    rollback_q <= \$24 ;
+    wr_tmp <= \$12 ;
   always @(posedge clk)
-    wr_tmp <= \$25 ;
+    wr_commit <= \$13 ;
   always @(posedge clk)
-    wr_commit <= \$26 ;
+    staged <= \$14 ;
   always @(posedge clk)
-    reserved <= \$27 ;
+    out_valid <= \$15 ;
   always @(posedge clk)
-    rd_ptr <= \$28 ;
-  always @(posedge clk)
-    in_flight <= \$29 ;
-  always @(posedge clk)
-    landing_count <= \$30 ;
-  always @(posedge clk)
-    landing_nonempty <= \$31 ;
-  always @(posedge clk)
-    landed0 <= \$32 ;
-  always @(posedge clk)
-    landed1 <= \$33 ;
-  always @(posedge clk)
-    landed2 <= \$34 ;
-  always @(posedge clk)
-    landing_w_at <= \$35 ;
-  always @(posedge clk)
-    landing_r_at <= \$36 ;
+    rd_ptr <= \$16 ;
   \ace_nic_small.rx1.buffer1.ram  ram (
     .clk(clk),
-    .\port$2782$0 (write),
-    .\port$2784$0 (w_data_q),
-    .r_data(r_data),
+    .r_data(r__payload),
     .read__addr(rd_ptr[4:0]),
-    .read__en(fetch),
+    .read__en(advance),
     .rst(rst),
-    .write__addr(wr_tmp[4:0])
+    .write__addr(wr_tmp[4:0]),
+    .write__data(w_data_q),
+    .write__en(w_en)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$20  = \$2 ;
+    \$8  = \$6 ;
     if (rst) begin
-      \$20  = 1'h0;
+      \$8  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$21  = { \port$2721$0 , \port$2723$0 , \port$2725$0 , \port$1690$0 , \port$2727$0 , \port$2664$0 , \port$1708$0 , \port$1707$0 , \port$1706$0 , \port$1705$0 , \port$1704$0 , \port$1703$0 , \port$1702$0 , \port$1701$0 , \port$1700$0 , \port$1699$0 , \port$1698$0 , \port$1697$0 , \port$1696$0 , \port$1695$0 , \port$1694$0 , \port$1693$0  };
+    \$9  = \w_en$25 ;
     if (rst) begin
-      \$21  = 179'h000000000000000000000000000000000000000000000;
+      \$9  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$22  = w_en;
+    \$10  = commit;
     if (rst) begin
-      \$22  = 1'h0;
+      \$10  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$23  = commit;
+    \$11  = rollback;
     if (rst) begin
-      \$23  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$24  = rollback;
-    if (rst) begin
-      \$24  = 1'h0;
+      \$11  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
     (* full_case = 32'd1 *)
     if (rollback_q) begin
-      \$25  = wr_commit;
+      \$12  = wr_commit;
     end else begin
-      \$25  = \$14 [5:0];
+      \$12  = \$1 [5:0];
     end
     if (rst) begin
-      \$25  = 6'h00;
+      \$12  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$26  = wr_commit;
+    \$13  = wr_commit;
     (* full_case = 32'd1 *)
     if (rollback_q) begin
     end else begin
       if (commit_q) begin
-        \$26  = \$14 [5:0];
+        \$13  = \$1 [5:0];
       end
     end
     if (rst) begin
-      \$26  = 6'h00;
+      \$13  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$27  = \$4 [1:0];
+    \$14  = staged;
+    if (advance) begin
+      \$14  = fetch;
+    end
     if (rst) begin
-      \$27  = 2'h0;
+      \$14  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$28  = rd_ptr;
+    \$15  = out_valid;
+    if (advance) begin
+      \$15  = staged;
+    end
+    if (rst) begin
+      \$15  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$16  = rd_ptr;
     if (fetch) begin
-      \$28  = \$5 [5:0];
+      \$16  = \$7 [5:0];
     end
     if (rst) begin
-      \$28  = 6'h00;
+      \$16  = 6'h00;
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$29  = { in_flight[0], fetch };
-    if (rst) begin
-      \$29  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$30  = \$7 [1:0];
-    if (rst) begin
-      \$30  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$31  = \$10 ;
-    if (rst) begin
-      \$31  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$32  = landed0;
-    if (\$11 ) begin
-      \$32  = r_data[178:0];
-    end
-    if (rst) begin
-      \$32  = 179'h000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$33  = landed1;
-    if (\$12 ) begin
-      \$33  = r_data[178:0];
-    end
-    if (rst) begin
-      \$33  = 179'h000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$34  = landed2;
-    if (\$13 ) begin
-      \$34  = r_data[178:0];
-    end
-    if (rst) begin
-      \$34  = 179'h000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$35  = landing_w_at;
-    if (in_flight[1]) begin
-      \$35  = { landing_w_at[1:0], landing_w_at[2] };
-    end
-    if (rst) begin
-      \$35  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$36  = landing_r_at;
-    if (pop) begin
-      \$36  = { landing_r_at[1:0], landing_r_at[2] };
-    end
-    if (rst) begin
-      \$36  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    landing_head = 179'h000000000000000000000000000000000000000000000;
-    if (landing_r_at[0]) begin
-      landing_head = landed0;
-    end
-    if (landing_r_at[1]) begin
-      landing_head = landed1;
-    end
-    if (landing_r_at[2]) begin
-      landing_head = landed2;
-    end
-  end
-  assign w_data = { \port$2721$0 , \port$2723$0 , \port$2725$0 , \port$1690$0 , \port$2727$0 , \port$2664$0 , \port$1708$0 , \port$1707$0 , \port$1706$0 , \port$1705$0 , \port$1704$0 , \port$1703$0 , \port$1702$0 , \port$1701$0 , \port$1700$0 , \port$1699$0 , \port$1698$0 , \port$1697$0 , \port$1696$0 , \port$1695$0 , \port$1694$0 , \port$1693$0  };
-  assign wr_tmp_next = \$14 [5:0];
+  assign w_data = w_data_q;
   assign w_addr = wr_tmp[4:0];
-  assign \w_data$28  = { 5'h00, w_data_q };
-  assign \w_en$29  = { write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write };
-  assign free = \$16 [5:0];
-  assign r__valid = landing_nonempty;
+  assign \w_data$4  = w_data_q;
+  assign write = w_en;
+  assign wr_tmp_next = \$1 [5:0];
+  assign free = \$3 [5:0];
   assign r_addr = rd_ptr[4:0];
-  assign r_en = fetch;
-  assign freed = fetch;
-  assign r__payload = landing_head;
+  assign r_en = advance;
+  assign r__valid = out_valid;
+  assign r_data = r__payload;
   assign \w_data_q.data  = w_data_q[127:0];
   assign \w_data_q.keep  = w_data_q[143:128];
   assign \w_data_q.first  = w_data_q[144];
@@ -7970,118 +11942,88 @@ module \ace_nic_small.rx1.buffer1 (rst, \port$1690$0 , \port$1693$0 , \port$1694
   assign \w_data_q.src  = w_data_q[153:146];
   assign \w_data_q.tag  = w_data_q[161:154];
   assign \w_data_q.length  = w_data_q[178:162];
-  assign \w_data.data  = { \port$1708$0 , \port$1707$0 , \port$1706$0 , \port$1705$0 , \port$1704$0 , \port$1703$0 , \port$1702$0 , \port$1701$0 , \port$1700$0 , \port$1699$0 , \port$1698$0 , \port$1697$0 , \port$1696$0 , \port$1695$0 , \port$1694$0 , \port$1693$0  };
-  assign \w_data.keep  = \port$2664$0 ;
-  assign \w_data.first  = \port$2727$0 ;
-  assign \w_data.last  = \port$1690$0 ;
-  assign \w_data.src  = \port$2725$0 ;
-  assign \w_data.tag  = \port$2723$0 ;
-  assign \w_data.length  = \port$2721$0 ;
-  assign \landed0.data  = landed0[127:0];
-  assign \landed0.keep  = landed0[143:128];
-  assign \landed0.first  = landed0[144];
-  assign \landed0.last  = landed0[145];
-  assign \landed0.src  = landed0[153:146];
-  assign \landed0.tag  = landed0[161:154];
-  assign \landed0.length  = landed0[178:162];
-  assign \landed1.data  = landed1[127:0];
-  assign \landed1.keep  = landed1[143:128];
-  assign \landed1.first  = landed1[144];
-  assign \landed1.last  = landed1[145];
-  assign \landed1.src  = landed1[153:146];
-  assign \landed1.tag  = landed1[161:154];
-  assign \landed1.length  = landed1[178:162];
-  assign \landed2.data  = landed2[127:0];
-  assign \landed2.keep  = landed2[143:128];
-  assign \landed2.first  = landed2[144];
-  assign \landed2.last  = landed2[145];
-  assign \landed2.src  = landed2[153:146];
-  assign \landed2.tag  = landed2[161:154];
-  assign \landed2.length  = landed2[178:162];
-  assign \landing_head.data  = landing_head[127:0];
-  assign \landing_head.keep  = landing_head[143:128];
-  assign \landing_head.first  = landing_head[144];
-  assign \landing_head.last  = landing_head[145];
-  assign \landing_head.src  = landing_head[153:146];
-  assign \landing_head.tag  = landing_head[161:154];
-  assign \landing_head.length  = landing_head[178:162];
-  assign \r__payload.data  = landing_head[127:0];
-  assign \r__payload.keep  = landing_head[143:128];
-  assign \r__payload.first  = landing_head[144];
-  assign \r__payload.last  = landing_head[145];
-  assign \r__payload.src  = landing_head[153:146];
-  assign \r__payload.tag  = landing_head[161:154];
-  assign \r__payload.length  = landing_head[178:162];
+  assign \w_data.data  = w_data_q[127:0];
+  assign \w_data.keep  = w_data_q[143:128];
+  assign \w_data.first  = w_data_q[144];
+  assign \w_data.last  = w_data_q[145];
+  assign \w_data.src  = w_data_q[153:146];
+  assign \w_data.tag  = w_data_q[161:154];
+  assign \w_data.length  = w_data_q[178:162];
+  assign \r__payload.data  = r__payload[127:0];
+  assign \r__payload.keep  = r__payload[143:128];
+  assign \r__payload.first  = r__payload[144];
+  assign \r__payload.last  = r__payload[145];
+  assign \r__payload.src  = r__payload[153:146];
+  assign \r__payload.tag  = r__payload[161:154];
+  assign \r__payload.length  = r__payload[178:162];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.rx1.buffer1.ram (rst, read__en, \port$2782$0 , \port$2784$0 , write__addr, read__addr, r_data, clk);
+module \ace_nic_small.rx1.buffer1.ram (rst, read__en, write__data, write__en, write__addr, read__addr, r_data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$65  = 0;
-  reg [183:0] \$1 ;
+  reg [178:0] \$1 ;
   input clk;
   wire clk;
-  input \port$2782$0 ;
-  wire \port$2782$0 ;
-  input [178:0] \port$2784$0 ;
-  wire [178:0] \port$2784$0 ;
   wire [4:0] r_addr;
-  output [183:0] r_data;
-  reg [183:0] r_data = 184'h0000000000000000000000000000000000000000000000;
+  output [178:0] r_data;
+  reg [178:0] r_data = 179'h000000000000000000000000000000000000000000000;
   wire r_en;
   input [4:0] read__addr;
   wire [4:0] read__addr;
-  wire [183:0] read__data;
+  wire [178:0] read__data;
   input read__en;
   wire read__en;
   input rst;
   wire rst;
   wire [4:0] w_addr;
-  wire [183:0] w_data;
-  wire [22:0] w_en;
+  wire [178:0] w_data;
+  wire w_en;
   input [4:0] write__addr;
   wire [4:0] write__addr;
-  wire [183:0] write__data;
-  wire [22:0] write__en;
-  reg [183:0] memory [31:0];
+  input [178:0] write__data;
+  wire [178:0] write__data;
+  input write__en;
+  wire write__en;
+  reg [178:0] memory [31:0];
   initial begin
-    memory[0] = 184'h0000000000000000000000000000000000000000000000;
-    memory[1] = 184'h0000000000000000000000000000000000000000000000;
-    memory[2] = 184'h0000000000000000000000000000000000000000000000;
-    memory[3] = 184'h0000000000000000000000000000000000000000000000;
-    memory[4] = 184'h0000000000000000000000000000000000000000000000;
-    memory[5] = 184'h0000000000000000000000000000000000000000000000;
-    memory[6] = 184'h0000000000000000000000000000000000000000000000;
-    memory[7] = 184'h0000000000000000000000000000000000000000000000;
-    memory[8] = 184'h0000000000000000000000000000000000000000000000;
-    memory[9] = 184'h0000000000000000000000000000000000000000000000;
-    memory[10] = 184'h0000000000000000000000000000000000000000000000;
-    memory[11] = 184'h0000000000000000000000000000000000000000000000;
-    memory[12] = 184'h0000000000000000000000000000000000000000000000;
-    memory[13] = 184'h0000000000000000000000000000000000000000000000;
-    memory[14] = 184'h0000000000000000000000000000000000000000000000;
-    memory[15] = 184'h0000000000000000000000000000000000000000000000;
-    memory[16] = 184'h0000000000000000000000000000000000000000000000;
-    memory[17] = 184'h0000000000000000000000000000000000000000000000;
-    memory[18] = 184'h0000000000000000000000000000000000000000000000;
-    memory[19] = 184'h0000000000000000000000000000000000000000000000;
-    memory[20] = 184'h0000000000000000000000000000000000000000000000;
-    memory[21] = 184'h0000000000000000000000000000000000000000000000;
-    memory[22] = 184'h0000000000000000000000000000000000000000000000;
-    memory[23] = 184'h0000000000000000000000000000000000000000000000;
-    memory[24] = 184'h0000000000000000000000000000000000000000000000;
-    memory[25] = 184'h0000000000000000000000000000000000000000000000;
-    memory[26] = 184'h0000000000000000000000000000000000000000000000;
-    memory[27] = 184'h0000000000000000000000000000000000000000000000;
-    memory[28] = 184'h0000000000000000000000000000000000000000000000;
-    memory[29] = 184'h0000000000000000000000000000000000000000000000;
-    memory[30] = 184'h0000000000000000000000000000000000000000000000;
-    memory[31] = 184'h0000000000000000000000000000000000000000000000;
+    memory[0] = 179'h000000000000000000000000000000000000000000000;
+    memory[1] = 179'h000000000000000000000000000000000000000000000;
+    memory[2] = 179'h000000000000000000000000000000000000000000000;
+    memory[3] = 179'h000000000000000000000000000000000000000000000;
+    memory[4] = 179'h000000000000000000000000000000000000000000000;
+    memory[5] = 179'h000000000000000000000000000000000000000000000;
+    memory[6] = 179'h000000000000000000000000000000000000000000000;
+    memory[7] = 179'h000000000000000000000000000000000000000000000;
+    memory[8] = 179'h000000000000000000000000000000000000000000000;
+    memory[9] = 179'h000000000000000000000000000000000000000000000;
+    memory[10] = 179'h000000000000000000000000000000000000000000000;
+    memory[11] = 179'h000000000000000000000000000000000000000000000;
+    memory[12] = 179'h000000000000000000000000000000000000000000000;
+    memory[13] = 179'h000000000000000000000000000000000000000000000;
+    memory[14] = 179'h000000000000000000000000000000000000000000000;
+    memory[15] = 179'h000000000000000000000000000000000000000000000;
+    memory[16] = 179'h000000000000000000000000000000000000000000000;
+    memory[17] = 179'h000000000000000000000000000000000000000000000;
+    memory[18] = 179'h000000000000000000000000000000000000000000000;
+    memory[19] = 179'h000000000000000000000000000000000000000000000;
+    memory[20] = 179'h000000000000000000000000000000000000000000000;
+    memory[21] = 179'h000000000000000000000000000000000000000000000;
+    memory[22] = 179'h000000000000000000000000000000000000000000000;
+    memory[23] = 179'h000000000000000000000000000000000000000000000;
+    memory[24] = 179'h000000000000000000000000000000000000000000000;
+    memory[25] = 179'h000000000000000000000000000000000000000000000;
+    memory[26] = 179'h000000000000000000000000000000000000000000000;
+    memory[27] = 179'h000000000000000000000000000000000000000000000;
+    memory[28] = 179'h000000000000000000000000000000000000000000000;
+    memory[29] = 179'h000000000000000000000000000000000000000000000;
+    memory[30] = 179'h000000000000000000000000000000000000000000000;
+    memory[31] = 179'h000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\port$2782$0 )
-      memory[write__addr] <= { 5'h00, \port$2784$0  };
+    if (write__en)
+      memory[write__addr] <= write__data;
   end
-  reg [183:0] _0_;
+  reg [178:0] _0_;
   always @(posedge clk) begin
     if (read__en) begin
       _0_ <= memory[read__addr];
@@ -8092,28 +12034,32 @@ module \ace_nic_small.rx1.buffer1.ram (rst, read__en, \port$2782$0 , \port$2784$
     r_data <= \$1 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$65 ) begin end
-    \$1  = read__data;
+    \$1  = r_data;
+    if (read__en) begin
+      \$1  = read__data;
+    end
     if (rst) begin
-      \$1  = 184'h0000000000000000000000000000000000000000000000;
+      \$1  = 179'h000000000000000000000000000000000000000000000;
     end
   end
   assign w_addr = write__addr;
-  assign write__data = { 5'h00, \port$2784$0  };
-  assign w_data = { 5'h00, \port$2784$0  };
-  assign write__en = { \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0  };
-  assign w_en = { \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0  };
+  assign w_data = write__data;
+  assign w_en = write__en;
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.rx1.hdr_check (check, header);
-  wire \$1 ;
+module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, busy__0, busy__1, \port$554$0 , \port$555$0 , \port$556$0 , \port$557$0 , \port$558$0 , \port$559$0 , \port$560$0 , \port$561$0 , link__tkeep, link__tlast, \port$3011$0 , \port$3012$0 , \port$3013$0 , \port$3014$0 
+, \port$3015$0 , \port$3016$0 , \port$3017$0 , \port$3018$0 , \port$3107$0 , \port$3108$0 , \port$3109$0 , \port$3110$0 , \port$3111$0 , \port$3112$0 , \port$3113$0 , \port$3114$0 , cmd__0__payload, cmd__1__payload, cmd__0__ready, cmd__1__ready, data__0__ready, data__1__ready, payload_bytes, header_bytes, busy_cycles
+, stall_cycles, credits__0, credits__1, link__tvalid, credit_in_valid, freed__0, freed__1, credit_in_channel, credit_in_count, data__0__valid, data__1__valid, node_id);
+  reg \$auto$verilog_backend.cc:2355:dump_module$66  = 0;
+  wire [11:0] \$1 ;
   wire \$10 ;
   wire \$100 ;
   wire \$101 ;
-  wire \$102 ;
-  wire \$103 ;
+  wire [48:0] \$102 ;
+  wire [12:0] \$103 ;
   wire \$104 ;
   wire \$105 ;
   wire \$106 ;
@@ -8139,7 +12085,7 @@ module \ace_nic_small.rx1.hdr_check (check, header);
   wire \$124 ;
   wire \$125 ;
   wire \$126 ;
-  wire \$127 ;
+  wire [3:0] \$127 ;
   wire \$128 ;
   wire \$129 ;
   wire \$13 ;
@@ -8147,21 +12093,21 @@ module \ace_nic_small.rx1.hdr_check (check, header);
   wire \$131 ;
   wire \$132 ;
   wire \$133 ;
-  wire \$134 ;
-  wire \$135 ;
-  wire \$136 ;
-  wire \$137 ;
+  wire [6:0] \$134 ;
+  wire [7:0] \$135 ;
+  wire [6:0] \$136 ;
+  wire [7:0] \$137 ;
   wire \$138 ;
   wire \$139 ;
   wire \$14 ;
   wire \$140 ;
   wire \$141 ;
-  wire \$142 ;
-  wire \$143 ;
-  wire \$144 ;
-  wire \$145 ;
-  wire \$146 ;
-  wire \$147 ;
+  wire [7:0] \$142 ;
+  wire [7:0] \$143 ;
+  wire [7:0] \$144 ;
+  wire [6:0] \$145 ;
+  wire [7:0] \$146 ;
+  wire [12:0] \$147 ;
   wire \$148 ;
   wire \$149 ;
   wire \$15 ;
@@ -8186,126 +12132,355 @@ module \ace_nic_small.rx1.hdr_check (check, header);
   wire \$167 ;
   wire \$168 ;
   wire \$169 ;
-  wire \$17 ;
+  reg \$17 ;
   wire \$170 ;
-  wire \$171 ;
+  wire [3:0] \$171 ;
   wire \$172 ;
   wire \$173 ;
   wire \$174 ;
   wire \$175 ;
   wire \$176 ;
   wire \$177 ;
-  wire \$178 ;
-  wire \$179 ;
-  wire \$18 ;
-  wire \$180 ;
-  wire \$181 ;
+  wire [6:0] \$178 ;
+  wire [7:0] \$179 ;
+  wire [4:0] \$18 ;
+  wire [6:0] \$180 ;
+  wire [7:0] \$181 ;
   wire \$182 ;
   wire \$183 ;
   wire \$184 ;
   wire \$185 ;
-  wire \$186 ;
-  wire \$187 ;
-  wire \$188 ;
-  wire \$189 ;
+  wire [7:0] \$186 ;
+  wire [7:0] \$187 ;
+  wire [7:0] \$188 ;
+  wire [6:0] \$189 ;
   wire \$19 ;
-  wire \$190 ;
-  wire \$191 ;
-  wire \$192 ;
-  wire \$193 ;
-  wire \$194 ;
+  wire [7:0] \$190 ;
+  reg [5:0] \$191 ;
+  reg [7:0] \$192 ;
+  reg [10:0] \$193 ;
+  reg [6:0] \$194 ;
   wire \$195 ;
   wire \$196 ;
-  wire \$197 ;
-  wire \$198 ;
-  wire \$199 ;
-  wire \$2 ;
+  wire [17:0] \$197 ;
+  wire [17:0] \$198 ;
+  wire [18:0] \$199 ;
+  wire [11:0] \$2 ;
   wire \$20 ;
   wire \$200 ;
-  wire \$201 ;
-  wire \$202 ;
+  wire [17:0] \$201 ;
+  wire [17:0] \$202 ;
   wire \$203 ;
   wire \$204 ;
   wire \$205 ;
-  wire \$206 ;
-  wire \$207 ;
+  wire [17:0] \$206 ;
+  wire [17:0] \$207 ;
   wire \$208 ;
   wire \$209 ;
   wire \$21 ;
-  wire \$210 ;
-  wire \$211 ;
+  wire [17:0] \$210 ;
+  wire [17:0] \$211 ;
   wire \$212 ;
   wire \$213 ;
   wire \$214 ;
-  wire \$215 ;
-  wire \$216 ;
+  wire [17:0] \$215 ;
+  wire [17:0] \$216 ;
+  wire \$217 ;
+  wire \$218 ;
+  wire [17:0] \$219 ;
   wire \$22 ;
+  wire [17:0] \$220 ;
+  wire \$221 ;
+  wire \$222 ;
+  wire \$223 ;
+  wire [17:0] \$224 ;
+  wire [17:0] \$225 ;
+  wire \$226 ;
+  wire \$227 ;
+  wire [17:0] \$228 ;
+  wire [17:0] \$229 ;
   wire \$23 ;
+  wire \$230 ;
+  wire \$231 ;
+  wire \$232 ;
+  wire [17:0] \$233 ;
+  wire [17:0] \$234 ;
+  wire \$235 ;
+  wire \$236 ;
+  wire [17:0] \$237 ;
+  wire [17:0] \$238 ;
+  wire \$239 ;
   wire \$24 ;
+  wire \$240 ;
+  wire \$241 ;
+  wire [17:0] \$242 ;
+  wire [17:0] \$243 ;
+  wire \$244 ;
+  wire \$245 ;
+  wire [17:0] \$246 ;
+  wire [17:0] \$247 ;
+  wire \$248 ;
+  wire \$249 ;
   wire \$25 ;
+  wire \$250 ;
+  wire [17:0] \$251 ;
+  wire [17:0] \$252 ;
+  wire \$253 ;
+  wire \$254 ;
+  wire [17:0] \$255 ;
+  wire [17:0] \$256 ;
+  wire \$257 ;
+  wire \$258 ;
+  wire \$259 ;
   wire \$26 ;
+  wire [17:0] \$260 ;
+  wire [17:0] \$261 ;
+  wire \$262 ;
+  wire \$263 ;
+  wire [17:0] \$264 ;
+  wire [17:0] \$265 ;
+  wire \$266 ;
+  wire \$267 ;
+  wire \$268 ;
+  wire [17:0] \$269 ;
   wire \$27 ;
+  wire [17:0] \$270 ;
+  wire \$271 ;
+  wire \$272 ;
+  wire [17:0] \$273 ;
+  wire [17:0] \$274 ;
+  wire \$275 ;
+  wire \$276 ;
+  wire \$277 ;
+  wire [17:0] \$278 ;
+  wire [17:0] \$279 ;
   wire \$28 ;
+  wire \$280 ;
+  wire \$281 ;
+  wire [17:0] \$282 ;
+  wire [17:0] \$283 ;
+  wire \$284 ;
+  wire \$285 ;
+  wire \$286 ;
+  wire [17:0] \$287 ;
+  wire [17:0] \$288 ;
+  wire \$289 ;
   wire \$29 ;
+  wire \$290 ;
+  wire [17:0] \$291 ;
+  wire [17:0] \$292 ;
+  wire \$293 ;
+  wire \$294 ;
+  wire \$295 ;
+  wire [17:0] \$296 ;
+  wire [17:0] \$297 ;
+  wire \$298 ;
+  wire \$299 ;
   wire \$3 ;
   wire \$30 ;
+  wire [17:0] \$300 ;
+  wire [17:0] \$301 ;
+  wire \$302 ;
+  wire \$303 ;
+  wire \$304 ;
+  wire [17:0] \$305 ;
+  wire [17:0] \$306 ;
+  wire \$307 ;
+  wire \$308 ;
+  wire [17:0] \$309 ;
   wire \$31 ;
+  wire [17:0] \$310 ;
+  wire \$311 ;
+  wire \$312 ;
+  wire \$313 ;
+  wire [17:0] \$314 ;
+  wire [17:0] \$315 ;
+  wire \$316 ;
+  wire \$317 ;
+  wire [17:0] \$318 ;
+  wire [17:0] \$319 ;
   wire \$32 ;
+  wire \$320 ;
+  wire \$321 ;
+  wire \$322 ;
+  wire [17:0] \$323 ;
+  wire [17:0] \$324 ;
+  wire \$325 ;
+  wire \$326 ;
+  wire [17:0] \$327 ;
+  wire [17:0] \$328 ;
+  wire \$329 ;
   wire \$33 ;
+  wire \$330 ;
+  wire \$331 ;
+  wire [17:0] \$332 ;
+  wire [17:0] \$333 ;
+  wire \$334 ;
+  wire \$335 ;
+  wire [17:0] \$336 ;
+  wire [17:0] \$337 ;
+  wire \$338 ;
+  wire \$339 ;
   wire \$34 ;
-  wire \$35 ;
-  wire \$36 ;
-  wire \$37 ;
-  wire \$38 ;
-  wire \$39 ;
+  wire \$340 ;
+  wire [17:0] \$341 ;
+  wire [17:0] \$342 ;
+  wire \$343 ;
+  wire \$344 ;
+  wire \$345 ;
+  wire [7:0] \$346 ;
+  wire \$347 ;
+  wire \$348 ;
+  wire [16:0] \$349 ;
+  wire [15:0] \$35 ;
+  wire \$350 ;
+  wire \$351 ;
+  wire \$352 ;
+  wire \$353 ;
+  wire \$354 ;
+  wire \$355 ;
+  wire \$356 ;
+  wire \$357 ;
+  wire \$358 ;
+  wire \$359 ;
+  wire [15:0] \$36 ;
+  wire \$360 ;
+  wire \$361 ;
+  wire \$362 ;
+  wire \$363 ;
+  wire \$364 ;
+  wire \$365 ;
+  wire \$366 ;
+  wire \$367 ;
+  wire \$368 ;
+  wire \$369 ;
+  wire [15:0] \$37 ;
+  wire \$370 ;
+  wire \$371 ;
+  wire \$372 ;
+  wire \$373 ;
+  wire \$374 ;
+  wire \$375 ;
+  wire \$376 ;
+  wire \$377 ;
+  wire \$378 ;
+  wire \$379 ;
+  wire [15:0] \$38 ;
+  wire \$380 ;
+  wire \$381 ;
+  wire \$382 ;
+  wire \$383 ;
+  wire \$384 ;
+  wire \$385 ;
+  reg [47:0] \$386 ;
+  reg [47:0] \$387 ;
+  reg [47:0] \$388 ;
+  reg [47:0] \$389 ;
+  wire [15:0] \$39 ;
+  reg \$390 ;
+  reg \$391 ;
+  reg \$392 ;
+  reg [2:0] \$393 ;
+  reg [5:0] \$394 ;
+  reg [5:0] \$395 ;
+  reg \$396 ;
+  reg \$397 ;
+  reg \$398 ;
+  reg [2:0] \$399 ;
   wire \$4 ;
-  wire \$40 ;
-  wire \$41 ;
-  wire \$42 ;
-  wire \$43 ;
-  wire \$44 ;
-  wire \$45 ;
-  wire \$46 ;
-  wire \$47 ;
-  wire \$48 ;
-  wire \$49 ;
+  wire [15:0] \$40 ;
+  reg [5:0] \$400 ;
+  reg [5:0] \$401 ;
+  reg \$402 ;
+  reg \$403 ;
+  reg \$404 ;
+  reg \$405 ;
+  reg [7:0] \$406 ;
+  reg [16:0] \$407 ;
+  reg [6:0] \$408 ;
+  reg \$409 ;
+  wire [15:0] \$41 ;
+  reg \$410 ;
+  reg [6:0] \$411 ;
+  reg [4:0] \$412 ;
+  reg \$413 ;
+  reg [15:0] \$414 ;
+  reg [15:0] \$415 ;
+  reg \$416 ;
+  reg \$417 ;
+  reg \$418 ;
+  reg \$419 ;
+  wire [15:0] \$42 ;
+  reg \$420 ;
+  reg \$421 ;
+  reg \$422 ;
+  reg \$423 ;
+  reg \$424 ;
+  reg \$425 ;
+  reg \$426 ;
+  reg \$427 ;
+  reg \$428 ;
+  reg \$429 ;
+  wire [15:0] \$43 ;
+  reg \$430 ;
+  reg \$431 ;
+  reg \$432 ;
+  reg \$433 ;
+  reg \$434 ;
+  reg \$435 ;
+  reg \$436 ;
+  wire [15:0] \$437 ;
+  wire [15:0] \$438 ;
+  wire [15:0] \$439 ;
+  wire [15:0] \$44 ;
+  wire [15:0] \$440 ;
+  wire [15:0] \$441 ;
+  wire [15:0] \$442 ;
+  wire [15:0] \$443 ;
+  wire [15:0] \$444 ;
+  wire [6:0] \$445 ;
+  wire [15:0] \$45 ;
+  wire [15:0] \$46 ;
+  wire [15:0] \$47 ;
+  wire [15:0] \$48 ;
+  wire [15:0] \$49 ;
   wire \$5 ;
-  wire \$50 ;
-  wire \$51 ;
-  wire \$52 ;
-  wire \$53 ;
-  wire \$54 ;
-  wire \$55 ;
-  wire \$56 ;
-  wire \$57 ;
-  wire \$58 ;
-  wire \$59 ;
-  wire \$6 ;
-  wire \$60 ;
-  wire \$61 ;
-  wire \$62 ;
-  wire \$63 ;
-  wire \$64 ;
-  wire \$65 ;
-  wire \$66 ;
-  wire \$67 ;
-  wire \$68 ;
-  wire \$69 ;
-  wire \$7 ;
-  wire \$70 ;
-  wire \$71 ;
-  wire \$72 ;
-  wire \$73 ;
-  wire \$74 ;
-  wire \$75 ;
-  wire \$76 ;
-  wire \$77 ;
-  wire \$78 ;
-  wire \$79 ;
+  wire [15:0] \$50 ;
+  wire [15:0] \$51 ;
+  wire [15:0] \$52 ;
+  wire [15:0] \$53 ;
+  wire [15:0] \$54 ;
+  wire [15:0] \$55 ;
+  wire [15:0] \$56 ;
+  wire [15:0] \$57 ;
+  wire [15:0] \$58 ;
+  wire [15:0] \$59 ;
+  wire [11:0] \$6 ;
+  wire [15:0] \$60 ;
+  wire [15:0] \$61 ;
+  wire [15:0] \$62 ;
+  wire [15:0] \$63 ;
+  wire [15:0] \$64 ;
+  wire [15:0] \$65 ;
+  wire [15:0] \$66 ;
+  wire [15:0] \$67 ;
+  wire [15:0] \$68 ;
+  wire [15:0] \$69 ;
+  wire [11:0] \$7 ;
+  wire [15:0] \$70 ;
+  wire [15:0] \$71 ;
+  wire [15:0] \$72 ;
+  wire [15:0] \$73 ;
+  wire [15:0] \$74 ;
+  wire [15:0] \$75 ;
+  wire [15:0] \$76 ;
+  wire [15:0] \$77 ;
+  wire [15:0] \$78 ;
+  wire [15:0] \$79 ;
   wire \$8 ;
-  wire \$80 ;
-  wire \$81 ;
-  wire \$82 ;
+  wire [15:0] \$80 ;
+  wire [15:0] \$81 ;
+  wire [15:0] \$82 ;
   wire \$83 ;
   wire \$84 ;
   wire \$85 ;
@@ -8321,500 +12496,9 @@ module \ace_nic_small.rx1.hdr_check (check, header);
   wire \$94 ;
   wire \$95 ;
   wire \$96 ;
-  wire \$97 ;
-  wire \$98 ;
-  wire \$99 ;
-  output [7:0] check;
-  wire [7:0] check;
-  input [63:0] header;
-  wire [63:0] header;
-  wire [3:0] \header.channel ;
-  wire [7:0] \header.check ;
-  wire [16:0] \header.length ;
-  wire [3:0] \header.magic ;
-  (* enum_base_type = "PacketType" *)
-  (* enum_value_00 = "DATA" *)
-  (* enum_value_01 = "CREDIT" *)
-  wire [1:0] \header.ptype ;
-  wire [3:0] \header.rsvd0 ;
-  wire [6:0] \header.rsvd1 ;
-  wire [7:0] \header.src ;
-  wire [7:0] \header.tag ;
-  wire [1:0] \header.version ;
-  wire ok;
-  assign \$2  = \$1  ^ header[1];
-  assign \$3  = \$2  ^ header[2];
-  assign \$4  = \$3  ^ header[4];
-  assign \$5  = \$4  ^ header[5];
-  assign \$6  = \$5  ^ header[6];
-  assign \$7  = \$6  ^ header[8];
-  assign \$8  = \$7  ^ header[11];
-  assign \$9  = \$8  ^ header[13];
-  assign \$10  = \$9  ^ header[18];
-  assign \$11  = \$10  ^ header[19];
-  assign \$12  = \$11  ^ header[23];
-  assign \$13  = \$12  ^ header[28];
-  assign \$14  = \$13  ^ header[30];
-  assign \$15  = \$14  ^ header[31];
-  assign \$16  = \$15  ^ header[32];
-  assign \$17  = \$16  ^ header[34];
-  assign \$18  = \$17  ^ header[35];
-  assign \$19  = \$18  ^ header[37];
-  assign \$20  = \$19  ^ header[39];
-  assign \$21  = \$20  ^ header[40];
-  assign \$22  = \$21  ^ header[44];
-  assign \$23  = \$22  ^ header[46];
-  assign \$24  = \$23  ^ header[48];
-  assign \$25  = \$24  ^ header[54];
-  assign \$26  = \$25  ^ header[55];
-  assign \$28  = \$27  ^ header[3];
-  assign \$29  = \$28  ^ header[4];
-  assign \$30  = \$29  ^ header[7];
-  assign \$31  = \$30  ^ header[9];
-  assign \$32  = \$31  ^ header[11];
-  assign \$33  = \$32  ^ header[12];
-  assign \$34  = \$33  ^ header[13];
-  assign \$35  = \$34  ^ header[14];
-  assign \$36  = \$35  ^ header[16];
-  assign \$37  = \$36  ^ header[18];
-  assign \$38  = \$37  ^ header[20];
-  assign \$39  = \$38  ^ header[23];
-  assign \$40  = \$39  ^ header[24];
-  assign \$41  = \$40  ^ header[28];
-  assign \$42  = \$41  ^ header[29];
-  assign \$43  = \$42  ^ header[30];
-  assign \$44  = \$43  ^ header[32];
-  assign \$45  = \$44  ^ header[33];
-  assign \$46  = \$45  ^ header[34];
-  assign \$47  = \$46  ^ header[36];
-  assign \$48  = \$47  ^ header[37];
-  assign \$49  = \$48  ^ header[38];
-  assign \$50  = \$49  ^ header[39];
-  assign \$51  = \$50  ^ header[41];
-  assign \$52  = \$51  ^ header[44];
-  assign \$53  = \$52  ^ header[45];
-  assign \$54  = \$53  ^ header[46];
-  assign \$55  = \$54  ^ header[47];
-  assign \$56  = \$55  ^ header[48];
-  assign \$57  = \$56  ^ header[49];
-  assign \$58  = \$57  ^ header[54];
-  assign \$60  = \$59  ^ header[2];
-  assign \$61  = \$60  ^ header[6];
-  assign \$62  = \$61  ^ header[10];
-  assign \$63  = \$62  ^ header[11];
-  assign \$64  = \$63  ^ header[12];
-  assign \$65  = \$64  ^ header[14];
-  assign \$66  = \$65  ^ header[15];
-  assign \$67  = \$66  ^ header[17];
-  assign \$68  = \$67  ^ header[18];
-  assign \$69  = \$68  ^ header[21];
-  assign \$70  = \$69  ^ header[23];
-  assign \$71  = \$70  ^ header[24];
-  assign \$72  = \$71  ^ header[25];
-  assign \$73  = \$72  ^ header[28];
-  assign \$74  = \$73  ^ header[29];
-  assign \$75  = \$74  ^ header[33];
-  assign \$76  = \$75  ^ header[38];
-  assign \$77  = \$76  ^ header[40];
-  assign \$78  = \$77  ^ header[42];
-  assign \$79  = \$78  ^ header[44];
-  assign \$80  = \$79  ^ header[45];
-  assign \$81  = \$80  ^ header[47];
-  assign \$82  = \$81  ^ header[48];
-  assign \$83  = \$82  ^ header[49];
-  assign \$84  = \$83  ^ header[50];
-  assign \$85  = \$84  ^ header[54];
-  assign \$87  = \$86  ^ header[1];
-  assign \$88  = \$87  ^ header[3];
-  assign \$89  = \$88  ^ header[7];
-  assign \$90  = \$89  ^ header[8];
-  assign \$91  = \$90  ^ header[11];
-  assign \$92  = \$91  ^ header[12];
-  assign \$93  = \$92  ^ header[13];
-  assign \$94  = \$93  ^ header[15];
-  assign \$95  = \$94  ^ header[18];
-  assign \$96  = \$95  ^ header[19];
-  assign \$97  = \$96  ^ header[22];
-  assign \$98  = \$97  ^ header[25];
-  assign \$99  = \$98  ^ header[26];
-  assign \$100  = \$99  ^ header[29];
-  assign \$101  = \$100  ^ header[30];
-  assign \$102  = \$101  ^ header[32];
-  assign \$103  = \$102  ^ header[34];
-  assign \$104  = \$103  ^ header[39];
-  assign \$105  = \$104  ^ header[41];
-  assign \$106  = \$105  ^ header[43];
-  assign \$107  = \$106  ^ header[45];
-  assign \$108  = \$107  ^ header[46];
-  assign \$109  = \$108  ^ header[49];
-  assign \$110  = \$109  ^ header[50];
-  assign \$111  = \$110  ^ header[51];
-  assign \$112  = \$111  ^ header[55];
-  assign \$114  = \$113  ^ header[1];
-  assign \$115  = \$114  ^ header[2];
-  assign \$116  = \$115  ^ header[4];
-  assign \$117  = \$116  ^ header[9];
-  assign \$118  = \$117  ^ header[12];
-  assign \$119  = \$118  ^ header[13];
-  assign \$120  = \$119  ^ header[14];
-  assign \$121  = \$120  ^ header[19];
-  assign \$122  = \$121  ^ header[20];
-  assign \$123  = \$122  ^ header[23];
-  assign \$124  = \$123  ^ header[24];
-  assign \$125  = \$124  ^ header[26];
-  assign \$126  = \$125  ^ header[27];
-  assign \$127  = \$126  ^ header[30];
-  assign \$128  = \$127  ^ header[31];
-  assign \$129  = \$128  ^ header[33];
-  assign \$130  = \$129  ^ header[35];
-  assign \$131  = \$130  ^ header[40];
-  assign \$132  = \$131  ^ header[42];
-  assign \$133  = \$132  ^ header[44];
-  assign \$134  = \$133  ^ header[46];
-  assign \$135  = \$134  ^ header[47];
-  assign \$136  = \$135  ^ header[50];
-  assign \$137  = \$136  ^ header[51];
-  assign \$138  = \$137  ^ header[52];
-  assign \$140  = \$139  ^ header[2];
-  assign \$141  = \$140  ^ header[3];
-  assign \$142  = \$141  ^ header[5];
-  assign \$143  = \$142  ^ header[8];
-  assign \$144  = \$143  ^ header[10];
-  assign \$145  = \$144  ^ header[13];
-  assign \$146  = \$145  ^ header[14];
-  assign \$147  = \$146  ^ header[15];
-  assign \$148  = \$147  ^ header[16];
-  assign \$149  = \$148  ^ header[20];
-  assign \$150  = \$149  ^ header[21];
-  assign \$151  = \$150  ^ header[25];
-  assign \$152  = \$151  ^ header[27];
-  assign \$153  = \$152  ^ header[28];
-  assign \$154  = \$153  ^ header[31];
-  assign \$155  = \$154  ^ header[32];
-  assign \$156  = \$155  ^ header[34];
-  assign \$157  = \$156  ^ header[36];
-  assign \$158  = \$157  ^ header[41];
-  assign \$159  = \$158  ^ header[43];
-  assign \$160  = \$159  ^ header[45];
-  assign \$161  = \$160  ^ header[47];
-  assign \$162  = \$161  ^ header[51];
-  assign \$163  = \$162  ^ header[52];
-  assign \$164  = \$163  ^ header[53];
-  assign \$166  = \$165  ^ header[2];
-  assign \$167  = \$166  ^ header[3];
-  assign \$168  = \$167  ^ header[4];
-  assign \$169  = \$168  ^ header[6];
-  assign \$170  = \$169  ^ header[9];
-  assign \$171  = \$170  ^ header[11];
-  assign \$172  = \$171  ^ header[14];
-  assign \$173  = \$172  ^ header[15];
-  assign \$174  = \$173  ^ header[16];
-  assign \$175  = \$174  ^ header[17];
-  assign \$176  = \$175  ^ header[21];
-  assign \$177  = \$176  ^ header[22];
-  assign \$178  = \$177  ^ header[26];
-  assign \$179  = \$178  ^ header[28];
-  assign \$180  = \$179  ^ header[29];
-  assign \$181  = \$180  ^ header[32];
-  assign \$182  = \$181  ^ header[33];
-  assign \$183  = \$182  ^ header[35];
-  assign \$184  = \$183  ^ header[37];
-  assign \$185  = \$184  ^ header[42];
-  assign \$186  = \$185  ^ header[44];
-  assign \$187  = \$186  ^ header[46];
-  assign \$188  = \$187  ^ header[52];
-  assign \$189  = \$188  ^ header[53];
-  assign \$190  = \$189  ^ header[54];
-  assign \$192  = \$191  ^ header[1];
-  assign \$193  = \$192  ^ header[3];
-  assign \$194  = \$193  ^ header[4];
-  assign \$195  = \$194  ^ header[5];
-  assign \$196  = \$195  ^ header[7];
-  assign \$197  = \$196  ^ header[10];
-  assign \$198  = \$197  ^ header[12];
-  assign \$199  = \$198  ^ header[15];
-  assign \$200  = \$199  ^ header[17];
-  assign \$201  = \$200  ^ header[18];
-  assign \$202  = \$201  ^ header[22];
-  assign \$203  = \$202  ^ header[23];
-  assign \$204  = \$203  ^ header[27];
-  assign \$205  = \$204  ^ header[29];
-  assign \$206  = \$205  ^ header[30];
-  assign \$207  = \$206  ^ header[33];
-  assign \$208  = \$207  ^ header[34];
-  assign \$209  = \$208  ^ header[36];
-  assign \$210  = \$209  ^ header[38];
-  assign \$211  = \$210  ^ header[43];
-  assign \$212  = \$211  ^ header[45];
-  assign \$213  = \$212  ^ header[47];
-  assign \$214  = \$213  ^ header[53];
-  assign \$215  = \$214  ^ header[54];
-  assign \$216  = \$215  ^ header[55];
-  assign ok = header[63:56] == check;
-  assign \header.magic  = header[3:0];
-  assign \header.version  = header[5:4];
-  assign \header.ptype  = header[7:6];
-  assign \header.src  = header[15:8];
-  assign \header.channel  = header[19:16];
-  assign \header.rsvd0  = header[23:20];
-  assign \header.tag  = header[31:24];
-  assign \header.length  = header[48:32];
-  assign \header.rsvd1  = header[55:49];
-  assign \header.check  = header[63:56];
-  assign check[7] = \$216 ;
-  assign check[6] = \$190 ;
-  assign check[5] = \$164 ;
-  assign check[4] = \$138 ;
-  assign check[3] = \$112 ;
-  assign check[2] = \$85 ;
-  assign check[1] = \$58 ;
-  assign check[0] = \$26 ;
-  assign \$1  = header[0];
-  assign \$27  = header[0];
-  assign \$59  = header[0];
-  assign \$86  = header[0];
-  assign \$113  = header[0];
-  assign \$139  = header[1];
-  assign \$165  = header[0];
-  assign \$191  = header[0];
-endmodule
-
-(* generator = "Amaranth" *)
-module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, busy__0, busy__1, cmd__0__payload, cmd__1__payload, cmd__0__ready, cmd__1__ready, data__0__ready, data__1__ready, payload_bytes, header_bytes, busy_cycles, stall_cycles, credits__0, credits__1, link__tvalid, \port$2407$0 
-, credit_in_valid, freed__0, freed__1, credit_in_channel, credit_in_count, data__0__valid, data__0__payload, data__1__valid, data__1__payload, node_id);
-  reg \$auto$verilog_backend.cc:2355:dump_module$66  = 0;
-  wire [11:0] \$1 ;
-  wire \$10 ;
-  wire \$100 ;
-  wire \$101 ;
-  wire \$102 ;
-  wire \$103 ;
-  wire \$104 ;
-  wire \$105 ;
-  wire \$106 ;
-  wire \$107 ;
-  wire \$108 ;
-  wire \$109 ;
-  wire \$11 ;
-  wire \$110 ;
-  wire [3:0] \$111 ;
-  wire [6:0] \$112 ;
-  wire [7:0] \$113 ;
-  wire [6:0] \$114 ;
-  wire [7:0] \$115 ;
-  wire [12:0] \$116 ;
-  wire \$117 ;
-  wire \$118 ;
-  wire \$119 ;
-  wire [11:0] \$12 ;
-  wire \$120 ;
-  wire \$121 ;
-  wire \$122 ;
-  wire \$123 ;
-  wire \$124 ;
-  wire \$125 ;
-  wire \$126 ;
-  wire \$127 ;
-  wire \$128 ;
-  wire \$129 ;
-  wire [11:0] \$13 ;
-  wire \$130 ;
-  wire \$131 ;
-  wire \$132 ;
-  wire \$133 ;
-  wire \$134 ;
-  wire \$135 ;
-  wire \$136 ;
-  wire \$137 ;
-  wire \$138 ;
-  wire \$139 ;
-  wire \$14 ;
-  wire [3:0] \$140 ;
-  wire [6:0] \$141 ;
-  wire [7:0] \$142 ;
-  wire [6:0] \$143 ;
-  wire [7:0] \$144 ;
-  reg [5:0] \$145 ;
-  reg [7:0] \$146 ;
-  reg [10:0] \$147 ;
-  reg [6:0] \$148 ;
-  wire \$149 ;
-  wire \$15 ;
-  wire \$150 ;
-  wire [17:0] \$151 ;
-  wire [17:0] \$152 ;
-  wire [18:0] \$153 ;
-  wire [17:0] \$154 ;
-  wire [17:0] \$155 ;
-  wire \$156 ;
-  wire [17:0] \$157 ;
-  wire [17:0] \$158 ;
-  wire \$159 ;
-  wire \$16 ;
-  wire [17:0] \$160 ;
-  wire [17:0] \$161 ;
-  wire \$162 ;
-  wire [17:0] \$163 ;
-  wire [17:0] \$164 ;
-  wire \$165 ;
-  wire [17:0] \$166 ;
-  wire [17:0] \$167 ;
-  wire \$168 ;
-  wire [17:0] \$169 ;
-  wire \$17 ;
-  wire [17:0] \$170 ;
-  wire \$171 ;
-  wire [17:0] \$172 ;
-  wire [17:0] \$173 ;
-  wire \$174 ;
-  wire [17:0] \$175 ;
-  wire [17:0] \$176 ;
-  wire \$177 ;
-  wire [17:0] \$178 ;
-  wire [17:0] \$179 ;
-  wire \$18 ;
-  wire \$180 ;
-  wire [17:0] \$181 ;
-  wire [17:0] \$182 ;
-  wire \$183 ;
-  wire [17:0] \$184 ;
-  wire [17:0] \$185 ;
-  wire \$186 ;
-  wire [17:0] \$187 ;
-  wire [17:0] \$188 ;
-  wire \$189 ;
-  wire \$19 ;
-  wire [17:0] \$190 ;
-  wire [17:0] \$191 ;
-  wire \$192 ;
-  wire [17:0] \$193 ;
-  wire [17:0] \$194 ;
-  wire \$195 ;
-  wire [17:0] \$196 ;
-  wire [17:0] \$197 ;
-  wire \$198 ;
-  wire [17:0] \$199 ;
-  wire [11:0] \$2 ;
-  wire \$20 ;
-  wire [17:0] \$200 ;
-  wire \$201 ;
-  wire \$202 ;
-  wire [7:0] \$203 ;
-  reg [47:0] \$204 ;
-  reg [47:0] \$205 ;
-  reg [47:0] \$206 ;
-  reg [47:0] \$207 ;
-  reg \$208 ;
-  reg \$209 ;
-  wire \$21 ;
-  reg \$210 ;
-  reg [2:0] \$211 ;
-  reg [5:0] \$212 ;
-  reg [5:0] \$213 ;
-  reg \$214 ;
-  reg \$215 ;
-  reg \$216 ;
-  reg [2:0] \$217 ;
-  reg [5:0] \$218 ;
-  reg [5:0] \$219 ;
-  wire \$22 ;
-  reg \$220 ;
-  reg \$221 ;
-  reg \$222 ;
-  reg \$223 ;
-  reg [7:0] \$224 ;
-  reg [16:0] \$225 ;
-  reg [6:0] \$226 ;
-  reg \$227 ;
-  reg \$228 ;
-  reg [6:0] \$229 ;
-  wire \$23 ;
-  reg [4:0] \$230 ;
-  reg [15:0] \$231 ;
-  reg \$232 ;
-  wire \$24 ;
-  wire \$25 ;
-  wire \$26 ;
-  wire \$27 ;
-  wire \$28 ;
-  reg \$29 ;
-  wire \$3 ;
-  reg [127:0] \$30 ;
-  wire [7:0] \$31 ;
-  reg [127:0] \$32 ;
-  wire [7:0] \$33 ;
-  reg [127:0] \$34 ;
-  wire [7:0] \$35 ;
-  reg [127:0] \$36 ;
-  wire [7:0] \$37 ;
-  reg [127:0] \$38 ;
-  wire [7:0] \$39 ;
-  wire \$4 ;
-  reg [127:0] \$40 ;
-  wire [7:0] \$41 ;
-  reg [127:0] \$42 ;
-  wire [7:0] \$43 ;
-  reg [127:0] \$44 ;
-  wire [7:0] \$45 ;
-  reg [127:0] \$46 ;
-  wire [7:0] \$47 ;
-  reg [127:0] \$48 ;
-  wire [7:0] \$49 ;
-  wire \$5 ;
-  reg [127:0] \$50 ;
-  wire [7:0] \$51 ;
-  reg [127:0] \$52 ;
-  wire [7:0] \$53 ;
-  reg [127:0] \$54 ;
-  wire [7:0] \$55 ;
-  reg [127:0] \$56 ;
-  wire [7:0] \$57 ;
-  reg [127:0] \$58 ;
-  wire [7:0] \$59 ;
-  wire \$6 ;
-  reg [127:0] \$60 ;
-  wire [7:0] \$61 ;
-  wire [4:0] \$62 ;
-  wire \$63 ;
-  wire \$64 ;
-  wire \$65 ;
-  wire \$66 ;
-  wire \$67 ;
-  wire \$68 ;
-  wire \$69 ;
-  wire \$7 ;
-  wire \$70 ;
-  wire \$71 ;
-  wire \$72 ;
-  wire \$73 ;
-  wire \$74 ;
-  wire \$75 ;
-  wire \$76 ;
-  wire \$77 ;
-  wire \$78 ;
-  wire \$79 ;
-  wire \$8 ;
-  wire \$80 ;
-  wire [48:0] \$81 ;
-  wire [48:0] \$82 ;
-  wire [48:0] \$83 ;
-  wire \$84 ;
-  wire \$85 ;
-  wire [48:0] \$86 ;
-  wire [12:0] \$87 ;
-  wire \$88 ;
-  wire \$89 ;
-  wire \$9 ;
-  wire \$90 ;
-  wire \$91 ;
-  wire \$92 ;
-  wire \$93 ;
-  wire \$94 ;
-  wire \$95 ;
-  wire \$96 ;
-  wire \$97 ;
-  wire \$98 ;
-  wire \$99 ;
+  wire [48:0] \$97 ;
+  wire [48:0] \$98 ;
+  wire [48:0] \$99 ;
   reg [6:0] beats_left = 7'h00;
   output busy__0;
   wire busy__0;
@@ -8857,27 +12541,22 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   wire [5:0] credit_in_count;
   input credit_in_valid;
   wire credit_in_valid;
-  reg [5:0] credits0_gained;
   (* init = 6'h20 *)
   wire [5:0] credits0_q;
-  reg [6:0] credits0_spent;
-  reg [5:0] credits1_gained;
   (* init = 6'h20 *)
   wire [5:0] credits1_q;
-  reg [6:0] credits1_spent;
   output [5:0] credits__0;
   reg [5:0] credits__0 = 6'h20;
   output [5:0] credits__1;
   reg [5:0] credits__1 = 6'h20;
   reg cur = 1'h0;
-  input [127:0] data__0__payload;
+  wire cur_next;
   wire [127:0] data__0__payload;
   wire [127:0] \data__0__payload.data ;
   output data__0__ready;
   reg data__0__ready;
   input data__0__valid;
   wire data__0__valid;
-  input [127:0] data__1__payload;
   wire [127:0] data__1__payload;
   wire [127:0] \data__1__payload.data ;
   output data__1__ready;
@@ -8915,12 +12594,15 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   wire \i__payload.last ;
   wire i__ready;
   reg i__valid;
-  wire is_last;
-  reg [15:0] keep;
+  wire in_payload_next;
+  reg is_last = 1'h0;
+  reg [15:0] keep = 16'hffff;
   reg [4:0] last_bytes = 5'h00;
   reg [15:0] last_keep = 16'h0000;
   wire [127:0] link__tdata;
+  output [15:0] link__tkeep;
   wire [15:0] link__tkeep;
+  output link__tlast;
   wire link__tlast;
   wire link__tready;
   output link__tvalid;
@@ -8945,8 +12627,74 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   output [47:0] payload_bytes;
   reg [47:0] payload_bytes = 48'h000000000000;
   reg pending_pick;
-  output [144:0] \port$2407$0 ;
-  wire [144:0] \port$2407$0 ;
+  reg pick0_r0 = 1'h0;
+  reg pick0_r1 = 1'h0;
+  reg pick0_r2 = 1'h0;
+  reg pick0_r3 = 1'h0;
+  reg pick0_r4 = 1'h0;
+  reg pick0_r5 = 1'h0;
+  reg pick0_r6 = 1'h0;
+  reg pick0_r7 = 1'h0;
+  reg pick1_r0 = 1'h0;
+  reg pick1_r1 = 1'h0;
+  reg pick1_r2 = 1'h0;
+  reg pick1_r3 = 1'h0;
+  reg pick1_r4 = 1'h0;
+  reg pick1_r5 = 1'h0;
+  reg pick1_r6 = 1'h0;
+  reg pick1_r7 = 1'h0;
+  reg pick_header_r0 = 1'h1;
+  reg pick_header_r1 = 1'h1;
+  reg pick_header_r2 = 1'h1;
+  reg pick_header_r3 = 1'h1;
+  input [15:0] \port$3011$0 ;
+  wire [15:0] \port$3011$0 ;
+  input [15:0] \port$3012$0 ;
+  wire [15:0] \port$3012$0 ;
+  input [15:0] \port$3013$0 ;
+  wire [15:0] \port$3013$0 ;
+  input [15:0] \port$3014$0 ;
+  wire [15:0] \port$3014$0 ;
+  input [15:0] \port$3015$0 ;
+  wire [15:0] \port$3015$0 ;
+  input [15:0] \port$3016$0 ;
+  wire [15:0] \port$3016$0 ;
+  input [15:0] \port$3017$0 ;
+  wire [15:0] \port$3017$0 ;
+  input [15:0] \port$3018$0 ;
+  wire [15:0] \port$3018$0 ;
+  input [15:0] \port$3107$0 ;
+  wire [15:0] \port$3107$0 ;
+  input [15:0] \port$3108$0 ;
+  wire [15:0] \port$3108$0 ;
+  input [15:0] \port$3109$0 ;
+  wire [15:0] \port$3109$0 ;
+  input [15:0] \port$3110$0 ;
+  wire [15:0] \port$3110$0 ;
+  input [15:0] \port$3111$0 ;
+  wire [15:0] \port$3111$0 ;
+  input [15:0] \port$3112$0 ;
+  wire [15:0] \port$3112$0 ;
+  input [15:0] \port$3113$0 ;
+  wire [15:0] \port$3113$0 ;
+  input [15:0] \port$3114$0 ;
+  wire [15:0] \port$3114$0 ;
+  output [15:0] \port$554$0 ;
+  wire [15:0] \port$554$0 ;
+  output [15:0] \port$555$0 ;
+  wire [15:0] \port$555$0 ;
+  output [15:0] \port$556$0 ;
+  wire [15:0] \port$556$0 ;
+  output [15:0] \port$557$0 ;
+  wire [15:0] \port$557$0 ;
+  output [15:0] \port$558$0 ;
+  wire [15:0] \port$558$0 ;
+  output [15:0] \port$559$0 ;
+  wire [15:0] \port$559$0 ;
+  output [15:0] \port$560$0 ;
+  wire [15:0] \port$560$0 ;
+  output [15:0] \port$561$0 ;
+  wire [15:0] \port$561$0 ;
   reg rr_last = 1'h0;
   reg rr_pick;
   input rst;
@@ -8965,233 +12713,452 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   reg urgent_pick;
   assign take = link__tvalid & o__ready;
   assign \$1  = cmd__0__payload[19:9] + 4'hf;
-  assign \$3  = ! credit_in_channel;
-  assign \$4  = credit_in_valid & \$3 ;
-  assign \$5  = ! slot_ch;
-  assign \$6  = slot_fresh & \$5 ;
-  assign \$7  = ~ slot_credit;
-  assign \$8  = \$6  & \$7 ;
-  assign \$9  = ! slot_ch;
-  assign \$10  = slot_fresh & \$9 ;
-  assign \$11  = \$10  & slot_credit;
-  assign \$12  = cmd__1__payload[19:9] + 4'hf;
-  assign \$14  = credit_in_channel == 1'h1;
-  assign \$15  = credit_in_valid & \$14 ;
-  assign \$17  = slot_fresh & \$16 ;
-  assign \$18  = ~ slot_credit;
-  assign \$19  = \$17  & \$18 ;
-  assign \$21  = slot_fresh & \$20 ;
-  assign \$22  = \$21  & slot_credit;
-  assign \$23  = ~ slot_valid;
-  assign \$24  = | { ch1_urgent, ch0_urgent };
-  assign \$25  = | { ch1_eligible, ch0_eligible };
-  assign \$26  = | { ch1_pending, ch0_pending };
-  assign \$27  = ! grant_ch;
-  assign is_last = beats_left == 1'h1;
-  assign \$31  = \$30 [7:0] & { keep[0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0] };
-  assign \$33  = \$32 [15:8] & { keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1] };
-  assign \$35  = \$34 [23:16] & { keep[2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2] };
-  assign \$37  = \$36 [31:24] & { keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3] };
-  assign \$39  = \$38 [39:32] & { keep[4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4] };
-  assign \$41  = \$40 [47:40] & { keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5] };
-  assign \$43  = \$42 [55:48] & { keep[6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6] };
-  assign \$45  = \$44 [63:56] & { keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7] };
-  assign \$47  = \$46 [71:64] & { keep[8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8] };
-  assign \$49  = \$48 [79:72] & { keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9] };
-  assign \$51  = \$50 [87:80] & { keep[10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10] };
-  assign \$53  = \$52 [95:88] & { keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11] };
-  assign \$55  = \$54 [103:96] & { keep[12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12] };
-  assign \$57  = \$56 [111:104] & { keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13] };
-  assign \$59  = \$58 [119:112] & { keep[14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14] };
-  assign \$61  = \$60 [127:120] & { keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15] };
-  assign \$62  = is_last ? last_bytes : 5'h10;
-  assign \$63  = ! cur;
-  assign \$64  = \$63  & i__ready;
-  assign \$66  = \$65  & i__ready;
-  assign \$67  = ~ slot_credit;
-  assign \$68  = slot_valid & \$67 ;
-  assign \$69  = ! slot_ch;
-  assign \$70  = \$68  & \$69 ;
-  assign \$71  = ! cur;
-  assign \$72  = \$80  & \$71 ;
-  assign busy__0 = \$70  | \$72 ;
-  assign \$73  = ~ slot_credit;
-  assign \$74  = slot_valid & \$73 ;
-  assign \$76  = \$74  & \$75 ;
-  assign \$78  = \$80  & \$77 ;
-  assign busy__1 = \$76  | \$78 ;
-  assign \$79  = ! tx_fsm_state;
-  assign \$81  = payload_bytes + o__payload[150:146];
-  assign \$82  = header_bytes + 5'h10;
-  assign \$83  = busy_cycles + take;
-  assign \$84  = ~ o__ready;
-  assign \$85  = link__tvalid & \$84 ;
-  assign \$86  = stall_cycles + \$85 ;
-  assign \$88  = \$87  >= cmd__0__payload[19:9];
-  assign \$89  = cmd__0__valid & \$88 ;
-  assign \$90  = ! slot_ch;
-  assign \$91  = slot_fresh & \$90 ;
-  assign \$92  = ~ slot_credit;
-  assign \$93  = \$91  & \$92 ;
-  assign \$94  = ~ \$93 ;
-  assign \$95  = \$89  & \$94 ;
-  assign \$96  = owed0 >= 4'h8;
-  assign \$97  = ! slot_ch;
-  assign \$98  = slot_fresh & \$97 ;
-  assign \$99  = \$98  & slot_credit;
-  assign \$100  = ~ \$99 ;
-  assign \$101  = \$96  & \$100 ;
-  assign \$102  = | owed0;
-  assign \$103  = owed0_quiet == 3'h4;
-  assign \$104  = \$102  & \$103 ;
-  assign \$105  = ! slot_ch;
-  assign \$106  = slot_fresh & \$105 ;
-  assign \$107  = \$106  & slot_credit;
-  assign \$108  = ~ \$107 ;
-  assign \$109  = \$104  & \$108 ;
-  assign \$110  = owed0_quiet != 3'h4;
-  assign \$111  = owed0_quiet + 1'h1;
-  assign \$112  = credits__0 + credits0_gained;
-  assign \$113  = \$112  - credits0_spent;
-  assign \$114  = owed0 + freed__0;
-  assign \$115  = \$114  - owed0_returned;
-  assign \$117  = \$116  >= cmd__1__payload[19:9];
-  assign \$118  = cmd__1__valid & \$117 ;
-  assign \$120  = slot_fresh & \$119 ;
-  assign \$121  = ~ slot_credit;
-  assign \$122  = \$120  & \$121 ;
-  assign \$123  = ~ \$122 ;
-  assign \$124  = \$118  & \$123 ;
-  assign \$125  = owed1 >= 4'h8;
-  assign \$127  = slot_fresh & \$126 ;
-  assign \$128  = \$127  & slot_credit;
-  assign \$129  = ~ \$128 ;
-  assign \$130  = \$125  & \$129 ;
-  assign \$131  = | owed1;
-  assign \$132  = owed1_quiet == 3'h4;
+  assign \$3  = ! slot_ch;
+  assign \$4  = slot_fresh & \$3 ;
+  assign \$5  = \$4  & slot_credit;
+  assign \$6  = cmd__1__payload[19:9] + 4'hf;
+  assign \$9  = slot_fresh & \$8 ;
+  assign \$10  = \$9  & slot_credit;
+  assign \$11  = ~ slot_valid;
+  assign \$12  = | { ch1_urgent, ch0_urgent };
+  assign \$13  = | { ch1_eligible, ch0_eligible };
+  assign \$14  = | { ch1_pending, ch0_pending };
+  assign \$15  = ! grant_ch;
+  assign \$18  = is_last ? last_bytes : 5'h10;
+  assign \$19  = ! cur;
+  assign \$20  = \$19  & i__ready;
+  assign \$22  = \$21  & i__ready;
+  assign \$23  = i__valid & i__ready;
+  assign \$24  = \$95  & \$23 ;
+  assign \$25  = ~ slot_credit;
+  assign \$26  = \$24  & \$25 ;
+  assign \$27  = i__valid & i__ready;
+  assign \$28  = \$96  & \$27 ;
+  assign \$29  = \$28  & is_last;
+  assign \$30  = \$29  ? 1'h0 : \$96 ;
+  assign in_payload_next = \$26  ? 1'h1 : \$30 ;
+  assign \$31  = i__valid & i__ready;
+  assign \$32  = \$95  & \$31 ;
+  assign \$33  = ~ slot_credit;
+  assign \$34  = \$32  & \$33 ;
+  assign cur_next = \$34  ? slot_ch : cur;
+  assign \$35  = \port$3011$0  & { pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0 };
+  assign \$37  = \port$3107$0  & { pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0 };
+  assign \$38  = \$36  | \$37 ;
+  assign \$39  = \$38  & { keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1:0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0] };
+  assign \$40  = { node_id, 1'h0, slot_credit, 6'h0a } & { pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0 };
+  assign \$41  = \$39  | \$40 ;
+  assign \$42  = \port$3012$0  & { pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1 };
+  assign \$44  = \port$3108$0  & { pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1 };
+  assign \$45  = \$43  | \$44 ;
+  assign \$46  = \$45  & { keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3:2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2] };
+  assign \$47  = { slot_tag, 7'h00, slot_ch } & { pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1 };
+  assign \$48  = \$46  | \$47 ;
+  assign \$49  = \port$3013$0  & { pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2 };
+  assign \$51  = \port$3109$0  & { pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2 };
+  assign \$52  = \$50  | \$51 ;
+  assign \$53  = \$52  & { keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5:4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4] };
+  assign \$54  = slot_length[15:0] & { pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2 };
+  assign \$55  = \$53  | \$54 ;
+  assign \$56  = \port$3014$0  & { pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3 };
+  assign \$58  = \port$3110$0  & { pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3 };
+  assign \$59  = \$57  | \$58 ;
+  assign \$60  = \$59  & { keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7:6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6] };
+  assign \$61  = { check, 7'h00, slot_length[16] } & { pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3 };
+  assign \$62  = \$60  | \$61 ;
+  assign \$63  = \port$3015$0  & { pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4 };
+  assign \$65  = \port$3111$0  & { pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4 };
+  assign \$66  = \$64  | \$65 ;
+  assign \$67  = \$66  & { keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9:8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8] };
+  assign \$68  = \port$3016$0  & { pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5 };
+  assign \$70  = \port$3112$0  & { pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5 };
+  assign \$71  = \$69  | \$70 ;
+  assign \$72  = \$71  & { keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11:10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10] };
+  assign \$73  = \port$3017$0  & { pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6 };
+  assign \$75  = \port$3113$0  & { pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6 };
+  assign \$76  = \$74  | \$75 ;
+  assign \$77  = \$76  & { keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13:12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12] };
+  assign \$78  = \port$3018$0  & { pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7 };
+  assign \$80  = \port$3114$0  & { pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7 };
+  assign \$81  = \$79  | \$80 ;
+  assign \$82  = \$81  & { keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15:14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14] };
+  assign \$83  = ~ slot_credit;
+  assign \$84  = slot_valid & \$83 ;
+  assign \$85  = ! slot_ch;
+  assign \$86  = \$84  & \$85 ;
+  assign \$87  = ! cur;
+  assign \$88  = \$96  & \$87 ;
+  assign busy__0 = \$86  | \$88 ;
+  assign \$89  = ~ slot_credit;
+  assign \$90  = slot_valid & \$89 ;
+  assign \$92  = \$90  & \$91 ;
+  assign \$94  = \$96  & \$93 ;
+  assign busy__1 = \$92  | \$94 ;
+  assign \$95  = ! tx_fsm_state;
+  assign \$97  = payload_bytes + \$445 [6:2];
+  assign \$98  = header_bytes + 5'h10;
+  assign \$99  = busy_cycles + take;
+  assign \$100  = ~ o__ready;
+  assign \$101  = link__tvalid & \$100 ;
+  assign \$102  = stall_cycles + \$101 ;
+  assign \$104  = \$103  >= cmd__0__payload[19:9];
+  assign \$105  = cmd__0__valid & \$104 ;
+  assign \$106  = ! slot_ch;
+  assign \$107  = slot_fresh & \$106 ;
+  assign \$108  = ~ slot_credit;
+  assign \$109  = \$107  & \$108 ;
+  assign \$110  = ~ \$109 ;
+  assign \$111  = \$105  & \$110 ;
+  assign \$112  = owed0 >= 4'h8;
+  assign \$113  = ! slot_ch;
+  assign \$114  = slot_fresh & \$113 ;
+  assign \$115  = \$114  & slot_credit;
+  assign \$116  = ~ \$115 ;
+  assign \$117  = \$112  & \$116 ;
+  assign \$118  = | owed0;
+  assign \$119  = owed0_quiet == 3'h4;
+  assign \$120  = \$118  & \$119 ;
+  assign \$121  = ! slot_ch;
+  assign \$122  = slot_fresh & \$121 ;
+  assign \$123  = \$122  & slot_credit;
+  assign \$124  = ~ \$123 ;
+  assign \$125  = \$120  & \$124 ;
+  assign \$126  = owed0_quiet != 3'h4;
+  assign \$127  = owed0_quiet + 1'h1;
+  assign \$128  = ! credit_in_channel;
+  assign \$129  = credit_in_valid & \$128 ;
+  assign \$130  = ! slot_ch;
+  assign \$131  = slot_fresh & \$130 ;
+  assign \$132  = ~ slot_credit;
   assign \$133  = \$131  & \$132 ;
-  assign \$135  = slot_fresh & \$134 ;
-  assign \$136  = \$135  & slot_credit;
-  assign \$137  = ~ \$136 ;
-  assign \$138  = \$133  & \$137 ;
-  assign \$139  = owed1_quiet != 3'h4;
-  assign \$140  = owed1_quiet + 1'h1;
-  assign \$141  = credits__1 + credits1_gained;
-  assign \$142  = \$141  - credits1_spent;
-  assign \$143  = owed1 + freed__1;
-  assign \$144  = \$143  - owed1_returned;
-  assign \$149  = i__valid & i__ready;
-  assign \$150  = ~ slot_credit;
-  assign \$151  = slot_length - 1'h1;
-  assign \$153  = $signed(\$152 ) + $signed(2'h1);
-  assign \$154  = slot_length - 1'h1;
-  assign \$156  = $signed(\$155 ) >= $signed(1'h0);
-  assign \$157  = slot_length - 1'h1;
-  assign \$159  = $signed(\$158 ) >= $signed(2'h1);
-  assign \$160  = slot_length - 1'h1;
-  assign \$162  = $signed(\$161 ) >= $signed(3'h2);
-  assign \$163  = slot_length - 1'h1;
-  assign \$165  = $signed(\$164 ) >= $signed(3'h3);
-  assign \$166  = slot_length - 1'h1;
-  assign \$168  = $signed(\$167 ) >= $signed(4'h4);
-  assign \$169  = slot_length - 1'h1;
-  assign \$171  = $signed(\$170 ) >= $signed(4'h5);
-  assign \$172  = slot_length - 1'h1;
-  assign \$174  = $signed(\$173 ) >= $signed(4'h6);
-  assign \$175  = slot_length - 1'h1;
-  assign \$177  = $signed(\$176 ) >= $signed(4'h7);
-  assign \$178  = slot_length - 1'h1;
-  assign \$180  = $signed(\$179 ) >= $signed(5'h08);
-  assign \$181  = slot_length - 1'h1;
-  assign \$183  = $signed(\$182 ) >= $signed(5'h09);
-  assign \$184  = slot_length - 1'h1;
-  assign \$186  = $signed(\$185 ) >= $signed(5'h0a);
-  assign \$187  = slot_length - 1'h1;
-  assign \$189  = $signed(\$188 ) >= $signed(5'h0b);
-  assign \$190  = slot_length - 1'h1;
-  assign \$192  = $signed(\$191 ) >= $signed(5'h0c);
-  assign \$193  = slot_length - 1'h1;
-  assign \$195  = $signed(\$194 ) >= $signed(5'h0d);
-  assign \$196  = slot_length - 1'h1;
-  assign \$198  = $signed(\$197 ) >= $signed(5'h0e);
-  assign \$199  = slot_length - 1'h1;
-  assign \$201  = $signed(\$200 ) >= $signed(5'h0f);
-  assign \$202  = i__valid & i__ready;
-  assign \$203  = beats_left - 1'h1;
+  assign \$134  = credits__0 + credit_in_count;
+  assign \$135  = \$134  - slot_beats;
+  assign \$136  = credits__0 + credit_in_count;
+  assign \$137  = \$133  ? \$135  : { 1'h0, \$136  };
+  assign \$138  = ! slot_ch;
+  assign \$139  = slot_fresh & \$138 ;
+  assign \$140  = ~ slot_credit;
+  assign \$141  = \$139  & \$140 ;
+  assign \$142  = credits__0 - slot_beats;
+  assign \$143  = \$141  ? \$142  : { 2'h0, credits__0 };
+  assign \$144  = \$129  ? \$137  : \$143 ;
+  assign \$145  = owed0 + freed__0;
+  assign \$146  = \$145  - owed0_returned;
+  assign \$148  = \$147  >= cmd__1__payload[19:9];
+  assign \$149  = cmd__1__valid & \$148 ;
+  assign \$151  = slot_fresh & \$150 ;
+  assign \$152  = ~ slot_credit;
+  assign \$153  = \$151  & \$152 ;
+  assign \$154  = ~ \$153 ;
+  assign \$155  = \$149  & \$154 ;
+  assign \$156  = owed1 >= 4'h8;
+  assign \$158  = slot_fresh & \$157 ;
+  assign \$159  = \$158  & slot_credit;
+  assign \$160  = ~ \$159 ;
+  assign \$161  = \$156  & \$160 ;
+  assign \$162  = | owed1;
+  assign \$163  = owed1_quiet == 3'h4;
+  assign \$164  = \$162  & \$163 ;
+  assign \$166  = slot_fresh & \$165 ;
+  assign \$167  = \$166  & slot_credit;
+  assign \$168  = ~ \$167 ;
+  assign \$169  = \$164  & \$168 ;
+  assign \$170  = owed1_quiet != 3'h4;
+  assign \$171  = owed1_quiet + 1'h1;
+  assign \$172  = credit_in_channel == 1'h1;
+  assign \$173  = credit_in_valid & \$172 ;
+  assign \$175  = slot_fresh & \$174 ;
+  assign \$176  = ~ slot_credit;
+  assign \$177  = \$175  & \$176 ;
+  assign \$178  = credits__1 + credit_in_count;
+  assign \$179  = \$178  - slot_beats;
+  assign \$180  = credits__1 + credit_in_count;
+  assign \$181  = \$177  ? \$179  : { 1'h0, \$180  };
+  assign \$183  = slot_fresh & \$182 ;
+  assign \$184  = ~ slot_credit;
+  assign \$185  = \$183  & \$184 ;
+  assign \$186  = credits__1 - slot_beats;
+  assign \$187  = \$185  ? \$186  : { 2'h0, credits__1 };
+  assign \$188  = \$173  ? \$181  : \$187 ;
+  assign \$189  = owed1 + freed__1;
+  assign \$190  = \$189  - owed1_returned;
+  assign \$195  = i__valid & i__ready;
+  assign \$196  = ~ slot_credit;
+  assign \$197  = slot_length - 1'h1;
+  assign \$199  = $signed(\$198 ) + $signed(2'h1);
+  assign \$200  = slot_beats == 1'h1;
+  assign \$201  = slot_length - 1'h1;
+  assign \$203  = $signed(\$202 ) >= $signed(1'h0);
+  assign \$204  = slot_beats == 1'h1;
+  assign \$205  = ~ \$204 ;
+  assign \$206  = slot_length - 1'h1;
+  assign \$208  = $signed(\$207 ) >= $signed(1'h0);
+  assign \$209  = \$205  | \$208 ;
+  assign \$210  = slot_length - 1'h1;
+  assign \$212  = $signed(\$211 ) >= $signed(2'h1);
+  assign \$213  = slot_beats == 1'h1;
+  assign \$214  = ~ \$213 ;
+  assign \$215  = slot_length - 1'h1;
+  assign \$217  = $signed(\$216 ) >= $signed(2'h1);
+  assign \$218  = \$214  | \$217 ;
+  assign \$219  = slot_length - 1'h1;
+  assign \$221  = $signed(\$220 ) >= $signed(3'h2);
+  assign \$222  = slot_beats == 1'h1;
+  assign \$223  = ~ \$222 ;
+  assign \$224  = slot_length - 1'h1;
+  assign \$226  = $signed(\$225 ) >= $signed(3'h2);
+  assign \$227  = \$223  | \$226 ;
+  assign \$228  = slot_length - 1'h1;
+  assign \$230  = $signed(\$229 ) >= $signed(3'h3);
+  assign \$231  = slot_beats == 1'h1;
+  assign \$232  = ~ \$231 ;
+  assign \$233  = slot_length - 1'h1;
+  assign \$235  = $signed(\$234 ) >= $signed(3'h3);
+  assign \$236  = \$232  | \$235 ;
+  assign \$237  = slot_length - 1'h1;
+  assign \$239  = $signed(\$238 ) >= $signed(4'h4);
+  assign \$240  = slot_beats == 1'h1;
+  assign \$241  = ~ \$240 ;
+  assign \$242  = slot_length - 1'h1;
+  assign \$244  = $signed(\$243 ) >= $signed(4'h4);
+  assign \$245  = \$241  | \$244 ;
+  assign \$246  = slot_length - 1'h1;
+  assign \$248  = $signed(\$247 ) >= $signed(4'h5);
+  assign \$249  = slot_beats == 1'h1;
+  assign \$250  = ~ \$249 ;
+  assign \$251  = slot_length - 1'h1;
+  assign \$253  = $signed(\$252 ) >= $signed(4'h5);
+  assign \$254  = \$250  | \$253 ;
+  assign \$255  = slot_length - 1'h1;
+  assign \$257  = $signed(\$256 ) >= $signed(4'h6);
+  assign \$258  = slot_beats == 1'h1;
+  assign \$259  = ~ \$258 ;
+  assign \$260  = slot_length - 1'h1;
+  assign \$262  = $signed(\$261 ) >= $signed(4'h6);
+  assign \$263  = \$259  | \$262 ;
+  assign \$264  = slot_length - 1'h1;
+  assign \$266  = $signed(\$265 ) >= $signed(4'h7);
+  assign \$267  = slot_beats == 1'h1;
+  assign \$268  = ~ \$267 ;
+  assign \$269  = slot_length - 1'h1;
+  assign \$271  = $signed(\$270 ) >= $signed(4'h7);
+  assign \$272  = \$268  | \$271 ;
+  assign \$273  = slot_length - 1'h1;
+  assign \$275  = $signed(\$274 ) >= $signed(5'h08);
+  assign \$276  = slot_beats == 1'h1;
+  assign \$277  = ~ \$276 ;
+  assign \$278  = slot_length - 1'h1;
+  assign \$280  = $signed(\$279 ) >= $signed(5'h08);
+  assign \$281  = \$277  | \$280 ;
+  assign \$282  = slot_length - 1'h1;
+  assign \$284  = $signed(\$283 ) >= $signed(5'h09);
+  assign \$285  = slot_beats == 1'h1;
+  assign \$286  = ~ \$285 ;
+  assign \$287  = slot_length - 1'h1;
+  assign \$289  = $signed(\$288 ) >= $signed(5'h09);
+  assign \$290  = \$286  | \$289 ;
+  assign \$291  = slot_length - 1'h1;
+  assign \$293  = $signed(\$292 ) >= $signed(5'h0a);
+  assign \$294  = slot_beats == 1'h1;
+  assign \$295  = ~ \$294 ;
+  assign \$296  = slot_length - 1'h1;
+  assign \$298  = $signed(\$297 ) >= $signed(5'h0a);
+  assign \$299  = \$295  | \$298 ;
+  assign \$300  = slot_length - 1'h1;
+  assign \$302  = $signed(\$301 ) >= $signed(5'h0b);
+  assign \$303  = slot_beats == 1'h1;
+  assign \$304  = ~ \$303 ;
+  assign \$305  = slot_length - 1'h1;
+  assign \$307  = $signed(\$306 ) >= $signed(5'h0b);
+  assign \$308  = \$304  | \$307 ;
+  assign \$309  = slot_length - 1'h1;
+  assign \$311  = $signed(\$310 ) >= $signed(5'h0c);
+  assign \$312  = slot_beats == 1'h1;
+  assign \$313  = ~ \$312 ;
+  assign \$314  = slot_length - 1'h1;
+  assign \$316  = $signed(\$315 ) >= $signed(5'h0c);
+  assign \$317  = \$313  | \$316 ;
+  assign \$318  = slot_length - 1'h1;
+  assign \$320  = $signed(\$319 ) >= $signed(5'h0d);
+  assign \$321  = slot_beats == 1'h1;
+  assign \$322  = ~ \$321 ;
+  assign \$323  = slot_length - 1'h1;
+  assign \$325  = $signed(\$324 ) >= $signed(5'h0d);
+  assign \$326  = \$322  | \$325 ;
+  assign \$327  = slot_length - 1'h1;
+  assign \$329  = $signed(\$328 ) >= $signed(5'h0e);
+  assign \$330  = slot_beats == 1'h1;
+  assign \$331  = ~ \$330 ;
+  assign \$332  = slot_length - 1'h1;
+  assign \$334  = $signed(\$333 ) >= $signed(5'h0e);
+  assign \$335  = \$331  | \$334 ;
+  assign \$336  = slot_length - 1'h1;
+  assign \$338  = $signed(\$337 ) >= $signed(5'h0f);
+  assign \$339  = slot_beats == 1'h1;
+  assign \$340  = ~ \$339 ;
+  assign \$341  = slot_length - 1'h1;
+  assign \$343  = $signed(\$342 ) >= $signed(5'h0f);
+  assign \$344  = \$340  | \$343 ;
+  assign \$345  = i__valid & i__ready;
+  assign \$346  = beats_left - 1'h1;
+  assign \$347  = beats_left == 2'h2;
+  assign \$348  = beats_left == 2'h2;
+  assign \$349  = \$348  ? { 1'h0, last_keep } : 17'h1ffff;
+  assign \$350  = ! cur_next;
+  assign \$351  = in_payload_next & \$350 ;
+  assign \$352  = ! cur_next;
+  assign \$353  = in_payload_next & \$352 ;
+  assign \$354  = ! cur_next;
+  assign \$355  = in_payload_next & \$354 ;
+  assign \$356  = ! cur_next;
+  assign \$357  = in_payload_next & \$356 ;
+  assign \$358  = ! cur_next;
+  assign \$359  = in_payload_next & \$358 ;
+  assign \$360  = ! cur_next;
+  assign \$361  = in_payload_next & \$360 ;
+  assign \$362  = ! cur_next;
+  assign \$363  = in_payload_next & \$362 ;
+  assign \$364  = ! cur_next;
+  assign \$365  = in_payload_next & \$364 ;
+  assign \$367  = in_payload_next & \$366 ;
+  assign \$369  = in_payload_next & \$368 ;
+  assign \$371  = in_payload_next & \$370 ;
+  assign \$373  = in_payload_next & \$372 ;
+  assign \$375  = in_payload_next & \$374 ;
+  assign \$377  = in_payload_next & \$376 ;
+  assign \$379  = in_payload_next & \$378 ;
+  assign \$381  = in_payload_next & \$380 ;
+  assign \$382  = ~ in_payload_next;
+  assign \$383  = ~ in_payload_next;
+  assign \$384  = ~ in_payload_next;
+  assign \$385  = ~ in_payload_next;
   always @(posedge clk)
-    payload_bytes <= \$204 ;
+    payload_bytes <= \$386 ;
   always @(posedge clk)
-    header_bytes <= \$205 ;
+    header_bytes <= \$387 ;
   always @(posedge clk)
-    busy_cycles <= \$206 ;
+    busy_cycles <= \$388 ;
   always @(posedge clk)
-    stall_cycles <= \$207 ;
+    stall_cycles <= \$389 ;
   always @(posedge clk)
-    ch0_eligible <= \$208 ;
+    ch0_eligible <= \$390 ;
   always @(posedge clk)
-    ch0_urgent <= \$209 ;
+    ch0_urgent <= \$391 ;
   always @(posedge clk)
-    ch0_pending <= \$210 ;
+    ch0_pending <= \$392 ;
   always @(posedge clk)
-    owed0_quiet <= \$211 ;
+    owed0_quiet <= \$393 ;
   always @(posedge clk)
-    credits__0 <= \$212 ;
+    credits__0 <= \$394 ;
   always @(posedge clk)
-    owed0 <= \$213 ;
+    owed0 <= \$395 ;
   always @(posedge clk)
-    ch1_eligible <= \$214 ;
+    ch1_eligible <= \$396 ;
   always @(posedge clk)
-    ch1_urgent <= \$215 ;
+    ch1_urgent <= \$397 ;
   always @(posedge clk)
-    ch1_pending <= \$216 ;
+    ch1_pending <= \$398 ;
   always @(posedge clk)
-    owed1_quiet <= \$217 ;
+    owed1_quiet <= \$399 ;
   always @(posedge clk)
-    credits__1 <= \$218 ;
+    credits__1 <= \$400 ;
   always @(posedge clk)
-    owed1 <= \$219 ;
+    owed1 <= \$401 ;
   always @(posedge clk)
-    slot_fresh <= \$220 ;
+    slot_fresh <= \$402 ;
   always @(posedge clk)
-    slot_valid <= \$221 ;
+    slot_valid <= \$403 ;
   always @(posedge clk)
-    slot_credit <= \$222 ;
+    slot_credit <= \$404 ;
   always @(posedge clk)
-    slot_ch <= \$223 ;
+    slot_ch <= \$405 ;
   always @(posedge clk)
-    slot_tag <= \$224 ;
+    slot_tag <= \$406 ;
   always @(posedge clk)
-    slot_length <= \$225 ;
+    slot_length <= \$407 ;
   always @(posedge clk)
-    slot_beats <= \$226 ;
+    slot_beats <= \$408 ;
   always @(posedge clk)
-    rr_last <= \$227 ;
+    rr_last <= \$409 ;
   always @(posedge clk)
-    cur <= \$228 ;
+    cur <= \$410 ;
   always @(posedge clk)
-    beats_left <= \$229 ;
+    beats_left <= \$411 ;
   always @(posedge clk)
-    last_bytes <= \$230 ;
+    last_bytes <= \$412 ;
   always @(posedge clk)
-    last_keep <= \$231 ;
+    is_last <= \$413 ;
   always @(posedge clk)
-    tx_fsm_state <= \$232 ;
+    last_keep <= \$414 ;
+  always @(posedge clk)
+    keep <= \$415 ;
+  always @(posedge clk)
+    tx_fsm_state <= \$416 ;
+  always @(posedge clk)
+    pick0_r0 <= \$417 ;
+  always @(posedge clk)
+    pick0_r1 <= \$418 ;
+  always @(posedge clk)
+    pick0_r2 <= \$419 ;
+  always @(posedge clk)
+    pick0_r3 <= \$420 ;
+  always @(posedge clk)
+    pick0_r4 <= \$421 ;
+  always @(posedge clk)
+    pick0_r5 <= \$422 ;
+  always @(posedge clk)
+    pick0_r6 <= \$423 ;
+  always @(posedge clk)
+    pick0_r7 <= \$424 ;
+  always @(posedge clk)
+    pick1_r0 <= \$425 ;
+  always @(posedge clk)
+    pick1_r1 <= \$426 ;
+  always @(posedge clk)
+    pick1_r2 <= \$427 ;
+  always @(posedge clk)
+    pick1_r3 <= \$428 ;
+  always @(posedge clk)
+    pick1_r4 <= \$429 ;
+  always @(posedge clk)
+    pick1_r5 <= \$430 ;
+  always @(posedge clk)
+    pick1_r6 <= \$431 ;
+  always @(posedge clk)
+    pick1_r7 <= \$432 ;
+  always @(posedge clk)
+    pick_header_r0 <= \$433 ;
+  always @(posedge clk)
+    pick_header_r1 <= \$434 ;
+  always @(posedge clk)
+    pick_header_r2 <= \$435 ;
+  always @(posedge clk)
+    pick_header_r3 <= \$436 ;
   \ace_nic_small.tx0.hdr_check  hdr_check (
     .check(check),
     .\port$0$2 (node_id),
-    .\port$2379$0 (slot_credit),
-    .\port$2381$0 (slot_ch),
-    .\port$2383$0 (slot_tag),
-    .\port$2385$0 (slot_length)
+    .\port$3828$0 (slot_credit),
+    .\port$3830$0 (slot_ch),
+    .\port$3832$0 (slot_tag),
+    .\port$3834$0 (slot_length)
   );
   \ace_nic_small.tx0.out_skid  out_skid (
     .clk(clk),
     .i__payload(i__payload),
-    .i__ready(i__ready),
     .i__valid(i__valid),
-    .o__payload(o__payload),
+    .in_ready(i__ready),
     .o__ready(o__ready),
-    .o__valid(link__tvalid),
+    .out_valid(link__tvalid),
+    .\port$554$0 (\$437 ),
+    .\port$555$0 (\$438 ),
+    .\port$556$0 (\$439 ),
+    .\port$557$0 (\$440 ),
+    .\port$558$0 (\$441 ),
+    .\port$559$0 (\$442 ),
+    .\port$560$0 (\$443 ),
+    .\port$561$0 (\$444 ),
+    .\port$562$0 (link__tkeep),
+    .\port$563$0 (\$445 ),
     .rst(rst)
   );
   always @* begin
@@ -9199,169 +13166,9 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     (* full_case = 32'd1 *)
     casez (cur)
       1'h0:
-          \$29  = data__0__valid;
+          \$17  = data__0__valid;
       1'h1:
-          \$29  = data__1__valid;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$30  = data__0__payload;
-      1'h1:
-          \$30  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$32  = data__0__payload;
-      1'h1:
-          \$32  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$34  = data__0__payload;
-      1'h1:
-          \$34  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$36  = data__0__payload;
-      1'h1:
-          \$36  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$38  = data__0__payload;
-      1'h1:
-          \$38  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$40  = data__0__payload;
-      1'h1:
-          \$40  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$42  = data__0__payload;
-      1'h1:
-          \$42  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$44  = data__0__payload;
-      1'h1:
-          \$44  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$46  = data__0__payload;
-      1'h1:
-          \$46  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$48  = data__0__payload;
-      1'h1:
-          \$48  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$50  = data__0__payload;
-      1'h1:
-          \$50  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$52  = data__0__payload;
-      1'h1:
-          \$52  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$54  = data__0__payload;
-      1'h1:
-          \$54  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$56  = data__0__payload;
-      1'h1:
-          \$56  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$58  = data__0__payload;
-      1'h1:
-          \$58  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$60  = data__0__payload;
-      1'h1:
-          \$60  = data__1__payload;
+          \$17  = data__1__valid;
     endcase
   end
   always @* begin
@@ -9369,9 +13176,9 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     (* full_case = 32'd1 *)
     casez (grant_ch)
       1'h0:
-          \$145  = owed0;
+          \$191  = owed0;
       1'h1:
-          \$145  = owed1;
+          \$191  = owed1;
     endcase
   end
   always @* begin
@@ -9379,9 +13186,9 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     (* full_case = 32'd1 *)
     casez (grant_ch)
       1'h0:
-          \$146  = cmd__0__payload[8:1];
+          \$192  = cmd__0__payload[8:1];
       1'h1:
-          \$146  = cmd__1__payload[8:1];
+          \$192  = cmd__1__payload[8:1];
     endcase
   end
   always @* begin
@@ -9389,9 +13196,9 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     (* full_case = 32'd1 *)
     casez (grant_ch)
       1'h0:
-          \$147  = cmd__0__payload[19:9];
+          \$193  = cmd__0__payload[19:9];
       1'h1:
-          \$147  = cmd__1__payload[19:9];
+          \$193  = cmd__1__payload[19:9];
     endcase
   end
   always @* begin
@@ -9399,50 +13206,22 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     (* full_case = 32'd1 *)
     casez (grant_ch)
       1'h0:
-          \$148  = \$2 [6:0];
+          \$194  = \$2 [6:0];
       1'h1:
-          \$148  = \$13 [6:0];
+          \$194  = \$7 [6:0];
     endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    credits0_gained = 6'h00;
-    if (\$4 ) begin
-      credits0_gained = credit_in_count;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    credits0_spent = 7'h00;
-    if (\$8 ) begin
-      credits0_spent = slot_beats;
-    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     owed0_returned = 6'h00;
-    if (\$11 ) begin
+    if (\$5 ) begin
       owed0_returned = slot_length[5:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    credits1_gained = 6'h00;
-    if (\$15 ) begin
-      credits1_gained = credit_in_count;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    credits1_spent = 7'h00;
-    if (\$19 ) begin
-      credits1_spent = slot_beats;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     owed1_returned = 6'h00;
-    if (\$22 ) begin
+    if (\$10 ) begin
       owed1_returned = slot_length[5:0];
     end
   end
@@ -9494,12 +13273,12 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     grant = 1'h0;
-    if (\$23 ) begin
-      if (\$24 ) begin
+    if (\$11 ) begin
+      if (\$12 ) begin
         grant = 1'h1;
-      end else if (\$25 ) begin
+      end else if (\$13 ) begin
         grant = 1'h1;
-      end else if (\$26 ) begin
+      end else if (\$14 ) begin
         grant = 1'h1;
       end
     end
@@ -9507,11 +13286,11 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     grant_credit = 1'h0;
-    if (\$23 ) begin
-      if (\$24 ) begin
+    if (\$11 ) begin
+      if (\$12 ) begin
         grant_credit = 1'h1;
-      end else if (\$25 ) begin
-      end else if (\$26 ) begin
+      end else if (\$13 ) begin
+      end else if (\$14 ) begin
         grant_credit = 1'h1;
       end
     end
@@ -9519,12 +13298,12 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     grant_ch = 1'h0;
-    if (\$23 ) begin
-      if (\$24 ) begin
+    if (\$11 ) begin
+      if (\$12 ) begin
         grant_ch = urgent_pick;
-      end else if (\$25 ) begin
+      end else if (\$13 ) begin
         grant_ch = rr_pick;
-      end else if (\$26 ) begin
+      end else if (\$14 ) begin
         grant_ch = pending_pick;
       end
     end
@@ -9536,7 +13315,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
       (* full_case = 32'd1 *)
       if (grant_credit) begin
       end else begin
-        cmd__0__ready = \$27 ;
+        cmd__0__ready = \$15 ;
       end
     end
   end
@@ -9547,17 +13326,8 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
       (* full_case = 32'd1 *)
       if (grant_credit) begin
       end else begin
-        cmd__1__ready = \$28 ;
+        cmd__1__ready = \$16 ;
       end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    (* full_case = 32'd1 *)
-    if (is_last) begin
-      keep = last_keep;
-    end else begin
-      keep = 16'hffff;
     end
   end
   always @* begin
@@ -9567,7 +13337,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
       1'h0:
           i__valid = slot_valid;
       1'h1:
-          i__valid = \$29 ;
+          i__valid = \$17 ;
     endcase
   end
   always @* begin
@@ -9577,19 +13347,20 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     casez (tx_fsm_state)
       1'h0:
         begin
-          i__payload[127:0] = { 64'h0000000000000000, check, 7'h00, slot_length, slot_tag, 7'h00, slot_ch, node_id, 1'h0, slot_credit, 6'h0a };
           i__payload[143:128] = 16'hffff;
           i__payload[144] = slot_credit;
           i__payload[145] = 1'h1;
         end
       1'h1:
         begin
-          i__payload[127:0] = { \$61 , \$59 , \$57 , \$55 , \$53 , \$51 , \$49 , \$47 , \$45 , \$43 , \$41 , \$39 , \$37 , \$35 , \$33 , \$31  };
           i__payload[143:128] = keep;
           i__payload[144] = is_last;
-          i__payload[150:146] = \$62 ;
+          i__payload[150:146] = \$18 ;
         end
     endcase
+    begin
+        i__payload[127:0] = { \$82 , \$77 , \$72 , \$67 , \$62 , \$55 , \$48 , \$41  };
+    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
@@ -9599,7 +13370,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
       1'h0:
           /* empty */;
       1'h1:
-          data__0__ready = \$64 ;
+          data__0__ready = \$20 ;
     endcase
   end
   always @* begin
@@ -9610,359 +13381,563 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
       1'h0:
           /* empty */;
       1'h1:
-          data__1__ready = \$66 ;
+          data__1__ready = \$22 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$204  = payload_bytes;
+    \$386  = payload_bytes;
     if (take) begin
-      \$204  = \$81 [47:0];
+      \$386  = \$97 [47:0];
     end
     if (rst) begin
-      \$204  = 48'h000000000000;
+      \$386  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$205  = header_bytes;
+    \$387  = header_bytes;
     if (take) begin
-      if (o__payload[145]) begin
-        \$205  = \$82 [47:0];
+      if (\$445 [1]) begin
+        \$387  = \$98 [47:0];
       end
     end
     if (rst) begin
-      \$205  = 48'h000000000000;
+      \$387  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$206  = \$83 [47:0];
+    \$388  = \$99 [47:0];
     if (rst) begin
-      \$206  = 48'h000000000000;
+      \$388  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$207  = \$86 [47:0];
+    \$389  = \$102 [47:0];
     if (rst) begin
-      \$207  = 48'h000000000000;
+      \$389  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$208  = \$95 ;
+    \$390  = \$111 ;
     if (rst) begin
-      \$208  = 1'h0;
+      \$390  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$209  = \$101 ;
+    \$391  = \$117 ;
     if (rst) begin
-      \$209  = 1'h0;
+      \$391  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$210  = \$109 ;
+    \$392  = \$125 ;
     if (rst) begin
-      \$210  = 1'h0;
+      \$392  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$211  = owed0_quiet;
+    \$393  = owed0_quiet;
     if (freed__0) begin
-      \$211  = 3'h0;
-    end else if (\$110 ) begin
-      \$211  = \$111 [2:0];
+      \$393  = 3'h0;
+    end else if (\$126 ) begin
+      \$393  = \$127 [2:0];
     end
     if (rst) begin
-      \$211  = 3'h0;
+      \$393  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$212  = \$113 [5:0];
+    \$394  = \$144 [5:0];
     if (rst) begin
-      \$212  = 6'h20;
+      \$394  = 6'h20;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$213  = \$115 [5:0];
+    \$395  = \$146 [5:0];
     if (rst) begin
-      \$213  = 6'h00;
+      \$395  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$214  = \$124 ;
+    \$396  = \$155 ;
     if (rst) begin
-      \$214  = 1'h0;
+      \$396  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$215  = \$130 ;
+    \$397  = \$161 ;
     if (rst) begin
-      \$215  = 1'h0;
+      \$397  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$216  = \$138 ;
+    \$398  = \$169 ;
     if (rst) begin
-      \$216  = 1'h0;
+      \$398  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$217  = owed1_quiet;
+    \$399  = owed1_quiet;
     if (freed__1) begin
-      \$217  = 3'h0;
-    end else if (\$139 ) begin
-      \$217  = \$140 [2:0];
+      \$399  = 3'h0;
+    end else if (\$170 ) begin
+      \$399  = \$171 [2:0];
     end
     if (rst) begin
-      \$217  = 3'h0;
+      \$399  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$218  = \$142 [5:0];
+    \$400  = \$188 [5:0];
     if (rst) begin
-      \$218  = 6'h20;
+      \$400  = 6'h20;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$219  = \$144 [5:0];
+    \$401  = \$190 [5:0];
     if (rst) begin
-      \$219  = 6'h00;
+      \$401  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$220  = grant;
+    \$402  = grant;
     if (rst) begin
-      \$220  = 1'h0;
+      \$402  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$221  = slot_valid;
+    \$403  = slot_valid;
     if (grant) begin
-      \$221  = 1'h1;
+      \$403  = 1'h1;
     end
     casez (tx_fsm_state)
       1'h0:
-          if (\$149 ) begin
-            \$221  = 1'h0;
+          if (\$195 ) begin
+            \$403  = 1'h0;
           end
     endcase
     if (rst) begin
-      \$221  = 1'h0;
+      \$403  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$222  = slot_credit;
+    \$404  = slot_credit;
     if (grant) begin
-      \$222  = grant_credit;
+      \$404  = grant_credit;
     end
     if (rst) begin
-      \$222  = 1'h0;
+      \$404  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$223  = slot_ch;
+    \$405  = slot_ch;
     if (grant) begin
-      \$223  = grant_ch;
+      \$405  = grant_ch;
     end
     if (rst) begin
-      \$223  = 1'h0;
+      \$405  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$224  = slot_tag;
-    if (grant) begin
-      (* full_case = 32'd1 *)
-      if (grant_credit) begin
-        \$224  = 8'h00;
-      end else begin
-        \$224  = \$146 ;
-      end
-    end
-    if (rst) begin
-      \$224  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$225  = slot_length;
+    \$406  = slot_tag;
     if (grant) begin
       (* full_case = 32'd1 *)
       if (grant_credit) begin
-        \$225  = { 11'h000, \$145  };
+        \$406  = 8'h00;
       end else begin
-        \$225  = { 6'h00, \$147  };
+        \$406  = \$192 ;
       end
     end
     if (rst) begin
-      \$225  = 17'h00000;
+      \$406  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$226  = slot_beats;
+    \$407  = slot_length;
     if (grant) begin
       (* full_case = 32'd1 *)
       if (grant_credit) begin
-        \$226  = 7'h00;
+        \$407  = { 11'h000, \$191  };
       end else begin
-        \$226  = \$148 ;
+        \$407  = { 6'h00, \$193  };
       end
     end
     if (rst) begin
-      \$226  = 7'h00;
+      \$407  = 17'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$227  = rr_last;
+    \$408  = slot_beats;
+    if (grant) begin
+      (* full_case = 32'd1 *)
+      if (grant_credit) begin
+        \$408  = 7'h00;
+      end else begin
+        \$408  = \$194 ;
+      end
+    end
+    if (rst) begin
+      \$408  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$409  = rr_last;
     if (grant) begin
       (* full_case = 32'd1 *)
       if (grant_credit) begin
       end else begin
-        \$227  = grant_ch;
+        \$409  = grant_ch;
       end
     end
     if (rst) begin
-      \$227  = 1'h0;
+      \$409  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$228  = cur;
+    \$410  = cur;
     casez (tx_fsm_state)
       1'h0:
-          if (\$149 ) begin
-            if (\$150 ) begin
-              \$228  = slot_ch;
+          if (\$195 ) begin
+            if (\$196 ) begin
+              \$410  = slot_ch;
             end
           end
     endcase
     if (rst) begin
-      \$228  = 1'h0;
+      \$410  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$229  = beats_left;
+    \$411  = beats_left;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
       1'h0:
-          if (\$149 ) begin
-            if (\$150 ) begin
-              \$229  = slot_beats;
+          if (\$195 ) begin
+            if (\$196 ) begin
+              \$411  = slot_beats;
             end
           end
       1'h1:
-          if (\$202 ) begin
-            \$229  = \$203 [6:0];
+          if (\$345 ) begin
+            \$411  = \$346 [6:0];
           end
     endcase
     if (rst) begin
-      \$229  = 7'h00;
+      \$411  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$230  = last_bytes;
+    \$412  = last_bytes;
     casez (tx_fsm_state)
       1'h0:
-          if (\$149 ) begin
-            if (\$150 ) begin
-              \$230  = \$153 [4:0];
+          if (\$195 ) begin
+            if (\$196 ) begin
+              \$412  = \$199 [4:0];
             end
           end
     endcase
     if (rst) begin
-      \$230  = 5'h00;
+      \$412  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$231  = last_keep;
-    casez (tx_fsm_state)
-      1'h0:
-          if (\$149 ) begin
-            if (\$150 ) begin
-              \$231 [0] = \$156 ;
-              \$231 [1] = \$159 ;
-              \$231 [2] = \$162 ;
-              \$231 [3] = \$165 ;
-              \$231 [4] = \$168 ;
-              \$231 [5] = \$171 ;
-              \$231 [6] = \$174 ;
-              \$231 [7] = \$177 ;
-              \$231 [8] = \$180 ;
-              \$231 [9] = \$183 ;
-              \$231 [10] = \$186 ;
-              \$231 [11] = \$189 ;
-              \$231 [12] = \$192 ;
-              \$231 [13] = \$195 ;
-              \$231 [14] = \$198 ;
-              \$231 [15] = \$201 ;
-            end
-          end
-    endcase
-    if (rst) begin
-      \$231  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$232  = tx_fsm_state;
+    \$413  = is_last;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
       1'h0:
-          if (\$149 ) begin
-            if (\$150 ) begin
-              \$232  = 1'h1;
+          if (\$195 ) begin
+            if (\$196 ) begin
+              \$413  = \$200 ;
             end
           end
       1'h1:
-          if (\$202 ) begin
+          if (\$345 ) begin
+            \$413  = \$347 ;
+          end
+    endcase
+    if (rst) begin
+      \$413  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$414  = last_keep;
+    casez (tx_fsm_state)
+      1'h0:
+          if (\$195 ) begin
+            if (\$196 ) begin
+              \$414 [0] = \$203 ;
+              \$414 [1] = \$212 ;
+              \$414 [2] = \$221 ;
+              \$414 [3] = \$230 ;
+              \$414 [4] = \$239 ;
+              \$414 [5] = \$248 ;
+              \$414 [6] = \$257 ;
+              \$414 [7] = \$266 ;
+              \$414 [8] = \$275 ;
+              \$414 [9] = \$284 ;
+              \$414 [10] = \$293 ;
+              \$414 [11] = \$302 ;
+              \$414 [12] = \$311 ;
+              \$414 [13] = \$320 ;
+              \$414 [14] = \$329 ;
+              \$414 [15] = \$338 ;
+            end
+          end
+    endcase
+    if (rst) begin
+      \$414  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$415  = keep;
+    (* full_case = 32'd1 *)
+    casez (tx_fsm_state)
+      1'h0:
+          if (\$195 ) begin
+            if (\$196 ) begin
+              \$415 [0] = \$209 ;
+              \$415 [1] = \$218 ;
+              \$415 [2] = \$227 ;
+              \$415 [3] = \$236 ;
+              \$415 [4] = \$245 ;
+              \$415 [5] = \$254 ;
+              \$415 [6] = \$263 ;
+              \$415 [7] = \$272 ;
+              \$415 [8] = \$281 ;
+              \$415 [9] = \$290 ;
+              \$415 [10] = \$299 ;
+              \$415 [11] = \$308 ;
+              \$415 [12] = \$317 ;
+              \$415 [13] = \$326 ;
+              \$415 [14] = \$335 ;
+              \$415 [15] = \$344 ;
+            end
+          end
+      1'h1:
+          if (\$345 ) begin
+            \$415  = \$349 [15:0];
+          end
+    endcase
+    if (rst) begin
+      \$415  = 16'hffff;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$416  = tx_fsm_state;
+    (* full_case = 32'd1 *)
+    casez (tx_fsm_state)
+      1'h0:
+          if (\$195 ) begin
+            if (\$196 ) begin
+              \$416  = 1'h1;
+            end
+          end
+      1'h1:
+          if (\$345 ) begin
             if (is_last) begin
-              \$232  = 1'h0;
+              \$416  = 1'h0;
             end
           end
     endcase
     if (rst) begin
-      \$232  = 1'h0;
+      \$416  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$417  = \$351 ;
+    if (rst) begin
+      \$417  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$418  = \$353 ;
+    if (rst) begin
+      \$418  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$419  = \$355 ;
+    if (rst) begin
+      \$419  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$420  = \$357 ;
+    if (rst) begin
+      \$420  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$421  = \$359 ;
+    if (rst) begin
+      \$421  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$422  = \$361 ;
+    if (rst) begin
+      \$422  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$423  = \$363 ;
+    if (rst) begin
+      \$423  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$424  = \$365 ;
+    if (rst) begin
+      \$424  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$425  = \$367 ;
+    if (rst) begin
+      \$425  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$426  = \$369 ;
+    if (rst) begin
+      \$426  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$427  = \$371 ;
+    if (rst) begin
+      \$427  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$428  = \$373 ;
+    if (rst) begin
+      \$428  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$429  = \$375 ;
+    if (rst) begin
+      \$429  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$430  = \$377 ;
+    if (rst) begin
+      \$430  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$431  = \$379 ;
+    if (rst) begin
+      \$431  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$432  = \$381 ;
+    if (rst) begin
+      \$432  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$433  = \$382 ;
+    if (rst) begin
+      \$433  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$434  = \$383 ;
+    if (rst) begin
+      \$434  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$435  = \$384 ;
+    if (rst) begin
+      \$435  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$436  = \$385 ;
+    if (rst) begin
+      \$436  = 1'h1;
     end
   end
   assign o__valid = link__tvalid;
-  assign link__tdata = o__payload[127:0];
-  assign link__tkeep = o__payload[143:128];
-  assign link__tlast = o__payload[144];
+  assign link__tdata = { \$444 , \$443 , \$442 , \$441 , \$440 , \$439 , \$438 , \$437  };
+  assign o__payload = { \$445 , link__tkeep, \$444 , \$443 , \$442 , \$441 , \$440 , \$439 , \$438 , \$437  };
   assign link__tready = o__ready;
   assign credits0_q = credits__0;
   assign cmd0_beats = \$2 [6:0];
   assign credits1_q = credits__1;
-  assign cmd1_beats = \$13 [6:0];
+  assign cmd1_beats = \$7 [6:0];
   assign header = { 15'h0000, slot_length, slot_tag, 7'h00, slot_ch, node_id, 1'h0, slot_credit, 6'h0a };
-  assign \port$2407$0  = o__payload[144:0];
-  assign \o__payload.data  = o__payload[127:0];
-  assign \o__payload.keep  = o__payload[143:128];
-  assign \o__payload.last  = o__payload[144];
-  assign \o__payload.header  = o__payload[145];
-  assign \o__payload.bytes  = o__payload[150:146];
+  assign data__0__payload = { \port$3018$0 , \port$3017$0 , \port$3016$0 , \port$3015$0 , \port$3014$0 , \port$3013$0 , \port$3012$0 , \port$3011$0  };
+  assign data__1__payload = { \port$3114$0 , \port$3113$0 , \port$3112$0 , \port$3111$0 , \port$3110$0 , \port$3109$0 , \port$3108$0 , \port$3107$0  };
+  assign \port$554$0  = \$437 ;
+  assign \port$555$0  = \$438 ;
+  assign \port$556$0  = \$439 ;
+  assign \port$557$0  = \$440 ;
+  assign \port$558$0  = \$441 ;
+  assign \port$559$0  = \$442 ;
+  assign \port$560$0  = \$443 ;
+  assign \port$561$0  = \$444 ;
+  assign link__tlast = \$445 [0];
+  assign \o__payload.data  = { \$444 , \$443 , \$442 , \$441 , \$440 , \$439 , \$438 , \$437  };
+  assign \o__payload.keep  = link__tkeep;
+  assign \o__payload.last  = \$445 [0];
+  assign \o__payload.header  = \$445 [1];
+  assign \o__payload.bytes  = \$445 [6:2];
   assign \cmd__0__payload.link  = cmd__0__payload[0];
   assign \cmd__0__payload.tag  = cmd__0__payload[8:1];
   assign \cmd__0__payload.length  = cmd__0__payload[19:9];
@@ -9984,60 +13959,109 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   assign \i__payload.last  = i__payload[144];
   assign \i__payload.header  = i__payload[145];
   assign \i__payload.bytes  = i__payload[150:146];
-  assign \data__0__payload.data  = data__0__payload;
-  assign \data__1__payload.data  = data__1__payload;
+  assign \data__0__payload.data  = { \port$3018$0 , \port$3017$0 , \port$3016$0 , \port$3015$0 , \port$3014$0 , \port$3013$0 , \port$3012$0 , \port$3011$0  };
+  assign \data__1__payload.data  = { \port$3114$0 , \port$3113$0 , \port$3112$0 , \port$3111$0 , \port$3110$0 , \port$3109$0 , \port$3108$0 , \port$3107$0  };
   assign \$2  = { 4'h0, \$1 [11:4] };
-  assign \$13  = { 4'h0, \$12 [11:4] };
-  assign \$16  = slot_ch;
-  assign \$20  = slot_ch;
-  assign \$28  = grant_ch;
-  assign \$65  = cur;
-  assign \$80  = tx_fsm_state;
-  assign \$75  = slot_ch;
-  assign \$77  = cur;
-  assign \$87  = { 3'h0, credits__0, 4'h0 };
-  assign \$116  = { 3'h0, credits__1, 4'h0 };
-  assign \$119  = slot_ch;
-  assign \$126  = slot_ch;
-  assign \$134  = slot_ch;
-  assign \$152 [17:4] = 14'h0000;
-  assign \$152 [3:0] = \$151 [3:0];
-  assign \$155 [17:4] = 14'h0000;
-  assign \$155 [3:0] = \$154 [3:0];
-  assign \$158 [17:4] = 14'h0000;
-  assign \$158 [3:0] = \$157 [3:0];
-  assign \$161 [17:4] = 14'h0000;
-  assign \$161 [3:0] = \$160 [3:0];
-  assign \$164 [17:4] = 14'h0000;
-  assign \$164 [3:0] = \$163 [3:0];
-  assign \$167 [17:4] = 14'h0000;
-  assign \$167 [3:0] = \$166 [3:0];
-  assign \$170 [17:4] = 14'h0000;
-  assign \$170 [3:0] = \$169 [3:0];
-  assign \$173 [17:4] = 14'h0000;
-  assign \$173 [3:0] = \$172 [3:0];
-  assign \$176 [17:4] = 14'h0000;
-  assign \$176 [3:0] = \$175 [3:0];
-  assign \$179 [17:4] = 14'h0000;
-  assign \$179 [3:0] = \$178 [3:0];
-  assign \$182 [17:4] = 14'h0000;
-  assign \$182 [3:0] = \$181 [3:0];
-  assign \$185 [17:4] = 14'h0000;
-  assign \$185 [3:0] = \$184 [3:0];
-  assign \$188 [17:4] = 14'h0000;
-  assign \$188 [3:0] = \$187 [3:0];
-  assign \$191 [17:4] = 14'h0000;
-  assign \$191 [3:0] = \$190 [3:0];
-  assign \$194 [17:4] = 14'h0000;
-  assign \$194 [3:0] = \$193 [3:0];
-  assign \$197 [17:4] = 14'h0000;
-  assign \$197 [3:0] = \$196 [3:0];
-  assign \$200 [17:4] = 14'h0000;
-  assign \$200 [3:0] = \$199 [3:0];
+  assign \$7  = { 4'h0, \$6 [11:4] };
+  assign \$8  = slot_ch;
+  assign \$16  = grant_ch;
+  assign \$21  = cur;
+  assign \$96  = tx_fsm_state;
+  assign \$36  = \$35 ;
+  assign \$43  = \$42 ;
+  assign \$50  = \$49 ;
+  assign \$57  = \$56 ;
+  assign \$64  = \$63 ;
+  assign \$69  = \$68 ;
+  assign \$74  = \$73 ;
+  assign \$79  = \$78 ;
+  assign \$91  = slot_ch;
+  assign \$93  = cur;
+  assign \$103  = { 3'h0, credits__0, 4'h0 };
+  assign \$147  = { 3'h0, credits__1, 4'h0 };
+  assign \$150  = slot_ch;
+  assign \$157  = slot_ch;
+  assign \$165  = slot_ch;
+  assign \$174  = slot_ch;
+  assign \$182  = slot_ch;
+  assign \$198 [17:4] = 14'h0000;
+  assign \$198 [3:0] = \$197 [3:0];
+  assign \$202 [17:4] = 14'h0000;
+  assign \$202 [3:0] = \$201 [3:0];
+  assign \$207 [17:4] = 14'h0000;
+  assign \$207 [3:0] = \$206 [3:0];
+  assign \$211 [17:4] = 14'h0000;
+  assign \$211 [3:0] = \$210 [3:0];
+  assign \$216 [17:4] = 14'h0000;
+  assign \$216 [3:0] = \$215 [3:0];
+  assign \$220 [17:4] = 14'h0000;
+  assign \$220 [3:0] = \$219 [3:0];
+  assign \$225 [17:4] = 14'h0000;
+  assign \$225 [3:0] = \$224 [3:0];
+  assign \$229 [17:4] = 14'h0000;
+  assign \$229 [3:0] = \$228 [3:0];
+  assign \$234 [17:4] = 14'h0000;
+  assign \$234 [3:0] = \$233 [3:0];
+  assign \$238 [17:4] = 14'h0000;
+  assign \$238 [3:0] = \$237 [3:0];
+  assign \$243 [17:4] = 14'h0000;
+  assign \$243 [3:0] = \$242 [3:0];
+  assign \$247 [17:4] = 14'h0000;
+  assign \$247 [3:0] = \$246 [3:0];
+  assign \$252 [17:4] = 14'h0000;
+  assign \$252 [3:0] = \$251 [3:0];
+  assign \$256 [17:4] = 14'h0000;
+  assign \$256 [3:0] = \$255 [3:0];
+  assign \$261 [17:4] = 14'h0000;
+  assign \$261 [3:0] = \$260 [3:0];
+  assign \$265 [17:4] = 14'h0000;
+  assign \$265 [3:0] = \$264 [3:0];
+  assign \$270 [17:4] = 14'h0000;
+  assign \$270 [3:0] = \$269 [3:0];
+  assign \$274 [17:4] = 14'h0000;
+  assign \$274 [3:0] = \$273 [3:0];
+  assign \$279 [17:4] = 14'h0000;
+  assign \$279 [3:0] = \$278 [3:0];
+  assign \$283 [17:4] = 14'h0000;
+  assign \$283 [3:0] = \$282 [3:0];
+  assign \$288 [17:4] = 14'h0000;
+  assign \$288 [3:0] = \$287 [3:0];
+  assign \$292 [17:4] = 14'h0000;
+  assign \$292 [3:0] = \$291 [3:0];
+  assign \$297 [17:4] = 14'h0000;
+  assign \$297 [3:0] = \$296 [3:0];
+  assign \$301 [17:4] = 14'h0000;
+  assign \$301 [3:0] = \$300 [3:0];
+  assign \$306 [17:4] = 14'h0000;
+  assign \$306 [3:0] = \$305 [3:0];
+  assign \$310 [17:4] = 14'h0000;
+  assign \$310 [3:0] = \$309 [3:0];
+  assign \$315 [17:4] = 14'h0000;
+  assign \$315 [3:0] = \$314 [3:0];
+  assign \$319 [17:4] = 14'h0000;
+  assign \$319 [3:0] = \$318 [3:0];
+  assign \$324 [17:4] = 14'h0000;
+  assign \$324 [3:0] = \$323 [3:0];
+  assign \$328 [17:4] = 14'h0000;
+  assign \$328 [3:0] = \$327 [3:0];
+  assign \$333 [17:4] = 14'h0000;
+  assign \$333 [3:0] = \$332 [3:0];
+  assign \$337 [17:4] = 14'h0000;
+  assign \$337 [3:0] = \$336 [3:0];
+  assign \$342 [17:4] = 14'h0000;
+  assign \$342 [3:0] = \$341 [3:0];
+  assign \$366  = cur_next;
+  assign \$368  = cur_next;
+  assign \$370  = cur_next;
+  assign \$372  = cur_next;
+  assign \$374  = cur_next;
+  assign \$376  = cur_next;
+  assign \$378  = cur_next;
+  assign \$380  = cur_next;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.tx0.hdr_check (\port$2379$0 , \port$2381$0 , \port$2383$0 , \port$2385$0 , check, \port$0$2 );
+module \ace_nic_small.tx0.hdr_check (\port$3828$0 , \port$3830$0 , \port$3832$0 , \port$3834$0 , check, \port$0$2 );
   wire \$1 ;
   wire \$10 ;
   wire \$100 ;
@@ -10285,155 +14309,155 @@ module \ace_nic_small.tx0.hdr_check (\port$2379$0 , \port$2381$0 , \port$2383$0 
   wire ok;
   input [7:0] \port$0$2 ;
   wire [7:0] \port$0$2 ;
-  input \port$2379$0 ;
-  wire \port$2379$0 ;
-  input \port$2381$0 ;
-  wire \port$2381$0 ;
-  input [7:0] \port$2383$0 ;
-  wire [7:0] \port$2383$0 ;
-  input [16:0] \port$2385$0 ;
-  wire [16:0] \port$2385$0 ;
+  input \port$3828$0 ;
+  wire \port$3828$0 ;
+  input \port$3830$0 ;
+  wire \port$3830$0 ;
+  input [7:0] \port$3832$0 ;
+  wire [7:0] \port$3832$0 ;
+  input [16:0] \port$3834$0 ;
+  wire [16:0] \port$3834$0 ;
   assign \$7  = \$6  ^ \port$0$2 [0];
   assign \$8  = \$7  ^ \port$0$2 [3];
   assign \$9  = \$8  ^ \port$0$2 [5];
-  assign \$13  = \$12  ^ \port$2383$0 [4];
-  assign \$14  = \$13  ^ \port$2383$0 [6];
-  assign \$15  = \$14  ^ \port$2383$0 [7];
-  assign \$16  = \$15  ^ \port$2385$0 [0];
-  assign \$17  = \$16  ^ \port$2385$0 [2];
-  assign \$18  = \$17  ^ \port$2385$0 [3];
-  assign \$19  = \$18  ^ \port$2385$0 [5];
-  assign \$20  = \$19  ^ \port$2385$0 [7];
-  assign \$21  = \$20  ^ \port$2385$0 [8];
-  assign \$22  = \$21  ^ \port$2385$0 [12];
-  assign \$23  = \$22  ^ \port$2385$0 [14];
-  assign \$24  = \$23  ^ \port$2385$0 [16];
+  assign \$13  = \$12  ^ \port$3832$0 [4];
+  assign \$14  = \$13  ^ \port$3832$0 [6];
+  assign \$15  = \$14  ^ \port$3832$0 [7];
+  assign \$16  = \$15  ^ \port$3834$0 [0];
+  assign \$17  = \$16  ^ \port$3834$0 [2];
+  assign \$18  = \$17  ^ \port$3834$0 [3];
+  assign \$19  = \$18  ^ \port$3834$0 [5];
+  assign \$20  = \$19  ^ \port$3834$0 [7];
+  assign \$21  = \$20  ^ \port$3834$0 [8];
+  assign \$22  = \$21  ^ \port$3834$0 [12];
+  assign \$23  = \$22  ^ \port$3834$0 [14];
+  assign \$24  = \$23  ^ \port$3834$0 [16];
   assign \$32  = \$31  ^ \port$0$2 [3];
   assign \$33  = \$32  ^ \port$0$2 [4];
   assign \$34  = \$33  ^ \port$0$2 [5];
   assign \$35  = \$34  ^ \port$0$2 [6];
-  assign \$36  = \$35  ^ \port$2381$0 ;
-  assign \$40  = \$39  ^ \port$2383$0 [0];
-  assign \$41  = \$40  ^ \port$2383$0 [4];
-  assign \$42  = \$41  ^ \port$2383$0 [5];
-  assign \$43  = \$42  ^ \port$2383$0 [6];
-  assign \$44  = \$43  ^ \port$2385$0 [0];
-  assign \$45  = \$44  ^ \port$2385$0 [1];
-  assign \$46  = \$45  ^ \port$2385$0 [2];
-  assign \$47  = \$46  ^ \port$2385$0 [4];
-  assign \$48  = \$47  ^ \port$2385$0 [5];
-  assign \$49  = \$48  ^ \port$2385$0 [6];
-  assign \$50  = \$49  ^ \port$2385$0 [7];
-  assign \$51  = \$50  ^ \port$2385$0 [9];
-  assign \$52  = \$51  ^ \port$2385$0 [12];
-  assign \$53  = \$52  ^ \port$2385$0 [13];
-  assign \$54  = \$53  ^ \port$2385$0 [14];
-  assign \$55  = \$54  ^ \port$2385$0 [15];
-  assign \$56  = \$55  ^ \port$2385$0 [16];
+  assign \$36  = \$35  ^ \port$3830$0 ;
+  assign \$40  = \$39  ^ \port$3832$0 [0];
+  assign \$41  = \$40  ^ \port$3832$0 [4];
+  assign \$42  = \$41  ^ \port$3832$0 [5];
+  assign \$43  = \$42  ^ \port$3832$0 [6];
+  assign \$44  = \$43  ^ \port$3834$0 [0];
+  assign \$45  = \$44  ^ \port$3834$0 [1];
+  assign \$46  = \$45  ^ \port$3834$0 [2];
+  assign \$47  = \$46  ^ \port$3834$0 [4];
+  assign \$48  = \$47  ^ \port$3834$0 [5];
+  assign \$49  = \$48  ^ \port$3834$0 [6];
+  assign \$50  = \$49  ^ \port$3834$0 [7];
+  assign \$51  = \$50  ^ \port$3834$0 [9];
+  assign \$52  = \$51  ^ \port$3834$0 [12];
+  assign \$53  = \$52  ^ \port$3834$0 [13];
+  assign \$54  = \$53  ^ \port$3834$0 [14];
+  assign \$55  = \$54  ^ \port$3834$0 [15];
+  assign \$56  = \$55  ^ \port$3834$0 [16];
   assign \$62  = \$61  ^ \port$0$2 [2];
   assign \$63  = \$62  ^ \port$0$2 [3];
   assign \$64  = \$63  ^ \port$0$2 [4];
   assign \$65  = \$64  ^ \port$0$2 [6];
   assign \$66  = \$65  ^ \port$0$2 [7];
-  assign \$71  = \$70  ^ \port$2383$0 [0];
-  assign \$72  = \$71  ^ \port$2383$0 [1];
-  assign \$73  = \$72  ^ \port$2383$0 [4];
-  assign \$74  = \$73  ^ \port$2383$0 [5];
-  assign \$75  = \$74  ^ \port$2385$0 [1];
-  assign \$76  = \$75  ^ \port$2385$0 [6];
-  assign \$77  = \$76  ^ \port$2385$0 [8];
-  assign \$78  = \$77  ^ \port$2385$0 [10];
-  assign \$79  = \$78  ^ \port$2385$0 [12];
-  assign \$80  = \$79  ^ \port$2385$0 [13];
-  assign \$81  = \$80  ^ \port$2385$0 [15];
-  assign \$82  = \$81  ^ \port$2385$0 [16];
+  assign \$71  = \$70  ^ \port$3832$0 [0];
+  assign \$72  = \$71  ^ \port$3832$0 [1];
+  assign \$73  = \$72  ^ \port$3832$0 [4];
+  assign \$74  = \$73  ^ \port$3832$0 [5];
+  assign \$75  = \$74  ^ \port$3834$0 [1];
+  assign \$76  = \$75  ^ \port$3834$0 [6];
+  assign \$77  = \$76  ^ \port$3834$0 [8];
+  assign \$78  = \$77  ^ \port$3834$0 [10];
+  assign \$79  = \$78  ^ \port$3834$0 [12];
+  assign \$80  = \$79  ^ \port$3834$0 [13];
+  assign \$81  = \$80  ^ \port$3834$0 [15];
+  assign \$82  = \$81  ^ \port$3834$0 [16];
   assign \$91  = \$90  ^ \port$0$2 [3];
   assign \$92  = \$91  ^ \port$0$2 [4];
   assign \$93  = \$92  ^ \port$0$2 [5];
   assign \$94  = \$93  ^ \port$0$2 [7];
-  assign \$98  = \$97  ^ \port$2383$0 [1];
-  assign \$99  = \$98  ^ \port$2383$0 [2];
-  assign \$100  = \$99  ^ \port$2383$0 [5];
-  assign \$101  = \$100  ^ \port$2383$0 [6];
-  assign \$102  = \$101  ^ \port$2385$0 [0];
-  assign \$103  = \$102  ^ \port$2385$0 [2];
-  assign \$104  = \$103  ^ \port$2385$0 [7];
-  assign \$105  = \$104  ^ \port$2385$0 [9];
-  assign \$106  = \$105  ^ \port$2385$0 [11];
-  assign \$107  = \$106  ^ \port$2385$0 [13];
-  assign \$108  = \$107  ^ \port$2385$0 [14];
+  assign \$98  = \$97  ^ \port$3832$0 [1];
+  assign \$99  = \$98  ^ \port$3832$0 [2];
+  assign \$100  = \$99  ^ \port$3832$0 [5];
+  assign \$101  = \$100  ^ \port$3832$0 [6];
+  assign \$102  = \$101  ^ \port$3834$0 [0];
+  assign \$103  = \$102  ^ \port$3834$0 [2];
+  assign \$104  = \$103  ^ \port$3834$0 [7];
+  assign \$105  = \$104  ^ \port$3834$0 [9];
+  assign \$106  = \$105  ^ \port$3834$0 [11];
+  assign \$107  = \$106  ^ \port$3834$0 [13];
+  assign \$108  = \$107  ^ \port$3834$0 [14];
   assign \$118  = \$117  ^ \port$0$2 [4];
   assign \$119  = \$118  ^ \port$0$2 [5];
   assign \$120  = \$119  ^ \port$0$2 [6];
-  assign \$124  = \$123  ^ \port$2383$0 [0];
-  assign \$125  = \$124  ^ \port$2383$0 [2];
-  assign \$126  = \$125  ^ \port$2383$0 [3];
-  assign \$127  = \$126  ^ \port$2383$0 [6];
-  assign \$128  = \$127  ^ \port$2383$0 [7];
-  assign \$129  = \$128  ^ \port$2385$0 [1];
-  assign \$130  = \$129  ^ \port$2385$0 [3];
-  assign \$131  = \$130  ^ \port$2385$0 [8];
-  assign \$132  = \$131  ^ \port$2385$0 [10];
-  assign \$133  = \$132  ^ \port$2385$0 [12];
-  assign \$134  = \$133  ^ \port$2385$0 [14];
-  assign \$135  = \$134  ^ \port$2385$0 [15];
+  assign \$124  = \$123  ^ \port$3832$0 [0];
+  assign \$125  = \$124  ^ \port$3832$0 [2];
+  assign \$126  = \$125  ^ \port$3832$0 [3];
+  assign \$127  = \$126  ^ \port$3832$0 [6];
+  assign \$128  = \$127  ^ \port$3832$0 [7];
+  assign \$129  = \$128  ^ \port$3834$0 [1];
+  assign \$130  = \$129  ^ \port$3834$0 [3];
+  assign \$131  = \$130  ^ \port$3834$0 [8];
+  assign \$132  = \$131  ^ \port$3834$0 [10];
+  assign \$133  = \$132  ^ \port$3834$0 [12];
+  assign \$134  = \$133  ^ \port$3834$0 [14];
+  assign \$135  = \$134  ^ \port$3834$0 [15];
   assign \$144  = \$143  ^ \port$0$2 [2];
   assign \$145  = \$144  ^ \port$0$2 [5];
   assign \$146  = \$145  ^ \port$0$2 [6];
   assign \$147  = \$146  ^ \port$0$2 [7];
-  assign \$148  = \$147  ^ \port$2381$0 ;
-  assign \$151  = \$150  ^ \port$2383$0 [1];
-  assign \$152  = \$151  ^ \port$2383$0 [3];
-  assign \$153  = \$152  ^ \port$2383$0 [4];
-  assign \$154  = \$153  ^ \port$2383$0 [7];
-  assign \$155  = \$154  ^ \port$2385$0 [0];
-  assign \$156  = \$155  ^ \port$2385$0 [2];
-  assign \$157  = \$156  ^ \port$2385$0 [4];
-  assign \$158  = \$157  ^ \port$2385$0 [9];
-  assign \$159  = \$158  ^ \port$2385$0 [11];
-  assign \$160  = \$159  ^ \port$2385$0 [13];
-  assign \$161  = \$160  ^ \port$2385$0 [15];
+  assign \$148  = \$147  ^ \port$3830$0 ;
+  assign \$151  = \$150  ^ \port$3832$0 [1];
+  assign \$152  = \$151  ^ \port$3832$0 [3];
+  assign \$153  = \$152  ^ \port$3832$0 [4];
+  assign \$154  = \$153  ^ \port$3832$0 [7];
+  assign \$155  = \$154  ^ \port$3834$0 [0];
+  assign \$156  = \$155  ^ \port$3834$0 [2];
+  assign \$157  = \$156  ^ \port$3834$0 [4];
+  assign \$158  = \$157  ^ \port$3834$0 [9];
+  assign \$159  = \$158  ^ \port$3834$0 [11];
+  assign \$160  = \$159  ^ \port$3834$0 [13];
+  assign \$161  = \$160  ^ \port$3834$0 [15];
   assign \$170  = \$169  ^ \port$0$2 [1];
   assign \$171  = \$170  ^ \port$0$2 [3];
   assign \$172  = \$171  ^ \port$0$2 [6];
   assign \$173  = \$172  ^ \port$0$2 [7];
-  assign \$174  = \$173  ^ \port$2381$0 ;
-  assign \$178  = \$177  ^ \port$2383$0 [2];
-  assign \$179  = \$178  ^ \port$2383$0 [4];
-  assign \$180  = \$179  ^ \port$2383$0 [5];
-  assign \$181  = \$180  ^ \port$2385$0 [0];
-  assign \$182  = \$181  ^ \port$2385$0 [1];
-  assign \$183  = \$182  ^ \port$2385$0 [3];
-  assign \$184  = \$183  ^ \port$2385$0 [5];
-  assign \$185  = \$184  ^ \port$2385$0 [10];
-  assign \$186  = \$185  ^ \port$2385$0 [12];
-  assign \$187  = \$186  ^ \port$2385$0 [14];
+  assign \$174  = \$173  ^ \port$3830$0 ;
+  assign \$178  = \$177  ^ \port$3832$0 [2];
+  assign \$179  = \$178  ^ \port$3832$0 [4];
+  assign \$180  = \$179  ^ \port$3832$0 [5];
+  assign \$181  = \$180  ^ \port$3834$0 [0];
+  assign \$182  = \$181  ^ \port$3834$0 [1];
+  assign \$183  = \$182  ^ \port$3834$0 [3];
+  assign \$184  = \$183  ^ \port$3834$0 [5];
+  assign \$185  = \$184  ^ \port$3834$0 [10];
+  assign \$186  = \$185  ^ \port$3834$0 [12];
+  assign \$187  = \$186  ^ \port$3834$0 [14];
   assign \$198  = \$197  ^ \port$0$2 [4];
   assign \$199  = \$198  ^ \port$0$2 [7];
-  assign \$204  = \$203  ^ \port$2383$0 [3];
-  assign \$205  = \$204  ^ \port$2383$0 [5];
-  assign \$206  = \$205  ^ \port$2383$0 [6];
-  assign \$207  = \$206  ^ \port$2385$0 [1];
-  assign \$208  = \$207  ^ \port$2385$0 [2];
-  assign \$209  = \$208  ^ \port$2385$0 [4];
-  assign \$210  = \$209  ^ \port$2385$0 [6];
-  assign \$211  = \$210  ^ \port$2385$0 [11];
-  assign \$212  = \$211  ^ \port$2385$0 [13];
-  assign \$213  = \$212  ^ \port$2385$0 [15];
+  assign \$204  = \$203  ^ \port$3832$0 [3];
+  assign \$205  = \$204  ^ \port$3832$0 [5];
+  assign \$206  = \$205  ^ \port$3832$0 [6];
+  assign \$207  = \$206  ^ \port$3834$0 [1];
+  assign \$208  = \$207  ^ \port$3834$0 [2];
+  assign \$209  = \$208  ^ \port$3834$0 [4];
+  assign \$210  = \$209  ^ \port$3834$0 [6];
+  assign \$211  = \$210  ^ \port$3834$0 [11];
+  assign \$212  = \$211  ^ \port$3834$0 [13];
+  assign \$213  = \$212  ^ \port$3834$0 [15];
   assign ok = ! check;
-  assign \$auto$rtlil.cc:2739:Not$42  = ~ \port$2379$0 ;
+  assign \$auto$rtlil.cc:2739:Not$42  = ~ \port$3828$0 ;
   assign \$auto$rtlil.cc:2739:Not$44  = ~ \port$0$2 [1];
   assign \$auto$rtlil.cc:2739:Not$46  = ~ \port$0$2 [1];
-  assign \$auto$rtlil.cc:2739:Not$48  = ~ \port$2379$0 ;
-  assign header = { 15'h0000, \port$2385$0 , \port$2383$0 , 7'h00, \port$2381$0 , \port$0$2 , 1'h0, \port$2379$0 , 6'h0a };
+  assign \$auto$rtlil.cc:2739:Not$48  = ~ \port$3828$0 ;
+  assign header = { 15'h0000, \port$3834$0 , \port$3832$0 , 7'h00, \port$3830$0 , \port$0$2 , 1'h0, \port$3828$0 , 6'h0a };
   assign \header.magic  = 4'ha;
   assign \header.version  = 2'h0;
-  assign \header.ptype  = { 1'h0, \port$2379$0  };
+  assign \header.ptype  = { 1'h0, \port$3828$0  };
   assign \header.src  = \port$0$2 ;
-  assign \header.channel  = { 3'h0, \port$2381$0  };
+  assign \header.channel  = { 3'h0, \port$3830$0  };
   assign \header.rsvd0  = 4'h0;
-  assign \header.tag  = \port$2383$0 ;
-  assign \header.length  = \port$2385$0 ;
+  assign \header.tag  = \port$3832$0 ;
+  assign \header.length  = \port$3834$0 ;
   assign \header.rsvd1  = 7'h00;
   assign \header.check  = 8'h00;
   assign check[7] = \$216 ;
@@ -10465,7 +14489,7 @@ module \ace_nic_small.tx0.hdr_check (\port$2379$0 , \port$2381$0 , \port$2383$0 
   assign \$58  = \$56 ;
   assign \$59  = 1'h0;
   assign \$60  = 1'h0;
-  assign \$61  = \port$2379$0 ;
+  assign \$61  = \port$3828$0 ;
   assign \$67  = \$66 ;
   assign \$68  = \$66 ;
   assign \$69  = \$66 ;
@@ -10544,23 +14568,125 @@ module \ace_nic_small.tx0.hdr_check (\port$2379$0 , \port$2381$0 , \port$2383$0 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.tx0.out_skid (clk, rst, i__valid, i__payload, i__ready, o__valid, o__payload, o__ready);
+module \ace_nic_small.tx0.out_skid (clk, rst, \port$554$0 , \port$555$0 , \port$556$0 , \port$557$0 , \port$558$0 , \port$559$0 , \port$560$0 , \port$561$0 , \port$562$0 , \port$563$0 , i__valid, i__payload, in_ready, out_valid, o__ready);
   reg \$auto$verilog_backend.cc:2355:dump_module$67  = 0;
-  wire \$1 ;
-  reg \$10 ;
-  reg [150:0] \$11 ;
-  reg \$12 ;
-  reg [150:0] \$13 ;
-  wire \$2 ;
-  wire \$3 ;
-  wire \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  reg \$9 ;
+  wire [2:0] \$1 ;
+  wire [15:0] \$10 ;
+  reg \$100 ;
+  reg \$101 ;
+  reg \$102 ;
+  reg \$103 ;
+  reg \$104 ;
+  reg \$105 ;
+  reg \$106 ;
+  reg \$107 ;
+  reg \$108 ;
+  reg \$109 ;
+  wire [15:0] \$11 ;
+  reg [150:0] \$110 ;
+  reg [150:0] \$111 ;
+  wire [6:0] \$12 ;
+  wire \$13 ;
+  wire \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire \$17 ;
+  wire \$18 ;
+  wire \$19 ;
+  wire [3:0] \$2 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire \$22 ;
+  wire \$23 ;
+  wire \$24 ;
+  wire \$25 ;
+  wire \$26 ;
+  wire \$27 ;
+  wire \$28 ;
+  wire \$29 ;
+  wire [15:0] \$3 ;
+  wire \$30 ;
+  wire \$31 ;
+  wire \$32 ;
+  wire \$33 ;
+  wire \$34 ;
+  wire \$35 ;
+  wire \$36 ;
+  wire \$37 ;
+  wire \$38 ;
+  wire \$39 ;
+  wire [15:0] \$4 ;
+  wire \$40 ;
+  wire \$41 ;
+  wire \$42 ;
+  wire \$43 ;
+  wire \$44 ;
+  wire \$45 ;
+  wire \$46 ;
+  wire \$47 ;
+  wire \$48 ;
+  wire \$49 ;
+  wire [15:0] \$5 ;
+  wire \$50 ;
+  wire \$51 ;
+  wire \$52 ;
+  wire \$53 ;
+  wire \$54 ;
+  wire \$55 ;
+  wire \$56 ;
+  wire \$57 ;
+  wire \$58 ;
+  wire \$59 ;
+  wire [15:0] \$6 ;
+  wire \$60 ;
+  wire \$61 ;
+  wire \$62 ;
+  wire \$63 ;
+  wire \$64 ;
+  wire \$65 ;
+  wire \$66 ;
+  wire \$67 ;
+  wire \$68 ;
+  wire \$69 ;
+  wire [15:0] \$7 ;
+  wire \$70 ;
+  wire \$71 ;
+  wire \$72 ;
+  wire \$73 ;
+  wire \$74 ;
+  reg [1:0] \$75 ;
+  reg \$76 ;
+  reg \$77 ;
+  reg \$78 ;
+  reg \$79 ;
+  wire [15:0] \$8 ;
+  reg \$80 ;
+  reg \$81 ;
+  reg \$82 ;
+  reg \$83 ;
+  reg \$84 ;
+  reg \$85 ;
+  reg \$86 ;
+  reg \$87 ;
+  reg \$88 ;
+  reg \$89 ;
+  wire [15:0] \$9 ;
+  reg \$90 ;
+  reg \$91 ;
+  reg \$92 ;
+  reg \$93 ;
+  reg \$94 ;
+  reg \$95 ;
+  reg \$96 ;
+  reg \$97 ;
+  reg \$98 ;
+  reg \$99 ;
   input clk;
   wire clk;
+  reg [1:0] count = 2'h0;
+  wire [1:0] count_next;
+  reg [150:0] entry0 = 151'h00000000000000000000000000000000000000;
+  reg [150:0] entry1 = 151'h00000000000000000000000000000000000000;
   input [150:0] i__payload;
   wire [150:0] i__payload;
   wire [4:0] \i__payload.bytes ;
@@ -10568,14 +14694,33 @@ module \ace_nic_small.tx0.out_skid (clk, rst, i__valid, i__payload, i__ready, o_
   wire \i__payload.header ;
   wire [15:0] \i__payload.keep ;
   wire \i__payload.last ;
-  output i__ready;
-  reg i__ready = 1'h1;
+  (* init = 1'h1 *)
+  wire i__ready;
   input i__valid;
   wire i__valid;
-  (* init = 1'h1 *)
-  wire in_ready;
-  output [150:0] o__payload;
-  reg [150:0] o__payload = 151'h00000000000000000000000000000000000000;
+  output in_ready;
+  reg in_ready = 1'h1;
+  reg load0_r0 = 1'h1;
+  reg load0_r1 = 1'h1;
+  reg load0_r2 = 1'h1;
+  reg load0_r3 = 1'h1;
+  reg load0_r4 = 1'h1;
+  reg load0_r5 = 1'h1;
+  reg load0_r6 = 1'h1;
+  reg load0_r7 = 1'h1;
+  reg load0_r8 = 1'h1;
+  reg load0_r9 = 1'h1;
+  reg load1_r0 = 1'h0;
+  reg load1_r1 = 1'h0;
+  reg load1_r2 = 1'h0;
+  reg load1_r3 = 1'h0;
+  reg load1_r4 = 1'h0;
+  reg load1_r5 = 1'h0;
+  reg load1_r6 = 1'h0;
+  reg load1_r7 = 1'h0;
+  reg load1_r8 = 1'h0;
+  reg load1_r9 = 1'h0;
+  wire [150:0] o__payload;
   wire [4:0] \o__payload.bytes ;
   wire [127:0] \o__payload.data ;
   wire \o__payload.header ;
@@ -10583,144 +14728,556 @@ module \ace_nic_small.tx0.out_skid (clk, rst, i__valid, i__payload, i__ready, o_
   wire \o__payload.last ;
   input o__ready;
   wire o__ready;
-  output o__valid;
-  reg o__valid = 1'h0;
-  (* init = 151'h00000000000000000000000000000000000000 *)
-  wire [150:0] out_payload;
-  wire [4:0] \out_payload.bytes ;
-  wire [127:0] \out_payload.data ;
-  wire \out_payload.header ;
-  wire [15:0] \out_payload.keep ;
-  wire \out_payload.last ;
   (* init = 1'h0 *)
-  wire out_valid;
+  wire o__valid;
+  output out_valid;
+  reg out_valid = 1'h0;
+  wire pop;
+  output [15:0] \port$554$0 ;
+  wire [15:0] \port$554$0 ;
+  output [15:0] \port$555$0 ;
+  wire [15:0] \port$555$0 ;
+  output [15:0] \port$556$0 ;
+  wire [15:0] \port$556$0 ;
+  output [15:0] \port$557$0 ;
+  wire [15:0] \port$557$0 ;
+  output [15:0] \port$558$0 ;
+  wire [15:0] \port$558$0 ;
+  output [15:0] \port$559$0 ;
+  wire [15:0] \port$559$0 ;
+  output [15:0] \port$560$0 ;
+  wire [15:0] \port$560$0 ;
+  output [15:0] \port$561$0 ;
+  wire [15:0] \port$561$0 ;
+  output [15:0] \port$562$0 ;
+  wire [15:0] \port$562$0 ;
+  output [6:0] \port$563$0 ;
+  wire [6:0] \port$563$0 ;
+  wire push;
+  reg r_at = 1'h0;
+  wire r_at_next;
+  reg r_at_r0 = 1'h0;
+  reg r_at_r1 = 1'h0;
+  reg r_at_r2 = 1'h0;
+  reg r_at_r3 = 1'h0;
+  reg r_at_r4 = 1'h0;
+  reg r_at_r5 = 1'h0;
+  reg r_at_r6 = 1'h0;
+  reg r_at_r7 = 1'h0;
+  reg r_at_r8 = 1'h0;
+  reg r_at_r9 = 1'h0;
   input rst;
   wire rst;
-  reg [150:0] skid_payload = 151'h00000000000000000000000000000000000000;
-  wire [4:0] \skid_payload.bytes ;
-  wire [127:0] \skid_payload.data ;
-  wire \skid_payload.header ;
-  wire [15:0] \skid_payload.keep ;
-  wire \skid_payload.last ;
-  reg skid_valid = 1'h0;
-  assign \$1  = ~ skid_valid;
-  assign \$2  = ~ o__valid;
-  assign \$3  = ~ i__valid;
-  assign \$4  = \$2  | \$3 ;
-  assign \$5  = \$1  & \$4 ;
-  assign \$6  = o__ready | \$5 ;
-  assign \$7  = ~ o__valid;
-  assign \$8  = o__ready | \$7 ;
+  reg w_at = 1'h0;
+  wire w_at_next;
+  assign push = i__valid & in_ready;
+  assign pop = out_valid & o__ready;
+  assign \$1  = count + push;
+  assign \$2  = \$1  - pop;
+  assign w_at_next = w_at ^ push;
+  assign r_at_next = r_at ^ pop;
+  assign \$3  = r_at_r0 ? entry1[15:0] : entry0[15:0];
+  assign \$4  = r_at_r1 ? entry1[31:16] : entry0[31:16];
+  assign \$5  = r_at_r2 ? entry1[47:32] : entry0[47:32];
+  assign \$6  = r_at_r3 ? entry1[63:48] : entry0[63:48];
+  assign \$7  = r_at_r4 ? entry1[79:64] : entry0[79:64];
+  assign \$8  = r_at_r5 ? entry1[95:80] : entry0[95:80];
+  assign \$9  = r_at_r6 ? entry1[111:96] : entry0[111:96];
+  assign \$10  = r_at_r7 ? entry1[127:112] : entry0[127:112];
+  assign \$11  = r_at_r8 ? entry1[143:128] : entry0[143:128];
+  assign \$12  = r_at_r9 ? entry1[150:144] : entry0[150:144];
+  assign \$13  = \$2 [1:0] != 2'h2;
+  assign \$14  = | \$2 [1:0];
+  assign \$15  = \$2 [1:0] != 2'h2;
+  assign \$16  = ! w_at_next;
+  assign \$17  = \$15  & \$16 ;
+  assign \$18  = \$2 [1:0] != 2'h2;
+  assign \$19  = ! w_at_next;
+  assign \$20  = \$18  & \$19 ;
+  assign \$21  = \$2 [1:0] != 2'h2;
+  assign \$22  = ! w_at_next;
+  assign \$23  = \$21  & \$22 ;
+  assign \$24  = \$2 [1:0] != 2'h2;
+  assign \$25  = ! w_at_next;
+  assign \$26  = \$24  & \$25 ;
+  assign \$27  = \$2 [1:0] != 2'h2;
+  assign \$28  = ! w_at_next;
+  assign \$29  = \$27  & \$28 ;
+  assign \$30  = \$2 [1:0] != 2'h2;
+  assign \$31  = ! w_at_next;
+  assign \$32  = \$30  & \$31 ;
+  assign \$33  = \$2 [1:0] != 2'h2;
+  assign \$34  = ! w_at_next;
+  assign \$35  = \$33  & \$34 ;
+  assign \$36  = \$2 [1:0] != 2'h2;
+  assign \$37  = ! w_at_next;
+  assign \$38  = \$36  & \$37 ;
+  assign \$39  = \$2 [1:0] != 2'h2;
+  assign \$40  = ! w_at_next;
+  assign \$41  = \$39  & \$40 ;
+  assign \$42  = \$2 [1:0] != 2'h2;
+  assign \$43  = ! w_at_next;
+  assign \$44  = \$42  & \$43 ;
+  assign \$45  = \$2 [1:0] != 2'h2;
+  assign \$47  = \$45  & \$46 ;
+  assign \$48  = \$2 [1:0] != 2'h2;
+  assign \$50  = \$48  & \$49 ;
+  assign \$51  = \$2 [1:0] != 2'h2;
+  assign \$53  = \$51  & \$52 ;
+  assign \$54  = \$2 [1:0] != 2'h2;
+  assign \$56  = \$54  & \$55 ;
+  assign \$57  = \$2 [1:0] != 2'h2;
+  assign \$59  = \$57  & \$58 ;
+  assign \$60  = \$2 [1:0] != 2'h2;
+  assign \$62  = \$60  & \$61 ;
+  assign \$63  = \$2 [1:0] != 2'h2;
+  assign \$65  = \$63  & \$64 ;
+  assign \$66  = \$2 [1:0] != 2'h2;
+  assign \$68  = \$66  & \$67 ;
+  assign \$69  = \$2 [1:0] != 2'h2;
+  assign \$71  = \$69  & \$70 ;
+  assign \$72  = \$2 [1:0] != 2'h2;
+  assign \$74  = \$72  & \$73 ;
   always @(posedge clk)
-    i__ready <= \$9 ;
+    count <= \$75 ;
   always @(posedge clk)
-    o__valid <= \$10 ;
+    in_ready <= \$76 ;
   always @(posedge clk)
-    o__payload <= \$11 ;
+    out_valid <= \$77 ;
   always @(posedge clk)
-    skid_valid <= \$12 ;
+    w_at <= \$78 ;
   always @(posedge clk)
-    skid_payload <= \$13 ;
+    r_at <= \$79 ;
+  always @(posedge clk)
+    load0_r0 <= \$80 ;
+  always @(posedge clk)
+    load0_r1 <= \$81 ;
+  always @(posedge clk)
+    load0_r2 <= \$82 ;
+  always @(posedge clk)
+    load0_r3 <= \$83 ;
+  always @(posedge clk)
+    load0_r4 <= \$84 ;
+  always @(posedge clk)
+    load0_r5 <= \$85 ;
+  always @(posedge clk)
+    load0_r6 <= \$86 ;
+  always @(posedge clk)
+    load0_r7 <= \$87 ;
+  always @(posedge clk)
+    load0_r8 <= \$88 ;
+  always @(posedge clk)
+    load0_r9 <= \$89 ;
+  always @(posedge clk)
+    load1_r0 <= \$90 ;
+  always @(posedge clk)
+    load1_r1 <= \$91 ;
+  always @(posedge clk)
+    load1_r2 <= \$92 ;
+  always @(posedge clk)
+    load1_r3 <= \$93 ;
+  always @(posedge clk)
+    load1_r4 <= \$94 ;
+  always @(posedge clk)
+    load1_r5 <= \$95 ;
+  always @(posedge clk)
+    load1_r6 <= \$96 ;
+  always @(posedge clk)
+    load1_r7 <= \$97 ;
+  always @(posedge clk)
+    load1_r8 <= \$98 ;
+  always @(posedge clk)
+    load1_r9 <= \$99 ;
+  always @(posedge clk)
+    r_at_r0 <= \$100 ;
+  always @(posedge clk)
+    r_at_r1 <= \$101 ;
+  always @(posedge clk)
+    r_at_r2 <= \$102 ;
+  always @(posedge clk)
+    r_at_r3 <= \$103 ;
+  always @(posedge clk)
+    r_at_r4 <= \$104 ;
+  always @(posedge clk)
+    r_at_r5 <= \$105 ;
+  always @(posedge clk)
+    r_at_r6 <= \$106 ;
+  always @(posedge clk)
+    r_at_r7 <= \$107 ;
+  always @(posedge clk)
+    r_at_r8 <= \$108 ;
+  always @(posedge clk)
+    r_at_r9 <= \$109 ;
+  always @(posedge clk)
+    entry0 <= \$110 ;
+  always @(posedge clk)
+    entry1 <= \$111 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$9  = \$6 ;
+    \$75  = \$2 [1:0];
     if (rst) begin
-      \$9  = 1'h1;
+      \$75  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$10  = o__valid;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$10  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$10  = skid_valid;
-    end
+    \$76  = \$13 ;
     if (rst) begin
-      \$10  = 1'h0;
+      \$76  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$11  = o__payload;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$11  = i__payload;
-      end
-    end else if (o__ready) begin
-      \$11  = skid_payload;
-    end
+    \$77  = \$14 ;
     if (rst) begin
-      \$11  = 151'h00000000000000000000000000000000000000;
+      \$77  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$12  = skid_valid;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$12  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$12  = 1'h0;
-    end
+    \$78  = w_at_next;
     if (rst) begin
-      \$12  = 1'h0;
+      \$78  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$13  = skid_payload;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$13  = i__payload;
-      end
-    end
+    \$79  = r_at_next;
     if (rst) begin
-      \$13  = 151'h00000000000000000000000000000000000000;
+      \$79  = 1'h0;
     end
   end
-  assign in_ready = i__ready;
-  assign out_valid = o__valid;
-  assign out_payload = o__payload;
-  assign \o__payload.data  = o__payload[127:0];
-  assign \o__payload.keep  = o__payload[143:128];
-  assign \o__payload.last  = o__payload[144];
-  assign \o__payload.header  = o__payload[145];
-  assign \o__payload.bytes  = o__payload[150:146];
-  assign \out_payload.data  = o__payload[127:0];
-  assign \out_payload.keep  = o__payload[143:128];
-  assign \out_payload.last  = o__payload[144];
-  assign \out_payload.header  = o__payload[145];
-  assign \out_payload.bytes  = o__payload[150:146];
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$80  = \$17 ;
+    if (rst) begin
+      \$80  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$81  = \$20 ;
+    if (rst) begin
+      \$81  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$82  = \$23 ;
+    if (rst) begin
+      \$82  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$83  = \$26 ;
+    if (rst) begin
+      \$83  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$84  = \$29 ;
+    if (rst) begin
+      \$84  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$85  = \$32 ;
+    if (rst) begin
+      \$85  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$86  = \$35 ;
+    if (rst) begin
+      \$86  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$87  = \$38 ;
+    if (rst) begin
+      \$87  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$88  = \$41 ;
+    if (rst) begin
+      \$88  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$89  = \$44 ;
+    if (rst) begin
+      \$89  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$90  = \$47 ;
+    if (rst) begin
+      \$90  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$91  = \$50 ;
+    if (rst) begin
+      \$91  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$92  = \$53 ;
+    if (rst) begin
+      \$92  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$93  = \$56 ;
+    if (rst) begin
+      \$93  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$94  = \$59 ;
+    if (rst) begin
+      \$94  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$95  = \$62 ;
+    if (rst) begin
+      \$95  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$96  = \$65 ;
+    if (rst) begin
+      \$96  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$97  = \$68 ;
+    if (rst) begin
+      \$97  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$98  = \$71 ;
+    if (rst) begin
+      \$98  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$99  = \$74 ;
+    if (rst) begin
+      \$99  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$100  = r_at_next;
+    if (rst) begin
+      \$100  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$101  = r_at_next;
+    if (rst) begin
+      \$101  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$102  = r_at_next;
+    if (rst) begin
+      \$102  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$103  = r_at_next;
+    if (rst) begin
+      \$103  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$104  = r_at_next;
+    if (rst) begin
+      \$104  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$105  = r_at_next;
+    if (rst) begin
+      \$105  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$106  = r_at_next;
+    if (rst) begin
+      \$106  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$107  = r_at_next;
+    if (rst) begin
+      \$107  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$108  = r_at_next;
+    if (rst) begin
+      \$108  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$109  = r_at_next;
+    if (rst) begin
+      \$109  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$110  = entry0;
+    if (load0_r0) begin
+      \$110 [15:0] = i__payload[15:0];
+    end
+    if (load0_r1) begin
+      \$110 [31:16] = i__payload[31:16];
+    end
+    if (load0_r2) begin
+      \$110 [47:32] = i__payload[47:32];
+    end
+    if (load0_r3) begin
+      \$110 [63:48] = i__payload[63:48];
+    end
+    if (load0_r4) begin
+      \$110 [79:64] = i__payload[79:64];
+    end
+    if (load0_r5) begin
+      \$110 [95:80] = i__payload[95:80];
+    end
+    if (load0_r6) begin
+      \$110 [111:96] = i__payload[111:96];
+    end
+    if (load0_r7) begin
+      \$110 [127:112] = i__payload[127:112];
+    end
+    if (load0_r8) begin
+      \$110 [143:128] = i__payload[143:128];
+    end
+    if (load0_r9) begin
+      \$110 [150:144] = i__payload[150:144];
+    end
+    if (rst) begin
+      \$110  = 151'h00000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$111  = entry1;
+    if (load1_r0) begin
+      \$111 [15:0] = i__payload[15:0];
+    end
+    if (load1_r1) begin
+      \$111 [31:16] = i__payload[31:16];
+    end
+    if (load1_r2) begin
+      \$111 [47:32] = i__payload[47:32];
+    end
+    if (load1_r3) begin
+      \$111 [63:48] = i__payload[63:48];
+    end
+    if (load1_r4) begin
+      \$111 [79:64] = i__payload[79:64];
+    end
+    if (load1_r5) begin
+      \$111 [95:80] = i__payload[95:80];
+    end
+    if (load1_r6) begin
+      \$111 [111:96] = i__payload[111:96];
+    end
+    if (load1_r7) begin
+      \$111 [127:112] = i__payload[127:112];
+    end
+    if (load1_r8) begin
+      \$111 [143:128] = i__payload[143:128];
+    end
+    if (load1_r9) begin
+      \$111 [150:144] = i__payload[150:144];
+    end
+    if (rst) begin
+      \$111  = 151'h00000000000000000000000000000000000000;
+    end
+  end
+  assign count_next = \$2 [1:0];
+  assign i__ready = in_ready;
+  assign o__valid = out_valid;
+  assign o__payload = { \$12 , \$11 , \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
+  assign \port$554$0  = \$3 ;
+  assign \port$555$0  = \$4 ;
+  assign \port$556$0  = \$5 ;
+  assign \port$557$0  = \$6 ;
+  assign \port$558$0  = \$7 ;
+  assign \port$559$0  = \$8 ;
+  assign \port$560$0  = \$9 ;
+  assign \port$561$0  = \$10 ;
+  assign \port$562$0  = \$11 ;
+  assign \port$563$0  = \$12 ;
+  assign \o__payload.data  = { \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
+  assign \o__payload.keep  = \$11 ;
+  assign \o__payload.last  = \$12 [0];
+  assign \o__payload.header  = \$12 [1];
+  assign \o__payload.bytes  = \$12 [6:2];
   assign \i__payload.data  = i__payload[127:0];
   assign \i__payload.keep  = i__payload[143:128];
   assign \i__payload.last  = i__payload[144];
   assign \i__payload.header  = i__payload[145];
   assign \i__payload.bytes  = i__payload[150:146];
-  assign \skid_payload.data  = skid_payload[127:0];
-  assign \skid_payload.keep  = skid_payload[143:128];
-  assign \skid_payload.last  = skid_payload[144];
-  assign \skid_payload.header  = skid_payload[145];
-  assign \skid_payload.bytes  = skid_payload[150:146];
+  assign \$46  = w_at_next;
+  assign \$49  = w_at_next;
+  assign \$52  = w_at_next;
+  assign \$55  = w_at_next;
+  assign \$58  = w_at_next;
+  assign \$61  = w_at_next;
+  assign \$64  = w_at_next;
+  assign \$67  = w_at_next;
+  assign \$70  = w_at_next;
+  assign \$73  = w_at_next;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, busy__0, busy__1, cmd__0__payload, cmd__1__payload, cmd__0__ready, cmd__1__ready, data__0__ready, data__1__ready, payload_bytes, header_bytes, busy_cycles, stall_cycles, credits__0, credits__1, link__tvalid, \port$2657$0 
-, credit_in_valid, freed__0, freed__1, credit_in_channel, credit_in_count, data__0__valid, data__0__payload, data__1__valid, data__1__payload, node_id);
+module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, busy__0, busy__1, \port$2011$0 , \port$2012$0 , \port$2013$0 , \port$2014$0 , \port$2015$0 , \port$2016$0 , \port$2017$0 , \port$2018$0 , link__tkeep, link__tlast, \port$3011$0 , \port$3012$0 , \port$3013$0 , \port$3014$0 
+, \port$3015$0 , \port$3016$0 , \port$3017$0 , \port$3018$0 , \port$3107$0 , \port$3108$0 , \port$3109$0 , \port$3110$0 , \port$3111$0 , \port$3112$0 , \port$3113$0 , \port$3114$0 , cmd__0__payload, cmd__1__payload, cmd__0__ready, cmd__1__ready, data__0__ready, data__1__ready, payload_bytes, header_bytes, busy_cycles
+, stall_cycles, credits__0, credits__1, link__tvalid, credit_in_valid, freed__0, freed__1, credit_in_channel, credit_in_count, data__0__valid, data__1__valid, node_id);
   reg \$auto$verilog_backend.cc:2355:dump_module$68  = 0;
   wire [11:0] \$1 ;
   wire \$10 ;
   wire \$100 ;
   wire \$101 ;
-  wire \$102 ;
-  wire \$103 ;
+  wire [48:0] \$102 ;
+  wire [12:0] \$103 ;
   wire \$104 ;
   wire \$105 ;
   wire \$106 ;
@@ -10729,16 +15286,16 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   wire \$109 ;
   wire \$11 ;
   wire \$110 ;
-  wire [3:0] \$111 ;
-  wire [6:0] \$112 ;
-  wire [7:0] \$113 ;
-  wire [6:0] \$114 ;
-  wire [7:0] \$115 ;
-  wire [12:0] \$116 ;
+  wire \$111 ;
+  wire \$112 ;
+  wire \$113 ;
+  wire \$114 ;
+  wire \$115 ;
+  wire \$116 ;
   wire \$117 ;
   wire \$118 ;
   wire \$119 ;
-  wire [11:0] \$12 ;
+  wire \$12 ;
   wire \$120 ;
   wire \$121 ;
   wire \$122 ;
@@ -10746,194 +15303,407 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   wire \$124 ;
   wire \$125 ;
   wire \$126 ;
-  wire \$127 ;
+  wire [3:0] \$127 ;
   wire \$128 ;
   wire \$129 ;
-  wire [11:0] \$13 ;
+  wire \$13 ;
   wire \$130 ;
   wire \$131 ;
   wire \$132 ;
   wire \$133 ;
-  wire \$134 ;
-  wire \$135 ;
-  wire \$136 ;
-  wire \$137 ;
+  wire [6:0] \$134 ;
+  wire [7:0] \$135 ;
+  wire [6:0] \$136 ;
+  wire [7:0] \$137 ;
   wire \$138 ;
   wire \$139 ;
   wire \$14 ;
-  wire [3:0] \$140 ;
-  wire [6:0] \$141 ;
+  wire \$140 ;
+  wire \$141 ;
   wire [7:0] \$142 ;
-  wire [6:0] \$143 ;
+  wire [7:0] \$143 ;
   wire [7:0] \$144 ;
-  reg [5:0] \$145 ;
-  reg [7:0] \$146 ;
-  reg [10:0] \$147 ;
-  reg [6:0] \$148 ;
+  wire [6:0] \$145 ;
+  wire [7:0] \$146 ;
+  wire [12:0] \$147 ;
+  wire \$148 ;
   wire \$149 ;
   wire \$15 ;
   wire \$150 ;
-  wire [17:0] \$151 ;
-  wire [17:0] \$152 ;
-  wire [18:0] \$153 ;
-  wire [17:0] \$154 ;
-  wire [17:0] \$155 ;
+  wire \$151 ;
+  wire \$152 ;
+  wire \$153 ;
+  wire \$154 ;
+  wire \$155 ;
   wire \$156 ;
-  wire [17:0] \$157 ;
-  wire [17:0] \$158 ;
+  wire \$157 ;
+  wire \$158 ;
   wire \$159 ;
   wire \$16 ;
-  wire [17:0] \$160 ;
-  wire [17:0] \$161 ;
+  wire \$160 ;
+  wire \$161 ;
   wire \$162 ;
-  wire [17:0] \$163 ;
-  wire [17:0] \$164 ;
+  wire \$163 ;
+  wire \$164 ;
   wire \$165 ;
-  wire [17:0] \$166 ;
-  wire [17:0] \$167 ;
+  wire \$166 ;
+  wire \$167 ;
   wire \$168 ;
-  wire [17:0] \$169 ;
-  wire \$17 ;
-  wire [17:0] \$170 ;
-  wire \$171 ;
-  wire [17:0] \$172 ;
-  wire [17:0] \$173 ;
+  wire \$169 ;
+  reg \$17 ;
+  wire \$170 ;
+  wire [3:0] \$171 ;
+  wire \$172 ;
+  wire \$173 ;
   wire \$174 ;
-  wire [17:0] \$175 ;
-  wire [17:0] \$176 ;
+  wire \$175 ;
+  wire \$176 ;
   wire \$177 ;
-  wire [17:0] \$178 ;
-  wire [17:0] \$179 ;
-  wire \$18 ;
-  wire \$180 ;
-  wire [17:0] \$181 ;
-  wire [17:0] \$182 ;
+  wire [6:0] \$178 ;
+  wire [7:0] \$179 ;
+  wire [4:0] \$18 ;
+  wire [6:0] \$180 ;
+  wire [7:0] \$181 ;
+  wire \$182 ;
   wire \$183 ;
-  wire [17:0] \$184 ;
-  wire [17:0] \$185 ;
-  wire \$186 ;
-  wire [17:0] \$187 ;
-  wire [17:0] \$188 ;
-  wire \$189 ;
+  wire \$184 ;
+  wire \$185 ;
+  wire [7:0] \$186 ;
+  wire [7:0] \$187 ;
+  wire [7:0] \$188 ;
+  wire [6:0] \$189 ;
   wire \$19 ;
-  wire [17:0] \$190 ;
-  wire [17:0] \$191 ;
-  wire \$192 ;
-  wire [17:0] \$193 ;
-  wire [17:0] \$194 ;
+  wire [7:0] \$190 ;
+  reg [5:0] \$191 ;
+  reg [7:0] \$192 ;
+  reg [10:0] \$193 ;
+  reg [6:0] \$194 ;
   wire \$195 ;
-  wire [17:0] \$196 ;
+  wire \$196 ;
   wire [17:0] \$197 ;
-  wire \$198 ;
-  wire [17:0] \$199 ;
+  wire [17:0] \$198 ;
+  wire [18:0] \$199 ;
   wire [11:0] \$2 ;
   wire \$20 ;
-  wire [17:0] \$200 ;
-  wire \$201 ;
-  wire \$202 ;
-  wire [7:0] \$203 ;
-  reg [47:0] \$204 ;
-  reg [47:0] \$205 ;
-  reg [47:0] \$206 ;
-  reg [47:0] \$207 ;
-  reg \$208 ;
-  reg \$209 ;
+  wire \$200 ;
+  wire [17:0] \$201 ;
+  wire [17:0] \$202 ;
+  wire \$203 ;
+  wire \$204 ;
+  wire \$205 ;
+  wire [17:0] \$206 ;
+  wire [17:0] \$207 ;
+  wire \$208 ;
+  wire \$209 ;
   wire \$21 ;
-  reg \$210 ;
-  reg [2:0] \$211 ;
-  reg [5:0] \$212 ;
-  reg [5:0] \$213 ;
-  reg \$214 ;
-  reg \$215 ;
-  reg \$216 ;
-  reg [2:0] \$217 ;
-  reg [5:0] \$218 ;
-  reg [5:0] \$219 ;
+  wire [17:0] \$210 ;
+  wire [17:0] \$211 ;
+  wire \$212 ;
+  wire \$213 ;
+  wire \$214 ;
+  wire [17:0] \$215 ;
+  wire [17:0] \$216 ;
+  wire \$217 ;
+  wire \$218 ;
+  wire [17:0] \$219 ;
   wire \$22 ;
-  reg \$220 ;
-  reg \$221 ;
-  reg \$222 ;
-  reg \$223 ;
-  reg [7:0] \$224 ;
-  reg [16:0] \$225 ;
-  reg [6:0] \$226 ;
-  reg \$227 ;
-  reg \$228 ;
-  reg [6:0] \$229 ;
+  wire [17:0] \$220 ;
+  wire \$221 ;
+  wire \$222 ;
+  wire \$223 ;
+  wire [17:0] \$224 ;
+  wire [17:0] \$225 ;
+  wire \$226 ;
+  wire \$227 ;
+  wire [17:0] \$228 ;
+  wire [17:0] \$229 ;
   wire \$23 ;
-  reg [4:0] \$230 ;
-  reg [15:0] \$231 ;
-  reg \$232 ;
+  wire \$230 ;
+  wire \$231 ;
+  wire \$232 ;
+  wire [17:0] \$233 ;
+  wire [17:0] \$234 ;
+  wire \$235 ;
+  wire \$236 ;
+  wire [17:0] \$237 ;
+  wire [17:0] \$238 ;
+  wire \$239 ;
   wire \$24 ;
+  wire \$240 ;
+  wire \$241 ;
+  wire [17:0] \$242 ;
+  wire [17:0] \$243 ;
+  wire \$244 ;
+  wire \$245 ;
+  wire [17:0] \$246 ;
+  wire [17:0] \$247 ;
+  wire \$248 ;
+  wire \$249 ;
   wire \$25 ;
+  wire \$250 ;
+  wire [17:0] \$251 ;
+  wire [17:0] \$252 ;
+  wire \$253 ;
+  wire \$254 ;
+  wire [17:0] \$255 ;
+  wire [17:0] \$256 ;
+  wire \$257 ;
+  wire \$258 ;
+  wire \$259 ;
   wire \$26 ;
+  wire [17:0] \$260 ;
+  wire [17:0] \$261 ;
+  wire \$262 ;
+  wire \$263 ;
+  wire [17:0] \$264 ;
+  wire [17:0] \$265 ;
+  wire \$266 ;
+  wire \$267 ;
+  wire \$268 ;
+  wire [17:0] \$269 ;
   wire \$27 ;
+  wire [17:0] \$270 ;
+  wire \$271 ;
+  wire \$272 ;
+  wire [17:0] \$273 ;
+  wire [17:0] \$274 ;
+  wire \$275 ;
+  wire \$276 ;
+  wire \$277 ;
+  wire [17:0] \$278 ;
+  wire [17:0] \$279 ;
   wire \$28 ;
-  reg \$29 ;
+  wire \$280 ;
+  wire \$281 ;
+  wire [17:0] \$282 ;
+  wire [17:0] \$283 ;
+  wire \$284 ;
+  wire \$285 ;
+  wire \$286 ;
+  wire [17:0] \$287 ;
+  wire [17:0] \$288 ;
+  wire \$289 ;
+  wire \$29 ;
+  wire \$290 ;
+  wire [17:0] \$291 ;
+  wire [17:0] \$292 ;
+  wire \$293 ;
+  wire \$294 ;
+  wire \$295 ;
+  wire [17:0] \$296 ;
+  wire [17:0] \$297 ;
+  wire \$298 ;
+  wire \$299 ;
   wire \$3 ;
-  reg [127:0] \$30 ;
-  wire [7:0] \$31 ;
-  reg [127:0] \$32 ;
-  wire [7:0] \$33 ;
-  reg [127:0] \$34 ;
-  wire [7:0] \$35 ;
-  reg [127:0] \$36 ;
-  wire [7:0] \$37 ;
-  reg [127:0] \$38 ;
-  wire [7:0] \$39 ;
+  wire \$30 ;
+  wire [17:0] \$300 ;
+  wire [17:0] \$301 ;
+  wire \$302 ;
+  wire \$303 ;
+  wire \$304 ;
+  wire [17:0] \$305 ;
+  wire [17:0] \$306 ;
+  wire \$307 ;
+  wire \$308 ;
+  wire [17:0] \$309 ;
+  wire \$31 ;
+  wire [17:0] \$310 ;
+  wire \$311 ;
+  wire \$312 ;
+  wire \$313 ;
+  wire [17:0] \$314 ;
+  wire [17:0] \$315 ;
+  wire \$316 ;
+  wire \$317 ;
+  wire [17:0] \$318 ;
+  wire [17:0] \$319 ;
+  wire \$32 ;
+  wire \$320 ;
+  wire \$321 ;
+  wire \$322 ;
+  wire [17:0] \$323 ;
+  wire [17:0] \$324 ;
+  wire \$325 ;
+  wire \$326 ;
+  wire [17:0] \$327 ;
+  wire [17:0] \$328 ;
+  wire \$329 ;
+  wire \$33 ;
+  wire \$330 ;
+  wire \$331 ;
+  wire [17:0] \$332 ;
+  wire [17:0] \$333 ;
+  wire \$334 ;
+  wire \$335 ;
+  wire [17:0] \$336 ;
+  wire [17:0] \$337 ;
+  wire \$338 ;
+  wire \$339 ;
+  wire \$34 ;
+  wire \$340 ;
+  wire [17:0] \$341 ;
+  wire [17:0] \$342 ;
+  wire \$343 ;
+  wire \$344 ;
+  wire \$345 ;
+  wire [7:0] \$346 ;
+  wire \$347 ;
+  wire \$348 ;
+  wire [16:0] \$349 ;
+  wire [15:0] \$35 ;
+  wire \$350 ;
+  wire \$351 ;
+  wire \$352 ;
+  wire \$353 ;
+  wire \$354 ;
+  wire \$355 ;
+  wire \$356 ;
+  wire \$357 ;
+  wire \$358 ;
+  wire \$359 ;
+  wire [15:0] \$36 ;
+  wire \$360 ;
+  wire \$361 ;
+  wire \$362 ;
+  wire \$363 ;
+  wire \$364 ;
+  wire \$365 ;
+  wire \$366 ;
+  wire \$367 ;
+  wire \$368 ;
+  wire \$369 ;
+  wire [15:0] \$37 ;
+  wire \$370 ;
+  wire \$371 ;
+  wire \$372 ;
+  wire \$373 ;
+  wire \$374 ;
+  wire \$375 ;
+  wire \$376 ;
+  wire \$377 ;
+  wire \$378 ;
+  wire \$379 ;
+  wire [15:0] \$38 ;
+  wire \$380 ;
+  wire \$381 ;
+  wire \$382 ;
+  wire \$383 ;
+  wire \$384 ;
+  wire \$385 ;
+  reg [47:0] \$386 ;
+  reg [47:0] \$387 ;
+  reg [47:0] \$388 ;
+  reg [47:0] \$389 ;
+  wire [15:0] \$39 ;
+  reg \$390 ;
+  reg \$391 ;
+  reg \$392 ;
+  reg [2:0] \$393 ;
+  reg [5:0] \$394 ;
+  reg [5:0] \$395 ;
+  reg \$396 ;
+  reg \$397 ;
+  reg \$398 ;
+  reg [2:0] \$399 ;
   wire \$4 ;
-  reg [127:0] \$40 ;
-  wire [7:0] \$41 ;
-  reg [127:0] \$42 ;
-  wire [7:0] \$43 ;
-  reg [127:0] \$44 ;
-  wire [7:0] \$45 ;
-  reg [127:0] \$46 ;
-  wire [7:0] \$47 ;
-  reg [127:0] \$48 ;
-  wire [7:0] \$49 ;
+  wire [15:0] \$40 ;
+  reg [5:0] \$400 ;
+  reg [5:0] \$401 ;
+  reg \$402 ;
+  reg \$403 ;
+  reg \$404 ;
+  reg \$405 ;
+  reg [7:0] \$406 ;
+  reg [16:0] \$407 ;
+  reg [6:0] \$408 ;
+  reg \$409 ;
+  wire [15:0] \$41 ;
+  reg \$410 ;
+  reg [6:0] \$411 ;
+  reg [4:0] \$412 ;
+  reg \$413 ;
+  reg [15:0] \$414 ;
+  reg [15:0] \$415 ;
+  reg \$416 ;
+  reg \$417 ;
+  reg \$418 ;
+  reg \$419 ;
+  wire [15:0] \$42 ;
+  reg \$420 ;
+  reg \$421 ;
+  reg \$422 ;
+  reg \$423 ;
+  reg \$424 ;
+  reg \$425 ;
+  reg \$426 ;
+  reg \$427 ;
+  reg \$428 ;
+  reg \$429 ;
+  wire [15:0] \$43 ;
+  reg \$430 ;
+  reg \$431 ;
+  reg \$432 ;
+  reg \$433 ;
+  reg \$434 ;
+  reg \$435 ;
+  reg \$436 ;
+  wire [15:0] \$437 ;
+  wire [15:0] \$438 ;
+  wire [15:0] \$439 ;
+  wire [15:0] \$44 ;
+  wire [15:0] \$440 ;
+  wire [15:0] \$441 ;
+  wire [15:0] \$442 ;
+  wire [15:0] \$443 ;
+  wire [15:0] \$444 ;
+  wire [6:0] \$445 ;
+  wire [15:0] \$45 ;
+  wire [15:0] \$46 ;
+  wire [15:0] \$47 ;
+  wire [15:0] \$48 ;
+  wire [15:0] \$49 ;
   wire \$5 ;
-  reg [127:0] \$50 ;
-  wire [7:0] \$51 ;
-  reg [127:0] \$52 ;
-  wire [7:0] \$53 ;
-  reg [127:0] \$54 ;
-  wire [7:0] \$55 ;
-  reg [127:0] \$56 ;
-  wire [7:0] \$57 ;
-  reg [127:0] \$58 ;
-  wire [7:0] \$59 ;
-  wire \$6 ;
-  reg [127:0] \$60 ;
-  wire [7:0] \$61 ;
-  wire [4:0] \$62 ;
-  wire \$63 ;
-  wire \$64 ;
-  wire \$65 ;
-  wire \$66 ;
-  wire \$67 ;
-  wire \$68 ;
-  wire \$69 ;
-  wire \$7 ;
-  wire \$70 ;
-  wire \$71 ;
-  wire \$72 ;
-  wire \$73 ;
-  wire \$74 ;
-  wire \$75 ;
-  wire \$76 ;
-  wire \$77 ;
-  wire \$78 ;
-  wire \$79 ;
+  wire [15:0] \$50 ;
+  wire [15:0] \$51 ;
+  wire [15:0] \$52 ;
+  wire [15:0] \$53 ;
+  wire [15:0] \$54 ;
+  wire [15:0] \$55 ;
+  wire [15:0] \$56 ;
+  wire [15:0] \$57 ;
+  wire [15:0] \$58 ;
+  wire [15:0] \$59 ;
+  wire [11:0] \$6 ;
+  wire [15:0] \$60 ;
+  wire [15:0] \$61 ;
+  wire [15:0] \$62 ;
+  wire [15:0] \$63 ;
+  wire [15:0] \$64 ;
+  wire [15:0] \$65 ;
+  wire [15:0] \$66 ;
+  wire [15:0] \$67 ;
+  wire [15:0] \$68 ;
+  wire [15:0] \$69 ;
+  wire [11:0] \$7 ;
+  wire [15:0] \$70 ;
+  wire [15:0] \$71 ;
+  wire [15:0] \$72 ;
+  wire [15:0] \$73 ;
+  wire [15:0] \$74 ;
+  wire [15:0] \$75 ;
+  wire [15:0] \$76 ;
+  wire [15:0] \$77 ;
+  wire [15:0] \$78 ;
+  wire [15:0] \$79 ;
   wire \$8 ;
-  wire \$80 ;
-  wire [48:0] \$81 ;
-  wire [48:0] \$82 ;
-  wire [48:0] \$83 ;
+  wire [15:0] \$80 ;
+  wire [15:0] \$81 ;
+  wire [15:0] \$82 ;
+  wire \$83 ;
   wire \$84 ;
   wire \$85 ;
-  wire [48:0] \$86 ;
-  wire [12:0] \$87 ;
+  wire \$86 ;
+  wire \$87 ;
   wire \$88 ;
   wire \$89 ;
   wire \$9 ;
@@ -10944,9 +15714,9 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   wire \$94 ;
   wire \$95 ;
   wire \$96 ;
-  wire \$97 ;
-  wire \$98 ;
-  wire \$99 ;
+  wire [48:0] \$97 ;
+  wire [48:0] \$98 ;
+  wire [48:0] \$99 ;
   reg [6:0] beats_left = 7'h00;
   output busy__0;
   wire busy__0;
@@ -10989,27 +15759,22 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   wire [5:0] credit_in_count;
   input credit_in_valid;
   wire credit_in_valid;
-  reg [5:0] credits0_gained;
   (* init = 6'h20 *)
   wire [5:0] credits0_q;
-  reg [6:0] credits0_spent;
-  reg [5:0] credits1_gained;
   (* init = 6'h20 *)
   wire [5:0] credits1_q;
-  reg [6:0] credits1_spent;
   output [5:0] credits__0;
   reg [5:0] credits__0 = 6'h20;
   output [5:0] credits__1;
   reg [5:0] credits__1 = 6'h20;
   reg cur = 1'h0;
-  input [127:0] data__0__payload;
+  wire cur_next;
   wire [127:0] data__0__payload;
   wire [127:0] \data__0__payload.data ;
   output data__0__ready;
   reg data__0__ready;
   input data__0__valid;
   wire data__0__valid;
-  input [127:0] data__1__payload;
   wire [127:0] data__1__payload;
   wire [127:0] \data__1__payload.data ;
   output data__1__ready;
@@ -11047,12 +15812,15 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   wire \i__payload.last ;
   wire i__ready;
   reg i__valid;
-  wire is_last;
-  reg [15:0] keep;
+  wire in_payload_next;
+  reg is_last = 1'h0;
+  reg [15:0] keep = 16'hffff;
   reg [4:0] last_bytes = 5'h00;
   reg [15:0] last_keep = 16'h0000;
   wire [127:0] link__tdata;
+  output [15:0] link__tkeep;
   wire [15:0] link__tkeep;
+  output link__tlast;
   wire link__tlast;
   wire link__tready;
   output link__tvalid;
@@ -11077,8 +15845,74 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   output [47:0] payload_bytes;
   reg [47:0] payload_bytes = 48'h000000000000;
   reg pending_pick;
-  output [144:0] \port$2657$0 ;
-  wire [144:0] \port$2657$0 ;
+  reg pick0_r0 = 1'h0;
+  reg pick0_r1 = 1'h0;
+  reg pick0_r2 = 1'h0;
+  reg pick0_r3 = 1'h0;
+  reg pick0_r4 = 1'h0;
+  reg pick0_r5 = 1'h0;
+  reg pick0_r6 = 1'h0;
+  reg pick0_r7 = 1'h0;
+  reg pick1_r0 = 1'h0;
+  reg pick1_r1 = 1'h0;
+  reg pick1_r2 = 1'h0;
+  reg pick1_r3 = 1'h0;
+  reg pick1_r4 = 1'h0;
+  reg pick1_r5 = 1'h0;
+  reg pick1_r6 = 1'h0;
+  reg pick1_r7 = 1'h0;
+  reg pick_header_r0 = 1'h1;
+  reg pick_header_r1 = 1'h1;
+  reg pick_header_r2 = 1'h1;
+  reg pick_header_r3 = 1'h1;
+  output [15:0] \port$2011$0 ;
+  wire [15:0] \port$2011$0 ;
+  output [15:0] \port$2012$0 ;
+  wire [15:0] \port$2012$0 ;
+  output [15:0] \port$2013$0 ;
+  wire [15:0] \port$2013$0 ;
+  output [15:0] \port$2014$0 ;
+  wire [15:0] \port$2014$0 ;
+  output [15:0] \port$2015$0 ;
+  wire [15:0] \port$2015$0 ;
+  output [15:0] \port$2016$0 ;
+  wire [15:0] \port$2016$0 ;
+  output [15:0] \port$2017$0 ;
+  wire [15:0] \port$2017$0 ;
+  output [15:0] \port$2018$0 ;
+  wire [15:0] \port$2018$0 ;
+  input [15:0] \port$3011$0 ;
+  wire [15:0] \port$3011$0 ;
+  input [15:0] \port$3012$0 ;
+  wire [15:0] \port$3012$0 ;
+  input [15:0] \port$3013$0 ;
+  wire [15:0] \port$3013$0 ;
+  input [15:0] \port$3014$0 ;
+  wire [15:0] \port$3014$0 ;
+  input [15:0] \port$3015$0 ;
+  wire [15:0] \port$3015$0 ;
+  input [15:0] \port$3016$0 ;
+  wire [15:0] \port$3016$0 ;
+  input [15:0] \port$3017$0 ;
+  wire [15:0] \port$3017$0 ;
+  input [15:0] \port$3018$0 ;
+  wire [15:0] \port$3018$0 ;
+  input [15:0] \port$3107$0 ;
+  wire [15:0] \port$3107$0 ;
+  input [15:0] \port$3108$0 ;
+  wire [15:0] \port$3108$0 ;
+  input [15:0] \port$3109$0 ;
+  wire [15:0] \port$3109$0 ;
+  input [15:0] \port$3110$0 ;
+  wire [15:0] \port$3110$0 ;
+  input [15:0] \port$3111$0 ;
+  wire [15:0] \port$3111$0 ;
+  input [15:0] \port$3112$0 ;
+  wire [15:0] \port$3112$0 ;
+  input [15:0] \port$3113$0 ;
+  wire [15:0] \port$3113$0 ;
+  input [15:0] \port$3114$0 ;
+  wire [15:0] \port$3114$0 ;
   reg rr_last = 1'h0;
   reg rr_pick;
   input rst;
@@ -11097,233 +15931,452 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   reg urgent_pick;
   assign take = link__tvalid & o__ready;
   assign \$1  = cmd__0__payload[19:9] + 4'hf;
-  assign \$3  = ! credit_in_channel;
-  assign \$4  = credit_in_valid & \$3 ;
-  assign \$5  = ! slot_ch;
-  assign \$6  = slot_fresh & \$5 ;
-  assign \$7  = ~ slot_credit;
-  assign \$8  = \$6  & \$7 ;
-  assign \$9  = ! slot_ch;
-  assign \$10  = slot_fresh & \$9 ;
-  assign \$11  = \$10  & slot_credit;
-  assign \$12  = cmd__1__payload[19:9] + 4'hf;
-  assign \$14  = credit_in_channel == 1'h1;
-  assign \$15  = credit_in_valid & \$14 ;
-  assign \$17  = slot_fresh & \$16 ;
-  assign \$18  = ~ slot_credit;
-  assign \$19  = \$17  & \$18 ;
-  assign \$21  = slot_fresh & \$20 ;
-  assign \$22  = \$21  & slot_credit;
-  assign \$23  = ~ slot_valid;
-  assign \$24  = | { ch1_urgent, ch0_urgent };
-  assign \$25  = | { ch1_eligible, ch0_eligible };
-  assign \$26  = | { ch1_pending, ch0_pending };
-  assign \$27  = ! grant_ch;
-  assign is_last = beats_left == 1'h1;
-  assign \$31  = \$30 [7:0] & { keep[0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0] };
-  assign \$33  = \$32 [15:8] & { keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1] };
-  assign \$35  = \$34 [23:16] & { keep[2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2] };
-  assign \$37  = \$36 [31:24] & { keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3] };
-  assign \$39  = \$38 [39:32] & { keep[4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4] };
-  assign \$41  = \$40 [47:40] & { keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5] };
-  assign \$43  = \$42 [55:48] & { keep[6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6] };
-  assign \$45  = \$44 [63:56] & { keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7] };
-  assign \$47  = \$46 [71:64] & { keep[8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8] };
-  assign \$49  = \$48 [79:72] & { keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9] };
-  assign \$51  = \$50 [87:80] & { keep[10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10] };
-  assign \$53  = \$52 [95:88] & { keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11] };
-  assign \$55  = \$54 [103:96] & { keep[12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12] };
-  assign \$57  = \$56 [111:104] & { keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13] };
-  assign \$59  = \$58 [119:112] & { keep[14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14] };
-  assign \$61  = \$60 [127:120] & { keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15] };
-  assign \$62  = is_last ? last_bytes : 5'h10;
-  assign \$63  = ! cur;
-  assign \$64  = \$63  & i__ready;
-  assign \$66  = \$65  & i__ready;
-  assign \$67  = ~ slot_credit;
-  assign \$68  = slot_valid & \$67 ;
-  assign \$69  = ! slot_ch;
-  assign \$70  = \$68  & \$69 ;
-  assign \$71  = ! cur;
-  assign \$72  = \$80  & \$71 ;
-  assign busy__0 = \$70  | \$72 ;
-  assign \$73  = ~ slot_credit;
-  assign \$74  = slot_valid & \$73 ;
-  assign \$76  = \$74  & \$75 ;
-  assign \$78  = \$80  & \$77 ;
-  assign busy__1 = \$76  | \$78 ;
-  assign \$79  = ! tx_fsm_state;
-  assign \$81  = payload_bytes + o__payload[150:146];
-  assign \$82  = header_bytes + 5'h10;
-  assign \$83  = busy_cycles + take;
-  assign \$84  = ~ o__ready;
-  assign \$85  = link__tvalid & \$84 ;
-  assign \$86  = stall_cycles + \$85 ;
-  assign \$88  = \$87  >= cmd__0__payload[19:9];
-  assign \$89  = cmd__0__valid & \$88 ;
-  assign \$90  = ! slot_ch;
-  assign \$91  = slot_fresh & \$90 ;
-  assign \$92  = ~ slot_credit;
-  assign \$93  = \$91  & \$92 ;
-  assign \$94  = ~ \$93 ;
-  assign \$95  = \$89  & \$94 ;
-  assign \$96  = owed0 >= 4'h8;
-  assign \$97  = ! slot_ch;
-  assign \$98  = slot_fresh & \$97 ;
-  assign \$99  = \$98  & slot_credit;
-  assign \$100  = ~ \$99 ;
-  assign \$101  = \$96  & \$100 ;
-  assign \$102  = | owed0;
-  assign \$103  = owed0_quiet == 3'h4;
-  assign \$104  = \$102  & \$103 ;
-  assign \$105  = ! slot_ch;
-  assign \$106  = slot_fresh & \$105 ;
-  assign \$107  = \$106  & slot_credit;
-  assign \$108  = ~ \$107 ;
-  assign \$109  = \$104  & \$108 ;
-  assign \$110  = owed0_quiet != 3'h4;
-  assign \$111  = owed0_quiet + 1'h1;
-  assign \$112  = credits__0 + credits0_gained;
-  assign \$113  = \$112  - credits0_spent;
-  assign \$114  = owed0 + freed__0;
-  assign \$115  = \$114  - owed0_returned;
-  assign \$117  = \$116  >= cmd__1__payload[19:9];
-  assign \$118  = cmd__1__valid & \$117 ;
-  assign \$120  = slot_fresh & \$119 ;
-  assign \$121  = ~ slot_credit;
-  assign \$122  = \$120  & \$121 ;
-  assign \$123  = ~ \$122 ;
-  assign \$124  = \$118  & \$123 ;
-  assign \$125  = owed1 >= 4'h8;
-  assign \$127  = slot_fresh & \$126 ;
-  assign \$128  = \$127  & slot_credit;
-  assign \$129  = ~ \$128 ;
-  assign \$130  = \$125  & \$129 ;
-  assign \$131  = | owed1;
-  assign \$132  = owed1_quiet == 3'h4;
+  assign \$3  = ! slot_ch;
+  assign \$4  = slot_fresh & \$3 ;
+  assign \$5  = \$4  & slot_credit;
+  assign \$6  = cmd__1__payload[19:9] + 4'hf;
+  assign \$9  = slot_fresh & \$8 ;
+  assign \$10  = \$9  & slot_credit;
+  assign \$11  = ~ slot_valid;
+  assign \$12  = | { ch1_urgent, ch0_urgent };
+  assign \$13  = | { ch1_eligible, ch0_eligible };
+  assign \$14  = | { ch1_pending, ch0_pending };
+  assign \$15  = ! grant_ch;
+  assign \$18  = is_last ? last_bytes : 5'h10;
+  assign \$19  = ! cur;
+  assign \$20  = \$19  & i__ready;
+  assign \$22  = \$21  & i__ready;
+  assign \$23  = i__valid & i__ready;
+  assign \$24  = \$95  & \$23 ;
+  assign \$25  = ~ slot_credit;
+  assign \$26  = \$24  & \$25 ;
+  assign \$27  = i__valid & i__ready;
+  assign \$28  = \$96  & \$27 ;
+  assign \$29  = \$28  & is_last;
+  assign \$30  = \$29  ? 1'h0 : \$96 ;
+  assign in_payload_next = \$26  ? 1'h1 : \$30 ;
+  assign \$31  = i__valid & i__ready;
+  assign \$32  = \$95  & \$31 ;
+  assign \$33  = ~ slot_credit;
+  assign \$34  = \$32  & \$33 ;
+  assign cur_next = \$34  ? slot_ch : cur;
+  assign \$35  = \port$3011$0  & { pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0 };
+  assign \$37  = \port$3107$0  & { pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0 };
+  assign \$38  = \$36  | \$37 ;
+  assign \$39  = \$38  & { keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1:0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0] };
+  assign \$40  = { node_id, 1'h0, slot_credit, 6'h0a } & { pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0 };
+  assign \$41  = \$39  | \$40 ;
+  assign \$42  = \port$3012$0  & { pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1 };
+  assign \$44  = \port$3108$0  & { pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1 };
+  assign \$45  = \$43  | \$44 ;
+  assign \$46  = \$45  & { keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3:2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2] };
+  assign \$47  = { slot_tag, 7'h00, slot_ch } & { pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1 };
+  assign \$48  = \$46  | \$47 ;
+  assign \$49  = \port$3013$0  & { pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2 };
+  assign \$51  = \port$3109$0  & { pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2 };
+  assign \$52  = \$50  | \$51 ;
+  assign \$53  = \$52  & { keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5:4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4] };
+  assign \$54  = slot_length[15:0] & { pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2 };
+  assign \$55  = \$53  | \$54 ;
+  assign \$56  = \port$3014$0  & { pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3 };
+  assign \$58  = \port$3110$0  & { pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3 };
+  assign \$59  = \$57  | \$58 ;
+  assign \$60  = \$59  & { keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7:6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6] };
+  assign \$61  = { check, 7'h00, slot_length[16] } & { pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3 };
+  assign \$62  = \$60  | \$61 ;
+  assign \$63  = \port$3015$0  & { pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4 };
+  assign \$65  = \port$3111$0  & { pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4 };
+  assign \$66  = \$64  | \$65 ;
+  assign \$67  = \$66  & { keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9:8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8] };
+  assign \$68  = \port$3016$0  & { pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5 };
+  assign \$70  = \port$3112$0  & { pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5 };
+  assign \$71  = \$69  | \$70 ;
+  assign \$72  = \$71  & { keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11:10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10] };
+  assign \$73  = \port$3017$0  & { pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6 };
+  assign \$75  = \port$3113$0  & { pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6 };
+  assign \$76  = \$74  | \$75 ;
+  assign \$77  = \$76  & { keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13:12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12] };
+  assign \$78  = \port$3018$0  & { pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7 };
+  assign \$80  = \port$3114$0  & { pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7 };
+  assign \$81  = \$79  | \$80 ;
+  assign \$82  = \$81  & { keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15:14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14] };
+  assign \$83  = ~ slot_credit;
+  assign \$84  = slot_valid & \$83 ;
+  assign \$85  = ! slot_ch;
+  assign \$86  = \$84  & \$85 ;
+  assign \$87  = ! cur;
+  assign \$88  = \$96  & \$87 ;
+  assign busy__0 = \$86  | \$88 ;
+  assign \$89  = ~ slot_credit;
+  assign \$90  = slot_valid & \$89 ;
+  assign \$92  = \$90  & \$91 ;
+  assign \$94  = \$96  & \$93 ;
+  assign busy__1 = \$92  | \$94 ;
+  assign \$95  = ! tx_fsm_state;
+  assign \$97  = payload_bytes + \$445 [6:2];
+  assign \$98  = header_bytes + 5'h10;
+  assign \$99  = busy_cycles + take;
+  assign \$100  = ~ o__ready;
+  assign \$101  = link__tvalid & \$100 ;
+  assign \$102  = stall_cycles + \$101 ;
+  assign \$104  = \$103  >= cmd__0__payload[19:9];
+  assign \$105  = cmd__0__valid & \$104 ;
+  assign \$106  = ! slot_ch;
+  assign \$107  = slot_fresh & \$106 ;
+  assign \$108  = ~ slot_credit;
+  assign \$109  = \$107  & \$108 ;
+  assign \$110  = ~ \$109 ;
+  assign \$111  = \$105  & \$110 ;
+  assign \$112  = owed0 >= 4'h8;
+  assign \$113  = ! slot_ch;
+  assign \$114  = slot_fresh & \$113 ;
+  assign \$115  = \$114  & slot_credit;
+  assign \$116  = ~ \$115 ;
+  assign \$117  = \$112  & \$116 ;
+  assign \$118  = | owed0;
+  assign \$119  = owed0_quiet == 3'h4;
+  assign \$120  = \$118  & \$119 ;
+  assign \$121  = ! slot_ch;
+  assign \$122  = slot_fresh & \$121 ;
+  assign \$123  = \$122  & slot_credit;
+  assign \$124  = ~ \$123 ;
+  assign \$125  = \$120  & \$124 ;
+  assign \$126  = owed0_quiet != 3'h4;
+  assign \$127  = owed0_quiet + 1'h1;
+  assign \$128  = ! credit_in_channel;
+  assign \$129  = credit_in_valid & \$128 ;
+  assign \$130  = ! slot_ch;
+  assign \$131  = slot_fresh & \$130 ;
+  assign \$132  = ~ slot_credit;
   assign \$133  = \$131  & \$132 ;
-  assign \$135  = slot_fresh & \$134 ;
-  assign \$136  = \$135  & slot_credit;
-  assign \$137  = ~ \$136 ;
-  assign \$138  = \$133  & \$137 ;
-  assign \$139  = owed1_quiet != 3'h4;
-  assign \$140  = owed1_quiet + 1'h1;
-  assign \$141  = credits__1 + credits1_gained;
-  assign \$142  = \$141  - credits1_spent;
-  assign \$143  = owed1 + freed__1;
-  assign \$144  = \$143  - owed1_returned;
-  assign \$149  = i__valid & i__ready;
-  assign \$150  = ~ slot_credit;
-  assign \$151  = slot_length - 1'h1;
-  assign \$153  = $signed(\$152 ) + $signed(2'h1);
-  assign \$154  = slot_length - 1'h1;
-  assign \$156  = $signed(\$155 ) >= $signed(1'h0);
-  assign \$157  = slot_length - 1'h1;
-  assign \$159  = $signed(\$158 ) >= $signed(2'h1);
-  assign \$160  = slot_length - 1'h1;
-  assign \$162  = $signed(\$161 ) >= $signed(3'h2);
-  assign \$163  = slot_length - 1'h1;
-  assign \$165  = $signed(\$164 ) >= $signed(3'h3);
-  assign \$166  = slot_length - 1'h1;
-  assign \$168  = $signed(\$167 ) >= $signed(4'h4);
-  assign \$169  = slot_length - 1'h1;
-  assign \$171  = $signed(\$170 ) >= $signed(4'h5);
-  assign \$172  = slot_length - 1'h1;
-  assign \$174  = $signed(\$173 ) >= $signed(4'h6);
-  assign \$175  = slot_length - 1'h1;
-  assign \$177  = $signed(\$176 ) >= $signed(4'h7);
-  assign \$178  = slot_length - 1'h1;
-  assign \$180  = $signed(\$179 ) >= $signed(5'h08);
-  assign \$181  = slot_length - 1'h1;
-  assign \$183  = $signed(\$182 ) >= $signed(5'h09);
-  assign \$184  = slot_length - 1'h1;
-  assign \$186  = $signed(\$185 ) >= $signed(5'h0a);
-  assign \$187  = slot_length - 1'h1;
-  assign \$189  = $signed(\$188 ) >= $signed(5'h0b);
-  assign \$190  = slot_length - 1'h1;
-  assign \$192  = $signed(\$191 ) >= $signed(5'h0c);
-  assign \$193  = slot_length - 1'h1;
-  assign \$195  = $signed(\$194 ) >= $signed(5'h0d);
-  assign \$196  = slot_length - 1'h1;
-  assign \$198  = $signed(\$197 ) >= $signed(5'h0e);
-  assign \$199  = slot_length - 1'h1;
-  assign \$201  = $signed(\$200 ) >= $signed(5'h0f);
-  assign \$202  = i__valid & i__ready;
-  assign \$203  = beats_left - 1'h1;
+  assign \$134  = credits__0 + credit_in_count;
+  assign \$135  = \$134  - slot_beats;
+  assign \$136  = credits__0 + credit_in_count;
+  assign \$137  = \$133  ? \$135  : { 1'h0, \$136  };
+  assign \$138  = ! slot_ch;
+  assign \$139  = slot_fresh & \$138 ;
+  assign \$140  = ~ slot_credit;
+  assign \$141  = \$139  & \$140 ;
+  assign \$142  = credits__0 - slot_beats;
+  assign \$143  = \$141  ? \$142  : { 2'h0, credits__0 };
+  assign \$144  = \$129  ? \$137  : \$143 ;
+  assign \$145  = owed0 + freed__0;
+  assign \$146  = \$145  - owed0_returned;
+  assign \$148  = \$147  >= cmd__1__payload[19:9];
+  assign \$149  = cmd__1__valid & \$148 ;
+  assign \$151  = slot_fresh & \$150 ;
+  assign \$152  = ~ slot_credit;
+  assign \$153  = \$151  & \$152 ;
+  assign \$154  = ~ \$153 ;
+  assign \$155  = \$149  & \$154 ;
+  assign \$156  = owed1 >= 4'h8;
+  assign \$158  = slot_fresh & \$157 ;
+  assign \$159  = \$158  & slot_credit;
+  assign \$160  = ~ \$159 ;
+  assign \$161  = \$156  & \$160 ;
+  assign \$162  = | owed1;
+  assign \$163  = owed1_quiet == 3'h4;
+  assign \$164  = \$162  & \$163 ;
+  assign \$166  = slot_fresh & \$165 ;
+  assign \$167  = \$166  & slot_credit;
+  assign \$168  = ~ \$167 ;
+  assign \$169  = \$164  & \$168 ;
+  assign \$170  = owed1_quiet != 3'h4;
+  assign \$171  = owed1_quiet + 1'h1;
+  assign \$172  = credit_in_channel == 1'h1;
+  assign \$173  = credit_in_valid & \$172 ;
+  assign \$175  = slot_fresh & \$174 ;
+  assign \$176  = ~ slot_credit;
+  assign \$177  = \$175  & \$176 ;
+  assign \$178  = credits__1 + credit_in_count;
+  assign \$179  = \$178  - slot_beats;
+  assign \$180  = credits__1 + credit_in_count;
+  assign \$181  = \$177  ? \$179  : { 1'h0, \$180  };
+  assign \$183  = slot_fresh & \$182 ;
+  assign \$184  = ~ slot_credit;
+  assign \$185  = \$183  & \$184 ;
+  assign \$186  = credits__1 - slot_beats;
+  assign \$187  = \$185  ? \$186  : { 2'h0, credits__1 };
+  assign \$188  = \$173  ? \$181  : \$187 ;
+  assign \$189  = owed1 + freed__1;
+  assign \$190  = \$189  - owed1_returned;
+  assign \$195  = i__valid & i__ready;
+  assign \$196  = ~ slot_credit;
+  assign \$197  = slot_length - 1'h1;
+  assign \$199  = $signed(\$198 ) + $signed(2'h1);
+  assign \$200  = slot_beats == 1'h1;
+  assign \$201  = slot_length - 1'h1;
+  assign \$203  = $signed(\$202 ) >= $signed(1'h0);
+  assign \$204  = slot_beats == 1'h1;
+  assign \$205  = ~ \$204 ;
+  assign \$206  = slot_length - 1'h1;
+  assign \$208  = $signed(\$207 ) >= $signed(1'h0);
+  assign \$209  = \$205  | \$208 ;
+  assign \$210  = slot_length - 1'h1;
+  assign \$212  = $signed(\$211 ) >= $signed(2'h1);
+  assign \$213  = slot_beats == 1'h1;
+  assign \$214  = ~ \$213 ;
+  assign \$215  = slot_length - 1'h1;
+  assign \$217  = $signed(\$216 ) >= $signed(2'h1);
+  assign \$218  = \$214  | \$217 ;
+  assign \$219  = slot_length - 1'h1;
+  assign \$221  = $signed(\$220 ) >= $signed(3'h2);
+  assign \$222  = slot_beats == 1'h1;
+  assign \$223  = ~ \$222 ;
+  assign \$224  = slot_length - 1'h1;
+  assign \$226  = $signed(\$225 ) >= $signed(3'h2);
+  assign \$227  = \$223  | \$226 ;
+  assign \$228  = slot_length - 1'h1;
+  assign \$230  = $signed(\$229 ) >= $signed(3'h3);
+  assign \$231  = slot_beats == 1'h1;
+  assign \$232  = ~ \$231 ;
+  assign \$233  = slot_length - 1'h1;
+  assign \$235  = $signed(\$234 ) >= $signed(3'h3);
+  assign \$236  = \$232  | \$235 ;
+  assign \$237  = slot_length - 1'h1;
+  assign \$239  = $signed(\$238 ) >= $signed(4'h4);
+  assign \$240  = slot_beats == 1'h1;
+  assign \$241  = ~ \$240 ;
+  assign \$242  = slot_length - 1'h1;
+  assign \$244  = $signed(\$243 ) >= $signed(4'h4);
+  assign \$245  = \$241  | \$244 ;
+  assign \$246  = slot_length - 1'h1;
+  assign \$248  = $signed(\$247 ) >= $signed(4'h5);
+  assign \$249  = slot_beats == 1'h1;
+  assign \$250  = ~ \$249 ;
+  assign \$251  = slot_length - 1'h1;
+  assign \$253  = $signed(\$252 ) >= $signed(4'h5);
+  assign \$254  = \$250  | \$253 ;
+  assign \$255  = slot_length - 1'h1;
+  assign \$257  = $signed(\$256 ) >= $signed(4'h6);
+  assign \$258  = slot_beats == 1'h1;
+  assign \$259  = ~ \$258 ;
+  assign \$260  = slot_length - 1'h1;
+  assign \$262  = $signed(\$261 ) >= $signed(4'h6);
+  assign \$263  = \$259  | \$262 ;
+  assign \$264  = slot_length - 1'h1;
+  assign \$266  = $signed(\$265 ) >= $signed(4'h7);
+  assign \$267  = slot_beats == 1'h1;
+  assign \$268  = ~ \$267 ;
+  assign \$269  = slot_length - 1'h1;
+  assign \$271  = $signed(\$270 ) >= $signed(4'h7);
+  assign \$272  = \$268  | \$271 ;
+  assign \$273  = slot_length - 1'h1;
+  assign \$275  = $signed(\$274 ) >= $signed(5'h08);
+  assign \$276  = slot_beats == 1'h1;
+  assign \$277  = ~ \$276 ;
+  assign \$278  = slot_length - 1'h1;
+  assign \$280  = $signed(\$279 ) >= $signed(5'h08);
+  assign \$281  = \$277  | \$280 ;
+  assign \$282  = slot_length - 1'h1;
+  assign \$284  = $signed(\$283 ) >= $signed(5'h09);
+  assign \$285  = slot_beats == 1'h1;
+  assign \$286  = ~ \$285 ;
+  assign \$287  = slot_length - 1'h1;
+  assign \$289  = $signed(\$288 ) >= $signed(5'h09);
+  assign \$290  = \$286  | \$289 ;
+  assign \$291  = slot_length - 1'h1;
+  assign \$293  = $signed(\$292 ) >= $signed(5'h0a);
+  assign \$294  = slot_beats == 1'h1;
+  assign \$295  = ~ \$294 ;
+  assign \$296  = slot_length - 1'h1;
+  assign \$298  = $signed(\$297 ) >= $signed(5'h0a);
+  assign \$299  = \$295  | \$298 ;
+  assign \$300  = slot_length - 1'h1;
+  assign \$302  = $signed(\$301 ) >= $signed(5'h0b);
+  assign \$303  = slot_beats == 1'h1;
+  assign \$304  = ~ \$303 ;
+  assign \$305  = slot_length - 1'h1;
+  assign \$307  = $signed(\$306 ) >= $signed(5'h0b);
+  assign \$308  = \$304  | \$307 ;
+  assign \$309  = slot_length - 1'h1;
+  assign \$311  = $signed(\$310 ) >= $signed(5'h0c);
+  assign \$312  = slot_beats == 1'h1;
+  assign \$313  = ~ \$312 ;
+  assign \$314  = slot_length - 1'h1;
+  assign \$316  = $signed(\$315 ) >= $signed(5'h0c);
+  assign \$317  = \$313  | \$316 ;
+  assign \$318  = slot_length - 1'h1;
+  assign \$320  = $signed(\$319 ) >= $signed(5'h0d);
+  assign \$321  = slot_beats == 1'h1;
+  assign \$322  = ~ \$321 ;
+  assign \$323  = slot_length - 1'h1;
+  assign \$325  = $signed(\$324 ) >= $signed(5'h0d);
+  assign \$326  = \$322  | \$325 ;
+  assign \$327  = slot_length - 1'h1;
+  assign \$329  = $signed(\$328 ) >= $signed(5'h0e);
+  assign \$330  = slot_beats == 1'h1;
+  assign \$331  = ~ \$330 ;
+  assign \$332  = slot_length - 1'h1;
+  assign \$334  = $signed(\$333 ) >= $signed(5'h0e);
+  assign \$335  = \$331  | \$334 ;
+  assign \$336  = slot_length - 1'h1;
+  assign \$338  = $signed(\$337 ) >= $signed(5'h0f);
+  assign \$339  = slot_beats == 1'h1;
+  assign \$340  = ~ \$339 ;
+  assign \$341  = slot_length - 1'h1;
+  assign \$343  = $signed(\$342 ) >= $signed(5'h0f);
+  assign \$344  = \$340  | \$343 ;
+  assign \$345  = i__valid & i__ready;
+  assign \$346  = beats_left - 1'h1;
+  assign \$347  = beats_left == 2'h2;
+  assign \$348  = beats_left == 2'h2;
+  assign \$349  = \$348  ? { 1'h0, last_keep } : 17'h1ffff;
+  assign \$350  = ! cur_next;
+  assign \$351  = in_payload_next & \$350 ;
+  assign \$352  = ! cur_next;
+  assign \$353  = in_payload_next & \$352 ;
+  assign \$354  = ! cur_next;
+  assign \$355  = in_payload_next & \$354 ;
+  assign \$356  = ! cur_next;
+  assign \$357  = in_payload_next & \$356 ;
+  assign \$358  = ! cur_next;
+  assign \$359  = in_payload_next & \$358 ;
+  assign \$360  = ! cur_next;
+  assign \$361  = in_payload_next & \$360 ;
+  assign \$362  = ! cur_next;
+  assign \$363  = in_payload_next & \$362 ;
+  assign \$364  = ! cur_next;
+  assign \$365  = in_payload_next & \$364 ;
+  assign \$367  = in_payload_next & \$366 ;
+  assign \$369  = in_payload_next & \$368 ;
+  assign \$371  = in_payload_next & \$370 ;
+  assign \$373  = in_payload_next & \$372 ;
+  assign \$375  = in_payload_next & \$374 ;
+  assign \$377  = in_payload_next & \$376 ;
+  assign \$379  = in_payload_next & \$378 ;
+  assign \$381  = in_payload_next & \$380 ;
+  assign \$382  = ~ in_payload_next;
+  assign \$383  = ~ in_payload_next;
+  assign \$384  = ~ in_payload_next;
+  assign \$385  = ~ in_payload_next;
   always @(posedge clk)
-    payload_bytes <= \$204 ;
+    payload_bytes <= \$386 ;
   always @(posedge clk)
-    header_bytes <= \$205 ;
+    header_bytes <= \$387 ;
   always @(posedge clk)
-    busy_cycles <= \$206 ;
+    busy_cycles <= \$388 ;
   always @(posedge clk)
-    stall_cycles <= \$207 ;
+    stall_cycles <= \$389 ;
   always @(posedge clk)
-    ch0_eligible <= \$208 ;
+    ch0_eligible <= \$390 ;
   always @(posedge clk)
-    ch0_urgent <= \$209 ;
+    ch0_urgent <= \$391 ;
   always @(posedge clk)
-    ch0_pending <= \$210 ;
+    ch0_pending <= \$392 ;
   always @(posedge clk)
-    owed0_quiet <= \$211 ;
+    owed0_quiet <= \$393 ;
   always @(posedge clk)
-    credits__0 <= \$212 ;
+    credits__0 <= \$394 ;
   always @(posedge clk)
-    owed0 <= \$213 ;
+    owed0 <= \$395 ;
   always @(posedge clk)
-    ch1_eligible <= \$214 ;
+    ch1_eligible <= \$396 ;
   always @(posedge clk)
-    ch1_urgent <= \$215 ;
+    ch1_urgent <= \$397 ;
   always @(posedge clk)
-    ch1_pending <= \$216 ;
+    ch1_pending <= \$398 ;
   always @(posedge clk)
-    owed1_quiet <= \$217 ;
+    owed1_quiet <= \$399 ;
   always @(posedge clk)
-    credits__1 <= \$218 ;
+    credits__1 <= \$400 ;
   always @(posedge clk)
-    owed1 <= \$219 ;
+    owed1 <= \$401 ;
   always @(posedge clk)
-    slot_fresh <= \$220 ;
+    slot_fresh <= \$402 ;
   always @(posedge clk)
-    slot_valid <= \$221 ;
+    slot_valid <= \$403 ;
   always @(posedge clk)
-    slot_credit <= \$222 ;
+    slot_credit <= \$404 ;
   always @(posedge clk)
-    slot_ch <= \$223 ;
+    slot_ch <= \$405 ;
   always @(posedge clk)
-    slot_tag <= \$224 ;
+    slot_tag <= \$406 ;
   always @(posedge clk)
-    slot_length <= \$225 ;
+    slot_length <= \$407 ;
   always @(posedge clk)
-    slot_beats <= \$226 ;
+    slot_beats <= \$408 ;
   always @(posedge clk)
-    rr_last <= \$227 ;
+    rr_last <= \$409 ;
   always @(posedge clk)
-    cur <= \$228 ;
+    cur <= \$410 ;
   always @(posedge clk)
-    beats_left <= \$229 ;
+    beats_left <= \$411 ;
   always @(posedge clk)
-    last_bytes <= \$230 ;
+    last_bytes <= \$412 ;
   always @(posedge clk)
-    last_keep <= \$231 ;
+    is_last <= \$413 ;
   always @(posedge clk)
-    tx_fsm_state <= \$232 ;
+    last_keep <= \$414 ;
+  always @(posedge clk)
+    keep <= \$415 ;
+  always @(posedge clk)
+    tx_fsm_state <= \$416 ;
+  always @(posedge clk)
+    pick0_r0 <= \$417 ;
+  always @(posedge clk)
+    pick0_r1 <= \$418 ;
+  always @(posedge clk)
+    pick0_r2 <= \$419 ;
+  always @(posedge clk)
+    pick0_r3 <= \$420 ;
+  always @(posedge clk)
+    pick0_r4 <= \$421 ;
+  always @(posedge clk)
+    pick0_r5 <= \$422 ;
+  always @(posedge clk)
+    pick0_r6 <= \$423 ;
+  always @(posedge clk)
+    pick0_r7 <= \$424 ;
+  always @(posedge clk)
+    pick1_r0 <= \$425 ;
+  always @(posedge clk)
+    pick1_r1 <= \$426 ;
+  always @(posedge clk)
+    pick1_r2 <= \$427 ;
+  always @(posedge clk)
+    pick1_r3 <= \$428 ;
+  always @(posedge clk)
+    pick1_r4 <= \$429 ;
+  always @(posedge clk)
+    pick1_r5 <= \$430 ;
+  always @(posedge clk)
+    pick1_r6 <= \$431 ;
+  always @(posedge clk)
+    pick1_r7 <= \$432 ;
+  always @(posedge clk)
+    pick_header_r0 <= \$433 ;
+  always @(posedge clk)
+    pick_header_r1 <= \$434 ;
+  always @(posedge clk)
+    pick_header_r2 <= \$435 ;
+  always @(posedge clk)
+    pick_header_r3 <= \$436 ;
   \ace_nic_small.tx1.hdr_check  hdr_check (
     .check(check),
     .\port$0$2 (node_id),
-    .\port$2629$0 (slot_credit),
-    .\port$2631$0 (slot_ch),
-    .\port$2633$0 (slot_tag),
-    .\port$2635$0 (slot_length)
+    .\port$4162$0 (slot_credit),
+    .\port$4164$0 (slot_ch),
+    .\port$4166$0 (slot_tag),
+    .\port$4168$0 (slot_length)
   );
   \ace_nic_small.tx1.out_skid  out_skid (
     .clk(clk),
     .i__payload(i__payload),
-    .i__ready(i__ready),
     .i__valid(i__valid),
-    .o__payload(o__payload),
+    .in_ready(i__ready),
     .o__ready(o__ready),
-    .o__valid(link__tvalid),
+    .out_valid(link__tvalid),
+    .\port$2011$0 (\$437 ),
+    .\port$2012$0 (\$438 ),
+    .\port$2013$0 (\$439 ),
+    .\port$2014$0 (\$440 ),
+    .\port$2015$0 (\$441 ),
+    .\port$2016$0 (\$442 ),
+    .\port$2017$0 (\$443 ),
+    .\port$2018$0 (\$444 ),
+    .\port$2019$0 (link__tkeep),
+    .\port$2020$0 (\$445 ),
     .rst(rst)
   );
   always @* begin
@@ -11331,169 +16384,9 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     (* full_case = 32'd1 *)
     casez (cur)
       1'h0:
-          \$29  = data__0__valid;
+          \$17  = data__0__valid;
       1'h1:
-          \$29  = data__1__valid;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$30  = data__0__payload;
-      1'h1:
-          \$30  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$32  = data__0__payload;
-      1'h1:
-          \$32  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$34  = data__0__payload;
-      1'h1:
-          \$34  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$36  = data__0__payload;
-      1'h1:
-          \$36  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$38  = data__0__payload;
-      1'h1:
-          \$38  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$40  = data__0__payload;
-      1'h1:
-          \$40  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$42  = data__0__payload;
-      1'h1:
-          \$42  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$44  = data__0__payload;
-      1'h1:
-          \$44  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$46  = data__0__payload;
-      1'h1:
-          \$46  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$48  = data__0__payload;
-      1'h1:
-          \$48  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$50  = data__0__payload;
-      1'h1:
-          \$50  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$52  = data__0__payload;
-      1'h1:
-          \$52  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$54  = data__0__payload;
-      1'h1:
-          \$54  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$56  = data__0__payload;
-      1'h1:
-          \$56  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$58  = data__0__payload;
-      1'h1:
-          \$58  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$60  = data__0__payload;
-      1'h1:
-          \$60  = data__1__payload;
+          \$17  = data__1__valid;
     endcase
   end
   always @* begin
@@ -11501,9 +16394,9 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     (* full_case = 32'd1 *)
     casez (grant_ch)
       1'h0:
-          \$145  = owed0;
+          \$191  = owed0;
       1'h1:
-          \$145  = owed1;
+          \$191  = owed1;
     endcase
   end
   always @* begin
@@ -11511,9 +16404,9 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     (* full_case = 32'd1 *)
     casez (grant_ch)
       1'h0:
-          \$146  = cmd__0__payload[8:1];
+          \$192  = cmd__0__payload[8:1];
       1'h1:
-          \$146  = cmd__1__payload[8:1];
+          \$192  = cmd__1__payload[8:1];
     endcase
   end
   always @* begin
@@ -11521,9 +16414,9 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     (* full_case = 32'd1 *)
     casez (grant_ch)
       1'h0:
-          \$147  = cmd__0__payload[19:9];
+          \$193  = cmd__0__payload[19:9];
       1'h1:
-          \$147  = cmd__1__payload[19:9];
+          \$193  = cmd__1__payload[19:9];
     endcase
   end
   always @* begin
@@ -11531,50 +16424,22 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     (* full_case = 32'd1 *)
     casez (grant_ch)
       1'h0:
-          \$148  = \$2 [6:0];
+          \$194  = \$2 [6:0];
       1'h1:
-          \$148  = \$13 [6:0];
+          \$194  = \$7 [6:0];
     endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    credits0_gained = 6'h00;
-    if (\$4 ) begin
-      credits0_gained = credit_in_count;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    credits0_spent = 7'h00;
-    if (\$8 ) begin
-      credits0_spent = slot_beats;
-    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     owed0_returned = 6'h00;
-    if (\$11 ) begin
+    if (\$5 ) begin
       owed0_returned = slot_length[5:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    credits1_gained = 6'h00;
-    if (\$15 ) begin
-      credits1_gained = credit_in_count;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    credits1_spent = 7'h00;
-    if (\$19 ) begin
-      credits1_spent = slot_beats;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     owed1_returned = 6'h00;
-    if (\$22 ) begin
+    if (\$10 ) begin
       owed1_returned = slot_length[5:0];
     end
   end
@@ -11626,12 +16491,12 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     grant = 1'h0;
-    if (\$23 ) begin
-      if (\$24 ) begin
+    if (\$11 ) begin
+      if (\$12 ) begin
         grant = 1'h1;
-      end else if (\$25 ) begin
+      end else if (\$13 ) begin
         grant = 1'h1;
-      end else if (\$26 ) begin
+      end else if (\$14 ) begin
         grant = 1'h1;
       end
     end
@@ -11639,11 +16504,11 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     grant_credit = 1'h0;
-    if (\$23 ) begin
-      if (\$24 ) begin
+    if (\$11 ) begin
+      if (\$12 ) begin
         grant_credit = 1'h1;
-      end else if (\$25 ) begin
-      end else if (\$26 ) begin
+      end else if (\$13 ) begin
+      end else if (\$14 ) begin
         grant_credit = 1'h1;
       end
     end
@@ -11651,12 +16516,12 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     grant_ch = 1'h0;
-    if (\$23 ) begin
-      if (\$24 ) begin
+    if (\$11 ) begin
+      if (\$12 ) begin
         grant_ch = urgent_pick;
-      end else if (\$25 ) begin
+      end else if (\$13 ) begin
         grant_ch = rr_pick;
-      end else if (\$26 ) begin
+      end else if (\$14 ) begin
         grant_ch = pending_pick;
       end
     end
@@ -11668,7 +16533,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
       (* full_case = 32'd1 *)
       if (grant_credit) begin
       end else begin
-        cmd__0__ready = \$27 ;
+        cmd__0__ready = \$15 ;
       end
     end
   end
@@ -11679,17 +16544,8 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
       (* full_case = 32'd1 *)
       if (grant_credit) begin
       end else begin
-        cmd__1__ready = \$28 ;
+        cmd__1__ready = \$16 ;
       end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    (* full_case = 32'd1 *)
-    if (is_last) begin
-      keep = last_keep;
-    end else begin
-      keep = 16'hffff;
     end
   end
   always @* begin
@@ -11699,7 +16555,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
       1'h0:
           i__valid = slot_valid;
       1'h1:
-          i__valid = \$29 ;
+          i__valid = \$17 ;
     endcase
   end
   always @* begin
@@ -11709,19 +16565,20 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     casez (tx_fsm_state)
       1'h0:
         begin
-          i__payload[127:0] = { 64'h0000000000000000, check, 7'h00, slot_length, slot_tag, 7'h00, slot_ch, node_id, 1'h0, slot_credit, 6'h0a };
           i__payload[143:128] = 16'hffff;
           i__payload[144] = slot_credit;
           i__payload[145] = 1'h1;
         end
       1'h1:
         begin
-          i__payload[127:0] = { \$61 , \$59 , \$57 , \$55 , \$53 , \$51 , \$49 , \$47 , \$45 , \$43 , \$41 , \$39 , \$37 , \$35 , \$33 , \$31  };
           i__payload[143:128] = keep;
           i__payload[144] = is_last;
-          i__payload[150:146] = \$62 ;
+          i__payload[150:146] = \$18 ;
         end
     endcase
+    begin
+        i__payload[127:0] = { \$82 , \$77 , \$72 , \$67 , \$62 , \$55 , \$48 , \$41  };
+    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
@@ -11731,7 +16588,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
       1'h0:
           /* empty */;
       1'h1:
-          data__0__ready = \$64 ;
+          data__0__ready = \$20 ;
     endcase
   end
   always @* begin
@@ -11742,359 +16599,563 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
       1'h0:
           /* empty */;
       1'h1:
-          data__1__ready = \$66 ;
+          data__1__ready = \$22 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$204  = payload_bytes;
+    \$386  = payload_bytes;
     if (take) begin
-      \$204  = \$81 [47:0];
+      \$386  = \$97 [47:0];
     end
     if (rst) begin
-      \$204  = 48'h000000000000;
+      \$386  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$205  = header_bytes;
+    \$387  = header_bytes;
     if (take) begin
-      if (o__payload[145]) begin
-        \$205  = \$82 [47:0];
+      if (\$445 [1]) begin
+        \$387  = \$98 [47:0];
       end
     end
     if (rst) begin
-      \$205  = 48'h000000000000;
+      \$387  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$206  = \$83 [47:0];
+    \$388  = \$99 [47:0];
     if (rst) begin
-      \$206  = 48'h000000000000;
+      \$388  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$207  = \$86 [47:0];
+    \$389  = \$102 [47:0];
     if (rst) begin
-      \$207  = 48'h000000000000;
+      \$389  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$208  = \$95 ;
+    \$390  = \$111 ;
     if (rst) begin
-      \$208  = 1'h0;
+      \$390  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$209  = \$101 ;
+    \$391  = \$117 ;
     if (rst) begin
-      \$209  = 1'h0;
+      \$391  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$210  = \$109 ;
+    \$392  = \$125 ;
     if (rst) begin
-      \$210  = 1'h0;
+      \$392  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$211  = owed0_quiet;
+    \$393  = owed0_quiet;
     if (freed__0) begin
-      \$211  = 3'h0;
-    end else if (\$110 ) begin
-      \$211  = \$111 [2:0];
+      \$393  = 3'h0;
+    end else if (\$126 ) begin
+      \$393  = \$127 [2:0];
     end
     if (rst) begin
-      \$211  = 3'h0;
+      \$393  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$212  = \$113 [5:0];
+    \$394  = \$144 [5:0];
     if (rst) begin
-      \$212  = 6'h20;
+      \$394  = 6'h20;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$213  = \$115 [5:0];
+    \$395  = \$146 [5:0];
     if (rst) begin
-      \$213  = 6'h00;
+      \$395  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$214  = \$124 ;
+    \$396  = \$155 ;
     if (rst) begin
-      \$214  = 1'h0;
+      \$396  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$215  = \$130 ;
+    \$397  = \$161 ;
     if (rst) begin
-      \$215  = 1'h0;
+      \$397  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$216  = \$138 ;
+    \$398  = \$169 ;
     if (rst) begin
-      \$216  = 1'h0;
+      \$398  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$217  = owed1_quiet;
+    \$399  = owed1_quiet;
     if (freed__1) begin
-      \$217  = 3'h0;
-    end else if (\$139 ) begin
-      \$217  = \$140 [2:0];
+      \$399  = 3'h0;
+    end else if (\$170 ) begin
+      \$399  = \$171 [2:0];
     end
     if (rst) begin
-      \$217  = 3'h0;
+      \$399  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$218  = \$142 [5:0];
+    \$400  = \$188 [5:0];
     if (rst) begin
-      \$218  = 6'h20;
+      \$400  = 6'h20;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$219  = \$144 [5:0];
+    \$401  = \$190 [5:0];
     if (rst) begin
-      \$219  = 6'h00;
+      \$401  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$220  = grant;
+    \$402  = grant;
     if (rst) begin
-      \$220  = 1'h0;
+      \$402  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$221  = slot_valid;
+    \$403  = slot_valid;
     if (grant) begin
-      \$221  = 1'h1;
+      \$403  = 1'h1;
     end
     casez (tx_fsm_state)
       1'h0:
-          if (\$149 ) begin
-            \$221  = 1'h0;
+          if (\$195 ) begin
+            \$403  = 1'h0;
           end
     endcase
     if (rst) begin
-      \$221  = 1'h0;
+      \$403  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$222  = slot_credit;
+    \$404  = slot_credit;
     if (grant) begin
-      \$222  = grant_credit;
+      \$404  = grant_credit;
     end
     if (rst) begin
-      \$222  = 1'h0;
+      \$404  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$223  = slot_ch;
+    \$405  = slot_ch;
     if (grant) begin
-      \$223  = grant_ch;
+      \$405  = grant_ch;
     end
     if (rst) begin
-      \$223  = 1'h0;
+      \$405  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$224  = slot_tag;
-    if (grant) begin
-      (* full_case = 32'd1 *)
-      if (grant_credit) begin
-        \$224  = 8'h00;
-      end else begin
-        \$224  = \$146 ;
-      end
-    end
-    if (rst) begin
-      \$224  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$225  = slot_length;
+    \$406  = slot_tag;
     if (grant) begin
       (* full_case = 32'd1 *)
       if (grant_credit) begin
-        \$225  = { 11'h000, \$145  };
+        \$406  = 8'h00;
       end else begin
-        \$225  = { 6'h00, \$147  };
+        \$406  = \$192 ;
       end
     end
     if (rst) begin
-      \$225  = 17'h00000;
+      \$406  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$226  = slot_beats;
+    \$407  = slot_length;
     if (grant) begin
       (* full_case = 32'd1 *)
       if (grant_credit) begin
-        \$226  = 7'h00;
+        \$407  = { 11'h000, \$191  };
       end else begin
-        \$226  = \$148 ;
+        \$407  = { 6'h00, \$193  };
       end
     end
     if (rst) begin
-      \$226  = 7'h00;
+      \$407  = 17'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$227  = rr_last;
+    \$408  = slot_beats;
+    if (grant) begin
+      (* full_case = 32'd1 *)
+      if (grant_credit) begin
+        \$408  = 7'h00;
+      end else begin
+        \$408  = \$194 ;
+      end
+    end
+    if (rst) begin
+      \$408  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$409  = rr_last;
     if (grant) begin
       (* full_case = 32'd1 *)
       if (grant_credit) begin
       end else begin
-        \$227  = grant_ch;
+        \$409  = grant_ch;
       end
     end
     if (rst) begin
-      \$227  = 1'h0;
+      \$409  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$228  = cur;
+    \$410  = cur;
     casez (tx_fsm_state)
       1'h0:
-          if (\$149 ) begin
-            if (\$150 ) begin
-              \$228  = slot_ch;
+          if (\$195 ) begin
+            if (\$196 ) begin
+              \$410  = slot_ch;
             end
           end
     endcase
     if (rst) begin
-      \$228  = 1'h0;
+      \$410  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$229  = beats_left;
+    \$411  = beats_left;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
       1'h0:
-          if (\$149 ) begin
-            if (\$150 ) begin
-              \$229  = slot_beats;
+          if (\$195 ) begin
+            if (\$196 ) begin
+              \$411  = slot_beats;
             end
           end
       1'h1:
-          if (\$202 ) begin
-            \$229  = \$203 [6:0];
+          if (\$345 ) begin
+            \$411  = \$346 [6:0];
           end
     endcase
     if (rst) begin
-      \$229  = 7'h00;
+      \$411  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$230  = last_bytes;
+    \$412  = last_bytes;
     casez (tx_fsm_state)
       1'h0:
-          if (\$149 ) begin
-            if (\$150 ) begin
-              \$230  = \$153 [4:0];
+          if (\$195 ) begin
+            if (\$196 ) begin
+              \$412  = \$199 [4:0];
             end
           end
     endcase
     if (rst) begin
-      \$230  = 5'h00;
+      \$412  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$231  = last_keep;
-    casez (tx_fsm_state)
-      1'h0:
-          if (\$149 ) begin
-            if (\$150 ) begin
-              \$231 [0] = \$156 ;
-              \$231 [1] = \$159 ;
-              \$231 [2] = \$162 ;
-              \$231 [3] = \$165 ;
-              \$231 [4] = \$168 ;
-              \$231 [5] = \$171 ;
-              \$231 [6] = \$174 ;
-              \$231 [7] = \$177 ;
-              \$231 [8] = \$180 ;
-              \$231 [9] = \$183 ;
-              \$231 [10] = \$186 ;
-              \$231 [11] = \$189 ;
-              \$231 [12] = \$192 ;
-              \$231 [13] = \$195 ;
-              \$231 [14] = \$198 ;
-              \$231 [15] = \$201 ;
-            end
-          end
-    endcase
-    if (rst) begin
-      \$231  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$232  = tx_fsm_state;
+    \$413  = is_last;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
       1'h0:
-          if (\$149 ) begin
-            if (\$150 ) begin
-              \$232  = 1'h1;
+          if (\$195 ) begin
+            if (\$196 ) begin
+              \$413  = \$200 ;
             end
           end
       1'h1:
-          if (\$202 ) begin
+          if (\$345 ) begin
+            \$413  = \$347 ;
+          end
+    endcase
+    if (rst) begin
+      \$413  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$414  = last_keep;
+    casez (tx_fsm_state)
+      1'h0:
+          if (\$195 ) begin
+            if (\$196 ) begin
+              \$414 [0] = \$203 ;
+              \$414 [1] = \$212 ;
+              \$414 [2] = \$221 ;
+              \$414 [3] = \$230 ;
+              \$414 [4] = \$239 ;
+              \$414 [5] = \$248 ;
+              \$414 [6] = \$257 ;
+              \$414 [7] = \$266 ;
+              \$414 [8] = \$275 ;
+              \$414 [9] = \$284 ;
+              \$414 [10] = \$293 ;
+              \$414 [11] = \$302 ;
+              \$414 [12] = \$311 ;
+              \$414 [13] = \$320 ;
+              \$414 [14] = \$329 ;
+              \$414 [15] = \$338 ;
+            end
+          end
+    endcase
+    if (rst) begin
+      \$414  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$415  = keep;
+    (* full_case = 32'd1 *)
+    casez (tx_fsm_state)
+      1'h0:
+          if (\$195 ) begin
+            if (\$196 ) begin
+              \$415 [0] = \$209 ;
+              \$415 [1] = \$218 ;
+              \$415 [2] = \$227 ;
+              \$415 [3] = \$236 ;
+              \$415 [4] = \$245 ;
+              \$415 [5] = \$254 ;
+              \$415 [6] = \$263 ;
+              \$415 [7] = \$272 ;
+              \$415 [8] = \$281 ;
+              \$415 [9] = \$290 ;
+              \$415 [10] = \$299 ;
+              \$415 [11] = \$308 ;
+              \$415 [12] = \$317 ;
+              \$415 [13] = \$326 ;
+              \$415 [14] = \$335 ;
+              \$415 [15] = \$344 ;
+            end
+          end
+      1'h1:
+          if (\$345 ) begin
+            \$415  = \$349 [15:0];
+          end
+    endcase
+    if (rst) begin
+      \$415  = 16'hffff;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$416  = tx_fsm_state;
+    (* full_case = 32'd1 *)
+    casez (tx_fsm_state)
+      1'h0:
+          if (\$195 ) begin
+            if (\$196 ) begin
+              \$416  = 1'h1;
+            end
+          end
+      1'h1:
+          if (\$345 ) begin
             if (is_last) begin
-              \$232  = 1'h0;
+              \$416  = 1'h0;
             end
           end
     endcase
     if (rst) begin
-      \$232  = 1'h0;
+      \$416  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$417  = \$351 ;
+    if (rst) begin
+      \$417  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$418  = \$353 ;
+    if (rst) begin
+      \$418  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$419  = \$355 ;
+    if (rst) begin
+      \$419  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$420  = \$357 ;
+    if (rst) begin
+      \$420  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$421  = \$359 ;
+    if (rst) begin
+      \$421  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$422  = \$361 ;
+    if (rst) begin
+      \$422  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$423  = \$363 ;
+    if (rst) begin
+      \$423  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$424  = \$365 ;
+    if (rst) begin
+      \$424  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$425  = \$367 ;
+    if (rst) begin
+      \$425  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$426  = \$369 ;
+    if (rst) begin
+      \$426  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$427  = \$371 ;
+    if (rst) begin
+      \$427  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$428  = \$373 ;
+    if (rst) begin
+      \$428  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$429  = \$375 ;
+    if (rst) begin
+      \$429  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$430  = \$377 ;
+    if (rst) begin
+      \$430  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$431  = \$379 ;
+    if (rst) begin
+      \$431  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$432  = \$381 ;
+    if (rst) begin
+      \$432  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$433  = \$382 ;
+    if (rst) begin
+      \$433  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$434  = \$383 ;
+    if (rst) begin
+      \$434  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$435  = \$384 ;
+    if (rst) begin
+      \$435  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$436  = \$385 ;
+    if (rst) begin
+      \$436  = 1'h1;
     end
   end
   assign o__valid = link__tvalid;
-  assign link__tdata = o__payload[127:0];
-  assign link__tkeep = o__payload[143:128];
-  assign link__tlast = o__payload[144];
+  assign link__tdata = { \$444 , \$443 , \$442 , \$441 , \$440 , \$439 , \$438 , \$437  };
+  assign o__payload = { \$445 , link__tkeep, \$444 , \$443 , \$442 , \$441 , \$440 , \$439 , \$438 , \$437  };
   assign link__tready = o__ready;
   assign credits0_q = credits__0;
   assign cmd0_beats = \$2 [6:0];
   assign credits1_q = credits__1;
-  assign cmd1_beats = \$13 [6:0];
+  assign cmd1_beats = \$7 [6:0];
   assign header = { 15'h0000, slot_length, slot_tag, 7'h00, slot_ch, node_id, 1'h0, slot_credit, 6'h0a };
-  assign \port$2657$0  = o__payload[144:0];
-  assign \o__payload.data  = o__payload[127:0];
-  assign \o__payload.keep  = o__payload[143:128];
-  assign \o__payload.last  = o__payload[144];
-  assign \o__payload.header  = o__payload[145];
-  assign \o__payload.bytes  = o__payload[150:146];
+  assign data__0__payload = { \port$3018$0 , \port$3017$0 , \port$3016$0 , \port$3015$0 , \port$3014$0 , \port$3013$0 , \port$3012$0 , \port$3011$0  };
+  assign data__1__payload = { \port$3114$0 , \port$3113$0 , \port$3112$0 , \port$3111$0 , \port$3110$0 , \port$3109$0 , \port$3108$0 , \port$3107$0  };
+  assign \port$2011$0  = \$437 ;
+  assign \port$2012$0  = \$438 ;
+  assign \port$2013$0  = \$439 ;
+  assign \port$2014$0  = \$440 ;
+  assign \port$2015$0  = \$441 ;
+  assign \port$2016$0  = \$442 ;
+  assign \port$2017$0  = \$443 ;
+  assign \port$2018$0  = \$444 ;
+  assign link__tlast = \$445 [0];
+  assign \o__payload.data  = { \$444 , \$443 , \$442 , \$441 , \$440 , \$439 , \$438 , \$437  };
+  assign \o__payload.keep  = link__tkeep;
+  assign \o__payload.last  = \$445 [0];
+  assign \o__payload.header  = \$445 [1];
+  assign \o__payload.bytes  = \$445 [6:2];
   assign \cmd__0__payload.link  = cmd__0__payload[0];
   assign \cmd__0__payload.tag  = cmd__0__payload[8:1];
   assign \cmd__0__payload.length  = cmd__0__payload[19:9];
@@ -12116,60 +17177,109 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   assign \i__payload.last  = i__payload[144];
   assign \i__payload.header  = i__payload[145];
   assign \i__payload.bytes  = i__payload[150:146];
-  assign \data__0__payload.data  = data__0__payload;
-  assign \data__1__payload.data  = data__1__payload;
+  assign \data__0__payload.data  = { \port$3018$0 , \port$3017$0 , \port$3016$0 , \port$3015$0 , \port$3014$0 , \port$3013$0 , \port$3012$0 , \port$3011$0  };
+  assign \data__1__payload.data  = { \port$3114$0 , \port$3113$0 , \port$3112$0 , \port$3111$0 , \port$3110$0 , \port$3109$0 , \port$3108$0 , \port$3107$0  };
   assign \$2  = { 4'h0, \$1 [11:4] };
-  assign \$13  = { 4'h0, \$12 [11:4] };
-  assign \$16  = slot_ch;
-  assign \$20  = slot_ch;
-  assign \$28  = grant_ch;
-  assign \$65  = cur;
-  assign \$80  = tx_fsm_state;
-  assign \$75  = slot_ch;
-  assign \$77  = cur;
-  assign \$87  = { 3'h0, credits__0, 4'h0 };
-  assign \$116  = { 3'h0, credits__1, 4'h0 };
-  assign \$119  = slot_ch;
-  assign \$126  = slot_ch;
-  assign \$134  = slot_ch;
-  assign \$152 [17:4] = 14'h0000;
-  assign \$152 [3:0] = \$151 [3:0];
-  assign \$155 [17:4] = 14'h0000;
-  assign \$155 [3:0] = \$154 [3:0];
-  assign \$158 [17:4] = 14'h0000;
-  assign \$158 [3:0] = \$157 [3:0];
-  assign \$161 [17:4] = 14'h0000;
-  assign \$161 [3:0] = \$160 [3:0];
-  assign \$164 [17:4] = 14'h0000;
-  assign \$164 [3:0] = \$163 [3:0];
-  assign \$167 [17:4] = 14'h0000;
-  assign \$167 [3:0] = \$166 [3:0];
-  assign \$170 [17:4] = 14'h0000;
-  assign \$170 [3:0] = \$169 [3:0];
-  assign \$173 [17:4] = 14'h0000;
-  assign \$173 [3:0] = \$172 [3:0];
-  assign \$176 [17:4] = 14'h0000;
-  assign \$176 [3:0] = \$175 [3:0];
-  assign \$179 [17:4] = 14'h0000;
-  assign \$179 [3:0] = \$178 [3:0];
-  assign \$182 [17:4] = 14'h0000;
-  assign \$182 [3:0] = \$181 [3:0];
-  assign \$185 [17:4] = 14'h0000;
-  assign \$185 [3:0] = \$184 [3:0];
-  assign \$188 [17:4] = 14'h0000;
-  assign \$188 [3:0] = \$187 [3:0];
-  assign \$191 [17:4] = 14'h0000;
-  assign \$191 [3:0] = \$190 [3:0];
-  assign \$194 [17:4] = 14'h0000;
-  assign \$194 [3:0] = \$193 [3:0];
-  assign \$197 [17:4] = 14'h0000;
-  assign \$197 [3:0] = \$196 [3:0];
-  assign \$200 [17:4] = 14'h0000;
-  assign \$200 [3:0] = \$199 [3:0];
+  assign \$7  = { 4'h0, \$6 [11:4] };
+  assign \$8  = slot_ch;
+  assign \$16  = grant_ch;
+  assign \$21  = cur;
+  assign \$96  = tx_fsm_state;
+  assign \$36  = \$35 ;
+  assign \$43  = \$42 ;
+  assign \$50  = \$49 ;
+  assign \$57  = \$56 ;
+  assign \$64  = \$63 ;
+  assign \$69  = \$68 ;
+  assign \$74  = \$73 ;
+  assign \$79  = \$78 ;
+  assign \$91  = slot_ch;
+  assign \$93  = cur;
+  assign \$103  = { 3'h0, credits__0, 4'h0 };
+  assign \$147  = { 3'h0, credits__1, 4'h0 };
+  assign \$150  = slot_ch;
+  assign \$157  = slot_ch;
+  assign \$165  = slot_ch;
+  assign \$174  = slot_ch;
+  assign \$182  = slot_ch;
+  assign \$198 [17:4] = 14'h0000;
+  assign \$198 [3:0] = \$197 [3:0];
+  assign \$202 [17:4] = 14'h0000;
+  assign \$202 [3:0] = \$201 [3:0];
+  assign \$207 [17:4] = 14'h0000;
+  assign \$207 [3:0] = \$206 [3:0];
+  assign \$211 [17:4] = 14'h0000;
+  assign \$211 [3:0] = \$210 [3:0];
+  assign \$216 [17:4] = 14'h0000;
+  assign \$216 [3:0] = \$215 [3:0];
+  assign \$220 [17:4] = 14'h0000;
+  assign \$220 [3:0] = \$219 [3:0];
+  assign \$225 [17:4] = 14'h0000;
+  assign \$225 [3:0] = \$224 [3:0];
+  assign \$229 [17:4] = 14'h0000;
+  assign \$229 [3:0] = \$228 [3:0];
+  assign \$234 [17:4] = 14'h0000;
+  assign \$234 [3:0] = \$233 [3:0];
+  assign \$238 [17:4] = 14'h0000;
+  assign \$238 [3:0] = \$237 [3:0];
+  assign \$243 [17:4] = 14'h0000;
+  assign \$243 [3:0] = \$242 [3:0];
+  assign \$247 [17:4] = 14'h0000;
+  assign \$247 [3:0] = \$246 [3:0];
+  assign \$252 [17:4] = 14'h0000;
+  assign \$252 [3:0] = \$251 [3:0];
+  assign \$256 [17:4] = 14'h0000;
+  assign \$256 [3:0] = \$255 [3:0];
+  assign \$261 [17:4] = 14'h0000;
+  assign \$261 [3:0] = \$260 [3:0];
+  assign \$265 [17:4] = 14'h0000;
+  assign \$265 [3:0] = \$264 [3:0];
+  assign \$270 [17:4] = 14'h0000;
+  assign \$270 [3:0] = \$269 [3:0];
+  assign \$274 [17:4] = 14'h0000;
+  assign \$274 [3:0] = \$273 [3:0];
+  assign \$279 [17:4] = 14'h0000;
+  assign \$279 [3:0] = \$278 [3:0];
+  assign \$283 [17:4] = 14'h0000;
+  assign \$283 [3:0] = \$282 [3:0];
+  assign \$288 [17:4] = 14'h0000;
+  assign \$288 [3:0] = \$287 [3:0];
+  assign \$292 [17:4] = 14'h0000;
+  assign \$292 [3:0] = \$291 [3:0];
+  assign \$297 [17:4] = 14'h0000;
+  assign \$297 [3:0] = \$296 [3:0];
+  assign \$301 [17:4] = 14'h0000;
+  assign \$301 [3:0] = \$300 [3:0];
+  assign \$306 [17:4] = 14'h0000;
+  assign \$306 [3:0] = \$305 [3:0];
+  assign \$310 [17:4] = 14'h0000;
+  assign \$310 [3:0] = \$309 [3:0];
+  assign \$315 [17:4] = 14'h0000;
+  assign \$315 [3:0] = \$314 [3:0];
+  assign \$319 [17:4] = 14'h0000;
+  assign \$319 [3:0] = \$318 [3:0];
+  assign \$324 [17:4] = 14'h0000;
+  assign \$324 [3:0] = \$323 [3:0];
+  assign \$328 [17:4] = 14'h0000;
+  assign \$328 [3:0] = \$327 [3:0];
+  assign \$333 [17:4] = 14'h0000;
+  assign \$333 [3:0] = \$332 [3:0];
+  assign \$337 [17:4] = 14'h0000;
+  assign \$337 [3:0] = \$336 [3:0];
+  assign \$342 [17:4] = 14'h0000;
+  assign \$342 [3:0] = \$341 [3:0];
+  assign \$366  = cur_next;
+  assign \$368  = cur_next;
+  assign \$370  = cur_next;
+  assign \$372  = cur_next;
+  assign \$374  = cur_next;
+  assign \$376  = cur_next;
+  assign \$378  = cur_next;
+  assign \$380  = cur_next;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.tx1.hdr_check (\port$2629$0 , \port$2631$0 , \port$2633$0 , \port$2635$0 , check, \port$0$2 );
+module \ace_nic_small.tx1.hdr_check (\port$4162$0 , \port$4164$0 , \port$4166$0 , \port$4168$0 , check, \port$0$2 );
   wire \$1 ;
   wire \$10 ;
   wire \$100 ;
@@ -12417,155 +17527,155 @@ module \ace_nic_small.tx1.hdr_check (\port$2629$0 , \port$2631$0 , \port$2633$0 
   wire ok;
   input [7:0] \port$0$2 ;
   wire [7:0] \port$0$2 ;
-  input \port$2629$0 ;
-  wire \port$2629$0 ;
-  input \port$2631$0 ;
-  wire \port$2631$0 ;
-  input [7:0] \port$2633$0 ;
-  wire [7:0] \port$2633$0 ;
-  input [16:0] \port$2635$0 ;
-  wire [16:0] \port$2635$0 ;
+  input \port$4162$0 ;
+  wire \port$4162$0 ;
+  input \port$4164$0 ;
+  wire \port$4164$0 ;
+  input [7:0] \port$4166$0 ;
+  wire [7:0] \port$4166$0 ;
+  input [16:0] \port$4168$0 ;
+  wire [16:0] \port$4168$0 ;
   assign \$7  = \$6  ^ \port$0$2 [0];
   assign \$8  = \$7  ^ \port$0$2 [3];
   assign \$9  = \$8  ^ \port$0$2 [5];
-  assign \$13  = \$12  ^ \port$2633$0 [4];
-  assign \$14  = \$13  ^ \port$2633$0 [6];
-  assign \$15  = \$14  ^ \port$2633$0 [7];
-  assign \$16  = \$15  ^ \port$2635$0 [0];
-  assign \$17  = \$16  ^ \port$2635$0 [2];
-  assign \$18  = \$17  ^ \port$2635$0 [3];
-  assign \$19  = \$18  ^ \port$2635$0 [5];
-  assign \$20  = \$19  ^ \port$2635$0 [7];
-  assign \$21  = \$20  ^ \port$2635$0 [8];
-  assign \$22  = \$21  ^ \port$2635$0 [12];
-  assign \$23  = \$22  ^ \port$2635$0 [14];
-  assign \$24  = \$23  ^ \port$2635$0 [16];
+  assign \$13  = \$12  ^ \port$4166$0 [4];
+  assign \$14  = \$13  ^ \port$4166$0 [6];
+  assign \$15  = \$14  ^ \port$4166$0 [7];
+  assign \$16  = \$15  ^ \port$4168$0 [0];
+  assign \$17  = \$16  ^ \port$4168$0 [2];
+  assign \$18  = \$17  ^ \port$4168$0 [3];
+  assign \$19  = \$18  ^ \port$4168$0 [5];
+  assign \$20  = \$19  ^ \port$4168$0 [7];
+  assign \$21  = \$20  ^ \port$4168$0 [8];
+  assign \$22  = \$21  ^ \port$4168$0 [12];
+  assign \$23  = \$22  ^ \port$4168$0 [14];
+  assign \$24  = \$23  ^ \port$4168$0 [16];
   assign \$32  = \$31  ^ \port$0$2 [3];
   assign \$33  = \$32  ^ \port$0$2 [4];
   assign \$34  = \$33  ^ \port$0$2 [5];
   assign \$35  = \$34  ^ \port$0$2 [6];
-  assign \$36  = \$35  ^ \port$2631$0 ;
-  assign \$40  = \$39  ^ \port$2633$0 [0];
-  assign \$41  = \$40  ^ \port$2633$0 [4];
-  assign \$42  = \$41  ^ \port$2633$0 [5];
-  assign \$43  = \$42  ^ \port$2633$0 [6];
-  assign \$44  = \$43  ^ \port$2635$0 [0];
-  assign \$45  = \$44  ^ \port$2635$0 [1];
-  assign \$46  = \$45  ^ \port$2635$0 [2];
-  assign \$47  = \$46  ^ \port$2635$0 [4];
-  assign \$48  = \$47  ^ \port$2635$0 [5];
-  assign \$49  = \$48  ^ \port$2635$0 [6];
-  assign \$50  = \$49  ^ \port$2635$0 [7];
-  assign \$51  = \$50  ^ \port$2635$0 [9];
-  assign \$52  = \$51  ^ \port$2635$0 [12];
-  assign \$53  = \$52  ^ \port$2635$0 [13];
-  assign \$54  = \$53  ^ \port$2635$0 [14];
-  assign \$55  = \$54  ^ \port$2635$0 [15];
-  assign \$56  = \$55  ^ \port$2635$0 [16];
+  assign \$36  = \$35  ^ \port$4164$0 ;
+  assign \$40  = \$39  ^ \port$4166$0 [0];
+  assign \$41  = \$40  ^ \port$4166$0 [4];
+  assign \$42  = \$41  ^ \port$4166$0 [5];
+  assign \$43  = \$42  ^ \port$4166$0 [6];
+  assign \$44  = \$43  ^ \port$4168$0 [0];
+  assign \$45  = \$44  ^ \port$4168$0 [1];
+  assign \$46  = \$45  ^ \port$4168$0 [2];
+  assign \$47  = \$46  ^ \port$4168$0 [4];
+  assign \$48  = \$47  ^ \port$4168$0 [5];
+  assign \$49  = \$48  ^ \port$4168$0 [6];
+  assign \$50  = \$49  ^ \port$4168$0 [7];
+  assign \$51  = \$50  ^ \port$4168$0 [9];
+  assign \$52  = \$51  ^ \port$4168$0 [12];
+  assign \$53  = \$52  ^ \port$4168$0 [13];
+  assign \$54  = \$53  ^ \port$4168$0 [14];
+  assign \$55  = \$54  ^ \port$4168$0 [15];
+  assign \$56  = \$55  ^ \port$4168$0 [16];
   assign \$62  = \$61  ^ \port$0$2 [2];
   assign \$63  = \$62  ^ \port$0$2 [3];
   assign \$64  = \$63  ^ \port$0$2 [4];
   assign \$65  = \$64  ^ \port$0$2 [6];
   assign \$66  = \$65  ^ \port$0$2 [7];
-  assign \$71  = \$70  ^ \port$2633$0 [0];
-  assign \$72  = \$71  ^ \port$2633$0 [1];
-  assign \$73  = \$72  ^ \port$2633$0 [4];
-  assign \$74  = \$73  ^ \port$2633$0 [5];
-  assign \$75  = \$74  ^ \port$2635$0 [1];
-  assign \$76  = \$75  ^ \port$2635$0 [6];
-  assign \$77  = \$76  ^ \port$2635$0 [8];
-  assign \$78  = \$77  ^ \port$2635$0 [10];
-  assign \$79  = \$78  ^ \port$2635$0 [12];
-  assign \$80  = \$79  ^ \port$2635$0 [13];
-  assign \$81  = \$80  ^ \port$2635$0 [15];
-  assign \$82  = \$81  ^ \port$2635$0 [16];
+  assign \$71  = \$70  ^ \port$4166$0 [0];
+  assign \$72  = \$71  ^ \port$4166$0 [1];
+  assign \$73  = \$72  ^ \port$4166$0 [4];
+  assign \$74  = \$73  ^ \port$4166$0 [5];
+  assign \$75  = \$74  ^ \port$4168$0 [1];
+  assign \$76  = \$75  ^ \port$4168$0 [6];
+  assign \$77  = \$76  ^ \port$4168$0 [8];
+  assign \$78  = \$77  ^ \port$4168$0 [10];
+  assign \$79  = \$78  ^ \port$4168$0 [12];
+  assign \$80  = \$79  ^ \port$4168$0 [13];
+  assign \$81  = \$80  ^ \port$4168$0 [15];
+  assign \$82  = \$81  ^ \port$4168$0 [16];
   assign \$91  = \$90  ^ \port$0$2 [3];
   assign \$92  = \$91  ^ \port$0$2 [4];
   assign \$93  = \$92  ^ \port$0$2 [5];
   assign \$94  = \$93  ^ \port$0$2 [7];
-  assign \$98  = \$97  ^ \port$2633$0 [1];
-  assign \$99  = \$98  ^ \port$2633$0 [2];
-  assign \$100  = \$99  ^ \port$2633$0 [5];
-  assign \$101  = \$100  ^ \port$2633$0 [6];
-  assign \$102  = \$101  ^ \port$2635$0 [0];
-  assign \$103  = \$102  ^ \port$2635$0 [2];
-  assign \$104  = \$103  ^ \port$2635$0 [7];
-  assign \$105  = \$104  ^ \port$2635$0 [9];
-  assign \$106  = \$105  ^ \port$2635$0 [11];
-  assign \$107  = \$106  ^ \port$2635$0 [13];
-  assign \$108  = \$107  ^ \port$2635$0 [14];
+  assign \$98  = \$97  ^ \port$4166$0 [1];
+  assign \$99  = \$98  ^ \port$4166$0 [2];
+  assign \$100  = \$99  ^ \port$4166$0 [5];
+  assign \$101  = \$100  ^ \port$4166$0 [6];
+  assign \$102  = \$101  ^ \port$4168$0 [0];
+  assign \$103  = \$102  ^ \port$4168$0 [2];
+  assign \$104  = \$103  ^ \port$4168$0 [7];
+  assign \$105  = \$104  ^ \port$4168$0 [9];
+  assign \$106  = \$105  ^ \port$4168$0 [11];
+  assign \$107  = \$106  ^ \port$4168$0 [13];
+  assign \$108  = \$107  ^ \port$4168$0 [14];
   assign \$118  = \$117  ^ \port$0$2 [4];
   assign \$119  = \$118  ^ \port$0$2 [5];
   assign \$120  = \$119  ^ \port$0$2 [6];
-  assign \$124  = \$123  ^ \port$2633$0 [0];
-  assign \$125  = \$124  ^ \port$2633$0 [2];
-  assign \$126  = \$125  ^ \port$2633$0 [3];
-  assign \$127  = \$126  ^ \port$2633$0 [6];
-  assign \$128  = \$127  ^ \port$2633$0 [7];
-  assign \$129  = \$128  ^ \port$2635$0 [1];
-  assign \$130  = \$129  ^ \port$2635$0 [3];
-  assign \$131  = \$130  ^ \port$2635$0 [8];
-  assign \$132  = \$131  ^ \port$2635$0 [10];
-  assign \$133  = \$132  ^ \port$2635$0 [12];
-  assign \$134  = \$133  ^ \port$2635$0 [14];
-  assign \$135  = \$134  ^ \port$2635$0 [15];
+  assign \$124  = \$123  ^ \port$4166$0 [0];
+  assign \$125  = \$124  ^ \port$4166$0 [2];
+  assign \$126  = \$125  ^ \port$4166$0 [3];
+  assign \$127  = \$126  ^ \port$4166$0 [6];
+  assign \$128  = \$127  ^ \port$4166$0 [7];
+  assign \$129  = \$128  ^ \port$4168$0 [1];
+  assign \$130  = \$129  ^ \port$4168$0 [3];
+  assign \$131  = \$130  ^ \port$4168$0 [8];
+  assign \$132  = \$131  ^ \port$4168$0 [10];
+  assign \$133  = \$132  ^ \port$4168$0 [12];
+  assign \$134  = \$133  ^ \port$4168$0 [14];
+  assign \$135  = \$134  ^ \port$4168$0 [15];
   assign \$144  = \$143  ^ \port$0$2 [2];
   assign \$145  = \$144  ^ \port$0$2 [5];
   assign \$146  = \$145  ^ \port$0$2 [6];
   assign \$147  = \$146  ^ \port$0$2 [7];
-  assign \$148  = \$147  ^ \port$2631$0 ;
-  assign \$151  = \$150  ^ \port$2633$0 [1];
-  assign \$152  = \$151  ^ \port$2633$0 [3];
-  assign \$153  = \$152  ^ \port$2633$0 [4];
-  assign \$154  = \$153  ^ \port$2633$0 [7];
-  assign \$155  = \$154  ^ \port$2635$0 [0];
-  assign \$156  = \$155  ^ \port$2635$0 [2];
-  assign \$157  = \$156  ^ \port$2635$0 [4];
-  assign \$158  = \$157  ^ \port$2635$0 [9];
-  assign \$159  = \$158  ^ \port$2635$0 [11];
-  assign \$160  = \$159  ^ \port$2635$0 [13];
-  assign \$161  = \$160  ^ \port$2635$0 [15];
+  assign \$148  = \$147  ^ \port$4164$0 ;
+  assign \$151  = \$150  ^ \port$4166$0 [1];
+  assign \$152  = \$151  ^ \port$4166$0 [3];
+  assign \$153  = \$152  ^ \port$4166$0 [4];
+  assign \$154  = \$153  ^ \port$4166$0 [7];
+  assign \$155  = \$154  ^ \port$4168$0 [0];
+  assign \$156  = \$155  ^ \port$4168$0 [2];
+  assign \$157  = \$156  ^ \port$4168$0 [4];
+  assign \$158  = \$157  ^ \port$4168$0 [9];
+  assign \$159  = \$158  ^ \port$4168$0 [11];
+  assign \$160  = \$159  ^ \port$4168$0 [13];
+  assign \$161  = \$160  ^ \port$4168$0 [15];
   assign \$170  = \$169  ^ \port$0$2 [1];
   assign \$171  = \$170  ^ \port$0$2 [3];
   assign \$172  = \$171  ^ \port$0$2 [6];
   assign \$173  = \$172  ^ \port$0$2 [7];
-  assign \$174  = \$173  ^ \port$2631$0 ;
-  assign \$178  = \$177  ^ \port$2633$0 [2];
-  assign \$179  = \$178  ^ \port$2633$0 [4];
-  assign \$180  = \$179  ^ \port$2633$0 [5];
-  assign \$181  = \$180  ^ \port$2635$0 [0];
-  assign \$182  = \$181  ^ \port$2635$0 [1];
-  assign \$183  = \$182  ^ \port$2635$0 [3];
-  assign \$184  = \$183  ^ \port$2635$0 [5];
-  assign \$185  = \$184  ^ \port$2635$0 [10];
-  assign \$186  = \$185  ^ \port$2635$0 [12];
-  assign \$187  = \$186  ^ \port$2635$0 [14];
+  assign \$174  = \$173  ^ \port$4164$0 ;
+  assign \$178  = \$177  ^ \port$4166$0 [2];
+  assign \$179  = \$178  ^ \port$4166$0 [4];
+  assign \$180  = \$179  ^ \port$4166$0 [5];
+  assign \$181  = \$180  ^ \port$4168$0 [0];
+  assign \$182  = \$181  ^ \port$4168$0 [1];
+  assign \$183  = \$182  ^ \port$4168$0 [3];
+  assign \$184  = \$183  ^ \port$4168$0 [5];
+  assign \$185  = \$184  ^ \port$4168$0 [10];
+  assign \$186  = \$185  ^ \port$4168$0 [12];
+  assign \$187  = \$186  ^ \port$4168$0 [14];
   assign \$198  = \$197  ^ \port$0$2 [4];
   assign \$199  = \$198  ^ \port$0$2 [7];
-  assign \$204  = \$203  ^ \port$2633$0 [3];
-  assign \$205  = \$204  ^ \port$2633$0 [5];
-  assign \$206  = \$205  ^ \port$2633$0 [6];
-  assign \$207  = \$206  ^ \port$2635$0 [1];
-  assign \$208  = \$207  ^ \port$2635$0 [2];
-  assign \$209  = \$208  ^ \port$2635$0 [4];
-  assign \$210  = \$209  ^ \port$2635$0 [6];
-  assign \$211  = \$210  ^ \port$2635$0 [11];
-  assign \$212  = \$211  ^ \port$2635$0 [13];
-  assign \$213  = \$212  ^ \port$2635$0 [15];
+  assign \$204  = \$203  ^ \port$4166$0 [3];
+  assign \$205  = \$204  ^ \port$4166$0 [5];
+  assign \$206  = \$205  ^ \port$4166$0 [6];
+  assign \$207  = \$206  ^ \port$4168$0 [1];
+  assign \$208  = \$207  ^ \port$4168$0 [2];
+  assign \$209  = \$208  ^ \port$4168$0 [4];
+  assign \$210  = \$209  ^ \port$4168$0 [6];
+  assign \$211  = \$210  ^ \port$4168$0 [11];
+  assign \$212  = \$211  ^ \port$4168$0 [13];
+  assign \$213  = \$212  ^ \port$4168$0 [15];
   assign ok = ! check;
-  assign \$auto$rtlil.cc:2739:Not$18  = ~ \port$2629$0 ;
+  assign \$auto$rtlil.cc:2739:Not$18  = ~ \port$4162$0 ;
   assign \$auto$rtlil.cc:2739:Not$20  = ~ \port$0$2 [1];
   assign \$auto$rtlil.cc:2739:Not$22  = ~ \port$0$2 [1];
-  assign \$auto$rtlil.cc:2739:Not$24  = ~ \port$2629$0 ;
-  assign header = { 15'h0000, \port$2635$0 , \port$2633$0 , 7'h00, \port$2631$0 , \port$0$2 , 1'h0, \port$2629$0 , 6'h0a };
+  assign \$auto$rtlil.cc:2739:Not$24  = ~ \port$4162$0 ;
+  assign header = { 15'h0000, \port$4168$0 , \port$4166$0 , 7'h00, \port$4164$0 , \port$0$2 , 1'h0, \port$4162$0 , 6'h0a };
   assign \header.magic  = 4'ha;
   assign \header.version  = 2'h0;
-  assign \header.ptype  = { 1'h0, \port$2629$0  };
+  assign \header.ptype  = { 1'h0, \port$4162$0  };
   assign \header.src  = \port$0$2 ;
-  assign \header.channel  = { 3'h0, \port$2631$0  };
+  assign \header.channel  = { 3'h0, \port$4164$0  };
   assign \header.rsvd0  = 4'h0;
-  assign \header.tag  = \port$2633$0 ;
-  assign \header.length  = \port$2635$0 ;
+  assign \header.tag  = \port$4166$0 ;
+  assign \header.length  = \port$4168$0 ;
   assign \header.rsvd1  = 7'h00;
   assign \header.check  = 8'h00;
   assign check[7] = \$216 ;
@@ -12597,7 +17707,7 @@ module \ace_nic_small.tx1.hdr_check (\port$2629$0 , \port$2631$0 , \port$2633$0 
   assign \$58  = \$56 ;
   assign \$59  = 1'h0;
   assign \$60  = 1'h0;
-  assign \$61  = \port$2629$0 ;
+  assign \$61  = \port$4162$0 ;
   assign \$67  = \$66 ;
   assign \$68  = \$66 ;
   assign \$69  = \$66 ;
@@ -12676,23 +17786,125 @@ module \ace_nic_small.tx1.hdr_check (\port$2629$0 , \port$2631$0 , \port$2633$0 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.tx1.out_skid (clk, rst, i__valid, i__payload, i__ready, o__valid, o__payload, o__ready);
+module \ace_nic_small.tx1.out_skid (clk, rst, \port$2011$0 , \port$2012$0 , \port$2013$0 , \port$2014$0 , \port$2015$0 , \port$2016$0 , \port$2017$0 , \port$2018$0 , \port$2019$0 , \port$2020$0 , i__valid, i__payload, in_ready, out_valid, o__ready);
   reg \$auto$verilog_backend.cc:2355:dump_module$69  = 0;
-  wire \$1 ;
-  reg \$10 ;
-  reg [150:0] \$11 ;
-  reg \$12 ;
-  reg [150:0] \$13 ;
-  wire \$2 ;
-  wire \$3 ;
-  wire \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  reg \$9 ;
+  wire [2:0] \$1 ;
+  wire [15:0] \$10 ;
+  reg \$100 ;
+  reg \$101 ;
+  reg \$102 ;
+  reg \$103 ;
+  reg \$104 ;
+  reg \$105 ;
+  reg \$106 ;
+  reg \$107 ;
+  reg \$108 ;
+  reg \$109 ;
+  wire [15:0] \$11 ;
+  reg [150:0] \$110 ;
+  reg [150:0] \$111 ;
+  wire [6:0] \$12 ;
+  wire \$13 ;
+  wire \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire \$17 ;
+  wire \$18 ;
+  wire \$19 ;
+  wire [3:0] \$2 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire \$22 ;
+  wire \$23 ;
+  wire \$24 ;
+  wire \$25 ;
+  wire \$26 ;
+  wire \$27 ;
+  wire \$28 ;
+  wire \$29 ;
+  wire [15:0] \$3 ;
+  wire \$30 ;
+  wire \$31 ;
+  wire \$32 ;
+  wire \$33 ;
+  wire \$34 ;
+  wire \$35 ;
+  wire \$36 ;
+  wire \$37 ;
+  wire \$38 ;
+  wire \$39 ;
+  wire [15:0] \$4 ;
+  wire \$40 ;
+  wire \$41 ;
+  wire \$42 ;
+  wire \$43 ;
+  wire \$44 ;
+  wire \$45 ;
+  wire \$46 ;
+  wire \$47 ;
+  wire \$48 ;
+  wire \$49 ;
+  wire [15:0] \$5 ;
+  wire \$50 ;
+  wire \$51 ;
+  wire \$52 ;
+  wire \$53 ;
+  wire \$54 ;
+  wire \$55 ;
+  wire \$56 ;
+  wire \$57 ;
+  wire \$58 ;
+  wire \$59 ;
+  wire [15:0] \$6 ;
+  wire \$60 ;
+  wire \$61 ;
+  wire \$62 ;
+  wire \$63 ;
+  wire \$64 ;
+  wire \$65 ;
+  wire \$66 ;
+  wire \$67 ;
+  wire \$68 ;
+  wire \$69 ;
+  wire [15:0] \$7 ;
+  wire \$70 ;
+  wire \$71 ;
+  wire \$72 ;
+  wire \$73 ;
+  wire \$74 ;
+  reg [1:0] \$75 ;
+  reg \$76 ;
+  reg \$77 ;
+  reg \$78 ;
+  reg \$79 ;
+  wire [15:0] \$8 ;
+  reg \$80 ;
+  reg \$81 ;
+  reg \$82 ;
+  reg \$83 ;
+  reg \$84 ;
+  reg \$85 ;
+  reg \$86 ;
+  reg \$87 ;
+  reg \$88 ;
+  reg \$89 ;
+  wire [15:0] \$9 ;
+  reg \$90 ;
+  reg \$91 ;
+  reg \$92 ;
+  reg \$93 ;
+  reg \$94 ;
+  reg \$95 ;
+  reg \$96 ;
+  reg \$97 ;
+  reg \$98 ;
+  reg \$99 ;
   input clk;
   wire clk;
+  reg [1:0] count = 2'h0;
+  wire [1:0] count_next;
+  reg [150:0] entry0 = 151'h00000000000000000000000000000000000000;
+  reg [150:0] entry1 = 151'h00000000000000000000000000000000000000;
   input [150:0] i__payload;
   wire [150:0] i__payload;
   wire [4:0] \i__payload.bytes ;
@@ -12700,14 +17912,33 @@ module \ace_nic_small.tx1.out_skid (clk, rst, i__valid, i__payload, i__ready, o_
   wire \i__payload.header ;
   wire [15:0] \i__payload.keep ;
   wire \i__payload.last ;
-  output i__ready;
-  reg i__ready = 1'h1;
+  (* init = 1'h1 *)
+  wire i__ready;
   input i__valid;
   wire i__valid;
-  (* init = 1'h1 *)
-  wire in_ready;
-  output [150:0] o__payload;
-  reg [150:0] o__payload = 151'h00000000000000000000000000000000000000;
+  output in_ready;
+  reg in_ready = 1'h1;
+  reg load0_r0 = 1'h1;
+  reg load0_r1 = 1'h1;
+  reg load0_r2 = 1'h1;
+  reg load0_r3 = 1'h1;
+  reg load0_r4 = 1'h1;
+  reg load0_r5 = 1'h1;
+  reg load0_r6 = 1'h1;
+  reg load0_r7 = 1'h1;
+  reg load0_r8 = 1'h1;
+  reg load0_r9 = 1'h1;
+  reg load1_r0 = 1'h0;
+  reg load1_r1 = 1'h0;
+  reg load1_r2 = 1'h0;
+  reg load1_r3 = 1'h0;
+  reg load1_r4 = 1'h0;
+  reg load1_r5 = 1'h0;
+  reg load1_r6 = 1'h0;
+  reg load1_r7 = 1'h0;
+  reg load1_r8 = 1'h0;
+  reg load1_r9 = 1'h0;
+  wire [150:0] o__payload;
   wire [4:0] \o__payload.bytes ;
   wire [127:0] \o__payload.data ;
   wire \o__payload.header ;
@@ -12715,130 +17946,541 @@ module \ace_nic_small.tx1.out_skid (clk, rst, i__valid, i__payload, i__ready, o_
   wire \o__payload.last ;
   input o__ready;
   wire o__ready;
-  output o__valid;
-  reg o__valid = 1'h0;
-  (* init = 151'h00000000000000000000000000000000000000 *)
-  wire [150:0] out_payload;
-  wire [4:0] \out_payload.bytes ;
-  wire [127:0] \out_payload.data ;
-  wire \out_payload.header ;
-  wire [15:0] \out_payload.keep ;
-  wire \out_payload.last ;
   (* init = 1'h0 *)
-  wire out_valid;
+  wire o__valid;
+  output out_valid;
+  reg out_valid = 1'h0;
+  wire pop;
+  output [15:0] \port$2011$0 ;
+  wire [15:0] \port$2011$0 ;
+  output [15:0] \port$2012$0 ;
+  wire [15:0] \port$2012$0 ;
+  output [15:0] \port$2013$0 ;
+  wire [15:0] \port$2013$0 ;
+  output [15:0] \port$2014$0 ;
+  wire [15:0] \port$2014$0 ;
+  output [15:0] \port$2015$0 ;
+  wire [15:0] \port$2015$0 ;
+  output [15:0] \port$2016$0 ;
+  wire [15:0] \port$2016$0 ;
+  output [15:0] \port$2017$0 ;
+  wire [15:0] \port$2017$0 ;
+  output [15:0] \port$2018$0 ;
+  wire [15:0] \port$2018$0 ;
+  output [15:0] \port$2019$0 ;
+  wire [15:0] \port$2019$0 ;
+  output [6:0] \port$2020$0 ;
+  wire [6:0] \port$2020$0 ;
+  wire push;
+  reg r_at = 1'h0;
+  wire r_at_next;
+  reg r_at_r0 = 1'h0;
+  reg r_at_r1 = 1'h0;
+  reg r_at_r2 = 1'h0;
+  reg r_at_r3 = 1'h0;
+  reg r_at_r4 = 1'h0;
+  reg r_at_r5 = 1'h0;
+  reg r_at_r6 = 1'h0;
+  reg r_at_r7 = 1'h0;
+  reg r_at_r8 = 1'h0;
+  reg r_at_r9 = 1'h0;
   input rst;
   wire rst;
-  reg [150:0] skid_payload = 151'h00000000000000000000000000000000000000;
-  wire [4:0] \skid_payload.bytes ;
-  wire [127:0] \skid_payload.data ;
-  wire \skid_payload.header ;
-  wire [15:0] \skid_payload.keep ;
-  wire \skid_payload.last ;
-  reg skid_valid = 1'h0;
-  assign \$1  = ~ skid_valid;
-  assign \$2  = ~ o__valid;
-  assign \$3  = ~ i__valid;
-  assign \$4  = \$2  | \$3 ;
-  assign \$5  = \$1  & \$4 ;
-  assign \$6  = o__ready | \$5 ;
-  assign \$7  = ~ o__valid;
-  assign \$8  = o__ready | \$7 ;
+  reg w_at = 1'h0;
+  wire w_at_next;
+  assign push = i__valid & in_ready;
+  assign pop = out_valid & o__ready;
+  assign \$1  = count + push;
+  assign \$2  = \$1  - pop;
+  assign w_at_next = w_at ^ push;
+  assign r_at_next = r_at ^ pop;
+  assign \$3  = r_at_r0 ? entry1[15:0] : entry0[15:0];
+  assign \$4  = r_at_r1 ? entry1[31:16] : entry0[31:16];
+  assign \$5  = r_at_r2 ? entry1[47:32] : entry0[47:32];
+  assign \$6  = r_at_r3 ? entry1[63:48] : entry0[63:48];
+  assign \$7  = r_at_r4 ? entry1[79:64] : entry0[79:64];
+  assign \$8  = r_at_r5 ? entry1[95:80] : entry0[95:80];
+  assign \$9  = r_at_r6 ? entry1[111:96] : entry0[111:96];
+  assign \$10  = r_at_r7 ? entry1[127:112] : entry0[127:112];
+  assign \$11  = r_at_r8 ? entry1[143:128] : entry0[143:128];
+  assign \$12  = r_at_r9 ? entry1[150:144] : entry0[150:144];
+  assign \$13  = \$2 [1:0] != 2'h2;
+  assign \$14  = | \$2 [1:0];
+  assign \$15  = \$2 [1:0] != 2'h2;
+  assign \$16  = ! w_at_next;
+  assign \$17  = \$15  & \$16 ;
+  assign \$18  = \$2 [1:0] != 2'h2;
+  assign \$19  = ! w_at_next;
+  assign \$20  = \$18  & \$19 ;
+  assign \$21  = \$2 [1:0] != 2'h2;
+  assign \$22  = ! w_at_next;
+  assign \$23  = \$21  & \$22 ;
+  assign \$24  = \$2 [1:0] != 2'h2;
+  assign \$25  = ! w_at_next;
+  assign \$26  = \$24  & \$25 ;
+  assign \$27  = \$2 [1:0] != 2'h2;
+  assign \$28  = ! w_at_next;
+  assign \$29  = \$27  & \$28 ;
+  assign \$30  = \$2 [1:0] != 2'h2;
+  assign \$31  = ! w_at_next;
+  assign \$32  = \$30  & \$31 ;
+  assign \$33  = \$2 [1:0] != 2'h2;
+  assign \$34  = ! w_at_next;
+  assign \$35  = \$33  & \$34 ;
+  assign \$36  = \$2 [1:0] != 2'h2;
+  assign \$37  = ! w_at_next;
+  assign \$38  = \$36  & \$37 ;
+  assign \$39  = \$2 [1:0] != 2'h2;
+  assign \$40  = ! w_at_next;
+  assign \$41  = \$39  & \$40 ;
+  assign \$42  = \$2 [1:0] != 2'h2;
+  assign \$43  = ! w_at_next;
+  assign \$44  = \$42  & \$43 ;
+  assign \$45  = \$2 [1:0] != 2'h2;
+  assign \$47  = \$45  & \$46 ;
+  assign \$48  = \$2 [1:0] != 2'h2;
+  assign \$50  = \$48  & \$49 ;
+  assign \$51  = \$2 [1:0] != 2'h2;
+  assign \$53  = \$51  & \$52 ;
+  assign \$54  = \$2 [1:0] != 2'h2;
+  assign \$56  = \$54  & \$55 ;
+  assign \$57  = \$2 [1:0] != 2'h2;
+  assign \$59  = \$57  & \$58 ;
+  assign \$60  = \$2 [1:0] != 2'h2;
+  assign \$62  = \$60  & \$61 ;
+  assign \$63  = \$2 [1:0] != 2'h2;
+  assign \$65  = \$63  & \$64 ;
+  assign \$66  = \$2 [1:0] != 2'h2;
+  assign \$68  = \$66  & \$67 ;
+  assign \$69  = \$2 [1:0] != 2'h2;
+  assign \$71  = \$69  & \$70 ;
+  assign \$72  = \$2 [1:0] != 2'h2;
+  assign \$74  = \$72  & \$73 ;
   always @(posedge clk)
-    i__ready <= \$9 ;
+    count <= \$75 ;
   always @(posedge clk)
-    o__valid <= \$10 ;
+    in_ready <= \$76 ;
   always @(posedge clk)
-    o__payload <= \$11 ;
+    out_valid <= \$77 ;
   always @(posedge clk)
-    skid_valid <= \$12 ;
+    w_at <= \$78 ;
   always @(posedge clk)
-    skid_payload <= \$13 ;
+    r_at <= \$79 ;
+  always @(posedge clk)
+    load0_r0 <= \$80 ;
+  always @(posedge clk)
+    load0_r1 <= \$81 ;
+  always @(posedge clk)
+    load0_r2 <= \$82 ;
+  always @(posedge clk)
+    load0_r3 <= \$83 ;
+  always @(posedge clk)
+    load0_r4 <= \$84 ;
+  always @(posedge clk)
+    load0_r5 <= \$85 ;
+  always @(posedge clk)
+    load0_r6 <= \$86 ;
+  always @(posedge clk)
+    load0_r7 <= \$87 ;
+  always @(posedge clk)
+    load0_r8 <= \$88 ;
+  always @(posedge clk)
+    load0_r9 <= \$89 ;
+  always @(posedge clk)
+    load1_r0 <= \$90 ;
+  always @(posedge clk)
+    load1_r1 <= \$91 ;
+  always @(posedge clk)
+    load1_r2 <= \$92 ;
+  always @(posedge clk)
+    load1_r3 <= \$93 ;
+  always @(posedge clk)
+    load1_r4 <= \$94 ;
+  always @(posedge clk)
+    load1_r5 <= \$95 ;
+  always @(posedge clk)
+    load1_r6 <= \$96 ;
+  always @(posedge clk)
+    load1_r7 <= \$97 ;
+  always @(posedge clk)
+    load1_r8 <= \$98 ;
+  always @(posedge clk)
+    load1_r9 <= \$99 ;
+  always @(posedge clk)
+    r_at_r0 <= \$100 ;
+  always @(posedge clk)
+    r_at_r1 <= \$101 ;
+  always @(posedge clk)
+    r_at_r2 <= \$102 ;
+  always @(posedge clk)
+    r_at_r3 <= \$103 ;
+  always @(posedge clk)
+    r_at_r4 <= \$104 ;
+  always @(posedge clk)
+    r_at_r5 <= \$105 ;
+  always @(posedge clk)
+    r_at_r6 <= \$106 ;
+  always @(posedge clk)
+    r_at_r7 <= \$107 ;
+  always @(posedge clk)
+    r_at_r8 <= \$108 ;
+  always @(posedge clk)
+    r_at_r9 <= \$109 ;
+  always @(posedge clk)
+    entry0 <= \$110 ;
+  always @(posedge clk)
+    entry1 <= \$111 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$9  = \$6 ;
+    \$75  = \$2 [1:0];
     if (rst) begin
-      \$9  = 1'h1;
+      \$75  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$10  = o__valid;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$10  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$10  = skid_valid;
-    end
+    \$76  = \$13 ;
     if (rst) begin
-      \$10  = 1'h0;
+      \$76  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$11  = o__payload;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$11  = i__payload;
-      end
-    end else if (o__ready) begin
-      \$11  = skid_payload;
-    end
+    \$77  = \$14 ;
     if (rst) begin
-      \$11  = 151'h00000000000000000000000000000000000000;
+      \$77  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$12  = skid_valid;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$12  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$12  = 1'h0;
-    end
+    \$78  = w_at_next;
     if (rst) begin
-      \$12  = 1'h0;
+      \$78  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$13  = skid_payload;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$13  = i__payload;
-      end
-    end
+    \$79  = r_at_next;
     if (rst) begin
-      \$13  = 151'h00000000000000000000000000000000000000;
+      \$79  = 1'h0;
     end
   end
-  assign in_ready = i__ready;
-  assign out_valid = o__valid;
-  assign out_payload = o__payload;
-  assign \o__payload.data  = o__payload[127:0];
-  assign \o__payload.keep  = o__payload[143:128];
-  assign \o__payload.last  = o__payload[144];
-  assign \o__payload.header  = o__payload[145];
-  assign \o__payload.bytes  = o__payload[150:146];
-  assign \out_payload.data  = o__payload[127:0];
-  assign \out_payload.keep  = o__payload[143:128];
-  assign \out_payload.last  = o__payload[144];
-  assign \out_payload.header  = o__payload[145];
-  assign \out_payload.bytes  = o__payload[150:146];
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$80  = \$17 ;
+    if (rst) begin
+      \$80  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$81  = \$20 ;
+    if (rst) begin
+      \$81  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$82  = \$23 ;
+    if (rst) begin
+      \$82  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$83  = \$26 ;
+    if (rst) begin
+      \$83  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$84  = \$29 ;
+    if (rst) begin
+      \$84  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$85  = \$32 ;
+    if (rst) begin
+      \$85  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$86  = \$35 ;
+    if (rst) begin
+      \$86  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$87  = \$38 ;
+    if (rst) begin
+      \$87  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$88  = \$41 ;
+    if (rst) begin
+      \$88  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$89  = \$44 ;
+    if (rst) begin
+      \$89  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$90  = \$47 ;
+    if (rst) begin
+      \$90  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$91  = \$50 ;
+    if (rst) begin
+      \$91  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$92  = \$53 ;
+    if (rst) begin
+      \$92  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$93  = \$56 ;
+    if (rst) begin
+      \$93  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$94  = \$59 ;
+    if (rst) begin
+      \$94  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$95  = \$62 ;
+    if (rst) begin
+      \$95  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$96  = \$65 ;
+    if (rst) begin
+      \$96  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$97  = \$68 ;
+    if (rst) begin
+      \$97  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$98  = \$71 ;
+    if (rst) begin
+      \$98  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$99  = \$74 ;
+    if (rst) begin
+      \$99  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$100  = r_at_next;
+    if (rst) begin
+      \$100  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$101  = r_at_next;
+    if (rst) begin
+      \$101  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$102  = r_at_next;
+    if (rst) begin
+      \$102  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$103  = r_at_next;
+    if (rst) begin
+      \$103  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$104  = r_at_next;
+    if (rst) begin
+      \$104  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$105  = r_at_next;
+    if (rst) begin
+      \$105  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$106  = r_at_next;
+    if (rst) begin
+      \$106  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$107  = r_at_next;
+    if (rst) begin
+      \$107  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$108  = r_at_next;
+    if (rst) begin
+      \$108  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$109  = r_at_next;
+    if (rst) begin
+      \$109  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$110  = entry0;
+    if (load0_r0) begin
+      \$110 [15:0] = i__payload[15:0];
+    end
+    if (load0_r1) begin
+      \$110 [31:16] = i__payload[31:16];
+    end
+    if (load0_r2) begin
+      \$110 [47:32] = i__payload[47:32];
+    end
+    if (load0_r3) begin
+      \$110 [63:48] = i__payload[63:48];
+    end
+    if (load0_r4) begin
+      \$110 [79:64] = i__payload[79:64];
+    end
+    if (load0_r5) begin
+      \$110 [95:80] = i__payload[95:80];
+    end
+    if (load0_r6) begin
+      \$110 [111:96] = i__payload[111:96];
+    end
+    if (load0_r7) begin
+      \$110 [127:112] = i__payload[127:112];
+    end
+    if (load0_r8) begin
+      \$110 [143:128] = i__payload[143:128];
+    end
+    if (load0_r9) begin
+      \$110 [150:144] = i__payload[150:144];
+    end
+    if (rst) begin
+      \$110  = 151'h00000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$111  = entry1;
+    if (load1_r0) begin
+      \$111 [15:0] = i__payload[15:0];
+    end
+    if (load1_r1) begin
+      \$111 [31:16] = i__payload[31:16];
+    end
+    if (load1_r2) begin
+      \$111 [47:32] = i__payload[47:32];
+    end
+    if (load1_r3) begin
+      \$111 [63:48] = i__payload[63:48];
+    end
+    if (load1_r4) begin
+      \$111 [79:64] = i__payload[79:64];
+    end
+    if (load1_r5) begin
+      \$111 [95:80] = i__payload[95:80];
+    end
+    if (load1_r6) begin
+      \$111 [111:96] = i__payload[111:96];
+    end
+    if (load1_r7) begin
+      \$111 [127:112] = i__payload[127:112];
+    end
+    if (load1_r8) begin
+      \$111 [143:128] = i__payload[143:128];
+    end
+    if (load1_r9) begin
+      \$111 [150:144] = i__payload[150:144];
+    end
+    if (rst) begin
+      \$111  = 151'h00000000000000000000000000000000000000;
+    end
+  end
+  assign count_next = \$2 [1:0];
+  assign i__ready = in_ready;
+  assign o__valid = out_valid;
+  assign o__payload = { \$12 , \$11 , \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
+  assign \port$2011$0  = \$3 ;
+  assign \port$2012$0  = \$4 ;
+  assign \port$2013$0  = \$5 ;
+  assign \port$2014$0  = \$6 ;
+  assign \port$2015$0  = \$7 ;
+  assign \port$2016$0  = \$8 ;
+  assign \port$2017$0  = \$9 ;
+  assign \port$2018$0  = \$10 ;
+  assign \port$2019$0  = \$11 ;
+  assign \port$2020$0  = \$12 ;
+  assign \o__payload.data  = { \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
+  assign \o__payload.keep  = \$11 ;
+  assign \o__payload.last  = \$12 [0];
+  assign \o__payload.header  = \$12 [1];
+  assign \o__payload.bytes  = \$12 [6:2];
   assign \i__payload.data  = i__payload[127:0];
   assign \i__payload.keep  = i__payload[143:128];
   assign \i__payload.last  = i__payload[144];
   assign \i__payload.header  = i__payload[145];
   assign \i__payload.bytes  = i__payload[150:146];
-  assign \skid_payload.data  = skid_payload[127:0];
-  assign \skid_payload.keep  = skid_payload[143:128];
-  assign \skid_payload.last  = skid_payload[144];
-  assign \skid_payload.header  = skid_payload[145];
-  assign \skid_payload.bytes  = skid_payload[150:146];
+  assign \$46  = w_at_next;
+  assign \$49  = w_at_next;
+  assign \$52  = w_at_next;
+  assign \$55  = w_at_next;
+  assign \$58  = w_at_next;
+  assign \$61  = w_at_next;
+  assign \$64  = w_at_next;
+  assign \$67  = w_at_next;
+  assign \$70  = w_at_next;
+  assign \$73  = w_at_next;
 endmodule
