@@ -383,11 +383,11 @@ module \ace_alu_array_small.array (r_en, clk, rst, i__payload, i__ready, out_pay
     d6_last <= \$27 ;
   \ace_alu_array_small.array.fifo  fifo (
     .clk(clk),
-    .\port$1028$0 (\result$28 ),
-    .\port$2013$0 (\result$29 ),
-    .\port$2998$0 (\result$30 ),
-    .\port$4047$0 (d12_tag),
-    .\port$4049$0 (d12_last),
+    .\port$1023$0 (\result$28 ),
+    .\port$2003$0 (\result$29 ),
+    .\port$2983$0 (\result$30 ),
+    .\port$4027$0 (d12_tag),
+    .\port$4029$0 (d12_last),
     .\port$43$0 (result),
     .r_data(out_payload),
     .r_en(r_en),
@@ -399,7 +399,7 @@ module \ace_alu_array_small.array (r_en, clk, rst, i__payload, i__ready, out_pay
     .a(i__payload[31:0]),
     .b(i__payload[159:128]),
     .clk(clk),
-    .\port$3969$256 (i__payload[259:256]),
+    .\port$3949$256 (i__payload[259:256]),
     .\result$73 (result),
     .rst(rst),
     .valid(accept)
@@ -408,7 +408,7 @@ module \ace_alu_array_small.array (r_en, clk, rst, i__payload, i__ready, out_pay
     .a(i__payload[63:32]),
     .b(i__payload[191:160]),
     .clk(clk),
-    .\port$3969$256 (i__payload[259:256]),
+    .\port$3949$256 (i__payload[259:256]),
     .\result$73 (\result$28 ),
     .rst(rst),
     .valid(accept)
@@ -417,7 +417,7 @@ module \ace_alu_array_small.array (r_en, clk, rst, i__payload, i__ready, out_pay
     .a(i__payload[95:64]),
     .b(i__payload[223:192]),
     .clk(clk),
-    .\port$3969$256 (i__payload[259:256]),
+    .\port$3949$256 (i__payload[259:256]),
     .\result$73 (\result$29 ),
     .rst(rst),
     .valid(accept)
@@ -425,7 +425,7 @@ module \ace_alu_array_small.array (r_en, clk, rst, i__payload, i__ready, out_pay
   \ace_alu_array_small.array.lane3  lane3 (
     .a(i__payload[127:96]),
     .clk(clk),
-    .\port$3969$224 (i__payload[259:224]),
+    .\port$3949$224 (i__payload[259:224]),
     .\result$73 (\result$30 ),
     .rst(rst),
     .valid(accept)
@@ -759,7 +759,7 @@ module \ace_alu_array_small.array (r_en, clk, rst, i__payload, i__ready, out_pay
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.fifo (clk, rst, \port$43$0 , \port$1028$0 , \port$2013$0 , \port$2998$0 , w_en, \port$4047$0 , \port$4049$0 , r_data, r_rdy, r_en);
+module \ace_alu_array_small.array.fifo (clk, rst, \port$43$0 , \port$1023$0 , \port$2003$0 , \port$2983$0 , w_en, \port$4027$0 , \port$4029$0 , r_data, r_rdy, r_en);
   reg \$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire \$1 ;
   reg [15:0] \$10 ;
@@ -780,16 +780,16 @@ module \ace_alu_array_small.array.fifo (clk, rst, \port$43$0 , \port$1028$0 , \p
   reg [15:0] level = 16'h0000;
   wire load;
   wire [15:0] next_level;
-  input [31:0] \port$1028$0 ;
-  wire [31:0] \port$1028$0 ;
-  input [31:0] \port$2013$0 ;
-  wire [31:0] \port$2013$0 ;
-  input [31:0] \port$2998$0 ;
-  wire [31:0] \port$2998$0 ;
-  input [3:0] \port$4047$0 ;
-  wire [3:0] \port$4047$0 ;
-  input \port$4049$0 ;
-  wire \port$4049$0 ;
+  input [31:0] \port$1023$0 ;
+  wire [31:0] \port$1023$0 ;
+  input [31:0] \port$2003$0 ;
+  wire [31:0] \port$2003$0 ;
+  input [31:0] \port$2983$0 ;
+  wire [31:0] \port$2983$0 ;
+  input [3:0] \port$4027$0 ;
+  wire [3:0] \port$4027$0 ;
+  input \port$4029$0 ;
+  wire \port$4029$0 ;
   input [31:0] \port$43$0 ;
   wire [31:0] \port$43$0 ;
   output [132:0] r_data;
@@ -833,7 +833,7 @@ module \ace_alu_array_small.array.fifo (clk, rst, \port$43$0 , \port$1028$0 , \p
   end
   always @(posedge clk) begin
     if (w_en)
-      storage[w_port__addr] <= { \port$4049$0 , \port$4047$0 , \port$2998$0 , \port$2013$0 , \port$1028$0 , \port$43$0  };
+      storage[w_port__addr] <= { \port$4029$0 , \port$4027$0 , \port$2983$0 , \port$2003$0 , \port$1023$0 , \port$43$0  };
   end
   assign r_port__data = storage[r_port__addr];
   assign \$1  = ~ load;
@@ -907,14 +907,14 @@ module \ace_alu_array_small.array.fifo (clk, rst, \port$43$0 , \port$1028$0 , \p
     end
   end
   assign wr_ptr = w_port__addr;
-  assign w_port__data = { \port$4049$0 , \port$4047$0 , \port$2998$0 , \port$2013$0 , \port$1028$0 , \port$43$0  };
-  assign w_data = { \port$4049$0 , \port$4047$0 , \port$2998$0 , \port$2013$0 , \port$1028$0 , \port$43$0  };
+  assign w_port__data = { \port$4029$0 , \port$4027$0 , \port$2983$0 , \port$2003$0 , \port$1023$0 , \port$43$0  };
+  assign w_data = { \port$4029$0 , \port$4027$0 , \port$2983$0 , \port$2003$0 , \port$1023$0 , \port$43$0  };
   assign w_port__en = w_en;
   assign rd_ptr = r_port__addr;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane0 (rst, valid, \result$73 , a, b, \port$3969$256 , clk);
+module \ace_alu_array_small.array.lane0 (rst, valid, \result$73 , a, b, \port$3949$256 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$3  = 0;
   wire \$1 ;
   reg [1:0] \$10 ;
@@ -1063,8 +1063,8 @@ module \ace_alu_array_small.array.lane0 (rst, valid, \result$73 , a, b, \port$39
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
   wire pass_a;
-  input [3:0] \port$3969$256 ;
-  wire [3:0] \port$3969$256 ;
+  input [3:0] \port$3949$256 ;
+  wire [3:0] \port$3949$256 ;
   wire [31:0] result;
   output [31:0] \result$73 ;
   wire [31:0] \result$73 ;
@@ -1170,8 +1170,8 @@ module \ace_alu_array_small.array.lane0 (rst, valid, \result$73 , a, b, \port$39
     d12_valid <= \$59 ;
   assign \$1  = | s0_op;
   assign \$2  = d2_minmax ? { \$61 , \$60  } : d2_simple;
-  assign is_max = \port$3969$256 [1:0] == 1'h1;
-  assign pass_a = \port$3969$256 [1:0] == 2'h3;
+  assign is_max = \port$3949$256 [1:0] == 1'h1;
+  assign pass_a = \port$3949$256 [1:0] == 2'h3;
   assign \$3  = s0_a + s0_b;
   assign \$4  = | s0_op;
   assign \$5  = ~ \$4 ;
@@ -1210,7 +1210,7 @@ module \ace_alu_array_small.array.lane0 (rst, valid, \result$73 , a, b, \port$39
     .a(a),
     .b(b),
     .clk(clk),
-    .dtype(\port$3969$256 [3:2]),
+    .dtype(\port$3949$256 [3:2]),
     .result(\result$74 ),
     .rst(rst),
     .valid(valid)
@@ -1219,11 +1219,11 @@ module \ace_alu_array_small.array.lane0 (rst, valid, \result$73 , a, b, \port$39
     .a(a),
     .b(b),
     .clk(clk),
-    .dtype(\port$3969$256 [3:2]),
+    .dtype(\port$3949$256 [3:2]),
     .is_max(is_max),
     .pass_a(pass_a),
-    .\port$993$0 (\$60 ),
-    .\port$994$0 (\$61 ),
+    .\port$988$0 (\$60 ),
+    .\port$989$0 (\$61 ),
     .rst(rst),
     .valid(valid)
   );
@@ -1603,14 +1603,14 @@ module \ace_alu_array_small.array.lane0 (rst, valid, \result$73 , a, b, \port$39
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$9  = \port$3969$256 [1:0];
+    \$9  = \port$3949$256 [1:0];
     if (rst) begin
       \$9  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$10  = \port$3969$256 [3:2];
+    \$10  = \port$3949$256 [3:2];
     if (rst) begin
       \$10  = 2'h0;
     end
@@ -1706,16 +1706,16 @@ module \ace_alu_array_small.array.lane0 (rst, valid, \result$73 , a, b, \port$39
       \$20  = 32'd0;
     end
   end
-  assign op = \port$3969$256 [1:0];
-  assign dtype = \port$3969$256 [3:2];
+  assign op = \port$3949$256 [1:0];
+  assign dtype = \port$3949$256 [3:2];
   assign direct = \$3 [31:0];
   assign result = { \$61 , \$60  };
   assign \a$63  = a;
   assign \b$64  = b;
-  assign \dtype$65  = \port$3969$256 [3:2];
+  assign \dtype$65  = \port$3949$256 [3:2];
   assign \a$66  = a;
   assign \b$67  = b;
-  assign \dtype$68  = \port$3969$256 [3:2];
+  assign \dtype$68  = \port$3949$256 [3:2];
   assign \valid$71  = valid;
   assign \valid$72  = valid;
 endmodule
@@ -1980,151 +1980,151 @@ module \ace_alu_array_small.array.lane0.adder (rst, valid, a, b, dtype, result, 
   wire \$328 ;
   wire \$329 ;
   wire \$33 ;
-  wire \$330 ;
-  wire \$331 ;
-  wire \$332 ;
-  wire \$333 ;
+  wire [31:0] \$330 ;
+  wire [15:0] \$331 ;
+  wire [15:0] \$332 ;
+  wire [31:0] \$333 ;
   wire \$334 ;
-  wire [31:0] \$335 ;
-  wire [15:0] \$336 ;
-  wire [15:0] \$337 ;
-  wire [31:0] \$338 ;
-  wire \$339 ;
+  wire \$335 ;
+  wire \$336 ;
+  wire \$337 ;
+  wire [15:0] \$338 ;
+  wire [15:0] \$339 ;
   wire \$34 ;
-  wire \$340 ;
+  wire [15:0] \$340 ;
   wire \$341 ;
-  wire \$342 ;
+  wire [15:0] \$342 ;
   wire [15:0] \$343 ;
   wire [15:0] \$344 ;
-  wire [15:0] \$345 ;
-  wire \$346 ;
+  wire \$345 ;
+  wire [15:0] \$346 ;
   wire [15:0] \$347 ;
   wire [15:0] \$348 ;
-  wire [15:0] \$349 ;
+  wire \$349 ;
   wire \$35 ;
   wire \$350 ;
-  wire [15:0] \$351 ;
-  wire [15:0] \$352 ;
+  wire \$351 ;
+  wire \$352 ;
   wire [15:0] \$353 ;
-  wire \$354 ;
+  wire [15:0] \$354 ;
   wire \$355 ;
   wire \$356 ;
   wire \$357 ;
   wire [15:0] \$358 ;
   wire [15:0] \$359 ;
   wire \$36 ;
-  wire \$360 ;
+  wire [15:0] \$360 ;
   wire \$361 ;
   wire \$362 ;
-  wire [15:0] \$363 ;
+  wire \$363 ;
   wire [15:0] \$364 ;
   wire [15:0] \$365 ;
-  wire \$366 ;
+  wire [15:0] \$366 ;
   wire \$367 ;
   wire \$368 ;
-  wire [15:0] \$369 ;
+  wire \$369 ;
   wire \$37 ;
-  wire [15:0] \$370 ;
-  wire [15:0] \$371 ;
+  wire \$370 ;
+  wire \$371 ;
   wire \$372 ;
   wire \$373 ;
   wire \$374 ;
   wire \$375 ;
-  wire \$376 ;
+  wire [15:0] \$376 ;
   wire \$377 ;
   wire \$378 ;
   wire \$379 ;
   wire \$38 ;
-  wire \$380 ;
+  wire [15:0] \$380 ;
   wire [15:0] \$381 ;
-  wire \$382 ;
-  wire \$383 ;
+  wire [15:0] \$382 ;
+  wire [31:0] \$383 ;
   wire \$384 ;
-  wire [15:0] \$385 ;
-  wire [15:0] \$386 ;
-  wire [15:0] \$387 ;
-  wire [31:0] \$388 ;
-  wire \$389 ;
+  wire \$385 ;
+  wire \$386 ;
+  wire [1:0] \$387 ;
+  wire [1:0] \$388 ;
+  wire [1:0] \$389 ;
   wire \$39 ;
   wire \$390 ;
   wire \$391 ;
-  wire [1:0] \$392 ;
+  wire \$392 ;
   wire [1:0] \$393 ;
   wire [1:0] \$394 ;
-  wire \$395 ;
+  wire [1:0] \$395 ;
   wire \$396 ;
   wire \$397 ;
-  wire [1:0] \$398 ;
+  wire \$398 ;
   wire [1:0] \$399 ;
   wire \$4 ;
   wire \$40 ;
   wire [1:0] \$400 ;
-  wire \$401 ;
-  wire \$402 ;
-  wire \$403 ;
+  wire [1:0] \$401 ;
+  wire [1:0] \$402 ;
+  wire [1:0] \$403 ;
   wire [1:0] \$404 ;
   wire [1:0] \$405 ;
   wire [1:0] \$406 ;
   wire [1:0] \$407 ;
-  wire [1:0] \$408 ;
-  wire [1:0] \$409 ;
+  wire \$408 ;
+  wire \$409 ;
   wire [7:0] \$41 ;
-  wire [1:0] \$410 ;
-  wire [1:0] \$411 ;
-  wire [1:0] \$412 ;
+  wire \$410 ;
+  wire \$411 ;
+  wire \$412 ;
   wire \$413 ;
   wire \$414 ;
   wire \$415 ;
   wire \$416 ;
-  wire \$417 ;
-  wire \$418 ;
-  wire \$419 ;
+  wire [1:0] \$417 ;
+  wire [1:0] \$418 ;
+  wire [1:0] \$419 ;
   wire \$42 ;
   wire \$420 ;
   wire \$421 ;
-  wire [1:0] \$422 ;
+  wire \$422 ;
   wire [1:0] \$423 ;
   wire [1:0] \$424 ;
-  wire \$425 ;
+  wire [1:0] \$425 ;
   wire \$426 ;
   wire \$427 ;
-  wire [1:0] \$428 ;
+  wire \$428 ;
   wire [1:0] \$429 ;
   wire \$43 ;
   wire [1:0] \$430 ;
-  wire \$431 ;
+  wire [1:0] \$431 ;
   wire \$432 ;
   wire \$433 ;
-  wire [1:0] \$434 ;
+  wire \$434 ;
   wire [1:0] \$435 ;
   wire [1:0] \$436 ;
-  wire \$437 ;
-  wire \$438 ;
-  wire \$439 ;
+  wire [1:0] \$437 ;
+  wire [1:0] \$438 ;
+  wire [1:0] \$439 ;
   wire \$44 ;
   wire [1:0] \$440 ;
   wire [1:0] \$441 ;
   wire [1:0] \$442 ;
   wire [1:0] \$443 ;
-  wire [1:0] \$444 ;
-  wire [1:0] \$445 ;
-  wire [1:0] \$446 ;
-  wire [1:0] \$447 ;
-  wire [1:0] \$448 ;
+  wire \$444 ;
+  wire \$445 ;
+  wire \$446 ;
+  wire \$447 ;
+  wire \$448 ;
   wire \$449 ;
   wire \$45 ;
   wire \$450 ;
   wire \$451 ;
   wire \$452 ;
-  wire \$453 ;
-  wire \$454 ;
-  wire \$455 ;
+  wire [1:0] \$453 ;
+  wire [1:0] \$454 ;
+  wire [1:0] \$455 ;
   wire \$456 ;
   wire \$457 ;
-  wire [1:0] \$458 ;
-  wire [1:0] \$459 ;
+  wire \$458 ;
+  wire \$459 ;
   wire \$46 ;
-  wire [1:0] \$460 ;
+  wire \$460 ;
   wire \$461 ;
   wire \$462 ;
   wire \$463 ;
@@ -2137,158 +2137,158 @@ module \ace_alu_array_small.array.lane0.adder (rst, valid, a, b, dtype, result, 
   wire \$47 ;
   wire \$470 ;
   wire \$471 ;
-  wire \$472 ;
-  wire \$473 ;
+  wire [3:0] \$472 ;
+  wire [4:0] \$473 ;
   wire \$474 ;
-  wire \$475 ;
-  wire \$476 ;
-  wire [3:0] \$477 ;
-  wire [4:0] \$478 ;
-  wire \$479 ;
+  wire [3:0] \$475 ;
+  wire [4:0] \$476 ;
+  wire [15:0] \$477 ;
+  wire \$478 ;
+  wire [3:0] \$479 ;
   wire \$48 ;
-  wire [3:0] \$480 ;
-  wire [4:0] \$481 ;
+  wire [4:0] \$480 ;
+  wire [15:0] \$481 ;
   wire [15:0] \$482 ;
   wire \$483 ;
   wire [3:0] \$484 ;
   wire [4:0] \$485 ;
-  wire [15:0] \$486 ;
-  wire [15:0] \$487 ;
-  wire \$488 ;
-  wire [3:0] \$489 ;
+  wire \$486 ;
+  wire \$487 ;
+  wire [3:0] \$488 ;
+  wire [4:0] \$489 ;
   wire [7:0] \$49 ;
-  wire [4:0] \$490 ;
+  wire [15:0] \$490 ;
   wire \$491 ;
-  wire \$492 ;
-  wire [3:0] \$493 ;
-  wire [4:0] \$494 ;
+  wire [3:0] \$492 ;
+  wire [4:0] \$493 ;
+  wire \$494 ;
   wire [15:0] \$495 ;
-  wire \$496 ;
-  wire [3:0] \$497 ;
-  wire [4:0] \$498 ;
-  wire \$499 ;
+  wire [15:0] \$496 ;
+  wire \$497 ;
+  wire [3:0] \$498 ;
+  wire [4:0] \$499 ;
   wire \$5 ;
   wire \$50 ;
-  wire [15:0] \$500 ;
+  wire \$500 ;
   wire [15:0] \$501 ;
-  wire \$502 ;
-  wire [3:0] \$503 ;
-  wire [4:0] \$504 ;
-  wire \$505 ;
-  wire [15:0] \$506 ;
-  wire [15:0] \$507 ;
+  wire [15:0] \$502 ;
+  wire [15:0] \$503 ;
+  wire \$504 ;
+  wire [3:0] \$505 ;
+  wire [4:0] \$506 ;
+  wire \$507 ;
   wire [15:0] \$508 ;
-  wire \$509 ;
+  wire [15:0] \$509 ;
   wire \$51 ;
-  wire [3:0] \$510 ;
-  wire [4:0] \$511 ;
+  wire [15:0] \$510 ;
+  wire \$511 ;
   wire \$512 ;
-  wire [15:0] \$513 ;
-  wire [15:0] \$514 ;
-  wire [15:0] \$515 ;
+  wire \$513 ;
+  wire \$514 ;
+  wire \$515 ;
   wire \$516 ;
   wire \$517 ;
   wire \$518 ;
   wire \$519 ;
   wire \$52 ;
-  wire \$520 ;
-  wire \$521 ;
+  wire [3:0] \$520 ;
+  wire [4:0] \$521 ;
   wire \$522 ;
-  wire \$523 ;
-  wire \$524 ;
-  wire [3:0] \$525 ;
-  wire [4:0] \$526 ;
-  wire \$527 ;
-  wire [3:0] \$528 ;
-  wire [4:0] \$529 ;
+  wire [3:0] \$523 ;
+  wire [4:0] \$524 ;
+  wire [15:0] \$525 ;
+  wire [15:0] \$526 ;
+  wire [15:0] \$527 ;
+  wire [15:0] \$528 ;
+  wire [15:0] \$529 ;
   wire \$53 ;
   wire [15:0] \$530 ;
   wire [15:0] \$531 ;
-  wire [15:0] \$532 ;
+  wire \$532 ;
   wire [15:0] \$533 ;
   wire [15:0] \$534 ;
   wire [15:0] \$535 ;
-  wire [15:0] \$536 ;
-  wire \$537 ;
-  wire [15:0] \$538 ;
+  wire \$536 ;
+  wire [15:0] \$537 ;
+  wire \$538 ;
   wire [15:0] \$539 ;
   wire \$54 ;
   wire [15:0] \$540 ;
   wire \$541 ;
   wire [15:0] \$542 ;
-  wire \$543 ;
+  wire [15:0] \$543 ;
   wire [15:0] \$544 ;
-  wire [15:0] \$545 ;
-  wire \$546 ;
+  wire \$545 ;
+  wire [15:0] \$546 ;
   wire [15:0] \$547 ;
   wire [15:0] \$548 ;
-  wire [15:0] \$549 ;
+  wire \$549 ;
   wire \$55 ;
-  wire \$550 ;
-  wire [15:0] \$551 ;
+  wire [15:0] \$550 ;
+  wire \$551 ;
   wire [15:0] \$552 ;
   wire [15:0] \$553 ;
   wire \$554 ;
   wire [15:0] \$555 ;
-  wire \$556 ;
+  wire [15:0] \$556 ;
   wire [15:0] \$557 ;
-  wire [15:0] \$558 ;
-  wire \$559 ;
+  wire \$558 ;
+  wire [15:0] \$559 ;
   wire \$56 ;
   wire [15:0] \$560 ;
   wire [15:0] \$561 ;
   wire [15:0] \$562 ;
   wire \$563 ;
   wire [15:0] \$564 ;
-  wire [15:0] \$565 ;
+  wire \$565 ;
   wire [15:0] \$566 ;
   wire [15:0] \$567 ;
   wire \$568 ;
   wire [15:0] \$569 ;
   wire \$57 ;
-  wire \$570 ;
+  wire [15:0] \$570 ;
   wire [15:0] \$571 ;
-  wire [15:0] \$572 ;
-  wire \$573 ;
+  wire \$572 ;
+  wire [15:0] \$573 ;
   wire [15:0] \$574 ;
   wire [15:0] \$575 ;
   wire [15:0] \$576 ;
-  wire \$577 ;
-  wire [15:0] \$578 ;
-  wire [15:0] \$579 ;
+  wire [9:0] \$577 ;
+  wire [10:0] \$578 ;
+  wire [9:0] \$579 ;
   wire \$58 ;
-  wire [15:0] \$580 ;
-  wire [15:0] \$581 ;
-  wire [9:0] \$582 ;
-  wire [10:0] \$583 ;
-  wire [9:0] \$584 ;
-  wire [10:0] \$585 ;
-  wire \$586 ;
-  wire [7:0] \$587 ;
-  wire \$588 ;
-  wire [4:0] \$589 ;
+  wire [10:0] \$580 ;
+  wire \$581 ;
+  wire [7:0] \$582 ;
+  wire \$583 ;
+  wire [4:0] \$584 ;
+  wire [7:0] \$585 ;
+  wire [14:0] \$586 ;
+  wire \$587 ;
+  wire [4:0] \$588 ;
+  wire [7:0] \$589 ;
   wire \$59 ;
-  wire [7:0] \$590 ;
-  wire [14:0] \$591 ;
+  wire [14:0] \$590 ;
+  wire [30:0] \$591 ;
   wire \$592 ;
-  wire [4:0] \$593 ;
+  wire \$593 ;
   wire [7:0] \$594 ;
-  wire [14:0] \$595 ;
-  wire [30:0] \$596 ;
-  wire \$597 ;
-  wire \$598 ;
-  wire [7:0] \$599 ;
+  wire \$595 ;
+  wire [4:0] \$596 ;
+  wire [7:0] \$597 ;
+  wire [14:0] \$598 ;
+  wire \$599 ;
   wire \$6 ;
   wire \$60 ;
-  wire \$600 ;
-  wire [4:0] \$601 ;
-  wire [7:0] \$602 ;
-  wire [14:0] \$603 ;
+  wire [4:0] \$600 ;
+  wire [7:0] \$601 ;
+  wire [14:0] \$602 ;
+  wire [30:0] \$603 ;
   wire \$604 ;
-  wire [4:0] \$605 ;
-  wire [7:0] \$606 ;
-  wire [14:0] \$607 ;
-  wire [30:0] \$608 ;
+  wire \$605 ;
+  wire \$606 ;
+  wire \$607 ;
+  wire \$608 ;
   wire \$609 ;
   wire \$61 ;
   wire \$610 ;
@@ -2313,51 +2313,51 @@ module \ace_alu_array_small.array.lane0.adder (rst, valid, a, b, dtype, result, 
   wire \$628 ;
   wire \$629 ;
   wire [7:0] \$63 ;
-  wire \$630 ;
+  wire [14:0] \$630 ;
   wire \$631 ;
-  wire \$632 ;
+  wire [14:0] \$632 ;
   wire \$633 ;
-  wire \$634 ;
-  wire [14:0] \$635 ;
+  wire [15:0] \$634 ;
+  wire \$635 ;
   wire \$636 ;
   wire [14:0] \$637 ;
   wire \$638 ;
-  wire [15:0] \$639 ;
+  wire [14:0] \$639 ;
   wire \$64 ;
   wire \$640 ;
-  wire \$641 ;
-  wire [14:0] \$642 ;
+  wire [15:0] \$641 ;
+  wire \$642 ;
   wire \$643 ;
-  wire [14:0] \$644 ;
+  wire \$644 ;
   wire \$645 ;
-  wire [15:0] \$646 ;
+  wire \$646 ;
   wire \$647 ;
   wire \$648 ;
   wire \$649 ;
   wire \$65 ;
-  wire \$650 ;
+  wire [15:0] \$650 ;
   wire \$651 ;
   wire \$652 ;
   wire \$653 ;
   wire \$654 ;
-  wire [15:0] \$655 ;
+  wire \$655 ;
   wire \$656 ;
-  wire \$657 ;
-  wire \$658 ;
+  wire [15:0] \$657 ;
+  wire [15:0] \$658 ;
   wire \$659 ;
   wire \$66 ;
   wire \$660 ;
   wire \$661 ;
-  wire [15:0] \$662 ;
-  wire [15:0] \$663 ;
+  wire \$662 ;
+  wire \$663 ;
   wire \$664 ;
-  wire \$665 ;
+  wire [15:0] \$665 ;
   wire \$666 ;
   wire \$667 ;
   wire \$668 ;
   wire \$669 ;
   wire [7:0] \$67 ;
-  wire [15:0] \$670 ;
+  wire [14:0] \$670 ;
   wire \$671 ;
   wire \$672 ;
   wire \$673 ;
@@ -2371,134 +2371,134 @@ module \ace_alu_array_small.array.lane0.adder (rst, valid, a, b, dtype, result, 
   wire [14:0] \$680 ;
   wire \$681 ;
   wire \$682 ;
-  wire \$683 ;
+  wire [14:0] \$683 ;
   wire \$684 ;
-  wire [14:0] \$685 ;
-  wire \$686 ;
-  wire \$687 ;
-  wire [14:0] \$688 ;
-  wire \$689 ;
+  wire [34:0] \$685 ;
+  reg [31:0] \$686 ;
+  reg [31:0] \$687 ;
+  reg [1:0] \$688 ;
+  reg \$689 ;
   wire \$69 ;
-  wire [34:0] \$690 ;
-  reg [31:0] \$691 ;
-  reg [31:0] \$692 ;
-  reg [1:0] \$693 ;
-  reg \$694 ;
-  reg \$695 ;
-  reg \$696 ;
-  reg [1:0] \$697 ;
-  reg [31:0] \$698 ;
-  reg [7:0] \$699 ;
+  reg \$690 ;
+  reg \$691 ;
+  reg [1:0] \$692 ;
+  reg [31:0] \$693 ;
+  reg [7:0] \$694 ;
+  reg [10:0] \$695 ;
+  reg [10:0] \$696 ;
+  reg [31:0] \$697 ;
+  reg [7:0] \$698 ;
+  reg [10:0] \$699 ;
   wire \$7 ;
   wire \$70 ;
   reg [10:0] \$700 ;
-  reg [10:0] \$701 ;
-  reg [31:0] \$702 ;
-  reg [7:0] \$703 ;
-  reg [10:0] \$704 ;
-  reg [10:0] \$705 ;
+  reg \$701 ;
+  reg \$702 ;
+  reg \$703 ;
+  reg \$704 ;
+  reg \$705 ;
   reg \$706 ;
   reg \$707 ;
-  reg \$708 ;
-  reg \$709 ;
+  reg [1:0] \$708 ;
+  reg [31:0] \$709 ;
   wire \$71 ;
-  reg \$710 ;
-  reg \$711 ;
-  reg \$712 ;
-  reg [1:0] \$713 ;
-  reg [31:0] \$714 ;
-  reg [31:0] \$715 ;
+  reg [31:0] \$710 ;
+  reg [10:0] \$711 ;
+  reg [10:0] \$712 ;
+  reg \$713 ;
+  reg \$714 ;
+  reg [10:0] \$715 ;
   reg [10:0] \$716 ;
-  reg [10:0] \$717 ;
-  reg \$718 ;
-  reg \$719 ;
+  reg [7:0] \$717 ;
+  reg [7:0] \$718 ;
+  reg [7:0] \$719 ;
   wire \$72 ;
-  reg [10:0] \$720 ;
-  reg [10:0] \$721 ;
-  reg [7:0] \$722 ;
-  reg [7:0] \$723 ;
-  reg [7:0] \$724 ;
-  reg [7:0] \$725 ;
-  reg [1:0] \$726 ;
-  reg [4:0] \$727 ;
-  reg \$728 ;
-  reg [13:0] \$729 ;
+  reg [7:0] \$720 ;
+  reg [1:0] \$721 ;
+  reg [4:0] \$722 ;
+  reg \$723 ;
+  reg [13:0] \$724 ;
+  reg [4:0] \$725 ;
+  reg \$726 ;
+  reg [13:0] \$727 ;
+  reg [31:0] \$728 ;
+  reg [31:0] \$729 ;
   wire \$73 ;
-  reg [4:0] \$730 ;
-  reg \$731 ;
-  reg [13:0] \$732 ;
-  reg [31:0] \$733 ;
-  reg [31:0] \$734 ;
-  reg [1:0] \$735 ;
-  reg [31:0] \$736 ;
-  reg \$737 ;
-  reg \$738 ;
-  reg [13:0] \$739 ;
+  reg [1:0] \$730 ;
+  reg [31:0] \$731 ;
+  reg \$732 ;
+  reg \$733 ;
+  reg [13:0] \$734 ;
+  reg [13:0] \$735 ;
+  reg [4:0] \$736 ;
+  reg [4:0] \$737 ;
+  reg [31:0] \$738 ;
+  reg \$739 ;
   wire \$74 ;
-  reg [13:0] \$740 ;
-  reg [4:0] \$741 ;
-  reg [4:0] \$742 ;
-  reg [31:0] \$743 ;
-  reg \$744 ;
-  reg \$745 ;
-  reg [31:0] \$746 ;
-  reg [1:0] \$747 ;
-  reg [13:0] \$748 ;
-  reg [13:0] \$749 ;
+  reg \$740 ;
+  reg [31:0] \$741 ;
+  reg [1:0] \$742 ;
+  reg [13:0] \$743 ;
+  reg [13:0] \$744 ;
+  reg [31:0] \$745 ;
+  reg [32:0] \$746 ;
+  reg [32:0] \$747 ;
+  reg \$748 ;
+  reg [1:0] \$749 ;
   wire [7:0] \$75 ;
-  reg [31:0] \$750 ;
-  reg [32:0] \$751 ;
-  reg [32:0] \$752 ;
-  reg \$753 ;
+  reg [13:0] \$750 ;
+  reg [13:0] \$751 ;
+  reg [31:0] \$752 ;
+  reg [31:0] \$753 ;
   reg [1:0] \$754 ;
-  reg [13:0] \$755 ;
+  reg [31:0] \$755 ;
   reg [13:0] \$756 ;
-  reg [31:0] \$757 ;
-  reg [31:0] \$758 ;
-  reg [1:0] \$759 ;
+  reg [13:0] \$757 ;
+  reg [3:0] \$758 ;
+  reg [3:0] \$759 ;
   wire \$76 ;
-  reg [31:0] \$760 ;
-  reg [13:0] \$761 ;
-  reg [13:0] \$762 ;
-  reg [3:0] \$763 ;
-  reg [3:0] \$764 ;
-  reg \$765 ;
-  reg \$766 ;
-  reg \$767 ;
-  reg [1:0] \$768 ;
-  reg [13:0] \$769 ;
+  reg \$760 ;
+  reg \$761 ;
+  reg \$762 ;
+  reg [1:0] \$763 ;
+  reg [13:0] \$764 ;
+  reg [13:0] \$765 ;
+  reg [31:0] \$766 ;
+  reg [4:0] \$767 ;
+  reg [4:0] \$768 ;
+  reg [1:0] \$769 ;
   wire \$77 ;
   reg [13:0] \$770 ;
-  reg [31:0] \$771 ;
-  reg [4:0] \$772 ;
-  reg [4:0] \$773 ;
-  reg [1:0] \$774 ;
-  reg [13:0] \$775 ;
-  reg [13:0] \$776 ;
-  reg [31:0] \$777 ;
-  reg [1:0] \$778 ;
-  reg [32:0] \$779 ;
+  reg [13:0] \$771 ;
+  reg [31:0] \$772 ;
+  reg [1:0] \$773 ;
+  reg [32:0] \$774 ;
+  reg \$775 ;
+  reg \$776 ;
+  reg \$777 ;
+  reg \$778 ;
+  reg [15:0] \$779 ;
   wire \$78 ;
   reg \$780 ;
   reg \$781 ;
-  reg \$782 ;
-  reg \$783 ;
-  reg [15:0] \$784 ;
+  reg [15:0] \$782 ;
+  reg [1:0] \$783 ;
+  reg \$784 ;
   reg \$785 ;
   reg \$786 ;
-  reg [15:0] \$787 ;
-  reg [1:0] \$788 ;
-  reg \$789 ;
+  reg \$787 ;
+  reg [15:0] \$788 ;
+  reg [15:0] \$789 ;
   wire \$79 ;
-  reg \$790 ;
+  reg [31:0] \$790 ;
   reg \$791 ;
   reg \$792 ;
-  reg [15:0] \$793 ;
-  reg [15:0] \$794 ;
-  reg [31:0] \$795 ;
+  reg [31:0] \$793 ;
+  reg \$794 ;
+  reg \$795 ;
   reg \$796 ;
   reg \$797 ;
-  reg [31:0] \$798 ;
+  reg \$798 ;
   reg \$799 ;
   wire \$8 ;
   wire \$80 ;
@@ -2507,11 +2507,6 @@ module \ace_alu_array_small.array.lane0.adder (rst, valid, a, b, dtype, result, 
   reg \$802 ;
   reg \$803 ;
   reg \$804 ;
-  reg \$805 ;
-  reg \$806 ;
-  reg \$807 ;
-  reg \$808 ;
-  reg \$809 ;
   wire \$81 ;
   wire \$82 ;
   wire \$83 ;
@@ -2857,10 +2852,6 @@ module \ace_alu_array_small.array.lane0.adder (rst, valid, a, b, dtype, result, 
   reg s9_valid = 1'h1;
   input valid;
   wire valid;
-  assign \$192  = \$191  & s2_d_ba_lo[4];
-  assign \$193  = \$189  | \$192 ;
-  assign \$194  = \$193  ? 4'hf : 4'h0;
-  assign \$195  = s2_d_ba_lo[3:0] | \$194 ;
   assign \$196  = | s2_d_ba_lo[7:5];
   assign \$197  = ~ s2_dtype[1];
   assign \$199  = \$198  & s2_d_ba_lo[4];
@@ -2989,596 +2980,591 @@ module \ace_alu_array_small.array.lane0.adder (rst, valid, a, b, dtype, result, 
   assign \$325  = \$323  & \$324 ;
   assign \$326  = s3_shift_lo[4:2] > 3'h6;
   assign \$327  = \$325  & \$326 ;
-  assign \$328  = ~ s3_dtype[1];
-  assign \$329  = | s3_y[31:28];
-  assign \$330  = \$328  & \$329 ;
-  assign \$331  = s3_shift_lo[4:2] > 3'h7;
-  assign \$332  = \$330  & \$331 ;
-  assign \$333  = | { \$332 , \$327 , \$322 , \$317 , \$312 , \$309 , \$306 , \$303  };
-  assign \$334  = ~ s3_dtype[1];
-  assign \$335  = 32'd2147483648 >> s3_slot_hi[10:2];
-  assign \$336  = 16'h8000 >> s3_slot_lo[10:2];
-  assign \$337  = 16'h8000 >> s3_slot_hi[10:2];
-  assign \$338  = s3_dtype[1] ? { \$337 , \$336  } : \$335 ;
-  assign \$339  = ~ s4_dtype[1];
-  assign \$340  = \$339  | s4_sub_hi;
+  assign \$328  = | { \$327 , \$322 , \$317 , \$312 , \$309 , \$306 , \$303  };
+  assign \$329  = ~ s3_dtype[1];
+  assign \$330  = 32'd2147483648 >> s3_slot_hi[10:2];
+  assign \$331  = 16'h8000 >> s3_slot_lo[10:2];
+  assign \$332  = 16'h8000 >> s3_slot_hi[10:2];
+  assign \$333  = s3_dtype[1] ? { \$332 , \$331  } : \$330 ;
+  assign \$334  = ~ s4_dtype[1];
+  assign \$335  = \$334  | s4_sub_hi;
+  assign \$336  = ~ s4_dtype[1];
+  assign \$337  = ~ s4_dtype[1];
+  assign \$338  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$339  = s4_shift_lo[1] ? \$338  : s4_y[15:0];
+  assign \$340  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
   assign \$341  = ~ s4_dtype[1];
-  assign \$342  = ~ s4_dtype[1];
-  assign \$343  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
-  assign \$344  = s4_shift_lo[1] ? \$343  : s4_y[15:0];
-  assign \$345  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
-  assign \$346  = ~ s4_dtype[1];
-  assign \$347  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
-  assign \$348  = s4_shift_lo[1] ? \$347  : s4_y[15:0];
-  assign \$349  = s4_dtype[1] ? { 1'h0, \$348 [15:1] } : { \$345 [0], \$344 [15:1] };
-  assign \$350  = ~ s4_dtype[1];
-  assign \$351  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
-  assign \$352  = s4_shift_lo[1] ? \$351  : s4_y[15:0];
-  assign \$353  = s4_shift_lo[0] ? \$349  : \$352 ;
-  assign \$354  = | s4_y[1:0];
-  assign \$355  = s4_shift_lo[1] & \$354 ;
-  assign \$356  = s4_sticky_lo | \$355 ;
-  assign \$357  = ~ s4_dtype[1];
-  assign \$358  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
-  assign \$359  = s4_shift_lo[1] ? \$358  : s4_y[15:0];
-  assign \$361  = s4_shift_lo[0] & \$360 ;
-  assign \$362  = \$356  | \$361 ;
-  assign \$363  = \$353  | { 15'h0000, \$362  };
-  assign \$364  = s4_sub_lo ? 16'hffff : 16'h0000;
-  assign \$365  = \$363  ^ \$364 ;
-  assign \$366  = ~ s4_dtype[1];
-  assign \$368  = \$367  & s4_sub_hi;
-  assign \$369  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
-  assign \$370  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
-  assign \$371  = s4_shift_hi[0] ? { 1'h0, \$369 [15:1] } : \$370 ;
-  assign \$372  = ~ s4_dtype[1];
-  assign \$374  = s4_shift_hi[1] & \$373 ;
-  assign \$375  = | s4_y[17:16];
-  assign \$376  = \$374  & \$375 ;
-  assign \$377  = s4_sticky_hi | \$376 ;
-  assign \$378  = ~ s4_dtype[1];
-  assign \$380  = s4_shift_hi[0] & \$379 ;
-  assign \$381  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
-  assign \$383  = \$380  & \$382 ;
-  assign \$384  = \$377  | \$383 ;
-  assign \$385  = \$371  | { 15'h0000, \$384  };
-  assign \$386  = s4_sub_hi ? 16'hffff : 16'h0000;
-  assign \$387  = \$385  ^ \$386 ;
-  assign \$388  = { \$690 [33:18], \$690 [16:1] } | s5_sentinel;
-  assign \$389  = | s6_marked[31:28];
-  assign \$390  = ~ \$389 ;
-  assign \$392  = s6_marked[29] ? 2'h2 : 2'h3;
-  assign \$393  = s6_marked[30] ? 2'h1 : \$392 ;
-  assign \$394  = s6_marked[31] ? 2'h0 : \$393 ;
-  assign \$395  = | s6_marked[27:24];
-  assign \$396  = ~ \$395 ;
-  assign \$398  = s6_marked[25] ? 2'h2 : 2'h3;
-  assign \$399  = s6_marked[26] ? 2'h1 : \$398 ;
-  assign \$400  = s6_marked[27] ? 2'h0 : \$399 ;
-  assign \$401  = | s6_marked[23:20];
-  assign \$402  = ~ \$401 ;
-  assign \$404  = s6_marked[21] ? 2'h2 : 2'h3;
-  assign \$405  = s6_marked[22] ? 2'h1 : \$404 ;
-  assign \$406  = s6_marked[23] ? 2'h0 : \$405 ;
-  assign \$407  = s6_marked[17] ? 2'h2 : 2'h3;
-  assign \$408  = s6_marked[18] ? 2'h1 : \$407 ;
-  assign \$409  = s6_marked[19] ? 2'h0 : \$408 ;
-  assign \$410  = \$403  ? \$406  : \$409 ;
-  assign \$411  = \$397  ? \$400  : \$410 ;
-  assign \$412  = \$391  ? \$394  : \$411 ;
-  assign \$413  = | s6_marked[31:28];
-  assign \$414  = ~ \$413 ;
-  assign \$416  = | s6_marked[27:24];
-  assign \$417  = ~ \$416 ;
-  assign \$419  = | s6_marked[23:20];
-  assign \$420  = ~ \$419 ;
-  assign \$422  = \$421  ? 2'h2 : 2'h3;
-  assign \$423  = \$418  ? 2'h1 : \$422 ;
-  assign \$424  = \$415  ? 2'h0 : \$423 ;
-  assign \$425  = | s6_marked[15:12];
-  assign \$426  = ~ \$425 ;
-  assign \$428  = s6_marked[13] ? 2'h2 : 2'h3;
-  assign \$429  = s6_marked[14] ? 2'h1 : \$428 ;
-  assign \$430  = s6_marked[15] ? 2'h0 : \$429 ;
-  assign \$431  = | s6_marked[11:8];
-  assign \$432  = ~ \$431 ;
-  assign \$434  = s6_marked[9] ? 2'h2 : 2'h3;
-  assign \$435  = s6_marked[10] ? 2'h1 : \$434 ;
-  assign \$436  = s6_marked[11] ? 2'h0 : \$435 ;
-  assign \$437  = | s6_marked[7:4];
-  assign \$438  = ~ \$437 ;
-  assign \$440  = s6_marked[5] ? 2'h2 : 2'h3;
-  assign \$441  = s6_marked[6] ? 2'h1 : \$440 ;
-  assign \$442  = s6_marked[7] ? 2'h0 : \$441 ;
-  assign \$443  = s6_marked[1] ? 2'h2 : 2'h3;
-  assign \$444  = s6_marked[2] ? 2'h1 : \$443 ;
-  assign \$445  = s6_marked[3] ? 2'h0 : \$444 ;
-  assign \$446  = \$439  ? \$442  : \$445 ;
-  assign \$447  = \$433  ? \$436  : \$446 ;
-  assign \$448  = \$427  ? \$430  : \$447 ;
-  assign \$449  = | s6_marked[15:12];
-  assign \$450  = ~ \$449 ;
-  assign \$452  = | s6_marked[11:8];
-  assign \$453  = ~ \$452 ;
-  assign \$455  = | s6_marked[7:4];
-  assign \$456  = ~ \$455 ;
-  assign \$458  = \$457  ? 2'h2 : 2'h3;
-  assign \$459  = \$454  ? 2'h1 : \$458 ;
-  assign \$460  = \$451  ? 2'h0 : \$459 ;
-  assign \$461  = | s6_marked[19:16];
+  assign \$342  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$343  = s4_shift_lo[1] ? \$342  : s4_y[15:0];
+  assign \$344  = s4_dtype[1] ? { 1'h0, \$343 [15:1] } : { \$340 [0], \$339 [15:1] };
+  assign \$345  = ~ s4_dtype[1];
+  assign \$346  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$347  = s4_shift_lo[1] ? \$346  : s4_y[15:0];
+  assign \$348  = s4_shift_lo[0] ? \$344  : \$347 ;
+  assign \$349  = | s4_y[1:0];
+  assign \$350  = s4_shift_lo[1] & \$349 ;
+  assign \$351  = s4_sticky_lo | \$350 ;
+  assign \$352  = ~ s4_dtype[1];
+  assign \$353  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$354  = s4_shift_lo[1] ? \$353  : s4_y[15:0];
+  assign \$356  = s4_shift_lo[0] & \$355 ;
+  assign \$357  = \$351  | \$356 ;
+  assign \$358  = \$348  | { 15'h0000, \$357  };
+  assign \$359  = s4_sub_lo ? 16'hffff : 16'h0000;
+  assign \$360  = \$358  ^ \$359 ;
+  assign \$361  = ~ s4_dtype[1];
+  assign \$363  = \$362  & s4_sub_hi;
+  assign \$364  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
+  assign \$365  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
+  assign \$366  = s4_shift_hi[0] ? { 1'h0, \$364 [15:1] } : \$365 ;
+  assign \$367  = ~ s4_dtype[1];
+  assign \$369  = s4_shift_hi[1] & \$368 ;
+  assign \$370  = | s4_y[17:16];
+  assign \$371  = \$369  & \$370 ;
+  assign \$372  = s4_sticky_hi | \$371 ;
+  assign \$373  = ~ s4_dtype[1];
+  assign \$375  = s4_shift_hi[0] & \$374 ;
+  assign \$376  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
+  assign \$378  = \$375  & \$377 ;
+  assign \$379  = \$372  | \$378 ;
+  assign \$380  = \$366  | { 15'h0000, \$379  };
+  assign \$381  = s4_sub_hi ? 16'hffff : 16'h0000;
+  assign \$382  = \$380  ^ \$381 ;
+  assign \$383  = { \$685 [33:18], \$685 [16:1] } | s5_sentinel;
+  assign \$384  = | s6_marked[31:28];
+  assign \$385  = ~ \$384 ;
+  assign \$387  = s6_marked[29] ? 2'h2 : 2'h3;
+  assign \$388  = s6_marked[30] ? 2'h1 : \$387 ;
+  assign \$389  = s6_marked[31] ? 2'h0 : \$388 ;
+  assign \$390  = | s6_marked[27:24];
+  assign \$391  = ~ \$390 ;
+  assign \$393  = s6_marked[25] ? 2'h2 : 2'h3;
+  assign \$394  = s6_marked[26] ? 2'h1 : \$393 ;
+  assign \$395  = s6_marked[27] ? 2'h0 : \$394 ;
+  assign \$396  = | s6_marked[23:20];
+  assign \$397  = ~ \$396 ;
+  assign \$399  = s6_marked[21] ? 2'h2 : 2'h3;
+  assign \$400  = s6_marked[22] ? 2'h1 : \$399 ;
+  assign \$401  = s6_marked[23] ? 2'h0 : \$400 ;
+  assign \$402  = s6_marked[17] ? 2'h2 : 2'h3;
+  assign \$403  = s6_marked[18] ? 2'h1 : \$402 ;
+  assign \$404  = s6_marked[19] ? 2'h0 : \$403 ;
+  assign \$405  = \$398  ? \$401  : \$404 ;
+  assign \$406  = \$392  ? \$395  : \$405 ;
+  assign \$407  = \$386  ? \$389  : \$406 ;
+  assign \$408  = | s6_marked[31:28];
+  assign \$409  = ~ \$408 ;
+  assign \$411  = | s6_marked[27:24];
+  assign \$412  = ~ \$411 ;
+  assign \$414  = | s6_marked[23:20];
+  assign \$415  = ~ \$414 ;
+  assign \$417  = \$416  ? 2'h2 : 2'h3;
+  assign \$418  = \$413  ? 2'h1 : \$417 ;
+  assign \$419  = \$410  ? 2'h0 : \$418 ;
+  assign \$420  = | s6_marked[15:12];
+  assign \$421  = ~ \$420 ;
+  assign \$423  = s6_marked[13] ? 2'h2 : 2'h3;
+  assign \$424  = s6_marked[14] ? 2'h1 : \$423 ;
+  assign \$425  = s6_marked[15] ? 2'h0 : \$424 ;
+  assign \$426  = | s6_marked[11:8];
+  assign \$427  = ~ \$426 ;
+  assign \$429  = s6_marked[9] ? 2'h2 : 2'h3;
+  assign \$430  = s6_marked[10] ? 2'h1 : \$429 ;
+  assign \$431  = s6_marked[11] ? 2'h0 : \$430 ;
+  assign \$432  = | s6_marked[7:4];
+  assign \$433  = ~ \$432 ;
+  assign \$435  = s6_marked[5] ? 2'h2 : 2'h3;
+  assign \$436  = s6_marked[6] ? 2'h1 : \$435 ;
+  assign \$437  = s6_marked[7] ? 2'h0 : \$436 ;
+  assign \$438  = s6_marked[1] ? 2'h2 : 2'h3;
+  assign \$439  = s6_marked[2] ? 2'h1 : \$438 ;
+  assign \$440  = s6_marked[3] ? 2'h0 : \$439 ;
+  assign \$441  = \$434  ? \$437  : \$440 ;
+  assign \$442  = \$428  ? \$431  : \$441 ;
+  assign \$443  = \$422  ? \$425  : \$442 ;
+  assign \$444  = | s6_marked[15:12];
+  assign \$445  = ~ \$444 ;
+  assign \$447  = | s6_marked[11:8];
+  assign \$448  = ~ \$447 ;
+  assign \$450  = | s6_marked[7:4];
+  assign \$451  = ~ \$450 ;
+  assign \$453  = \$452  ? 2'h2 : 2'h3;
+  assign \$454  = \$449  ? 2'h1 : \$453 ;
+  assign \$455  = \$446  ? 2'h0 : \$454 ;
+  assign \$456  = | s6_marked[19:16];
+  assign \$457  = ~ \$456 ;
+  assign \$458  = | s6_marked[23:20];
+  assign \$459  = ~ \$458 ;
+  assign \$460  = \$457  & \$459 ;
+  assign \$461  = | s6_marked[27:24];
   assign \$462  = ~ \$461 ;
-  assign \$463  = | s6_marked[23:20];
-  assign \$464  = ~ \$463 ;
-  assign \$465  = \$462  & \$464 ;
-  assign \$466  = | s6_marked[27:24];
-  assign \$467  = ~ \$466 ;
-  assign \$468  = \$465  & \$467 ;
-  assign \$469  = | s6_marked[31:28];
+  assign \$463  = \$460  & \$462 ;
+  assign \$464  = | s6_marked[31:28];
+  assign \$465  = ~ \$464 ;
+  assign \$466  = \$463  & \$465 ;
+  assign \$467  = | s6_sum[31:16];
+  assign \$468  = ~ \$467 ;
+  assign \$469  = | s6_sum[15:0];
   assign \$470  = ~ \$469 ;
-  assign \$471  = \$468  & \$470 ;
-  assign \$472  = | s6_sum[31:16];
-  assign \$473  = ~ \$472 ;
-  assign \$474  = | s6_sum[15:0];
-  assign \$475  = ~ \$474 ;
-  assign \$476  = ~ s7_dtype[1];
-  assign \$477  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$478  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$477  };
-  assign \$479  = ~ s7_dtype[1];
-  assign \$480  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$481  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$480  };
-  assign \$482  = \$481 [4] ? 16'h0000 : s7_sum[15:0];
+  assign \$471  = ~ s7_dtype[1];
+  assign \$472  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$473  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$472  };
+  assign \$474  = ~ s7_dtype[1];
+  assign \$475  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$476  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$475  };
+  assign \$477  = \$476 [4] ? 16'h0000 : s7_sum[15:0];
+  assign \$478  = ~ s7_dtype[1];
+  assign \$479  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$480  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$479  };
+  assign \$481  = \$480 [4] ? 16'h0000 : s7_sum[15:0];
+  assign \$482  = \$473 [3] ? { \$477 [7:0], 8'h00 } : \$481 ;
   assign \$483  = ~ s7_dtype[1];
   assign \$484  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$485  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$484  };
-  assign \$486  = \$485 [4] ? 16'h0000 : s7_sum[15:0];
-  assign \$487  = \$478 [3] ? { \$482 [7:0], 8'h00 } : \$486 ;
-  assign \$488  = ~ s7_dtype[1];
-  assign \$489  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$490  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$489  };
+  assign \$485  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$484  };
+  assign \$486  = ~ s7_dtype[1];
+  assign \$487  = ~ s7_dtype[1];
+  assign \$488  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$489  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$488  };
+  assign \$490  = \$489 [4] ? 16'h0000 : s7_sum[15:0];
   assign \$491  = ~ s7_dtype[1];
-  assign \$492  = ~ s7_dtype[1];
-  assign \$493  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$494  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$493  };
-  assign \$495  = \$494 [4] ? 16'h0000 : s7_sum[15:0];
-  assign \$496  = ~ s7_dtype[1];
-  assign \$497  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$498  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$497  };
-  assign \$499  = ~ s7_dtype[1];
-  assign \$500  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
-  assign \$501  = \$498 [4] ? \$500  : s7_sum[31:16];
-  assign \$502  = ~ s7_dtype[1];
-  assign \$503  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$504  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$503  };
-  assign \$505  = ~ s7_dtype[1];
-  assign \$506  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
-  assign \$507  = \$504 [4] ? \$506  : s7_sum[31:16];
-  assign \$508  = s7_dtype[1] ? { \$507 [7:0], 8'h00 } : { \$501 [7:0], \$495 [15:8] };
-  assign \$509  = ~ s7_dtype[1];
-  assign \$510  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$511  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$510  };
-  assign \$512  = ~ s7_dtype[1];
-  assign \$513  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
-  assign \$514  = \$511 [4] ? \$513  : s7_sum[31:16];
-  assign \$515  = \$490 [3] ? \$508  : \$514 ;
-  assign \$516  = ~ s7_dtype[1];
-  assign \$517  = s7_sum_zero_hi & s7_sum_zero_lo;
-  assign \$518  = s7_dtype[1] ? s7_sum_zero_hi : \$517 ;
-  assign \$519  = \$518  ? s7_slot_hi[1] : s7_slot_hi[0];
-  assign \$520  = ~ s7_dtype[1];
-  assign \$521  = s7_sum_zero_hi & s7_sum_zero_lo;
-  assign \$522  = s7_dtype[1] ? s7_sum_zero_lo : \$521 ;
-  assign \$523  = \$522  ? s7_slot_lo[1] : s7_slot_lo[0];
-  assign \$524  = ~ s7_dtype[1];
-  assign \$525  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$526  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$525  };
-  assign \$527  = ~ s7_dtype[1];
-  assign \$528  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$529  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$528  };
-  assign \$530  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$531  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$532  = s8_shift_lo[1] ? { \$530 [13:0], 2'h0 } : \$531 ;
+  assign \$492  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$493  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$492  };
+  assign \$494  = ~ s7_dtype[1];
+  assign \$495  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
+  assign \$496  = \$493 [4] ? \$495  : s7_sum[31:16];
+  assign \$497  = ~ s7_dtype[1];
+  assign \$498  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$499  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$498  };
+  assign \$500  = ~ s7_dtype[1];
+  assign \$501  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
+  assign \$502  = \$499 [4] ? \$501  : s7_sum[31:16];
+  assign \$503  = s7_dtype[1] ? { \$502 [7:0], 8'h00 } : { \$496 [7:0], \$490 [15:8] };
+  assign \$504  = ~ s7_dtype[1];
+  assign \$505  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$506  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$505  };
+  assign \$507  = ~ s7_dtype[1];
+  assign \$508  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
+  assign \$509  = \$506 [4] ? \$508  : s7_sum[31:16];
+  assign \$510  = \$485 [3] ? \$503  : \$509 ;
+  assign \$511  = ~ s7_dtype[1];
+  assign \$512  = s7_sum_zero_hi & s7_sum_zero_lo;
+  assign \$513  = s7_dtype[1] ? s7_sum_zero_hi : \$512 ;
+  assign \$514  = \$513  ? s7_slot_hi[1] : s7_slot_hi[0];
+  assign \$515  = ~ s7_dtype[1];
+  assign \$516  = s7_sum_zero_hi & s7_sum_zero_lo;
+  assign \$517  = s7_dtype[1] ? s7_sum_zero_lo : \$516 ;
+  assign \$518  = \$517  ? s7_slot_lo[1] : s7_slot_lo[0];
+  assign \$519  = ~ s7_dtype[1];
+  assign \$520  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$521  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$520  };
+  assign \$522  = ~ s7_dtype[1];
+  assign \$523  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$524  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$523  };
+  assign \$525  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$526  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$527  = s8_shift_lo[1] ? { \$525 [13:0], 2'h0 } : \$526 ;
+  assign \$528  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$529  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$530  = s8_shift_lo[1] ? { \$528 [13:0], 2'h0 } : \$529 ;
+  assign \$531  = s8_shift_lo[0] ? { \$527 [14:0], 1'h0 } : \$530 ;
+  assign \$532  = ~ s8_dtype[1];
   assign \$533  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
   assign \$534  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
   assign \$535  = s8_shift_lo[1] ? { \$533 [13:0], 2'h0 } : \$534 ;
-  assign \$536  = s8_shift_lo[0] ? { \$532 [14:0], 1'h0 } : \$535 ;
-  assign \$537  = ~ s8_dtype[1];
-  assign \$538  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$539  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$540  = s8_shift_lo[1] ? { \$538 [13:0], 2'h0 } : \$539 ;
+  assign \$536  = ~ s8_dtype[1];
+  assign \$537  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$538  = ~ s8_dtype[1];
+  assign \$539  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$540  = s8_shift_hi[2] ? \$539  : s8_sum[31:16];
   assign \$541  = ~ s8_dtype[1];
-  assign \$542  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$543  = ~ s8_dtype[1];
-  assign \$544  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$545  = s8_shift_hi[2] ? \$544  : s8_sum[31:16];
-  assign \$546  = ~ s8_dtype[1];
-  assign \$547  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$548  = s8_shift_hi[2] ? \$547  : s8_sum[31:16];
-  assign \$549  = s8_dtype[1] ? { \$548 [13:0], 2'h0 } : { \$545 [13:0], \$542 [15:14] };
-  assign \$550  = ~ s8_dtype[1];
-  assign \$551  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$552  = s8_shift_hi[2] ? \$551  : s8_sum[31:16];
-  assign \$553  = s8_shift_hi[1] ? \$549  : \$552 ;
+  assign \$542  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$543  = s8_shift_hi[2] ? \$542  : s8_sum[31:16];
+  assign \$544  = s8_dtype[1] ? { \$543 [13:0], 2'h0 } : { \$540 [13:0], \$537 [15:14] };
+  assign \$545  = ~ s8_dtype[1];
+  assign \$546  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$547  = s8_shift_hi[2] ? \$546  : s8_sum[31:16];
+  assign \$548  = s8_shift_hi[1] ? \$544  : \$547 ;
+  assign \$549  = ~ s8_dtype[1];
+  assign \$550  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$551  = ~ s8_dtype[1];
+  assign \$552  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$553  = s8_shift_hi[2] ? \$552  : s8_sum[31:16];
   assign \$554  = ~ s8_dtype[1];
-  assign \$555  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$556  = ~ s8_dtype[1];
-  assign \$557  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$558  = s8_shift_hi[2] ? \$557  : s8_sum[31:16];
-  assign \$559  = ~ s8_dtype[1];
-  assign \$560  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$561  = s8_shift_hi[2] ? \$560  : s8_sum[31:16];
-  assign \$562  = s8_dtype[1] ? { \$561 [13:0], 2'h0 } : { \$558 [13:0], \$555 [15:14] };
+  assign \$555  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$556  = s8_shift_hi[2] ? \$555  : s8_sum[31:16];
+  assign \$557  = s8_dtype[1] ? { \$556 [13:0], 2'h0 } : { \$553 [13:0], \$550 [15:14] };
+  assign \$558  = ~ s8_dtype[1];
+  assign \$559  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$560  = s8_shift_hi[2] ? \$559  : s8_sum[31:16];
+  assign \$561  = s8_shift_hi[1] ? \$557  : \$560 ;
+  assign \$562  = s8_dtype[1] ? { \$561 [14:0], 1'h0 } : { \$548 [14:0], \$535 [15] };
   assign \$563  = ~ s8_dtype[1];
-  assign \$564  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$565  = s8_shift_hi[2] ? \$564  : s8_sum[31:16];
-  assign \$566  = s8_shift_hi[1] ? \$562  : \$565 ;
-  assign \$567  = s8_dtype[1] ? { \$566 [14:0], 1'h0 } : { \$553 [14:0], \$540 [15] };
+  assign \$564  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$565  = ~ s8_dtype[1];
+  assign \$566  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$567  = s8_shift_hi[2] ? \$566  : s8_sum[31:16];
   assign \$568  = ~ s8_dtype[1];
-  assign \$569  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$570  = ~ s8_dtype[1];
-  assign \$571  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$572  = s8_shift_hi[2] ? \$571  : s8_sum[31:16];
-  assign \$573  = ~ s8_dtype[1];
-  assign \$574  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$575  = s8_shift_hi[2] ? \$574  : s8_sum[31:16];
-  assign \$576  = s8_dtype[1] ? { \$575 [13:0], 2'h0 } : { \$572 [13:0], \$569 [15:14] };
-  assign \$577  = ~ s8_dtype[1];
-  assign \$578  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$579  = s8_shift_hi[2] ? \$578  : s8_sum[31:16];
-  assign \$580  = s8_shift_hi[1] ? \$576  : \$579 ;
-  assign \$581  = s8_shift_hi[0] ? \$567  : \$580 ;
-  assign \$582  = s8_slot_hi[10:2] + 1'h1;
-  assign \$583  = \$582  - s8_shift_hi;
-  assign \$584  = s8_slot_lo[10:2] + 1'h1;
-  assign \$585  = \$584  - s8_shift_lo;
-  assign \$586  = ~ s9_dtype[1];
-  assign \$587  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
-  assign \$588  = s9_dtype[1] & s9_dtype[0];
-  assign \$589  = s9_sum[15] ? s9_slot_lo[6:2] : 5'h00;
-  assign \$590  = s9_sum[15] ? s9_slot_lo[9:2] : 8'h00;
-  assign \$591  = \$588  ? { \$589 , s9_sum[14:5] } : { \$590 , s9_sum[14:8] };
-  assign \$592  = s9_dtype[1] & s9_dtype[0];
-  assign \$593  = s9_sum[31] ? s9_slot_hi[6:2] : 5'h00;
+  assign \$569  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$570  = s8_shift_hi[2] ? \$569  : s8_sum[31:16];
+  assign \$571  = s8_dtype[1] ? { \$570 [13:0], 2'h0 } : { \$567 [13:0], \$564 [15:14] };
+  assign \$572  = ~ s8_dtype[1];
+  assign \$573  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$574  = s8_shift_hi[2] ? \$573  : s8_sum[31:16];
+  assign \$575  = s8_shift_hi[1] ? \$571  : \$574 ;
+  assign \$576  = s8_shift_hi[0] ? \$562  : \$575 ;
+  assign \$577  = s8_slot_hi[10:2] + 1'h1;
+  assign \$578  = \$577  - s8_shift_hi;
+  assign \$579  = s8_slot_lo[10:2] + 1'h1;
+  assign \$580  = \$579  - s8_shift_lo;
+  assign \$581  = ~ s9_dtype[1];
+  assign \$582  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
+  assign \$583  = s9_dtype[1] & s9_dtype[0];
+  assign \$584  = s9_sum[15] ? s9_slot_lo[6:2] : 5'h00;
+  assign \$585  = s9_sum[15] ? s9_slot_lo[9:2] : 8'h00;
+  assign \$586  = \$583  ? { \$584 , s9_sum[14:5] } : { \$585 , s9_sum[14:8] };
+  assign \$587  = s9_dtype[1] & s9_dtype[0];
+  assign \$588  = s9_sum[31] ? s9_slot_hi[6:2] : 5'h00;
+  assign \$589  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
+  assign \$590  = \$587  ? { \$588 , s9_sum[30:21] } : { \$589 , s9_sum[30:24] };
+  assign \$591  = s9_dtype[1] ? { \$590 , 1'h0, \$586  } : { \$582 , s9_sum[30:8] };
+  assign \$592  = ~ s9_dtype[1];
+  assign \$593  = ~ s9_dtype[1];
   assign \$594  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
-  assign \$595  = \$592  ? { \$593 , s9_sum[30:21] } : { \$594 , s9_sum[30:24] };
-  assign \$596  = s9_dtype[1] ? { \$595 , 1'h0, \$591  } : { \$587 , s9_sum[30:8] };
-  assign \$597  = ~ s9_dtype[1];
-  assign \$598  = ~ s9_dtype[1];
-  assign \$599  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
-  assign \$600  = s9_dtype[1] & s9_dtype[0];
-  assign \$601  = s9_sum[15] ? s9_slot_lo[6:2] : 5'h00;
-  assign \$602  = s9_sum[15] ? s9_slot_lo[9:2] : 8'h00;
-  assign \$603  = \$600  ? { \$601 , s9_sum[14:5] } : { \$602 , s9_sum[14:8] };
-  assign \$604  = s9_dtype[1] & s9_dtype[0];
-  assign \$605  = s9_sum[31] ? s9_slot_hi[6:2] : 5'h00;
-  assign \$606  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
-  assign \$607  = \$604  ? { \$605 , s9_sum[30:21] } : { \$606 , s9_sum[30:24] };
-  assign \$608  = s9_dtype[1] ? { \$607 , 1'h0, \$603  } : { \$599 , s9_sum[30:8] };
-  assign \$609  = ~ s9_dtype[1];
-  assign \$611  = s9_dtype[1] & s9_dtype[0];
-  assign \$612  = | s9_sum[19:16];
-  assign \$613  = s9_sum[21] | \$612 ;
-  assign \$614  = s9_sum[20] & \$613 ;
-  assign \$615  = | s9_sum[22:16];
-  assign \$616  = s9_sum[24] | \$615 ;
-  assign \$617  = s9_sum[23] & \$616 ;
-  assign \$618  = \$611  ? \$614  : \$617 ;
-  assign \$619  = \$610  & \$618 ;
-  assign \$620  = ~ s9_dtype[1];
-  assign \$621  = | s9_sum[6:0];
-  assign \$622  = s9_sum[8] | \$621 ;
-  assign \$623  = s9_sum[7] & \$622 ;
-  assign \$624  = s9_dtype[1] & s9_dtype[0];
-  assign \$625  = | s9_sum[3:0];
-  assign \$626  = s9_sum[5] | \$625 ;
-  assign \$627  = s9_sum[4] & \$626 ;
-  assign \$628  = | s9_sum[6:0];
-  assign \$629  = s9_sum[8] | \$628 ;
-  assign \$630  = s9_sum[7] & \$629 ;
-  assign \$631  = \$624  ? \$627  : \$630 ;
-  assign \$632  = s9_dtype[1] ? \$631  : \$623 ;
-  assign \$633  = s9_slot_hi[11] | s9_slot_hi[12];
-  assign \$634  = s9_dtype[1] & s9_dtype[0];
-  assign \$635  = \$634  ? 15'h7e00 : 15'h7fc0;
+  assign \$595  = s9_dtype[1] & s9_dtype[0];
+  assign \$596  = s9_sum[15] ? s9_slot_lo[6:2] : 5'h00;
+  assign \$597  = s9_sum[15] ? s9_slot_lo[9:2] : 8'h00;
+  assign \$598  = \$595  ? { \$596 , s9_sum[14:5] } : { \$597 , s9_sum[14:8] };
+  assign \$599  = s9_dtype[1] & s9_dtype[0];
+  assign \$600  = s9_sum[31] ? s9_slot_hi[6:2] : 5'h00;
+  assign \$601  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
+  assign \$602  = \$599  ? { \$600 , s9_sum[30:21] } : { \$601 , s9_sum[30:24] };
+  assign \$603  = s9_dtype[1] ? { \$602 , 1'h0, \$598  } : { \$594 , s9_sum[30:8] };
+  assign \$604  = ~ s9_dtype[1];
+  assign \$606  = s9_dtype[1] & s9_dtype[0];
+  assign \$607  = | s9_sum[19:16];
+  assign \$608  = s9_sum[21] | \$607 ;
+  assign \$609  = s9_sum[20] & \$608 ;
+  assign \$610  = | s9_sum[22:16];
+  assign \$611  = s9_sum[24] | \$610 ;
+  assign \$612  = s9_sum[23] & \$611 ;
+  assign \$613  = \$606  ? \$609  : \$612 ;
+  assign \$614  = \$605  & \$613 ;
+  assign \$615  = ~ s9_dtype[1];
+  assign \$616  = | s9_sum[6:0];
+  assign \$617  = s9_sum[8] | \$616 ;
+  assign \$618  = s9_sum[7] & \$617 ;
+  assign \$619  = s9_dtype[1] & s9_dtype[0];
+  assign \$620  = | s9_sum[3:0];
+  assign \$621  = s9_sum[5] | \$620 ;
+  assign \$622  = s9_sum[4] & \$621 ;
+  assign \$623  = | s9_sum[6:0];
+  assign \$624  = s9_sum[8] | \$623 ;
+  assign \$625  = s9_sum[7] & \$624 ;
+  assign \$626  = \$619  ? \$622  : \$625 ;
+  assign \$627  = s9_dtype[1] ? \$626  : \$618 ;
+  assign \$628  = s9_slot_hi[11] | s9_slot_hi[12];
+  assign \$629  = s9_dtype[1] & s9_dtype[0];
+  assign \$630  = \$629  ? 15'h7e00 : 15'h7fc0;
+  assign \$631  = s9_dtype[1] & s9_dtype[0];
+  assign \$632  = \$631  ? 15'h7c00 : 15'h7f80;
+  assign \$633  = s9_slot_hi[12] ? s9_slot_hi[13] : s9_slot_hi[0];
+  assign \$634  = s9_slot_hi[11] ? { 1'h0, \$630  } : { \$633 , \$632  };
+  assign \$635  = s9_slot_lo[11] | s9_slot_lo[12];
   assign \$636  = s9_dtype[1] & s9_dtype[0];
-  assign \$637  = \$636  ? 15'h7c00 : 15'h7f80;
-  assign \$638  = s9_slot_hi[12] ? s9_slot_hi[13] : s9_slot_hi[0];
-  assign \$639  = s9_slot_hi[11] ? { 1'h0, \$635  } : { \$638 , \$637  };
-  assign \$640  = s9_slot_lo[11] | s9_slot_lo[12];
-  assign \$641  = s9_dtype[1] & s9_dtype[0];
-  assign \$642  = \$641  ? 15'h7e00 : 15'h7fc0;
-  assign \$643  = s9_dtype[1] & s9_dtype[0];
-  assign \$644  = \$643  ? 15'h7c00 : 15'h7f80;
-  assign \$645  = s9_slot_lo[12] ? s9_slot_lo[13] : s9_slot_lo[0];
-  assign \$646  = s9_slot_lo[11] ? { 1'h0, \$642  } : { \$645 , \$644  };
-  assign \$647  = ~ s10_dtype[1];
-  assign \$648  = s10_dtype[1] & s10_dtype[0];
-  assign \$649  = & s11_rounded[30:26];
-  assign \$650  = s11_rounded[31] | \$649 ;
-  assign \$651  = & s11_rounded[30:23];
-  assign \$652  = s11_rounded[31] | \$651 ;
-  assign \$653  = s11_fp16 ? \$650  : \$652 ;
-  assign \$654  = s11_forced_hi | \$653 ;
-  assign \$655  = \$654  ? 16'h0000 : s11_rounded[15:0];
-  assign \$656  = & s11_rounded[14:10];
-  assign \$657  = s11_rounded[15] | \$656 ;
-  assign \$658  = & s11_rounded[14:7];
-  assign \$659  = s11_rounded[15] | \$658 ;
-  assign \$660  = s11_fp16 ? \$657  : \$659 ;
-  assign \$661  = s11_forced_lo | \$660 ;
-  assign \$662  = \$661  ? s11_special_lo : { s11_sign_lo, s11_rounded[14:0] };
-  assign \$663  = s11_wide ? \$655  : \$662 ;
-  assign \$664  = & s11_rounded[30:26];
-  assign \$665  = s11_rounded[31] | \$664 ;
-  assign \$666  = & s11_rounded[30:23];
-  assign \$667  = s11_rounded[31] | \$666 ;
-  assign \$668  = s11_fp16 ? \$665  : \$667 ;
-  assign \$669  = s11_forced_hi | \$668 ;
-  assign \$670  = \$669  ? s11_special_hi : { s11_sign_hi, s11_rounded[30:16] };
+  assign \$637  = \$636  ? 15'h7e00 : 15'h7fc0;
+  assign \$638  = s9_dtype[1] & s9_dtype[0];
+  assign \$639  = \$638  ? 15'h7c00 : 15'h7f80;
+  assign \$640  = s9_slot_lo[12] ? s9_slot_lo[13] : s9_slot_lo[0];
+  assign \$641  = s9_slot_lo[11] ? { 1'h0, \$637  } : { \$640 , \$639  };
+  assign \$642  = ~ s10_dtype[1];
+  assign \$643  = s10_dtype[1] & s10_dtype[0];
+  assign \$644  = & s11_rounded[30:26];
+  assign \$645  = s11_rounded[31] | \$644 ;
+  assign \$646  = & s11_rounded[30:23];
+  assign \$647  = s11_rounded[31] | \$646 ;
+  assign \$648  = s11_fp16 ? \$645  : \$647 ;
+  assign \$649  = s11_forced_hi | \$648 ;
+  assign \$650  = \$649  ? 16'h0000 : s11_rounded[15:0];
+  assign \$651  = & s11_rounded[14:10];
+  assign \$652  = s11_rounded[15] | \$651 ;
+  assign \$653  = & s11_rounded[14:7];
+  assign \$654  = s11_rounded[15] | \$653 ;
+  assign \$655  = s11_fp16 ? \$652  : \$654 ;
+  assign \$656  = s11_forced_lo | \$655 ;
+  assign \$657  = \$656  ? s11_special_lo : { s11_sign_lo, s11_rounded[14:0] };
+  assign \$658  = s11_wide ? \$650  : \$657 ;
+  assign \$659  = & s11_rounded[30:26];
+  assign \$660  = s11_rounded[31] | \$659 ;
+  assign \$661  = & s11_rounded[30:23];
+  assign \$662  = s11_rounded[31] | \$661 ;
+  assign \$663  = s11_fp16 ? \$660  : \$662 ;
+  assign \$664  = s11_forced_hi | \$663 ;
+  assign \$665  = \$664  ? s11_special_hi : { s11_sign_hi, s11_rounded[30:16] };
+  assign \$666  = in_dtype[1] & in_dtype[0];
+  assign a_hi_exp = \$666  ? { 3'h0, in_a[30:26] } : in_a[30:23];
+  assign \$667  = in_dtype[1] & in_dtype[0];
+  assign \$668  = | a_hi_exp;
+  assign \$669  = | a_hi_exp;
+  assign \$670  = \$667  ? { \$668 , in_a[25:16], 4'h0 } : { \$669 , in_a[22:16], 7'h00 };
   assign \$671  = in_dtype[1] & in_dtype[0];
-  assign a_hi_exp = \$671  ? { 3'h0, in_a[30:26] } : in_a[30:23];
+  assign a_lo_exp = \$671  ? { 3'h0, in_a[14:10] } : in_a[14:7];
   assign \$672  = in_dtype[1] & in_dtype[0];
-  assign \$673  = | a_hi_exp;
-  assign \$674  = | a_hi_exp;
-  assign \$675  = \$672  ? { \$673 , in_a[25:16], 4'h0 } : { \$674 , in_a[22:16], 7'h00 };
-  assign \$676  = in_dtype[1] & in_dtype[0];
-  assign a_lo_exp = \$676  ? { 3'h0, in_a[14:10] } : in_a[14:7];
-  assign \$677  = in_dtype[1] & in_dtype[0];
-  assign \$678  = | a_lo_exp;
-  assign \$679  = | a_lo_exp;
-  assign \$680  = \$677  ? { \$678 , in_a[9:0], 4'h0 } : { \$679 , in_a[6:0], 7'h00 };
-  assign \$681  = ~ in_dtype[1];
-  assign \$682  = | a_hi_exp;
-  assign a_sig = in_dtype[1] ? { 1'h0, \$675 , 1'h0, \$680  } : { 1'h0, \$682 , in_a[22:0], 7'h00 };
+  assign \$673  = | a_lo_exp;
+  assign \$674  = | a_lo_exp;
+  assign \$675  = \$672  ? { \$673 , in_a[9:0], 4'h0 } : { \$674 , in_a[6:0], 7'h00 };
+  assign \$676  = ~ in_dtype[1];
+  assign \$677  = | a_hi_exp;
+  assign a_sig = in_dtype[1] ? { 1'h0, \$670 , 1'h0, \$675  } : { 1'h0, \$677 , in_a[22:0], 7'h00 };
   assign b_hi_exp = in_fp16_b ? { 3'h0, in_b[30:26] } : in_b[30:23];
-  assign \$683  = | b_hi_exp;
-  assign \$684  = | b_hi_exp;
-  assign \$685  = in_fp16_b ? { \$683 , in_b[25:16], 4'h0 } : { \$684 , in_b[22:16], 7'h00 };
+  assign \$678  = | b_hi_exp;
+  assign \$679  = | b_hi_exp;
+  assign \$680  = in_fp16_b ? { \$678 , in_b[25:16], 4'h0 } : { \$679 , in_b[22:16], 7'h00 };
   assign b_lo_exp = in_fp16_b ? { 3'h0, in_b[14:10] } : in_b[14:7];
-  assign \$686  = | b_lo_exp;
-  assign \$687  = | b_lo_exp;
-  assign \$688  = in_fp16_b ? { \$686 , in_b[9:0], 4'h0 } : { \$687 , in_b[6:0], 7'h00 };
-  assign \$689  = | b_hi_exp;
-  assign b_sig = in_wide_b ? { 1'h0, \$689 , in_b[22:0], 7'h00 } : { 1'h0, \$685 , 1'h0, \$688  };
-  assign \$690  = { s5_x, s5_carry_in } + { s5_y, s5_carry_in };
+  assign \$681  = | b_lo_exp;
+  assign \$682  = | b_lo_exp;
+  assign \$683  = in_fp16_b ? { \$681 , in_b[9:0], 4'h0 } : { \$682 , in_b[6:0], 7'h00 };
+  assign \$684  = | b_hi_exp;
+  assign b_sig = in_wide_b ? { 1'h0, \$684 , in_b[22:0], 7'h00 } : { 1'h0, \$680 , 1'h0, \$683  };
+  assign \$685  = { s5_x, s5_carry_in } + { s5_y, s5_carry_in };
   assign s10_chain = s10_packed + { s10_inc_hi, 16'h0000, s10_inc_lo };
   always @(posedge clk)
-    in_a <= \$691 ;
+    in_a <= \$686 ;
   always @(posedge clk)
-    in_b <= \$692 ;
+    in_b <= \$687 ;
   always @(posedge clk)
-    in_dtype <= \$693 ;
+    in_dtype <= \$688 ;
   always @(posedge clk)
-    in_valid <= \$694 ;
+    in_valid <= \$689 ;
   always @(posedge clk)
-    in_wide_b <= \$695 ;
+    in_wide_b <= \$690 ;
   always @(posedge clk)
-    in_fp16_b <= \$696 ;
+    in_fp16_b <= \$691 ;
   always @(posedge clk)
-    s1_dtype <= \$697 ;
+    s1_dtype <= \$692 ;
   always @(posedge clk)
-    s1_sig_a <= \$698 ;
+    s1_sig_a <= \$693 ;
   always @(posedge clk)
-    s1_a_exp_lo <= \$699 ;
+    s1_a_exp_lo <= \$694 ;
   always @(posedge clk)
-    s1_a_hi <= \$700 ;
+    s1_a_hi <= \$695 ;
   always @(posedge clk)
-    s1_a_lo <= \$701 ;
+    s1_a_lo <= \$696 ;
   always @(posedge clk)
-    s1_sig_b <= \$702 ;
+    s1_sig_b <= \$697 ;
   always @(posedge clk)
-    s1_b_exp_lo <= \$703 ;
+    s1_b_exp_lo <= \$698 ;
   always @(posedge clk)
-    s1_b_hi <= \$704 ;
+    s1_b_hi <= \$699 ;
   always @(posedge clk)
-    s1_b_lo <= \$705 ;
+    s1_b_lo <= \$700 ;
   always @(posedge clk)
-    s1_gt_lo_h <= \$706 ;
+    s1_gt_lo_h <= \$701 ;
   always @(posedge clk)
-    s1_eq_lo_h <= \$707 ;
+    s1_eq_lo_h <= \$702 ;
   always @(posedge clk)
-    s1_gt_lo_l <= \$708 ;
+    s1_gt_lo_l <= \$703 ;
   always @(posedge clk)
-    s1_gt_hi_h <= \$709 ;
+    s1_gt_hi_h <= \$704 ;
   always @(posedge clk)
-    s1_eq_hi_h <= \$710 ;
+    s1_eq_hi_h <= \$705 ;
   always @(posedge clk)
-    s1_gt_hi_l <= \$711 ;
+    s1_gt_hi_l <= \$706 ;
   always @(posedge clk)
-    s1_eq_hi_l <= \$712 ;
+    s1_eq_hi_l <= \$707 ;
   always @(posedge clk)
-    s2_dtype <= \$713 ;
+    s2_dtype <= \$708 ;
   always @(posedge clk)
-    s2_sig_a <= \$714 ;
+    s2_sig_a <= \$709 ;
   always @(posedge clk)
-    s2_sig_b <= \$715 ;
+    s2_sig_b <= \$710 ;
   always @(posedge clk)
-    s2_a_hi <= \$716 ;
+    s2_a_hi <= \$711 ;
   always @(posedge clk)
-    s2_b_hi <= \$717 ;
+    s2_b_hi <= \$712 ;
   always @(posedge clk)
-    s2_swap_hi <= \$718 ;
+    s2_swap_hi <= \$713 ;
   always @(posedge clk)
-    s2_swap_lo <= \$719 ;
+    s2_swap_lo <= \$714 ;
   always @(posedge clk)
-    s2_a_lo <= \$720 ;
+    s2_a_lo <= \$715 ;
   always @(posedge clk)
-    s2_b_lo <= \$721 ;
+    s2_b_lo <= \$716 ;
   always @(posedge clk)
-    s2_d_ab_hi <= \$722 ;
+    s2_d_ab_hi <= \$717 ;
   always @(posedge clk)
-    s2_d_ba_hi <= \$723 ;
+    s2_d_ba_hi <= \$718 ;
   always @(posedge clk)
-    s2_d_ab_lo <= \$724 ;
+    s2_d_ab_lo <= \$719 ;
   always @(posedge clk)
-    s2_d_ba_lo <= \$725 ;
+    s2_d_ba_lo <= \$720 ;
   always @(posedge clk)
-    s3_dtype <= \$726 ;
+    s3_dtype <= \$721 ;
   always @(posedge clk)
-    s3_shift_hi <= \$727 ;
+    s3_shift_hi <= \$722 ;
   always @(posedge clk)
-    s3_sub_hi <= \$728 ;
+    s3_sub_hi <= \$723 ;
   always @(posedge clk)
-    s3_slot_hi <= \$729 ;
+    s3_slot_hi <= \$724 ;
   always @(posedge clk)
-    s3_shift_lo <= \$730 ;
+    s3_shift_lo <= \$725 ;
   always @(posedge clk)
-    s3_sub_lo <= \$731 ;
+    s3_sub_lo <= \$726 ;
   always @(posedge clk)
-    s3_slot_lo <= \$732 ;
+    s3_slot_lo <= \$727 ;
   always @(posedge clk)
-    s3_x <= \$733 ;
+    s3_x <= \$728 ;
   always @(posedge clk)
-    s3_y <= \$734 ;
+    s3_y <= \$729 ;
   always @(posedge clk)
-    s4_dtype <= \$735 ;
+    s4_dtype <= \$730 ;
   always @(posedge clk)
-    s4_x <= \$736 ;
+    s4_x <= \$731 ;
   always @(posedge clk)
-    s4_sub_hi <= \$737 ;
+    s4_sub_hi <= \$732 ;
   always @(posedge clk)
-    s4_sub_lo <= \$738 ;
+    s4_sub_lo <= \$733 ;
   always @(posedge clk)
-    s4_slot_hi <= \$739 ;
+    s4_slot_hi <= \$734 ;
   always @(posedge clk)
-    s4_slot_lo <= \$740 ;
+    s4_slot_lo <= \$735 ;
   always @(posedge clk)
-    s4_shift_hi <= \$741 ;
+    s4_shift_hi <= \$736 ;
   always @(posedge clk)
-    s4_shift_lo <= \$742 ;
+    s4_shift_lo <= \$737 ;
   always @(posedge clk)
-    s4_y <= \$743 ;
+    s4_y <= \$738 ;
   always @(posedge clk)
-    s4_sticky_hi <= \$744 ;
+    s4_sticky_hi <= \$739 ;
   always @(posedge clk)
-    s4_sticky_lo <= \$745 ;
+    s4_sticky_lo <= \$740 ;
   always @(posedge clk)
-    s4_sentinel <= \$746 ;
+    s4_sentinel <= \$741 ;
   always @(posedge clk)
-    s5_dtype <= \$747 ;
+    s5_dtype <= \$742 ;
   always @(posedge clk)
-    s5_slot_hi <= \$748 ;
+    s5_slot_hi <= \$743 ;
   always @(posedge clk)
-    s5_slot_lo <= \$749 ;
+    s5_slot_lo <= \$744 ;
   always @(posedge clk)
-    s5_sentinel <= \$750 ;
+    s5_sentinel <= \$745 ;
   always @(posedge clk)
-    s5_x <= \$751 ;
+    s5_x <= \$746 ;
   always @(posedge clk)
-    s5_y <= \$752 ;
+    s5_y <= \$747 ;
   always @(posedge clk)
-    s5_carry_in <= \$753 ;
+    s5_carry_in <= \$748 ;
   always @(posedge clk)
-    s6_dtype <= \$754 ;
+    s6_dtype <= \$749 ;
   always @(posedge clk)
-    s6_slot_hi <= \$755 ;
+    s6_slot_hi <= \$750 ;
   always @(posedge clk)
-    s6_slot_lo <= \$756 ;
+    s6_slot_lo <= \$751 ;
   always @(posedge clk)
-    s6_sum <= \$757 ;
+    s6_sum <= \$752 ;
   always @(posedge clk)
-    s6_marked <= \$758 ;
+    s6_marked <= \$753 ;
   always @(posedge clk)
-    s7_dtype <= \$759 ;
+    s7_dtype <= \$754 ;
   always @(posedge clk)
-    s7_sum <= \$760 ;
+    s7_sum <= \$755 ;
   always @(posedge clk)
-    s7_slot_hi <= \$761 ;
+    s7_slot_hi <= \$756 ;
   always @(posedge clk)
-    s7_slot_lo <= \$762 ;
+    s7_slot_lo <= \$757 ;
   always @(posedge clk)
-    s7_count_hi <= \$763 ;
+    s7_count_hi <= \$758 ;
   always @(posedge clk)
-    s7_count_lo <= \$764 ;
+    s7_count_lo <= \$759 ;
   always @(posedge clk)
-    s7_zero_hi <= \$765 ;
+    s7_zero_hi <= \$760 ;
   always @(posedge clk)
-    s7_sum_zero_hi <= \$766 ;
+    s7_sum_zero_hi <= \$761 ;
   always @(posedge clk)
-    s7_sum_zero_lo <= \$767 ;
+    s7_sum_zero_lo <= \$762 ;
   always @(posedge clk)
-    s8_dtype <= \$768 ;
+    s8_dtype <= \$763 ;
   always @(posedge clk)
-    s8_slot_hi <= \$769 ;
+    s8_slot_hi <= \$764 ;
   always @(posedge clk)
-    s8_slot_lo <= \$770 ;
+    s8_slot_lo <= \$765 ;
   always @(posedge clk)
-    s8_sum <= \$771 ;
+    s8_sum <= \$766 ;
   always @(posedge clk)
-    s8_shift_hi <= \$772 ;
+    s8_shift_hi <= \$767 ;
   always @(posedge clk)
-    s8_shift_lo <= \$773 ;
+    s8_shift_lo <= \$768 ;
   always @(posedge clk)
-    s9_dtype <= \$774 ;
+    s9_dtype <= \$769 ;
   always @(posedge clk)
-    s9_slot_hi <= \$775 ;
+    s9_slot_hi <= \$770 ;
   always @(posedge clk)
-    s9_slot_lo <= \$776 ;
+    s9_slot_lo <= \$771 ;
   always @(posedge clk)
-    s9_sum <= \$777 ;
+    s9_sum <= \$772 ;
   always @(posedge clk)
-    s10_dtype <= \$778 ;
+    s10_dtype <= \$773 ;
   always @(posedge clk)
-    s10_packed <= \$779 ;
+    s10_packed <= \$774 ;
   always @(posedge clk)
-    s10_inc_hi <= \$780 ;
+    s10_inc_hi <= \$775 ;
   always @(posedge clk)
-    s10_inc_lo <= \$781 ;
+    s10_inc_lo <= \$776 ;
   always @(posedge clk)
-    s10_sign_hi <= \$782 ;
+    s10_sign_hi <= \$777 ;
   always @(posedge clk)
-    s10_forced_hi <= \$783 ;
+    s10_forced_hi <= \$778 ;
   always @(posedge clk)
-    s10_special_hi <= \$784 ;
+    s10_special_hi <= \$779 ;
   always @(posedge clk)
-    s10_sign_lo <= \$785 ;
+    s10_sign_lo <= \$780 ;
   always @(posedge clk)
-    s10_forced_lo <= \$786 ;
+    s10_forced_lo <= \$781 ;
   always @(posedge clk)
-    s10_special_lo <= \$787 ;
+    s10_special_lo <= \$782 ;
   always @(posedge clk)
-    s11_dtype <= \$788 ;
+    s11_dtype <= \$783 ;
   always @(posedge clk)
-    s11_sign_hi <= \$789 ;
+    s11_sign_hi <= \$784 ;
   always @(posedge clk)
-    s11_sign_lo <= \$790 ;
+    s11_sign_lo <= \$785 ;
   always @(posedge clk)
-    s11_forced_hi <= \$791 ;
+    s11_forced_hi <= \$786 ;
   always @(posedge clk)
-    s11_forced_lo <= \$792 ;
+    s11_forced_lo <= \$787 ;
   always @(posedge clk)
-    s11_special_hi <= \$793 ;
+    s11_special_hi <= \$788 ;
   always @(posedge clk)
-    s11_special_lo <= \$794 ;
+    s11_special_lo <= \$789 ;
   always @(posedge clk)
-    s11_rounded <= \$795 ;
+    s11_rounded <= \$790 ;
   always @(posedge clk)
-    s11_wide <= \$796 ;
+    s11_wide <= \$791 ;
   always @(posedge clk)
-    s11_fp16 <= \$797 ;
+    s11_fp16 <= \$792 ;
   always @(posedge clk)
-    result <= \$798 ;
+    result <= \$793 ;
   always @(posedge clk)
-    s1_valid <= \$799 ;
+    s1_valid <= \$794 ;
   always @(posedge clk)
-    s2_valid <= \$800 ;
+    s2_valid <= \$795 ;
   always @(posedge clk)
-    s3_valid <= \$801 ;
+    s3_valid <= \$796 ;
   always @(posedge clk)
-    s4_valid <= \$802 ;
+    s4_valid <= \$797 ;
   always @(posedge clk)
-    s5_valid <= \$803 ;
+    s5_valid <= \$798 ;
   always @(posedge clk)
-    s6_valid <= \$804 ;
+    s6_valid <= \$799 ;
   always @(posedge clk)
-    s7_valid <= \$805 ;
+    s7_valid <= \$800 ;
   always @(posedge clk)
-    s8_valid <= \$806 ;
+    s8_valid <= \$801 ;
   always @(posedge clk)
-    s9_valid <= \$807 ;
+    s9_valid <= \$802 ;
   always @(posedge clk)
-    s10_valid <= \$808 ;
+    s10_valid <= \$803 ;
   always @(posedge clk)
-    s11_valid <= \$809 ;
+    s11_valid <= \$804 ;
   assign \$1  = ~ dtype[1];
   assign \$2  = dtype[1] & dtype[0];
   assign \$3  = ~ in_dtype[1];
@@ -3765,86 +3751,149 @@ module \ace_alu_array_small.array.lane0.adder (rst, valid, a, b, dtype, result, 
   assign \$188  = s2_a_hi[10] ? s2_a_hi[0] : s2_b_hi[0];
   assign \$189  = | s2_d_ba_lo[7:5];
   assign \$190  = ~ s2_dtype[1];
+  assign \$192  = \$191  & s2_d_ba_lo[4];
+  assign \$193  = \$189  | \$192 ;
+  assign \$194  = \$193  ? 4'hf : 4'h0;
+  assign \$195  = s2_d_ba_lo[3:0] | \$194 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$691  = a;
+    \$686  = a;
     if (rst) begin
-      \$691  = 32'd0;
+      \$686  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$692  = b;
+    \$687  = b;
     if (rst) begin
-      \$692  = 32'd0;
+      \$687  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$693  = dtype;
+    \$688  = dtype;
     if (rst) begin
-      \$693  = 2'h0;
+      \$688  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$694  = valid;
+    \$689  = valid;
     if (rst) begin
-      \$694  = 1'h1;
+      \$689  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$695  = \$1 ;
+    \$690  = \$1 ;
     if (rst) begin
-      \$695  = 1'h0;
+      \$690  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$696  = \$2 ;
+    \$691  = \$2 ;
     if (rst) begin
-      \$696  = 1'h0;
+      \$691  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$697  = s1_dtype;
+    \$692  = s1_dtype;
     if (in_valid) begin
-      \$697  = in_dtype;
+      \$692  = in_dtype;
     end
     if (rst) begin
-      \$697  = 2'h0;
+      \$692  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$698  = s1_sig_a;
+    \$693  = s1_sig_a;
     if (in_valid) begin
-      \$698  = a_sig;
+      \$693  = a_sig;
     end
     if (rst) begin
-      \$698  = 32'd0;
+      \$693  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$699  = s1_a_exp_lo;
+    \$694  = s1_a_exp_lo;
     if (in_valid) begin
-      \$699  = \$10 ;
+      \$694  = \$10 ;
     end
     if (rst) begin
-      \$699  = 8'h00;
+      \$694  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$700  = s1_a_hi;
+    \$695  = s1_a_hi;
     if (in_valid) begin
-      \$700 [0] = in_a[31];
-      \$700 [8:1] = { a_hi_exp[7:1], \$13  };
-      \$700 [9] = \$24 ;
-      \$700 [10] = \$36 ;
+      \$695 [0] = in_a[31];
+      \$695 [8:1] = { a_hi_exp[7:1], \$13  };
+      \$695 [9] = \$24 ;
+      \$695 [10] = \$36 ;
+    end
+    if (rst) begin
+      \$695  = 11'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$696  = s1_a_lo;
+    if (in_valid) begin
+      \$696 [0] = in_a[15];
+      \$696 [8:1] = { a_lo_exp[7:1], \$39  };
+      \$696 [9] = \$47 ;
+      \$696 [10] = \$56 ;
+    end
+    if (rst) begin
+      \$696  = 11'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$697  = s1_sig_b;
+    if (in_valid) begin
+      \$697  = b_sig;
+    end
+    if (rst) begin
+      \$697  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$698  = s1_b_exp_lo;
+    if (in_valid) begin
+      \$698  = \$63 ;
+    end
+    if (rst) begin
+      \$698  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$699  = s1_b_hi;
+    if (in_valid) begin
+      \$699 [0] = in_b[31];
+      \$699 [8:1] = { b_hi_exp[7:1], \$66  };
+      \$699 [9] = \$74 ;
+      \$699 [10] = \$83 ;
+    end
+    if (rst) begin
+      \$699  = 11'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$700  = s1_b_lo;
+    if (in_valid) begin
+      \$700 [0] = in_b[15];
+      \$700 [8:1] = { b_lo_exp[7:1], \$86  };
+      \$700 [9] = \$92 ;
+      \$700 [10] = \$99 ;
     end
     if (rst) begin
       \$700  = 11'h000;
@@ -3852,68 +3901,59 @@ module \ace_alu_array_small.array.lane0.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$701  = s1_a_lo;
+    \$701  = s1_gt_lo_h;
     if (in_valid) begin
-      \$701 [0] = in_a[15];
-      \$701 [8:1] = { a_lo_exp[7:1], \$39  };
-      \$701 [9] = \$47 ;
-      \$701 [10] = \$56 ;
+      \$701  = \$100 ;
     end
     if (rst) begin
-      \$701  = 11'h000;
+      \$701  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$702  = s1_sig_b;
+    \$702  = s1_eq_lo_h;
     if (in_valid) begin
-      \$702  = b_sig;
+      \$702  = \$101 ;
     end
     if (rst) begin
-      \$702  = 32'd0;
+      \$702  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$703  = s1_b_exp_lo;
+    \$703  = s1_gt_lo_l;
     if (in_valid) begin
-      \$703  = \$63 ;
+      \$703  = \$102 ;
     end
     if (rst) begin
-      \$703  = 8'h00;
+      \$703  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$704  = s1_b_hi;
+    \$704  = s1_gt_hi_h;
     if (in_valid) begin
-      \$704 [0] = in_b[31];
-      \$704 [8:1] = { b_hi_exp[7:1], \$66  };
-      \$704 [9] = \$74 ;
-      \$704 [10] = \$83 ;
+      \$704  = \$103 ;
     end
     if (rst) begin
-      \$704  = 11'h000;
+      \$704  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$705  = s1_b_lo;
+    \$705  = s1_eq_hi_h;
     if (in_valid) begin
-      \$705 [0] = in_b[15];
-      \$705 [8:1] = { b_lo_exp[7:1], \$86  };
-      \$705 [9] = \$92 ;
-      \$705 [10] = \$99 ;
+      \$705  = \$104 ;
     end
     if (rst) begin
-      \$705  = 11'h000;
+      \$705  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$706  = s1_gt_lo_h;
+    \$706  = s1_gt_hi_l;
     if (in_valid) begin
-      \$706  = \$100 ;
+      \$706  = \$105 ;
     end
     if (rst) begin
       \$706  = 1'h0;
@@ -3921,9 +3961,9 @@ module \ace_alu_array_small.array.lane0.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$707  = s1_eq_lo_h;
+    \$707  = s1_eq_hi_l;
     if (in_valid) begin
-      \$707  = \$101 ;
+      \$707  = \$106 ;
     end
     if (rst) begin
       \$707  = 1'h0;
@@ -3931,89 +3971,89 @@ module \ace_alu_array_small.array.lane0.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$708  = s1_gt_lo_l;
-    if (in_valid) begin
-      \$708  = \$102 ;
-    end
-    if (rst) begin
-      \$708  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$709  = s1_gt_hi_h;
-    if (in_valid) begin
-      \$709  = \$103 ;
-    end
-    if (rst) begin
-      \$709  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$710  = s1_eq_hi_h;
-    if (in_valid) begin
-      \$710  = \$104 ;
-    end
-    if (rst) begin
-      \$710  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$711  = s1_gt_hi_l;
-    if (in_valid) begin
-      \$711  = \$105 ;
-    end
-    if (rst) begin
-      \$711  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$712  = s1_eq_hi_l;
-    if (in_valid) begin
-      \$712  = \$106 ;
-    end
-    if (rst) begin
-      \$712  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$713  = s2_dtype;
+    \$708  = s2_dtype;
     if (s1_valid) begin
-      \$713  = s1_dtype;
+      \$708  = s1_dtype;
     end
     if (rst) begin
-      \$713  = 2'h0;
+      \$708  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$714  = s2_sig_a;
+    \$709  = s2_sig_a;
     if (s1_valid) begin
-      \$714  = s1_sig_a;
+      \$709  = s1_sig_a;
     end
     if (rst) begin
-      \$714  = 32'd0;
+      \$709  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$715  = s2_sig_b;
+    \$710  = s2_sig_b;
     if (s1_valid) begin
-      \$715  = s1_sig_b;
+      \$710  = s1_sig_b;
     end
     if (rst) begin
-      \$715  = 32'd0;
+      \$710  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$716  = s2_a_hi;
+    \$711  = s2_a_hi;
     if (s1_valid) begin
-      \$716  = s1_a_hi;
+      \$711  = s1_a_hi;
+    end
+    if (rst) begin
+      \$711  = 11'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$712  = s2_b_hi;
+    if (s1_valid) begin
+      \$712  = s1_b_hi;
+    end
+    if (rst) begin
+      \$712  = 11'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$713  = s2_swap_hi;
+    if (s1_valid) begin
+      \$713  = \$123 ;
+    end
+    if (rst) begin
+      \$713  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$714  = s2_swap_lo;
+    if (s1_valid) begin
+      \$714  = \$140 ;
+    end
+    if (rst) begin
+      \$714  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$715  = s2_a_lo;
+    if (s1_valid) begin
+      \$715  = \$142 ;
+    end
+    if (rst) begin
+      \$715  = 11'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$716  = s2_b_lo;
+    if (s1_valid) begin
+      \$716  = \$144 ;
     end
     if (rst) begin
       \$716  = 11'h000;
@@ -4021,389 +4061,389 @@ module \ace_alu_array_small.array.lane0.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$717  = s2_b_hi;
+    \$717  = s2_d_ab_hi;
     if (s1_valid) begin
-      \$717  = s1_b_hi;
+      \$717  = \$145 [7:0];
     end
     if (rst) begin
-      \$717  = 11'h000;
+      \$717  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$718  = s2_swap_hi;
+    \$718  = s2_d_ba_hi;
     if (s1_valid) begin
-      \$718  = \$123 ;
+      \$718  = \$146 [7:0];
     end
     if (rst) begin
-      \$718  = 1'h0;
+      \$718  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$719  = s2_swap_lo;
+    \$719  = s2_d_ab_lo;
     if (s1_valid) begin
-      \$719  = \$140 ;
+      \$719  = \$147 [7:0];
     end
     if (rst) begin
-      \$719  = 1'h0;
+      \$719  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$720  = s2_a_lo;
+    \$720  = s2_d_ba_lo;
     if (s1_valid) begin
-      \$720  = \$142 ;
+      \$720  = \$148 [7:0];
     end
     if (rst) begin
-      \$720  = 11'h000;
+      \$720  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$721  = s2_b_lo;
-    if (s1_valid) begin
-      \$721  = \$144 ;
-    end
-    if (rst) begin
-      \$721  = 11'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$722  = s2_d_ab_hi;
-    if (s1_valid) begin
-      \$722  = \$145 [7:0];
-    end
-    if (rst) begin
-      \$722  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$723  = s2_d_ba_hi;
-    if (s1_valid) begin
-      \$723  = \$146 [7:0];
-    end
-    if (rst) begin
-      \$723  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$724  = s2_d_ab_lo;
-    if (s1_valid) begin
-      \$724  = \$147 [7:0];
-    end
-    if (rst) begin
-      \$724  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$725  = s2_d_ba_lo;
-    if (s1_valid) begin
-      \$725  = \$148 [7:0];
-    end
-    if (rst) begin
-      \$725  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$726  = s3_dtype;
+    \$721  = s3_dtype;
     if (s2_valid) begin
-      \$726  = s2_dtype;
+      \$721  = s2_dtype;
     end
     if (rst) begin
-      \$726  = 2'h0;
+      \$721  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$727  = s3_shift_hi;
+    \$722  = s3_shift_hi;
     if (s2_valid) begin
-      \$727  = \$177 ;
+      \$722  = \$177 ;
     end
     if (rst) begin
-      \$727  = 5'h00;
+      \$722  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$728  = s3_sub_hi;
+    \$723  = s3_sub_hi;
     if (s2_valid) begin
-      \$728  = \$178 ;
+      \$723  = \$178 ;
     end
     if (rst) begin
-      \$728  = 1'h0;
+      \$723  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$729  = s3_slot_hi;
+    \$724  = s3_slot_hi;
     if (s2_valid) begin
-      \$729 [0] = \$179 ;
-      \$729 [1] = \$180 ;
-      \$729 [10:2] = { 1'h0, \$181  };
-      \$729 [11] = \$186 ;
-      \$729 [12] = \$187 ;
-      \$729 [13] = \$188 ;
+      \$724 [0] = \$179 ;
+      \$724 [1] = \$180 ;
+      \$724 [10:2] = { 1'h0, \$181  };
+      \$724 [11] = \$186 ;
+      \$724 [12] = \$187 ;
+      \$724 [13] = \$188 ;
     end
     if (rst) begin
-      \$729  = 14'h0000;
+      \$724  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$730  = s3_shift_lo;
+    \$725  = s3_shift_lo;
     if (s2_valid) begin
-      \$730  = \$217 ;
+      \$725  = \$217 ;
     end
     if (rst) begin
-      \$730  = 5'h00;
+      \$725  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$731  = s3_sub_lo;
+    \$726  = s3_sub_lo;
     if (s2_valid) begin
-      \$731  = \$218 ;
+      \$726  = \$218 ;
     end
     if (rst) begin
-      \$731  = 1'h0;
+      \$726  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$732  = s3_slot_lo;
+    \$727  = s3_slot_lo;
     if (s2_valid) begin
-      \$732 [0] = \$219 ;
-      \$732 [1] = \$220 ;
-      \$732 [10:2] = { 1'h0, \$221  };
-      \$732 [11] = \$226 ;
-      \$732 [12] = \$227 ;
-      \$732 [13] = \$228 ;
+      \$727 [0] = \$219 ;
+      \$727 [1] = \$220 ;
+      \$727 [10:2] = { 1'h0, \$221  };
+      \$727 [11] = \$226 ;
+      \$727 [12] = \$227 ;
+      \$727 [13] = \$228 ;
     end
     if (rst) begin
-      \$732  = 14'h0000;
+      \$727  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$733  = s3_x;
+    \$728  = s3_x;
     if (s2_valid) begin
-      \$733  = { \$230 , \$229  };
+      \$728  = { \$230 , \$229  };
     end
     if (rst) begin
-      \$733  = 32'd0;
+      \$728  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$734  = s3_y;
+    \$729  = s3_y;
     if (s2_valid) begin
-      \$734  = { \$232 , \$231  };
+      \$729  = { \$232 , \$231  };
     end
     if (rst) begin
-      \$734  = 32'd0;
+      \$729  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$735  = s4_dtype;
+    \$730  = s4_dtype;
     if (s3_valid) begin
-      \$735  = s3_dtype;
+      \$730  = s3_dtype;
     end
     if (rst) begin
-      \$735  = 2'h0;
+      \$730  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$736  = s4_x;
+    \$731  = s4_x;
     if (s3_valid) begin
-      \$736  = s3_x;
+      \$731  = s3_x;
     end
     if (rst) begin
-      \$736  = 32'd0;
+      \$731  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$737  = s4_sub_hi;
+    \$732  = s4_sub_hi;
     if (s3_valid) begin
-      \$737  = s3_sub_hi;
+      \$732  = s3_sub_hi;
     end
     if (rst) begin
-      \$737  = 1'h0;
+      \$732  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$738  = s4_sub_lo;
+    \$733  = s4_sub_lo;
     if (s3_valid) begin
-      \$738  = s3_sub_lo;
+      \$733  = s3_sub_lo;
     end
     if (rst) begin
-      \$738  = 1'h0;
+      \$733  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$739  = s4_slot_hi;
+    \$734  = s4_slot_hi;
     if (s3_valid) begin
-      \$739  = s3_slot_hi;
+      \$734  = s3_slot_hi;
     end
     if (rst) begin
-      \$739  = 14'h0000;
+      \$734  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$740  = s4_slot_lo;
+    \$735  = s4_slot_lo;
     if (s3_valid) begin
-      \$740  = s3_slot_lo;
+      \$735  = s3_slot_lo;
     end
     if (rst) begin
-      \$740  = 14'h0000;
+      \$735  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$741  = s4_shift_hi;
+    \$736  = s4_shift_hi;
     if (s3_valid) begin
-      \$741  = s3_shift_hi;
+      \$736  = s3_shift_hi;
     end
     if (rst) begin
-      \$741  = 5'h00;
+      \$736  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$742  = s4_shift_lo;
+    \$737  = s4_shift_lo;
     if (s3_valid) begin
-      \$742  = s3_shift_lo;
+      \$737  = s3_shift_lo;
     end
     if (rst) begin
-      \$742  = 5'h00;
+      \$737  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$743  = s4_y;
+    \$738  = s4_y;
     if (s3_valid) begin
-      \$743  = { \$284 , \$277  };
+      \$738  = { \$284 , \$277  };
     end
     if (rst) begin
-      \$743  = 32'd0;
+      \$738  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$744  = s4_sticky_hi;
+    \$739  = s4_sticky_hi;
     if (s3_valid) begin
-      \$744  = \$300 ;
+      \$739  = \$300 ;
     end
     if (rst) begin
-      \$744  = 1'h0;
+      \$739  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$745  = s4_sticky_lo;
+    \$740  = s4_sticky_lo;
     if (s3_valid) begin
-      \$745  = \$333 ;
+      \$740  = \$328 ;
     end
     if (rst) begin
-      \$745  = 1'h0;
+      \$740  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$746  = s4_sentinel;
+    \$741  = s4_sentinel;
     if (s3_valid) begin
-      \$746  = \$338 ;
+      \$741  = \$333 ;
     end
     if (rst) begin
-      \$746  = 32'd0;
+      \$741  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$747  = s5_dtype;
+    \$742  = s5_dtype;
     if (s4_valid) begin
-      \$747  = s4_dtype;
+      \$742  = s4_dtype;
     end
     if (rst) begin
-      \$747  = 2'h0;
+      \$742  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$748  = s5_slot_hi;
+    \$743  = s5_slot_hi;
     if (s4_valid) begin
-      \$748  = s4_slot_hi;
+      \$743  = s4_slot_hi;
     end
     if (rst) begin
-      \$748  = 14'h0000;
+      \$743  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$749  = s5_slot_lo;
+    \$744  = s5_slot_lo;
     if (s4_valid) begin
-      \$749  = s4_slot_lo;
+      \$744  = s4_slot_lo;
     end
     if (rst) begin
-      \$749  = 14'h0000;
+      \$744  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$750  = s5_sentinel;
+    \$745  = s5_sentinel;
     if (s4_valid) begin
-      \$750  = s4_sentinel;
+      \$745  = s4_sentinel;
     end
     if (rst) begin
-      \$750  = 32'd0;
+      \$745  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$751  = s5_x;
+    \$746  = s5_x;
     if (s4_valid) begin
-      \$751  = { s4_x[31:16], \$340 , s4_x[15:0] };
+      \$746  = { s4_x[31:16], \$335 , s4_x[15:0] };
     end
     if (rst) begin
-      \$751  = 33'h000000000;
+      \$746  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$752  = s5_y;
+    \$747  = s5_y;
     if (s4_valid) begin
-      \$752  = { \$387 , \$368 , \$365  };
+      \$747  = { \$382 , \$363 , \$360  };
     end
     if (rst) begin
-      \$752  = 33'h000000000;
+      \$747  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$753  = s5_carry_in;
+    \$748  = s5_carry_in;
     if (s4_valid) begin
-      \$753  = s4_sub_lo;
+      \$748  = s4_sub_lo;
     end
     if (rst) begin
-      \$753  = 1'h0;
+      \$748  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$754  = s6_dtype;
+    \$749  = s6_dtype;
     if (s5_valid) begin
-      \$754  = s5_dtype;
+      \$749  = s5_dtype;
+    end
+    if (rst) begin
+      \$749  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$750  = s6_slot_hi;
+    if (s5_valid) begin
+      \$750  = s5_slot_hi;
+    end
+    if (rst) begin
+      \$750  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$751  = s6_slot_lo;
+    if (s5_valid) begin
+      \$751  = s5_slot_lo;
+    end
+    if (rst) begin
+      \$751  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$752  = s6_sum;
+    if (s5_valid) begin
+      \$752  = { \$685 [33:18], \$685 [16:1] };
+    end
+    if (rst) begin
+      \$752  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$753  = s6_marked;
+    if (s5_valid) begin
+      \$753  = \$383 ;
+    end
+    if (rst) begin
+      \$753  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$754  = s7_dtype;
+    if (s6_valid) begin
+      \$754  = s6_dtype;
     end
     if (rst) begin
       \$754  = 2'h0;
@@ -4411,19 +4451,19 @@ module \ace_alu_array_small.array.lane0.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$755  = s6_slot_hi;
-    if (s5_valid) begin
-      \$755  = s5_slot_hi;
+    \$755  = s7_sum;
+    if (s6_valid) begin
+      \$755  = s6_sum;
     end
     if (rst) begin
-      \$755  = 14'h0000;
+      \$755  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$756  = s6_slot_lo;
-    if (s5_valid) begin
-      \$756  = s5_slot_lo;
+    \$756  = s7_slot_hi;
+    if (s6_valid) begin
+      \$756  = s6_slot_hi;
     end
     if (rst) begin
       \$756  = 14'h0000;
@@ -4431,141 +4471,142 @@ module \ace_alu_array_small.array.lane0.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$757  = s6_sum;
-    if (s5_valid) begin
-      \$757  = { \$690 [33:18], \$690 [16:1] };
-    end
-    if (rst) begin
-      \$757  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$758  = s6_marked;
-    if (s5_valid) begin
-      \$758  = \$388 ;
-    end
-    if (rst) begin
-      \$758  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$759  = s7_dtype;
+    \$757  = s7_slot_lo;
     if (s6_valid) begin
-      \$759  = s6_dtype;
+      \$757  = s6_slot_lo;
     end
     if (rst) begin
-      \$759  = 2'h0;
+      \$757  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$760  = s7_sum;
+    \$758  = s7_count_hi;
     if (s6_valid) begin
-      \$760  = s6_sum;
+      \$758  = { \$419 , \$407  };
     end
     if (rst) begin
-      \$760  = 32'd0;
+      \$758  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$761  = s7_slot_hi;
+    \$759  = s7_count_lo;
     if (s6_valid) begin
-      \$761  = s6_slot_hi;
+      \$759  = { \$455 , \$443  };
     end
     if (rst) begin
-      \$761  = 14'h0000;
+      \$759  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$762  = s7_slot_lo;
+    \$760  = s7_zero_hi;
     if (s6_valid) begin
-      \$762  = s6_slot_lo;
+      \$760  = \$466 ;
     end
     if (rst) begin
-      \$762  = 14'h0000;
+      \$760  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$763  = s7_count_hi;
+    \$761  = s7_sum_zero_hi;
     if (s6_valid) begin
-      \$763  = { \$424 , \$412  };
+      \$761  = \$468 ;
     end
     if (rst) begin
-      \$763  = 4'h0;
+      \$761  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$764  = s7_count_lo;
+    \$762  = s7_sum_zero_lo;
     if (s6_valid) begin
-      \$764  = { \$460 , \$448  };
+      \$762  = \$470 ;
     end
     if (rst) begin
-      \$764  = 4'h0;
+      \$762  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$765  = s7_zero_hi;
-    if (s6_valid) begin
-      \$765  = \$471 ;
-    end
-    if (rst) begin
-      \$765  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$766  = s7_sum_zero_hi;
-    if (s6_valid) begin
-      \$766  = \$473 ;
-    end
-    if (rst) begin
-      \$766  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$767  = s7_sum_zero_lo;
-    if (s6_valid) begin
-      \$767  = \$475 ;
-    end
-    if (rst) begin
-      \$767  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$768  = s8_dtype;
+    \$763  = s8_dtype;
     if (s7_valid) begin
-      \$768  = s7_dtype;
+      \$763  = s7_dtype;
     end
     if (rst) begin
-      \$768  = 2'h0;
+      \$763  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$769  = s8_slot_hi;
+    \$764  = s8_slot_hi;
     if (s7_valid) begin
-      \$769 [13:1] = s7_slot_hi[13:1];
-      \$769 [0] = \$519 ;
+      \$764 [13:1] = s7_slot_hi[13:1];
+      \$764 [0] = \$514 ;
     end
     if (rst) begin
-      \$769  = 14'h0000;
+      \$764  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$770  = s8_slot_lo;
+    \$765  = s8_slot_lo;
     if (s7_valid) begin
-      \$770 [13:1] = s7_slot_lo[13:1];
-      \$770 [0] = \$523 ;
+      \$765 [13:1] = s7_slot_lo[13:1];
+      \$765 [0] = \$518 ;
+    end
+    if (rst) begin
+      \$765  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$766  = s8_sum;
+    if (s7_valid) begin
+      \$766  = { \$510 , \$482  };
+    end
+    if (rst) begin
+      \$766  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$767  = s8_shift_hi;
+    if (s7_valid) begin
+      \$767  = \$521 ;
+    end
+    if (rst) begin
+      \$767  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$768  = s8_shift_lo;
+    if (s7_valid) begin
+      \$768  = \$524 ;
+    end
+    if (rst) begin
+      \$768  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$769  = s9_dtype;
+    if (s8_valid) begin
+      \$769  = s8_dtype;
+    end
+    if (rst) begin
+      \$769  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$770  = s9_slot_hi;
+    if (s8_valid) begin
+      { \$770 [13:11], \$770 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
+      \$770 [10:2] = \$578 [8:0];
     end
     if (rst) begin
       \$770  = 14'h0000;
@@ -4573,101 +4614,100 @@ module \ace_alu_array_small.array.lane0.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$771  = s8_sum;
-    if (s7_valid) begin
-      \$771  = { \$515 , \$487  };
-    end
-    if (rst) begin
-      \$771  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$772  = s8_shift_hi;
-    if (s7_valid) begin
-      \$772  = \$526 ;
-    end
-    if (rst) begin
-      \$772  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$773  = s8_shift_lo;
-    if (s7_valid) begin
-      \$773  = \$529 ;
-    end
-    if (rst) begin
-      \$773  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$774  = s9_dtype;
+    \$771  = s9_slot_lo;
     if (s8_valid) begin
-      \$774  = s8_dtype;
+      { \$771 [13:11], \$771 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
+      \$771 [10:2] = \$580 [8:0];
     end
     if (rst) begin
-      \$774  = 2'h0;
+      \$771  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$775  = s9_slot_hi;
+    \$772  = s9_sum;
     if (s8_valid) begin
-      { \$775 [13:11], \$775 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
-      \$775 [10:2] = \$583 [8:0];
+      \$772  = { \$576 , \$531  };
     end
     if (rst) begin
-      \$775  = 14'h0000;
+      \$772  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$776  = s9_slot_lo;
-    if (s8_valid) begin
-      { \$776 [13:11], \$776 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
-      \$776 [10:2] = \$585 [8:0];
-    end
-    if (rst) begin
-      \$776  = 14'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$777  = s9_sum;
-    if (s8_valid) begin
-      \$777  = { \$581 , \$536  };
-    end
-    if (rst) begin
-      \$777  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$778  = s10_dtype;
+    \$773  = s10_dtype;
     if (s9_valid) begin
-      \$778  = s9_dtype;
+      \$773  = s9_dtype;
     end
     if (rst) begin
-      \$778  = 2'h0;
+      \$773  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$779  = s10_packed;
+    \$774  = s10_packed;
     if (s9_valid) begin
-      \$779  = { 1'h0, \$608 [30:16], \$597 , \$596 [15:0] };
+      \$774  = { 1'h0, \$603 [30:16], \$592 , \$591 [15:0] };
     end
     if (rst) begin
-      \$779  = 33'h000000000;
+      \$774  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$780  = s10_inc_hi;
+    \$775  = s10_inc_hi;
     if (s9_valid) begin
-      \$780  = \$619 ;
+      \$775  = \$614 ;
+    end
+    if (rst) begin
+      \$775  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$776  = s10_inc_lo;
+    if (s9_valid) begin
+      \$776  = \$627 ;
+    end
+    if (rst) begin
+      \$776  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$777  = s10_sign_hi;
+    if (s9_valid) begin
+      \$777  = s9_slot_hi[0];
+    end
+    if (rst) begin
+      \$777  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$778  = s10_forced_hi;
+    if (s9_valid) begin
+      \$778  = \$628 ;
+    end
+    if (rst) begin
+      \$778  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$779  = s10_special_hi;
+    if (s9_valid) begin
+      \$779  = \$634 ;
+    end
+    if (rst) begin
+      \$779  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$780  = s10_sign_lo;
+    if (s9_valid) begin
+      \$780  = s9_slot_lo[0];
     end
     if (rst) begin
       \$780  = 1'h0;
@@ -4675,9 +4715,9 @@ module \ace_alu_array_small.array.lane0.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$781  = s10_inc_lo;
+    \$781  = s10_forced_lo;
     if (s9_valid) begin
-      \$781  = \$632 ;
+      \$781  = \$635 ;
     end
     if (rst) begin
       \$781  = 1'h0;
@@ -4685,39 +4725,39 @@ module \ace_alu_array_small.array.lane0.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$782  = s10_sign_hi;
+    \$782  = s10_special_lo;
     if (s9_valid) begin
-      \$782  = s9_slot_hi[0];
+      \$782  = \$641 ;
     end
     if (rst) begin
-      \$782  = 1'h0;
+      \$782  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$783  = s10_forced_hi;
-    if (s9_valid) begin
-      \$783  = \$633 ;
+    \$783  = s11_dtype;
+    if (s10_valid) begin
+      \$783  = s10_dtype;
     end
     if (rst) begin
-      \$783  = 1'h0;
+      \$783  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$784  = s10_special_hi;
-    if (s9_valid) begin
-      \$784  = \$639 ;
+    \$784  = s11_sign_hi;
+    if (s10_valid) begin
+      \$784  = s10_sign_hi;
     end
     if (rst) begin
-      \$784  = 16'h0000;
+      \$784  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$785  = s10_sign_lo;
-    if (s9_valid) begin
-      \$785  = s9_slot_lo[0];
+    \$785  = s11_sign_lo;
+    if (s10_valid) begin
+      \$785  = s10_sign_lo;
     end
     if (rst) begin
       \$785  = 1'h0;
@@ -4725,9 +4765,9 @@ module \ace_alu_array_small.array.lane0.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$786  = s10_forced_lo;
-    if (s9_valid) begin
-      \$786  = \$640 ;
+    \$786  = s11_forced_hi;
+    if (s10_valid) begin
+      \$786  = s10_forced_hi;
     end
     if (rst) begin
       \$786  = 1'h0;
@@ -4735,49 +4775,49 @@ module \ace_alu_array_small.array.lane0.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$787  = s10_special_lo;
-    if (s9_valid) begin
-      \$787  = \$646 ;
+    \$787  = s11_forced_lo;
+    if (s10_valid) begin
+      \$787  = s10_forced_lo;
     end
     if (rst) begin
-      \$787  = 16'h0000;
+      \$787  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$788  = s11_dtype;
+    \$788  = s11_special_hi;
     if (s10_valid) begin
-      \$788  = s10_dtype;
+      \$788  = s10_special_hi;
     end
     if (rst) begin
-      \$788  = 2'h0;
+      \$788  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$789  = s11_sign_hi;
+    \$789  = s11_special_lo;
     if (s10_valid) begin
-      \$789  = s10_sign_hi;
+      \$789  = s10_special_lo;
     end
     if (rst) begin
-      \$789  = 1'h0;
+      \$789  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$790  = s11_sign_lo;
+    \$790  = s11_rounded;
     if (s10_valid) begin
-      \$790  = s10_sign_lo;
+      \$790  = { s10_chain[32:17], s10_chain[15:0] };
     end
     if (rst) begin
-      \$790  = 1'h0;
+      \$790  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$791  = s11_forced_hi;
+    \$791  = s11_wide;
     if (s10_valid) begin
-      \$791  = s10_forced_hi;
+      \$791  = \$642 ;
     end
     if (rst) begin
       \$791  = 1'h0;
@@ -4785,9 +4825,9 @@ module \ace_alu_array_small.array.lane0.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$792  = s11_forced_lo;
+    \$792  = s11_fp16;
     if (s10_valid) begin
-      \$792  = s10_forced_lo;
+      \$792  = \$643 ;
     end
     if (rst) begin
       \$792  = 1'h0;
@@ -4795,146 +4835,96 @@ module \ace_alu_array_small.array.lane0.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$793  = s11_special_hi;
-    if (s10_valid) begin
-      \$793  = s10_special_hi;
-    end
-    if (rst) begin
-      \$793  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$794  = s11_special_lo;
-    if (s10_valid) begin
-      \$794  = s10_special_lo;
-    end
-    if (rst) begin
-      \$794  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$795  = s11_rounded;
-    if (s10_valid) begin
-      \$795  = { s10_chain[32:17], s10_chain[15:0] };
-    end
-    if (rst) begin
-      \$795  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$796  = s11_wide;
-    if (s10_valid) begin
-      \$796  = \$647 ;
-    end
-    if (rst) begin
-      \$796  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$797  = s11_fp16;
-    if (s10_valid) begin
-      \$797  = \$648 ;
-    end
-    if (rst) begin
-      \$797  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$798  = result;
+    \$793  = result;
     if (s11_valid) begin
-      \$798  = { \$670 , \$663  };
+      \$793  = { \$665 , \$658  };
     end
     if (rst) begin
-      \$798  = 32'd0;
+      \$793  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$799  = in_valid;
+    \$794  = in_valid;
+    if (rst) begin
+      \$794  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$795  = s1_valid;
+    if (rst) begin
+      \$795  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$796  = s2_valid;
+    if (rst) begin
+      \$796  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$797  = s3_valid;
+    if (rst) begin
+      \$797  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$798  = s4_valid;
+    if (rst) begin
+      \$798  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$799  = s5_valid;
     if (rst) begin
       \$799  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$800  = s1_valid;
+    \$800  = s6_valid;
     if (rst) begin
       \$800  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$801  = s2_valid;
+    \$801  = s7_valid;
     if (rst) begin
       \$801  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$802  = s3_valid;
+    \$802  = s8_valid;
     if (rst) begin
       \$802  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$803  = s4_valid;
+    \$803  = s9_valid;
     if (rst) begin
       \$803  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$804  = s5_valid;
+    \$804  = s10_valid;
     if (rst) begin
       \$804  = 1'h1;
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$805  = s6_valid;
-    if (rst) begin
-      \$805  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$806  = s7_valid;
-    if (rst) begin
-      \$806  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$807  = s8_valid;
-    if (rst) begin
-      \$807  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$808  = s9_valid;
-    if (rst) begin
-      \$808  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$809  = s10_valid;
-    if (rst) begin
-      \$809  = 1'h1;
-    end
-  end
-  assign s5_chain = \$690 [34:1];
-  assign a_hi_sig = { 1'h0, \$675  };
-  assign a_lo_sig = { 1'h0, \$680  };
-  assign b_hi_sig = { 1'h0, \$685  };
-  assign b_lo_sig = { 1'h0, \$688  };
+  assign s5_chain = \$685 [34:1];
+  assign a_hi_sig = { 1'h0, \$670  };
+  assign a_lo_sig = { 1'h0, \$675  };
+  assign b_hi_sig = { 1'h0, \$680  };
+  assign b_lo_sig = { 1'h0, \$683  };
   assign \s1_a_hi.sign  = s1_a_hi[0];
   assign \s1_a_hi.exp  = s1_a_hi[8:1];
   assign \s1_a_hi.nan  = s1_a_hi[9];
@@ -5060,28 +5050,28 @@ module \ace_alu_array_small.array.lane0.adder (rst, valid, a, b, dtype, result, 
   assign \$205  = s2_dtype[1];
   assign \$212  = s2_dtype[1];
   assign \$286  = s3_dtype[1];
-  assign \$360  = \$359 [0];
-  assign \$367  = s4_dtype[1];
-  assign \$373  = s4_dtype[1];
-  assign \$379  = s4_dtype[1];
-  assign \$382  = \$381 [0];
-  assign \$391  = \$389 ;
-  assign \$397  = \$395 ;
-  assign \$403  = \$401 ;
-  assign \$415  = \$413 ;
-  assign \$418  = \$416 ;
-  assign \$421  = \$419 ;
-  assign \$427  = \$425 ;
-  assign \$433  = \$431 ;
-  assign \$439  = \$437 ;
-  assign \$451  = \$449 ;
-  assign \$454  = \$452 ;
-  assign \$457  = \$455 ;
-  assign \$610  = s9_dtype[1];
+  assign \$355  = \$354 [0];
+  assign \$362  = s4_dtype[1];
+  assign \$368  = s4_dtype[1];
+  assign \$374  = s4_dtype[1];
+  assign \$377  = \$376 [0];
+  assign \$386  = \$384 ;
+  assign \$392  = \$390 ;
+  assign \$398  = \$396 ;
+  assign \$410  = \$408 ;
+  assign \$413  = \$411 ;
+  assign \$416  = \$414 ;
+  assign \$422  = \$420 ;
+  assign \$428  = \$426 ;
+  assign \$434  = \$432 ;
+  assign \$446  = \$444 ;
+  assign \$449  = \$447 ;
+  assign \$452  = \$450 ;
+  assign \$605  = s9_dtype[1];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane0.minmax (rst, valid, is_max, pass_a, \port$993$0 , \port$994$0 , a, b, dtype, clk);
+module \ace_alu_array_small.array.lane0.minmax (rst, valid, is_max, pass_a, \port$988$0 , \port$989$0 , a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$5  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -5385,10 +5375,10 @@ module \ace_alu_array_small.array.lane0.minmax (rst, valid, is_max, pass_a, \por
   input pass_a;
   wire pass_a;
   wire [31:0] picked;
-  output [15:0] \port$993$0 ;
-  wire [15:0] \port$993$0 ;
-  output [15:0] \port$994$0 ;
-  wire [15:0] \port$994$0 ;
+  output [15:0] \port$988$0 ;
+  wire [15:0] \port$988$0 ;
+  output [15:0] \port$989$0 ;
+  wire [15:0] \port$989$0 ;
   reg [31:0] r_a = 32'd0;
   reg r_a_any_lo = 1'h0;
   reg r_a_e5_hi = 1'h0;
@@ -6223,14 +6213,14 @@ module \ace_alu_array_small.array.lane0.minmax (rst, valid, is_max, pass_a, \por
   end
   assign picked = { \$220 , \$219  };
   assign result = { \$222 , \$221  };
-  assign \port$993$0  = \$221 ;
-  assign \port$994$0  = \$222 ;
+  assign \port$988$0  = \$221 ;
+  assign \port$989$0  = \$222 ;
   assign \$209  = r_a[15];
   assign \$141  = r_a[31];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane1 (rst, valid, \result$73 , a, b, \port$3969$256 , clk);
+module \ace_alu_array_small.array.lane1 (rst, valid, \result$73 , a, b, \port$3949$256 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$6  = 0;
   wire \$1 ;
   reg [1:0] \$10 ;
@@ -6379,8 +6369,8 @@ module \ace_alu_array_small.array.lane1 (rst, valid, \result$73 , a, b, \port$39
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
   wire pass_a;
-  input [3:0] \port$3969$256 ;
-  wire [3:0] \port$3969$256 ;
+  input [3:0] \port$3949$256 ;
+  wire [3:0] \port$3949$256 ;
   wire [31:0] result;
   output [31:0] \result$73 ;
   wire [31:0] \result$73 ;
@@ -6486,8 +6476,8 @@ module \ace_alu_array_small.array.lane1 (rst, valid, \result$73 , a, b, \port$39
     d12_valid <= \$59 ;
   assign \$1  = | s0_op;
   assign \$2  = d2_minmax ? { \$61 , \$60  } : d2_simple;
-  assign is_max = \port$3969$256 [1:0] == 1'h1;
-  assign pass_a = \port$3969$256 [1:0] == 2'h3;
+  assign is_max = \port$3949$256 [1:0] == 1'h1;
+  assign pass_a = \port$3949$256 [1:0] == 2'h3;
   assign \$3  = s0_a + s0_b;
   assign \$4  = | s0_op;
   assign \$5  = ~ \$4 ;
@@ -6526,7 +6516,7 @@ module \ace_alu_array_small.array.lane1 (rst, valid, \result$73 , a, b, \port$39
     .a(a),
     .b(b),
     .clk(clk),
-    .dtype(\port$3969$256 [3:2]),
+    .dtype(\port$3949$256 [3:2]),
     .result(\result$74 ),
     .rst(rst),
     .valid(valid)
@@ -6535,11 +6525,11 @@ module \ace_alu_array_small.array.lane1 (rst, valid, \result$73 , a, b, \port$39
     .a(a),
     .b(b),
     .clk(clk),
-    .dtype(\port$3969$256 [3:2]),
+    .dtype(\port$3949$256 [3:2]),
     .is_max(is_max),
     .pass_a(pass_a),
-    .\port$1978$0 (\$60 ),
-    .\port$1979$0 (\$61 ),
+    .\port$1968$0 (\$60 ),
+    .\port$1969$0 (\$61 ),
     .rst(rst),
     .valid(valid)
   );
@@ -6919,14 +6909,14 @@ module \ace_alu_array_small.array.lane1 (rst, valid, \result$73 , a, b, \port$39
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$9  = \port$3969$256 [1:0];
+    \$9  = \port$3949$256 [1:0];
     if (rst) begin
       \$9  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$10  = \port$3969$256 [3:2];
+    \$10  = \port$3949$256 [3:2];
     if (rst) begin
       \$10  = 2'h0;
     end
@@ -7022,16 +7012,16 @@ module \ace_alu_array_small.array.lane1 (rst, valid, \result$73 , a, b, \port$39
       \$20  = 32'd0;
     end
   end
-  assign op = \port$3969$256 [1:0];
-  assign dtype = \port$3969$256 [3:2];
+  assign op = \port$3949$256 [1:0];
+  assign dtype = \port$3949$256 [3:2];
   assign direct = \$3 [31:0];
   assign result = { \$61 , \$60  };
   assign \a$63  = a;
   assign \b$64  = b;
-  assign \dtype$65  = \port$3969$256 [3:2];
+  assign \dtype$65  = \port$3949$256 [3:2];
   assign \a$66  = a;
   assign \b$67  = b;
-  assign \dtype$68  = \port$3969$256 [3:2];
+  assign \dtype$68  = \port$3949$256 [3:2];
   assign \valid$71  = valid;
   assign \valid$72  = valid;
 endmodule
@@ -7296,151 +7286,151 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
   wire \$328 ;
   wire \$329 ;
   wire \$33 ;
-  wire \$330 ;
-  wire \$331 ;
-  wire \$332 ;
-  wire \$333 ;
+  wire [31:0] \$330 ;
+  wire [15:0] \$331 ;
+  wire [15:0] \$332 ;
+  wire [31:0] \$333 ;
   wire \$334 ;
-  wire [31:0] \$335 ;
-  wire [15:0] \$336 ;
-  wire [15:0] \$337 ;
-  wire [31:0] \$338 ;
-  wire \$339 ;
+  wire \$335 ;
+  wire \$336 ;
+  wire \$337 ;
+  wire [15:0] \$338 ;
+  wire [15:0] \$339 ;
   wire \$34 ;
-  wire \$340 ;
+  wire [15:0] \$340 ;
   wire \$341 ;
-  wire \$342 ;
+  wire [15:0] \$342 ;
   wire [15:0] \$343 ;
   wire [15:0] \$344 ;
-  wire [15:0] \$345 ;
-  wire \$346 ;
+  wire \$345 ;
+  wire [15:0] \$346 ;
   wire [15:0] \$347 ;
   wire [15:0] \$348 ;
-  wire [15:0] \$349 ;
+  wire \$349 ;
   wire \$35 ;
   wire \$350 ;
-  wire [15:0] \$351 ;
-  wire [15:0] \$352 ;
+  wire \$351 ;
+  wire \$352 ;
   wire [15:0] \$353 ;
-  wire \$354 ;
+  wire [15:0] \$354 ;
   wire \$355 ;
   wire \$356 ;
   wire \$357 ;
   wire [15:0] \$358 ;
   wire [15:0] \$359 ;
   wire \$36 ;
-  wire \$360 ;
+  wire [15:0] \$360 ;
   wire \$361 ;
   wire \$362 ;
-  wire [15:0] \$363 ;
+  wire \$363 ;
   wire [15:0] \$364 ;
   wire [15:0] \$365 ;
-  wire \$366 ;
+  wire [15:0] \$366 ;
   wire \$367 ;
   wire \$368 ;
-  wire [15:0] \$369 ;
+  wire \$369 ;
   wire \$37 ;
-  wire [15:0] \$370 ;
-  wire [15:0] \$371 ;
+  wire \$370 ;
+  wire \$371 ;
   wire \$372 ;
   wire \$373 ;
   wire \$374 ;
   wire \$375 ;
-  wire \$376 ;
+  wire [15:0] \$376 ;
   wire \$377 ;
   wire \$378 ;
   wire \$379 ;
   wire \$38 ;
-  wire \$380 ;
+  wire [15:0] \$380 ;
   wire [15:0] \$381 ;
-  wire \$382 ;
-  wire \$383 ;
+  wire [15:0] \$382 ;
+  wire [31:0] \$383 ;
   wire \$384 ;
-  wire [15:0] \$385 ;
-  wire [15:0] \$386 ;
-  wire [15:0] \$387 ;
-  wire [31:0] \$388 ;
-  wire \$389 ;
+  wire \$385 ;
+  wire \$386 ;
+  wire [1:0] \$387 ;
+  wire [1:0] \$388 ;
+  wire [1:0] \$389 ;
   wire \$39 ;
   wire \$390 ;
   wire \$391 ;
-  wire [1:0] \$392 ;
+  wire \$392 ;
   wire [1:0] \$393 ;
   wire [1:0] \$394 ;
-  wire \$395 ;
+  wire [1:0] \$395 ;
   wire \$396 ;
   wire \$397 ;
-  wire [1:0] \$398 ;
+  wire \$398 ;
   wire [1:0] \$399 ;
   wire \$4 ;
   wire \$40 ;
   wire [1:0] \$400 ;
-  wire \$401 ;
-  wire \$402 ;
-  wire \$403 ;
+  wire [1:0] \$401 ;
+  wire [1:0] \$402 ;
+  wire [1:0] \$403 ;
   wire [1:0] \$404 ;
   wire [1:0] \$405 ;
   wire [1:0] \$406 ;
   wire [1:0] \$407 ;
-  wire [1:0] \$408 ;
-  wire [1:0] \$409 ;
+  wire \$408 ;
+  wire \$409 ;
   wire [7:0] \$41 ;
-  wire [1:0] \$410 ;
-  wire [1:0] \$411 ;
-  wire [1:0] \$412 ;
+  wire \$410 ;
+  wire \$411 ;
+  wire \$412 ;
   wire \$413 ;
   wire \$414 ;
   wire \$415 ;
   wire \$416 ;
-  wire \$417 ;
-  wire \$418 ;
-  wire \$419 ;
+  wire [1:0] \$417 ;
+  wire [1:0] \$418 ;
+  wire [1:0] \$419 ;
   wire \$42 ;
   wire \$420 ;
   wire \$421 ;
-  wire [1:0] \$422 ;
+  wire \$422 ;
   wire [1:0] \$423 ;
   wire [1:0] \$424 ;
-  wire \$425 ;
+  wire [1:0] \$425 ;
   wire \$426 ;
   wire \$427 ;
-  wire [1:0] \$428 ;
+  wire \$428 ;
   wire [1:0] \$429 ;
   wire \$43 ;
   wire [1:0] \$430 ;
-  wire \$431 ;
+  wire [1:0] \$431 ;
   wire \$432 ;
   wire \$433 ;
-  wire [1:0] \$434 ;
+  wire \$434 ;
   wire [1:0] \$435 ;
   wire [1:0] \$436 ;
-  wire \$437 ;
-  wire \$438 ;
-  wire \$439 ;
+  wire [1:0] \$437 ;
+  wire [1:0] \$438 ;
+  wire [1:0] \$439 ;
   wire \$44 ;
   wire [1:0] \$440 ;
   wire [1:0] \$441 ;
   wire [1:0] \$442 ;
   wire [1:0] \$443 ;
-  wire [1:0] \$444 ;
-  wire [1:0] \$445 ;
-  wire [1:0] \$446 ;
-  wire [1:0] \$447 ;
-  wire [1:0] \$448 ;
+  wire \$444 ;
+  wire \$445 ;
+  wire \$446 ;
+  wire \$447 ;
+  wire \$448 ;
   wire \$449 ;
   wire \$45 ;
   wire \$450 ;
   wire \$451 ;
   wire \$452 ;
-  wire \$453 ;
-  wire \$454 ;
-  wire \$455 ;
+  wire [1:0] \$453 ;
+  wire [1:0] \$454 ;
+  wire [1:0] \$455 ;
   wire \$456 ;
   wire \$457 ;
-  wire [1:0] \$458 ;
-  wire [1:0] \$459 ;
+  wire \$458 ;
+  wire \$459 ;
   wire \$46 ;
-  wire [1:0] \$460 ;
+  wire \$460 ;
   wire \$461 ;
   wire \$462 ;
   wire \$463 ;
@@ -7453,158 +7443,158 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
   wire \$47 ;
   wire \$470 ;
   wire \$471 ;
-  wire \$472 ;
-  wire \$473 ;
+  wire [3:0] \$472 ;
+  wire [4:0] \$473 ;
   wire \$474 ;
-  wire \$475 ;
-  wire \$476 ;
-  wire [3:0] \$477 ;
-  wire [4:0] \$478 ;
-  wire \$479 ;
+  wire [3:0] \$475 ;
+  wire [4:0] \$476 ;
+  wire [15:0] \$477 ;
+  wire \$478 ;
+  wire [3:0] \$479 ;
   wire \$48 ;
-  wire [3:0] \$480 ;
-  wire [4:0] \$481 ;
+  wire [4:0] \$480 ;
+  wire [15:0] \$481 ;
   wire [15:0] \$482 ;
   wire \$483 ;
   wire [3:0] \$484 ;
   wire [4:0] \$485 ;
-  wire [15:0] \$486 ;
-  wire [15:0] \$487 ;
-  wire \$488 ;
-  wire [3:0] \$489 ;
+  wire \$486 ;
+  wire \$487 ;
+  wire [3:0] \$488 ;
+  wire [4:0] \$489 ;
   wire [7:0] \$49 ;
-  wire [4:0] \$490 ;
+  wire [15:0] \$490 ;
   wire \$491 ;
-  wire \$492 ;
-  wire [3:0] \$493 ;
-  wire [4:0] \$494 ;
+  wire [3:0] \$492 ;
+  wire [4:0] \$493 ;
+  wire \$494 ;
   wire [15:0] \$495 ;
-  wire \$496 ;
-  wire [3:0] \$497 ;
-  wire [4:0] \$498 ;
-  wire \$499 ;
+  wire [15:0] \$496 ;
+  wire \$497 ;
+  wire [3:0] \$498 ;
+  wire [4:0] \$499 ;
   wire \$5 ;
   wire \$50 ;
-  wire [15:0] \$500 ;
+  wire \$500 ;
   wire [15:0] \$501 ;
-  wire \$502 ;
-  wire [3:0] \$503 ;
-  wire [4:0] \$504 ;
-  wire \$505 ;
-  wire [15:0] \$506 ;
-  wire [15:0] \$507 ;
+  wire [15:0] \$502 ;
+  wire [15:0] \$503 ;
+  wire \$504 ;
+  wire [3:0] \$505 ;
+  wire [4:0] \$506 ;
+  wire \$507 ;
   wire [15:0] \$508 ;
-  wire \$509 ;
+  wire [15:0] \$509 ;
   wire \$51 ;
-  wire [3:0] \$510 ;
-  wire [4:0] \$511 ;
+  wire [15:0] \$510 ;
+  wire \$511 ;
   wire \$512 ;
-  wire [15:0] \$513 ;
-  wire [15:0] \$514 ;
-  wire [15:0] \$515 ;
+  wire \$513 ;
+  wire \$514 ;
+  wire \$515 ;
   wire \$516 ;
   wire \$517 ;
   wire \$518 ;
   wire \$519 ;
   wire \$52 ;
-  wire \$520 ;
-  wire \$521 ;
+  wire [3:0] \$520 ;
+  wire [4:0] \$521 ;
   wire \$522 ;
-  wire \$523 ;
-  wire \$524 ;
-  wire [3:0] \$525 ;
-  wire [4:0] \$526 ;
-  wire \$527 ;
-  wire [3:0] \$528 ;
-  wire [4:0] \$529 ;
+  wire [3:0] \$523 ;
+  wire [4:0] \$524 ;
+  wire [15:0] \$525 ;
+  wire [15:0] \$526 ;
+  wire [15:0] \$527 ;
+  wire [15:0] \$528 ;
+  wire [15:0] \$529 ;
   wire \$53 ;
   wire [15:0] \$530 ;
   wire [15:0] \$531 ;
-  wire [15:0] \$532 ;
+  wire \$532 ;
   wire [15:0] \$533 ;
   wire [15:0] \$534 ;
   wire [15:0] \$535 ;
-  wire [15:0] \$536 ;
-  wire \$537 ;
-  wire [15:0] \$538 ;
+  wire \$536 ;
+  wire [15:0] \$537 ;
+  wire \$538 ;
   wire [15:0] \$539 ;
   wire \$54 ;
   wire [15:0] \$540 ;
   wire \$541 ;
   wire [15:0] \$542 ;
-  wire \$543 ;
+  wire [15:0] \$543 ;
   wire [15:0] \$544 ;
-  wire [15:0] \$545 ;
-  wire \$546 ;
+  wire \$545 ;
+  wire [15:0] \$546 ;
   wire [15:0] \$547 ;
   wire [15:0] \$548 ;
-  wire [15:0] \$549 ;
+  wire \$549 ;
   wire \$55 ;
-  wire \$550 ;
-  wire [15:0] \$551 ;
+  wire [15:0] \$550 ;
+  wire \$551 ;
   wire [15:0] \$552 ;
   wire [15:0] \$553 ;
   wire \$554 ;
   wire [15:0] \$555 ;
-  wire \$556 ;
+  wire [15:0] \$556 ;
   wire [15:0] \$557 ;
-  wire [15:0] \$558 ;
-  wire \$559 ;
+  wire \$558 ;
+  wire [15:0] \$559 ;
   wire \$56 ;
   wire [15:0] \$560 ;
   wire [15:0] \$561 ;
   wire [15:0] \$562 ;
   wire \$563 ;
   wire [15:0] \$564 ;
-  wire [15:0] \$565 ;
+  wire \$565 ;
   wire [15:0] \$566 ;
   wire [15:0] \$567 ;
   wire \$568 ;
   wire [15:0] \$569 ;
   wire \$57 ;
-  wire \$570 ;
+  wire [15:0] \$570 ;
   wire [15:0] \$571 ;
-  wire [15:0] \$572 ;
-  wire \$573 ;
+  wire \$572 ;
+  wire [15:0] \$573 ;
   wire [15:0] \$574 ;
   wire [15:0] \$575 ;
   wire [15:0] \$576 ;
-  wire \$577 ;
-  wire [15:0] \$578 ;
-  wire [15:0] \$579 ;
+  wire [9:0] \$577 ;
+  wire [10:0] \$578 ;
+  wire [9:0] \$579 ;
   wire \$58 ;
-  wire [15:0] \$580 ;
-  wire [15:0] \$581 ;
-  wire [9:0] \$582 ;
-  wire [10:0] \$583 ;
-  wire [9:0] \$584 ;
-  wire [10:0] \$585 ;
-  wire \$586 ;
-  wire [7:0] \$587 ;
-  wire \$588 ;
-  wire [4:0] \$589 ;
+  wire [10:0] \$580 ;
+  wire \$581 ;
+  wire [7:0] \$582 ;
+  wire \$583 ;
+  wire [4:0] \$584 ;
+  wire [7:0] \$585 ;
+  wire [14:0] \$586 ;
+  wire \$587 ;
+  wire [4:0] \$588 ;
+  wire [7:0] \$589 ;
   wire \$59 ;
-  wire [7:0] \$590 ;
-  wire [14:0] \$591 ;
+  wire [14:0] \$590 ;
+  wire [30:0] \$591 ;
   wire \$592 ;
-  wire [4:0] \$593 ;
+  wire \$593 ;
   wire [7:0] \$594 ;
-  wire [14:0] \$595 ;
-  wire [30:0] \$596 ;
-  wire \$597 ;
-  wire \$598 ;
-  wire [7:0] \$599 ;
+  wire \$595 ;
+  wire [4:0] \$596 ;
+  wire [7:0] \$597 ;
+  wire [14:0] \$598 ;
+  wire \$599 ;
   wire \$6 ;
   wire \$60 ;
-  wire \$600 ;
-  wire [4:0] \$601 ;
-  wire [7:0] \$602 ;
-  wire [14:0] \$603 ;
+  wire [4:0] \$600 ;
+  wire [7:0] \$601 ;
+  wire [14:0] \$602 ;
+  wire [30:0] \$603 ;
   wire \$604 ;
-  wire [4:0] \$605 ;
-  wire [7:0] \$606 ;
-  wire [14:0] \$607 ;
-  wire [30:0] \$608 ;
+  wire \$605 ;
+  wire \$606 ;
+  wire \$607 ;
+  wire \$608 ;
   wire \$609 ;
   wire \$61 ;
   wire \$610 ;
@@ -7629,51 +7619,51 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
   wire \$628 ;
   wire \$629 ;
   wire [7:0] \$63 ;
-  wire \$630 ;
+  wire [14:0] \$630 ;
   wire \$631 ;
-  wire \$632 ;
+  wire [14:0] \$632 ;
   wire \$633 ;
-  wire \$634 ;
-  wire [14:0] \$635 ;
+  wire [15:0] \$634 ;
+  wire \$635 ;
   wire \$636 ;
   wire [14:0] \$637 ;
   wire \$638 ;
-  wire [15:0] \$639 ;
+  wire [14:0] \$639 ;
   wire \$64 ;
   wire \$640 ;
-  wire \$641 ;
-  wire [14:0] \$642 ;
+  wire [15:0] \$641 ;
+  wire \$642 ;
   wire \$643 ;
-  wire [14:0] \$644 ;
+  wire \$644 ;
   wire \$645 ;
-  wire [15:0] \$646 ;
+  wire \$646 ;
   wire \$647 ;
   wire \$648 ;
   wire \$649 ;
   wire \$65 ;
-  wire \$650 ;
+  wire [15:0] \$650 ;
   wire \$651 ;
   wire \$652 ;
   wire \$653 ;
   wire \$654 ;
-  wire [15:0] \$655 ;
+  wire \$655 ;
   wire \$656 ;
-  wire \$657 ;
-  wire \$658 ;
+  wire [15:0] \$657 ;
+  wire [15:0] \$658 ;
   wire \$659 ;
   wire \$66 ;
   wire \$660 ;
   wire \$661 ;
-  wire [15:0] \$662 ;
-  wire [15:0] \$663 ;
+  wire \$662 ;
+  wire \$663 ;
   wire \$664 ;
-  wire \$665 ;
+  wire [15:0] \$665 ;
   wire \$666 ;
   wire \$667 ;
   wire \$668 ;
   wire \$669 ;
   wire [7:0] \$67 ;
-  wire [15:0] \$670 ;
+  wire [14:0] \$670 ;
   wire \$671 ;
   wire \$672 ;
   wire \$673 ;
@@ -7687,134 +7677,134 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
   wire [14:0] \$680 ;
   wire \$681 ;
   wire \$682 ;
-  wire \$683 ;
+  wire [14:0] \$683 ;
   wire \$684 ;
-  wire [14:0] \$685 ;
-  wire \$686 ;
-  wire \$687 ;
-  wire [14:0] \$688 ;
-  wire \$689 ;
+  wire [34:0] \$685 ;
+  reg [31:0] \$686 ;
+  reg [31:0] \$687 ;
+  reg [1:0] \$688 ;
+  reg \$689 ;
   wire \$69 ;
-  wire [34:0] \$690 ;
-  reg [31:0] \$691 ;
-  reg [31:0] \$692 ;
-  reg [1:0] \$693 ;
-  reg \$694 ;
-  reg \$695 ;
-  reg \$696 ;
-  reg [1:0] \$697 ;
-  reg [31:0] \$698 ;
-  reg [7:0] \$699 ;
+  reg \$690 ;
+  reg \$691 ;
+  reg [1:0] \$692 ;
+  reg [31:0] \$693 ;
+  reg [7:0] \$694 ;
+  reg [10:0] \$695 ;
+  reg [10:0] \$696 ;
+  reg [31:0] \$697 ;
+  reg [7:0] \$698 ;
+  reg [10:0] \$699 ;
   wire \$7 ;
   wire \$70 ;
   reg [10:0] \$700 ;
-  reg [10:0] \$701 ;
-  reg [31:0] \$702 ;
-  reg [7:0] \$703 ;
-  reg [10:0] \$704 ;
-  reg [10:0] \$705 ;
+  reg \$701 ;
+  reg \$702 ;
+  reg \$703 ;
+  reg \$704 ;
+  reg \$705 ;
   reg \$706 ;
   reg \$707 ;
-  reg \$708 ;
-  reg \$709 ;
+  reg [1:0] \$708 ;
+  reg [31:0] \$709 ;
   wire \$71 ;
-  reg \$710 ;
-  reg \$711 ;
-  reg \$712 ;
-  reg [1:0] \$713 ;
-  reg [31:0] \$714 ;
-  reg [31:0] \$715 ;
+  reg [31:0] \$710 ;
+  reg [10:0] \$711 ;
+  reg [10:0] \$712 ;
+  reg \$713 ;
+  reg \$714 ;
+  reg [10:0] \$715 ;
   reg [10:0] \$716 ;
-  reg [10:0] \$717 ;
-  reg \$718 ;
-  reg \$719 ;
+  reg [7:0] \$717 ;
+  reg [7:0] \$718 ;
+  reg [7:0] \$719 ;
   wire \$72 ;
-  reg [10:0] \$720 ;
-  reg [10:0] \$721 ;
-  reg [7:0] \$722 ;
-  reg [7:0] \$723 ;
-  reg [7:0] \$724 ;
-  reg [7:0] \$725 ;
-  reg [1:0] \$726 ;
-  reg [4:0] \$727 ;
-  reg \$728 ;
-  reg [13:0] \$729 ;
+  reg [7:0] \$720 ;
+  reg [1:0] \$721 ;
+  reg [4:0] \$722 ;
+  reg \$723 ;
+  reg [13:0] \$724 ;
+  reg [4:0] \$725 ;
+  reg \$726 ;
+  reg [13:0] \$727 ;
+  reg [31:0] \$728 ;
+  reg [31:0] \$729 ;
   wire \$73 ;
-  reg [4:0] \$730 ;
-  reg \$731 ;
-  reg [13:0] \$732 ;
-  reg [31:0] \$733 ;
-  reg [31:0] \$734 ;
-  reg [1:0] \$735 ;
-  reg [31:0] \$736 ;
-  reg \$737 ;
-  reg \$738 ;
-  reg [13:0] \$739 ;
+  reg [1:0] \$730 ;
+  reg [31:0] \$731 ;
+  reg \$732 ;
+  reg \$733 ;
+  reg [13:0] \$734 ;
+  reg [13:0] \$735 ;
+  reg [4:0] \$736 ;
+  reg [4:0] \$737 ;
+  reg [31:0] \$738 ;
+  reg \$739 ;
   wire \$74 ;
-  reg [13:0] \$740 ;
-  reg [4:0] \$741 ;
-  reg [4:0] \$742 ;
-  reg [31:0] \$743 ;
-  reg \$744 ;
-  reg \$745 ;
-  reg [31:0] \$746 ;
-  reg [1:0] \$747 ;
-  reg [13:0] \$748 ;
-  reg [13:0] \$749 ;
+  reg \$740 ;
+  reg [31:0] \$741 ;
+  reg [1:0] \$742 ;
+  reg [13:0] \$743 ;
+  reg [13:0] \$744 ;
+  reg [31:0] \$745 ;
+  reg [32:0] \$746 ;
+  reg [32:0] \$747 ;
+  reg \$748 ;
+  reg [1:0] \$749 ;
   wire [7:0] \$75 ;
-  reg [31:0] \$750 ;
-  reg [32:0] \$751 ;
-  reg [32:0] \$752 ;
-  reg \$753 ;
+  reg [13:0] \$750 ;
+  reg [13:0] \$751 ;
+  reg [31:0] \$752 ;
+  reg [31:0] \$753 ;
   reg [1:0] \$754 ;
-  reg [13:0] \$755 ;
+  reg [31:0] \$755 ;
   reg [13:0] \$756 ;
-  reg [31:0] \$757 ;
-  reg [31:0] \$758 ;
-  reg [1:0] \$759 ;
+  reg [13:0] \$757 ;
+  reg [3:0] \$758 ;
+  reg [3:0] \$759 ;
   wire \$76 ;
-  reg [31:0] \$760 ;
-  reg [13:0] \$761 ;
-  reg [13:0] \$762 ;
-  reg [3:0] \$763 ;
-  reg [3:0] \$764 ;
-  reg \$765 ;
-  reg \$766 ;
-  reg \$767 ;
-  reg [1:0] \$768 ;
-  reg [13:0] \$769 ;
+  reg \$760 ;
+  reg \$761 ;
+  reg \$762 ;
+  reg [1:0] \$763 ;
+  reg [13:0] \$764 ;
+  reg [13:0] \$765 ;
+  reg [31:0] \$766 ;
+  reg [4:0] \$767 ;
+  reg [4:0] \$768 ;
+  reg [1:0] \$769 ;
   wire \$77 ;
   reg [13:0] \$770 ;
-  reg [31:0] \$771 ;
-  reg [4:0] \$772 ;
-  reg [4:0] \$773 ;
-  reg [1:0] \$774 ;
-  reg [13:0] \$775 ;
-  reg [13:0] \$776 ;
-  reg [31:0] \$777 ;
-  reg [1:0] \$778 ;
-  reg [32:0] \$779 ;
+  reg [13:0] \$771 ;
+  reg [31:0] \$772 ;
+  reg [1:0] \$773 ;
+  reg [32:0] \$774 ;
+  reg \$775 ;
+  reg \$776 ;
+  reg \$777 ;
+  reg \$778 ;
+  reg [15:0] \$779 ;
   wire \$78 ;
   reg \$780 ;
   reg \$781 ;
-  reg \$782 ;
-  reg \$783 ;
-  reg [15:0] \$784 ;
+  reg [15:0] \$782 ;
+  reg [1:0] \$783 ;
+  reg \$784 ;
   reg \$785 ;
   reg \$786 ;
-  reg [15:0] \$787 ;
-  reg [1:0] \$788 ;
-  reg \$789 ;
+  reg \$787 ;
+  reg [15:0] \$788 ;
+  reg [15:0] \$789 ;
   wire \$79 ;
-  reg \$790 ;
+  reg [31:0] \$790 ;
   reg \$791 ;
   reg \$792 ;
-  reg [15:0] \$793 ;
-  reg [15:0] \$794 ;
-  reg [31:0] \$795 ;
+  reg [31:0] \$793 ;
+  reg \$794 ;
+  reg \$795 ;
   reg \$796 ;
   reg \$797 ;
-  reg [31:0] \$798 ;
+  reg \$798 ;
   reg \$799 ;
   wire \$8 ;
   wire \$80 ;
@@ -7823,11 +7813,6 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
   reg \$802 ;
   reg \$803 ;
   reg \$804 ;
-  reg \$805 ;
-  reg \$806 ;
-  reg \$807 ;
-  reg \$808 ;
-  reg \$809 ;
   wire \$81 ;
   wire \$82 ;
   wire \$83 ;
@@ -8173,10 +8158,6 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
   reg s9_valid = 1'h1;
   input valid;
   wire valid;
-  assign \$192  = \$191  & s2_d_ba_lo[4];
-  assign \$193  = \$189  | \$192 ;
-  assign \$194  = \$193  ? 4'hf : 4'h0;
-  assign \$195  = s2_d_ba_lo[3:0] | \$194 ;
   assign \$196  = | s2_d_ba_lo[7:5];
   assign \$197  = ~ s2_dtype[1];
   assign \$199  = \$198  & s2_d_ba_lo[4];
@@ -8305,596 +8286,591 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
   assign \$325  = \$323  & \$324 ;
   assign \$326  = s3_shift_lo[4:2] > 3'h6;
   assign \$327  = \$325  & \$326 ;
-  assign \$328  = ~ s3_dtype[1];
-  assign \$329  = | s3_y[31:28];
-  assign \$330  = \$328  & \$329 ;
-  assign \$331  = s3_shift_lo[4:2] > 3'h7;
-  assign \$332  = \$330  & \$331 ;
-  assign \$333  = | { \$332 , \$327 , \$322 , \$317 , \$312 , \$309 , \$306 , \$303  };
-  assign \$334  = ~ s3_dtype[1];
-  assign \$335  = 32'd2147483648 >> s3_slot_hi[10:2];
-  assign \$336  = 16'h8000 >> s3_slot_lo[10:2];
-  assign \$337  = 16'h8000 >> s3_slot_hi[10:2];
-  assign \$338  = s3_dtype[1] ? { \$337 , \$336  } : \$335 ;
-  assign \$339  = ~ s4_dtype[1];
-  assign \$340  = \$339  | s4_sub_hi;
+  assign \$328  = | { \$327 , \$322 , \$317 , \$312 , \$309 , \$306 , \$303  };
+  assign \$329  = ~ s3_dtype[1];
+  assign \$330  = 32'd2147483648 >> s3_slot_hi[10:2];
+  assign \$331  = 16'h8000 >> s3_slot_lo[10:2];
+  assign \$332  = 16'h8000 >> s3_slot_hi[10:2];
+  assign \$333  = s3_dtype[1] ? { \$332 , \$331  } : \$330 ;
+  assign \$334  = ~ s4_dtype[1];
+  assign \$335  = \$334  | s4_sub_hi;
+  assign \$336  = ~ s4_dtype[1];
+  assign \$337  = ~ s4_dtype[1];
+  assign \$338  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$339  = s4_shift_lo[1] ? \$338  : s4_y[15:0];
+  assign \$340  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
   assign \$341  = ~ s4_dtype[1];
-  assign \$342  = ~ s4_dtype[1];
-  assign \$343  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
-  assign \$344  = s4_shift_lo[1] ? \$343  : s4_y[15:0];
-  assign \$345  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
-  assign \$346  = ~ s4_dtype[1];
-  assign \$347  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
-  assign \$348  = s4_shift_lo[1] ? \$347  : s4_y[15:0];
-  assign \$349  = s4_dtype[1] ? { 1'h0, \$348 [15:1] } : { \$345 [0], \$344 [15:1] };
-  assign \$350  = ~ s4_dtype[1];
-  assign \$351  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
-  assign \$352  = s4_shift_lo[1] ? \$351  : s4_y[15:0];
-  assign \$353  = s4_shift_lo[0] ? \$349  : \$352 ;
-  assign \$354  = | s4_y[1:0];
-  assign \$355  = s4_shift_lo[1] & \$354 ;
-  assign \$356  = s4_sticky_lo | \$355 ;
-  assign \$357  = ~ s4_dtype[1];
-  assign \$358  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
-  assign \$359  = s4_shift_lo[1] ? \$358  : s4_y[15:0];
-  assign \$361  = s4_shift_lo[0] & \$360 ;
-  assign \$362  = \$356  | \$361 ;
-  assign \$363  = \$353  | { 15'h0000, \$362  };
-  assign \$364  = s4_sub_lo ? 16'hffff : 16'h0000;
-  assign \$365  = \$363  ^ \$364 ;
-  assign \$366  = ~ s4_dtype[1];
-  assign \$368  = \$367  & s4_sub_hi;
-  assign \$369  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
-  assign \$370  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
-  assign \$371  = s4_shift_hi[0] ? { 1'h0, \$369 [15:1] } : \$370 ;
-  assign \$372  = ~ s4_dtype[1];
-  assign \$374  = s4_shift_hi[1] & \$373 ;
-  assign \$375  = | s4_y[17:16];
-  assign \$376  = \$374  & \$375 ;
-  assign \$377  = s4_sticky_hi | \$376 ;
-  assign \$378  = ~ s4_dtype[1];
-  assign \$380  = s4_shift_hi[0] & \$379 ;
-  assign \$381  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
-  assign \$383  = \$380  & \$382 ;
-  assign \$384  = \$377  | \$383 ;
-  assign \$385  = \$371  | { 15'h0000, \$384  };
-  assign \$386  = s4_sub_hi ? 16'hffff : 16'h0000;
-  assign \$387  = \$385  ^ \$386 ;
-  assign \$388  = { \$690 [33:18], \$690 [16:1] } | s5_sentinel;
-  assign \$389  = | s6_marked[31:28];
-  assign \$390  = ~ \$389 ;
-  assign \$392  = s6_marked[29] ? 2'h2 : 2'h3;
-  assign \$393  = s6_marked[30] ? 2'h1 : \$392 ;
-  assign \$394  = s6_marked[31] ? 2'h0 : \$393 ;
-  assign \$395  = | s6_marked[27:24];
-  assign \$396  = ~ \$395 ;
-  assign \$398  = s6_marked[25] ? 2'h2 : 2'h3;
-  assign \$399  = s6_marked[26] ? 2'h1 : \$398 ;
-  assign \$400  = s6_marked[27] ? 2'h0 : \$399 ;
-  assign \$401  = | s6_marked[23:20];
-  assign \$402  = ~ \$401 ;
-  assign \$404  = s6_marked[21] ? 2'h2 : 2'h3;
-  assign \$405  = s6_marked[22] ? 2'h1 : \$404 ;
-  assign \$406  = s6_marked[23] ? 2'h0 : \$405 ;
-  assign \$407  = s6_marked[17] ? 2'h2 : 2'h3;
-  assign \$408  = s6_marked[18] ? 2'h1 : \$407 ;
-  assign \$409  = s6_marked[19] ? 2'h0 : \$408 ;
-  assign \$410  = \$403  ? \$406  : \$409 ;
-  assign \$411  = \$397  ? \$400  : \$410 ;
-  assign \$412  = \$391  ? \$394  : \$411 ;
-  assign \$413  = | s6_marked[31:28];
-  assign \$414  = ~ \$413 ;
-  assign \$416  = | s6_marked[27:24];
-  assign \$417  = ~ \$416 ;
-  assign \$419  = | s6_marked[23:20];
-  assign \$420  = ~ \$419 ;
-  assign \$422  = \$421  ? 2'h2 : 2'h3;
-  assign \$423  = \$418  ? 2'h1 : \$422 ;
-  assign \$424  = \$415  ? 2'h0 : \$423 ;
-  assign \$425  = | s6_marked[15:12];
-  assign \$426  = ~ \$425 ;
-  assign \$428  = s6_marked[13] ? 2'h2 : 2'h3;
-  assign \$429  = s6_marked[14] ? 2'h1 : \$428 ;
-  assign \$430  = s6_marked[15] ? 2'h0 : \$429 ;
-  assign \$431  = | s6_marked[11:8];
-  assign \$432  = ~ \$431 ;
-  assign \$434  = s6_marked[9] ? 2'h2 : 2'h3;
-  assign \$435  = s6_marked[10] ? 2'h1 : \$434 ;
-  assign \$436  = s6_marked[11] ? 2'h0 : \$435 ;
-  assign \$437  = | s6_marked[7:4];
-  assign \$438  = ~ \$437 ;
-  assign \$440  = s6_marked[5] ? 2'h2 : 2'h3;
-  assign \$441  = s6_marked[6] ? 2'h1 : \$440 ;
-  assign \$442  = s6_marked[7] ? 2'h0 : \$441 ;
-  assign \$443  = s6_marked[1] ? 2'h2 : 2'h3;
-  assign \$444  = s6_marked[2] ? 2'h1 : \$443 ;
-  assign \$445  = s6_marked[3] ? 2'h0 : \$444 ;
-  assign \$446  = \$439  ? \$442  : \$445 ;
-  assign \$447  = \$433  ? \$436  : \$446 ;
-  assign \$448  = \$427  ? \$430  : \$447 ;
-  assign \$449  = | s6_marked[15:12];
-  assign \$450  = ~ \$449 ;
-  assign \$452  = | s6_marked[11:8];
-  assign \$453  = ~ \$452 ;
-  assign \$455  = | s6_marked[7:4];
-  assign \$456  = ~ \$455 ;
-  assign \$458  = \$457  ? 2'h2 : 2'h3;
-  assign \$459  = \$454  ? 2'h1 : \$458 ;
-  assign \$460  = \$451  ? 2'h0 : \$459 ;
-  assign \$461  = | s6_marked[19:16];
+  assign \$342  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$343  = s4_shift_lo[1] ? \$342  : s4_y[15:0];
+  assign \$344  = s4_dtype[1] ? { 1'h0, \$343 [15:1] } : { \$340 [0], \$339 [15:1] };
+  assign \$345  = ~ s4_dtype[1];
+  assign \$346  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$347  = s4_shift_lo[1] ? \$346  : s4_y[15:0];
+  assign \$348  = s4_shift_lo[0] ? \$344  : \$347 ;
+  assign \$349  = | s4_y[1:0];
+  assign \$350  = s4_shift_lo[1] & \$349 ;
+  assign \$351  = s4_sticky_lo | \$350 ;
+  assign \$352  = ~ s4_dtype[1];
+  assign \$353  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$354  = s4_shift_lo[1] ? \$353  : s4_y[15:0];
+  assign \$356  = s4_shift_lo[0] & \$355 ;
+  assign \$357  = \$351  | \$356 ;
+  assign \$358  = \$348  | { 15'h0000, \$357  };
+  assign \$359  = s4_sub_lo ? 16'hffff : 16'h0000;
+  assign \$360  = \$358  ^ \$359 ;
+  assign \$361  = ~ s4_dtype[1];
+  assign \$363  = \$362  & s4_sub_hi;
+  assign \$364  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
+  assign \$365  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
+  assign \$366  = s4_shift_hi[0] ? { 1'h0, \$364 [15:1] } : \$365 ;
+  assign \$367  = ~ s4_dtype[1];
+  assign \$369  = s4_shift_hi[1] & \$368 ;
+  assign \$370  = | s4_y[17:16];
+  assign \$371  = \$369  & \$370 ;
+  assign \$372  = s4_sticky_hi | \$371 ;
+  assign \$373  = ~ s4_dtype[1];
+  assign \$375  = s4_shift_hi[0] & \$374 ;
+  assign \$376  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
+  assign \$378  = \$375  & \$377 ;
+  assign \$379  = \$372  | \$378 ;
+  assign \$380  = \$366  | { 15'h0000, \$379  };
+  assign \$381  = s4_sub_hi ? 16'hffff : 16'h0000;
+  assign \$382  = \$380  ^ \$381 ;
+  assign \$383  = { \$685 [33:18], \$685 [16:1] } | s5_sentinel;
+  assign \$384  = | s6_marked[31:28];
+  assign \$385  = ~ \$384 ;
+  assign \$387  = s6_marked[29] ? 2'h2 : 2'h3;
+  assign \$388  = s6_marked[30] ? 2'h1 : \$387 ;
+  assign \$389  = s6_marked[31] ? 2'h0 : \$388 ;
+  assign \$390  = | s6_marked[27:24];
+  assign \$391  = ~ \$390 ;
+  assign \$393  = s6_marked[25] ? 2'h2 : 2'h3;
+  assign \$394  = s6_marked[26] ? 2'h1 : \$393 ;
+  assign \$395  = s6_marked[27] ? 2'h0 : \$394 ;
+  assign \$396  = | s6_marked[23:20];
+  assign \$397  = ~ \$396 ;
+  assign \$399  = s6_marked[21] ? 2'h2 : 2'h3;
+  assign \$400  = s6_marked[22] ? 2'h1 : \$399 ;
+  assign \$401  = s6_marked[23] ? 2'h0 : \$400 ;
+  assign \$402  = s6_marked[17] ? 2'h2 : 2'h3;
+  assign \$403  = s6_marked[18] ? 2'h1 : \$402 ;
+  assign \$404  = s6_marked[19] ? 2'h0 : \$403 ;
+  assign \$405  = \$398  ? \$401  : \$404 ;
+  assign \$406  = \$392  ? \$395  : \$405 ;
+  assign \$407  = \$386  ? \$389  : \$406 ;
+  assign \$408  = | s6_marked[31:28];
+  assign \$409  = ~ \$408 ;
+  assign \$411  = | s6_marked[27:24];
+  assign \$412  = ~ \$411 ;
+  assign \$414  = | s6_marked[23:20];
+  assign \$415  = ~ \$414 ;
+  assign \$417  = \$416  ? 2'h2 : 2'h3;
+  assign \$418  = \$413  ? 2'h1 : \$417 ;
+  assign \$419  = \$410  ? 2'h0 : \$418 ;
+  assign \$420  = | s6_marked[15:12];
+  assign \$421  = ~ \$420 ;
+  assign \$423  = s6_marked[13] ? 2'h2 : 2'h3;
+  assign \$424  = s6_marked[14] ? 2'h1 : \$423 ;
+  assign \$425  = s6_marked[15] ? 2'h0 : \$424 ;
+  assign \$426  = | s6_marked[11:8];
+  assign \$427  = ~ \$426 ;
+  assign \$429  = s6_marked[9] ? 2'h2 : 2'h3;
+  assign \$430  = s6_marked[10] ? 2'h1 : \$429 ;
+  assign \$431  = s6_marked[11] ? 2'h0 : \$430 ;
+  assign \$432  = | s6_marked[7:4];
+  assign \$433  = ~ \$432 ;
+  assign \$435  = s6_marked[5] ? 2'h2 : 2'h3;
+  assign \$436  = s6_marked[6] ? 2'h1 : \$435 ;
+  assign \$437  = s6_marked[7] ? 2'h0 : \$436 ;
+  assign \$438  = s6_marked[1] ? 2'h2 : 2'h3;
+  assign \$439  = s6_marked[2] ? 2'h1 : \$438 ;
+  assign \$440  = s6_marked[3] ? 2'h0 : \$439 ;
+  assign \$441  = \$434  ? \$437  : \$440 ;
+  assign \$442  = \$428  ? \$431  : \$441 ;
+  assign \$443  = \$422  ? \$425  : \$442 ;
+  assign \$444  = | s6_marked[15:12];
+  assign \$445  = ~ \$444 ;
+  assign \$447  = | s6_marked[11:8];
+  assign \$448  = ~ \$447 ;
+  assign \$450  = | s6_marked[7:4];
+  assign \$451  = ~ \$450 ;
+  assign \$453  = \$452  ? 2'h2 : 2'h3;
+  assign \$454  = \$449  ? 2'h1 : \$453 ;
+  assign \$455  = \$446  ? 2'h0 : \$454 ;
+  assign \$456  = | s6_marked[19:16];
+  assign \$457  = ~ \$456 ;
+  assign \$458  = | s6_marked[23:20];
+  assign \$459  = ~ \$458 ;
+  assign \$460  = \$457  & \$459 ;
+  assign \$461  = | s6_marked[27:24];
   assign \$462  = ~ \$461 ;
-  assign \$463  = | s6_marked[23:20];
-  assign \$464  = ~ \$463 ;
-  assign \$465  = \$462  & \$464 ;
-  assign \$466  = | s6_marked[27:24];
-  assign \$467  = ~ \$466 ;
-  assign \$468  = \$465  & \$467 ;
-  assign \$469  = | s6_marked[31:28];
+  assign \$463  = \$460  & \$462 ;
+  assign \$464  = | s6_marked[31:28];
+  assign \$465  = ~ \$464 ;
+  assign \$466  = \$463  & \$465 ;
+  assign \$467  = | s6_sum[31:16];
+  assign \$468  = ~ \$467 ;
+  assign \$469  = | s6_sum[15:0];
   assign \$470  = ~ \$469 ;
-  assign \$471  = \$468  & \$470 ;
-  assign \$472  = | s6_sum[31:16];
-  assign \$473  = ~ \$472 ;
-  assign \$474  = | s6_sum[15:0];
-  assign \$475  = ~ \$474 ;
-  assign \$476  = ~ s7_dtype[1];
-  assign \$477  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$478  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$477  };
-  assign \$479  = ~ s7_dtype[1];
-  assign \$480  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$481  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$480  };
-  assign \$482  = \$481 [4] ? 16'h0000 : s7_sum[15:0];
+  assign \$471  = ~ s7_dtype[1];
+  assign \$472  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$473  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$472  };
+  assign \$474  = ~ s7_dtype[1];
+  assign \$475  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$476  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$475  };
+  assign \$477  = \$476 [4] ? 16'h0000 : s7_sum[15:0];
+  assign \$478  = ~ s7_dtype[1];
+  assign \$479  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$480  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$479  };
+  assign \$481  = \$480 [4] ? 16'h0000 : s7_sum[15:0];
+  assign \$482  = \$473 [3] ? { \$477 [7:0], 8'h00 } : \$481 ;
   assign \$483  = ~ s7_dtype[1];
   assign \$484  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$485  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$484  };
-  assign \$486  = \$485 [4] ? 16'h0000 : s7_sum[15:0];
-  assign \$487  = \$478 [3] ? { \$482 [7:0], 8'h00 } : \$486 ;
-  assign \$488  = ~ s7_dtype[1];
-  assign \$489  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$490  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$489  };
+  assign \$485  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$484  };
+  assign \$486  = ~ s7_dtype[1];
+  assign \$487  = ~ s7_dtype[1];
+  assign \$488  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$489  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$488  };
+  assign \$490  = \$489 [4] ? 16'h0000 : s7_sum[15:0];
   assign \$491  = ~ s7_dtype[1];
-  assign \$492  = ~ s7_dtype[1];
-  assign \$493  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$494  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$493  };
-  assign \$495  = \$494 [4] ? 16'h0000 : s7_sum[15:0];
-  assign \$496  = ~ s7_dtype[1];
-  assign \$497  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$498  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$497  };
-  assign \$499  = ~ s7_dtype[1];
-  assign \$500  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
-  assign \$501  = \$498 [4] ? \$500  : s7_sum[31:16];
-  assign \$502  = ~ s7_dtype[1];
-  assign \$503  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$504  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$503  };
-  assign \$505  = ~ s7_dtype[1];
-  assign \$506  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
-  assign \$507  = \$504 [4] ? \$506  : s7_sum[31:16];
-  assign \$508  = s7_dtype[1] ? { \$507 [7:0], 8'h00 } : { \$501 [7:0], \$495 [15:8] };
-  assign \$509  = ~ s7_dtype[1];
-  assign \$510  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$511  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$510  };
-  assign \$512  = ~ s7_dtype[1];
-  assign \$513  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
-  assign \$514  = \$511 [4] ? \$513  : s7_sum[31:16];
-  assign \$515  = \$490 [3] ? \$508  : \$514 ;
-  assign \$516  = ~ s7_dtype[1];
-  assign \$517  = s7_sum_zero_hi & s7_sum_zero_lo;
-  assign \$518  = s7_dtype[1] ? s7_sum_zero_hi : \$517 ;
-  assign \$519  = \$518  ? s7_slot_hi[1] : s7_slot_hi[0];
-  assign \$520  = ~ s7_dtype[1];
-  assign \$521  = s7_sum_zero_hi & s7_sum_zero_lo;
-  assign \$522  = s7_dtype[1] ? s7_sum_zero_lo : \$521 ;
-  assign \$523  = \$522  ? s7_slot_lo[1] : s7_slot_lo[0];
-  assign \$524  = ~ s7_dtype[1];
-  assign \$525  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$526  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$525  };
-  assign \$527  = ~ s7_dtype[1];
-  assign \$528  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$529  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$528  };
-  assign \$530  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$531  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$532  = s8_shift_lo[1] ? { \$530 [13:0], 2'h0 } : \$531 ;
+  assign \$492  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$493  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$492  };
+  assign \$494  = ~ s7_dtype[1];
+  assign \$495  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
+  assign \$496  = \$493 [4] ? \$495  : s7_sum[31:16];
+  assign \$497  = ~ s7_dtype[1];
+  assign \$498  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$499  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$498  };
+  assign \$500  = ~ s7_dtype[1];
+  assign \$501  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
+  assign \$502  = \$499 [4] ? \$501  : s7_sum[31:16];
+  assign \$503  = s7_dtype[1] ? { \$502 [7:0], 8'h00 } : { \$496 [7:0], \$490 [15:8] };
+  assign \$504  = ~ s7_dtype[1];
+  assign \$505  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$506  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$505  };
+  assign \$507  = ~ s7_dtype[1];
+  assign \$508  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
+  assign \$509  = \$506 [4] ? \$508  : s7_sum[31:16];
+  assign \$510  = \$485 [3] ? \$503  : \$509 ;
+  assign \$511  = ~ s7_dtype[1];
+  assign \$512  = s7_sum_zero_hi & s7_sum_zero_lo;
+  assign \$513  = s7_dtype[1] ? s7_sum_zero_hi : \$512 ;
+  assign \$514  = \$513  ? s7_slot_hi[1] : s7_slot_hi[0];
+  assign \$515  = ~ s7_dtype[1];
+  assign \$516  = s7_sum_zero_hi & s7_sum_zero_lo;
+  assign \$517  = s7_dtype[1] ? s7_sum_zero_lo : \$516 ;
+  assign \$518  = \$517  ? s7_slot_lo[1] : s7_slot_lo[0];
+  assign \$519  = ~ s7_dtype[1];
+  assign \$520  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$521  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$520  };
+  assign \$522  = ~ s7_dtype[1];
+  assign \$523  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$524  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$523  };
+  assign \$525  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$526  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$527  = s8_shift_lo[1] ? { \$525 [13:0], 2'h0 } : \$526 ;
+  assign \$528  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$529  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$530  = s8_shift_lo[1] ? { \$528 [13:0], 2'h0 } : \$529 ;
+  assign \$531  = s8_shift_lo[0] ? { \$527 [14:0], 1'h0 } : \$530 ;
+  assign \$532  = ~ s8_dtype[1];
   assign \$533  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
   assign \$534  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
   assign \$535  = s8_shift_lo[1] ? { \$533 [13:0], 2'h0 } : \$534 ;
-  assign \$536  = s8_shift_lo[0] ? { \$532 [14:0], 1'h0 } : \$535 ;
-  assign \$537  = ~ s8_dtype[1];
-  assign \$538  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$539  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$540  = s8_shift_lo[1] ? { \$538 [13:0], 2'h0 } : \$539 ;
+  assign \$536  = ~ s8_dtype[1];
+  assign \$537  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$538  = ~ s8_dtype[1];
+  assign \$539  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$540  = s8_shift_hi[2] ? \$539  : s8_sum[31:16];
   assign \$541  = ~ s8_dtype[1];
-  assign \$542  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$543  = ~ s8_dtype[1];
-  assign \$544  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$545  = s8_shift_hi[2] ? \$544  : s8_sum[31:16];
-  assign \$546  = ~ s8_dtype[1];
-  assign \$547  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$548  = s8_shift_hi[2] ? \$547  : s8_sum[31:16];
-  assign \$549  = s8_dtype[1] ? { \$548 [13:0], 2'h0 } : { \$545 [13:0], \$542 [15:14] };
-  assign \$550  = ~ s8_dtype[1];
-  assign \$551  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$552  = s8_shift_hi[2] ? \$551  : s8_sum[31:16];
-  assign \$553  = s8_shift_hi[1] ? \$549  : \$552 ;
+  assign \$542  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$543  = s8_shift_hi[2] ? \$542  : s8_sum[31:16];
+  assign \$544  = s8_dtype[1] ? { \$543 [13:0], 2'h0 } : { \$540 [13:0], \$537 [15:14] };
+  assign \$545  = ~ s8_dtype[1];
+  assign \$546  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$547  = s8_shift_hi[2] ? \$546  : s8_sum[31:16];
+  assign \$548  = s8_shift_hi[1] ? \$544  : \$547 ;
+  assign \$549  = ~ s8_dtype[1];
+  assign \$550  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$551  = ~ s8_dtype[1];
+  assign \$552  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$553  = s8_shift_hi[2] ? \$552  : s8_sum[31:16];
   assign \$554  = ~ s8_dtype[1];
-  assign \$555  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$556  = ~ s8_dtype[1];
-  assign \$557  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$558  = s8_shift_hi[2] ? \$557  : s8_sum[31:16];
-  assign \$559  = ~ s8_dtype[1];
-  assign \$560  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$561  = s8_shift_hi[2] ? \$560  : s8_sum[31:16];
-  assign \$562  = s8_dtype[1] ? { \$561 [13:0], 2'h0 } : { \$558 [13:0], \$555 [15:14] };
+  assign \$555  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$556  = s8_shift_hi[2] ? \$555  : s8_sum[31:16];
+  assign \$557  = s8_dtype[1] ? { \$556 [13:0], 2'h0 } : { \$553 [13:0], \$550 [15:14] };
+  assign \$558  = ~ s8_dtype[1];
+  assign \$559  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$560  = s8_shift_hi[2] ? \$559  : s8_sum[31:16];
+  assign \$561  = s8_shift_hi[1] ? \$557  : \$560 ;
+  assign \$562  = s8_dtype[1] ? { \$561 [14:0], 1'h0 } : { \$548 [14:0], \$535 [15] };
   assign \$563  = ~ s8_dtype[1];
-  assign \$564  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$565  = s8_shift_hi[2] ? \$564  : s8_sum[31:16];
-  assign \$566  = s8_shift_hi[1] ? \$562  : \$565 ;
-  assign \$567  = s8_dtype[1] ? { \$566 [14:0], 1'h0 } : { \$553 [14:0], \$540 [15] };
+  assign \$564  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$565  = ~ s8_dtype[1];
+  assign \$566  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$567  = s8_shift_hi[2] ? \$566  : s8_sum[31:16];
   assign \$568  = ~ s8_dtype[1];
-  assign \$569  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$570  = ~ s8_dtype[1];
-  assign \$571  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$572  = s8_shift_hi[2] ? \$571  : s8_sum[31:16];
-  assign \$573  = ~ s8_dtype[1];
-  assign \$574  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$575  = s8_shift_hi[2] ? \$574  : s8_sum[31:16];
-  assign \$576  = s8_dtype[1] ? { \$575 [13:0], 2'h0 } : { \$572 [13:0], \$569 [15:14] };
-  assign \$577  = ~ s8_dtype[1];
-  assign \$578  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$579  = s8_shift_hi[2] ? \$578  : s8_sum[31:16];
-  assign \$580  = s8_shift_hi[1] ? \$576  : \$579 ;
-  assign \$581  = s8_shift_hi[0] ? \$567  : \$580 ;
-  assign \$582  = s8_slot_hi[10:2] + 1'h1;
-  assign \$583  = \$582  - s8_shift_hi;
-  assign \$584  = s8_slot_lo[10:2] + 1'h1;
-  assign \$585  = \$584  - s8_shift_lo;
-  assign \$586  = ~ s9_dtype[1];
-  assign \$587  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
-  assign \$588  = s9_dtype[1] & s9_dtype[0];
-  assign \$589  = s9_sum[15] ? s9_slot_lo[6:2] : 5'h00;
-  assign \$590  = s9_sum[15] ? s9_slot_lo[9:2] : 8'h00;
-  assign \$591  = \$588  ? { \$589 , s9_sum[14:5] } : { \$590 , s9_sum[14:8] };
-  assign \$592  = s9_dtype[1] & s9_dtype[0];
-  assign \$593  = s9_sum[31] ? s9_slot_hi[6:2] : 5'h00;
+  assign \$569  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$570  = s8_shift_hi[2] ? \$569  : s8_sum[31:16];
+  assign \$571  = s8_dtype[1] ? { \$570 [13:0], 2'h0 } : { \$567 [13:0], \$564 [15:14] };
+  assign \$572  = ~ s8_dtype[1];
+  assign \$573  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$574  = s8_shift_hi[2] ? \$573  : s8_sum[31:16];
+  assign \$575  = s8_shift_hi[1] ? \$571  : \$574 ;
+  assign \$576  = s8_shift_hi[0] ? \$562  : \$575 ;
+  assign \$577  = s8_slot_hi[10:2] + 1'h1;
+  assign \$578  = \$577  - s8_shift_hi;
+  assign \$579  = s8_slot_lo[10:2] + 1'h1;
+  assign \$580  = \$579  - s8_shift_lo;
+  assign \$581  = ~ s9_dtype[1];
+  assign \$582  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
+  assign \$583  = s9_dtype[1] & s9_dtype[0];
+  assign \$584  = s9_sum[15] ? s9_slot_lo[6:2] : 5'h00;
+  assign \$585  = s9_sum[15] ? s9_slot_lo[9:2] : 8'h00;
+  assign \$586  = \$583  ? { \$584 , s9_sum[14:5] } : { \$585 , s9_sum[14:8] };
+  assign \$587  = s9_dtype[1] & s9_dtype[0];
+  assign \$588  = s9_sum[31] ? s9_slot_hi[6:2] : 5'h00;
+  assign \$589  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
+  assign \$590  = \$587  ? { \$588 , s9_sum[30:21] } : { \$589 , s9_sum[30:24] };
+  assign \$591  = s9_dtype[1] ? { \$590 , 1'h0, \$586  } : { \$582 , s9_sum[30:8] };
+  assign \$592  = ~ s9_dtype[1];
+  assign \$593  = ~ s9_dtype[1];
   assign \$594  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
-  assign \$595  = \$592  ? { \$593 , s9_sum[30:21] } : { \$594 , s9_sum[30:24] };
-  assign \$596  = s9_dtype[1] ? { \$595 , 1'h0, \$591  } : { \$587 , s9_sum[30:8] };
-  assign \$597  = ~ s9_dtype[1];
-  assign \$598  = ~ s9_dtype[1];
-  assign \$599  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
-  assign \$600  = s9_dtype[1] & s9_dtype[0];
-  assign \$601  = s9_sum[15] ? s9_slot_lo[6:2] : 5'h00;
-  assign \$602  = s9_sum[15] ? s9_slot_lo[9:2] : 8'h00;
-  assign \$603  = \$600  ? { \$601 , s9_sum[14:5] } : { \$602 , s9_sum[14:8] };
-  assign \$604  = s9_dtype[1] & s9_dtype[0];
-  assign \$605  = s9_sum[31] ? s9_slot_hi[6:2] : 5'h00;
-  assign \$606  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
-  assign \$607  = \$604  ? { \$605 , s9_sum[30:21] } : { \$606 , s9_sum[30:24] };
-  assign \$608  = s9_dtype[1] ? { \$607 , 1'h0, \$603  } : { \$599 , s9_sum[30:8] };
-  assign \$609  = ~ s9_dtype[1];
-  assign \$611  = s9_dtype[1] & s9_dtype[0];
-  assign \$612  = | s9_sum[19:16];
-  assign \$613  = s9_sum[21] | \$612 ;
-  assign \$614  = s9_sum[20] & \$613 ;
-  assign \$615  = | s9_sum[22:16];
-  assign \$616  = s9_sum[24] | \$615 ;
-  assign \$617  = s9_sum[23] & \$616 ;
-  assign \$618  = \$611  ? \$614  : \$617 ;
-  assign \$619  = \$610  & \$618 ;
-  assign \$620  = ~ s9_dtype[1];
-  assign \$621  = | s9_sum[6:0];
-  assign \$622  = s9_sum[8] | \$621 ;
-  assign \$623  = s9_sum[7] & \$622 ;
-  assign \$624  = s9_dtype[1] & s9_dtype[0];
-  assign \$625  = | s9_sum[3:0];
-  assign \$626  = s9_sum[5] | \$625 ;
-  assign \$627  = s9_sum[4] & \$626 ;
-  assign \$628  = | s9_sum[6:0];
-  assign \$629  = s9_sum[8] | \$628 ;
-  assign \$630  = s9_sum[7] & \$629 ;
-  assign \$631  = \$624  ? \$627  : \$630 ;
-  assign \$632  = s9_dtype[1] ? \$631  : \$623 ;
-  assign \$633  = s9_slot_hi[11] | s9_slot_hi[12];
-  assign \$634  = s9_dtype[1] & s9_dtype[0];
-  assign \$635  = \$634  ? 15'h7e00 : 15'h7fc0;
+  assign \$595  = s9_dtype[1] & s9_dtype[0];
+  assign \$596  = s9_sum[15] ? s9_slot_lo[6:2] : 5'h00;
+  assign \$597  = s9_sum[15] ? s9_slot_lo[9:2] : 8'h00;
+  assign \$598  = \$595  ? { \$596 , s9_sum[14:5] } : { \$597 , s9_sum[14:8] };
+  assign \$599  = s9_dtype[1] & s9_dtype[0];
+  assign \$600  = s9_sum[31] ? s9_slot_hi[6:2] : 5'h00;
+  assign \$601  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
+  assign \$602  = \$599  ? { \$600 , s9_sum[30:21] } : { \$601 , s9_sum[30:24] };
+  assign \$603  = s9_dtype[1] ? { \$602 , 1'h0, \$598  } : { \$594 , s9_sum[30:8] };
+  assign \$604  = ~ s9_dtype[1];
+  assign \$606  = s9_dtype[1] & s9_dtype[0];
+  assign \$607  = | s9_sum[19:16];
+  assign \$608  = s9_sum[21] | \$607 ;
+  assign \$609  = s9_sum[20] & \$608 ;
+  assign \$610  = | s9_sum[22:16];
+  assign \$611  = s9_sum[24] | \$610 ;
+  assign \$612  = s9_sum[23] & \$611 ;
+  assign \$613  = \$606  ? \$609  : \$612 ;
+  assign \$614  = \$605  & \$613 ;
+  assign \$615  = ~ s9_dtype[1];
+  assign \$616  = | s9_sum[6:0];
+  assign \$617  = s9_sum[8] | \$616 ;
+  assign \$618  = s9_sum[7] & \$617 ;
+  assign \$619  = s9_dtype[1] & s9_dtype[0];
+  assign \$620  = | s9_sum[3:0];
+  assign \$621  = s9_sum[5] | \$620 ;
+  assign \$622  = s9_sum[4] & \$621 ;
+  assign \$623  = | s9_sum[6:0];
+  assign \$624  = s9_sum[8] | \$623 ;
+  assign \$625  = s9_sum[7] & \$624 ;
+  assign \$626  = \$619  ? \$622  : \$625 ;
+  assign \$627  = s9_dtype[1] ? \$626  : \$618 ;
+  assign \$628  = s9_slot_hi[11] | s9_slot_hi[12];
+  assign \$629  = s9_dtype[1] & s9_dtype[0];
+  assign \$630  = \$629  ? 15'h7e00 : 15'h7fc0;
+  assign \$631  = s9_dtype[1] & s9_dtype[0];
+  assign \$632  = \$631  ? 15'h7c00 : 15'h7f80;
+  assign \$633  = s9_slot_hi[12] ? s9_slot_hi[13] : s9_slot_hi[0];
+  assign \$634  = s9_slot_hi[11] ? { 1'h0, \$630  } : { \$633 , \$632  };
+  assign \$635  = s9_slot_lo[11] | s9_slot_lo[12];
   assign \$636  = s9_dtype[1] & s9_dtype[0];
-  assign \$637  = \$636  ? 15'h7c00 : 15'h7f80;
-  assign \$638  = s9_slot_hi[12] ? s9_slot_hi[13] : s9_slot_hi[0];
-  assign \$639  = s9_slot_hi[11] ? { 1'h0, \$635  } : { \$638 , \$637  };
-  assign \$640  = s9_slot_lo[11] | s9_slot_lo[12];
-  assign \$641  = s9_dtype[1] & s9_dtype[0];
-  assign \$642  = \$641  ? 15'h7e00 : 15'h7fc0;
-  assign \$643  = s9_dtype[1] & s9_dtype[0];
-  assign \$644  = \$643  ? 15'h7c00 : 15'h7f80;
-  assign \$645  = s9_slot_lo[12] ? s9_slot_lo[13] : s9_slot_lo[0];
-  assign \$646  = s9_slot_lo[11] ? { 1'h0, \$642  } : { \$645 , \$644  };
-  assign \$647  = ~ s10_dtype[1];
-  assign \$648  = s10_dtype[1] & s10_dtype[0];
-  assign \$649  = & s11_rounded[30:26];
-  assign \$650  = s11_rounded[31] | \$649 ;
-  assign \$651  = & s11_rounded[30:23];
-  assign \$652  = s11_rounded[31] | \$651 ;
-  assign \$653  = s11_fp16 ? \$650  : \$652 ;
-  assign \$654  = s11_forced_hi | \$653 ;
-  assign \$655  = \$654  ? 16'h0000 : s11_rounded[15:0];
-  assign \$656  = & s11_rounded[14:10];
-  assign \$657  = s11_rounded[15] | \$656 ;
-  assign \$658  = & s11_rounded[14:7];
-  assign \$659  = s11_rounded[15] | \$658 ;
-  assign \$660  = s11_fp16 ? \$657  : \$659 ;
-  assign \$661  = s11_forced_lo | \$660 ;
-  assign \$662  = \$661  ? s11_special_lo : { s11_sign_lo, s11_rounded[14:0] };
-  assign \$663  = s11_wide ? \$655  : \$662 ;
-  assign \$664  = & s11_rounded[30:26];
-  assign \$665  = s11_rounded[31] | \$664 ;
-  assign \$666  = & s11_rounded[30:23];
-  assign \$667  = s11_rounded[31] | \$666 ;
-  assign \$668  = s11_fp16 ? \$665  : \$667 ;
-  assign \$669  = s11_forced_hi | \$668 ;
-  assign \$670  = \$669  ? s11_special_hi : { s11_sign_hi, s11_rounded[30:16] };
+  assign \$637  = \$636  ? 15'h7e00 : 15'h7fc0;
+  assign \$638  = s9_dtype[1] & s9_dtype[0];
+  assign \$639  = \$638  ? 15'h7c00 : 15'h7f80;
+  assign \$640  = s9_slot_lo[12] ? s9_slot_lo[13] : s9_slot_lo[0];
+  assign \$641  = s9_slot_lo[11] ? { 1'h0, \$637  } : { \$640 , \$639  };
+  assign \$642  = ~ s10_dtype[1];
+  assign \$643  = s10_dtype[1] & s10_dtype[0];
+  assign \$644  = & s11_rounded[30:26];
+  assign \$645  = s11_rounded[31] | \$644 ;
+  assign \$646  = & s11_rounded[30:23];
+  assign \$647  = s11_rounded[31] | \$646 ;
+  assign \$648  = s11_fp16 ? \$645  : \$647 ;
+  assign \$649  = s11_forced_hi | \$648 ;
+  assign \$650  = \$649  ? 16'h0000 : s11_rounded[15:0];
+  assign \$651  = & s11_rounded[14:10];
+  assign \$652  = s11_rounded[15] | \$651 ;
+  assign \$653  = & s11_rounded[14:7];
+  assign \$654  = s11_rounded[15] | \$653 ;
+  assign \$655  = s11_fp16 ? \$652  : \$654 ;
+  assign \$656  = s11_forced_lo | \$655 ;
+  assign \$657  = \$656  ? s11_special_lo : { s11_sign_lo, s11_rounded[14:0] };
+  assign \$658  = s11_wide ? \$650  : \$657 ;
+  assign \$659  = & s11_rounded[30:26];
+  assign \$660  = s11_rounded[31] | \$659 ;
+  assign \$661  = & s11_rounded[30:23];
+  assign \$662  = s11_rounded[31] | \$661 ;
+  assign \$663  = s11_fp16 ? \$660  : \$662 ;
+  assign \$664  = s11_forced_hi | \$663 ;
+  assign \$665  = \$664  ? s11_special_hi : { s11_sign_hi, s11_rounded[30:16] };
+  assign \$666  = in_dtype[1] & in_dtype[0];
+  assign a_hi_exp = \$666  ? { 3'h0, in_a[30:26] } : in_a[30:23];
+  assign \$667  = in_dtype[1] & in_dtype[0];
+  assign \$668  = | a_hi_exp;
+  assign \$669  = | a_hi_exp;
+  assign \$670  = \$667  ? { \$668 , in_a[25:16], 4'h0 } : { \$669 , in_a[22:16], 7'h00 };
   assign \$671  = in_dtype[1] & in_dtype[0];
-  assign a_hi_exp = \$671  ? { 3'h0, in_a[30:26] } : in_a[30:23];
+  assign a_lo_exp = \$671  ? { 3'h0, in_a[14:10] } : in_a[14:7];
   assign \$672  = in_dtype[1] & in_dtype[0];
-  assign \$673  = | a_hi_exp;
-  assign \$674  = | a_hi_exp;
-  assign \$675  = \$672  ? { \$673 , in_a[25:16], 4'h0 } : { \$674 , in_a[22:16], 7'h00 };
-  assign \$676  = in_dtype[1] & in_dtype[0];
-  assign a_lo_exp = \$676  ? { 3'h0, in_a[14:10] } : in_a[14:7];
-  assign \$677  = in_dtype[1] & in_dtype[0];
-  assign \$678  = | a_lo_exp;
-  assign \$679  = | a_lo_exp;
-  assign \$680  = \$677  ? { \$678 , in_a[9:0], 4'h0 } : { \$679 , in_a[6:0], 7'h00 };
-  assign \$681  = ~ in_dtype[1];
-  assign \$682  = | a_hi_exp;
-  assign a_sig = in_dtype[1] ? { 1'h0, \$675 , 1'h0, \$680  } : { 1'h0, \$682 , in_a[22:0], 7'h00 };
+  assign \$673  = | a_lo_exp;
+  assign \$674  = | a_lo_exp;
+  assign \$675  = \$672  ? { \$673 , in_a[9:0], 4'h0 } : { \$674 , in_a[6:0], 7'h00 };
+  assign \$676  = ~ in_dtype[1];
+  assign \$677  = | a_hi_exp;
+  assign a_sig = in_dtype[1] ? { 1'h0, \$670 , 1'h0, \$675  } : { 1'h0, \$677 , in_a[22:0], 7'h00 };
   assign b_hi_exp = in_fp16_b ? { 3'h0, in_b[30:26] } : in_b[30:23];
-  assign \$683  = | b_hi_exp;
-  assign \$684  = | b_hi_exp;
-  assign \$685  = in_fp16_b ? { \$683 , in_b[25:16], 4'h0 } : { \$684 , in_b[22:16], 7'h00 };
+  assign \$678  = | b_hi_exp;
+  assign \$679  = | b_hi_exp;
+  assign \$680  = in_fp16_b ? { \$678 , in_b[25:16], 4'h0 } : { \$679 , in_b[22:16], 7'h00 };
   assign b_lo_exp = in_fp16_b ? { 3'h0, in_b[14:10] } : in_b[14:7];
-  assign \$686  = | b_lo_exp;
-  assign \$687  = | b_lo_exp;
-  assign \$688  = in_fp16_b ? { \$686 , in_b[9:0], 4'h0 } : { \$687 , in_b[6:0], 7'h00 };
-  assign \$689  = | b_hi_exp;
-  assign b_sig = in_wide_b ? { 1'h0, \$689 , in_b[22:0], 7'h00 } : { 1'h0, \$685 , 1'h0, \$688  };
-  assign \$690  = { s5_x, s5_carry_in } + { s5_y, s5_carry_in };
+  assign \$681  = | b_lo_exp;
+  assign \$682  = | b_lo_exp;
+  assign \$683  = in_fp16_b ? { \$681 , in_b[9:0], 4'h0 } : { \$682 , in_b[6:0], 7'h00 };
+  assign \$684  = | b_hi_exp;
+  assign b_sig = in_wide_b ? { 1'h0, \$684 , in_b[22:0], 7'h00 } : { 1'h0, \$680 , 1'h0, \$683  };
+  assign \$685  = { s5_x, s5_carry_in } + { s5_y, s5_carry_in };
   assign s10_chain = s10_packed + { s10_inc_hi, 16'h0000, s10_inc_lo };
   always @(posedge clk)
-    in_a <= \$691 ;
+    in_a <= \$686 ;
   always @(posedge clk)
-    in_b <= \$692 ;
+    in_b <= \$687 ;
   always @(posedge clk)
-    in_dtype <= \$693 ;
+    in_dtype <= \$688 ;
   always @(posedge clk)
-    in_valid <= \$694 ;
+    in_valid <= \$689 ;
   always @(posedge clk)
-    in_wide_b <= \$695 ;
+    in_wide_b <= \$690 ;
   always @(posedge clk)
-    in_fp16_b <= \$696 ;
+    in_fp16_b <= \$691 ;
   always @(posedge clk)
-    s1_dtype <= \$697 ;
+    s1_dtype <= \$692 ;
   always @(posedge clk)
-    s1_sig_a <= \$698 ;
+    s1_sig_a <= \$693 ;
   always @(posedge clk)
-    s1_a_exp_lo <= \$699 ;
+    s1_a_exp_lo <= \$694 ;
   always @(posedge clk)
-    s1_a_hi <= \$700 ;
+    s1_a_hi <= \$695 ;
   always @(posedge clk)
-    s1_a_lo <= \$701 ;
+    s1_a_lo <= \$696 ;
   always @(posedge clk)
-    s1_sig_b <= \$702 ;
+    s1_sig_b <= \$697 ;
   always @(posedge clk)
-    s1_b_exp_lo <= \$703 ;
+    s1_b_exp_lo <= \$698 ;
   always @(posedge clk)
-    s1_b_hi <= \$704 ;
+    s1_b_hi <= \$699 ;
   always @(posedge clk)
-    s1_b_lo <= \$705 ;
+    s1_b_lo <= \$700 ;
   always @(posedge clk)
-    s1_gt_lo_h <= \$706 ;
+    s1_gt_lo_h <= \$701 ;
   always @(posedge clk)
-    s1_eq_lo_h <= \$707 ;
+    s1_eq_lo_h <= \$702 ;
   always @(posedge clk)
-    s1_gt_lo_l <= \$708 ;
+    s1_gt_lo_l <= \$703 ;
   always @(posedge clk)
-    s1_gt_hi_h <= \$709 ;
+    s1_gt_hi_h <= \$704 ;
   always @(posedge clk)
-    s1_eq_hi_h <= \$710 ;
+    s1_eq_hi_h <= \$705 ;
   always @(posedge clk)
-    s1_gt_hi_l <= \$711 ;
+    s1_gt_hi_l <= \$706 ;
   always @(posedge clk)
-    s1_eq_hi_l <= \$712 ;
+    s1_eq_hi_l <= \$707 ;
   always @(posedge clk)
-    s2_dtype <= \$713 ;
+    s2_dtype <= \$708 ;
   always @(posedge clk)
-    s2_sig_a <= \$714 ;
+    s2_sig_a <= \$709 ;
   always @(posedge clk)
-    s2_sig_b <= \$715 ;
+    s2_sig_b <= \$710 ;
   always @(posedge clk)
-    s2_a_hi <= \$716 ;
+    s2_a_hi <= \$711 ;
   always @(posedge clk)
-    s2_b_hi <= \$717 ;
+    s2_b_hi <= \$712 ;
   always @(posedge clk)
-    s2_swap_hi <= \$718 ;
+    s2_swap_hi <= \$713 ;
   always @(posedge clk)
-    s2_swap_lo <= \$719 ;
+    s2_swap_lo <= \$714 ;
   always @(posedge clk)
-    s2_a_lo <= \$720 ;
+    s2_a_lo <= \$715 ;
   always @(posedge clk)
-    s2_b_lo <= \$721 ;
+    s2_b_lo <= \$716 ;
   always @(posedge clk)
-    s2_d_ab_hi <= \$722 ;
+    s2_d_ab_hi <= \$717 ;
   always @(posedge clk)
-    s2_d_ba_hi <= \$723 ;
+    s2_d_ba_hi <= \$718 ;
   always @(posedge clk)
-    s2_d_ab_lo <= \$724 ;
+    s2_d_ab_lo <= \$719 ;
   always @(posedge clk)
-    s2_d_ba_lo <= \$725 ;
+    s2_d_ba_lo <= \$720 ;
   always @(posedge clk)
-    s3_dtype <= \$726 ;
+    s3_dtype <= \$721 ;
   always @(posedge clk)
-    s3_shift_hi <= \$727 ;
+    s3_shift_hi <= \$722 ;
   always @(posedge clk)
-    s3_sub_hi <= \$728 ;
+    s3_sub_hi <= \$723 ;
   always @(posedge clk)
-    s3_slot_hi <= \$729 ;
+    s3_slot_hi <= \$724 ;
   always @(posedge clk)
-    s3_shift_lo <= \$730 ;
+    s3_shift_lo <= \$725 ;
   always @(posedge clk)
-    s3_sub_lo <= \$731 ;
+    s3_sub_lo <= \$726 ;
   always @(posedge clk)
-    s3_slot_lo <= \$732 ;
+    s3_slot_lo <= \$727 ;
   always @(posedge clk)
-    s3_x <= \$733 ;
+    s3_x <= \$728 ;
   always @(posedge clk)
-    s3_y <= \$734 ;
+    s3_y <= \$729 ;
   always @(posedge clk)
-    s4_dtype <= \$735 ;
+    s4_dtype <= \$730 ;
   always @(posedge clk)
-    s4_x <= \$736 ;
+    s4_x <= \$731 ;
   always @(posedge clk)
-    s4_sub_hi <= \$737 ;
+    s4_sub_hi <= \$732 ;
   always @(posedge clk)
-    s4_sub_lo <= \$738 ;
+    s4_sub_lo <= \$733 ;
   always @(posedge clk)
-    s4_slot_hi <= \$739 ;
+    s4_slot_hi <= \$734 ;
   always @(posedge clk)
-    s4_slot_lo <= \$740 ;
+    s4_slot_lo <= \$735 ;
   always @(posedge clk)
-    s4_shift_hi <= \$741 ;
+    s4_shift_hi <= \$736 ;
   always @(posedge clk)
-    s4_shift_lo <= \$742 ;
+    s4_shift_lo <= \$737 ;
   always @(posedge clk)
-    s4_y <= \$743 ;
+    s4_y <= \$738 ;
   always @(posedge clk)
-    s4_sticky_hi <= \$744 ;
+    s4_sticky_hi <= \$739 ;
   always @(posedge clk)
-    s4_sticky_lo <= \$745 ;
+    s4_sticky_lo <= \$740 ;
   always @(posedge clk)
-    s4_sentinel <= \$746 ;
+    s4_sentinel <= \$741 ;
   always @(posedge clk)
-    s5_dtype <= \$747 ;
+    s5_dtype <= \$742 ;
   always @(posedge clk)
-    s5_slot_hi <= \$748 ;
+    s5_slot_hi <= \$743 ;
   always @(posedge clk)
-    s5_slot_lo <= \$749 ;
+    s5_slot_lo <= \$744 ;
   always @(posedge clk)
-    s5_sentinel <= \$750 ;
+    s5_sentinel <= \$745 ;
   always @(posedge clk)
-    s5_x <= \$751 ;
+    s5_x <= \$746 ;
   always @(posedge clk)
-    s5_y <= \$752 ;
+    s5_y <= \$747 ;
   always @(posedge clk)
-    s5_carry_in <= \$753 ;
+    s5_carry_in <= \$748 ;
   always @(posedge clk)
-    s6_dtype <= \$754 ;
+    s6_dtype <= \$749 ;
   always @(posedge clk)
-    s6_slot_hi <= \$755 ;
+    s6_slot_hi <= \$750 ;
   always @(posedge clk)
-    s6_slot_lo <= \$756 ;
+    s6_slot_lo <= \$751 ;
   always @(posedge clk)
-    s6_sum <= \$757 ;
+    s6_sum <= \$752 ;
   always @(posedge clk)
-    s6_marked <= \$758 ;
+    s6_marked <= \$753 ;
   always @(posedge clk)
-    s7_dtype <= \$759 ;
+    s7_dtype <= \$754 ;
   always @(posedge clk)
-    s7_sum <= \$760 ;
+    s7_sum <= \$755 ;
   always @(posedge clk)
-    s7_slot_hi <= \$761 ;
+    s7_slot_hi <= \$756 ;
   always @(posedge clk)
-    s7_slot_lo <= \$762 ;
+    s7_slot_lo <= \$757 ;
   always @(posedge clk)
-    s7_count_hi <= \$763 ;
+    s7_count_hi <= \$758 ;
   always @(posedge clk)
-    s7_count_lo <= \$764 ;
+    s7_count_lo <= \$759 ;
   always @(posedge clk)
-    s7_zero_hi <= \$765 ;
+    s7_zero_hi <= \$760 ;
   always @(posedge clk)
-    s7_sum_zero_hi <= \$766 ;
+    s7_sum_zero_hi <= \$761 ;
   always @(posedge clk)
-    s7_sum_zero_lo <= \$767 ;
+    s7_sum_zero_lo <= \$762 ;
   always @(posedge clk)
-    s8_dtype <= \$768 ;
+    s8_dtype <= \$763 ;
   always @(posedge clk)
-    s8_slot_hi <= \$769 ;
+    s8_slot_hi <= \$764 ;
   always @(posedge clk)
-    s8_slot_lo <= \$770 ;
+    s8_slot_lo <= \$765 ;
   always @(posedge clk)
-    s8_sum <= \$771 ;
+    s8_sum <= \$766 ;
   always @(posedge clk)
-    s8_shift_hi <= \$772 ;
+    s8_shift_hi <= \$767 ;
   always @(posedge clk)
-    s8_shift_lo <= \$773 ;
+    s8_shift_lo <= \$768 ;
   always @(posedge clk)
-    s9_dtype <= \$774 ;
+    s9_dtype <= \$769 ;
   always @(posedge clk)
-    s9_slot_hi <= \$775 ;
+    s9_slot_hi <= \$770 ;
   always @(posedge clk)
-    s9_slot_lo <= \$776 ;
+    s9_slot_lo <= \$771 ;
   always @(posedge clk)
-    s9_sum <= \$777 ;
+    s9_sum <= \$772 ;
   always @(posedge clk)
-    s10_dtype <= \$778 ;
+    s10_dtype <= \$773 ;
   always @(posedge clk)
-    s10_packed <= \$779 ;
+    s10_packed <= \$774 ;
   always @(posedge clk)
-    s10_inc_hi <= \$780 ;
+    s10_inc_hi <= \$775 ;
   always @(posedge clk)
-    s10_inc_lo <= \$781 ;
+    s10_inc_lo <= \$776 ;
   always @(posedge clk)
-    s10_sign_hi <= \$782 ;
+    s10_sign_hi <= \$777 ;
   always @(posedge clk)
-    s10_forced_hi <= \$783 ;
+    s10_forced_hi <= \$778 ;
   always @(posedge clk)
-    s10_special_hi <= \$784 ;
+    s10_special_hi <= \$779 ;
   always @(posedge clk)
-    s10_sign_lo <= \$785 ;
+    s10_sign_lo <= \$780 ;
   always @(posedge clk)
-    s10_forced_lo <= \$786 ;
+    s10_forced_lo <= \$781 ;
   always @(posedge clk)
-    s10_special_lo <= \$787 ;
+    s10_special_lo <= \$782 ;
   always @(posedge clk)
-    s11_dtype <= \$788 ;
+    s11_dtype <= \$783 ;
   always @(posedge clk)
-    s11_sign_hi <= \$789 ;
+    s11_sign_hi <= \$784 ;
   always @(posedge clk)
-    s11_sign_lo <= \$790 ;
+    s11_sign_lo <= \$785 ;
   always @(posedge clk)
-    s11_forced_hi <= \$791 ;
+    s11_forced_hi <= \$786 ;
   always @(posedge clk)
-    s11_forced_lo <= \$792 ;
+    s11_forced_lo <= \$787 ;
   always @(posedge clk)
-    s11_special_hi <= \$793 ;
+    s11_special_hi <= \$788 ;
   always @(posedge clk)
-    s11_special_lo <= \$794 ;
+    s11_special_lo <= \$789 ;
   always @(posedge clk)
-    s11_rounded <= \$795 ;
+    s11_rounded <= \$790 ;
   always @(posedge clk)
-    s11_wide <= \$796 ;
+    s11_wide <= \$791 ;
   always @(posedge clk)
-    s11_fp16 <= \$797 ;
+    s11_fp16 <= \$792 ;
   always @(posedge clk)
-    result <= \$798 ;
+    result <= \$793 ;
   always @(posedge clk)
-    s1_valid <= \$799 ;
+    s1_valid <= \$794 ;
   always @(posedge clk)
-    s2_valid <= \$800 ;
+    s2_valid <= \$795 ;
   always @(posedge clk)
-    s3_valid <= \$801 ;
+    s3_valid <= \$796 ;
   always @(posedge clk)
-    s4_valid <= \$802 ;
+    s4_valid <= \$797 ;
   always @(posedge clk)
-    s5_valid <= \$803 ;
+    s5_valid <= \$798 ;
   always @(posedge clk)
-    s6_valid <= \$804 ;
+    s6_valid <= \$799 ;
   always @(posedge clk)
-    s7_valid <= \$805 ;
+    s7_valid <= \$800 ;
   always @(posedge clk)
-    s8_valid <= \$806 ;
+    s8_valid <= \$801 ;
   always @(posedge clk)
-    s9_valid <= \$807 ;
+    s9_valid <= \$802 ;
   always @(posedge clk)
-    s10_valid <= \$808 ;
+    s10_valid <= \$803 ;
   always @(posedge clk)
-    s11_valid <= \$809 ;
+    s11_valid <= \$804 ;
   assign \$1  = ~ dtype[1];
   assign \$2  = dtype[1] & dtype[0];
   assign \$3  = ~ in_dtype[1];
@@ -9081,86 +9057,149 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
   assign \$188  = s2_a_hi[10] ? s2_a_hi[0] : s2_b_hi[0];
   assign \$189  = | s2_d_ba_lo[7:5];
   assign \$190  = ~ s2_dtype[1];
+  assign \$192  = \$191  & s2_d_ba_lo[4];
+  assign \$193  = \$189  | \$192 ;
+  assign \$194  = \$193  ? 4'hf : 4'h0;
+  assign \$195  = s2_d_ba_lo[3:0] | \$194 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$691  = a;
+    \$686  = a;
     if (rst) begin
-      \$691  = 32'd0;
+      \$686  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$692  = b;
+    \$687  = b;
     if (rst) begin
-      \$692  = 32'd0;
+      \$687  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$693  = dtype;
+    \$688  = dtype;
     if (rst) begin
-      \$693  = 2'h0;
+      \$688  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$694  = valid;
+    \$689  = valid;
     if (rst) begin
-      \$694  = 1'h1;
+      \$689  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$695  = \$1 ;
+    \$690  = \$1 ;
     if (rst) begin
-      \$695  = 1'h0;
+      \$690  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$696  = \$2 ;
+    \$691  = \$2 ;
     if (rst) begin
-      \$696  = 1'h0;
+      \$691  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$697  = s1_dtype;
+    \$692  = s1_dtype;
     if (in_valid) begin
-      \$697  = in_dtype;
+      \$692  = in_dtype;
     end
     if (rst) begin
-      \$697  = 2'h0;
+      \$692  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$698  = s1_sig_a;
+    \$693  = s1_sig_a;
     if (in_valid) begin
-      \$698  = a_sig;
+      \$693  = a_sig;
     end
     if (rst) begin
-      \$698  = 32'd0;
+      \$693  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$699  = s1_a_exp_lo;
+    \$694  = s1_a_exp_lo;
     if (in_valid) begin
-      \$699  = \$10 ;
+      \$694  = \$10 ;
     end
     if (rst) begin
-      \$699  = 8'h00;
+      \$694  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$700  = s1_a_hi;
+    \$695  = s1_a_hi;
     if (in_valid) begin
-      \$700 [0] = in_a[31];
-      \$700 [8:1] = { a_hi_exp[7:1], \$13  };
-      \$700 [9] = \$24 ;
-      \$700 [10] = \$36 ;
+      \$695 [0] = in_a[31];
+      \$695 [8:1] = { a_hi_exp[7:1], \$13  };
+      \$695 [9] = \$24 ;
+      \$695 [10] = \$36 ;
+    end
+    if (rst) begin
+      \$695  = 11'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$696  = s1_a_lo;
+    if (in_valid) begin
+      \$696 [0] = in_a[15];
+      \$696 [8:1] = { a_lo_exp[7:1], \$39  };
+      \$696 [9] = \$47 ;
+      \$696 [10] = \$56 ;
+    end
+    if (rst) begin
+      \$696  = 11'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$697  = s1_sig_b;
+    if (in_valid) begin
+      \$697  = b_sig;
+    end
+    if (rst) begin
+      \$697  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$698  = s1_b_exp_lo;
+    if (in_valid) begin
+      \$698  = \$63 ;
+    end
+    if (rst) begin
+      \$698  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$699  = s1_b_hi;
+    if (in_valid) begin
+      \$699 [0] = in_b[31];
+      \$699 [8:1] = { b_hi_exp[7:1], \$66  };
+      \$699 [9] = \$74 ;
+      \$699 [10] = \$83 ;
+    end
+    if (rst) begin
+      \$699  = 11'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$700  = s1_b_lo;
+    if (in_valid) begin
+      \$700 [0] = in_b[15];
+      \$700 [8:1] = { b_lo_exp[7:1], \$86  };
+      \$700 [9] = \$92 ;
+      \$700 [10] = \$99 ;
     end
     if (rst) begin
       \$700  = 11'h000;
@@ -9168,68 +9207,59 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$701  = s1_a_lo;
+    \$701  = s1_gt_lo_h;
     if (in_valid) begin
-      \$701 [0] = in_a[15];
-      \$701 [8:1] = { a_lo_exp[7:1], \$39  };
-      \$701 [9] = \$47 ;
-      \$701 [10] = \$56 ;
+      \$701  = \$100 ;
     end
     if (rst) begin
-      \$701  = 11'h000;
+      \$701  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$702  = s1_sig_b;
+    \$702  = s1_eq_lo_h;
     if (in_valid) begin
-      \$702  = b_sig;
+      \$702  = \$101 ;
     end
     if (rst) begin
-      \$702  = 32'd0;
+      \$702  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$703  = s1_b_exp_lo;
+    \$703  = s1_gt_lo_l;
     if (in_valid) begin
-      \$703  = \$63 ;
+      \$703  = \$102 ;
     end
     if (rst) begin
-      \$703  = 8'h00;
+      \$703  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$704  = s1_b_hi;
+    \$704  = s1_gt_hi_h;
     if (in_valid) begin
-      \$704 [0] = in_b[31];
-      \$704 [8:1] = { b_hi_exp[7:1], \$66  };
-      \$704 [9] = \$74 ;
-      \$704 [10] = \$83 ;
+      \$704  = \$103 ;
     end
     if (rst) begin
-      \$704  = 11'h000;
+      \$704  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$705  = s1_b_lo;
+    \$705  = s1_eq_hi_h;
     if (in_valid) begin
-      \$705 [0] = in_b[15];
-      \$705 [8:1] = { b_lo_exp[7:1], \$86  };
-      \$705 [9] = \$92 ;
-      \$705 [10] = \$99 ;
+      \$705  = \$104 ;
     end
     if (rst) begin
-      \$705  = 11'h000;
+      \$705  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$706  = s1_gt_lo_h;
+    \$706  = s1_gt_hi_l;
     if (in_valid) begin
-      \$706  = \$100 ;
+      \$706  = \$105 ;
     end
     if (rst) begin
       \$706  = 1'h0;
@@ -9237,9 +9267,9 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$707  = s1_eq_lo_h;
+    \$707  = s1_eq_hi_l;
     if (in_valid) begin
-      \$707  = \$101 ;
+      \$707  = \$106 ;
     end
     if (rst) begin
       \$707  = 1'h0;
@@ -9247,89 +9277,89 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$708  = s1_gt_lo_l;
-    if (in_valid) begin
-      \$708  = \$102 ;
-    end
-    if (rst) begin
-      \$708  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$709  = s1_gt_hi_h;
-    if (in_valid) begin
-      \$709  = \$103 ;
-    end
-    if (rst) begin
-      \$709  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$710  = s1_eq_hi_h;
-    if (in_valid) begin
-      \$710  = \$104 ;
-    end
-    if (rst) begin
-      \$710  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$711  = s1_gt_hi_l;
-    if (in_valid) begin
-      \$711  = \$105 ;
-    end
-    if (rst) begin
-      \$711  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$712  = s1_eq_hi_l;
-    if (in_valid) begin
-      \$712  = \$106 ;
-    end
-    if (rst) begin
-      \$712  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$713  = s2_dtype;
+    \$708  = s2_dtype;
     if (s1_valid) begin
-      \$713  = s1_dtype;
+      \$708  = s1_dtype;
     end
     if (rst) begin
-      \$713  = 2'h0;
+      \$708  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$714  = s2_sig_a;
+    \$709  = s2_sig_a;
     if (s1_valid) begin
-      \$714  = s1_sig_a;
+      \$709  = s1_sig_a;
     end
     if (rst) begin
-      \$714  = 32'd0;
+      \$709  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$715  = s2_sig_b;
+    \$710  = s2_sig_b;
     if (s1_valid) begin
-      \$715  = s1_sig_b;
+      \$710  = s1_sig_b;
     end
     if (rst) begin
-      \$715  = 32'd0;
+      \$710  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$716  = s2_a_hi;
+    \$711  = s2_a_hi;
     if (s1_valid) begin
-      \$716  = s1_a_hi;
+      \$711  = s1_a_hi;
+    end
+    if (rst) begin
+      \$711  = 11'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$712  = s2_b_hi;
+    if (s1_valid) begin
+      \$712  = s1_b_hi;
+    end
+    if (rst) begin
+      \$712  = 11'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$713  = s2_swap_hi;
+    if (s1_valid) begin
+      \$713  = \$123 ;
+    end
+    if (rst) begin
+      \$713  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$714  = s2_swap_lo;
+    if (s1_valid) begin
+      \$714  = \$140 ;
+    end
+    if (rst) begin
+      \$714  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$715  = s2_a_lo;
+    if (s1_valid) begin
+      \$715  = \$142 ;
+    end
+    if (rst) begin
+      \$715  = 11'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$716  = s2_b_lo;
+    if (s1_valid) begin
+      \$716  = \$144 ;
     end
     if (rst) begin
       \$716  = 11'h000;
@@ -9337,389 +9367,389 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$717  = s2_b_hi;
+    \$717  = s2_d_ab_hi;
     if (s1_valid) begin
-      \$717  = s1_b_hi;
+      \$717  = \$145 [7:0];
     end
     if (rst) begin
-      \$717  = 11'h000;
+      \$717  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$718  = s2_swap_hi;
+    \$718  = s2_d_ba_hi;
     if (s1_valid) begin
-      \$718  = \$123 ;
+      \$718  = \$146 [7:0];
     end
     if (rst) begin
-      \$718  = 1'h0;
+      \$718  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$719  = s2_swap_lo;
+    \$719  = s2_d_ab_lo;
     if (s1_valid) begin
-      \$719  = \$140 ;
+      \$719  = \$147 [7:0];
     end
     if (rst) begin
-      \$719  = 1'h0;
+      \$719  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$720  = s2_a_lo;
+    \$720  = s2_d_ba_lo;
     if (s1_valid) begin
-      \$720  = \$142 ;
+      \$720  = \$148 [7:0];
     end
     if (rst) begin
-      \$720  = 11'h000;
+      \$720  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$721  = s2_b_lo;
-    if (s1_valid) begin
-      \$721  = \$144 ;
-    end
-    if (rst) begin
-      \$721  = 11'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$722  = s2_d_ab_hi;
-    if (s1_valid) begin
-      \$722  = \$145 [7:0];
-    end
-    if (rst) begin
-      \$722  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$723  = s2_d_ba_hi;
-    if (s1_valid) begin
-      \$723  = \$146 [7:0];
-    end
-    if (rst) begin
-      \$723  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$724  = s2_d_ab_lo;
-    if (s1_valid) begin
-      \$724  = \$147 [7:0];
-    end
-    if (rst) begin
-      \$724  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$725  = s2_d_ba_lo;
-    if (s1_valid) begin
-      \$725  = \$148 [7:0];
-    end
-    if (rst) begin
-      \$725  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$726  = s3_dtype;
+    \$721  = s3_dtype;
     if (s2_valid) begin
-      \$726  = s2_dtype;
+      \$721  = s2_dtype;
     end
     if (rst) begin
-      \$726  = 2'h0;
+      \$721  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$727  = s3_shift_hi;
+    \$722  = s3_shift_hi;
     if (s2_valid) begin
-      \$727  = \$177 ;
+      \$722  = \$177 ;
     end
     if (rst) begin
-      \$727  = 5'h00;
+      \$722  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$728  = s3_sub_hi;
+    \$723  = s3_sub_hi;
     if (s2_valid) begin
-      \$728  = \$178 ;
+      \$723  = \$178 ;
     end
     if (rst) begin
-      \$728  = 1'h0;
+      \$723  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$729  = s3_slot_hi;
+    \$724  = s3_slot_hi;
     if (s2_valid) begin
-      \$729 [0] = \$179 ;
-      \$729 [1] = \$180 ;
-      \$729 [10:2] = { 1'h0, \$181  };
-      \$729 [11] = \$186 ;
-      \$729 [12] = \$187 ;
-      \$729 [13] = \$188 ;
+      \$724 [0] = \$179 ;
+      \$724 [1] = \$180 ;
+      \$724 [10:2] = { 1'h0, \$181  };
+      \$724 [11] = \$186 ;
+      \$724 [12] = \$187 ;
+      \$724 [13] = \$188 ;
     end
     if (rst) begin
-      \$729  = 14'h0000;
+      \$724  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$730  = s3_shift_lo;
+    \$725  = s3_shift_lo;
     if (s2_valid) begin
-      \$730  = \$217 ;
+      \$725  = \$217 ;
     end
     if (rst) begin
-      \$730  = 5'h00;
+      \$725  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$731  = s3_sub_lo;
+    \$726  = s3_sub_lo;
     if (s2_valid) begin
-      \$731  = \$218 ;
+      \$726  = \$218 ;
     end
     if (rst) begin
-      \$731  = 1'h0;
+      \$726  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$732  = s3_slot_lo;
+    \$727  = s3_slot_lo;
     if (s2_valid) begin
-      \$732 [0] = \$219 ;
-      \$732 [1] = \$220 ;
-      \$732 [10:2] = { 1'h0, \$221  };
-      \$732 [11] = \$226 ;
-      \$732 [12] = \$227 ;
-      \$732 [13] = \$228 ;
+      \$727 [0] = \$219 ;
+      \$727 [1] = \$220 ;
+      \$727 [10:2] = { 1'h0, \$221  };
+      \$727 [11] = \$226 ;
+      \$727 [12] = \$227 ;
+      \$727 [13] = \$228 ;
     end
     if (rst) begin
-      \$732  = 14'h0000;
+      \$727  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$733  = s3_x;
+    \$728  = s3_x;
     if (s2_valid) begin
-      \$733  = { \$230 , \$229  };
+      \$728  = { \$230 , \$229  };
     end
     if (rst) begin
-      \$733  = 32'd0;
+      \$728  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$734  = s3_y;
+    \$729  = s3_y;
     if (s2_valid) begin
-      \$734  = { \$232 , \$231  };
+      \$729  = { \$232 , \$231  };
     end
     if (rst) begin
-      \$734  = 32'd0;
+      \$729  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$735  = s4_dtype;
+    \$730  = s4_dtype;
     if (s3_valid) begin
-      \$735  = s3_dtype;
+      \$730  = s3_dtype;
     end
     if (rst) begin
-      \$735  = 2'h0;
+      \$730  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$736  = s4_x;
+    \$731  = s4_x;
     if (s3_valid) begin
-      \$736  = s3_x;
+      \$731  = s3_x;
     end
     if (rst) begin
-      \$736  = 32'd0;
+      \$731  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$737  = s4_sub_hi;
+    \$732  = s4_sub_hi;
     if (s3_valid) begin
-      \$737  = s3_sub_hi;
+      \$732  = s3_sub_hi;
     end
     if (rst) begin
-      \$737  = 1'h0;
+      \$732  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$738  = s4_sub_lo;
+    \$733  = s4_sub_lo;
     if (s3_valid) begin
-      \$738  = s3_sub_lo;
+      \$733  = s3_sub_lo;
     end
     if (rst) begin
-      \$738  = 1'h0;
+      \$733  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$739  = s4_slot_hi;
+    \$734  = s4_slot_hi;
     if (s3_valid) begin
-      \$739  = s3_slot_hi;
+      \$734  = s3_slot_hi;
     end
     if (rst) begin
-      \$739  = 14'h0000;
+      \$734  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$740  = s4_slot_lo;
+    \$735  = s4_slot_lo;
     if (s3_valid) begin
-      \$740  = s3_slot_lo;
+      \$735  = s3_slot_lo;
     end
     if (rst) begin
-      \$740  = 14'h0000;
+      \$735  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$741  = s4_shift_hi;
+    \$736  = s4_shift_hi;
     if (s3_valid) begin
-      \$741  = s3_shift_hi;
+      \$736  = s3_shift_hi;
     end
     if (rst) begin
-      \$741  = 5'h00;
+      \$736  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$742  = s4_shift_lo;
+    \$737  = s4_shift_lo;
     if (s3_valid) begin
-      \$742  = s3_shift_lo;
+      \$737  = s3_shift_lo;
     end
     if (rst) begin
-      \$742  = 5'h00;
+      \$737  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$743  = s4_y;
+    \$738  = s4_y;
     if (s3_valid) begin
-      \$743  = { \$284 , \$277  };
+      \$738  = { \$284 , \$277  };
     end
     if (rst) begin
-      \$743  = 32'd0;
+      \$738  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$744  = s4_sticky_hi;
+    \$739  = s4_sticky_hi;
     if (s3_valid) begin
-      \$744  = \$300 ;
+      \$739  = \$300 ;
     end
     if (rst) begin
-      \$744  = 1'h0;
+      \$739  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$745  = s4_sticky_lo;
+    \$740  = s4_sticky_lo;
     if (s3_valid) begin
-      \$745  = \$333 ;
+      \$740  = \$328 ;
     end
     if (rst) begin
-      \$745  = 1'h0;
+      \$740  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$746  = s4_sentinel;
+    \$741  = s4_sentinel;
     if (s3_valid) begin
-      \$746  = \$338 ;
+      \$741  = \$333 ;
     end
     if (rst) begin
-      \$746  = 32'd0;
+      \$741  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$747  = s5_dtype;
+    \$742  = s5_dtype;
     if (s4_valid) begin
-      \$747  = s4_dtype;
+      \$742  = s4_dtype;
     end
     if (rst) begin
-      \$747  = 2'h0;
+      \$742  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$748  = s5_slot_hi;
+    \$743  = s5_slot_hi;
     if (s4_valid) begin
-      \$748  = s4_slot_hi;
+      \$743  = s4_slot_hi;
     end
     if (rst) begin
-      \$748  = 14'h0000;
+      \$743  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$749  = s5_slot_lo;
+    \$744  = s5_slot_lo;
     if (s4_valid) begin
-      \$749  = s4_slot_lo;
+      \$744  = s4_slot_lo;
     end
     if (rst) begin
-      \$749  = 14'h0000;
+      \$744  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$750  = s5_sentinel;
+    \$745  = s5_sentinel;
     if (s4_valid) begin
-      \$750  = s4_sentinel;
+      \$745  = s4_sentinel;
     end
     if (rst) begin
-      \$750  = 32'd0;
+      \$745  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$751  = s5_x;
+    \$746  = s5_x;
     if (s4_valid) begin
-      \$751  = { s4_x[31:16], \$340 , s4_x[15:0] };
+      \$746  = { s4_x[31:16], \$335 , s4_x[15:0] };
     end
     if (rst) begin
-      \$751  = 33'h000000000;
+      \$746  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$752  = s5_y;
+    \$747  = s5_y;
     if (s4_valid) begin
-      \$752  = { \$387 , \$368 , \$365  };
+      \$747  = { \$382 , \$363 , \$360  };
     end
     if (rst) begin
-      \$752  = 33'h000000000;
+      \$747  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$753  = s5_carry_in;
+    \$748  = s5_carry_in;
     if (s4_valid) begin
-      \$753  = s4_sub_lo;
+      \$748  = s4_sub_lo;
     end
     if (rst) begin
-      \$753  = 1'h0;
+      \$748  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$754  = s6_dtype;
+    \$749  = s6_dtype;
     if (s5_valid) begin
-      \$754  = s5_dtype;
+      \$749  = s5_dtype;
+    end
+    if (rst) begin
+      \$749  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$750  = s6_slot_hi;
+    if (s5_valid) begin
+      \$750  = s5_slot_hi;
+    end
+    if (rst) begin
+      \$750  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$751  = s6_slot_lo;
+    if (s5_valid) begin
+      \$751  = s5_slot_lo;
+    end
+    if (rst) begin
+      \$751  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$752  = s6_sum;
+    if (s5_valid) begin
+      \$752  = { \$685 [33:18], \$685 [16:1] };
+    end
+    if (rst) begin
+      \$752  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$753  = s6_marked;
+    if (s5_valid) begin
+      \$753  = \$383 ;
+    end
+    if (rst) begin
+      \$753  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$754  = s7_dtype;
+    if (s6_valid) begin
+      \$754  = s6_dtype;
     end
     if (rst) begin
       \$754  = 2'h0;
@@ -9727,19 +9757,19 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$755  = s6_slot_hi;
-    if (s5_valid) begin
-      \$755  = s5_slot_hi;
+    \$755  = s7_sum;
+    if (s6_valid) begin
+      \$755  = s6_sum;
     end
     if (rst) begin
-      \$755  = 14'h0000;
+      \$755  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$756  = s6_slot_lo;
-    if (s5_valid) begin
-      \$756  = s5_slot_lo;
+    \$756  = s7_slot_hi;
+    if (s6_valid) begin
+      \$756  = s6_slot_hi;
     end
     if (rst) begin
       \$756  = 14'h0000;
@@ -9747,141 +9777,142 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$757  = s6_sum;
-    if (s5_valid) begin
-      \$757  = { \$690 [33:18], \$690 [16:1] };
-    end
-    if (rst) begin
-      \$757  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$758  = s6_marked;
-    if (s5_valid) begin
-      \$758  = \$388 ;
-    end
-    if (rst) begin
-      \$758  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$759  = s7_dtype;
+    \$757  = s7_slot_lo;
     if (s6_valid) begin
-      \$759  = s6_dtype;
+      \$757  = s6_slot_lo;
     end
     if (rst) begin
-      \$759  = 2'h0;
+      \$757  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$760  = s7_sum;
+    \$758  = s7_count_hi;
     if (s6_valid) begin
-      \$760  = s6_sum;
+      \$758  = { \$419 , \$407  };
     end
     if (rst) begin
-      \$760  = 32'd0;
+      \$758  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$761  = s7_slot_hi;
+    \$759  = s7_count_lo;
     if (s6_valid) begin
-      \$761  = s6_slot_hi;
+      \$759  = { \$455 , \$443  };
     end
     if (rst) begin
-      \$761  = 14'h0000;
+      \$759  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$762  = s7_slot_lo;
+    \$760  = s7_zero_hi;
     if (s6_valid) begin
-      \$762  = s6_slot_lo;
+      \$760  = \$466 ;
     end
     if (rst) begin
-      \$762  = 14'h0000;
+      \$760  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$763  = s7_count_hi;
+    \$761  = s7_sum_zero_hi;
     if (s6_valid) begin
-      \$763  = { \$424 , \$412  };
+      \$761  = \$468 ;
     end
     if (rst) begin
-      \$763  = 4'h0;
+      \$761  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$764  = s7_count_lo;
+    \$762  = s7_sum_zero_lo;
     if (s6_valid) begin
-      \$764  = { \$460 , \$448  };
+      \$762  = \$470 ;
     end
     if (rst) begin
-      \$764  = 4'h0;
+      \$762  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$765  = s7_zero_hi;
-    if (s6_valid) begin
-      \$765  = \$471 ;
-    end
-    if (rst) begin
-      \$765  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$766  = s7_sum_zero_hi;
-    if (s6_valid) begin
-      \$766  = \$473 ;
-    end
-    if (rst) begin
-      \$766  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$767  = s7_sum_zero_lo;
-    if (s6_valid) begin
-      \$767  = \$475 ;
-    end
-    if (rst) begin
-      \$767  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$768  = s8_dtype;
+    \$763  = s8_dtype;
     if (s7_valid) begin
-      \$768  = s7_dtype;
+      \$763  = s7_dtype;
     end
     if (rst) begin
-      \$768  = 2'h0;
+      \$763  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$769  = s8_slot_hi;
+    \$764  = s8_slot_hi;
     if (s7_valid) begin
-      \$769 [13:1] = s7_slot_hi[13:1];
-      \$769 [0] = \$519 ;
+      \$764 [13:1] = s7_slot_hi[13:1];
+      \$764 [0] = \$514 ;
     end
     if (rst) begin
-      \$769  = 14'h0000;
+      \$764  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$770  = s8_slot_lo;
+    \$765  = s8_slot_lo;
     if (s7_valid) begin
-      \$770 [13:1] = s7_slot_lo[13:1];
-      \$770 [0] = \$523 ;
+      \$765 [13:1] = s7_slot_lo[13:1];
+      \$765 [0] = \$518 ;
+    end
+    if (rst) begin
+      \$765  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$766  = s8_sum;
+    if (s7_valid) begin
+      \$766  = { \$510 , \$482  };
+    end
+    if (rst) begin
+      \$766  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$767  = s8_shift_hi;
+    if (s7_valid) begin
+      \$767  = \$521 ;
+    end
+    if (rst) begin
+      \$767  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$768  = s8_shift_lo;
+    if (s7_valid) begin
+      \$768  = \$524 ;
+    end
+    if (rst) begin
+      \$768  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$769  = s9_dtype;
+    if (s8_valid) begin
+      \$769  = s8_dtype;
+    end
+    if (rst) begin
+      \$769  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$770  = s9_slot_hi;
+    if (s8_valid) begin
+      { \$770 [13:11], \$770 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
+      \$770 [10:2] = \$578 [8:0];
     end
     if (rst) begin
       \$770  = 14'h0000;
@@ -9889,101 +9920,100 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$771  = s8_sum;
-    if (s7_valid) begin
-      \$771  = { \$515 , \$487  };
-    end
-    if (rst) begin
-      \$771  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$772  = s8_shift_hi;
-    if (s7_valid) begin
-      \$772  = \$526 ;
-    end
-    if (rst) begin
-      \$772  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$773  = s8_shift_lo;
-    if (s7_valid) begin
-      \$773  = \$529 ;
-    end
-    if (rst) begin
-      \$773  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$774  = s9_dtype;
+    \$771  = s9_slot_lo;
     if (s8_valid) begin
-      \$774  = s8_dtype;
+      { \$771 [13:11], \$771 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
+      \$771 [10:2] = \$580 [8:0];
     end
     if (rst) begin
-      \$774  = 2'h0;
+      \$771  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$775  = s9_slot_hi;
+    \$772  = s9_sum;
     if (s8_valid) begin
-      { \$775 [13:11], \$775 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
-      \$775 [10:2] = \$583 [8:0];
+      \$772  = { \$576 , \$531  };
     end
     if (rst) begin
-      \$775  = 14'h0000;
+      \$772  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$776  = s9_slot_lo;
-    if (s8_valid) begin
-      { \$776 [13:11], \$776 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
-      \$776 [10:2] = \$585 [8:0];
-    end
-    if (rst) begin
-      \$776  = 14'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$777  = s9_sum;
-    if (s8_valid) begin
-      \$777  = { \$581 , \$536  };
-    end
-    if (rst) begin
-      \$777  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$778  = s10_dtype;
+    \$773  = s10_dtype;
     if (s9_valid) begin
-      \$778  = s9_dtype;
+      \$773  = s9_dtype;
     end
     if (rst) begin
-      \$778  = 2'h0;
+      \$773  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$779  = s10_packed;
+    \$774  = s10_packed;
     if (s9_valid) begin
-      \$779  = { 1'h0, \$608 [30:16], \$597 , \$596 [15:0] };
+      \$774  = { 1'h0, \$603 [30:16], \$592 , \$591 [15:0] };
     end
     if (rst) begin
-      \$779  = 33'h000000000;
+      \$774  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$780  = s10_inc_hi;
+    \$775  = s10_inc_hi;
     if (s9_valid) begin
-      \$780  = \$619 ;
+      \$775  = \$614 ;
+    end
+    if (rst) begin
+      \$775  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$776  = s10_inc_lo;
+    if (s9_valid) begin
+      \$776  = \$627 ;
+    end
+    if (rst) begin
+      \$776  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$777  = s10_sign_hi;
+    if (s9_valid) begin
+      \$777  = s9_slot_hi[0];
+    end
+    if (rst) begin
+      \$777  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$778  = s10_forced_hi;
+    if (s9_valid) begin
+      \$778  = \$628 ;
+    end
+    if (rst) begin
+      \$778  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$779  = s10_special_hi;
+    if (s9_valid) begin
+      \$779  = \$634 ;
+    end
+    if (rst) begin
+      \$779  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$780  = s10_sign_lo;
+    if (s9_valid) begin
+      \$780  = s9_slot_lo[0];
     end
     if (rst) begin
       \$780  = 1'h0;
@@ -9991,9 +10021,9 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$781  = s10_inc_lo;
+    \$781  = s10_forced_lo;
     if (s9_valid) begin
-      \$781  = \$632 ;
+      \$781  = \$635 ;
     end
     if (rst) begin
       \$781  = 1'h0;
@@ -10001,39 +10031,39 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$782  = s10_sign_hi;
+    \$782  = s10_special_lo;
     if (s9_valid) begin
-      \$782  = s9_slot_hi[0];
+      \$782  = \$641 ;
     end
     if (rst) begin
-      \$782  = 1'h0;
+      \$782  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$783  = s10_forced_hi;
-    if (s9_valid) begin
-      \$783  = \$633 ;
+    \$783  = s11_dtype;
+    if (s10_valid) begin
+      \$783  = s10_dtype;
     end
     if (rst) begin
-      \$783  = 1'h0;
+      \$783  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$784  = s10_special_hi;
-    if (s9_valid) begin
-      \$784  = \$639 ;
+    \$784  = s11_sign_hi;
+    if (s10_valid) begin
+      \$784  = s10_sign_hi;
     end
     if (rst) begin
-      \$784  = 16'h0000;
+      \$784  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$785  = s10_sign_lo;
-    if (s9_valid) begin
-      \$785  = s9_slot_lo[0];
+    \$785  = s11_sign_lo;
+    if (s10_valid) begin
+      \$785  = s10_sign_lo;
     end
     if (rst) begin
       \$785  = 1'h0;
@@ -10041,9 +10071,9 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$786  = s10_forced_lo;
-    if (s9_valid) begin
-      \$786  = \$640 ;
+    \$786  = s11_forced_hi;
+    if (s10_valid) begin
+      \$786  = s10_forced_hi;
     end
     if (rst) begin
       \$786  = 1'h0;
@@ -10051,49 +10081,49 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$787  = s10_special_lo;
-    if (s9_valid) begin
-      \$787  = \$646 ;
+    \$787  = s11_forced_lo;
+    if (s10_valid) begin
+      \$787  = s10_forced_lo;
     end
     if (rst) begin
-      \$787  = 16'h0000;
+      \$787  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$788  = s11_dtype;
+    \$788  = s11_special_hi;
     if (s10_valid) begin
-      \$788  = s10_dtype;
+      \$788  = s10_special_hi;
     end
     if (rst) begin
-      \$788  = 2'h0;
+      \$788  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$789  = s11_sign_hi;
+    \$789  = s11_special_lo;
     if (s10_valid) begin
-      \$789  = s10_sign_hi;
+      \$789  = s10_special_lo;
     end
     if (rst) begin
-      \$789  = 1'h0;
+      \$789  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$790  = s11_sign_lo;
+    \$790  = s11_rounded;
     if (s10_valid) begin
-      \$790  = s10_sign_lo;
+      \$790  = { s10_chain[32:17], s10_chain[15:0] };
     end
     if (rst) begin
-      \$790  = 1'h0;
+      \$790  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$791  = s11_forced_hi;
+    \$791  = s11_wide;
     if (s10_valid) begin
-      \$791  = s10_forced_hi;
+      \$791  = \$642 ;
     end
     if (rst) begin
       \$791  = 1'h0;
@@ -10101,9 +10131,9 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$792  = s11_forced_lo;
+    \$792  = s11_fp16;
     if (s10_valid) begin
-      \$792  = s10_forced_lo;
+      \$792  = \$643 ;
     end
     if (rst) begin
       \$792  = 1'h0;
@@ -10111,146 +10141,96 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$793  = s11_special_hi;
-    if (s10_valid) begin
-      \$793  = s10_special_hi;
-    end
-    if (rst) begin
-      \$793  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$794  = s11_special_lo;
-    if (s10_valid) begin
-      \$794  = s10_special_lo;
-    end
-    if (rst) begin
-      \$794  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$795  = s11_rounded;
-    if (s10_valid) begin
-      \$795  = { s10_chain[32:17], s10_chain[15:0] };
-    end
-    if (rst) begin
-      \$795  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$796  = s11_wide;
-    if (s10_valid) begin
-      \$796  = \$647 ;
-    end
-    if (rst) begin
-      \$796  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$797  = s11_fp16;
-    if (s10_valid) begin
-      \$797  = \$648 ;
-    end
-    if (rst) begin
-      \$797  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$798  = result;
+    \$793  = result;
     if (s11_valid) begin
-      \$798  = { \$670 , \$663  };
+      \$793  = { \$665 , \$658  };
     end
     if (rst) begin
-      \$798  = 32'd0;
+      \$793  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$799  = in_valid;
+    \$794  = in_valid;
+    if (rst) begin
+      \$794  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$795  = s1_valid;
+    if (rst) begin
+      \$795  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$796  = s2_valid;
+    if (rst) begin
+      \$796  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$797  = s3_valid;
+    if (rst) begin
+      \$797  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$798  = s4_valid;
+    if (rst) begin
+      \$798  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$799  = s5_valid;
     if (rst) begin
       \$799  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$800  = s1_valid;
+    \$800  = s6_valid;
     if (rst) begin
       \$800  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$801  = s2_valid;
+    \$801  = s7_valid;
     if (rst) begin
       \$801  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$802  = s3_valid;
+    \$802  = s8_valid;
     if (rst) begin
       \$802  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$803  = s4_valid;
+    \$803  = s9_valid;
     if (rst) begin
       \$803  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$804  = s5_valid;
+    \$804  = s10_valid;
     if (rst) begin
       \$804  = 1'h1;
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$805  = s6_valid;
-    if (rst) begin
-      \$805  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$806  = s7_valid;
-    if (rst) begin
-      \$806  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$807  = s8_valid;
-    if (rst) begin
-      \$807  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$808  = s9_valid;
-    if (rst) begin
-      \$808  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$809  = s10_valid;
-    if (rst) begin
-      \$809  = 1'h1;
-    end
-  end
-  assign s5_chain = \$690 [34:1];
-  assign a_hi_sig = { 1'h0, \$675  };
-  assign a_lo_sig = { 1'h0, \$680  };
-  assign b_hi_sig = { 1'h0, \$685  };
-  assign b_lo_sig = { 1'h0, \$688  };
+  assign s5_chain = \$685 [34:1];
+  assign a_hi_sig = { 1'h0, \$670  };
+  assign a_lo_sig = { 1'h0, \$675  };
+  assign b_hi_sig = { 1'h0, \$680  };
+  assign b_lo_sig = { 1'h0, \$683  };
   assign \s1_a_hi.sign  = s1_a_hi[0];
   assign \s1_a_hi.exp  = s1_a_hi[8:1];
   assign \s1_a_hi.nan  = s1_a_hi[9];
@@ -10376,28 +10356,28 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
   assign \$205  = s2_dtype[1];
   assign \$212  = s2_dtype[1];
   assign \$286  = s3_dtype[1];
-  assign \$360  = \$359 [0];
-  assign \$367  = s4_dtype[1];
-  assign \$373  = s4_dtype[1];
-  assign \$379  = s4_dtype[1];
-  assign \$382  = \$381 [0];
-  assign \$391  = \$389 ;
-  assign \$397  = \$395 ;
-  assign \$403  = \$401 ;
-  assign \$415  = \$413 ;
-  assign \$418  = \$416 ;
-  assign \$421  = \$419 ;
-  assign \$427  = \$425 ;
-  assign \$433  = \$431 ;
-  assign \$439  = \$437 ;
-  assign \$451  = \$449 ;
-  assign \$454  = \$452 ;
-  assign \$457  = \$455 ;
-  assign \$610  = s9_dtype[1];
+  assign \$355  = \$354 [0];
+  assign \$362  = s4_dtype[1];
+  assign \$368  = s4_dtype[1];
+  assign \$374  = s4_dtype[1];
+  assign \$377  = \$376 [0];
+  assign \$386  = \$384 ;
+  assign \$392  = \$390 ;
+  assign \$398  = \$396 ;
+  assign \$410  = \$408 ;
+  assign \$413  = \$411 ;
+  assign \$416  = \$414 ;
+  assign \$422  = \$420 ;
+  assign \$428  = \$426 ;
+  assign \$434  = \$432 ;
+  assign \$446  = \$444 ;
+  assign \$449  = \$447 ;
+  assign \$452  = \$450 ;
+  assign \$605  = s9_dtype[1];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \port$1978$0 , \port$1979$0 , a, b, dtype, clk);
+module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \port$1968$0 , \port$1969$0 , a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$8  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -10701,10 +10681,10 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
   input pass_a;
   wire pass_a;
   wire [31:0] picked;
-  output [15:0] \port$1978$0 ;
-  wire [15:0] \port$1978$0 ;
-  output [15:0] \port$1979$0 ;
-  wire [15:0] \port$1979$0 ;
+  output [15:0] \port$1968$0 ;
+  wire [15:0] \port$1968$0 ;
+  output [15:0] \port$1969$0 ;
+  wire [15:0] \port$1969$0 ;
   reg [31:0] r_a = 32'd0;
   reg r_a_any_lo = 1'h0;
   reg r_a_e5_hi = 1'h0;
@@ -11539,14 +11519,14 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
   end
   assign picked = { \$220 , \$219  };
   assign result = { \$222 , \$221  };
-  assign \port$1978$0  = \$221 ;
-  assign \port$1979$0  = \$222 ;
+  assign \port$1968$0  = \$221 ;
+  assign \port$1969$0  = \$222 ;
   assign \$209  = r_a[15];
   assign \$141  = r_a[31];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane2 (rst, valid, \result$73 , a, b, \port$3969$256 , clk);
+module \ace_alu_array_small.array.lane2 (rst, valid, \result$73 , a, b, \port$3949$256 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$9  = 0;
   wire \$1 ;
   reg [1:0] \$10 ;
@@ -11695,8 +11675,8 @@ module \ace_alu_array_small.array.lane2 (rst, valid, \result$73 , a, b, \port$39
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
   wire pass_a;
-  input [3:0] \port$3969$256 ;
-  wire [3:0] \port$3969$256 ;
+  input [3:0] \port$3949$256 ;
+  wire [3:0] \port$3949$256 ;
   wire [31:0] result;
   output [31:0] \result$73 ;
   wire [31:0] \result$73 ;
@@ -11802,8 +11782,8 @@ module \ace_alu_array_small.array.lane2 (rst, valid, \result$73 , a, b, \port$39
     d12_valid <= \$59 ;
   assign \$1  = | s0_op;
   assign \$2  = d2_minmax ? { \$61 , \$60  } : d2_simple;
-  assign is_max = \port$3969$256 [1:0] == 1'h1;
-  assign pass_a = \port$3969$256 [1:0] == 2'h3;
+  assign is_max = \port$3949$256 [1:0] == 1'h1;
+  assign pass_a = \port$3949$256 [1:0] == 2'h3;
   assign \$3  = s0_a + s0_b;
   assign \$4  = | s0_op;
   assign \$5  = ~ \$4 ;
@@ -11842,7 +11822,7 @@ module \ace_alu_array_small.array.lane2 (rst, valid, \result$73 , a, b, \port$39
     .a(a),
     .b(b),
     .clk(clk),
-    .dtype(\port$3969$256 [3:2]),
+    .dtype(\port$3949$256 [3:2]),
     .result(\result$74 ),
     .rst(rst),
     .valid(valid)
@@ -11851,11 +11831,11 @@ module \ace_alu_array_small.array.lane2 (rst, valid, \result$73 , a, b, \port$39
     .a(a),
     .b(b),
     .clk(clk),
-    .dtype(\port$3969$256 [3:2]),
+    .dtype(\port$3949$256 [3:2]),
     .is_max(is_max),
     .pass_a(pass_a),
-    .\port$2963$0 (\$60 ),
-    .\port$2964$0 (\$61 ),
+    .\port$2948$0 (\$60 ),
+    .\port$2949$0 (\$61 ),
     .rst(rst),
     .valid(valid)
   );
@@ -12235,14 +12215,14 @@ module \ace_alu_array_small.array.lane2 (rst, valid, \result$73 , a, b, \port$39
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$9  = \port$3969$256 [1:0];
+    \$9  = \port$3949$256 [1:0];
     if (rst) begin
       \$9  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$10  = \port$3969$256 [3:2];
+    \$10  = \port$3949$256 [3:2];
     if (rst) begin
       \$10  = 2'h0;
     end
@@ -12338,16 +12318,16 @@ module \ace_alu_array_small.array.lane2 (rst, valid, \result$73 , a, b, \port$39
       \$20  = 32'd0;
     end
   end
-  assign op = \port$3969$256 [1:0];
-  assign dtype = \port$3969$256 [3:2];
+  assign op = \port$3949$256 [1:0];
+  assign dtype = \port$3949$256 [3:2];
   assign direct = \$3 [31:0];
   assign result = { \$61 , \$60  };
   assign \a$63  = a;
   assign \b$64  = b;
-  assign \dtype$65  = \port$3969$256 [3:2];
+  assign \dtype$65  = \port$3949$256 [3:2];
   assign \a$66  = a;
   assign \b$67  = b;
-  assign \dtype$68  = \port$3969$256 [3:2];
+  assign \dtype$68  = \port$3949$256 [3:2];
   assign \valid$71  = valid;
   assign \valid$72  = valid;
 endmodule
@@ -12612,151 +12592,151 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
   wire \$328 ;
   wire \$329 ;
   wire \$33 ;
-  wire \$330 ;
-  wire \$331 ;
-  wire \$332 ;
-  wire \$333 ;
+  wire [31:0] \$330 ;
+  wire [15:0] \$331 ;
+  wire [15:0] \$332 ;
+  wire [31:0] \$333 ;
   wire \$334 ;
-  wire [31:0] \$335 ;
-  wire [15:0] \$336 ;
-  wire [15:0] \$337 ;
-  wire [31:0] \$338 ;
-  wire \$339 ;
+  wire \$335 ;
+  wire \$336 ;
+  wire \$337 ;
+  wire [15:0] \$338 ;
+  wire [15:0] \$339 ;
   wire \$34 ;
-  wire \$340 ;
+  wire [15:0] \$340 ;
   wire \$341 ;
-  wire \$342 ;
+  wire [15:0] \$342 ;
   wire [15:0] \$343 ;
   wire [15:0] \$344 ;
-  wire [15:0] \$345 ;
-  wire \$346 ;
+  wire \$345 ;
+  wire [15:0] \$346 ;
   wire [15:0] \$347 ;
   wire [15:0] \$348 ;
-  wire [15:0] \$349 ;
+  wire \$349 ;
   wire \$35 ;
   wire \$350 ;
-  wire [15:0] \$351 ;
-  wire [15:0] \$352 ;
+  wire \$351 ;
+  wire \$352 ;
   wire [15:0] \$353 ;
-  wire \$354 ;
+  wire [15:0] \$354 ;
   wire \$355 ;
   wire \$356 ;
   wire \$357 ;
   wire [15:0] \$358 ;
   wire [15:0] \$359 ;
   wire \$36 ;
-  wire \$360 ;
+  wire [15:0] \$360 ;
   wire \$361 ;
   wire \$362 ;
-  wire [15:0] \$363 ;
+  wire \$363 ;
   wire [15:0] \$364 ;
   wire [15:0] \$365 ;
-  wire \$366 ;
+  wire [15:0] \$366 ;
   wire \$367 ;
   wire \$368 ;
-  wire [15:0] \$369 ;
+  wire \$369 ;
   wire \$37 ;
-  wire [15:0] \$370 ;
-  wire [15:0] \$371 ;
+  wire \$370 ;
+  wire \$371 ;
   wire \$372 ;
   wire \$373 ;
   wire \$374 ;
   wire \$375 ;
-  wire \$376 ;
+  wire [15:0] \$376 ;
   wire \$377 ;
   wire \$378 ;
   wire \$379 ;
   wire \$38 ;
-  wire \$380 ;
+  wire [15:0] \$380 ;
   wire [15:0] \$381 ;
-  wire \$382 ;
-  wire \$383 ;
+  wire [15:0] \$382 ;
+  wire [31:0] \$383 ;
   wire \$384 ;
-  wire [15:0] \$385 ;
-  wire [15:0] \$386 ;
-  wire [15:0] \$387 ;
-  wire [31:0] \$388 ;
-  wire \$389 ;
+  wire \$385 ;
+  wire \$386 ;
+  wire [1:0] \$387 ;
+  wire [1:0] \$388 ;
+  wire [1:0] \$389 ;
   wire \$39 ;
   wire \$390 ;
   wire \$391 ;
-  wire [1:0] \$392 ;
+  wire \$392 ;
   wire [1:0] \$393 ;
   wire [1:0] \$394 ;
-  wire \$395 ;
+  wire [1:0] \$395 ;
   wire \$396 ;
   wire \$397 ;
-  wire [1:0] \$398 ;
+  wire \$398 ;
   wire [1:0] \$399 ;
   wire \$4 ;
   wire \$40 ;
   wire [1:0] \$400 ;
-  wire \$401 ;
-  wire \$402 ;
-  wire \$403 ;
+  wire [1:0] \$401 ;
+  wire [1:0] \$402 ;
+  wire [1:0] \$403 ;
   wire [1:0] \$404 ;
   wire [1:0] \$405 ;
   wire [1:0] \$406 ;
   wire [1:0] \$407 ;
-  wire [1:0] \$408 ;
-  wire [1:0] \$409 ;
+  wire \$408 ;
+  wire \$409 ;
   wire [7:0] \$41 ;
-  wire [1:0] \$410 ;
-  wire [1:0] \$411 ;
-  wire [1:0] \$412 ;
+  wire \$410 ;
+  wire \$411 ;
+  wire \$412 ;
   wire \$413 ;
   wire \$414 ;
   wire \$415 ;
   wire \$416 ;
-  wire \$417 ;
-  wire \$418 ;
-  wire \$419 ;
+  wire [1:0] \$417 ;
+  wire [1:0] \$418 ;
+  wire [1:0] \$419 ;
   wire \$42 ;
   wire \$420 ;
   wire \$421 ;
-  wire [1:0] \$422 ;
+  wire \$422 ;
   wire [1:0] \$423 ;
   wire [1:0] \$424 ;
-  wire \$425 ;
+  wire [1:0] \$425 ;
   wire \$426 ;
   wire \$427 ;
-  wire [1:0] \$428 ;
+  wire \$428 ;
   wire [1:0] \$429 ;
   wire \$43 ;
   wire [1:0] \$430 ;
-  wire \$431 ;
+  wire [1:0] \$431 ;
   wire \$432 ;
   wire \$433 ;
-  wire [1:0] \$434 ;
+  wire \$434 ;
   wire [1:0] \$435 ;
   wire [1:0] \$436 ;
-  wire \$437 ;
-  wire \$438 ;
-  wire \$439 ;
+  wire [1:0] \$437 ;
+  wire [1:0] \$438 ;
+  wire [1:0] \$439 ;
   wire \$44 ;
   wire [1:0] \$440 ;
   wire [1:0] \$441 ;
   wire [1:0] \$442 ;
   wire [1:0] \$443 ;
-  wire [1:0] \$444 ;
-  wire [1:0] \$445 ;
-  wire [1:0] \$446 ;
-  wire [1:0] \$447 ;
-  wire [1:0] \$448 ;
+  wire \$444 ;
+  wire \$445 ;
+  wire \$446 ;
+  wire \$447 ;
+  wire \$448 ;
   wire \$449 ;
   wire \$45 ;
   wire \$450 ;
   wire \$451 ;
   wire \$452 ;
-  wire \$453 ;
-  wire \$454 ;
-  wire \$455 ;
+  wire [1:0] \$453 ;
+  wire [1:0] \$454 ;
+  wire [1:0] \$455 ;
   wire \$456 ;
   wire \$457 ;
-  wire [1:0] \$458 ;
-  wire [1:0] \$459 ;
+  wire \$458 ;
+  wire \$459 ;
   wire \$46 ;
-  wire [1:0] \$460 ;
+  wire \$460 ;
   wire \$461 ;
   wire \$462 ;
   wire \$463 ;
@@ -12769,158 +12749,158 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
   wire \$47 ;
   wire \$470 ;
   wire \$471 ;
-  wire \$472 ;
-  wire \$473 ;
+  wire [3:0] \$472 ;
+  wire [4:0] \$473 ;
   wire \$474 ;
-  wire \$475 ;
-  wire \$476 ;
-  wire [3:0] \$477 ;
-  wire [4:0] \$478 ;
-  wire \$479 ;
+  wire [3:0] \$475 ;
+  wire [4:0] \$476 ;
+  wire [15:0] \$477 ;
+  wire \$478 ;
+  wire [3:0] \$479 ;
   wire \$48 ;
-  wire [3:0] \$480 ;
-  wire [4:0] \$481 ;
+  wire [4:0] \$480 ;
+  wire [15:0] \$481 ;
   wire [15:0] \$482 ;
   wire \$483 ;
   wire [3:0] \$484 ;
   wire [4:0] \$485 ;
-  wire [15:0] \$486 ;
-  wire [15:0] \$487 ;
-  wire \$488 ;
-  wire [3:0] \$489 ;
+  wire \$486 ;
+  wire \$487 ;
+  wire [3:0] \$488 ;
+  wire [4:0] \$489 ;
   wire [7:0] \$49 ;
-  wire [4:0] \$490 ;
+  wire [15:0] \$490 ;
   wire \$491 ;
-  wire \$492 ;
-  wire [3:0] \$493 ;
-  wire [4:0] \$494 ;
+  wire [3:0] \$492 ;
+  wire [4:0] \$493 ;
+  wire \$494 ;
   wire [15:0] \$495 ;
-  wire \$496 ;
-  wire [3:0] \$497 ;
-  wire [4:0] \$498 ;
-  wire \$499 ;
+  wire [15:0] \$496 ;
+  wire \$497 ;
+  wire [3:0] \$498 ;
+  wire [4:0] \$499 ;
   wire \$5 ;
   wire \$50 ;
-  wire [15:0] \$500 ;
+  wire \$500 ;
   wire [15:0] \$501 ;
-  wire \$502 ;
-  wire [3:0] \$503 ;
-  wire [4:0] \$504 ;
-  wire \$505 ;
-  wire [15:0] \$506 ;
-  wire [15:0] \$507 ;
+  wire [15:0] \$502 ;
+  wire [15:0] \$503 ;
+  wire \$504 ;
+  wire [3:0] \$505 ;
+  wire [4:0] \$506 ;
+  wire \$507 ;
   wire [15:0] \$508 ;
-  wire \$509 ;
+  wire [15:0] \$509 ;
   wire \$51 ;
-  wire [3:0] \$510 ;
-  wire [4:0] \$511 ;
+  wire [15:0] \$510 ;
+  wire \$511 ;
   wire \$512 ;
-  wire [15:0] \$513 ;
-  wire [15:0] \$514 ;
-  wire [15:0] \$515 ;
+  wire \$513 ;
+  wire \$514 ;
+  wire \$515 ;
   wire \$516 ;
   wire \$517 ;
   wire \$518 ;
   wire \$519 ;
   wire \$52 ;
-  wire \$520 ;
-  wire \$521 ;
+  wire [3:0] \$520 ;
+  wire [4:0] \$521 ;
   wire \$522 ;
-  wire \$523 ;
-  wire \$524 ;
-  wire [3:0] \$525 ;
-  wire [4:0] \$526 ;
-  wire \$527 ;
-  wire [3:0] \$528 ;
-  wire [4:0] \$529 ;
+  wire [3:0] \$523 ;
+  wire [4:0] \$524 ;
+  wire [15:0] \$525 ;
+  wire [15:0] \$526 ;
+  wire [15:0] \$527 ;
+  wire [15:0] \$528 ;
+  wire [15:0] \$529 ;
   wire \$53 ;
   wire [15:0] \$530 ;
   wire [15:0] \$531 ;
-  wire [15:0] \$532 ;
+  wire \$532 ;
   wire [15:0] \$533 ;
   wire [15:0] \$534 ;
   wire [15:0] \$535 ;
-  wire [15:0] \$536 ;
-  wire \$537 ;
-  wire [15:0] \$538 ;
+  wire \$536 ;
+  wire [15:0] \$537 ;
+  wire \$538 ;
   wire [15:0] \$539 ;
   wire \$54 ;
   wire [15:0] \$540 ;
   wire \$541 ;
   wire [15:0] \$542 ;
-  wire \$543 ;
+  wire [15:0] \$543 ;
   wire [15:0] \$544 ;
-  wire [15:0] \$545 ;
-  wire \$546 ;
+  wire \$545 ;
+  wire [15:0] \$546 ;
   wire [15:0] \$547 ;
   wire [15:0] \$548 ;
-  wire [15:0] \$549 ;
+  wire \$549 ;
   wire \$55 ;
-  wire \$550 ;
-  wire [15:0] \$551 ;
+  wire [15:0] \$550 ;
+  wire \$551 ;
   wire [15:0] \$552 ;
   wire [15:0] \$553 ;
   wire \$554 ;
   wire [15:0] \$555 ;
-  wire \$556 ;
+  wire [15:0] \$556 ;
   wire [15:0] \$557 ;
-  wire [15:0] \$558 ;
-  wire \$559 ;
+  wire \$558 ;
+  wire [15:0] \$559 ;
   wire \$56 ;
   wire [15:0] \$560 ;
   wire [15:0] \$561 ;
   wire [15:0] \$562 ;
   wire \$563 ;
   wire [15:0] \$564 ;
-  wire [15:0] \$565 ;
+  wire \$565 ;
   wire [15:0] \$566 ;
   wire [15:0] \$567 ;
   wire \$568 ;
   wire [15:0] \$569 ;
   wire \$57 ;
-  wire \$570 ;
+  wire [15:0] \$570 ;
   wire [15:0] \$571 ;
-  wire [15:0] \$572 ;
-  wire \$573 ;
+  wire \$572 ;
+  wire [15:0] \$573 ;
   wire [15:0] \$574 ;
   wire [15:0] \$575 ;
   wire [15:0] \$576 ;
-  wire \$577 ;
-  wire [15:0] \$578 ;
-  wire [15:0] \$579 ;
+  wire [9:0] \$577 ;
+  wire [10:0] \$578 ;
+  wire [9:0] \$579 ;
   wire \$58 ;
-  wire [15:0] \$580 ;
-  wire [15:0] \$581 ;
-  wire [9:0] \$582 ;
-  wire [10:0] \$583 ;
-  wire [9:0] \$584 ;
-  wire [10:0] \$585 ;
-  wire \$586 ;
-  wire [7:0] \$587 ;
-  wire \$588 ;
-  wire [4:0] \$589 ;
+  wire [10:0] \$580 ;
+  wire \$581 ;
+  wire [7:0] \$582 ;
+  wire \$583 ;
+  wire [4:0] \$584 ;
+  wire [7:0] \$585 ;
+  wire [14:0] \$586 ;
+  wire \$587 ;
+  wire [4:0] \$588 ;
+  wire [7:0] \$589 ;
   wire \$59 ;
-  wire [7:0] \$590 ;
-  wire [14:0] \$591 ;
+  wire [14:0] \$590 ;
+  wire [30:0] \$591 ;
   wire \$592 ;
-  wire [4:0] \$593 ;
+  wire \$593 ;
   wire [7:0] \$594 ;
-  wire [14:0] \$595 ;
-  wire [30:0] \$596 ;
-  wire \$597 ;
-  wire \$598 ;
-  wire [7:0] \$599 ;
+  wire \$595 ;
+  wire [4:0] \$596 ;
+  wire [7:0] \$597 ;
+  wire [14:0] \$598 ;
+  wire \$599 ;
   wire \$6 ;
   wire \$60 ;
-  wire \$600 ;
-  wire [4:0] \$601 ;
-  wire [7:0] \$602 ;
-  wire [14:0] \$603 ;
+  wire [4:0] \$600 ;
+  wire [7:0] \$601 ;
+  wire [14:0] \$602 ;
+  wire [30:0] \$603 ;
   wire \$604 ;
-  wire [4:0] \$605 ;
-  wire [7:0] \$606 ;
-  wire [14:0] \$607 ;
-  wire [30:0] \$608 ;
+  wire \$605 ;
+  wire \$606 ;
+  wire \$607 ;
+  wire \$608 ;
   wire \$609 ;
   wire \$61 ;
   wire \$610 ;
@@ -12945,51 +12925,51 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
   wire \$628 ;
   wire \$629 ;
   wire [7:0] \$63 ;
-  wire \$630 ;
+  wire [14:0] \$630 ;
   wire \$631 ;
-  wire \$632 ;
+  wire [14:0] \$632 ;
   wire \$633 ;
-  wire \$634 ;
-  wire [14:0] \$635 ;
+  wire [15:0] \$634 ;
+  wire \$635 ;
   wire \$636 ;
   wire [14:0] \$637 ;
   wire \$638 ;
-  wire [15:0] \$639 ;
+  wire [14:0] \$639 ;
   wire \$64 ;
   wire \$640 ;
-  wire \$641 ;
-  wire [14:0] \$642 ;
+  wire [15:0] \$641 ;
+  wire \$642 ;
   wire \$643 ;
-  wire [14:0] \$644 ;
+  wire \$644 ;
   wire \$645 ;
-  wire [15:0] \$646 ;
+  wire \$646 ;
   wire \$647 ;
   wire \$648 ;
   wire \$649 ;
   wire \$65 ;
-  wire \$650 ;
+  wire [15:0] \$650 ;
   wire \$651 ;
   wire \$652 ;
   wire \$653 ;
   wire \$654 ;
-  wire [15:0] \$655 ;
+  wire \$655 ;
   wire \$656 ;
-  wire \$657 ;
-  wire \$658 ;
+  wire [15:0] \$657 ;
+  wire [15:0] \$658 ;
   wire \$659 ;
   wire \$66 ;
   wire \$660 ;
   wire \$661 ;
-  wire [15:0] \$662 ;
-  wire [15:0] \$663 ;
+  wire \$662 ;
+  wire \$663 ;
   wire \$664 ;
-  wire \$665 ;
+  wire [15:0] \$665 ;
   wire \$666 ;
   wire \$667 ;
   wire \$668 ;
   wire \$669 ;
   wire [7:0] \$67 ;
-  wire [15:0] \$670 ;
+  wire [14:0] \$670 ;
   wire \$671 ;
   wire \$672 ;
   wire \$673 ;
@@ -13003,134 +12983,134 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
   wire [14:0] \$680 ;
   wire \$681 ;
   wire \$682 ;
-  wire \$683 ;
+  wire [14:0] \$683 ;
   wire \$684 ;
-  wire [14:0] \$685 ;
-  wire \$686 ;
-  wire \$687 ;
-  wire [14:0] \$688 ;
-  wire \$689 ;
+  wire [34:0] \$685 ;
+  reg [31:0] \$686 ;
+  reg [31:0] \$687 ;
+  reg [1:0] \$688 ;
+  reg \$689 ;
   wire \$69 ;
-  wire [34:0] \$690 ;
-  reg [31:0] \$691 ;
-  reg [31:0] \$692 ;
-  reg [1:0] \$693 ;
-  reg \$694 ;
-  reg \$695 ;
-  reg \$696 ;
-  reg [1:0] \$697 ;
-  reg [31:0] \$698 ;
-  reg [7:0] \$699 ;
+  reg \$690 ;
+  reg \$691 ;
+  reg [1:0] \$692 ;
+  reg [31:0] \$693 ;
+  reg [7:0] \$694 ;
+  reg [10:0] \$695 ;
+  reg [10:0] \$696 ;
+  reg [31:0] \$697 ;
+  reg [7:0] \$698 ;
+  reg [10:0] \$699 ;
   wire \$7 ;
   wire \$70 ;
   reg [10:0] \$700 ;
-  reg [10:0] \$701 ;
-  reg [31:0] \$702 ;
-  reg [7:0] \$703 ;
-  reg [10:0] \$704 ;
-  reg [10:0] \$705 ;
+  reg \$701 ;
+  reg \$702 ;
+  reg \$703 ;
+  reg \$704 ;
+  reg \$705 ;
   reg \$706 ;
   reg \$707 ;
-  reg \$708 ;
-  reg \$709 ;
+  reg [1:0] \$708 ;
+  reg [31:0] \$709 ;
   wire \$71 ;
-  reg \$710 ;
-  reg \$711 ;
-  reg \$712 ;
-  reg [1:0] \$713 ;
-  reg [31:0] \$714 ;
-  reg [31:0] \$715 ;
+  reg [31:0] \$710 ;
+  reg [10:0] \$711 ;
+  reg [10:0] \$712 ;
+  reg \$713 ;
+  reg \$714 ;
+  reg [10:0] \$715 ;
   reg [10:0] \$716 ;
-  reg [10:0] \$717 ;
-  reg \$718 ;
-  reg \$719 ;
+  reg [7:0] \$717 ;
+  reg [7:0] \$718 ;
+  reg [7:0] \$719 ;
   wire \$72 ;
-  reg [10:0] \$720 ;
-  reg [10:0] \$721 ;
-  reg [7:0] \$722 ;
-  reg [7:0] \$723 ;
-  reg [7:0] \$724 ;
-  reg [7:0] \$725 ;
-  reg [1:0] \$726 ;
-  reg [4:0] \$727 ;
-  reg \$728 ;
-  reg [13:0] \$729 ;
+  reg [7:0] \$720 ;
+  reg [1:0] \$721 ;
+  reg [4:0] \$722 ;
+  reg \$723 ;
+  reg [13:0] \$724 ;
+  reg [4:0] \$725 ;
+  reg \$726 ;
+  reg [13:0] \$727 ;
+  reg [31:0] \$728 ;
+  reg [31:0] \$729 ;
   wire \$73 ;
-  reg [4:0] \$730 ;
-  reg \$731 ;
-  reg [13:0] \$732 ;
-  reg [31:0] \$733 ;
-  reg [31:0] \$734 ;
-  reg [1:0] \$735 ;
-  reg [31:0] \$736 ;
-  reg \$737 ;
-  reg \$738 ;
-  reg [13:0] \$739 ;
+  reg [1:0] \$730 ;
+  reg [31:0] \$731 ;
+  reg \$732 ;
+  reg \$733 ;
+  reg [13:0] \$734 ;
+  reg [13:0] \$735 ;
+  reg [4:0] \$736 ;
+  reg [4:0] \$737 ;
+  reg [31:0] \$738 ;
+  reg \$739 ;
   wire \$74 ;
-  reg [13:0] \$740 ;
-  reg [4:0] \$741 ;
-  reg [4:0] \$742 ;
-  reg [31:0] \$743 ;
-  reg \$744 ;
-  reg \$745 ;
-  reg [31:0] \$746 ;
-  reg [1:0] \$747 ;
-  reg [13:0] \$748 ;
-  reg [13:0] \$749 ;
+  reg \$740 ;
+  reg [31:0] \$741 ;
+  reg [1:0] \$742 ;
+  reg [13:0] \$743 ;
+  reg [13:0] \$744 ;
+  reg [31:0] \$745 ;
+  reg [32:0] \$746 ;
+  reg [32:0] \$747 ;
+  reg \$748 ;
+  reg [1:0] \$749 ;
   wire [7:0] \$75 ;
-  reg [31:0] \$750 ;
-  reg [32:0] \$751 ;
-  reg [32:0] \$752 ;
-  reg \$753 ;
+  reg [13:0] \$750 ;
+  reg [13:0] \$751 ;
+  reg [31:0] \$752 ;
+  reg [31:0] \$753 ;
   reg [1:0] \$754 ;
-  reg [13:0] \$755 ;
+  reg [31:0] \$755 ;
   reg [13:0] \$756 ;
-  reg [31:0] \$757 ;
-  reg [31:0] \$758 ;
-  reg [1:0] \$759 ;
+  reg [13:0] \$757 ;
+  reg [3:0] \$758 ;
+  reg [3:0] \$759 ;
   wire \$76 ;
-  reg [31:0] \$760 ;
-  reg [13:0] \$761 ;
-  reg [13:0] \$762 ;
-  reg [3:0] \$763 ;
-  reg [3:0] \$764 ;
-  reg \$765 ;
-  reg \$766 ;
-  reg \$767 ;
-  reg [1:0] \$768 ;
-  reg [13:0] \$769 ;
+  reg \$760 ;
+  reg \$761 ;
+  reg \$762 ;
+  reg [1:0] \$763 ;
+  reg [13:0] \$764 ;
+  reg [13:0] \$765 ;
+  reg [31:0] \$766 ;
+  reg [4:0] \$767 ;
+  reg [4:0] \$768 ;
+  reg [1:0] \$769 ;
   wire \$77 ;
   reg [13:0] \$770 ;
-  reg [31:0] \$771 ;
-  reg [4:0] \$772 ;
-  reg [4:0] \$773 ;
-  reg [1:0] \$774 ;
-  reg [13:0] \$775 ;
-  reg [13:0] \$776 ;
-  reg [31:0] \$777 ;
-  reg [1:0] \$778 ;
-  reg [32:0] \$779 ;
+  reg [13:0] \$771 ;
+  reg [31:0] \$772 ;
+  reg [1:0] \$773 ;
+  reg [32:0] \$774 ;
+  reg \$775 ;
+  reg \$776 ;
+  reg \$777 ;
+  reg \$778 ;
+  reg [15:0] \$779 ;
   wire \$78 ;
   reg \$780 ;
   reg \$781 ;
-  reg \$782 ;
-  reg \$783 ;
-  reg [15:0] \$784 ;
+  reg [15:0] \$782 ;
+  reg [1:0] \$783 ;
+  reg \$784 ;
   reg \$785 ;
   reg \$786 ;
-  reg [15:0] \$787 ;
-  reg [1:0] \$788 ;
-  reg \$789 ;
+  reg \$787 ;
+  reg [15:0] \$788 ;
+  reg [15:0] \$789 ;
   wire \$79 ;
-  reg \$790 ;
+  reg [31:0] \$790 ;
   reg \$791 ;
   reg \$792 ;
-  reg [15:0] \$793 ;
-  reg [15:0] \$794 ;
-  reg [31:0] \$795 ;
+  reg [31:0] \$793 ;
+  reg \$794 ;
+  reg \$795 ;
   reg \$796 ;
   reg \$797 ;
-  reg [31:0] \$798 ;
+  reg \$798 ;
   reg \$799 ;
   wire \$8 ;
   wire \$80 ;
@@ -13139,11 +13119,6 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
   reg \$802 ;
   reg \$803 ;
   reg \$804 ;
-  reg \$805 ;
-  reg \$806 ;
-  reg \$807 ;
-  reg \$808 ;
-  reg \$809 ;
   wire \$81 ;
   wire \$82 ;
   wire \$83 ;
@@ -13489,10 +13464,6 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
   reg s9_valid = 1'h1;
   input valid;
   wire valid;
-  assign \$192  = \$191  & s2_d_ba_lo[4];
-  assign \$193  = \$189  | \$192 ;
-  assign \$194  = \$193  ? 4'hf : 4'h0;
-  assign \$195  = s2_d_ba_lo[3:0] | \$194 ;
   assign \$196  = | s2_d_ba_lo[7:5];
   assign \$197  = ~ s2_dtype[1];
   assign \$199  = \$198  & s2_d_ba_lo[4];
@@ -13621,596 +13592,591 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
   assign \$325  = \$323  & \$324 ;
   assign \$326  = s3_shift_lo[4:2] > 3'h6;
   assign \$327  = \$325  & \$326 ;
-  assign \$328  = ~ s3_dtype[1];
-  assign \$329  = | s3_y[31:28];
-  assign \$330  = \$328  & \$329 ;
-  assign \$331  = s3_shift_lo[4:2] > 3'h7;
-  assign \$332  = \$330  & \$331 ;
-  assign \$333  = | { \$332 , \$327 , \$322 , \$317 , \$312 , \$309 , \$306 , \$303  };
-  assign \$334  = ~ s3_dtype[1];
-  assign \$335  = 32'd2147483648 >> s3_slot_hi[10:2];
-  assign \$336  = 16'h8000 >> s3_slot_lo[10:2];
-  assign \$337  = 16'h8000 >> s3_slot_hi[10:2];
-  assign \$338  = s3_dtype[1] ? { \$337 , \$336  } : \$335 ;
-  assign \$339  = ~ s4_dtype[1];
-  assign \$340  = \$339  | s4_sub_hi;
+  assign \$328  = | { \$327 , \$322 , \$317 , \$312 , \$309 , \$306 , \$303  };
+  assign \$329  = ~ s3_dtype[1];
+  assign \$330  = 32'd2147483648 >> s3_slot_hi[10:2];
+  assign \$331  = 16'h8000 >> s3_slot_lo[10:2];
+  assign \$332  = 16'h8000 >> s3_slot_hi[10:2];
+  assign \$333  = s3_dtype[1] ? { \$332 , \$331  } : \$330 ;
+  assign \$334  = ~ s4_dtype[1];
+  assign \$335  = \$334  | s4_sub_hi;
+  assign \$336  = ~ s4_dtype[1];
+  assign \$337  = ~ s4_dtype[1];
+  assign \$338  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$339  = s4_shift_lo[1] ? \$338  : s4_y[15:0];
+  assign \$340  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
   assign \$341  = ~ s4_dtype[1];
-  assign \$342  = ~ s4_dtype[1];
-  assign \$343  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
-  assign \$344  = s4_shift_lo[1] ? \$343  : s4_y[15:0];
-  assign \$345  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
-  assign \$346  = ~ s4_dtype[1];
-  assign \$347  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
-  assign \$348  = s4_shift_lo[1] ? \$347  : s4_y[15:0];
-  assign \$349  = s4_dtype[1] ? { 1'h0, \$348 [15:1] } : { \$345 [0], \$344 [15:1] };
-  assign \$350  = ~ s4_dtype[1];
-  assign \$351  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
-  assign \$352  = s4_shift_lo[1] ? \$351  : s4_y[15:0];
-  assign \$353  = s4_shift_lo[0] ? \$349  : \$352 ;
-  assign \$354  = | s4_y[1:0];
-  assign \$355  = s4_shift_lo[1] & \$354 ;
-  assign \$356  = s4_sticky_lo | \$355 ;
-  assign \$357  = ~ s4_dtype[1];
-  assign \$358  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
-  assign \$359  = s4_shift_lo[1] ? \$358  : s4_y[15:0];
-  assign \$361  = s4_shift_lo[0] & \$360 ;
-  assign \$362  = \$356  | \$361 ;
-  assign \$363  = \$353  | { 15'h0000, \$362  };
-  assign \$364  = s4_sub_lo ? 16'hffff : 16'h0000;
-  assign \$365  = \$363  ^ \$364 ;
-  assign \$366  = ~ s4_dtype[1];
-  assign \$368  = \$367  & s4_sub_hi;
-  assign \$369  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
-  assign \$370  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
-  assign \$371  = s4_shift_hi[0] ? { 1'h0, \$369 [15:1] } : \$370 ;
-  assign \$372  = ~ s4_dtype[1];
-  assign \$374  = s4_shift_hi[1] & \$373 ;
-  assign \$375  = | s4_y[17:16];
-  assign \$376  = \$374  & \$375 ;
-  assign \$377  = s4_sticky_hi | \$376 ;
-  assign \$378  = ~ s4_dtype[1];
-  assign \$380  = s4_shift_hi[0] & \$379 ;
-  assign \$381  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
-  assign \$383  = \$380  & \$382 ;
-  assign \$384  = \$377  | \$383 ;
-  assign \$385  = \$371  | { 15'h0000, \$384  };
-  assign \$386  = s4_sub_hi ? 16'hffff : 16'h0000;
-  assign \$387  = \$385  ^ \$386 ;
-  assign \$388  = { \$690 [33:18], \$690 [16:1] } | s5_sentinel;
-  assign \$389  = | s6_marked[31:28];
-  assign \$390  = ~ \$389 ;
-  assign \$392  = s6_marked[29] ? 2'h2 : 2'h3;
-  assign \$393  = s6_marked[30] ? 2'h1 : \$392 ;
-  assign \$394  = s6_marked[31] ? 2'h0 : \$393 ;
-  assign \$395  = | s6_marked[27:24];
-  assign \$396  = ~ \$395 ;
-  assign \$398  = s6_marked[25] ? 2'h2 : 2'h3;
-  assign \$399  = s6_marked[26] ? 2'h1 : \$398 ;
-  assign \$400  = s6_marked[27] ? 2'h0 : \$399 ;
-  assign \$401  = | s6_marked[23:20];
-  assign \$402  = ~ \$401 ;
-  assign \$404  = s6_marked[21] ? 2'h2 : 2'h3;
-  assign \$405  = s6_marked[22] ? 2'h1 : \$404 ;
-  assign \$406  = s6_marked[23] ? 2'h0 : \$405 ;
-  assign \$407  = s6_marked[17] ? 2'h2 : 2'h3;
-  assign \$408  = s6_marked[18] ? 2'h1 : \$407 ;
-  assign \$409  = s6_marked[19] ? 2'h0 : \$408 ;
-  assign \$410  = \$403  ? \$406  : \$409 ;
-  assign \$411  = \$397  ? \$400  : \$410 ;
-  assign \$412  = \$391  ? \$394  : \$411 ;
-  assign \$413  = | s6_marked[31:28];
-  assign \$414  = ~ \$413 ;
-  assign \$416  = | s6_marked[27:24];
-  assign \$417  = ~ \$416 ;
-  assign \$419  = | s6_marked[23:20];
-  assign \$420  = ~ \$419 ;
-  assign \$422  = \$421  ? 2'h2 : 2'h3;
-  assign \$423  = \$418  ? 2'h1 : \$422 ;
-  assign \$424  = \$415  ? 2'h0 : \$423 ;
-  assign \$425  = | s6_marked[15:12];
-  assign \$426  = ~ \$425 ;
-  assign \$428  = s6_marked[13] ? 2'h2 : 2'h3;
-  assign \$429  = s6_marked[14] ? 2'h1 : \$428 ;
-  assign \$430  = s6_marked[15] ? 2'h0 : \$429 ;
-  assign \$431  = | s6_marked[11:8];
-  assign \$432  = ~ \$431 ;
-  assign \$434  = s6_marked[9] ? 2'h2 : 2'h3;
-  assign \$435  = s6_marked[10] ? 2'h1 : \$434 ;
-  assign \$436  = s6_marked[11] ? 2'h0 : \$435 ;
-  assign \$437  = | s6_marked[7:4];
-  assign \$438  = ~ \$437 ;
-  assign \$440  = s6_marked[5] ? 2'h2 : 2'h3;
-  assign \$441  = s6_marked[6] ? 2'h1 : \$440 ;
-  assign \$442  = s6_marked[7] ? 2'h0 : \$441 ;
-  assign \$443  = s6_marked[1] ? 2'h2 : 2'h3;
-  assign \$444  = s6_marked[2] ? 2'h1 : \$443 ;
-  assign \$445  = s6_marked[3] ? 2'h0 : \$444 ;
-  assign \$446  = \$439  ? \$442  : \$445 ;
-  assign \$447  = \$433  ? \$436  : \$446 ;
-  assign \$448  = \$427  ? \$430  : \$447 ;
-  assign \$449  = | s6_marked[15:12];
-  assign \$450  = ~ \$449 ;
-  assign \$452  = | s6_marked[11:8];
-  assign \$453  = ~ \$452 ;
-  assign \$455  = | s6_marked[7:4];
-  assign \$456  = ~ \$455 ;
-  assign \$458  = \$457  ? 2'h2 : 2'h3;
-  assign \$459  = \$454  ? 2'h1 : \$458 ;
-  assign \$460  = \$451  ? 2'h0 : \$459 ;
-  assign \$461  = | s6_marked[19:16];
+  assign \$342  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$343  = s4_shift_lo[1] ? \$342  : s4_y[15:0];
+  assign \$344  = s4_dtype[1] ? { 1'h0, \$343 [15:1] } : { \$340 [0], \$339 [15:1] };
+  assign \$345  = ~ s4_dtype[1];
+  assign \$346  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$347  = s4_shift_lo[1] ? \$346  : s4_y[15:0];
+  assign \$348  = s4_shift_lo[0] ? \$344  : \$347 ;
+  assign \$349  = | s4_y[1:0];
+  assign \$350  = s4_shift_lo[1] & \$349 ;
+  assign \$351  = s4_sticky_lo | \$350 ;
+  assign \$352  = ~ s4_dtype[1];
+  assign \$353  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$354  = s4_shift_lo[1] ? \$353  : s4_y[15:0];
+  assign \$356  = s4_shift_lo[0] & \$355 ;
+  assign \$357  = \$351  | \$356 ;
+  assign \$358  = \$348  | { 15'h0000, \$357  };
+  assign \$359  = s4_sub_lo ? 16'hffff : 16'h0000;
+  assign \$360  = \$358  ^ \$359 ;
+  assign \$361  = ~ s4_dtype[1];
+  assign \$363  = \$362  & s4_sub_hi;
+  assign \$364  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
+  assign \$365  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
+  assign \$366  = s4_shift_hi[0] ? { 1'h0, \$364 [15:1] } : \$365 ;
+  assign \$367  = ~ s4_dtype[1];
+  assign \$369  = s4_shift_hi[1] & \$368 ;
+  assign \$370  = | s4_y[17:16];
+  assign \$371  = \$369  & \$370 ;
+  assign \$372  = s4_sticky_hi | \$371 ;
+  assign \$373  = ~ s4_dtype[1];
+  assign \$375  = s4_shift_hi[0] & \$374 ;
+  assign \$376  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
+  assign \$378  = \$375  & \$377 ;
+  assign \$379  = \$372  | \$378 ;
+  assign \$380  = \$366  | { 15'h0000, \$379  };
+  assign \$381  = s4_sub_hi ? 16'hffff : 16'h0000;
+  assign \$382  = \$380  ^ \$381 ;
+  assign \$383  = { \$685 [33:18], \$685 [16:1] } | s5_sentinel;
+  assign \$384  = | s6_marked[31:28];
+  assign \$385  = ~ \$384 ;
+  assign \$387  = s6_marked[29] ? 2'h2 : 2'h3;
+  assign \$388  = s6_marked[30] ? 2'h1 : \$387 ;
+  assign \$389  = s6_marked[31] ? 2'h0 : \$388 ;
+  assign \$390  = | s6_marked[27:24];
+  assign \$391  = ~ \$390 ;
+  assign \$393  = s6_marked[25] ? 2'h2 : 2'h3;
+  assign \$394  = s6_marked[26] ? 2'h1 : \$393 ;
+  assign \$395  = s6_marked[27] ? 2'h0 : \$394 ;
+  assign \$396  = | s6_marked[23:20];
+  assign \$397  = ~ \$396 ;
+  assign \$399  = s6_marked[21] ? 2'h2 : 2'h3;
+  assign \$400  = s6_marked[22] ? 2'h1 : \$399 ;
+  assign \$401  = s6_marked[23] ? 2'h0 : \$400 ;
+  assign \$402  = s6_marked[17] ? 2'h2 : 2'h3;
+  assign \$403  = s6_marked[18] ? 2'h1 : \$402 ;
+  assign \$404  = s6_marked[19] ? 2'h0 : \$403 ;
+  assign \$405  = \$398  ? \$401  : \$404 ;
+  assign \$406  = \$392  ? \$395  : \$405 ;
+  assign \$407  = \$386  ? \$389  : \$406 ;
+  assign \$408  = | s6_marked[31:28];
+  assign \$409  = ~ \$408 ;
+  assign \$411  = | s6_marked[27:24];
+  assign \$412  = ~ \$411 ;
+  assign \$414  = | s6_marked[23:20];
+  assign \$415  = ~ \$414 ;
+  assign \$417  = \$416  ? 2'h2 : 2'h3;
+  assign \$418  = \$413  ? 2'h1 : \$417 ;
+  assign \$419  = \$410  ? 2'h0 : \$418 ;
+  assign \$420  = | s6_marked[15:12];
+  assign \$421  = ~ \$420 ;
+  assign \$423  = s6_marked[13] ? 2'h2 : 2'h3;
+  assign \$424  = s6_marked[14] ? 2'h1 : \$423 ;
+  assign \$425  = s6_marked[15] ? 2'h0 : \$424 ;
+  assign \$426  = | s6_marked[11:8];
+  assign \$427  = ~ \$426 ;
+  assign \$429  = s6_marked[9] ? 2'h2 : 2'h3;
+  assign \$430  = s6_marked[10] ? 2'h1 : \$429 ;
+  assign \$431  = s6_marked[11] ? 2'h0 : \$430 ;
+  assign \$432  = | s6_marked[7:4];
+  assign \$433  = ~ \$432 ;
+  assign \$435  = s6_marked[5] ? 2'h2 : 2'h3;
+  assign \$436  = s6_marked[6] ? 2'h1 : \$435 ;
+  assign \$437  = s6_marked[7] ? 2'h0 : \$436 ;
+  assign \$438  = s6_marked[1] ? 2'h2 : 2'h3;
+  assign \$439  = s6_marked[2] ? 2'h1 : \$438 ;
+  assign \$440  = s6_marked[3] ? 2'h0 : \$439 ;
+  assign \$441  = \$434  ? \$437  : \$440 ;
+  assign \$442  = \$428  ? \$431  : \$441 ;
+  assign \$443  = \$422  ? \$425  : \$442 ;
+  assign \$444  = | s6_marked[15:12];
+  assign \$445  = ~ \$444 ;
+  assign \$447  = | s6_marked[11:8];
+  assign \$448  = ~ \$447 ;
+  assign \$450  = | s6_marked[7:4];
+  assign \$451  = ~ \$450 ;
+  assign \$453  = \$452  ? 2'h2 : 2'h3;
+  assign \$454  = \$449  ? 2'h1 : \$453 ;
+  assign \$455  = \$446  ? 2'h0 : \$454 ;
+  assign \$456  = | s6_marked[19:16];
+  assign \$457  = ~ \$456 ;
+  assign \$458  = | s6_marked[23:20];
+  assign \$459  = ~ \$458 ;
+  assign \$460  = \$457  & \$459 ;
+  assign \$461  = | s6_marked[27:24];
   assign \$462  = ~ \$461 ;
-  assign \$463  = | s6_marked[23:20];
-  assign \$464  = ~ \$463 ;
-  assign \$465  = \$462  & \$464 ;
-  assign \$466  = | s6_marked[27:24];
-  assign \$467  = ~ \$466 ;
-  assign \$468  = \$465  & \$467 ;
-  assign \$469  = | s6_marked[31:28];
+  assign \$463  = \$460  & \$462 ;
+  assign \$464  = | s6_marked[31:28];
+  assign \$465  = ~ \$464 ;
+  assign \$466  = \$463  & \$465 ;
+  assign \$467  = | s6_sum[31:16];
+  assign \$468  = ~ \$467 ;
+  assign \$469  = | s6_sum[15:0];
   assign \$470  = ~ \$469 ;
-  assign \$471  = \$468  & \$470 ;
-  assign \$472  = | s6_sum[31:16];
-  assign \$473  = ~ \$472 ;
-  assign \$474  = | s6_sum[15:0];
-  assign \$475  = ~ \$474 ;
-  assign \$476  = ~ s7_dtype[1];
-  assign \$477  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$478  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$477  };
-  assign \$479  = ~ s7_dtype[1];
-  assign \$480  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$481  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$480  };
-  assign \$482  = \$481 [4] ? 16'h0000 : s7_sum[15:0];
+  assign \$471  = ~ s7_dtype[1];
+  assign \$472  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$473  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$472  };
+  assign \$474  = ~ s7_dtype[1];
+  assign \$475  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$476  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$475  };
+  assign \$477  = \$476 [4] ? 16'h0000 : s7_sum[15:0];
+  assign \$478  = ~ s7_dtype[1];
+  assign \$479  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$480  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$479  };
+  assign \$481  = \$480 [4] ? 16'h0000 : s7_sum[15:0];
+  assign \$482  = \$473 [3] ? { \$477 [7:0], 8'h00 } : \$481 ;
   assign \$483  = ~ s7_dtype[1];
   assign \$484  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$485  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$484  };
-  assign \$486  = \$485 [4] ? 16'h0000 : s7_sum[15:0];
-  assign \$487  = \$478 [3] ? { \$482 [7:0], 8'h00 } : \$486 ;
-  assign \$488  = ~ s7_dtype[1];
-  assign \$489  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$490  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$489  };
+  assign \$485  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$484  };
+  assign \$486  = ~ s7_dtype[1];
+  assign \$487  = ~ s7_dtype[1];
+  assign \$488  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$489  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$488  };
+  assign \$490  = \$489 [4] ? 16'h0000 : s7_sum[15:0];
   assign \$491  = ~ s7_dtype[1];
-  assign \$492  = ~ s7_dtype[1];
-  assign \$493  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$494  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$493  };
-  assign \$495  = \$494 [4] ? 16'h0000 : s7_sum[15:0];
-  assign \$496  = ~ s7_dtype[1];
-  assign \$497  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$498  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$497  };
-  assign \$499  = ~ s7_dtype[1];
-  assign \$500  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
-  assign \$501  = \$498 [4] ? \$500  : s7_sum[31:16];
-  assign \$502  = ~ s7_dtype[1];
-  assign \$503  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$504  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$503  };
-  assign \$505  = ~ s7_dtype[1];
-  assign \$506  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
-  assign \$507  = \$504 [4] ? \$506  : s7_sum[31:16];
-  assign \$508  = s7_dtype[1] ? { \$507 [7:0], 8'h00 } : { \$501 [7:0], \$495 [15:8] };
-  assign \$509  = ~ s7_dtype[1];
-  assign \$510  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$511  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$510  };
-  assign \$512  = ~ s7_dtype[1];
-  assign \$513  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
-  assign \$514  = \$511 [4] ? \$513  : s7_sum[31:16];
-  assign \$515  = \$490 [3] ? \$508  : \$514 ;
-  assign \$516  = ~ s7_dtype[1];
-  assign \$517  = s7_sum_zero_hi & s7_sum_zero_lo;
-  assign \$518  = s7_dtype[1] ? s7_sum_zero_hi : \$517 ;
-  assign \$519  = \$518  ? s7_slot_hi[1] : s7_slot_hi[0];
-  assign \$520  = ~ s7_dtype[1];
-  assign \$521  = s7_sum_zero_hi & s7_sum_zero_lo;
-  assign \$522  = s7_dtype[1] ? s7_sum_zero_lo : \$521 ;
-  assign \$523  = \$522  ? s7_slot_lo[1] : s7_slot_lo[0];
-  assign \$524  = ~ s7_dtype[1];
-  assign \$525  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$526  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$525  };
-  assign \$527  = ~ s7_dtype[1];
-  assign \$528  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$529  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$528  };
-  assign \$530  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$531  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$532  = s8_shift_lo[1] ? { \$530 [13:0], 2'h0 } : \$531 ;
+  assign \$492  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$493  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$492  };
+  assign \$494  = ~ s7_dtype[1];
+  assign \$495  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
+  assign \$496  = \$493 [4] ? \$495  : s7_sum[31:16];
+  assign \$497  = ~ s7_dtype[1];
+  assign \$498  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$499  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$498  };
+  assign \$500  = ~ s7_dtype[1];
+  assign \$501  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
+  assign \$502  = \$499 [4] ? \$501  : s7_sum[31:16];
+  assign \$503  = s7_dtype[1] ? { \$502 [7:0], 8'h00 } : { \$496 [7:0], \$490 [15:8] };
+  assign \$504  = ~ s7_dtype[1];
+  assign \$505  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$506  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$505  };
+  assign \$507  = ~ s7_dtype[1];
+  assign \$508  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
+  assign \$509  = \$506 [4] ? \$508  : s7_sum[31:16];
+  assign \$510  = \$485 [3] ? \$503  : \$509 ;
+  assign \$511  = ~ s7_dtype[1];
+  assign \$512  = s7_sum_zero_hi & s7_sum_zero_lo;
+  assign \$513  = s7_dtype[1] ? s7_sum_zero_hi : \$512 ;
+  assign \$514  = \$513  ? s7_slot_hi[1] : s7_slot_hi[0];
+  assign \$515  = ~ s7_dtype[1];
+  assign \$516  = s7_sum_zero_hi & s7_sum_zero_lo;
+  assign \$517  = s7_dtype[1] ? s7_sum_zero_lo : \$516 ;
+  assign \$518  = \$517  ? s7_slot_lo[1] : s7_slot_lo[0];
+  assign \$519  = ~ s7_dtype[1];
+  assign \$520  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$521  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$520  };
+  assign \$522  = ~ s7_dtype[1];
+  assign \$523  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$524  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$523  };
+  assign \$525  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$526  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$527  = s8_shift_lo[1] ? { \$525 [13:0], 2'h0 } : \$526 ;
+  assign \$528  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$529  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$530  = s8_shift_lo[1] ? { \$528 [13:0], 2'h0 } : \$529 ;
+  assign \$531  = s8_shift_lo[0] ? { \$527 [14:0], 1'h0 } : \$530 ;
+  assign \$532  = ~ s8_dtype[1];
   assign \$533  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
   assign \$534  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
   assign \$535  = s8_shift_lo[1] ? { \$533 [13:0], 2'h0 } : \$534 ;
-  assign \$536  = s8_shift_lo[0] ? { \$532 [14:0], 1'h0 } : \$535 ;
-  assign \$537  = ~ s8_dtype[1];
-  assign \$538  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$539  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$540  = s8_shift_lo[1] ? { \$538 [13:0], 2'h0 } : \$539 ;
+  assign \$536  = ~ s8_dtype[1];
+  assign \$537  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$538  = ~ s8_dtype[1];
+  assign \$539  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$540  = s8_shift_hi[2] ? \$539  : s8_sum[31:16];
   assign \$541  = ~ s8_dtype[1];
-  assign \$542  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$543  = ~ s8_dtype[1];
-  assign \$544  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$545  = s8_shift_hi[2] ? \$544  : s8_sum[31:16];
-  assign \$546  = ~ s8_dtype[1];
-  assign \$547  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$548  = s8_shift_hi[2] ? \$547  : s8_sum[31:16];
-  assign \$549  = s8_dtype[1] ? { \$548 [13:0], 2'h0 } : { \$545 [13:0], \$542 [15:14] };
-  assign \$550  = ~ s8_dtype[1];
-  assign \$551  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$552  = s8_shift_hi[2] ? \$551  : s8_sum[31:16];
-  assign \$553  = s8_shift_hi[1] ? \$549  : \$552 ;
+  assign \$542  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$543  = s8_shift_hi[2] ? \$542  : s8_sum[31:16];
+  assign \$544  = s8_dtype[1] ? { \$543 [13:0], 2'h0 } : { \$540 [13:0], \$537 [15:14] };
+  assign \$545  = ~ s8_dtype[1];
+  assign \$546  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$547  = s8_shift_hi[2] ? \$546  : s8_sum[31:16];
+  assign \$548  = s8_shift_hi[1] ? \$544  : \$547 ;
+  assign \$549  = ~ s8_dtype[1];
+  assign \$550  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$551  = ~ s8_dtype[1];
+  assign \$552  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$553  = s8_shift_hi[2] ? \$552  : s8_sum[31:16];
   assign \$554  = ~ s8_dtype[1];
-  assign \$555  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$556  = ~ s8_dtype[1];
-  assign \$557  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$558  = s8_shift_hi[2] ? \$557  : s8_sum[31:16];
-  assign \$559  = ~ s8_dtype[1];
-  assign \$560  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$561  = s8_shift_hi[2] ? \$560  : s8_sum[31:16];
-  assign \$562  = s8_dtype[1] ? { \$561 [13:0], 2'h0 } : { \$558 [13:0], \$555 [15:14] };
+  assign \$555  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$556  = s8_shift_hi[2] ? \$555  : s8_sum[31:16];
+  assign \$557  = s8_dtype[1] ? { \$556 [13:0], 2'h0 } : { \$553 [13:0], \$550 [15:14] };
+  assign \$558  = ~ s8_dtype[1];
+  assign \$559  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$560  = s8_shift_hi[2] ? \$559  : s8_sum[31:16];
+  assign \$561  = s8_shift_hi[1] ? \$557  : \$560 ;
+  assign \$562  = s8_dtype[1] ? { \$561 [14:0], 1'h0 } : { \$548 [14:0], \$535 [15] };
   assign \$563  = ~ s8_dtype[1];
-  assign \$564  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$565  = s8_shift_hi[2] ? \$564  : s8_sum[31:16];
-  assign \$566  = s8_shift_hi[1] ? \$562  : \$565 ;
-  assign \$567  = s8_dtype[1] ? { \$566 [14:0], 1'h0 } : { \$553 [14:0], \$540 [15] };
+  assign \$564  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$565  = ~ s8_dtype[1];
+  assign \$566  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$567  = s8_shift_hi[2] ? \$566  : s8_sum[31:16];
   assign \$568  = ~ s8_dtype[1];
-  assign \$569  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$570  = ~ s8_dtype[1];
-  assign \$571  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$572  = s8_shift_hi[2] ? \$571  : s8_sum[31:16];
-  assign \$573  = ~ s8_dtype[1];
-  assign \$574  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$575  = s8_shift_hi[2] ? \$574  : s8_sum[31:16];
-  assign \$576  = s8_dtype[1] ? { \$575 [13:0], 2'h0 } : { \$572 [13:0], \$569 [15:14] };
-  assign \$577  = ~ s8_dtype[1];
-  assign \$578  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$579  = s8_shift_hi[2] ? \$578  : s8_sum[31:16];
-  assign \$580  = s8_shift_hi[1] ? \$576  : \$579 ;
-  assign \$581  = s8_shift_hi[0] ? \$567  : \$580 ;
-  assign \$582  = s8_slot_hi[10:2] + 1'h1;
-  assign \$583  = \$582  - s8_shift_hi;
-  assign \$584  = s8_slot_lo[10:2] + 1'h1;
-  assign \$585  = \$584  - s8_shift_lo;
-  assign \$586  = ~ s9_dtype[1];
-  assign \$587  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
-  assign \$588  = s9_dtype[1] & s9_dtype[0];
-  assign \$589  = s9_sum[15] ? s9_slot_lo[6:2] : 5'h00;
-  assign \$590  = s9_sum[15] ? s9_slot_lo[9:2] : 8'h00;
-  assign \$591  = \$588  ? { \$589 , s9_sum[14:5] } : { \$590 , s9_sum[14:8] };
-  assign \$592  = s9_dtype[1] & s9_dtype[0];
-  assign \$593  = s9_sum[31] ? s9_slot_hi[6:2] : 5'h00;
+  assign \$569  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$570  = s8_shift_hi[2] ? \$569  : s8_sum[31:16];
+  assign \$571  = s8_dtype[1] ? { \$570 [13:0], 2'h0 } : { \$567 [13:0], \$564 [15:14] };
+  assign \$572  = ~ s8_dtype[1];
+  assign \$573  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$574  = s8_shift_hi[2] ? \$573  : s8_sum[31:16];
+  assign \$575  = s8_shift_hi[1] ? \$571  : \$574 ;
+  assign \$576  = s8_shift_hi[0] ? \$562  : \$575 ;
+  assign \$577  = s8_slot_hi[10:2] + 1'h1;
+  assign \$578  = \$577  - s8_shift_hi;
+  assign \$579  = s8_slot_lo[10:2] + 1'h1;
+  assign \$580  = \$579  - s8_shift_lo;
+  assign \$581  = ~ s9_dtype[1];
+  assign \$582  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
+  assign \$583  = s9_dtype[1] & s9_dtype[0];
+  assign \$584  = s9_sum[15] ? s9_slot_lo[6:2] : 5'h00;
+  assign \$585  = s9_sum[15] ? s9_slot_lo[9:2] : 8'h00;
+  assign \$586  = \$583  ? { \$584 , s9_sum[14:5] } : { \$585 , s9_sum[14:8] };
+  assign \$587  = s9_dtype[1] & s9_dtype[0];
+  assign \$588  = s9_sum[31] ? s9_slot_hi[6:2] : 5'h00;
+  assign \$589  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
+  assign \$590  = \$587  ? { \$588 , s9_sum[30:21] } : { \$589 , s9_sum[30:24] };
+  assign \$591  = s9_dtype[1] ? { \$590 , 1'h0, \$586  } : { \$582 , s9_sum[30:8] };
+  assign \$592  = ~ s9_dtype[1];
+  assign \$593  = ~ s9_dtype[1];
   assign \$594  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
-  assign \$595  = \$592  ? { \$593 , s9_sum[30:21] } : { \$594 , s9_sum[30:24] };
-  assign \$596  = s9_dtype[1] ? { \$595 , 1'h0, \$591  } : { \$587 , s9_sum[30:8] };
-  assign \$597  = ~ s9_dtype[1];
-  assign \$598  = ~ s9_dtype[1];
-  assign \$599  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
-  assign \$600  = s9_dtype[1] & s9_dtype[0];
-  assign \$601  = s9_sum[15] ? s9_slot_lo[6:2] : 5'h00;
-  assign \$602  = s9_sum[15] ? s9_slot_lo[9:2] : 8'h00;
-  assign \$603  = \$600  ? { \$601 , s9_sum[14:5] } : { \$602 , s9_sum[14:8] };
-  assign \$604  = s9_dtype[1] & s9_dtype[0];
-  assign \$605  = s9_sum[31] ? s9_slot_hi[6:2] : 5'h00;
-  assign \$606  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
-  assign \$607  = \$604  ? { \$605 , s9_sum[30:21] } : { \$606 , s9_sum[30:24] };
-  assign \$608  = s9_dtype[1] ? { \$607 , 1'h0, \$603  } : { \$599 , s9_sum[30:8] };
-  assign \$609  = ~ s9_dtype[1];
-  assign \$611  = s9_dtype[1] & s9_dtype[0];
-  assign \$612  = | s9_sum[19:16];
-  assign \$613  = s9_sum[21] | \$612 ;
-  assign \$614  = s9_sum[20] & \$613 ;
-  assign \$615  = | s9_sum[22:16];
-  assign \$616  = s9_sum[24] | \$615 ;
-  assign \$617  = s9_sum[23] & \$616 ;
-  assign \$618  = \$611  ? \$614  : \$617 ;
-  assign \$619  = \$610  & \$618 ;
-  assign \$620  = ~ s9_dtype[1];
-  assign \$621  = | s9_sum[6:0];
-  assign \$622  = s9_sum[8] | \$621 ;
-  assign \$623  = s9_sum[7] & \$622 ;
-  assign \$624  = s9_dtype[1] & s9_dtype[0];
-  assign \$625  = | s9_sum[3:0];
-  assign \$626  = s9_sum[5] | \$625 ;
-  assign \$627  = s9_sum[4] & \$626 ;
-  assign \$628  = | s9_sum[6:0];
-  assign \$629  = s9_sum[8] | \$628 ;
-  assign \$630  = s9_sum[7] & \$629 ;
-  assign \$631  = \$624  ? \$627  : \$630 ;
-  assign \$632  = s9_dtype[1] ? \$631  : \$623 ;
-  assign \$633  = s9_slot_hi[11] | s9_slot_hi[12];
-  assign \$634  = s9_dtype[1] & s9_dtype[0];
-  assign \$635  = \$634  ? 15'h7e00 : 15'h7fc0;
+  assign \$595  = s9_dtype[1] & s9_dtype[0];
+  assign \$596  = s9_sum[15] ? s9_slot_lo[6:2] : 5'h00;
+  assign \$597  = s9_sum[15] ? s9_slot_lo[9:2] : 8'h00;
+  assign \$598  = \$595  ? { \$596 , s9_sum[14:5] } : { \$597 , s9_sum[14:8] };
+  assign \$599  = s9_dtype[1] & s9_dtype[0];
+  assign \$600  = s9_sum[31] ? s9_slot_hi[6:2] : 5'h00;
+  assign \$601  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
+  assign \$602  = \$599  ? { \$600 , s9_sum[30:21] } : { \$601 , s9_sum[30:24] };
+  assign \$603  = s9_dtype[1] ? { \$602 , 1'h0, \$598  } : { \$594 , s9_sum[30:8] };
+  assign \$604  = ~ s9_dtype[1];
+  assign \$606  = s9_dtype[1] & s9_dtype[0];
+  assign \$607  = | s9_sum[19:16];
+  assign \$608  = s9_sum[21] | \$607 ;
+  assign \$609  = s9_sum[20] & \$608 ;
+  assign \$610  = | s9_sum[22:16];
+  assign \$611  = s9_sum[24] | \$610 ;
+  assign \$612  = s9_sum[23] & \$611 ;
+  assign \$613  = \$606  ? \$609  : \$612 ;
+  assign \$614  = \$605  & \$613 ;
+  assign \$615  = ~ s9_dtype[1];
+  assign \$616  = | s9_sum[6:0];
+  assign \$617  = s9_sum[8] | \$616 ;
+  assign \$618  = s9_sum[7] & \$617 ;
+  assign \$619  = s9_dtype[1] & s9_dtype[0];
+  assign \$620  = | s9_sum[3:0];
+  assign \$621  = s9_sum[5] | \$620 ;
+  assign \$622  = s9_sum[4] & \$621 ;
+  assign \$623  = | s9_sum[6:0];
+  assign \$624  = s9_sum[8] | \$623 ;
+  assign \$625  = s9_sum[7] & \$624 ;
+  assign \$626  = \$619  ? \$622  : \$625 ;
+  assign \$627  = s9_dtype[1] ? \$626  : \$618 ;
+  assign \$628  = s9_slot_hi[11] | s9_slot_hi[12];
+  assign \$629  = s9_dtype[1] & s9_dtype[0];
+  assign \$630  = \$629  ? 15'h7e00 : 15'h7fc0;
+  assign \$631  = s9_dtype[1] & s9_dtype[0];
+  assign \$632  = \$631  ? 15'h7c00 : 15'h7f80;
+  assign \$633  = s9_slot_hi[12] ? s9_slot_hi[13] : s9_slot_hi[0];
+  assign \$634  = s9_slot_hi[11] ? { 1'h0, \$630  } : { \$633 , \$632  };
+  assign \$635  = s9_slot_lo[11] | s9_slot_lo[12];
   assign \$636  = s9_dtype[1] & s9_dtype[0];
-  assign \$637  = \$636  ? 15'h7c00 : 15'h7f80;
-  assign \$638  = s9_slot_hi[12] ? s9_slot_hi[13] : s9_slot_hi[0];
-  assign \$639  = s9_slot_hi[11] ? { 1'h0, \$635  } : { \$638 , \$637  };
-  assign \$640  = s9_slot_lo[11] | s9_slot_lo[12];
-  assign \$641  = s9_dtype[1] & s9_dtype[0];
-  assign \$642  = \$641  ? 15'h7e00 : 15'h7fc0;
-  assign \$643  = s9_dtype[1] & s9_dtype[0];
-  assign \$644  = \$643  ? 15'h7c00 : 15'h7f80;
-  assign \$645  = s9_slot_lo[12] ? s9_slot_lo[13] : s9_slot_lo[0];
-  assign \$646  = s9_slot_lo[11] ? { 1'h0, \$642  } : { \$645 , \$644  };
-  assign \$647  = ~ s10_dtype[1];
-  assign \$648  = s10_dtype[1] & s10_dtype[0];
-  assign \$649  = & s11_rounded[30:26];
-  assign \$650  = s11_rounded[31] | \$649 ;
-  assign \$651  = & s11_rounded[30:23];
-  assign \$652  = s11_rounded[31] | \$651 ;
-  assign \$653  = s11_fp16 ? \$650  : \$652 ;
-  assign \$654  = s11_forced_hi | \$653 ;
-  assign \$655  = \$654  ? 16'h0000 : s11_rounded[15:0];
-  assign \$656  = & s11_rounded[14:10];
-  assign \$657  = s11_rounded[15] | \$656 ;
-  assign \$658  = & s11_rounded[14:7];
-  assign \$659  = s11_rounded[15] | \$658 ;
-  assign \$660  = s11_fp16 ? \$657  : \$659 ;
-  assign \$661  = s11_forced_lo | \$660 ;
-  assign \$662  = \$661  ? s11_special_lo : { s11_sign_lo, s11_rounded[14:0] };
-  assign \$663  = s11_wide ? \$655  : \$662 ;
-  assign \$664  = & s11_rounded[30:26];
-  assign \$665  = s11_rounded[31] | \$664 ;
-  assign \$666  = & s11_rounded[30:23];
-  assign \$667  = s11_rounded[31] | \$666 ;
-  assign \$668  = s11_fp16 ? \$665  : \$667 ;
-  assign \$669  = s11_forced_hi | \$668 ;
-  assign \$670  = \$669  ? s11_special_hi : { s11_sign_hi, s11_rounded[30:16] };
+  assign \$637  = \$636  ? 15'h7e00 : 15'h7fc0;
+  assign \$638  = s9_dtype[1] & s9_dtype[0];
+  assign \$639  = \$638  ? 15'h7c00 : 15'h7f80;
+  assign \$640  = s9_slot_lo[12] ? s9_slot_lo[13] : s9_slot_lo[0];
+  assign \$641  = s9_slot_lo[11] ? { 1'h0, \$637  } : { \$640 , \$639  };
+  assign \$642  = ~ s10_dtype[1];
+  assign \$643  = s10_dtype[1] & s10_dtype[0];
+  assign \$644  = & s11_rounded[30:26];
+  assign \$645  = s11_rounded[31] | \$644 ;
+  assign \$646  = & s11_rounded[30:23];
+  assign \$647  = s11_rounded[31] | \$646 ;
+  assign \$648  = s11_fp16 ? \$645  : \$647 ;
+  assign \$649  = s11_forced_hi | \$648 ;
+  assign \$650  = \$649  ? 16'h0000 : s11_rounded[15:0];
+  assign \$651  = & s11_rounded[14:10];
+  assign \$652  = s11_rounded[15] | \$651 ;
+  assign \$653  = & s11_rounded[14:7];
+  assign \$654  = s11_rounded[15] | \$653 ;
+  assign \$655  = s11_fp16 ? \$652  : \$654 ;
+  assign \$656  = s11_forced_lo | \$655 ;
+  assign \$657  = \$656  ? s11_special_lo : { s11_sign_lo, s11_rounded[14:0] };
+  assign \$658  = s11_wide ? \$650  : \$657 ;
+  assign \$659  = & s11_rounded[30:26];
+  assign \$660  = s11_rounded[31] | \$659 ;
+  assign \$661  = & s11_rounded[30:23];
+  assign \$662  = s11_rounded[31] | \$661 ;
+  assign \$663  = s11_fp16 ? \$660  : \$662 ;
+  assign \$664  = s11_forced_hi | \$663 ;
+  assign \$665  = \$664  ? s11_special_hi : { s11_sign_hi, s11_rounded[30:16] };
+  assign \$666  = in_dtype[1] & in_dtype[0];
+  assign a_hi_exp = \$666  ? { 3'h0, in_a[30:26] } : in_a[30:23];
+  assign \$667  = in_dtype[1] & in_dtype[0];
+  assign \$668  = | a_hi_exp;
+  assign \$669  = | a_hi_exp;
+  assign \$670  = \$667  ? { \$668 , in_a[25:16], 4'h0 } : { \$669 , in_a[22:16], 7'h00 };
   assign \$671  = in_dtype[1] & in_dtype[0];
-  assign a_hi_exp = \$671  ? { 3'h0, in_a[30:26] } : in_a[30:23];
+  assign a_lo_exp = \$671  ? { 3'h0, in_a[14:10] } : in_a[14:7];
   assign \$672  = in_dtype[1] & in_dtype[0];
-  assign \$673  = | a_hi_exp;
-  assign \$674  = | a_hi_exp;
-  assign \$675  = \$672  ? { \$673 , in_a[25:16], 4'h0 } : { \$674 , in_a[22:16], 7'h00 };
-  assign \$676  = in_dtype[1] & in_dtype[0];
-  assign a_lo_exp = \$676  ? { 3'h0, in_a[14:10] } : in_a[14:7];
-  assign \$677  = in_dtype[1] & in_dtype[0];
-  assign \$678  = | a_lo_exp;
-  assign \$679  = | a_lo_exp;
-  assign \$680  = \$677  ? { \$678 , in_a[9:0], 4'h0 } : { \$679 , in_a[6:0], 7'h00 };
-  assign \$681  = ~ in_dtype[1];
-  assign \$682  = | a_hi_exp;
-  assign a_sig = in_dtype[1] ? { 1'h0, \$675 , 1'h0, \$680  } : { 1'h0, \$682 , in_a[22:0], 7'h00 };
+  assign \$673  = | a_lo_exp;
+  assign \$674  = | a_lo_exp;
+  assign \$675  = \$672  ? { \$673 , in_a[9:0], 4'h0 } : { \$674 , in_a[6:0], 7'h00 };
+  assign \$676  = ~ in_dtype[1];
+  assign \$677  = | a_hi_exp;
+  assign a_sig = in_dtype[1] ? { 1'h0, \$670 , 1'h0, \$675  } : { 1'h0, \$677 , in_a[22:0], 7'h00 };
   assign b_hi_exp = in_fp16_b ? { 3'h0, in_b[30:26] } : in_b[30:23];
-  assign \$683  = | b_hi_exp;
-  assign \$684  = | b_hi_exp;
-  assign \$685  = in_fp16_b ? { \$683 , in_b[25:16], 4'h0 } : { \$684 , in_b[22:16], 7'h00 };
+  assign \$678  = | b_hi_exp;
+  assign \$679  = | b_hi_exp;
+  assign \$680  = in_fp16_b ? { \$678 , in_b[25:16], 4'h0 } : { \$679 , in_b[22:16], 7'h00 };
   assign b_lo_exp = in_fp16_b ? { 3'h0, in_b[14:10] } : in_b[14:7];
-  assign \$686  = | b_lo_exp;
-  assign \$687  = | b_lo_exp;
-  assign \$688  = in_fp16_b ? { \$686 , in_b[9:0], 4'h0 } : { \$687 , in_b[6:0], 7'h00 };
-  assign \$689  = | b_hi_exp;
-  assign b_sig = in_wide_b ? { 1'h0, \$689 , in_b[22:0], 7'h00 } : { 1'h0, \$685 , 1'h0, \$688  };
-  assign \$690  = { s5_x, s5_carry_in } + { s5_y, s5_carry_in };
+  assign \$681  = | b_lo_exp;
+  assign \$682  = | b_lo_exp;
+  assign \$683  = in_fp16_b ? { \$681 , in_b[9:0], 4'h0 } : { \$682 , in_b[6:0], 7'h00 };
+  assign \$684  = | b_hi_exp;
+  assign b_sig = in_wide_b ? { 1'h0, \$684 , in_b[22:0], 7'h00 } : { 1'h0, \$680 , 1'h0, \$683  };
+  assign \$685  = { s5_x, s5_carry_in } + { s5_y, s5_carry_in };
   assign s10_chain = s10_packed + { s10_inc_hi, 16'h0000, s10_inc_lo };
   always @(posedge clk)
-    in_a <= \$691 ;
+    in_a <= \$686 ;
   always @(posedge clk)
-    in_b <= \$692 ;
+    in_b <= \$687 ;
   always @(posedge clk)
-    in_dtype <= \$693 ;
+    in_dtype <= \$688 ;
   always @(posedge clk)
-    in_valid <= \$694 ;
+    in_valid <= \$689 ;
   always @(posedge clk)
-    in_wide_b <= \$695 ;
+    in_wide_b <= \$690 ;
   always @(posedge clk)
-    in_fp16_b <= \$696 ;
+    in_fp16_b <= \$691 ;
   always @(posedge clk)
-    s1_dtype <= \$697 ;
+    s1_dtype <= \$692 ;
   always @(posedge clk)
-    s1_sig_a <= \$698 ;
+    s1_sig_a <= \$693 ;
   always @(posedge clk)
-    s1_a_exp_lo <= \$699 ;
+    s1_a_exp_lo <= \$694 ;
   always @(posedge clk)
-    s1_a_hi <= \$700 ;
+    s1_a_hi <= \$695 ;
   always @(posedge clk)
-    s1_a_lo <= \$701 ;
+    s1_a_lo <= \$696 ;
   always @(posedge clk)
-    s1_sig_b <= \$702 ;
+    s1_sig_b <= \$697 ;
   always @(posedge clk)
-    s1_b_exp_lo <= \$703 ;
+    s1_b_exp_lo <= \$698 ;
   always @(posedge clk)
-    s1_b_hi <= \$704 ;
+    s1_b_hi <= \$699 ;
   always @(posedge clk)
-    s1_b_lo <= \$705 ;
+    s1_b_lo <= \$700 ;
   always @(posedge clk)
-    s1_gt_lo_h <= \$706 ;
+    s1_gt_lo_h <= \$701 ;
   always @(posedge clk)
-    s1_eq_lo_h <= \$707 ;
+    s1_eq_lo_h <= \$702 ;
   always @(posedge clk)
-    s1_gt_lo_l <= \$708 ;
+    s1_gt_lo_l <= \$703 ;
   always @(posedge clk)
-    s1_gt_hi_h <= \$709 ;
+    s1_gt_hi_h <= \$704 ;
   always @(posedge clk)
-    s1_eq_hi_h <= \$710 ;
+    s1_eq_hi_h <= \$705 ;
   always @(posedge clk)
-    s1_gt_hi_l <= \$711 ;
+    s1_gt_hi_l <= \$706 ;
   always @(posedge clk)
-    s1_eq_hi_l <= \$712 ;
+    s1_eq_hi_l <= \$707 ;
   always @(posedge clk)
-    s2_dtype <= \$713 ;
+    s2_dtype <= \$708 ;
   always @(posedge clk)
-    s2_sig_a <= \$714 ;
+    s2_sig_a <= \$709 ;
   always @(posedge clk)
-    s2_sig_b <= \$715 ;
+    s2_sig_b <= \$710 ;
   always @(posedge clk)
-    s2_a_hi <= \$716 ;
+    s2_a_hi <= \$711 ;
   always @(posedge clk)
-    s2_b_hi <= \$717 ;
+    s2_b_hi <= \$712 ;
   always @(posedge clk)
-    s2_swap_hi <= \$718 ;
+    s2_swap_hi <= \$713 ;
   always @(posedge clk)
-    s2_swap_lo <= \$719 ;
+    s2_swap_lo <= \$714 ;
   always @(posedge clk)
-    s2_a_lo <= \$720 ;
+    s2_a_lo <= \$715 ;
   always @(posedge clk)
-    s2_b_lo <= \$721 ;
+    s2_b_lo <= \$716 ;
   always @(posedge clk)
-    s2_d_ab_hi <= \$722 ;
+    s2_d_ab_hi <= \$717 ;
   always @(posedge clk)
-    s2_d_ba_hi <= \$723 ;
+    s2_d_ba_hi <= \$718 ;
   always @(posedge clk)
-    s2_d_ab_lo <= \$724 ;
+    s2_d_ab_lo <= \$719 ;
   always @(posedge clk)
-    s2_d_ba_lo <= \$725 ;
+    s2_d_ba_lo <= \$720 ;
   always @(posedge clk)
-    s3_dtype <= \$726 ;
+    s3_dtype <= \$721 ;
   always @(posedge clk)
-    s3_shift_hi <= \$727 ;
+    s3_shift_hi <= \$722 ;
   always @(posedge clk)
-    s3_sub_hi <= \$728 ;
+    s3_sub_hi <= \$723 ;
   always @(posedge clk)
-    s3_slot_hi <= \$729 ;
+    s3_slot_hi <= \$724 ;
   always @(posedge clk)
-    s3_shift_lo <= \$730 ;
+    s3_shift_lo <= \$725 ;
   always @(posedge clk)
-    s3_sub_lo <= \$731 ;
+    s3_sub_lo <= \$726 ;
   always @(posedge clk)
-    s3_slot_lo <= \$732 ;
+    s3_slot_lo <= \$727 ;
   always @(posedge clk)
-    s3_x <= \$733 ;
+    s3_x <= \$728 ;
   always @(posedge clk)
-    s3_y <= \$734 ;
+    s3_y <= \$729 ;
   always @(posedge clk)
-    s4_dtype <= \$735 ;
+    s4_dtype <= \$730 ;
   always @(posedge clk)
-    s4_x <= \$736 ;
+    s4_x <= \$731 ;
   always @(posedge clk)
-    s4_sub_hi <= \$737 ;
+    s4_sub_hi <= \$732 ;
   always @(posedge clk)
-    s4_sub_lo <= \$738 ;
+    s4_sub_lo <= \$733 ;
   always @(posedge clk)
-    s4_slot_hi <= \$739 ;
+    s4_slot_hi <= \$734 ;
   always @(posedge clk)
-    s4_slot_lo <= \$740 ;
+    s4_slot_lo <= \$735 ;
   always @(posedge clk)
-    s4_shift_hi <= \$741 ;
+    s4_shift_hi <= \$736 ;
   always @(posedge clk)
-    s4_shift_lo <= \$742 ;
+    s4_shift_lo <= \$737 ;
   always @(posedge clk)
-    s4_y <= \$743 ;
+    s4_y <= \$738 ;
   always @(posedge clk)
-    s4_sticky_hi <= \$744 ;
+    s4_sticky_hi <= \$739 ;
   always @(posedge clk)
-    s4_sticky_lo <= \$745 ;
+    s4_sticky_lo <= \$740 ;
   always @(posedge clk)
-    s4_sentinel <= \$746 ;
+    s4_sentinel <= \$741 ;
   always @(posedge clk)
-    s5_dtype <= \$747 ;
+    s5_dtype <= \$742 ;
   always @(posedge clk)
-    s5_slot_hi <= \$748 ;
+    s5_slot_hi <= \$743 ;
   always @(posedge clk)
-    s5_slot_lo <= \$749 ;
+    s5_slot_lo <= \$744 ;
   always @(posedge clk)
-    s5_sentinel <= \$750 ;
+    s5_sentinel <= \$745 ;
   always @(posedge clk)
-    s5_x <= \$751 ;
+    s5_x <= \$746 ;
   always @(posedge clk)
-    s5_y <= \$752 ;
+    s5_y <= \$747 ;
   always @(posedge clk)
-    s5_carry_in <= \$753 ;
+    s5_carry_in <= \$748 ;
   always @(posedge clk)
-    s6_dtype <= \$754 ;
+    s6_dtype <= \$749 ;
   always @(posedge clk)
-    s6_slot_hi <= \$755 ;
+    s6_slot_hi <= \$750 ;
   always @(posedge clk)
-    s6_slot_lo <= \$756 ;
+    s6_slot_lo <= \$751 ;
   always @(posedge clk)
-    s6_sum <= \$757 ;
+    s6_sum <= \$752 ;
   always @(posedge clk)
-    s6_marked <= \$758 ;
+    s6_marked <= \$753 ;
   always @(posedge clk)
-    s7_dtype <= \$759 ;
+    s7_dtype <= \$754 ;
   always @(posedge clk)
-    s7_sum <= \$760 ;
+    s7_sum <= \$755 ;
   always @(posedge clk)
-    s7_slot_hi <= \$761 ;
+    s7_slot_hi <= \$756 ;
   always @(posedge clk)
-    s7_slot_lo <= \$762 ;
+    s7_slot_lo <= \$757 ;
   always @(posedge clk)
-    s7_count_hi <= \$763 ;
+    s7_count_hi <= \$758 ;
   always @(posedge clk)
-    s7_count_lo <= \$764 ;
+    s7_count_lo <= \$759 ;
   always @(posedge clk)
-    s7_zero_hi <= \$765 ;
+    s7_zero_hi <= \$760 ;
   always @(posedge clk)
-    s7_sum_zero_hi <= \$766 ;
+    s7_sum_zero_hi <= \$761 ;
   always @(posedge clk)
-    s7_sum_zero_lo <= \$767 ;
+    s7_sum_zero_lo <= \$762 ;
   always @(posedge clk)
-    s8_dtype <= \$768 ;
+    s8_dtype <= \$763 ;
   always @(posedge clk)
-    s8_slot_hi <= \$769 ;
+    s8_slot_hi <= \$764 ;
   always @(posedge clk)
-    s8_slot_lo <= \$770 ;
+    s8_slot_lo <= \$765 ;
   always @(posedge clk)
-    s8_sum <= \$771 ;
+    s8_sum <= \$766 ;
   always @(posedge clk)
-    s8_shift_hi <= \$772 ;
+    s8_shift_hi <= \$767 ;
   always @(posedge clk)
-    s8_shift_lo <= \$773 ;
+    s8_shift_lo <= \$768 ;
   always @(posedge clk)
-    s9_dtype <= \$774 ;
+    s9_dtype <= \$769 ;
   always @(posedge clk)
-    s9_slot_hi <= \$775 ;
+    s9_slot_hi <= \$770 ;
   always @(posedge clk)
-    s9_slot_lo <= \$776 ;
+    s9_slot_lo <= \$771 ;
   always @(posedge clk)
-    s9_sum <= \$777 ;
+    s9_sum <= \$772 ;
   always @(posedge clk)
-    s10_dtype <= \$778 ;
+    s10_dtype <= \$773 ;
   always @(posedge clk)
-    s10_packed <= \$779 ;
+    s10_packed <= \$774 ;
   always @(posedge clk)
-    s10_inc_hi <= \$780 ;
+    s10_inc_hi <= \$775 ;
   always @(posedge clk)
-    s10_inc_lo <= \$781 ;
+    s10_inc_lo <= \$776 ;
   always @(posedge clk)
-    s10_sign_hi <= \$782 ;
+    s10_sign_hi <= \$777 ;
   always @(posedge clk)
-    s10_forced_hi <= \$783 ;
+    s10_forced_hi <= \$778 ;
   always @(posedge clk)
-    s10_special_hi <= \$784 ;
+    s10_special_hi <= \$779 ;
   always @(posedge clk)
-    s10_sign_lo <= \$785 ;
+    s10_sign_lo <= \$780 ;
   always @(posedge clk)
-    s10_forced_lo <= \$786 ;
+    s10_forced_lo <= \$781 ;
   always @(posedge clk)
-    s10_special_lo <= \$787 ;
+    s10_special_lo <= \$782 ;
   always @(posedge clk)
-    s11_dtype <= \$788 ;
+    s11_dtype <= \$783 ;
   always @(posedge clk)
-    s11_sign_hi <= \$789 ;
+    s11_sign_hi <= \$784 ;
   always @(posedge clk)
-    s11_sign_lo <= \$790 ;
+    s11_sign_lo <= \$785 ;
   always @(posedge clk)
-    s11_forced_hi <= \$791 ;
+    s11_forced_hi <= \$786 ;
   always @(posedge clk)
-    s11_forced_lo <= \$792 ;
+    s11_forced_lo <= \$787 ;
   always @(posedge clk)
-    s11_special_hi <= \$793 ;
+    s11_special_hi <= \$788 ;
   always @(posedge clk)
-    s11_special_lo <= \$794 ;
+    s11_special_lo <= \$789 ;
   always @(posedge clk)
-    s11_rounded <= \$795 ;
+    s11_rounded <= \$790 ;
   always @(posedge clk)
-    s11_wide <= \$796 ;
+    s11_wide <= \$791 ;
   always @(posedge clk)
-    s11_fp16 <= \$797 ;
+    s11_fp16 <= \$792 ;
   always @(posedge clk)
-    result <= \$798 ;
+    result <= \$793 ;
   always @(posedge clk)
-    s1_valid <= \$799 ;
+    s1_valid <= \$794 ;
   always @(posedge clk)
-    s2_valid <= \$800 ;
+    s2_valid <= \$795 ;
   always @(posedge clk)
-    s3_valid <= \$801 ;
+    s3_valid <= \$796 ;
   always @(posedge clk)
-    s4_valid <= \$802 ;
+    s4_valid <= \$797 ;
   always @(posedge clk)
-    s5_valid <= \$803 ;
+    s5_valid <= \$798 ;
   always @(posedge clk)
-    s6_valid <= \$804 ;
+    s6_valid <= \$799 ;
   always @(posedge clk)
-    s7_valid <= \$805 ;
+    s7_valid <= \$800 ;
   always @(posedge clk)
-    s8_valid <= \$806 ;
+    s8_valid <= \$801 ;
   always @(posedge clk)
-    s9_valid <= \$807 ;
+    s9_valid <= \$802 ;
   always @(posedge clk)
-    s10_valid <= \$808 ;
+    s10_valid <= \$803 ;
   always @(posedge clk)
-    s11_valid <= \$809 ;
+    s11_valid <= \$804 ;
   assign \$1  = ~ dtype[1];
   assign \$2  = dtype[1] & dtype[0];
   assign \$3  = ~ in_dtype[1];
@@ -14397,86 +14363,149 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
   assign \$188  = s2_a_hi[10] ? s2_a_hi[0] : s2_b_hi[0];
   assign \$189  = | s2_d_ba_lo[7:5];
   assign \$190  = ~ s2_dtype[1];
+  assign \$192  = \$191  & s2_d_ba_lo[4];
+  assign \$193  = \$189  | \$192 ;
+  assign \$194  = \$193  ? 4'hf : 4'h0;
+  assign \$195  = s2_d_ba_lo[3:0] | \$194 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$691  = a;
+    \$686  = a;
     if (rst) begin
-      \$691  = 32'd0;
+      \$686  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$692  = b;
+    \$687  = b;
     if (rst) begin
-      \$692  = 32'd0;
+      \$687  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$693  = dtype;
+    \$688  = dtype;
     if (rst) begin
-      \$693  = 2'h0;
+      \$688  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$694  = valid;
+    \$689  = valid;
     if (rst) begin
-      \$694  = 1'h1;
+      \$689  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$695  = \$1 ;
+    \$690  = \$1 ;
     if (rst) begin
-      \$695  = 1'h0;
+      \$690  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$696  = \$2 ;
+    \$691  = \$2 ;
     if (rst) begin
-      \$696  = 1'h0;
+      \$691  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$697  = s1_dtype;
+    \$692  = s1_dtype;
     if (in_valid) begin
-      \$697  = in_dtype;
+      \$692  = in_dtype;
     end
     if (rst) begin
-      \$697  = 2'h0;
+      \$692  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$698  = s1_sig_a;
+    \$693  = s1_sig_a;
     if (in_valid) begin
-      \$698  = a_sig;
+      \$693  = a_sig;
     end
     if (rst) begin
-      \$698  = 32'd0;
+      \$693  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$699  = s1_a_exp_lo;
+    \$694  = s1_a_exp_lo;
     if (in_valid) begin
-      \$699  = \$10 ;
+      \$694  = \$10 ;
     end
     if (rst) begin
-      \$699  = 8'h00;
+      \$694  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$700  = s1_a_hi;
+    \$695  = s1_a_hi;
     if (in_valid) begin
-      \$700 [0] = in_a[31];
-      \$700 [8:1] = { a_hi_exp[7:1], \$13  };
-      \$700 [9] = \$24 ;
-      \$700 [10] = \$36 ;
+      \$695 [0] = in_a[31];
+      \$695 [8:1] = { a_hi_exp[7:1], \$13  };
+      \$695 [9] = \$24 ;
+      \$695 [10] = \$36 ;
+    end
+    if (rst) begin
+      \$695  = 11'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$696  = s1_a_lo;
+    if (in_valid) begin
+      \$696 [0] = in_a[15];
+      \$696 [8:1] = { a_lo_exp[7:1], \$39  };
+      \$696 [9] = \$47 ;
+      \$696 [10] = \$56 ;
+    end
+    if (rst) begin
+      \$696  = 11'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$697  = s1_sig_b;
+    if (in_valid) begin
+      \$697  = b_sig;
+    end
+    if (rst) begin
+      \$697  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$698  = s1_b_exp_lo;
+    if (in_valid) begin
+      \$698  = \$63 ;
+    end
+    if (rst) begin
+      \$698  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$699  = s1_b_hi;
+    if (in_valid) begin
+      \$699 [0] = in_b[31];
+      \$699 [8:1] = { b_hi_exp[7:1], \$66  };
+      \$699 [9] = \$74 ;
+      \$699 [10] = \$83 ;
+    end
+    if (rst) begin
+      \$699  = 11'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$700  = s1_b_lo;
+    if (in_valid) begin
+      \$700 [0] = in_b[15];
+      \$700 [8:1] = { b_lo_exp[7:1], \$86  };
+      \$700 [9] = \$92 ;
+      \$700 [10] = \$99 ;
     end
     if (rst) begin
       \$700  = 11'h000;
@@ -14484,68 +14513,59 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$701  = s1_a_lo;
+    \$701  = s1_gt_lo_h;
     if (in_valid) begin
-      \$701 [0] = in_a[15];
-      \$701 [8:1] = { a_lo_exp[7:1], \$39  };
-      \$701 [9] = \$47 ;
-      \$701 [10] = \$56 ;
+      \$701  = \$100 ;
     end
     if (rst) begin
-      \$701  = 11'h000;
+      \$701  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$702  = s1_sig_b;
+    \$702  = s1_eq_lo_h;
     if (in_valid) begin
-      \$702  = b_sig;
+      \$702  = \$101 ;
     end
     if (rst) begin
-      \$702  = 32'd0;
+      \$702  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$703  = s1_b_exp_lo;
+    \$703  = s1_gt_lo_l;
     if (in_valid) begin
-      \$703  = \$63 ;
+      \$703  = \$102 ;
     end
     if (rst) begin
-      \$703  = 8'h00;
+      \$703  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$704  = s1_b_hi;
+    \$704  = s1_gt_hi_h;
     if (in_valid) begin
-      \$704 [0] = in_b[31];
-      \$704 [8:1] = { b_hi_exp[7:1], \$66  };
-      \$704 [9] = \$74 ;
-      \$704 [10] = \$83 ;
+      \$704  = \$103 ;
     end
     if (rst) begin
-      \$704  = 11'h000;
+      \$704  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$705  = s1_b_lo;
+    \$705  = s1_eq_hi_h;
     if (in_valid) begin
-      \$705 [0] = in_b[15];
-      \$705 [8:1] = { b_lo_exp[7:1], \$86  };
-      \$705 [9] = \$92 ;
-      \$705 [10] = \$99 ;
+      \$705  = \$104 ;
     end
     if (rst) begin
-      \$705  = 11'h000;
+      \$705  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$706  = s1_gt_lo_h;
+    \$706  = s1_gt_hi_l;
     if (in_valid) begin
-      \$706  = \$100 ;
+      \$706  = \$105 ;
     end
     if (rst) begin
       \$706  = 1'h0;
@@ -14553,9 +14573,9 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$707  = s1_eq_lo_h;
+    \$707  = s1_eq_hi_l;
     if (in_valid) begin
-      \$707  = \$101 ;
+      \$707  = \$106 ;
     end
     if (rst) begin
       \$707  = 1'h0;
@@ -14563,89 +14583,89 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$708  = s1_gt_lo_l;
-    if (in_valid) begin
-      \$708  = \$102 ;
-    end
-    if (rst) begin
-      \$708  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$709  = s1_gt_hi_h;
-    if (in_valid) begin
-      \$709  = \$103 ;
-    end
-    if (rst) begin
-      \$709  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$710  = s1_eq_hi_h;
-    if (in_valid) begin
-      \$710  = \$104 ;
-    end
-    if (rst) begin
-      \$710  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$711  = s1_gt_hi_l;
-    if (in_valid) begin
-      \$711  = \$105 ;
-    end
-    if (rst) begin
-      \$711  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$712  = s1_eq_hi_l;
-    if (in_valid) begin
-      \$712  = \$106 ;
-    end
-    if (rst) begin
-      \$712  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$713  = s2_dtype;
+    \$708  = s2_dtype;
     if (s1_valid) begin
-      \$713  = s1_dtype;
+      \$708  = s1_dtype;
     end
     if (rst) begin
-      \$713  = 2'h0;
+      \$708  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$714  = s2_sig_a;
+    \$709  = s2_sig_a;
     if (s1_valid) begin
-      \$714  = s1_sig_a;
+      \$709  = s1_sig_a;
     end
     if (rst) begin
-      \$714  = 32'd0;
+      \$709  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$715  = s2_sig_b;
+    \$710  = s2_sig_b;
     if (s1_valid) begin
-      \$715  = s1_sig_b;
+      \$710  = s1_sig_b;
     end
     if (rst) begin
-      \$715  = 32'd0;
+      \$710  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$716  = s2_a_hi;
+    \$711  = s2_a_hi;
     if (s1_valid) begin
-      \$716  = s1_a_hi;
+      \$711  = s1_a_hi;
+    end
+    if (rst) begin
+      \$711  = 11'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$712  = s2_b_hi;
+    if (s1_valid) begin
+      \$712  = s1_b_hi;
+    end
+    if (rst) begin
+      \$712  = 11'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$713  = s2_swap_hi;
+    if (s1_valid) begin
+      \$713  = \$123 ;
+    end
+    if (rst) begin
+      \$713  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$714  = s2_swap_lo;
+    if (s1_valid) begin
+      \$714  = \$140 ;
+    end
+    if (rst) begin
+      \$714  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$715  = s2_a_lo;
+    if (s1_valid) begin
+      \$715  = \$142 ;
+    end
+    if (rst) begin
+      \$715  = 11'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$716  = s2_b_lo;
+    if (s1_valid) begin
+      \$716  = \$144 ;
     end
     if (rst) begin
       \$716  = 11'h000;
@@ -14653,389 +14673,389 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$717  = s2_b_hi;
+    \$717  = s2_d_ab_hi;
     if (s1_valid) begin
-      \$717  = s1_b_hi;
+      \$717  = \$145 [7:0];
     end
     if (rst) begin
-      \$717  = 11'h000;
+      \$717  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$718  = s2_swap_hi;
+    \$718  = s2_d_ba_hi;
     if (s1_valid) begin
-      \$718  = \$123 ;
+      \$718  = \$146 [7:0];
     end
     if (rst) begin
-      \$718  = 1'h0;
+      \$718  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$719  = s2_swap_lo;
+    \$719  = s2_d_ab_lo;
     if (s1_valid) begin
-      \$719  = \$140 ;
+      \$719  = \$147 [7:0];
     end
     if (rst) begin
-      \$719  = 1'h0;
+      \$719  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$720  = s2_a_lo;
+    \$720  = s2_d_ba_lo;
     if (s1_valid) begin
-      \$720  = \$142 ;
+      \$720  = \$148 [7:0];
     end
     if (rst) begin
-      \$720  = 11'h000;
+      \$720  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$721  = s2_b_lo;
-    if (s1_valid) begin
-      \$721  = \$144 ;
-    end
-    if (rst) begin
-      \$721  = 11'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$722  = s2_d_ab_hi;
-    if (s1_valid) begin
-      \$722  = \$145 [7:0];
-    end
-    if (rst) begin
-      \$722  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$723  = s2_d_ba_hi;
-    if (s1_valid) begin
-      \$723  = \$146 [7:0];
-    end
-    if (rst) begin
-      \$723  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$724  = s2_d_ab_lo;
-    if (s1_valid) begin
-      \$724  = \$147 [7:0];
-    end
-    if (rst) begin
-      \$724  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$725  = s2_d_ba_lo;
-    if (s1_valid) begin
-      \$725  = \$148 [7:0];
-    end
-    if (rst) begin
-      \$725  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$726  = s3_dtype;
+    \$721  = s3_dtype;
     if (s2_valid) begin
-      \$726  = s2_dtype;
+      \$721  = s2_dtype;
     end
     if (rst) begin
-      \$726  = 2'h0;
+      \$721  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$727  = s3_shift_hi;
+    \$722  = s3_shift_hi;
     if (s2_valid) begin
-      \$727  = \$177 ;
+      \$722  = \$177 ;
     end
     if (rst) begin
-      \$727  = 5'h00;
+      \$722  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$728  = s3_sub_hi;
+    \$723  = s3_sub_hi;
     if (s2_valid) begin
-      \$728  = \$178 ;
+      \$723  = \$178 ;
     end
     if (rst) begin
-      \$728  = 1'h0;
+      \$723  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$729  = s3_slot_hi;
+    \$724  = s3_slot_hi;
     if (s2_valid) begin
-      \$729 [0] = \$179 ;
-      \$729 [1] = \$180 ;
-      \$729 [10:2] = { 1'h0, \$181  };
-      \$729 [11] = \$186 ;
-      \$729 [12] = \$187 ;
-      \$729 [13] = \$188 ;
+      \$724 [0] = \$179 ;
+      \$724 [1] = \$180 ;
+      \$724 [10:2] = { 1'h0, \$181  };
+      \$724 [11] = \$186 ;
+      \$724 [12] = \$187 ;
+      \$724 [13] = \$188 ;
     end
     if (rst) begin
-      \$729  = 14'h0000;
+      \$724  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$730  = s3_shift_lo;
+    \$725  = s3_shift_lo;
     if (s2_valid) begin
-      \$730  = \$217 ;
+      \$725  = \$217 ;
     end
     if (rst) begin
-      \$730  = 5'h00;
+      \$725  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$731  = s3_sub_lo;
+    \$726  = s3_sub_lo;
     if (s2_valid) begin
-      \$731  = \$218 ;
+      \$726  = \$218 ;
     end
     if (rst) begin
-      \$731  = 1'h0;
+      \$726  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$732  = s3_slot_lo;
+    \$727  = s3_slot_lo;
     if (s2_valid) begin
-      \$732 [0] = \$219 ;
-      \$732 [1] = \$220 ;
-      \$732 [10:2] = { 1'h0, \$221  };
-      \$732 [11] = \$226 ;
-      \$732 [12] = \$227 ;
-      \$732 [13] = \$228 ;
+      \$727 [0] = \$219 ;
+      \$727 [1] = \$220 ;
+      \$727 [10:2] = { 1'h0, \$221  };
+      \$727 [11] = \$226 ;
+      \$727 [12] = \$227 ;
+      \$727 [13] = \$228 ;
     end
     if (rst) begin
-      \$732  = 14'h0000;
+      \$727  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$733  = s3_x;
+    \$728  = s3_x;
     if (s2_valid) begin
-      \$733  = { \$230 , \$229  };
+      \$728  = { \$230 , \$229  };
     end
     if (rst) begin
-      \$733  = 32'd0;
+      \$728  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$734  = s3_y;
+    \$729  = s3_y;
     if (s2_valid) begin
-      \$734  = { \$232 , \$231  };
+      \$729  = { \$232 , \$231  };
     end
     if (rst) begin
-      \$734  = 32'd0;
+      \$729  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$735  = s4_dtype;
+    \$730  = s4_dtype;
     if (s3_valid) begin
-      \$735  = s3_dtype;
+      \$730  = s3_dtype;
     end
     if (rst) begin
-      \$735  = 2'h0;
+      \$730  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$736  = s4_x;
+    \$731  = s4_x;
     if (s3_valid) begin
-      \$736  = s3_x;
+      \$731  = s3_x;
     end
     if (rst) begin
-      \$736  = 32'd0;
+      \$731  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$737  = s4_sub_hi;
+    \$732  = s4_sub_hi;
     if (s3_valid) begin
-      \$737  = s3_sub_hi;
+      \$732  = s3_sub_hi;
     end
     if (rst) begin
-      \$737  = 1'h0;
+      \$732  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$738  = s4_sub_lo;
+    \$733  = s4_sub_lo;
     if (s3_valid) begin
-      \$738  = s3_sub_lo;
+      \$733  = s3_sub_lo;
     end
     if (rst) begin
-      \$738  = 1'h0;
+      \$733  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$739  = s4_slot_hi;
+    \$734  = s4_slot_hi;
     if (s3_valid) begin
-      \$739  = s3_slot_hi;
+      \$734  = s3_slot_hi;
     end
     if (rst) begin
-      \$739  = 14'h0000;
+      \$734  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$740  = s4_slot_lo;
+    \$735  = s4_slot_lo;
     if (s3_valid) begin
-      \$740  = s3_slot_lo;
+      \$735  = s3_slot_lo;
     end
     if (rst) begin
-      \$740  = 14'h0000;
+      \$735  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$741  = s4_shift_hi;
+    \$736  = s4_shift_hi;
     if (s3_valid) begin
-      \$741  = s3_shift_hi;
+      \$736  = s3_shift_hi;
     end
     if (rst) begin
-      \$741  = 5'h00;
+      \$736  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$742  = s4_shift_lo;
+    \$737  = s4_shift_lo;
     if (s3_valid) begin
-      \$742  = s3_shift_lo;
+      \$737  = s3_shift_lo;
     end
     if (rst) begin
-      \$742  = 5'h00;
+      \$737  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$743  = s4_y;
+    \$738  = s4_y;
     if (s3_valid) begin
-      \$743  = { \$284 , \$277  };
+      \$738  = { \$284 , \$277  };
     end
     if (rst) begin
-      \$743  = 32'd0;
+      \$738  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$744  = s4_sticky_hi;
+    \$739  = s4_sticky_hi;
     if (s3_valid) begin
-      \$744  = \$300 ;
+      \$739  = \$300 ;
     end
     if (rst) begin
-      \$744  = 1'h0;
+      \$739  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$745  = s4_sticky_lo;
+    \$740  = s4_sticky_lo;
     if (s3_valid) begin
-      \$745  = \$333 ;
+      \$740  = \$328 ;
     end
     if (rst) begin
-      \$745  = 1'h0;
+      \$740  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$746  = s4_sentinel;
+    \$741  = s4_sentinel;
     if (s3_valid) begin
-      \$746  = \$338 ;
+      \$741  = \$333 ;
     end
     if (rst) begin
-      \$746  = 32'd0;
+      \$741  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$747  = s5_dtype;
+    \$742  = s5_dtype;
     if (s4_valid) begin
-      \$747  = s4_dtype;
+      \$742  = s4_dtype;
     end
     if (rst) begin
-      \$747  = 2'h0;
+      \$742  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$748  = s5_slot_hi;
+    \$743  = s5_slot_hi;
     if (s4_valid) begin
-      \$748  = s4_slot_hi;
+      \$743  = s4_slot_hi;
     end
     if (rst) begin
-      \$748  = 14'h0000;
+      \$743  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$749  = s5_slot_lo;
+    \$744  = s5_slot_lo;
     if (s4_valid) begin
-      \$749  = s4_slot_lo;
+      \$744  = s4_slot_lo;
     end
     if (rst) begin
-      \$749  = 14'h0000;
+      \$744  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$750  = s5_sentinel;
+    \$745  = s5_sentinel;
     if (s4_valid) begin
-      \$750  = s4_sentinel;
+      \$745  = s4_sentinel;
     end
     if (rst) begin
-      \$750  = 32'd0;
+      \$745  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$751  = s5_x;
+    \$746  = s5_x;
     if (s4_valid) begin
-      \$751  = { s4_x[31:16], \$340 , s4_x[15:0] };
+      \$746  = { s4_x[31:16], \$335 , s4_x[15:0] };
     end
     if (rst) begin
-      \$751  = 33'h000000000;
+      \$746  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$752  = s5_y;
+    \$747  = s5_y;
     if (s4_valid) begin
-      \$752  = { \$387 , \$368 , \$365  };
+      \$747  = { \$382 , \$363 , \$360  };
     end
     if (rst) begin
-      \$752  = 33'h000000000;
+      \$747  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$753  = s5_carry_in;
+    \$748  = s5_carry_in;
     if (s4_valid) begin
-      \$753  = s4_sub_lo;
+      \$748  = s4_sub_lo;
     end
     if (rst) begin
-      \$753  = 1'h0;
+      \$748  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$754  = s6_dtype;
+    \$749  = s6_dtype;
     if (s5_valid) begin
-      \$754  = s5_dtype;
+      \$749  = s5_dtype;
+    end
+    if (rst) begin
+      \$749  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$750  = s6_slot_hi;
+    if (s5_valid) begin
+      \$750  = s5_slot_hi;
+    end
+    if (rst) begin
+      \$750  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$751  = s6_slot_lo;
+    if (s5_valid) begin
+      \$751  = s5_slot_lo;
+    end
+    if (rst) begin
+      \$751  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$752  = s6_sum;
+    if (s5_valid) begin
+      \$752  = { \$685 [33:18], \$685 [16:1] };
+    end
+    if (rst) begin
+      \$752  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$753  = s6_marked;
+    if (s5_valid) begin
+      \$753  = \$383 ;
+    end
+    if (rst) begin
+      \$753  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$754  = s7_dtype;
+    if (s6_valid) begin
+      \$754  = s6_dtype;
     end
     if (rst) begin
       \$754  = 2'h0;
@@ -15043,19 +15063,19 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$755  = s6_slot_hi;
-    if (s5_valid) begin
-      \$755  = s5_slot_hi;
+    \$755  = s7_sum;
+    if (s6_valid) begin
+      \$755  = s6_sum;
     end
     if (rst) begin
-      \$755  = 14'h0000;
+      \$755  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$756  = s6_slot_lo;
-    if (s5_valid) begin
-      \$756  = s5_slot_lo;
+    \$756  = s7_slot_hi;
+    if (s6_valid) begin
+      \$756  = s6_slot_hi;
     end
     if (rst) begin
       \$756  = 14'h0000;
@@ -15063,141 +15083,142 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$757  = s6_sum;
-    if (s5_valid) begin
-      \$757  = { \$690 [33:18], \$690 [16:1] };
-    end
-    if (rst) begin
-      \$757  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$758  = s6_marked;
-    if (s5_valid) begin
-      \$758  = \$388 ;
-    end
-    if (rst) begin
-      \$758  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$759  = s7_dtype;
+    \$757  = s7_slot_lo;
     if (s6_valid) begin
-      \$759  = s6_dtype;
+      \$757  = s6_slot_lo;
     end
     if (rst) begin
-      \$759  = 2'h0;
+      \$757  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$760  = s7_sum;
+    \$758  = s7_count_hi;
     if (s6_valid) begin
-      \$760  = s6_sum;
+      \$758  = { \$419 , \$407  };
     end
     if (rst) begin
-      \$760  = 32'd0;
+      \$758  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$761  = s7_slot_hi;
+    \$759  = s7_count_lo;
     if (s6_valid) begin
-      \$761  = s6_slot_hi;
+      \$759  = { \$455 , \$443  };
     end
     if (rst) begin
-      \$761  = 14'h0000;
+      \$759  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$762  = s7_slot_lo;
+    \$760  = s7_zero_hi;
     if (s6_valid) begin
-      \$762  = s6_slot_lo;
+      \$760  = \$466 ;
     end
     if (rst) begin
-      \$762  = 14'h0000;
+      \$760  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$763  = s7_count_hi;
+    \$761  = s7_sum_zero_hi;
     if (s6_valid) begin
-      \$763  = { \$424 , \$412  };
+      \$761  = \$468 ;
     end
     if (rst) begin
-      \$763  = 4'h0;
+      \$761  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$764  = s7_count_lo;
+    \$762  = s7_sum_zero_lo;
     if (s6_valid) begin
-      \$764  = { \$460 , \$448  };
+      \$762  = \$470 ;
     end
     if (rst) begin
-      \$764  = 4'h0;
+      \$762  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$765  = s7_zero_hi;
-    if (s6_valid) begin
-      \$765  = \$471 ;
-    end
-    if (rst) begin
-      \$765  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$766  = s7_sum_zero_hi;
-    if (s6_valid) begin
-      \$766  = \$473 ;
-    end
-    if (rst) begin
-      \$766  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$767  = s7_sum_zero_lo;
-    if (s6_valid) begin
-      \$767  = \$475 ;
-    end
-    if (rst) begin
-      \$767  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$768  = s8_dtype;
+    \$763  = s8_dtype;
     if (s7_valid) begin
-      \$768  = s7_dtype;
+      \$763  = s7_dtype;
     end
     if (rst) begin
-      \$768  = 2'h0;
+      \$763  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$769  = s8_slot_hi;
+    \$764  = s8_slot_hi;
     if (s7_valid) begin
-      \$769 [13:1] = s7_slot_hi[13:1];
-      \$769 [0] = \$519 ;
+      \$764 [13:1] = s7_slot_hi[13:1];
+      \$764 [0] = \$514 ;
     end
     if (rst) begin
-      \$769  = 14'h0000;
+      \$764  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$770  = s8_slot_lo;
+    \$765  = s8_slot_lo;
     if (s7_valid) begin
-      \$770 [13:1] = s7_slot_lo[13:1];
-      \$770 [0] = \$523 ;
+      \$765 [13:1] = s7_slot_lo[13:1];
+      \$765 [0] = \$518 ;
+    end
+    if (rst) begin
+      \$765  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$766  = s8_sum;
+    if (s7_valid) begin
+      \$766  = { \$510 , \$482  };
+    end
+    if (rst) begin
+      \$766  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$767  = s8_shift_hi;
+    if (s7_valid) begin
+      \$767  = \$521 ;
+    end
+    if (rst) begin
+      \$767  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$768  = s8_shift_lo;
+    if (s7_valid) begin
+      \$768  = \$524 ;
+    end
+    if (rst) begin
+      \$768  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$769  = s9_dtype;
+    if (s8_valid) begin
+      \$769  = s8_dtype;
+    end
+    if (rst) begin
+      \$769  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$770  = s9_slot_hi;
+    if (s8_valid) begin
+      { \$770 [13:11], \$770 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
+      \$770 [10:2] = \$578 [8:0];
     end
     if (rst) begin
       \$770  = 14'h0000;
@@ -15205,101 +15226,100 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$771  = s8_sum;
-    if (s7_valid) begin
-      \$771  = { \$515 , \$487  };
-    end
-    if (rst) begin
-      \$771  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$772  = s8_shift_hi;
-    if (s7_valid) begin
-      \$772  = \$526 ;
-    end
-    if (rst) begin
-      \$772  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$773  = s8_shift_lo;
-    if (s7_valid) begin
-      \$773  = \$529 ;
-    end
-    if (rst) begin
-      \$773  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$774  = s9_dtype;
+    \$771  = s9_slot_lo;
     if (s8_valid) begin
-      \$774  = s8_dtype;
+      { \$771 [13:11], \$771 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
+      \$771 [10:2] = \$580 [8:0];
     end
     if (rst) begin
-      \$774  = 2'h0;
+      \$771  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$775  = s9_slot_hi;
+    \$772  = s9_sum;
     if (s8_valid) begin
-      { \$775 [13:11], \$775 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
-      \$775 [10:2] = \$583 [8:0];
+      \$772  = { \$576 , \$531  };
     end
     if (rst) begin
-      \$775  = 14'h0000;
+      \$772  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$776  = s9_slot_lo;
-    if (s8_valid) begin
-      { \$776 [13:11], \$776 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
-      \$776 [10:2] = \$585 [8:0];
-    end
-    if (rst) begin
-      \$776  = 14'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$777  = s9_sum;
-    if (s8_valid) begin
-      \$777  = { \$581 , \$536  };
-    end
-    if (rst) begin
-      \$777  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$778  = s10_dtype;
+    \$773  = s10_dtype;
     if (s9_valid) begin
-      \$778  = s9_dtype;
+      \$773  = s9_dtype;
     end
     if (rst) begin
-      \$778  = 2'h0;
+      \$773  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$779  = s10_packed;
+    \$774  = s10_packed;
     if (s9_valid) begin
-      \$779  = { 1'h0, \$608 [30:16], \$597 , \$596 [15:0] };
+      \$774  = { 1'h0, \$603 [30:16], \$592 , \$591 [15:0] };
     end
     if (rst) begin
-      \$779  = 33'h000000000;
+      \$774  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$780  = s10_inc_hi;
+    \$775  = s10_inc_hi;
     if (s9_valid) begin
-      \$780  = \$619 ;
+      \$775  = \$614 ;
+    end
+    if (rst) begin
+      \$775  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$776  = s10_inc_lo;
+    if (s9_valid) begin
+      \$776  = \$627 ;
+    end
+    if (rst) begin
+      \$776  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$777  = s10_sign_hi;
+    if (s9_valid) begin
+      \$777  = s9_slot_hi[0];
+    end
+    if (rst) begin
+      \$777  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$778  = s10_forced_hi;
+    if (s9_valid) begin
+      \$778  = \$628 ;
+    end
+    if (rst) begin
+      \$778  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$779  = s10_special_hi;
+    if (s9_valid) begin
+      \$779  = \$634 ;
+    end
+    if (rst) begin
+      \$779  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$780  = s10_sign_lo;
+    if (s9_valid) begin
+      \$780  = s9_slot_lo[0];
     end
     if (rst) begin
       \$780  = 1'h0;
@@ -15307,9 +15327,9 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$781  = s10_inc_lo;
+    \$781  = s10_forced_lo;
     if (s9_valid) begin
-      \$781  = \$632 ;
+      \$781  = \$635 ;
     end
     if (rst) begin
       \$781  = 1'h0;
@@ -15317,39 +15337,39 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$782  = s10_sign_hi;
+    \$782  = s10_special_lo;
     if (s9_valid) begin
-      \$782  = s9_slot_hi[0];
+      \$782  = \$641 ;
     end
     if (rst) begin
-      \$782  = 1'h0;
+      \$782  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$783  = s10_forced_hi;
-    if (s9_valid) begin
-      \$783  = \$633 ;
+    \$783  = s11_dtype;
+    if (s10_valid) begin
+      \$783  = s10_dtype;
     end
     if (rst) begin
-      \$783  = 1'h0;
+      \$783  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$784  = s10_special_hi;
-    if (s9_valid) begin
-      \$784  = \$639 ;
+    \$784  = s11_sign_hi;
+    if (s10_valid) begin
+      \$784  = s10_sign_hi;
     end
     if (rst) begin
-      \$784  = 16'h0000;
+      \$784  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$785  = s10_sign_lo;
-    if (s9_valid) begin
-      \$785  = s9_slot_lo[0];
+    \$785  = s11_sign_lo;
+    if (s10_valid) begin
+      \$785  = s10_sign_lo;
     end
     if (rst) begin
       \$785  = 1'h0;
@@ -15357,9 +15377,9 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$786  = s10_forced_lo;
-    if (s9_valid) begin
-      \$786  = \$640 ;
+    \$786  = s11_forced_hi;
+    if (s10_valid) begin
+      \$786  = s10_forced_hi;
     end
     if (rst) begin
       \$786  = 1'h0;
@@ -15367,49 +15387,49 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$787  = s10_special_lo;
-    if (s9_valid) begin
-      \$787  = \$646 ;
+    \$787  = s11_forced_lo;
+    if (s10_valid) begin
+      \$787  = s10_forced_lo;
     end
     if (rst) begin
-      \$787  = 16'h0000;
+      \$787  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$788  = s11_dtype;
+    \$788  = s11_special_hi;
     if (s10_valid) begin
-      \$788  = s10_dtype;
+      \$788  = s10_special_hi;
     end
     if (rst) begin
-      \$788  = 2'h0;
+      \$788  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$789  = s11_sign_hi;
+    \$789  = s11_special_lo;
     if (s10_valid) begin
-      \$789  = s10_sign_hi;
+      \$789  = s10_special_lo;
     end
     if (rst) begin
-      \$789  = 1'h0;
+      \$789  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$790  = s11_sign_lo;
+    \$790  = s11_rounded;
     if (s10_valid) begin
-      \$790  = s10_sign_lo;
+      \$790  = { s10_chain[32:17], s10_chain[15:0] };
     end
     if (rst) begin
-      \$790  = 1'h0;
+      \$790  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$791  = s11_forced_hi;
+    \$791  = s11_wide;
     if (s10_valid) begin
-      \$791  = s10_forced_hi;
+      \$791  = \$642 ;
     end
     if (rst) begin
       \$791  = 1'h0;
@@ -15417,9 +15437,9 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$792  = s11_forced_lo;
+    \$792  = s11_fp16;
     if (s10_valid) begin
-      \$792  = s10_forced_lo;
+      \$792  = \$643 ;
     end
     if (rst) begin
       \$792  = 1'h0;
@@ -15427,146 +15447,96 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$793  = s11_special_hi;
-    if (s10_valid) begin
-      \$793  = s10_special_hi;
-    end
-    if (rst) begin
-      \$793  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$794  = s11_special_lo;
-    if (s10_valid) begin
-      \$794  = s10_special_lo;
-    end
-    if (rst) begin
-      \$794  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$795  = s11_rounded;
-    if (s10_valid) begin
-      \$795  = { s10_chain[32:17], s10_chain[15:0] };
-    end
-    if (rst) begin
-      \$795  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$796  = s11_wide;
-    if (s10_valid) begin
-      \$796  = \$647 ;
-    end
-    if (rst) begin
-      \$796  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$797  = s11_fp16;
-    if (s10_valid) begin
-      \$797  = \$648 ;
-    end
-    if (rst) begin
-      \$797  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$798  = result;
+    \$793  = result;
     if (s11_valid) begin
-      \$798  = { \$670 , \$663  };
+      \$793  = { \$665 , \$658  };
     end
     if (rst) begin
-      \$798  = 32'd0;
+      \$793  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$799  = in_valid;
+    \$794  = in_valid;
+    if (rst) begin
+      \$794  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$795  = s1_valid;
+    if (rst) begin
+      \$795  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$796  = s2_valid;
+    if (rst) begin
+      \$796  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$797  = s3_valid;
+    if (rst) begin
+      \$797  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$798  = s4_valid;
+    if (rst) begin
+      \$798  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$799  = s5_valid;
     if (rst) begin
       \$799  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$800  = s1_valid;
+    \$800  = s6_valid;
     if (rst) begin
       \$800  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$801  = s2_valid;
+    \$801  = s7_valid;
     if (rst) begin
       \$801  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$802  = s3_valid;
+    \$802  = s8_valid;
     if (rst) begin
       \$802  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$803  = s4_valid;
+    \$803  = s9_valid;
     if (rst) begin
       \$803  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$804  = s5_valid;
+    \$804  = s10_valid;
     if (rst) begin
       \$804  = 1'h1;
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$805  = s6_valid;
-    if (rst) begin
-      \$805  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$806  = s7_valid;
-    if (rst) begin
-      \$806  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$807  = s8_valid;
-    if (rst) begin
-      \$807  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$808  = s9_valid;
-    if (rst) begin
-      \$808  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$809  = s10_valid;
-    if (rst) begin
-      \$809  = 1'h1;
-    end
-  end
-  assign s5_chain = \$690 [34:1];
-  assign a_hi_sig = { 1'h0, \$675  };
-  assign a_lo_sig = { 1'h0, \$680  };
-  assign b_hi_sig = { 1'h0, \$685  };
-  assign b_lo_sig = { 1'h0, \$688  };
+  assign s5_chain = \$685 [34:1];
+  assign a_hi_sig = { 1'h0, \$670  };
+  assign a_lo_sig = { 1'h0, \$675  };
+  assign b_hi_sig = { 1'h0, \$680  };
+  assign b_lo_sig = { 1'h0, \$683  };
   assign \s1_a_hi.sign  = s1_a_hi[0];
   assign \s1_a_hi.exp  = s1_a_hi[8:1];
   assign \s1_a_hi.nan  = s1_a_hi[9];
@@ -15692,28 +15662,28 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
   assign \$205  = s2_dtype[1];
   assign \$212  = s2_dtype[1];
   assign \$286  = s3_dtype[1];
-  assign \$360  = \$359 [0];
-  assign \$367  = s4_dtype[1];
-  assign \$373  = s4_dtype[1];
-  assign \$379  = s4_dtype[1];
-  assign \$382  = \$381 [0];
-  assign \$391  = \$389 ;
-  assign \$397  = \$395 ;
-  assign \$403  = \$401 ;
-  assign \$415  = \$413 ;
-  assign \$418  = \$416 ;
-  assign \$421  = \$419 ;
-  assign \$427  = \$425 ;
-  assign \$433  = \$431 ;
-  assign \$439  = \$437 ;
-  assign \$451  = \$449 ;
-  assign \$454  = \$452 ;
-  assign \$457  = \$455 ;
-  assign \$610  = s9_dtype[1];
+  assign \$355  = \$354 [0];
+  assign \$362  = s4_dtype[1];
+  assign \$368  = s4_dtype[1];
+  assign \$374  = s4_dtype[1];
+  assign \$377  = \$376 [0];
+  assign \$386  = \$384 ;
+  assign \$392  = \$390 ;
+  assign \$398  = \$396 ;
+  assign \$410  = \$408 ;
+  assign \$413  = \$411 ;
+  assign \$416  = \$414 ;
+  assign \$422  = \$420 ;
+  assign \$428  = \$426 ;
+  assign \$434  = \$432 ;
+  assign \$446  = \$444 ;
+  assign \$449  = \$447 ;
+  assign \$452  = \$450 ;
+  assign \$605  = s9_dtype[1];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \port$2963$0 , \port$2964$0 , a, b, dtype, clk);
+module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \port$2948$0 , \port$2949$0 , a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$11  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -16017,10 +15987,10 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
   input pass_a;
   wire pass_a;
   wire [31:0] picked;
-  output [15:0] \port$2963$0 ;
-  wire [15:0] \port$2963$0 ;
-  output [15:0] \port$2964$0 ;
-  wire [15:0] \port$2964$0 ;
+  output [15:0] \port$2948$0 ;
+  wire [15:0] \port$2948$0 ;
+  output [15:0] \port$2949$0 ;
+  wire [15:0] \port$2949$0 ;
   reg [31:0] r_a = 32'd0;
   reg r_a_any_lo = 1'h0;
   reg r_a_e5_hi = 1'h0;
@@ -16855,14 +16825,14 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
   end
   assign picked = { \$220 , \$219  };
   assign result = { \$222 , \$221  };
-  assign \port$2963$0  = \$221 ;
-  assign \port$2964$0  = \$222 ;
+  assign \port$2948$0  = \$221 ;
+  assign \port$2949$0  = \$222 ;
   assign \$209  = r_a[15];
   assign \$141  = r_a[31];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane3 (rst, valid, \result$73 , a, \port$3969$224 , clk);
+module \ace_alu_array_small.array.lane3 (rst, valid, \result$73 , a, \port$3949$224 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$12  = 0;
   wire \$1 ;
   reg [1:0] \$10 ;
@@ -17010,8 +16980,8 @@ module \ace_alu_array_small.array.lane3 (rst, valid, \result$73 , a, \port$3969$
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
   wire pass_a;
-  input [35:0] \port$3969$224 ;
-  wire [35:0] \port$3969$224 ;
+  input [35:0] \port$3949$224 ;
+  wire [35:0] \port$3949$224 ;
   wire [31:0] result;
   output [31:0] \result$73 ;
   wire [31:0] \result$73 ;
@@ -17117,8 +17087,8 @@ module \ace_alu_array_small.array.lane3 (rst, valid, \result$73 , a, \port$3969$
     d12_valid <= \$59 ;
   assign \$1  = | s0_op;
   assign \$2  = d2_minmax ? { \$61 , \$60  } : d2_simple;
-  assign is_max = \port$3969$224 [33:32] == 1'h1;
-  assign pass_a = \port$3969$224 [33:32] == 2'h3;
+  assign is_max = \port$3949$224 [33:32] == 1'h1;
+  assign pass_a = \port$3949$224 [33:32] == 2'h3;
   assign \$3  = s0_a + s0_b;
   assign \$4  = | s0_op;
   assign \$5  = ~ \$4 ;
@@ -17155,22 +17125,22 @@ module \ace_alu_array_small.array.lane3 (rst, valid, \result$73 , a, \port$3969$
     d3_simple <= \$20 ;
   \ace_alu_array_small.array.lane3.adder  adder (
     .a(a),
-    .b(\port$3969$224 [31:0]),
+    .b(\port$3949$224 [31:0]),
     .clk(clk),
-    .dtype(\port$3969$224 [35:34]),
+    .dtype(\port$3949$224 [35:34]),
     .result(\result$74 ),
     .rst(rst),
     .valid(valid)
   );
   \ace_alu_array_small.array.lane3.minmax  minmax (
     .a(a),
-    .b(\port$3969$224 [31:0]),
+    .b(\port$3949$224 [31:0]),
     .clk(clk),
-    .dtype(\port$3969$224 [35:34]),
+    .dtype(\port$3949$224 [35:34]),
     .is_max(is_max),
     .pass_a(pass_a),
-    .\port$3948$0 (\$60 ),
-    .\port$3949$0 (\$61 ),
+    .\port$3928$0 (\$60 ),
+    .\port$3929$0 (\$61 ),
     .rst(rst),
     .valid(valid)
   );
@@ -17543,21 +17513,21 @@ module \ace_alu_array_small.array.lane3 (rst, valid, \result$73 , a, \port$3969$
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$8  = \port$3969$224 [31:0];
+    \$8  = \port$3949$224 [31:0];
     if (rst) begin
       \$8  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$9  = \port$3969$224 [33:32];
+    \$9  = \port$3949$224 [33:32];
     if (rst) begin
       \$9  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$10  = \port$3969$224 [35:34];
+    \$10  = \port$3949$224 [35:34];
     if (rst) begin
       \$10  = 2'h0;
     end
@@ -17653,17 +17623,17 @@ module \ace_alu_array_small.array.lane3 (rst, valid, \result$73 , a, \port$3969$
       \$20  = 32'd0;
     end
   end
-  assign b = \port$3969$224 [31:0];
-  assign op = \port$3969$224 [33:32];
-  assign dtype = \port$3969$224 [35:34];
+  assign b = \port$3949$224 [31:0];
+  assign op = \port$3949$224 [33:32];
+  assign dtype = \port$3949$224 [35:34];
   assign direct = \$3 [31:0];
   assign result = { \$61 , \$60  };
   assign \a$63  = a;
-  assign \b$64  = \port$3969$224 [31:0];
-  assign \dtype$65  = \port$3969$224 [35:34];
+  assign \b$64  = \port$3949$224 [31:0];
+  assign \dtype$65  = \port$3949$224 [35:34];
   assign \a$66  = a;
-  assign \b$67  = \port$3969$224 [31:0];
-  assign \dtype$68  = \port$3969$224 [35:34];
+  assign \b$67  = \port$3949$224 [31:0];
+  assign \dtype$68  = \port$3949$224 [35:34];
   assign \valid$71  = valid;
   assign \valid$72  = valid;
 endmodule
@@ -17928,151 +17898,151 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
   wire \$328 ;
   wire \$329 ;
   wire \$33 ;
-  wire \$330 ;
-  wire \$331 ;
-  wire \$332 ;
-  wire \$333 ;
+  wire [31:0] \$330 ;
+  wire [15:0] \$331 ;
+  wire [15:0] \$332 ;
+  wire [31:0] \$333 ;
   wire \$334 ;
-  wire [31:0] \$335 ;
-  wire [15:0] \$336 ;
-  wire [15:0] \$337 ;
-  wire [31:0] \$338 ;
-  wire \$339 ;
+  wire \$335 ;
+  wire \$336 ;
+  wire \$337 ;
+  wire [15:0] \$338 ;
+  wire [15:0] \$339 ;
   wire \$34 ;
-  wire \$340 ;
+  wire [15:0] \$340 ;
   wire \$341 ;
-  wire \$342 ;
+  wire [15:0] \$342 ;
   wire [15:0] \$343 ;
   wire [15:0] \$344 ;
-  wire [15:0] \$345 ;
-  wire \$346 ;
+  wire \$345 ;
+  wire [15:0] \$346 ;
   wire [15:0] \$347 ;
   wire [15:0] \$348 ;
-  wire [15:0] \$349 ;
+  wire \$349 ;
   wire \$35 ;
   wire \$350 ;
-  wire [15:0] \$351 ;
-  wire [15:0] \$352 ;
+  wire \$351 ;
+  wire \$352 ;
   wire [15:0] \$353 ;
-  wire \$354 ;
+  wire [15:0] \$354 ;
   wire \$355 ;
   wire \$356 ;
   wire \$357 ;
   wire [15:0] \$358 ;
   wire [15:0] \$359 ;
   wire \$36 ;
-  wire \$360 ;
+  wire [15:0] \$360 ;
   wire \$361 ;
   wire \$362 ;
-  wire [15:0] \$363 ;
+  wire \$363 ;
   wire [15:0] \$364 ;
   wire [15:0] \$365 ;
-  wire \$366 ;
+  wire [15:0] \$366 ;
   wire \$367 ;
   wire \$368 ;
-  wire [15:0] \$369 ;
+  wire \$369 ;
   wire \$37 ;
-  wire [15:0] \$370 ;
-  wire [15:0] \$371 ;
+  wire \$370 ;
+  wire \$371 ;
   wire \$372 ;
   wire \$373 ;
   wire \$374 ;
   wire \$375 ;
-  wire \$376 ;
+  wire [15:0] \$376 ;
   wire \$377 ;
   wire \$378 ;
   wire \$379 ;
   wire \$38 ;
-  wire \$380 ;
+  wire [15:0] \$380 ;
   wire [15:0] \$381 ;
-  wire \$382 ;
-  wire \$383 ;
+  wire [15:0] \$382 ;
+  wire [31:0] \$383 ;
   wire \$384 ;
-  wire [15:0] \$385 ;
-  wire [15:0] \$386 ;
-  wire [15:0] \$387 ;
-  wire [31:0] \$388 ;
-  wire \$389 ;
+  wire \$385 ;
+  wire \$386 ;
+  wire [1:0] \$387 ;
+  wire [1:0] \$388 ;
+  wire [1:0] \$389 ;
   wire \$39 ;
   wire \$390 ;
   wire \$391 ;
-  wire [1:0] \$392 ;
+  wire \$392 ;
   wire [1:0] \$393 ;
   wire [1:0] \$394 ;
-  wire \$395 ;
+  wire [1:0] \$395 ;
   wire \$396 ;
   wire \$397 ;
-  wire [1:0] \$398 ;
+  wire \$398 ;
   wire [1:0] \$399 ;
   wire \$4 ;
   wire \$40 ;
   wire [1:0] \$400 ;
-  wire \$401 ;
-  wire \$402 ;
-  wire \$403 ;
+  wire [1:0] \$401 ;
+  wire [1:0] \$402 ;
+  wire [1:0] \$403 ;
   wire [1:0] \$404 ;
   wire [1:0] \$405 ;
   wire [1:0] \$406 ;
   wire [1:0] \$407 ;
-  wire [1:0] \$408 ;
-  wire [1:0] \$409 ;
+  wire \$408 ;
+  wire \$409 ;
   wire [7:0] \$41 ;
-  wire [1:0] \$410 ;
-  wire [1:0] \$411 ;
-  wire [1:0] \$412 ;
+  wire \$410 ;
+  wire \$411 ;
+  wire \$412 ;
   wire \$413 ;
   wire \$414 ;
   wire \$415 ;
   wire \$416 ;
-  wire \$417 ;
-  wire \$418 ;
-  wire \$419 ;
+  wire [1:0] \$417 ;
+  wire [1:0] \$418 ;
+  wire [1:0] \$419 ;
   wire \$42 ;
   wire \$420 ;
   wire \$421 ;
-  wire [1:0] \$422 ;
+  wire \$422 ;
   wire [1:0] \$423 ;
   wire [1:0] \$424 ;
-  wire \$425 ;
+  wire [1:0] \$425 ;
   wire \$426 ;
   wire \$427 ;
-  wire [1:0] \$428 ;
+  wire \$428 ;
   wire [1:0] \$429 ;
   wire \$43 ;
   wire [1:0] \$430 ;
-  wire \$431 ;
+  wire [1:0] \$431 ;
   wire \$432 ;
   wire \$433 ;
-  wire [1:0] \$434 ;
+  wire \$434 ;
   wire [1:0] \$435 ;
   wire [1:0] \$436 ;
-  wire \$437 ;
-  wire \$438 ;
-  wire \$439 ;
+  wire [1:0] \$437 ;
+  wire [1:0] \$438 ;
+  wire [1:0] \$439 ;
   wire \$44 ;
   wire [1:0] \$440 ;
   wire [1:0] \$441 ;
   wire [1:0] \$442 ;
   wire [1:0] \$443 ;
-  wire [1:0] \$444 ;
-  wire [1:0] \$445 ;
-  wire [1:0] \$446 ;
-  wire [1:0] \$447 ;
-  wire [1:0] \$448 ;
+  wire \$444 ;
+  wire \$445 ;
+  wire \$446 ;
+  wire \$447 ;
+  wire \$448 ;
   wire \$449 ;
   wire \$45 ;
   wire \$450 ;
   wire \$451 ;
   wire \$452 ;
-  wire \$453 ;
-  wire \$454 ;
-  wire \$455 ;
+  wire [1:0] \$453 ;
+  wire [1:0] \$454 ;
+  wire [1:0] \$455 ;
   wire \$456 ;
   wire \$457 ;
-  wire [1:0] \$458 ;
-  wire [1:0] \$459 ;
+  wire \$458 ;
+  wire \$459 ;
   wire \$46 ;
-  wire [1:0] \$460 ;
+  wire \$460 ;
   wire \$461 ;
   wire \$462 ;
   wire \$463 ;
@@ -18085,158 +18055,158 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
   wire \$47 ;
   wire \$470 ;
   wire \$471 ;
-  wire \$472 ;
-  wire \$473 ;
+  wire [3:0] \$472 ;
+  wire [4:0] \$473 ;
   wire \$474 ;
-  wire \$475 ;
-  wire \$476 ;
-  wire [3:0] \$477 ;
-  wire [4:0] \$478 ;
-  wire \$479 ;
+  wire [3:0] \$475 ;
+  wire [4:0] \$476 ;
+  wire [15:0] \$477 ;
+  wire \$478 ;
+  wire [3:0] \$479 ;
   wire \$48 ;
-  wire [3:0] \$480 ;
-  wire [4:0] \$481 ;
+  wire [4:0] \$480 ;
+  wire [15:0] \$481 ;
   wire [15:0] \$482 ;
   wire \$483 ;
   wire [3:0] \$484 ;
   wire [4:0] \$485 ;
-  wire [15:0] \$486 ;
-  wire [15:0] \$487 ;
-  wire \$488 ;
-  wire [3:0] \$489 ;
+  wire \$486 ;
+  wire \$487 ;
+  wire [3:0] \$488 ;
+  wire [4:0] \$489 ;
   wire [7:0] \$49 ;
-  wire [4:0] \$490 ;
+  wire [15:0] \$490 ;
   wire \$491 ;
-  wire \$492 ;
-  wire [3:0] \$493 ;
-  wire [4:0] \$494 ;
+  wire [3:0] \$492 ;
+  wire [4:0] \$493 ;
+  wire \$494 ;
   wire [15:0] \$495 ;
-  wire \$496 ;
-  wire [3:0] \$497 ;
-  wire [4:0] \$498 ;
-  wire \$499 ;
+  wire [15:0] \$496 ;
+  wire \$497 ;
+  wire [3:0] \$498 ;
+  wire [4:0] \$499 ;
   wire \$5 ;
   wire \$50 ;
-  wire [15:0] \$500 ;
+  wire \$500 ;
   wire [15:0] \$501 ;
-  wire \$502 ;
-  wire [3:0] \$503 ;
-  wire [4:0] \$504 ;
-  wire \$505 ;
-  wire [15:0] \$506 ;
-  wire [15:0] \$507 ;
+  wire [15:0] \$502 ;
+  wire [15:0] \$503 ;
+  wire \$504 ;
+  wire [3:0] \$505 ;
+  wire [4:0] \$506 ;
+  wire \$507 ;
   wire [15:0] \$508 ;
-  wire \$509 ;
+  wire [15:0] \$509 ;
   wire \$51 ;
-  wire [3:0] \$510 ;
-  wire [4:0] \$511 ;
+  wire [15:0] \$510 ;
+  wire \$511 ;
   wire \$512 ;
-  wire [15:0] \$513 ;
-  wire [15:0] \$514 ;
-  wire [15:0] \$515 ;
+  wire \$513 ;
+  wire \$514 ;
+  wire \$515 ;
   wire \$516 ;
   wire \$517 ;
   wire \$518 ;
   wire \$519 ;
   wire \$52 ;
-  wire \$520 ;
-  wire \$521 ;
+  wire [3:0] \$520 ;
+  wire [4:0] \$521 ;
   wire \$522 ;
-  wire \$523 ;
-  wire \$524 ;
-  wire [3:0] \$525 ;
-  wire [4:0] \$526 ;
-  wire \$527 ;
-  wire [3:0] \$528 ;
-  wire [4:0] \$529 ;
+  wire [3:0] \$523 ;
+  wire [4:0] \$524 ;
+  wire [15:0] \$525 ;
+  wire [15:0] \$526 ;
+  wire [15:0] \$527 ;
+  wire [15:0] \$528 ;
+  wire [15:0] \$529 ;
   wire \$53 ;
   wire [15:0] \$530 ;
   wire [15:0] \$531 ;
-  wire [15:0] \$532 ;
+  wire \$532 ;
   wire [15:0] \$533 ;
   wire [15:0] \$534 ;
   wire [15:0] \$535 ;
-  wire [15:0] \$536 ;
-  wire \$537 ;
-  wire [15:0] \$538 ;
+  wire \$536 ;
+  wire [15:0] \$537 ;
+  wire \$538 ;
   wire [15:0] \$539 ;
   wire \$54 ;
   wire [15:0] \$540 ;
   wire \$541 ;
   wire [15:0] \$542 ;
-  wire \$543 ;
+  wire [15:0] \$543 ;
   wire [15:0] \$544 ;
-  wire [15:0] \$545 ;
-  wire \$546 ;
+  wire \$545 ;
+  wire [15:0] \$546 ;
   wire [15:0] \$547 ;
   wire [15:0] \$548 ;
-  wire [15:0] \$549 ;
+  wire \$549 ;
   wire \$55 ;
-  wire \$550 ;
-  wire [15:0] \$551 ;
+  wire [15:0] \$550 ;
+  wire \$551 ;
   wire [15:0] \$552 ;
   wire [15:0] \$553 ;
   wire \$554 ;
   wire [15:0] \$555 ;
-  wire \$556 ;
+  wire [15:0] \$556 ;
   wire [15:0] \$557 ;
-  wire [15:0] \$558 ;
-  wire \$559 ;
+  wire \$558 ;
+  wire [15:0] \$559 ;
   wire \$56 ;
   wire [15:0] \$560 ;
   wire [15:0] \$561 ;
   wire [15:0] \$562 ;
   wire \$563 ;
   wire [15:0] \$564 ;
-  wire [15:0] \$565 ;
+  wire \$565 ;
   wire [15:0] \$566 ;
   wire [15:0] \$567 ;
   wire \$568 ;
   wire [15:0] \$569 ;
   wire \$57 ;
-  wire \$570 ;
+  wire [15:0] \$570 ;
   wire [15:0] \$571 ;
-  wire [15:0] \$572 ;
-  wire \$573 ;
+  wire \$572 ;
+  wire [15:0] \$573 ;
   wire [15:0] \$574 ;
   wire [15:0] \$575 ;
   wire [15:0] \$576 ;
-  wire \$577 ;
-  wire [15:0] \$578 ;
-  wire [15:0] \$579 ;
+  wire [9:0] \$577 ;
+  wire [10:0] \$578 ;
+  wire [9:0] \$579 ;
   wire \$58 ;
-  wire [15:0] \$580 ;
-  wire [15:0] \$581 ;
-  wire [9:0] \$582 ;
-  wire [10:0] \$583 ;
-  wire [9:0] \$584 ;
-  wire [10:0] \$585 ;
-  wire \$586 ;
-  wire [7:0] \$587 ;
-  wire \$588 ;
-  wire [4:0] \$589 ;
+  wire [10:0] \$580 ;
+  wire \$581 ;
+  wire [7:0] \$582 ;
+  wire \$583 ;
+  wire [4:0] \$584 ;
+  wire [7:0] \$585 ;
+  wire [14:0] \$586 ;
+  wire \$587 ;
+  wire [4:0] \$588 ;
+  wire [7:0] \$589 ;
   wire \$59 ;
-  wire [7:0] \$590 ;
-  wire [14:0] \$591 ;
+  wire [14:0] \$590 ;
+  wire [30:0] \$591 ;
   wire \$592 ;
-  wire [4:0] \$593 ;
+  wire \$593 ;
   wire [7:0] \$594 ;
-  wire [14:0] \$595 ;
-  wire [30:0] \$596 ;
-  wire \$597 ;
-  wire \$598 ;
-  wire [7:0] \$599 ;
+  wire \$595 ;
+  wire [4:0] \$596 ;
+  wire [7:0] \$597 ;
+  wire [14:0] \$598 ;
+  wire \$599 ;
   wire \$6 ;
   wire \$60 ;
-  wire \$600 ;
-  wire [4:0] \$601 ;
-  wire [7:0] \$602 ;
-  wire [14:0] \$603 ;
+  wire [4:0] \$600 ;
+  wire [7:0] \$601 ;
+  wire [14:0] \$602 ;
+  wire [30:0] \$603 ;
   wire \$604 ;
-  wire [4:0] \$605 ;
-  wire [7:0] \$606 ;
-  wire [14:0] \$607 ;
-  wire [30:0] \$608 ;
+  wire \$605 ;
+  wire \$606 ;
+  wire \$607 ;
+  wire \$608 ;
   wire \$609 ;
   wire \$61 ;
   wire \$610 ;
@@ -18261,51 +18231,51 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
   wire \$628 ;
   wire \$629 ;
   wire [7:0] \$63 ;
-  wire \$630 ;
+  wire [14:0] \$630 ;
   wire \$631 ;
-  wire \$632 ;
+  wire [14:0] \$632 ;
   wire \$633 ;
-  wire \$634 ;
-  wire [14:0] \$635 ;
+  wire [15:0] \$634 ;
+  wire \$635 ;
   wire \$636 ;
   wire [14:0] \$637 ;
   wire \$638 ;
-  wire [15:0] \$639 ;
+  wire [14:0] \$639 ;
   wire \$64 ;
   wire \$640 ;
-  wire \$641 ;
-  wire [14:0] \$642 ;
+  wire [15:0] \$641 ;
+  wire \$642 ;
   wire \$643 ;
-  wire [14:0] \$644 ;
+  wire \$644 ;
   wire \$645 ;
-  wire [15:0] \$646 ;
+  wire \$646 ;
   wire \$647 ;
   wire \$648 ;
   wire \$649 ;
   wire \$65 ;
-  wire \$650 ;
+  wire [15:0] \$650 ;
   wire \$651 ;
   wire \$652 ;
   wire \$653 ;
   wire \$654 ;
-  wire [15:0] \$655 ;
+  wire \$655 ;
   wire \$656 ;
-  wire \$657 ;
-  wire \$658 ;
+  wire [15:0] \$657 ;
+  wire [15:0] \$658 ;
   wire \$659 ;
   wire \$66 ;
   wire \$660 ;
   wire \$661 ;
-  wire [15:0] \$662 ;
-  wire [15:0] \$663 ;
+  wire \$662 ;
+  wire \$663 ;
   wire \$664 ;
-  wire \$665 ;
+  wire [15:0] \$665 ;
   wire \$666 ;
   wire \$667 ;
   wire \$668 ;
   wire \$669 ;
   wire [7:0] \$67 ;
-  wire [15:0] \$670 ;
+  wire [14:0] \$670 ;
   wire \$671 ;
   wire \$672 ;
   wire \$673 ;
@@ -18319,134 +18289,134 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
   wire [14:0] \$680 ;
   wire \$681 ;
   wire \$682 ;
-  wire \$683 ;
+  wire [14:0] \$683 ;
   wire \$684 ;
-  wire [14:0] \$685 ;
-  wire \$686 ;
-  wire \$687 ;
-  wire [14:0] \$688 ;
-  wire \$689 ;
+  wire [34:0] \$685 ;
+  reg [31:0] \$686 ;
+  reg [31:0] \$687 ;
+  reg [1:0] \$688 ;
+  reg \$689 ;
   wire \$69 ;
-  wire [34:0] \$690 ;
-  reg [31:0] \$691 ;
-  reg [31:0] \$692 ;
-  reg [1:0] \$693 ;
-  reg \$694 ;
-  reg \$695 ;
-  reg \$696 ;
-  reg [1:0] \$697 ;
-  reg [31:0] \$698 ;
-  reg [7:0] \$699 ;
+  reg \$690 ;
+  reg \$691 ;
+  reg [1:0] \$692 ;
+  reg [31:0] \$693 ;
+  reg [7:0] \$694 ;
+  reg [10:0] \$695 ;
+  reg [10:0] \$696 ;
+  reg [31:0] \$697 ;
+  reg [7:0] \$698 ;
+  reg [10:0] \$699 ;
   wire \$7 ;
   wire \$70 ;
   reg [10:0] \$700 ;
-  reg [10:0] \$701 ;
-  reg [31:0] \$702 ;
-  reg [7:0] \$703 ;
-  reg [10:0] \$704 ;
-  reg [10:0] \$705 ;
+  reg \$701 ;
+  reg \$702 ;
+  reg \$703 ;
+  reg \$704 ;
+  reg \$705 ;
   reg \$706 ;
   reg \$707 ;
-  reg \$708 ;
-  reg \$709 ;
+  reg [1:0] \$708 ;
+  reg [31:0] \$709 ;
   wire \$71 ;
-  reg \$710 ;
-  reg \$711 ;
-  reg \$712 ;
-  reg [1:0] \$713 ;
-  reg [31:0] \$714 ;
-  reg [31:0] \$715 ;
+  reg [31:0] \$710 ;
+  reg [10:0] \$711 ;
+  reg [10:0] \$712 ;
+  reg \$713 ;
+  reg \$714 ;
+  reg [10:0] \$715 ;
   reg [10:0] \$716 ;
-  reg [10:0] \$717 ;
-  reg \$718 ;
-  reg \$719 ;
+  reg [7:0] \$717 ;
+  reg [7:0] \$718 ;
+  reg [7:0] \$719 ;
   wire \$72 ;
-  reg [10:0] \$720 ;
-  reg [10:0] \$721 ;
-  reg [7:0] \$722 ;
-  reg [7:0] \$723 ;
-  reg [7:0] \$724 ;
-  reg [7:0] \$725 ;
-  reg [1:0] \$726 ;
-  reg [4:0] \$727 ;
-  reg \$728 ;
-  reg [13:0] \$729 ;
+  reg [7:0] \$720 ;
+  reg [1:0] \$721 ;
+  reg [4:0] \$722 ;
+  reg \$723 ;
+  reg [13:0] \$724 ;
+  reg [4:0] \$725 ;
+  reg \$726 ;
+  reg [13:0] \$727 ;
+  reg [31:0] \$728 ;
+  reg [31:0] \$729 ;
   wire \$73 ;
-  reg [4:0] \$730 ;
-  reg \$731 ;
-  reg [13:0] \$732 ;
-  reg [31:0] \$733 ;
-  reg [31:0] \$734 ;
-  reg [1:0] \$735 ;
-  reg [31:0] \$736 ;
-  reg \$737 ;
-  reg \$738 ;
-  reg [13:0] \$739 ;
+  reg [1:0] \$730 ;
+  reg [31:0] \$731 ;
+  reg \$732 ;
+  reg \$733 ;
+  reg [13:0] \$734 ;
+  reg [13:0] \$735 ;
+  reg [4:0] \$736 ;
+  reg [4:0] \$737 ;
+  reg [31:0] \$738 ;
+  reg \$739 ;
   wire \$74 ;
-  reg [13:0] \$740 ;
-  reg [4:0] \$741 ;
-  reg [4:0] \$742 ;
-  reg [31:0] \$743 ;
-  reg \$744 ;
-  reg \$745 ;
-  reg [31:0] \$746 ;
-  reg [1:0] \$747 ;
-  reg [13:0] \$748 ;
-  reg [13:0] \$749 ;
+  reg \$740 ;
+  reg [31:0] \$741 ;
+  reg [1:0] \$742 ;
+  reg [13:0] \$743 ;
+  reg [13:0] \$744 ;
+  reg [31:0] \$745 ;
+  reg [32:0] \$746 ;
+  reg [32:0] \$747 ;
+  reg \$748 ;
+  reg [1:0] \$749 ;
   wire [7:0] \$75 ;
-  reg [31:0] \$750 ;
-  reg [32:0] \$751 ;
-  reg [32:0] \$752 ;
-  reg \$753 ;
+  reg [13:0] \$750 ;
+  reg [13:0] \$751 ;
+  reg [31:0] \$752 ;
+  reg [31:0] \$753 ;
   reg [1:0] \$754 ;
-  reg [13:0] \$755 ;
+  reg [31:0] \$755 ;
   reg [13:0] \$756 ;
-  reg [31:0] \$757 ;
-  reg [31:0] \$758 ;
-  reg [1:0] \$759 ;
+  reg [13:0] \$757 ;
+  reg [3:0] \$758 ;
+  reg [3:0] \$759 ;
   wire \$76 ;
-  reg [31:0] \$760 ;
-  reg [13:0] \$761 ;
-  reg [13:0] \$762 ;
-  reg [3:0] \$763 ;
-  reg [3:0] \$764 ;
-  reg \$765 ;
-  reg \$766 ;
-  reg \$767 ;
-  reg [1:0] \$768 ;
-  reg [13:0] \$769 ;
+  reg \$760 ;
+  reg \$761 ;
+  reg \$762 ;
+  reg [1:0] \$763 ;
+  reg [13:0] \$764 ;
+  reg [13:0] \$765 ;
+  reg [31:0] \$766 ;
+  reg [4:0] \$767 ;
+  reg [4:0] \$768 ;
+  reg [1:0] \$769 ;
   wire \$77 ;
   reg [13:0] \$770 ;
-  reg [31:0] \$771 ;
-  reg [4:0] \$772 ;
-  reg [4:0] \$773 ;
-  reg [1:0] \$774 ;
-  reg [13:0] \$775 ;
-  reg [13:0] \$776 ;
-  reg [31:0] \$777 ;
-  reg [1:0] \$778 ;
-  reg [32:0] \$779 ;
+  reg [13:0] \$771 ;
+  reg [31:0] \$772 ;
+  reg [1:0] \$773 ;
+  reg [32:0] \$774 ;
+  reg \$775 ;
+  reg \$776 ;
+  reg \$777 ;
+  reg \$778 ;
+  reg [15:0] \$779 ;
   wire \$78 ;
   reg \$780 ;
   reg \$781 ;
-  reg \$782 ;
-  reg \$783 ;
-  reg [15:0] \$784 ;
+  reg [15:0] \$782 ;
+  reg [1:0] \$783 ;
+  reg \$784 ;
   reg \$785 ;
   reg \$786 ;
-  reg [15:0] \$787 ;
-  reg [1:0] \$788 ;
-  reg \$789 ;
+  reg \$787 ;
+  reg [15:0] \$788 ;
+  reg [15:0] \$789 ;
   wire \$79 ;
-  reg \$790 ;
+  reg [31:0] \$790 ;
   reg \$791 ;
   reg \$792 ;
-  reg [15:0] \$793 ;
-  reg [15:0] \$794 ;
-  reg [31:0] \$795 ;
+  reg [31:0] \$793 ;
+  reg \$794 ;
+  reg \$795 ;
   reg \$796 ;
   reg \$797 ;
-  reg [31:0] \$798 ;
+  reg \$798 ;
   reg \$799 ;
   wire \$8 ;
   wire \$80 ;
@@ -18455,11 +18425,6 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
   reg \$802 ;
   reg \$803 ;
   reg \$804 ;
-  reg \$805 ;
-  reg \$806 ;
-  reg \$807 ;
-  reg \$808 ;
-  reg \$809 ;
   wire \$81 ;
   wire \$82 ;
   wire \$83 ;
@@ -18805,10 +18770,6 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
   reg s9_valid = 1'h1;
   input valid;
   wire valid;
-  assign \$192  = \$191  & s2_d_ba_lo[4];
-  assign \$193  = \$189  | \$192 ;
-  assign \$194  = \$193  ? 4'hf : 4'h0;
-  assign \$195  = s2_d_ba_lo[3:0] | \$194 ;
   assign \$196  = | s2_d_ba_lo[7:5];
   assign \$197  = ~ s2_dtype[1];
   assign \$199  = \$198  & s2_d_ba_lo[4];
@@ -18937,596 +18898,591 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
   assign \$325  = \$323  & \$324 ;
   assign \$326  = s3_shift_lo[4:2] > 3'h6;
   assign \$327  = \$325  & \$326 ;
-  assign \$328  = ~ s3_dtype[1];
-  assign \$329  = | s3_y[31:28];
-  assign \$330  = \$328  & \$329 ;
-  assign \$331  = s3_shift_lo[4:2] > 3'h7;
-  assign \$332  = \$330  & \$331 ;
-  assign \$333  = | { \$332 , \$327 , \$322 , \$317 , \$312 , \$309 , \$306 , \$303  };
-  assign \$334  = ~ s3_dtype[1];
-  assign \$335  = 32'd2147483648 >> s3_slot_hi[10:2];
-  assign \$336  = 16'h8000 >> s3_slot_lo[10:2];
-  assign \$337  = 16'h8000 >> s3_slot_hi[10:2];
-  assign \$338  = s3_dtype[1] ? { \$337 , \$336  } : \$335 ;
-  assign \$339  = ~ s4_dtype[1];
-  assign \$340  = \$339  | s4_sub_hi;
+  assign \$328  = | { \$327 , \$322 , \$317 , \$312 , \$309 , \$306 , \$303  };
+  assign \$329  = ~ s3_dtype[1];
+  assign \$330  = 32'd2147483648 >> s3_slot_hi[10:2];
+  assign \$331  = 16'h8000 >> s3_slot_lo[10:2];
+  assign \$332  = 16'h8000 >> s3_slot_hi[10:2];
+  assign \$333  = s3_dtype[1] ? { \$332 , \$331  } : \$330 ;
+  assign \$334  = ~ s4_dtype[1];
+  assign \$335  = \$334  | s4_sub_hi;
+  assign \$336  = ~ s4_dtype[1];
+  assign \$337  = ~ s4_dtype[1];
+  assign \$338  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$339  = s4_shift_lo[1] ? \$338  : s4_y[15:0];
+  assign \$340  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
   assign \$341  = ~ s4_dtype[1];
-  assign \$342  = ~ s4_dtype[1];
-  assign \$343  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
-  assign \$344  = s4_shift_lo[1] ? \$343  : s4_y[15:0];
-  assign \$345  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
-  assign \$346  = ~ s4_dtype[1];
-  assign \$347  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
-  assign \$348  = s4_shift_lo[1] ? \$347  : s4_y[15:0];
-  assign \$349  = s4_dtype[1] ? { 1'h0, \$348 [15:1] } : { \$345 [0], \$344 [15:1] };
-  assign \$350  = ~ s4_dtype[1];
-  assign \$351  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
-  assign \$352  = s4_shift_lo[1] ? \$351  : s4_y[15:0];
-  assign \$353  = s4_shift_lo[0] ? \$349  : \$352 ;
-  assign \$354  = | s4_y[1:0];
-  assign \$355  = s4_shift_lo[1] & \$354 ;
-  assign \$356  = s4_sticky_lo | \$355 ;
-  assign \$357  = ~ s4_dtype[1];
-  assign \$358  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
-  assign \$359  = s4_shift_lo[1] ? \$358  : s4_y[15:0];
-  assign \$361  = s4_shift_lo[0] & \$360 ;
-  assign \$362  = \$356  | \$361 ;
-  assign \$363  = \$353  | { 15'h0000, \$362  };
-  assign \$364  = s4_sub_lo ? 16'hffff : 16'h0000;
-  assign \$365  = \$363  ^ \$364 ;
-  assign \$366  = ~ s4_dtype[1];
-  assign \$368  = \$367  & s4_sub_hi;
-  assign \$369  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
-  assign \$370  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
-  assign \$371  = s4_shift_hi[0] ? { 1'h0, \$369 [15:1] } : \$370 ;
-  assign \$372  = ~ s4_dtype[1];
-  assign \$374  = s4_shift_hi[1] & \$373 ;
-  assign \$375  = | s4_y[17:16];
-  assign \$376  = \$374  & \$375 ;
-  assign \$377  = s4_sticky_hi | \$376 ;
-  assign \$378  = ~ s4_dtype[1];
-  assign \$380  = s4_shift_hi[0] & \$379 ;
-  assign \$381  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
-  assign \$383  = \$380  & \$382 ;
-  assign \$384  = \$377  | \$383 ;
-  assign \$385  = \$371  | { 15'h0000, \$384  };
-  assign \$386  = s4_sub_hi ? 16'hffff : 16'h0000;
-  assign \$387  = \$385  ^ \$386 ;
-  assign \$388  = { \$690 [33:18], \$690 [16:1] } | s5_sentinel;
-  assign \$389  = | s6_marked[31:28];
-  assign \$390  = ~ \$389 ;
-  assign \$392  = s6_marked[29] ? 2'h2 : 2'h3;
-  assign \$393  = s6_marked[30] ? 2'h1 : \$392 ;
-  assign \$394  = s6_marked[31] ? 2'h0 : \$393 ;
-  assign \$395  = | s6_marked[27:24];
-  assign \$396  = ~ \$395 ;
-  assign \$398  = s6_marked[25] ? 2'h2 : 2'h3;
-  assign \$399  = s6_marked[26] ? 2'h1 : \$398 ;
-  assign \$400  = s6_marked[27] ? 2'h0 : \$399 ;
-  assign \$401  = | s6_marked[23:20];
-  assign \$402  = ~ \$401 ;
-  assign \$404  = s6_marked[21] ? 2'h2 : 2'h3;
-  assign \$405  = s6_marked[22] ? 2'h1 : \$404 ;
-  assign \$406  = s6_marked[23] ? 2'h0 : \$405 ;
-  assign \$407  = s6_marked[17] ? 2'h2 : 2'h3;
-  assign \$408  = s6_marked[18] ? 2'h1 : \$407 ;
-  assign \$409  = s6_marked[19] ? 2'h0 : \$408 ;
-  assign \$410  = \$403  ? \$406  : \$409 ;
-  assign \$411  = \$397  ? \$400  : \$410 ;
-  assign \$412  = \$391  ? \$394  : \$411 ;
-  assign \$413  = | s6_marked[31:28];
-  assign \$414  = ~ \$413 ;
-  assign \$416  = | s6_marked[27:24];
-  assign \$417  = ~ \$416 ;
-  assign \$419  = | s6_marked[23:20];
-  assign \$420  = ~ \$419 ;
-  assign \$422  = \$421  ? 2'h2 : 2'h3;
-  assign \$423  = \$418  ? 2'h1 : \$422 ;
-  assign \$424  = \$415  ? 2'h0 : \$423 ;
-  assign \$425  = | s6_marked[15:12];
-  assign \$426  = ~ \$425 ;
-  assign \$428  = s6_marked[13] ? 2'h2 : 2'h3;
-  assign \$429  = s6_marked[14] ? 2'h1 : \$428 ;
-  assign \$430  = s6_marked[15] ? 2'h0 : \$429 ;
-  assign \$431  = | s6_marked[11:8];
-  assign \$432  = ~ \$431 ;
-  assign \$434  = s6_marked[9] ? 2'h2 : 2'h3;
-  assign \$435  = s6_marked[10] ? 2'h1 : \$434 ;
-  assign \$436  = s6_marked[11] ? 2'h0 : \$435 ;
-  assign \$437  = | s6_marked[7:4];
-  assign \$438  = ~ \$437 ;
-  assign \$440  = s6_marked[5] ? 2'h2 : 2'h3;
-  assign \$441  = s6_marked[6] ? 2'h1 : \$440 ;
-  assign \$442  = s6_marked[7] ? 2'h0 : \$441 ;
-  assign \$443  = s6_marked[1] ? 2'h2 : 2'h3;
-  assign \$444  = s6_marked[2] ? 2'h1 : \$443 ;
-  assign \$445  = s6_marked[3] ? 2'h0 : \$444 ;
-  assign \$446  = \$439  ? \$442  : \$445 ;
-  assign \$447  = \$433  ? \$436  : \$446 ;
-  assign \$448  = \$427  ? \$430  : \$447 ;
-  assign \$449  = | s6_marked[15:12];
-  assign \$450  = ~ \$449 ;
-  assign \$452  = | s6_marked[11:8];
-  assign \$453  = ~ \$452 ;
-  assign \$455  = | s6_marked[7:4];
-  assign \$456  = ~ \$455 ;
-  assign \$458  = \$457  ? 2'h2 : 2'h3;
-  assign \$459  = \$454  ? 2'h1 : \$458 ;
-  assign \$460  = \$451  ? 2'h0 : \$459 ;
-  assign \$461  = | s6_marked[19:16];
+  assign \$342  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$343  = s4_shift_lo[1] ? \$342  : s4_y[15:0];
+  assign \$344  = s4_dtype[1] ? { 1'h0, \$343 [15:1] } : { \$340 [0], \$339 [15:1] };
+  assign \$345  = ~ s4_dtype[1];
+  assign \$346  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$347  = s4_shift_lo[1] ? \$346  : s4_y[15:0];
+  assign \$348  = s4_shift_lo[0] ? \$344  : \$347 ;
+  assign \$349  = | s4_y[1:0];
+  assign \$350  = s4_shift_lo[1] & \$349 ;
+  assign \$351  = s4_sticky_lo | \$350 ;
+  assign \$352  = ~ s4_dtype[1];
+  assign \$353  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$354  = s4_shift_lo[1] ? \$353  : s4_y[15:0];
+  assign \$356  = s4_shift_lo[0] & \$355 ;
+  assign \$357  = \$351  | \$356 ;
+  assign \$358  = \$348  | { 15'h0000, \$357  };
+  assign \$359  = s4_sub_lo ? 16'hffff : 16'h0000;
+  assign \$360  = \$358  ^ \$359 ;
+  assign \$361  = ~ s4_dtype[1];
+  assign \$363  = \$362  & s4_sub_hi;
+  assign \$364  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
+  assign \$365  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
+  assign \$366  = s4_shift_hi[0] ? { 1'h0, \$364 [15:1] } : \$365 ;
+  assign \$367  = ~ s4_dtype[1];
+  assign \$369  = s4_shift_hi[1] & \$368 ;
+  assign \$370  = | s4_y[17:16];
+  assign \$371  = \$369  & \$370 ;
+  assign \$372  = s4_sticky_hi | \$371 ;
+  assign \$373  = ~ s4_dtype[1];
+  assign \$375  = s4_shift_hi[0] & \$374 ;
+  assign \$376  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
+  assign \$378  = \$375  & \$377 ;
+  assign \$379  = \$372  | \$378 ;
+  assign \$380  = \$366  | { 15'h0000, \$379  };
+  assign \$381  = s4_sub_hi ? 16'hffff : 16'h0000;
+  assign \$382  = \$380  ^ \$381 ;
+  assign \$383  = { \$685 [33:18], \$685 [16:1] } | s5_sentinel;
+  assign \$384  = | s6_marked[31:28];
+  assign \$385  = ~ \$384 ;
+  assign \$387  = s6_marked[29] ? 2'h2 : 2'h3;
+  assign \$388  = s6_marked[30] ? 2'h1 : \$387 ;
+  assign \$389  = s6_marked[31] ? 2'h0 : \$388 ;
+  assign \$390  = | s6_marked[27:24];
+  assign \$391  = ~ \$390 ;
+  assign \$393  = s6_marked[25] ? 2'h2 : 2'h3;
+  assign \$394  = s6_marked[26] ? 2'h1 : \$393 ;
+  assign \$395  = s6_marked[27] ? 2'h0 : \$394 ;
+  assign \$396  = | s6_marked[23:20];
+  assign \$397  = ~ \$396 ;
+  assign \$399  = s6_marked[21] ? 2'h2 : 2'h3;
+  assign \$400  = s6_marked[22] ? 2'h1 : \$399 ;
+  assign \$401  = s6_marked[23] ? 2'h0 : \$400 ;
+  assign \$402  = s6_marked[17] ? 2'h2 : 2'h3;
+  assign \$403  = s6_marked[18] ? 2'h1 : \$402 ;
+  assign \$404  = s6_marked[19] ? 2'h0 : \$403 ;
+  assign \$405  = \$398  ? \$401  : \$404 ;
+  assign \$406  = \$392  ? \$395  : \$405 ;
+  assign \$407  = \$386  ? \$389  : \$406 ;
+  assign \$408  = | s6_marked[31:28];
+  assign \$409  = ~ \$408 ;
+  assign \$411  = | s6_marked[27:24];
+  assign \$412  = ~ \$411 ;
+  assign \$414  = | s6_marked[23:20];
+  assign \$415  = ~ \$414 ;
+  assign \$417  = \$416  ? 2'h2 : 2'h3;
+  assign \$418  = \$413  ? 2'h1 : \$417 ;
+  assign \$419  = \$410  ? 2'h0 : \$418 ;
+  assign \$420  = | s6_marked[15:12];
+  assign \$421  = ~ \$420 ;
+  assign \$423  = s6_marked[13] ? 2'h2 : 2'h3;
+  assign \$424  = s6_marked[14] ? 2'h1 : \$423 ;
+  assign \$425  = s6_marked[15] ? 2'h0 : \$424 ;
+  assign \$426  = | s6_marked[11:8];
+  assign \$427  = ~ \$426 ;
+  assign \$429  = s6_marked[9] ? 2'h2 : 2'h3;
+  assign \$430  = s6_marked[10] ? 2'h1 : \$429 ;
+  assign \$431  = s6_marked[11] ? 2'h0 : \$430 ;
+  assign \$432  = | s6_marked[7:4];
+  assign \$433  = ~ \$432 ;
+  assign \$435  = s6_marked[5] ? 2'h2 : 2'h3;
+  assign \$436  = s6_marked[6] ? 2'h1 : \$435 ;
+  assign \$437  = s6_marked[7] ? 2'h0 : \$436 ;
+  assign \$438  = s6_marked[1] ? 2'h2 : 2'h3;
+  assign \$439  = s6_marked[2] ? 2'h1 : \$438 ;
+  assign \$440  = s6_marked[3] ? 2'h0 : \$439 ;
+  assign \$441  = \$434  ? \$437  : \$440 ;
+  assign \$442  = \$428  ? \$431  : \$441 ;
+  assign \$443  = \$422  ? \$425  : \$442 ;
+  assign \$444  = | s6_marked[15:12];
+  assign \$445  = ~ \$444 ;
+  assign \$447  = | s6_marked[11:8];
+  assign \$448  = ~ \$447 ;
+  assign \$450  = | s6_marked[7:4];
+  assign \$451  = ~ \$450 ;
+  assign \$453  = \$452  ? 2'h2 : 2'h3;
+  assign \$454  = \$449  ? 2'h1 : \$453 ;
+  assign \$455  = \$446  ? 2'h0 : \$454 ;
+  assign \$456  = | s6_marked[19:16];
+  assign \$457  = ~ \$456 ;
+  assign \$458  = | s6_marked[23:20];
+  assign \$459  = ~ \$458 ;
+  assign \$460  = \$457  & \$459 ;
+  assign \$461  = | s6_marked[27:24];
   assign \$462  = ~ \$461 ;
-  assign \$463  = | s6_marked[23:20];
-  assign \$464  = ~ \$463 ;
-  assign \$465  = \$462  & \$464 ;
-  assign \$466  = | s6_marked[27:24];
-  assign \$467  = ~ \$466 ;
-  assign \$468  = \$465  & \$467 ;
-  assign \$469  = | s6_marked[31:28];
+  assign \$463  = \$460  & \$462 ;
+  assign \$464  = | s6_marked[31:28];
+  assign \$465  = ~ \$464 ;
+  assign \$466  = \$463  & \$465 ;
+  assign \$467  = | s6_sum[31:16];
+  assign \$468  = ~ \$467 ;
+  assign \$469  = | s6_sum[15:0];
   assign \$470  = ~ \$469 ;
-  assign \$471  = \$468  & \$470 ;
-  assign \$472  = | s6_sum[31:16];
-  assign \$473  = ~ \$472 ;
-  assign \$474  = | s6_sum[15:0];
-  assign \$475  = ~ \$474 ;
-  assign \$476  = ~ s7_dtype[1];
-  assign \$477  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$478  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$477  };
-  assign \$479  = ~ s7_dtype[1];
-  assign \$480  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$481  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$480  };
-  assign \$482  = \$481 [4] ? 16'h0000 : s7_sum[15:0];
+  assign \$471  = ~ s7_dtype[1];
+  assign \$472  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$473  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$472  };
+  assign \$474  = ~ s7_dtype[1];
+  assign \$475  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$476  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$475  };
+  assign \$477  = \$476 [4] ? 16'h0000 : s7_sum[15:0];
+  assign \$478  = ~ s7_dtype[1];
+  assign \$479  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$480  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$479  };
+  assign \$481  = \$480 [4] ? 16'h0000 : s7_sum[15:0];
+  assign \$482  = \$473 [3] ? { \$477 [7:0], 8'h00 } : \$481 ;
   assign \$483  = ~ s7_dtype[1];
   assign \$484  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$485  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$484  };
-  assign \$486  = \$485 [4] ? 16'h0000 : s7_sum[15:0];
-  assign \$487  = \$478 [3] ? { \$482 [7:0], 8'h00 } : \$486 ;
-  assign \$488  = ~ s7_dtype[1];
-  assign \$489  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$490  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$489  };
+  assign \$485  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$484  };
+  assign \$486  = ~ s7_dtype[1];
+  assign \$487  = ~ s7_dtype[1];
+  assign \$488  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$489  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$488  };
+  assign \$490  = \$489 [4] ? 16'h0000 : s7_sum[15:0];
   assign \$491  = ~ s7_dtype[1];
-  assign \$492  = ~ s7_dtype[1];
-  assign \$493  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$494  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$493  };
-  assign \$495  = \$494 [4] ? 16'h0000 : s7_sum[15:0];
-  assign \$496  = ~ s7_dtype[1];
-  assign \$497  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$498  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$497  };
-  assign \$499  = ~ s7_dtype[1];
-  assign \$500  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
-  assign \$501  = \$498 [4] ? \$500  : s7_sum[31:16];
-  assign \$502  = ~ s7_dtype[1];
-  assign \$503  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$504  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$503  };
-  assign \$505  = ~ s7_dtype[1];
-  assign \$506  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
-  assign \$507  = \$504 [4] ? \$506  : s7_sum[31:16];
-  assign \$508  = s7_dtype[1] ? { \$507 [7:0], 8'h00 } : { \$501 [7:0], \$495 [15:8] };
-  assign \$509  = ~ s7_dtype[1];
-  assign \$510  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$511  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$510  };
-  assign \$512  = ~ s7_dtype[1];
-  assign \$513  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
-  assign \$514  = \$511 [4] ? \$513  : s7_sum[31:16];
-  assign \$515  = \$490 [3] ? \$508  : \$514 ;
-  assign \$516  = ~ s7_dtype[1];
-  assign \$517  = s7_sum_zero_hi & s7_sum_zero_lo;
-  assign \$518  = s7_dtype[1] ? s7_sum_zero_hi : \$517 ;
-  assign \$519  = \$518  ? s7_slot_hi[1] : s7_slot_hi[0];
-  assign \$520  = ~ s7_dtype[1];
-  assign \$521  = s7_sum_zero_hi & s7_sum_zero_lo;
-  assign \$522  = s7_dtype[1] ? s7_sum_zero_lo : \$521 ;
-  assign \$523  = \$522  ? s7_slot_lo[1] : s7_slot_lo[0];
-  assign \$524  = ~ s7_dtype[1];
-  assign \$525  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$526  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$525  };
-  assign \$527  = ~ s7_dtype[1];
-  assign \$528  = s7_zero_hi ? s7_count_lo : s7_count_hi;
-  assign \$529  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$528  };
-  assign \$530  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$531  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$532  = s8_shift_lo[1] ? { \$530 [13:0], 2'h0 } : \$531 ;
+  assign \$492  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$493  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$492  };
+  assign \$494  = ~ s7_dtype[1];
+  assign \$495  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
+  assign \$496  = \$493 [4] ? \$495  : s7_sum[31:16];
+  assign \$497  = ~ s7_dtype[1];
+  assign \$498  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$499  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$498  };
+  assign \$500  = ~ s7_dtype[1];
+  assign \$501  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
+  assign \$502  = \$499 [4] ? \$501  : s7_sum[31:16];
+  assign \$503  = s7_dtype[1] ? { \$502 [7:0], 8'h00 } : { \$496 [7:0], \$490 [15:8] };
+  assign \$504  = ~ s7_dtype[1];
+  assign \$505  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$506  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$505  };
+  assign \$507  = ~ s7_dtype[1];
+  assign \$508  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
+  assign \$509  = \$506 [4] ? \$508  : s7_sum[31:16];
+  assign \$510  = \$485 [3] ? \$503  : \$509 ;
+  assign \$511  = ~ s7_dtype[1];
+  assign \$512  = s7_sum_zero_hi & s7_sum_zero_lo;
+  assign \$513  = s7_dtype[1] ? s7_sum_zero_hi : \$512 ;
+  assign \$514  = \$513  ? s7_slot_hi[1] : s7_slot_hi[0];
+  assign \$515  = ~ s7_dtype[1];
+  assign \$516  = s7_sum_zero_hi & s7_sum_zero_lo;
+  assign \$517  = s7_dtype[1] ? s7_sum_zero_lo : \$516 ;
+  assign \$518  = \$517  ? s7_slot_lo[1] : s7_slot_lo[0];
+  assign \$519  = ~ s7_dtype[1];
+  assign \$520  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$521  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$520  };
+  assign \$522  = ~ s7_dtype[1];
+  assign \$523  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$524  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$523  };
+  assign \$525  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$526  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$527  = s8_shift_lo[1] ? { \$525 [13:0], 2'h0 } : \$526 ;
+  assign \$528  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$529  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$530  = s8_shift_lo[1] ? { \$528 [13:0], 2'h0 } : \$529 ;
+  assign \$531  = s8_shift_lo[0] ? { \$527 [14:0], 1'h0 } : \$530 ;
+  assign \$532  = ~ s8_dtype[1];
   assign \$533  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
   assign \$534  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
   assign \$535  = s8_shift_lo[1] ? { \$533 [13:0], 2'h0 } : \$534 ;
-  assign \$536  = s8_shift_lo[0] ? { \$532 [14:0], 1'h0 } : \$535 ;
-  assign \$537  = ~ s8_dtype[1];
-  assign \$538  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$539  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$540  = s8_shift_lo[1] ? { \$538 [13:0], 2'h0 } : \$539 ;
+  assign \$536  = ~ s8_dtype[1];
+  assign \$537  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$538  = ~ s8_dtype[1];
+  assign \$539  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$540  = s8_shift_hi[2] ? \$539  : s8_sum[31:16];
   assign \$541  = ~ s8_dtype[1];
-  assign \$542  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$543  = ~ s8_dtype[1];
-  assign \$544  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$545  = s8_shift_hi[2] ? \$544  : s8_sum[31:16];
-  assign \$546  = ~ s8_dtype[1];
-  assign \$547  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$548  = s8_shift_hi[2] ? \$547  : s8_sum[31:16];
-  assign \$549  = s8_dtype[1] ? { \$548 [13:0], 2'h0 } : { \$545 [13:0], \$542 [15:14] };
-  assign \$550  = ~ s8_dtype[1];
-  assign \$551  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$552  = s8_shift_hi[2] ? \$551  : s8_sum[31:16];
-  assign \$553  = s8_shift_hi[1] ? \$549  : \$552 ;
+  assign \$542  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$543  = s8_shift_hi[2] ? \$542  : s8_sum[31:16];
+  assign \$544  = s8_dtype[1] ? { \$543 [13:0], 2'h0 } : { \$540 [13:0], \$537 [15:14] };
+  assign \$545  = ~ s8_dtype[1];
+  assign \$546  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$547  = s8_shift_hi[2] ? \$546  : s8_sum[31:16];
+  assign \$548  = s8_shift_hi[1] ? \$544  : \$547 ;
+  assign \$549  = ~ s8_dtype[1];
+  assign \$550  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$551  = ~ s8_dtype[1];
+  assign \$552  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$553  = s8_shift_hi[2] ? \$552  : s8_sum[31:16];
   assign \$554  = ~ s8_dtype[1];
-  assign \$555  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$556  = ~ s8_dtype[1];
-  assign \$557  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$558  = s8_shift_hi[2] ? \$557  : s8_sum[31:16];
-  assign \$559  = ~ s8_dtype[1];
-  assign \$560  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$561  = s8_shift_hi[2] ? \$560  : s8_sum[31:16];
-  assign \$562  = s8_dtype[1] ? { \$561 [13:0], 2'h0 } : { \$558 [13:0], \$555 [15:14] };
+  assign \$555  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$556  = s8_shift_hi[2] ? \$555  : s8_sum[31:16];
+  assign \$557  = s8_dtype[1] ? { \$556 [13:0], 2'h0 } : { \$553 [13:0], \$550 [15:14] };
+  assign \$558  = ~ s8_dtype[1];
+  assign \$559  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$560  = s8_shift_hi[2] ? \$559  : s8_sum[31:16];
+  assign \$561  = s8_shift_hi[1] ? \$557  : \$560 ;
+  assign \$562  = s8_dtype[1] ? { \$561 [14:0], 1'h0 } : { \$548 [14:0], \$535 [15] };
   assign \$563  = ~ s8_dtype[1];
-  assign \$564  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$565  = s8_shift_hi[2] ? \$564  : s8_sum[31:16];
-  assign \$566  = s8_shift_hi[1] ? \$562  : \$565 ;
-  assign \$567  = s8_dtype[1] ? { \$566 [14:0], 1'h0 } : { \$553 [14:0], \$540 [15] };
+  assign \$564  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$565  = ~ s8_dtype[1];
+  assign \$566  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$567  = s8_shift_hi[2] ? \$566  : s8_sum[31:16];
   assign \$568  = ~ s8_dtype[1];
-  assign \$569  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
-  assign \$570  = ~ s8_dtype[1];
-  assign \$571  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$572  = s8_shift_hi[2] ? \$571  : s8_sum[31:16];
-  assign \$573  = ~ s8_dtype[1];
-  assign \$574  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$575  = s8_shift_hi[2] ? \$574  : s8_sum[31:16];
-  assign \$576  = s8_dtype[1] ? { \$575 [13:0], 2'h0 } : { \$572 [13:0], \$569 [15:14] };
-  assign \$577  = ~ s8_dtype[1];
-  assign \$578  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
-  assign \$579  = s8_shift_hi[2] ? \$578  : s8_sum[31:16];
-  assign \$580  = s8_shift_hi[1] ? \$576  : \$579 ;
-  assign \$581  = s8_shift_hi[0] ? \$567  : \$580 ;
-  assign \$582  = s8_slot_hi[10:2] + 1'h1;
-  assign \$583  = \$582  - s8_shift_hi;
-  assign \$584  = s8_slot_lo[10:2] + 1'h1;
-  assign \$585  = \$584  - s8_shift_lo;
-  assign \$586  = ~ s9_dtype[1];
-  assign \$587  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
-  assign \$588  = s9_dtype[1] & s9_dtype[0];
-  assign \$589  = s9_sum[15] ? s9_slot_lo[6:2] : 5'h00;
-  assign \$590  = s9_sum[15] ? s9_slot_lo[9:2] : 8'h00;
-  assign \$591  = \$588  ? { \$589 , s9_sum[14:5] } : { \$590 , s9_sum[14:8] };
-  assign \$592  = s9_dtype[1] & s9_dtype[0];
-  assign \$593  = s9_sum[31] ? s9_slot_hi[6:2] : 5'h00;
+  assign \$569  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$570  = s8_shift_hi[2] ? \$569  : s8_sum[31:16];
+  assign \$571  = s8_dtype[1] ? { \$570 [13:0], 2'h0 } : { \$567 [13:0], \$564 [15:14] };
+  assign \$572  = ~ s8_dtype[1];
+  assign \$573  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$574  = s8_shift_hi[2] ? \$573  : s8_sum[31:16];
+  assign \$575  = s8_shift_hi[1] ? \$571  : \$574 ;
+  assign \$576  = s8_shift_hi[0] ? \$562  : \$575 ;
+  assign \$577  = s8_slot_hi[10:2] + 1'h1;
+  assign \$578  = \$577  - s8_shift_hi;
+  assign \$579  = s8_slot_lo[10:2] + 1'h1;
+  assign \$580  = \$579  - s8_shift_lo;
+  assign \$581  = ~ s9_dtype[1];
+  assign \$582  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
+  assign \$583  = s9_dtype[1] & s9_dtype[0];
+  assign \$584  = s9_sum[15] ? s9_slot_lo[6:2] : 5'h00;
+  assign \$585  = s9_sum[15] ? s9_slot_lo[9:2] : 8'h00;
+  assign \$586  = \$583  ? { \$584 , s9_sum[14:5] } : { \$585 , s9_sum[14:8] };
+  assign \$587  = s9_dtype[1] & s9_dtype[0];
+  assign \$588  = s9_sum[31] ? s9_slot_hi[6:2] : 5'h00;
+  assign \$589  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
+  assign \$590  = \$587  ? { \$588 , s9_sum[30:21] } : { \$589 , s9_sum[30:24] };
+  assign \$591  = s9_dtype[1] ? { \$590 , 1'h0, \$586  } : { \$582 , s9_sum[30:8] };
+  assign \$592  = ~ s9_dtype[1];
+  assign \$593  = ~ s9_dtype[1];
   assign \$594  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
-  assign \$595  = \$592  ? { \$593 , s9_sum[30:21] } : { \$594 , s9_sum[30:24] };
-  assign \$596  = s9_dtype[1] ? { \$595 , 1'h0, \$591  } : { \$587 , s9_sum[30:8] };
-  assign \$597  = ~ s9_dtype[1];
-  assign \$598  = ~ s9_dtype[1];
-  assign \$599  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
-  assign \$600  = s9_dtype[1] & s9_dtype[0];
-  assign \$601  = s9_sum[15] ? s9_slot_lo[6:2] : 5'h00;
-  assign \$602  = s9_sum[15] ? s9_slot_lo[9:2] : 8'h00;
-  assign \$603  = \$600  ? { \$601 , s9_sum[14:5] } : { \$602 , s9_sum[14:8] };
-  assign \$604  = s9_dtype[1] & s9_dtype[0];
-  assign \$605  = s9_sum[31] ? s9_slot_hi[6:2] : 5'h00;
-  assign \$606  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
-  assign \$607  = \$604  ? { \$605 , s9_sum[30:21] } : { \$606 , s9_sum[30:24] };
-  assign \$608  = s9_dtype[1] ? { \$607 , 1'h0, \$603  } : { \$599 , s9_sum[30:8] };
-  assign \$609  = ~ s9_dtype[1];
-  assign \$611  = s9_dtype[1] & s9_dtype[0];
-  assign \$612  = | s9_sum[19:16];
-  assign \$613  = s9_sum[21] | \$612 ;
-  assign \$614  = s9_sum[20] & \$613 ;
-  assign \$615  = | s9_sum[22:16];
-  assign \$616  = s9_sum[24] | \$615 ;
-  assign \$617  = s9_sum[23] & \$616 ;
-  assign \$618  = \$611  ? \$614  : \$617 ;
-  assign \$619  = \$610  & \$618 ;
-  assign \$620  = ~ s9_dtype[1];
-  assign \$621  = | s9_sum[6:0];
-  assign \$622  = s9_sum[8] | \$621 ;
-  assign \$623  = s9_sum[7] & \$622 ;
-  assign \$624  = s9_dtype[1] & s9_dtype[0];
-  assign \$625  = | s9_sum[3:0];
-  assign \$626  = s9_sum[5] | \$625 ;
-  assign \$627  = s9_sum[4] & \$626 ;
-  assign \$628  = | s9_sum[6:0];
-  assign \$629  = s9_sum[8] | \$628 ;
-  assign \$630  = s9_sum[7] & \$629 ;
-  assign \$631  = \$624  ? \$627  : \$630 ;
-  assign \$632  = s9_dtype[1] ? \$631  : \$623 ;
-  assign \$633  = s9_slot_hi[11] | s9_slot_hi[12];
-  assign \$634  = s9_dtype[1] & s9_dtype[0];
-  assign \$635  = \$634  ? 15'h7e00 : 15'h7fc0;
+  assign \$595  = s9_dtype[1] & s9_dtype[0];
+  assign \$596  = s9_sum[15] ? s9_slot_lo[6:2] : 5'h00;
+  assign \$597  = s9_sum[15] ? s9_slot_lo[9:2] : 8'h00;
+  assign \$598  = \$595  ? { \$596 , s9_sum[14:5] } : { \$597 , s9_sum[14:8] };
+  assign \$599  = s9_dtype[1] & s9_dtype[0];
+  assign \$600  = s9_sum[31] ? s9_slot_hi[6:2] : 5'h00;
+  assign \$601  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
+  assign \$602  = \$599  ? { \$600 , s9_sum[30:21] } : { \$601 , s9_sum[30:24] };
+  assign \$603  = s9_dtype[1] ? { \$602 , 1'h0, \$598  } : { \$594 , s9_sum[30:8] };
+  assign \$604  = ~ s9_dtype[1];
+  assign \$606  = s9_dtype[1] & s9_dtype[0];
+  assign \$607  = | s9_sum[19:16];
+  assign \$608  = s9_sum[21] | \$607 ;
+  assign \$609  = s9_sum[20] & \$608 ;
+  assign \$610  = | s9_sum[22:16];
+  assign \$611  = s9_sum[24] | \$610 ;
+  assign \$612  = s9_sum[23] & \$611 ;
+  assign \$613  = \$606  ? \$609  : \$612 ;
+  assign \$614  = \$605  & \$613 ;
+  assign \$615  = ~ s9_dtype[1];
+  assign \$616  = | s9_sum[6:0];
+  assign \$617  = s9_sum[8] | \$616 ;
+  assign \$618  = s9_sum[7] & \$617 ;
+  assign \$619  = s9_dtype[1] & s9_dtype[0];
+  assign \$620  = | s9_sum[3:0];
+  assign \$621  = s9_sum[5] | \$620 ;
+  assign \$622  = s9_sum[4] & \$621 ;
+  assign \$623  = | s9_sum[6:0];
+  assign \$624  = s9_sum[8] | \$623 ;
+  assign \$625  = s9_sum[7] & \$624 ;
+  assign \$626  = \$619  ? \$622  : \$625 ;
+  assign \$627  = s9_dtype[1] ? \$626  : \$618 ;
+  assign \$628  = s9_slot_hi[11] | s9_slot_hi[12];
+  assign \$629  = s9_dtype[1] & s9_dtype[0];
+  assign \$630  = \$629  ? 15'h7e00 : 15'h7fc0;
+  assign \$631  = s9_dtype[1] & s9_dtype[0];
+  assign \$632  = \$631  ? 15'h7c00 : 15'h7f80;
+  assign \$633  = s9_slot_hi[12] ? s9_slot_hi[13] : s9_slot_hi[0];
+  assign \$634  = s9_slot_hi[11] ? { 1'h0, \$630  } : { \$633 , \$632  };
+  assign \$635  = s9_slot_lo[11] | s9_slot_lo[12];
   assign \$636  = s9_dtype[1] & s9_dtype[0];
-  assign \$637  = \$636  ? 15'h7c00 : 15'h7f80;
-  assign \$638  = s9_slot_hi[12] ? s9_slot_hi[13] : s9_slot_hi[0];
-  assign \$639  = s9_slot_hi[11] ? { 1'h0, \$635  } : { \$638 , \$637  };
-  assign \$640  = s9_slot_lo[11] | s9_slot_lo[12];
-  assign \$641  = s9_dtype[1] & s9_dtype[0];
-  assign \$642  = \$641  ? 15'h7e00 : 15'h7fc0;
-  assign \$643  = s9_dtype[1] & s9_dtype[0];
-  assign \$644  = \$643  ? 15'h7c00 : 15'h7f80;
-  assign \$645  = s9_slot_lo[12] ? s9_slot_lo[13] : s9_slot_lo[0];
-  assign \$646  = s9_slot_lo[11] ? { 1'h0, \$642  } : { \$645 , \$644  };
-  assign \$647  = ~ s10_dtype[1];
-  assign \$648  = s10_dtype[1] & s10_dtype[0];
-  assign \$649  = & s11_rounded[30:26];
-  assign \$650  = s11_rounded[31] | \$649 ;
-  assign \$651  = & s11_rounded[30:23];
-  assign \$652  = s11_rounded[31] | \$651 ;
-  assign \$653  = s11_fp16 ? \$650  : \$652 ;
-  assign \$654  = s11_forced_hi | \$653 ;
-  assign \$655  = \$654  ? 16'h0000 : s11_rounded[15:0];
-  assign \$656  = & s11_rounded[14:10];
-  assign \$657  = s11_rounded[15] | \$656 ;
-  assign \$658  = & s11_rounded[14:7];
-  assign \$659  = s11_rounded[15] | \$658 ;
-  assign \$660  = s11_fp16 ? \$657  : \$659 ;
-  assign \$661  = s11_forced_lo | \$660 ;
-  assign \$662  = \$661  ? s11_special_lo : { s11_sign_lo, s11_rounded[14:0] };
-  assign \$663  = s11_wide ? \$655  : \$662 ;
-  assign \$664  = & s11_rounded[30:26];
-  assign \$665  = s11_rounded[31] | \$664 ;
-  assign \$666  = & s11_rounded[30:23];
-  assign \$667  = s11_rounded[31] | \$666 ;
-  assign \$668  = s11_fp16 ? \$665  : \$667 ;
-  assign \$669  = s11_forced_hi | \$668 ;
-  assign \$670  = \$669  ? s11_special_hi : { s11_sign_hi, s11_rounded[30:16] };
+  assign \$637  = \$636  ? 15'h7e00 : 15'h7fc0;
+  assign \$638  = s9_dtype[1] & s9_dtype[0];
+  assign \$639  = \$638  ? 15'h7c00 : 15'h7f80;
+  assign \$640  = s9_slot_lo[12] ? s9_slot_lo[13] : s9_slot_lo[0];
+  assign \$641  = s9_slot_lo[11] ? { 1'h0, \$637  } : { \$640 , \$639  };
+  assign \$642  = ~ s10_dtype[1];
+  assign \$643  = s10_dtype[1] & s10_dtype[0];
+  assign \$644  = & s11_rounded[30:26];
+  assign \$645  = s11_rounded[31] | \$644 ;
+  assign \$646  = & s11_rounded[30:23];
+  assign \$647  = s11_rounded[31] | \$646 ;
+  assign \$648  = s11_fp16 ? \$645  : \$647 ;
+  assign \$649  = s11_forced_hi | \$648 ;
+  assign \$650  = \$649  ? 16'h0000 : s11_rounded[15:0];
+  assign \$651  = & s11_rounded[14:10];
+  assign \$652  = s11_rounded[15] | \$651 ;
+  assign \$653  = & s11_rounded[14:7];
+  assign \$654  = s11_rounded[15] | \$653 ;
+  assign \$655  = s11_fp16 ? \$652  : \$654 ;
+  assign \$656  = s11_forced_lo | \$655 ;
+  assign \$657  = \$656  ? s11_special_lo : { s11_sign_lo, s11_rounded[14:0] };
+  assign \$658  = s11_wide ? \$650  : \$657 ;
+  assign \$659  = & s11_rounded[30:26];
+  assign \$660  = s11_rounded[31] | \$659 ;
+  assign \$661  = & s11_rounded[30:23];
+  assign \$662  = s11_rounded[31] | \$661 ;
+  assign \$663  = s11_fp16 ? \$660  : \$662 ;
+  assign \$664  = s11_forced_hi | \$663 ;
+  assign \$665  = \$664  ? s11_special_hi : { s11_sign_hi, s11_rounded[30:16] };
+  assign \$666  = in_dtype[1] & in_dtype[0];
+  assign a_hi_exp = \$666  ? { 3'h0, in_a[30:26] } : in_a[30:23];
+  assign \$667  = in_dtype[1] & in_dtype[0];
+  assign \$668  = | a_hi_exp;
+  assign \$669  = | a_hi_exp;
+  assign \$670  = \$667  ? { \$668 , in_a[25:16], 4'h0 } : { \$669 , in_a[22:16], 7'h00 };
   assign \$671  = in_dtype[1] & in_dtype[0];
-  assign a_hi_exp = \$671  ? { 3'h0, in_a[30:26] } : in_a[30:23];
+  assign a_lo_exp = \$671  ? { 3'h0, in_a[14:10] } : in_a[14:7];
   assign \$672  = in_dtype[1] & in_dtype[0];
-  assign \$673  = | a_hi_exp;
-  assign \$674  = | a_hi_exp;
-  assign \$675  = \$672  ? { \$673 , in_a[25:16], 4'h0 } : { \$674 , in_a[22:16], 7'h00 };
-  assign \$676  = in_dtype[1] & in_dtype[0];
-  assign a_lo_exp = \$676  ? { 3'h0, in_a[14:10] } : in_a[14:7];
-  assign \$677  = in_dtype[1] & in_dtype[0];
-  assign \$678  = | a_lo_exp;
-  assign \$679  = | a_lo_exp;
-  assign \$680  = \$677  ? { \$678 , in_a[9:0], 4'h0 } : { \$679 , in_a[6:0], 7'h00 };
-  assign \$681  = ~ in_dtype[1];
-  assign \$682  = | a_hi_exp;
-  assign a_sig = in_dtype[1] ? { 1'h0, \$675 , 1'h0, \$680  } : { 1'h0, \$682 , in_a[22:0], 7'h00 };
+  assign \$673  = | a_lo_exp;
+  assign \$674  = | a_lo_exp;
+  assign \$675  = \$672  ? { \$673 , in_a[9:0], 4'h0 } : { \$674 , in_a[6:0], 7'h00 };
+  assign \$676  = ~ in_dtype[1];
+  assign \$677  = | a_hi_exp;
+  assign a_sig = in_dtype[1] ? { 1'h0, \$670 , 1'h0, \$675  } : { 1'h0, \$677 , in_a[22:0], 7'h00 };
   assign b_hi_exp = in_fp16_b ? { 3'h0, in_b[30:26] } : in_b[30:23];
-  assign \$683  = | b_hi_exp;
-  assign \$684  = | b_hi_exp;
-  assign \$685  = in_fp16_b ? { \$683 , in_b[25:16], 4'h0 } : { \$684 , in_b[22:16], 7'h00 };
+  assign \$678  = | b_hi_exp;
+  assign \$679  = | b_hi_exp;
+  assign \$680  = in_fp16_b ? { \$678 , in_b[25:16], 4'h0 } : { \$679 , in_b[22:16], 7'h00 };
   assign b_lo_exp = in_fp16_b ? { 3'h0, in_b[14:10] } : in_b[14:7];
-  assign \$686  = | b_lo_exp;
-  assign \$687  = | b_lo_exp;
-  assign \$688  = in_fp16_b ? { \$686 , in_b[9:0], 4'h0 } : { \$687 , in_b[6:0], 7'h00 };
-  assign \$689  = | b_hi_exp;
-  assign b_sig = in_wide_b ? { 1'h0, \$689 , in_b[22:0], 7'h00 } : { 1'h0, \$685 , 1'h0, \$688  };
-  assign \$690  = { s5_x, s5_carry_in } + { s5_y, s5_carry_in };
+  assign \$681  = | b_lo_exp;
+  assign \$682  = | b_lo_exp;
+  assign \$683  = in_fp16_b ? { \$681 , in_b[9:0], 4'h0 } : { \$682 , in_b[6:0], 7'h00 };
+  assign \$684  = | b_hi_exp;
+  assign b_sig = in_wide_b ? { 1'h0, \$684 , in_b[22:0], 7'h00 } : { 1'h0, \$680 , 1'h0, \$683  };
+  assign \$685  = { s5_x, s5_carry_in } + { s5_y, s5_carry_in };
   assign s10_chain = s10_packed + { s10_inc_hi, 16'h0000, s10_inc_lo };
   always @(posedge clk)
-    in_a <= \$691 ;
+    in_a <= \$686 ;
   always @(posedge clk)
-    in_b <= \$692 ;
+    in_b <= \$687 ;
   always @(posedge clk)
-    in_dtype <= \$693 ;
+    in_dtype <= \$688 ;
   always @(posedge clk)
-    in_valid <= \$694 ;
+    in_valid <= \$689 ;
   always @(posedge clk)
-    in_wide_b <= \$695 ;
+    in_wide_b <= \$690 ;
   always @(posedge clk)
-    in_fp16_b <= \$696 ;
+    in_fp16_b <= \$691 ;
   always @(posedge clk)
-    s1_dtype <= \$697 ;
+    s1_dtype <= \$692 ;
   always @(posedge clk)
-    s1_sig_a <= \$698 ;
+    s1_sig_a <= \$693 ;
   always @(posedge clk)
-    s1_a_exp_lo <= \$699 ;
+    s1_a_exp_lo <= \$694 ;
   always @(posedge clk)
-    s1_a_hi <= \$700 ;
+    s1_a_hi <= \$695 ;
   always @(posedge clk)
-    s1_a_lo <= \$701 ;
+    s1_a_lo <= \$696 ;
   always @(posedge clk)
-    s1_sig_b <= \$702 ;
+    s1_sig_b <= \$697 ;
   always @(posedge clk)
-    s1_b_exp_lo <= \$703 ;
+    s1_b_exp_lo <= \$698 ;
   always @(posedge clk)
-    s1_b_hi <= \$704 ;
+    s1_b_hi <= \$699 ;
   always @(posedge clk)
-    s1_b_lo <= \$705 ;
+    s1_b_lo <= \$700 ;
   always @(posedge clk)
-    s1_gt_lo_h <= \$706 ;
+    s1_gt_lo_h <= \$701 ;
   always @(posedge clk)
-    s1_eq_lo_h <= \$707 ;
+    s1_eq_lo_h <= \$702 ;
   always @(posedge clk)
-    s1_gt_lo_l <= \$708 ;
+    s1_gt_lo_l <= \$703 ;
   always @(posedge clk)
-    s1_gt_hi_h <= \$709 ;
+    s1_gt_hi_h <= \$704 ;
   always @(posedge clk)
-    s1_eq_hi_h <= \$710 ;
+    s1_eq_hi_h <= \$705 ;
   always @(posedge clk)
-    s1_gt_hi_l <= \$711 ;
+    s1_gt_hi_l <= \$706 ;
   always @(posedge clk)
-    s1_eq_hi_l <= \$712 ;
+    s1_eq_hi_l <= \$707 ;
   always @(posedge clk)
-    s2_dtype <= \$713 ;
+    s2_dtype <= \$708 ;
   always @(posedge clk)
-    s2_sig_a <= \$714 ;
+    s2_sig_a <= \$709 ;
   always @(posedge clk)
-    s2_sig_b <= \$715 ;
+    s2_sig_b <= \$710 ;
   always @(posedge clk)
-    s2_a_hi <= \$716 ;
+    s2_a_hi <= \$711 ;
   always @(posedge clk)
-    s2_b_hi <= \$717 ;
+    s2_b_hi <= \$712 ;
   always @(posedge clk)
-    s2_swap_hi <= \$718 ;
+    s2_swap_hi <= \$713 ;
   always @(posedge clk)
-    s2_swap_lo <= \$719 ;
+    s2_swap_lo <= \$714 ;
   always @(posedge clk)
-    s2_a_lo <= \$720 ;
+    s2_a_lo <= \$715 ;
   always @(posedge clk)
-    s2_b_lo <= \$721 ;
+    s2_b_lo <= \$716 ;
   always @(posedge clk)
-    s2_d_ab_hi <= \$722 ;
+    s2_d_ab_hi <= \$717 ;
   always @(posedge clk)
-    s2_d_ba_hi <= \$723 ;
+    s2_d_ba_hi <= \$718 ;
   always @(posedge clk)
-    s2_d_ab_lo <= \$724 ;
+    s2_d_ab_lo <= \$719 ;
   always @(posedge clk)
-    s2_d_ba_lo <= \$725 ;
+    s2_d_ba_lo <= \$720 ;
   always @(posedge clk)
-    s3_dtype <= \$726 ;
+    s3_dtype <= \$721 ;
   always @(posedge clk)
-    s3_shift_hi <= \$727 ;
+    s3_shift_hi <= \$722 ;
   always @(posedge clk)
-    s3_sub_hi <= \$728 ;
+    s3_sub_hi <= \$723 ;
   always @(posedge clk)
-    s3_slot_hi <= \$729 ;
+    s3_slot_hi <= \$724 ;
   always @(posedge clk)
-    s3_shift_lo <= \$730 ;
+    s3_shift_lo <= \$725 ;
   always @(posedge clk)
-    s3_sub_lo <= \$731 ;
+    s3_sub_lo <= \$726 ;
   always @(posedge clk)
-    s3_slot_lo <= \$732 ;
+    s3_slot_lo <= \$727 ;
   always @(posedge clk)
-    s3_x <= \$733 ;
+    s3_x <= \$728 ;
   always @(posedge clk)
-    s3_y <= \$734 ;
+    s3_y <= \$729 ;
   always @(posedge clk)
-    s4_dtype <= \$735 ;
+    s4_dtype <= \$730 ;
   always @(posedge clk)
-    s4_x <= \$736 ;
+    s4_x <= \$731 ;
   always @(posedge clk)
-    s4_sub_hi <= \$737 ;
+    s4_sub_hi <= \$732 ;
   always @(posedge clk)
-    s4_sub_lo <= \$738 ;
+    s4_sub_lo <= \$733 ;
   always @(posedge clk)
-    s4_slot_hi <= \$739 ;
+    s4_slot_hi <= \$734 ;
   always @(posedge clk)
-    s4_slot_lo <= \$740 ;
+    s4_slot_lo <= \$735 ;
   always @(posedge clk)
-    s4_shift_hi <= \$741 ;
+    s4_shift_hi <= \$736 ;
   always @(posedge clk)
-    s4_shift_lo <= \$742 ;
+    s4_shift_lo <= \$737 ;
   always @(posedge clk)
-    s4_y <= \$743 ;
+    s4_y <= \$738 ;
   always @(posedge clk)
-    s4_sticky_hi <= \$744 ;
+    s4_sticky_hi <= \$739 ;
   always @(posedge clk)
-    s4_sticky_lo <= \$745 ;
+    s4_sticky_lo <= \$740 ;
   always @(posedge clk)
-    s4_sentinel <= \$746 ;
+    s4_sentinel <= \$741 ;
   always @(posedge clk)
-    s5_dtype <= \$747 ;
+    s5_dtype <= \$742 ;
   always @(posedge clk)
-    s5_slot_hi <= \$748 ;
+    s5_slot_hi <= \$743 ;
   always @(posedge clk)
-    s5_slot_lo <= \$749 ;
+    s5_slot_lo <= \$744 ;
   always @(posedge clk)
-    s5_sentinel <= \$750 ;
+    s5_sentinel <= \$745 ;
   always @(posedge clk)
-    s5_x <= \$751 ;
+    s5_x <= \$746 ;
   always @(posedge clk)
-    s5_y <= \$752 ;
+    s5_y <= \$747 ;
   always @(posedge clk)
-    s5_carry_in <= \$753 ;
+    s5_carry_in <= \$748 ;
   always @(posedge clk)
-    s6_dtype <= \$754 ;
+    s6_dtype <= \$749 ;
   always @(posedge clk)
-    s6_slot_hi <= \$755 ;
+    s6_slot_hi <= \$750 ;
   always @(posedge clk)
-    s6_slot_lo <= \$756 ;
+    s6_slot_lo <= \$751 ;
   always @(posedge clk)
-    s6_sum <= \$757 ;
+    s6_sum <= \$752 ;
   always @(posedge clk)
-    s6_marked <= \$758 ;
+    s6_marked <= \$753 ;
   always @(posedge clk)
-    s7_dtype <= \$759 ;
+    s7_dtype <= \$754 ;
   always @(posedge clk)
-    s7_sum <= \$760 ;
+    s7_sum <= \$755 ;
   always @(posedge clk)
-    s7_slot_hi <= \$761 ;
+    s7_slot_hi <= \$756 ;
   always @(posedge clk)
-    s7_slot_lo <= \$762 ;
+    s7_slot_lo <= \$757 ;
   always @(posedge clk)
-    s7_count_hi <= \$763 ;
+    s7_count_hi <= \$758 ;
   always @(posedge clk)
-    s7_count_lo <= \$764 ;
+    s7_count_lo <= \$759 ;
   always @(posedge clk)
-    s7_zero_hi <= \$765 ;
+    s7_zero_hi <= \$760 ;
   always @(posedge clk)
-    s7_sum_zero_hi <= \$766 ;
+    s7_sum_zero_hi <= \$761 ;
   always @(posedge clk)
-    s7_sum_zero_lo <= \$767 ;
+    s7_sum_zero_lo <= \$762 ;
   always @(posedge clk)
-    s8_dtype <= \$768 ;
+    s8_dtype <= \$763 ;
   always @(posedge clk)
-    s8_slot_hi <= \$769 ;
+    s8_slot_hi <= \$764 ;
   always @(posedge clk)
-    s8_slot_lo <= \$770 ;
+    s8_slot_lo <= \$765 ;
   always @(posedge clk)
-    s8_sum <= \$771 ;
+    s8_sum <= \$766 ;
   always @(posedge clk)
-    s8_shift_hi <= \$772 ;
+    s8_shift_hi <= \$767 ;
   always @(posedge clk)
-    s8_shift_lo <= \$773 ;
+    s8_shift_lo <= \$768 ;
   always @(posedge clk)
-    s9_dtype <= \$774 ;
+    s9_dtype <= \$769 ;
   always @(posedge clk)
-    s9_slot_hi <= \$775 ;
+    s9_slot_hi <= \$770 ;
   always @(posedge clk)
-    s9_slot_lo <= \$776 ;
+    s9_slot_lo <= \$771 ;
   always @(posedge clk)
-    s9_sum <= \$777 ;
+    s9_sum <= \$772 ;
   always @(posedge clk)
-    s10_dtype <= \$778 ;
+    s10_dtype <= \$773 ;
   always @(posedge clk)
-    s10_packed <= \$779 ;
+    s10_packed <= \$774 ;
   always @(posedge clk)
-    s10_inc_hi <= \$780 ;
+    s10_inc_hi <= \$775 ;
   always @(posedge clk)
-    s10_inc_lo <= \$781 ;
+    s10_inc_lo <= \$776 ;
   always @(posedge clk)
-    s10_sign_hi <= \$782 ;
+    s10_sign_hi <= \$777 ;
   always @(posedge clk)
-    s10_forced_hi <= \$783 ;
+    s10_forced_hi <= \$778 ;
   always @(posedge clk)
-    s10_special_hi <= \$784 ;
+    s10_special_hi <= \$779 ;
   always @(posedge clk)
-    s10_sign_lo <= \$785 ;
+    s10_sign_lo <= \$780 ;
   always @(posedge clk)
-    s10_forced_lo <= \$786 ;
+    s10_forced_lo <= \$781 ;
   always @(posedge clk)
-    s10_special_lo <= \$787 ;
+    s10_special_lo <= \$782 ;
   always @(posedge clk)
-    s11_dtype <= \$788 ;
+    s11_dtype <= \$783 ;
   always @(posedge clk)
-    s11_sign_hi <= \$789 ;
+    s11_sign_hi <= \$784 ;
   always @(posedge clk)
-    s11_sign_lo <= \$790 ;
+    s11_sign_lo <= \$785 ;
   always @(posedge clk)
-    s11_forced_hi <= \$791 ;
+    s11_forced_hi <= \$786 ;
   always @(posedge clk)
-    s11_forced_lo <= \$792 ;
+    s11_forced_lo <= \$787 ;
   always @(posedge clk)
-    s11_special_hi <= \$793 ;
+    s11_special_hi <= \$788 ;
   always @(posedge clk)
-    s11_special_lo <= \$794 ;
+    s11_special_lo <= \$789 ;
   always @(posedge clk)
-    s11_rounded <= \$795 ;
+    s11_rounded <= \$790 ;
   always @(posedge clk)
-    s11_wide <= \$796 ;
+    s11_wide <= \$791 ;
   always @(posedge clk)
-    s11_fp16 <= \$797 ;
+    s11_fp16 <= \$792 ;
   always @(posedge clk)
-    result <= \$798 ;
+    result <= \$793 ;
   always @(posedge clk)
-    s1_valid <= \$799 ;
+    s1_valid <= \$794 ;
   always @(posedge clk)
-    s2_valid <= \$800 ;
+    s2_valid <= \$795 ;
   always @(posedge clk)
-    s3_valid <= \$801 ;
+    s3_valid <= \$796 ;
   always @(posedge clk)
-    s4_valid <= \$802 ;
+    s4_valid <= \$797 ;
   always @(posedge clk)
-    s5_valid <= \$803 ;
+    s5_valid <= \$798 ;
   always @(posedge clk)
-    s6_valid <= \$804 ;
+    s6_valid <= \$799 ;
   always @(posedge clk)
-    s7_valid <= \$805 ;
+    s7_valid <= \$800 ;
   always @(posedge clk)
-    s8_valid <= \$806 ;
+    s8_valid <= \$801 ;
   always @(posedge clk)
-    s9_valid <= \$807 ;
+    s9_valid <= \$802 ;
   always @(posedge clk)
-    s10_valid <= \$808 ;
+    s10_valid <= \$803 ;
   always @(posedge clk)
-    s11_valid <= \$809 ;
+    s11_valid <= \$804 ;
   assign \$1  = ~ dtype[1];
   assign \$2  = dtype[1] & dtype[0];
   assign \$3  = ~ in_dtype[1];
@@ -19713,86 +19669,149 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
   assign \$188  = s2_a_hi[10] ? s2_a_hi[0] : s2_b_hi[0];
   assign \$189  = | s2_d_ba_lo[7:5];
   assign \$190  = ~ s2_dtype[1];
+  assign \$192  = \$191  & s2_d_ba_lo[4];
+  assign \$193  = \$189  | \$192 ;
+  assign \$194  = \$193  ? 4'hf : 4'h0;
+  assign \$195  = s2_d_ba_lo[3:0] | \$194 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$691  = a;
+    \$686  = a;
     if (rst) begin
-      \$691  = 32'd0;
+      \$686  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$692  = b;
+    \$687  = b;
     if (rst) begin
-      \$692  = 32'd0;
+      \$687  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$693  = dtype;
+    \$688  = dtype;
     if (rst) begin
-      \$693  = 2'h0;
+      \$688  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$694  = valid;
+    \$689  = valid;
     if (rst) begin
-      \$694  = 1'h1;
+      \$689  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$695  = \$1 ;
+    \$690  = \$1 ;
     if (rst) begin
-      \$695  = 1'h0;
+      \$690  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$696  = \$2 ;
+    \$691  = \$2 ;
     if (rst) begin
-      \$696  = 1'h0;
+      \$691  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$697  = s1_dtype;
+    \$692  = s1_dtype;
     if (in_valid) begin
-      \$697  = in_dtype;
+      \$692  = in_dtype;
     end
     if (rst) begin
-      \$697  = 2'h0;
+      \$692  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$698  = s1_sig_a;
+    \$693  = s1_sig_a;
     if (in_valid) begin
-      \$698  = a_sig;
+      \$693  = a_sig;
     end
     if (rst) begin
-      \$698  = 32'd0;
+      \$693  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$699  = s1_a_exp_lo;
+    \$694  = s1_a_exp_lo;
     if (in_valid) begin
-      \$699  = \$10 ;
+      \$694  = \$10 ;
     end
     if (rst) begin
-      \$699  = 8'h00;
+      \$694  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$700  = s1_a_hi;
+    \$695  = s1_a_hi;
     if (in_valid) begin
-      \$700 [0] = in_a[31];
-      \$700 [8:1] = { a_hi_exp[7:1], \$13  };
-      \$700 [9] = \$24 ;
-      \$700 [10] = \$36 ;
+      \$695 [0] = in_a[31];
+      \$695 [8:1] = { a_hi_exp[7:1], \$13  };
+      \$695 [9] = \$24 ;
+      \$695 [10] = \$36 ;
+    end
+    if (rst) begin
+      \$695  = 11'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$696  = s1_a_lo;
+    if (in_valid) begin
+      \$696 [0] = in_a[15];
+      \$696 [8:1] = { a_lo_exp[7:1], \$39  };
+      \$696 [9] = \$47 ;
+      \$696 [10] = \$56 ;
+    end
+    if (rst) begin
+      \$696  = 11'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$697  = s1_sig_b;
+    if (in_valid) begin
+      \$697  = b_sig;
+    end
+    if (rst) begin
+      \$697  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$698  = s1_b_exp_lo;
+    if (in_valid) begin
+      \$698  = \$63 ;
+    end
+    if (rst) begin
+      \$698  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$699  = s1_b_hi;
+    if (in_valid) begin
+      \$699 [0] = in_b[31];
+      \$699 [8:1] = { b_hi_exp[7:1], \$66  };
+      \$699 [9] = \$74 ;
+      \$699 [10] = \$83 ;
+    end
+    if (rst) begin
+      \$699  = 11'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$700  = s1_b_lo;
+    if (in_valid) begin
+      \$700 [0] = in_b[15];
+      \$700 [8:1] = { b_lo_exp[7:1], \$86  };
+      \$700 [9] = \$92 ;
+      \$700 [10] = \$99 ;
     end
     if (rst) begin
       \$700  = 11'h000;
@@ -19800,68 +19819,59 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$701  = s1_a_lo;
+    \$701  = s1_gt_lo_h;
     if (in_valid) begin
-      \$701 [0] = in_a[15];
-      \$701 [8:1] = { a_lo_exp[7:1], \$39  };
-      \$701 [9] = \$47 ;
-      \$701 [10] = \$56 ;
+      \$701  = \$100 ;
     end
     if (rst) begin
-      \$701  = 11'h000;
+      \$701  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$702  = s1_sig_b;
+    \$702  = s1_eq_lo_h;
     if (in_valid) begin
-      \$702  = b_sig;
+      \$702  = \$101 ;
     end
     if (rst) begin
-      \$702  = 32'd0;
+      \$702  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$703  = s1_b_exp_lo;
+    \$703  = s1_gt_lo_l;
     if (in_valid) begin
-      \$703  = \$63 ;
+      \$703  = \$102 ;
     end
     if (rst) begin
-      \$703  = 8'h00;
+      \$703  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$704  = s1_b_hi;
+    \$704  = s1_gt_hi_h;
     if (in_valid) begin
-      \$704 [0] = in_b[31];
-      \$704 [8:1] = { b_hi_exp[7:1], \$66  };
-      \$704 [9] = \$74 ;
-      \$704 [10] = \$83 ;
+      \$704  = \$103 ;
     end
     if (rst) begin
-      \$704  = 11'h000;
+      \$704  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$705  = s1_b_lo;
+    \$705  = s1_eq_hi_h;
     if (in_valid) begin
-      \$705 [0] = in_b[15];
-      \$705 [8:1] = { b_lo_exp[7:1], \$86  };
-      \$705 [9] = \$92 ;
-      \$705 [10] = \$99 ;
+      \$705  = \$104 ;
     end
     if (rst) begin
-      \$705  = 11'h000;
+      \$705  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$706  = s1_gt_lo_h;
+    \$706  = s1_gt_hi_l;
     if (in_valid) begin
-      \$706  = \$100 ;
+      \$706  = \$105 ;
     end
     if (rst) begin
       \$706  = 1'h0;
@@ -19869,9 +19879,9 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$707  = s1_eq_lo_h;
+    \$707  = s1_eq_hi_l;
     if (in_valid) begin
-      \$707  = \$101 ;
+      \$707  = \$106 ;
     end
     if (rst) begin
       \$707  = 1'h0;
@@ -19879,89 +19889,89 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$708  = s1_gt_lo_l;
-    if (in_valid) begin
-      \$708  = \$102 ;
-    end
-    if (rst) begin
-      \$708  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$709  = s1_gt_hi_h;
-    if (in_valid) begin
-      \$709  = \$103 ;
-    end
-    if (rst) begin
-      \$709  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$710  = s1_eq_hi_h;
-    if (in_valid) begin
-      \$710  = \$104 ;
-    end
-    if (rst) begin
-      \$710  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$711  = s1_gt_hi_l;
-    if (in_valid) begin
-      \$711  = \$105 ;
-    end
-    if (rst) begin
-      \$711  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$712  = s1_eq_hi_l;
-    if (in_valid) begin
-      \$712  = \$106 ;
-    end
-    if (rst) begin
-      \$712  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$713  = s2_dtype;
+    \$708  = s2_dtype;
     if (s1_valid) begin
-      \$713  = s1_dtype;
+      \$708  = s1_dtype;
     end
     if (rst) begin
-      \$713  = 2'h0;
+      \$708  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$714  = s2_sig_a;
+    \$709  = s2_sig_a;
     if (s1_valid) begin
-      \$714  = s1_sig_a;
+      \$709  = s1_sig_a;
     end
     if (rst) begin
-      \$714  = 32'd0;
+      \$709  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$715  = s2_sig_b;
+    \$710  = s2_sig_b;
     if (s1_valid) begin
-      \$715  = s1_sig_b;
+      \$710  = s1_sig_b;
     end
     if (rst) begin
-      \$715  = 32'd0;
+      \$710  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$716  = s2_a_hi;
+    \$711  = s2_a_hi;
     if (s1_valid) begin
-      \$716  = s1_a_hi;
+      \$711  = s1_a_hi;
+    end
+    if (rst) begin
+      \$711  = 11'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$712  = s2_b_hi;
+    if (s1_valid) begin
+      \$712  = s1_b_hi;
+    end
+    if (rst) begin
+      \$712  = 11'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$713  = s2_swap_hi;
+    if (s1_valid) begin
+      \$713  = \$123 ;
+    end
+    if (rst) begin
+      \$713  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$714  = s2_swap_lo;
+    if (s1_valid) begin
+      \$714  = \$140 ;
+    end
+    if (rst) begin
+      \$714  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$715  = s2_a_lo;
+    if (s1_valid) begin
+      \$715  = \$142 ;
+    end
+    if (rst) begin
+      \$715  = 11'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$716  = s2_b_lo;
+    if (s1_valid) begin
+      \$716  = \$144 ;
     end
     if (rst) begin
       \$716  = 11'h000;
@@ -19969,389 +19979,389 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$717  = s2_b_hi;
+    \$717  = s2_d_ab_hi;
     if (s1_valid) begin
-      \$717  = s1_b_hi;
+      \$717  = \$145 [7:0];
     end
     if (rst) begin
-      \$717  = 11'h000;
+      \$717  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$718  = s2_swap_hi;
+    \$718  = s2_d_ba_hi;
     if (s1_valid) begin
-      \$718  = \$123 ;
+      \$718  = \$146 [7:0];
     end
     if (rst) begin
-      \$718  = 1'h0;
+      \$718  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$719  = s2_swap_lo;
+    \$719  = s2_d_ab_lo;
     if (s1_valid) begin
-      \$719  = \$140 ;
+      \$719  = \$147 [7:0];
     end
     if (rst) begin
-      \$719  = 1'h0;
+      \$719  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$720  = s2_a_lo;
+    \$720  = s2_d_ba_lo;
     if (s1_valid) begin
-      \$720  = \$142 ;
+      \$720  = \$148 [7:0];
     end
     if (rst) begin
-      \$720  = 11'h000;
+      \$720  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$721  = s2_b_lo;
-    if (s1_valid) begin
-      \$721  = \$144 ;
-    end
-    if (rst) begin
-      \$721  = 11'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$722  = s2_d_ab_hi;
-    if (s1_valid) begin
-      \$722  = \$145 [7:0];
-    end
-    if (rst) begin
-      \$722  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$723  = s2_d_ba_hi;
-    if (s1_valid) begin
-      \$723  = \$146 [7:0];
-    end
-    if (rst) begin
-      \$723  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$724  = s2_d_ab_lo;
-    if (s1_valid) begin
-      \$724  = \$147 [7:0];
-    end
-    if (rst) begin
-      \$724  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$725  = s2_d_ba_lo;
-    if (s1_valid) begin
-      \$725  = \$148 [7:0];
-    end
-    if (rst) begin
-      \$725  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$726  = s3_dtype;
+    \$721  = s3_dtype;
     if (s2_valid) begin
-      \$726  = s2_dtype;
+      \$721  = s2_dtype;
     end
     if (rst) begin
-      \$726  = 2'h0;
+      \$721  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$727  = s3_shift_hi;
+    \$722  = s3_shift_hi;
     if (s2_valid) begin
-      \$727  = \$177 ;
+      \$722  = \$177 ;
     end
     if (rst) begin
-      \$727  = 5'h00;
+      \$722  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$728  = s3_sub_hi;
+    \$723  = s3_sub_hi;
     if (s2_valid) begin
-      \$728  = \$178 ;
+      \$723  = \$178 ;
     end
     if (rst) begin
-      \$728  = 1'h0;
+      \$723  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$729  = s3_slot_hi;
+    \$724  = s3_slot_hi;
     if (s2_valid) begin
-      \$729 [0] = \$179 ;
-      \$729 [1] = \$180 ;
-      \$729 [10:2] = { 1'h0, \$181  };
-      \$729 [11] = \$186 ;
-      \$729 [12] = \$187 ;
-      \$729 [13] = \$188 ;
+      \$724 [0] = \$179 ;
+      \$724 [1] = \$180 ;
+      \$724 [10:2] = { 1'h0, \$181  };
+      \$724 [11] = \$186 ;
+      \$724 [12] = \$187 ;
+      \$724 [13] = \$188 ;
     end
     if (rst) begin
-      \$729  = 14'h0000;
+      \$724  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$730  = s3_shift_lo;
+    \$725  = s3_shift_lo;
     if (s2_valid) begin
-      \$730  = \$217 ;
+      \$725  = \$217 ;
     end
     if (rst) begin
-      \$730  = 5'h00;
+      \$725  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$731  = s3_sub_lo;
+    \$726  = s3_sub_lo;
     if (s2_valid) begin
-      \$731  = \$218 ;
+      \$726  = \$218 ;
     end
     if (rst) begin
-      \$731  = 1'h0;
+      \$726  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$732  = s3_slot_lo;
+    \$727  = s3_slot_lo;
     if (s2_valid) begin
-      \$732 [0] = \$219 ;
-      \$732 [1] = \$220 ;
-      \$732 [10:2] = { 1'h0, \$221  };
-      \$732 [11] = \$226 ;
-      \$732 [12] = \$227 ;
-      \$732 [13] = \$228 ;
+      \$727 [0] = \$219 ;
+      \$727 [1] = \$220 ;
+      \$727 [10:2] = { 1'h0, \$221  };
+      \$727 [11] = \$226 ;
+      \$727 [12] = \$227 ;
+      \$727 [13] = \$228 ;
     end
     if (rst) begin
-      \$732  = 14'h0000;
+      \$727  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$733  = s3_x;
+    \$728  = s3_x;
     if (s2_valid) begin
-      \$733  = { \$230 , \$229  };
+      \$728  = { \$230 , \$229  };
     end
     if (rst) begin
-      \$733  = 32'd0;
+      \$728  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$734  = s3_y;
+    \$729  = s3_y;
     if (s2_valid) begin
-      \$734  = { \$232 , \$231  };
+      \$729  = { \$232 , \$231  };
     end
     if (rst) begin
-      \$734  = 32'd0;
+      \$729  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$735  = s4_dtype;
+    \$730  = s4_dtype;
     if (s3_valid) begin
-      \$735  = s3_dtype;
+      \$730  = s3_dtype;
     end
     if (rst) begin
-      \$735  = 2'h0;
+      \$730  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$736  = s4_x;
+    \$731  = s4_x;
     if (s3_valid) begin
-      \$736  = s3_x;
+      \$731  = s3_x;
     end
     if (rst) begin
-      \$736  = 32'd0;
+      \$731  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$737  = s4_sub_hi;
+    \$732  = s4_sub_hi;
     if (s3_valid) begin
-      \$737  = s3_sub_hi;
+      \$732  = s3_sub_hi;
     end
     if (rst) begin
-      \$737  = 1'h0;
+      \$732  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$738  = s4_sub_lo;
+    \$733  = s4_sub_lo;
     if (s3_valid) begin
-      \$738  = s3_sub_lo;
+      \$733  = s3_sub_lo;
     end
     if (rst) begin
-      \$738  = 1'h0;
+      \$733  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$739  = s4_slot_hi;
+    \$734  = s4_slot_hi;
     if (s3_valid) begin
-      \$739  = s3_slot_hi;
+      \$734  = s3_slot_hi;
     end
     if (rst) begin
-      \$739  = 14'h0000;
+      \$734  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$740  = s4_slot_lo;
+    \$735  = s4_slot_lo;
     if (s3_valid) begin
-      \$740  = s3_slot_lo;
+      \$735  = s3_slot_lo;
     end
     if (rst) begin
-      \$740  = 14'h0000;
+      \$735  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$741  = s4_shift_hi;
+    \$736  = s4_shift_hi;
     if (s3_valid) begin
-      \$741  = s3_shift_hi;
+      \$736  = s3_shift_hi;
     end
     if (rst) begin
-      \$741  = 5'h00;
+      \$736  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$742  = s4_shift_lo;
+    \$737  = s4_shift_lo;
     if (s3_valid) begin
-      \$742  = s3_shift_lo;
+      \$737  = s3_shift_lo;
     end
     if (rst) begin
-      \$742  = 5'h00;
+      \$737  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$743  = s4_y;
+    \$738  = s4_y;
     if (s3_valid) begin
-      \$743  = { \$284 , \$277  };
+      \$738  = { \$284 , \$277  };
     end
     if (rst) begin
-      \$743  = 32'd0;
+      \$738  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$744  = s4_sticky_hi;
+    \$739  = s4_sticky_hi;
     if (s3_valid) begin
-      \$744  = \$300 ;
+      \$739  = \$300 ;
     end
     if (rst) begin
-      \$744  = 1'h0;
+      \$739  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$745  = s4_sticky_lo;
+    \$740  = s4_sticky_lo;
     if (s3_valid) begin
-      \$745  = \$333 ;
+      \$740  = \$328 ;
     end
     if (rst) begin
-      \$745  = 1'h0;
+      \$740  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$746  = s4_sentinel;
+    \$741  = s4_sentinel;
     if (s3_valid) begin
-      \$746  = \$338 ;
+      \$741  = \$333 ;
     end
     if (rst) begin
-      \$746  = 32'd0;
+      \$741  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$747  = s5_dtype;
+    \$742  = s5_dtype;
     if (s4_valid) begin
-      \$747  = s4_dtype;
+      \$742  = s4_dtype;
     end
     if (rst) begin
-      \$747  = 2'h0;
+      \$742  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$748  = s5_slot_hi;
+    \$743  = s5_slot_hi;
     if (s4_valid) begin
-      \$748  = s4_slot_hi;
+      \$743  = s4_slot_hi;
     end
     if (rst) begin
-      \$748  = 14'h0000;
+      \$743  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$749  = s5_slot_lo;
+    \$744  = s5_slot_lo;
     if (s4_valid) begin
-      \$749  = s4_slot_lo;
+      \$744  = s4_slot_lo;
     end
     if (rst) begin
-      \$749  = 14'h0000;
+      \$744  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$750  = s5_sentinel;
+    \$745  = s5_sentinel;
     if (s4_valid) begin
-      \$750  = s4_sentinel;
+      \$745  = s4_sentinel;
     end
     if (rst) begin
-      \$750  = 32'd0;
+      \$745  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$751  = s5_x;
+    \$746  = s5_x;
     if (s4_valid) begin
-      \$751  = { s4_x[31:16], \$340 , s4_x[15:0] };
+      \$746  = { s4_x[31:16], \$335 , s4_x[15:0] };
     end
     if (rst) begin
-      \$751  = 33'h000000000;
+      \$746  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$752  = s5_y;
+    \$747  = s5_y;
     if (s4_valid) begin
-      \$752  = { \$387 , \$368 , \$365  };
+      \$747  = { \$382 , \$363 , \$360  };
     end
     if (rst) begin
-      \$752  = 33'h000000000;
+      \$747  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$753  = s5_carry_in;
+    \$748  = s5_carry_in;
     if (s4_valid) begin
-      \$753  = s4_sub_lo;
+      \$748  = s4_sub_lo;
     end
     if (rst) begin
-      \$753  = 1'h0;
+      \$748  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$754  = s6_dtype;
+    \$749  = s6_dtype;
     if (s5_valid) begin
-      \$754  = s5_dtype;
+      \$749  = s5_dtype;
+    end
+    if (rst) begin
+      \$749  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$750  = s6_slot_hi;
+    if (s5_valid) begin
+      \$750  = s5_slot_hi;
+    end
+    if (rst) begin
+      \$750  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$751  = s6_slot_lo;
+    if (s5_valid) begin
+      \$751  = s5_slot_lo;
+    end
+    if (rst) begin
+      \$751  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$752  = s6_sum;
+    if (s5_valid) begin
+      \$752  = { \$685 [33:18], \$685 [16:1] };
+    end
+    if (rst) begin
+      \$752  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$753  = s6_marked;
+    if (s5_valid) begin
+      \$753  = \$383 ;
+    end
+    if (rst) begin
+      \$753  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$754  = s7_dtype;
+    if (s6_valid) begin
+      \$754  = s6_dtype;
     end
     if (rst) begin
       \$754  = 2'h0;
@@ -20359,19 +20369,19 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$755  = s6_slot_hi;
-    if (s5_valid) begin
-      \$755  = s5_slot_hi;
+    \$755  = s7_sum;
+    if (s6_valid) begin
+      \$755  = s6_sum;
     end
     if (rst) begin
-      \$755  = 14'h0000;
+      \$755  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$756  = s6_slot_lo;
-    if (s5_valid) begin
-      \$756  = s5_slot_lo;
+    \$756  = s7_slot_hi;
+    if (s6_valid) begin
+      \$756  = s6_slot_hi;
     end
     if (rst) begin
       \$756  = 14'h0000;
@@ -20379,141 +20389,142 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$757  = s6_sum;
-    if (s5_valid) begin
-      \$757  = { \$690 [33:18], \$690 [16:1] };
-    end
-    if (rst) begin
-      \$757  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$758  = s6_marked;
-    if (s5_valid) begin
-      \$758  = \$388 ;
-    end
-    if (rst) begin
-      \$758  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$759  = s7_dtype;
+    \$757  = s7_slot_lo;
     if (s6_valid) begin
-      \$759  = s6_dtype;
+      \$757  = s6_slot_lo;
     end
     if (rst) begin
-      \$759  = 2'h0;
+      \$757  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$760  = s7_sum;
+    \$758  = s7_count_hi;
     if (s6_valid) begin
-      \$760  = s6_sum;
+      \$758  = { \$419 , \$407  };
     end
     if (rst) begin
-      \$760  = 32'd0;
+      \$758  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$761  = s7_slot_hi;
+    \$759  = s7_count_lo;
     if (s6_valid) begin
-      \$761  = s6_slot_hi;
+      \$759  = { \$455 , \$443  };
     end
     if (rst) begin
-      \$761  = 14'h0000;
+      \$759  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$762  = s7_slot_lo;
+    \$760  = s7_zero_hi;
     if (s6_valid) begin
-      \$762  = s6_slot_lo;
+      \$760  = \$466 ;
     end
     if (rst) begin
-      \$762  = 14'h0000;
+      \$760  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$763  = s7_count_hi;
+    \$761  = s7_sum_zero_hi;
     if (s6_valid) begin
-      \$763  = { \$424 , \$412  };
+      \$761  = \$468 ;
     end
     if (rst) begin
-      \$763  = 4'h0;
+      \$761  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$764  = s7_count_lo;
+    \$762  = s7_sum_zero_lo;
     if (s6_valid) begin
-      \$764  = { \$460 , \$448  };
+      \$762  = \$470 ;
     end
     if (rst) begin
-      \$764  = 4'h0;
+      \$762  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$765  = s7_zero_hi;
-    if (s6_valid) begin
-      \$765  = \$471 ;
-    end
-    if (rst) begin
-      \$765  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$766  = s7_sum_zero_hi;
-    if (s6_valid) begin
-      \$766  = \$473 ;
-    end
-    if (rst) begin
-      \$766  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$767  = s7_sum_zero_lo;
-    if (s6_valid) begin
-      \$767  = \$475 ;
-    end
-    if (rst) begin
-      \$767  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$768  = s8_dtype;
+    \$763  = s8_dtype;
     if (s7_valid) begin
-      \$768  = s7_dtype;
+      \$763  = s7_dtype;
     end
     if (rst) begin
-      \$768  = 2'h0;
+      \$763  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$769  = s8_slot_hi;
+    \$764  = s8_slot_hi;
     if (s7_valid) begin
-      \$769 [13:1] = s7_slot_hi[13:1];
-      \$769 [0] = \$519 ;
+      \$764 [13:1] = s7_slot_hi[13:1];
+      \$764 [0] = \$514 ;
     end
     if (rst) begin
-      \$769  = 14'h0000;
+      \$764  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$770  = s8_slot_lo;
+    \$765  = s8_slot_lo;
     if (s7_valid) begin
-      \$770 [13:1] = s7_slot_lo[13:1];
-      \$770 [0] = \$523 ;
+      \$765 [13:1] = s7_slot_lo[13:1];
+      \$765 [0] = \$518 ;
+    end
+    if (rst) begin
+      \$765  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$766  = s8_sum;
+    if (s7_valid) begin
+      \$766  = { \$510 , \$482  };
+    end
+    if (rst) begin
+      \$766  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$767  = s8_shift_hi;
+    if (s7_valid) begin
+      \$767  = \$521 ;
+    end
+    if (rst) begin
+      \$767  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$768  = s8_shift_lo;
+    if (s7_valid) begin
+      \$768  = \$524 ;
+    end
+    if (rst) begin
+      \$768  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$769  = s9_dtype;
+    if (s8_valid) begin
+      \$769  = s8_dtype;
+    end
+    if (rst) begin
+      \$769  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$770  = s9_slot_hi;
+    if (s8_valid) begin
+      { \$770 [13:11], \$770 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
+      \$770 [10:2] = \$578 [8:0];
     end
     if (rst) begin
       \$770  = 14'h0000;
@@ -20521,101 +20532,100 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$771  = s8_sum;
-    if (s7_valid) begin
-      \$771  = { \$515 , \$487  };
-    end
-    if (rst) begin
-      \$771  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$772  = s8_shift_hi;
-    if (s7_valid) begin
-      \$772  = \$526 ;
-    end
-    if (rst) begin
-      \$772  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$773  = s8_shift_lo;
-    if (s7_valid) begin
-      \$773  = \$529 ;
-    end
-    if (rst) begin
-      \$773  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$774  = s9_dtype;
+    \$771  = s9_slot_lo;
     if (s8_valid) begin
-      \$774  = s8_dtype;
+      { \$771 [13:11], \$771 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
+      \$771 [10:2] = \$580 [8:0];
     end
     if (rst) begin
-      \$774  = 2'h0;
+      \$771  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$775  = s9_slot_hi;
+    \$772  = s9_sum;
     if (s8_valid) begin
-      { \$775 [13:11], \$775 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
-      \$775 [10:2] = \$583 [8:0];
+      \$772  = { \$576 , \$531  };
     end
     if (rst) begin
-      \$775  = 14'h0000;
+      \$772  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$776  = s9_slot_lo;
-    if (s8_valid) begin
-      { \$776 [13:11], \$776 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
-      \$776 [10:2] = \$585 [8:0];
-    end
-    if (rst) begin
-      \$776  = 14'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$777  = s9_sum;
-    if (s8_valid) begin
-      \$777  = { \$581 , \$536  };
-    end
-    if (rst) begin
-      \$777  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$778  = s10_dtype;
+    \$773  = s10_dtype;
     if (s9_valid) begin
-      \$778  = s9_dtype;
+      \$773  = s9_dtype;
     end
     if (rst) begin
-      \$778  = 2'h0;
+      \$773  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$779  = s10_packed;
+    \$774  = s10_packed;
     if (s9_valid) begin
-      \$779  = { 1'h0, \$608 [30:16], \$597 , \$596 [15:0] };
+      \$774  = { 1'h0, \$603 [30:16], \$592 , \$591 [15:0] };
     end
     if (rst) begin
-      \$779  = 33'h000000000;
+      \$774  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$780  = s10_inc_hi;
+    \$775  = s10_inc_hi;
     if (s9_valid) begin
-      \$780  = \$619 ;
+      \$775  = \$614 ;
+    end
+    if (rst) begin
+      \$775  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$776  = s10_inc_lo;
+    if (s9_valid) begin
+      \$776  = \$627 ;
+    end
+    if (rst) begin
+      \$776  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$777  = s10_sign_hi;
+    if (s9_valid) begin
+      \$777  = s9_slot_hi[0];
+    end
+    if (rst) begin
+      \$777  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$778  = s10_forced_hi;
+    if (s9_valid) begin
+      \$778  = \$628 ;
+    end
+    if (rst) begin
+      \$778  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$779  = s10_special_hi;
+    if (s9_valid) begin
+      \$779  = \$634 ;
+    end
+    if (rst) begin
+      \$779  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$780  = s10_sign_lo;
+    if (s9_valid) begin
+      \$780  = s9_slot_lo[0];
     end
     if (rst) begin
       \$780  = 1'h0;
@@ -20623,9 +20633,9 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$781  = s10_inc_lo;
+    \$781  = s10_forced_lo;
     if (s9_valid) begin
-      \$781  = \$632 ;
+      \$781  = \$635 ;
     end
     if (rst) begin
       \$781  = 1'h0;
@@ -20633,39 +20643,39 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$782  = s10_sign_hi;
+    \$782  = s10_special_lo;
     if (s9_valid) begin
-      \$782  = s9_slot_hi[0];
+      \$782  = \$641 ;
     end
     if (rst) begin
-      \$782  = 1'h0;
+      \$782  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$783  = s10_forced_hi;
-    if (s9_valid) begin
-      \$783  = \$633 ;
+    \$783  = s11_dtype;
+    if (s10_valid) begin
+      \$783  = s10_dtype;
     end
     if (rst) begin
-      \$783  = 1'h0;
+      \$783  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$784  = s10_special_hi;
-    if (s9_valid) begin
-      \$784  = \$639 ;
+    \$784  = s11_sign_hi;
+    if (s10_valid) begin
+      \$784  = s10_sign_hi;
     end
     if (rst) begin
-      \$784  = 16'h0000;
+      \$784  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$785  = s10_sign_lo;
-    if (s9_valid) begin
-      \$785  = s9_slot_lo[0];
+    \$785  = s11_sign_lo;
+    if (s10_valid) begin
+      \$785  = s10_sign_lo;
     end
     if (rst) begin
       \$785  = 1'h0;
@@ -20673,9 +20683,9 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$786  = s10_forced_lo;
-    if (s9_valid) begin
-      \$786  = \$640 ;
+    \$786  = s11_forced_hi;
+    if (s10_valid) begin
+      \$786  = s10_forced_hi;
     end
     if (rst) begin
       \$786  = 1'h0;
@@ -20683,49 +20693,49 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$787  = s10_special_lo;
-    if (s9_valid) begin
-      \$787  = \$646 ;
+    \$787  = s11_forced_lo;
+    if (s10_valid) begin
+      \$787  = s10_forced_lo;
     end
     if (rst) begin
-      \$787  = 16'h0000;
+      \$787  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$788  = s11_dtype;
+    \$788  = s11_special_hi;
     if (s10_valid) begin
-      \$788  = s10_dtype;
+      \$788  = s10_special_hi;
     end
     if (rst) begin
-      \$788  = 2'h0;
+      \$788  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$789  = s11_sign_hi;
+    \$789  = s11_special_lo;
     if (s10_valid) begin
-      \$789  = s10_sign_hi;
+      \$789  = s10_special_lo;
     end
     if (rst) begin
-      \$789  = 1'h0;
+      \$789  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$790  = s11_sign_lo;
+    \$790  = s11_rounded;
     if (s10_valid) begin
-      \$790  = s10_sign_lo;
+      \$790  = { s10_chain[32:17], s10_chain[15:0] };
     end
     if (rst) begin
-      \$790  = 1'h0;
+      \$790  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$791  = s11_forced_hi;
+    \$791  = s11_wide;
     if (s10_valid) begin
-      \$791  = s10_forced_hi;
+      \$791  = \$642 ;
     end
     if (rst) begin
       \$791  = 1'h0;
@@ -20733,9 +20743,9 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$792  = s11_forced_lo;
+    \$792  = s11_fp16;
     if (s10_valid) begin
-      \$792  = s10_forced_lo;
+      \$792  = \$643 ;
     end
     if (rst) begin
       \$792  = 1'h0;
@@ -20743,146 +20753,96 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$793  = s11_special_hi;
-    if (s10_valid) begin
-      \$793  = s10_special_hi;
-    end
-    if (rst) begin
-      \$793  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$794  = s11_special_lo;
-    if (s10_valid) begin
-      \$794  = s10_special_lo;
-    end
-    if (rst) begin
-      \$794  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$795  = s11_rounded;
-    if (s10_valid) begin
-      \$795  = { s10_chain[32:17], s10_chain[15:0] };
-    end
-    if (rst) begin
-      \$795  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$796  = s11_wide;
-    if (s10_valid) begin
-      \$796  = \$647 ;
-    end
-    if (rst) begin
-      \$796  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$797  = s11_fp16;
-    if (s10_valid) begin
-      \$797  = \$648 ;
-    end
-    if (rst) begin
-      \$797  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$798  = result;
+    \$793  = result;
     if (s11_valid) begin
-      \$798  = { \$670 , \$663  };
+      \$793  = { \$665 , \$658  };
     end
     if (rst) begin
-      \$798  = 32'd0;
+      \$793  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$799  = in_valid;
+    \$794  = in_valid;
+    if (rst) begin
+      \$794  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$795  = s1_valid;
+    if (rst) begin
+      \$795  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$796  = s2_valid;
+    if (rst) begin
+      \$796  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$797  = s3_valid;
+    if (rst) begin
+      \$797  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$798  = s4_valid;
+    if (rst) begin
+      \$798  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$799  = s5_valid;
     if (rst) begin
       \$799  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$800  = s1_valid;
+    \$800  = s6_valid;
     if (rst) begin
       \$800  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$801  = s2_valid;
+    \$801  = s7_valid;
     if (rst) begin
       \$801  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$802  = s3_valid;
+    \$802  = s8_valid;
     if (rst) begin
       \$802  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$803  = s4_valid;
+    \$803  = s9_valid;
     if (rst) begin
       \$803  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$804  = s5_valid;
+    \$804  = s10_valid;
     if (rst) begin
       \$804  = 1'h1;
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$805  = s6_valid;
-    if (rst) begin
-      \$805  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$806  = s7_valid;
-    if (rst) begin
-      \$806  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$807  = s8_valid;
-    if (rst) begin
-      \$807  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$808  = s9_valid;
-    if (rst) begin
-      \$808  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$809  = s10_valid;
-    if (rst) begin
-      \$809  = 1'h1;
-    end
-  end
-  assign s5_chain = \$690 [34:1];
-  assign a_hi_sig = { 1'h0, \$675  };
-  assign a_lo_sig = { 1'h0, \$680  };
-  assign b_hi_sig = { 1'h0, \$685  };
-  assign b_lo_sig = { 1'h0, \$688  };
+  assign s5_chain = \$685 [34:1];
+  assign a_hi_sig = { 1'h0, \$670  };
+  assign a_lo_sig = { 1'h0, \$675  };
+  assign b_hi_sig = { 1'h0, \$680  };
+  assign b_lo_sig = { 1'h0, \$683  };
   assign \s1_a_hi.sign  = s1_a_hi[0];
   assign \s1_a_hi.exp  = s1_a_hi[8:1];
   assign \s1_a_hi.nan  = s1_a_hi[9];
@@ -21008,28 +20968,28 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
   assign \$205  = s2_dtype[1];
   assign \$212  = s2_dtype[1];
   assign \$286  = s3_dtype[1];
-  assign \$360  = \$359 [0];
-  assign \$367  = s4_dtype[1];
-  assign \$373  = s4_dtype[1];
-  assign \$379  = s4_dtype[1];
-  assign \$382  = \$381 [0];
-  assign \$391  = \$389 ;
-  assign \$397  = \$395 ;
-  assign \$403  = \$401 ;
-  assign \$415  = \$413 ;
-  assign \$418  = \$416 ;
-  assign \$421  = \$419 ;
-  assign \$427  = \$425 ;
-  assign \$433  = \$431 ;
-  assign \$439  = \$437 ;
-  assign \$451  = \$449 ;
-  assign \$454  = \$452 ;
-  assign \$457  = \$455 ;
-  assign \$610  = s9_dtype[1];
+  assign \$355  = \$354 [0];
+  assign \$362  = s4_dtype[1];
+  assign \$368  = s4_dtype[1];
+  assign \$374  = s4_dtype[1];
+  assign \$377  = \$376 [0];
+  assign \$386  = \$384 ;
+  assign \$392  = \$390 ;
+  assign \$398  = \$396 ;
+  assign \$410  = \$408 ;
+  assign \$413  = \$411 ;
+  assign \$416  = \$414 ;
+  assign \$422  = \$420 ;
+  assign \$428  = \$426 ;
+  assign \$434  = \$432 ;
+  assign \$446  = \$444 ;
+  assign \$449  = \$447 ;
+  assign \$452  = \$450 ;
+  assign \$605  = s9_dtype[1];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \port$3948$0 , \port$3949$0 , a, b, dtype, clk);
+module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \port$3928$0 , \port$3929$0 , a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$14  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -21333,10 +21293,10 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
   input pass_a;
   wire pass_a;
   wire [31:0] picked;
-  output [15:0] \port$3948$0 ;
-  wire [15:0] \port$3948$0 ;
-  output [15:0] \port$3949$0 ;
-  wire [15:0] \port$3949$0 ;
+  output [15:0] \port$3928$0 ;
+  wire [15:0] \port$3928$0 ;
+  output [15:0] \port$3929$0 ;
+  wire [15:0] \port$3929$0 ;
   reg [31:0] r_a = 32'd0;
   reg r_a_any_lo = 1'h0;
   reg r_a_e5_hi = 1'h0;
@@ -22171,8 +22131,8 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
   end
   assign picked = { \$220 , \$219  };
   assign result = { \$222 , \$221  };
-  assign \port$3948$0  = \$221 ;
-  assign \port$3949$0  = \$222 ;
+  assign \port$3928$0  = \$221 ;
+  assign \port$3929$0  = \$222 ;
   assign \$209  = r_a[15];
   assign \$141  = r_a[31];
 endmodule

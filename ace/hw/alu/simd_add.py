@@ -354,8 +354,9 @@ class SimdFpAdder(wiring.Component):
             nibbles = [y[4 * n:4 * n + 4].any() for n in range(8)]
             sticky_hi = ~wide & Cat(*(nibbles[4 + n] & (top["hi"] > n)
                                       for n in range(4))).any()
+            # (nibble 7 never leaves: shift[4:2] is at most 7)
             sticky_lo = Cat(*(nibbles[n] & (top["lo"] > n) for n in range(4)),
-                            *(wide & nibbles[n] & (top["lo"] > n) for n in range(4, 8))).any()
+                            *(wide & nibbles[n] & (top["lo"] > n) for n in range(4, 7))).any()
         carried = ("x", "sub_hi", "sub_lo", "slot_hi", "slot_lo")
         if levels[-1] != 0:
             # The sentinel: a one at bit ``top - ex`` of each segment (of the word for fp32),
