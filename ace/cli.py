@@ -381,7 +381,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "levels for an ASIC flow, no device)")
     p.add_argument("--board", help="ulx3s-85f (ecp5, default) or arty-a7-100 (xilinx)")
     p.add_argument("--top", default="all",
-                   help="alu_array, sram, dma, nic, engine (ace_ prefix optional) or all")
+                   help="alu_array, sram, dma, nic, channel, engine (ace_ prefix optional) "
+                   "or all")
     p.add_argument("--jobs", type=int, help="tops synthesized at once (default: CPU count)")
     p.add_argument("--pnr", default="route", help="ECP5: route (default: place and route, "
                    "Fmax), place (placement only, Fmax estimate) or none (resources only)")

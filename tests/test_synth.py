@@ -113,12 +113,18 @@ def test_placement_estimate_and_timeout(tiny_rows):
     placed = run(pnr="place")
     assert placed["fmax_mhz"] is None and placed["fmax_estimate_mhz"] > 0
     assert "after placement" in placed["fmax_note"] and placed["reused"] == ["yosys"]
+    # The worst paths from the predicted delays of the placed nets: the worst is the one
+    # behind nextpnr's estimate, and none of them is counted as routed.
+    worst = placed["worst_paths"]
+    assert placed["paths_estimated"] and not tiny_rows["ulx3s-85f"]["paths_estimated"]
+    assert worst and abs(worst[0]["delay_ns"] - 1000 / placed["fmax_estimate_mhz"]) < 0.5
     stopped = run(pnr="route", pnr_timeout=0.01)
     assert stopped["fmax_mhz"] is None and "--pnr-timeout" in stopped["fmax_note"]
     assert stopped["luts"] == placed["luts"]
     summary = {"config": "tiny", "target": "ecp5", "board": "ulx3s-85f", "device": "dev",
                "clock_mhz": 100.0, "capacity": (), "results": [placed]}
-    assert f"~{placed['fmax_estimate_mhz']} (placed)" in synth.format_table(summary)
+    table = synth.format_table(summary)
+    assert f"~{placed['fmax_estimate_mhz']} (placed)" in table and "| tiny (placed) | `" in table
 
 
 def test_faster_speed_grade_is_faster(tiny_rows):
@@ -381,7 +387,7 @@ def test_register_names():
     (["--target", "generic", "--board", "ulx3s-85f"], "no board with --target generic"),
     (["--speed", "9"], "allowed: 6, 7, 8"),
     (["--target", "xilinx", "--speed", "8"], "for --target ecp5 only"),
-    (["--top", "alu"], "allowed: alu_array, sram, dma, nic, engine, all"),
+    (["--top", "alu"], "allowed: alu_array, sram, dma, nic, channel, engine, all"),
     (["--jobs", "0"], "allowed: 1 or more"),
     (["--pnr", "fast"], "allowed: route, place, none"),
     (["--pnr-timeout", "0"], "allowed: minutes above 0"),
@@ -402,7 +408,8 @@ def test_cli_defaults_and_choices():
     assert synth.resolve_board(None, "arty-a7-100").target == "xilinx"
     assert synth.resolve_tops("engine") == synth.resolve_tops("ace_engine") == ["ace_engine"]
     tops = synth.resolve_tops("all")
-    assert tops[0] == "ace_engine" and "ace_nic_pair" not in tops and len(tops) == 5
+    assert tops[0] == "ace_engine" and "ace_nic_pair" not in tops and len(tops) == 6
+    assert "ace_channel" in tops  # measured alone, not shipped by ace generate
 
 
 def test_run_synth_writes_summary(tmp_path, monkeypatch, capsys):

@@ -49,7 +49,7 @@ from ace.config import AceConfig
 from ace.errors import ToolchainError, UserError
 from ace.flow.timing import logic_depth, register_name, routed_paths
 from ace.flow.toolchain import find_tool
-from ace.hw.tops import TOPS, shipped_tops
+from ace.hw.tops import TOPS, synth_tops
 
 __all__ = ["BOARDS", "GENERIC", "TARGETS", "PNR_MODES", "ECP5_SPEEDS", "resolve_board",
            "resolve_tops", "parse_stat_json", "classify_cells", "critical_path", "format_table",
@@ -70,6 +70,8 @@ GENERIC_MAP = ("techmap -map +/techmap.v -map +/choices/kogge-stone.v; opt -fast
                f"abc -g {GENERIC_GATES} -script +strash;balance;map")
 #: ECP5: place and route (Fmax), place only (Fmax estimate), or neither (resources only).
 PNR_MODES = ("route", "place", "none")
+#: The delays nextpnr writes after each ``--pnr`` mode: routed, or predicted for placed nets.
+SDF = {"route": "routed.sdf", "place": "placed.sdf"}
 #: Tops whose direct submodules are reported one by one.
 BREAKDOWN_TOPS = ("ace_engine",)
 XILINX_FMAX_NOTE = ("not available: no open place and route for 7-series installs from pip "
@@ -131,8 +133,8 @@ def resolve_board(target: str | None, board: str | None) -> Board:
 
 
 def resolve_tops(top: str) -> list[str]:
-    """Top names for ``--top``: a shipped top, with or without ``ace_``, or ``all``."""
-    tops = shipped_tops()
+    """Top names for ``--top``: a synthesized top, with or without ``ace_``, or ``all``."""
+    tops = synth_tops()
     if top == "all":
         return sorted(tops, key=lambda name: name != "ace_engine")  # longest run first
     name = top if top.startswith("ace_") else f"ace_{top}"
@@ -382,11 +384,11 @@ def _place_and_route(board, work_dir, name, clock_mhz, row, log, mode, timeout, 
             "--speed", str(speed or part.speed), "--json", "design.json",
             "--lpf-allow-unconstrained", "--freq", str(clock_mhz), "--timing-allow-fail",
             "--report", "report.json", "--quiet", "--log", "nextpnr.log",
-            *(["--router", "router2", "--sdf", "routed.sdf"] if mode == "route"
-              else ["--no-route"])]
+            *(["--router", "router2"] if mode == "route" else ["--no-route"]),
+            "--sdf", SDF[mode]]
     status, row["seconds"]["nextpnr"], reused = _step(
         work_dir, f"{name}: nextpnr-ecp5 ({mode})", args, ["design.json"],
-        ["report.json"] + (["routed.sdf"] if mode == "route" else []), log, timeout)
+        ["report.json", SDF[mode]], log, timeout)
     row["reused"] += ["nextpnr"] if reused else []
     if status == "failed":
         row["fmax_note"] = f"nextpnr failed: {_last_error(work_dir / 'nextpnr.log')}"
@@ -396,11 +398,13 @@ def _place_and_route(board, work_dir, name, clock_mhz, row, log, mode, timeout, 
         if status == "timeout":
             return
     report = json.loads((work_dir / "report.json").read_text())
+    # After placement only, nextpnr writes each unrouted net's predicted delay into the SDF.
+    row["worst_paths"] = routed_paths((work_dir / SDF[mode]).read_text(), WORST_PATHS)
+    row["paths_estimated"] = mode == "place"
     if mode == "route":
         fmax = max((c["achieved"] for c in report.get("fmax", {}).values()), default=None)
         row["fmax_mhz"] = round(fmax, 1) if fmax else None
         row["critical_path"] = critical_path(report)
-        row["worst_paths"] = routed_paths((work_dir / "routed.sdf").read_text(), WORST_PATHS)
     # Placed cells of top + shell: a check that the shell kept the whole top.
     row["placed"] = {cell: use["used"] for cell, use in report.get("utilization", {}).items()
                      if use.get("used")}
@@ -478,8 +482,9 @@ def _fmax_cell(row: dict) -> str:
 
 def _paths_table(summary: dict) -> list[str]:
     """Each top's worst paths, one per end register, worst first."""
-    rows = [(row["top"].removeprefix("ace_"), path) for row in summary["results"]
-            for path in row.get("worst_paths") or ()]
+    rows = [(row["top"].removeprefix("ace_") + (" (placed)" if row.get("paths_estimated")
+                                                 else ""), path)
+            for row in summary["results"] for path in row.get("worst_paths") or ()]
     if not rows:
         return []
     if summary["target"] == "generic":
@@ -494,7 +499,8 @@ def _paths_table(summary: dict) -> list[str]:
                   for top, p in rows]
     return ["", f"Worst paths: the worst into each end register, the {WORST_PATHS} worst of "
             "different shape; alike: how many more differ only in their numbers (lane0, "
-            "lane1, ...); <inputs>/<outputs>: the top's ports.", "", *lines]
+            "lane1, ...); <inputs>/<outputs>: the top's ports; (placed): --pnr place, each "
+            "net's delay predicted from the placement, not routed.", "", *lines]
 
 
 def _version(tool: str) -> str:

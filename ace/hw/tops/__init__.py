@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
-__all__ = ["TopSpec", "TOPS", "shipped_tops"]
+__all__ = ["TopSpec", "TOPS", "shipped_tops", "synth_tops"]
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,9 @@ class TopSpec:
     #: logic, where ``opt_merge`` would make one flip-flop drive them all
     #: (``docs/synthesis.md``, the ALU array).
     synth_keep: tuple[str, ...] = ()
+    #: A block inside a shipped top that ``ace synth`` also measures alone (``--top``, ``all``)
+    #: but ``ace generate`` does not ship.
+    synth_only: bool = False
 
     def build(self, config):
         return getattr(importlib.import_module(self.module), self.cls)(config)
@@ -43,6 +46,9 @@ TOPS: dict[str, TopSpec] = {
                        "DMA engine: descriptor queue, AXI4 master, SRAM and stream ports"),
     "ace_nic": TopSpec("ace.hw.nic.interface", "NicInterface",
                        "NIC interface: per-link AXI-Stream TX/RX, packets, per-channel credits"),
+    "ace_channel": TopSpec("ace.hw.tops.channel", "ChannelTop",
+                           "one channel: sequencer, step datapath, its ALU array and DMA halves",
+                           shipped=False, synth_only=True),
     "ace_engine": TopSpec("ace.hw.engine", "AceEngine",
                           "the whole engine: CSRs, channels, SRAM, interconnect, NIC"),
     "ace_nic_pair": TopSpec("ace.hw.tops.nic_pair", "NicPairTop",
@@ -54,3 +60,8 @@ TOPS: dict[str, TopSpec] = {
 def shipped_tops() -> list[str]:
     """Names of the tops written to ``rtl/``."""
     return [name for name, spec in TOPS.items() if spec.shipped]
+
+
+def synth_tops() -> list[str]:
+    """Names of the tops ``ace synth`` measures: the shipped ones and the blocks inside them."""
+    return [name for name, spec in TOPS.items() if spec.shipped or spec.synth_only]
