@@ -37,12 +37,13 @@ zeros so a step stuck on a receive that never comes still finishes (with undefin
 
 from __future__ import annotations
 
-from amaranth.hdl import C, Cat, Module, Mux, ResetSignal, Signal, signed, unsigned
+from amaranth.hdl import Cat, Module, Mux, ResetSignal, Signal, signed, unsigned
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ace.hw.alu.array import AluArray
 from ace.hw.axi.signatures import Axi4Signature
+from ace.hw.common.carry_save import CarrySaveSum
 from ace.hw.common.clock_gate import ClockGate, uses_gated_clock
 from ace.hw.common.skid_buffer import SkidBuffer
 from ace.hw.dma.reader import DmaReader
@@ -63,38 +64,6 @@ def _at_most(value, limit: int):
     n = limit.bit_length()
     above = value > limit if len(value) <= n else value[n:].any() | (value[:n] > limit)
     return Mux(above, limit, value)
-
-
-class _CarrySaveSum:
-    """``a + plus - minus`` at ``a``'s width (modulo), kept as two operands and a carry in
-    (``- minus`` is ``+ ~minus + 1``; with both terms a row of full adders, two gate levels,
-    makes two operands of the three, where writing it out gives two adders in series). Its
-    zero test needs no carries: the sum is zero exactly when, at every bit, ``x ^ y`` equals
-    the carry that bit needs, ``x | y`` of the bit below (the carry in at bit 0): an XOR, an
-    XNOR and an AND tree (log depth), where testing the sum waits for the adder."""
-
-    def __init__(self, a, plus=None, minus=None):
-        width = len(a)
-
-        def widened(value):
-            return Cat(value.as_unsigned(), C(0, width))[:width]
-
-        x, y, self.carry_in = a.as_unsigned(), C(0, width), C(0, 1)
-        if minus is not None:
-            y, self.carry_in = ~widened(minus), C(1, 1)
-        if plus is not None and minus is not None:
-            b = widened(plus)
-            x, y = x ^ b ^ y, ((x & b) | (x & y) | (b & y)) << 1
-        elif plus is not None:
-            y = widened(plus)
-        self.x, self.y = x, y[:width]
-
-    def sum(self):
-        return (self.x + self.y + self.carry_in)[:len(self.x)]
-
-    def is_zero(self):
-        needed = Cat(self.carry_in, (self.x | self.y)[:-1])
-        return ~((self.x ^ self.y) ^ needed).any()
 
 
 class ASource(enum.Enum, shape=2):
@@ -221,8 +190,13 @@ class StepDatapath(wiring.Component):
         m.submodules.alu = alu = AluArray(cfg)
         # Register slices on both sides of the ALU: the operand join (FIFO reads, operand mux,
         # count compare) and the result fork (the sinks' readies) stay out of the ALU's cycle.
-        m.submodules.operands = operands = SkidBuffer(alu.i.signature.members["payload"].shape)
-        m.submodules.result = result = SkidBuffer(alu.o.signature.members["payload"].shape)
+        # One copy of their control per 32-bit lane, so a ready reaches 64-odd flip-flops, not
+        # the whole word (SkidBuffer's slices).
+        lanes = max(1, cfg.link_bytes // 4)
+        m.submodules.operands = operands = SkidBuffer(alu.i.signature.members["payload"].shape,
+                                                      slices=lanes)
+        m.submodules.result = result = SkidBuffer(alu.o.signature.members["payload"].shape,
+                                                  slices=lanes)
         wiring.connect(m, operands.o, alu.i)
         wiring.connect(m, alu.o, result.i)
         wiring.connect(m, sram_a.port, wiring.flipped(self.sram_rd_a))
@@ -353,7 +327,13 @@ class StepDatapath(wiring.Component):
         with m.Else():
             m.d.comb += [b_valid.eq(sram_b.o.valid), b_data.eq(sram_b.o.payload.data)]
 
+        # Each operand's ready is what its beat waits for besides its own valid, so no source's
+        # ready depends on its own valid (the NIC's receive skid is across the die from the
+        # channel; a ready made from its valid would return to its load enables in the same
+        # cycle). A transfer on each source is still exactly ``fire`` with that source chosen.
         fire = Signal()
+        a_wanted = Signal()
+        b_wanted = Signal()
         join = operands.i
         m.d.comb += [
             join.valid.eq(active & join_more & a_valid & b_valid),
@@ -363,12 +343,14 @@ class StepDatapath(wiring.Component):
             join.payload.dtype.eq(plan.dtype),
             join.payload.last.eq(join_last),
             fire.eq(join.valid & join.ready),
+            a_wanted.eq(active & join_more & b_valid & join.ready),
+            b_wanted.eq(active & join_more & a_valid & join.ready),
             self.alu_beat.eq(fire),
-            self.nic_recv.ready.eq(fire & a_nic & ~self.abort),
-            sram_a.o.ready.eq(fire & a_sram),
-            mem_a.rd_stream.tready.eq(fire & a_mem),
-            sram_b.o.ready.eq(fire & plan.b_use & ~plan.b_mem),
-            mem_b.rd_stream.tready.eq(fire & plan.b_use & plan.b_mem),
+            self.nic_recv.ready.eq(a_wanted & a_nic & ~self.abort),
+            sram_a.o.ready.eq(a_wanted & a_sram),
+            mem_a.rd_stream.tready.eq(a_wanted & a_mem),
+            sram_b.o.ready.eq(b_wanted & plan.b_use & ~plan.b_mem),
+            mem_b.rd_stream.tready.eq(b_wanted & plan.b_use & plan.b_mem),
             self.nic_recv_link.eq(plan.recv_link),
         ]
         with m.If(fire):
@@ -462,7 +444,7 @@ class StepDatapath(wiring.Component):
         gaps, aheads, evens = {}, {}, {}
         for took_it in (0, 1):
             for sent_it in (0, 1):
-                gap_sum = _CarrySaveSum(fwd_gap, plus=beat_bytes if took_it else None,
+                gap_sum = CarrySaveSum(fwd_gap, plus=beat_bytes if took_it else None,
                                         minus=send_bytes if sent_it else None)
                 suffix = ("_took" if took_it else "") + ("_sent" if sent_it else "")
                 gaps[took_it, sent_it] = gap = Signal(gap_shape, name=f"gap{suffix or '_kept'}")

@@ -4,7 +4,7 @@ dependency wait, and a :class:`~ace.hw.channel.datapath.StepDatapath` that execu
 ::
 
     imem (program_words x 256 bit) --> FETCH --> DECODE --> ADDR --> CHECK --> DEP (scoreboard:
-      ^ written through the CSRs                 (plan, sums) (limits)|     steps_done of the
+      ^ written through the CSRs                 (plan, flags)(first) |     steps_done of the
                                                    v error <----------+     other channels)
                                                  ERROR <-- datapath errors, watchdog   |
                                                    ^                                   v
@@ -12,8 +12,8 @@ dependency wait, and a :class:`~ace.hw.channel.datapath.StepDatapath` that execu
                                                            | done: steps_done += 1, pc += 1
 
 States: ``IDLE`` (after reset or an error clear), ``FETCH``, ``DECODE`` (the instruction
-register), ``ADDR`` (plan, slice address sums and the simple checks, registered), ``CHECK``
-(sums against limits, first failing check), ``DEP``, ``ISSUE``,
+register), ``ADDR`` (plan, slice addresses and every check's flag, registered), ``CHECK``
+(the first failing check), ``DEP``, ``ISSUE``,
 ``EXEC``, ``ABORT`` (waiting for an aborted step to drain), ``DONE`` (reached ``end``, or not
 enabled at start) and ``ERROR``. A step is checked before anything moves: an undefined opcode or
 reserved bits, a count of zero or over 2**24 - 1 bytes (or, in memory placement, a receive
@@ -38,13 +38,14 @@ the datapath's latency. Decode arithmetic is sized to the real widths (``mem_add
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ace.hw.channel.datapath import ASource, StepDatapath, StepPlan, datapath_ports
 from ace.hw.channel.microsteps import MAX_MICRO_STEPS, MicroStepPlanner
+from ace.hw.common.carry_save import CarrySaveSum
 from ace.regmap import ErrorCause
 from ace.isa import INSTR_BITS, Instruction, Opcode
 from ace.layouts import DMA_LENGTH_BITS, Dtype, ReduceOp
@@ -154,17 +155,17 @@ class AceChannel(wiring.Component):
         idle_cycles = Signal(32)
         m.d.comb += [rd.addr.eq(pc[:len(rd.addr)]), rd.en.eq(1)]
 
-        # -- decode, in two registered stages: ADDR registers the plan, the slice sums and the
-        # simple checks (``_decode``); CHECK compares the registered sums with their limits and
-        # picks the first failing check (``_check``). No path holds more than two carry chains.
+        # -- decode, in two registered stages: ADDR registers the plan and every check's flag
+        # (``_decode``: each slice bound is one carry chain against a bound registered from the
+        # buffer table); CHECK picks the first failing check (``_check``, no arithmetic).
         in_memory = Signal()        # PLACEMENT 1 or 2: buffers in main memory (registered)
         p2p = Signal()              # PLACEMENT 2
         bad_placement = Signal()    # PLACEMENT 3, reserved
         f = instr
         decoded = Signal(StepPlan(cfg))
-        values = self._decode(m, f, pc, decoded, in_memory)
-        held = {name: Signal.like(value, name=f"held_{name}") for name, value in values.items()}
-        check = self._check(m, held, in_memory)
+        values = self._decode(m, f, pc, decoded, in_memory, self._rooms(m))
+        held = {name: Signal(name=f"held_{name}") for name in values}
+        check = self._check(m, held)
 
         # -- dependency scoreboard -------------------------------------------------------------
         dep_met = Signal()
@@ -303,65 +304,92 @@ class AceChannel(wiring.Component):
                     m.next = "IDLE"
         return m
 
-    def _slice(self, m, buf, off, nbytes, nwords, name, in_memory):
-        """A buffer slice's address and what CHECK needs to bound it, at the real widths:
-        ``addr`` (memory byte address or SRAM word address, per ``placement``), ``end`` (offset
-        plus words, against the buffer's limit), ``limit``, ``far`` (the base or the offset
-        reaches past the address space) and ``space_end`` (address plus length, against the
-        space). Combinational; the caller registers all but ``addr``."""
+    def _rooms(self, m):
+        """Per buffer, registered from the buffer table (the CSRs are set before a run starts):
+        what ``_slice`` bounds a slice with, in bytes at the sums' width (:meth:`_sum_width`):
+        ``limit_bytes`` (the limit in words, times ``link_bytes``), ``mem_room`` (bytes from the
+        base to the end of the memory space) and ``sram_room`` (the same for the SRAM, negative
+        when the base is past it), and whether the base alone reaches past either space."""
+        cfg = self.config
+        lb = (cfg.link_bytes - 1).bit_length()
+        mem_bits, sram_bits = cfg.mem_addr_bits, cfg.sram_addr_bits
+        width = self._sum_width()
+        rooms = {name: [Signal(width, name=f"buf{b}_{name}") for b in range(3)]
+                 for name in ("limit_bytes", "mem_room", "sram_room")}
+        rooms |= {name: [Signal(name=f"buf{b}_{name}") for b in range(3)]
+                  for name in ("mem_far", "sram_far")}
+        for b in range(3):
+            base = self.buf_base[b]
+            m.d.sync += [
+                rooms["limit_bytes"][b].eq(self.buf_limit[b] << lb),
+                rooms["mem_room"][b].eq((1 << mem_bits) - base[:mem_bits]),
+                rooms["sram_room"][b].eq((cfg.sram_words - base[:sram_bits]) << lb),
+                rooms["mem_far"][b].eq(base[mem_bits:].any()),
+                rooms["sram_far"][b].eq(base[sram_bits:].any()),
+            ]
+        return rooms
+
+    def _sum_width(self):
+        """Bits of the signed sums that bound a slice: offsets in bytes (32-bit word offsets),
+        limits in bytes, the memory space and the SRAM in bytes, with room for the sign."""
+        cfg = self.config
+        lb = (cfg.link_bytes - 1).bit_length()
+        return max(32 + lb, cfg.mem_addr_bits, cfg.sram_addr_bits + lb, DMA_LENGTH_BITS) + 3
+
+    def _fits(self, nbytes, plus, minus):
+        """``nbytes + plus - minus <= 0``: a row of full adders and one carry chain for the sign,
+        and a carry-free zero test (:class:`~ace.hw.common.carry_save.CarrySaveSum`)."""
+        width = self._sum_width()
+        total = CarrySaveSum(Cat(nbytes, Const(0, width - len(nbytes))), plus=plus, minus=minus)
+        return total.sum()[-1] | total.is_zero()
+
+    def _slice(self, m, buf, off, nbytes, name, in_memory, rooms):
+        """A buffer slice's address (memory byte address or SRAM word address, per
+        ``placement``; combinational) and ``ok``, whether it lies inside the buffer's limit and
+        inside its space. ``off + ceil(nbytes / B) <= limit`` is ``nbytes + off * B <= limit *
+        B``, and the space test likewise ``nbytes + off * B <= room``: each one carry chain from
+        the instruction register, against the registered ``rooms``, where the address sums and
+        compares behind each other took three."""
         cfg = self.config
         lb = (cfg.link_bytes - 1).bit_length()
         mem_bits, sram_bits = cfg.mem_addr_bits, cfg.sram_addr_bits
         base = Signal(64, name=f"{name}_base")
-        limit = Signal(32, name=f"{name}_limit")
+        picked = {key: Signal.like(rooms[key][0], name=f"{name}_{key}") for key in rooms}
         with m.Switch(buf):
             for b in range(3):
                 with m.Case(b):
-                    m.d.comb += [base.eq(self.buf_base[b]), limit.eq(self.buf_limit[b])]
+                    m.d.comb += [base.eq(self.buf_base[b]),
+                                 *(picked[key].eq(rooms[key][b]) for key in rooms)]
         off_bytes = off << lb
-        # One bit wider than the space, so the carry of base + offset is kept for the check.
-        mem_addr = Signal(mem_bits + 1, name=f"{name}_mem_addr")
-        sram_addr = Signal(sram_bits + 1, name=f"{name}_sram_addr")
-        out = {
-            "addr": Signal(max(mem_bits, sram_bits), name=f"{name}_addr"),
-            "end": Signal(len(off) + 1, name=f"{name}_end"),
-            "limit": limit,
-            "far": Signal(name=f"{name}_far"),
-            "space_end": Signal(max(mem_bits, sram_bits, len(nbytes)) + 2,
-                                name=f"{name}_space_end"),
-        }
+        addr = Signal(max(mem_bits, sram_bits), name=f"{name}_addr")
+        far = Signal(name=f"{name}_far")
+        room = Mux(in_memory, picked["mem_room"], picked["sram_room"])
         m.d.comb += [
-            mem_addr.eq(base + off_bytes),
-            sram_addr.eq(base + off),
-            out["end"].eq(off + nwords),
-            out["addr"].eq(Mux(in_memory, mem_addr, sram_addr)),
-            out["far"].eq(Mux(in_memory, base[mem_bits:].any() | off_bytes[mem_bits:].any(),
-                              base[sram_bits:].any() | off[sram_bits:].any())),
-            out["space_end"].eq(Mux(in_memory, mem_addr + nbytes, sram_addr + nwords)),
+            addr.eq(Mux(in_memory, base + off_bytes, base + off)),
+            far.eq(Mux(in_memory, picked["mem_far"] | off_bytes[mem_bits:].any(),
+                       picked["sram_far"] | off[sram_bits:].any())),
         ]
-        return out
+        ok = (~far & self._fits(nbytes, off_bytes, picked["limit_bytes"])
+              & self._fits(nbytes, off_bytes, room))
+        return addr, ok
 
-    def _decode(self, m, f, pc, decoded, in_memory):
+    def _decode(self, m, f, pc, decoded, in_memory, rooms):
         """ADDR stage, combinational from the instruction ``f``: the step's plan into
-        ``decoded``, and a dict of the values the CHECK stage needs (registered by the caller):
-        the simple checks as flags, each slice's sums and the memory operand's."""
+        ``decoded``, and a dict of the checks' flags (registered by the caller)."""
         cfg = self.config
         B, L, C = cfg.link_bytes, cfg.num_links, cfg.num_channels
-        lb = (B - 1).bit_length()
         esize_log2 = Signal(2)
         nbytes_full = Signal(len(f.count) + 2)
         # A length of 2**DMA_LENGTH_BITS bytes or more fails BAD_COUNT before any address check,
         # so the address sums need only its low DMA_LENGTH_BITS bits.
         nbytes = nbytes_full[:DMA_LENGTH_BITS]
-        nwords = Signal(DMA_LENGTH_BITS + 1 - lb)
         m.d.comb += [
             esize_log2.eq(Mux((f.dtype == Dtype.INT32) | (f.dtype == Dtype.FP32), 2, 1)),
             nbytes_full.eq(f.count << esize_log2),
-            nwords.eq((nbytes + (B - 1)) >> lb),
         ]
-        src = self._slice(m, f.src_buf, f.src_off, nbytes, nwords, "src", in_memory)
-        dst = self._slice(m, f.dst_buf, f.dst_off, nbytes, nwords, "dst", in_memory)
-        uses = self._plan(m, f, src["addr"], dst["addr"], decoded, in_memory)
+        src_addr, src_ok = self._slice(m, f.src_buf, f.src_off, nbytes, "src", in_memory, rooms)
+        dst_addr, dst_ok = self._slice(m, f.dst_buf, f.dst_off, nbytes, "dst", in_memory, rooms)
+        uses = self._plan(m, f, src_addr, dst_addr, decoded, in_memory)
         m.d.comb += [
             decoded.send_link.eq(f.send_link),
             decoded.recv_link.eq(f.recv_link),
@@ -370,11 +398,9 @@ class AceChannel(wiring.Component):
             decoded.bytes.eq(nbytes),
         ]
         mem_bits = cfg.mem_addr_bits
-        values = {f"src_{k}": v for k, v in src.items() if k != "addr"}
-        values |= {f"dst_{k}": v for k, v in dst.items() if k != "addr"}
-        values |= {"mem_far": f.mem_addr[mem_bits:].any(),
-                   "mem_end": f.mem_addr[:mem_bits] + nbytes,
-                   "uses_src": uses["src"], "uses_dst": uses["dst"], "uses_mem": uses["mem"]}
+        mem_ok = ~f.mem_addr[mem_bits:].any() & self._fits(
+            nbytes, f.mem_addr[:mem_bits], Const(1 << mem_bits, self._sum_width()))
+        values = {}
         values["bad_opcode"] = ~uses["defined"] | Cat(f.rsvd0, f.rsvd1, f.rsvd2, f.rsvd3).any()
         values["bad_count"] = uses["data"] & (
             (f.count == 0) | (nbytes_full >> DMA_LENGTH_BITS != 0) |
@@ -383,6 +409,8 @@ class AceChannel(wiring.Component):
                               (uses["recv"] & (f.recv_link >= L)))
         values["bad_buffer"] = ((uses["src"] & (f.src_buf.as_value() == 3)) |
                                 (uses["dst"] & (f.dst_buf.as_value() == 3)))
+        values["bad_address"] = ((uses["src"] & ~src_ok) | (uses["dst"] & ~dst_ok) |
+                                 (uses["mem"] & ~mem_ok))
         values["bad_dep"] = f.dep_valid & ((f.dep_channel >= C) | (
             (f.dep_channel == self.index) & (f.dep_step >= pc)))
         return values
@@ -423,20 +451,9 @@ class AceChannel(wiring.Component):
                                      decoded.w_mem.eq(1)]
         return uses
 
-    def _check(self, m, held, in_memory):
-        """CHECK stage, combinational from the registered ADDR values: the first failing
-        check's cause, or ``NONE``."""
-        cfg = self.config
-        mem_space = 1 << cfg.mem_addr_bits
-
-        def slice_ok(name):
-            space = Mux(in_memory, held[f"{name}_space_end"] <= mem_space,
-                        held[f"{name}_space_end"] <= cfg.sram_words)
-            return (held[f"{name}_end"] <= held[f"{name}_limit"]) & ~held[f"{name}_far"] & space
-
-        mem_ok = ~held["mem_far"] & (held["mem_end"] <= mem_space)
-        bad_address = ((held["uses_src"] & ~slice_ok("src")) |
-                       (held["uses_dst"] & ~slice_ok("dst")) | (held["uses_mem"] & ~mem_ok))
+    def _check(self, m, held):
+        """CHECK stage, combinational from the registered ADDR flags: the first failing check's
+        cause, or ``NONE`` (a priority encoder of six flags, no arithmetic)."""
         check = Signal(ErrorCause)
         with m.If(held["bad_opcode"]):
             m.d.comb += check.eq(ErrorCause.BAD_OPCODE)
@@ -446,7 +463,7 @@ class AceChannel(wiring.Component):
             m.d.comb += check.eq(ErrorCause.BAD_LINK)
         with m.Elif(held["bad_buffer"]):
             m.d.comb += check.eq(ErrorCause.BAD_BUFFER)
-        with m.Elif(bad_address):
+        with m.Elif(held["bad_address"]):
             m.d.comb += check.eq(ErrorCause.BAD_ADDRESS)
         with m.Elif(held["bad_dep"]):
             m.d.comb += check.eq(ErrorCause.BAD_DEP)

@@ -63,24 +63,32 @@ class SramSliceWriter(wiring.Component):
         m = Module()
         addr = Signal.like(self.port.payload.addr)
         left = Signal(DMA_LENGTH_BITS)
+        # left != 0 and left == 1, kept in registers beside ``left``: the stream's ready and
+        # the last word's mask come from a flip-flop, not from a compare of ``left``.
+        more = Signal()
+        one = Signal()
         last_mask = Signal(self.word_bytes)
         full = (1 << self.word_bytes) - 1
 
         m.d.comb += [
-            self.busy.eq(left != 0),
-            self.cmd.ready.eq(left == 0),
+            self.busy.eq(more),
+            self.cmd.ready.eq(~more),
             self.port.payload.addr.eq(addr),
             self.port.payload.data.eq(self.i.payload),
-            self.port.payload.mask.eq(Mux(left == 1, last_mask, full)),
-            self.port.valid.eq(self.i.valid & (left != 0)),
-            self.i.ready.eq(self.port.ready & (left != 0)),
+            self.port.payload.mask.eq(Mux(one, last_mask, full)),
+            self.port.valid.eq(self.i.valid & more),
+            self.i.ready.eq(self.port.ready & more),
         ]
         with m.If(self.cmd.valid & self.cmd.ready):
+            words = self.cmd.payload.words
             m.d.sync += [
                 addr.eq(self.cmd.payload.addr),
-                left.eq(self.cmd.payload.words),
+                left.eq(words),
+                more.eq(words != 0),
+                one.eq(words == 1),
                 last_mask.eq(self.cmd.payload.last_mask),
             ]
         with m.If(self.port.valid & self.port.ready):
-            m.d.sync += [addr.eq(addr + 1), left.eq(left - 1)]
+            m.d.sync += [addr.eq(addr + 1), left.eq(left - 1), more.eq(~one),
+                         one.eq(left == 2)]
         return m
