@@ -173,7 +173,7 @@ def test_step_checks_match_the_golden_model(config_name):
             ctx.set(dut.enable, 1)
             await ctx.tick()
             ctx.set(dut.start, 0)
-            await ctx.tick().repeat(5 * pc + 6)  # FETCH .. DEP per NOP, then FETCH .. CHECK
+            await ctx.tick().repeat(6 * pc + 7)  # FETCH .. DEP per NOP, then FETCH .. CHECK
             want = expected_cause(cfg, fields, pc, in_memory, bases, limits)
             got = ctx.get(dut.error_cause) if ctx.get(dut.error) else ErrorCause.NONE
             seen[want] += 1

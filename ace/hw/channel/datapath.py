@@ -2,13 +2,13 @@
 
 ::
 
-    operand A:  NIC receive (rr*, r, rcs)  | SRAM slice reader | memory reader (DmaReader) --+
-    operand B:  SRAM slice reader | memory reader (rr* local slice, re destination) ----------+
-                                                                                             v
+    operand A:  NIC receive (rr*, r, rcs) | SRAM slice reader | memory reader --> skid --+
+    operand B:  SRAM slice reader | memory reader (rr* local slice, re destination) --> skid --+
+                                                                                           v
       join (both operands, beat count) --> skid --> AluArray (op, or COPY) --> skid --> fork
-                                                                                             |
-    result:     SRAM slice writer | memory writer (DmaWriter) <----------------------------+
-                NIC send (packetizer: commands of <= packet_bytes, then the beats) <-------+
+                                                                                           |
+    result:     skid --> SRAM slice writer | memory writer (DmaWriter) <-------------------+
+                skid --> NIC send (packetizer: commands of <= packet_bytes, then beats) <--+
 
 A step (:class:`StepPlan`) selects each operand's source, whether the result is written and
 where, and whether it is sent. ``load`` is A = memory, written to SRAM; ``store`` is A = SRAM,
@@ -28,11 +28,13 @@ it takes: ``src`` is the step's peer, each packet has the expected length and ta
 beats are still consumed, so the step ends.
 
 Throughput: one beat per cycle through the ALU when every source and sink keeps up. Latency of
-a step: about 3 cycles (command issue, SRAM read latency) + 1 (operand register slice) + the
-ALU's :attr:`AluArray.latency` + 1 (result register slice) + 1 for the sink, plus the memory
-latency when a memory reader is the source. The two register slices (:class:`SkidBuffer`) keep
-the operand join and the result fork out of the ALU's cycle: no ``ready`` crosses the ALU. ``abort`` replaces NIC operand beats by
-zeros so a step stuck on a receive that never comes still finishes (with undefined results).
+a step: about 3 cycles (command issue, SRAM read latency) + 1 (operand slices) + 1 (join slice)
++ the ALU's :attr:`AluArray.latency` + 1 (result slice) + 1 (sink slice) + 1 for the sink, plus
+the memory latency when a memory reader is the source. Every stream between the sources, the
+join, the ALU, the fork and the sinks passes a register slice (:class:`SkidBuffer`, control
+copied per 32-bit lane): no ``ready`` crosses from one source or sink to another, or across the
+ALU. ``abort`` replaces NIC operand beats by zeros so a step stuck on a receive that never comes
+still finishes (with undefined results).
 """
 
 from __future__ import annotations
@@ -64,6 +66,12 @@ def _at_most(value, limit: int):
     n = limit.bit_length()
     above = value > limit if len(value) <= n else value[n:].any() | (value[:n] > limit)
     return Mux(above, limit, value)
+
+
+def _one_unit(nbytes, unit_log2: int):
+    """``ceil(nbytes / 2**unit_log2) == 1``, without a carry chain: ``0 < nbytes <= unit``."""
+    high = nbytes[unit_log2:]
+    return nbytes.any() & (~high.any() | ((nbytes[:unit_log2] == 0) & (high == 1)))
 
 
 class ASource(enum.Enum, shape=2):
@@ -128,7 +136,8 @@ class StepDatapath(wiring.Component):
     plan : In(stream of :class:`StepPlan`), taken when the previous step has finished
     done : Out(1), one cycle when the step's last result is written and sent and every memory
         completion is in; ``mem_error``, ``recv_error`` are valid with it
-    abort : In(1), NIC operand beats become zeros (see the module docstring)
+    abort : In(1), NIC operand beats become zeros from the next cycle on (see the module
+        docstring; registered here, so the sequencer's state reaches no datapath logic)
     sram_rd_a, sram_rd_b : Out(sram read port); sram_wr : Out(sram write port)
     mem_rd_a, mem_rd_b : Out(AXI4 read half); mem_wr : Out(AXI4 write half)
     nic_send, nic_send_data, nic_recv, nic_recv_link : the NIC channel ports
@@ -176,6 +185,7 @@ class StepDatapath(wiring.Component):
         B = cfg.link_bytes
         lb = (B - 1).bit_length()
         P = self.packet_bytes
+        P_log2 = (P - 1).bit_length()     # P is a power of two (AceConfig.packet_bytes)
         words = cfg.sram_words
 
         m.submodules.sram_a = sram_a = SramSliceReader(words, B)
@@ -193,6 +203,11 @@ class StepDatapath(wiring.Component):
         # One copy of their control per 32-bit lane, so a ready reaches 64-odd flip-flops, not
         # the whole word (SkidBuffer's slices).
         lanes = max(1, cfg.link_bytes // 4)
+        m.submodules.write_out = write_out = SkidBuffer(
+            data.StructLayout({"data": 8 * B, "last": 1}), slices=lanes)
+        m.submodules.send_out = send_out = SkidBuffer(NicTxBeat(cfg), slices=lanes)
+        m.submodules.operand_a = operand_a = SkidBuffer(8 * B, slices=lanes)
+        m.submodules.operand_b = operand_b = SkidBuffer(8 * B, slices=lanes)
         m.submodules.operands = operands = SkidBuffer(alu.i.signature.members["payload"].shape,
                                                       slices=lanes)
         m.submodules.result = result = SkidBuffer(alu.o.signature.members["payload"].shape,
@@ -229,7 +244,12 @@ class StepDatapath(wiring.Component):
         join_left = Signal(DMA_LENGTH_BITS)
         join_more = Signal()     # join_left != 0, registered
         join_last = Signal()     # join_left == 1, registered
-        send_cmd_left = Signal(DMA_LENGTH_BITS)
+        # The packets still to offer, counted: every packet but a message's last carries P bytes,
+        # so the next length is a mux of two registers, not a compare of the bytes left.
+        send_pkts_left = Signal(DMA_LENGTH_BITS + 1 - P_log2)
+        send_more = Signal()     # send_pkts_left != 0, registered
+        send_one = Signal()      # send_pkts_left == 1, registered
+        send_last_len = Signal(range(P + 1))     # bytes of the message's last packet
         send_data_left = Signal(DMA_LENGTH_BITS)
         send_pkt = Signal(NIC_TAG_BITS)
         recv_left = Signal(DMA_LENGTH_BITS)      # bytes of the message still to receive
@@ -239,7 +259,14 @@ class StepDatapath(wiring.Component):
         step_words = Signal(DMA_LENGTH_BITS)
 
         p = self.plan.payload
-        m.d.comb += self.plan.ready.eq(~active)
+        # A new plan's counts are ceil(bytes / unit); whether one is 0 or 1 is tested on the
+        # bytes without their carry chains (the flags load with the counts).
+        any_bytes = p.bytes.any()
+        one_word = _one_unit(p.bytes, lb)
+        packets = Signal.like(send_pkts_left)
+        last_len = p.bytes[:P_log2]
+        m.d.comb += [self.plan.ready.eq(~active),
+                     packets.eq((p.bytes + (P - 1)) >> P_log2)]
         with m.If(self.plan.valid & ~active):
             m.d.sync += [
                 plan.eq(p),
@@ -251,9 +278,12 @@ class StepDatapath(wiring.Component):
                 pend_w.eq(p.w_use),
                 wait_w.eq(p.w_use & p.w_mem),
                 join_left.eq(nwords),
-                join_more.eq(nwords != 0),
-                join_last.eq(nwords == 1),
-                send_cmd_left.eq(Mux(p.send, p.bytes, 0)),
+                join_more.eq(any_bytes),
+                join_last.eq(one_word),
+                send_pkts_left.eq(Mux(p.send, packets, 0)),
+                send_more.eq(p.send & any_bytes),
+                send_one.eq(p.send & _one_unit(p.bytes, P_log2)),
+                send_last_len.eq(Mux(last_len == 0, P, last_len)),
                 send_data_left.eq(Mux(p.send, nwords, 0)),
                 send_pkt.eq(0),
                 recv_left.eq(Mux(p.a_src == ASource.NIC, p.bytes, 0)),
@@ -266,9 +296,15 @@ class StepDatapath(wiring.Component):
             ]
 
         # -- unit commands -------------------------------------------------------------------
-        a_mem = plan.a_src == ASource.MEM
-        a_sram = plan.a_src == ASource.SRAM
-        a_nic = plan.a_src == ASource.NIC
+        # Operand A's source, one-hot in registers loaded with the plan (not a decode of it).
+        a_mem = Signal()
+        a_sram = Signal()
+        a_nic = Signal()
+        with m.If(self.plan.valid & ~active):
+            m.d.sync += [a_mem.eq(p.a_src == ASource.MEM), a_sram.eq(p.a_src == ASource.SRAM),
+                         a_nic.eq(p.a_src == ASource.NIC)]
+        aborting = Signal()
+        m.d.sync += aborting.eq(self.abort)
         for reader, is_mem, pend, addr in (
                 (sram_a, 0, pend_a & a_sram, plan.a_addr), (mem_a, 1, pend_a & a_mem, plan.a_addr),
                 (sram_b, 0, pend_b & ~plan.b_mem, plan.b_addr),
@@ -312,13 +348,12 @@ class StepDatapath(wiring.Component):
         a_data = Signal(8 * B)
         b_valid = Signal()
         b_data = Signal(8 * B)
-        with m.Switch(plan.a_src):
-            with m.Case(ASource.NIC):
-                m.d.comb += [a_valid.eq(self.abort | self.nic_recv.valid),
-                             a_data.eq(Mux(self.abort, 0, self.nic_recv.payload.data))]
-            with m.Case(ASource.SRAM):
-                m.d.comb += [a_valid.eq(sram_a.o.valid), a_data.eq(sram_a.o.payload.data)]
-            with m.Default():
+        with m.If(a_nic):
+            m.d.comb += [a_valid.eq(aborting | self.nic_recv.valid),
+                         a_data.eq(Mux(aborting, 0, self.nic_recv.payload.data))]
+        with m.Elif(a_sram):
+            m.d.comb += [a_valid.eq(sram_a.o.valid), a_data.eq(sram_a.o.payload.data)]
+        with m.Else():
                 m.d.comb += [a_valid.eq(mem_a.rd_stream.tvalid), a_data.eq(mem_a.rd_stream.tdata)]
         with m.If(~plan.b_use):
             m.d.comb += b_valid.eq(1)
@@ -327,31 +362,57 @@ class StepDatapath(wiring.Component):
         with m.Else():
             m.d.comb += [b_valid.eq(sram_b.o.valid), b_data.eq(sram_b.o.payload.data)]
 
-        # Each operand's ready is what its beat waits for besides its own valid, so no source's
-        # ready depends on its own valid (the NIC's receive skid is across the die from the
-        # channel; a ready made from its valid would return to its load enables in the same
-        # cycle). A transfer on each source is still exactly ``fire`` with that source chosen.
-        fire = Signal()
-        a_wanted = Signal()
-        b_wanted = Signal()
-        join = operands.i
+        # Each operand enters a register slice of its own before the join, so a source's ready
+        # is a flip-flop of its slice (and the step's flags) and never depends on the other
+        # operand's valid: the sources sit across the channel from each other (and the NIC's
+        # receive skid across the die), and a join made of their valids would reach both sides'
+        # load enables in one cycle. Operand A's entries are counted (``a_in_left``): its
+        # sources include the link, which holds the next step's beats, and ``abort``'s zeros;
+        # B's sources (SRAM and memory readers) deliver exactly the step's words.
+        a_in_left = Signal(DMA_LENGTH_BITS)
+        a_in_more = Signal()     # a_in_left != 0, registered
+        a_in_last = Signal()     # a_in_left == 1, registered
+        recv_tail = Signal(range(B + 1))         # bytes of the message's last beat
+        with m.If(self.plan.valid & ~active):
+            m.d.sync += [a_in_left.eq(nwords), a_in_more.eq(any_bytes),
+                         a_in_last.eq(one_word), recv_tail.eq(Mux(tail == 0, B, tail))]
+        a_in = operand_a.i
+        a_enter = Signal()
         m.d.comb += [
-            join.valid.eq(active & join_more & a_valid & b_valid),
-            join.payload.a.eq(a_data),
-            join.payload.b.eq(b_data),
+            a_in.valid.eq(active & a_in_more & a_valid),
+            a_in.payload.eq(a_data),
+            a_enter.eq(active & a_in_more & a_in.ready),
+            operand_b.i.valid.eq(active & plan.b_use & b_valid),
+            operand_b.i.payload.eq(b_data),
+            self.nic_recv.ready.eq(a_enter & a_nic & ~aborting),
+            sram_a.o.ready.eq(a_enter & a_sram),
+            mem_a.rd_stream.tready.eq(a_enter & a_mem),
+            sram_b.o.ready.eq(active & operand_b.i.ready & plan.b_use & ~plan.b_mem),
+            mem_b.rd_stream.tready.eq(active & operand_b.i.ready & plan.b_use & plan.b_mem),
+            self.nic_recv_link.eq(plan.recv_link),
+        ]
+        with m.If(a_in.valid & a_in.ready):
+            m.d.sync += [a_in_left.eq(a_in_left - 1), a_in_more.eq(~a_in_last),
+                         a_in_last.eq(a_in_left == 2)]
+
+        # The join, from the two slices' registers: both operands (B only when the step has one)
+        # and the beats left; a slice's ready is the other's valid and the ALU side's ready.
+        fire = Signal()
+        join = operands.i
+        joined = active & join_more & join.ready
+        a_here = operand_a.o.valid
+        b_here = ~plan.b_use | operand_b.o.valid
+        m.d.comb += [
+            join.valid.eq(active & join_more & a_here & b_here),
+            join.payload.a.eq(operand_a.o.payload),
+            join.payload.b.eq(operand_b.o.payload),
             join.payload.op.eq(plan.op),
             join.payload.dtype.eq(plan.dtype),
             join.payload.last.eq(join_last),
             fire.eq(join.valid & join.ready),
-            a_wanted.eq(active & join_more & b_valid & join.ready),
-            b_wanted.eq(active & join_more & a_valid & join.ready),
+            operand_a.o.ready.eq(joined & b_here),
+            operand_b.o.ready.eq(joined & plan.b_use & a_here),
             self.alu_beat.eq(fire),
-            self.nic_recv.ready.eq(a_wanted & a_nic & ~self.abort),
-            sram_a.o.ready.eq(a_wanted & a_sram),
-            mem_a.rd_stream.tready.eq(a_wanted & a_mem),
-            sram_b.o.ready.eq(b_wanted & plan.b_use & ~plan.b_mem),
-            mem_b.rd_stream.tready.eq(b_wanted & plan.b_use & plan.b_mem),
-            self.nic_recv_link.eq(plan.recv_link),
         ]
         with m.If(fire):
             m.d.sync += [join_left.eq(join_left - 1), join_more.eq(~join_last),
@@ -366,10 +427,11 @@ class StepDatapath(wiring.Component):
         m.d.comb += [
             expect_len.eq(_at_most(recv_left, P)),
             pkt_left.eq(Mux(recv_pkt_left == 0, expect_len, recv_pkt_left)),
-            # min(pkt_left, B) straight from the registers, not through pkt_left's mux (it feeds
-            # the packetizer's flags): a packet's first beat carries min(recv_left, P, B) bytes.
-            beat_bytes.eq(Mux(recv_pkt_left == 0, _at_most(recv_left, min(P, B)),
-                              _at_most(recv_pkt_left, B))),
+            # A beat's bytes, min(pkt_left, B), from two registers: P is a multiple of B, so
+            # every beat but the message's last carries B bytes, and operand A's entry count
+            # (a_in_last) marks that beat (A's entries are the beats taken here until an abort,
+            # which stops the taking). It feeds the packetizer's flags.
+            beat_bytes.eq(Mux(a_in_last, recv_tail, B)),
         ]
         with m.If(took):
             new_packet = recv_pkt_left == 0
@@ -387,26 +449,32 @@ class StepDatapath(wiring.Component):
                 m.d.sync += recv_pkt.eq(recv_pkt + 1)
 
         # -- result fork: eager, each sink takes the beat once ----------------------------------
-        w_to_sram = plan.w_use & ~plan.w_mem
-        w_to_mem = plan.w_use & plan.w_mem
+        # Into a register slice per sink (the write slice feeds the SRAM or the memory writer,
+        # the send slice the NIC), so the fork decides from flip-flops (the slices' readies,
+        # ``taken_*``, the plan) and no sink's ready reaches another sink or the result slice.
         taken_w = Signal()
         taken_s = Signal()
         w_ready = Signal()
         s_ready = Signal()
         o = result.o
+        w_in, w_out = write_out.i, write_out.o
         m.d.comb += [
-            sram_w.i.payload.eq(o.payload.result),
-            sram_w.i.valid.eq(o.valid & w_to_sram & ~taken_w),
-            mem_w.wr_stream.tdata.eq(o.payload.result),
-            mem_w.wr_stream.tlast.eq(o.payload.last),
-            mem_w.wr_stream.tvalid.eq(o.valid & w_to_mem & ~taken_w),
-            w_ready.eq(~plan.w_use | taken_w | Mux(plan.w_mem, mem_w.wr_stream.tready,
-                                                  sram_w.i.ready)),
-            self.nic_send_data.payload.data.eq(o.payload.result),
-            self.nic_send_data.valid.eq(o.valid & plan.send & ~taken_s),
-            s_ready.eq(~plan.send | taken_s | self.nic_send_data.ready),
+            w_in.payload.data.eq(o.payload.result),
+            w_in.payload.last.eq(o.payload.last),
+            w_in.valid.eq(o.valid & plan.w_use & ~taken_w),
+            w_ready.eq(~plan.w_use | taken_w | w_in.ready),
+            send_out.i.payload.data.eq(o.payload.result),
+            send_out.i.valid.eq(o.valid & plan.send & ~taken_s),
+            s_ready.eq(~plan.send | taken_s | send_out.i.ready),
             o.ready.eq(w_ready & s_ready),
+            sram_w.i.payload.eq(w_out.payload.data),
+            sram_w.i.valid.eq(w_out.valid & ~plan.w_mem),
+            mem_w.wr_stream.tdata.eq(w_out.payload.data),
+            mem_w.wr_stream.tlast.eq(w_out.payload.last),
+            mem_w.wr_stream.tvalid.eq(w_out.valid & plan.w_mem),
+            w_out.ready.eq(Mux(plan.w_mem, mem_w.wr_stream.tready, sram_w.i.ready)),
         ]
+        wiring.connect(m, send_out.o, wiring.flipped(self.nic_send_data))
         with m.If(o.valid):
             with m.If(w_ready & s_ready):
                 m.d.sync += [taken_w.eq(0), taken_s.eq(0)]
@@ -421,7 +489,8 @@ class StepDatapath(wiring.Component):
         # earlier packet and the packet's first beat is at nic_recv (the NIC commits a packet
         # whole, so all of it is in the receive buffer). So a granted packet never waits for
         # another link, and no link is held while its data is still on the way (the wait cycle
-        # of issue 18; docs/engine.md, "Deadlock freedom"). fwd_ahead / fwd_even are
+        # of issue 18; docs/engine.md, "Deadlock freedom"). With send_cmd_left the message bytes
+        # not yet offered (not a register: the packets are counted), fwd_ahead / fwd_even are
         # recv_left < / == send_cmd_left, registered from the next values (no compare on the
         # handshake). They come from fwd_gap, send_cmd_left - recv_left kept in a register of
         # its own and moved by the same two amounts (two subtractions and a compare before). A
@@ -467,20 +536,21 @@ class StepDatapath(wiring.Component):
                      fwd_even.eq(pick(evens))]
         data_here = ~a_nic | fwd_ahead | (fwd_even & a_valid)
         m.d.comb += [
-            self.nic_send.valid.eq(active & (send_cmd_left != 0) & data_here),
+            self.nic_send.valid.eq(active & send_more & data_here),
             self.nic_send.payload.link.eq(plan.send_link),
             self.nic_send.payload.tag.eq(send_pkt),
-            self.nic_send.payload.length.eq(_at_most(send_cmd_left, P)),
+            self.nic_send.payload.length.eq(Mux(send_one, send_last_len, P)),
         ]
         with m.If(self.nic_send.valid & self.nic_send.ready):
-            m.d.sync += [send_cmd_left.eq(send_cmd_left - self.nic_send.payload.length),
+            m.d.sync += [send_pkts_left.eq(send_pkts_left - 1), send_more.eq(~send_one),
+                         send_one.eq(send_pkts_left == 2),
                          send_pkt.eq(send_pkt + 1)]
 
         # -- completion ------------------------------------------------------------------------
         finished = Signal()
         m.d.comb += finished.eq(
             active & ~Cat(pend_a, pend_b, pend_w, wait_a, wait_b, wait_w).any()
-            & (join_left == 0) & (send_cmd_left == 0) & (send_data_left == 0)
+            & (join_left == 0) & ~send_more & (send_data_left == 0)
             & ~sram_w.busy & ~o.valid & ~alu.o.valid)
         m.d.sync += self.done.eq(0)
         with m.If(finished):

@@ -3,16 +3,17 @@ dependency wait, and a :class:`~ace.hw.channel.datapath.StepDatapath` that execu
 
 ::
 
-    imem (program_words x 256 bit) --> FETCH --> DECODE --> ADDR --> CHECK --> DEP (scoreboard:
-      ^ written through the CSRs                 (plan, flags)(first) |     steps_done of the
-                                                   v error <----------+     other channels)
-                                                 ERROR <-- datapath errors, watchdog   |
-                                                   ^                                   v
-                                                   +------ EXEC <-- ISSUE (plan) <-----+
-                                                           | done: steps_done += 1, pc += 1
+    imem (program_words x 256 bit) --> FETCH --> DECODE --> PICK --> ADDR --> CHECK --> DEP
+      ^ written through the CSRs              (table entries)(plan, flags)(first) |  (scoreboard:
+                                                   v error <----------------------+  steps_done
+                                                 ERROR <-- datapath errors, watchdog  of others)
+                                                   ^                                      v
+                                         +------ EXEC <-- ISSUE --> plan slice --> datapath
+                                         | done: steps_done += 1, pc += 1
 
 States: ``IDLE`` (after reset or an error clear), ``FETCH``, ``DECODE`` (the instruction
-register), ``ADDR`` (plan, slice addresses and every check's flag, registered), ``CHECK``
+register), ``PICK`` (the buffer table entries the instruction names, and its byte count,
+registered), ``ADDR`` (plan, slice addresses and every check's flag, registered), ``CHECK``
 (the first failing check), ``DEP``, ``ISSUE``,
 ``EXEC``, ``ABORT`` (waiting for an aborted step to drain), ``DONE`` (reached ``end``, or not
 enabled at start) and ``ERROR``. A step is checked before anything moves: an undefined opcode or
@@ -31,8 +32,9 @@ point-to-point baseline) the buffers are main-memory regions and a receiving ste
 three micro-steps (:class:`~ace.hw.channel.microsteps.MicroStepPlanner`), each one pass of the
 datapath: ``ISSUE`` and ``EXEC`` repeat per micro-step.
 
-Per-step overhead: 5 cycles (fetch, decode, addr, check, dependency) before ``ISSUE``, plus
-the datapath's latency. Decode arithmetic is sized to the real widths (``mem_addr_bits``,
+Per-step overhead: 6 cycles (fetch, decode, pick, addr, check, dependency) before ``ISSUE``,
+then 1 in the plan's register slice, plus the datapath's latency. The dependency flags and the
+watchdog's compare are registered (one cycle old in ``DEP`` and ``EXEC``). Decode arithmetic is sized to the real widths (``mem_addr_bits``,
 ``sram_addr_bits``, ``DMA_LENGTH_BITS``), with a ``far`` flag for any higher address bits.
 """
 
@@ -46,6 +48,7 @@ from amaranth.lib.wiring import In, Out
 from ace.hw.channel.datapath import ASource, StepDatapath, StepPlan, datapath_ports
 from ace.hw.channel.microsteps import MAX_MICRO_STEPS, MicroStepPlanner
 from ace.hw.common.carry_save import CarrySaveSum
+from ace.hw.common.skid_buffer import SkidBuffer
 from ace.regmap import ErrorCause
 from ace.isa import INSTR_BITS, Instruction, Opcode
 from ace.layouts import DMA_LENGTH_BITS, Dtype, ReduceOp
@@ -168,13 +171,18 @@ class AceChannel(wiring.Component):
         check = self._check(m, held)
 
         # -- dependency scoreboard -------------------------------------------------------------
+        # Registered, so DEP decides from flip-flops: both flags are computed every cycle from
+        # the instruction register (set in DECODE), and are one cycle old in DEP. That is safe:
+        # during a run a channel's ``steps_done`` only grows and ``halted`` stays set, so a
+        # dependency met (or dead) a cycle ago still is.
         dep_met = Signal()
         dep_dead = Signal()
+        m.d.sync += [dep_met.eq(0), dep_dead.eq(0)]
         with m.Switch(f.dep_channel):
             for k in range(C):
                 with m.Case(k):
                     steps = self.dep_steps[k]
-                    m.d.comb += [dep_met.eq(steps > f.dep_step),
+                    m.d.sync += [dep_met.eq(steps > f.dep_step),
                                  dep_dead.eq(self.dep_halted[k] & ~(steps > f.dep_step))]
 
         # -- placement and the memory placements' micro-steps (microsteps.py) ---------------
@@ -187,16 +195,25 @@ class AceChannel(wiring.Component):
                      p2p.eq(self.placement == PLACEMENT_P2P),
                      bad_placement.eq(self.placement > PLACEMENT_P2P)]
         m.submodules.microsteps = planner = MicroStepPlanner(cfg)
+        # The plan reaches the datapath through a register slice: the datapath's load enables
+        # (its counters, flags and plan register) come from flip-flops, not from this state
+        # machine's decode. One cycle more per step (ISSUE to the datapath's first command).
+        m.submodules.plan_slice = plan_slice = SkidBuffer(StepPlan(cfg))
+        wiring.connect(m, plan_slice.o, dp.plan)
         m.d.comb += [planner.step.eq(plan), planner.opcode.eq(instr.opcode),
                      planner.in_memory.eq(in_memory), planner.p2p.eq(p2p),
                      planner.stage.eq(stage), planner.stage2.eq(stage2),
-                     planner.micro.eq(micro), dp.plan.payload.eq(planner.plan)]
-        micro_count = planner.count
+                     planner.micro.eq(micro), plan_slice.i.payload.eq(planner.plan)]
+        # Another micro-step after this one, registered: ``micro`` and the plan are stable from
+        # ISSUE to the end of EXEC, which is longer than a cycle.
+        more_micro = Signal()
+        m.d.sync += more_micro.eq(micro + 1 < planner.count)
 
         # -- sequencer -------------------------------------------------------------------------
         watch = Signal()
         expired = Signal()
-        m.d.comb += expired.eq((self.timeout != 0) & (idle_cycles >= self.timeout))
+        # The watchdog's compare registered: it fires one cycle after the count reaches it.
+        m.d.sync += expired.eq((self.timeout != 0) & (idle_cycles >= self.timeout))
         with m.If(watch & ~self.activity):
             m.d.sync += idle_cycles.eq(idle_cycles + 1)
         with m.Else():
@@ -232,6 +249,9 @@ class AceChannel(wiring.Component):
             with m.State("DECODE"):
                 m.d.comb += self.running.eq(1)
                 m.d.sync += instr.eq(rd.data)
+                m.next = "PICK"
+            with m.State("PICK"):
+                m.d.comb += self.running.eq(1)
                 m.next = "ADDR"
             with m.State("ADDR"):
                 m.d.comb += self.running.eq(1)
@@ -262,8 +282,8 @@ class AceChannel(wiring.Component):
                 with m.Elif(self.error_clear):
                     m.next = "IDLE"
             with m.State("ISSUE"):
-                m.d.comb += [self.running.eq(1), dp.plan.valid.eq(1)]
-                with m.If(dp.plan.ready):
+                m.d.comb += [self.running.eq(1), plan_slice.i.valid.eq(1)]
+                with m.If(plan_slice.i.ready):
                     m.next = "EXEC"
             with m.State("EXEC"):
                 m.d.comb += [self.running.eq(1), watch.eq(1)]
@@ -272,7 +292,7 @@ class AceChannel(wiring.Component):
                         fail(ErrorCause.MEM_ERROR)
                     with m.Elif(dp.recv_error):
                         fail(ErrorCause.RECV_MISMATCH)
-                    with m.Elif(micro + 1 < micro_count):
+                    with m.Elif(more_micro):
                         m.d.sync += micro.eq(micro + 1)
                         m.next = "ISSUE"
                     with m.Else():
@@ -347,46 +367,56 @@ class AceChannel(wiring.Component):
         """A buffer slice's address (memory byte address or SRAM word address, per
         ``placement``; combinational) and ``ok``, whether it lies inside the buffer's limit and
         inside its space. ``off + ceil(nbytes / B) <= limit`` is ``nbytes + off * B <= limit *
-        B``, and the space test likewise ``nbytes + off * B <= room``: each one carry chain from
-        the instruction register, against the registered ``rooms``, where the address sums and
-        compares behind each other took three."""
+        B``, and the space test likewise ``nbytes + off * B <= room``: each one carry chain,
+        where the address sums and compares behind each other took three. The buffer's table
+        entry (base, ``rooms``) is picked into registers in PICK, so the instruction's buffer
+        selector drives only those multiplexers, not the sums (its fan-out is several hundred
+        loads)."""
         cfg = self.config
         lb = (cfg.link_bytes - 1).bit_length()
         mem_bits, sram_bits = cfg.mem_addr_bits, cfg.sram_addr_bits
         base = Signal(64, name=f"{name}_base")
-        picked = {key: Signal.like(rooms[key][0], name=f"{name}_{key}") for key in rooms}
+        limit_bytes = Signal.like(rooms["limit_bytes"][0], name=f"{name}_limit_bytes")
+        room = Signal.like(rooms["mem_room"][0], name=f"{name}_room")
+        base_far = Signal(name=f"{name}_base_far")
+        m.d.sync += [base.eq(0), limit_bytes.eq(0), room.eq(0), base_far.eq(1)]
         with m.Switch(buf):
             for b in range(3):
                 with m.Case(b):
-                    m.d.comb += [base.eq(self.buf_base[b]),
-                                 *(picked[key].eq(rooms[key][b]) for key in rooms)]
+                    m.d.sync += [
+                        base.eq(self.buf_base[b]),
+                        limit_bytes.eq(rooms["limit_bytes"][b]),
+                        room.eq(Mux(in_memory, rooms["mem_room"][b], rooms["sram_room"][b])),
+                        base_far.eq(Mux(in_memory, rooms["mem_far"][b], rooms["sram_far"][b])),
+                    ]
         off_bytes = off << lb
         addr = Signal(max(mem_bits, sram_bits), name=f"{name}_addr")
         far = Signal(name=f"{name}_far")
-        room = Mux(in_memory, picked["mem_room"], picked["sram_room"])
         m.d.comb += [
             addr.eq(Mux(in_memory, base + off_bytes, base + off)),
-            far.eq(Mux(in_memory, picked["mem_far"] | off_bytes[mem_bits:].any(),
-                       picked["sram_far"] | off[sram_bits:].any())),
+            far.eq(base_far | Mux(in_memory, off_bytes[mem_bits:].any(),
+                                  off[sram_bits:].any())),
         ]
-        ok = (~far & self._fits(nbytes, off_bytes, picked["limit_bytes"])
+        ok = (~far & self._fits(nbytes, off_bytes, limit_bytes)
               & self._fits(nbytes, off_bytes, room))
         return addr, ok
 
     def _decode(self, m, f, pc, decoded, in_memory, rooms):
-        """ADDR stage, combinational from the instruction ``f``: the step's plan into
-        ``decoded``, and a dict of the checks' flags (registered by the caller)."""
+        """ADDR stage, combinational from the instruction ``f`` and what PICK registered from
+        it (each slice's table entry, the byte count): the step's plan into ``decoded``, and a
+        dict of the checks' flags (registered by the caller)."""
         cfg = self.config
         B, L, C = cfg.link_bytes, cfg.num_links, cfg.num_channels
         esize_log2 = Signal(2)
         nbytes_full = Signal(len(f.count) + 2)
         # A length of 2**DMA_LENGTH_BITS bytes or more fails BAD_COUNT before any address check,
         # so the address sums need only its low DMA_LENGTH_BITS bits.
-        nbytes = nbytes_full[:DMA_LENGTH_BITS]
+        nbytes = Signal(DMA_LENGTH_BITS)     # registered in PICK
         m.d.comb += [
             esize_log2.eq(Mux((f.dtype == Dtype.INT32) | (f.dtype == Dtype.FP32), 2, 1)),
             nbytes_full.eq(f.count << esize_log2),
         ]
+        m.d.sync += nbytes.eq(nbytes_full[:DMA_LENGTH_BITS])
         src_addr, src_ok = self._slice(m, f.src_buf, f.src_off, nbytes, "src", in_memory, rooms)
         dst_addr, dst_ok = self._slice(m, f.dst_buf, f.dst_off, nbytes, "dst", in_memory, rooms)
         uses = self._plan(m, f, src_addr, dst_addr, decoded, in_memory)
