@@ -162,12 +162,17 @@ class StepDatapath(wiring.Component):
         return self.config.packet_bytes
 
     @staticmethod
-    def _gated(m, name, dma, arrival, gated_clock):
-        """``dma`` clocked (:class:`ClockGate`) only in the cycles where it has a command
-        outstanding (accepted, its completion not yet taken: every burst, beat and word of it
-        is in these cycles), where a command or ``arrival`` (an input transfer) is offered, or
-        in reset. Outside them every register of a DMA half is at rest, so an idle half stops
-        and nothing changes."""
+    def _gated(m, name, dma, coming, gated_clock):
+        """``dma`` clocked (:class:`ClockGate`) only in the cycles where it can act: a command
+        outstanding (accepted, its completion not yet taken: every burst, beat and word of it,
+        and every R or B response the memory returns for it, falls in these cycles), a command
+        offered, or in reset. The enable is a register, so the clock enables of the half's
+        registers hang off a flip-flop (and the reset), not off the datapath's handshakes: each
+        term is taken one cycle ahead, as a superset. A command offered now is offered or
+        outstanding next cycle, and ``coming`` (from the caller) is high the cycle before any
+        other input can arrive: a new command (a plan is taken) or a stream beat. So the half
+        moves exactly as ungated and stops a cycle after its last work. An R or B response
+        with no command outstanding, which AXI does not allow, finds the half stopped."""
         outstanding = Signal(8, name=f"{name}_outstanding")
         accepted = dma.cmd.valid & dma.cmd.ready
         completed = dma.cpl.valid & dma.cpl.ready
@@ -175,8 +180,10 @@ class StepDatapath(wiring.Component):
             m.d.sync += outstanding.eq(outstanding + 1)
         with m.Elif(completed & ~accepted):
             m.d.sync += outstanding.eq(outstanding - 1)
+        will_act = Signal(init=1, name=f"{name}_will_act")
+        m.d.sync += will_act.eq(outstanding.any() | dma.cmd.valid | coming)
         enable = Signal(name=f"{name}_clock_enable")
-        m.d.comb += enable.eq(outstanding.any() | dma.cmd.valid | arrival | ResetSignal())
+        m.d.comb += enable.eq(will_act | ResetSignal())
         return ClockGate(m, f"{name}_clk", enable, gated_clock=gated_clock)(dma)
 
     def elaborate(self, platform):
@@ -192,19 +199,21 @@ class StepDatapath(wiring.Component):
         m.submodules.sram_b = sram_b = SramSliceReader(words, B)
         m.submodules.sram_w = sram_w = SramSliceWriter(words, B)
         mem_a, mem_b, mem_w = DmaReader(cfg), DmaReader(cfg), DmaWriter(cfg)
+        lanes = max(1, cfg.link_bytes // 4)
+        m.submodules.write_out = write_out = SkidBuffer(
+            data.StructLayout({"data": 8 * B, "last": 1}), slices=lanes)
         gated_clock = uses_gated_clock(cfg, platform)
-        for name, dma, arrival in (("mem_a", mem_a, mem_a.axi.rvalid),
-                                   ("mem_b", mem_b, mem_b.axi.rvalid),
-                                   ("mem_w", mem_w, mem_w.wr_stream.tvalid | mem_w.axi.bvalid)):
-            m.submodules[name] = self._gated(m, name, dma, arrival, gated_clock)
+        load = Signal()          # a plan is taken this cycle
+        # The write slice's output can be valid next cycle only if it holds or takes a beat now.
+        beat_coming = write_out.i.valid | write_out.o.valid
+        for name, dma, coming in (("mem_a", mem_a, load), ("mem_b", mem_b, load),
+                                  ("mem_w", mem_w, load | beat_coming)):
+            m.submodules[name] = self._gated(m, name, dma, coming, gated_clock)
         m.submodules.alu = alu = AluArray(cfg)
         # Register slices on both sides of the ALU: the operand join (FIFO reads, operand mux,
         # count compare) and the result fork (the sinks' readies) stay out of the ALU's cycle.
         # One copy of their control per 32-bit lane, so a ready reaches 64-odd flip-flops, not
         # the whole word (SkidBuffer's slices).
-        lanes = max(1, cfg.link_bytes // 4)
-        m.submodules.write_out = write_out = SkidBuffer(
-            data.StructLayout({"data": 8 * B, "last": 1}), slices=lanes)
         m.submodules.send_out = send_out = SkidBuffer(NicTxBeat(cfg), slices=lanes)
         m.submodules.operand_a = operand_a = SkidBuffer(8 * B, slices=lanes)
         m.submodules.operand_b = operand_b = SkidBuffer(8 * B, slices=lanes)
@@ -265,9 +274,9 @@ class StepDatapath(wiring.Component):
         one_word = _one_unit(p.bytes, lb)
         packets = Signal.like(send_pkts_left)
         last_len = p.bytes[:P_log2]
-        m.d.comb += [self.plan.ready.eq(~active),
+        m.d.comb += [self.plan.ready.eq(~active), load.eq(self.plan.valid & ~active),
                      packets.eq((p.bytes + (P - 1)) >> P_log2)]
-        with m.If(self.plan.valid & ~active):
+        with m.If(load):
             m.d.sync += [
                 plan.eq(p),
                 active.eq(1),
@@ -300,7 +309,7 @@ class StepDatapath(wiring.Component):
         a_mem = Signal()
         a_sram = Signal()
         a_nic = Signal()
-        with m.If(self.plan.valid & ~active):
+        with m.If(load):
             m.d.sync += [a_mem.eq(p.a_src == ASource.MEM), a_sram.eq(p.a_src == ASource.SRAM),
                          a_nic.eq(p.a_src == ASource.NIC)]
         aborting = Signal()
@@ -373,7 +382,7 @@ class StepDatapath(wiring.Component):
         a_in_more = Signal()     # a_in_left != 0, registered
         a_in_last = Signal()     # a_in_left == 1, registered
         recv_tail = Signal(range(B + 1))         # bytes of the message's last beat
-        with m.If(self.plan.valid & ~active):
+        with m.If(load):
             m.d.sync += [a_in_left.eq(nwords), a_in_more.eq(any_bytes),
                          a_in_last.eq(one_word), recv_tail.eq(Mux(tail == 0, B, tail))]
         a_in = operand_a.i
@@ -508,7 +517,6 @@ class StepDatapath(wiring.Component):
         # One next gap for each pair (beat taken, command taken), with its flags: its sign bit
         # and the carry-free zero test. Taking a plan rides on "neither": both handshakes need
         # ``active``.
-        load = self.plan.valid & ~active
         gap_start = Mux(p.send, p.bytes, 0) - Mux(p.a_src == ASource.NIC, p.bytes, 0)
         gaps, aheads, evens = {}, {}, {}
         for took_it in (0, 1):

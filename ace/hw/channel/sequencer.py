@@ -8,7 +8,7 @@ dependency wait, and a :class:`~ace.hw.channel.datapath.StepDatapath` that execu
                                                    v error <----------------------+  steps_done
                                                  ERROR <-- datapath errors, watchdog  of others)
                                                    ^                                      v
-                                         +------ EXEC <-- ISSUE --> plan slice --> datapath
+                                         +------ EXEC <-- ISSUE --> planned, offer --> datapath
                                          | done: steps_done += 1, pc += 1
 
 States: ``IDLE`` (after reset or an error clear), ``FETCH``, ``DECODE`` (the instruction
@@ -33,9 +33,10 @@ three micro-steps (:class:`~ace.hw.channel.microsteps.MicroStepPlanner`), each o
 datapath: ``ISSUE`` and ``EXEC`` repeat per micro-step.
 
 Per-step overhead: 6 cycles (fetch, decode, pick, addr, check, dependency) before ``ISSUE``,
-then 1 in the plan's register slice, plus the datapath's latency. The dependency flags and the
-watchdog's compare are registered (one cycle old in ``DEP`` and ``EXEC``). Decode arithmetic is sized to the real widths (``mem_addr_bits``,
-``sram_addr_bits``, ``DMA_LENGTH_BITS``), with a ``far`` flag for any higher address bits.
+plus the datapath's latency. The plan reaches the datapath from registers, the dependency flags
+and the watchdog's compare are registered (one cycle old in ``DEP`` and ``EXEC``). Decode
+arithmetic is sized to the real widths (``mem_addr_bits``, ``sram_addr_bits``,
+``DMA_LENGTH_BITS``), with a ``far`` flag for any higher address bits.
 """
 
 from __future__ import annotations
@@ -48,7 +49,6 @@ from amaranth.lib.wiring import In, Out
 from ace.hw.channel.datapath import ASource, StepDatapath, StepPlan, datapath_ports
 from ace.hw.channel.microsteps import MAX_MICRO_STEPS, MicroStepPlanner
 from ace.hw.common.carry_save import CarrySaveSum
-from ace.hw.common.skid_buffer import SkidBuffer
 from ace.regmap import ErrorCause
 from ace.isa import INSTR_BITS, Instruction, Opcode
 from ace.layouts import DMA_LENGTH_BITS, Dtype, ReduceOp
@@ -195,15 +195,21 @@ class AceChannel(wiring.Component):
                      p2p.eq(self.placement == PLACEMENT_P2P),
                      bad_placement.eq(self.placement > PLACEMENT_P2P)]
         m.submodules.microsteps = planner = MicroStepPlanner(cfg)
-        # The plan reaches the datapath through a register slice: the datapath's load enables
+        # The plan reaches the datapath from registers: ``planned`` (the planner's output, taken
+        # every cycle) and ``offer`` (set on entering ISSUE), so the datapath's load enables
         # (its counters, flags and plan register) come from flip-flops, not from this state
-        # machine's decode. One cycle more per step (ISSUE to the datapath's first command).
-        m.submodules.plan_slice = plan_slice = SkidBuffer(StepPlan(cfg))
-        wiring.connect(m, plan_slice.o, dp.plan)
+        # machine or the planner. The planner is one micro-step ahead (``plan_micro``, set to
+        # ``micro + 1`` when a micro-step starts), so ``planned`` holds the next micro-step's
+        # plan when EXEC returns to ISSUE; after ADDR it holds the first (DEP lasts a cycle).
+        planned = Signal(StepPlan(cfg))
+        offer = Signal()
+        plan_micro = Signal(range(MAX_MICRO_STEPS + 1))
+        m.d.sync += planned.eq(planner.plan)
         m.d.comb += [planner.step.eq(plan), planner.opcode.eq(instr.opcode),
                      planner.in_memory.eq(in_memory), planner.p2p.eq(p2p),
                      planner.stage.eq(stage), planner.stage2.eq(stage2),
-                     planner.micro.eq(micro), plan_slice.i.payload.eq(planner.plan)]
+                     planner.micro.eq(plan_micro), dp.plan.payload.eq(planned),
+                     dp.plan.valid.eq(offer)]
         # Another micro-step after this one, registered: ``micro`` and the plan are stable from
         # ISSUE to the end of EXEC, which is longer than a cycle.
         more_micro = Signal()
@@ -255,7 +261,7 @@ class AceChannel(wiring.Component):
                 m.next = "ADDR"
             with m.State("ADDR"):
                 m.d.comb += self.running.eq(1)
-                m.d.sync += [plan.eq(decoded), micro.eq(0),
+                m.d.sync += [plan.eq(decoded), micro.eq(0), plan_micro.eq(0),
                              *(held[name].eq(value) for name, value in values.items())]
                 m.next = "CHECK"
             with m.State("CHECK"):
@@ -274,6 +280,7 @@ class AceChannel(wiring.Component):
                         m.d.sync += [pc.eq(pc + 1), self.steps_done.eq(self.steps_done + 1)]
                         m.next = "FETCH"
                     with m.Else():
+                        m.d.sync += offer.eq(1)
                         m.next = "ISSUE"
                 with m.Elif(dep_dead):
                     fail(ErrorCause.DEP_NEVER)
@@ -282,8 +289,9 @@ class AceChannel(wiring.Component):
                 with m.Elif(self.error_clear):
                     m.next = "IDLE"
             with m.State("ISSUE"):
-                m.d.comb += [self.running.eq(1), plan_slice.i.valid.eq(1)]
-                with m.If(plan_slice.i.ready):
+                m.d.comb += self.running.eq(1)
+                with m.If(dp.plan.ready):
+                    m.d.sync += [offer.eq(0), plan_micro.eq(micro + 1)]
                     m.next = "EXEC"
             with m.State("EXEC"):
                 m.d.comb += [self.running.eq(1), watch.eq(1)]
@@ -293,7 +301,7 @@ class AceChannel(wiring.Component):
                     with m.Elif(dp.recv_error):
                         fail(ErrorCause.RECV_MISMATCH)
                     with m.Elif(more_micro):
-                        m.d.sync += micro.eq(micro + 1)
+                        m.d.sync += [micro.eq(micro + 1), offer.eq(1)]
                         m.next = "ISSUE"
                     with m.Else():
                         m.d.comb += self.step_done.eq(1)
@@ -419,7 +427,12 @@ class AceChannel(wiring.Component):
         m.d.sync += nbytes.eq(nbytes_full[:DMA_LENGTH_BITS])
         src_addr, src_ok = self._slice(m, f.src_buf, f.src_off, nbytes, "src", in_memory, rooms)
         dst_addr, dst_ok = self._slice(m, f.dst_buf, f.dst_off, nbytes, "dst", in_memory, rooms)
-        uses = self._plan(m, f, src_addr, dst_addr, decoded, in_memory)
+        # Which fields the opcode uses, registered in PICK: the opcode bits reach the whole
+        # decode, and the checks below then start from these flip-flops.
+        uses = {}
+        for key, value in self._plan(m, f, src_addr, dst_addr, decoded, in_memory).items():
+            uses[key] = Signal(name=f"picked_uses_{key}")
+            m.d.sync += uses[key].eq(value)
         m.d.comb += [
             decoded.send_link.eq(f.send_link),
             decoded.recv_link.eq(f.recv_link),
