@@ -429,8 +429,10 @@ def test_run_synth_writes_summary(tmp_path, monkeypatch, capsys):
                                                            synth_keep=spec.synth_keep)
                                         for n, spec in synth.TOPS.items()})
     assert synth.run_synth(NAMED_CONFIGS["small"], top="all", out_dir=tmp_path, jobs=2) == 0
-    assert ("ace_engine_small", True, ()) in seen and ("ace_sram_small", False, ()) in seen
+    assert ("ace_engine_small", True, synth.TOPS["ace_engine"].synth_keep) in seen
+    assert ("ace_sram_small", False, ()) in seen
     assert ("ace_alu_array_small", False, synth.TOPS["ace_alu_array"].synth_keep) in seen
+    assert ("ace_channel_small", False, synth.TOPS["ace_channel"].synth_keep) in seen
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert [r["top"] for r in summary["results"]][0] == "ace_engine"
     assert summary["board"] == "ulx3s-85f" and summary["jobs"] == 2

@@ -542,7 +542,8 @@ class StepDatapath(wiring.Component):
 
         m.d.sync += [fwd_gap.eq(pick(gaps)), fwd_ahead.eq(pick(aheads)),
                      fwd_even.eq(pick(evens))]
-        data_here = ~a_nic | fwd_ahead | (fwd_even & a_valid)
+        # (the NIC's valid itself, not operand A's mux of sources: a_nic selects it anyway)
+        data_here = ~a_nic | fwd_ahead | (fwd_even & (aborting | self.nic_recv.valid))
         m.d.comb += [
             self.nic_send.valid.eq(active & send_more & data_here),
             self.nic_send.payload.link.eq(plan.send_link),
