@@ -81,7 +81,8 @@ def cmd_synth(args) -> int:
         config = load_config(args.config)
     return run_synth(config, top=args.top, target=args.target, board=args.board,
                      out_dir=Path(args.out) if args.out else None, jobs=args.jobs,
-                     pnr=args.pnr, pnr_timeout=args.pnr_timeout, speed=args.speed)
+                     pnr=args.pnr, pnr_timeout=args.pnr_timeout, speed=args.speed,
+                     seed=args.seed)
 
 
 def _layers(text: str | None):
@@ -391,6 +392,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "if it got that far (default 60)")
     p.add_argument("--speed", type=int, help="ECP5 speed grade: 6, 7 or 8 (default: the "
                    "board's, 6 on the ulx3s-85f)")
+    p.add_argument("--seed", type=int, help="ECP5: nextpnr's placer seed (default: "
+                   "nextpnr's); one netlist routes several MHz apart on different seeds")
     p.add_argument("--out", help="work directory (default: build/synth/<config>-<board>)")
     p.set_defaults(func=cmd_synth)
     return parser

@@ -138,6 +138,21 @@ def test_faster_speed_grade_is_faster(tiny_rows):
     assert fast["worst_paths"][0]["delay_ns"] < slow["worst_paths"][0]["delay_ns"]
 
 
+def test_placer_seed_reroutes_the_same_netlist(tiny_rows):
+    """``--seed``: nextpnr places the synthesized netlist again with another seed (the yosys
+    step is reused, the nextpnr step is not, until the seed repeats), and the row says which."""
+    def run(seed):
+        return synth.synth_component(_Tiny(), "tiny", synth.BOARDS["ulx3s-85f"],
+                                     tiny_rows["work"] / "seeds", clock_mhz=100.0,
+                                     breakdown=True, seed=seed)
+    default = run(None)
+    seeded = run(7)
+    assert seeded["reused"] == ["yosys"] and seeded["cells"] == default["cells"]
+    assert seeded["seed"] == 7 and default["seed"] is None
+    assert seeded["fmax_mhz"] > 0 and seeded["worst_paths"]
+    assert run(7)["reused"] == ["yosys", "nextpnr"]
+
+
 class _Parity(wiring.Component):
     """The parity of ``width`` registered bits, into a register: a two-input gate has two
     inputs, so it takes ``ceil(log2(width))`` levels and ``width - 1`` gates at the least."""
@@ -387,6 +402,8 @@ def test_register_names():
     (["--target", "generic", "--board", "ulx3s-85f"], "no board with --target generic"),
     (["--speed", "9"], "allowed: 6, 7, 8"),
     (["--target", "xilinx", "--speed", "8"], "for --target ecp5 only"),
+    (["--seed", "0"], "allowed: an integer from 1 to 2147483647"),
+    (["--pnr", "none", "--seed", "2"], "for --target ecp5 with --pnr route or place only"),
     (["--top", "alu"], "allowed: alu_array, sram, dma, nic, channel, engine, all"),
     (["--jobs", "0"], "allowed: 1 or more"),
     (["--pnr", "fast"], "allowed: route, place, none"),
@@ -402,7 +419,7 @@ def test_cli_defaults_and_choices():
     args = build_parser().parse_args(["synth"])
     assert (args.config, args.top, args.target, args.board, args.jobs) == (
         "small", "all", None, None, None)
-    assert (args.pnr, args.pnr_timeout, args.speed) == ("route", 60.0, None)
+    assert (args.pnr, args.pnr_timeout, args.speed, args.seed) == ("route", 60.0, None, None)
     assert synth.resolve_board(None, None).name == "ulx3s-85f"
     assert synth.resolve_board("xilinx", None).name == "arty-a7-100"
     assert synth.resolve_board(None, "arty-a7-100").target == "xilinx"
@@ -419,7 +436,7 @@ def test_run_synth_writes_summary(tmp_path, monkeypatch, capsys):
     seen = []
 
     def fake(dut, name, board, work_dir, *, clock_mhz, breakdown, keep, pnr, pnr_timeout,
-             speed, log):
+             speed, seed, log):
         seen.append((name, breakdown, keep))
         return {"top": name, "luts": 1, "carry": 0, "ffs": 2, "lutram": 0, "brams": 0,
                 "dsps": 0, "cells": {}, "fmax_mhz": 50.0, "seconds": {}}

