@@ -363,7 +363,7 @@ class StepDatapath(wiring.Component):
         with m.Elif(a_sram):
             m.d.comb += [a_valid.eq(sram_a.o.valid), a_data.eq(sram_a.o.payload.data)]
         with m.Else():
-                m.d.comb += [a_valid.eq(mem_a.rd_stream.tvalid), a_data.eq(mem_a.rd_stream.tdata)]
+            m.d.comb += [a_valid.eq(mem_a.rd_stream.tvalid), a_data.eq(mem_a.rd_stream.tdata)]
         with m.If(~plan.b_use):
             m.d.comb += b_valid.eq(1)
         with m.Elif(plan.b_mem):

@@ -158,9 +158,10 @@ class AceChannel(wiring.Component):
         idle_cycles = Signal(32)
         m.d.comb += [rd.addr.eq(pc[:len(rd.addr)]), rd.en.eq(1)]
 
-        # -- decode, in two registered stages: ADDR registers the plan and every check's flag
-        # (``_decode``: each slice bound is one carry chain against a bound registered from the
-        # buffer table); CHECK picks the first failing check (``_check``, no arithmetic).
+        # -- decode, in three registered stages: PICK registers what the instruction selects
+        # (its buffers' table entries, byte count, use flags); ADDR registers the plan and every
+        # check's flag (``_decode``: each slice bound one carry chain, from registers); CHECK
+        # picks the first failing check (``_check``, no arithmetic).
         in_memory = Signal()        # PLACEMENT 1 or 2: buffers in main memory (registered)
         p2p = Signal()              # PLACEMENT 2
         bad_placement = Signal()    # PLACEMENT 3, reserved
