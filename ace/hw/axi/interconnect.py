@@ -43,7 +43,8 @@ rate), its W and AW through FIFOs; every ``m_axi`` valid is registered.
 
 **Rules for masters.** ``arlen + 1`` and ``awlen + 1`` at most ``max_burst_beats`` (a longer read
 never fits and waits forever; a longer write never completes in the W buffer); W beats in AW
-order, as AXI4 requires. W may come before or after its AW.
+order and ``wlast`` on beat ``awlen + 1``, as AXI4 requires (the interconnect counts whole bursts
+by ``wlast`` and forwards each by ``awlen``). W may come before or after its AW.
 """
 
 from __future__ import annotations
@@ -209,7 +210,8 @@ class AxiInterconnect(wiring.Component):
         mem = self.m_axi
         n = self.read_masters
         ports = [getattr(self, f"rd{i}") for i in range(n)]
-        r_layout = data.StructLayout({"data": 8 * self.data_bytes, "resp": 2, "last": 1})
+        r_layout = data.StructLayout({"data": 8 * self.data_bytes, "resp": 2, "last": 1,
+                                      "id": self.id_bits})
 
         m.submodules.ar_arbiter = arb = RoundRobinArbiter(n)
         requests = []
@@ -230,6 +232,8 @@ class AxiInterconnect(wiring.Component):
 
         for i, (port, req) in enumerate(zip(ports, requests)):
             rq = SyncFIFOBuffered(width=r_layout.size, depth=self.read_buffer_beats + 1)
+            # The master's ARID per burst in flight, taken as its R beats arrive from memory
+            # (each beat is stored with it), so no R buffer output reaches this queue.
             idq = SyncFIFO(width=self.id_bits, depth=self.read_buffer_beats)
             m.submodules[f"rq{i}"] = rq
             m.submodules[f"idq{i}"] = idq
@@ -251,18 +255,20 @@ class AxiInterconnect(wiring.Component):
             # R beats from memory: space is reserved, so they are always taken.
             beat_in = data.View(r_layout, rq.w_data)
             beat_out = data.View(r_layout, rq.r_data)
+            beat_here = mem.rvalid & (mem.rid == i)
             m.d.comb += [
                 beat_in.data.eq(mem.rdata),
                 beat_in.resp.eq(mem.rresp),
                 beat_in.last.eq(mem.rlast),
-                rq.w_en.eq(mem.rvalid & (mem.rid == i)),
+                beat_in.id.eq(idq.r_data),
+                rq.w_en.eq(beat_here),
+                idq.r_en.eq(beat_here & mem.rlast),
                 port.rvalid.eq(rq.r_rdy),
                 port.rdata.eq(beat_out.data),
                 port.rresp.eq(beat_out.resp),
                 port.rlast.eq(beat_out.last),
-                port.rid.eq(idq.r_data),
+                port.rid.eq(beat_out.id),
                 rq.r_en.eq(port.rready),
-                idq.r_en.eq(taken & beat_out.last),
             ]
 
         granted = data.View(ar_layout, one_hot_select(arb.grant, [r.payload for r in requests]))
@@ -282,14 +288,18 @@ class AxiInterconnect(wiring.Component):
             "id": self.id_bits, "addr": self.addr_bits, "len": 8, "size": 3, "burst": 2,
             "lock": 1, "cache": 4, "prot": 3,
         })
-        w_layout = data.StructLayout({"data": 8 * self.data_bytes, "strb": self.data_bytes,
-                                      "last": 1})
+        w_layout = data.StructLayout({"data": 8 * self.data_bytes, "strb": self.data_bytes})
 
         m.submodules.aw_arbiter = arb = RoundRobinArbiter(n)
         w_busy = Signal()                           # a burst's W beats are going out
         w_sel = Signal(range(n))                    # from this master
+        w_left = Signal(8)                          # its beats after the current one
         w_end = Signal()                            # its last beat is accepted this cycle
         grant_free = Signal()
+        # The burst ends by count (``awlen + 1`` beats, and ``m_axi.wlast`` is the count's),
+        # so the next grant depends on registers and ``wready``, not on the W buffer's data.
+        with m.If(mem.wvalid & mem.wready):
+            m.d.sync += [w_left.eq(w_left - 1), mem.wlast.eq(w_left == 1)]
         m.d.comb += [
             w_end.eq(mem.wvalid & mem.wready & mem.wlast),
             grant_free.eq((~w_busy | w_end) & (~mem.awvalid | mem.awready)),
@@ -323,7 +333,7 @@ class AxiInterconnect(wiring.Component):
                 aw_in.prot.eq(port.awprot),
                 awq.w_en.eq(port.awvalid),
                 port.awready.eq(awq.w_rdy),
-                w_in.data.eq(port.wdata), w_in.strb.eq(port.wstrb), w_in.last.eq(port.wlast),
+                w_in.data.eq(port.wdata), w_in.strb.eq(port.wstrb),
                 wq.w_en.eq(port.wvalid),
                 port.wready.eq(wq.w_rdy),
             ]
@@ -360,6 +370,7 @@ class AxiInterconnect(wiring.Component):
             m.d.sync += [mem.awvalid.eq(1), w_busy.eq(1), w_sel.eq(arb.grant_index),
                          mem.awid.eq(arb.grant_index)]
             m.d.sync += [
+                w_left.eq(head.len), mem.wlast.eq(head.len == 0),
                 mem.awaddr.eq(head.addr), mem.awlen.eq(head.len), mem.awsize.eq(head.size),
                 mem.awburst.eq(head.burst), mem.awlock.eq(head.lock),
                 mem.awcache.eq(head.cache), mem.awprot.eq(head.prot),
@@ -373,7 +384,6 @@ class AxiInterconnect(wiring.Component):
                         mem.wvalid.eq(w_busy & wq.r_rdy),
                         mem.wdata.eq(head.data),
                         mem.wstrb.eq(head.strb),
-                        mem.wlast.eq(head.last),
                         wq.r_en.eq(w_busy & mem.wready),
                     ]
         m.d.comb += mem.bready.eq(1)

@@ -100,11 +100,12 @@ class AceChannel(wiring.Component):
         ``2 * packet_bytes`` bytes at ``stage_base + index * 2 * packet_bytes``
     buf_base : In(64).array(3), buf_limit : In(32).array(3), the buffer table (i, o, s; limits
         in words)
-    timeout : In(32), activity : In(1), the watchdog (engine-wide progress this cycle)
+    timeout : In(32), activity : In(1), the watchdog: engine-wide ``progress`` (the OR of every
+        channel's), registered here, so an idle count restarts two cycles after a beat
     dep_steps : In(16).array(C), dep_halted : In(1).array(C), every channel's progress
     steps_done : Out(16), halted, running, finished : Out(1)
     error : Out(1), error_cause : Out(ErrorCause), error_pc : Out(16)
-    progress : Out(1), a beat entered the ALU or a step completed this cycle
+    progress : Out(1), registered: a beat entered the ALU or a step completed last cycle
     alu_beat, step_done : Out(1), a beat entered the ALU / a step completed, this cycle
     sram_rd_a, sram_rd_b, sram_wr, mem_rd_a, mem_rd_b, mem_wr, nic_* : the datapath's ports
     mem_read_bytes, mem_write_bytes : Out, bytes moved on the memory ports this cycle
@@ -221,15 +222,19 @@ class AceChannel(wiring.Component):
         expired = Signal()
         # The watchdog's compare registered: it fires one cycle after the count reaches it.
         m.d.sync += expired.eq((self.timeout != 0) & (idle_cycles >= self.timeout))
-        with m.If(watch & ~self.activity):
+        # Engine-wide progress crosses the die to every channel: registered at both ends
+        # (``progress`` here, ``activity_seen`` on arrival), so its wire has a cycle of its own.
+        activity_seen = Signal()
+        m.d.sync += activity_seen.eq(self.activity)
+        with m.If(watch & ~activity_seen):
             m.d.sync += idle_cycles.eq(idle_cycles + 1)
         with m.Else():
             m.d.sync += idle_cycles.eq(0)
 
+        m.d.sync += self.progress.eq(dp.alu_beat | dp.done)
         m.d.comb += [
             self.error_cause.eq(cause),
             self.error_pc.eq(pc),
-            self.progress.eq(dp.alu_beat | dp.done),
             self.alu_beat.eq(dp.alu_beat),
         ]
 
