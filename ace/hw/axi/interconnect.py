@@ -6,13 +6,13 @@ another.
     rd0 AR --> slice --(fits rq0?)--+                                    +--> idq0 (arid)
     rd1 AR --> slice --(fits rq1?)--+--> round robin --> AR register --> m_axi AR
                           |    (arid = master index) ------------------- +
-    m_axi R --(by rid)--> rq0 (read_buffer_beats) --> rd0 R    (rid from idq0)
-                      +-> rq1 (read_buffer_beats) --> rd1 R    (rid from idq1)
+    m_axi R --(by rid)--> rq0 (read_buffer_beats) --> slice --> rd0 R   (rid: idq0's, kept
+                      +-> rq1 (read_buffer_beats) --> slice --> rd1 R    with each beat)
 
-    wr0 AW --> awq0 (4) ----+                                      +--> bidq0 (awid)
-    wr0 W ---> wq0 (write_buffer_beats + 2), whole bursts counted +|
-    wr1 AW --> awq1 (4) ----+--> round robin over masters with a whole burst buffered
-    wr1 W ---> wq1 ...      |    --> AW register (awid = master index) --> m_axi AW
+    wr0 AW --> slice --> awq0 (4) ----+                                +--> bidq0 (awid)
+    wr0 W ---> slice --> wq0 (write_buffer_beats + 2), whole bursts   +|
+    wr1 AW --> slice --> awq1 (4) ----+--> round robin over masters with a whole burst buffered
+    wr1 W ---> slice --> wq1 ...      |    --> AW register (awid = master index) --> m_axi AW
                             +--> W mux: the granted master's burst, back to back --> m_axi W
     m_axi B --(by bid)--> bq0 (max_writes_in_flight) --> wr0 B   (bid from bidq0)
                       +-> bq1 ...                    --> wr1 B   (bid from bidq1)
@@ -32,14 +32,17 @@ another.
 
 **IDs.** On ``m_axi`` the ID is the master's index (``arid = i`` for ``rd{i}``, ``awid = j`` for
 ``wr{j}``). Each master's own ``arid``/``awid`` is kept per outstanding burst in a small queue
-(``idq``/``bidq``) and returned as its ``rid``/``bid``. Because one master's bursts all carry one
+(``idq``/``bidq``) and returned as its ``rid``/``bid`` (an R beat takes its ID from ``idq`` as
+it arrives from memory and keeps it in the R buffer). Because one master's bursts all carry one
 ID on ``m_axi``, memory returns them in order, so a master sees its R bursts and B responses in
 the order it issued them, whatever IDs it used. Bursts are forwarded unchanged otherwise
 (address, length, size, burst type, lock, cache, prot, strobes, responses).
 
-Every master-side ready is registered: a master's AR enters through a register slice
-(:class:`~ace.hw.common.skid_buffer.SkidBuffer`, one cycle of latency per burst request, full
-rate), its W and AW through FIFOs; every ``m_axi`` valid is registered.
+Every master-side ready and R beat is registered: a master's AR, AW and W enter and its R beats leave
+through register slices (:class:`~ace.hw.common.skid_buffer.SkidBuffer`, a cycle of latency
+each, full rate; the wide ones with their control copied per 32-bit lane), so the long wires
+between the masters and their queues run from flip-flop to flip-flop; every ``m_axi`` valid is
+registered.
 
 **Rules for masters.** ``arlen + 1`` and ``awlen + 1`` at most ``max_burst_beats`` (a longer read
 never fits and waits forever; a longer write never completes in the W buffer); W beats in AW
@@ -105,10 +108,11 @@ class AxiInterconnect(wiring.Component):
 
     * AR: :attr:`ar_latency` = 2, master AR handshake to ``m_axi.arvalid`` (the slice, then
       the AR register).
-    * R: :attr:`r_latency` = 2, ``m_axi`` R beat to the master's ``rvalid`` (the R buffer).
-    * AW and W: :attr:`aw_latency` = 2, from the later of the master's AW handshake and its
+    * R: :attr:`r_latency` = 3, ``m_axi`` R beat to the master's ``rvalid`` (the R buffer and
+      the master's R slice).
+    * AW and W: :attr:`aw_latency` = 3, from the later of the master's AW handshake and its
       ``wlast`` beat handshake to ``m_axi.awvalid`` and the burst's first ``m_axi.wvalid``
-      (both go out in the same cycle).
+      (both go out in the same cycle; the master's AW and W slices, then its queues).
     * B: :attr:`b_latency` = 1, ``m_axi`` B to the master's ``bvalid``.
 
     Throughput: one R beat and one W beat per cycle, one AR and one AW per cycle.
@@ -159,8 +163,8 @@ class AxiInterconnect(wiring.Component):
     """
 
     ar_latency = 2
-    r_latency = 2
-    aw_latency = 2
+    r_latency = 3
+    aw_latency = 3
     b_latency = 1
     aw_queue_depth = 4
 
@@ -184,6 +188,7 @@ class AxiInterconnect(wiring.Component):
         self.read_buffer_beats = read_buffer_beats
         self.write_buffer_beats = write_buffer_beats
         self.max_writes_in_flight = max_writes_in_flight
+        self._slices = max(1, data_bytes // 4)     # register slices: control per 32-bit lane
         members = {}
         for i in range(read_masters):
             members[f"rd{i}"] = In(Axi4Signature(addr_bits, data_bytes, id_bits, write=False))
@@ -246,6 +251,10 @@ class AxiInterconnect(wiring.Component):
                 idq.w_data.eq(req.payload.arid),
                 idq.w_en.eq(arb.grant[i]),
             ]
+            # The master takes its beats from a register slice after the R buffer (whose block
+            # RAM output sits apart from the master); a beat in the slice stays reserved.
+            r_slice = SkidBuffer(r_layout, slices=self._slices)
+            m.submodules[f"r_slice{i}"] = r_slice
             taken = port.rvalid & port.rready
             with m.If(arb.grant[i]):
                 m.d.sync += reserved.eq(reserved + req.payload.arlen + 1 - taken)
@@ -254,7 +263,7 @@ class AxiInterconnect(wiring.Component):
 
             # R beats from memory: space is reserved, so they are always taken.
             beat_in = data.View(r_layout, rq.w_data)
-            beat_out = data.View(r_layout, rq.r_data)
+            beat_out = r_slice.o.payload
             beat_here = mem.rvalid & (mem.rid == i)
             m.d.comb += [
                 beat_in.data.eq(mem.rdata),
@@ -263,12 +272,15 @@ class AxiInterconnect(wiring.Component):
                 beat_in.id.eq(idq.r_data),
                 rq.w_en.eq(beat_here),
                 idq.r_en.eq(beat_here & mem.rlast),
-                port.rvalid.eq(rq.r_rdy),
+                r_slice.i.valid.eq(rq.r_rdy),
+                r_slice.i.payload.eq(rq.r_data),
+                rq.r_en.eq(r_slice.i.ready),
+                port.rvalid.eq(r_slice.o.valid),
                 port.rdata.eq(beat_out.data),
                 port.rresp.eq(beat_out.resp),
                 port.rlast.eq(beat_out.last),
                 port.rid.eq(beat_out.id),
-                rq.r_en.eq(port.rready),
+                r_slice.o.ready.eq(port.rready),
             ]
 
         granted = data.View(ar_layout, one_hot_select(arb.grant, [r.payload for r in requests]))
@@ -289,6 +301,8 @@ class AxiInterconnect(wiring.Component):
             "lock": 1, "cache": 4, "prot": 3,
         })
         w_layout = data.StructLayout({"data": 8 * self.data_bytes, "strb": self.data_bytes})
+        w_port_layout = data.StructLayout({"data": 8 * self.data_bytes, "strb": self.data_bytes,
+                                           "last": 1})
 
         m.submodules.aw_arbiter = arb = RoundRobinArbiter(n)
         w_busy = Signal()                           # a burst's W beats are going out
@@ -320,10 +334,14 @@ class AxiInterconnect(wiring.Component):
             m.submodules[f"wq{j}"] = wq
             m.submodules[f"bidq{j}"] = bidq
             m.submodules[f"bq{j}"] = bq
-            aw_in = data.View(aw_layout, awq.w_data)
+            # AW and W enter through register slices (the master sits apart from its queues).
+            m.submodules[f"aw_slice{j}"] = aw_slice = SkidBuffer(aw_layout)
+            m.submodules[f"w_slice{j}"] = w_slice = SkidBuffer(w_port_layout,
+                                                               slices=self._slices)
+            aw_in = aw_slice.i.payload
             aw_head = data.View(aw_layout, awq.r_data)
             aw_heads.append(aw_head)
-            w_in = data.View(w_layout, wq.w_data)
+            w_in = w_slice.i.payload
             w_fifos.append((wq, data.View(w_layout, wq.r_data)))
 
             m.d.comb += [
@@ -331,16 +349,22 @@ class AxiInterconnect(wiring.Component):
                 aw_in.size.eq(port.awsize), aw_in.burst.eq(port.awburst),
                 aw_in.lock.eq(port.awlock), aw_in.cache.eq(port.awcache),
                 aw_in.prot.eq(port.awprot),
-                awq.w_en.eq(port.awvalid),
-                port.awready.eq(awq.w_rdy),
-                w_in.data.eq(port.wdata), w_in.strb.eq(port.wstrb),
-                wq.w_en.eq(port.wvalid),
-                port.wready.eq(wq.w_rdy),
+                aw_slice.i.valid.eq(port.awvalid),
+                port.awready.eq(aw_slice.i.ready),
+                awq.w_data.eq(aw_slice.o.payload),
+                awq.w_en.eq(aw_slice.o.valid),
+                aw_slice.o.ready.eq(awq.w_rdy),
+                w_in.data.eq(port.wdata), w_in.strb.eq(port.wstrb), w_in.last.eq(port.wlast),
+                w_slice.i.valid.eq(port.wvalid),
+                port.wready.eq(w_slice.i.ready),
+                wq.w_data.eq(w_slice.o.payload.as_value()[:w_layout.size]),
+                wq.w_en.eq(w_slice.o.valid),
+                w_slice.o.ready.eq(wq.w_rdy),
             ]
 
             # Whole bursts in the W buffer: wlast beats written, minus bursts granted.
             whole = Signal(range(self.write_buffer_beats + 3), name=f"wr{j}_whole_bursts")
-            w_in_last = port.wvalid & port.wready & port.wlast
+            w_in_last = w_slice.o.valid & wq.w_rdy & w_slice.o.payload.last
             granted = arb.grant[j]
             with m.If(w_in_last & ~granted):
                 m.d.sync += whole.eq(whole + 1)

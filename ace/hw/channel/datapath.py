@@ -364,9 +364,7 @@ class StepDatapath(wiring.Component):
             m.d.comb += [a_valid.eq(sram_a.o.valid), a_data.eq(sram_a.o.payload.data)]
         with m.Else():
             m.d.comb += [a_valid.eq(mem_a.rd_stream.tvalid), a_data.eq(mem_a.rd_stream.tdata)]
-        with m.If(~plan.b_use):
-            m.d.comb += b_valid.eq(1)
-        with m.Elif(plan.b_mem):
+        with m.If(plan.b_mem):           # (B's valid only counts with ``plan.b_use``, below)
             m.d.comb += [b_valid.eq(mem_b.rd_stream.tvalid), b_data.eq(mem_b.rd_stream.tdata)]
         with m.Else():
             m.d.comb += [b_valid.eq(sram_b.o.valid), b_data.eq(sram_b.o.payload.data)]
