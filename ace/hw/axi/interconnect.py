@@ -21,7 +21,8 @@ another.
 
 * Reads. Master ``i`` owns an R buffer of ``read_buffer_beats`` beats. Its AR goes to memory
   only when the beats already reserved for it (requested and not yet taken by the master) plus
-  ``arlen + 1`` fit that buffer; the reservation shrinks as the master takes beats. So every R
+  a burst of ``max_burst_beats`` fit that buffer (tested a cycle ahead, from registers); the
+  reservation shrinks as the master takes beats. So every R
   beat memory returns has a place, ``m_axi.rready`` is always 1, and a master that never takes
   its R beats only stops its own ARs.
 * Writes. A master's burst is forwarded only when its whole burst (up to the first ``wlast``)
@@ -52,7 +53,7 @@ by ``wlast`` and forwards each by ``awlen``). W may come before or after its AW.
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
@@ -118,7 +119,7 @@ class AxiInterconnect(wiring.Component):
     Throughput: one R beat and one W beat per cycle, one AR and one AW per cycle.
 
     * Reads: one master alone streams at one beat per cycle while the read round trip (memory
-      latency + 4 cycles) is below ``read_buffer_beats - max_burst_beats`` cycles. When the
+      latency + 6 cycles) is below ``read_buffer_beats - max_burst_beats`` cycles. When the
       port is ``k`` times wider than a link (``mem_bytes = k x link_bytes``), a DMA reader takes
       one beat every ``k`` cycles, its buffer holds its reservation ``k`` times longer, and
       ``k`` such masters stream at once at their full rate with the default buffer
@@ -243,9 +244,18 @@ class AxiInterconnect(wiring.Component):
             m.submodules[f"rq{i}"] = rq
             m.submodules[f"idq{i}"] = idq
             reserved = Signal(range(self.read_buffer_beats + 1), name=f"rd{i}_reserved")
+            # Room for a burst of any allowed length, registered: computed a cycle ahead from
+            # the reservation as it will be (taken beats not counted, so it may say no a cycle
+            # longer than it must), so the arbiter starts from flip-flops. A burst longer than
+            # ``max_burst_beats`` never fits.
+            room = Signal(init=1, name=f"rd{i}_room")
             fits = Signal(name=f"rd{i}_fits")
+            room_limit = self.read_buffer_beats - self.max_burst_beats
+            m.d.sync += room.eq(Mux(arb.grant[i],
+                                    reserved + req.payload.arlen + 1 <= room_limit,
+                                    reserved <= room_limit))
             m.d.comb += [
-                fits.eq(reserved + req.payload.arlen < self.read_buffer_beats),
+                fits.eq(room & (req.payload.arlen < self.max_burst_beats)),
                 arb.requests[i].eq(req.valid & fits & ar_free),
                 req.ready.eq(arb.grant[i]),
                 idq.w_data.eq(req.payload.arid),
