@@ -22,9 +22,9 @@ another.
 * Reads. Master ``i`` owns an R buffer of ``read_buffer_beats`` beats. Its AR goes to memory
   only when the beats already reserved for it (requested and not yet taken by the master) plus
   a burst of ``max_burst_beats`` fit that buffer (tested a cycle ahead, from registers); the
-  reservation shrinks as the master takes beats. So every R
-  beat memory returns has a place, ``m_axi.rready`` is always 1, and a master that never takes
-  its R beats only stops its own ARs.
+  reservation shrinks as the master takes beats. So every R beat memory returns has a place,
+  ``m_axi.rready`` is always 1, and a master that never takes its R beats only stops its own
+  ARs.
 * Writes. A master's burst is forwarded only when its whole burst (up to the first ``wlast``)
   is in its W buffer, and then its beats go out back to back. A master that stalls in the
   middle of a burst holds nothing shared. B responses land in a per-master B buffer of
@@ -39,10 +39,10 @@ ID on ``m_axi``, memory returns them in order, so a master sees its R bursts and
 the order it issued them, whatever IDs it used. Bursts are forwarded unchanged otherwise
 (address, length, size, burst type, lock, cache, prot, strobes, responses).
 
-Every master-side ready and R beat is registered: a master's AR, AW and W enter and its R beats leave
-through register slices (:class:`~ace.hw.common.skid_buffer.SkidBuffer`, a cycle of latency
-each, full rate; the wide ones with their control copied per 32-bit lane), so the long wires
-between the masters and their queues run from flip-flop to flip-flop; every ``m_axi`` valid is
+Every master-side ready and R beat is registered: a master's AR, AW and W enter and its R
+beats leave through register slices (:class:`~ace.hw.common.skid_buffer.SkidBuffer`, a cycle
+of latency each, full rate; the wide ones with their control copied per 32-bit lane), so the
+long wires between the masters and their queues start at flip-flops; every ``m_axi`` valid is
 registered.
 
 **Rules for masters.** ``arlen + 1`` and ``awlen + 1`` at most ``max_burst_beats`` (a longer read
