@@ -352,6 +352,7 @@ class AxiInterconnect(wiring.Component):
             aw_head = data.View(aw_layout, awq.r_data)
             aw_heads.append(aw_head)
             w_in = w_slice.i.payload
+            w_stored = data.View(w_layout, wq.w_data)
             w_fifos.append((wq, data.View(w_layout, wq.r_data)))
 
             m.d.comb += [
@@ -367,7 +368,8 @@ class AxiInterconnect(wiring.Component):
                 w_in.data.eq(port.wdata), w_in.strb.eq(port.wstrb), w_in.last.eq(port.wlast),
                 w_slice.i.valid.eq(port.wvalid),
                 port.wready.eq(w_slice.i.ready),
-                wq.w_data.eq(w_slice.o.payload.as_value()[:w_layout.size]),
+                w_stored.data.eq(w_slice.o.payload.data),
+                w_stored.strb.eq(w_slice.o.payload.strb),
                 wq.w_en.eq(w_slice.o.valid),
                 w_slice.o.ready.eq(wq.w_rdy),
             ]
