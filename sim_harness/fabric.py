@@ -27,10 +27,11 @@ from __future__ import annotations
 import gc
 import warnings
 
-from amaranth.back import verilog
 from amaranth.hdl import Module, Shape, UnusedElaboratable
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
+
+from ace.flow.convert import to_verilog
 
 from .link import COUNTER_BITS, RATE_BITS
 from .sim_ram import SIM_RAM_DPI_MODULE, SIM_RAM_DPI_VERILOG
@@ -163,7 +164,7 @@ def fabric_sources(spec: SystemSpec) -> dict[str, str]:
     modules, wires, assigns, instances, driven = [], [], [], [], set()
     for k in range(spec.topology.num_nodes):
         node = NodeFabric(spec, k)
-        modules.append(verilog.convert(node, name=f"{spec.name}_node{k}", emit_src=False))
+        modules.append(to_verilog(node, name=f"{spec.name}_node{k}"))
         instances.append(_instance(spec, k, node, wires, assigns, driven))
     ports = _top_ports(spec)
     decls = ["  input clk", "  input rst"] + [

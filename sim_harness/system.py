@@ -39,7 +39,6 @@ import gc
 import warnings
 from dataclasses import dataclass
 
-from amaranth.back import verilog
 from amaranth.hdl import (ClockSignal, Instance, Module, ResetSignal, Shape, Signal,
                           UnusedElaboratable)
 from amaranth.lib import wiring
@@ -47,6 +46,7 @@ from amaranth.lib.wiring import In, Out
 
 from ace.hw.axi.signatures import Axi4Signature, AxiLiteSignature
 from ace.config import AceConfig
+from ace.flow.convert import to_verilog
 from ace.regmap import CSR_ADDR_BITS
 from ace.hw.engine import AceEngine
 from ace.sw.program import ProgramError, Topology
@@ -159,7 +159,7 @@ def link_partners(topology: Topology) -> dict[tuple[int, int], tuple[int, int]]:
 
 def engine_verilog(config: AceConfig) -> str:
     """The engine as one Verilog module named ``ace_engine_<config>``."""
-    return verilog.convert(AceEngine(config), name=f"ace_engine_{config.name}", emit_src=False)
+    return to_verilog(AceEngine(config), name=f"ace_engine_{config.name}")
 
 
 @functools.lru_cache(maxsize=None)
@@ -397,7 +397,7 @@ def engine_sources(config: AceConfig) -> dict[str, str]:
 def system_sources(spec: SystemSpec) -> dict[str, str]:
     """File name -> Verilog text: the system top and its RAM module, and for a ``cocotb``
     build the engine module (a ``driver`` build's engine is :func:`engine_sources`)."""
-    top = verilog.convert(AceSystem(spec), name=spec.name, emit_src=False)
+    top = to_verilog(AceSystem(spec), name=spec.name)
     if spec.host == "driver":
         return {f"{SIM_RAM_DPI_MODULE}.sv": SIM_RAM_DPI_VERILOG, f"{spec.name}.v": top}
     return {f"{spec.engine_module}.v": engine_verilog(spec.config),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import random
 from pathlib import Path
 
 from ace.config import AceConfig
@@ -45,17 +46,20 @@ def _public_top_only(runner, toplevel: str, texts: dict) -> dict:
     return {**texts, "public_top.vlt": vlt}
 
 
-#: The C++ optimisation of cocotb's Verilator builds. Verilator's default (``-Os``) spends more
-#: compile time than a testbench's short run gets back: the engine's cocotb tests took 206 CPU
-#: seconds with it and 126 with ``-O1``, build included (docs/benchmarks.md, Test suite).
-COCOTB_OPT_FAST = "-O1"
+#: The C++ optimisation of cocotb's Verilator builds, as make variables. Verilator's default
+#: (``-Os`` for both) spends more compile time than a testbench's short run gets back: the
+#: engine's cocotb tests took 206 CPU seconds with it and 126 with ``-O1`` for the evaluation
+#: code (``OPT_FAST``), build included. The code that runs once, at construction and the first
+#: settle (``OPT_SLOW``), is compiled without optimisation: the cocotb ``ring4`` system test,
+#: build included, 186 -> 178 CPU seconds (docs/benchmarks.md, Test suite).
+COCOTB_MAKE_VARIABLES = ("OPT_FAST=-O1", "OPT_SLOW=-O0")
 
 
 def _compile_options(runner) -> None:
-    """Compile the Verilated C++ with :data:`COCOTB_OPT_FAST` (cocotb's runner sets no
-    optimisation of its own; the make variable overrides Verilator's default)."""
+    """Compile the Verilated C++ with :data:`COCOTB_MAKE_VARIABLES` (cocotb's runner sets no
+    optimisation of its own; make variables override Verilator's defaults)."""
     build_command = runner._build_command
-    runner._build_command = lambda: [cmd + [f"OPT_FAST={COCOTB_OPT_FAST}"] if cmd[0] == "make"
+    runner._build_command = lambda: [cmd + list(COCOTB_MAKE_VARIABLES) if cmd[0] == "make"
                                      else cmd for cmd in build_command()]
 
 
@@ -80,7 +84,7 @@ def build_sources(key: str, sources, toplevel: str, *, waves: bool | None = None
         texts = _public_top_only(runner, toplevel, texts)
     digest = hashlib.sha256("".join(f"{name}\0{text}\0" for name, text
                                     in sorted(texts.items())).encode()
-                            + COCOTB_OPT_FAST.encode()).hexdigest()
+                            + " ".join(COCOTB_MAKE_VARIABLES).encode()).hexdigest()
     with build_lock(build_dir.with_suffix(".lock")):
         stamp = build_dir / "ace_build.stamp"
         fresh = stamp.exists() and stamp.read_text() == digest
@@ -91,8 +95,10 @@ def build_sources(key: str, sources, toplevel: str, *, waves: bool | None = None
                 path = build_dir / name
                 path.write_text(text)
                 paths.append(path)
-            args = ["-Wno-fatal", "-Wno-WIDTH", "-Wno-CASEINCOMPLETE"] if sim == "verilator" \
-                else ["-g2005"]
+            # ``--x-initial unique``: what no initial value sets (the memories, see
+            # ace.flow.convert) starts from the run's random contents (:func:`run_built`).
+            args = ["-Wno-fatal", "-Wno-WIDTH", "-Wno-CASEINCOMPLETE", "--x-initial", "unique"] \
+                if sim == "verilator" else ["-g2005"]
             if sim == "verilator" and waves:
                 args += ["--trace-fst", "--trace-structs"]
             runner.build(sources=paths, hdl_toplevel=toplevel, build_dir=build_dir,
@@ -120,25 +126,34 @@ def run_built(runner, build_dir: Path, toplevel: str, module: str, *,
               testcase: str | None = None, env: dict[str, str] | None = None,
               seed: int | None = None, quiet: bool = False) -> Path:
     """Run the cocotb test module ``testbench.<module>`` on a build; raise if any test fails.
-    Returns the results file."""
+    Returns the results file.
+
+    On Verilator every memory starts from random contents (the hardware has no power-up
+    contents, :mod:`ace.flow.convert`), drawn from ``ACE_CONTENTS_SEED`` if set, else at random;
+    a failure names the seed."""
     from cocotb_tools.runner import get_results
 
     waves = waves_requested()
+    plusargs, contents = [], ""
+    if _simulator() == "verilator":
+        contents_seed = int(os.environ.get("ACE_CONTENTS_SEED") or random.randrange(1, 1 << 31))
+        plusargs = ["+verilator+rand+reset+2", f"+verilator+seed+{contents_seed}"]
+        contents = f"; memories started from random contents, ACE_CONTENTS_SEED={contents_seed}"
     test_dir = build_dir / "runs" / (module + (f"-{testcase}" if testcase else ""))
     results = test_dir / "results.xml"
     try:
         runner.test(test_module=f"testbench.{module}", hdl_toplevel=toplevel,
                     hdl_toplevel_lang="verilog", testcase=testcase, build_dir=build_dir,
                     test_dir=test_dir, extra_env=env or {}, waves=waves, seed=seed,
-                    results_xml=str(results), timescale=("1ns", "1ps"),
+                    results_xml=str(results), timescale=("1ns", "1ps"), plusargs=plusargs,
                     log_file=test_dir / "sim.log" if quiet else None)
     except SystemExit as exit_:
         where = f"log in {test_dir / 'sim.log'}" if quiet else "log above"
         raise AssertionError(f"cocotb {module} on {toplevel} failed (exit {exit_.code}); "
-                             f"{where}, results in {results}") from None
+                             f"{where}, results in {results}{contents}") from None
     tests, failed = get_results(results)
     assert tests > 0, f"cocotb {module} ran no test"
-    assert failed == 0, f"cocotb {module}: {failed} of {tests} tests failed"
+    assert failed == 0, f"cocotb {module}: {failed} of {tests} tests failed{contents}"
     return results
 
 

@@ -36,6 +36,7 @@ from ace.config import AceConfig
 from ace.layouts import Dtype, ReduceOp
 from ace.numerics import directed_pairs, elements_per_beat
 from testbench.alu_stimulus import AluBeats, describe_mismatch, make_beats
+from testbench.inputs import zero_inputs
 
 #: Element operations per (op, dtype) that the whole suite covers (COPY is extra).
 ELEMENTS_PER_COMBO = 100_000
@@ -68,6 +69,7 @@ class TB:
 
     def __init__(self, dut):
         self.dut = dut
+        zero_inputs(dut)
         self.config = _config()
         self.seed = cocotb.RANDOM_SEED
         self.log = logging.getLogger("cocotb.tb")

@@ -33,6 +33,7 @@ from ace.config import AceConfig
 from ace.layouts import DmaCompletion, DmaDescriptor, DmaKind, DmaStatus
 from testbench.axi_error_ram import ErrorAxiRam
 from testbench.sram_model import SramModel
+from testbench.inputs import zero_inputs
 
 DescBus, _, DescSource, _, _ = define_stream(
     "DmaDesc", signals=["payload", "valid", "ready"])
@@ -69,6 +70,7 @@ class Desc:
 class TB:
     def __init__(self, dut, mode: str, seed: int):
         self.dut = dut
+        zero_inputs(dut)
         self.mode = mode
         self.seed = seed
         self.rng = random.Random(seed)

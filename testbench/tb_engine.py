@@ -39,6 +39,7 @@ from ace.numerics import special_values
 from ace.sw.program import (Channel, CollectiveProgram, NodeProgram, Step, assemble)
 from ace.vocab import Mode
 from testbench.accounting import documented_bytes
+from testbench.inputs import zero_inputs
 
 MEM_SIZE = 1 << 20
 LINK_LATENCY = 8
@@ -53,6 +54,7 @@ def _pauses(rng, probability):
 class EngineTB:
     def __init__(self, dut, config: AceConfig, *, backpressure: bool = False, seed: int = 1):
         self.dut = dut
+        zero_inputs(dut)
         self.config = config
         self.rng = random.Random(seed)
         cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())

@@ -39,6 +39,7 @@ from ace.layouts import (NicError, NicRxBeat, NicSendCmd, PacketHeader, PacketTy
                          make_packet_header, packet_header_check)
 from ace.hw.nic.interface import LINK_COUNTERS
 from ace.hw.nic.rx import RX_CHECK_STAGES
+from testbench.inputs import zero_inputs
 
 CONFIG = AceConfig(**json.loads(os.environ["ACE_CONFIG"]))
 TOP = os.environ.get("ACE_TOP", "ace_nic")
@@ -170,6 +171,7 @@ class NicTB:
 
     def __init__(self, dut, mode: str, name: str):
         self.dut = dut
+        zero_inputs(dut)
         self.mode = mode
         self.seed = seed_for(name, mode)
         self.rng = random.Random(self.seed)

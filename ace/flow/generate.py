@@ -13,9 +13,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from amaranth.back import verilog
-
 from ace.config import AceConfig
+from ace.flow.convert import to_verilog
 from ace.hw.tops import TOPS, shipped_tops
 
 __all__ = ["GeneratedFile", "render", "write", "check", "verilog_text", "RTL_DIR"]
@@ -40,7 +39,7 @@ def verilog_text(top: str, config: AceConfig) -> str:
     the engine of the default configuration takes minutes to convert, and generation, the
     freshness check and lint all need the same text."""
     component = TOPS[top].build(config)
-    return verilog.convert(component, name=module_name(top, config), emit_src=False)
+    return to_verilog(component, name=module_name(top, config))
 
 
 def _core_file(config: AceConfig) -> str:

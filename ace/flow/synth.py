@@ -271,8 +271,7 @@ def synth_component(dut, name: str, board: Board, work_dir: Path, *, clock_mhz: 
     the generic target, gates, flip-flops, memory bits, ``logic_levels`` and the deepest paths.
     ``keep``: submodule path patterns kept as modules of their own in FPGA synthesis
     (:attr:`ace.hw.tops.TopSpec.synth_keep`; the generic target flattens everything)."""
-    from amaranth.back import rtlil, verilog
-
+    from ace.flow.convert import to_rtlil, to_verilog
     from ace.flow.synth_wrapper import SerialShellWrapper
 
     started = time.monotonic()
@@ -281,13 +280,13 @@ def synth_component(dut, name: str, board: Board, work_dir: Path, *, clock_mhz: 
     if board.target == "generic":
         # RTLIL: a memory's initial contents are one cell, where Verilog has a line a word
         # (yosys reads 65,536 of them for minutes).
-        (work_dir / "design.il").write_text(rtlil.convert(dut, name=name, emit_src=False))
+        (work_dir / "design.il").write_text(to_rtlil(dut, name=name))
         row["seconds"]["rtlil"] = round(time.monotonic() - started, 1)
         _synth_generic(name, work_dir, row, log)
     else:
         # Elaborated for the board, so that blocks pick its primitives (BlockRam: DP16KD).
-        (work_dir / "design.v").write_text(verilog.convert(
-            SerialShellWrapper(dut), name=name, emit_src=False, platform=board.part()()))
+        (work_dir / "design.v").write_text(to_verilog(
+            SerialShellWrapper(dut), name=name, platform=board.part()()))
         row["seconds"]["verilog"] = round(time.monotonic() - started, 1)
         if _synth_fpga(name, board.target, work_dir, row, log, breakdown, keep):
             if board.target == "xilinx" or pnr == "none":

@@ -967,11 +967,6 @@ module \ace_dma_default.cpl_q (clk, rst, w_en, w_rdy, r_data, w_port__data, r_rd
   output w_rdy;
   wire w_rdy;
   reg [10:0] storage [2:0];
-  initial begin
-    storage[0] = 11'h000;
-    storage[1] = 11'h000;
-    storage[2] = 11'h000;
-  end
   always @(posedge clk) begin
     if (w_port__en)
       storage[w_port__addr] <= w_port__data;
@@ -1140,14 +1135,6 @@ module \ace_dma_default.queue (w_en, clk, rst, \port$1$0 , \port$7$0 , \port$14$
   output w_rdy;
   wire w_rdy;
   reg [99:0] storage [5:0];
-  initial begin
-    storage[0] = 100'h0000000000000000000000000;
-    storage[1] = 100'h0000000000000000000000000;
-    storage[2] = 100'h0000000000000000000000000;
-    storage[3] = 100'h0000000000000000000000000;
-    storage[4] = 100'h0000000000000000000000000;
-    storage[5] = 100'h0000000000000000000000000;
-  end
   always @(posedge clk) begin
     if (w_port__en)
       storage[w_port__addr] <= { \port$14$0 , \port$7$0 , \port$1$0 , \port$0$2  };
@@ -2701,16 +2688,6 @@ module \ace_dma_default.reader.ar_q.fifo (rst, \port$85$0 , w_en, w_rdy, r_rdy, 
   output w_rdy;
   wire w_rdy;
   reg [60:0] storage [7:0];
-  initial begin
-    storage[0] = 61'h0000000000000000;
-    storage[1] = 61'h0000000000000000;
-    storage[2] = 61'h0000000000000000;
-    storage[3] = 61'h0000000000000000;
-    storage[4] = 61'h0000000000000000;
-    storage[5] = 61'h0000000000000000;
-    storage[6] = 61'h0000000000000000;
-    storage[7] = 61'h0000000000000000;
-  end
   always @(posedge clk) begin
     if (w_port__en)
       storage[w_port__addr] <= { \port$85$0 , \port$18687$39  };
@@ -5970,16 +5947,6 @@ module \ace_dma_default.reader.r_q.fifo (rst, w_en, w_rdy, r_rdy, r_data, w_port
   output w_rdy;
   wire w_rdy;
   reg [72:0] storage [7:0];
-  initial begin
-    storage[0] = 73'h0000000000000000000;
-    storage[1] = 73'h0000000000000000000;
-    storage[2] = 73'h0000000000000000000;
-    storage[3] = 73'h0000000000000000000;
-    storage[4] = 73'h0000000000000000000;
-    storage[5] = 73'h0000000000000000000;
-    storage[6] = 73'h0000000000000000000;
-    storage[7] = 73'h0000000000000000000;
-  end
   always @(posedge clk) begin
     if (w_port__en)
       storage[w_port__addr] <= w_port__data;
@@ -29601,12 +29568,6 @@ module \ace_dma_default.writer.aw_q.fifo (rst, \port$8350$0 , w_en, w_rdy, r_rdy
   output w_rdy;
   wire w_rdy;
   reg [68:0] storage [3:0];
-  initial begin
-    storage[0] = 69'h000000000000000000;
-    storage[1] = 69'h000000000000000000;
-    storage[2] = 69'h000000000000000000;
-    storage[3] = 69'h000000000000000000;
-  end
   always @(posedge clk) begin
     if (w_port__en)
       storage[w_port__addr] <= { \port$18699$1 , \port$8350$0 , \port$18699$39  };
@@ -30160,15 +30121,6 @@ module \ace_dma_default.writer.b_q.fifo (rst, w_en, w_rdy, r_rdy, r_data, \port$
   output w_rdy;
   wire w_rdy;
   reg [8:0] storage [6:0];
-  initial begin
-    storage[0] = 9'h000;
-    storage[1] = 9'h000;
-    storage[2] = 9'h000;
-    storage[3] = 9'h000;
-    storage[4] = 9'h000;
-    storage[5] = 9'h000;
-    storage[6] = 9'h000;
-  end
   always @(posedge clk) begin
     if (w_port__en)
       storage[w_port__addr] <= { \port$17882$50 [0], \port$17882$50 [8:1] };
@@ -52082,12 +52034,6 @@ module \ace_dma_default.writer.sreq_q.fifo (rst, w_en, w_rdy, r_rdy, r_data, w_p
   output w_rdy;
   wire w_rdy;
   reg [34:0] storage [3:0];
-  initial begin
-    storage[0] = 35'h000000000;
-    storage[1] = 35'h000000000;
-    storage[2] = 35'h000000000;
-    storage[3] = 35'h000000000;
-  end
   always @(posedge clk) begin
     if (w_port__en)
       storage[w_port__addr] <= w_port__data;
@@ -53771,12 +53717,6 @@ module \ace_dma_default.writer.wd_q.fifo (rst, w_en, w_rdy, r_rdy, r_data, w_por
   output w_rdy;
   wire w_rdy;
   reg [47:0] storage [3:0];
-  initial begin
-    storage[0] = 48'h000000000000;
-    storage[1] = 48'h000000000000;
-    storage[2] = 48'h000000000000;
-    storage[3] = 48'h000000000000;
-  end
   always @(posedge clk) begin
     if (w_port__en)
       storage[w_port__addr] <= w_port__data;

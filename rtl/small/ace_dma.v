@@ -967,11 +967,6 @@ module \ace_dma_small.cpl_q (clk, rst, w_en, w_rdy, r_data, w_port__data, r_rdy,
   output w_rdy;
   wire w_rdy;
   reg [10:0] storage [2:0];
-  initial begin
-    storage[0] = 11'h000;
-    storage[1] = 11'h000;
-    storage[2] = 11'h000;
-  end
   always @(posedge clk) begin
     if (w_port__en)
       storage[w_port__addr] <= w_port__data;
@@ -1140,14 +1135,6 @@ module \ace_dma_small.queue (w_en, clk, rst, \port$1$0 , \port$7$0 , \port$14$0 
   output w_rdy;
   wire w_rdy;
   reg [81:0] storage [5:0];
-  initial begin
-    storage[0] = 82'h000000000000000000000;
-    storage[1] = 82'h000000000000000000000;
-    storage[2] = 82'h000000000000000000000;
-    storage[3] = 82'h000000000000000000000;
-    storage[4] = 82'h000000000000000000000;
-    storage[5] = 82'h000000000000000000000;
-  end
   always @(posedge clk) begin
     if (w_port__en)
       storage[w_port__addr] <= { \port$14$0 , \port$7$0 , \port$1$0 , \port$0$2  };
@@ -2629,12 +2616,6 @@ module \ace_dma_small.reader.ar_q.fifo (rst, \port$85$0 , w_en, w_rdy, r_rdy, r_
   output w_rdy;
   wire w_rdy;
   reg [48:0] storage [3:0];
-  initial begin
-    storage[0] = 49'h0000000000000;
-    storage[1] = 49'h0000000000000;
-    storage[2] = 49'h0000000000000;
-    storage[3] = 49'h0000000000000;
-  end
   always @(posedge clk) begin
     if (w_port__en)
       storage[w_port__addr] <= { \port$85$0 , \port$3349$37  };
@@ -3973,12 +3954,6 @@ module \ace_dma_small.reader.r_q.fifo (rst, w_en, w_rdy, r_rdy, r_data, w_port__
   output w_rdy;
   wire w_rdy;
   reg [64:0] storage [3:0];
-  initial begin
-    storage[0] = 65'h00000000000000000;
-    storage[1] = 65'h00000000000000000;
-    storage[2] = 65'h00000000000000000;
-    storage[3] = 65'h00000000000000000;
-  end
   always @(posedge clk) begin
     if (w_port__en)
       storage[w_port__addr] <= w_port__data;
@@ -9124,12 +9099,6 @@ module \ace_dma_small.writer.aw_q.fifo (rst, \port$1209$0 , w_en, w_rdy, r_rdy, 
   output w_rdy;
   wire w_rdy;
   reg [56:0] storage [3:0];
-  initial begin
-    storage[0] = 57'h000000000000000;
-    storage[1] = 57'h000000000000000;
-    storage[2] = 57'h000000000000000;
-    storage[3] = 57'h000000000000000;
-  end
   always @(posedge clk) begin
     if (w_port__en)
       storage[w_port__addr] <= { \port$3361$1 , \port$1209$0 , \port$3361$37  };
@@ -9683,15 +9652,6 @@ module \ace_dma_small.writer.b_q.fifo (rst, w_en, w_rdy, r_rdy, r_data, \port$30
   output w_rdy;
   wire w_rdy;
   reg [8:0] storage [6:0];
-  initial begin
-    storage[0] = 9'h000;
-    storage[1] = 9'h000;
-    storage[2] = 9'h000;
-    storage[3] = 9'h000;
-    storage[4] = 9'h000;
-    storage[5] = 9'h000;
-    storage[6] = 9'h000;
-  end
   always @(posedge clk) begin
     if (w_port__en)
       storage[w_port__addr] <= { \port$3048$36 [0], \port$3048$36 [8:1] };
@@ -13555,12 +13515,6 @@ module \ace_dma_small.writer.sreq_q.fifo (rst, w_en, w_rdy, r_rdy, r_data, w_por
   output w_rdy;
   wire w_rdy;
   reg [34:0] storage [3:0];
-  initial begin
-    storage[0] = 35'h000000000;
-    storage[1] = 35'h000000000;
-    storage[2] = 35'h000000000;
-    storage[3] = 35'h000000000;
-  end
   always @(posedge clk) begin
     if (w_port__en)
       storage[w_port__addr] <= w_port__data;
@@ -14283,12 +14237,6 @@ module \ace_dma_small.writer.wd_q.fifo (rst, w_en, w_rdy, r_rdy, r_data, w_port_
   output w_rdy;
   wire w_rdy;
   reg [43:0] storage [3:0];
-  initial begin
-    storage[0] = 44'h00000000000;
-    storage[1] = 44'h00000000000;
-    storage[2] = 44'h00000000000;
-    storage[3] = 44'h00000000000;
-  end
   always @(posedge clk) begin
     if (w_port__en)
       storage[w_port__addr] <= w_port__data;
