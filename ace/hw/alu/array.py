@@ -21,7 +21,8 @@ have a beat to take; otherwise they hold, which saves their switching power and 
   holds a valid beat, so each stage's clock enable is a register of its own lane and stage.
 * ``clock``: the lanes' ``pipe`` domain is a gated clock, running while ``busy``, a register
   that is high exactly in the cycles when one of the delay line's first twelve stages is
-  valid (a cycle-based simulator such as Verilator does not evaluate the lanes while it is
+  valid, and their operand registers are clocked only in cycles that accept a beat (a
+  cycle-based simulator such as Verilator does not evaluate the lanes while both are
   stopped); the lanes' ``valid`` is tied to 1.
 
 Each beat carries its own op and dtype, so consecutive beats (from different channels) may use
@@ -219,11 +220,17 @@ class AluArray(wiring.Component):
         gated_clock = uses_gated_clock(config, platform)
         if gated_clock:
             gate = ClockGate(m, "pipe", busy, gated_clock=True)
+            # The lanes' operand registers (their ``sync`` domain) load only with a beat, so
+            # that nothing in a lane moves while the array is idle: ungated, they took i's
+            # payload in every cycle, and a cycle-based simulator evaluated the lanes' first
+            # stage in every cycle (docs/benchmarks.md, Simulator speed).
+            operand_gate = ClockGate(m, "operands", accept, gated_clock=True)
 
         results = []
         for n in range(config.alu_lanes):
             lane = AluLane()
-            m.submodules[f"lane{n}"] = (gate(lane, domain="pipe") if gated_clock
+            m.submodules[f"lane{n}"] = (operand_gate(gate(lane, domain="pipe"))
+                                        if gated_clock
                                         else DomainRenamer({"pipe": "sync"})(lane))
             m.d.comb += [
                 lane.a.eq(self.i.payload.a[32 * n:32 * (n + 1)]),
