@@ -15,13 +15,11 @@ compare.
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import numpy as np
 
-from ace.errors import ToolchainError
+from ace.flow.toolchain import check_waves_toolchain
 from ace.hw.engine import counter_names
 from ace.layouts import DTYPE_BYTES, Dtype
 from ace.numerics import BITS_DTYPE, NP_DTYPE
@@ -38,7 +36,7 @@ from .simulator import SystemSimulator, build_driver, run_hosts
 from .system import SystemSpec
 from .trace import CollectiveSpec, Trace, scale_trace
 
-__all__ = ["ReplayError", "CollectiveTooLarge", "check_waves_toolchain", "compile_spec",
+__all__ = ["ReplayError", "CollectiveTooLarge", "compile_spec",
            "make_inputs", "replay", "run_collective", "scale_trace", "system_record"]
 
 #: Engine watchdog (TIMEOUT CSR): a channel that sees no progress anywhere in its engine for
@@ -348,19 +346,3 @@ def _run_with_bar(sim: SystemSimulator, prepared: PreparedCollective, *, seed: i
                 bar.total = int(1.1 * elapsed)
             bar.update(elapsed - bar.n)
         return run_collective(sim, prepared, seed=seed, interval=step, progress=advance)
-
-
-def check_waves_toolchain() -> None:
-    """Raise :class:`~ace.flow.toolchain.ToolchainError` unless the C++ compiler finds the headers
-    of Verilator's FST writer (``lz4.h``, ``zlib.h``), before a waves build fails on them."""
-    cxx = os.environ.get("CXX", "c++")
-    try:
-        result = subprocess.run([cxx, "-fsyntax-only", "-x", "c++", "-"], capture_output=True,
-                                text=True, input="#include <lz4.h>\n#include <zlib.h>\n")
-    except OSError as error:
-        raise ToolchainError(f"--waves: cannot run the C++ compiler {cxx!r}: {error}") from None
-    if result.returncode:
-        missing = [h for h in ("lz4.h", "zlib.h") if h in result.stderr] or ["lz4.h/zlib.h"]
-        raise ToolchainError(f"--waves: Verilator's FST writer needs {', '.join(missing)}, "
-                             f"which {cxx} does not find; install liblz4-dev and zlib1g-dev "
-                             "(Debian/Ubuntu) or lz4-devel and zlib-devel (Fedora)")

@@ -5,7 +5,8 @@ reused while the generated Verilog is unchanged (a stamp file holds its hash), s
 one Verilator build. The configuration reaches the testbench as JSON in ``ACE_CONFIG``.
 
 Environment: ``SIM=icarus`` selects Icarus instead of Verilator; ``ACE_WAVES=1`` records
-waveforms (FST on Verilator, VCD on Icarus) into the build directory.
+waveforms into the build directory (FST on Verilator where liblz4 is installed, else VCD; VCD
+on Icarus).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from pathlib import Path
 
 from ace.config import AceConfig
 from ace.flow.generate import module_name, verilog_text
-from ace.flow.toolchain import build_lock, prepare_environment
+from ace.errors import ToolchainError
+from ace.flow.toolchain import build_lock, check_waves_toolchain, prepare_environment
 
 __all__ = ["BUILD_ROOT", "build_sources", "build_top", "run_built", "run_cocotb",
            "waves_requested"]
@@ -63,6 +65,16 @@ def _compile_options(runner) -> None:
                                      else cmd for cmd in build_command()]
 
 
+def _fst_writer_builds() -> bool:
+    """Whether Verilator's FST writer compiles here (it needs the lz4 and zlib headers, which no
+    pip package brings); the waveforms are VCD otherwise."""
+    try:
+        check_waves_toolchain()
+    except ToolchainError:
+        return False
+    return True
+
+
 def build_sources(key: str, sources, toplevel: str, *, waves: bool | None = None,
                   quiet: bool = False, top_only: bool = False):
     """Compile Verilog ``sources`` (file name -> text) with ``toplevel`` as the top, in
@@ -102,7 +114,7 @@ def build_sources(key: str, sources, toplevel: str, *, waves: bool | None = None
             args = ["-Wno-fatal", "-Wno-WIDTH", "-Wno-CASEINCOMPLETE", "--x-initial", "unique",
                     "--output-split-cfuncs", "1000"] if sim == "verilator" else ["-g2005"]
             if sim == "verilator" and waves:
-                args += ["--trace-fst", "--trace-structs"]
+                args += ["--trace-fst" if _fst_writer_builds() else "--trace", "--trace-structs"]
             runner.build(sources=paths, hdl_toplevel=toplevel, build_dir=build_dir,
                          build_args=args, always=True, timescale=("1ns", "1ps"), waves=waves,
                          log_file=build_dir / "build.log" if quiet else None)

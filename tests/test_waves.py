@@ -59,3 +59,21 @@ def test_missing_fst_headers_are_one_line_exit_2(tmp_path, monkeypatch, capsys):
     assert main(["replay", "--waves", "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "lz4.h" in err[0] and "liblz4-dev" in err[0], err
+
+
+def test_cocotb_waves_fall_back_to_vcd_without_fst_headers(tmp_path, monkeypatch):
+    """The cocotb builds choose FST only where Verilator's FST writer compiles; a compiler that
+    does not find lz4.h gives VCD (``--trace``) instead of a failed build."""
+    from testbench.runner import _fst_writer_builds
+
+    fake = tmp_path / "fakecxx"
+    fake.write_text("#!/bin/sh\necho 'fatal error: lz4.h: No such file or directory' >&2\n"
+                    "exit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("CXX", str(fake))
+    assert _fst_writer_builds() is False
+    ok = tmp_path / "okcxx"
+    ok.write_text("#!/bin/sh\nexit 0\n")
+    ok.chmod(0o755)
+    monkeypatch.setenv("CXX", str(ok))
+    assert _fst_writer_builds() is True

@@ -11,13 +11,14 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import subprocess
 from contextlib import contextmanager
 from pathlib import Path
 
 from ace.errors import ToolchainError
 
 __all__ = ["verilator_bin_dir", "prepare_environment", "find_tool",
-           "build_lock"]
+           "build_lock", "check_waves_toolchain"]
 
 _PCH_FLAG = "CFG_CXXFLAGS_PCH_I=-include"
 
@@ -63,3 +64,19 @@ def build_lock(path: Path):
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def check_waves_toolchain() -> None:
+    """Raise :class:`~ace.flow.toolchain.ToolchainError` unless the C++ compiler finds the headers
+    of Verilator's FST writer (``lz4.h``, ``zlib.h``), before a waves build fails on them."""
+    cxx = os.environ.get("CXX", "c++")
+    try:
+        result = subprocess.run([cxx, "-fsyntax-only", "-x", "c++", "-"], capture_output=True,
+                                text=True, input="#include <lz4.h>\n#include <zlib.h>\n")
+    except OSError as error:
+        raise ToolchainError(f"--waves: cannot run the C++ compiler {cxx!r}: {error}") from None
+    if result.returncode:
+        missing = [h for h in ("lz4.h", "zlib.h") if h in result.stderr] or ["lz4.h/zlib.h"]
+        raise ToolchainError(f"--waves: Verilator's FST writer needs {', '.join(missing)}, "
+                             f"which {cxx} does not find; install liblz4-dev and zlib1g-dev "
+                             "(Debian/Ubuntu) or lz4-devel and zlib-devel (Fedora)")
