@@ -79,7 +79,7 @@ def build_sources(key: str, sources, toplevel: str, *, waves: bool | None = None
                   quiet: bool = False, top_only: bool = False):
     """Compile Verilog ``sources`` (file name -> text) with ``toplevel`` as the top, in
     ``build/cocotb/<key>-<sim>``, unless that build is fresh (a stamp file holds the hash of
-    the sources). ``top_only``: the testbench uses the top module's ports only, so the rest of
+    the sources and the build options). ``top_only``: the testbench uses the top module's ports only, so the rest of
     the design stays private and fast (see :func:`_public_top_only`). Returns
     ``(runner, build_dir)``."""
     from cocotb_tools.runner import get_runner
@@ -94,9 +94,17 @@ def build_sources(key: str, sources, toplevel: str, *, waves: bool | None = None
         _compile_options(runner)
     if top_only and sim == "verilator":
         texts = _public_top_only(runner, toplevel, texts)
+    # ``--x-initial unique``: what no initial value sets (the memories, see ace.flow.convert)
+    # starts from the run's random contents (:func:`run_built`). Functions of at most 1,000
+    # statements: the cocotb ring4 system test, build included, 167 -> 98 CPU seconds
+    # (docs/benchmarks.md, Test suite).
+    args = ["-Wno-fatal", "-Wno-WIDTH", "-Wno-CASEINCOMPLETE", "--x-initial", "unique",
+            "--output-split-cfuncs", "1000"] if sim == "verilator" else ["-g2005"]
+    if sim == "verilator" and waves:
+        args += ["--trace-fst" if _fst_writer_builds() else "--trace", "--trace-structs"]
     digest = hashlib.sha256("".join(f"{name}\0{text}\0" for name, text
                                     in sorted(texts.items())).encode()
-                            + " ".join(COCOTB_MAKE_VARIABLES).encode()).hexdigest()
+                            + " ".join([*COCOTB_MAKE_VARIABLES, *args]).encode()).hexdigest()
     with build_lock(build_dir.with_suffix(".lock")):
         stamp = build_dir / "ace_build.stamp"
         fresh = stamp.exists() and stamp.read_text() == digest
@@ -107,14 +115,6 @@ def build_sources(key: str, sources, toplevel: str, *, waves: bool | None = None
                 path = build_dir / name
                 path.write_text(text)
                 paths.append(path)
-            # ``--x-initial unique``: what no initial value sets (the memories, see
-            # ace.flow.convert) starts from the run's random contents (:func:`run_built`).
-            # Functions of at most 1,000 statements: the cocotb ring4 system test, build
-            # included, 167 -> 98 CPU seconds (docs/benchmarks.md, Test suite).
-            args = ["-Wno-fatal", "-Wno-WIDTH", "-Wno-CASEINCOMPLETE", "--x-initial", "unique",
-                    "--output-split-cfuncs", "1000"] if sim == "verilator" else ["-g2005"]
-            if sim == "verilator" and waves:
-                args += ["--trace-fst" if _fst_writer_builds() else "--trace", "--trace-structs"]
             runner.build(sources=paths, hdl_toplevel=toplevel, build_dir=build_dir,
                          build_args=args, always=True, timescale=("1ns", "1ps"), waves=waves,
                          log_file=build_dir / "build.log" if quiet else None)
@@ -131,7 +131,7 @@ def build_top(top: str, config: AceConfig, *, waves: bool | None = None, quiet: 
     Returns ``(runner, build_dir)``. With ``quiet`` the compiler output goes to
     ``build_dir/build.log`` instead of the terminal. Every testbench drives and reads the top's
     ports only, so the rest of the design stays private (``top_only``: the cocotb engine test,
-    build included, 146 -> 70 s, docs/benchmarks.md)."""
+    build included, 146 -> 50 s, docs/benchmarks.md)."""
     name = module_name(top, config)
     return build_sources(f"{top}-{config.name}-{config.digest}",
                          {f"{name}.v": verilog_text(top, config)}, name, waves=waves,
