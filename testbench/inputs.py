@@ -20,15 +20,12 @@ from ace.hw.tops import TOPS
 __all__ = ["zero_inputs"]
 
 
-def zero_inputs(dut, top: str | None = None, config: AceConfig | None = None) -> int:
+def zero_inputs(dut, top: str | None = None, config: AceConfig | None = None) -> None:
     """Drive every input port of ``top`` (default: ``ACE_TOP``) built for ``config`` (default:
-    ``ACE_CONFIG``) to 0 on ``dut``, clock and reset aside; returns how many."""
+    ``ACE_CONFIG``) to 0 on ``dut``, clock and reset aside."""
     top = top or os.environ["ACE_TOP"]
     config = config or AceConfig.from_dict(json.loads(os.environ["ACE_CONFIG"]))
     component = TOPS[top].build(config)
-    count = 0
     for path, member, _ in component.signature.flatten(component):
         if member.flow == wiring.In:
             getattr(dut, "__".join(map(str, path))).value = 0
-            count += 1
-    return count

@@ -180,10 +180,6 @@ class NicTB:
 
     async def reset(self):
         self.dut.rst.value = 1
-        for name in ("node_id", "error_clear", "a_node_id", "b_node_id", "a_error_clear",
-                     "b_error_clear"):
-            if hasattr(self.dut, name):
-                getattr(self.dut, name).value = 0
         await ClockCycles(self.dut.clk, 4)
         self.dut.rst.value = 0
         await ClockCycles(self.dut.clk, 2)

@@ -48,14 +48,20 @@ def test_replay_waves_writes_a_complete_fst(tmp_path):
     assert irq.value_at(0) == 0 and irq.value_at(end) == 1
 
 
+def _compiler(tmp_path, *, found: bool) -> str:
+    """A stand-in C++ compiler that finds the FST writer's headers or reports lz4.h missing."""
+    path = tmp_path / ("cxx_found" if found else "cxx_missing")
+    path.write_text("#!/bin/sh\nexit 0\n" if found else
+                    "#!/bin/sh\necho 'fatal error: lz4.h: No such file or directory' >&2\n"
+                    "exit 1\n")
+    path.chmod(0o755)
+    return str(path)
+
+
 def test_missing_fst_headers_are_one_line_exit_2(tmp_path, monkeypatch, capsys):
     """Verilator's FST writer includes lz4.h: without it the replay stops before the build
     with one line naming the packages to install."""
-    fake = tmp_path / "fakecxx"
-    fake.write_text("#!/bin/sh\necho 'fatal error: lz4.h: No such file or directory' >&2\n"
-                    "exit 1\n")
-    fake.chmod(0o755)
-    monkeypatch.setenv("CXX", str(fake))
+    monkeypatch.setenv("CXX", _compiler(tmp_path, found=False))
     assert main(["replay", "--waves", "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "lz4.h" in err[0] and "liblz4-dev" in err[0], err
@@ -66,14 +72,7 @@ def test_cocotb_waves_fall_back_to_vcd_without_fst_headers(tmp_path, monkeypatch
     does not find lz4.h gives VCD (``--trace``) instead of a failed build."""
     from testbench.runner import _fst_writer_builds
 
-    fake = tmp_path / "fakecxx"
-    fake.write_text("#!/bin/sh\necho 'fatal error: lz4.h: No such file or directory' >&2\n"
-                    "exit 1\n")
-    fake.chmod(0o755)
-    monkeypatch.setenv("CXX", str(fake))
+    monkeypatch.setenv("CXX", _compiler(tmp_path, found=False))
     assert _fst_writer_builds() is False
-    ok = tmp_path / "okcxx"
-    ok.write_text("#!/bin/sh\nexit 0\n")
-    ok.chmod(0o755)
-    monkeypatch.setenv("CXX", str(ok))
+    monkeypatch.setenv("CXX", _compiler(tmp_path, found=True))
     assert _fst_writer_builds() is True

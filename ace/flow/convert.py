@@ -23,7 +23,7 @@ _EMIT_MEMORY = rtlil.ModuleEmitter.emit_memory
 
 
 def _emit_memory(self, cell_idx, cell):
-    """Amaranth's own, except for an all-zero memory inside :func:`_without_zero_contents`."""
+    """Amaranth's own, except for an all-zero memory inside :func:`_converted`."""
     if _OMIT_ZERO_CONTENTS.get() and not any(cell.init):
         return
     _EMIT_MEMORY(self, cell_idx, cell)
