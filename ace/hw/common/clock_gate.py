@@ -10,7 +10,13 @@ take a new value that matters. ``config.clock_gating`` chooses the form of the s
 * ``clock``: the gated domain's clock is ``clk & enable_n``, ``enable_n`` being ``enable``
   registered on the falling edge, so that the gated clock cannot glitch (the form of an ASIC
   clock-gating cell). A cycle-based simulator such as Verilator evaluates a domain's logic only
-  on its clock's edges, so a stopped block costs no simulation time. Amaranth's own simulator
+  on its clock's edges, so a stopped block costs no simulation time. The gated domain's reset
+  is asynchronous in this form: a synchronous reset is an input of every register's next-state
+  logic, and the reset is a register of the ungated clock, so Verilator would evaluate all of
+  that logic on every edge of the ungated clock. The enable is high while the reset is, so the
+  gated registers take their reset values at the same edges as ungated ones, and hold them
+  until the edge that ends the reset (the first reset cycle aside, where the asynchronous form
+  resets at once). Amaranth's own simulator
   cannot run this form: it moves a derived clock a delta cycle after the registers of the
   clock it comes from, so the gated registers would sample the next cycle's values.
 
@@ -46,7 +52,7 @@ class ClockGate:
     def __init__(self, m: Module, name: str, enable, *, gated_clock: bool):
         self.name, self.enable, self.gated_clock = name, enable, gated_clock
         if gated_clock:
-            gated = ClockDomain(name, local=True)
+            gated = ClockDomain(name, local=True, async_reset=True)
             falling = ClockDomain(f"{name}_n", clk_edge="neg", reset_less=True, local=True)
             m.domains += [gated, falling]
             enable_n = Signal(name=f"{name}_enable_n")
