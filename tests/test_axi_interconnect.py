@@ -307,13 +307,24 @@ SCENARIOS = {
 @pytest.mark.parametrize("scenario", SCENARIOS)
 @pytest.mark.parametrize("seed", [1, 2])
 def test_random_traffic(scenario, seed):
+    _random_traffic(scenario, seed)
+
+
+@pytest.mark.parametrize("scenario", ["3r3w", "2r2w_fast"])
+def test_random_traffic_one_slice_control(scenario):
+    """The gated-clock form's interconnect: its register slices with one copy of the
+    control (``replicate=False``), the same traffic checks."""
+    _random_traffic(scenario, 3, replicate=False)
+
+
+def _random_traffic(scenario, seed, replicate=True):
     n_rd, n_wr, rbuf, wbuf, idle, stall = SCENARIOS[scenario]
-    seed = f"{scenario}-{seed}"
+    seed = f"{scenario}-{seed}{'' if replicate else '-one-copy'}"
     rng = random.Random(seed)
     id_bits = 3
     dut = AxiInterconnect(ADDR_BITS, DATA_BYTES, id_bits, n_rd, n_wr, max_burst_beats=MAX_BURST,
                           read_buffer_beats=rbuf, write_buffer_beats=wbuf,
-                          max_writes_in_flight=rng.choice([1, 2, 4]))
+                          max_writes_in_flight=rng.choice([1, 2, 4]), replicate=replicate)
     memory = MemoryModel(dut, rng, seed)
     memory.mem[:] = rng.randbytes(MEM_BYTES)
     golden = bytearray(memory.mem)

@@ -374,19 +374,20 @@ def test_slot_wait_is_bounded(read_ports, write_ports, banks):
 
 # -- the rotating crossbar ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("read_ports, write_ports, banks, seed", [
-    (3, 2, 8, 11),   # read period 4 < 8 banks: two banks per rotation position
-    (5, 3, 4, 12),   # read period 5 > 4 banks: five positions, one of them empty
-    (4, 2, 8, 13),   # the engine's port set (4 read positions, 2 write positions, 8 banks)
-    (5, 3, 8, 14),   # the small top's port set (8 read positions, 4 write positions)
-    (9, 5, 8, 15),   # the default port set on 8 banks (period 9 and 8)
+@pytest.mark.parametrize("read_ports, write_ports, banks, seed, replicate", [
+    (3, 2, 8, 11, True),   # read period 4 < 8 banks: two banks per rotation position
+    (5, 3, 4, 12, True),   # read period 5 > 4 banks: five positions, one of them empty
+    (4, 2, 8, 13, True),   # the engine's port set (4 read positions, 2 write positions, 8 banks)
+    (5, 3, 8, 14, True),   # the small top's port set (8 read positions, 4 write positions)
+    (9, 5, 8, 15, True),   # the default port set on 8 banks (period 9 and 8)
+    (4, 2, 8, 16, False),  # the engine's, one select copy per rotator stage (gated-clock form)
 ])
-def test_rotations_random_traffic(read_ports, write_ports, banks, seed):
+def test_rotations_random_traffic(read_ports, write_ports, banks, seed, replicate):
     """Random traffic with idle cycles and backpressure through every kind of rotation:
     bit-exact, and every same-word read/write pair in one cycle returns the old word."""
     words, word_bytes = 8 * banks, 4
     dut = BankedSram(words=words, word_bytes=word_bytes, banks=banks, read_ports=read_ports,
-                     write_ports=write_ports)
+                     write_ports=write_ports, replicate=replicate)
     rng = random.Random(seed)
     reads, writes = random_traffic(rng, words, word_bytes, read_ports, write_ports, 120,
                                    addrs=list(range(0, words, 3)))

@@ -36,6 +36,7 @@ from amaranth.lib.wiring import In, Out
 from ace.hw.axi.signatures import Axi4Signature, AxiLiteSignature
 from ace.hw.axi.interconnect import AxiInterconnect
 from ace.hw.channel.sequencer import AceChannel
+from ace.hw.common.replica import replicates
 from ace.hw.csr import AceCsr
 from ace.regmap import CSR_ADDR_BITS, ErrorCause
 from ace.layouts import AxiStreamSignature
@@ -91,10 +92,11 @@ class AceEngine(wiring.Component):
         m.submodules.nic = nic = NicInterface(cfg)
         m.submodules.sram = sram = BankedSram(
             cfg.input_buffer_words + cfg.output_buffer_words, cfg.link_bytes, cfg.sram_banks,
-            read_ports=2 * C, write_ports=C)
+            read_ports=2 * C, write_ports=C, replicate=replicates(cfg, platform))
         m.submodules.interconnect = ic = AxiInterconnect(
             cfg.mem_addr_bits, cfg.mem_bytes, cfg.mem_id_bits, read_masters=2 * C,
-            write_masters=C, max_burst_beats=cfg.max_burst_beats)
+            write_masters=C, max_burst_beats=cfg.max_burst_beats,
+            replicate=replicates(cfg, platform))
         channels = [AceChannel(cfg, c) for c in range(C)]
 
         wiring.connect(m, wiring.flipped(self.s_axil), csr.s_axil)

@@ -152,6 +152,9 @@ class AxiInterconnect(wiring.Component):
     max_writes_in_flight : int
         Bursts per write master forwarded to memory whose B response the master has not taken
         yet; also the depth of its B buffer. A master may queue 4 more AWs on top.
+    replicate : bool
+        Copy the wide register slices' control per 32-bit lane (default); false: one copy,
+        the same cycles (:func:`~ace.hw.common.replica.replicates`).
 
     Members
     -------
@@ -171,7 +174,8 @@ class AxiInterconnect(wiring.Component):
 
     def __init__(self, addr_bits: int, data_bytes: int, id_bits: int, read_masters: int,
                  write_masters: int, *, max_burst_beats: int, read_buffer_beats: int | None = None,
-                 write_buffer_beats: int | None = None, max_writes_in_flight: int = 4):
+                 write_buffer_beats: int | None = None, max_writes_in_flight: int = 4,
+                 replicate: bool = True):
         try:
             read_buffer_beats, write_buffer_beats = _check_parameters(
                 addr_bits, data_bytes, id_bits, read_masters, write_masters, max_burst_beats,
@@ -189,7 +193,8 @@ class AxiInterconnect(wiring.Component):
         self.read_buffer_beats = read_buffer_beats
         self.write_buffer_beats = write_buffer_beats
         self.max_writes_in_flight = max_writes_in_flight
-        self._slices = max(1, data_bytes // 4)     # register slices: control per 32-bit lane
+        # register slices: control per 32-bit lane, or one copy (``replicate`` false)
+        self._slices = max(1, data_bytes // 4) if replicate else 1
         members = {}
         for i in range(read_masters):
             members[f"rd{i}"] = In(Axi4Signature(addr_bits, data_bytes, id_bits, write=False))

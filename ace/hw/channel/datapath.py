@@ -47,6 +47,7 @@ from ace.hw.alu.array import AluArray
 from ace.hw.axi.signatures import Axi4Signature
 from ace.hw.common.carry_save import CarrySaveSum
 from ace.hw.common.clock_gate import ClockGate, uses_gated_clock
+from ace.hw.common.replica import replicates
 from ace.hw.common.skid_buffer import SkidBuffer
 from ace.hw.common.skid_fifo import SkidFifo
 from ace.hw.dma.reader import DmaReader
@@ -200,12 +201,14 @@ class StepDatapath(wiring.Component):
         m.submodules.sram_b = sram_b = SramSliceReader(words, B)
         m.submodules.sram_w = sram_w = SramSliceWriter(words, B)
         mem_a, mem_b, mem_w = DmaReader(cfg), DmaReader(cfg), DmaWriter(cfg)
-        lanes = max(1, cfg.link_bytes // 4)
+        copies = replicates(cfg, platform)     # control copied per 32-bit lane (replica.py)
+        lanes = max(1, cfg.link_bytes // 4) if copies else 1
+        slice_bits = 32 if copies else None
         # The result slice and the two sink slices face readies from afar (the fork; the
         # SRAM, memory writer and NIC): SkidFifo, whose payload load enables are registers (a
         # copy per 32-bit lane), so a far ready reaches only their pointers and counts.
         m.submodules.write_out = write_out = SkidFifo(
-            data.StructLayout({"data": 8 * B, "last": 1}), slice_bits=32)
+            data.StructLayout({"data": 8 * B, "last": 1}), slice_bits=slice_bits)
         gated_clock = uses_gated_clock(cfg, platform)
         load = Signal()          # a plan is taken this cycle
         # The write slice's output can be valid next cycle only if it holds or takes a beat now.
@@ -218,13 +221,13 @@ class StepDatapath(wiring.Component):
         # count compare) and the result fork (the sinks' readies) stay out of the ALU's cycle.
         # One copy of their control per 32-bit lane, so a ready reaches 64-odd flip-flops, not
         # the whole word (SkidBuffer's slices; SkidFifo's replicated load enables).
-        m.submodules.send_out = send_out = SkidFifo(NicTxBeat(cfg), slice_bits=32)
+        m.submodules.send_out = send_out = SkidFifo(NicTxBeat(cfg), slice_bits=slice_bits)
         m.submodules.operand_a = operand_a = SkidBuffer(8 * B, slices=lanes)
         m.submodules.operand_b = operand_b = SkidBuffer(8 * B, slices=lanes)
         m.submodules.operands = operands = SkidBuffer(alu.i.signature.members["payload"].shape,
                                                       slices=lanes)
         m.submodules.result = result = SkidFifo(alu.o.signature.members["payload"].shape,
-                                                slice_bits=32)
+                                                slice_bits=slice_bits)
         wiring.connect(m, operands.o, alu.i)
         wiring.connect(m, alu.o, result.i)
         wiring.connect(m, sram_a.port, wiring.flipped(self.sram_rd_a))

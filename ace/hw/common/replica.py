@@ -7,6 +7,15 @@ its slice. Synthesis merges identical flip-flops (yosys ``opt_merge``), and a ``
 signal does not stop it, so the ECP5 form instantiates each copy as a ``TRELLIS_FF`` (a
 primitive cell, which ``opt_merge`` leaves alone) with ``keep``; any other platform, or none,
 gets plain registers (the same behaviour in simulation).
+
+The gated-clock form (``config.clock_gating == "clock"``, no platform: the form the harness
+simulates) keeps one copy of each: :func:`replicates` is false there, and the blocks then ask
+for one copy (``replicas(distinct=False)``, ``SkidBuffer(slices=1)``,
+``SkidFifo(slice_bits=None)``, one lane of control in the DMA realigner, one copy of the
+interconnect's and the DMA queues' slice control). The copies change no cycle, and a cycle-based
+simulator evaluates each of them: in the harness's engine they were a third of the simulation
+time (docs/benchmarks.md, Simulator speed). FPGA synthesis always gets the enable form, with
+the copies; an ASIC flow buffers a wide fan-out itself.
 """
 
 from __future__ import annotations
@@ -14,14 +23,25 @@ from __future__ import annotations
 from amaranth.hdl import ClockSignal, Instance, ResetSignal, Signal
 
 from ace.hw.common.bram import is_ecp5
+from ace.hw.common.clock_gate import uses_gated_clock
 
-__all__ = ["replicas"]
+__all__ = ["replicas", "replicates"]
 
 
-def replicas(m, platform, d, copies: int, *, init: int = 0, name: str) -> list[Signal]:
+def replicates(config, platform) -> bool:
+    """Whether the blocks copy fan-out registers and register-slice control (see the module
+    docstring): in every form but the gated-clock one."""
+    return not uses_gated_clock(config, platform)
+
+
+def replicas(m, platform, d, copies: int, *, init: int = 0, name: str,
+             distinct: bool = True) -> list[Signal]:
     """``copies`` one-bit registers in ``m``'s ``sync`` domain, each loaded with ``d`` every
     cycle and reset to ``init`` (synchronously, with the domain's reset). Returns the copies'
-    outputs; on ECP5 each is a kept ``TRELLIS_FF``."""
+    outputs; on ECP5 each is a kept ``TRELLIS_FF``. ``distinct=False``: one register, returned
+    ``copies`` times."""
+    if not distinct:
+        return replicas(m, platform, d, 1, init=init, name=name) * copies
     outs = [Signal(init=init, name=f"{name}_r{k}") for k in range(copies)]
     if not is_ecp5(platform):
         for out in outs:

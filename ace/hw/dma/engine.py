@@ -49,6 +49,7 @@ from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from ace.hw.axi.signatures import Axi4Signature
+from ace.hw.common.replica import replicates
 from ace.hw.common.skid_buffer import SkidBuffer
 from ace.hw.dma.reader import DmaReader
 from ace.hw.dma.writer import DmaWriter
@@ -138,7 +139,8 @@ class DmaEngine(wiring.Component):
         # slice of the head with its own control copy): the dispatch decision, from the head's
         # registers, reaches only the skid buffer's control, not the FIFO's pointers and level.
         m.submodules.queue = queue = SyncFIFO(width=entry.size, depth=self.queue_depth - 2)
-        m.submodules.queue_head = queue_head = SkidBuffer(entry, slices=4)
+        m.submodules.queue_head = queue_head = SkidBuffer(
+            entry, slices=4 if replicates(cfg, platform) else 1)
         kind = self.desc.p.kind
         nothing = self.desc.p.length == 0
         reads = (kind == DmaKind.LOAD) | (kind == DmaKind.MEM_TO_STREAM)

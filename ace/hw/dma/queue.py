@@ -39,13 +39,14 @@ def queues_open(m, *queues):
 
 class CommandQueue(Elaboratable):
     """See the module docstring. ``slices``: copies of the head's control registers (default:
-    one per 24 bits of the entry)."""
+    one per 24 bits of the entry; one if ``replicate`` is false, the same cycles)."""
 
-    def __init__(self, *, width: int, depth: int, slices: int | None = None):
+    def __init__(self, *, width: int, depth: int, slices: int | None = None,
+                 replicate: bool = True):
         assert depth >= 2, "room_next needs a FIFO of two entries or more"
         self.width = width
         self.depth = depth
-        self.slices = max(1, width // 24) if slices is None else slices
+        self.slices = (max(1, width // 24) if slices is None else slices) if replicate else 1
         self.w_data = Signal(width)
         self.w_en = Signal()
         self.w_rdy = Signal()

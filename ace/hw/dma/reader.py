@@ -27,6 +27,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ace.hw.axi.signatures import Axi4Signature
+from ace.hw.common.replica import replicates
 from ace.hw.common.skid_buffer import SkidBuffer
 from ace.hw.dma.burst import BurstSplitter, beat_span, drive_address_channel
 from ace.hw.dma.downsizer import WidthDownsizer
@@ -123,6 +124,7 @@ class DmaReader(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
+        self._copies = replicates(cfg, platform)     # control copies per lane (replica.py)
         W, M, k = cfg.link_bytes, cfg.mem_bytes, cfg.mem_beat_words
         lw = (W - 1).bit_length()          # log2 of the word size
         lm = (M - 1).bit_length()          # log2 of the memory beat size
@@ -148,7 +150,7 @@ class DmaReader(wiring.Component):
         ]
 
         m.submodules.ar_q = ar_q = CommandQueue(width=beat_bits + count_bits,
-                                                depth=self.cmd_depth)
+                                                depth=self.cmd_depth, replicate=self._copies)
         r_layout = data.StructLayout({
             "to_stream": 1, "id": DMA_ID_BITS, "sram_addr": sram_bits,
             "beats": count_bits, "single": 1, "beat_lo": range(M), "beat_hi": range(M + 1),
@@ -156,7 +158,8 @@ class DmaReader(wiring.Component):
             # words of the first and last beat holding payload (wide port only)
             **({"word_lo": range(k), "word_hi": range(k)} if k > 1 else {}),
         })
-        m.submodules.r_q = r_q = CommandQueue(width=r_layout.size, depth=self.cmd_depth)
+        m.submodules.r_q = r_q = CommandQueue(width=r_layout.size, depth=self.cmd_depth,
+                                              replicate=self._copies)
         r_in = data.View(r_layout, r_q.w_data)
         m.d.comb += [
             ar_q.w_data.eq(Cat(cmd.mem_addr[lm:], beat_span(
@@ -221,7 +224,8 @@ class DmaReader(wiring.Component):
             "to_stream": 1, "id": DMA_ID_BITS, "sram_addr": sram_bits,
             "tail": range(W + 1), "status": DmaStatus,
         })
-        m.submodules.realign = realign = Realigner(W, meta_layout)
+        m.submodules.realign = realign = Realigner(W, meta_layout,
+                                                   lanes=None if self._copies else 1)
 
         status = Signal(DmaStatus)          # accumulated over the command's beats
         status_now = Signal(DmaStatus)
@@ -296,7 +300,8 @@ class DmaReader(wiring.Component):
                                     "data": 8 * W, "mask": W, "last": 1, "id": DMA_ID_BITS,
                                     "status": DmaStatus, "ctl_to_stream": 1, "ctl_last": 1})
         m.submodules.out = out = SkidBuffer(layout, slices=realign.lanes)
-        realign.o_ready_copies = out.ready_copies
+        if self._copies:
+            realign.o_ready_copies = out.ready_copies
         word = Signal(len(self.sram_w.p.addr))
         m.d.comb += [
             out.i.valid.eq(o.valid),

@@ -31,6 +31,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ace.hw.axi.signatures import Axi4Signature
+from ace.hw.common.replica import replicates
 from ace.hw.common.skid_buffer import SkidBuffer
 from ace.hw.dma.burst import BurstSplitter, beat_span, drive_address_channel
 from ace.hw.dma.queue import CommandQueue, queues_open
@@ -93,6 +94,7 @@ class DmaWriter(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
+        self._copies = replicates(cfg, platform)     # control copies per lane (replica.py)
         W, M, k = cfg.link_bytes, cfg.mem_bytes, cfg.mem_beat_words
         lw = (W - 1).bit_length()
         lm = (M - 1).bit_length()
@@ -117,11 +119,13 @@ class DmaWriter(wiring.Component):
         ]
 
         m.submodules.aw_q = aw_q = CommandQueue(
-            width=beat_bits + count_bits + DMA_ID_BITS, depth=self.cmd_depth)
+            width=beat_bits + count_bits + DMA_ID_BITS, depth=self.cmd_depth,
+            replicate=self._copies)
         sreq_layout = data.StructLayout({"sram_addr": sram_bits, "words": count_bits,
                                          "single": 1})
         m.submodules.sreq_q = sreq_q = CommandQueue(width=sreq_layout.size,
-                                                    depth=self.cmd_depth)
+                                                    depth=self.cmd_depth,
+                                                    replicate=self._copies)
         beat_meta = data.StructLayout({
             "beat_lo": range(M), "beat_hi": range(M + 1), "start_phase": phase_bits})
         lane = {"word_lo": range(k)} if k > 1 else {}   # lane of the first word (wide port)
@@ -130,7 +134,8 @@ class DmaWriter(wiring.Component):
             "flush": 1,
             "beat": beat_meta, **lane,
         })
-        m.submodules.wd_q = wd_q = CommandQueue(width=wd_layout.size, depth=self.cmd_depth)
+        m.submodules.wd_q = wd_q = CommandQueue(width=wd_layout.size, depth=self.cmd_depth,
+                                             replicate=self._copies)
 
         sreq_in = data.View(sreq_layout, sreq_q.w_data)
         wd_in = data.View(wd_layout, wd_q.w_data)
@@ -206,7 +211,8 @@ class DmaWriter(wiring.Component):
         W, k = self.config.link_bytes, self.config.mem_beat_words
         lane = {"word_lo": range(k)} if k > 1 else {}
         meta_layout = data.StructLayout({"beat": beat_meta, **lane})
-        m.submodules.realign = realign = Realigner(W, meta_layout)
+        m.submodules.realign = realign = Realigner(W, meta_layout,
+                                                   lanes=None if self._copies else 1)
         src_valid = Signal()
         src_hs = Signal()
         _, src_first, src_last = count_items(m, "src", cur.words, cur.single, src_hs)
@@ -264,8 +270,9 @@ class DmaWriter(wiring.Component):
         lo = Signal(range(M + 1))
         hi = Signal(range(M + 1))
         layout = data.StructLayout({"data": 8 * M, "strb": M, "last": 1, "bytes": range(M + 1)})
-        m.submodules.w_skid = skid = SkidBuffer(layout, slices=max(1, M // 4))
-        if realign is not None:
+        m.submodules.w_skid = skid = SkidBuffer(layout,
+                                                slices=max(1, M // 4) if self._copies else 1)
+        if realign is not None and self._copies:
             # A copy of w_ok per lane; each copy's next value also reads the copy itself
             # (redundantly: x | (x & q) is x), so synthesis keeps the copies apart.
             copies = skid.ready_copies

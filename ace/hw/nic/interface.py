@@ -27,6 +27,7 @@ from amaranth.hdl import Array, Cat, Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ace.hw.common.replica import replicates
 from ace.hw.common.skid_fifo import SkidFifo
 from ace.layouts import AxiStreamSignature, NicError, NicRxBeat, NicSendCmd, NicTxBeat
 from ace.hw.nic.rx import NicLinkRx
@@ -132,6 +133,8 @@ class NicInterface(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
+        # the skid FIFOs' load enables copied per slice (replica.py)
+        self._slice_bits = TX_SLICE_BITS if replicates(cfg, platform) else None
         txs, rxs = [], []
         for l in range(cfg.num_links):
             tx = NicLinkTx(cfg)
@@ -198,7 +201,8 @@ class NicInterface(wiring.Component):
                 tx.cmd[c].valid.eq(head_valid & ~head_bad & (head.link == l) & ~elsewhere),
             ]
 
-        m.submodules[f"ch{c}_send_skid"] = skid = SkidFifo(NicTxBeat(cfg), slice_bits=TX_SLICE_BITS)
+        skid = SkidFifo(NicTxBeat(cfg), slice_bits=self._slice_bits)
+        m.submodules[f"ch{c}_send_skid"] = skid
         wiring.connect(m, wiring.flipped(getattr(self, f"ch{c}_send_data")), skid.i)
         for tx in txs:
             m.d.comb += [tx.data[c].payload.eq(skid.o.payload), tx.data[c].valid.eq(skid.o.valid)]
@@ -217,7 +221,7 @@ class NicInterface(wiring.Component):
         recv, recv_link = getattr(self, f"ch{c}_recv"), getattr(self, f"ch{c}_recv_link")
         outs = []
         for l, rx in enumerate(rxs):
-            skid = SkidFifo(NicRxBeat(self.config), slice_bits=TX_SLICE_BITS)
+            skid = SkidFifo(NicRxBeat(self.config), slice_bits=self._slice_bits)
             m.submodules[f"ch{c}_link{l}_recv_skid"] = skid
             wiring.connect(m, rx.out[c], skid.i)
             outs.append(skid.o)

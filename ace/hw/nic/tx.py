@@ -19,7 +19,7 @@ from amaranth.lib.wiring import In, Out
 from ace.layouts import (PACKET_MAGIC, PACKET_VERSION, AxiStreamSignature, NicSendCmd, NicTxBeat,
                          PacketHeader, struct_value)
 from ace.hw.nic.header import HeaderCheck
-from ace.hw.common.replica import replicas
+from ace.hw.common.replica import replicas, replicates
 from ace.hw.common.skid_fifo import SkidFifo
 
 __all__ = ["NicLinkTx", "COUNTER_BITS", "TX_COMMAND_STAGES"]
@@ -126,8 +126,10 @@ class NicLinkTx(wiring.Component):
         m = Module()
         cfg = self.config
         self._platform = platform
+        self._copies = replicates(cfg, platform)
         m.submodules.out_skid = skid = SkidFifo(link_beat_layout(cfg.link_bytes),
-                                                slice_bits=TX_SLICE_BITS)
+                                                slice_bits=TX_SLICE_BITS if self._copies
+                                                else None)
         self._drive_link(m, skid.o)
         slot = self._grant_slot(m)
         self._frame(m, slot, skid.i)
@@ -336,10 +338,10 @@ class NicLinkTx(wiring.Component):
             cur_next.eq(Mux(to_payload, slot["ch"], cur)),
         ]
         picks = [replicas(m, self._platform, in_payload_next & (cur_next == c), len(starts),
-                          name=f"pick{c}") for c in range(nch)]
+                          name=f"pick{c}", distinct=self._copies) for c in range(nch)]
         header_starts = [lo for lo in starts if lo < header.shape().width]
         pick_header = replicas(m, self._platform, ~in_payload_next, len(header_starts),
-                               init=1, name="pick_header")
+                               init=1, name="pick_header", distinct=self._copies)
         out = []
         for j, lo in enumerate(starts):
             bits = slice(lo, min(lo + TX_SLICE_BITS, width))

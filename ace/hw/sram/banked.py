@@ -215,6 +215,9 @@ class BankedSram(wiring.Component):
         Number of read and write ports, at least 1 each.
     resp_depth : int
         Depth of each read port's response FIFO, at least 2.
+    replicate : bool
+        Copy the rotators' selects per 16 bits of the word (default); false: one copy each,
+        the same cycles (:func:`~ace.hw.common.replica.replicates`).
 
     Members
     -------
@@ -233,7 +236,7 @@ class BankedSram(wiring.Component):
     FIFO_LATENCY = 2
 
     def __init__(self, words: int, word_bytes: int, banks: int, read_ports: int,
-                 write_ports: int, *, resp_depth: int = 16):
+                 write_ports: int, *, resp_depth: int = 16, replicate: bool = True):
         def check(name, value, ok, allowed):
             if isinstance(value, bool) or not isinstance(value, int) or not ok(value):
                 raise ValueError(f"{name}: {value!r} is not valid; allowed: {allowed}")
@@ -251,12 +254,17 @@ class BankedSram(wiring.Component):
         self.read_ports = read_ports
         self.write_ports = write_ports
         self.resp_depth = resp_depth
+        self.replicate = replicate
         members = {}
         for i in range(read_ports):
             members[f"rd{i}"] = In(sram_read_signature(words, word_bytes))
         for j in range(write_ports):
             members[f"wr{j}"] = In(sram_write_signature(words, word_bytes))
         super().__init__(members)
+
+    def _select_copies(self, width: int) -> dict:
+        """A rotator's ``select_bits``: its default, or the whole word (one copy)."""
+        return {} if self.replicate else {"select_bits": width}
 
     @property
     def write_stages(self) -> int:
@@ -380,7 +388,8 @@ class BankedSram(wiring.Component):
         period = slot_period(self.read_ports, self.banks)
         m.submodules.read_rotator = rotator = SlotRotator(
             8 * self.word_bytes, period, phase=-(self.write_stages + BlockRam.read_latency
-                                                 + self.BANK_OUTPUT_STAGES))
+                                                 + self.BANK_OUTPUT_STAGES),
+            **self._select_copies(8 * self.word_bytes))
         for q, banks in enumerate(self._positions(period)):
             word = Signal(8 * self.word_bytes, name=f"position{q}_word", reset_less=True)
             if len(banks) == 1:
@@ -440,7 +449,8 @@ class BankedSram(wiring.Component):
         # Port j's write enters position j; the rotator brings it to position (j + t) mod P,
         # the position of the banks that port j owns in cycle t. The mask is cleared unless
         # the write transfers, and the group names which of those banks it targets.
-        m.submodules.write_rotator = rotator = SlotRotator(entry_layout.size, period, step=-1)
+        m.submodules.write_rotator = rotator = SlotRotator(
+            entry_layout.size, period, step=-1, **self._select_copies(entry_layout.size))
         for j, port in enumerate(ports):
             bank, row, _, slot = self._port_bank(m, f"wr{j}", port.payload.addr, slots[j])
             entry = Signal(entry_layout, name=f"wr{j}_entry")
