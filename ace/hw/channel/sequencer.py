@@ -35,13 +35,16 @@ datapath: ``ISSUE`` and ``EXEC`` repeat per micro-step.
 Per-step overhead: 6 cycles (fetch, decode, pick, addr, check, dependency) before ``ISSUE``,
 plus the datapath's latency. The plan reaches the datapath from registers, the dependency flags
 and the watchdog's compare are registered (one cycle old in ``DEP`` and ``EXEC``). Decode
-arithmetic is sized to the real widths (``mem_addr_bits``, ``sram_addr_bits``,
-``DMA_LENGTH_BITS``), with a ``far`` flag for any higher address bits.
+arithmetic is sized to what the sums can reach: a slice's end ``nbytes + off * B`` (under
+2**(33 + log2 B)) against its bounds, with flags registered beside the bounds for their higher
+bits, and a memory access's end against ``2**mem_addr_bits`` on its low ``DMA_LENGTH_BITS``
+bits, with an AND of the address bits above; a ``far`` flag for any address bits past the
+space.
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -161,7 +164,7 @@ class AceChannel(wiring.Component):
 
         # -- decode, in three registered stages: PICK registers what the instruction selects
         # (its buffers' table entries, byte count, use flags); ADDR registers the plan and every
-        # check's flag (``_decode``: each slice bound one carry chain, from registers); CHECK
+        # check's flag (``_decode``: each bound one short carry chain, from registers); CHECK
         # picks the first failing check (``_check``, no arithmetic).
         in_memory = Signal()        # PLACEMENT 1 or 2: buffers in main memory (registered)
         p2p = Signal()              # PLACEMENT 2
@@ -340,49 +343,76 @@ class AceChannel(wiring.Component):
 
     def _rooms(self, m):
         """Per buffer, registered from the buffer table (the CSRs are set before a run starts):
-        what ``_slice`` bounds a slice with, in bytes at the sums' width (:meth:`_sum_width`):
-        ``limit_bytes`` (the limit in words, times ``link_bytes``), ``mem_room`` (bytes from the
-        base to the end of the memory space) and ``sram_room`` (the same for the SRAM, negative
-        when the base is past it), and whether the base alone reaches past either space."""
+        what ``_slice`` bounds a slice with, in bytes, the low :meth:`_bound_width` bits:
+        ``limit_bytes`` (the limit in words, times ``link_bytes``; it has no more bits),
+        ``mem_room`` (bytes from the base to the end of the memory space) and ``sram_room`` (the
+        same for the SRAM), with flags that decide the space test alone: ``*_clear``, the room
+        is 2**_bound_width bytes or more, so every slice fits; ``*_far``, the base reaches past
+        the space (for the SRAM also: its room is negative), so none does."""
         cfg = self.config
         lb = (cfg.link_bytes - 1).bit_length()
         mem_bits, sram_bits = cfg.mem_addr_bits, cfg.sram_addr_bits
-        width = self._sum_width()
+        width = self._bound_width()
         rooms = {name: [Signal(width, name=f"buf{b}_{name}") for b in range(3)]
                  for name in ("limit_bytes", "mem_room", "sram_room")}
         rooms |= {name: [Signal(name=f"buf{b}_{name}") for b in range(3)]
-                  for name in ("mem_far", "sram_far")}
+                  for name in ("mem_clear", "sram_clear", "mem_far", "sram_far")}
         for b in range(3):
             base = self.buf_base[b]
+            mem_room = Signal(mem_bits + 1, name=f"buf{b}_mem_room_full")     # 1 .. 2**mem_bits
+            sram_room = Signal(signed(sram_bits + lb + 2), name=f"buf{b}_sram_room_full")
+            m.d.comb += [mem_room.eq((1 << mem_bits) - base[:mem_bits]),
+                         sram_room.eq((cfg.sram_words - base[:sram_bits]) << lb)]
             m.d.sync += [
                 rooms["limit_bytes"][b].eq(self.buf_limit[b] << lb),
-                rooms["mem_room"][b].eq((1 << mem_bits) - base[:mem_bits]),
-                rooms["sram_room"][b].eq((cfg.sram_words - base[:sram_bits]) << lb),
+                rooms["mem_room"][b].eq(mem_room[:width]),
+                rooms["sram_room"][b].eq(sram_room[:width]),
+                rooms["mem_clear"][b].eq(mem_room[width:].any() if len(mem_room) > width
+                                         else 0),
+                rooms["sram_clear"][b].eq(~sram_room[-1] & sram_room[width:-1].any()
+                                          if len(sram_room) - 1 > width else 0),
                 rooms["mem_far"][b].eq(base[mem_bits:].any()),
-                rooms["sram_far"][b].eq(base[sram_bits:].any()),
+                rooms["sram_far"][b].eq(base[sram_bits:].any() | sram_room[-1]),
             ]
         return rooms
 
-    def _sum_width(self):
-        """Bits of the signed sums that bound a slice: offsets in bytes (32-bit word offsets),
-        limits in bytes, the memory space and the SRAM in bytes, with room for the sign."""
-        cfg = self.config
-        lb = (cfg.link_bytes - 1).bit_length()
-        return max(32 + lb, cfg.mem_addr_bits, cfg.sram_addr_bits + lb, DMA_LENGTH_BITS) + 3
+    def _bound_width(self):
+        """Bits of a slice's end in bytes, ``nbytes + off * B`` (``nbytes`` under
+        2**DMA_LENGTH_BITS, 32-bit word offsets): 33 + log2 B. The slice's bounds are compared
+        with it at this width; their higher bits are flags (:meth:`_rooms`)."""
+        lb = (self.config.link_bytes - 1).bit_length()
+        off_bits = Instruction["src_off"].width
+        return ((1 << DMA_LENGTH_BITS) - 1 + (((1 << off_bits) - 1) << lb)).bit_length()
 
-    def _fits(self, nbytes, plus, minus):
-        """``nbytes + plus - minus <= 0``: a row of full adders and one carry chain for the sign,
-        and a carry-free zero test (:class:`~ace.hw.common.carry_save.CarrySaveSum`)."""
-        width = self._sum_width()
-        total = CarrySaveSum(Cat(nbytes, Const(0, width - len(nbytes))), plus=plus, minus=minus)
-        return total.sum()[-1] | total.is_zero()
+    def _fits(self, nbytes, plus, bound):
+        """``nbytes + plus <= bound``, the sum and ``bound`` both under 2**_bound_width: the
+        sign of ``nbytes + plus - bound - 1`` one bit wider, a row of full adders and one carry
+        chain (:meth:`~ace.hw.common.carry_save.CarrySaveSum.at_most_zero`)."""
+        width = self._bound_width() + 1
+        total = CarrySaveSum(Cat(nbytes, Const(0, width - len(nbytes))), plus=plus, minus=bound)
+        return total.at_most_zero()
+
+    def _mem_fits(self, mem_addr, nbytes):
+        """``mem_addr + nbytes <= 2**mem_addr_bits`` (``nbytes`` under 2**DMA_LENGTH_BITS), with
+        a carry chain over the low DMA_LENGTH_BITS bits only: below the space's top
+        2**DMA_LENGTH_BITS bytes (address bits DMA_LENGTH_BITS to ``mem_addr_bits - 1`` not all
+        set, an AND tree beside the chain) every count fits; inside them ``mem_addr``'s low bits
+        plus ``nbytes`` must not pass 2**DMA_LENGTH_BITS. Address bits past the space fail."""
+        mem_bits = self.config.mem_addr_bits
+        low = min(mem_bits, DMA_LENGTH_BITS)
+        width = max(low, len(nbytes)) + 2
+        total = CarrySaveSum(Cat(nbytes, Const(0, width - len(nbytes))), plus=mem_addr[:low],
+                             minus=Const(1 << low, width))
+        top = mem_addr[low:mem_bits].all() if mem_bits > low else Const(1)
+        return ~mem_addr[mem_bits:].any() & (~top | total.at_most_zero())
 
     def _slice(self, m, buf, off, nbytes, name, in_memory, rooms):
         """A buffer slice's address (memory byte address or SRAM word address, per
         ``placement``; combinational) and ``ok``, whether it lies inside the buffer's limit and
         inside its space. ``off + ceil(nbytes / B) <= limit`` is ``nbytes + off * B <= limit *
-        B``, and the space test likewise ``nbytes + off * B <= room``: each one carry chain,
-        where the address sums and compares behind each other took three. The buffer's table
+        B``, and the space test likewise ``nbytes + off * B <= room``: each one carry chain as
+        wide as the slice's end (:meth:`_fits`), the room's higher bits decided by its flags
+        (``clear`` passes, ``far`` fails; :meth:`_rooms`). The buffer's table
         entry (base, ``rooms``) is picked into registers in PICK, so the instruction's buffer
         selector drives only those multiplexers, not the sums (its fan-out is several hundred
         loads)."""
@@ -392,8 +422,9 @@ class AceChannel(wiring.Component):
         base = Signal(64, name=f"{name}_base")
         limit_bytes = Signal.like(rooms["limit_bytes"][0], name=f"{name}_limit_bytes")
         room = Signal.like(rooms["mem_room"][0], name=f"{name}_room")
+        room_clear = Signal(name=f"{name}_room_clear")
         base_far = Signal(name=f"{name}_base_far")
-        m.d.sync += [base.eq(0), limit_bytes.eq(0), room.eq(0), base_far.eq(1)]
+        m.d.sync += [base.eq(0), limit_bytes.eq(0), room.eq(0), room_clear.eq(0), base_far.eq(1)]
         with m.Switch(buf):
             for b in range(3):
                 with m.Case(b):
@@ -401,6 +432,8 @@ class AceChannel(wiring.Component):
                         base.eq(self.buf_base[b]),
                         limit_bytes.eq(rooms["limit_bytes"][b]),
                         room.eq(Mux(in_memory, rooms["mem_room"][b], rooms["sram_room"][b])),
+                        room_clear.eq(Mux(in_memory, rooms["mem_clear"][b],
+                                          rooms["sram_clear"][b])),
                         base_far.eq(Mux(in_memory, rooms["mem_far"][b], rooms["sram_far"][b])),
                     ]
         off_bytes = off << lb
@@ -412,7 +445,7 @@ class AceChannel(wiring.Component):
                                   off[sram_bits:].any())),
         ]
         ok = (~far & self._fits(nbytes, off_bytes, limit_bytes)
-              & self._fits(nbytes, off_bytes, room))
+              & (room_clear | self._fits(nbytes, off_bytes, room)))
         return addr, ok
 
     def _decode(self, m, f, pc, decoded, in_memory, rooms):
@@ -446,9 +479,7 @@ class AceChannel(wiring.Component):
             decoded.dtype.eq(f.dtype),
             decoded.bytes.eq(nbytes),
         ]
-        mem_bits = cfg.mem_addr_bits
-        mem_ok = ~f.mem_addr[mem_bits:].any() & self._fits(
-            nbytes, f.mem_addr[:mem_bits], Const(1 << mem_bits, self._sum_width()))
+        mem_ok = self._mem_fits(f.mem_addr, nbytes)
         values = {}
         values["bad_opcode"] = ~uses["defined"] | Cat(f.rsvd0, f.rsvd1, f.rsvd2, f.rsvd3).any()
         values["bad_count"] = uses["data"] & (

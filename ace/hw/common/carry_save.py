@@ -1,5 +1,5 @@
 """Carry-save sum of three operands: ``a + plus - minus`` as one adder behind a row of full
-adders, with a zero test that needs no carries."""
+adders, with a zero test that needs no carries, and a ``<= 0`` test from the sign alone."""
 
 from __future__ import annotations
 
@@ -38,3 +38,10 @@ class CarrySaveSum:
     def is_zero(self):
         needed = Cat(self.carry_in, (self.x | self.y)[:-1])
         return ~((self.x ^ self.y) ^ needed).any()
+
+    def at_most_zero(self):
+        """``a + plus - minus <= 0``, from one sign: that of the sum less one, ``x + y`` without
+        the carry in that ``- minus`` brings (one carry chain, no zero test). Needs ``minus``,
+        and a width that holds ``a + plus - minus - 1`` signed."""
+        assert self.carry_in.value == 1, "at_most_zero needs minus"
+        return (self.x + self.y)[len(self.x) - 1]
