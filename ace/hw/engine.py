@@ -29,13 +29,14 @@ channels' counts are summed into a register first).
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Signal
+from amaranth.hdl import Cat, Module, ResetSignal, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ace.hw.axi.signatures import Axi4Signature, AxiLiteSignature
 from ace.hw.axi.interconnect import AxiInterconnect
 from ace.hw.channel.sequencer import AceChannel
+from ace.hw.common.clock_gate import ClockGate, uses_gated_clock
 from ace.hw.common.replica import replicates
 from ace.hw.csr import AceCsr
 from ace.regmap import CSR_ADDR_BITS, ErrorCause
@@ -82,6 +83,21 @@ class AceEngine(wiring.Component):
             members[f"rx{l}"] = In(AxiStreamSignature(config.link_bytes, keep=True))
         super().__init__(members)
 
+    def _interconnect_gated(self, m, ic, channels, platform):
+        """In the gated-clock form, ``ic`` clocked only while a channel's DMA half is (and one
+        cycle after): its only masters are the halves, and memory answers only their
+        outstanding bursts, so in any other cycle it holds; the cycle after lets its
+        registers computed a cycle ahead (a master's room for a burst) settle. The
+        clock-enable form leaves it ungated."""
+        if not uses_gated_clock(self.config, platform):
+            return ic
+        active = Signal(name="mem_active")
+        after = Signal(init=1, name="mem_active_after")
+        m.d.comb += active.eq(Cat(ch.mem_active for ch in channels).any())
+        m.d.sync += after.eq(active)
+        return ClockGate(m, "interconnect_clk", active | after | ResetSignal(),
+                         gated_clock=True)(ic)
+
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
@@ -93,11 +109,12 @@ class AceEngine(wiring.Component):
         m.submodules.sram = sram = BankedSram(
             cfg.input_buffer_words + cfg.output_buffer_words, cfg.link_bytes, cfg.sram_banks,
             read_ports=2 * C, write_ports=C, replicate=replicates(cfg, platform))
-        m.submodules.interconnect = ic = AxiInterconnect(
+        ic = AxiInterconnect(
             cfg.mem_addr_bits, cfg.mem_bytes, cfg.mem_id_bits, read_masters=2 * C,
             write_masters=C, max_burst_beats=cfg.max_burst_beats,
             replicate=replicates(cfg, platform))
         channels = [AceChannel(cfg, c) for c in range(C)]
+        m.submodules.interconnect = self._interconnect_gated(m, ic, channels, platform)
 
         wiring.connect(m, wiring.flipped(self.s_axil), csr.s_axil)
         wiring.connect(m, ic.m_axi, wiring.flipped(self.m_axi))

@@ -127,6 +127,7 @@ def datapath_ports(config) -> dict:
         "nic_recv_link": Out(range(config.num_links)),
         "mem_read_bytes": Out(range(2 * config.mem_bytes + 1)),
         "mem_write_bytes": Out(range(config.mem_bytes + 1)),
+        "mem_active": Out(1),
     }
 
 
@@ -144,6 +145,8 @@ class StepDatapath(wiring.Component):
     mem_rd_a, mem_rd_b : Out(AXI4 read half); mem_wr : Out(AXI4 write half)
     nic_send, nic_send_data, nic_recv, nic_recv_link : the NIC channel ports
     mem_read_bytes, mem_write_bytes : Out, bytes moved on the memory ports this cycle
+    mem_active : Out(1), high in every cycle where a DMA half's clock is enabled (the OR of
+        their enables, :meth:`_gated`): no memory port moves in another cycle
     alu_beat : Out(1), a beat entered the ALU this cycle (progress)
     """
 
@@ -174,7 +177,8 @@ class StepDatapath(wiring.Component):
         outstanding next cycle, and ``coming`` (from the caller) is high the cycle before any
         other input can arrive: a new command (a plan is taken) or a stream beat. So the half
         moves exactly as ungated and stops a cycle after its last work. An R or B response
-        with no command outstanding, which AXI does not allow, finds the half stopped."""
+        with no command outstanding, which AXI does not allow, finds the half stopped.
+        Returns the gated half and its enable's register."""
         outstanding = Signal(8, name=f"{name}_outstanding")
         accepted = dma.cmd.valid & dma.cmd.ready
         completed = dma.cpl.valid & dma.cpl.ready
@@ -186,7 +190,7 @@ class StepDatapath(wiring.Component):
         m.d.sync += will_act.eq(outstanding.any() | dma.cmd.valid | coming)
         enable = Signal(name=f"{name}_clock_enable")
         m.d.comb += enable.eq(will_act | ResetSignal())
-        return ClockGate(m, f"{name}_clk", enable, gated_clock=gated_clock)(dma)
+        return ClockGate(m, f"{name}_clk", enable, gated_clock=gated_clock)(dma), will_act
 
     def elaborate(self, platform):
         m = Module()
@@ -211,11 +215,17 @@ class StepDatapath(wiring.Component):
             data.StructLayout({"data": 8 * B, "last": 1}), slice_bits=slice_bits)
         gated_clock = uses_gated_clock(cfg, platform)
         load = Signal()          # a plan is taken this cycle
-        # The write slice's output can be valid next cycle only if it holds or takes a beat now.
-        beat_coming = write_out.i.valid | write_out.o.valid
+        plan = Signal(StepPlan(cfg))
+        # The write slice's output can be valid next cycle only if it holds or takes a beat now,
+        # and it goes to the memory writer only under a plan that writes memory (the plan
+        # changes only with ``load``).
+        beat_coming = (write_out.i.valid | write_out.o.valid) & plan.w_mem
+        will_act = []
         for name, dma, coming in (("mem_a", mem_a, load), ("mem_b", mem_b, load),
                                   ("mem_w", mem_w, load | beat_coming)):
-            m.submodules[name] = self._gated(m, name, dma, coming, gated_clock)
+            m.submodules[name], acts = self._gated(m, name, dma, coming, gated_clock)
+            will_act.append(acts)
+        m.d.comb += self.mem_active.eq(Cat(*will_act).any() | ResetSignal())
         m.submodules.alu = alu = AluArray(cfg)
         # Register slices on both sides of the ALU: the operand join (FIFO reads, operand mux,
         # count compare) and the result fork (the sinks' readies) stay out of the ALU's cycle.
@@ -242,7 +252,6 @@ class StepDatapath(wiring.Component):
         ]
 
         # -- the step's plan and per-unit progress ----------------------------------------------
-        plan = Signal(StepPlan(cfg))
         active = Signal()
         nwords = Signal(DMA_LENGTH_BITS)
         last_mask = Signal(B)
