@@ -19,11 +19,14 @@ have a beat to take; otherwise they hold, which saves their switching power and 
 * ``enable`` (always, for an FPGA): stage by stage. Each lane gets ``accept`` as its ``valid``
   and carries a valid bit beside its stages; each stage loads only when the stage before it
   holds a valid beat, so each stage's clock enable is a register of its own lane and stage.
-* ``clock``: the lanes' ``pipe`` domain is a gated clock, running while ``busy``, a register
-  that is high exactly in the cycles when one of the delay line's first twelve stages is
-  valid, and their operand registers are clocked only in cycles that accept a beat (a
-  cycle-based simulator such as Verilator does not evaluate the lanes while both are
-  stopped); the lanes' ``valid`` is tied to 1.
+* ``clock``: the lanes' adders (domain ``fp``) are a gated clock running while a
+  floating-point sum is in their stages, the rest of their stages (``other``: max/min units,
+  int32 sums, the lanes' delay lines) one running while another beat is, and their operand
+  registers are clocked only in cycles that accept a beat (``AluLane(gated_stages=True)``).
+  A cycle-based simulator such as Verilator does not evaluate what is stopped: a reduction's
+  beats never clock the max/min units, a copy's never the adders. (One gated clock per stage
+  was slower: every gated clock costs the simulator its trigger in every evaluation,
+  docs/benchmarks.md.)
 
 Each beat carries its own op and dtype, so consecutive beats (from different channels) may use
 different ones. The lanes never stall: a beat accepted on ``i`` leaves the lanes a fixed
@@ -210,16 +213,8 @@ class AluArray(wiring.Component):
         accept = Signal(name="accept")
         m.d.comb += accept.eq(self.i.valid & self.i.ready)
 
-        # busy: the delay line's stages 0..11 hold a valid beat, one register computed a cycle
-        # early (a beat accepted in cycle t needs the lane stages to move at the ends of cycles
-        # t+1 .. t+12; d_k is valid in cycle t+1+k): the enable of the gated clock. With clock
-        # enables the lanes hold stage by stage instead (their ``valid`` input), each stage's
-        # enable a register of its own: one register driving every lane's thousands of
-        # flip-flops was the array's slowest path.
-        busy = Signal(name="busy")
         gated_clock = uses_gated_clock(config, platform)
         if gated_clock:
-            gate = ClockGate(m, "pipe", busy, gated_clock=True)
             # The lanes' operand registers (their ``sync`` domain) load only with a beat, so
             # that nothing in a lane moves while the array is idle: ungated, they took i's
             # payload in every cycle, and a cycle-based simulator evaluated the lanes' first
@@ -227,34 +222,55 @@ class AluArray(wiring.Component):
             operand_gate = ClockGate(m, "operands", accept, gated_clock=True)
 
         results = []
+        lanes = []
         for n in range(config.alu_lanes):
-            lane = AluLane()
-            m.submodules[f"lane{n}"] = (operand_gate(gate(lane, domain="pipe"))
-                                        if gated_clock
+            lane = AluLane(gated_stages=gated_clock)
+            m.submodules[f"lane{n}"] = (operand_gate(lane) if gated_clock
                                         else DomainRenamer({"pipe": "sync"})(lane))
             m.d.comb += [
                 lane.a.eq(self.i.payload.a[32 * n:32 * (n + 1)]),
                 lane.b.eq(self.i.payload.b[32 * n:32 * (n + 1)]),
                 lane.op.eq(self.i.payload.op),
                 lane.dtype.eq(self.i.payload.dtype),
-                lane.valid.eq(1 if gated_clock else accept),
             ]
+            if not gated_clock:
+                m.d.comb += lane.valid.eq(accept)
             results.append(lane.result)
+            lanes.append(lane)
 
-        # valid, tag and last travel beside the lanes.
+        # valid, tag and last travel beside the lanes (and, gated, whether the beat is a
+        # floating-point sum). d_k is valid in cycle t+1+k for a beat accepted in cycle t.
         prev_valid, prev_tag, prev_last = accept, self.i.payload.tag, self.i.payload.last
-        stage_valid = []
+        prev_fp_in = AluLane.is_fp_sum(self.i.payload.op, self.i.payload.dtype)
+        prev_fp = accept & prev_fp_in
+        valids, fps = [], []
         for stage in range(self.lane_latency):
             valid = Signal(name=f"d{stage}_valid")
             tag = Signal(config.alu_tag_bits, name=f"d{stage}_tag")
             last = Signal(name=f"d{stage}_last")
             m.d.sync += [valid.eq(prev_valid), tag.eq(prev_tag), last.eq(prev_last)]
-            stage_valid.append(prev_valid)
             prev_valid, prev_tag, prev_last = valid, tag, last
-        # stage_valid[k] is what d_k takes next (accept, d0 .. d11); the OR of the first twelve
-        # is d0 | .. | d11 one cycle later.
+            valids.append(valid)
+            if gated_clock:
+                fp = Signal(name=f"d{stage}_fp")
+                m.d.sync += fp.eq(prev_fp)
+                prev_fp = fp
+                fps.append(fp)
         if gated_clock:
-            m.d.sync += busy.eq(Cat(*stage_valid[:-1]).any())
+            # A beat accepted in cycle t is in lane stage k at the end of cycle t+k (k = 1..12),
+            # while d_{k-1} holds it: ``fp`` ticks while a floating-point sum is in d_0..d_11,
+            # ``other`` while another beat is (each a register computed a cycle early, as
+            # ``busy`` was for the single ``pipe`` clock of sessions 11-19).
+            fp_busy = Signal(name="fp_busy")
+            other_busy = Signal(name="other_busy")
+            prev_fps = [accept & prev_fp_in, *fps[:-2]]
+            prev_others = [accept & ~prev_fp_in,
+                           *(v & ~f for v, f in zip(valids[:-2], fps[:-2]))]
+            m.d.sync += [fp_busy.eq(Cat(*prev_fps).any()),
+                         other_busy.eq(Cat(*prev_others).any())]
+            ClockGate(m, "fp", fp_busy, gated_clock=True)
+            ClockGate(m, "other", other_busy, gated_clock=True)
+            m.d.comb += [lane.fp_result.eq(fps[-1]) for lane in lanes]
 
         m.submodules.fifo = fifo = ResultFifo(result_layout.size, self.fifo_depth)
         out_payload = Signal(result_layout, name="out_payload")

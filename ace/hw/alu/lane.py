@@ -16,9 +16,14 @@ flattened, yosys merges them back into one). Every path then has the adder's lat
 new beat of any op and dtype can enter on every cycle. The stages after the operand registers
 (the adder, the max/min unit and the delay lines) are in clock domain ``pipe``; each loads only
 when the stage before it holds a valid beat (``valid``: a valid bit travels beside the stages,
-so each stage's clock enable is a register of its own), or, with ``valid`` tied to 1, the array
-gates the ``pipe`` clock (:class:`~ace.hw.alu.array.AluArray`). The array tracks which results
-are valid.
+so each stage's clock enable is a register of its own). The array tracks which results are
+valid.
+
+With ``gated_stages`` (the array's gated-clock form) the adder's stages are clock domain ``fp``
+and the rest (the max/min unit and the delay line) ``other``, instead of ``pipe``. The array
+clocks ``fp`` only while a floating-point sum is in the stages and ``other`` only while another
+beat is, so a cycle-based simulator evaluates the adders only for sums and the max/min units
+only for the other ops; ``fp_result`` (from the array) picks the result.
 """
 
 
@@ -52,29 +57,44 @@ class AluLane(wiring.Component):
     dtype : In(Dtype)
         Element type of this cycle's operands.
     valid : In(1, init=1)
-        The operands are a beat. Each stage after the operand registers (in the adder, the
-        max/min unit and the delay lines) loads only when the stage before it holds a valid
-        beat, so that idle stages hold (saving their switching power) and each stage's enable
-        is a register of its own, driving only that stage. Results of valid beats do not
-        depend on it; tie to 1 to move every cycle.
+        Not with ``gated_stages``. The operands are a beat. Each stage after the operand
+        registers (in the adder, the max/min unit and the delay lines) loads only when the
+        stage before it holds a valid beat, so that idle stages hold (saving their switching
+        power) and each stage's enable is a register of its own, driving only that stage.
+        Results of valid beats do not depend on it; tie to 1 to move every cycle.
+    fp_result : In(1)
+        Only with ``gated_stages``: the result of this cycle is a floating-point sum.
     result : Out(32)
         Result of the operands presented :attr:`latency` cycles earlier.
+
+    Parameters
+    ----------
+    gated_stages : bool
+        The stages in clock domains ``fp`` and ``other`` (module docstring) instead of
+        ``pipe``, and ``fp_result`` an input; default False.
     """
 
     #: Pipeline depth in cycles: operand registers plus the SIMD adder.
     LATENCY = 1 + SimdFpAdder.LATENCY
 
-    a: In(32)
-    b: In(32)
-    op: In(ReduceOp)
-    dtype: In(Dtype)
-    valid: In(1, init=1)
-    result: Out(32)
+    def __init__(self, gated_stages: bool = False):
+        self.gated_stages = gated_stages
+        super().__init__({
+            "a": In(32), "b": In(32), "op": In(ReduceOp), "dtype": In(Dtype),
+            **({"fp_result": In(1)} if gated_stages else {"valid": In(1, init=1)}),
+            "result": Out(32),
+        })
 
     @property
     def latency(self) -> int:
         """Cycles from operands to result: operand registers plus the adder (13)."""
         return self.LATENCY
+
+    @staticmethod
+    def is_fp_sum(op, dtype):
+        """The beat's result comes from the adder: a sum of a float dtype (SUM is 0 and INT32
+        is 0; written so that no 2-bit logical NOT appears in the Verilog)."""
+        return ~op.as_value().any() & dtype.as_value().any()
 
     def elaborate(self, platform):
         m = Module()
@@ -88,19 +108,24 @@ class AluLane(wiring.Component):
         dtype = Signal(Dtype, name="s0_dtype")
         m.d.sync += [a.eq(self.a), b.eq(self.b), op.eq(self.op), dtype.eq(self.dtype)]
 
-        valid = Signal(name="s0_valid", init=1)
-        m.d.sync += valid.eq(self.valid)
-        stages = DomainRenamer({"sync": "pipe", "operands": "sync"})
-
-        m.submodules.adder = adder = stages(SimdFpAdder(input_domain="operands"))
-        m.submodules.minmax = minmax = stages(MinMaxUnit(input_domain="operands"))
+        gated = self.gated_stages
+        stages = DomainRenamer({"operands": "sync"} if gated
+                               else {"sync": "pipe", "operands": "sync"})
+        if not gated:
+            valid = Signal(name="s0_valid", init=1)
+            m.d.sync += valid.eq(self.valid)
+        adder = SimdFpAdder(input_domain="operands", stage_domain="fp" if gated else None)
+        minmax = MinMaxUnit(input_domain="operands", stage_domain="other" if gated else None)
+        m.submodules.adder = stages(adder)
+        m.submodules.minmax = stages(minmax)
         m.d.comb += [
             adder.a.eq(self.a), adder.b.eq(self.b), adder.dtype.eq(self.dtype),
             minmax.a.eq(self.a), minmax.b.eq(self.b), minmax.dtype.eq(self.dtype),
             minmax.is_max.eq(self.op == ReduceOp.MAX),
             minmax.pass_a.eq(self.op == ReduceOp.COPY),
-            adder.valid.eq(self.valid), minmax.valid.eq(self.valid),
         ]
+        if not gated:
+            m.d.comb += [adder.valid.eq(self.valid), minmax.valid.eq(self.valid)]
         assert adder.latency == self.LATENCY
 
         # Everything that is not a floating-point sum is computed in the cycles after the
@@ -110,19 +135,23 @@ class AluLane(wiring.Component):
         direct = Signal(32, name="direct")
         m.d.comb += direct.eq(a + b)     # int32 sum wraps
         fp_sum = Signal(name="fp_sum")
-        # SUM is 0 and INT32 is 0: a sum of a float dtype (written so that no 2-bit logical
-        # NOT appears in the Verilog).
-        m.d.comb += fp_sum.eq(~op.as_value().any() & dtype.as_value().any())
+        m.d.comb += fp_sum.eq(self.is_fp_sum(op, dtype))
         is_minmax = op.as_value().any()     # MAX, MIN or COPY: the max/min unit's result
 
-        # Each delay stage loads only when the stage before it holds a valid beat.
-        prev_simple, prev_fp_sum, prev_minmax, prev_valid = direct, fp_sum, is_minmax, valid
+        # Each delay stage loads only when the stage before it holds a valid beat (with
+        # gated_stages, domain ``other``, clocked by the array).
+        prev_simple, prev_fp_sum, prev_minmax = direct, fp_sum, is_minmax
+        prev_valid = None if gated else valid
         for stage in range(1, self.LATENCY):
             if stage == minmax.latency:
                 prev_simple = Mux(prev_minmax, minmax.result, prev_simple)
             d_simple = Signal(32, name=f"d{stage}_simple")
-            d_fp_sum = Signal(name=f"d{stage}_fp_sum")
             d_minmax = Signal(name=f"d{stage}_minmax")
+            if gated:
+                m.d.other += [d_simple.eq(prev_simple), d_minmax.eq(prev_minmax)]
+                prev_simple, prev_minmax = d_simple, d_minmax
+                continue
+            d_fp_sum = Signal(name=f"d{stage}_fp_sum")
             d_valid = Signal(name=f"d{stage}_valid", init=1)
             with m.If(prev_valid):
                 m.d.pipe += [d_simple.eq(prev_simple), d_fp_sum.eq(prev_fp_sum),
@@ -131,5 +160,6 @@ class AluLane(wiring.Component):
             prev_simple, prev_fp_sum, prev_minmax = d_simple, d_fp_sum, d_minmax
             prev_valid = d_valid
 
-        m.d.comb += self.result.eq(Mux(prev_fp_sum, adder.result, prev_simple))
+        select_fp = self.fp_result if gated else prev_fp_sum
+        m.d.comb += self.result.eq(Mux(select_fp, adder.result, prev_simple))
         return m

@@ -38,6 +38,9 @@ class MinMaxUnit(wiring.Component):
         If given, the inputs are registered on entry in this clock domain (one more cycle) and
         the two stages follow in ``sync`` (a lane's own copy of the operand registers for this
         unit, see :class:`~ace.hw.alu.simd_add.SimdFpAdder`).
+    stage_domain : str or None
+        If given, both stages are in this clock domain, clocked by the caller, and ``valid``
+        is unused (as in :class:`~ace.hw.alu.simd_add.SimdFpAdder`).
 
     Members
     -------
@@ -71,8 +74,9 @@ class MinMaxUnit(wiring.Component):
     valid: In(1, init=1)
     result: Out(32)
 
-    def __init__(self, input_domain: str | None = None):
+    def __init__(self, input_domain: str | None = None, stage_domain: str | None = None):
         self.input_domain = input_domain
+        self.stage_domain = stage_domain
         super().__init__()
 
     @property
@@ -209,6 +213,9 @@ class MinMaxUnit(wiring.Component):
         m.d.comb += self.result.eq(Cat(Mux(nan_lo, nan_word[:16], picked[:16]),
                                        Mux(nan_hi, nan_word[16:], picked[16:])))
 
+        if self.stage_domain is not None:
+            return DomainRenamer({f"stage{k}": self.stage_domain
+                                  for k in range(1, self.LATENCY + 1)})(m)
         # Each stage loads only when the stage before it holds valid operands (domains
         # ``stage1``, ``stage2`` until here, then ``sync`` with these enables).
         r_valid = Signal(name="r_valid", init=1)

@@ -104,6 +104,10 @@ class SimdFpAdder(wiring.Component):
         If given, the operands are registered on entry in this clock domain (one more cycle)
         and the twelve stages follow in ``sync``; a lane uses it to give the adder its own
         copy of the operand registers, ungated while its stages are clock-gated.
+    stage_domain : str or None
+        If given, every stage is in this clock domain, which the caller clocks only while a
+        stage has a word to take; ``valid`` is then unused (no valid bit travels beside the
+        stages). A lane's gated-clock form uses it (:class:`~ace.hw.alu.lane.AluLane`).
 
     Members
     -------
@@ -130,8 +134,9 @@ class SimdFpAdder(wiring.Component):
     valid: In(1, init=1)
     result: Out(32)
 
-    def __init__(self, input_domain: str | None = None):
+    def __init__(self, input_domain: str | None = None, stage_domain: str | None = None):
         self.input_domain = input_domain
+        self.stage_domain = stage_domain
         super().__init__()
 
     @property
@@ -176,6 +181,9 @@ class SimdFpAdder(wiring.Component):
         regs = self._increment(m, regs, dtypes[10])
         self._pack(m, regs, dtypes[11])
 
+        if self.stage_domain is not None:
+            return DomainRenamer({f"stage{k}": self.stage_domain
+                                  for k in range(1, self.LATENCY + 1)})(m)
         # Stage k loads only when stage k - 1 holds a valid word: its enable is that stage's
         # valid bit (a register of its own, driving one stage's flip-flops).
         valids = [valid]
