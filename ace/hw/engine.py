@@ -84,19 +84,23 @@ class AceEngine(wiring.Component):
         super().__init__(members)
 
     def _interconnect_gated(self, m, ic, channels, platform):
-        """In the gated-clock form, ``ic`` clocked only while a channel's DMA half is (and one
-        cycle after): its only masters are the halves, and memory answers only their
-        outstanding bursts, so in any other cycle it holds; the cycle after lets its
-        registers computed a cycle ahead (a master's room for a burst) settle. The
-        clock-enable form leaves it ungated."""
+        """In the gated-clock form, ``ic``'s read half clocked only while a channel's DMA
+        reader is (and one cycle after), its write half only while a DMA writer is: its only
+        masters are the DMA halves, and memory answers only their outstanding bursts, so in
+        any other cycle a half holds; the cycle after lets its registers computed a cycle
+        ahead (a master's room for a burst) settle. The clock-enable form leaves it ungated."""
         if not uses_gated_clock(self.config, platform):
             return ic
-        active = Signal(name="mem_active")
-        after = Signal(init=1, name="mem_active_after")
-        m.d.comb += active.eq(Cat(ch.mem_active for ch in channels).any())
-        m.d.sync += after.eq(active)
-        return ClockGate(m, "interconnect_clk", active | after | ResetSignal(),
-                         gated_clock=True)(ic)
+        for half in ("read", "write"):
+            active = Signal(name=f"mem_{half}_active")
+            after = Signal(init=1, name=f"mem_{half}_active_after")
+            m.d.comb += active.eq(Cat(getattr(ch, f"mem_{half}_active")
+                                      for ch in channels).any())
+            m.d.sync += after.eq(active)
+            gate = ClockGate(m, f"interconnect_{half}_clk", active | after | ResetSignal(),
+                             gated_clock=True)
+            ic = gate(ic, domain=half)
+        return ic
 
     def elaborate(self, platform):
         m = Module()
@@ -112,7 +116,7 @@ class AceEngine(wiring.Component):
         ic = AxiInterconnect(
             cfg.mem_addr_bits, cfg.mem_bytes, cfg.mem_id_bits, read_masters=2 * C,
             write_masters=C, max_burst_beats=cfg.max_burst_beats,
-            replicate=replicates(cfg, platform))
+            replicate=replicates(cfg, platform), split_domains=uses_gated_clock(cfg, platform))
         channels = [AceChannel(cfg, c) for c in range(C)]
         m.submodules.interconnect = self._interconnect_gated(m, ic, channels, platform)
 

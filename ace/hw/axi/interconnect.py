@@ -53,7 +53,7 @@ by ``wlast`` and forwards each by ``awlen``). W may come before or after its AW.
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import DomainRenamer, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
@@ -155,6 +155,10 @@ class AxiInterconnect(wiring.Component):
     replicate : bool
         Copy the wide register slices' control per 32-bit lane (default); false: one copy,
         the same cycles (:func:`~ace.hw.common.replica.replicates`).
+    split_domains : bool
+        The read half (AR, R) in clock domain ``read`` and the write half (AW, W, B) in
+        ``write`` instead of ``sync``, for a caller that clocks each only while it can move
+        (the engine's gated-clock form); the halves share no register. Default False.
 
     Members
     -------
@@ -175,7 +179,7 @@ class AxiInterconnect(wiring.Component):
     def __init__(self, addr_bits: int, data_bytes: int, id_bits: int, read_masters: int,
                  write_masters: int, *, max_burst_beats: int, read_buffer_beats: int | None = None,
                  write_buffer_beats: int | None = None, max_writes_in_flight: int = 4,
-                 replicate: bool = True):
+                 replicate: bool = True, split_domains: bool = False):
         try:
             read_buffer_beats, write_buffer_beats = _check_parameters(
                 addr_bits, data_bytes, id_bits, read_masters, write_masters, max_burst_beats,
@@ -193,6 +197,7 @@ class AxiInterconnect(wiring.Component):
         self.read_buffer_beats = read_buffer_beats
         self.write_buffer_beats = write_buffer_beats
         self.max_writes_in_flight = max_writes_in_flight
+        self.split_domains = split_domains
         # register slices: control per 32-bit lane, or one copy (``replicate`` false)
         self._slices = max(1, data_bytes // 4) if replicate else 1
         members = {}
@@ -205,14 +210,18 @@ class AxiInterconnect(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        reads, writes = (Module(), Module()) if self.split_domains else (m, m)
         if self.read_masters:
-            self._elaborate_reads(m)
+            self._elaborate_reads(reads)
         else:
             m.d.comb += self.m_axi.rready.eq(1)
         if self.write_masters:
-            self._elaborate_writes(m)
+            self._elaborate_writes(writes)
         else:
             m.d.comb += self.m_axi.bready.eq(1)
+        if self.split_domains:
+            m.submodules.reads = DomainRenamer("read")(reads)
+            m.submodules.writes = DomainRenamer("write")(writes)
         return m
 
     # -- reads -----------------------------------------------------------------------------

@@ -127,7 +127,8 @@ def datapath_ports(config) -> dict:
         "nic_recv_link": Out(range(config.num_links)),
         "mem_read_bytes": Out(range(2 * config.mem_bytes + 1)),
         "mem_write_bytes": Out(range(config.mem_bytes + 1)),
-        "mem_active": Out(1),
+        "mem_read_active": Out(1),
+        "mem_write_active": Out(1),
     }
 
 
@@ -145,8 +146,9 @@ class StepDatapath(wiring.Component):
     mem_rd_a, mem_rd_b : Out(AXI4 read half); mem_wr : Out(AXI4 write half)
     nic_send, nic_send_data, nic_recv, nic_recv_link : the NIC channel ports
     mem_read_bytes, mem_write_bytes : Out, bytes moved on the memory ports this cycle
-    mem_active : Out(1), high in every cycle where a DMA half's clock is enabled (the OR of
-        their enables, :meth:`_gated`): no memory port moves in another cycle
+    mem_read_active, mem_write_active : Out(1), high in every cycle where a DMA reader's
+        (writer's) clock is enabled (the OR of their enables, :meth:`_gated`): no memory read
+        (write) port moves in another cycle
     alu_beat : Out(1), a beat entered the ALU this cycle (progress)
     """
 
@@ -220,12 +222,14 @@ class StepDatapath(wiring.Component):
         # and it goes to the memory writer only under a plan that writes memory (the plan
         # changes only with ``load``).
         beat_coming = (write_out.i.valid | write_out.o.valid) & plan.w_mem
-        will_act = []
+        will_act = {}
         for name, dma, coming in (("mem_a", mem_a, load), ("mem_b", mem_b, load),
                                   ("mem_w", mem_w, load | beat_coming)):
-            m.submodules[name], acts = self._gated(m, name, dma, coming, gated_clock)
-            will_act.append(acts)
-        m.d.comb += self.mem_active.eq(Cat(*will_act).any() | ResetSignal())
+            m.submodules[name], will_act[name] = self._gated(m, name, dma, coming, gated_clock)
+        m.d.comb += [
+            self.mem_read_active.eq(will_act["mem_a"] | will_act["mem_b"] | ResetSignal()),
+            self.mem_write_active.eq(will_act["mem_w"] | ResetSignal()),
+        ]
         m.submodules.alu = alu = AluArray(cfg)
         # Register slices on both sides of the ALU: the operand join (FIFO reads, operand mux,
         # count compare) and the result fork (the sinks' readies) stay out of the ALU's cycle.

@@ -112,7 +112,8 @@ class AceChannel(wiring.Component):
     alu_beat, step_done : Out(1), a beat entered the ALU / a step completed, this cycle
     sram_rd_a, sram_rd_b, sram_wr, mem_rd_a, mem_rd_b, mem_wr, nic_* : the datapath's ports
     mem_read_bytes, mem_write_bytes : Out, bytes moved on the memory ports this cycle
-    mem_active : Out(1), high in every cycle where the datapath's memory ports can move
+    mem_read_active, mem_write_active : Out(1), high in every cycle where the datapath's
+        memory read (write) ports can move
     """
 
     def __init__(self, config, index: int):
@@ -147,7 +148,8 @@ class AceChannel(wiring.Component):
             self.nic_recv_link.eq(dp.nic_recv_link),
             self.mem_read_bytes.eq(dp.mem_read_bytes),
             self.mem_write_bytes.eq(dp.mem_write_bytes),
-            self.mem_active.eq(dp.mem_active),
+            self.mem_read_active.eq(dp.mem_read_active),
+            self.mem_write_active.eq(dp.mem_write_active),
         ]
 
         # -- instruction memory ----------------------------------------------------------------
