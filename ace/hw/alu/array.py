@@ -20,11 +20,12 @@ have a beat to take; otherwise they hold, which saves their switching power and 
   and carries a valid bit beside its stages; each stage loads only when the stage before it
   holds a valid beat, so each stage's clock enable is a register of its own lane and stage.
 * ``clock``: the lanes' adders (domain ``fp``) are a gated clock running while a
-  floating-point sum is in their stages, the rest of their stages (``other``: max/min units,
-  int32 sums, the lanes' delay lines) one running while another beat is, and their operand
-  registers are clocked only in cycles that accept a beat (``AluLane(gated_stages=True)``).
-  A cycle-based simulator such as Verilator does not evaluate what is stopped: a reduction's
-  beats never clock the max/min units, a copy's never the adders. (One gated clock per stage
+  floating-point sum is in their stages, their max/min units (``max_min``) one running while a
+  max or min is, their delay lines (``other``: int32 sums, copies, max/min results) one
+  running while a beat that is not a floating-point sum is, and their operand registers are
+  clocked only in cycles that accept a beat (``AluLane(gated_stages=True)``). A cycle-based
+  simulator such as Verilator does not evaluate what is stopped: a sum's beats never clock
+  the max/min units, a copy's neither those nor the adders. (One gated clock per stage
   was slower: every gated clock costs the simulator its trigger in every evaluation,
   docs/benchmarks.md.)
 
@@ -263,6 +264,12 @@ class AluArray(wiring.Component):
             # ``busy`` was for the single ``pipe`` clock of sessions 11-19).
             fp_busy = Signal(name="fp_busy")
             other_busy = Signal(name="other_busy")
+            # The max/min units' two stages, at the end of cycles t+1 and t+2.
+            max_min = accept & AluLane.is_max_min(self.i.payload.op)
+            d0_max_min = Signal(name="d0_max_min")
+            max_min_busy = Signal(name="max_min_busy")
+            m.d.sync += [d0_max_min.eq(max_min), max_min_busy.eq(max_min | d0_max_min)]
+            ClockGate(m, "max_min", max_min_busy, gated_clock=True)
             prev_fps = [accept & prev_fp_in, *fps[:-2]]
             prev_others = [accept & ~prev_fp_in,
                            *(v & ~f for v, f in zip(valids[:-2], fps[:-2]))]

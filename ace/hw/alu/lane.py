@@ -19,11 +19,13 @@ when the stage before it holds a valid beat (``valid``: a valid bit travels besi
 so each stage's clock enable is a register of its own). The array tracks which results are
 valid.
 
-With ``gated_stages`` (the array's gated-clock form) the adder's stages are clock domain ``fp``
-and the rest (the max/min unit and the delay line) ``other``, instead of ``pipe``. The array
-clocks ``fp`` only while a floating-point sum is in the stages and ``other`` only while another
-beat is, so a cycle-based simulator evaluates the adders only for sums and the max/min units
-only for the other ops; ``fp_result`` (from the array) picks the result.
+With ``gated_stages`` (the array's gated-clock form) the adder's stages are clock domain ``fp``,
+the max/min unit's ``max_min`` and the delay line ``other``, instead of ``pipe``. The array
+clocks ``fp`` only while a floating-point sum is in the stages, ``max_min`` only while a max
+or min is in the unit and ``other`` only while a beat that is not a floating-point sum is in
+the delay line (a copy enters it directly, without the max/min unit), so a cycle-based
+simulator evaluates each unit only for its own ops; ``fp_result`` (from the array) picks the
+result.
 """
 
 
@@ -70,7 +72,7 @@ class AluLane(wiring.Component):
     Parameters
     ----------
     gated_stages : bool
-        The stages in clock domains ``fp`` and ``other`` (module docstring) instead of
+        The stages in clock domains ``fp``, ``max_min`` and ``other`` (module docstring) instead of
         ``pipe``, and ``fp_result`` an input; default False.
     """
 
@@ -89,6 +91,11 @@ class AluLane(wiring.Component):
     def latency(self) -> int:
         """Cycles from operands to result: operand registers plus the adder (13)."""
         return self.LATENCY
+
+    @staticmethod
+    def is_max_min(op):
+        """The beat is a max or a min."""
+        return (op == ReduceOp.MAX) | (op == ReduceOp.MIN)
 
     @staticmethod
     def is_fp_sum(op, dtype):
@@ -115,7 +122,7 @@ class AluLane(wiring.Component):
             valid = Signal(name="s0_valid", init=1)
             m.d.sync += valid.eq(self.valid)
         adder = SimdFpAdder(input_domain="operands", stage_domain="fp" if gated else None)
-        minmax = MinMaxUnit(input_domain="operands", stage_domain="other" if gated else None)
+        minmax = MinMaxUnit(input_domain="operands", stage_domain="max_min" if gated else None)
         m.submodules.adder = stages(adder)
         m.submodules.minmax = stages(minmax)
         m.d.comb += [
@@ -132,11 +139,14 @@ class AluLane(wiring.Component):
         # operand registers (int32 sum in one; max, min and copy in the max/min unit's
         # latency) and then delayed to line up with the adder. d{k} holds what the operands of
         # k + 1 cycles earlier gave.
+        # int32 sums wrap. With gated_stages a copy takes the delay line from here, without
+        # the max/min unit (domain ``max_min`` is clocked only for max and min).
         direct = Signal(32, name="direct")
-        m.d.comb += direct.eq(a + b)     # int32 sum wraps
+        m.d.comb += direct.eq(Mux(op == ReduceOp.COPY, a, a + b) if gated else a + b)
         fp_sum = Signal(name="fp_sum")
         m.d.comb += fp_sum.eq(self.is_fp_sum(op, dtype))
-        is_minmax = op.as_value().any()     # MAX, MIN or COPY: the max/min unit's result
+        # The max/min unit's result: MAX, MIN or COPY (MAX or MIN with gated_stages).
+        is_minmax = self.is_max_min(op) if gated else op.as_value().any()
 
         # Each delay stage loads only when the stage before it holds a valid beat (with
         # gated_stages, domain ``other``, clocked by the array).
