@@ -150,6 +150,10 @@ class StepDatapath(wiring.Component):
         (writer's) clock is enabled (the OR of their enables, :meth:`_gated`): no memory read
         (write) port moves in another cycle
     alu_beat : Out(1), a beat entered the ALU this cycle (progress)
+    quiet : Out(1), no register of the datapath can change next cycle unless a plan is offered
+        or ``abort`` is high: no step active, no ``done`` pulse, not aborting, every DMA half's
+        clock stopped (every stream inside is empty when a step ends). The channel's
+        gated-clock form stops the datapath's clock while it is quiet.
     """
 
     def __init__(self, config):
@@ -162,6 +166,7 @@ class StepDatapath(wiring.Component):
             "abort": In(1),
             **datapath_ports(config),
             "alu_beat": Out(1),
+            "quiet": Out(1),
         })
 
     @property
@@ -582,4 +587,6 @@ class StepDatapath(wiring.Component):
         m.d.sync += self.done.eq(0)
         with m.If(finished):
             m.d.sync += [active.eq(0), self.done.eq(1)]
+        m.d.comb += self.quiet.eq(~active & ~self.done & ~aborting
+                                  & ~Cat(*will_act.values()).any())
         return m
