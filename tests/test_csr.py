@@ -320,6 +320,142 @@ def test_read_only_and_unmapped_answer_slverr():
     assert monitor.take() == []
 
 
+@pytest.mark.parametrize("name", ["small", "default"])
+def test_read_pipeline_latency_backpressure_and_back_to_back(name):
+    """Reads driven cycle by cycle: ``rvalid`` rises exactly ``read_latency`` edges after the
+    AR handshake; with ``rready`` held low ``rvalid``, ``rdata`` and ``rresp`` hold and no
+    further read is accepted; ``arready`` does not follow ``arvalid`` in the same cycle; a read
+    waiting with ``arvalid`` high is taken in the cycle after the R handshake. Every register
+    of the map (each read group) and unmapped addresses between and after them, in random
+    order, with random ``rready`` holds of 0 to 5 cycles."""
+    config = NAMED_CONFIGS[name]
+    harness, axil, _ = make(config, seed=13)
+    dut, bus = harness.dut, harness.dut.s_axil
+    regs = csr_map(config, COUNTERS)
+    rng = random.Random(14)
+    mapped = {r.offset for r in regs}
+    unmapped = sorted({r.offset + 4 for r in regs} - mapped | {0xFFFC, 0x1000, 0x7FF0})
+    steps = [rng.getrandbits(16) for _ in range(config.num_channels)]
+    written = {}
+    errors = []
+
+    def expect(offset):
+        reg = next((r for r in regs if r.offset == offset), None)
+        if reg is None:
+            return 0, SLVERR
+        if reg.name in written:
+            return written[reg.name], OKAY
+        if reg.name.startswith("STEPS_DONE"):
+            return steps[int(reg.name[len("STEPS_DONE"):])], OKAY
+        if reg.name.endswith(("_LO", "_HI")) and reg.access == "RO":
+            return 0, OKAY  # no snapshot taken
+        return {"ID": ID_MAGIC, "CONTROL": 0, "STATUS": field_value("STATUS", IDLE=1),
+                "PARAMS": params_value(config, len(COUNTERS))}.get(reg.name, reg.reset), OKAY
+
+    async def testbench(ctx):
+        for c, value in enumerate(steps):
+            ctx.set(getattr(dut, f"steps_done{c}"), value)
+        for reg in regs:
+            if reg.access == "RW" and reg.name != "IADDR":
+                value = rng.getrandbits(32) & mask(reg)
+                await axil.write(ctx, reg.offset, value)
+                written[reg.name] = value
+        order = [r.offset for r in regs] + unmapped
+        rng.shuffle(order)
+        ctx.set(bus.rready, 0)
+        pending = list(order)
+        ctx.set(bus.arvalid, 1)
+        ctx.set(bus.araddr, pending[0])
+        ar_cycle, holds, results, last_r = None, 0, [], None
+        for cycle in range(40 * len(order)):
+            # arready depends only on internal state: the same with arvalid low and high.
+            ctx.set(bus.arvalid, 0)
+            ready_low = ctx.get(bus.arready)
+            ctx.set(bus.arvalid, 1 if pending else 0)
+            if ctx.get(bus.arready) != ready_low:
+                errors.append(("arready follows arvalid", cycle))
+            ar_taken = bool(pending) and ctx.get(bus.arready)
+            rvalid = ctx.get(bus.rvalid)
+            if rvalid:
+                seen = (ctx.get(bus.rdata), ctx.get(bus.rresp))
+                if results and results[-1][2] == "held" and results[-1][1] != seen:
+                    errors.append(("changed while held", results[-1], seen))
+                if ar_cycle is not None:
+                    # the first cycle of rvalid: exactly read_latency edges after AR
+                    if cycle - ar_cycle != dut.read_latency:
+                        errors.append(("latency", hex(addr), cycle - ar_cycle))
+                    ar_cycle = None
+                    holds = rng.randint(0, 5)
+                    results.append((addr, seen, "held"))
+                if ar_taken:
+                    errors.append(("AR taken while rvalid", cycle))
+                ctx.set(bus.rready, int(holds == 0))
+                if holds == 0:
+                    results[-1] = (addr, seen, "taken")
+                holds -= 1
+            else:
+                ctx.set(bus.rready, rng.getrandbits(1))  # rready without rvalid does nothing
+            if ar_taken:
+                if ar_cycle is not None or (results and results[-1][2] == "held"):
+                    errors.append(("AR taken during a read", cycle))
+                if results and results[-1][2] == "taken" and last_r != cycle - 1:
+                    errors.append(("not back to back", cycle, last_r))
+                addr, ar_cycle = pending.pop(0), cycle
+            if rvalid and holds < 0:
+                last_r = cycle
+            await ctx.tick()
+            if ar_taken:
+                ctx.set(bus.araddr, pending[0] if pending else 0)
+            if not pending and results and len(results) == len(order) \
+                    and results[-1][2] == "taken":
+                break
+        ctx.set(bus.arvalid, 0)
+        ctx.set(bus.rready, 0)
+        for addr, (data, resp), state in results:
+            if state != "taken" or (data, resp) != expect(addr):
+                errors.append(("value", hex(addr), hex(data), resp, expect(addr), state))
+        if len(results) != len(order):
+            errors.append(("answered", len(results), len(order)))
+
+    simulate(harness, testbench)
+    assert not errors, errors[:10]
+
+
+def test_status_is_sampled_in_the_ar_handshake_cycle():
+    """STATUS and STEPS_DONE read the inputs of the AR handshake's cycle: inputs that differ
+    only in that one cycle are what the read returns."""
+    harness, _, _ = make(seed=15)
+    dut, bus = harness.dut, harness.dut.s_axil
+    got = []
+
+    async def read_with_pulse(ctx, addr, member, during, around):
+        ctx.set(getattr(dut, member), around)
+        ctx.set(bus.rready, 1)
+        await ctx.tick().repeat(2)
+        assert ctx.get(bus.arready)
+        ctx.set(bus.araddr, addr)
+        ctx.set(bus.arvalid, 1)
+        ctx.set(getattr(dut, member), during)  # this cycle is the AR handshake's
+        await ctx.tick()
+        ctx.set(bus.arvalid, 0)
+        ctx.set(getattr(dut, member), around)
+        while not ctx.get(bus.rvalid):
+            await ctx.tick()
+        data = ctx.get(bus.rdata)
+        await ctx.tick()
+        return data
+
+    async def testbench(ctx):
+        status = await read_with_pulse(ctx, CSR["STATUS"], "busy", 1, 0)
+        got.append(field_decode("STATUS", status)["BUSY"])
+        status = await read_with_pulse(ctx, CSR["STATUS"], "error_pc", 0x1234, 0x4321)
+        got.append(field_decode("STATUS", status)["ERROR_PC"])
+        got.append(await read_with_pulse(ctx, STEPS_DONE_BASE + 4, "steps_done1", 77, 5))
+
+    simulate(harness, testbench)
+    assert got == [1, 0x1234, 77]
+
+
 def test_control_pulses_last_one_cycle():
     harness, axil, monitor = make(seed=6)
     bit = {f.name: 1 << f.lsb for f in FIELDS["CONTROL"]}

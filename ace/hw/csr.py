@@ -8,12 +8,12 @@ The register map is shared data, defined once in :mod:`ace.regmap`; the decode o
 
               s_axil (AXI4-Lite slave, 32-bit)
                   |
-     AW/W latches + decode         AR decode -> rdata register
-                  |                        ^
+     AW/W latches + decode         AR: group selects + word index -> group registers -> OR
+                  |                        ^                        -> rdata register
        +----------+-----------+            |
        v          v           v            |
-   RW registers  CONTROL     IWORD0..7     +-- STATUS <- busy/done/error/error_*
-   (node_id,     pulses      IADDR --------+-- STEPS_DONE{c} <- steps_done{c}
+   RW registers  CONTROL     IWORD0..7     +-- STATUS <- busy/done/error/error_* (registered)
+   (node_id,     pulses      IADDR --------+-- STEPS_DONE{c} <- steps_done{c} (registered)
     buffers,     start, ...  imem_we/...   +-- snapshot bank <- counters (CONTROL.SNAPSHOT)
 
 """
@@ -25,6 +25,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ace.hw.axi.signatures import AxiLiteSignature, AxiResp
+from ace.hw.common.replica import replicas, replicates
 from ace.isa import INSTR_BITS, INSTR_WORDS
 from ace.regmap import (COUNTER_BITS, CSR_ADDR_BITS, FIELDS, ID_MAGIC, check_counter_names,
                         counter_offset, counter_register_names, csr_map, field,
@@ -40,6 +41,17 @@ _DIRECT_OUTPUTS = {"NODE_ID": "node_id", "PLACEMENT": "placement",
                    "CHANNEL_ENABLE": "channel_enable", "TIMEOUT": "timeout"}
 #: CONTROL fields that drive a one-cycle output pulse (field name -> member name).
 _PULSES = {"START": "start", "ERROR_CLEAR": "error_clear", "COUNTER_CLEAR": "counter_clear"}
+#: Words per read group: the read's second stage picks one word of each group (one small
+#: multiplexer per group, beside its registers), the third ORs the groups.
+_GROUP_WORDS = 8
+
+
+def _or_tree(values):
+    """The OR of ``values`` as a balanced tree."""
+    while len(values) > 1:
+        values = [values[k] | values[k + 1] if k + 1 < len(values) else values[k]
+                  for k in range(0, len(values), 2)]
+    return values[0]
 
 
 _PORT_NAMES = frozenset({
@@ -58,11 +70,20 @@ class AceCsr(wiring.Component):
     AXI4-Lite slave with 32-bit data. AW and W are accepted in either order or in the same
     cycle, one write and one read at a time (``awready``/``wready``/``arready`` depend only on
     internal state). A write commits at the clock edge after both AW and W were taken (latency
-    :attr:`write_latency` = 2 edges from the later of the two handshakes to ``bvalid``). A read
-    answers ``rvalid`` one edge after the AR handshake (:attr:`read_latency` = 1). The low two
-    address bits are ignored. Unmapped addresses answer SLVERR (reads return 0); a write to an RO
-    register answers SLVERR and changes nothing; RW registers honour ``wstrb``; reading CONTROL
-    returns 0.
+    :attr:`write_latency` = 2 edges from the later of the two handshakes to ``bvalid``). The low
+    two address bits are ignored. Unmapped addresses answer SLVERR (reads return 0); a write to
+    an RO register answers SLVERR and changes nothing; RW registers honour ``wstrb``; reading
+    CONTROL returns 0.
+
+    A read is three registered stages: an AR handshake in cycle ``t`` has ``rvalid`` high from
+    cycle ``t + 3`` (:attr:`read_latency` = 3). The map is cut into groups of eight words.
+    The handshake's edge registers, for each group, whether the address is in it and a copy of
+    the word index within it; the next edge registers each group's word (an 8:1 multiplexer
+    beside its registers, zero when not selected) and whether the address is mapped; the third
+    ORs the groups into ``rdata``. ``arready`` is low from the AR handshake until the R
+    handshake, so reads are at most one every ``read_latency + 1`` cycles. A read returns the
+    value its register holds in the cycle after the AR handshake; STATUS and STEPS_DONE are
+    registered on the way in, so they read as in the AR handshake's cycle.
 
     Pulses (``start``, ``error_clear``, ``counter_clear``, ``imem_we``) are registered: high for
     exactly the one cycle after the commit edge, which is the first cycle of ``bvalid``. A
@@ -113,7 +134,7 @@ class AceCsr(wiring.Component):
         ``done & IRQ_ENABLE.DONE | error & IRQ_ENABLE.ERROR``; combinational.
     """
 
-    read_latency = 1
+    read_latency = 3
     write_latency = 2
 
     def __init__(self, config, counter_names=()):
@@ -201,9 +222,10 @@ class AceCsr(wiring.Component):
         ]
 
         # Write channel: latch AW and W independently, commit when both are held.
-        aw_full, aw_addr = Signal(), Signal(CSR_ADDR_BITS)
-        w_full, w_data, w_strb = Signal(), Signal(32), Signal(4)
-        b_valid, b_resp = Signal(), Signal(2)
+        aw_full, aw_addr = Signal(name="aw_full"), Signal(CSR_ADDR_BITS, name="aw_addr")
+        w_full, w_data, w_strb = Signal(name="w_full"), Signal(32, name="w_data"), \
+            Signal(4, name="w_strb")
+        b_valid, b_resp = Signal(name="b_valid"), Signal(2, name="b_resp")
         m.d.comb += [
             bus.awready.eq(~aw_full & ~b_valid),
             bus.wready.eq(~w_full & ~b_valid),
@@ -258,22 +280,81 @@ class AceCsr(wiring.Component):
                 with m.Default():
                     m.d.sync += b_resp.eq(AxiResp.SLVERR)
 
-        # Read channel: decode at the AR handshake into the rdata register.
-        r_valid, r_data, r_resp = Signal(), Signal(32), Signal(2)
+        # Read channel: three registered stages, one read at a time (see the class docstring).
+        # Edge 1 (the AR handshake): each group's select and word index, one copy per group.
+        # Edge 2: each group's value (its own registers, zero unless selected), and the hit.
+        # Edge 3: the OR of the groups into rdata, rresp, rvalid.
+        # STATUS and STEPS_DONE are registered every cycle on the way in, so edge 2 takes
+        # the values of the AR handshake's cycle, as a one-stage decode would.
+        status_q = Signal(32, name="status_q")
+        m.d.sync += status_q.eq(status)
+        read_value["STATUS"] = status_q
+        for c in range(config.num_channels):
+            steps_q = Signal(16, name=f"steps_done{c}_q")
+            m.d.sync += steps_q.eq(getattr(self, f"steps_done{c}"))
+            read_value[f"STEPS_DONE{c}"] = steps_q
+
+        r_busy = Signal(name="r_busy")           # from the AR handshake to the R handshake
+        r_stage1, r_stage2 = Signal(name="r_stage1"), Signal(name="r_stage2")
+        r_valid, r_data, r_resp = Signal(name="r_valid"), Signal(32, name="r_data"), \
+            Signal(2, name="r_resp")
         m.d.comb += [
-            bus.arready.eq(~r_valid),
+            bus.arready.eq(~r_busy),
             bus.rvalid.eq(r_valid),
             bus.rdata.eq(r_data),
             bus.rresp.eq(r_resp),
         ]
+        ar_fire = Signal(name="ar_fire")
+        m.d.comb += ar_fire.eq(bus.arvalid & ~r_busy)
+        m.d.sync += [r_stage1.eq(ar_fire), r_stage2.eq(r_stage1)]
+        with m.If(ar_fire):
+            m.d.sync += r_busy.eq(1)
+        with m.If(r_stage2):
+            m.d.sync += r_valid.eq(1)
         with m.If(r_valid & bus.rready):
-            m.d.sync += r_valid.eq(0)
-        with m.If(bus.arvalid & bus.arready):
-            m.d.sync += [r_valid.eq(1), r_resp.eq(AxiResp.OKAY)]
-            with m.Switch(bus.araddr[2:]):
+            m.d.sync += [r_valid.eq(0), r_busy.eq(0)]
+
+        word = bus.araddr[2:]
+        groups: dict[int, dict[int, str]] = {}   # group -> {index in the group: register}
+        for reg in self.registers:
+            groups.setdefault((reg.offset >> 2) // _GROUP_WORDS, {})[
+                (reg.offset >> 2) % _GROUP_WORDS] = reg.name
+        index_bits = (_GROUP_WORDS - 1).bit_length()
+        # The word index within a group: a primary register, and a copy per group (kept
+        # apart on ECP5) so that no one flip-flop drives every group's multiplexer.
+        ar_index = Signal(index_bits, name="ar_index")
+        index_next = Signal(index_bits, name="ar_index_next")
+        m.d.comb += index_next.eq(Mux(ar_fire, word[:index_bits], ar_index))
+        m.d.sync += ar_index.eq(index_next)
+        copies = [replicas(m, platform, index_next[b], len(groups), name=f"ar_index{b}",
+                           distinct=replicates(config, platform))
+                  for b in range(index_bits)]
+        ar_hit = Signal(name="ar_hit")
+        group_values = []
+        for k, (group, members) in enumerate(sorted(groups.items())):
+            select = Signal(name=f"ar_group{group}")
+            with m.If(ar_fire):
+                m.d.sync += select.eq(word[index_bits:] == group)
+            index = Cat(*(copies[b][k] for b in range(index_bits)))
+            value = Signal(32, name=f"rd_group{group}")
+            m.d.sync += value.eq(0)
+            with m.If(select):
+                with m.Switch(index):
+                    for offset, name in members.items():
+                        with m.Case(offset):
+                            m.d.sync += value.eq(read_value[name])
+            group_values.append(value)
+        with m.If(ar_fire):
+            m.d.sync += ar_hit.eq(0)
+            with m.Switch(word):
                 for reg in self.registers:
                     with m.Case(reg.offset >> 2):
-                        m.d.sync += r_data.eq(read_value[reg.name])
-                with m.Default():
-                    m.d.sync += [r_data.eq(0), r_resp.eq(AxiResp.SLVERR)]
+                        m.d.sync += ar_hit.eq(1)
+        hit = Signal(name="rd_hit")
+        m.d.sync += hit.eq(ar_hit)
+        with m.If(r_stage2):
+            m.d.sync += [
+                r_data.eq(_or_tree(group_values)),
+                r_resp.eq(Mux(hit, AxiResp.OKAY, AxiResp.SLVERR)),
+            ]
         return m
