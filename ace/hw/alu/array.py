@@ -264,12 +264,6 @@ class AluArray(wiring.Component):
             # ``busy`` was for the single ``pipe`` clock of sessions 11-19).
             fp_busy = Signal(name="fp_busy")
             other_busy = Signal(name="other_busy")
-            # The max/min units' two stages, at the end of cycles t+1 and t+2.
-            max_min = accept & AluLane.is_max_min(self.i.payload.op)
-            d0_max_min = Signal(name="d0_max_min")
-            max_min_busy = Signal(name="max_min_busy")
-            m.d.sync += [d0_max_min.eq(max_min), max_min_busy.eq(max_min | d0_max_min)]
-            ClockGate(m, "max_min", max_min_busy, gated_clock=True)
             prev_fps = [accept & prev_fp_in, *fps[:-2]]
             prev_others = [accept & ~prev_fp_in,
                            *(v & ~f for v, f in zip(valids[:-2], fps[:-2]))]
@@ -277,6 +271,13 @@ class AluArray(wiring.Component):
                          other_busy.eq(Cat(*prev_others).any())]
             ClockGate(m, "fp", fp_busy, gated_clock=True)
             ClockGate(m, "other", other_busy, gated_clock=True)
+            # ``max_min`` ticks while a max or min is in the units' two stages (at the ends of
+            # cycles t+1 and t+2).
+            max_min = accept & AluLane.is_max_min(self.i.payload.op)
+            d0_max_min = Signal(name="d0_max_min")
+            max_min_busy = Signal(name="max_min_busy")
+            m.d.sync += [d0_max_min.eq(max_min), max_min_busy.eq(max_min | d0_max_min)]
+            ClockGate(m, "max_min", max_min_busy, gated_clock=True)
             m.d.comb += [lane.fp_result.eq(fps[-1]) for lane in lanes]
 
         m.submodules.fifo = fifo = ResultFifo(result_layout.size, self.fifo_depth)

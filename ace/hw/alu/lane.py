@@ -108,7 +108,8 @@ class AluLane(wiring.Component):
 
         # Operand registers (stage 0): one copy per consumer, so that each drives only its own
         # logic. The adder and the max/min unit register their own (in this ``sync`` domain,
-        # their stages in ``pipe``); these feed the int32 sum, copy and the result choice.
+        # their stages in ``pipe``, or ``fp`` and ``max_min``); these feed the int32 sum, copy
+        # and the result choice.
         a = Signal(32, name="s0_a")
         b = Signal(32, name="s0_b")
         op = Signal(ReduceOp, name="s0_op")
@@ -138,9 +139,8 @@ class AluLane(wiring.Component):
         # Everything that is not a floating-point sum is computed in the cycles after the
         # operand registers (int32 sum in one; max, min and copy in the max/min unit's
         # latency) and then delayed to line up with the adder. d{k} holds what the operands of
-        # k + 1 cycles earlier gave.
-        # int32 sums wrap. With gated_stages a copy takes the delay line from here, without
-        # the max/min unit (domain ``max_min`` is clocked only for max and min).
+        # k + 1 cycles earlier gave. int32 sums wrap. With gated_stages a copy enters the
+        # delay line here, without the max/min unit (``max_min`` is clocked only for max/min).
         direct = Signal(32, name="direct")
         m.d.comb += direct.eq(Mux(op == ReduceOp.COPY, a, a + b) if gated else a + b)
         fp_sum = Signal(name="fp_sum")
