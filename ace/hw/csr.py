@@ -79,8 +79,8 @@ class AceCsr(wiring.Component):
     cycle ``t + 3`` (:attr:`read_latency` = 3). The map is cut into groups of eight words.
     The handshake's edge registers, for each group, whether the address is in it and a copy of
     the word index within it; the next edge registers each group's word (an 8:1 multiplexer
-    beside its registers, zero when not selected) and whether the address is mapped; the third
-    ORs the groups into ``rdata``. ``arready`` is low from the AR handshake until the R
+    beside its registers, zero when not selected) with a bit saying the address is one of the
+    group's registers; the third ORs the groups into ``rdata`` and ``rresp``. ``arready`` is low from the AR handshake until the R
     handshake, so reads are at most one every ``read_latency + 1`` cycles. A read returns the
     value its register holds in the cycle after the AR handshake; STATUS and STEPS_DONE are
     registered on the way in, so they read as in the AR handshake's cycle.
@@ -282,7 +282,7 @@ class AceCsr(wiring.Component):
 
         # Read channel: three registered stages, one read at a time (see the class docstring).
         # Edge 1 (the AR handshake): each group's select and word index, one copy per group.
-        # Edge 2: each group's value (its own registers, zero unless selected), and the hit.
+        # Edge 2: each group's value (its own registers, zero unless selected) and hit bit.
         # Edge 3: the OR of the groups into rdata, rresp, rvalid.
         # STATUS and STEPS_DONE are registered every cycle on the way in, so edge 2 takes
         # the values of the AR handshake's cycle, as a one-stage decode would.
@@ -329,32 +329,26 @@ class AceCsr(wiring.Component):
         copies = [replicas(m, platform, index_next[b], len(groups), name=f"ar_index{b}",
                            distinct=replicates(config, platform))
                   for b in range(index_bits)]
-        ar_hit = Signal(name="ar_hit")
+        # Each group's value carries, above its 32 data bits, whether the address is a register
+        # of the group: the OR of the groups is the data and the hit (SLVERR when no group hit).
         group_values = []
         for k, (group, members) in enumerate(sorted(groups.items())):
             select = Signal(name=f"ar_group{group}")
             with m.If(ar_fire):
                 m.d.sync += select.eq(word[index_bits:] == group)
             index = Cat(*(copies[b][k] for b in range(index_bits)))
-            value = Signal(32, name=f"rd_group{group}")
+            value = Signal(33, name=f"rd_group{group}")
             m.d.sync += value.eq(0)
             with m.If(select):
                 with m.Switch(index):
                     for offset, name in members.items():
                         with m.Case(offset):
-                            m.d.sync += value.eq(read_value[name])
+                            m.d.sync += [value[:32].eq(read_value[name]), value[32].eq(1)]
             group_values.append(value)
-        with m.If(ar_fire):
-            m.d.sync += ar_hit.eq(0)
-            with m.Switch(word):
-                for reg in self.registers:
-                    with m.Case(reg.offset >> 2):
-                        m.d.sync += ar_hit.eq(1)
-        hit = Signal(name="rd_hit")
-        m.d.sync += hit.eq(ar_hit)
+        read = _or_tree(group_values)
         with m.If(r_stage2):
             m.d.sync += [
-                r_data.eq(_or_tree(group_values)),
-                r_resp.eq(Mux(hit, AxiResp.OKAY, AxiResp.SLVERR)),
+                r_data.eq(read[:32]),
+                r_resp.eq(Mux(read[32], AxiResp.OKAY, AxiResp.SLVERR)),
             ]
         return m
