@@ -31,6 +31,14 @@ def test_nic_pair_stalled_channel():
     run_cocotb("ace_nic_pair", PAIR, "tb_nic", extra_env=_seed_env())
 
 
+@pytest.mark.parametrize("top, config", [("ace_nic", SMALL), ("ace_nic_pair", PAIR)])
+def test_nic_gated_clock(top, config):
+    """The same scenarios with each link's transmitter and receiver on a gated clock that runs
+    only while they have work (the form the harness simulates)."""
+    run_cocotb(top, config.replace(name=config.name + "_gated", clock_gating="clock"), "tb_nic",
+               extra_env=_seed_env())
+
+
 @pytest.mark.benchmark
 @pytest.mark.parametrize("packet_bytes", [1024, 2048])
 def test_nic_benchmark(packet_bytes, tmp_path):

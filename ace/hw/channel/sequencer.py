@@ -44,7 +44,7 @@ space.
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, ResetSignal, Signal, signed
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -52,7 +52,7 @@ from amaranth.lib.wiring import In, Out
 from ace.hw.channel.datapath import ASource, StepDatapath, StepPlan, datapath_ports
 from ace.hw.channel.microsteps import MAX_MICRO_STEPS, MicroStepPlanner
 from ace.hw.common.carry_save import CarrySaveSum
-from ace.hw.common.clock_gate import ClockGate, uses_gated_clock
+from ace.hw.common.clock_gate import gate_while_busy, uses_gated_clock
 from ace.regmap import ErrorCause
 from ace.isa import INSTR_BITS, Instruction, Opcode
 from ace.layouts import DMA_LENGTH_BITS, Dtype, ReduceOp
@@ -135,26 +135,19 @@ class AceChannel(wiring.Component):
                     "dep_steps": In(STEP_BITS).array(C), "dep_halted": In(1).array(C)}
         super().__init__(members)
 
-    def _datapath_gated(self, m, dp, platform):
-        """In the gated-clock form, ``dp`` clocked only while it is not quiet
-        (:class:`StepDatapath`), a plan is offered or ``abort`` is high, and one cycle after:
-        in any other cycle none of its registers would change. The clock-enable form leaves
-        it ungated."""
-        if not uses_gated_clock(self.config, platform):
-            return dp
-        moving = Signal(name="datapath_moving")
-        after = Signal(init=1, name="datapath_moving_after")
-        m.d.comb += moving.eq(~dp.quiet | dp.plan.valid | dp.abort | ResetSignal())
-        m.d.sync += after.eq(moving)
-        return ClockGate(m, "datapath_clk", moving | after, gated_clock=True)(dp)
-
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
         C = cfg.num_channels
 
         dp = StepDatapath(cfg)
-        m.submodules.datapath = self._datapath_gated(m, dp, platform)
+        if uses_gated_clock(cfg, platform):
+            # In the gated-clock form the datapath is clocked only while it is not quiet
+            # (:class:`StepDatapath`), a plan is offered or ``abort`` is high: in any other
+            # cycle none of its registers would change.
+            gate_while_busy(m, "datapath", ~dp.quiet | dp.plan.valid | dp.abort, dp)
+        else:
+            m.submodules.datapath = dp
         for name in ("sram_rd_a", "sram_rd_b", "sram_wr", "mem_rd_a", "mem_rd_b", "mem_wr",
                      "nic_send", "nic_send_data"):
             wiring.connect(m, getattr(dp, name), wiring.flipped(getattr(self, name)))

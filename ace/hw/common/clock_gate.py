@@ -32,7 +32,7 @@ from __future__ import annotations
 from amaranth.hdl import (ClockDomain, ClockSignal, DomainRenamer, EnableInserter, Module,
                           ResetSignal, Signal)
 
-__all__ = ["ClockGate", "uses_gated_clock"]
+__all__ = ["ClockGate", "gate_while_busy", "uses_gated_clock"]
 
 
 def uses_gated_clock(config, platform) -> bool:
@@ -68,3 +68,23 @@ class ClockGate:
             return DomainRenamer({domain: self.name})(elaboratable)
         gated = EnableInserter({domain: self.enable})(elaboratable)
         return gated if domain == "sync" else DomainRenamer({domain: "sync"})(gated)
+
+
+def gate_while_busy(m: Module, name: str, busy, block=None) -> str:
+    """A gated clock ``{name}_clk`` in ``m``, enabled while ``busy`` is high, for one cycle
+    after, and in reset; ``block``, if given, becomes submodule ``name`` with its ``sync``
+    domain on it. Returns the gated domain's name (for ``m``'s own registers).
+
+    ``busy`` is a signal of ``m``'s ``sync`` domain, high in every cycle after which a gated
+    register that is ever read may change: whatever the inputs do in a cycle where ``busy`` is
+    low, the gated registers keep what matters. The cycle after ``busy`` falls is clocked too,
+    a margin for a register that follows another a cycle late. Only the gated-clock form; the
+    clock-enable form of the same logic has no gate."""
+    after = Signal(name=f"{name}_after")
+    m.d.sync += after.eq(busy)
+    enable = Signal(name=f"{name}_clock_enable")
+    m.d.comb += enable.eq(busy | after | ResetSignal())
+    gate = ClockGate(m, f"{name}_clk", enable, gated_clock=True)
+    if block is not None:
+        m.submodules[name] = gate(block)
+    return gate.name

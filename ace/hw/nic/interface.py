@@ -27,6 +27,7 @@ from amaranth.hdl import Array, Cat, Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ace.hw.common.clock_gate import uses_gated_clock
 from ace.hw.common.replica import replicates
 from ace.hw.common.skid_fifo import SkidFifo
 from ace.layouts import AxiStreamSignature, NicError, NicRxBeat, NicSendCmd, NicTxBeat
@@ -136,9 +137,10 @@ class NicInterface(wiring.Component):
         # the skid FIFOs' load enables copied per slice (replica.py)
         self._slice_bits = TX_SLICE_BITS if replicates(cfg, platform) else None
         txs, rxs = [], []
+        gated_clock = uses_gated_clock(cfg, platform)
         for l in range(cfg.num_links):
-            tx = NicLinkTx(cfg)
-            rx = NicLinkRx(cfg)
+            tx = NicLinkTx(cfg, gated_clock=gated_clock)
+            rx = NicLinkRx(cfg, gated_clock=gated_clock)
             m.submodules[f"tx{l}"] = tx
             m.submodules[f"rx{l}"] = rx
             txs.append(tx)

@@ -16,12 +16,15 @@ and a packet that does not fit is an error and is dropped.
 
 from __future__ import annotations
 
+import contextlib
+
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ace.layouts import (AxiStreamSignature, NicError, NicRxBeat, PACKET_MAGIC, PACKET_VERSION,
                          PacketHeader, PacketType, struct_value)
+from ace.hw.common.clock_gate import gate_while_busy
 from ace.hw.nic.header import check_taps
 from ace.hw.nic.rx_buffer import NicRxBuffer
 from ace.hw.nic.tx import COUNTER_BITS
@@ -66,6 +69,12 @@ class NicLinkRx(wiring.Component):
     Parameters
     ----------
     config : AceConfig
+    gated_clock : bool
+        Everything after the input register on a gated clock
+        (:func:`ace.hw.common.clock_gate.gate_while_busy`) that runs only while a beat is in
+        the stages, a buffer holds or moves one, or a step of the counters, the free space or
+        the credits is pending: the gated-clock form of the engine, which Verilator evaluates
+        only in those cycles. The same behaviour as without.
 
     Members
     -------
@@ -93,8 +102,9 @@ class NicLinkRx(wiring.Component):
     Throughput: one beat per cycle.
     """
 
-    def __init__(self, config):
+    def __init__(self, config, *, gated_clock=False):
         self.config = config
+        self.gated_clock = gated_clock
         nch = config.num_channels
         depth = config.rx_channel_beats
         super().__init__({
@@ -122,32 +132,41 @@ class NicLinkRx(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        # With ``gated_clock``, everything after the input register is a module of its own
+        # whose clock runs only while it has work (:meth:`_gate`).
+        core = Module() if self.gated_clock else m
+        self._work = []         # registers of the core, some nonzero while it has work
         cfg = self.config
         buffers = []
         for c in range(cfg.num_channels):
             buf = NicRxBuffer(cfg, data_registered=True)
-            m.submodules[f"buffer{c}"] = buf
+            core.submodules[f"buffer{c}"] = buf
             buffers.append(buf)
-            wiring.connect(m, buf.r, wiring.flipped(self.out[c]))
-            m.d.sync += self.freed[c].eq(buf.freed)
+            wiring.connect(core, buf.r, wiring.flipped(self.out[c]))
+            core.d.sync += self.freed[c].eq(buf.freed)
+            self._work += [~buf.quiet, self.freed[c]]
 
         m.d.comb += self.link.tready.eq(1)
         m.d.sync += self.busy_cycles.eq(self.busy_cycles + self.link.tvalid)
         arrived = self._input(m)
-        decoded = self._decode(m, arrived)
-        checked = self._cause(m, decoded)
-        error_now, error_code = self._fsm(m, checked, buffers)
+        decoded = self._decode(core, arrived)
+        checked = self._cause(core, decoded)
+        error_now, error_code = self._fsm(core, checked, buffers)
 
         # The counters follow the FSM a cycle late (RX_COUNTER_DELAY): their steps are
         # registered, so their load enables fan out from registers, not from the FSM.
         error_q = Signal(name="error_q")
-        m.d.sync += error_q.eq(error_now)
-        with m.If(error_q):
-            m.d.sync += self.errors.eq(self.errors + 1)
-        with m.If(self.error_clear):
-            m.d.sync += [self.error.eq(0), self.error_cause.eq(NicError.NONE)]
-        with m.Elif(error_now & ~self.error):
-            m.d.sync += [self.error.eq(1), self.error_cause.eq(error_code)]
+        core.d.sync += error_q.eq(error_now)
+        with core.If(error_q):
+            core.d.sync += self.errors.eq(self.errors + 1)
+        with core.If(self.error_clear):
+            core.d.sync += [self.error.eq(0), self.error_cause.eq(NicError.NONE)]
+        with core.Elif(error_now & ~self.error):
+            core.d.sync += [self.error.eq(1), self.error_cause.eq(error_code)]
+        if self.gated_clock:
+            self._work += [arrived.valid, decoded.valid, checked.valid, error_q,
+                           self.error_clear]
+            gate_while_busy(m, "core", Cat(*self._work).any(), core)
         return m
 
     def _input(self, m):
@@ -172,17 +191,22 @@ class NicLinkRx(wiring.Component):
                 parts.append(value)
         is_data = hdr.ptype == PacketType.DATA
         is_credit = hdr.ptype == PacketType.CREDIT
-        m.d.sync += [
-            arrived.valid.eq(self.link.tvalid), arrived.data.eq(self.link.tdata),
-            arrived.last.eq(self.link.tlast),
-            arrived.crc_part.eq(Cat(*parts)),
-            arrived.magic_bad.eq((hdr.magic != PACKET_MAGIC) | (hdr.version != PACKET_VERSION)),
-            arrived.type_bad.eq(~is_data & ~is_credit),
-            arrived.channel_bad.eq(hdr.channel >= cfg.num_channels),
-            arrived.length_bad.eq((hdr.length == 0) |
-                                  (is_data & (hdr.length > cfg.max_packet_bytes)) |
-                                  (is_credit & (hdr.length > depth))),
-        ]
+        m.d.sync += arrived.valid.eq(self.link.tvalid)
+        # In the gated-clock form the beat's fields load only with a beat (an empty stage's
+        # fields are never read), so an idle link costs the simulator no copy.
+        with m.If(self.link.tvalid) if self.gated_clock else contextlib.nullcontext():
+            m.d.sync += [
+                arrived.data.eq(self.link.tdata),
+                arrived.last.eq(self.link.tlast),
+                arrived.crc_part.eq(Cat(*parts)),
+                arrived.magic_bad.eq((hdr.magic != PACKET_MAGIC) |
+                                     (hdr.version != PACKET_VERSION)),
+                arrived.type_bad.eq(~is_data & ~is_credit),
+                arrived.channel_bad.eq(hdr.channel >= cfg.num_channels),
+                arrived.length_bad.eq((hdr.length == 0) |
+                                      (is_data & (hdr.length > cfg.max_packet_bytes)) |
+                                      (is_credit & (hdr.length > depth))),
+            ]
         return arrived
 
     def _decode(self, m, arrived):
@@ -350,6 +374,7 @@ class NicLinkRx(wiring.Component):
         commit_q = Signal(name="commit_q")
         length_q = Signal.like(pkt["length"], name="length_q")
         m.d.sync += [header_q.eq(header_now), commit_q.eq(commit), length_q.eq(pkt["length"])]
+        self._work += [beat.valid, rolled_back, credited, header_q, commit_q]
         with m.If(commit_q):
             m.d.sync += self.payload_bytes.eq(self.payload_bytes + length_q)
         with m.If(header_q):
@@ -457,6 +482,7 @@ class NicLinkRx(wiring.Component):
             # and a packet (two beats at least) separates it from any earlier commit.
             kept = Signal(beat_range, name=f"space{c}_kept")
             m.d.sync += kept.eq(Mux(ctl["commit"] & mine, ctl["beats"], 0))
+            self._work.append(kept.any())
             m.d.sync += committed.eq(committed + self.freed[c] - kept)
             ctl["total"].append(total)
             ctl["committed"].append(committed)

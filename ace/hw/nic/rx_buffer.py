@@ -58,6 +58,10 @@ class NicRxBuffer(wiring.Component):
         a packet is valid :attr:`commit_latency` (4) cycles after its ``commit``.
     freed : Out(1)
         A beat left the buffer this cycle (taken on ``r``: one credit to return).
+    quiet : Out(1)
+        No register of the buffer that is ever read can change next cycle unless ``w_en``,
+        ``commit`` or ``rollback`` is high: no input registered, no committed beat unread, no
+        beat in the read stages (the RAM's output register may still reload an unread word).
 
     Latency: ``commit`` in cycle ``t`` -> input register (``t + 1``) -> committed pointer
     (``t + 2``, the read is issued) -> RAM address register (``t + 3``) -> RAM output
@@ -79,6 +83,7 @@ class NicRxBuffer(wiring.Component):
             "free": Out(range(self.depth + 1)),
             "r": Out(stream.Signature(NicRxBeat(config))),
             "freed": Out(1),
+            "quiet": Out(1),
         })
 
     def elaborate(self, platform):
@@ -142,7 +147,10 @@ class NicRxBuffer(wiring.Component):
         ]
         with m.If(advance):
             m.d.sync += [staged.eq(fetch), out_valid.eq(staged)]
-        m.d.comb += waiting.eq(wr_commit != rd_ptr)
+        m.d.comb += [
+            waiting.eq(wr_commit != rd_ptr),
+            self.quiet.eq(~(write | w_step | commit | rollback | waiting | staged | out_valid)),
+        ]
         with m.If(fetch):
             m.d.sync += rd_ptr.eq(rd_ptr + 1)
         return m

@@ -19,6 +19,7 @@ from amaranth.lib.wiring import In, Out
 from ace.layouts import (PACKET_MAGIC, PACKET_VERSION, AxiStreamSignature, NicSendCmd, NicTxBeat,
                          PacketHeader, struct_value)
 from ace.hw.nic.header import HeaderCheck
+from ace.hw.common.clock_gate import gate_while_busy
 from ace.hw.common.replica import replicas, replicates
 from ace.hw.common.skid_fifo import SkidFifo
 
@@ -71,6 +72,11 @@ class NicLinkTx(wiring.Component):
     Parameters
     ----------
     config : AceConfig
+    gated_clock : bool
+        The transmitter on a gated clock (:func:`ace.hw.common.clock_gate.gate_while_busy`)
+        that runs only while a command is offered, a request, grant or beat is in flight, a
+        credit comes in or one is owed: the gated-clock form of the engine, which Verilator
+        evaluates only in those cycles. The same behaviour as without.
 
     Members
     -------
@@ -101,8 +107,9 @@ class NicLinkTx(wiring.Component):
     packets back to back take 2 cycles each.
     """
 
-    def __init__(self, config):
+    def __init__(self, config, *, gated_clock=False):
         self.config = config
+        self.gated_clock = gated_clock
         nch = config.num_channels
         depth = config.rx_channel_beats
         super().__init__({
@@ -124,15 +131,27 @@ class NicLinkTx(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        # With ``gated_clock``, the whole transmitter is a module of its own whose clock runs
+        # only while it has work (see the class docstring).
+        core = Module() if self.gated_clock else m
         cfg = self.config
         self._platform = platform
         self._copies = replicates(cfg, platform)
-        m.submodules.out_skid = skid = SkidFifo(link_beat_layout(cfg.link_bytes),
-                                                slice_bits=TX_SLICE_BITS if self._copies
-                                                else None)
-        self._drive_link(m, skid.o)
-        slot = self._grant_slot(m)
-        self._frame(m, slot, skid.i)
+        core.submodules.out_skid = skid = SkidFifo(link_beat_layout(cfg.link_bytes),
+                                                   slice_bits=TX_SLICE_BITS if self._copies
+                                                   else None)
+        self._drive_link(core, skid.o)
+        slot, req = self._grant_slot(core)
+        self._frame(core, slot, skid.i)
+        if self.gated_clock:
+            # Every register moves only with a command, a request, a grant, a beat in the
+            # framing or the skid FIFO, a credit in or out, or an owed credit's quiet count.
+            busy = Cat(*(cmd.valid for cmd in self.cmd), *self.freed, self.credit_in_valid,
+                       slot["valid"], slot["fresh"], self.fsm_states["PAYLOAD"], skid.o.valid,
+                       *req["eligible"], *req["urgent"], *req["pending"],
+                       *(owed.any() for owed in req["owed"]),
+                       *(quiet != CREDIT_QUIET_CYCLES for quiet in req["quiet"])).any()
+            gate_while_busy(m, "core", busy, core)
         return m
 
     # -- stage 1 and 2: registered requests, arbiter, grant slot, credit bookkeeping -------------
@@ -146,7 +165,7 @@ class NicLinkTx(wiring.Component):
         shift = (lb - 1).bit_length()
         depth = cfg.rx_channel_beats
         beat_range = range(cfg.max_packet_beats + 1)
-        names = ("eligible", "urgent", "pending", "beats", "owed")
+        names = ("eligible", "urgent", "pending", "beats", "owed", "quiet")
         req = {name: [] for name in names}
         for c, cmd in enumerate(self.cmd):
             eligible, urgent, pending = (Signal(name=f"ch{c}_{n}") for n in names[:3])
@@ -154,7 +173,7 @@ class NicLinkTx(wiring.Component):
             credits = Signal(range(depth + 1), init=depth, name=f"credits{c}_q")
             owed = Signal(range(depth + 1), name=f"owed{c}")
             quiet = Signal(range(CREDIT_QUIET_CYCLES + 1), name=f"owed{c}_quiet")
-            for name, sig in zip(names, (eligible, urgent, pending, beats, owed)):
+            for name, sig in zip(names, (eligible, urgent, pending, beats, owed, quiet)):
                 req[name].append(sig)
             granted = slot["fresh"] & (slot["ch"] == c)
             data_granted = granted & ~slot["credit"]
@@ -191,7 +210,8 @@ class NicLinkTx(wiring.Component):
         return req
 
     def _grant_slot(self, m):
-        """The arbiter and its registered grant. Returns the slot's signals (a dict)."""
+        """The arbiter and its registered grant. Returns the slot's signals and the requests
+        (two dicts)."""
         cfg = self.config
         nch = cfg.num_channels
         slot = {"valid": Signal(name="slot_valid"), "fresh": Signal(name="slot_fresh"),
@@ -246,7 +266,7 @@ class NicLinkTx(wiring.Component):
                 ]
                 for c in range(nch):
                     m.d.comb += self.cmd[c].ready.eq(grant_ch == c)
-        return slot
+        return slot, req
 
     # -- stage 3: header (CRC) or payload beat into the skid buffer ------------------------------
 
