@@ -29,3 +29,10 @@ def test_engine_bad_programs():
 def test_engine_step_accounting():
     run_cocotb("ace_engine", CONFIG, "tb_engine",
                extra_env=_env(COCOTB_TEST_FILTER="test_step_accounting"))
+
+
+def test_engine_bad_programs_gated_clock():
+    """Each error cause and the recovery from it with the engine's idle blocks on gated clocks
+    (the form the harness simulates): the sequencer's decode, the datapath, the NIC's links."""
+    run_cocotb("ace_engine", CONFIG.replace(name="small_gated", clock_gating="clock"),
+               "tb_engine", extra_env=_env(COCOTB_TEST_FILTER="test_bad_programs"))

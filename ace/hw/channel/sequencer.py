@@ -148,6 +148,15 @@ class AceChannel(wiring.Component):
             gate_while_busy(m, "datapath", ~dp.quiet | dp.plan.valid | dp.abort, dp)
         else:
             m.submodules.datapath = dp
+        # The decode's registers (the instruction memory's read port, the instruction, what
+        # PICK and ADDR register, the buffer table's rooms, the placement's copies, the
+        # dependency flags, the planner's plan) load only from FETCH to ISSUE, or recompute
+        # there from the CSRs, which hold during a run: in the gated-clock form their clock runs
+        # only in those states (and a cycle after), so a running step costs the simulator none
+        # of their logic. ``decoding`` is set below, from the state machine.
+        decoding = Signal()
+        dom = (gate_while_busy(m, "decode", decoding) if uses_gated_clock(cfg, platform)
+               else "sync")
         for name in ("sram_rd_a", "sram_rd_b", "sram_wr", "mem_rd_a", "mem_rd_b", "mem_wr",
                      "nic_send", "nic_send_data"):
             wiring.connect(m, getattr(dp, name), wiring.flipped(getattr(self, name)))
@@ -163,7 +172,7 @@ class AceChannel(wiring.Component):
         # -- instruction memory ----------------------------------------------------------------
         m.submodules.imem = imem = Memory(shape=INSTR_BITS, depth=cfg.program_words, init=[])
         wr = imem.write_port()
-        rd = imem.read_port(transparent_for=())
+        rd = imem.read_port(domain=dom, transparent_for=())
         m.d.comb += [wr.en.eq(self.imem_we), wr.addr.eq(self.imem_addr),
                      wr.data.eq(self.imem_data)]
 
@@ -183,7 +192,7 @@ class AceChannel(wiring.Component):
         bad_placement = Signal()    # PLACEMENT 3, reserved
         f = instr
         decoded = Signal(StepPlan(cfg))
-        values = self._decode(m, f, pc, decoded, in_memory, self._rooms(m))
+        values = self._decode(m, f, pc, decoded, in_memory, self._rooms(m, dom), dom)
         held = {name: Signal(name=f"held_{name}") for name in values}
         check = self._check(m, held)
 
@@ -194,12 +203,12 @@ class AceChannel(wiring.Component):
         # dependency met (or dead) a cycle ago still is.
         dep_met = Signal()
         dep_dead = Signal()
-        m.d.sync += [dep_met.eq(0), dep_dead.eq(0)]
+        m.d[dom] += [dep_met.eq(0), dep_dead.eq(0)]
         with m.Switch(f.dep_channel):
             for k in range(C):
                 with m.Case(k):
                     steps = self.dep_steps[k]
-                    m.d.sync += [dep_met.eq(steps > f.dep_step),
+                    m.d[dom] += [dep_met.eq(steps > f.dep_step),
                                  dep_dead.eq(self.dep_halted[k] & ~(steps > f.dep_step))]
 
         # -- placement and the memory placements' micro-steps (microsteps.py) ---------------
@@ -207,10 +216,10 @@ class AceChannel(wiring.Component):
         micro = Signal(range(MAX_MICRO_STEPS))
         stage = Signal(cfg.mem_addr_bits)      # registered: the CSRs are set before a run starts
         stage2 = Signal(cfg.mem_addr_bits)
-        m.d.sync += [stage.eq(self.stage_base + self.index * 2 * P), stage2.eq(stage + P),
+        m.d[dom] += [stage.eq(self.stage_base + self.index * 2 * P), stage2.eq(stage + P),
                      in_memory.eq(self.placement != PLACEMENT_SRAM),
-                     p2p.eq(self.placement == PLACEMENT_P2P),
-                     bad_placement.eq(self.placement > PLACEMENT_P2P)]
+                     p2p.eq(self.placement == PLACEMENT_P2P)]
+        m.d.sync += bad_placement.eq(self.placement > PLACEMENT_P2P)     # read in FETCH
         m.submodules.microsteps = planner = MicroStepPlanner(cfg)
         # The plan reaches the datapath from registers: ``planned`` (the planner's output, taken
         # every cycle) and ``offer`` (set on entering ISSUE), so the datapath's load enables
@@ -221,7 +230,7 @@ class AceChannel(wiring.Component):
         planned = Signal(StepPlan(cfg))
         offer = Signal()
         plan_micro = Signal(range(MAX_MICRO_STEPS + 1))
-        m.d.sync += planned.eq(planner.plan)
+        m.d[dom] += planned.eq(planner.plan)
         m.d.comb += [planner.step.eq(plan), planner.opcode.eq(instr.opcode),
                      planner.in_memory.eq(in_memory), planner.p2p.eq(p2p),
                      planner.stage.eq(stage), planner.stage2.eq(stage2),
@@ -230,7 +239,7 @@ class AceChannel(wiring.Component):
         # Another micro-step after this one, registered: ``micro`` and the plan are stable from
         # ISSUE to the end of EXEC, which is longer than a cycle.
         more_micro = Signal()
-        m.d.sync += more_micro.eq(micro + 1 < planner.count)
+        m.d[dom] += more_micro.eq(micro + 1 < planner.count)
 
         # -- sequencer -------------------------------------------------------------------------
         watch = Signal()
@@ -257,7 +266,7 @@ class AceChannel(wiring.Component):
             m.d.sync += cause.eq(why)
             m.next = "ERROR"
 
-        with m.FSM():
+        with m.FSM() as fsm:
             with m.State("IDLE"):
                 with m.If(self.start):
                     m.d.sync += [pc.eq(0), self.steps_done.eq(0), cause.eq(ErrorCause.NONE)]
@@ -275,14 +284,15 @@ class AceChannel(wiring.Component):
                     m.next = "DECODE"
             with m.State("DECODE"):
                 m.d.comb += self.running.eq(1)
-                m.d.sync += instr.eq(rd.data)
+                m.d[dom] += instr.eq(rd.data)
                 m.next = "PICK"
             with m.State("PICK"):
                 m.d.comb += self.running.eq(1)
                 m.next = "ADDR"
             with m.State("ADDR"):
                 m.d.comb += self.running.eq(1)
-                m.d.sync += [plan.eq(decoded), micro.eq(0), plan_micro.eq(0),
+                m.d.sync += [micro.eq(0), plan_micro.eq(0)]
+                m.d[dom] += [plan.eq(decoded),
                              *(held[name].eq(value) for name, value in values.items())]
                 m.next = "CHECK"
             with m.State("CHECK"):
@@ -351,16 +361,19 @@ class AceChannel(wiring.Component):
                 with m.If(self.error_clear):
                     m.d.sync += cause.eq(ErrorCause.NONE)
                     m.next = "IDLE"
+        m.d.comb += decoding.eq(Cat(*(fsm.ongoing(state) for state in (
+            "FETCH", "DECODE", "PICK", "ADDR", "CHECK", "DEP", "ISSUE"))).any())
         return m
 
-    def _rooms(self, m):
+    def _rooms(self, m, dom="sync"):
         """Per buffer, registered from the buffer table (the CSRs are set before a run starts):
         what ``_slice`` bounds a slice with, in bytes, the low :meth:`_bound_width` bits:
         ``limit_bytes`` (the limit in words, times ``link_bytes``; it has no more bits),
         ``mem_room`` (bytes from the base to the end of the memory space) and ``sram_room`` (the
         same for the SRAM), with flags that decide the space test alone: ``*_clear``, the room
         is 2**_bound_width bytes or more, so every slice fits; ``*_far``, the base reaches past
-        the space (for the SRAM also: its room is negative), so none does."""
+        the space (for the SRAM also: its room is negative), so none does. Registered in clock
+        domain ``dom``."""
         cfg = self.config
         lb = (cfg.link_bytes - 1).bit_length()
         mem_bits, sram_bits = cfg.mem_addr_bits, cfg.sram_addr_bits
@@ -375,7 +388,7 @@ class AceChannel(wiring.Component):
             sram_room = Signal(signed(sram_bits + lb + 2), name=f"buf{b}_sram_room_full")
             m.d.comb += [mem_room.eq((1 << mem_bits) - base[:mem_bits]),
                          sram_room.eq((cfg.sram_words - base[:sram_bits]) << lb)]
-            m.d.sync += [
+            m.d[dom] += [
                 rooms["limit_bytes"][b].eq(self.buf_limit[b] << lb),
                 rooms["mem_room"][b].eq(mem_room[:width]),
                 rooms["sram_room"][b].eq(sram_room[:width]),
@@ -418,7 +431,7 @@ class AceChannel(wiring.Component):
         top = mem_addr[low:mem_bits].all() if mem_bits > low else Const(1)
         return ~mem_addr[mem_bits:].any() & (~top | total.at_most_zero())
 
-    def _slice(self, m, buf, off, nbytes, name, in_memory, rooms):
+    def _slice(self, m, buf, off, nbytes, name, in_memory, rooms, dom="sync"):
         """A buffer slice's address (memory byte address or SRAM word address, per
         ``placement``; combinational) and ``ok``, whether it lies inside the buffer's limit and
         inside its space. ``off + ceil(nbytes / B) <= limit`` is ``nbytes + off * B <= limit *
@@ -427,7 +440,7 @@ class AceChannel(wiring.Component):
         (``clear`` passes, ``far`` fails; :meth:`_rooms`). The buffer's table
         entry (base, ``rooms``) is picked into registers in PICK, so the instruction's buffer
         selector drives only those multiplexers, not the sums (its fan-out is several hundred
-        loads)."""
+        loads). The picked entry's registers are in clock domain ``dom``."""
         cfg = self.config
         lb = (cfg.link_bytes - 1).bit_length()
         mem_bits, sram_bits = cfg.mem_addr_bits, cfg.sram_addr_bits
@@ -436,11 +449,11 @@ class AceChannel(wiring.Component):
         room = Signal.like(rooms["mem_room"][0], name=f"{name}_room")
         room_clear = Signal(name=f"{name}_room_clear")
         base_far = Signal(name=f"{name}_base_far")
-        m.d.sync += [base.eq(0), limit_bytes.eq(0), room.eq(0), room_clear.eq(0), base_far.eq(1)]
+        m.d[dom] += [base.eq(0), limit_bytes.eq(0), room.eq(0), room_clear.eq(0), base_far.eq(1)]
         with m.Switch(buf):
             for b in range(3):
                 with m.Case(b):
-                    m.d.sync += [
+                    m.d[dom] += [
                         base.eq(self.buf_base[b]),
                         limit_bytes.eq(rooms["limit_bytes"][b]),
                         room.eq(Mux(in_memory, rooms["mem_room"][b], rooms["sram_room"][b])),
@@ -460,10 +473,11 @@ class AceChannel(wiring.Component):
               & (room_clear | self._fits(nbytes, off_bytes, room)))
         return addr, ok
 
-    def _decode(self, m, f, pc, decoded, in_memory, rooms):
+    def _decode(self, m, f, pc, decoded, in_memory, rooms, dom="sync"):
         """ADDR stage, combinational from the instruction ``f`` and what PICK registered from
         it (each slice's table entry, the byte count): the step's plan into ``decoded``, and a
-        dict of the checks' flags (registered by the caller)."""
+        dict of the checks' flags (registered by the caller). PICK's registers are in clock
+        domain ``dom`` (:meth:`_slice`'s too)."""
         cfg = self.config
         B, L, C = cfg.link_bytes, cfg.num_links, cfg.num_channels
         esize_log2 = Signal(2)
@@ -475,15 +489,17 @@ class AceChannel(wiring.Component):
             esize_log2.eq(Mux((f.dtype == Dtype.INT32) | (f.dtype == Dtype.FP32), 2, 1)),
             nbytes_full.eq(f.count << esize_log2),
         ]
-        m.d.sync += nbytes.eq(nbytes_full[:DMA_LENGTH_BITS])
-        src_addr, src_ok = self._slice(m, f.src_buf, f.src_off, nbytes, "src", in_memory, rooms)
-        dst_addr, dst_ok = self._slice(m, f.dst_buf, f.dst_off, nbytes, "dst", in_memory, rooms)
+        m.d[dom] += nbytes.eq(nbytes_full[:DMA_LENGTH_BITS])
+        src_addr, src_ok = self._slice(m, f.src_buf, f.src_off, nbytes, "src", in_memory, rooms,
+                                       dom)
+        dst_addr, dst_ok = self._slice(m, f.dst_buf, f.dst_off, nbytes, "dst", in_memory, rooms,
+                                       dom)
         # Which fields the opcode uses, registered in PICK: the opcode bits reach the whole
         # decode, and the checks below then start from these flip-flops.
         uses = {}
         for key, value in self._plan(m, f, src_addr, dst_addr, decoded, in_memory).items():
             uses[key] = Signal(name=f"picked_uses_{key}")
-            m.d.sync += uses[key].eq(value)
+            m.d[dom] += uses[key].eq(value)
         m.d.comb += [
             decoded.send_link.eq(f.send_link),
             decoded.recv_link.eq(f.recv_link),
