@@ -53,7 +53,7 @@ by ``wlast`` and forwards each by ``awlen``). W may come before or after its AW.
 
 from __future__ import annotations
 
-from amaranth.hdl import DomainRenamer, Module, Mux, Signal
+from amaranth.hdl import DomainRenamer, EnableInserter, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
@@ -233,10 +233,19 @@ class AxiInterconnect(wiring.Component):
         r_layout = data.StructLayout({"data": 8 * self.data_bytes, "resp": 2, "last": 1,
                                       "id": self.id_bits})
 
-        m.submodules.ar_arbiter = arb = RoundRobinArbiter(n)
         requests = []
         ar_free = Signal()                          # the AR register can take a burst now
         m.d.comb += ar_free.eq(~mem.arvalid | mem.arready)
+        # The arbiter decides from registered requests alone; whether the AR register can take
+        # the burst (``ar_free``, from the memory's ``arready``) only lets the decision be
+        # taken: it gates the grant's every use (``ar_take``) and the arbiter's rotation, not
+        # its requests. The same grants as with ``ar_free`` among the requests (when it is low
+        # nothing is taken and the pointer holds), and the memory's ready reaches a few gates
+        # instead of the whole arbitration.
+        arb = RoundRobinArbiter(n)
+        m.submodules.ar_arbiter = EnableInserter(ar_free)(arb)
+        ar_take = Signal(n, name="ar_take")
+        m.d.comb += ar_take.eq(arb.grant & ar_free.replicate(n))
         with m.If(mem.arready):
             m.d.sync += mem.arvalid.eq(0)
 
@@ -265,22 +274,22 @@ class AxiInterconnect(wiring.Component):
             room = Signal(init=1, name=f"rd{i}_room")
             fits = Signal(name=f"rd{i}_fits")
             room_limit = self.read_buffer_beats - self.max_burst_beats
-            m.d.sync += room.eq(Mux(arb.grant[i],
+            m.d.sync += room.eq(Mux(ar_take[i],
                                     reserved + req.payload.arlen + 1 <= room_limit,
                                     reserved <= room_limit))
             m.d.comb += [
                 fits.eq(room & (req.payload.arlen < self.max_burst_beats)),
-                arb.requests[i].eq(req.valid & fits & ar_free),
-                req.ready.eq(arb.grant[i]),
+                arb.requests[i].eq(req.valid & fits),
+                req.ready.eq(ar_take[i]),
                 idq.w_data.eq(req.payload.arid),
-                idq.w_en.eq(arb.grant[i]),
+                idq.w_en.eq(ar_take[i]),
             ]
             # The master takes its beats from a register slice after the R buffer (whose block
             # RAM output sits apart from the master); a beat in the slice stays reserved.
             r_slice = SkidBuffer(r_layout, slices=self._slices)
             m.submodules[f"r_slice{i}"] = r_slice
             taken = port.rvalid & port.rready
-            with m.If(arb.grant[i]):
+            with m.If(ar_take[i]):
                 m.d.sync += reserved.eq(reserved + req.payload.arlen + 1 - taken)
             with m.Elif(taken):
                 m.d.sync += reserved.eq(reserved - 1)
@@ -308,7 +317,7 @@ class AxiInterconnect(wiring.Component):
             ]
 
         granted = data.View(ar_layout, one_hot_select(arb.grant, [r.payload for r in requests]))
-        with m.If(arb.valid):
+        with m.If(arb.valid & ar_free):
             m.d.sync += [mem.arvalid.eq(1), mem.arid.eq(arb.grant_index)]
             m.d.sync += [getattr(mem, name).eq(granted[name])
                          for name in ar_fields if name != "arid"]
@@ -328,7 +337,6 @@ class AxiInterconnect(wiring.Component):
         w_port_layout = data.StructLayout({"data": 8 * self.data_bytes, "strb": self.data_bytes,
                                            "last": 1})
 
-        m.submodules.aw_arbiter = arb = RoundRobinArbiter(n)
         w_busy = Signal()                           # a burst's W beats are going out
         w_sel = Signal(range(n))                    # from this master
         w_left = Signal(8)                          # its beats after the current one
@@ -346,6 +354,12 @@ class AxiInterconnect(wiring.Component):
             m.d.sync += mem.awvalid.eq(0)
         with m.If(w_end):
             m.d.sync += w_busy.eq(0)
+        # As for AR: the arbiter decides from registers, ``grant_free`` (from the memory's
+        # ``wready`` and ``awready``) lets the decision be taken (``aw_take``).
+        arb = RoundRobinArbiter(n)
+        m.submodules.aw_arbiter = EnableInserter(grant_free)(arb)
+        aw_take = Signal(n, name="aw_take")
+        m.d.comb += aw_take.eq(arb.grant & grant_free.replicate(n))
 
         aw_heads = []
         w_fifos = []
@@ -391,13 +405,13 @@ class AxiInterconnect(wiring.Component):
             # Whole bursts in the W buffer: wlast beats written, minus bursts granted.
             whole = Signal(range(self.write_buffer_beats + 3), name=f"wr{j}_whole_bursts")
             w_in_last = w_slice.o.valid & wq.w_rdy & w_slice.o.payload.last
-            granted = arb.grant[j]
+            granted = aw_take[j]
             with m.If(w_in_last & ~granted):
                 m.d.sync += whole.eq(whole + 1)
             with m.Elif(~w_in_last & granted):
                 m.d.sync += whole.eq(whole - 1)
             m.d.comb += [
-                arb.requests[j].eq(awq.r_rdy & (whole != 0) & bidq.w_rdy & grant_free),
+                arb.requests[j].eq(awq.r_rdy & (whole != 0) & bidq.w_rdy),
                 awq.r_en.eq(granted),
                 bidq.w_data.eq(aw_head.id),
                 bidq.w_en.eq(granted),
@@ -416,7 +430,7 @@ class AxiInterconnect(wiring.Component):
             ]
 
         head = data.View(aw_layout, one_hot_select(arb.grant, aw_heads))
-        with m.If(arb.valid):
+        with m.If(arb.valid & grant_free):
             m.d.sync += [mem.awvalid.eq(1), w_busy.eq(1), w_sel.eq(arb.grant_index),
                          mem.awid.eq(arb.grant_index)]
             m.d.sync += [
