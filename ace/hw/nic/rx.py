@@ -16,8 +16,6 @@ and a packet that does not fit is an error and is dropped.
 
 from __future__ import annotations
 
-import contextlib
-
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -172,11 +170,21 @@ class NicLinkRx(wiring.Component):
     def _input(self, m):
         """Input register: the beat, with the stateless field checks of its header already
         computed (compares with constants) and the CRC-8 as XORs of up to four header bits
-        each (``crc_part``), so the decode stage only finishes the CRC."""
+        each (``crc_part``), so the decode stage only finishes the CRC. In the gated-clock form
+        the register holds the beat alone and the same fields are computed from it: the
+        simulator then evaluates them once a cycle, not in each evaluation of the inputs."""
         cfg = self.config
         depth = cfg.rx_channel_beats
-        hdr = PacketHeader(self.link.tdata[:64])
-        bits = self.link.tdata[:64]
+        link = self.link
+        if self.gated_clock:
+            raw = Signal(self._stage_layout({}), name="in_beat")
+            m.d.sync += [raw.valid.eq(link.tvalid), raw.data.eq(link.tdata),
+                         raw.last.eq(link.tlast)]
+            valid, tdata, tlast, domain = raw.valid, raw.data, raw.last, "comb"
+        else:
+            valid, tdata, tlast, domain = link.tvalid, link.tdata, link.tlast, "sync"
+        hdr = PacketHeader(tdata[:64])
+        bits = tdata[:64]
         groups = [[taps[i:i + 4] for i in range(0, len(taps), 4)] for taps in check_taps()]
         self._crc_groups = [len(g) for g in groups]
         flags = ("magic_bad", "type_bad", "channel_bad", "length_bad")
@@ -191,22 +199,18 @@ class NicLinkRx(wiring.Component):
                 parts.append(value)
         is_data = hdr.ptype == PacketType.DATA
         is_credit = hdr.ptype == PacketType.CREDIT
-        m.d.sync += arrived.valid.eq(self.link.tvalid)
-        # In the gated-clock form the beat's fields load only with a beat (an empty stage's
-        # fields are never read), so an idle link costs the simulator no copy.
-        with m.If(self.link.tvalid) if self.gated_clock else contextlib.nullcontext():
-            m.d.sync += [
-                arrived.data.eq(self.link.tdata),
-                arrived.last.eq(self.link.tlast),
-                arrived.crc_part.eq(Cat(*parts)),
-                arrived.magic_bad.eq((hdr.magic != PACKET_MAGIC) |
-                                     (hdr.version != PACKET_VERSION)),
-                arrived.type_bad.eq(~is_data & ~is_credit),
-                arrived.channel_bad.eq(hdr.channel >= cfg.num_channels),
-                arrived.length_bad.eq((hdr.length == 0) |
-                                      (is_data & (hdr.length > cfg.max_packet_bytes)) |
-                                      (is_credit & (hdr.length > depth))),
-            ]
+        m.d[domain] += [
+            arrived.valid.eq(valid),
+            arrived.data.eq(tdata),
+            arrived.last.eq(tlast),
+            arrived.crc_part.eq(Cat(*parts)),
+            arrived.magic_bad.eq((hdr.magic != PACKET_MAGIC) | (hdr.version != PACKET_VERSION)),
+            arrived.type_bad.eq(~is_data & ~is_credit),
+            arrived.channel_bad.eq(hdr.channel >= cfg.num_channels),
+            arrived.length_bad.eq((hdr.length == 0) |
+                                  (is_data & (hdr.length > cfg.max_packet_bytes)) |
+                                  (is_credit & (hdr.length > depth))),
+        ]
         return arrived
 
     def _decode(self, m, arrived):
