@@ -25,8 +25,10 @@ __all__ = ["AceConfig", "NAMED_CONFIGS", "MEM_PORT_RATIOS", "CLOCK_GATING", "loa
 #: which a simulator does not evaluate while the clock is stopped. Identical results, cycle for
 #: cycle. FPGA synthesis always gets the clock enable.
 CLOCK_GATING = ("enable", "clock")
-_CLOCK_GATING_MEANING = ("how idle blocks (ALU lanes, DMA halves) hold: a clock enable, or a "
-                         "gated clock (simulation and ASIC; FPGA platforms get the enable)")
+_CLOCK_GATING_MEANING = ("how idle blocks hold: a clock enable (ALU lanes, DMA halves), or a "
+                         "gated clock (those, and the datapaths, interconnect halves, NIC links "
+                         "and sequencer decode; simulation and ASIC; FPGA platforms get the "
+                         "enable)")
 
 #: ``mem_bytes / link_bytes`` values the DMA's width converters support.
 MEM_PORT_RATIOS = (1, 2, 4)
