@@ -44,11 +44,11 @@ from functools import reduce
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In
 
 from ace.hw.common.bram import DP16KD_SLICE_BITS, BlockRam, is_ecp5
 from ace.hw.common.replica import replicas
+from ace.hw.sram.response_fifo import ResponseFifo
 from ace.hw.sram.rotator import SlotRotator, rotation_stages
 from ace.layouts import sram_read_signature, sram_write_signature
 
@@ -233,8 +233,8 @@ class BankedSram(wiring.Component):
     #: Register stages after the RAM's own output register, per rotation position (the word
     #: of the bank read at that position, registered beside the RAMs).
     BANK_OUTPUT_STAGES = 1
-    #: Cycles from a FIFO write to its word on ``resp`` (``SyncFIFOBuffered``).
-    FIFO_LATENCY = 2
+    #: Cycles from a FIFO write to its word on ``resp`` (:class:`ResponseFifo`).
+    FIFO_LATENCY = ResponseFifo.latency
 
     def __init__(self, words: int, word_bytes: int, banks: int, read_ports: int,
                  write_ports: int, *, resp_depth: int = 16, replicate: bool = True):
@@ -248,7 +248,7 @@ class BankedSram(wiring.Component):
         check("word_bytes", word_bytes, lambda v: v >= 1, "an integer of at least 1")
         check("read_ports", read_ports, lambda v: v >= 1, "an integer of at least 1")
         check("write_ports", write_ports, lambda v: v >= 1, "an integer of at least 1")
-        check("resp_depth", resp_depth, lambda v: v >= 2, "an integer of at least 2")
+        check("resp_depth", resp_depth, lambda v: v >= 3, "an integer of at least 3")
         self.words = words
         self.word_bytes = word_bytes
         self.banks = banks
@@ -456,21 +456,23 @@ class BankedSram(wiring.Component):
             m.d.comb += getattr(rotator, f"i{q}").eq(word)
 
         for i, port in enumerate(ports):
-            self._response_fifo(m, i, port, getattr(rotator, f"o{i}"))
+            self._response_fifo(m, platform, i, port, getattr(rotator, f"o{i}"))
 
-    def _response_fifo(self, m, i: int, port, word):
+    def _response_fifo(self, m, platform, i: int, port, word):
         """Port ``i``'s response FIFO, written ``read_latency - FIFO_LATENCY`` cycles after
-        each transferred request."""
+        each transferred request (the write enable's last register once per slice)."""
+        width, copies = 8 * self.word_bytes, self.addr_copies
         taken = port.req.valid & port.req.ready
-        m.submodules[f"rd{i}_resp_fifo"] = fifo = SyncFIFOBuffered(
-            width=8 * self.word_bytes, depth=self.resp_depth)
+        m.submodules[f"rd{i}_resp_fifo"] = fifo = ResponseFifo(
+            width, self.resp_depth, slice_bits=width // copies if copies > 1 else None)
+        valid = self._delay(m, f"rd{i}_valid", taken,
+                            self.read_latency - self.FIFO_LATENCY - 1)
         m.d.comb += [
             fifo.w_data.eq(word),
-            fifo.w_en.eq(self._delay(m, f"rd{i}_valid", taken,
-                                     self.read_latency - self.FIFO_LATENCY)),
-            port.resp.payload.eq(fifo.r_data),
-            port.resp.valid.eq(fifo.r_rdy),
-            fifo.r_en.eq(port.resp.ready),
+            fifo.w_en.eq(Cat(self._copies(m, platform, f"rd{i}_w_en", valid))),
+            port.resp.payload.eq(fifo.o.payload),
+            port.resp.valid.eq(fifo.o.valid),
+            fifo.o.ready.eq(port.resp.ready),
         ]
 
     def _read_credit(self, m, i: int, port, slot):
