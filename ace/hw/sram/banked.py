@@ -264,8 +264,10 @@ class BankedSram(wiring.Component):
         super().__init__(members)
 
     def _select_copies(self, width: int) -> dict:
-        """A rotator's ``select_bits``: its default, or the whole word (one copy)."""
-        return {} if self.replicate else {"select_bits": width}
+        """A rotator's ``select_bits`` and ``position_copies``: a copy of each select per
+        16 bits and output position, or one for the whole word."""
+        return ({"position_copies": True} if self.replicate
+                else {"select_bits": width})
 
     @property
     def write_stages(self) -> int:
@@ -516,8 +518,8 @@ class BankedSram(wiring.Component):
         # rotator's selects are copied per slice.
         m.submodules.write_rotator = rotator = SlotRotator(
             entry_layout.size, period, step=-1,
-            **({"select_bits": slice_layout.size} if copies > 1
-               else self._select_copies(entry_layout.size)))
+            **(self._select_copies(entry_layout.size)
+               | ({"select_bits": slice_layout.size} if copies > 1 else {})))
         for j, port in enumerate(ports):
             bank, row, _, slot = self._port_bank(m, f"wr{j}", port.payload.addr, j,
                                                  self.write_ports)
