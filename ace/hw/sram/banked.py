@@ -4,13 +4,14 @@ port map.
 ::
 
       rd0.req .. rdR.req                      wr0 .. wrW         (R read ports, W write ports)
-          |        |  ready: own slot bit          |     |  ready: own slot bit [bank];
-          v        v  [bank] & credit              v     v  port j enters position j
+          |        |  ready: bank == own           |     |  ready: bank == own position;
+          v        v  position & credit            v     v  port j enters position j
      +----------------------+          +-----------------------------+
      | per bank: the slot   |          | write rotator (SlotRotator): |  ceil(log2 Pw)
      | owner's row, enable  |          | position j -> (j + t) mod Pw |  registered 2:1
      | (registered, delayed |          | = the position of the banks  |  stages
-     | to meet the writes)  |          | that port j owns in cycle t  |
+     | to meet the writes;  |          | that port j owns in cycle t; |
+     | last: one per slice) |          | row carried per 16-bit slice |
      +----------------------+          +-----------------------------+
           |   |   |   |                     |   |   |   |   bank b takes position b mod Pw
         +---+---+---+----+                  |   |   |   |   (its group's byte enables)
@@ -27,7 +28,7 @@ port map.
      | (i + t) mod P -> i   |  position i
      +----------------------+
           |        |
-      resp FIFO  resp FIFO      one per read port, ``resp_depth`` deep, registered output
+      resp FIFO  resp FIFO      one per read port, ``resp_depth`` deep (ResponseFifo)
           |        |
       rd0.resp .. rdR.resp
 
@@ -154,10 +155,11 @@ class BankedSram(wiring.Component):
     Time slots instead of arbitration: read port ``i`` owns bank ``b`` in cycle ``t`` when
     ``(b - t) mod P == i``, with ``P`` = :func:`slot_period` ``(read_ports, banks)``; likewise for
     writes with their own period. Each bank has at most one owner per direction and cycle, so
-    there are no conflicts to resolve; the ownership is a rotating register per port, known
-    before the request arrives. A port's ``ready`` is its slot bit for the bank its address
-    selects (and, for reads, a registered response credit): it depends on the port's own
-    payload and registers only, never on another port or on ``resp.ready``. A port that streams
+    there are no conflicts to resolve; the ownership is a register per port (the rotation
+    position it owns, a counter), known before the request arrives. A port's ``ready`` is the
+    compare of its address's bank with that position (and, for reads, a registered response
+    credit, bit 0 of a thermometer code): it depends on the port's own payload and registers
+    only, never on another port or on ``resp.ready``. A port that streams
     consecutive words meets its slot again in every cycle once it has one, so it moves a word per
     cycle; a port that misses its slot waits at most ``P - 1`` cycles. With more ports than banks
     each port gets ``banks / ports`` of the cycles.
@@ -180,7 +182,7 @@ class BankedSram(wiring.Component):
     t + Sw + 2      per bank: the RAM's registered output (:attr:`BlockRam.read_latency`)
     t + Sw + 3      per position: the word of the bank read there, registered
     t + Sw + 3 + Sr per port: out of the read rotator
-    + 2             per port: out of the response FIFO's output register (``resp.valid``)
+    + 2             per port: out of the response FIFO (``resp.valid``)
     =============== ==============================================================
 
     Writes go through the write rotator (``Sw`` stages, from the port's payload: row, data,
@@ -192,16 +194,23 @@ class BankedSram(wiring.Component):
     takes the same fixed path.
 
     Reads: ``req`` carries word addresses, ``resp`` returns the words in request order. Each read
-    port has a response FIFO of ``resp_depth`` words (registered output); ``req.ready`` is high
-    only while the FIFO has room for every read in flight, so any ``resp`` backpressure is safe.
+    port has a :class:`ResponseFifo` of ``resp_depth`` words; ``req.ready`` is high only while
+    the FIFO has room for every read in flight, so any ``resp`` backpressure is safe.
+
+    Per-slice control (:attr:`addr_copies`, with ``replicate``): each bank's row address comes
+    as a copy per 16-bit slice (one ``DP16KD`` on ECP5), from registers of that slice only (the
+    read row's last register, kept apart on ECP5; the write rotator's last stage, which carries
+    the row and group per slice); the response FIFOs and the rotators' selects are per slice
+    too, so no control register fans out to the whole word.
 
     Writes: :class:`~ace.layouts.SramWrite` (address, data, byte enables); bytes whose ``mask``
     bit is clear keep their value; an all-zero mask is accepted and changes nothing.
 
     Latency: :attr:`read_latency` cycles from a read's transfer to its response, at the
     earliest: ``Sw + 2 + 1 + Sr + 2``; 10 for the ``small`` top (5 read, 3 write ports, 8
-    banks: ``Sw`` 2, ``Sr`` 3), 8 for the ``small`` engine's SRAM (4 read, 2 write: 1, 2). Throughput: one word per cycle per port on consecutive addresses (``banks /
-    ports`` per port when there are more ports than banks); ``resp_depth`` of at least
+    banks: ``Sw`` 2, ``Sr`` 3), 8 for the ``small`` engine's SRAM (4 read, 2 write: 1, 2).
+    Throughput: one word per cycle per port on consecutive addresses (``banks / ports`` per
+    port when there are more ports than banks); ``resp_depth`` of at least
     ``read_latency + 1`` keeps a read port at one word per cycle.
 
     Parameters
@@ -217,8 +226,9 @@ class BankedSram(wiring.Component):
     resp_depth : int
         Depth of each read port's response FIFO, at least 2.
     replicate : bool
-        Copy the rotators' selects per 16 bits of the word (default); false: one copy each,
-        the same cycles (:func:`~ace.hw.common.replica.replicates`).
+        Copy the control per 16 bits of the word (default: rows, FIFOs, the rotators' selects
+        per slice and position); false: one copy each, the same cycles
+        (:func:`~ace.hw.common.replica.replicates`).
 
     Members
     -------
