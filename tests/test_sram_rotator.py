@@ -36,11 +36,13 @@ def test_bad_parameters(kwargs, name):
     (4, 0, -1, 7),      # the small top's write rotator (step -1)
     (9, 3, -1, 32),
 ])
-def test_rotation_follows_schedule(period, phase, step, select_bits):
+@pytest.mark.parametrize("position_copies", [False, True])
+def test_rotation_follows_schedule(period, phase, step, select_bits, position_copies):
     """Random words in every cycle: each output set equals the set presented ``stages``
     cycles earlier, rotated left by that cycle's amount; every stage's select copies agree."""
     width, cycles, seed = 20, 60, period * 100 + select_bits
-    dut = SlotRotator(width, period, phase=phase, step=step, select_bits=select_bits)
+    dut = SlotRotator(width, period, phase=phase, step=step, select_bits=select_bits,
+                      position_copies=position_copies)
     rng = random.Random(seed)
     sets = [[rng.getrandbits(width) for _ in range(period)] for _ in range(cycles)]
     seen = []

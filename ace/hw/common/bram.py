@@ -19,10 +19,17 @@ Two forms with the same ports, latency and behaviour, chosen by the platform pas
   address it writes; port B reads. A same-address read and write (whose result on port B the
   device does not define) take their data from port A instead: a 10-bit compare, two
   flip-flops per ``DP16KD`` (the select of its 16 bits: a collision counts for a slice only
-  when that slice's byte enables write) and a 2:1 mux after the output registers.
+  when that slice's byte enables write) and a 2:1 mux after the output registers. Port B
+  reads in every cycle (``r_en`` is not needed: ``r_data`` is defined only after a read).
 * **Any other platform, or none** (simulation, ``ace generate``, Xilinx): an
   :class:`amaranth.lib.memory.Memory` with a non-transparent synchronous read port, followed by
-  an output register.
+  an output register (one ``Memory`` per address copy).
+
+Address copies (``addr_copies``): the rows can come as several copies, each for its own slice
+of the word (``width // addr_copies`` bits), so that a register per slice, placed beside that
+slice's block RAMs, drives each copy instead of one register driving every block RAM of the
+word across the die. The copies are meant to be equal; each slice is written and read at its
+own copy's row (and the ECP5 form compares each slice's own copies for its collision).
 
 The platform is the selector because vendor primitives belong to the flow that maps to the
 vendor: the same design elaborated without a platform stays portable Verilog.
@@ -31,7 +38,7 @@ vendor: the same design elaborated without a platform stays portable Verilog.
 from __future__ import annotations
 
 from amaranth.hdl import Cat, ClockSignal, Const, Instance, Module, Mux, Signal, unsigned
-from amaranth.lib import wiring
+from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
@@ -71,38 +78,57 @@ class BlockRam(wiring.Component):
         Words; at most :data:`DP16KD_ROWS` in the ECP5 form (it does not cascade in depth).
     granularity : int
         Bits per write enable (8: byte enables).
+    addr_copies : int
+        Copies of ``w_addr`` and ``r_addr``, one per slice of ``width // addr_copies`` bits
+        (a whole number of enables; in the ECP5 form a multiple of 16 bits unless 1).
 
     Members
     -------
-    w_addr : In(range(depth))
+    w_addr : In(range(depth)), or In(ArrayLayout(range(depth), addr_copies)) when
+        ``addr_copies > 1`` (copy ``k`` addresses bits ``k * width // addr_copies`` and up)
     w_data : In(width)
     w_en : In(width // granularity), one enable per ``granularity`` bits
-    r_addr : In(range(depth))
+    r_addr : the shape of ``w_addr``
     r_en : In(1)
     r_data : Out(width)
     """
 
     read_latency = 2
 
-    def __init__(self, width: int, depth: int, *, granularity: int = 8):
-        for name, value in (("width", width), ("depth", depth), ("granularity", granularity)):
+    def __init__(self, width: int, depth: int, *, granularity: int = 8, addr_copies: int = 1):
+        for name, value in (("width", width), ("depth", depth), ("granularity", granularity),
+                            ("addr_copies", addr_copies)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"BlockRam {name}: {value!r} is not valid; allowed: an integer "
                                  "of at least 1")
         if width % granularity:
             raise ValueError(f"BlockRam width: {width} is not a multiple of granularity "
                              f"({granularity})")
+        if (width // granularity) % addr_copies:
+            raise ValueError(f"BlockRam addr_copies: {addr_copies} does not divide the "
+                             f"{width // granularity} enables of the word")
         self.width = width
         self.depth = depth
         self.granularity = granularity
+        self.addr_copies = addr_copies
+        addr = range(depth) if addr_copies == 1 else data.ArrayLayout(range(depth), addr_copies)
         super().__init__({
-            "w_addr": In(range(depth)),
+            "w_addr": In(addr),
             "w_data": In(width),
             "w_en": In(width // granularity),
-            "r_addr": In(range(depth)),
+            "r_addr": In(addr),
             "r_en": In(1),
             "r_data": Out(width),
         })
+
+    @property
+    def copy_bits(self) -> int:
+        """Bits of the word addressed by one copy of the address."""
+        return self.width // self.addr_copies
+
+    def _addr(self, addr, k: int):
+        """Copy ``k`` of an address port (the port itself when there is one copy)."""
+        return addr if self.addr_copies == 1 else addr[k]
 
     @property
     def dp16kd_count(self) -> int:
@@ -116,15 +142,19 @@ class BlockRam(wiring.Component):
 
     def _elaborate_memory(self):
         m = Module()
-        m.submodules.memory = memory = Memory(shape=unsigned(self.width), depth=self.depth,
-                                              init=[])
-        write = memory.write_port(granularity=self.granularity)
-        read = memory.read_port(transparent_for=())
-        m.d.comb += [
-            write.addr.eq(self.w_addr), write.data.eq(self.w_data), write.en.eq(self.w_en),
-            read.addr.eq(self.r_addr), read.en.eq(self.r_en),
-        ]
-        m.d.sync += self.r_data.eq(read.data)  # the output register
+        bits, enables = self.copy_bits, self.copy_bits // self.granularity
+        for k in range(self.addr_copies):
+            memory = Memory(shape=unsigned(bits), depth=self.depth, init=[])
+            m.submodules["memory" if self.addr_copies == 1 else f"memory{k}"] = memory
+            write = memory.write_port(granularity=self.granularity)
+            read = memory.read_port(transparent_for=())
+            m.d.comb += [
+                write.addr.eq(self._addr(self.w_addr, k)),
+                write.data.eq(self.w_data[bits * k:bits * (k + 1)]),
+                write.en.eq(self.w_en[enables * k:enables * (k + 1)]),
+                read.addr.eq(self._addr(self.r_addr, k)), read.en.eq(self.r_en),
+            ]
+            m.d.sync += self.r_data[bits * k:bits * (k + 1)].eq(read.data)  # output register
         return m
 
     def _elaborate_dp16kd(self):
@@ -134,6 +164,10 @@ class BlockRam(wiring.Component):
         if self.granularity != 8:
             raise ValueError(f"BlockRam granularity: {self.granularity}; the ECP5 form needs 8 "
                              "(DP16KD byte enables)")
+        if self.addr_copies > 1 and self.copy_bits % DP16KD_SLICE_BITS:
+            raise ValueError(f"BlockRam addr_copies: {self.addr_copies} copies of "
+                             f"{self.copy_bits} bits; the ECP5 form needs a multiple of "
+                             f"{DP16KD_SLICE_BITS} bits per copy (one row per DP16KD)")
         m = Module()
         slices = self.dp16kd_count
         padded = slices * DP16KD_SLICE_BITS
@@ -143,15 +177,26 @@ class BlockRam(wiring.Component):
         port_b = Signal(padded, name="port_b_data")  # word at r_addr
         m.d.comb += [w_data.eq(self.w_data), w_en.eq(self.w_en)]
 
+        # Per DP16KD: its copy of the rows (the copy that addresses its bits).
+        rows_a, rows_b = [], []
+        for s in range(slices):
+            k = s * DP16KD_SLICE_BITS // self.copy_bits
+            row_a = Signal(10, name=f"row_a{s}")
+            row_b = Signal(10, name=f"row_b{s}")
+            m.d.comb += [row_a.eq(self._addr(self.w_addr, k)),
+                         row_b.eq(self._addr(self.r_addr, k))]
+            rows_a.append(row_a)
+            rows_b.append(row_b)
+
         # Per DP16KD: the read takes port A's slice when it met a write of that slice at its
         # address (two cycles ago). One select per slice keeps each select's fan-out at 16
-        # muxes beside its block RAM.
-        same_row = self.r_en & (self.r_addr == self.w_addr)
+        # muxes beside its block RAM. Port B reads in every cycle, so the compare needs no
+        # r_en (r_data is defined only after a read).
         selects = []
         for s in range(slices):
             collide = Signal(name=f"collide{s}")
             collide_out = Signal(name=f"collide{s}_out")
-            m.d.sync += [collide.eq(same_row & w_en[2 * s:2 * s + 2].any()),
+            m.d.sync += [collide.eq((rows_a[s] == rows_b[s]) & w_en[2 * s:2 * s + 2].any()),
                          collide_out.eq(collide)]
             selects.append(collide_out)
         m.d.comb += self.r_data.eq(Cat(
@@ -159,9 +204,6 @@ class BlockRam(wiring.Component):
                 selects, (slice(DP16KD_SLICE_BITS * s, DP16KD_SLICE_BITS * (s + 1))
                           for s in range(slices)))))
 
-        row_a = Signal(10, name="row_a")
-        row_b = Signal(10, name="row_b")
-        m.d.comb += [row_a.eq(self.w_addr), row_b.eq(self.r_addr)]
         for s in range(slices):
             bits = slice(DP16KD_SLICE_BITS * s, DP16KD_SLICE_BITS * (s + 1))
             byte_en = w_en[2 * s:2 * s + 2]
@@ -170,9 +212,9 @@ class BlockRam(wiring.Component):
                 **self._dp16kd_parameters(),
                 i_CLKA=ClockSignal(), i_CLKB=ClockSignal(),
                 i_CEA=Const(1), i_OCEA=Const(1), i_RSTA=Const(0), i_WEA=byte_en.any(),
-                i_CEB=self.r_en, i_OCEB=Const(1), i_RSTB=Const(0), i_WEB=Const(0),
-                **self._dp16kd_address("A", row_a, byte_en),
-                **self._dp16kd_address("B", row_b, Const(0, 2)),
+                i_CEB=Const(1), i_OCEB=Const(1), i_RSTB=Const(0), i_WEB=Const(0),
+                **self._dp16kd_address("A", rows_a[s], byte_en),
+                **self._dp16kd_address("B", rows_b[s], Const(0, 2)),
                 **self._dp16kd_data("DIA", w_data[bits], "i"),
                 **self._dp16kd_data("DIB", Const(0, DP16KD_SLICE_BITS), "i"),
                 **self._dp16kd_data("DOA", port_a[bits], "o"),

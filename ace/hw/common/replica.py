@@ -20,7 +20,7 @@ the copies; an ASIC flow buffers a wide fan-out itself.
 
 from __future__ import annotations
 
-from amaranth.hdl import ClockSignal, Instance, ResetSignal, Signal
+from amaranth.hdl import ClockSignal, Const, Instance, ResetSignal, Signal
 
 from ace.hw.common.bram import is_ecp5
 from ace.hw.common.clock_gate import uses_gated_clock
@@ -35,14 +35,15 @@ def replicates(config, platform) -> bool:
 
 
 def replicas(m, platform, d, copies: int, *, init: int = 0, name: str,
-             distinct: bool = True) -> list[Signal]:
+             distinct: bool = True, reset_less: bool = False) -> list[Signal]:
     """``copies`` one-bit registers in ``m``'s ``sync`` domain, each loaded with ``d`` every
-    cycle and reset to ``init`` (synchronously, with the domain's reset). Returns the copies'
-    outputs; on ECP5 each is a kept ``TRELLIS_FF``. ``distinct=False``: one register, returned
-    ``copies`` times."""
+    cycle and reset to ``init`` (synchronously, with the domain's reset; never with
+    ``reset_less``). Returns the copies' outputs; on ECP5 each is a kept ``TRELLIS_FF``.
+    ``distinct=False``: one register, returned ``copies`` times."""
     if not distinct:
-        return replicas(m, platform, d, 1, init=init, name=name) * copies
-    outs = [Signal(init=init, name=f"{name}_r{k}") for k in range(copies)]
+        return replicas(m, platform, d, 1, init=init, name=name, reset_less=reset_less) * copies
+    outs = [Signal(init=init, name=f"{name}_r{k}", reset_less=reset_less)
+            for k in range(copies)]
     if not is_ecp5(platform):
         for out in outs:
             m.d.sync += out.eq(d)
@@ -52,5 +53,6 @@ def replicas(m, platform, d, copies: int, *, init: int = 0, name: str,
             "TRELLIS_FF", a_keep=1,
             p_GSR="DISABLED", p_CEMUX="1", p_CLKMUX="CLK", p_LSRMUX="LSR",
             p_REGSET="SET" if init else "RESET", p_SRMODE="LSR_OVER_CE",
-            i_CLK=ClockSignal(), i_LSR=ResetSignal(), i_DI=d, o_Q=out)
+            i_CLK=ClockSignal(), i_LSR=Const(0) if reset_less else ResetSignal(), i_DI=d,
+            o_Q=out)
     return outs

@@ -4,13 +4,14 @@ port map.
 ::
 
       rd0.req .. rdR.req                      wr0 .. wrW         (R read ports, W write ports)
-          |        |  ready: own slot bit          |     |  ready: own slot bit [bank];
-          v        v  [bank] & credit              v     v  port j enters position j
+          |        |  ready: bank == own           |     |  ready: bank == own position;
+          v        v  position & credit            v     v  port j enters position j
      +----------------------+          +-----------------------------+
      | per bank: the slot   |          | write rotator (SlotRotator): |  ceil(log2 Pw)
      | owner's row, enable  |          | position j -> (j + t) mod Pw |  registered 2:1
      | (registered, delayed |          | = the position of the banks  |  stages
-     | to meet the writes)  |          | that port j owns in cycle t  |
+     | to meet the writes;  |          | that port j owns in cycle t; |
+     | last: one per slice) |          | row carried per 16-bit slice |
      +----------------------+          +-----------------------------+
           |   |   |   |                     |   |   |   |   bank b takes position b mod Pw
         +---+---+---+----+                  |   |   |   |   (its group's byte enables)
@@ -27,7 +28,7 @@ port map.
      | (i + t) mod P -> i   |  position i
      +----------------------+
           |        |
-      resp FIFO  resp FIFO      one per read port, ``resp_depth`` deep, registered output
+      resp FIFO  resp FIFO      one per read port, ``resp_depth`` deep (ResponseFifo)
           |        |
       rd0.resp .. rdR.resp
 
@@ -44,10 +45,11 @@ from functools import reduce
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In
 
-from ace.hw.common.bram import BlockRam
+from ace.hw.common.bram import DP16KD_SLICE_BITS, BlockRam, is_ecp5
+from ace.hw.common.replica import replicas
+from ace.hw.sram.response_fifo import ResponseFifo
 from ace.hw.sram.rotator import SlotRotator, rotation_stages
 from ace.layouts import sram_read_signature, sram_write_signature
 
@@ -153,10 +155,11 @@ class BankedSram(wiring.Component):
     Time slots instead of arbitration: read port ``i`` owns bank ``b`` in cycle ``t`` when
     ``(b - t) mod P == i``, with ``P`` = :func:`slot_period` ``(read_ports, banks)``; likewise for
     writes with their own period. Each bank has at most one owner per direction and cycle, so
-    there are no conflicts to resolve; the ownership is a rotating register per port, known
-    before the request arrives. A port's ``ready`` is its slot bit for the bank its address
-    selects (and, for reads, a registered response credit): it depends on the port's own
-    payload and registers only, never on another port or on ``resp.ready``. A port that streams
+    there are no conflicts to resolve; the ownership is a register per port (the rotation
+    position it owns, a counter), known before the request arrives. A port's ``ready`` is the
+    compare of its address's bank with that position (and, for reads, a registered response
+    credit, bit 0 of a thermometer code): it depends on the port's own payload and registers
+    only, never on another port or on ``resp.ready``. A port that streams
     consecutive words meets its slot again in every cycle once it has one, so it moves a word per
     cycle; a port that misses its slot waits at most ``P - 1`` cycles. With more ports than banks
     each port gets ``banks / ports`` of the cycles.
@@ -179,7 +182,7 @@ class BankedSram(wiring.Component):
     t + Sw + 2      per bank: the RAM's registered output (:attr:`BlockRam.read_latency`)
     t + Sw + 3      per position: the word of the bank read there, registered
     t + Sw + 3 + Sr per port: out of the read rotator
-    + 2             per port: out of the response FIFO's output register (``resp.valid``)
+    + 2             per port: out of the response FIFO (``resp.valid``)
     =============== ==============================================================
 
     Writes go through the write rotator (``Sw`` stages, from the port's payload: row, data,
@@ -191,16 +194,23 @@ class BankedSram(wiring.Component):
     takes the same fixed path.
 
     Reads: ``req`` carries word addresses, ``resp`` returns the words in request order. Each read
-    port has a response FIFO of ``resp_depth`` words (registered output); ``req.ready`` is high
-    only while the FIFO has room for every read in flight, so any ``resp`` backpressure is safe.
+    port has a :class:`ResponseFifo` of ``resp_depth`` words; ``req.ready`` is high only while
+    the FIFO has room for every read in flight, so any ``resp`` backpressure is safe.
+
+    Per-slice control (:attr:`addr_copies`, with ``replicate``): each bank's row address comes
+    as a copy per 16-bit slice (one ``DP16KD`` on ECP5), from registers of that slice only (the
+    read row's last register, kept apart on ECP5; the write rotator's last stage, which carries
+    the row and group per slice); the response FIFOs and the rotators' selects are per slice
+    too, so no control register fans out to the whole word.
 
     Writes: :class:`~ace.layouts.SramWrite` (address, data, byte enables); bytes whose ``mask``
     bit is clear keep their value; an all-zero mask is accepted and changes nothing.
 
     Latency: :attr:`read_latency` cycles from a read's transfer to its response, at the
     earliest: ``Sw + 2 + 1 + Sr + 2``; 10 for the ``small`` top (5 read, 3 write ports, 8
-    banks: ``Sw`` 2, ``Sr`` 3), 8 for the ``small`` engine's SRAM (4 read, 2 write: 1, 2). Throughput: one word per cycle per port on consecutive addresses (``banks /
-    ports`` per port when there are more ports than banks); ``resp_depth`` of at least
+    banks: ``Sw`` 2, ``Sr`` 3), 8 for the ``small`` engine's SRAM (4 read, 2 write: 1, 2).
+    Throughput: one word per cycle per port on consecutive addresses (``banks / ports`` per
+    port when there are more ports than banks); ``resp_depth`` of at least
     ``read_latency + 1`` keeps a read port at one word per cycle.
 
     Parameters
@@ -216,8 +226,9 @@ class BankedSram(wiring.Component):
     resp_depth : int
         Depth of each read port's response FIFO, at least 2.
     replicate : bool
-        Copy the rotators' selects per 16 bits of the word (default); false: one copy each,
-        the same cycles (:func:`~ace.hw.common.replica.replicates`).
+        Copy the control per 16 bits of the word (default: rows, FIFOs, the rotators' selects
+        per slice and position); false: one copy each, the same cycles
+        (:func:`~ace.hw.common.replica.replicates`).
 
     Members
     -------
@@ -232,8 +243,8 @@ class BankedSram(wiring.Component):
     #: Register stages after the RAM's own output register, per rotation position (the word
     #: of the bank read at that position, registered beside the RAMs).
     BANK_OUTPUT_STAGES = 1
-    #: Cycles from a FIFO write to its word on ``resp`` (``SyncFIFOBuffered``).
-    FIFO_LATENCY = 2
+    #: Cycles from a FIFO write to its word on ``resp`` (:class:`ResponseFifo`).
+    FIFO_LATENCY = ResponseFifo.latency
 
     def __init__(self, words: int, word_bytes: int, banks: int, read_ports: int,
                  write_ports: int, *, resp_depth: int = 16, replicate: bool = True):
@@ -247,7 +258,7 @@ class BankedSram(wiring.Component):
         check("word_bytes", word_bytes, lambda v: v >= 1, "an integer of at least 1")
         check("read_ports", read_ports, lambda v: v >= 1, "an integer of at least 1")
         check("write_ports", write_ports, lambda v: v >= 1, "an integer of at least 1")
-        check("resp_depth", resp_depth, lambda v: v >= 2, "an integer of at least 2")
+        check("resp_depth", resp_depth, lambda v: v >= 3, "an integer of at least 3")
         self.words = words
         self.word_bytes = word_bytes
         self.banks = banks
@@ -263,8 +274,10 @@ class BankedSram(wiring.Component):
         super().__init__(members)
 
     def _select_copies(self, width: int) -> dict:
-        """A rotator's ``select_bits``: its default, or the whole word (one copy)."""
-        return {} if self.replicate else {"select_bits": width}
+        """A rotator's ``select_bits`` and ``position_copies``: a copy of each select per
+        16 bits and output position, or one for the whole word."""
+        return ({"position_copies": True} if self.replicate
+                else {"select_bits": width})
 
     @property
     def write_stages(self) -> int:
@@ -314,13 +327,33 @@ class BankedSram(wiring.Component):
             slots.append(owned)
         return slots
 
-    def _port_bank(self, m, name: str, addr, slots: Signal):
-        """(bank, row, one-hot bank, slot bit of that bank) of a port's address."""
+    def _own_position(self, m, name: str, port: int, ports: int):
+        """(position, has_bank): registers holding the rotation position ``(t + port) mod P``
+        whose banks port ``port`` owns in cycle ``t``, and whether that position holds a bank
+        (always, unless ``P > banks``)."""
+        period = slot_period(ports, self.banks)
+        position = Signal(range(period), init=port % period, name=f"{name}_position")
+        has_bank = Signal(init=port % period < self.banks, name=f"{name}_has_bank")
+        following = Mux(position == period - 1, 0, position + 1)
+        m.d.sync += [position.eq(following), has_bank.eq(following < self.banks)]
+        return position, has_bank
+
+    def _port_bank(self, m, name: str, addr, port: int, ports: int):
+        """(bank, row, one-hot bank, slot) of a port's address: ``slot`` is high when the port
+        owns that bank in this cycle, a compare of the address's low bank bits with the
+        port's registered position (the bank is at position ``bank mod P``), so ``ready``
+        takes no mux over the slot register."""
         bank, row = self._split(addr)
+        period = slot_period(ports, self.banks)
+        position, has_bank = self._own_position(m, name, port, ports)
         one_hot = Signal(self.banks, name=f"{name}_bank_one_hot")
         slot = Signal(name=f"{name}_slot")
-        m.d.comb += [one_hot.eq(Const(1, self.banks) << bank),
-                     slot.eq(slots.bit_select(bank, 1))]
+        m.d.comb += one_hot.eq(Const(1, self.banks) << bank)
+        if period > self.banks:      # not a power of two: one bank per position, or none
+            m.d.comb += slot.eq(has_bank & (position[:self.bank_bits] == bank))
+        else:                        # P divides the banks: the low bits name the position
+            low = (period - 1).bit_length()
+            m.d.comb += slot.eq(position[:low] == bank[:low] if low else 1)
         return bank, row, one_hot, slot
 
     @staticmethod
@@ -329,17 +362,39 @@ class BankedSram(wiring.Component):
         return reduce(operator.or_, [Mux(select, value, 0) for select, value in
                                      zip(selects, values)])
 
+    @property
+    def addr_copies(self) -> int:
+        """Copies of each bank's row address (and write group), one per 16-bit slice of the
+        word, the width of one ``DP16KD``; one without ``replicate`` or when the word is not a
+        whole number of slices."""
+        width = 8 * self.word_bytes
+        return width // DP16KD_SLICE_BITS if self.replicate and not width % DP16KD_SLICE_BITS \
+            else 1
+
     def elaborate(self, platform):
         m = Module()
         width = 8 * self.word_bytes
         rams = []
         for b in range(self.banks):
-            ram = BlockRam(width, self.rows)
+            ram = BlockRam(width, self.rows, addr_copies=self.addr_copies)
             m.submodules[f"bank{b}"] = ram
             rams.append(ram)
-        self._reads(m, rams)
+        self._reads(m, platform, rams)
         self._writes(m, rams)
         return m
+
+    def _copies(self, m, platform, name: str, value, *, reset_less=False) -> list:
+        """:attr:`addr_copies` registers loaded with ``value`` (kept apart on ECP5, where
+        synthesis would otherwise merge them into one)."""
+        copies = self.addr_copies
+        if copies == 1 or not is_ecp5(platform):
+            regs = [Signal.like(value, name=f"{name}_c{k}" if copies > 1 else name,
+                                reset_less=reset_less) for k in range(copies)]
+            m.d.sync += [reg.eq(value) for reg in regs]
+            return regs
+        bits = [replicas(m, platform, value[n], copies, name=f"{name}_b{n}",
+                         reset_less=reset_less) for n in range(len(value))]
+        return [Cat(bit[k] for bit in bits) for k in range(copies)]
 
     def _positions(self, period: int) -> list[list[int]]:
         """Banks at each position of a rotation over ``period`` slots: position ``q`` holds
@@ -354,38 +409,47 @@ class BankedSram(wiring.Component):
             value = delayed
         return value
 
-    def _reads(self, m, rams):
+    def _reads(self, m, platform, rams):
         ports = [getattr(self, f"rd{i}") for i in range(self.read_ports)]
         slots = self._slots(m, "rd", self.read_ports)
         rows, hits = [], []
         for i, port in enumerate(ports):
-            _, row, one_hot, slot = self._port_bank(m, f"rd{i}", port.req.payload, slots[i])
+            _, row, one_hot, slot = self._port_bank(m, f"rd{i}", port.req.payload, i,
+                                                    self.read_ports)
             credit = self._read_credit(m, i, port, slot)
             rows.append(row)
             # The bank's enable needs no ready: the bank's slot owner is unique.
             hits.append(Mux(port.req.valid & credit, one_hot, 0))
 
         # Per bank: the owner's row and enable, registered, then delayed so that reads reach
-        # the RAM in the cycle in which the writes transferred with them do.
+        # the RAM in the cycle in which the writes transferred with them do. The last row
+        # register is one per address copy (per DP16KD slice), each beside its block RAMs.
+        period = slot_period(self.read_ports, self.banks)
+        shared = any(len(banks) > 1 for banks in self._positions(period))
+        copies = self.addr_copies
         enables = []
         for b, ram in enumerate(rams):
-            row = Signal.like(ram.r_addr, name=f"bank{b}_read_row", reset_less=True)
+            row = Signal(self.row_bits, name=f"bank{b}_read_row_next")
             enable = Signal(name=f"bank{b}_read_en")
-            m.d.sync += [
-                row.eq(self._one_hot_select([s[b] for s in slots], rows)),
-                enable.eq(Cat(s[b] & hit[b] for s, hit in zip(slots, hits)).any()),
-            ]
+            m.d.comb += row.eq(self._one_hot_select([s[b] for s in slots], rows))
+            m.d.sync += enable.eq(Cat(s[b] & hit[b] for s, hit in zip(slots, hits)).any())
             extra = self.write_stages - self.REQUEST_STAGES
             enable = self._delay(m, f"bank{b}_read_en", enable, extra)
-            m.d.comb += [ram.r_addr.eq(self._delay(m, f"bank{b}_read_row", row, extra,
-                                                   reset_less=True)),
-                         ram.r_en.eq(enable)]
-            enables.append(self._delay(m, f"bank{b}_read_en_out", enable,
-                                       BlockRam.read_latency))
+            row = self._delay(m, f"bank{b}_read_row", row, self.write_stages - 1,
+                              reset_less=True)
+            row_copies = self._copies(m, platform, f"bank{b}_r_addr", row, reset_less=True)
+            m.d.comb += [ram.r_addr.eq(row_copies[0]) if copies == 1 else
+                         ram.r_addr[k].eq(row_copy) for k, row_copy in enumerate(row_copies)]
+            m.d.comb += ram.r_en.eq(enable)
+            # A position shared by several banks takes the word of the one that was read: the
+            # enable, a copy per slice of the word.
+            if shared:
+                enable = self._delay(m, f"bank{b}_read_en_out", enable,
+                                     BlockRam.read_latency - 1)
+                enables.append(self._copies(m, platform, f"bank{b}_read_en_out", enable))
 
         # Per rotation position: the word of the bank that was read there, registered beside
         # the RAMs; then the rotator brings position (i + t) mod P to port i.
-        period = slot_period(self.read_ports, self.banks)
         m.submodules.read_rotator = rotator = SlotRotator(
             8 * self.word_bytes, period, phase=-(self.write_stages + BlockRam.read_latency
                                                  + self.BANK_OUTPUT_STAGES),
@@ -395,33 +459,43 @@ class BankedSram(wiring.Component):
             if len(banks) == 1:
                 m.d.sync += word.eq(rams[banks[0]].r_data)
             elif banks:
-                m.d.sync += word.eq(self._one_hot_select([enables[b] for b in banks],
-                                                         [rams[b].r_data for b in banks]))
+                bits = 8 * self.word_bytes // copies
+                m.d.sync += word.eq(Cat(
+                    self._one_hot_select([enables[b][k] for b in banks],
+                                         [rams[b].r_data[bits * k:bits * (k + 1)]
+                                          for b in banks])
+                    for k in range(copies)))
             m.d.comb += getattr(rotator, f"i{q}").eq(word)
 
         for i, port in enumerate(ports):
-            self._response_fifo(m, i, port, getattr(rotator, f"o{i}"))
+            self._response_fifo(m, platform, i, port, getattr(rotator, f"o{i}"))
 
-    def _response_fifo(self, m, i: int, port, word):
+    def _response_fifo(self, m, platform, i: int, port, word):
         """Port ``i``'s response FIFO, written ``read_latency - FIFO_LATENCY`` cycles after
-        each transferred request."""
+        each transferred request (the write enable's last register once per slice)."""
+        width, copies = 8 * self.word_bytes, self.addr_copies
         taken = port.req.valid & port.req.ready
-        m.submodules[f"rd{i}_resp_fifo"] = fifo = SyncFIFOBuffered(
-            width=8 * self.word_bytes, depth=self.resp_depth)
+        m.submodules[f"rd{i}_resp_fifo"] = fifo = ResponseFifo(
+            width, self.resp_depth, slice_bits=width // copies if copies > 1 else None)
+        valid = self._delay(m, f"rd{i}_valid", taken,
+                            self.read_latency - self.FIFO_LATENCY - 1)
         m.d.comb += [
             fifo.w_data.eq(word),
-            fifo.w_en.eq(self._delay(m, f"rd{i}_valid", taken,
-                                     self.read_latency - self.FIFO_LATENCY)),
-            port.resp.payload.eq(fifo.r_data),
-            port.resp.valid.eq(fifo.r_rdy),
-            fifo.r_en.eq(port.resp.ready),
+            fifo.w_en.eq(Cat(self._copies(m, platform, f"rd{i}_w_en", valid))),
+            port.resp.payload.eq(fifo.o.payload),
+            port.resp.valid.eq(fifo.o.valid),
+            fifo.o.ready.eq(port.resp.ready),
         ]
 
     def _read_credit(self, m, i: int, port, slot):
         """Drive ``req.ready`` (own slot and a free response-FIFO entry); return the registered
         credit flag (at least one entry free for a new read)."""
-        credit = Signal(init=1, name=f"rd{i}_credit")
-        free = Signal(range(self.resp_depth + 1), init=self.resp_depth, name=f"rd{i}_free")
+        # The free entries as a thermometer code (entry k free: bit k; ``resp_depth`` bits,
+        # all set at reset): a read taken shifts it down, a response popped shifts a one in,
+        # so each bit's next value is a 2:1 choice of its neighbours, no adder or compare
+        # behind ready, and the credit flag is bit 0.
+        free = Signal(self.resp_depth, init=(1 << self.resp_depth) - 1, name=f"rd{i}_free")
+        credit = free[0]
         taken = Signal(name=f"rd{i}_taken")
         popped = Signal(name=f"rd{i}_popped")
         m.d.comb += [
@@ -429,41 +503,54 @@ class BankedSram(wiring.Component):
             taken.eq(port.req.valid & port.req.ready),
             popped.eq(port.resp.valid & port.resp.ready),
         ]
-        # credit == (free != 0). The next count and flag are chosen by taken/popped among
-        # values computed from the registered count, so no adder sits behind ready.
         with m.If(taken & ~popped):
-            m.d.sync += [free.eq(free - 1), credit.eq(free >= 2)]
+            m.d.sync += free.eq(free >> 1)
         with m.Elif(popped & ~taken):
-            m.d.sync += [free.eq(free + 1), credit.eq(1)]
+            m.d.sync += free.eq(Cat(1, free[:-1]))
         return credit
 
     def _writes(self, m, rams):
         ports = [getattr(self, f"wr{j}") for j in range(self.write_ports)]
-        slots = self._slots(m, "wr", self.write_ports)
         period = slot_period(self.write_ports, self.banks)
         positions = self._positions(period)
         group_bits = (max(len(banks) for banks in positions) - 1).bit_length()
-        entry_layout = data.StructLayout({
-            "row": self.row_bits, "data": 8 * self.word_bytes, "mask": self.word_bytes,
-            "group": max(1, group_bits)})
+        # One entry per slice of the word (per address copy): its own row and group beside
+        # its data and byte enables, so each slice's last rotator stage drives only that
+        # slice's block RAMs.
+        copies = self.addr_copies
+        bits, enables = 8 * self.word_bytes // copies, self.word_bytes // copies
+        slice_layout = data.StructLayout({
+            "row": self.row_bits, "data": bits, "mask": enables, "group": max(1, group_bits)})
+        entry_layout = data.ArrayLayout(slice_layout, copies)
         # Port j's write enters position j; the rotator brings it to position (j + t) mod P,
         # the position of the banks that port j owns in cycle t. The mask is cleared unless
-        # the write transfers, and the group names which of those banks it targets.
+        # the write transfers, and the group names which of those banks it targets. The
+        # rotator's selects are copied per slice.
         m.submodules.write_rotator = rotator = SlotRotator(
-            entry_layout.size, period, step=-1, **self._select_copies(entry_layout.size))
+            entry_layout.size, period, step=-1,
+            **(self._select_copies(entry_layout.size)
+               | ({"select_bits": slice_layout.size} if copies > 1 else {})))
         for j, port in enumerate(ports):
-            bank, row, _, slot = self._port_bank(m, f"wr{j}", port.payload.addr, slots[j])
+            bank, row, _, slot = self._port_bank(m, f"wr{j}", port.payload.addr, j,
+                                                 self.write_ports)
             entry = Signal(entry_layout, name=f"wr{j}_entry")
-            m.d.comb += [
-                port.ready.eq(slot),
-                entry.row.eq(row), entry.data.eq(port.payload.data),
-                entry.mask.eq(Mux(port.valid & slot, port.payload.mask, 0)),
-                entry.group.eq(bank[self.bank_bits - group_bits:]),
-                getattr(rotator, f"i{j}").eq(entry),
-            ]
+            mask = Mux(port.valid & slot, port.payload.mask, 0)
+            m.d.comb += [port.ready.eq(slot), getattr(rotator, f"i{j}").eq(entry)]
+            for k in range(copies):
+                m.d.comb += [
+                    entry[k].row.eq(row),
+                    entry[k].data.eq(port.payload.data[bits * k:bits * (k + 1)]),
+                    entry[k].mask.eq(mask[enables * k:enables * (k + 1)]),
+                    entry[k].group.eq(bank[self.bank_bits - group_bits:]),
+                ]
         for q, banks in enumerate(positions):
             entry = data.View(entry_layout, getattr(rotator, f"o{q}"))
             for g, b in enumerate(banks):
-                m.d.comb += [rams[b].w_addr.eq(entry.row), rams[b].w_data.eq(entry.data),
-                             rams[b].w_en.eq(entry.mask if len(banks) == 1
-                                             else Mux(entry.group == g, entry.mask, 0))]
+                m.d.comb += [
+                    rams[b].w_data.eq(Cat(entry[k].data for k in range(copies))),
+                    rams[b].w_en.eq(Cat(entry[k].mask if len(banks) == 1
+                                        else Mux(entry[k].group == g, entry[k].mask, 0)
+                                        for k in range(copies))),
+                ]
+                m.d.comb += [rams[b].w_addr.eq(entry[0].row) if copies == 1 else
+                             rams[b].w_addr[k].eq(entry[k].row) for k in range(copies)]

@@ -42,7 +42,10 @@ class SlotRotator(wiring.Component):
     Stage ``s`` rotates by ``2**s mod period`` when bit ``s`` of the amount is set, so any
     ``period`` works (not only powers of two). Each stage keeps its own copies of the amount
     (a free-running counter per ``select_bits`` bits of the word, so that no select net fans
-    out to more than ``period * select_bits`` muxes and every copy stays beside its slice).
+    out to more than ``period * select_bits`` muxes and every copy stays beside its slice;
+    with ``position_copies``, a counter per slice and output position, so each drives the
+    ``select_bits`` muxes of one register word). When ``period`` is a power of two the
+    counters wrap by themselves, and synthesis keeps only the bits up to the stage's own.
 
     Latency: :attr:`stages` cycles (``ceil(log2 period)``, at least 1). Throughput: one word
     set per cycle, no handshake (the caller carries its own valid bits beside the words).
@@ -59,6 +62,9 @@ class SlotRotator(wiring.Component):
         +1 or -1: how the amount moves from one cycle to the next.
     select_bits : int
         Word bits per copy of a stage's select.
+    position_copies : bool
+        A copy of each stage's select per output position as well (default: shared by the
+        positions).
 
     Members
     -------
@@ -69,7 +75,7 @@ class SlotRotator(wiring.Component):
     """
 
     def __init__(self, width: int, period: int, *, phase: int = 0, step: int = 1,
-                 select_bits: int = 16):
+                 select_bits: int = 16, position_copies: bool = False):
         for name, value in (("width", width), ("period", period),
                             ("select_bits", select_bits)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -82,6 +88,7 @@ class SlotRotator(wiring.Component):
         self.phase = phase % period
         self.step = step
         self.select_bits = select_bits
+        self.position_copies = position_copies
         members = {}
         for k in range(period):
             members[f"i{k}"] = In(width)
@@ -101,7 +108,9 @@ class SlotRotator(wiring.Component):
     def _amount_copy(self, m, name: str, stage: int) -> Signal:
         """A counter equal to the amount of the set that enters ``stage`` in this cycle."""
         count = Signal(range(self.period), init=self.amount(-stage), name=name)
-        if self.step > 0:
+        if self.period & (self.period - 1) == 0:
+            m.d.sync += count.eq(count + self.step)     # wraps by itself
+        elif self.step > 0:
             m.d.sync += count.eq(Mux(count == self.period - 1, 0, count + 1))
         else:
             m.d.sync += count.eq(Mux(count == 0, self.period - 1, count - 1))
@@ -114,10 +123,14 @@ class SlotRotator(wiring.Component):
                   for lo in range(0, self.width, self.select_bits)]
         for stage in range(self.stages):
             shift = (1 << stage) % self.period
-            selects = [self._amount_copy(m, f"stage{stage}_amount{n}", stage)[stage]
-                       if shift else 0 for n in range(len(slices))]
+            shared = [self._amount_copy(m, f"stage{stage}_amount{n}", stage)[stage]
+                      if shift and not self.position_copies else 0
+                      for n in range(len(slices))]
             rotated = []
             for k in range(self.period):
+                selects = shared if not (shift and self.position_copies) else [
+                    self._amount_copy(m, f"stage{stage}_word{k}_amount{n}", stage)[stage]
+                    for n in range(len(slices))]
                 word = Signal(self.width, name=f"stage{stage}_word{k}", reset_less=True)
                 here, there = words[k], words[(k + shift) % self.period]
                 m.d.sync += word.eq(Cat(Mux(select, there[lo:hi], here[lo:hi])
