@@ -694,18 +694,18 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     .in_ready(out__0__ready),
     .o__ready(\o__ready$188 ),
     .out_valid(\o__valid$196 ),
-    .\port$3203$0 (\$90 ),
-    .\port$3204$0 (\$91 ),
-    .\port$3205$0 (\$92 ),
-    .\port$3206$0 (\$93 ),
-    .\port$3207$0 (\$94 ),
-    .\port$3208$0 (\$95 ),
-    .\port$3209$0 (\$96 ),
-    .\port$3210$0 (\$97 ),
-    .\port$3211$0 (\$98 ),
-    .\port$3212$0 (\$99 ),
-    .\port$3213$0 (\$100 ),
-    .\port$3214$0 (\$101 ),
+    .\port$3231$0 (\$90 ),
+    .\port$3232$0 (\$91 ),
+    .\port$3233$0 (\$92 ),
+    .\port$3234$0 (\$93 ),
+    .\port$3235$0 (\$94 ),
+    .\port$3236$0 (\$95 ),
+    .\port$3237$0 (\$96 ),
+    .\port$3238$0 (\$97 ),
+    .\port$3239$0 (\$98 ),
+    .\port$3240$0 (\$99 ),
+    .\port$3241$0 (\$100 ),
+    .\port$3242$0 (\$101 ),
     .rst(rst)
   );
   \ace_nic_small.ch0_link1_recv_skid  ch0_link1_recv_skid (
@@ -715,18 +715,18 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     .in_ready(\out__0__ready$191 ),
     .o__ready(\o__ready$195 ),
     .out_valid(\o__valid$197 ),
-    .\port$3343$0 (\$102 ),
-    .\port$3344$0 (\$103 ),
-    .\port$3345$0 (\$104 ),
-    .\port$3346$0 (\$105 ),
-    .\port$3347$0 (\$106 ),
-    .\port$3348$0 (\$107 ),
-    .\port$3349$0 (\$108 ),
-    .\port$3350$0 (\$109 ),
-    .\port$3351$0 (\$110 ),
-    .\port$3352$0 (\$111 ),
-    .\port$3353$0 (\$112 ),
-    .\port$3354$0 (\$113 ),
+    .\port$3371$0 (\$102 ),
+    .\port$3372$0 (\$103 ),
+    .\port$3373$0 (\$104 ),
+    .\port$3374$0 (\$105 ),
+    .\port$3375$0 (\$106 ),
+    .\port$3376$0 (\$107 ),
+    .\port$3377$0 (\$108 ),
+    .\port$3378$0 (\$109 ),
+    .\port$3379$0 (\$110 ),
+    .\port$3380$0 (\$111 ),
+    .\port$3381$0 (\$112 ),
+    .\port$3382$0 (\$113 ),
     .rst(rst)
   );
   \ace_nic_small.ch0_send_skid  ch0_send_skid (
@@ -736,14 +736,14 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     .in_ready(ch0_send_data__ready),
     .o__ready(o__ready),
     .out_valid(data__0__valid),
-    .\port$3011$0 (\$74 ),
-    .\port$3012$0 (\$75 ),
-    .\port$3013$0 (\$76 ),
-    .\port$3014$0 (\$77 ),
-    .\port$3015$0 (\$78 ),
-    .\port$3016$0 (\$79 ),
-    .\port$3017$0 (\$80 ),
-    .\port$3018$0 (\$81 ),
+    .\port$3039$0 (\$74 ),
+    .\port$3040$0 (\$75 ),
+    .\port$3041$0 (\$76 ),
+    .\port$3042$0 (\$77 ),
+    .\port$3043$0 (\$78 ),
+    .\port$3044$0 (\$79 ),
+    .\port$3045$0 (\$80 ),
+    .\port$3046$0 (\$81 ),
     .rst(rst)
   );
   \ace_nic_small.ch1_link0_recv_skid  ch1_link0_recv_skid (
@@ -753,18 +753,18 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     .in_ready(out__1__ready),
     .o__ready(\o__ready$206 ),
     .out_valid(\o__valid$214 ),
-    .\port$3483$0 (\$114 ),
-    .\port$3484$0 (\$115 ),
-    .\port$3485$0 (\$116 ),
-    .\port$3486$0 (\$117 ),
-    .\port$3487$0 (\$118 ),
-    .\port$3488$0 (\$119 ),
-    .\port$3489$0 (\$120 ),
-    .\port$3490$0 (\$121 ),
-    .\port$3491$0 (\$122 ),
-    .\port$3492$0 (\$123 ),
-    .\port$3493$0 (\$124 ),
-    .\port$3494$0 (\$125 ),
+    .\port$3511$0 (\$114 ),
+    .\port$3512$0 (\$115 ),
+    .\port$3513$0 (\$116 ),
+    .\port$3514$0 (\$117 ),
+    .\port$3515$0 (\$118 ),
+    .\port$3516$0 (\$119 ),
+    .\port$3517$0 (\$120 ),
+    .\port$3518$0 (\$121 ),
+    .\port$3519$0 (\$122 ),
+    .\port$3520$0 (\$123 ),
+    .\port$3521$0 (\$124 ),
+    .\port$3522$0 (\$125 ),
     .rst(rst)
   );
   \ace_nic_small.ch1_link1_recv_skid  ch1_link1_recv_skid (
@@ -774,18 +774,18 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     .in_ready(\out__1__ready$209 ),
     .o__ready(\o__ready$213 ),
     .out_valid(\o__valid$215 ),
-    .\port$3623$0 (\$126 ),
-    .\port$3624$0 (\$127 ),
-    .\port$3625$0 (\$128 ),
-    .\port$3626$0 (\$129 ),
-    .\port$3627$0 (\$130 ),
-    .\port$3628$0 (\$131 ),
-    .\port$3629$0 (\$132 ),
-    .\port$3630$0 (\$133 ),
-    .\port$3631$0 (\$134 ),
-    .\port$3632$0 (\$135 ),
-    .\port$3633$0 (\$136 ),
-    .\port$3634$0 (\$137 ),
+    .\port$3651$0 (\$126 ),
+    .\port$3652$0 (\$127 ),
+    .\port$3653$0 (\$128 ),
+    .\port$3654$0 (\$129 ),
+    .\port$3655$0 (\$130 ),
+    .\port$3656$0 (\$131 ),
+    .\port$3657$0 (\$132 ),
+    .\port$3658$0 (\$133 ),
+    .\port$3659$0 (\$134 ),
+    .\port$3660$0 (\$135 ),
+    .\port$3661$0 (\$136 ),
+    .\port$3662$0 (\$137 ),
     .rst(rst)
   );
   \ace_nic_small.ch1_send_skid  ch1_send_skid (
@@ -795,14 +795,14 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     .in_ready(ch1_send_data__ready),
     .o__ready(\o__ready$178 ),
     .out_valid(data__1__valid),
-    .\port$3107$0 (\$82 ),
-    .\port$3108$0 (\$83 ),
-    .\port$3109$0 (\$84 ),
-    .\port$3110$0 (\$85 ),
-    .\port$3111$0 (\$86 ),
-    .\port$3112$0 (\$87 ),
-    .\port$3113$0 (\$88 ),
-    .\port$3114$0 (\$89 ),
+    .\port$3135$0 (\$82 ),
+    .\port$3136$0 (\$83 ),
+    .\port$3137$0 (\$84 ),
+    .\port$3138$0 (\$85 ),
+    .\port$3139$0 (\$86 ),
+    .\port$3140$0 (\$87 ),
+    .\port$3141$0 (\$88 ),
+    .\port$3142$0 (\$89 ),
     .rst(rst)
   );
   \ace_nic_small.rx0  rx0 (
@@ -888,22 +888,22 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     .node_id(node_id),
     .o__ready(tx0__tready),
     .payload_bytes(link0_tx_payload_bytes),
-    .\port$3011$0 (\$74 ),
-    .\port$3012$0 (\$75 ),
-    .\port$3013$0 (\$76 ),
-    .\port$3014$0 (\$77 ),
-    .\port$3015$0 (\$78 ),
-    .\port$3016$0 (\$79 ),
-    .\port$3017$0 (\$80 ),
-    .\port$3018$0 (\$81 ),
-    .\port$3107$0 (\$82 ),
-    .\port$3108$0 (\$83 ),
-    .\port$3109$0 (\$84 ),
-    .\port$3110$0 (\$85 ),
-    .\port$3111$0 (\$86 ),
-    .\port$3112$0 (\$87 ),
-    .\port$3113$0 (\$88 ),
-    .\port$3114$0 (\$89 ),
+    .\port$3039$0 (\$74 ),
+    .\port$3040$0 (\$75 ),
+    .\port$3041$0 (\$76 ),
+    .\port$3042$0 (\$77 ),
+    .\port$3043$0 (\$78 ),
+    .\port$3044$0 (\$79 ),
+    .\port$3045$0 (\$80 ),
+    .\port$3046$0 (\$81 ),
+    .\port$3135$0 (\$82 ),
+    .\port$3136$0 (\$83 ),
+    .\port$3137$0 (\$84 ),
+    .\port$3138$0 (\$85 ),
+    .\port$3139$0 (\$86 ),
+    .\port$3140$0 (\$87 ),
+    .\port$3141$0 (\$88 ),
+    .\port$3142$0 (\$89 ),
     .\port$554$0 (\$58 ),
     .\port$555$0 (\$59 ),
     .\port$556$0 (\$60 ),
@@ -944,30 +944,30 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     .node_id(node_id),
     .o__ready(tx1__tready),
     .payload_bytes(link1_tx_payload_bytes),
-    .\port$2011$0 (\$66 ),
-    .\port$2012$0 (\$67 ),
-    .\port$2013$0 (\$68 ),
-    .\port$2014$0 (\$69 ),
-    .\port$2015$0 (\$70 ),
-    .\port$2016$0 (\$71 ),
-    .\port$2017$0 (\$72 ),
-    .\port$2018$0 (\$73 ),
-    .\port$3011$0 (\$74 ),
-    .\port$3012$0 (\$75 ),
-    .\port$3013$0 (\$76 ),
-    .\port$3014$0 (\$77 ),
-    .\port$3015$0 (\$78 ),
-    .\port$3016$0 (\$79 ),
-    .\port$3017$0 (\$80 ),
-    .\port$3018$0 (\$81 ),
-    .\port$3107$0 (\$82 ),
-    .\port$3108$0 (\$83 ),
-    .\port$3109$0 (\$84 ),
-    .\port$3110$0 (\$85 ),
-    .\port$3111$0 (\$86 ),
-    .\port$3112$0 (\$87 ),
-    .\port$3113$0 (\$88 ),
-    .\port$3114$0 (\$89 ),
+    .\port$2025$0 (\$66 ),
+    .\port$2026$0 (\$67 ),
+    .\port$2027$0 (\$68 ),
+    .\port$2028$0 (\$69 ),
+    .\port$2029$0 (\$70 ),
+    .\port$2030$0 (\$71 ),
+    .\port$2031$0 (\$72 ),
+    .\port$2032$0 (\$73 ),
+    .\port$3039$0 (\$74 ),
+    .\port$3040$0 (\$75 ),
+    .\port$3041$0 (\$76 ),
+    .\port$3042$0 (\$77 ),
+    .\port$3043$0 (\$78 ),
+    .\port$3044$0 (\$79 ),
+    .\port$3045$0 (\$80 ),
+    .\port$3046$0 (\$81 ),
+    .\port$3135$0 (\$82 ),
+    .\port$3136$0 (\$83 ),
+    .\port$3137$0 (\$84 ),
+    .\port$3138$0 (\$85 ),
+    .\port$3139$0 (\$86 ),
+    .\port$3140$0 (\$87 ),
+    .\port$3141$0 (\$88 ),
+    .\port$3142$0 (\$89 ),
     .rst(rst),
     .stall_cycles(link1_tx_stall_cycles)
   );
@@ -1338,7 +1338,7 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.ch0_link0_recv_skid (rst, o__ready, \port$3203$0 , \port$3204$0 , \port$3205$0 , \port$3206$0 , \port$3207$0 , \port$3208$0 , \port$3209$0 , \port$3210$0 , \port$3211$0 , \port$3212$0 , \port$3213$0 , \port$3214$0 , i__valid, i__payload, in_ready, out_valid, clk);
+module \ace_nic_small.ch0_link0_recv_skid (rst, o__ready, \port$3231$0 , \port$3232$0 , \port$3233$0 , \port$3234$0 , \port$3235$0 , \port$3236$0 , \port$3237$0 , \port$3238$0 , \port$3239$0 , \port$3240$0 , \port$3241$0 , \port$3242$0 , i__valid, i__payload, in_ready, out_valid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$50  = 0;
   wire [2:0] \$1 ;
   wire [15:0] \$10 ;
@@ -1531,30 +1531,30 @@ module \ace_nic_small.ch0_link0_recv_skid (rst, o__ready, \port$3203$0 , \port$3
   output out_valid;
   reg out_valid = 1'h0;
   wire pop;
-  output [15:0] \port$3203$0 ;
-  wire [15:0] \port$3203$0 ;
-  output [15:0] \port$3204$0 ;
-  wire [15:0] \port$3204$0 ;
-  output [15:0] \port$3205$0 ;
-  wire [15:0] \port$3205$0 ;
-  output [15:0] \port$3206$0 ;
-  wire [15:0] \port$3206$0 ;
-  output [15:0] \port$3207$0 ;
-  wire [15:0] \port$3207$0 ;
-  output [15:0] \port$3208$0 ;
-  wire [15:0] \port$3208$0 ;
-  output [15:0] \port$3209$0 ;
-  wire [15:0] \port$3209$0 ;
-  output [15:0] \port$3210$0 ;
-  wire [15:0] \port$3210$0 ;
-  output [15:0] \port$3211$0 ;
-  wire [15:0] \port$3211$0 ;
-  output [15:0] \port$3212$0 ;
-  wire [15:0] \port$3212$0 ;
-  output [15:0] \port$3213$0 ;
-  wire [15:0] \port$3213$0 ;
-  output [2:0] \port$3214$0 ;
-  wire [2:0] \port$3214$0 ;
+  output [15:0] \port$3231$0 ;
+  wire [15:0] \port$3231$0 ;
+  output [15:0] \port$3232$0 ;
+  wire [15:0] \port$3232$0 ;
+  output [15:0] \port$3233$0 ;
+  wire [15:0] \port$3233$0 ;
+  output [15:0] \port$3234$0 ;
+  wire [15:0] \port$3234$0 ;
+  output [15:0] \port$3235$0 ;
+  wire [15:0] \port$3235$0 ;
+  output [15:0] \port$3236$0 ;
+  wire [15:0] \port$3236$0 ;
+  output [15:0] \port$3237$0 ;
+  wire [15:0] \port$3237$0 ;
+  output [15:0] \port$3238$0 ;
+  wire [15:0] \port$3238$0 ;
+  output [15:0] \port$3239$0 ;
+  wire [15:0] \port$3239$0 ;
+  output [15:0] \port$3240$0 ;
+  wire [15:0] \port$3240$0 ;
+  output [15:0] \port$3241$0 ;
+  wire [15:0] \port$3241$0 ;
+  output [2:0] \port$3242$0 ;
+  wire [2:0] \port$3242$0 ;
   wire push;
   reg r_at = 1'h0;
   wire r_at_next;
@@ -2117,18 +2117,18 @@ module \ace_nic_small.ch0_link0_recv_skid (rst, o__ready, \port$3203$0 , \port$3
   assign i__ready = in_ready;
   assign o__valid = out_valid;
   assign o__payload = { \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
-  assign \port$3203$0  = \$3 ;
-  assign \port$3204$0  = \$4 ;
-  assign \port$3205$0  = \$5 ;
-  assign \port$3206$0  = \$6 ;
-  assign \port$3207$0  = \$7 ;
-  assign \port$3208$0  = \$8 ;
-  assign \port$3209$0  = \$9 ;
-  assign \port$3210$0  = \$10 ;
-  assign \port$3211$0  = \$11 ;
-  assign \port$3212$0  = \$12 ;
-  assign \port$3213$0  = \$13 ;
-  assign \port$3214$0  = \$14 ;
+  assign \port$3231$0  = \$3 ;
+  assign \port$3232$0  = \$4 ;
+  assign \port$3233$0  = \$5 ;
+  assign \port$3234$0  = \$6 ;
+  assign \port$3235$0  = \$7 ;
+  assign \port$3236$0  = \$8 ;
+  assign \port$3237$0  = \$9 ;
+  assign \port$3238$0  = \$10 ;
+  assign \port$3239$0  = \$11 ;
+  assign \port$3240$0  = \$12 ;
+  assign \port$3241$0  = \$13 ;
+  assign \port$3242$0  = \$14 ;
   assign \o__payload.data  = { \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
   assign \o__payload.keep  = \$11 ;
   assign \o__payload.first  = \$12 [0];
@@ -2158,7 +2158,7 @@ module \ace_nic_small.ch0_link0_recv_skid (rst, o__ready, \port$3203$0 , \port$3
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.ch0_link1_recv_skid (rst, o__ready, \port$3343$0 , \port$3344$0 , \port$3345$0 , \port$3346$0 , \port$3347$0 , \port$3348$0 , \port$3349$0 , \port$3350$0 , \port$3351$0 , \port$3352$0 , \port$3353$0 , \port$3354$0 , i__valid, i__payload, in_ready, out_valid, clk);
+module \ace_nic_small.ch0_link1_recv_skid (rst, o__ready, \port$3371$0 , \port$3372$0 , \port$3373$0 , \port$3374$0 , \port$3375$0 , \port$3376$0 , \port$3377$0 , \port$3378$0 , \port$3379$0 , \port$3380$0 , \port$3381$0 , \port$3382$0 , i__valid, i__payload, in_ready, out_valid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$51  = 0;
   wire [2:0] \$1 ;
   wire [15:0] \$10 ;
@@ -2351,30 +2351,30 @@ module \ace_nic_small.ch0_link1_recv_skid (rst, o__ready, \port$3343$0 , \port$3
   output out_valid;
   reg out_valid = 1'h0;
   wire pop;
-  output [15:0] \port$3343$0 ;
-  wire [15:0] \port$3343$0 ;
-  output [15:0] \port$3344$0 ;
-  wire [15:0] \port$3344$0 ;
-  output [15:0] \port$3345$0 ;
-  wire [15:0] \port$3345$0 ;
-  output [15:0] \port$3346$0 ;
-  wire [15:0] \port$3346$0 ;
-  output [15:0] \port$3347$0 ;
-  wire [15:0] \port$3347$0 ;
-  output [15:0] \port$3348$0 ;
-  wire [15:0] \port$3348$0 ;
-  output [15:0] \port$3349$0 ;
-  wire [15:0] \port$3349$0 ;
-  output [15:0] \port$3350$0 ;
-  wire [15:0] \port$3350$0 ;
-  output [15:0] \port$3351$0 ;
-  wire [15:0] \port$3351$0 ;
-  output [15:0] \port$3352$0 ;
-  wire [15:0] \port$3352$0 ;
-  output [15:0] \port$3353$0 ;
-  wire [15:0] \port$3353$0 ;
-  output [2:0] \port$3354$0 ;
-  wire [2:0] \port$3354$0 ;
+  output [15:0] \port$3371$0 ;
+  wire [15:0] \port$3371$0 ;
+  output [15:0] \port$3372$0 ;
+  wire [15:0] \port$3372$0 ;
+  output [15:0] \port$3373$0 ;
+  wire [15:0] \port$3373$0 ;
+  output [15:0] \port$3374$0 ;
+  wire [15:0] \port$3374$0 ;
+  output [15:0] \port$3375$0 ;
+  wire [15:0] \port$3375$0 ;
+  output [15:0] \port$3376$0 ;
+  wire [15:0] \port$3376$0 ;
+  output [15:0] \port$3377$0 ;
+  wire [15:0] \port$3377$0 ;
+  output [15:0] \port$3378$0 ;
+  wire [15:0] \port$3378$0 ;
+  output [15:0] \port$3379$0 ;
+  wire [15:0] \port$3379$0 ;
+  output [15:0] \port$3380$0 ;
+  wire [15:0] \port$3380$0 ;
+  output [15:0] \port$3381$0 ;
+  wire [15:0] \port$3381$0 ;
+  output [2:0] \port$3382$0 ;
+  wire [2:0] \port$3382$0 ;
   wire push;
   reg r_at = 1'h0;
   wire r_at_next;
@@ -2937,18 +2937,18 @@ module \ace_nic_small.ch0_link1_recv_skid (rst, o__ready, \port$3343$0 , \port$3
   assign i__ready = in_ready;
   assign o__valid = out_valid;
   assign o__payload = { \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
-  assign \port$3343$0  = \$3 ;
-  assign \port$3344$0  = \$4 ;
-  assign \port$3345$0  = \$5 ;
-  assign \port$3346$0  = \$6 ;
-  assign \port$3347$0  = \$7 ;
-  assign \port$3348$0  = \$8 ;
-  assign \port$3349$0  = \$9 ;
-  assign \port$3350$0  = \$10 ;
-  assign \port$3351$0  = \$11 ;
-  assign \port$3352$0  = \$12 ;
-  assign \port$3353$0  = \$13 ;
-  assign \port$3354$0  = \$14 ;
+  assign \port$3371$0  = \$3 ;
+  assign \port$3372$0  = \$4 ;
+  assign \port$3373$0  = \$5 ;
+  assign \port$3374$0  = \$6 ;
+  assign \port$3375$0  = \$7 ;
+  assign \port$3376$0  = \$8 ;
+  assign \port$3377$0  = \$9 ;
+  assign \port$3378$0  = \$10 ;
+  assign \port$3379$0  = \$11 ;
+  assign \port$3380$0  = \$12 ;
+  assign \port$3381$0  = \$13 ;
+  assign \port$3382$0  = \$14 ;
   assign \o__payload.data  = { \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
   assign \o__payload.keep  = \$11 ;
   assign \o__payload.first  = \$12 [0];
@@ -2978,7 +2978,7 @@ module \ace_nic_small.ch0_link1_recv_skid (rst, o__ready, \port$3343$0 , \port$3
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.ch0_send_skid (i__valid, clk, rst, o__ready, \port$3011$0 , \port$3012$0 , \port$3013$0 , \port$3014$0 , \port$3015$0 , \port$3016$0 , \port$3017$0 , \port$3018$0 , in_ready, out_valid, i__payload);
+module \ace_nic_small.ch0_send_skid (i__valid, clk, rst, o__ready, \port$3039$0 , \port$3040$0 , \port$3041$0 , \port$3042$0 , \port$3043$0 , \port$3044$0 , \port$3045$0 , \port$3046$0 , in_ready, out_valid, i__payload);
   reg \$auto$verilog_backend.cc:2355:dump_module$52  = 0;
   wire [2:0] \$1 ;
   wire [15:0] \$10 ;
@@ -3111,22 +3111,22 @@ module \ace_nic_small.ch0_send_skid (i__valid, clk, rst, o__ready, \port$3011$0 
   output out_valid;
   reg out_valid = 1'h0;
   wire pop;
-  output [15:0] \port$3011$0 ;
-  wire [15:0] \port$3011$0 ;
-  output [15:0] \port$3012$0 ;
-  wire [15:0] \port$3012$0 ;
-  output [15:0] \port$3013$0 ;
-  wire [15:0] \port$3013$0 ;
-  output [15:0] \port$3014$0 ;
-  wire [15:0] \port$3014$0 ;
-  output [15:0] \port$3015$0 ;
-  wire [15:0] \port$3015$0 ;
-  output [15:0] \port$3016$0 ;
-  wire [15:0] \port$3016$0 ;
-  output [15:0] \port$3017$0 ;
-  wire [15:0] \port$3017$0 ;
-  output [15:0] \port$3018$0 ;
-  wire [15:0] \port$3018$0 ;
+  output [15:0] \port$3039$0 ;
+  wire [15:0] \port$3039$0 ;
+  output [15:0] \port$3040$0 ;
+  wire [15:0] \port$3040$0 ;
+  output [15:0] \port$3041$0 ;
+  wire [15:0] \port$3041$0 ;
+  output [15:0] \port$3042$0 ;
+  wire [15:0] \port$3042$0 ;
+  output [15:0] \port$3043$0 ;
+  wire [15:0] \port$3043$0 ;
+  output [15:0] \port$3044$0 ;
+  wire [15:0] \port$3044$0 ;
+  output [15:0] \port$3045$0 ;
+  wire [15:0] \port$3045$0 ;
+  output [15:0] \port$3046$0 ;
+  wire [15:0] \port$3046$0 ;
   wire push;
   reg r_at = 1'h0;
   wire r_at_next;
@@ -3529,14 +3529,14 @@ module \ace_nic_small.ch0_send_skid (i__valid, clk, rst, o__ready, \port$3011$0 
   assign i__ready = in_ready;
   assign o__valid = out_valid;
   assign o__payload = { \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
-  assign \port$3011$0  = \$3 ;
-  assign \port$3012$0  = \$4 ;
-  assign \port$3013$0  = \$5 ;
-  assign \port$3014$0  = \$6 ;
-  assign \port$3015$0  = \$7 ;
-  assign \port$3016$0  = \$8 ;
-  assign \port$3017$0  = \$9 ;
-  assign \port$3018$0  = \$10 ;
+  assign \port$3039$0  = \$3 ;
+  assign \port$3040$0  = \$4 ;
+  assign \port$3041$0  = \$5 ;
+  assign \port$3042$0  = \$6 ;
+  assign \port$3043$0  = \$7 ;
+  assign \port$3044$0  = \$8 ;
+  assign \port$3045$0  = \$9 ;
+  assign \port$3046$0  = \$10 ;
   assign \o__payload.data  = { \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
   assign \i__payload.data  = i__payload;
   assign \$38  = w_at_next;
@@ -3550,7 +3550,7 @@ module \ace_nic_small.ch0_send_skid (i__valid, clk, rst, o__ready, \port$3011$0 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.ch1_link0_recv_skid (rst, o__ready, \port$3483$0 , \port$3484$0 , \port$3485$0 , \port$3486$0 , \port$3487$0 , \port$3488$0 , \port$3489$0 , \port$3490$0 , \port$3491$0 , \port$3492$0 , \port$3493$0 , \port$3494$0 , i__valid, i__payload, in_ready, out_valid, clk);
+module \ace_nic_small.ch1_link0_recv_skid (rst, o__ready, \port$3511$0 , \port$3512$0 , \port$3513$0 , \port$3514$0 , \port$3515$0 , \port$3516$0 , \port$3517$0 , \port$3518$0 , \port$3519$0 , \port$3520$0 , \port$3521$0 , \port$3522$0 , i__valid, i__payload, in_ready, out_valid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$53  = 0;
   wire [2:0] \$1 ;
   wire [15:0] \$10 ;
@@ -3743,30 +3743,30 @@ module \ace_nic_small.ch1_link0_recv_skid (rst, o__ready, \port$3483$0 , \port$3
   output out_valid;
   reg out_valid = 1'h0;
   wire pop;
-  output [15:0] \port$3483$0 ;
-  wire [15:0] \port$3483$0 ;
-  output [15:0] \port$3484$0 ;
-  wire [15:0] \port$3484$0 ;
-  output [15:0] \port$3485$0 ;
-  wire [15:0] \port$3485$0 ;
-  output [15:0] \port$3486$0 ;
-  wire [15:0] \port$3486$0 ;
-  output [15:0] \port$3487$0 ;
-  wire [15:0] \port$3487$0 ;
-  output [15:0] \port$3488$0 ;
-  wire [15:0] \port$3488$0 ;
-  output [15:0] \port$3489$0 ;
-  wire [15:0] \port$3489$0 ;
-  output [15:0] \port$3490$0 ;
-  wire [15:0] \port$3490$0 ;
-  output [15:0] \port$3491$0 ;
-  wire [15:0] \port$3491$0 ;
-  output [15:0] \port$3492$0 ;
-  wire [15:0] \port$3492$0 ;
-  output [15:0] \port$3493$0 ;
-  wire [15:0] \port$3493$0 ;
-  output [2:0] \port$3494$0 ;
-  wire [2:0] \port$3494$0 ;
+  output [15:0] \port$3511$0 ;
+  wire [15:0] \port$3511$0 ;
+  output [15:0] \port$3512$0 ;
+  wire [15:0] \port$3512$0 ;
+  output [15:0] \port$3513$0 ;
+  wire [15:0] \port$3513$0 ;
+  output [15:0] \port$3514$0 ;
+  wire [15:0] \port$3514$0 ;
+  output [15:0] \port$3515$0 ;
+  wire [15:0] \port$3515$0 ;
+  output [15:0] \port$3516$0 ;
+  wire [15:0] \port$3516$0 ;
+  output [15:0] \port$3517$0 ;
+  wire [15:0] \port$3517$0 ;
+  output [15:0] \port$3518$0 ;
+  wire [15:0] \port$3518$0 ;
+  output [15:0] \port$3519$0 ;
+  wire [15:0] \port$3519$0 ;
+  output [15:0] \port$3520$0 ;
+  wire [15:0] \port$3520$0 ;
+  output [15:0] \port$3521$0 ;
+  wire [15:0] \port$3521$0 ;
+  output [2:0] \port$3522$0 ;
+  wire [2:0] \port$3522$0 ;
   wire push;
   reg r_at = 1'h0;
   wire r_at_next;
@@ -4329,18 +4329,18 @@ module \ace_nic_small.ch1_link0_recv_skid (rst, o__ready, \port$3483$0 , \port$3
   assign i__ready = in_ready;
   assign o__valid = out_valid;
   assign o__payload = { \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
-  assign \port$3483$0  = \$3 ;
-  assign \port$3484$0  = \$4 ;
-  assign \port$3485$0  = \$5 ;
-  assign \port$3486$0  = \$6 ;
-  assign \port$3487$0  = \$7 ;
-  assign \port$3488$0  = \$8 ;
-  assign \port$3489$0  = \$9 ;
-  assign \port$3490$0  = \$10 ;
-  assign \port$3491$0  = \$11 ;
-  assign \port$3492$0  = \$12 ;
-  assign \port$3493$0  = \$13 ;
-  assign \port$3494$0  = \$14 ;
+  assign \port$3511$0  = \$3 ;
+  assign \port$3512$0  = \$4 ;
+  assign \port$3513$0  = \$5 ;
+  assign \port$3514$0  = \$6 ;
+  assign \port$3515$0  = \$7 ;
+  assign \port$3516$0  = \$8 ;
+  assign \port$3517$0  = \$9 ;
+  assign \port$3518$0  = \$10 ;
+  assign \port$3519$0  = \$11 ;
+  assign \port$3520$0  = \$12 ;
+  assign \port$3521$0  = \$13 ;
+  assign \port$3522$0  = \$14 ;
   assign \o__payload.data  = { \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
   assign \o__payload.keep  = \$11 ;
   assign \o__payload.first  = \$12 [0];
@@ -4370,7 +4370,7 @@ module \ace_nic_small.ch1_link0_recv_skid (rst, o__ready, \port$3483$0 , \port$3
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.ch1_link1_recv_skid (rst, o__ready, \port$3623$0 , \port$3624$0 , \port$3625$0 , \port$3626$0 , \port$3627$0 , \port$3628$0 , \port$3629$0 , \port$3630$0 , \port$3631$0 , \port$3632$0 , \port$3633$0 , \port$3634$0 , i__valid, i__payload, in_ready, out_valid, clk);
+module \ace_nic_small.ch1_link1_recv_skid (rst, o__ready, \port$3651$0 , \port$3652$0 , \port$3653$0 , \port$3654$0 , \port$3655$0 , \port$3656$0 , \port$3657$0 , \port$3658$0 , \port$3659$0 , \port$3660$0 , \port$3661$0 , \port$3662$0 , i__valid, i__payload, in_ready, out_valid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$54  = 0;
   wire [2:0] \$1 ;
   wire [15:0] \$10 ;
@@ -4563,30 +4563,30 @@ module \ace_nic_small.ch1_link1_recv_skid (rst, o__ready, \port$3623$0 , \port$3
   output out_valid;
   reg out_valid = 1'h0;
   wire pop;
-  output [15:0] \port$3623$0 ;
-  wire [15:0] \port$3623$0 ;
-  output [15:0] \port$3624$0 ;
-  wire [15:0] \port$3624$0 ;
-  output [15:0] \port$3625$0 ;
-  wire [15:0] \port$3625$0 ;
-  output [15:0] \port$3626$0 ;
-  wire [15:0] \port$3626$0 ;
-  output [15:0] \port$3627$0 ;
-  wire [15:0] \port$3627$0 ;
-  output [15:0] \port$3628$0 ;
-  wire [15:0] \port$3628$0 ;
-  output [15:0] \port$3629$0 ;
-  wire [15:0] \port$3629$0 ;
-  output [15:0] \port$3630$0 ;
-  wire [15:0] \port$3630$0 ;
-  output [15:0] \port$3631$0 ;
-  wire [15:0] \port$3631$0 ;
-  output [15:0] \port$3632$0 ;
-  wire [15:0] \port$3632$0 ;
-  output [15:0] \port$3633$0 ;
-  wire [15:0] \port$3633$0 ;
-  output [2:0] \port$3634$0 ;
-  wire [2:0] \port$3634$0 ;
+  output [15:0] \port$3651$0 ;
+  wire [15:0] \port$3651$0 ;
+  output [15:0] \port$3652$0 ;
+  wire [15:0] \port$3652$0 ;
+  output [15:0] \port$3653$0 ;
+  wire [15:0] \port$3653$0 ;
+  output [15:0] \port$3654$0 ;
+  wire [15:0] \port$3654$0 ;
+  output [15:0] \port$3655$0 ;
+  wire [15:0] \port$3655$0 ;
+  output [15:0] \port$3656$0 ;
+  wire [15:0] \port$3656$0 ;
+  output [15:0] \port$3657$0 ;
+  wire [15:0] \port$3657$0 ;
+  output [15:0] \port$3658$0 ;
+  wire [15:0] \port$3658$0 ;
+  output [15:0] \port$3659$0 ;
+  wire [15:0] \port$3659$0 ;
+  output [15:0] \port$3660$0 ;
+  wire [15:0] \port$3660$0 ;
+  output [15:0] \port$3661$0 ;
+  wire [15:0] \port$3661$0 ;
+  output [2:0] \port$3662$0 ;
+  wire [2:0] \port$3662$0 ;
   wire push;
   reg r_at = 1'h0;
   wire r_at_next;
@@ -5149,18 +5149,18 @@ module \ace_nic_small.ch1_link1_recv_skid (rst, o__ready, \port$3623$0 , \port$3
   assign i__ready = in_ready;
   assign o__valid = out_valid;
   assign o__payload = { \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
-  assign \port$3623$0  = \$3 ;
-  assign \port$3624$0  = \$4 ;
-  assign \port$3625$0  = \$5 ;
-  assign \port$3626$0  = \$6 ;
-  assign \port$3627$0  = \$7 ;
-  assign \port$3628$0  = \$8 ;
-  assign \port$3629$0  = \$9 ;
-  assign \port$3630$0  = \$10 ;
-  assign \port$3631$0  = \$11 ;
-  assign \port$3632$0  = \$12 ;
-  assign \port$3633$0  = \$13 ;
-  assign \port$3634$0  = \$14 ;
+  assign \port$3651$0  = \$3 ;
+  assign \port$3652$0  = \$4 ;
+  assign \port$3653$0  = \$5 ;
+  assign \port$3654$0  = \$6 ;
+  assign \port$3655$0  = \$7 ;
+  assign \port$3656$0  = \$8 ;
+  assign \port$3657$0  = \$9 ;
+  assign \port$3658$0  = \$10 ;
+  assign \port$3659$0  = \$11 ;
+  assign \port$3660$0  = \$12 ;
+  assign \port$3661$0  = \$13 ;
+  assign \port$3662$0  = \$14 ;
   assign \o__payload.data  = { \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
   assign \o__payload.keep  = \$11 ;
   assign \o__payload.first  = \$12 [0];
@@ -5190,7 +5190,7 @@ module \ace_nic_small.ch1_link1_recv_skid (rst, o__ready, \port$3623$0 , \port$3
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.ch1_send_skid (i__valid, clk, rst, o__ready, \port$3107$0 , \port$3108$0 , \port$3109$0 , \port$3110$0 , \port$3111$0 , \port$3112$0 , \port$3113$0 , \port$3114$0 , in_ready, out_valid, i__payload);
+module \ace_nic_small.ch1_send_skid (i__valid, clk, rst, o__ready, \port$3135$0 , \port$3136$0 , \port$3137$0 , \port$3138$0 , \port$3139$0 , \port$3140$0 , \port$3141$0 , \port$3142$0 , in_ready, out_valid, i__payload);
   reg \$auto$verilog_backend.cc:2355:dump_module$55  = 0;
   wire [2:0] \$1 ;
   wire [15:0] \$10 ;
@@ -5323,22 +5323,22 @@ module \ace_nic_small.ch1_send_skid (i__valid, clk, rst, o__ready, \port$3107$0 
   output out_valid;
   reg out_valid = 1'h0;
   wire pop;
-  output [15:0] \port$3107$0 ;
-  wire [15:0] \port$3107$0 ;
-  output [15:0] \port$3108$0 ;
-  wire [15:0] \port$3108$0 ;
-  output [15:0] \port$3109$0 ;
-  wire [15:0] \port$3109$0 ;
-  output [15:0] \port$3110$0 ;
-  wire [15:0] \port$3110$0 ;
-  output [15:0] \port$3111$0 ;
-  wire [15:0] \port$3111$0 ;
-  output [15:0] \port$3112$0 ;
-  wire [15:0] \port$3112$0 ;
-  output [15:0] \port$3113$0 ;
-  wire [15:0] \port$3113$0 ;
-  output [15:0] \port$3114$0 ;
-  wire [15:0] \port$3114$0 ;
+  output [15:0] \port$3135$0 ;
+  wire [15:0] \port$3135$0 ;
+  output [15:0] \port$3136$0 ;
+  wire [15:0] \port$3136$0 ;
+  output [15:0] \port$3137$0 ;
+  wire [15:0] \port$3137$0 ;
+  output [15:0] \port$3138$0 ;
+  wire [15:0] \port$3138$0 ;
+  output [15:0] \port$3139$0 ;
+  wire [15:0] \port$3139$0 ;
+  output [15:0] \port$3140$0 ;
+  wire [15:0] \port$3140$0 ;
+  output [15:0] \port$3141$0 ;
+  wire [15:0] \port$3141$0 ;
+  output [15:0] \port$3142$0 ;
+  wire [15:0] \port$3142$0 ;
   wire push;
   reg r_at = 1'h0;
   wire r_at_next;
@@ -5741,14 +5741,14 @@ module \ace_nic_small.ch1_send_skid (i__valid, clk, rst, o__ready, \port$3107$0 
   assign i__ready = in_ready;
   assign o__valid = out_valid;
   assign o__payload = { \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
-  assign \port$3107$0  = \$3 ;
-  assign \port$3108$0  = \$4 ;
-  assign \port$3109$0  = \$5 ;
-  assign \port$3110$0  = \$6 ;
-  assign \port$3111$0  = \$7 ;
-  assign \port$3112$0  = \$8 ;
-  assign \port$3113$0  = \$9 ;
-  assign \port$3114$0  = \$10 ;
+  assign \port$3135$0  = \$3 ;
+  assign \port$3136$0  = \$4 ;
+  assign \port$3137$0  = \$5 ;
+  assign \port$3138$0  = \$6 ;
+  assign \port$3139$0  = \$7 ;
+  assign \port$3140$0  = \$8 ;
+  assign \port$3141$0  = \$9 ;
+  assign \port$3142$0  = \$10 ;
   assign \o__payload.data  = { \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
   assign \i__payload.data  = i__payload;
   assign \$38  = w_at_next;
@@ -7186,7 +7186,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
     .rollback(\rollback$44 ),
     .rst(rst),
     .w_data_q(w_data),
-    .\w_en$25 (w_en)
+    .\w_en$29 (w_en)
   );
   \ace_nic_small.rx0.buffer1  buffer1 (
     .clk(clk),
@@ -7198,7 +7198,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
     .rollback(\rollback$47 ),
     .rst(rst),
     .w_data_q(w_data),
-    .\w_en$25 (\w_en$45 )
+    .\w_en$29 (\w_en$45 )
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
@@ -8246,24 +8246,30 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.rx0.buffer0 (rst, freed, \w_en$25 , commit, rollback, w_data_q, out_valid, r__payload, r__ready, clk);
+module \ace_nic_small.rx0.buffer0 (rst, freed, \w_en$29 , commit, rollback, w_data_q, out_valid, r__payload, r__ready, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$57  = 0;
   wire [6:0] \$1 ;
-  reg \$10 ;
-  reg \$11 ;
-  reg [5:0] \$12 ;
-  reg [5:0] \$13 ;
+  wire \$10 ;
+  wire \$11 ;
+  wire \$12 ;
+  wire [6:0] \$13 ;
   reg \$14 ;
   reg \$15 ;
-  reg [5:0] \$16 ;
+  reg \$16 ;
+  reg \$17 ;
+  reg [5:0] \$18 ;
+  reg [5:0] \$19 ;
   wire [6:0] \$2 ;
+  reg \$20 ;
+  reg \$21 ;
+  reg [5:0] \$22 ;
   wire [6:0] \$3 ;
   wire \$4 ;
   wire \$5 ;
   wire \$6 ;
-  wire [6:0] \$7 ;
-  reg \$8 ;
-  reg \$9 ;
+  wire \$7 ;
+  wire \$8 ;
+  wire \$9 ;
   wire advance;
   input clk;
   wire clk;
@@ -8276,6 +8282,7 @@ module \ace_nic_small.rx0.buffer0 (rst, freed, \w_en$25 , commit, rollback, w_da
   wire freed;
   output out_valid;
   reg out_valid = 1'h0;
+  wire quiet;
   output [178:0] r__payload;
   wire [178:0] r__payload;
   wire [127:0] \r__payload.data ;
@@ -8319,8 +8326,8 @@ module \ace_nic_small.rx0.buffer0 (rst, freed, \w_en$25 , commit, rollback, w_da
   wire [7:0] \w_data_q.src ;
   wire [7:0] \w_data_q.tag ;
   reg w_en = 1'h0;
-  input \w_en$25 ;
-  wire \w_en$25 ;
+  input \w_en$29 ;
+  wire \w_en$29 ;
   reg w_step = 1'h0;
   wire waiting;
   reg [5:0] wr_commit = 6'h00;
@@ -8336,27 +8343,34 @@ module \ace_nic_small.rx0.buffer0 (rst, freed, \w_en$25 , commit, rollback, w_da
   assign fetch = waiting & advance;
   assign freed = out_valid & r__ready;
   assign waiting = wr_commit != rd_ptr;
-  assign \$5  = ~ rollback;
-  assign \$6  = \w_en$25  & \$5 ;
-  assign \$7  = rd_ptr + 1'h1;
+  assign \$5  = w_en | w_step;
+  assign \$6  = \$5  | commit_q;
+  assign \$7  = \$6  | rollback_q;
+  assign \$8  = \$7  | waiting;
+  assign \$9  = \$8  | staged;
+  assign \$10  = \$9  | out_valid;
+  assign quiet = ~ \$10 ;
+  assign \$11  = ~ rollback;
+  assign \$12  = \w_en$29  & \$11 ;
+  assign \$13  = rd_ptr + 1'h1;
   always @(posedge clk)
-    w_en <= \$8 ;
+    w_en <= \$14 ;
   always @(posedge clk)
-    w_step <= \$9 ;
+    w_step <= \$15 ;
   always @(posedge clk)
-    commit_q <= \$10 ;
+    commit_q <= \$16 ;
   always @(posedge clk)
-    rollback_q <= \$11 ;
+    rollback_q <= \$17 ;
   always @(posedge clk)
-    wr_tmp <= \$12 ;
+    wr_tmp <= \$18 ;
   always @(posedge clk)
-    wr_commit <= \$13 ;
+    wr_commit <= \$19 ;
   always @(posedge clk)
-    staged <= \$14 ;
+    staged <= \$20 ;
   always @(posedge clk)
-    out_valid <= \$15 ;
+    out_valid <= \$21 ;
   always @(posedge clk)
-    rd_ptr <= \$16 ;
+    rd_ptr <= \$22 ;
   \ace_nic_small.rx0.buffer0.ram  ram (
     .clk(clk),
     .r_data(r__payload),
@@ -8369,86 +8383,86 @@ module \ace_nic_small.rx0.buffer0 (rst, freed, \w_en$25 , commit, rollback, w_da
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$8  = \$6 ;
-    if (rst) begin
-      \$8  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$9  = \w_en$25 ;
-    if (rst) begin
-      \$9  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$10  = commit;
-    if (rst) begin
-      \$10  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$11  = rollback;
-    if (rst) begin
-      \$11  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    (* full_case = 32'd1 *)
-    if (rollback_q) begin
-      \$12  = wr_commit;
-    end else begin
-      \$12  = \$1 [5:0];
-    end
-    if (rst) begin
-      \$12  = 6'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$13  = wr_commit;
-    (* full_case = 32'd1 *)
-    if (rollback_q) begin
-    end else begin
-      if (commit_q) begin
-        \$13  = \$1 [5:0];
-      end
-    end
-    if (rst) begin
-      \$13  = 6'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$14  = staged;
-    if (advance) begin
-      \$14  = fetch;
-    end
+    \$14  = \$12 ;
     if (rst) begin
       \$14  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$15  = out_valid;
-    if (advance) begin
-      \$15  = staged;
-    end
+    \$15  = \w_en$29 ;
     if (rst) begin
       \$15  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$16  = rd_ptr;
-    if (fetch) begin
-      \$16  = \$7 [5:0];
+    \$16  = commit;
+    if (rst) begin
+      \$16  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$17  = rollback;
+    if (rst) begin
+      \$17  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    (* full_case = 32'd1 *)
+    if (rollback_q) begin
+      \$18  = wr_commit;
+    end else begin
+      \$18  = \$1 [5:0];
     end
     if (rst) begin
-      \$16  = 6'h00;
+      \$18  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$19  = wr_commit;
+    (* full_case = 32'd1 *)
+    if (rollback_q) begin
+    end else begin
+      if (commit_q) begin
+        \$19  = \$1 [5:0];
+      end
+    end
+    if (rst) begin
+      \$19  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$20  = staged;
+    if (advance) begin
+      \$20  = fetch;
+    end
+    if (rst) begin
+      \$20  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$21  = out_valid;
+    if (advance) begin
+      \$21  = staged;
+    end
+    if (rst) begin
+      \$21  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$22  = rd_ptr;
+    if (fetch) begin
+      \$22  = \$13 [5:0];
+    end
+    if (rst) begin
+      \$22  = 6'h00;
     end
   end
   assign w_data = w_data_q;
@@ -8542,24 +8556,30 @@ module \ace_nic_small.rx0.buffer0.ram (rst, read__en, write__data, write__en, wr
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.rx0.buffer1 (rst, freed, \w_en$25 , commit, rollback, w_data_q, out_valid, r__payload, r__ready, clk);
+module \ace_nic_small.rx0.buffer1 (rst, freed, \w_en$29 , commit, rollback, w_data_q, out_valid, r__payload, r__ready, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$59  = 0;
   wire [6:0] \$1 ;
-  reg \$10 ;
-  reg \$11 ;
-  reg [5:0] \$12 ;
-  reg [5:0] \$13 ;
+  wire \$10 ;
+  wire \$11 ;
+  wire \$12 ;
+  wire [6:0] \$13 ;
   reg \$14 ;
   reg \$15 ;
-  reg [5:0] \$16 ;
+  reg \$16 ;
+  reg \$17 ;
+  reg [5:0] \$18 ;
+  reg [5:0] \$19 ;
   wire [6:0] \$2 ;
+  reg \$20 ;
+  reg \$21 ;
+  reg [5:0] \$22 ;
   wire [6:0] \$3 ;
   wire \$4 ;
   wire \$5 ;
   wire \$6 ;
-  wire [6:0] \$7 ;
-  reg \$8 ;
-  reg \$9 ;
+  wire \$7 ;
+  wire \$8 ;
+  wire \$9 ;
   wire advance;
   input clk;
   wire clk;
@@ -8572,6 +8592,7 @@ module \ace_nic_small.rx0.buffer1 (rst, freed, \w_en$25 , commit, rollback, w_da
   wire freed;
   output out_valid;
   reg out_valid = 1'h0;
+  wire quiet;
   output [178:0] r__payload;
   wire [178:0] r__payload;
   wire [127:0] \r__payload.data ;
@@ -8615,8 +8636,8 @@ module \ace_nic_small.rx0.buffer1 (rst, freed, \w_en$25 , commit, rollback, w_da
   wire [7:0] \w_data_q.src ;
   wire [7:0] \w_data_q.tag ;
   reg w_en = 1'h0;
-  input \w_en$25 ;
-  wire \w_en$25 ;
+  input \w_en$29 ;
+  wire \w_en$29 ;
   reg w_step = 1'h0;
   wire waiting;
   reg [5:0] wr_commit = 6'h00;
@@ -8632,27 +8653,34 @@ module \ace_nic_small.rx0.buffer1 (rst, freed, \w_en$25 , commit, rollback, w_da
   assign fetch = waiting & advance;
   assign freed = out_valid & r__ready;
   assign waiting = wr_commit != rd_ptr;
-  assign \$5  = ~ rollback;
-  assign \$6  = \w_en$25  & \$5 ;
-  assign \$7  = rd_ptr + 1'h1;
+  assign \$5  = w_en | w_step;
+  assign \$6  = \$5  | commit_q;
+  assign \$7  = \$6  | rollback_q;
+  assign \$8  = \$7  | waiting;
+  assign \$9  = \$8  | staged;
+  assign \$10  = \$9  | out_valid;
+  assign quiet = ~ \$10 ;
+  assign \$11  = ~ rollback;
+  assign \$12  = \w_en$29  & \$11 ;
+  assign \$13  = rd_ptr + 1'h1;
   always @(posedge clk)
-    w_en <= \$8 ;
+    w_en <= \$14 ;
   always @(posedge clk)
-    w_step <= \$9 ;
+    w_step <= \$15 ;
   always @(posedge clk)
-    commit_q <= \$10 ;
+    commit_q <= \$16 ;
   always @(posedge clk)
-    rollback_q <= \$11 ;
+    rollback_q <= \$17 ;
   always @(posedge clk)
-    wr_tmp <= \$12 ;
+    wr_tmp <= \$18 ;
   always @(posedge clk)
-    wr_commit <= \$13 ;
+    wr_commit <= \$19 ;
   always @(posedge clk)
-    staged <= \$14 ;
+    staged <= \$20 ;
   always @(posedge clk)
-    out_valid <= \$15 ;
+    out_valid <= \$21 ;
   always @(posedge clk)
-    rd_ptr <= \$16 ;
+    rd_ptr <= \$22 ;
   \ace_nic_small.rx0.buffer1.ram  ram (
     .clk(clk),
     .r_data(r__payload),
@@ -8665,86 +8693,86 @@ module \ace_nic_small.rx0.buffer1 (rst, freed, \w_en$25 , commit, rollback, w_da
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$8  = \$6 ;
-    if (rst) begin
-      \$8  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$9  = \w_en$25 ;
-    if (rst) begin
-      \$9  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$10  = commit;
-    if (rst) begin
-      \$10  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$11  = rollback;
-    if (rst) begin
-      \$11  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    (* full_case = 32'd1 *)
-    if (rollback_q) begin
-      \$12  = wr_commit;
-    end else begin
-      \$12  = \$1 [5:0];
-    end
-    if (rst) begin
-      \$12  = 6'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$13  = wr_commit;
-    (* full_case = 32'd1 *)
-    if (rollback_q) begin
-    end else begin
-      if (commit_q) begin
-        \$13  = \$1 [5:0];
-      end
-    end
-    if (rst) begin
-      \$13  = 6'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$14  = staged;
-    if (advance) begin
-      \$14  = fetch;
-    end
+    \$14  = \$12 ;
     if (rst) begin
       \$14  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$15  = out_valid;
-    if (advance) begin
-      \$15  = staged;
-    end
+    \$15  = \w_en$29 ;
     if (rst) begin
       \$15  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$16  = rd_ptr;
-    if (fetch) begin
-      \$16  = \$7 [5:0];
+    \$16  = commit;
+    if (rst) begin
+      \$16  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    \$17  = rollback;
+    if (rst) begin
+      \$17  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    (* full_case = 32'd1 *)
+    if (rollback_q) begin
+      \$18  = wr_commit;
+    end else begin
+      \$18  = \$1 [5:0];
     end
     if (rst) begin
-      \$16  = 6'h00;
+      \$18  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    \$19  = wr_commit;
+    (* full_case = 32'd1 *)
+    if (rollback_q) begin
+    end else begin
+      if (commit_q) begin
+        \$19  = \$1 [5:0];
+      end
+    end
+    if (rst) begin
+      \$19  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    \$20  = staged;
+    if (advance) begin
+      \$20  = fetch;
+    end
+    if (rst) begin
+      \$20  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    \$21  = out_valid;
+    if (advance) begin
+      \$21  = staged;
+    end
+    if (rst) begin
+      \$21  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    \$22  = rd_ptr;
+    if (fetch) begin
+      \$22  = \$13 [5:0];
+    end
+    if (rst) begin
+      \$22  = 6'h00;
     end
   end
   assign w_data = w_data_q;
@@ -10262,7 +10290,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
     .rollback(\rollback$44 ),
     .rst(rst),
     .w_data_q(w_data),
-    .\w_en$25 (w_en)
+    .\w_en$29 (w_en)
   );
   \ace_nic_small.rx1.buffer1  buffer1 (
     .clk(clk),
@@ -10274,7 +10302,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
     .rollback(\rollback$47 ),
     .rst(rst),
     .w_data_q(w_data),
-    .\w_en$25 (\w_en$45 )
+    .\w_en$29 (\w_en$45 )
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
@@ -11322,24 +11350,30 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.rx1.buffer0 (rst, freed, \w_en$25 , commit, rollback, w_data_q, out_valid, r__payload, r__ready, clk);
+module \ace_nic_small.rx1.buffer0 (rst, freed, \w_en$29 , commit, rollback, w_data_q, out_valid, r__payload, r__ready, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$62  = 0;
   wire [6:0] \$1 ;
-  reg \$10 ;
-  reg \$11 ;
-  reg [5:0] \$12 ;
-  reg [5:0] \$13 ;
+  wire \$10 ;
+  wire \$11 ;
+  wire \$12 ;
+  wire [6:0] \$13 ;
   reg \$14 ;
   reg \$15 ;
-  reg [5:0] \$16 ;
+  reg \$16 ;
+  reg \$17 ;
+  reg [5:0] \$18 ;
+  reg [5:0] \$19 ;
   wire [6:0] \$2 ;
+  reg \$20 ;
+  reg \$21 ;
+  reg [5:0] \$22 ;
   wire [6:0] \$3 ;
   wire \$4 ;
   wire \$5 ;
   wire \$6 ;
-  wire [6:0] \$7 ;
-  reg \$8 ;
-  reg \$9 ;
+  wire \$7 ;
+  wire \$8 ;
+  wire \$9 ;
   wire advance;
   input clk;
   wire clk;
@@ -11352,6 +11386,7 @@ module \ace_nic_small.rx1.buffer0 (rst, freed, \w_en$25 , commit, rollback, w_da
   wire freed;
   output out_valid;
   reg out_valid = 1'h0;
+  wire quiet;
   output [178:0] r__payload;
   wire [178:0] r__payload;
   wire [127:0] \r__payload.data ;
@@ -11395,8 +11430,8 @@ module \ace_nic_small.rx1.buffer0 (rst, freed, \w_en$25 , commit, rollback, w_da
   wire [7:0] \w_data_q.src ;
   wire [7:0] \w_data_q.tag ;
   reg w_en = 1'h0;
-  input \w_en$25 ;
-  wire \w_en$25 ;
+  input \w_en$29 ;
+  wire \w_en$29 ;
   reg w_step = 1'h0;
   wire waiting;
   reg [5:0] wr_commit = 6'h00;
@@ -11412,27 +11447,34 @@ module \ace_nic_small.rx1.buffer0 (rst, freed, \w_en$25 , commit, rollback, w_da
   assign fetch = waiting & advance;
   assign freed = out_valid & r__ready;
   assign waiting = wr_commit != rd_ptr;
-  assign \$5  = ~ rollback;
-  assign \$6  = \w_en$25  & \$5 ;
-  assign \$7  = rd_ptr + 1'h1;
+  assign \$5  = w_en | w_step;
+  assign \$6  = \$5  | commit_q;
+  assign \$7  = \$6  | rollback_q;
+  assign \$8  = \$7  | waiting;
+  assign \$9  = \$8  | staged;
+  assign \$10  = \$9  | out_valid;
+  assign quiet = ~ \$10 ;
+  assign \$11  = ~ rollback;
+  assign \$12  = \w_en$29  & \$11 ;
+  assign \$13  = rd_ptr + 1'h1;
   always @(posedge clk)
-    w_en <= \$8 ;
+    w_en <= \$14 ;
   always @(posedge clk)
-    w_step <= \$9 ;
+    w_step <= \$15 ;
   always @(posedge clk)
-    commit_q <= \$10 ;
+    commit_q <= \$16 ;
   always @(posedge clk)
-    rollback_q <= \$11 ;
+    rollback_q <= \$17 ;
   always @(posedge clk)
-    wr_tmp <= \$12 ;
+    wr_tmp <= \$18 ;
   always @(posedge clk)
-    wr_commit <= \$13 ;
+    wr_commit <= \$19 ;
   always @(posedge clk)
-    staged <= \$14 ;
+    staged <= \$20 ;
   always @(posedge clk)
-    out_valid <= \$15 ;
+    out_valid <= \$21 ;
   always @(posedge clk)
-    rd_ptr <= \$16 ;
+    rd_ptr <= \$22 ;
   \ace_nic_small.rx1.buffer0.ram  ram (
     .clk(clk),
     .r_data(r__payload),
@@ -11445,86 +11487,86 @@ module \ace_nic_small.rx1.buffer0 (rst, freed, \w_en$25 , commit, rollback, w_da
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
-    \$8  = \$6 ;
-    if (rst) begin
-      \$8  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
-    \$9  = \w_en$25 ;
-    if (rst) begin
-      \$9  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
-    \$10  = commit;
-    if (rst) begin
-      \$10  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
-    \$11  = rollback;
-    if (rst) begin
-      \$11  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
-    (* full_case = 32'd1 *)
-    if (rollback_q) begin
-      \$12  = wr_commit;
-    end else begin
-      \$12  = \$1 [5:0];
-    end
-    if (rst) begin
-      \$12  = 6'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
-    \$13  = wr_commit;
-    (* full_case = 32'd1 *)
-    if (rollback_q) begin
-    end else begin
-      if (commit_q) begin
-        \$13  = \$1 [5:0];
-      end
-    end
-    if (rst) begin
-      \$13  = 6'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
-    \$14  = staged;
-    if (advance) begin
-      \$14  = fetch;
-    end
+    \$14  = \$12 ;
     if (rst) begin
       \$14  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
-    \$15  = out_valid;
-    if (advance) begin
-      \$15  = staged;
-    end
+    \$15  = \w_en$29 ;
     if (rst) begin
       \$15  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
-    \$16  = rd_ptr;
-    if (fetch) begin
-      \$16  = \$7 [5:0];
+    \$16  = commit;
+    if (rst) begin
+      \$16  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$17  = rollback;
+    if (rst) begin
+      \$17  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    (* full_case = 32'd1 *)
+    if (rollback_q) begin
+      \$18  = wr_commit;
+    end else begin
+      \$18  = \$1 [5:0];
     end
     if (rst) begin
-      \$16  = 6'h00;
+      \$18  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$19  = wr_commit;
+    (* full_case = 32'd1 *)
+    if (rollback_q) begin
+    end else begin
+      if (commit_q) begin
+        \$19  = \$1 [5:0];
+      end
+    end
+    if (rst) begin
+      \$19  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$20  = staged;
+    if (advance) begin
+      \$20  = fetch;
+    end
+    if (rst) begin
+      \$20  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$21  = out_valid;
+    if (advance) begin
+      \$21  = staged;
+    end
+    if (rst) begin
+      \$21  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$22  = rd_ptr;
+    if (fetch) begin
+      \$22  = \$13 [5:0];
+    end
+    if (rst) begin
+      \$22  = 6'h00;
     end
   end
   assign w_data = w_data_q;
@@ -11618,24 +11660,30 @@ module \ace_nic_small.rx1.buffer0.ram (rst, read__en, write__data, write__en, wr
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.rx1.buffer1 (rst, freed, \w_en$25 , commit, rollback, w_data_q, out_valid, r__payload, r__ready, clk);
+module \ace_nic_small.rx1.buffer1 (rst, freed, \w_en$29 , commit, rollback, w_data_q, out_valid, r__payload, r__ready, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$64  = 0;
   wire [6:0] \$1 ;
-  reg \$10 ;
-  reg \$11 ;
-  reg [5:0] \$12 ;
-  reg [5:0] \$13 ;
+  wire \$10 ;
+  wire \$11 ;
+  wire \$12 ;
+  wire [6:0] \$13 ;
   reg \$14 ;
   reg \$15 ;
-  reg [5:0] \$16 ;
+  reg \$16 ;
+  reg \$17 ;
+  reg [5:0] \$18 ;
+  reg [5:0] \$19 ;
   wire [6:0] \$2 ;
+  reg \$20 ;
+  reg \$21 ;
+  reg [5:0] \$22 ;
   wire [6:0] \$3 ;
   wire \$4 ;
   wire \$5 ;
   wire \$6 ;
-  wire [6:0] \$7 ;
-  reg \$8 ;
-  reg \$9 ;
+  wire \$7 ;
+  wire \$8 ;
+  wire \$9 ;
   wire advance;
   input clk;
   wire clk;
@@ -11648,6 +11696,7 @@ module \ace_nic_small.rx1.buffer1 (rst, freed, \w_en$25 , commit, rollback, w_da
   wire freed;
   output out_valid;
   reg out_valid = 1'h0;
+  wire quiet;
   output [178:0] r__payload;
   wire [178:0] r__payload;
   wire [127:0] \r__payload.data ;
@@ -11691,8 +11740,8 @@ module \ace_nic_small.rx1.buffer1 (rst, freed, \w_en$25 , commit, rollback, w_da
   wire [7:0] \w_data_q.src ;
   wire [7:0] \w_data_q.tag ;
   reg w_en = 1'h0;
-  input \w_en$25 ;
-  wire \w_en$25 ;
+  input \w_en$29 ;
+  wire \w_en$29 ;
   reg w_step = 1'h0;
   wire waiting;
   reg [5:0] wr_commit = 6'h00;
@@ -11708,27 +11757,34 @@ module \ace_nic_small.rx1.buffer1 (rst, freed, \w_en$25 , commit, rollback, w_da
   assign fetch = waiting & advance;
   assign freed = out_valid & r__ready;
   assign waiting = wr_commit != rd_ptr;
-  assign \$5  = ~ rollback;
-  assign \$6  = \w_en$25  & \$5 ;
-  assign \$7  = rd_ptr + 1'h1;
+  assign \$5  = w_en | w_step;
+  assign \$6  = \$5  | commit_q;
+  assign \$7  = \$6  | rollback_q;
+  assign \$8  = \$7  | waiting;
+  assign \$9  = \$8  | staged;
+  assign \$10  = \$9  | out_valid;
+  assign quiet = ~ \$10 ;
+  assign \$11  = ~ rollback;
+  assign \$12  = \w_en$29  & \$11 ;
+  assign \$13  = rd_ptr + 1'h1;
   always @(posedge clk)
-    w_en <= \$8 ;
+    w_en <= \$14 ;
   always @(posedge clk)
-    w_step <= \$9 ;
+    w_step <= \$15 ;
   always @(posedge clk)
-    commit_q <= \$10 ;
+    commit_q <= \$16 ;
   always @(posedge clk)
-    rollback_q <= \$11 ;
+    rollback_q <= \$17 ;
   always @(posedge clk)
-    wr_tmp <= \$12 ;
+    wr_tmp <= \$18 ;
   always @(posedge clk)
-    wr_commit <= \$13 ;
+    wr_commit <= \$19 ;
   always @(posedge clk)
-    staged <= \$14 ;
+    staged <= \$20 ;
   always @(posedge clk)
-    out_valid <= \$15 ;
+    out_valid <= \$21 ;
   always @(posedge clk)
-    rd_ptr <= \$16 ;
+    rd_ptr <= \$22 ;
   \ace_nic_small.rx1.buffer1.ram  ram (
     .clk(clk),
     .r_data(r__payload),
@@ -11741,86 +11797,86 @@ module \ace_nic_small.rx1.buffer1 (rst, freed, \w_en$25 , commit, rollback, w_da
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$8  = \$6 ;
-    if (rst) begin
-      \$8  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$9  = \w_en$25 ;
-    if (rst) begin
-      \$9  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$10  = commit;
-    if (rst) begin
-      \$10  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$11  = rollback;
-    if (rst) begin
-      \$11  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    (* full_case = 32'd1 *)
-    if (rollback_q) begin
-      \$12  = wr_commit;
-    end else begin
-      \$12  = \$1 [5:0];
-    end
-    if (rst) begin
-      \$12  = 6'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$13  = wr_commit;
-    (* full_case = 32'd1 *)
-    if (rollback_q) begin
-    end else begin
-      if (commit_q) begin
-        \$13  = \$1 [5:0];
-      end
-    end
-    if (rst) begin
-      \$13  = 6'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$14  = staged;
-    if (advance) begin
-      \$14  = fetch;
-    end
+    \$14  = \$12 ;
     if (rst) begin
       \$14  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$15  = out_valid;
-    if (advance) begin
-      \$15  = staged;
-    end
+    \$15  = \w_en$29 ;
     if (rst) begin
       \$15  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$16  = rd_ptr;
-    if (fetch) begin
-      \$16  = \$7 [5:0];
+    \$16  = commit;
+    if (rst) begin
+      \$16  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$17  = rollback;
+    if (rst) begin
+      \$17  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    (* full_case = 32'd1 *)
+    if (rollback_q) begin
+      \$18  = wr_commit;
+    end else begin
+      \$18  = \$1 [5:0];
     end
     if (rst) begin
-      \$16  = 6'h00;
+      \$18  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$19  = wr_commit;
+    (* full_case = 32'd1 *)
+    if (rollback_q) begin
+    end else begin
+      if (commit_q) begin
+        \$19  = \$1 [5:0];
+      end
+    end
+    if (rst) begin
+      \$19  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$20  = staged;
+    if (advance) begin
+      \$20  = fetch;
+    end
+    if (rst) begin
+      \$20  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$21  = out_valid;
+    if (advance) begin
+      \$21  = staged;
+    end
+    if (rst) begin
+      \$21  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$22  = rd_ptr;
+    if (fetch) begin
+      \$22  = \$13 [5:0];
+    end
+    if (rst) begin
+      \$22  = 6'h00;
     end
   end
   assign w_data = w_data_q;
@@ -11914,8 +11970,8 @@ module \ace_nic_small.rx1.buffer1.ram (rst, read__en, write__data, write__en, wr
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, busy__0, busy__1, \port$554$0 , \port$555$0 , \port$556$0 , \port$557$0 , \port$558$0 , \port$559$0 , \port$560$0 , \port$561$0 , link__tkeep, link__tlast, \port$3011$0 , \port$3012$0 , \port$3013$0 , \port$3014$0 
-, \port$3015$0 , \port$3016$0 , \port$3017$0 , \port$3018$0 , \port$3107$0 , \port$3108$0 , \port$3109$0 , \port$3110$0 , \port$3111$0 , \port$3112$0 , \port$3113$0 , \port$3114$0 , cmd__0__payload, cmd__1__payload, cmd__0__ready, cmd__1__ready, data__0__ready, data__1__ready, payload_bytes, header_bytes, busy_cycles
+module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, busy__0, busy__1, \port$554$0 , \port$555$0 , \port$556$0 , \port$557$0 , \port$558$0 , \port$559$0 , \port$560$0 , \port$561$0 , link__tkeep, link__tlast, \port$3039$0 , \port$3040$0 , \port$3041$0 , \port$3042$0 
+, \port$3043$0 , \port$3044$0 , \port$3045$0 , \port$3046$0 , \port$3135$0 , \port$3136$0 , \port$3137$0 , \port$3138$0 , \port$3139$0 , \port$3140$0 , \port$3141$0 , \port$3142$0 , cmd__0__payload, cmd__1__payload, cmd__0__ready, cmd__1__ready, data__0__ready, data__1__ready, payload_bytes, header_bytes, busy_cycles
 , stall_cycles, credits__0, credits__1, link__tvalid, credit_in_valid, freed__0, freed__1, credit_in_channel, credit_in_count, data__0__valid, data__1__valid, node_id);
   reg \$auto$verilog_backend.cc:2355:dump_module$66  = 0;
   wire [11:0] \$1 ;
@@ -12511,38 +12567,38 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   reg pick_header_r1 = 1'h1;
   reg pick_header_r2 = 1'h1;
   reg pick_header_r3 = 1'h1;
-  input [15:0] \port$3011$0 ;
-  wire [15:0] \port$3011$0 ;
-  input [15:0] \port$3012$0 ;
-  wire [15:0] \port$3012$0 ;
-  input [15:0] \port$3013$0 ;
-  wire [15:0] \port$3013$0 ;
-  input [15:0] \port$3014$0 ;
-  wire [15:0] \port$3014$0 ;
-  input [15:0] \port$3015$0 ;
-  wire [15:0] \port$3015$0 ;
-  input [15:0] \port$3016$0 ;
-  wire [15:0] \port$3016$0 ;
-  input [15:0] \port$3017$0 ;
-  wire [15:0] \port$3017$0 ;
-  input [15:0] \port$3018$0 ;
-  wire [15:0] \port$3018$0 ;
-  input [15:0] \port$3107$0 ;
-  wire [15:0] \port$3107$0 ;
-  input [15:0] \port$3108$0 ;
-  wire [15:0] \port$3108$0 ;
-  input [15:0] \port$3109$0 ;
-  wire [15:0] \port$3109$0 ;
-  input [15:0] \port$3110$0 ;
-  wire [15:0] \port$3110$0 ;
-  input [15:0] \port$3111$0 ;
-  wire [15:0] \port$3111$0 ;
-  input [15:0] \port$3112$0 ;
-  wire [15:0] \port$3112$0 ;
-  input [15:0] \port$3113$0 ;
-  wire [15:0] \port$3113$0 ;
-  input [15:0] \port$3114$0 ;
-  wire [15:0] \port$3114$0 ;
+  input [15:0] \port$3039$0 ;
+  wire [15:0] \port$3039$0 ;
+  input [15:0] \port$3040$0 ;
+  wire [15:0] \port$3040$0 ;
+  input [15:0] \port$3041$0 ;
+  wire [15:0] \port$3041$0 ;
+  input [15:0] \port$3042$0 ;
+  wire [15:0] \port$3042$0 ;
+  input [15:0] \port$3043$0 ;
+  wire [15:0] \port$3043$0 ;
+  input [15:0] \port$3044$0 ;
+  wire [15:0] \port$3044$0 ;
+  input [15:0] \port$3045$0 ;
+  wire [15:0] \port$3045$0 ;
+  input [15:0] \port$3046$0 ;
+  wire [15:0] \port$3046$0 ;
+  input [15:0] \port$3135$0 ;
+  wire [15:0] \port$3135$0 ;
+  input [15:0] \port$3136$0 ;
+  wire [15:0] \port$3136$0 ;
+  input [15:0] \port$3137$0 ;
+  wire [15:0] \port$3137$0 ;
+  input [15:0] \port$3138$0 ;
+  wire [15:0] \port$3138$0 ;
+  input [15:0] \port$3139$0 ;
+  wire [15:0] \port$3139$0 ;
+  input [15:0] \port$3140$0 ;
+  wire [15:0] \port$3140$0 ;
+  input [15:0] \port$3141$0 ;
+  wire [15:0] \port$3141$0 ;
+  input [15:0] \port$3142$0 ;
+  wire [15:0] \port$3142$0 ;
   output [15:0] \port$554$0 ;
   wire [15:0] \port$554$0 ;
   output [15:0] \port$555$0 ;
@@ -12606,44 +12662,44 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   assign \$33  = ~ slot_credit;
   assign \$34  = \$32  & \$33 ;
   assign cur_next = \$34  ? slot_ch : cur;
-  assign \$35  = \port$3011$0  & { pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0 };
-  assign \$37  = \port$3107$0  & { pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0 };
+  assign \$35  = \port$3039$0  & { pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0 };
+  assign \$37  = \port$3135$0  & { pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0 };
   assign \$38  = \$36  | \$37 ;
   assign \$39  = \$38  & { keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1:0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0] };
   assign \$40  = { node_id, 1'h0, slot_credit, 6'h0a } & { pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0 };
   assign \$41  = \$39  | \$40 ;
-  assign \$42  = \port$3012$0  & { pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1 };
-  assign \$44  = \port$3108$0  & { pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1 };
+  assign \$42  = \port$3040$0  & { pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1 };
+  assign \$44  = \port$3136$0  & { pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1 };
   assign \$45  = \$43  | \$44 ;
   assign \$46  = \$45  & { keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3:2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2] };
   assign \$47  = { slot_tag, 7'h00, slot_ch } & { pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1 };
   assign \$48  = \$46  | \$47 ;
-  assign \$49  = \port$3013$0  & { pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2 };
-  assign \$51  = \port$3109$0  & { pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2 };
+  assign \$49  = \port$3041$0  & { pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2 };
+  assign \$51  = \port$3137$0  & { pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2 };
   assign \$52  = \$50  | \$51 ;
   assign \$53  = \$52  & { keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5:4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4] };
   assign \$54  = slot_length[15:0] & { pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2 };
   assign \$55  = \$53  | \$54 ;
-  assign \$56  = \port$3014$0  & { pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3 };
-  assign \$58  = \port$3110$0  & { pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3 };
+  assign \$56  = \port$3042$0  & { pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3 };
+  assign \$58  = \port$3138$0  & { pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3 };
   assign \$59  = \$57  | \$58 ;
   assign \$60  = \$59  & { keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7:6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6] };
   assign \$61  = { check, 7'h00, slot_length[16] } & { pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3 };
   assign \$62  = \$60  | \$61 ;
-  assign \$63  = \port$3015$0  & { pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4 };
-  assign \$65  = \port$3111$0  & { pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4 };
+  assign \$63  = \port$3043$0  & { pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4 };
+  assign \$65  = \port$3139$0  & { pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4 };
   assign \$66  = \$64  | \$65 ;
   assign \$67  = \$66  & { keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9:8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8] };
-  assign \$68  = \port$3016$0  & { pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5 };
-  assign \$70  = \port$3112$0  & { pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5 };
+  assign \$68  = \port$3044$0  & { pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5 };
+  assign \$70  = \port$3140$0  & { pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5 };
   assign \$71  = \$69  | \$70 ;
   assign \$72  = \$71  & { keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11:10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10] };
-  assign \$73  = \port$3017$0  & { pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6 };
-  assign \$75  = \port$3113$0  & { pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6 };
+  assign \$73  = \port$3045$0  & { pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6 };
+  assign \$75  = \port$3141$0  & { pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6 };
   assign \$76  = \$74  | \$75 ;
   assign \$77  = \$76  & { keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13:12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12] };
-  assign \$78  = \port$3018$0  & { pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7 };
-  assign \$80  = \port$3114$0  & { pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7 };
+  assign \$78  = \port$3046$0  & { pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7 };
+  assign \$80  = \port$3142$0  & { pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7 };
   assign \$81  = \$79  | \$80 ;
   assign \$82  = \$81  & { keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15:14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14] };
   assign \$83  = ~ slot_credit;
@@ -13001,10 +13057,10 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   \ace_nic_small.tx0.hdr_check  hdr_check (
     .check(check),
     .\port$0$2 (node_id),
-    .\port$3828$0 (slot_credit),
-    .\port$3830$0 (slot_ch),
-    .\port$3832$0 (slot_tag),
-    .\port$3834$0 (slot_length)
+    .\port$3856$0 (slot_credit),
+    .\port$3858$0 (slot_ch),
+    .\port$3860$0 (slot_tag),
+    .\port$3862$0 (slot_length)
   );
   \ace_nic_small.tx0.out_skid  out_skid (
     .clk(clk),
@@ -13786,8 +13842,8 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   assign credits1_q = credits__1;
   assign cmd1_beats = \$7 [6:0];
   assign header = { 15'h0000, slot_length, slot_tag, 7'h00, slot_ch, node_id, 1'h0, slot_credit, 6'h0a };
-  assign data__0__payload = { \port$3018$0 , \port$3017$0 , \port$3016$0 , \port$3015$0 , \port$3014$0 , \port$3013$0 , \port$3012$0 , \port$3011$0  };
-  assign data__1__payload = { \port$3114$0 , \port$3113$0 , \port$3112$0 , \port$3111$0 , \port$3110$0 , \port$3109$0 , \port$3108$0 , \port$3107$0  };
+  assign data__0__payload = { \port$3046$0 , \port$3045$0 , \port$3044$0 , \port$3043$0 , \port$3042$0 , \port$3041$0 , \port$3040$0 , \port$3039$0  };
+  assign data__1__payload = { \port$3142$0 , \port$3141$0 , \port$3140$0 , \port$3139$0 , \port$3138$0 , \port$3137$0 , \port$3136$0 , \port$3135$0  };
   assign \port$554$0  = \$437 ;
   assign \port$555$0  = \$438 ;
   assign \port$556$0  = \$439 ;
@@ -13823,8 +13879,8 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   assign \i__payload.last  = i__payload[144];
   assign \i__payload.header  = i__payload[145];
   assign \i__payload.bytes  = i__payload[150:146];
-  assign \data__0__payload.data  = { \port$3018$0 , \port$3017$0 , \port$3016$0 , \port$3015$0 , \port$3014$0 , \port$3013$0 , \port$3012$0 , \port$3011$0  };
-  assign \data__1__payload.data  = { \port$3114$0 , \port$3113$0 , \port$3112$0 , \port$3111$0 , \port$3110$0 , \port$3109$0 , \port$3108$0 , \port$3107$0  };
+  assign \data__0__payload.data  = { \port$3046$0 , \port$3045$0 , \port$3044$0 , \port$3043$0 , \port$3042$0 , \port$3041$0 , \port$3040$0 , \port$3039$0  };
+  assign \data__1__payload.data  = { \port$3142$0 , \port$3141$0 , \port$3140$0 , \port$3139$0 , \port$3138$0 , \port$3137$0 , \port$3136$0 , \port$3135$0  };
   assign \$2  = { 4'h0, \$1 [11:4] };
   assign \$7  = { 4'h0, \$6 [11:4] };
   assign \$8  = slot_ch;
@@ -13925,7 +13981,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.tx0.hdr_check (\port$3828$0 , \port$3830$0 , \port$3832$0 , \port$3834$0 , check, \port$0$2 );
+module \ace_nic_small.tx0.hdr_check (\port$3856$0 , \port$3858$0 , \port$3860$0 , \port$3862$0 , check, \port$0$2 );
   wire \$1 ;
   wire \$10 ;
   wire \$100 ;
@@ -14173,155 +14229,155 @@ module \ace_nic_small.tx0.hdr_check (\port$3828$0 , \port$3830$0 , \port$3832$0 
   wire ok;
   input [7:0] \port$0$2 ;
   wire [7:0] \port$0$2 ;
-  input \port$3828$0 ;
-  wire \port$3828$0 ;
-  input \port$3830$0 ;
-  wire \port$3830$0 ;
-  input [7:0] \port$3832$0 ;
-  wire [7:0] \port$3832$0 ;
-  input [16:0] \port$3834$0 ;
-  wire [16:0] \port$3834$0 ;
+  input \port$3856$0 ;
+  wire \port$3856$0 ;
+  input \port$3858$0 ;
+  wire \port$3858$0 ;
+  input [7:0] \port$3860$0 ;
+  wire [7:0] \port$3860$0 ;
+  input [16:0] \port$3862$0 ;
+  wire [16:0] \port$3862$0 ;
   assign \$7  = \$6  ^ \port$0$2 [0];
   assign \$8  = \$7  ^ \port$0$2 [3];
   assign \$9  = \$8  ^ \port$0$2 [5];
-  assign \$13  = \$12  ^ \port$3832$0 [4];
-  assign \$14  = \$13  ^ \port$3832$0 [6];
-  assign \$15  = \$14  ^ \port$3832$0 [7];
-  assign \$16  = \$15  ^ \port$3834$0 [0];
-  assign \$17  = \$16  ^ \port$3834$0 [2];
-  assign \$18  = \$17  ^ \port$3834$0 [3];
-  assign \$19  = \$18  ^ \port$3834$0 [5];
-  assign \$20  = \$19  ^ \port$3834$0 [7];
-  assign \$21  = \$20  ^ \port$3834$0 [8];
-  assign \$22  = \$21  ^ \port$3834$0 [12];
-  assign \$23  = \$22  ^ \port$3834$0 [14];
-  assign \$24  = \$23  ^ \port$3834$0 [16];
+  assign \$13  = \$12  ^ \port$3860$0 [4];
+  assign \$14  = \$13  ^ \port$3860$0 [6];
+  assign \$15  = \$14  ^ \port$3860$0 [7];
+  assign \$16  = \$15  ^ \port$3862$0 [0];
+  assign \$17  = \$16  ^ \port$3862$0 [2];
+  assign \$18  = \$17  ^ \port$3862$0 [3];
+  assign \$19  = \$18  ^ \port$3862$0 [5];
+  assign \$20  = \$19  ^ \port$3862$0 [7];
+  assign \$21  = \$20  ^ \port$3862$0 [8];
+  assign \$22  = \$21  ^ \port$3862$0 [12];
+  assign \$23  = \$22  ^ \port$3862$0 [14];
+  assign \$24  = \$23  ^ \port$3862$0 [16];
   assign \$32  = \$31  ^ \port$0$2 [3];
   assign \$33  = \$32  ^ \port$0$2 [4];
   assign \$34  = \$33  ^ \port$0$2 [5];
   assign \$35  = \$34  ^ \port$0$2 [6];
-  assign \$36  = \$35  ^ \port$3830$0 ;
-  assign \$40  = \$39  ^ \port$3832$0 [0];
-  assign \$41  = \$40  ^ \port$3832$0 [4];
-  assign \$42  = \$41  ^ \port$3832$0 [5];
-  assign \$43  = \$42  ^ \port$3832$0 [6];
-  assign \$44  = \$43  ^ \port$3834$0 [0];
-  assign \$45  = \$44  ^ \port$3834$0 [1];
-  assign \$46  = \$45  ^ \port$3834$0 [2];
-  assign \$47  = \$46  ^ \port$3834$0 [4];
-  assign \$48  = \$47  ^ \port$3834$0 [5];
-  assign \$49  = \$48  ^ \port$3834$0 [6];
-  assign \$50  = \$49  ^ \port$3834$0 [7];
-  assign \$51  = \$50  ^ \port$3834$0 [9];
-  assign \$52  = \$51  ^ \port$3834$0 [12];
-  assign \$53  = \$52  ^ \port$3834$0 [13];
-  assign \$54  = \$53  ^ \port$3834$0 [14];
-  assign \$55  = \$54  ^ \port$3834$0 [15];
-  assign \$56  = \$55  ^ \port$3834$0 [16];
+  assign \$36  = \$35  ^ \port$3858$0 ;
+  assign \$40  = \$39  ^ \port$3860$0 [0];
+  assign \$41  = \$40  ^ \port$3860$0 [4];
+  assign \$42  = \$41  ^ \port$3860$0 [5];
+  assign \$43  = \$42  ^ \port$3860$0 [6];
+  assign \$44  = \$43  ^ \port$3862$0 [0];
+  assign \$45  = \$44  ^ \port$3862$0 [1];
+  assign \$46  = \$45  ^ \port$3862$0 [2];
+  assign \$47  = \$46  ^ \port$3862$0 [4];
+  assign \$48  = \$47  ^ \port$3862$0 [5];
+  assign \$49  = \$48  ^ \port$3862$0 [6];
+  assign \$50  = \$49  ^ \port$3862$0 [7];
+  assign \$51  = \$50  ^ \port$3862$0 [9];
+  assign \$52  = \$51  ^ \port$3862$0 [12];
+  assign \$53  = \$52  ^ \port$3862$0 [13];
+  assign \$54  = \$53  ^ \port$3862$0 [14];
+  assign \$55  = \$54  ^ \port$3862$0 [15];
+  assign \$56  = \$55  ^ \port$3862$0 [16];
   assign \$62  = \$61  ^ \port$0$2 [2];
   assign \$63  = \$62  ^ \port$0$2 [3];
   assign \$64  = \$63  ^ \port$0$2 [4];
   assign \$65  = \$64  ^ \port$0$2 [6];
   assign \$66  = \$65  ^ \port$0$2 [7];
-  assign \$71  = \$70  ^ \port$3832$0 [0];
-  assign \$72  = \$71  ^ \port$3832$0 [1];
-  assign \$73  = \$72  ^ \port$3832$0 [4];
-  assign \$74  = \$73  ^ \port$3832$0 [5];
-  assign \$75  = \$74  ^ \port$3834$0 [1];
-  assign \$76  = \$75  ^ \port$3834$0 [6];
-  assign \$77  = \$76  ^ \port$3834$0 [8];
-  assign \$78  = \$77  ^ \port$3834$0 [10];
-  assign \$79  = \$78  ^ \port$3834$0 [12];
-  assign \$80  = \$79  ^ \port$3834$0 [13];
-  assign \$81  = \$80  ^ \port$3834$0 [15];
-  assign \$82  = \$81  ^ \port$3834$0 [16];
+  assign \$71  = \$70  ^ \port$3860$0 [0];
+  assign \$72  = \$71  ^ \port$3860$0 [1];
+  assign \$73  = \$72  ^ \port$3860$0 [4];
+  assign \$74  = \$73  ^ \port$3860$0 [5];
+  assign \$75  = \$74  ^ \port$3862$0 [1];
+  assign \$76  = \$75  ^ \port$3862$0 [6];
+  assign \$77  = \$76  ^ \port$3862$0 [8];
+  assign \$78  = \$77  ^ \port$3862$0 [10];
+  assign \$79  = \$78  ^ \port$3862$0 [12];
+  assign \$80  = \$79  ^ \port$3862$0 [13];
+  assign \$81  = \$80  ^ \port$3862$0 [15];
+  assign \$82  = \$81  ^ \port$3862$0 [16];
   assign \$91  = \$90  ^ \port$0$2 [3];
   assign \$92  = \$91  ^ \port$0$2 [4];
   assign \$93  = \$92  ^ \port$0$2 [5];
   assign \$94  = \$93  ^ \port$0$2 [7];
-  assign \$98  = \$97  ^ \port$3832$0 [1];
-  assign \$99  = \$98  ^ \port$3832$0 [2];
-  assign \$100  = \$99  ^ \port$3832$0 [5];
-  assign \$101  = \$100  ^ \port$3832$0 [6];
-  assign \$102  = \$101  ^ \port$3834$0 [0];
-  assign \$103  = \$102  ^ \port$3834$0 [2];
-  assign \$104  = \$103  ^ \port$3834$0 [7];
-  assign \$105  = \$104  ^ \port$3834$0 [9];
-  assign \$106  = \$105  ^ \port$3834$0 [11];
-  assign \$107  = \$106  ^ \port$3834$0 [13];
-  assign \$108  = \$107  ^ \port$3834$0 [14];
+  assign \$98  = \$97  ^ \port$3860$0 [1];
+  assign \$99  = \$98  ^ \port$3860$0 [2];
+  assign \$100  = \$99  ^ \port$3860$0 [5];
+  assign \$101  = \$100  ^ \port$3860$0 [6];
+  assign \$102  = \$101  ^ \port$3862$0 [0];
+  assign \$103  = \$102  ^ \port$3862$0 [2];
+  assign \$104  = \$103  ^ \port$3862$0 [7];
+  assign \$105  = \$104  ^ \port$3862$0 [9];
+  assign \$106  = \$105  ^ \port$3862$0 [11];
+  assign \$107  = \$106  ^ \port$3862$0 [13];
+  assign \$108  = \$107  ^ \port$3862$0 [14];
   assign \$118  = \$117  ^ \port$0$2 [4];
   assign \$119  = \$118  ^ \port$0$2 [5];
   assign \$120  = \$119  ^ \port$0$2 [6];
-  assign \$124  = \$123  ^ \port$3832$0 [0];
-  assign \$125  = \$124  ^ \port$3832$0 [2];
-  assign \$126  = \$125  ^ \port$3832$0 [3];
-  assign \$127  = \$126  ^ \port$3832$0 [6];
-  assign \$128  = \$127  ^ \port$3832$0 [7];
-  assign \$129  = \$128  ^ \port$3834$0 [1];
-  assign \$130  = \$129  ^ \port$3834$0 [3];
-  assign \$131  = \$130  ^ \port$3834$0 [8];
-  assign \$132  = \$131  ^ \port$3834$0 [10];
-  assign \$133  = \$132  ^ \port$3834$0 [12];
-  assign \$134  = \$133  ^ \port$3834$0 [14];
-  assign \$135  = \$134  ^ \port$3834$0 [15];
+  assign \$124  = \$123  ^ \port$3860$0 [0];
+  assign \$125  = \$124  ^ \port$3860$0 [2];
+  assign \$126  = \$125  ^ \port$3860$0 [3];
+  assign \$127  = \$126  ^ \port$3860$0 [6];
+  assign \$128  = \$127  ^ \port$3860$0 [7];
+  assign \$129  = \$128  ^ \port$3862$0 [1];
+  assign \$130  = \$129  ^ \port$3862$0 [3];
+  assign \$131  = \$130  ^ \port$3862$0 [8];
+  assign \$132  = \$131  ^ \port$3862$0 [10];
+  assign \$133  = \$132  ^ \port$3862$0 [12];
+  assign \$134  = \$133  ^ \port$3862$0 [14];
+  assign \$135  = \$134  ^ \port$3862$0 [15];
   assign \$144  = \$143  ^ \port$0$2 [2];
   assign \$145  = \$144  ^ \port$0$2 [5];
   assign \$146  = \$145  ^ \port$0$2 [6];
   assign \$147  = \$146  ^ \port$0$2 [7];
-  assign \$148  = \$147  ^ \port$3830$0 ;
-  assign \$151  = \$150  ^ \port$3832$0 [1];
-  assign \$152  = \$151  ^ \port$3832$0 [3];
-  assign \$153  = \$152  ^ \port$3832$0 [4];
-  assign \$154  = \$153  ^ \port$3832$0 [7];
-  assign \$155  = \$154  ^ \port$3834$0 [0];
-  assign \$156  = \$155  ^ \port$3834$0 [2];
-  assign \$157  = \$156  ^ \port$3834$0 [4];
-  assign \$158  = \$157  ^ \port$3834$0 [9];
-  assign \$159  = \$158  ^ \port$3834$0 [11];
-  assign \$160  = \$159  ^ \port$3834$0 [13];
-  assign \$161  = \$160  ^ \port$3834$0 [15];
+  assign \$148  = \$147  ^ \port$3858$0 ;
+  assign \$151  = \$150  ^ \port$3860$0 [1];
+  assign \$152  = \$151  ^ \port$3860$0 [3];
+  assign \$153  = \$152  ^ \port$3860$0 [4];
+  assign \$154  = \$153  ^ \port$3860$0 [7];
+  assign \$155  = \$154  ^ \port$3862$0 [0];
+  assign \$156  = \$155  ^ \port$3862$0 [2];
+  assign \$157  = \$156  ^ \port$3862$0 [4];
+  assign \$158  = \$157  ^ \port$3862$0 [9];
+  assign \$159  = \$158  ^ \port$3862$0 [11];
+  assign \$160  = \$159  ^ \port$3862$0 [13];
+  assign \$161  = \$160  ^ \port$3862$0 [15];
   assign \$170  = \$169  ^ \port$0$2 [1];
   assign \$171  = \$170  ^ \port$0$2 [3];
   assign \$172  = \$171  ^ \port$0$2 [6];
   assign \$173  = \$172  ^ \port$0$2 [7];
-  assign \$174  = \$173  ^ \port$3830$0 ;
-  assign \$178  = \$177  ^ \port$3832$0 [2];
-  assign \$179  = \$178  ^ \port$3832$0 [4];
-  assign \$180  = \$179  ^ \port$3832$0 [5];
-  assign \$181  = \$180  ^ \port$3834$0 [0];
-  assign \$182  = \$181  ^ \port$3834$0 [1];
-  assign \$183  = \$182  ^ \port$3834$0 [3];
-  assign \$184  = \$183  ^ \port$3834$0 [5];
-  assign \$185  = \$184  ^ \port$3834$0 [10];
-  assign \$186  = \$185  ^ \port$3834$0 [12];
-  assign \$187  = \$186  ^ \port$3834$0 [14];
+  assign \$174  = \$173  ^ \port$3858$0 ;
+  assign \$178  = \$177  ^ \port$3860$0 [2];
+  assign \$179  = \$178  ^ \port$3860$0 [4];
+  assign \$180  = \$179  ^ \port$3860$0 [5];
+  assign \$181  = \$180  ^ \port$3862$0 [0];
+  assign \$182  = \$181  ^ \port$3862$0 [1];
+  assign \$183  = \$182  ^ \port$3862$0 [3];
+  assign \$184  = \$183  ^ \port$3862$0 [5];
+  assign \$185  = \$184  ^ \port$3862$0 [10];
+  assign \$186  = \$185  ^ \port$3862$0 [12];
+  assign \$187  = \$186  ^ \port$3862$0 [14];
   assign \$198  = \$197  ^ \port$0$2 [4];
   assign \$199  = \$198  ^ \port$0$2 [7];
-  assign \$204  = \$203  ^ \port$3832$0 [3];
-  assign \$205  = \$204  ^ \port$3832$0 [5];
-  assign \$206  = \$205  ^ \port$3832$0 [6];
-  assign \$207  = \$206  ^ \port$3834$0 [1];
-  assign \$208  = \$207  ^ \port$3834$0 [2];
-  assign \$209  = \$208  ^ \port$3834$0 [4];
-  assign \$210  = \$209  ^ \port$3834$0 [6];
-  assign \$211  = \$210  ^ \port$3834$0 [11];
-  assign \$212  = \$211  ^ \port$3834$0 [13];
-  assign \$213  = \$212  ^ \port$3834$0 [15];
+  assign \$204  = \$203  ^ \port$3860$0 [3];
+  assign \$205  = \$204  ^ \port$3860$0 [5];
+  assign \$206  = \$205  ^ \port$3860$0 [6];
+  assign \$207  = \$206  ^ \port$3862$0 [1];
+  assign \$208  = \$207  ^ \port$3862$0 [2];
+  assign \$209  = \$208  ^ \port$3862$0 [4];
+  assign \$210  = \$209  ^ \port$3862$0 [6];
+  assign \$211  = \$210  ^ \port$3862$0 [11];
+  assign \$212  = \$211  ^ \port$3862$0 [13];
+  assign \$213  = \$212  ^ \port$3862$0 [15];
   assign ok = ! check;
-  assign \$auto$rtlil.cc:2739:Not$42  = ~ \port$3828$0 ;
+  assign \$auto$rtlil.cc:2739:Not$42  = ~ \port$3856$0 ;
   assign \$auto$rtlil.cc:2739:Not$44  = ~ \port$0$2 [1];
   assign \$auto$rtlil.cc:2739:Not$46  = ~ \port$0$2 [1];
-  assign \$auto$rtlil.cc:2739:Not$48  = ~ \port$3828$0 ;
-  assign header = { 15'h0000, \port$3834$0 , \port$3832$0 , 7'h00, \port$3830$0 , \port$0$2 , 1'h0, \port$3828$0 , 6'h0a };
+  assign \$auto$rtlil.cc:2739:Not$48  = ~ \port$3856$0 ;
+  assign header = { 15'h0000, \port$3862$0 , \port$3860$0 , 7'h00, \port$3858$0 , \port$0$2 , 1'h0, \port$3856$0 , 6'h0a };
   assign \header.magic  = 4'ha;
   assign \header.version  = 2'h0;
-  assign \header.ptype  = { 1'h0, \port$3828$0  };
+  assign \header.ptype  = { 1'h0, \port$3856$0  };
   assign \header.src  = \port$0$2 ;
-  assign \header.channel  = { 3'h0, \port$3830$0  };
+  assign \header.channel  = { 3'h0, \port$3858$0  };
   assign \header.rsvd0  = 4'h0;
-  assign \header.tag  = \port$3832$0 ;
-  assign \header.length  = \port$3834$0 ;
+  assign \header.tag  = \port$3860$0 ;
+  assign \header.length  = \port$3862$0 ;
   assign \header.rsvd1  = 7'h00;
   assign \header.check  = 8'h00;
   assign check[7] = \$216 ;
@@ -14353,7 +14409,7 @@ module \ace_nic_small.tx0.hdr_check (\port$3828$0 , \port$3830$0 , \port$3832$0 
   assign \$58  = \$56 ;
   assign \$59  = 1'h0;
   assign \$60  = 1'h0;
-  assign \$61  = \port$3828$0 ;
+  assign \$61  = \port$3856$0 ;
   assign \$67  = \$66 ;
   assign \$68  = \$66 ;
   assign \$69  = \$66 ;
@@ -15132,8 +15188,8 @@ module \ace_nic_small.tx0.out_skid (clk, rst, \port$554$0 , \port$555$0 , \port$
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, busy__0, busy__1, \port$2011$0 , \port$2012$0 , \port$2013$0 , \port$2014$0 , \port$2015$0 , \port$2016$0 , \port$2017$0 , \port$2018$0 , link__tkeep, link__tlast, \port$3011$0 , \port$3012$0 , \port$3013$0 , \port$3014$0 
-, \port$3015$0 , \port$3016$0 , \port$3017$0 , \port$3018$0 , \port$3107$0 , \port$3108$0 , \port$3109$0 , \port$3110$0 , \port$3111$0 , \port$3112$0 , \port$3113$0 , \port$3114$0 , cmd__0__payload, cmd__1__payload, cmd__0__ready, cmd__1__ready, data__0__ready, data__1__ready, payload_bytes, header_bytes, busy_cycles
+module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, busy__0, busy__1, \port$2025$0 , \port$2026$0 , \port$2027$0 , \port$2028$0 , \port$2029$0 , \port$2030$0 , \port$2031$0 , \port$2032$0 , link__tkeep, link__tlast, \port$3039$0 , \port$3040$0 , \port$3041$0 , \port$3042$0 
+, \port$3043$0 , \port$3044$0 , \port$3045$0 , \port$3046$0 , \port$3135$0 , \port$3136$0 , \port$3137$0 , \port$3138$0 , \port$3139$0 , \port$3140$0 , \port$3141$0 , \port$3142$0 , cmd__0__payload, cmd__1__payload, cmd__0__ready, cmd__1__ready, data__0__ready, data__1__ready, payload_bytes, header_bytes, busy_cycles
 , stall_cycles, credits__0, credits__1, link__tvalid, credit_in_valid, freed__0, freed__1, credit_in_channel, credit_in_count, data__0__valid, data__1__valid, node_id);
   reg \$auto$verilog_backend.cc:2355:dump_module$68  = 0;
   wire [11:0] \$1 ;
@@ -15729,54 +15785,54 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   reg pick_header_r1 = 1'h1;
   reg pick_header_r2 = 1'h1;
   reg pick_header_r3 = 1'h1;
-  output [15:0] \port$2011$0 ;
-  wire [15:0] \port$2011$0 ;
-  output [15:0] \port$2012$0 ;
-  wire [15:0] \port$2012$0 ;
-  output [15:0] \port$2013$0 ;
-  wire [15:0] \port$2013$0 ;
-  output [15:0] \port$2014$0 ;
-  wire [15:0] \port$2014$0 ;
-  output [15:0] \port$2015$0 ;
-  wire [15:0] \port$2015$0 ;
-  output [15:0] \port$2016$0 ;
-  wire [15:0] \port$2016$0 ;
-  output [15:0] \port$2017$0 ;
-  wire [15:0] \port$2017$0 ;
-  output [15:0] \port$2018$0 ;
-  wire [15:0] \port$2018$0 ;
-  input [15:0] \port$3011$0 ;
-  wire [15:0] \port$3011$0 ;
-  input [15:0] \port$3012$0 ;
-  wire [15:0] \port$3012$0 ;
-  input [15:0] \port$3013$0 ;
-  wire [15:0] \port$3013$0 ;
-  input [15:0] \port$3014$0 ;
-  wire [15:0] \port$3014$0 ;
-  input [15:0] \port$3015$0 ;
-  wire [15:0] \port$3015$0 ;
-  input [15:0] \port$3016$0 ;
-  wire [15:0] \port$3016$0 ;
-  input [15:0] \port$3017$0 ;
-  wire [15:0] \port$3017$0 ;
-  input [15:0] \port$3018$0 ;
-  wire [15:0] \port$3018$0 ;
-  input [15:0] \port$3107$0 ;
-  wire [15:0] \port$3107$0 ;
-  input [15:0] \port$3108$0 ;
-  wire [15:0] \port$3108$0 ;
-  input [15:0] \port$3109$0 ;
-  wire [15:0] \port$3109$0 ;
-  input [15:0] \port$3110$0 ;
-  wire [15:0] \port$3110$0 ;
-  input [15:0] \port$3111$0 ;
-  wire [15:0] \port$3111$0 ;
-  input [15:0] \port$3112$0 ;
-  wire [15:0] \port$3112$0 ;
-  input [15:0] \port$3113$0 ;
-  wire [15:0] \port$3113$0 ;
-  input [15:0] \port$3114$0 ;
-  wire [15:0] \port$3114$0 ;
+  output [15:0] \port$2025$0 ;
+  wire [15:0] \port$2025$0 ;
+  output [15:0] \port$2026$0 ;
+  wire [15:0] \port$2026$0 ;
+  output [15:0] \port$2027$0 ;
+  wire [15:0] \port$2027$0 ;
+  output [15:0] \port$2028$0 ;
+  wire [15:0] \port$2028$0 ;
+  output [15:0] \port$2029$0 ;
+  wire [15:0] \port$2029$0 ;
+  output [15:0] \port$2030$0 ;
+  wire [15:0] \port$2030$0 ;
+  output [15:0] \port$2031$0 ;
+  wire [15:0] \port$2031$0 ;
+  output [15:0] \port$2032$0 ;
+  wire [15:0] \port$2032$0 ;
+  input [15:0] \port$3039$0 ;
+  wire [15:0] \port$3039$0 ;
+  input [15:0] \port$3040$0 ;
+  wire [15:0] \port$3040$0 ;
+  input [15:0] \port$3041$0 ;
+  wire [15:0] \port$3041$0 ;
+  input [15:0] \port$3042$0 ;
+  wire [15:0] \port$3042$0 ;
+  input [15:0] \port$3043$0 ;
+  wire [15:0] \port$3043$0 ;
+  input [15:0] \port$3044$0 ;
+  wire [15:0] \port$3044$0 ;
+  input [15:0] \port$3045$0 ;
+  wire [15:0] \port$3045$0 ;
+  input [15:0] \port$3046$0 ;
+  wire [15:0] \port$3046$0 ;
+  input [15:0] \port$3135$0 ;
+  wire [15:0] \port$3135$0 ;
+  input [15:0] \port$3136$0 ;
+  wire [15:0] \port$3136$0 ;
+  input [15:0] \port$3137$0 ;
+  wire [15:0] \port$3137$0 ;
+  input [15:0] \port$3138$0 ;
+  wire [15:0] \port$3138$0 ;
+  input [15:0] \port$3139$0 ;
+  wire [15:0] \port$3139$0 ;
+  input [15:0] \port$3140$0 ;
+  wire [15:0] \port$3140$0 ;
+  input [15:0] \port$3141$0 ;
+  wire [15:0] \port$3141$0 ;
+  input [15:0] \port$3142$0 ;
+  wire [15:0] \port$3142$0 ;
   reg rr_last = 1'h0;
   reg rr_pick;
   input rst;
@@ -15824,44 +15880,44 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   assign \$33  = ~ slot_credit;
   assign \$34  = \$32  & \$33 ;
   assign cur_next = \$34  ? slot_ch : cur;
-  assign \$35  = \port$3011$0  & { pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0 };
-  assign \$37  = \port$3107$0  & { pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0 };
+  assign \$35  = \port$3039$0  & { pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0 };
+  assign \$37  = \port$3135$0  & { pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0 };
   assign \$38  = \$36  | \$37 ;
   assign \$39  = \$38  & { keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1:0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0] };
   assign \$40  = { node_id, 1'h0, slot_credit, 6'h0a } & { pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0 };
   assign \$41  = \$39  | \$40 ;
-  assign \$42  = \port$3012$0  & { pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1 };
-  assign \$44  = \port$3108$0  & { pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1 };
+  assign \$42  = \port$3040$0  & { pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1 };
+  assign \$44  = \port$3136$0  & { pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1 };
   assign \$45  = \$43  | \$44 ;
   assign \$46  = \$45  & { keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3:2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2] };
   assign \$47  = { slot_tag, 7'h00, slot_ch } & { pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1 };
   assign \$48  = \$46  | \$47 ;
-  assign \$49  = \port$3013$0  & { pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2 };
-  assign \$51  = \port$3109$0  & { pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2 };
+  assign \$49  = \port$3041$0  & { pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2 };
+  assign \$51  = \port$3137$0  & { pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2 };
   assign \$52  = \$50  | \$51 ;
   assign \$53  = \$52  & { keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5:4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4] };
   assign \$54  = slot_length[15:0] & { pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2 };
   assign \$55  = \$53  | \$54 ;
-  assign \$56  = \port$3014$0  & { pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3 };
-  assign \$58  = \port$3110$0  & { pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3 };
+  assign \$56  = \port$3042$0  & { pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3 };
+  assign \$58  = \port$3138$0  & { pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3 };
   assign \$59  = \$57  | \$58 ;
   assign \$60  = \$59  & { keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7:6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6] };
   assign \$61  = { check, 7'h00, slot_length[16] } & { pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3 };
   assign \$62  = \$60  | \$61 ;
-  assign \$63  = \port$3015$0  & { pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4 };
-  assign \$65  = \port$3111$0  & { pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4 };
+  assign \$63  = \port$3043$0  & { pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4 };
+  assign \$65  = \port$3139$0  & { pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4 };
   assign \$66  = \$64  | \$65 ;
   assign \$67  = \$66  & { keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9:8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8] };
-  assign \$68  = \port$3016$0  & { pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5 };
-  assign \$70  = \port$3112$0  & { pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5 };
+  assign \$68  = \port$3044$0  & { pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5 };
+  assign \$70  = \port$3140$0  & { pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5 };
   assign \$71  = \$69  | \$70 ;
   assign \$72  = \$71  & { keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11:10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10] };
-  assign \$73  = \port$3017$0  & { pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6 };
-  assign \$75  = \port$3113$0  & { pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6 };
+  assign \$73  = \port$3045$0  & { pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6 };
+  assign \$75  = \port$3141$0  & { pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6 };
   assign \$76  = \$74  | \$75 ;
   assign \$77  = \$76  & { keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13:12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12] };
-  assign \$78  = \port$3018$0  & { pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7 };
-  assign \$80  = \port$3114$0  & { pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7 };
+  assign \$78  = \port$3046$0  & { pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7 };
+  assign \$80  = \port$3142$0  & { pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7 };
   assign \$81  = \$79  | \$80 ;
   assign \$82  = \$81  & { keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15:14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14] };
   assign \$83  = ~ slot_credit;
@@ -16219,10 +16275,10 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   \ace_nic_small.tx1.hdr_check  hdr_check (
     .check(check),
     .\port$0$2 (node_id),
-    .\port$4162$0 (slot_credit),
-    .\port$4164$0 (slot_ch),
-    .\port$4166$0 (slot_tag),
-    .\port$4168$0 (slot_length)
+    .\port$4190$0 (slot_credit),
+    .\port$4192$0 (slot_ch),
+    .\port$4194$0 (slot_tag),
+    .\port$4196$0 (slot_length)
   );
   \ace_nic_small.tx1.out_skid  out_skid (
     .clk(clk),
@@ -16231,16 +16287,16 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     .in_ready(i__ready),
     .o__ready(o__ready),
     .out_valid(link__tvalid),
-    .\port$2011$0 (\$437 ),
-    .\port$2012$0 (\$438 ),
-    .\port$2013$0 (\$439 ),
-    .\port$2014$0 (\$440 ),
-    .\port$2015$0 (\$441 ),
-    .\port$2016$0 (\$442 ),
-    .\port$2017$0 (\$443 ),
-    .\port$2018$0 (\$444 ),
-    .\port$2019$0 (link__tkeep),
-    .\port$2020$0 (\$445 ),
+    .\port$2025$0 (\$437 ),
+    .\port$2026$0 (\$438 ),
+    .\port$2027$0 (\$439 ),
+    .\port$2028$0 (\$440 ),
+    .\port$2029$0 (\$441 ),
+    .\port$2030$0 (\$442 ),
+    .\port$2031$0 (\$443 ),
+    .\port$2032$0 (\$444 ),
+    .\port$2033$0 (link__tkeep),
+    .\port$2034$0 (\$445 ),
     .rst(rst)
   );
   always @* begin
@@ -17004,16 +17060,16 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   assign credits1_q = credits__1;
   assign cmd1_beats = \$7 [6:0];
   assign header = { 15'h0000, slot_length, slot_tag, 7'h00, slot_ch, node_id, 1'h0, slot_credit, 6'h0a };
-  assign data__0__payload = { \port$3018$0 , \port$3017$0 , \port$3016$0 , \port$3015$0 , \port$3014$0 , \port$3013$0 , \port$3012$0 , \port$3011$0  };
-  assign data__1__payload = { \port$3114$0 , \port$3113$0 , \port$3112$0 , \port$3111$0 , \port$3110$0 , \port$3109$0 , \port$3108$0 , \port$3107$0  };
-  assign \port$2011$0  = \$437 ;
-  assign \port$2012$0  = \$438 ;
-  assign \port$2013$0  = \$439 ;
-  assign \port$2014$0  = \$440 ;
-  assign \port$2015$0  = \$441 ;
-  assign \port$2016$0  = \$442 ;
-  assign \port$2017$0  = \$443 ;
-  assign \port$2018$0  = \$444 ;
+  assign data__0__payload = { \port$3046$0 , \port$3045$0 , \port$3044$0 , \port$3043$0 , \port$3042$0 , \port$3041$0 , \port$3040$0 , \port$3039$0  };
+  assign data__1__payload = { \port$3142$0 , \port$3141$0 , \port$3140$0 , \port$3139$0 , \port$3138$0 , \port$3137$0 , \port$3136$0 , \port$3135$0  };
+  assign \port$2025$0  = \$437 ;
+  assign \port$2026$0  = \$438 ;
+  assign \port$2027$0  = \$439 ;
+  assign \port$2028$0  = \$440 ;
+  assign \port$2029$0  = \$441 ;
+  assign \port$2030$0  = \$442 ;
+  assign \port$2031$0  = \$443 ;
+  assign \port$2032$0  = \$444 ;
   assign link__tlast = \$445 [0];
   assign \o__payload.data  = { \$444 , \$443 , \$442 , \$441 , \$440 , \$439 , \$438 , \$437  };
   assign \o__payload.keep  = link__tkeep;
@@ -17041,8 +17097,8 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   assign \i__payload.last  = i__payload[144];
   assign \i__payload.header  = i__payload[145];
   assign \i__payload.bytes  = i__payload[150:146];
-  assign \data__0__payload.data  = { \port$3018$0 , \port$3017$0 , \port$3016$0 , \port$3015$0 , \port$3014$0 , \port$3013$0 , \port$3012$0 , \port$3011$0  };
-  assign \data__1__payload.data  = { \port$3114$0 , \port$3113$0 , \port$3112$0 , \port$3111$0 , \port$3110$0 , \port$3109$0 , \port$3108$0 , \port$3107$0  };
+  assign \data__0__payload.data  = { \port$3046$0 , \port$3045$0 , \port$3044$0 , \port$3043$0 , \port$3042$0 , \port$3041$0 , \port$3040$0 , \port$3039$0  };
+  assign \data__1__payload.data  = { \port$3142$0 , \port$3141$0 , \port$3140$0 , \port$3139$0 , \port$3138$0 , \port$3137$0 , \port$3136$0 , \port$3135$0  };
   assign \$2  = { 4'h0, \$1 [11:4] };
   assign \$7  = { 4'h0, \$6 [11:4] };
   assign \$8  = slot_ch;
@@ -17143,7 +17199,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.tx1.hdr_check (\port$4162$0 , \port$4164$0 , \port$4166$0 , \port$4168$0 , check, \port$0$2 );
+module \ace_nic_small.tx1.hdr_check (\port$4190$0 , \port$4192$0 , \port$4194$0 , \port$4196$0 , check, \port$0$2 );
   wire \$1 ;
   wire \$10 ;
   wire \$100 ;
@@ -17391,155 +17447,155 @@ module \ace_nic_small.tx1.hdr_check (\port$4162$0 , \port$4164$0 , \port$4166$0 
   wire ok;
   input [7:0] \port$0$2 ;
   wire [7:0] \port$0$2 ;
-  input \port$4162$0 ;
-  wire \port$4162$0 ;
-  input \port$4164$0 ;
-  wire \port$4164$0 ;
-  input [7:0] \port$4166$0 ;
-  wire [7:0] \port$4166$0 ;
-  input [16:0] \port$4168$0 ;
-  wire [16:0] \port$4168$0 ;
+  input \port$4190$0 ;
+  wire \port$4190$0 ;
+  input \port$4192$0 ;
+  wire \port$4192$0 ;
+  input [7:0] \port$4194$0 ;
+  wire [7:0] \port$4194$0 ;
+  input [16:0] \port$4196$0 ;
+  wire [16:0] \port$4196$0 ;
   assign \$7  = \$6  ^ \port$0$2 [0];
   assign \$8  = \$7  ^ \port$0$2 [3];
   assign \$9  = \$8  ^ \port$0$2 [5];
-  assign \$13  = \$12  ^ \port$4166$0 [4];
-  assign \$14  = \$13  ^ \port$4166$0 [6];
-  assign \$15  = \$14  ^ \port$4166$0 [7];
-  assign \$16  = \$15  ^ \port$4168$0 [0];
-  assign \$17  = \$16  ^ \port$4168$0 [2];
-  assign \$18  = \$17  ^ \port$4168$0 [3];
-  assign \$19  = \$18  ^ \port$4168$0 [5];
-  assign \$20  = \$19  ^ \port$4168$0 [7];
-  assign \$21  = \$20  ^ \port$4168$0 [8];
-  assign \$22  = \$21  ^ \port$4168$0 [12];
-  assign \$23  = \$22  ^ \port$4168$0 [14];
-  assign \$24  = \$23  ^ \port$4168$0 [16];
+  assign \$13  = \$12  ^ \port$4194$0 [4];
+  assign \$14  = \$13  ^ \port$4194$0 [6];
+  assign \$15  = \$14  ^ \port$4194$0 [7];
+  assign \$16  = \$15  ^ \port$4196$0 [0];
+  assign \$17  = \$16  ^ \port$4196$0 [2];
+  assign \$18  = \$17  ^ \port$4196$0 [3];
+  assign \$19  = \$18  ^ \port$4196$0 [5];
+  assign \$20  = \$19  ^ \port$4196$0 [7];
+  assign \$21  = \$20  ^ \port$4196$0 [8];
+  assign \$22  = \$21  ^ \port$4196$0 [12];
+  assign \$23  = \$22  ^ \port$4196$0 [14];
+  assign \$24  = \$23  ^ \port$4196$0 [16];
   assign \$32  = \$31  ^ \port$0$2 [3];
   assign \$33  = \$32  ^ \port$0$2 [4];
   assign \$34  = \$33  ^ \port$0$2 [5];
   assign \$35  = \$34  ^ \port$0$2 [6];
-  assign \$36  = \$35  ^ \port$4164$0 ;
-  assign \$40  = \$39  ^ \port$4166$0 [0];
-  assign \$41  = \$40  ^ \port$4166$0 [4];
-  assign \$42  = \$41  ^ \port$4166$0 [5];
-  assign \$43  = \$42  ^ \port$4166$0 [6];
-  assign \$44  = \$43  ^ \port$4168$0 [0];
-  assign \$45  = \$44  ^ \port$4168$0 [1];
-  assign \$46  = \$45  ^ \port$4168$0 [2];
-  assign \$47  = \$46  ^ \port$4168$0 [4];
-  assign \$48  = \$47  ^ \port$4168$0 [5];
-  assign \$49  = \$48  ^ \port$4168$0 [6];
-  assign \$50  = \$49  ^ \port$4168$0 [7];
-  assign \$51  = \$50  ^ \port$4168$0 [9];
-  assign \$52  = \$51  ^ \port$4168$0 [12];
-  assign \$53  = \$52  ^ \port$4168$0 [13];
-  assign \$54  = \$53  ^ \port$4168$0 [14];
-  assign \$55  = \$54  ^ \port$4168$0 [15];
-  assign \$56  = \$55  ^ \port$4168$0 [16];
+  assign \$36  = \$35  ^ \port$4192$0 ;
+  assign \$40  = \$39  ^ \port$4194$0 [0];
+  assign \$41  = \$40  ^ \port$4194$0 [4];
+  assign \$42  = \$41  ^ \port$4194$0 [5];
+  assign \$43  = \$42  ^ \port$4194$0 [6];
+  assign \$44  = \$43  ^ \port$4196$0 [0];
+  assign \$45  = \$44  ^ \port$4196$0 [1];
+  assign \$46  = \$45  ^ \port$4196$0 [2];
+  assign \$47  = \$46  ^ \port$4196$0 [4];
+  assign \$48  = \$47  ^ \port$4196$0 [5];
+  assign \$49  = \$48  ^ \port$4196$0 [6];
+  assign \$50  = \$49  ^ \port$4196$0 [7];
+  assign \$51  = \$50  ^ \port$4196$0 [9];
+  assign \$52  = \$51  ^ \port$4196$0 [12];
+  assign \$53  = \$52  ^ \port$4196$0 [13];
+  assign \$54  = \$53  ^ \port$4196$0 [14];
+  assign \$55  = \$54  ^ \port$4196$0 [15];
+  assign \$56  = \$55  ^ \port$4196$0 [16];
   assign \$62  = \$61  ^ \port$0$2 [2];
   assign \$63  = \$62  ^ \port$0$2 [3];
   assign \$64  = \$63  ^ \port$0$2 [4];
   assign \$65  = \$64  ^ \port$0$2 [6];
   assign \$66  = \$65  ^ \port$0$2 [7];
-  assign \$71  = \$70  ^ \port$4166$0 [0];
-  assign \$72  = \$71  ^ \port$4166$0 [1];
-  assign \$73  = \$72  ^ \port$4166$0 [4];
-  assign \$74  = \$73  ^ \port$4166$0 [5];
-  assign \$75  = \$74  ^ \port$4168$0 [1];
-  assign \$76  = \$75  ^ \port$4168$0 [6];
-  assign \$77  = \$76  ^ \port$4168$0 [8];
-  assign \$78  = \$77  ^ \port$4168$0 [10];
-  assign \$79  = \$78  ^ \port$4168$0 [12];
-  assign \$80  = \$79  ^ \port$4168$0 [13];
-  assign \$81  = \$80  ^ \port$4168$0 [15];
-  assign \$82  = \$81  ^ \port$4168$0 [16];
+  assign \$71  = \$70  ^ \port$4194$0 [0];
+  assign \$72  = \$71  ^ \port$4194$0 [1];
+  assign \$73  = \$72  ^ \port$4194$0 [4];
+  assign \$74  = \$73  ^ \port$4194$0 [5];
+  assign \$75  = \$74  ^ \port$4196$0 [1];
+  assign \$76  = \$75  ^ \port$4196$0 [6];
+  assign \$77  = \$76  ^ \port$4196$0 [8];
+  assign \$78  = \$77  ^ \port$4196$0 [10];
+  assign \$79  = \$78  ^ \port$4196$0 [12];
+  assign \$80  = \$79  ^ \port$4196$0 [13];
+  assign \$81  = \$80  ^ \port$4196$0 [15];
+  assign \$82  = \$81  ^ \port$4196$0 [16];
   assign \$91  = \$90  ^ \port$0$2 [3];
   assign \$92  = \$91  ^ \port$0$2 [4];
   assign \$93  = \$92  ^ \port$0$2 [5];
   assign \$94  = \$93  ^ \port$0$2 [7];
-  assign \$98  = \$97  ^ \port$4166$0 [1];
-  assign \$99  = \$98  ^ \port$4166$0 [2];
-  assign \$100  = \$99  ^ \port$4166$0 [5];
-  assign \$101  = \$100  ^ \port$4166$0 [6];
-  assign \$102  = \$101  ^ \port$4168$0 [0];
-  assign \$103  = \$102  ^ \port$4168$0 [2];
-  assign \$104  = \$103  ^ \port$4168$0 [7];
-  assign \$105  = \$104  ^ \port$4168$0 [9];
-  assign \$106  = \$105  ^ \port$4168$0 [11];
-  assign \$107  = \$106  ^ \port$4168$0 [13];
-  assign \$108  = \$107  ^ \port$4168$0 [14];
+  assign \$98  = \$97  ^ \port$4194$0 [1];
+  assign \$99  = \$98  ^ \port$4194$0 [2];
+  assign \$100  = \$99  ^ \port$4194$0 [5];
+  assign \$101  = \$100  ^ \port$4194$0 [6];
+  assign \$102  = \$101  ^ \port$4196$0 [0];
+  assign \$103  = \$102  ^ \port$4196$0 [2];
+  assign \$104  = \$103  ^ \port$4196$0 [7];
+  assign \$105  = \$104  ^ \port$4196$0 [9];
+  assign \$106  = \$105  ^ \port$4196$0 [11];
+  assign \$107  = \$106  ^ \port$4196$0 [13];
+  assign \$108  = \$107  ^ \port$4196$0 [14];
   assign \$118  = \$117  ^ \port$0$2 [4];
   assign \$119  = \$118  ^ \port$0$2 [5];
   assign \$120  = \$119  ^ \port$0$2 [6];
-  assign \$124  = \$123  ^ \port$4166$0 [0];
-  assign \$125  = \$124  ^ \port$4166$0 [2];
-  assign \$126  = \$125  ^ \port$4166$0 [3];
-  assign \$127  = \$126  ^ \port$4166$0 [6];
-  assign \$128  = \$127  ^ \port$4166$0 [7];
-  assign \$129  = \$128  ^ \port$4168$0 [1];
-  assign \$130  = \$129  ^ \port$4168$0 [3];
-  assign \$131  = \$130  ^ \port$4168$0 [8];
-  assign \$132  = \$131  ^ \port$4168$0 [10];
-  assign \$133  = \$132  ^ \port$4168$0 [12];
-  assign \$134  = \$133  ^ \port$4168$0 [14];
-  assign \$135  = \$134  ^ \port$4168$0 [15];
+  assign \$124  = \$123  ^ \port$4194$0 [0];
+  assign \$125  = \$124  ^ \port$4194$0 [2];
+  assign \$126  = \$125  ^ \port$4194$0 [3];
+  assign \$127  = \$126  ^ \port$4194$0 [6];
+  assign \$128  = \$127  ^ \port$4194$0 [7];
+  assign \$129  = \$128  ^ \port$4196$0 [1];
+  assign \$130  = \$129  ^ \port$4196$0 [3];
+  assign \$131  = \$130  ^ \port$4196$0 [8];
+  assign \$132  = \$131  ^ \port$4196$0 [10];
+  assign \$133  = \$132  ^ \port$4196$0 [12];
+  assign \$134  = \$133  ^ \port$4196$0 [14];
+  assign \$135  = \$134  ^ \port$4196$0 [15];
   assign \$144  = \$143  ^ \port$0$2 [2];
   assign \$145  = \$144  ^ \port$0$2 [5];
   assign \$146  = \$145  ^ \port$0$2 [6];
   assign \$147  = \$146  ^ \port$0$2 [7];
-  assign \$148  = \$147  ^ \port$4164$0 ;
-  assign \$151  = \$150  ^ \port$4166$0 [1];
-  assign \$152  = \$151  ^ \port$4166$0 [3];
-  assign \$153  = \$152  ^ \port$4166$0 [4];
-  assign \$154  = \$153  ^ \port$4166$0 [7];
-  assign \$155  = \$154  ^ \port$4168$0 [0];
-  assign \$156  = \$155  ^ \port$4168$0 [2];
-  assign \$157  = \$156  ^ \port$4168$0 [4];
-  assign \$158  = \$157  ^ \port$4168$0 [9];
-  assign \$159  = \$158  ^ \port$4168$0 [11];
-  assign \$160  = \$159  ^ \port$4168$0 [13];
-  assign \$161  = \$160  ^ \port$4168$0 [15];
+  assign \$148  = \$147  ^ \port$4192$0 ;
+  assign \$151  = \$150  ^ \port$4194$0 [1];
+  assign \$152  = \$151  ^ \port$4194$0 [3];
+  assign \$153  = \$152  ^ \port$4194$0 [4];
+  assign \$154  = \$153  ^ \port$4194$0 [7];
+  assign \$155  = \$154  ^ \port$4196$0 [0];
+  assign \$156  = \$155  ^ \port$4196$0 [2];
+  assign \$157  = \$156  ^ \port$4196$0 [4];
+  assign \$158  = \$157  ^ \port$4196$0 [9];
+  assign \$159  = \$158  ^ \port$4196$0 [11];
+  assign \$160  = \$159  ^ \port$4196$0 [13];
+  assign \$161  = \$160  ^ \port$4196$0 [15];
   assign \$170  = \$169  ^ \port$0$2 [1];
   assign \$171  = \$170  ^ \port$0$2 [3];
   assign \$172  = \$171  ^ \port$0$2 [6];
   assign \$173  = \$172  ^ \port$0$2 [7];
-  assign \$174  = \$173  ^ \port$4164$0 ;
-  assign \$178  = \$177  ^ \port$4166$0 [2];
-  assign \$179  = \$178  ^ \port$4166$0 [4];
-  assign \$180  = \$179  ^ \port$4166$0 [5];
-  assign \$181  = \$180  ^ \port$4168$0 [0];
-  assign \$182  = \$181  ^ \port$4168$0 [1];
-  assign \$183  = \$182  ^ \port$4168$0 [3];
-  assign \$184  = \$183  ^ \port$4168$0 [5];
-  assign \$185  = \$184  ^ \port$4168$0 [10];
-  assign \$186  = \$185  ^ \port$4168$0 [12];
-  assign \$187  = \$186  ^ \port$4168$0 [14];
+  assign \$174  = \$173  ^ \port$4192$0 ;
+  assign \$178  = \$177  ^ \port$4194$0 [2];
+  assign \$179  = \$178  ^ \port$4194$0 [4];
+  assign \$180  = \$179  ^ \port$4194$0 [5];
+  assign \$181  = \$180  ^ \port$4196$0 [0];
+  assign \$182  = \$181  ^ \port$4196$0 [1];
+  assign \$183  = \$182  ^ \port$4196$0 [3];
+  assign \$184  = \$183  ^ \port$4196$0 [5];
+  assign \$185  = \$184  ^ \port$4196$0 [10];
+  assign \$186  = \$185  ^ \port$4196$0 [12];
+  assign \$187  = \$186  ^ \port$4196$0 [14];
   assign \$198  = \$197  ^ \port$0$2 [4];
   assign \$199  = \$198  ^ \port$0$2 [7];
-  assign \$204  = \$203  ^ \port$4166$0 [3];
-  assign \$205  = \$204  ^ \port$4166$0 [5];
-  assign \$206  = \$205  ^ \port$4166$0 [6];
-  assign \$207  = \$206  ^ \port$4168$0 [1];
-  assign \$208  = \$207  ^ \port$4168$0 [2];
-  assign \$209  = \$208  ^ \port$4168$0 [4];
-  assign \$210  = \$209  ^ \port$4168$0 [6];
-  assign \$211  = \$210  ^ \port$4168$0 [11];
-  assign \$212  = \$211  ^ \port$4168$0 [13];
-  assign \$213  = \$212  ^ \port$4168$0 [15];
+  assign \$204  = \$203  ^ \port$4194$0 [3];
+  assign \$205  = \$204  ^ \port$4194$0 [5];
+  assign \$206  = \$205  ^ \port$4194$0 [6];
+  assign \$207  = \$206  ^ \port$4196$0 [1];
+  assign \$208  = \$207  ^ \port$4196$0 [2];
+  assign \$209  = \$208  ^ \port$4196$0 [4];
+  assign \$210  = \$209  ^ \port$4196$0 [6];
+  assign \$211  = \$210  ^ \port$4196$0 [11];
+  assign \$212  = \$211  ^ \port$4196$0 [13];
+  assign \$213  = \$212  ^ \port$4196$0 [15];
   assign ok = ! check;
-  assign \$auto$rtlil.cc:2739:Not$18  = ~ \port$4162$0 ;
+  assign \$auto$rtlil.cc:2739:Not$18  = ~ \port$4190$0 ;
   assign \$auto$rtlil.cc:2739:Not$20  = ~ \port$0$2 [1];
   assign \$auto$rtlil.cc:2739:Not$22  = ~ \port$0$2 [1];
-  assign \$auto$rtlil.cc:2739:Not$24  = ~ \port$4162$0 ;
-  assign header = { 15'h0000, \port$4168$0 , \port$4166$0 , 7'h00, \port$4164$0 , \port$0$2 , 1'h0, \port$4162$0 , 6'h0a };
+  assign \$auto$rtlil.cc:2739:Not$24  = ~ \port$4190$0 ;
+  assign header = { 15'h0000, \port$4196$0 , \port$4194$0 , 7'h00, \port$4192$0 , \port$0$2 , 1'h0, \port$4190$0 , 6'h0a };
   assign \header.magic  = 4'ha;
   assign \header.version  = 2'h0;
-  assign \header.ptype  = { 1'h0, \port$4162$0  };
+  assign \header.ptype  = { 1'h0, \port$4190$0  };
   assign \header.src  = \port$0$2 ;
-  assign \header.channel  = { 3'h0, \port$4164$0  };
+  assign \header.channel  = { 3'h0, \port$4192$0  };
   assign \header.rsvd0  = 4'h0;
-  assign \header.tag  = \port$4166$0 ;
-  assign \header.length  = \port$4168$0 ;
+  assign \header.tag  = \port$4194$0 ;
+  assign \header.length  = \port$4196$0 ;
   assign \header.rsvd1  = 7'h00;
   assign \header.check  = 8'h00;
   assign check[7] = \$216 ;
@@ -17571,7 +17627,7 @@ module \ace_nic_small.tx1.hdr_check (\port$4162$0 , \port$4164$0 , \port$4166$0 
   assign \$58  = \$56 ;
   assign \$59  = 1'h0;
   assign \$60  = 1'h0;
-  assign \$61  = \port$4162$0 ;
+  assign \$61  = \port$4190$0 ;
   assign \$67  = \$66 ;
   assign \$68  = \$66 ;
   assign \$69  = \$66 ;
@@ -17650,7 +17706,7 @@ module \ace_nic_small.tx1.hdr_check (\port$4162$0 , \port$4164$0 , \port$4166$0 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.tx1.out_skid (clk, rst, \port$2011$0 , \port$2012$0 , \port$2013$0 , \port$2014$0 , \port$2015$0 , \port$2016$0 , \port$2017$0 , \port$2018$0 , \port$2019$0 , \port$2020$0 , i__valid, i__payload, in_ready, out_valid, o__ready);
+module \ace_nic_small.tx1.out_skid (clk, rst, \port$2025$0 , \port$2026$0 , \port$2027$0 , \port$2028$0 , \port$2029$0 , \port$2030$0 , \port$2031$0 , \port$2032$0 , \port$2033$0 , \port$2034$0 , i__valid, i__payload, in_ready, out_valid, o__ready);
   reg \$auto$verilog_backend.cc:2355:dump_module$69  = 0;
   wire [2:0] \$1 ;
   wire [15:0] \$10 ;
@@ -17815,26 +17871,26 @@ module \ace_nic_small.tx1.out_skid (clk, rst, \port$2011$0 , \port$2012$0 , \por
   output out_valid;
   reg out_valid = 1'h0;
   wire pop;
-  output [15:0] \port$2011$0 ;
-  wire [15:0] \port$2011$0 ;
-  output [15:0] \port$2012$0 ;
-  wire [15:0] \port$2012$0 ;
-  output [15:0] \port$2013$0 ;
-  wire [15:0] \port$2013$0 ;
-  output [15:0] \port$2014$0 ;
-  wire [15:0] \port$2014$0 ;
-  output [15:0] \port$2015$0 ;
-  wire [15:0] \port$2015$0 ;
-  output [15:0] \port$2016$0 ;
-  wire [15:0] \port$2016$0 ;
-  output [15:0] \port$2017$0 ;
-  wire [15:0] \port$2017$0 ;
-  output [15:0] \port$2018$0 ;
-  wire [15:0] \port$2018$0 ;
-  output [15:0] \port$2019$0 ;
-  wire [15:0] \port$2019$0 ;
-  output [6:0] \port$2020$0 ;
-  wire [6:0] \port$2020$0 ;
+  output [15:0] \port$2025$0 ;
+  wire [15:0] \port$2025$0 ;
+  output [15:0] \port$2026$0 ;
+  wire [15:0] \port$2026$0 ;
+  output [15:0] \port$2027$0 ;
+  wire [15:0] \port$2027$0 ;
+  output [15:0] \port$2028$0 ;
+  wire [15:0] \port$2028$0 ;
+  output [15:0] \port$2029$0 ;
+  wire [15:0] \port$2029$0 ;
+  output [15:0] \port$2030$0 ;
+  wire [15:0] \port$2030$0 ;
+  output [15:0] \port$2031$0 ;
+  wire [15:0] \port$2031$0 ;
+  output [15:0] \port$2032$0 ;
+  wire [15:0] \port$2032$0 ;
+  output [15:0] \port$2033$0 ;
+  wire [15:0] \port$2033$0 ;
+  output [6:0] \port$2034$0 ;
+  wire [6:0] \port$2034$0 ;
   wire push;
   reg r_at = 1'h0;
   wire r_at_next;
@@ -18317,16 +18373,16 @@ module \ace_nic_small.tx1.out_skid (clk, rst, \port$2011$0 , \port$2012$0 , \por
   assign i__ready = in_ready;
   assign o__valid = out_valid;
   assign o__payload = { \$12 , \$11 , \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
-  assign \port$2011$0  = \$3 ;
-  assign \port$2012$0  = \$4 ;
-  assign \port$2013$0  = \$5 ;
-  assign \port$2014$0  = \$6 ;
-  assign \port$2015$0  = \$7 ;
-  assign \port$2016$0  = \$8 ;
-  assign \port$2017$0  = \$9 ;
-  assign \port$2018$0  = \$10 ;
-  assign \port$2019$0  = \$11 ;
-  assign \port$2020$0  = \$12 ;
+  assign \port$2025$0  = \$3 ;
+  assign \port$2026$0  = \$4 ;
+  assign \port$2027$0  = \$5 ;
+  assign \port$2028$0  = \$6 ;
+  assign \port$2029$0  = \$7 ;
+  assign \port$2030$0  = \$8 ;
+  assign \port$2031$0  = \$9 ;
+  assign \port$2032$0  = \$10 ;
+  assign \port$2033$0  = \$11 ;
+  assign \port$2034$0  = \$12 ;
   assign \o__payload.data  = { \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
   assign \o__payload.keep  = \$11 ;
   assign \o__payload.last  = \$12 [0];

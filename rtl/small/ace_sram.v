@@ -4,6 +4,46 @@
 (* generator = "Amaranth" *)
 module ace_sram_small(rd0__req__valid, rd0__resp__ready, rd1__req__payload, rd1__req__valid, rd1__resp__ready, rd2__req__payload, rd2__req__valid, rd2__resp__ready, rd3__req__payload, rd3__req__valid, rd3__resp__ready, rd4__req__payload, rd4__req__valid, rd4__resp__ready, wr0__payload, wr0__valid, wr1__payload, wr1__valid, wr2__payload, wr2__valid, clk
 , rst, rd0__req__ready, rd0__resp__payload, rd0__resp__valid, rd1__req__ready, rd1__resp__payload, rd1__resp__valid, rd2__req__ready, rd2__resp__payload, rd2__resp__valid, rd3__req__ready, rd3__resp__payload, rd3__resp__valid, rd4__req__ready, rd4__resp__payload, rd4__resp__valid, wr0__ready, wr1__ready, wr2__ready, rd0__req__payload);
+  wire [15:0] \$1 ;
+  wire [15:0] \$10 ;
+  wire [15:0] \$11 ;
+  wire [15:0] \$12 ;
+  wire [15:0] \$13 ;
+  wire [15:0] \$14 ;
+  wire [15:0] \$15 ;
+  wire [15:0] \$16 ;
+  wire [15:0] \$17 ;
+  wire [15:0] \$18 ;
+  wire [15:0] \$19 ;
+  wire [15:0] \$2 ;
+  wire [15:0] \$20 ;
+  wire [15:0] \$21 ;
+  wire [15:0] \$22 ;
+  wire [15:0] \$23 ;
+  wire [15:0] \$24 ;
+  wire [15:0] \$25 ;
+  wire [15:0] \$26 ;
+  wire [15:0] \$27 ;
+  wire [15:0] \$28 ;
+  wire [15:0] \$29 ;
+  wire [15:0] \$3 ;
+  wire [15:0] \$30 ;
+  wire [15:0] \$31 ;
+  wire [15:0] \$32 ;
+  wire [15:0] \$33 ;
+  wire [15:0] \$34 ;
+  wire [15:0] \$35 ;
+  wire [15:0] \$36 ;
+  wire [15:0] \$37 ;
+  wire [15:0] \$38 ;
+  wire [15:0] \$39 ;
+  wire [15:0] \$4 ;
+  wire [15:0] \$40 ;
+  wire [15:0] \$5 ;
+  wire [15:0] \$6 ;
+  wire [15:0] \$7 ;
+  wire [15:0] \$8 ;
+  wire [15:0] \$9 ;
   input clk;
   wire clk;
   input [11:0] rd0__req__payload;
@@ -145,34 +185,69 @@ module ace_sram_small(rd0__req__valid, rd0__resp__ready, rd1__req__payload, rd1_
   wire \wr2__valid$79 ;
   \ace_sram_small.sram  sram (
     .clk(clk),
+    .\port$1109$0 (\$1 ),
+    .\port$1110$0 (\$2 ),
+    .\port$1111$0 (\$3 ),
+    .\port$1112$0 (\$4 ),
+    .\port$1113$0 (\$5 ),
+    .\port$1114$0 (\$6 ),
+    .\port$1115$0 (\$7 ),
+    .\port$1116$0 (\$8 ),
+    .\port$1549$0 (\$9 ),
+    .\port$1550$0 (\$10 ),
+    .\port$1551$0 (\$11 ),
+    .\port$1552$0 (\$12 ),
+    .\port$1553$0 (\$13 ),
+    .\port$1554$0 (\$14 ),
+    .\port$1555$0 (\$15 ),
+    .\port$1556$0 (\$16 ),
+    .\port$1989$0 (\$17 ),
+    .\port$1990$0 (\$18 ),
+    .\port$1991$0 (\$19 ),
+    .\port$1992$0 (\$20 ),
+    .\port$1993$0 (\$21 ),
+    .\port$1994$0 (\$22 ),
+    .\port$1995$0 (\$23 ),
+    .\port$1996$0 (\$24 ),
+    .\port$2429$0 (\$25 ),
+    .\port$2430$0 (\$26 ),
+    .\port$2431$0 (\$27 ),
+    .\port$2432$0 (\$28 ),
+    .\port$2433$0 (\$29 ),
+    .\port$2434$0 (\$30 ),
+    .\port$2435$0 (\$31 ),
+    .\port$2436$0 (\$32 ),
+    .\port$2869$0 (\$33 ),
+    .\port$2870$0 (\$34 ),
+    .\port$2871$0 (\$35 ),
+    .\port$2872$0 (\$36 ),
+    .\port$2873$0 (\$37 ),
+    .\port$2874$0 (\$38 ),
+    .\port$2875$0 (\$39 ),
+    .\port$2876$0 (\$40 ),
     .rd0__req__payload(rd0__req__payload),
     .rd0__req__ready(rd0__req__ready),
     .rd0__req__valid(rd0__req__valid),
-    .rd0__resp__payload(rd0__resp__payload),
     .rd0__resp__ready(rd0__resp__ready),
     .rd0__resp__valid(rd0__resp__valid),
     .rd1__req__payload(rd1__req__payload),
     .rd1__req__ready(rd1__req__ready),
     .rd1__req__valid(rd1__req__valid),
-    .rd1__resp__payload(rd1__resp__payload),
     .rd1__resp__ready(rd1__resp__ready),
     .rd1__resp__valid(rd1__resp__valid),
     .rd2__req__payload(rd2__req__payload),
     .rd2__req__ready(rd2__req__ready),
     .rd2__req__valid(rd2__req__valid),
-    .rd2__resp__payload(rd2__resp__payload),
     .rd2__resp__ready(rd2__resp__ready),
     .rd2__resp__valid(rd2__resp__valid),
     .rd3__req__payload(rd3__req__payload),
     .rd3__req__ready(rd3__req__ready),
     .rd3__req__valid(rd3__req__valid),
-    .rd3__resp__payload(rd3__resp__payload),
     .rd3__resp__ready(rd3__resp__ready),
     .rd3__resp__valid(rd3__resp__valid),
     .rd4__req__payload(rd4__req__payload),
     .rd4__req__ready(rd4__req__ready),
     .rd4__req__valid(rd4__req__valid),
-    .rd4__resp__payload(rd4__resp__payload),
     .rd4__resp__ready(rd4__resp__ready),
     .rd4__resp__valid(rd4__resp__valid),
     .rst(rst),
@@ -189,31 +264,31 @@ module ace_sram_small(rd0__req__valid, rd0__resp__ready, rd1__req__payload, rd1_
   assign \rd0__req__payload$41  = rd0__req__payload;
   assign \rd0__req__ready$42  = rd0__req__ready;
   assign \rd0__req__valid$43  = rd0__req__valid;
-  assign \rd0__resp__payload$44  = rd0__resp__payload;
+  assign \rd0__resp__payload$44  = { \$8 , \$7 , \$6 , \$5 , \$4 , \$3 , \$2 , \$1  };
   assign \rd0__resp__ready$45  = rd0__resp__ready;
   assign \rd0__resp__valid$46  = rd0__resp__valid;
   assign \rd1__req__payload$47  = rd1__req__payload;
   assign \rd1__req__ready$48  = rd1__req__ready;
   assign \rd1__req__valid$49  = rd1__req__valid;
-  assign \rd1__resp__payload$50  = rd1__resp__payload;
+  assign \rd1__resp__payload$50  = { \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9  };
   assign \rd1__resp__ready$51  = rd1__resp__ready;
   assign \rd1__resp__valid$52  = rd1__resp__valid;
   assign \rd2__req__payload$53  = rd2__req__payload;
   assign \rd2__req__ready$54  = rd2__req__ready;
   assign \rd2__req__valid$55  = rd2__req__valid;
-  assign \rd2__resp__payload$56  = rd2__resp__payload;
+  assign \rd2__resp__payload$56  = { \$24 , \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17  };
   assign \rd2__resp__ready$57  = rd2__resp__ready;
   assign \rd2__resp__valid$58  = rd2__resp__valid;
   assign \rd3__req__payload$59  = rd3__req__payload;
   assign \rd3__req__ready$60  = rd3__req__ready;
   assign \rd3__req__valid$61  = rd3__req__valid;
-  assign \rd3__resp__payload$62  = rd3__resp__payload;
+  assign \rd3__resp__payload$62  = { \$32 , \$31 , \$30 , \$29 , \$28 , \$27 , \$26 , \$25  };
   assign \rd3__resp__ready$63  = rd3__resp__ready;
   assign \rd3__resp__valid$64  = rd3__resp__valid;
   assign \rd4__req__payload$65  = rd4__req__payload;
   assign \rd4__req__ready$66  = rd4__req__ready;
   assign \rd4__req__valid$67  = rd4__req__valid;
-  assign \rd4__resp__payload$68  = rd4__resp__payload;
+  assign \rd4__resp__payload$68  = { \$40 , \$39 , \$38 , \$37 , \$36 , \$35 , \$34 , \$33  };
   assign \rd4__resp__ready$69  = rd4__resp__ready;
   assign \rd4__resp__valid$70  = rd4__resp__valid;
   assign \wr0__payload$71  = wr0__payload;
@@ -225,6 +300,11 @@ module ace_sram_small(rd0__req__valid, rd0__resp__ready, rd1__req__payload, rd1_
   assign \wr2__payload$77  = wr2__payload;
   assign \wr2__ready$78  = wr2__ready;
   assign \wr2__valid$79  = wr2__valid;
+  assign rd0__resp__payload = { \$8 , \$7 , \$6 , \$5 , \$4 , \$3 , \$2 , \$1  };
+  assign rd1__resp__payload = { \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9  };
+  assign rd2__resp__payload = { \$24 , \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17  };
+  assign rd3__resp__payload = { \$32 , \$31 , \$30 , \$29 , \$28 , \$27 , \$26 , \$25  };
+  assign rd4__resp__payload = { \$40 , \$39 , \$38 , \$37 , \$36 , \$35 , \$34 , \$33  };
   assign \wr0__payload.addr  = wr0__payload[11:0];
   assign \wr0__payload.data  = wr0__payload[139:12];
   assign \wr0__payload.mask  = wr0__payload[155:140];
@@ -247,89 +327,91 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payload, rd1__req__valid, rd1__resp__ready, rd2__req__payload, rd2__req__valid, rd2__resp__ready, rd3__req__payload, rd3__req__valid, rd3__resp__ready, rd4__req__payload, rd4__req__valid, rd4__resp__ready, wr0__payload, wr0__valid, wr1__payload, wr1__valid, wr2__payload, wr2__valid, clk
-, rst, rd0__req__ready, rd1__req__ready, rd2__req__ready, rd3__req__ready, rd4__req__ready, wr0_slot, wr1_slot, wr2_slot, rd0__resp__payload, rd1__resp__payload, rd2__resp__payload, rd3__resp__payload, rd4__resp__payload, rd0__resp__valid, rd1__resp__valid, rd2__resp__valid, rd3__resp__valid, rd4__resp__valid, rd0__req__payload);
+, rst, rd0__req__ready, rd1__req__ready, rd2__req__ready, rd3__req__ready, rd4__req__ready, wr0_slot, wr1_slot, wr2_slot, \port$1109$0 , \port$1110$0 , \port$1111$0 , \port$1112$0 , \port$1113$0 , \port$1114$0 , \port$1115$0 , \port$1116$0 , \port$1549$0 , \port$1550$0 , \port$1551$0 , \port$1552$0 
+, \port$1553$0 , \port$1554$0 , \port$1555$0 , \port$1556$0 , \port$1989$0 , \port$1990$0 , \port$1991$0 , \port$1992$0 , \port$1993$0 , \port$1994$0 , \port$1995$0 , \port$1996$0 , \port$2429$0 , \port$2430$0 , \port$2431$0 , \port$2432$0 , \port$2433$0 , \port$2434$0 , \port$2435$0 , \port$2436$0 , \port$2869$0 
+, \port$2870$0 , \port$2871$0 , \port$2872$0 , \port$2873$0 , \port$2874$0 , \port$2875$0 , \port$2876$0 , rd0__resp__valid, rd1__resp__valid, rd2__resp__valid, rd3__resp__valid, rd4__resp__valid, rd0__req__payload);
   reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire \$1 ;
   wire \$10 ;
-  wire \$100 ;
+  wire [7:0] \$100 ;
   wire \$101 ;
-  wire [7:0] \$102 ;
-  wire \$103 ;
+  wire \$102 ;
+  wire [7:0] \$103 ;
   wire \$104 ;
-  wire [7:0] \$105 ;
-  wire \$106 ;
+  wire \$105 ;
+  wire [7:0] \$106 ;
   wire \$107 ;
-  wire [7:0] \$108 ;
+  wire \$108 ;
   wire \$109 ;
   wire \$11 ;
-  wire \$110 ;
-  wire [8:0] \$111 ;
-  wire [8:0] \$112 ;
-  wire [8:0] \$113 ;
-  wire [8:0] \$114 ;
-  wire [8:0] \$115 ;
-  wire [8:0] \$116 ;
-  wire [8:0] \$117 ;
-  wire [8:0] \$118 ;
-  wire [8:0] \$119 ;
-  wire [5:0] \$12 ;
+  wire [7:0] \$110 ;
+  wire \$111 ;
+  wire \$112 ;
+  wire [7:0] \$113 ;
+  wire \$114 ;
+  wire \$115 ;
+  wire [7:0] \$116 ;
+  wire \$117 ;
+  wire \$118 ;
+  wire [7:0] \$119 ;
+  wire [15:0] \$12 ;
   wire \$120 ;
-  wire [7:0] \$121 ;
-  wire \$122 ;
+  wire \$121 ;
+  wire [7:0] \$122 ;
   wire \$123 ;
-  wire [7:0] \$124 ;
+  wire \$124 ;
   wire \$125 ;
-  wire \$126 ;
-  wire [7:0] \$127 ;
+  wire [7:0] \$126 ;
+  wire \$127 ;
   wire \$128 ;
-  wire \$129 ;
+  wire [7:0] \$129 ;
   wire \$13 ;
-  wire [7:0] \$130 ;
+  wire \$130 ;
   wire \$131 ;
-  wire \$132 ;
-  wire [7:0] \$133 ;
+  wire [7:0] \$132 ;
+  wire \$133 ;
   wire \$134 ;
-  wire \$135 ;
-  wire [8:0] \$136 ;
-  wire [8:0] \$137 ;
-  wire [8:0] \$138 ;
-  wire [8:0] \$139 ;
-  wire [5:0] \$14 ;
-  wire [8:0] \$140 ;
-  wire [8:0] \$141 ;
-  wire [8:0] \$142 ;
-  wire [8:0] \$143 ;
-  wire [8:0] \$144 ;
-  wire \$145 ;
-  wire [7:0] \$146 ;
+  wire [7:0] \$135 ;
+  wire \$136 ;
+  wire \$137 ;
+  wire [7:0] \$138 ;
+  wire \$139 ;
+  wire [3:0] \$14 ;
+  wire \$140 ;
+  wire \$141 ;
+  wire [7:0] \$142 ;
+  wire \$143 ;
+  wire \$144 ;
+  wire [7:0] \$145 ;
+  wire \$146 ;
   wire \$147 ;
-  wire \$148 ;
-  wire [7:0] \$149 ;
-  wire \$15 ;
+  wire [7:0] \$148 ;
+  wire \$149 ;
+  wire [3:0] \$15 ;
   wire \$150 ;
-  wire \$151 ;
-  wire [7:0] \$152 ;
+  wire [7:0] \$151 ;
+  wire \$152 ;
   wire \$153 ;
-  wire \$154 ;
-  wire [7:0] \$155 ;
+  wire [7:0] \$154 ;
+  wire \$155 ;
   wire \$156 ;
   wire \$157 ;
   wire [7:0] \$158 ;
   wire \$159 ;
   wire \$16 ;
   wire \$160 ;
-  wire [8:0] \$161 ;
-  wire [8:0] \$162 ;
-  wire [8:0] \$163 ;
-  wire [8:0] \$164 ;
-  wire [8:0] \$165 ;
-  wire [8:0] \$166 ;
-  wire [8:0] \$167 ;
-  wire [8:0] \$168 ;
-  wire [8:0] \$169 ;
-  wire \$17 ;
-  wire \$170 ;
-  wire [7:0] \$171 ;
+  wire [7:0] \$161 ;
+  wire \$162 ;
+  wire \$163 ;
+  wire [7:0] \$164 ;
+  wire \$165 ;
+  wire \$166 ;
+  wire [7:0] \$167 ;
+  wire \$168 ;
+  wire \$169 ;
+  wire [3:0] \$17 ;
+  wire [7:0] \$170 ;
+  wire \$171 ;
   wire \$172 ;
   wire \$173 ;
   wire [7:0] \$174 ;
@@ -338,237 +420,504 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   wire [7:0] \$177 ;
   wire \$178 ;
   wire \$179 ;
-  wire \$18 ;
+  wire [3:0] \$18 ;
   wire [7:0] \$180 ;
   wire \$181 ;
   wire \$182 ;
   wire [7:0] \$183 ;
   wire \$184 ;
   wire \$185 ;
-  wire [8:0] \$186 ;
-  wire [8:0] \$187 ;
-  wire [8:0] \$188 ;
-  wire [8:0] \$189 ;
-  wire [5:0] \$19 ;
-  wire [8:0] \$190 ;
-  wire [8:0] \$191 ;
-  wire [8:0] \$192 ;
-  wire [8:0] \$193 ;
-  wire [8:0] \$194 ;
-  wire \$195 ;
-  wire [7:0] \$196 ;
+  wire [7:0] \$186 ;
+  wire \$187 ;
+  wire \$188 ;
+  wire \$189 ;
+  wire \$19 ;
+  wire \$190 ;
+  wire \$191 ;
+  wire \$192 ;
+  wire \$193 ;
+  wire \$194 ;
+  wire [2:0] \$195 ;
+  wire [2:0] \$196 ;
   wire \$197 ;
-  wire \$198 ;
-  wire [7:0] \$199 ;
-  wire \$2 ;
+  wire [2:0] \$198 ;
+  wire [2:0] \$199 ;
+  wire [3:0] \$2 ;
   wire \$20 ;
   wire \$200 ;
   wire \$201 ;
-  wire [7:0] \$202 ;
-  wire \$203 ;
+  wire [2:0] \$202 ;
+  wire [2:0] \$203 ;
   wire \$204 ;
-  wire [7:0] \$205 ;
-  wire \$206 ;
+  wire [2:0] \$205 ;
+  wire [2:0] \$206 ;
   wire \$207 ;
-  wire [7:0] \$208 ;
-  wire \$209 ;
-  wire [5:0] \$21 ;
-  wire \$210 ;
-  wire [8:0] \$211 ;
-  wire [8:0] \$212 ;
-  wire [8:0] \$213 ;
-  wire [8:0] \$214 ;
-  wire [8:0] \$215 ;
-  wire [8:0] \$216 ;
-  wire [8:0] \$217 ;
-  wire [8:0] \$218 ;
-  wire [8:0] \$219 ;
+  wire \$208 ;
+  wire [2:0] \$209 ;
+  wire \$21 ;
+  wire [2:0] \$210 ;
+  wire \$211 ;
+  wire [2:0] \$212 ;
+  wire [2:0] \$213 ;
+  wire \$214 ;
+  wire [14:0] \$215 ;
+  wire [14:0] \$216 ;
+  wire [14:0] \$217 ;
+  wire [14:0] \$218 ;
+  wire [14:0] \$219 ;
   wire \$22 ;
-  wire \$220 ;
-  wire [7:0] \$221 ;
-  wire \$222 ;
-  wire \$223 ;
-  wire [7:0] \$224 ;
-  wire \$225 ;
-  wire \$226 ;
-  wire [7:0] \$227 ;
-  wire \$228 ;
-  wire \$229 ;
+  wire [8:0] \$220 ;
+  wire [8:0] \$221 ;
+  wire [8:0] \$222 ;
+  wire [8:0] \$223 ;
+  wire [8:0] \$224 ;
+  wire [8:0] \$225 ;
+  wire [8:0] \$226 ;
+  wire [8:0] \$227 ;
+  wire [8:0] \$228 ;
+  wire [8:0] \$229 ;
   wire \$23 ;
-  wire [7:0] \$230 ;
-  wire \$231 ;
-  wire \$232 ;
-  wire [7:0] \$233 ;
-  wire \$234 ;
-  wire \$235 ;
-  wire \$236 ;
-  wire \$237 ;
-  wire \$238 ;
-  wire \$239 ;
-  wire \$24 ;
-  wire \$240 ;
-  wire [14:0] \$241 ;
-  wire [14:0] \$242 ;
-  wire [14:0] \$243 ;
-  wire [14:0] \$244 ;
-  wire [14:0] \$245 ;
-  wire [14:0] \$246 ;
-  wire \$247 ;
-  wire [15:0] \$248 ;
-  wire [14:0] \$249 ;
+  wire [8:0] \$230 ;
+  wire [8:0] \$231 ;
+  wire [8:0] \$232 ;
+  wire [8:0] \$233 ;
+  wire [8:0] \$234 ;
+  wire [8:0] \$235 ;
+  wire [8:0] \$236 ;
+  wire [8:0] \$237 ;
+  wire [8:0] \$238 ;
+  wire [8:0] \$239 ;
+  wire [15:0] \$24 ;
+  wire [8:0] \$240 ;
+  wire [8:0] \$241 ;
+  wire [8:0] \$242 ;
+  wire [8:0] \$243 ;
+  wire [8:0] \$244 ;
+  wire [8:0] \$245 ;
+  wire [8:0] \$246 ;
+  wire [8:0] \$247 ;
+  wire [8:0] \$248 ;
+  wire [8:0] \$249 ;
   wire \$25 ;
-  wire \$250 ;
-  wire [15:0] \$251 ;
-  wire [14:0] \$252 ;
-  wire \$253 ;
-  wire [15:0] \$254 ;
-  wire \$255 ;
-  wire \$256 ;
-  wire \$257 ;
-  wire \$258 ;
-  wire \$259 ;
-  wire [5:0] \$26 ;
-  wire \$260 ;
-  wire \$261 ;
-  wire \$262 ;
-  reg [7:0] \$263 ;
-  reg [7:0] \$264 ;
-  reg [7:0] \$265 ;
-  reg [7:0] \$266 ;
-  reg [7:0] \$267 ;
-  reg [4:0] \$268 ;
-  reg \$269 ;
-  wire \$27 ;
-  reg [4:0] \$270 ;
-  reg \$271 ;
-  reg [4:0] \$272 ;
-  reg \$273 ;
-  reg [4:0] \$274 ;
-  reg \$275 ;
-  reg [4:0] \$276 ;
-  reg \$277 ;
-  reg \$278 ;
-  reg \$279 ;
-  wire [5:0] \$28 ;
-  reg \$280 ;
-  reg \$281 ;
-  reg \$282 ;
-  reg \$283 ;
-  reg \$284 ;
-  reg \$285 ;
-  reg \$286 ;
-  reg \$287 ;
-  reg \$288 ;
-  reg \$289 ;
-  wire \$29 ;
-  reg \$290 ;
-  reg \$291 ;
-  reg \$292 ;
-  reg \$293 ;
-  reg \$294 ;
-  reg \$295 ;
-  reg \$296 ;
-  reg \$297 ;
-  reg \$298 ;
-  reg \$299 ;
-  wire \$3 ;
-  wire \$30 ;
-  reg \$300 ;
-  reg \$301 ;
-  reg \$302 ;
-  reg \$303 ;
-  reg \$304 ;
-  reg \$305 ;
-  reg \$306 ;
-  reg \$307 ;
-  reg \$308 ;
-  reg \$309 ;
+  wire [8:0] \$250 ;
+  wire [8:0] \$251 ;
+  wire [8:0] \$252 ;
+  wire [8:0] \$253 ;
+  wire [8:0] \$254 ;
+  wire [8:0] \$255 ;
+  wire [8:0] \$256 ;
+  wire [8:0] \$257 ;
+  wire [8:0] \$258 ;
+  wire [8:0] \$259 ;
+  wire [3:0] \$26 ;
+  wire [8:0] \$260 ;
+  wire [8:0] \$261 ;
+  wire [8:0] \$262 ;
+  wire [8:0] \$263 ;
+  wire [8:0] \$264 ;
+  wire [8:0] \$265 ;
+  wire [8:0] \$266 ;
+  wire [8:0] \$267 ;
+  wire [8:0] \$268 ;
+  wire [8:0] \$269 ;
+  wire [3:0] \$27 ;
+  wire [8:0] \$270 ;
+  wire [8:0] \$271 ;
+  wire [8:0] \$272 ;
+  wire [8:0] \$273 ;
+  wire [8:0] \$274 ;
+  wire [8:0] \$275 ;
+  wire [8:0] \$276 ;
+  wire [8:0] \$277 ;
+  wire [8:0] \$278 ;
+  wire [8:0] \$279 ;
+  wire \$28 ;
+  wire [8:0] \$280 ;
+  wire [8:0] \$281 ;
+  wire [8:0] \$282 ;
+  wire [8:0] \$283 ;
+  wire [14:0] \$284 ;
+  wire \$285 ;
+  wire [15:0] \$286 ;
+  wire \$287 ;
+  wire [15:0] \$288 ;
+  wire \$289 ;
+  wire [3:0] \$29 ;
+  wire [15:0] \$290 ;
+  wire \$291 ;
+  wire [15:0] \$292 ;
+  wire \$293 ;
+  wire [15:0] \$294 ;
+  wire \$295 ;
+  wire [15:0] \$296 ;
+  wire \$297 ;
+  wire [15:0] \$298 ;
+  wire \$299 ;
+  wire [3:0] \$3 ;
+  wire [3:0] \$30 ;
+  wire [15:0] \$300 ;
+  wire [14:0] \$301 ;
+  wire \$302 ;
+  wire [15:0] \$303 ;
+  wire \$304 ;
+  wire [15:0] \$305 ;
+  wire \$306 ;
+  wire [15:0] \$307 ;
+  wire \$308 ;
+  wire [15:0] \$309 ;
   wire \$31 ;
-  reg \$310 ;
-  reg \$311 ;
-  reg \$312 ;
-  reg \$313 ;
-  reg \$314 ;
-  reg \$315 ;
-  reg \$316 ;
-  reg \$317 ;
-  reg \$318 ;
-  reg \$319 ;
+  wire \$310 ;
+  wire [15:0] \$311 ;
+  wire \$312 ;
+  wire [15:0] \$313 ;
+  wire \$314 ;
+  wire [15:0] \$315 ;
+  wire \$316 ;
+  wire [15:0] \$317 ;
+  wire [14:0] \$318 ;
+  wire \$319 ;
   wire \$32 ;
-  reg \$320 ;
-  reg \$321 ;
-  reg \$322 ;
-  reg \$323 ;
-  reg \$324 ;
-  reg \$325 ;
-  reg \$326 ;
-  reg \$327 ;
-  reg \$328 ;
-  reg \$329 ;
-  wire [5:0] \$33 ;
-  reg \$330 ;
-  reg \$331 ;
-  reg \$332 ;
-  reg \$333 ;
-  reg \$334 ;
-  reg \$335 ;
-  reg \$336 ;
-  reg \$337 ;
-  reg \$338 ;
-  reg \$339 ;
+  wire [15:0] \$320 ;
+  wire \$321 ;
+  wire [15:0] \$322 ;
+  wire \$323 ;
+  wire [15:0] \$324 ;
+  wire \$325 ;
+  wire [15:0] \$326 ;
+  wire \$327 ;
+  wire [15:0] \$328 ;
+  wire \$329 ;
+  wire \$33 ;
+  wire [15:0] \$330 ;
+  wire \$331 ;
+  wire [15:0] \$332 ;
+  wire \$333 ;
+  wire [15:0] \$334 ;
+  wire \$335 ;
+  wire [1:0] \$336 ;
+  wire \$337 ;
+  wire [1:0] \$338 ;
+  wire \$339 ;
   wire \$34 ;
-  reg \$340 ;
-  reg \$341 ;
-  reg \$342 ;
-  reg \$343 ;
-  reg \$344 ;
-  reg \$345 ;
-  reg \$346 ;
-  reg \$347 ;
-  reg \$348 ;
-  reg \$349 ;
-  wire [5:0] \$35 ;
-  reg [7:0] \$350 ;
-  reg [7:0] \$351 ;
-  reg [7:0] \$352 ;
-  wire [8:0] \$36 ;
-  wire [8:0] \$37 ;
-  wire [8:0] \$38 ;
-  wire [8:0] \$39 ;
+  wire [1:0] \$340 ;
+  wire \$341 ;
+  wire [1:0] \$342 ;
+  wire \$343 ;
+  wire [1:0] \$344 ;
+  wire \$345 ;
+  wire [1:0] \$346 ;
+  wire \$347 ;
+  wire [1:0] \$348 ;
+  wire \$349 ;
+  wire \$35 ;
+  wire [1:0] \$350 ;
+  wire \$351 ;
+  wire [1:0] \$352 ;
+  wire \$353 ;
+  wire [1:0] \$354 ;
+  wire \$355 ;
+  wire [1:0] \$356 ;
+  wire \$357 ;
+  wire [1:0] \$358 ;
+  wire \$359 ;
+  wire [15:0] \$36 ;
+  wire [1:0] \$360 ;
+  wire \$361 ;
+  wire [1:0] \$362 ;
+  wire \$363 ;
+  wire [1:0] \$364 ;
+  wire \$365 ;
+  wire [1:0] \$366 ;
+  wire \$367 ;
+  wire [1:0] \$368 ;
+  wire \$369 ;
+  wire \$37 ;
+  wire [1:0] \$370 ;
+  wire \$371 ;
+  wire [1:0] \$372 ;
+  wire \$373 ;
+  wire [1:0] \$374 ;
+  wire \$375 ;
+  wire [1:0] \$376 ;
+  wire \$377 ;
+  wire [1:0] \$378 ;
+  wire \$379 ;
+  wire [3:0] \$38 ;
+  wire [1:0] \$380 ;
+  wire \$381 ;
+  wire [1:0] \$382 ;
+  wire \$383 ;
+  wire [1:0] \$384 ;
+  wire \$385 ;
+  wire [1:0] \$386 ;
+  wire \$387 ;
+  wire [1:0] \$388 ;
+  wire \$389 ;
+  wire [3:0] \$39 ;
+  wire [1:0] \$390 ;
+  wire \$391 ;
+  wire [1:0] \$392 ;
+  wire \$393 ;
+  wire [1:0] \$394 ;
+  wire \$395 ;
+  wire [1:0] \$396 ;
+  wire \$397 ;
+  wire [1:0] \$398 ;
+  wire \$399 ;
   wire \$4 ;
-  wire [8:0] \$40 ;
-  wire [8:0] \$41 ;
-  wire [8:0] \$42 ;
-  wire [8:0] \$43 ;
-  wire [8:0] \$44 ;
+  wire \$40 ;
+  wire [1:0] \$400 ;
+  wire \$401 ;
+  wire [1:0] \$402 ;
+  wire \$403 ;
+  wire [1:0] \$404 ;
+  wire \$405 ;
+  wire [1:0] \$406 ;
+  wire \$407 ;
+  wire [1:0] \$408 ;
+  wire \$409 ;
+  wire [3:0] \$41 ;
+  wire [1:0] \$410 ;
+  wire \$411 ;
+  wire [1:0] \$412 ;
+  wire \$413 ;
+  wire [1:0] \$414 ;
+  wire \$415 ;
+  wire [1:0] \$416 ;
+  wire \$417 ;
+  wire [1:0] \$418 ;
+  wire \$419 ;
+  wire [3:0] \$42 ;
+  wire [1:0] \$420 ;
+  wire \$421 ;
+  wire [1:0] \$422 ;
+  wire \$423 ;
+  wire [1:0] \$424 ;
+  wire \$425 ;
+  wire [1:0] \$426 ;
+  wire \$427 ;
+  wire [1:0] \$428 ;
+  wire \$429 ;
+  wire \$43 ;
+  wire [1:0] \$430 ;
+  wire \$431 ;
+  wire [1:0] \$432 ;
+  wire \$433 ;
+  wire [1:0] \$434 ;
+  wire \$435 ;
+  wire [1:0] \$436 ;
+  wire \$437 ;
+  wire [1:0] \$438 ;
+  wire \$439 ;
+  wire \$44 ;
+  wire [1:0] \$440 ;
+  wire \$441 ;
+  wire [1:0] \$442 ;
+  wire \$443 ;
+  wire [1:0] \$444 ;
+  wire \$445 ;
+  wire [1:0] \$446 ;
+  wire \$447 ;
+  wire [1:0] \$448 ;
+  wire \$449 ;
   wire \$45 ;
-  wire [7:0] \$46 ;
+  wire [1:0] \$450 ;
+  wire \$451 ;
+  wire [1:0] \$452 ;
+  wire \$453 ;
+  wire [1:0] \$454 ;
+  wire \$455 ;
+  wire [1:0] \$456 ;
+  wire \$457 ;
+  wire [1:0] \$458 ;
+  wire \$459 ;
+  wire \$46 ;
+  wire [1:0] \$460 ;
+  wire \$461 ;
+  wire [1:0] \$462 ;
+  reg [7:0] \$463 ;
+  reg [7:0] \$464 ;
+  reg [7:0] \$465 ;
+  reg [7:0] \$466 ;
+  reg [7:0] \$467 ;
+  reg [2:0] \$468 ;
+  reg \$469 ;
   wire \$47 ;
-  wire \$48 ;
-  wire [7:0] \$49 ;
-  wire [5:0] \$5 ;
-  wire \$50 ;
-  wire \$51 ;
-  wire [7:0] \$52 ;
-  wire \$53 ;
-  wire \$54 ;
-  wire [7:0] \$55 ;
+  reg [15:0] \$470 ;
+  reg [2:0] \$471 ;
+  reg \$472 ;
+  reg [15:0] \$473 ;
+  reg [2:0] \$474 ;
+  reg \$475 ;
+  reg [15:0] \$476 ;
+  reg [2:0] \$477 ;
+  reg \$478 ;
+  reg [15:0] \$479 ;
+  wire [15:0] \$48 ;
+  reg [2:0] \$480 ;
+  reg \$481 ;
+  reg [15:0] \$482 ;
+  reg \$483 ;
+  reg \$484 ;
+  reg \$485 ;
+  reg \$486 ;
+  reg \$487 ;
+  reg \$488 ;
+  reg \$489 ;
+  wire \$49 ;
+  reg \$490 ;
+  reg \$491 ;
+  reg \$492 ;
+  reg \$493 ;
+  reg \$494 ;
+  reg \$495 ;
+  reg \$496 ;
+  reg \$497 ;
+  reg \$498 ;
+  reg \$499 ;
+  wire [3:0] \$5 ;
+  wire [3:0] \$50 ;
+  reg \$500 ;
+  reg \$501 ;
+  reg \$502 ;
+  reg \$503 ;
+  reg \$504 ;
+  reg \$505 ;
+  reg \$506 ;
+  reg \$507 ;
+  reg \$508 ;
+  reg \$509 ;
+  wire [3:0] \$51 ;
+  reg \$510 ;
+  reg \$511 ;
+  reg \$512 ;
+  reg \$513 ;
+  reg \$514 ;
+  reg \$515 ;
+  reg \$516 ;
+  reg \$517 ;
+  reg \$518 ;
+  reg \$519 ;
+  wire \$52 ;
+  reg \$520 ;
+  reg \$521 ;
+  reg \$522 ;
+  reg \$523 ;
+  reg \$524 ;
+  reg \$525 ;
+  reg \$526 ;
+  reg \$527 ;
+  reg \$528 ;
+  reg \$529 ;
+  wire [3:0] \$53 ;
+  reg \$530 ;
+  reg \$531 ;
+  reg \$532 ;
+  reg \$533 ;
+  reg \$534 ;
+  reg \$535 ;
+  reg \$536 ;
+  reg \$537 ;
+  reg \$538 ;
+  reg \$539 ;
+  wire [3:0] \$54 ;
+  reg \$540 ;
+  reg \$541 ;
+  reg \$542 ;
+  reg \$543 ;
+  reg \$544 ;
+  reg \$545 ;
+  reg \$546 ;
+  reg \$547 ;
+  reg \$548 ;
+  reg \$549 ;
+  wire \$55 ;
+  reg \$550 ;
+  reg \$551 ;
+  reg \$552 ;
+  reg \$553 ;
+  reg \$554 ;
+  reg \$555 ;
+  reg \$556 ;
+  reg \$557 ;
+  reg \$558 ;
+  reg \$559 ;
   wire \$56 ;
+  reg \$560 ;
+  reg \$561 ;
+  reg \$562 ;
+  reg \$563 ;
+  reg \$564 ;
+  reg \$565 ;
+  reg \$566 ;
+  reg \$567 ;
+  reg \$568 ;
+  reg \$569 ;
   wire \$57 ;
-  wire [7:0] \$58 ;
+  reg \$570 ;
+  reg \$571 ;
+  reg \$572 ;
+  reg \$573 ;
+  reg [1:0] \$574 ;
+  reg \$575 ;
+  reg [1:0] \$576 ;
+  reg \$577 ;
+  reg [1:0] \$578 ;
+  reg \$579 ;
+  wire \$58 ;
+  wire [15:0] \$580 ;
+  wire [15:0] \$581 ;
+  wire [15:0] \$582 ;
+  wire [15:0] \$583 ;
+  wire [15:0] \$584 ;
+  wire [15:0] \$585 ;
+  wire [15:0] \$586 ;
+  wire [15:0] \$587 ;
+  wire [15:0] \$588 ;
+  wire [15:0] \$589 ;
   wire \$59 ;
-  wire \$6 ;
-  wire \$60 ;
-  wire [8:0] \$61 ;
-  wire [8:0] \$62 ;
-  wire [8:0] \$63 ;
-  wire [8:0] \$64 ;
-  wire [8:0] \$65 ;
-  wire [8:0] \$66 ;
-  wire [8:0] \$67 ;
-  wire [8:0] \$68 ;
-  wire [8:0] \$69 ;
-  wire [5:0] \$7 ;
+  wire [15:0] \$590 ;
+  wire [15:0] \$591 ;
+  wire [15:0] \$592 ;
+  wire [15:0] \$593 ;
+  wire [15:0] \$594 ;
+  wire [15:0] \$595 ;
+  wire [15:0] \$596 ;
+  wire [15:0] \$597 ;
+  wire [15:0] \$598 ;
+  wire [15:0] \$599 ;
+  wire [3:0] \$6 ;
+  wire [15:0] \$60 ;
+  wire [15:0] \$600 ;
+  wire [15:0] \$601 ;
+  wire [15:0] \$602 ;
+  wire [15:0] \$603 ;
+  wire [15:0] \$604 ;
+  wire [15:0] \$605 ;
+  wire [15:0] \$606 ;
+  wire [15:0] \$607 ;
+  wire [15:0] \$608 ;
+  wire [15:0] \$609 ;
+  wire \$61 ;
+  wire [15:0] \$610 ;
+  wire [15:0] \$611 ;
+  wire [15:0] \$612 ;
+  wire [15:0] \$613 ;
+  wire [15:0] \$614 ;
+  wire [15:0] \$615 ;
+  wire [15:0] \$616 ;
+  wire [15:0] \$617 ;
+  wire [15:0] \$618 ;
+  wire [15:0] \$619 ;
+  wire [7:0] \$62 ;
+  wire \$63 ;
+  wire \$64 ;
+  wire [7:0] \$65 ;
+  wire \$66 ;
+  wire \$67 ;
+  wire [7:0] \$68 ;
+  wire \$69 ;
+  wire \$7 ;
   wire \$70 ;
   wire [7:0] \$71 ;
   wire \$72 ;
@@ -576,90 +925,138 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   wire [7:0] \$74 ;
   wire \$75 ;
   wire \$76 ;
-  wire [7:0] \$77 ;
-  wire \$78 ;
+  wire \$77 ;
+  wire [7:0] \$78 ;
   wire \$79 ;
   wire \$8 ;
-  wire [7:0] \$80 ;
-  wire \$81 ;
+  wire \$80 ;
+  wire [7:0] \$81 ;
   wire \$82 ;
-  wire [7:0] \$83 ;
-  wire \$84 ;
+  wire \$83 ;
+  wire [7:0] \$84 ;
   wire \$85 ;
-  wire [8:0] \$86 ;
-  wire [8:0] \$87 ;
-  wire [8:0] \$88 ;
-  wire [8:0] \$89 ;
+  wire \$86 ;
+  wire [7:0] \$87 ;
+  wire \$88 ;
+  wire \$89 ;
   wire \$9 ;
-  wire [8:0] \$90 ;
-  wire [8:0] \$91 ;
-  wire [8:0] \$92 ;
-  wire [8:0] \$93 ;
-  wire [8:0] \$94 ;
+  wire [7:0] \$90 ;
+  wire \$91 ;
+  wire \$92 ;
+  wire \$93 ;
+  wire [7:0] \$94 ;
   wire \$95 ;
-  wire [7:0] \$96 ;
-  wire \$97 ;
+  wire \$96 ;
+  wire [7:0] \$97 ;
   wire \$98 ;
-  wire [7:0] \$99 ;
+  wire \$99 ;
+  reg [8:0] bank0_r_addr_c0 = 9'h000;
+  reg [8:0] bank0_r_addr_c1 = 9'h000;
+  reg [8:0] bank0_r_addr_c2 = 9'h000;
+  reg [8:0] bank0_r_addr_c3 = 9'h000;
+  reg [8:0] bank0_r_addr_c4 = 9'h000;
+  reg [8:0] bank0_r_addr_c5 = 9'h000;
+  reg [8:0] bank0_r_addr_c6 = 9'h000;
+  reg [8:0] bank0_r_addr_c7 = 9'h000;
   reg bank0_read_en = 1'h0;
   reg bank0_read_en_1 = 1'h0;
-  reg bank0_read_en_out_1 = 1'h0;
-  reg bank0_read_en_out_2 = 1'h0;
-  reg [8:0] bank0_read_row = 9'h000;
   reg [8:0] bank0_read_row_1 = 9'h000;
+  wire [8:0] bank0_read_row_next;
+  reg [8:0] bank1_r_addr_c0 = 9'h000;
+  reg [8:0] bank1_r_addr_c1 = 9'h000;
+  reg [8:0] bank1_r_addr_c2 = 9'h000;
+  reg [8:0] bank1_r_addr_c3 = 9'h000;
+  reg [8:0] bank1_r_addr_c4 = 9'h000;
+  reg [8:0] bank1_r_addr_c5 = 9'h000;
+  reg [8:0] bank1_r_addr_c6 = 9'h000;
+  reg [8:0] bank1_r_addr_c7 = 9'h000;
   reg bank1_read_en = 1'h0;
   reg bank1_read_en_1 = 1'h0;
-  reg bank1_read_en_out_1 = 1'h0;
-  reg bank1_read_en_out_2 = 1'h0;
-  reg [8:0] bank1_read_row = 9'h000;
   reg [8:0] bank1_read_row_1 = 9'h000;
+  wire [8:0] bank1_read_row_next;
+  reg [8:0] bank2_r_addr_c0 = 9'h000;
+  reg [8:0] bank2_r_addr_c1 = 9'h000;
+  reg [8:0] bank2_r_addr_c2 = 9'h000;
+  reg [8:0] bank2_r_addr_c3 = 9'h000;
+  reg [8:0] bank2_r_addr_c4 = 9'h000;
+  reg [8:0] bank2_r_addr_c5 = 9'h000;
+  reg [8:0] bank2_r_addr_c6 = 9'h000;
+  reg [8:0] bank2_r_addr_c7 = 9'h000;
   reg bank2_read_en = 1'h0;
   reg bank2_read_en_1 = 1'h0;
-  reg bank2_read_en_out_1 = 1'h0;
-  reg bank2_read_en_out_2 = 1'h0;
-  reg [8:0] bank2_read_row = 9'h000;
   reg [8:0] bank2_read_row_1 = 9'h000;
+  wire [8:0] bank2_read_row_next;
+  reg [8:0] bank3_r_addr_c0 = 9'h000;
+  reg [8:0] bank3_r_addr_c1 = 9'h000;
+  reg [8:0] bank3_r_addr_c2 = 9'h000;
+  reg [8:0] bank3_r_addr_c3 = 9'h000;
+  reg [8:0] bank3_r_addr_c4 = 9'h000;
+  reg [8:0] bank3_r_addr_c5 = 9'h000;
+  reg [8:0] bank3_r_addr_c6 = 9'h000;
+  reg [8:0] bank3_r_addr_c7 = 9'h000;
   reg bank3_read_en = 1'h0;
   reg bank3_read_en_1 = 1'h0;
-  reg bank3_read_en_out_1 = 1'h0;
-  reg bank3_read_en_out_2 = 1'h0;
-  reg [8:0] bank3_read_row = 9'h000;
   reg [8:0] bank3_read_row_1 = 9'h000;
+  wire [8:0] bank3_read_row_next;
+  reg [8:0] bank4_r_addr_c0 = 9'h000;
+  reg [8:0] bank4_r_addr_c1 = 9'h000;
+  reg [8:0] bank4_r_addr_c2 = 9'h000;
+  reg [8:0] bank4_r_addr_c3 = 9'h000;
+  reg [8:0] bank4_r_addr_c4 = 9'h000;
+  reg [8:0] bank4_r_addr_c5 = 9'h000;
+  reg [8:0] bank4_r_addr_c6 = 9'h000;
+  reg [8:0] bank4_r_addr_c7 = 9'h000;
   reg bank4_read_en = 1'h0;
   reg bank4_read_en_1 = 1'h0;
-  reg bank4_read_en_out_1 = 1'h0;
-  reg bank4_read_en_out_2 = 1'h0;
-  reg [8:0] bank4_read_row = 9'h000;
   reg [8:0] bank4_read_row_1 = 9'h000;
+  wire [8:0] bank4_read_row_next;
+  reg [8:0] bank5_r_addr_c0 = 9'h000;
+  reg [8:0] bank5_r_addr_c1 = 9'h000;
+  reg [8:0] bank5_r_addr_c2 = 9'h000;
+  reg [8:0] bank5_r_addr_c3 = 9'h000;
+  reg [8:0] bank5_r_addr_c4 = 9'h000;
+  reg [8:0] bank5_r_addr_c5 = 9'h000;
+  reg [8:0] bank5_r_addr_c6 = 9'h000;
+  reg [8:0] bank5_r_addr_c7 = 9'h000;
   reg bank5_read_en = 1'h0;
   reg bank5_read_en_1 = 1'h0;
-  reg bank5_read_en_out_1 = 1'h0;
-  reg bank5_read_en_out_2 = 1'h0;
-  reg [8:0] bank5_read_row = 9'h000;
   reg [8:0] bank5_read_row_1 = 9'h000;
+  wire [8:0] bank5_read_row_next;
+  reg [8:0] bank6_r_addr_c0 = 9'h000;
+  reg [8:0] bank6_r_addr_c1 = 9'h000;
+  reg [8:0] bank6_r_addr_c2 = 9'h000;
+  reg [8:0] bank6_r_addr_c3 = 9'h000;
+  reg [8:0] bank6_r_addr_c4 = 9'h000;
+  reg [8:0] bank6_r_addr_c5 = 9'h000;
+  reg [8:0] bank6_r_addr_c6 = 9'h000;
+  reg [8:0] bank6_r_addr_c7 = 9'h000;
   reg bank6_read_en = 1'h0;
   reg bank6_read_en_1 = 1'h0;
-  reg bank6_read_en_out_1 = 1'h0;
-  reg bank6_read_en_out_2 = 1'h0;
-  reg [8:0] bank6_read_row = 9'h000;
   reg [8:0] bank6_read_row_1 = 9'h000;
+  wire [8:0] bank6_read_row_next;
+  reg [8:0] bank7_r_addr_c0 = 9'h000;
+  reg [8:0] bank7_r_addr_c1 = 9'h000;
+  reg [8:0] bank7_r_addr_c2 = 9'h000;
+  reg [8:0] bank7_r_addr_c3 = 9'h000;
+  reg [8:0] bank7_r_addr_c4 = 9'h000;
+  reg [8:0] bank7_r_addr_c5 = 9'h000;
+  reg [8:0] bank7_r_addr_c6 = 9'h000;
+  reg [8:0] bank7_r_addr_c7 = 9'h000;
   reg bank7_read_en = 1'h0;
   reg bank7_read_en_1 = 1'h0;
-  reg bank7_read_en_out_1 = 1'h0;
-  reg bank7_read_en_out_2 = 1'h0;
-  reg [8:0] bank7_read_row = 9'h000;
   reg [8:0] bank7_read_row_1 = 9'h000;
+  wire [8:0] bank7_read_row_next;
   input clk;
   wire clk;
   (* init = 128'h00000000000000000000000000000000 *)
   wire [127:0] i0;
-  wire [153:0] \i0$234 ;
+  wire [223:0] \i0$323 ;
   (* init = 128'h00000000000000000000000000000000 *)
   wire [127:0] i1;
-  wire [153:0] \i1$241 ;
+  wire [223:0] \i1$330 ;
   (* init = 128'h00000000000000000000000000000000 *)
   wire [127:0] i2;
-  wire [153:0] \i2$248 ;
+  wire [223:0] \i2$337 ;
   (* init = 128'h00000000000000000000000000000000 *)
   wire [127:0] i3;
   (* init = 128'h00000000000000000000000000000000 *)
@@ -671,14 +1068,109 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   (* init = 128'h00000000000000000000000000000000 *)
   wire [127:0] i7;
   wire [127:0] o0;
-  wire [153:0] \o0$250 ;
+  wire [223:0] \o0$341 ;
   wire [127:0] o1;
-  wire [153:0] \o1$257 ;
+  wire [223:0] \o1$348 ;
   wire [127:0] o2;
-  wire [153:0] \o2$264 ;
+  wire [223:0] \o2$355 ;
   wire [127:0] o3;
-  wire [153:0] \o3$271 ;
+  wire [223:0] \o3$362 ;
   wire [127:0] o4;
+  wire [127:0] o__payload;
+  wire [127:0] \o__payload$295 ;
+  wire [127:0] \o__payload$302 ;
+  wire [127:0] \o__payload$309 ;
+  wire [127:0] \o__payload$316 ;
+  wire o__ready;
+  wire \o__ready$297 ;
+  wire \o__ready$304 ;
+  wire \o__ready$311 ;
+  wire \o__ready$318 ;
+  wire o__valid;
+  wire \o__valid$296 ;
+  wire \o__valid$303 ;
+  wire \o__valid$310 ;
+  wire \o__valid$317 ;
+  output [15:0] \port$1109$0 ;
+  wire [15:0] \port$1109$0 ;
+  output [15:0] \port$1110$0 ;
+  wire [15:0] \port$1110$0 ;
+  output [15:0] \port$1111$0 ;
+  wire [15:0] \port$1111$0 ;
+  output [15:0] \port$1112$0 ;
+  wire [15:0] \port$1112$0 ;
+  output [15:0] \port$1113$0 ;
+  wire [15:0] \port$1113$0 ;
+  output [15:0] \port$1114$0 ;
+  wire [15:0] \port$1114$0 ;
+  output [15:0] \port$1115$0 ;
+  wire [15:0] \port$1115$0 ;
+  output [15:0] \port$1116$0 ;
+  wire [15:0] \port$1116$0 ;
+  output [15:0] \port$1549$0 ;
+  wire [15:0] \port$1549$0 ;
+  output [15:0] \port$1550$0 ;
+  wire [15:0] \port$1550$0 ;
+  output [15:0] \port$1551$0 ;
+  wire [15:0] \port$1551$0 ;
+  output [15:0] \port$1552$0 ;
+  wire [15:0] \port$1552$0 ;
+  output [15:0] \port$1553$0 ;
+  wire [15:0] \port$1553$0 ;
+  output [15:0] \port$1554$0 ;
+  wire [15:0] \port$1554$0 ;
+  output [15:0] \port$1555$0 ;
+  wire [15:0] \port$1555$0 ;
+  output [15:0] \port$1556$0 ;
+  wire [15:0] \port$1556$0 ;
+  output [15:0] \port$1989$0 ;
+  wire [15:0] \port$1989$0 ;
+  output [15:0] \port$1990$0 ;
+  wire [15:0] \port$1990$0 ;
+  output [15:0] \port$1991$0 ;
+  wire [15:0] \port$1991$0 ;
+  output [15:0] \port$1992$0 ;
+  wire [15:0] \port$1992$0 ;
+  output [15:0] \port$1993$0 ;
+  wire [15:0] \port$1993$0 ;
+  output [15:0] \port$1994$0 ;
+  wire [15:0] \port$1994$0 ;
+  output [15:0] \port$1995$0 ;
+  wire [15:0] \port$1995$0 ;
+  output [15:0] \port$1996$0 ;
+  wire [15:0] \port$1996$0 ;
+  output [15:0] \port$2429$0 ;
+  wire [15:0] \port$2429$0 ;
+  output [15:0] \port$2430$0 ;
+  wire [15:0] \port$2430$0 ;
+  output [15:0] \port$2431$0 ;
+  wire [15:0] \port$2431$0 ;
+  output [15:0] \port$2432$0 ;
+  wire [15:0] \port$2432$0 ;
+  output [15:0] \port$2433$0 ;
+  wire [15:0] \port$2433$0 ;
+  output [15:0] \port$2434$0 ;
+  wire [15:0] \port$2434$0 ;
+  output [15:0] \port$2435$0 ;
+  wire [15:0] \port$2435$0 ;
+  output [15:0] \port$2436$0 ;
+  wire [15:0] \port$2436$0 ;
+  output [15:0] \port$2869$0 ;
+  wire [15:0] \port$2869$0 ;
+  output [15:0] \port$2870$0 ;
+  wire [15:0] \port$2870$0 ;
+  output [15:0] \port$2871$0 ;
+  wire [15:0] \port$2871$0 ;
+  output [15:0] \port$2872$0 ;
+  wire [15:0] \port$2872$0 ;
+  output [15:0] \port$2873$0 ;
+  wire [15:0] \port$2873$0 ;
+  output [15:0] \port$2874$0 ;
+  wire [15:0] \port$2874$0 ;
+  output [15:0] \port$2875$0 ;
+  wire [15:0] \port$2875$0 ;
+  output [15:0] \port$2876$0 ;
+  wire [15:0] \port$2876$0 ;
   reg [127:0] position0_word = 128'h00000000000000000000000000000000;
   reg [127:0] position1_word = 128'h00000000000000000000000000000000;
   reg [127:0] position2_word = 128'h00000000000000000000000000000000;
@@ -687,77 +1179,118 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   reg [127:0] position5_word = 128'h00000000000000000000000000000000;
   reg [127:0] position6_word = 128'h00000000000000000000000000000000;
   reg [127:0] position7_word = 128'h00000000000000000000000000000000;
-  (* init = 9'h000 *)
-  wire [8:0] r_addr;
-  (* init = 9'h000 *)
-  wire [8:0] \r_addr$171 ;
-  (* init = 9'h000 *)
-  wire [8:0] \r_addr$173 ;
-  (* init = 9'h000 *)
-  wire [8:0] \r_addr$175 ;
-  (* init = 9'h000 *)
-  wire [8:0] \r_addr$177 ;
-  (* init = 9'h000 *)
-  wire [8:0] \r_addr$179 ;
-  (* init = 9'h000 *)
-  wire [8:0] \r_addr$181 ;
-  (* init = 9'h000 *)
-  wire [8:0] \r_addr$183 ;
+  wire [71:0] r_addr;
+  wire [71:0] \r_addr$262 ;
+  wire [8:0] \r_addr$262[0] ;
+  wire [8:0] \r_addr$262[1] ;
+  wire [8:0] \r_addr$262[2] ;
+  wire [8:0] \r_addr$262[3] ;
+  wire [8:0] \r_addr$262[4] ;
+  wire [8:0] \r_addr$262[5] ;
+  wire [8:0] \r_addr$262[6] ;
+  wire [8:0] \r_addr$262[7] ;
+  wire [71:0] \r_addr$264 ;
+  wire [8:0] \r_addr$264[0] ;
+  wire [8:0] \r_addr$264[1] ;
+  wire [8:0] \r_addr$264[2] ;
+  wire [8:0] \r_addr$264[3] ;
+  wire [8:0] \r_addr$264[4] ;
+  wire [8:0] \r_addr$264[5] ;
+  wire [8:0] \r_addr$264[6] ;
+  wire [8:0] \r_addr$264[7] ;
+  wire [71:0] \r_addr$266 ;
+  wire [8:0] \r_addr$266[0] ;
+  wire [8:0] \r_addr$266[1] ;
+  wire [8:0] \r_addr$266[2] ;
+  wire [8:0] \r_addr$266[3] ;
+  wire [8:0] \r_addr$266[4] ;
+  wire [8:0] \r_addr$266[5] ;
+  wire [8:0] \r_addr$266[6] ;
+  wire [8:0] \r_addr$266[7] ;
+  wire [71:0] \r_addr$268 ;
+  wire [8:0] \r_addr$268[0] ;
+  wire [8:0] \r_addr$268[1] ;
+  wire [8:0] \r_addr$268[2] ;
+  wire [8:0] \r_addr$268[3] ;
+  wire [8:0] \r_addr$268[4] ;
+  wire [8:0] \r_addr$268[5] ;
+  wire [8:0] \r_addr$268[6] ;
+  wire [8:0] \r_addr$268[7] ;
+  wire [71:0] \r_addr$270 ;
+  wire [8:0] \r_addr$270[0] ;
+  wire [8:0] \r_addr$270[1] ;
+  wire [8:0] \r_addr$270[2] ;
+  wire [8:0] \r_addr$270[3] ;
+  wire [8:0] \r_addr$270[4] ;
+  wire [8:0] \r_addr$270[5] ;
+  wire [8:0] \r_addr$270[6] ;
+  wire [8:0] \r_addr$270[7] ;
+  wire [71:0] \r_addr$272 ;
+  wire [8:0] \r_addr$272[0] ;
+  wire [8:0] \r_addr$272[1] ;
+  wire [8:0] \r_addr$272[2] ;
+  wire [8:0] \r_addr$272[3] ;
+  wire [8:0] \r_addr$272[4] ;
+  wire [8:0] \r_addr$272[5] ;
+  wire [8:0] \r_addr$272[6] ;
+  wire [8:0] \r_addr$272[7] ;
+  wire [71:0] \r_addr$274 ;
+  wire [8:0] \r_addr$274[0] ;
+  wire [8:0] \r_addr$274[1] ;
+  wire [8:0] \r_addr$274[2] ;
+  wire [8:0] \r_addr$274[3] ;
+  wire [8:0] \r_addr$274[4] ;
+  wire [8:0] \r_addr$274[5] ;
+  wire [8:0] \r_addr$274[6] ;
+  wire [8:0] \r_addr$274[7] ;
+  wire [8:0] \r_addr[0] ;
+  wire [8:0] \r_addr[1] ;
+  wire [8:0] \r_addr[2] ;
+  wire [8:0] \r_addr[3] ;
+  wire [8:0] \r_addr[4] ;
+  wire [8:0] \r_addr[5] ;
+  wire [8:0] \r_addr[6] ;
+  wire [8:0] \r_addr[7] ;
   wire [127:0] r_data;
-  wire [127:0] \r_data$101 ;
-  wire [127:0] \r_data$103 ;
-  wire [127:0] \r_data$105 ;
-  wire [127:0] \r_data$197 ;
-  wire [127:0] \r_data$204 ;
-  wire [127:0] \r_data$211 ;
-  wire [127:0] \r_data$218 ;
-  wire [127:0] \r_data$225 ;
-  wire [127:0] \r_data$93 ;
-  wire [127:0] \r_data$95 ;
-  wire [127:0] \r_data$97 ;
-  wire [127:0] \r_data$99 ;
+  wire [127:0] \r_data$141 ;
+  wire [127:0] \r_data$143 ;
+  wire [127:0] \r_data$145 ;
+  wire [127:0] \r_data$147 ;
+  wire [127:0] \r_data$149 ;
+  wire [127:0] \r_data$151 ;
+  wire [127:0] \r_data$153 ;
   (* init = 1'h0 *)
   wire r_en;
   (* init = 1'h0 *)
-  wire \r_en$172 ;
+  wire \r_en$263 ;
   (* init = 1'h0 *)
-  wire \r_en$174 ;
+  wire \r_en$265 ;
   (* init = 1'h0 *)
-  wire \r_en$176 ;
+  wire \r_en$267 ;
   (* init = 1'h0 *)
-  wire \r_en$178 ;
+  wire \r_en$269 ;
   (* init = 1'h0 *)
-  wire \r_en$180 ;
+  wire \r_en$271 ;
   (* init = 1'h0 *)
-  wire \r_en$182 ;
+  wire \r_en$273 ;
   (* init = 1'h0 *)
-  wire \r_en$184 ;
-  wire \r_en$199 ;
-  wire \r_en$206 ;
-  wire \r_en$213 ;
-  wire \r_en$220 ;
-  wire \r_en$227 ;
-  wire r_rdy;
-  wire \r_rdy$205 ;
-  wire \r_rdy$212 ;
-  wire \r_rdy$219 ;
-  wire \r_rdy$226 ;
+  wire \r_en$275 ;
   input [11:0] rd0__req__payload;
   wire [11:0] rd0__req__payload;
   output rd0__req__ready;
   wire rd0__req__ready;
   input rd0__req__valid;
   wire rd0__req__valid;
-  output [127:0] rd0__resp__payload;
   wire [127:0] rd0__resp__payload;
   input rd0__resp__ready;
   wire rd0__resp__ready;
   output rd0__resp__valid;
   wire rd0__resp__valid;
   wire [7:0] rd0_bank_one_hot;
-  reg rd0_credit = 1'h1;
-  reg [4:0] rd0_free = 5'h10;
+  reg [15:0] rd0_free = 16'hffff;
+  reg rd0_has_bank = 1'h1;
   wire rd0_popped;
+  reg [2:0] rd0_position = 3'h0;
   wire rd0_slot;
   reg [7:0] rd0_slots = 8'h01;
   wire rd0_taken;
@@ -768,23 +1301,30 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   reg rd0_valid_5 = 1'h0;
   reg rd0_valid_6 = 1'h0;
   reg rd0_valid_7 = 1'h0;
-  reg rd0_valid_8 = 1'h0;
+  reg rd0_w_en_c0 = 1'h0;
+  reg rd0_w_en_c1 = 1'h0;
+  reg rd0_w_en_c2 = 1'h0;
+  reg rd0_w_en_c3 = 1'h0;
+  reg rd0_w_en_c4 = 1'h0;
+  reg rd0_w_en_c5 = 1'h0;
+  reg rd0_w_en_c6 = 1'h0;
+  reg rd0_w_en_c7 = 1'h0;
   input [11:0] rd1__req__payload;
   wire [11:0] rd1__req__payload;
   output rd1__req__ready;
   wire rd1__req__ready;
   input rd1__req__valid;
   wire rd1__req__valid;
-  output [127:0] rd1__resp__payload;
   wire [127:0] rd1__resp__payload;
   input rd1__resp__ready;
   wire rd1__resp__ready;
   output rd1__resp__valid;
   wire rd1__resp__valid;
   wire [7:0] rd1_bank_one_hot;
-  reg rd1_credit = 1'h1;
-  reg [4:0] rd1_free = 5'h10;
+  reg [15:0] rd1_free = 16'hffff;
+  reg rd1_has_bank = 1'h1;
   wire rd1_popped;
+  reg [2:0] rd1_position = 3'h1;
   wire rd1_slot;
   reg [7:0] rd1_slots = 8'h02;
   wire rd1_taken;
@@ -795,23 +1335,30 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   reg rd1_valid_5 = 1'h0;
   reg rd1_valid_6 = 1'h0;
   reg rd1_valid_7 = 1'h0;
-  reg rd1_valid_8 = 1'h0;
+  reg rd1_w_en_c0 = 1'h0;
+  reg rd1_w_en_c1 = 1'h0;
+  reg rd1_w_en_c2 = 1'h0;
+  reg rd1_w_en_c3 = 1'h0;
+  reg rd1_w_en_c4 = 1'h0;
+  reg rd1_w_en_c5 = 1'h0;
+  reg rd1_w_en_c6 = 1'h0;
+  reg rd1_w_en_c7 = 1'h0;
   input [11:0] rd2__req__payload;
   wire [11:0] rd2__req__payload;
   output rd2__req__ready;
   wire rd2__req__ready;
   input rd2__req__valid;
   wire rd2__req__valid;
-  output [127:0] rd2__resp__payload;
   wire [127:0] rd2__resp__payload;
   input rd2__resp__ready;
   wire rd2__resp__ready;
   output rd2__resp__valid;
   wire rd2__resp__valid;
   wire [7:0] rd2_bank_one_hot;
-  reg rd2_credit = 1'h1;
-  reg [4:0] rd2_free = 5'h10;
+  reg [15:0] rd2_free = 16'hffff;
+  reg rd2_has_bank = 1'h1;
   wire rd2_popped;
+  reg [2:0] rd2_position = 3'h2;
   wire rd2_slot;
   reg [7:0] rd2_slots = 8'h04;
   wire rd2_taken;
@@ -822,23 +1369,30 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   reg rd2_valid_5 = 1'h0;
   reg rd2_valid_6 = 1'h0;
   reg rd2_valid_7 = 1'h0;
-  reg rd2_valid_8 = 1'h0;
+  reg rd2_w_en_c0 = 1'h0;
+  reg rd2_w_en_c1 = 1'h0;
+  reg rd2_w_en_c2 = 1'h0;
+  reg rd2_w_en_c3 = 1'h0;
+  reg rd2_w_en_c4 = 1'h0;
+  reg rd2_w_en_c5 = 1'h0;
+  reg rd2_w_en_c6 = 1'h0;
+  reg rd2_w_en_c7 = 1'h0;
   input [11:0] rd3__req__payload;
   wire [11:0] rd3__req__payload;
   output rd3__req__ready;
   wire rd3__req__ready;
   input rd3__req__valid;
   wire rd3__req__valid;
-  output [127:0] rd3__resp__payload;
   wire [127:0] rd3__resp__payload;
   input rd3__resp__ready;
   wire rd3__resp__ready;
   output rd3__resp__valid;
   wire rd3__resp__valid;
   wire [7:0] rd3_bank_one_hot;
-  reg rd3_credit = 1'h1;
-  reg [4:0] rd3_free = 5'h10;
+  reg [15:0] rd3_free = 16'hffff;
+  reg rd3_has_bank = 1'h1;
   wire rd3_popped;
+  reg [2:0] rd3_position = 3'h3;
   wire rd3_slot;
   reg [7:0] rd3_slots = 8'h08;
   wire rd3_taken;
@@ -849,23 +1403,30 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   reg rd3_valid_5 = 1'h0;
   reg rd3_valid_6 = 1'h0;
   reg rd3_valid_7 = 1'h0;
-  reg rd3_valid_8 = 1'h0;
+  reg rd3_w_en_c0 = 1'h0;
+  reg rd3_w_en_c1 = 1'h0;
+  reg rd3_w_en_c2 = 1'h0;
+  reg rd3_w_en_c3 = 1'h0;
+  reg rd3_w_en_c4 = 1'h0;
+  reg rd3_w_en_c5 = 1'h0;
+  reg rd3_w_en_c6 = 1'h0;
+  reg rd3_w_en_c7 = 1'h0;
   input [11:0] rd4__req__payload;
   wire [11:0] rd4__req__payload;
   output rd4__req__ready;
   wire rd4__req__ready;
   input rd4__req__valid;
   wire rd4__req__valid;
-  output [127:0] rd4__resp__payload;
   wire [127:0] rd4__resp__payload;
   input rd4__resp__ready;
   wire rd4__resp__ready;
   output rd4__resp__valid;
   wire rd4__resp__valid;
   wire [7:0] rd4_bank_one_hot;
-  reg rd4_credit = 1'h1;
-  reg [4:0] rd4_free = 5'h10;
+  reg [15:0] rd4_free = 16'hffff;
+  reg rd4_has_bank = 1'h1;
   wire rd4_popped;
+  reg [2:0] rd4_position = 3'h4;
   wire rd4_slot;
   reg [7:0] rd4_slots = 8'h10;
   wire rd4_taken;
@@ -876,48 +1437,114 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   reg rd4_valid_5 = 1'h0;
   reg rd4_valid_6 = 1'h0;
   reg rd4_valid_7 = 1'h0;
-  reg rd4_valid_8 = 1'h0;
+  reg rd4_w_en_c0 = 1'h0;
+  reg rd4_w_en_c1 = 1'h0;
+  reg rd4_w_en_c2 = 1'h0;
+  reg rd4_w_en_c3 = 1'h0;
+  reg rd4_w_en_c4 = 1'h0;
+  reg rd4_w_en_c5 = 1'h0;
+  reg rd4_w_en_c6 = 1'h0;
+  reg rd4_w_en_c7 = 1'h0;
   input rst;
   wire rst;
-  wire [8:0] w_addr;
-  wire [8:0] \w_addr$253 ;
-  wire [8:0] \w_addr$256 ;
-  wire [8:0] \w_addr$260 ;
-  wire [8:0] \w_addr$263 ;
-  wire [8:0] \w_addr$267 ;
-  wire [8:0] \w_addr$270 ;
-  wire [8:0] \w_addr$274 ;
+  wire [71:0] w_addr;
+  wire [71:0] \w_addr$346 ;
+  wire [8:0] \w_addr$346[0] ;
+  wire [8:0] \w_addr$346[1] ;
+  wire [8:0] \w_addr$346[2] ;
+  wire [8:0] \w_addr$346[3] ;
+  wire [8:0] \w_addr$346[4] ;
+  wire [8:0] \w_addr$346[5] ;
+  wire [8:0] \w_addr$346[6] ;
+  wire [8:0] \w_addr$346[7] ;
+  wire [71:0] \w_addr$350 ;
+  wire [8:0] \w_addr$350[0] ;
+  wire [8:0] \w_addr$350[1] ;
+  wire [8:0] \w_addr$350[2] ;
+  wire [8:0] \w_addr$350[3] ;
+  wire [8:0] \w_addr$350[4] ;
+  wire [8:0] \w_addr$350[5] ;
+  wire [8:0] \w_addr$350[6] ;
+  wire [8:0] \w_addr$350[7] ;
+  wire [71:0] \w_addr$353 ;
+  wire [8:0] \w_addr$353[0] ;
+  wire [8:0] \w_addr$353[1] ;
+  wire [8:0] \w_addr$353[2] ;
+  wire [8:0] \w_addr$353[3] ;
+  wire [8:0] \w_addr$353[4] ;
+  wire [8:0] \w_addr$353[5] ;
+  wire [8:0] \w_addr$353[6] ;
+  wire [8:0] \w_addr$353[7] ;
+  wire [71:0] \w_addr$357 ;
+  wire [8:0] \w_addr$357[0] ;
+  wire [8:0] \w_addr$357[1] ;
+  wire [8:0] \w_addr$357[2] ;
+  wire [8:0] \w_addr$357[3] ;
+  wire [8:0] \w_addr$357[4] ;
+  wire [8:0] \w_addr$357[5] ;
+  wire [8:0] \w_addr$357[6] ;
+  wire [8:0] \w_addr$357[7] ;
+  wire [71:0] \w_addr$360 ;
+  wire [8:0] \w_addr$360[0] ;
+  wire [8:0] \w_addr$360[1] ;
+  wire [8:0] \w_addr$360[2] ;
+  wire [8:0] \w_addr$360[3] ;
+  wire [8:0] \w_addr$360[4] ;
+  wire [8:0] \w_addr$360[5] ;
+  wire [8:0] \w_addr$360[6] ;
+  wire [8:0] \w_addr$360[7] ;
+  wire [71:0] \w_addr$364 ;
+  wire [8:0] \w_addr$364[0] ;
+  wire [8:0] \w_addr$364[1] ;
+  wire [8:0] \w_addr$364[2] ;
+  wire [8:0] \w_addr$364[3] ;
+  wire [8:0] \w_addr$364[4] ;
+  wire [8:0] \w_addr$364[5] ;
+  wire [8:0] \w_addr$364[6] ;
+  wire [8:0] \w_addr$364[7] ;
+  wire [71:0] \w_addr$367 ;
+  wire [8:0] \w_addr$367[0] ;
+  wire [8:0] \w_addr$367[1] ;
+  wire [8:0] \w_addr$367[2] ;
+  wire [8:0] \w_addr$367[3] ;
+  wire [8:0] \w_addr$367[4] ;
+  wire [8:0] \w_addr$367[5] ;
+  wire [8:0] \w_addr$367[6] ;
+  wire [8:0] \w_addr$367[7] ;
+  wire [8:0] \w_addr[0] ;
+  wire [8:0] \w_addr[1] ;
+  wire [8:0] \w_addr[2] ;
+  wire [8:0] \w_addr[3] ;
+  wire [8:0] \w_addr[4] ;
+  wire [8:0] \w_addr[5] ;
+  wire [8:0] \w_addr[6] ;
+  wire [8:0] \w_addr[7] ;
   wire [127:0] w_data;
-  wire [127:0] \w_data$200 ;
-  wire [127:0] \w_data$207 ;
-  wire [127:0] \w_data$214 ;
-  wire [127:0] \w_data$221 ;
-  wire [127:0] \w_data$251 ;
-  wire [127:0] \w_data$254 ;
-  wire [127:0] \w_data$258 ;
-  wire [127:0] \w_data$261 ;
-  wire [127:0] \w_data$265 ;
-  wire [127:0] \w_data$268 ;
-  wire [127:0] \w_data$272 ;
-  wire [127:0] \w_data$275 ;
-  (* init = 1'h0 *)
-  wire w_en;
-  (* init = 1'h0 *)
-  wire \w_en$202 ;
-  (* init = 1'h0 *)
-  wire \w_en$209 ;
-  (* init = 1'h0 *)
-  wire \w_en$216 ;
-  (* init = 1'h0 *)
-  wire \w_en$223 ;
-  wire [15:0] \w_en$252 ;
-  wire [15:0] \w_en$255 ;
-  wire [15:0] \w_en$259 ;
-  wire [15:0] \w_en$262 ;
-  wire [15:0] \w_en$266 ;
-  wire [15:0] \w_en$269 ;
-  wire [15:0] \w_en$273 ;
-  wire [15:0] \w_en$276 ;
+  wire [127:0] \w_data$291 ;
+  wire [127:0] \w_data$298 ;
+  wire [127:0] \w_data$305 ;
+  wire [127:0] \w_data$312 ;
+  wire [127:0] \w_data$340 ;
+  wire [127:0] \w_data$344 ;
+  wire [127:0] \w_data$347 ;
+  wire [127:0] \w_data$351 ;
+  wire [127:0] \w_data$354 ;
+  wire [127:0] \w_data$358 ;
+  wire [127:0] \w_data$361 ;
+  wire [127:0] \w_data$365 ;
+  wire [7:0] w_en;
+  wire [7:0] \w_en$293 ;
+  wire [7:0] \w_en$300 ;
+  wire [7:0] \w_en$307 ;
+  wire [7:0] \w_en$314 ;
+  wire [15:0] \w_en$342 ;
+  wire [15:0] \w_en$345 ;
+  wire [15:0] \w_en$349 ;
+  wire [15:0] \w_en$352 ;
+  wire [15:0] \w_en$356 ;
+  wire [15:0] \w_en$359 ;
+  wire [15:0] \w_en$363 ;
+  wire [15:0] \w_en$366 ;
   input [155:0] wr0__payload;
   wire [155:0] wr0__payload;
   wire [11:0] \wr0__payload.addr ;
@@ -927,14 +1554,51 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   input wr0__valid;
   wire wr0__valid;
   wire [7:0] wr0_bank_one_hot;
-  wire [153:0] wr0_entry;
-  wire [127:0] \wr0_entry.data ;
-  wire \wr0_entry.group ;
-  wire [15:0] \wr0_entry.mask ;
-  wire [8:0] \wr0_entry.row ;
+  wire [223:0] wr0_entry;
+  wire [27:0] \wr0_entry[0] ;
+  wire [15:0] \wr0_entry[0].data ;
+  wire \wr0_entry[0].group ;
+  wire [1:0] \wr0_entry[0].mask ;
+  wire [8:0] \wr0_entry[0].row ;
+  wire [27:0] \wr0_entry[1] ;
+  wire [15:0] \wr0_entry[1].data ;
+  wire \wr0_entry[1].group ;
+  wire [1:0] \wr0_entry[1].mask ;
+  wire [8:0] \wr0_entry[1].row ;
+  wire [27:0] \wr0_entry[2] ;
+  wire [15:0] \wr0_entry[2].data ;
+  wire \wr0_entry[2].group ;
+  wire [1:0] \wr0_entry[2].mask ;
+  wire [8:0] \wr0_entry[2].row ;
+  wire [27:0] \wr0_entry[3] ;
+  wire [15:0] \wr0_entry[3].data ;
+  wire \wr0_entry[3].group ;
+  wire [1:0] \wr0_entry[3].mask ;
+  wire [8:0] \wr0_entry[3].row ;
+  wire [27:0] \wr0_entry[4] ;
+  wire [15:0] \wr0_entry[4].data ;
+  wire \wr0_entry[4].group ;
+  wire [1:0] \wr0_entry[4].mask ;
+  wire [8:0] \wr0_entry[4].row ;
+  wire [27:0] \wr0_entry[5] ;
+  wire [15:0] \wr0_entry[5].data ;
+  wire \wr0_entry[5].group ;
+  wire [1:0] \wr0_entry[5].mask ;
+  wire [8:0] \wr0_entry[5].row ;
+  wire [27:0] \wr0_entry[6] ;
+  wire [15:0] \wr0_entry[6].data ;
+  wire \wr0_entry[6].group ;
+  wire [1:0] \wr0_entry[6].mask ;
+  wire [8:0] \wr0_entry[6].row ;
+  wire [27:0] \wr0_entry[7] ;
+  wire [15:0] \wr0_entry[7].data ;
+  wire \wr0_entry[7].group ;
+  wire [1:0] \wr0_entry[7].mask ;
+  wire [8:0] \wr0_entry[7].row ;
+  reg wr0_has_bank = 1'h1;
+  reg [1:0] wr0_position = 2'h0;
   output wr0_slot;
   wire wr0_slot;
-  reg [7:0] wr0_slots = 8'h11;
   input [155:0] wr1__payload;
   wire [155:0] wr1__payload;
   wire [11:0] \wr1__payload.addr ;
@@ -944,14 +1608,51 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   input wr1__valid;
   wire wr1__valid;
   wire [7:0] wr1_bank_one_hot;
-  wire [153:0] wr1_entry;
-  wire [127:0] \wr1_entry.data ;
-  wire \wr1_entry.group ;
-  wire [15:0] \wr1_entry.mask ;
-  wire [8:0] \wr1_entry.row ;
+  wire [223:0] wr1_entry;
+  wire [27:0] \wr1_entry[0] ;
+  wire [15:0] \wr1_entry[0].data ;
+  wire \wr1_entry[0].group ;
+  wire [1:0] \wr1_entry[0].mask ;
+  wire [8:0] \wr1_entry[0].row ;
+  wire [27:0] \wr1_entry[1] ;
+  wire [15:0] \wr1_entry[1].data ;
+  wire \wr1_entry[1].group ;
+  wire [1:0] \wr1_entry[1].mask ;
+  wire [8:0] \wr1_entry[1].row ;
+  wire [27:0] \wr1_entry[2] ;
+  wire [15:0] \wr1_entry[2].data ;
+  wire \wr1_entry[2].group ;
+  wire [1:0] \wr1_entry[2].mask ;
+  wire [8:0] \wr1_entry[2].row ;
+  wire [27:0] \wr1_entry[3] ;
+  wire [15:0] \wr1_entry[3].data ;
+  wire \wr1_entry[3].group ;
+  wire [1:0] \wr1_entry[3].mask ;
+  wire [8:0] \wr1_entry[3].row ;
+  wire [27:0] \wr1_entry[4] ;
+  wire [15:0] \wr1_entry[4].data ;
+  wire \wr1_entry[4].group ;
+  wire [1:0] \wr1_entry[4].mask ;
+  wire [8:0] \wr1_entry[4].row ;
+  wire [27:0] \wr1_entry[5] ;
+  wire [15:0] \wr1_entry[5].data ;
+  wire \wr1_entry[5].group ;
+  wire [1:0] \wr1_entry[5].mask ;
+  wire [8:0] \wr1_entry[5].row ;
+  wire [27:0] \wr1_entry[6] ;
+  wire [15:0] \wr1_entry[6].data ;
+  wire \wr1_entry[6].group ;
+  wire [1:0] \wr1_entry[6].mask ;
+  wire [8:0] \wr1_entry[6].row ;
+  wire [27:0] \wr1_entry[7] ;
+  wire [15:0] \wr1_entry[7].data ;
+  wire \wr1_entry[7].group ;
+  wire [1:0] \wr1_entry[7].mask ;
+  wire [8:0] \wr1_entry[7].row ;
+  reg wr1_has_bank = 1'h1;
+  reg [1:0] wr1_position = 2'h1;
   output wr1_slot;
   wire wr1_slot;
-  reg [7:0] wr1_slots = 8'h22;
   input [155:0] wr2__payload;
   wire [155:0] wr2__payload;
   wire [11:0] \wr2__payload.addr ;
@@ -961,647 +1662,1207 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   input wr2__valid;
   wire wr2__valid;
   wire [7:0] wr2_bank_one_hot;
-  wire [153:0] wr2_entry;
-  wire [127:0] \wr2_entry.data ;
-  wire \wr2_entry.group ;
-  wire [15:0] \wr2_entry.mask ;
-  wire [8:0] \wr2_entry.row ;
+  wire [223:0] wr2_entry;
+  wire [27:0] \wr2_entry[0] ;
+  wire [15:0] \wr2_entry[0].data ;
+  wire \wr2_entry[0].group ;
+  wire [1:0] \wr2_entry[0].mask ;
+  wire [8:0] \wr2_entry[0].row ;
+  wire [27:0] \wr2_entry[1] ;
+  wire [15:0] \wr2_entry[1].data ;
+  wire \wr2_entry[1].group ;
+  wire [1:0] \wr2_entry[1].mask ;
+  wire [8:0] \wr2_entry[1].row ;
+  wire [27:0] \wr2_entry[2] ;
+  wire [15:0] \wr2_entry[2].data ;
+  wire \wr2_entry[2].group ;
+  wire [1:0] \wr2_entry[2].mask ;
+  wire [8:0] \wr2_entry[2].row ;
+  wire [27:0] \wr2_entry[3] ;
+  wire [15:0] \wr2_entry[3].data ;
+  wire \wr2_entry[3].group ;
+  wire [1:0] \wr2_entry[3].mask ;
+  wire [8:0] \wr2_entry[3].row ;
+  wire [27:0] \wr2_entry[4] ;
+  wire [15:0] \wr2_entry[4].data ;
+  wire \wr2_entry[4].group ;
+  wire [1:0] \wr2_entry[4].mask ;
+  wire [8:0] \wr2_entry[4].row ;
+  wire [27:0] \wr2_entry[5] ;
+  wire [15:0] \wr2_entry[5].data ;
+  wire \wr2_entry[5].group ;
+  wire [1:0] \wr2_entry[5].mask ;
+  wire [8:0] \wr2_entry[5].row ;
+  wire [27:0] \wr2_entry[6] ;
+  wire [15:0] \wr2_entry[6].data ;
+  wire \wr2_entry[6].group ;
+  wire [1:0] \wr2_entry[6].mask ;
+  wire [8:0] \wr2_entry[6].row ;
+  wire [27:0] \wr2_entry[7] ;
+  wire [15:0] \wr2_entry[7].data ;
+  wire \wr2_entry[7].group ;
+  wire [1:0] \wr2_entry[7].mask ;
+  wire [8:0] \wr2_entry[7].row ;
+  reg wr2_has_bank = 1'h1;
+  reg [1:0] wr2_position = 2'h2;
   output wr2_slot;
   wire wr2_slot;
-  reg [7:0] wr2_slots = 8'h44;
-  assign \$1  = ~ rd0_popped;
-  assign \$2  = rd0_taken & \$1 ;
-  assign \$3  = ~ rd0_taken;
-  assign \$4  = rd0_popped & \$3 ;
-  assign \$5  = rd0_free - 1'h1;
-  assign \$6  = rd0_free >= 2'h2;
-  assign \$7  = rd0_free + 1'h1;
-  assign \$8  = ~ rd1_popped;
-  assign \$9  = rd1_taken & \$8 ;
-  assign \$10  = ~ rd1_taken;
-  assign \$11  = rd1_popped & \$10 ;
-  assign \$12  = rd1_free - 1'h1;
-  assign \$13  = rd1_free >= 2'h2;
-  assign \$14  = rd1_free + 1'h1;
-  assign \$15  = ~ rd2_popped;
-  assign \$16  = rd2_taken & \$15 ;
-  assign \$17  = ~ rd2_taken;
-  assign \$18  = rd2_popped & \$17 ;
-  assign \$19  = rd2_free - 1'h1;
-  assign \$20  = rd2_free >= 2'h2;
-  assign \$21  = rd2_free + 1'h1;
-  assign \$22  = ~ rd3_popped;
-  assign \$23  = rd3_taken & \$22 ;
-  assign \$24  = ~ rd3_taken;
-  assign \$25  = rd3_popped & \$24 ;
-  assign \$26  = rd3_free - 1'h1;
-  assign \$27  = rd3_free >= 2'h2;
-  assign \$28  = rd3_free + 1'h1;
-  assign \$29  = ~ rd4_popped;
-  assign \$30  = rd4_taken & \$29 ;
-  assign \$31  = ~ rd4_taken;
-  assign \$32  = rd4_popped & \$31 ;
-  assign \$33  = rd4_free - 1'h1;
-  assign \$34  = rd4_free >= 2'h2;
-  assign \$35  = rd4_free + 1'h1;
-  assign \$36  = rd0_slots[0] ? rd0__req__payload[11:3] : 9'h000;
-  assign \$37  = rd1_slots[0] ? rd1__req__payload[11:3] : 9'h000;
-  assign \$38  = \$36  | \$37 ;
-  assign \$39  = rd2_slots[0] ? rd2__req__payload[11:3] : 9'h000;
-  assign \$40  = \$38  | \$39 ;
-  assign \$41  = rd3_slots[0] ? rd3__req__payload[11:3] : 9'h000;
-  assign \$42  = \$40  | \$41 ;
-  assign \$43  = rd4_slots[0] ? rd4__req__payload[11:3] : 9'h000;
-  assign \$44  = \$42  | \$43 ;
-  assign \$45  = rd0__req__valid & rd0_credit;
-  assign \$46  = \$45  ? \$241 [7:0] : 8'h00;
-  assign \$47  = rd0_slots[0] & \$46 [0];
-  assign \$48  = rd1__req__valid & rd1_credit;
-  assign \$49  = \$48  ? \$242 [7:0] : 8'h00;
-  assign \$50  = rd1_slots[0] & \$49 [0];
-  assign \$51  = rd2__req__valid & rd2_credit;
-  assign \$52  = \$51  ? \$243 [7:0] : 8'h00;
-  assign \$53  = rd2_slots[0] & \$52 [0];
-  assign \$54  = rd3__req__valid & rd3_credit;
-  assign \$55  = \$54  ? \$244 [7:0] : 8'h00;
-  assign \$56  = rd3_slots[0] & \$55 [0];
-  assign \$57  = rd4__req__valid & rd4_credit;
-  assign \$58  = \$57  ? \$245 [7:0] : 8'h00;
-  assign \$59  = rd4_slots[0] & \$58 [0];
-  assign \$60  = | { \$59 , \$56 , \$53 , \$50 , \$47  };
-  assign \$61  = rd0_slots[1] ? rd0__req__payload[11:3] : 9'h000;
-  assign \$62  = rd1_slots[1] ? rd1__req__payload[11:3] : 9'h000;
-  assign \$63  = \$61  | \$62 ;
-  assign \$64  = rd2_slots[1] ? rd2__req__payload[11:3] : 9'h000;
-  assign \$65  = \$63  | \$64 ;
-  assign \$66  = rd3_slots[1] ? rd3__req__payload[11:3] : 9'h000;
-  assign \$67  = \$65  | \$66 ;
-  assign \$68  = rd4_slots[1] ? rd4__req__payload[11:3] : 9'h000;
-  assign \$69  = \$67  | \$68 ;
-  assign \$70  = rd0__req__valid & rd0_credit;
-  assign \$71  = \$70  ? \$241 [7:0] : 8'h00;
-  assign \$72  = rd0_slots[1] & \$71 [1];
-  assign \$73  = rd1__req__valid & rd1_credit;
-  assign \$74  = \$73  ? \$242 [7:0] : 8'h00;
-  assign \$75  = rd1_slots[1] & \$74 [1];
-  assign \$76  = rd2__req__valid & rd2_credit;
-  assign \$77  = \$76  ? \$243 [7:0] : 8'h00;
-  assign \$78  = rd2_slots[1] & \$77 [1];
-  assign \$79  = rd3__req__valid & rd3_credit;
-  assign \$80  = \$79  ? \$244 [7:0] : 8'h00;
-  assign \$81  = rd3_slots[1] & \$80 [1];
-  assign \$82  = rd4__req__valid & rd4_credit;
-  assign \$83  = \$82  ? \$245 [7:0] : 8'h00;
-  assign \$84  = rd4_slots[1] & \$83 [1];
-  assign \$85  = | { \$84 , \$81 , \$78 , \$75 , \$72  };
-  assign \$86  = rd0_slots[2] ? rd0__req__payload[11:3] : 9'h000;
-  assign \$87  = rd1_slots[2] ? rd1__req__payload[11:3] : 9'h000;
-  assign \$88  = \$86  | \$87 ;
-  assign \$89  = rd2_slots[2] ? rd2__req__payload[11:3] : 9'h000;
-  assign \$90  = \$88  | \$89 ;
-  assign \$91  = rd3_slots[2] ? rd3__req__payload[11:3] : 9'h000;
-  assign \$92  = \$90  | \$91 ;
-  assign \$93  = rd4_slots[2] ? rd4__req__payload[11:3] : 9'h000;
-  assign \$94  = \$92  | \$93 ;
-  assign \$95  = rd0__req__valid & rd0_credit;
-  assign \$96  = \$95  ? \$241 [7:0] : 8'h00;
-  assign \$97  = rd0_slots[2] & \$96 [2];
-  assign \$98  = rd1__req__valid & rd1_credit;
-  assign \$99  = \$98  ? \$242 [7:0] : 8'h00;
-  assign \$100  = rd1_slots[2] & \$99 [2];
-  assign \$101  = rd2__req__valid & rd2_credit;
-  assign \$102  = \$101  ? \$243 [7:0] : 8'h00;
-  assign \$103  = rd2_slots[2] & \$102 [2];
-  assign \$104  = rd3__req__valid & rd3_credit;
-  assign \$105  = \$104  ? \$244 [7:0] : 8'h00;
-  assign \$106  = rd3_slots[2] & \$105 [2];
-  assign \$107  = rd4__req__valid & rd4_credit;
-  assign \$108  = \$107  ? \$245 [7:0] : 8'h00;
-  assign \$109  = rd4_slots[2] & \$108 [2];
-  assign \$110  = | { \$109 , \$106 , \$103 , \$100 , \$97  };
-  assign \$111  = rd0_slots[3] ? rd0__req__payload[11:3] : 9'h000;
-  assign \$112  = rd1_slots[3] ? rd1__req__payload[11:3] : 9'h000;
-  assign \$113  = \$111  | \$112 ;
-  assign \$114  = rd2_slots[3] ? rd2__req__payload[11:3] : 9'h000;
-  assign \$115  = \$113  | \$114 ;
-  assign \$116  = rd3_slots[3] ? rd3__req__payload[11:3] : 9'h000;
-  assign \$117  = \$115  | \$116 ;
-  assign \$118  = rd4_slots[3] ? rd4__req__payload[11:3] : 9'h000;
-  assign \$119  = \$117  | \$118 ;
-  assign \$120  = rd0__req__valid & rd0_credit;
-  assign \$121  = \$120  ? \$241 [7:0] : 8'h00;
-  assign \$122  = rd0_slots[3] & \$121 [3];
-  assign \$123  = rd1__req__valid & rd1_credit;
-  assign \$124  = \$123  ? \$242 [7:0] : 8'h00;
-  assign \$125  = rd1_slots[3] & \$124 [3];
-  assign \$126  = rd2__req__valid & rd2_credit;
-  assign \$127  = \$126  ? \$243 [7:0] : 8'h00;
-  assign \$128  = rd2_slots[3] & \$127 [3];
-  assign \$129  = rd3__req__valid & rd3_credit;
-  assign \$130  = \$129  ? \$244 [7:0] : 8'h00;
-  assign \$131  = rd3_slots[3] & \$130 [3];
-  assign \$132  = rd4__req__valid & rd4_credit;
-  assign \$133  = \$132  ? \$245 [7:0] : 8'h00;
-  assign \$134  = rd4_slots[3] & \$133 [3];
-  assign \$135  = | { \$134 , \$131 , \$128 , \$125 , \$122  };
-  assign \$136  = rd0_slots[4] ? rd0__req__payload[11:3] : 9'h000;
-  assign \$137  = rd1_slots[4] ? rd1__req__payload[11:3] : 9'h000;
-  assign \$138  = \$136  | \$137 ;
-  assign \$139  = rd2_slots[4] ? rd2__req__payload[11:3] : 9'h000;
-  assign \$140  = \$138  | \$139 ;
-  assign \$141  = rd3_slots[4] ? rd3__req__payload[11:3] : 9'h000;
-  assign \$142  = \$140  | \$141 ;
-  assign \$143  = rd4_slots[4] ? rd4__req__payload[11:3] : 9'h000;
-  assign \$144  = \$142  | \$143 ;
-  assign \$145  = rd0__req__valid & rd0_credit;
-  assign \$146  = \$145  ? \$241 [7:0] : 8'h00;
-  assign \$147  = rd0_slots[4] & \$146 [4];
-  assign \$148  = rd1__req__valid & rd1_credit;
-  assign \$149  = \$148  ? \$242 [7:0] : 8'h00;
-  assign \$150  = rd1_slots[4] & \$149 [4];
-  assign \$151  = rd2__req__valid & rd2_credit;
-  assign \$152  = \$151  ? \$243 [7:0] : 8'h00;
-  assign \$153  = rd2_slots[4] & \$152 [4];
-  assign \$154  = rd3__req__valid & rd3_credit;
-  assign \$155  = \$154  ? \$244 [7:0] : 8'h00;
-  assign \$156  = rd3_slots[4] & \$155 [4];
-  assign \$157  = rd4__req__valid & rd4_credit;
-  assign \$158  = \$157  ? \$245 [7:0] : 8'h00;
-  assign \$159  = rd4_slots[4] & \$158 [4];
-  assign \$160  = | { \$159 , \$156 , \$153 , \$150 , \$147  };
-  assign \$161  = rd0_slots[5] ? rd0__req__payload[11:3] : 9'h000;
-  assign \$162  = rd1_slots[5] ? rd1__req__payload[11:3] : 9'h000;
-  assign \$163  = \$161  | \$162 ;
-  assign \$164  = rd2_slots[5] ? rd2__req__payload[11:3] : 9'h000;
-  assign \$165  = \$163  | \$164 ;
-  assign \$166  = rd3_slots[5] ? rd3__req__payload[11:3] : 9'h000;
-  assign \$167  = \$165  | \$166 ;
-  assign \$168  = rd4_slots[5] ? rd4__req__payload[11:3] : 9'h000;
-  assign \$169  = \$167  | \$168 ;
-  assign \$170  = rd0__req__valid & rd0_credit;
-  assign \$171  = \$170  ? \$241 [7:0] : 8'h00;
-  assign \$172  = rd0_slots[5] & \$171 [5];
-  assign \$173  = rd1__req__valid & rd1_credit;
-  assign \$174  = \$173  ? \$242 [7:0] : 8'h00;
-  assign \$175  = rd1_slots[5] & \$174 [5];
-  assign \$176  = rd2__req__valid & rd2_credit;
-  assign \$177  = \$176  ? \$243 [7:0] : 8'h00;
-  assign \$178  = rd2_slots[5] & \$177 [5];
-  assign \$179  = rd3__req__valid & rd3_credit;
-  assign \$180  = \$179  ? \$244 [7:0] : 8'h00;
-  assign \$181  = rd3_slots[5] & \$180 [5];
-  assign \$182  = rd4__req__valid & rd4_credit;
-  assign \$183  = \$182  ? \$245 [7:0] : 8'h00;
-  assign \$184  = rd4_slots[5] & \$183 [5];
-  assign \$185  = | { \$184 , \$181 , \$178 , \$175 , \$172  };
-  assign \$186  = rd0_slots[6] ? rd0__req__payload[11:3] : 9'h000;
-  assign \$187  = rd1_slots[6] ? rd1__req__payload[11:3] : 9'h000;
-  assign \$188  = \$186  | \$187 ;
-  assign \$189  = rd2_slots[6] ? rd2__req__payload[11:3] : 9'h000;
-  assign \$190  = \$188  | \$189 ;
-  assign \$191  = rd3_slots[6] ? rd3__req__payload[11:3] : 9'h000;
-  assign \$192  = \$190  | \$191 ;
-  assign \$193  = rd4_slots[6] ? rd4__req__payload[11:3] : 9'h000;
-  assign \$194  = \$192  | \$193 ;
-  assign \$195  = rd0__req__valid & rd0_credit;
-  assign \$196  = \$195  ? \$241 [7:0] : 8'h00;
-  assign \$197  = rd0_slots[6] & \$196 [6];
-  assign \$198  = rd1__req__valid & rd1_credit;
-  assign \$199  = \$198  ? \$242 [7:0] : 8'h00;
-  assign \$200  = rd1_slots[6] & \$199 [6];
-  assign \$201  = rd2__req__valid & rd2_credit;
-  assign \$202  = \$201  ? \$243 [7:0] : 8'h00;
-  assign \$203  = rd2_slots[6] & \$202 [6];
-  assign \$204  = rd3__req__valid & rd3_credit;
-  assign \$205  = \$204  ? \$244 [7:0] : 8'h00;
-  assign \$206  = rd3_slots[6] & \$205 [6];
-  assign \$207  = rd4__req__valid & rd4_credit;
-  assign \$208  = \$207  ? \$245 [7:0] : 8'h00;
-  assign \$209  = rd4_slots[6] & \$208 [6];
-  assign \$210  = | { \$209 , \$206 , \$203 , \$200 , \$197  };
-  assign \$211  = rd0_slots[7] ? rd0__req__payload[11:3] : 9'h000;
-  assign \$212  = rd1_slots[7] ? rd1__req__payload[11:3] : 9'h000;
-  assign \$213  = \$211  | \$212 ;
-  assign \$214  = rd2_slots[7] ? rd2__req__payload[11:3] : 9'h000;
-  assign \$215  = \$213  | \$214 ;
-  assign \$216  = rd3_slots[7] ? rd3__req__payload[11:3] : 9'h000;
-  assign \$217  = \$215  | \$216 ;
-  assign \$218  = rd4_slots[7] ? rd4__req__payload[11:3] : 9'h000;
-  assign \$219  = \$217  | \$218 ;
-  assign \$220  = rd0__req__valid & rd0_credit;
-  assign \$221  = \$220  ? \$241 [7:0] : 8'h00;
-  assign \$222  = rd0_slots[7] & \$221 [7];
-  assign \$223  = rd1__req__valid & rd1_credit;
-  assign \$224  = \$223  ? \$242 [7:0] : 8'h00;
-  assign \$225  = rd1_slots[7] & \$224 [7];
-  assign \$226  = rd2__req__valid & rd2_credit;
-  assign \$227  = \$226  ? \$243 [7:0] : 8'h00;
-  assign \$228  = rd2_slots[7] & \$227 [7];
-  assign \$229  = rd3__req__valid & rd3_credit;
-  assign \$230  = \$229  ? \$244 [7:0] : 8'h00;
-  assign \$231  = rd3_slots[7] & \$230 [7];
-  assign \$232  = rd4__req__valid & rd4_credit;
-  assign \$233  = \$232  ? \$245 [7:0] : 8'h00;
-  assign \$234  = rd4_slots[7] & \$233 [7];
-  assign \$235  = | { \$234 , \$231 , \$228 , \$225 , \$222  };
-  assign \$236  = rd0__req__valid & rd0__req__ready;
-  assign \$237  = rd1__req__valid & rd1__req__ready;
-  assign \$238  = rd2__req__valid & rd2__req__ready;
-  assign \$239  = rd3__req__valid & rd3__req__ready;
-  assign \$240  = rd4__req__valid & rd4__req__ready;
-  assign \$241  = 1'h1 << rd0__req__payload[2:0];
-  assign rd0_slot = rd0_slots >> rd0__req__payload[2:0];
-  assign rd0__req__ready = rd0_slot & rd0_credit;
-  assign rd0_taken = rd0__req__valid & rd0__req__ready;
-  assign rd0_popped = rd0__resp__valid & rd0__resp__ready;
-  assign \$242  = 1'h1 << rd1__req__payload[2:0];
-  assign rd1_slot = rd1_slots >> rd1__req__payload[2:0];
-  assign rd1__req__ready = rd1_slot & rd1_credit;
-  assign rd1_taken = rd1__req__valid & rd1__req__ready;
-  assign rd1_popped = rd1__resp__valid & rd1__resp__ready;
-  assign \$243  = 1'h1 << rd2__req__payload[2:0];
-  assign rd2_slot = rd2_slots >> rd2__req__payload[2:0];
-  assign rd2__req__ready = rd2_slot & rd2_credit;
-  assign rd2_taken = rd2__req__valid & rd2__req__ready;
-  assign rd2_popped = rd2__resp__valid & rd2__resp__ready;
-  assign \$244  = 1'h1 << rd3__req__payload[2:0];
-  assign rd3_slot = rd3_slots >> rd3__req__payload[2:0];
-  assign rd3__req__ready = rd3_slot & rd3_credit;
-  assign rd3_taken = rd3__req__valid & rd3__req__ready;
-  assign rd3_popped = rd3__resp__valid & rd3__resp__ready;
-  assign \$245  = 1'h1 << rd4__req__payload[2:0];
-  assign rd4_slot = rd4_slots >> rd4__req__payload[2:0];
-  assign rd4__req__ready = rd4_slot & rd4_credit;
-  assign rd4_taken = rd4__req__valid & rd4__req__ready;
-  assign rd4_popped = rd4__resp__valid & rd4__resp__ready;
-  assign \$246  = 1'h1 << wr0__payload[2:0];
-  assign wr0_slot = wr0_slots >> wr0__payload[2:0];
-  assign \$247  = wr0__valid & wr0_slot;
-  assign \$248  = \$247  ? wr0__payload[155:140] : 16'h0000;
-  assign \$249  = 1'h1 << wr1__payload[2:0];
-  assign wr1_slot = wr1_slots >> wr1__payload[2:0];
-  assign \$250  = wr1__valid & wr1_slot;
-  assign \$251  = \$250  ? wr1__payload[155:140] : 16'h0000;
-  assign \$252  = 1'h1 << wr2__payload[2:0];
-  assign wr2_slot = wr2_slots >> wr2__payload[2:0];
-  assign \$253  = wr2__valid & wr2_slot;
-  assign \$254  = \$253  ? wr2__payload[155:140] : 16'h0000;
-  assign \$255  = ! \o0$250 [153];
-  assign \w_en$252  = \o0$250 [153] ? 16'h0000 : \o0$250 [152:137];
-  assign \w_en$255  = \$256  ? \o0$250 [152:137] : 16'h0000;
-  assign \$257  = ! \o1$257 [153];
-  assign \w_en$259  = \o1$257 [153] ? 16'h0000 : \o1$257 [152:137];
-  assign \w_en$262  = \$258  ? \o1$257 [152:137] : 16'h0000;
-  assign \$259  = ! \o2$264 [153];
-  assign \w_en$266  = \o2$264 [153] ? 16'h0000 : \o2$264 [152:137];
-  assign \w_en$269  = \$260  ? \o2$264 [152:137] : 16'h0000;
-  assign \$261  = ! \o3$271 [153];
-  assign \w_en$273  = \o3$271 [153] ? 16'h0000 : \o3$271 [152:137];
-  assign \w_en$276  = \$262  ? \o3$271 [152:137] : 16'h0000;
+  assign \$350  = \o0$341 [223] ? 2'h0 : \o0$341 [222:221];
+  assign \$352  = \$351  ? \o0$341 [26:25] : 2'h0;
+  assign \$354  = \$353  ? \o0$341 [54:53] : 2'h0;
+  assign \$356  = \$355  ? \o0$341 [82:81] : 2'h0;
+  assign \$358  = \$357  ? \o0$341 [110:109] : 2'h0;
+  assign \$360  = \$359  ? \o0$341 [138:137] : 2'h0;
+  assign \$362  = \$361  ? \o0$341 [166:165] : 2'h0;
+  assign \$364  = \$363  ? \o0$341 [194:193] : 2'h0;
+  assign \$366  = \$365  ? \o0$341 [222:221] : 2'h0;
+  assign \$367  = ! \o1$348 [27];
+  assign \$368  = \o1$348 [27] ? 2'h0 : \o1$348 [26:25];
+  assign \$369  = ! \o1$348 [55];
+  assign \$370  = \o1$348 [55] ? 2'h0 : \o1$348 [54:53];
+  assign \$371  = ! \o1$348 [83];
+  assign \$372  = \o1$348 [83] ? 2'h0 : \o1$348 [82:81];
+  assign \$373  = ! \o1$348 [111];
+  assign \$374  = \o1$348 [111] ? 2'h0 : \o1$348 [110:109];
+  assign \$375  = ! \o1$348 [139];
+  assign \$376  = \o1$348 [139] ? 2'h0 : \o1$348 [138:137];
+  assign \$377  = ! \o1$348 [167];
+  assign \$378  = \o1$348 [167] ? 2'h0 : \o1$348 [166:165];
+  assign \$379  = ! \o1$348 [195];
+  assign \$380  = \o1$348 [195] ? 2'h0 : \o1$348 [194:193];
+  assign \$381  = ! \o1$348 [223];
+  assign \$382  = \o1$348 [223] ? 2'h0 : \o1$348 [222:221];
+  assign \$384  = \$383  ? \o1$348 [26:25] : 2'h0;
+  assign \$386  = \$385  ? \o1$348 [54:53] : 2'h0;
+  assign \$388  = \$387  ? \o1$348 [82:81] : 2'h0;
+  assign \$390  = \$389  ? \o1$348 [110:109] : 2'h0;
+  assign \$392  = \$391  ? \o1$348 [138:137] : 2'h0;
+  assign \$394  = \$393  ? \o1$348 [166:165] : 2'h0;
+  assign \$396  = \$395  ? \o1$348 [194:193] : 2'h0;
+  assign \$398  = \$397  ? \o1$348 [222:221] : 2'h0;
+  assign \$399  = ! \o2$355 [27];
+  assign \$400  = \o2$355 [27] ? 2'h0 : \o2$355 [26:25];
+  assign \$401  = ! \o2$355 [55];
+  assign \$402  = \o2$355 [55] ? 2'h0 : \o2$355 [54:53];
+  assign \$403  = ! \o2$355 [83];
+  assign \$404  = \o2$355 [83] ? 2'h0 : \o2$355 [82:81];
+  assign \$405  = ! \o2$355 [111];
+  assign \$406  = \o2$355 [111] ? 2'h0 : \o2$355 [110:109];
+  assign \$407  = ! \o2$355 [139];
+  assign \$408  = \o2$355 [139] ? 2'h0 : \o2$355 [138:137];
+  assign \$409  = ! \o2$355 [167];
+  assign \$410  = \o2$355 [167] ? 2'h0 : \o2$355 [166:165];
+  assign \$411  = ! \o2$355 [195];
+  assign \$412  = \o2$355 [195] ? 2'h0 : \o2$355 [194:193];
+  assign \$413  = ! \o2$355 [223];
+  assign \$414  = \o2$355 [223] ? 2'h0 : \o2$355 [222:221];
+  assign \$416  = \$415  ? \o2$355 [26:25] : 2'h0;
+  assign \$418  = \$417  ? \o2$355 [54:53] : 2'h0;
+  assign \$420  = \$419  ? \o2$355 [82:81] : 2'h0;
+  assign \$422  = \$421  ? \o2$355 [110:109] : 2'h0;
+  assign \$424  = \$423  ? \o2$355 [138:137] : 2'h0;
+  assign \$426  = \$425  ? \o2$355 [166:165] : 2'h0;
+  assign \$428  = \$427  ? \o2$355 [194:193] : 2'h0;
+  assign \$430  = \$429  ? \o2$355 [222:221] : 2'h0;
+  assign \$431  = ! \o3$362 [27];
+  assign \$432  = \o3$362 [27] ? 2'h0 : \o3$362 [26:25];
+  assign \$433  = ! \o3$362 [55];
+  assign \$434  = \o3$362 [55] ? 2'h0 : \o3$362 [54:53];
+  assign \$435  = ! \o3$362 [83];
+  assign \$436  = \o3$362 [83] ? 2'h0 : \o3$362 [82:81];
+  assign \$437  = ! \o3$362 [111];
+  assign \$438  = \o3$362 [111] ? 2'h0 : \o3$362 [110:109];
+  assign \$439  = ! \o3$362 [139];
+  assign \$440  = \o3$362 [139] ? 2'h0 : \o3$362 [138:137];
+  assign \$441  = ! \o3$362 [167];
+  assign \$442  = \o3$362 [167] ? 2'h0 : \o3$362 [166:165];
+  assign \$443  = ! \o3$362 [195];
+  assign \$444  = \o3$362 [195] ? 2'h0 : \o3$362 [194:193];
+  assign \$445  = ! \o3$362 [223];
+  assign \$446  = \o3$362 [223] ? 2'h0 : \o3$362 [222:221];
+  assign \$448  = \$447  ? \o3$362 [26:25] : 2'h0;
+  assign \$450  = \$449  ? \o3$362 [54:53] : 2'h0;
+  assign \$452  = \$451  ? \o3$362 [82:81] : 2'h0;
+  assign \$454  = \$453  ? \o3$362 [110:109] : 2'h0;
+  assign \$456  = \$455  ? \o3$362 [138:137] : 2'h0;
+  assign \$458  = \$457  ? \o3$362 [166:165] : 2'h0;
+  assign \$460  = \$459  ? \o3$362 [194:193] : 2'h0;
+  assign \$462  = \$461  ? \o3$362 [222:221] : 2'h0;
   always @(posedge clk)
-    rd0_slots <= \$263 ;
+    rd0_slots <= \$463 ;
   always @(posedge clk)
-    rd1_slots <= \$264 ;
+    rd1_slots <= \$464 ;
   always @(posedge clk)
-    rd2_slots <= \$265 ;
+    rd2_slots <= \$465 ;
   always @(posedge clk)
-    rd3_slots <= \$266 ;
+    rd3_slots <= \$466 ;
   always @(posedge clk)
-    rd4_slots <= \$267 ;
+    rd4_slots <= \$467 ;
   always @(posedge clk)
-    rd0_free <= \$268 ;
+    rd0_position <= \$468 ;
   always @(posedge clk)
-    rd0_credit <= \$269 ;
+    rd0_has_bank <= \$469 ;
   always @(posedge clk)
-    rd1_free <= \$270 ;
+    rd0_free <= \$470 ;
   always @(posedge clk)
-    rd1_credit <= \$271 ;
+    rd1_position <= \$471 ;
   always @(posedge clk)
-    rd2_free <= \$272 ;
+    rd1_has_bank <= \$472 ;
   always @(posedge clk)
-    rd2_credit <= \$273 ;
+    rd1_free <= \$473 ;
   always @(posedge clk)
-    rd3_free <= \$274 ;
+    rd2_position <= \$474 ;
   always @(posedge clk)
-    rd3_credit <= \$275 ;
+    rd2_has_bank <= \$475 ;
   always @(posedge clk)
-    rd4_free <= \$276 ;
+    rd2_free <= \$476 ;
   always @(posedge clk)
-    rd4_credit <= \$277 ;
+    rd3_position <= \$477 ;
   always @(posedge clk)
-    bank0_read_row <= \$44 ;
+    rd3_has_bank <= \$478 ;
   always @(posedge clk)
-    bank0_read_en <= \$278 ;
+    rd3_free <= \$479 ;
   always @(posedge clk)
-    bank0_read_en_1 <= \$279 ;
+    rd4_position <= \$480 ;
   always @(posedge clk)
-    bank0_read_row_1 <= bank0_read_row;
+    rd4_has_bank <= \$481 ;
   always @(posedge clk)
-    bank0_read_en_out_1 <= \$280 ;
+    rd4_free <= \$482 ;
   always @(posedge clk)
-    bank0_read_en_out_2 <= \$281 ;
+    bank0_read_en <= \$483 ;
   always @(posedge clk)
-    bank1_read_row <= \$69 ;
+    bank0_read_en_1 <= \$484 ;
   always @(posedge clk)
-    bank1_read_en <= \$282 ;
+    bank0_read_row_1 <= bank0_read_row_next;
   always @(posedge clk)
-    bank1_read_en_1 <= \$283 ;
+    bank0_r_addr_c0 <= bank0_read_row_1;
   always @(posedge clk)
-    bank1_read_row_1 <= bank1_read_row;
+    bank0_r_addr_c1 <= bank0_read_row_1;
   always @(posedge clk)
-    bank1_read_en_out_1 <= \$284 ;
+    bank0_r_addr_c2 <= bank0_read_row_1;
   always @(posedge clk)
-    bank1_read_en_out_2 <= \$285 ;
+    bank0_r_addr_c3 <= bank0_read_row_1;
   always @(posedge clk)
-    bank2_read_row <= \$94 ;
+    bank0_r_addr_c4 <= bank0_read_row_1;
   always @(posedge clk)
-    bank2_read_en <= \$286 ;
+    bank0_r_addr_c5 <= bank0_read_row_1;
   always @(posedge clk)
-    bank2_read_en_1 <= \$287 ;
+    bank0_r_addr_c6 <= bank0_read_row_1;
   always @(posedge clk)
-    bank2_read_row_1 <= bank2_read_row;
+    bank0_r_addr_c7 <= bank0_read_row_1;
   always @(posedge clk)
-    bank2_read_en_out_1 <= \$288 ;
+    bank1_read_en <= \$485 ;
   always @(posedge clk)
-    bank2_read_en_out_2 <= \$289 ;
+    bank1_read_en_1 <= \$486 ;
   always @(posedge clk)
-    bank3_read_row <= \$119 ;
+    bank1_read_row_1 <= bank1_read_row_next;
   always @(posedge clk)
-    bank3_read_en <= \$290 ;
+    bank1_r_addr_c0 <= bank1_read_row_1;
   always @(posedge clk)
-    bank3_read_en_1 <= \$291 ;
+    bank1_r_addr_c1 <= bank1_read_row_1;
   always @(posedge clk)
-    bank3_read_row_1 <= bank3_read_row;
+    bank1_r_addr_c2 <= bank1_read_row_1;
   always @(posedge clk)
-    bank3_read_en_out_1 <= \$292 ;
+    bank1_r_addr_c3 <= bank1_read_row_1;
   always @(posedge clk)
-    bank3_read_en_out_2 <= \$293 ;
+    bank1_r_addr_c4 <= bank1_read_row_1;
   always @(posedge clk)
-    bank4_read_row <= \$144 ;
+    bank1_r_addr_c5 <= bank1_read_row_1;
   always @(posedge clk)
-    bank4_read_en <= \$294 ;
+    bank1_r_addr_c6 <= bank1_read_row_1;
   always @(posedge clk)
-    bank4_read_en_1 <= \$295 ;
+    bank1_r_addr_c7 <= bank1_read_row_1;
   always @(posedge clk)
-    bank4_read_row_1 <= bank4_read_row;
+    bank2_read_en <= \$487 ;
   always @(posedge clk)
-    bank4_read_en_out_1 <= \$296 ;
+    bank2_read_en_1 <= \$488 ;
   always @(posedge clk)
-    bank4_read_en_out_2 <= \$297 ;
+    bank2_read_row_1 <= bank2_read_row_next;
   always @(posedge clk)
-    bank5_read_row <= \$169 ;
+    bank2_r_addr_c0 <= bank2_read_row_1;
   always @(posedge clk)
-    bank5_read_en <= \$298 ;
+    bank2_r_addr_c1 <= bank2_read_row_1;
   always @(posedge clk)
-    bank5_read_en_1 <= \$299 ;
+    bank2_r_addr_c2 <= bank2_read_row_1;
   always @(posedge clk)
-    bank5_read_row_1 <= bank5_read_row;
+    bank2_r_addr_c3 <= bank2_read_row_1;
   always @(posedge clk)
-    bank5_read_en_out_1 <= \$300 ;
+    bank2_r_addr_c4 <= bank2_read_row_1;
   always @(posedge clk)
-    bank5_read_en_out_2 <= \$301 ;
+    bank2_r_addr_c5 <= bank2_read_row_1;
   always @(posedge clk)
-    bank6_read_row <= \$194 ;
+    bank2_r_addr_c6 <= bank2_read_row_1;
   always @(posedge clk)
-    bank6_read_en <= \$302 ;
+    bank2_r_addr_c7 <= bank2_read_row_1;
   always @(posedge clk)
-    bank6_read_en_1 <= \$303 ;
+    bank3_read_en <= \$489 ;
   always @(posedge clk)
-    bank6_read_row_1 <= bank6_read_row;
+    bank3_read_en_1 <= \$490 ;
   always @(posedge clk)
-    bank6_read_en_out_1 <= \$304 ;
+    bank3_read_row_1 <= bank3_read_row_next;
   always @(posedge clk)
-    bank6_read_en_out_2 <= \$305 ;
+    bank3_r_addr_c0 <= bank3_read_row_1;
   always @(posedge clk)
-    bank7_read_row <= \$219 ;
+    bank3_r_addr_c1 <= bank3_read_row_1;
   always @(posedge clk)
-    bank7_read_en <= \$306 ;
+    bank3_r_addr_c2 <= bank3_read_row_1;
   always @(posedge clk)
-    bank7_read_en_1 <= \$307 ;
+    bank3_r_addr_c3 <= bank3_read_row_1;
   always @(posedge clk)
-    bank7_read_row_1 <= bank7_read_row;
+    bank3_r_addr_c4 <= bank3_read_row_1;
   always @(posedge clk)
-    bank7_read_en_out_1 <= \$308 ;
+    bank3_r_addr_c5 <= bank3_read_row_1;
   always @(posedge clk)
-    bank7_read_en_out_2 <= \$309 ;
+    bank3_r_addr_c6 <= bank3_read_row_1;
+  always @(posedge clk)
+    bank3_r_addr_c7 <= bank3_read_row_1;
+  always @(posedge clk)
+    bank4_read_en <= \$491 ;
+  always @(posedge clk)
+    bank4_read_en_1 <= \$492 ;
+  always @(posedge clk)
+    bank4_read_row_1 <= bank4_read_row_next;
+  always @(posedge clk)
+    bank4_r_addr_c0 <= bank4_read_row_1;
+  always @(posedge clk)
+    bank4_r_addr_c1 <= bank4_read_row_1;
+  always @(posedge clk)
+    bank4_r_addr_c2 <= bank4_read_row_1;
+  always @(posedge clk)
+    bank4_r_addr_c3 <= bank4_read_row_1;
+  always @(posedge clk)
+    bank4_r_addr_c4 <= bank4_read_row_1;
+  always @(posedge clk)
+    bank4_r_addr_c5 <= bank4_read_row_1;
+  always @(posedge clk)
+    bank4_r_addr_c6 <= bank4_read_row_1;
+  always @(posedge clk)
+    bank4_r_addr_c7 <= bank4_read_row_1;
+  always @(posedge clk)
+    bank5_read_en <= \$493 ;
+  always @(posedge clk)
+    bank5_read_en_1 <= \$494 ;
+  always @(posedge clk)
+    bank5_read_row_1 <= bank5_read_row_next;
+  always @(posedge clk)
+    bank5_r_addr_c0 <= bank5_read_row_1;
+  always @(posedge clk)
+    bank5_r_addr_c1 <= bank5_read_row_1;
+  always @(posedge clk)
+    bank5_r_addr_c2 <= bank5_read_row_1;
+  always @(posedge clk)
+    bank5_r_addr_c3 <= bank5_read_row_1;
+  always @(posedge clk)
+    bank5_r_addr_c4 <= bank5_read_row_1;
+  always @(posedge clk)
+    bank5_r_addr_c5 <= bank5_read_row_1;
+  always @(posedge clk)
+    bank5_r_addr_c6 <= bank5_read_row_1;
+  always @(posedge clk)
+    bank5_r_addr_c7 <= bank5_read_row_1;
+  always @(posedge clk)
+    bank6_read_en <= \$495 ;
+  always @(posedge clk)
+    bank6_read_en_1 <= \$496 ;
+  always @(posedge clk)
+    bank6_read_row_1 <= bank6_read_row_next;
+  always @(posedge clk)
+    bank6_r_addr_c0 <= bank6_read_row_1;
+  always @(posedge clk)
+    bank6_r_addr_c1 <= bank6_read_row_1;
+  always @(posedge clk)
+    bank6_r_addr_c2 <= bank6_read_row_1;
+  always @(posedge clk)
+    bank6_r_addr_c3 <= bank6_read_row_1;
+  always @(posedge clk)
+    bank6_r_addr_c4 <= bank6_read_row_1;
+  always @(posedge clk)
+    bank6_r_addr_c5 <= bank6_read_row_1;
+  always @(posedge clk)
+    bank6_r_addr_c6 <= bank6_read_row_1;
+  always @(posedge clk)
+    bank6_r_addr_c7 <= bank6_read_row_1;
+  always @(posedge clk)
+    bank7_read_en <= \$497 ;
+  always @(posedge clk)
+    bank7_read_en_1 <= \$498 ;
+  always @(posedge clk)
+    bank7_read_row_1 <= bank7_read_row_next;
+  always @(posedge clk)
+    bank7_r_addr_c0 <= bank7_read_row_1;
+  always @(posedge clk)
+    bank7_r_addr_c1 <= bank7_read_row_1;
+  always @(posedge clk)
+    bank7_r_addr_c2 <= bank7_read_row_1;
+  always @(posedge clk)
+    bank7_r_addr_c3 <= bank7_read_row_1;
+  always @(posedge clk)
+    bank7_r_addr_c4 <= bank7_read_row_1;
+  always @(posedge clk)
+    bank7_r_addr_c5 <= bank7_read_row_1;
+  always @(posedge clk)
+    bank7_r_addr_c6 <= bank7_read_row_1;
+  always @(posedge clk)
+    bank7_r_addr_c7 <= bank7_read_row_1;
   always @(posedge clk)
     position0_word <= r_data;
   always @(posedge clk)
-    position1_word <= \r_data$93 ;
+    position1_word <= \r_data$141 ;
   always @(posedge clk)
-    position2_word <= \r_data$95 ;
+    position2_word <= \r_data$143 ;
   always @(posedge clk)
-    position3_word <= \r_data$97 ;
+    position3_word <= \r_data$145 ;
   always @(posedge clk)
-    position4_word <= \r_data$99 ;
+    position4_word <= \r_data$147 ;
   always @(posedge clk)
-    position5_word <= \r_data$101 ;
+    position5_word <= \r_data$149 ;
   always @(posedge clk)
-    position6_word <= \r_data$103 ;
+    position6_word <= \r_data$151 ;
   always @(posedge clk)
-    position7_word <= \r_data$105 ;
+    position7_word <= \r_data$153 ;
   always @(posedge clk)
-    rd0_valid_1 <= \$310 ;
+    rd0_valid_1 <= \$499 ;
   always @(posedge clk)
-    rd0_valid_2 <= \$311 ;
+    rd0_valid_2 <= \$500 ;
   always @(posedge clk)
-    rd0_valid_3 <= \$312 ;
+    rd0_valid_3 <= \$501 ;
   always @(posedge clk)
-    rd0_valid_4 <= \$313 ;
+    rd0_valid_4 <= \$502 ;
   always @(posedge clk)
-    rd0_valid_5 <= \$314 ;
+    rd0_valid_5 <= \$503 ;
   always @(posedge clk)
-    rd0_valid_6 <= \$315 ;
+    rd0_valid_6 <= \$504 ;
   always @(posedge clk)
-    rd0_valid_7 <= \$316 ;
+    rd0_valid_7 <= \$505 ;
   always @(posedge clk)
-    rd0_valid_8 <= \$317 ;
+    rd0_w_en_c0 <= \$506 ;
   always @(posedge clk)
-    rd1_valid_1 <= \$318 ;
+    rd0_w_en_c1 <= \$507 ;
   always @(posedge clk)
-    rd1_valid_2 <= \$319 ;
+    rd0_w_en_c2 <= \$508 ;
   always @(posedge clk)
-    rd1_valid_3 <= \$320 ;
+    rd0_w_en_c3 <= \$509 ;
   always @(posedge clk)
-    rd1_valid_4 <= \$321 ;
+    rd0_w_en_c4 <= \$510 ;
   always @(posedge clk)
-    rd1_valid_5 <= \$322 ;
+    rd0_w_en_c5 <= \$511 ;
   always @(posedge clk)
-    rd1_valid_6 <= \$323 ;
+    rd0_w_en_c6 <= \$512 ;
   always @(posedge clk)
-    rd1_valid_7 <= \$324 ;
+    rd0_w_en_c7 <= \$513 ;
   always @(posedge clk)
-    rd1_valid_8 <= \$325 ;
+    rd1_valid_1 <= \$514 ;
   always @(posedge clk)
-    rd2_valid_1 <= \$326 ;
+    rd1_valid_2 <= \$515 ;
   always @(posedge clk)
-    rd2_valid_2 <= \$327 ;
+    rd1_valid_3 <= \$516 ;
   always @(posedge clk)
-    rd2_valid_3 <= \$328 ;
+    rd1_valid_4 <= \$517 ;
   always @(posedge clk)
-    rd2_valid_4 <= \$329 ;
+    rd1_valid_5 <= \$518 ;
   always @(posedge clk)
-    rd2_valid_5 <= \$330 ;
+    rd1_valid_6 <= \$519 ;
   always @(posedge clk)
-    rd2_valid_6 <= \$331 ;
+    rd1_valid_7 <= \$520 ;
   always @(posedge clk)
-    rd2_valid_7 <= \$332 ;
+    rd1_w_en_c0 <= \$521 ;
   always @(posedge clk)
-    rd2_valid_8 <= \$333 ;
+    rd1_w_en_c1 <= \$522 ;
   always @(posedge clk)
-    rd3_valid_1 <= \$334 ;
+    rd1_w_en_c2 <= \$523 ;
   always @(posedge clk)
-    rd3_valid_2 <= \$335 ;
+    rd1_w_en_c3 <= \$524 ;
   always @(posedge clk)
-    rd3_valid_3 <= \$336 ;
+    rd1_w_en_c4 <= \$525 ;
   always @(posedge clk)
-    rd3_valid_4 <= \$337 ;
+    rd1_w_en_c5 <= \$526 ;
   always @(posedge clk)
-    rd3_valid_5 <= \$338 ;
+    rd1_w_en_c6 <= \$527 ;
   always @(posedge clk)
-    rd3_valid_6 <= \$339 ;
+    rd1_w_en_c7 <= \$528 ;
   always @(posedge clk)
-    rd3_valid_7 <= \$340 ;
+    rd2_valid_1 <= \$529 ;
   always @(posedge clk)
-    rd3_valid_8 <= \$341 ;
+    rd2_valid_2 <= \$530 ;
   always @(posedge clk)
-    rd4_valid_1 <= \$342 ;
+    rd2_valid_3 <= \$531 ;
   always @(posedge clk)
-    rd4_valid_2 <= \$343 ;
+    rd2_valid_4 <= \$532 ;
   always @(posedge clk)
-    rd4_valid_3 <= \$344 ;
+    rd2_valid_5 <= \$533 ;
   always @(posedge clk)
-    rd4_valid_4 <= \$345 ;
+    rd2_valid_6 <= \$534 ;
   always @(posedge clk)
-    rd4_valid_5 <= \$346 ;
+    rd2_valid_7 <= \$535 ;
   always @(posedge clk)
-    rd4_valid_6 <= \$347 ;
+    rd2_w_en_c0 <= \$536 ;
   always @(posedge clk)
-    rd4_valid_7 <= \$348 ;
+    rd2_w_en_c1 <= \$537 ;
   always @(posedge clk)
-    rd4_valid_8 <= \$349 ;
+    rd2_w_en_c2 <= \$538 ;
   always @(posedge clk)
-    wr0_slots <= \$350 ;
+    rd2_w_en_c3 <= \$539 ;
   always @(posedge clk)
-    wr1_slots <= \$351 ;
+    rd2_w_en_c4 <= \$540 ;
   always @(posedge clk)
-    wr2_slots <= \$352 ;
+    rd2_w_en_c5 <= \$541 ;
+  always @(posedge clk)
+    rd2_w_en_c6 <= \$542 ;
+  always @(posedge clk)
+    rd2_w_en_c7 <= \$543 ;
+  always @(posedge clk)
+    rd3_valid_1 <= \$544 ;
+  always @(posedge clk)
+    rd3_valid_2 <= \$545 ;
+  always @(posedge clk)
+    rd3_valid_3 <= \$546 ;
+  always @(posedge clk)
+    rd3_valid_4 <= \$547 ;
+  always @(posedge clk)
+    rd3_valid_5 <= \$548 ;
+  always @(posedge clk)
+    rd3_valid_6 <= \$549 ;
+  always @(posedge clk)
+    rd3_valid_7 <= \$550 ;
+  always @(posedge clk)
+    rd3_w_en_c0 <= \$551 ;
+  always @(posedge clk)
+    rd3_w_en_c1 <= \$552 ;
+  always @(posedge clk)
+    rd3_w_en_c2 <= \$553 ;
+  always @(posedge clk)
+    rd3_w_en_c3 <= \$554 ;
+  always @(posedge clk)
+    rd3_w_en_c4 <= \$555 ;
+  always @(posedge clk)
+    rd3_w_en_c5 <= \$556 ;
+  always @(posedge clk)
+    rd3_w_en_c6 <= \$557 ;
+  always @(posedge clk)
+    rd3_w_en_c7 <= \$558 ;
+  always @(posedge clk)
+    rd4_valid_1 <= \$559 ;
+  always @(posedge clk)
+    rd4_valid_2 <= \$560 ;
+  always @(posedge clk)
+    rd4_valid_3 <= \$561 ;
+  always @(posedge clk)
+    rd4_valid_4 <= \$562 ;
+  always @(posedge clk)
+    rd4_valid_5 <= \$563 ;
+  always @(posedge clk)
+    rd4_valid_6 <= \$564 ;
+  always @(posedge clk)
+    rd4_valid_7 <= \$565 ;
+  always @(posedge clk)
+    rd4_w_en_c0 <= \$566 ;
+  always @(posedge clk)
+    rd4_w_en_c1 <= \$567 ;
+  always @(posedge clk)
+    rd4_w_en_c2 <= \$568 ;
+  always @(posedge clk)
+    rd4_w_en_c3 <= \$569 ;
+  always @(posedge clk)
+    rd4_w_en_c4 <= \$570 ;
+  always @(posedge clk)
+    rd4_w_en_c5 <= \$571 ;
+  always @(posedge clk)
+    rd4_w_en_c6 <= \$572 ;
+  always @(posedge clk)
+    rd4_w_en_c7 <= \$573 ;
+  always @(posedge clk)
+    wr0_position <= \$574 ;
+  always @(posedge clk)
+    wr0_has_bank <= \$575 ;
+  always @(posedge clk)
+    wr1_position <= \$576 ;
+  always @(posedge clk)
+    wr1_has_bank <= \$577 ;
+  always @(posedge clk)
+    wr2_position <= \$578 ;
+  always @(posedge clk)
+    wr2_has_bank <= \$579 ;
+  assign \$1  = rd0_position == 3'h7;
+  assign \$2  = rd0_position + 1'h1;
+  assign \$3  = \$1  ? 4'h0 : \$2 ;
+  assign \$4  = rd0_position == 3'h7;
+  assign \$5  = rd0_position + 1'h1;
+  assign \$6  = \$4  ? 4'h0 : \$5 ;
+  assign \$7  = \$6  < 4'h8;
+  assign \$8  = ~ rd0_popped;
+  assign \$9  = rd0_taken & \$8 ;
+  assign \$10  = ~ rd0_taken;
+  assign \$11  = rd0_popped & \$10 ;
+  assign \$13  = rd1_position == 3'h7;
+  assign \$14  = rd1_position + 1'h1;
+  assign \$15  = \$13  ? 4'h0 : \$14 ;
+  assign \$16  = rd1_position == 3'h7;
+  assign \$17  = rd1_position + 1'h1;
+  assign \$18  = \$16  ? 4'h0 : \$17 ;
+  assign \$19  = \$18  < 4'h8;
+  assign \$20  = ~ rd1_popped;
+  assign \$21  = rd1_taken & \$20 ;
+  assign \$22  = ~ rd1_taken;
+  assign \$23  = rd1_popped & \$22 ;
+  assign \$25  = rd2_position == 3'h7;
+  assign \$26  = rd2_position + 1'h1;
+  assign \$27  = \$25  ? 4'h0 : \$26 ;
+  assign \$28  = rd2_position == 3'h7;
+  assign \$29  = rd2_position + 1'h1;
+  assign \$30  = \$28  ? 4'h0 : \$29 ;
+  assign \$31  = \$30  < 4'h8;
+  assign \$32  = ~ rd2_popped;
+  assign \$33  = rd2_taken & \$32 ;
+  assign \$34  = ~ rd2_taken;
+  assign \$35  = rd2_popped & \$34 ;
+  assign \$37  = rd3_position == 3'h7;
+  assign \$38  = rd3_position + 1'h1;
+  assign \$39  = \$37  ? 4'h0 : \$38 ;
+  assign \$40  = rd3_position == 3'h7;
+  assign \$41  = rd3_position + 1'h1;
+  assign \$42  = \$40  ? 4'h0 : \$41 ;
+  assign \$43  = \$42  < 4'h8;
+  assign \$44  = ~ rd3_popped;
+  assign \$45  = rd3_taken & \$44 ;
+  assign \$46  = ~ rd3_taken;
+  assign \$47  = rd3_popped & \$46 ;
+  assign \$49  = rd4_position == 3'h7;
+  assign \$50  = rd4_position + 1'h1;
+  assign \$51  = \$49  ? 4'h0 : \$50 ;
+  assign \$52  = rd4_position == 3'h7;
+  assign \$53  = rd4_position + 1'h1;
+  assign \$54  = \$52  ? 4'h0 : \$53 ;
+  assign \$55  = \$54  < 4'h8;
+  assign \$56  = ~ rd4_popped;
+  assign \$57  = rd4_taken & \$56 ;
+  assign \$58  = ~ rd4_taken;
+  assign \$59  = rd4_popped & \$58 ;
+  assign \$61  = rd0__req__valid & rd0_free[0];
+  assign \$62  = \$61  ? \$215 [7:0] : 8'h00;
+  assign \$63  = rd0_slots[0] & \$62 [0];
+  assign \$64  = rd1__req__valid & rd1_free[0];
+  assign \$65  = \$64  ? \$216 [7:0] : 8'h00;
+  assign \$66  = rd1_slots[0] & \$65 [0];
+  assign \$67  = rd2__req__valid & rd2_free[0];
+  assign \$68  = \$67  ? \$217 [7:0] : 8'h00;
+  assign \$69  = rd2_slots[0] & \$68 [0];
+  assign \$70  = rd3__req__valid & rd3_free[0];
+  assign \$71  = \$70  ? \$218 [7:0] : 8'h00;
+  assign \$72  = rd3_slots[0] & \$71 [0];
+  assign \$73  = rd4__req__valid & rd4_free[0];
+  assign \$74  = \$73  ? \$219 [7:0] : 8'h00;
+  assign \$75  = rd4_slots[0] & \$74 [0];
+  assign \$76  = | { \$75 , \$72 , \$69 , \$66 , \$63  };
+  assign \$77  = rd0__req__valid & rd0_free[0];
+  assign \$78  = \$77  ? \$215 [7:0] : 8'h00;
+  assign \$79  = rd0_slots[1] & \$78 [1];
+  assign \$80  = rd1__req__valid & rd1_free[0];
+  assign \$81  = \$80  ? \$216 [7:0] : 8'h00;
+  assign \$82  = rd1_slots[1] & \$81 [1];
+  assign \$83  = rd2__req__valid & rd2_free[0];
+  assign \$84  = \$83  ? \$217 [7:0] : 8'h00;
+  assign \$85  = rd2_slots[1] & \$84 [1];
+  assign \$86  = rd3__req__valid & rd3_free[0];
+  assign \$87  = \$86  ? \$218 [7:0] : 8'h00;
+  assign \$88  = rd3_slots[1] & \$87 [1];
+  assign \$89  = rd4__req__valid & rd4_free[0];
+  assign \$90  = \$89  ? \$219 [7:0] : 8'h00;
+  assign \$91  = rd4_slots[1] & \$90 [1];
+  assign \$92  = | { \$91 , \$88 , \$85 , \$82 , \$79  };
+  assign \$93  = rd0__req__valid & rd0_free[0];
+  assign \$94  = \$93  ? \$215 [7:0] : 8'h00;
+  assign \$95  = rd0_slots[2] & \$94 [2];
+  assign \$96  = rd1__req__valid & rd1_free[0];
+  assign \$97  = \$96  ? \$216 [7:0] : 8'h00;
+  assign \$98  = rd1_slots[2] & \$97 [2];
+  assign \$99  = rd2__req__valid & rd2_free[0];
+  assign \$100  = \$99  ? \$217 [7:0] : 8'h00;
+  assign \$101  = rd2_slots[2] & \$100 [2];
+  assign \$102  = rd3__req__valid & rd3_free[0];
+  assign \$103  = \$102  ? \$218 [7:0] : 8'h00;
+  assign \$104  = rd3_slots[2] & \$103 [2];
+  assign \$105  = rd4__req__valid & rd4_free[0];
+  assign \$106  = \$105  ? \$219 [7:0] : 8'h00;
+  assign \$107  = rd4_slots[2] & \$106 [2];
+  assign \$108  = | { \$107 , \$104 , \$101 , \$98 , \$95  };
+  assign \$109  = rd0__req__valid & rd0_free[0];
+  assign \$110  = \$109  ? \$215 [7:0] : 8'h00;
+  assign \$111  = rd0_slots[3] & \$110 [3];
+  assign \$112  = rd1__req__valid & rd1_free[0];
+  assign \$113  = \$112  ? \$216 [7:0] : 8'h00;
+  assign \$114  = rd1_slots[3] & \$113 [3];
+  assign \$115  = rd2__req__valid & rd2_free[0];
+  assign \$116  = \$115  ? \$217 [7:0] : 8'h00;
+  assign \$117  = rd2_slots[3] & \$116 [3];
+  assign \$118  = rd3__req__valid & rd3_free[0];
+  assign \$119  = \$118  ? \$218 [7:0] : 8'h00;
+  assign \$120  = rd3_slots[3] & \$119 [3];
+  assign \$121  = rd4__req__valid & rd4_free[0];
+  assign \$122  = \$121  ? \$219 [7:0] : 8'h00;
+  assign \$123  = rd4_slots[3] & \$122 [3];
+  assign \$124  = | { \$123 , \$120 , \$117 , \$114 , \$111  };
+  assign \$125  = rd0__req__valid & rd0_free[0];
+  assign \$126  = \$125  ? \$215 [7:0] : 8'h00;
+  assign \$127  = rd0_slots[4] & \$126 [4];
+  assign \$128  = rd1__req__valid & rd1_free[0];
+  assign \$129  = \$128  ? \$216 [7:0] : 8'h00;
+  assign \$130  = rd1_slots[4] & \$129 [4];
+  assign \$131  = rd2__req__valid & rd2_free[0];
+  assign \$132  = \$131  ? \$217 [7:0] : 8'h00;
+  assign \$133  = rd2_slots[4] & \$132 [4];
+  assign \$134  = rd3__req__valid & rd3_free[0];
+  assign \$135  = \$134  ? \$218 [7:0] : 8'h00;
+  assign \$136  = rd3_slots[4] & \$135 [4];
+  assign \$137  = rd4__req__valid & rd4_free[0];
+  assign \$138  = \$137  ? \$219 [7:0] : 8'h00;
+  assign \$139  = rd4_slots[4] & \$138 [4];
+  assign \$140  = | { \$139 , \$136 , \$133 , \$130 , \$127  };
+  assign \$141  = rd0__req__valid & rd0_free[0];
+  assign \$142  = \$141  ? \$215 [7:0] : 8'h00;
+  assign \$143  = rd0_slots[5] & \$142 [5];
+  assign \$144  = rd1__req__valid & rd1_free[0];
+  assign \$145  = \$144  ? \$216 [7:0] : 8'h00;
+  assign \$146  = rd1_slots[5] & \$145 [5];
+  assign \$147  = rd2__req__valid & rd2_free[0];
+  assign \$148  = \$147  ? \$217 [7:0] : 8'h00;
+  assign \$149  = rd2_slots[5] & \$148 [5];
+  assign \$150  = rd3__req__valid & rd3_free[0];
+  assign \$151  = \$150  ? \$218 [7:0] : 8'h00;
+  assign \$152  = rd3_slots[5] & \$151 [5];
+  assign \$153  = rd4__req__valid & rd4_free[0];
+  assign \$154  = \$153  ? \$219 [7:0] : 8'h00;
+  assign \$155  = rd4_slots[5] & \$154 [5];
+  assign \$156  = | { \$155 , \$152 , \$149 , \$146 , \$143  };
+  assign \$157  = rd0__req__valid & rd0_free[0];
+  assign \$158  = \$157  ? \$215 [7:0] : 8'h00;
+  assign \$159  = rd0_slots[6] & \$158 [6];
+  assign \$160  = rd1__req__valid & rd1_free[0];
+  assign \$161  = \$160  ? \$216 [7:0] : 8'h00;
+  assign \$162  = rd1_slots[6] & \$161 [6];
+  assign \$163  = rd2__req__valid & rd2_free[0];
+  assign \$164  = \$163  ? \$217 [7:0] : 8'h00;
+  assign \$165  = rd2_slots[6] & \$164 [6];
+  assign \$166  = rd3__req__valid & rd3_free[0];
+  assign \$167  = \$166  ? \$218 [7:0] : 8'h00;
+  assign \$168  = rd3_slots[6] & \$167 [6];
+  assign \$169  = rd4__req__valid & rd4_free[0];
+  assign \$170  = \$169  ? \$219 [7:0] : 8'h00;
+  assign \$171  = rd4_slots[6] & \$170 [6];
+  assign \$172  = | { \$171 , \$168 , \$165 , \$162 , \$159  };
+  assign \$173  = rd0__req__valid & rd0_free[0];
+  assign \$174  = \$173  ? \$215 [7:0] : 8'h00;
+  assign \$175  = rd0_slots[7] & \$174 [7];
+  assign \$176  = rd1__req__valid & rd1_free[0];
+  assign \$177  = \$176  ? \$216 [7:0] : 8'h00;
+  assign \$178  = rd1_slots[7] & \$177 [7];
+  assign \$179  = rd2__req__valid & rd2_free[0];
+  assign \$180  = \$179  ? \$217 [7:0] : 8'h00;
+  assign \$181  = rd2_slots[7] & \$180 [7];
+  assign \$182  = rd3__req__valid & rd3_free[0];
+  assign \$183  = \$182  ? \$218 [7:0] : 8'h00;
+  assign \$184  = rd3_slots[7] & \$183 [7];
+  assign \$185  = rd4__req__valid & rd4_free[0];
+  assign \$186  = \$185  ? \$219 [7:0] : 8'h00;
+  assign \$187  = rd4_slots[7] & \$186 [7];
+  assign \$188  = | { \$187 , \$184 , \$181 , \$178 , \$175  };
+  assign \$189  = rd0__req__valid & rd0__req__ready;
+  assign \$190  = rd1__req__valid & rd1__req__ready;
+  assign \$191  = rd2__req__valid & rd2__req__ready;
+  assign \$192  = rd3__req__valid & rd3__req__ready;
+  assign \$193  = rd4__req__valid & rd4__req__ready;
+  assign \$194  = wr0_position == 2'h3;
+  assign \$195  = wr0_position + 1'h1;
+  assign \$196  = \$194  ? 3'h0 : \$195 ;
+  assign \$197  = wr0_position == 2'h3;
+  assign \$198  = wr0_position + 1'h1;
+  assign \$199  = \$197  ? 3'h0 : \$198 ;
+  assign \$200  = \$199  < 4'h8;
+  assign \$201  = wr1_position == 2'h3;
+  assign \$202  = wr1_position + 1'h1;
+  assign \$203  = \$201  ? 3'h0 : \$202 ;
+  assign \$204  = wr1_position == 2'h3;
+  assign \$205  = wr1_position + 1'h1;
+  assign \$206  = \$204  ? 3'h0 : \$205 ;
+  assign \$207  = \$206  < 4'h8;
+  assign \$208  = wr2_position == 2'h3;
+  assign \$209  = wr2_position + 1'h1;
+  assign \$210  = \$208  ? 3'h0 : \$209 ;
+  assign \$211  = wr2_position == 2'h3;
+  assign \$212  = wr2_position + 1'h1;
+  assign \$213  = \$211  ? 3'h0 : \$212 ;
+  assign \$214  = \$213  < 4'h8;
+  assign \$215  = 1'h1 << rd0__req__payload[2:0];
+  assign rd0_slot = rd0_position == rd0__req__payload[2:0];
+  assign rd0__req__ready = rd0_slot & rd0_free[0];
+  assign rd0_taken = rd0__req__valid & rd0__req__ready;
+  assign rd0_popped = rd0__resp__valid & rd0__resp__ready;
+  assign \$216  = 1'h1 << rd1__req__payload[2:0];
+  assign rd1_slot = rd1_position == rd1__req__payload[2:0];
+  assign rd1__req__ready = rd1_slot & rd1_free[0];
+  assign rd1_taken = rd1__req__valid & rd1__req__ready;
+  assign rd1_popped = rd1__resp__valid & rd1__resp__ready;
+  assign \$217  = 1'h1 << rd2__req__payload[2:0];
+  assign rd2_slot = rd2_position == rd2__req__payload[2:0];
+  assign rd2__req__ready = rd2_slot & rd2_free[0];
+  assign rd2_taken = rd2__req__valid & rd2__req__ready;
+  assign rd2_popped = rd2__resp__valid & rd2__resp__ready;
+  assign \$218  = 1'h1 << rd3__req__payload[2:0];
+  assign rd3_slot = rd3_position == rd3__req__payload[2:0];
+  assign rd3__req__ready = rd3_slot & rd3_free[0];
+  assign rd3_taken = rd3__req__valid & rd3__req__ready;
+  assign rd3_popped = rd3__resp__valid & rd3__resp__ready;
+  assign \$219  = 1'h1 << rd4__req__payload[2:0];
+  assign rd4_slot = rd4_position == rd4__req__payload[2:0];
+  assign rd4__req__ready = rd4_slot & rd4_free[0];
+  assign rd4_taken = rd4__req__valid & rd4__req__ready;
+  assign rd4_popped = rd4__resp__valid & rd4__resp__ready;
+  assign \$220  = rd0_slots[0] ? rd0__req__payload[11:3] : 9'h000;
+  assign \$221  = rd1_slots[0] ? rd1__req__payload[11:3] : 9'h000;
+  assign \$222  = \$220  | \$221 ;
+  assign \$223  = rd2_slots[0] ? rd2__req__payload[11:3] : 9'h000;
+  assign \$224  = \$222  | \$223 ;
+  assign \$225  = rd3_slots[0] ? rd3__req__payload[11:3] : 9'h000;
+  assign \$226  = \$224  | \$225 ;
+  assign \$227  = rd4_slots[0] ? rd4__req__payload[11:3] : 9'h000;
+  assign bank0_read_row_next = \$226  | \$227 ;
+  assign \$228  = rd0_slots[1] ? rd0__req__payload[11:3] : 9'h000;
+  assign \$229  = rd1_slots[1] ? rd1__req__payload[11:3] : 9'h000;
+  assign \$230  = \$228  | \$229 ;
+  assign \$231  = rd2_slots[1] ? rd2__req__payload[11:3] : 9'h000;
+  assign \$232  = \$230  | \$231 ;
+  assign \$233  = rd3_slots[1] ? rd3__req__payload[11:3] : 9'h000;
+  assign \$234  = \$232  | \$233 ;
+  assign \$235  = rd4_slots[1] ? rd4__req__payload[11:3] : 9'h000;
+  assign bank1_read_row_next = \$234  | \$235 ;
+  assign \$236  = rd0_slots[2] ? rd0__req__payload[11:3] : 9'h000;
+  assign \$237  = rd1_slots[2] ? rd1__req__payload[11:3] : 9'h000;
+  assign \$238  = \$236  | \$237 ;
+  assign \$239  = rd2_slots[2] ? rd2__req__payload[11:3] : 9'h000;
+  assign \$240  = \$238  | \$239 ;
+  assign \$241  = rd3_slots[2] ? rd3__req__payload[11:3] : 9'h000;
+  assign \$242  = \$240  | \$241 ;
+  assign \$243  = rd4_slots[2] ? rd4__req__payload[11:3] : 9'h000;
+  assign bank2_read_row_next = \$242  | \$243 ;
+  assign \$244  = rd0_slots[3] ? rd0__req__payload[11:3] : 9'h000;
+  assign \$245  = rd1_slots[3] ? rd1__req__payload[11:3] : 9'h000;
+  assign \$246  = \$244  | \$245 ;
+  assign \$247  = rd2_slots[3] ? rd2__req__payload[11:3] : 9'h000;
+  assign \$248  = \$246  | \$247 ;
+  assign \$249  = rd3_slots[3] ? rd3__req__payload[11:3] : 9'h000;
+  assign \$250  = \$248  | \$249 ;
+  assign \$251  = rd4_slots[3] ? rd4__req__payload[11:3] : 9'h000;
+  assign bank3_read_row_next = \$250  | \$251 ;
+  assign \$252  = rd0_slots[4] ? rd0__req__payload[11:3] : 9'h000;
+  assign \$253  = rd1_slots[4] ? rd1__req__payload[11:3] : 9'h000;
+  assign \$254  = \$252  | \$253 ;
+  assign \$255  = rd2_slots[4] ? rd2__req__payload[11:3] : 9'h000;
+  assign \$256  = \$254  | \$255 ;
+  assign \$257  = rd3_slots[4] ? rd3__req__payload[11:3] : 9'h000;
+  assign \$258  = \$256  | \$257 ;
+  assign \$259  = rd4_slots[4] ? rd4__req__payload[11:3] : 9'h000;
+  assign bank4_read_row_next = \$258  | \$259 ;
+  assign \$260  = rd0_slots[5] ? rd0__req__payload[11:3] : 9'h000;
+  assign \$261  = rd1_slots[5] ? rd1__req__payload[11:3] : 9'h000;
+  assign \$262  = \$260  | \$261 ;
+  assign \$263  = rd2_slots[5] ? rd2__req__payload[11:3] : 9'h000;
+  assign \$264  = \$262  | \$263 ;
+  assign \$265  = rd3_slots[5] ? rd3__req__payload[11:3] : 9'h000;
+  assign \$266  = \$264  | \$265 ;
+  assign \$267  = rd4_slots[5] ? rd4__req__payload[11:3] : 9'h000;
+  assign bank5_read_row_next = \$266  | \$267 ;
+  assign \$268  = rd0_slots[6] ? rd0__req__payload[11:3] : 9'h000;
+  assign \$269  = rd1_slots[6] ? rd1__req__payload[11:3] : 9'h000;
+  assign \$270  = \$268  | \$269 ;
+  assign \$271  = rd2_slots[6] ? rd2__req__payload[11:3] : 9'h000;
+  assign \$272  = \$270  | \$271 ;
+  assign \$273  = rd3_slots[6] ? rd3__req__payload[11:3] : 9'h000;
+  assign \$274  = \$272  | \$273 ;
+  assign \$275  = rd4_slots[6] ? rd4__req__payload[11:3] : 9'h000;
+  assign bank6_read_row_next = \$274  | \$275 ;
+  assign \$276  = rd0_slots[7] ? rd0__req__payload[11:3] : 9'h000;
+  assign \$277  = rd1_slots[7] ? rd1__req__payload[11:3] : 9'h000;
+  assign \$278  = \$276  | \$277 ;
+  assign \$279  = rd2_slots[7] ? rd2__req__payload[11:3] : 9'h000;
+  assign \$280  = \$278  | \$279 ;
+  assign \$281  = rd3_slots[7] ? rd3__req__payload[11:3] : 9'h000;
+  assign \$282  = \$280  | \$281 ;
+  assign \$283  = rd4_slots[7] ? rd4__req__payload[11:3] : 9'h000;
+  assign bank7_read_row_next = \$282  | \$283 ;
+  assign \$284  = 1'h1 << wr0__payload[2:0];
+  assign wr0_slot = wr0_position == wr0__payload[1:0];
+  assign \$285  = wr0__valid & wr0_slot;
+  assign \$286  = \$285  ? wr0__payload[155:140] : 16'h0000;
+  assign \$287  = wr0__valid & wr0_slot;
+  assign \$288  = \$287  ? wr0__payload[155:140] : 16'h0000;
+  assign \$289  = wr0__valid & wr0_slot;
+  assign \$290  = \$289  ? wr0__payload[155:140] : 16'h0000;
+  assign \$291  = wr0__valid & wr0_slot;
+  assign \$292  = \$291  ? wr0__payload[155:140] : 16'h0000;
+  assign \$293  = wr0__valid & wr0_slot;
+  assign \$294  = \$293  ? wr0__payload[155:140] : 16'h0000;
+  assign \$295  = wr0__valid & wr0_slot;
+  assign \$296  = \$295  ? wr0__payload[155:140] : 16'h0000;
+  assign \$297  = wr0__valid & wr0_slot;
+  assign \$298  = \$297  ? wr0__payload[155:140] : 16'h0000;
+  assign \$299  = wr0__valid & wr0_slot;
+  assign \$300  = \$299  ? wr0__payload[155:140] : 16'h0000;
+  assign \$301  = 1'h1 << wr1__payload[2:0];
+  assign wr1_slot = wr1_position == wr1__payload[1:0];
+  assign \$302  = wr1__valid & wr1_slot;
+  assign \$303  = \$302  ? wr1__payload[155:140] : 16'h0000;
+  assign \$304  = wr1__valid & wr1_slot;
+  assign \$305  = \$304  ? wr1__payload[155:140] : 16'h0000;
+  assign \$306  = wr1__valid & wr1_slot;
+  assign \$307  = \$306  ? wr1__payload[155:140] : 16'h0000;
+  assign \$308  = wr1__valid & wr1_slot;
+  assign \$309  = \$308  ? wr1__payload[155:140] : 16'h0000;
+  assign \$310  = wr1__valid & wr1_slot;
+  assign \$311  = \$310  ? wr1__payload[155:140] : 16'h0000;
+  assign \$312  = wr1__valid & wr1_slot;
+  assign \$313  = \$312  ? wr1__payload[155:140] : 16'h0000;
+  assign \$314  = wr1__valid & wr1_slot;
+  assign \$315  = \$314  ? wr1__payload[155:140] : 16'h0000;
+  assign \$316  = wr1__valid & wr1_slot;
+  assign \$317  = \$316  ? wr1__payload[155:140] : 16'h0000;
+  assign \$318  = 1'h1 << wr2__payload[2:0];
+  assign wr2_slot = wr2_position == wr2__payload[1:0];
+  assign \$319  = wr2__valid & wr2_slot;
+  assign \$320  = \$319  ? wr2__payload[155:140] : 16'h0000;
+  assign \$321  = wr2__valid & wr2_slot;
+  assign \$322  = \$321  ? wr2__payload[155:140] : 16'h0000;
+  assign \$323  = wr2__valid & wr2_slot;
+  assign \$324  = \$323  ? wr2__payload[155:140] : 16'h0000;
+  assign \$325  = wr2__valid & wr2_slot;
+  assign \$326  = \$325  ? wr2__payload[155:140] : 16'h0000;
+  assign \$327  = wr2__valid & wr2_slot;
+  assign \$328  = \$327  ? wr2__payload[155:140] : 16'h0000;
+  assign \$329  = wr2__valid & wr2_slot;
+  assign \$330  = \$329  ? wr2__payload[155:140] : 16'h0000;
+  assign \$331  = wr2__valid & wr2_slot;
+  assign \$332  = \$331  ? wr2__payload[155:140] : 16'h0000;
+  assign \$333  = wr2__valid & wr2_slot;
+  assign \$334  = \$333  ? wr2__payload[155:140] : 16'h0000;
+  assign \$335  = ! \o0$341 [27];
+  assign \$336  = \o0$341 [27] ? 2'h0 : \o0$341 [26:25];
+  assign \$337  = ! \o0$341 [55];
+  assign \$338  = \o0$341 [55] ? 2'h0 : \o0$341 [54:53];
+  assign \$339  = ! \o0$341 [83];
+  assign \$340  = \o0$341 [83] ? 2'h0 : \o0$341 [82:81];
+  assign \$341  = ! \o0$341 [111];
+  assign \$342  = \o0$341 [111] ? 2'h0 : \o0$341 [110:109];
+  assign \$343  = ! \o0$341 [139];
+  assign \$344  = \o0$341 [139] ? 2'h0 : \o0$341 [138:137];
+  assign \$345  = ! \o0$341 [167];
+  assign \$346  = \o0$341 [167] ? 2'h0 : \o0$341 [166:165];
+  assign \$347  = ! \o0$341 [195];
+  assign \$348  = \o0$341 [195] ? 2'h0 : \o0$341 [194:193];
+  assign \$349  = ! \o0$341 [223];
   \ace_sram_small.sram.bank0  bank0 (
     .clk(clk),
-    .\port$1388$0 (\o0$250 [136:0]),
+    .r_addr(r_addr),
     .r_data(r_data),
-    .read__addr(bank0_read_row_1),
     .read__en(bank0_read_en_1),
     .rst(rst),
-    .write__en(\w_en$252 )
+    .w_addr(w_addr),
+    .write__data(\o0$341 [24:9]),
+    .\write__data$11 (\o0$341 [52:37]),
+    .\write__data$16 (\o0$341 [80:65]),
+    .\write__data$21 (\o0$341 [108:93]),
+    .\write__data$26 (\o0$341 [136:121]),
+    .\write__data$31 (\o0$341 [164:149]),
+    .\write__data$36 (\o0$341 [192:177]),
+    .\write__data$41 (\o0$341 [220:205]),
+    .write__en(\$336 ),
+    .\write__en$12 (\$338 ),
+    .\write__en$17 (\$340 ),
+    .\write__en$22 (\$342 ),
+    .\write__en$27 (\$344 ),
+    .\write__en$32 (\$346 ),
+    .\write__en$37 (\$348 ),
+    .\write__en$42 (\$350 )
   );
   \ace_sram_small.sram.bank1  bank1 (
     .clk(clk),
-    .\port$1389$0 (\o1$257 [136:0]),
-    .r_data(\r_data$93 ),
-    .read__addr(bank1_read_row_1),
+    .r_addr(\r_addr$262 ),
+    .r_data(\r_data$141 ),
     .read__en(bank1_read_en_1),
     .rst(rst),
-    .write__en(\w_en$259 )
+    .w_addr(\w_addr$350 ),
+    .write__data(\o1$348 [24:9]),
+    .\write__data$11 (\o1$348 [52:37]),
+    .\write__data$16 (\o1$348 [80:65]),
+    .\write__data$21 (\o1$348 [108:93]),
+    .\write__data$26 (\o1$348 [136:121]),
+    .\write__data$31 (\o1$348 [164:149]),
+    .\write__data$36 (\o1$348 [192:177]),
+    .\write__data$41 (\o1$348 [220:205]),
+    .write__en(\$368 ),
+    .\write__en$12 (\$370 ),
+    .\write__en$17 (\$372 ),
+    .\write__en$22 (\$374 ),
+    .\write__en$27 (\$376 ),
+    .\write__en$32 (\$378 ),
+    .\write__en$37 (\$380 ),
+    .\write__en$42 (\$382 )
   );
   \ace_sram_small.sram.bank2  bank2 (
     .clk(clk),
-    .\port$1390$0 (\o2$264 [136:0]),
-    .r_data(\r_data$95 ),
-    .read__addr(bank2_read_row_1),
+    .r_addr(\r_addr$264 ),
+    .r_data(\r_data$143 ),
     .read__en(bank2_read_en_1),
     .rst(rst),
-    .write__en(\w_en$266 )
+    .w_addr(\w_addr$357 ),
+    .write__data(\o2$355 [24:9]),
+    .\write__data$11 (\o2$355 [52:37]),
+    .\write__data$16 (\o2$355 [80:65]),
+    .\write__data$21 (\o2$355 [108:93]),
+    .\write__data$26 (\o2$355 [136:121]),
+    .\write__data$31 (\o2$355 [164:149]),
+    .\write__data$36 (\o2$355 [192:177]),
+    .\write__data$41 (\o2$355 [220:205]),
+    .write__en(\$400 ),
+    .\write__en$12 (\$402 ),
+    .\write__en$17 (\$404 ),
+    .\write__en$22 (\$406 ),
+    .\write__en$27 (\$408 ),
+    .\write__en$32 (\$410 ),
+    .\write__en$37 (\$412 ),
+    .\write__en$42 (\$414 )
   );
   \ace_sram_small.sram.bank3  bank3 (
     .clk(clk),
-    .\port$1391$0 (\o3$271 [136:0]),
-    .r_data(\r_data$97 ),
-    .read__addr(bank3_read_row_1),
+    .r_addr(\r_addr$266 ),
+    .r_data(\r_data$145 ),
     .read__en(bank3_read_en_1),
     .rst(rst),
-    .write__en(\w_en$273 )
+    .w_addr(\w_addr$364 ),
+    .write__data(\o3$362 [24:9]),
+    .\write__data$11 (\o3$362 [52:37]),
+    .\write__data$16 (\o3$362 [80:65]),
+    .\write__data$21 (\o3$362 [108:93]),
+    .\write__data$26 (\o3$362 [136:121]),
+    .\write__data$31 (\o3$362 [164:149]),
+    .\write__data$36 (\o3$362 [192:177]),
+    .\write__data$41 (\o3$362 [220:205]),
+    .write__en(\$432 ),
+    .\write__en$12 (\$434 ),
+    .\write__en$17 (\$436 ),
+    .\write__en$22 (\$438 ),
+    .\write__en$27 (\$440 ),
+    .\write__en$32 (\$442 ),
+    .\write__en$37 (\$444 ),
+    .\write__en$42 (\$446 )
   );
   \ace_sram_small.sram.bank4  bank4 (
     .clk(clk),
-    .\port$1388$0 (\o0$250 [136:0]),
-    .r_data(\r_data$99 ),
-    .read__addr(bank4_read_row_1),
+    .r_addr(\r_addr$268 ),
+    .r_data(\r_data$147 ),
     .read__en(bank4_read_en_1),
     .rst(rst),
-    .write__en(\w_en$255 )
+    .w_addr(\w_addr$346 ),
+    .write__data(\o0$341 [24:9]),
+    .\write__data$11 (\o0$341 [52:37]),
+    .\write__data$16 (\o0$341 [80:65]),
+    .\write__data$21 (\o0$341 [108:93]),
+    .\write__data$26 (\o0$341 [136:121]),
+    .\write__data$31 (\o0$341 [164:149]),
+    .\write__data$36 (\o0$341 [192:177]),
+    .\write__data$41 (\o0$341 [220:205]),
+    .write__en(\$352 ),
+    .\write__en$12 (\$354 ),
+    .\write__en$17 (\$356 ),
+    .\write__en$22 (\$358 ),
+    .\write__en$27 (\$360 ),
+    .\write__en$32 (\$362 ),
+    .\write__en$37 (\$364 ),
+    .\write__en$42 (\$366 )
   );
   \ace_sram_small.sram.bank5  bank5 (
     .clk(clk),
-    .\port$1389$0 (\o1$257 [136:0]),
-    .r_data(\r_data$101 ),
-    .read__addr(bank5_read_row_1),
+    .r_addr(\r_addr$270 ),
+    .r_data(\r_data$149 ),
     .read__en(bank5_read_en_1),
     .rst(rst),
-    .write__en(\w_en$262 )
+    .w_addr(\w_addr$353 ),
+    .write__data(\o1$348 [24:9]),
+    .\write__data$11 (\o1$348 [52:37]),
+    .\write__data$16 (\o1$348 [80:65]),
+    .\write__data$21 (\o1$348 [108:93]),
+    .\write__data$26 (\o1$348 [136:121]),
+    .\write__data$31 (\o1$348 [164:149]),
+    .\write__data$36 (\o1$348 [192:177]),
+    .\write__data$41 (\o1$348 [220:205]),
+    .write__en(\$384 ),
+    .\write__en$12 (\$386 ),
+    .\write__en$17 (\$388 ),
+    .\write__en$22 (\$390 ),
+    .\write__en$27 (\$392 ),
+    .\write__en$32 (\$394 ),
+    .\write__en$37 (\$396 ),
+    .\write__en$42 (\$398 )
   );
   \ace_sram_small.sram.bank6  bank6 (
     .clk(clk),
-    .\port$1390$0 (\o2$264 [136:0]),
-    .r_data(\r_data$103 ),
-    .read__addr(bank6_read_row_1),
+    .r_addr(\r_addr$272 ),
+    .r_data(\r_data$151 ),
     .read__en(bank6_read_en_1),
     .rst(rst),
-    .write__en(\w_en$269 )
+    .w_addr(\w_addr$360 ),
+    .write__data(\o2$355 [24:9]),
+    .\write__data$11 (\o2$355 [52:37]),
+    .\write__data$16 (\o2$355 [80:65]),
+    .\write__data$21 (\o2$355 [108:93]),
+    .\write__data$26 (\o2$355 [136:121]),
+    .\write__data$31 (\o2$355 [164:149]),
+    .\write__data$36 (\o2$355 [192:177]),
+    .\write__data$41 (\o2$355 [220:205]),
+    .write__en(\$416 ),
+    .\write__en$12 (\$418 ),
+    .\write__en$17 (\$420 ),
+    .\write__en$22 (\$422 ),
+    .\write__en$27 (\$424 ),
+    .\write__en$32 (\$426 ),
+    .\write__en$37 (\$428 ),
+    .\write__en$42 (\$430 )
   );
   \ace_sram_small.sram.bank7  bank7 (
     .clk(clk),
-    .\port$1391$0 (\o3$271 [136:0]),
-    .r_data(\r_data$105 ),
-    .read__addr(bank7_read_row_1),
+    .r_addr(\r_addr$274 ),
+    .r_data(\r_data$153 ),
     .read__en(bank7_read_en_1),
     .rst(rst),
-    .write__en(\w_en$276 )
+    .w_addr(\w_addr$367 ),
+    .write__data(\o3$362 [24:9]),
+    .\write__data$11 (\o3$362 [52:37]),
+    .\write__data$16 (\o3$362 [80:65]),
+    .\write__data$21 (\o3$362 [108:93]),
+    .\write__data$26 (\o3$362 [136:121]),
+    .\write__data$31 (\o3$362 [164:149]),
+    .\write__data$36 (\o3$362 [192:177]),
+    .\write__data$41 (\o3$362 [220:205]),
+    .write__en(\$448 ),
+    .\write__en$12 (\$450 ),
+    .\write__en$17 (\$452 ),
+    .\write__en$22 (\$454 ),
+    .\write__en$27 (\$456 ),
+    .\write__en$32 (\$458 ),
+    .\write__en$37 (\$460 ),
+    .\write__en$42 (\$462 )
   );
   \ace_sram_small.sram.rd0_resp_fifo  rd0_resp_fifo (
     .clk(clk),
-    .r_data(rd0__resp__payload),
-    .r_en(rd0__resp__ready),
-    .r_rdy(rd0__resp__valid),
+    .o__ready(rd0__resp__ready),
+    .out_valid0(rd0__resp__valid),
+    .\port$1109$0 (\$580 ),
+    .\port$1110$0 (\$581 ),
+    .\port$1111$0 (\$582 ),
+    .\port$1112$0 (\$583 ),
+    .\port$1113$0 (\$584 ),
+    .\port$1114$0 (\$585 ),
+    .\port$1115$0 (\$586 ),
+    .\port$1116$0 (\$587 ),
     .rst(rst),
-    .w_en(rd0_valid_8),
-    .w_port__data(w_data)
+    .w_data(w_data),
+    .write__en(rd0_w_en_c0),
+    .\write__en$22 (rd0_w_en_c1),
+    .\write__en$33 (rd0_w_en_c2),
+    .\write__en$44 (rd0_w_en_c3),
+    .\write__en$55 (rd0_w_en_c4),
+    .\write__en$66 (rd0_w_en_c5),
+    .\write__en$77 (rd0_w_en_c6),
+    .\write__en$88 (rd0_w_en_c7)
   );
   \ace_sram_small.sram.rd1_resp_fifo  rd1_resp_fifo (
     .clk(clk),
-    .r_data(rd1__resp__payload),
-    .r_en(rd1__resp__ready),
-    .r_rdy(rd1__resp__valid),
+    .o__ready(rd1__resp__ready),
+    .out_valid0(rd1__resp__valid),
+    .\port$1549$0 (\$588 ),
+    .\port$1550$0 (\$589 ),
+    .\port$1551$0 (\$590 ),
+    .\port$1552$0 (\$591 ),
+    .\port$1553$0 (\$592 ),
+    .\port$1554$0 (\$593 ),
+    .\port$1555$0 (\$594 ),
+    .\port$1556$0 (\$595 ),
     .rst(rst),
-    .w_en(rd1_valid_8),
-    .w_port__data(\w_data$200 )
+    .w_data(\w_data$291 ),
+    .write__en(rd1_w_en_c0),
+    .\write__en$22 (rd1_w_en_c1),
+    .\write__en$33 (rd1_w_en_c2),
+    .\write__en$44 (rd1_w_en_c3),
+    .\write__en$55 (rd1_w_en_c4),
+    .\write__en$66 (rd1_w_en_c5),
+    .\write__en$77 (rd1_w_en_c6),
+    .\write__en$88 (rd1_w_en_c7)
   );
   \ace_sram_small.sram.rd2_resp_fifo  rd2_resp_fifo (
     .clk(clk),
-    .r_data(rd2__resp__payload),
-    .r_en(rd2__resp__ready),
-    .r_rdy(rd2__resp__valid),
+    .o__ready(rd2__resp__ready),
+    .out_valid0(rd2__resp__valid),
+    .\port$1989$0 (\$596 ),
+    .\port$1990$0 (\$597 ),
+    .\port$1991$0 (\$598 ),
+    .\port$1992$0 (\$599 ),
+    .\port$1993$0 (\$600 ),
+    .\port$1994$0 (\$601 ),
+    .\port$1995$0 (\$602 ),
+    .\port$1996$0 (\$603 ),
     .rst(rst),
-    .w_en(rd2_valid_8),
-    .w_port__data(\w_data$207 )
+    .w_data(\w_data$298 ),
+    .write__en(rd2_w_en_c0),
+    .\write__en$22 (rd2_w_en_c1),
+    .\write__en$33 (rd2_w_en_c2),
+    .\write__en$44 (rd2_w_en_c3),
+    .\write__en$55 (rd2_w_en_c4),
+    .\write__en$66 (rd2_w_en_c5),
+    .\write__en$77 (rd2_w_en_c6),
+    .\write__en$88 (rd2_w_en_c7)
   );
   \ace_sram_small.sram.rd3_resp_fifo  rd3_resp_fifo (
     .clk(clk),
-    .r_data(rd3__resp__payload),
-    .r_en(rd3__resp__ready),
-    .r_rdy(rd3__resp__valid),
+    .o__ready(rd3__resp__ready),
+    .out_valid0(rd3__resp__valid),
+    .\port$2429$0 (\$604 ),
+    .\port$2430$0 (\$605 ),
+    .\port$2431$0 (\$606 ),
+    .\port$2432$0 (\$607 ),
+    .\port$2433$0 (\$608 ),
+    .\port$2434$0 (\$609 ),
+    .\port$2435$0 (\$610 ),
+    .\port$2436$0 (\$611 ),
     .rst(rst),
-    .w_en(rd3_valid_8),
-    .w_port__data(\w_data$214 )
+    .w_data(\w_data$305 ),
+    .write__en(rd3_w_en_c0),
+    .\write__en$22 (rd3_w_en_c1),
+    .\write__en$33 (rd3_w_en_c2),
+    .\write__en$44 (rd3_w_en_c3),
+    .\write__en$55 (rd3_w_en_c4),
+    .\write__en$66 (rd3_w_en_c5),
+    .\write__en$77 (rd3_w_en_c6),
+    .\write__en$88 (rd3_w_en_c7)
   );
   \ace_sram_small.sram.rd4_resp_fifo  rd4_resp_fifo (
     .clk(clk),
-    .r_data(rd4__resp__payload),
-    .r_en(rd4__resp__ready),
-    .r_rdy(rd4__resp__valid),
+    .o__ready(rd4__resp__ready),
+    .out_valid0(rd4__resp__valid),
+    .\port$2869$0 (\$612 ),
+    .\port$2870$0 (\$613 ),
+    .\port$2871$0 (\$614 ),
+    .\port$2872$0 (\$615 ),
+    .\port$2873$0 (\$616 ),
+    .\port$2874$0 (\$617 ),
+    .\port$2875$0 (\$618 ),
+    .\port$2876$0 (\$619 ),
     .rst(rst),
-    .w_en(rd4_valid_8),
-    .w_port__data(\w_data$221 )
+    .w_data(\w_data$312 ),
+    .write__en(rd4_w_en_c0),
+    .\write__en$22 (rd4_w_en_c1),
+    .\write__en$33 (rd4_w_en_c2),
+    .\write__en$44 (rd4_w_en_c3),
+    .\write__en$55 (rd4_w_en_c4),
+    .\write__en$66 (rd4_w_en_c5),
+    .\write__en$77 (rd4_w_en_c6),
+    .\write__en$88 (rd4_w_en_c7)
   );
   \ace_sram_small.sram.read_rotator  read_rotator (
     .clk(clk),
@@ -1615,723 +2876,879 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
     .i7(position7_word),
     .rst(rst),
     .stage2_word0(w_data),
-    .stage2_word1(\w_data$200 ),
-    .stage2_word2(\w_data$207 ),
-    .stage2_word3(\w_data$214 ),
-    .stage2_word4(\w_data$221 )
+    .stage2_word1(\w_data$291 ),
+    .stage2_word2(\w_data$298 ),
+    .stage2_word3(\w_data$305 ),
+    .stage2_word4(\w_data$312 )
   );
   \ace_sram_small.sram.write_rotator  write_rotator (
     .clk(clk),
-    .i0(wr0_entry),
-    .i1(wr1_entry),
-    .i2(wr2_entry),
+    .i0(\i0$323 ),
+    .i1(\i1$330 ),
+    .i2(\i2$337 ),
     .rst(rst),
-    .stage1_word0(\o0$250 ),
-    .stage1_word1(\o1$257 ),
-    .stage1_word2(\o2$264 ),
-    .stage1_word3(\o3$271 )
+    .stage1_word0(\o0$341 ),
+    .stage1_word1(\o1$348 ),
+    .stage1_word2(\o2$355 ),
+    .stage1_word3(\o3$362 )
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$263  = { rd0_slots[6:0], rd0_slots[7] };
+    \$463  = { rd0_slots[6:0], rd0_slots[7] };
     if (rst) begin
-      \$263  = 8'h01;
+      \$463  = 8'h01;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$264  = { rd1_slots[6:0], rd1_slots[7] };
+    \$464  = { rd1_slots[6:0], rd1_slots[7] };
     if (rst) begin
-      \$264  = 8'h02;
+      \$464  = 8'h02;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$265  = { rd2_slots[6:0], rd2_slots[7] };
+    \$465  = { rd2_slots[6:0], rd2_slots[7] };
     if (rst) begin
-      \$265  = 8'h04;
+      \$465  = 8'h04;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$266  = { rd3_slots[6:0], rd3_slots[7] };
+    \$466  = { rd3_slots[6:0], rd3_slots[7] };
     if (rst) begin
-      \$266  = 8'h08;
+      \$466  = 8'h08;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$267  = { rd4_slots[6:0], rd4_slots[7] };
+    \$467  = { rd4_slots[6:0], rd4_slots[7] };
     if (rst) begin
-      \$267  = 8'h10;
+      \$467  = 8'h10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$268  = rd0_free;
-    if (\$2 ) begin
-      \$268  = \$5 [4:0];
-    end else if (\$4 ) begin
-      \$268  = \$7 [4:0];
-    end
+    \$468  = \$3 [2:0];
     if (rst) begin
-      \$268  = 5'h10;
+      \$468  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$269  = rd0_credit;
-    if (\$2 ) begin
-      \$269  = \$6 ;
-    end else if (\$4 ) begin
-      \$269  = 1'h1;
-    end
+    \$469  = \$7 ;
     if (rst) begin
-      \$269  = 1'h1;
+      \$469  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$270  = rd1_free;
+    \$470  = rd0_free;
     if (\$9 ) begin
-      \$270  = \$12 [4:0];
+      \$470  = \$12 ;
     end else if (\$11 ) begin
-      \$270  = \$14 [4:0];
+      \$470  = { rd0_free[14:0], 1'h1 };
     end
     if (rst) begin
-      \$270  = 5'h10;
+      \$470  = 16'hffff;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$271  = rd1_credit;
-    if (\$9 ) begin
-      \$271  = \$13 ;
-    end else if (\$11 ) begin
-      \$271  = 1'h1;
+    \$471  = \$15 [2:0];
+    if (rst) begin
+      \$471  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$472  = \$19 ;
+    if (rst) begin
+      \$472  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$473  = rd1_free;
+    if (\$21 ) begin
+      \$473  = \$24 ;
+    end else if (\$23 ) begin
+      \$473  = { rd1_free[14:0], 1'h1 };
+    end
+    if (rst) begin
+      \$473  = 16'hffff;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$474  = \$27 [2:0];
+    if (rst) begin
+      \$474  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$475  = \$31 ;
+    if (rst) begin
+      \$475  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$476  = rd2_free;
+    if (\$33 ) begin
+      \$476  = \$36 ;
+    end else if (\$35 ) begin
+      \$476  = { rd2_free[14:0], 1'h1 };
+    end
+    if (rst) begin
+      \$476  = 16'hffff;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$477  = \$39 [2:0];
+    if (rst) begin
+      \$477  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$478  = \$43 ;
+    if (rst) begin
+      \$478  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$479  = rd3_free;
+    if (\$45 ) begin
+      \$479  = \$48 ;
+    end else if (\$47 ) begin
+      \$479  = { rd3_free[14:0], 1'h1 };
+    end
+    if (rst) begin
+      \$479  = 16'hffff;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$480  = \$51 [2:0];
+    if (rst) begin
+      \$480  = 3'h4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$481  = \$55 ;
+    if (rst) begin
+      \$481  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$482  = rd4_free;
+    if (\$57 ) begin
+      \$482  = \$60 ;
+    end else if (\$59 ) begin
+      \$482  = { rd4_free[14:0], 1'h1 };
+    end
+    if (rst) begin
+      \$482  = 16'hffff;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$483  = \$76 ;
+    if (rst) begin
+      \$483  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$484  = bank0_read_en;
+    if (rst) begin
+      \$484  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$485  = \$92 ;
+    if (rst) begin
+      \$485  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$486  = bank1_read_en;
+    if (rst) begin
+      \$486  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$487  = \$108 ;
+    if (rst) begin
+      \$487  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$488  = bank2_read_en;
+    if (rst) begin
+      \$488  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$489  = \$124 ;
+    if (rst) begin
+      \$489  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$490  = bank3_read_en;
+    if (rst) begin
+      \$490  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$491  = \$140 ;
+    if (rst) begin
+      \$491  = 1'h0;
     end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$492  = bank4_read_en;
     if (rst) begin
-      \$271  = 1'h1;
+      \$492  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$272  = rd2_free;
-    if (\$16 ) begin
-      \$272  = \$19 [4:0];
-    end else if (\$18 ) begin
-      \$272  = \$21 [4:0];
+    \$493  = \$156 ;
+    if (rst) begin
+      \$493  = 1'h0;
     end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$494  = bank5_read_en;
     if (rst) begin
-      \$272  = 5'h10;
+      \$494  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$273  = rd2_credit;
-    if (\$16 ) begin
-      \$273  = \$20 ;
-    end else if (\$18 ) begin
-      \$273  = 1'h1;
+    \$495  = \$172 ;
+    if (rst) begin
+      \$495  = 1'h0;
     end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$496  = bank6_read_en;
     if (rst) begin
-      \$273  = 1'h1;
+      \$496  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$274  = rd3_free;
-    if (\$23 ) begin
-      \$274  = \$26 [4:0];
-    end else if (\$25 ) begin
-      \$274  = \$28 [4:0];
+    \$497  = \$188 ;
+    if (rst) begin
+      \$497  = 1'h0;
     end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$498  = bank7_read_en;
     if (rst) begin
-      \$274  = 5'h10;
+      \$498  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$275  = rd3_credit;
-    if (\$23 ) begin
-      \$275  = \$27 ;
-    end else if (\$25 ) begin
-      \$275  = 1'h1;
+    \$499  = \$189 ;
+    if (rst) begin
+      \$499  = 1'h0;
     end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$500  = rd0_valid_1;
     if (rst) begin
-      \$275  = 1'h1;
+      \$500  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$276  = rd4_free;
-    if (\$30 ) begin
-      \$276  = \$33 [4:0];
-    end else if (\$32 ) begin
-      \$276  = \$35 [4:0];
+    \$501  = rd0_valid_2;
+    if (rst) begin
+      \$501  = 1'h0;
     end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$502  = rd0_valid_3;
     if (rst) begin
-      \$276  = 5'h10;
+      \$502  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$277  = rd4_credit;
-    if (\$30 ) begin
-      \$277  = \$34 ;
-    end else if (\$32 ) begin
-      \$277  = 1'h1;
+    \$503  = rd0_valid_4;
+    if (rst) begin
+      \$503  = 1'h0;
     end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$504  = rd0_valid_5;
     if (rst) begin
-      \$277  = 1'h1;
+      \$504  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$278  = \$60 ;
+    \$505  = rd0_valid_6;
     if (rst) begin
-      \$278  = 1'h0;
+      \$505  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$279  = bank0_read_en;
+    \$506  = rd0_valid_7;
     if (rst) begin
-      \$279  = 1'h0;
+      \$506  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$280  = bank0_read_en_1;
+    \$507  = rd0_valid_7;
     if (rst) begin
-      \$280  = 1'h0;
+      \$507  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$281  = bank0_read_en_out_1;
+    \$508  = rd0_valid_7;
     if (rst) begin
-      \$281  = 1'h0;
+      \$508  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$282  = \$85 ;
+    \$509  = rd0_valid_7;
     if (rst) begin
-      \$282  = 1'h0;
+      \$509  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$283  = bank1_read_en;
+    \$510  = rd0_valid_7;
     if (rst) begin
-      \$283  = 1'h0;
+      \$510  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$284  = bank1_read_en_1;
+    \$511  = rd0_valid_7;
     if (rst) begin
-      \$284  = 1'h0;
+      \$511  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$285  = bank1_read_en_out_1;
+    \$512  = rd0_valid_7;
     if (rst) begin
-      \$285  = 1'h0;
+      \$512  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$286  = \$110 ;
+    \$513  = rd0_valid_7;
     if (rst) begin
-      \$286  = 1'h0;
+      \$513  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$287  = bank2_read_en;
+    \$514  = \$190 ;
     if (rst) begin
-      \$287  = 1'h0;
+      \$514  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$288  = bank2_read_en_1;
+    \$515  = rd1_valid_1;
     if (rst) begin
-      \$288  = 1'h0;
+      \$515  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$289  = bank2_read_en_out_1;
+    \$516  = rd1_valid_2;
     if (rst) begin
-      \$289  = 1'h0;
+      \$516  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$290  = \$135 ;
+    \$517  = rd1_valid_3;
     if (rst) begin
-      \$290  = 1'h0;
+      \$517  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$291  = bank3_read_en;
+    \$518  = rd1_valid_4;
     if (rst) begin
-      \$291  = 1'h0;
+      \$518  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$292  = bank3_read_en_1;
+    \$519  = rd1_valid_5;
     if (rst) begin
-      \$292  = 1'h0;
+      \$519  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$293  = bank3_read_en_out_1;
+    \$520  = rd1_valid_6;
     if (rst) begin
-      \$293  = 1'h0;
+      \$520  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$294  = \$160 ;
+    \$521  = rd1_valid_7;
     if (rst) begin
-      \$294  = 1'h0;
+      \$521  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$295  = bank4_read_en;
+    \$522  = rd1_valid_7;
     if (rst) begin
-      \$295  = 1'h0;
+      \$522  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$296  = bank4_read_en_1;
+    \$523  = rd1_valid_7;
     if (rst) begin
-      \$296  = 1'h0;
+      \$523  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$297  = bank4_read_en_out_1;
+    \$524  = rd1_valid_7;
     if (rst) begin
-      \$297  = 1'h0;
+      \$524  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$298  = \$185 ;
+    \$525  = rd1_valid_7;
     if (rst) begin
-      \$298  = 1'h0;
+      \$525  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$299  = bank5_read_en;
+    \$526  = rd1_valid_7;
     if (rst) begin
-      \$299  = 1'h0;
+      \$526  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$300  = bank5_read_en_1;
+    \$527  = rd1_valid_7;
     if (rst) begin
-      \$300  = 1'h0;
+      \$527  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$301  = bank5_read_en_out_1;
+    \$528  = rd1_valid_7;
     if (rst) begin
-      \$301  = 1'h0;
+      \$528  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$302  = \$210 ;
+    \$529  = \$191 ;
     if (rst) begin
-      \$302  = 1'h0;
+      \$529  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$303  = bank6_read_en;
+    \$530  = rd2_valid_1;
     if (rst) begin
-      \$303  = 1'h0;
+      \$530  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$304  = bank6_read_en_1;
+    \$531  = rd2_valid_2;
     if (rst) begin
-      \$304  = 1'h0;
+      \$531  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$305  = bank6_read_en_out_1;
+    \$532  = rd2_valid_3;
     if (rst) begin
-      \$305  = 1'h0;
+      \$532  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$306  = \$235 ;
+    \$533  = rd2_valid_4;
     if (rst) begin
-      \$306  = 1'h0;
+      \$533  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$307  = bank7_read_en;
+    \$534  = rd2_valid_5;
     if (rst) begin
-      \$307  = 1'h0;
+      \$534  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$308  = bank7_read_en_1;
+    \$535  = rd2_valid_6;
     if (rst) begin
-      \$308  = 1'h0;
+      \$535  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$309  = bank7_read_en_out_1;
+    \$536  = rd2_valid_7;
     if (rst) begin
-      \$309  = 1'h0;
+      \$536  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$310  = \$236 ;
+    \$537  = rd2_valid_7;
     if (rst) begin
-      \$310  = 1'h0;
+      \$537  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$311  = rd0_valid_1;
+    \$538  = rd2_valid_7;
     if (rst) begin
-      \$311  = 1'h0;
+      \$538  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$312  = rd0_valid_2;
+    \$539  = rd2_valid_7;
     if (rst) begin
-      \$312  = 1'h0;
+      \$539  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$313  = rd0_valid_3;
+    \$540  = rd2_valid_7;
     if (rst) begin
-      \$313  = 1'h0;
+      \$540  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$314  = rd0_valid_4;
+    \$541  = rd2_valid_7;
     if (rst) begin
-      \$314  = 1'h0;
+      \$541  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$315  = rd0_valid_5;
+    \$542  = rd2_valid_7;
     if (rst) begin
-      \$315  = 1'h0;
+      \$542  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$316  = rd0_valid_6;
+    \$543  = rd2_valid_7;
     if (rst) begin
-      \$316  = 1'h0;
+      \$543  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$317  = rd0_valid_7;
+    \$544  = \$192 ;
     if (rst) begin
-      \$317  = 1'h0;
+      \$544  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$318  = \$237 ;
+    \$545  = rd3_valid_1;
     if (rst) begin
-      \$318  = 1'h0;
+      \$545  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$319  = rd1_valid_1;
+    \$546  = rd3_valid_2;
     if (rst) begin
-      \$319  = 1'h0;
+      \$546  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$320  = rd1_valid_2;
+    \$547  = rd3_valid_3;
     if (rst) begin
-      \$320  = 1'h0;
+      \$547  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$321  = rd1_valid_3;
+    \$548  = rd3_valid_4;
     if (rst) begin
-      \$321  = 1'h0;
+      \$548  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$322  = rd1_valid_4;
+    \$549  = rd3_valid_5;
     if (rst) begin
-      \$322  = 1'h0;
+      \$549  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$323  = rd1_valid_5;
+    \$550  = rd3_valid_6;
     if (rst) begin
-      \$323  = 1'h0;
+      \$550  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$324  = rd1_valid_6;
+    \$551  = rd3_valid_7;
     if (rst) begin
-      \$324  = 1'h0;
+      \$551  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$325  = rd1_valid_7;
+    \$552  = rd3_valid_7;
     if (rst) begin
-      \$325  = 1'h0;
+      \$552  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$326  = \$238 ;
+    \$553  = rd3_valid_7;
     if (rst) begin
-      \$326  = 1'h0;
+      \$553  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$327  = rd2_valid_1;
+    \$554  = rd3_valid_7;
     if (rst) begin
-      \$327  = 1'h0;
+      \$554  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$328  = rd2_valid_2;
+    \$555  = rd3_valid_7;
     if (rst) begin
-      \$328  = 1'h0;
+      \$555  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$329  = rd2_valid_3;
+    \$556  = rd3_valid_7;
     if (rst) begin
-      \$329  = 1'h0;
+      \$556  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$330  = rd2_valid_4;
+    \$557  = rd3_valid_7;
     if (rst) begin
-      \$330  = 1'h0;
+      \$557  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$331  = rd2_valid_5;
+    \$558  = rd3_valid_7;
     if (rst) begin
-      \$331  = 1'h0;
+      \$558  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$332  = rd2_valid_6;
+    \$559  = \$193 ;
     if (rst) begin
-      \$332  = 1'h0;
+      \$559  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$333  = rd2_valid_7;
+    \$560  = rd4_valid_1;
     if (rst) begin
-      \$333  = 1'h0;
+      \$560  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$334  = \$239 ;
+    \$561  = rd4_valid_2;
     if (rst) begin
-      \$334  = 1'h0;
+      \$561  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$335  = rd3_valid_1;
+    \$562  = rd4_valid_3;
     if (rst) begin
-      \$335  = 1'h0;
+      \$562  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$336  = rd3_valid_2;
+    \$563  = rd4_valid_4;
     if (rst) begin
-      \$336  = 1'h0;
+      \$563  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$337  = rd3_valid_3;
+    \$564  = rd4_valid_5;
     if (rst) begin
-      \$337  = 1'h0;
+      \$564  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$338  = rd3_valid_4;
+    \$565  = rd4_valid_6;
     if (rst) begin
-      \$338  = 1'h0;
+      \$565  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$339  = rd3_valid_5;
+    \$566  = rd4_valid_7;
     if (rst) begin
-      \$339  = 1'h0;
+      \$566  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$340  = rd3_valid_6;
+    \$567  = rd4_valid_7;
     if (rst) begin
-      \$340  = 1'h0;
+      \$567  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$341  = rd3_valid_7;
+    \$568  = rd4_valid_7;
     if (rst) begin
-      \$341  = 1'h0;
+      \$568  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$342  = \$240 ;
+    \$569  = rd4_valid_7;
     if (rst) begin
-      \$342  = 1'h0;
+      \$569  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$343  = rd4_valid_1;
+    \$570  = rd4_valid_7;
     if (rst) begin
-      \$343  = 1'h0;
+      \$570  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$344  = rd4_valid_2;
+    \$571  = rd4_valid_7;
     if (rst) begin
-      \$344  = 1'h0;
+      \$571  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$345  = rd4_valid_3;
+    \$572  = rd4_valid_7;
     if (rst) begin
-      \$345  = 1'h0;
+      \$572  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$346  = rd4_valid_4;
+    \$573  = rd4_valid_7;
     if (rst) begin
-      \$346  = 1'h0;
+      \$573  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$347  = rd4_valid_5;
+    \$574  = \$196 [1:0];
     if (rst) begin
-      \$347  = 1'h0;
+      \$574  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$348  = rd4_valid_6;
+    \$575  = \$200 ;
     if (rst) begin
-      \$348  = 1'h0;
+      \$575  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$349  = rd4_valid_7;
+    \$576  = \$203 [1:0];
     if (rst) begin
-      \$349  = 1'h0;
+      \$576  = 2'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$350  = { wr0_slots[6:0], wr0_slots[7] };
+    \$577  = \$207 ;
     if (rst) begin
-      \$350  = 8'h11;
+      \$577  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$351  = { wr1_slots[6:0], wr1_slots[7] };
+    \$578  = \$210 [1:0];
     if (rst) begin
-      \$351  = 8'h22;
+      \$578  = 2'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$352  = { wr2_slots[6:0], wr2_slots[7] };
+    \$579  = \$214 ;
     if (rst) begin
-      \$352  = 8'h44;
+      \$579  = 1'h1;
     end
   end
-  assign rd0_bank_one_hot = \$241 [7:0];
-  assign rd1_bank_one_hot = \$242 [7:0];
-  assign rd2_bank_one_hot = \$243 [7:0];
-  assign rd3_bank_one_hot = \$244 [7:0];
-  assign rd4_bank_one_hot = \$245 [7:0];
-  assign r_addr = bank0_read_row_1;
+  assign rd0_bank_one_hot = \$215 [7:0];
+  assign rd1_bank_one_hot = \$216 [7:0];
+  assign rd2_bank_one_hot = \$217 [7:0];
+  assign rd3_bank_one_hot = \$218 [7:0];
+  assign rd4_bank_one_hot = \$219 [7:0];
   assign r_en = bank0_read_en_1;
-  assign \r_addr$171  = bank1_read_row_1;
-  assign \r_en$172  = bank1_read_en_1;
-  assign \r_addr$173  = bank2_read_row_1;
-  assign \r_en$174  = bank2_read_en_1;
-  assign \r_addr$175  = bank3_read_row_1;
-  assign \r_en$176  = bank3_read_en_1;
-  assign \r_addr$177  = bank4_read_row_1;
-  assign \r_en$178  = bank4_read_en_1;
-  assign \r_addr$179  = bank5_read_row_1;
-  assign \r_en$180  = bank5_read_en_1;
-  assign \r_addr$181  = bank6_read_row_1;
-  assign \r_en$182  = bank6_read_en_1;
-  assign \r_addr$183  = bank7_read_row_1;
-  assign \r_en$184  = bank7_read_en_1;
+  assign \r_en$263  = bank1_read_en_1;
+  assign \r_en$265  = bank2_read_en_1;
+  assign \r_en$267  = bank3_read_en_1;
+  assign \r_en$269  = bank4_read_en_1;
+  assign \r_en$271  = bank5_read_en_1;
+  assign \r_en$273  = bank6_read_en_1;
+  assign \r_en$275  = bank7_read_en_1;
   assign i0 = position0_word;
   assign i1 = position1_word;
   assign i2 = position2_word;
@@ -2341,1675 +3758,12286 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   assign i6 = position6_word;
   assign i7 = position7_word;
   assign o0 = w_data;
-  assign w_en = rd0_valid_8;
-  assign \r_data$197  = rd0__resp__payload;
-  assign r_rdy = rd0__resp__valid;
-  assign \r_en$199  = rd0__resp__ready;
-  assign o1 = \w_data$200 ;
-  assign \w_en$202  = rd1_valid_8;
-  assign \r_data$204  = rd1__resp__payload;
-  assign \r_rdy$205  = rd1__resp__valid;
-  assign \r_en$206  = rd1__resp__ready;
-  assign o2 = \w_data$207 ;
-  assign \w_en$209  = rd2_valid_8;
-  assign \r_data$211  = rd2__resp__payload;
-  assign \r_rdy$212  = rd2__resp__valid;
-  assign \r_en$213  = rd2__resp__ready;
-  assign o3 = \w_data$214 ;
-  assign \w_en$216  = rd3_valid_8;
-  assign \r_data$218  = rd3__resp__payload;
-  assign \r_rdy$219  = rd3__resp__valid;
-  assign \r_en$220  = rd3__resp__ready;
-  assign o4 = \w_data$221 ;
-  assign \w_en$223  = rd4_valid_8;
-  assign \r_data$225  = rd4__resp__payload;
-  assign \r_rdy$226  = rd4__resp__valid;
-  assign \r_en$227  = rd4__resp__ready;
-  assign wr0_bank_one_hot = \$246 [7:0];
+  assign w_en = { rd0_w_en_c7, rd0_w_en_c6, rd0_w_en_c5, rd0_w_en_c4, rd0_w_en_c3, rd0_w_en_c2, rd0_w_en_c1, rd0_w_en_c0 };
+  assign rd0__resp__payload = { \$587 , \$586 , \$585 , \$584 , \$583 , \$582 , \$581 , \$580  };
+  assign o__payload = { \$587 , \$586 , \$585 , \$584 , \$583 , \$582 , \$581 , \$580  };
+  assign o__valid = rd0__resp__valid;
+  assign o__ready = rd0__resp__ready;
+  assign o1 = \w_data$291 ;
+  assign \w_en$293  = { rd1_w_en_c7, rd1_w_en_c6, rd1_w_en_c5, rd1_w_en_c4, rd1_w_en_c3, rd1_w_en_c2, rd1_w_en_c1, rd1_w_en_c0 };
+  assign rd1__resp__payload = { \$595 , \$594 , \$593 , \$592 , \$591 , \$590 , \$589 , \$588  };
+  assign \o__payload$295  = { \$595 , \$594 , \$593 , \$592 , \$591 , \$590 , \$589 , \$588  };
+  assign \o__valid$296  = rd1__resp__valid;
+  assign \o__ready$297  = rd1__resp__ready;
+  assign o2 = \w_data$298 ;
+  assign \w_en$300  = { rd2_w_en_c7, rd2_w_en_c6, rd2_w_en_c5, rd2_w_en_c4, rd2_w_en_c3, rd2_w_en_c2, rd2_w_en_c1, rd2_w_en_c0 };
+  assign rd2__resp__payload = { \$603 , \$602 , \$601 , \$600 , \$599 , \$598 , \$597 , \$596  };
+  assign \o__payload$302  = { \$603 , \$602 , \$601 , \$600 , \$599 , \$598 , \$597 , \$596  };
+  assign \o__valid$303  = rd2__resp__valid;
+  assign \o__ready$304  = rd2__resp__ready;
+  assign o3 = \w_data$305 ;
+  assign \w_en$307  = { rd3_w_en_c7, rd3_w_en_c6, rd3_w_en_c5, rd3_w_en_c4, rd3_w_en_c3, rd3_w_en_c2, rd3_w_en_c1, rd3_w_en_c0 };
+  assign rd3__resp__payload = { \$611 , \$610 , \$609 , \$608 , \$607 , \$606 , \$605 , \$604  };
+  assign \o__payload$309  = { \$611 , \$610 , \$609 , \$608 , \$607 , \$606 , \$605 , \$604  };
+  assign \o__valid$310  = rd3__resp__valid;
+  assign \o__ready$311  = rd3__resp__ready;
+  assign o4 = \w_data$312 ;
+  assign \w_en$314  = { rd4_w_en_c7, rd4_w_en_c6, rd4_w_en_c5, rd4_w_en_c4, rd4_w_en_c3, rd4_w_en_c2, rd4_w_en_c1, rd4_w_en_c0 };
+  assign rd4__resp__payload = { \$619 , \$618 , \$617 , \$616 , \$615 , \$614 , \$613 , \$612  };
+  assign \o__payload$316  = { \$619 , \$618 , \$617 , \$616 , \$615 , \$614 , \$613 , \$612  };
+  assign \o__valid$317  = rd4__resp__valid;
+  assign \o__ready$318  = rd4__resp__ready;
+  assign wr0_bank_one_hot = \$284 [7:0];
   assign wr0__ready = wr0_slot;
-  assign \i0$234  = wr0_entry;
-  assign wr1_bank_one_hot = \$249 [7:0];
+  assign wr0_entry = \i0$323 ;
+  assign wr1_bank_one_hot = \$301 [7:0];
   assign wr1__ready = wr1_slot;
-  assign \i1$241  = wr1_entry;
-  assign wr2_bank_one_hot = \$252 [7:0];
+  assign wr1_entry = \i1$330 ;
+  assign wr2_bank_one_hot = \$318 [7:0];
   assign wr2__ready = wr2_slot;
-  assign \i2$248  = wr2_entry;
-  assign w_addr = \o0$250 [8:0];
-  assign \w_data$251  = \o0$250 [136:9];
-  assign \w_addr$253  = \o0$250 [8:0];
-  assign \w_data$254  = \o0$250 [136:9];
-  assign \w_addr$256  = \o1$257 [8:0];
-  assign \w_data$258  = \o1$257 [136:9];
-  assign \w_addr$260  = \o1$257 [8:0];
-  assign \w_data$261  = \o1$257 [136:9];
-  assign \w_addr$263  = \o2$264 [8:0];
-  assign \w_data$265  = \o2$264 [136:9];
-  assign \w_addr$267  = \o2$264 [8:0];
-  assign \w_data$268  = \o2$264 [136:9];
-  assign \w_addr$270  = \o3$271 [8:0];
-  assign \w_data$272  = \o3$271 [136:9];
-  assign \w_addr$274  = \o3$271 [8:0];
-  assign \w_data$275  = \o3$271 [136:9];
+  assign wr2_entry = \i2$337 ;
+  assign \w_data$340  = { \o0$341 [220:205], \o0$341 [192:177], \o0$341 [164:149], \o0$341 [136:121], \o0$341 [108:93], \o0$341 [80:65], \o0$341 [52:37], \o0$341 [24:9] };
+  assign \w_en$342  = { \$350 , \$348 , \$346 , \$344 , \$342 , \$340 , \$338 , \$336  };
+  assign \w_data$344  = { \o0$341 [220:205], \o0$341 [192:177], \o0$341 [164:149], \o0$341 [136:121], \o0$341 [108:93], \o0$341 [80:65], \o0$341 [52:37], \o0$341 [24:9] };
+  assign \w_en$345  = { \$366 , \$364 , \$362 , \$360 , \$358 , \$356 , \$354 , \$352  };
+  assign \w_data$347  = { \o1$348 [220:205], \o1$348 [192:177], \o1$348 [164:149], \o1$348 [136:121], \o1$348 [108:93], \o1$348 [80:65], \o1$348 [52:37], \o1$348 [24:9] };
+  assign \w_en$349  = { \$382 , \$380 , \$378 , \$376 , \$374 , \$372 , \$370 , \$368  };
+  assign \w_data$351  = { \o1$348 [220:205], \o1$348 [192:177], \o1$348 [164:149], \o1$348 [136:121], \o1$348 [108:93], \o1$348 [80:65], \o1$348 [52:37], \o1$348 [24:9] };
+  assign \w_en$352  = { \$398 , \$396 , \$394 , \$392 , \$390 , \$388 , \$386 , \$384  };
+  assign \w_data$354  = { \o2$355 [220:205], \o2$355 [192:177], \o2$355 [164:149], \o2$355 [136:121], \o2$355 [108:93], \o2$355 [80:65], \o2$355 [52:37], \o2$355 [24:9] };
+  assign \w_en$356  = { \$414 , \$412 , \$410 , \$408 , \$406 , \$404 , \$402 , \$400  };
+  assign \w_data$358  = { \o2$355 [220:205], \o2$355 [192:177], \o2$355 [164:149], \o2$355 [136:121], \o2$355 [108:93], \o2$355 [80:65], \o2$355 [52:37], \o2$355 [24:9] };
+  assign \w_en$359  = { \$430 , \$428 , \$426 , \$424 , \$422 , \$420 , \$418 , \$416  };
+  assign \w_data$361  = { \o3$362 [220:205], \o3$362 [192:177], \o3$362 [164:149], \o3$362 [136:121], \o3$362 [108:93], \o3$362 [80:65], \o3$362 [52:37], \o3$362 [24:9] };
+  assign \w_en$363  = { \$446 , \$444 , \$442 , \$440 , \$438 , \$436 , \$434 , \$432  };
+  assign \w_data$365  = { \o3$362 [220:205], \o3$362 [192:177], \o3$362 [164:149], \o3$362 [136:121], \o3$362 [108:93], \o3$362 [80:65], \o3$362 [52:37], \o3$362 [24:9] };
+  assign \w_en$366  = { \$462 , \$460 , \$458 , \$456 , \$454 , \$452 , \$450 , \$448  };
+  assign \port$1109$0  = \$580 ;
+  assign \port$1110$0  = \$581 ;
+  assign \port$1111$0  = \$582 ;
+  assign \port$1112$0  = \$583 ;
+  assign \port$1113$0  = \$584 ;
+  assign \port$1114$0  = \$585 ;
+  assign \port$1115$0  = \$586 ;
+  assign \port$1116$0  = \$587 ;
+  assign \port$1549$0  = \$588 ;
+  assign \port$1550$0  = \$589 ;
+  assign \port$1551$0  = \$590 ;
+  assign \port$1552$0  = \$591 ;
+  assign \port$1553$0  = \$592 ;
+  assign \port$1554$0  = \$593 ;
+  assign \port$1555$0  = \$594 ;
+  assign \port$1556$0  = \$595 ;
+  assign \port$1989$0  = \$596 ;
+  assign \port$1990$0  = \$597 ;
+  assign \port$1991$0  = \$598 ;
+  assign \port$1992$0  = \$599 ;
+  assign \port$1993$0  = \$600 ;
+  assign \port$1994$0  = \$601 ;
+  assign \port$1995$0  = \$602 ;
+  assign \port$1996$0  = \$603 ;
+  assign \port$2429$0  = \$604 ;
+  assign \port$2430$0  = \$605 ;
+  assign \port$2431$0  = \$606 ;
+  assign \port$2432$0  = \$607 ;
+  assign \port$2433$0  = \$608 ;
+  assign \port$2434$0  = \$609 ;
+  assign \port$2435$0  = \$610 ;
+  assign \port$2436$0  = \$611 ;
+  assign \port$2869$0  = \$612 ;
+  assign \port$2870$0  = \$613 ;
+  assign \port$2871$0  = \$614 ;
+  assign \port$2872$0  = \$615 ;
+  assign \port$2873$0  = \$616 ;
+  assign \port$2874$0  = \$617 ;
+  assign \port$2875$0  = \$618 ;
+  assign \port$2876$0  = \$619 ;
+  assign \r_addr[0]  = r_addr[8:0];
+  assign \r_addr[1]  = r_addr[17:9];
+  assign \r_addr[2]  = r_addr[26:18];
+  assign \r_addr[3]  = r_addr[35:27];
+  assign \r_addr[4]  = r_addr[44:36];
+  assign \r_addr[5]  = r_addr[53:45];
+  assign \r_addr[6]  = r_addr[62:54];
+  assign \r_addr[7]  = r_addr[71:63];
+  assign \r_addr$262[0]  = \r_addr$262 [8:0];
+  assign \r_addr$262[1]  = \r_addr$262 [17:9];
+  assign \r_addr$262[2]  = \r_addr$262 [26:18];
+  assign \r_addr$262[3]  = \r_addr$262 [35:27];
+  assign \r_addr$262[4]  = \r_addr$262 [44:36];
+  assign \r_addr$262[5]  = \r_addr$262 [53:45];
+  assign \r_addr$262[6]  = \r_addr$262 [62:54];
+  assign \r_addr$262[7]  = \r_addr$262 [71:63];
+  assign \r_addr$264[0]  = \r_addr$264 [8:0];
+  assign \r_addr$264[1]  = \r_addr$264 [17:9];
+  assign \r_addr$264[2]  = \r_addr$264 [26:18];
+  assign \r_addr$264[3]  = \r_addr$264 [35:27];
+  assign \r_addr$264[4]  = \r_addr$264 [44:36];
+  assign \r_addr$264[5]  = \r_addr$264 [53:45];
+  assign \r_addr$264[6]  = \r_addr$264 [62:54];
+  assign \r_addr$264[7]  = \r_addr$264 [71:63];
+  assign \r_addr$266[0]  = \r_addr$266 [8:0];
+  assign \r_addr$266[1]  = \r_addr$266 [17:9];
+  assign \r_addr$266[2]  = \r_addr$266 [26:18];
+  assign \r_addr$266[3]  = \r_addr$266 [35:27];
+  assign \r_addr$266[4]  = \r_addr$266 [44:36];
+  assign \r_addr$266[5]  = \r_addr$266 [53:45];
+  assign \r_addr$266[6]  = \r_addr$266 [62:54];
+  assign \r_addr$266[7]  = \r_addr$266 [71:63];
+  assign \r_addr$268[0]  = \r_addr$268 [8:0];
+  assign \r_addr$268[1]  = \r_addr$268 [17:9];
+  assign \r_addr$268[2]  = \r_addr$268 [26:18];
+  assign \r_addr$268[3]  = \r_addr$268 [35:27];
+  assign \r_addr$268[4]  = \r_addr$268 [44:36];
+  assign \r_addr$268[5]  = \r_addr$268 [53:45];
+  assign \r_addr$268[6]  = \r_addr$268 [62:54];
+  assign \r_addr$268[7]  = \r_addr$268 [71:63];
+  assign \r_addr$270[0]  = \r_addr$270 [8:0];
+  assign \r_addr$270[1]  = \r_addr$270 [17:9];
+  assign \r_addr$270[2]  = \r_addr$270 [26:18];
+  assign \r_addr$270[3]  = \r_addr$270 [35:27];
+  assign \r_addr$270[4]  = \r_addr$270 [44:36];
+  assign \r_addr$270[5]  = \r_addr$270 [53:45];
+  assign \r_addr$270[6]  = \r_addr$270 [62:54];
+  assign \r_addr$270[7]  = \r_addr$270 [71:63];
+  assign \r_addr$272[0]  = \r_addr$272 [8:0];
+  assign \r_addr$272[1]  = \r_addr$272 [17:9];
+  assign \r_addr$272[2]  = \r_addr$272 [26:18];
+  assign \r_addr$272[3]  = \r_addr$272 [35:27];
+  assign \r_addr$272[4]  = \r_addr$272 [44:36];
+  assign \r_addr$272[5]  = \r_addr$272 [53:45];
+  assign \r_addr$272[6]  = \r_addr$272 [62:54];
+  assign \r_addr$272[7]  = \r_addr$272 [71:63];
+  assign \r_addr$274[0]  = \r_addr$274 [8:0];
+  assign \r_addr$274[1]  = \r_addr$274 [17:9];
+  assign \r_addr$274[2]  = \r_addr$274 [26:18];
+  assign \r_addr$274[3]  = \r_addr$274 [35:27];
+  assign \r_addr$274[4]  = \r_addr$274 [44:36];
+  assign \r_addr$274[5]  = \r_addr$274 [53:45];
+  assign \r_addr$274[6]  = \r_addr$274 [62:54];
+  assign \r_addr$274[7]  = \r_addr$274 [71:63];
   assign \wr0__payload.addr  = wr0__payload[11:0];
   assign \wr0__payload.data  = wr0__payload[139:12];
   assign \wr0__payload.mask  = wr0__payload[155:140];
-  assign \wr0_entry.row  = wr0_entry[8:0];
-  assign \wr0_entry.data  = wr0_entry[136:9];
-  assign \wr0_entry.mask  = wr0_entry[152:137];
-  assign \wr0_entry.group  = wr0_entry[153];
+  assign \wr0_entry[0]  = \i0$323 [27:0];
+  assign \wr0_entry[0].row  = \i0$323 [8:0];
+  assign \wr0_entry[0].data  = \i0$323 [24:9];
+  assign \wr0_entry[0].mask  = \i0$323 [26:25];
+  assign \wr0_entry[0].group  = \i0$323 [27];
+  assign \wr0_entry[1]  = \i0$323 [55:28];
+  assign \wr0_entry[1].row  = \i0$323 [36:28];
+  assign \wr0_entry[1].data  = \i0$323 [52:37];
+  assign \wr0_entry[1].mask  = \i0$323 [54:53];
+  assign \wr0_entry[1].group  = \i0$323 [55];
+  assign \wr0_entry[2]  = \i0$323 [83:56];
+  assign \wr0_entry[2].row  = \i0$323 [64:56];
+  assign \wr0_entry[2].data  = \i0$323 [80:65];
+  assign \wr0_entry[2].mask  = \i0$323 [82:81];
+  assign \wr0_entry[2].group  = \i0$323 [83];
+  assign \wr0_entry[3]  = \i0$323 [111:84];
+  assign \wr0_entry[3].row  = \i0$323 [92:84];
+  assign \wr0_entry[3].data  = \i0$323 [108:93];
+  assign \wr0_entry[3].mask  = \i0$323 [110:109];
+  assign \wr0_entry[3].group  = \i0$323 [111];
+  assign \wr0_entry[4]  = \i0$323 [139:112];
+  assign \wr0_entry[4].row  = \i0$323 [120:112];
+  assign \wr0_entry[4].data  = \i0$323 [136:121];
+  assign \wr0_entry[4].mask  = \i0$323 [138:137];
+  assign \wr0_entry[4].group  = \i0$323 [139];
+  assign \wr0_entry[5]  = \i0$323 [167:140];
+  assign \wr0_entry[5].row  = \i0$323 [148:140];
+  assign \wr0_entry[5].data  = \i0$323 [164:149];
+  assign \wr0_entry[5].mask  = \i0$323 [166:165];
+  assign \wr0_entry[5].group  = \i0$323 [167];
+  assign \wr0_entry[6]  = \i0$323 [195:168];
+  assign \wr0_entry[6].row  = \i0$323 [176:168];
+  assign \wr0_entry[6].data  = \i0$323 [192:177];
+  assign \wr0_entry[6].mask  = \i0$323 [194:193];
+  assign \wr0_entry[6].group  = \i0$323 [195];
+  assign \wr0_entry[7]  = \i0$323 [223:196];
+  assign \wr0_entry[7].row  = \i0$323 [204:196];
+  assign \wr0_entry[7].data  = \i0$323 [220:205];
+  assign \wr0_entry[7].mask  = \i0$323 [222:221];
+  assign \wr0_entry[7].group  = \i0$323 [223];
   assign \wr1__payload.addr  = wr1__payload[11:0];
   assign \wr1__payload.data  = wr1__payload[139:12];
   assign \wr1__payload.mask  = wr1__payload[155:140];
-  assign \wr1_entry.row  = wr1_entry[8:0];
-  assign \wr1_entry.data  = wr1_entry[136:9];
-  assign \wr1_entry.mask  = wr1_entry[152:137];
-  assign \wr1_entry.group  = wr1_entry[153];
+  assign \wr1_entry[0]  = \i1$330 [27:0];
+  assign \wr1_entry[0].row  = \i1$330 [8:0];
+  assign \wr1_entry[0].data  = \i1$330 [24:9];
+  assign \wr1_entry[0].mask  = \i1$330 [26:25];
+  assign \wr1_entry[0].group  = \i1$330 [27];
+  assign \wr1_entry[1]  = \i1$330 [55:28];
+  assign \wr1_entry[1].row  = \i1$330 [36:28];
+  assign \wr1_entry[1].data  = \i1$330 [52:37];
+  assign \wr1_entry[1].mask  = \i1$330 [54:53];
+  assign \wr1_entry[1].group  = \i1$330 [55];
+  assign \wr1_entry[2]  = \i1$330 [83:56];
+  assign \wr1_entry[2].row  = \i1$330 [64:56];
+  assign \wr1_entry[2].data  = \i1$330 [80:65];
+  assign \wr1_entry[2].mask  = \i1$330 [82:81];
+  assign \wr1_entry[2].group  = \i1$330 [83];
+  assign \wr1_entry[3]  = \i1$330 [111:84];
+  assign \wr1_entry[3].row  = \i1$330 [92:84];
+  assign \wr1_entry[3].data  = \i1$330 [108:93];
+  assign \wr1_entry[3].mask  = \i1$330 [110:109];
+  assign \wr1_entry[3].group  = \i1$330 [111];
+  assign \wr1_entry[4]  = \i1$330 [139:112];
+  assign \wr1_entry[4].row  = \i1$330 [120:112];
+  assign \wr1_entry[4].data  = \i1$330 [136:121];
+  assign \wr1_entry[4].mask  = \i1$330 [138:137];
+  assign \wr1_entry[4].group  = \i1$330 [139];
+  assign \wr1_entry[5]  = \i1$330 [167:140];
+  assign \wr1_entry[5].row  = \i1$330 [148:140];
+  assign \wr1_entry[5].data  = \i1$330 [164:149];
+  assign \wr1_entry[5].mask  = \i1$330 [166:165];
+  assign \wr1_entry[5].group  = \i1$330 [167];
+  assign \wr1_entry[6]  = \i1$330 [195:168];
+  assign \wr1_entry[6].row  = \i1$330 [176:168];
+  assign \wr1_entry[6].data  = \i1$330 [192:177];
+  assign \wr1_entry[6].mask  = \i1$330 [194:193];
+  assign \wr1_entry[6].group  = \i1$330 [195];
+  assign \wr1_entry[7]  = \i1$330 [223:196];
+  assign \wr1_entry[7].row  = \i1$330 [204:196];
+  assign \wr1_entry[7].data  = \i1$330 [220:205];
+  assign \wr1_entry[7].mask  = \i1$330 [222:221];
+  assign \wr1_entry[7].group  = \i1$330 [223];
   assign \wr2__payload.addr  = wr2__payload[11:0];
   assign \wr2__payload.data  = wr2__payload[139:12];
   assign \wr2__payload.mask  = wr2__payload[155:140];
-  assign \wr2_entry.row  = wr2_entry[8:0];
-  assign \wr2_entry.data  = wr2_entry[136:9];
-  assign \wr2_entry.mask  = wr2_entry[152:137];
-  assign \wr2_entry.group  = wr2_entry[153];
-  assign wr2_entry[153] = wr2__payload[2];
-  assign wr2_entry[152:137] = \$254 ;
-  assign wr2_entry[136:9] = wr2__payload[139:12];
-  assign wr2_entry[8:0] = wr2__payload[11:3];
-  assign wr1_entry[153] = wr1__payload[2];
-  assign wr1_entry[152:137] = \$251 ;
-  assign wr1_entry[136:9] = wr1__payload[139:12];
-  assign wr1_entry[8:0] = wr1__payload[11:3];
-  assign wr0_entry[153] = wr0__payload[2];
-  assign wr0_entry[152:137] = \$248 ;
-  assign wr0_entry[136:9] = wr0__payload[139:12];
-  assign wr0_entry[8:0] = wr0__payload[11:3];
-  assign \$256  = \o0$250 [153];
-  assign \$258  = \o1$257 [153];
-  assign \$260  = \o2$264 [153];
-  assign \$262  = \o3$271 [153];
+  assign \wr2_entry[0]  = \i2$337 [27:0];
+  assign \wr2_entry[0].row  = \i2$337 [8:0];
+  assign \wr2_entry[0].data  = \i2$337 [24:9];
+  assign \wr2_entry[0].mask  = \i2$337 [26:25];
+  assign \wr2_entry[0].group  = \i2$337 [27];
+  assign \wr2_entry[1]  = \i2$337 [55:28];
+  assign \wr2_entry[1].row  = \i2$337 [36:28];
+  assign \wr2_entry[1].data  = \i2$337 [52:37];
+  assign \wr2_entry[1].mask  = \i2$337 [54:53];
+  assign \wr2_entry[1].group  = \i2$337 [55];
+  assign \wr2_entry[2]  = \i2$337 [83:56];
+  assign \wr2_entry[2].row  = \i2$337 [64:56];
+  assign \wr2_entry[2].data  = \i2$337 [80:65];
+  assign \wr2_entry[2].mask  = \i2$337 [82:81];
+  assign \wr2_entry[2].group  = \i2$337 [83];
+  assign \wr2_entry[3]  = \i2$337 [111:84];
+  assign \wr2_entry[3].row  = \i2$337 [92:84];
+  assign \wr2_entry[3].data  = \i2$337 [108:93];
+  assign \wr2_entry[3].mask  = \i2$337 [110:109];
+  assign \wr2_entry[3].group  = \i2$337 [111];
+  assign \wr2_entry[4]  = \i2$337 [139:112];
+  assign \wr2_entry[4].row  = \i2$337 [120:112];
+  assign \wr2_entry[4].data  = \i2$337 [136:121];
+  assign \wr2_entry[4].mask  = \i2$337 [138:137];
+  assign \wr2_entry[4].group  = \i2$337 [139];
+  assign \wr2_entry[5]  = \i2$337 [167:140];
+  assign \wr2_entry[5].row  = \i2$337 [148:140];
+  assign \wr2_entry[5].data  = \i2$337 [164:149];
+  assign \wr2_entry[5].mask  = \i2$337 [166:165];
+  assign \wr2_entry[5].group  = \i2$337 [167];
+  assign \wr2_entry[6]  = \i2$337 [195:168];
+  assign \wr2_entry[6].row  = \i2$337 [176:168];
+  assign \wr2_entry[6].data  = \i2$337 [192:177];
+  assign \wr2_entry[6].mask  = \i2$337 [194:193];
+  assign \wr2_entry[6].group  = \i2$337 [195];
+  assign \wr2_entry[7]  = \i2$337 [223:196];
+  assign \wr2_entry[7].row  = \i2$337 [204:196];
+  assign \wr2_entry[7].data  = \i2$337 [220:205];
+  assign \wr2_entry[7].mask  = \i2$337 [222:221];
+  assign \wr2_entry[7].group  = \i2$337 [223];
+  assign \w_addr[0]  = w_addr[8:0];
+  assign \w_addr[1]  = w_addr[17:9];
+  assign \w_addr[2]  = w_addr[26:18];
+  assign \w_addr[3]  = w_addr[35:27];
+  assign \w_addr[4]  = w_addr[44:36];
+  assign \w_addr[5]  = w_addr[53:45];
+  assign \w_addr[6]  = w_addr[62:54];
+  assign \w_addr[7]  = w_addr[71:63];
+  assign \w_addr$346[0]  = \w_addr$346 [8:0];
+  assign \w_addr$346[1]  = \w_addr$346 [17:9];
+  assign \w_addr$346[2]  = \w_addr$346 [26:18];
+  assign \w_addr$346[3]  = \w_addr$346 [35:27];
+  assign \w_addr$346[4]  = \w_addr$346 [44:36];
+  assign \w_addr$346[5]  = \w_addr$346 [53:45];
+  assign \w_addr$346[6]  = \w_addr$346 [62:54];
+  assign \w_addr$346[7]  = \w_addr$346 [71:63];
+  assign \w_addr$350[0]  = \w_addr$350 [8:0];
+  assign \w_addr$350[1]  = \w_addr$350 [17:9];
+  assign \w_addr$350[2]  = \w_addr$350 [26:18];
+  assign \w_addr$350[3]  = \w_addr$350 [35:27];
+  assign \w_addr$350[4]  = \w_addr$350 [44:36];
+  assign \w_addr$350[5]  = \w_addr$350 [53:45];
+  assign \w_addr$350[6]  = \w_addr$350 [62:54];
+  assign \w_addr$350[7]  = \w_addr$350 [71:63];
+  assign \w_addr$353[0]  = \w_addr$353 [8:0];
+  assign \w_addr$353[1]  = \w_addr$353 [17:9];
+  assign \w_addr$353[2]  = \w_addr$353 [26:18];
+  assign \w_addr$353[3]  = \w_addr$353 [35:27];
+  assign \w_addr$353[4]  = \w_addr$353 [44:36];
+  assign \w_addr$353[5]  = \w_addr$353 [53:45];
+  assign \w_addr$353[6]  = \w_addr$353 [62:54];
+  assign \w_addr$353[7]  = \w_addr$353 [71:63];
+  assign \w_addr$357[0]  = \w_addr$357 [8:0];
+  assign \w_addr$357[1]  = \w_addr$357 [17:9];
+  assign \w_addr$357[2]  = \w_addr$357 [26:18];
+  assign \w_addr$357[3]  = \w_addr$357 [35:27];
+  assign \w_addr$357[4]  = \w_addr$357 [44:36];
+  assign \w_addr$357[5]  = \w_addr$357 [53:45];
+  assign \w_addr$357[6]  = \w_addr$357 [62:54];
+  assign \w_addr$357[7]  = \w_addr$357 [71:63];
+  assign \w_addr$360[0]  = \w_addr$360 [8:0];
+  assign \w_addr$360[1]  = \w_addr$360 [17:9];
+  assign \w_addr$360[2]  = \w_addr$360 [26:18];
+  assign \w_addr$360[3]  = \w_addr$360 [35:27];
+  assign \w_addr$360[4]  = \w_addr$360 [44:36];
+  assign \w_addr$360[5]  = \w_addr$360 [53:45];
+  assign \w_addr$360[6]  = \w_addr$360 [62:54];
+  assign \w_addr$360[7]  = \w_addr$360 [71:63];
+  assign \w_addr$364[0]  = \w_addr$364 [8:0];
+  assign \w_addr$364[1]  = \w_addr$364 [17:9];
+  assign \w_addr$364[2]  = \w_addr$364 [26:18];
+  assign \w_addr$364[3]  = \w_addr$364 [35:27];
+  assign \w_addr$364[4]  = \w_addr$364 [44:36];
+  assign \w_addr$364[5]  = \w_addr$364 [53:45];
+  assign \w_addr$364[6]  = \w_addr$364 [62:54];
+  assign \w_addr$364[7]  = \w_addr$364 [71:63];
+  assign \w_addr$367[0]  = \w_addr$367 [8:0];
+  assign \w_addr$367[1]  = \w_addr$367 [17:9];
+  assign \w_addr$367[2]  = \w_addr$367 [26:18];
+  assign \w_addr$367[3]  = \w_addr$367 [35:27];
+  assign \w_addr$367[4]  = \w_addr$367 [44:36];
+  assign \w_addr$367[5]  = \w_addr$367 [53:45];
+  assign \w_addr$367[6]  = \w_addr$367 [62:54];
+  assign \w_addr$367[7]  = \w_addr$367 [71:63];
+  assign \w_addr$367 [71:63] = \o3$362 [204:196];
+  assign \w_addr$367 [62:54] = \o3$362 [176:168];
+  assign \w_addr$367 [53:45] = \o3$362 [148:140];
+  assign \w_addr$367 [44:36] = \o3$362 [120:112];
+  assign \w_addr$367 [35:27] = \o3$362 [92:84];
+  assign \w_addr$367 [26:18] = \o3$362 [64:56];
+  assign \w_addr$367 [17:9] = \o3$362 [36:28];
+  assign \w_addr$367 [8:0] = \o3$362 [8:0];
+  assign \w_addr$364 [71:63] = \o3$362 [204:196];
+  assign \w_addr$364 [62:54] = \o3$362 [176:168];
+  assign \w_addr$364 [53:45] = \o3$362 [148:140];
+  assign \w_addr$364 [44:36] = \o3$362 [120:112];
+  assign \w_addr$364 [35:27] = \o3$362 [92:84];
+  assign \w_addr$364 [26:18] = \o3$362 [64:56];
+  assign \w_addr$364 [17:9] = \o3$362 [36:28];
+  assign \w_addr$364 [8:0] = \o3$362 [8:0];
+  assign \w_addr$360 [71:63] = \o2$355 [204:196];
+  assign \w_addr$360 [62:54] = \o2$355 [176:168];
+  assign \w_addr$360 [53:45] = \o2$355 [148:140];
+  assign \w_addr$360 [44:36] = \o2$355 [120:112];
+  assign \w_addr$360 [35:27] = \o2$355 [92:84];
+  assign \w_addr$360 [26:18] = \o2$355 [64:56];
+  assign \w_addr$360 [17:9] = \o2$355 [36:28];
+  assign \w_addr$360 [8:0] = \o2$355 [8:0];
+  assign \w_addr$357 [71:63] = \o2$355 [204:196];
+  assign \w_addr$357 [62:54] = \o2$355 [176:168];
+  assign \w_addr$357 [53:45] = \o2$355 [148:140];
+  assign \w_addr$357 [44:36] = \o2$355 [120:112];
+  assign \w_addr$357 [35:27] = \o2$355 [92:84];
+  assign \w_addr$357 [26:18] = \o2$355 [64:56];
+  assign \w_addr$357 [17:9] = \o2$355 [36:28];
+  assign \w_addr$357 [8:0] = \o2$355 [8:0];
+  assign \w_addr$353 [71:63] = \o1$348 [204:196];
+  assign \w_addr$353 [62:54] = \o1$348 [176:168];
+  assign \w_addr$353 [53:45] = \o1$348 [148:140];
+  assign \w_addr$353 [44:36] = \o1$348 [120:112];
+  assign \w_addr$353 [35:27] = \o1$348 [92:84];
+  assign \w_addr$353 [26:18] = \o1$348 [64:56];
+  assign \w_addr$353 [17:9] = \o1$348 [36:28];
+  assign \w_addr$353 [8:0] = \o1$348 [8:0];
+  assign \w_addr$350 [71:63] = \o1$348 [204:196];
+  assign \w_addr$350 [62:54] = \o1$348 [176:168];
+  assign \w_addr$350 [53:45] = \o1$348 [148:140];
+  assign \w_addr$350 [44:36] = \o1$348 [120:112];
+  assign \w_addr$350 [35:27] = \o1$348 [92:84];
+  assign \w_addr$350 [26:18] = \o1$348 [64:56];
+  assign \w_addr$350 [17:9] = \o1$348 [36:28];
+  assign \w_addr$350 [8:0] = \o1$348 [8:0];
+  assign \w_addr$346 [71:63] = \o0$341 [204:196];
+  assign \w_addr$346 [62:54] = \o0$341 [176:168];
+  assign \w_addr$346 [53:45] = \o0$341 [148:140];
+  assign \w_addr$346 [44:36] = \o0$341 [120:112];
+  assign \w_addr$346 [35:27] = \o0$341 [92:84];
+  assign \w_addr$346 [26:18] = \o0$341 [64:56];
+  assign \w_addr$346 [17:9] = \o0$341 [36:28];
+  assign \w_addr$346 [8:0] = \o0$341 [8:0];
+  assign w_addr[71:63] = \o0$341 [204:196];
+  assign w_addr[62:54] = \o0$341 [176:168];
+  assign w_addr[53:45] = \o0$341 [148:140];
+  assign w_addr[44:36] = \o0$341 [120:112];
+  assign w_addr[35:27] = \o0$341 [92:84];
+  assign w_addr[26:18] = \o0$341 [64:56];
+  assign w_addr[17:9] = \o0$341 [36:28];
+  assign w_addr[8:0] = \o0$341 [8:0];
+  assign \i2$337 [223] = wr2__payload[2];
+  assign \i2$337 [222:221] = \$334 [15:14];
+  assign \i2$337 [220:205] = wr2__payload[139:124];
+  assign \i2$337 [204:196] = wr2__payload[11:3];
+  assign \i2$337 [195] = wr2__payload[2];
+  assign \i2$337 [194:193] = \$332 [13:12];
+  assign \i2$337 [192:177] = wr2__payload[123:108];
+  assign \i2$337 [176:168] = wr2__payload[11:3];
+  assign \i2$337 [167] = wr2__payload[2];
+  assign \i2$337 [166:165] = \$330 [11:10];
+  assign \i2$337 [164:149] = wr2__payload[107:92];
+  assign \i2$337 [148:140] = wr2__payload[11:3];
+  assign \i2$337 [139] = wr2__payload[2];
+  assign \i2$337 [138:137] = \$328 [9:8];
+  assign \i2$337 [136:121] = wr2__payload[91:76];
+  assign \i2$337 [120:112] = wr2__payload[11:3];
+  assign \i2$337 [111] = wr2__payload[2];
+  assign \i2$337 [110:109] = \$326 [7:6];
+  assign \i2$337 [108:93] = wr2__payload[75:60];
+  assign \i2$337 [92:84] = wr2__payload[11:3];
+  assign \i2$337 [83] = wr2__payload[2];
+  assign \i2$337 [82:81] = \$324 [5:4];
+  assign \i2$337 [80:65] = wr2__payload[59:44];
+  assign \i2$337 [64:56] = wr2__payload[11:3];
+  assign \i2$337 [55] = wr2__payload[2];
+  assign \i2$337 [54:53] = \$322 [3:2];
+  assign \i2$337 [52:37] = wr2__payload[43:28];
+  assign \i2$337 [36:28] = wr2__payload[11:3];
+  assign \i2$337 [27] = wr2__payload[2];
+  assign \i2$337 [26:25] = \$320 [1:0];
+  assign \i2$337 [24:9] = wr2__payload[27:12];
+  assign \i2$337 [8:0] = wr2__payload[11:3];
+  assign \i1$330 [223] = wr1__payload[2];
+  assign \i1$330 [222:221] = \$317 [15:14];
+  assign \i1$330 [220:205] = wr1__payload[139:124];
+  assign \i1$330 [204:196] = wr1__payload[11:3];
+  assign \i1$330 [195] = wr1__payload[2];
+  assign \i1$330 [194:193] = \$315 [13:12];
+  assign \i1$330 [192:177] = wr1__payload[123:108];
+  assign \i1$330 [176:168] = wr1__payload[11:3];
+  assign \i1$330 [167] = wr1__payload[2];
+  assign \i1$330 [166:165] = \$313 [11:10];
+  assign \i1$330 [164:149] = wr1__payload[107:92];
+  assign \i1$330 [148:140] = wr1__payload[11:3];
+  assign \i1$330 [139] = wr1__payload[2];
+  assign \i1$330 [138:137] = \$311 [9:8];
+  assign \i1$330 [136:121] = wr1__payload[91:76];
+  assign \i1$330 [120:112] = wr1__payload[11:3];
+  assign \i1$330 [111] = wr1__payload[2];
+  assign \i1$330 [110:109] = \$309 [7:6];
+  assign \i1$330 [108:93] = wr1__payload[75:60];
+  assign \i1$330 [92:84] = wr1__payload[11:3];
+  assign \i1$330 [83] = wr1__payload[2];
+  assign \i1$330 [82:81] = \$307 [5:4];
+  assign \i1$330 [80:65] = wr1__payload[59:44];
+  assign \i1$330 [64:56] = wr1__payload[11:3];
+  assign \i1$330 [55] = wr1__payload[2];
+  assign \i1$330 [54:53] = \$305 [3:2];
+  assign \i1$330 [52:37] = wr1__payload[43:28];
+  assign \i1$330 [36:28] = wr1__payload[11:3];
+  assign \i1$330 [27] = wr1__payload[2];
+  assign \i1$330 [26:25] = \$303 [1:0];
+  assign \i1$330 [24:9] = wr1__payload[27:12];
+  assign \i1$330 [8:0] = wr1__payload[11:3];
+  assign \i0$323 [223] = wr0__payload[2];
+  assign \i0$323 [222:221] = \$300 [15:14];
+  assign \i0$323 [220:205] = wr0__payload[139:124];
+  assign \i0$323 [204:196] = wr0__payload[11:3];
+  assign \i0$323 [195] = wr0__payload[2];
+  assign \i0$323 [194:193] = \$298 [13:12];
+  assign \i0$323 [192:177] = wr0__payload[123:108];
+  assign \i0$323 [176:168] = wr0__payload[11:3];
+  assign \i0$323 [167] = wr0__payload[2];
+  assign \i0$323 [166:165] = \$296 [11:10];
+  assign \i0$323 [164:149] = wr0__payload[107:92];
+  assign \i0$323 [148:140] = wr0__payload[11:3];
+  assign \i0$323 [139] = wr0__payload[2];
+  assign \i0$323 [138:137] = \$294 [9:8];
+  assign \i0$323 [136:121] = wr0__payload[91:76];
+  assign \i0$323 [120:112] = wr0__payload[11:3];
+  assign \i0$323 [111] = wr0__payload[2];
+  assign \i0$323 [110:109] = \$292 [7:6];
+  assign \i0$323 [108:93] = wr0__payload[75:60];
+  assign \i0$323 [92:84] = wr0__payload[11:3];
+  assign \i0$323 [83] = wr0__payload[2];
+  assign \i0$323 [82:81] = \$290 [5:4];
+  assign \i0$323 [80:65] = wr0__payload[59:44];
+  assign \i0$323 [64:56] = wr0__payload[11:3];
+  assign \i0$323 [55] = wr0__payload[2];
+  assign \i0$323 [54:53] = \$288 [3:2];
+  assign \i0$323 [52:37] = wr0__payload[43:28];
+  assign \i0$323 [36:28] = wr0__payload[11:3];
+  assign \i0$323 [27] = wr0__payload[2];
+  assign \i0$323 [26:25] = \$286 [1:0];
+  assign \i0$323 [24:9] = wr0__payload[27:12];
+  assign \i0$323 [8:0] = wr0__payload[11:3];
+  assign \r_addr$274 [71:63] = bank7_r_addr_c7;
+  assign \r_addr$274 [62:54] = bank7_r_addr_c6;
+  assign \r_addr$274 [53:45] = bank7_r_addr_c5;
+  assign \r_addr$274 [44:36] = bank7_r_addr_c4;
+  assign \r_addr$274 [35:27] = bank7_r_addr_c3;
+  assign \r_addr$274 [26:18] = bank7_r_addr_c2;
+  assign \r_addr$274 [17:9] = bank7_r_addr_c1;
+  assign \r_addr$274 [8:0] = bank7_r_addr_c0;
+  assign \r_addr$272 [71:63] = bank6_r_addr_c7;
+  assign \r_addr$272 [62:54] = bank6_r_addr_c6;
+  assign \r_addr$272 [53:45] = bank6_r_addr_c5;
+  assign \r_addr$272 [44:36] = bank6_r_addr_c4;
+  assign \r_addr$272 [35:27] = bank6_r_addr_c3;
+  assign \r_addr$272 [26:18] = bank6_r_addr_c2;
+  assign \r_addr$272 [17:9] = bank6_r_addr_c1;
+  assign \r_addr$272 [8:0] = bank6_r_addr_c0;
+  assign \r_addr$270 [71:63] = bank5_r_addr_c7;
+  assign \r_addr$270 [62:54] = bank5_r_addr_c6;
+  assign \r_addr$270 [53:45] = bank5_r_addr_c5;
+  assign \r_addr$270 [44:36] = bank5_r_addr_c4;
+  assign \r_addr$270 [35:27] = bank5_r_addr_c3;
+  assign \r_addr$270 [26:18] = bank5_r_addr_c2;
+  assign \r_addr$270 [17:9] = bank5_r_addr_c1;
+  assign \r_addr$270 [8:0] = bank5_r_addr_c0;
+  assign \r_addr$268 [71:63] = bank4_r_addr_c7;
+  assign \r_addr$268 [62:54] = bank4_r_addr_c6;
+  assign \r_addr$268 [53:45] = bank4_r_addr_c5;
+  assign \r_addr$268 [44:36] = bank4_r_addr_c4;
+  assign \r_addr$268 [35:27] = bank4_r_addr_c3;
+  assign \r_addr$268 [26:18] = bank4_r_addr_c2;
+  assign \r_addr$268 [17:9] = bank4_r_addr_c1;
+  assign \r_addr$268 [8:0] = bank4_r_addr_c0;
+  assign \r_addr$266 [71:63] = bank3_r_addr_c7;
+  assign \r_addr$266 [62:54] = bank3_r_addr_c6;
+  assign \r_addr$266 [53:45] = bank3_r_addr_c5;
+  assign \r_addr$266 [44:36] = bank3_r_addr_c4;
+  assign \r_addr$266 [35:27] = bank3_r_addr_c3;
+  assign \r_addr$266 [26:18] = bank3_r_addr_c2;
+  assign \r_addr$266 [17:9] = bank3_r_addr_c1;
+  assign \r_addr$266 [8:0] = bank3_r_addr_c0;
+  assign \r_addr$264 [71:63] = bank2_r_addr_c7;
+  assign \r_addr$264 [62:54] = bank2_r_addr_c6;
+  assign \r_addr$264 [53:45] = bank2_r_addr_c5;
+  assign \r_addr$264 [44:36] = bank2_r_addr_c4;
+  assign \r_addr$264 [35:27] = bank2_r_addr_c3;
+  assign \r_addr$264 [26:18] = bank2_r_addr_c2;
+  assign \r_addr$264 [17:9] = bank2_r_addr_c1;
+  assign \r_addr$264 [8:0] = bank2_r_addr_c0;
+  assign \r_addr$262 [71:63] = bank1_r_addr_c7;
+  assign \r_addr$262 [62:54] = bank1_r_addr_c6;
+  assign \r_addr$262 [53:45] = bank1_r_addr_c5;
+  assign \r_addr$262 [44:36] = bank1_r_addr_c4;
+  assign \r_addr$262 [35:27] = bank1_r_addr_c3;
+  assign \r_addr$262 [26:18] = bank1_r_addr_c2;
+  assign \r_addr$262 [17:9] = bank1_r_addr_c1;
+  assign \r_addr$262 [8:0] = bank1_r_addr_c0;
+  assign r_addr[71:63] = bank0_r_addr_c7;
+  assign r_addr[62:54] = bank0_r_addr_c6;
+  assign r_addr[53:45] = bank0_r_addr_c5;
+  assign r_addr[44:36] = bank0_r_addr_c4;
+  assign r_addr[35:27] = bank0_r_addr_c3;
+  assign r_addr[26:18] = bank0_r_addr_c2;
+  assign r_addr[17:9] = bank0_r_addr_c1;
+  assign r_addr[8:0] = bank0_r_addr_c0;
+  assign \$12  = { 1'h0, rd0_free[15:1] };
+  assign \$24  = { 1'h0, rd1_free[15:1] };
+  assign \$36  = { 1'h0, rd2_free[15:1] };
+  assign \$48  = { 1'h0, rd3_free[15:1] };
+  assign \$60  = { 1'h0, rd4_free[15:1] };
+  assign \$351  = \o0$341 [27];
+  assign \$353  = \o0$341 [55];
+  assign \$355  = \o0$341 [83];
+  assign \$357  = \o0$341 [111];
+  assign \$359  = \o0$341 [139];
+  assign \$361  = \o0$341 [167];
+  assign \$363  = \o0$341 [195];
+  assign \$365  = \o0$341 [223];
+  assign \$383  = \o1$348 [27];
+  assign \$385  = \o1$348 [55];
+  assign \$387  = \o1$348 [83];
+  assign \$389  = \o1$348 [111];
+  assign \$391  = \o1$348 [139];
+  assign \$393  = \o1$348 [167];
+  assign \$395  = \o1$348 [195];
+  assign \$397  = \o1$348 [223];
+  assign \$415  = \o2$355 [27];
+  assign \$417  = \o2$355 [55];
+  assign \$419  = \o2$355 [83];
+  assign \$421  = \o2$355 [111];
+  assign \$423  = \o2$355 [139];
+  assign \$425  = \o2$355 [167];
+  assign \$427  = \o2$355 [195];
+  assign \$429  = \o2$355 [223];
+  assign \$447  = \o3$362 [27];
+  assign \$449  = \o3$362 [55];
+  assign \$451  = \o3$362 [83];
+  assign \$453  = \o3$362 [111];
+  assign \$455  = \o3$362 [139];
+  assign \$457  = \o3$362 [167];
+  assign \$459  = \o3$362 [195];
+  assign \$461  = \o3$362 [223];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.bank0 (rst, write__en, read__en, read__addr, r_data, \port$1388$0 , clk);
+module \ace_sram_small.sram.bank0 (rst, write__en, \write__en$12 , \write__en$17 , \write__en$22 , \write__en$27 , \write__en$32 , \write__en$37 , \write__en$42 , read__en, r_addr, w_addr, r_data, write__data, \write__data$11 , \write__data$16 , \write__data$21 , \write__data$26 , \write__data$31 , \write__data$36 , \write__data$41 
+, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   reg [127:0] \$1 ;
   input clk;
   wire clk;
-  input [136:0] \port$1388$0 ;
-  wire [136:0] \port$1388$0 ;
-  wire [8:0] r_addr;
+  input [71:0] r_addr;
+  wire [71:0] r_addr;
+  wire [8:0] \r_addr[0] ;
+  wire [8:0] \r_addr[1] ;
+  wire [8:0] \r_addr[2] ;
+  wire [8:0] \r_addr[3] ;
+  wire [8:0] \r_addr[4] ;
+  wire [8:0] \r_addr[5] ;
+  wire [8:0] \r_addr[6] ;
+  wire [8:0] \r_addr[7] ;
   output [127:0] r_data;
   reg [127:0] r_data = 128'h00000000000000000000000000000000;
   wire r_en;
-  input [8:0] read__addr;
   wire [8:0] read__addr;
-  wire [127:0] read__data;
+  wire [8:0] \read__addr$13 ;
+  wire [8:0] \read__addr$18 ;
+  wire [8:0] \read__addr$23 ;
+  wire [8:0] \read__addr$28 ;
+  wire [8:0] \read__addr$33 ;
+  wire [8:0] \read__addr$38 ;
+  wire [8:0] \read__addr$43 ;
+  wire [15:0] read__data;
+  wire [15:0] \read__data$49 ;
+  wire [15:0] \read__data$50 ;
+  wire [15:0] \read__data$51 ;
+  wire [15:0] \read__data$52 ;
+  wire [15:0] \read__data$53 ;
+  wire [15:0] \read__data$54 ;
+  wire [15:0] \read__data$55 ;
   input read__en;
   wire read__en;
+  wire \read__en$14 ;
+  wire \read__en$19 ;
+  wire \read__en$24 ;
+  wire \read__en$29 ;
+  wire \read__en$34 ;
+  wire \read__en$39 ;
+  wire \read__en$44 ;
   input rst;
   wire rst;
-  wire [8:0] w_addr;
+  input [71:0] w_addr;
+  wire [71:0] w_addr;
+  wire [8:0] \w_addr[0] ;
+  wire [8:0] \w_addr[1] ;
+  wire [8:0] \w_addr[2] ;
+  wire [8:0] \w_addr[3] ;
+  wire [8:0] \w_addr[4] ;
+  wire [8:0] \w_addr[5] ;
+  wire [8:0] \w_addr[6] ;
+  wire [8:0] \w_addr[7] ;
   wire [127:0] w_data;
   wire [15:0] w_en;
   wire [8:0] write__addr;
-  wire [127:0] write__data;
-  input [15:0] write__en;
-  wire [15:0] write__en;
-  reg [127:0] memory [511:0];
+  wire [8:0] \write__addr$10 ;
+  wire [8:0] \write__addr$15 ;
+  wire [8:0] \write__addr$20 ;
+  wire [8:0] \write__addr$25 ;
+  wire [8:0] \write__addr$30 ;
+  wire [8:0] \write__addr$35 ;
+  wire [8:0] \write__addr$40 ;
+  input [15:0] write__data;
+  wire [15:0] write__data;
+  input [15:0] \write__data$11 ;
+  wire [15:0] \write__data$11 ;
+  input [15:0] \write__data$16 ;
+  wire [15:0] \write__data$16 ;
+  input [15:0] \write__data$21 ;
+  wire [15:0] \write__data$21 ;
+  input [15:0] \write__data$26 ;
+  wire [15:0] \write__data$26 ;
+  input [15:0] \write__data$31 ;
+  wire [15:0] \write__data$31 ;
+  input [15:0] \write__data$36 ;
+  wire [15:0] \write__data$36 ;
+  input [15:0] \write__data$41 ;
+  wire [15:0] \write__data$41 ;
+  input [1:0] write__en;
+  wire [1:0] write__en;
+  input [1:0] \write__en$12 ;
+  wire [1:0] \write__en$12 ;
+  input [1:0] \write__en$17 ;
+  wire [1:0] \write__en$17 ;
+  input [1:0] \write__en$22 ;
+  wire [1:0] \write__en$22 ;
+  input [1:0] \write__en$27 ;
+  wire [1:0] \write__en$27 ;
+  input [1:0] \write__en$32 ;
+  wire [1:0] \write__en$32 ;
+  input [1:0] \write__en$37 ;
+  wire [1:0] \write__en$37 ;
+  input [1:0] \write__en$42 ;
+  wire [1:0] \write__en$42 ;
+  reg [15:0] memory0 [511:0];
   always @(posedge clk) begin
     if (write__en[0])
-      memory[\port$1388$0 [8:0]][7:0] <= \port$1388$0 [16:9];
+      memory0[w_addr[8:0]][7:0] <= write__data[7:0];
     if (write__en[1])
-      memory[\port$1388$0 [8:0]][15:8] <= \port$1388$0 [24:17];
-    if (write__en[2])
-      memory[\port$1388$0 [8:0]][23:16] <= \port$1388$0 [32:25];
-    if (write__en[3])
-      memory[\port$1388$0 [8:0]][31:24] <= \port$1388$0 [40:33];
-    if (write__en[4])
-      memory[\port$1388$0 [8:0]][39:32] <= \port$1388$0 [48:41];
-    if (write__en[5])
-      memory[\port$1388$0 [8:0]][47:40] <= \port$1388$0 [56:49];
-    if (write__en[6])
-      memory[\port$1388$0 [8:0]][55:48] <= \port$1388$0 [64:57];
-    if (write__en[7])
-      memory[\port$1388$0 [8:0]][63:56] <= \port$1388$0 [72:65];
-    if (write__en[8])
-      memory[\port$1388$0 [8:0]][71:64] <= \port$1388$0 [80:73];
-    if (write__en[9])
-      memory[\port$1388$0 [8:0]][79:72] <= \port$1388$0 [88:81];
-    if (write__en[10])
-      memory[\port$1388$0 [8:0]][87:80] <= \port$1388$0 [96:89];
-    if (write__en[11])
-      memory[\port$1388$0 [8:0]][95:88] <= \port$1388$0 [104:97];
-    if (write__en[12])
-      memory[\port$1388$0 [8:0]][103:96] <= \port$1388$0 [112:105];
-    if (write__en[13])
-      memory[\port$1388$0 [8:0]][111:104] <= \port$1388$0 [120:113];
-    if (write__en[14])
-      memory[\port$1388$0 [8:0]][119:112] <= \port$1388$0 [128:121];
-    if (write__en[15])
-      memory[\port$1388$0 [8:0]][127:120] <= \port$1388$0 [136:129];
+      memory0[w_addr[8:0]][15:8] <= write__data[15:8];
   end
-  reg [127:0] _0_;
+  reg [15:0] _0_;
   always @(posedge clk) begin
     if (read__en) begin
-      _0_ <= memory[read__addr];
+      _0_ <= memory0[r_addr[8:0]];
     end
   end
   assign read__data = _0_;
+  reg [15:0] memory1 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$12 [0])
+      memory1[w_addr[17:9]][7:0] <= \write__data$11 [7:0];
+    if (\write__en$12 [1])
+      memory1[w_addr[17:9]][15:8] <= \write__data$11 [15:8];
+  end
+  reg [15:0] _1_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _1_ <= memory1[r_addr[17:9]];
+    end
+  end
+  assign \read__data$49  = _1_;
+  reg [15:0] memory2 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$17 [0])
+      memory2[w_addr[26:18]][7:0] <= \write__data$16 [7:0];
+    if (\write__en$17 [1])
+      memory2[w_addr[26:18]][15:8] <= \write__data$16 [15:8];
+  end
+  reg [15:0] _2_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _2_ <= memory2[r_addr[26:18]];
+    end
+  end
+  assign \read__data$50  = _2_;
+  reg [15:0] memory3 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$22 [0])
+      memory3[w_addr[35:27]][7:0] <= \write__data$21 [7:0];
+    if (\write__en$22 [1])
+      memory3[w_addr[35:27]][15:8] <= \write__data$21 [15:8];
+  end
+  reg [15:0] _3_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _3_ <= memory3[r_addr[35:27]];
+    end
+  end
+  assign \read__data$51  = _3_;
+  reg [15:0] memory4 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$27 [0])
+      memory4[w_addr[44:36]][7:0] <= \write__data$26 [7:0];
+    if (\write__en$27 [1])
+      memory4[w_addr[44:36]][15:8] <= \write__data$26 [15:8];
+  end
+  reg [15:0] _4_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _4_ <= memory4[r_addr[44:36]];
+    end
+  end
+  assign \read__data$52  = _4_;
+  reg [15:0] memory5 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$32 [0])
+      memory5[w_addr[53:45]][7:0] <= \write__data$31 [7:0];
+    if (\write__en$32 [1])
+      memory5[w_addr[53:45]][15:8] <= \write__data$31 [15:8];
+  end
+  reg [15:0] _5_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _5_ <= memory5[r_addr[53:45]];
+    end
+  end
+  assign \read__data$53  = _5_;
+  reg [15:0] memory6 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$37 [0])
+      memory6[w_addr[62:54]][7:0] <= \write__data$36 [7:0];
+    if (\write__en$37 [1])
+      memory6[w_addr[62:54]][15:8] <= \write__data$36 [15:8];
+  end
+  reg [15:0] _6_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _6_ <= memory6[r_addr[62:54]];
+    end
+  end
+  assign \read__data$54  = _6_;
+  reg [15:0] memory7 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$42 [0])
+      memory7[w_addr[71:63]][7:0] <= \write__data$41 [7:0];
+    if (\write__en$42 [1])
+      memory7[w_addr[71:63]][15:8] <= \write__data$41 [15:8];
+  end
+  reg [15:0] _7_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _7_ <= memory7[r_addr[71:63]];
+    end
+  end
+  assign \read__data$55  = _7_;
   always @(posedge clk)
     r_data <= \$1 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
-    \$1  = read__data;
+    \$1 [15:0] = read__data;
+    \$1 [31:16] = \read__data$49 ;
+    \$1 [47:32] = \read__data$50 ;
+    \$1 [63:48] = \read__data$51 ;
+    \$1 [79:64] = \read__data$52 ;
+    \$1 [95:80] = \read__data$53 ;
+    \$1 [111:96] = \read__data$54 ;
+    \$1 [127:112] = \read__data$55 ;
     if (rst) begin
       \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign write__addr = \port$1388$0 [8:0];
-  assign w_addr = \port$1388$0 [8:0];
-  assign write__data = \port$1388$0 [136:9];
-  assign w_data = \port$1388$0 [136:9];
-  assign w_en = write__en;
-  assign r_addr = read__addr;
+  assign write__addr = w_addr[8:0];
+  assign w_data = { \write__data$41 , \write__data$36 , \write__data$31 , \write__data$26 , \write__data$21 , \write__data$16 , \write__data$11 , write__data };
+  assign w_en = { \write__en$42 , \write__en$37 , \write__en$32 , \write__en$27 , \write__en$22 , \write__en$17 , \write__en$12 , write__en };
+  assign read__addr = r_addr[8:0];
   assign r_en = read__en;
+  assign \write__addr$10  = w_addr[17:9];
+  assign \read__addr$13  = r_addr[17:9];
+  assign \read__en$14  = read__en;
+  assign \write__addr$15  = w_addr[26:18];
+  assign \read__addr$18  = r_addr[26:18];
+  assign \read__en$19  = read__en;
+  assign \write__addr$20  = w_addr[35:27];
+  assign \read__addr$23  = r_addr[35:27];
+  assign \read__en$24  = read__en;
+  assign \write__addr$25  = w_addr[44:36];
+  assign \read__addr$28  = r_addr[44:36];
+  assign \read__en$29  = read__en;
+  assign \write__addr$30  = w_addr[53:45];
+  assign \read__addr$33  = r_addr[53:45];
+  assign \read__en$34  = read__en;
+  assign \write__addr$35  = w_addr[62:54];
+  assign \read__addr$38  = r_addr[62:54];
+  assign \read__en$39  = read__en;
+  assign \write__addr$40  = w_addr[71:63];
+  assign \read__addr$43  = r_addr[71:63];
+  assign \read__en$44  = read__en;
+  assign \w_addr[0]  = w_addr[8:0];
+  assign \w_addr[1]  = w_addr[17:9];
+  assign \w_addr[2]  = w_addr[26:18];
+  assign \w_addr[3]  = w_addr[35:27];
+  assign \w_addr[4]  = w_addr[44:36];
+  assign \w_addr[5]  = w_addr[53:45];
+  assign \w_addr[6]  = w_addr[62:54];
+  assign \w_addr[7]  = w_addr[71:63];
+  assign \r_addr[0]  = r_addr[8:0];
+  assign \r_addr[1]  = r_addr[17:9];
+  assign \r_addr[2]  = r_addr[26:18];
+  assign \r_addr[3]  = r_addr[35:27];
+  assign \r_addr[4]  = r_addr[44:36];
+  assign \r_addr[5]  = r_addr[53:45];
+  assign \r_addr[6]  = r_addr[62:54];
+  assign \r_addr[7]  = r_addr[71:63];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.bank1 (rst, write__en, read__en, read__addr, r_data, \port$1389$0 , clk);
+module \ace_sram_small.sram.bank1 (rst, write__en, \write__en$12 , \write__en$17 , \write__en$22 , \write__en$27 , \write__en$32 , \write__en$37 , \write__en$42 , read__en, r_addr, w_addr, r_data, write__data, \write__data$11 , \write__data$16 , \write__data$21 , \write__data$26 , \write__data$31 , \write__data$36 , \write__data$41 
+, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$3  = 0;
   reg [127:0] \$1 ;
   input clk;
   wire clk;
-  input [136:0] \port$1389$0 ;
-  wire [136:0] \port$1389$0 ;
-  wire [8:0] r_addr;
+  input [71:0] r_addr;
+  wire [71:0] r_addr;
+  wire [8:0] \r_addr[0] ;
+  wire [8:0] \r_addr[1] ;
+  wire [8:0] \r_addr[2] ;
+  wire [8:0] \r_addr[3] ;
+  wire [8:0] \r_addr[4] ;
+  wire [8:0] \r_addr[5] ;
+  wire [8:0] \r_addr[6] ;
+  wire [8:0] \r_addr[7] ;
   output [127:0] r_data;
   reg [127:0] r_data = 128'h00000000000000000000000000000000;
   wire r_en;
-  input [8:0] read__addr;
   wire [8:0] read__addr;
-  wire [127:0] read__data;
+  wire [8:0] \read__addr$13 ;
+  wire [8:0] \read__addr$18 ;
+  wire [8:0] \read__addr$23 ;
+  wire [8:0] \read__addr$28 ;
+  wire [8:0] \read__addr$33 ;
+  wire [8:0] \read__addr$38 ;
+  wire [8:0] \read__addr$43 ;
+  wire [15:0] read__data;
+  wire [15:0] \read__data$49 ;
+  wire [15:0] \read__data$50 ;
+  wire [15:0] \read__data$51 ;
+  wire [15:0] \read__data$52 ;
+  wire [15:0] \read__data$53 ;
+  wire [15:0] \read__data$54 ;
+  wire [15:0] \read__data$55 ;
   input read__en;
   wire read__en;
+  wire \read__en$14 ;
+  wire \read__en$19 ;
+  wire \read__en$24 ;
+  wire \read__en$29 ;
+  wire \read__en$34 ;
+  wire \read__en$39 ;
+  wire \read__en$44 ;
   input rst;
   wire rst;
-  wire [8:0] w_addr;
+  input [71:0] w_addr;
+  wire [71:0] w_addr;
+  wire [8:0] \w_addr[0] ;
+  wire [8:0] \w_addr[1] ;
+  wire [8:0] \w_addr[2] ;
+  wire [8:0] \w_addr[3] ;
+  wire [8:0] \w_addr[4] ;
+  wire [8:0] \w_addr[5] ;
+  wire [8:0] \w_addr[6] ;
+  wire [8:0] \w_addr[7] ;
   wire [127:0] w_data;
   wire [15:0] w_en;
   wire [8:0] write__addr;
-  wire [127:0] write__data;
-  input [15:0] write__en;
-  wire [15:0] write__en;
-  reg [127:0] memory [511:0];
+  wire [8:0] \write__addr$10 ;
+  wire [8:0] \write__addr$15 ;
+  wire [8:0] \write__addr$20 ;
+  wire [8:0] \write__addr$25 ;
+  wire [8:0] \write__addr$30 ;
+  wire [8:0] \write__addr$35 ;
+  wire [8:0] \write__addr$40 ;
+  input [15:0] write__data;
+  wire [15:0] write__data;
+  input [15:0] \write__data$11 ;
+  wire [15:0] \write__data$11 ;
+  input [15:0] \write__data$16 ;
+  wire [15:0] \write__data$16 ;
+  input [15:0] \write__data$21 ;
+  wire [15:0] \write__data$21 ;
+  input [15:0] \write__data$26 ;
+  wire [15:0] \write__data$26 ;
+  input [15:0] \write__data$31 ;
+  wire [15:0] \write__data$31 ;
+  input [15:0] \write__data$36 ;
+  wire [15:0] \write__data$36 ;
+  input [15:0] \write__data$41 ;
+  wire [15:0] \write__data$41 ;
+  input [1:0] write__en;
+  wire [1:0] write__en;
+  input [1:0] \write__en$12 ;
+  wire [1:0] \write__en$12 ;
+  input [1:0] \write__en$17 ;
+  wire [1:0] \write__en$17 ;
+  input [1:0] \write__en$22 ;
+  wire [1:0] \write__en$22 ;
+  input [1:0] \write__en$27 ;
+  wire [1:0] \write__en$27 ;
+  input [1:0] \write__en$32 ;
+  wire [1:0] \write__en$32 ;
+  input [1:0] \write__en$37 ;
+  wire [1:0] \write__en$37 ;
+  input [1:0] \write__en$42 ;
+  wire [1:0] \write__en$42 ;
+  reg [15:0] memory0 [511:0];
   always @(posedge clk) begin
     if (write__en[0])
-      memory[\port$1389$0 [8:0]][7:0] <= \port$1389$0 [16:9];
+      memory0[w_addr[8:0]][7:0] <= write__data[7:0];
     if (write__en[1])
-      memory[\port$1389$0 [8:0]][15:8] <= \port$1389$0 [24:17];
-    if (write__en[2])
-      memory[\port$1389$0 [8:0]][23:16] <= \port$1389$0 [32:25];
-    if (write__en[3])
-      memory[\port$1389$0 [8:0]][31:24] <= \port$1389$0 [40:33];
-    if (write__en[4])
-      memory[\port$1389$0 [8:0]][39:32] <= \port$1389$0 [48:41];
-    if (write__en[5])
-      memory[\port$1389$0 [8:0]][47:40] <= \port$1389$0 [56:49];
-    if (write__en[6])
-      memory[\port$1389$0 [8:0]][55:48] <= \port$1389$0 [64:57];
-    if (write__en[7])
-      memory[\port$1389$0 [8:0]][63:56] <= \port$1389$0 [72:65];
-    if (write__en[8])
-      memory[\port$1389$0 [8:0]][71:64] <= \port$1389$0 [80:73];
-    if (write__en[9])
-      memory[\port$1389$0 [8:0]][79:72] <= \port$1389$0 [88:81];
-    if (write__en[10])
-      memory[\port$1389$0 [8:0]][87:80] <= \port$1389$0 [96:89];
-    if (write__en[11])
-      memory[\port$1389$0 [8:0]][95:88] <= \port$1389$0 [104:97];
-    if (write__en[12])
-      memory[\port$1389$0 [8:0]][103:96] <= \port$1389$0 [112:105];
-    if (write__en[13])
-      memory[\port$1389$0 [8:0]][111:104] <= \port$1389$0 [120:113];
-    if (write__en[14])
-      memory[\port$1389$0 [8:0]][119:112] <= \port$1389$0 [128:121];
-    if (write__en[15])
-      memory[\port$1389$0 [8:0]][127:120] <= \port$1389$0 [136:129];
+      memory0[w_addr[8:0]][15:8] <= write__data[15:8];
   end
-  reg [127:0] _0_;
+  reg [15:0] _0_;
   always @(posedge clk) begin
     if (read__en) begin
-      _0_ <= memory[read__addr];
+      _0_ <= memory0[r_addr[8:0]];
     end
   end
   assign read__data = _0_;
+  reg [15:0] memory1 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$12 [0])
+      memory1[w_addr[17:9]][7:0] <= \write__data$11 [7:0];
+    if (\write__en$12 [1])
+      memory1[w_addr[17:9]][15:8] <= \write__data$11 [15:8];
+  end
+  reg [15:0] _1_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _1_ <= memory1[r_addr[17:9]];
+    end
+  end
+  assign \read__data$49  = _1_;
+  reg [15:0] memory2 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$17 [0])
+      memory2[w_addr[26:18]][7:0] <= \write__data$16 [7:0];
+    if (\write__en$17 [1])
+      memory2[w_addr[26:18]][15:8] <= \write__data$16 [15:8];
+  end
+  reg [15:0] _2_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _2_ <= memory2[r_addr[26:18]];
+    end
+  end
+  assign \read__data$50  = _2_;
+  reg [15:0] memory3 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$22 [0])
+      memory3[w_addr[35:27]][7:0] <= \write__data$21 [7:0];
+    if (\write__en$22 [1])
+      memory3[w_addr[35:27]][15:8] <= \write__data$21 [15:8];
+  end
+  reg [15:0] _3_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _3_ <= memory3[r_addr[35:27]];
+    end
+  end
+  assign \read__data$51  = _3_;
+  reg [15:0] memory4 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$27 [0])
+      memory4[w_addr[44:36]][7:0] <= \write__data$26 [7:0];
+    if (\write__en$27 [1])
+      memory4[w_addr[44:36]][15:8] <= \write__data$26 [15:8];
+  end
+  reg [15:0] _4_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _4_ <= memory4[r_addr[44:36]];
+    end
+  end
+  assign \read__data$52  = _4_;
+  reg [15:0] memory5 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$32 [0])
+      memory5[w_addr[53:45]][7:0] <= \write__data$31 [7:0];
+    if (\write__en$32 [1])
+      memory5[w_addr[53:45]][15:8] <= \write__data$31 [15:8];
+  end
+  reg [15:0] _5_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _5_ <= memory5[r_addr[53:45]];
+    end
+  end
+  assign \read__data$53  = _5_;
+  reg [15:0] memory6 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$37 [0])
+      memory6[w_addr[62:54]][7:0] <= \write__data$36 [7:0];
+    if (\write__en$37 [1])
+      memory6[w_addr[62:54]][15:8] <= \write__data$36 [15:8];
+  end
+  reg [15:0] _6_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _6_ <= memory6[r_addr[62:54]];
+    end
+  end
+  assign \read__data$54  = _6_;
+  reg [15:0] memory7 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$42 [0])
+      memory7[w_addr[71:63]][7:0] <= \write__data$41 [7:0];
+    if (\write__en$42 [1])
+      memory7[w_addr[71:63]][15:8] <= \write__data$41 [15:8];
+  end
+  reg [15:0] _7_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _7_ <= memory7[r_addr[71:63]];
+    end
+  end
+  assign \read__data$55  = _7_;
   always @(posedge clk)
     r_data <= \$1 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$1  = read__data;
+    \$1 [15:0] = read__data;
+    \$1 [31:16] = \read__data$49 ;
+    \$1 [47:32] = \read__data$50 ;
+    \$1 [63:48] = \read__data$51 ;
+    \$1 [79:64] = \read__data$52 ;
+    \$1 [95:80] = \read__data$53 ;
+    \$1 [111:96] = \read__data$54 ;
+    \$1 [127:112] = \read__data$55 ;
     if (rst) begin
       \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign write__addr = \port$1389$0 [8:0];
-  assign w_addr = \port$1389$0 [8:0];
-  assign write__data = \port$1389$0 [136:9];
-  assign w_data = \port$1389$0 [136:9];
-  assign w_en = write__en;
-  assign r_addr = read__addr;
+  assign write__addr = w_addr[8:0];
+  assign w_data = { \write__data$41 , \write__data$36 , \write__data$31 , \write__data$26 , \write__data$21 , \write__data$16 , \write__data$11 , write__data };
+  assign w_en = { \write__en$42 , \write__en$37 , \write__en$32 , \write__en$27 , \write__en$22 , \write__en$17 , \write__en$12 , write__en };
+  assign read__addr = r_addr[8:0];
   assign r_en = read__en;
+  assign \write__addr$10  = w_addr[17:9];
+  assign \read__addr$13  = r_addr[17:9];
+  assign \read__en$14  = read__en;
+  assign \write__addr$15  = w_addr[26:18];
+  assign \read__addr$18  = r_addr[26:18];
+  assign \read__en$19  = read__en;
+  assign \write__addr$20  = w_addr[35:27];
+  assign \read__addr$23  = r_addr[35:27];
+  assign \read__en$24  = read__en;
+  assign \write__addr$25  = w_addr[44:36];
+  assign \read__addr$28  = r_addr[44:36];
+  assign \read__en$29  = read__en;
+  assign \write__addr$30  = w_addr[53:45];
+  assign \read__addr$33  = r_addr[53:45];
+  assign \read__en$34  = read__en;
+  assign \write__addr$35  = w_addr[62:54];
+  assign \read__addr$38  = r_addr[62:54];
+  assign \read__en$39  = read__en;
+  assign \write__addr$40  = w_addr[71:63];
+  assign \read__addr$43  = r_addr[71:63];
+  assign \read__en$44  = read__en;
+  assign \w_addr[0]  = w_addr[8:0];
+  assign \w_addr[1]  = w_addr[17:9];
+  assign \w_addr[2]  = w_addr[26:18];
+  assign \w_addr[3]  = w_addr[35:27];
+  assign \w_addr[4]  = w_addr[44:36];
+  assign \w_addr[5]  = w_addr[53:45];
+  assign \w_addr[6]  = w_addr[62:54];
+  assign \w_addr[7]  = w_addr[71:63];
+  assign \r_addr[0]  = r_addr[8:0];
+  assign \r_addr[1]  = r_addr[17:9];
+  assign \r_addr[2]  = r_addr[26:18];
+  assign \r_addr[3]  = r_addr[35:27];
+  assign \r_addr[4]  = r_addr[44:36];
+  assign \r_addr[5]  = r_addr[53:45];
+  assign \r_addr[6]  = r_addr[62:54];
+  assign \r_addr[7]  = r_addr[71:63];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.bank2 (rst, write__en, read__en, read__addr, r_data, \port$1390$0 , clk);
+module \ace_sram_small.sram.bank2 (rst, write__en, \write__en$12 , \write__en$17 , \write__en$22 , \write__en$27 , \write__en$32 , \write__en$37 , \write__en$42 , read__en, r_addr, w_addr, r_data, write__data, \write__data$11 , \write__data$16 , \write__data$21 , \write__data$26 , \write__data$31 , \write__data$36 , \write__data$41 
+, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$4  = 0;
   reg [127:0] \$1 ;
   input clk;
   wire clk;
-  input [136:0] \port$1390$0 ;
-  wire [136:0] \port$1390$0 ;
-  wire [8:0] r_addr;
+  input [71:0] r_addr;
+  wire [71:0] r_addr;
+  wire [8:0] \r_addr[0] ;
+  wire [8:0] \r_addr[1] ;
+  wire [8:0] \r_addr[2] ;
+  wire [8:0] \r_addr[3] ;
+  wire [8:0] \r_addr[4] ;
+  wire [8:0] \r_addr[5] ;
+  wire [8:0] \r_addr[6] ;
+  wire [8:0] \r_addr[7] ;
   output [127:0] r_data;
   reg [127:0] r_data = 128'h00000000000000000000000000000000;
   wire r_en;
-  input [8:0] read__addr;
   wire [8:0] read__addr;
-  wire [127:0] read__data;
+  wire [8:0] \read__addr$13 ;
+  wire [8:0] \read__addr$18 ;
+  wire [8:0] \read__addr$23 ;
+  wire [8:0] \read__addr$28 ;
+  wire [8:0] \read__addr$33 ;
+  wire [8:0] \read__addr$38 ;
+  wire [8:0] \read__addr$43 ;
+  wire [15:0] read__data;
+  wire [15:0] \read__data$49 ;
+  wire [15:0] \read__data$50 ;
+  wire [15:0] \read__data$51 ;
+  wire [15:0] \read__data$52 ;
+  wire [15:0] \read__data$53 ;
+  wire [15:0] \read__data$54 ;
+  wire [15:0] \read__data$55 ;
   input read__en;
   wire read__en;
+  wire \read__en$14 ;
+  wire \read__en$19 ;
+  wire \read__en$24 ;
+  wire \read__en$29 ;
+  wire \read__en$34 ;
+  wire \read__en$39 ;
+  wire \read__en$44 ;
   input rst;
   wire rst;
-  wire [8:0] w_addr;
+  input [71:0] w_addr;
+  wire [71:0] w_addr;
+  wire [8:0] \w_addr[0] ;
+  wire [8:0] \w_addr[1] ;
+  wire [8:0] \w_addr[2] ;
+  wire [8:0] \w_addr[3] ;
+  wire [8:0] \w_addr[4] ;
+  wire [8:0] \w_addr[5] ;
+  wire [8:0] \w_addr[6] ;
+  wire [8:0] \w_addr[7] ;
   wire [127:0] w_data;
   wire [15:0] w_en;
   wire [8:0] write__addr;
-  wire [127:0] write__data;
-  input [15:0] write__en;
-  wire [15:0] write__en;
-  reg [127:0] memory [511:0];
+  wire [8:0] \write__addr$10 ;
+  wire [8:0] \write__addr$15 ;
+  wire [8:0] \write__addr$20 ;
+  wire [8:0] \write__addr$25 ;
+  wire [8:0] \write__addr$30 ;
+  wire [8:0] \write__addr$35 ;
+  wire [8:0] \write__addr$40 ;
+  input [15:0] write__data;
+  wire [15:0] write__data;
+  input [15:0] \write__data$11 ;
+  wire [15:0] \write__data$11 ;
+  input [15:0] \write__data$16 ;
+  wire [15:0] \write__data$16 ;
+  input [15:0] \write__data$21 ;
+  wire [15:0] \write__data$21 ;
+  input [15:0] \write__data$26 ;
+  wire [15:0] \write__data$26 ;
+  input [15:0] \write__data$31 ;
+  wire [15:0] \write__data$31 ;
+  input [15:0] \write__data$36 ;
+  wire [15:0] \write__data$36 ;
+  input [15:0] \write__data$41 ;
+  wire [15:0] \write__data$41 ;
+  input [1:0] write__en;
+  wire [1:0] write__en;
+  input [1:0] \write__en$12 ;
+  wire [1:0] \write__en$12 ;
+  input [1:0] \write__en$17 ;
+  wire [1:0] \write__en$17 ;
+  input [1:0] \write__en$22 ;
+  wire [1:0] \write__en$22 ;
+  input [1:0] \write__en$27 ;
+  wire [1:0] \write__en$27 ;
+  input [1:0] \write__en$32 ;
+  wire [1:0] \write__en$32 ;
+  input [1:0] \write__en$37 ;
+  wire [1:0] \write__en$37 ;
+  input [1:0] \write__en$42 ;
+  wire [1:0] \write__en$42 ;
+  reg [15:0] memory0 [511:0];
   always @(posedge clk) begin
     if (write__en[0])
-      memory[\port$1390$0 [8:0]][7:0] <= \port$1390$0 [16:9];
+      memory0[w_addr[8:0]][7:0] <= write__data[7:0];
     if (write__en[1])
-      memory[\port$1390$0 [8:0]][15:8] <= \port$1390$0 [24:17];
-    if (write__en[2])
-      memory[\port$1390$0 [8:0]][23:16] <= \port$1390$0 [32:25];
-    if (write__en[3])
-      memory[\port$1390$0 [8:0]][31:24] <= \port$1390$0 [40:33];
-    if (write__en[4])
-      memory[\port$1390$0 [8:0]][39:32] <= \port$1390$0 [48:41];
-    if (write__en[5])
-      memory[\port$1390$0 [8:0]][47:40] <= \port$1390$0 [56:49];
-    if (write__en[6])
-      memory[\port$1390$0 [8:0]][55:48] <= \port$1390$0 [64:57];
-    if (write__en[7])
-      memory[\port$1390$0 [8:0]][63:56] <= \port$1390$0 [72:65];
-    if (write__en[8])
-      memory[\port$1390$0 [8:0]][71:64] <= \port$1390$0 [80:73];
-    if (write__en[9])
-      memory[\port$1390$0 [8:0]][79:72] <= \port$1390$0 [88:81];
-    if (write__en[10])
-      memory[\port$1390$0 [8:0]][87:80] <= \port$1390$0 [96:89];
-    if (write__en[11])
-      memory[\port$1390$0 [8:0]][95:88] <= \port$1390$0 [104:97];
-    if (write__en[12])
-      memory[\port$1390$0 [8:0]][103:96] <= \port$1390$0 [112:105];
-    if (write__en[13])
-      memory[\port$1390$0 [8:0]][111:104] <= \port$1390$0 [120:113];
-    if (write__en[14])
-      memory[\port$1390$0 [8:0]][119:112] <= \port$1390$0 [128:121];
-    if (write__en[15])
-      memory[\port$1390$0 [8:0]][127:120] <= \port$1390$0 [136:129];
+      memory0[w_addr[8:0]][15:8] <= write__data[15:8];
   end
-  reg [127:0] _0_;
+  reg [15:0] _0_;
   always @(posedge clk) begin
     if (read__en) begin
-      _0_ <= memory[read__addr];
+      _0_ <= memory0[r_addr[8:0]];
     end
   end
   assign read__data = _0_;
+  reg [15:0] memory1 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$12 [0])
+      memory1[w_addr[17:9]][7:0] <= \write__data$11 [7:0];
+    if (\write__en$12 [1])
+      memory1[w_addr[17:9]][15:8] <= \write__data$11 [15:8];
+  end
+  reg [15:0] _1_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _1_ <= memory1[r_addr[17:9]];
+    end
+  end
+  assign \read__data$49  = _1_;
+  reg [15:0] memory2 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$17 [0])
+      memory2[w_addr[26:18]][7:0] <= \write__data$16 [7:0];
+    if (\write__en$17 [1])
+      memory2[w_addr[26:18]][15:8] <= \write__data$16 [15:8];
+  end
+  reg [15:0] _2_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _2_ <= memory2[r_addr[26:18]];
+    end
+  end
+  assign \read__data$50  = _2_;
+  reg [15:0] memory3 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$22 [0])
+      memory3[w_addr[35:27]][7:0] <= \write__data$21 [7:0];
+    if (\write__en$22 [1])
+      memory3[w_addr[35:27]][15:8] <= \write__data$21 [15:8];
+  end
+  reg [15:0] _3_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _3_ <= memory3[r_addr[35:27]];
+    end
+  end
+  assign \read__data$51  = _3_;
+  reg [15:0] memory4 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$27 [0])
+      memory4[w_addr[44:36]][7:0] <= \write__data$26 [7:0];
+    if (\write__en$27 [1])
+      memory4[w_addr[44:36]][15:8] <= \write__data$26 [15:8];
+  end
+  reg [15:0] _4_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _4_ <= memory4[r_addr[44:36]];
+    end
+  end
+  assign \read__data$52  = _4_;
+  reg [15:0] memory5 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$32 [0])
+      memory5[w_addr[53:45]][7:0] <= \write__data$31 [7:0];
+    if (\write__en$32 [1])
+      memory5[w_addr[53:45]][15:8] <= \write__data$31 [15:8];
+  end
+  reg [15:0] _5_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _5_ <= memory5[r_addr[53:45]];
+    end
+  end
+  assign \read__data$53  = _5_;
+  reg [15:0] memory6 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$37 [0])
+      memory6[w_addr[62:54]][7:0] <= \write__data$36 [7:0];
+    if (\write__en$37 [1])
+      memory6[w_addr[62:54]][15:8] <= \write__data$36 [15:8];
+  end
+  reg [15:0] _6_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _6_ <= memory6[r_addr[62:54]];
+    end
+  end
+  assign \read__data$54  = _6_;
+  reg [15:0] memory7 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$42 [0])
+      memory7[w_addr[71:63]][7:0] <= \write__data$41 [7:0];
+    if (\write__en$42 [1])
+      memory7[w_addr[71:63]][15:8] <= \write__data$41 [15:8];
+  end
+  reg [15:0] _7_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _7_ <= memory7[r_addr[71:63]];
+    end
+  end
+  assign \read__data$55  = _7_;
   always @(posedge clk)
     r_data <= \$1 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$1  = read__data;
+    \$1 [15:0] = read__data;
+    \$1 [31:16] = \read__data$49 ;
+    \$1 [47:32] = \read__data$50 ;
+    \$1 [63:48] = \read__data$51 ;
+    \$1 [79:64] = \read__data$52 ;
+    \$1 [95:80] = \read__data$53 ;
+    \$1 [111:96] = \read__data$54 ;
+    \$1 [127:112] = \read__data$55 ;
     if (rst) begin
       \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign write__addr = \port$1390$0 [8:0];
-  assign w_addr = \port$1390$0 [8:0];
-  assign write__data = \port$1390$0 [136:9];
-  assign w_data = \port$1390$0 [136:9];
-  assign w_en = write__en;
-  assign r_addr = read__addr;
+  assign write__addr = w_addr[8:0];
+  assign w_data = { \write__data$41 , \write__data$36 , \write__data$31 , \write__data$26 , \write__data$21 , \write__data$16 , \write__data$11 , write__data };
+  assign w_en = { \write__en$42 , \write__en$37 , \write__en$32 , \write__en$27 , \write__en$22 , \write__en$17 , \write__en$12 , write__en };
+  assign read__addr = r_addr[8:0];
   assign r_en = read__en;
+  assign \write__addr$10  = w_addr[17:9];
+  assign \read__addr$13  = r_addr[17:9];
+  assign \read__en$14  = read__en;
+  assign \write__addr$15  = w_addr[26:18];
+  assign \read__addr$18  = r_addr[26:18];
+  assign \read__en$19  = read__en;
+  assign \write__addr$20  = w_addr[35:27];
+  assign \read__addr$23  = r_addr[35:27];
+  assign \read__en$24  = read__en;
+  assign \write__addr$25  = w_addr[44:36];
+  assign \read__addr$28  = r_addr[44:36];
+  assign \read__en$29  = read__en;
+  assign \write__addr$30  = w_addr[53:45];
+  assign \read__addr$33  = r_addr[53:45];
+  assign \read__en$34  = read__en;
+  assign \write__addr$35  = w_addr[62:54];
+  assign \read__addr$38  = r_addr[62:54];
+  assign \read__en$39  = read__en;
+  assign \write__addr$40  = w_addr[71:63];
+  assign \read__addr$43  = r_addr[71:63];
+  assign \read__en$44  = read__en;
+  assign \w_addr[0]  = w_addr[8:0];
+  assign \w_addr[1]  = w_addr[17:9];
+  assign \w_addr[2]  = w_addr[26:18];
+  assign \w_addr[3]  = w_addr[35:27];
+  assign \w_addr[4]  = w_addr[44:36];
+  assign \w_addr[5]  = w_addr[53:45];
+  assign \w_addr[6]  = w_addr[62:54];
+  assign \w_addr[7]  = w_addr[71:63];
+  assign \r_addr[0]  = r_addr[8:0];
+  assign \r_addr[1]  = r_addr[17:9];
+  assign \r_addr[2]  = r_addr[26:18];
+  assign \r_addr[3]  = r_addr[35:27];
+  assign \r_addr[4]  = r_addr[44:36];
+  assign \r_addr[5]  = r_addr[53:45];
+  assign \r_addr[6]  = r_addr[62:54];
+  assign \r_addr[7]  = r_addr[71:63];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.bank3 (rst, write__en, read__en, read__addr, r_data, \port$1391$0 , clk);
+module \ace_sram_small.sram.bank3 (rst, write__en, \write__en$12 , \write__en$17 , \write__en$22 , \write__en$27 , \write__en$32 , \write__en$37 , \write__en$42 , read__en, r_addr, w_addr, r_data, write__data, \write__data$11 , \write__data$16 , \write__data$21 , \write__data$26 , \write__data$31 , \write__data$36 , \write__data$41 
+, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$5  = 0;
   reg [127:0] \$1 ;
   input clk;
   wire clk;
-  input [136:0] \port$1391$0 ;
-  wire [136:0] \port$1391$0 ;
-  wire [8:0] r_addr;
+  input [71:0] r_addr;
+  wire [71:0] r_addr;
+  wire [8:0] \r_addr[0] ;
+  wire [8:0] \r_addr[1] ;
+  wire [8:0] \r_addr[2] ;
+  wire [8:0] \r_addr[3] ;
+  wire [8:0] \r_addr[4] ;
+  wire [8:0] \r_addr[5] ;
+  wire [8:0] \r_addr[6] ;
+  wire [8:0] \r_addr[7] ;
   output [127:0] r_data;
   reg [127:0] r_data = 128'h00000000000000000000000000000000;
   wire r_en;
-  input [8:0] read__addr;
   wire [8:0] read__addr;
-  wire [127:0] read__data;
+  wire [8:0] \read__addr$13 ;
+  wire [8:0] \read__addr$18 ;
+  wire [8:0] \read__addr$23 ;
+  wire [8:0] \read__addr$28 ;
+  wire [8:0] \read__addr$33 ;
+  wire [8:0] \read__addr$38 ;
+  wire [8:0] \read__addr$43 ;
+  wire [15:0] read__data;
+  wire [15:0] \read__data$49 ;
+  wire [15:0] \read__data$50 ;
+  wire [15:0] \read__data$51 ;
+  wire [15:0] \read__data$52 ;
+  wire [15:0] \read__data$53 ;
+  wire [15:0] \read__data$54 ;
+  wire [15:0] \read__data$55 ;
   input read__en;
   wire read__en;
+  wire \read__en$14 ;
+  wire \read__en$19 ;
+  wire \read__en$24 ;
+  wire \read__en$29 ;
+  wire \read__en$34 ;
+  wire \read__en$39 ;
+  wire \read__en$44 ;
   input rst;
   wire rst;
-  wire [8:0] w_addr;
+  input [71:0] w_addr;
+  wire [71:0] w_addr;
+  wire [8:0] \w_addr[0] ;
+  wire [8:0] \w_addr[1] ;
+  wire [8:0] \w_addr[2] ;
+  wire [8:0] \w_addr[3] ;
+  wire [8:0] \w_addr[4] ;
+  wire [8:0] \w_addr[5] ;
+  wire [8:0] \w_addr[6] ;
+  wire [8:0] \w_addr[7] ;
   wire [127:0] w_data;
   wire [15:0] w_en;
   wire [8:0] write__addr;
-  wire [127:0] write__data;
-  input [15:0] write__en;
-  wire [15:0] write__en;
-  reg [127:0] memory [511:0];
+  wire [8:0] \write__addr$10 ;
+  wire [8:0] \write__addr$15 ;
+  wire [8:0] \write__addr$20 ;
+  wire [8:0] \write__addr$25 ;
+  wire [8:0] \write__addr$30 ;
+  wire [8:0] \write__addr$35 ;
+  wire [8:0] \write__addr$40 ;
+  input [15:0] write__data;
+  wire [15:0] write__data;
+  input [15:0] \write__data$11 ;
+  wire [15:0] \write__data$11 ;
+  input [15:0] \write__data$16 ;
+  wire [15:0] \write__data$16 ;
+  input [15:0] \write__data$21 ;
+  wire [15:0] \write__data$21 ;
+  input [15:0] \write__data$26 ;
+  wire [15:0] \write__data$26 ;
+  input [15:0] \write__data$31 ;
+  wire [15:0] \write__data$31 ;
+  input [15:0] \write__data$36 ;
+  wire [15:0] \write__data$36 ;
+  input [15:0] \write__data$41 ;
+  wire [15:0] \write__data$41 ;
+  input [1:0] write__en;
+  wire [1:0] write__en;
+  input [1:0] \write__en$12 ;
+  wire [1:0] \write__en$12 ;
+  input [1:0] \write__en$17 ;
+  wire [1:0] \write__en$17 ;
+  input [1:0] \write__en$22 ;
+  wire [1:0] \write__en$22 ;
+  input [1:0] \write__en$27 ;
+  wire [1:0] \write__en$27 ;
+  input [1:0] \write__en$32 ;
+  wire [1:0] \write__en$32 ;
+  input [1:0] \write__en$37 ;
+  wire [1:0] \write__en$37 ;
+  input [1:0] \write__en$42 ;
+  wire [1:0] \write__en$42 ;
+  reg [15:0] memory0 [511:0];
   always @(posedge clk) begin
     if (write__en[0])
-      memory[\port$1391$0 [8:0]][7:0] <= \port$1391$0 [16:9];
+      memory0[w_addr[8:0]][7:0] <= write__data[7:0];
     if (write__en[1])
-      memory[\port$1391$0 [8:0]][15:8] <= \port$1391$0 [24:17];
-    if (write__en[2])
-      memory[\port$1391$0 [8:0]][23:16] <= \port$1391$0 [32:25];
-    if (write__en[3])
-      memory[\port$1391$0 [8:0]][31:24] <= \port$1391$0 [40:33];
-    if (write__en[4])
-      memory[\port$1391$0 [8:0]][39:32] <= \port$1391$0 [48:41];
-    if (write__en[5])
-      memory[\port$1391$0 [8:0]][47:40] <= \port$1391$0 [56:49];
-    if (write__en[6])
-      memory[\port$1391$0 [8:0]][55:48] <= \port$1391$0 [64:57];
-    if (write__en[7])
-      memory[\port$1391$0 [8:0]][63:56] <= \port$1391$0 [72:65];
-    if (write__en[8])
-      memory[\port$1391$0 [8:0]][71:64] <= \port$1391$0 [80:73];
-    if (write__en[9])
-      memory[\port$1391$0 [8:0]][79:72] <= \port$1391$0 [88:81];
-    if (write__en[10])
-      memory[\port$1391$0 [8:0]][87:80] <= \port$1391$0 [96:89];
-    if (write__en[11])
-      memory[\port$1391$0 [8:0]][95:88] <= \port$1391$0 [104:97];
-    if (write__en[12])
-      memory[\port$1391$0 [8:0]][103:96] <= \port$1391$0 [112:105];
-    if (write__en[13])
-      memory[\port$1391$0 [8:0]][111:104] <= \port$1391$0 [120:113];
-    if (write__en[14])
-      memory[\port$1391$0 [8:0]][119:112] <= \port$1391$0 [128:121];
-    if (write__en[15])
-      memory[\port$1391$0 [8:0]][127:120] <= \port$1391$0 [136:129];
+      memory0[w_addr[8:0]][15:8] <= write__data[15:8];
   end
-  reg [127:0] _0_;
+  reg [15:0] _0_;
   always @(posedge clk) begin
     if (read__en) begin
-      _0_ <= memory[read__addr];
+      _0_ <= memory0[r_addr[8:0]];
     end
   end
   assign read__data = _0_;
+  reg [15:0] memory1 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$12 [0])
+      memory1[w_addr[17:9]][7:0] <= \write__data$11 [7:0];
+    if (\write__en$12 [1])
+      memory1[w_addr[17:9]][15:8] <= \write__data$11 [15:8];
+  end
+  reg [15:0] _1_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _1_ <= memory1[r_addr[17:9]];
+    end
+  end
+  assign \read__data$49  = _1_;
+  reg [15:0] memory2 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$17 [0])
+      memory2[w_addr[26:18]][7:0] <= \write__data$16 [7:0];
+    if (\write__en$17 [1])
+      memory2[w_addr[26:18]][15:8] <= \write__data$16 [15:8];
+  end
+  reg [15:0] _2_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _2_ <= memory2[r_addr[26:18]];
+    end
+  end
+  assign \read__data$50  = _2_;
+  reg [15:0] memory3 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$22 [0])
+      memory3[w_addr[35:27]][7:0] <= \write__data$21 [7:0];
+    if (\write__en$22 [1])
+      memory3[w_addr[35:27]][15:8] <= \write__data$21 [15:8];
+  end
+  reg [15:0] _3_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _3_ <= memory3[r_addr[35:27]];
+    end
+  end
+  assign \read__data$51  = _3_;
+  reg [15:0] memory4 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$27 [0])
+      memory4[w_addr[44:36]][7:0] <= \write__data$26 [7:0];
+    if (\write__en$27 [1])
+      memory4[w_addr[44:36]][15:8] <= \write__data$26 [15:8];
+  end
+  reg [15:0] _4_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _4_ <= memory4[r_addr[44:36]];
+    end
+  end
+  assign \read__data$52  = _4_;
+  reg [15:0] memory5 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$32 [0])
+      memory5[w_addr[53:45]][7:0] <= \write__data$31 [7:0];
+    if (\write__en$32 [1])
+      memory5[w_addr[53:45]][15:8] <= \write__data$31 [15:8];
+  end
+  reg [15:0] _5_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _5_ <= memory5[r_addr[53:45]];
+    end
+  end
+  assign \read__data$53  = _5_;
+  reg [15:0] memory6 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$37 [0])
+      memory6[w_addr[62:54]][7:0] <= \write__data$36 [7:0];
+    if (\write__en$37 [1])
+      memory6[w_addr[62:54]][15:8] <= \write__data$36 [15:8];
+  end
+  reg [15:0] _6_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _6_ <= memory6[r_addr[62:54]];
+    end
+  end
+  assign \read__data$54  = _6_;
+  reg [15:0] memory7 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$42 [0])
+      memory7[w_addr[71:63]][7:0] <= \write__data$41 [7:0];
+    if (\write__en$42 [1])
+      memory7[w_addr[71:63]][15:8] <= \write__data$41 [15:8];
+  end
+  reg [15:0] _7_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _7_ <= memory7[r_addr[71:63]];
+    end
+  end
+  assign \read__data$55  = _7_;
   always @(posedge clk)
     r_data <= \$1 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$1  = read__data;
+    \$1 [15:0] = read__data;
+    \$1 [31:16] = \read__data$49 ;
+    \$1 [47:32] = \read__data$50 ;
+    \$1 [63:48] = \read__data$51 ;
+    \$1 [79:64] = \read__data$52 ;
+    \$1 [95:80] = \read__data$53 ;
+    \$1 [111:96] = \read__data$54 ;
+    \$1 [127:112] = \read__data$55 ;
     if (rst) begin
       \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign write__addr = \port$1391$0 [8:0];
-  assign w_addr = \port$1391$0 [8:0];
-  assign write__data = \port$1391$0 [136:9];
-  assign w_data = \port$1391$0 [136:9];
-  assign w_en = write__en;
-  assign r_addr = read__addr;
+  assign write__addr = w_addr[8:0];
+  assign w_data = { \write__data$41 , \write__data$36 , \write__data$31 , \write__data$26 , \write__data$21 , \write__data$16 , \write__data$11 , write__data };
+  assign w_en = { \write__en$42 , \write__en$37 , \write__en$32 , \write__en$27 , \write__en$22 , \write__en$17 , \write__en$12 , write__en };
+  assign read__addr = r_addr[8:0];
   assign r_en = read__en;
+  assign \write__addr$10  = w_addr[17:9];
+  assign \read__addr$13  = r_addr[17:9];
+  assign \read__en$14  = read__en;
+  assign \write__addr$15  = w_addr[26:18];
+  assign \read__addr$18  = r_addr[26:18];
+  assign \read__en$19  = read__en;
+  assign \write__addr$20  = w_addr[35:27];
+  assign \read__addr$23  = r_addr[35:27];
+  assign \read__en$24  = read__en;
+  assign \write__addr$25  = w_addr[44:36];
+  assign \read__addr$28  = r_addr[44:36];
+  assign \read__en$29  = read__en;
+  assign \write__addr$30  = w_addr[53:45];
+  assign \read__addr$33  = r_addr[53:45];
+  assign \read__en$34  = read__en;
+  assign \write__addr$35  = w_addr[62:54];
+  assign \read__addr$38  = r_addr[62:54];
+  assign \read__en$39  = read__en;
+  assign \write__addr$40  = w_addr[71:63];
+  assign \read__addr$43  = r_addr[71:63];
+  assign \read__en$44  = read__en;
+  assign \w_addr[0]  = w_addr[8:0];
+  assign \w_addr[1]  = w_addr[17:9];
+  assign \w_addr[2]  = w_addr[26:18];
+  assign \w_addr[3]  = w_addr[35:27];
+  assign \w_addr[4]  = w_addr[44:36];
+  assign \w_addr[5]  = w_addr[53:45];
+  assign \w_addr[6]  = w_addr[62:54];
+  assign \w_addr[7]  = w_addr[71:63];
+  assign \r_addr[0]  = r_addr[8:0];
+  assign \r_addr[1]  = r_addr[17:9];
+  assign \r_addr[2]  = r_addr[26:18];
+  assign \r_addr[3]  = r_addr[35:27];
+  assign \r_addr[4]  = r_addr[44:36];
+  assign \r_addr[5]  = r_addr[53:45];
+  assign \r_addr[6]  = r_addr[62:54];
+  assign \r_addr[7]  = r_addr[71:63];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.bank4 (rst, write__en, read__en, read__addr, r_data, \port$1388$0 , clk);
+module \ace_sram_small.sram.bank4 (rst, write__en, \write__en$12 , \write__en$17 , \write__en$22 , \write__en$27 , \write__en$32 , \write__en$37 , \write__en$42 , read__en, r_addr, w_addr, r_data, write__data, \write__data$11 , \write__data$16 , \write__data$21 , \write__data$26 , \write__data$31 , \write__data$36 , \write__data$41 
+, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$6  = 0;
   reg [127:0] \$1 ;
   input clk;
   wire clk;
-  input [136:0] \port$1388$0 ;
-  wire [136:0] \port$1388$0 ;
-  wire [8:0] r_addr;
+  input [71:0] r_addr;
+  wire [71:0] r_addr;
+  wire [8:0] \r_addr[0] ;
+  wire [8:0] \r_addr[1] ;
+  wire [8:0] \r_addr[2] ;
+  wire [8:0] \r_addr[3] ;
+  wire [8:0] \r_addr[4] ;
+  wire [8:0] \r_addr[5] ;
+  wire [8:0] \r_addr[6] ;
+  wire [8:0] \r_addr[7] ;
   output [127:0] r_data;
   reg [127:0] r_data = 128'h00000000000000000000000000000000;
   wire r_en;
-  input [8:0] read__addr;
   wire [8:0] read__addr;
-  wire [127:0] read__data;
+  wire [8:0] \read__addr$13 ;
+  wire [8:0] \read__addr$18 ;
+  wire [8:0] \read__addr$23 ;
+  wire [8:0] \read__addr$28 ;
+  wire [8:0] \read__addr$33 ;
+  wire [8:0] \read__addr$38 ;
+  wire [8:0] \read__addr$43 ;
+  wire [15:0] read__data;
+  wire [15:0] \read__data$49 ;
+  wire [15:0] \read__data$50 ;
+  wire [15:0] \read__data$51 ;
+  wire [15:0] \read__data$52 ;
+  wire [15:0] \read__data$53 ;
+  wire [15:0] \read__data$54 ;
+  wire [15:0] \read__data$55 ;
   input read__en;
   wire read__en;
+  wire \read__en$14 ;
+  wire \read__en$19 ;
+  wire \read__en$24 ;
+  wire \read__en$29 ;
+  wire \read__en$34 ;
+  wire \read__en$39 ;
+  wire \read__en$44 ;
   input rst;
   wire rst;
-  wire [8:0] w_addr;
+  input [71:0] w_addr;
+  wire [71:0] w_addr;
+  wire [8:0] \w_addr[0] ;
+  wire [8:0] \w_addr[1] ;
+  wire [8:0] \w_addr[2] ;
+  wire [8:0] \w_addr[3] ;
+  wire [8:0] \w_addr[4] ;
+  wire [8:0] \w_addr[5] ;
+  wire [8:0] \w_addr[6] ;
+  wire [8:0] \w_addr[7] ;
   wire [127:0] w_data;
   wire [15:0] w_en;
   wire [8:0] write__addr;
-  wire [127:0] write__data;
-  input [15:0] write__en;
-  wire [15:0] write__en;
-  reg [127:0] memory [511:0];
+  wire [8:0] \write__addr$10 ;
+  wire [8:0] \write__addr$15 ;
+  wire [8:0] \write__addr$20 ;
+  wire [8:0] \write__addr$25 ;
+  wire [8:0] \write__addr$30 ;
+  wire [8:0] \write__addr$35 ;
+  wire [8:0] \write__addr$40 ;
+  input [15:0] write__data;
+  wire [15:0] write__data;
+  input [15:0] \write__data$11 ;
+  wire [15:0] \write__data$11 ;
+  input [15:0] \write__data$16 ;
+  wire [15:0] \write__data$16 ;
+  input [15:0] \write__data$21 ;
+  wire [15:0] \write__data$21 ;
+  input [15:0] \write__data$26 ;
+  wire [15:0] \write__data$26 ;
+  input [15:0] \write__data$31 ;
+  wire [15:0] \write__data$31 ;
+  input [15:0] \write__data$36 ;
+  wire [15:0] \write__data$36 ;
+  input [15:0] \write__data$41 ;
+  wire [15:0] \write__data$41 ;
+  input [1:0] write__en;
+  wire [1:0] write__en;
+  input [1:0] \write__en$12 ;
+  wire [1:0] \write__en$12 ;
+  input [1:0] \write__en$17 ;
+  wire [1:0] \write__en$17 ;
+  input [1:0] \write__en$22 ;
+  wire [1:0] \write__en$22 ;
+  input [1:0] \write__en$27 ;
+  wire [1:0] \write__en$27 ;
+  input [1:0] \write__en$32 ;
+  wire [1:0] \write__en$32 ;
+  input [1:0] \write__en$37 ;
+  wire [1:0] \write__en$37 ;
+  input [1:0] \write__en$42 ;
+  wire [1:0] \write__en$42 ;
+  reg [15:0] memory0 [511:0];
   always @(posedge clk) begin
     if (write__en[0])
-      memory[\port$1388$0 [8:0]][7:0] <= \port$1388$0 [16:9];
+      memory0[w_addr[8:0]][7:0] <= write__data[7:0];
     if (write__en[1])
-      memory[\port$1388$0 [8:0]][15:8] <= \port$1388$0 [24:17];
-    if (write__en[2])
-      memory[\port$1388$0 [8:0]][23:16] <= \port$1388$0 [32:25];
-    if (write__en[3])
-      memory[\port$1388$0 [8:0]][31:24] <= \port$1388$0 [40:33];
-    if (write__en[4])
-      memory[\port$1388$0 [8:0]][39:32] <= \port$1388$0 [48:41];
-    if (write__en[5])
-      memory[\port$1388$0 [8:0]][47:40] <= \port$1388$0 [56:49];
-    if (write__en[6])
-      memory[\port$1388$0 [8:0]][55:48] <= \port$1388$0 [64:57];
-    if (write__en[7])
-      memory[\port$1388$0 [8:0]][63:56] <= \port$1388$0 [72:65];
-    if (write__en[8])
-      memory[\port$1388$0 [8:0]][71:64] <= \port$1388$0 [80:73];
-    if (write__en[9])
-      memory[\port$1388$0 [8:0]][79:72] <= \port$1388$0 [88:81];
-    if (write__en[10])
-      memory[\port$1388$0 [8:0]][87:80] <= \port$1388$0 [96:89];
-    if (write__en[11])
-      memory[\port$1388$0 [8:0]][95:88] <= \port$1388$0 [104:97];
-    if (write__en[12])
-      memory[\port$1388$0 [8:0]][103:96] <= \port$1388$0 [112:105];
-    if (write__en[13])
-      memory[\port$1388$0 [8:0]][111:104] <= \port$1388$0 [120:113];
-    if (write__en[14])
-      memory[\port$1388$0 [8:0]][119:112] <= \port$1388$0 [128:121];
-    if (write__en[15])
-      memory[\port$1388$0 [8:0]][127:120] <= \port$1388$0 [136:129];
+      memory0[w_addr[8:0]][15:8] <= write__data[15:8];
   end
-  reg [127:0] _0_;
+  reg [15:0] _0_;
   always @(posedge clk) begin
     if (read__en) begin
-      _0_ <= memory[read__addr];
+      _0_ <= memory0[r_addr[8:0]];
     end
   end
   assign read__data = _0_;
+  reg [15:0] memory1 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$12 [0])
+      memory1[w_addr[17:9]][7:0] <= \write__data$11 [7:0];
+    if (\write__en$12 [1])
+      memory1[w_addr[17:9]][15:8] <= \write__data$11 [15:8];
+  end
+  reg [15:0] _1_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _1_ <= memory1[r_addr[17:9]];
+    end
+  end
+  assign \read__data$49  = _1_;
+  reg [15:0] memory2 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$17 [0])
+      memory2[w_addr[26:18]][7:0] <= \write__data$16 [7:0];
+    if (\write__en$17 [1])
+      memory2[w_addr[26:18]][15:8] <= \write__data$16 [15:8];
+  end
+  reg [15:0] _2_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _2_ <= memory2[r_addr[26:18]];
+    end
+  end
+  assign \read__data$50  = _2_;
+  reg [15:0] memory3 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$22 [0])
+      memory3[w_addr[35:27]][7:0] <= \write__data$21 [7:0];
+    if (\write__en$22 [1])
+      memory3[w_addr[35:27]][15:8] <= \write__data$21 [15:8];
+  end
+  reg [15:0] _3_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _3_ <= memory3[r_addr[35:27]];
+    end
+  end
+  assign \read__data$51  = _3_;
+  reg [15:0] memory4 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$27 [0])
+      memory4[w_addr[44:36]][7:0] <= \write__data$26 [7:0];
+    if (\write__en$27 [1])
+      memory4[w_addr[44:36]][15:8] <= \write__data$26 [15:8];
+  end
+  reg [15:0] _4_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _4_ <= memory4[r_addr[44:36]];
+    end
+  end
+  assign \read__data$52  = _4_;
+  reg [15:0] memory5 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$32 [0])
+      memory5[w_addr[53:45]][7:0] <= \write__data$31 [7:0];
+    if (\write__en$32 [1])
+      memory5[w_addr[53:45]][15:8] <= \write__data$31 [15:8];
+  end
+  reg [15:0] _5_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _5_ <= memory5[r_addr[53:45]];
+    end
+  end
+  assign \read__data$53  = _5_;
+  reg [15:0] memory6 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$37 [0])
+      memory6[w_addr[62:54]][7:0] <= \write__data$36 [7:0];
+    if (\write__en$37 [1])
+      memory6[w_addr[62:54]][15:8] <= \write__data$36 [15:8];
+  end
+  reg [15:0] _6_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _6_ <= memory6[r_addr[62:54]];
+    end
+  end
+  assign \read__data$54  = _6_;
+  reg [15:0] memory7 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$42 [0])
+      memory7[w_addr[71:63]][7:0] <= \write__data$41 [7:0];
+    if (\write__en$42 [1])
+      memory7[w_addr[71:63]][15:8] <= \write__data$41 [15:8];
+  end
+  reg [15:0] _7_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _7_ <= memory7[r_addr[71:63]];
+    end
+  end
+  assign \read__data$55  = _7_;
   always @(posedge clk)
     r_data <= \$1 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$1  = read__data;
+    \$1 [15:0] = read__data;
+    \$1 [31:16] = \read__data$49 ;
+    \$1 [47:32] = \read__data$50 ;
+    \$1 [63:48] = \read__data$51 ;
+    \$1 [79:64] = \read__data$52 ;
+    \$1 [95:80] = \read__data$53 ;
+    \$1 [111:96] = \read__data$54 ;
+    \$1 [127:112] = \read__data$55 ;
     if (rst) begin
       \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign write__addr = \port$1388$0 [8:0];
-  assign w_addr = \port$1388$0 [8:0];
-  assign write__data = \port$1388$0 [136:9];
-  assign w_data = \port$1388$0 [136:9];
-  assign w_en = write__en;
-  assign r_addr = read__addr;
+  assign write__addr = w_addr[8:0];
+  assign w_data = { \write__data$41 , \write__data$36 , \write__data$31 , \write__data$26 , \write__data$21 , \write__data$16 , \write__data$11 , write__data };
+  assign w_en = { \write__en$42 , \write__en$37 , \write__en$32 , \write__en$27 , \write__en$22 , \write__en$17 , \write__en$12 , write__en };
+  assign read__addr = r_addr[8:0];
   assign r_en = read__en;
+  assign \write__addr$10  = w_addr[17:9];
+  assign \read__addr$13  = r_addr[17:9];
+  assign \read__en$14  = read__en;
+  assign \write__addr$15  = w_addr[26:18];
+  assign \read__addr$18  = r_addr[26:18];
+  assign \read__en$19  = read__en;
+  assign \write__addr$20  = w_addr[35:27];
+  assign \read__addr$23  = r_addr[35:27];
+  assign \read__en$24  = read__en;
+  assign \write__addr$25  = w_addr[44:36];
+  assign \read__addr$28  = r_addr[44:36];
+  assign \read__en$29  = read__en;
+  assign \write__addr$30  = w_addr[53:45];
+  assign \read__addr$33  = r_addr[53:45];
+  assign \read__en$34  = read__en;
+  assign \write__addr$35  = w_addr[62:54];
+  assign \read__addr$38  = r_addr[62:54];
+  assign \read__en$39  = read__en;
+  assign \write__addr$40  = w_addr[71:63];
+  assign \read__addr$43  = r_addr[71:63];
+  assign \read__en$44  = read__en;
+  assign \w_addr[0]  = w_addr[8:0];
+  assign \w_addr[1]  = w_addr[17:9];
+  assign \w_addr[2]  = w_addr[26:18];
+  assign \w_addr[3]  = w_addr[35:27];
+  assign \w_addr[4]  = w_addr[44:36];
+  assign \w_addr[5]  = w_addr[53:45];
+  assign \w_addr[6]  = w_addr[62:54];
+  assign \w_addr[7]  = w_addr[71:63];
+  assign \r_addr[0]  = r_addr[8:0];
+  assign \r_addr[1]  = r_addr[17:9];
+  assign \r_addr[2]  = r_addr[26:18];
+  assign \r_addr[3]  = r_addr[35:27];
+  assign \r_addr[4]  = r_addr[44:36];
+  assign \r_addr[5]  = r_addr[53:45];
+  assign \r_addr[6]  = r_addr[62:54];
+  assign \r_addr[7]  = r_addr[71:63];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.bank5 (rst, write__en, read__en, read__addr, r_data, \port$1389$0 , clk);
+module \ace_sram_small.sram.bank5 (rst, write__en, \write__en$12 , \write__en$17 , \write__en$22 , \write__en$27 , \write__en$32 , \write__en$37 , \write__en$42 , read__en, r_addr, w_addr, r_data, write__data, \write__data$11 , \write__data$16 , \write__data$21 , \write__data$26 , \write__data$31 , \write__data$36 , \write__data$41 
+, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$7  = 0;
   reg [127:0] \$1 ;
   input clk;
   wire clk;
-  input [136:0] \port$1389$0 ;
-  wire [136:0] \port$1389$0 ;
-  wire [8:0] r_addr;
+  input [71:0] r_addr;
+  wire [71:0] r_addr;
+  wire [8:0] \r_addr[0] ;
+  wire [8:0] \r_addr[1] ;
+  wire [8:0] \r_addr[2] ;
+  wire [8:0] \r_addr[3] ;
+  wire [8:0] \r_addr[4] ;
+  wire [8:0] \r_addr[5] ;
+  wire [8:0] \r_addr[6] ;
+  wire [8:0] \r_addr[7] ;
   output [127:0] r_data;
   reg [127:0] r_data = 128'h00000000000000000000000000000000;
   wire r_en;
-  input [8:0] read__addr;
   wire [8:0] read__addr;
-  wire [127:0] read__data;
+  wire [8:0] \read__addr$13 ;
+  wire [8:0] \read__addr$18 ;
+  wire [8:0] \read__addr$23 ;
+  wire [8:0] \read__addr$28 ;
+  wire [8:0] \read__addr$33 ;
+  wire [8:0] \read__addr$38 ;
+  wire [8:0] \read__addr$43 ;
+  wire [15:0] read__data;
+  wire [15:0] \read__data$49 ;
+  wire [15:0] \read__data$50 ;
+  wire [15:0] \read__data$51 ;
+  wire [15:0] \read__data$52 ;
+  wire [15:0] \read__data$53 ;
+  wire [15:0] \read__data$54 ;
+  wire [15:0] \read__data$55 ;
   input read__en;
   wire read__en;
+  wire \read__en$14 ;
+  wire \read__en$19 ;
+  wire \read__en$24 ;
+  wire \read__en$29 ;
+  wire \read__en$34 ;
+  wire \read__en$39 ;
+  wire \read__en$44 ;
   input rst;
   wire rst;
-  wire [8:0] w_addr;
+  input [71:0] w_addr;
+  wire [71:0] w_addr;
+  wire [8:0] \w_addr[0] ;
+  wire [8:0] \w_addr[1] ;
+  wire [8:0] \w_addr[2] ;
+  wire [8:0] \w_addr[3] ;
+  wire [8:0] \w_addr[4] ;
+  wire [8:0] \w_addr[5] ;
+  wire [8:0] \w_addr[6] ;
+  wire [8:0] \w_addr[7] ;
   wire [127:0] w_data;
   wire [15:0] w_en;
   wire [8:0] write__addr;
-  wire [127:0] write__data;
-  input [15:0] write__en;
-  wire [15:0] write__en;
-  reg [127:0] memory [511:0];
+  wire [8:0] \write__addr$10 ;
+  wire [8:0] \write__addr$15 ;
+  wire [8:0] \write__addr$20 ;
+  wire [8:0] \write__addr$25 ;
+  wire [8:0] \write__addr$30 ;
+  wire [8:0] \write__addr$35 ;
+  wire [8:0] \write__addr$40 ;
+  input [15:0] write__data;
+  wire [15:0] write__data;
+  input [15:0] \write__data$11 ;
+  wire [15:0] \write__data$11 ;
+  input [15:0] \write__data$16 ;
+  wire [15:0] \write__data$16 ;
+  input [15:0] \write__data$21 ;
+  wire [15:0] \write__data$21 ;
+  input [15:0] \write__data$26 ;
+  wire [15:0] \write__data$26 ;
+  input [15:0] \write__data$31 ;
+  wire [15:0] \write__data$31 ;
+  input [15:0] \write__data$36 ;
+  wire [15:0] \write__data$36 ;
+  input [15:0] \write__data$41 ;
+  wire [15:0] \write__data$41 ;
+  input [1:0] write__en;
+  wire [1:0] write__en;
+  input [1:0] \write__en$12 ;
+  wire [1:0] \write__en$12 ;
+  input [1:0] \write__en$17 ;
+  wire [1:0] \write__en$17 ;
+  input [1:0] \write__en$22 ;
+  wire [1:0] \write__en$22 ;
+  input [1:0] \write__en$27 ;
+  wire [1:0] \write__en$27 ;
+  input [1:0] \write__en$32 ;
+  wire [1:0] \write__en$32 ;
+  input [1:0] \write__en$37 ;
+  wire [1:0] \write__en$37 ;
+  input [1:0] \write__en$42 ;
+  wire [1:0] \write__en$42 ;
+  reg [15:0] memory0 [511:0];
   always @(posedge clk) begin
     if (write__en[0])
-      memory[\port$1389$0 [8:0]][7:0] <= \port$1389$0 [16:9];
+      memory0[w_addr[8:0]][7:0] <= write__data[7:0];
     if (write__en[1])
-      memory[\port$1389$0 [8:0]][15:8] <= \port$1389$0 [24:17];
-    if (write__en[2])
-      memory[\port$1389$0 [8:0]][23:16] <= \port$1389$0 [32:25];
-    if (write__en[3])
-      memory[\port$1389$0 [8:0]][31:24] <= \port$1389$0 [40:33];
-    if (write__en[4])
-      memory[\port$1389$0 [8:0]][39:32] <= \port$1389$0 [48:41];
-    if (write__en[5])
-      memory[\port$1389$0 [8:0]][47:40] <= \port$1389$0 [56:49];
-    if (write__en[6])
-      memory[\port$1389$0 [8:0]][55:48] <= \port$1389$0 [64:57];
-    if (write__en[7])
-      memory[\port$1389$0 [8:0]][63:56] <= \port$1389$0 [72:65];
-    if (write__en[8])
-      memory[\port$1389$0 [8:0]][71:64] <= \port$1389$0 [80:73];
-    if (write__en[9])
-      memory[\port$1389$0 [8:0]][79:72] <= \port$1389$0 [88:81];
-    if (write__en[10])
-      memory[\port$1389$0 [8:0]][87:80] <= \port$1389$0 [96:89];
-    if (write__en[11])
-      memory[\port$1389$0 [8:0]][95:88] <= \port$1389$0 [104:97];
-    if (write__en[12])
-      memory[\port$1389$0 [8:0]][103:96] <= \port$1389$0 [112:105];
-    if (write__en[13])
-      memory[\port$1389$0 [8:0]][111:104] <= \port$1389$0 [120:113];
-    if (write__en[14])
-      memory[\port$1389$0 [8:0]][119:112] <= \port$1389$0 [128:121];
-    if (write__en[15])
-      memory[\port$1389$0 [8:0]][127:120] <= \port$1389$0 [136:129];
+      memory0[w_addr[8:0]][15:8] <= write__data[15:8];
   end
-  reg [127:0] _0_;
+  reg [15:0] _0_;
   always @(posedge clk) begin
     if (read__en) begin
-      _0_ <= memory[read__addr];
+      _0_ <= memory0[r_addr[8:0]];
     end
   end
   assign read__data = _0_;
+  reg [15:0] memory1 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$12 [0])
+      memory1[w_addr[17:9]][7:0] <= \write__data$11 [7:0];
+    if (\write__en$12 [1])
+      memory1[w_addr[17:9]][15:8] <= \write__data$11 [15:8];
+  end
+  reg [15:0] _1_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _1_ <= memory1[r_addr[17:9]];
+    end
+  end
+  assign \read__data$49  = _1_;
+  reg [15:0] memory2 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$17 [0])
+      memory2[w_addr[26:18]][7:0] <= \write__data$16 [7:0];
+    if (\write__en$17 [1])
+      memory2[w_addr[26:18]][15:8] <= \write__data$16 [15:8];
+  end
+  reg [15:0] _2_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _2_ <= memory2[r_addr[26:18]];
+    end
+  end
+  assign \read__data$50  = _2_;
+  reg [15:0] memory3 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$22 [0])
+      memory3[w_addr[35:27]][7:0] <= \write__data$21 [7:0];
+    if (\write__en$22 [1])
+      memory3[w_addr[35:27]][15:8] <= \write__data$21 [15:8];
+  end
+  reg [15:0] _3_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _3_ <= memory3[r_addr[35:27]];
+    end
+  end
+  assign \read__data$51  = _3_;
+  reg [15:0] memory4 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$27 [0])
+      memory4[w_addr[44:36]][7:0] <= \write__data$26 [7:0];
+    if (\write__en$27 [1])
+      memory4[w_addr[44:36]][15:8] <= \write__data$26 [15:8];
+  end
+  reg [15:0] _4_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _4_ <= memory4[r_addr[44:36]];
+    end
+  end
+  assign \read__data$52  = _4_;
+  reg [15:0] memory5 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$32 [0])
+      memory5[w_addr[53:45]][7:0] <= \write__data$31 [7:0];
+    if (\write__en$32 [1])
+      memory5[w_addr[53:45]][15:8] <= \write__data$31 [15:8];
+  end
+  reg [15:0] _5_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _5_ <= memory5[r_addr[53:45]];
+    end
+  end
+  assign \read__data$53  = _5_;
+  reg [15:0] memory6 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$37 [0])
+      memory6[w_addr[62:54]][7:0] <= \write__data$36 [7:0];
+    if (\write__en$37 [1])
+      memory6[w_addr[62:54]][15:8] <= \write__data$36 [15:8];
+  end
+  reg [15:0] _6_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _6_ <= memory6[r_addr[62:54]];
+    end
+  end
+  assign \read__data$54  = _6_;
+  reg [15:0] memory7 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$42 [0])
+      memory7[w_addr[71:63]][7:0] <= \write__data$41 [7:0];
+    if (\write__en$42 [1])
+      memory7[w_addr[71:63]][15:8] <= \write__data$41 [15:8];
+  end
+  reg [15:0] _7_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _7_ <= memory7[r_addr[71:63]];
+    end
+  end
+  assign \read__data$55  = _7_;
   always @(posedge clk)
     r_data <= \$1 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$1  = read__data;
+    \$1 [15:0] = read__data;
+    \$1 [31:16] = \read__data$49 ;
+    \$1 [47:32] = \read__data$50 ;
+    \$1 [63:48] = \read__data$51 ;
+    \$1 [79:64] = \read__data$52 ;
+    \$1 [95:80] = \read__data$53 ;
+    \$1 [111:96] = \read__data$54 ;
+    \$1 [127:112] = \read__data$55 ;
     if (rst) begin
       \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign write__addr = \port$1389$0 [8:0];
-  assign w_addr = \port$1389$0 [8:0];
-  assign write__data = \port$1389$0 [136:9];
-  assign w_data = \port$1389$0 [136:9];
-  assign w_en = write__en;
-  assign r_addr = read__addr;
+  assign write__addr = w_addr[8:0];
+  assign w_data = { \write__data$41 , \write__data$36 , \write__data$31 , \write__data$26 , \write__data$21 , \write__data$16 , \write__data$11 , write__data };
+  assign w_en = { \write__en$42 , \write__en$37 , \write__en$32 , \write__en$27 , \write__en$22 , \write__en$17 , \write__en$12 , write__en };
+  assign read__addr = r_addr[8:0];
   assign r_en = read__en;
+  assign \write__addr$10  = w_addr[17:9];
+  assign \read__addr$13  = r_addr[17:9];
+  assign \read__en$14  = read__en;
+  assign \write__addr$15  = w_addr[26:18];
+  assign \read__addr$18  = r_addr[26:18];
+  assign \read__en$19  = read__en;
+  assign \write__addr$20  = w_addr[35:27];
+  assign \read__addr$23  = r_addr[35:27];
+  assign \read__en$24  = read__en;
+  assign \write__addr$25  = w_addr[44:36];
+  assign \read__addr$28  = r_addr[44:36];
+  assign \read__en$29  = read__en;
+  assign \write__addr$30  = w_addr[53:45];
+  assign \read__addr$33  = r_addr[53:45];
+  assign \read__en$34  = read__en;
+  assign \write__addr$35  = w_addr[62:54];
+  assign \read__addr$38  = r_addr[62:54];
+  assign \read__en$39  = read__en;
+  assign \write__addr$40  = w_addr[71:63];
+  assign \read__addr$43  = r_addr[71:63];
+  assign \read__en$44  = read__en;
+  assign \w_addr[0]  = w_addr[8:0];
+  assign \w_addr[1]  = w_addr[17:9];
+  assign \w_addr[2]  = w_addr[26:18];
+  assign \w_addr[3]  = w_addr[35:27];
+  assign \w_addr[4]  = w_addr[44:36];
+  assign \w_addr[5]  = w_addr[53:45];
+  assign \w_addr[6]  = w_addr[62:54];
+  assign \w_addr[7]  = w_addr[71:63];
+  assign \r_addr[0]  = r_addr[8:0];
+  assign \r_addr[1]  = r_addr[17:9];
+  assign \r_addr[2]  = r_addr[26:18];
+  assign \r_addr[3]  = r_addr[35:27];
+  assign \r_addr[4]  = r_addr[44:36];
+  assign \r_addr[5]  = r_addr[53:45];
+  assign \r_addr[6]  = r_addr[62:54];
+  assign \r_addr[7]  = r_addr[71:63];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.bank6 (rst, write__en, read__en, read__addr, r_data, \port$1390$0 , clk);
+module \ace_sram_small.sram.bank6 (rst, write__en, \write__en$12 , \write__en$17 , \write__en$22 , \write__en$27 , \write__en$32 , \write__en$37 , \write__en$42 , read__en, r_addr, w_addr, r_data, write__data, \write__data$11 , \write__data$16 , \write__data$21 , \write__data$26 , \write__data$31 , \write__data$36 , \write__data$41 
+, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$8  = 0;
   reg [127:0] \$1 ;
   input clk;
   wire clk;
-  input [136:0] \port$1390$0 ;
-  wire [136:0] \port$1390$0 ;
-  wire [8:0] r_addr;
+  input [71:0] r_addr;
+  wire [71:0] r_addr;
+  wire [8:0] \r_addr[0] ;
+  wire [8:0] \r_addr[1] ;
+  wire [8:0] \r_addr[2] ;
+  wire [8:0] \r_addr[3] ;
+  wire [8:0] \r_addr[4] ;
+  wire [8:0] \r_addr[5] ;
+  wire [8:0] \r_addr[6] ;
+  wire [8:0] \r_addr[7] ;
   output [127:0] r_data;
   reg [127:0] r_data = 128'h00000000000000000000000000000000;
   wire r_en;
-  input [8:0] read__addr;
   wire [8:0] read__addr;
-  wire [127:0] read__data;
+  wire [8:0] \read__addr$13 ;
+  wire [8:0] \read__addr$18 ;
+  wire [8:0] \read__addr$23 ;
+  wire [8:0] \read__addr$28 ;
+  wire [8:0] \read__addr$33 ;
+  wire [8:0] \read__addr$38 ;
+  wire [8:0] \read__addr$43 ;
+  wire [15:0] read__data;
+  wire [15:0] \read__data$49 ;
+  wire [15:0] \read__data$50 ;
+  wire [15:0] \read__data$51 ;
+  wire [15:0] \read__data$52 ;
+  wire [15:0] \read__data$53 ;
+  wire [15:0] \read__data$54 ;
+  wire [15:0] \read__data$55 ;
   input read__en;
   wire read__en;
+  wire \read__en$14 ;
+  wire \read__en$19 ;
+  wire \read__en$24 ;
+  wire \read__en$29 ;
+  wire \read__en$34 ;
+  wire \read__en$39 ;
+  wire \read__en$44 ;
   input rst;
   wire rst;
-  wire [8:0] w_addr;
+  input [71:0] w_addr;
+  wire [71:0] w_addr;
+  wire [8:0] \w_addr[0] ;
+  wire [8:0] \w_addr[1] ;
+  wire [8:0] \w_addr[2] ;
+  wire [8:0] \w_addr[3] ;
+  wire [8:0] \w_addr[4] ;
+  wire [8:0] \w_addr[5] ;
+  wire [8:0] \w_addr[6] ;
+  wire [8:0] \w_addr[7] ;
   wire [127:0] w_data;
   wire [15:0] w_en;
   wire [8:0] write__addr;
-  wire [127:0] write__data;
-  input [15:0] write__en;
-  wire [15:0] write__en;
-  reg [127:0] memory [511:0];
+  wire [8:0] \write__addr$10 ;
+  wire [8:0] \write__addr$15 ;
+  wire [8:0] \write__addr$20 ;
+  wire [8:0] \write__addr$25 ;
+  wire [8:0] \write__addr$30 ;
+  wire [8:0] \write__addr$35 ;
+  wire [8:0] \write__addr$40 ;
+  input [15:0] write__data;
+  wire [15:0] write__data;
+  input [15:0] \write__data$11 ;
+  wire [15:0] \write__data$11 ;
+  input [15:0] \write__data$16 ;
+  wire [15:0] \write__data$16 ;
+  input [15:0] \write__data$21 ;
+  wire [15:0] \write__data$21 ;
+  input [15:0] \write__data$26 ;
+  wire [15:0] \write__data$26 ;
+  input [15:0] \write__data$31 ;
+  wire [15:0] \write__data$31 ;
+  input [15:0] \write__data$36 ;
+  wire [15:0] \write__data$36 ;
+  input [15:0] \write__data$41 ;
+  wire [15:0] \write__data$41 ;
+  input [1:0] write__en;
+  wire [1:0] write__en;
+  input [1:0] \write__en$12 ;
+  wire [1:0] \write__en$12 ;
+  input [1:0] \write__en$17 ;
+  wire [1:0] \write__en$17 ;
+  input [1:0] \write__en$22 ;
+  wire [1:0] \write__en$22 ;
+  input [1:0] \write__en$27 ;
+  wire [1:0] \write__en$27 ;
+  input [1:0] \write__en$32 ;
+  wire [1:0] \write__en$32 ;
+  input [1:0] \write__en$37 ;
+  wire [1:0] \write__en$37 ;
+  input [1:0] \write__en$42 ;
+  wire [1:0] \write__en$42 ;
+  reg [15:0] memory0 [511:0];
   always @(posedge clk) begin
     if (write__en[0])
-      memory[\port$1390$0 [8:0]][7:0] <= \port$1390$0 [16:9];
+      memory0[w_addr[8:0]][7:0] <= write__data[7:0];
     if (write__en[1])
-      memory[\port$1390$0 [8:0]][15:8] <= \port$1390$0 [24:17];
-    if (write__en[2])
-      memory[\port$1390$0 [8:0]][23:16] <= \port$1390$0 [32:25];
-    if (write__en[3])
-      memory[\port$1390$0 [8:0]][31:24] <= \port$1390$0 [40:33];
-    if (write__en[4])
-      memory[\port$1390$0 [8:0]][39:32] <= \port$1390$0 [48:41];
-    if (write__en[5])
-      memory[\port$1390$0 [8:0]][47:40] <= \port$1390$0 [56:49];
-    if (write__en[6])
-      memory[\port$1390$0 [8:0]][55:48] <= \port$1390$0 [64:57];
-    if (write__en[7])
-      memory[\port$1390$0 [8:0]][63:56] <= \port$1390$0 [72:65];
-    if (write__en[8])
-      memory[\port$1390$0 [8:0]][71:64] <= \port$1390$0 [80:73];
-    if (write__en[9])
-      memory[\port$1390$0 [8:0]][79:72] <= \port$1390$0 [88:81];
-    if (write__en[10])
-      memory[\port$1390$0 [8:0]][87:80] <= \port$1390$0 [96:89];
-    if (write__en[11])
-      memory[\port$1390$0 [8:0]][95:88] <= \port$1390$0 [104:97];
-    if (write__en[12])
-      memory[\port$1390$0 [8:0]][103:96] <= \port$1390$0 [112:105];
-    if (write__en[13])
-      memory[\port$1390$0 [8:0]][111:104] <= \port$1390$0 [120:113];
-    if (write__en[14])
-      memory[\port$1390$0 [8:0]][119:112] <= \port$1390$0 [128:121];
-    if (write__en[15])
-      memory[\port$1390$0 [8:0]][127:120] <= \port$1390$0 [136:129];
+      memory0[w_addr[8:0]][15:8] <= write__data[15:8];
   end
-  reg [127:0] _0_;
+  reg [15:0] _0_;
   always @(posedge clk) begin
     if (read__en) begin
-      _0_ <= memory[read__addr];
+      _0_ <= memory0[r_addr[8:0]];
     end
   end
   assign read__data = _0_;
+  reg [15:0] memory1 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$12 [0])
+      memory1[w_addr[17:9]][7:0] <= \write__data$11 [7:0];
+    if (\write__en$12 [1])
+      memory1[w_addr[17:9]][15:8] <= \write__data$11 [15:8];
+  end
+  reg [15:0] _1_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _1_ <= memory1[r_addr[17:9]];
+    end
+  end
+  assign \read__data$49  = _1_;
+  reg [15:0] memory2 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$17 [0])
+      memory2[w_addr[26:18]][7:0] <= \write__data$16 [7:0];
+    if (\write__en$17 [1])
+      memory2[w_addr[26:18]][15:8] <= \write__data$16 [15:8];
+  end
+  reg [15:0] _2_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _2_ <= memory2[r_addr[26:18]];
+    end
+  end
+  assign \read__data$50  = _2_;
+  reg [15:0] memory3 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$22 [0])
+      memory3[w_addr[35:27]][7:0] <= \write__data$21 [7:0];
+    if (\write__en$22 [1])
+      memory3[w_addr[35:27]][15:8] <= \write__data$21 [15:8];
+  end
+  reg [15:0] _3_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _3_ <= memory3[r_addr[35:27]];
+    end
+  end
+  assign \read__data$51  = _3_;
+  reg [15:0] memory4 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$27 [0])
+      memory4[w_addr[44:36]][7:0] <= \write__data$26 [7:0];
+    if (\write__en$27 [1])
+      memory4[w_addr[44:36]][15:8] <= \write__data$26 [15:8];
+  end
+  reg [15:0] _4_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _4_ <= memory4[r_addr[44:36]];
+    end
+  end
+  assign \read__data$52  = _4_;
+  reg [15:0] memory5 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$32 [0])
+      memory5[w_addr[53:45]][7:0] <= \write__data$31 [7:0];
+    if (\write__en$32 [1])
+      memory5[w_addr[53:45]][15:8] <= \write__data$31 [15:8];
+  end
+  reg [15:0] _5_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _5_ <= memory5[r_addr[53:45]];
+    end
+  end
+  assign \read__data$53  = _5_;
+  reg [15:0] memory6 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$37 [0])
+      memory6[w_addr[62:54]][7:0] <= \write__data$36 [7:0];
+    if (\write__en$37 [1])
+      memory6[w_addr[62:54]][15:8] <= \write__data$36 [15:8];
+  end
+  reg [15:0] _6_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _6_ <= memory6[r_addr[62:54]];
+    end
+  end
+  assign \read__data$54  = _6_;
+  reg [15:0] memory7 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$42 [0])
+      memory7[w_addr[71:63]][7:0] <= \write__data$41 [7:0];
+    if (\write__en$42 [1])
+      memory7[w_addr[71:63]][15:8] <= \write__data$41 [15:8];
+  end
+  reg [15:0] _7_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _7_ <= memory7[r_addr[71:63]];
+    end
+  end
+  assign \read__data$55  = _7_;
   always @(posedge clk)
     r_data <= \$1 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$1  = read__data;
+    \$1 [15:0] = read__data;
+    \$1 [31:16] = \read__data$49 ;
+    \$1 [47:32] = \read__data$50 ;
+    \$1 [63:48] = \read__data$51 ;
+    \$1 [79:64] = \read__data$52 ;
+    \$1 [95:80] = \read__data$53 ;
+    \$1 [111:96] = \read__data$54 ;
+    \$1 [127:112] = \read__data$55 ;
     if (rst) begin
       \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign write__addr = \port$1390$0 [8:0];
-  assign w_addr = \port$1390$0 [8:0];
-  assign write__data = \port$1390$0 [136:9];
-  assign w_data = \port$1390$0 [136:9];
-  assign w_en = write__en;
-  assign r_addr = read__addr;
+  assign write__addr = w_addr[8:0];
+  assign w_data = { \write__data$41 , \write__data$36 , \write__data$31 , \write__data$26 , \write__data$21 , \write__data$16 , \write__data$11 , write__data };
+  assign w_en = { \write__en$42 , \write__en$37 , \write__en$32 , \write__en$27 , \write__en$22 , \write__en$17 , \write__en$12 , write__en };
+  assign read__addr = r_addr[8:0];
   assign r_en = read__en;
+  assign \write__addr$10  = w_addr[17:9];
+  assign \read__addr$13  = r_addr[17:9];
+  assign \read__en$14  = read__en;
+  assign \write__addr$15  = w_addr[26:18];
+  assign \read__addr$18  = r_addr[26:18];
+  assign \read__en$19  = read__en;
+  assign \write__addr$20  = w_addr[35:27];
+  assign \read__addr$23  = r_addr[35:27];
+  assign \read__en$24  = read__en;
+  assign \write__addr$25  = w_addr[44:36];
+  assign \read__addr$28  = r_addr[44:36];
+  assign \read__en$29  = read__en;
+  assign \write__addr$30  = w_addr[53:45];
+  assign \read__addr$33  = r_addr[53:45];
+  assign \read__en$34  = read__en;
+  assign \write__addr$35  = w_addr[62:54];
+  assign \read__addr$38  = r_addr[62:54];
+  assign \read__en$39  = read__en;
+  assign \write__addr$40  = w_addr[71:63];
+  assign \read__addr$43  = r_addr[71:63];
+  assign \read__en$44  = read__en;
+  assign \w_addr[0]  = w_addr[8:0];
+  assign \w_addr[1]  = w_addr[17:9];
+  assign \w_addr[2]  = w_addr[26:18];
+  assign \w_addr[3]  = w_addr[35:27];
+  assign \w_addr[4]  = w_addr[44:36];
+  assign \w_addr[5]  = w_addr[53:45];
+  assign \w_addr[6]  = w_addr[62:54];
+  assign \w_addr[7]  = w_addr[71:63];
+  assign \r_addr[0]  = r_addr[8:0];
+  assign \r_addr[1]  = r_addr[17:9];
+  assign \r_addr[2]  = r_addr[26:18];
+  assign \r_addr[3]  = r_addr[35:27];
+  assign \r_addr[4]  = r_addr[44:36];
+  assign \r_addr[5]  = r_addr[53:45];
+  assign \r_addr[6]  = r_addr[62:54];
+  assign \r_addr[7]  = r_addr[71:63];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.bank7 (rst, write__en, read__en, read__addr, r_data, \port$1391$0 , clk);
+module \ace_sram_small.sram.bank7 (rst, write__en, \write__en$12 , \write__en$17 , \write__en$22 , \write__en$27 , \write__en$32 , \write__en$37 , \write__en$42 , read__en, r_addr, w_addr, r_data, write__data, \write__data$11 , \write__data$16 , \write__data$21 , \write__data$26 , \write__data$31 , \write__data$36 , \write__data$41 
+, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$9  = 0;
   reg [127:0] \$1 ;
   input clk;
   wire clk;
-  input [136:0] \port$1391$0 ;
-  wire [136:0] \port$1391$0 ;
-  wire [8:0] r_addr;
+  input [71:0] r_addr;
+  wire [71:0] r_addr;
+  wire [8:0] \r_addr[0] ;
+  wire [8:0] \r_addr[1] ;
+  wire [8:0] \r_addr[2] ;
+  wire [8:0] \r_addr[3] ;
+  wire [8:0] \r_addr[4] ;
+  wire [8:0] \r_addr[5] ;
+  wire [8:0] \r_addr[6] ;
+  wire [8:0] \r_addr[7] ;
   output [127:0] r_data;
   reg [127:0] r_data = 128'h00000000000000000000000000000000;
   wire r_en;
-  input [8:0] read__addr;
   wire [8:0] read__addr;
-  wire [127:0] read__data;
+  wire [8:0] \read__addr$13 ;
+  wire [8:0] \read__addr$18 ;
+  wire [8:0] \read__addr$23 ;
+  wire [8:0] \read__addr$28 ;
+  wire [8:0] \read__addr$33 ;
+  wire [8:0] \read__addr$38 ;
+  wire [8:0] \read__addr$43 ;
+  wire [15:0] read__data;
+  wire [15:0] \read__data$49 ;
+  wire [15:0] \read__data$50 ;
+  wire [15:0] \read__data$51 ;
+  wire [15:0] \read__data$52 ;
+  wire [15:0] \read__data$53 ;
+  wire [15:0] \read__data$54 ;
+  wire [15:0] \read__data$55 ;
   input read__en;
   wire read__en;
+  wire \read__en$14 ;
+  wire \read__en$19 ;
+  wire \read__en$24 ;
+  wire \read__en$29 ;
+  wire \read__en$34 ;
+  wire \read__en$39 ;
+  wire \read__en$44 ;
   input rst;
   wire rst;
-  wire [8:0] w_addr;
+  input [71:0] w_addr;
+  wire [71:0] w_addr;
+  wire [8:0] \w_addr[0] ;
+  wire [8:0] \w_addr[1] ;
+  wire [8:0] \w_addr[2] ;
+  wire [8:0] \w_addr[3] ;
+  wire [8:0] \w_addr[4] ;
+  wire [8:0] \w_addr[5] ;
+  wire [8:0] \w_addr[6] ;
+  wire [8:0] \w_addr[7] ;
   wire [127:0] w_data;
   wire [15:0] w_en;
   wire [8:0] write__addr;
-  wire [127:0] write__data;
-  input [15:0] write__en;
-  wire [15:0] write__en;
-  reg [127:0] memory [511:0];
+  wire [8:0] \write__addr$10 ;
+  wire [8:0] \write__addr$15 ;
+  wire [8:0] \write__addr$20 ;
+  wire [8:0] \write__addr$25 ;
+  wire [8:0] \write__addr$30 ;
+  wire [8:0] \write__addr$35 ;
+  wire [8:0] \write__addr$40 ;
+  input [15:0] write__data;
+  wire [15:0] write__data;
+  input [15:0] \write__data$11 ;
+  wire [15:0] \write__data$11 ;
+  input [15:0] \write__data$16 ;
+  wire [15:0] \write__data$16 ;
+  input [15:0] \write__data$21 ;
+  wire [15:0] \write__data$21 ;
+  input [15:0] \write__data$26 ;
+  wire [15:0] \write__data$26 ;
+  input [15:0] \write__data$31 ;
+  wire [15:0] \write__data$31 ;
+  input [15:0] \write__data$36 ;
+  wire [15:0] \write__data$36 ;
+  input [15:0] \write__data$41 ;
+  wire [15:0] \write__data$41 ;
+  input [1:0] write__en;
+  wire [1:0] write__en;
+  input [1:0] \write__en$12 ;
+  wire [1:0] \write__en$12 ;
+  input [1:0] \write__en$17 ;
+  wire [1:0] \write__en$17 ;
+  input [1:0] \write__en$22 ;
+  wire [1:0] \write__en$22 ;
+  input [1:0] \write__en$27 ;
+  wire [1:0] \write__en$27 ;
+  input [1:0] \write__en$32 ;
+  wire [1:0] \write__en$32 ;
+  input [1:0] \write__en$37 ;
+  wire [1:0] \write__en$37 ;
+  input [1:0] \write__en$42 ;
+  wire [1:0] \write__en$42 ;
+  reg [15:0] memory0 [511:0];
   always @(posedge clk) begin
     if (write__en[0])
-      memory[\port$1391$0 [8:0]][7:0] <= \port$1391$0 [16:9];
+      memory0[w_addr[8:0]][7:0] <= write__data[7:0];
     if (write__en[1])
-      memory[\port$1391$0 [8:0]][15:8] <= \port$1391$0 [24:17];
-    if (write__en[2])
-      memory[\port$1391$0 [8:0]][23:16] <= \port$1391$0 [32:25];
-    if (write__en[3])
-      memory[\port$1391$0 [8:0]][31:24] <= \port$1391$0 [40:33];
-    if (write__en[4])
-      memory[\port$1391$0 [8:0]][39:32] <= \port$1391$0 [48:41];
-    if (write__en[5])
-      memory[\port$1391$0 [8:0]][47:40] <= \port$1391$0 [56:49];
-    if (write__en[6])
-      memory[\port$1391$0 [8:0]][55:48] <= \port$1391$0 [64:57];
-    if (write__en[7])
-      memory[\port$1391$0 [8:0]][63:56] <= \port$1391$0 [72:65];
-    if (write__en[8])
-      memory[\port$1391$0 [8:0]][71:64] <= \port$1391$0 [80:73];
-    if (write__en[9])
-      memory[\port$1391$0 [8:0]][79:72] <= \port$1391$0 [88:81];
-    if (write__en[10])
-      memory[\port$1391$0 [8:0]][87:80] <= \port$1391$0 [96:89];
-    if (write__en[11])
-      memory[\port$1391$0 [8:0]][95:88] <= \port$1391$0 [104:97];
-    if (write__en[12])
-      memory[\port$1391$0 [8:0]][103:96] <= \port$1391$0 [112:105];
-    if (write__en[13])
-      memory[\port$1391$0 [8:0]][111:104] <= \port$1391$0 [120:113];
-    if (write__en[14])
-      memory[\port$1391$0 [8:0]][119:112] <= \port$1391$0 [128:121];
-    if (write__en[15])
-      memory[\port$1391$0 [8:0]][127:120] <= \port$1391$0 [136:129];
+      memory0[w_addr[8:0]][15:8] <= write__data[15:8];
   end
-  reg [127:0] _0_;
+  reg [15:0] _0_;
   always @(posedge clk) begin
     if (read__en) begin
-      _0_ <= memory[read__addr];
+      _0_ <= memory0[r_addr[8:0]];
     end
   end
   assign read__data = _0_;
+  reg [15:0] memory1 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$12 [0])
+      memory1[w_addr[17:9]][7:0] <= \write__data$11 [7:0];
+    if (\write__en$12 [1])
+      memory1[w_addr[17:9]][15:8] <= \write__data$11 [15:8];
+  end
+  reg [15:0] _1_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _1_ <= memory1[r_addr[17:9]];
+    end
+  end
+  assign \read__data$49  = _1_;
+  reg [15:0] memory2 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$17 [0])
+      memory2[w_addr[26:18]][7:0] <= \write__data$16 [7:0];
+    if (\write__en$17 [1])
+      memory2[w_addr[26:18]][15:8] <= \write__data$16 [15:8];
+  end
+  reg [15:0] _2_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _2_ <= memory2[r_addr[26:18]];
+    end
+  end
+  assign \read__data$50  = _2_;
+  reg [15:0] memory3 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$22 [0])
+      memory3[w_addr[35:27]][7:0] <= \write__data$21 [7:0];
+    if (\write__en$22 [1])
+      memory3[w_addr[35:27]][15:8] <= \write__data$21 [15:8];
+  end
+  reg [15:0] _3_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _3_ <= memory3[r_addr[35:27]];
+    end
+  end
+  assign \read__data$51  = _3_;
+  reg [15:0] memory4 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$27 [0])
+      memory4[w_addr[44:36]][7:0] <= \write__data$26 [7:0];
+    if (\write__en$27 [1])
+      memory4[w_addr[44:36]][15:8] <= \write__data$26 [15:8];
+  end
+  reg [15:0] _4_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _4_ <= memory4[r_addr[44:36]];
+    end
+  end
+  assign \read__data$52  = _4_;
+  reg [15:0] memory5 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$32 [0])
+      memory5[w_addr[53:45]][7:0] <= \write__data$31 [7:0];
+    if (\write__en$32 [1])
+      memory5[w_addr[53:45]][15:8] <= \write__data$31 [15:8];
+  end
+  reg [15:0] _5_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _5_ <= memory5[r_addr[53:45]];
+    end
+  end
+  assign \read__data$53  = _5_;
+  reg [15:0] memory6 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$37 [0])
+      memory6[w_addr[62:54]][7:0] <= \write__data$36 [7:0];
+    if (\write__en$37 [1])
+      memory6[w_addr[62:54]][15:8] <= \write__data$36 [15:8];
+  end
+  reg [15:0] _6_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _6_ <= memory6[r_addr[62:54]];
+    end
+  end
+  assign \read__data$54  = _6_;
+  reg [15:0] memory7 [511:0];
+  always @(posedge clk) begin
+    if (\write__en$42 [0])
+      memory7[w_addr[71:63]][7:0] <= \write__data$41 [7:0];
+    if (\write__en$42 [1])
+      memory7[w_addr[71:63]][15:8] <= \write__data$41 [15:8];
+  end
+  reg [15:0] _7_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _7_ <= memory7[r_addr[71:63]];
+    end
+  end
+  assign \read__data$55  = _7_;
   always @(posedge clk)
     r_data <= \$1 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$1  = read__data;
+    \$1 [15:0] = read__data;
+    \$1 [31:16] = \read__data$49 ;
+    \$1 [47:32] = \read__data$50 ;
+    \$1 [63:48] = \read__data$51 ;
+    \$1 [79:64] = \read__data$52 ;
+    \$1 [95:80] = \read__data$53 ;
+    \$1 [111:96] = \read__data$54 ;
+    \$1 [127:112] = \read__data$55 ;
     if (rst) begin
       \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign write__addr = \port$1391$0 [8:0];
-  assign w_addr = \port$1391$0 [8:0];
-  assign write__data = \port$1391$0 [136:9];
-  assign w_data = \port$1391$0 [136:9];
-  assign w_en = write__en;
-  assign r_addr = read__addr;
+  assign write__addr = w_addr[8:0];
+  assign w_data = { \write__data$41 , \write__data$36 , \write__data$31 , \write__data$26 , \write__data$21 , \write__data$16 , \write__data$11 , write__data };
+  assign w_en = { \write__en$42 , \write__en$37 , \write__en$32 , \write__en$27 , \write__en$22 , \write__en$17 , \write__en$12 , write__en };
+  assign read__addr = r_addr[8:0];
   assign r_en = read__en;
+  assign \write__addr$10  = w_addr[17:9];
+  assign \read__addr$13  = r_addr[17:9];
+  assign \read__en$14  = read__en;
+  assign \write__addr$15  = w_addr[26:18];
+  assign \read__addr$18  = r_addr[26:18];
+  assign \read__en$19  = read__en;
+  assign \write__addr$20  = w_addr[35:27];
+  assign \read__addr$23  = r_addr[35:27];
+  assign \read__en$24  = read__en;
+  assign \write__addr$25  = w_addr[44:36];
+  assign \read__addr$28  = r_addr[44:36];
+  assign \read__en$29  = read__en;
+  assign \write__addr$30  = w_addr[53:45];
+  assign \read__addr$33  = r_addr[53:45];
+  assign \read__en$34  = read__en;
+  assign \write__addr$35  = w_addr[62:54];
+  assign \read__addr$38  = r_addr[62:54];
+  assign \read__en$39  = read__en;
+  assign \write__addr$40  = w_addr[71:63];
+  assign \read__addr$43  = r_addr[71:63];
+  assign \read__en$44  = read__en;
+  assign \w_addr[0]  = w_addr[8:0];
+  assign \w_addr[1]  = w_addr[17:9];
+  assign \w_addr[2]  = w_addr[26:18];
+  assign \w_addr[3]  = w_addr[35:27];
+  assign \w_addr[4]  = w_addr[44:36];
+  assign \w_addr[5]  = w_addr[53:45];
+  assign \w_addr[6]  = w_addr[62:54];
+  assign \w_addr[7]  = w_addr[71:63];
+  assign \r_addr[0]  = r_addr[8:0];
+  assign \r_addr[1]  = r_addr[17:9];
+  assign \r_addr[2]  = r_addr[26:18];
+  assign \r_addr[3]  = r_addr[35:27];
+  assign \r_addr[4]  = r_addr[44:36];
+  assign \r_addr[5]  = r_addr[53:45];
+  assign \r_addr[6]  = r_addr[62:54];
+  assign \r_addr[7]  = r_addr[71:63];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, r_data, w_en, w_port__data, r_rdy, r_en);
+module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0 , \port$1111$0 , \port$1112$0 , \port$1113$0 , \port$1114$0 , \port$1115$0 , \port$1116$0 , write__en, \write__en$22 , \write__en$33 , \write__en$44 , \write__en$55 , \write__en$66 , \write__en$77 , \write__en$88 , w_data, out_valid0, o__ready
+);
   reg \$auto$verilog_backend.cc:2355:dump_module$10  = 0;
   wire \$1 ;
-  wire \$10 ;
-  wire [4:0] \$11 ;
-  wire [4:0] \$12 ;
-  wire \$13 ;
-  wire \$14 ;
-  wire \$15 ;
-  wire \$16 ;
+  wire [15:0] \$10 ;
+  wire \$100 ;
+  wire \$101 ;
+  wire \$102 ;
+  wire \$103 ;
+  wire [4:0] \$104 ;
+  wire [4:0] \$105 ;
+  wire \$106 ;
+  wire \$107 ;
+  wire \$108 ;
+  wire \$109 ;
+  wire [15:0] \$11 ;
+  wire \$110 ;
+  wire \$111 ;
+  wire \$112 ;
+  wire \$113 ;
+  wire \$114 ;
+  wire \$115 ;
+  wire \$116 ;
+  wire \$117 ;
+  wire \$118 ;
+  wire \$119 ;
+  wire [15:0] \$12 ;
+  wire \$120 ;
+  wire \$121 ;
+  wire \$122 ;
+  wire \$123 ;
+  wire \$124 ;
+  wire \$125 ;
+  wire \$126 ;
+  wire \$127 ;
+  wire \$128 ;
+  wire \$129 ;
+  wire [15:0] \$13 ;
+  wire \$130 ;
+  wire \$131 ;
+  wire [13:0] \$132 ;
+  wire \$133 ;
+  wire \$134 ;
+  wire \$135 ;
+  wire \$136 ;
+  wire \$137 ;
+  wire \$138 ;
+  wire \$139 ;
+  wire [15:0] \$14 ;
+  wire \$140 ;
+  wire [4:0] \$141 ;
+  wire [4:0] \$142 ;
+  wire \$143 ;
+  wire \$144 ;
+  wire \$145 ;
+  wire \$146 ;
+  wire \$147 ;
+  wire \$148 ;
+  wire \$149 ;
+  wire [15:0] \$15 ;
+  wire \$150 ;
+  wire \$151 ;
+  wire \$152 ;
+  wire \$153 ;
+  wire \$154 ;
+  wire \$155 ;
+  wire \$156 ;
+  wire \$157 ;
+  wire \$158 ;
+  wire \$159 ;
+  wire [15:0] \$16 ;
+  wire \$160 ;
+  wire \$161 ;
+  wire \$162 ;
+  wire \$163 ;
+  wire \$164 ;
+  wire \$165 ;
+  wire \$166 ;
+  wire \$167 ;
+  wire \$168 ;
+  wire [13:0] \$169 ;
   wire \$17 ;
+  wire \$170 ;
+  wire \$171 ;
+  wire \$172 ;
+  wire \$173 ;
+  wire \$174 ;
+  wire \$175 ;
+  wire \$176 ;
+  wire \$177 ;
+  wire [4:0] \$178 ;
+  wire [4:0] \$179 ;
   wire \$18 ;
-  wire [4:0] \$19 ;
+  wire \$180 ;
+  wire \$181 ;
+  wire \$182 ;
+  wire \$183 ;
+  wire \$184 ;
+  wire \$185 ;
+  wire \$186 ;
+  wire \$187 ;
+  wire \$188 ;
+  wire \$189 ;
+  wire \$19 ;
+  wire \$190 ;
+  wire \$191 ;
+  wire \$192 ;
+  wire \$193 ;
+  wire \$194 ;
+  wire \$195 ;
+  wire \$196 ;
+  wire \$197 ;
+  wire \$198 ;
+  wire \$199 ;
   wire \$2 ;
   wire \$20 ;
-  wire \$21 ;
+  wire \$200 ;
+  wire \$201 ;
+  wire \$202 ;
+  wire \$203 ;
+  wire \$204 ;
+  wire \$205 ;
+  wire [13:0] \$206 ;
+  wire \$207 ;
+  wire \$208 ;
+  wire \$209 ;
+  wire [13:0] \$21 ;
+  wire \$210 ;
+  wire \$211 ;
+  wire \$212 ;
+  wire \$213 ;
+  wire \$214 ;
+  wire [4:0] \$215 ;
+  wire [4:0] \$216 ;
+  wire \$217 ;
+  wire \$218 ;
+  wire \$219 ;
   wire \$22 ;
+  wire \$220 ;
+  wire \$221 ;
+  wire \$222 ;
+  wire \$223 ;
+  wire \$224 ;
+  wire \$225 ;
+  wire \$226 ;
+  wire \$227 ;
+  wire \$228 ;
+  wire \$229 ;
   wire \$23 ;
+  wire \$230 ;
+  wire \$231 ;
+  wire \$232 ;
+  wire \$233 ;
+  wire \$234 ;
+  wire \$235 ;
+  wire \$236 ;
+  wire \$237 ;
+  wire \$238 ;
+  wire \$239 ;
   wire \$24 ;
+  wire \$240 ;
+  wire \$241 ;
+  wire \$242 ;
+  wire [13:0] \$243 ;
+  wire \$244 ;
+  wire \$245 ;
+  wire \$246 ;
+  wire \$247 ;
+  wire \$248 ;
+  wire \$249 ;
   wire \$25 ;
-  wire [4:0] \$26 ;
+  wire \$250 ;
+  wire \$251 ;
+  wire [4:0] \$252 ;
+  wire [4:0] \$253 ;
+  wire \$254 ;
+  wire \$255 ;
+  wire \$256 ;
+  wire \$257 ;
+  wire \$258 ;
+  wire \$259 ;
+  wire \$26 ;
+  wire \$260 ;
+  wire \$261 ;
+  wire \$262 ;
+  wire \$263 ;
+  wire \$264 ;
+  wire \$265 ;
+  wire \$266 ;
+  wire \$267 ;
+  wire \$268 ;
+  wire \$269 ;
   wire \$27 ;
+  wire \$270 ;
+  wire \$271 ;
+  wire \$272 ;
+  wire \$273 ;
+  wire \$274 ;
+  wire \$275 ;
+  wire \$276 ;
+  wire \$277 ;
+  wire \$278 ;
+  wire \$279 ;
   wire \$28 ;
+  wire [13:0] \$280 ;
+  wire \$281 ;
+  wire \$282 ;
+  wire \$283 ;
+  wire \$284 ;
+  wire \$285 ;
+  wire \$286 ;
+  wire \$287 ;
+  wire \$288 ;
+  wire [4:0] \$289 ;
   wire \$29 ;
+  wire [4:0] \$290 ;
+  wire \$291 ;
+  wire \$292 ;
+  wire \$293 ;
+  wire \$294 ;
+  wire \$295 ;
+  wire \$296 ;
+  wire \$297 ;
+  wire \$298 ;
+  wire \$299 ;
   wire \$3 ;
-  reg [3:0] \$30 ;
-  reg [3:0] \$31 ;
-  reg [3:0] \$32 ;
-  reg \$33 ;
+  wire [4:0] \$30 ;
+  wire \$300 ;
+  wire \$301 ;
+  wire \$302 ;
+  wire \$303 ;
+  wire \$304 ;
+  wire \$305 ;
+  wire \$306 ;
+  wire \$307 ;
+  wire \$308 ;
+  wire \$309 ;
+  wire [4:0] \$31 ;
+  wire \$310 ;
+  wire \$311 ;
+  wire \$312 ;
+  reg [13:0] \$313 ;
+  reg \$314 ;
+  reg \$315 ;
+  reg [3:0] \$316 ;
+  reg [3:0] \$317 ;
+  reg \$318 ;
+  reg \$319 ;
+  wire \$32 ;
+  reg \$320 ;
+  reg [15:0] \$321 ;
+  reg \$322 ;
+  reg [15:0] \$323 ;
+  reg [13:0] \$324 ;
+  reg \$325 ;
+  reg \$326 ;
+  reg [3:0] \$327 ;
+  reg [3:0] \$328 ;
+  reg \$329 ;
+  wire \$33 ;
+  reg \$330 ;
+  reg \$331 ;
+  reg [15:0] \$332 ;
+  reg \$333 ;
+  reg [15:0] \$334 ;
+  reg [13:0] \$335 ;
+  reg \$336 ;
+  reg \$337 ;
+  reg [3:0] \$338 ;
+  reg [3:0] \$339 ;
+  wire \$34 ;
+  reg \$340 ;
+  reg \$341 ;
+  reg \$342 ;
+  reg [15:0] \$343 ;
+  reg \$344 ;
+  reg [15:0] \$345 ;
+  reg [13:0] \$346 ;
+  reg \$347 ;
+  reg \$348 ;
+  reg [3:0] \$349 ;
+  wire \$35 ;
+  reg [3:0] \$350 ;
+  reg \$351 ;
+  reg \$352 ;
+  reg \$353 ;
+  reg [15:0] \$354 ;
+  reg \$355 ;
+  reg [15:0] \$356 ;
+  reg [13:0] \$357 ;
+  reg \$358 ;
+  reg \$359 ;
+  wire \$36 ;
+  reg [3:0] \$360 ;
+  reg [3:0] \$361 ;
+  reg \$362 ;
+  reg \$363 ;
+  reg \$364 ;
+  reg [15:0] \$365 ;
+  reg \$366 ;
+  reg [15:0] \$367 ;
+  reg [13:0] \$368 ;
+  reg \$369 ;
+  wire \$37 ;
+  reg \$370 ;
+  reg [3:0] \$371 ;
+  reg [3:0] \$372 ;
+  reg \$373 ;
+  reg \$374 ;
+  reg \$375 ;
+  reg [15:0] \$376 ;
+  reg \$377 ;
+  reg [15:0] \$378 ;
+  reg [13:0] \$379 ;
+  wire \$38 ;
+  reg \$380 ;
+  reg \$381 ;
+  reg [3:0] \$382 ;
+  reg [3:0] \$383 ;
+  reg \$384 ;
+  reg \$385 ;
+  reg \$386 ;
+  reg [15:0] \$387 ;
+  reg \$388 ;
+  reg [15:0] \$389 ;
+  wire \$39 ;
+  reg [13:0] \$390 ;
+  reg \$391 ;
+  reg \$392 ;
+  reg [3:0] \$393 ;
+  reg [3:0] \$394 ;
+  reg \$395 ;
+  reg \$396 ;
+  reg \$397 ;
+  reg [15:0] \$398 ;
+  reg \$399 ;
   wire \$4 ;
-  wire [4:0] \$5 ;
-  wire [4:0] \$6 ;
+  wire \$40 ;
+  reg [15:0] \$400 ;
+  wire \$41 ;
+  wire \$42 ;
+  wire \$43 ;
+  wire \$44 ;
+  wire \$45 ;
+  wire \$46 ;
+  wire \$47 ;
+  wire \$48 ;
+  wire \$49 ;
+  wire \$5 ;
+  wire \$50 ;
+  wire \$51 ;
+  wire \$52 ;
+  wire \$53 ;
+  wire \$54 ;
+  wire \$55 ;
+  wire \$56 ;
+  wire \$57 ;
+  wire [13:0] \$58 ;
+  wire \$59 ;
+  wire \$6 ;
+  wire \$60 ;
+  wire \$61 ;
+  wire \$62 ;
+  wire \$63 ;
+  wire \$64 ;
+  wire \$65 ;
+  wire \$66 ;
+  wire [4:0] \$67 ;
+  wire [4:0] \$68 ;
+  wire \$69 ;
   wire \$7 ;
+  wire \$70 ;
+  wire \$71 ;
+  wire \$72 ;
+  wire \$73 ;
+  wire \$74 ;
+  wire \$75 ;
+  wire \$76 ;
+  wire \$77 ;
+  wire \$78 ;
+  wire \$79 ;
   wire \$8 ;
-  wire \$9 ;
+  wire \$80 ;
+  wire \$81 ;
+  wire \$82 ;
+  wire \$83 ;
+  wire \$84 ;
+  wire \$85 ;
+  wire \$86 ;
+  wire \$87 ;
+  wire \$88 ;
+  wire \$89 ;
+  wire [15:0] \$9 ;
+  wire \$90 ;
+  wire \$91 ;
+  wire \$92 ;
+  wire \$93 ;
+  wire \$94 ;
+  wire [13:0] \$95 ;
+  wire \$96 ;
+  wire \$97 ;
+  wire \$98 ;
+  wire \$99 ;
   input clk;
   wire clk;
+  reg [15:0] entry0_0 = 16'h0000;
+  reg [15:0] entry0_1 = 16'h0000;
+  reg [15:0] entry0_2 = 16'h0000;
+  reg [15:0] entry0_3 = 16'h0000;
+  reg [15:0] entry0_4 = 16'h0000;
+  reg [15:0] entry0_5 = 16'h0000;
+  reg [15:0] entry0_6 = 16'h0000;
+  reg [15:0] entry0_7 = 16'h0000;
+  reg [15:0] entry1_0 = 16'h0000;
+  reg [15:0] entry1_1 = 16'h0000;
+  reg [15:0] entry1_2 = 16'h0000;
+  reg [15:0] entry1_3 = 16'h0000;
+  reg [15:0] entry1_4 = 16'h0000;
+  reg [15:0] entry1_5 = 16'h0000;
+  reg [15:0] entry1_6 = 16'h0000;
+  reg [15:0] entry1_7 = 16'h0000;
+  reg full0 = 1'h0;
+  reg full1 = 1'h0;
+  reg full2 = 1'h0;
+  reg full3 = 1'h0;
+  reg full4 = 1'h0;
+  reg full5 = 1'h0;
+  reg full6 = 1'h0;
+  reg full7 = 1'h0;
+  reg [13:0] held0 = 14'h0000;
+  reg [13:0] held1 = 14'h0000;
+  reg [13:0] held2 = 14'h0000;
+  reg [13:0] held3 = 14'h0000;
+  reg [13:0] held4 = 14'h0000;
+  reg [13:0] held5 = 14'h0000;
+  reg [13:0] held6 = 14'h0000;
+  reg [13:0] held7 = 14'h0000;
+  reg load0_0 = 1'h1;
+  reg load0_1 = 1'h1;
+  reg load0_2 = 1'h1;
+  reg load0_3 = 1'h1;
+  reg load0_4 = 1'h1;
+  reg load0_5 = 1'h1;
+  reg load0_6 = 1'h1;
+  reg load0_7 = 1'h1;
+  reg load1_0 = 1'h0;
+  reg load1_1 = 1'h0;
+  reg load1_2 = 1'h0;
+  reg load1_3 = 1'h0;
+  reg load1_4 = 1'h0;
+  reg load1_5 = 1'h0;
+  reg load1_6 = 1'h0;
+  reg load1_7 = 1'h0;
+  wire [127:0] o__payload;
+  input o__ready;
+  wire o__ready;
+  (* init = 1'h0 *)
+  wire o__valid;
+  output out_valid0;
+  reg out_valid0 = 1'h0;
+  reg out_valid1 = 1'h0;
+  reg out_valid2 = 1'h0;
+  reg out_valid3 = 1'h0;
+  reg out_valid4 = 1'h0;
+  reg out_valid5 = 1'h0;
+  reg out_valid6 = 1'h0;
+  reg out_valid7 = 1'h0;
+  wire pop0;
+  wire pop1;
+  wire pop2;
+  wire pop3;
+  wire pop4;
+  wire pop5;
+  wire pop6;
+  wire pop7;
+  output [15:0] \port$1109$0 ;
+  wire [15:0] \port$1109$0 ;
+  output [15:0] \port$1110$0 ;
+  wire [15:0] \port$1110$0 ;
+  output [15:0] \port$1111$0 ;
+  wire [15:0] \port$1111$0 ;
+  output [15:0] \port$1112$0 ;
+  wire [15:0] \port$1112$0 ;
+  output [15:0] \port$1113$0 ;
+  wire [15:0] \port$1113$0 ;
+  output [15:0] \port$1114$0 ;
+  wire [15:0] \port$1114$0 ;
+  output [15:0] \port$1115$0 ;
+  wire [15:0] \port$1115$0 ;
+  output [15:0] \port$1116$0 ;
+  wire [15:0] \port$1116$0 ;
+  wire push0;
+  wire push1;
+  wire push2;
+  wire push3;
+  wire push4;
+  wire push5;
+  wire push6;
+  wire push7;
   (* init = 4'h0 *)
-  wire [3:0] consume;
-  reg [3:0] inner_level = 4'h0;
-  wire inner_r_rdy;
-  wire [4:0] level;
+  wire [3:0] r_at0;
   (* init = 4'h0 *)
-  wire [3:0] produce;
-  output [127:0] r_data;
-  wire [127:0] r_data;
-  input r_en;
-  wire r_en;
-  wire [4:0] r_level;
-  reg [3:0] r_port__addr = 4'h0;
-  wire [127:0] r_port__data;
-  wire r_port__en;
-  output r_rdy;
-  reg r_rdy = 1'h0;
+  wire [3:0] r_at1;
+  (* init = 4'h0 *)
+  wire [3:0] r_at2;
+  (* init = 4'h0 *)
+  wire [3:0] r_at3;
+  (* init = 4'h0 *)
+  wire [3:0] r_at4;
+  (* init = 4'h0 *)
+  wire [3:0] r_at5;
+  (* init = 4'h0 *)
+  wire [3:0] r_at6;
+  (* init = 4'h0 *)
+  wire [3:0] r_at7;
+  reg r_sel0 = 1'h0;
+  reg r_sel1 = 1'h0;
+  reg r_sel2 = 1'h0;
+  reg r_sel3 = 1'h0;
+  reg r_sel4 = 1'h0;
+  reg r_sel5 = 1'h0;
+  reg r_sel6 = 1'h0;
+  reg r_sel7 = 1'h0;
+  reg [3:0] read__addr = 4'h0;
+  reg [3:0] \read__addr$23  = 4'h0;
+  reg [3:0] \read__addr$34  = 4'h0;
+  reg [3:0] \read__addr$45  = 4'h0;
+  reg [3:0] \read__addr$56  = 4'h0;
+  reg [3:0] \read__addr$67  = 4'h0;
+  reg [3:0] \read__addr$78  = 4'h0;
+  reg [3:0] \read__addr$89  = 4'h0;
+  wire [15:0] read__data;
+  wire [15:0] \read__data$125 ;
+  wire [15:0] \read__data$129 ;
+  wire [15:0] \read__data$133 ;
+  wire [15:0] \read__data$137 ;
+  wire [15:0] \read__data$141 ;
+  wire [15:0] \read__data$145 ;
+  wire [15:0] \read__data$149 ;
   input rst;
   wire rst;
+  (* init = 4'h0 *)
+  wire [3:0] w_at0;
+  (* init = 4'h0 *)
+  wire [3:0] w_at1;
+  (* init = 4'h0 *)
+  wire [3:0] w_at2;
+  (* init = 4'h0 *)
+  wire [3:0] w_at3;
+  (* init = 4'h0 *)
+  wire [3:0] w_at4;
+  (* init = 4'h0 *)
+  wire [3:0] w_at5;
+  (* init = 4'h0 *)
+  wire [3:0] w_at6;
+  (* init = 4'h0 *)
+  wire [3:0] w_at7;
+  input [127:0] w_data;
   wire [127:0] w_data;
-  input w_en;
-  wire w_en;
-  wire [4:0] w_level;
-  reg [3:0] w_port__addr = 4'h0;
-  input [127:0] w_port__data;
-  wire [127:0] w_port__data;
-  wire w_port__en;
-  wire w_rdy;
-  reg [127:0] storage [14:0];
+  wire [7:0] w_en;
+  reg w_sel0 = 1'h0;
+  reg w_sel1 = 1'h0;
+  reg w_sel2 = 1'h0;
+  reg w_sel3 = 1'h0;
+  reg w_sel4 = 1'h0;
+  reg w_sel5 = 1'h0;
+  reg w_sel6 = 1'h0;
+  reg w_sel7 = 1'h0;
+  reg [3:0] write__addr = 4'h0;
+  reg [3:0] \write__addr$19  = 4'h0;
+  reg [3:0] \write__addr$30  = 4'h0;
+  reg [3:0] \write__addr$41  = 4'h0;
+  reg [3:0] \write__addr$52  = 4'h0;
+  reg [3:0] \write__addr$63  = 4'h0;
+  reg [3:0] \write__addr$74  = 4'h0;
+  reg [3:0] \write__addr$85  = 4'h0;
+  wire [15:0] write__data;
+  wire [15:0] \write__data$21 ;
+  wire [15:0] \write__data$32 ;
+  wire [15:0] \write__data$43 ;
+  wire [15:0] \write__data$54 ;
+  wire [15:0] \write__data$65 ;
+  wire [15:0] \write__data$76 ;
+  wire [15:0] \write__data$87 ;
+  input write__en;
+  wire write__en;
+  input \write__en$22 ;
+  wire \write__en$22 ;
+  input \write__en$33 ;
+  wire \write__en$33 ;
+  input \write__en$44 ;
+  wire \write__en$44 ;
+  input \write__en$55 ;
+  wire \write__en$55 ;
+  input \write__en$66 ;
+  wire \write__en$66 ;
+  input \write__en$77 ;
+  wire \write__en$77 ;
+  input \write__en$88 ;
+  wire \write__en$88 ;
+  reg [15:0] ring0 [15:0];
   always @(posedge clk) begin
-    if (w_port__en)
-      storage[w_port__addr] <= w_port__data;
+    if (write__en)
+      ring0[write__addr] <= w_data[15:0];
   end
-  reg [127:0] _0_;
+  assign read__data = ring0[read__addr];
+  reg [15:0] ring1 [15:0];
   always @(posedge clk) begin
-    if (r_port__en) begin
-      _0_ <= storage[r_port__addr];
-    end
+    if (\write__en$22 )
+      ring1[\write__addr$19 ] <= w_data[31:16];
   end
-  assign r_data = _0_;
-  assign w_rdy = inner_level != 4'hf;
-  assign inner_r_rdy = | inner_level;
-  assign w_port__en = w_rdy & w_en;
-  assign \$1  = ~ r_rdy;
-  assign \$2  = \$1  | r_en;
-  assign r_port__en = inner_r_rdy & \$2 ;
-  assign w_level = inner_level + r_rdy;
-  assign \$3  = w_rdy & w_en;
-  assign \$4  = w_port__addr == 4'he;
-  assign \$5  = w_port__addr + 1'h1;
-  assign \$6  = \$4  ? 5'h00 : \$5 ;
-  assign \$7  = ~ r_rdy;
-  assign \$8  = \$7  | r_en;
-  assign \$9  = inner_r_rdy & \$8 ;
-  assign \$10  = r_port__addr == 4'he;
-  assign \$11  = r_port__addr + 1'h1;
-  assign \$12  = \$10  ? 5'h00 : \$11 ;
-  assign \$13  = w_rdy & w_en;
-  assign \$14  = ~ r_rdy;
-  assign \$15  = \$14  | r_en;
-  assign \$16  = inner_r_rdy & \$15 ;
-  assign \$17  = ~ \$16 ;
-  assign \$18  = \$13  & \$17 ;
-  assign \$19  = inner_level + 1'h1;
-  assign \$20  = ~ r_rdy;
-  assign \$21  = \$20  | r_en;
-  assign \$22  = inner_r_rdy & \$21 ;
-  assign \$23  = w_rdy & w_en;
-  assign \$24  = ~ \$23 ;
-  assign \$25  = \$22  & \$24 ;
-  assign \$26  = inner_level - 1'h1;
-  assign \$27  = ~ r_rdy;
-  assign \$28  = \$27  | r_en;
-  assign \$29  = inner_r_rdy & \$28 ;
+  assign \read__data$125  = ring1[\read__addr$23 ];
+  reg [15:0] ring2 [15:0];
+  always @(posedge clk) begin
+    if (\write__en$33 )
+      ring2[\write__addr$30 ] <= w_data[47:32];
+  end
+  assign \read__data$129  = ring2[\read__addr$34 ];
+  reg [15:0] ring3 [15:0];
+  always @(posedge clk) begin
+    if (\write__en$44 )
+      ring3[\write__addr$41 ] <= w_data[63:48];
+  end
+  assign \read__data$133  = ring3[\read__addr$45 ];
+  reg [15:0] ring4 [15:0];
+  always @(posedge clk) begin
+    if (\write__en$55 )
+      ring4[\write__addr$52 ] <= w_data[79:64];
+  end
+  assign \read__data$137  = ring4[\read__addr$56 ];
+  reg [15:0] ring5 [15:0];
+  always @(posedge clk) begin
+    if (\write__en$66 )
+      ring5[\write__addr$63 ] <= w_data[95:80];
+  end
+  assign \read__data$141  = ring5[\read__addr$67 ];
+  reg [15:0] ring6 [15:0];
+  always @(posedge clk) begin
+    if (\write__en$77 )
+      ring6[\write__addr$74 ] <= w_data[111:96];
+  end
+  assign \read__data$145  = ring6[\read__addr$78 ];
+  reg [15:0] ring7 [15:0];
+  always @(posedge clk) begin
+    if (\write__en$88 )
+      ring7[\write__addr$85 ] <= w_data[127:112];
+  end
+  assign \read__data$149  = ring7[\read__addr$89 ];
+  assign \$1  = ~ full0;
+  assign push0 = held0[0] & \$1 ;
+  assign pop0 = out_valid0 & o__ready;
+  assign \$2  = ~ full1;
+  assign push1 = held1[0] & \$2 ;
+  assign pop1 = out_valid1 & o__ready;
+  assign \$3  = ~ full2;
+  assign push2 = held2[0] & \$3 ;
+  assign pop2 = out_valid2 & o__ready;
+  assign \$4  = ~ full3;
+  assign push3 = held3[0] & \$4 ;
+  assign pop3 = out_valid3 & o__ready;
+  assign \$5  = ~ full4;
+  assign push4 = held4[0] & \$5 ;
+  assign pop4 = out_valid4 & o__ready;
+  assign \$6  = ~ full5;
+  assign push5 = held5[0] & \$6 ;
+  assign pop5 = out_valid5 & o__ready;
+  assign \$7  = ~ full6;
+  assign push6 = held6[0] & \$7 ;
+  assign pop6 = out_valid6 & o__ready;
+  assign \$8  = ~ full7;
+  assign push7 = held7[0] & \$8 ;
+  assign pop7 = out_valid7 & o__ready;
+  assign \$9  = r_sel0 ? entry1_0 : entry0_0;
+  assign \$10  = r_sel1 ? entry1_1 : entry0_1;
+  assign \$11  = r_sel2 ? entry1_2 : entry0_2;
+  assign \$12  = r_sel3 ? entry1_3 : entry0_3;
+  assign \$13  = r_sel4 ? entry1_4 : entry0_4;
+  assign \$14  = r_sel5 ? entry1_5 : entry0_5;
+  assign \$15  = r_sel6 ? entry1_6 : entry0_6;
+  assign \$16  = r_sel7 ? entry1_7 : entry0_7;
+  assign \$17  = ~ push0;
+  assign \$18  = write__en & \$17 ;
+  assign \$19  = ~ write__en;
+  assign \$20  = push0 & \$19 ;
+  assign \$22  = pop0 ? full0 : out_valid0;
+  assign \$23  = push0 ? 1'h1 : \$22 ;
+  assign \$24  = ~ pop0;
+  assign \$25  = push0 & \$24 ;
+  assign \$26  = ~ push0;
+  assign \$27  = pop0 & \$26 ;
+  assign \$28  = \$27  ? 1'h0 : full0;
+  assign \$29  = \$25  ? out_valid0 : \$28 ;
+  assign \$30  = write__addr + 1'h1;
+  assign \$31  = read__addr + 1'h1;
+  assign \$32  = w_sel0 ^ push0;
+  assign \$33  = r_sel0 ^ pop0;
+  assign \$34  = ~ pop0;
+  assign \$35  = push0 & \$34 ;
+  assign \$36  = ~ push0;
+  assign \$37  = pop0 & \$36 ;
+  assign \$38  = \$37  ? 1'h0 : full0;
+  assign \$39  = \$35  ? out_valid0 : \$38 ;
+  assign \$40  = ~ \$39 ;
+  assign \$41  = w_sel0 ^ push0;
+  assign \$42  = ! \$41 ;
+  assign \$43  = \$40  & \$42 ;
+  assign \$44  = ~ pop0;
+  assign \$45  = push0 & \$44 ;
+  assign \$46  = ~ push0;
+  assign \$47  = pop0 & \$46 ;
+  assign \$48  = \$47  ? 1'h0 : full0;
+  assign \$49  = \$45  ? out_valid0 : \$48 ;
+  assign \$50  = ~ \$49 ;
+  assign \$51  = w_sel0 ^ push0;
+  assign \$53  = \$50  & \$52 ;
+  assign \$54  = ~ push1;
+  assign \$55  = \write__en$22  & \$54 ;
+  assign \$56  = ~ \write__en$22 ;
+  assign \$57  = push1 & \$56 ;
+  assign \$59  = pop1 ? full1 : out_valid1;
+  assign \$60  = push1 ? 1'h1 : \$59 ;
+  assign \$61  = ~ pop1;
+  assign \$62  = push1 & \$61 ;
+  assign \$63  = ~ push1;
+  assign \$64  = pop1 & \$63 ;
+  assign \$65  = \$64  ? 1'h0 : full1;
+  assign \$66  = \$62  ? out_valid1 : \$65 ;
+  assign \$67  = \write__addr$19  + 1'h1;
+  assign \$68  = \read__addr$23  + 1'h1;
+  assign \$69  = w_sel1 ^ push1;
+  assign \$70  = r_sel1 ^ pop1;
+  assign \$71  = ~ pop1;
+  assign \$72  = push1 & \$71 ;
+  assign \$73  = ~ push1;
+  assign \$74  = pop1 & \$73 ;
+  assign \$75  = \$74  ? 1'h0 : full1;
+  assign \$76  = \$72  ? out_valid1 : \$75 ;
+  assign \$77  = ~ \$76 ;
+  assign \$78  = w_sel1 ^ push1;
+  assign \$79  = ! \$78 ;
+  assign \$80  = \$77  & \$79 ;
+  assign \$81  = ~ pop1;
+  assign \$82  = push1 & \$81 ;
+  assign \$83  = ~ push1;
+  assign \$84  = pop1 & \$83 ;
+  assign \$85  = \$84  ? 1'h0 : full1;
+  assign \$86  = \$82  ? out_valid1 : \$85 ;
+  assign \$87  = ~ \$86 ;
+  assign \$88  = w_sel1 ^ push1;
+  assign \$90  = \$87  & \$89 ;
+  assign \$91  = ~ push2;
+  assign \$92  = \write__en$33  & \$91 ;
+  assign \$93  = ~ \write__en$33 ;
+  assign \$94  = push2 & \$93 ;
+  assign \$96  = pop2 ? full2 : out_valid2;
+  assign \$97  = push2 ? 1'h1 : \$96 ;
+  assign \$98  = ~ pop2;
+  assign \$99  = push2 & \$98 ;
+  assign \$100  = ~ push2;
+  assign \$101  = pop2 & \$100 ;
+  assign \$102  = \$101  ? 1'h0 : full2;
+  assign \$103  = \$99  ? out_valid2 : \$102 ;
+  assign \$104  = \write__addr$30  + 1'h1;
+  assign \$105  = \read__addr$34  + 1'h1;
+  assign \$106  = w_sel2 ^ push2;
+  assign \$107  = r_sel2 ^ pop2;
+  assign \$108  = ~ pop2;
+  assign \$109  = push2 & \$108 ;
+  assign \$110  = ~ push2;
+  assign \$111  = pop2 & \$110 ;
+  assign \$112  = \$111  ? 1'h0 : full2;
+  assign \$113  = \$109  ? out_valid2 : \$112 ;
+  assign \$114  = ~ \$113 ;
+  assign \$115  = w_sel2 ^ push2;
+  assign \$116  = ! \$115 ;
+  assign \$117  = \$114  & \$116 ;
+  assign \$118  = ~ pop2;
+  assign \$119  = push2 & \$118 ;
+  assign \$120  = ~ push2;
+  assign \$121  = pop2 & \$120 ;
+  assign \$122  = \$121  ? 1'h0 : full2;
+  assign \$123  = \$119  ? out_valid2 : \$122 ;
+  assign \$124  = ~ \$123 ;
+  assign \$125  = w_sel2 ^ push2;
+  assign \$127  = \$124  & \$126 ;
+  assign \$128  = ~ push3;
+  assign \$129  = \write__en$44  & \$128 ;
+  assign \$130  = ~ \write__en$44 ;
+  assign \$131  = push3 & \$130 ;
+  assign \$133  = pop3 ? full3 : out_valid3;
+  assign \$134  = push3 ? 1'h1 : \$133 ;
+  assign \$135  = ~ pop3;
+  assign \$136  = push3 & \$135 ;
+  assign \$137  = ~ push3;
+  assign \$138  = pop3 & \$137 ;
+  assign \$139  = \$138  ? 1'h0 : full3;
+  assign \$140  = \$136  ? out_valid3 : \$139 ;
+  assign \$141  = \write__addr$41  + 1'h1;
+  assign \$142  = \read__addr$45  + 1'h1;
+  assign \$143  = w_sel3 ^ push3;
+  assign \$144  = r_sel3 ^ pop3;
+  assign \$145  = ~ pop3;
+  assign \$146  = push3 & \$145 ;
+  assign \$147  = ~ push3;
+  assign \$148  = pop3 & \$147 ;
+  assign \$149  = \$148  ? 1'h0 : full3;
+  assign \$150  = \$146  ? out_valid3 : \$149 ;
+  assign \$151  = ~ \$150 ;
+  assign \$152  = w_sel3 ^ push3;
+  assign \$153  = ! \$152 ;
+  assign \$154  = \$151  & \$153 ;
+  assign \$155  = ~ pop3;
+  assign \$156  = push3 & \$155 ;
+  assign \$157  = ~ push3;
+  assign \$158  = pop3 & \$157 ;
+  assign \$159  = \$158  ? 1'h0 : full3;
+  assign \$160  = \$156  ? out_valid3 : \$159 ;
+  assign \$161  = ~ \$160 ;
+  assign \$162  = w_sel3 ^ push3;
+  assign \$164  = \$161  & \$163 ;
+  assign \$165  = ~ push4;
+  assign \$166  = \write__en$55  & \$165 ;
+  assign \$167  = ~ \write__en$55 ;
+  assign \$168  = push4 & \$167 ;
+  assign \$170  = pop4 ? full4 : out_valid4;
+  assign \$171  = push4 ? 1'h1 : \$170 ;
+  assign \$172  = ~ pop4;
+  assign \$173  = push4 & \$172 ;
+  assign \$174  = ~ push4;
+  assign \$175  = pop4 & \$174 ;
+  assign \$176  = \$175  ? 1'h0 : full4;
+  assign \$177  = \$173  ? out_valid4 : \$176 ;
+  assign \$178  = \write__addr$52  + 1'h1;
+  assign \$179  = \read__addr$56  + 1'h1;
+  assign \$180  = w_sel4 ^ push4;
+  assign \$181  = r_sel4 ^ pop4;
+  assign \$182  = ~ pop4;
+  assign \$183  = push4 & \$182 ;
+  assign \$184  = ~ push4;
+  assign \$185  = pop4 & \$184 ;
+  assign \$186  = \$185  ? 1'h0 : full4;
+  assign \$187  = \$183  ? out_valid4 : \$186 ;
+  assign \$188  = ~ \$187 ;
+  assign \$189  = w_sel4 ^ push4;
+  assign \$190  = ! \$189 ;
+  assign \$191  = \$188  & \$190 ;
+  assign \$192  = ~ pop4;
+  assign \$193  = push4 & \$192 ;
+  assign \$194  = ~ push4;
+  assign \$195  = pop4 & \$194 ;
+  assign \$196  = \$195  ? 1'h0 : full4;
+  assign \$197  = \$193  ? out_valid4 : \$196 ;
+  assign \$198  = ~ \$197 ;
+  assign \$199  = w_sel4 ^ push4;
+  assign \$201  = \$198  & \$200 ;
+  assign \$202  = ~ push5;
+  assign \$203  = \write__en$66  & \$202 ;
+  assign \$204  = ~ \write__en$66 ;
+  assign \$205  = push5 & \$204 ;
+  assign \$207  = pop5 ? full5 : out_valid5;
+  assign \$208  = push5 ? 1'h1 : \$207 ;
+  assign \$209  = ~ pop5;
+  assign \$210  = push5 & \$209 ;
+  assign \$211  = ~ push5;
+  assign \$212  = pop5 & \$211 ;
+  assign \$213  = \$212  ? 1'h0 : full5;
+  assign \$214  = \$210  ? out_valid5 : \$213 ;
+  assign \$215  = \write__addr$63  + 1'h1;
+  assign \$216  = \read__addr$67  + 1'h1;
+  assign \$217  = w_sel5 ^ push5;
+  assign \$218  = r_sel5 ^ pop5;
+  assign \$219  = ~ pop5;
+  assign \$220  = push5 & \$219 ;
+  assign \$221  = ~ push5;
+  assign \$222  = pop5 & \$221 ;
+  assign \$223  = \$222  ? 1'h0 : full5;
+  assign \$224  = \$220  ? out_valid5 : \$223 ;
+  assign \$225  = ~ \$224 ;
+  assign \$226  = w_sel5 ^ push5;
+  assign \$227  = ! \$226 ;
+  assign \$228  = \$225  & \$227 ;
+  assign \$229  = ~ pop5;
+  assign \$230  = push5 & \$229 ;
+  assign \$231  = ~ push5;
+  assign \$232  = pop5 & \$231 ;
+  assign \$233  = \$232  ? 1'h0 : full5;
+  assign \$234  = \$230  ? out_valid5 : \$233 ;
+  assign \$235  = ~ \$234 ;
+  assign \$236  = w_sel5 ^ push5;
+  assign \$238  = \$235  & \$237 ;
+  assign \$239  = ~ push6;
+  assign \$240  = \write__en$77  & \$239 ;
+  assign \$241  = ~ \write__en$77 ;
+  assign \$242  = push6 & \$241 ;
+  assign \$244  = pop6 ? full6 : out_valid6;
+  assign \$245  = push6 ? 1'h1 : \$244 ;
+  assign \$246  = ~ pop6;
+  assign \$247  = push6 & \$246 ;
+  assign \$248  = ~ push6;
+  assign \$249  = pop6 & \$248 ;
+  assign \$250  = \$249  ? 1'h0 : full6;
+  assign \$251  = \$247  ? out_valid6 : \$250 ;
+  assign \$252  = \write__addr$74  + 1'h1;
+  assign \$253  = \read__addr$78  + 1'h1;
+  assign \$254  = w_sel6 ^ push6;
+  assign \$255  = r_sel6 ^ pop6;
+  assign \$256  = ~ pop6;
+  assign \$257  = push6 & \$256 ;
+  assign \$258  = ~ push6;
+  assign \$259  = pop6 & \$258 ;
+  assign \$260  = \$259  ? 1'h0 : full6;
+  assign \$261  = \$257  ? out_valid6 : \$260 ;
+  assign \$262  = ~ \$261 ;
+  assign \$263  = w_sel6 ^ push6;
+  assign \$264  = ! \$263 ;
+  assign \$265  = \$262  & \$264 ;
+  assign \$266  = ~ pop6;
+  assign \$267  = push6 & \$266 ;
+  assign \$268  = ~ push6;
+  assign \$269  = pop6 & \$268 ;
+  assign \$270  = \$269  ? 1'h0 : full6;
+  assign \$271  = \$267  ? out_valid6 : \$270 ;
+  assign \$272  = ~ \$271 ;
+  assign \$273  = w_sel6 ^ push6;
+  assign \$275  = \$272  & \$274 ;
+  assign \$276  = ~ push7;
+  assign \$277  = \write__en$88  & \$276 ;
+  assign \$278  = ~ \write__en$88 ;
+  assign \$279  = push7 & \$278 ;
+  assign \$281  = pop7 ? full7 : out_valid7;
+  assign \$282  = push7 ? 1'h1 : \$281 ;
+  assign \$283  = ~ pop7;
+  assign \$284  = push7 & \$283 ;
+  assign \$285  = ~ push7;
+  assign \$286  = pop7 & \$285 ;
+  assign \$287  = \$286  ? 1'h0 : full7;
+  assign \$288  = \$284  ? out_valid7 : \$287 ;
+  assign \$289  = \write__addr$85  + 1'h1;
+  assign \$290  = \read__addr$89  + 1'h1;
+  assign \$291  = w_sel7 ^ push7;
+  assign \$292  = r_sel7 ^ pop7;
+  assign \$293  = ~ pop7;
+  assign \$294  = push7 & \$293 ;
+  assign \$295  = ~ push7;
+  assign \$296  = pop7 & \$295 ;
+  assign \$297  = \$296  ? 1'h0 : full7;
+  assign \$298  = \$294  ? out_valid7 : \$297 ;
+  assign \$299  = ~ \$298 ;
+  assign \$300  = w_sel7 ^ push7;
+  assign \$301  = ! \$300 ;
+  assign \$302  = \$299  & \$301 ;
+  assign \$303  = ~ pop7;
+  assign \$304  = push7 & \$303 ;
+  assign \$305  = ~ push7;
+  assign \$306  = pop7 & \$305 ;
+  assign \$307  = \$306  ? 1'h0 : full7;
+  assign \$308  = \$304  ? out_valid7 : \$307 ;
+  assign \$309  = ~ \$308 ;
+  assign \$310  = w_sel7 ^ push7;
+  assign \$312  = \$309  & \$311 ;
   always @(posedge clk)
-    w_port__addr <= \$30 ;
+    held0 <= \$313 ;
   always @(posedge clk)
-    r_port__addr <= \$31 ;
+    out_valid0 <= \$314 ;
   always @(posedge clk)
-    inner_level <= \$32 ;
+    full0 <= \$315 ;
   always @(posedge clk)
-    r_rdy <= \$33 ;
+    write__addr <= \$316 ;
+  always @(posedge clk)
+    read__addr <= \$317 ;
+  always @(posedge clk)
+    w_sel0 <= \$318 ;
+  always @(posedge clk)
+    r_sel0 <= \$319 ;
+  always @(posedge clk)
+    load0_0 <= \$320 ;
+  always @(posedge clk)
+    entry0_0 <= \$321 ;
+  always @(posedge clk)
+    load1_0 <= \$322 ;
+  always @(posedge clk)
+    entry1_0 <= \$323 ;
+  always @(posedge clk)
+    held1 <= \$324 ;
+  always @(posedge clk)
+    out_valid1 <= \$325 ;
+  always @(posedge clk)
+    full1 <= \$326 ;
+  always @(posedge clk)
+    \write__addr$19  <= \$327 ;
+  always @(posedge clk)
+    \read__addr$23  <= \$328 ;
+  always @(posedge clk)
+    w_sel1 <= \$329 ;
+  always @(posedge clk)
+    r_sel1 <= \$330 ;
+  always @(posedge clk)
+    load0_1 <= \$331 ;
+  always @(posedge clk)
+    entry0_1 <= \$332 ;
+  always @(posedge clk)
+    load1_1 <= \$333 ;
+  always @(posedge clk)
+    entry1_1 <= \$334 ;
+  always @(posedge clk)
+    held2 <= \$335 ;
+  always @(posedge clk)
+    out_valid2 <= \$336 ;
+  always @(posedge clk)
+    full2 <= \$337 ;
+  always @(posedge clk)
+    \write__addr$30  <= \$338 ;
+  always @(posedge clk)
+    \read__addr$34  <= \$339 ;
+  always @(posedge clk)
+    w_sel2 <= \$340 ;
+  always @(posedge clk)
+    r_sel2 <= \$341 ;
+  always @(posedge clk)
+    load0_2 <= \$342 ;
+  always @(posedge clk)
+    entry0_2 <= \$343 ;
+  always @(posedge clk)
+    load1_2 <= \$344 ;
+  always @(posedge clk)
+    entry1_2 <= \$345 ;
+  always @(posedge clk)
+    held3 <= \$346 ;
+  always @(posedge clk)
+    out_valid3 <= \$347 ;
+  always @(posedge clk)
+    full3 <= \$348 ;
+  always @(posedge clk)
+    \write__addr$41  <= \$349 ;
+  always @(posedge clk)
+    \read__addr$45  <= \$350 ;
+  always @(posedge clk)
+    w_sel3 <= \$351 ;
+  always @(posedge clk)
+    r_sel3 <= \$352 ;
+  always @(posedge clk)
+    load0_3 <= \$353 ;
+  always @(posedge clk)
+    entry0_3 <= \$354 ;
+  always @(posedge clk)
+    load1_3 <= \$355 ;
+  always @(posedge clk)
+    entry1_3 <= \$356 ;
+  always @(posedge clk)
+    held4 <= \$357 ;
+  always @(posedge clk)
+    out_valid4 <= \$358 ;
+  always @(posedge clk)
+    full4 <= \$359 ;
+  always @(posedge clk)
+    \write__addr$52  <= \$360 ;
+  always @(posedge clk)
+    \read__addr$56  <= \$361 ;
+  always @(posedge clk)
+    w_sel4 <= \$362 ;
+  always @(posedge clk)
+    r_sel4 <= \$363 ;
+  always @(posedge clk)
+    load0_4 <= \$364 ;
+  always @(posedge clk)
+    entry0_4 <= \$365 ;
+  always @(posedge clk)
+    load1_4 <= \$366 ;
+  always @(posedge clk)
+    entry1_4 <= \$367 ;
+  always @(posedge clk)
+    held5 <= \$368 ;
+  always @(posedge clk)
+    out_valid5 <= \$369 ;
+  always @(posedge clk)
+    full5 <= \$370 ;
+  always @(posedge clk)
+    \write__addr$63  <= \$371 ;
+  always @(posedge clk)
+    \read__addr$67  <= \$372 ;
+  always @(posedge clk)
+    w_sel5 <= \$373 ;
+  always @(posedge clk)
+    r_sel5 <= \$374 ;
+  always @(posedge clk)
+    load0_5 <= \$375 ;
+  always @(posedge clk)
+    entry0_5 <= \$376 ;
+  always @(posedge clk)
+    load1_5 <= \$377 ;
+  always @(posedge clk)
+    entry1_5 <= \$378 ;
+  always @(posedge clk)
+    held6 <= \$379 ;
+  always @(posedge clk)
+    out_valid6 <= \$380 ;
+  always @(posedge clk)
+    full6 <= \$381 ;
+  always @(posedge clk)
+    \write__addr$74  <= \$382 ;
+  always @(posedge clk)
+    \read__addr$78  <= \$383 ;
+  always @(posedge clk)
+    w_sel6 <= \$384 ;
+  always @(posedge clk)
+    r_sel6 <= \$385 ;
+  always @(posedge clk)
+    load0_6 <= \$386 ;
+  always @(posedge clk)
+    entry0_6 <= \$387 ;
+  always @(posedge clk)
+    load1_6 <= \$388 ;
+  always @(posedge clk)
+    entry1_6 <= \$389 ;
+  always @(posedge clk)
+    held7 <= \$390 ;
+  always @(posedge clk)
+    out_valid7 <= \$391 ;
+  always @(posedge clk)
+    full7 <= \$392 ;
+  always @(posedge clk)
+    \write__addr$85  <= \$393 ;
+  always @(posedge clk)
+    \read__addr$89  <= \$394 ;
+  always @(posedge clk)
+    w_sel7 <= \$395 ;
+  always @(posedge clk)
+    r_sel7 <= \$396 ;
+  always @(posedge clk)
+    load0_7 <= \$397 ;
+  always @(posedge clk)
+    entry0_7 <= \$398 ;
+  always @(posedge clk)
+    load1_7 <= \$399 ;
+  always @(posedge clk)
+    entry1_7 <= \$400 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$30  = w_port__addr;
-    if (\$3 ) begin
-      \$30  = \$6 [3:0];
-    end
-    if (rst) begin
-      \$30  = 4'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$31  = r_port__addr;
-    if (\$9 ) begin
-      \$31  = \$12 [3:0];
-    end
-    if (rst) begin
-      \$31  = 4'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$32  = inner_level;
+    \$313  = held0;
     if (\$18 ) begin
-      \$32  = \$19 [3:0];
-    end
-    if (\$25 ) begin
-      \$32  = \$26 [3:0];
+      \$313  = { held0[12:0], 1'h1 };
+    end else if (\$20 ) begin
+      \$313  = \$21 ;
     end
     if (rst) begin
-      \$32  = 4'h0;
+      \$313  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$33  = r_rdy;
-    if (\$29 ) begin
-      \$33  = 1'h1;
-    end else if (r_en) begin
-      \$33  = 1'h0;
-    end
+    \$314  = \$23 ;
     if (rst) begin
-      \$33  = 1'h0;
+      \$314  = 1'h0;
     end
   end
-  assign level = w_level;
-  assign r_level = w_level;
-  assign produce = w_port__addr;
-  assign w_data = w_port__data;
-  assign consume = r_port__addr;
-  assign r_port__data = r_data;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$315  = \$29 ;
+    if (rst) begin
+      \$315  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$316  = write__addr;
+    if (write__en) begin
+      \$316  = \$30 [3:0];
+    end
+    if (rst) begin
+      \$316  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$317  = read__addr;
+    if (push0) begin
+      \$317  = \$31 [3:0];
+    end
+    if (rst) begin
+      \$317  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$318  = \$32 ;
+    if (rst) begin
+      \$318  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$319  = \$33 ;
+    if (rst) begin
+      \$319  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$320  = \$43 ;
+    if (rst) begin
+      \$320  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$321  = entry0_0;
+    if (load0_0) begin
+      \$321  = read__data;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$322  = \$53 ;
+    if (rst) begin
+      \$322  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$323  = entry1_0;
+    if (load1_0) begin
+      \$323  = read__data;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$324  = held1;
+    if (\$55 ) begin
+      \$324  = { held1[12:0], 1'h1 };
+    end else if (\$57 ) begin
+      \$324  = \$58 ;
+    end
+    if (rst) begin
+      \$324  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$325  = \$60 ;
+    if (rst) begin
+      \$325  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$326  = \$66 ;
+    if (rst) begin
+      \$326  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$327  = \write__addr$19 ;
+    if (\write__en$22 ) begin
+      \$327  = \$67 [3:0];
+    end
+    if (rst) begin
+      \$327  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$328  = \read__addr$23 ;
+    if (push1) begin
+      \$328  = \$68 [3:0];
+    end
+    if (rst) begin
+      \$328  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$329  = \$69 ;
+    if (rst) begin
+      \$329  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$330  = \$70 ;
+    if (rst) begin
+      \$330  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$331  = \$80 ;
+    if (rst) begin
+      \$331  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$332  = entry0_1;
+    if (load0_1) begin
+      \$332  = \read__data$125 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$333  = \$90 ;
+    if (rst) begin
+      \$333  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$334  = entry1_1;
+    if (load1_1) begin
+      \$334  = \read__data$125 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$335  = held2;
+    if (\$92 ) begin
+      \$335  = { held2[12:0], 1'h1 };
+    end else if (\$94 ) begin
+      \$335  = \$95 ;
+    end
+    if (rst) begin
+      \$335  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$336  = \$97 ;
+    if (rst) begin
+      \$336  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$337  = \$103 ;
+    if (rst) begin
+      \$337  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$338  = \write__addr$30 ;
+    if (\write__en$33 ) begin
+      \$338  = \$104 [3:0];
+    end
+    if (rst) begin
+      \$338  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$339  = \read__addr$34 ;
+    if (push2) begin
+      \$339  = \$105 [3:0];
+    end
+    if (rst) begin
+      \$339  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$340  = \$106 ;
+    if (rst) begin
+      \$340  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$341  = \$107 ;
+    if (rst) begin
+      \$341  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$342  = \$117 ;
+    if (rst) begin
+      \$342  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$343  = entry0_2;
+    if (load0_2) begin
+      \$343  = \read__data$129 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$344  = \$127 ;
+    if (rst) begin
+      \$344  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$345  = entry1_2;
+    if (load1_2) begin
+      \$345  = \read__data$129 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$346  = held3;
+    if (\$129 ) begin
+      \$346  = { held3[12:0], 1'h1 };
+    end else if (\$131 ) begin
+      \$346  = \$132 ;
+    end
+    if (rst) begin
+      \$346  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$347  = \$134 ;
+    if (rst) begin
+      \$347  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$348  = \$140 ;
+    if (rst) begin
+      \$348  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$349  = \write__addr$41 ;
+    if (\write__en$44 ) begin
+      \$349  = \$141 [3:0];
+    end
+    if (rst) begin
+      \$349  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$350  = \read__addr$45 ;
+    if (push3) begin
+      \$350  = \$142 [3:0];
+    end
+    if (rst) begin
+      \$350  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$351  = \$143 ;
+    if (rst) begin
+      \$351  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$352  = \$144 ;
+    if (rst) begin
+      \$352  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$353  = \$154 ;
+    if (rst) begin
+      \$353  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$354  = entry0_3;
+    if (load0_3) begin
+      \$354  = \read__data$133 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$355  = \$164 ;
+    if (rst) begin
+      \$355  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$356  = entry1_3;
+    if (load1_3) begin
+      \$356  = \read__data$133 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$357  = held4;
+    if (\$166 ) begin
+      \$357  = { held4[12:0], 1'h1 };
+    end else if (\$168 ) begin
+      \$357  = \$169 ;
+    end
+    if (rst) begin
+      \$357  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$358  = \$171 ;
+    if (rst) begin
+      \$358  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$359  = \$177 ;
+    if (rst) begin
+      \$359  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$360  = \write__addr$52 ;
+    if (\write__en$55 ) begin
+      \$360  = \$178 [3:0];
+    end
+    if (rst) begin
+      \$360  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$361  = \read__addr$56 ;
+    if (push4) begin
+      \$361  = \$179 [3:0];
+    end
+    if (rst) begin
+      \$361  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$362  = \$180 ;
+    if (rst) begin
+      \$362  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$363  = \$181 ;
+    if (rst) begin
+      \$363  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$364  = \$191 ;
+    if (rst) begin
+      \$364  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$365  = entry0_4;
+    if (load0_4) begin
+      \$365  = \read__data$137 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$366  = \$201 ;
+    if (rst) begin
+      \$366  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$367  = entry1_4;
+    if (load1_4) begin
+      \$367  = \read__data$137 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$368  = held5;
+    if (\$203 ) begin
+      \$368  = { held5[12:0], 1'h1 };
+    end else if (\$205 ) begin
+      \$368  = \$206 ;
+    end
+    if (rst) begin
+      \$368  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$369  = \$208 ;
+    if (rst) begin
+      \$369  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$370  = \$214 ;
+    if (rst) begin
+      \$370  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$371  = \write__addr$63 ;
+    if (\write__en$66 ) begin
+      \$371  = \$215 [3:0];
+    end
+    if (rst) begin
+      \$371  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$372  = \read__addr$67 ;
+    if (push5) begin
+      \$372  = \$216 [3:0];
+    end
+    if (rst) begin
+      \$372  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$373  = \$217 ;
+    if (rst) begin
+      \$373  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$374  = \$218 ;
+    if (rst) begin
+      \$374  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$375  = \$228 ;
+    if (rst) begin
+      \$375  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$376  = entry0_5;
+    if (load0_5) begin
+      \$376  = \read__data$141 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$377  = \$238 ;
+    if (rst) begin
+      \$377  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$378  = entry1_5;
+    if (load1_5) begin
+      \$378  = \read__data$141 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$379  = held6;
+    if (\$240 ) begin
+      \$379  = { held6[12:0], 1'h1 };
+    end else if (\$242 ) begin
+      \$379  = \$243 ;
+    end
+    if (rst) begin
+      \$379  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$380  = \$245 ;
+    if (rst) begin
+      \$380  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$381  = \$251 ;
+    if (rst) begin
+      \$381  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$382  = \write__addr$74 ;
+    if (\write__en$77 ) begin
+      \$382  = \$252 [3:0];
+    end
+    if (rst) begin
+      \$382  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$383  = \read__addr$78 ;
+    if (push6) begin
+      \$383  = \$253 [3:0];
+    end
+    if (rst) begin
+      \$383  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$384  = \$254 ;
+    if (rst) begin
+      \$384  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$385  = \$255 ;
+    if (rst) begin
+      \$385  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$386  = \$265 ;
+    if (rst) begin
+      \$386  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$387  = entry0_6;
+    if (load0_6) begin
+      \$387  = \read__data$145 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$388  = \$275 ;
+    if (rst) begin
+      \$388  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$389  = entry1_6;
+    if (load1_6) begin
+      \$389  = \read__data$145 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$390  = held7;
+    if (\$277 ) begin
+      \$390  = { held7[12:0], 1'h1 };
+    end else if (\$279 ) begin
+      \$390  = \$280 ;
+    end
+    if (rst) begin
+      \$390  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$391  = \$282 ;
+    if (rst) begin
+      \$391  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$392  = \$288 ;
+    if (rst) begin
+      \$392  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$393  = \write__addr$85 ;
+    if (\write__en$88 ) begin
+      \$393  = \$289 [3:0];
+    end
+    if (rst) begin
+      \$393  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$394  = \read__addr$89 ;
+    if (push7) begin
+      \$394  = \$290 [3:0];
+    end
+    if (rst) begin
+      \$394  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$395  = \$291 ;
+    if (rst) begin
+      \$395  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$396  = \$292 ;
+    if (rst) begin
+      \$396  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$397  = \$302 ;
+    if (rst) begin
+      \$397  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$398  = entry0_7;
+    if (load0_7) begin
+      \$398  = \read__data$149 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$399  = \$312 ;
+    if (rst) begin
+      \$399  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$400  = entry1_7;
+    if (load1_7) begin
+      \$400  = \read__data$149 ;
+    end
+  end
+  assign w_at0 = write__addr;
+  assign write__data = w_data[15:0];
+  assign w_en = { \write__en$88 , \write__en$77 , \write__en$66 , \write__en$55 , \write__en$44 , \write__en$33 , \write__en$22 , write__en };
+  assign r_at0 = read__addr;
+  assign w_at1 = \write__addr$19 ;
+  assign \write__data$21  = w_data[31:16];
+  assign r_at1 = \read__addr$23 ;
+  assign w_at2 = \write__addr$30 ;
+  assign \write__data$32  = w_data[47:32];
+  assign r_at2 = \read__addr$34 ;
+  assign w_at3 = \write__addr$41 ;
+  assign \write__data$43  = w_data[63:48];
+  assign r_at3 = \read__addr$45 ;
+  assign w_at4 = \write__addr$52 ;
+  assign \write__data$54  = w_data[79:64];
+  assign r_at4 = \read__addr$56 ;
+  assign w_at5 = \write__addr$63 ;
+  assign \write__data$65  = w_data[95:80];
+  assign r_at5 = \read__addr$67 ;
+  assign w_at6 = \write__addr$74 ;
+  assign \write__data$76  = w_data[111:96];
+  assign r_at6 = \read__addr$78 ;
+  assign w_at7 = \write__addr$85 ;
+  assign \write__data$87  = w_data[127:112];
+  assign r_at7 = \read__addr$89 ;
+  assign o__valid = out_valid0;
+  assign o__payload = { \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9  };
+  assign \port$1109$0  = \$9 ;
+  assign \port$1110$0  = \$10 ;
+  assign \port$1111$0  = \$11 ;
+  assign \port$1112$0  = \$12 ;
+  assign \port$1113$0  = \$13 ;
+  assign \port$1114$0  = \$14 ;
+  assign \port$1115$0  = \$15 ;
+  assign \port$1116$0  = \$16 ;
+  assign \$21  = { 1'h0, held0[13:1] };
+  assign \$52  = \$51 ;
+  assign \$58  = { 1'h0, held1[13:1] };
+  assign \$89  = \$88 ;
+  assign \$95  = { 1'h0, held2[13:1] };
+  assign \$126  = \$125 ;
+  assign \$132  = { 1'h0, held3[13:1] };
+  assign \$163  = \$162 ;
+  assign \$169  = { 1'h0, held4[13:1] };
+  assign \$200  = \$199 ;
+  assign \$206  = { 1'h0, held5[13:1] };
+  assign \$237  = \$236 ;
+  assign \$243  = { 1'h0, held6[13:1] };
+  assign \$274  = \$273 ;
+  assign \$280  = { 1'h0, held7[13:1] };
+  assign \$311  = \$310 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, r_data, w_en, w_port__data, r_rdy, r_en);
+module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0 , \port$1551$0 , \port$1552$0 , \port$1553$0 , \port$1554$0 , \port$1555$0 , \port$1556$0 , write__en, \write__en$22 , \write__en$33 , \write__en$44 , \write__en$55 , \write__en$66 , \write__en$77 , \write__en$88 , w_data, out_valid0, o__ready
+);
   reg \$auto$verilog_backend.cc:2355:dump_module$11  = 0;
   wire \$1 ;
-  wire \$10 ;
-  wire [4:0] \$11 ;
-  wire [4:0] \$12 ;
-  wire \$13 ;
-  wire \$14 ;
-  wire \$15 ;
-  wire \$16 ;
+  wire [15:0] \$10 ;
+  wire \$100 ;
+  wire \$101 ;
+  wire \$102 ;
+  wire \$103 ;
+  wire [4:0] \$104 ;
+  wire [4:0] \$105 ;
+  wire \$106 ;
+  wire \$107 ;
+  wire \$108 ;
+  wire \$109 ;
+  wire [15:0] \$11 ;
+  wire \$110 ;
+  wire \$111 ;
+  wire \$112 ;
+  wire \$113 ;
+  wire \$114 ;
+  wire \$115 ;
+  wire \$116 ;
+  wire \$117 ;
+  wire \$118 ;
+  wire \$119 ;
+  wire [15:0] \$12 ;
+  wire \$120 ;
+  wire \$121 ;
+  wire \$122 ;
+  wire \$123 ;
+  wire \$124 ;
+  wire \$125 ;
+  wire \$126 ;
+  wire \$127 ;
+  wire \$128 ;
+  wire \$129 ;
+  wire [15:0] \$13 ;
+  wire \$130 ;
+  wire \$131 ;
+  wire [13:0] \$132 ;
+  wire \$133 ;
+  wire \$134 ;
+  wire \$135 ;
+  wire \$136 ;
+  wire \$137 ;
+  wire \$138 ;
+  wire \$139 ;
+  wire [15:0] \$14 ;
+  wire \$140 ;
+  wire [4:0] \$141 ;
+  wire [4:0] \$142 ;
+  wire \$143 ;
+  wire \$144 ;
+  wire \$145 ;
+  wire \$146 ;
+  wire \$147 ;
+  wire \$148 ;
+  wire \$149 ;
+  wire [15:0] \$15 ;
+  wire \$150 ;
+  wire \$151 ;
+  wire \$152 ;
+  wire \$153 ;
+  wire \$154 ;
+  wire \$155 ;
+  wire \$156 ;
+  wire \$157 ;
+  wire \$158 ;
+  wire \$159 ;
+  wire [15:0] \$16 ;
+  wire \$160 ;
+  wire \$161 ;
+  wire \$162 ;
+  wire \$163 ;
+  wire \$164 ;
+  wire \$165 ;
+  wire \$166 ;
+  wire \$167 ;
+  wire \$168 ;
+  wire [13:0] \$169 ;
   wire \$17 ;
+  wire \$170 ;
+  wire \$171 ;
+  wire \$172 ;
+  wire \$173 ;
+  wire \$174 ;
+  wire \$175 ;
+  wire \$176 ;
+  wire \$177 ;
+  wire [4:0] \$178 ;
+  wire [4:0] \$179 ;
   wire \$18 ;
-  wire [4:0] \$19 ;
+  wire \$180 ;
+  wire \$181 ;
+  wire \$182 ;
+  wire \$183 ;
+  wire \$184 ;
+  wire \$185 ;
+  wire \$186 ;
+  wire \$187 ;
+  wire \$188 ;
+  wire \$189 ;
+  wire \$19 ;
+  wire \$190 ;
+  wire \$191 ;
+  wire \$192 ;
+  wire \$193 ;
+  wire \$194 ;
+  wire \$195 ;
+  wire \$196 ;
+  wire \$197 ;
+  wire \$198 ;
+  wire \$199 ;
   wire \$2 ;
   wire \$20 ;
-  wire \$21 ;
+  wire \$200 ;
+  wire \$201 ;
+  wire \$202 ;
+  wire \$203 ;
+  wire \$204 ;
+  wire \$205 ;
+  wire [13:0] \$206 ;
+  wire \$207 ;
+  wire \$208 ;
+  wire \$209 ;
+  wire [13:0] \$21 ;
+  wire \$210 ;
+  wire \$211 ;
+  wire \$212 ;
+  wire \$213 ;
+  wire \$214 ;
+  wire [4:0] \$215 ;
+  wire [4:0] \$216 ;
+  wire \$217 ;
+  wire \$218 ;
+  wire \$219 ;
   wire \$22 ;
+  wire \$220 ;
+  wire \$221 ;
+  wire \$222 ;
+  wire \$223 ;
+  wire \$224 ;
+  wire \$225 ;
+  wire \$226 ;
+  wire \$227 ;
+  wire \$228 ;
+  wire \$229 ;
   wire \$23 ;
+  wire \$230 ;
+  wire \$231 ;
+  wire \$232 ;
+  wire \$233 ;
+  wire \$234 ;
+  wire \$235 ;
+  wire \$236 ;
+  wire \$237 ;
+  wire \$238 ;
+  wire \$239 ;
   wire \$24 ;
+  wire \$240 ;
+  wire \$241 ;
+  wire \$242 ;
+  wire [13:0] \$243 ;
+  wire \$244 ;
+  wire \$245 ;
+  wire \$246 ;
+  wire \$247 ;
+  wire \$248 ;
+  wire \$249 ;
   wire \$25 ;
-  wire [4:0] \$26 ;
+  wire \$250 ;
+  wire \$251 ;
+  wire [4:0] \$252 ;
+  wire [4:0] \$253 ;
+  wire \$254 ;
+  wire \$255 ;
+  wire \$256 ;
+  wire \$257 ;
+  wire \$258 ;
+  wire \$259 ;
+  wire \$26 ;
+  wire \$260 ;
+  wire \$261 ;
+  wire \$262 ;
+  wire \$263 ;
+  wire \$264 ;
+  wire \$265 ;
+  wire \$266 ;
+  wire \$267 ;
+  wire \$268 ;
+  wire \$269 ;
   wire \$27 ;
+  wire \$270 ;
+  wire \$271 ;
+  wire \$272 ;
+  wire \$273 ;
+  wire \$274 ;
+  wire \$275 ;
+  wire \$276 ;
+  wire \$277 ;
+  wire \$278 ;
+  wire \$279 ;
   wire \$28 ;
+  wire [13:0] \$280 ;
+  wire \$281 ;
+  wire \$282 ;
+  wire \$283 ;
+  wire \$284 ;
+  wire \$285 ;
+  wire \$286 ;
+  wire \$287 ;
+  wire \$288 ;
+  wire [4:0] \$289 ;
   wire \$29 ;
+  wire [4:0] \$290 ;
+  wire \$291 ;
+  wire \$292 ;
+  wire \$293 ;
+  wire \$294 ;
+  wire \$295 ;
+  wire \$296 ;
+  wire \$297 ;
+  wire \$298 ;
+  wire \$299 ;
   wire \$3 ;
-  reg [3:0] \$30 ;
-  reg [3:0] \$31 ;
-  reg [3:0] \$32 ;
-  reg \$33 ;
+  wire [4:0] \$30 ;
+  wire \$300 ;
+  wire \$301 ;
+  wire \$302 ;
+  wire \$303 ;
+  wire \$304 ;
+  wire \$305 ;
+  wire \$306 ;
+  wire \$307 ;
+  wire \$308 ;
+  wire \$309 ;
+  wire [4:0] \$31 ;
+  wire \$310 ;
+  wire \$311 ;
+  wire \$312 ;
+  reg [13:0] \$313 ;
+  reg \$314 ;
+  reg \$315 ;
+  reg [3:0] \$316 ;
+  reg [3:0] \$317 ;
+  reg \$318 ;
+  reg \$319 ;
+  wire \$32 ;
+  reg \$320 ;
+  reg [15:0] \$321 ;
+  reg \$322 ;
+  reg [15:0] \$323 ;
+  reg [13:0] \$324 ;
+  reg \$325 ;
+  reg \$326 ;
+  reg [3:0] \$327 ;
+  reg [3:0] \$328 ;
+  reg \$329 ;
+  wire \$33 ;
+  reg \$330 ;
+  reg \$331 ;
+  reg [15:0] \$332 ;
+  reg \$333 ;
+  reg [15:0] \$334 ;
+  reg [13:0] \$335 ;
+  reg \$336 ;
+  reg \$337 ;
+  reg [3:0] \$338 ;
+  reg [3:0] \$339 ;
+  wire \$34 ;
+  reg \$340 ;
+  reg \$341 ;
+  reg \$342 ;
+  reg [15:0] \$343 ;
+  reg \$344 ;
+  reg [15:0] \$345 ;
+  reg [13:0] \$346 ;
+  reg \$347 ;
+  reg \$348 ;
+  reg [3:0] \$349 ;
+  wire \$35 ;
+  reg [3:0] \$350 ;
+  reg \$351 ;
+  reg \$352 ;
+  reg \$353 ;
+  reg [15:0] \$354 ;
+  reg \$355 ;
+  reg [15:0] \$356 ;
+  reg [13:0] \$357 ;
+  reg \$358 ;
+  reg \$359 ;
+  wire \$36 ;
+  reg [3:0] \$360 ;
+  reg [3:0] \$361 ;
+  reg \$362 ;
+  reg \$363 ;
+  reg \$364 ;
+  reg [15:0] \$365 ;
+  reg \$366 ;
+  reg [15:0] \$367 ;
+  reg [13:0] \$368 ;
+  reg \$369 ;
+  wire \$37 ;
+  reg \$370 ;
+  reg [3:0] \$371 ;
+  reg [3:0] \$372 ;
+  reg \$373 ;
+  reg \$374 ;
+  reg \$375 ;
+  reg [15:0] \$376 ;
+  reg \$377 ;
+  reg [15:0] \$378 ;
+  reg [13:0] \$379 ;
+  wire \$38 ;
+  reg \$380 ;
+  reg \$381 ;
+  reg [3:0] \$382 ;
+  reg [3:0] \$383 ;
+  reg \$384 ;
+  reg \$385 ;
+  reg \$386 ;
+  reg [15:0] \$387 ;
+  reg \$388 ;
+  reg [15:0] \$389 ;
+  wire \$39 ;
+  reg [13:0] \$390 ;
+  reg \$391 ;
+  reg \$392 ;
+  reg [3:0] \$393 ;
+  reg [3:0] \$394 ;
+  reg \$395 ;
+  reg \$396 ;
+  reg \$397 ;
+  reg [15:0] \$398 ;
+  reg \$399 ;
   wire \$4 ;
-  wire [4:0] \$5 ;
-  wire [4:0] \$6 ;
+  wire \$40 ;
+  reg [15:0] \$400 ;
+  wire \$41 ;
+  wire \$42 ;
+  wire \$43 ;
+  wire \$44 ;
+  wire \$45 ;
+  wire \$46 ;
+  wire \$47 ;
+  wire \$48 ;
+  wire \$49 ;
+  wire \$5 ;
+  wire \$50 ;
+  wire \$51 ;
+  wire \$52 ;
+  wire \$53 ;
+  wire \$54 ;
+  wire \$55 ;
+  wire \$56 ;
+  wire \$57 ;
+  wire [13:0] \$58 ;
+  wire \$59 ;
+  wire \$6 ;
+  wire \$60 ;
+  wire \$61 ;
+  wire \$62 ;
+  wire \$63 ;
+  wire \$64 ;
+  wire \$65 ;
+  wire \$66 ;
+  wire [4:0] \$67 ;
+  wire [4:0] \$68 ;
+  wire \$69 ;
   wire \$7 ;
+  wire \$70 ;
+  wire \$71 ;
+  wire \$72 ;
+  wire \$73 ;
+  wire \$74 ;
+  wire \$75 ;
+  wire \$76 ;
+  wire \$77 ;
+  wire \$78 ;
+  wire \$79 ;
   wire \$8 ;
-  wire \$9 ;
+  wire \$80 ;
+  wire \$81 ;
+  wire \$82 ;
+  wire \$83 ;
+  wire \$84 ;
+  wire \$85 ;
+  wire \$86 ;
+  wire \$87 ;
+  wire \$88 ;
+  wire \$89 ;
+  wire [15:0] \$9 ;
+  wire \$90 ;
+  wire \$91 ;
+  wire \$92 ;
+  wire \$93 ;
+  wire \$94 ;
+  wire [13:0] \$95 ;
+  wire \$96 ;
+  wire \$97 ;
+  wire \$98 ;
+  wire \$99 ;
   input clk;
   wire clk;
+  reg [15:0] entry0_0 = 16'h0000;
+  reg [15:0] entry0_1 = 16'h0000;
+  reg [15:0] entry0_2 = 16'h0000;
+  reg [15:0] entry0_3 = 16'h0000;
+  reg [15:0] entry0_4 = 16'h0000;
+  reg [15:0] entry0_5 = 16'h0000;
+  reg [15:0] entry0_6 = 16'h0000;
+  reg [15:0] entry0_7 = 16'h0000;
+  reg [15:0] entry1_0 = 16'h0000;
+  reg [15:0] entry1_1 = 16'h0000;
+  reg [15:0] entry1_2 = 16'h0000;
+  reg [15:0] entry1_3 = 16'h0000;
+  reg [15:0] entry1_4 = 16'h0000;
+  reg [15:0] entry1_5 = 16'h0000;
+  reg [15:0] entry1_6 = 16'h0000;
+  reg [15:0] entry1_7 = 16'h0000;
+  reg full0 = 1'h0;
+  reg full1 = 1'h0;
+  reg full2 = 1'h0;
+  reg full3 = 1'h0;
+  reg full4 = 1'h0;
+  reg full5 = 1'h0;
+  reg full6 = 1'h0;
+  reg full7 = 1'h0;
+  reg [13:0] held0 = 14'h0000;
+  reg [13:0] held1 = 14'h0000;
+  reg [13:0] held2 = 14'h0000;
+  reg [13:0] held3 = 14'h0000;
+  reg [13:0] held4 = 14'h0000;
+  reg [13:0] held5 = 14'h0000;
+  reg [13:0] held6 = 14'h0000;
+  reg [13:0] held7 = 14'h0000;
+  reg load0_0 = 1'h1;
+  reg load0_1 = 1'h1;
+  reg load0_2 = 1'h1;
+  reg load0_3 = 1'h1;
+  reg load0_4 = 1'h1;
+  reg load0_5 = 1'h1;
+  reg load0_6 = 1'h1;
+  reg load0_7 = 1'h1;
+  reg load1_0 = 1'h0;
+  reg load1_1 = 1'h0;
+  reg load1_2 = 1'h0;
+  reg load1_3 = 1'h0;
+  reg load1_4 = 1'h0;
+  reg load1_5 = 1'h0;
+  reg load1_6 = 1'h0;
+  reg load1_7 = 1'h0;
+  wire [127:0] o__payload;
+  input o__ready;
+  wire o__ready;
+  (* init = 1'h0 *)
+  wire o__valid;
+  output out_valid0;
+  reg out_valid0 = 1'h0;
+  reg out_valid1 = 1'h0;
+  reg out_valid2 = 1'h0;
+  reg out_valid3 = 1'h0;
+  reg out_valid4 = 1'h0;
+  reg out_valid5 = 1'h0;
+  reg out_valid6 = 1'h0;
+  reg out_valid7 = 1'h0;
+  wire pop0;
+  wire pop1;
+  wire pop2;
+  wire pop3;
+  wire pop4;
+  wire pop5;
+  wire pop6;
+  wire pop7;
+  output [15:0] \port$1549$0 ;
+  wire [15:0] \port$1549$0 ;
+  output [15:0] \port$1550$0 ;
+  wire [15:0] \port$1550$0 ;
+  output [15:0] \port$1551$0 ;
+  wire [15:0] \port$1551$0 ;
+  output [15:0] \port$1552$0 ;
+  wire [15:0] \port$1552$0 ;
+  output [15:0] \port$1553$0 ;
+  wire [15:0] \port$1553$0 ;
+  output [15:0] \port$1554$0 ;
+  wire [15:0] \port$1554$0 ;
+  output [15:0] \port$1555$0 ;
+  wire [15:0] \port$1555$0 ;
+  output [15:0] \port$1556$0 ;
+  wire [15:0] \port$1556$0 ;
+  wire push0;
+  wire push1;
+  wire push2;
+  wire push3;
+  wire push4;
+  wire push5;
+  wire push6;
+  wire push7;
   (* init = 4'h0 *)
-  wire [3:0] consume;
-  reg [3:0] inner_level = 4'h0;
-  wire inner_r_rdy;
-  wire [4:0] level;
+  wire [3:0] r_at0;
   (* init = 4'h0 *)
-  wire [3:0] produce;
-  output [127:0] r_data;
-  wire [127:0] r_data;
-  input r_en;
-  wire r_en;
-  wire [4:0] r_level;
-  reg [3:0] r_port__addr = 4'h0;
-  wire [127:0] r_port__data;
-  wire r_port__en;
-  output r_rdy;
-  reg r_rdy = 1'h0;
+  wire [3:0] r_at1;
+  (* init = 4'h0 *)
+  wire [3:0] r_at2;
+  (* init = 4'h0 *)
+  wire [3:0] r_at3;
+  (* init = 4'h0 *)
+  wire [3:0] r_at4;
+  (* init = 4'h0 *)
+  wire [3:0] r_at5;
+  (* init = 4'h0 *)
+  wire [3:0] r_at6;
+  (* init = 4'h0 *)
+  wire [3:0] r_at7;
+  reg r_sel0 = 1'h0;
+  reg r_sel1 = 1'h0;
+  reg r_sel2 = 1'h0;
+  reg r_sel3 = 1'h0;
+  reg r_sel4 = 1'h0;
+  reg r_sel5 = 1'h0;
+  reg r_sel6 = 1'h0;
+  reg r_sel7 = 1'h0;
+  reg [3:0] read__addr = 4'h0;
+  reg [3:0] \read__addr$23  = 4'h0;
+  reg [3:0] \read__addr$34  = 4'h0;
+  reg [3:0] \read__addr$45  = 4'h0;
+  reg [3:0] \read__addr$56  = 4'h0;
+  reg [3:0] \read__addr$67  = 4'h0;
+  reg [3:0] \read__addr$78  = 4'h0;
+  reg [3:0] \read__addr$89  = 4'h0;
+  wire [15:0] read__data;
+  wire [15:0] \read__data$125 ;
+  wire [15:0] \read__data$129 ;
+  wire [15:0] \read__data$133 ;
+  wire [15:0] \read__data$137 ;
+  wire [15:0] \read__data$141 ;
+  wire [15:0] \read__data$145 ;
+  wire [15:0] \read__data$149 ;
   input rst;
   wire rst;
+  (* init = 4'h0 *)
+  wire [3:0] w_at0;
+  (* init = 4'h0 *)
+  wire [3:0] w_at1;
+  (* init = 4'h0 *)
+  wire [3:0] w_at2;
+  (* init = 4'h0 *)
+  wire [3:0] w_at3;
+  (* init = 4'h0 *)
+  wire [3:0] w_at4;
+  (* init = 4'h0 *)
+  wire [3:0] w_at5;
+  (* init = 4'h0 *)
+  wire [3:0] w_at6;
+  (* init = 4'h0 *)
+  wire [3:0] w_at7;
+  input [127:0] w_data;
   wire [127:0] w_data;
-  input w_en;
-  wire w_en;
-  wire [4:0] w_level;
-  reg [3:0] w_port__addr = 4'h0;
-  input [127:0] w_port__data;
-  wire [127:0] w_port__data;
-  wire w_port__en;
-  wire w_rdy;
-  reg [127:0] storage [14:0];
+  wire [7:0] w_en;
+  reg w_sel0 = 1'h0;
+  reg w_sel1 = 1'h0;
+  reg w_sel2 = 1'h0;
+  reg w_sel3 = 1'h0;
+  reg w_sel4 = 1'h0;
+  reg w_sel5 = 1'h0;
+  reg w_sel6 = 1'h0;
+  reg w_sel7 = 1'h0;
+  reg [3:0] write__addr = 4'h0;
+  reg [3:0] \write__addr$19  = 4'h0;
+  reg [3:0] \write__addr$30  = 4'h0;
+  reg [3:0] \write__addr$41  = 4'h0;
+  reg [3:0] \write__addr$52  = 4'h0;
+  reg [3:0] \write__addr$63  = 4'h0;
+  reg [3:0] \write__addr$74  = 4'h0;
+  reg [3:0] \write__addr$85  = 4'h0;
+  wire [15:0] write__data;
+  wire [15:0] \write__data$21 ;
+  wire [15:0] \write__data$32 ;
+  wire [15:0] \write__data$43 ;
+  wire [15:0] \write__data$54 ;
+  wire [15:0] \write__data$65 ;
+  wire [15:0] \write__data$76 ;
+  wire [15:0] \write__data$87 ;
+  input write__en;
+  wire write__en;
+  input \write__en$22 ;
+  wire \write__en$22 ;
+  input \write__en$33 ;
+  wire \write__en$33 ;
+  input \write__en$44 ;
+  wire \write__en$44 ;
+  input \write__en$55 ;
+  wire \write__en$55 ;
+  input \write__en$66 ;
+  wire \write__en$66 ;
+  input \write__en$77 ;
+  wire \write__en$77 ;
+  input \write__en$88 ;
+  wire \write__en$88 ;
+  reg [15:0] ring0 [15:0];
   always @(posedge clk) begin
-    if (w_port__en)
-      storage[w_port__addr] <= w_port__data;
+    if (write__en)
+      ring0[write__addr] <= w_data[15:0];
   end
-  reg [127:0] _0_;
+  assign read__data = ring0[read__addr];
+  reg [15:0] ring1 [15:0];
   always @(posedge clk) begin
-    if (r_port__en) begin
-      _0_ <= storage[r_port__addr];
-    end
+    if (\write__en$22 )
+      ring1[\write__addr$19 ] <= w_data[31:16];
   end
-  assign r_data = _0_;
-  assign w_rdy = inner_level != 4'hf;
-  assign inner_r_rdy = | inner_level;
-  assign w_port__en = w_rdy & w_en;
-  assign \$1  = ~ r_rdy;
-  assign \$2  = \$1  | r_en;
-  assign r_port__en = inner_r_rdy & \$2 ;
-  assign w_level = inner_level + r_rdy;
-  assign \$3  = w_rdy & w_en;
-  assign \$4  = w_port__addr == 4'he;
-  assign \$5  = w_port__addr + 1'h1;
-  assign \$6  = \$4  ? 5'h00 : \$5 ;
-  assign \$7  = ~ r_rdy;
-  assign \$8  = \$7  | r_en;
-  assign \$9  = inner_r_rdy & \$8 ;
-  assign \$10  = r_port__addr == 4'he;
-  assign \$11  = r_port__addr + 1'h1;
-  assign \$12  = \$10  ? 5'h00 : \$11 ;
-  assign \$13  = w_rdy & w_en;
-  assign \$14  = ~ r_rdy;
-  assign \$15  = \$14  | r_en;
-  assign \$16  = inner_r_rdy & \$15 ;
-  assign \$17  = ~ \$16 ;
-  assign \$18  = \$13  & \$17 ;
-  assign \$19  = inner_level + 1'h1;
-  assign \$20  = ~ r_rdy;
-  assign \$21  = \$20  | r_en;
-  assign \$22  = inner_r_rdy & \$21 ;
-  assign \$23  = w_rdy & w_en;
-  assign \$24  = ~ \$23 ;
-  assign \$25  = \$22  & \$24 ;
-  assign \$26  = inner_level - 1'h1;
-  assign \$27  = ~ r_rdy;
-  assign \$28  = \$27  | r_en;
-  assign \$29  = inner_r_rdy & \$28 ;
+  assign \read__data$125  = ring1[\read__addr$23 ];
+  reg [15:0] ring2 [15:0];
+  always @(posedge clk) begin
+    if (\write__en$33 )
+      ring2[\write__addr$30 ] <= w_data[47:32];
+  end
+  assign \read__data$129  = ring2[\read__addr$34 ];
+  reg [15:0] ring3 [15:0];
+  always @(posedge clk) begin
+    if (\write__en$44 )
+      ring3[\write__addr$41 ] <= w_data[63:48];
+  end
+  assign \read__data$133  = ring3[\read__addr$45 ];
+  reg [15:0] ring4 [15:0];
+  always @(posedge clk) begin
+    if (\write__en$55 )
+      ring4[\write__addr$52 ] <= w_data[79:64];
+  end
+  assign \read__data$137  = ring4[\read__addr$56 ];
+  reg [15:0] ring5 [15:0];
+  always @(posedge clk) begin
+    if (\write__en$66 )
+      ring5[\write__addr$63 ] <= w_data[95:80];
+  end
+  assign \read__data$141  = ring5[\read__addr$67 ];
+  reg [15:0] ring6 [15:0];
+  always @(posedge clk) begin
+    if (\write__en$77 )
+      ring6[\write__addr$74 ] <= w_data[111:96];
+  end
+  assign \read__data$145  = ring6[\read__addr$78 ];
+  reg [15:0] ring7 [15:0];
+  always @(posedge clk) begin
+    if (\write__en$88 )
+      ring7[\write__addr$85 ] <= w_data[127:112];
+  end
+  assign \read__data$149  = ring7[\read__addr$89 ];
+  assign \$1  = ~ full0;
+  assign push0 = held0[0] & \$1 ;
+  assign pop0 = out_valid0 & o__ready;
+  assign \$2  = ~ full1;
+  assign push1 = held1[0] & \$2 ;
+  assign pop1 = out_valid1 & o__ready;
+  assign \$3  = ~ full2;
+  assign push2 = held2[0] & \$3 ;
+  assign pop2 = out_valid2 & o__ready;
+  assign \$4  = ~ full3;
+  assign push3 = held3[0] & \$4 ;
+  assign pop3 = out_valid3 & o__ready;
+  assign \$5  = ~ full4;
+  assign push4 = held4[0] & \$5 ;
+  assign pop4 = out_valid4 & o__ready;
+  assign \$6  = ~ full5;
+  assign push5 = held5[0] & \$6 ;
+  assign pop5 = out_valid5 & o__ready;
+  assign \$7  = ~ full6;
+  assign push6 = held6[0] & \$7 ;
+  assign pop6 = out_valid6 & o__ready;
+  assign \$8  = ~ full7;
+  assign push7 = held7[0] & \$8 ;
+  assign pop7 = out_valid7 & o__ready;
+  assign \$9  = r_sel0 ? entry1_0 : entry0_0;
+  assign \$10  = r_sel1 ? entry1_1 : entry0_1;
+  assign \$11  = r_sel2 ? entry1_2 : entry0_2;
+  assign \$12  = r_sel3 ? entry1_3 : entry0_3;
+  assign \$13  = r_sel4 ? entry1_4 : entry0_4;
+  assign \$14  = r_sel5 ? entry1_5 : entry0_5;
+  assign \$15  = r_sel6 ? entry1_6 : entry0_6;
+  assign \$16  = r_sel7 ? entry1_7 : entry0_7;
+  assign \$17  = ~ push0;
+  assign \$18  = write__en & \$17 ;
+  assign \$19  = ~ write__en;
+  assign \$20  = push0 & \$19 ;
+  assign \$22  = pop0 ? full0 : out_valid0;
+  assign \$23  = push0 ? 1'h1 : \$22 ;
+  assign \$24  = ~ pop0;
+  assign \$25  = push0 & \$24 ;
+  assign \$26  = ~ push0;
+  assign \$27  = pop0 & \$26 ;
+  assign \$28  = \$27  ? 1'h0 : full0;
+  assign \$29  = \$25  ? out_valid0 : \$28 ;
+  assign \$30  = write__addr + 1'h1;
+  assign \$31  = read__addr + 1'h1;
+  assign \$32  = w_sel0 ^ push0;
+  assign \$33  = r_sel0 ^ pop0;
+  assign \$34  = ~ pop0;
+  assign \$35  = push0 & \$34 ;
+  assign \$36  = ~ push0;
+  assign \$37  = pop0 & \$36 ;
+  assign \$38  = \$37  ? 1'h0 : full0;
+  assign \$39  = \$35  ? out_valid0 : \$38 ;
+  assign \$40  = ~ \$39 ;
+  assign \$41  = w_sel0 ^ push0;
+  assign \$42  = ! \$41 ;
+  assign \$43  = \$40  & \$42 ;
+  assign \$44  = ~ pop0;
+  assign \$45  = push0 & \$44 ;
+  assign \$46  = ~ push0;
+  assign \$47  = pop0 & \$46 ;
+  assign \$48  = \$47  ? 1'h0 : full0;
+  assign \$49  = \$45  ? out_valid0 : \$48 ;
+  assign \$50  = ~ \$49 ;
+  assign \$51  = w_sel0 ^ push0;
+  assign \$53  = \$50  & \$52 ;
+  assign \$54  = ~ push1;
+  assign \$55  = \write__en$22  & \$54 ;
+  assign \$56  = ~ \write__en$22 ;
+  assign \$57  = push1 & \$56 ;
+  assign \$59  = pop1 ? full1 : out_valid1;
+  assign \$60  = push1 ? 1'h1 : \$59 ;
+  assign \$61  = ~ pop1;
+  assign \$62  = push1 & \$61 ;
+  assign \$63  = ~ push1;
+  assign \$64  = pop1 & \$63 ;
+  assign \$65  = \$64  ? 1'h0 : full1;
+  assign \$66  = \$62  ? out_valid1 : \$65 ;
+  assign \$67  = \write__addr$19  + 1'h1;
+  assign \$68  = \read__addr$23  + 1'h1;
+  assign \$69  = w_sel1 ^ push1;
+  assign \$70  = r_sel1 ^ pop1;
+  assign \$71  = ~ pop1;
+  assign \$72  = push1 & \$71 ;
+  assign \$73  = ~ push1;
+  assign \$74  = pop1 & \$73 ;
+  assign \$75  = \$74  ? 1'h0 : full1;
+  assign \$76  = \$72  ? out_valid1 : \$75 ;
+  assign \$77  = ~ \$76 ;
+  assign \$78  = w_sel1 ^ push1;
+  assign \$79  = ! \$78 ;
+  assign \$80  = \$77  & \$79 ;
+  assign \$81  = ~ pop1;
+  assign \$82  = push1 & \$81 ;
+  assign \$83  = ~ push1;
+  assign \$84  = pop1 & \$83 ;
+  assign \$85  = \$84  ? 1'h0 : full1;
+  assign \$86  = \$82  ? out_valid1 : \$85 ;
+  assign \$87  = ~ \$86 ;
+  assign \$88  = w_sel1 ^ push1;
+  assign \$90  = \$87  & \$89 ;
+  assign \$91  = ~ push2;
+  assign \$92  = \write__en$33  & \$91 ;
+  assign \$93  = ~ \write__en$33 ;
+  assign \$94  = push2 & \$93 ;
+  assign \$96  = pop2 ? full2 : out_valid2;
+  assign \$97  = push2 ? 1'h1 : \$96 ;
+  assign \$98  = ~ pop2;
+  assign \$99  = push2 & \$98 ;
+  assign \$100  = ~ push2;
+  assign \$101  = pop2 & \$100 ;
+  assign \$102  = \$101  ? 1'h0 : full2;
+  assign \$103  = \$99  ? out_valid2 : \$102 ;
+  assign \$104  = \write__addr$30  + 1'h1;
+  assign \$105  = \read__addr$34  + 1'h1;
+  assign \$106  = w_sel2 ^ push2;
+  assign \$107  = r_sel2 ^ pop2;
+  assign \$108  = ~ pop2;
+  assign \$109  = push2 & \$108 ;
+  assign \$110  = ~ push2;
+  assign \$111  = pop2 & \$110 ;
+  assign \$112  = \$111  ? 1'h0 : full2;
+  assign \$113  = \$109  ? out_valid2 : \$112 ;
+  assign \$114  = ~ \$113 ;
+  assign \$115  = w_sel2 ^ push2;
+  assign \$116  = ! \$115 ;
+  assign \$117  = \$114  & \$116 ;
+  assign \$118  = ~ pop2;
+  assign \$119  = push2 & \$118 ;
+  assign \$120  = ~ push2;
+  assign \$121  = pop2 & \$120 ;
+  assign \$122  = \$121  ? 1'h0 : full2;
+  assign \$123  = \$119  ? out_valid2 : \$122 ;
+  assign \$124  = ~ \$123 ;
+  assign \$125  = w_sel2 ^ push2;
+  assign \$127  = \$124  & \$126 ;
+  assign \$128  = ~ push3;
+  assign \$129  = \write__en$44  & \$128 ;
+  assign \$130  = ~ \write__en$44 ;
+  assign \$131  = push3 & \$130 ;
+  assign \$133  = pop3 ? full3 : out_valid3;
+  assign \$134  = push3 ? 1'h1 : \$133 ;
+  assign \$135  = ~ pop3;
+  assign \$136  = push3 & \$135 ;
+  assign \$137  = ~ push3;
+  assign \$138  = pop3 & \$137 ;
+  assign \$139  = \$138  ? 1'h0 : full3;
+  assign \$140  = \$136  ? out_valid3 : \$139 ;
+  assign \$141  = \write__addr$41  + 1'h1;
+  assign \$142  = \read__addr$45  + 1'h1;
+  assign \$143  = w_sel3 ^ push3;
+  assign \$144  = r_sel3 ^ pop3;
+  assign \$145  = ~ pop3;
+  assign \$146  = push3 & \$145 ;
+  assign \$147  = ~ push3;
+  assign \$148  = pop3 & \$147 ;
+  assign \$149  = \$148  ? 1'h0 : full3;
+  assign \$150  = \$146  ? out_valid3 : \$149 ;
+  assign \$151  = ~ \$150 ;
+  assign \$152  = w_sel3 ^ push3;
+  assign \$153  = ! \$152 ;
+  assign \$154  = \$151  & \$153 ;
+  assign \$155  = ~ pop3;
+  assign \$156  = push3 & \$155 ;
+  assign \$157  = ~ push3;
+  assign \$158  = pop3 & \$157 ;
+  assign \$159  = \$158  ? 1'h0 : full3;
+  assign \$160  = \$156  ? out_valid3 : \$159 ;
+  assign \$161  = ~ \$160 ;
+  assign \$162  = w_sel3 ^ push3;
+  assign \$164  = \$161  & \$163 ;
+  assign \$165  = ~ push4;
+  assign \$166  = \write__en$55  & \$165 ;
+  assign \$167  = ~ \write__en$55 ;
+  assign \$168  = push4 & \$167 ;
+  assign \$170  = pop4 ? full4 : out_valid4;
+  assign \$171  = push4 ? 1'h1 : \$170 ;
+  assign \$172  = ~ pop4;
+  assign \$173  = push4 & \$172 ;
+  assign \$174  = ~ push4;
+  assign \$175  = pop4 & \$174 ;
+  assign \$176  = \$175  ? 1'h0 : full4;
+  assign \$177  = \$173  ? out_valid4 : \$176 ;
+  assign \$178  = \write__addr$52  + 1'h1;
+  assign \$179  = \read__addr$56  + 1'h1;
+  assign \$180  = w_sel4 ^ push4;
+  assign \$181  = r_sel4 ^ pop4;
+  assign \$182  = ~ pop4;
+  assign \$183  = push4 & \$182 ;
+  assign \$184  = ~ push4;
+  assign \$185  = pop4 & \$184 ;
+  assign \$186  = \$185  ? 1'h0 : full4;
+  assign \$187  = \$183  ? out_valid4 : \$186 ;
+  assign \$188  = ~ \$187 ;
+  assign \$189  = w_sel4 ^ push4;
+  assign \$190  = ! \$189 ;
+  assign \$191  = \$188  & \$190 ;
+  assign \$192  = ~ pop4;
+  assign \$193  = push4 & \$192 ;
+  assign \$194  = ~ push4;
+  assign \$195  = pop4 & \$194 ;
+  assign \$196  = \$195  ? 1'h0 : full4;
+  assign \$197  = \$193  ? out_valid4 : \$196 ;
+  assign \$198  = ~ \$197 ;
+  assign \$199  = w_sel4 ^ push4;
+  assign \$201  = \$198  & \$200 ;
+  assign \$202  = ~ push5;
+  assign \$203  = \write__en$66  & \$202 ;
+  assign \$204  = ~ \write__en$66 ;
+  assign \$205  = push5 & \$204 ;
+  assign \$207  = pop5 ? full5 : out_valid5;
+  assign \$208  = push5 ? 1'h1 : \$207 ;
+  assign \$209  = ~ pop5;
+  assign \$210  = push5 & \$209 ;
+  assign \$211  = ~ push5;
+  assign \$212  = pop5 & \$211 ;
+  assign \$213  = \$212  ? 1'h0 : full5;
+  assign \$214  = \$210  ? out_valid5 : \$213 ;
+  assign \$215  = \write__addr$63  + 1'h1;
+  assign \$216  = \read__addr$67  + 1'h1;
+  assign \$217  = w_sel5 ^ push5;
+  assign \$218  = r_sel5 ^ pop5;
+  assign \$219  = ~ pop5;
+  assign \$220  = push5 & \$219 ;
+  assign \$221  = ~ push5;
+  assign \$222  = pop5 & \$221 ;
+  assign \$223  = \$222  ? 1'h0 : full5;
+  assign \$224  = \$220  ? out_valid5 : \$223 ;
+  assign \$225  = ~ \$224 ;
+  assign \$226  = w_sel5 ^ push5;
+  assign \$227  = ! \$226 ;
+  assign \$228  = \$225  & \$227 ;
+  assign \$229  = ~ pop5;
+  assign \$230  = push5 & \$229 ;
+  assign \$231  = ~ push5;
+  assign \$232  = pop5 & \$231 ;
+  assign \$233  = \$232  ? 1'h0 : full5;
+  assign \$234  = \$230  ? out_valid5 : \$233 ;
+  assign \$235  = ~ \$234 ;
+  assign \$236  = w_sel5 ^ push5;
+  assign \$238  = \$235  & \$237 ;
+  assign \$239  = ~ push6;
+  assign \$240  = \write__en$77  & \$239 ;
+  assign \$241  = ~ \write__en$77 ;
+  assign \$242  = push6 & \$241 ;
+  assign \$244  = pop6 ? full6 : out_valid6;
+  assign \$245  = push6 ? 1'h1 : \$244 ;
+  assign \$246  = ~ pop6;
+  assign \$247  = push6 & \$246 ;
+  assign \$248  = ~ push6;
+  assign \$249  = pop6 & \$248 ;
+  assign \$250  = \$249  ? 1'h0 : full6;
+  assign \$251  = \$247  ? out_valid6 : \$250 ;
+  assign \$252  = \write__addr$74  + 1'h1;
+  assign \$253  = \read__addr$78  + 1'h1;
+  assign \$254  = w_sel6 ^ push6;
+  assign \$255  = r_sel6 ^ pop6;
+  assign \$256  = ~ pop6;
+  assign \$257  = push6 & \$256 ;
+  assign \$258  = ~ push6;
+  assign \$259  = pop6 & \$258 ;
+  assign \$260  = \$259  ? 1'h0 : full6;
+  assign \$261  = \$257  ? out_valid6 : \$260 ;
+  assign \$262  = ~ \$261 ;
+  assign \$263  = w_sel6 ^ push6;
+  assign \$264  = ! \$263 ;
+  assign \$265  = \$262  & \$264 ;
+  assign \$266  = ~ pop6;
+  assign \$267  = push6 & \$266 ;
+  assign \$268  = ~ push6;
+  assign \$269  = pop6 & \$268 ;
+  assign \$270  = \$269  ? 1'h0 : full6;
+  assign \$271  = \$267  ? out_valid6 : \$270 ;
+  assign \$272  = ~ \$271 ;
+  assign \$273  = w_sel6 ^ push6;
+  assign \$275  = \$272  & \$274 ;
+  assign \$276  = ~ push7;
+  assign \$277  = \write__en$88  & \$276 ;
+  assign \$278  = ~ \write__en$88 ;
+  assign \$279  = push7 & \$278 ;
+  assign \$281  = pop7 ? full7 : out_valid7;
+  assign \$282  = push7 ? 1'h1 : \$281 ;
+  assign \$283  = ~ pop7;
+  assign \$284  = push7 & \$283 ;
+  assign \$285  = ~ push7;
+  assign \$286  = pop7 & \$285 ;
+  assign \$287  = \$286  ? 1'h0 : full7;
+  assign \$288  = \$284  ? out_valid7 : \$287 ;
+  assign \$289  = \write__addr$85  + 1'h1;
+  assign \$290  = \read__addr$89  + 1'h1;
+  assign \$291  = w_sel7 ^ push7;
+  assign \$292  = r_sel7 ^ pop7;
+  assign \$293  = ~ pop7;
+  assign \$294  = push7 & \$293 ;
+  assign \$295  = ~ push7;
+  assign \$296  = pop7 & \$295 ;
+  assign \$297  = \$296  ? 1'h0 : full7;
+  assign \$298  = \$294  ? out_valid7 : \$297 ;
+  assign \$299  = ~ \$298 ;
+  assign \$300  = w_sel7 ^ push7;
+  assign \$301  = ! \$300 ;
+  assign \$302  = \$299  & \$301 ;
+  assign \$303  = ~ pop7;
+  assign \$304  = push7 & \$303 ;
+  assign \$305  = ~ push7;
+  assign \$306  = pop7 & \$305 ;
+  assign \$307  = \$306  ? 1'h0 : full7;
+  assign \$308  = \$304  ? out_valid7 : \$307 ;
+  assign \$309  = ~ \$308 ;
+  assign \$310  = w_sel7 ^ push7;
+  assign \$312  = \$309  & \$311 ;
   always @(posedge clk)
-    w_port__addr <= \$30 ;
+    held0 <= \$313 ;
   always @(posedge clk)
-    r_port__addr <= \$31 ;
+    out_valid0 <= \$314 ;
   always @(posedge clk)
-    inner_level <= \$32 ;
+    full0 <= \$315 ;
   always @(posedge clk)
-    r_rdy <= \$33 ;
+    write__addr <= \$316 ;
+  always @(posedge clk)
+    read__addr <= \$317 ;
+  always @(posedge clk)
+    w_sel0 <= \$318 ;
+  always @(posedge clk)
+    r_sel0 <= \$319 ;
+  always @(posedge clk)
+    load0_0 <= \$320 ;
+  always @(posedge clk)
+    entry0_0 <= \$321 ;
+  always @(posedge clk)
+    load1_0 <= \$322 ;
+  always @(posedge clk)
+    entry1_0 <= \$323 ;
+  always @(posedge clk)
+    held1 <= \$324 ;
+  always @(posedge clk)
+    out_valid1 <= \$325 ;
+  always @(posedge clk)
+    full1 <= \$326 ;
+  always @(posedge clk)
+    \write__addr$19  <= \$327 ;
+  always @(posedge clk)
+    \read__addr$23  <= \$328 ;
+  always @(posedge clk)
+    w_sel1 <= \$329 ;
+  always @(posedge clk)
+    r_sel1 <= \$330 ;
+  always @(posedge clk)
+    load0_1 <= \$331 ;
+  always @(posedge clk)
+    entry0_1 <= \$332 ;
+  always @(posedge clk)
+    load1_1 <= \$333 ;
+  always @(posedge clk)
+    entry1_1 <= \$334 ;
+  always @(posedge clk)
+    held2 <= \$335 ;
+  always @(posedge clk)
+    out_valid2 <= \$336 ;
+  always @(posedge clk)
+    full2 <= \$337 ;
+  always @(posedge clk)
+    \write__addr$30  <= \$338 ;
+  always @(posedge clk)
+    \read__addr$34  <= \$339 ;
+  always @(posedge clk)
+    w_sel2 <= \$340 ;
+  always @(posedge clk)
+    r_sel2 <= \$341 ;
+  always @(posedge clk)
+    load0_2 <= \$342 ;
+  always @(posedge clk)
+    entry0_2 <= \$343 ;
+  always @(posedge clk)
+    load1_2 <= \$344 ;
+  always @(posedge clk)
+    entry1_2 <= \$345 ;
+  always @(posedge clk)
+    held3 <= \$346 ;
+  always @(posedge clk)
+    out_valid3 <= \$347 ;
+  always @(posedge clk)
+    full3 <= \$348 ;
+  always @(posedge clk)
+    \write__addr$41  <= \$349 ;
+  always @(posedge clk)
+    \read__addr$45  <= \$350 ;
+  always @(posedge clk)
+    w_sel3 <= \$351 ;
+  always @(posedge clk)
+    r_sel3 <= \$352 ;
+  always @(posedge clk)
+    load0_3 <= \$353 ;
+  always @(posedge clk)
+    entry0_3 <= \$354 ;
+  always @(posedge clk)
+    load1_3 <= \$355 ;
+  always @(posedge clk)
+    entry1_3 <= \$356 ;
+  always @(posedge clk)
+    held4 <= \$357 ;
+  always @(posedge clk)
+    out_valid4 <= \$358 ;
+  always @(posedge clk)
+    full4 <= \$359 ;
+  always @(posedge clk)
+    \write__addr$52  <= \$360 ;
+  always @(posedge clk)
+    \read__addr$56  <= \$361 ;
+  always @(posedge clk)
+    w_sel4 <= \$362 ;
+  always @(posedge clk)
+    r_sel4 <= \$363 ;
+  always @(posedge clk)
+    load0_4 <= \$364 ;
+  always @(posedge clk)
+    entry0_4 <= \$365 ;
+  always @(posedge clk)
+    load1_4 <= \$366 ;
+  always @(posedge clk)
+    entry1_4 <= \$367 ;
+  always @(posedge clk)
+    held5 <= \$368 ;
+  always @(posedge clk)
+    out_valid5 <= \$369 ;
+  always @(posedge clk)
+    full5 <= \$370 ;
+  always @(posedge clk)
+    \write__addr$63  <= \$371 ;
+  always @(posedge clk)
+    \read__addr$67  <= \$372 ;
+  always @(posedge clk)
+    w_sel5 <= \$373 ;
+  always @(posedge clk)
+    r_sel5 <= \$374 ;
+  always @(posedge clk)
+    load0_5 <= \$375 ;
+  always @(posedge clk)
+    entry0_5 <= \$376 ;
+  always @(posedge clk)
+    load1_5 <= \$377 ;
+  always @(posedge clk)
+    entry1_5 <= \$378 ;
+  always @(posedge clk)
+    held6 <= \$379 ;
+  always @(posedge clk)
+    out_valid6 <= \$380 ;
+  always @(posedge clk)
+    full6 <= \$381 ;
+  always @(posedge clk)
+    \write__addr$74  <= \$382 ;
+  always @(posedge clk)
+    \read__addr$78  <= \$383 ;
+  always @(posedge clk)
+    w_sel6 <= \$384 ;
+  always @(posedge clk)
+    r_sel6 <= \$385 ;
+  always @(posedge clk)
+    load0_6 <= \$386 ;
+  always @(posedge clk)
+    entry0_6 <= \$387 ;
+  always @(posedge clk)
+    load1_6 <= \$388 ;
+  always @(posedge clk)
+    entry1_6 <= \$389 ;
+  always @(posedge clk)
+    held7 <= \$390 ;
+  always @(posedge clk)
+    out_valid7 <= \$391 ;
+  always @(posedge clk)
+    full7 <= \$392 ;
+  always @(posedge clk)
+    \write__addr$85  <= \$393 ;
+  always @(posedge clk)
+    \read__addr$89  <= \$394 ;
+  always @(posedge clk)
+    w_sel7 <= \$395 ;
+  always @(posedge clk)
+    r_sel7 <= \$396 ;
+  always @(posedge clk)
+    load0_7 <= \$397 ;
+  always @(posedge clk)
+    entry0_7 <= \$398 ;
+  always @(posedge clk)
+    load1_7 <= \$399 ;
+  always @(posedge clk)
+    entry1_7 <= \$400 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$30  = w_port__addr;
-    if (\$3 ) begin
-      \$30  = \$6 [3:0];
-    end
-    if (rst) begin
-      \$30  = 4'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$31  = r_port__addr;
-    if (\$9 ) begin
-      \$31  = \$12 [3:0];
-    end
-    if (rst) begin
-      \$31  = 4'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$32  = inner_level;
+    \$313  = held0;
     if (\$18 ) begin
-      \$32  = \$19 [3:0];
-    end
-    if (\$25 ) begin
-      \$32  = \$26 [3:0];
+      \$313  = { held0[12:0], 1'h1 };
+    end else if (\$20 ) begin
+      \$313  = \$21 ;
     end
     if (rst) begin
-      \$32  = 4'h0;
+      \$313  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$33  = r_rdy;
-    if (\$29 ) begin
-      \$33  = 1'h1;
-    end else if (r_en) begin
-      \$33  = 1'h0;
-    end
+    \$314  = \$23 ;
     if (rst) begin
-      \$33  = 1'h0;
+      \$314  = 1'h0;
     end
   end
-  assign level = w_level;
-  assign r_level = w_level;
-  assign produce = w_port__addr;
-  assign w_data = w_port__data;
-  assign consume = r_port__addr;
-  assign r_port__data = r_data;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$315  = \$29 ;
+    if (rst) begin
+      \$315  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$316  = write__addr;
+    if (write__en) begin
+      \$316  = \$30 [3:0];
+    end
+    if (rst) begin
+      \$316  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$317  = read__addr;
+    if (push0) begin
+      \$317  = \$31 [3:0];
+    end
+    if (rst) begin
+      \$317  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$318  = \$32 ;
+    if (rst) begin
+      \$318  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$319  = \$33 ;
+    if (rst) begin
+      \$319  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$320  = \$43 ;
+    if (rst) begin
+      \$320  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$321  = entry0_0;
+    if (load0_0) begin
+      \$321  = read__data;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$322  = \$53 ;
+    if (rst) begin
+      \$322  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$323  = entry1_0;
+    if (load1_0) begin
+      \$323  = read__data;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$324  = held1;
+    if (\$55 ) begin
+      \$324  = { held1[12:0], 1'h1 };
+    end else if (\$57 ) begin
+      \$324  = \$58 ;
+    end
+    if (rst) begin
+      \$324  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$325  = \$60 ;
+    if (rst) begin
+      \$325  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$326  = \$66 ;
+    if (rst) begin
+      \$326  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$327  = \write__addr$19 ;
+    if (\write__en$22 ) begin
+      \$327  = \$67 [3:0];
+    end
+    if (rst) begin
+      \$327  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$328  = \read__addr$23 ;
+    if (push1) begin
+      \$328  = \$68 [3:0];
+    end
+    if (rst) begin
+      \$328  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$329  = \$69 ;
+    if (rst) begin
+      \$329  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$330  = \$70 ;
+    if (rst) begin
+      \$330  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$331  = \$80 ;
+    if (rst) begin
+      \$331  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$332  = entry0_1;
+    if (load0_1) begin
+      \$332  = \read__data$125 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$333  = \$90 ;
+    if (rst) begin
+      \$333  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$334  = entry1_1;
+    if (load1_1) begin
+      \$334  = \read__data$125 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$335  = held2;
+    if (\$92 ) begin
+      \$335  = { held2[12:0], 1'h1 };
+    end else if (\$94 ) begin
+      \$335  = \$95 ;
+    end
+    if (rst) begin
+      \$335  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$336  = \$97 ;
+    if (rst) begin
+      \$336  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$337  = \$103 ;
+    if (rst) begin
+      \$337  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$338  = \write__addr$30 ;
+    if (\write__en$33 ) begin
+      \$338  = \$104 [3:0];
+    end
+    if (rst) begin
+      \$338  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$339  = \read__addr$34 ;
+    if (push2) begin
+      \$339  = \$105 [3:0];
+    end
+    if (rst) begin
+      \$339  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$340  = \$106 ;
+    if (rst) begin
+      \$340  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$341  = \$107 ;
+    if (rst) begin
+      \$341  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$342  = \$117 ;
+    if (rst) begin
+      \$342  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$343  = entry0_2;
+    if (load0_2) begin
+      \$343  = \read__data$129 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$344  = \$127 ;
+    if (rst) begin
+      \$344  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$345  = entry1_2;
+    if (load1_2) begin
+      \$345  = \read__data$129 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$346  = held3;
+    if (\$129 ) begin
+      \$346  = { held3[12:0], 1'h1 };
+    end else if (\$131 ) begin
+      \$346  = \$132 ;
+    end
+    if (rst) begin
+      \$346  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$347  = \$134 ;
+    if (rst) begin
+      \$347  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$348  = \$140 ;
+    if (rst) begin
+      \$348  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$349  = \write__addr$41 ;
+    if (\write__en$44 ) begin
+      \$349  = \$141 [3:0];
+    end
+    if (rst) begin
+      \$349  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$350  = \read__addr$45 ;
+    if (push3) begin
+      \$350  = \$142 [3:0];
+    end
+    if (rst) begin
+      \$350  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$351  = \$143 ;
+    if (rst) begin
+      \$351  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$352  = \$144 ;
+    if (rst) begin
+      \$352  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$353  = \$154 ;
+    if (rst) begin
+      \$353  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$354  = entry0_3;
+    if (load0_3) begin
+      \$354  = \read__data$133 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$355  = \$164 ;
+    if (rst) begin
+      \$355  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$356  = entry1_3;
+    if (load1_3) begin
+      \$356  = \read__data$133 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$357  = held4;
+    if (\$166 ) begin
+      \$357  = { held4[12:0], 1'h1 };
+    end else if (\$168 ) begin
+      \$357  = \$169 ;
+    end
+    if (rst) begin
+      \$357  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$358  = \$171 ;
+    if (rst) begin
+      \$358  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$359  = \$177 ;
+    if (rst) begin
+      \$359  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$360  = \write__addr$52 ;
+    if (\write__en$55 ) begin
+      \$360  = \$178 [3:0];
+    end
+    if (rst) begin
+      \$360  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$361  = \read__addr$56 ;
+    if (push4) begin
+      \$361  = \$179 [3:0];
+    end
+    if (rst) begin
+      \$361  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$362  = \$180 ;
+    if (rst) begin
+      \$362  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$363  = \$181 ;
+    if (rst) begin
+      \$363  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$364  = \$191 ;
+    if (rst) begin
+      \$364  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$365  = entry0_4;
+    if (load0_4) begin
+      \$365  = \read__data$137 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$366  = \$201 ;
+    if (rst) begin
+      \$366  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$367  = entry1_4;
+    if (load1_4) begin
+      \$367  = \read__data$137 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$368  = held5;
+    if (\$203 ) begin
+      \$368  = { held5[12:0], 1'h1 };
+    end else if (\$205 ) begin
+      \$368  = \$206 ;
+    end
+    if (rst) begin
+      \$368  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$369  = \$208 ;
+    if (rst) begin
+      \$369  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$370  = \$214 ;
+    if (rst) begin
+      \$370  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$371  = \write__addr$63 ;
+    if (\write__en$66 ) begin
+      \$371  = \$215 [3:0];
+    end
+    if (rst) begin
+      \$371  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$372  = \read__addr$67 ;
+    if (push5) begin
+      \$372  = \$216 [3:0];
+    end
+    if (rst) begin
+      \$372  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$373  = \$217 ;
+    if (rst) begin
+      \$373  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$374  = \$218 ;
+    if (rst) begin
+      \$374  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$375  = \$228 ;
+    if (rst) begin
+      \$375  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$376  = entry0_5;
+    if (load0_5) begin
+      \$376  = \read__data$141 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$377  = \$238 ;
+    if (rst) begin
+      \$377  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$378  = entry1_5;
+    if (load1_5) begin
+      \$378  = \read__data$141 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$379  = held6;
+    if (\$240 ) begin
+      \$379  = { held6[12:0], 1'h1 };
+    end else if (\$242 ) begin
+      \$379  = \$243 ;
+    end
+    if (rst) begin
+      \$379  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$380  = \$245 ;
+    if (rst) begin
+      \$380  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$381  = \$251 ;
+    if (rst) begin
+      \$381  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$382  = \write__addr$74 ;
+    if (\write__en$77 ) begin
+      \$382  = \$252 [3:0];
+    end
+    if (rst) begin
+      \$382  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$383  = \read__addr$78 ;
+    if (push6) begin
+      \$383  = \$253 [3:0];
+    end
+    if (rst) begin
+      \$383  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$384  = \$254 ;
+    if (rst) begin
+      \$384  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$385  = \$255 ;
+    if (rst) begin
+      \$385  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$386  = \$265 ;
+    if (rst) begin
+      \$386  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$387  = entry0_6;
+    if (load0_6) begin
+      \$387  = \read__data$145 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$388  = \$275 ;
+    if (rst) begin
+      \$388  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$389  = entry1_6;
+    if (load1_6) begin
+      \$389  = \read__data$145 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$390  = held7;
+    if (\$277 ) begin
+      \$390  = { held7[12:0], 1'h1 };
+    end else if (\$279 ) begin
+      \$390  = \$280 ;
+    end
+    if (rst) begin
+      \$390  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$391  = \$282 ;
+    if (rst) begin
+      \$391  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$392  = \$288 ;
+    if (rst) begin
+      \$392  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$393  = \write__addr$85 ;
+    if (\write__en$88 ) begin
+      \$393  = \$289 [3:0];
+    end
+    if (rst) begin
+      \$393  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$394  = \read__addr$89 ;
+    if (push7) begin
+      \$394  = \$290 [3:0];
+    end
+    if (rst) begin
+      \$394  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$395  = \$291 ;
+    if (rst) begin
+      \$395  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$396  = \$292 ;
+    if (rst) begin
+      \$396  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$397  = \$302 ;
+    if (rst) begin
+      \$397  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$398  = entry0_7;
+    if (load0_7) begin
+      \$398  = \read__data$149 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$399  = \$312 ;
+    if (rst) begin
+      \$399  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$400  = entry1_7;
+    if (load1_7) begin
+      \$400  = \read__data$149 ;
+    end
+  end
+  assign w_at0 = write__addr;
+  assign write__data = w_data[15:0];
+  assign w_en = { \write__en$88 , \write__en$77 , \write__en$66 , \write__en$55 , \write__en$44 , \write__en$33 , \write__en$22 , write__en };
+  assign r_at0 = read__addr;
+  assign w_at1 = \write__addr$19 ;
+  assign \write__data$21  = w_data[31:16];
+  assign r_at1 = \read__addr$23 ;
+  assign w_at2 = \write__addr$30 ;
+  assign \write__data$32  = w_data[47:32];
+  assign r_at2 = \read__addr$34 ;
+  assign w_at3 = \write__addr$41 ;
+  assign \write__data$43  = w_data[63:48];
+  assign r_at3 = \read__addr$45 ;
+  assign w_at4 = \write__addr$52 ;
+  assign \write__data$54  = w_data[79:64];
+  assign r_at4 = \read__addr$56 ;
+  assign w_at5 = \write__addr$63 ;
+  assign \write__data$65  = w_data[95:80];
+  assign r_at5 = \read__addr$67 ;
+  assign w_at6 = \write__addr$74 ;
+  assign \write__data$76  = w_data[111:96];
+  assign r_at6 = \read__addr$78 ;
+  assign w_at7 = \write__addr$85 ;
+  assign \write__data$87  = w_data[127:112];
+  assign r_at7 = \read__addr$89 ;
+  assign o__valid = out_valid0;
+  assign o__payload = { \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9  };
+  assign \port$1549$0  = \$9 ;
+  assign \port$1550$0  = \$10 ;
+  assign \port$1551$0  = \$11 ;
+  assign \port$1552$0  = \$12 ;
+  assign \port$1553$0  = \$13 ;
+  assign \port$1554$0  = \$14 ;
+  assign \port$1555$0  = \$15 ;
+  assign \port$1556$0  = \$16 ;
+  assign \$21  = { 1'h0, held0[13:1] };
+  assign \$52  = \$51 ;
+  assign \$58  = { 1'h0, held1[13:1] };
+  assign \$89  = \$88 ;
+  assign \$95  = { 1'h0, held2[13:1] };
+  assign \$126  = \$125 ;
+  assign \$132  = { 1'h0, held3[13:1] };
+  assign \$163  = \$162 ;
+  assign \$169  = { 1'h0, held4[13:1] };
+  assign \$200  = \$199 ;
+  assign \$206  = { 1'h0, held5[13:1] };
+  assign \$237  = \$236 ;
+  assign \$243  = { 1'h0, held6[13:1] };
+  assign \$274  = \$273 ;
+  assign \$280  = { 1'h0, held7[13:1] };
+  assign \$311  = \$310 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, r_data, w_en, w_port__data, r_rdy, r_en);
+module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0 , \port$1991$0 , \port$1992$0 , \port$1993$0 , \port$1994$0 , \port$1995$0 , \port$1996$0 , write__en, \write__en$22 , \write__en$33 , \write__en$44 , \write__en$55 , \write__en$66 , \write__en$77 , \write__en$88 , w_data, out_valid0, o__ready
+);
   reg \$auto$verilog_backend.cc:2355:dump_module$12  = 0;
   wire \$1 ;
-  wire \$10 ;
-  wire [4:0] \$11 ;
-  wire [4:0] \$12 ;
-  wire \$13 ;
-  wire \$14 ;
-  wire \$15 ;
-  wire \$16 ;
+  wire [15:0] \$10 ;
+  wire \$100 ;
+  wire \$101 ;
+  wire \$102 ;
+  wire \$103 ;
+  wire [4:0] \$104 ;
+  wire [4:0] \$105 ;
+  wire \$106 ;
+  wire \$107 ;
+  wire \$108 ;
+  wire \$109 ;
+  wire [15:0] \$11 ;
+  wire \$110 ;
+  wire \$111 ;
+  wire \$112 ;
+  wire \$113 ;
+  wire \$114 ;
+  wire \$115 ;
+  wire \$116 ;
+  wire \$117 ;
+  wire \$118 ;
+  wire \$119 ;
+  wire [15:0] \$12 ;
+  wire \$120 ;
+  wire \$121 ;
+  wire \$122 ;
+  wire \$123 ;
+  wire \$124 ;
+  wire \$125 ;
+  wire \$126 ;
+  wire \$127 ;
+  wire \$128 ;
+  wire \$129 ;
+  wire [15:0] \$13 ;
+  wire \$130 ;
+  wire \$131 ;
+  wire [13:0] \$132 ;
+  wire \$133 ;
+  wire \$134 ;
+  wire \$135 ;
+  wire \$136 ;
+  wire \$137 ;
+  wire \$138 ;
+  wire \$139 ;
+  wire [15:0] \$14 ;
+  wire \$140 ;
+  wire [4:0] \$141 ;
+  wire [4:0] \$142 ;
+  wire \$143 ;
+  wire \$144 ;
+  wire \$145 ;
+  wire \$146 ;
+  wire \$147 ;
+  wire \$148 ;
+  wire \$149 ;
+  wire [15:0] \$15 ;
+  wire \$150 ;
+  wire \$151 ;
+  wire \$152 ;
+  wire \$153 ;
+  wire \$154 ;
+  wire \$155 ;
+  wire \$156 ;
+  wire \$157 ;
+  wire \$158 ;
+  wire \$159 ;
+  wire [15:0] \$16 ;
+  wire \$160 ;
+  wire \$161 ;
+  wire \$162 ;
+  wire \$163 ;
+  wire \$164 ;
+  wire \$165 ;
+  wire \$166 ;
+  wire \$167 ;
+  wire \$168 ;
+  wire [13:0] \$169 ;
   wire \$17 ;
+  wire \$170 ;
+  wire \$171 ;
+  wire \$172 ;
+  wire \$173 ;
+  wire \$174 ;
+  wire \$175 ;
+  wire \$176 ;
+  wire \$177 ;
+  wire [4:0] \$178 ;
+  wire [4:0] \$179 ;
   wire \$18 ;
-  wire [4:0] \$19 ;
+  wire \$180 ;
+  wire \$181 ;
+  wire \$182 ;
+  wire \$183 ;
+  wire \$184 ;
+  wire \$185 ;
+  wire \$186 ;
+  wire \$187 ;
+  wire \$188 ;
+  wire \$189 ;
+  wire \$19 ;
+  wire \$190 ;
+  wire \$191 ;
+  wire \$192 ;
+  wire \$193 ;
+  wire \$194 ;
+  wire \$195 ;
+  wire \$196 ;
+  wire \$197 ;
+  wire \$198 ;
+  wire \$199 ;
   wire \$2 ;
   wire \$20 ;
-  wire \$21 ;
+  wire \$200 ;
+  wire \$201 ;
+  wire \$202 ;
+  wire \$203 ;
+  wire \$204 ;
+  wire \$205 ;
+  wire [13:0] \$206 ;
+  wire \$207 ;
+  wire \$208 ;
+  wire \$209 ;
+  wire [13:0] \$21 ;
+  wire \$210 ;
+  wire \$211 ;
+  wire \$212 ;
+  wire \$213 ;
+  wire \$214 ;
+  wire [4:0] \$215 ;
+  wire [4:0] \$216 ;
+  wire \$217 ;
+  wire \$218 ;
+  wire \$219 ;
   wire \$22 ;
+  wire \$220 ;
+  wire \$221 ;
+  wire \$222 ;
+  wire \$223 ;
+  wire \$224 ;
+  wire \$225 ;
+  wire \$226 ;
+  wire \$227 ;
+  wire \$228 ;
+  wire \$229 ;
   wire \$23 ;
+  wire \$230 ;
+  wire \$231 ;
+  wire \$232 ;
+  wire \$233 ;
+  wire \$234 ;
+  wire \$235 ;
+  wire \$236 ;
+  wire \$237 ;
+  wire \$238 ;
+  wire \$239 ;
   wire \$24 ;
+  wire \$240 ;
+  wire \$241 ;
+  wire \$242 ;
+  wire [13:0] \$243 ;
+  wire \$244 ;
+  wire \$245 ;
+  wire \$246 ;
+  wire \$247 ;
+  wire \$248 ;
+  wire \$249 ;
   wire \$25 ;
-  wire [4:0] \$26 ;
+  wire \$250 ;
+  wire \$251 ;
+  wire [4:0] \$252 ;
+  wire [4:0] \$253 ;
+  wire \$254 ;
+  wire \$255 ;
+  wire \$256 ;
+  wire \$257 ;
+  wire \$258 ;
+  wire \$259 ;
+  wire \$26 ;
+  wire \$260 ;
+  wire \$261 ;
+  wire \$262 ;
+  wire \$263 ;
+  wire \$264 ;
+  wire \$265 ;
+  wire \$266 ;
+  wire \$267 ;
+  wire \$268 ;
+  wire \$269 ;
   wire \$27 ;
+  wire \$270 ;
+  wire \$271 ;
+  wire \$272 ;
+  wire \$273 ;
+  wire \$274 ;
+  wire \$275 ;
+  wire \$276 ;
+  wire \$277 ;
+  wire \$278 ;
+  wire \$279 ;
   wire \$28 ;
+  wire [13:0] \$280 ;
+  wire \$281 ;
+  wire \$282 ;
+  wire \$283 ;
+  wire \$284 ;
+  wire \$285 ;
+  wire \$286 ;
+  wire \$287 ;
+  wire \$288 ;
+  wire [4:0] \$289 ;
   wire \$29 ;
+  wire [4:0] \$290 ;
+  wire \$291 ;
+  wire \$292 ;
+  wire \$293 ;
+  wire \$294 ;
+  wire \$295 ;
+  wire \$296 ;
+  wire \$297 ;
+  wire \$298 ;
+  wire \$299 ;
   wire \$3 ;
-  reg [3:0] \$30 ;
-  reg [3:0] \$31 ;
-  reg [3:0] \$32 ;
-  reg \$33 ;
+  wire [4:0] \$30 ;
+  wire \$300 ;
+  wire \$301 ;
+  wire \$302 ;
+  wire \$303 ;
+  wire \$304 ;
+  wire \$305 ;
+  wire \$306 ;
+  wire \$307 ;
+  wire \$308 ;
+  wire \$309 ;
+  wire [4:0] \$31 ;
+  wire \$310 ;
+  wire \$311 ;
+  wire \$312 ;
+  reg [13:0] \$313 ;
+  reg \$314 ;
+  reg \$315 ;
+  reg [3:0] \$316 ;
+  reg [3:0] \$317 ;
+  reg \$318 ;
+  reg \$319 ;
+  wire \$32 ;
+  reg \$320 ;
+  reg [15:0] \$321 ;
+  reg \$322 ;
+  reg [15:0] \$323 ;
+  reg [13:0] \$324 ;
+  reg \$325 ;
+  reg \$326 ;
+  reg [3:0] \$327 ;
+  reg [3:0] \$328 ;
+  reg \$329 ;
+  wire \$33 ;
+  reg \$330 ;
+  reg \$331 ;
+  reg [15:0] \$332 ;
+  reg \$333 ;
+  reg [15:0] \$334 ;
+  reg [13:0] \$335 ;
+  reg \$336 ;
+  reg \$337 ;
+  reg [3:0] \$338 ;
+  reg [3:0] \$339 ;
+  wire \$34 ;
+  reg \$340 ;
+  reg \$341 ;
+  reg \$342 ;
+  reg [15:0] \$343 ;
+  reg \$344 ;
+  reg [15:0] \$345 ;
+  reg [13:0] \$346 ;
+  reg \$347 ;
+  reg \$348 ;
+  reg [3:0] \$349 ;
+  wire \$35 ;
+  reg [3:0] \$350 ;
+  reg \$351 ;
+  reg \$352 ;
+  reg \$353 ;
+  reg [15:0] \$354 ;
+  reg \$355 ;
+  reg [15:0] \$356 ;
+  reg [13:0] \$357 ;
+  reg \$358 ;
+  reg \$359 ;
+  wire \$36 ;
+  reg [3:0] \$360 ;
+  reg [3:0] \$361 ;
+  reg \$362 ;
+  reg \$363 ;
+  reg \$364 ;
+  reg [15:0] \$365 ;
+  reg \$366 ;
+  reg [15:0] \$367 ;
+  reg [13:0] \$368 ;
+  reg \$369 ;
+  wire \$37 ;
+  reg \$370 ;
+  reg [3:0] \$371 ;
+  reg [3:0] \$372 ;
+  reg \$373 ;
+  reg \$374 ;
+  reg \$375 ;
+  reg [15:0] \$376 ;
+  reg \$377 ;
+  reg [15:0] \$378 ;
+  reg [13:0] \$379 ;
+  wire \$38 ;
+  reg \$380 ;
+  reg \$381 ;
+  reg [3:0] \$382 ;
+  reg [3:0] \$383 ;
+  reg \$384 ;
+  reg \$385 ;
+  reg \$386 ;
+  reg [15:0] \$387 ;
+  reg \$388 ;
+  reg [15:0] \$389 ;
+  wire \$39 ;
+  reg [13:0] \$390 ;
+  reg \$391 ;
+  reg \$392 ;
+  reg [3:0] \$393 ;
+  reg [3:0] \$394 ;
+  reg \$395 ;
+  reg \$396 ;
+  reg \$397 ;
+  reg [15:0] \$398 ;
+  reg \$399 ;
   wire \$4 ;
-  wire [4:0] \$5 ;
-  wire [4:0] \$6 ;
+  wire \$40 ;
+  reg [15:0] \$400 ;
+  wire \$41 ;
+  wire \$42 ;
+  wire \$43 ;
+  wire \$44 ;
+  wire \$45 ;
+  wire \$46 ;
+  wire \$47 ;
+  wire \$48 ;
+  wire \$49 ;
+  wire \$5 ;
+  wire \$50 ;
+  wire \$51 ;
+  wire \$52 ;
+  wire \$53 ;
+  wire \$54 ;
+  wire \$55 ;
+  wire \$56 ;
+  wire \$57 ;
+  wire [13:0] \$58 ;
+  wire \$59 ;
+  wire \$6 ;
+  wire \$60 ;
+  wire \$61 ;
+  wire \$62 ;
+  wire \$63 ;
+  wire \$64 ;
+  wire \$65 ;
+  wire \$66 ;
+  wire [4:0] \$67 ;
+  wire [4:0] \$68 ;
+  wire \$69 ;
   wire \$7 ;
+  wire \$70 ;
+  wire \$71 ;
+  wire \$72 ;
+  wire \$73 ;
+  wire \$74 ;
+  wire \$75 ;
+  wire \$76 ;
+  wire \$77 ;
+  wire \$78 ;
+  wire \$79 ;
   wire \$8 ;
-  wire \$9 ;
+  wire \$80 ;
+  wire \$81 ;
+  wire \$82 ;
+  wire \$83 ;
+  wire \$84 ;
+  wire \$85 ;
+  wire \$86 ;
+  wire \$87 ;
+  wire \$88 ;
+  wire \$89 ;
+  wire [15:0] \$9 ;
+  wire \$90 ;
+  wire \$91 ;
+  wire \$92 ;
+  wire \$93 ;
+  wire \$94 ;
+  wire [13:0] \$95 ;
+  wire \$96 ;
+  wire \$97 ;
+  wire \$98 ;
+  wire \$99 ;
   input clk;
   wire clk;
+  reg [15:0] entry0_0 = 16'h0000;
+  reg [15:0] entry0_1 = 16'h0000;
+  reg [15:0] entry0_2 = 16'h0000;
+  reg [15:0] entry0_3 = 16'h0000;
+  reg [15:0] entry0_4 = 16'h0000;
+  reg [15:0] entry0_5 = 16'h0000;
+  reg [15:0] entry0_6 = 16'h0000;
+  reg [15:0] entry0_7 = 16'h0000;
+  reg [15:0] entry1_0 = 16'h0000;
+  reg [15:0] entry1_1 = 16'h0000;
+  reg [15:0] entry1_2 = 16'h0000;
+  reg [15:0] entry1_3 = 16'h0000;
+  reg [15:0] entry1_4 = 16'h0000;
+  reg [15:0] entry1_5 = 16'h0000;
+  reg [15:0] entry1_6 = 16'h0000;
+  reg [15:0] entry1_7 = 16'h0000;
+  reg full0 = 1'h0;
+  reg full1 = 1'h0;
+  reg full2 = 1'h0;
+  reg full3 = 1'h0;
+  reg full4 = 1'h0;
+  reg full5 = 1'h0;
+  reg full6 = 1'h0;
+  reg full7 = 1'h0;
+  reg [13:0] held0 = 14'h0000;
+  reg [13:0] held1 = 14'h0000;
+  reg [13:0] held2 = 14'h0000;
+  reg [13:0] held3 = 14'h0000;
+  reg [13:0] held4 = 14'h0000;
+  reg [13:0] held5 = 14'h0000;
+  reg [13:0] held6 = 14'h0000;
+  reg [13:0] held7 = 14'h0000;
+  reg load0_0 = 1'h1;
+  reg load0_1 = 1'h1;
+  reg load0_2 = 1'h1;
+  reg load0_3 = 1'h1;
+  reg load0_4 = 1'h1;
+  reg load0_5 = 1'h1;
+  reg load0_6 = 1'h1;
+  reg load0_7 = 1'h1;
+  reg load1_0 = 1'h0;
+  reg load1_1 = 1'h0;
+  reg load1_2 = 1'h0;
+  reg load1_3 = 1'h0;
+  reg load1_4 = 1'h0;
+  reg load1_5 = 1'h0;
+  reg load1_6 = 1'h0;
+  reg load1_7 = 1'h0;
+  wire [127:0] o__payload;
+  input o__ready;
+  wire o__ready;
+  (* init = 1'h0 *)
+  wire o__valid;
+  output out_valid0;
+  reg out_valid0 = 1'h0;
+  reg out_valid1 = 1'h0;
+  reg out_valid2 = 1'h0;
+  reg out_valid3 = 1'h0;
+  reg out_valid4 = 1'h0;
+  reg out_valid5 = 1'h0;
+  reg out_valid6 = 1'h0;
+  reg out_valid7 = 1'h0;
+  wire pop0;
+  wire pop1;
+  wire pop2;
+  wire pop3;
+  wire pop4;
+  wire pop5;
+  wire pop6;
+  wire pop7;
+  output [15:0] \port$1989$0 ;
+  wire [15:0] \port$1989$0 ;
+  output [15:0] \port$1990$0 ;
+  wire [15:0] \port$1990$0 ;
+  output [15:0] \port$1991$0 ;
+  wire [15:0] \port$1991$0 ;
+  output [15:0] \port$1992$0 ;
+  wire [15:0] \port$1992$0 ;
+  output [15:0] \port$1993$0 ;
+  wire [15:0] \port$1993$0 ;
+  output [15:0] \port$1994$0 ;
+  wire [15:0] \port$1994$0 ;
+  output [15:0] \port$1995$0 ;
+  wire [15:0] \port$1995$0 ;
+  output [15:0] \port$1996$0 ;
+  wire [15:0] \port$1996$0 ;
+  wire push0;
+  wire push1;
+  wire push2;
+  wire push3;
+  wire push4;
+  wire push5;
+  wire push6;
+  wire push7;
   (* init = 4'h0 *)
-  wire [3:0] consume;
-  reg [3:0] inner_level = 4'h0;
-  wire inner_r_rdy;
-  wire [4:0] level;
+  wire [3:0] r_at0;
   (* init = 4'h0 *)
-  wire [3:0] produce;
-  output [127:0] r_data;
-  wire [127:0] r_data;
-  input r_en;
-  wire r_en;
-  wire [4:0] r_level;
-  reg [3:0] r_port__addr = 4'h0;
-  wire [127:0] r_port__data;
-  wire r_port__en;
-  output r_rdy;
-  reg r_rdy = 1'h0;
+  wire [3:0] r_at1;
+  (* init = 4'h0 *)
+  wire [3:0] r_at2;
+  (* init = 4'h0 *)
+  wire [3:0] r_at3;
+  (* init = 4'h0 *)
+  wire [3:0] r_at4;
+  (* init = 4'h0 *)
+  wire [3:0] r_at5;
+  (* init = 4'h0 *)
+  wire [3:0] r_at6;
+  (* init = 4'h0 *)
+  wire [3:0] r_at7;
+  reg r_sel0 = 1'h0;
+  reg r_sel1 = 1'h0;
+  reg r_sel2 = 1'h0;
+  reg r_sel3 = 1'h0;
+  reg r_sel4 = 1'h0;
+  reg r_sel5 = 1'h0;
+  reg r_sel6 = 1'h0;
+  reg r_sel7 = 1'h0;
+  reg [3:0] read__addr = 4'h0;
+  reg [3:0] \read__addr$23  = 4'h0;
+  reg [3:0] \read__addr$34  = 4'h0;
+  reg [3:0] \read__addr$45  = 4'h0;
+  reg [3:0] \read__addr$56  = 4'h0;
+  reg [3:0] \read__addr$67  = 4'h0;
+  reg [3:0] \read__addr$78  = 4'h0;
+  reg [3:0] \read__addr$89  = 4'h0;
+  wire [15:0] read__data;
+  wire [15:0] \read__data$125 ;
+  wire [15:0] \read__data$129 ;
+  wire [15:0] \read__data$133 ;
+  wire [15:0] \read__data$137 ;
+  wire [15:0] \read__data$141 ;
+  wire [15:0] \read__data$145 ;
+  wire [15:0] \read__data$149 ;
   input rst;
   wire rst;
+  (* init = 4'h0 *)
+  wire [3:0] w_at0;
+  (* init = 4'h0 *)
+  wire [3:0] w_at1;
+  (* init = 4'h0 *)
+  wire [3:0] w_at2;
+  (* init = 4'h0 *)
+  wire [3:0] w_at3;
+  (* init = 4'h0 *)
+  wire [3:0] w_at4;
+  (* init = 4'h0 *)
+  wire [3:0] w_at5;
+  (* init = 4'h0 *)
+  wire [3:0] w_at6;
+  (* init = 4'h0 *)
+  wire [3:0] w_at7;
+  input [127:0] w_data;
   wire [127:0] w_data;
-  input w_en;
-  wire w_en;
-  wire [4:0] w_level;
-  reg [3:0] w_port__addr = 4'h0;
-  input [127:0] w_port__data;
-  wire [127:0] w_port__data;
-  wire w_port__en;
-  wire w_rdy;
-  reg [127:0] storage [14:0];
+  wire [7:0] w_en;
+  reg w_sel0 = 1'h0;
+  reg w_sel1 = 1'h0;
+  reg w_sel2 = 1'h0;
+  reg w_sel3 = 1'h0;
+  reg w_sel4 = 1'h0;
+  reg w_sel5 = 1'h0;
+  reg w_sel6 = 1'h0;
+  reg w_sel7 = 1'h0;
+  reg [3:0] write__addr = 4'h0;
+  reg [3:0] \write__addr$19  = 4'h0;
+  reg [3:0] \write__addr$30  = 4'h0;
+  reg [3:0] \write__addr$41  = 4'h0;
+  reg [3:0] \write__addr$52  = 4'h0;
+  reg [3:0] \write__addr$63  = 4'h0;
+  reg [3:0] \write__addr$74  = 4'h0;
+  reg [3:0] \write__addr$85  = 4'h0;
+  wire [15:0] write__data;
+  wire [15:0] \write__data$21 ;
+  wire [15:0] \write__data$32 ;
+  wire [15:0] \write__data$43 ;
+  wire [15:0] \write__data$54 ;
+  wire [15:0] \write__data$65 ;
+  wire [15:0] \write__data$76 ;
+  wire [15:0] \write__data$87 ;
+  input write__en;
+  wire write__en;
+  input \write__en$22 ;
+  wire \write__en$22 ;
+  input \write__en$33 ;
+  wire \write__en$33 ;
+  input \write__en$44 ;
+  wire \write__en$44 ;
+  input \write__en$55 ;
+  wire \write__en$55 ;
+  input \write__en$66 ;
+  wire \write__en$66 ;
+  input \write__en$77 ;
+  wire \write__en$77 ;
+  input \write__en$88 ;
+  wire \write__en$88 ;
+  reg [15:0] ring0 [15:0];
   always @(posedge clk) begin
-    if (w_port__en)
-      storage[w_port__addr] <= w_port__data;
+    if (write__en)
+      ring0[write__addr] <= w_data[15:0];
   end
-  reg [127:0] _0_;
+  assign read__data = ring0[read__addr];
+  reg [15:0] ring1 [15:0];
   always @(posedge clk) begin
-    if (r_port__en) begin
-      _0_ <= storage[r_port__addr];
-    end
+    if (\write__en$22 )
+      ring1[\write__addr$19 ] <= w_data[31:16];
   end
-  assign r_data = _0_;
-  assign w_rdy = inner_level != 4'hf;
-  assign inner_r_rdy = | inner_level;
-  assign w_port__en = w_rdy & w_en;
-  assign \$1  = ~ r_rdy;
-  assign \$2  = \$1  | r_en;
-  assign r_port__en = inner_r_rdy & \$2 ;
-  assign w_level = inner_level + r_rdy;
-  assign \$3  = w_rdy & w_en;
-  assign \$4  = w_port__addr == 4'he;
-  assign \$5  = w_port__addr + 1'h1;
-  assign \$6  = \$4  ? 5'h00 : \$5 ;
-  assign \$7  = ~ r_rdy;
-  assign \$8  = \$7  | r_en;
-  assign \$9  = inner_r_rdy & \$8 ;
-  assign \$10  = r_port__addr == 4'he;
-  assign \$11  = r_port__addr + 1'h1;
-  assign \$12  = \$10  ? 5'h00 : \$11 ;
-  assign \$13  = w_rdy & w_en;
-  assign \$14  = ~ r_rdy;
-  assign \$15  = \$14  | r_en;
-  assign \$16  = inner_r_rdy & \$15 ;
-  assign \$17  = ~ \$16 ;
-  assign \$18  = \$13  & \$17 ;
-  assign \$19  = inner_level + 1'h1;
-  assign \$20  = ~ r_rdy;
-  assign \$21  = \$20  | r_en;
-  assign \$22  = inner_r_rdy & \$21 ;
-  assign \$23  = w_rdy & w_en;
-  assign \$24  = ~ \$23 ;
-  assign \$25  = \$22  & \$24 ;
-  assign \$26  = inner_level - 1'h1;
-  assign \$27  = ~ r_rdy;
-  assign \$28  = \$27  | r_en;
-  assign \$29  = inner_r_rdy & \$28 ;
+  assign \read__data$125  = ring1[\read__addr$23 ];
+  reg [15:0] ring2 [15:0];
+  always @(posedge clk) begin
+    if (\write__en$33 )
+      ring2[\write__addr$30 ] <= w_data[47:32];
+  end
+  assign \read__data$129  = ring2[\read__addr$34 ];
+  reg [15:0] ring3 [15:0];
+  always @(posedge clk) begin
+    if (\write__en$44 )
+      ring3[\write__addr$41 ] <= w_data[63:48];
+  end
+  assign \read__data$133  = ring3[\read__addr$45 ];
+  reg [15:0] ring4 [15:0];
+  always @(posedge clk) begin
+    if (\write__en$55 )
+      ring4[\write__addr$52 ] <= w_data[79:64];
+  end
+  assign \read__data$137  = ring4[\read__addr$56 ];
+  reg [15:0] ring5 [15:0];
+  always @(posedge clk) begin
+    if (\write__en$66 )
+      ring5[\write__addr$63 ] <= w_data[95:80];
+  end
+  assign \read__data$141  = ring5[\read__addr$67 ];
+  reg [15:0] ring6 [15:0];
+  always @(posedge clk) begin
+    if (\write__en$77 )
+      ring6[\write__addr$74 ] <= w_data[111:96];
+  end
+  assign \read__data$145  = ring6[\read__addr$78 ];
+  reg [15:0] ring7 [15:0];
+  always @(posedge clk) begin
+    if (\write__en$88 )
+      ring7[\write__addr$85 ] <= w_data[127:112];
+  end
+  assign \read__data$149  = ring7[\read__addr$89 ];
+  assign \$1  = ~ full0;
+  assign push0 = held0[0] & \$1 ;
+  assign pop0 = out_valid0 & o__ready;
+  assign \$2  = ~ full1;
+  assign push1 = held1[0] & \$2 ;
+  assign pop1 = out_valid1 & o__ready;
+  assign \$3  = ~ full2;
+  assign push2 = held2[0] & \$3 ;
+  assign pop2 = out_valid2 & o__ready;
+  assign \$4  = ~ full3;
+  assign push3 = held3[0] & \$4 ;
+  assign pop3 = out_valid3 & o__ready;
+  assign \$5  = ~ full4;
+  assign push4 = held4[0] & \$5 ;
+  assign pop4 = out_valid4 & o__ready;
+  assign \$6  = ~ full5;
+  assign push5 = held5[0] & \$6 ;
+  assign pop5 = out_valid5 & o__ready;
+  assign \$7  = ~ full6;
+  assign push6 = held6[0] & \$7 ;
+  assign pop6 = out_valid6 & o__ready;
+  assign \$8  = ~ full7;
+  assign push7 = held7[0] & \$8 ;
+  assign pop7 = out_valid7 & o__ready;
+  assign \$9  = r_sel0 ? entry1_0 : entry0_0;
+  assign \$10  = r_sel1 ? entry1_1 : entry0_1;
+  assign \$11  = r_sel2 ? entry1_2 : entry0_2;
+  assign \$12  = r_sel3 ? entry1_3 : entry0_3;
+  assign \$13  = r_sel4 ? entry1_4 : entry0_4;
+  assign \$14  = r_sel5 ? entry1_5 : entry0_5;
+  assign \$15  = r_sel6 ? entry1_6 : entry0_6;
+  assign \$16  = r_sel7 ? entry1_7 : entry0_7;
+  assign \$17  = ~ push0;
+  assign \$18  = write__en & \$17 ;
+  assign \$19  = ~ write__en;
+  assign \$20  = push0 & \$19 ;
+  assign \$22  = pop0 ? full0 : out_valid0;
+  assign \$23  = push0 ? 1'h1 : \$22 ;
+  assign \$24  = ~ pop0;
+  assign \$25  = push0 & \$24 ;
+  assign \$26  = ~ push0;
+  assign \$27  = pop0 & \$26 ;
+  assign \$28  = \$27  ? 1'h0 : full0;
+  assign \$29  = \$25  ? out_valid0 : \$28 ;
+  assign \$30  = write__addr + 1'h1;
+  assign \$31  = read__addr + 1'h1;
+  assign \$32  = w_sel0 ^ push0;
+  assign \$33  = r_sel0 ^ pop0;
+  assign \$34  = ~ pop0;
+  assign \$35  = push0 & \$34 ;
+  assign \$36  = ~ push0;
+  assign \$37  = pop0 & \$36 ;
+  assign \$38  = \$37  ? 1'h0 : full0;
+  assign \$39  = \$35  ? out_valid0 : \$38 ;
+  assign \$40  = ~ \$39 ;
+  assign \$41  = w_sel0 ^ push0;
+  assign \$42  = ! \$41 ;
+  assign \$43  = \$40  & \$42 ;
+  assign \$44  = ~ pop0;
+  assign \$45  = push0 & \$44 ;
+  assign \$46  = ~ push0;
+  assign \$47  = pop0 & \$46 ;
+  assign \$48  = \$47  ? 1'h0 : full0;
+  assign \$49  = \$45  ? out_valid0 : \$48 ;
+  assign \$50  = ~ \$49 ;
+  assign \$51  = w_sel0 ^ push0;
+  assign \$53  = \$50  & \$52 ;
+  assign \$54  = ~ push1;
+  assign \$55  = \write__en$22  & \$54 ;
+  assign \$56  = ~ \write__en$22 ;
+  assign \$57  = push1 & \$56 ;
+  assign \$59  = pop1 ? full1 : out_valid1;
+  assign \$60  = push1 ? 1'h1 : \$59 ;
+  assign \$61  = ~ pop1;
+  assign \$62  = push1 & \$61 ;
+  assign \$63  = ~ push1;
+  assign \$64  = pop1 & \$63 ;
+  assign \$65  = \$64  ? 1'h0 : full1;
+  assign \$66  = \$62  ? out_valid1 : \$65 ;
+  assign \$67  = \write__addr$19  + 1'h1;
+  assign \$68  = \read__addr$23  + 1'h1;
+  assign \$69  = w_sel1 ^ push1;
+  assign \$70  = r_sel1 ^ pop1;
+  assign \$71  = ~ pop1;
+  assign \$72  = push1 & \$71 ;
+  assign \$73  = ~ push1;
+  assign \$74  = pop1 & \$73 ;
+  assign \$75  = \$74  ? 1'h0 : full1;
+  assign \$76  = \$72  ? out_valid1 : \$75 ;
+  assign \$77  = ~ \$76 ;
+  assign \$78  = w_sel1 ^ push1;
+  assign \$79  = ! \$78 ;
+  assign \$80  = \$77  & \$79 ;
+  assign \$81  = ~ pop1;
+  assign \$82  = push1 & \$81 ;
+  assign \$83  = ~ push1;
+  assign \$84  = pop1 & \$83 ;
+  assign \$85  = \$84  ? 1'h0 : full1;
+  assign \$86  = \$82  ? out_valid1 : \$85 ;
+  assign \$87  = ~ \$86 ;
+  assign \$88  = w_sel1 ^ push1;
+  assign \$90  = \$87  & \$89 ;
+  assign \$91  = ~ push2;
+  assign \$92  = \write__en$33  & \$91 ;
+  assign \$93  = ~ \write__en$33 ;
+  assign \$94  = push2 & \$93 ;
+  assign \$96  = pop2 ? full2 : out_valid2;
+  assign \$97  = push2 ? 1'h1 : \$96 ;
+  assign \$98  = ~ pop2;
+  assign \$99  = push2 & \$98 ;
+  assign \$100  = ~ push2;
+  assign \$101  = pop2 & \$100 ;
+  assign \$102  = \$101  ? 1'h0 : full2;
+  assign \$103  = \$99  ? out_valid2 : \$102 ;
+  assign \$104  = \write__addr$30  + 1'h1;
+  assign \$105  = \read__addr$34  + 1'h1;
+  assign \$106  = w_sel2 ^ push2;
+  assign \$107  = r_sel2 ^ pop2;
+  assign \$108  = ~ pop2;
+  assign \$109  = push2 & \$108 ;
+  assign \$110  = ~ push2;
+  assign \$111  = pop2 & \$110 ;
+  assign \$112  = \$111  ? 1'h0 : full2;
+  assign \$113  = \$109  ? out_valid2 : \$112 ;
+  assign \$114  = ~ \$113 ;
+  assign \$115  = w_sel2 ^ push2;
+  assign \$116  = ! \$115 ;
+  assign \$117  = \$114  & \$116 ;
+  assign \$118  = ~ pop2;
+  assign \$119  = push2 & \$118 ;
+  assign \$120  = ~ push2;
+  assign \$121  = pop2 & \$120 ;
+  assign \$122  = \$121  ? 1'h0 : full2;
+  assign \$123  = \$119  ? out_valid2 : \$122 ;
+  assign \$124  = ~ \$123 ;
+  assign \$125  = w_sel2 ^ push2;
+  assign \$127  = \$124  & \$126 ;
+  assign \$128  = ~ push3;
+  assign \$129  = \write__en$44  & \$128 ;
+  assign \$130  = ~ \write__en$44 ;
+  assign \$131  = push3 & \$130 ;
+  assign \$133  = pop3 ? full3 : out_valid3;
+  assign \$134  = push3 ? 1'h1 : \$133 ;
+  assign \$135  = ~ pop3;
+  assign \$136  = push3 & \$135 ;
+  assign \$137  = ~ push3;
+  assign \$138  = pop3 & \$137 ;
+  assign \$139  = \$138  ? 1'h0 : full3;
+  assign \$140  = \$136  ? out_valid3 : \$139 ;
+  assign \$141  = \write__addr$41  + 1'h1;
+  assign \$142  = \read__addr$45  + 1'h1;
+  assign \$143  = w_sel3 ^ push3;
+  assign \$144  = r_sel3 ^ pop3;
+  assign \$145  = ~ pop3;
+  assign \$146  = push3 & \$145 ;
+  assign \$147  = ~ push3;
+  assign \$148  = pop3 & \$147 ;
+  assign \$149  = \$148  ? 1'h0 : full3;
+  assign \$150  = \$146  ? out_valid3 : \$149 ;
+  assign \$151  = ~ \$150 ;
+  assign \$152  = w_sel3 ^ push3;
+  assign \$153  = ! \$152 ;
+  assign \$154  = \$151  & \$153 ;
+  assign \$155  = ~ pop3;
+  assign \$156  = push3 & \$155 ;
+  assign \$157  = ~ push3;
+  assign \$158  = pop3 & \$157 ;
+  assign \$159  = \$158  ? 1'h0 : full3;
+  assign \$160  = \$156  ? out_valid3 : \$159 ;
+  assign \$161  = ~ \$160 ;
+  assign \$162  = w_sel3 ^ push3;
+  assign \$164  = \$161  & \$163 ;
+  assign \$165  = ~ push4;
+  assign \$166  = \write__en$55  & \$165 ;
+  assign \$167  = ~ \write__en$55 ;
+  assign \$168  = push4 & \$167 ;
+  assign \$170  = pop4 ? full4 : out_valid4;
+  assign \$171  = push4 ? 1'h1 : \$170 ;
+  assign \$172  = ~ pop4;
+  assign \$173  = push4 & \$172 ;
+  assign \$174  = ~ push4;
+  assign \$175  = pop4 & \$174 ;
+  assign \$176  = \$175  ? 1'h0 : full4;
+  assign \$177  = \$173  ? out_valid4 : \$176 ;
+  assign \$178  = \write__addr$52  + 1'h1;
+  assign \$179  = \read__addr$56  + 1'h1;
+  assign \$180  = w_sel4 ^ push4;
+  assign \$181  = r_sel4 ^ pop4;
+  assign \$182  = ~ pop4;
+  assign \$183  = push4 & \$182 ;
+  assign \$184  = ~ push4;
+  assign \$185  = pop4 & \$184 ;
+  assign \$186  = \$185  ? 1'h0 : full4;
+  assign \$187  = \$183  ? out_valid4 : \$186 ;
+  assign \$188  = ~ \$187 ;
+  assign \$189  = w_sel4 ^ push4;
+  assign \$190  = ! \$189 ;
+  assign \$191  = \$188  & \$190 ;
+  assign \$192  = ~ pop4;
+  assign \$193  = push4 & \$192 ;
+  assign \$194  = ~ push4;
+  assign \$195  = pop4 & \$194 ;
+  assign \$196  = \$195  ? 1'h0 : full4;
+  assign \$197  = \$193  ? out_valid4 : \$196 ;
+  assign \$198  = ~ \$197 ;
+  assign \$199  = w_sel4 ^ push4;
+  assign \$201  = \$198  & \$200 ;
+  assign \$202  = ~ push5;
+  assign \$203  = \write__en$66  & \$202 ;
+  assign \$204  = ~ \write__en$66 ;
+  assign \$205  = push5 & \$204 ;
+  assign \$207  = pop5 ? full5 : out_valid5;
+  assign \$208  = push5 ? 1'h1 : \$207 ;
+  assign \$209  = ~ pop5;
+  assign \$210  = push5 & \$209 ;
+  assign \$211  = ~ push5;
+  assign \$212  = pop5 & \$211 ;
+  assign \$213  = \$212  ? 1'h0 : full5;
+  assign \$214  = \$210  ? out_valid5 : \$213 ;
+  assign \$215  = \write__addr$63  + 1'h1;
+  assign \$216  = \read__addr$67  + 1'h1;
+  assign \$217  = w_sel5 ^ push5;
+  assign \$218  = r_sel5 ^ pop5;
+  assign \$219  = ~ pop5;
+  assign \$220  = push5 & \$219 ;
+  assign \$221  = ~ push5;
+  assign \$222  = pop5 & \$221 ;
+  assign \$223  = \$222  ? 1'h0 : full5;
+  assign \$224  = \$220  ? out_valid5 : \$223 ;
+  assign \$225  = ~ \$224 ;
+  assign \$226  = w_sel5 ^ push5;
+  assign \$227  = ! \$226 ;
+  assign \$228  = \$225  & \$227 ;
+  assign \$229  = ~ pop5;
+  assign \$230  = push5 & \$229 ;
+  assign \$231  = ~ push5;
+  assign \$232  = pop5 & \$231 ;
+  assign \$233  = \$232  ? 1'h0 : full5;
+  assign \$234  = \$230  ? out_valid5 : \$233 ;
+  assign \$235  = ~ \$234 ;
+  assign \$236  = w_sel5 ^ push5;
+  assign \$238  = \$235  & \$237 ;
+  assign \$239  = ~ push6;
+  assign \$240  = \write__en$77  & \$239 ;
+  assign \$241  = ~ \write__en$77 ;
+  assign \$242  = push6 & \$241 ;
+  assign \$244  = pop6 ? full6 : out_valid6;
+  assign \$245  = push6 ? 1'h1 : \$244 ;
+  assign \$246  = ~ pop6;
+  assign \$247  = push6 & \$246 ;
+  assign \$248  = ~ push6;
+  assign \$249  = pop6 & \$248 ;
+  assign \$250  = \$249  ? 1'h0 : full6;
+  assign \$251  = \$247  ? out_valid6 : \$250 ;
+  assign \$252  = \write__addr$74  + 1'h1;
+  assign \$253  = \read__addr$78  + 1'h1;
+  assign \$254  = w_sel6 ^ push6;
+  assign \$255  = r_sel6 ^ pop6;
+  assign \$256  = ~ pop6;
+  assign \$257  = push6 & \$256 ;
+  assign \$258  = ~ push6;
+  assign \$259  = pop6 & \$258 ;
+  assign \$260  = \$259  ? 1'h0 : full6;
+  assign \$261  = \$257  ? out_valid6 : \$260 ;
+  assign \$262  = ~ \$261 ;
+  assign \$263  = w_sel6 ^ push6;
+  assign \$264  = ! \$263 ;
+  assign \$265  = \$262  & \$264 ;
+  assign \$266  = ~ pop6;
+  assign \$267  = push6 & \$266 ;
+  assign \$268  = ~ push6;
+  assign \$269  = pop6 & \$268 ;
+  assign \$270  = \$269  ? 1'h0 : full6;
+  assign \$271  = \$267  ? out_valid6 : \$270 ;
+  assign \$272  = ~ \$271 ;
+  assign \$273  = w_sel6 ^ push6;
+  assign \$275  = \$272  & \$274 ;
+  assign \$276  = ~ push7;
+  assign \$277  = \write__en$88  & \$276 ;
+  assign \$278  = ~ \write__en$88 ;
+  assign \$279  = push7 & \$278 ;
+  assign \$281  = pop7 ? full7 : out_valid7;
+  assign \$282  = push7 ? 1'h1 : \$281 ;
+  assign \$283  = ~ pop7;
+  assign \$284  = push7 & \$283 ;
+  assign \$285  = ~ push7;
+  assign \$286  = pop7 & \$285 ;
+  assign \$287  = \$286  ? 1'h0 : full7;
+  assign \$288  = \$284  ? out_valid7 : \$287 ;
+  assign \$289  = \write__addr$85  + 1'h1;
+  assign \$290  = \read__addr$89  + 1'h1;
+  assign \$291  = w_sel7 ^ push7;
+  assign \$292  = r_sel7 ^ pop7;
+  assign \$293  = ~ pop7;
+  assign \$294  = push7 & \$293 ;
+  assign \$295  = ~ push7;
+  assign \$296  = pop7 & \$295 ;
+  assign \$297  = \$296  ? 1'h0 : full7;
+  assign \$298  = \$294  ? out_valid7 : \$297 ;
+  assign \$299  = ~ \$298 ;
+  assign \$300  = w_sel7 ^ push7;
+  assign \$301  = ! \$300 ;
+  assign \$302  = \$299  & \$301 ;
+  assign \$303  = ~ pop7;
+  assign \$304  = push7 & \$303 ;
+  assign \$305  = ~ push7;
+  assign \$306  = pop7 & \$305 ;
+  assign \$307  = \$306  ? 1'h0 : full7;
+  assign \$308  = \$304  ? out_valid7 : \$307 ;
+  assign \$309  = ~ \$308 ;
+  assign \$310  = w_sel7 ^ push7;
+  assign \$312  = \$309  & \$311 ;
   always @(posedge clk)
-    w_port__addr <= \$30 ;
+    held0 <= \$313 ;
   always @(posedge clk)
-    r_port__addr <= \$31 ;
+    out_valid0 <= \$314 ;
   always @(posedge clk)
-    inner_level <= \$32 ;
+    full0 <= \$315 ;
   always @(posedge clk)
-    r_rdy <= \$33 ;
+    write__addr <= \$316 ;
+  always @(posedge clk)
+    read__addr <= \$317 ;
+  always @(posedge clk)
+    w_sel0 <= \$318 ;
+  always @(posedge clk)
+    r_sel0 <= \$319 ;
+  always @(posedge clk)
+    load0_0 <= \$320 ;
+  always @(posedge clk)
+    entry0_0 <= \$321 ;
+  always @(posedge clk)
+    load1_0 <= \$322 ;
+  always @(posedge clk)
+    entry1_0 <= \$323 ;
+  always @(posedge clk)
+    held1 <= \$324 ;
+  always @(posedge clk)
+    out_valid1 <= \$325 ;
+  always @(posedge clk)
+    full1 <= \$326 ;
+  always @(posedge clk)
+    \write__addr$19  <= \$327 ;
+  always @(posedge clk)
+    \read__addr$23  <= \$328 ;
+  always @(posedge clk)
+    w_sel1 <= \$329 ;
+  always @(posedge clk)
+    r_sel1 <= \$330 ;
+  always @(posedge clk)
+    load0_1 <= \$331 ;
+  always @(posedge clk)
+    entry0_1 <= \$332 ;
+  always @(posedge clk)
+    load1_1 <= \$333 ;
+  always @(posedge clk)
+    entry1_1 <= \$334 ;
+  always @(posedge clk)
+    held2 <= \$335 ;
+  always @(posedge clk)
+    out_valid2 <= \$336 ;
+  always @(posedge clk)
+    full2 <= \$337 ;
+  always @(posedge clk)
+    \write__addr$30  <= \$338 ;
+  always @(posedge clk)
+    \read__addr$34  <= \$339 ;
+  always @(posedge clk)
+    w_sel2 <= \$340 ;
+  always @(posedge clk)
+    r_sel2 <= \$341 ;
+  always @(posedge clk)
+    load0_2 <= \$342 ;
+  always @(posedge clk)
+    entry0_2 <= \$343 ;
+  always @(posedge clk)
+    load1_2 <= \$344 ;
+  always @(posedge clk)
+    entry1_2 <= \$345 ;
+  always @(posedge clk)
+    held3 <= \$346 ;
+  always @(posedge clk)
+    out_valid3 <= \$347 ;
+  always @(posedge clk)
+    full3 <= \$348 ;
+  always @(posedge clk)
+    \write__addr$41  <= \$349 ;
+  always @(posedge clk)
+    \read__addr$45  <= \$350 ;
+  always @(posedge clk)
+    w_sel3 <= \$351 ;
+  always @(posedge clk)
+    r_sel3 <= \$352 ;
+  always @(posedge clk)
+    load0_3 <= \$353 ;
+  always @(posedge clk)
+    entry0_3 <= \$354 ;
+  always @(posedge clk)
+    load1_3 <= \$355 ;
+  always @(posedge clk)
+    entry1_3 <= \$356 ;
+  always @(posedge clk)
+    held4 <= \$357 ;
+  always @(posedge clk)
+    out_valid4 <= \$358 ;
+  always @(posedge clk)
+    full4 <= \$359 ;
+  always @(posedge clk)
+    \write__addr$52  <= \$360 ;
+  always @(posedge clk)
+    \read__addr$56  <= \$361 ;
+  always @(posedge clk)
+    w_sel4 <= \$362 ;
+  always @(posedge clk)
+    r_sel4 <= \$363 ;
+  always @(posedge clk)
+    load0_4 <= \$364 ;
+  always @(posedge clk)
+    entry0_4 <= \$365 ;
+  always @(posedge clk)
+    load1_4 <= \$366 ;
+  always @(posedge clk)
+    entry1_4 <= \$367 ;
+  always @(posedge clk)
+    held5 <= \$368 ;
+  always @(posedge clk)
+    out_valid5 <= \$369 ;
+  always @(posedge clk)
+    full5 <= \$370 ;
+  always @(posedge clk)
+    \write__addr$63  <= \$371 ;
+  always @(posedge clk)
+    \read__addr$67  <= \$372 ;
+  always @(posedge clk)
+    w_sel5 <= \$373 ;
+  always @(posedge clk)
+    r_sel5 <= \$374 ;
+  always @(posedge clk)
+    load0_5 <= \$375 ;
+  always @(posedge clk)
+    entry0_5 <= \$376 ;
+  always @(posedge clk)
+    load1_5 <= \$377 ;
+  always @(posedge clk)
+    entry1_5 <= \$378 ;
+  always @(posedge clk)
+    held6 <= \$379 ;
+  always @(posedge clk)
+    out_valid6 <= \$380 ;
+  always @(posedge clk)
+    full6 <= \$381 ;
+  always @(posedge clk)
+    \write__addr$74  <= \$382 ;
+  always @(posedge clk)
+    \read__addr$78  <= \$383 ;
+  always @(posedge clk)
+    w_sel6 <= \$384 ;
+  always @(posedge clk)
+    r_sel6 <= \$385 ;
+  always @(posedge clk)
+    load0_6 <= \$386 ;
+  always @(posedge clk)
+    entry0_6 <= \$387 ;
+  always @(posedge clk)
+    load1_6 <= \$388 ;
+  always @(posedge clk)
+    entry1_6 <= \$389 ;
+  always @(posedge clk)
+    held7 <= \$390 ;
+  always @(posedge clk)
+    out_valid7 <= \$391 ;
+  always @(posedge clk)
+    full7 <= \$392 ;
+  always @(posedge clk)
+    \write__addr$85  <= \$393 ;
+  always @(posedge clk)
+    \read__addr$89  <= \$394 ;
+  always @(posedge clk)
+    w_sel7 <= \$395 ;
+  always @(posedge clk)
+    r_sel7 <= \$396 ;
+  always @(posedge clk)
+    load0_7 <= \$397 ;
+  always @(posedge clk)
+    entry0_7 <= \$398 ;
+  always @(posedge clk)
+    load1_7 <= \$399 ;
+  always @(posedge clk)
+    entry1_7 <= \$400 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$30  = w_port__addr;
-    if (\$3 ) begin
-      \$30  = \$6 [3:0];
-    end
-    if (rst) begin
-      \$30  = 4'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$31  = r_port__addr;
-    if (\$9 ) begin
-      \$31  = \$12 [3:0];
-    end
-    if (rst) begin
-      \$31  = 4'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$32  = inner_level;
+    \$313  = held0;
     if (\$18 ) begin
-      \$32  = \$19 [3:0];
-    end
-    if (\$25 ) begin
-      \$32  = \$26 [3:0];
+      \$313  = { held0[12:0], 1'h1 };
+    end else if (\$20 ) begin
+      \$313  = \$21 ;
     end
     if (rst) begin
-      \$32  = 4'h0;
+      \$313  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$33  = r_rdy;
-    if (\$29 ) begin
-      \$33  = 1'h1;
-    end else if (r_en) begin
-      \$33  = 1'h0;
-    end
+    \$314  = \$23 ;
     if (rst) begin
-      \$33  = 1'h0;
+      \$314  = 1'h0;
     end
   end
-  assign level = w_level;
-  assign r_level = w_level;
-  assign produce = w_port__addr;
-  assign w_data = w_port__data;
-  assign consume = r_port__addr;
-  assign r_port__data = r_data;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$315  = \$29 ;
+    if (rst) begin
+      \$315  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$316  = write__addr;
+    if (write__en) begin
+      \$316  = \$30 [3:0];
+    end
+    if (rst) begin
+      \$316  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$317  = read__addr;
+    if (push0) begin
+      \$317  = \$31 [3:0];
+    end
+    if (rst) begin
+      \$317  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$318  = \$32 ;
+    if (rst) begin
+      \$318  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$319  = \$33 ;
+    if (rst) begin
+      \$319  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$320  = \$43 ;
+    if (rst) begin
+      \$320  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$321  = entry0_0;
+    if (load0_0) begin
+      \$321  = read__data;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$322  = \$53 ;
+    if (rst) begin
+      \$322  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$323  = entry1_0;
+    if (load1_0) begin
+      \$323  = read__data;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$324  = held1;
+    if (\$55 ) begin
+      \$324  = { held1[12:0], 1'h1 };
+    end else if (\$57 ) begin
+      \$324  = \$58 ;
+    end
+    if (rst) begin
+      \$324  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$325  = \$60 ;
+    if (rst) begin
+      \$325  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$326  = \$66 ;
+    if (rst) begin
+      \$326  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$327  = \write__addr$19 ;
+    if (\write__en$22 ) begin
+      \$327  = \$67 [3:0];
+    end
+    if (rst) begin
+      \$327  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$328  = \read__addr$23 ;
+    if (push1) begin
+      \$328  = \$68 [3:0];
+    end
+    if (rst) begin
+      \$328  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$329  = \$69 ;
+    if (rst) begin
+      \$329  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$330  = \$70 ;
+    if (rst) begin
+      \$330  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$331  = \$80 ;
+    if (rst) begin
+      \$331  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$332  = entry0_1;
+    if (load0_1) begin
+      \$332  = \read__data$125 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$333  = \$90 ;
+    if (rst) begin
+      \$333  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$334  = entry1_1;
+    if (load1_1) begin
+      \$334  = \read__data$125 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$335  = held2;
+    if (\$92 ) begin
+      \$335  = { held2[12:0], 1'h1 };
+    end else if (\$94 ) begin
+      \$335  = \$95 ;
+    end
+    if (rst) begin
+      \$335  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$336  = \$97 ;
+    if (rst) begin
+      \$336  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$337  = \$103 ;
+    if (rst) begin
+      \$337  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$338  = \write__addr$30 ;
+    if (\write__en$33 ) begin
+      \$338  = \$104 [3:0];
+    end
+    if (rst) begin
+      \$338  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$339  = \read__addr$34 ;
+    if (push2) begin
+      \$339  = \$105 [3:0];
+    end
+    if (rst) begin
+      \$339  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$340  = \$106 ;
+    if (rst) begin
+      \$340  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$341  = \$107 ;
+    if (rst) begin
+      \$341  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$342  = \$117 ;
+    if (rst) begin
+      \$342  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$343  = entry0_2;
+    if (load0_2) begin
+      \$343  = \read__data$129 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$344  = \$127 ;
+    if (rst) begin
+      \$344  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$345  = entry1_2;
+    if (load1_2) begin
+      \$345  = \read__data$129 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$346  = held3;
+    if (\$129 ) begin
+      \$346  = { held3[12:0], 1'h1 };
+    end else if (\$131 ) begin
+      \$346  = \$132 ;
+    end
+    if (rst) begin
+      \$346  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$347  = \$134 ;
+    if (rst) begin
+      \$347  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$348  = \$140 ;
+    if (rst) begin
+      \$348  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$349  = \write__addr$41 ;
+    if (\write__en$44 ) begin
+      \$349  = \$141 [3:0];
+    end
+    if (rst) begin
+      \$349  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$350  = \read__addr$45 ;
+    if (push3) begin
+      \$350  = \$142 [3:0];
+    end
+    if (rst) begin
+      \$350  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$351  = \$143 ;
+    if (rst) begin
+      \$351  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$352  = \$144 ;
+    if (rst) begin
+      \$352  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$353  = \$154 ;
+    if (rst) begin
+      \$353  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$354  = entry0_3;
+    if (load0_3) begin
+      \$354  = \read__data$133 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$355  = \$164 ;
+    if (rst) begin
+      \$355  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$356  = entry1_3;
+    if (load1_3) begin
+      \$356  = \read__data$133 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$357  = held4;
+    if (\$166 ) begin
+      \$357  = { held4[12:0], 1'h1 };
+    end else if (\$168 ) begin
+      \$357  = \$169 ;
+    end
+    if (rst) begin
+      \$357  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$358  = \$171 ;
+    if (rst) begin
+      \$358  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$359  = \$177 ;
+    if (rst) begin
+      \$359  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$360  = \write__addr$52 ;
+    if (\write__en$55 ) begin
+      \$360  = \$178 [3:0];
+    end
+    if (rst) begin
+      \$360  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$361  = \read__addr$56 ;
+    if (push4) begin
+      \$361  = \$179 [3:0];
+    end
+    if (rst) begin
+      \$361  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$362  = \$180 ;
+    if (rst) begin
+      \$362  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$363  = \$181 ;
+    if (rst) begin
+      \$363  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$364  = \$191 ;
+    if (rst) begin
+      \$364  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$365  = entry0_4;
+    if (load0_4) begin
+      \$365  = \read__data$137 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$366  = \$201 ;
+    if (rst) begin
+      \$366  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$367  = entry1_4;
+    if (load1_4) begin
+      \$367  = \read__data$137 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$368  = held5;
+    if (\$203 ) begin
+      \$368  = { held5[12:0], 1'h1 };
+    end else if (\$205 ) begin
+      \$368  = \$206 ;
+    end
+    if (rst) begin
+      \$368  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$369  = \$208 ;
+    if (rst) begin
+      \$369  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$370  = \$214 ;
+    if (rst) begin
+      \$370  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$371  = \write__addr$63 ;
+    if (\write__en$66 ) begin
+      \$371  = \$215 [3:0];
+    end
+    if (rst) begin
+      \$371  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$372  = \read__addr$67 ;
+    if (push5) begin
+      \$372  = \$216 [3:0];
+    end
+    if (rst) begin
+      \$372  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$373  = \$217 ;
+    if (rst) begin
+      \$373  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$374  = \$218 ;
+    if (rst) begin
+      \$374  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$375  = \$228 ;
+    if (rst) begin
+      \$375  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$376  = entry0_5;
+    if (load0_5) begin
+      \$376  = \read__data$141 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$377  = \$238 ;
+    if (rst) begin
+      \$377  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$378  = entry1_5;
+    if (load1_5) begin
+      \$378  = \read__data$141 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$379  = held6;
+    if (\$240 ) begin
+      \$379  = { held6[12:0], 1'h1 };
+    end else if (\$242 ) begin
+      \$379  = \$243 ;
+    end
+    if (rst) begin
+      \$379  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$380  = \$245 ;
+    if (rst) begin
+      \$380  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$381  = \$251 ;
+    if (rst) begin
+      \$381  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$382  = \write__addr$74 ;
+    if (\write__en$77 ) begin
+      \$382  = \$252 [3:0];
+    end
+    if (rst) begin
+      \$382  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$383  = \read__addr$78 ;
+    if (push6) begin
+      \$383  = \$253 [3:0];
+    end
+    if (rst) begin
+      \$383  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$384  = \$254 ;
+    if (rst) begin
+      \$384  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$385  = \$255 ;
+    if (rst) begin
+      \$385  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$386  = \$265 ;
+    if (rst) begin
+      \$386  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$387  = entry0_6;
+    if (load0_6) begin
+      \$387  = \read__data$145 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$388  = \$275 ;
+    if (rst) begin
+      \$388  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$389  = entry1_6;
+    if (load1_6) begin
+      \$389  = \read__data$145 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$390  = held7;
+    if (\$277 ) begin
+      \$390  = { held7[12:0], 1'h1 };
+    end else if (\$279 ) begin
+      \$390  = \$280 ;
+    end
+    if (rst) begin
+      \$390  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$391  = \$282 ;
+    if (rst) begin
+      \$391  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$392  = \$288 ;
+    if (rst) begin
+      \$392  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$393  = \write__addr$85 ;
+    if (\write__en$88 ) begin
+      \$393  = \$289 [3:0];
+    end
+    if (rst) begin
+      \$393  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$394  = \read__addr$89 ;
+    if (push7) begin
+      \$394  = \$290 [3:0];
+    end
+    if (rst) begin
+      \$394  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$395  = \$291 ;
+    if (rst) begin
+      \$395  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$396  = \$292 ;
+    if (rst) begin
+      \$396  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$397  = \$302 ;
+    if (rst) begin
+      \$397  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$398  = entry0_7;
+    if (load0_7) begin
+      \$398  = \read__data$149 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$399  = \$312 ;
+    if (rst) begin
+      \$399  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$400  = entry1_7;
+    if (load1_7) begin
+      \$400  = \read__data$149 ;
+    end
+  end
+  assign w_at0 = write__addr;
+  assign write__data = w_data[15:0];
+  assign w_en = { \write__en$88 , \write__en$77 , \write__en$66 , \write__en$55 , \write__en$44 , \write__en$33 , \write__en$22 , write__en };
+  assign r_at0 = read__addr;
+  assign w_at1 = \write__addr$19 ;
+  assign \write__data$21  = w_data[31:16];
+  assign r_at1 = \read__addr$23 ;
+  assign w_at2 = \write__addr$30 ;
+  assign \write__data$32  = w_data[47:32];
+  assign r_at2 = \read__addr$34 ;
+  assign w_at3 = \write__addr$41 ;
+  assign \write__data$43  = w_data[63:48];
+  assign r_at3 = \read__addr$45 ;
+  assign w_at4 = \write__addr$52 ;
+  assign \write__data$54  = w_data[79:64];
+  assign r_at4 = \read__addr$56 ;
+  assign w_at5 = \write__addr$63 ;
+  assign \write__data$65  = w_data[95:80];
+  assign r_at5 = \read__addr$67 ;
+  assign w_at6 = \write__addr$74 ;
+  assign \write__data$76  = w_data[111:96];
+  assign r_at6 = \read__addr$78 ;
+  assign w_at7 = \write__addr$85 ;
+  assign \write__data$87  = w_data[127:112];
+  assign r_at7 = \read__addr$89 ;
+  assign o__valid = out_valid0;
+  assign o__payload = { \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9  };
+  assign \port$1989$0  = \$9 ;
+  assign \port$1990$0  = \$10 ;
+  assign \port$1991$0  = \$11 ;
+  assign \port$1992$0  = \$12 ;
+  assign \port$1993$0  = \$13 ;
+  assign \port$1994$0  = \$14 ;
+  assign \port$1995$0  = \$15 ;
+  assign \port$1996$0  = \$16 ;
+  assign \$21  = { 1'h0, held0[13:1] };
+  assign \$52  = \$51 ;
+  assign \$58  = { 1'h0, held1[13:1] };
+  assign \$89  = \$88 ;
+  assign \$95  = { 1'h0, held2[13:1] };
+  assign \$126  = \$125 ;
+  assign \$132  = { 1'h0, held3[13:1] };
+  assign \$163  = \$162 ;
+  assign \$169  = { 1'h0, held4[13:1] };
+  assign \$200  = \$199 ;
+  assign \$206  = { 1'h0, held5[13:1] };
+  assign \$237  = \$236 ;
+  assign \$243  = { 1'h0, held6[13:1] };
+  assign \$274  = \$273 ;
+  assign \$280  = { 1'h0, held7[13:1] };
+  assign \$311  = \$310 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, r_data, w_en, w_port__data, r_rdy, r_en);
+module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0 , \port$2431$0 , \port$2432$0 , \port$2433$0 , \port$2434$0 , \port$2435$0 , \port$2436$0 , write__en, \write__en$22 , \write__en$33 , \write__en$44 , \write__en$55 , \write__en$66 , \write__en$77 , \write__en$88 , w_data, out_valid0, o__ready
+);
   reg \$auto$verilog_backend.cc:2355:dump_module$13  = 0;
   wire \$1 ;
-  wire \$10 ;
-  wire [4:0] \$11 ;
-  wire [4:0] \$12 ;
-  wire \$13 ;
-  wire \$14 ;
-  wire \$15 ;
-  wire \$16 ;
+  wire [15:0] \$10 ;
+  wire \$100 ;
+  wire \$101 ;
+  wire \$102 ;
+  wire \$103 ;
+  wire [4:0] \$104 ;
+  wire [4:0] \$105 ;
+  wire \$106 ;
+  wire \$107 ;
+  wire \$108 ;
+  wire \$109 ;
+  wire [15:0] \$11 ;
+  wire \$110 ;
+  wire \$111 ;
+  wire \$112 ;
+  wire \$113 ;
+  wire \$114 ;
+  wire \$115 ;
+  wire \$116 ;
+  wire \$117 ;
+  wire \$118 ;
+  wire \$119 ;
+  wire [15:0] \$12 ;
+  wire \$120 ;
+  wire \$121 ;
+  wire \$122 ;
+  wire \$123 ;
+  wire \$124 ;
+  wire \$125 ;
+  wire \$126 ;
+  wire \$127 ;
+  wire \$128 ;
+  wire \$129 ;
+  wire [15:0] \$13 ;
+  wire \$130 ;
+  wire \$131 ;
+  wire [13:0] \$132 ;
+  wire \$133 ;
+  wire \$134 ;
+  wire \$135 ;
+  wire \$136 ;
+  wire \$137 ;
+  wire \$138 ;
+  wire \$139 ;
+  wire [15:0] \$14 ;
+  wire \$140 ;
+  wire [4:0] \$141 ;
+  wire [4:0] \$142 ;
+  wire \$143 ;
+  wire \$144 ;
+  wire \$145 ;
+  wire \$146 ;
+  wire \$147 ;
+  wire \$148 ;
+  wire \$149 ;
+  wire [15:0] \$15 ;
+  wire \$150 ;
+  wire \$151 ;
+  wire \$152 ;
+  wire \$153 ;
+  wire \$154 ;
+  wire \$155 ;
+  wire \$156 ;
+  wire \$157 ;
+  wire \$158 ;
+  wire \$159 ;
+  wire [15:0] \$16 ;
+  wire \$160 ;
+  wire \$161 ;
+  wire \$162 ;
+  wire \$163 ;
+  wire \$164 ;
+  wire \$165 ;
+  wire \$166 ;
+  wire \$167 ;
+  wire \$168 ;
+  wire [13:0] \$169 ;
   wire \$17 ;
+  wire \$170 ;
+  wire \$171 ;
+  wire \$172 ;
+  wire \$173 ;
+  wire \$174 ;
+  wire \$175 ;
+  wire \$176 ;
+  wire \$177 ;
+  wire [4:0] \$178 ;
+  wire [4:0] \$179 ;
   wire \$18 ;
-  wire [4:0] \$19 ;
+  wire \$180 ;
+  wire \$181 ;
+  wire \$182 ;
+  wire \$183 ;
+  wire \$184 ;
+  wire \$185 ;
+  wire \$186 ;
+  wire \$187 ;
+  wire \$188 ;
+  wire \$189 ;
+  wire \$19 ;
+  wire \$190 ;
+  wire \$191 ;
+  wire \$192 ;
+  wire \$193 ;
+  wire \$194 ;
+  wire \$195 ;
+  wire \$196 ;
+  wire \$197 ;
+  wire \$198 ;
+  wire \$199 ;
   wire \$2 ;
   wire \$20 ;
-  wire \$21 ;
+  wire \$200 ;
+  wire \$201 ;
+  wire \$202 ;
+  wire \$203 ;
+  wire \$204 ;
+  wire \$205 ;
+  wire [13:0] \$206 ;
+  wire \$207 ;
+  wire \$208 ;
+  wire \$209 ;
+  wire [13:0] \$21 ;
+  wire \$210 ;
+  wire \$211 ;
+  wire \$212 ;
+  wire \$213 ;
+  wire \$214 ;
+  wire [4:0] \$215 ;
+  wire [4:0] \$216 ;
+  wire \$217 ;
+  wire \$218 ;
+  wire \$219 ;
   wire \$22 ;
+  wire \$220 ;
+  wire \$221 ;
+  wire \$222 ;
+  wire \$223 ;
+  wire \$224 ;
+  wire \$225 ;
+  wire \$226 ;
+  wire \$227 ;
+  wire \$228 ;
+  wire \$229 ;
   wire \$23 ;
+  wire \$230 ;
+  wire \$231 ;
+  wire \$232 ;
+  wire \$233 ;
+  wire \$234 ;
+  wire \$235 ;
+  wire \$236 ;
+  wire \$237 ;
+  wire \$238 ;
+  wire \$239 ;
   wire \$24 ;
+  wire \$240 ;
+  wire \$241 ;
+  wire \$242 ;
+  wire [13:0] \$243 ;
+  wire \$244 ;
+  wire \$245 ;
+  wire \$246 ;
+  wire \$247 ;
+  wire \$248 ;
+  wire \$249 ;
   wire \$25 ;
-  wire [4:0] \$26 ;
+  wire \$250 ;
+  wire \$251 ;
+  wire [4:0] \$252 ;
+  wire [4:0] \$253 ;
+  wire \$254 ;
+  wire \$255 ;
+  wire \$256 ;
+  wire \$257 ;
+  wire \$258 ;
+  wire \$259 ;
+  wire \$26 ;
+  wire \$260 ;
+  wire \$261 ;
+  wire \$262 ;
+  wire \$263 ;
+  wire \$264 ;
+  wire \$265 ;
+  wire \$266 ;
+  wire \$267 ;
+  wire \$268 ;
+  wire \$269 ;
   wire \$27 ;
+  wire \$270 ;
+  wire \$271 ;
+  wire \$272 ;
+  wire \$273 ;
+  wire \$274 ;
+  wire \$275 ;
+  wire \$276 ;
+  wire \$277 ;
+  wire \$278 ;
+  wire \$279 ;
   wire \$28 ;
+  wire [13:0] \$280 ;
+  wire \$281 ;
+  wire \$282 ;
+  wire \$283 ;
+  wire \$284 ;
+  wire \$285 ;
+  wire \$286 ;
+  wire \$287 ;
+  wire \$288 ;
+  wire [4:0] \$289 ;
   wire \$29 ;
+  wire [4:0] \$290 ;
+  wire \$291 ;
+  wire \$292 ;
+  wire \$293 ;
+  wire \$294 ;
+  wire \$295 ;
+  wire \$296 ;
+  wire \$297 ;
+  wire \$298 ;
+  wire \$299 ;
   wire \$3 ;
-  reg [3:0] \$30 ;
-  reg [3:0] \$31 ;
-  reg [3:0] \$32 ;
-  reg \$33 ;
+  wire [4:0] \$30 ;
+  wire \$300 ;
+  wire \$301 ;
+  wire \$302 ;
+  wire \$303 ;
+  wire \$304 ;
+  wire \$305 ;
+  wire \$306 ;
+  wire \$307 ;
+  wire \$308 ;
+  wire \$309 ;
+  wire [4:0] \$31 ;
+  wire \$310 ;
+  wire \$311 ;
+  wire \$312 ;
+  reg [13:0] \$313 ;
+  reg \$314 ;
+  reg \$315 ;
+  reg [3:0] \$316 ;
+  reg [3:0] \$317 ;
+  reg \$318 ;
+  reg \$319 ;
+  wire \$32 ;
+  reg \$320 ;
+  reg [15:0] \$321 ;
+  reg \$322 ;
+  reg [15:0] \$323 ;
+  reg [13:0] \$324 ;
+  reg \$325 ;
+  reg \$326 ;
+  reg [3:0] \$327 ;
+  reg [3:0] \$328 ;
+  reg \$329 ;
+  wire \$33 ;
+  reg \$330 ;
+  reg \$331 ;
+  reg [15:0] \$332 ;
+  reg \$333 ;
+  reg [15:0] \$334 ;
+  reg [13:0] \$335 ;
+  reg \$336 ;
+  reg \$337 ;
+  reg [3:0] \$338 ;
+  reg [3:0] \$339 ;
+  wire \$34 ;
+  reg \$340 ;
+  reg \$341 ;
+  reg \$342 ;
+  reg [15:0] \$343 ;
+  reg \$344 ;
+  reg [15:0] \$345 ;
+  reg [13:0] \$346 ;
+  reg \$347 ;
+  reg \$348 ;
+  reg [3:0] \$349 ;
+  wire \$35 ;
+  reg [3:0] \$350 ;
+  reg \$351 ;
+  reg \$352 ;
+  reg \$353 ;
+  reg [15:0] \$354 ;
+  reg \$355 ;
+  reg [15:0] \$356 ;
+  reg [13:0] \$357 ;
+  reg \$358 ;
+  reg \$359 ;
+  wire \$36 ;
+  reg [3:0] \$360 ;
+  reg [3:0] \$361 ;
+  reg \$362 ;
+  reg \$363 ;
+  reg \$364 ;
+  reg [15:0] \$365 ;
+  reg \$366 ;
+  reg [15:0] \$367 ;
+  reg [13:0] \$368 ;
+  reg \$369 ;
+  wire \$37 ;
+  reg \$370 ;
+  reg [3:0] \$371 ;
+  reg [3:0] \$372 ;
+  reg \$373 ;
+  reg \$374 ;
+  reg \$375 ;
+  reg [15:0] \$376 ;
+  reg \$377 ;
+  reg [15:0] \$378 ;
+  reg [13:0] \$379 ;
+  wire \$38 ;
+  reg \$380 ;
+  reg \$381 ;
+  reg [3:0] \$382 ;
+  reg [3:0] \$383 ;
+  reg \$384 ;
+  reg \$385 ;
+  reg \$386 ;
+  reg [15:0] \$387 ;
+  reg \$388 ;
+  reg [15:0] \$389 ;
+  wire \$39 ;
+  reg [13:0] \$390 ;
+  reg \$391 ;
+  reg \$392 ;
+  reg [3:0] \$393 ;
+  reg [3:0] \$394 ;
+  reg \$395 ;
+  reg \$396 ;
+  reg \$397 ;
+  reg [15:0] \$398 ;
+  reg \$399 ;
   wire \$4 ;
-  wire [4:0] \$5 ;
-  wire [4:0] \$6 ;
+  wire \$40 ;
+  reg [15:0] \$400 ;
+  wire \$41 ;
+  wire \$42 ;
+  wire \$43 ;
+  wire \$44 ;
+  wire \$45 ;
+  wire \$46 ;
+  wire \$47 ;
+  wire \$48 ;
+  wire \$49 ;
+  wire \$5 ;
+  wire \$50 ;
+  wire \$51 ;
+  wire \$52 ;
+  wire \$53 ;
+  wire \$54 ;
+  wire \$55 ;
+  wire \$56 ;
+  wire \$57 ;
+  wire [13:0] \$58 ;
+  wire \$59 ;
+  wire \$6 ;
+  wire \$60 ;
+  wire \$61 ;
+  wire \$62 ;
+  wire \$63 ;
+  wire \$64 ;
+  wire \$65 ;
+  wire \$66 ;
+  wire [4:0] \$67 ;
+  wire [4:0] \$68 ;
+  wire \$69 ;
   wire \$7 ;
+  wire \$70 ;
+  wire \$71 ;
+  wire \$72 ;
+  wire \$73 ;
+  wire \$74 ;
+  wire \$75 ;
+  wire \$76 ;
+  wire \$77 ;
+  wire \$78 ;
+  wire \$79 ;
   wire \$8 ;
-  wire \$9 ;
+  wire \$80 ;
+  wire \$81 ;
+  wire \$82 ;
+  wire \$83 ;
+  wire \$84 ;
+  wire \$85 ;
+  wire \$86 ;
+  wire \$87 ;
+  wire \$88 ;
+  wire \$89 ;
+  wire [15:0] \$9 ;
+  wire \$90 ;
+  wire \$91 ;
+  wire \$92 ;
+  wire \$93 ;
+  wire \$94 ;
+  wire [13:0] \$95 ;
+  wire \$96 ;
+  wire \$97 ;
+  wire \$98 ;
+  wire \$99 ;
   input clk;
   wire clk;
+  reg [15:0] entry0_0 = 16'h0000;
+  reg [15:0] entry0_1 = 16'h0000;
+  reg [15:0] entry0_2 = 16'h0000;
+  reg [15:0] entry0_3 = 16'h0000;
+  reg [15:0] entry0_4 = 16'h0000;
+  reg [15:0] entry0_5 = 16'h0000;
+  reg [15:0] entry0_6 = 16'h0000;
+  reg [15:0] entry0_7 = 16'h0000;
+  reg [15:0] entry1_0 = 16'h0000;
+  reg [15:0] entry1_1 = 16'h0000;
+  reg [15:0] entry1_2 = 16'h0000;
+  reg [15:0] entry1_3 = 16'h0000;
+  reg [15:0] entry1_4 = 16'h0000;
+  reg [15:0] entry1_5 = 16'h0000;
+  reg [15:0] entry1_6 = 16'h0000;
+  reg [15:0] entry1_7 = 16'h0000;
+  reg full0 = 1'h0;
+  reg full1 = 1'h0;
+  reg full2 = 1'h0;
+  reg full3 = 1'h0;
+  reg full4 = 1'h0;
+  reg full5 = 1'h0;
+  reg full6 = 1'h0;
+  reg full7 = 1'h0;
+  reg [13:0] held0 = 14'h0000;
+  reg [13:0] held1 = 14'h0000;
+  reg [13:0] held2 = 14'h0000;
+  reg [13:0] held3 = 14'h0000;
+  reg [13:0] held4 = 14'h0000;
+  reg [13:0] held5 = 14'h0000;
+  reg [13:0] held6 = 14'h0000;
+  reg [13:0] held7 = 14'h0000;
+  reg load0_0 = 1'h1;
+  reg load0_1 = 1'h1;
+  reg load0_2 = 1'h1;
+  reg load0_3 = 1'h1;
+  reg load0_4 = 1'h1;
+  reg load0_5 = 1'h1;
+  reg load0_6 = 1'h1;
+  reg load0_7 = 1'h1;
+  reg load1_0 = 1'h0;
+  reg load1_1 = 1'h0;
+  reg load1_2 = 1'h0;
+  reg load1_3 = 1'h0;
+  reg load1_4 = 1'h0;
+  reg load1_5 = 1'h0;
+  reg load1_6 = 1'h0;
+  reg load1_7 = 1'h0;
+  wire [127:0] o__payload;
+  input o__ready;
+  wire o__ready;
+  (* init = 1'h0 *)
+  wire o__valid;
+  output out_valid0;
+  reg out_valid0 = 1'h0;
+  reg out_valid1 = 1'h0;
+  reg out_valid2 = 1'h0;
+  reg out_valid3 = 1'h0;
+  reg out_valid4 = 1'h0;
+  reg out_valid5 = 1'h0;
+  reg out_valid6 = 1'h0;
+  reg out_valid7 = 1'h0;
+  wire pop0;
+  wire pop1;
+  wire pop2;
+  wire pop3;
+  wire pop4;
+  wire pop5;
+  wire pop6;
+  wire pop7;
+  output [15:0] \port$2429$0 ;
+  wire [15:0] \port$2429$0 ;
+  output [15:0] \port$2430$0 ;
+  wire [15:0] \port$2430$0 ;
+  output [15:0] \port$2431$0 ;
+  wire [15:0] \port$2431$0 ;
+  output [15:0] \port$2432$0 ;
+  wire [15:0] \port$2432$0 ;
+  output [15:0] \port$2433$0 ;
+  wire [15:0] \port$2433$0 ;
+  output [15:0] \port$2434$0 ;
+  wire [15:0] \port$2434$0 ;
+  output [15:0] \port$2435$0 ;
+  wire [15:0] \port$2435$0 ;
+  output [15:0] \port$2436$0 ;
+  wire [15:0] \port$2436$0 ;
+  wire push0;
+  wire push1;
+  wire push2;
+  wire push3;
+  wire push4;
+  wire push5;
+  wire push6;
+  wire push7;
   (* init = 4'h0 *)
-  wire [3:0] consume;
-  reg [3:0] inner_level = 4'h0;
-  wire inner_r_rdy;
-  wire [4:0] level;
+  wire [3:0] r_at0;
   (* init = 4'h0 *)
-  wire [3:0] produce;
-  output [127:0] r_data;
-  wire [127:0] r_data;
-  input r_en;
-  wire r_en;
-  wire [4:0] r_level;
-  reg [3:0] r_port__addr = 4'h0;
-  wire [127:0] r_port__data;
-  wire r_port__en;
-  output r_rdy;
-  reg r_rdy = 1'h0;
+  wire [3:0] r_at1;
+  (* init = 4'h0 *)
+  wire [3:0] r_at2;
+  (* init = 4'h0 *)
+  wire [3:0] r_at3;
+  (* init = 4'h0 *)
+  wire [3:0] r_at4;
+  (* init = 4'h0 *)
+  wire [3:0] r_at5;
+  (* init = 4'h0 *)
+  wire [3:0] r_at6;
+  (* init = 4'h0 *)
+  wire [3:0] r_at7;
+  reg r_sel0 = 1'h0;
+  reg r_sel1 = 1'h0;
+  reg r_sel2 = 1'h0;
+  reg r_sel3 = 1'h0;
+  reg r_sel4 = 1'h0;
+  reg r_sel5 = 1'h0;
+  reg r_sel6 = 1'h0;
+  reg r_sel7 = 1'h0;
+  reg [3:0] read__addr = 4'h0;
+  reg [3:0] \read__addr$23  = 4'h0;
+  reg [3:0] \read__addr$34  = 4'h0;
+  reg [3:0] \read__addr$45  = 4'h0;
+  reg [3:0] \read__addr$56  = 4'h0;
+  reg [3:0] \read__addr$67  = 4'h0;
+  reg [3:0] \read__addr$78  = 4'h0;
+  reg [3:0] \read__addr$89  = 4'h0;
+  wire [15:0] read__data;
+  wire [15:0] \read__data$125 ;
+  wire [15:0] \read__data$129 ;
+  wire [15:0] \read__data$133 ;
+  wire [15:0] \read__data$137 ;
+  wire [15:0] \read__data$141 ;
+  wire [15:0] \read__data$145 ;
+  wire [15:0] \read__data$149 ;
   input rst;
   wire rst;
+  (* init = 4'h0 *)
+  wire [3:0] w_at0;
+  (* init = 4'h0 *)
+  wire [3:0] w_at1;
+  (* init = 4'h0 *)
+  wire [3:0] w_at2;
+  (* init = 4'h0 *)
+  wire [3:0] w_at3;
+  (* init = 4'h0 *)
+  wire [3:0] w_at4;
+  (* init = 4'h0 *)
+  wire [3:0] w_at5;
+  (* init = 4'h0 *)
+  wire [3:0] w_at6;
+  (* init = 4'h0 *)
+  wire [3:0] w_at7;
+  input [127:0] w_data;
   wire [127:0] w_data;
-  input w_en;
-  wire w_en;
-  wire [4:0] w_level;
-  reg [3:0] w_port__addr = 4'h0;
-  input [127:0] w_port__data;
-  wire [127:0] w_port__data;
-  wire w_port__en;
-  wire w_rdy;
-  reg [127:0] storage [14:0];
+  wire [7:0] w_en;
+  reg w_sel0 = 1'h0;
+  reg w_sel1 = 1'h0;
+  reg w_sel2 = 1'h0;
+  reg w_sel3 = 1'h0;
+  reg w_sel4 = 1'h0;
+  reg w_sel5 = 1'h0;
+  reg w_sel6 = 1'h0;
+  reg w_sel7 = 1'h0;
+  reg [3:0] write__addr = 4'h0;
+  reg [3:0] \write__addr$19  = 4'h0;
+  reg [3:0] \write__addr$30  = 4'h0;
+  reg [3:0] \write__addr$41  = 4'h0;
+  reg [3:0] \write__addr$52  = 4'h0;
+  reg [3:0] \write__addr$63  = 4'h0;
+  reg [3:0] \write__addr$74  = 4'h0;
+  reg [3:0] \write__addr$85  = 4'h0;
+  wire [15:0] write__data;
+  wire [15:0] \write__data$21 ;
+  wire [15:0] \write__data$32 ;
+  wire [15:0] \write__data$43 ;
+  wire [15:0] \write__data$54 ;
+  wire [15:0] \write__data$65 ;
+  wire [15:0] \write__data$76 ;
+  wire [15:0] \write__data$87 ;
+  input write__en;
+  wire write__en;
+  input \write__en$22 ;
+  wire \write__en$22 ;
+  input \write__en$33 ;
+  wire \write__en$33 ;
+  input \write__en$44 ;
+  wire \write__en$44 ;
+  input \write__en$55 ;
+  wire \write__en$55 ;
+  input \write__en$66 ;
+  wire \write__en$66 ;
+  input \write__en$77 ;
+  wire \write__en$77 ;
+  input \write__en$88 ;
+  wire \write__en$88 ;
+  reg [15:0] ring0 [15:0];
   always @(posedge clk) begin
-    if (w_port__en)
-      storage[w_port__addr] <= w_port__data;
+    if (write__en)
+      ring0[write__addr] <= w_data[15:0];
   end
-  reg [127:0] _0_;
+  assign read__data = ring0[read__addr];
+  reg [15:0] ring1 [15:0];
   always @(posedge clk) begin
-    if (r_port__en) begin
-      _0_ <= storage[r_port__addr];
-    end
+    if (\write__en$22 )
+      ring1[\write__addr$19 ] <= w_data[31:16];
   end
-  assign r_data = _0_;
-  assign w_rdy = inner_level != 4'hf;
-  assign inner_r_rdy = | inner_level;
-  assign w_port__en = w_rdy & w_en;
-  assign \$1  = ~ r_rdy;
-  assign \$2  = \$1  | r_en;
-  assign r_port__en = inner_r_rdy & \$2 ;
-  assign w_level = inner_level + r_rdy;
-  assign \$3  = w_rdy & w_en;
-  assign \$4  = w_port__addr == 4'he;
-  assign \$5  = w_port__addr + 1'h1;
-  assign \$6  = \$4  ? 5'h00 : \$5 ;
-  assign \$7  = ~ r_rdy;
-  assign \$8  = \$7  | r_en;
-  assign \$9  = inner_r_rdy & \$8 ;
-  assign \$10  = r_port__addr == 4'he;
-  assign \$11  = r_port__addr + 1'h1;
-  assign \$12  = \$10  ? 5'h00 : \$11 ;
-  assign \$13  = w_rdy & w_en;
-  assign \$14  = ~ r_rdy;
-  assign \$15  = \$14  | r_en;
-  assign \$16  = inner_r_rdy & \$15 ;
-  assign \$17  = ~ \$16 ;
-  assign \$18  = \$13  & \$17 ;
-  assign \$19  = inner_level + 1'h1;
-  assign \$20  = ~ r_rdy;
-  assign \$21  = \$20  | r_en;
-  assign \$22  = inner_r_rdy & \$21 ;
-  assign \$23  = w_rdy & w_en;
-  assign \$24  = ~ \$23 ;
-  assign \$25  = \$22  & \$24 ;
-  assign \$26  = inner_level - 1'h1;
-  assign \$27  = ~ r_rdy;
-  assign \$28  = \$27  | r_en;
-  assign \$29  = inner_r_rdy & \$28 ;
+  assign \read__data$125  = ring1[\read__addr$23 ];
+  reg [15:0] ring2 [15:0];
+  always @(posedge clk) begin
+    if (\write__en$33 )
+      ring2[\write__addr$30 ] <= w_data[47:32];
+  end
+  assign \read__data$129  = ring2[\read__addr$34 ];
+  reg [15:0] ring3 [15:0];
+  always @(posedge clk) begin
+    if (\write__en$44 )
+      ring3[\write__addr$41 ] <= w_data[63:48];
+  end
+  assign \read__data$133  = ring3[\read__addr$45 ];
+  reg [15:0] ring4 [15:0];
+  always @(posedge clk) begin
+    if (\write__en$55 )
+      ring4[\write__addr$52 ] <= w_data[79:64];
+  end
+  assign \read__data$137  = ring4[\read__addr$56 ];
+  reg [15:0] ring5 [15:0];
+  always @(posedge clk) begin
+    if (\write__en$66 )
+      ring5[\write__addr$63 ] <= w_data[95:80];
+  end
+  assign \read__data$141  = ring5[\read__addr$67 ];
+  reg [15:0] ring6 [15:0];
+  always @(posedge clk) begin
+    if (\write__en$77 )
+      ring6[\write__addr$74 ] <= w_data[111:96];
+  end
+  assign \read__data$145  = ring6[\read__addr$78 ];
+  reg [15:0] ring7 [15:0];
+  always @(posedge clk) begin
+    if (\write__en$88 )
+      ring7[\write__addr$85 ] <= w_data[127:112];
+  end
+  assign \read__data$149  = ring7[\read__addr$89 ];
+  assign \$1  = ~ full0;
+  assign push0 = held0[0] & \$1 ;
+  assign pop0 = out_valid0 & o__ready;
+  assign \$2  = ~ full1;
+  assign push1 = held1[0] & \$2 ;
+  assign pop1 = out_valid1 & o__ready;
+  assign \$3  = ~ full2;
+  assign push2 = held2[0] & \$3 ;
+  assign pop2 = out_valid2 & o__ready;
+  assign \$4  = ~ full3;
+  assign push3 = held3[0] & \$4 ;
+  assign pop3 = out_valid3 & o__ready;
+  assign \$5  = ~ full4;
+  assign push4 = held4[0] & \$5 ;
+  assign pop4 = out_valid4 & o__ready;
+  assign \$6  = ~ full5;
+  assign push5 = held5[0] & \$6 ;
+  assign pop5 = out_valid5 & o__ready;
+  assign \$7  = ~ full6;
+  assign push6 = held6[0] & \$7 ;
+  assign pop6 = out_valid6 & o__ready;
+  assign \$8  = ~ full7;
+  assign push7 = held7[0] & \$8 ;
+  assign pop7 = out_valid7 & o__ready;
+  assign \$9  = r_sel0 ? entry1_0 : entry0_0;
+  assign \$10  = r_sel1 ? entry1_1 : entry0_1;
+  assign \$11  = r_sel2 ? entry1_2 : entry0_2;
+  assign \$12  = r_sel3 ? entry1_3 : entry0_3;
+  assign \$13  = r_sel4 ? entry1_4 : entry0_4;
+  assign \$14  = r_sel5 ? entry1_5 : entry0_5;
+  assign \$15  = r_sel6 ? entry1_6 : entry0_6;
+  assign \$16  = r_sel7 ? entry1_7 : entry0_7;
+  assign \$17  = ~ push0;
+  assign \$18  = write__en & \$17 ;
+  assign \$19  = ~ write__en;
+  assign \$20  = push0 & \$19 ;
+  assign \$22  = pop0 ? full0 : out_valid0;
+  assign \$23  = push0 ? 1'h1 : \$22 ;
+  assign \$24  = ~ pop0;
+  assign \$25  = push0 & \$24 ;
+  assign \$26  = ~ push0;
+  assign \$27  = pop0 & \$26 ;
+  assign \$28  = \$27  ? 1'h0 : full0;
+  assign \$29  = \$25  ? out_valid0 : \$28 ;
+  assign \$30  = write__addr + 1'h1;
+  assign \$31  = read__addr + 1'h1;
+  assign \$32  = w_sel0 ^ push0;
+  assign \$33  = r_sel0 ^ pop0;
+  assign \$34  = ~ pop0;
+  assign \$35  = push0 & \$34 ;
+  assign \$36  = ~ push0;
+  assign \$37  = pop0 & \$36 ;
+  assign \$38  = \$37  ? 1'h0 : full0;
+  assign \$39  = \$35  ? out_valid0 : \$38 ;
+  assign \$40  = ~ \$39 ;
+  assign \$41  = w_sel0 ^ push0;
+  assign \$42  = ! \$41 ;
+  assign \$43  = \$40  & \$42 ;
+  assign \$44  = ~ pop0;
+  assign \$45  = push0 & \$44 ;
+  assign \$46  = ~ push0;
+  assign \$47  = pop0 & \$46 ;
+  assign \$48  = \$47  ? 1'h0 : full0;
+  assign \$49  = \$45  ? out_valid0 : \$48 ;
+  assign \$50  = ~ \$49 ;
+  assign \$51  = w_sel0 ^ push0;
+  assign \$53  = \$50  & \$52 ;
+  assign \$54  = ~ push1;
+  assign \$55  = \write__en$22  & \$54 ;
+  assign \$56  = ~ \write__en$22 ;
+  assign \$57  = push1 & \$56 ;
+  assign \$59  = pop1 ? full1 : out_valid1;
+  assign \$60  = push1 ? 1'h1 : \$59 ;
+  assign \$61  = ~ pop1;
+  assign \$62  = push1 & \$61 ;
+  assign \$63  = ~ push1;
+  assign \$64  = pop1 & \$63 ;
+  assign \$65  = \$64  ? 1'h0 : full1;
+  assign \$66  = \$62  ? out_valid1 : \$65 ;
+  assign \$67  = \write__addr$19  + 1'h1;
+  assign \$68  = \read__addr$23  + 1'h1;
+  assign \$69  = w_sel1 ^ push1;
+  assign \$70  = r_sel1 ^ pop1;
+  assign \$71  = ~ pop1;
+  assign \$72  = push1 & \$71 ;
+  assign \$73  = ~ push1;
+  assign \$74  = pop1 & \$73 ;
+  assign \$75  = \$74  ? 1'h0 : full1;
+  assign \$76  = \$72  ? out_valid1 : \$75 ;
+  assign \$77  = ~ \$76 ;
+  assign \$78  = w_sel1 ^ push1;
+  assign \$79  = ! \$78 ;
+  assign \$80  = \$77  & \$79 ;
+  assign \$81  = ~ pop1;
+  assign \$82  = push1 & \$81 ;
+  assign \$83  = ~ push1;
+  assign \$84  = pop1 & \$83 ;
+  assign \$85  = \$84  ? 1'h0 : full1;
+  assign \$86  = \$82  ? out_valid1 : \$85 ;
+  assign \$87  = ~ \$86 ;
+  assign \$88  = w_sel1 ^ push1;
+  assign \$90  = \$87  & \$89 ;
+  assign \$91  = ~ push2;
+  assign \$92  = \write__en$33  & \$91 ;
+  assign \$93  = ~ \write__en$33 ;
+  assign \$94  = push2 & \$93 ;
+  assign \$96  = pop2 ? full2 : out_valid2;
+  assign \$97  = push2 ? 1'h1 : \$96 ;
+  assign \$98  = ~ pop2;
+  assign \$99  = push2 & \$98 ;
+  assign \$100  = ~ push2;
+  assign \$101  = pop2 & \$100 ;
+  assign \$102  = \$101  ? 1'h0 : full2;
+  assign \$103  = \$99  ? out_valid2 : \$102 ;
+  assign \$104  = \write__addr$30  + 1'h1;
+  assign \$105  = \read__addr$34  + 1'h1;
+  assign \$106  = w_sel2 ^ push2;
+  assign \$107  = r_sel2 ^ pop2;
+  assign \$108  = ~ pop2;
+  assign \$109  = push2 & \$108 ;
+  assign \$110  = ~ push2;
+  assign \$111  = pop2 & \$110 ;
+  assign \$112  = \$111  ? 1'h0 : full2;
+  assign \$113  = \$109  ? out_valid2 : \$112 ;
+  assign \$114  = ~ \$113 ;
+  assign \$115  = w_sel2 ^ push2;
+  assign \$116  = ! \$115 ;
+  assign \$117  = \$114  & \$116 ;
+  assign \$118  = ~ pop2;
+  assign \$119  = push2 & \$118 ;
+  assign \$120  = ~ push2;
+  assign \$121  = pop2 & \$120 ;
+  assign \$122  = \$121  ? 1'h0 : full2;
+  assign \$123  = \$119  ? out_valid2 : \$122 ;
+  assign \$124  = ~ \$123 ;
+  assign \$125  = w_sel2 ^ push2;
+  assign \$127  = \$124  & \$126 ;
+  assign \$128  = ~ push3;
+  assign \$129  = \write__en$44  & \$128 ;
+  assign \$130  = ~ \write__en$44 ;
+  assign \$131  = push3 & \$130 ;
+  assign \$133  = pop3 ? full3 : out_valid3;
+  assign \$134  = push3 ? 1'h1 : \$133 ;
+  assign \$135  = ~ pop3;
+  assign \$136  = push3 & \$135 ;
+  assign \$137  = ~ push3;
+  assign \$138  = pop3 & \$137 ;
+  assign \$139  = \$138  ? 1'h0 : full3;
+  assign \$140  = \$136  ? out_valid3 : \$139 ;
+  assign \$141  = \write__addr$41  + 1'h1;
+  assign \$142  = \read__addr$45  + 1'h1;
+  assign \$143  = w_sel3 ^ push3;
+  assign \$144  = r_sel3 ^ pop3;
+  assign \$145  = ~ pop3;
+  assign \$146  = push3 & \$145 ;
+  assign \$147  = ~ push3;
+  assign \$148  = pop3 & \$147 ;
+  assign \$149  = \$148  ? 1'h0 : full3;
+  assign \$150  = \$146  ? out_valid3 : \$149 ;
+  assign \$151  = ~ \$150 ;
+  assign \$152  = w_sel3 ^ push3;
+  assign \$153  = ! \$152 ;
+  assign \$154  = \$151  & \$153 ;
+  assign \$155  = ~ pop3;
+  assign \$156  = push3 & \$155 ;
+  assign \$157  = ~ push3;
+  assign \$158  = pop3 & \$157 ;
+  assign \$159  = \$158  ? 1'h0 : full3;
+  assign \$160  = \$156  ? out_valid3 : \$159 ;
+  assign \$161  = ~ \$160 ;
+  assign \$162  = w_sel3 ^ push3;
+  assign \$164  = \$161  & \$163 ;
+  assign \$165  = ~ push4;
+  assign \$166  = \write__en$55  & \$165 ;
+  assign \$167  = ~ \write__en$55 ;
+  assign \$168  = push4 & \$167 ;
+  assign \$170  = pop4 ? full4 : out_valid4;
+  assign \$171  = push4 ? 1'h1 : \$170 ;
+  assign \$172  = ~ pop4;
+  assign \$173  = push4 & \$172 ;
+  assign \$174  = ~ push4;
+  assign \$175  = pop4 & \$174 ;
+  assign \$176  = \$175  ? 1'h0 : full4;
+  assign \$177  = \$173  ? out_valid4 : \$176 ;
+  assign \$178  = \write__addr$52  + 1'h1;
+  assign \$179  = \read__addr$56  + 1'h1;
+  assign \$180  = w_sel4 ^ push4;
+  assign \$181  = r_sel4 ^ pop4;
+  assign \$182  = ~ pop4;
+  assign \$183  = push4 & \$182 ;
+  assign \$184  = ~ push4;
+  assign \$185  = pop4 & \$184 ;
+  assign \$186  = \$185  ? 1'h0 : full4;
+  assign \$187  = \$183  ? out_valid4 : \$186 ;
+  assign \$188  = ~ \$187 ;
+  assign \$189  = w_sel4 ^ push4;
+  assign \$190  = ! \$189 ;
+  assign \$191  = \$188  & \$190 ;
+  assign \$192  = ~ pop4;
+  assign \$193  = push4 & \$192 ;
+  assign \$194  = ~ push4;
+  assign \$195  = pop4 & \$194 ;
+  assign \$196  = \$195  ? 1'h0 : full4;
+  assign \$197  = \$193  ? out_valid4 : \$196 ;
+  assign \$198  = ~ \$197 ;
+  assign \$199  = w_sel4 ^ push4;
+  assign \$201  = \$198  & \$200 ;
+  assign \$202  = ~ push5;
+  assign \$203  = \write__en$66  & \$202 ;
+  assign \$204  = ~ \write__en$66 ;
+  assign \$205  = push5 & \$204 ;
+  assign \$207  = pop5 ? full5 : out_valid5;
+  assign \$208  = push5 ? 1'h1 : \$207 ;
+  assign \$209  = ~ pop5;
+  assign \$210  = push5 & \$209 ;
+  assign \$211  = ~ push5;
+  assign \$212  = pop5 & \$211 ;
+  assign \$213  = \$212  ? 1'h0 : full5;
+  assign \$214  = \$210  ? out_valid5 : \$213 ;
+  assign \$215  = \write__addr$63  + 1'h1;
+  assign \$216  = \read__addr$67  + 1'h1;
+  assign \$217  = w_sel5 ^ push5;
+  assign \$218  = r_sel5 ^ pop5;
+  assign \$219  = ~ pop5;
+  assign \$220  = push5 & \$219 ;
+  assign \$221  = ~ push5;
+  assign \$222  = pop5 & \$221 ;
+  assign \$223  = \$222  ? 1'h0 : full5;
+  assign \$224  = \$220  ? out_valid5 : \$223 ;
+  assign \$225  = ~ \$224 ;
+  assign \$226  = w_sel5 ^ push5;
+  assign \$227  = ! \$226 ;
+  assign \$228  = \$225  & \$227 ;
+  assign \$229  = ~ pop5;
+  assign \$230  = push5 & \$229 ;
+  assign \$231  = ~ push5;
+  assign \$232  = pop5 & \$231 ;
+  assign \$233  = \$232  ? 1'h0 : full5;
+  assign \$234  = \$230  ? out_valid5 : \$233 ;
+  assign \$235  = ~ \$234 ;
+  assign \$236  = w_sel5 ^ push5;
+  assign \$238  = \$235  & \$237 ;
+  assign \$239  = ~ push6;
+  assign \$240  = \write__en$77  & \$239 ;
+  assign \$241  = ~ \write__en$77 ;
+  assign \$242  = push6 & \$241 ;
+  assign \$244  = pop6 ? full6 : out_valid6;
+  assign \$245  = push6 ? 1'h1 : \$244 ;
+  assign \$246  = ~ pop6;
+  assign \$247  = push6 & \$246 ;
+  assign \$248  = ~ push6;
+  assign \$249  = pop6 & \$248 ;
+  assign \$250  = \$249  ? 1'h0 : full6;
+  assign \$251  = \$247  ? out_valid6 : \$250 ;
+  assign \$252  = \write__addr$74  + 1'h1;
+  assign \$253  = \read__addr$78  + 1'h1;
+  assign \$254  = w_sel6 ^ push6;
+  assign \$255  = r_sel6 ^ pop6;
+  assign \$256  = ~ pop6;
+  assign \$257  = push6 & \$256 ;
+  assign \$258  = ~ push6;
+  assign \$259  = pop6 & \$258 ;
+  assign \$260  = \$259  ? 1'h0 : full6;
+  assign \$261  = \$257  ? out_valid6 : \$260 ;
+  assign \$262  = ~ \$261 ;
+  assign \$263  = w_sel6 ^ push6;
+  assign \$264  = ! \$263 ;
+  assign \$265  = \$262  & \$264 ;
+  assign \$266  = ~ pop6;
+  assign \$267  = push6 & \$266 ;
+  assign \$268  = ~ push6;
+  assign \$269  = pop6 & \$268 ;
+  assign \$270  = \$269  ? 1'h0 : full6;
+  assign \$271  = \$267  ? out_valid6 : \$270 ;
+  assign \$272  = ~ \$271 ;
+  assign \$273  = w_sel6 ^ push6;
+  assign \$275  = \$272  & \$274 ;
+  assign \$276  = ~ push7;
+  assign \$277  = \write__en$88  & \$276 ;
+  assign \$278  = ~ \write__en$88 ;
+  assign \$279  = push7 & \$278 ;
+  assign \$281  = pop7 ? full7 : out_valid7;
+  assign \$282  = push7 ? 1'h1 : \$281 ;
+  assign \$283  = ~ pop7;
+  assign \$284  = push7 & \$283 ;
+  assign \$285  = ~ push7;
+  assign \$286  = pop7 & \$285 ;
+  assign \$287  = \$286  ? 1'h0 : full7;
+  assign \$288  = \$284  ? out_valid7 : \$287 ;
+  assign \$289  = \write__addr$85  + 1'h1;
+  assign \$290  = \read__addr$89  + 1'h1;
+  assign \$291  = w_sel7 ^ push7;
+  assign \$292  = r_sel7 ^ pop7;
+  assign \$293  = ~ pop7;
+  assign \$294  = push7 & \$293 ;
+  assign \$295  = ~ push7;
+  assign \$296  = pop7 & \$295 ;
+  assign \$297  = \$296  ? 1'h0 : full7;
+  assign \$298  = \$294  ? out_valid7 : \$297 ;
+  assign \$299  = ~ \$298 ;
+  assign \$300  = w_sel7 ^ push7;
+  assign \$301  = ! \$300 ;
+  assign \$302  = \$299  & \$301 ;
+  assign \$303  = ~ pop7;
+  assign \$304  = push7 & \$303 ;
+  assign \$305  = ~ push7;
+  assign \$306  = pop7 & \$305 ;
+  assign \$307  = \$306  ? 1'h0 : full7;
+  assign \$308  = \$304  ? out_valid7 : \$307 ;
+  assign \$309  = ~ \$308 ;
+  assign \$310  = w_sel7 ^ push7;
+  assign \$312  = \$309  & \$311 ;
   always @(posedge clk)
-    w_port__addr <= \$30 ;
+    held0 <= \$313 ;
   always @(posedge clk)
-    r_port__addr <= \$31 ;
+    out_valid0 <= \$314 ;
   always @(posedge clk)
-    inner_level <= \$32 ;
+    full0 <= \$315 ;
   always @(posedge clk)
-    r_rdy <= \$33 ;
+    write__addr <= \$316 ;
+  always @(posedge clk)
+    read__addr <= \$317 ;
+  always @(posedge clk)
+    w_sel0 <= \$318 ;
+  always @(posedge clk)
+    r_sel0 <= \$319 ;
+  always @(posedge clk)
+    load0_0 <= \$320 ;
+  always @(posedge clk)
+    entry0_0 <= \$321 ;
+  always @(posedge clk)
+    load1_0 <= \$322 ;
+  always @(posedge clk)
+    entry1_0 <= \$323 ;
+  always @(posedge clk)
+    held1 <= \$324 ;
+  always @(posedge clk)
+    out_valid1 <= \$325 ;
+  always @(posedge clk)
+    full1 <= \$326 ;
+  always @(posedge clk)
+    \write__addr$19  <= \$327 ;
+  always @(posedge clk)
+    \read__addr$23  <= \$328 ;
+  always @(posedge clk)
+    w_sel1 <= \$329 ;
+  always @(posedge clk)
+    r_sel1 <= \$330 ;
+  always @(posedge clk)
+    load0_1 <= \$331 ;
+  always @(posedge clk)
+    entry0_1 <= \$332 ;
+  always @(posedge clk)
+    load1_1 <= \$333 ;
+  always @(posedge clk)
+    entry1_1 <= \$334 ;
+  always @(posedge clk)
+    held2 <= \$335 ;
+  always @(posedge clk)
+    out_valid2 <= \$336 ;
+  always @(posedge clk)
+    full2 <= \$337 ;
+  always @(posedge clk)
+    \write__addr$30  <= \$338 ;
+  always @(posedge clk)
+    \read__addr$34  <= \$339 ;
+  always @(posedge clk)
+    w_sel2 <= \$340 ;
+  always @(posedge clk)
+    r_sel2 <= \$341 ;
+  always @(posedge clk)
+    load0_2 <= \$342 ;
+  always @(posedge clk)
+    entry0_2 <= \$343 ;
+  always @(posedge clk)
+    load1_2 <= \$344 ;
+  always @(posedge clk)
+    entry1_2 <= \$345 ;
+  always @(posedge clk)
+    held3 <= \$346 ;
+  always @(posedge clk)
+    out_valid3 <= \$347 ;
+  always @(posedge clk)
+    full3 <= \$348 ;
+  always @(posedge clk)
+    \write__addr$41  <= \$349 ;
+  always @(posedge clk)
+    \read__addr$45  <= \$350 ;
+  always @(posedge clk)
+    w_sel3 <= \$351 ;
+  always @(posedge clk)
+    r_sel3 <= \$352 ;
+  always @(posedge clk)
+    load0_3 <= \$353 ;
+  always @(posedge clk)
+    entry0_3 <= \$354 ;
+  always @(posedge clk)
+    load1_3 <= \$355 ;
+  always @(posedge clk)
+    entry1_3 <= \$356 ;
+  always @(posedge clk)
+    held4 <= \$357 ;
+  always @(posedge clk)
+    out_valid4 <= \$358 ;
+  always @(posedge clk)
+    full4 <= \$359 ;
+  always @(posedge clk)
+    \write__addr$52  <= \$360 ;
+  always @(posedge clk)
+    \read__addr$56  <= \$361 ;
+  always @(posedge clk)
+    w_sel4 <= \$362 ;
+  always @(posedge clk)
+    r_sel4 <= \$363 ;
+  always @(posedge clk)
+    load0_4 <= \$364 ;
+  always @(posedge clk)
+    entry0_4 <= \$365 ;
+  always @(posedge clk)
+    load1_4 <= \$366 ;
+  always @(posedge clk)
+    entry1_4 <= \$367 ;
+  always @(posedge clk)
+    held5 <= \$368 ;
+  always @(posedge clk)
+    out_valid5 <= \$369 ;
+  always @(posedge clk)
+    full5 <= \$370 ;
+  always @(posedge clk)
+    \write__addr$63  <= \$371 ;
+  always @(posedge clk)
+    \read__addr$67  <= \$372 ;
+  always @(posedge clk)
+    w_sel5 <= \$373 ;
+  always @(posedge clk)
+    r_sel5 <= \$374 ;
+  always @(posedge clk)
+    load0_5 <= \$375 ;
+  always @(posedge clk)
+    entry0_5 <= \$376 ;
+  always @(posedge clk)
+    load1_5 <= \$377 ;
+  always @(posedge clk)
+    entry1_5 <= \$378 ;
+  always @(posedge clk)
+    held6 <= \$379 ;
+  always @(posedge clk)
+    out_valid6 <= \$380 ;
+  always @(posedge clk)
+    full6 <= \$381 ;
+  always @(posedge clk)
+    \write__addr$74  <= \$382 ;
+  always @(posedge clk)
+    \read__addr$78  <= \$383 ;
+  always @(posedge clk)
+    w_sel6 <= \$384 ;
+  always @(posedge clk)
+    r_sel6 <= \$385 ;
+  always @(posedge clk)
+    load0_6 <= \$386 ;
+  always @(posedge clk)
+    entry0_6 <= \$387 ;
+  always @(posedge clk)
+    load1_6 <= \$388 ;
+  always @(posedge clk)
+    entry1_6 <= \$389 ;
+  always @(posedge clk)
+    held7 <= \$390 ;
+  always @(posedge clk)
+    out_valid7 <= \$391 ;
+  always @(posedge clk)
+    full7 <= \$392 ;
+  always @(posedge clk)
+    \write__addr$85  <= \$393 ;
+  always @(posedge clk)
+    \read__addr$89  <= \$394 ;
+  always @(posedge clk)
+    w_sel7 <= \$395 ;
+  always @(posedge clk)
+    r_sel7 <= \$396 ;
+  always @(posedge clk)
+    load0_7 <= \$397 ;
+  always @(posedge clk)
+    entry0_7 <= \$398 ;
+  always @(posedge clk)
+    load1_7 <= \$399 ;
+  always @(posedge clk)
+    entry1_7 <= \$400 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$30  = w_port__addr;
-    if (\$3 ) begin
-      \$30  = \$6 [3:0];
-    end
-    if (rst) begin
-      \$30  = 4'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$31  = r_port__addr;
-    if (\$9 ) begin
-      \$31  = \$12 [3:0];
-    end
-    if (rst) begin
-      \$31  = 4'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$32  = inner_level;
+    \$313  = held0;
     if (\$18 ) begin
-      \$32  = \$19 [3:0];
-    end
-    if (\$25 ) begin
-      \$32  = \$26 [3:0];
+      \$313  = { held0[12:0], 1'h1 };
+    end else if (\$20 ) begin
+      \$313  = \$21 ;
     end
     if (rst) begin
-      \$32  = 4'h0;
+      \$313  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$33  = r_rdy;
-    if (\$29 ) begin
-      \$33  = 1'h1;
-    end else if (r_en) begin
-      \$33  = 1'h0;
-    end
+    \$314  = \$23 ;
     if (rst) begin
-      \$33  = 1'h0;
+      \$314  = 1'h0;
     end
   end
-  assign level = w_level;
-  assign r_level = w_level;
-  assign produce = w_port__addr;
-  assign w_data = w_port__data;
-  assign consume = r_port__addr;
-  assign r_port__data = r_data;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$315  = \$29 ;
+    if (rst) begin
+      \$315  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$316  = write__addr;
+    if (write__en) begin
+      \$316  = \$30 [3:0];
+    end
+    if (rst) begin
+      \$316  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$317  = read__addr;
+    if (push0) begin
+      \$317  = \$31 [3:0];
+    end
+    if (rst) begin
+      \$317  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$318  = \$32 ;
+    if (rst) begin
+      \$318  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$319  = \$33 ;
+    if (rst) begin
+      \$319  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$320  = \$43 ;
+    if (rst) begin
+      \$320  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$321  = entry0_0;
+    if (load0_0) begin
+      \$321  = read__data;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$322  = \$53 ;
+    if (rst) begin
+      \$322  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$323  = entry1_0;
+    if (load1_0) begin
+      \$323  = read__data;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$324  = held1;
+    if (\$55 ) begin
+      \$324  = { held1[12:0], 1'h1 };
+    end else if (\$57 ) begin
+      \$324  = \$58 ;
+    end
+    if (rst) begin
+      \$324  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$325  = \$60 ;
+    if (rst) begin
+      \$325  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$326  = \$66 ;
+    if (rst) begin
+      \$326  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$327  = \write__addr$19 ;
+    if (\write__en$22 ) begin
+      \$327  = \$67 [3:0];
+    end
+    if (rst) begin
+      \$327  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$328  = \read__addr$23 ;
+    if (push1) begin
+      \$328  = \$68 [3:0];
+    end
+    if (rst) begin
+      \$328  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$329  = \$69 ;
+    if (rst) begin
+      \$329  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$330  = \$70 ;
+    if (rst) begin
+      \$330  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$331  = \$80 ;
+    if (rst) begin
+      \$331  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$332  = entry0_1;
+    if (load0_1) begin
+      \$332  = \read__data$125 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$333  = \$90 ;
+    if (rst) begin
+      \$333  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$334  = entry1_1;
+    if (load1_1) begin
+      \$334  = \read__data$125 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$335  = held2;
+    if (\$92 ) begin
+      \$335  = { held2[12:0], 1'h1 };
+    end else if (\$94 ) begin
+      \$335  = \$95 ;
+    end
+    if (rst) begin
+      \$335  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$336  = \$97 ;
+    if (rst) begin
+      \$336  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$337  = \$103 ;
+    if (rst) begin
+      \$337  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$338  = \write__addr$30 ;
+    if (\write__en$33 ) begin
+      \$338  = \$104 [3:0];
+    end
+    if (rst) begin
+      \$338  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$339  = \read__addr$34 ;
+    if (push2) begin
+      \$339  = \$105 [3:0];
+    end
+    if (rst) begin
+      \$339  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$340  = \$106 ;
+    if (rst) begin
+      \$340  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$341  = \$107 ;
+    if (rst) begin
+      \$341  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$342  = \$117 ;
+    if (rst) begin
+      \$342  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$343  = entry0_2;
+    if (load0_2) begin
+      \$343  = \read__data$129 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$344  = \$127 ;
+    if (rst) begin
+      \$344  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$345  = entry1_2;
+    if (load1_2) begin
+      \$345  = \read__data$129 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$346  = held3;
+    if (\$129 ) begin
+      \$346  = { held3[12:0], 1'h1 };
+    end else if (\$131 ) begin
+      \$346  = \$132 ;
+    end
+    if (rst) begin
+      \$346  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$347  = \$134 ;
+    if (rst) begin
+      \$347  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$348  = \$140 ;
+    if (rst) begin
+      \$348  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$349  = \write__addr$41 ;
+    if (\write__en$44 ) begin
+      \$349  = \$141 [3:0];
+    end
+    if (rst) begin
+      \$349  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$350  = \read__addr$45 ;
+    if (push3) begin
+      \$350  = \$142 [3:0];
+    end
+    if (rst) begin
+      \$350  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$351  = \$143 ;
+    if (rst) begin
+      \$351  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$352  = \$144 ;
+    if (rst) begin
+      \$352  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$353  = \$154 ;
+    if (rst) begin
+      \$353  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$354  = entry0_3;
+    if (load0_3) begin
+      \$354  = \read__data$133 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$355  = \$164 ;
+    if (rst) begin
+      \$355  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$356  = entry1_3;
+    if (load1_3) begin
+      \$356  = \read__data$133 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$357  = held4;
+    if (\$166 ) begin
+      \$357  = { held4[12:0], 1'h1 };
+    end else if (\$168 ) begin
+      \$357  = \$169 ;
+    end
+    if (rst) begin
+      \$357  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$358  = \$171 ;
+    if (rst) begin
+      \$358  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$359  = \$177 ;
+    if (rst) begin
+      \$359  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$360  = \write__addr$52 ;
+    if (\write__en$55 ) begin
+      \$360  = \$178 [3:0];
+    end
+    if (rst) begin
+      \$360  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$361  = \read__addr$56 ;
+    if (push4) begin
+      \$361  = \$179 [3:0];
+    end
+    if (rst) begin
+      \$361  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$362  = \$180 ;
+    if (rst) begin
+      \$362  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$363  = \$181 ;
+    if (rst) begin
+      \$363  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$364  = \$191 ;
+    if (rst) begin
+      \$364  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$365  = entry0_4;
+    if (load0_4) begin
+      \$365  = \read__data$137 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$366  = \$201 ;
+    if (rst) begin
+      \$366  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$367  = entry1_4;
+    if (load1_4) begin
+      \$367  = \read__data$137 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$368  = held5;
+    if (\$203 ) begin
+      \$368  = { held5[12:0], 1'h1 };
+    end else if (\$205 ) begin
+      \$368  = \$206 ;
+    end
+    if (rst) begin
+      \$368  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$369  = \$208 ;
+    if (rst) begin
+      \$369  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$370  = \$214 ;
+    if (rst) begin
+      \$370  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$371  = \write__addr$63 ;
+    if (\write__en$66 ) begin
+      \$371  = \$215 [3:0];
+    end
+    if (rst) begin
+      \$371  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$372  = \read__addr$67 ;
+    if (push5) begin
+      \$372  = \$216 [3:0];
+    end
+    if (rst) begin
+      \$372  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$373  = \$217 ;
+    if (rst) begin
+      \$373  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$374  = \$218 ;
+    if (rst) begin
+      \$374  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$375  = \$228 ;
+    if (rst) begin
+      \$375  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$376  = entry0_5;
+    if (load0_5) begin
+      \$376  = \read__data$141 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$377  = \$238 ;
+    if (rst) begin
+      \$377  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$378  = entry1_5;
+    if (load1_5) begin
+      \$378  = \read__data$141 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$379  = held6;
+    if (\$240 ) begin
+      \$379  = { held6[12:0], 1'h1 };
+    end else if (\$242 ) begin
+      \$379  = \$243 ;
+    end
+    if (rst) begin
+      \$379  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$380  = \$245 ;
+    if (rst) begin
+      \$380  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$381  = \$251 ;
+    if (rst) begin
+      \$381  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$382  = \write__addr$74 ;
+    if (\write__en$77 ) begin
+      \$382  = \$252 [3:0];
+    end
+    if (rst) begin
+      \$382  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$383  = \read__addr$78 ;
+    if (push6) begin
+      \$383  = \$253 [3:0];
+    end
+    if (rst) begin
+      \$383  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$384  = \$254 ;
+    if (rst) begin
+      \$384  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$385  = \$255 ;
+    if (rst) begin
+      \$385  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$386  = \$265 ;
+    if (rst) begin
+      \$386  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$387  = entry0_6;
+    if (load0_6) begin
+      \$387  = \read__data$145 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$388  = \$275 ;
+    if (rst) begin
+      \$388  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$389  = entry1_6;
+    if (load1_6) begin
+      \$389  = \read__data$145 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$390  = held7;
+    if (\$277 ) begin
+      \$390  = { held7[12:0], 1'h1 };
+    end else if (\$279 ) begin
+      \$390  = \$280 ;
+    end
+    if (rst) begin
+      \$390  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$391  = \$282 ;
+    if (rst) begin
+      \$391  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$392  = \$288 ;
+    if (rst) begin
+      \$392  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$393  = \write__addr$85 ;
+    if (\write__en$88 ) begin
+      \$393  = \$289 [3:0];
+    end
+    if (rst) begin
+      \$393  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$394  = \read__addr$89 ;
+    if (push7) begin
+      \$394  = \$290 [3:0];
+    end
+    if (rst) begin
+      \$394  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$395  = \$291 ;
+    if (rst) begin
+      \$395  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$396  = \$292 ;
+    if (rst) begin
+      \$396  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$397  = \$302 ;
+    if (rst) begin
+      \$397  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$398  = entry0_7;
+    if (load0_7) begin
+      \$398  = \read__data$149 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$399  = \$312 ;
+    if (rst) begin
+      \$399  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$400  = entry1_7;
+    if (load1_7) begin
+      \$400  = \read__data$149 ;
+    end
+  end
+  assign w_at0 = write__addr;
+  assign write__data = w_data[15:0];
+  assign w_en = { \write__en$88 , \write__en$77 , \write__en$66 , \write__en$55 , \write__en$44 , \write__en$33 , \write__en$22 , write__en };
+  assign r_at0 = read__addr;
+  assign w_at1 = \write__addr$19 ;
+  assign \write__data$21  = w_data[31:16];
+  assign r_at1 = \read__addr$23 ;
+  assign w_at2 = \write__addr$30 ;
+  assign \write__data$32  = w_data[47:32];
+  assign r_at2 = \read__addr$34 ;
+  assign w_at3 = \write__addr$41 ;
+  assign \write__data$43  = w_data[63:48];
+  assign r_at3 = \read__addr$45 ;
+  assign w_at4 = \write__addr$52 ;
+  assign \write__data$54  = w_data[79:64];
+  assign r_at4 = \read__addr$56 ;
+  assign w_at5 = \write__addr$63 ;
+  assign \write__data$65  = w_data[95:80];
+  assign r_at5 = \read__addr$67 ;
+  assign w_at6 = \write__addr$74 ;
+  assign \write__data$76  = w_data[111:96];
+  assign r_at6 = \read__addr$78 ;
+  assign w_at7 = \write__addr$85 ;
+  assign \write__data$87  = w_data[127:112];
+  assign r_at7 = \read__addr$89 ;
+  assign o__valid = out_valid0;
+  assign o__payload = { \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9  };
+  assign \port$2429$0  = \$9 ;
+  assign \port$2430$0  = \$10 ;
+  assign \port$2431$0  = \$11 ;
+  assign \port$2432$0  = \$12 ;
+  assign \port$2433$0  = \$13 ;
+  assign \port$2434$0  = \$14 ;
+  assign \port$2435$0  = \$15 ;
+  assign \port$2436$0  = \$16 ;
+  assign \$21  = { 1'h0, held0[13:1] };
+  assign \$52  = \$51 ;
+  assign \$58  = { 1'h0, held1[13:1] };
+  assign \$89  = \$88 ;
+  assign \$95  = { 1'h0, held2[13:1] };
+  assign \$126  = \$125 ;
+  assign \$132  = { 1'h0, held3[13:1] };
+  assign \$163  = \$162 ;
+  assign \$169  = { 1'h0, held4[13:1] };
+  assign \$200  = \$199 ;
+  assign \$206  = { 1'h0, held5[13:1] };
+  assign \$237  = \$236 ;
+  assign \$243  = { 1'h0, held6[13:1] };
+  assign \$274  = \$273 ;
+  assign \$280  = { 1'h0, held7[13:1] };
+  assign \$311  = \$310 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, r_data, w_en, w_port__data, r_rdy, r_en);
+module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0 , \port$2871$0 , \port$2872$0 , \port$2873$0 , \port$2874$0 , \port$2875$0 , \port$2876$0 , write__en, \write__en$22 , \write__en$33 , \write__en$44 , \write__en$55 , \write__en$66 , \write__en$77 , \write__en$88 , w_data, out_valid0, o__ready
+);
   reg \$auto$verilog_backend.cc:2355:dump_module$14  = 0;
   wire \$1 ;
-  wire \$10 ;
-  wire [4:0] \$11 ;
-  wire [4:0] \$12 ;
-  wire \$13 ;
-  wire \$14 ;
-  wire \$15 ;
-  wire \$16 ;
+  wire [15:0] \$10 ;
+  wire \$100 ;
+  wire \$101 ;
+  wire \$102 ;
+  wire \$103 ;
+  wire [4:0] \$104 ;
+  wire [4:0] \$105 ;
+  wire \$106 ;
+  wire \$107 ;
+  wire \$108 ;
+  wire \$109 ;
+  wire [15:0] \$11 ;
+  wire \$110 ;
+  wire \$111 ;
+  wire \$112 ;
+  wire \$113 ;
+  wire \$114 ;
+  wire \$115 ;
+  wire \$116 ;
+  wire \$117 ;
+  wire \$118 ;
+  wire \$119 ;
+  wire [15:0] \$12 ;
+  wire \$120 ;
+  wire \$121 ;
+  wire \$122 ;
+  wire \$123 ;
+  wire \$124 ;
+  wire \$125 ;
+  wire \$126 ;
+  wire \$127 ;
+  wire \$128 ;
+  wire \$129 ;
+  wire [15:0] \$13 ;
+  wire \$130 ;
+  wire \$131 ;
+  wire [13:0] \$132 ;
+  wire \$133 ;
+  wire \$134 ;
+  wire \$135 ;
+  wire \$136 ;
+  wire \$137 ;
+  wire \$138 ;
+  wire \$139 ;
+  wire [15:0] \$14 ;
+  wire \$140 ;
+  wire [4:0] \$141 ;
+  wire [4:0] \$142 ;
+  wire \$143 ;
+  wire \$144 ;
+  wire \$145 ;
+  wire \$146 ;
+  wire \$147 ;
+  wire \$148 ;
+  wire \$149 ;
+  wire [15:0] \$15 ;
+  wire \$150 ;
+  wire \$151 ;
+  wire \$152 ;
+  wire \$153 ;
+  wire \$154 ;
+  wire \$155 ;
+  wire \$156 ;
+  wire \$157 ;
+  wire \$158 ;
+  wire \$159 ;
+  wire [15:0] \$16 ;
+  wire \$160 ;
+  wire \$161 ;
+  wire \$162 ;
+  wire \$163 ;
+  wire \$164 ;
+  wire \$165 ;
+  wire \$166 ;
+  wire \$167 ;
+  wire \$168 ;
+  wire [13:0] \$169 ;
   wire \$17 ;
+  wire \$170 ;
+  wire \$171 ;
+  wire \$172 ;
+  wire \$173 ;
+  wire \$174 ;
+  wire \$175 ;
+  wire \$176 ;
+  wire \$177 ;
+  wire [4:0] \$178 ;
+  wire [4:0] \$179 ;
   wire \$18 ;
-  wire [4:0] \$19 ;
+  wire \$180 ;
+  wire \$181 ;
+  wire \$182 ;
+  wire \$183 ;
+  wire \$184 ;
+  wire \$185 ;
+  wire \$186 ;
+  wire \$187 ;
+  wire \$188 ;
+  wire \$189 ;
+  wire \$19 ;
+  wire \$190 ;
+  wire \$191 ;
+  wire \$192 ;
+  wire \$193 ;
+  wire \$194 ;
+  wire \$195 ;
+  wire \$196 ;
+  wire \$197 ;
+  wire \$198 ;
+  wire \$199 ;
   wire \$2 ;
   wire \$20 ;
-  wire \$21 ;
+  wire \$200 ;
+  wire \$201 ;
+  wire \$202 ;
+  wire \$203 ;
+  wire \$204 ;
+  wire \$205 ;
+  wire [13:0] \$206 ;
+  wire \$207 ;
+  wire \$208 ;
+  wire \$209 ;
+  wire [13:0] \$21 ;
+  wire \$210 ;
+  wire \$211 ;
+  wire \$212 ;
+  wire \$213 ;
+  wire \$214 ;
+  wire [4:0] \$215 ;
+  wire [4:0] \$216 ;
+  wire \$217 ;
+  wire \$218 ;
+  wire \$219 ;
   wire \$22 ;
+  wire \$220 ;
+  wire \$221 ;
+  wire \$222 ;
+  wire \$223 ;
+  wire \$224 ;
+  wire \$225 ;
+  wire \$226 ;
+  wire \$227 ;
+  wire \$228 ;
+  wire \$229 ;
   wire \$23 ;
+  wire \$230 ;
+  wire \$231 ;
+  wire \$232 ;
+  wire \$233 ;
+  wire \$234 ;
+  wire \$235 ;
+  wire \$236 ;
+  wire \$237 ;
+  wire \$238 ;
+  wire \$239 ;
   wire \$24 ;
+  wire \$240 ;
+  wire \$241 ;
+  wire \$242 ;
+  wire [13:0] \$243 ;
+  wire \$244 ;
+  wire \$245 ;
+  wire \$246 ;
+  wire \$247 ;
+  wire \$248 ;
+  wire \$249 ;
   wire \$25 ;
-  wire [4:0] \$26 ;
+  wire \$250 ;
+  wire \$251 ;
+  wire [4:0] \$252 ;
+  wire [4:0] \$253 ;
+  wire \$254 ;
+  wire \$255 ;
+  wire \$256 ;
+  wire \$257 ;
+  wire \$258 ;
+  wire \$259 ;
+  wire \$26 ;
+  wire \$260 ;
+  wire \$261 ;
+  wire \$262 ;
+  wire \$263 ;
+  wire \$264 ;
+  wire \$265 ;
+  wire \$266 ;
+  wire \$267 ;
+  wire \$268 ;
+  wire \$269 ;
   wire \$27 ;
+  wire \$270 ;
+  wire \$271 ;
+  wire \$272 ;
+  wire \$273 ;
+  wire \$274 ;
+  wire \$275 ;
+  wire \$276 ;
+  wire \$277 ;
+  wire \$278 ;
+  wire \$279 ;
   wire \$28 ;
+  wire [13:0] \$280 ;
+  wire \$281 ;
+  wire \$282 ;
+  wire \$283 ;
+  wire \$284 ;
+  wire \$285 ;
+  wire \$286 ;
+  wire \$287 ;
+  wire \$288 ;
+  wire [4:0] \$289 ;
   wire \$29 ;
+  wire [4:0] \$290 ;
+  wire \$291 ;
+  wire \$292 ;
+  wire \$293 ;
+  wire \$294 ;
+  wire \$295 ;
+  wire \$296 ;
+  wire \$297 ;
+  wire \$298 ;
+  wire \$299 ;
   wire \$3 ;
-  reg [3:0] \$30 ;
-  reg [3:0] \$31 ;
-  reg [3:0] \$32 ;
-  reg \$33 ;
+  wire [4:0] \$30 ;
+  wire \$300 ;
+  wire \$301 ;
+  wire \$302 ;
+  wire \$303 ;
+  wire \$304 ;
+  wire \$305 ;
+  wire \$306 ;
+  wire \$307 ;
+  wire \$308 ;
+  wire \$309 ;
+  wire [4:0] \$31 ;
+  wire \$310 ;
+  wire \$311 ;
+  wire \$312 ;
+  reg [13:0] \$313 ;
+  reg \$314 ;
+  reg \$315 ;
+  reg [3:0] \$316 ;
+  reg [3:0] \$317 ;
+  reg \$318 ;
+  reg \$319 ;
+  wire \$32 ;
+  reg \$320 ;
+  reg [15:0] \$321 ;
+  reg \$322 ;
+  reg [15:0] \$323 ;
+  reg [13:0] \$324 ;
+  reg \$325 ;
+  reg \$326 ;
+  reg [3:0] \$327 ;
+  reg [3:0] \$328 ;
+  reg \$329 ;
+  wire \$33 ;
+  reg \$330 ;
+  reg \$331 ;
+  reg [15:0] \$332 ;
+  reg \$333 ;
+  reg [15:0] \$334 ;
+  reg [13:0] \$335 ;
+  reg \$336 ;
+  reg \$337 ;
+  reg [3:0] \$338 ;
+  reg [3:0] \$339 ;
+  wire \$34 ;
+  reg \$340 ;
+  reg \$341 ;
+  reg \$342 ;
+  reg [15:0] \$343 ;
+  reg \$344 ;
+  reg [15:0] \$345 ;
+  reg [13:0] \$346 ;
+  reg \$347 ;
+  reg \$348 ;
+  reg [3:0] \$349 ;
+  wire \$35 ;
+  reg [3:0] \$350 ;
+  reg \$351 ;
+  reg \$352 ;
+  reg \$353 ;
+  reg [15:0] \$354 ;
+  reg \$355 ;
+  reg [15:0] \$356 ;
+  reg [13:0] \$357 ;
+  reg \$358 ;
+  reg \$359 ;
+  wire \$36 ;
+  reg [3:0] \$360 ;
+  reg [3:0] \$361 ;
+  reg \$362 ;
+  reg \$363 ;
+  reg \$364 ;
+  reg [15:0] \$365 ;
+  reg \$366 ;
+  reg [15:0] \$367 ;
+  reg [13:0] \$368 ;
+  reg \$369 ;
+  wire \$37 ;
+  reg \$370 ;
+  reg [3:0] \$371 ;
+  reg [3:0] \$372 ;
+  reg \$373 ;
+  reg \$374 ;
+  reg \$375 ;
+  reg [15:0] \$376 ;
+  reg \$377 ;
+  reg [15:0] \$378 ;
+  reg [13:0] \$379 ;
+  wire \$38 ;
+  reg \$380 ;
+  reg \$381 ;
+  reg [3:0] \$382 ;
+  reg [3:0] \$383 ;
+  reg \$384 ;
+  reg \$385 ;
+  reg \$386 ;
+  reg [15:0] \$387 ;
+  reg \$388 ;
+  reg [15:0] \$389 ;
+  wire \$39 ;
+  reg [13:0] \$390 ;
+  reg \$391 ;
+  reg \$392 ;
+  reg [3:0] \$393 ;
+  reg [3:0] \$394 ;
+  reg \$395 ;
+  reg \$396 ;
+  reg \$397 ;
+  reg [15:0] \$398 ;
+  reg \$399 ;
   wire \$4 ;
-  wire [4:0] \$5 ;
-  wire [4:0] \$6 ;
+  wire \$40 ;
+  reg [15:0] \$400 ;
+  wire \$41 ;
+  wire \$42 ;
+  wire \$43 ;
+  wire \$44 ;
+  wire \$45 ;
+  wire \$46 ;
+  wire \$47 ;
+  wire \$48 ;
+  wire \$49 ;
+  wire \$5 ;
+  wire \$50 ;
+  wire \$51 ;
+  wire \$52 ;
+  wire \$53 ;
+  wire \$54 ;
+  wire \$55 ;
+  wire \$56 ;
+  wire \$57 ;
+  wire [13:0] \$58 ;
+  wire \$59 ;
+  wire \$6 ;
+  wire \$60 ;
+  wire \$61 ;
+  wire \$62 ;
+  wire \$63 ;
+  wire \$64 ;
+  wire \$65 ;
+  wire \$66 ;
+  wire [4:0] \$67 ;
+  wire [4:0] \$68 ;
+  wire \$69 ;
   wire \$7 ;
+  wire \$70 ;
+  wire \$71 ;
+  wire \$72 ;
+  wire \$73 ;
+  wire \$74 ;
+  wire \$75 ;
+  wire \$76 ;
+  wire \$77 ;
+  wire \$78 ;
+  wire \$79 ;
   wire \$8 ;
-  wire \$9 ;
+  wire \$80 ;
+  wire \$81 ;
+  wire \$82 ;
+  wire \$83 ;
+  wire \$84 ;
+  wire \$85 ;
+  wire \$86 ;
+  wire \$87 ;
+  wire \$88 ;
+  wire \$89 ;
+  wire [15:0] \$9 ;
+  wire \$90 ;
+  wire \$91 ;
+  wire \$92 ;
+  wire \$93 ;
+  wire \$94 ;
+  wire [13:0] \$95 ;
+  wire \$96 ;
+  wire \$97 ;
+  wire \$98 ;
+  wire \$99 ;
   input clk;
   wire clk;
+  reg [15:0] entry0_0 = 16'h0000;
+  reg [15:0] entry0_1 = 16'h0000;
+  reg [15:0] entry0_2 = 16'h0000;
+  reg [15:0] entry0_3 = 16'h0000;
+  reg [15:0] entry0_4 = 16'h0000;
+  reg [15:0] entry0_5 = 16'h0000;
+  reg [15:0] entry0_6 = 16'h0000;
+  reg [15:0] entry0_7 = 16'h0000;
+  reg [15:0] entry1_0 = 16'h0000;
+  reg [15:0] entry1_1 = 16'h0000;
+  reg [15:0] entry1_2 = 16'h0000;
+  reg [15:0] entry1_3 = 16'h0000;
+  reg [15:0] entry1_4 = 16'h0000;
+  reg [15:0] entry1_5 = 16'h0000;
+  reg [15:0] entry1_6 = 16'h0000;
+  reg [15:0] entry1_7 = 16'h0000;
+  reg full0 = 1'h0;
+  reg full1 = 1'h0;
+  reg full2 = 1'h0;
+  reg full3 = 1'h0;
+  reg full4 = 1'h0;
+  reg full5 = 1'h0;
+  reg full6 = 1'h0;
+  reg full7 = 1'h0;
+  reg [13:0] held0 = 14'h0000;
+  reg [13:0] held1 = 14'h0000;
+  reg [13:0] held2 = 14'h0000;
+  reg [13:0] held3 = 14'h0000;
+  reg [13:0] held4 = 14'h0000;
+  reg [13:0] held5 = 14'h0000;
+  reg [13:0] held6 = 14'h0000;
+  reg [13:0] held7 = 14'h0000;
+  reg load0_0 = 1'h1;
+  reg load0_1 = 1'h1;
+  reg load0_2 = 1'h1;
+  reg load0_3 = 1'h1;
+  reg load0_4 = 1'h1;
+  reg load0_5 = 1'h1;
+  reg load0_6 = 1'h1;
+  reg load0_7 = 1'h1;
+  reg load1_0 = 1'h0;
+  reg load1_1 = 1'h0;
+  reg load1_2 = 1'h0;
+  reg load1_3 = 1'h0;
+  reg load1_4 = 1'h0;
+  reg load1_5 = 1'h0;
+  reg load1_6 = 1'h0;
+  reg load1_7 = 1'h0;
+  wire [127:0] o__payload;
+  input o__ready;
+  wire o__ready;
+  (* init = 1'h0 *)
+  wire o__valid;
+  output out_valid0;
+  reg out_valid0 = 1'h0;
+  reg out_valid1 = 1'h0;
+  reg out_valid2 = 1'h0;
+  reg out_valid3 = 1'h0;
+  reg out_valid4 = 1'h0;
+  reg out_valid5 = 1'h0;
+  reg out_valid6 = 1'h0;
+  reg out_valid7 = 1'h0;
+  wire pop0;
+  wire pop1;
+  wire pop2;
+  wire pop3;
+  wire pop4;
+  wire pop5;
+  wire pop6;
+  wire pop7;
+  output [15:0] \port$2869$0 ;
+  wire [15:0] \port$2869$0 ;
+  output [15:0] \port$2870$0 ;
+  wire [15:0] \port$2870$0 ;
+  output [15:0] \port$2871$0 ;
+  wire [15:0] \port$2871$0 ;
+  output [15:0] \port$2872$0 ;
+  wire [15:0] \port$2872$0 ;
+  output [15:0] \port$2873$0 ;
+  wire [15:0] \port$2873$0 ;
+  output [15:0] \port$2874$0 ;
+  wire [15:0] \port$2874$0 ;
+  output [15:0] \port$2875$0 ;
+  wire [15:0] \port$2875$0 ;
+  output [15:0] \port$2876$0 ;
+  wire [15:0] \port$2876$0 ;
+  wire push0;
+  wire push1;
+  wire push2;
+  wire push3;
+  wire push4;
+  wire push5;
+  wire push6;
+  wire push7;
   (* init = 4'h0 *)
-  wire [3:0] consume;
-  reg [3:0] inner_level = 4'h0;
-  wire inner_r_rdy;
-  wire [4:0] level;
+  wire [3:0] r_at0;
   (* init = 4'h0 *)
-  wire [3:0] produce;
-  output [127:0] r_data;
-  wire [127:0] r_data;
-  input r_en;
-  wire r_en;
-  wire [4:0] r_level;
-  reg [3:0] r_port__addr = 4'h0;
-  wire [127:0] r_port__data;
-  wire r_port__en;
-  output r_rdy;
-  reg r_rdy = 1'h0;
+  wire [3:0] r_at1;
+  (* init = 4'h0 *)
+  wire [3:0] r_at2;
+  (* init = 4'h0 *)
+  wire [3:0] r_at3;
+  (* init = 4'h0 *)
+  wire [3:0] r_at4;
+  (* init = 4'h0 *)
+  wire [3:0] r_at5;
+  (* init = 4'h0 *)
+  wire [3:0] r_at6;
+  (* init = 4'h0 *)
+  wire [3:0] r_at7;
+  reg r_sel0 = 1'h0;
+  reg r_sel1 = 1'h0;
+  reg r_sel2 = 1'h0;
+  reg r_sel3 = 1'h0;
+  reg r_sel4 = 1'h0;
+  reg r_sel5 = 1'h0;
+  reg r_sel6 = 1'h0;
+  reg r_sel7 = 1'h0;
+  reg [3:0] read__addr = 4'h0;
+  reg [3:0] \read__addr$23  = 4'h0;
+  reg [3:0] \read__addr$34  = 4'h0;
+  reg [3:0] \read__addr$45  = 4'h0;
+  reg [3:0] \read__addr$56  = 4'h0;
+  reg [3:0] \read__addr$67  = 4'h0;
+  reg [3:0] \read__addr$78  = 4'h0;
+  reg [3:0] \read__addr$89  = 4'h0;
+  wire [15:0] read__data;
+  wire [15:0] \read__data$125 ;
+  wire [15:0] \read__data$129 ;
+  wire [15:0] \read__data$133 ;
+  wire [15:0] \read__data$137 ;
+  wire [15:0] \read__data$141 ;
+  wire [15:0] \read__data$145 ;
+  wire [15:0] \read__data$149 ;
   input rst;
   wire rst;
+  (* init = 4'h0 *)
+  wire [3:0] w_at0;
+  (* init = 4'h0 *)
+  wire [3:0] w_at1;
+  (* init = 4'h0 *)
+  wire [3:0] w_at2;
+  (* init = 4'h0 *)
+  wire [3:0] w_at3;
+  (* init = 4'h0 *)
+  wire [3:0] w_at4;
+  (* init = 4'h0 *)
+  wire [3:0] w_at5;
+  (* init = 4'h0 *)
+  wire [3:0] w_at6;
+  (* init = 4'h0 *)
+  wire [3:0] w_at7;
+  input [127:0] w_data;
   wire [127:0] w_data;
-  input w_en;
-  wire w_en;
-  wire [4:0] w_level;
-  reg [3:0] w_port__addr = 4'h0;
-  input [127:0] w_port__data;
-  wire [127:0] w_port__data;
-  wire w_port__en;
-  wire w_rdy;
-  reg [127:0] storage [14:0];
+  wire [7:0] w_en;
+  reg w_sel0 = 1'h0;
+  reg w_sel1 = 1'h0;
+  reg w_sel2 = 1'h0;
+  reg w_sel3 = 1'h0;
+  reg w_sel4 = 1'h0;
+  reg w_sel5 = 1'h0;
+  reg w_sel6 = 1'h0;
+  reg w_sel7 = 1'h0;
+  reg [3:0] write__addr = 4'h0;
+  reg [3:0] \write__addr$19  = 4'h0;
+  reg [3:0] \write__addr$30  = 4'h0;
+  reg [3:0] \write__addr$41  = 4'h0;
+  reg [3:0] \write__addr$52  = 4'h0;
+  reg [3:0] \write__addr$63  = 4'h0;
+  reg [3:0] \write__addr$74  = 4'h0;
+  reg [3:0] \write__addr$85  = 4'h0;
+  wire [15:0] write__data;
+  wire [15:0] \write__data$21 ;
+  wire [15:0] \write__data$32 ;
+  wire [15:0] \write__data$43 ;
+  wire [15:0] \write__data$54 ;
+  wire [15:0] \write__data$65 ;
+  wire [15:0] \write__data$76 ;
+  wire [15:0] \write__data$87 ;
+  input write__en;
+  wire write__en;
+  input \write__en$22 ;
+  wire \write__en$22 ;
+  input \write__en$33 ;
+  wire \write__en$33 ;
+  input \write__en$44 ;
+  wire \write__en$44 ;
+  input \write__en$55 ;
+  wire \write__en$55 ;
+  input \write__en$66 ;
+  wire \write__en$66 ;
+  input \write__en$77 ;
+  wire \write__en$77 ;
+  input \write__en$88 ;
+  wire \write__en$88 ;
+  reg [15:0] ring0 [15:0];
   always @(posedge clk) begin
-    if (w_port__en)
-      storage[w_port__addr] <= w_port__data;
+    if (write__en)
+      ring0[write__addr] <= w_data[15:0];
   end
-  reg [127:0] _0_;
+  assign read__data = ring0[read__addr];
+  reg [15:0] ring1 [15:0];
   always @(posedge clk) begin
-    if (r_port__en) begin
-      _0_ <= storage[r_port__addr];
-    end
+    if (\write__en$22 )
+      ring1[\write__addr$19 ] <= w_data[31:16];
   end
-  assign r_data = _0_;
-  assign w_rdy = inner_level != 4'hf;
-  assign inner_r_rdy = | inner_level;
-  assign w_port__en = w_rdy & w_en;
-  assign \$1  = ~ r_rdy;
-  assign \$2  = \$1  | r_en;
-  assign r_port__en = inner_r_rdy & \$2 ;
-  assign w_level = inner_level + r_rdy;
-  assign \$3  = w_rdy & w_en;
-  assign \$4  = w_port__addr == 4'he;
-  assign \$5  = w_port__addr + 1'h1;
-  assign \$6  = \$4  ? 5'h00 : \$5 ;
-  assign \$7  = ~ r_rdy;
-  assign \$8  = \$7  | r_en;
-  assign \$9  = inner_r_rdy & \$8 ;
-  assign \$10  = r_port__addr == 4'he;
-  assign \$11  = r_port__addr + 1'h1;
-  assign \$12  = \$10  ? 5'h00 : \$11 ;
-  assign \$13  = w_rdy & w_en;
-  assign \$14  = ~ r_rdy;
-  assign \$15  = \$14  | r_en;
-  assign \$16  = inner_r_rdy & \$15 ;
-  assign \$17  = ~ \$16 ;
-  assign \$18  = \$13  & \$17 ;
-  assign \$19  = inner_level + 1'h1;
-  assign \$20  = ~ r_rdy;
-  assign \$21  = \$20  | r_en;
-  assign \$22  = inner_r_rdy & \$21 ;
-  assign \$23  = w_rdy & w_en;
-  assign \$24  = ~ \$23 ;
-  assign \$25  = \$22  & \$24 ;
-  assign \$26  = inner_level - 1'h1;
-  assign \$27  = ~ r_rdy;
-  assign \$28  = \$27  | r_en;
-  assign \$29  = inner_r_rdy & \$28 ;
+  assign \read__data$125  = ring1[\read__addr$23 ];
+  reg [15:0] ring2 [15:0];
+  always @(posedge clk) begin
+    if (\write__en$33 )
+      ring2[\write__addr$30 ] <= w_data[47:32];
+  end
+  assign \read__data$129  = ring2[\read__addr$34 ];
+  reg [15:0] ring3 [15:0];
+  always @(posedge clk) begin
+    if (\write__en$44 )
+      ring3[\write__addr$41 ] <= w_data[63:48];
+  end
+  assign \read__data$133  = ring3[\read__addr$45 ];
+  reg [15:0] ring4 [15:0];
+  always @(posedge clk) begin
+    if (\write__en$55 )
+      ring4[\write__addr$52 ] <= w_data[79:64];
+  end
+  assign \read__data$137  = ring4[\read__addr$56 ];
+  reg [15:0] ring5 [15:0];
+  always @(posedge clk) begin
+    if (\write__en$66 )
+      ring5[\write__addr$63 ] <= w_data[95:80];
+  end
+  assign \read__data$141  = ring5[\read__addr$67 ];
+  reg [15:0] ring6 [15:0];
+  always @(posedge clk) begin
+    if (\write__en$77 )
+      ring6[\write__addr$74 ] <= w_data[111:96];
+  end
+  assign \read__data$145  = ring6[\read__addr$78 ];
+  reg [15:0] ring7 [15:0];
+  always @(posedge clk) begin
+    if (\write__en$88 )
+      ring7[\write__addr$85 ] <= w_data[127:112];
+  end
+  assign \read__data$149  = ring7[\read__addr$89 ];
+  assign \$1  = ~ full0;
+  assign push0 = held0[0] & \$1 ;
+  assign pop0 = out_valid0 & o__ready;
+  assign \$2  = ~ full1;
+  assign push1 = held1[0] & \$2 ;
+  assign pop1 = out_valid1 & o__ready;
+  assign \$3  = ~ full2;
+  assign push2 = held2[0] & \$3 ;
+  assign pop2 = out_valid2 & o__ready;
+  assign \$4  = ~ full3;
+  assign push3 = held3[0] & \$4 ;
+  assign pop3 = out_valid3 & o__ready;
+  assign \$5  = ~ full4;
+  assign push4 = held4[0] & \$5 ;
+  assign pop4 = out_valid4 & o__ready;
+  assign \$6  = ~ full5;
+  assign push5 = held5[0] & \$6 ;
+  assign pop5 = out_valid5 & o__ready;
+  assign \$7  = ~ full6;
+  assign push6 = held6[0] & \$7 ;
+  assign pop6 = out_valid6 & o__ready;
+  assign \$8  = ~ full7;
+  assign push7 = held7[0] & \$8 ;
+  assign pop7 = out_valid7 & o__ready;
+  assign \$9  = r_sel0 ? entry1_0 : entry0_0;
+  assign \$10  = r_sel1 ? entry1_1 : entry0_1;
+  assign \$11  = r_sel2 ? entry1_2 : entry0_2;
+  assign \$12  = r_sel3 ? entry1_3 : entry0_3;
+  assign \$13  = r_sel4 ? entry1_4 : entry0_4;
+  assign \$14  = r_sel5 ? entry1_5 : entry0_5;
+  assign \$15  = r_sel6 ? entry1_6 : entry0_6;
+  assign \$16  = r_sel7 ? entry1_7 : entry0_7;
+  assign \$17  = ~ push0;
+  assign \$18  = write__en & \$17 ;
+  assign \$19  = ~ write__en;
+  assign \$20  = push0 & \$19 ;
+  assign \$22  = pop0 ? full0 : out_valid0;
+  assign \$23  = push0 ? 1'h1 : \$22 ;
+  assign \$24  = ~ pop0;
+  assign \$25  = push0 & \$24 ;
+  assign \$26  = ~ push0;
+  assign \$27  = pop0 & \$26 ;
+  assign \$28  = \$27  ? 1'h0 : full0;
+  assign \$29  = \$25  ? out_valid0 : \$28 ;
+  assign \$30  = write__addr + 1'h1;
+  assign \$31  = read__addr + 1'h1;
+  assign \$32  = w_sel0 ^ push0;
+  assign \$33  = r_sel0 ^ pop0;
+  assign \$34  = ~ pop0;
+  assign \$35  = push0 & \$34 ;
+  assign \$36  = ~ push0;
+  assign \$37  = pop0 & \$36 ;
+  assign \$38  = \$37  ? 1'h0 : full0;
+  assign \$39  = \$35  ? out_valid0 : \$38 ;
+  assign \$40  = ~ \$39 ;
+  assign \$41  = w_sel0 ^ push0;
+  assign \$42  = ! \$41 ;
+  assign \$43  = \$40  & \$42 ;
+  assign \$44  = ~ pop0;
+  assign \$45  = push0 & \$44 ;
+  assign \$46  = ~ push0;
+  assign \$47  = pop0 & \$46 ;
+  assign \$48  = \$47  ? 1'h0 : full0;
+  assign \$49  = \$45  ? out_valid0 : \$48 ;
+  assign \$50  = ~ \$49 ;
+  assign \$51  = w_sel0 ^ push0;
+  assign \$53  = \$50  & \$52 ;
+  assign \$54  = ~ push1;
+  assign \$55  = \write__en$22  & \$54 ;
+  assign \$56  = ~ \write__en$22 ;
+  assign \$57  = push1 & \$56 ;
+  assign \$59  = pop1 ? full1 : out_valid1;
+  assign \$60  = push1 ? 1'h1 : \$59 ;
+  assign \$61  = ~ pop1;
+  assign \$62  = push1 & \$61 ;
+  assign \$63  = ~ push1;
+  assign \$64  = pop1 & \$63 ;
+  assign \$65  = \$64  ? 1'h0 : full1;
+  assign \$66  = \$62  ? out_valid1 : \$65 ;
+  assign \$67  = \write__addr$19  + 1'h1;
+  assign \$68  = \read__addr$23  + 1'h1;
+  assign \$69  = w_sel1 ^ push1;
+  assign \$70  = r_sel1 ^ pop1;
+  assign \$71  = ~ pop1;
+  assign \$72  = push1 & \$71 ;
+  assign \$73  = ~ push1;
+  assign \$74  = pop1 & \$73 ;
+  assign \$75  = \$74  ? 1'h0 : full1;
+  assign \$76  = \$72  ? out_valid1 : \$75 ;
+  assign \$77  = ~ \$76 ;
+  assign \$78  = w_sel1 ^ push1;
+  assign \$79  = ! \$78 ;
+  assign \$80  = \$77  & \$79 ;
+  assign \$81  = ~ pop1;
+  assign \$82  = push1 & \$81 ;
+  assign \$83  = ~ push1;
+  assign \$84  = pop1 & \$83 ;
+  assign \$85  = \$84  ? 1'h0 : full1;
+  assign \$86  = \$82  ? out_valid1 : \$85 ;
+  assign \$87  = ~ \$86 ;
+  assign \$88  = w_sel1 ^ push1;
+  assign \$90  = \$87  & \$89 ;
+  assign \$91  = ~ push2;
+  assign \$92  = \write__en$33  & \$91 ;
+  assign \$93  = ~ \write__en$33 ;
+  assign \$94  = push2 & \$93 ;
+  assign \$96  = pop2 ? full2 : out_valid2;
+  assign \$97  = push2 ? 1'h1 : \$96 ;
+  assign \$98  = ~ pop2;
+  assign \$99  = push2 & \$98 ;
+  assign \$100  = ~ push2;
+  assign \$101  = pop2 & \$100 ;
+  assign \$102  = \$101  ? 1'h0 : full2;
+  assign \$103  = \$99  ? out_valid2 : \$102 ;
+  assign \$104  = \write__addr$30  + 1'h1;
+  assign \$105  = \read__addr$34  + 1'h1;
+  assign \$106  = w_sel2 ^ push2;
+  assign \$107  = r_sel2 ^ pop2;
+  assign \$108  = ~ pop2;
+  assign \$109  = push2 & \$108 ;
+  assign \$110  = ~ push2;
+  assign \$111  = pop2 & \$110 ;
+  assign \$112  = \$111  ? 1'h0 : full2;
+  assign \$113  = \$109  ? out_valid2 : \$112 ;
+  assign \$114  = ~ \$113 ;
+  assign \$115  = w_sel2 ^ push2;
+  assign \$116  = ! \$115 ;
+  assign \$117  = \$114  & \$116 ;
+  assign \$118  = ~ pop2;
+  assign \$119  = push2 & \$118 ;
+  assign \$120  = ~ push2;
+  assign \$121  = pop2 & \$120 ;
+  assign \$122  = \$121  ? 1'h0 : full2;
+  assign \$123  = \$119  ? out_valid2 : \$122 ;
+  assign \$124  = ~ \$123 ;
+  assign \$125  = w_sel2 ^ push2;
+  assign \$127  = \$124  & \$126 ;
+  assign \$128  = ~ push3;
+  assign \$129  = \write__en$44  & \$128 ;
+  assign \$130  = ~ \write__en$44 ;
+  assign \$131  = push3 & \$130 ;
+  assign \$133  = pop3 ? full3 : out_valid3;
+  assign \$134  = push3 ? 1'h1 : \$133 ;
+  assign \$135  = ~ pop3;
+  assign \$136  = push3 & \$135 ;
+  assign \$137  = ~ push3;
+  assign \$138  = pop3 & \$137 ;
+  assign \$139  = \$138  ? 1'h0 : full3;
+  assign \$140  = \$136  ? out_valid3 : \$139 ;
+  assign \$141  = \write__addr$41  + 1'h1;
+  assign \$142  = \read__addr$45  + 1'h1;
+  assign \$143  = w_sel3 ^ push3;
+  assign \$144  = r_sel3 ^ pop3;
+  assign \$145  = ~ pop3;
+  assign \$146  = push3 & \$145 ;
+  assign \$147  = ~ push3;
+  assign \$148  = pop3 & \$147 ;
+  assign \$149  = \$148  ? 1'h0 : full3;
+  assign \$150  = \$146  ? out_valid3 : \$149 ;
+  assign \$151  = ~ \$150 ;
+  assign \$152  = w_sel3 ^ push3;
+  assign \$153  = ! \$152 ;
+  assign \$154  = \$151  & \$153 ;
+  assign \$155  = ~ pop3;
+  assign \$156  = push3 & \$155 ;
+  assign \$157  = ~ push3;
+  assign \$158  = pop3 & \$157 ;
+  assign \$159  = \$158  ? 1'h0 : full3;
+  assign \$160  = \$156  ? out_valid3 : \$159 ;
+  assign \$161  = ~ \$160 ;
+  assign \$162  = w_sel3 ^ push3;
+  assign \$164  = \$161  & \$163 ;
+  assign \$165  = ~ push4;
+  assign \$166  = \write__en$55  & \$165 ;
+  assign \$167  = ~ \write__en$55 ;
+  assign \$168  = push4 & \$167 ;
+  assign \$170  = pop4 ? full4 : out_valid4;
+  assign \$171  = push4 ? 1'h1 : \$170 ;
+  assign \$172  = ~ pop4;
+  assign \$173  = push4 & \$172 ;
+  assign \$174  = ~ push4;
+  assign \$175  = pop4 & \$174 ;
+  assign \$176  = \$175  ? 1'h0 : full4;
+  assign \$177  = \$173  ? out_valid4 : \$176 ;
+  assign \$178  = \write__addr$52  + 1'h1;
+  assign \$179  = \read__addr$56  + 1'h1;
+  assign \$180  = w_sel4 ^ push4;
+  assign \$181  = r_sel4 ^ pop4;
+  assign \$182  = ~ pop4;
+  assign \$183  = push4 & \$182 ;
+  assign \$184  = ~ push4;
+  assign \$185  = pop4 & \$184 ;
+  assign \$186  = \$185  ? 1'h0 : full4;
+  assign \$187  = \$183  ? out_valid4 : \$186 ;
+  assign \$188  = ~ \$187 ;
+  assign \$189  = w_sel4 ^ push4;
+  assign \$190  = ! \$189 ;
+  assign \$191  = \$188  & \$190 ;
+  assign \$192  = ~ pop4;
+  assign \$193  = push4 & \$192 ;
+  assign \$194  = ~ push4;
+  assign \$195  = pop4 & \$194 ;
+  assign \$196  = \$195  ? 1'h0 : full4;
+  assign \$197  = \$193  ? out_valid4 : \$196 ;
+  assign \$198  = ~ \$197 ;
+  assign \$199  = w_sel4 ^ push4;
+  assign \$201  = \$198  & \$200 ;
+  assign \$202  = ~ push5;
+  assign \$203  = \write__en$66  & \$202 ;
+  assign \$204  = ~ \write__en$66 ;
+  assign \$205  = push5 & \$204 ;
+  assign \$207  = pop5 ? full5 : out_valid5;
+  assign \$208  = push5 ? 1'h1 : \$207 ;
+  assign \$209  = ~ pop5;
+  assign \$210  = push5 & \$209 ;
+  assign \$211  = ~ push5;
+  assign \$212  = pop5 & \$211 ;
+  assign \$213  = \$212  ? 1'h0 : full5;
+  assign \$214  = \$210  ? out_valid5 : \$213 ;
+  assign \$215  = \write__addr$63  + 1'h1;
+  assign \$216  = \read__addr$67  + 1'h1;
+  assign \$217  = w_sel5 ^ push5;
+  assign \$218  = r_sel5 ^ pop5;
+  assign \$219  = ~ pop5;
+  assign \$220  = push5 & \$219 ;
+  assign \$221  = ~ push5;
+  assign \$222  = pop5 & \$221 ;
+  assign \$223  = \$222  ? 1'h0 : full5;
+  assign \$224  = \$220  ? out_valid5 : \$223 ;
+  assign \$225  = ~ \$224 ;
+  assign \$226  = w_sel5 ^ push5;
+  assign \$227  = ! \$226 ;
+  assign \$228  = \$225  & \$227 ;
+  assign \$229  = ~ pop5;
+  assign \$230  = push5 & \$229 ;
+  assign \$231  = ~ push5;
+  assign \$232  = pop5 & \$231 ;
+  assign \$233  = \$232  ? 1'h0 : full5;
+  assign \$234  = \$230  ? out_valid5 : \$233 ;
+  assign \$235  = ~ \$234 ;
+  assign \$236  = w_sel5 ^ push5;
+  assign \$238  = \$235  & \$237 ;
+  assign \$239  = ~ push6;
+  assign \$240  = \write__en$77  & \$239 ;
+  assign \$241  = ~ \write__en$77 ;
+  assign \$242  = push6 & \$241 ;
+  assign \$244  = pop6 ? full6 : out_valid6;
+  assign \$245  = push6 ? 1'h1 : \$244 ;
+  assign \$246  = ~ pop6;
+  assign \$247  = push6 & \$246 ;
+  assign \$248  = ~ push6;
+  assign \$249  = pop6 & \$248 ;
+  assign \$250  = \$249  ? 1'h0 : full6;
+  assign \$251  = \$247  ? out_valid6 : \$250 ;
+  assign \$252  = \write__addr$74  + 1'h1;
+  assign \$253  = \read__addr$78  + 1'h1;
+  assign \$254  = w_sel6 ^ push6;
+  assign \$255  = r_sel6 ^ pop6;
+  assign \$256  = ~ pop6;
+  assign \$257  = push6 & \$256 ;
+  assign \$258  = ~ push6;
+  assign \$259  = pop6 & \$258 ;
+  assign \$260  = \$259  ? 1'h0 : full6;
+  assign \$261  = \$257  ? out_valid6 : \$260 ;
+  assign \$262  = ~ \$261 ;
+  assign \$263  = w_sel6 ^ push6;
+  assign \$264  = ! \$263 ;
+  assign \$265  = \$262  & \$264 ;
+  assign \$266  = ~ pop6;
+  assign \$267  = push6 & \$266 ;
+  assign \$268  = ~ push6;
+  assign \$269  = pop6 & \$268 ;
+  assign \$270  = \$269  ? 1'h0 : full6;
+  assign \$271  = \$267  ? out_valid6 : \$270 ;
+  assign \$272  = ~ \$271 ;
+  assign \$273  = w_sel6 ^ push6;
+  assign \$275  = \$272  & \$274 ;
+  assign \$276  = ~ push7;
+  assign \$277  = \write__en$88  & \$276 ;
+  assign \$278  = ~ \write__en$88 ;
+  assign \$279  = push7 & \$278 ;
+  assign \$281  = pop7 ? full7 : out_valid7;
+  assign \$282  = push7 ? 1'h1 : \$281 ;
+  assign \$283  = ~ pop7;
+  assign \$284  = push7 & \$283 ;
+  assign \$285  = ~ push7;
+  assign \$286  = pop7 & \$285 ;
+  assign \$287  = \$286  ? 1'h0 : full7;
+  assign \$288  = \$284  ? out_valid7 : \$287 ;
+  assign \$289  = \write__addr$85  + 1'h1;
+  assign \$290  = \read__addr$89  + 1'h1;
+  assign \$291  = w_sel7 ^ push7;
+  assign \$292  = r_sel7 ^ pop7;
+  assign \$293  = ~ pop7;
+  assign \$294  = push7 & \$293 ;
+  assign \$295  = ~ push7;
+  assign \$296  = pop7 & \$295 ;
+  assign \$297  = \$296  ? 1'h0 : full7;
+  assign \$298  = \$294  ? out_valid7 : \$297 ;
+  assign \$299  = ~ \$298 ;
+  assign \$300  = w_sel7 ^ push7;
+  assign \$301  = ! \$300 ;
+  assign \$302  = \$299  & \$301 ;
+  assign \$303  = ~ pop7;
+  assign \$304  = push7 & \$303 ;
+  assign \$305  = ~ push7;
+  assign \$306  = pop7 & \$305 ;
+  assign \$307  = \$306  ? 1'h0 : full7;
+  assign \$308  = \$304  ? out_valid7 : \$307 ;
+  assign \$309  = ~ \$308 ;
+  assign \$310  = w_sel7 ^ push7;
+  assign \$312  = \$309  & \$311 ;
   always @(posedge clk)
-    w_port__addr <= \$30 ;
+    held0 <= \$313 ;
   always @(posedge clk)
-    r_port__addr <= \$31 ;
+    out_valid0 <= \$314 ;
   always @(posedge clk)
-    inner_level <= \$32 ;
+    full0 <= \$315 ;
   always @(posedge clk)
-    r_rdy <= \$33 ;
+    write__addr <= \$316 ;
+  always @(posedge clk)
+    read__addr <= \$317 ;
+  always @(posedge clk)
+    w_sel0 <= \$318 ;
+  always @(posedge clk)
+    r_sel0 <= \$319 ;
+  always @(posedge clk)
+    load0_0 <= \$320 ;
+  always @(posedge clk)
+    entry0_0 <= \$321 ;
+  always @(posedge clk)
+    load1_0 <= \$322 ;
+  always @(posedge clk)
+    entry1_0 <= \$323 ;
+  always @(posedge clk)
+    held1 <= \$324 ;
+  always @(posedge clk)
+    out_valid1 <= \$325 ;
+  always @(posedge clk)
+    full1 <= \$326 ;
+  always @(posedge clk)
+    \write__addr$19  <= \$327 ;
+  always @(posedge clk)
+    \read__addr$23  <= \$328 ;
+  always @(posedge clk)
+    w_sel1 <= \$329 ;
+  always @(posedge clk)
+    r_sel1 <= \$330 ;
+  always @(posedge clk)
+    load0_1 <= \$331 ;
+  always @(posedge clk)
+    entry0_1 <= \$332 ;
+  always @(posedge clk)
+    load1_1 <= \$333 ;
+  always @(posedge clk)
+    entry1_1 <= \$334 ;
+  always @(posedge clk)
+    held2 <= \$335 ;
+  always @(posedge clk)
+    out_valid2 <= \$336 ;
+  always @(posedge clk)
+    full2 <= \$337 ;
+  always @(posedge clk)
+    \write__addr$30  <= \$338 ;
+  always @(posedge clk)
+    \read__addr$34  <= \$339 ;
+  always @(posedge clk)
+    w_sel2 <= \$340 ;
+  always @(posedge clk)
+    r_sel2 <= \$341 ;
+  always @(posedge clk)
+    load0_2 <= \$342 ;
+  always @(posedge clk)
+    entry0_2 <= \$343 ;
+  always @(posedge clk)
+    load1_2 <= \$344 ;
+  always @(posedge clk)
+    entry1_2 <= \$345 ;
+  always @(posedge clk)
+    held3 <= \$346 ;
+  always @(posedge clk)
+    out_valid3 <= \$347 ;
+  always @(posedge clk)
+    full3 <= \$348 ;
+  always @(posedge clk)
+    \write__addr$41  <= \$349 ;
+  always @(posedge clk)
+    \read__addr$45  <= \$350 ;
+  always @(posedge clk)
+    w_sel3 <= \$351 ;
+  always @(posedge clk)
+    r_sel3 <= \$352 ;
+  always @(posedge clk)
+    load0_3 <= \$353 ;
+  always @(posedge clk)
+    entry0_3 <= \$354 ;
+  always @(posedge clk)
+    load1_3 <= \$355 ;
+  always @(posedge clk)
+    entry1_3 <= \$356 ;
+  always @(posedge clk)
+    held4 <= \$357 ;
+  always @(posedge clk)
+    out_valid4 <= \$358 ;
+  always @(posedge clk)
+    full4 <= \$359 ;
+  always @(posedge clk)
+    \write__addr$52  <= \$360 ;
+  always @(posedge clk)
+    \read__addr$56  <= \$361 ;
+  always @(posedge clk)
+    w_sel4 <= \$362 ;
+  always @(posedge clk)
+    r_sel4 <= \$363 ;
+  always @(posedge clk)
+    load0_4 <= \$364 ;
+  always @(posedge clk)
+    entry0_4 <= \$365 ;
+  always @(posedge clk)
+    load1_4 <= \$366 ;
+  always @(posedge clk)
+    entry1_4 <= \$367 ;
+  always @(posedge clk)
+    held5 <= \$368 ;
+  always @(posedge clk)
+    out_valid5 <= \$369 ;
+  always @(posedge clk)
+    full5 <= \$370 ;
+  always @(posedge clk)
+    \write__addr$63  <= \$371 ;
+  always @(posedge clk)
+    \read__addr$67  <= \$372 ;
+  always @(posedge clk)
+    w_sel5 <= \$373 ;
+  always @(posedge clk)
+    r_sel5 <= \$374 ;
+  always @(posedge clk)
+    load0_5 <= \$375 ;
+  always @(posedge clk)
+    entry0_5 <= \$376 ;
+  always @(posedge clk)
+    load1_5 <= \$377 ;
+  always @(posedge clk)
+    entry1_5 <= \$378 ;
+  always @(posedge clk)
+    held6 <= \$379 ;
+  always @(posedge clk)
+    out_valid6 <= \$380 ;
+  always @(posedge clk)
+    full6 <= \$381 ;
+  always @(posedge clk)
+    \write__addr$74  <= \$382 ;
+  always @(posedge clk)
+    \read__addr$78  <= \$383 ;
+  always @(posedge clk)
+    w_sel6 <= \$384 ;
+  always @(posedge clk)
+    r_sel6 <= \$385 ;
+  always @(posedge clk)
+    load0_6 <= \$386 ;
+  always @(posedge clk)
+    entry0_6 <= \$387 ;
+  always @(posedge clk)
+    load1_6 <= \$388 ;
+  always @(posedge clk)
+    entry1_6 <= \$389 ;
+  always @(posedge clk)
+    held7 <= \$390 ;
+  always @(posedge clk)
+    out_valid7 <= \$391 ;
+  always @(posedge clk)
+    full7 <= \$392 ;
+  always @(posedge clk)
+    \write__addr$85  <= \$393 ;
+  always @(posedge clk)
+    \read__addr$89  <= \$394 ;
+  always @(posedge clk)
+    w_sel7 <= \$395 ;
+  always @(posedge clk)
+    r_sel7 <= \$396 ;
+  always @(posedge clk)
+    load0_7 <= \$397 ;
+  always @(posedge clk)
+    entry0_7 <= \$398 ;
+  always @(posedge clk)
+    load1_7 <= \$399 ;
+  always @(posedge clk)
+    entry1_7 <= \$400 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$30  = w_port__addr;
-    if (\$3 ) begin
-      \$30  = \$6 [3:0];
-    end
-    if (rst) begin
-      \$30  = 4'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$31  = r_port__addr;
-    if (\$9 ) begin
-      \$31  = \$12 [3:0];
-    end
-    if (rst) begin
-      \$31  = 4'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$32  = inner_level;
+    \$313  = held0;
     if (\$18 ) begin
-      \$32  = \$19 [3:0];
-    end
-    if (\$25 ) begin
-      \$32  = \$26 [3:0];
+      \$313  = { held0[12:0], 1'h1 };
+    end else if (\$20 ) begin
+      \$313  = \$21 ;
     end
     if (rst) begin
-      \$32  = 4'h0;
+      \$313  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$33  = r_rdy;
-    if (\$29 ) begin
-      \$33  = 1'h1;
-    end else if (r_en) begin
-      \$33  = 1'h0;
-    end
+    \$314  = \$23 ;
     if (rst) begin
-      \$33  = 1'h0;
+      \$314  = 1'h0;
     end
   end
-  assign level = w_level;
-  assign r_level = w_level;
-  assign produce = w_port__addr;
-  assign w_data = w_port__data;
-  assign consume = r_port__addr;
-  assign r_port__data = r_data;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$315  = \$29 ;
+    if (rst) begin
+      \$315  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$316  = write__addr;
+    if (write__en) begin
+      \$316  = \$30 [3:0];
+    end
+    if (rst) begin
+      \$316  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$317  = read__addr;
+    if (push0) begin
+      \$317  = \$31 [3:0];
+    end
+    if (rst) begin
+      \$317  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$318  = \$32 ;
+    if (rst) begin
+      \$318  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$319  = \$33 ;
+    if (rst) begin
+      \$319  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$320  = \$43 ;
+    if (rst) begin
+      \$320  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$321  = entry0_0;
+    if (load0_0) begin
+      \$321  = read__data;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$322  = \$53 ;
+    if (rst) begin
+      \$322  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$323  = entry1_0;
+    if (load1_0) begin
+      \$323  = read__data;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$324  = held1;
+    if (\$55 ) begin
+      \$324  = { held1[12:0], 1'h1 };
+    end else if (\$57 ) begin
+      \$324  = \$58 ;
+    end
+    if (rst) begin
+      \$324  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$325  = \$60 ;
+    if (rst) begin
+      \$325  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$326  = \$66 ;
+    if (rst) begin
+      \$326  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$327  = \write__addr$19 ;
+    if (\write__en$22 ) begin
+      \$327  = \$67 [3:0];
+    end
+    if (rst) begin
+      \$327  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$328  = \read__addr$23 ;
+    if (push1) begin
+      \$328  = \$68 [3:0];
+    end
+    if (rst) begin
+      \$328  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$329  = \$69 ;
+    if (rst) begin
+      \$329  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$330  = \$70 ;
+    if (rst) begin
+      \$330  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$331  = \$80 ;
+    if (rst) begin
+      \$331  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$332  = entry0_1;
+    if (load0_1) begin
+      \$332  = \read__data$125 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$333  = \$90 ;
+    if (rst) begin
+      \$333  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$334  = entry1_1;
+    if (load1_1) begin
+      \$334  = \read__data$125 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$335  = held2;
+    if (\$92 ) begin
+      \$335  = { held2[12:0], 1'h1 };
+    end else if (\$94 ) begin
+      \$335  = \$95 ;
+    end
+    if (rst) begin
+      \$335  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$336  = \$97 ;
+    if (rst) begin
+      \$336  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$337  = \$103 ;
+    if (rst) begin
+      \$337  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$338  = \write__addr$30 ;
+    if (\write__en$33 ) begin
+      \$338  = \$104 [3:0];
+    end
+    if (rst) begin
+      \$338  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$339  = \read__addr$34 ;
+    if (push2) begin
+      \$339  = \$105 [3:0];
+    end
+    if (rst) begin
+      \$339  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$340  = \$106 ;
+    if (rst) begin
+      \$340  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$341  = \$107 ;
+    if (rst) begin
+      \$341  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$342  = \$117 ;
+    if (rst) begin
+      \$342  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$343  = entry0_2;
+    if (load0_2) begin
+      \$343  = \read__data$129 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$344  = \$127 ;
+    if (rst) begin
+      \$344  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$345  = entry1_2;
+    if (load1_2) begin
+      \$345  = \read__data$129 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$346  = held3;
+    if (\$129 ) begin
+      \$346  = { held3[12:0], 1'h1 };
+    end else if (\$131 ) begin
+      \$346  = \$132 ;
+    end
+    if (rst) begin
+      \$346  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$347  = \$134 ;
+    if (rst) begin
+      \$347  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$348  = \$140 ;
+    if (rst) begin
+      \$348  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$349  = \write__addr$41 ;
+    if (\write__en$44 ) begin
+      \$349  = \$141 [3:0];
+    end
+    if (rst) begin
+      \$349  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$350  = \read__addr$45 ;
+    if (push3) begin
+      \$350  = \$142 [3:0];
+    end
+    if (rst) begin
+      \$350  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$351  = \$143 ;
+    if (rst) begin
+      \$351  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$352  = \$144 ;
+    if (rst) begin
+      \$352  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$353  = \$154 ;
+    if (rst) begin
+      \$353  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$354  = entry0_3;
+    if (load0_3) begin
+      \$354  = \read__data$133 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$355  = \$164 ;
+    if (rst) begin
+      \$355  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$356  = entry1_3;
+    if (load1_3) begin
+      \$356  = \read__data$133 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$357  = held4;
+    if (\$166 ) begin
+      \$357  = { held4[12:0], 1'h1 };
+    end else if (\$168 ) begin
+      \$357  = \$169 ;
+    end
+    if (rst) begin
+      \$357  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$358  = \$171 ;
+    if (rst) begin
+      \$358  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$359  = \$177 ;
+    if (rst) begin
+      \$359  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$360  = \write__addr$52 ;
+    if (\write__en$55 ) begin
+      \$360  = \$178 [3:0];
+    end
+    if (rst) begin
+      \$360  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$361  = \read__addr$56 ;
+    if (push4) begin
+      \$361  = \$179 [3:0];
+    end
+    if (rst) begin
+      \$361  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$362  = \$180 ;
+    if (rst) begin
+      \$362  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$363  = \$181 ;
+    if (rst) begin
+      \$363  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$364  = \$191 ;
+    if (rst) begin
+      \$364  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$365  = entry0_4;
+    if (load0_4) begin
+      \$365  = \read__data$137 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$366  = \$201 ;
+    if (rst) begin
+      \$366  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$367  = entry1_4;
+    if (load1_4) begin
+      \$367  = \read__data$137 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$368  = held5;
+    if (\$203 ) begin
+      \$368  = { held5[12:0], 1'h1 };
+    end else if (\$205 ) begin
+      \$368  = \$206 ;
+    end
+    if (rst) begin
+      \$368  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$369  = \$208 ;
+    if (rst) begin
+      \$369  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$370  = \$214 ;
+    if (rst) begin
+      \$370  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$371  = \write__addr$63 ;
+    if (\write__en$66 ) begin
+      \$371  = \$215 [3:0];
+    end
+    if (rst) begin
+      \$371  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$372  = \read__addr$67 ;
+    if (push5) begin
+      \$372  = \$216 [3:0];
+    end
+    if (rst) begin
+      \$372  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$373  = \$217 ;
+    if (rst) begin
+      \$373  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$374  = \$218 ;
+    if (rst) begin
+      \$374  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$375  = \$228 ;
+    if (rst) begin
+      \$375  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$376  = entry0_5;
+    if (load0_5) begin
+      \$376  = \read__data$141 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$377  = \$238 ;
+    if (rst) begin
+      \$377  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$378  = entry1_5;
+    if (load1_5) begin
+      \$378  = \read__data$141 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$379  = held6;
+    if (\$240 ) begin
+      \$379  = { held6[12:0], 1'h1 };
+    end else if (\$242 ) begin
+      \$379  = \$243 ;
+    end
+    if (rst) begin
+      \$379  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$380  = \$245 ;
+    if (rst) begin
+      \$380  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$381  = \$251 ;
+    if (rst) begin
+      \$381  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$382  = \write__addr$74 ;
+    if (\write__en$77 ) begin
+      \$382  = \$252 [3:0];
+    end
+    if (rst) begin
+      \$382  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$383  = \read__addr$78 ;
+    if (push6) begin
+      \$383  = \$253 [3:0];
+    end
+    if (rst) begin
+      \$383  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$384  = \$254 ;
+    if (rst) begin
+      \$384  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$385  = \$255 ;
+    if (rst) begin
+      \$385  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$386  = \$265 ;
+    if (rst) begin
+      \$386  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$387  = entry0_6;
+    if (load0_6) begin
+      \$387  = \read__data$145 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$388  = \$275 ;
+    if (rst) begin
+      \$388  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$389  = entry1_6;
+    if (load1_6) begin
+      \$389  = \read__data$145 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$390  = held7;
+    if (\$277 ) begin
+      \$390  = { held7[12:0], 1'h1 };
+    end else if (\$279 ) begin
+      \$390  = \$280 ;
+    end
+    if (rst) begin
+      \$390  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$391  = \$282 ;
+    if (rst) begin
+      \$391  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$392  = \$288 ;
+    if (rst) begin
+      \$392  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$393  = \write__addr$85 ;
+    if (\write__en$88 ) begin
+      \$393  = \$289 [3:0];
+    end
+    if (rst) begin
+      \$393  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$394  = \read__addr$89 ;
+    if (push7) begin
+      \$394  = \$290 [3:0];
+    end
+    if (rst) begin
+      \$394  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$395  = \$291 ;
+    if (rst) begin
+      \$395  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$396  = \$292 ;
+    if (rst) begin
+      \$396  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$397  = \$302 ;
+    if (rst) begin
+      \$397  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$398  = entry0_7;
+    if (load0_7) begin
+      \$398  = \read__data$149 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$399  = \$312 ;
+    if (rst) begin
+      \$399  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$400  = entry1_7;
+    if (load1_7) begin
+      \$400  = \read__data$149 ;
+    end
+  end
+  assign w_at0 = write__addr;
+  assign write__data = w_data[15:0];
+  assign w_en = { \write__en$88 , \write__en$77 , \write__en$66 , \write__en$55 , \write__en$44 , \write__en$33 , \write__en$22 , write__en };
+  assign r_at0 = read__addr;
+  assign w_at1 = \write__addr$19 ;
+  assign \write__data$21  = w_data[31:16];
+  assign r_at1 = \read__addr$23 ;
+  assign w_at2 = \write__addr$30 ;
+  assign \write__data$32  = w_data[47:32];
+  assign r_at2 = \read__addr$34 ;
+  assign w_at3 = \write__addr$41 ;
+  assign \write__data$43  = w_data[63:48];
+  assign r_at3 = \read__addr$45 ;
+  assign w_at4 = \write__addr$52 ;
+  assign \write__data$54  = w_data[79:64];
+  assign r_at4 = \read__addr$56 ;
+  assign w_at5 = \write__addr$63 ;
+  assign \write__data$65  = w_data[95:80];
+  assign r_at5 = \read__addr$67 ;
+  assign w_at6 = \write__addr$74 ;
+  assign \write__data$76  = w_data[111:96];
+  assign r_at6 = \read__addr$78 ;
+  assign w_at7 = \write__addr$85 ;
+  assign \write__data$87  = w_data[127:112];
+  assign r_at7 = \read__addr$89 ;
+  assign o__valid = out_valid0;
+  assign o__payload = { \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9  };
+  assign \port$2869$0  = \$9 ;
+  assign \port$2870$0  = \$10 ;
+  assign \port$2871$0  = \$11 ;
+  assign \port$2872$0  = \$12 ;
+  assign \port$2873$0  = \$13 ;
+  assign \port$2874$0  = \$14 ;
+  assign \port$2875$0  = \$15 ;
+  assign \port$2876$0  = \$16 ;
+  assign \$21  = { 1'h0, held0[13:1] };
+  assign \$52  = \$51 ;
+  assign \$58  = { 1'h0, held1[13:1] };
+  assign \$89  = \$88 ;
+  assign \$95  = { 1'h0, held2[13:1] };
+  assign \$126  = \$125 ;
+  assign \$132  = { 1'h0, held3[13:1] };
+  assign \$163  = \$162 ;
+  assign \$169  = { 1'h0, held4[13:1] };
+  assign \$200  = \$199 ;
+  assign \$206  = { 1'h0, held5[13:1] };
+  assign \$237  = \$236 ;
+  assign \$243  = { 1'h0, held6[13:1] };
+  assign \$274  = \$273 ;
+  assign \$280  = { 1'h0, held7[13:1] };
+  assign \$311  = \$310 ;
 endmodule
 
 (* generator = "Amaranth" *)
 module \ace_sram_small.sram.read_rotator (rst, i0, i1, i2, i3, i4, i5, i6, i7, stage2_word0, stage2_word1, stage2_word2, stage2_word3, stage2_word4, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$15  = 0;
-  wire \$1 ;
-  wire \$10 ;
+  wire [3:0] \$1 ;
+  wire [15:0] \$10 ;
   wire [3:0] \$100 ;
-  wire \$101 ;
+  wire [3:0] \$101 ;
   wire [3:0] \$102 ;
   wire [3:0] \$103 ;
-  wire \$104 ;
-  wire [3:0] \$105 ;
-  wire [3:0] \$106 ;
-  wire \$107 ;
-  wire [3:0] \$108 ;
-  wire [3:0] \$109 ;
-  wire [3:0] \$11 ;
-  wire \$110 ;
-  wire [3:0] \$111 ;
-  wire [3:0] \$112 ;
-  wire [15:0] \$113 ;
-  wire [15:0] \$114 ;
-  wire [15:0] \$115 ;
-  wire [15:0] \$116 ;
-  wire [15:0] \$117 ;
-  wire [15:0] \$118 ;
-  wire [15:0] \$119 ;
-  wire [3:0] \$12 ;
-  wire [15:0] \$120 ;
+  wire [3:0] \$104 ;
+  wire [15:0] \$105 ;
+  wire [15:0] \$106 ;
+  wire [15:0] \$107 ;
+  wire [15:0] \$108 ;
+  wire [15:0] \$109 ;
+  wire [15:0] \$11 ;
+  wire [15:0] \$110 ;
+  wire [15:0] \$111 ;
+  wire [15:0] \$112 ;
+  wire [3:0] \$113 ;
+  wire [3:0] \$114 ;
+  wire [3:0] \$115 ;
+  wire [3:0] \$116 ;
+  wire [3:0] \$117 ;
+  wire [3:0] \$118 ;
+  wire [3:0] \$119 ;
+  wire [15:0] \$12 ;
+  wire [3:0] \$120 ;
   wire [15:0] \$121 ;
   wire [15:0] \$122 ;
   wire [15:0] \$123 ;
@@ -4018,33 +16046,33 @@ module \ace_sram_small.sram.read_rotator (rst, i0, i1, i2, i3, i4, i5, i6, i7, s
   wire [15:0] \$126 ;
   wire [15:0] \$127 ;
   wire [15:0] \$128 ;
-  wire [15:0] \$129 ;
-  wire \$13 ;
-  wire [15:0] \$130 ;
-  wire [15:0] \$131 ;
-  wire [15:0] \$132 ;
-  wire [15:0] \$133 ;
-  wire [15:0] \$134 ;
-  wire [15:0] \$135 ;
-  wire [15:0] \$136 ;
+  wire [3:0] \$129 ;
+  wire [15:0] \$13 ;
+  wire [3:0] \$130 ;
+  wire [3:0] \$131 ;
+  wire [3:0] \$132 ;
+  wire [3:0] \$133 ;
+  wire [3:0] \$134 ;
+  wire [3:0] \$135 ;
+  wire [3:0] \$136 ;
   wire [15:0] \$137 ;
   wire [15:0] \$138 ;
   wire [15:0] \$139 ;
-  wire [3:0] \$14 ;
+  wire [15:0] \$14 ;
   wire [15:0] \$140 ;
   wire [15:0] \$141 ;
   wire [15:0] \$142 ;
   wire [15:0] \$143 ;
   wire [15:0] \$144 ;
-  wire [15:0] \$145 ;
-  wire [15:0] \$146 ;
-  wire [15:0] \$147 ;
-  wire [15:0] \$148 ;
-  wire [15:0] \$149 ;
-  wire [3:0] \$15 ;
-  wire [15:0] \$150 ;
-  wire [15:0] \$151 ;
-  wire [15:0] \$152 ;
+  wire [3:0] \$145 ;
+  wire [3:0] \$146 ;
+  wire [3:0] \$147 ;
+  wire [3:0] \$148 ;
+  wire [3:0] \$149 ;
+  wire [15:0] \$15 ;
+  wire [3:0] \$150 ;
+  wire [3:0] \$151 ;
+  wire [3:0] \$152 ;
   wire [15:0] \$153 ;
   wire [15:0] \$154 ;
   wire [15:0] \$155 ;
@@ -4052,16 +16080,16 @@ module \ace_sram_small.sram.read_rotator (rst, i0, i1, i2, i3, i4, i5, i6, i7, s
   wire [15:0] \$157 ;
   wire [15:0] \$158 ;
   wire [15:0] \$159 ;
-  wire \$16 ;
+  wire [15:0] \$16 ;
   wire [15:0] \$160 ;
-  wire [15:0] \$161 ;
-  wire [15:0] \$162 ;
-  wire [15:0] \$163 ;
-  wire [15:0] \$164 ;
-  wire [15:0] \$165 ;
-  wire [15:0] \$166 ;
-  wire [15:0] \$167 ;
-  wire [15:0] \$168 ;
+  wire [3:0] \$161 ;
+  wire [3:0] \$162 ;
+  wire [3:0] \$163 ;
+  wire [3:0] \$164 ;
+  wire [3:0] \$165 ;
+  wire [3:0] \$166 ;
+  wire [3:0] \$167 ;
+  wire [3:0] \$168 ;
   wire [15:0] \$169 ;
   wire [3:0] \$17 ;
   wire [15:0] \$170 ;
@@ -4071,30 +16099,30 @@ module \ace_sram_small.sram.read_rotator (rst, i0, i1, i2, i3, i4, i5, i6, i7, s
   wire [15:0] \$174 ;
   wire [15:0] \$175 ;
   wire [15:0] \$176 ;
-  wire \$177 ;
+  wire [3:0] \$177 ;
   wire [3:0] \$178 ;
   wire [3:0] \$179 ;
   wire [3:0] \$18 ;
-  wire \$180 ;
+  wire [3:0] \$180 ;
   wire [3:0] \$181 ;
   wire [3:0] \$182 ;
-  wire \$183 ;
+  wire [3:0] \$183 ;
   wire [3:0] \$184 ;
-  wire [3:0] \$185 ;
-  wire \$186 ;
-  wire [3:0] \$187 ;
-  wire [3:0] \$188 ;
-  wire \$189 ;
-  wire \$19 ;
-  wire [3:0] \$190 ;
-  wire [3:0] \$191 ;
-  wire \$192 ;
+  wire [15:0] \$185 ;
+  wire [15:0] \$186 ;
+  wire [15:0] \$187 ;
+  wire [15:0] \$188 ;
+  wire [15:0] \$189 ;
+  wire [3:0] \$19 ;
+  wire [15:0] \$190 ;
+  wire [15:0] \$191 ;
+  wire [15:0] \$192 ;
   wire [3:0] \$193 ;
   wire [3:0] \$194 ;
-  wire \$195 ;
+  wire [3:0] \$195 ;
   wire [3:0] \$196 ;
   wire [3:0] \$197 ;
-  wire \$198 ;
+  wire [3:0] \$198 ;
   wire [3:0] \$199 ;
   wire [3:0] \$2 ;
   wire [3:0] \$20 ;
@@ -4107,33 +16135,33 @@ module \ace_sram_small.sram.read_rotator (rst, i0, i1, i2, i3, i4, i5, i6, i7, s
   wire [15:0] \$206 ;
   wire [15:0] \$207 ;
   wire [15:0] \$208 ;
-  wire [15:0] \$209 ;
+  wire [3:0] \$209 ;
   wire [3:0] \$21 ;
-  wire [15:0] \$210 ;
-  wire [15:0] \$211 ;
-  wire [15:0] \$212 ;
-  wire [15:0] \$213 ;
-  wire [15:0] \$214 ;
-  wire [15:0] \$215 ;
-  wire [15:0] \$216 ;
+  wire [3:0] \$210 ;
+  wire [3:0] \$211 ;
+  wire [3:0] \$212 ;
+  wire [3:0] \$213 ;
+  wire [3:0] \$214 ;
+  wire [3:0] \$215 ;
+  wire [3:0] \$216 ;
   wire [15:0] \$217 ;
   wire [15:0] \$218 ;
   wire [15:0] \$219 ;
-  wire \$22 ;
+  wire [3:0] \$22 ;
   wire [15:0] \$220 ;
   wire [15:0] \$221 ;
   wire [15:0] \$222 ;
   wire [15:0] \$223 ;
   wire [15:0] \$224 ;
-  wire [15:0] \$225 ;
-  wire [15:0] \$226 ;
-  wire [15:0] \$227 ;
-  wire [15:0] \$228 ;
-  wire [15:0] \$229 ;
+  wire [3:0] \$225 ;
+  wire [3:0] \$226 ;
+  wire [3:0] \$227 ;
+  wire [3:0] \$228 ;
+  wire [3:0] \$229 ;
   wire [3:0] \$23 ;
-  wire [15:0] \$230 ;
-  wire [15:0] \$231 ;
-  wire [15:0] \$232 ;
+  wire [3:0] \$230 ;
+  wire [3:0] \$231 ;
+  wire [3:0] \$232 ;
   wire [15:0] \$233 ;
   wire [15:0] \$234 ;
   wire [15:0] \$235 ;
@@ -4143,14 +16171,14 @@ module \ace_sram_small.sram.read_rotator (rst, i0, i1, i2, i3, i4, i5, i6, i7, s
   wire [15:0] \$239 ;
   wire [3:0] \$24 ;
   wire [15:0] \$240 ;
-  wire [15:0] \$241 ;
-  wire [15:0] \$242 ;
-  wire [15:0] \$243 ;
-  wire [15:0] \$244 ;
-  wire [15:0] \$245 ;
-  wire [15:0] \$246 ;
-  wire [15:0] \$247 ;
-  wire [15:0] \$248 ;
+  wire [3:0] \$241 ;
+  wire [3:0] \$242 ;
+  wire [3:0] \$243 ;
+  wire [3:0] \$244 ;
+  wire [3:0] \$245 ;
+  wire [3:0] \$246 ;
+  wire [3:0] \$247 ;
+  wire [3:0] \$248 ;
   wire [15:0] \$249 ;
   wire [15:0] \$25 ;
   wire [15:0] \$250 ;
@@ -4160,73 +16188,361 @@ module \ace_sram_small.sram.read_rotator (rst, i0, i1, i2, i3, i4, i5, i6, i7, s
   wire [15:0] \$254 ;
   wire [15:0] \$255 ;
   wire [15:0] \$256 ;
-  wire [15:0] \$257 ;
-  wire [15:0] \$258 ;
-  wire [15:0] \$259 ;
+  wire [3:0] \$257 ;
+  wire [3:0] \$258 ;
+  wire [3:0] \$259 ;
   wire [15:0] \$26 ;
-  wire [15:0] \$260 ;
-  wire [15:0] \$261 ;
-  wire [15:0] \$262 ;
-  wire [15:0] \$263 ;
-  wire [15:0] \$264 ;
-  reg [2:0] \$265 ;
-  reg [2:0] \$266 ;
-  reg [2:0] \$267 ;
-  reg [2:0] \$268 ;
-  reg [2:0] \$269 ;
+  wire [3:0] \$260 ;
+  wire [3:0] \$261 ;
+  wire [3:0] \$262 ;
+  wire [3:0] \$263 ;
+  wire [3:0] \$264 ;
+  wire [15:0] \$265 ;
+  wire [15:0] \$266 ;
+  wire [15:0] \$267 ;
+  wire [15:0] \$268 ;
+  wire [15:0] \$269 ;
   wire [15:0] \$27 ;
-  reg [2:0] \$270 ;
-  reg [2:0] \$271 ;
-  reg [2:0] \$272 ;
-  reg [2:0] \$273 ;
-  reg [2:0] \$274 ;
-  reg [2:0] \$275 ;
-  reg [2:0] \$276 ;
-  reg [2:0] \$277 ;
-  reg [2:0] \$278 ;
-  reg [2:0] \$279 ;
+  wire [15:0] \$270 ;
+  wire [15:0] \$271 ;
+  wire [15:0] \$272 ;
+  wire [3:0] \$273 ;
+  wire [3:0] \$274 ;
+  wire [3:0] \$275 ;
+  wire [3:0] \$276 ;
+  wire [3:0] \$277 ;
+  wire [3:0] \$278 ;
+  wire [3:0] \$279 ;
   wire [15:0] \$28 ;
-  reg [2:0] \$280 ;
-  reg [2:0] \$281 ;
-  reg [2:0] \$282 ;
-  reg [2:0] \$283 ;
-  reg [2:0] \$284 ;
-  reg [2:0] \$285 ;
-  reg [2:0] \$286 ;
-  reg [2:0] \$287 ;
-  reg [2:0] \$288 ;
+  wire [3:0] \$280 ;
+  wire [15:0] \$281 ;
+  wire [15:0] \$282 ;
+  wire [15:0] \$283 ;
+  wire [15:0] \$284 ;
+  wire [15:0] \$285 ;
+  wire [15:0] \$286 ;
+  wire [15:0] \$287 ;
+  wire [15:0] \$288 ;
+  wire [3:0] \$289 ;
   wire [15:0] \$29 ;
+  wire [3:0] \$290 ;
+  wire [3:0] \$291 ;
+  wire [3:0] \$292 ;
+  wire [3:0] \$293 ;
+  wire [3:0] \$294 ;
+  wire [3:0] \$295 ;
+  wire [3:0] \$296 ;
+  wire [15:0] \$297 ;
+  wire [15:0] \$298 ;
+  wire [15:0] \$299 ;
   wire [3:0] \$3 ;
   wire [15:0] \$30 ;
+  wire [15:0] \$300 ;
+  wire [15:0] \$301 ;
+  wire [15:0] \$302 ;
+  wire [15:0] \$303 ;
+  wire [15:0] \$304 ;
+  wire [3:0] \$305 ;
+  wire [3:0] \$306 ;
+  wire [3:0] \$307 ;
+  wire [3:0] \$308 ;
+  wire [3:0] \$309 ;
   wire [15:0] \$31 ;
+  wire [3:0] \$310 ;
+  wire [3:0] \$311 ;
+  wire [3:0] \$312 ;
+  wire [15:0] \$313 ;
+  wire [15:0] \$314 ;
+  wire [15:0] \$315 ;
+  wire [15:0] \$316 ;
+  wire [15:0] \$317 ;
+  wire [15:0] \$318 ;
+  wire [15:0] \$319 ;
   wire [15:0] \$32 ;
-  wire [15:0] \$33 ;
-  wire [15:0] \$34 ;
-  wire [15:0] \$35 ;
-  wire [15:0] \$36 ;
-  wire [15:0] \$37 ;
-  wire [15:0] \$38 ;
-  wire [15:0] \$39 ;
-  wire \$4 ;
-  wire [15:0] \$40 ;
+  wire [15:0] \$320 ;
+  wire [3:0] \$321 ;
+  wire [3:0] \$322 ;
+  wire [3:0] \$323 ;
+  wire [3:0] \$324 ;
+  wire [3:0] \$325 ;
+  wire [3:0] \$326 ;
+  wire [3:0] \$327 ;
+  wire [3:0] \$328 ;
+  wire [15:0] \$329 ;
+  wire [3:0] \$33 ;
+  wire [15:0] \$330 ;
+  wire [15:0] \$331 ;
+  wire [15:0] \$332 ;
+  wire [15:0] \$333 ;
+  wire [15:0] \$334 ;
+  wire [15:0] \$335 ;
+  wire [15:0] \$336 ;
+  wire [3:0] \$337 ;
+  wire [3:0] \$338 ;
+  wire [3:0] \$339 ;
+  wire [3:0] \$34 ;
+  wire [3:0] \$340 ;
+  wire [3:0] \$341 ;
+  wire [3:0] \$342 ;
+  wire [3:0] \$343 ;
+  wire [3:0] \$344 ;
+  wire [15:0] \$345 ;
+  wire [15:0] \$346 ;
+  wire [15:0] \$347 ;
+  wire [15:0] \$348 ;
+  wire [15:0] \$349 ;
+  wire [3:0] \$35 ;
+  wire [15:0] \$350 ;
+  wire [15:0] \$351 ;
+  wire [15:0] \$352 ;
+  wire [3:0] \$353 ;
+  wire [3:0] \$354 ;
+  wire [3:0] \$355 ;
+  wire [3:0] \$356 ;
+  wire [3:0] \$357 ;
+  wire [3:0] \$358 ;
+  wire [3:0] \$359 ;
+  wire [3:0] \$36 ;
+  wire [3:0] \$360 ;
+  wire [15:0] \$361 ;
+  wire [15:0] \$362 ;
+  wire [15:0] \$363 ;
+  wire [15:0] \$364 ;
+  wire [15:0] \$365 ;
+  wire [15:0] \$366 ;
+  wire [15:0] \$367 ;
+  wire [15:0] \$368 ;
+  wire [3:0] \$369 ;
+  wire [3:0] \$37 ;
+  wire [3:0] \$370 ;
+  wire [3:0] \$371 ;
+  wire [3:0] \$372 ;
+  wire [3:0] \$373 ;
+  wire [3:0] \$374 ;
+  wire [3:0] \$375 ;
+  wire [3:0] \$376 ;
+  wire [15:0] \$377 ;
+  wire [15:0] \$378 ;
+  wire [15:0] \$379 ;
+  wire [3:0] \$38 ;
+  wire [15:0] \$380 ;
+  wire [15:0] \$381 ;
+  wire [15:0] \$382 ;
+  wire [15:0] \$383 ;
+  wire [15:0] \$384 ;
+  reg [2:0] \$385 ;
+  reg [2:0] \$386 ;
+  reg [2:0] \$387 ;
+  reg [2:0] \$388 ;
+  reg [2:0] \$389 ;
+  wire [3:0] \$39 ;
+  reg [2:0] \$390 ;
+  reg [2:0] \$391 ;
+  reg [2:0] \$392 ;
+  reg [2:0] \$393 ;
+  reg [2:0] \$394 ;
+  reg [2:0] \$395 ;
+  reg [2:0] \$396 ;
+  reg [2:0] \$397 ;
+  reg [2:0] \$398 ;
+  reg [2:0] \$399 ;
+  wire [3:0] \$4 ;
+  wire [3:0] \$40 ;
+  reg [2:0] \$400 ;
+  reg [2:0] \$401 ;
+  reg [2:0] \$402 ;
+  reg [2:0] \$403 ;
+  reg [2:0] \$404 ;
+  reg [2:0] \$405 ;
+  reg [2:0] \$406 ;
+  reg [2:0] \$407 ;
+  reg [2:0] \$408 ;
+  reg [2:0] \$409 ;
   wire [15:0] \$41 ;
+  reg [2:0] \$410 ;
+  reg [2:0] \$411 ;
+  reg [2:0] \$412 ;
+  reg [2:0] \$413 ;
+  reg [2:0] \$414 ;
+  reg [2:0] \$415 ;
+  reg [2:0] \$416 ;
+  reg [2:0] \$417 ;
+  reg [2:0] \$418 ;
+  reg [2:0] \$419 ;
   wire [15:0] \$42 ;
+  reg [2:0] \$420 ;
+  reg [2:0] \$421 ;
+  reg [2:0] \$422 ;
+  reg [2:0] \$423 ;
+  reg [2:0] \$424 ;
+  reg [2:0] \$425 ;
+  reg [2:0] \$426 ;
+  reg [2:0] \$427 ;
+  reg [2:0] \$428 ;
+  reg [2:0] \$429 ;
   wire [15:0] \$43 ;
+  reg [2:0] \$430 ;
+  reg [2:0] \$431 ;
+  reg [2:0] \$432 ;
+  reg [2:0] \$433 ;
+  reg [2:0] \$434 ;
+  reg [2:0] \$435 ;
+  reg [2:0] \$436 ;
+  reg [2:0] \$437 ;
+  reg [2:0] \$438 ;
+  reg [2:0] \$439 ;
   wire [15:0] \$44 ;
+  reg [2:0] \$440 ;
+  reg [2:0] \$441 ;
+  reg [2:0] \$442 ;
+  reg [2:0] \$443 ;
+  reg [2:0] \$444 ;
+  reg [2:0] \$445 ;
+  reg [2:0] \$446 ;
+  reg [2:0] \$447 ;
+  reg [2:0] \$448 ;
+  reg [2:0] \$449 ;
   wire [15:0] \$45 ;
+  reg [2:0] \$450 ;
+  reg [2:0] \$451 ;
+  reg [2:0] \$452 ;
+  reg [2:0] \$453 ;
+  reg [2:0] \$454 ;
+  reg [2:0] \$455 ;
+  reg [2:0] \$456 ;
+  reg [2:0] \$457 ;
+  reg [2:0] \$458 ;
+  reg [2:0] \$459 ;
   wire [15:0] \$46 ;
+  reg [2:0] \$460 ;
+  reg [2:0] \$461 ;
+  reg [2:0] \$462 ;
+  reg [2:0] \$463 ;
+  reg [2:0] \$464 ;
+  reg [2:0] \$465 ;
+  reg [2:0] \$466 ;
+  reg [2:0] \$467 ;
+  reg [2:0] \$468 ;
+  reg [2:0] \$469 ;
   wire [15:0] \$47 ;
+  reg [2:0] \$470 ;
+  reg [2:0] \$471 ;
+  reg [2:0] \$472 ;
+  reg [2:0] \$473 ;
+  reg [2:0] \$474 ;
+  reg [2:0] \$475 ;
+  reg [2:0] \$476 ;
+  reg [2:0] \$477 ;
+  reg [2:0] \$478 ;
+  reg [2:0] \$479 ;
   wire [15:0] \$48 ;
-  wire [15:0] \$49 ;
+  reg [2:0] \$480 ;
+  reg [2:0] \$481 ;
+  reg [2:0] \$482 ;
+  reg [2:0] \$483 ;
+  reg [2:0] \$484 ;
+  reg [2:0] \$485 ;
+  reg [2:0] \$486 ;
+  reg [2:0] \$487 ;
+  reg [2:0] \$488 ;
+  reg [2:0] \$489 ;
+  wire [3:0] \$49 ;
+  reg [2:0] \$490 ;
+  reg [2:0] \$491 ;
+  reg [2:0] \$492 ;
+  reg [2:0] \$493 ;
+  reg [2:0] \$494 ;
+  reg [2:0] \$495 ;
+  reg [2:0] \$496 ;
+  reg [2:0] \$497 ;
+  reg [2:0] \$498 ;
+  reg [2:0] \$499 ;
   wire [3:0] \$5 ;
-  wire [15:0] \$50 ;
-  wire [15:0] \$51 ;
-  wire [15:0] \$52 ;
-  wire [15:0] \$53 ;
-  wire [15:0] \$54 ;
-  wire [15:0] \$55 ;
-  wire [15:0] \$56 ;
+  wire [3:0] \$50 ;
+  reg [2:0] \$500 ;
+  reg [2:0] \$501 ;
+  reg [2:0] \$502 ;
+  reg [2:0] \$503 ;
+  reg [2:0] \$504 ;
+  reg [2:0] \$505 ;
+  reg [2:0] \$506 ;
+  reg [2:0] \$507 ;
+  reg [2:0] \$508 ;
+  reg [2:0] \$509 ;
+  wire [3:0] \$51 ;
+  reg [2:0] \$510 ;
+  reg [2:0] \$511 ;
+  reg [2:0] \$512 ;
+  reg [2:0] \$513 ;
+  reg [2:0] \$514 ;
+  reg [2:0] \$515 ;
+  reg [2:0] \$516 ;
+  reg [2:0] \$517 ;
+  reg [2:0] \$518 ;
+  reg [2:0] \$519 ;
+  wire [3:0] \$52 ;
+  reg [2:0] \$520 ;
+  reg [2:0] \$521 ;
+  reg [2:0] \$522 ;
+  reg [2:0] \$523 ;
+  reg [2:0] \$524 ;
+  reg [2:0] \$525 ;
+  reg [2:0] \$526 ;
+  reg [2:0] \$527 ;
+  reg [2:0] \$528 ;
+  reg [2:0] \$529 ;
+  wire [3:0] \$53 ;
+  reg [2:0] \$530 ;
+  reg [2:0] \$531 ;
+  reg [2:0] \$532 ;
+  reg [2:0] \$533 ;
+  reg [2:0] \$534 ;
+  reg [2:0] \$535 ;
+  reg [2:0] \$536 ;
+  reg [2:0] \$537 ;
+  reg [2:0] \$538 ;
+  reg [2:0] \$539 ;
+  wire [3:0] \$54 ;
+  reg [2:0] \$540 ;
+  reg [2:0] \$541 ;
+  reg [2:0] \$542 ;
+  reg [2:0] \$543 ;
+  reg [2:0] \$544 ;
+  reg [2:0] \$545 ;
+  reg [2:0] \$546 ;
+  reg [2:0] \$547 ;
+  reg [2:0] \$548 ;
+  reg [2:0] \$549 ;
+  wire [3:0] \$55 ;
+  reg [2:0] \$550 ;
+  reg [2:0] \$551 ;
+  reg [2:0] \$552 ;
+  reg [2:0] \$553 ;
+  reg [2:0] \$554 ;
+  reg [2:0] \$555 ;
+  reg [2:0] \$556 ;
+  reg [2:0] \$557 ;
+  reg [2:0] \$558 ;
+  reg [2:0] \$559 ;
+  wire [3:0] \$56 ;
+  reg [2:0] \$560 ;
+  reg [2:0] \$561 ;
+  reg [2:0] \$562 ;
+  reg [2:0] \$563 ;
+  reg [2:0] \$564 ;
+  reg [2:0] \$565 ;
+  reg [2:0] \$566 ;
+  reg [2:0] \$567 ;
+  reg [2:0] \$568 ;
+  reg [2:0] \$569 ;
   wire [15:0] \$57 ;
+  reg [2:0] \$570 ;
+  reg [2:0] \$571 ;
+  reg [2:0] \$572 ;
+  reg [2:0] \$573 ;
+  reg [2:0] \$574 ;
+  reg [2:0] \$575 ;
+  reg [2:0] \$576 ;
   wire [15:0] \$58 ;
   wire [15:0] \$59 ;
   wire [3:0] \$6 ;
@@ -4235,15 +16551,15 @@ module \ace_sram_small.sram.read_rotator (rst, i0, i1, i2, i3, i4, i5, i6, i7, s
   wire [15:0] \$62 ;
   wire [15:0] \$63 ;
   wire [15:0] \$64 ;
-  wire [15:0] \$65 ;
-  wire [15:0] \$66 ;
-  wire [15:0] \$67 ;
-  wire [15:0] \$68 ;
-  wire [15:0] \$69 ;
-  wire \$7 ;
-  wire [15:0] \$70 ;
-  wire [15:0] \$71 ;
-  wire [15:0] \$72 ;
+  wire [3:0] \$65 ;
+  wire [3:0] \$66 ;
+  wire [3:0] \$67 ;
+  wire [3:0] \$68 ;
+  wire [3:0] \$69 ;
+  wire [3:0] \$7 ;
+  wire [3:0] \$70 ;
+  wire [3:0] \$71 ;
+  wire [3:0] \$72 ;
   wire [15:0] \$73 ;
   wire [15:0] \$74 ;
   wire [15:0] \$75 ;
@@ -4253,25 +16569,25 @@ module \ace_sram_small.sram.read_rotator (rst, i0, i1, i2, i3, i4, i5, i6, i7, s
   wire [15:0] \$79 ;
   wire [3:0] \$8 ;
   wire [15:0] \$80 ;
-  wire [15:0] \$81 ;
-  wire [15:0] \$82 ;
-  wire [15:0] \$83 ;
-  wire [15:0] \$84 ;
-  wire [15:0] \$85 ;
-  wire [15:0] \$86 ;
-  wire [15:0] \$87 ;
-  wire [15:0] \$88 ;
-  wire \$89 ;
-  wire [3:0] \$9 ;
-  wire [3:0] \$90 ;
-  wire [3:0] \$91 ;
-  wire \$92 ;
-  wire [3:0] \$93 ;
-  wire [3:0] \$94 ;
-  wire \$95 ;
-  wire [3:0] \$96 ;
+  wire [3:0] \$81 ;
+  wire [3:0] \$82 ;
+  wire [3:0] \$83 ;
+  wire [3:0] \$84 ;
+  wire [3:0] \$85 ;
+  wire [3:0] \$86 ;
+  wire [3:0] \$87 ;
+  wire [3:0] \$88 ;
+  wire [15:0] \$89 ;
+  wire [15:0] \$9 ;
+  wire [15:0] \$90 ;
+  wire [15:0] \$91 ;
+  wire [15:0] \$92 ;
+  wire [15:0] \$93 ;
+  wire [15:0] \$94 ;
+  wire [15:0] \$95 ;
+  wire [15:0] \$96 ;
   wire [3:0] \$97 ;
-  wire \$98 ;
+  wire [3:0] \$98 ;
   wire [3:0] \$99 ;
   input clk;
   wire clk;
@@ -4309,585 +16625,2385 @@ module \ace_sram_small.sram.read_rotator (rst, i0, i1, i2, i3, i4, i5, i6, i7, s
   wire [127:0] o7;
   input rst;
   wire rst;
-  reg [2:0] stage0_amount0 = 3'h3;
-  reg [2:0] stage0_amount1 = 3'h3;
-  reg [2:0] stage0_amount2 = 3'h3;
-  reg [2:0] stage0_amount3 = 3'h3;
-  reg [2:0] stage0_amount4 = 3'h3;
-  reg [2:0] stage0_amount5 = 3'h3;
-  reg [2:0] stage0_amount6 = 3'h3;
-  reg [2:0] stage0_amount7 = 3'h3;
   reg [127:0] stage0_word0 = 128'h00000000000000000000000000000000;
+  reg [2:0] stage0_word0_amount0 = 3'h3;
+  reg [2:0] stage0_word0_amount1 = 3'h3;
+  reg [2:0] stage0_word0_amount2 = 3'h3;
+  reg [2:0] stage0_word0_amount3 = 3'h3;
+  reg [2:0] stage0_word0_amount4 = 3'h3;
+  reg [2:0] stage0_word0_amount5 = 3'h3;
+  reg [2:0] stage0_word0_amount6 = 3'h3;
+  reg [2:0] stage0_word0_amount7 = 3'h3;
   reg [127:0] stage0_word1 = 128'h00000000000000000000000000000000;
+  reg [2:0] stage0_word1_amount0 = 3'h3;
+  reg [2:0] stage0_word1_amount1 = 3'h3;
+  reg [2:0] stage0_word1_amount2 = 3'h3;
+  reg [2:0] stage0_word1_amount3 = 3'h3;
+  reg [2:0] stage0_word1_amount4 = 3'h3;
+  reg [2:0] stage0_word1_amount5 = 3'h3;
+  reg [2:0] stage0_word1_amount6 = 3'h3;
+  reg [2:0] stage0_word1_amount7 = 3'h3;
   reg [127:0] stage0_word2 = 128'h00000000000000000000000000000000;
+  reg [2:0] stage0_word2_amount0 = 3'h3;
+  reg [2:0] stage0_word2_amount1 = 3'h3;
+  reg [2:0] stage0_word2_amount2 = 3'h3;
+  reg [2:0] stage0_word2_amount3 = 3'h3;
+  reg [2:0] stage0_word2_amount4 = 3'h3;
+  reg [2:0] stage0_word2_amount5 = 3'h3;
+  reg [2:0] stage0_word2_amount6 = 3'h3;
+  reg [2:0] stage0_word2_amount7 = 3'h3;
   reg [127:0] stage0_word3 = 128'h00000000000000000000000000000000;
+  reg [2:0] stage0_word3_amount0 = 3'h3;
+  reg [2:0] stage0_word3_amount1 = 3'h3;
+  reg [2:0] stage0_word3_amount2 = 3'h3;
+  reg [2:0] stage0_word3_amount3 = 3'h3;
+  reg [2:0] stage0_word3_amount4 = 3'h3;
+  reg [2:0] stage0_word3_amount5 = 3'h3;
+  reg [2:0] stage0_word3_amount6 = 3'h3;
+  reg [2:0] stage0_word3_amount7 = 3'h3;
   reg [127:0] stage0_word4 = 128'h00000000000000000000000000000000;
+  reg [2:0] stage0_word4_amount0 = 3'h3;
+  reg [2:0] stage0_word4_amount1 = 3'h3;
+  reg [2:0] stage0_word4_amount2 = 3'h3;
+  reg [2:0] stage0_word4_amount3 = 3'h3;
+  reg [2:0] stage0_word4_amount4 = 3'h3;
+  reg [2:0] stage0_word4_amount5 = 3'h3;
+  reg [2:0] stage0_word4_amount6 = 3'h3;
+  reg [2:0] stage0_word4_amount7 = 3'h3;
   reg [127:0] stage0_word5 = 128'h00000000000000000000000000000000;
+  reg [2:0] stage0_word5_amount0 = 3'h3;
+  reg [2:0] stage0_word5_amount1 = 3'h3;
+  reg [2:0] stage0_word5_amount2 = 3'h3;
+  reg [2:0] stage0_word5_amount3 = 3'h3;
+  reg [2:0] stage0_word5_amount4 = 3'h3;
+  reg [2:0] stage0_word5_amount5 = 3'h3;
+  reg [2:0] stage0_word5_amount6 = 3'h3;
+  reg [2:0] stage0_word5_amount7 = 3'h3;
   reg [127:0] stage0_word6 = 128'h00000000000000000000000000000000;
+  reg [2:0] stage0_word6_amount0 = 3'h3;
+  reg [2:0] stage0_word6_amount1 = 3'h3;
+  reg [2:0] stage0_word6_amount2 = 3'h3;
+  reg [2:0] stage0_word6_amount3 = 3'h3;
+  reg [2:0] stage0_word6_amount4 = 3'h3;
+  reg [2:0] stage0_word6_amount5 = 3'h3;
+  reg [2:0] stage0_word6_amount6 = 3'h3;
+  reg [2:0] stage0_word6_amount7 = 3'h3;
   reg [127:0] stage0_word7 = 128'h00000000000000000000000000000000;
-  reg [2:0] stage1_amount0 = 3'h2;
-  reg [2:0] stage1_amount1 = 3'h2;
-  reg [2:0] stage1_amount2 = 3'h2;
-  reg [2:0] stage1_amount3 = 3'h2;
-  reg [2:0] stage1_amount4 = 3'h2;
-  reg [2:0] stage1_amount5 = 3'h2;
-  reg [2:0] stage1_amount6 = 3'h2;
-  reg [2:0] stage1_amount7 = 3'h2;
+  reg [2:0] stage0_word7_amount0 = 3'h3;
+  reg [2:0] stage0_word7_amount1 = 3'h3;
+  reg [2:0] stage0_word7_amount2 = 3'h3;
+  reg [2:0] stage0_word7_amount3 = 3'h3;
+  reg [2:0] stage0_word7_amount4 = 3'h3;
+  reg [2:0] stage0_word7_amount5 = 3'h3;
+  reg [2:0] stage0_word7_amount6 = 3'h3;
+  reg [2:0] stage0_word7_amount7 = 3'h3;
   reg [127:0] stage1_word0 = 128'h00000000000000000000000000000000;
+  reg [2:0] stage1_word0_amount0 = 3'h2;
+  reg [2:0] stage1_word0_amount1 = 3'h2;
+  reg [2:0] stage1_word0_amount2 = 3'h2;
+  reg [2:0] stage1_word0_amount3 = 3'h2;
+  reg [2:0] stage1_word0_amount4 = 3'h2;
+  reg [2:0] stage1_word0_amount5 = 3'h2;
+  reg [2:0] stage1_word0_amount6 = 3'h2;
+  reg [2:0] stage1_word0_amount7 = 3'h2;
   reg [127:0] stage1_word1 = 128'h00000000000000000000000000000000;
+  reg [2:0] stage1_word1_amount0 = 3'h2;
+  reg [2:0] stage1_word1_amount1 = 3'h2;
+  reg [2:0] stage1_word1_amount2 = 3'h2;
+  reg [2:0] stage1_word1_amount3 = 3'h2;
+  reg [2:0] stage1_word1_amount4 = 3'h2;
+  reg [2:0] stage1_word1_amount5 = 3'h2;
+  reg [2:0] stage1_word1_amount6 = 3'h2;
+  reg [2:0] stage1_word1_amount7 = 3'h2;
   reg [127:0] stage1_word2 = 128'h00000000000000000000000000000000;
+  reg [2:0] stage1_word2_amount0 = 3'h2;
+  reg [2:0] stage1_word2_amount1 = 3'h2;
+  reg [2:0] stage1_word2_amount2 = 3'h2;
+  reg [2:0] stage1_word2_amount3 = 3'h2;
+  reg [2:0] stage1_word2_amount4 = 3'h2;
+  reg [2:0] stage1_word2_amount5 = 3'h2;
+  reg [2:0] stage1_word2_amount6 = 3'h2;
+  reg [2:0] stage1_word2_amount7 = 3'h2;
   reg [127:0] stage1_word3 = 128'h00000000000000000000000000000000;
+  reg [2:0] stage1_word3_amount0 = 3'h2;
+  reg [2:0] stage1_word3_amount1 = 3'h2;
+  reg [2:0] stage1_word3_amount2 = 3'h2;
+  reg [2:0] stage1_word3_amount3 = 3'h2;
+  reg [2:0] stage1_word3_amount4 = 3'h2;
+  reg [2:0] stage1_word3_amount5 = 3'h2;
+  reg [2:0] stage1_word3_amount6 = 3'h2;
+  reg [2:0] stage1_word3_amount7 = 3'h2;
   reg [127:0] stage1_word4 = 128'h00000000000000000000000000000000;
+  reg [2:0] stage1_word4_amount0 = 3'h2;
+  reg [2:0] stage1_word4_amount1 = 3'h2;
+  reg [2:0] stage1_word4_amount2 = 3'h2;
+  reg [2:0] stage1_word4_amount3 = 3'h2;
+  reg [2:0] stage1_word4_amount4 = 3'h2;
+  reg [2:0] stage1_word4_amount5 = 3'h2;
+  reg [2:0] stage1_word4_amount6 = 3'h2;
+  reg [2:0] stage1_word4_amount7 = 3'h2;
   reg [127:0] stage1_word5 = 128'h00000000000000000000000000000000;
+  reg [2:0] stage1_word5_amount0 = 3'h2;
+  reg [2:0] stage1_word5_amount1 = 3'h2;
+  reg [2:0] stage1_word5_amount2 = 3'h2;
+  reg [2:0] stage1_word5_amount3 = 3'h2;
+  reg [2:0] stage1_word5_amount4 = 3'h2;
+  reg [2:0] stage1_word5_amount5 = 3'h2;
+  reg [2:0] stage1_word5_amount6 = 3'h2;
+  reg [2:0] stage1_word5_amount7 = 3'h2;
   reg [127:0] stage1_word6 = 128'h00000000000000000000000000000000;
+  reg [2:0] stage1_word6_amount0 = 3'h2;
+  reg [2:0] stage1_word6_amount1 = 3'h2;
+  reg [2:0] stage1_word6_amount2 = 3'h2;
+  reg [2:0] stage1_word6_amount3 = 3'h2;
+  reg [2:0] stage1_word6_amount4 = 3'h2;
+  reg [2:0] stage1_word6_amount5 = 3'h2;
+  reg [2:0] stage1_word6_amount6 = 3'h2;
+  reg [2:0] stage1_word6_amount7 = 3'h2;
   reg [127:0] stage1_word7 = 128'h00000000000000000000000000000000;
-  reg [2:0] stage2_amount0 = 3'h1;
-  reg [2:0] stage2_amount1 = 3'h1;
-  reg [2:0] stage2_amount2 = 3'h1;
-  reg [2:0] stage2_amount3 = 3'h1;
-  reg [2:0] stage2_amount4 = 3'h1;
-  reg [2:0] stage2_amount5 = 3'h1;
-  reg [2:0] stage2_amount6 = 3'h1;
-  reg [2:0] stage2_amount7 = 3'h1;
+  reg [2:0] stage1_word7_amount0 = 3'h2;
+  reg [2:0] stage1_word7_amount1 = 3'h2;
+  reg [2:0] stage1_word7_amount2 = 3'h2;
+  reg [2:0] stage1_word7_amount3 = 3'h2;
+  reg [2:0] stage1_word7_amount4 = 3'h2;
+  reg [2:0] stage1_word7_amount5 = 3'h2;
+  reg [2:0] stage1_word7_amount6 = 3'h2;
+  reg [2:0] stage1_word7_amount7 = 3'h2;
   output [127:0] stage2_word0;
   reg [127:0] stage2_word0 = 128'h00000000000000000000000000000000;
+  reg [2:0] stage2_word0_amount0 = 3'h1;
+  reg [2:0] stage2_word0_amount1 = 3'h1;
+  reg [2:0] stage2_word0_amount2 = 3'h1;
+  reg [2:0] stage2_word0_amount3 = 3'h1;
+  reg [2:0] stage2_word0_amount4 = 3'h1;
+  reg [2:0] stage2_word0_amount5 = 3'h1;
+  reg [2:0] stage2_word0_amount6 = 3'h1;
+  reg [2:0] stage2_word0_amount7 = 3'h1;
   output [127:0] stage2_word1;
   reg [127:0] stage2_word1 = 128'h00000000000000000000000000000000;
+  reg [2:0] stage2_word1_amount0 = 3'h1;
+  reg [2:0] stage2_word1_amount1 = 3'h1;
+  reg [2:0] stage2_word1_amount2 = 3'h1;
+  reg [2:0] stage2_word1_amount3 = 3'h1;
+  reg [2:0] stage2_word1_amount4 = 3'h1;
+  reg [2:0] stage2_word1_amount5 = 3'h1;
+  reg [2:0] stage2_word1_amount6 = 3'h1;
+  reg [2:0] stage2_word1_amount7 = 3'h1;
   output [127:0] stage2_word2;
   reg [127:0] stage2_word2 = 128'h00000000000000000000000000000000;
+  reg [2:0] stage2_word2_amount0 = 3'h1;
+  reg [2:0] stage2_word2_amount1 = 3'h1;
+  reg [2:0] stage2_word2_amount2 = 3'h1;
+  reg [2:0] stage2_word2_amount3 = 3'h1;
+  reg [2:0] stage2_word2_amount4 = 3'h1;
+  reg [2:0] stage2_word2_amount5 = 3'h1;
+  reg [2:0] stage2_word2_amount6 = 3'h1;
+  reg [2:0] stage2_word2_amount7 = 3'h1;
   output [127:0] stage2_word3;
   reg [127:0] stage2_word3 = 128'h00000000000000000000000000000000;
+  reg [2:0] stage2_word3_amount0 = 3'h1;
+  reg [2:0] stage2_word3_amount1 = 3'h1;
+  reg [2:0] stage2_word3_amount2 = 3'h1;
+  reg [2:0] stage2_word3_amount3 = 3'h1;
+  reg [2:0] stage2_word3_amount4 = 3'h1;
+  reg [2:0] stage2_word3_amount5 = 3'h1;
+  reg [2:0] stage2_word3_amount6 = 3'h1;
+  reg [2:0] stage2_word3_amount7 = 3'h1;
   output [127:0] stage2_word4;
   reg [127:0] stage2_word4 = 128'h00000000000000000000000000000000;
+  reg [2:0] stage2_word4_amount0 = 3'h1;
+  reg [2:0] stage2_word4_amount1 = 3'h1;
+  reg [2:0] stage2_word4_amount2 = 3'h1;
+  reg [2:0] stage2_word4_amount3 = 3'h1;
+  reg [2:0] stage2_word4_amount4 = 3'h1;
+  reg [2:0] stage2_word4_amount5 = 3'h1;
+  reg [2:0] stage2_word4_amount6 = 3'h1;
+  reg [2:0] stage2_word4_amount7 = 3'h1;
   reg [127:0] stage2_word5 = 128'h00000000000000000000000000000000;
+  reg [2:0] stage2_word5_amount0 = 3'h1;
+  reg [2:0] stage2_word5_amount1 = 3'h1;
+  reg [2:0] stage2_word5_amount2 = 3'h1;
+  reg [2:0] stage2_word5_amount3 = 3'h1;
+  reg [2:0] stage2_word5_amount4 = 3'h1;
+  reg [2:0] stage2_word5_amount5 = 3'h1;
+  reg [2:0] stage2_word5_amount6 = 3'h1;
+  reg [2:0] stage2_word5_amount7 = 3'h1;
   reg [127:0] stage2_word6 = 128'h00000000000000000000000000000000;
+  reg [2:0] stage2_word6_amount0 = 3'h1;
+  reg [2:0] stage2_word6_amount1 = 3'h1;
+  reg [2:0] stage2_word6_amount2 = 3'h1;
+  reg [2:0] stage2_word6_amount3 = 3'h1;
+  reg [2:0] stage2_word6_amount4 = 3'h1;
+  reg [2:0] stage2_word6_amount5 = 3'h1;
+  reg [2:0] stage2_word6_amount6 = 3'h1;
+  reg [2:0] stage2_word6_amount7 = 3'h1;
   reg [127:0] stage2_word7 = 128'h00000000000000000000000000000000;
-  assign \$1  = stage0_amount0 == 3'h7;
-  assign \$2  = stage0_amount0 + 1'h1;
-  assign \$3  = \$1  ? 4'h0 : \$2 ;
-  assign \$4  = stage0_amount1 == 3'h7;
-  assign \$5  = stage0_amount1 + 1'h1;
-  assign \$6  = \$4  ? 4'h0 : \$5 ;
-  assign \$7  = stage0_amount2 == 3'h7;
-  assign \$8  = stage0_amount2 + 1'h1;
-  assign \$9  = \$7  ? 4'h0 : \$8 ;
-  assign \$10  = stage0_amount3 == 3'h7;
-  assign \$11  = stage0_amount3 + 1'h1;
-  assign \$12  = \$10  ? 4'h0 : \$11 ;
-  assign \$13  = stage0_amount4 == 3'h7;
-  assign \$14  = stage0_amount4 + 1'h1;
-  assign \$15  = \$13  ? 4'h0 : \$14 ;
-  assign \$16  = stage0_amount5 == 3'h7;
-  assign \$17  = stage0_amount5 + 1'h1;
-  assign \$18  = \$16  ? 4'h0 : \$17 ;
-  assign \$19  = stage0_amount6 == 3'h7;
-  assign \$20  = stage0_amount6 + 1'h1;
-  assign \$21  = \$19  ? 4'h0 : \$20 ;
-  assign \$22  = stage0_amount7 == 3'h7;
-  assign \$23  = stage0_amount7 + 1'h1;
-  assign \$24  = \$22  ? 4'h0 : \$23 ;
-  assign \$25  = stage0_amount0[0] ? i1[15:0] : i0[15:0];
-  assign \$26  = stage0_amount1[0] ? i1[31:16] : i0[31:16];
-  assign \$27  = stage0_amount2[0] ? i1[47:32] : i0[47:32];
-  assign \$28  = stage0_amount3[0] ? i1[63:48] : i0[63:48];
-  assign \$29  = stage0_amount4[0] ? i1[79:64] : i0[79:64];
-  assign \$30  = stage0_amount5[0] ? i1[95:80] : i0[95:80];
-  assign \$31  = stage0_amount6[0] ? i1[111:96] : i0[111:96];
-  assign \$32  = stage0_amount7[0] ? i1[127:112] : i0[127:112];
-  assign \$33  = stage0_amount0[0] ? i2[15:0] : i1[15:0];
-  assign \$34  = stage0_amount1[0] ? i2[31:16] : i1[31:16];
-  assign \$35  = stage0_amount2[0] ? i2[47:32] : i1[47:32];
-  assign \$36  = stage0_amount3[0] ? i2[63:48] : i1[63:48];
-  assign \$37  = stage0_amount4[0] ? i2[79:64] : i1[79:64];
-  assign \$38  = stage0_amount5[0] ? i2[95:80] : i1[95:80];
-  assign \$39  = stage0_amount6[0] ? i2[111:96] : i1[111:96];
-  assign \$40  = stage0_amount7[0] ? i2[127:112] : i1[127:112];
-  assign \$41  = stage0_amount0[0] ? i3[15:0] : i2[15:0];
-  assign \$42  = stage0_amount1[0] ? i3[31:16] : i2[31:16];
-  assign \$43  = stage0_amount2[0] ? i3[47:32] : i2[47:32];
-  assign \$44  = stage0_amount3[0] ? i3[63:48] : i2[63:48];
-  assign \$45  = stage0_amount4[0] ? i3[79:64] : i2[79:64];
-  assign \$46  = stage0_amount5[0] ? i3[95:80] : i2[95:80];
-  assign \$47  = stage0_amount6[0] ? i3[111:96] : i2[111:96];
-  assign \$48  = stage0_amount7[0] ? i3[127:112] : i2[127:112];
-  assign \$49  = stage0_amount0[0] ? i4[15:0] : i3[15:0];
-  assign \$50  = stage0_amount1[0] ? i4[31:16] : i3[31:16];
-  assign \$51  = stage0_amount2[0] ? i4[47:32] : i3[47:32];
-  assign \$52  = stage0_amount3[0] ? i4[63:48] : i3[63:48];
-  assign \$53  = stage0_amount4[0] ? i4[79:64] : i3[79:64];
-  assign \$54  = stage0_amount5[0] ? i4[95:80] : i3[95:80];
-  assign \$55  = stage0_amount6[0] ? i4[111:96] : i3[111:96];
-  assign \$56  = stage0_amount7[0] ? i4[127:112] : i3[127:112];
-  assign \$57  = stage0_amount0[0] ? i5[15:0] : i4[15:0];
-  assign \$58  = stage0_amount1[0] ? i5[31:16] : i4[31:16];
-  assign \$59  = stage0_amount2[0] ? i5[47:32] : i4[47:32];
-  assign \$60  = stage0_amount3[0] ? i5[63:48] : i4[63:48];
-  assign \$61  = stage0_amount4[0] ? i5[79:64] : i4[79:64];
-  assign \$62  = stage0_amount5[0] ? i5[95:80] : i4[95:80];
-  assign \$63  = stage0_amount6[0] ? i5[111:96] : i4[111:96];
-  assign \$64  = stage0_amount7[0] ? i5[127:112] : i4[127:112];
-  assign \$65  = stage0_amount0[0] ? i6[15:0] : i5[15:0];
-  assign \$66  = stage0_amount1[0] ? i6[31:16] : i5[31:16];
-  assign \$67  = stage0_amount2[0] ? i6[47:32] : i5[47:32];
-  assign \$68  = stage0_amount3[0] ? i6[63:48] : i5[63:48];
-  assign \$69  = stage0_amount4[0] ? i6[79:64] : i5[79:64];
-  assign \$70  = stage0_amount5[0] ? i6[95:80] : i5[95:80];
-  assign \$71  = stage0_amount6[0] ? i6[111:96] : i5[111:96];
-  assign \$72  = stage0_amount7[0] ? i6[127:112] : i5[127:112];
-  assign \$73  = stage0_amount0[0] ? i7[15:0] : i6[15:0];
-  assign \$74  = stage0_amount1[0] ? i7[31:16] : i6[31:16];
-  assign \$75  = stage0_amount2[0] ? i7[47:32] : i6[47:32];
-  assign \$76  = stage0_amount3[0] ? i7[63:48] : i6[63:48];
-  assign \$77  = stage0_amount4[0] ? i7[79:64] : i6[79:64];
-  assign \$78  = stage0_amount5[0] ? i7[95:80] : i6[95:80];
-  assign \$79  = stage0_amount6[0] ? i7[111:96] : i6[111:96];
-  assign \$80  = stage0_amount7[0] ? i7[127:112] : i6[127:112];
-  assign \$81  = stage0_amount0[0] ? i0[15:0] : i7[15:0];
-  assign \$82  = stage0_amount1[0] ? i0[31:16] : i7[31:16];
-  assign \$83  = stage0_amount2[0] ? i0[47:32] : i7[47:32];
-  assign \$84  = stage0_amount3[0] ? i0[63:48] : i7[63:48];
-  assign \$85  = stage0_amount4[0] ? i0[79:64] : i7[79:64];
-  assign \$86  = stage0_amount5[0] ? i0[95:80] : i7[95:80];
-  assign \$87  = stage0_amount6[0] ? i0[111:96] : i7[111:96];
-  assign \$88  = stage0_amount7[0] ? i0[127:112] : i7[127:112];
-  assign \$89  = stage1_amount0 == 3'h7;
-  assign \$90  = stage1_amount0 + 1'h1;
-  assign \$91  = \$89  ? 4'h0 : \$90 ;
-  assign \$92  = stage1_amount1 == 3'h7;
-  assign \$93  = stage1_amount1 + 1'h1;
-  assign \$94  = \$92  ? 4'h0 : \$93 ;
-  assign \$95  = stage1_amount2 == 3'h7;
-  assign \$96  = stage1_amount2 + 1'h1;
-  assign \$97  = \$95  ? 4'h0 : \$96 ;
-  assign \$98  = stage1_amount3 == 3'h7;
-  assign \$99  = stage1_amount3 + 1'h1;
-  assign \$100  = \$98  ? 4'h0 : \$99 ;
-  assign \$101  = stage1_amount4 == 3'h7;
-  assign \$102  = stage1_amount4 + 1'h1;
-  assign \$103  = \$101  ? 4'h0 : \$102 ;
-  assign \$104  = stage1_amount5 == 3'h7;
-  assign \$105  = stage1_amount5 + 1'h1;
-  assign \$106  = \$104  ? 4'h0 : \$105 ;
-  assign \$107  = stage1_amount6 == 3'h7;
-  assign \$108  = stage1_amount6 + 1'h1;
-  assign \$109  = \$107  ? 4'h0 : \$108 ;
-  assign \$110  = stage1_amount7 == 3'h7;
-  assign \$111  = stage1_amount7 + 1'h1;
-  assign \$112  = \$110  ? 4'h0 : \$111 ;
-  assign \$113  = stage1_amount0[1] ? stage0_word2[15:0] : stage0_word0[15:0];
-  assign \$114  = stage1_amount1[1] ? stage0_word2[31:16] : stage0_word0[31:16];
-  assign \$115  = stage1_amount2[1] ? stage0_word2[47:32] : stage0_word0[47:32];
-  assign \$116  = stage1_amount3[1] ? stage0_word2[63:48] : stage0_word0[63:48];
-  assign \$117  = stage1_amount4[1] ? stage0_word2[79:64] : stage0_word0[79:64];
-  assign \$118  = stage1_amount5[1] ? stage0_word2[95:80] : stage0_word0[95:80];
-  assign \$119  = stage1_amount6[1] ? stage0_word2[111:96] : stage0_word0[111:96];
-  assign \$120  = stage1_amount7[1] ? stage0_word2[127:112] : stage0_word0[127:112];
-  assign \$121  = stage1_amount0[1] ? stage0_word3[15:0] : stage0_word1[15:0];
-  assign \$122  = stage1_amount1[1] ? stage0_word3[31:16] : stage0_word1[31:16];
-  assign \$123  = stage1_amount2[1] ? stage0_word3[47:32] : stage0_word1[47:32];
-  assign \$124  = stage1_amount3[1] ? stage0_word3[63:48] : stage0_word1[63:48];
-  assign \$125  = stage1_amount4[1] ? stage0_word3[79:64] : stage0_word1[79:64];
-  assign \$126  = stage1_amount5[1] ? stage0_word3[95:80] : stage0_word1[95:80];
-  assign \$127  = stage1_amount6[1] ? stage0_word3[111:96] : stage0_word1[111:96];
-  assign \$128  = stage1_amount7[1] ? stage0_word3[127:112] : stage0_word1[127:112];
-  assign \$129  = stage1_amount0[1] ? stage0_word4[15:0] : stage0_word2[15:0];
-  assign \$130  = stage1_amount1[1] ? stage0_word4[31:16] : stage0_word2[31:16];
-  assign \$131  = stage1_amount2[1] ? stage0_word4[47:32] : stage0_word2[47:32];
-  assign \$132  = stage1_amount3[1] ? stage0_word4[63:48] : stage0_word2[63:48];
-  assign \$133  = stage1_amount4[1] ? stage0_word4[79:64] : stage0_word2[79:64];
-  assign \$134  = stage1_amount5[1] ? stage0_word4[95:80] : stage0_word2[95:80];
-  assign \$135  = stage1_amount6[1] ? stage0_word4[111:96] : stage0_word2[111:96];
-  assign \$136  = stage1_amount7[1] ? stage0_word4[127:112] : stage0_word2[127:112];
-  assign \$137  = stage1_amount0[1] ? stage0_word5[15:0] : stage0_word3[15:0];
-  assign \$138  = stage1_amount1[1] ? stage0_word5[31:16] : stage0_word3[31:16];
-  assign \$139  = stage1_amount2[1] ? stage0_word5[47:32] : stage0_word3[47:32];
-  assign \$140  = stage1_amount3[1] ? stage0_word5[63:48] : stage0_word3[63:48];
-  assign \$141  = stage1_amount4[1] ? stage0_word5[79:64] : stage0_word3[79:64];
-  assign \$142  = stage1_amount5[1] ? stage0_word5[95:80] : stage0_word3[95:80];
-  assign \$143  = stage1_amount6[1] ? stage0_word5[111:96] : stage0_word3[111:96];
-  assign \$144  = stage1_amount7[1] ? stage0_word5[127:112] : stage0_word3[127:112];
-  assign \$145  = stage1_amount0[1] ? stage0_word6[15:0] : stage0_word4[15:0];
-  assign \$146  = stage1_amount1[1] ? stage0_word6[31:16] : stage0_word4[31:16];
-  assign \$147  = stage1_amount2[1] ? stage0_word6[47:32] : stage0_word4[47:32];
-  assign \$148  = stage1_amount3[1] ? stage0_word6[63:48] : stage0_word4[63:48];
-  assign \$149  = stage1_amount4[1] ? stage0_word6[79:64] : stage0_word4[79:64];
-  assign \$150  = stage1_amount5[1] ? stage0_word6[95:80] : stage0_word4[95:80];
-  assign \$151  = stage1_amount6[1] ? stage0_word6[111:96] : stage0_word4[111:96];
-  assign \$152  = stage1_amount7[1] ? stage0_word6[127:112] : stage0_word4[127:112];
-  assign \$153  = stage1_amount0[1] ? stage0_word7[15:0] : stage0_word5[15:0];
-  assign \$154  = stage1_amount1[1] ? stage0_word7[31:16] : stage0_word5[31:16];
-  assign \$155  = stage1_amount2[1] ? stage0_word7[47:32] : stage0_word5[47:32];
-  assign \$156  = stage1_amount3[1] ? stage0_word7[63:48] : stage0_word5[63:48];
-  assign \$157  = stage1_amount4[1] ? stage0_word7[79:64] : stage0_word5[79:64];
-  assign \$158  = stage1_amount5[1] ? stage0_word7[95:80] : stage0_word5[95:80];
-  assign \$159  = stage1_amount6[1] ? stage0_word7[111:96] : stage0_word5[111:96];
-  assign \$160  = stage1_amount7[1] ? stage0_word7[127:112] : stage0_word5[127:112];
-  assign \$161  = stage1_amount0[1] ? stage0_word0[15:0] : stage0_word6[15:0];
-  assign \$162  = stage1_amount1[1] ? stage0_word0[31:16] : stage0_word6[31:16];
-  assign \$163  = stage1_amount2[1] ? stage0_word0[47:32] : stage0_word6[47:32];
-  assign \$164  = stage1_amount3[1] ? stage0_word0[63:48] : stage0_word6[63:48];
-  assign \$165  = stage1_amount4[1] ? stage0_word0[79:64] : stage0_word6[79:64];
-  assign \$166  = stage1_amount5[1] ? stage0_word0[95:80] : stage0_word6[95:80];
-  assign \$167  = stage1_amount6[1] ? stage0_word0[111:96] : stage0_word6[111:96];
-  assign \$168  = stage1_amount7[1] ? stage0_word0[127:112] : stage0_word6[127:112];
-  assign \$169  = stage1_amount0[1] ? stage0_word1[15:0] : stage0_word7[15:0];
-  assign \$170  = stage1_amount1[1] ? stage0_word1[31:16] : stage0_word7[31:16];
-  assign \$171  = stage1_amount2[1] ? stage0_word1[47:32] : stage0_word7[47:32];
-  assign \$172  = stage1_amount3[1] ? stage0_word1[63:48] : stage0_word7[63:48];
-  assign \$173  = stage1_amount4[1] ? stage0_word1[79:64] : stage0_word7[79:64];
-  assign \$174  = stage1_amount5[1] ? stage0_word1[95:80] : stage0_word7[95:80];
-  assign \$175  = stage1_amount6[1] ? stage0_word1[111:96] : stage0_word7[111:96];
-  assign \$176  = stage1_amount7[1] ? stage0_word1[127:112] : stage0_word7[127:112];
-  assign \$177  = stage2_amount0 == 3'h7;
-  assign \$178  = stage2_amount0 + 1'h1;
-  assign \$179  = \$177  ? 4'h0 : \$178 ;
-  assign \$180  = stage2_amount1 == 3'h7;
-  assign \$181  = stage2_amount1 + 1'h1;
-  assign \$182  = \$180  ? 4'h0 : \$181 ;
-  assign \$183  = stage2_amount2 == 3'h7;
-  assign \$184  = stage2_amount2 + 1'h1;
-  assign \$185  = \$183  ? 4'h0 : \$184 ;
-  assign \$186  = stage2_amount3 == 3'h7;
-  assign \$187  = stage2_amount3 + 1'h1;
-  assign \$188  = \$186  ? 4'h0 : \$187 ;
-  assign \$189  = stage2_amount4 == 3'h7;
-  assign \$190  = stage2_amount4 + 1'h1;
-  assign \$191  = \$189  ? 4'h0 : \$190 ;
-  assign \$192  = stage2_amount5 == 3'h7;
-  assign \$193  = stage2_amount5 + 1'h1;
-  assign \$194  = \$192  ? 4'h0 : \$193 ;
-  assign \$195  = stage2_amount6 == 3'h7;
-  assign \$196  = stage2_amount6 + 1'h1;
-  assign \$197  = \$195  ? 4'h0 : \$196 ;
-  assign \$198  = stage2_amount7 == 3'h7;
-  assign \$199  = stage2_amount7 + 1'h1;
-  assign \$200  = \$198  ? 4'h0 : \$199 ;
-  assign \$201  = stage2_amount0[2] ? stage1_word4[15:0] : stage1_word0[15:0];
-  assign \$202  = stage2_amount1[2] ? stage1_word4[31:16] : stage1_word0[31:16];
-  assign \$203  = stage2_amount2[2] ? stage1_word4[47:32] : stage1_word0[47:32];
-  assign \$204  = stage2_amount3[2] ? stage1_word4[63:48] : stage1_word0[63:48];
-  assign \$205  = stage2_amount4[2] ? stage1_word4[79:64] : stage1_word0[79:64];
-  assign \$206  = stage2_amount5[2] ? stage1_word4[95:80] : stage1_word0[95:80];
-  assign \$207  = stage2_amount6[2] ? stage1_word4[111:96] : stage1_word0[111:96];
-  assign \$208  = stage2_amount7[2] ? stage1_word4[127:112] : stage1_word0[127:112];
-  assign \$209  = stage2_amount0[2] ? stage1_word5[15:0] : stage1_word1[15:0];
-  assign \$210  = stage2_amount1[2] ? stage1_word5[31:16] : stage1_word1[31:16];
-  assign \$211  = stage2_amount2[2] ? stage1_word5[47:32] : stage1_word1[47:32];
-  assign \$212  = stage2_amount3[2] ? stage1_word5[63:48] : stage1_word1[63:48];
-  assign \$213  = stage2_amount4[2] ? stage1_word5[79:64] : stage1_word1[79:64];
-  assign \$214  = stage2_amount5[2] ? stage1_word5[95:80] : stage1_word1[95:80];
-  assign \$215  = stage2_amount6[2] ? stage1_word5[111:96] : stage1_word1[111:96];
-  assign \$216  = stage2_amount7[2] ? stage1_word5[127:112] : stage1_word1[127:112];
-  assign \$217  = stage2_amount0[2] ? stage1_word6[15:0] : stage1_word2[15:0];
-  assign \$218  = stage2_amount1[2] ? stage1_word6[31:16] : stage1_word2[31:16];
-  assign \$219  = stage2_amount2[2] ? stage1_word6[47:32] : stage1_word2[47:32];
-  assign \$220  = stage2_amount3[2] ? stage1_word6[63:48] : stage1_word2[63:48];
-  assign \$221  = stage2_amount4[2] ? stage1_word6[79:64] : stage1_word2[79:64];
-  assign \$222  = stage2_amount5[2] ? stage1_word6[95:80] : stage1_word2[95:80];
-  assign \$223  = stage2_amount6[2] ? stage1_word6[111:96] : stage1_word2[111:96];
-  assign \$224  = stage2_amount7[2] ? stage1_word6[127:112] : stage1_word2[127:112];
-  assign \$225  = stage2_amount0[2] ? stage1_word7[15:0] : stage1_word3[15:0];
-  assign \$226  = stage2_amount1[2] ? stage1_word7[31:16] : stage1_word3[31:16];
-  assign \$227  = stage2_amount2[2] ? stage1_word7[47:32] : stage1_word3[47:32];
-  assign \$228  = stage2_amount3[2] ? stage1_word7[63:48] : stage1_word3[63:48];
-  assign \$229  = stage2_amount4[2] ? stage1_word7[79:64] : stage1_word3[79:64];
-  assign \$230  = stage2_amount5[2] ? stage1_word7[95:80] : stage1_word3[95:80];
-  assign \$231  = stage2_amount6[2] ? stage1_word7[111:96] : stage1_word3[111:96];
-  assign \$232  = stage2_amount7[2] ? stage1_word7[127:112] : stage1_word3[127:112];
-  assign \$233  = stage2_amount0[2] ? stage1_word0[15:0] : stage1_word4[15:0];
-  assign \$234  = stage2_amount1[2] ? stage1_word0[31:16] : stage1_word4[31:16];
-  assign \$235  = stage2_amount2[2] ? stage1_word0[47:32] : stage1_word4[47:32];
-  assign \$236  = stage2_amount3[2] ? stage1_word0[63:48] : stage1_word4[63:48];
-  assign \$237  = stage2_amount4[2] ? stage1_word0[79:64] : stage1_word4[79:64];
-  assign \$238  = stage2_amount5[2] ? stage1_word0[95:80] : stage1_word4[95:80];
-  assign \$239  = stage2_amount6[2] ? stage1_word0[111:96] : stage1_word4[111:96];
-  assign \$240  = stage2_amount7[2] ? stage1_word0[127:112] : stage1_word4[127:112];
-  assign \$241  = stage2_amount0[2] ? stage1_word1[15:0] : stage1_word5[15:0];
-  assign \$242  = stage2_amount1[2] ? stage1_word1[31:16] : stage1_word5[31:16];
-  assign \$243  = stage2_amount2[2] ? stage1_word1[47:32] : stage1_word5[47:32];
-  assign \$244  = stage2_amount3[2] ? stage1_word1[63:48] : stage1_word5[63:48];
-  assign \$245  = stage2_amount4[2] ? stage1_word1[79:64] : stage1_word5[79:64];
-  assign \$246  = stage2_amount5[2] ? stage1_word1[95:80] : stage1_word5[95:80];
-  assign \$247  = stage2_amount6[2] ? stage1_word1[111:96] : stage1_word5[111:96];
-  assign \$248  = stage2_amount7[2] ? stage1_word1[127:112] : stage1_word5[127:112];
-  assign \$249  = stage2_amount0[2] ? stage1_word2[15:0] : stage1_word6[15:0];
-  assign \$250  = stage2_amount1[2] ? stage1_word2[31:16] : stage1_word6[31:16];
-  assign \$251  = stage2_amount2[2] ? stage1_word2[47:32] : stage1_word6[47:32];
-  assign \$252  = stage2_amount3[2] ? stage1_word2[63:48] : stage1_word6[63:48];
-  assign \$253  = stage2_amount4[2] ? stage1_word2[79:64] : stage1_word6[79:64];
-  assign \$254  = stage2_amount5[2] ? stage1_word2[95:80] : stage1_word6[95:80];
-  assign \$255  = stage2_amount6[2] ? stage1_word2[111:96] : stage1_word6[111:96];
-  assign \$256  = stage2_amount7[2] ? stage1_word2[127:112] : stage1_word6[127:112];
-  assign \$257  = stage2_amount0[2] ? stage1_word3[15:0] : stage1_word7[15:0];
-  assign \$258  = stage2_amount1[2] ? stage1_word3[31:16] : stage1_word7[31:16];
-  assign \$259  = stage2_amount2[2] ? stage1_word3[47:32] : stage1_word7[47:32];
-  assign \$260  = stage2_amount3[2] ? stage1_word3[63:48] : stage1_word7[63:48];
-  assign \$261  = stage2_amount4[2] ? stage1_word3[79:64] : stage1_word7[79:64];
-  assign \$262  = stage2_amount5[2] ? stage1_word3[95:80] : stage1_word7[95:80];
-  assign \$263  = stage2_amount6[2] ? stage1_word3[111:96] : stage1_word7[111:96];
-  assign \$264  = stage2_amount7[2] ? stage1_word3[127:112] : stage1_word7[127:112];
+  reg [2:0] stage2_word7_amount0 = 3'h1;
+  reg [2:0] stage2_word7_amount1 = 3'h1;
+  reg [2:0] stage2_word7_amount2 = 3'h1;
+  reg [2:0] stage2_word7_amount3 = 3'h1;
+  reg [2:0] stage2_word7_amount4 = 3'h1;
+  reg [2:0] stage2_word7_amount5 = 3'h1;
+  reg [2:0] stage2_word7_amount6 = 3'h1;
+  reg [2:0] stage2_word7_amount7 = 3'h1;
   always @(posedge clk)
-    stage0_amount0 <= \$265 ;
+    stage0_word2_amount2 <= \$403 ;
   always @(posedge clk)
-    stage0_amount1 <= \$266 ;
+    stage0_word2_amount3 <= \$404 ;
   always @(posedge clk)
-    stage0_amount2 <= \$267 ;
+    stage0_word2_amount4 <= \$405 ;
   always @(posedge clk)
-    stage0_amount3 <= \$268 ;
+    stage0_word2_amount5 <= \$406 ;
   always @(posedge clk)
-    stage0_amount4 <= \$269 ;
+    stage0_word2_amount6 <= \$407 ;
   always @(posedge clk)
-    stage0_amount5 <= \$270 ;
-  always @(posedge clk)
-    stage0_amount6 <= \$271 ;
-  always @(posedge clk)
-    stage0_amount7 <= \$272 ;
-  always @(posedge clk)
-    stage0_word0 <= { \$32 , \$31 , \$30 , \$29 , \$28 , \$27 , \$26 , \$25  };
-  always @(posedge clk)
-    stage0_word1 <= { \$40 , \$39 , \$38 , \$37 , \$36 , \$35 , \$34 , \$33  };
+    stage0_word2_amount7 <= \$408 ;
   always @(posedge clk)
     stage0_word2 <= { \$48 , \$47 , \$46 , \$45 , \$44 , \$43 , \$42 , \$41  };
   always @(posedge clk)
-    stage0_word3 <= { \$56 , \$55 , \$54 , \$53 , \$52 , \$51 , \$50 , \$49  };
+    stage0_word3_amount0 <= \$409 ;
   always @(posedge clk)
-    stage0_word4 <= { \$64 , \$63 , \$62 , \$61 , \$60 , \$59 , \$58 , \$57  };
+    stage0_word3_amount1 <= \$410 ;
   always @(posedge clk)
-    stage0_word5 <= { \$72 , \$71 , \$70 , \$69 , \$68 , \$67 , \$66 , \$65  };
+    stage0_word3_amount2 <= \$411 ;
   always @(posedge clk)
-    stage0_word6 <= { \$80 , \$79 , \$78 , \$77 , \$76 , \$75 , \$74 , \$73  };
+    stage0_word3_amount3 <= \$412 ;
   always @(posedge clk)
-    stage0_word7 <= { \$88 , \$87 , \$86 , \$85 , \$84 , \$83 , \$82 , \$81  };
+    stage0_word3_amount4 <= \$413 ;
   always @(posedge clk)
-    stage1_amount0 <= \$273 ;
+    stage0_word3_amount5 <= \$414 ;
   always @(posedge clk)
-    stage1_amount1 <= \$274 ;
+    stage0_word3_amount6 <= \$415 ;
   always @(posedge clk)
-    stage1_amount2 <= \$275 ;
+    stage0_word3_amount7 <= \$416 ;
   always @(posedge clk)
-    stage1_amount3 <= \$276 ;
+    stage0_word3 <= { \$64 , \$63 , \$62 , \$61 , \$60 , \$59 , \$58 , \$57  };
   always @(posedge clk)
-    stage1_amount4 <= \$277 ;
+    stage0_word4_amount0 <= \$417 ;
   always @(posedge clk)
-    stage1_amount5 <= \$278 ;
+    stage0_word4_amount1 <= \$418 ;
   always @(posedge clk)
-    stage1_amount6 <= \$279 ;
+    stage0_word4_amount2 <= \$419 ;
   always @(posedge clk)
-    stage1_amount7 <= \$280 ;
+    stage0_word4_amount3 <= \$420 ;
   always @(posedge clk)
-    stage1_word0 <= { \$120 , \$119 , \$118 , \$117 , \$116 , \$115 , \$114 , \$113  };
+    stage0_word4_amount4 <= \$421 ;
   always @(posedge clk)
-    stage1_word1 <= { \$128 , \$127 , \$126 , \$125 , \$124 , \$123 , \$122 , \$121  };
+    stage0_word4_amount5 <= \$422 ;
   always @(posedge clk)
-    stage1_word2 <= { \$136 , \$135 , \$134 , \$133 , \$132 , \$131 , \$130 , \$129  };
+    stage0_word4_amount6 <= \$423 ;
   always @(posedge clk)
-    stage1_word3 <= { \$144 , \$143 , \$142 , \$141 , \$140 , \$139 , \$138 , \$137  };
+    stage0_word4_amount7 <= \$424 ;
   always @(posedge clk)
-    stage1_word4 <= { \$152 , \$151 , \$150 , \$149 , \$148 , \$147 , \$146 , \$145  };
+    stage0_word4 <= { \$80 , \$79 , \$78 , \$77 , \$76 , \$75 , \$74 , \$73  };
   always @(posedge clk)
-    stage1_word5 <= { \$160 , \$159 , \$158 , \$157 , \$156 , \$155 , \$154 , \$153  };
+    stage0_word5_amount0 <= \$425 ;
   always @(posedge clk)
-    stage1_word6 <= { \$168 , \$167 , \$166 , \$165 , \$164 , \$163 , \$162 , \$161  };
+    stage0_word5_amount1 <= \$426 ;
   always @(posedge clk)
-    stage1_word7 <= { \$176 , \$175 , \$174 , \$173 , \$172 , \$171 , \$170 , \$169  };
+    stage0_word5_amount2 <= \$427 ;
   always @(posedge clk)
-    stage2_amount0 <= \$281 ;
+    stage0_word5_amount3 <= \$428 ;
   always @(posedge clk)
-    stage2_amount1 <= \$282 ;
+    stage0_word5_amount4 <= \$429 ;
   always @(posedge clk)
-    stage2_amount2 <= \$283 ;
+    stage0_word5_amount5 <= \$430 ;
   always @(posedge clk)
-    stage2_amount3 <= \$284 ;
+    stage0_word5_amount6 <= \$431 ;
   always @(posedge clk)
-    stage2_amount4 <= \$285 ;
+    stage0_word5_amount7 <= \$432 ;
   always @(posedge clk)
-    stage2_amount5 <= \$286 ;
+    stage0_word5 <= { \$96 , \$95 , \$94 , \$93 , \$92 , \$91 , \$90 , \$89  };
   always @(posedge clk)
-    stage2_amount6 <= \$287 ;
+    stage0_word6_amount0 <= \$433 ;
   always @(posedge clk)
-    stage2_amount7 <= \$288 ;
+    stage0_word6_amount1 <= \$434 ;
   always @(posedge clk)
-    stage2_word0 <= { \$208 , \$207 , \$206 , \$205 , \$204 , \$203 , \$202 , \$201  };
+    stage0_word6_amount2 <= \$435 ;
   always @(posedge clk)
-    stage2_word1 <= { \$216 , \$215 , \$214 , \$213 , \$212 , \$211 , \$210 , \$209  };
+    stage0_word6_amount3 <= \$436 ;
   always @(posedge clk)
-    stage2_word2 <= { \$224 , \$223 , \$222 , \$221 , \$220 , \$219 , \$218 , \$217  };
+    stage0_word6_amount4 <= \$437 ;
   always @(posedge clk)
-    stage2_word3 <= { \$232 , \$231 , \$230 , \$229 , \$228 , \$227 , \$226 , \$225  };
+    stage0_word6_amount5 <= \$438 ;
   always @(posedge clk)
-    stage2_word4 <= { \$240 , \$239 , \$238 , \$237 , \$236 , \$235 , \$234 , \$233  };
+    stage0_word6_amount6 <= \$439 ;
   always @(posedge clk)
-    stage2_word5 <= { \$248 , \$247 , \$246 , \$245 , \$244 , \$243 , \$242 , \$241  };
+    stage0_word6_amount7 <= \$440 ;
   always @(posedge clk)
-    stage2_word6 <= { \$256 , \$255 , \$254 , \$253 , \$252 , \$251 , \$250 , \$249  };
+    stage0_word6 <= { \$112 , \$111 , \$110 , \$109 , \$108 , \$107 , \$106 , \$105  };
   always @(posedge clk)
-    stage2_word7 <= { \$264 , \$263 , \$262 , \$261 , \$260 , \$259 , \$258 , \$257  };
+    stage0_word7_amount0 <= \$441 ;
+  always @(posedge clk)
+    stage0_word7_amount1 <= \$442 ;
+  always @(posedge clk)
+    stage0_word7_amount2 <= \$443 ;
+  always @(posedge clk)
+    stage0_word7_amount3 <= \$444 ;
+  always @(posedge clk)
+    stage0_word7_amount4 <= \$445 ;
+  always @(posedge clk)
+    stage0_word7_amount5 <= \$446 ;
+  always @(posedge clk)
+    stage0_word7_amount6 <= \$447 ;
+  always @(posedge clk)
+    stage0_word7_amount7 <= \$448 ;
+  always @(posedge clk)
+    stage0_word7 <= { \$128 , \$127 , \$126 , \$125 , \$124 , \$123 , \$122 , \$121  };
+  always @(posedge clk)
+    stage1_word0_amount0 <= \$449 ;
+  always @(posedge clk)
+    stage1_word0_amount1 <= \$450 ;
+  always @(posedge clk)
+    stage1_word0_amount2 <= \$451 ;
+  always @(posedge clk)
+    stage1_word0_amount3 <= \$452 ;
+  always @(posedge clk)
+    stage1_word0_amount4 <= \$453 ;
+  always @(posedge clk)
+    stage1_word0_amount5 <= \$454 ;
+  always @(posedge clk)
+    stage1_word0_amount6 <= \$455 ;
+  always @(posedge clk)
+    stage1_word0_amount7 <= \$456 ;
+  always @(posedge clk)
+    stage1_word0 <= { \$144 , \$143 , \$142 , \$141 , \$140 , \$139 , \$138 , \$137  };
+  always @(posedge clk)
+    stage1_word1_amount0 <= \$457 ;
+  always @(posedge clk)
+    stage1_word1_amount1 <= \$458 ;
+  always @(posedge clk)
+    stage1_word1_amount2 <= \$459 ;
+  always @(posedge clk)
+    stage1_word1_amount3 <= \$460 ;
+  always @(posedge clk)
+    stage1_word1_amount4 <= \$461 ;
+  always @(posedge clk)
+    stage1_word1_amount5 <= \$462 ;
+  always @(posedge clk)
+    stage1_word1_amount6 <= \$463 ;
+  always @(posedge clk)
+    stage1_word1_amount7 <= \$464 ;
+  always @(posedge clk)
+    stage1_word1 <= { \$160 , \$159 , \$158 , \$157 , \$156 , \$155 , \$154 , \$153  };
+  always @(posedge clk)
+    stage1_word2_amount0 <= \$465 ;
+  always @(posedge clk)
+    stage1_word2_amount1 <= \$466 ;
+  always @(posedge clk)
+    stage1_word2_amount2 <= \$467 ;
+  always @(posedge clk)
+    stage1_word2_amount3 <= \$468 ;
+  always @(posedge clk)
+    stage1_word2_amount4 <= \$469 ;
+  always @(posedge clk)
+    stage1_word2_amount5 <= \$470 ;
+  always @(posedge clk)
+    stage1_word2_amount6 <= \$471 ;
+  always @(posedge clk)
+    stage1_word2_amount7 <= \$472 ;
+  always @(posedge clk)
+    stage1_word2 <= { \$176 , \$175 , \$174 , \$173 , \$172 , \$171 , \$170 , \$169  };
+  always @(posedge clk)
+    stage1_word3_amount0 <= \$473 ;
+  always @(posedge clk)
+    stage1_word3_amount1 <= \$474 ;
+  always @(posedge clk)
+    stage1_word3_amount2 <= \$475 ;
+  always @(posedge clk)
+    stage1_word3_amount3 <= \$476 ;
+  always @(posedge clk)
+    stage1_word3_amount4 <= \$477 ;
+  always @(posedge clk)
+    stage1_word3_amount5 <= \$478 ;
+  always @(posedge clk)
+    stage1_word3_amount6 <= \$479 ;
+  always @(posedge clk)
+    stage1_word3_amount7 <= \$480 ;
+  always @(posedge clk)
+    stage1_word3 <= { \$192 , \$191 , \$190 , \$189 , \$188 , \$187 , \$186 , \$185  };
+  always @(posedge clk)
+    stage1_word4_amount0 <= \$481 ;
+  always @(posedge clk)
+    stage1_word4_amount1 <= \$482 ;
+  always @(posedge clk)
+    stage1_word4_amount2 <= \$483 ;
+  always @(posedge clk)
+    stage1_word4_amount3 <= \$484 ;
+  always @(posedge clk)
+    stage1_word4_amount4 <= \$485 ;
+  always @(posedge clk)
+    stage1_word4_amount5 <= \$486 ;
+  always @(posedge clk)
+    stage1_word4_amount6 <= \$487 ;
+  always @(posedge clk)
+    stage1_word4_amount7 <= \$488 ;
+  always @(posedge clk)
+    stage1_word4 <= { \$208 , \$207 , \$206 , \$205 , \$204 , \$203 , \$202 , \$201  };
+  always @(posedge clk)
+    stage1_word5_amount0 <= \$489 ;
+  always @(posedge clk)
+    stage1_word5_amount1 <= \$490 ;
+  always @(posedge clk)
+    stage1_word5_amount2 <= \$491 ;
+  always @(posedge clk)
+    stage1_word5_amount3 <= \$492 ;
+  always @(posedge clk)
+    stage1_word5_amount4 <= \$493 ;
+  always @(posedge clk)
+    stage1_word5_amount5 <= \$494 ;
+  always @(posedge clk)
+    stage1_word5_amount6 <= \$495 ;
+  always @(posedge clk)
+    stage1_word5_amount7 <= \$496 ;
+  always @(posedge clk)
+    stage1_word5 <= { \$224 , \$223 , \$222 , \$221 , \$220 , \$219 , \$218 , \$217  };
+  always @(posedge clk)
+    stage1_word6_amount0 <= \$497 ;
+  always @(posedge clk)
+    stage1_word6_amount1 <= \$498 ;
+  always @(posedge clk)
+    stage1_word6_amount2 <= \$499 ;
+  always @(posedge clk)
+    stage1_word6_amount3 <= \$500 ;
+  always @(posedge clk)
+    stage1_word6_amount4 <= \$501 ;
+  always @(posedge clk)
+    stage1_word6_amount5 <= \$502 ;
+  always @(posedge clk)
+    stage1_word6_amount6 <= \$503 ;
+  always @(posedge clk)
+    stage1_word6_amount7 <= \$504 ;
+  always @(posedge clk)
+    stage1_word6 <= { \$240 , \$239 , \$238 , \$237 , \$236 , \$235 , \$234 , \$233  };
+  always @(posedge clk)
+    stage1_word7_amount0 <= \$505 ;
+  always @(posedge clk)
+    stage1_word7_amount1 <= \$506 ;
+  always @(posedge clk)
+    stage1_word7_amount2 <= \$507 ;
+  always @(posedge clk)
+    stage1_word7_amount3 <= \$508 ;
+  always @(posedge clk)
+    stage1_word7_amount4 <= \$509 ;
+  always @(posedge clk)
+    stage1_word7_amount5 <= \$510 ;
+  always @(posedge clk)
+    stage1_word7_amount6 <= \$511 ;
+  always @(posedge clk)
+    stage1_word7_amount7 <= \$512 ;
+  always @(posedge clk)
+    stage1_word7 <= { \$256 , \$255 , \$254 , \$253 , \$252 , \$251 , \$250 , \$249  };
+  always @(posedge clk)
+    stage2_word0_amount0 <= \$513 ;
+  always @(posedge clk)
+    stage2_word0_amount1 <= \$514 ;
+  always @(posedge clk)
+    stage2_word0_amount2 <= \$515 ;
+  always @(posedge clk)
+    stage2_word0_amount3 <= \$516 ;
+  always @(posedge clk)
+    stage2_word0_amount4 <= \$517 ;
+  always @(posedge clk)
+    stage2_word0_amount5 <= \$518 ;
+  always @(posedge clk)
+    stage2_word0_amount6 <= \$519 ;
+  always @(posedge clk)
+    stage2_word0_amount7 <= \$520 ;
+  always @(posedge clk)
+    stage2_word0 <= { \$272 , \$271 , \$270 , \$269 , \$268 , \$267 , \$266 , \$265  };
+  always @(posedge clk)
+    stage2_word1_amount0 <= \$521 ;
+  always @(posedge clk)
+    stage2_word1_amount1 <= \$522 ;
+  always @(posedge clk)
+    stage2_word1_amount2 <= \$523 ;
+  always @(posedge clk)
+    stage2_word1_amount3 <= \$524 ;
+  always @(posedge clk)
+    stage2_word1_amount4 <= \$525 ;
+  always @(posedge clk)
+    stage2_word1_amount5 <= \$526 ;
+  always @(posedge clk)
+    stage2_word1_amount6 <= \$527 ;
+  always @(posedge clk)
+    stage2_word1_amount7 <= \$528 ;
+  always @(posedge clk)
+    stage2_word1 <= { \$288 , \$287 , \$286 , \$285 , \$284 , \$283 , \$282 , \$281  };
+  always @(posedge clk)
+    stage2_word2_amount0 <= \$529 ;
+  always @(posedge clk)
+    stage2_word2_amount1 <= \$530 ;
+  always @(posedge clk)
+    stage2_word2_amount2 <= \$531 ;
+  always @(posedge clk)
+    stage2_word2_amount3 <= \$532 ;
+  always @(posedge clk)
+    stage2_word2_amount4 <= \$533 ;
+  always @(posedge clk)
+    stage2_word2_amount5 <= \$534 ;
+  always @(posedge clk)
+    stage2_word2_amount6 <= \$535 ;
+  always @(posedge clk)
+    stage2_word2_amount7 <= \$536 ;
+  always @(posedge clk)
+    stage2_word2 <= { \$304 , \$303 , \$302 , \$301 , \$300 , \$299 , \$298 , \$297  };
+  always @(posedge clk)
+    stage2_word3_amount0 <= \$537 ;
+  always @(posedge clk)
+    stage2_word3_amount1 <= \$538 ;
+  always @(posedge clk)
+    stage2_word3_amount2 <= \$539 ;
+  always @(posedge clk)
+    stage2_word3_amount3 <= \$540 ;
+  always @(posedge clk)
+    stage2_word3_amount4 <= \$541 ;
+  always @(posedge clk)
+    stage2_word3_amount5 <= \$542 ;
+  always @(posedge clk)
+    stage2_word3_amount6 <= \$543 ;
+  always @(posedge clk)
+    stage2_word3_amount7 <= \$544 ;
+  always @(posedge clk)
+    stage2_word3 <= { \$320 , \$319 , \$318 , \$317 , \$316 , \$315 , \$314 , \$313  };
+  always @(posedge clk)
+    stage2_word4_amount0 <= \$545 ;
+  always @(posedge clk)
+    stage2_word4_amount1 <= \$546 ;
+  always @(posedge clk)
+    stage2_word4_amount2 <= \$547 ;
+  always @(posedge clk)
+    stage2_word4_amount3 <= \$548 ;
+  always @(posedge clk)
+    stage2_word4_amount4 <= \$549 ;
+  always @(posedge clk)
+    stage2_word4_amount5 <= \$550 ;
+  always @(posedge clk)
+    stage2_word4_amount6 <= \$551 ;
+  always @(posedge clk)
+    stage2_word4_amount7 <= \$552 ;
+  always @(posedge clk)
+    stage2_word4 <= { \$336 , \$335 , \$334 , \$333 , \$332 , \$331 , \$330 , \$329  };
+  always @(posedge clk)
+    stage2_word5_amount0 <= \$553 ;
+  always @(posedge clk)
+    stage2_word5_amount1 <= \$554 ;
+  always @(posedge clk)
+    stage2_word5_amount2 <= \$555 ;
+  always @(posedge clk)
+    stage2_word5_amount3 <= \$556 ;
+  always @(posedge clk)
+    stage2_word5_amount4 <= \$557 ;
+  always @(posedge clk)
+    stage2_word5_amount5 <= \$558 ;
+  always @(posedge clk)
+    stage2_word5_amount6 <= \$559 ;
+  always @(posedge clk)
+    stage2_word5_amount7 <= \$560 ;
+  always @(posedge clk)
+    stage2_word5 <= { \$352 , \$351 , \$350 , \$349 , \$348 , \$347 , \$346 , \$345  };
+  always @(posedge clk)
+    stage2_word6_amount0 <= \$561 ;
+  always @(posedge clk)
+    stage2_word6_amount1 <= \$562 ;
+  always @(posedge clk)
+    stage2_word6_amount2 <= \$563 ;
+  always @(posedge clk)
+    stage2_word6_amount3 <= \$564 ;
+  always @(posedge clk)
+    stage2_word6_amount4 <= \$565 ;
+  always @(posedge clk)
+    stage2_word6_amount5 <= \$566 ;
+  always @(posedge clk)
+    stage2_word6_amount6 <= \$567 ;
+  always @(posedge clk)
+    stage2_word6_amount7 <= \$568 ;
+  always @(posedge clk)
+    stage2_word6 <= { \$368 , \$367 , \$366 , \$365 , \$364 , \$363 , \$362 , \$361  };
+  always @(posedge clk)
+    stage2_word7_amount0 <= \$569 ;
+  always @(posedge clk)
+    stage2_word7_amount1 <= \$570 ;
+  always @(posedge clk)
+    stage2_word7_amount2 <= \$571 ;
+  always @(posedge clk)
+    stage2_word7_amount3 <= \$572 ;
+  always @(posedge clk)
+    stage2_word7_amount4 <= \$573 ;
+  always @(posedge clk)
+    stage2_word7_amount5 <= \$574 ;
+  always @(posedge clk)
+    stage2_word7_amount6 <= \$575 ;
+  always @(posedge clk)
+    stage2_word7_amount7 <= \$576 ;
+  always @(posedge clk)
+    stage2_word7 <= { \$384 , \$383 , \$382 , \$381 , \$380 , \$379 , \$378 , \$377  };
+  assign \$1  = stage0_word0_amount0 + 1'h1;
+  assign \$2  = stage0_word0_amount1 + 1'h1;
+  assign \$3  = stage0_word0_amount2 + 1'h1;
+  assign \$4  = stage0_word0_amount3 + 1'h1;
+  assign \$5  = stage0_word0_amount4 + 1'h1;
+  assign \$6  = stage0_word0_amount5 + 1'h1;
+  assign \$7  = stage0_word0_amount6 + 1'h1;
+  assign \$8  = stage0_word0_amount7 + 1'h1;
+  assign \$9  = stage0_word0_amount0[0] ? i1[15:0] : i0[15:0];
+  assign \$10  = stage0_word0_amount1[0] ? i1[31:16] : i0[31:16];
+  assign \$11  = stage0_word0_amount2[0] ? i1[47:32] : i0[47:32];
+  assign \$12  = stage0_word0_amount3[0] ? i1[63:48] : i0[63:48];
+  assign \$13  = stage0_word0_amount4[0] ? i1[79:64] : i0[79:64];
+  assign \$14  = stage0_word0_amount5[0] ? i1[95:80] : i0[95:80];
+  assign \$15  = stage0_word0_amount6[0] ? i1[111:96] : i0[111:96];
+  assign \$16  = stage0_word0_amount7[0] ? i1[127:112] : i0[127:112];
+  assign \$17  = stage0_word1_amount0 + 1'h1;
+  assign \$18  = stage0_word1_amount1 + 1'h1;
+  assign \$19  = stage0_word1_amount2 + 1'h1;
+  assign \$20  = stage0_word1_amount3 + 1'h1;
+  assign \$21  = stage0_word1_amount4 + 1'h1;
+  assign \$22  = stage0_word1_amount5 + 1'h1;
+  assign \$23  = stage0_word1_amount6 + 1'h1;
+  assign \$24  = stage0_word1_amount7 + 1'h1;
+  assign \$25  = stage0_word1_amount0[0] ? i2[15:0] : i1[15:0];
+  assign \$26  = stage0_word1_amount1[0] ? i2[31:16] : i1[31:16];
+  assign \$27  = stage0_word1_amount2[0] ? i2[47:32] : i1[47:32];
+  assign \$28  = stage0_word1_amount3[0] ? i2[63:48] : i1[63:48];
+  assign \$29  = stage0_word1_amount4[0] ? i2[79:64] : i1[79:64];
+  assign \$30  = stage0_word1_amount5[0] ? i2[95:80] : i1[95:80];
+  assign \$31  = stage0_word1_amount6[0] ? i2[111:96] : i1[111:96];
+  assign \$32  = stage0_word1_amount7[0] ? i2[127:112] : i1[127:112];
+  assign \$33  = stage0_word2_amount0 + 1'h1;
+  assign \$34  = stage0_word2_amount1 + 1'h1;
+  assign \$35  = stage0_word2_amount2 + 1'h1;
+  assign \$36  = stage0_word2_amount3 + 1'h1;
+  assign \$37  = stage0_word2_amount4 + 1'h1;
+  assign \$38  = stage0_word2_amount5 + 1'h1;
+  assign \$39  = stage0_word2_amount6 + 1'h1;
+  assign \$40  = stage0_word2_amount7 + 1'h1;
+  assign \$41  = stage0_word2_amount0[0] ? i3[15:0] : i2[15:0];
+  assign \$42  = stage0_word2_amount1[0] ? i3[31:16] : i2[31:16];
+  assign \$43  = stage0_word2_amount2[0] ? i3[47:32] : i2[47:32];
+  assign \$44  = stage0_word2_amount3[0] ? i3[63:48] : i2[63:48];
+  assign \$45  = stage0_word2_amount4[0] ? i3[79:64] : i2[79:64];
+  assign \$46  = stage0_word2_amount5[0] ? i3[95:80] : i2[95:80];
+  assign \$47  = stage0_word2_amount6[0] ? i3[111:96] : i2[111:96];
+  assign \$48  = stage0_word2_amount7[0] ? i3[127:112] : i2[127:112];
+  assign \$49  = stage0_word3_amount0 + 1'h1;
+  assign \$50  = stage0_word3_amount1 + 1'h1;
+  assign \$51  = stage0_word3_amount2 + 1'h1;
+  assign \$52  = stage0_word3_amount3 + 1'h1;
+  assign \$53  = stage0_word3_amount4 + 1'h1;
+  assign \$54  = stage0_word3_amount5 + 1'h1;
+  assign \$55  = stage0_word3_amount6 + 1'h1;
+  assign \$56  = stage0_word3_amount7 + 1'h1;
+  assign \$57  = stage0_word3_amount0[0] ? i4[15:0] : i3[15:0];
+  assign \$58  = stage0_word3_amount1[0] ? i4[31:16] : i3[31:16];
+  assign \$59  = stage0_word3_amount2[0] ? i4[47:32] : i3[47:32];
+  assign \$60  = stage0_word3_amount3[0] ? i4[63:48] : i3[63:48];
+  assign \$61  = stage0_word3_amount4[0] ? i4[79:64] : i3[79:64];
+  assign \$62  = stage0_word3_amount5[0] ? i4[95:80] : i3[95:80];
+  assign \$63  = stage0_word3_amount6[0] ? i4[111:96] : i3[111:96];
+  assign \$64  = stage0_word3_amount7[0] ? i4[127:112] : i3[127:112];
+  assign \$65  = stage0_word4_amount0 + 1'h1;
+  assign \$66  = stage0_word4_amount1 + 1'h1;
+  assign \$67  = stage0_word4_amount2 + 1'h1;
+  assign \$68  = stage0_word4_amount3 + 1'h1;
+  assign \$69  = stage0_word4_amount4 + 1'h1;
+  assign \$70  = stage0_word4_amount5 + 1'h1;
+  assign \$71  = stage0_word4_amount6 + 1'h1;
+  assign \$72  = stage0_word4_amount7 + 1'h1;
+  assign \$73  = stage0_word4_amount0[0] ? i5[15:0] : i4[15:0];
+  assign \$74  = stage0_word4_amount1[0] ? i5[31:16] : i4[31:16];
+  assign \$75  = stage0_word4_amount2[0] ? i5[47:32] : i4[47:32];
+  assign \$76  = stage0_word4_amount3[0] ? i5[63:48] : i4[63:48];
+  assign \$77  = stage0_word4_amount4[0] ? i5[79:64] : i4[79:64];
+  assign \$78  = stage0_word4_amount5[0] ? i5[95:80] : i4[95:80];
+  assign \$79  = stage0_word4_amount6[0] ? i5[111:96] : i4[111:96];
+  assign \$80  = stage0_word4_amount7[0] ? i5[127:112] : i4[127:112];
+  assign \$81  = stage0_word5_amount0 + 1'h1;
+  assign \$82  = stage0_word5_amount1 + 1'h1;
+  assign \$83  = stage0_word5_amount2 + 1'h1;
+  assign \$84  = stage0_word5_amount3 + 1'h1;
+  assign \$85  = stage0_word5_amount4 + 1'h1;
+  assign \$86  = stage0_word5_amount5 + 1'h1;
+  assign \$87  = stage0_word5_amount6 + 1'h1;
+  assign \$88  = stage0_word5_amount7 + 1'h1;
+  assign \$89  = stage0_word5_amount0[0] ? i6[15:0] : i5[15:0];
+  assign \$90  = stage0_word5_amount1[0] ? i6[31:16] : i5[31:16];
+  assign \$91  = stage0_word5_amount2[0] ? i6[47:32] : i5[47:32];
+  assign \$92  = stage0_word5_amount3[0] ? i6[63:48] : i5[63:48];
+  assign \$93  = stage0_word5_amount4[0] ? i6[79:64] : i5[79:64];
+  assign \$94  = stage0_word5_amount5[0] ? i6[95:80] : i5[95:80];
+  assign \$95  = stage0_word5_amount6[0] ? i6[111:96] : i5[111:96];
+  assign \$96  = stage0_word5_amount7[0] ? i6[127:112] : i5[127:112];
+  assign \$97  = stage0_word6_amount0 + 1'h1;
+  assign \$98  = stage0_word6_amount1 + 1'h1;
+  assign \$99  = stage0_word6_amount2 + 1'h1;
+  assign \$100  = stage0_word6_amount3 + 1'h1;
+  assign \$101  = stage0_word6_amount4 + 1'h1;
+  assign \$102  = stage0_word6_amount5 + 1'h1;
+  assign \$103  = stage0_word6_amount6 + 1'h1;
+  assign \$104  = stage0_word6_amount7 + 1'h1;
+  assign \$105  = stage0_word6_amount0[0] ? i7[15:0] : i6[15:0];
+  assign \$106  = stage0_word6_amount1[0] ? i7[31:16] : i6[31:16];
+  assign \$107  = stage0_word6_amount2[0] ? i7[47:32] : i6[47:32];
+  assign \$108  = stage0_word6_amount3[0] ? i7[63:48] : i6[63:48];
+  assign \$109  = stage0_word6_amount4[0] ? i7[79:64] : i6[79:64];
+  assign \$110  = stage0_word6_amount5[0] ? i7[95:80] : i6[95:80];
+  assign \$111  = stage0_word6_amount6[0] ? i7[111:96] : i6[111:96];
+  assign \$112  = stage0_word6_amount7[0] ? i7[127:112] : i6[127:112];
+  assign \$113  = stage0_word7_amount0 + 1'h1;
+  assign \$114  = stage0_word7_amount1 + 1'h1;
+  assign \$115  = stage0_word7_amount2 + 1'h1;
+  assign \$116  = stage0_word7_amount3 + 1'h1;
+  assign \$117  = stage0_word7_amount4 + 1'h1;
+  assign \$118  = stage0_word7_amount5 + 1'h1;
+  assign \$119  = stage0_word7_amount6 + 1'h1;
+  assign \$120  = stage0_word7_amount7 + 1'h1;
+  assign \$121  = stage0_word7_amount0[0] ? i0[15:0] : i7[15:0];
+  assign \$122  = stage0_word7_amount1[0] ? i0[31:16] : i7[31:16];
+  assign \$123  = stage0_word7_amount2[0] ? i0[47:32] : i7[47:32];
+  assign \$124  = stage0_word7_amount3[0] ? i0[63:48] : i7[63:48];
+  assign \$125  = stage0_word7_amount4[0] ? i0[79:64] : i7[79:64];
+  assign \$126  = stage0_word7_amount5[0] ? i0[95:80] : i7[95:80];
+  assign \$127  = stage0_word7_amount6[0] ? i0[111:96] : i7[111:96];
+  assign \$128  = stage0_word7_amount7[0] ? i0[127:112] : i7[127:112];
+  assign \$129  = stage1_word0_amount0 + 1'h1;
+  assign \$130  = stage1_word0_amount1 + 1'h1;
+  assign \$131  = stage1_word0_amount2 + 1'h1;
+  assign \$132  = stage1_word0_amount3 + 1'h1;
+  assign \$133  = stage1_word0_amount4 + 1'h1;
+  assign \$134  = stage1_word0_amount5 + 1'h1;
+  assign \$135  = stage1_word0_amount6 + 1'h1;
+  assign \$136  = stage1_word0_amount7 + 1'h1;
+  assign \$137  = stage1_word0_amount0[1] ? stage0_word2[15:0] : stage0_word0[15:0];
+  assign \$138  = stage1_word0_amount1[1] ? stage0_word2[31:16] : stage0_word0[31:16];
+  assign \$139  = stage1_word0_amount2[1] ? stage0_word2[47:32] : stage0_word0[47:32];
+  assign \$140  = stage1_word0_amount3[1] ? stage0_word2[63:48] : stage0_word0[63:48];
+  assign \$141  = stage1_word0_amount4[1] ? stage0_word2[79:64] : stage0_word0[79:64];
+  assign \$142  = stage1_word0_amount5[1] ? stage0_word2[95:80] : stage0_word0[95:80];
+  assign \$143  = stage1_word0_amount6[1] ? stage0_word2[111:96] : stage0_word0[111:96];
+  assign \$144  = stage1_word0_amount7[1] ? stage0_word2[127:112] : stage0_word0[127:112];
+  assign \$145  = stage1_word1_amount0 + 1'h1;
+  assign \$146  = stage1_word1_amount1 + 1'h1;
+  assign \$147  = stage1_word1_amount2 + 1'h1;
+  assign \$148  = stage1_word1_amount3 + 1'h1;
+  assign \$149  = stage1_word1_amount4 + 1'h1;
+  assign \$150  = stage1_word1_amount5 + 1'h1;
+  assign \$151  = stage1_word1_amount6 + 1'h1;
+  assign \$152  = stage1_word1_amount7 + 1'h1;
+  assign \$153  = stage1_word1_amount0[1] ? stage0_word3[15:0] : stage0_word1[15:0];
+  assign \$154  = stage1_word1_amount1[1] ? stage0_word3[31:16] : stage0_word1[31:16];
+  assign \$155  = stage1_word1_amount2[1] ? stage0_word3[47:32] : stage0_word1[47:32];
+  assign \$156  = stage1_word1_amount3[1] ? stage0_word3[63:48] : stage0_word1[63:48];
+  assign \$157  = stage1_word1_amount4[1] ? stage0_word3[79:64] : stage0_word1[79:64];
+  assign \$158  = stage1_word1_amount5[1] ? stage0_word3[95:80] : stage0_word1[95:80];
+  assign \$159  = stage1_word1_amount6[1] ? stage0_word3[111:96] : stage0_word1[111:96];
+  assign \$160  = stage1_word1_amount7[1] ? stage0_word3[127:112] : stage0_word1[127:112];
+  assign \$161  = stage1_word2_amount0 + 1'h1;
+  assign \$162  = stage1_word2_amount1 + 1'h1;
+  assign \$163  = stage1_word2_amount2 + 1'h1;
+  assign \$164  = stage1_word2_amount3 + 1'h1;
+  assign \$165  = stage1_word2_amount4 + 1'h1;
+  assign \$166  = stage1_word2_amount5 + 1'h1;
+  assign \$167  = stage1_word2_amount6 + 1'h1;
+  assign \$168  = stage1_word2_amount7 + 1'h1;
+  assign \$169  = stage1_word2_amount0[1] ? stage0_word4[15:0] : stage0_word2[15:0];
+  assign \$170  = stage1_word2_amount1[1] ? stage0_word4[31:16] : stage0_word2[31:16];
+  assign \$171  = stage1_word2_amount2[1] ? stage0_word4[47:32] : stage0_word2[47:32];
+  assign \$172  = stage1_word2_amount3[1] ? stage0_word4[63:48] : stage0_word2[63:48];
+  assign \$173  = stage1_word2_amount4[1] ? stage0_word4[79:64] : stage0_word2[79:64];
+  assign \$174  = stage1_word2_amount5[1] ? stage0_word4[95:80] : stage0_word2[95:80];
+  assign \$175  = stage1_word2_amount6[1] ? stage0_word4[111:96] : stage0_word2[111:96];
+  assign \$176  = stage1_word2_amount7[1] ? stage0_word4[127:112] : stage0_word2[127:112];
+  assign \$177  = stage1_word3_amount0 + 1'h1;
+  assign \$178  = stage1_word3_amount1 + 1'h1;
+  assign \$179  = stage1_word3_amount2 + 1'h1;
+  assign \$180  = stage1_word3_amount3 + 1'h1;
+  assign \$181  = stage1_word3_amount4 + 1'h1;
+  assign \$182  = stage1_word3_amount5 + 1'h1;
+  assign \$183  = stage1_word3_amount6 + 1'h1;
+  assign \$184  = stage1_word3_amount7 + 1'h1;
+  assign \$185  = stage1_word3_amount0[1] ? stage0_word5[15:0] : stage0_word3[15:0];
+  assign \$186  = stage1_word3_amount1[1] ? stage0_word5[31:16] : stage0_word3[31:16];
+  assign \$187  = stage1_word3_amount2[1] ? stage0_word5[47:32] : stage0_word3[47:32];
+  assign \$188  = stage1_word3_amount3[1] ? stage0_word5[63:48] : stage0_word3[63:48];
+  assign \$189  = stage1_word3_amount4[1] ? stage0_word5[79:64] : stage0_word3[79:64];
+  assign \$190  = stage1_word3_amount5[1] ? stage0_word5[95:80] : stage0_word3[95:80];
+  assign \$191  = stage1_word3_amount6[1] ? stage0_word5[111:96] : stage0_word3[111:96];
+  assign \$192  = stage1_word3_amount7[1] ? stage0_word5[127:112] : stage0_word3[127:112];
+  assign \$193  = stage1_word4_amount0 + 1'h1;
+  assign \$194  = stage1_word4_amount1 + 1'h1;
+  assign \$195  = stage1_word4_amount2 + 1'h1;
+  assign \$196  = stage1_word4_amount3 + 1'h1;
+  assign \$197  = stage1_word4_amount4 + 1'h1;
+  assign \$198  = stage1_word4_amount5 + 1'h1;
+  assign \$199  = stage1_word4_amount6 + 1'h1;
+  assign \$200  = stage1_word4_amount7 + 1'h1;
+  assign \$201  = stage1_word4_amount0[1] ? stage0_word6[15:0] : stage0_word4[15:0];
+  assign \$202  = stage1_word4_amount1[1] ? stage0_word6[31:16] : stage0_word4[31:16];
+  assign \$203  = stage1_word4_amount2[1] ? stage0_word6[47:32] : stage0_word4[47:32];
+  assign \$204  = stage1_word4_amount3[1] ? stage0_word6[63:48] : stage0_word4[63:48];
+  assign \$205  = stage1_word4_amount4[1] ? stage0_word6[79:64] : stage0_word4[79:64];
+  assign \$206  = stage1_word4_amount5[1] ? stage0_word6[95:80] : stage0_word4[95:80];
+  assign \$207  = stage1_word4_amount6[1] ? stage0_word6[111:96] : stage0_word4[111:96];
+  assign \$208  = stage1_word4_amount7[1] ? stage0_word6[127:112] : stage0_word4[127:112];
+  assign \$209  = stage1_word5_amount0 + 1'h1;
+  assign \$210  = stage1_word5_amount1 + 1'h1;
+  assign \$211  = stage1_word5_amount2 + 1'h1;
+  assign \$212  = stage1_word5_amount3 + 1'h1;
+  assign \$213  = stage1_word5_amount4 + 1'h1;
+  assign \$214  = stage1_word5_amount5 + 1'h1;
+  assign \$215  = stage1_word5_amount6 + 1'h1;
+  assign \$216  = stage1_word5_amount7 + 1'h1;
+  assign \$217  = stage1_word5_amount0[1] ? stage0_word7[15:0] : stage0_word5[15:0];
+  assign \$218  = stage1_word5_amount1[1] ? stage0_word7[31:16] : stage0_word5[31:16];
+  assign \$219  = stage1_word5_amount2[1] ? stage0_word7[47:32] : stage0_word5[47:32];
+  assign \$220  = stage1_word5_amount3[1] ? stage0_word7[63:48] : stage0_word5[63:48];
+  assign \$221  = stage1_word5_amount4[1] ? stage0_word7[79:64] : stage0_word5[79:64];
+  assign \$222  = stage1_word5_amount5[1] ? stage0_word7[95:80] : stage0_word5[95:80];
+  assign \$223  = stage1_word5_amount6[1] ? stage0_word7[111:96] : stage0_word5[111:96];
+  assign \$224  = stage1_word5_amount7[1] ? stage0_word7[127:112] : stage0_word5[127:112];
+  assign \$225  = stage1_word6_amount0 + 1'h1;
+  assign \$226  = stage1_word6_amount1 + 1'h1;
+  assign \$227  = stage1_word6_amount2 + 1'h1;
+  assign \$228  = stage1_word6_amount3 + 1'h1;
+  assign \$229  = stage1_word6_amount4 + 1'h1;
+  assign \$230  = stage1_word6_amount5 + 1'h1;
+  assign \$231  = stage1_word6_amount6 + 1'h1;
+  assign \$232  = stage1_word6_amount7 + 1'h1;
+  assign \$233  = stage1_word6_amount0[1] ? stage0_word0[15:0] : stage0_word6[15:0];
+  assign \$234  = stage1_word6_amount1[1] ? stage0_word0[31:16] : stage0_word6[31:16];
+  assign \$235  = stage1_word6_amount2[1] ? stage0_word0[47:32] : stage0_word6[47:32];
+  assign \$236  = stage1_word6_amount3[1] ? stage0_word0[63:48] : stage0_word6[63:48];
+  assign \$237  = stage1_word6_amount4[1] ? stage0_word0[79:64] : stage0_word6[79:64];
+  assign \$238  = stage1_word6_amount5[1] ? stage0_word0[95:80] : stage0_word6[95:80];
+  assign \$239  = stage1_word6_amount6[1] ? stage0_word0[111:96] : stage0_word6[111:96];
+  assign \$240  = stage1_word6_amount7[1] ? stage0_word0[127:112] : stage0_word6[127:112];
+  assign \$241  = stage1_word7_amount0 + 1'h1;
+  assign \$242  = stage1_word7_amount1 + 1'h1;
+  assign \$243  = stage1_word7_amount2 + 1'h1;
+  assign \$244  = stage1_word7_amount3 + 1'h1;
+  assign \$245  = stage1_word7_amount4 + 1'h1;
+  assign \$246  = stage1_word7_amount5 + 1'h1;
+  assign \$247  = stage1_word7_amount6 + 1'h1;
+  assign \$248  = stage1_word7_amount7 + 1'h1;
+  assign \$249  = stage1_word7_amount0[1] ? stage0_word1[15:0] : stage0_word7[15:0];
+  assign \$250  = stage1_word7_amount1[1] ? stage0_word1[31:16] : stage0_word7[31:16];
+  assign \$251  = stage1_word7_amount2[1] ? stage0_word1[47:32] : stage0_word7[47:32];
+  assign \$252  = stage1_word7_amount3[1] ? stage0_word1[63:48] : stage0_word7[63:48];
+  assign \$253  = stage1_word7_amount4[1] ? stage0_word1[79:64] : stage0_word7[79:64];
+  assign \$254  = stage1_word7_amount5[1] ? stage0_word1[95:80] : stage0_word7[95:80];
+  assign \$255  = stage1_word7_amount6[1] ? stage0_word1[111:96] : stage0_word7[111:96];
+  assign \$256  = stage1_word7_amount7[1] ? stage0_word1[127:112] : stage0_word7[127:112];
+  assign \$257  = stage2_word0_amount0 + 1'h1;
+  assign \$258  = stage2_word0_amount1 + 1'h1;
+  assign \$259  = stage2_word0_amount2 + 1'h1;
+  assign \$260  = stage2_word0_amount3 + 1'h1;
+  assign \$261  = stage2_word0_amount4 + 1'h1;
+  assign \$262  = stage2_word0_amount5 + 1'h1;
+  assign \$263  = stage2_word0_amount6 + 1'h1;
+  assign \$264  = stage2_word0_amount7 + 1'h1;
+  assign \$265  = stage2_word0_amount0[2] ? stage1_word4[15:0] : stage1_word0[15:0];
+  assign \$266  = stage2_word0_amount1[2] ? stage1_word4[31:16] : stage1_word0[31:16];
+  assign \$267  = stage2_word0_amount2[2] ? stage1_word4[47:32] : stage1_word0[47:32];
+  assign \$268  = stage2_word0_amount3[2] ? stage1_word4[63:48] : stage1_word0[63:48];
+  assign \$269  = stage2_word0_amount4[2] ? stage1_word4[79:64] : stage1_word0[79:64];
+  assign \$270  = stage2_word0_amount5[2] ? stage1_word4[95:80] : stage1_word0[95:80];
+  assign \$271  = stage2_word0_amount6[2] ? stage1_word4[111:96] : stage1_word0[111:96];
+  assign \$272  = stage2_word0_amount7[2] ? stage1_word4[127:112] : stage1_word0[127:112];
+  assign \$273  = stage2_word1_amount0 + 1'h1;
+  assign \$274  = stage2_word1_amount1 + 1'h1;
+  assign \$275  = stage2_word1_amount2 + 1'h1;
+  assign \$276  = stage2_word1_amount3 + 1'h1;
+  assign \$277  = stage2_word1_amount4 + 1'h1;
+  assign \$278  = stage2_word1_amount5 + 1'h1;
+  assign \$279  = stage2_word1_amount6 + 1'h1;
+  assign \$280  = stage2_word1_amount7 + 1'h1;
+  assign \$281  = stage2_word1_amount0[2] ? stage1_word5[15:0] : stage1_word1[15:0];
+  assign \$282  = stage2_word1_amount1[2] ? stage1_word5[31:16] : stage1_word1[31:16];
+  assign \$283  = stage2_word1_amount2[2] ? stage1_word5[47:32] : stage1_word1[47:32];
+  assign \$284  = stage2_word1_amount3[2] ? stage1_word5[63:48] : stage1_word1[63:48];
+  assign \$285  = stage2_word1_amount4[2] ? stage1_word5[79:64] : stage1_word1[79:64];
+  assign \$286  = stage2_word1_amount5[2] ? stage1_word5[95:80] : stage1_word1[95:80];
+  assign \$287  = stage2_word1_amount6[2] ? stage1_word5[111:96] : stage1_word1[111:96];
+  assign \$288  = stage2_word1_amount7[2] ? stage1_word5[127:112] : stage1_word1[127:112];
+  assign \$289  = stage2_word2_amount0 + 1'h1;
+  assign \$290  = stage2_word2_amount1 + 1'h1;
+  assign \$291  = stage2_word2_amount2 + 1'h1;
+  assign \$292  = stage2_word2_amount3 + 1'h1;
+  assign \$293  = stage2_word2_amount4 + 1'h1;
+  assign \$294  = stage2_word2_amount5 + 1'h1;
+  assign \$295  = stage2_word2_amount6 + 1'h1;
+  assign \$296  = stage2_word2_amount7 + 1'h1;
+  assign \$297  = stage2_word2_amount0[2] ? stage1_word6[15:0] : stage1_word2[15:0];
+  assign \$298  = stage2_word2_amount1[2] ? stage1_word6[31:16] : stage1_word2[31:16];
+  assign \$299  = stage2_word2_amount2[2] ? stage1_word6[47:32] : stage1_word2[47:32];
+  assign \$300  = stage2_word2_amount3[2] ? stage1_word6[63:48] : stage1_word2[63:48];
+  assign \$301  = stage2_word2_amount4[2] ? stage1_word6[79:64] : stage1_word2[79:64];
+  assign \$302  = stage2_word2_amount5[2] ? stage1_word6[95:80] : stage1_word2[95:80];
+  assign \$303  = stage2_word2_amount6[2] ? stage1_word6[111:96] : stage1_word2[111:96];
+  assign \$304  = stage2_word2_amount7[2] ? stage1_word6[127:112] : stage1_word2[127:112];
+  assign \$305  = stage2_word3_amount0 + 1'h1;
+  assign \$306  = stage2_word3_amount1 + 1'h1;
+  assign \$307  = stage2_word3_amount2 + 1'h1;
+  assign \$308  = stage2_word3_amount3 + 1'h1;
+  assign \$309  = stage2_word3_amount4 + 1'h1;
+  assign \$310  = stage2_word3_amount5 + 1'h1;
+  assign \$311  = stage2_word3_amount6 + 1'h1;
+  assign \$312  = stage2_word3_amount7 + 1'h1;
+  assign \$313  = stage2_word3_amount0[2] ? stage1_word7[15:0] : stage1_word3[15:0];
+  assign \$314  = stage2_word3_amount1[2] ? stage1_word7[31:16] : stage1_word3[31:16];
+  assign \$315  = stage2_word3_amount2[2] ? stage1_word7[47:32] : stage1_word3[47:32];
+  assign \$316  = stage2_word3_amount3[2] ? stage1_word7[63:48] : stage1_word3[63:48];
+  assign \$317  = stage2_word3_amount4[2] ? stage1_word7[79:64] : stage1_word3[79:64];
+  assign \$318  = stage2_word3_amount5[2] ? stage1_word7[95:80] : stage1_word3[95:80];
+  assign \$319  = stage2_word3_amount6[2] ? stage1_word7[111:96] : stage1_word3[111:96];
+  assign \$320  = stage2_word3_amount7[2] ? stage1_word7[127:112] : stage1_word3[127:112];
+  assign \$321  = stage2_word4_amount0 + 1'h1;
+  assign \$322  = stage2_word4_amount1 + 1'h1;
+  assign \$323  = stage2_word4_amount2 + 1'h1;
+  assign \$324  = stage2_word4_amount3 + 1'h1;
+  assign \$325  = stage2_word4_amount4 + 1'h1;
+  assign \$326  = stage2_word4_amount5 + 1'h1;
+  assign \$327  = stage2_word4_amount6 + 1'h1;
+  assign \$328  = stage2_word4_amount7 + 1'h1;
+  assign \$329  = stage2_word4_amount0[2] ? stage1_word0[15:0] : stage1_word4[15:0];
+  assign \$330  = stage2_word4_amount1[2] ? stage1_word0[31:16] : stage1_word4[31:16];
+  assign \$331  = stage2_word4_amount2[2] ? stage1_word0[47:32] : stage1_word4[47:32];
+  assign \$332  = stage2_word4_amount3[2] ? stage1_word0[63:48] : stage1_word4[63:48];
+  assign \$333  = stage2_word4_amount4[2] ? stage1_word0[79:64] : stage1_word4[79:64];
+  assign \$334  = stage2_word4_amount5[2] ? stage1_word0[95:80] : stage1_word4[95:80];
+  assign \$335  = stage2_word4_amount6[2] ? stage1_word0[111:96] : stage1_word4[111:96];
+  assign \$336  = stage2_word4_amount7[2] ? stage1_word0[127:112] : stage1_word4[127:112];
+  assign \$337  = stage2_word5_amount0 + 1'h1;
+  assign \$338  = stage2_word5_amount1 + 1'h1;
+  assign \$339  = stage2_word5_amount2 + 1'h1;
+  assign \$340  = stage2_word5_amount3 + 1'h1;
+  assign \$341  = stage2_word5_amount4 + 1'h1;
+  assign \$342  = stage2_word5_amount5 + 1'h1;
+  assign \$343  = stage2_word5_amount6 + 1'h1;
+  assign \$344  = stage2_word5_amount7 + 1'h1;
+  assign \$345  = stage2_word5_amount0[2] ? stage1_word1[15:0] : stage1_word5[15:0];
+  assign \$346  = stage2_word5_amount1[2] ? stage1_word1[31:16] : stage1_word5[31:16];
+  assign \$347  = stage2_word5_amount2[2] ? stage1_word1[47:32] : stage1_word5[47:32];
+  assign \$348  = stage2_word5_amount3[2] ? stage1_word1[63:48] : stage1_word5[63:48];
+  assign \$349  = stage2_word5_amount4[2] ? stage1_word1[79:64] : stage1_word5[79:64];
+  assign \$350  = stage2_word5_amount5[2] ? stage1_word1[95:80] : stage1_word5[95:80];
+  assign \$351  = stage2_word5_amount6[2] ? stage1_word1[111:96] : stage1_word5[111:96];
+  assign \$352  = stage2_word5_amount7[2] ? stage1_word1[127:112] : stage1_word5[127:112];
+  assign \$353  = stage2_word6_amount0 + 1'h1;
+  assign \$354  = stage2_word6_amount1 + 1'h1;
+  assign \$355  = stage2_word6_amount2 + 1'h1;
+  assign \$356  = stage2_word6_amount3 + 1'h1;
+  assign \$357  = stage2_word6_amount4 + 1'h1;
+  assign \$358  = stage2_word6_amount5 + 1'h1;
+  assign \$359  = stage2_word6_amount6 + 1'h1;
+  assign \$360  = stage2_word6_amount7 + 1'h1;
+  assign \$361  = stage2_word6_amount0[2] ? stage1_word2[15:0] : stage1_word6[15:0];
+  assign \$362  = stage2_word6_amount1[2] ? stage1_word2[31:16] : stage1_word6[31:16];
+  assign \$363  = stage2_word6_amount2[2] ? stage1_word2[47:32] : stage1_word6[47:32];
+  assign \$364  = stage2_word6_amount3[2] ? stage1_word2[63:48] : stage1_word6[63:48];
+  assign \$365  = stage2_word6_amount4[2] ? stage1_word2[79:64] : stage1_word6[79:64];
+  assign \$366  = stage2_word6_amount5[2] ? stage1_word2[95:80] : stage1_word6[95:80];
+  assign \$367  = stage2_word6_amount6[2] ? stage1_word2[111:96] : stage1_word6[111:96];
+  assign \$368  = stage2_word6_amount7[2] ? stage1_word2[127:112] : stage1_word6[127:112];
+  assign \$369  = stage2_word7_amount0 + 1'h1;
+  assign \$370  = stage2_word7_amount1 + 1'h1;
+  assign \$371  = stage2_word7_amount2 + 1'h1;
+  assign \$372  = stage2_word7_amount3 + 1'h1;
+  assign \$373  = stage2_word7_amount4 + 1'h1;
+  assign \$374  = stage2_word7_amount5 + 1'h1;
+  assign \$375  = stage2_word7_amount6 + 1'h1;
+  assign \$376  = stage2_word7_amount7 + 1'h1;
+  assign \$377  = stage2_word7_amount0[2] ? stage1_word3[15:0] : stage1_word7[15:0];
+  assign \$378  = stage2_word7_amount1[2] ? stage1_word3[31:16] : stage1_word7[31:16];
+  assign \$379  = stage2_word7_amount2[2] ? stage1_word3[47:32] : stage1_word7[47:32];
+  assign \$380  = stage2_word7_amount3[2] ? stage1_word3[63:48] : stage1_word7[63:48];
+  assign \$381  = stage2_word7_amount4[2] ? stage1_word3[79:64] : stage1_word7[79:64];
+  assign \$382  = stage2_word7_amount5[2] ? stage1_word3[95:80] : stage1_word7[95:80];
+  assign \$383  = stage2_word7_amount6[2] ? stage1_word3[111:96] : stage1_word7[111:96];
+  assign \$384  = stage2_word7_amount7[2] ? stage1_word3[127:112] : stage1_word7[127:112];
+  always @(posedge clk)
+    stage0_word0_amount0 <= \$385 ;
+  always @(posedge clk)
+    stage0_word0_amount1 <= \$386 ;
+  always @(posedge clk)
+    stage0_word0_amount2 <= \$387 ;
+  always @(posedge clk)
+    stage0_word0_amount3 <= \$388 ;
+  always @(posedge clk)
+    stage0_word0_amount4 <= \$389 ;
+  always @(posedge clk)
+    stage0_word0_amount5 <= \$390 ;
+  always @(posedge clk)
+    stage0_word0_amount6 <= \$391 ;
+  always @(posedge clk)
+    stage0_word0_amount7 <= \$392 ;
+  always @(posedge clk)
+    stage0_word0 <= { \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9  };
+  always @(posedge clk)
+    stage0_word1_amount0 <= \$393 ;
+  always @(posedge clk)
+    stage0_word1_amount1 <= \$394 ;
+  always @(posedge clk)
+    stage0_word1_amount2 <= \$395 ;
+  always @(posedge clk)
+    stage0_word1_amount3 <= \$396 ;
+  always @(posedge clk)
+    stage0_word1_amount4 <= \$397 ;
+  always @(posedge clk)
+    stage0_word1_amount5 <= \$398 ;
+  always @(posedge clk)
+    stage0_word1_amount6 <= \$399 ;
+  always @(posedge clk)
+    stage0_word1_amount7 <= \$400 ;
+  always @(posedge clk)
+    stage0_word1 <= { \$32 , \$31 , \$30 , \$29 , \$28 , \$27 , \$26 , \$25  };
+  always @(posedge clk)
+    stage0_word2_amount0 <= \$401 ;
+  always @(posedge clk)
+    stage0_word2_amount1 <= \$402 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$265  = \$3 [2:0];
+    \$404  = \$36 [2:0];
     if (rst) begin
-      \$265  = 3'h3;
+      \$404  = 3'h3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$266  = \$6 [2:0];
+    \$405  = \$37 [2:0];
     if (rst) begin
-      \$266  = 3'h3;
+      \$405  = 3'h3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$267  = \$9 [2:0];
+    \$406  = \$38 [2:0];
     if (rst) begin
-      \$267  = 3'h3;
+      \$406  = 3'h3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$268  = \$12 [2:0];
+    \$407  = \$39 [2:0];
     if (rst) begin
-      \$268  = 3'h3;
+      \$407  = 3'h3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$269  = \$15 [2:0];
+    \$408  = \$40 [2:0];
     if (rst) begin
-      \$269  = 3'h3;
+      \$408  = 3'h3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$270  = \$18 [2:0];
+    \$409  = \$49 [2:0];
     if (rst) begin
-      \$270  = 3'h3;
+      \$409  = 3'h3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$271  = \$21 [2:0];
+    \$410  = \$50 [2:0];
     if (rst) begin
-      \$271  = 3'h3;
+      \$410  = 3'h3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$272  = \$24 [2:0];
+    \$411  = \$51 [2:0];
     if (rst) begin
-      \$272  = 3'h3;
+      \$411  = 3'h3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$273  = \$91 [2:0];
+    \$412  = \$52 [2:0];
     if (rst) begin
-      \$273  = 3'h2;
+      \$412  = 3'h3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$274  = \$94 [2:0];
+    \$413  = \$53 [2:0];
     if (rst) begin
-      \$274  = 3'h2;
+      \$413  = 3'h3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$275  = \$97 [2:0];
+    \$414  = \$54 [2:0];
     if (rst) begin
-      \$275  = 3'h2;
+      \$414  = 3'h3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$276  = \$100 [2:0];
+    \$415  = \$55 [2:0];
     if (rst) begin
-      \$276  = 3'h2;
+      \$415  = 3'h3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$277  = \$103 [2:0];
+    \$416  = \$56 [2:0];
     if (rst) begin
-      \$277  = 3'h2;
+      \$416  = 3'h3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$278  = \$106 [2:0];
+    \$417  = \$65 [2:0];
     if (rst) begin
-      \$278  = 3'h2;
+      \$417  = 3'h3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$279  = \$109 [2:0];
+    \$418  = \$66 [2:0];
     if (rst) begin
-      \$279  = 3'h2;
+      \$418  = 3'h3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$280  = \$112 [2:0];
+    \$419  = \$67 [2:0];
     if (rst) begin
-      \$280  = 3'h2;
+      \$419  = 3'h3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$281  = \$179 [2:0];
+    \$420  = \$68 [2:0];
     if (rst) begin
-      \$281  = 3'h1;
+      \$420  = 3'h3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$282  = \$182 [2:0];
+    \$421  = \$69 [2:0];
     if (rst) begin
-      \$282  = 3'h1;
+      \$421  = 3'h3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$283  = \$185 [2:0];
+    \$422  = \$70 [2:0];
     if (rst) begin
-      \$283  = 3'h1;
+      \$422  = 3'h3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$284  = \$188 [2:0];
+    \$423  = \$71 [2:0];
     if (rst) begin
-      \$284  = 3'h1;
+      \$423  = 3'h3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$285  = \$191 [2:0];
+    \$424  = \$72 [2:0];
     if (rst) begin
-      \$285  = 3'h1;
+      \$424  = 3'h3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$286  = \$194 [2:0];
+    \$425  = \$81 [2:0];
     if (rst) begin
-      \$286  = 3'h1;
+      \$425  = 3'h3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$287  = \$197 [2:0];
+    \$426  = \$82 [2:0];
     if (rst) begin
-      \$287  = 3'h1;
+      \$426  = 3'h3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$288  = \$200 [2:0];
+    \$427  = \$83 [2:0];
     if (rst) begin
-      \$288  = 3'h1;
+      \$427  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$428  = \$84 [2:0];
+    if (rst) begin
+      \$428  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$429  = \$85 [2:0];
+    if (rst) begin
+      \$429  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$430  = \$86 [2:0];
+    if (rst) begin
+      \$430  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$431  = \$87 [2:0];
+    if (rst) begin
+      \$431  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$432  = \$88 [2:0];
+    if (rst) begin
+      \$432  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$433  = \$97 [2:0];
+    if (rst) begin
+      \$433  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$434  = \$98 [2:0];
+    if (rst) begin
+      \$434  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$435  = \$99 [2:0];
+    if (rst) begin
+      \$435  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$436  = \$100 [2:0];
+    if (rst) begin
+      \$436  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$437  = \$101 [2:0];
+    if (rst) begin
+      \$437  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$438  = \$102 [2:0];
+    if (rst) begin
+      \$438  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$439  = \$103 [2:0];
+    if (rst) begin
+      \$439  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$440  = \$104 [2:0];
+    if (rst) begin
+      \$440  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$441  = \$113 [2:0];
+    if (rst) begin
+      \$441  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$442  = \$114 [2:0];
+    if (rst) begin
+      \$442  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$443  = \$115 [2:0];
+    if (rst) begin
+      \$443  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$444  = \$116 [2:0];
+    if (rst) begin
+      \$444  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$445  = \$117 [2:0];
+    if (rst) begin
+      \$445  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$446  = \$118 [2:0];
+    if (rst) begin
+      \$446  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$447  = \$119 [2:0];
+    if (rst) begin
+      \$447  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$448  = \$120 [2:0];
+    if (rst) begin
+      \$448  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$449  = \$129 [2:0];
+    if (rst) begin
+      \$449  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$450  = \$130 [2:0];
+    if (rst) begin
+      \$450  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$451  = \$131 [2:0];
+    if (rst) begin
+      \$451  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$452  = \$132 [2:0];
+    if (rst) begin
+      \$452  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$453  = \$133 [2:0];
+    if (rst) begin
+      \$453  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$454  = \$134 [2:0];
+    if (rst) begin
+      \$454  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$455  = \$135 [2:0];
+    if (rst) begin
+      \$455  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$456  = \$136 [2:0];
+    if (rst) begin
+      \$456  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$457  = \$145 [2:0];
+    if (rst) begin
+      \$457  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$458  = \$146 [2:0];
+    if (rst) begin
+      \$458  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$459  = \$147 [2:0];
+    if (rst) begin
+      \$459  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$460  = \$148 [2:0];
+    if (rst) begin
+      \$460  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$461  = \$149 [2:0];
+    if (rst) begin
+      \$461  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$462  = \$150 [2:0];
+    if (rst) begin
+      \$462  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$463  = \$151 [2:0];
+    if (rst) begin
+      \$463  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$464  = \$152 [2:0];
+    if (rst) begin
+      \$464  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$465  = \$161 [2:0];
+    if (rst) begin
+      \$465  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$466  = \$162 [2:0];
+    if (rst) begin
+      \$466  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$467  = \$163 [2:0];
+    if (rst) begin
+      \$467  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$468  = \$164 [2:0];
+    if (rst) begin
+      \$468  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$469  = \$165 [2:0];
+    if (rst) begin
+      \$469  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$470  = \$166 [2:0];
+    if (rst) begin
+      \$470  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$471  = \$167 [2:0];
+    if (rst) begin
+      \$471  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$472  = \$168 [2:0];
+    if (rst) begin
+      \$472  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$473  = \$177 [2:0];
+    if (rst) begin
+      \$473  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$474  = \$178 [2:0];
+    if (rst) begin
+      \$474  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$475  = \$179 [2:0];
+    if (rst) begin
+      \$475  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$476  = \$180 [2:0];
+    if (rst) begin
+      \$476  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$477  = \$181 [2:0];
+    if (rst) begin
+      \$477  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$478  = \$182 [2:0];
+    if (rst) begin
+      \$478  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$479  = \$183 [2:0];
+    if (rst) begin
+      \$479  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$480  = \$184 [2:0];
+    if (rst) begin
+      \$480  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$481  = \$193 [2:0];
+    if (rst) begin
+      \$481  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$482  = \$194 [2:0];
+    if (rst) begin
+      \$482  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$483  = \$195 [2:0];
+    if (rst) begin
+      \$483  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$484  = \$196 [2:0];
+    if (rst) begin
+      \$484  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$485  = \$197 [2:0];
+    if (rst) begin
+      \$485  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$486  = \$198 [2:0];
+    if (rst) begin
+      \$486  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$487  = \$199 [2:0];
+    if (rst) begin
+      \$487  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$488  = \$200 [2:0];
+    if (rst) begin
+      \$488  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$489  = \$209 [2:0];
+    if (rst) begin
+      \$489  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$490  = \$210 [2:0];
+    if (rst) begin
+      \$490  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$491  = \$211 [2:0];
+    if (rst) begin
+      \$491  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$492  = \$212 [2:0];
+    if (rst) begin
+      \$492  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$493  = \$213 [2:0];
+    if (rst) begin
+      \$493  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$494  = \$214 [2:0];
+    if (rst) begin
+      \$494  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$495  = \$215 [2:0];
+    if (rst) begin
+      \$495  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$496  = \$216 [2:0];
+    if (rst) begin
+      \$496  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$497  = \$225 [2:0];
+    if (rst) begin
+      \$497  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$498  = \$226 [2:0];
+    if (rst) begin
+      \$498  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$499  = \$227 [2:0];
+    if (rst) begin
+      \$499  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$500  = \$228 [2:0];
+    if (rst) begin
+      \$500  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$501  = \$229 [2:0];
+    if (rst) begin
+      \$501  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$502  = \$230 [2:0];
+    if (rst) begin
+      \$502  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$503  = \$231 [2:0];
+    if (rst) begin
+      \$503  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$504  = \$232 [2:0];
+    if (rst) begin
+      \$504  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$505  = \$241 [2:0];
+    if (rst) begin
+      \$505  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$506  = \$242 [2:0];
+    if (rst) begin
+      \$506  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$507  = \$243 [2:0];
+    if (rst) begin
+      \$507  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$508  = \$244 [2:0];
+    if (rst) begin
+      \$508  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$509  = \$245 [2:0];
+    if (rst) begin
+      \$509  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$510  = \$246 [2:0];
+    if (rst) begin
+      \$510  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$511  = \$247 [2:0];
+    if (rst) begin
+      \$511  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$512  = \$248 [2:0];
+    if (rst) begin
+      \$512  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$513  = \$257 [2:0];
+    if (rst) begin
+      \$513  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$514  = \$258 [2:0];
+    if (rst) begin
+      \$514  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$515  = \$259 [2:0];
+    if (rst) begin
+      \$515  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$516  = \$260 [2:0];
+    if (rst) begin
+      \$516  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$517  = \$261 [2:0];
+    if (rst) begin
+      \$517  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$518  = \$262 [2:0];
+    if (rst) begin
+      \$518  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$519  = \$263 [2:0];
+    if (rst) begin
+      \$519  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$520  = \$264 [2:0];
+    if (rst) begin
+      \$520  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$521  = \$273 [2:0];
+    if (rst) begin
+      \$521  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$522  = \$274 [2:0];
+    if (rst) begin
+      \$522  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$523  = \$275 [2:0];
+    if (rst) begin
+      \$523  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$524  = \$276 [2:0];
+    if (rst) begin
+      \$524  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$525  = \$277 [2:0];
+    if (rst) begin
+      \$525  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$526  = \$278 [2:0];
+    if (rst) begin
+      \$526  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$527  = \$279 [2:0];
+    if (rst) begin
+      \$527  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$528  = \$280 [2:0];
+    if (rst) begin
+      \$528  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$529  = \$289 [2:0];
+    if (rst) begin
+      \$529  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$530  = \$290 [2:0];
+    if (rst) begin
+      \$530  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$531  = \$291 [2:0];
+    if (rst) begin
+      \$531  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$532  = \$292 [2:0];
+    if (rst) begin
+      \$532  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$533  = \$293 [2:0];
+    if (rst) begin
+      \$533  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$534  = \$294 [2:0];
+    if (rst) begin
+      \$534  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$535  = \$295 [2:0];
+    if (rst) begin
+      \$535  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$536  = \$296 [2:0];
+    if (rst) begin
+      \$536  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$537  = \$305 [2:0];
+    if (rst) begin
+      \$537  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$538  = \$306 [2:0];
+    if (rst) begin
+      \$538  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$539  = \$307 [2:0];
+    if (rst) begin
+      \$539  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$540  = \$308 [2:0];
+    if (rst) begin
+      \$540  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$541  = \$309 [2:0];
+    if (rst) begin
+      \$541  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$542  = \$310 [2:0];
+    if (rst) begin
+      \$542  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$543  = \$311 [2:0];
+    if (rst) begin
+      \$543  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$544  = \$312 [2:0];
+    if (rst) begin
+      \$544  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$545  = \$321 [2:0];
+    if (rst) begin
+      \$545  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$546  = \$322 [2:0];
+    if (rst) begin
+      \$546  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$547  = \$323 [2:0];
+    if (rst) begin
+      \$547  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$548  = \$324 [2:0];
+    if (rst) begin
+      \$548  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$549  = \$325 [2:0];
+    if (rst) begin
+      \$549  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$550  = \$326 [2:0];
+    if (rst) begin
+      \$550  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$551  = \$327 [2:0];
+    if (rst) begin
+      \$551  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$552  = \$328 [2:0];
+    if (rst) begin
+      \$552  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$553  = \$337 [2:0];
+    if (rst) begin
+      \$553  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$554  = \$338 [2:0];
+    if (rst) begin
+      \$554  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$555  = \$339 [2:0];
+    if (rst) begin
+      \$555  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$556  = \$340 [2:0];
+    if (rst) begin
+      \$556  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$557  = \$341 [2:0];
+    if (rst) begin
+      \$557  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$558  = \$342 [2:0];
+    if (rst) begin
+      \$558  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$559  = \$343 [2:0];
+    if (rst) begin
+      \$559  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$560  = \$344 [2:0];
+    if (rst) begin
+      \$560  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$561  = \$353 [2:0];
+    if (rst) begin
+      \$561  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$562  = \$354 [2:0];
+    if (rst) begin
+      \$562  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$563  = \$355 [2:0];
+    if (rst) begin
+      \$563  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$564  = \$356 [2:0];
+    if (rst) begin
+      \$564  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$565  = \$357 [2:0];
+    if (rst) begin
+      \$565  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$566  = \$358 [2:0];
+    if (rst) begin
+      \$566  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$567  = \$359 [2:0];
+    if (rst) begin
+      \$567  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$568  = \$360 [2:0];
+    if (rst) begin
+      \$568  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$569  = \$369 [2:0];
+    if (rst) begin
+      \$569  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$570  = \$370 [2:0];
+    if (rst) begin
+      \$570  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$571  = \$371 [2:0];
+    if (rst) begin
+      \$571  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$572  = \$372 [2:0];
+    if (rst) begin
+      \$572  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$573  = \$373 [2:0];
+    if (rst) begin
+      \$573  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$574  = \$374 [2:0];
+    if (rst) begin
+      \$574  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$575  = \$375 [2:0];
+    if (rst) begin
+      \$575  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$576  = \$376 [2:0];
+    if (rst) begin
+      \$576  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$385  = \$1 [2:0];
+    if (rst) begin
+      \$385  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$386  = \$2 [2:0];
+    if (rst) begin
+      \$386  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$387  = \$3 [2:0];
+    if (rst) begin
+      \$387  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$388  = \$4 [2:0];
+    if (rst) begin
+      \$388  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$389  = \$5 [2:0];
+    if (rst) begin
+      \$389  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$390  = \$6 [2:0];
+    if (rst) begin
+      \$390  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$391  = \$7 [2:0];
+    if (rst) begin
+      \$391  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$392  = \$8 [2:0];
+    if (rst) begin
+      \$392  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$393  = \$17 [2:0];
+    if (rst) begin
+      \$393  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$394  = \$18 [2:0];
+    if (rst) begin
+      \$394  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$395  = \$19 [2:0];
+    if (rst) begin
+      \$395  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$396  = \$20 [2:0];
+    if (rst) begin
+      \$396  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$397  = \$21 [2:0];
+    if (rst) begin
+      \$397  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$398  = \$22 [2:0];
+    if (rst) begin
+      \$398  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$399  = \$23 [2:0];
+    if (rst) begin
+      \$399  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$400  = \$24 [2:0];
+    if (rst) begin
+      \$400  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$401  = \$33 [2:0];
+    if (rst) begin
+      \$401  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$402  = \$34 [2:0];
+    if (rst) begin
+      \$402  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$403  = \$35 [2:0];
+    if (rst) begin
+      \$403  = 3'h3;
     end
   end
   assign o0 = stage2_word0;
@@ -4903,53 +19019,53 @@ endmodule
 (* generator = "Amaranth" *)
 module \ace_sram_small.sram.write_rotator (rst, i0, i1, i2, stage1_word0, stage1_word1, stage1_word2, stage1_word3, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$16  = 0;
-  wire \$1 ;
-  wire \$10 ;
-  wire [2:0] \$100 ;
-  wire [15:0] \$101 ;
-  wire [15:0] \$102 ;
-  wire [15:0] \$103 ;
-  wire [15:0] \$104 ;
-  wire [15:0] \$105 ;
-  wire [15:0] \$106 ;
-  wire [15:0] \$107 ;
-  wire [15:0] \$108 ;
-  wire [15:0] \$109 ;
-  wire [2:0] \$11 ;
-  wire [9:0] \$110 ;
-  wire [15:0] \$111 ;
-  wire [15:0] \$112 ;
-  wire [15:0] \$113 ;
-  wire [15:0] \$114 ;
-  wire [15:0] \$115 ;
-  wire [15:0] \$116 ;
-  wire [15:0] \$117 ;
-  wire [15:0] \$118 ;
-  wire [15:0] \$119 ;
-  wire [2:0] \$12 ;
-  wire [9:0] \$120 ;
-  wire [15:0] \$121 ;
-  wire [15:0] \$122 ;
-  wire [15:0] \$123 ;
-  wire [15:0] \$124 ;
-  wire [15:0] \$125 ;
-  wire [15:0] \$126 ;
-  wire [15:0] \$127 ;
-  wire [15:0] \$128 ;
-  wire [15:0] \$129 ;
-  wire \$13 ;
-  wire [9:0] \$130 ;
-  wire [15:0] \$131 ;
-  wire [15:0] \$132 ;
-  wire [15:0] \$133 ;
-  wire [15:0] \$134 ;
-  wire [15:0] \$135 ;
-  wire [15:0] \$136 ;
-  wire [15:0] \$137 ;
-  wire [15:0] \$138 ;
-  wire [15:0] \$139 ;
-  wire [2:0] \$14 ;
-  wire [9:0] \$140 ;
+  wire [3:0] \$1 ;
+  wire [27:0] \$10 ;
+  wire [3:0] \$100 ;
+  wire [3:0] \$101 ;
+  wire [3:0] \$102 ;
+  wire [3:0] \$103 ;
+  wire [3:0] \$104 ;
+  wire [27:0] \$105 ;
+  wire [27:0] \$106 ;
+  wire [27:0] \$107 ;
+  wire [27:0] \$108 ;
+  wire [27:0] \$109 ;
+  wire [27:0] \$11 ;
+  wire [27:0] \$110 ;
+  wire [27:0] \$111 ;
+  wire [27:0] \$112 ;
+  wire [3:0] \$113 ;
+  wire [3:0] \$114 ;
+  wire [3:0] \$115 ;
+  wire [3:0] \$116 ;
+  wire [3:0] \$117 ;
+  wire [3:0] \$118 ;
+  wire [3:0] \$119 ;
+  wire [27:0] \$12 ;
+  wire [3:0] \$120 ;
+  wire [27:0] \$121 ;
+  wire [27:0] \$122 ;
+  wire [27:0] \$123 ;
+  wire [27:0] \$124 ;
+  wire [27:0] \$125 ;
+  wire [27:0] \$126 ;
+  wire [27:0] \$127 ;
+  wire [27:0] \$128 ;
+  reg [1:0] \$129 ;
+  wire [27:0] \$13 ;
+  reg [1:0] \$130 ;
+  reg [1:0] \$131 ;
+  reg [1:0] \$132 ;
+  reg [1:0] \$133 ;
+  reg [1:0] \$134 ;
+  reg [1:0] \$135 ;
+  reg [1:0] \$136 ;
+  reg [1:0] \$137 ;
+  reg [1:0] \$138 ;
+  reg [1:0] \$139 ;
+  wire [27:0] \$14 ;
+  reg [1:0] \$140 ;
   reg [1:0] \$141 ;
   reg [1:0] \$142 ;
   reg [1:0] \$143 ;
@@ -4959,7 +19075,7 @@ module \ace_sram_small.sram.write_rotator (rst, i0, i1, i2, stage1_word0, stage1
   reg [1:0] \$147 ;
   reg [1:0] \$148 ;
   reg [1:0] \$149 ;
-  wire [2:0] \$15 ;
+  wire [27:0] \$15 ;
   reg [1:0] \$150 ;
   reg [1:0] \$151 ;
   reg [1:0] \$152 ;
@@ -4970,487 +19086,947 @@ module \ace_sram_small.sram.write_rotator (rst, i0, i1, i2, stage1_word0, stage1
   reg [1:0] \$157 ;
   reg [1:0] \$158 ;
   reg [1:0] \$159 ;
-  wire \$16 ;
+  wire [27:0] \$16 ;
   reg [1:0] \$160 ;
-  wire [2:0] \$17 ;
-  wire [2:0] \$18 ;
-  wire \$19 ;
-  wire [2:0] \$2 ;
-  wire [2:0] \$20 ;
-  wire [2:0] \$21 ;
-  wire \$22 ;
-  wire [2:0] \$23 ;
-  wire [2:0] \$24 ;
-  wire \$25 ;
-  wire [2:0] \$26 ;
-  wire [2:0] \$27 ;
-  wire \$28 ;
-  wire [2:0] \$29 ;
-  wire [2:0] \$3 ;
-  wire [2:0] \$30 ;
-  wire [15:0] \$31 ;
-  wire [15:0] \$32 ;
-  wire [15:0] \$33 ;
-  wire [15:0] \$34 ;
-  wire [15:0] \$35 ;
-  wire [15:0] \$36 ;
-  wire [15:0] \$37 ;
-  wire [15:0] \$38 ;
-  wire [15:0] \$39 ;
-  wire \$4 ;
-  wire [9:0] \$40 ;
-  wire [15:0] \$41 ;
-  wire [15:0] \$42 ;
-  wire [15:0] \$43 ;
-  wire [15:0] \$44 ;
-  wire [15:0] \$45 ;
-  wire [15:0] \$46 ;
-  wire [15:0] \$47 ;
-  wire [15:0] \$48 ;
-  wire [15:0] \$49 ;
-  wire [2:0] \$5 ;
-  wire [9:0] \$50 ;
-  wire [15:0] \$51 ;
-  wire [15:0] \$52 ;
-  wire [15:0] \$53 ;
-  wire [15:0] \$54 ;
-  wire [15:0] \$55 ;
-  wire [15:0] \$56 ;
-  wire [15:0] \$57 ;
-  wire [15:0] \$58 ;
-  wire [15:0] \$59 ;
-  wire [2:0] \$6 ;
-  wire [9:0] \$60 ;
-  wire [15:0] \$61 ;
-  wire [15:0] \$62 ;
-  wire [15:0] \$63 ;
-  wire [15:0] \$64 ;
-  wire [15:0] \$65 ;
-  wire [15:0] \$66 ;
-  wire [15:0] \$67 ;
-  wire [15:0] \$68 ;
-  wire [15:0] \$69 ;
-  wire \$7 ;
-  wire [9:0] \$70 ;
-  wire \$71 ;
-  wire [2:0] \$72 ;
-  wire [2:0] \$73 ;
-  wire \$74 ;
-  wire [2:0] \$75 ;
-  wire [2:0] \$76 ;
-  wire \$77 ;
-  wire [2:0] \$78 ;
-  wire [2:0] \$79 ;
-  wire [2:0] \$8 ;
-  wire \$80 ;
-  wire [2:0] \$81 ;
-  wire [2:0] \$82 ;
-  wire \$83 ;
-  wire [2:0] \$84 ;
-  wire [2:0] \$85 ;
-  wire \$86 ;
-  wire [2:0] \$87 ;
-  wire [2:0] \$88 ;
-  wire \$89 ;
-  wire [2:0] \$9 ;
-  wire [2:0] \$90 ;
-  wire [2:0] \$91 ;
-  wire \$92 ;
-  wire [2:0] \$93 ;
-  wire [2:0] \$94 ;
-  wire \$95 ;
-  wire [2:0] \$96 ;
-  wire [2:0] \$97 ;
-  wire \$98 ;
-  wire [2:0] \$99 ;
+  reg [1:0] \$161 ;
+  reg [1:0] \$162 ;
+  reg [1:0] \$163 ;
+  reg [1:0] \$164 ;
+  reg [1:0] \$165 ;
+  reg [1:0] \$166 ;
+  reg [1:0] \$167 ;
+  reg [1:0] \$168 ;
+  reg [1:0] \$169 ;
+  wire [3:0] \$17 ;
+  reg [1:0] \$170 ;
+  reg [1:0] \$171 ;
+  reg [1:0] \$172 ;
+  reg [1:0] \$173 ;
+  reg [1:0] \$174 ;
+  reg [1:0] \$175 ;
+  reg [1:0] \$176 ;
+  reg [1:0] \$177 ;
+  reg [1:0] \$178 ;
+  reg [1:0] \$179 ;
+  wire [3:0] \$18 ;
+  reg [1:0] \$180 ;
+  reg [1:0] \$181 ;
+  reg [1:0] \$182 ;
+  reg [1:0] \$183 ;
+  reg [1:0] \$184 ;
+  reg [1:0] \$185 ;
+  reg [1:0] \$186 ;
+  reg [1:0] \$187 ;
+  reg [1:0] \$188 ;
+  reg [1:0] \$189 ;
+  wire [3:0] \$19 ;
+  reg [1:0] \$190 ;
+  reg [1:0] \$191 ;
+  reg [1:0] \$192 ;
+  wire [3:0] \$2 ;
+  wire [3:0] \$20 ;
+  wire [3:0] \$21 ;
+  wire [3:0] \$22 ;
+  wire [3:0] \$23 ;
+  wire [3:0] \$24 ;
+  wire [27:0] \$25 ;
+  wire [27:0] \$26 ;
+  wire [27:0] \$27 ;
+  wire [27:0] \$28 ;
+  wire [27:0] \$29 ;
+  wire [3:0] \$3 ;
+  wire [27:0] \$30 ;
+  wire [27:0] \$31 ;
+  wire [27:0] \$32 ;
+  wire [3:0] \$33 ;
+  wire [3:0] \$34 ;
+  wire [3:0] \$35 ;
+  wire [3:0] \$36 ;
+  wire [3:0] \$37 ;
+  wire [3:0] \$38 ;
+  wire [3:0] \$39 ;
+  wire [3:0] \$4 ;
+  wire [3:0] \$40 ;
+  wire [27:0] \$41 ;
+  wire [27:0] \$42 ;
+  wire [27:0] \$43 ;
+  wire [27:0] \$44 ;
+  wire [27:0] \$45 ;
+  wire [27:0] \$46 ;
+  wire [27:0] \$47 ;
+  wire [27:0] \$48 ;
+  wire [3:0] \$49 ;
+  wire [3:0] \$5 ;
+  wire [3:0] \$50 ;
+  wire [3:0] \$51 ;
+  wire [3:0] \$52 ;
+  wire [3:0] \$53 ;
+  wire [3:0] \$54 ;
+  wire [3:0] \$55 ;
+  wire [3:0] \$56 ;
+  wire [27:0] \$57 ;
+  wire [27:0] \$58 ;
+  wire [27:0] \$59 ;
+  wire [3:0] \$6 ;
+  wire [27:0] \$60 ;
+  wire [27:0] \$61 ;
+  wire [27:0] \$62 ;
+  wire [27:0] \$63 ;
+  wire [27:0] \$64 ;
+  wire [3:0] \$65 ;
+  wire [3:0] \$66 ;
+  wire [3:0] \$67 ;
+  wire [3:0] \$68 ;
+  wire [3:0] \$69 ;
+  wire [3:0] \$7 ;
+  wire [3:0] \$70 ;
+  wire [3:0] \$71 ;
+  wire [3:0] \$72 ;
+  wire [27:0] \$73 ;
+  wire [27:0] \$74 ;
+  wire [27:0] \$75 ;
+  wire [27:0] \$76 ;
+  wire [27:0] \$77 ;
+  wire [27:0] \$78 ;
+  wire [27:0] \$79 ;
+  wire [3:0] \$8 ;
+  wire [27:0] \$80 ;
+  wire [3:0] \$81 ;
+  wire [3:0] \$82 ;
+  wire [3:0] \$83 ;
+  wire [3:0] \$84 ;
+  wire [3:0] \$85 ;
+  wire [3:0] \$86 ;
+  wire [3:0] \$87 ;
+  wire [3:0] \$88 ;
+  wire [27:0] \$89 ;
+  wire [27:0] \$9 ;
+  wire [27:0] \$90 ;
+  wire [27:0] \$91 ;
+  wire [27:0] \$92 ;
+  wire [27:0] \$93 ;
+  wire [27:0] \$94 ;
+  wire [27:0] \$95 ;
+  wire [27:0] \$96 ;
+  wire [3:0] \$97 ;
+  wire [3:0] \$98 ;
+  wire [3:0] \$99 ;
   input clk;
   wire clk;
-  input [153:0] i0;
-  wire [153:0] i0;
-  input [153:0] i1;
-  wire [153:0] i1;
-  input [153:0] i2;
-  wire [153:0] i2;
-  wire [153:0] i3;
-  (* init = 154'h000000000000000000000000000000000000000 *)
-  wire [153:0] o0;
-  (* init = 154'h000000000000000000000000000000000000000 *)
-  wire [153:0] o1;
-  (* init = 154'h000000000000000000000000000000000000000 *)
-  wire [153:0] o2;
-  (* init = 154'h000000000000000000000000000000000000000 *)
-  wire [153:0] o3;
+  input [223:0] i0;
+  wire [223:0] i0;
+  input [223:0] i1;
+  wire [223:0] i1;
+  input [223:0] i2;
+  wire [223:0] i2;
+  wire [223:0] i3;
+  (* init = 224'h00000000000000000000000000000000000000000000000000000000 *)
+  wire [223:0] o0;
+  (* init = 224'h00000000000000000000000000000000000000000000000000000000 *)
+  wire [223:0] o1;
+  (* init = 224'h00000000000000000000000000000000000000000000000000000000 *)
+  wire [223:0] o2;
+  (* init = 224'h00000000000000000000000000000000000000000000000000000000 *)
+  wire [223:0] o3;
   input rst;
   wire rst;
-  reg [1:0] stage0_amount0 = 2'h0;
-  reg [1:0] stage0_amount1 = 2'h0;
-  reg [1:0] stage0_amount2 = 2'h0;
-  reg [1:0] stage0_amount3 = 2'h0;
-  reg [1:0] stage0_amount4 = 2'h0;
-  reg [1:0] stage0_amount5 = 2'h0;
-  reg [1:0] stage0_amount6 = 2'h0;
-  reg [1:0] stage0_amount7 = 2'h0;
-  reg [1:0] stage0_amount8 = 2'h0;
-  reg [1:0] stage0_amount9 = 2'h0;
-  reg [153:0] stage0_word0 = 154'h000000000000000000000000000000000000000;
-  reg [153:0] stage0_word1 = 154'h000000000000000000000000000000000000000;
-  reg [153:0] stage0_word2 = 154'h000000000000000000000000000000000000000;
-  reg [153:0] stage0_word3 = 154'h000000000000000000000000000000000000000;
-  reg [1:0] stage1_amount0 = 2'h1;
-  reg [1:0] stage1_amount1 = 2'h1;
-  reg [1:0] stage1_amount2 = 2'h1;
-  reg [1:0] stage1_amount3 = 2'h1;
-  reg [1:0] stage1_amount4 = 2'h1;
-  reg [1:0] stage1_amount5 = 2'h1;
-  reg [1:0] stage1_amount6 = 2'h1;
-  reg [1:0] stage1_amount7 = 2'h1;
-  reg [1:0] stage1_amount8 = 2'h1;
-  reg [1:0] stage1_amount9 = 2'h1;
-  output [153:0] stage1_word0;
-  reg [153:0] stage1_word0 = 154'h000000000000000000000000000000000000000;
-  output [153:0] stage1_word1;
-  reg [153:0] stage1_word1 = 154'h000000000000000000000000000000000000000;
-  output [153:0] stage1_word2;
-  reg [153:0] stage1_word2 = 154'h000000000000000000000000000000000000000;
-  output [153:0] stage1_word3;
-  reg [153:0] stage1_word3 = 154'h000000000000000000000000000000000000000;
-  assign \$1  = ! stage0_amount0;
-  assign \$2  = stage0_amount0 - 1'h1;
-  assign \$3  = \$1  ? 3'h3 : \$2 ;
-  assign \$4  = ! stage0_amount1;
-  assign \$5  = stage0_amount1 - 1'h1;
-  assign \$6  = \$4  ? 3'h3 : \$5 ;
-  assign \$7  = ! stage0_amount2;
-  assign \$8  = stage0_amount2 - 1'h1;
-  assign \$9  = \$7  ? 3'h3 : \$8 ;
-  assign \$10  = ! stage0_amount3;
-  assign \$11  = stage0_amount3 - 1'h1;
-  assign \$12  = \$10  ? 3'h3 : \$11 ;
-  assign \$13  = ! stage0_amount4;
-  assign \$14  = stage0_amount4 - 1'h1;
-  assign \$15  = \$13  ? 3'h3 : \$14 ;
-  assign \$16  = ! stage0_amount5;
-  assign \$17  = stage0_amount5 - 1'h1;
-  assign \$18  = \$16  ? 3'h3 : \$17 ;
-  assign \$19  = ! stage0_amount6;
-  assign \$20  = stage0_amount6 - 1'h1;
-  assign \$21  = \$19  ? 3'h3 : \$20 ;
-  assign \$22  = ! stage0_amount7;
-  assign \$23  = stage0_amount7 - 1'h1;
-  assign \$24  = \$22  ? 3'h3 : \$23 ;
-  assign \$25  = ! stage0_amount8;
-  assign \$26  = stage0_amount8 - 1'h1;
-  assign \$27  = \$25  ? 3'h3 : \$26 ;
-  assign \$28  = ! stage0_amount9;
-  assign \$29  = stage0_amount9 - 1'h1;
-  assign \$30  = \$28  ? 3'h3 : \$29 ;
-  assign \$31  = stage0_amount0[0] ? i1[15:0] : i0[15:0];
-  assign \$32  = stage0_amount1[0] ? i1[31:16] : i0[31:16];
-  assign \$33  = stage0_amount2[0] ? i1[47:32] : i0[47:32];
-  assign \$34  = stage0_amount3[0] ? i1[63:48] : i0[63:48];
-  assign \$35  = stage0_amount4[0] ? i1[79:64] : i0[79:64];
-  assign \$36  = stage0_amount5[0] ? i1[95:80] : i0[95:80];
-  assign \$37  = stage0_amount6[0] ? i1[111:96] : i0[111:96];
-  assign \$38  = stage0_amount7[0] ? i1[127:112] : i0[127:112];
-  assign \$39  = stage0_amount8[0] ? i1[143:128] : i0[143:128];
-  assign \$40  = stage0_amount9[0] ? i1[153:144] : i0[153:144];
-  assign \$41  = stage0_amount0[0] ? i2[15:0] : i1[15:0];
-  assign \$42  = stage0_amount1[0] ? i2[31:16] : i1[31:16];
-  assign \$43  = stage0_amount2[0] ? i2[47:32] : i1[47:32];
-  assign \$44  = stage0_amount3[0] ? i2[63:48] : i1[63:48];
-  assign \$45  = stage0_amount4[0] ? i2[79:64] : i1[79:64];
-  assign \$46  = stage0_amount5[0] ? i2[95:80] : i1[95:80];
-  assign \$47  = stage0_amount6[0] ? i2[111:96] : i1[111:96];
-  assign \$48  = stage0_amount7[0] ? i2[127:112] : i1[127:112];
-  assign \$49  = stage0_amount8[0] ? i2[143:128] : i1[143:128];
-  assign \$50  = stage0_amount9[0] ? i2[153:144] : i1[153:144];
-  assign \$51  = stage0_amount0[0] ? 16'h0000 : i2[15:0];
-  assign \$52  = stage0_amount1[0] ? 16'h0000 : i2[31:16];
-  assign \$53  = stage0_amount2[0] ? 16'h0000 : i2[47:32];
-  assign \$54  = stage0_amount3[0] ? 16'h0000 : i2[63:48];
-  assign \$55  = stage0_amount4[0] ? 16'h0000 : i2[79:64];
-  assign \$56  = stage0_amount5[0] ? 16'h0000 : i2[95:80];
-  assign \$57  = stage0_amount6[0] ? 16'h0000 : i2[111:96];
-  assign \$58  = stage0_amount7[0] ? 16'h0000 : i2[127:112];
-  assign \$59  = stage0_amount8[0] ? 16'h0000 : i2[143:128];
-  assign \$60  = stage0_amount9[0] ? 10'h000 : i2[153:144];
-  assign \$61  = stage0_amount0[0] ? i0[15:0] : 16'h0000;
-  assign \$62  = stage0_amount1[0] ? i0[31:16] : 16'h0000;
-  assign \$63  = stage0_amount2[0] ? i0[47:32] : 16'h0000;
-  assign \$64  = stage0_amount3[0] ? i0[63:48] : 16'h0000;
-  assign \$65  = stage0_amount4[0] ? i0[79:64] : 16'h0000;
-  assign \$66  = stage0_amount5[0] ? i0[95:80] : 16'h0000;
-  assign \$67  = stage0_amount6[0] ? i0[111:96] : 16'h0000;
-  assign \$68  = stage0_amount7[0] ? i0[127:112] : 16'h0000;
-  assign \$69  = stage0_amount8[0] ? i0[143:128] : 16'h0000;
-  assign \$70  = stage0_amount9[0] ? i0[153:144] : 10'h000;
-  assign \$71  = ! stage1_amount0;
-  assign \$72  = stage1_amount0 - 1'h1;
-  assign \$73  = \$71  ? 3'h3 : \$72 ;
-  assign \$74  = ! stage1_amount1;
-  assign \$75  = stage1_amount1 - 1'h1;
-  assign \$76  = \$74  ? 3'h3 : \$75 ;
-  assign \$77  = ! stage1_amount2;
-  assign \$78  = stage1_amount2 - 1'h1;
-  assign \$79  = \$77  ? 3'h3 : \$78 ;
-  assign \$80  = ! stage1_amount3;
-  assign \$81  = stage1_amount3 - 1'h1;
-  assign \$82  = \$80  ? 3'h3 : \$81 ;
-  assign \$83  = ! stage1_amount4;
-  assign \$84  = stage1_amount4 - 1'h1;
-  assign \$85  = \$83  ? 3'h3 : \$84 ;
-  assign \$86  = ! stage1_amount5;
-  assign \$87  = stage1_amount5 - 1'h1;
-  assign \$88  = \$86  ? 3'h3 : \$87 ;
-  assign \$89  = ! stage1_amount6;
-  assign \$90  = stage1_amount6 - 1'h1;
-  assign \$91  = \$89  ? 3'h3 : \$90 ;
-  assign \$92  = ! stage1_amount7;
-  assign \$93  = stage1_amount7 - 1'h1;
-  assign \$94  = \$92  ? 3'h3 : \$93 ;
-  assign \$95  = ! stage1_amount8;
-  assign \$96  = stage1_amount8 - 1'h1;
-  assign \$97  = \$95  ? 3'h3 : \$96 ;
-  assign \$98  = ! stage1_amount9;
-  assign \$99  = stage1_amount9 - 1'h1;
-  assign \$100  = \$98  ? 3'h3 : \$99 ;
-  assign \$101  = stage1_amount0[1] ? stage0_word2[15:0] : stage0_word0[15:0];
-  assign \$102  = stage1_amount1[1] ? stage0_word2[31:16] : stage0_word0[31:16];
-  assign \$103  = stage1_amount2[1] ? stage0_word2[47:32] : stage0_word0[47:32];
-  assign \$104  = stage1_amount3[1] ? stage0_word2[63:48] : stage0_word0[63:48];
-  assign \$105  = stage1_amount4[1] ? stage0_word2[79:64] : stage0_word0[79:64];
-  assign \$106  = stage1_amount5[1] ? stage0_word2[95:80] : stage0_word0[95:80];
-  assign \$107  = stage1_amount6[1] ? stage0_word2[111:96] : stage0_word0[111:96];
-  assign \$108  = stage1_amount7[1] ? stage0_word2[127:112] : stage0_word0[127:112];
-  assign \$109  = stage1_amount8[1] ? stage0_word2[143:128] : stage0_word0[143:128];
-  assign \$110  = stage1_amount9[1] ? stage0_word2[153:144] : stage0_word0[153:144];
-  assign \$111  = stage1_amount0[1] ? stage0_word3[15:0] : stage0_word1[15:0];
-  assign \$112  = stage1_amount1[1] ? stage0_word3[31:16] : stage0_word1[31:16];
-  assign \$113  = stage1_amount2[1] ? stage0_word3[47:32] : stage0_word1[47:32];
-  assign \$114  = stage1_amount3[1] ? stage0_word3[63:48] : stage0_word1[63:48];
-  assign \$115  = stage1_amount4[1] ? stage0_word3[79:64] : stage0_word1[79:64];
-  assign \$116  = stage1_amount5[1] ? stage0_word3[95:80] : stage0_word1[95:80];
-  assign \$117  = stage1_amount6[1] ? stage0_word3[111:96] : stage0_word1[111:96];
-  assign \$118  = stage1_amount7[1] ? stage0_word3[127:112] : stage0_word1[127:112];
-  assign \$119  = stage1_amount8[1] ? stage0_word3[143:128] : stage0_word1[143:128];
-  assign \$120  = stage1_amount9[1] ? stage0_word3[153:144] : stage0_word1[153:144];
-  assign \$121  = stage1_amount0[1] ? stage0_word0[15:0] : stage0_word2[15:0];
-  assign \$122  = stage1_amount1[1] ? stage0_word0[31:16] : stage0_word2[31:16];
-  assign \$123  = stage1_amount2[1] ? stage0_word0[47:32] : stage0_word2[47:32];
-  assign \$124  = stage1_amount3[1] ? stage0_word0[63:48] : stage0_word2[63:48];
-  assign \$125  = stage1_amount4[1] ? stage0_word0[79:64] : stage0_word2[79:64];
-  assign \$126  = stage1_amount5[1] ? stage0_word0[95:80] : stage0_word2[95:80];
-  assign \$127  = stage1_amount6[1] ? stage0_word0[111:96] : stage0_word2[111:96];
-  assign \$128  = stage1_amount7[1] ? stage0_word0[127:112] : stage0_word2[127:112];
-  assign \$129  = stage1_amount8[1] ? stage0_word0[143:128] : stage0_word2[143:128];
-  assign \$130  = stage1_amount9[1] ? stage0_word0[153:144] : stage0_word2[153:144];
-  assign \$131  = stage1_amount0[1] ? stage0_word1[15:0] : stage0_word3[15:0];
-  assign \$132  = stage1_amount1[1] ? stage0_word1[31:16] : stage0_word3[31:16];
-  assign \$133  = stage1_amount2[1] ? stage0_word1[47:32] : stage0_word3[47:32];
-  assign \$134  = stage1_amount3[1] ? stage0_word1[63:48] : stage0_word3[63:48];
-  assign \$135  = stage1_amount4[1] ? stage0_word1[79:64] : stage0_word3[79:64];
-  assign \$136  = stage1_amount5[1] ? stage0_word1[95:80] : stage0_word3[95:80];
-  assign \$137  = stage1_amount6[1] ? stage0_word1[111:96] : stage0_word3[111:96];
-  assign \$138  = stage1_amount7[1] ? stage0_word1[127:112] : stage0_word3[127:112];
-  assign \$139  = stage1_amount8[1] ? stage0_word1[143:128] : stage0_word3[143:128];
-  assign \$140  = stage1_amount9[1] ? stage0_word1[153:144] : stage0_word3[153:144];
+  reg [223:0] stage0_word0 = 224'h00000000000000000000000000000000000000000000000000000000;
+  reg [1:0] stage0_word0_amount0 = 2'h0;
+  reg [1:0] stage0_word0_amount1 = 2'h0;
+  reg [1:0] stage0_word0_amount2 = 2'h0;
+  reg [1:0] stage0_word0_amount3 = 2'h0;
+  reg [1:0] stage0_word0_amount4 = 2'h0;
+  reg [1:0] stage0_word0_amount5 = 2'h0;
+  reg [1:0] stage0_word0_amount6 = 2'h0;
+  reg [1:0] stage0_word0_amount7 = 2'h0;
+  reg [223:0] stage0_word1 = 224'h00000000000000000000000000000000000000000000000000000000;
+  reg [1:0] stage0_word1_amount0 = 2'h0;
+  reg [1:0] stage0_word1_amount1 = 2'h0;
+  reg [1:0] stage0_word1_amount2 = 2'h0;
+  reg [1:0] stage0_word1_amount3 = 2'h0;
+  reg [1:0] stage0_word1_amount4 = 2'h0;
+  reg [1:0] stage0_word1_amount5 = 2'h0;
+  reg [1:0] stage0_word1_amount6 = 2'h0;
+  reg [1:0] stage0_word1_amount7 = 2'h0;
+  reg [223:0] stage0_word2 = 224'h00000000000000000000000000000000000000000000000000000000;
+  reg [1:0] stage0_word2_amount0 = 2'h0;
+  reg [1:0] stage0_word2_amount1 = 2'h0;
+  reg [1:0] stage0_word2_amount2 = 2'h0;
+  reg [1:0] stage0_word2_amount3 = 2'h0;
+  reg [1:0] stage0_word2_amount4 = 2'h0;
+  reg [1:0] stage0_word2_amount5 = 2'h0;
+  reg [1:0] stage0_word2_amount6 = 2'h0;
+  reg [1:0] stage0_word2_amount7 = 2'h0;
+  reg [223:0] stage0_word3 = 224'h00000000000000000000000000000000000000000000000000000000;
+  reg [1:0] stage0_word3_amount0 = 2'h0;
+  reg [1:0] stage0_word3_amount1 = 2'h0;
+  reg [1:0] stage0_word3_amount2 = 2'h0;
+  reg [1:0] stage0_word3_amount3 = 2'h0;
+  reg [1:0] stage0_word3_amount4 = 2'h0;
+  reg [1:0] stage0_word3_amount5 = 2'h0;
+  reg [1:0] stage0_word3_amount6 = 2'h0;
+  reg [1:0] stage0_word3_amount7 = 2'h0;
+  output [223:0] stage1_word0;
+  reg [223:0] stage1_word0 = 224'h00000000000000000000000000000000000000000000000000000000;
+  reg [1:0] stage1_word0_amount0 = 2'h1;
+  reg [1:0] stage1_word0_amount1 = 2'h1;
+  reg [1:0] stage1_word0_amount2 = 2'h1;
+  reg [1:0] stage1_word0_amount3 = 2'h1;
+  reg [1:0] stage1_word0_amount4 = 2'h1;
+  reg [1:0] stage1_word0_amount5 = 2'h1;
+  reg [1:0] stage1_word0_amount6 = 2'h1;
+  reg [1:0] stage1_word0_amount7 = 2'h1;
+  output [223:0] stage1_word1;
+  reg [223:0] stage1_word1 = 224'h00000000000000000000000000000000000000000000000000000000;
+  reg [1:0] stage1_word1_amount0 = 2'h1;
+  reg [1:0] stage1_word1_amount1 = 2'h1;
+  reg [1:0] stage1_word1_amount2 = 2'h1;
+  reg [1:0] stage1_word1_amount3 = 2'h1;
+  reg [1:0] stage1_word1_amount4 = 2'h1;
+  reg [1:0] stage1_word1_amount5 = 2'h1;
+  reg [1:0] stage1_word1_amount6 = 2'h1;
+  reg [1:0] stage1_word1_amount7 = 2'h1;
+  output [223:0] stage1_word2;
+  reg [223:0] stage1_word2 = 224'h00000000000000000000000000000000000000000000000000000000;
+  reg [1:0] stage1_word2_amount0 = 2'h1;
+  reg [1:0] stage1_word2_amount1 = 2'h1;
+  reg [1:0] stage1_word2_amount2 = 2'h1;
+  reg [1:0] stage1_word2_amount3 = 2'h1;
+  reg [1:0] stage1_word2_amount4 = 2'h1;
+  reg [1:0] stage1_word2_amount5 = 2'h1;
+  reg [1:0] stage1_word2_amount6 = 2'h1;
+  reg [1:0] stage1_word2_amount7 = 2'h1;
+  output [223:0] stage1_word3;
+  reg [223:0] stage1_word3 = 224'h00000000000000000000000000000000000000000000000000000000;
+  reg [1:0] stage1_word3_amount0 = 2'h1;
+  reg [1:0] stage1_word3_amount1 = 2'h1;
+  reg [1:0] stage1_word3_amount2 = 2'h1;
+  reg [1:0] stage1_word3_amount3 = 2'h1;
+  reg [1:0] stage1_word3_amount4 = 2'h1;
+  reg [1:0] stage1_word3_amount5 = 2'h1;
+  reg [1:0] stage1_word3_amount6 = 2'h1;
+  reg [1:0] stage1_word3_amount7 = 2'h1;
+  assign \$1  = stage0_word0_amount0 + 4'hf;
+  assign \$2  = stage0_word0_amount1 + 4'hf;
+  assign \$3  = stage0_word0_amount2 + 4'hf;
+  assign \$4  = stage0_word0_amount3 + 4'hf;
+  assign \$5  = stage0_word0_amount4 + 4'hf;
+  assign \$6  = stage0_word0_amount5 + 4'hf;
+  assign \$7  = stage0_word0_amount6 + 4'hf;
+  assign \$8  = stage0_word0_amount7 + 4'hf;
+  assign \$9  = stage0_word0_amount0[0] ? i1[27:0] : i0[27:0];
+  assign \$10  = stage0_word0_amount1[0] ? i1[55:28] : i0[55:28];
+  assign \$11  = stage0_word0_amount2[0] ? i1[83:56] : i0[83:56];
+  assign \$12  = stage0_word0_amount3[0] ? i1[111:84] : i0[111:84];
+  assign \$13  = stage0_word0_amount4[0] ? i1[139:112] : i0[139:112];
+  assign \$14  = stage0_word0_amount5[0] ? i1[167:140] : i0[167:140];
+  assign \$15  = stage0_word0_amount6[0] ? i1[195:168] : i0[195:168];
+  assign \$16  = stage0_word0_amount7[0] ? i1[223:196] : i0[223:196];
+  assign \$17  = stage0_word1_amount0 + 4'hf;
+  assign \$18  = stage0_word1_amount1 + 4'hf;
+  assign \$19  = stage0_word1_amount2 + 4'hf;
+  assign \$20  = stage0_word1_amount3 + 4'hf;
+  assign \$21  = stage0_word1_amount4 + 4'hf;
+  assign \$22  = stage0_word1_amount5 + 4'hf;
+  assign \$23  = stage0_word1_amount6 + 4'hf;
+  assign \$24  = stage0_word1_amount7 + 4'hf;
+  assign \$25  = stage0_word1_amount0[0] ? i2[27:0] : i1[27:0];
+  assign \$26  = stage0_word1_amount1[0] ? i2[55:28] : i1[55:28];
+  assign \$27  = stage0_word1_amount2[0] ? i2[83:56] : i1[83:56];
+  assign \$28  = stage0_word1_amount3[0] ? i2[111:84] : i1[111:84];
+  assign \$29  = stage0_word1_amount4[0] ? i2[139:112] : i1[139:112];
+  assign \$30  = stage0_word1_amount5[0] ? i2[167:140] : i1[167:140];
+  assign \$31  = stage0_word1_amount6[0] ? i2[195:168] : i1[195:168];
+  assign \$32  = stage0_word1_amount7[0] ? i2[223:196] : i1[223:196];
+  assign \$33  = stage0_word2_amount0 + 4'hf;
+  assign \$34  = stage0_word2_amount1 + 4'hf;
+  assign \$35  = stage0_word2_amount2 + 4'hf;
+  assign \$36  = stage0_word2_amount3 + 4'hf;
+  assign \$37  = stage0_word2_amount4 + 4'hf;
+  assign \$38  = stage0_word2_amount5 + 4'hf;
+  assign \$39  = stage0_word2_amount6 + 4'hf;
+  assign \$40  = stage0_word2_amount7 + 4'hf;
+  assign \$41  = stage0_word2_amount0[0] ? 28'h0000000 : i2[27:0];
+  assign \$42  = stage0_word2_amount1[0] ? 28'h0000000 : i2[55:28];
+  assign \$43  = stage0_word2_amount2[0] ? 28'h0000000 : i2[83:56];
+  assign \$44  = stage0_word2_amount3[0] ? 28'h0000000 : i2[111:84];
+  assign \$45  = stage0_word2_amount4[0] ? 28'h0000000 : i2[139:112];
+  assign \$46  = stage0_word2_amount5[0] ? 28'h0000000 : i2[167:140];
+  assign \$47  = stage0_word2_amount6[0] ? 28'h0000000 : i2[195:168];
+  assign \$48  = stage0_word2_amount7[0] ? 28'h0000000 : i2[223:196];
+  assign \$49  = stage0_word3_amount0 + 4'hf;
+  assign \$50  = stage0_word3_amount1 + 4'hf;
+  assign \$51  = stage0_word3_amount2 + 4'hf;
+  assign \$52  = stage0_word3_amount3 + 4'hf;
+  assign \$53  = stage0_word3_amount4 + 4'hf;
+  assign \$54  = stage0_word3_amount5 + 4'hf;
+  assign \$55  = stage0_word3_amount6 + 4'hf;
+  assign \$56  = stage0_word3_amount7 + 4'hf;
+  assign \$57  = stage0_word3_amount0[0] ? i0[27:0] : 28'h0000000;
+  assign \$58  = stage0_word3_amount1[0] ? i0[55:28] : 28'h0000000;
+  assign \$59  = stage0_word3_amount2[0] ? i0[83:56] : 28'h0000000;
+  assign \$60  = stage0_word3_amount3[0] ? i0[111:84] : 28'h0000000;
+  assign \$61  = stage0_word3_amount4[0] ? i0[139:112] : 28'h0000000;
+  assign \$62  = stage0_word3_amount5[0] ? i0[167:140] : 28'h0000000;
+  assign \$63  = stage0_word3_amount6[0] ? i0[195:168] : 28'h0000000;
+  assign \$64  = stage0_word3_amount7[0] ? i0[223:196] : 28'h0000000;
+  assign \$65  = stage1_word0_amount0 + 4'hf;
+  assign \$66  = stage1_word0_amount1 + 4'hf;
+  assign \$67  = stage1_word0_amount2 + 4'hf;
+  assign \$68  = stage1_word0_amount3 + 4'hf;
+  assign \$69  = stage1_word0_amount4 + 4'hf;
+  assign \$70  = stage1_word0_amount5 + 4'hf;
+  assign \$71  = stage1_word0_amount6 + 4'hf;
+  assign \$72  = stage1_word0_amount7 + 4'hf;
+  assign \$73  = stage1_word0_amount0[1] ? stage0_word2[27:0] : stage0_word0[27:0];
+  assign \$74  = stage1_word0_amount1[1] ? stage0_word2[55:28] : stage0_word0[55:28];
+  assign \$75  = stage1_word0_amount2[1] ? stage0_word2[83:56] : stage0_word0[83:56];
+  assign \$76  = stage1_word0_amount3[1] ? stage0_word2[111:84] : stage0_word0[111:84];
+  assign \$77  = stage1_word0_amount4[1] ? stage0_word2[139:112] : stage0_word0[139:112];
+  assign \$78  = stage1_word0_amount5[1] ? stage0_word2[167:140] : stage0_word0[167:140];
+  assign \$79  = stage1_word0_amount6[1] ? stage0_word2[195:168] : stage0_word0[195:168];
+  assign \$80  = stage1_word0_amount7[1] ? stage0_word2[223:196] : stage0_word0[223:196];
+  assign \$81  = stage1_word1_amount0 + 4'hf;
+  assign \$82  = stage1_word1_amount1 + 4'hf;
+  assign \$83  = stage1_word1_amount2 + 4'hf;
+  assign \$84  = stage1_word1_amount3 + 4'hf;
+  assign \$85  = stage1_word1_amount4 + 4'hf;
+  assign \$86  = stage1_word1_amount5 + 4'hf;
+  assign \$87  = stage1_word1_amount6 + 4'hf;
+  assign \$88  = stage1_word1_amount7 + 4'hf;
+  assign \$89  = stage1_word1_amount0[1] ? stage0_word3[27:0] : stage0_word1[27:0];
+  assign \$90  = stage1_word1_amount1[1] ? stage0_word3[55:28] : stage0_word1[55:28];
+  assign \$91  = stage1_word1_amount2[1] ? stage0_word3[83:56] : stage0_word1[83:56];
+  assign \$92  = stage1_word1_amount3[1] ? stage0_word3[111:84] : stage0_word1[111:84];
+  assign \$93  = stage1_word1_amount4[1] ? stage0_word3[139:112] : stage0_word1[139:112];
+  assign \$94  = stage1_word1_amount5[1] ? stage0_word3[167:140] : stage0_word1[167:140];
+  assign \$95  = stage1_word1_amount6[1] ? stage0_word3[195:168] : stage0_word1[195:168];
+  assign \$96  = stage1_word1_amount7[1] ? stage0_word3[223:196] : stage0_word1[223:196];
+  assign \$97  = stage1_word2_amount0 + 4'hf;
+  assign \$98  = stage1_word2_amount1 + 4'hf;
+  assign \$99  = stage1_word2_amount2 + 4'hf;
+  assign \$100  = stage1_word2_amount3 + 4'hf;
+  assign \$101  = stage1_word2_amount4 + 4'hf;
+  assign \$102  = stage1_word2_amount5 + 4'hf;
+  assign \$103  = stage1_word2_amount6 + 4'hf;
+  assign \$104  = stage1_word2_amount7 + 4'hf;
+  assign \$105  = stage1_word2_amount0[1] ? stage0_word0[27:0] : stage0_word2[27:0];
+  assign \$106  = stage1_word2_amount1[1] ? stage0_word0[55:28] : stage0_word2[55:28];
+  assign \$107  = stage1_word2_amount2[1] ? stage0_word0[83:56] : stage0_word2[83:56];
+  assign \$108  = stage1_word2_amount3[1] ? stage0_word0[111:84] : stage0_word2[111:84];
+  assign \$109  = stage1_word2_amount4[1] ? stage0_word0[139:112] : stage0_word2[139:112];
+  assign \$110  = stage1_word2_amount5[1] ? stage0_word0[167:140] : stage0_word2[167:140];
+  assign \$111  = stage1_word2_amount6[1] ? stage0_word0[195:168] : stage0_word2[195:168];
+  assign \$112  = stage1_word2_amount7[1] ? stage0_word0[223:196] : stage0_word2[223:196];
+  assign \$113  = stage1_word3_amount0 + 4'hf;
+  assign \$114  = stage1_word3_amount1 + 4'hf;
+  assign \$115  = stage1_word3_amount2 + 4'hf;
+  assign \$116  = stage1_word3_amount3 + 4'hf;
+  assign \$117  = stage1_word3_amount4 + 4'hf;
+  assign \$118  = stage1_word3_amount5 + 4'hf;
+  assign \$119  = stage1_word3_amount6 + 4'hf;
+  assign \$120  = stage1_word3_amount7 + 4'hf;
+  assign \$121  = stage1_word3_amount0[1] ? stage0_word1[27:0] : stage0_word3[27:0];
+  assign \$122  = stage1_word3_amount1[1] ? stage0_word1[55:28] : stage0_word3[55:28];
+  assign \$123  = stage1_word3_amount2[1] ? stage0_word1[83:56] : stage0_word3[83:56];
+  assign \$124  = stage1_word3_amount3[1] ? stage0_word1[111:84] : stage0_word3[111:84];
+  assign \$125  = stage1_word3_amount4[1] ? stage0_word1[139:112] : stage0_word3[139:112];
+  assign \$126  = stage1_word3_amount5[1] ? stage0_word1[167:140] : stage0_word3[167:140];
+  assign \$127  = stage1_word3_amount6[1] ? stage0_word1[195:168] : stage0_word3[195:168];
+  assign \$128  = stage1_word3_amount7[1] ? stage0_word1[223:196] : stage0_word3[223:196];
   always @(posedge clk)
-    stage0_amount0 <= \$141 ;
+    stage0_word0_amount0 <= \$129 ;
   always @(posedge clk)
-    stage0_amount1 <= \$142 ;
+    stage0_word0_amount1 <= \$130 ;
   always @(posedge clk)
-    stage0_amount2 <= \$143 ;
+    stage0_word0_amount2 <= \$131 ;
   always @(posedge clk)
-    stage0_amount3 <= \$144 ;
+    stage0_word0_amount3 <= \$132 ;
   always @(posedge clk)
-    stage0_amount4 <= \$145 ;
+    stage0_word0_amount4 <= \$133 ;
   always @(posedge clk)
-    stage0_amount5 <= \$146 ;
+    stage0_word0_amount5 <= \$134 ;
   always @(posedge clk)
-    stage0_amount6 <= \$147 ;
+    stage0_word0_amount6 <= \$135 ;
   always @(posedge clk)
-    stage0_amount7 <= \$148 ;
+    stage0_word0_amount7 <= \$136 ;
   always @(posedge clk)
-    stage0_amount8 <= \$149 ;
+    stage0_word0 <= { \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9  };
   always @(posedge clk)
-    stage0_amount9 <= \$150 ;
+    stage0_word1_amount0 <= \$137 ;
   always @(posedge clk)
-    stage0_word0 <= { \$40 , \$39 , \$38 , \$37 , \$36 , \$35 , \$34 , \$33 , \$32 , \$31  };
+    stage0_word1_amount1 <= \$138 ;
   always @(posedge clk)
-    stage0_word1 <= { \$50 , \$49 , \$48 , \$47 , \$46 , \$45 , \$44 , \$43 , \$42 , \$41  };
+    stage0_word1_amount2 <= \$139 ;
   always @(posedge clk)
-    stage0_word2 <= { \$60 , \$59 , \$58 , \$57 , \$56 , \$55 , \$54 , \$53 , \$52 , \$51  };
+    stage0_word1_amount3 <= \$140 ;
   always @(posedge clk)
-    stage0_word3 <= { \$70 , \$69 , \$68 , \$67 , \$66 , \$65 , \$64 , \$63 , \$62 , \$61  };
+    stage0_word1_amount4 <= \$141 ;
   always @(posedge clk)
-    stage1_amount0 <= \$151 ;
+    stage0_word1_amount5 <= \$142 ;
   always @(posedge clk)
-    stage1_amount1 <= \$152 ;
+    stage0_word1_amount6 <= \$143 ;
   always @(posedge clk)
-    stage1_amount2 <= \$153 ;
+    stage0_word1_amount7 <= \$144 ;
   always @(posedge clk)
-    stage1_amount3 <= \$154 ;
+    stage0_word1 <= { \$32 , \$31 , \$30 , \$29 , \$28 , \$27 , \$26 , \$25  };
   always @(posedge clk)
-    stage1_amount4 <= \$155 ;
+    stage0_word2_amount0 <= \$145 ;
   always @(posedge clk)
-    stage1_amount5 <= \$156 ;
+    stage0_word2_amount1 <= \$146 ;
   always @(posedge clk)
-    stage1_amount6 <= \$157 ;
+    stage0_word2_amount2 <= \$147 ;
   always @(posedge clk)
-    stage1_amount7 <= \$158 ;
+    stage0_word2_amount3 <= \$148 ;
   always @(posedge clk)
-    stage1_amount8 <= \$159 ;
+    stage0_word2_amount4 <= \$149 ;
   always @(posedge clk)
-    stage1_amount9 <= \$160 ;
+    stage0_word2_amount5 <= \$150 ;
   always @(posedge clk)
-    stage1_word0 <= { \$110 , \$109 , \$108 , \$107 , \$106 , \$105 , \$104 , \$103 , \$102 , \$101  };
+    stage0_word2_amount6 <= \$151 ;
   always @(posedge clk)
-    stage1_word1 <= { \$120 , \$119 , \$118 , \$117 , \$116 , \$115 , \$114 , \$113 , \$112 , \$111  };
+    stage0_word2_amount7 <= \$152 ;
   always @(posedge clk)
-    stage1_word2 <= { \$130 , \$129 , \$128 , \$127 , \$126 , \$125 , \$124 , \$123 , \$122 , \$121  };
+    stage0_word2 <= { \$48 , \$47 , \$46 , \$45 , \$44 , \$43 , \$42 , \$41  };
   always @(posedge clk)
-    stage1_word3 <= { \$140 , \$139 , \$138 , \$137 , \$136 , \$135 , \$134 , \$133 , \$132 , \$131  };
+    stage0_word3_amount0 <= \$153 ;
+  always @(posedge clk)
+    stage0_word3_amount1 <= \$154 ;
+  always @(posedge clk)
+    stage0_word3_amount2 <= \$155 ;
+  always @(posedge clk)
+    stage0_word3_amount3 <= \$156 ;
+  always @(posedge clk)
+    stage0_word3_amount4 <= \$157 ;
+  always @(posedge clk)
+    stage0_word3_amount5 <= \$158 ;
+  always @(posedge clk)
+    stage0_word3_amount6 <= \$159 ;
+  always @(posedge clk)
+    stage0_word3_amount7 <= \$160 ;
+  always @(posedge clk)
+    stage0_word3 <= { \$64 , \$63 , \$62 , \$61 , \$60 , \$59 , \$58 , \$57  };
+  always @(posedge clk)
+    stage1_word0_amount0 <= \$161 ;
+  always @(posedge clk)
+    stage1_word0_amount1 <= \$162 ;
+  always @(posedge clk)
+    stage1_word0_amount2 <= \$163 ;
+  always @(posedge clk)
+    stage1_word0_amount3 <= \$164 ;
+  always @(posedge clk)
+    stage1_word0_amount4 <= \$165 ;
+  always @(posedge clk)
+    stage1_word0_amount5 <= \$166 ;
+  always @(posedge clk)
+    stage1_word0_amount6 <= \$167 ;
+  always @(posedge clk)
+    stage1_word0_amount7 <= \$168 ;
+  always @(posedge clk)
+    stage1_word0 <= { \$80 , \$79 , \$78 , \$77 , \$76 , \$75 , \$74 , \$73  };
+  always @(posedge clk)
+    stage1_word1_amount0 <= \$169 ;
+  always @(posedge clk)
+    stage1_word1_amount1 <= \$170 ;
+  always @(posedge clk)
+    stage1_word1_amount2 <= \$171 ;
+  always @(posedge clk)
+    stage1_word1_amount3 <= \$172 ;
+  always @(posedge clk)
+    stage1_word1_amount4 <= \$173 ;
+  always @(posedge clk)
+    stage1_word1_amount5 <= \$174 ;
+  always @(posedge clk)
+    stage1_word1_amount6 <= \$175 ;
+  always @(posedge clk)
+    stage1_word1_amount7 <= \$176 ;
+  always @(posedge clk)
+    stage1_word1 <= { \$96 , \$95 , \$94 , \$93 , \$92 , \$91 , \$90 , \$89  };
+  always @(posedge clk)
+    stage1_word2_amount0 <= \$177 ;
+  always @(posedge clk)
+    stage1_word2_amount1 <= \$178 ;
+  always @(posedge clk)
+    stage1_word2_amount2 <= \$179 ;
+  always @(posedge clk)
+    stage1_word2_amount3 <= \$180 ;
+  always @(posedge clk)
+    stage1_word2_amount4 <= \$181 ;
+  always @(posedge clk)
+    stage1_word2_amount5 <= \$182 ;
+  always @(posedge clk)
+    stage1_word2_amount6 <= \$183 ;
+  always @(posedge clk)
+    stage1_word2_amount7 <= \$184 ;
+  always @(posedge clk)
+    stage1_word2 <= { \$112 , \$111 , \$110 , \$109 , \$108 , \$107 , \$106 , \$105  };
+  always @(posedge clk)
+    stage1_word3_amount0 <= \$185 ;
+  always @(posedge clk)
+    stage1_word3_amount1 <= \$186 ;
+  always @(posedge clk)
+    stage1_word3_amount2 <= \$187 ;
+  always @(posedge clk)
+    stage1_word3_amount3 <= \$188 ;
+  always @(posedge clk)
+    stage1_word3_amount4 <= \$189 ;
+  always @(posedge clk)
+    stage1_word3_amount5 <= \$190 ;
+  always @(posedge clk)
+    stage1_word3_amount6 <= \$191 ;
+  always @(posedge clk)
+    stage1_word3_amount7 <= \$192 ;
+  always @(posedge clk)
+    stage1_word3 <= { \$128 , \$127 , \$126 , \$125 , \$124 , \$123 , \$122 , \$121  };
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$141  = \$3 [1:0];
+    \$129  = \$1 [1:0];
+    if (rst) begin
+      \$129  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$130  = \$2 [1:0];
+    if (rst) begin
+      \$130  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$131  = \$3 [1:0];
+    if (rst) begin
+      \$131  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$132  = \$4 [1:0];
+    if (rst) begin
+      \$132  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$133  = \$5 [1:0];
+    if (rst) begin
+      \$133  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$134  = \$6 [1:0];
+    if (rst) begin
+      \$134  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$135  = \$7 [1:0];
+    if (rst) begin
+      \$135  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$136  = \$8 [1:0];
+    if (rst) begin
+      \$136  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$137  = \$17 [1:0];
+    if (rst) begin
+      \$137  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$138  = \$18 [1:0];
+    if (rst) begin
+      \$138  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$139  = \$19 [1:0];
+    if (rst) begin
+      \$139  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$140  = \$20 [1:0];
+    if (rst) begin
+      \$140  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$141  = \$21 [1:0];
     if (rst) begin
       \$141  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$142  = \$6 [1:0];
+    \$142  = \$22 [1:0];
     if (rst) begin
       \$142  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$143  = \$9 [1:0];
+    \$143  = \$23 [1:0];
     if (rst) begin
       \$143  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$144  = \$12 [1:0];
+    \$144  = \$24 [1:0];
     if (rst) begin
       \$144  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$145  = \$15 [1:0];
+    \$145  = \$33 [1:0];
     if (rst) begin
       \$145  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$146  = \$18 [1:0];
+    \$146  = \$34 [1:0];
     if (rst) begin
       \$146  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$147  = \$21 [1:0];
+    \$147  = \$35 [1:0];
     if (rst) begin
       \$147  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$148  = \$24 [1:0];
+    \$148  = \$36 [1:0];
     if (rst) begin
       \$148  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$149  = \$27 [1:0];
+    \$149  = \$37 [1:0];
     if (rst) begin
       \$149  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$150  = \$30 [1:0];
+    \$150  = \$38 [1:0];
     if (rst) begin
       \$150  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$151  = \$73 [1:0];
+    \$151  = \$39 [1:0];
     if (rst) begin
-      \$151  = 2'h1;
+      \$151  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$152  = \$76 [1:0];
+    \$152  = \$40 [1:0];
     if (rst) begin
-      \$152  = 2'h1;
+      \$152  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$153  = \$79 [1:0];
+    \$153  = \$49 [1:0];
     if (rst) begin
-      \$153  = 2'h1;
+      \$153  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$154  = \$82 [1:0];
+    \$154  = \$50 [1:0];
     if (rst) begin
-      \$154  = 2'h1;
+      \$154  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$155  = \$85 [1:0];
+    \$155  = \$51 [1:0];
     if (rst) begin
-      \$155  = 2'h1;
+      \$155  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$156  = \$88 [1:0];
+    \$156  = \$52 [1:0];
     if (rst) begin
-      \$156  = 2'h1;
+      \$156  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$157  = \$91 [1:0];
+    \$157  = \$53 [1:0];
     if (rst) begin
-      \$157  = 2'h1;
+      \$157  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$158  = \$94 [1:0];
+    \$158  = \$54 [1:0];
     if (rst) begin
-      \$158  = 2'h1;
+      \$158  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$159  = \$97 [1:0];
+    \$159  = \$55 [1:0];
     if (rst) begin
-      \$159  = 2'h1;
+      \$159  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$160  = \$100 [1:0];
+    \$160  = \$56 [1:0];
     if (rst) begin
-      \$160  = 2'h1;
+      \$160  = 2'h0;
     end
   end
-  assign i3 = 154'h000000000000000000000000000000000000000;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$161  = \$65 [1:0];
+    if (rst) begin
+      \$161  = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$162  = \$66 [1:0];
+    if (rst) begin
+      \$162  = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$163  = \$67 [1:0];
+    if (rst) begin
+      \$163  = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$164  = \$68 [1:0];
+    if (rst) begin
+      \$164  = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$165  = \$69 [1:0];
+    if (rst) begin
+      \$165  = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$166  = \$70 [1:0];
+    if (rst) begin
+      \$166  = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$167  = \$71 [1:0];
+    if (rst) begin
+      \$167  = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$168  = \$72 [1:0];
+    if (rst) begin
+      \$168  = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$169  = \$81 [1:0];
+    if (rst) begin
+      \$169  = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$170  = \$82 [1:0];
+    if (rst) begin
+      \$170  = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$171  = \$83 [1:0];
+    if (rst) begin
+      \$171  = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$172  = \$84 [1:0];
+    if (rst) begin
+      \$172  = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$173  = \$85 [1:0];
+    if (rst) begin
+      \$173  = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$174  = \$86 [1:0];
+    if (rst) begin
+      \$174  = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$175  = \$87 [1:0];
+    if (rst) begin
+      \$175  = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$176  = \$88 [1:0];
+    if (rst) begin
+      \$176  = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$177  = \$97 [1:0];
+    if (rst) begin
+      \$177  = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$178  = \$98 [1:0];
+    if (rst) begin
+      \$178  = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$179  = \$99 [1:0];
+    if (rst) begin
+      \$179  = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$180  = \$100 [1:0];
+    if (rst) begin
+      \$180  = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$181  = \$101 [1:0];
+    if (rst) begin
+      \$181  = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$182  = \$102 [1:0];
+    if (rst) begin
+      \$182  = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$183  = \$103 [1:0];
+    if (rst) begin
+      \$183  = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$184  = \$104 [1:0];
+    if (rst) begin
+      \$184  = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$185  = \$113 [1:0];
+    if (rst) begin
+      \$185  = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$186  = \$114 [1:0];
+    if (rst) begin
+      \$186  = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$187  = \$115 [1:0];
+    if (rst) begin
+      \$187  = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$188  = \$116 [1:0];
+    if (rst) begin
+      \$188  = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$189  = \$117 [1:0];
+    if (rst) begin
+      \$189  = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$190  = \$118 [1:0];
+    if (rst) begin
+      \$190  = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$191  = \$119 [1:0];
+    if (rst) begin
+      \$191  = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$192  = \$120 [1:0];
+    if (rst) begin
+      \$192  = 2'h1;
+    end
+  end
+  assign i3 = 224'h00000000000000000000000000000000000000000000000000000000;
   assign o0 = stage1_word0;
   assign o1 = stage1_word1;
   assign o2 = stage1_word2;
