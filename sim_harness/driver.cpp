@@ -33,9 +33,11 @@
 // One cycle (tick): the combinational paths between the engines and the fabric (a memory
 // model's wready follows the engine's wvalid, a switch port's grant its tvalid) are settled
 // first: the fabric is evaluated with the engines' outputs, the engines with the fabric's, until
-// no engine output moves (one pass unless an engine has an input-to-output path); then every
-// model takes the rising edge with those settled inputs. The result is the cycle-exact
-// behaviour of the same system as one design.
+// no engine output moves (one pass: an engine has no input-to-output path); then every model
+// takes the rising edge with those settled inputs. An engine's wrapper registers its inputs at
+// the falling edge (engine_sim_verilog), which is exact because the inputs are set before that
+// evaluation and hold until the rising edge. The result is the cycle-exact behaviour of the
+// same system as one design.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>

@@ -191,22 +191,36 @@ def engine_sim_verilog(config: AceConfig) -> str:
     that reset is not a primary input of the engine's logic: Verilator then evaluates the
     engine's next-state logic once per clock edge, instead of again in every evaluation as
     logic that depends on an input. The driver raises this reset input one cycle before the
-    fabric's, so the engine sees the same reset cycles as in a single design."""
+    fabric's, so the engine sees the same reset cycles as in a single design.
+
+    Every other input passes through a register of the falling edge, for the same reason:
+    the logic that reads the memory's, the links' and the AXI4-Lite port's inputs is then
+    evaluated once, at the falling edge, rather than in each of the driver's two evaluations
+    of a cycle. The driver sets an engine's inputs before the falling edge's evaluation and
+    holds them through the rising edge's (``settle`` in driver.cpp), so at every rising edge
+    the registered inputs equal the inputs: the same cycles. This needs two properties, both
+    checked by tests/test_harness_driver.py: no engine output depends combinationally on an
+    input (the driver settles in one pass), and no register of the falling edge inside the
+    engine (the clock gates' ``enable_n``) samples an input, which would see the previous
+    cycle's value."""
     name = f"ace_engine_{config.name}"
 
-    def decl(port, output, width):
-        kind = "output" if output else "input"
-        return f"{kind} {f'[{width - 1}:0] ' if width > 1 else ''}{port}"
+    def width(w):
+        return f"[{w - 1}:0] " if w > 1 else ""
 
     ports = engine_ports(config)
+    inputs = [(port, w) for port, output, w in ports if not output]
     lines = [f"// Simulation wrapper of {name} (sim_harness/system.py, engine_sim_verilog).",
              f"module {name}_sim (", "    input clk,", "    input rst,"]
-    lines += [f"    {decl(*port)}{',' if i < len(ports) - 1 else ''}"
-              for i, port in enumerate(ports)]
-    lines += [");", "  reg rst_q = 1'b1;", "  always @(posedge clk) rst_q <= rst;",
-              f"  {name} engine (", "    .clk(clk),", "    .rst(rst_q),"]
-    lines += [f"    .{port}({port}){',' if i < len(ports) - 1 else ''}"
-              for i, (port, _, _) in enumerate(ports)]
+    lines += [f"    {'output' if output else 'input'} {width(w)}{port}"
+              f"{',' if i < len(ports) - 1 else ''}" for i, (port, output, w) in enumerate(ports)]
+    lines += [");", "  reg rst_q = 1'b1;", "  always @(posedge clk) rst_q <= rst;"]
+    lines += [f"  reg {width(w)}{port}_q;" for port, w in inputs]
+    lines += ["  always @(negedge clk) begin"]
+    lines += [f"    {port}_q <= {port};" for port, _ in inputs]
+    lines += ["  end", f"  {name} engine (", "    .clk(clk),", "    .rst(rst_q),"]
+    lines += [f"    .{port}({port}{'' if output else '_q'}){',' if i < len(ports) - 1 else ''}"
+              for i, (port, output, _) in enumerate(ports)]
     return "\n".join(lines + ["  );", "endmodule", ""])
 
 
