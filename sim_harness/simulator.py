@@ -106,19 +106,15 @@ def ports_header(spec: SystemSpec) -> str:
              "static const int LINK_NODE[] = {" + ", ".join(str(n) for n, _ in links) + "};",
              "static const int LINK_INDEX[] = {" + ", ".join(str(l) for _, l in links) + "};"]
 
-    def copies(fn, result, body):
-        out = [f"static inline {result} {fn}(Vtop* t, Vengine* const* e) {{"]
-        if result == "bool":
-            out.append("  bool moved = false;")
+    def copies(fn, body):
+        out = [f"static inline void {fn}(Vtop* t, Vengine* const* e) {{"]
         for k in range(p):
             out += [f"  {body(k, _port(name))}" for name, output, _ in ports
                     if output == (fn != "to_engines")]
-        return out + (["  return moved;"] if result == "bool" else []) + ["}"]
+        return out + ["}"]
 
-    lines += copies("to_fabric", "void", lambda k, n: f"t->n{k}_{n} = e[{k}]->{n};")
-    lines += copies("to_engines", "void", lambda k, n: f"e[{k}]->{n} = t->n{k}_{n};")
-    lines += copies("engines_moved", "bool",
-                    lambda k, n: f"moved |= t->n{k}_{n} != e[{k}]->{n};")
+    lines += copies("to_fabric", lambda k, n: f"t->n{k}_{n} = e[{k}]->{n};")
+    lines += copies("to_engines", lambda k, n: f"e[{k}]->{n} = t->n{k}_{n};")
 
     def table(fn, names):
         out = [f"static inline uint64_t {fn}(Vtop* t, int i) {{", "  switch (i) {"]
