@@ -23,11 +23,11 @@ See docs/nic.md for the packet format, the credit protocol and the error handlin
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Module, Signal
+from amaranth.hdl import Array, Cat, DomainRenamer, Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ace.hw.common.clock_gate import uses_gated_clock
+from ace.hw.common.clock_gate import gate_while_busy, uses_gated_clock
 from ace.hw.common.replica import replicates
 from ace.hw.common.skid_fifo import SkidFifo
 from ace.layouts import AxiStreamSignature, NicError, NicRxBeat, NicSendCmd, NicTxBeat
@@ -162,9 +162,11 @@ class NicInterface(wiring.Component):
                 block = tx if name.startswith("tx_") else rx
                 m.d.comb += getattr(self, f"link{l}_{name}").eq(getattr(block, name[3:]))
 
+        self._skids = {}
         bad_cmds = [self._channel_send(m, c, txs) for c in range(cfg.num_channels)]
         for c in range(cfg.num_channels):
             self._channel_recv(m, c, rxs)
+        self._add_skids(m, gated_clock)
         with m.If(Cat(*bad_cmds).any()):
             m.d.sync += self.cmd_errors.eq(self.cmd_errors + sum(bad_cmds))
         with m.If(self.error_clear):
@@ -204,7 +206,7 @@ class NicInterface(wiring.Component):
             ]
 
         skid = SkidFifo(NicTxBeat(cfg), slice_bits=self._slice_bits)
-        m.submodules[f"ch{c}_send_skid"] = skid
+        self._skids[f"ch{c}_send_skid"] = ("send", skid)
         wiring.connect(m, wiring.flipped(getattr(self, f"ch{c}_send_data")), skid.i)
         for tx in txs:
             m.d.comb += [tx.data[c].payload.eq(skid.o.payload), tx.data[c].valid.eq(skid.o.valid)]
@@ -224,7 +226,7 @@ class NicInterface(wiring.Component):
         outs = []
         for l, rx in enumerate(rxs):
             skid = SkidFifo(NicRxBeat(self.config), slice_bits=self._slice_bits)
-            m.submodules[f"ch{c}_link{l}_recv_skid"] = skid
+            self._skids[f"ch{c}_link{l}_recv_skid"] = (f"link{l}_recv", skid)
             wiring.connect(m, rx.out[c], skid.i)
             outs.append(skid.o)
             m.d.comb += skid.o.ready.eq(recv.ready & (recv_link == l))
@@ -232,3 +234,23 @@ class NicInterface(wiring.Component):
             recv.valid.eq(Array(o.valid for o in outs)[recv_link]),
             recv.payload.eq(Array(o.payload.as_value() for o in outs)[recv_link]),
         ]
+
+    def _add_skids(self, m, gated_clock):
+        """The skid FIFOs as submodules. In the gated-clock form, the channels' send FIFOs
+        share one gated clock, and each link's receive FIFOs one per link
+        (:func:`~ace.hw.common.clock_gate.gate_while_busy`), running while one of them holds
+        a beat or is offered one. An empty FIFO with nothing offered would only reload its
+        free entry with a payload that is not a beat: stopped, it shows an older one while
+        ``o.valid`` is low, and passes the same beats."""
+        groups = {}
+        for name, (group, skid) in self._skids.items():
+            groups.setdefault(group, []).append((name, skid))
+        for group, members in groups.items():
+            domain = "sync"
+            if gated_clock:
+                busy = Cat(*(bit for _, skid in members
+                             for bit in (skid.i.valid, skid.o.valid))).any()
+                domain = gate_while_busy(m, f"{group}_skids", busy)
+            for name, skid in members:
+                m.submodules[name] = DomainRenamer({"sync": domain})(skid) \
+                    if domain != "sync" else skid
