@@ -159,7 +159,7 @@ class DmaReader(wiring.Component):
             **({"word_lo": range(k), "word_hi": range(k)} if k > 1 else {}),
         })
         m.submodules.r_q = r_q = CommandQueue(width=r_layout.size, depth=self.cmd_depth,
-                                              replicate=self._copies)
+                                              replicate=self._copies, head="fifo")
         r_in = data.View(r_layout, r_q.w_data)
         m.d.comb += [
             ar_q.w_data.eq(Cat(cmd.mem_addr[lm:], beat_span(
