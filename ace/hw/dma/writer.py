@@ -280,18 +280,20 @@ class DmaWriter(wiring.Component):
         lo = Signal(range(M + 1))
         hi = Signal(range(M + 1))
         layout = data.StructLayout({"data": 8 * M, "strb": M, "last": 1, "bytes": range(M + 1)})
-        # A copy of the skid buffer's control per realigner lane (k = 1), else per 4 bytes.
-        slices = (realign.lanes if realign is not None else max(1, M // 4)) if self._copies else 1
+        # A copy of the skid buffer's control per realigner control set (k = 1), else per 4
+        # bytes.
+        slices = ((realign.control_sets if realign is not None else max(1, M // 4))
+                  if self._copies else 1)
         m.submodules.w_skid = skid = SkidBuffer(layout, slices=slices)
         if realign is not None and self._copies:
             # A copy of w_ok per lane; each copy's next value also reads the copy itself
             # (redundantly: x | (x & q) is x), so synthesis keeps the copies apart.
             copies = skid.ready_copies
             lanes = []
-            for lane in range(realign.lanes):
+            for lane in range(realign.control_sets):
                 ok = Signal(name=f"w_ok_{lane}")
                 m.d.sync += ok.eq(w_ok_next | (w_ok_next & ok))
-                lanes.append(copies[lane * len(copies) // realign.lanes] & ok)
+                lanes.append(copies[lane * len(copies) // realign.control_sets] & ok)
             realign.o_ready_copies = lanes
         m.d.comb += [
             lo_mask.eq(Mux(o.p.first, (all_ones << beat.beat_lo)[:M], all_ones)),
