@@ -31,26 +31,27 @@ Counters (free running, wrap at 2**48): ``bytes_read`` adds, for each accepted R
 bytes of that beat inside the descriptor's ``[mem_addr, mem_addr + length)``; ``bytes_written``
 adds the set ``wstrb`` bits of each accepted W beat; both lag the port by two cycles (the
 halves register their per-beat counts, the counters add them). ``busy_cycles`` counts cycles
-with a descriptor accepted and not yet completed (``busy``, from a register).
+with a descriptor accepted and not yet completed (``busy``, a register).
 
-Timing: the queue holds each descriptor with its kind and zero-length test decoded on entry and
-presents its head from a skid buffer (a ``SyncFIFO`` of ``queue_depth - 2`` entries, then the
-skid buffer's two); each half takes its commands through a skid buffer, so the dispatch
-decision reads only registers and drives only the head's control registers. Latency from a
-descriptor taken to its first AR or AW: about 8 cycles (queue 2, command skid buffer, then the
-half's 5).
+Timing: the queue holds each descriptor with its kind and zero-length test decoded on entry
+(a :class:`CommandQueue`: a LUT-RAM FIFO of ``queue_depth - 2`` entries with registered flags,
+so ``desc.ready`` is a register, then a two-entry :class:`SkidFifo` head whose load enables are
+registers); each half takes its commands through a skid buffer, so the dispatch decision reads
+only registers and drives only the head's pointers. Latency from a descriptor taken to its
+first AR or AW: about 8 cycles (queue 2, command skid buffer, then the half's 5).
 """
 
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
+from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from ace.hw.axi.signatures import Axi4Signature
 from ace.hw.common.replica import replicates
 from ace.hw.common.skid_buffer import SkidBuffer
+from ace.hw.dma.queue import CommandQueue
 from ace.hw.dma.reader import DmaReader
 from ace.hw.dma.writer import DmaWriter
 from ace.layouts import (DMA_ID_BITS, AxiStreamSignature, DmaCompletion, DmaDescriptor, DmaKind,
@@ -135,12 +136,12 @@ class DmaEngine(wiring.Component):
         # -- descriptor queue (decoded on entry, registered head) and dispatcher ----------------
         layout = self.desc.p.shape()
         entry = data.StructLayout({"desc": layout, "is_zero": 1, "is_read": 1, "is_write": 1})
-        # The queue is a LUT-RAM FIFO whose head is a skid buffer (its ready a register, each
-        # slice of the head with its own control copy): the dispatch decision, from the head's
-        # registers, reaches only the skid buffer's control, not the FIFO's pointers and level.
-        m.submodules.queue = queue = SyncFIFO(width=entry.size, depth=self.queue_depth - 2)
-        m.submodules.queue_head = queue_head = SkidBuffer(
-            entry, slices=4 if replicates(cfg, platform) else 1)
+        # The queue is a LUT-RAM FIFO with registered flags (``desc.ready`` a register) whose
+        # head is a SkidFifo: the dispatch decision, from the head's registers, reaches only
+        # the head's pointers and registered load enables, not its payload bits.
+        m.submodules.queue = queue = CommandQueue(
+            width=entry.size, depth=self.queue_depth - 2, slices=4,
+            replicate=replicates(cfg, platform), head="fifo")
         kind = self.desc.p.kind
         nothing = self.desc.p.length == 0
         reads = (kind == DmaKind.LOAD) | (kind == DmaKind.MEM_TO_STREAM)
@@ -149,11 +150,8 @@ class DmaEngine(wiring.Component):
             queue.w_data.eq(Cat(self.desc.p, nothing, ~nothing & reads, ~nothing & ~reads)),
             queue.w_en.eq(self.desc.valid),
             self.desc.ready.eq(queue.w_rdy),
-            queue_head.i.valid.eq(queue.r_rdy),
-            queue_head.i.p.eq(queue.r_data),
-            queue.r_en.eq(queue_head.i.ready),
         ]
-        queued = queue_head.o.p
+        queued = data.View(entry, queue.r_data)
         head = queued.desc
         is_zero, is_read, is_write = queued.is_zero, queued.is_read, queued.is_write
         go = Signal()
@@ -161,10 +159,12 @@ class DmaEngine(wiring.Component):
         zero_id = Signal(DMA_ID_BITS)
         # The error register's copy for the dispatcher (``err_valid`` also drives a port).
         err_hold = Signal()
-        m.d.comb += go.eq(queue_head.o.valid & ~err_hold)
+        m.d.comb += go.eq(queue.r_rdy & ~err_hold)
         # Each half takes its commands through a skid buffer: its ready is a register here.
-        m.submodules.reader_cmd = reader_cmd = SkidBuffer(reader.cmd.p.shape())
-        m.submodules.writer_cmd = writer_cmd = SkidBuffer(writer.cmd.p.shape())
+        # (Control copies per slice of about 20 bits: its ready loads the whole command.)
+        cmd_slices = 4 if replicates(cfg, platform) else 1
+        m.submodules.reader_cmd = reader_cmd = SkidBuffer(reader.cmd.p.shape(), slices=cmd_slices)
+        m.submodules.writer_cmd = writer_cmd = SkidBuffer(writer.cmd.p.shape(), slices=cmd_slices)
         wiring.connect(m, reader_cmd.o, reader.cmd)
         wiring.connect(m, writer_cmd.o, writer.cmd)
         for cmd in (reader_cmd.i.p, writer_cmd.i.p):
@@ -179,11 +179,11 @@ class DmaEngine(wiring.Component):
             writer_cmd.i.p.stream.eq(head.kind == DmaKind.STREAM_TO_MEM),
             reader_cmd.i.valid.eq(go & is_read),
             writer_cmd.i.valid.eq(go & is_write),
-            queue_head.o.ready.eq(~err_hold & ((is_zero & ~zero_full)
-                                               | (is_read & reader_cmd.i.ready)
-                                               | (is_write & writer_cmd.i.ready))),
+            queue.r_en.eq(~err_hold & ((is_zero & ~zero_full)
+                                       | (is_read & reader_cmd.i.ready)
+                                       | (is_write & writer_cmd.i.ready))),
         ]
-        dispatched = queue_head.o.ready & queue_head.o.valid
+        dispatched = queue.r_en & queue.r_rdy
 
         # -- completion arbiter (writer, then reader, then zero-length) -------------------------
         m.submodules.cpl_q = cpl_q = SyncFIFOBuffered(width=len(self.cpl.p.as_value()), depth=4)
@@ -221,15 +221,16 @@ class DmaEngine(wiring.Component):
             ]
 
         # -- busy and counters ------------------------------------------------------------------
-        # Descriptors accepted and not yet completed: busy from a register, no queue level.
+        # Descriptors accepted and not yet completed: busy is a register (outstanding != 0,
+        # decided from the count a cycle ahead), so no compare sits in front of busy_cycles's
+        # adder.
         outstanding = Signal(range(self.queue_depth + 64))
         accepted = Signal()
         m.d.comb += accepted.eq(self.desc.valid & self.desc.ready)
         with m.If(accepted & ~completed):
-            m.d.sync += outstanding.eq(outstanding + 1)
+            m.d.sync += [outstanding.eq(outstanding + 1), self.busy.eq(1)]
         with m.Elif(~accepted & completed):
-            m.d.sync += outstanding.eq(outstanding - 1)
-        m.d.comb += self.busy.eq(outstanding != 0)
+            m.d.sync += [outstanding.eq(outstanding - 1), self.busy.eq(outstanding != 1)]
         m.d.sync += [
             self.bytes_read.eq(self.bytes_read + reader.bytes),
             self.bytes_written.eq(self.bytes_written + writer.bytes),

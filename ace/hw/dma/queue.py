@@ -1,30 +1,37 @@
-"""Command queue of a DMA half: a LUT-RAM FIFO whose head is a skid buffer.
+"""Command queue of a DMA half: a LUT-RAM FIFO whose head is a two-entry register slice.
 
 ::
 
-    w_data, w_en --> SyncFIFO (depth) --> SkidBuffer (2 entries, sliced) --> r_data, r_rdy
-          ^                                   ^                                  |
-        room (register)                  in_ready (register)                  r_en
+    w_data, w_en --> FlagFifo (depth) --> head (2 entries, sliced) --> r_data, r_rdy
+          ^                                   ^                           |
+        room (register)                  i.ready (register)            r_en
 
 The interface is that of a ``SyncFIFOBuffered`` (``w_data``, ``w_en``, ``w_rdy``, ``r_data``,
 ``r_rdy``, ``r_en``) with the same latency (an entry written in cycle ``t`` is at the head in
 ``t + 2``), plus ``room_next``: high when the queue will surely be able to take an entry in
 the next cycle, whatever happens in this one (the FIFO holds at most ``depth - 2`` entries), for
 a requester to register as its ``ready`` (:func:`queues_open`), with no compare of levels
-behind it. The head is a skid buffer:
-its ``ready`` (the FIFO's read enable) is a register, and the consumer's ``r_en``, which often
-comes from a handshake and a last-item flag, reaches only the head's control registers (one
-copy per slice of the entry), not the FIFO's pointers and level or a read enable as wide as the
-entry. Capacity: ``depth`` entries in the FIFO (``depth - 1`` when written through ``room``)
+behind it. The FIFO's ``w_rdy`` and ``r_rdy`` are registers (:class:`FlagFifo`), so neither
+the memory's write enable nor the head's input valid has a compare of levels in front.
+
+The head is a register slice whose ``ready`` (the FIFO's read enable) is a register, so the
+consumer's ``r_en``, which often comes from a handshake and a last-item flag, reaches only the
+head, not the FIFO's pointers and level. ``head="buffer"``: a :class:`SkidBuffer`, ``r_data``
+straight from its output register, ``r_en`` in the load enable of every head bit (one copy of
+the control per slice); ``head="fifo"``: a :class:`SkidFifo`, whose load enables are registers
+computed a cycle ahead, so ``r_en`` reaches only a few flip-flops per slice, and ``r_data`` is a
+2:1 multiplexer of its two entries (one LUT more in front of the consumer). Both give the same
+cycles. Capacity: ``depth`` entries in the FIFO (``depth - 1`` when written through ``room``)
 plus two at the head.
 """
 
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Elaboratable, Module, Signal
-from amaranth.lib.fifo import SyncFIFO
 
+from ace.hw.common.flag_fifo import FlagFifo
 from ace.hw.common.skid_buffer import SkidBuffer
+from ace.hw.common.skid_fifo import SkidFifo
 
 __all__ = ["CommandQueue", "queues_open"]
 
@@ -39,11 +46,14 @@ def queues_open(m, *queues):
 
 class CommandQueue(Elaboratable):
     """See the module docstring. ``slices``: copies of the head's control registers (default:
-    one per 24 bits of the entry; one if ``replicate`` is false, the same cycles)."""
+    one per 24 bits of the entry; one if ``replicate`` is false, the same cycles). ``head``:
+    ``"buffer"`` (:class:`SkidBuffer`) or ``"fifo"`` (:class:`SkidFifo`)."""
 
     def __init__(self, *, width: int, depth: int, slices: int | None = None,
-                 replicate: bool = True):
+                 replicate: bool = True, head: str = "buffer"):
         assert depth >= 2, "room_next needs a FIFO of two entries or more"
+        assert head in ("buffer", "fifo"), f"head must be 'buffer' or 'fifo', not {head!r}"
+        self.head = head
         self.width = width
         self.depth = depth
         self.slices = (max(1, width // 24) if slices is None else slices) if replicate else 1
@@ -57,8 +67,12 @@ class CommandQueue(Elaboratable):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.fifo = fifo = SyncFIFO(width=self.width, depth=self.depth)
-        m.submodules.head = head = SkidBuffer(self.width, slices=self.slices)
+        m.submodules.fifo = fifo = FlagFifo(width=self.width, depth=self.depth)
+        if self.head == "fifo":
+            slice_bits = -(-self.width // self.slices) if self.slices > 1 else None
+            m.submodules.head = head = SkidFifo(self.width, slice_bits=slice_bits)
+        else:
+            m.submodules.head = head = SkidBuffer(self.width, slices=self.slices)
         m.d.comb += [
             fifo.w_data.eq(self.w_data),
             fifo.w_en.eq(self.w_en),

@@ -159,7 +159,7 @@ class DmaReader(wiring.Component):
             **({"word_lo": range(k), "word_hi": range(k)} if k > 1 else {}),
         })
         m.submodules.r_q = r_q = CommandQueue(width=r_layout.size, depth=self.cmd_depth,
-                                              replicate=self._copies)
+                                              replicate=self._copies, head="fifo")
         r_in = data.View(r_layout, r_q.w_data)
         m.d.comb += [
             ar_q.w_data.eq(Cat(cmd.mem_addr[lm:], beat_span(
@@ -289,8 +289,8 @@ class DmaReader(wiring.Component):
         """Output words of ``realign``, with their SRAM address and byte mask, through a skid
         buffer to the SRAM write port or rd_stream; the completion at the last word, taken
         from the skid buffer's output (so it never precedes the word's delivery). The skid
-        buffer's payload is cut into slices of about 4 bytes, and its ready copies give the
-        realigner's lanes their load enables."""
+        buffer's payload is cut into a slice per realigner control set, whose ready copies
+        give the realigner's lanes their load enables."""
         W = self.config.link_bytes
         o = realign.o
         meta = o.p.meta
@@ -299,7 +299,7 @@ class DmaReader(wiring.Component):
         layout = data.StructLayout({"to_stream": 1, "addr": len(self.sram_w.p.addr),
                                     "data": 8 * W, "mask": W, "last": 1, "id": DMA_ID_BITS,
                                     "status": DmaStatus, "ctl_to_stream": 1, "ctl_last": 1})
-        m.submodules.out = out = SkidBuffer(layout, slices=realign.lanes)
+        m.submodules.out = out = SkidBuffer(layout, slices=realign.control_sets)
         if self._copies:
             realign.o_ready_copies = out.ready_copies
         word = Signal(len(self.sram_w.p.addr))

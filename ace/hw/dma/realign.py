@@ -29,7 +29,9 @@ byte ``b`` byte ``b`` of either the rotated previous word (``b < word_bytes - sh
 rotated current word: no shifter sees a control bit of the word in flight, and the zero word
 before a packet and after a flushed one is a choice of those per-byte registers, not a mask on
 the data. Each group of bytes has its own copy of the control registers (valid bits, the skid
-buffer's ready, the flush state, the shift), so no control net reaches the whole word.
+buffer's ready, the flush state, the shift), and one more copy, with no bytes, carries the
+per-word control (flags, meta, the output's first/last/meta), so no control net reaches the
+whole word and no lane's load enables reach both bytes and the per-word control.
 """
 
 from __future__ import annotations
@@ -79,8 +81,12 @@ class Realigner(wiring.Component):
         lanes = max(1, word_bytes // 2) if lanes is None else lanes
         assert word_bytes % lanes == 0
         self.lanes = lanes
-        #: Optional: ``lanes`` signals, each equal to ``o.ready`` in every cycle (copies of a
-        #: registered ready downstream, e.g. :attr:`SkidBuffer.ready_copies`); lane ``k``
+        #: Sets of control registers: one per lane, plus, with more than one lane, one for the
+        #: per-word control (flags, meta, the output's first/last/meta), which holds no data
+        #: bytes, so no lane's load enables reach both bytes and the per-word control.
+        self.control_sets = lanes + 1 if lanes > 1 else 1
+        #: Optional: ``control_sets`` signals, each equal to ``o.ready`` in every cycle (copies
+        #: of a registered ready downstream, e.g. :attr:`SkidBuffer.ready_copies`); set ``k``
         #: then takes its load enables from copy ``k`` instead of from ``o.ready``.
         self.o_ready_copies = None
         super().__init__({
@@ -142,11 +148,13 @@ class Realigner(wiring.Component):
         prev = Signal(8 * W, name="prev")           # the previous word, rotated
         out_data = Signal(8 * W, name="out_data")
 
-        for lane in range(lanes):
+        control = self.control_sets - 1     # the set that holds the per-word control
+        for lane in range(self.control_sets):
             sfx = f"_{lane}"
-            lo, hi = lane * lane_bytes, (lane + 1) * lane_bytes
+            lo, hi = (lane * lane_bytes, (lane + 1) * lane_bytes) if lane < lanes else (0, 0)
             bits = slice(8 * lo, 8 * hi)
-            # Copies of the control registers, one set per lane; lane 0's drive the ports.
+            # Copies of the control registers, one set per lane and one for the per-word
+            # control (``control``); lane 0's drive the ports.
             in_ready = Signal(init=1, name=f"in_ready{sfx}")
             a_valid = Signal(name=f"a_valid{sfx}")
             s_valid = Signal(name=f"a_skid_valid{sfx}")
@@ -175,17 +183,17 @@ class Realigner(wiring.Component):
                 with m.If(a_ready | ~a_valid):
                     m.d.sync += [a_valid.eq(self.i.valid), a_data[bits].eq(i.data[bits]),
                                  a_shift.eq(i.shift)]
-                    if lane == 0:
+                    if lane == control:
                         m.d.sync += a_ctl.eq(i_ctl)
                 with m.Else():
                     m.d.sync += [s_valid.eq(self.i.valid), s_data[bits].eq(i.data[bits]),
                                  s_shift.eq(i.shift)]
-                    if lane == 0:
+                    if lane == control:
                         m.d.sync += s_ctl.eq(i_ctl)
             with m.Elif(a_ready):
                 m.d.sync += [a_valid.eq(s_valid), a_data[bits].eq(s_data[bits]),
                              a_shift.eq(s_shift), s_valid.eq(0)]
-                if lane == 0:
+                if lane == control:
                     m.d.sync += a_ctl.eq(s_ctl)
 
             # Stage 2: rotate by whole groups; decode the per-byte choice of stage 3.
@@ -218,7 +226,7 @@ class Realigner(wiring.Component):
                         b_use_prev[lo:hi].eq(mask[lo:hi] & ~a_ctl.first.replicate(hi - lo)),
                         b_use_cur[lo:hi].eq(~mask[lo:hi]),
                     ]
-                if lane == 0:
+                if lane == control:
                     with m.If(flush_pending):
                         m.d.sync += [b_emit.eq(1), b_first.eq(~started), b_last.eq(1),
                                      started.eq(0)]
@@ -245,7 +253,7 @@ class Realigner(wiring.Component):
                         byte(out_data, b).eq((byte(prev, b) & b_use_prev[b].replicate(8))
                                              | (cur & b_use_cur[b].replicate(8))),
                     ]
-                if lane == 0:
+                if lane == control:
                     m.d.sync += [self.o.p.first.eq(b_first), self.o.p.last.eq(b_last),
                                  self.o.p.meta.eq(b_meta)]
         m.d.comb += self.o.p.data.eq(out_data)

@@ -129,13 +129,16 @@ class DmaWriter(wiring.Component):
         beat_meta = data.StructLayout({
             "beat_lo": range(M), "beat_hi": range(M + 1), "start_phase": phase_bits})
         lane = {"word_lo": range(k)} if k > 1 else {}   # lane of the first word (wide port)
+        # ``from_stream`` once for the control and once more per realigner lane, as the select
+        # of that lane's bytes of the source-word multiplexer (no select net spans the word).
         wd_layout = data.StructLayout({
-            "from_stream": 1, "words": count_bits, "single": 1, "shift": range(W + 1),
+            "from_stream": 1, "data_from_stream": self._realign_lanes(),
+            "words": count_bits, "single": 1, "shift": range(W + 1),
             "flush": 1,
             "beat": beat_meta, **lane,
         })
         m.submodules.wd_q = wd_q = CommandQueue(width=wd_layout.size, depth=self.cmd_depth,
-                                             replicate=self._copies)
+                                                replicate=self._copies, head="fifo")
 
         sreq_in = data.View(sreq_layout, sreq_q.w_data)
         wd_in = data.View(wd_layout, wd_q.w_data)
@@ -147,6 +150,7 @@ class DmaWriter(wiring.Component):
             sreq_in.words.eq(nwords),
             sreq_in.single.eq(cmd.length <= W),
             wd_in.from_stream.eq(cmd.stream),
+            wd_in.data_from_stream.eq(cmd.stream.replicate(len(wd_in.data_from_stream))),
             wd_in.words.eq(nwords),
             wd_in.single.eq(cmd.length <= W),
             wd_in.shift.eq(W - off),
@@ -169,6 +173,10 @@ class DmaWriter(wiring.Component):
         self._elaborate_w(m, beats, aw_accepted, realign if k == 1 else None)
         self._elaborate_b(m, b_q)
         return m
+
+    def _realign_lanes(self):
+        """The realigner's lanes: one per 2 bytes with control copies, else one."""
+        return max(1, self.config.link_bytes // 2) if self._copies else 1
 
     def _elaborate_aw(self, m, aw_q, beat_bits, count_bits):
         """AW: bursts, bounded outstanding (``b_q`` holds one entry per burst, from the cycle it
@@ -211,8 +219,8 @@ class DmaWriter(wiring.Component):
         W, k = self.config.link_bytes, self.config.mem_beat_words
         lane = {"word_lo": range(k)} if k > 1 else {}
         meta_layout = data.StructLayout({"beat": beat_meta, **lane})
-        m.submodules.realign = realign = Realigner(W, meta_layout,
-                                                   lanes=None if self._copies else 1)
+        m.submodules.realign = realign = Realigner(W, meta_layout, lanes=self._realign_lanes())
+        lane_bits = 8 * W // realign.lanes
         src_valid = Signal()
         src_hs = Signal()
         _, src_first, src_last = count_items(m, "src", cur.words, cur.single, src_hs)
@@ -221,8 +229,10 @@ class DmaWriter(wiring.Component):
             realign.i.valid.eq(wd_q.r_rdy & src_valid),
             self.wr_stream.tready.eq(wd_q.r_rdy & cur.from_stream & realign.i.ready),
             self.sram_r.resp.ready.eq(wd_q.r_rdy & ~cur.from_stream & realign.i.ready),
-            realign.i.p.data.eq(Mux(cur.from_stream, self.wr_stream.tdata,
-                                    self.sram_r.resp.p)),
+            realign.i.p.data.eq(Cat(*(
+                Mux(cur.data_from_stream[lane], self.wr_stream.tdata.word_select(lane, lane_bits),
+                    self.sram_r.resp.p.word_select(lane, lane_bits))
+                for lane in range(realign.lanes)))),
             realign.i.p.first.eq(src_first),
             realign.i.p.last.eq(src_last),
             realign.i.p.shift.eq(cur.shift),
@@ -270,17 +280,20 @@ class DmaWriter(wiring.Component):
         lo = Signal(range(M + 1))
         hi = Signal(range(M + 1))
         layout = data.StructLayout({"data": 8 * M, "strb": M, "last": 1, "bytes": range(M + 1)})
-        m.submodules.w_skid = skid = SkidBuffer(layout,
-                                                slices=max(1, M // 4) if self._copies else 1)
+        # A copy of the skid buffer's control per realigner control set (k = 1), else per 4
+        # bytes.
+        slices = ((realign.control_sets if realign is not None else max(1, M // 4))
+                  if self._copies else 1)
+        m.submodules.w_skid = skid = SkidBuffer(layout, slices=slices)
         if realign is not None and self._copies:
             # A copy of w_ok per lane; each copy's next value also reads the copy itself
             # (redundantly: x | (x & q) is x), so synthesis keeps the copies apart.
             copies = skid.ready_copies
             lanes = []
-            for lane in range(realign.lanes):
+            for lane in range(realign.control_sets):
                 ok = Signal(name=f"w_ok_{lane}")
                 m.d.sync += ok.eq(w_ok_next | (w_ok_next & ok))
-                lanes.append(copies[lane * len(copies) // realign.lanes] & ok)
+                lanes.append(copies[lane * len(copies) // realign.control_sets] & ok)
             realign.o_ready_copies = lanes
         m.d.comb += [
             lo_mask.eq(Mux(o.p.first, (all_ones << beat.beat_lo)[:M], all_ones)),

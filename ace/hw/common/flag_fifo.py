@@ -1,0 +1,99 @@
+"""Synchronous FIFO whose ``w_rdy`` and ``r_rdy`` are registers.
+
+::
+
+    w_data, w_en --> [ LUT-RAM ring (depth) ] --> r_data (combinational read at the head)
+    w_rdy (register: not full)                    r_rdy (register: not empty)
+
+The same ports and cycles as ``amaranth.lib.fifo.SyncFIFO`` (an entry written in cycle ``t``
+can be read in ``t + 1``; ``r_data`` is the head entry, read from the memory
+combinationally), but the two flags are flip-flops computed a cycle ahead instead of compares of
+``level``: the memory's write enable is ``w_en & w_rdy`` (one gate from a register), and a
+consumer that registers ``r_rdy`` as its input valid sees no compare in front. The next value
+of each flag is a choice of three (set, cleared, kept) by the handshakes, with the one compare
+of ``level`` against a constant beside it.
+
+Latency: one cycle from a write to ``r_rdy`` and ``r_data`` (as ``SyncFIFO``). Throughput: a
+write and a read in every cycle; as in ``SyncFIFO``, a full FIFO refuses a write even in a cycle
+where it is read, and an empty one refuses a read even in a cycle where it is written.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["FlagFifo"]
+
+
+class FlagFifo(wiring.Component):
+    """``SyncFIFO`` with registered ``w_rdy``/``r_rdy`` (see the module docstring).
+
+    Parameters
+    ----------
+    width : int
+        Bits per entry.
+    depth : int
+        Entries, 1 or more (any value, not only powers of two).
+
+    Members
+    -------
+    w_data : In(width)
+    w_en : In(1)
+    w_rdy : Out(1), a register: the FIFO is not full
+    r_data : Out(width), the head entry (combinational read of the memory)
+    r_en : In(1)
+    r_rdy : Out(1), a register: the FIFO is not empty
+    level : Out(range(depth + 1)), a register: entries held
+    """
+
+    def __init__(self, *, width: int, depth: int):
+        assert depth >= 1, f"FlagFifo depth must be at least 1, not {depth}"
+        self.width = width
+        self.depth = depth
+        super().__init__({
+            "w_data": In(width),
+            "w_en": In(1),
+            "w_rdy": Out(1, init=1),
+            "r_data": Out(width),
+            "r_en": In(1),
+            "r_rdy": Out(1),
+            "level": Out(range(depth + 1)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        depth = self.depth
+        m.submodules.storage = storage = Memory(shape=self.width, depth=depth, init=[])
+        w_port = storage.write_port()
+        r_port = storage.read_port(domain="comb")
+        produce = Signal(range(depth), name="produce")
+        consume = Signal(range(depth), name="consume")
+        do_write = Signal()
+        do_read = Signal()
+
+        def advance(pointer):
+            return Mux(pointer == depth - 1, 0, pointer + 1)
+
+        m.d.comb += [
+            do_write.eq(self.w_en & self.w_rdy),
+            do_read.eq(self.r_en & self.r_rdy),
+            w_port.addr.eq(produce),
+            w_port.data.eq(self.w_data),
+            w_port.en.eq(do_write),
+            r_port.addr.eq(consume),
+            self.r_data.eq(r_port.data),
+        ]
+        with m.If(do_write):
+            m.d.sync += produce.eq(advance(produce))
+        with m.If(do_read):
+            m.d.sync += consume.eq(advance(consume))
+        with m.If(do_write & ~do_read):
+            m.d.sync += [self.level.eq(self.level + 1), self.r_rdy.eq(1),
+                         self.w_rdy.eq(self.level != depth - 1)]
+        with m.If(do_read & ~do_write):
+            m.d.sync += [self.level.eq(self.level - 1), self.w_rdy.eq(1),
+                         self.r_rdy.eq(self.level != 1)]
+        return m
