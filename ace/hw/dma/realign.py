@@ -153,6 +153,7 @@ class Realigner(wiring.Component):
             sfx = f"_{lane}"
             lo, hi = (lane * lane_bytes, (lane + 1) * lane_bytes) if lane < lanes else (0, 0)
             bits = slice(8 * lo, 8 * hi)
+            has_bytes = hi > lo
             # Copies of the control registers, one set per lane and one for the per-word
             # control (``control``); lane 0's drive the ports.
             in_ready = Signal(init=1, name=f"in_ready{sfx}")
@@ -181,18 +182,21 @@ class Realigner(wiring.Component):
             m.d.sync += in_ready.eq(a_ready | (~s_valid & (~a_valid | ~self.i.valid)))
             with m.If(in_ready):
                 with m.If(a_ready | ~a_valid):
-                    m.d.sync += [a_valid.eq(self.i.valid), a_data[bits].eq(i.data[bits]),
-                                 a_shift.eq(i.shift)]
+                    m.d.sync += [a_valid.eq(self.i.valid), a_shift.eq(i.shift)]
+                    if has_bytes:
+                        m.d.sync += a_data[bits].eq(i.data[bits])
                     if lane == control:
                         m.d.sync += a_ctl.eq(i_ctl)
                 with m.Else():
-                    m.d.sync += [s_valid.eq(self.i.valid), s_data[bits].eq(i.data[bits]),
-                                 s_shift.eq(i.shift)]
+                    m.d.sync += [s_valid.eq(self.i.valid), s_shift.eq(i.shift)]
+                    if has_bytes:
+                        m.d.sync += s_data[bits].eq(i.data[bits])
                     if lane == control:
                         m.d.sync += s_ctl.eq(i_ctl)
             with m.Elif(a_ready):
-                m.d.sync += [a_valid.eq(s_valid), a_data[bits].eq(s_data[bits]),
-                             a_shift.eq(s_shift), s_valid.eq(0)]
+                m.d.sync += [a_valid.eq(s_valid), a_shift.eq(s_shift), s_valid.eq(0)]
+                if has_bytes:
+                    m.d.sync += a_data[bits].eq(s_data[bits])
                 if lane == control:
                     m.d.sync += a_ctl.eq(s_ctl)
 
@@ -215,17 +219,20 @@ class Realigner(wiring.Component):
                 m.d.sync += c_valid.eq(b_valid & b_emit)
                 with m.If(flush_pending):
                     # The flush word: the previous (last) word alone.
-                    m.d.sync += [b_valid.eq(1), flush_pending.eq(0),
-                                 b_use_prev[lo:hi].eq(flush_mask[lo:hi]),
-                                 b_use_cur[lo:hi].eq(0)]
+                    m.d.sync += [b_valid.eq(1), flush_pending.eq(0)]
+                    if has_bytes:
+                        m.d.sync += [b_use_prev[lo:hi].eq(flush_mask[lo:hi]),
+                                     b_use_cur[lo:hi].eq(0)]
                 with m.Else():
-                    m.d.sync += [
-                        b_valid.eq(a_valid),
-                        flush_pending.eq(a_valid & a_ctl.last & a_ctl.flush),
-                        # A packet's first word has zeros before it.
-                        b_use_prev[lo:hi].eq(mask[lo:hi] & ~a_ctl.first.replicate(hi - lo)),
-                        b_use_cur[lo:hi].eq(~mask[lo:hi]),
-                    ]
+                    m.d.sync += [b_valid.eq(a_valid),
+                                 flush_pending.eq(a_valid & a_ctl.last & a_ctl.flush)]
+                    if has_bytes:
+                        m.d.sync += [
+                            # A packet's first word has zeros before it.
+                            b_use_prev[lo:hi].eq(mask[lo:hi]
+                                                 & ~a_ctl.first.replicate(hi - lo)),
+                            b_use_cur[lo:hi].eq(~mask[lo:hi]),
+                        ]
                 if lane == control:
                     with m.If(flush_pending):
                         m.d.sync += [b_emit.eq(1), b_first.eq(~started), b_last.eq(1),
