@@ -49,23 +49,29 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   wire \$45 ;
   wire [7:0] \$46 ;
   wire [7:0] \$47 ;
-  wire [48:0] \$48 ;
+  wire \$48 ;
   wire [48:0] \$49 ;
   wire \$5 ;
   wire [48:0] \$50 ;
-  reg \$51 ;
-  reg [7:0] \$52 ;
-  reg \$53 ;
+  wire [48:0] \$51 ;
+  reg \$52 ;
+  reg [7:0] \$53 ;
   reg \$54 ;
-  reg [7:0] \$55 ;
-  reg [2:0] \$56 ;
-  reg [6:0] \$57 ;
-  reg [47:0] \$58 ;
-  reg [47:0] \$59 ;
+  reg \$55 ;
+  reg [7:0] \$56 ;
+  reg [2:0] \$57 ;
+  reg [6:0] \$58 ;
+  reg \$59 ;
   wire \$6 ;
   reg [47:0] \$60 ;
-  wire [152:0] \$61 ;
-  wire [144:0] \$62 ;
+  reg [47:0] \$61 ;
+  reg [47:0] \$62 ;
+  wire [152:0] \$63 ;
+  wire [144:0] \$64 ;
+  wire [20:0] \$65 ;
+  wire [20:0] \$66 ;
+  wire [20:0] \$67 ;
+  wire [18:0] \$68 ;
   wire \$7 ;
   wire \$8 ;
   wire \$9 ;
@@ -106,11 +112,11 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   wire [15:0] axi__wstrb;
   wire axi__wvalid;
   output busy;
-  wire busy;
+  reg busy = 1'h0;
   output [47:0] busy_cycles;
   reg [47:0] busy_cycles = 48'h000000000000;
   wire [4:0] bytes;
-  wire [4:0] \bytes$174 ;
+  wire [4:0] \bytes$168 ;
   output [47:0] bytes_read;
   reg [47:0] bytes_read = 48'h000000000000;
   output [47:0] bytes_written;
@@ -118,42 +124,42 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   input clk;
   wire clk;
   wire [77:0] cmd__payload;
-  wire [77:0] \cmd__payload$142 ;
-  wire [7:0] \cmd__payload$142.id ;
-  wire [23:0] \cmd__payload$142.length ;
-  wire [31:0] \cmd__payload$142.mem_addr ;
-  wire [12:0] \cmd__payload$142.sram_addr ;
-  wire \cmd__payload$142.stream ;
+  wire [77:0] \cmd__payload$136 ;
+  wire [7:0] \cmd__payload$136.id ;
+  wire [23:0] \cmd__payload$136.length ;
+  wire [31:0] \cmd__payload$136.mem_addr ;
+  wire [12:0] \cmd__payload$136.sram_addr ;
+  wire \cmd__payload$136.stream ;
   wire [7:0] \cmd__payload.id ;
   wire [23:0] \cmd__payload.length ;
   wire [31:0] \cmd__payload.mem_addr ;
   wire [12:0] \cmd__payload.sram_addr ;
   wire \cmd__payload.stream ;
   wire cmd__ready;
-  wire \cmd__ready$145 ;
+  wire \cmd__ready$139 ;
   wire cmd__valid;
-  wire \cmd__valid$146 ;
+  wire \cmd__valid$140 ;
   wire completed;
   output [10:0] cpl__payload;
   wire [10:0] cpl__payload;
-  wire [10:0] \cpl__payload$160 ;
-  wire [7:0] \cpl__payload$160.id ;
+  wire [10:0] \cpl__payload$154 ;
+  wire [7:0] \cpl__payload$154.id ;
   (* enum_base_type = "DmaStatus" *)
   (* enum_value_000 = "OKAY" *)
   (* enum_value_010 = "READ_SLVERR" *)
   (* enum_value_011 = "READ_DECERR" *)
   (* enum_value_110 = "WRITE_SLVERR" *)
   (* enum_value_111 = "WRITE_DECERR" *)
-  wire [2:0] \cpl__payload$160.status ;
-  wire [10:0] \cpl__payload$163 ;
-  wire [7:0] \cpl__payload$163.id ;
+  wire [2:0] \cpl__payload$154.status ;
+  wire [10:0] \cpl__payload$157 ;
+  wire [7:0] \cpl__payload$157.id ;
   (* enum_base_type = "DmaStatus" *)
   (* enum_value_000 = "OKAY" *)
   (* enum_value_010 = "READ_SLVERR" *)
   (* enum_value_011 = "READ_DECERR" *)
   (* enum_value_110 = "WRITE_SLVERR" *)
   (* enum_value_111 = "WRITE_DECERR" *)
-  wire [2:0] \cpl__payload$163.status ;
+  wire [2:0] \cpl__payload$157.status ;
   wire [7:0] \cpl__payload.id ;
   (* enum_base_type = "DmaStatus" *)
   (* enum_value_000 = "OKAY" *)
@@ -164,12 +170,12 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   wire [2:0] \cpl__payload.status ;
   input cpl__ready;
   wire cpl__ready;
-  reg \cpl__ready$161 ;
-  reg \cpl__ready$164 ;
+  reg \cpl__ready$155 ;
+  reg \cpl__ready$158 ;
   output cpl__valid;
   wire cpl__valid;
-  wire \cpl__valid$157 ;
-  wire \cpl__valid$158 ;
+  wire \cpl__valid$151 ;
+  wire \cpl__valid$152 ;
   input [78:0] desc__payload;
   wire [78:0] desc__payload;
   wire [7:0] \desc__payload.id ;
@@ -202,39 +208,22 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   output err_valid;
   reg err_valid = 1'h0;
   wire go;
-  wire [81:0] i__payload;
-  wire [77:0] \i__payload$148 ;
-  wire [7:0] \i__payload$148.id ;
-  wire [23:0] \i__payload$148.length ;
-  wire [31:0] \i__payload$148.mem_addr ;
-  wire [12:0] \i__payload$148.sram_addr ;
-  wire \i__payload$148.stream ;
-  wire [77:0] \i__payload$150 ;
-  wire [7:0] \i__payload$150.id ;
-  wire [23:0] \i__payload$150.length ;
-  wire [31:0] \i__payload$150.mem_addr ;
-  wire [12:0] \i__payload$150.sram_addr ;
-  wire \i__payload$150.stream ;
-  wire [78:0] \i__payload.desc ;
-  wire [7:0] \i__payload.desc.id ;
-  (* enum_base_type = "DmaKind" *)
-  (* enum_value_00 = "LOAD" *)
-  (* enum_value_01 = "STORE" *)
-  (* enum_value_10 = "MEM_TO_STREAM" *)
-  (* enum_value_11 = "STREAM_TO_MEM" *)
-  wire [1:0] \i__payload.desc.kind ;
-  wire [23:0] \i__payload.desc.length ;
-  wire [31:0] \i__payload.desc.mem_addr ;
-  wire [12:0] \i__payload.desc.sram_addr ;
-  wire \i__payload.is_read ;
-  wire \i__payload.is_write ;
-  wire \i__payload.is_zero ;
+  wire [77:0] i__payload;
+  wire [77:0] \i__payload$144 ;
+  wire [7:0] \i__payload$144.id ;
+  wire [23:0] \i__payload$144.length ;
+  wire [31:0] \i__payload$144.mem_addr ;
+  wire [12:0] \i__payload$144.sram_addr ;
+  wire \i__payload$144.stream ;
+  wire [7:0] \i__payload.id ;
+  wire [23:0] \i__payload.length ;
+  wire [31:0] \i__payload.mem_addr ;
+  wire [12:0] \i__payload.sram_addr ;
+  wire \i__payload.stream ;
   wire i__ready;
-  wire \i__ready$155 ;
-  wire \i__ready$156 ;
+  wire \i__ready$150 ;
   wire i__valid;
-  wire \i__valid$151 ;
-  wire \i__valid$152 ;
+  wire \i__valid$146 ;
   output [31:0] m_axi__araddr;
   wire [31:0] m_axi__araddr;
   output [1:0] m_axi__arburst;
@@ -306,45 +295,28 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   output m_axi__wvalid;
   wire m_axi__wvalid;
   wire [77:0] o__payload;
-  wire [77:0] \o__payload$143 ;
-  wire [7:0] \o__payload$143.id ;
-  wire [23:0] \o__payload$143.length ;
-  wire [31:0] \o__payload$143.mem_addr ;
-  wire [12:0] \o__payload$143.sram_addr ;
-  wire \o__payload$143.stream ;
-  wire [81:0] \o__payload$149 ;
-  wire [78:0] \o__payload$149.desc ;
-  wire [7:0] \o__payload$149.desc.id ;
-  (* enum_base_type = "DmaKind" *)
-  (* enum_value_00 = "LOAD" *)
-  (* enum_value_01 = "STORE" *)
-  (* enum_value_10 = "MEM_TO_STREAM" *)
-  (* enum_value_11 = "STREAM_TO_MEM" *)
-  wire [1:0] \o__payload$149.desc.kind ;
-  wire [23:0] \o__payload$149.desc.length ;
-  wire [31:0] \o__payload$149.desc.mem_addr ;
-  wire [12:0] \o__payload$149.desc.sram_addr ;
-  wire \o__payload$149.is_read ;
-  wire \o__payload$149.is_write ;
-  wire \o__payload$149.is_zero ;
+  wire [77:0] \o__payload$137 ;
+  wire [7:0] \o__payload$137.id ;
+  wire [23:0] \o__payload$137.length ;
+  wire [31:0] \o__payload$137.mem_addr ;
+  wire [12:0] \o__payload$137.sram_addr ;
+  wire \o__payload$137.stream ;
   wire [7:0] \o__payload.id ;
   wire [23:0] \o__payload.length ;
   wire [31:0] \o__payload.mem_addr ;
   wire [12:0] \o__payload.sram_addr ;
   wire \o__payload.stream ;
   wire o__ready;
-  wire \o__ready$144 ;
-  wire \o__ready$153 ;
+  wire \o__ready$138 ;
   wire o__valid;
   wire \o__valid$141 ;
-  wire \o__valid$147 ;
   reg [6:0] outstanding = 7'h00;
   wire [81:0] r_data;
-  wire [10:0] \r_data$168 ;
+  wire [10:0] \r_data$162 ;
   wire r_en;
-  wire \r_en$170 ;
+  wire \r_en$164 ;
   wire r_rdy;
-  wire \r_rdy$169 ;
+  wire \r_rdy$163 ;
   output [127:0] rd_stream__tdata;
   wire [127:0] rd_stream__tdata;
   wire [127:0] \rd_stream__tdata$108 ;
@@ -399,11 +371,11 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   wire sram_w__valid;
   wire \sram_w__valid$107 ;
   wire [81:0] w_data;
-  reg [10:0] \w_data$159 ;
+  reg [10:0] \w_data$153 ;
   wire w_en;
-  wire \w_en$166 ;
+  wire \w_en$160 ;
   wire w_rdy;
-  wire \w_rdy$162 ;
+  wire \w_rdy$156 ;
   input [127:0] wr_stream__tdata;
   wire [127:0] wr_stream__tdata;
   wire [127:0] \wr_stream__tdata$120 ;
@@ -418,14 +390,19 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   wire \wr_stream__tvalid$123 ;
   reg zero_full = 1'h0;
   reg [7:0] zero_id = 8'h00;
-  assign \$30  = \o__ready$153  & o__valid;
-  assign \$31  = \$30  & \o__payload$149 [79];
-  assign \$32  = | \w_data$159 [10:8];
+  assign accepted = desc__valid & desc__ready;
+  assign \$26  = ~ \cpl__valid$151 ;
+  assign \$27  = completed & \$26 ;
+  assign \$28  = ~ \cpl__valid$152 ;
+  assign \$29  = \$27  & \$28 ;
+  assign \$30  = r_en & r_rdy;
+  assign \$31  = \$30  & \$68 [16];
+  assign \$32  = | \w_data$153 [10:8];
   assign \$33  = completed & \$32 ;
   assign \$34  = ~ err_hold;
   assign \$35  = \$34  | err_clear;
   assign \$36  = \$33  & \$35 ;
-  assign \$37  = | \w_data$159 [10:8];
+  assign \$37  = | \w_data$153 [10:8];
   assign \$38  = completed & \$37 ;
   assign \$39  = ~ err_valid;
   assign \$40  = \$39  | err_clear;
@@ -436,29 +413,32 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   assign \$45  = \$44  & completed;
   assign \$46  = outstanding + 1'h1;
   assign \$47  = outstanding - 1'h1;
-  assign \$48  = bytes_read + bytes;
-  assign \$49  = bytes_written + \bytes$174 ;
-  assign \$50  = busy_cycles + busy;
+  assign \$48  = outstanding != 1'h1;
+  assign \$49  = bytes_read + bytes;
+  assign \$50  = bytes_written + \bytes$168 ;
+  assign \$51  = busy_cycles + busy;
   always @(posedge clk)
-    zero_full <= \$51 ;
+    zero_full <= \$52 ;
   always @(posedge clk)
-    zero_id <= \$52 ;
+    zero_id <= \$53 ;
   always @(posedge clk)
-    err_valid <= \$53 ;
+    err_valid <= \$54 ;
   always @(posedge clk)
-    err_hold <= \$54 ;
+    err_hold <= \$55 ;
   always @(posedge clk)
-    err_id <= \$55 ;
+    err_id <= \$56 ;
   always @(posedge clk)
-    err_status <= \$56 ;
+    err_status <= \$57 ;
   always @(posedge clk)
-    outstanding <= \$57 ;
+    outstanding <= \$58 ;
   always @(posedge clk)
-    bytes_read <= \$58 ;
+    busy <= \$59 ;
   always @(posedge clk)
-    bytes_written <= \$59 ;
+    bytes_read <= \$60 ;
   always @(posedge clk)
-    busy_cycles <= \$60 ;
+    bytes_written <= \$61 ;
+  always @(posedge clk)
+    busy_cycles <= \$62 ;
   assign \$1  = ! desc__payload[33:10];
   assign \$2  = ! desc__payload[33:10];
   assign \$3  = ~ \$2 ;
@@ -474,60 +454,47 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   assign \$13  = ~ \$12 ;
   assign \$14  = \$9  & \$13 ;
   assign \$15  = ~ err_hold;
-  assign go = o__valid & \$15 ;
-  assign \$16  = \o__payload$149 [1:0] == 2'h2;
-  assign \$17  = \o__payload$149 [1:0] == 2'h3;
-  assign \i__valid$151  = go & \o__payload$149 [80];
-  assign \i__valid$152  = go & \o__payload$149 [81];
+  assign go = r_rdy & \$15 ;
+  assign \$16  = \$65 [1:0] == 2'h2;
+  assign \$17  = \$65 [1:0] == 2'h3;
+  assign i__valid = go & \$68 [17];
+  assign \i__valid$146  = go & \$68 [18];
   assign \$18  = ~ err_hold;
   assign \$19  = ~ zero_full;
-  assign \$20  = \o__payload$149 [79] & \$19 ;
-  assign \$21  = \o__payload$149 [80] & \i__ready$155 ;
+  assign \$20  = \$68 [16] & \$19 ;
+  assign \$21  = \$68 [17] & i__ready;
   assign \$22  = \$20  | \$21 ;
-  assign \$23  = \o__payload$149 [81] & \i__ready$156 ;
+  assign \$23  = \$68 [18] & \i__ready$150 ;
   assign \$24  = \$22  | \$23 ;
-  assign \o__ready$153  = \$18  & \$24 ;
-  assign \$25  = \cpl__valid$157  | \cpl__valid$158 ;
-  assign \w_en$166  = \$25  | zero_full;
-  assign completed = \w_en$166  & \w_rdy$162 ;
-  assign accepted = desc__valid & desc__ready;
-  assign busy = | outstanding;
-  assign \$26  = ~ \cpl__valid$157 ;
-  assign \$27  = completed & \$26 ;
-  assign \$28  = ~ \cpl__valid$158 ;
-  assign \$29  = \$27  & \$28 ;
+  assign r_en = \$18  & \$24 ;
+  assign \$25  = \cpl__valid$151  | \cpl__valid$152 ;
+  assign \w_en$160  = \$25  | zero_full;
+  assign completed = \w_en$160  & \w_rdy$156 ;
   \ace_dma_small.cpl_q  cpl_q (
     .clk(clk),
     .r_data(cpl__payload),
     .r_en(cpl__ready),
     .r_rdy(cpl__valid),
     .rst(rst),
-    .w_en(\w_en$166 ),
-    .w_port__data(\w_data$159 ),
-    .w_rdy(\w_rdy$162 )
+    .w_en(\w_en$160 ),
+    .w_port__data(\w_data$153 ),
+    .w_rdy(\w_rdy$156 )
   );
   \ace_dma_small.queue  queue (
     .clk(clk),
+    .o__ready(r_en),
     .\port$0$2 (desc__payload),
     .\port$1$0 (\$1 ),
     .\port$14$0 (\$14 ),
+    .\port$2583$0 (\$65 ),
+    .\port$2584$0 (\$66 ),
+    .\port$2585$0 (\$67 ),
+    .\port$2586$0 (\$68 ),
     .\port$7$0 (\$7 ),
-    .r_data(i__payload),
-    .r_en(r_en),
-    .r_rdy(i__valid),
+    .\r_rdy$14 (r_rdy),
     .rst(rst),
     .w_en(desc__valid),
     .w_rdy(desc__ready)
-  );
-  \ace_dma_small.queue_head  queue_head (
-    .clk(clk),
-    .i__ready(r_en),
-    .i__valid(i__valid),
-    .i_bits(i__payload),
-    .o__ready(\o__ready$153 ),
-    .o__valid(o__valid),
-    .out_payload(\o__payload$149 ),
-    .rst(rst)
   );
   \ace_dma_small.reader  reader (
     .axi__araddr(m_axi__araddr),
@@ -543,11 +510,11 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
     .cmd__payload(cmd__payload),
     .cmd__ready(o__ready),
     .cmd__valid(cmd__valid),
-    .cpl__payload(\cpl__payload$163 ),
-    .cpl__ready(\cpl__ready$164 ),
-    .cpl_full(\cpl__valid$158 ),
+    .cpl__payload(\cpl__payload$157 ),
+    .cpl__ready(\cpl__ready$158 ),
+    .cpl_full(\cpl__valid$152 ),
     .\o__ready$39 (m_axi__arready),
-    .\port$2875$14 (\$61 ),
+    .\port$3144$14 (\$63 ),
     .rd_stream__tready(rd_stream__tready),
     .rd_stream__tvalid(rd_stream__tvalid),
     .rst(rst),
@@ -557,12 +524,12 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   );
   \ace_dma_small.reader_cmd  reader_cmd (
     .clk(clk),
-    .i__payload(\i__payload$148 ),
-    .i__ready(\i__ready$155 ),
-    .i__valid(\i__valid$151 ),
-    .o__payload(cmd__payload),
+    .i__ready(i__ready),
+    .i__valid(i__valid),
+    .i_bits(i__payload),
     .o__ready(o__ready),
     .o__valid(cmd__valid),
+    .out_payload(cmd__payload),
     .rst(rst)
   );
   \ace_dma_small.writer  writer (
@@ -573,17 +540,17 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
     .axi__bresp(m_axi__bresp),
     .axi__bvalid(m_axi__bvalid),
     .axi__wvalid(m_axi__wvalid),
-    .bytes(\bytes$174 ),
+    .bytes(\bytes$168 ),
     .clk(clk),
-    .cmd__payload(\cmd__payload$142 ),
-    .cmd__ready(\o__ready$144 ),
-    .cmd__valid(\cmd__valid$146 ),
-    .cpl__payload(\cpl__payload$160 ),
-    .cpl__ready(\cpl__ready$161 ),
-    .cpl_full(\cpl__valid$157 ),
+    .cmd__payload(\cmd__payload$136 ),
+    .cmd__ready(\o__ready$138 ),
+    .cmd__valid(\cmd__valid$140 ),
+    .cpl__payload(\cpl__payload$154 ),
+    .cpl__ready(\cpl__ready$155 ),
+    .cpl_full(\cpl__valid$151 ),
     .\o__ready$42 (m_axi__awready),
     .\o__ready$95 (m_axi__wready),
-    .\port$3281$0 (\$62 ),
+    .\port$3608$0 (\$64 ),
     .rst(rst),
     .sram_r__req__payload(sram_r__req__payload),
     .sram_r__req__ready(sram_r__req__ready),
@@ -597,84 +564,71 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   );
   \ace_dma_small.writer_cmd  writer_cmd (
     .clk(clk),
-    .i__payload(\i__payload$150 ),
-    .i__ready(\i__ready$156 ),
-    .i__valid(\i__valid$152 ),
-    .o__payload(\cmd__payload$142 ),
-    .o__ready(\o__ready$144 ),
-    .o__valid(\cmd__valid$146 ),
+    .i__ready(\i__ready$150 ),
+    .i__valid(\i__valid$146 ),
+    .i_bits(\i__payload$144 ),
+    .o__ready(\o__ready$138 ),
+    .o__valid(\cmd__valid$140 ),
+    .out_payload(\cmd__payload$136 ),
     .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    if (\cpl__valid$157 ) begin
-      \w_data$159  = \cpl__payload$160 ;
-    end else if (\cpl__valid$158 ) begin
-      \w_data$159  = \cpl__payload$163 ;
+    if (\cpl__valid$151 ) begin
+      \w_data$153  = \cpl__payload$154 ;
+    end else if (\cpl__valid$152 ) begin
+      \w_data$153  = \cpl__payload$157 ;
     end else begin
-      \w_data$159 [7:0] = zero_id;
-      \w_data$159 [10:8] = 3'h0;
+      \w_data$153 [7:0] = zero_id;
+      \w_data$153 [10:8] = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \cpl__ready$161  = 1'h0;
-    if (\cpl__valid$157 ) begin
-      \cpl__ready$161  = \w_rdy$162 ;
+    \cpl__ready$155  = 1'h0;
+    if (\cpl__valid$151 ) begin
+      \cpl__ready$155  = \w_rdy$156 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \cpl__ready$164  = 1'h0;
-    if (\cpl__valid$157 ) begin
-    end else if (\cpl__valid$158 ) begin
-      \cpl__ready$164  = \w_rdy$162 ;
+    \cpl__ready$158  = 1'h0;
+    if (\cpl__valid$151 ) begin
+    end else if (\cpl__valid$152 ) begin
+      \cpl__ready$158  = \w_rdy$156 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$51  = zero_full;
+    \$52  = zero_full;
     if (\$29 ) begin
-      \$51  = 1'h0;
+      \$52  = 1'h0;
     end
     if (\$31 ) begin
-      \$51  = 1'h1;
+      \$52  = 1'h1;
     end
     if (rst) begin
-      \$51  = 1'h0;
+      \$52  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$52  = zero_id;
+    \$53  = zero_id;
     if (\$31 ) begin
-      \$52  = \o__payload$149 [9:2];
+      \$53  = \$65 [9:2];
     end
     if (rst) begin
-      \$52  = 8'h00;
+      \$53  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$53  = err_valid;
-    if (err_clear) begin
-      \$53  = 1'h0;
-    end
-    if (\$41 ) begin
-      \$53  = 1'h1;
-    end
-    if (rst) begin
-      \$53  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$54  = err_hold;
+    \$54  = err_valid;
     if (err_clear) begin
       \$54  = 1'h0;
     end
-    if (\$36 ) begin
+    if (\$41 ) begin
       \$54  = 1'h1;
     end
     if (rst) begin
@@ -683,55 +637,80 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$55  = err_id;
-    if (\$41 ) begin
-      \$55  = \w_data$159 [7:0];
+    \$55  = err_hold;
+    if (err_clear) begin
+      \$55  = 1'h0;
+    end
+    if (\$36 ) begin
+      \$55  = 1'h1;
     end
     if (rst) begin
-      \$55  = 8'h00;
+      \$55  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$56  = err_status;
+    \$56  = err_id;
     if (\$41 ) begin
-      \$56  = \w_data$159 [10:8];
+      \$56  = \w_data$153 [7:0];
     end
     if (rst) begin
-      \$56  = 3'h0;
+      \$56  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$57  = outstanding;
+    \$57  = err_status;
+    if (\$41 ) begin
+      \$57  = \w_data$153 [10:8];
+    end
+    if (rst) begin
+      \$57  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$58  = outstanding;
     if (\$43 ) begin
-      \$57  = \$46 [6:0];
+      \$58  = \$46 [6:0];
     end else if (\$45 ) begin
-      \$57  = \$47 [6:0];
+      \$58  = \$47 [6:0];
     end
     if (rst) begin
-      \$57  = 7'h00;
+      \$58  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$58  = \$48 [47:0];
+    \$59  = busy;
+    if (\$43 ) begin
+      \$59  = 1'h1;
+    end else if (\$45 ) begin
+      \$59  = \$48 ;
+    end
     if (rst) begin
-      \$58  = 48'h000000000000;
+      \$59  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$59  = \$49 [47:0];
-    if (rst) begin
-      \$59  = 48'h000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$60  = \$50 [47:0];
+    \$60  = \$49 [47:0];
     if (rst) begin
       \$60  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$61  = \$50 [47:0];
+    if (rst) begin
+      \$61  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$62  = \$51 [47:0];
+    if (rst) begin
+      \$62  = 48'h000000000000;
     end
   end
   assign axi__arid = 4'h0;
@@ -760,9 +739,9 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   assign axi__awprot = 3'h0;
   assign axi__awvalid = m_axi__awvalid;
   assign axi__awready = m_axi__awready;
-  assign axi__wdata = \$62 [127:0];
-  assign axi__wstrb = \$62 [143:128];
-  assign axi__wlast = \$62 [144];
+  assign axi__wdata = \$64 [127:0];
+  assign axi__wstrb = \$64 [143:128];
+  assign axi__wlast = \$64 [144];
   assign axi__wvalid = m_axi__wvalid;
   assign axi__wready = m_axi__wready;
   assign axi__bid = m_axi__bid;
@@ -772,11 +751,11 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   assign \sram_w__payload$105  = sram_w__payload;
   assign \sram_w__ready$106  = sram_w__ready;
   assign \sram_w__valid$107  = sram_w__valid;
-  assign \rd_stream__tdata$108  = \$61 [127:0];
-  assign \rd_stream__tkeep$109  = \$61 [143:128];
-  assign \rd_stream__tlast$110  = \$61 [144];
+  assign \rd_stream__tdata$108  = \$63 [127:0];
+  assign \rd_stream__tkeep$109  = \$63 [143:128];
+  assign \rd_stream__tlast$110  = \$63 [144];
   assign \rd_stream__tready$111  = rd_stream__tready;
-  assign \rd_stream__tuser$112  = \$61 [152:145];
+  assign \rd_stream__tuser$112  = \$63 [152:145];
   assign \rd_stream__tvalid$113  = rd_stream__tvalid;
   assign \sram_r__req__payload$114  = sram_r__req__payload;
   assign \sram_r__req__ready$115  = sram_r__req__ready;
@@ -791,18 +770,16 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   assign w_data = { \$14 , \$7 , \$1 , desc__payload };
   assign w_en = desc__valid;
   assign w_rdy = desc__ready;
-  assign r_rdy = i__valid;
-  assign r_data = i__payload;
-  assign i__ready = r_en;
   assign o__payload = cmd__payload;
   assign cmd__ready = o__ready;
-  assign \o__valid$141  = cmd__valid;
-  assign \o__payload$143  = \cmd__payload$142 ;
-  assign \cmd__ready$145  = \o__ready$144 ;
-  assign \o__valid$147  = \cmd__valid$146 ;
-  assign \r_data$168  = cpl__payload;
-  assign \r_rdy$169  = cpl__valid;
-  assign \r_en$170  = cpl__ready;
+  assign o__valid = cmd__valid;
+  assign \o__payload$137  = \cmd__payload$136 ;
+  assign \cmd__ready$139  = \o__ready$138 ;
+  assign \o__valid$141  = \cmd__valid$140 ;
+  assign r_data = { \$68 , \$67 , \$66 , \$65  };
+  assign \r_data$162  = cpl__payload;
+  assign \r_rdy$163  = cpl__valid;
+  assign \r_en$164  = cpl__ready;
   assign m_axi__awid = 4'h0;
   assign m_axi__awsize = 3'h4;
   assign m_axi__awburst = 2'h1;
@@ -815,13 +792,13 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   assign m_axi__arlock = 1'h0;
   assign m_axi__arcache = 4'h3;
   assign m_axi__arprot = 3'h0;
-  assign m_axi__wdata = \$62 [127:0];
-  assign m_axi__wstrb = \$62 [143:128];
-  assign m_axi__wlast = \$62 [144];
-  assign rd_stream__tdata = \$61 [127:0];
-  assign rd_stream__tlast = \$61 [144];
-  assign rd_stream__tkeep = \$61 [143:128];
-  assign rd_stream__tuser = \$61 [152:145];
+  assign m_axi__wdata = \$64 [127:0];
+  assign m_axi__wstrb = \$64 [143:128];
+  assign m_axi__wlast = \$64 [144];
+  assign rd_stream__tdata = \$63 [127:0];
+  assign rd_stream__tlast = \$63 [144];
+  assign rd_stream__tkeep = \$63 [143:128];
+  assign rd_stream__tuser = \$63 [152:145];
   assign \desc__payload.kind  = desc__payload[1:0];
   assign \desc__payload.id  = desc__payload[9:2];
   assign \desc__payload.length  = desc__payload[33:10];
@@ -835,15 +812,6 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   assign \sram_w__payload$105.addr  = sram_w__payload[12:0];
   assign \sram_w__payload$105.data  = sram_w__payload[140:13];
   assign \sram_w__payload$105.mask  = sram_w__payload[156:141];
-  assign \i__payload.desc  = i__payload[78:0];
-  assign \i__payload.desc.kind  = i__payload[1:0];
-  assign \i__payload.desc.id  = i__payload[9:2];
-  assign \i__payload.desc.length  = i__payload[33:10];
-  assign \i__payload.desc.mem_addr  = i__payload[65:34];
-  assign \i__payload.desc.sram_addr  = i__payload[78:66];
-  assign \i__payload.is_zero  = i__payload[79];
-  assign \i__payload.is_read  = i__payload[80];
-  assign \i__payload.is_write  = i__payload[81];
   assign \cmd__payload.stream  = cmd__payload[0];
   assign \cmd__payload.id  = cmd__payload[8:1];
   assign \cmd__payload.length  = cmd__payload[32:9];
@@ -854,49 +822,40 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   assign \o__payload.length  = cmd__payload[32:9];
   assign \o__payload.mem_addr  = cmd__payload[64:33];
   assign \o__payload.sram_addr  = cmd__payload[77:65];
-  assign \cmd__payload$142.stream  = \cmd__payload$142 [0];
-  assign \cmd__payload$142.id  = \cmd__payload$142 [8:1];
-  assign \cmd__payload$142.length  = \cmd__payload$142 [32:9];
-  assign \cmd__payload$142.mem_addr  = \cmd__payload$142 [64:33];
-  assign \cmd__payload$142.sram_addr  = \cmd__payload$142 [77:65];
-  assign \o__payload$143.stream  = \cmd__payload$142 [0];
-  assign \o__payload$143.id  = \cmd__payload$142 [8:1];
-  assign \o__payload$143.length  = \cmd__payload$142 [32:9];
-  assign \o__payload$143.mem_addr  = \cmd__payload$142 [64:33];
-  assign \o__payload$143.sram_addr  = \cmd__payload$142 [77:65];
-  assign \i__payload$148.stream  = \i__payload$148 [0];
-  assign \i__payload$148.id  = \i__payload$148 [8:1];
-  assign \i__payload$148.length  = \i__payload$148 [32:9];
-  assign \i__payload$148.mem_addr  = \i__payload$148 [64:33];
-  assign \i__payload$148.sram_addr  = \i__payload$148 [77:65];
-  assign \o__payload$149.desc  = \o__payload$149 [78:0];
-  assign \o__payload$149.desc.kind  = \o__payload$149 [1:0];
-  assign \o__payload$149.desc.id  = \o__payload$149 [9:2];
-  assign \o__payload$149.desc.length  = \o__payload$149 [33:10];
-  assign \o__payload$149.desc.mem_addr  = \o__payload$149 [65:34];
-  assign \o__payload$149.desc.sram_addr  = \o__payload$149 [78:66];
-  assign \o__payload$149.is_zero  = \o__payload$149 [79];
-  assign \o__payload$149.is_read  = \o__payload$149 [80];
-  assign \o__payload$149.is_write  = \o__payload$149 [81];
-  assign \i__payload$150.stream  = \i__payload$150 [0];
-  assign \i__payload$150.id  = \i__payload$150 [8:1];
-  assign \i__payload$150.length  = \i__payload$150 [32:9];
-  assign \i__payload$150.mem_addr  = \i__payload$150 [64:33];
-  assign \i__payload$150.sram_addr  = \i__payload$150 [77:65];
-  assign \cpl__payload$160.id  = \cpl__payload$160 [7:0];
-  assign \cpl__payload$160.status  = \cpl__payload$160 [10:8];
-  assign \cpl__payload$163.id  = \cpl__payload$163 [7:0];
-  assign \cpl__payload$163.status  = \cpl__payload$163 [10:8];
-  assign \i__payload$150 [0] = \$17 ;
-  assign \i__payload$150 [77:65] = \o__payload$149 [78:66];
-  assign \i__payload$150 [64:33] = \o__payload$149 [65:34];
-  assign \i__payload$150 [32:9] = \o__payload$149 [33:10];
-  assign \i__payload$150 [8:1] = \o__payload$149 [9:2];
-  assign \i__payload$148 [0] = \$16 ;
-  assign \i__payload$148 [77:65] = \o__payload$149 [78:66];
-  assign \i__payload$148 [64:33] = \o__payload$149 [65:34];
-  assign \i__payload$148 [32:9] = \o__payload$149 [33:10];
-  assign \i__payload$148 [8:1] = \o__payload$149 [9:2];
+  assign \cmd__payload$136.stream  = \cmd__payload$136 [0];
+  assign \cmd__payload$136.id  = \cmd__payload$136 [8:1];
+  assign \cmd__payload$136.length  = \cmd__payload$136 [32:9];
+  assign \cmd__payload$136.mem_addr  = \cmd__payload$136 [64:33];
+  assign \cmd__payload$136.sram_addr  = \cmd__payload$136 [77:65];
+  assign \o__payload$137.stream  = \cmd__payload$136 [0];
+  assign \o__payload$137.id  = \cmd__payload$136 [8:1];
+  assign \o__payload$137.length  = \cmd__payload$136 [32:9];
+  assign \o__payload$137.mem_addr  = \cmd__payload$136 [64:33];
+  assign \o__payload$137.sram_addr  = \cmd__payload$136 [77:65];
+  assign \i__payload.stream  = i__payload[0];
+  assign \i__payload.id  = i__payload[8:1];
+  assign \i__payload.length  = i__payload[32:9];
+  assign \i__payload.mem_addr  = i__payload[64:33];
+  assign \i__payload.sram_addr  = i__payload[77:65];
+  assign \i__payload$144.stream  = \i__payload$144 [0];
+  assign \i__payload$144.id  = \i__payload$144 [8:1];
+  assign \i__payload$144.length  = \i__payload$144 [32:9];
+  assign \i__payload$144.mem_addr  = \i__payload$144 [64:33];
+  assign \i__payload$144.sram_addr  = \i__payload$144 [77:65];
+  assign \cpl__payload$154.id  = \cpl__payload$154 [7:0];
+  assign \cpl__payload$154.status  = \cpl__payload$154 [10:8];
+  assign \cpl__payload$157.id  = \cpl__payload$157 [7:0];
+  assign \cpl__payload$157.status  = \cpl__payload$157 [10:8];
+  assign \i__payload$144 [0] = \$17 ;
+  assign \i__payload$144 [77:65] = \$68 [15:3];
+  assign \i__payload$144 [64:33] = { \$68 [2:0], \$67 , \$66 [20:13] };
+  assign \i__payload$144 [32:9] = { \$66 [12:0], \$65 [20:10] };
+  assign \i__payload$144 [8:1] = \$65 [9:2];
+  assign i__payload[0] = \$16 ;
+  assign i__payload[77:65] = \$68 [15:3];
+  assign i__payload[64:33] = { \$68 [2:0], \$67 , \$66 [20:13] };
+  assign i__payload[32:9] = { \$66 [12:0], \$65 [20:10] };
+  assign i__payload[8:1] = \$65 [9:2];
 endmodule
 
 (* generator = "Amaranth" *)
@@ -1074,7 +1033,102 @@ module \ace_dma_small.cpl_q (clk, rst, w_en, w_rdy, r_data, w_port__data, r_rdy,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.queue (w_en, clk, rst, \port$1$0 , \port$7$0 , \port$14$0 , w_rdy, r_rdy, r_data, r_en, \port$0$2 );
+module \ace_dma_small.queue (w_en, clk, rst, \port$1$0 , \port$7$0 , \port$14$0 , o__ready, \port$2583$0 , \port$2584$0 , \port$2585$0 , \port$2586$0 , w_rdy, \r_rdy$14 , \port$0$2 );
+  wire [20:0] \$1 ;
+  wire [20:0] \$2 ;
+  wire [20:0] \$3 ;
+  wire [18:0] \$4 ;
+  input clk;
+  wire clk;
+  wire [81:0] i__payload;
+  wire i__ready;
+  wire i__valid;
+  wire [2:0] level;
+  wire [81:0] o__payload;
+  input o__ready;
+  wire o__ready;
+  wire o__valid;
+  input [78:0] \port$0$2 ;
+  wire [78:0] \port$0$2 ;
+  input \port$1$0 ;
+  wire \port$1$0 ;
+  input \port$14$0 ;
+  wire \port$14$0 ;
+  output [20:0] \port$2583$0 ;
+  wire [20:0] \port$2583$0 ;
+  output [20:0] \port$2584$0 ;
+  wire [20:0] \port$2584$0 ;
+  output [20:0] \port$2585$0 ;
+  wire [20:0] \port$2585$0 ;
+  output [18:0] \port$2586$0 ;
+  wire [18:0] \port$2586$0 ;
+  input \port$7$0 ;
+  wire \port$7$0 ;
+  wire [81:0] r_data;
+  wire [81:0] \r_data$12 ;
+  wire r_en;
+  wire \r_en$17 ;
+  wire r_rdy;
+  output \r_rdy$14 ;
+  wire \r_rdy$14 ;
+  wire room_next;
+  input rst;
+  wire rst;
+  wire [81:0] w_data;
+  wire [81:0] \w_data$1 ;
+  input w_en;
+  wire w_en;
+  wire \w_en$3 ;
+  output w_rdy;
+  wire w_rdy;
+  wire \w_rdy$5 ;
+  assign room_next = level <= 3'h4;
+  \ace_dma_small.queue.fifo  fifo (
+    .clk(clk),
+    .level(level),
+    .\port$0$2 (\port$0$2 ),
+    .\port$1$0 (\port$1$0 ),
+    .\port$14$0 (\port$14$0 ),
+    .\port$7$0 (\port$7$0 ),
+    .r_data(i__payload),
+    .r_en(r_en),
+    .r_rdy(i__valid),
+    .rst(rst),
+    .w_en(w_en),
+    .w_rdy(w_rdy)
+  );
+  \ace_dma_small.queue.head  head (
+    .clk(clk),
+    .i__payload(i__payload),
+    .i__valid(i__valid),
+    .in_ready(r_en),
+    .o__ready(o__ready),
+    .out_valid(\r_rdy$14 ),
+    .\port$2583$0 (\$1 ),
+    .\port$2584$0 (\$2 ),
+    .\port$2585$0 (\$3 ),
+    .\port$2586$0 (\$4 ),
+    .rst(rst)
+  );
+  assign w_data = { \port$14$0 , \port$7$0 , \port$1$0 , \port$0$2  };
+  assign \w_data$1  = { \port$14$0 , \port$7$0 , \port$1$0 , \port$0$2  };
+  assign \w_en$3  = w_en;
+  assign \w_rdy$5  = w_rdy;
+  assign r_rdy = i__valid;
+  assign r_data = i__payload;
+  assign i__ready = r_en;
+  assign \r_data$12  = { \$4 , \$3 , \$2 , \$1  };
+  assign o__payload = { \$4 , \$3 , \$2 , \$1  };
+  assign o__valid = \r_rdy$14 ;
+  assign \r_en$17  = o__ready;
+  assign \port$2583$0  = \$1 ;
+  assign \port$2584$0  = \$2 ;
+  assign \port$2585$0  = \$3 ;
+  assign \port$2586$0  = \$4 ;
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_dma_small.queue.fifo (w_en, clk, rst, \port$1$0 , \port$7$0 , \port$14$0 , r_data, level, r_rdy, w_rdy, r_en, \port$0$2 );
   reg \$auto$verilog_backend.cc:2355:dump_module$3  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -1082,25 +1136,26 @@ module \ace_dma_small.queue (w_en, clk, rst, \port$1$0 , \port$7$0 , \port$14$0 
   wire \$12 ;
   wire [3:0] \$13 ;
   wire \$14 ;
-  wire \$15 ;
-  wire \$16 ;
-  wire \$17 ;
-  wire [3:0] \$18 ;
-  reg [2:0] \$19 ;
-  wire \$2 ;
-  reg [2:0] \$20 ;
-  reg [2:0] \$21 ;
+  reg [2:0] \$15 ;
+  reg [2:0] \$16 ;
+  reg [2:0] \$17 ;
+  reg \$18 ;
+  reg \$19 ;
+  wire [3:0] \$2 ;
   wire [3:0] \$3 ;
-  wire [3:0] \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire [3:0] \$7 ;
-  wire [3:0] \$8 ;
-  wire \$9 ;
+  wire \$4 ;
+  wire [3:0] \$5 ;
+  wire [3:0] \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  wire [3:0] \$9 ;
   input clk;
   wire clk;
   (* init = 3'h0 *)
   wire [2:0] consume;
+  wire do_read;
+  wire do_write;
+  output [2:0] level;
   reg [2:0] level = 3'h0;
   input [78:0] \port$0$2 ;
   wire [78:0] \port$0$2 ;
@@ -1116,103 +1171,123 @@ module \ace_dma_small.queue (w_en, clk, rst, \port$1$0 , \port$7$0 , \port$14$0 
   wire [81:0] r_data;
   input r_en;
   wire r_en;
-  (* init = 3'h0 *)
-  wire [2:0] r_level;
   reg [2:0] r_port__addr = 3'h0;
   wire [81:0] r_port__data;
   output r_rdy;
-  wire r_rdy;
+  reg r_rdy = 1'h0;
   input rst;
   wire rst;
   wire [81:0] w_data;
   input w_en;
   wire w_en;
-  (* init = 3'h0 *)
-  wire [2:0] w_level;
   reg [2:0] w_port__addr = 3'h0;
   wire [81:0] w_port__data;
   wire w_port__en;
   output w_rdy;
-  wire w_rdy;
+  reg w_rdy = 1'h1;
   reg [81:0] storage [5:0];
   always @(posedge clk) begin
-    if (w_port__en)
+    if (do_write)
       storage[w_port__addr] <= { \port$14$0 , \port$7$0 , \port$1$0 , \port$0$2  };
   end
   assign r_data = storage[r_port__addr];
-  assign w_rdy = level != 3'h6;
-  assign r_rdy = | level;
-  assign w_port__en = w_en & w_rdy;
-  assign \$1  = w_rdy & w_en;
-  assign \$2  = w_port__addr == 3'h5;
-  assign \$3  = w_port__addr + 1'h1;
-  assign \$4  = \$2  ? 4'h0 : \$3 ;
-  assign \$5  = r_rdy & r_en;
-  assign \$6  = r_port__addr == 3'h5;
-  assign \$7  = r_port__addr + 1'h1;
-  assign \$8  = \$6  ? 4'h0 : \$7 ;
-  assign \$9  = w_rdy & w_en;
-  assign \$10  = r_rdy & r_en;
-  assign \$11  = ~ \$10 ;
-  assign \$12  = \$9  & \$11 ;
-  assign \$13  = level + 1'h1;
-  assign \$14  = r_rdy & r_en;
-  assign \$15  = w_rdy & w_en;
-  assign \$16  = ~ \$15 ;
-  assign \$17  = \$14  & \$16 ;
-  assign \$18  = level - 1'h1;
+  assign do_write = w_en & w_rdy;
+  assign do_read = r_en & r_rdy;
+  assign \$1  = w_port__addr == 3'h5;
+  assign \$2  = w_port__addr + 1'h1;
+  assign \$3  = \$1  ? 4'h0 : \$2 ;
+  assign \$4  = r_port__addr == 3'h5;
+  assign \$5  = r_port__addr + 1'h1;
+  assign \$6  = \$4  ? 4'h0 : \$5 ;
+  assign \$7  = ~ do_read;
+  assign \$8  = do_write & \$7 ;
+  assign \$9  = level + 1'h1;
+  assign \$10  = level != 3'h5;
+  assign \$11  = ~ do_write;
+  assign \$12  = do_read & \$11 ;
+  assign \$13  = level - 1'h1;
+  assign \$14  = level != 1'h1;
   always @(posedge clk)
-    w_port__addr <= \$19 ;
+    w_port__addr <= \$15 ;
   always @(posedge clk)
-    r_port__addr <= \$20 ;
+    r_port__addr <= \$16 ;
   always @(posedge clk)
-    level <= \$21 ;
+    level <= \$17 ;
+  always @(posedge clk)
+    r_rdy <= \$18 ;
+  always @(posedge clk)
+    w_rdy <= \$19 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$19  = w_port__addr;
-    if (\$1 ) begin
-      \$19  = \$4 [2:0];
+    \$15  = w_port__addr;
+    if (do_write) begin
+      \$15  = \$3 [2:0];
     end
     if (rst) begin
-      \$19  = 3'h0;
+      \$15  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$20  = r_port__addr;
-    if (\$5 ) begin
-      \$20  = \$8 [2:0];
+    \$16  = r_port__addr;
+    if (do_read) begin
+      \$16  = \$6 [2:0];
     end
     if (rst) begin
-      \$20  = 3'h0;
+      \$16  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$21  = level;
+    \$17  = level;
+    if (\$8 ) begin
+      \$17  = \$9 [2:0];
+    end
     if (\$12 ) begin
-      \$21  = \$13 [2:0];
-    end
-    if (\$17 ) begin
-      \$21  = \$18 [2:0];
+      \$17  = \$13 [2:0];
     end
     if (rst) begin
-      \$21  = 3'h0;
+      \$17  = 3'h0;
     end
   end
-  assign w_level = level;
-  assign r_level = level;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$18  = r_rdy;
+    if (\$8 ) begin
+      \$18  = 1'h1;
+    end
+    if (\$12 ) begin
+      \$18  = \$14 ;
+    end
+    if (rst) begin
+      \$18  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$19  = w_rdy;
+    if (\$8 ) begin
+      \$19  = \$10 ;
+    end
+    if (\$12 ) begin
+      \$19  = 1'h1;
+    end
+    if (rst) begin
+      \$19  = 1'h1;
+    end
+  end
   assign produce = w_port__addr;
   assign w_port__data = { \port$14$0 , \port$7$0 , \port$1$0 , \port$0$2  };
   assign w_data = { \port$14$0 , \port$7$0 , \port$1$0 , \port$0$2  };
+  assign w_port__en = do_write;
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.queue_head (rst, o__ready, i__valid, i_bits, i__ready, o__valid, out_payload, clk);
+module \ace_dma_small.queue.head (rst, o__ready, i__payload, \port$2583$0 , \port$2584$0 , \port$2585$0 , \port$2586$0 , i__valid, in_ready, out_valid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$4  = 0;
-  wire \$1 ;
+  wire [2:0] \$1 ;
   wire \$10 ;
   wire \$11 ;
   wire \$12 ;
@@ -1223,7 +1298,7 @@ module \ace_dma_small.queue_head (rst, o__ready, i__valid, i_bits, i__ready, o__
   wire \$17 ;
   wire \$18 ;
   wire \$19 ;
-  wire \$2 ;
+  wire [3:0] \$2 ;
   wire \$20 ;
   wire \$21 ;
   wire \$22 ;
@@ -1234,18 +1309,18 @@ module \ace_dma_small.queue_head (rst, o__ready, i__valid, i_bits, i__ready, o__
   wire \$27 ;
   wire \$28 ;
   wire \$29 ;
-  wire \$3 ;
+  wire [20:0] \$3 ;
   wire \$30 ;
   wire \$31 ;
   wire \$32 ;
-  reg \$33 ;
+  reg [1:0] \$33 ;
   reg \$34 ;
-  reg [81:0] \$35 ;
+  reg \$35 ;
   reg \$36 ;
-  reg [81:0] \$37 ;
+  reg \$37 ;
   reg \$38 ;
   reg \$39 ;
-  wire \$4 ;
+  wire [20:0] \$4 ;
   reg \$40 ;
   reg \$41 ;
   reg \$42 ;
@@ -1253,429 +1328,308 @@ module \ace_dma_small.queue_head (rst, o__ready, i__valid, i_bits, i__ready, o__
   reg \$44 ;
   reg \$45 ;
   reg \$46 ;
-  wire \$5 ;
-  wire \$6 ;
+  reg \$47 ;
+  reg \$48 ;
+  reg \$49 ;
+  wire [20:0] \$5 ;
+  reg [81:0] \$50 ;
+  reg [81:0] \$51 ;
+  wire [18:0] \$6 ;
   wire \$7 ;
   wire \$8 ;
   wire \$9 ;
   input clk;
   wire clk;
+  reg [1:0] count = 2'h0;
+  wire [1:0] count_next;
+  reg [81:0] entry0 = 82'h000000000000000000000;
+  reg [81:0] entry1 = 82'h000000000000000000000;
+  input [81:0] i__payload;
   wire [81:0] i__payload;
-  wire [78:0] \i__payload.desc ;
-  wire [7:0] \i__payload.desc.id ;
-  (* enum_base_type = "DmaKind" *)
-  (* enum_value_00 = "LOAD" *)
-  (* enum_value_01 = "STORE" *)
-  (* enum_value_10 = "MEM_TO_STREAM" *)
-  (* enum_value_11 = "STREAM_TO_MEM" *)
-  wire [1:0] \i__payload.desc.kind ;
-  wire [23:0] \i__payload.desc.length ;
-  wire [31:0] \i__payload.desc.mem_addr ;
-  wire [12:0] \i__payload.desc.sram_addr ;
-  wire \i__payload.is_read ;
-  wire \i__payload.is_write ;
-  wire \i__payload.is_zero ;
-  output i__ready;
-  reg i__ready = 1'h1;
+  (* init = 1'h1 *)
+  wire i__ready;
   input i__valid;
   wire i__valid;
-  input [81:0] i_bits;
-  wire [81:0] i_bits;
-  (* init = 1'h1 *)
-  wire in_ready_0;
-  reg in_ready_1 = 1'h1;
-  reg in_ready_2 = 1'h1;
-  reg in_ready_3 = 1'h1;
-  (* init = 82'h000000000000000000000 *)
+  output in_ready;
+  reg in_ready = 1'h1;
+  reg load0_r0 = 1'h1;
+  reg load0_r1 = 1'h1;
+  reg load0_r2 = 1'h1;
+  reg load0_r3 = 1'h1;
+  reg load1_r0 = 1'h0;
+  reg load1_r1 = 1'h0;
+  reg load1_r2 = 1'h0;
+  reg load1_r3 = 1'h0;
   wire [81:0] o__payload;
-  wire [78:0] \o__payload.desc ;
-  wire [7:0] \o__payload.desc.id ;
-  (* enum_base_type = "DmaKind" *)
-  (* enum_value_00 = "LOAD" *)
-  (* enum_value_01 = "STORE" *)
-  (* enum_value_10 = "MEM_TO_STREAM" *)
-  (* enum_value_11 = "STREAM_TO_MEM" *)
-  wire [1:0] \o__payload.desc.kind ;
-  wire [23:0] \o__payload.desc.length ;
-  wire [31:0] \o__payload.desc.mem_addr ;
-  wire [12:0] \o__payload.desc.sram_addr ;
-  wire \o__payload.is_read ;
-  wire \o__payload.is_write ;
-  wire \o__payload.is_zero ;
   input o__ready;
   wire o__ready;
-  output o__valid;
-  reg o__valid = 1'h0;
-  (* init = 82'h000000000000000000000 *)
-  wire [81:0] out_bits;
-  output [81:0] out_payload;
-  reg [81:0] out_payload = 82'h000000000000000000000;
-  wire [78:0] \out_payload.desc ;
-  wire [7:0] \out_payload.desc.id ;
-  (* enum_base_type = "DmaKind" *)
-  (* enum_value_00 = "LOAD" *)
-  (* enum_value_01 = "STORE" *)
-  (* enum_value_10 = "MEM_TO_STREAM" *)
-  (* enum_value_11 = "STREAM_TO_MEM" *)
-  wire [1:0] \out_payload.desc.kind ;
-  wire [23:0] \out_payload.desc.length ;
-  wire [31:0] \out_payload.desc.mem_addr ;
-  wire [12:0] \out_payload.desc.sram_addr ;
-  wire \out_payload.is_read ;
-  wire \out_payload.is_write ;
-  wire \out_payload.is_zero ;
   (* init = 1'h0 *)
-  wire out_valid_0;
-  reg out_valid_1 = 1'h0;
-  reg out_valid_2 = 1'h0;
-  reg out_valid_3 = 1'h0;
+  wire o__valid;
+  output out_valid;
+  reg out_valid = 1'h0;
+  wire pop;
+  output [20:0] \port$2583$0 ;
+  wire [20:0] \port$2583$0 ;
+  output [20:0] \port$2584$0 ;
+  wire [20:0] \port$2584$0 ;
+  output [20:0] \port$2585$0 ;
+  wire [20:0] \port$2585$0 ;
+  output [18:0] \port$2586$0 ;
+  wire [18:0] \port$2586$0 ;
+  wire push;
+  reg r_at = 1'h0;
+  wire r_at_next;
+  reg r_at_r0 = 1'h0;
+  reg r_at_r1 = 1'h0;
+  reg r_at_r2 = 1'h0;
+  reg r_at_r3 = 1'h0;
   input rst;
   wire rst;
-  (* init = 82'h000000000000000000000 *)
-  wire [81:0] skid_bits;
-  reg [81:0] skid_payload = 82'h000000000000000000000;
-  wire [78:0] \skid_payload.desc ;
-  wire [7:0] \skid_payload.desc.id ;
-  (* enum_base_type = "DmaKind" *)
-  (* enum_value_00 = "LOAD" *)
-  (* enum_value_01 = "STORE" *)
-  (* enum_value_10 = "MEM_TO_STREAM" *)
-  (* enum_value_11 = "STREAM_TO_MEM" *)
-  wire [1:0] \skid_payload.desc.kind ;
-  wire [23:0] \skid_payload.desc.length ;
-  wire [31:0] \skid_payload.desc.mem_addr ;
-  wire [12:0] \skid_payload.desc.sram_addr ;
-  wire \skid_payload.is_read ;
-  wire \skid_payload.is_write ;
-  wire \skid_payload.is_zero ;
-  reg skid_valid_0 = 1'h0;
-  reg skid_valid_1 = 1'h0;
-  reg skid_valid_2 = 1'h0;
-  reg skid_valid_3 = 1'h0;
+  reg w_at = 1'h0;
+  wire w_at_next;
   always @(posedge clk)
-    skid_valid_2 <= \$43 ;
+    load0_r1 <= \$39 ;
   always @(posedge clk)
-    in_ready_3 <= \$44 ;
+    load0_r2 <= \$40 ;
   always @(posedge clk)
-    out_valid_3 <= \$45 ;
+    load0_r3 <= \$41 ;
   always @(posedge clk)
-    skid_valid_3 <= \$46 ;
-  assign \$1  = ~ skid_valid_0;
-  assign \$2  = ~ o__valid;
-  assign \$3  = ~ i__valid;
-  assign \$4  = \$2  | \$3 ;
-  assign \$5  = \$1  & \$4 ;
-  assign \$6  = o__ready | \$5 ;
-  assign \$7  = ~ o__valid;
-  assign \$8  = o__ready | \$7 ;
-  assign \$9  = ~ skid_valid_1;
-  assign \$10  = ~ out_valid_1;
-  assign \$11  = ~ i__valid;
-  assign \$12  = \$10  | \$11 ;
-  assign \$13  = \$9  & \$12 ;
-  assign \$14  = o__ready | \$13 ;
-  assign \$15  = ~ out_valid_1;
-  assign \$16  = o__ready | \$15 ;
-  assign \$17  = ~ skid_valid_2;
-  assign \$18  = ~ out_valid_2;
-  assign \$19  = ~ i__valid;
-  assign \$20  = \$18  | \$19 ;
-  assign \$21  = \$17  & \$20 ;
-  assign \$22  = o__ready | \$21 ;
-  assign \$23  = ~ out_valid_2;
-  assign \$24  = o__ready | \$23 ;
-  assign \$25  = ~ skid_valid_3;
-  assign \$26  = ~ out_valid_3;
-  assign \$27  = ~ i__valid;
-  assign \$28  = \$26  | \$27 ;
-  assign \$29  = \$25  & \$28 ;
-  assign \$30  = o__ready | \$29 ;
-  assign \$31  = ~ out_valid_3;
-  assign \$32  = o__ready | \$31 ;
+    load1_r0 <= \$42 ;
   always @(posedge clk)
-    i__ready <= \$33 ;
+    load1_r1 <= \$43 ;
   always @(posedge clk)
-    o__valid <= \$34 ;
+    load1_r2 <= \$44 ;
   always @(posedge clk)
-    out_payload <= \$35 ;
+    load1_r3 <= \$45 ;
   always @(posedge clk)
-    skid_valid_0 <= \$36 ;
+    r_at_r0 <= \$46 ;
   always @(posedge clk)
-    skid_payload <= \$37 ;
+    r_at_r1 <= \$47 ;
   always @(posedge clk)
-    in_ready_1 <= \$38 ;
+    r_at_r2 <= \$48 ;
   always @(posedge clk)
-    out_valid_1 <= \$39 ;
+    r_at_r3 <= \$49 ;
   always @(posedge clk)
-    skid_valid_1 <= \$40 ;
+    entry0 <= \$50 ;
   always @(posedge clk)
-    in_ready_2 <= \$41 ;
+    entry1 <= \$51 ;
+  assign push = i__valid & in_ready;
+  assign pop = out_valid & o__ready;
+  assign \$1  = count + push;
+  assign \$2  = \$1  - pop;
+  assign w_at_next = w_at ^ push;
+  assign r_at_next = r_at ^ pop;
+  assign \$3  = r_at_r0 ? entry1[20:0] : entry0[20:0];
+  assign \$4  = r_at_r1 ? entry1[41:21] : entry0[41:21];
+  assign \$5  = r_at_r2 ? entry1[62:42] : entry0[62:42];
+  assign \$6  = r_at_r3 ? entry1[81:63] : entry0[81:63];
+  assign \$7  = \$2 [1:0] != 2'h2;
+  assign \$8  = | \$2 [1:0];
+  assign \$9  = \$2 [1:0] != 2'h2;
+  assign \$10  = ! w_at_next;
+  assign \$11  = \$9  & \$10 ;
+  assign \$12  = \$2 [1:0] != 2'h2;
+  assign \$13  = ! w_at_next;
+  assign \$14  = \$12  & \$13 ;
+  assign \$15  = \$2 [1:0] != 2'h2;
+  assign \$16  = ! w_at_next;
+  assign \$17  = \$15  & \$16 ;
+  assign \$18  = \$2 [1:0] != 2'h2;
+  assign \$19  = ! w_at_next;
+  assign \$20  = \$18  & \$19 ;
+  assign \$21  = \$2 [1:0] != 2'h2;
+  assign \$23  = \$21  & \$22 ;
+  assign \$24  = \$2 [1:0] != 2'h2;
+  assign \$26  = \$24  & \$25 ;
+  assign \$27  = \$2 [1:0] != 2'h2;
+  assign \$29  = \$27  & \$28 ;
+  assign \$30  = \$2 [1:0] != 2'h2;
+  assign \$32  = \$30  & \$31 ;
   always @(posedge clk)
-    out_valid_2 <= \$42 ;
+    count <= \$33 ;
+  always @(posedge clk)
+    in_ready <= \$34 ;
+  always @(posedge clk)
+    out_valid <= \$35 ;
+  always @(posedge clk)
+    w_at <= \$36 ;
+  always @(posedge clk)
+    r_at <= \$37 ;
+  always @(posedge clk)
+    load0_r0 <= \$38 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$44  = \$30 ;
+    \$39  = \$14 ;
     if (rst) begin
-      \$44  = 1'h1;
+      \$39  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$45  = out_valid_3;
-    if (in_ready_3) begin
-      if (\$32 ) begin
-        \$45  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$45  = skid_valid_3;
-    end
+    \$40  = \$17 ;
     if (rst) begin
-      \$45  = 1'h0;
+      \$40  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$46  = skid_valid_3;
-    if (in_ready_3) begin
-      (* full_case = 32'd1 *)
-      if (\$32 ) begin
-      end else begin
-        \$46  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$46  = 1'h0;
-    end
-    if (rst) begin
-      \$46  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$33  = \$6 ;
-    if (rst) begin
-      \$33  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$34  = o__valid;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$34  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$34  = skid_valid_0;
-    end
-    if (rst) begin
-      \$34  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$35  = out_payload;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$35 [19:0] = i_bits[19:0];
-      end
-    end else if (o__ready) begin
-      \$35 [19:0] = skid_payload[19:0];
-    end
-    if (in_ready_1) begin
-      if (\$16 ) begin
-        \$35 [40:20] = i_bits[40:20];
-      end
-    end else if (o__ready) begin
-      \$35 [40:20] = skid_payload[40:20];
-    end
-    if (in_ready_2) begin
-      if (\$24 ) begin
-        \$35 [60:41] = i_bits[60:41];
-      end
-    end else if (o__ready) begin
-      \$35 [60:41] = skid_payload[60:41];
-    end
-    if (in_ready_3) begin
-      if (\$32 ) begin
-        \$35 [81:61] = i_bits[81:61];
-      end
-    end else if (o__ready) begin
-      \$35 [81:61] = skid_payload[81:61];
-    end
-    if (rst) begin
-      \$35  = 82'h000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$36  = skid_valid_0;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$36  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$36  = 1'h0;
-    end
-    if (rst) begin
-      \$36  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$37  = skid_payload;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$37 [19:0] = i_bits[19:0];
-      end
-    end
-    if (in_ready_1) begin
-      (* full_case = 32'd1 *)
-      if (\$16 ) begin
-      end else begin
-        \$37 [40:20] = i_bits[40:20];
-      end
-    end
-    if (in_ready_2) begin
-      (* full_case = 32'd1 *)
-      if (\$24 ) begin
-      end else begin
-        \$37 [60:41] = i_bits[60:41];
-      end
-    end
-    if (in_ready_3) begin
-      (* full_case = 32'd1 *)
-      if (\$32 ) begin
-      end else begin
-        \$37 [81:61] = i_bits[81:61];
-      end
-    end
-    if (rst) begin
-      \$37  = 82'h000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$38  = \$14 ;
-    if (rst) begin
-      \$38  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$39  = out_valid_1;
-    if (in_ready_1) begin
-      if (\$16 ) begin
-        \$39  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$39  = skid_valid_1;
-    end
-    if (rst) begin
-      \$39  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$40  = skid_valid_1;
-    if (in_ready_1) begin
-      (* full_case = 32'd1 *)
-      if (\$16 ) begin
-      end else begin
-        \$40  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$40  = 1'h0;
-    end
-    if (rst) begin
-      \$40  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$41  = \$22 ;
+    \$41  = \$20 ;
     if (rst) begin
       \$41  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$42  = out_valid_2;
-    if (in_ready_2) begin
-      if (\$24 ) begin
-        \$42  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$42  = skid_valid_2;
-    end
+    \$42  = \$23 ;
     if (rst) begin
       \$42  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$43  = skid_valid_2;
-    if (in_ready_2) begin
-      (* full_case = 32'd1 *)
-      if (\$24 ) begin
-      end else begin
-        \$43  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$43  = 1'h0;
-    end
+    \$43  = \$26 ;
     if (rst) begin
       \$43  = 1'h0;
     end
   end
-  assign i__payload = i_bits;
-  assign out_bits = out_payload;
-  assign skid_bits = skid_payload;
-  assign o__payload = out_payload;
-  assign in_ready_0 = i__ready;
-  assign out_valid_0 = o__valid;
-  assign \i__payload.desc  = i_bits[78:0];
-  assign \i__payload.desc.kind  = i_bits[1:0];
-  assign \i__payload.desc.id  = i_bits[9:2];
-  assign \i__payload.desc.length  = i_bits[33:10];
-  assign \i__payload.desc.mem_addr  = i_bits[65:34];
-  assign \i__payload.desc.sram_addr  = i_bits[78:66];
-  assign \i__payload.is_zero  = i_bits[79];
-  assign \i__payload.is_read  = i_bits[80];
-  assign \i__payload.is_write  = i_bits[81];
-  assign \out_payload.desc  = out_payload[78:0];
-  assign \out_payload.desc.kind  = out_payload[1:0];
-  assign \out_payload.desc.id  = out_payload[9:2];
-  assign \out_payload.desc.length  = out_payload[33:10];
-  assign \out_payload.desc.mem_addr  = out_payload[65:34];
-  assign \out_payload.desc.sram_addr  = out_payload[78:66];
-  assign \out_payload.is_zero  = out_payload[79];
-  assign \out_payload.is_read  = out_payload[80];
-  assign \out_payload.is_write  = out_payload[81];
-  assign \skid_payload.desc  = skid_payload[78:0];
-  assign \skid_payload.desc.kind  = skid_payload[1:0];
-  assign \skid_payload.desc.id  = skid_payload[9:2];
-  assign \skid_payload.desc.length  = skid_payload[33:10];
-  assign \skid_payload.desc.mem_addr  = skid_payload[65:34];
-  assign \skid_payload.desc.sram_addr  = skid_payload[78:66];
-  assign \skid_payload.is_zero  = skid_payload[79];
-  assign \skid_payload.is_read  = skid_payload[80];
-  assign \skid_payload.is_write  = skid_payload[81];
-  assign \o__payload.desc  = out_payload[78:0];
-  assign \o__payload.desc.kind  = out_payload[1:0];
-  assign \o__payload.desc.id  = out_payload[9:2];
-  assign \o__payload.desc.length  = out_payload[33:10];
-  assign \o__payload.desc.mem_addr  = out_payload[65:34];
-  assign \o__payload.desc.sram_addr  = out_payload[78:66];
-  assign \o__payload.is_zero  = out_payload[79];
-  assign \o__payload.is_read  = out_payload[80];
-  assign \o__payload.is_write  = out_payload[81];
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$44  = \$29 ;
+    if (rst) begin
+      \$44  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$45  = \$32 ;
+    if (rst) begin
+      \$45  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$46  = r_at_next;
+    if (rst) begin
+      \$46  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$47  = r_at_next;
+    if (rst) begin
+      \$47  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$48  = r_at_next;
+    if (rst) begin
+      \$48  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$49  = r_at_next;
+    if (rst) begin
+      \$49  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$50  = entry0;
+    if (load0_r0) begin
+      \$50 [20:0] = i__payload[20:0];
+    end
+    if (load0_r1) begin
+      \$50 [41:21] = i__payload[41:21];
+    end
+    if (load0_r2) begin
+      \$50 [62:42] = i__payload[62:42];
+    end
+    if (load0_r3) begin
+      \$50 [81:63] = i__payload[81:63];
+    end
+    if (rst) begin
+      \$50  = 82'h000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$51  = entry1;
+    if (load1_r0) begin
+      \$51 [20:0] = i__payload[20:0];
+    end
+    if (load1_r1) begin
+      \$51 [41:21] = i__payload[41:21];
+    end
+    if (load1_r2) begin
+      \$51 [62:42] = i__payload[62:42];
+    end
+    if (load1_r3) begin
+      \$51 [81:63] = i__payload[81:63];
+    end
+    if (rst) begin
+      \$51  = 82'h000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$33  = \$2 [1:0];
+    if (rst) begin
+      \$33  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$34  = \$7 ;
+    if (rst) begin
+      \$34  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$35  = \$8 ;
+    if (rst) begin
+      \$35  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$36  = w_at_next;
+    if (rst) begin
+      \$36  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$37  = r_at_next;
+    if (rst) begin
+      \$37  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$38  = \$11 ;
+    if (rst) begin
+      \$38  = 1'h1;
+    end
+  end
+  assign count_next = \$2 [1:0];
+  assign i__ready = in_ready;
+  assign o__valid = out_valid;
+  assign o__payload = { \$6 , \$5 , \$4 , \$3  };
+  assign \port$2583$0  = \$3 ;
+  assign \port$2584$0  = \$4 ;
+  assign \port$2585$0  = \$5 ;
+  assign \port$2586$0  = \$6 ;
+  assign \$22  = w_at_next;
+  assign \$25  = w_at_next;
+  assign \$28  = w_at_next;
+  assign \$31  = w_at_next;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, sram_w__ready, rd_stream__tready, clk, rst, axi__araddr, axi__rready, sram_w__valid, rd_stream__tvalid, cpl__ready, sram_w__payload, cmd__ready, bytes, cpl_full, cpl__payload, axi__arvalid, axi__arlen, \port$2875$14 
+module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, sram_w__ready, rd_stream__tready, clk, rst, axi__araddr, axi__rready, sram_w__valid, rd_stream__tvalid, cpl__ready, sram_w__payload, cmd__ready, bytes, cpl_full, cpl__payload, axi__arvalid, axi__arlen, \port$3144$14 
 , cmd__valid, cmd__payload, \o__ready$39 );
   reg \$auto$verilog_backend.cc:2355:dump_module$5  = 0;
   wire [24:0] \$1 ;
@@ -1758,8 +1712,10 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   wire [24:0] \$8 ;
   reg \$80 ;
   reg [10:0] \$81 ;
-  wire [31:0] \$82 ;
-  wire [127:0] \$83 ;
+  wire [32:0] \$82 ;
+  wire [31:0] \$83 ;
+  wire [31:0] \$84 ;
+  wire [127:0] \$85 ;
   wire \$9 ;
   wire ar_accepted;
   wire ar_issued;
@@ -1901,6 +1857,7 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   wire in_ready_5;
   wire in_ready_6;
   wire in_ready_7;
+  wire in_ready_8;
   reg [2:0] inflight = 3'h0;
   reg [2:0] inflight_next;
   wire [4:0] lo;
@@ -1956,8 +1913,8 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   wire [3:0] off;
   (* init = 1'h1 *)
   wire open_;
-  output [152:0] \port$2875$14 ;
-  wire [152:0] \port$2875$14 ;
+  output [152:0] \port$3144$14 ;
+  wire [152:0] \port$3144$14 ;
   wire [48:0] r_data;
   wire [64:0] \r_data$53 ;
   wire r_en;
@@ -2006,6 +1963,8 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   wire w_en;
   wire \w_en$13 ;
   reg [12:0] word = 13'h0000;
+  assign \$12  = \$9  & \$11 ;
+  assign \$13  = \$4 [3:0] + 1'h1;
   assign \$14  = ! cmd__payload[36:33];
   assign \$15  = \$14  ? 5'h10 : { 1'h0, cmd__payload[36:33] };
   assign \$16  = | cmd__payload[36:33];
@@ -2034,17 +1993,17 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   assign \$34  = ! status;
   assign \$36  = \$34  & \$35 ;
   assign beat_first = ~ beat_started;
-  assign beat_last = beat_started ? beat_last_next : \r_data$53 [43];
+  assign beat_last = beat_started ? beat_last_next : \$83 [10];
   assign \$37  = axi__rvalid & axi__rready;
   assign \r_en$55  = \$37  & beat_last;
-  assign \$38  = beat_started ? 4'h0 : \r_data$53 [47:44];
-  assign hi = beat_last ? \r_data$53 [52:48] : 5'h10;
+  assign \$38  = beat_started ? 4'h0 : \$83 [14:11];
+  assign hi = beat_last ? \$83 [19:15] : 5'h10;
   assign \i__valid$60  = axi__rvalid & \r_rdy$61 ;
   assign axi__rready = \i__ready$62  & \r_rdy$61 ;
-  assign \$39  = \$82 [23:11] + word;
-  assign \$40  = 16'hffff << \$82 [28:24];
+  assign \$39  = \$84 [23:11] + word;
+  assign \$40  = 16'hffff << \$84 [28:24];
   assign \$41  = ~ \$40 [15:0];
-  assign \$42  = \$82 [1] ? \$41  : 16'hffff;
+  assign \$42  = \$84 [1] ? \$41  : 16'hffff;
   assign \$43  = ~ \o__payload$73 [158];
   assign \$44  = ~ cpl_full;
   assign \$45  = \$43  | \$44 ;
@@ -2063,8 +2022,8 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   assign \$54  = beat_index + 1'h1;
   assign \$55  = beat_left - 1'h1;
   assign \$56  = beat_left == 2'h2;
-  assign \$57  = \r_data$53 [42:22] - 1'h1;
-  assign \$58  = \r_data$53 [42:22] == 2'h2;
+  assign \$57  = { \$83 [9:0], \$82 [32:22] } - 1'h1;
+  assign \$58  = { \$83 [9:0], \$82 [32:22] } == 2'h2;
   assign \$59  = axi__rvalid & axi__rready;
   assign \$60  = beat_last ? 3'h0 : status_now;
   assign \$61  = axi__rvalid & axi__rready;
@@ -2072,7 +2031,7 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   assign \$63  = \$61  ? \$62  : 6'h00;
   assign \$64  = \i__valid$64  & \o__ready$66 ;
   assign \$65  = word + 1'h1;
-  assign \$66  = \$82 [1] ? 14'h0000 : \$65 ;
+  assign \$66  = \$84 [1] ? 14'h0000 : \$65 ;
   assign \$67  = cpl_full & cpl__ready;
   assign \$68  = \o__valid$72  & \o__ready$82 ;
   assign \$69  = \$68  & \o__payload$73 [158];
@@ -2112,12 +2071,10 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   assign \$9  = ! cmd__payload[32:14];
   assign \$10  = cmd__payload[13:9] + cmd__payload[36:33];
   assign \$11  = \$10  <= 5'h10;
-  assign \$12  = \$9  & \$11 ;
-  assign \$13  = \$4 [3:0] + 1'h1;
   \ace_dma_small.reader.ar_q  ar_q (
     .clk(clk),
     .o__ready(r_en),
-    .\port$3349$37 (cmd__payload[64:37]),
+    .\port$3720$37 (cmd__payload[64:37]),
     .\port$85$0 (\$8 [20:0]),
     .\r_data$12 (r_data),
     .\r_rdy$14 (i__valid),
@@ -2147,6 +2104,7 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
     .in_ready_5(in_ready_5),
     .in_ready_6(in_ready_6),
     .in_ready_7(in_ready_7),
+    .in_ready_8(in_ready_8),
     .o__ready(\o__ready$82 ),
     .o__valid(\o__valid$72 ),
     .out_payload(\o__payload$73 ),
@@ -2155,7 +2113,8 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   \ace_dma_small.reader.r_q  r_q (
     .clk(clk),
     .o__ready(\r_en$55 ),
-    .\r_data$12 (\r_data$53 ),
+    .\port$270$0 (\$82 ),
+    .\port$271$0 (\$83 ),
     .\r_rdy$14 (\r_rdy$61 ),
     .room_next(\room_next$89 ),
     .rst(rst),
@@ -2176,8 +2135,9 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
     .in_ready_5(in_ready_5),
     .in_ready_6(in_ready_6),
     .in_ready_7(in_ready_7),
-    .out_data(\$83 ),
-    .\port$2693$0 (\$82 ),
+    .in_ready_8(in_ready_8),
+    .out_data(\$85 ),
+    .\port$2944$0 (\$84 ),
     .rst(rst)
   );
   \ace_dma_small.reader.split  split (
@@ -2363,10 +2323,11 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   assign axi__arprot = 3'h0;
   assign \o__valid$38  = axi__arvalid;
   assign axi__arready = \o__ready$39 ;
+  assign \r_data$53  = { \$83 , \$82  };
   assign lo = { 1'h0, \$38  };
   assign \o__valid$65  = \i__valid$64 ;
   assign \i__ready$67  = \o__ready$66 ;
-  assign \o__payload$69  = { \$82 , \$83  };
+  assign \o__payload$69  = { \$84 , \$85  };
   assign rd_stream__tdata = \o__payload$73 [141:14];
   assign rd_stream__tkeep = \o__payload$73 [157:142];
   assign rd_stream__tlast = \o__payload$73 [158];
@@ -2375,7 +2336,7 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   assign in_ready_0 = \o__ready$66 ;
   assign axi__araddr = \$23 [31:0];
   assign axi__arlen = \o__payload$30 [35:28];
-  assign \port$2875$14  = \o__payload$73 [166:14];
+  assign \port$3144$14  = \o__payload$73 [166:14];
   assign \cmd__payload.stream  = cmd__payload[0];
   assign \cmd__payload.id  = cmd__payload[8:1];
   assign \cmd__payload.length  = cmd__payload[32:9];
@@ -2420,15 +2381,15 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   assign \i__payload$68.status  = \i__payload$68 [169:167];
   assign \i__payload$68.ctl_to_stream  = \i__payload$68 [170];
   assign \i__payload$68.ctl_last  = \i__payload$68 [171];
-  assign \o__payload$69.data  = \$83 ;
-  assign \o__payload$69.first  = \$82 [0];
-  assign \o__payload$69.last  = \$82 [1];
-  assign \o__payload$69.meta  = \$82 [31:2];
-  assign \o__payload$69.meta.to_stream  = \$82 [2];
-  assign \o__payload$69.meta.id  = \$82 [10:3];
-  assign \o__payload$69.meta.sram_addr  = \$82 [23:11];
-  assign \o__payload$69.meta.tail  = \$82 [28:24];
-  assign \o__payload$69.meta.status  = \$82 [31:29];
+  assign \o__payload$69.data  = \$85 ;
+  assign \o__payload$69.first  = \$84 [0];
+  assign \o__payload$69.last  = \$84 [1];
+  assign \o__payload$69.meta  = \$84 [31:2];
+  assign \o__payload$69.meta.to_stream  = \$84 [2];
+  assign \o__payload$69.meta.id  = \$84 [10:3];
+  assign \o__payload$69.meta.sram_addr  = \$84 [23:11];
+  assign \o__payload$69.meta.tail  = \$84 [28:24];
+  assign \o__payload$69.meta.status  = \$84 [31:29];
   assign \o__payload$73.to_stream  = \o__payload$73 [0];
   assign \o__payload$73.addr  = \o__payload$73 [13:1];
   assign \o__payload$73.data  = \o__payload$73 [141:14];
@@ -2446,15 +2407,15 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   assign sram_w__payload[156:141] = \o__payload$73 [157:142];
   assign sram_w__payload[140:13] = \o__payload$73 [141:14];
   assign sram_w__payload[12:0] = \o__payload$73 [13:1];
-  assign \i__payload$68 [169:167] = \$82 [31:29];
-  assign \i__payload$68 [166:159] = \$82 [10:3];
-  assign \i__payload$68 [171] = \$82 [1];
-  assign \i__payload$68 [170] = \$82 [2];
-  assign \i__payload$68 [158] = \$82 [1];
+  assign \i__payload$68 [169:167] = \$84 [31:29];
+  assign \i__payload$68 [166:159] = \$84 [10:3];
+  assign \i__payload$68 [171] = \$84 [1];
+  assign \i__payload$68 [170] = \$84 [2];
+  assign \i__payload$68 [158] = \$84 [1];
   assign \i__payload$68 [157:142] = \$42 ;
-  assign \i__payload$68 [141:14] = \$83 ;
+  assign \i__payload$68 [141:14] = \$85 ;
   assign \i__payload$68 [13:1] = \$39 [12:0];
-  assign \i__payload$68 [0] = \$82 [2];
+  assign \i__payload$68 [0] = \$84 [2];
   assign \i__payload$59 [127:0] = axi__rdata;
   assign \i__payload$59 [166:137] = ctl[36:7];
   assign \i__payload$59 [136] = ctl[6];
@@ -2463,13 +2424,13 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   assign \i__payload$59 [129] = beat_last;
   assign \i__payload$59 [128] = beat_first;
   assign ctl[36:34] = status_now;
-  assign ctl[33:29] = \r_data$53 [64:60];
-  assign ctl[28:16] = \r_data$53 [21:9];
-  assign ctl[15:8] = \r_data$53 [8:1];
-  assign ctl[7] = \r_data$53 [0];
-  assign ctl[6] = \r_data$53 [59];
-  assign ctl[5] = \r_data$53 [58];
-  assign ctl[4:0] = \r_data$53 [57:53];
+  assign ctl[33:29] = \$83 [31:27];
+  assign ctl[28:16] = \$82 [21:9];
+  assign ctl[15:8] = \$82 [8:1];
+  assign ctl[7] = \$82 [0];
+  assign ctl[6] = \$83 [26];
+  assign ctl[5] = \$83 [25];
+  assign ctl[4:0] = \$83 [24:20];
   assign \i__payload$23 [35:28] = o__payload[35:28];
   assign \i__payload$23 [27:0] = o__payload[27:0];
   assign i__payload[48:28] = r_data[48:28];
@@ -2492,7 +2453,7 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.reader.ar_q (rst, \port$85$0 , w_en, room_next, o__ready, \r_rdy$14 , \r_data$12 , \port$3349$37 , clk);
+module \ace_dma_small.reader.ar_q (rst, \port$85$0 , w_en, room_next, o__ready, \r_rdy$14 , \r_data$12 , \port$3720$37 , clk);
   input clk;
   wire clk;
   wire [48:0] i__payload;
@@ -2503,8 +2464,8 @@ module \ace_dma_small.reader.ar_q (rst, \port$85$0 , w_en, room_next, o__ready, 
   input o__ready;
   wire o__ready;
   wire o__valid;
-  input [27:0] \port$3349$37 ;
-  wire [27:0] \port$3349$37 ;
+  input [27:0] \port$3720$37 ;
+  wire [27:0] \port$3720$37 ;
   input [20:0] \port$85$0 ;
   wire [20:0] \port$85$0 ;
   wire [48:0] r_data;
@@ -2530,7 +2491,7 @@ module \ace_dma_small.reader.ar_q (rst, \port$85$0 , w_en, room_next, o__ready, 
   \ace_dma_small.reader.ar_q.fifo  fifo (
     .clk(clk),
     .level(level),
-    .\port$3349$37 (\port$3349$37 ),
+    .\port$3720$37 (\port$3720$37 ),
     .\port$85$0 (\port$85$0 ),
     .r_data(i__payload),
     .r_en(r_en),
@@ -2549,8 +2510,8 @@ module \ace_dma_small.reader.ar_q (rst, \port$85$0 , w_en, room_next, o__ready, 
     .out_payload(\r_data$12 ),
     .rst(rst)
   );
-  assign w_data = { \port$85$0 , \port$3349$37  };
-  assign \w_data$1  = { \port$85$0 , \port$3349$37  };
+  assign w_data = { \port$85$0 , \port$3720$37  };
+  assign \w_data$1  = { \port$85$0 , \port$3720$37  };
   assign \w_en$3  = w_en;
   assign \w_rdy$5  = w_rdy;
   assign r_rdy = i__valid;
@@ -2562,22 +2523,24 @@ module \ace_dma_small.reader.ar_q (rst, \port$85$0 , w_en, room_next, o__ready, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.reader.ar_q.fifo (rst, \port$85$0 , w_en, w_rdy, r_rdy, r_data, level, r_en, \port$3349$37 , clk);
+module \ace_dma_small.reader.ar_q.fifo (rst, \port$85$0 , w_en, r_data, level, r_rdy, w_rdy, r_en, \port$3720$37 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$6  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
   wire \$12 ;
-  wire \$13 ;
-  wire [3:0] \$14 ;
+  wire [3:0] \$13 ;
+  wire \$14 ;
   reg [1:0] \$15 ;
   reg [1:0] \$16 ;
   reg [2:0] \$17 ;
+  reg \$18 ;
+  reg \$19 ;
   wire [2:0] \$2 ;
-  wire \$3 ;
-  wire [2:0] \$4 ;
-  wire \$5 ;
-  wire \$6 ;
+  wire [2:0] \$3 ;
+  wire \$4 ;
+  wire [2:0] \$5 ;
+  wire [2:0] \$6 ;
   wire \$7 ;
   wire \$8 ;
   wire [3:0] \$9 ;
@@ -2585,10 +2548,12 @@ module \ace_dma_small.reader.ar_q.fifo (rst, \port$85$0 , w_en, w_rdy, r_rdy, r_
   wire clk;
   (* init = 2'h0 *)
   wire [1:0] consume;
+  wire do_read;
+  wire do_write;
   output [2:0] level;
   reg [2:0] level = 3'h0;
-  input [27:0] \port$3349$37 ;
-  wire [27:0] \port$3349$37 ;
+  input [27:0] \port$3720$37 ;
+  wire [27:0] \port$3720$37 ;
   input [20:0] \port$85$0 ;
   wire [20:0] \port$85$0 ;
   (* init = 2'h0 *)
@@ -2597,58 +2562,57 @@ module \ace_dma_small.reader.ar_q.fifo (rst, \port$85$0 , w_en, w_rdy, r_rdy, r_
   wire [48:0] r_data;
   input r_en;
   wire r_en;
-  (* init = 3'h0 *)
-  wire [2:0] r_level;
   reg [1:0] r_port__addr = 2'h0;
   wire [48:0] r_port__data;
   output r_rdy;
-  wire r_rdy;
+  reg r_rdy = 1'h0;
   input rst;
   wire rst;
   wire [48:0] w_data;
   input w_en;
   wire w_en;
-  (* init = 3'h0 *)
-  wire [2:0] w_level;
   reg [1:0] w_port__addr = 2'h0;
   wire [48:0] w_port__data;
   wire w_port__en;
   output w_rdy;
-  wire w_rdy;
+  reg w_rdy = 1'h1;
   reg [48:0] storage [3:0];
   always @(posedge clk) begin
-    if (w_port__en)
-      storage[w_port__addr] <= { \port$85$0 , \port$3349$37  };
+    if (do_write)
+      storage[w_port__addr] <= { \port$85$0 , \port$3720$37  };
   end
   assign r_data = storage[r_port__addr];
-  assign w_rdy = level != 3'h4;
-  assign r_rdy = | level;
-  assign w_port__en = w_en & w_rdy;
-  assign \$1  = w_rdy & w_en;
+  assign do_write = w_en & w_rdy;
+  assign do_read = r_en & r_rdy;
+  assign \$1  = w_port__addr == 2'h3;
   assign \$2  = w_port__addr + 1'h1;
-  assign \$3  = r_rdy & r_en;
-  assign \$4  = r_port__addr + 1'h1;
-  assign \$5  = w_rdy & w_en;
-  assign \$6  = r_rdy & r_en;
-  assign \$7  = ~ \$6 ;
-  assign \$8  = \$5  & \$7 ;
+  assign \$3  = \$1  ? 3'h0 : \$2 ;
+  assign \$4  = r_port__addr == 2'h3;
+  assign \$5  = r_port__addr + 1'h1;
+  assign \$6  = \$4  ? 3'h0 : \$5 ;
+  assign \$7  = ~ do_read;
+  assign \$8  = do_write & \$7 ;
   assign \$9  = level + 1'h1;
-  assign \$10  = r_rdy & r_en;
-  assign \$11  = w_rdy & w_en;
-  assign \$12  = ~ \$11 ;
-  assign \$13  = \$10  & \$12 ;
-  assign \$14  = level - 1'h1;
+  assign \$10  = level != 2'h3;
+  assign \$11  = ~ do_write;
+  assign \$12  = do_read & \$11 ;
+  assign \$13  = level - 1'h1;
+  assign \$14  = level != 1'h1;
   always @(posedge clk)
     w_port__addr <= \$15 ;
   always @(posedge clk)
     r_port__addr <= \$16 ;
   always @(posedge clk)
     level <= \$17 ;
+  always @(posedge clk)
+    r_rdy <= \$18 ;
+  always @(posedge clk)
+    w_rdy <= \$19 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \$15  = w_port__addr;
-    if (\$1 ) begin
-      \$15  = \$2 [1:0];
+    if (do_write) begin
+      \$15  = \$3 [1:0];
     end
     if (rst) begin
       \$15  = 2'h0;
@@ -2657,8 +2621,8 @@ module \ace_dma_small.reader.ar_q.fifo (rst, \port$85$0 , w_en, w_rdy, r_rdy, r_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \$16  = r_port__addr;
-    if (\$3 ) begin
-      \$16  = \$4 [1:0];
+    if (do_read) begin
+      \$16  = \$6 [1:0];
     end
     if (rst) begin
       \$16  = 2'h0;
@@ -2670,24 +2634,49 @@ module \ace_dma_small.reader.ar_q.fifo (rst, \port$85$0 , w_en, w_rdy, r_rdy, r_
     if (\$8 ) begin
       \$17  = \$9 [2:0];
     end
-    if (\$13 ) begin
-      \$17  = \$14 [2:0];
+    if (\$12 ) begin
+      \$17  = \$13 [2:0];
     end
     if (rst) begin
       \$17  = 3'h0;
     end
   end
-  assign w_level = level;
-  assign r_level = level;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$18  = r_rdy;
+    if (\$8 ) begin
+      \$18  = 1'h1;
+    end
+    if (\$12 ) begin
+      \$18  = \$14 ;
+    end
+    if (rst) begin
+      \$18  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$19  = w_rdy;
+    if (\$8 ) begin
+      \$19  = \$10 ;
+    end
+    if (\$12 ) begin
+      \$19  = 1'h1;
+    end
+    if (rst) begin
+      \$19  = 1'h1;
+    end
+  end
   assign produce = w_port__addr;
-  assign w_port__data = { \port$85$0 , \port$3349$37  };
-  assign w_data = { \port$85$0 , \port$3349$37  };
+  assign w_port__data = { \port$85$0 , \port$3720$37  };
+  assign w_data = { \port$85$0 , \port$3720$37  };
+  assign w_port__en = do_write;
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.reader.ar_q.head (rst, i__valid, i_bits, o__ready, i__ready, o__valid, out_payload, clk);
+module \ace_dma_small.reader.ar_q.head (rst, i_bits, o__ready, i__valid, i__ready, o__valid, out_payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$7  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -3046,10 +3035,12 @@ module \ace_dma_small.reader.ar_skid (clk, rst, i__valid, i__payload, i__ready, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.reader.out (rst, o__ready, i_bits, i__valid, i__ready, o__valid, out_payload, in_ready_1, in_ready_2, in_ready_3, in_ready_4, in_ready_5, in_ready_6, in_ready_7, clk);
+module \ace_dma_small.reader.out (rst, o__ready, i_bits, i__valid, i__ready, o__valid, out_payload, in_ready_1, in_ready_2, in_ready_3, in_ready_4, in_ready_5, in_ready_6, in_ready_7, in_ready_8, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$9  = 0;
   wire \$1 ;
   wire \$10 ;
+  reg \$100 ;
+  reg \$101 ;
   wire \$11 ;
   wire \$12 ;
   wire \$13 ;
@@ -3109,20 +3100,20 @@ module \ace_dma_small.reader.out (rst, o__ready, i_bits, i__valid, i__ready, o__
   wire \$62 ;
   wire \$63 ;
   wire \$64 ;
-  reg \$65 ;
-  reg \$66 ;
-  reg [171:0] \$67 ;
-  reg \$68 ;
-  reg [171:0] \$69 ;
+  wire \$65 ;
+  wire \$66 ;
+  wire \$67 ;
+  wire \$68 ;
+  wire \$69 ;
   wire \$7 ;
-  reg \$70 ;
-  reg \$71 ;
-  reg \$72 ;
+  wire \$70 ;
+  wire \$71 ;
+  wire \$72 ;
   reg \$73 ;
   reg \$74 ;
-  reg \$75 ;
+  reg [171:0] \$75 ;
   reg \$76 ;
-  reg \$77 ;
+  reg [171:0] \$77 ;
   reg \$78 ;
   reg \$79 ;
   wire \$8 ;
@@ -3138,6 +3129,15 @@ module \ace_dma_small.reader.out (rst, o__ready, i_bits, i__valid, i__ready, o__
   reg \$89 ;
   wire \$9 ;
   reg \$90 ;
+  reg \$91 ;
+  reg \$92 ;
+  reg \$93 ;
+  reg \$94 ;
+  reg \$95 ;
+  reg \$96 ;
+  reg \$97 ;
+  reg \$98 ;
+  reg \$99 ;
   input clk;
   wire clk;
   wire [171:0] i__payload;
@@ -3178,6 +3178,8 @@ module \ace_dma_small.reader.out (rst, o__ready, i_bits, i__valid, i__ready, o__
   reg in_ready_6 = 1'h1;
   output in_ready_7;
   reg in_ready_7 = 1'h1;
+  output in_ready_8;
+  reg in_ready_8 = 1'h1;
   (* init = 172'h0000000000000000000000000000000000000000000 *)
   wire [171:0] o__payload;
   wire [12:0] \o__payload.addr ;
@@ -3227,6 +3229,7 @@ module \ace_dma_small.reader.out (rst, o__ready, i_bits, i__valid, i__ready, o__
   reg out_valid_5 = 1'h0;
   reg out_valid_6 = 1'h0;
   reg out_valid_7 = 1'h0;
+  reg out_valid_8 = 1'h0;
   input rst;
   wire rst;
   (* init = 172'h0000000000000000000000000000000000000000000 *)
@@ -3255,6 +3258,16 @@ module \ace_dma_small.reader.out (rst, o__ready, i_bits, i__valid, i__ready, o__
   reg skid_valid_5 = 1'h0;
   reg skid_valid_6 = 1'h0;
   reg skid_valid_7 = 1'h0;
+  reg skid_valid_8 = 1'h0;
+  assign \$1  = ~ skid_valid_0;
+  assign \$2  = ~ o__valid;
+  assign \$3  = ~ i__valid;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = o__ready | \$5 ;
+  assign \$7  = ~ o__valid;
+  assign \$8  = o__ready | \$7 ;
+  assign \$9  = ~ skid_valid_1;
   assign \$10  = ~ out_valid_1;
   assign \$11  = ~ i__valid;
   assign \$12  = \$10  | \$11 ;
@@ -3310,283 +3323,88 @@ module \ace_dma_small.reader.out (rst, o__ready, i_bits, i__valid, i__ready, o__
   assign \$62  = o__ready | \$61 ;
   assign \$63  = ~ out_valid_7;
   assign \$64  = o__ready | \$63 ;
+  assign \$65  = ~ skid_valid_8;
+  assign \$66  = ~ out_valid_8;
+  assign \$67  = ~ i__valid;
+  assign \$68  = \$66  | \$67 ;
+  assign \$69  = \$65  & \$68 ;
+  assign \$70  = o__ready | \$69 ;
+  assign \$71  = ~ out_valid_8;
+  assign \$72  = o__ready | \$71 ;
   always @(posedge clk)
-    i__ready <= \$65 ;
+    i__ready <= \$73 ;
   always @(posedge clk)
-    o__valid <= \$66 ;
+    o__valid <= \$74 ;
   always @(posedge clk)
-    out_payload <= \$67 ;
+    out_payload <= \$75 ;
   always @(posedge clk)
-    skid_valid_0 <= \$68 ;
+    skid_valid_0 <= \$76 ;
   always @(posedge clk)
-    skid_payload <= \$69 ;
+    skid_payload <= \$77 ;
   always @(posedge clk)
-    in_ready_1 <= \$70 ;
+    in_ready_1 <= \$78 ;
   always @(posedge clk)
-    out_valid_1 <= \$71 ;
+    out_valid_1 <= \$79 ;
   always @(posedge clk)
-    skid_valid_1 <= \$72 ;
+    skid_valid_1 <= \$80 ;
   always @(posedge clk)
-    in_ready_2 <= \$73 ;
+    in_ready_2 <= \$81 ;
   always @(posedge clk)
-    out_valid_2 <= \$74 ;
+    out_valid_2 <= \$82 ;
   always @(posedge clk)
-    skid_valid_2 <= \$75 ;
+    skid_valid_2 <= \$83 ;
   always @(posedge clk)
-    in_ready_3 <= \$76 ;
+    in_ready_3 <= \$84 ;
   always @(posedge clk)
-    out_valid_3 <= \$77 ;
+    out_valid_3 <= \$85 ;
   always @(posedge clk)
-    skid_valid_3 <= \$78 ;
+    skid_valid_3 <= \$86 ;
   always @(posedge clk)
-    in_ready_4 <= \$79 ;
+    in_ready_4 <= \$87 ;
   always @(posedge clk)
-    out_valid_4 <= \$80 ;
+    out_valid_4 <= \$88 ;
   always @(posedge clk)
-    skid_valid_4 <= \$81 ;
+    skid_valid_4 <= \$89 ;
   always @(posedge clk)
-    in_ready_5 <= \$82 ;
+    in_ready_5 <= \$90 ;
   always @(posedge clk)
-    out_valid_5 <= \$83 ;
+    out_valid_5 <= \$91 ;
   always @(posedge clk)
-    skid_valid_5 <= \$84 ;
+    skid_valid_5 <= \$92 ;
   always @(posedge clk)
-    in_ready_6 <= \$85 ;
+    in_ready_6 <= \$93 ;
   always @(posedge clk)
-    out_valid_6 <= \$86 ;
+    out_valid_6 <= \$94 ;
   always @(posedge clk)
-    skid_valid_6 <= \$87 ;
+    skid_valid_6 <= \$95 ;
   always @(posedge clk)
-    in_ready_7 <= \$88 ;
+    in_ready_7 <= \$96 ;
   always @(posedge clk)
-    out_valid_7 <= \$89 ;
+    out_valid_7 <= \$97 ;
   always @(posedge clk)
-    skid_valid_7 <= \$90 ;
-  assign \$1  = ~ skid_valid_0;
-  assign \$2  = ~ o__valid;
-  assign \$3  = ~ i__valid;
-  assign \$4  = \$2  | \$3 ;
-  assign \$5  = \$1  & \$4 ;
-  assign \$6  = o__ready | \$5 ;
-  assign \$7  = ~ o__valid;
-  assign \$8  = o__ready | \$7 ;
-  assign \$9  = ~ skid_valid_1;
+    skid_valid_7 <= \$98 ;
+  always @(posedge clk)
+    in_ready_8 <= \$99 ;
+  always @(posedge clk)
+    out_valid_8 <= \$100 ;
+  always @(posedge clk)
+    skid_valid_8 <= \$101 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$65  = \$6 ;
-    if (rst) begin
-      \$65  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$66  = o__valid;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$66  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$66  = skid_valid_0;
-    end
-    if (rst) begin
-      \$66  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$67  = out_payload;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$67 [20:0] = i_bits[20:0];
-      end
-    end else if (o__ready) begin
-      \$67 [20:0] = skid_payload[20:0];
-    end
-    if (in_ready_1) begin
-      if (\$16 ) begin
-        \$67 [42:21] = i_bits[42:21];
-      end
-    end else if (o__ready) begin
-      \$67 [42:21] = skid_payload[42:21];
-    end
-    if (in_ready_2) begin
-      if (\$24 ) begin
-        \$67 [63:43] = i_bits[63:43];
-      end
-    end else if (o__ready) begin
-      \$67 [63:43] = skid_payload[63:43];
-    end
-    if (in_ready_3) begin
-      if (\$32 ) begin
-        \$67 [85:64] = i_bits[85:64];
-      end
-    end else if (o__ready) begin
-      \$67 [85:64] = skid_payload[85:64];
-    end
-    if (in_ready_4) begin
-      if (\$40 ) begin
-        \$67 [106:86] = i_bits[106:86];
-      end
-    end else if (o__ready) begin
-      \$67 [106:86] = skid_payload[106:86];
-    end
-    if (in_ready_5) begin
-      if (\$48 ) begin
-        \$67 [128:107] = i_bits[128:107];
-      end
-    end else if (o__ready) begin
-      \$67 [128:107] = skid_payload[128:107];
-    end
-    if (in_ready_6) begin
-      if (\$56 ) begin
-        \$67 [149:129] = i_bits[149:129];
-      end
-    end else if (o__ready) begin
-      \$67 [149:129] = skid_payload[149:129];
-    end
-    if (in_ready_7) begin
-      if (\$64 ) begin
-        \$67 [171:150] = i_bits[171:150];
-      end
-    end else if (o__ready) begin
-      \$67 [171:150] = skid_payload[171:150];
-    end
-    if (rst) begin
-      \$67  = 172'h0000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$68  = skid_valid_0;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$68  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$68  = 1'h0;
-    end
-    if (rst) begin
-      \$68  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$69  = skid_payload;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$69 [20:0] = i_bits[20:0];
-      end
-    end
-    if (in_ready_1) begin
-      (* full_case = 32'd1 *)
-      if (\$16 ) begin
-      end else begin
-        \$69 [42:21] = i_bits[42:21];
-      end
-    end
-    if (in_ready_2) begin
-      (* full_case = 32'd1 *)
-      if (\$24 ) begin
-      end else begin
-        \$69 [63:43] = i_bits[63:43];
-      end
-    end
-    if (in_ready_3) begin
-      (* full_case = 32'd1 *)
-      if (\$32 ) begin
-      end else begin
-        \$69 [85:64] = i_bits[85:64];
-      end
-    end
-    if (in_ready_4) begin
-      (* full_case = 32'd1 *)
-      if (\$40 ) begin
-      end else begin
-        \$69 [106:86] = i_bits[106:86];
-      end
-    end
-    if (in_ready_5) begin
-      (* full_case = 32'd1 *)
-      if (\$48 ) begin
-      end else begin
-        \$69 [128:107] = i_bits[128:107];
-      end
-    end
-    if (in_ready_6) begin
-      (* full_case = 32'd1 *)
-      if (\$56 ) begin
-      end else begin
-        \$69 [149:129] = i_bits[149:129];
-      end
-    end
-    if (in_ready_7) begin
-      (* full_case = 32'd1 *)
-      if (\$64 ) begin
-      end else begin
-        \$69 [171:150] = i_bits[171:150];
-      end
-    end
-    if (rst) begin
-      \$69  = 172'h0000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$70  = \$14 ;
-    if (rst) begin
-      \$70  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$71  = out_valid_1;
-    if (in_ready_1) begin
-      if (\$16 ) begin
-        \$71  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$71  = skid_valid_1;
-    end
-    if (rst) begin
-      \$71  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$72  = skid_valid_1;
-    if (in_ready_1) begin
-      (* full_case = 32'd1 *)
-      if (\$16 ) begin
-      end else begin
-        \$72  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$72  = 1'h0;
-    end
-    if (rst) begin
-      \$72  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$73  = \$22 ;
+    \$73  = \$6 ;
     if (rst) begin
       \$73  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$74  = out_valid_2;
-    if (in_ready_2) begin
-      if (\$24 ) begin
+    \$74  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
         \$74  = i__valid;
       end
     end else if (o__ready) begin
-      \$74  = skid_valid_2;
+      \$74  = skid_valid_0;
     end
     if (rst) begin
       \$74  = 1'h0;
@@ -3594,73 +3412,192 @@ module \ace_dma_small.reader.out (rst, o__ready, i_bits, i__valid, i__ready, o__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$75  = skid_valid_2;
+    \$75  = out_payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$75 [18:0] = i_bits[18:0];
+      end
+    end else if (o__ready) begin
+      \$75 [18:0] = skid_payload[18:0];
+    end
+    if (in_ready_1) begin
+      if (\$16 ) begin
+        \$75 [37:19] = i_bits[37:19];
+      end
+    end else if (o__ready) begin
+      \$75 [37:19] = skid_payload[37:19];
+    end
+    if (in_ready_2) begin
+      if (\$24 ) begin
+        \$75 [56:38] = i_bits[56:38];
+      end
+    end else if (o__ready) begin
+      \$75 [56:38] = skid_payload[56:38];
+    end
+    if (in_ready_3) begin
+      if (\$32 ) begin
+        \$75 [75:57] = i_bits[75:57];
+      end
+    end else if (o__ready) begin
+      \$75 [75:57] = skid_payload[75:57];
+    end
+    if (in_ready_4) begin
+      if (\$40 ) begin
+        \$75 [94:76] = i_bits[94:76];
+      end
+    end else if (o__ready) begin
+      \$75 [94:76] = skid_payload[94:76];
+    end
+    if (in_ready_5) begin
+      if (\$48 ) begin
+        \$75 [113:95] = i_bits[113:95];
+      end
+    end else if (o__ready) begin
+      \$75 [113:95] = skid_payload[113:95];
+    end
+    if (in_ready_6) begin
+      if (\$56 ) begin
+        \$75 [132:114] = i_bits[132:114];
+      end
+    end else if (o__ready) begin
+      \$75 [132:114] = skid_payload[132:114];
+    end
+    if (in_ready_7) begin
+      if (\$64 ) begin
+        \$75 [151:133] = i_bits[151:133];
+      end
+    end else if (o__ready) begin
+      \$75 [151:133] = skid_payload[151:133];
+    end
+    if (in_ready_8) begin
+      if (\$72 ) begin
+        \$75 [171:152] = i_bits[171:152];
+      end
+    end else if (o__ready) begin
+      \$75 [171:152] = skid_payload[171:152];
+    end
+    if (rst) begin
+      \$75  = 172'h0000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$76  = skid_valid_0;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$76  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$76  = 1'h0;
+    end
+    if (rst) begin
+      \$76  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$77  = skid_payload;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$77 [18:0] = i_bits[18:0];
+      end
+    end
+    if (in_ready_1) begin
+      (* full_case = 32'd1 *)
+      if (\$16 ) begin
+      end else begin
+        \$77 [37:19] = i_bits[37:19];
+      end
+    end
     if (in_ready_2) begin
       (* full_case = 32'd1 *)
       if (\$24 ) begin
       end else begin
-        \$75  = i__valid;
+        \$77 [56:38] = i_bits[56:38];
       end
-    end else if (o__ready) begin
-      \$75  = 1'h0;
     end
-    if (rst) begin
-      \$75  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$76  = \$30 ;
-    if (rst) begin
-      \$76  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$77  = out_valid_3;
-    if (in_ready_3) begin
-      if (\$32 ) begin
-        \$77  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$77  = skid_valid_3;
-    end
-    if (rst) begin
-      \$77  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$78  = skid_valid_3;
     if (in_ready_3) begin
       (* full_case = 32'd1 *)
       if (\$32 ) begin
       end else begin
-        \$78  = i__valid;
+        \$77 [75:57] = i_bits[75:57];
+      end
+    end
+    if (in_ready_4) begin
+      (* full_case = 32'd1 *)
+      if (\$40 ) begin
+      end else begin
+        \$77 [94:76] = i_bits[94:76];
+      end
+    end
+    if (in_ready_5) begin
+      (* full_case = 32'd1 *)
+      if (\$48 ) begin
+      end else begin
+        \$77 [113:95] = i_bits[113:95];
+      end
+    end
+    if (in_ready_6) begin
+      (* full_case = 32'd1 *)
+      if (\$56 ) begin
+      end else begin
+        \$77 [132:114] = i_bits[132:114];
+      end
+    end
+    if (in_ready_7) begin
+      (* full_case = 32'd1 *)
+      if (\$64 ) begin
+      end else begin
+        \$77 [151:133] = i_bits[151:133];
+      end
+    end
+    if (in_ready_8) begin
+      (* full_case = 32'd1 *)
+      if (\$72 ) begin
+      end else begin
+        \$77 [171:152] = i_bits[171:152];
+      end
+    end
+    if (rst) begin
+      \$77  = 172'h0000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$78  = \$14 ;
+    if (rst) begin
+      \$78  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$79  = out_valid_1;
+    if (in_ready_1) begin
+      if (\$16 ) begin
+        \$79  = i__valid;
       end
     end else if (o__ready) begin
-      \$78  = 1'h0;
+      \$79  = skid_valid_1;
     end
     if (rst) begin
-      \$78  = 1'h0;
+      \$79  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$79  = \$38 ;
-    if (rst) begin
-      \$79  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$80  = out_valid_4;
-    if (in_ready_4) begin
-      if (\$40 ) begin
+    \$80  = skid_valid_1;
+    if (in_ready_1) begin
+      (* full_case = 32'd1 *)
+      if (\$16 ) begin
+      end else begin
         \$80  = i__valid;
       end
     end else if (o__ready) begin
-      \$80  = skid_valid_4;
+      \$80  = 1'h0;
     end
     if (rst) begin
       \$80  = 1'h0;
@@ -3668,36 +3605,36 @@ module \ace_dma_small.reader.out (rst, o__ready, i_bits, i__valid, i__ready, o__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$81  = skid_valid_4;
-    if (in_ready_4) begin
-      (* full_case = 32'd1 *)
-      if (\$40 ) begin
-      end else begin
-        \$81  = i__valid;
+    \$81  = \$22 ;
+    if (rst) begin
+      \$81  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$82  = out_valid_2;
+    if (in_ready_2) begin
+      if (\$24 ) begin
+        \$82  = i__valid;
       end
     end else if (o__ready) begin
-      \$81  = 1'h0;
+      \$82  = skid_valid_2;
     end
     if (rst) begin
-      \$81  = 1'h0;
+      \$82  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$82  = \$46 ;
-    if (rst) begin
-      \$82  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$83  = out_valid_5;
-    if (in_ready_5) begin
-      if (\$48 ) begin
+    \$83  = skid_valid_2;
+    if (in_ready_2) begin
+      (* full_case = 32'd1 *)
+      if (\$24 ) begin
+      end else begin
         \$83  = i__valid;
       end
     end else if (o__ready) begin
-      \$83  = skid_valid_5;
+      \$83  = 1'h0;
     end
     if (rst) begin
       \$83  = 1'h0;
@@ -3705,36 +3642,36 @@ module \ace_dma_small.reader.out (rst, o__ready, i_bits, i__valid, i__ready, o__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$84  = skid_valid_5;
-    if (in_ready_5) begin
-      (* full_case = 32'd1 *)
-      if (\$48 ) begin
-      end else begin
-        \$84  = i__valid;
+    \$84  = \$30 ;
+    if (rst) begin
+      \$84  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$85  = out_valid_3;
+    if (in_ready_3) begin
+      if (\$32 ) begin
+        \$85  = i__valid;
       end
     end else if (o__ready) begin
-      \$84  = 1'h0;
+      \$85  = skid_valid_3;
     end
     if (rst) begin
-      \$84  = 1'h0;
+      \$85  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$85  = \$54 ;
-    if (rst) begin
-      \$85  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$86  = out_valid_6;
-    if (in_ready_6) begin
-      if (\$56 ) begin
+    \$86  = skid_valid_3;
+    if (in_ready_3) begin
+      (* full_case = 32'd1 *)
+      if (\$32 ) begin
+      end else begin
         \$86  = i__valid;
       end
     end else if (o__ready) begin
-      \$86  = skid_valid_6;
+      \$86  = 1'h0;
     end
     if (rst) begin
       \$86  = 1'h0;
@@ -3742,36 +3679,36 @@ module \ace_dma_small.reader.out (rst, o__ready, i_bits, i__valid, i__ready, o__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$87  = skid_valid_6;
-    if (in_ready_6) begin
-      (* full_case = 32'd1 *)
-      if (\$56 ) begin
-      end else begin
-        \$87  = i__valid;
+    \$87  = \$38 ;
+    if (rst) begin
+      \$87  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$88  = out_valid_4;
+    if (in_ready_4) begin
+      if (\$40 ) begin
+        \$88  = i__valid;
       end
     end else if (o__ready) begin
-      \$87  = 1'h0;
+      \$88  = skid_valid_4;
     end
     if (rst) begin
-      \$87  = 1'h0;
+      \$88  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$88  = \$62 ;
-    if (rst) begin
-      \$88  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$89  = out_valid_7;
-    if (in_ready_7) begin
-      if (\$64 ) begin
+    \$89  = skid_valid_4;
+    if (in_ready_4) begin
+      (* full_case = 32'd1 *)
+      if (\$40 ) begin
+      end else begin
         \$89  = i__valid;
       end
     end else if (o__ready) begin
-      \$89  = skid_valid_7;
+      \$89  = 1'h0;
     end
     if (rst) begin
       \$89  = 1'h0;
@@ -3779,18 +3716,150 @@ module \ace_dma_small.reader.out (rst, o__ready, i_bits, i__valid, i__ready, o__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$90  = skid_valid_7;
+    \$90  = \$46 ;
+    if (rst) begin
+      \$90  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$91  = out_valid_5;
+    if (in_ready_5) begin
+      if (\$48 ) begin
+        \$91  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$91  = skid_valid_5;
+    end
+    if (rst) begin
+      \$91  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$92  = skid_valid_5;
+    if (in_ready_5) begin
+      (* full_case = 32'd1 *)
+      if (\$48 ) begin
+      end else begin
+        \$92  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$92  = 1'h0;
+    end
+    if (rst) begin
+      \$92  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$93  = \$54 ;
+    if (rst) begin
+      \$93  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$94  = out_valid_6;
+    if (in_ready_6) begin
+      if (\$56 ) begin
+        \$94  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$94  = skid_valid_6;
+    end
+    if (rst) begin
+      \$94  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$95  = skid_valid_6;
+    if (in_ready_6) begin
+      (* full_case = 32'd1 *)
+      if (\$56 ) begin
+      end else begin
+        \$95  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$95  = 1'h0;
+    end
+    if (rst) begin
+      \$95  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$96  = \$62 ;
+    if (rst) begin
+      \$96  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$97  = out_valid_7;
+    if (in_ready_7) begin
+      if (\$64 ) begin
+        \$97  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$97  = skid_valid_7;
+    end
+    if (rst) begin
+      \$97  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$98  = skid_valid_7;
     if (in_ready_7) begin
       (* full_case = 32'd1 *)
       if (\$64 ) begin
       end else begin
-        \$90  = i__valid;
+        \$98  = i__valid;
       end
     end else if (o__ready) begin
-      \$90  = 1'h0;
+      \$98  = 1'h0;
     end
     if (rst) begin
-      \$90  = 1'h0;
+      \$98  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$99  = \$70 ;
+    if (rst) begin
+      \$99  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$100  = out_valid_8;
+    if (in_ready_8) begin
+      if (\$72 ) begin
+        \$100  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$100  = skid_valid_8;
+    end
+    if (rst) begin
+      \$100  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$101  = skid_valid_8;
+    if (in_ready_8) begin
+      (* full_case = 32'd1 *)
+      if (\$72 ) begin
+      end else begin
+        \$101  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$101  = 1'h0;
+    end
+    if (rst) begin
+      \$101  = 1'h0;
     end
   end
   assign i__payload = i_bits;
@@ -3838,7 +3907,9 @@ module \ace_dma_small.reader.out (rst, o__ready, i_bits, i__valid, i__ready, o__
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.reader.r_q (rst, w_en, o__ready, room_next, w_data, \r_rdy$14 , \r_data$12 , clk);
+module \ace_dma_small.reader.r_q (rst, w_en, o__ready, room_next, \port$270$0 , \port$271$0 , w_data, \r_rdy$14 , clk);
+  wire [32:0] \$1 ;
+  wire [31:0] \$2 ;
   input clk;
   wire clk;
   wire [64:0] i__payload;
@@ -3849,8 +3920,11 @@ module \ace_dma_small.reader.r_q (rst, w_en, o__ready, room_next, w_data, \r_rdy
   input o__ready;
   wire o__ready;
   wire o__valid;
+  output [32:0] \port$270$0 ;
+  wire [32:0] \port$270$0 ;
+  output [31:0] \port$271$0 ;
+  wire [31:0] \port$271$0 ;
   wire [64:0] r_data;
-  output [64:0] \r_data$12 ;
   wire [64:0] \r_data$12 ;
   wire r_en;
   wire \r_en$17 ;
@@ -3883,12 +3957,13 @@ module \ace_dma_small.reader.r_q (rst, w_en, o__ready, room_next, w_data, \r_rdy
   );
   \ace_dma_small.reader.r_q.head  head (
     .clk(clk),
-    .i__ready(r_en),
+    .i__payload(i__payload),
     .i__valid(i__valid),
-    .i_bits(i__payload),
+    .in_ready(r_en),
     .o__ready(o__ready),
-    .o__valid(\r_rdy$14 ),
-    .out_payload(\r_data$12 ),
+    .out_valid(\r_rdy$14 ),
+    .\port$270$0 (\$1 ),
+    .\port$271$0 (\$2 ),
     .rst(rst)
   );
   assign \w_data$1  = w_data;
@@ -3897,28 +3972,33 @@ module \ace_dma_small.reader.r_q (rst, w_en, o__ready, room_next, w_data, \r_rdy
   assign r_rdy = i__valid;
   assign r_data = i__payload;
   assign i__ready = r_en;
-  assign o__payload = \r_data$12 ;
+  assign \r_data$12  = { \$2 , \$1  };
+  assign o__payload = { \$2 , \$1  };
   assign o__valid = \r_rdy$14 ;
   assign \r_en$17  = o__ready;
+  assign \port$270$0  = \$1 ;
+  assign \port$271$0  = \$2 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.reader.r_q.fifo (rst, w_en, w_rdy, r_rdy, r_data, w_port__data, level, r_en, clk);
+module \ace_dma_small.reader.r_q.fifo (rst, w_en, r_data, w_port__data, level, r_rdy, w_rdy, r_en, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$10  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
   wire \$12 ;
-  wire \$13 ;
-  wire [3:0] \$14 ;
+  wire [3:0] \$13 ;
+  wire \$14 ;
   reg [1:0] \$15 ;
   reg [1:0] \$16 ;
   reg [2:0] \$17 ;
+  reg \$18 ;
+  reg \$19 ;
   wire [2:0] \$2 ;
-  wire \$3 ;
-  wire [2:0] \$4 ;
-  wire \$5 ;
-  wire \$6 ;
+  wire [2:0] \$3 ;
+  wire \$4 ;
+  wire [2:0] \$5 ;
+  wire [2:0] \$6 ;
   wire \$7 ;
   wire \$8 ;
   wire [3:0] \$9 ;
@@ -3926,6 +4006,8 @@ module \ace_dma_small.reader.r_q.fifo (rst, w_en, w_rdy, r_rdy, r_data, w_port__
   wire clk;
   (* init = 2'h0 *)
   wire [1:0] consume;
+  wire do_read;
+  wire do_write;
   output [2:0] level;
   reg [2:0] level = 3'h0;
   (* init = 2'h0 *)
@@ -3934,59 +4016,58 @@ module \ace_dma_small.reader.r_q.fifo (rst, w_en, w_rdy, r_rdy, r_data, w_port__
   wire [64:0] r_data;
   input r_en;
   wire r_en;
-  (* init = 3'h0 *)
-  wire [2:0] r_level;
   reg [1:0] r_port__addr = 2'h0;
   wire [64:0] r_port__data;
   output r_rdy;
-  wire r_rdy;
+  reg r_rdy = 1'h0;
   input rst;
   wire rst;
   wire [64:0] w_data;
   input w_en;
   wire w_en;
-  (* init = 3'h0 *)
-  wire [2:0] w_level;
   reg [1:0] w_port__addr = 2'h0;
   input [64:0] w_port__data;
   wire [64:0] w_port__data;
   wire w_port__en;
   output w_rdy;
-  wire w_rdy;
+  reg w_rdy = 1'h1;
   reg [64:0] storage [3:0];
   always @(posedge clk) begin
-    if (w_port__en)
+    if (do_write)
       storage[w_port__addr] <= w_port__data;
   end
   assign r_data = storage[r_port__addr];
-  assign w_rdy = level != 3'h4;
-  assign r_rdy = | level;
-  assign w_port__en = w_en & w_rdy;
-  assign \$1  = w_rdy & w_en;
+  assign do_write = w_en & w_rdy;
+  assign do_read = r_en & r_rdy;
+  assign \$1  = w_port__addr == 2'h3;
   assign \$2  = w_port__addr + 1'h1;
-  assign \$3  = r_rdy & r_en;
-  assign \$4  = r_port__addr + 1'h1;
-  assign \$5  = w_rdy & w_en;
-  assign \$6  = r_rdy & r_en;
-  assign \$7  = ~ \$6 ;
-  assign \$8  = \$5  & \$7 ;
+  assign \$3  = \$1  ? 3'h0 : \$2 ;
+  assign \$4  = r_port__addr == 2'h3;
+  assign \$5  = r_port__addr + 1'h1;
+  assign \$6  = \$4  ? 3'h0 : \$5 ;
+  assign \$7  = ~ do_read;
+  assign \$8  = do_write & \$7 ;
   assign \$9  = level + 1'h1;
-  assign \$10  = r_rdy & r_en;
-  assign \$11  = w_rdy & w_en;
-  assign \$12  = ~ \$11 ;
-  assign \$13  = \$10  & \$12 ;
-  assign \$14  = level - 1'h1;
+  assign \$10  = level != 2'h3;
+  assign \$11  = ~ do_write;
+  assign \$12  = do_read & \$11 ;
+  assign \$13  = level - 1'h1;
+  assign \$14  = level != 1'h1;
   always @(posedge clk)
     w_port__addr <= \$15 ;
   always @(posedge clk)
     r_port__addr <= \$16 ;
   always @(posedge clk)
     level <= \$17 ;
+  always @(posedge clk)
+    r_rdy <= \$18 ;
+  always @(posedge clk)
+    w_rdy <= \$19 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     \$15  = w_port__addr;
-    if (\$1 ) begin
-      \$15  = \$2 [1:0];
+    if (do_write) begin
+      \$15  = \$3 [1:0];
     end
     if (rst) begin
       \$15  = 2'h0;
@@ -3995,8 +4076,8 @@ module \ace_dma_small.reader.r_q.fifo (rst, w_en, w_rdy, r_rdy, r_data, w_port__
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     \$16  = r_port__addr;
-    if (\$3 ) begin
-      \$16  = \$4 [1:0];
+    if (do_read) begin
+      \$16  = \$6 [1:0];
     end
     if (rst) begin
       \$16  = 2'h0;
@@ -4008,25 +4089,50 @@ module \ace_dma_small.reader.r_q.fifo (rst, w_en, w_rdy, r_rdy, r_data, w_port__
     if (\$8 ) begin
       \$17  = \$9 [2:0];
     end
-    if (\$13 ) begin
-      \$17  = \$14 [2:0];
+    if (\$12 ) begin
+      \$17  = \$13 [2:0];
     end
     if (rst) begin
       \$17  = 3'h0;
     end
   end
-  assign w_level = level;
-  assign r_level = level;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$18  = r_rdy;
+    if (\$8 ) begin
+      \$18  = 1'h1;
+    end
+    if (\$12 ) begin
+      \$18  = \$14 ;
+    end
+    if (rst) begin
+      \$18  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$19  = w_rdy;
+    if (\$8 ) begin
+      \$19  = \$10 ;
+    end
+    if (\$12 ) begin
+      \$19  = 1'h1;
+    end
+    if (rst) begin
+      \$19  = 1'h1;
+    end
+  end
   assign produce = w_port__addr;
   assign w_data = w_port__data;
+  assign w_port__en = do_write;
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.reader.r_q.head (rst, o__ready, i__valid, i_bits, i__ready, o__valid, out_payload, clk);
+module \ace_dma_small.reader.r_q.head (rst, o__ready, i__payload, \port$270$0 , \port$271$0 , i__valid, in_ready, out_valid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$11  = 0;
-  wire \$1 ;
+  wire [2:0] \$1 ;
   wire \$10 ;
   wire \$11 ;
   wire \$12 ;
@@ -4034,17 +4140,24 @@ module \ace_dma_small.reader.r_q.head (rst, o__ready, i__valid, i_bits, i__ready
   wire \$14 ;
   wire \$15 ;
   wire \$16 ;
-  reg \$17 ;
-  reg \$18 ;
-  reg [64:0] \$19 ;
-  wire \$2 ;
+  wire \$17 ;
+  wire \$18 ;
+  reg [1:0] \$19 ;
+  wire [3:0] \$2 ;
   reg \$20 ;
-  reg [64:0] \$21 ;
+  reg \$21 ;
   reg \$22 ;
   reg \$23 ;
   reg \$24 ;
-  wire \$3 ;
-  wire \$4 ;
+  reg \$25 ;
+  reg \$26 ;
+  reg \$27 ;
+  reg \$28 ;
+  reg \$29 ;
+  wire [32:0] \$3 ;
+  reg [64:0] \$30 ;
+  reg [64:0] \$31 ;
+  wire [31:0] \$4 ;
   wire \$5 ;
   wire \$6 ;
   wire \$7 ;
@@ -4052,284 +4165,294 @@ module \ace_dma_small.reader.r_q.head (rst, o__ready, i__valid, i_bits, i__ready
   wire \$9 ;
   input clk;
   wire clk;
+  reg [1:0] count = 2'h0;
+  wire [1:0] count_next;
+  reg [64:0] entry0 = 65'h00000000000000000;
+  reg [64:0] entry1 = 65'h00000000000000000;
+  input [64:0] i__payload;
   wire [64:0] i__payload;
-  output i__ready;
-  reg i__ready = 1'h1;
+  (* init = 1'h1 *)
+  wire i__ready;
   input i__valid;
   wire i__valid;
-  input [64:0] i_bits;
-  wire [64:0] i_bits;
-  (* init = 1'h1 *)
-  wire in_ready_0;
-  reg in_ready_1 = 1'h1;
-  (* init = 65'h00000000000000000 *)
+  output in_ready;
+  reg in_ready = 1'h1;
+  reg load0_r0 = 1'h1;
+  reg load0_r1 = 1'h1;
+  reg load1_r0 = 1'h0;
+  reg load1_r1 = 1'h0;
   wire [64:0] o__payload;
   input o__ready;
   wire o__ready;
-  output o__valid;
-  reg o__valid = 1'h0;
-  (* init = 65'h00000000000000000 *)
-  wire [64:0] out_bits;
-  output [64:0] out_payload;
-  reg [64:0] out_payload = 65'h00000000000000000;
   (* init = 1'h0 *)
-  wire out_valid_0;
-  reg out_valid_1 = 1'h0;
+  wire o__valid;
+  output out_valid;
+  reg out_valid = 1'h0;
+  wire pop;
+  output [32:0] \port$270$0 ;
+  wire [32:0] \port$270$0 ;
+  output [31:0] \port$271$0 ;
+  wire [31:0] \port$271$0 ;
+  wire push;
+  reg r_at = 1'h0;
+  wire r_at_next;
+  reg r_at_r0 = 1'h0;
+  reg r_at_r1 = 1'h0;
   input rst;
   wire rst;
-  (* init = 65'h00000000000000000 *)
-  wire [64:0] skid_bits;
-  reg [64:0] skid_payload = 65'h00000000000000000;
-  reg skid_valid_0 = 1'h0;
-  reg skid_valid_1 = 1'h0;
-  assign \$1  = ~ skid_valid_0;
-  assign \$2  = ~ o__valid;
-  assign \$3  = ~ i__valid;
-  assign \$4  = \$2  | \$3 ;
-  assign \$5  = \$1  & \$4 ;
-  assign \$6  = o__ready | \$5 ;
-  assign \$7  = ~ o__valid;
-  assign \$8  = o__ready | \$7 ;
-  assign \$9  = ~ skid_valid_1;
-  assign \$10  = ~ out_valid_1;
-  assign \$11  = ~ i__valid;
-  assign \$12  = \$10  | \$11 ;
-  assign \$13  = \$9  & \$12 ;
-  assign \$14  = o__ready | \$13 ;
-  assign \$15  = ~ out_valid_1;
-  assign \$16  = o__ready | \$15 ;
+  reg w_at = 1'h0;
+  wire w_at_next;
+  assign push = i__valid & in_ready;
+  assign pop = out_valid & o__ready;
+  assign \$1  = count + push;
+  assign \$2  = \$1  - pop;
+  assign w_at_next = w_at ^ push;
+  assign r_at_next = r_at ^ pop;
+  assign \$3  = r_at_r0 ? entry1[32:0] : entry0[32:0];
+  assign \$4  = r_at_r1 ? entry1[64:33] : entry0[64:33];
+  assign \$5  = \$2 [1:0] != 2'h2;
+  assign \$6  = | \$2 [1:0];
+  assign \$7  = \$2 [1:0] != 2'h2;
+  assign \$8  = ! w_at_next;
+  assign \$9  = \$7  & \$8 ;
+  assign \$10  = \$2 [1:0] != 2'h2;
+  assign \$11  = ! w_at_next;
+  assign \$12  = \$10  & \$11 ;
+  assign \$13  = \$2 [1:0] != 2'h2;
+  assign \$15  = \$13  & \$14 ;
+  assign \$16  = \$2 [1:0] != 2'h2;
+  assign \$18  = \$16  & \$17 ;
   always @(posedge clk)
-    i__ready <= \$17 ;
+    count <= \$19 ;
   always @(posedge clk)
-    o__valid <= \$18 ;
+    in_ready <= \$20 ;
   always @(posedge clk)
-    out_payload <= \$19 ;
+    out_valid <= \$21 ;
   always @(posedge clk)
-    skid_valid_0 <= \$20 ;
+    w_at <= \$22 ;
   always @(posedge clk)
-    skid_payload <= \$21 ;
+    r_at <= \$23 ;
   always @(posedge clk)
-    in_ready_1 <= \$22 ;
+    load0_r0 <= \$24 ;
   always @(posedge clk)
-    out_valid_1 <= \$23 ;
+    load0_r1 <= \$25 ;
   always @(posedge clk)
-    skid_valid_1 <= \$24 ;
+    load1_r0 <= \$26 ;
+  always @(posedge clk)
+    load1_r1 <= \$27 ;
+  always @(posedge clk)
+    r_at_r0 <= \$28 ;
+  always @(posedge clk)
+    r_at_r1 <= \$29 ;
+  always @(posedge clk)
+    entry0 <= \$30 ;
+  always @(posedge clk)
+    entry1 <= \$31 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$17  = \$6 ;
+    \$19  = \$2 [1:0];
     if (rst) begin
-      \$17  = 1'h1;
+      \$19  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$18  = o__valid;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$18  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$18  = skid_valid_0;
-    end
+    \$20  = \$5 ;
     if (rst) begin
-      \$18  = 1'h0;
+      \$20  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$19  = out_payload;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$19 [31:0] = i_bits[31:0];
-      end
-    end else if (o__ready) begin
-      \$19 [31:0] = skid_payload[31:0];
-    end
-    if (in_ready_1) begin
-      if (\$16 ) begin
-        \$19 [64:32] = i_bits[64:32];
-      end
-    end else if (o__ready) begin
-      \$19 [64:32] = skid_payload[64:32];
-    end
+    \$21  = \$6 ;
     if (rst) begin
-      \$19  = 65'h00000000000000000;
+      \$21  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$20  = skid_valid_0;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$20  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$20  = 1'h0;
-    end
+    \$22  = w_at_next;
     if (rst) begin
-      \$20  = 1'h0;
+      \$22  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$21  = skid_payload;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$21 [31:0] = i_bits[31:0];
-      end
-    end
-    if (in_ready_1) begin
-      (* full_case = 32'd1 *)
-      if (\$16 ) begin
-      end else begin
-        \$21 [64:32] = i_bits[64:32];
-      end
-    end
-    if (rst) begin
-      \$21  = 65'h00000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$22  = \$14 ;
-    if (rst) begin
-      \$22  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$23  = out_valid_1;
-    if (in_ready_1) begin
-      if (\$16 ) begin
-        \$23  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$23  = skid_valid_1;
-    end
+    \$23  = r_at_next;
     if (rst) begin
       \$23  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$24  = skid_valid_1;
-    if (in_ready_1) begin
-      (* full_case = 32'd1 *)
-      if (\$16 ) begin
-      end else begin
-        \$24  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$24  = 1'h0;
-    end
+    \$24  = \$9 ;
     if (rst) begin
-      \$24  = 1'h0;
+      \$24  = 1'h1;
     end
   end
-  assign i__payload = i_bits;
-  assign out_bits = out_payload;
-  assign skid_bits = skid_payload;
-  assign o__payload = out_payload;
-  assign in_ready_0 = i__ready;
-  assign out_valid_0 = o__valid;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$25  = \$12 ;
+    if (rst) begin
+      \$25  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$26  = \$15 ;
+    if (rst) begin
+      \$26  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$27  = \$18 ;
+    if (rst) begin
+      \$27  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$28  = r_at_next;
+    if (rst) begin
+      \$28  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$29  = r_at_next;
+    if (rst) begin
+      \$29  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$30  = entry0;
+    if (load0_r0) begin
+      \$30 [32:0] = i__payload[32:0];
+    end
+    if (load0_r1) begin
+      \$30 [64:33] = i__payload[64:33];
+    end
+    if (rst) begin
+      \$30  = 65'h00000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$31  = entry1;
+    if (load1_r0) begin
+      \$31 [32:0] = i__payload[32:0];
+    end
+    if (load1_r1) begin
+      \$31 [64:33] = i__payload[64:33];
+    end
+    if (rst) begin
+      \$31  = 65'h00000000000000000;
+    end
+  end
+  assign count_next = \$2 [1:0];
+  assign i__ready = in_ready;
+  assign o__valid = out_valid;
+  assign o__payload = { \$4 , \$3  };
+  assign \port$270$0  = \$3 ;
+  assign \port$271$0  = \$4 ;
+  assign \$14  = w_at_next;
+  assign \$17  = w_at_next;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , i__ready, c_valid_0, out_data, in_ready_0, in_ready_1, in_ready_2, in_ready_3, in_ready_4, in_ready_5, in_ready_6, in_ready_7, clk);
+module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , i__ready, c_valid_0, out_data, in_ready_0, in_ready_1, in_ready_2, in_ready_3, in_ready_4, in_ready_5, in_ready_6, in_ready_7, in_ready_8, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$12  = 0;
   wire \$1 ;
   wire \$10 ;
-  wire [7:0] \$100 ;
-  wire [5:0] \$1000 ;
-  wire [5:0] \$1004 ;
-  wire [5:0] \$1009 ;
+  wire \$100 ;
   wire [7:0] \$101 ;
-  wire [5:0] \$1013 ;
-  wire \$102 ;
-  wire [5:0] \$1026 ;
+  wire [5:0] \$1016 ;
+  wire [7:0] \$102 ;
+  wire [5:0] \$1020 ;
+  wire [5:0] \$1025 ;
   wire [5:0] \$1029 ;
   wire \$103 ;
   wire \$104 ;
+  wire [5:0] \$1042 ;
+  wire [5:0] \$1045 ;
   wire \$105 ;
   wire \$106 ;
   wire \$107 ;
   wire \$108 ;
-  wire [5:0] \$1086 ;
   wire \$109 ;
-  wire [5:0] \$1090 ;
-  wire [5:0] \$1095 ;
-  wire [5:0] \$1099 ;
   wire \$11 ;
-  wire [7:0] \$110 ;
-  wire [7:0] \$111 ;
-  wire [5:0] \$1112 ;
+  wire \$110 ;
+  wire [5:0] \$1102 ;
+  wire [5:0] \$1106 ;
+  wire \$111 ;
+  wire [5:0] \$1111 ;
   wire [5:0] \$1115 ;
   wire \$112 ;
+  wire [5:0] \$1128 ;
   wire \$113 ;
+  wire [5:0] \$1131 ;
   wire \$114 ;
   wire \$115 ;
   wire \$116 ;
   wire \$117 ;
-  wire [5:0] \$1172 ;
-  wire [5:0] \$1176 ;
   wire \$118 ;
-  wire [5:0] \$1181 ;
-  wire [5:0] \$1185 ;
+  wire [5:0] \$1188 ;
   wire \$119 ;
-  wire [5:0] \$1198 ;
+  wire [5:0] \$1192 ;
+  wire [5:0] \$1197 ;
   wire \$12 ;
   wire \$120 ;
   wire [5:0] \$1201 ;
   wire \$121 ;
+  wire [5:0] \$1214 ;
+  wire [5:0] \$1217 ;
   wire \$122 ;
   wire \$123 ;
   wire \$124 ;
   wire \$125 ;
-  wire [5:0] \$1258 ;
   wire \$126 ;
-  wire [5:0] \$1262 ;
-  wire [5:0] \$1267 ;
   wire \$127 ;
-  wire [5:0] \$1271 ;
+  wire [5:0] \$1274 ;
+  wire [5:0] \$1278 ;
   wire \$128 ;
-  wire [5:0] \$1284 ;
+  wire [5:0] \$1283 ;
   wire [5:0] \$1287 ;
   wire \$129 ;
   wire \$13 ;
   wire \$130 ;
+  wire [5:0] \$1300 ;
+  wire [5:0] \$1303 ;
   wire \$131 ;
   wire \$132 ;
   wire \$133 ;
   wire \$134 ;
-  wire [5:0] \$1344 ;
-  wire [5:0] \$1348 ;
   wire \$135 ;
-  wire [5:0] \$1353 ;
-  wire [5:0] \$1357 ;
   wire \$136 ;
+  wire [5:0] \$1360 ;
+  wire [5:0] \$1364 ;
+  wire [5:0] \$1369 ;
   wire \$137 ;
-  wire [5:0] \$1370 ;
   wire [5:0] \$1373 ;
-  wire \$138 ;
-  wire \$139 ;
+  wire [1:0] \$138 ;
+  wire [5:0] \$1386 ;
+  wire [5:0] \$1389 ;
+  wire [1:0] \$139 ;
   wire \$14 ;
   wire \$140 ;
   wire \$141 ;
   wire \$142 ;
   wire \$143 ;
-  wire [5:0] \$1430 ;
-  wire [5:0] \$1434 ;
-  wire [5:0] \$1439 ;
   wire \$144 ;
-  wire [5:0] \$1443 ;
+  wire [5:0] \$1446 ;
   wire \$145 ;
+  wire [5:0] \$1450 ;
+  wire [5:0] \$1455 ;
+  wire [5:0] \$1459 ;
   wire \$146 ;
-  wire [1:0] \$147 ;
-  wire [1:0] \$148 ;
+  wire \$147 ;
+  wire \$148 ;
   wire \$149 ;
   wire \$15 ;
   wire \$150 ;
@@ -4338,29 +4461,29 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   wire \$153 ;
   wire \$154 ;
   wire \$155 ;
-  wire \$156 ;
-  wire \$157 ;
-  wire \$158 ;
-  wire \$159 ;
+  wire [1:0] \$156 ;
+  wire [7:0] \$157 ;
+  wire [7:0] \$158 ;
+  wire [7:0] \$159 ;
   wire \$16 ;
-  wire \$160 ;
-  wire \$161 ;
-  wire \$162 ;
-  wire \$163 ;
-  wire \$164 ;
-  wire [1:0] \$165 ;
+  wire [7:0] \$160 ;
+  wire [7:0] \$161 ;
+  wire [7:0] \$162 ;
+  wire [7:0] \$163 ;
+  wire [7:0] \$164 ;
+  wire [7:0] \$165 ;
   wire [7:0] \$166 ;
-  wire [7:0] \$167 ;
-  wire [7:0] \$168 ;
-  wire [7:0] \$169 ;
+  wire \$167 ;
+  wire \$168 ;
+  wire \$169 ;
   wire \$17 ;
-  wire [7:0] \$170 ;
-  wire [7:0] \$171 ;
-  wire [7:0] \$172 ;
-  wire [7:0] \$173 ;
-  wire [7:0] \$174 ;
+  wire \$170 ;
+  wire \$171 ;
+  wire \$172 ;
+  wire \$173 ;
+  wire \$174 ;
   wire [7:0] \$175 ;
-  wire \$176 ;
+  wire [7:0] \$176 ;
   wire \$177 ;
   wire \$178 ;
   wire \$179 ;
@@ -4369,8 +4492,8 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   wire \$181 ;
   wire \$182 ;
   wire \$183 ;
-  wire [7:0] \$184 ;
-  wire [7:0] \$185 ;
+  wire \$184 ;
+  wire \$185 ;
   wire \$186 ;
   wire \$187 ;
   wire \$188 ;
@@ -4401,8 +4524,8 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   wire \$21 ;
   wire \$210 ;
   wire \$211 ;
-  wire \$212 ;
-  wire \$213 ;
+  wire [1:0] \$212 ;
+  wire [1:0] \$213 ;
   wire \$214 ;
   wire \$215 ;
   wire \$216 ;
@@ -4411,8 +4534,8 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   wire \$219 ;
   wire \$22 ;
   wire \$220 ;
-  wire [1:0] \$221 ;
-  wire [1:0] \$222 ;
+  wire \$221 ;
+  wire \$222 ;
   wire \$223 ;
   wire \$224 ;
   wire \$225 ;
@@ -4421,29 +4544,29 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   wire \$228 ;
   wire \$229 ;
   wire \$23 ;
-  wire \$230 ;
-  wire \$231 ;
-  wire \$232 ;
-  wire \$233 ;
-  wire \$234 ;
-  wire \$235 ;
-  wire \$236 ;
-  wire \$237 ;
-  wire \$238 ;
-  wire [1:0] \$239 ;
+  wire [1:0] \$230 ;
+  wire [7:0] \$231 ;
+  wire [7:0] \$232 ;
+  wire [7:0] \$233 ;
+  wire [7:0] \$234 ;
+  wire [7:0] \$235 ;
+  wire [7:0] \$236 ;
+  wire [7:0] \$237 ;
+  wire [7:0] \$238 ;
+  wire [7:0] \$239 ;
   wire \$24 ;
   wire [7:0] \$240 ;
-  wire [7:0] \$241 ;
-  wire [7:0] \$242 ;
-  wire [7:0] \$243 ;
-  wire [7:0] \$244 ;
-  wire [7:0] \$245 ;
-  wire [7:0] \$246 ;
-  wire [7:0] \$247 ;
-  wire [7:0] \$248 ;
+  wire \$241 ;
+  wire \$242 ;
+  wire \$243 ;
+  wire \$244 ;
+  wire \$245 ;
+  wire \$246 ;
+  wire \$247 ;
+  wire \$248 ;
   wire [7:0] \$249 ;
-  wire [7:0] \$25 ;
-  wire \$250 ;
+  wire \$25 ;
+  wire [7:0] \$250 ;
   wire \$251 ;
   wire \$252 ;
   wire \$253 ;
@@ -4451,9 +4574,9 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   wire \$255 ;
   wire \$256 ;
   wire \$257 ;
-  wire [7:0] \$258 ;
-  wire [7:0] \$259 ;
-  wire [7:0] \$26 ;
+  wire \$258 ;
+  wire \$259 ;
+  wire \$26 ;
   wire \$260 ;
   wire \$261 ;
   wire \$262 ;
@@ -4464,7 +4587,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   wire \$267 ;
   wire \$268 ;
   wire \$269 ;
-  wire \$27 ;
+  wire [7:0] \$27 ;
   wire \$270 ;
   wire \$271 ;
   wire \$272 ;
@@ -4475,15 +4598,15 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   wire \$277 ;
   wire \$278 ;
   wire \$279 ;
-  wire \$28 ;
+  wire [7:0] \$28 ;
   wire \$280 ;
   wire \$281 ;
   wire \$282 ;
   wire \$283 ;
   wire \$284 ;
   wire \$285 ;
-  wire \$286 ;
-  wire \$287 ;
+  wire [1:0] \$286 ;
+  wire [1:0] \$287 ;
   wire \$288 ;
   wire \$289 ;
   wire \$29 ;
@@ -4492,8 +4615,8 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   wire \$292 ;
   wire \$293 ;
   wire \$294 ;
-  wire [1:0] \$295 ;
-  wire [1:0] \$296 ;
+  wire \$295 ;
+  wire \$296 ;
   wire \$297 ;
   wire \$298 ;
   wire \$299 ;
@@ -4503,29 +4626,29 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   wire \$301 ;
   wire \$302 ;
   wire \$303 ;
-  wire \$304 ;
-  wire \$305 ;
-  wire \$306 ;
-  wire \$307 ;
-  wire \$308 ;
-  wire \$309 ;
+  wire [1:0] \$304 ;
+  wire [7:0] \$305 ;
+  wire [7:0] \$306 ;
+  wire [7:0] \$307 ;
+  wire [7:0] \$308 ;
+  wire [7:0] \$309 ;
   wire \$31 ;
-  wire \$310 ;
-  wire \$311 ;
-  wire \$312 ;
-  wire [1:0] \$313 ;
+  wire [7:0] \$310 ;
+  wire [7:0] \$311 ;
+  wire [7:0] \$312 ;
+  wire [7:0] \$313 ;
   wire [7:0] \$314 ;
-  wire [7:0] \$315 ;
-  wire [7:0] \$316 ;
-  wire [7:0] \$317 ;
-  wire [7:0] \$318 ;
-  wire [7:0] \$319 ;
+  wire \$315 ;
+  wire \$316 ;
+  wire \$317 ;
+  wire \$318 ;
+  wire \$319 ;
   wire \$32 ;
-  wire [7:0] \$320 ;
-  wire [7:0] \$321 ;
-  wire [7:0] \$322 ;
+  wire \$320 ;
+  wire \$321 ;
+  wire \$322 ;
   wire [7:0] \$323 ;
-  wire \$324 ;
+  wire [7:0] \$324 ;
   wire \$325 ;
   wire \$326 ;
   wire \$327 ;
@@ -4534,8 +4657,8 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   wire \$33 ;
   wire \$330 ;
   wire \$331 ;
-  wire [7:0] \$332 ;
-  wire [7:0] \$333 ;
+  wire \$332 ;
+  wire \$333 ;
   wire \$334 ;
   wire \$335 ;
   wire \$336 ;
@@ -4565,8 +4688,8 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   wire \$358 ;
   wire \$359 ;
   wire \$36 ;
-  wire \$360 ;
-  wire \$361 ;
+  wire [1:0] \$360 ;
+  wire [1:0] \$361 ;
   wire \$362 ;
   wire \$363 ;
   wire \$364 ;
@@ -4574,9 +4697,9 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   wire \$366 ;
   wire \$367 ;
   wire \$368 ;
-  wire [1:0] \$369 ;
+  wire \$369 ;
   wire \$37 ;
-  wire [1:0] \$370 ;
+  wire \$370 ;
   wire \$371 ;
   wire \$372 ;
   wire \$373 ;
@@ -4584,29 +4707,29 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   wire \$375 ;
   wire \$376 ;
   wire \$377 ;
-  wire \$378 ;
-  wire \$379 ;
+  wire [1:0] \$378 ;
+  wire [7:0] \$379 ;
   wire \$38 ;
-  wire \$380 ;
-  wire \$381 ;
-  wire \$382 ;
-  wire \$383 ;
-  wire \$384 ;
-  wire \$385 ;
-  wire \$386 ;
-  wire [1:0] \$387 ;
+  wire [7:0] \$380 ;
+  wire [7:0] \$381 ;
+  wire [7:0] \$382 ;
+  wire [7:0] \$383 ;
+  wire [7:0] \$384 ;
+  wire [7:0] \$385 ;
+  wire [7:0] \$386 ;
+  wire [7:0] \$387 ;
   wire [7:0] \$388 ;
-  wire [7:0] \$389 ;
+  wire \$389 ;
   wire \$39 ;
-  wire [7:0] \$390 ;
-  wire [7:0] \$391 ;
-  wire [7:0] \$392 ;
-  wire [7:0] \$393 ;
-  wire [7:0] \$394 ;
-  wire [7:0] \$395 ;
-  wire [7:0] \$396 ;
+  wire \$390 ;
+  wire \$391 ;
+  wire \$392 ;
+  wire \$393 ;
+  wire \$394 ;
+  wire \$395 ;
+  wire \$396 ;
   wire [7:0] \$397 ;
-  wire \$398 ;
+  wire [7:0] \$398 ;
   wire \$399 ;
   wire \$4 ;
   wire \$40 ;
@@ -4616,8 +4739,8 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   wire \$403 ;
   wire \$404 ;
   wire \$405 ;
-  wire [7:0] \$406 ;
-  wire [7:0] \$407 ;
+  wire \$406 ;
+  wire \$407 ;
   wire \$408 ;
   wire \$409 ;
   wire \$41 ;
@@ -4647,8 +4770,8 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   wire \$431 ;
   wire \$432 ;
   wire \$433 ;
-  wire \$434 ;
-  wire \$435 ;
+  wire [1:0] \$434 ;
+  wire [1:0] \$435 ;
   wire \$436 ;
   wire \$437 ;
   wire \$438 ;
@@ -4657,8 +4780,8 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   wire \$440 ;
   wire \$441 ;
   wire \$442 ;
-  wire [1:0] \$443 ;
-  wire [1:0] \$444 ;
+  wire \$443 ;
+  wire \$444 ;
   wire \$445 ;
   wire \$446 ;
   wire \$447 ;
@@ -4667,29 +4790,29 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   wire \$45 ;
   wire \$450 ;
   wire \$451 ;
-  wire \$452 ;
-  wire \$453 ;
-  wire \$454 ;
-  wire \$455 ;
-  wire \$456 ;
-  wire \$457 ;
-  wire \$458 ;
-  wire \$459 ;
+  wire [1:0] \$452 ;
+  wire [7:0] \$453 ;
+  wire [7:0] \$454 ;
+  wire [7:0] \$455 ;
+  wire [7:0] \$456 ;
+  wire [7:0] \$457 ;
+  wire [7:0] \$458 ;
+  wire [7:0] \$459 ;
   wire \$46 ;
-  wire \$460 ;
-  wire [1:0] \$461 ;
+  wire [7:0] \$460 ;
+  wire [7:0] \$461 ;
   wire [7:0] \$462 ;
-  wire [7:0] \$463 ;
-  wire [7:0] \$464 ;
-  wire [7:0] \$465 ;
-  wire [7:0] \$466 ;
-  wire [7:0] \$467 ;
-  wire [7:0] \$468 ;
-  wire [7:0] \$469 ;
+  wire \$463 ;
+  wire \$464 ;
+  wire \$465 ;
+  wire \$466 ;
+  wire \$467 ;
+  wire \$468 ;
+  wire \$469 ;
   wire \$47 ;
-  wire [7:0] \$470 ;
+  wire \$470 ;
   wire [7:0] \$471 ;
-  wire \$472 ;
+  wire [7:0] \$472 ;
   wire \$473 ;
   wire \$474 ;
   wire \$475 ;
@@ -4698,8 +4821,8 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   wire \$478 ;
   wire \$479 ;
   wire \$48 ;
-  wire [7:0] \$480 ;
-  wire [7:0] \$481 ;
+  wire \$480 ;
+  wire \$481 ;
   wire \$482 ;
   wire \$483 ;
   wire \$484 ;
@@ -4729,8 +4852,8 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   wire \$505 ;
   wire \$506 ;
   wire \$507 ;
-  wire \$508 ;
-  wire \$509 ;
+  wire [1:0] \$508 ;
+  wire [1:0] \$509 ;
   wire \$51 ;
   wire \$510 ;
   wire \$511 ;
@@ -4739,8 +4862,8 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   wire \$514 ;
   wire \$515 ;
   wire \$516 ;
-  wire [1:0] \$517 ;
-  wire [1:0] \$518 ;
+  wire \$517 ;
+  wire \$518 ;
   wire \$519 ;
   wire \$52 ;
   wire \$520 ;
@@ -4749,29 +4872,29 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   wire \$523 ;
   wire \$524 ;
   wire \$525 ;
-  wire \$526 ;
-  wire \$527 ;
-  wire \$528 ;
-  wire \$529 ;
+  wire [1:0] \$526 ;
+  wire [7:0] \$527 ;
+  wire [7:0] \$528 ;
+  wire [7:0] \$529 ;
   wire \$53 ;
-  wire \$530 ;
-  wire \$531 ;
-  wire \$532 ;
-  wire \$533 ;
-  wire \$534 ;
-  wire [1:0] \$535 ;
+  wire [7:0] \$530 ;
+  wire [7:0] \$531 ;
+  wire [7:0] \$532 ;
+  wire [7:0] \$533 ;
+  wire [7:0] \$534 ;
+  wire [7:0] \$535 ;
   wire [7:0] \$536 ;
-  wire [7:0] \$537 ;
-  wire [7:0] \$538 ;
-  wire [7:0] \$539 ;
+  wire \$537 ;
+  wire \$538 ;
+  wire \$539 ;
   wire \$54 ;
-  wire [7:0] \$540 ;
-  wire [7:0] \$541 ;
-  wire [7:0] \$542 ;
-  wire [7:0] \$543 ;
-  wire [7:0] \$544 ;
+  wire \$540 ;
+  wire \$541 ;
+  wire \$542 ;
+  wire \$543 ;
+  wire \$544 ;
   wire [7:0] \$545 ;
-  wire \$546 ;
+  wire [7:0] \$546 ;
   wire \$547 ;
   wire \$548 ;
   wire \$549 ;
@@ -4780,8 +4903,8 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   wire \$551 ;
   wire \$552 ;
   wire \$553 ;
-  wire [7:0] \$554 ;
-  wire [7:0] \$555 ;
+  wire \$554 ;
+  wire \$555 ;
   wire \$556 ;
   wire \$557 ;
   wire \$558 ;
@@ -4811,8 +4934,8 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   wire \$58 ;
   wire \$580 ;
   wire \$581 ;
-  wire \$582 ;
-  wire \$583 ;
+  wire [1:0] \$582 ;
+  wire [1:0] \$583 ;
   wire \$584 ;
   wire \$585 ;
   wire \$586 ;
@@ -4821,8 +4944,8 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   wire \$589 ;
   wire \$59 ;
   wire \$590 ;
-  wire [1:0] \$591 ;
-  wire [1:0] \$592 ;
+  wire \$591 ;
+  wire \$592 ;
   wire \$593 ;
   wire \$594 ;
   wire \$595 ;
@@ -4832,171 +4955,193 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   wire \$599 ;
   wire \$6 ;
   wire \$60 ;
-  wire \$600 ;
-  wire \$601 ;
-  wire \$602 ;
-  wire \$603 ;
-  wire \$604 ;
-  wire \$605 ;
-  wire \$606 ;
-  wire \$607 ;
-  wire \$608 ;
-  wire [1:0] \$609 ;
+  wire [1:0] \$600 ;
+  wire [7:0] \$601 ;
+  wire [7:0] \$602 ;
+  wire [7:0] \$603 ;
+  wire [7:0] \$604 ;
+  wire [7:0] \$605 ;
+  wire [7:0] \$606 ;
+  wire [7:0] \$607 ;
+  wire [7:0] \$608 ;
+  wire [7:0] \$609 ;
   wire \$61 ;
   wire [7:0] \$610 ;
-  wire [7:0] \$611 ;
-  wire [7:0] \$612 ;
-  wire [7:0] \$613 ;
-  wire [7:0] \$614 ;
-  wire [7:0] \$615 ;
-  wire [7:0] \$616 ;
-  wire [7:0] \$617 ;
-  wire [7:0] \$618 ;
-  wire [7:0] \$619 ;
-  wire [1:0] \$62 ;
-  reg [31:0] \$620 ;
-  reg [31:0] \$621  = 32'd0;
-  reg \$622 ;
-  reg \$623 ;
-  reg [127:0] \$624 ;
-  reg [4:0] \$625 ;
-  reg [33:0] \$626 ;
-  reg \$627 ;
-  reg [127:0] \$628 ;
-  reg [4:0] \$629 ;
-  wire [1:0] \$63 ;
-  reg [33:0] \$630 ;
-  reg [127:0] \$631 ;
-  reg [1:0] \$632 ;
-  reg \$633 ;
-  reg \$634 ;
+  wire \$611 ;
+  wire \$612 ;
+  wire \$613 ;
+  wire \$614 ;
+  wire \$615 ;
+  wire \$616 ;
+  wire \$617 ;
+  wire \$618 ;
+  wire \$619 ;
+  wire \$62 ;
+  wire \$620 ;
+  wire \$621 ;
+  wire \$622 ;
+  wire \$623 ;
+  wire \$624 ;
+  wire \$625 ;
+  wire \$626 ;
+  wire \$627 ;
+  wire \$628 ;
+  wire \$629 ;
+  wire \$63 ;
+  wire \$630 ;
+  wire \$631 ;
+  wire \$632 ;
+  reg [31:0] \$633 ;
+  reg [31:0] \$634  = 32'd0;
   reg \$635 ;
-  reg [15:0] \$636 ;
-  reg [15:0] \$637 ;
-  reg \$638 ;
+  reg \$636 ;
+  reg [4:0] \$637 ;
+  reg [127:0] \$638 ;
   reg \$639 ;
-  wire \$64 ;
-  reg \$640 ;
-  reg \$641 ;
-  reg [29:0] \$642 ;
-  reg [4:0] \$643 ;
-  reg [127:0] \$644 ;
-  reg [127:0] \$645 ;
+  wire [1:0] \$64 ;
+  reg [4:0] \$640 ;
+  reg [127:0] \$641 ;
+  reg [127:0] \$642 ;
+  reg [1:0] \$643 ;
+  reg \$644 ;
+  reg \$645 ;
   reg \$646 ;
-  reg \$647 ;
-  reg [4:0] \$648 ;
-  reg \$649 ;
-  wire \$65 ;
-  reg [4:0] \$650 ;
-  reg [1:0] \$651 ;
+  reg [15:0] \$647 ;
+  reg [15:0] \$648 ;
+  reg [127:0] \$649 ;
+  wire [1:0] \$65 ;
+  reg [127:0] \$650 ;
+  reg \$651 ;
   reg \$652 ;
-  reg \$653 ;
+  reg [4:0] \$653 ;
   reg \$654 ;
-  reg \$655 ;
-  reg \$656 ;
-  reg [4:0] \$657 ;
+  reg [4:0] \$655 ;
+  reg [1:0] \$656 ;
+  reg \$657 ;
   reg \$658 ;
-  reg [4:0] \$659 ;
+  reg \$659 ;
   wire \$66 ;
-  reg [1:0] \$660 ;
+  reg \$660 ;
   reg \$661 ;
-  reg \$662 ;
+  reg [4:0] \$662 ;
   reg \$663 ;
-  reg \$664 ;
-  reg \$665 ;
-  reg [4:0] \$666 ;
+  reg [4:0] \$664 ;
+  reg [1:0] \$665 ;
+  reg \$666 ;
   reg \$667 ;
-  reg [4:0] \$668 ;
-  reg [1:0] \$669 ;
+  reg \$668 ;
+  reg \$669 ;
   wire \$67 ;
   reg \$670 ;
-  reg \$671 ;
+  reg [4:0] \$671 ;
   reg \$672 ;
-  reg \$673 ;
-  reg \$674 ;
-  reg [4:0] \$675 ;
+  reg [4:0] \$673 ;
+  reg [1:0] \$674 ;
+  reg \$675 ;
   reg \$676 ;
-  reg [4:0] \$677 ;
-  reg [1:0] \$678 ;
+  reg \$677 ;
+  reg \$678 ;
   reg \$679 ;
   wire \$68 ;
-  reg \$680 ;
+  reg [4:0] \$680 ;
   reg \$681 ;
-  reg \$682 ;
-  reg \$683 ;
-  reg [4:0] \$684 ;
+  reg [4:0] \$682 ;
+  reg [1:0] \$683 ;
+  reg \$684 ;
   reg \$685 ;
-  reg [4:0] \$686 ;
-  reg [1:0] \$687 ;
+  reg \$686 ;
+  reg \$687 ;
   reg \$688 ;
-  reg \$689 ;
+  reg [4:0] \$689 ;
   wire \$69 ;
   reg \$690 ;
-  reg \$691 ;
-  reg \$692 ;
-  reg [4:0] \$693 ;
+  reg [4:0] \$691 ;
+  reg [1:0] \$692 ;
+  reg \$693 ;
   reg \$694 ;
-  reg [4:0] \$695 ;
-  reg [1:0] \$696 ;
+  reg \$695 ;
+  reg \$696 ;
   reg \$697 ;
-  reg \$698 ;
+  reg [4:0] \$698 ;
   reg \$699 ;
   wire \$7 ;
   wire \$70 ;
-  reg \$700 ;
-  reg \$701 ;
-  reg [4:0] \$702 ;
+  reg [4:0] \$700 ;
+  reg [1:0] \$701 ;
+  reg \$702 ;
   reg \$703 ;
-  reg [4:0] \$704 ;
-  reg [1:0] \$705 ;
+  reg \$704 ;
+  reg \$705 ;
   reg \$706 ;
-  reg \$707 ;
+  reg [4:0] \$707 ;
   reg \$708 ;
+  reg [4:0] \$709 ;
   wire \$71 ;
+  reg [1:0] \$710 ;
+  reg \$711 ;
+  reg \$712 ;
+  reg \$713 ;
+  reg \$714 ;
+  reg \$715 ;
+  reg [4:0] \$716 ;
+  reg [33:0] \$717 ;
+  reg \$718 ;
+  reg [4:0] \$719 ;
   wire \$72 ;
+  reg [33:0] \$720 ;
+  reg [1:0] \$721 ;
+  reg \$722 ;
+  reg \$723 ;
+  reg \$724 ;
+  reg \$725 ;
+  reg \$726 ;
+  reg \$727 ;
+  reg \$728 ;
+  reg [29:0] \$729 ;
   wire \$73 ;
+  reg [4:0] \$730 ;
   wire \$74 ;
   wire \$75 ;
-  wire [5:0] \$757 ;
   wire \$76 ;
-  wire [5:0] \$760 ;
   wire \$77 ;
   wire \$78 ;
+  wire [5:0] \$784 ;
+  wire [5:0] \$787 ;
   wire \$79 ;
   wire \$8 ;
-  wire [1:0] \$80 ;
+  wire \$80 ;
   wire \$81 ;
-  wire \$82 ;
-  wire [5:0] \$828 ;
-  wire \$83 ;
-  wire [5:0] \$832 ;
-  wire [5:0] \$837 ;
-  wire \$84 ;
-  wire [5:0] \$841 ;
-  wire \$85 ;
-  wire [5:0] \$854 ;
+  wire [1:0] \$82 ;
+  wire [7:0] \$83 ;
+  wire [7:0] \$84 ;
+  wire [5:0] \$844 ;
+  wire [5:0] \$848 ;
+  wire [7:0] \$85 ;
+  wire [5:0] \$853 ;
   wire [5:0] \$857 ;
-  wire \$86 ;
-  wire \$87 ;
-  wire \$88 ;
-  wire \$89 ;
+  wire [7:0] \$86 ;
+  wire [7:0] \$87 ;
+  wire [5:0] \$870 ;
+  wire [5:0] \$873 ;
+  wire [7:0] \$88 ;
+  wire [7:0] \$89 ;
   wire \$9 ;
-  wire \$90 ;
-  wire \$91 ;
-  wire [5:0] \$914 ;
-  wire [5:0] \$918 ;
+  wire [7:0] \$90 ;
+  wire [7:0] \$91 ;
   wire [7:0] \$92 ;
-  wire [5:0] \$923 ;
-  wire [5:0] \$927 ;
-  wire [7:0] \$93 ;
-  wire [7:0] \$94 ;
-  wire [5:0] \$940 ;
+  wire \$93 ;
+  wire [5:0] \$930 ;
+  wire [5:0] \$934 ;
+  wire [5:0] \$939 ;
+  wire \$94 ;
   wire [5:0] \$943 ;
-  wire [7:0] \$95 ;
-  wire [7:0] \$96 ;
-  wire [7:0] \$97 ;
-  wire [7:0] \$98 ;
-  wire [7:0] \$99 ;
+  wire \$95 ;
+  wire [5:0] \$956 ;
+  wire [5:0] \$959 ;
+  wire \$96 ;
+  wire \$97 ;
+  wire \$98 ;
+  wire \$99 ;
   reg [33:0] a_ctl = 34'h000000000;
   wire \a_ctl.drop_first ;
   wire \a_ctl.first ;
@@ -5023,6 +5168,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   wire a_ready_5;
   wire a_ready_6;
   wire a_ready_7;
+  wire a_ready_8;
   reg [4:0] a_shift_0 = 5'h00;
   reg [4:0] a_shift_1 = 5'h00;
   reg [4:0] a_shift_2 = 5'h00;
@@ -5031,6 +5177,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   reg [4:0] a_shift_5 = 5'h00;
   reg [4:0] a_shift_6 = 5'h00;
   reg [4:0] a_shift_7 = 5'h00;
+  reg [4:0] a_shift_8 = 5'h00;
   reg [33:0] a_skid_ctl = 34'h000000000;
   wire \a_skid_ctl.drop_first ;
   wire \a_skid_ctl.first ;
@@ -5057,6 +5204,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   reg [4:0] a_skid_shift_5 = 5'h00;
   reg [4:0] a_skid_shift_6 = 5'h00;
   reg [4:0] a_skid_shift_7 = 5'h00;
+  reg [4:0] a_skid_shift_8 = 5'h00;
   reg a_skid_valid_0 = 1'h0;
   reg a_skid_valid_1 = 1'h0;
   reg a_skid_valid_2 = 1'h0;
@@ -5065,6 +5213,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   reg a_skid_valid_5 = 1'h0;
   reg a_skid_valid_6 = 1'h0;
   reg a_skid_valid_7 = 1'h0;
+  reg a_skid_valid_8 = 1'h0;
   reg a_valid_0 = 1'h0;
   reg a_valid_1 = 1'h0;
   reg a_valid_2 = 1'h0;
@@ -5073,6 +5222,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   reg a_valid_5 = 1'h0;
   reg a_valid_6 = 1'h0;
   reg a_valid_7 = 1'h0;
+  reg a_valid_8 = 1'h0;
   wire advance_0;
   wire advance_1;
   wire advance_2;
@@ -5081,6 +5231,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   wire advance_5;
   wire advance_6;
   wire advance_7;
+  wire advance_8;
   reg [127:0] b_data = 128'h00000000000000000000000000000000;
   reg b_emit = 1'h0;
   reg [1:0] b_fine_0 = 2'h0;
@@ -5091,6 +5242,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   reg [1:0] b_fine_5 = 2'h0;
   reg [1:0] b_fine_6 = 2'h0;
   reg [1:0] b_fine_7 = 2'h0;
+  reg [1:0] b_fine_8 = 2'h0;
   reg b_first = 1'h0;
   reg b_last = 1'h0;
   reg [29:0] b_meta = 30'h00000000;
@@ -5116,6 +5268,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   reg b_valid_5 = 1'h0;
   reg b_valid_6 = 1'h0;
   reg b_valid_7 = 1'h0;
+  reg b_valid_8 = 1'h0;
   output c_valid_0;
   reg c_valid_0 = 1'h0;
   reg c_valid_1 = 1'h0;
@@ -5125,6 +5278,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   reg c_valid_5 = 1'h0;
   reg c_valid_6 = 1'h0;
   reg c_valid_7 = 1'h0;
+  reg c_valid_8 = 1'h0;
   input clk;
   wire clk;
   reg flush_pending_0 = 1'h0;
@@ -5135,6 +5289,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   reg flush_pending_5 = 1'h0;
   reg flush_pending_6 = 1'h0;
   reg flush_pending_7 = 1'h0;
+  reg flush_pending_8 = 1'h0;
   input [166:0] i__payload;
   wire [166:0] i__payload;
   wire [127:0] \i__payload.data ;
@@ -5182,25 +5337,28 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   wire \in_ready_0$10 ;
   input in_ready_1;
   wire in_ready_1;
-  reg \in_ready_1$85  = 1'h1;
+  reg \in_ready_1$87  = 1'h1;
   input in_ready_2;
   wire in_ready_2;
-  reg \in_ready_2$91  = 1'h1;
+  reg \in_ready_2$93  = 1'h1;
   input in_ready_3;
   wire in_ready_3;
-  reg \in_ready_3$97  = 1'h1;
+  reg \in_ready_3$99  = 1'h1;
   input in_ready_4;
   wire in_ready_4;
-  reg \in_ready_4$103  = 1'h1;
+  reg \in_ready_4$105  = 1'h1;
   input in_ready_5;
   wire in_ready_5;
-  reg \in_ready_5$109  = 1'h1;
+  reg \in_ready_5$111  = 1'h1;
   input in_ready_6;
   wire in_ready_6;
-  reg \in_ready_6$115  = 1'h1;
+  reg \in_ready_6$117  = 1'h1;
   input in_ready_7;
   wire in_ready_7;
-  reg \in_ready_7$121  = 1'h1;
+  reg \in_ready_7$123  = 1'h1;
+  input in_ready_8;
+  wire in_ready_8;
+  reg \in_ready_8$129  = 1'h1;
   wire [159:0] o__payload;
   wire [127:0] \o__payload.data ;
   wire \o__payload.first ;
@@ -5222,8 +5380,8 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   output [127:0] out_data;
   reg [127:0] out_data = 128'h00000000000000000000000000000000;
   (* init = 32'd0 *)
-  output [31:0] \port$2693$0 ;
-  wire [31:0] \port$2693$0 ;
+  output [31:0] \port$2944$0 ;
+  wire [31:0] \port$2944$0 ;
   reg [127:0] prev = 128'h00000000000000000000000000000000;
   input rst;
   wire rst;
@@ -5236,596 +5394,653 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   wire take_5;
   wire take_6;
   wire take_7;
-  assign \$1000  = b_fine_2 * 4'h8;
-  assign \$240  = b_data[63:32] >> \$1000 ;
-  assign \$241  = prev[39:32] & { b_use_prev[4], b_use_prev[4], b_use_prev[4], b_use_prev[4], b_use_prev[4], b_use_prev[4], b_use_prev[4], b_use_prev[4] };
-  assign \$1004  = b_fine_2 * 4'h8;
-  assign \$242  = b_data[63:32] >> \$1004 ;
-  assign \$243  = \$242  & { b_use_cur[4], b_use_cur[4], b_use_cur[4], b_use_cur[4], b_use_cur[4], b_use_cur[4], b_use_cur[4], b_use_cur[4] };
-  assign \$244  = \$241  | \$243 ;
-  assign \$1009  = b_fine_2 * 4'h8;
-  assign \$245  = b_data[71:40] >> \$1009 ;
-  assign \$246  = prev[47:40] & { b_use_prev[5], b_use_prev[5], b_use_prev[5], b_use_prev[5], b_use_prev[5], b_use_prev[5], b_use_prev[5], b_use_prev[5] };
-  assign \$1013  = b_fine_2 * 4'h8;
-  assign \$247  = b_data[71:40] >> \$1013 ;
-  assign \$248  = \$247  & { b_use_cur[5], b_use_cur[5], b_use_cur[5], b_use_cur[5], b_use_cur[5], b_use_cur[5], b_use_cur[5], b_use_cur[5] };
-  assign \$249  = \$246  | \$248 ;
-  assign \$250  = ~ a_skid_valid_3;
-  assign \$251  = ~ a_valid_3;
-  assign \$252  = ~ i__valid;
-  assign \$253  = \$251  | \$252 ;
-  assign \$254  = \$250  & \$253 ;
-  assign \$255  = a_ready_3 | \$254 ;
-  assign \$256  = ~ a_valid_3;
-  assign \$257  = a_ready_3 | \$256 ;
-  assign \$1026  = a_shift_3[3:2] * 4'h8;
-  assign \$258  = { a_data[23:16], a_data[119:112], a_data[87:80], a_data[55:48] } >> \$1026 ;
-  assign \$1029  = a_shift_3[3:2] * 4'h8;
-  assign \$259  = { a_data[31:24], a_data[127:120], a_data[95:88], a_data[63:56] } >> \$1029 ;
-  assign \$260  = b_valid_3 & b_emit;
-  assign \$261  = b_shift < 5'h10;
-  assign \$262  = b_shift < 4'hf;
-  assign \$263  = b_shift < 4'he;
-  assign \$264  = b_shift < 4'hd;
-  assign \$265  = b_shift < 4'hc;
-  assign \$266  = b_shift < 4'hb;
-  assign \$267  = b_shift < 4'ha;
-  assign \$268  = b_shift < 4'h9;
-  assign \$269  = b_shift < 4'h8;
-  assign \$270  = b_shift < 3'h7;
-  assign \$271  = b_shift < 3'h6;
-  assign \$272  = b_shift < 3'h5;
-  assign \$273  = b_shift < 3'h4;
-  assign \$274  = b_shift < 2'h3;
-  assign \$275  = b_shift < 2'h2;
-  assign \$276  = b_shift < 1'h1;
-  assign \$277  = a_valid_3 & a_ctl[1];
-  assign \$278  = \$277  & a_ctl[3];
-  assign \$279  = a_shift_3 < 5'h10;
-  assign \$280  = a_shift_3 < 4'hf;
-  assign \$281  = a_shift_3 < 4'he;
-  assign \$282  = a_shift_3 < 4'hd;
-  assign \$283  = a_shift_3 < 4'hc;
-  assign \$284  = a_shift_3 < 4'hb;
-  assign \$285  = a_shift_3 < 4'ha;
-  assign \$286  = a_shift_3 < 4'h9;
-  assign \$287  = a_shift_3 < 4'h8;
-  assign \$288  = a_shift_3 < 3'h7;
-  assign \$289  = a_shift_3 < 3'h6;
-  assign \$290  = a_shift_3 < 3'h5;
-  assign \$291  = a_shift_3 < 3'h4;
-  assign \$292  = a_shift_3 < 2'h3;
-  assign \$293  = a_shift_3 < 2'h2;
-  assign \$294  = a_shift_3 < 1'h1;
-  assign \$295  = ~ { a_ctl[0], a_ctl[0] };
-  assign \$296  = { \$286 , \$285  } & \$295 ;
-  assign \$297  = a_shift_3 < 5'h10;
-  assign \$298  = a_shift_3 < 4'hf;
-  assign \$299  = a_shift_3 < 4'he;
-  assign \$300  = a_shift_3 < 4'hd;
-  assign \$301  = a_shift_3 < 4'hc;
-  assign \$302  = a_shift_3 < 4'hb;
-  assign \$303  = a_shift_3 < 4'ha;
-  assign \$304  = a_shift_3 < 4'h9;
-  assign \$305  = a_shift_3 < 4'h8;
-  assign \$306  = a_shift_3 < 3'h7;
-  assign \$307  = a_shift_3 < 3'h6;
-  assign \$308  = a_shift_3 < 3'h5;
-  assign \$309  = a_shift_3 < 3'h4;
-  assign \$310  = a_shift_3 < 2'h3;
-  assign \$311  = a_shift_3 < 2'h2;
-  assign \$312  = a_shift_3 < 1'h1;
-  assign \$313  = ~ { \$304 , \$303  };
-  assign \$1086  = b_fine_3 * 4'h8;
-  assign \$314  = b_data[79:48] >> \$1086 ;
-  assign \$315  = prev[55:48] & { b_use_prev[6], b_use_prev[6], b_use_prev[6], b_use_prev[6], b_use_prev[6], b_use_prev[6], b_use_prev[6], b_use_prev[6] };
-  assign \$1090  = b_fine_3 * 4'h8;
-  assign \$316  = b_data[79:48] >> \$1090 ;
-  assign \$317  = \$316  & { b_use_cur[6], b_use_cur[6], b_use_cur[6], b_use_cur[6], b_use_cur[6], b_use_cur[6], b_use_cur[6], b_use_cur[6] };
-  assign \$318  = \$315  | \$317 ;
-  assign \$1095  = b_fine_3 * 4'h8;
-  assign \$319  = b_data[87:56] >> \$1095 ;
-  assign \$320  = prev[63:56] & { b_use_prev[7], b_use_prev[7], b_use_prev[7], b_use_prev[7], b_use_prev[7], b_use_prev[7], b_use_prev[7], b_use_prev[7] };
-  assign \$1099  = b_fine_3 * 4'h8;
-  assign \$321  = b_data[87:56] >> \$1099 ;
-  assign \$322  = \$321  & { b_use_cur[7], b_use_cur[7], b_use_cur[7], b_use_cur[7], b_use_cur[7], b_use_cur[7], b_use_cur[7], b_use_cur[7] };
-  assign \$323  = \$320  | \$322 ;
-  assign \$324  = ~ a_skid_valid_4;
-  assign \$325  = ~ a_valid_4;
-  assign \$326  = ~ i__valid;
-  assign \$327  = \$325  | \$326 ;
-  assign \$328  = \$324  & \$327 ;
-  assign \$329  = a_ready_4 | \$328 ;
-  assign \$330  = ~ a_valid_4;
-  assign \$331  = a_ready_4 | \$330 ;
-  assign \$1112  = a_shift_4[3:2] * 4'h8;
-  assign \$332  = { a_data[39:32], a_data[7:0], a_data[103:96], a_data[71:64] } >> \$1112 ;
-  assign \$1115  = a_shift_4[3:2] * 4'h8;
-  assign \$333  = { a_data[47:40], a_data[15:8], a_data[111:104], a_data[79:72] } >> \$1115 ;
-  assign \$334  = b_valid_4 & b_emit;
-  assign \$335  = b_shift < 5'h10;
-  assign \$336  = b_shift < 4'hf;
-  assign \$337  = b_shift < 4'he;
-  assign \$338  = b_shift < 4'hd;
-  assign \$339  = b_shift < 4'hc;
-  assign \$340  = b_shift < 4'hb;
-  assign \$341  = b_shift < 4'ha;
-  assign \$342  = b_shift < 4'h9;
-  assign \$343  = b_shift < 4'h8;
-  assign \$344  = b_shift < 3'h7;
-  assign \$345  = b_shift < 3'h6;
-  assign \$346  = b_shift < 3'h5;
-  assign \$347  = b_shift < 3'h4;
-  assign \$348  = b_shift < 2'h3;
-  assign \$349  = b_shift < 2'h2;
-  assign \$350  = b_shift < 1'h1;
-  assign \$351  = a_valid_4 & a_ctl[1];
-  assign \$352  = \$351  & a_ctl[3];
-  assign \$353  = a_shift_4 < 5'h10;
-  assign \$354  = a_shift_4 < 4'hf;
-  assign \$355  = a_shift_4 < 4'he;
-  assign \$356  = a_shift_4 < 4'hd;
-  assign \$357  = a_shift_4 < 4'hc;
-  assign \$358  = a_shift_4 < 4'hb;
-  assign \$359  = a_shift_4 < 4'ha;
-  assign \$360  = a_shift_4 < 4'h9;
-  assign \$361  = a_shift_4 < 4'h8;
-  assign \$362  = a_shift_4 < 3'h7;
-  assign \$363  = a_shift_4 < 3'h6;
-  assign \$364  = a_shift_4 < 3'h5;
-  assign \$365  = a_shift_4 < 3'h4;
-  assign \$366  = a_shift_4 < 2'h3;
-  assign \$367  = a_shift_4 < 2'h2;
-  assign \$368  = a_shift_4 < 1'h1;
-  assign \$369  = ~ { a_ctl[0], a_ctl[0] };
-  assign \$370  = { \$362 , \$361  } & \$369 ;
-  assign \$371  = a_shift_4 < 5'h10;
-  assign \$372  = a_shift_4 < 4'hf;
-  assign \$373  = a_shift_4 < 4'he;
-  assign \$374  = a_shift_4 < 4'hd;
-  assign \$375  = a_shift_4 < 4'hc;
-  assign \$376  = a_shift_4 < 4'hb;
-  assign \$377  = a_shift_4 < 4'ha;
-  assign \$378  = a_shift_4 < 4'h9;
-  assign \$379  = a_shift_4 < 4'h8;
-  assign \$380  = a_shift_4 < 3'h7;
-  assign \$381  = a_shift_4 < 3'h6;
-  assign \$382  = a_shift_4 < 3'h5;
-  assign \$383  = a_shift_4 < 3'h4;
-  assign \$384  = a_shift_4 < 2'h3;
-  assign \$385  = a_shift_4 < 2'h2;
-  assign \$386  = a_shift_4 < 1'h1;
-  assign \$387  = ~ { \$380 , \$379  };
-  assign \$1172  = b_fine_4 * 4'h8;
-  assign \$388  = b_data[95:64] >> \$1172 ;
-  assign \$389  = prev[71:64] & { b_use_prev[8], b_use_prev[8], b_use_prev[8], b_use_prev[8], b_use_prev[8], b_use_prev[8], b_use_prev[8], b_use_prev[8] };
-  assign \$1176  = b_fine_4 * 4'h8;
-  assign \$390  = b_data[95:64] >> \$1176 ;
-  assign \$391  = \$390  & { b_use_cur[8], b_use_cur[8], b_use_cur[8], b_use_cur[8], b_use_cur[8], b_use_cur[8], b_use_cur[8], b_use_cur[8] };
-  assign \$392  = \$389  | \$391 ;
-  assign \$1181  = b_fine_4 * 4'h8;
-  assign \$393  = b_data[103:72] >> \$1181 ;
-  assign \$394  = prev[79:72] & { b_use_prev[9], b_use_prev[9], b_use_prev[9], b_use_prev[9], b_use_prev[9], b_use_prev[9], b_use_prev[9], b_use_prev[9] };
-  assign \$1185  = b_fine_4 * 4'h8;
-  assign \$395  = b_data[103:72] >> \$1185 ;
-  assign \$396  = \$395  & { b_use_cur[9], b_use_cur[9], b_use_cur[9], b_use_cur[9], b_use_cur[9], b_use_cur[9], b_use_cur[9], b_use_cur[9] };
-  assign \$397  = \$394  | \$396 ;
-  assign \$398  = ~ a_skid_valid_5;
-  assign \$399  = ~ a_valid_5;
-  assign \$400  = ~ i__valid;
-  assign \$401  = \$399  | \$400 ;
-  assign \$402  = \$398  & \$401 ;
-  assign \$403  = a_ready_5 | \$402 ;
-  assign \$404  = ~ a_valid_5;
-  assign \$405  = a_ready_5 | \$404 ;
-  assign \$1198  = a_shift_5[3:2] * 4'h8;
-  assign \$406  = { a_data[55:48], a_data[23:16], a_data[119:112], a_data[87:80] } >> \$1198 ;
-  assign \$1201  = a_shift_5[3:2] * 4'h8;
-  assign \$407  = { a_data[63:56], a_data[31:24], a_data[127:120], a_data[95:88] } >> \$1201 ;
-  assign \$408  = b_valid_5 & b_emit;
-  assign \$409  = b_shift < 5'h10;
-  assign \$410  = b_shift < 4'hf;
-  assign \$411  = b_shift < 4'he;
-  assign \$412  = b_shift < 4'hd;
-  assign \$413  = b_shift < 4'hc;
-  assign \$414  = b_shift < 4'hb;
-  assign \$415  = b_shift < 4'ha;
-  assign \$416  = b_shift < 4'h9;
-  assign \$417  = b_shift < 4'h8;
-  assign \$418  = b_shift < 3'h7;
-  assign \$419  = b_shift < 3'h6;
-  assign \$420  = b_shift < 3'h5;
-  assign \$421  = b_shift < 3'h4;
-  assign \$422  = b_shift < 2'h3;
-  assign \$423  = b_shift < 2'h2;
-  assign \$424  = b_shift < 1'h1;
-  assign \$425  = a_valid_5 & a_ctl[1];
-  assign \$426  = \$425  & a_ctl[3];
-  assign \$427  = a_shift_5 < 5'h10;
-  assign \$428  = a_shift_5 < 4'hf;
-  assign \$429  = a_shift_5 < 4'he;
-  assign \$430  = a_shift_5 < 4'hd;
-  assign \$431  = a_shift_5 < 4'hc;
-  assign \$432  = a_shift_5 < 4'hb;
-  assign \$433  = a_shift_5 < 4'ha;
-  assign \$434  = a_shift_5 < 4'h9;
-  assign \$435  = a_shift_5 < 4'h8;
-  assign \$436  = a_shift_5 < 3'h7;
-  assign \$437  = a_shift_5 < 3'h6;
-  assign \$438  = a_shift_5 < 3'h5;
-  assign \$439  = a_shift_5 < 3'h4;
-  assign \$440  = a_shift_5 < 2'h3;
-  assign \$441  = a_shift_5 < 2'h2;
-  assign \$442  = a_shift_5 < 1'h1;
-  assign \$443  = ~ { a_ctl[0], a_ctl[0] };
-  assign \$444  = { \$438 , \$437  } & \$443 ;
-  assign \$445  = a_shift_5 < 5'h10;
-  assign \$446  = a_shift_5 < 4'hf;
-  assign \$447  = a_shift_5 < 4'he;
-  assign \$448  = a_shift_5 < 4'hd;
-  assign \$449  = a_shift_5 < 4'hc;
-  assign \$450  = a_shift_5 < 4'hb;
-  assign \$451  = a_shift_5 < 4'ha;
-  assign \$452  = a_shift_5 < 4'h9;
-  assign \$453  = a_shift_5 < 4'h8;
-  assign \$454  = a_shift_5 < 3'h7;
-  assign \$455  = a_shift_5 < 3'h6;
-  assign \$456  = a_shift_5 < 3'h5;
-  assign \$457  = a_shift_5 < 3'h4;
-  assign \$458  = a_shift_5 < 2'h3;
-  assign \$459  = a_shift_5 < 2'h2;
-  assign \$460  = a_shift_5 < 1'h1;
-  assign \$461  = ~ { \$456 , \$455  };
-  assign \$1258  = b_fine_5 * 4'h8;
-  assign \$462  = b_data[111:80] >> \$1258 ;
-  assign \$463  = prev[87:80] & { b_use_prev[10], b_use_prev[10], b_use_prev[10], b_use_prev[10], b_use_prev[10], b_use_prev[10], b_use_prev[10], b_use_prev[10] };
-  assign \$1262  = b_fine_5 * 4'h8;
-  assign \$464  = b_data[111:80] >> \$1262 ;
-  assign \$465  = \$464  & { b_use_cur[10], b_use_cur[10], b_use_cur[10], b_use_cur[10], b_use_cur[10], b_use_cur[10], b_use_cur[10], b_use_cur[10] };
-  assign \$466  = \$463  | \$465 ;
-  assign \$1267  = b_fine_5 * 4'h8;
-  assign \$467  = b_data[119:88] >> \$1267 ;
-  assign \$468  = prev[95:88] & { b_use_prev[11], b_use_prev[11], b_use_prev[11], b_use_prev[11], b_use_prev[11], b_use_prev[11], b_use_prev[11], b_use_prev[11] };
-  assign \$1271  = b_fine_5 * 4'h8;
-  assign \$469  = b_data[119:88] >> \$1271 ;
-  assign \$470  = \$469  & { b_use_cur[11], b_use_cur[11], b_use_cur[11], b_use_cur[11], b_use_cur[11], b_use_cur[11], b_use_cur[11], b_use_cur[11] };
-  assign \$471  = \$468  | \$470 ;
-  assign \$472  = ~ a_skid_valid_6;
-  assign \$473  = ~ a_valid_6;
-  assign \$474  = ~ i__valid;
-  assign \$475  = \$473  | \$474 ;
-  assign \$476  = \$472  & \$475 ;
-  assign \$477  = a_ready_6 | \$476 ;
-  assign \$478  = ~ a_valid_6;
-  assign \$479  = a_ready_6 | \$478 ;
-  assign \$1284  = a_shift_6[3:2] * 4'h8;
-  assign \$480  = { a_data[71:64], a_data[39:32], a_data[7:0], a_data[103:96] } >> \$1284 ;
-  assign \$1287  = a_shift_6[3:2] * 4'h8;
-  assign \$481  = { a_data[79:72], a_data[47:40], a_data[15:8], a_data[111:104] } >> \$1287 ;
-  assign \$482  = b_valid_6 & b_emit;
-  assign \$483  = b_shift < 5'h10;
-  assign \$484  = b_shift < 4'hf;
-  assign \$485  = b_shift < 4'he;
-  assign \$486  = b_shift < 4'hd;
-  assign \$487  = b_shift < 4'hc;
-  assign \$488  = b_shift < 4'hb;
-  assign \$489  = b_shift < 4'ha;
-  assign \$490  = b_shift < 4'h9;
-  assign \$491  = b_shift < 4'h8;
-  assign \$492  = b_shift < 3'h7;
-  assign \$493  = b_shift < 3'h6;
-  assign \$494  = b_shift < 3'h5;
-  assign \$495  = b_shift < 3'h4;
-  assign \$496  = b_shift < 2'h3;
-  assign \$497  = b_shift < 2'h2;
-  assign \$498  = b_shift < 1'h1;
-  assign \$499  = a_valid_6 & a_ctl[1];
-  assign \$500  = \$499  & a_ctl[3];
-  assign \$501  = a_shift_6 < 5'h10;
-  assign \$502  = a_shift_6 < 4'hf;
-  assign \$503  = a_shift_6 < 4'he;
-  assign \$504  = a_shift_6 < 4'hd;
-  assign \$505  = a_shift_6 < 4'hc;
-  assign \$506  = a_shift_6 < 4'hb;
-  assign \$507  = a_shift_6 < 4'ha;
-  assign \$508  = a_shift_6 < 4'h9;
-  assign \$509  = a_shift_6 < 4'h8;
-  assign \$510  = a_shift_6 < 3'h7;
-  assign \$511  = a_shift_6 < 3'h6;
-  assign \$512  = a_shift_6 < 3'h5;
-  assign \$513  = a_shift_6 < 3'h4;
-  assign \$514  = a_shift_6 < 2'h3;
-  assign \$515  = a_shift_6 < 2'h2;
-  assign \$516  = a_shift_6 < 1'h1;
-  assign \$517  = ~ { a_ctl[0], a_ctl[0] };
-  assign \$518  = { \$514 , \$513  } & \$517 ;
-  assign \$519  = a_shift_6 < 5'h10;
-  assign \$520  = a_shift_6 < 4'hf;
-  assign \$521  = a_shift_6 < 4'he;
-  assign \$522  = a_shift_6 < 4'hd;
-  assign \$523  = a_shift_6 < 4'hc;
-  assign \$524  = a_shift_6 < 4'hb;
-  assign \$525  = a_shift_6 < 4'ha;
-  assign \$526  = a_shift_6 < 4'h9;
-  assign \$527  = a_shift_6 < 4'h8;
-  assign \$528  = a_shift_6 < 3'h7;
-  assign \$529  = a_shift_6 < 3'h6;
-  assign \$530  = a_shift_6 < 3'h5;
-  assign \$531  = a_shift_6 < 3'h4;
-  assign \$532  = a_shift_6 < 2'h3;
-  assign \$533  = a_shift_6 < 2'h2;
-  assign \$534  = a_shift_6 < 1'h1;
-  assign \$535  = ~ { \$532 , \$531  };
-  assign \$1344  = b_fine_6 * 4'h8;
-  assign \$536  = b_data[127:96] >> \$1344 ;
-  assign \$537  = prev[103:96] & { b_use_prev[12], b_use_prev[12], b_use_prev[12], b_use_prev[12], b_use_prev[12], b_use_prev[12], b_use_prev[12], b_use_prev[12] };
-  assign \$1348  = b_fine_6 * 4'h8;
-  assign \$538  = b_data[127:96] >> \$1348 ;
-  assign \$539  = \$538  & { b_use_cur[12], b_use_cur[12], b_use_cur[12], b_use_cur[12], b_use_cur[12], b_use_cur[12], b_use_cur[12], b_use_cur[12] };
-  assign \$540  = \$537  | \$539 ;
-  assign \$1353  = b_fine_6 * 4'h8;
-  assign \$541  = { b_data[7:0], b_data[127:104] } >> \$1353 ;
-  assign \$542  = prev[111:104] & { b_use_prev[13], b_use_prev[13], b_use_prev[13], b_use_prev[13], b_use_prev[13], b_use_prev[13], b_use_prev[13], b_use_prev[13] };
-  assign \$1357  = b_fine_6 * 4'h8;
-  assign \$543  = { b_data[7:0], b_data[127:104] } >> \$1357 ;
-  assign \$544  = \$543  & { b_use_cur[13], b_use_cur[13], b_use_cur[13], b_use_cur[13], b_use_cur[13], b_use_cur[13], b_use_cur[13], b_use_cur[13] };
-  assign \$545  = \$542  | \$544 ;
-  assign \$546  = ~ a_skid_valid_7;
-  assign \$547  = ~ a_valid_7;
-  assign \$548  = ~ i__valid;
-  assign \$549  = \$547  | \$548 ;
-  assign \$550  = \$546  & \$549 ;
-  assign \$551  = a_ready_7 | \$550 ;
-  assign \$552  = ~ a_valid_7;
-  assign \$553  = a_ready_7 | \$552 ;
-  assign \$1370  = a_shift_7[3:2] * 4'h8;
-  assign \$554  = { a_data[87:80], a_data[55:48], a_data[23:16], a_data[119:112] } >> \$1370 ;
-  assign \$1373  = a_shift_7[3:2] * 4'h8;
-  assign \$555  = { a_data[95:88], a_data[63:56], a_data[31:24], a_data[127:120] } >> \$1373 ;
-  assign \$556  = b_valid_7 & b_emit;
-  assign \$557  = b_shift < 5'h10;
-  assign \$558  = b_shift < 4'hf;
-  assign \$559  = b_shift < 4'he;
-  assign \$560  = b_shift < 4'hd;
-  assign \$561  = b_shift < 4'hc;
-  assign \$562  = b_shift < 4'hb;
-  assign \$563  = b_shift < 4'ha;
-  assign \$564  = b_shift < 4'h9;
-  assign \$565  = b_shift < 4'h8;
-  assign \$566  = b_shift < 3'h7;
-  assign \$567  = b_shift < 3'h6;
-  assign \$568  = b_shift < 3'h5;
-  assign \$569  = b_shift < 3'h4;
-  assign \$570  = b_shift < 2'h3;
-  assign \$571  = b_shift < 2'h2;
-  assign \$572  = b_shift < 1'h1;
-  assign \$573  = a_valid_7 & a_ctl[1];
-  assign \$574  = \$573  & a_ctl[3];
-  assign \$575  = a_shift_7 < 5'h10;
-  assign \$576  = a_shift_7 < 4'hf;
-  assign \$577  = a_shift_7 < 4'he;
-  assign \$578  = a_shift_7 < 4'hd;
-  assign \$579  = a_shift_7 < 4'hc;
-  assign \$580  = a_shift_7 < 4'hb;
-  assign \$581  = a_shift_7 < 4'ha;
-  assign \$582  = a_shift_7 < 4'h9;
-  assign \$583  = a_shift_7 < 4'h8;
-  assign \$584  = a_shift_7 < 3'h7;
-  assign \$585  = a_shift_7 < 3'h6;
-  assign \$586  = a_shift_7 < 3'h5;
-  assign \$587  = a_shift_7 < 3'h4;
-  assign \$588  = a_shift_7 < 2'h3;
-  assign \$589  = a_shift_7 < 2'h2;
-  assign \$590  = a_shift_7 < 1'h1;
-  assign \$591  = ~ { a_ctl[0], a_ctl[0] };
-  assign \$592  = { \$590 , \$589  } & \$591 ;
-  assign \$593  = a_shift_7 < 5'h10;
-  assign \$594  = a_shift_7 < 4'hf;
-  assign \$595  = a_shift_7 < 4'he;
-  assign \$596  = a_shift_7 < 4'hd;
-  assign \$597  = a_shift_7 < 4'hc;
-  assign \$598  = a_shift_7 < 4'hb;
-  assign \$599  = a_shift_7 < 4'ha;
-  assign \$600  = a_shift_7 < 4'h9;
-  assign \$601  = a_shift_7 < 4'h8;
-  assign \$602  = a_shift_7 < 3'h7;
-  assign \$603  = a_shift_7 < 3'h6;
-  assign \$604  = a_shift_7 < 3'h5;
-  assign \$605  = a_shift_7 < 3'h4;
-  assign \$606  = a_shift_7 < 2'h3;
-  assign \$607  = a_shift_7 < 2'h2;
-  assign \$608  = a_shift_7 < 1'h1;
-  assign \$609  = ~ { \$608 , \$607  };
-  assign \$1430  = b_fine_7 * 4'h8;
-  assign \$610  = { b_data[15:0], b_data[127:112] } >> \$1430 ;
-  assign \$611  = prev[119:112] & { b_use_prev[14], b_use_prev[14], b_use_prev[14], b_use_prev[14], b_use_prev[14], b_use_prev[14], b_use_prev[14], b_use_prev[14] };
-  assign \$1434  = b_fine_7 * 4'h8;
-  assign \$612  = { b_data[15:0], b_data[127:112] } >> \$1434 ;
-  assign \$613  = \$612  & { b_use_cur[14], b_use_cur[14], b_use_cur[14], b_use_cur[14], b_use_cur[14], b_use_cur[14], b_use_cur[14], b_use_cur[14] };
-  assign \$614  = \$611  | \$613 ;
-  assign \$1439  = b_fine_7 * 4'h8;
-  assign \$615  = { b_data[23:0], b_data[127:120] } >> \$1439 ;
-  assign \$616  = prev[127:120] & { b_use_prev[15], b_use_prev[15], b_use_prev[15], b_use_prev[15], b_use_prev[15], b_use_prev[15], b_use_prev[15], b_use_prev[15] };
-  assign \$1443  = b_fine_7 * 4'h8;
-  assign \$617  = { b_data[23:0], b_data[127:120] } >> \$1443 ;
-  assign \$618  = \$617  & { b_use_cur[15], b_use_cur[15], b_use_cur[15], b_use_cur[15], b_use_cur[15], b_use_cur[15], b_use_cur[15], b_use_cur[15] };
-  assign \$619  = \$616  | \$618 ;
-  always @(posedge clk)
-    \$621  <= \$620 ;
-  always @(posedge clk)
-    i__ready <= \$622 ;
-  always @(posedge clk)
-    a_valid_0 <= \$623 ;
-  always @(posedge clk)
-    a_data <= \$624 ;
-  always @(posedge clk)
-    a_shift_0 <= \$625 ;
-  always @(posedge clk)
-    a_ctl <= \$626 ;
-  always @(posedge clk)
-    a_skid_valid_0 <= \$627 ;
-  always @(posedge clk)
-    a_skid_data <= \$628 ;
-  always @(posedge clk)
-    a_skid_shift_0 <= \$629 ;
-  always @(posedge clk)
-    a_skid_ctl <= \$630 ;
-  always @(posedge clk)
-    b_data <= \$631 ;
-  always @(posedge clk)
-    b_fine_0 <= \$632 ;
-  always @(posedge clk)
-    c_valid_0 <= \$633 ;
-  always @(posedge clk)
-    b_valid_0 <= \$634 ;
-  always @(posedge clk)
-    flush_pending_0 <= \$635 ;
-  always @(posedge clk)
-    b_use_prev <= \$636 ;
-  always @(posedge clk)
-    b_use_cur <= \$637 ;
-  always @(posedge clk)
-    b_emit <= \$638 ;
-  always @(posedge clk)
-    b_first <= \$639 ;
-  always @(posedge clk)
-    b_last <= \$640 ;
-  always @(posedge clk)
-    started <= \$641 ;
-  always @(posedge clk)
-    b_meta <= \$642 ;
-  always @(posedge clk)
-    b_shift <= \$643 ;
-  always @(posedge clk)
-    prev <= \$644 ;
-  always @(posedge clk)
-    out_data <= \$645 ;
-  always @(posedge clk)
-    \in_ready_1$85  <= \$646 ;
-  always @(posedge clk)
-    a_valid_1 <= \$647 ;
-  always @(posedge clk)
-    a_shift_1 <= \$648 ;
-  always @(posedge clk)
-    a_skid_valid_1 <= \$649 ;
-  always @(posedge clk)
-    a_skid_shift_1 <= \$650 ;
-  always @(posedge clk)
-    b_fine_1 <= \$651 ;
-  always @(posedge clk)
-    c_valid_1 <= \$652 ;
-  always @(posedge clk)
-    b_valid_1 <= \$653 ;
-  always @(posedge clk)
-    flush_pending_1 <= \$654 ;
-  always @(posedge clk)
-    \in_ready_2$91  <= \$655 ;
-  always @(posedge clk)
-    a_valid_2 <= \$656 ;
-  always @(posedge clk)
-    a_shift_2 <= \$657 ;
-  always @(posedge clk)
-    a_skid_valid_2 <= \$658 ;
-  always @(posedge clk)
-    a_skid_shift_2 <= \$659 ;
-  always @(posedge clk)
-    b_fine_2 <= \$660 ;
-  always @(posedge clk)
-    c_valid_2 <= \$661 ;
-  always @(posedge clk)
-    b_valid_2 <= \$662 ;
-  always @(posedge clk)
-    flush_pending_2 <= \$663 ;
-  always @(posedge clk)
-    \in_ready_3$97  <= \$664 ;
-  always @(posedge clk)
-    a_valid_3 <= \$665 ;
-  always @(posedge clk)
-    a_shift_3 <= \$666 ;
-  always @(posedge clk)
-    a_skid_valid_3 <= \$667 ;
-  always @(posedge clk)
-    a_skid_shift_3 <= \$668 ;
-  always @(posedge clk)
-    b_fine_3 <= \$669 ;
-  always @(posedge clk)
-    c_valid_3 <= \$670 ;
-  always @(posedge clk)
-    b_valid_3 <= \$671 ;
-  always @(posedge clk)
-    flush_pending_3 <= \$672 ;
-  always @(posedge clk)
-    \in_ready_4$103  <= \$673 ;
-  always @(posedge clk)
-    a_valid_4 <= \$674 ;
-  always @(posedge clk)
-    a_shift_4 <= \$675 ;
-  always @(posedge clk)
-    a_skid_valid_4 <= \$676 ;
-  always @(posedge clk)
-    a_skid_shift_4 <= \$677 ;
-  always @(posedge clk)
-    b_fine_4 <= \$678 ;
-  always @(posedge clk)
-    c_valid_4 <= \$679 ;
-  always @(posedge clk)
-    b_valid_4 <= \$680 ;
-  always @(posedge clk)
-    flush_pending_4 <= \$681 ;
-  always @(posedge clk)
-    \in_ready_5$109  <= \$682 ;
-  always @(posedge clk)
-    a_valid_5 <= \$683 ;
-  always @(posedge clk)
-    a_shift_5 <= \$684 ;
-  always @(posedge clk)
-    a_skid_valid_5 <= \$685 ;
-  always @(posedge clk)
-    a_skid_shift_5 <= \$686 ;
-  always @(posedge clk)
-    b_fine_5 <= \$687 ;
-  always @(posedge clk)
-    c_valid_5 <= \$688 ;
-  always @(posedge clk)
-    b_valid_5 <= \$689 ;
-  always @(posedge clk)
-    flush_pending_5 <= \$690 ;
-  always @(posedge clk)
-    \in_ready_6$115  <= \$691 ;
-  always @(posedge clk)
-    a_valid_6 <= \$692 ;
-  always @(posedge clk)
-    a_shift_6 <= \$693 ;
-  always @(posedge clk)
-    a_skid_valid_6 <= \$694 ;
-  always @(posedge clk)
-    a_skid_shift_6 <= \$695 ;
-  always @(posedge clk)
-    b_fine_6 <= \$696 ;
-  always @(posedge clk)
-    c_valid_6 <= \$697 ;
-  always @(posedge clk)
-    b_valid_6 <= \$698 ;
-  always @(posedge clk)
-    flush_pending_6 <= \$699 ;
-  always @(posedge clk)
-    \in_ready_7$121  <= \$700 ;
-  always @(posedge clk)
-    a_valid_7 <= \$701 ;
-  always @(posedge clk)
-    a_shift_7 <= \$702 ;
-  always @(posedge clk)
-    a_skid_valid_7 <= \$703 ;
-  always @(posedge clk)
-    a_skid_shift_7 <= \$704 ;
-  always @(posedge clk)
-    b_fine_7 <= \$705 ;
-  always @(posedge clk)
-    c_valid_7 <= \$706 ;
-  always @(posedge clk)
-    b_valid_7 <= \$707 ;
-  always @(posedge clk)
-    flush_pending_7 <= \$708 ;
+  wire take_8;
+  assign \$215  = a_shift_2 < 4'hf;
+  assign \$216  = a_shift_2 < 4'he;
+  assign \$217  = a_shift_2 < 4'hd;
+  assign \$218  = a_shift_2 < 4'hc;
+  assign \$219  = a_shift_2 < 4'hb;
+  assign \$220  = a_shift_2 < 4'ha;
+  assign \$221  = a_shift_2 < 4'h9;
+  assign \$222  = a_shift_2 < 4'h8;
+  assign \$223  = a_shift_2 < 3'h7;
+  assign \$224  = a_shift_2 < 3'h6;
+  assign \$225  = a_shift_2 < 3'h5;
+  assign \$226  = a_shift_2 < 3'h4;
+  assign \$227  = a_shift_2 < 2'h3;
+  assign \$228  = a_shift_2 < 2'h2;
+  assign \$229  = a_shift_2 < 1'h1;
+  assign \$230  = ~ { \$219 , \$218  };
+  assign \$1016  = b_fine_2 * 4'h8;
+  assign \$231  = b_data[63:32] >> \$1016 ;
+  assign \$232  = prev[39:32] & { b_use_prev[4], b_use_prev[4], b_use_prev[4], b_use_prev[4], b_use_prev[4], b_use_prev[4], b_use_prev[4], b_use_prev[4] };
+  assign \$1020  = b_fine_2 * 4'h8;
+  assign \$233  = b_data[63:32] >> \$1020 ;
+  assign \$234  = \$233  & { b_use_cur[4], b_use_cur[4], b_use_cur[4], b_use_cur[4], b_use_cur[4], b_use_cur[4], b_use_cur[4], b_use_cur[4] };
+  assign \$235  = \$232  | \$234 ;
+  assign \$1025  = b_fine_2 * 4'h8;
+  assign \$236  = b_data[71:40] >> \$1025 ;
+  assign \$237  = prev[47:40] & { b_use_prev[5], b_use_prev[5], b_use_prev[5], b_use_prev[5], b_use_prev[5], b_use_prev[5], b_use_prev[5], b_use_prev[5] };
+  assign \$1029  = b_fine_2 * 4'h8;
+  assign \$238  = b_data[71:40] >> \$1029 ;
+  assign \$239  = \$238  & { b_use_cur[5], b_use_cur[5], b_use_cur[5], b_use_cur[5], b_use_cur[5], b_use_cur[5], b_use_cur[5], b_use_cur[5] };
+  assign \$240  = \$237  | \$239 ;
+  assign \$241  = ~ a_skid_valid_3;
+  assign \$242  = ~ a_valid_3;
+  assign \$243  = ~ i__valid;
+  assign \$244  = \$242  | \$243 ;
+  assign \$245  = \$241  & \$244 ;
+  assign \$246  = a_ready_3 | \$245 ;
+  assign \$247  = ~ a_valid_3;
+  assign \$248  = a_ready_3 | \$247 ;
+  assign \$1042  = a_shift_3[3:2] * 4'h8;
+  assign \$249  = { a_data[23:16], a_data[119:112], a_data[87:80], a_data[55:48] } >> \$1042 ;
+  assign \$1045  = a_shift_3[3:2] * 4'h8;
+  assign \$250  = { a_data[31:24], a_data[127:120], a_data[95:88], a_data[63:56] } >> \$1045 ;
+  assign \$251  = b_valid_3 & b_emit;
+  assign \$252  = b_shift < 5'h10;
+  assign \$253  = b_shift < 4'hf;
+  assign \$254  = b_shift < 4'he;
+  assign \$255  = b_shift < 4'hd;
+  assign \$256  = b_shift < 4'hc;
+  assign \$257  = b_shift < 4'hb;
+  assign \$258  = b_shift < 4'ha;
+  assign \$259  = b_shift < 4'h9;
+  assign \$260  = b_shift < 4'h8;
+  assign \$261  = b_shift < 3'h7;
+  assign \$262  = b_shift < 3'h6;
+  assign \$263  = b_shift < 3'h5;
+  assign \$264  = b_shift < 3'h4;
+  assign \$265  = b_shift < 2'h3;
+  assign \$266  = b_shift < 2'h2;
+  assign \$267  = b_shift < 1'h1;
+  assign \$268  = a_valid_3 & a_ctl[1];
+  assign \$269  = \$268  & a_ctl[3];
+  assign \$270  = a_shift_3 < 5'h10;
+  assign \$271  = a_shift_3 < 4'hf;
+  assign \$272  = a_shift_3 < 4'he;
+  assign \$273  = a_shift_3 < 4'hd;
+  assign \$274  = a_shift_3 < 4'hc;
+  assign \$275  = a_shift_3 < 4'hb;
+  assign \$276  = a_shift_3 < 4'ha;
+  assign \$277  = a_shift_3 < 4'h9;
+  assign \$278  = a_shift_3 < 4'h8;
+  assign \$279  = a_shift_3 < 3'h7;
+  assign \$280  = a_shift_3 < 3'h6;
+  assign \$281  = a_shift_3 < 3'h5;
+  assign \$282  = a_shift_3 < 3'h4;
+  assign \$283  = a_shift_3 < 2'h3;
+  assign \$284  = a_shift_3 < 2'h2;
+  assign \$285  = a_shift_3 < 1'h1;
+  assign \$286  = ~ { a_ctl[0], a_ctl[0] };
+  assign \$287  = { \$277 , \$276  } & \$286 ;
+  assign \$288  = a_shift_3 < 5'h10;
+  assign \$289  = a_shift_3 < 4'hf;
+  assign \$290  = a_shift_3 < 4'he;
+  assign \$291  = a_shift_3 < 4'hd;
+  assign \$292  = a_shift_3 < 4'hc;
+  assign \$293  = a_shift_3 < 4'hb;
+  assign \$294  = a_shift_3 < 4'ha;
+  assign \$295  = a_shift_3 < 4'h9;
+  assign \$296  = a_shift_3 < 4'h8;
+  assign \$297  = a_shift_3 < 3'h7;
+  assign \$298  = a_shift_3 < 3'h6;
+  assign \$299  = a_shift_3 < 3'h5;
+  assign \$300  = a_shift_3 < 3'h4;
+  assign \$301  = a_shift_3 < 2'h3;
+  assign \$302  = a_shift_3 < 2'h2;
+  assign \$303  = a_shift_3 < 1'h1;
+  assign \$304  = ~ { \$295 , \$294  };
+  assign \$1102  = b_fine_3 * 4'h8;
+  assign \$305  = b_data[79:48] >> \$1102 ;
+  assign \$306  = prev[55:48] & { b_use_prev[6], b_use_prev[6], b_use_prev[6], b_use_prev[6], b_use_prev[6], b_use_prev[6], b_use_prev[6], b_use_prev[6] };
+  assign \$1106  = b_fine_3 * 4'h8;
+  assign \$307  = b_data[79:48] >> \$1106 ;
+  assign \$308  = \$307  & { b_use_cur[6], b_use_cur[6], b_use_cur[6], b_use_cur[6], b_use_cur[6], b_use_cur[6], b_use_cur[6], b_use_cur[6] };
+  assign \$309  = \$306  | \$308 ;
+  assign \$1111  = b_fine_3 * 4'h8;
+  assign \$310  = b_data[87:56] >> \$1111 ;
+  assign \$311  = prev[63:56] & { b_use_prev[7], b_use_prev[7], b_use_prev[7], b_use_prev[7], b_use_prev[7], b_use_prev[7], b_use_prev[7], b_use_prev[7] };
+  assign \$1115  = b_fine_3 * 4'h8;
+  assign \$312  = b_data[87:56] >> \$1115 ;
+  assign \$313  = \$312  & { b_use_cur[7], b_use_cur[7], b_use_cur[7], b_use_cur[7], b_use_cur[7], b_use_cur[7], b_use_cur[7], b_use_cur[7] };
+  assign \$314  = \$311  | \$313 ;
+  assign \$315  = ~ a_skid_valid_4;
+  assign \$316  = ~ a_valid_4;
+  assign \$317  = ~ i__valid;
+  assign \$318  = \$316  | \$317 ;
+  assign \$319  = \$315  & \$318 ;
+  assign \$320  = a_ready_4 | \$319 ;
+  assign \$321  = ~ a_valid_4;
+  assign \$322  = a_ready_4 | \$321 ;
+  assign \$1128  = a_shift_4[3:2] * 4'h8;
+  assign \$323  = { a_data[39:32], a_data[7:0], a_data[103:96], a_data[71:64] } >> \$1128 ;
+  assign \$1131  = a_shift_4[3:2] * 4'h8;
+  assign \$324  = { a_data[47:40], a_data[15:8], a_data[111:104], a_data[79:72] } >> \$1131 ;
+  assign \$325  = b_valid_4 & b_emit;
+  assign \$326  = b_shift < 5'h10;
+  assign \$327  = b_shift < 4'hf;
+  assign \$328  = b_shift < 4'he;
+  assign \$329  = b_shift < 4'hd;
+  assign \$330  = b_shift < 4'hc;
+  assign \$331  = b_shift < 4'hb;
+  assign \$332  = b_shift < 4'ha;
+  assign \$333  = b_shift < 4'h9;
+  assign \$334  = b_shift < 4'h8;
+  assign \$335  = b_shift < 3'h7;
+  assign \$336  = b_shift < 3'h6;
+  assign \$337  = b_shift < 3'h5;
+  assign \$338  = b_shift < 3'h4;
+  assign \$339  = b_shift < 2'h3;
+  assign \$340  = b_shift < 2'h2;
+  assign \$341  = b_shift < 1'h1;
+  assign \$342  = a_valid_4 & a_ctl[1];
+  assign \$343  = \$342  & a_ctl[3];
+  assign \$344  = a_shift_4 < 5'h10;
+  assign \$345  = a_shift_4 < 4'hf;
+  assign \$346  = a_shift_4 < 4'he;
+  assign \$347  = a_shift_4 < 4'hd;
+  assign \$348  = a_shift_4 < 4'hc;
+  assign \$349  = a_shift_4 < 4'hb;
+  assign \$350  = a_shift_4 < 4'ha;
+  assign \$351  = a_shift_4 < 4'h9;
+  assign \$352  = a_shift_4 < 4'h8;
+  assign \$353  = a_shift_4 < 3'h7;
+  assign \$354  = a_shift_4 < 3'h6;
+  assign \$355  = a_shift_4 < 3'h5;
+  assign \$356  = a_shift_4 < 3'h4;
+  assign \$357  = a_shift_4 < 2'h3;
+  assign \$358  = a_shift_4 < 2'h2;
+  assign \$359  = a_shift_4 < 1'h1;
+  assign \$360  = ~ { a_ctl[0], a_ctl[0] };
+  assign \$361  = { \$353 , \$352  } & \$360 ;
+  assign \$362  = a_shift_4 < 5'h10;
+  assign \$363  = a_shift_4 < 4'hf;
+  assign \$364  = a_shift_4 < 4'he;
+  assign \$365  = a_shift_4 < 4'hd;
+  assign \$366  = a_shift_4 < 4'hc;
+  assign \$367  = a_shift_4 < 4'hb;
+  assign \$368  = a_shift_4 < 4'ha;
+  assign \$369  = a_shift_4 < 4'h9;
+  assign \$370  = a_shift_4 < 4'h8;
+  assign \$371  = a_shift_4 < 3'h7;
+  assign \$372  = a_shift_4 < 3'h6;
+  assign \$373  = a_shift_4 < 3'h5;
+  assign \$374  = a_shift_4 < 3'h4;
+  assign \$375  = a_shift_4 < 2'h3;
+  assign \$376  = a_shift_4 < 2'h2;
+  assign \$377  = a_shift_4 < 1'h1;
+  assign \$378  = ~ { \$371 , \$370  };
+  assign \$1188  = b_fine_4 * 4'h8;
+  assign \$379  = b_data[95:64] >> \$1188 ;
+  assign \$380  = prev[71:64] & { b_use_prev[8], b_use_prev[8], b_use_prev[8], b_use_prev[8], b_use_prev[8], b_use_prev[8], b_use_prev[8], b_use_prev[8] };
+  assign \$1192  = b_fine_4 * 4'h8;
+  assign \$381  = b_data[95:64] >> \$1192 ;
+  assign \$382  = \$381  & { b_use_cur[8], b_use_cur[8], b_use_cur[8], b_use_cur[8], b_use_cur[8], b_use_cur[8], b_use_cur[8], b_use_cur[8] };
+  assign \$383  = \$380  | \$382 ;
+  assign \$1197  = b_fine_4 * 4'h8;
+  assign \$384  = b_data[103:72] >> \$1197 ;
+  assign \$385  = prev[79:72] & { b_use_prev[9], b_use_prev[9], b_use_prev[9], b_use_prev[9], b_use_prev[9], b_use_prev[9], b_use_prev[9], b_use_prev[9] };
+  assign \$1201  = b_fine_4 * 4'h8;
+  assign \$386  = b_data[103:72] >> \$1201 ;
+  assign \$387  = \$386  & { b_use_cur[9], b_use_cur[9], b_use_cur[9], b_use_cur[9], b_use_cur[9], b_use_cur[9], b_use_cur[9], b_use_cur[9] };
+  assign \$388  = \$385  | \$387 ;
+  assign \$389  = ~ a_skid_valid_5;
+  assign \$390  = ~ a_valid_5;
+  assign \$391  = ~ i__valid;
+  assign \$392  = \$390  | \$391 ;
+  assign \$393  = \$389  & \$392 ;
+  assign \$394  = a_ready_5 | \$393 ;
+  assign \$395  = ~ a_valid_5;
+  assign \$396  = a_ready_5 | \$395 ;
+  assign \$1214  = a_shift_5[3:2] * 4'h8;
+  assign \$397  = { a_data[55:48], a_data[23:16], a_data[119:112], a_data[87:80] } >> \$1214 ;
+  assign \$1217  = a_shift_5[3:2] * 4'h8;
+  assign \$398  = { a_data[63:56], a_data[31:24], a_data[127:120], a_data[95:88] } >> \$1217 ;
+  assign \$399  = b_valid_5 & b_emit;
+  assign \$400  = b_shift < 5'h10;
+  assign \$401  = b_shift < 4'hf;
+  assign \$402  = b_shift < 4'he;
+  assign \$403  = b_shift < 4'hd;
+  assign \$404  = b_shift < 4'hc;
+  assign \$405  = b_shift < 4'hb;
+  assign \$406  = b_shift < 4'ha;
+  assign \$407  = b_shift < 4'h9;
+  assign \$408  = b_shift < 4'h8;
+  assign \$409  = b_shift < 3'h7;
+  assign \$410  = b_shift < 3'h6;
+  assign \$411  = b_shift < 3'h5;
+  assign \$412  = b_shift < 3'h4;
+  assign \$413  = b_shift < 2'h3;
+  assign \$414  = b_shift < 2'h2;
+  assign \$415  = b_shift < 1'h1;
+  assign \$416  = a_valid_5 & a_ctl[1];
+  assign \$417  = \$416  & a_ctl[3];
+  assign \$418  = a_shift_5 < 5'h10;
+  assign \$419  = a_shift_5 < 4'hf;
+  assign \$420  = a_shift_5 < 4'he;
+  assign \$421  = a_shift_5 < 4'hd;
+  assign \$422  = a_shift_5 < 4'hc;
+  assign \$423  = a_shift_5 < 4'hb;
+  assign \$424  = a_shift_5 < 4'ha;
+  assign \$425  = a_shift_5 < 4'h9;
+  assign \$426  = a_shift_5 < 4'h8;
+  assign \$427  = a_shift_5 < 3'h7;
+  assign \$428  = a_shift_5 < 3'h6;
+  assign \$429  = a_shift_5 < 3'h5;
+  assign \$430  = a_shift_5 < 3'h4;
+  assign \$431  = a_shift_5 < 2'h3;
+  assign \$432  = a_shift_5 < 2'h2;
+  assign \$433  = a_shift_5 < 1'h1;
+  assign \$434  = ~ { a_ctl[0], a_ctl[0] };
+  assign \$435  = { \$429 , \$428  } & \$434 ;
+  assign \$436  = a_shift_5 < 5'h10;
+  assign \$437  = a_shift_5 < 4'hf;
+  assign \$438  = a_shift_5 < 4'he;
+  assign \$439  = a_shift_5 < 4'hd;
+  assign \$440  = a_shift_5 < 4'hc;
+  assign \$441  = a_shift_5 < 4'hb;
+  assign \$442  = a_shift_5 < 4'ha;
+  assign \$443  = a_shift_5 < 4'h9;
+  assign \$444  = a_shift_5 < 4'h8;
+  assign \$445  = a_shift_5 < 3'h7;
+  assign \$446  = a_shift_5 < 3'h6;
+  assign \$447  = a_shift_5 < 3'h5;
+  assign \$448  = a_shift_5 < 3'h4;
+  assign \$449  = a_shift_5 < 2'h3;
+  assign \$450  = a_shift_5 < 2'h2;
+  assign \$451  = a_shift_5 < 1'h1;
+  assign \$452  = ~ { \$447 , \$446  };
+  assign \$1274  = b_fine_5 * 4'h8;
+  assign \$453  = b_data[111:80] >> \$1274 ;
+  assign \$454  = prev[87:80] & { b_use_prev[10], b_use_prev[10], b_use_prev[10], b_use_prev[10], b_use_prev[10], b_use_prev[10], b_use_prev[10], b_use_prev[10] };
+  assign \$1278  = b_fine_5 * 4'h8;
+  assign \$455  = b_data[111:80] >> \$1278 ;
+  assign \$456  = \$455  & { b_use_cur[10], b_use_cur[10], b_use_cur[10], b_use_cur[10], b_use_cur[10], b_use_cur[10], b_use_cur[10], b_use_cur[10] };
+  assign \$457  = \$454  | \$456 ;
+  assign \$1283  = b_fine_5 * 4'h8;
+  assign \$458  = b_data[119:88] >> \$1283 ;
+  assign \$459  = prev[95:88] & { b_use_prev[11], b_use_prev[11], b_use_prev[11], b_use_prev[11], b_use_prev[11], b_use_prev[11], b_use_prev[11], b_use_prev[11] };
+  assign \$1287  = b_fine_5 * 4'h8;
+  assign \$460  = b_data[119:88] >> \$1287 ;
+  assign \$461  = \$460  & { b_use_cur[11], b_use_cur[11], b_use_cur[11], b_use_cur[11], b_use_cur[11], b_use_cur[11], b_use_cur[11], b_use_cur[11] };
+  assign \$462  = \$459  | \$461 ;
+  assign \$463  = ~ a_skid_valid_6;
+  assign \$464  = ~ a_valid_6;
+  assign \$465  = ~ i__valid;
+  assign \$466  = \$464  | \$465 ;
+  assign \$467  = \$463  & \$466 ;
+  assign \$468  = a_ready_6 | \$467 ;
+  assign \$469  = ~ a_valid_6;
+  assign \$470  = a_ready_6 | \$469 ;
+  assign \$1300  = a_shift_6[3:2] * 4'h8;
+  assign \$471  = { a_data[71:64], a_data[39:32], a_data[7:0], a_data[103:96] } >> \$1300 ;
+  assign \$1303  = a_shift_6[3:2] * 4'h8;
+  assign \$472  = { a_data[79:72], a_data[47:40], a_data[15:8], a_data[111:104] } >> \$1303 ;
+  assign \$473  = b_valid_6 & b_emit;
+  assign \$474  = b_shift < 5'h10;
+  assign \$475  = b_shift < 4'hf;
+  assign \$476  = b_shift < 4'he;
+  assign \$477  = b_shift < 4'hd;
+  assign \$478  = b_shift < 4'hc;
+  assign \$479  = b_shift < 4'hb;
+  assign \$480  = b_shift < 4'ha;
+  assign \$481  = b_shift < 4'h9;
+  assign \$482  = b_shift < 4'h8;
+  assign \$483  = b_shift < 3'h7;
+  assign \$484  = b_shift < 3'h6;
+  assign \$485  = b_shift < 3'h5;
+  assign \$486  = b_shift < 3'h4;
+  assign \$487  = b_shift < 2'h3;
+  assign \$488  = b_shift < 2'h2;
+  assign \$489  = b_shift < 1'h1;
+  assign \$490  = a_valid_6 & a_ctl[1];
+  assign \$491  = \$490  & a_ctl[3];
+  assign \$492  = a_shift_6 < 5'h10;
+  assign \$493  = a_shift_6 < 4'hf;
+  assign \$494  = a_shift_6 < 4'he;
+  assign \$495  = a_shift_6 < 4'hd;
+  assign \$496  = a_shift_6 < 4'hc;
+  assign \$497  = a_shift_6 < 4'hb;
+  assign \$498  = a_shift_6 < 4'ha;
+  assign \$499  = a_shift_6 < 4'h9;
+  assign \$500  = a_shift_6 < 4'h8;
+  assign \$501  = a_shift_6 < 3'h7;
+  assign \$502  = a_shift_6 < 3'h6;
+  assign \$503  = a_shift_6 < 3'h5;
+  assign \$504  = a_shift_6 < 3'h4;
+  assign \$505  = a_shift_6 < 2'h3;
+  assign \$506  = a_shift_6 < 2'h2;
+  assign \$507  = a_shift_6 < 1'h1;
+  assign \$508  = ~ { a_ctl[0], a_ctl[0] };
+  assign \$509  = { \$505 , \$504  } & \$508 ;
+  assign \$510  = a_shift_6 < 5'h10;
+  assign \$511  = a_shift_6 < 4'hf;
+  assign \$512  = a_shift_6 < 4'he;
+  assign \$513  = a_shift_6 < 4'hd;
+  assign \$514  = a_shift_6 < 4'hc;
+  assign \$515  = a_shift_6 < 4'hb;
+  assign \$516  = a_shift_6 < 4'ha;
+  assign \$517  = a_shift_6 < 4'h9;
+  assign \$518  = a_shift_6 < 4'h8;
+  assign \$519  = a_shift_6 < 3'h7;
+  assign \$520  = a_shift_6 < 3'h6;
+  assign \$521  = a_shift_6 < 3'h5;
+  assign \$522  = a_shift_6 < 3'h4;
+  assign \$523  = a_shift_6 < 2'h3;
+  assign \$524  = a_shift_6 < 2'h2;
+  assign \$525  = a_shift_6 < 1'h1;
+  assign \$526  = ~ { \$523 , \$522  };
+  assign \$1360  = b_fine_6 * 4'h8;
+  assign \$527  = b_data[127:96] >> \$1360 ;
+  assign \$528  = prev[103:96] & { b_use_prev[12], b_use_prev[12], b_use_prev[12], b_use_prev[12], b_use_prev[12], b_use_prev[12], b_use_prev[12], b_use_prev[12] };
+  assign \$1364  = b_fine_6 * 4'h8;
+  assign \$529  = b_data[127:96] >> \$1364 ;
+  assign \$530  = \$529  & { b_use_cur[12], b_use_cur[12], b_use_cur[12], b_use_cur[12], b_use_cur[12], b_use_cur[12], b_use_cur[12], b_use_cur[12] };
+  assign \$531  = \$528  | \$530 ;
+  assign \$1369  = b_fine_6 * 4'h8;
+  assign \$532  = { b_data[7:0], b_data[127:104] } >> \$1369 ;
+  assign \$533  = prev[111:104] & { b_use_prev[13], b_use_prev[13], b_use_prev[13], b_use_prev[13], b_use_prev[13], b_use_prev[13], b_use_prev[13], b_use_prev[13] };
+  assign \$1373  = b_fine_6 * 4'h8;
+  assign \$534  = { b_data[7:0], b_data[127:104] } >> \$1373 ;
+  assign \$535  = \$534  & { b_use_cur[13], b_use_cur[13], b_use_cur[13], b_use_cur[13], b_use_cur[13], b_use_cur[13], b_use_cur[13], b_use_cur[13] };
+  assign \$536  = \$533  | \$535 ;
+  assign \$537  = ~ a_skid_valid_7;
+  assign \$538  = ~ a_valid_7;
+  assign \$539  = ~ i__valid;
+  assign \$540  = \$538  | \$539 ;
+  assign \$541  = \$537  & \$540 ;
+  assign \$542  = a_ready_7 | \$541 ;
+  assign \$543  = ~ a_valid_7;
+  assign \$544  = a_ready_7 | \$543 ;
+  assign \$1386  = a_shift_7[3:2] * 4'h8;
+  assign \$545  = { a_data[87:80], a_data[55:48], a_data[23:16], a_data[119:112] } >> \$1386 ;
+  assign \$1389  = a_shift_7[3:2] * 4'h8;
+  assign \$546  = { a_data[95:88], a_data[63:56], a_data[31:24], a_data[127:120] } >> \$1389 ;
+  assign \$547  = b_valid_7 & b_emit;
+  assign \$548  = b_shift < 5'h10;
+  assign \$549  = b_shift < 4'hf;
+  assign \$550  = b_shift < 4'he;
+  assign \$551  = b_shift < 4'hd;
+  assign \$552  = b_shift < 4'hc;
+  assign \$553  = b_shift < 4'hb;
+  assign \$554  = b_shift < 4'ha;
+  assign \$555  = b_shift < 4'h9;
+  assign \$556  = b_shift < 4'h8;
+  assign \$557  = b_shift < 3'h7;
+  assign \$558  = b_shift < 3'h6;
+  assign \$559  = b_shift < 3'h5;
+  assign \$560  = b_shift < 3'h4;
+  assign \$561  = b_shift < 2'h3;
+  assign \$562  = b_shift < 2'h2;
+  assign \$563  = b_shift < 1'h1;
+  assign \$564  = a_valid_7 & a_ctl[1];
+  assign \$565  = \$564  & a_ctl[3];
+  assign \$566  = a_shift_7 < 5'h10;
+  assign \$567  = a_shift_7 < 4'hf;
+  assign \$568  = a_shift_7 < 4'he;
+  assign \$569  = a_shift_7 < 4'hd;
+  assign \$570  = a_shift_7 < 4'hc;
+  assign \$571  = a_shift_7 < 4'hb;
+  assign \$572  = a_shift_7 < 4'ha;
+  assign \$573  = a_shift_7 < 4'h9;
+  assign \$574  = a_shift_7 < 4'h8;
+  assign \$575  = a_shift_7 < 3'h7;
+  assign \$576  = a_shift_7 < 3'h6;
+  assign \$577  = a_shift_7 < 3'h5;
+  assign \$578  = a_shift_7 < 3'h4;
+  assign \$579  = a_shift_7 < 2'h3;
+  assign \$580  = a_shift_7 < 2'h2;
+  assign \$581  = a_shift_7 < 1'h1;
+  assign \$582  = ~ { a_ctl[0], a_ctl[0] };
+  assign \$583  = { \$581 , \$580  } & \$582 ;
+  assign \$584  = a_shift_7 < 5'h10;
+  assign \$585  = a_shift_7 < 4'hf;
+  assign \$586  = a_shift_7 < 4'he;
+  assign \$587  = a_shift_7 < 4'hd;
+  assign \$588  = a_shift_7 < 4'hc;
+  assign \$589  = a_shift_7 < 4'hb;
+  assign \$590  = a_shift_7 < 4'ha;
+  assign \$591  = a_shift_7 < 4'h9;
+  assign \$592  = a_shift_7 < 4'h8;
+  assign \$593  = a_shift_7 < 3'h7;
+  assign \$594  = a_shift_7 < 3'h6;
+  assign \$595  = a_shift_7 < 3'h5;
+  assign \$596  = a_shift_7 < 3'h4;
+  assign \$597  = a_shift_7 < 2'h3;
+  assign \$598  = a_shift_7 < 2'h2;
+  assign \$599  = a_shift_7 < 1'h1;
+  assign \$600  = ~ { \$599 , \$598  };
+  assign \$1446  = b_fine_7 * 4'h8;
+  assign \$601  = { b_data[15:0], b_data[127:112] } >> \$1446 ;
+  assign \$602  = prev[119:112] & { b_use_prev[14], b_use_prev[14], b_use_prev[14], b_use_prev[14], b_use_prev[14], b_use_prev[14], b_use_prev[14], b_use_prev[14] };
+  assign \$1450  = b_fine_7 * 4'h8;
+  assign \$603  = { b_data[15:0], b_data[127:112] } >> \$1450 ;
+  assign \$604  = \$603  & { b_use_cur[14], b_use_cur[14], b_use_cur[14], b_use_cur[14], b_use_cur[14], b_use_cur[14], b_use_cur[14], b_use_cur[14] };
+  assign \$605  = \$602  | \$604 ;
+  assign \$1455  = b_fine_7 * 4'h8;
+  assign \$606  = { b_data[23:0], b_data[127:120] } >> \$1455 ;
+  assign \$607  = prev[127:120] & { b_use_prev[15], b_use_prev[15], b_use_prev[15], b_use_prev[15], b_use_prev[15], b_use_prev[15], b_use_prev[15], b_use_prev[15] };
+  assign \$1459  = b_fine_7 * 4'h8;
+  assign \$608  = { b_data[23:0], b_data[127:120] } >> \$1459 ;
+  assign \$609  = \$608  & { b_use_cur[15], b_use_cur[15], b_use_cur[15], b_use_cur[15], b_use_cur[15], b_use_cur[15], b_use_cur[15], b_use_cur[15] };
+  assign \$610  = \$607  | \$609 ;
+  assign \$611  = ~ a_skid_valid_8;
+  assign \$612  = ~ a_valid_8;
+  assign \$613  = ~ i__valid;
+  assign \$614  = \$612  | \$613 ;
+  assign \$615  = \$611  & \$614 ;
+  assign \$616  = a_ready_8 | \$615 ;
+  assign \$617  = ~ a_valid_8;
+  assign \$618  = a_ready_8 | \$617 ;
+  assign \$619  = b_valid_8 & b_emit;
+  assign \$620  = a_valid_8 & a_ctl[1];
+  assign \$621  = \$620  & a_ctl[3];
+  assign \$622  = ~ started;
+  assign \$623  = a_ctl[0] & a_ctl[2];
+  assign \$624  = ~ \$623 ;
+  assign \$625  = ~ started;
+  assign \$626  = ~ a_ctl[3];
+  assign \$627  = a_ctl[1] & \$626 ;
+  assign \$628  = a_ctl[0] & a_ctl[2];
+  assign \$629  = ~ \$628 ;
+  assign \$630  = ~ a_ctl[3];
+  assign \$631  = a_ctl[1] & \$630 ;
+  assign \$632  = ~ \$631 ;
+  always @(posedge clk)
+    \$634  <= \$633 ;
+  always @(posedge clk)
+    i__ready <= \$635 ;
+  always @(posedge clk)
+    a_valid_0 <= \$636 ;
+  always @(posedge clk)
+    a_shift_0 <= \$637 ;
+  always @(posedge clk)
+    a_data <= \$638 ;
+  always @(posedge clk)
+    a_skid_valid_0 <= \$639 ;
+  always @(posedge clk)
+    a_skid_shift_0 <= \$640 ;
+  always @(posedge clk)
+    a_skid_data <= \$641 ;
+  always @(posedge clk)
+    b_data <= \$642 ;
+  always @(posedge clk)
+    b_fine_0 <= \$643 ;
+  always @(posedge clk)
+    c_valid_0 <= \$644 ;
+  always @(posedge clk)
+    b_valid_0 <= \$645 ;
+  always @(posedge clk)
+    flush_pending_0 <= \$646 ;
+  always @(posedge clk)
+    b_use_prev <= \$647 ;
+  always @(posedge clk)
+    b_use_cur <= \$648 ;
+  always @(posedge clk)
+    prev <= \$649 ;
+  always @(posedge clk)
+    out_data <= \$650 ;
+  always @(posedge clk)
+    \in_ready_1$87  <= \$651 ;
+  always @(posedge clk)
+    a_valid_1 <= \$652 ;
+  always @(posedge clk)
+    a_shift_1 <= \$653 ;
+  always @(posedge clk)
+    a_skid_valid_1 <= \$654 ;
+  always @(posedge clk)
+    a_skid_shift_1 <= \$655 ;
+  always @(posedge clk)
+    b_fine_1 <= \$656 ;
+  always @(posedge clk)
+    c_valid_1 <= \$657 ;
+  always @(posedge clk)
+    b_valid_1 <= \$658 ;
+  always @(posedge clk)
+    flush_pending_1 <= \$659 ;
+  always @(posedge clk)
+    \in_ready_2$93  <= \$660 ;
+  always @(posedge clk)
+    a_valid_2 <= \$661 ;
+  always @(posedge clk)
+    a_shift_2 <= \$662 ;
+  always @(posedge clk)
+    a_skid_valid_2 <= \$663 ;
+  always @(posedge clk)
+    a_skid_shift_2 <= \$664 ;
+  always @(posedge clk)
+    b_fine_2 <= \$665 ;
+  always @(posedge clk)
+    c_valid_2 <= \$666 ;
+  always @(posedge clk)
+    b_valid_2 <= \$667 ;
+  always @(posedge clk)
+    flush_pending_2 <= \$668 ;
+  always @(posedge clk)
+    \in_ready_3$99  <= \$669 ;
+  always @(posedge clk)
+    a_valid_3 <= \$670 ;
+  always @(posedge clk)
+    a_shift_3 <= \$671 ;
+  always @(posedge clk)
+    a_skid_valid_3 <= \$672 ;
+  always @(posedge clk)
+    a_skid_shift_3 <= \$673 ;
+  always @(posedge clk)
+    b_fine_3 <= \$674 ;
+  always @(posedge clk)
+    c_valid_3 <= \$675 ;
+  always @(posedge clk)
+    b_valid_3 <= \$676 ;
+  always @(posedge clk)
+    flush_pending_3 <= \$677 ;
+  always @(posedge clk)
+    \in_ready_4$105  <= \$678 ;
+  always @(posedge clk)
+    a_valid_4 <= \$679 ;
+  always @(posedge clk)
+    a_shift_4 <= \$680 ;
+  always @(posedge clk)
+    a_skid_valid_4 <= \$681 ;
+  always @(posedge clk)
+    a_skid_shift_4 <= \$682 ;
+  always @(posedge clk)
+    b_fine_4 <= \$683 ;
+  always @(posedge clk)
+    c_valid_4 <= \$684 ;
+  always @(posedge clk)
+    b_valid_4 <= \$685 ;
+  always @(posedge clk)
+    flush_pending_4 <= \$686 ;
+  always @(posedge clk)
+    \in_ready_5$111  <= \$687 ;
+  always @(posedge clk)
+    a_valid_5 <= \$688 ;
+  always @(posedge clk)
+    a_shift_5 <= \$689 ;
+  always @(posedge clk)
+    a_skid_valid_5 <= \$690 ;
+  always @(posedge clk)
+    a_skid_shift_5 <= \$691 ;
+  always @(posedge clk)
+    b_fine_5 <= \$692 ;
+  always @(posedge clk)
+    c_valid_5 <= \$693 ;
+  always @(posedge clk)
+    b_valid_5 <= \$694 ;
+  always @(posedge clk)
+    flush_pending_5 <= \$695 ;
+  always @(posedge clk)
+    \in_ready_6$117  <= \$696 ;
+  always @(posedge clk)
+    a_valid_6 <= \$697 ;
+  always @(posedge clk)
+    a_shift_6 <= \$698 ;
+  always @(posedge clk)
+    a_skid_valid_6 <= \$699 ;
+  always @(posedge clk)
+    a_skid_shift_6 <= \$700 ;
+  always @(posedge clk)
+    b_fine_6 <= \$701 ;
+  always @(posedge clk)
+    c_valid_6 <= \$702 ;
+  always @(posedge clk)
+    b_valid_6 <= \$703 ;
+  always @(posedge clk)
+    flush_pending_6 <= \$704 ;
+  always @(posedge clk)
+    \in_ready_7$123  <= \$705 ;
+  always @(posedge clk)
+    a_valid_7 <= \$706 ;
+  always @(posedge clk)
+    a_shift_7 <= \$707 ;
+  always @(posedge clk)
+    a_skid_valid_7 <= \$708 ;
+  always @(posedge clk)
+    a_skid_shift_7 <= \$709 ;
+  always @(posedge clk)
+    b_fine_7 <= \$710 ;
+  always @(posedge clk)
+    c_valid_7 <= \$711 ;
+  always @(posedge clk)
+    b_valid_7 <= \$712 ;
+  always @(posedge clk)
+    flush_pending_7 <= \$713 ;
+  always @(posedge clk)
+    \in_ready_8$129  <= \$714 ;
+  always @(posedge clk)
+    a_valid_8 <= \$715 ;
+  always @(posedge clk)
+    a_shift_8 <= \$716 ;
+  always @(posedge clk)
+    a_ctl <= \$717 ;
+  always @(posedge clk)
+    a_skid_valid_8 <= \$718 ;
+  always @(posedge clk)
+    a_skid_shift_8 <= \$719 ;
+  always @(posedge clk)
+    a_skid_ctl <= \$720 ;
+  always @(posedge clk)
+    b_fine_8 <= \$721 ;
+  always @(posedge clk)
+    c_valid_8 <= \$722 ;
+  always @(posedge clk)
+    b_valid_8 <= \$723 ;
+  always @(posedge clk)
+    flush_pending_8 <= \$724 ;
+  always @(posedge clk)
+    b_emit <= \$725 ;
+  always @(posedge clk)
+    b_first <= \$726 ;
+  always @(posedge clk)
+    b_last <= \$727 ;
+  always @(posedge clk)
+    started <= \$728 ;
+  always @(posedge clk)
+    b_meta <= \$729 ;
+  always @(posedge clk)
+    b_shift <= \$730 ;
   assign \$1  = ~ c_valid_0;
   assign advance_0 = \$1  | in_ready_0;
   assign \$2  = ~ flush_pending_0;
@@ -5866,728 +6081,342 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   assign \$16  = ~ flush_pending_7;
   assign a_ready_7 = advance_7 & \$16 ;
   assign take_7 = a_ready_7 & a_valid_7;
-  assign \$17  = ~ a_skid_valid_0;
-  assign \$18  = ~ a_valid_0;
-  assign \$19  = ~ i__valid;
-  assign \$20  = \$18  | \$19 ;
-  assign \$21  = \$17  & \$20 ;
-  assign \$22  = a_ready_0 | \$21 ;
-  assign \$23  = ~ a_valid_0;
+  assign \$17  = ~ c_valid_8;
+  assign advance_8 = \$17  | in_ready_8;
+  assign \$18  = ~ flush_pending_8;
+  assign a_ready_8 = advance_8 & \$18 ;
+  assign take_8 = a_ready_8 & a_valid_8;
+  assign \$19  = ~ a_skid_valid_0;
+  assign \$20  = ~ a_valid_0;
+  assign \$21  = ~ i__valid;
+  assign \$22  = \$20  | \$21 ;
+  assign \$23  = \$19  & \$22 ;
   assign \$24  = a_ready_0 | \$23 ;
-  assign \$757  = a_shift_0[3:2] * 4'h8;
-  assign \$25  = { a_data[103:96], a_data[71:64], a_data[39:32], a_data[7:0] } >> \$757 ;
-  assign \$760  = a_shift_0[3:2] * 4'h8;
-  assign \$26  = { a_data[111:104], a_data[79:72], a_data[47:40], a_data[15:8] } >> \$760 ;
-  assign \$27  = b_valid_0 & b_emit;
-  assign \$28  = b_shift < 5'h10;
-  assign \$29  = b_shift < 4'hf;
-  assign \$30  = b_shift < 4'he;
-  assign \$31  = b_shift < 4'hd;
-  assign \$32  = b_shift < 4'hc;
-  assign \$33  = b_shift < 4'hb;
-  assign \$34  = b_shift < 4'ha;
-  assign \$35  = b_shift < 4'h9;
-  assign \$36  = b_shift < 4'h8;
-  assign \$37  = b_shift < 3'h7;
-  assign \$38  = b_shift < 3'h6;
-  assign \$39  = b_shift < 3'h5;
-  assign \$40  = b_shift < 3'h4;
-  assign \$41  = b_shift < 2'h3;
-  assign \$42  = b_shift < 2'h2;
-  assign \$43  = b_shift < 1'h1;
-  assign \$44  = a_valid_0 & a_ctl[1];
-  assign \$45  = \$44  & a_ctl[3];
-  assign \$46  = a_shift_0 < 5'h10;
-  assign \$47  = a_shift_0 < 4'hf;
-  assign \$48  = a_shift_0 < 4'he;
-  assign \$49  = a_shift_0 < 4'hd;
-  assign \$50  = a_shift_0 < 4'hc;
-  assign \$51  = a_shift_0 < 4'hb;
-  assign \$52  = a_shift_0 < 4'ha;
-  assign \$53  = a_shift_0 < 4'h9;
-  assign \$54  = a_shift_0 < 4'h8;
-  assign \$55  = a_shift_0 < 3'h7;
-  assign \$56  = a_shift_0 < 3'h6;
-  assign \$57  = a_shift_0 < 3'h5;
-  assign \$58  = a_shift_0 < 3'h4;
-  assign \$59  = a_shift_0 < 2'h3;
-  assign \$60  = a_shift_0 < 2'h2;
-  assign \$61  = a_shift_0 < 1'h1;
-  assign \$62  = ~ { a_ctl[0], a_ctl[0] };
-  assign \$63  = { \$47 , \$46  } & \$62 ;
-  assign \$64  = a_shift_0 < 5'h10;
-  assign \$65  = a_shift_0 < 4'hf;
-  assign \$66  = a_shift_0 < 4'he;
-  assign \$67  = a_shift_0 < 4'hd;
-  assign \$68  = a_shift_0 < 4'hc;
-  assign \$69  = a_shift_0 < 4'hb;
-  assign \$70  = a_shift_0 < 4'ha;
-  assign \$71  = a_shift_0 < 4'h9;
-  assign \$72  = a_shift_0 < 4'h8;
-  assign \$73  = a_shift_0 < 3'h7;
-  assign \$74  = a_shift_0 < 3'h6;
-  assign \$75  = a_shift_0 < 3'h5;
-  assign \$76  = a_shift_0 < 3'h4;
-  assign \$77  = a_shift_0 < 2'h3;
-  assign \$78  = a_shift_0 < 2'h2;
-  assign \$79  = a_shift_0 < 1'h1;
-  assign \$80  = ~ { \$65 , \$64  };
-  assign \$81  = ~ started;
-  assign \$82  = a_ctl[0] & a_ctl[2];
-  assign \$83  = ~ \$82 ;
-  assign \$84  = ~ started;
-  assign \$85  = ~ a_ctl[3];
-  assign \$86  = a_ctl[1] & \$85 ;
-  assign \$87  = a_ctl[0] & a_ctl[2];
-  assign \$88  = ~ \$87 ;
-  assign \$89  = ~ a_ctl[3];
-  assign \$90  = a_ctl[1] & \$89 ;
-  assign \$91  = ~ \$90 ;
-  assign \$828  = b_fine_0 * 4'h8;
-  assign \$92  = b_data[31:0] >> \$828 ;
-  assign \$93  = prev[7:0] & { b_use_prev[0], b_use_prev[0], b_use_prev[0], b_use_prev[0], b_use_prev[0], b_use_prev[0], b_use_prev[0], b_use_prev[0] };
-  assign \$832  = b_fine_0 * 4'h8;
-  assign \$94  = b_data[31:0] >> \$832 ;
-  assign \$95  = \$94  & { b_use_cur[0], b_use_cur[0], b_use_cur[0], b_use_cur[0], b_use_cur[0], b_use_cur[0], b_use_cur[0], b_use_cur[0] };
-  assign \$96  = \$93  | \$95 ;
-  assign \$837  = b_fine_0 * 4'h8;
-  assign \$97  = b_data[39:8] >> \$837 ;
-  assign \$98  = prev[15:8] & { b_use_prev[1], b_use_prev[1], b_use_prev[1], b_use_prev[1], b_use_prev[1], b_use_prev[1], b_use_prev[1], b_use_prev[1] };
-  assign \$841  = b_fine_0 * 4'h8;
-  assign \$99  = b_data[39:8] >> \$841 ;
-  assign \$100  = \$99  & { b_use_cur[1], b_use_cur[1], b_use_cur[1], b_use_cur[1], b_use_cur[1], b_use_cur[1], b_use_cur[1], b_use_cur[1] };
-  assign \$101  = \$98  | \$100 ;
-  assign \$102  = ~ a_skid_valid_1;
-  assign \$103  = ~ a_valid_1;
-  assign \$104  = ~ i__valid;
-  assign \$105  = \$103  | \$104 ;
-  assign \$106  = \$102  & \$105 ;
-  assign \$107  = a_ready_1 | \$106 ;
-  assign \$108  = ~ a_valid_1;
-  assign \$109  = a_ready_1 | \$108 ;
-  assign \$854  = a_shift_1[3:2] * 4'h8;
-  assign \$110  = { a_data[119:112], a_data[87:80], a_data[55:48], a_data[23:16] } >> \$854 ;
-  assign \$857  = a_shift_1[3:2] * 4'h8;
-  assign \$111  = { a_data[127:120], a_data[95:88], a_data[63:56], a_data[31:24] } >> \$857 ;
-  assign \$112  = b_valid_1 & b_emit;
-  assign \$113  = b_shift < 5'h10;
-  assign \$114  = b_shift < 4'hf;
-  assign \$115  = b_shift < 4'he;
-  assign \$116  = b_shift < 4'hd;
-  assign \$117  = b_shift < 4'hc;
-  assign \$118  = b_shift < 4'hb;
-  assign \$119  = b_shift < 4'ha;
-  assign \$120  = b_shift < 4'h9;
-  assign \$121  = b_shift < 4'h8;
-  assign \$122  = b_shift < 3'h7;
-  assign \$123  = b_shift < 3'h6;
-  assign \$124  = b_shift < 3'h5;
-  assign \$125  = b_shift < 3'h4;
-  assign \$126  = b_shift < 2'h3;
-  assign \$127  = b_shift < 2'h2;
-  assign \$128  = b_shift < 1'h1;
-  assign \$129  = a_valid_1 & a_ctl[1];
-  assign \$130  = \$129  & a_ctl[3];
-  assign \$131  = a_shift_1 < 5'h10;
-  assign \$132  = a_shift_1 < 4'hf;
-  assign \$133  = a_shift_1 < 4'he;
-  assign \$134  = a_shift_1 < 4'hd;
-  assign \$135  = a_shift_1 < 4'hc;
-  assign \$136  = a_shift_1 < 4'hb;
-  assign \$137  = a_shift_1 < 4'ha;
-  assign \$138  = a_shift_1 < 4'h9;
-  assign \$139  = a_shift_1 < 4'h8;
-  assign \$140  = a_shift_1 < 3'h7;
-  assign \$141  = a_shift_1 < 3'h6;
-  assign \$142  = a_shift_1 < 3'h5;
-  assign \$143  = a_shift_1 < 3'h4;
-  assign \$144  = a_shift_1 < 2'h3;
-  assign \$145  = a_shift_1 < 2'h2;
-  assign \$146  = a_shift_1 < 1'h1;
-  assign \$147  = ~ { a_ctl[0], a_ctl[0] };
-  assign \$148  = { \$134 , \$133  } & \$147 ;
-  assign \$149  = a_shift_1 < 5'h10;
-  assign \$150  = a_shift_1 < 4'hf;
-  assign \$151  = a_shift_1 < 4'he;
-  assign \$152  = a_shift_1 < 4'hd;
-  assign \$153  = a_shift_1 < 4'hc;
-  assign \$154  = a_shift_1 < 4'hb;
-  assign \$155  = a_shift_1 < 4'ha;
-  assign \$156  = a_shift_1 < 4'h9;
-  assign \$157  = a_shift_1 < 4'h8;
-  assign \$158  = a_shift_1 < 3'h7;
-  assign \$159  = a_shift_1 < 3'h6;
-  assign \$160  = a_shift_1 < 3'h5;
-  assign \$161  = a_shift_1 < 3'h4;
-  assign \$162  = a_shift_1 < 2'h3;
-  assign \$163  = a_shift_1 < 2'h2;
-  assign \$164  = a_shift_1 < 1'h1;
-  assign \$165  = ~ { \$152 , \$151  };
-  assign \$914  = b_fine_1 * 4'h8;
-  assign \$166  = b_data[47:16] >> \$914 ;
-  assign \$167  = prev[23:16] & { b_use_prev[2], b_use_prev[2], b_use_prev[2], b_use_prev[2], b_use_prev[2], b_use_prev[2], b_use_prev[2], b_use_prev[2] };
-  assign \$918  = b_fine_1 * 4'h8;
-  assign \$168  = b_data[47:16] >> \$918 ;
-  assign \$169  = \$168  & { b_use_cur[2], b_use_cur[2], b_use_cur[2], b_use_cur[2], b_use_cur[2], b_use_cur[2], b_use_cur[2], b_use_cur[2] };
-  assign \$170  = \$167  | \$169 ;
-  assign \$923  = b_fine_1 * 4'h8;
-  assign \$171  = b_data[55:24] >> \$923 ;
-  assign \$172  = prev[31:24] & { b_use_prev[3], b_use_prev[3], b_use_prev[3], b_use_prev[3], b_use_prev[3], b_use_prev[3], b_use_prev[3], b_use_prev[3] };
-  assign \$927  = b_fine_1 * 4'h8;
-  assign \$173  = b_data[55:24] >> \$927 ;
-  assign \$174  = \$173  & { b_use_cur[3], b_use_cur[3], b_use_cur[3], b_use_cur[3], b_use_cur[3], b_use_cur[3], b_use_cur[3], b_use_cur[3] };
-  assign \$175  = \$172  | \$174 ;
-  assign \$176  = ~ a_skid_valid_2;
-  assign \$177  = ~ a_valid_2;
-  assign \$178  = ~ i__valid;
-  assign \$179  = \$177  | \$178 ;
-  assign \$180  = \$176  & \$179 ;
-  assign \$181  = a_ready_2 | \$180 ;
-  assign \$182  = ~ a_valid_2;
-  assign \$183  = a_ready_2 | \$182 ;
-  assign \$940  = a_shift_2[3:2] * 4'h8;
-  assign \$184  = { a_data[7:0], a_data[103:96], a_data[71:64], a_data[39:32] } >> \$940 ;
-  assign \$943  = a_shift_2[3:2] * 4'h8;
-  assign \$185  = { a_data[15:8], a_data[111:104], a_data[79:72], a_data[47:40] } >> \$943 ;
-  assign \$186  = b_valid_2 & b_emit;
-  assign \$187  = b_shift < 5'h10;
-  assign \$188  = b_shift < 4'hf;
-  assign \$189  = b_shift < 4'he;
-  assign \$190  = b_shift < 4'hd;
-  assign \$191  = b_shift < 4'hc;
-  assign \$192  = b_shift < 4'hb;
-  assign \$193  = b_shift < 4'ha;
-  assign \$194  = b_shift < 4'h9;
-  assign \$195  = b_shift < 4'h8;
-  assign \$196  = b_shift < 3'h7;
-  assign \$197  = b_shift < 3'h6;
-  assign \$198  = b_shift < 3'h5;
-  assign \$199  = b_shift < 3'h4;
-  assign \$200  = b_shift < 2'h3;
-  assign \$201  = b_shift < 2'h2;
-  assign \$202  = b_shift < 1'h1;
-  assign \$203  = a_valid_2 & a_ctl[1];
-  assign \$204  = \$203  & a_ctl[3];
-  assign \$205  = a_shift_2 < 5'h10;
-  assign \$206  = a_shift_2 < 4'hf;
-  assign \$207  = a_shift_2 < 4'he;
-  assign \$208  = a_shift_2 < 4'hd;
-  assign \$209  = a_shift_2 < 4'hc;
-  assign \$210  = a_shift_2 < 4'hb;
-  assign \$211  = a_shift_2 < 4'ha;
-  assign \$212  = a_shift_2 < 4'h9;
-  assign \$213  = a_shift_2 < 4'h8;
-  assign \$214  = a_shift_2 < 3'h7;
-  assign \$215  = a_shift_2 < 3'h6;
-  assign \$216  = a_shift_2 < 3'h5;
-  assign \$217  = a_shift_2 < 3'h4;
-  assign \$218  = a_shift_2 < 2'h3;
-  assign \$219  = a_shift_2 < 2'h2;
-  assign \$220  = a_shift_2 < 1'h1;
-  assign \$221  = ~ { a_ctl[0], a_ctl[0] };
-  assign \$222  = { \$210 , \$209  } & \$221 ;
-  assign \$223  = a_shift_2 < 5'h10;
-  assign \$224  = a_shift_2 < 4'hf;
-  assign \$225  = a_shift_2 < 4'he;
-  assign \$226  = a_shift_2 < 4'hd;
-  assign \$227  = a_shift_2 < 4'hc;
-  assign \$228  = a_shift_2 < 4'hb;
-  assign \$229  = a_shift_2 < 4'ha;
-  assign \$230  = a_shift_2 < 4'h9;
-  assign \$231  = a_shift_2 < 4'h8;
-  assign \$232  = a_shift_2 < 3'h7;
-  assign \$233  = a_shift_2 < 3'h6;
-  assign \$234  = a_shift_2 < 3'h5;
-  assign \$235  = a_shift_2 < 3'h4;
-  assign \$236  = a_shift_2 < 2'h3;
-  assign \$237  = a_shift_2 < 2'h2;
-  assign \$238  = a_shift_2 < 1'h1;
-  assign \$239  = ~ { \$228 , \$227  };
+  assign \$25  = ~ a_valid_0;
+  assign \$26  = a_ready_0 | \$25 ;
+  assign \$784  = a_shift_0[3:2] * 4'h8;
+  assign \$27  = { a_data[103:96], a_data[71:64], a_data[39:32], a_data[7:0] } >> \$784 ;
+  assign \$787  = a_shift_0[3:2] * 4'h8;
+  assign \$28  = { a_data[111:104], a_data[79:72], a_data[47:40], a_data[15:8] } >> \$787 ;
+  assign \$29  = b_valid_0 & b_emit;
+  assign \$30  = b_shift < 5'h10;
+  assign \$31  = b_shift < 4'hf;
+  assign \$32  = b_shift < 4'he;
+  assign \$33  = b_shift < 4'hd;
+  assign \$34  = b_shift < 4'hc;
+  assign \$35  = b_shift < 4'hb;
+  assign \$36  = b_shift < 4'ha;
+  assign \$37  = b_shift < 4'h9;
+  assign \$38  = b_shift < 4'h8;
+  assign \$39  = b_shift < 3'h7;
+  assign \$40  = b_shift < 3'h6;
+  assign \$41  = b_shift < 3'h5;
+  assign \$42  = b_shift < 3'h4;
+  assign \$43  = b_shift < 2'h3;
+  assign \$44  = b_shift < 2'h2;
+  assign \$45  = b_shift < 1'h1;
+  assign \$46  = a_valid_0 & a_ctl[1];
+  assign \$47  = \$46  & a_ctl[3];
+  assign \$48  = a_shift_0 < 5'h10;
+  assign \$49  = a_shift_0 < 4'hf;
+  assign \$50  = a_shift_0 < 4'he;
+  assign \$51  = a_shift_0 < 4'hd;
+  assign \$52  = a_shift_0 < 4'hc;
+  assign \$53  = a_shift_0 < 4'hb;
+  assign \$54  = a_shift_0 < 4'ha;
+  assign \$55  = a_shift_0 < 4'h9;
+  assign \$56  = a_shift_0 < 4'h8;
+  assign \$57  = a_shift_0 < 3'h7;
+  assign \$58  = a_shift_0 < 3'h6;
+  assign \$59  = a_shift_0 < 3'h5;
+  assign \$60  = a_shift_0 < 3'h4;
+  assign \$61  = a_shift_0 < 2'h3;
+  assign \$62  = a_shift_0 < 2'h2;
+  assign \$63  = a_shift_0 < 1'h1;
+  assign \$64  = ~ { a_ctl[0], a_ctl[0] };
+  assign \$65  = { \$49 , \$48  } & \$64 ;
+  assign \$66  = a_shift_0 < 5'h10;
+  assign \$67  = a_shift_0 < 4'hf;
+  assign \$68  = a_shift_0 < 4'he;
+  assign \$69  = a_shift_0 < 4'hd;
+  assign \$70  = a_shift_0 < 4'hc;
+  assign \$71  = a_shift_0 < 4'hb;
+  assign \$72  = a_shift_0 < 4'ha;
+  assign \$73  = a_shift_0 < 4'h9;
+  assign \$74  = a_shift_0 < 4'h8;
+  assign \$75  = a_shift_0 < 3'h7;
+  assign \$76  = a_shift_0 < 3'h6;
+  assign \$77  = a_shift_0 < 3'h5;
+  assign \$78  = a_shift_0 < 3'h4;
+  assign \$79  = a_shift_0 < 2'h3;
+  assign \$80  = a_shift_0 < 2'h2;
+  assign \$81  = a_shift_0 < 1'h1;
+  assign \$82  = ~ { \$67 , \$66  };
+  assign \$844  = b_fine_0 * 4'h8;
+  assign \$83  = b_data[31:0] >> \$844 ;
+  assign \$84  = prev[7:0] & { b_use_prev[0], b_use_prev[0], b_use_prev[0], b_use_prev[0], b_use_prev[0], b_use_prev[0], b_use_prev[0], b_use_prev[0] };
+  assign \$848  = b_fine_0 * 4'h8;
+  assign \$85  = b_data[31:0] >> \$848 ;
+  assign \$86  = \$85  & { b_use_cur[0], b_use_cur[0], b_use_cur[0], b_use_cur[0], b_use_cur[0], b_use_cur[0], b_use_cur[0], b_use_cur[0] };
+  assign \$87  = \$84  | \$86 ;
+  assign \$853  = b_fine_0 * 4'h8;
+  assign \$88  = b_data[39:8] >> \$853 ;
+  assign \$89  = prev[15:8] & { b_use_prev[1], b_use_prev[1], b_use_prev[1], b_use_prev[1], b_use_prev[1], b_use_prev[1], b_use_prev[1], b_use_prev[1] };
+  assign \$857  = b_fine_0 * 4'h8;
+  assign \$90  = b_data[39:8] >> \$857 ;
+  assign \$91  = \$90  & { b_use_cur[1], b_use_cur[1], b_use_cur[1], b_use_cur[1], b_use_cur[1], b_use_cur[1], b_use_cur[1], b_use_cur[1] };
+  assign \$92  = \$89  | \$91 ;
+  assign \$93  = ~ a_skid_valid_1;
+  assign \$94  = ~ a_valid_1;
+  assign \$95  = ~ i__valid;
+  assign \$96  = \$94  | \$95 ;
+  assign \$97  = \$93  & \$96 ;
+  assign \$98  = a_ready_1 | \$97 ;
+  assign \$99  = ~ a_valid_1;
+  assign \$100  = a_ready_1 | \$99 ;
+  assign \$870  = a_shift_1[3:2] * 4'h8;
+  assign \$101  = { a_data[119:112], a_data[87:80], a_data[55:48], a_data[23:16] } >> \$870 ;
+  assign \$873  = a_shift_1[3:2] * 4'h8;
+  assign \$102  = { a_data[127:120], a_data[95:88], a_data[63:56], a_data[31:24] } >> \$873 ;
+  assign \$103  = b_valid_1 & b_emit;
+  assign \$104  = b_shift < 5'h10;
+  assign \$105  = b_shift < 4'hf;
+  assign \$106  = b_shift < 4'he;
+  assign \$107  = b_shift < 4'hd;
+  assign \$108  = b_shift < 4'hc;
+  assign \$109  = b_shift < 4'hb;
+  assign \$110  = b_shift < 4'ha;
+  assign \$111  = b_shift < 4'h9;
+  assign \$112  = b_shift < 4'h8;
+  assign \$113  = b_shift < 3'h7;
+  assign \$114  = b_shift < 3'h6;
+  assign \$115  = b_shift < 3'h5;
+  assign \$116  = b_shift < 3'h4;
+  assign \$117  = b_shift < 2'h3;
+  assign \$118  = b_shift < 2'h2;
+  assign \$119  = b_shift < 1'h1;
+  assign \$120  = a_valid_1 & a_ctl[1];
+  assign \$121  = \$120  & a_ctl[3];
+  assign \$122  = a_shift_1 < 5'h10;
+  assign \$123  = a_shift_1 < 4'hf;
+  assign \$124  = a_shift_1 < 4'he;
+  assign \$125  = a_shift_1 < 4'hd;
+  assign \$126  = a_shift_1 < 4'hc;
+  assign \$127  = a_shift_1 < 4'hb;
+  assign \$128  = a_shift_1 < 4'ha;
+  assign \$129  = a_shift_1 < 4'h9;
+  assign \$130  = a_shift_1 < 4'h8;
+  assign \$131  = a_shift_1 < 3'h7;
+  assign \$132  = a_shift_1 < 3'h6;
+  assign \$133  = a_shift_1 < 3'h5;
+  assign \$134  = a_shift_1 < 3'h4;
+  assign \$135  = a_shift_1 < 2'h3;
+  assign \$136  = a_shift_1 < 2'h2;
+  assign \$137  = a_shift_1 < 1'h1;
+  assign \$138  = ~ { a_ctl[0], a_ctl[0] };
+  assign \$139  = { \$125 , \$124  } & \$138 ;
+  assign \$140  = a_shift_1 < 5'h10;
+  assign \$141  = a_shift_1 < 4'hf;
+  assign \$142  = a_shift_1 < 4'he;
+  assign \$143  = a_shift_1 < 4'hd;
+  assign \$144  = a_shift_1 < 4'hc;
+  assign \$145  = a_shift_1 < 4'hb;
+  assign \$146  = a_shift_1 < 4'ha;
+  assign \$147  = a_shift_1 < 4'h9;
+  assign \$148  = a_shift_1 < 4'h8;
+  assign \$149  = a_shift_1 < 3'h7;
+  assign \$150  = a_shift_1 < 3'h6;
+  assign \$151  = a_shift_1 < 3'h5;
+  assign \$152  = a_shift_1 < 3'h4;
+  assign \$153  = a_shift_1 < 2'h3;
+  assign \$154  = a_shift_1 < 2'h2;
+  assign \$155  = a_shift_1 < 1'h1;
+  assign \$156  = ~ { \$143 , \$142  };
+  assign \$930  = b_fine_1 * 4'h8;
+  assign \$157  = b_data[47:16] >> \$930 ;
+  assign \$158  = prev[23:16] & { b_use_prev[2], b_use_prev[2], b_use_prev[2], b_use_prev[2], b_use_prev[2], b_use_prev[2], b_use_prev[2], b_use_prev[2] };
+  assign \$934  = b_fine_1 * 4'h8;
+  assign \$159  = b_data[47:16] >> \$934 ;
+  assign \$160  = \$159  & { b_use_cur[2], b_use_cur[2], b_use_cur[2], b_use_cur[2], b_use_cur[2], b_use_cur[2], b_use_cur[2], b_use_cur[2] };
+  assign \$161  = \$158  | \$160 ;
+  assign \$939  = b_fine_1 * 4'h8;
+  assign \$162  = b_data[55:24] >> \$939 ;
+  assign \$163  = prev[31:24] & { b_use_prev[3], b_use_prev[3], b_use_prev[3], b_use_prev[3], b_use_prev[3], b_use_prev[3], b_use_prev[3], b_use_prev[3] };
+  assign \$943  = b_fine_1 * 4'h8;
+  assign \$164  = b_data[55:24] >> \$943 ;
+  assign \$165  = \$164  & { b_use_cur[3], b_use_cur[3], b_use_cur[3], b_use_cur[3], b_use_cur[3], b_use_cur[3], b_use_cur[3], b_use_cur[3] };
+  assign \$166  = \$163  | \$165 ;
+  assign \$167  = ~ a_skid_valid_2;
+  assign \$168  = ~ a_valid_2;
+  assign \$169  = ~ i__valid;
+  assign \$170  = \$168  | \$169 ;
+  assign \$171  = \$167  & \$170 ;
+  assign \$172  = a_ready_2 | \$171 ;
+  assign \$173  = ~ a_valid_2;
+  assign \$174  = a_ready_2 | \$173 ;
+  assign \$956  = a_shift_2[3:2] * 4'h8;
+  assign \$175  = { a_data[7:0], a_data[103:96], a_data[71:64], a_data[39:32] } >> \$956 ;
+  assign \$959  = a_shift_2[3:2] * 4'h8;
+  assign \$176  = { a_data[15:8], a_data[111:104], a_data[79:72], a_data[47:40] } >> \$959 ;
+  assign \$177  = b_valid_2 & b_emit;
+  assign \$178  = b_shift < 5'h10;
+  assign \$179  = b_shift < 4'hf;
+  assign \$180  = b_shift < 4'he;
+  assign \$181  = b_shift < 4'hd;
+  assign \$182  = b_shift < 4'hc;
+  assign \$183  = b_shift < 4'hb;
+  assign \$184  = b_shift < 4'ha;
+  assign \$185  = b_shift < 4'h9;
+  assign \$186  = b_shift < 4'h8;
+  assign \$187  = b_shift < 3'h7;
+  assign \$188  = b_shift < 3'h6;
+  assign \$189  = b_shift < 3'h5;
+  assign \$190  = b_shift < 3'h4;
+  assign \$191  = b_shift < 2'h3;
+  assign \$192  = b_shift < 2'h2;
+  assign \$193  = b_shift < 1'h1;
+  assign \$194  = a_valid_2 & a_ctl[1];
+  assign \$195  = \$194  & a_ctl[3];
+  assign \$196  = a_shift_2 < 5'h10;
+  assign \$197  = a_shift_2 < 4'hf;
+  assign \$198  = a_shift_2 < 4'he;
+  assign \$199  = a_shift_2 < 4'hd;
+  assign \$200  = a_shift_2 < 4'hc;
+  assign \$201  = a_shift_2 < 4'hb;
+  assign \$202  = a_shift_2 < 4'ha;
+  assign \$203  = a_shift_2 < 4'h9;
+  assign \$204  = a_shift_2 < 4'h8;
+  assign \$205  = a_shift_2 < 3'h7;
+  assign \$206  = a_shift_2 < 3'h6;
+  assign \$207  = a_shift_2 < 3'h5;
+  assign \$208  = a_shift_2 < 3'h4;
+  assign \$209  = a_shift_2 < 2'h3;
+  assign \$210  = a_shift_2 < 2'h2;
+  assign \$211  = a_shift_2 < 1'h1;
+  assign \$212  = ~ { a_ctl[0], a_ctl[0] };
+  assign \$213  = { \$201 , \$200  } & \$212 ;
+  assign \$214  = a_shift_2 < 5'h10;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$620  = \$621 ;
-    if (advance_0) begin
-      \$620 [0] = b_first;
-      \$620 [1] = b_last;
-      \$620 [31:2] = b_meta;
+    \$633  = \$634 ;
+    if (advance_8) begin
+      \$633 [0] = b_first;
+      \$633 [1] = b_last;
+      \$633 [31:2] = b_meta;
     end
     if (rst) begin
-      \$620  = 32'd0;
+      \$633  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$622  = \$22 ;
+    \$635  = \$24 ;
     if (rst) begin
-      \$622  = 1'h1;
+      \$635  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$623  = a_valid_0;
+    \$636  = a_valid_0;
     if (i__ready) begin
-      if (\$24 ) begin
-        \$623  = i__valid;
+      if (\$26 ) begin
+        \$636  = i__valid;
       end
     end else if (a_ready_0) begin
-      \$623  = a_skid_valid_0;
+      \$636  = a_skid_valid_0;
     end
     if (rst) begin
-      \$623  = 1'h0;
+      \$636  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$624  = a_data;
+    \$637  = a_shift_0;
     if (i__ready) begin
-      if (\$24 ) begin
-        \$624 [15:0] = i__payload[15:0];
+      if (\$26 ) begin
+        \$637  = i__payload[134:130];
       end
     end else if (a_ready_0) begin
-      \$624 [15:0] = a_skid_data[15:0];
+      \$637  = a_skid_shift_0;
     end
-    if (\in_ready_1$85 ) begin
-      if (\$109 ) begin
-        \$624 [31:16] = i__payload[31:16];
+    if (rst) begin
+      \$637  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$638  = a_data;
+    if (i__ready) begin
+      if (\$26 ) begin
+        \$638 [15:0] = i__payload[15:0];
+      end
+    end else if (a_ready_0) begin
+      \$638 [15:0] = a_skid_data[15:0];
+    end
+    if (\in_ready_1$87 ) begin
+      if (\$100 ) begin
+        \$638 [31:16] = i__payload[31:16];
       end
     end else if (a_ready_1) begin
-      \$624 [31:16] = a_skid_data[31:16];
+      \$638 [31:16] = a_skid_data[31:16];
     end
-    if (\in_ready_2$91 ) begin
-      if (\$183 ) begin
-        \$624 [47:32] = i__payload[47:32];
+    if (\in_ready_2$93 ) begin
+      if (\$174 ) begin
+        \$638 [47:32] = i__payload[47:32];
       end
     end else if (a_ready_2) begin
-      \$624 [47:32] = a_skid_data[47:32];
+      \$638 [47:32] = a_skid_data[47:32];
     end
-    if (\in_ready_3$97 ) begin
-      if (\$257 ) begin
-        \$624 [63:48] = i__payload[63:48];
+    if (\in_ready_3$99 ) begin
+      if (\$248 ) begin
+        \$638 [63:48] = i__payload[63:48];
       end
     end else if (a_ready_3) begin
-      \$624 [63:48] = a_skid_data[63:48];
+      \$638 [63:48] = a_skid_data[63:48];
     end
-    if (\in_ready_4$103 ) begin
-      if (\$331 ) begin
-        \$624 [79:64] = i__payload[79:64];
+    if (\in_ready_4$105 ) begin
+      if (\$322 ) begin
+        \$638 [79:64] = i__payload[79:64];
       end
     end else if (a_ready_4) begin
-      \$624 [79:64] = a_skid_data[79:64];
+      \$638 [79:64] = a_skid_data[79:64];
     end
-    if (\in_ready_5$109 ) begin
-      if (\$405 ) begin
-        \$624 [95:80] = i__payload[95:80];
+    if (\in_ready_5$111 ) begin
+      if (\$396 ) begin
+        \$638 [95:80] = i__payload[95:80];
       end
     end else if (a_ready_5) begin
-      \$624 [95:80] = a_skid_data[95:80];
+      \$638 [95:80] = a_skid_data[95:80];
     end
-    if (\in_ready_6$115 ) begin
-      if (\$479 ) begin
-        \$624 [111:96] = i__payload[111:96];
+    if (\in_ready_6$117 ) begin
+      if (\$470 ) begin
+        \$638 [111:96] = i__payload[111:96];
       end
     end else if (a_ready_6) begin
-      \$624 [111:96] = a_skid_data[111:96];
+      \$638 [111:96] = a_skid_data[111:96];
     end
-    if (\in_ready_7$121 ) begin
-      if (\$553 ) begin
-        \$624 [127:112] = i__payload[127:112];
+    if (\in_ready_7$123 ) begin
+      if (\$544 ) begin
+        \$638 [127:112] = i__payload[127:112];
       end
     end else if (a_ready_7) begin
-      \$624 [127:112] = a_skid_data[127:112];
+      \$638 [127:112] = a_skid_data[127:112];
     end
     if (rst) begin
-      \$624  = 128'h00000000000000000000000000000000;
+      \$638  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$625  = a_shift_0;
+    \$639  = a_skid_valid_0;
     if (i__ready) begin
-      if (\$24 ) begin
-        \$625  = i__payload[134:130];
+      (* full_case = 32'd1 *)
+      if (\$26 ) begin
+      end else begin
+        \$639  = i__valid;
       end
     end else if (a_ready_0) begin
-      \$625  = a_skid_shift_0;
-    end
-    if (rst) begin
-      \$625  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$626  = a_ctl;
-    if (i__ready) begin
-      if (\$24 ) begin
-        \$626  = i_ctl;
-      end
-    end else if (a_ready_0) begin
-      \$626  = a_skid_ctl;
-    end
-    if (rst) begin
-      \$626  = 34'h000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$627  = a_skid_valid_0;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$24 ) begin
-      end else begin
-        \$627  = i__valid;
-      end
-    end else if (a_ready_0) begin
-      \$627  = 1'h0;
-    end
-    if (rst) begin
-      \$627  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$628  = a_skid_data;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$24 ) begin
-      end else begin
-        \$628 [15:0] = i__payload[15:0];
-      end
-    end
-    if (\in_ready_1$85 ) begin
-      (* full_case = 32'd1 *)
-      if (\$109 ) begin
-      end else begin
-        \$628 [31:16] = i__payload[31:16];
-      end
-    end
-    if (\in_ready_2$91 ) begin
-      (* full_case = 32'd1 *)
-      if (\$183 ) begin
-      end else begin
-        \$628 [47:32] = i__payload[47:32];
-      end
-    end
-    if (\in_ready_3$97 ) begin
-      (* full_case = 32'd1 *)
-      if (\$257 ) begin
-      end else begin
-        \$628 [63:48] = i__payload[63:48];
-      end
-    end
-    if (\in_ready_4$103 ) begin
-      (* full_case = 32'd1 *)
-      if (\$331 ) begin
-      end else begin
-        \$628 [79:64] = i__payload[79:64];
-      end
-    end
-    if (\in_ready_5$109 ) begin
-      (* full_case = 32'd1 *)
-      if (\$405 ) begin
-      end else begin
-        \$628 [95:80] = i__payload[95:80];
-      end
-    end
-    if (\in_ready_6$115 ) begin
-      (* full_case = 32'd1 *)
-      if (\$479 ) begin
-      end else begin
-        \$628 [111:96] = i__payload[111:96];
-      end
-    end
-    if (\in_ready_7$121 ) begin
-      (* full_case = 32'd1 *)
-      if (\$553 ) begin
-      end else begin
-        \$628 [127:112] = i__payload[127:112];
-      end
-    end
-    if (rst) begin
-      \$628  = 128'h00000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$629  = a_skid_shift_0;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$24 ) begin
-      end else begin
-        \$629  = i__payload[134:130];
-      end
-    end
-    if (rst) begin
-      \$629  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$630  = a_skid_ctl;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$24 ) begin
-      end else begin
-        \$630  = i_ctl;
-      end
-    end
-    if (rst) begin
-      \$630  = 34'h000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$631  = b_data;
-    if (take_0) begin
-      \$631 [7:0] = \$25 ;
-      \$631 [15:8] = \$26 ;
-    end
-    if (take_1) begin
-      \$631 [23:16] = \$110 ;
-      \$631 [31:24] = \$111 ;
-    end
-    if (take_2) begin
-      \$631 [39:32] = \$184 ;
-      \$631 [47:40] = \$185 ;
-    end
-    if (take_3) begin
-      \$631 [55:48] = \$258 ;
-      \$631 [63:56] = \$259 ;
-    end
-    if (take_4) begin
-      \$631 [71:64] = \$332 ;
-      \$631 [79:72] = \$333 ;
-    end
-    if (take_5) begin
-      \$631 [87:80] = \$406 ;
-      \$631 [95:88] = \$407 ;
-    end
-    if (take_6) begin
-      \$631 [103:96] = \$480 ;
-      \$631 [111:104] = \$481 ;
-    end
-    if (take_7) begin
-      \$631 [119:112] = \$554 ;
-      \$631 [127:120] = \$555 ;
-    end
-    if (rst) begin
-      \$631  = 128'h00000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$632  = b_fine_0;
-    if (take_0) begin
-      \$632  = a_shift_0[1:0];
-    end
-    if (rst) begin
-      \$632  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$633  = c_valid_0;
-    if (advance_0) begin
-      \$633  = \$27 ;
-    end
-    if (rst) begin
-      \$633  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$634  = b_valid_0;
-    if (advance_0) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_0) begin
-        \$634  = 1'h1;
-      end else begin
-        \$634  = a_valid_0;
-      end
-    end
-    if (rst) begin
-      \$634  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$635  = flush_pending_0;
-    if (advance_0) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_0) begin
-        \$635  = 1'h0;
-      end else begin
-        \$635  = \$45 ;
-      end
-    end
-    if (rst) begin
-      \$635  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$636  = b_use_prev;
-    if (advance_0) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_0) begin
-        \$636 [1:0] = { \$29 , \$28  };
-      end else begin
-        \$636 [1:0] = \$63 ;
-      end
-    end
-    if (advance_1) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_1) begin
-        \$636 [3:2] = { \$116 , \$115  };
-      end else begin
-        \$636 [3:2] = \$148 ;
-      end
-    end
-    if (advance_2) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_2) begin
-        \$636 [5:4] = { \$192 , \$191  };
-      end else begin
-        \$636 [5:4] = \$222 ;
-      end
-    end
-    if (advance_3) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_3) begin
-        \$636 [7:6] = { \$268 , \$267  };
-      end else begin
-        \$636 [7:6] = \$296 ;
-      end
-    end
-    if (advance_4) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_4) begin
-        \$636 [9:8] = { \$344 , \$343  };
-      end else begin
-        \$636 [9:8] = \$370 ;
-      end
-    end
-    if (advance_5) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_5) begin
-        \$636 [11:10] = { \$420 , \$419  };
-      end else begin
-        \$636 [11:10] = \$444 ;
-      end
-    end
-    if (advance_6) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_6) begin
-        \$636 [13:12] = { \$496 , \$495  };
-      end else begin
-        \$636 [13:12] = \$518 ;
-      end
-    end
-    if (advance_7) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_7) begin
-        \$636 [15:14] = { \$572 , \$571  };
-      end else begin
-        \$636 [15:14] = \$592 ;
-      end
-    end
-    if (rst) begin
-      \$636  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$637  = b_use_cur;
-    if (advance_0) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_0) begin
-        \$637 [1:0] = 2'h0;
-      end else begin
-        \$637 [1:0] = \$80 ;
-      end
-    end
-    if (advance_1) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_1) begin
-        \$637 [3:2] = 2'h0;
-      end else begin
-        \$637 [3:2] = \$165 ;
-      end
-    end
-    if (advance_2) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_2) begin
-        \$637 [5:4] = 2'h0;
-      end else begin
-        \$637 [5:4] = \$239 ;
-      end
-    end
-    if (advance_3) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_3) begin
-        \$637 [7:6] = 2'h0;
-      end else begin
-        \$637 [7:6] = \$313 ;
-      end
-    end
-    if (advance_4) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_4) begin
-        \$637 [9:8] = 2'h0;
-      end else begin
-        \$637 [9:8] = \$387 ;
-      end
-    end
-    if (advance_5) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_5) begin
-        \$637 [11:10] = 2'h0;
-      end else begin
-        \$637 [11:10] = \$461 ;
-      end
-    end
-    if (advance_6) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_6) begin
-        \$637 [13:12] = 2'h0;
-      end else begin
-        \$637 [13:12] = \$535 ;
-      end
-    end
-    if (advance_7) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_7) begin
-        \$637 [15:14] = 2'h0;
-      end else begin
-        \$637 [15:14] = \$609 ;
-      end
-    end
-    if (rst) begin
-      \$637  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$638  = b_emit;
-    if (advance_0) begin
-      if (flush_pending_0) begin
-        \$638  = 1'h1;
-      end else if (a_valid_0) begin
-        \$638  = \$83 ;
-      end
-    end
-    if (rst) begin
-      \$638  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$639  = b_first;
-    if (advance_0) begin
-      if (flush_pending_0) begin
-        \$639  = \$81 ;
-      end else if (a_valid_0) begin
-        \$639  = \$84 ;
-      end
+      \$639  = 1'h0;
     end
     if (rst) begin
       \$639  = 1'h0;
@@ -6595,218 +6424,406 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$640  = b_last;
-    if (advance_0) begin
-      if (flush_pending_0) begin
-        \$640  = 1'h1;
-      end else if (a_valid_0) begin
-        \$640  = \$86 ;
-      end
-    end
-    if (rst) begin
-      \$640  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$641  = started;
-    if (advance_0) begin
-      if (flush_pending_0) begin
-        \$641  = 1'h0;
-      end else if (a_valid_0) begin
-        if (\$88 ) begin
-          \$641  = \$91 ;
-        end
-      end
-    end
-    if (rst) begin
-      \$641  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$642  = b_meta;
-    if (advance_0) begin
-      if (flush_pending_0) begin
-      end else if (a_valid_0) begin
-        \$642  = a_ctl[33:4];
-      end
-    end
-    if (rst) begin
-      \$642  = 30'h00000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$643  = b_shift;
-    if (advance_0) begin
-      if (flush_pending_0) begin
-      end else if (a_valid_0) begin
-        \$643  = a_shift_0;
-      end
-    end
-    if (rst) begin
-      \$643  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$644  = prev;
-    if (advance_0) begin
-      \$644 [7:0] = \$92 ;
-      \$644 [15:8] = \$97 ;
-    end
-    if (advance_1) begin
-      \$644 [23:16] = \$166 ;
-      \$644 [31:24] = \$171 ;
-    end
-    if (advance_2) begin
-      \$644 [39:32] = \$240 ;
-      \$644 [47:40] = \$245 ;
-    end
-    if (advance_3) begin
-      \$644 [55:48] = \$314 ;
-      \$644 [63:56] = \$319 ;
-    end
-    if (advance_4) begin
-      \$644 [71:64] = \$388 ;
-      \$644 [79:72] = \$393 ;
-    end
-    if (advance_5) begin
-      \$644 [87:80] = \$462 ;
-      \$644 [95:88] = \$467 ;
-    end
-    if (advance_6) begin
-      \$644 [103:96] = \$536 ;
-      \$644 [111:104] = \$541 ;
-    end
-    if (advance_7) begin
-      \$644 [119:112] = \$610 ;
-      \$644 [127:120] = \$615 ;
-    end
-    if (rst) begin
-      \$644  = 128'h00000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$645  = out_data;
-    if (advance_0) begin
-      \$645 [7:0] = \$96 ;
-      \$645 [15:8] = \$101 ;
-    end
-    if (advance_1) begin
-      \$645 [23:16] = \$170 ;
-      \$645 [31:24] = \$175 ;
-    end
-    if (advance_2) begin
-      \$645 [39:32] = \$244 ;
-      \$645 [47:40] = \$249 ;
-    end
-    if (advance_3) begin
-      \$645 [55:48] = \$318 ;
-      \$645 [63:56] = \$323 ;
-    end
-    if (advance_4) begin
-      \$645 [71:64] = \$392 ;
-      \$645 [79:72] = \$397 ;
-    end
-    if (advance_5) begin
-      \$645 [87:80] = \$466 ;
-      \$645 [95:88] = \$471 ;
-    end
-    if (advance_6) begin
-      \$645 [103:96] = \$540 ;
-      \$645 [111:104] = \$545 ;
-    end
-    if (advance_7) begin
-      \$645 [119:112] = \$614 ;
-      \$645 [127:120] = \$619 ;
-    end
-    if (rst) begin
-      \$645  = 128'h00000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$646  = \$107 ;
-    if (rst) begin
-      \$646  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$647  = a_valid_1;
-    if (\in_ready_1$85 ) begin
-      if (\$109 ) begin
-        \$647  = i__valid;
-      end
-    end else if (a_ready_1) begin
-      \$647  = a_skid_valid_1;
-    end
-    if (rst) begin
-      \$647  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$648  = a_shift_1;
-    if (\in_ready_1$85 ) begin
-      if (\$109 ) begin
-        \$648  = i__payload[134:130];
-      end
-    end else if (a_ready_1) begin
-      \$648  = a_skid_shift_1;
-    end
-    if (rst) begin
-      \$648  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$649  = a_skid_valid_1;
-    if (\in_ready_1$85 ) begin
+    \$640  = a_skid_shift_0;
+    if (i__ready) begin
       (* full_case = 32'd1 *)
-      if (\$109 ) begin
+      if (\$26 ) begin
       end else begin
-        \$649  = i__valid;
+        \$640  = i__payload[134:130];
       end
-    end else if (a_ready_1) begin
-      \$649  = 1'h0;
     end
     if (rst) begin
-      \$649  = 1'h0;
+      \$640  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$650  = a_skid_shift_1;
-    if (\in_ready_1$85 ) begin
+    \$641  = a_skid_data;
+    if (i__ready) begin
       (* full_case = 32'd1 *)
-      if (\$109 ) begin
+      if (\$26 ) begin
       end else begin
-        \$650  = i__payload[134:130];
+        \$641 [15:0] = i__payload[15:0];
+      end
+    end
+    if (\in_ready_1$87 ) begin
+      (* full_case = 32'd1 *)
+      if (\$100 ) begin
+      end else begin
+        \$641 [31:16] = i__payload[31:16];
+      end
+    end
+    if (\in_ready_2$93 ) begin
+      (* full_case = 32'd1 *)
+      if (\$174 ) begin
+      end else begin
+        \$641 [47:32] = i__payload[47:32];
+      end
+    end
+    if (\in_ready_3$99 ) begin
+      (* full_case = 32'd1 *)
+      if (\$248 ) begin
+      end else begin
+        \$641 [63:48] = i__payload[63:48];
+      end
+    end
+    if (\in_ready_4$105 ) begin
+      (* full_case = 32'd1 *)
+      if (\$322 ) begin
+      end else begin
+        \$641 [79:64] = i__payload[79:64];
+      end
+    end
+    if (\in_ready_5$111 ) begin
+      (* full_case = 32'd1 *)
+      if (\$396 ) begin
+      end else begin
+        \$641 [95:80] = i__payload[95:80];
+      end
+    end
+    if (\in_ready_6$117 ) begin
+      (* full_case = 32'd1 *)
+      if (\$470 ) begin
+      end else begin
+        \$641 [111:96] = i__payload[111:96];
+      end
+    end
+    if (\in_ready_7$123 ) begin
+      (* full_case = 32'd1 *)
+      if (\$544 ) begin
+      end else begin
+        \$641 [127:112] = i__payload[127:112];
       end
     end
     if (rst) begin
-      \$650  = 5'h00;
+      \$641  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$651  = b_fine_1;
+    \$642  = b_data;
+    if (take_0) begin
+      \$642 [7:0] = \$27 ;
+      \$642 [15:8] = \$28 ;
+    end
     if (take_1) begin
-      \$651  = a_shift_1[1:0];
+      \$642 [23:16] = \$101 ;
+      \$642 [31:24] = \$102 ;
+    end
+    if (take_2) begin
+      \$642 [39:32] = \$175 ;
+      \$642 [47:40] = \$176 ;
+    end
+    if (take_3) begin
+      \$642 [55:48] = \$249 ;
+      \$642 [63:56] = \$250 ;
+    end
+    if (take_4) begin
+      \$642 [71:64] = \$323 ;
+      \$642 [79:72] = \$324 ;
+    end
+    if (take_5) begin
+      \$642 [87:80] = \$397 ;
+      \$642 [95:88] = \$398 ;
+    end
+    if (take_6) begin
+      \$642 [103:96] = \$471 ;
+      \$642 [111:104] = \$472 ;
+    end
+    if (take_7) begin
+      \$642 [119:112] = \$545 ;
+      \$642 [127:120] = \$546 ;
     end
     if (rst) begin
-      \$651  = 2'h0;
+      \$642  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$652  = c_valid_1;
+    \$643  = b_fine_0;
+    if (take_0) begin
+      \$643  = a_shift_0[1:0];
+    end
+    if (rst) begin
+      \$643  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$644  = c_valid_0;
+    if (advance_0) begin
+      \$644  = \$29 ;
+    end
+    if (rst) begin
+      \$644  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$645  = b_valid_0;
+    if (advance_0) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_0) begin
+        \$645  = 1'h1;
+      end else begin
+        \$645  = a_valid_0;
+      end
+    end
+    if (rst) begin
+      \$645  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$646  = flush_pending_0;
+    if (advance_0) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_0) begin
+        \$646  = 1'h0;
+      end else begin
+        \$646  = \$47 ;
+      end
+    end
+    if (rst) begin
+      \$646  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$647  = b_use_prev;
+    if (advance_0) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_0) begin
+        \$647 [1:0] = { \$31 , \$30  };
+      end else begin
+        \$647 [1:0] = \$65 ;
+      end
+    end
     if (advance_1) begin
-      \$652  = \$112 ;
+      (* full_case = 32'd1 *)
+      if (flush_pending_1) begin
+        \$647 [3:2] = { \$107 , \$106  };
+      end else begin
+        \$647 [3:2] = \$139 ;
+      end
+    end
+    if (advance_2) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_2) begin
+        \$647 [5:4] = { \$183 , \$182  };
+      end else begin
+        \$647 [5:4] = \$213 ;
+      end
+    end
+    if (advance_3) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_3) begin
+        \$647 [7:6] = { \$259 , \$258  };
+      end else begin
+        \$647 [7:6] = \$287 ;
+      end
+    end
+    if (advance_4) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_4) begin
+        \$647 [9:8] = { \$335 , \$334  };
+      end else begin
+        \$647 [9:8] = \$361 ;
+      end
+    end
+    if (advance_5) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_5) begin
+        \$647 [11:10] = { \$411 , \$410  };
+      end else begin
+        \$647 [11:10] = \$435 ;
+      end
+    end
+    if (advance_6) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_6) begin
+        \$647 [13:12] = { \$487 , \$486  };
+      end else begin
+        \$647 [13:12] = \$509 ;
+      end
+    end
+    if (advance_7) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_7) begin
+        \$647 [15:14] = { \$563 , \$562  };
+      end else begin
+        \$647 [15:14] = \$583 ;
+      end
+    end
+    if (rst) begin
+      \$647  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$648  = b_use_cur;
+    if (advance_0) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_0) begin
+        \$648 [1:0] = 2'h0;
+      end else begin
+        \$648 [1:0] = \$82 ;
+      end
+    end
+    if (advance_1) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_1) begin
+        \$648 [3:2] = 2'h0;
+      end else begin
+        \$648 [3:2] = \$156 ;
+      end
+    end
+    if (advance_2) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_2) begin
+        \$648 [5:4] = 2'h0;
+      end else begin
+        \$648 [5:4] = \$230 ;
+      end
+    end
+    if (advance_3) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_3) begin
+        \$648 [7:6] = 2'h0;
+      end else begin
+        \$648 [7:6] = \$304 ;
+      end
+    end
+    if (advance_4) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_4) begin
+        \$648 [9:8] = 2'h0;
+      end else begin
+        \$648 [9:8] = \$378 ;
+      end
+    end
+    if (advance_5) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_5) begin
+        \$648 [11:10] = 2'h0;
+      end else begin
+        \$648 [11:10] = \$452 ;
+      end
+    end
+    if (advance_6) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_6) begin
+        \$648 [13:12] = 2'h0;
+      end else begin
+        \$648 [13:12] = \$526 ;
+      end
+    end
+    if (advance_7) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_7) begin
+        \$648 [15:14] = 2'h0;
+      end else begin
+        \$648 [15:14] = \$600 ;
+      end
+    end
+    if (rst) begin
+      \$648  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$649  = prev;
+    if (advance_0) begin
+      \$649 [7:0] = \$83 ;
+      \$649 [15:8] = \$88 ;
+    end
+    if (advance_1) begin
+      \$649 [23:16] = \$157 ;
+      \$649 [31:24] = \$162 ;
+    end
+    if (advance_2) begin
+      \$649 [39:32] = \$231 ;
+      \$649 [47:40] = \$236 ;
+    end
+    if (advance_3) begin
+      \$649 [55:48] = \$305 ;
+      \$649 [63:56] = \$310 ;
+    end
+    if (advance_4) begin
+      \$649 [71:64] = \$379 ;
+      \$649 [79:72] = \$384 ;
+    end
+    if (advance_5) begin
+      \$649 [87:80] = \$453 ;
+      \$649 [95:88] = \$458 ;
+    end
+    if (advance_6) begin
+      \$649 [103:96] = \$527 ;
+      \$649 [111:104] = \$532 ;
+    end
+    if (advance_7) begin
+      \$649 [119:112] = \$601 ;
+      \$649 [127:120] = \$606 ;
+    end
+    if (rst) begin
+      \$649  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$650  = out_data;
+    if (advance_0) begin
+      \$650 [7:0] = \$87 ;
+      \$650 [15:8] = \$92 ;
+    end
+    if (advance_1) begin
+      \$650 [23:16] = \$161 ;
+      \$650 [31:24] = \$166 ;
+    end
+    if (advance_2) begin
+      \$650 [39:32] = \$235 ;
+      \$650 [47:40] = \$240 ;
+    end
+    if (advance_3) begin
+      \$650 [55:48] = \$309 ;
+      \$650 [63:56] = \$314 ;
+    end
+    if (advance_4) begin
+      \$650 [71:64] = \$383 ;
+      \$650 [79:72] = \$388 ;
+    end
+    if (advance_5) begin
+      \$650 [87:80] = \$457 ;
+      \$650 [95:88] = \$462 ;
+    end
+    if (advance_6) begin
+      \$650 [103:96] = \$531 ;
+      \$650 [111:104] = \$536 ;
+    end
+    if (advance_7) begin
+      \$650 [119:112] = \$605 ;
+      \$650 [127:120] = \$610 ;
+    end
+    if (rst) begin
+      \$650  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$651  = \$98 ;
+    if (rst) begin
+      \$651  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$652  = a_valid_1;
+    if (\in_ready_1$87 ) begin
+      if (\$100 ) begin
+        \$652  = i__valid;
+      end
+    end else if (a_ready_1) begin
+      \$652  = a_skid_valid_1;
     end
     if (rst) begin
       \$652  = 1'h0;
@@ -6814,29 +6831,29 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$653  = b_valid_1;
-    if (advance_1) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_1) begin
-        \$653  = 1'h1;
-      end else begin
-        \$653  = a_valid_1;
+    \$653  = a_shift_1;
+    if (\in_ready_1$87 ) begin
+      if (\$100 ) begin
+        \$653  = i__payload[134:130];
       end
+    end else if (a_ready_1) begin
+      \$653  = a_skid_shift_1;
     end
     if (rst) begin
-      \$653  = 1'h0;
+      \$653  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$654  = flush_pending_1;
-    if (advance_1) begin
+    \$654  = a_skid_valid_1;
+    if (\in_ready_1$87 ) begin
       (* full_case = 32'd1 *)
-      if (flush_pending_1) begin
-        \$654  = 1'h0;
+      if (\$100 ) begin
       end else begin
-        \$654  = \$130 ;
+        \$654  = i__valid;
       end
+    end else if (a_ready_1) begin
+      \$654  = 1'h0;
     end
     if (rst) begin
       \$654  = 1'h0;
@@ -6844,84 +6861,84 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$655  = \$181 ;
-    if (rst) begin
-      \$655  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$656  = a_valid_2;
-    if (\in_ready_2$91 ) begin
-      if (\$183 ) begin
-        \$656  = i__valid;
-      end
-    end else if (a_ready_2) begin
-      \$656  = a_skid_valid_2;
-    end
-    if (rst) begin
-      \$656  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$657  = a_shift_2;
-    if (\in_ready_2$91 ) begin
-      if (\$183 ) begin
-        \$657  = i__payload[134:130];
-      end
-    end else if (a_ready_2) begin
-      \$657  = a_skid_shift_2;
-    end
-    if (rst) begin
-      \$657  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$658  = a_skid_valid_2;
-    if (\in_ready_2$91 ) begin
+    \$655  = a_skid_shift_1;
+    if (\in_ready_1$87 ) begin
       (* full_case = 32'd1 *)
-      if (\$183 ) begin
+      if (\$100 ) begin
       end else begin
-        \$658  = i__valid;
+        \$655  = i__payload[134:130];
       end
-    end else if (a_ready_2) begin
+    end
+    if (rst) begin
+      \$655  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$656  = b_fine_1;
+    if (take_1) begin
+      \$656  = a_shift_1[1:0];
+    end
+    if (rst) begin
+      \$656  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$657  = c_valid_1;
+    if (advance_1) begin
+      \$657  = \$103 ;
+    end
+    if (rst) begin
+      \$657  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$658  = b_valid_1;
+    if (advance_1) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_1) begin
+        \$658  = 1'h1;
+      end else begin
+        \$658  = a_valid_1;
+      end
+    end
+    if (rst) begin
       \$658  = 1'h0;
     end
-    if (rst) begin
-      \$658  = 1'h0;
-    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$659  = a_skid_shift_2;
-    if (\in_ready_2$91 ) begin
+    \$659  = flush_pending_1;
+    if (advance_1) begin
       (* full_case = 32'd1 *)
-      if (\$183 ) begin
+      if (flush_pending_1) begin
+        \$659  = 1'h0;
       end else begin
-        \$659  = i__payload[134:130];
+        \$659  = \$121 ;
       end
     end
     if (rst) begin
-      \$659  = 5'h00;
+      \$659  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$660  = b_fine_2;
-    if (take_2) begin
-      \$660  = a_shift_2[1:0];
-    end
+    \$660  = \$172 ;
     if (rst) begin
-      \$660  = 2'h0;
+      \$660  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$661  = c_valid_2;
-    if (advance_2) begin
-      \$661  = \$186 ;
+    \$661  = a_valid_2;
+    if (\in_ready_2$93 ) begin
+      if (\$174 ) begin
+        \$661  = i__valid;
+      end
+    end else if (a_ready_2) begin
+      \$661  = a_skid_valid_2;
     end
     if (rst) begin
       \$661  = 1'h0;
@@ -6929,29 +6946,29 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$662  = b_valid_2;
-    if (advance_2) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_2) begin
-        \$662  = 1'h1;
-      end else begin
-        \$662  = a_valid_2;
+    \$662  = a_shift_2;
+    if (\in_ready_2$93 ) begin
+      if (\$174 ) begin
+        \$662  = i__payload[134:130];
       end
+    end else if (a_ready_2) begin
+      \$662  = a_skid_shift_2;
     end
     if (rst) begin
-      \$662  = 1'h0;
+      \$662  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$663  = flush_pending_2;
-    if (advance_2) begin
+    \$663  = a_skid_valid_2;
+    if (\in_ready_2$93 ) begin
       (* full_case = 32'd1 *)
-      if (flush_pending_2) begin
-        \$663  = 1'h0;
+      if (\$174 ) begin
       end else begin
-        \$663  = \$204 ;
+        \$663  = i__valid;
       end
+    end else if (a_ready_2) begin
+      \$663  = 1'h0;
     end
     if (rst) begin
       \$663  = 1'h0;
@@ -6959,84 +6976,84 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$664  = \$255 ;
-    if (rst) begin
-      \$664  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$665  = a_valid_3;
-    if (\in_ready_3$97 ) begin
-      if (\$257 ) begin
-        \$665  = i__valid;
-      end
-    end else if (a_ready_3) begin
-      \$665  = a_skid_valid_3;
-    end
-    if (rst) begin
-      \$665  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$666  = a_shift_3;
-    if (\in_ready_3$97 ) begin
-      if (\$257 ) begin
-        \$666  = i__payload[134:130];
-      end
-    end else if (a_ready_3) begin
-      \$666  = a_skid_shift_3;
-    end
-    if (rst) begin
-      \$666  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$667  = a_skid_valid_3;
-    if (\in_ready_3$97 ) begin
+    \$664  = a_skid_shift_2;
+    if (\in_ready_2$93 ) begin
       (* full_case = 32'd1 *)
-      if (\$257 ) begin
+      if (\$174 ) begin
       end else begin
-        \$667  = i__valid;
+        \$664  = i__payload[134:130];
       end
-    end else if (a_ready_3) begin
+    end
+    if (rst) begin
+      \$664  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$665  = b_fine_2;
+    if (take_2) begin
+      \$665  = a_shift_2[1:0];
+    end
+    if (rst) begin
+      \$665  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$666  = c_valid_2;
+    if (advance_2) begin
+      \$666  = \$177 ;
+    end
+    if (rst) begin
+      \$666  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$667  = b_valid_2;
+    if (advance_2) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_2) begin
+        \$667  = 1'h1;
+      end else begin
+        \$667  = a_valid_2;
+      end
+    end
+    if (rst) begin
       \$667  = 1'h0;
     end
-    if (rst) begin
-      \$667  = 1'h0;
-    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$668  = a_skid_shift_3;
-    if (\in_ready_3$97 ) begin
+    \$668  = flush_pending_2;
+    if (advance_2) begin
       (* full_case = 32'd1 *)
-      if (\$257 ) begin
+      if (flush_pending_2) begin
+        \$668  = 1'h0;
       end else begin
-        \$668  = i__payload[134:130];
+        \$668  = \$195 ;
       end
     end
     if (rst) begin
-      \$668  = 5'h00;
+      \$668  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$669  = b_fine_3;
-    if (take_3) begin
-      \$669  = a_shift_3[1:0];
-    end
+    \$669  = \$246 ;
     if (rst) begin
-      \$669  = 2'h0;
+      \$669  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$670  = c_valid_3;
-    if (advance_3) begin
-      \$670  = \$260 ;
+    \$670  = a_valid_3;
+    if (\in_ready_3$99 ) begin
+      if (\$248 ) begin
+        \$670  = i__valid;
+      end
+    end else if (a_ready_3) begin
+      \$670  = a_skid_valid_3;
     end
     if (rst) begin
       \$670  = 1'h0;
@@ -7044,29 +7061,29 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$671  = b_valid_3;
-    if (advance_3) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_3) begin
-        \$671  = 1'h1;
-      end else begin
-        \$671  = a_valid_3;
+    \$671  = a_shift_3;
+    if (\in_ready_3$99 ) begin
+      if (\$248 ) begin
+        \$671  = i__payload[134:130];
       end
+    end else if (a_ready_3) begin
+      \$671  = a_skid_shift_3;
     end
     if (rst) begin
-      \$671  = 1'h0;
+      \$671  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$672  = flush_pending_3;
-    if (advance_3) begin
+    \$672  = a_skid_valid_3;
+    if (\in_ready_3$99 ) begin
       (* full_case = 32'd1 *)
-      if (flush_pending_3) begin
-        \$672  = 1'h0;
+      if (\$248 ) begin
       end else begin
-        \$672  = \$278 ;
+        \$672  = i__valid;
       end
+    end else if (a_ready_3) begin
+      \$672  = 1'h0;
     end
     if (rst) begin
       \$672  = 1'h0;
@@ -7074,84 +7091,84 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$673  = \$329 ;
-    if (rst) begin
-      \$673  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$674  = a_valid_4;
-    if (\in_ready_4$103 ) begin
-      if (\$331 ) begin
-        \$674  = i__valid;
-      end
-    end else if (a_ready_4) begin
-      \$674  = a_skid_valid_4;
-    end
-    if (rst) begin
-      \$674  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$675  = a_shift_4;
-    if (\in_ready_4$103 ) begin
-      if (\$331 ) begin
-        \$675  = i__payload[134:130];
-      end
-    end else if (a_ready_4) begin
-      \$675  = a_skid_shift_4;
-    end
-    if (rst) begin
-      \$675  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$676  = a_skid_valid_4;
-    if (\in_ready_4$103 ) begin
+    \$673  = a_skid_shift_3;
+    if (\in_ready_3$99 ) begin
       (* full_case = 32'd1 *)
-      if (\$331 ) begin
+      if (\$248 ) begin
       end else begin
-        \$676  = i__valid;
+        \$673  = i__payload[134:130];
       end
-    end else if (a_ready_4) begin
+    end
+    if (rst) begin
+      \$673  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$674  = b_fine_3;
+    if (take_3) begin
+      \$674  = a_shift_3[1:0];
+    end
+    if (rst) begin
+      \$674  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$675  = c_valid_3;
+    if (advance_3) begin
+      \$675  = \$251 ;
+    end
+    if (rst) begin
+      \$675  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$676  = b_valid_3;
+    if (advance_3) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_3) begin
+        \$676  = 1'h1;
+      end else begin
+        \$676  = a_valid_3;
+      end
+    end
+    if (rst) begin
       \$676  = 1'h0;
     end
-    if (rst) begin
-      \$676  = 1'h0;
-    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$677  = a_skid_shift_4;
-    if (\in_ready_4$103 ) begin
+    \$677  = flush_pending_3;
+    if (advance_3) begin
       (* full_case = 32'd1 *)
-      if (\$331 ) begin
+      if (flush_pending_3) begin
+        \$677  = 1'h0;
       end else begin
-        \$677  = i__payload[134:130];
+        \$677  = \$269 ;
       end
     end
     if (rst) begin
-      \$677  = 5'h00;
+      \$677  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$678  = b_fine_4;
-    if (take_4) begin
-      \$678  = a_shift_4[1:0];
-    end
+    \$678  = \$320 ;
     if (rst) begin
-      \$678  = 2'h0;
+      \$678  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$679  = c_valid_4;
-    if (advance_4) begin
-      \$679  = \$334 ;
+    \$679  = a_valid_4;
+    if (\in_ready_4$105 ) begin
+      if (\$322 ) begin
+        \$679  = i__valid;
+      end
+    end else if (a_ready_4) begin
+      \$679  = a_skid_valid_4;
     end
     if (rst) begin
       \$679  = 1'h0;
@@ -7159,29 +7176,29 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$680  = b_valid_4;
-    if (advance_4) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_4) begin
-        \$680  = 1'h1;
-      end else begin
-        \$680  = a_valid_4;
+    \$680  = a_shift_4;
+    if (\in_ready_4$105 ) begin
+      if (\$322 ) begin
+        \$680  = i__payload[134:130];
       end
+    end else if (a_ready_4) begin
+      \$680  = a_skid_shift_4;
     end
     if (rst) begin
-      \$680  = 1'h0;
+      \$680  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$681  = flush_pending_4;
-    if (advance_4) begin
+    \$681  = a_skid_valid_4;
+    if (\in_ready_4$105 ) begin
       (* full_case = 32'd1 *)
-      if (flush_pending_4) begin
-        \$681  = 1'h0;
+      if (\$322 ) begin
       end else begin
-        \$681  = \$352 ;
+        \$681  = i__valid;
       end
+    end else if (a_ready_4) begin
+      \$681  = 1'h0;
     end
     if (rst) begin
       \$681  = 1'h0;
@@ -7189,84 +7206,84 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$682  = \$403 ;
-    if (rst) begin
-      \$682  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$683  = a_valid_5;
-    if (\in_ready_5$109 ) begin
-      if (\$405 ) begin
-        \$683  = i__valid;
-      end
-    end else if (a_ready_5) begin
-      \$683  = a_skid_valid_5;
-    end
-    if (rst) begin
-      \$683  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$684  = a_shift_5;
-    if (\in_ready_5$109 ) begin
-      if (\$405 ) begin
-        \$684  = i__payload[134:130];
-      end
-    end else if (a_ready_5) begin
-      \$684  = a_skid_shift_5;
-    end
-    if (rst) begin
-      \$684  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$685  = a_skid_valid_5;
-    if (\in_ready_5$109 ) begin
+    \$682  = a_skid_shift_4;
+    if (\in_ready_4$105 ) begin
       (* full_case = 32'd1 *)
-      if (\$405 ) begin
+      if (\$322 ) begin
       end else begin
-        \$685  = i__valid;
+        \$682  = i__payload[134:130];
       end
-    end else if (a_ready_5) begin
+    end
+    if (rst) begin
+      \$682  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$683  = b_fine_4;
+    if (take_4) begin
+      \$683  = a_shift_4[1:0];
+    end
+    if (rst) begin
+      \$683  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$684  = c_valid_4;
+    if (advance_4) begin
+      \$684  = \$325 ;
+    end
+    if (rst) begin
+      \$684  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$685  = b_valid_4;
+    if (advance_4) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_4) begin
+        \$685  = 1'h1;
+      end else begin
+        \$685  = a_valid_4;
+      end
+    end
+    if (rst) begin
       \$685  = 1'h0;
     end
-    if (rst) begin
-      \$685  = 1'h0;
-    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$686  = a_skid_shift_5;
-    if (\in_ready_5$109 ) begin
+    \$686  = flush_pending_4;
+    if (advance_4) begin
       (* full_case = 32'd1 *)
-      if (\$405 ) begin
+      if (flush_pending_4) begin
+        \$686  = 1'h0;
       end else begin
-        \$686  = i__payload[134:130];
+        \$686  = \$343 ;
       end
     end
     if (rst) begin
-      \$686  = 5'h00;
+      \$686  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$687  = b_fine_5;
-    if (take_5) begin
-      \$687  = a_shift_5[1:0];
-    end
+    \$687  = \$394 ;
     if (rst) begin
-      \$687  = 2'h0;
+      \$687  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$688  = c_valid_5;
-    if (advance_5) begin
-      \$688  = \$408 ;
+    \$688  = a_valid_5;
+    if (\in_ready_5$111 ) begin
+      if (\$396 ) begin
+        \$688  = i__valid;
+      end
+    end else if (a_ready_5) begin
+      \$688  = a_skid_valid_5;
     end
     if (rst) begin
       \$688  = 1'h0;
@@ -7274,29 +7291,29 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$689  = b_valid_5;
-    if (advance_5) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_5) begin
-        \$689  = 1'h1;
-      end else begin
-        \$689  = a_valid_5;
+    \$689  = a_shift_5;
+    if (\in_ready_5$111 ) begin
+      if (\$396 ) begin
+        \$689  = i__payload[134:130];
       end
+    end else if (a_ready_5) begin
+      \$689  = a_skid_shift_5;
     end
     if (rst) begin
-      \$689  = 1'h0;
+      \$689  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$690  = flush_pending_5;
-    if (advance_5) begin
+    \$690  = a_skid_valid_5;
+    if (\in_ready_5$111 ) begin
       (* full_case = 32'd1 *)
-      if (flush_pending_5) begin
-        \$690  = 1'h0;
+      if (\$396 ) begin
       end else begin
-        \$690  = \$426 ;
+        \$690  = i__valid;
       end
+    end else if (a_ready_5) begin
+      \$690  = 1'h0;
     end
     if (rst) begin
       \$690  = 1'h0;
@@ -7304,84 +7321,84 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$691  = \$477 ;
-    if (rst) begin
-      \$691  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$692  = a_valid_6;
-    if (\in_ready_6$115 ) begin
-      if (\$479 ) begin
-        \$692  = i__valid;
-      end
-    end else if (a_ready_6) begin
-      \$692  = a_skid_valid_6;
-    end
-    if (rst) begin
-      \$692  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$693  = a_shift_6;
-    if (\in_ready_6$115 ) begin
-      if (\$479 ) begin
-        \$693  = i__payload[134:130];
-      end
-    end else if (a_ready_6) begin
-      \$693  = a_skid_shift_6;
-    end
-    if (rst) begin
-      \$693  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$694  = a_skid_valid_6;
-    if (\in_ready_6$115 ) begin
+    \$691  = a_skid_shift_5;
+    if (\in_ready_5$111 ) begin
       (* full_case = 32'd1 *)
-      if (\$479 ) begin
+      if (\$396 ) begin
       end else begin
-        \$694  = i__valid;
+        \$691  = i__payload[134:130];
       end
-    end else if (a_ready_6) begin
+    end
+    if (rst) begin
+      \$691  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$692  = b_fine_5;
+    if (take_5) begin
+      \$692  = a_shift_5[1:0];
+    end
+    if (rst) begin
+      \$692  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$693  = c_valid_5;
+    if (advance_5) begin
+      \$693  = \$399 ;
+    end
+    if (rst) begin
+      \$693  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$694  = b_valid_5;
+    if (advance_5) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_5) begin
+        \$694  = 1'h1;
+      end else begin
+        \$694  = a_valid_5;
+      end
+    end
+    if (rst) begin
       \$694  = 1'h0;
     end
-    if (rst) begin
-      \$694  = 1'h0;
-    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$695  = a_skid_shift_6;
-    if (\in_ready_6$115 ) begin
+    \$695  = flush_pending_5;
+    if (advance_5) begin
       (* full_case = 32'd1 *)
-      if (\$479 ) begin
+      if (flush_pending_5) begin
+        \$695  = 1'h0;
       end else begin
-        \$695  = i__payload[134:130];
+        \$695  = \$417 ;
       end
     end
     if (rst) begin
-      \$695  = 5'h00;
+      \$695  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$696  = b_fine_6;
-    if (take_6) begin
-      \$696  = a_shift_6[1:0];
-    end
+    \$696  = \$468 ;
     if (rst) begin
-      \$696  = 2'h0;
+      \$696  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$697  = c_valid_6;
-    if (advance_6) begin
-      \$697  = \$482 ;
+    \$697  = a_valid_6;
+    if (\in_ready_6$117 ) begin
+      if (\$470 ) begin
+        \$697  = i__valid;
+      end
+    end else if (a_ready_6) begin
+      \$697  = a_skid_valid_6;
     end
     if (rst) begin
       \$697  = 1'h0;
@@ -7389,29 +7406,29 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$698  = b_valid_6;
-    if (advance_6) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_6) begin
-        \$698  = 1'h1;
-      end else begin
-        \$698  = a_valid_6;
+    \$698  = a_shift_6;
+    if (\in_ready_6$117 ) begin
+      if (\$470 ) begin
+        \$698  = i__payload[134:130];
       end
+    end else if (a_ready_6) begin
+      \$698  = a_skid_shift_6;
     end
     if (rst) begin
-      \$698  = 1'h0;
+      \$698  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$699  = flush_pending_6;
-    if (advance_6) begin
+    \$699  = a_skid_valid_6;
+    if (\in_ready_6$117 ) begin
       (* full_case = 32'd1 *)
-      if (flush_pending_6) begin
-        \$699  = 1'h0;
+      if (\$470 ) begin
       end else begin
-        \$699  = \$500 ;
+        \$699  = i__valid;
       end
+    end else if (a_ready_6) begin
+      \$699  = 1'h0;
     end
     if (rst) begin
       \$699  = 1'h0;
@@ -7419,84 +7436,84 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$700  = \$551 ;
-    if (rst) begin
-      \$700  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$701  = a_valid_7;
-    if (\in_ready_7$121 ) begin
-      if (\$553 ) begin
-        \$701  = i__valid;
-      end
-    end else if (a_ready_7) begin
-      \$701  = a_skid_valid_7;
-    end
-    if (rst) begin
-      \$701  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$702  = a_shift_7;
-    if (\in_ready_7$121 ) begin
-      if (\$553 ) begin
-        \$702  = i__payload[134:130];
-      end
-    end else if (a_ready_7) begin
-      \$702  = a_skid_shift_7;
-    end
-    if (rst) begin
-      \$702  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$703  = a_skid_valid_7;
-    if (\in_ready_7$121 ) begin
+    \$700  = a_skid_shift_6;
+    if (\in_ready_6$117 ) begin
       (* full_case = 32'd1 *)
-      if (\$553 ) begin
+      if (\$470 ) begin
       end else begin
-        \$703  = i__valid;
+        \$700  = i__payload[134:130];
       end
-    end else if (a_ready_7) begin
+    end
+    if (rst) begin
+      \$700  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$701  = b_fine_6;
+    if (take_6) begin
+      \$701  = a_shift_6[1:0];
+    end
+    if (rst) begin
+      \$701  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$702  = c_valid_6;
+    if (advance_6) begin
+      \$702  = \$473 ;
+    end
+    if (rst) begin
+      \$702  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$703  = b_valid_6;
+    if (advance_6) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_6) begin
+        \$703  = 1'h1;
+      end else begin
+        \$703  = a_valid_6;
+      end
+    end
+    if (rst) begin
       \$703  = 1'h0;
     end
-    if (rst) begin
-      \$703  = 1'h0;
-    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$704  = a_skid_shift_7;
-    if (\in_ready_7$121 ) begin
+    \$704  = flush_pending_6;
+    if (advance_6) begin
       (* full_case = 32'd1 *)
-      if (\$553 ) begin
+      if (flush_pending_6) begin
+        \$704  = 1'h0;
       end else begin
-        \$704  = i__payload[134:130];
+        \$704  = \$491 ;
       end
     end
     if (rst) begin
-      \$704  = 5'h00;
+      \$704  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$705  = b_fine_7;
-    if (take_7) begin
-      \$705  = a_shift_7[1:0];
-    end
+    \$705  = \$542 ;
     if (rst) begin
-      \$705  = 2'h0;
+      \$705  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$706  = c_valid_7;
-    if (advance_7) begin
-      \$706  = \$556 ;
+    \$706  = a_valid_7;
+    if (\in_ready_7$123 ) begin
+      if (\$544 ) begin
+        \$706  = i__valid;
+      end
+    end else if (a_ready_7) begin
+      \$706  = a_skid_valid_7;
     end
     if (rst) begin
       \$706  = 1'h0;
@@ -7504,38 +7521,329 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$707  = b_valid_7;
-    if (advance_7) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_7) begin
-        \$707  = 1'h1;
-      end else begin
-        \$707  = a_valid_7;
+    \$707  = a_shift_7;
+    if (\in_ready_7$123 ) begin
+      if (\$544 ) begin
+        \$707  = i__payload[134:130];
       end
+    end else if (a_ready_7) begin
+      \$707  = a_skid_shift_7;
     end
     if (rst) begin
-      \$707  = 1'h0;
+      \$707  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$708  = flush_pending_7;
-    if (advance_7) begin
+    \$708  = a_skid_valid_7;
+    if (\in_ready_7$123 ) begin
       (* full_case = 32'd1 *)
-      if (flush_pending_7) begin
-        \$708  = 1'h0;
+      if (\$544 ) begin
       end else begin
-        \$708  = \$574 ;
+        \$708  = i__valid;
       end
+    end else if (a_ready_7) begin
+      \$708  = 1'h0;
     end
     if (rst) begin
       \$708  = 1'h0;
     end
   end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$709  = a_skid_shift_7;
+    if (\in_ready_7$123 ) begin
+      (* full_case = 32'd1 *)
+      if (\$544 ) begin
+      end else begin
+        \$709  = i__payload[134:130];
+      end
+    end
+    if (rst) begin
+      \$709  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$710  = b_fine_7;
+    if (take_7) begin
+      \$710  = a_shift_7[1:0];
+    end
+    if (rst) begin
+      \$710  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$711  = c_valid_7;
+    if (advance_7) begin
+      \$711  = \$547 ;
+    end
+    if (rst) begin
+      \$711  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$712  = b_valid_7;
+    if (advance_7) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_7) begin
+        \$712  = 1'h1;
+      end else begin
+        \$712  = a_valid_7;
+      end
+    end
+    if (rst) begin
+      \$712  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$713  = flush_pending_7;
+    if (advance_7) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_7) begin
+        \$713  = 1'h0;
+      end else begin
+        \$713  = \$565 ;
+      end
+    end
+    if (rst) begin
+      \$713  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$714  = \$616 ;
+    if (rst) begin
+      \$714  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$715  = a_valid_8;
+    if (\in_ready_8$129 ) begin
+      if (\$618 ) begin
+        \$715  = i__valid;
+      end
+    end else if (a_ready_8) begin
+      \$715  = a_skid_valid_8;
+    end
+    if (rst) begin
+      \$715  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$716  = a_shift_8;
+    if (\in_ready_8$129 ) begin
+      if (\$618 ) begin
+        \$716  = i__payload[134:130];
+      end
+    end else if (a_ready_8) begin
+      \$716  = a_skid_shift_8;
+    end
+    if (rst) begin
+      \$716  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$717  = a_ctl;
+    if (\in_ready_8$129 ) begin
+      if (\$618 ) begin
+        \$717  = i_ctl;
+      end
+    end else if (a_ready_8) begin
+      \$717  = a_skid_ctl;
+    end
+    if (rst) begin
+      \$717  = 34'h000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$718  = a_skid_valid_8;
+    if (\in_ready_8$129 ) begin
+      (* full_case = 32'd1 *)
+      if (\$618 ) begin
+      end else begin
+        \$718  = i__valid;
+      end
+    end else if (a_ready_8) begin
+      \$718  = 1'h0;
+    end
+    if (rst) begin
+      \$718  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$719  = a_skid_shift_8;
+    if (\in_ready_8$129 ) begin
+      (* full_case = 32'd1 *)
+      if (\$618 ) begin
+      end else begin
+        \$719  = i__payload[134:130];
+      end
+    end
+    if (rst) begin
+      \$719  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$720  = a_skid_ctl;
+    if (\in_ready_8$129 ) begin
+      (* full_case = 32'd1 *)
+      if (\$618 ) begin
+      end else begin
+        \$720  = i_ctl;
+      end
+    end
+    if (rst) begin
+      \$720  = 34'h000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$721  = b_fine_8;
+    if (take_8) begin
+      \$721  = a_shift_8[1:0];
+    end
+    if (rst) begin
+      \$721  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$722  = c_valid_8;
+    if (advance_8) begin
+      \$722  = \$619 ;
+    end
+    if (rst) begin
+      \$722  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$723  = b_valid_8;
+    if (advance_8) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_8) begin
+        \$723  = 1'h1;
+      end else begin
+        \$723  = a_valid_8;
+      end
+    end
+    if (rst) begin
+      \$723  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$724  = flush_pending_8;
+    if (advance_8) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_8) begin
+        \$724  = 1'h0;
+      end else begin
+        \$724  = \$621 ;
+      end
+    end
+    if (rst) begin
+      \$724  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$725  = b_emit;
+    if (advance_8) begin
+      if (flush_pending_8) begin
+        \$725  = 1'h1;
+      end else if (a_valid_8) begin
+        \$725  = \$624 ;
+      end
+    end
+    if (rst) begin
+      \$725  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$726  = b_first;
+    if (advance_8) begin
+      if (flush_pending_8) begin
+        \$726  = \$622 ;
+      end else if (a_valid_8) begin
+        \$726  = \$625 ;
+      end
+    end
+    if (rst) begin
+      \$726  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$727  = b_last;
+    if (advance_8) begin
+      if (flush_pending_8) begin
+        \$727  = 1'h1;
+      end else if (a_valid_8) begin
+        \$727  = \$627 ;
+      end
+    end
+    if (rst) begin
+      \$727  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$728  = started;
+    if (advance_8) begin
+      if (flush_pending_8) begin
+        \$728  = 1'h0;
+      end else if (a_valid_8) begin
+        if (\$629 ) begin
+          \$728  = \$632 ;
+        end
+      end
+    end
+    if (rst) begin
+      \$728  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$729  = b_meta;
+    if (advance_8) begin
+      if (flush_pending_8) begin
+      end else if (a_valid_8) begin
+        \$729  = a_ctl[33:4];
+      end
+    end
+    if (rst) begin
+      \$729  = 30'h00000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$730  = b_shift;
+    if (advance_8) begin
+      if (flush_pending_8) begin
+      end else if (a_valid_8) begin
+        \$730  = a_shift_8;
+      end
+    end
+    if (rst) begin
+      \$730  = 5'h00;
+    end
+  end
   assign \in_ready_0$10  = i__ready;
   assign o__valid = c_valid_0;
-  assign o__payload = { \$621 , out_data };
-  assign \port$2693$0  = \$621 ;
+  assign o__payload = { \$634 , out_data };
+  assign \port$2944$0  = \$634 ;
   assign \i_ctl.first  = i_ctl[0];
   assign \i_ctl.last  = i_ctl[1];
   assign \i_ctl.drop_first  = i_ctl[2];
@@ -7559,14 +7867,14 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2693$0 , 
   assign \i__payload.meta.tail  = i__payload[163:159];
   assign \i__payload.meta.status  = i__payload[166:164];
   assign \o__payload.data  = out_data;
-  assign \o__payload.first  = \$621 [0];
-  assign \o__payload.last  = \$621 [1];
-  assign \o__payload.meta  = \$621 [31:2];
-  assign \o__payload.meta.to_stream  = \$621 [2];
-  assign \o__payload.meta.id  = \$621 [10:3];
-  assign \o__payload.meta.sram_addr  = \$621 [23:11];
-  assign \o__payload.meta.tail  = \$621 [28:24];
-  assign \o__payload.meta.status  = \$621 [31:29];
+  assign \o__payload.first  = \$634 [0];
+  assign \o__payload.last  = \$634 [1];
+  assign \o__payload.meta  = \$634 [31:2];
+  assign \o__payload.meta.to_stream  = \$634 [2];
+  assign \o__payload.meta.id  = \$634 [10:3];
+  assign \o__payload.meta.sram_addr  = \$634 [23:11];
+  assign \o__payload.meta.tail  = \$634 [28:24];
+  assign \o__payload.meta.status  = \$634 [31:29];
   assign \a_ctl.first  = a_ctl[0];
   assign \a_ctl.last  = a_ctl[1];
   assign \a_ctl.drop_first  = a_ctl[2];
@@ -7788,24 +8096,56 @@ module \ace_dma_small.reader.split (rst, o__ready, i__ready, i__payload, i__vali
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.reader_cmd (rst, i__valid, i__payload, o__ready, i__ready, o__valid, o__payload, clk);
+module \ace_dma_small.reader_cmd (rst, i__valid, i_bits, o__ready, i__ready, o__valid, out_payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$14  = 0;
   wire \$1 ;
-  reg \$10 ;
-  reg [77:0] \$11 ;
-  reg \$12 ;
-  reg [77:0] \$13 ;
+  wire \$10 ;
+  wire \$11 ;
+  wire \$12 ;
+  wire \$13 ;
+  wire \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire \$17 ;
+  wire \$18 ;
+  wire \$19 ;
   wire \$2 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire \$22 ;
+  wire \$23 ;
+  wire \$24 ;
+  wire \$25 ;
+  wire \$26 ;
+  wire \$27 ;
+  wire \$28 ;
+  wire \$29 ;
   wire \$3 ;
+  wire \$30 ;
+  wire \$31 ;
+  wire \$32 ;
+  reg \$33 ;
+  reg \$34 ;
+  reg [77:0] \$35 ;
+  reg \$36 ;
+  reg [77:0] \$37 ;
+  reg \$38 ;
+  reg \$39 ;
   wire \$4 ;
+  reg \$40 ;
+  reg \$41 ;
+  reg \$42 ;
+  reg \$43 ;
+  reg \$44 ;
+  reg \$45 ;
+  reg \$46 ;
   wire \$5 ;
   wire \$6 ;
   wire \$7 ;
   wire \$8 ;
-  reg \$9 ;
+  wire \$9 ;
   input clk;
   wire clk;
-  input [77:0] i__payload;
   wire [77:0] i__payload;
   wire [7:0] \i__payload.id ;
   wire [23:0] \i__payload.length ;
@@ -7816,10 +8156,15 @@ module \ace_dma_small.reader_cmd (rst, i__valid, i__payload, o__ready, i__ready,
   reg i__ready = 1'h1;
   input i__valid;
   wire i__valid;
+  input [77:0] i_bits;
+  wire [77:0] i_bits;
   (* init = 1'h1 *)
-  wire in_ready;
-  output [77:0] o__payload;
-  reg [77:0] o__payload = 78'h00000000000000000000;
+  wire in_ready_0;
+  reg in_ready_1 = 1'h1;
+  reg in_ready_2 = 1'h1;
+  reg in_ready_3 = 1'h1;
+  (* init = 78'h00000000000000000000 *)
+  wire [77:0] o__payload;
   wire [7:0] \o__payload.id ;
   wire [23:0] \o__payload.length ;
   wire [31:0] \o__payload.mem_addr ;
@@ -7830,24 +8175,42 @@ module \ace_dma_small.reader_cmd (rst, i__valid, i__payload, o__ready, i__ready,
   output o__valid;
   reg o__valid = 1'h0;
   (* init = 78'h00000000000000000000 *)
-  wire [77:0] out_payload;
+  wire [77:0] out_bits;
+  output [77:0] out_payload;
+  reg [77:0] out_payload = 78'h00000000000000000000;
   wire [7:0] \out_payload.id ;
   wire [23:0] \out_payload.length ;
   wire [31:0] \out_payload.mem_addr ;
   wire [12:0] \out_payload.sram_addr ;
   wire \out_payload.stream ;
   (* init = 1'h0 *)
-  wire out_valid;
+  wire out_valid_0;
+  reg out_valid_1 = 1'h0;
+  reg out_valid_2 = 1'h0;
+  reg out_valid_3 = 1'h0;
   input rst;
   wire rst;
+  (* init = 78'h00000000000000000000 *)
+  wire [77:0] skid_bits;
   reg [77:0] skid_payload = 78'h00000000000000000000;
   wire [7:0] \skid_payload.id ;
   wire [23:0] \skid_payload.length ;
   wire [31:0] \skid_payload.mem_addr ;
   wire [12:0] \skid_payload.sram_addr ;
   wire \skid_payload.stream ;
-  reg skid_valid = 1'h0;
-  assign \$1  = ~ skid_valid;
+  reg skid_valid_0 = 1'h0;
+  reg skid_valid_1 = 1'h0;
+  reg skid_valid_2 = 1'h0;
+  reg skid_valid_3 = 1'h0;
+  always @(posedge clk)
+    skid_valid_2 <= \$43 ;
+  always @(posedge clk)
+    in_ready_3 <= \$44 ;
+  always @(posedge clk)
+    out_valid_3 <= \$45 ;
+  always @(posedge clk)
+    skid_valid_3 <= \$46 ;
+  assign \$1  = ~ skid_valid_0;
   assign \$2  = ~ o__valid;
   assign \$3  = ~ i__valid;
   assign \$4  = \$2  | \$3 ;
@@ -7855,154 +8218,356 @@ module \ace_dma_small.reader_cmd (rst, i__valid, i__payload, o__ready, i__ready,
   assign \$6  = o__ready | \$5 ;
   assign \$7  = ~ o__valid;
   assign \$8  = o__ready | \$7 ;
+  assign \$9  = ~ skid_valid_1;
+  assign \$10  = ~ out_valid_1;
+  assign \$11  = ~ i__valid;
+  assign \$12  = \$10  | \$11 ;
+  assign \$13  = \$9  & \$12 ;
+  assign \$14  = o__ready | \$13 ;
+  assign \$15  = ~ out_valid_1;
+  assign \$16  = o__ready | \$15 ;
+  assign \$17  = ~ skid_valid_2;
+  assign \$18  = ~ out_valid_2;
+  assign \$19  = ~ i__valid;
+  assign \$20  = \$18  | \$19 ;
+  assign \$21  = \$17  & \$20 ;
+  assign \$22  = o__ready | \$21 ;
+  assign \$23  = ~ out_valid_2;
+  assign \$24  = o__ready | \$23 ;
+  assign \$25  = ~ skid_valid_3;
+  assign \$26  = ~ out_valid_3;
+  assign \$27  = ~ i__valid;
+  assign \$28  = \$26  | \$27 ;
+  assign \$29  = \$25  & \$28 ;
+  assign \$30  = o__ready | \$29 ;
+  assign \$31  = ~ out_valid_3;
+  assign \$32  = o__ready | \$31 ;
   always @(posedge clk)
-    i__ready <= \$9 ;
+    i__ready <= \$33 ;
   always @(posedge clk)
-    o__valid <= \$10 ;
+    o__valid <= \$34 ;
   always @(posedge clk)
-    o__payload <= \$11 ;
+    out_payload <= \$35 ;
   always @(posedge clk)
-    skid_valid <= \$12 ;
+    skid_valid_0 <= \$36 ;
   always @(posedge clk)
-    skid_payload <= \$13 ;
+    skid_payload <= \$37 ;
+  always @(posedge clk)
+    in_ready_1 <= \$38 ;
+  always @(posedge clk)
+    out_valid_1 <= \$39 ;
+  always @(posedge clk)
+    skid_valid_1 <= \$40 ;
+  always @(posedge clk)
+    in_ready_2 <= \$41 ;
+  always @(posedge clk)
+    out_valid_2 <= \$42 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$9  = \$6 ;
+    \$44  = \$30 ;
     if (rst) begin
-      \$9  = 1'h1;
+      \$44  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$10  = o__valid;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$10  = i__valid;
+    \$45  = out_valid_3;
+    if (in_ready_3) begin
+      if (\$32 ) begin
+        \$45  = i__valid;
       end
     end else if (o__ready) begin
-      \$10  = skid_valid;
+      \$45  = skid_valid_3;
     end
     if (rst) begin
-      \$10  = 1'h0;
+      \$45  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$11  = o__payload;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$11  = i__payload;
+    \$46  = skid_valid_3;
+    if (in_ready_3) begin
+      (* full_case = 32'd1 *)
+      if (\$32 ) begin
+      end else begin
+        \$46  = i__valid;
       end
     end else if (o__ready) begin
-      \$11  = skid_payload;
+      \$46  = 1'h0;
     end
     if (rst) begin
-      \$11  = 78'h00000000000000000000;
+      \$46  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$12  = skid_valid;
+    \$33  = \$6 ;
+    if (rst) begin
+      \$33  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$34  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$34  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$34  = skid_valid_0;
+    end
+    if (rst) begin
+      \$34  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$35  = out_payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$35 [18:0] = i_bits[18:0];
+      end
+    end else if (o__ready) begin
+      \$35 [18:0] = skid_payload[18:0];
+    end
+    if (in_ready_1) begin
+      if (\$16 ) begin
+        \$35 [38:19] = i_bits[38:19];
+      end
+    end else if (o__ready) begin
+      \$35 [38:19] = skid_payload[38:19];
+    end
+    if (in_ready_2) begin
+      if (\$24 ) begin
+        \$35 [57:39] = i_bits[57:39];
+      end
+    end else if (o__ready) begin
+      \$35 [57:39] = skid_payload[57:39];
+    end
+    if (in_ready_3) begin
+      if (\$32 ) begin
+        \$35 [77:58] = i_bits[77:58];
+      end
+    end else if (o__ready) begin
+      \$35 [77:58] = skid_payload[77:58];
+    end
+    if (rst) begin
+      \$35  = 78'h00000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$36  = skid_valid_0;
     if (i__ready) begin
       (* full_case = 32'd1 *)
       if (\$8 ) begin
       end else begin
-        \$12  = i__valid;
+        \$36  = i__valid;
       end
     end else if (o__ready) begin
-      \$12  = 1'h0;
+      \$36  = 1'h0;
     end
     if (rst) begin
-      \$12  = 1'h0;
+      \$36  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$13  = skid_payload;
+    \$37  = skid_payload;
     if (i__ready) begin
       (* full_case = 32'd1 *)
       if (\$8 ) begin
       end else begin
-        \$13  = i__payload;
+        \$37 [18:0] = i_bits[18:0];
+      end
+    end
+    if (in_ready_1) begin
+      (* full_case = 32'd1 *)
+      if (\$16 ) begin
+      end else begin
+        \$37 [38:19] = i_bits[38:19];
+      end
+    end
+    if (in_ready_2) begin
+      (* full_case = 32'd1 *)
+      if (\$24 ) begin
+      end else begin
+        \$37 [57:39] = i_bits[57:39];
+      end
+    end
+    if (in_ready_3) begin
+      (* full_case = 32'd1 *)
+      if (\$32 ) begin
+      end else begin
+        \$37 [77:58] = i_bits[77:58];
       end
     end
     if (rst) begin
-      \$13  = 78'h00000000000000000000;
+      \$37  = 78'h00000000000000000000;
     end
   end
-  assign in_ready = i__ready;
-  assign out_valid = o__valid;
-  assign out_payload = o__payload;
-  assign \o__payload.stream  = o__payload[0];
-  assign \o__payload.id  = o__payload[8:1];
-  assign \o__payload.length  = o__payload[32:9];
-  assign \o__payload.mem_addr  = o__payload[64:33];
-  assign \o__payload.sram_addr  = o__payload[77:65];
-  assign \out_payload.stream  = o__payload[0];
-  assign \out_payload.id  = o__payload[8:1];
-  assign \out_payload.length  = o__payload[32:9];
-  assign \out_payload.mem_addr  = o__payload[64:33];
-  assign \out_payload.sram_addr  = o__payload[77:65];
-  assign \i__payload.stream  = i__payload[0];
-  assign \i__payload.id  = i__payload[8:1];
-  assign \i__payload.length  = i__payload[32:9];
-  assign \i__payload.mem_addr  = i__payload[64:33];
-  assign \i__payload.sram_addr  = i__payload[77:65];
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$38  = \$14 ;
+    if (rst) begin
+      \$38  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$39  = out_valid_1;
+    if (in_ready_1) begin
+      if (\$16 ) begin
+        \$39  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$39  = skid_valid_1;
+    end
+    if (rst) begin
+      \$39  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$40  = skid_valid_1;
+    if (in_ready_1) begin
+      (* full_case = 32'd1 *)
+      if (\$16 ) begin
+      end else begin
+        \$40  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$40  = 1'h0;
+    end
+    if (rst) begin
+      \$40  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$41  = \$22 ;
+    if (rst) begin
+      \$41  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$42  = out_valid_2;
+    if (in_ready_2) begin
+      if (\$24 ) begin
+        \$42  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$42  = skid_valid_2;
+    end
+    if (rst) begin
+      \$42  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$43  = skid_valid_2;
+    if (in_ready_2) begin
+      (* full_case = 32'd1 *)
+      if (\$24 ) begin
+      end else begin
+        \$43  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$43  = 1'h0;
+    end
+    if (rst) begin
+      \$43  = 1'h0;
+    end
+  end
+  assign i__payload = i_bits;
+  assign out_bits = out_payload;
+  assign skid_bits = skid_payload;
+  assign o__payload = out_payload;
+  assign in_ready_0 = i__ready;
+  assign out_valid_0 = o__valid;
+  assign \i__payload.stream  = i_bits[0];
+  assign \i__payload.id  = i_bits[8:1];
+  assign \i__payload.length  = i_bits[32:9];
+  assign \i__payload.mem_addr  = i_bits[64:33];
+  assign \i__payload.sram_addr  = i_bits[77:65];
+  assign \out_payload.stream  = out_payload[0];
+  assign \out_payload.id  = out_payload[8:1];
+  assign \out_payload.length  = out_payload[32:9];
+  assign \out_payload.mem_addr  = out_payload[64:33];
+  assign \out_payload.sram_addr  = out_payload[77:65];
   assign \skid_payload.stream  = skid_payload[0];
   assign \skid_payload.id  = skid_payload[8:1];
   assign \skid_payload.length  = skid_payload[32:9];
   assign \skid_payload.mem_addr  = skid_payload[64:33];
   assign \skid_payload.sram_addr  = skid_payload[77:65];
+  assign \o__payload.stream  = out_payload[0];
+  assign \o__payload.id  = out_payload[8:1];
+  assign \o__payload.length  = out_payload[32:9];
+  assign \o__payload.mem_addr  = out_payload[64:33];
+  assign \o__payload.sram_addr  = out_payload[77:65];
 endmodule
 
 (* generator = "Amaranth" *)
 module \ace_dma_small.writer (\o__ready$95 , axi__bresp, axi__bvalid, sram_r__req__ready, sram_r__resp__payload, sram_r__resp__valid, wr_stream__tdata, wr_stream__tvalid, clk, rst, axi__awaddr, sram_r__req__payload, wr_stream__tready, sram_r__resp__ready, axi__bready, cpl__ready, cmd__ready, bytes, cpl_full, cpl__payload, sram_r__req__valid
-, axi__awvalid, axi__awlen, axi__wvalid, \port$3281$0 , cmd__valid, cmd__payload, \o__ready$42 );
+, axi__awvalid, axi__awlen, axi__wvalid, \port$3608$0 , cmd__valid, cmd__payload, \o__ready$42 );
   reg \$auto$verilog_backend.cc:2355:dump_module$15  = 0;
   wire [24:0] \$1 ;
   wire \$10 ;
-  reg \$100 ;
+  reg [20:0] \$100 ;
   reg \$101 ;
-  reg \$102 ;
+  reg [20:0] \$102 ;
   reg \$103 ;
-  reg \$104 ;
+  reg [20:0] \$104 ;
   reg \$105 ;
-  reg \$106 ;
-  reg [5:0] \$107 ;
-  reg [4:0] \$108 ;
+  reg [20:0] \$106 ;
+  reg \$107 ;
+  reg \$108 ;
   reg \$109 ;
   wire [5:0] \$11 ;
-  reg [4:0] \$110 ;
+  reg \$110 ;
   reg \$111 ;
-  reg [2:0] \$112 ;
-  reg [10:0] \$113 ;
-  wire [16:0] \$114 ;
-  wire [127:0] \$115 ;
+  reg \$112 ;
+  reg \$113 ;
+  reg \$114 ;
+  reg \$115 ;
+  reg \$116 ;
+  reg [5:0] \$117 ;
+  reg [4:0] \$118 ;
+  reg \$119 ;
   wire [4:0] \$12 ;
+  reg [4:0] \$120 ;
+  reg \$121 ;
+  reg [2:0] \$122 ;
+  reg [10:0] \$123 ;
+  wire [25:0] \$124 ;
+  wire [25:0] \$125 ;
+  wire [16:0] \$126 ;
+  wire [127:0] \$127 ;
   wire \$13 ;
   wire [34:0] \$14 ;
   wire [21:0] \$15 ;
   wire \$16 ;
   wire \$17 ;
   wire \$18 ;
-  wire [127:0] \$19 ;
+  wire [15:0] \$19 ;
   wire [24:0] \$2 ;
-  wire [30:0] \$20 ;
-  wire [46:0] \$21 ;
+  wire [15:0] \$20 ;
+  wire [15:0] \$21 ;
   wire [15:0] \$22 ;
-  wire [3:0] \$23 ;
+  wire [15:0] \$23 ;
   wire [15:0] \$24 ;
-  wire \$25 ;
-  wire \$26 ;
-  wire [5:0] \$27 ;
-  wire \$28 ;
-  wire \$29 ;
+  wire [15:0] \$25 ;
+  wire [15:0] \$26 ;
+  wire [30:0] \$27 ;
+  wire [46:0] \$28 ;
+  wire [15:0] \$29 ;
   wire [4:0] \$3 ;
-  wire \$30 ;
-  wire \$31 ;
+  wire [3:0] \$30 ;
+  wire [15:0] \$31 ;
   wire \$32 ;
   wire \$33 ;
-  wire \$34 ;
+  wire [5:0] \$34 ;
   wire \$35 ;
   wire \$36 ;
   wire \$37 ;
@@ -8015,24 +8580,24 @@ module \ace_dma_small.writer (\o__ready$95 , axi__bresp, axi__bvalid, sram_r__re
   wire \$43 ;
   wire \$44 ;
   wire \$45 ;
-  wire [21:0] \$46 ;
-  wire [21:0] \$47 ;
+  wire \$46 ;
+  wire \$47 ;
   wire \$48 ;
-  wire [21:0] \$49 ;
+  wire \$49 ;
   wire [4:0] \$5 ;
   wire \$50 ;
-  wire [21:0] \$51 ;
-  wire [21:0] \$52 ;
-  wire \$53 ;
+  wire \$51 ;
+  wire \$52 ;
+  wire [21:0] \$53 ;
   wire [21:0] \$54 ;
   wire \$55 ;
-  wire \$56 ;
+  wire [21:0] \$56 ;
   wire \$57 ;
-  wire \$58 ;
-  wire \$59 ;
+  wire [21:0] \$58 ;
+  wire [21:0] \$59 ;
   wire [4:0] \$6 ;
   wire \$60 ;
-  wire \$61 ;
+  wire [21:0] \$61 ;
   wire \$62 ;
   wire \$63 ;
   wire \$64 ;
@@ -8045,7 +8610,7 @@ module \ace_dma_small.writer (\o__ready$95 , axi__bresp, axi__bvalid, sram_r__re
   wire \$70 ;
   wire \$71 ;
   wire \$72 ;
-  wire [6:0] \$73 ;
+  wire \$73 ;
   wire \$74 ;
   wire \$75 ;
   wire \$76 ;
@@ -8055,23 +8620,23 @@ module \ace_dma_small.writer (\o__ready$95 , axi__bresp, axi__bvalid, sram_r__re
   wire [24:0] \$8 ;
   wire \$80 ;
   wire \$81 ;
-  wire [5:0] \$82 ;
-  wire [5:0] \$83 ;
+  wire [6:0] \$82 ;
+  wire \$83 ;
   wire \$84 ;
-  wire [4:0] \$85 ;
+  wire \$85 ;
   wire \$86 ;
   wire \$87 ;
-  wire [2:0] \$88 ;
-  reg \$89 ;
+  wire \$88 ;
+  wire \$89 ;
   wire \$9 ;
-  reg \$90 ;
-  reg [20:0] \$91 ;
-  reg \$92 ;
-  reg [20:0] \$93 ;
-  reg \$94 ;
-  reg [20:0] \$95 ;
-  reg \$96 ;
-  reg [20:0] \$97 ;
+  wire \$90 ;
+  wire [5:0] \$91 ;
+  wire [5:0] \$92 ;
+  wire \$93 ;
+  wire [4:0] \$94 ;
+  wire \$95 ;
+  wire \$96 ;
+  wire [2:0] \$97 ;
   reg \$98 ;
   reg \$99 ;
   wire aw_accepted;
@@ -8172,6 +8737,11 @@ module \ace_dma_small.writer (\o__ready$95 , axi__bresp, axi__bvalid, sram_r__re
   wire in_ready_1;
   wire in_ready_2;
   wire in_ready_3;
+  wire in_ready_4;
+  wire in_ready_5;
+  wire in_ready_6;
+  wire in_ready_7;
+  wire in_ready_8;
   wire [4:0] lo;
   wire [15:0] lo_mask;
   wire [8:0] meta;
@@ -8214,12 +8784,12 @@ module \ace_dma_small.writer (\o__ready$95 , axi__bresp, axi__bvalid, sram_r__re
   reg \open_$26  = 1'h1;
   reg [5:0] phase = 6'h00;
   wire [5:0] phase_cur;
-  output [144:0] \port$3281$0 ;
-  wire [144:0] \port$3281$0 ;
+  output [144:0] \port$3608$0 ;
+  wire [144:0] \port$3608$0 ;
   wire [56:0] r_data;
   wire [8:0] \r_data$104 ;
   wire [34:0] \r_data$50 ;
-  wire [43:0] \r_data$61 ;
+  wire [51:0] \r_data$61 ;
   wire r_en;
   wire \r_en$106 ;
   wire \r_en$56 ;
@@ -8280,7 +8850,7 @@ module \ace_dma_small.writer (\o__ready$95 , axi__bresp, axi__bvalid, sram_r__re
   wire [56:0] w_data;
   wire [8:0] \w_data$45 ;
   wire [34:0] \w_data$7 ;
-  wire [43:0] \w_data$8 ;
+  wire [51:0] \w_data$8 ;
   wire w_en;
   wire \w_en$14 ;
   wire \w_en$15 ;
@@ -8294,6 +8864,7 @@ module \ace_dma_small.writer (\o__ready$95 , axi__bresp, axi__bvalid, sram_r__re
   reg w_ok_5 = 1'h0;
   reg w_ok_6 = 1'h0;
   reg w_ok_7 = 1'h0;
+  reg w_ok_8 = 1'h0;
   reg w_ok_next;
   input [127:0] wr_stream__tdata;
   wire [127:0] wr_stream__tdata;
@@ -8325,148 +8896,159 @@ module \ace_dma_small.writer (\o__ready$95 , axi__bresp, axi__bvalid, sram_r__re
   assign \$15  = \r_data$50 [12:0] + req_index;
   assign \r_en$56  = sram_r__req__ready & req_last;
   assign src_first = ~ src_started;
-  assign src_last = src_started ? src_last_next : \r_data$61 [22];
-  assign src_valid = \r_data$61 [0] ? wr_stream__tvalid : sram_r__resp__valid;
+  assign src_last = src_started ? src_last_next : \$125 [4];
+  assign src_valid = \$124 [0] ? wr_stream__tvalid : sram_r__resp__valid;
   assign \i__valid$66  = \r_rdy$67  & src_valid;
-  assign \$16  = \r_rdy$67  & \r_data$61 [0];
+  assign \$16  = \r_rdy$67  & \$124 [0];
   assign wr_stream__tready = \$16  & \i__ready$69 ;
-  assign \$17  = ~ \r_data$61 [0];
+  assign \$17  = ~ \$124 [0];
   assign \$18  = \r_rdy$67  & \$17 ;
   assign sram_r__resp__ready = \$18  & \i__ready$69 ;
-  assign \$19  = \r_data$61 [0] ? wr_stream__tdata : sram_r__resp__payload;
+  assign \$19  = \$124 [1] ? wr_stream__tdata[15:0] : sram_r__resp__payload[15:0];
+  assign \$20  = \$124 [2] ? wr_stream__tdata[31:16] : sram_r__resp__payload[31:16];
+  assign \$21  = \$124 [3] ? wr_stream__tdata[47:32] : sram_r__resp__payload[47:32];
+  assign \$22  = \$124 [4] ? wr_stream__tdata[63:48] : sram_r__resp__payload[63:48];
+  assign \$23  = \$124 [5] ? wr_stream__tdata[79:64] : sram_r__resp__payload[79:64];
+  assign \$24  = \$124 [6] ? wr_stream__tdata[95:80] : sram_r__resp__payload[95:80];
+  assign \$25  = \$124 [7] ? wr_stream__tdata[111:96] : sram_r__resp__payload[111:96];
+  assign \$26  = \$124 [8] ? wr_stream__tdata[127:112] : sram_r__resp__payload[127:112];
   assign src_hs = \i__valid$66  & \i__ready$69 ;
   assign \r_en$75  = src_hs & src_last;
-  assign phase_cur = \$114 [0] ? \$114 [16:11] : phase;
-  assign \$20  = 16'hffff << \$114 [5:2];
-  assign lo_mask = \$114 [0] ? \$20 [15:0] : 16'hffff;
-  assign \$21  = 16'hffff << \$114 [10:6];
-  assign \$22  = ~ \$21 [15:0];
-  assign hi_mask = \$114 [1] ? \$22  : 16'hffff;
-  assign \$23  = \$114 [0] ? \$114 [5:2] : 4'h0;
-  assign hi = \$114 [1] ? \$114 [10:6] : 5'h10;
+  assign phase_cur = \$126 [0] ? \$126 [16:11] : phase;
+  assign \$27  = 16'hffff << \$126 [5:2];
+  assign lo_mask = \$126 [0] ? \$27 [15:0] : 16'hffff;
+  assign \$28  = 16'hffff << \$126 [10:6];
+  assign \$29  = ~ \$28 [15:0];
+  assign hi_mask = \$126 [1] ? \$29  : 16'hffff;
+  assign \$30  = \$126 [0] ? \$126 [5:2] : 4'h0;
+  assign hi = \$126 [1] ? \$126 [10:6] : 5'h10;
   assign \i__valid$83  = \o__valid$84  & w_ok;
   assign \o__ready$86  = \i__ready$87  & w_ok;
-  assign \$24  = lo_mask & hi_mask;
-  assign \$25  = phase_cur == 6'h3f;
-  assign \$26  = \$114 [1] | \$25 ;
-  assign \$27  = hi - \$23 ;
-  assign \$28  = \i__valid$83  & \i__ready$87 ;
-  assign \$29  = \$28  & \i__payload$88 [144];
-  assign \$30  = ~ \$29 ;
-  assign \$31  = aw_accepted & \$30 ;
-  assign \$32  = ~ aw_accepted;
-  assign \$33  = \i__valid$83  & \i__ready$87 ;
-  assign \$34  = \$33  & \i__payload$88 [144];
-  assign \$35  = \$32  & \$34 ;
-  assign \$36  = aw_ahead != 1'h1;
-  assign \$37  = ! status;
-  assign \$39  = \$37  & \$38 ;
-  assign \$40  = ~ \r_data$104 [8];
-  assign \$41  = ~ cpl_full;
-  assign \$42  = \$40  | \$41 ;
-  assign axi__bready = \r_rdy$103  & \$42 ;
+  assign \$31  = lo_mask & hi_mask;
+  assign \$32  = phase_cur == 6'h3f;
+  assign \$33  = \$126 [1] | \$32 ;
+  assign \$34  = hi - \$30 ;
+  assign \$35  = \i__valid$83  & \i__ready$87 ;
+  assign \$36  = \$35  & \i__payload$88 [144];
+  assign \$37  = ~ \$36 ;
+  assign \$38  = aw_accepted & \$37 ;
+  assign \$39  = ~ aw_accepted;
+  assign \$40  = \i__valid$83  & \i__ready$87 ;
+  assign \$41  = \$40  & \i__payload$88 [144];
+  assign \$42  = \$39  & \$41 ;
+  assign \$43  = aw_ahead != 1'h1;
+  assign \$44  = ! status;
+  assign \$46  = \$44  & \$45 ;
+  assign \$47  = ~ \r_data$104 [8];
+  assign \$48  = ~ cpl_full;
+  assign \$49  = \$47  | \$48 ;
+  assign axi__bready = \r_rdy$103  & \$49 ;
   assign \r_en$106  = axi__bvalid & axi__bready;
-  assign \$43  = & { \room_next$113 , \room_next$112 , room_next };
-  assign \$45  = sram_r__req__valid & sram_r__req__ready;
-  assign \$46  = req_index + 1'h1;
-  assign \$47  = req_left - 1'h1;
-  assign \$48  = req_left == 2'h2;
-  assign \$49  = \r_data$50 [33:13] - 1'h1;
-  assign \$50  = \r_data$50 [33:13] == 2'h2;
-  assign \$51  = src_index + 1'h1;
-  assign \$52  = src_left - 1'h1;
-  assign \$53  = src_left == 2'h2;
-  assign \$54  = \r_data$61 [21:1] - 1'h1;
-  assign \$55  = \r_data$61 [21:1] == 2'h2;
-  assign \$56  = w_ok_next & w_ok_0;
-  assign \$57  = w_ok_next | \$56 ;
-  assign \$58  = w_ok_next & w_ok_1;
-  assign \$59  = w_ok_next | \$58 ;
-  assign \$60  = w_ok_next & w_ok_2;
-  assign \$61  = w_ok_next | \$60 ;
-  assign \$62  = w_ok_next & w_ok_3;
-  assign \$63  = w_ok_next | \$62 ;
-  assign \$64  = w_ok_next & w_ok_4;
-  assign \$65  = w_ok_next | \$64 ;
-  assign \$66  = w_ok_next & w_ok_5;
-  assign \$67  = w_ok_next | \$66 ;
-  assign \$68  = w_ok_next & w_ok_6;
-  assign \$69  = w_ok_next | \$68 ;
-  assign \$70  = w_ok_next & w_ok_7;
-  assign \$71  = w_ok_next | \$70 ;
-  assign \$72  = \i__valid$83  & \i__ready$87 ;
-  assign \$73  = phase_cur + 1'h1;
-  assign \$74  = \i__valid$83  & \i__ready$87 ;
-  assign \$75  = \$74  & \i__payload$88 [144];
-  assign \$76  = ~ \$75 ;
-  assign \$77  = aw_accepted & \$76 ;
-  assign \$78  = ~ aw_accepted;
-  assign \$79  = \i__valid$83  & \i__ready$87 ;
-  assign \$80  = \$79  & \i__payload$88 [144];
-  assign \$81  = \$78  & \$80 ;
-  assign \$82  = aw_ahead + 1'h1;
-  assign \$83  = aw_ahead - 1'h1;
-  assign \$84  = axi__wvalid & \o__ready$95 ;
-  assign \$85  = \$84  ? \o__payload$90 [149:145] : 5'h00;
-  assign \$86  = cpl_full & cpl__ready;
-  assign \$87  = axi__bvalid & axi__bready;
-  assign \$88  = \r_data$104 [8] ? 3'h0 : status_now;
+  assign \$50  = & { \room_next$113 , \room_next$112 , room_next };
+  assign \$52  = sram_r__req__valid & sram_r__req__ready;
+  assign \$53  = req_index + 1'h1;
+  assign \$54  = req_left - 1'h1;
+  assign \$55  = req_left == 2'h2;
+  assign \$56  = \r_data$50 [33:13] - 1'h1;
+  assign \$57  = \r_data$50 [33:13] == 2'h2;
+  assign \$58  = src_index + 1'h1;
+  assign \$59  = src_left - 1'h1;
+  assign \$60  = src_left == 2'h2;
+  assign \$61  = { \$125 [3:0], \$124 [25:9] } - 1'h1;
+  assign \$62  = { \$125 [3:0], \$124 [25:9] } == 2'h2;
+  assign \$63  = w_ok_next & w_ok_0;
+  assign \$64  = w_ok_next | \$63 ;
+  assign \$65  = w_ok_next & w_ok_1;
+  assign \$66  = w_ok_next | \$65 ;
+  assign \$67  = w_ok_next & w_ok_2;
+  assign \$68  = w_ok_next | \$67 ;
+  assign \$69  = w_ok_next & w_ok_3;
+  assign \$70  = w_ok_next | \$69 ;
+  assign \$71  = w_ok_next & w_ok_4;
+  assign \$72  = w_ok_next | \$71 ;
+  assign \$73  = w_ok_next & w_ok_5;
+  assign \$74  = w_ok_next | \$73 ;
+  assign \$75  = w_ok_next & w_ok_6;
+  assign \$76  = w_ok_next | \$75 ;
+  assign \$77  = w_ok_next & w_ok_7;
+  assign \$78  = w_ok_next | \$77 ;
+  assign \$79  = w_ok_next & w_ok_8;
+  assign \$80  = w_ok_next | \$79 ;
+  assign \$81  = \i__valid$83  & \i__ready$87 ;
+  assign \$82  = phase_cur + 1'h1;
+  assign \$83  = \i__valid$83  & \i__ready$87 ;
+  assign \$84  = \$83  & \i__payload$88 [144];
+  assign \$85  = ~ \$84 ;
+  assign \$86  = aw_accepted & \$85 ;
+  assign \$87  = ~ aw_accepted;
+  assign \$88  = \i__valid$83  & \i__ready$87 ;
+  assign \$89  = \$88  & \i__payload$88 [144];
+  assign \$90  = \$87  & \$89 ;
+  assign \$91  = aw_ahead + 1'h1;
+  assign \$92  = aw_ahead - 1'h1;
+  assign \$93  = axi__wvalid & \o__ready$95 ;
+  assign \$94  = \$93  ? \o__payload$90 [149:145] : 5'h00;
+  assign \$95  = cpl_full & cpl__ready;
+  assign \$96  = axi__bvalid & axi__bready;
+  assign \$97  = \r_data$104 [8] ? 3'h0 : status_now;
   always @(posedge clk)
-    cmd__ready <= \$89 ;
+    cmd__ready <= \$98 ;
   always @(posedge clk)
-    \open_$26  <= \$90 ;
+    \open_$26  <= \$99 ;
   always @(posedge clk)
-    req_index <= \$91 ;
+    req_index <= \$100 ;
   always @(posedge clk)
-    req_started <= \$92 ;
+    req_started <= \$101 ;
   always @(posedge clk)
-    req_left <= \$93 ;
+    req_left <= \$102 ;
   always @(posedge clk)
-    req_last_next <= \$94 ;
+    req_last_next <= \$103 ;
   always @(posedge clk)
-    src_index <= \$95 ;
+    src_index <= \$104 ;
   always @(posedge clk)
-    src_started <= \$96 ;
+    src_started <= \$105 ;
   always @(posedge clk)
-    src_left <= \$97 ;
+    src_left <= \$106 ;
   always @(posedge clk)
-    src_last_next <= \$98 ;
+    src_last_next <= \$107 ;
   always @(posedge clk)
-    w_ok_0 <= \$99 ;
+    w_ok_0 <= \$108 ;
   always @(posedge clk)
-    w_ok_1 <= \$100 ;
+    w_ok_1 <= \$109 ;
   always @(posedge clk)
-    w_ok_2 <= \$101 ;
+    w_ok_2 <= \$110 ;
   always @(posedge clk)
-    w_ok_3 <= \$102 ;
+    w_ok_3 <= \$111 ;
   always @(posedge clk)
-    w_ok_4 <= \$103 ;
+    w_ok_4 <= \$112 ;
   always @(posedge clk)
-    w_ok_5 <= \$104 ;
+    w_ok_5 <= \$113 ;
   always @(posedge clk)
-    w_ok_6 <= \$105 ;
+    w_ok_6 <= \$114 ;
   always @(posedge clk)
-    w_ok_7 <= \$106 ;
+    w_ok_7 <= \$115 ;
   always @(posedge clk)
-    phase <= \$107 ;
+    w_ok_8 <= \$116 ;
   always @(posedge clk)
-    aw_ahead <= \$108 ;
+    phase <= \$117 ;
   always @(posedge clk)
-    w_ok <= \$109 ;
+    aw_ahead <= \$118 ;
   always @(posedge clk)
-    bytes <= \$110 ;
+    w_ok <= \$119 ;
   always @(posedge clk)
-    cpl_full <= \$111 ;
+    bytes <= \$120 ;
   always @(posedge clk)
-    status <= \$112 ;
+    cpl_full <= \$121 ;
   always @(posedge clk)
-    cpl__payload <= \$113 ;
+    status <= \$122 ;
+  always @(posedge clk)
+    cpl__payload <= \$123 ;
   \ace_dma_small.writer.aw_q  aw_q (
     .clk(clk),
     .o__ready(r_en),
-    .\port$1209$0 (\$8 [20:0]),
-    .\port$3361$1 (cmd__payload[8:1]),
-    .\port$3361$37 (cmd__payload[64:37]),
+    .\port$1253$0 (\$8 [20:0]),
+    .\port$3750$1 (cmd__payload[8:1]),
+    .\port$3750$37 (cmd__payload[64:37]),
     .\r_data$12 (r_data),
     .\r_rdy$14 (i__valid),
     .room_next(room_next),
@@ -8486,7 +9068,7 @@ module \ace_dma_small.writer (\o__ready$95 , axi__bresp, axi__bvalid, sram_r__re
   \ace_dma_small.writer.b_q  b_q (
     .clk(clk),
     .o__ready(\r_en$106 ),
-    .\port$3048$36 (o__payload[44:36]),
+    .\port$3353$36 (o__payload[44:36]),
     .\r_data$12 (\r_data$104 ),
     .\r_rdy$14 (\r_rdy$103 ),
     .room_next(\room_next$114 ),
@@ -8503,8 +9085,13 @@ module \ace_dma_small.writer (\o__ready$95 , axi__bresp, axi__bvalid, sram_r__re
     .in_ready_1(in_ready_1),
     .in_ready_2(in_ready_2),
     .in_ready_3(in_ready_3),
-    .out_data(\$115 ),
-    .\port$3099$0 (\$114 ),
+    .in_ready_4(in_ready_4),
+    .in_ready_5(in_ready_5),
+    .in_ready_6(in_ready_6),
+    .in_ready_7(in_ready_7),
+    .in_ready_8(in_ready_8),
+    .out_data(\$127 ),
+    .\port$3408$0 (\$126 ),
     .rst(rst),
     .w_ok_0(w_ok_0),
     .w_ok_1(w_ok_1),
@@ -8513,7 +9100,8 @@ module \ace_dma_small.writer (\o__ready$95 , axi__bresp, axi__bvalid, sram_r__re
     .w_ok_4(w_ok_4),
     .w_ok_5(w_ok_5),
     .w_ok_6(w_ok_6),
-    .w_ok_7(w_ok_7)
+    .w_ok_7(w_ok_7),
+    .w_ok_8(w_ok_8)
   );
   \ace_dma_small.writer.split  split (
     .clk(clk),
@@ -8543,6 +9131,11 @@ module \ace_dma_small.writer (\o__ready$95 , axi__bresp, axi__bvalid, sram_r__re
     .in_ready_1(in_ready_1),
     .in_ready_2(in_ready_2),
     .in_ready_3(in_ready_3),
+    .in_ready_4(in_ready_4),
+    .in_ready_5(in_ready_5),
+    .in_ready_6(in_ready_6),
+    .in_ready_7(in_ready_7),
+    .in_ready_8(in_ready_8),
     .o__ready(\o__ready$95 ),
     .o__valid(axi__wvalid),
     .out_payload(\o__payload$90 ),
@@ -8551,7 +9144,8 @@ module \ace_dma_small.writer (\o__ready$95 , axi__bresp, axi__bvalid, sram_r__re
   \ace_dma_small.writer.wd_q  wd_q (
     .clk(clk),
     .o__ready(\r_en$75 ),
-    .\r_data$12 (\r_data$61 ),
+    .\port$1525$0 (\$124 ),
+    .\port$1526$0 (\$125 ),
     .\r_rdy$14 (\r_rdy$67 ),
     .room_next(\room_next$112 ),
     .rst(rst),
@@ -8561,16 +9155,16 @@ module \ace_dma_small.writer (\o__ready$95 , axi__bresp, axi__bvalid, sram_r__re
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     w_ok_next = w_ok;
-    if (\$31 ) begin
+    if (\$38 ) begin
       w_ok_next = 1'h1;
-    end else if (\$35 ) begin
-      w_ok_next = \$36 ;
+    end else if (\$42 ) begin
+      w_ok_next = \$43 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     (* full_case = 32'd1 *)
-    if (\$39 ) begin
+    if (\$46 ) begin
       status_now = { 1'h1, axi__bresp };
     end else begin
       status_now = status;
@@ -8578,282 +9172,289 @@ module \ace_dma_small.writer (\o__ready$95 , axi__bresp, axi__bvalid, sram_r__re
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$89  = \$43 ;
+    \$98  = \$50 ;
     if (rst) begin
-      \$89  = 1'h1;
+      \$98  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$90  = \$44 ;
+    \$99  = \$51 ;
     if (rst) begin
-      \$90  = 1'h1;
+      \$99  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$91  = req_index;
-    if (\$45 ) begin
+    \$100  = req_index;
+    if (\$52 ) begin
       (* full_case = 32'd1 *)
       if (req_last) begin
-        \$91  = 21'h000000;
+        \$100  = 21'h000000;
       end else begin
-        \$91  = \$46 [20:0];
+        \$100  = \$53 [20:0];
       end
     end
     if (rst) begin
-      \$91  = 21'h000000;
+      \$100  = 21'h000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$92  = req_started;
-    if (\$45 ) begin
+    \$101  = req_started;
+    if (\$52 ) begin
       (* full_case = 32'd1 *)
       if (req_last) begin
-        \$92  = 1'h0;
+        \$101  = 1'h0;
       end else begin
-        \$92  = 1'h1;
+        \$101  = 1'h1;
       end
     end
-    if (rst) begin
-      \$92  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$93  = req_left;
-    if (\$45 ) begin
-      (* full_case = 32'd1 *)
-      if (req_last) begin
-      end else begin
-        (* full_case = 32'd1 *)
-        if (req_started) begin
-          \$93  = \$47 [20:0];
-        end else begin
-          \$93  = \$49 [20:0];
-        end
-      end
-    end
-    if (rst) begin
-      \$93  = 21'h000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$94  = req_last_next;
-    if (\$45 ) begin
-      (* full_case = 32'd1 *)
-      if (req_last) begin
-      end else begin
-        (* full_case = 32'd1 *)
-        if (req_started) begin
-          \$94  = \$48 ;
-        end else begin
-          \$94  = \$50 ;
-        end
-      end
-    end
-    if (rst) begin
-      \$94  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$95  = src_index;
-    if (src_hs) begin
-      (* full_case = 32'd1 *)
-      if (src_last) begin
-        \$95  = 21'h000000;
-      end else begin
-        \$95  = \$51 [20:0];
-      end
-    end
-    if (rst) begin
-      \$95  = 21'h000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$96  = src_started;
-    if (src_hs) begin
-      (* full_case = 32'd1 *)
-      if (src_last) begin
-        \$96  = 1'h0;
-      end else begin
-        \$96  = 1'h1;
-      end
-    end
-    if (rst) begin
-      \$96  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$97  = src_left;
-    if (src_hs) begin
-      (* full_case = 32'd1 *)
-      if (src_last) begin
-      end else begin
-        (* full_case = 32'd1 *)
-        if (src_started) begin
-          \$97  = \$52 [20:0];
-        end else begin
-          \$97  = \$54 [20:0];
-        end
-      end
-    end
-    if (rst) begin
-      \$97  = 21'h000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$98  = src_last_next;
-    if (src_hs) begin
-      (* full_case = 32'd1 *)
-      if (src_last) begin
-      end else begin
-        (* full_case = 32'd1 *)
-        if (src_started) begin
-          \$98  = \$53 ;
-        end else begin
-          \$98  = \$55 ;
-        end
-      end
-    end
-    if (rst) begin
-      \$98  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$99  = \$57 ;
-    if (rst) begin
-      \$99  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$100  = \$59 ;
-    if (rst) begin
-      \$100  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$101  = \$61 ;
     if (rst) begin
       \$101  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$102  = \$63 ;
+    \$102  = req_left;
+    if (\$52 ) begin
+      (* full_case = 32'd1 *)
+      if (req_last) begin
+      end else begin
+        (* full_case = 32'd1 *)
+        if (req_started) begin
+          \$102  = \$54 [20:0];
+        end else begin
+          \$102  = \$56 [20:0];
+        end
+      end
+    end
     if (rst) begin
-      \$102  = 1'h0;
+      \$102  = 21'h000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$103  = \$65 ;
+    \$103  = req_last_next;
+    if (\$52 ) begin
+      (* full_case = 32'd1 *)
+      if (req_last) begin
+      end else begin
+        (* full_case = 32'd1 *)
+        if (req_started) begin
+          \$103  = \$55 ;
+        end else begin
+          \$103  = \$57 ;
+        end
+      end
+    end
     if (rst) begin
       \$103  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$104  = \$67 ;
+    \$104  = src_index;
+    if (src_hs) begin
+      (* full_case = 32'd1 *)
+      if (src_last) begin
+        \$104  = 21'h000000;
+      end else begin
+        \$104  = \$58 [20:0];
+      end
+    end
     if (rst) begin
-      \$104  = 1'h0;
+      \$104  = 21'h000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$105  = \$69 ;
+    \$105  = src_started;
+    if (src_hs) begin
+      (* full_case = 32'd1 *)
+      if (src_last) begin
+        \$105  = 1'h0;
+      end else begin
+        \$105  = 1'h1;
+      end
+    end
     if (rst) begin
       \$105  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$106  = \$71 ;
+    \$106  = src_left;
+    if (src_hs) begin
+      (* full_case = 32'd1 *)
+      if (src_last) begin
+      end else begin
+        (* full_case = 32'd1 *)
+        if (src_started) begin
+          \$106  = \$59 [20:0];
+        end else begin
+          \$106  = \$61 [20:0];
+        end
+      end
+    end
     if (rst) begin
-      \$106  = 1'h0;
+      \$106  = 21'h000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$107  = phase;
-    if (\$72 ) begin
-      \$107  = \$73 [5:0];
+    \$107  = src_last_next;
+    if (src_hs) begin
+      (* full_case = 32'd1 *)
+      if (src_last) begin
+      end else begin
+        (* full_case = 32'd1 *)
+        if (src_started) begin
+          \$107  = \$60 ;
+        end else begin
+          \$107  = \$62 ;
+        end
+      end
     end
     if (rst) begin
-      \$107  = 6'h00;
+      \$107  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$108  = aw_ahead;
-    if (\$77 ) begin
-      \$108  = \$82 [4:0];
-    end else if (\$81 ) begin
-      \$108  = \$83 [4:0];
-    end
+    \$108  = \$64 ;
     if (rst) begin
-      \$108  = 5'h00;
+      \$108  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$109  = w_ok_next;
+    \$109  = \$66 ;
     if (rst) begin
       \$109  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$110  = \$85 ;
+    \$110  = \$68 ;
     if (rst) begin
-      \$110  = 5'h00;
+      \$110  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$111  = cpl_full;
+    \$111  = \$70 ;
+    if (rst) begin
+      \$111  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$112  = \$72 ;
+    if (rst) begin
+      \$112  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$113  = \$74 ;
+    if (rst) begin
+      \$113  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$114  = \$76 ;
+    if (rst) begin
+      \$114  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$115  = \$78 ;
+    if (rst) begin
+      \$115  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$116  = \$80 ;
+    if (rst) begin
+      \$116  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$117  = phase;
+    if (\$81 ) begin
+      \$117  = \$82 [5:0];
+    end
+    if (rst) begin
+      \$117  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$118  = aw_ahead;
     if (\$86 ) begin
-      \$111  = 1'h0;
-    end
-    if (\$87 ) begin
-      if (\r_data$104 [8]) begin
-        \$111  = 1'h1;
-      end
+      \$118  = \$91 [4:0];
+    end else if (\$90 ) begin
+      \$118  = \$92 [4:0];
     end
     if (rst) begin
-      \$111  = 1'h0;
+      \$118  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$112  = status;
-    if (\$87 ) begin
-      \$112  = \$88 ;
-    end
+    \$119  = w_ok_next;
     if (rst) begin
-      \$112  = 3'h0;
+      \$119  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$113  = cpl__payload;
-    if (\$87 ) begin
+    \$120  = \$94 ;
+    if (rst) begin
+      \$120  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$121  = cpl_full;
+    if (\$95 ) begin
+      \$121  = 1'h0;
+    end
+    if (\$96 ) begin
       if (\r_data$104 [8]) begin
-        \$113 [7:0] = \r_data$104 [7:0];
-        \$113 [10:8] = status_now;
+        \$121  = 1'h1;
       end
     end
     if (rst) begin
-      \$113  = 11'h000;
+      \$121  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$122  = status;
+    if (\$96 ) begin
+      \$122  = \$97 ;
+    end
+    if (rst) begin
+      \$122  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$123  = cpl__payload;
+    if (\$96 ) begin
+      if (\r_data$104 [8]) begin
+        \$123 [7:0] = \r_data$104 [7:0];
+        \$123 [10:8] = status_now;
+      end
+    end
+    if (rst) begin
+      \$123  = 11'h000;
     end
   end
   assign off = cmd__payload[36:33];
@@ -8877,8 +9478,9 @@ module \ace_dma_small.writer (\o__ready$95 , axi__bresp, axi__bvalid, sram_r__re
   assign \w_data$45  = { o__payload[36], o__payload[44:37] };
   assign \w_en$46  = aw_issued;
   assign \r_rdy$53  = sram_r__req__valid;
-  assign \o__payload$77  = { \$114 , \$115  };
-  assign lo = { 1'h0, \$23  };
+  assign \r_data$61  = { \$125 , \$124  };
+  assign \o__payload$77  = { \$126 , \$127  };
+  assign lo = { 1'h0, \$30  };
   assign axi__wdata = \o__payload$90 [127:0];
   assign axi__wstrb = \o__payload$90 [143:128];
   assign axi__wlast = \o__payload$90 [144];
@@ -8889,7 +9491,7 @@ module \ace_dma_small.writer (\o__ready$95 , axi__bresp, axi__bvalid, sram_r__re
   assign axi__awaddr = \$14 [31:0];
   assign sram_r__req__payload = \$15 [12:0];
   assign axi__awlen = \o__payload$33 [35:28];
-  assign \port$3281$0  = \o__payload$90 [144:0];
+  assign \port$3608$0  = \o__payload$90 [144:0];
   assign \cmd__payload.stream  = cmd__payload[0];
   assign \cmd__payload.id  = cmd__payload[8:1];
   assign \cmd__payload.length  = cmd__payload[32:9];
@@ -8917,14 +9519,14 @@ module \ace_dma_small.writer (\o__ready$95 , axi__bresp, axi__bvalid, sram_r__re
   assign \i__payload$71.meta.beat.beat_lo  = \i__payload$71 [140:137];
   assign \i__payload$71.meta.beat.beat_hi  = \i__payload$71 [145:141];
   assign \i__payload$71.meta.beat.start_phase  = \i__payload$71 [151:146];
-  assign \o__payload$77.data  = \$115 ;
-  assign \o__payload$77.first  = \$114 [0];
-  assign \o__payload$77.last  = \$114 [1];
-  assign \o__payload$77.meta  = \$114 [16:2];
-  assign \o__payload$77.meta.beat  = \$114 [16:2];
-  assign \o__payload$77.meta.beat.beat_lo  = \$114 [5:2];
-  assign \o__payload$77.meta.beat.beat_hi  = \$114 [10:6];
-  assign \o__payload$77.meta.beat.start_phase  = \$114 [16:11];
+  assign \o__payload$77.data  = \$127 ;
+  assign \o__payload$77.first  = \$126 [0];
+  assign \o__payload$77.last  = \$126 [1];
+  assign \o__payload$77.meta  = \$126 [16:2];
+  assign \o__payload$77.meta.beat  = \$126 [16:2];
+  assign \o__payload$77.meta.beat.beat_lo  = \$126 [5:2];
+  assign \o__payload$77.meta.beat.beat_hi  = \$126 [10:6];
+  assign \o__payload$77.meta.beat.start_phase  = \$126 [16:11];
   assign \i__payload$88.data  = \i__payload$88 [127:0];
   assign \i__payload$88.strb  = \i__payload$88 [143:128];
   assign \i__payload$88.last  = \i__payload$88 [144];
@@ -8935,29 +9537,30 @@ module \ace_dma_small.writer (\o__ready$95 , axi__bresp, axi__bvalid, sram_r__re
   assign \o__payload$90.bytes  = \o__payload$90 [149:145];
   assign \cpl__payload.id  = cpl__payload[7:0];
   assign \cpl__payload.status  = cpl__payload[10:8];
-  assign \i__payload$88 [149:145] = \$27 [4:0];
-  assign \i__payload$88 [144] = \$26 ;
-  assign \i__payload$88 [143:128] = \$24 ;
-  assign \i__payload$88 [127:0] = \$115 ;
-  assign \i__payload$71 [151:137] = \r_data$61 [43:29];
-  assign \i__payload$71 [136] = \r_data$61 [28];
+  assign \i__payload$88 [149:145] = \$34 [4:0];
+  assign \i__payload$88 [144] = \$33 ;
+  assign \i__payload$88 [143:128] = \$31 ;
+  assign \i__payload$88 [127:0] = \$127 ;
+  assign \i__payload$71 [151:137] = \$125 [25:11];
+  assign \i__payload$71 [136] = \$125 [10];
   assign \i__payload$71 [135] = 1'h0;
-  assign \i__payload$71 [134:130] = \r_data$61 [27:23];
+  assign \i__payload$71 [134:130] = \$125 [9:5];
   assign \i__payload$71 [129] = src_last;
   assign \i__payload$71 [128] = src_first;
-  assign \i__payload$71 [127:0] = \$19 ;
+  assign \i__payload$71 [127:0] = { \$26 , \$25 , \$24 , \$23 , \$22 , \$21 , \$20 , \$19  };
   assign \i__payload$27 [35:28] = o__payload[35:28];
   assign \i__payload$27 [27:0] = o__payload[27:0];
   assign i__payload[56:49] = r_data[56:49];
   assign i__payload[48:28] = r_data[48:28];
   assign i__payload[27:0] = r_data[27:0];
-  assign \w_data$8 [43:38] = cmd__payload[42:37];
-  assign \w_data$8 [37:33] = \$12 ;
-  assign \w_data$8 [32:29] = cmd__payload[36:33];
-  assign \w_data$8 [28] = straddles;
-  assign \w_data$8 [27:23] = \$11 [4:0];
-  assign \w_data$8 [22] = \$10 ;
-  assign \w_data$8 [21:1] = \$2 [20:0];
+  assign \w_data$8 [51:46] = cmd__payload[42:37];
+  assign \w_data$8 [45:41] = \$12 ;
+  assign \w_data$8 [40:37] = cmd__payload[36:33];
+  assign \w_data$8 [36] = straddles;
+  assign \w_data$8 [35:31] = \$11 [4:0];
+  assign \w_data$8 [30] = \$10 ;
+  assign \w_data$8 [29:9] = \$2 [20:0];
+  assign \w_data$8 [8:1] = { cmd__payload[0], cmd__payload[0], cmd__payload[0], cmd__payload[0], cmd__payload[0], cmd__payload[0], cmd__payload[0], cmd__payload[0] };
   assign \w_data$8 [0] = cmd__payload[0];
   assign \w_data$7 [34] = \$9 ;
   assign \w_data$7 [33:13] = \$2 [20:0];
@@ -8965,12 +9568,12 @@ module \ace_dma_small.writer (\o__ready$95 , axi__bresp, axi__bvalid, sram_r__re
   assign \$2  = { 4'h0, \$1 [24:4] };
   assign \$8  = { 4'h0, \$7 [24:4] };
   assign \$14  = { 3'h0, \o__payload$33 [27:0], 4'h0 };
-  assign \$38  = axi__bresp[1];
-  assign \$44  = \room_next$114 ;
+  assign \$45  = axi__bresp[1];
+  assign \$51  = \room_next$114 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.writer.aw_q (rst, \port$1209$0 , w_en, room_next, o__ready, \r_rdy$14 , \r_data$12 , \port$3361$1 , \port$3361$37 , clk);
+module \ace_dma_small.writer.aw_q (rst, \port$1253$0 , w_en, room_next, o__ready, \r_rdy$14 , \r_data$12 , \port$3750$1 , \port$3750$37 , clk);
   input clk;
   wire clk;
   wire [56:0] i__payload;
@@ -8981,12 +9584,12 @@ module \ace_dma_small.writer.aw_q (rst, \port$1209$0 , w_en, room_next, o__ready
   input o__ready;
   wire o__ready;
   wire o__valid;
-  input [20:0] \port$1209$0 ;
-  wire [20:0] \port$1209$0 ;
-  input [7:0] \port$3361$1 ;
-  wire [7:0] \port$3361$1 ;
-  input [27:0] \port$3361$37 ;
-  wire [27:0] \port$3361$37 ;
+  input [20:0] \port$1253$0 ;
+  wire [20:0] \port$1253$0 ;
+  input [7:0] \port$3750$1 ;
+  wire [7:0] \port$3750$1 ;
+  input [27:0] \port$3750$37 ;
+  wire [27:0] \port$3750$37 ;
   wire [56:0] r_data;
   output [56:0] \r_data$12 ;
   wire [56:0] \r_data$12 ;
@@ -9010,9 +9613,9 @@ module \ace_dma_small.writer.aw_q (rst, \port$1209$0 , w_en, room_next, o__ready
   \ace_dma_small.writer.aw_q.fifo  fifo (
     .clk(clk),
     .level(level),
-    .\port$1209$0 (\port$1209$0 ),
-    .\port$3361$1 (\port$3361$1 ),
-    .\port$3361$37 (\port$3361$37 ),
+    .\port$1253$0 (\port$1253$0 ),
+    .\port$3750$1 (\port$3750$1 ),
+    .\port$3750$37 (\port$3750$37 ),
     .r_data(i__payload),
     .r_en(r_en),
     .r_rdy(i__valid),
@@ -9030,8 +9633,8 @@ module \ace_dma_small.writer.aw_q (rst, \port$1209$0 , w_en, room_next, o__ready
     .out_payload(\r_data$12 ),
     .rst(rst)
   );
-  assign w_data = { \port$3361$1 , \port$1209$0 , \port$3361$37  };
-  assign \w_data$1  = { \port$3361$1 , \port$1209$0 , \port$3361$37  };
+  assign w_data = { \port$3750$1 , \port$1253$0 , \port$3750$37  };
+  assign \w_data$1  = { \port$3750$1 , \port$1253$0 , \port$3750$37  };
   assign \w_en$3  = w_en;
   assign \w_rdy$5  = w_rdy;
   assign r_rdy = i__valid;
@@ -9043,22 +9646,24 @@ module \ace_dma_small.writer.aw_q (rst, \port$1209$0 , w_en, room_next, o__ready
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.writer.aw_q.fifo (rst, \port$1209$0 , w_en, w_rdy, r_rdy, r_data, level, r_en, \port$3361$1 , \port$3361$37 , clk);
+module \ace_dma_small.writer.aw_q.fifo (rst, \port$1253$0 , w_en, r_data, level, r_rdy, w_rdy, r_en, \port$3750$1 , \port$3750$37 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$16  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
   wire \$12 ;
-  wire \$13 ;
-  wire [3:0] \$14 ;
+  wire [3:0] \$13 ;
+  wire \$14 ;
   reg [1:0] \$15 ;
   reg [1:0] \$16 ;
   reg [2:0] \$17 ;
+  reg \$18 ;
+  reg \$19 ;
   wire [2:0] \$2 ;
-  wire \$3 ;
-  wire [2:0] \$4 ;
-  wire \$5 ;
-  wire \$6 ;
+  wire [2:0] \$3 ;
+  wire \$4 ;
+  wire [2:0] \$5 ;
+  wire [2:0] \$6 ;
   wire \$7 ;
   wire \$8 ;
   wire [3:0] \$9 ;
@@ -9066,72 +9671,73 @@ module \ace_dma_small.writer.aw_q.fifo (rst, \port$1209$0 , w_en, w_rdy, r_rdy, 
   wire clk;
   (* init = 2'h0 *)
   wire [1:0] consume;
+  wire do_read;
+  wire do_write;
   output [2:0] level;
   reg [2:0] level = 3'h0;
-  input [20:0] \port$1209$0 ;
-  wire [20:0] \port$1209$0 ;
-  input [7:0] \port$3361$1 ;
-  wire [7:0] \port$3361$1 ;
-  input [27:0] \port$3361$37 ;
-  wire [27:0] \port$3361$37 ;
+  input [20:0] \port$1253$0 ;
+  wire [20:0] \port$1253$0 ;
+  input [7:0] \port$3750$1 ;
+  wire [7:0] \port$3750$1 ;
+  input [27:0] \port$3750$37 ;
+  wire [27:0] \port$3750$37 ;
   (* init = 2'h0 *)
   wire [1:0] produce;
   output [56:0] r_data;
   wire [56:0] r_data;
   input r_en;
   wire r_en;
-  (* init = 3'h0 *)
-  wire [2:0] r_level;
   reg [1:0] r_port__addr = 2'h0;
   wire [56:0] r_port__data;
   output r_rdy;
-  wire r_rdy;
+  reg r_rdy = 1'h0;
   input rst;
   wire rst;
   wire [56:0] w_data;
   input w_en;
   wire w_en;
-  (* init = 3'h0 *)
-  wire [2:0] w_level;
   reg [1:0] w_port__addr = 2'h0;
   wire [56:0] w_port__data;
   wire w_port__en;
   output w_rdy;
-  wire w_rdy;
+  reg w_rdy = 1'h1;
   reg [56:0] storage [3:0];
   always @(posedge clk) begin
-    if (w_port__en)
-      storage[w_port__addr] <= { \port$3361$1 , \port$1209$0 , \port$3361$37  };
+    if (do_write)
+      storage[w_port__addr] <= { \port$3750$1 , \port$1253$0 , \port$3750$37  };
   end
   assign r_data = storage[r_port__addr];
-  assign w_rdy = level != 3'h4;
-  assign r_rdy = | level;
-  assign w_port__en = w_en & w_rdy;
-  assign \$1  = w_rdy & w_en;
+  assign do_write = w_en & w_rdy;
+  assign do_read = r_en & r_rdy;
+  assign \$1  = w_port__addr == 2'h3;
   assign \$2  = w_port__addr + 1'h1;
-  assign \$3  = r_rdy & r_en;
-  assign \$4  = r_port__addr + 1'h1;
-  assign \$5  = w_rdy & w_en;
-  assign \$6  = r_rdy & r_en;
-  assign \$7  = ~ \$6 ;
-  assign \$8  = \$5  & \$7 ;
+  assign \$3  = \$1  ? 3'h0 : \$2 ;
+  assign \$4  = r_port__addr == 2'h3;
+  assign \$5  = r_port__addr + 1'h1;
+  assign \$6  = \$4  ? 3'h0 : \$5 ;
+  assign \$7  = ~ do_read;
+  assign \$8  = do_write & \$7 ;
   assign \$9  = level + 1'h1;
-  assign \$10  = r_rdy & r_en;
-  assign \$11  = w_rdy & w_en;
-  assign \$12  = ~ \$11 ;
-  assign \$13  = \$10  & \$12 ;
-  assign \$14  = level - 1'h1;
+  assign \$10  = level != 2'h3;
+  assign \$11  = ~ do_write;
+  assign \$12  = do_read & \$11 ;
+  assign \$13  = level - 1'h1;
+  assign \$14  = level != 1'h1;
   always @(posedge clk)
     w_port__addr <= \$15 ;
   always @(posedge clk)
     r_port__addr <= \$16 ;
   always @(posedge clk)
     level <= \$17 ;
+  always @(posedge clk)
+    r_rdy <= \$18 ;
+  always @(posedge clk)
+    w_rdy <= \$19 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$15  = w_port__addr;
-    if (\$1 ) begin
-      \$15  = \$2 [1:0];
+    if (do_write) begin
+      \$15  = \$3 [1:0];
     end
     if (rst) begin
       \$15  = 2'h0;
@@ -9140,8 +9746,8 @@ module \ace_dma_small.writer.aw_q.fifo (rst, \port$1209$0 , w_en, w_rdy, r_rdy, 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$16  = r_port__addr;
-    if (\$3 ) begin
-      \$16  = \$4 [1:0];
+    if (do_read) begin
+      \$16  = \$6 [1:0];
     end
     if (rst) begin
       \$16  = 2'h0;
@@ -9153,24 +9759,49 @@ module \ace_dma_small.writer.aw_q.fifo (rst, \port$1209$0 , w_en, w_rdy, r_rdy, 
     if (\$8 ) begin
       \$17  = \$9 [2:0];
     end
-    if (\$13 ) begin
-      \$17  = \$14 [2:0];
+    if (\$12 ) begin
+      \$17  = \$13 [2:0];
     end
     if (rst) begin
       \$17  = 3'h0;
     end
   end
-  assign w_level = level;
-  assign r_level = level;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$18  = r_rdy;
+    if (\$8 ) begin
+      \$18  = 1'h1;
+    end
+    if (\$12 ) begin
+      \$18  = \$14 ;
+    end
+    if (rst) begin
+      \$18  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$19  = w_rdy;
+    if (\$8 ) begin
+      \$19  = \$10 ;
+    end
+    if (\$12 ) begin
+      \$19  = 1'h1;
+    end
+    if (rst) begin
+      \$19  = 1'h1;
+    end
+  end
   assign produce = w_port__addr;
-  assign w_port__data = { \port$3361$1 , \port$1209$0 , \port$3361$37  };
-  assign w_data = { \port$3361$1 , \port$1209$0 , \port$3361$37  };
+  assign w_port__data = { \port$3750$1 , \port$1253$0 , \port$3750$37  };
+  assign w_data = { \port$3750$1 , \port$1253$0 , \port$3750$37  };
+  assign w_port__en = do_write;
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.writer.aw_q.head (rst, i__valid, i_bits, o__ready, i__ready, o__valid, out_payload, clk);
+module \ace_dma_small.writer.aw_q.head (rst, i_bits, o__ready, i__valid, i__ready, o__valid, out_payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$17  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -9529,7 +10160,7 @@ module \ace_dma_small.writer.aw_skid (clk, rst, i__valid, i__payload, i__ready, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.writer.b_q (rst, w_en, o__ready, room_next, \port$3048$36 , \r_rdy$14 , \r_data$12 , clk);
+module \ace_dma_small.writer.b_q (rst, w_en, o__ready, room_next, \port$3353$36 , \r_rdy$14 , \r_data$12 , clk);
   input clk;
   wire clk;
   wire [8:0] i__payload;
@@ -9540,8 +10171,8 @@ module \ace_dma_small.writer.b_q (rst, w_en, o__ready, room_next, \port$3048$36 
   input o__ready;
   wire o__ready;
   wire o__valid;
-  input [8:0] \port$3048$36 ;
-  wire [8:0] \port$3048$36 ;
+  input [8:0] \port$3353$36 ;
+  wire [8:0] \port$3353$36 ;
   wire [8:0] r_data;
   output [8:0] \r_data$12 ;
   wire [8:0] \r_data$12 ;
@@ -9565,7 +10196,7 @@ module \ace_dma_small.writer.b_q (rst, w_en, o__ready, room_next, \port$3048$36 
   \ace_dma_small.writer.b_q.fifo  fifo (
     .clk(clk),
     .level(level),
-    .\port$3048$36 (\port$3048$36 ),
+    .\port$3353$36 (\port$3353$36 ),
     .r_data(i__payload),
     .r_en(r_en),
     .r_rdy(i__valid),
@@ -9583,8 +10214,8 @@ module \ace_dma_small.writer.b_q (rst, w_en, o__ready, room_next, \port$3048$36 
     .o__valid(\r_rdy$14 ),
     .rst(rst)
   );
-  assign w_data = { \port$3048$36 [0], \port$3048$36 [8:1] };
-  assign \w_data$1  = { \port$3048$36 [0], \port$3048$36 [8:1] };
+  assign w_data = { \port$3353$36 [0], \port$3353$36 [8:1] };
+  assign \w_data$1  = { \port$3353$36 [0], \port$3353$36 [8:1] };
   assign \w_en$3  = w_en;
   assign \w_rdy$5  = w_rdy;
   assign r_rdy = i__valid;
@@ -9596,7 +10227,7 @@ module \ace_dma_small.writer.b_q (rst, w_en, o__ready, room_next, \port$3048$36 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.writer.b_q.fifo (rst, w_en, w_rdy, r_rdy, r_data, \port$3048$36 , level, r_en, clk);
+module \ace_dma_small.writer.b_q.fifo (rst, w_en, r_data, \port$3353$36 , level, r_rdy, w_rdy, r_en, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$19  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -9604,130 +10235,150 @@ module \ace_dma_small.writer.b_q.fifo (rst, w_en, w_rdy, r_rdy, r_data, \port$30
   wire \$12 ;
   wire [3:0] \$13 ;
   wire \$14 ;
-  wire \$15 ;
-  wire \$16 ;
-  wire \$17 ;
-  wire [3:0] \$18 ;
-  reg [2:0] \$19 ;
-  wire \$2 ;
-  reg [2:0] \$20 ;
-  reg [2:0] \$21 ;
+  reg [2:0] \$15 ;
+  reg [2:0] \$16 ;
+  reg [2:0] \$17 ;
+  reg \$18 ;
+  reg \$19 ;
+  wire [3:0] \$2 ;
   wire [3:0] \$3 ;
-  wire [3:0] \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire [3:0] \$7 ;
-  wire [3:0] \$8 ;
-  wire \$9 ;
+  wire \$4 ;
+  wire [3:0] \$5 ;
+  wire [3:0] \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  wire [3:0] \$9 ;
   input clk;
   wire clk;
   (* init = 3'h0 *)
   wire [2:0] consume;
+  wire do_read;
+  wire do_write;
   output [2:0] level;
   reg [2:0] level = 3'h0;
-  input [8:0] \port$3048$36 ;
-  wire [8:0] \port$3048$36 ;
+  input [8:0] \port$3353$36 ;
+  wire [8:0] \port$3353$36 ;
   (* init = 3'h0 *)
   wire [2:0] produce;
   output [8:0] r_data;
   wire [8:0] r_data;
   input r_en;
   wire r_en;
-  (* init = 3'h0 *)
-  wire [2:0] r_level;
   reg [2:0] r_port__addr = 3'h0;
   wire [8:0] r_port__data;
   output r_rdy;
-  wire r_rdy;
+  reg r_rdy = 1'h0;
   input rst;
   wire rst;
   wire [8:0] w_data;
   input w_en;
   wire w_en;
-  (* init = 3'h0 *)
-  wire [2:0] w_level;
   reg [2:0] w_port__addr = 3'h0;
   wire [8:0] w_port__data;
   wire w_port__en;
   output w_rdy;
-  wire w_rdy;
+  reg w_rdy = 1'h1;
   reg [8:0] storage [6:0];
   always @(posedge clk) begin
-    if (w_port__en)
-      storage[w_port__addr] <= { \port$3048$36 [0], \port$3048$36 [8:1] };
+    if (do_write)
+      storage[w_port__addr] <= { \port$3353$36 [0], \port$3353$36 [8:1] };
   end
   assign r_data = storage[r_port__addr];
-  assign w_rdy = level != 3'h7;
-  assign r_rdy = | level;
-  assign w_port__en = w_en & w_rdy;
-  assign \$1  = w_rdy & w_en;
-  assign \$2  = w_port__addr == 3'h6;
-  assign \$3  = w_port__addr + 1'h1;
-  assign \$4  = \$2  ? 4'h0 : \$3 ;
-  assign \$5  = r_rdy & r_en;
-  assign \$6  = r_port__addr == 3'h6;
-  assign \$7  = r_port__addr + 1'h1;
-  assign \$8  = \$6  ? 4'h0 : \$7 ;
-  assign \$9  = w_rdy & w_en;
-  assign \$10  = r_rdy & r_en;
-  assign \$11  = ~ \$10 ;
-  assign \$12  = \$9  & \$11 ;
-  assign \$13  = level + 1'h1;
-  assign \$14  = r_rdy & r_en;
-  assign \$15  = w_rdy & w_en;
-  assign \$16  = ~ \$15 ;
-  assign \$17  = \$14  & \$16 ;
-  assign \$18  = level - 1'h1;
+  assign do_write = w_en & w_rdy;
+  assign do_read = r_en & r_rdy;
+  assign \$1  = w_port__addr == 3'h6;
+  assign \$2  = w_port__addr + 1'h1;
+  assign \$3  = \$1  ? 4'h0 : \$2 ;
+  assign \$4  = r_port__addr == 3'h6;
+  assign \$5  = r_port__addr + 1'h1;
+  assign \$6  = \$4  ? 4'h0 : \$5 ;
+  assign \$7  = ~ do_read;
+  assign \$8  = do_write & \$7 ;
+  assign \$9  = level + 1'h1;
+  assign \$10  = level != 3'h6;
+  assign \$11  = ~ do_write;
+  assign \$12  = do_read & \$11 ;
+  assign \$13  = level - 1'h1;
+  assign \$14  = level != 1'h1;
   always @(posedge clk)
-    w_port__addr <= \$19 ;
+    w_port__addr <= \$15 ;
   always @(posedge clk)
-    r_port__addr <= \$20 ;
+    r_port__addr <= \$16 ;
   always @(posedge clk)
-    level <= \$21 ;
+    level <= \$17 ;
+  always @(posedge clk)
+    r_rdy <= \$18 ;
+  always @(posedge clk)
+    w_rdy <= \$19 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$19  = w_port__addr;
-    if (\$1 ) begin
-      \$19  = \$4 [2:0];
+    \$15  = w_port__addr;
+    if (do_write) begin
+      \$15  = \$3 [2:0];
     end
     if (rst) begin
-      \$19  = 3'h0;
+      \$15  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$20  = r_port__addr;
-    if (\$5 ) begin
-      \$20  = \$8 [2:0];
+    \$16  = r_port__addr;
+    if (do_read) begin
+      \$16  = \$6 [2:0];
     end
     if (rst) begin
-      \$20  = 3'h0;
+      \$16  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$21  = level;
+    \$17  = level;
+    if (\$8 ) begin
+      \$17  = \$9 [2:0];
+    end
     if (\$12 ) begin
-      \$21  = \$13 [2:0];
-    end
-    if (\$17 ) begin
-      \$21  = \$18 [2:0];
+      \$17  = \$13 [2:0];
     end
     if (rst) begin
-      \$21  = 3'h0;
+      \$17  = 3'h0;
     end
   end
-  assign w_level = level;
-  assign r_level = level;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    \$18  = r_rdy;
+    if (\$8 ) begin
+      \$18  = 1'h1;
+    end
+    if (\$12 ) begin
+      \$18  = \$14 ;
+    end
+    if (rst) begin
+      \$18  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    \$19  = w_rdy;
+    if (\$8 ) begin
+      \$19  = \$10 ;
+    end
+    if (\$12 ) begin
+      \$19  = 1'h1;
+    end
+    if (rst) begin
+      \$19  = 1'h1;
+    end
+  end
   assign produce = w_port__addr;
-  assign w_port__data = { \port$3048$36 [0], \port$3048$36 [8:1] };
-  assign w_data = { \port$3048$36 [0], \port$3048$36 [8:1] };
+  assign w_port__data = { \port$3353$36 [0], \port$3353$36 [8:1] };
+  assign w_data = { \port$3353$36 [0], \port$3353$36 [8:1] };
+  assign w_port__en = do_write;
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.writer.b_q.head (rst, o__ready, i__valid, i__payload, i__ready, o__valid, o__payload, clk);
+module \ace_dma_small.writer.b_q.head (rst, o__ready, i__payload, i__valid, i__ready, o__valid, o__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$20  = 0;
   wire \$1 ;
   reg \$10 ;
@@ -9855,97 +10506,98 @@ module \ace_dma_small.writer.b_q.head (rst, o__ready, i__valid, i__payload, i__r
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1, w_ok_2, w_ok_3, w_ok_4, w_ok_5, w_ok_6, w_ok_7, \port$3099$0 , i__ready, c_valid_0, out_data, in_ready_0, in_ready_1, in_ready_2, in_ready_3, clk);
+module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1, w_ok_2, w_ok_3, w_ok_4, w_ok_5, w_ok_6, w_ok_7, w_ok_8, \port$3408$0 , i__ready, c_valid_0, out_data, in_ready_0, in_ready_1, in_ready_2, in_ready_3, in_ready_4
+, in_ready_5, in_ready_6, in_ready_7, in_ready_8, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$21  = 0;
   wire \$1 ;
   wire \$10 ;
   wire [7:0] \$100 ;
   wire [7:0] \$101 ;
-  wire [5:0] \$1016 ;
-  wire [7:0] \$102 ;
-  wire [5:0] \$1020 ;
-  wire [5:0] \$1025 ;
-  wire [5:0] \$1029 ;
-  wire [7:0] \$103 ;
-  wire [7:0] \$104 ;
-  wire [5:0] \$1042 ;
-  wire [5:0] \$1045 ;
-  wire [7:0] \$105 ;
-  wire [7:0] \$106 ;
-  wire [7:0] \$107 ;
-  wire [7:0] \$108 ;
-  wire [7:0] \$109 ;
+  wire \$102 ;
+  wire \$103 ;
+  wire [5:0] \$1034 ;
+  wire [5:0] \$1038 ;
+  wire \$104 ;
+  wire [5:0] \$1043 ;
+  wire [5:0] \$1047 ;
+  wire \$105 ;
+  wire \$106 ;
+  wire [5:0] \$1060 ;
+  wire [5:0] \$1063 ;
+  wire \$107 ;
+  wire \$108 ;
+  wire \$109 ;
   wire \$11 ;
-  wire \$110 ;
-  wire [5:0] \$1102 ;
-  wire [5:0] \$1106 ;
-  wire \$111 ;
-  wire [5:0] \$1111 ;
-  wire [5:0] \$1115 ;
+  wire [7:0] \$110 ;
+  wire [7:0] \$111 ;
   wire \$112 ;
-  wire [5:0] \$1128 ;
+  wire [5:0] \$1120 ;
+  wire [5:0] \$1124 ;
+  wire [5:0] \$1129 ;
   wire \$113 ;
-  wire [5:0] \$1131 ;
+  wire [5:0] \$1133 ;
   wire \$114 ;
+  wire [5:0] \$1146 ;
+  wire [5:0] \$1149 ;
   wire \$115 ;
   wire \$116 ;
   wire \$117 ;
-  wire [7:0] \$118 ;
-  wire [5:0] \$1188 ;
-  wire [7:0] \$119 ;
-  wire [5:0] \$1192 ;
-  wire [5:0] \$1197 ;
+  wire \$118 ;
+  wire \$119 ;
   wire \$12 ;
   wire \$120 ;
-  wire [5:0] \$1201 ;
+  wire [5:0] \$1206 ;
   wire \$121 ;
-  wire [5:0] \$1214 ;
-  wire [5:0] \$1217 ;
+  wire [5:0] \$1210 ;
+  wire [5:0] \$1215 ;
+  wire [5:0] \$1219 ;
   wire \$122 ;
   wire \$123 ;
+  wire [5:0] \$1232 ;
+  wire [5:0] \$1235 ;
   wire \$124 ;
   wire \$125 ;
   wire \$126 ;
   wire \$127 ;
-  wire [5:0] \$1274 ;
-  wire [5:0] \$1278 ;
   wire \$128 ;
-  wire [5:0] \$1283 ;
-  wire [5:0] \$1287 ;
   wire \$129 ;
+  wire [5:0] \$1292 ;
+  wire [5:0] \$1296 ;
   wire \$13 ;
   wire \$130 ;
-  wire [5:0] \$1300 ;
-  wire [5:0] \$1303 ;
+  wire [5:0] \$1301 ;
+  wire [5:0] \$1305 ;
   wire \$131 ;
+  wire [5:0] \$1318 ;
   wire \$132 ;
+  wire [5:0] \$1321 ;
   wire \$133 ;
   wire \$134 ;
   wire \$135 ;
   wire \$136 ;
-  wire [5:0] \$1360 ;
-  wire [5:0] \$1364 ;
-  wire [5:0] \$1369 ;
   wire \$137 ;
-  wire [5:0] \$1373 ;
+  wire [5:0] \$1378 ;
   wire \$138 ;
-  wire [5:0] \$1386 ;
-  wire [5:0] \$1389 ;
+  wire [5:0] \$1382 ;
+  wire [5:0] \$1387 ;
   wire \$139 ;
+  wire [5:0] \$1391 ;
   wire \$14 ;
   wire \$140 ;
+  wire [5:0] \$1404 ;
+  wire [5:0] \$1407 ;
   wire \$141 ;
   wire \$142 ;
   wire \$143 ;
   wire \$144 ;
-  wire [5:0] \$1446 ;
   wire \$145 ;
-  wire [5:0] \$1450 ;
-  wire [5:0] \$1455 ;
-  wire [5:0] \$1459 ;
   wire \$146 ;
-  wire \$147 ;
-  wire \$148 ;
+  wire [5:0] \$1464 ;
+  wire [5:0] \$1468 ;
+  wire [1:0] \$147 ;
+  wire [5:0] \$1473 ;
+  wire [5:0] \$1477 ;
+  wire [1:0] \$148 ;
   wire \$149 ;
   wire \$15 ;
   wire \$150 ;
@@ -9953,8 +10605,8 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$152 ;
   wire \$153 ;
   wire \$154 ;
-  wire [1:0] \$155 ;
-  wire [1:0] \$156 ;
+  wire \$155 ;
+  wire \$156 ;
   wire \$157 ;
   wire \$158 ;
   wire \$159 ;
@@ -9964,29 +10616,29 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$162 ;
   wire \$163 ;
   wire \$164 ;
-  wire \$165 ;
-  wire \$166 ;
-  wire \$167 ;
-  wire \$168 ;
-  wire \$169 ;
+  wire [1:0] \$165 ;
+  wire [7:0] \$166 ;
+  wire [7:0] \$167 ;
+  wire [7:0] \$168 ;
+  wire [7:0] \$169 ;
   wire \$17 ;
-  wire \$170 ;
-  wire \$171 ;
-  wire \$172 ;
-  wire [1:0] \$173 ;
+  wire [7:0] \$170 ;
+  wire [7:0] \$171 ;
+  wire [7:0] \$172 ;
+  wire [7:0] \$173 ;
   wire [7:0] \$174 ;
   wire [7:0] \$175 ;
-  wire [7:0] \$176 ;
-  wire [7:0] \$177 ;
-  wire [7:0] \$178 ;
-  wire [7:0] \$179 ;
+  wire \$176 ;
+  wire \$177 ;
+  wire \$178 ;
+  wire \$179 ;
   wire \$18 ;
-  wire [7:0] \$180 ;
-  wire [7:0] \$181 ;
-  wire [7:0] \$182 ;
-  wire [7:0] \$183 ;
-  wire \$184 ;
-  wire \$185 ;
+  wire \$180 ;
+  wire \$181 ;
+  wire \$182 ;
+  wire \$183 ;
+  wire [7:0] \$184 ;
+  wire [7:0] \$185 ;
   wire \$186 ;
   wire \$187 ;
   wire \$188 ;
@@ -9994,8 +10646,8 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$19 ;
   wire \$190 ;
   wire \$191 ;
-  wire [7:0] \$192 ;
-  wire [7:0] \$193 ;
+  wire \$192 ;
+  wire \$193 ;
   wire \$194 ;
   wire \$195 ;
   wire \$196 ;
@@ -10027,17 +10679,17 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$219 ;
   wire \$22 ;
   wire \$220 ;
-  wire \$221 ;
-  wire \$222 ;
+  wire [1:0] \$221 ;
+  wire [1:0] \$222 ;
   wire \$223 ;
   wire \$224 ;
   wire \$225 ;
   wire \$226 ;
   wire \$227 ;
   wire \$228 ;
-  wire [1:0] \$229 ;
+  wire \$229 ;
   wire \$23 ;
-  wire [1:0] \$230 ;
+  wire \$230 ;
   wire \$231 ;
   wire \$232 ;
   wire \$233 ;
@@ -10046,29 +10698,29 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$236 ;
   wire \$237 ;
   wire \$238 ;
-  wire \$239 ;
+  wire [1:0] \$239 ;
   wire \$24 ;
-  wire \$240 ;
-  wire \$241 ;
-  wire \$242 ;
-  wire \$243 ;
-  wire \$244 ;
-  wire \$245 ;
-  wire \$246 ;
-  wire [1:0] \$247 ;
+  wire [7:0] \$240 ;
+  wire [7:0] \$241 ;
+  wire [7:0] \$242 ;
+  wire [7:0] \$243 ;
+  wire [7:0] \$244 ;
+  wire [7:0] \$245 ;
+  wire [7:0] \$246 ;
+  wire [7:0] \$247 ;
   wire [7:0] \$248 ;
   wire [7:0] \$249 ;
   wire \$25 ;
-  wire [7:0] \$250 ;
-  wire [7:0] \$251 ;
-  wire [7:0] \$252 ;
-  wire [7:0] \$253 ;
-  wire [7:0] \$254 ;
-  wire [7:0] \$255 ;
-  wire [7:0] \$256 ;
-  wire [7:0] \$257 ;
-  wire \$258 ;
-  wire \$259 ;
+  wire \$250 ;
+  wire \$251 ;
+  wire \$252 ;
+  wire \$253 ;
+  wire \$254 ;
+  wire \$255 ;
+  wire \$256 ;
+  wire \$257 ;
+  wire [7:0] \$258 ;
+  wire [7:0] \$259 ;
   wire \$26 ;
   wire \$260 ;
   wire \$261 ;
@@ -10076,8 +10728,8 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$263 ;
   wire \$264 ;
   wire \$265 ;
-  wire [7:0] \$266 ;
-  wire [7:0] \$267 ;
+  wire \$266 ;
+  wire \$267 ;
   wire \$268 ;
   wire \$269 ;
   wire \$27 ;
@@ -10108,8 +10760,8 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$292 ;
   wire \$293 ;
   wire \$294 ;
-  wire \$295 ;
-  wire \$296 ;
+  wire [1:0] \$295 ;
+  wire [1:0] \$296 ;
   wire \$297 ;
   wire \$298 ;
   wire \$299 ;
@@ -10118,8 +10770,8 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$300 ;
   wire \$301 ;
   wire \$302 ;
-  wire [1:0] \$303 ;
-  wire [1:0] \$304 ;
+  wire \$303 ;
+  wire \$304 ;
   wire \$305 ;
   wire \$306 ;
   wire \$307 ;
@@ -10129,38 +10781,38 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$310 ;
   wire \$311 ;
   wire \$312 ;
-  wire \$313 ;
-  wire \$314 ;
-  wire \$315 ;
-  wire \$316 ;
-  wire \$317 ;
-  wire \$318 ;
-  wire \$319 ;
+  wire [1:0] \$313 ;
+  wire [7:0] \$314 ;
+  wire [7:0] \$315 ;
+  wire [7:0] \$316 ;
+  wire [7:0] \$317 ;
+  wire [7:0] \$318 ;
+  wire [7:0] \$319 ;
   wire \$32 ;
-  wire \$320 ;
-  wire [1:0] \$321 ;
+  wire [7:0] \$320 ;
+  wire [7:0] \$321 ;
   wire [7:0] \$322 ;
   wire [7:0] \$323 ;
-  wire [7:0] \$324 ;
-  wire [7:0] \$325 ;
-  wire [7:0] \$326 ;
-  wire [7:0] \$327 ;
-  wire [7:0] \$328 ;
-  wire [7:0] \$329 ;
-  wire [7:0] \$33 ;
-  wire [7:0] \$330 ;
-  wire [7:0] \$331 ;
-  wire \$332 ;
-  wire \$333 ;
+  wire \$324 ;
+  wire \$325 ;
+  wire \$326 ;
+  wire \$327 ;
+  wire \$328 ;
+  wire \$329 ;
+  wire \$33 ;
+  wire \$330 ;
+  wire \$331 ;
+  wire [7:0] \$332 ;
+  wire [7:0] \$333 ;
   wire \$334 ;
   wire \$335 ;
   wire \$336 ;
   wire \$337 ;
   wire \$338 ;
   wire \$339 ;
-  wire [7:0] \$34 ;
-  wire [7:0] \$340 ;
-  wire [7:0] \$341 ;
+  wire \$34 ;
+  wire \$340 ;
+  wire \$341 ;
   wire \$342 ;
   wire \$343 ;
   wire \$344 ;
@@ -10180,7 +10832,7 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$357 ;
   wire \$358 ;
   wire \$359 ;
-  wire \$36 ;
+  wire [7:0] \$36 ;
   wire \$360 ;
   wire \$361 ;
   wire \$362 ;
@@ -10190,17 +10842,17 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$366 ;
   wire \$367 ;
   wire \$368 ;
-  wire \$369 ;
-  wire \$37 ;
-  wire \$370 ;
+  wire [1:0] \$369 ;
+  wire [7:0] \$37 ;
+  wire [1:0] \$370 ;
   wire \$371 ;
   wire \$372 ;
   wire \$373 ;
   wire \$374 ;
   wire \$375 ;
   wire \$376 ;
-  wire [1:0] \$377 ;
-  wire [1:0] \$378 ;
+  wire \$377 ;
+  wire \$378 ;
   wire \$379 ;
   wire \$38 ;
   wire \$380 ;
@@ -10210,30 +10862,30 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$384 ;
   wire \$385 ;
   wire \$386 ;
-  wire \$387 ;
-  wire \$388 ;
-  wire \$389 ;
+  wire [1:0] \$387 ;
+  wire [7:0] \$388 ;
+  wire [7:0] \$389 ;
   wire \$39 ;
-  wire \$390 ;
-  wire \$391 ;
-  wire \$392 ;
-  wire \$393 ;
-  wire \$394 ;
-  wire [1:0] \$395 ;
+  wire [7:0] \$390 ;
+  wire [7:0] \$391 ;
+  wire [7:0] \$392 ;
+  wire [7:0] \$393 ;
+  wire [7:0] \$394 ;
+  wire [7:0] \$395 ;
   wire [7:0] \$396 ;
   wire [7:0] \$397 ;
-  wire [7:0] \$398 ;
-  wire [7:0] \$399 ;
+  wire \$398 ;
+  wire \$399 ;
   wire \$4 ;
   wire \$40 ;
-  wire [7:0] \$400 ;
-  wire [7:0] \$401 ;
-  wire [7:0] \$402 ;
-  wire [7:0] \$403 ;
-  wire [7:0] \$404 ;
-  wire [7:0] \$405 ;
-  wire \$406 ;
-  wire \$407 ;
+  wire \$400 ;
+  wire \$401 ;
+  wire \$402 ;
+  wire \$403 ;
+  wire \$404 ;
+  wire \$405 ;
+  wire [7:0] \$406 ;
+  wire [7:0] \$407 ;
   wire \$408 ;
   wire \$409 ;
   wire \$41 ;
@@ -10241,8 +10893,8 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$411 ;
   wire \$412 ;
   wire \$413 ;
-  wire [7:0] \$414 ;
-  wire [7:0] \$415 ;
+  wire \$414 ;
+  wire \$415 ;
   wire \$416 ;
   wire \$417 ;
   wire \$418 ;
@@ -10273,8 +10925,8 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$440 ;
   wire \$441 ;
   wire \$442 ;
-  wire \$443 ;
-  wire \$444 ;
+  wire [1:0] \$443 ;
+  wire [1:0] \$444 ;
   wire \$445 ;
   wire \$446 ;
   wire \$447 ;
@@ -10282,8 +10934,8 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$449 ;
   wire \$45 ;
   wire \$450 ;
-  wire [1:0] \$451 ;
-  wire [1:0] \$452 ;
+  wire \$451 ;
+  wire \$452 ;
   wire \$453 ;
   wire \$454 ;
   wire \$455 ;
@@ -10293,37 +10945,37 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$459 ;
   wire \$46 ;
   wire \$460 ;
-  wire \$461 ;
-  wire \$462 ;
-  wire \$463 ;
-  wire \$464 ;
-  wire \$465 ;
-  wire \$466 ;
-  wire \$467 ;
-  wire \$468 ;
-  wire [1:0] \$469 ;
+  wire [1:0] \$461 ;
+  wire [7:0] \$462 ;
+  wire [7:0] \$463 ;
+  wire [7:0] \$464 ;
+  wire [7:0] \$465 ;
+  wire [7:0] \$466 ;
+  wire [7:0] \$467 ;
+  wire [7:0] \$468 ;
+  wire [7:0] \$469 ;
   wire \$47 ;
   wire [7:0] \$470 ;
   wire [7:0] \$471 ;
-  wire [7:0] \$472 ;
-  wire [7:0] \$473 ;
-  wire [7:0] \$474 ;
-  wire [7:0] \$475 ;
-  wire [7:0] \$476 ;
-  wire [7:0] \$477 ;
-  wire [7:0] \$478 ;
-  wire [7:0] \$479 ;
+  wire \$472 ;
+  wire \$473 ;
+  wire \$474 ;
+  wire \$475 ;
+  wire \$476 ;
+  wire \$477 ;
+  wire \$478 ;
+  wire \$479 ;
   wire \$48 ;
-  wire \$480 ;
-  wire \$481 ;
+  wire [7:0] \$480 ;
+  wire [7:0] \$481 ;
   wire \$482 ;
   wire \$483 ;
   wire \$484 ;
   wire \$485 ;
   wire \$486 ;
   wire \$487 ;
-  wire [7:0] \$488 ;
-  wire [7:0] \$489 ;
+  wire \$488 ;
+  wire \$489 ;
   wire \$49 ;
   wire \$490 ;
   wire \$491 ;
@@ -10355,8 +11007,8 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$514 ;
   wire \$515 ;
   wire \$516 ;
-  wire \$517 ;
-  wire \$518 ;
+  wire [1:0] \$517 ;
+  wire [1:0] \$518 ;
   wire \$519 ;
   wire \$52 ;
   wire \$520 ;
@@ -10364,8 +11016,8 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$522 ;
   wire \$523 ;
   wire \$524 ;
-  wire [1:0] \$525 ;
-  wire [1:0] \$526 ;
+  wire \$525 ;
+  wire \$526 ;
   wire \$527 ;
   wire \$528 ;
   wire \$529 ;
@@ -10375,29 +11027,29 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$532 ;
   wire \$533 ;
   wire \$534 ;
-  wire \$535 ;
-  wire \$536 ;
-  wire \$537 ;
-  wire \$538 ;
-  wire \$539 ;
+  wire [1:0] \$535 ;
+  wire [7:0] \$536 ;
+  wire [7:0] \$537 ;
+  wire [7:0] \$538 ;
+  wire [7:0] \$539 ;
   wire \$54 ;
-  wire \$540 ;
-  wire \$541 ;
-  wire \$542 ;
-  wire [1:0] \$543 ;
+  wire [7:0] \$540 ;
+  wire [7:0] \$541 ;
+  wire [7:0] \$542 ;
+  wire [7:0] \$543 ;
   wire [7:0] \$544 ;
   wire [7:0] \$545 ;
-  wire [7:0] \$546 ;
-  wire [7:0] \$547 ;
-  wire [7:0] \$548 ;
-  wire [7:0] \$549 ;
+  wire \$546 ;
+  wire \$547 ;
+  wire \$548 ;
+  wire \$549 ;
   wire \$55 ;
-  wire [7:0] \$550 ;
-  wire [7:0] \$551 ;
-  wire [7:0] \$552 ;
-  wire [7:0] \$553 ;
-  wire \$554 ;
-  wire \$555 ;
+  wire \$550 ;
+  wire \$551 ;
+  wire \$552 ;
+  wire \$553 ;
+  wire [7:0] \$554 ;
+  wire [7:0] \$555 ;
   wire \$556 ;
   wire \$557 ;
   wire \$558 ;
@@ -10405,8 +11057,8 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$56 ;
   wire \$560 ;
   wire \$561 ;
-  wire [7:0] \$562 ;
-  wire [7:0] \$563 ;
+  wire \$562 ;
+  wire \$563 ;
   wire \$564 ;
   wire \$565 ;
   wire \$566 ;
@@ -10437,18 +11089,18 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$589 ;
   wire \$59 ;
   wire \$590 ;
-  wire \$591 ;
-  wire \$592 ;
+  wire [1:0] \$591 ;
+  wire [1:0] \$592 ;
   wire \$593 ;
   wire \$594 ;
   wire \$595 ;
   wire \$596 ;
   wire \$597 ;
   wire \$598 ;
-  wire [1:0] \$599 ;
+  wire \$599 ;
   wire \$6 ;
   wire \$60 ;
-  wire [1:0] \$600 ;
+  wire \$600 ;
   wire \$601 ;
   wire \$602 ;
   wire \$603 ;
@@ -10457,170 +11109,193 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$606 ;
   wire \$607 ;
   wire \$608 ;
-  wire \$609 ;
+  wire [1:0] \$609 ;
   wire \$61 ;
-  wire \$610 ;
-  wire \$611 ;
-  wire \$612 ;
-  wire \$613 ;
-  wire \$614 ;
-  wire \$615 ;
-  wire \$616 ;
-  wire [1:0] \$617 ;
+  wire [7:0] \$610 ;
+  wire [7:0] \$611 ;
+  wire [7:0] \$612 ;
+  wire [7:0] \$613 ;
+  wire [7:0] \$614 ;
+  wire [7:0] \$615 ;
+  wire [7:0] \$616 ;
+  wire [7:0] \$617 ;
   wire [7:0] \$618 ;
   wire [7:0] \$619 ;
   wire \$62 ;
-  wire [7:0] \$620 ;
-  wire [7:0] \$621 ;
-  wire [7:0] \$622 ;
-  wire [7:0] \$623 ;
-  wire [7:0] \$624 ;
-  wire [7:0] \$625 ;
-  wire [7:0] \$626 ;
-  wire [7:0] \$627 ;
-  reg [16:0] \$628 ;
-  reg [16:0] \$629  = 17'h00000;
+  wire \$620 ;
+  wire \$621 ;
+  wire \$622 ;
+  wire \$623 ;
+  wire \$624 ;
+  wire \$625 ;
+  wire \$626 ;
+  wire \$627 ;
+  wire \$628 ;
+  wire \$629 ;
   wire \$63 ;
-  reg \$630 ;
-  reg \$631 ;
-  reg [127:0] \$632 ;
-  reg [4:0] \$633 ;
-  reg [18:0] \$634 ;
-  reg \$635 ;
-  reg [127:0] \$636 ;
-  reg [4:0] \$637 ;
-  reg [18:0] \$638 ;
-  reg [127:0] \$639 ;
+  wire \$630 ;
+  wire \$631 ;
+  wire \$632 ;
+  wire \$633 ;
+  wire \$634 ;
+  wire \$635 ;
+  wire \$636 ;
+  wire \$637 ;
+  wire \$638 ;
+  wire \$639 ;
   wire \$64 ;
-  reg [1:0] \$640 ;
-  reg \$641 ;
-  reg \$642 ;
-  reg \$643 ;
-  reg [15:0] \$644 ;
-  reg [15:0] \$645 ;
-  reg \$646 ;
-  reg \$647 ;
+  wire \$640 ;
+  wire \$641 ;
+  reg [16:0] \$642 ;
+  reg [16:0] \$643  = 17'h00000;
+  reg \$644 ;
+  reg \$645 ;
+  reg [4:0] \$646 ;
+  reg [127:0] \$647 ;
   reg \$648 ;
-  reg \$649 ;
+  reg [4:0] \$649 ;
   wire \$65 ;
-  reg [14:0] \$650 ;
-  reg [4:0] \$651 ;
-  reg [127:0] \$652 ;
-  reg [127:0] \$653 ;
+  reg [127:0] \$650 ;
+  reg [127:0] \$651 ;
+  reg [1:0] \$652 ;
+  reg \$653 ;
   reg \$654 ;
   reg \$655 ;
-  reg [4:0] \$656 ;
-  reg \$657 ;
-  reg [4:0] \$658 ;
-  reg [1:0] \$659 ;
+  reg [15:0] \$656 ;
+  reg [15:0] \$657 ;
+  reg [127:0] \$658 ;
+  reg [127:0] \$659 ;
   wire \$66 ;
   reg \$660 ;
   reg \$661 ;
-  reg \$662 ;
+  reg [4:0] \$662 ;
   reg \$663 ;
-  reg \$664 ;
-  reg [4:0] \$665 ;
+  reg [4:0] \$664 ;
+  reg [1:0] \$665 ;
   reg \$666 ;
-  reg [4:0] \$667 ;
-  reg [1:0] \$668 ;
+  reg \$667 ;
+  reg \$668 ;
   reg \$669 ;
   wire \$67 ;
   reg \$670 ;
-  reg \$671 ;
+  reg [4:0] \$671 ;
   reg \$672 ;
-  reg \$673 ;
-  reg [4:0] \$674 ;
+  reg [4:0] \$673 ;
+  reg [1:0] \$674 ;
   reg \$675 ;
-  reg [4:0] \$676 ;
-  reg [1:0] \$677 ;
+  reg \$676 ;
+  reg \$677 ;
   reg \$678 ;
   reg \$679 ;
   wire \$68 ;
-  reg \$680 ;
+  reg [4:0] \$680 ;
   reg \$681 ;
-  reg \$682 ;
-  reg [4:0] \$683 ;
+  reg [4:0] \$682 ;
+  reg [1:0] \$683 ;
   reg \$684 ;
-  reg [4:0] \$685 ;
-  reg [1:0] \$686 ;
+  reg \$685 ;
+  reg \$686 ;
   reg \$687 ;
   reg \$688 ;
-  reg \$689 ;
+  reg [4:0] \$689 ;
   wire \$69 ;
   reg \$690 ;
-  reg \$691 ;
-  reg [4:0] \$692 ;
+  reg [4:0] \$691 ;
+  reg [1:0] \$692 ;
   reg \$693 ;
-  reg [4:0] \$694 ;
-  reg [1:0] \$695 ;
+  reg \$694 ;
+  reg \$695 ;
   reg \$696 ;
   reg \$697 ;
-  reg \$698 ;
+  reg [4:0] \$698 ;
   reg \$699 ;
   wire \$7 ;
-  wire [1:0] \$70 ;
-  reg \$700 ;
-  reg [4:0] \$701 ;
+  wire \$70 ;
+  reg [4:0] \$700 ;
+  reg [1:0] \$701 ;
   reg \$702 ;
-  reg [4:0] \$703 ;
-  reg [1:0] \$704 ;
+  reg \$703 ;
+  reg \$704 ;
   reg \$705 ;
   reg \$706 ;
-  reg \$707 ;
+  reg [4:0] \$707 ;
   reg \$708 ;
-  reg \$709 ;
-  wire [1:0] \$71 ;
-  reg [4:0] \$710 ;
+  reg [4:0] \$709 ;
+  wire \$71 ;
+  reg [1:0] \$710 ;
   reg \$711 ;
-  reg [4:0] \$712 ;
-  reg [1:0] \$713 ;
+  reg \$712 ;
+  reg \$713 ;
   reg \$714 ;
   reg \$715 ;
-  reg \$716 ;
+  reg [4:0] \$716 ;
+  reg \$717 ;
+  reg [4:0] \$718 ;
+  reg [1:0] \$719 ;
   wire \$72 ;
-  wire \$73 ;
-  wire \$74 ;
+  reg \$720 ;
+  reg \$721 ;
+  reg \$722 ;
+  reg \$723 ;
+  reg \$724 ;
+  reg [4:0] \$725 ;
+  reg [18:0] \$726 ;
+  reg \$727 ;
+  reg [4:0] \$728 ;
+  reg [18:0] \$729 ;
+  wire [1:0] \$73 ;
+  reg [1:0] \$730 ;
+  reg \$731 ;
+  reg \$732 ;
+  reg \$733 ;
+  reg \$734 ;
+  reg \$735 ;
+  reg \$736 ;
+  reg \$737 ;
+  reg [14:0] \$738 ;
+  reg [4:0] \$739 ;
+  wire [1:0] \$74 ;
   wire \$75 ;
   wire \$76 ;
   wire \$77 ;
-  wire [5:0] \$773 ;
-  wire [5:0] \$776 ;
   wire \$78 ;
   wire \$79 ;
   wire \$8 ;
   wire \$80 ;
+  wire [5:0] \$802 ;
+  wire [5:0] \$805 ;
   wire \$81 ;
   wire \$82 ;
   wire \$83 ;
   wire \$84 ;
-  wire [5:0] \$844 ;
-  wire [5:0] \$848 ;
   wire \$85 ;
-  wire [5:0] \$853 ;
-  wire [5:0] \$857 ;
   wire \$86 ;
+  wire [5:0] \$862 ;
+  wire [5:0] \$866 ;
   wire \$87 ;
-  wire [5:0] \$870 ;
-  wire [5:0] \$873 ;
-  wire [1:0] \$88 ;
+  wire [5:0] \$871 ;
+  wire [5:0] \$875 ;
+  wire \$88 ;
+  wire [5:0] \$888 ;
   wire \$89 ;
+  wire [5:0] \$891 ;
   wire \$9 ;
   wire \$90 ;
-  wire \$91 ;
-  wire \$92 ;
-  wire \$93 ;
-  wire [5:0] \$930 ;
-  wire [5:0] \$934 ;
-  wire [5:0] \$939 ;
-  wire \$94 ;
-  wire [5:0] \$943 ;
-  wire \$95 ;
-  wire [5:0] \$956 ;
-  wire [5:0] \$959 ;
-  wire \$96 ;
-  wire \$97 ;
-  wire \$98 ;
-  wire \$99 ;
+  wire [1:0] \$91 ;
+  wire [7:0] \$92 ;
+  wire [7:0] \$93 ;
+  wire [7:0] \$94 ;
+  wire [5:0] \$948 ;
+  wire [7:0] \$95 ;
+  wire [5:0] \$952 ;
+  wire [5:0] \$957 ;
+  wire [7:0] \$96 ;
+  wire [5:0] \$961 ;
+  wire [7:0] \$97 ;
+  wire [5:0] \$974 ;
+  wire [5:0] \$977 ;
+  wire [7:0] \$98 ;
+  wire [7:0] \$99 ;
   reg [18:0] a_ctl = 19'h00000;
   wire \a_ctl.drop_first ;
   wire \a_ctl.first ;
@@ -10640,6 +11315,7 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire a_ready_5;
   wire a_ready_6;
   wire a_ready_7;
+  wire a_ready_8;
   reg [4:0] a_shift_0 = 5'h00;
   reg [4:0] a_shift_1 = 5'h00;
   reg [4:0] a_shift_2 = 5'h00;
@@ -10648,6 +11324,7 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   reg [4:0] a_shift_5 = 5'h00;
   reg [4:0] a_shift_6 = 5'h00;
   reg [4:0] a_shift_7 = 5'h00;
+  reg [4:0] a_shift_8 = 5'h00;
   reg [18:0] a_skid_ctl = 19'h00000;
   wire \a_skid_ctl.drop_first ;
   wire \a_skid_ctl.first ;
@@ -10667,6 +11344,7 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   reg [4:0] a_skid_shift_5 = 5'h00;
   reg [4:0] a_skid_shift_6 = 5'h00;
   reg [4:0] a_skid_shift_7 = 5'h00;
+  reg [4:0] a_skid_shift_8 = 5'h00;
   reg a_skid_valid_0 = 1'h0;
   reg a_skid_valid_1 = 1'h0;
   reg a_skid_valid_2 = 1'h0;
@@ -10675,6 +11353,7 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   reg a_skid_valid_5 = 1'h0;
   reg a_skid_valid_6 = 1'h0;
   reg a_skid_valid_7 = 1'h0;
+  reg a_skid_valid_8 = 1'h0;
   reg a_valid_0 = 1'h0;
   reg a_valid_1 = 1'h0;
   reg a_valid_2 = 1'h0;
@@ -10683,6 +11362,7 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   reg a_valid_5 = 1'h0;
   reg a_valid_6 = 1'h0;
   reg a_valid_7 = 1'h0;
+  reg a_valid_8 = 1'h0;
   wire advance_0;
   wire advance_1;
   wire advance_2;
@@ -10691,6 +11371,7 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire advance_5;
   wire advance_6;
   wire advance_7;
+  wire advance_8;
   reg [127:0] b_data = 128'h00000000000000000000000000000000;
   reg b_emit = 1'h0;
   reg [1:0] b_fine_0 = 2'h0;
@@ -10701,6 +11382,7 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   reg [1:0] b_fine_5 = 2'h0;
   reg [1:0] b_fine_6 = 2'h0;
   reg [1:0] b_fine_7 = 2'h0;
+  reg [1:0] b_fine_8 = 2'h0;
   reg b_first = 1'h0;
   reg b_last = 1'h0;
   reg [14:0] b_meta = 15'h0000;
@@ -10719,6 +11401,7 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   reg b_valid_5 = 1'h0;
   reg b_valid_6 = 1'h0;
   reg b_valid_7 = 1'h0;
+  reg b_valid_8 = 1'h0;
   output c_valid_0;
   reg c_valid_0 = 1'h0;
   reg c_valid_1 = 1'h0;
@@ -10728,6 +11411,7 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   reg c_valid_5 = 1'h0;
   reg c_valid_6 = 1'h0;
   reg c_valid_7 = 1'h0;
+  reg c_valid_8 = 1'h0;
   input clk;
   wire clk;
   reg flush_pending_0 = 1'h0;
@@ -10738,6 +11422,7 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   reg flush_pending_5 = 1'h0;
   reg flush_pending_6 = 1'h0;
   reg flush_pending_7 = 1'h0;
+  reg flush_pending_8 = 1'h0;
   input [151:0] i__payload;
   wire [151:0] i__payload;
   wire [127:0] \i__payload.data ;
@@ -10771,17 +11456,28 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \in_ready_0$11 ;
   input in_ready_1;
   wire in_ready_1;
-  reg \in_ready_1$89  = 1'h1;
+  reg \in_ready_1$96  = 1'h1;
   input in_ready_2;
   wire in_ready_2;
-  reg \in_ready_2$95  = 1'h1;
+  reg \in_ready_2$102  = 1'h1;
   input in_ready_3;
   wire in_ready_3;
-  reg \in_ready_3$101  = 1'h1;
-  reg in_ready_4 = 1'h1;
-  reg in_ready_5 = 1'h1;
-  reg in_ready_6 = 1'h1;
-  reg in_ready_7 = 1'h1;
+  reg \in_ready_3$108  = 1'h1;
+  input in_ready_4;
+  wire in_ready_4;
+  reg \in_ready_4$114  = 1'h1;
+  input in_ready_5;
+  wire in_ready_5;
+  reg \in_ready_5$120  = 1'h1;
+  input in_ready_6;
+  wire in_ready_6;
+  reg \in_ready_6$126  = 1'h1;
+  input in_ready_7;
+  wire in_ready_7;
+  reg \in_ready_7$132  = 1'h1;
+  input in_ready_8;
+  wire in_ready_8;
+  reg \in_ready_8$138  = 1'h1;
   wire [144:0] o__payload;
   wire [127:0] \o__payload.data ;
   wire \o__payload.first ;
@@ -10796,8 +11492,8 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   output [127:0] out_data;
   reg [127:0] out_data = 128'h00000000000000000000000000000000;
   (* init = 17'h00000 *)
-  output [16:0] \port$3099$0 ;
-  wire [16:0] \port$3099$0 ;
+  output [16:0] \port$3408$0 ;
+  wire [16:0] \port$3408$0 ;
   reg [127:0] prev = 128'h00000000000000000000000000000000;
   input rst;
   wire rst;
@@ -10810,6 +11506,7 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire take_5;
   wire take_6;
   wire take_7;
+  wire take_8;
   input w_ok_0;
   wire w_ok_0;
   input w_ok_1;
@@ -10826,612 +11523,672 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire w_ok_6;
   input w_ok_7;
   wire w_ok_7;
-  assign \$232  = a_shift_2 < 4'hf;
-  assign \$233  = a_shift_2 < 4'he;
-  assign \$234  = a_shift_2 < 4'hd;
-  assign \$235  = a_shift_2 < 4'hc;
-  assign \$236  = a_shift_2 < 4'hb;
-  assign \$237  = a_shift_2 < 4'ha;
-  assign \$238  = a_shift_2 < 4'h9;
-  assign \$239  = a_shift_2 < 4'h8;
-  assign \$240  = a_shift_2 < 3'h7;
-  assign \$241  = a_shift_2 < 3'h6;
-  assign \$242  = a_shift_2 < 3'h5;
-  assign \$243  = a_shift_2 < 3'h4;
-  assign \$244  = a_shift_2 < 2'h3;
-  assign \$245  = a_shift_2 < 2'h2;
-  assign \$246  = a_shift_2 < 1'h1;
-  assign \$247  = ~ { \$236 , \$235  };
-  assign \$1016  = b_fine_2 * 4'h8;
-  assign \$248  = b_data[63:32] >> \$1016 ;
-  assign \$249  = prev[39:32] & { b_use_prev[4], b_use_prev[4], b_use_prev[4], b_use_prev[4], b_use_prev[4], b_use_prev[4], b_use_prev[4], b_use_prev[4] };
-  assign \$1020  = b_fine_2 * 4'h8;
-  assign \$250  = b_data[63:32] >> \$1020 ;
-  assign \$251  = \$250  & { b_use_cur[4], b_use_cur[4], b_use_cur[4], b_use_cur[4], b_use_cur[4], b_use_cur[4], b_use_cur[4], b_use_cur[4] };
-  assign \$252  = \$249  | \$251 ;
-  assign \$1025  = b_fine_2 * 4'h8;
-  assign \$253  = b_data[71:40] >> \$1025 ;
-  assign \$254  = prev[47:40] & { b_use_prev[5], b_use_prev[5], b_use_prev[5], b_use_prev[5], b_use_prev[5], b_use_prev[5], b_use_prev[5], b_use_prev[5] };
-  assign \$1029  = b_fine_2 * 4'h8;
-  assign \$255  = b_data[71:40] >> \$1029 ;
-  assign \$256  = \$255  & { b_use_cur[5], b_use_cur[5], b_use_cur[5], b_use_cur[5], b_use_cur[5], b_use_cur[5], b_use_cur[5], b_use_cur[5] };
-  assign \$257  = \$254  | \$256 ;
-  assign \$258  = ~ a_skid_valid_3;
-  assign \$259  = ~ a_valid_3;
-  assign \$260  = ~ i__valid;
-  assign \$261  = \$259  | \$260 ;
-  assign \$262  = \$258  & \$261 ;
-  assign \$263  = a_ready_3 | \$262 ;
-  assign \$264  = ~ a_valid_3;
-  assign \$265  = a_ready_3 | \$264 ;
-  assign \$1042  = a_shift_3[3:2] * 4'h8;
-  assign \$266  = { a_data[23:16], a_data[119:112], a_data[87:80], a_data[55:48] } >> \$1042 ;
-  assign \$1045  = a_shift_3[3:2] * 4'h8;
-  assign \$267  = { a_data[31:24], a_data[127:120], a_data[95:88], a_data[63:56] } >> \$1045 ;
-  assign \$268  = b_valid_3 & b_emit;
-  assign \$269  = b_shift < 5'h10;
-  assign \$270  = b_shift < 4'hf;
-  assign \$271  = b_shift < 4'he;
-  assign \$272  = b_shift < 4'hd;
-  assign \$273  = b_shift < 4'hc;
-  assign \$274  = b_shift < 4'hb;
-  assign \$275  = b_shift < 4'ha;
-  assign \$276  = b_shift < 4'h9;
-  assign \$277  = b_shift < 4'h8;
-  assign \$278  = b_shift < 3'h7;
-  assign \$279  = b_shift < 3'h6;
-  assign \$280  = b_shift < 3'h5;
-  assign \$281  = b_shift < 3'h4;
-  assign \$282  = b_shift < 2'h3;
-  assign \$283  = b_shift < 2'h2;
-  assign \$284  = b_shift < 1'h1;
-  assign \$285  = a_valid_3 & a_ctl[1];
-  assign \$286  = \$285  & a_ctl[3];
-  assign \$287  = a_shift_3 < 5'h10;
-  assign \$288  = a_shift_3 < 4'hf;
-  assign \$289  = a_shift_3 < 4'he;
-  assign \$290  = a_shift_3 < 4'hd;
-  assign \$291  = a_shift_3 < 4'hc;
-  assign \$292  = a_shift_3 < 4'hb;
-  assign \$293  = a_shift_3 < 4'ha;
-  assign \$294  = a_shift_3 < 4'h9;
-  assign \$295  = a_shift_3 < 4'h8;
-  assign \$296  = a_shift_3 < 3'h7;
-  assign \$297  = a_shift_3 < 3'h6;
-  assign \$298  = a_shift_3 < 3'h5;
-  assign \$299  = a_shift_3 < 3'h4;
-  assign \$300  = a_shift_3 < 2'h3;
-  assign \$301  = a_shift_3 < 2'h2;
-  assign \$302  = a_shift_3 < 1'h1;
-  assign \$303  = ~ { a_ctl[0], a_ctl[0] };
-  assign \$304  = { \$294 , \$293  } & \$303 ;
-  assign \$305  = a_shift_3 < 5'h10;
-  assign \$306  = a_shift_3 < 4'hf;
-  assign \$307  = a_shift_3 < 4'he;
-  assign \$308  = a_shift_3 < 4'hd;
-  assign \$309  = a_shift_3 < 4'hc;
-  assign \$310  = a_shift_3 < 4'hb;
-  assign \$311  = a_shift_3 < 4'ha;
-  assign \$312  = a_shift_3 < 4'h9;
-  assign \$313  = a_shift_3 < 4'h8;
-  assign \$314  = a_shift_3 < 3'h7;
-  assign \$315  = a_shift_3 < 3'h6;
-  assign \$316  = a_shift_3 < 3'h5;
-  assign \$317  = a_shift_3 < 3'h4;
-  assign \$318  = a_shift_3 < 2'h3;
-  assign \$319  = a_shift_3 < 2'h2;
-  assign \$320  = a_shift_3 < 1'h1;
-  assign \$321  = ~ { \$312 , \$311  };
-  assign \$1102  = b_fine_3 * 4'h8;
-  assign \$322  = b_data[79:48] >> \$1102 ;
-  assign \$323  = prev[55:48] & { b_use_prev[6], b_use_prev[6], b_use_prev[6], b_use_prev[6], b_use_prev[6], b_use_prev[6], b_use_prev[6], b_use_prev[6] };
-  assign \$1106  = b_fine_3 * 4'h8;
-  assign \$324  = b_data[79:48] >> \$1106 ;
-  assign \$325  = \$324  & { b_use_cur[6], b_use_cur[6], b_use_cur[6], b_use_cur[6], b_use_cur[6], b_use_cur[6], b_use_cur[6], b_use_cur[6] };
-  assign \$326  = \$323  | \$325 ;
-  assign \$1111  = b_fine_3 * 4'h8;
-  assign \$327  = b_data[87:56] >> \$1111 ;
-  assign \$328  = prev[63:56] & { b_use_prev[7], b_use_prev[7], b_use_prev[7], b_use_prev[7], b_use_prev[7], b_use_prev[7], b_use_prev[7], b_use_prev[7] };
-  assign \$1115  = b_fine_3 * 4'h8;
-  assign \$329  = b_data[87:56] >> \$1115 ;
-  assign \$330  = \$329  & { b_use_cur[7], b_use_cur[7], b_use_cur[7], b_use_cur[7], b_use_cur[7], b_use_cur[7], b_use_cur[7], b_use_cur[7] };
-  assign \$331  = \$328  | \$330 ;
-  assign \$332  = ~ a_skid_valid_4;
-  assign \$333  = ~ a_valid_4;
-  assign \$334  = ~ i__valid;
-  assign \$335  = \$333  | \$334 ;
-  assign \$336  = \$332  & \$335 ;
-  assign \$337  = a_ready_4 | \$336 ;
-  assign \$338  = ~ a_valid_4;
-  assign \$339  = a_ready_4 | \$338 ;
-  assign \$1128  = a_shift_4[3:2] * 4'h8;
-  assign \$340  = { a_data[39:32], a_data[7:0], a_data[103:96], a_data[71:64] } >> \$1128 ;
-  assign \$1131  = a_shift_4[3:2] * 4'h8;
-  assign \$341  = { a_data[47:40], a_data[15:8], a_data[111:104], a_data[79:72] } >> \$1131 ;
-  assign \$342  = b_valid_4 & b_emit;
-  assign \$343  = b_shift < 5'h10;
-  assign \$344  = b_shift < 4'hf;
-  assign \$345  = b_shift < 4'he;
-  assign \$346  = b_shift < 4'hd;
-  assign \$347  = b_shift < 4'hc;
-  assign \$348  = b_shift < 4'hb;
-  assign \$349  = b_shift < 4'ha;
-  assign \$350  = b_shift < 4'h9;
-  assign \$351  = b_shift < 4'h8;
-  assign \$352  = b_shift < 3'h7;
-  assign \$353  = b_shift < 3'h6;
-  assign \$354  = b_shift < 3'h5;
-  assign \$355  = b_shift < 3'h4;
-  assign \$356  = b_shift < 2'h3;
-  assign \$357  = b_shift < 2'h2;
-  assign \$358  = b_shift < 1'h1;
-  assign \$359  = a_valid_4 & a_ctl[1];
-  assign \$360  = \$359  & a_ctl[3];
-  assign \$361  = a_shift_4 < 5'h10;
-  assign \$362  = a_shift_4 < 4'hf;
-  assign \$363  = a_shift_4 < 4'he;
-  assign \$364  = a_shift_4 < 4'hd;
-  assign \$365  = a_shift_4 < 4'hc;
-  assign \$366  = a_shift_4 < 4'hb;
-  assign \$367  = a_shift_4 < 4'ha;
-  assign \$368  = a_shift_4 < 4'h9;
-  assign \$369  = a_shift_4 < 4'h8;
-  assign \$370  = a_shift_4 < 3'h7;
-  assign \$371  = a_shift_4 < 3'h6;
-  assign \$372  = a_shift_4 < 3'h5;
-  assign \$373  = a_shift_4 < 3'h4;
-  assign \$374  = a_shift_4 < 2'h3;
-  assign \$375  = a_shift_4 < 2'h2;
-  assign \$376  = a_shift_4 < 1'h1;
-  assign \$377  = ~ { a_ctl[0], a_ctl[0] };
-  assign \$378  = { \$370 , \$369  } & \$377 ;
-  assign \$379  = a_shift_4 < 5'h10;
-  assign \$380  = a_shift_4 < 4'hf;
-  assign \$381  = a_shift_4 < 4'he;
-  assign \$382  = a_shift_4 < 4'hd;
-  assign \$383  = a_shift_4 < 4'hc;
-  assign \$384  = a_shift_4 < 4'hb;
-  assign \$385  = a_shift_4 < 4'ha;
-  assign \$386  = a_shift_4 < 4'h9;
-  assign \$387  = a_shift_4 < 4'h8;
-  assign \$388  = a_shift_4 < 3'h7;
-  assign \$389  = a_shift_4 < 3'h6;
-  assign \$390  = a_shift_4 < 3'h5;
-  assign \$391  = a_shift_4 < 3'h4;
-  assign \$392  = a_shift_4 < 2'h3;
-  assign \$393  = a_shift_4 < 2'h2;
-  assign \$394  = a_shift_4 < 1'h1;
-  assign \$395  = ~ { \$388 , \$387  };
-  assign \$1188  = b_fine_4 * 4'h8;
-  assign \$396  = b_data[95:64] >> \$1188 ;
-  assign \$397  = prev[71:64] & { b_use_prev[8], b_use_prev[8], b_use_prev[8], b_use_prev[8], b_use_prev[8], b_use_prev[8], b_use_prev[8], b_use_prev[8] };
-  assign \$1192  = b_fine_4 * 4'h8;
-  assign \$398  = b_data[95:64] >> \$1192 ;
-  assign \$399  = \$398  & { b_use_cur[8], b_use_cur[8], b_use_cur[8], b_use_cur[8], b_use_cur[8], b_use_cur[8], b_use_cur[8], b_use_cur[8] };
-  assign \$400  = \$397  | \$399 ;
-  assign \$1197  = b_fine_4 * 4'h8;
-  assign \$401  = b_data[103:72] >> \$1197 ;
-  assign \$402  = prev[79:72] & { b_use_prev[9], b_use_prev[9], b_use_prev[9], b_use_prev[9], b_use_prev[9], b_use_prev[9], b_use_prev[9], b_use_prev[9] };
-  assign \$1201  = b_fine_4 * 4'h8;
-  assign \$403  = b_data[103:72] >> \$1201 ;
-  assign \$404  = \$403  & { b_use_cur[9], b_use_cur[9], b_use_cur[9], b_use_cur[9], b_use_cur[9], b_use_cur[9], b_use_cur[9], b_use_cur[9] };
-  assign \$405  = \$402  | \$404 ;
-  assign \$406  = ~ a_skid_valid_5;
-  assign \$407  = ~ a_valid_5;
-  assign \$408  = ~ i__valid;
-  assign \$409  = \$407  | \$408 ;
-  assign \$410  = \$406  & \$409 ;
-  assign \$411  = a_ready_5 | \$410 ;
-  assign \$412  = ~ a_valid_5;
-  assign \$413  = a_ready_5 | \$412 ;
-  assign \$1214  = a_shift_5[3:2] * 4'h8;
-  assign \$414  = { a_data[55:48], a_data[23:16], a_data[119:112], a_data[87:80] } >> \$1214 ;
-  assign \$1217  = a_shift_5[3:2] * 4'h8;
-  assign \$415  = { a_data[63:56], a_data[31:24], a_data[127:120], a_data[95:88] } >> \$1217 ;
-  assign \$416  = b_valid_5 & b_emit;
-  assign \$417  = b_shift < 5'h10;
-  assign \$418  = b_shift < 4'hf;
-  assign \$419  = b_shift < 4'he;
-  assign \$420  = b_shift < 4'hd;
-  assign \$421  = b_shift < 4'hc;
-  assign \$422  = b_shift < 4'hb;
-  assign \$423  = b_shift < 4'ha;
-  assign \$424  = b_shift < 4'h9;
-  assign \$425  = b_shift < 4'h8;
-  assign \$426  = b_shift < 3'h7;
-  assign \$427  = b_shift < 3'h6;
-  assign \$428  = b_shift < 3'h5;
-  assign \$429  = b_shift < 3'h4;
-  assign \$430  = b_shift < 2'h3;
-  assign \$431  = b_shift < 2'h2;
-  assign \$432  = b_shift < 1'h1;
-  assign \$433  = a_valid_5 & a_ctl[1];
-  assign \$434  = \$433  & a_ctl[3];
-  assign \$435  = a_shift_5 < 5'h10;
-  assign \$436  = a_shift_5 < 4'hf;
-  assign \$437  = a_shift_5 < 4'he;
-  assign \$438  = a_shift_5 < 4'hd;
-  assign \$439  = a_shift_5 < 4'hc;
-  assign \$440  = a_shift_5 < 4'hb;
-  assign \$441  = a_shift_5 < 4'ha;
-  assign \$442  = a_shift_5 < 4'h9;
-  assign \$443  = a_shift_5 < 4'h8;
-  assign \$444  = a_shift_5 < 3'h7;
-  assign \$445  = a_shift_5 < 3'h6;
-  assign \$446  = a_shift_5 < 3'h5;
-  assign \$447  = a_shift_5 < 3'h4;
-  assign \$448  = a_shift_5 < 2'h3;
-  assign \$449  = a_shift_5 < 2'h2;
-  assign \$450  = a_shift_5 < 1'h1;
-  assign \$451  = ~ { a_ctl[0], a_ctl[0] };
-  assign \$452  = { \$446 , \$445  } & \$451 ;
-  assign \$453  = a_shift_5 < 5'h10;
-  assign \$454  = a_shift_5 < 4'hf;
-  assign \$455  = a_shift_5 < 4'he;
-  assign \$456  = a_shift_5 < 4'hd;
-  assign \$457  = a_shift_5 < 4'hc;
-  assign \$458  = a_shift_5 < 4'hb;
-  assign \$459  = a_shift_5 < 4'ha;
-  assign \$460  = a_shift_5 < 4'h9;
-  assign \$461  = a_shift_5 < 4'h8;
-  assign \$462  = a_shift_5 < 3'h7;
-  assign \$463  = a_shift_5 < 3'h6;
-  assign \$464  = a_shift_5 < 3'h5;
-  assign \$465  = a_shift_5 < 3'h4;
-  assign \$466  = a_shift_5 < 2'h3;
-  assign \$467  = a_shift_5 < 2'h2;
-  assign \$468  = a_shift_5 < 1'h1;
-  assign \$469  = ~ { \$464 , \$463  };
-  assign \$1274  = b_fine_5 * 4'h8;
-  assign \$470  = b_data[111:80] >> \$1274 ;
-  assign \$471  = prev[87:80] & { b_use_prev[10], b_use_prev[10], b_use_prev[10], b_use_prev[10], b_use_prev[10], b_use_prev[10], b_use_prev[10], b_use_prev[10] };
-  assign \$1278  = b_fine_5 * 4'h8;
-  assign \$472  = b_data[111:80] >> \$1278 ;
-  assign \$473  = \$472  & { b_use_cur[10], b_use_cur[10], b_use_cur[10], b_use_cur[10], b_use_cur[10], b_use_cur[10], b_use_cur[10], b_use_cur[10] };
-  assign \$474  = \$471  | \$473 ;
-  assign \$1283  = b_fine_5 * 4'h8;
-  assign \$475  = b_data[119:88] >> \$1283 ;
-  assign \$476  = prev[95:88] & { b_use_prev[11], b_use_prev[11], b_use_prev[11], b_use_prev[11], b_use_prev[11], b_use_prev[11], b_use_prev[11], b_use_prev[11] };
-  assign \$1287  = b_fine_5 * 4'h8;
-  assign \$477  = b_data[119:88] >> \$1287 ;
-  assign \$478  = \$477  & { b_use_cur[11], b_use_cur[11], b_use_cur[11], b_use_cur[11], b_use_cur[11], b_use_cur[11], b_use_cur[11], b_use_cur[11] };
-  assign \$479  = \$476  | \$478 ;
-  assign \$480  = ~ a_skid_valid_6;
-  assign \$481  = ~ a_valid_6;
-  assign \$482  = ~ i__valid;
-  assign \$483  = \$481  | \$482 ;
-  assign \$484  = \$480  & \$483 ;
-  assign \$485  = a_ready_6 | \$484 ;
-  assign \$486  = ~ a_valid_6;
-  assign \$487  = a_ready_6 | \$486 ;
-  assign \$1300  = a_shift_6[3:2] * 4'h8;
-  assign \$488  = { a_data[71:64], a_data[39:32], a_data[7:0], a_data[103:96] } >> \$1300 ;
-  assign \$1303  = a_shift_6[3:2] * 4'h8;
-  assign \$489  = { a_data[79:72], a_data[47:40], a_data[15:8], a_data[111:104] } >> \$1303 ;
-  assign \$490  = b_valid_6 & b_emit;
-  assign \$491  = b_shift < 5'h10;
-  assign \$492  = b_shift < 4'hf;
-  assign \$493  = b_shift < 4'he;
-  assign \$494  = b_shift < 4'hd;
-  assign \$495  = b_shift < 4'hc;
-  assign \$496  = b_shift < 4'hb;
-  assign \$497  = b_shift < 4'ha;
-  assign \$498  = b_shift < 4'h9;
-  assign \$499  = b_shift < 4'h8;
-  assign \$500  = b_shift < 3'h7;
-  assign \$501  = b_shift < 3'h6;
-  assign \$502  = b_shift < 3'h5;
-  assign \$503  = b_shift < 3'h4;
-  assign \$504  = b_shift < 2'h3;
-  assign \$505  = b_shift < 2'h2;
-  assign \$506  = b_shift < 1'h1;
-  assign \$507  = a_valid_6 & a_ctl[1];
-  assign \$508  = \$507  & a_ctl[3];
-  assign \$509  = a_shift_6 < 5'h10;
-  assign \$510  = a_shift_6 < 4'hf;
-  assign \$511  = a_shift_6 < 4'he;
-  assign \$512  = a_shift_6 < 4'hd;
-  assign \$513  = a_shift_6 < 4'hc;
-  assign \$514  = a_shift_6 < 4'hb;
-  assign \$515  = a_shift_6 < 4'ha;
-  assign \$516  = a_shift_6 < 4'h9;
-  assign \$517  = a_shift_6 < 4'h8;
-  assign \$518  = a_shift_6 < 3'h7;
-  assign \$519  = a_shift_6 < 3'h6;
-  assign \$520  = a_shift_6 < 3'h5;
-  assign \$521  = a_shift_6 < 3'h4;
-  assign \$522  = a_shift_6 < 2'h3;
-  assign \$523  = a_shift_6 < 2'h2;
-  assign \$524  = a_shift_6 < 1'h1;
-  assign \$525  = ~ { a_ctl[0], a_ctl[0] };
-  assign \$526  = { \$522 , \$521  } & \$525 ;
-  assign \$527  = a_shift_6 < 5'h10;
-  assign \$528  = a_shift_6 < 4'hf;
-  assign \$529  = a_shift_6 < 4'he;
-  assign \$530  = a_shift_6 < 4'hd;
-  assign \$531  = a_shift_6 < 4'hc;
-  assign \$532  = a_shift_6 < 4'hb;
-  assign \$533  = a_shift_6 < 4'ha;
-  assign \$534  = a_shift_6 < 4'h9;
-  assign \$535  = a_shift_6 < 4'h8;
-  assign \$536  = a_shift_6 < 3'h7;
-  assign \$537  = a_shift_6 < 3'h6;
-  assign \$538  = a_shift_6 < 3'h5;
-  assign \$539  = a_shift_6 < 3'h4;
-  assign \$540  = a_shift_6 < 2'h3;
-  assign \$541  = a_shift_6 < 2'h2;
-  assign \$542  = a_shift_6 < 1'h1;
-  assign \$543  = ~ { \$540 , \$539  };
-  assign \$1360  = b_fine_6 * 4'h8;
-  assign \$544  = b_data[127:96] >> \$1360 ;
-  assign \$545  = prev[103:96] & { b_use_prev[12], b_use_prev[12], b_use_prev[12], b_use_prev[12], b_use_prev[12], b_use_prev[12], b_use_prev[12], b_use_prev[12] };
-  assign \$1364  = b_fine_6 * 4'h8;
-  assign \$546  = b_data[127:96] >> \$1364 ;
-  assign \$547  = \$546  & { b_use_cur[12], b_use_cur[12], b_use_cur[12], b_use_cur[12], b_use_cur[12], b_use_cur[12], b_use_cur[12], b_use_cur[12] };
-  assign \$548  = \$545  | \$547 ;
-  assign \$1369  = b_fine_6 * 4'h8;
-  assign \$549  = { b_data[7:0], b_data[127:104] } >> \$1369 ;
-  assign \$550  = prev[111:104] & { b_use_prev[13], b_use_prev[13], b_use_prev[13], b_use_prev[13], b_use_prev[13], b_use_prev[13], b_use_prev[13], b_use_prev[13] };
-  assign \$1373  = b_fine_6 * 4'h8;
-  assign \$551  = { b_data[7:0], b_data[127:104] } >> \$1373 ;
-  assign \$552  = \$551  & { b_use_cur[13], b_use_cur[13], b_use_cur[13], b_use_cur[13], b_use_cur[13], b_use_cur[13], b_use_cur[13], b_use_cur[13] };
-  assign \$553  = \$550  | \$552 ;
-  assign \$554  = ~ a_skid_valid_7;
-  assign \$555  = ~ a_valid_7;
-  assign \$556  = ~ i__valid;
-  assign \$557  = \$555  | \$556 ;
-  assign \$558  = \$554  & \$557 ;
-  assign \$559  = a_ready_7 | \$558 ;
-  assign \$560  = ~ a_valid_7;
-  assign \$561  = a_ready_7 | \$560 ;
-  assign \$1386  = a_shift_7[3:2] * 4'h8;
-  assign \$562  = { a_data[87:80], a_data[55:48], a_data[23:16], a_data[119:112] } >> \$1386 ;
-  assign \$1389  = a_shift_7[3:2] * 4'h8;
-  assign \$563  = { a_data[95:88], a_data[63:56], a_data[31:24], a_data[127:120] } >> \$1389 ;
-  assign \$564  = b_valid_7 & b_emit;
-  assign \$565  = b_shift < 5'h10;
-  assign \$566  = b_shift < 4'hf;
-  assign \$567  = b_shift < 4'he;
-  assign \$568  = b_shift < 4'hd;
-  assign \$569  = b_shift < 4'hc;
-  assign \$570  = b_shift < 4'hb;
-  assign \$571  = b_shift < 4'ha;
-  assign \$572  = b_shift < 4'h9;
-  assign \$573  = b_shift < 4'h8;
-  assign \$574  = b_shift < 3'h7;
-  assign \$575  = b_shift < 3'h6;
-  assign \$576  = b_shift < 3'h5;
-  assign \$577  = b_shift < 3'h4;
-  assign \$578  = b_shift < 2'h3;
-  assign \$579  = b_shift < 2'h2;
-  assign \$580  = b_shift < 1'h1;
-  assign \$581  = a_valid_7 & a_ctl[1];
-  assign \$582  = \$581  & a_ctl[3];
-  assign \$583  = a_shift_7 < 5'h10;
-  assign \$584  = a_shift_7 < 4'hf;
-  assign \$585  = a_shift_7 < 4'he;
-  assign \$586  = a_shift_7 < 4'hd;
-  assign \$587  = a_shift_7 < 4'hc;
-  assign \$588  = a_shift_7 < 4'hb;
-  assign \$589  = a_shift_7 < 4'ha;
-  assign \$590  = a_shift_7 < 4'h9;
-  assign \$591  = a_shift_7 < 4'h8;
-  assign \$592  = a_shift_7 < 3'h7;
-  assign \$593  = a_shift_7 < 3'h6;
-  assign \$594  = a_shift_7 < 3'h5;
-  assign \$595  = a_shift_7 < 3'h4;
-  assign \$596  = a_shift_7 < 2'h3;
-  assign \$597  = a_shift_7 < 2'h2;
-  assign \$598  = a_shift_7 < 1'h1;
-  assign \$599  = ~ { a_ctl[0], a_ctl[0] };
-  assign \$600  = { \$598 , \$597  } & \$599 ;
-  assign \$601  = a_shift_7 < 5'h10;
-  assign \$602  = a_shift_7 < 4'hf;
-  assign \$603  = a_shift_7 < 4'he;
-  assign \$604  = a_shift_7 < 4'hd;
-  assign \$605  = a_shift_7 < 4'hc;
-  assign \$606  = a_shift_7 < 4'hb;
-  assign \$607  = a_shift_7 < 4'ha;
-  assign \$608  = a_shift_7 < 4'h9;
-  assign \$609  = a_shift_7 < 4'h8;
-  assign \$610  = a_shift_7 < 3'h7;
-  assign \$611  = a_shift_7 < 3'h6;
-  assign \$612  = a_shift_7 < 3'h5;
-  assign \$613  = a_shift_7 < 3'h4;
-  assign \$614  = a_shift_7 < 2'h3;
-  assign \$615  = a_shift_7 < 2'h2;
-  assign \$616  = a_shift_7 < 1'h1;
-  assign \$617  = ~ { \$616 , \$615  };
-  assign \$1446  = b_fine_7 * 4'h8;
-  assign \$618  = { b_data[15:0], b_data[127:112] } >> \$1446 ;
-  assign \$619  = prev[119:112] & { b_use_prev[14], b_use_prev[14], b_use_prev[14], b_use_prev[14], b_use_prev[14], b_use_prev[14], b_use_prev[14], b_use_prev[14] };
-  assign \$1450  = b_fine_7 * 4'h8;
-  assign \$620  = { b_data[15:0], b_data[127:112] } >> \$1450 ;
-  assign \$621  = \$620  & { b_use_cur[14], b_use_cur[14], b_use_cur[14], b_use_cur[14], b_use_cur[14], b_use_cur[14], b_use_cur[14], b_use_cur[14] };
-  assign \$622  = \$619  | \$621 ;
-  assign \$1455  = b_fine_7 * 4'h8;
-  assign \$623  = { b_data[23:0], b_data[127:120] } >> \$1455 ;
-  assign \$624  = prev[127:120] & { b_use_prev[15], b_use_prev[15], b_use_prev[15], b_use_prev[15], b_use_prev[15], b_use_prev[15], b_use_prev[15], b_use_prev[15] };
-  assign \$1459  = b_fine_7 * 4'h8;
-  assign \$625  = { b_data[23:0], b_data[127:120] } >> \$1459 ;
-  assign \$626  = \$625  & { b_use_cur[15], b_use_cur[15], b_use_cur[15], b_use_cur[15], b_use_cur[15], b_use_cur[15], b_use_cur[15], b_use_cur[15] };
-  assign \$627  = \$624  | \$626 ;
-  always @(posedge clk)
-    \$629  <= \$628 ;
-  always @(posedge clk)
-    i__ready <= \$630 ;
-  always @(posedge clk)
-    a_valid_0 <= \$631 ;
-  always @(posedge clk)
-    a_data <= \$632 ;
-  always @(posedge clk)
-    a_shift_0 <= \$633 ;
-  always @(posedge clk)
-    a_ctl <= \$634 ;
-  always @(posedge clk)
-    a_skid_valid_0 <= \$635 ;
-  always @(posedge clk)
-    a_skid_data <= \$636 ;
-  always @(posedge clk)
-    a_skid_shift_0 <= \$637 ;
-  always @(posedge clk)
-    a_skid_ctl <= \$638 ;
-  always @(posedge clk)
-    b_data <= \$639 ;
-  always @(posedge clk)
-    b_fine_0 <= \$640 ;
-  always @(posedge clk)
-    c_valid_0 <= \$641 ;
-  always @(posedge clk)
-    b_valid_0 <= \$642 ;
-  always @(posedge clk)
-    flush_pending_0 <= \$643 ;
-  always @(posedge clk)
-    b_use_prev <= \$644 ;
-  always @(posedge clk)
-    b_use_cur <= \$645 ;
-  always @(posedge clk)
-    b_emit <= \$646 ;
-  always @(posedge clk)
-    b_first <= \$647 ;
-  always @(posedge clk)
-    b_last <= \$648 ;
-  always @(posedge clk)
-    started <= \$649 ;
-  always @(posedge clk)
-    b_meta <= \$650 ;
-  always @(posedge clk)
-    b_shift <= \$651 ;
-  always @(posedge clk)
-    prev <= \$652 ;
-  always @(posedge clk)
-    out_data <= \$653 ;
-  always @(posedge clk)
-    \in_ready_1$89  <= \$654 ;
-  always @(posedge clk)
-    a_valid_1 <= \$655 ;
-  always @(posedge clk)
-    a_shift_1 <= \$656 ;
-  always @(posedge clk)
-    a_skid_valid_1 <= \$657 ;
-  always @(posedge clk)
-    a_skid_shift_1 <= \$658 ;
-  always @(posedge clk)
-    b_fine_1 <= \$659 ;
-  always @(posedge clk)
-    c_valid_1 <= \$660 ;
-  always @(posedge clk)
-    b_valid_1 <= \$661 ;
-  always @(posedge clk)
-    flush_pending_1 <= \$662 ;
-  always @(posedge clk)
-    \in_ready_2$95  <= \$663 ;
-  always @(posedge clk)
-    a_valid_2 <= \$664 ;
-  always @(posedge clk)
-    a_shift_2 <= \$665 ;
-  always @(posedge clk)
-    a_skid_valid_2 <= \$666 ;
-  always @(posedge clk)
-    a_skid_shift_2 <= \$667 ;
-  always @(posedge clk)
-    b_fine_2 <= \$668 ;
-  always @(posedge clk)
-    c_valid_2 <= \$669 ;
-  always @(posedge clk)
-    b_valid_2 <= \$670 ;
-  always @(posedge clk)
-    flush_pending_2 <= \$671 ;
-  always @(posedge clk)
-    \in_ready_3$101  <= \$672 ;
-  always @(posedge clk)
-    a_valid_3 <= \$673 ;
-  always @(posedge clk)
-    a_shift_3 <= \$674 ;
-  always @(posedge clk)
-    a_skid_valid_3 <= \$675 ;
-  always @(posedge clk)
-    a_skid_shift_3 <= \$676 ;
-  always @(posedge clk)
-    b_fine_3 <= \$677 ;
-  always @(posedge clk)
-    c_valid_3 <= \$678 ;
-  always @(posedge clk)
-    b_valid_3 <= \$679 ;
-  always @(posedge clk)
-    flush_pending_3 <= \$680 ;
-  always @(posedge clk)
-    in_ready_4 <= \$681 ;
-  always @(posedge clk)
-    a_valid_4 <= \$682 ;
-  always @(posedge clk)
-    a_shift_4 <= \$683 ;
-  always @(posedge clk)
-    a_skid_valid_4 <= \$684 ;
-  always @(posedge clk)
-    a_skid_shift_4 <= \$685 ;
-  always @(posedge clk)
-    b_fine_4 <= \$686 ;
-  always @(posedge clk)
-    c_valid_4 <= \$687 ;
-  always @(posedge clk)
-    b_valid_4 <= \$688 ;
-  always @(posedge clk)
-    flush_pending_4 <= \$689 ;
-  always @(posedge clk)
-    in_ready_5 <= \$690 ;
-  always @(posedge clk)
-    a_valid_5 <= \$691 ;
-  always @(posedge clk)
-    a_shift_5 <= \$692 ;
-  always @(posedge clk)
-    a_skid_valid_5 <= \$693 ;
-  always @(posedge clk)
-    a_skid_shift_5 <= \$694 ;
-  always @(posedge clk)
-    b_fine_5 <= \$695 ;
-  always @(posedge clk)
-    c_valid_5 <= \$696 ;
-  always @(posedge clk)
-    b_valid_5 <= \$697 ;
-  always @(posedge clk)
-    flush_pending_5 <= \$698 ;
-  always @(posedge clk)
-    in_ready_6 <= \$699 ;
-  always @(posedge clk)
-    a_valid_6 <= \$700 ;
-  always @(posedge clk)
-    a_shift_6 <= \$701 ;
-  always @(posedge clk)
-    a_skid_valid_6 <= \$702 ;
-  always @(posedge clk)
-    a_skid_shift_6 <= \$703 ;
-  always @(posedge clk)
-    b_fine_6 <= \$704 ;
-  always @(posedge clk)
-    c_valid_6 <= \$705 ;
-  always @(posedge clk)
-    b_valid_6 <= \$706 ;
-  always @(posedge clk)
-    flush_pending_6 <= \$707 ;
-  always @(posedge clk)
-    in_ready_7 <= \$708 ;
-  always @(posedge clk)
-    a_valid_7 <= \$709 ;
-  always @(posedge clk)
-    a_shift_7 <= \$710 ;
-  always @(posedge clk)
-    a_skid_valid_7 <= \$711 ;
-  always @(posedge clk)
-    a_skid_shift_7 <= \$712 ;
-  always @(posedge clk)
-    b_fine_7 <= \$713 ;
-  always @(posedge clk)
-    c_valid_7 <= \$714 ;
-  always @(posedge clk)
-    b_valid_7 <= \$715 ;
-  always @(posedge clk)
-    flush_pending_7 <= \$716 ;
+  input w_ok_8;
+  wire w_ok_8;
+  assign \$206  = a_shift_2 < 4'hf;
+  assign \$207  = a_shift_2 < 4'he;
+  assign \$208  = a_shift_2 < 4'hd;
+  assign \$209  = a_shift_2 < 4'hc;
+  assign \$210  = a_shift_2 < 4'hb;
+  assign \$211  = a_shift_2 < 4'ha;
+  assign \$212  = a_shift_2 < 4'h9;
+  assign \$213  = a_shift_2 < 4'h8;
+  assign \$214  = a_shift_2 < 3'h7;
+  assign \$215  = a_shift_2 < 3'h6;
+  assign \$216  = a_shift_2 < 3'h5;
+  assign \$217  = a_shift_2 < 3'h4;
+  assign \$218  = a_shift_2 < 2'h3;
+  assign \$219  = a_shift_2 < 2'h2;
+  assign \$220  = a_shift_2 < 1'h1;
+  assign \$221  = ~ { a_ctl[0], a_ctl[0] };
+  assign \$222  = { \$210 , \$209  } & \$221 ;
+  assign \$223  = a_shift_2 < 5'h10;
+  assign \$224  = a_shift_2 < 4'hf;
+  assign \$225  = a_shift_2 < 4'he;
+  assign \$226  = a_shift_2 < 4'hd;
+  assign \$227  = a_shift_2 < 4'hc;
+  assign \$228  = a_shift_2 < 4'hb;
+  assign \$229  = a_shift_2 < 4'ha;
+  assign \$230  = a_shift_2 < 4'h9;
+  assign \$231  = a_shift_2 < 4'h8;
+  assign \$232  = a_shift_2 < 3'h7;
+  assign \$233  = a_shift_2 < 3'h6;
+  assign \$234  = a_shift_2 < 3'h5;
+  assign \$235  = a_shift_2 < 3'h4;
+  assign \$236  = a_shift_2 < 2'h3;
+  assign \$237  = a_shift_2 < 2'h2;
+  assign \$238  = a_shift_2 < 1'h1;
+  assign \$239  = ~ { \$228 , \$227  };
+  assign \$1034  = b_fine_2 * 4'h8;
+  assign \$240  = b_data[63:32] >> \$1034 ;
+  assign \$241  = prev[39:32] & { b_use_prev[4], b_use_prev[4], b_use_prev[4], b_use_prev[4], b_use_prev[4], b_use_prev[4], b_use_prev[4], b_use_prev[4] };
+  assign \$1038  = b_fine_2 * 4'h8;
+  assign \$242  = b_data[63:32] >> \$1038 ;
+  assign \$243  = \$242  & { b_use_cur[4], b_use_cur[4], b_use_cur[4], b_use_cur[4], b_use_cur[4], b_use_cur[4], b_use_cur[4], b_use_cur[4] };
+  assign \$244  = \$241  | \$243 ;
+  assign \$1043  = b_fine_2 * 4'h8;
+  assign \$245  = b_data[71:40] >> \$1043 ;
+  assign \$246  = prev[47:40] & { b_use_prev[5], b_use_prev[5], b_use_prev[5], b_use_prev[5], b_use_prev[5], b_use_prev[5], b_use_prev[5], b_use_prev[5] };
+  assign \$1047  = b_fine_2 * 4'h8;
+  assign \$247  = b_data[71:40] >> \$1047 ;
+  assign \$248  = \$247  & { b_use_cur[5], b_use_cur[5], b_use_cur[5], b_use_cur[5], b_use_cur[5], b_use_cur[5], b_use_cur[5], b_use_cur[5] };
+  assign \$249  = \$246  | \$248 ;
+  assign \$250  = ~ a_skid_valid_3;
+  assign \$251  = ~ a_valid_3;
+  assign \$252  = ~ i__valid;
+  assign \$253  = \$251  | \$252 ;
+  assign \$254  = \$250  & \$253 ;
+  assign \$255  = a_ready_3 | \$254 ;
+  assign \$256  = ~ a_valid_3;
+  assign \$257  = a_ready_3 | \$256 ;
+  assign \$1060  = a_shift_3[3:2] * 4'h8;
+  assign \$258  = { a_data[23:16], a_data[119:112], a_data[87:80], a_data[55:48] } >> \$1060 ;
+  assign \$1063  = a_shift_3[3:2] * 4'h8;
+  assign \$259  = { a_data[31:24], a_data[127:120], a_data[95:88], a_data[63:56] } >> \$1063 ;
+  assign \$260  = b_valid_3 & b_emit;
+  assign \$261  = b_shift < 5'h10;
+  assign \$262  = b_shift < 4'hf;
+  assign \$263  = b_shift < 4'he;
+  assign \$264  = b_shift < 4'hd;
+  assign \$265  = b_shift < 4'hc;
+  assign \$266  = b_shift < 4'hb;
+  assign \$267  = b_shift < 4'ha;
+  assign \$268  = b_shift < 4'h9;
+  assign \$269  = b_shift < 4'h8;
+  assign \$270  = b_shift < 3'h7;
+  assign \$271  = b_shift < 3'h6;
+  assign \$272  = b_shift < 3'h5;
+  assign \$273  = b_shift < 3'h4;
+  assign \$274  = b_shift < 2'h3;
+  assign \$275  = b_shift < 2'h2;
+  assign \$276  = b_shift < 1'h1;
+  assign \$277  = a_valid_3 & a_ctl[1];
+  assign \$278  = \$277  & a_ctl[3];
+  assign \$279  = a_shift_3 < 5'h10;
+  assign \$280  = a_shift_3 < 4'hf;
+  assign \$281  = a_shift_3 < 4'he;
+  assign \$282  = a_shift_3 < 4'hd;
+  assign \$283  = a_shift_3 < 4'hc;
+  assign \$284  = a_shift_3 < 4'hb;
+  assign \$285  = a_shift_3 < 4'ha;
+  assign \$286  = a_shift_3 < 4'h9;
+  assign \$287  = a_shift_3 < 4'h8;
+  assign \$288  = a_shift_3 < 3'h7;
+  assign \$289  = a_shift_3 < 3'h6;
+  assign \$290  = a_shift_3 < 3'h5;
+  assign \$291  = a_shift_3 < 3'h4;
+  assign \$292  = a_shift_3 < 2'h3;
+  assign \$293  = a_shift_3 < 2'h2;
+  assign \$294  = a_shift_3 < 1'h1;
+  assign \$295  = ~ { a_ctl[0], a_ctl[0] };
+  assign \$296  = { \$286 , \$285  } & \$295 ;
+  assign \$297  = a_shift_3 < 5'h10;
+  assign \$298  = a_shift_3 < 4'hf;
+  assign \$299  = a_shift_3 < 4'he;
+  assign \$300  = a_shift_3 < 4'hd;
+  assign \$301  = a_shift_3 < 4'hc;
+  assign \$302  = a_shift_3 < 4'hb;
+  assign \$303  = a_shift_3 < 4'ha;
+  assign \$304  = a_shift_3 < 4'h9;
+  assign \$305  = a_shift_3 < 4'h8;
+  assign \$306  = a_shift_3 < 3'h7;
+  assign \$307  = a_shift_3 < 3'h6;
+  assign \$308  = a_shift_3 < 3'h5;
+  assign \$309  = a_shift_3 < 3'h4;
+  assign \$310  = a_shift_3 < 2'h3;
+  assign \$311  = a_shift_3 < 2'h2;
+  assign \$312  = a_shift_3 < 1'h1;
+  assign \$313  = ~ { \$304 , \$303  };
+  assign \$1120  = b_fine_3 * 4'h8;
+  assign \$314  = b_data[79:48] >> \$1120 ;
+  assign \$315  = prev[55:48] & { b_use_prev[6], b_use_prev[6], b_use_prev[6], b_use_prev[6], b_use_prev[6], b_use_prev[6], b_use_prev[6], b_use_prev[6] };
+  assign \$1124  = b_fine_3 * 4'h8;
+  assign \$316  = b_data[79:48] >> \$1124 ;
+  assign \$317  = \$316  & { b_use_cur[6], b_use_cur[6], b_use_cur[6], b_use_cur[6], b_use_cur[6], b_use_cur[6], b_use_cur[6], b_use_cur[6] };
+  assign \$318  = \$315  | \$317 ;
+  assign \$1129  = b_fine_3 * 4'h8;
+  assign \$319  = b_data[87:56] >> \$1129 ;
+  assign \$320  = prev[63:56] & { b_use_prev[7], b_use_prev[7], b_use_prev[7], b_use_prev[7], b_use_prev[7], b_use_prev[7], b_use_prev[7], b_use_prev[7] };
+  assign \$1133  = b_fine_3 * 4'h8;
+  assign \$321  = b_data[87:56] >> \$1133 ;
+  assign \$322  = \$321  & { b_use_cur[7], b_use_cur[7], b_use_cur[7], b_use_cur[7], b_use_cur[7], b_use_cur[7], b_use_cur[7], b_use_cur[7] };
+  assign \$323  = \$320  | \$322 ;
+  assign \$324  = ~ a_skid_valid_4;
+  assign \$325  = ~ a_valid_4;
+  assign \$326  = ~ i__valid;
+  assign \$327  = \$325  | \$326 ;
+  assign \$328  = \$324  & \$327 ;
+  assign \$329  = a_ready_4 | \$328 ;
+  assign \$330  = ~ a_valid_4;
+  assign \$331  = a_ready_4 | \$330 ;
+  assign \$1146  = a_shift_4[3:2] * 4'h8;
+  assign \$332  = { a_data[39:32], a_data[7:0], a_data[103:96], a_data[71:64] } >> \$1146 ;
+  assign \$1149  = a_shift_4[3:2] * 4'h8;
+  assign \$333  = { a_data[47:40], a_data[15:8], a_data[111:104], a_data[79:72] } >> \$1149 ;
+  assign \$334  = b_valid_4 & b_emit;
+  assign \$335  = b_shift < 5'h10;
+  assign \$336  = b_shift < 4'hf;
+  assign \$337  = b_shift < 4'he;
+  assign \$338  = b_shift < 4'hd;
+  assign \$339  = b_shift < 4'hc;
+  assign \$340  = b_shift < 4'hb;
+  assign \$341  = b_shift < 4'ha;
+  assign \$342  = b_shift < 4'h9;
+  assign \$343  = b_shift < 4'h8;
+  assign \$344  = b_shift < 3'h7;
+  assign \$345  = b_shift < 3'h6;
+  assign \$346  = b_shift < 3'h5;
+  assign \$347  = b_shift < 3'h4;
+  assign \$348  = b_shift < 2'h3;
+  assign \$349  = b_shift < 2'h2;
+  assign \$350  = b_shift < 1'h1;
+  assign \$351  = a_valid_4 & a_ctl[1];
+  assign \$352  = \$351  & a_ctl[3];
+  assign \$353  = a_shift_4 < 5'h10;
+  assign \$354  = a_shift_4 < 4'hf;
+  assign \$355  = a_shift_4 < 4'he;
+  assign \$356  = a_shift_4 < 4'hd;
+  assign \$357  = a_shift_4 < 4'hc;
+  assign \$358  = a_shift_4 < 4'hb;
+  assign \$359  = a_shift_4 < 4'ha;
+  assign \$360  = a_shift_4 < 4'h9;
+  assign \$361  = a_shift_4 < 4'h8;
+  assign \$362  = a_shift_4 < 3'h7;
+  assign \$363  = a_shift_4 < 3'h6;
+  assign \$364  = a_shift_4 < 3'h5;
+  assign \$365  = a_shift_4 < 3'h4;
+  assign \$366  = a_shift_4 < 2'h3;
+  assign \$367  = a_shift_4 < 2'h2;
+  assign \$368  = a_shift_4 < 1'h1;
+  assign \$369  = ~ { a_ctl[0], a_ctl[0] };
+  assign \$370  = { \$362 , \$361  } & \$369 ;
+  assign \$371  = a_shift_4 < 5'h10;
+  assign \$372  = a_shift_4 < 4'hf;
+  assign \$373  = a_shift_4 < 4'he;
+  assign \$374  = a_shift_4 < 4'hd;
+  assign \$375  = a_shift_4 < 4'hc;
+  assign \$376  = a_shift_4 < 4'hb;
+  assign \$377  = a_shift_4 < 4'ha;
+  assign \$378  = a_shift_4 < 4'h9;
+  assign \$379  = a_shift_4 < 4'h8;
+  assign \$380  = a_shift_4 < 3'h7;
+  assign \$381  = a_shift_4 < 3'h6;
+  assign \$382  = a_shift_4 < 3'h5;
+  assign \$383  = a_shift_4 < 3'h4;
+  assign \$384  = a_shift_4 < 2'h3;
+  assign \$385  = a_shift_4 < 2'h2;
+  assign \$386  = a_shift_4 < 1'h1;
+  assign \$387  = ~ { \$380 , \$379  };
+  assign \$1206  = b_fine_4 * 4'h8;
+  assign \$388  = b_data[95:64] >> \$1206 ;
+  assign \$389  = prev[71:64] & { b_use_prev[8], b_use_prev[8], b_use_prev[8], b_use_prev[8], b_use_prev[8], b_use_prev[8], b_use_prev[8], b_use_prev[8] };
+  assign \$1210  = b_fine_4 * 4'h8;
+  assign \$390  = b_data[95:64] >> \$1210 ;
+  assign \$391  = \$390  & { b_use_cur[8], b_use_cur[8], b_use_cur[8], b_use_cur[8], b_use_cur[8], b_use_cur[8], b_use_cur[8], b_use_cur[8] };
+  assign \$392  = \$389  | \$391 ;
+  assign \$1215  = b_fine_4 * 4'h8;
+  assign \$393  = b_data[103:72] >> \$1215 ;
+  assign \$394  = prev[79:72] & { b_use_prev[9], b_use_prev[9], b_use_prev[9], b_use_prev[9], b_use_prev[9], b_use_prev[9], b_use_prev[9], b_use_prev[9] };
+  assign \$1219  = b_fine_4 * 4'h8;
+  assign \$395  = b_data[103:72] >> \$1219 ;
+  assign \$396  = \$395  & { b_use_cur[9], b_use_cur[9], b_use_cur[9], b_use_cur[9], b_use_cur[9], b_use_cur[9], b_use_cur[9], b_use_cur[9] };
+  assign \$397  = \$394  | \$396 ;
+  assign \$398  = ~ a_skid_valid_5;
+  assign \$399  = ~ a_valid_5;
+  assign \$400  = ~ i__valid;
+  assign \$401  = \$399  | \$400 ;
+  assign \$402  = \$398  & \$401 ;
+  assign \$403  = a_ready_5 | \$402 ;
+  assign \$404  = ~ a_valid_5;
+  assign \$405  = a_ready_5 | \$404 ;
+  assign \$1232  = a_shift_5[3:2] * 4'h8;
+  assign \$406  = { a_data[55:48], a_data[23:16], a_data[119:112], a_data[87:80] } >> \$1232 ;
+  assign \$1235  = a_shift_5[3:2] * 4'h8;
+  assign \$407  = { a_data[63:56], a_data[31:24], a_data[127:120], a_data[95:88] } >> \$1235 ;
+  assign \$408  = b_valid_5 & b_emit;
+  assign \$409  = b_shift < 5'h10;
+  assign \$410  = b_shift < 4'hf;
+  assign \$411  = b_shift < 4'he;
+  assign \$412  = b_shift < 4'hd;
+  assign \$413  = b_shift < 4'hc;
+  assign \$414  = b_shift < 4'hb;
+  assign \$415  = b_shift < 4'ha;
+  assign \$416  = b_shift < 4'h9;
+  assign \$417  = b_shift < 4'h8;
+  assign \$418  = b_shift < 3'h7;
+  assign \$419  = b_shift < 3'h6;
+  assign \$420  = b_shift < 3'h5;
+  assign \$421  = b_shift < 3'h4;
+  assign \$422  = b_shift < 2'h3;
+  assign \$423  = b_shift < 2'h2;
+  assign \$424  = b_shift < 1'h1;
+  assign \$425  = a_valid_5 & a_ctl[1];
+  assign \$426  = \$425  & a_ctl[3];
+  assign \$427  = a_shift_5 < 5'h10;
+  assign \$428  = a_shift_5 < 4'hf;
+  assign \$429  = a_shift_5 < 4'he;
+  assign \$430  = a_shift_5 < 4'hd;
+  assign \$431  = a_shift_5 < 4'hc;
+  assign \$432  = a_shift_5 < 4'hb;
+  assign \$433  = a_shift_5 < 4'ha;
+  assign \$434  = a_shift_5 < 4'h9;
+  assign \$435  = a_shift_5 < 4'h8;
+  assign \$436  = a_shift_5 < 3'h7;
+  assign \$437  = a_shift_5 < 3'h6;
+  assign \$438  = a_shift_5 < 3'h5;
+  assign \$439  = a_shift_5 < 3'h4;
+  assign \$440  = a_shift_5 < 2'h3;
+  assign \$441  = a_shift_5 < 2'h2;
+  assign \$442  = a_shift_5 < 1'h1;
+  assign \$443  = ~ { a_ctl[0], a_ctl[0] };
+  assign \$444  = { \$438 , \$437  } & \$443 ;
+  assign \$445  = a_shift_5 < 5'h10;
+  assign \$446  = a_shift_5 < 4'hf;
+  assign \$447  = a_shift_5 < 4'he;
+  assign \$448  = a_shift_5 < 4'hd;
+  assign \$449  = a_shift_5 < 4'hc;
+  assign \$450  = a_shift_5 < 4'hb;
+  assign \$451  = a_shift_5 < 4'ha;
+  assign \$452  = a_shift_5 < 4'h9;
+  assign \$453  = a_shift_5 < 4'h8;
+  assign \$454  = a_shift_5 < 3'h7;
+  assign \$455  = a_shift_5 < 3'h6;
+  assign \$456  = a_shift_5 < 3'h5;
+  assign \$457  = a_shift_5 < 3'h4;
+  assign \$458  = a_shift_5 < 2'h3;
+  assign \$459  = a_shift_5 < 2'h2;
+  assign \$460  = a_shift_5 < 1'h1;
+  assign \$461  = ~ { \$456 , \$455  };
+  assign \$1292  = b_fine_5 * 4'h8;
+  assign \$462  = b_data[111:80] >> \$1292 ;
+  assign \$463  = prev[87:80] & { b_use_prev[10], b_use_prev[10], b_use_prev[10], b_use_prev[10], b_use_prev[10], b_use_prev[10], b_use_prev[10], b_use_prev[10] };
+  assign \$1296  = b_fine_5 * 4'h8;
+  assign \$464  = b_data[111:80] >> \$1296 ;
+  assign \$465  = \$464  & { b_use_cur[10], b_use_cur[10], b_use_cur[10], b_use_cur[10], b_use_cur[10], b_use_cur[10], b_use_cur[10], b_use_cur[10] };
+  assign \$466  = \$463  | \$465 ;
+  assign \$1301  = b_fine_5 * 4'h8;
+  assign \$467  = b_data[119:88] >> \$1301 ;
+  assign \$468  = prev[95:88] & { b_use_prev[11], b_use_prev[11], b_use_prev[11], b_use_prev[11], b_use_prev[11], b_use_prev[11], b_use_prev[11], b_use_prev[11] };
+  assign \$1305  = b_fine_5 * 4'h8;
+  assign \$469  = b_data[119:88] >> \$1305 ;
+  assign \$470  = \$469  & { b_use_cur[11], b_use_cur[11], b_use_cur[11], b_use_cur[11], b_use_cur[11], b_use_cur[11], b_use_cur[11], b_use_cur[11] };
+  assign \$471  = \$468  | \$470 ;
+  assign \$472  = ~ a_skid_valid_6;
+  assign \$473  = ~ a_valid_6;
+  assign \$474  = ~ i__valid;
+  assign \$475  = \$473  | \$474 ;
+  assign \$476  = \$472  & \$475 ;
+  assign \$477  = a_ready_6 | \$476 ;
+  assign \$478  = ~ a_valid_6;
+  assign \$479  = a_ready_6 | \$478 ;
+  assign \$1318  = a_shift_6[3:2] * 4'h8;
+  assign \$480  = { a_data[71:64], a_data[39:32], a_data[7:0], a_data[103:96] } >> \$1318 ;
+  assign \$1321  = a_shift_6[3:2] * 4'h8;
+  assign \$481  = { a_data[79:72], a_data[47:40], a_data[15:8], a_data[111:104] } >> \$1321 ;
+  assign \$482  = b_valid_6 & b_emit;
+  assign \$483  = b_shift < 5'h10;
+  assign \$484  = b_shift < 4'hf;
+  assign \$485  = b_shift < 4'he;
+  assign \$486  = b_shift < 4'hd;
+  assign \$487  = b_shift < 4'hc;
+  assign \$488  = b_shift < 4'hb;
+  assign \$489  = b_shift < 4'ha;
+  assign \$490  = b_shift < 4'h9;
+  assign \$491  = b_shift < 4'h8;
+  assign \$492  = b_shift < 3'h7;
+  assign \$493  = b_shift < 3'h6;
+  assign \$494  = b_shift < 3'h5;
+  assign \$495  = b_shift < 3'h4;
+  assign \$496  = b_shift < 2'h3;
+  assign \$497  = b_shift < 2'h2;
+  assign \$498  = b_shift < 1'h1;
+  assign \$499  = a_valid_6 & a_ctl[1];
+  assign \$500  = \$499  & a_ctl[3];
+  assign \$501  = a_shift_6 < 5'h10;
+  assign \$502  = a_shift_6 < 4'hf;
+  assign \$503  = a_shift_6 < 4'he;
+  assign \$504  = a_shift_6 < 4'hd;
+  assign \$505  = a_shift_6 < 4'hc;
+  assign \$506  = a_shift_6 < 4'hb;
+  assign \$507  = a_shift_6 < 4'ha;
+  assign \$508  = a_shift_6 < 4'h9;
+  assign \$509  = a_shift_6 < 4'h8;
+  assign \$510  = a_shift_6 < 3'h7;
+  assign \$511  = a_shift_6 < 3'h6;
+  assign \$512  = a_shift_6 < 3'h5;
+  assign \$513  = a_shift_6 < 3'h4;
+  assign \$514  = a_shift_6 < 2'h3;
+  assign \$515  = a_shift_6 < 2'h2;
+  assign \$516  = a_shift_6 < 1'h1;
+  assign \$517  = ~ { a_ctl[0], a_ctl[0] };
+  assign \$518  = { \$514 , \$513  } & \$517 ;
+  assign \$519  = a_shift_6 < 5'h10;
+  assign \$520  = a_shift_6 < 4'hf;
+  assign \$521  = a_shift_6 < 4'he;
+  assign \$522  = a_shift_6 < 4'hd;
+  assign \$523  = a_shift_6 < 4'hc;
+  assign \$524  = a_shift_6 < 4'hb;
+  assign \$525  = a_shift_6 < 4'ha;
+  assign \$526  = a_shift_6 < 4'h9;
+  assign \$527  = a_shift_6 < 4'h8;
+  assign \$528  = a_shift_6 < 3'h7;
+  assign \$529  = a_shift_6 < 3'h6;
+  assign \$530  = a_shift_6 < 3'h5;
+  assign \$531  = a_shift_6 < 3'h4;
+  assign \$532  = a_shift_6 < 2'h3;
+  assign \$533  = a_shift_6 < 2'h2;
+  assign \$534  = a_shift_6 < 1'h1;
+  assign \$535  = ~ { \$532 , \$531  };
+  assign \$1378  = b_fine_6 * 4'h8;
+  assign \$536  = b_data[127:96] >> \$1378 ;
+  assign \$537  = prev[103:96] & { b_use_prev[12], b_use_prev[12], b_use_prev[12], b_use_prev[12], b_use_prev[12], b_use_prev[12], b_use_prev[12], b_use_prev[12] };
+  assign \$1382  = b_fine_6 * 4'h8;
+  assign \$538  = b_data[127:96] >> \$1382 ;
+  assign \$539  = \$538  & { b_use_cur[12], b_use_cur[12], b_use_cur[12], b_use_cur[12], b_use_cur[12], b_use_cur[12], b_use_cur[12], b_use_cur[12] };
+  assign \$540  = \$537  | \$539 ;
+  assign \$1387  = b_fine_6 * 4'h8;
+  assign \$541  = { b_data[7:0], b_data[127:104] } >> \$1387 ;
+  assign \$542  = prev[111:104] & { b_use_prev[13], b_use_prev[13], b_use_prev[13], b_use_prev[13], b_use_prev[13], b_use_prev[13], b_use_prev[13], b_use_prev[13] };
+  assign \$1391  = b_fine_6 * 4'h8;
+  assign \$543  = { b_data[7:0], b_data[127:104] } >> \$1391 ;
+  assign \$544  = \$543  & { b_use_cur[13], b_use_cur[13], b_use_cur[13], b_use_cur[13], b_use_cur[13], b_use_cur[13], b_use_cur[13], b_use_cur[13] };
+  assign \$545  = \$542  | \$544 ;
+  assign \$546  = ~ a_skid_valid_7;
+  assign \$547  = ~ a_valid_7;
+  assign \$548  = ~ i__valid;
+  assign \$549  = \$547  | \$548 ;
+  assign \$550  = \$546  & \$549 ;
+  assign \$551  = a_ready_7 | \$550 ;
+  assign \$552  = ~ a_valid_7;
+  assign \$553  = a_ready_7 | \$552 ;
+  assign \$1404  = a_shift_7[3:2] * 4'h8;
+  assign \$554  = { a_data[87:80], a_data[55:48], a_data[23:16], a_data[119:112] } >> \$1404 ;
+  assign \$1407  = a_shift_7[3:2] * 4'h8;
+  assign \$555  = { a_data[95:88], a_data[63:56], a_data[31:24], a_data[127:120] } >> \$1407 ;
+  assign \$556  = b_valid_7 & b_emit;
+  assign \$557  = b_shift < 5'h10;
+  assign \$558  = b_shift < 4'hf;
+  assign \$559  = b_shift < 4'he;
+  assign \$560  = b_shift < 4'hd;
+  assign \$561  = b_shift < 4'hc;
+  assign \$562  = b_shift < 4'hb;
+  assign \$563  = b_shift < 4'ha;
+  assign \$564  = b_shift < 4'h9;
+  assign \$565  = b_shift < 4'h8;
+  assign \$566  = b_shift < 3'h7;
+  assign \$567  = b_shift < 3'h6;
+  assign \$568  = b_shift < 3'h5;
+  assign \$569  = b_shift < 3'h4;
+  assign \$570  = b_shift < 2'h3;
+  assign \$571  = b_shift < 2'h2;
+  assign \$572  = b_shift < 1'h1;
+  assign \$573  = a_valid_7 & a_ctl[1];
+  assign \$574  = \$573  & a_ctl[3];
+  assign \$575  = a_shift_7 < 5'h10;
+  assign \$576  = a_shift_7 < 4'hf;
+  assign \$577  = a_shift_7 < 4'he;
+  assign \$578  = a_shift_7 < 4'hd;
+  assign \$579  = a_shift_7 < 4'hc;
+  assign \$580  = a_shift_7 < 4'hb;
+  assign \$581  = a_shift_7 < 4'ha;
+  assign \$582  = a_shift_7 < 4'h9;
+  assign \$583  = a_shift_7 < 4'h8;
+  assign \$584  = a_shift_7 < 3'h7;
+  assign \$585  = a_shift_7 < 3'h6;
+  assign \$586  = a_shift_7 < 3'h5;
+  assign \$587  = a_shift_7 < 3'h4;
+  assign \$588  = a_shift_7 < 2'h3;
+  assign \$589  = a_shift_7 < 2'h2;
+  assign \$590  = a_shift_7 < 1'h1;
+  assign \$591  = ~ { a_ctl[0], a_ctl[0] };
+  assign \$592  = { \$590 , \$589  } & \$591 ;
+  assign \$593  = a_shift_7 < 5'h10;
+  assign \$594  = a_shift_7 < 4'hf;
+  assign \$595  = a_shift_7 < 4'he;
+  assign \$596  = a_shift_7 < 4'hd;
+  assign \$597  = a_shift_7 < 4'hc;
+  assign \$598  = a_shift_7 < 4'hb;
+  assign \$599  = a_shift_7 < 4'ha;
+  assign \$600  = a_shift_7 < 4'h9;
+  assign \$601  = a_shift_7 < 4'h8;
+  assign \$602  = a_shift_7 < 3'h7;
+  assign \$603  = a_shift_7 < 3'h6;
+  assign \$604  = a_shift_7 < 3'h5;
+  assign \$605  = a_shift_7 < 3'h4;
+  assign \$606  = a_shift_7 < 2'h3;
+  assign \$607  = a_shift_7 < 2'h2;
+  assign \$608  = a_shift_7 < 1'h1;
+  assign \$609  = ~ { \$608 , \$607  };
+  assign \$1464  = b_fine_7 * 4'h8;
+  assign \$610  = { b_data[15:0], b_data[127:112] } >> \$1464 ;
+  assign \$611  = prev[119:112] & { b_use_prev[14], b_use_prev[14], b_use_prev[14], b_use_prev[14], b_use_prev[14], b_use_prev[14], b_use_prev[14], b_use_prev[14] };
+  assign \$1468  = b_fine_7 * 4'h8;
+  assign \$612  = { b_data[15:0], b_data[127:112] } >> \$1468 ;
+  assign \$613  = \$612  & { b_use_cur[14], b_use_cur[14], b_use_cur[14], b_use_cur[14], b_use_cur[14], b_use_cur[14], b_use_cur[14], b_use_cur[14] };
+  assign \$614  = \$611  | \$613 ;
+  assign \$1473  = b_fine_7 * 4'h8;
+  assign \$615  = { b_data[23:0], b_data[127:120] } >> \$1473 ;
+  assign \$616  = prev[127:120] & { b_use_prev[15], b_use_prev[15], b_use_prev[15], b_use_prev[15], b_use_prev[15], b_use_prev[15], b_use_prev[15], b_use_prev[15] };
+  assign \$1477  = b_fine_7 * 4'h8;
+  assign \$617  = { b_data[23:0], b_data[127:120] } >> \$1477 ;
+  assign \$618  = \$617  & { b_use_cur[15], b_use_cur[15], b_use_cur[15], b_use_cur[15], b_use_cur[15], b_use_cur[15], b_use_cur[15], b_use_cur[15] };
+  assign \$619  = \$616  | \$618 ;
+  assign \$620  = ~ a_skid_valid_8;
+  assign \$621  = ~ a_valid_8;
+  assign \$622  = ~ i__valid;
+  assign \$623  = \$621  | \$622 ;
+  assign \$624  = \$620  & \$623 ;
+  assign \$625  = a_ready_8 | \$624 ;
+  assign \$626  = ~ a_valid_8;
+  assign \$627  = a_ready_8 | \$626 ;
+  assign \$628  = b_valid_8 & b_emit;
+  assign \$629  = a_valid_8 & a_ctl[1];
+  assign \$630  = \$629  & a_ctl[3];
+  assign \$631  = ~ started;
+  assign \$632  = a_ctl[0] & a_ctl[2];
+  assign \$633  = ~ \$632 ;
+  assign \$634  = ~ started;
+  assign \$635  = ~ a_ctl[3];
+  assign \$636  = a_ctl[1] & \$635 ;
+  assign \$637  = a_ctl[0] & a_ctl[2];
+  assign \$638  = ~ \$637 ;
+  assign \$639  = ~ a_ctl[3];
+  assign \$640  = a_ctl[1] & \$639 ;
+  assign \$641  = ~ \$640 ;
+  always @(posedge clk)
+    \$643  <= \$642 ;
+  always @(posedge clk)
+    i__ready <= \$644 ;
+  always @(posedge clk)
+    a_valid_0 <= \$645 ;
+  always @(posedge clk)
+    a_shift_0 <= \$646 ;
+  always @(posedge clk)
+    a_data <= \$647 ;
+  always @(posedge clk)
+    a_skid_valid_0 <= \$648 ;
+  always @(posedge clk)
+    a_skid_shift_0 <= \$649 ;
+  always @(posedge clk)
+    a_skid_data <= \$650 ;
+  always @(posedge clk)
+    b_data <= \$651 ;
+  always @(posedge clk)
+    b_fine_0 <= \$652 ;
+  always @(posedge clk)
+    c_valid_0 <= \$653 ;
+  always @(posedge clk)
+    b_valid_0 <= \$654 ;
+  always @(posedge clk)
+    flush_pending_0 <= \$655 ;
+  always @(posedge clk)
+    b_use_prev <= \$656 ;
+  always @(posedge clk)
+    b_use_cur <= \$657 ;
+  always @(posedge clk)
+    prev <= \$658 ;
+  always @(posedge clk)
+    out_data <= \$659 ;
+  always @(posedge clk)
+    \in_ready_1$96  <= \$660 ;
+  always @(posedge clk)
+    a_valid_1 <= \$661 ;
+  always @(posedge clk)
+    a_shift_1 <= \$662 ;
+  always @(posedge clk)
+    a_skid_valid_1 <= \$663 ;
+  always @(posedge clk)
+    a_skid_shift_1 <= \$664 ;
+  always @(posedge clk)
+    b_fine_1 <= \$665 ;
+  always @(posedge clk)
+    c_valid_1 <= \$666 ;
+  always @(posedge clk)
+    b_valid_1 <= \$667 ;
+  always @(posedge clk)
+    flush_pending_1 <= \$668 ;
+  always @(posedge clk)
+    \in_ready_2$102  <= \$669 ;
+  always @(posedge clk)
+    a_valid_2 <= \$670 ;
+  always @(posedge clk)
+    a_shift_2 <= \$671 ;
+  always @(posedge clk)
+    a_skid_valid_2 <= \$672 ;
+  always @(posedge clk)
+    a_skid_shift_2 <= \$673 ;
+  always @(posedge clk)
+    b_fine_2 <= \$674 ;
+  always @(posedge clk)
+    c_valid_2 <= \$675 ;
+  always @(posedge clk)
+    b_valid_2 <= \$676 ;
+  always @(posedge clk)
+    flush_pending_2 <= \$677 ;
+  always @(posedge clk)
+    \in_ready_3$108  <= \$678 ;
+  always @(posedge clk)
+    a_valid_3 <= \$679 ;
+  always @(posedge clk)
+    a_shift_3 <= \$680 ;
+  always @(posedge clk)
+    a_skid_valid_3 <= \$681 ;
+  always @(posedge clk)
+    a_skid_shift_3 <= \$682 ;
+  always @(posedge clk)
+    b_fine_3 <= \$683 ;
+  always @(posedge clk)
+    c_valid_3 <= \$684 ;
+  always @(posedge clk)
+    b_valid_3 <= \$685 ;
+  always @(posedge clk)
+    flush_pending_3 <= \$686 ;
+  always @(posedge clk)
+    \in_ready_4$114  <= \$687 ;
+  always @(posedge clk)
+    a_valid_4 <= \$688 ;
+  always @(posedge clk)
+    a_shift_4 <= \$689 ;
+  always @(posedge clk)
+    a_skid_valid_4 <= \$690 ;
+  always @(posedge clk)
+    a_skid_shift_4 <= \$691 ;
+  always @(posedge clk)
+    b_fine_4 <= \$692 ;
+  always @(posedge clk)
+    c_valid_4 <= \$693 ;
+  always @(posedge clk)
+    b_valid_4 <= \$694 ;
+  always @(posedge clk)
+    flush_pending_4 <= \$695 ;
+  always @(posedge clk)
+    \in_ready_5$120  <= \$696 ;
+  always @(posedge clk)
+    a_valid_5 <= \$697 ;
+  always @(posedge clk)
+    a_shift_5 <= \$698 ;
+  always @(posedge clk)
+    a_skid_valid_5 <= \$699 ;
+  always @(posedge clk)
+    a_skid_shift_5 <= \$700 ;
+  always @(posedge clk)
+    b_fine_5 <= \$701 ;
+  always @(posedge clk)
+    c_valid_5 <= \$702 ;
+  always @(posedge clk)
+    b_valid_5 <= \$703 ;
+  always @(posedge clk)
+    flush_pending_5 <= \$704 ;
+  always @(posedge clk)
+    \in_ready_6$126  <= \$705 ;
+  always @(posedge clk)
+    a_valid_6 <= \$706 ;
+  always @(posedge clk)
+    a_shift_6 <= \$707 ;
+  always @(posedge clk)
+    a_skid_valid_6 <= \$708 ;
+  always @(posedge clk)
+    a_skid_shift_6 <= \$709 ;
+  always @(posedge clk)
+    b_fine_6 <= \$710 ;
+  always @(posedge clk)
+    c_valid_6 <= \$711 ;
+  always @(posedge clk)
+    b_valid_6 <= \$712 ;
+  always @(posedge clk)
+    flush_pending_6 <= \$713 ;
+  always @(posedge clk)
+    \in_ready_7$132  <= \$714 ;
+  always @(posedge clk)
+    a_valid_7 <= \$715 ;
+  always @(posedge clk)
+    a_shift_7 <= \$716 ;
+  always @(posedge clk)
+    a_skid_valid_7 <= \$717 ;
+  always @(posedge clk)
+    a_skid_shift_7 <= \$718 ;
+  always @(posedge clk)
+    b_fine_7 <= \$719 ;
+  always @(posedge clk)
+    c_valid_7 <= \$720 ;
+  always @(posedge clk)
+    b_valid_7 <= \$721 ;
+  always @(posedge clk)
+    flush_pending_7 <= \$722 ;
+  always @(posedge clk)
+    \in_ready_8$138  <= \$723 ;
+  always @(posedge clk)
+    a_valid_8 <= \$724 ;
+  always @(posedge clk)
+    a_shift_8 <= \$725 ;
+  always @(posedge clk)
+    a_ctl <= \$726 ;
+  always @(posedge clk)
+    a_skid_valid_8 <= \$727 ;
+  always @(posedge clk)
+    a_skid_shift_8 <= \$728 ;
+  always @(posedge clk)
+    a_skid_ctl <= \$729 ;
+  always @(posedge clk)
+    b_fine_8 <= \$730 ;
+  always @(posedge clk)
+    c_valid_8 <= \$731 ;
+  always @(posedge clk)
+    b_valid_8 <= \$732 ;
+  always @(posedge clk)
+    flush_pending_8 <= \$733 ;
+  always @(posedge clk)
+    b_emit <= \$734 ;
+  always @(posedge clk)
+    b_first <= \$735 ;
+  always @(posedge clk)
+    b_last <= \$736 ;
+  always @(posedge clk)
+    started <= \$737 ;
+  always @(posedge clk)
+    b_meta <= \$738 ;
+  always @(posedge clk)
+    b_shift <= \$739 ;
   assign \$1  = ~ c_valid_0;
   assign \$2  = in_ready_0 & w_ok_0;
   assign advance_0 = \$1  | \$2 ;
@@ -11439,767 +12196,366 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   assign a_ready_0 = advance_0 & \$3 ;
   assign take_0 = a_ready_0 & a_valid_0;
   assign \$4  = ~ c_valid_1;
-  assign \$5  = in_ready_0 & w_ok_1;
+  assign \$5  = in_ready_1 & w_ok_1;
   assign advance_1 = \$4  | \$5 ;
   assign \$6  = ~ flush_pending_1;
   assign a_ready_1 = advance_1 & \$6 ;
   assign take_1 = a_ready_1 & a_valid_1;
   assign \$7  = ~ c_valid_2;
-  assign \$8  = in_ready_1 & w_ok_2;
+  assign \$8  = in_ready_2 & w_ok_2;
   assign advance_2 = \$7  | \$8 ;
   assign \$9  = ~ flush_pending_2;
   assign a_ready_2 = advance_2 & \$9 ;
   assign take_2 = a_ready_2 & a_valid_2;
   assign \$10  = ~ c_valid_3;
-  assign \$11  = in_ready_1 & w_ok_3;
+  assign \$11  = in_ready_3 & w_ok_3;
   assign advance_3 = \$10  | \$11 ;
   assign \$12  = ~ flush_pending_3;
   assign a_ready_3 = advance_3 & \$12 ;
   assign take_3 = a_ready_3 & a_valid_3;
   assign \$13  = ~ c_valid_4;
-  assign \$14  = in_ready_2 & w_ok_4;
+  assign \$14  = in_ready_4 & w_ok_4;
   assign advance_4 = \$13  | \$14 ;
   assign \$15  = ~ flush_pending_4;
   assign a_ready_4 = advance_4 & \$15 ;
   assign take_4 = a_ready_4 & a_valid_4;
   assign \$16  = ~ c_valid_5;
-  assign \$17  = in_ready_2 & w_ok_5;
+  assign \$17  = in_ready_5 & w_ok_5;
   assign advance_5 = \$16  | \$17 ;
   assign \$18  = ~ flush_pending_5;
   assign a_ready_5 = advance_5 & \$18 ;
   assign take_5 = a_ready_5 & a_valid_5;
   assign \$19  = ~ c_valid_6;
-  assign \$20  = in_ready_3 & w_ok_6;
+  assign \$20  = in_ready_6 & w_ok_6;
   assign advance_6 = \$19  | \$20 ;
   assign \$21  = ~ flush_pending_6;
   assign a_ready_6 = advance_6 & \$21 ;
   assign take_6 = a_ready_6 & a_valid_6;
   assign \$22  = ~ c_valid_7;
-  assign \$23  = in_ready_3 & w_ok_7;
+  assign \$23  = in_ready_7 & w_ok_7;
   assign advance_7 = \$22  | \$23 ;
   assign \$24  = ~ flush_pending_7;
   assign a_ready_7 = advance_7 & \$24 ;
   assign take_7 = a_ready_7 & a_valid_7;
-  assign \$25  = ~ a_skid_valid_0;
-  assign \$26  = ~ a_valid_0;
-  assign \$27  = ~ i__valid;
-  assign \$28  = \$26  | \$27 ;
-  assign \$29  = \$25  & \$28 ;
-  assign \$30  = a_ready_0 | \$29 ;
-  assign \$31  = ~ a_valid_0;
-  assign \$32  = a_ready_0 | \$31 ;
-  assign \$773  = a_shift_0[3:2] * 4'h8;
-  assign \$33  = { a_data[103:96], a_data[71:64], a_data[39:32], a_data[7:0] } >> \$773 ;
-  assign \$776  = a_shift_0[3:2] * 4'h8;
-  assign \$34  = { a_data[111:104], a_data[79:72], a_data[47:40], a_data[15:8] } >> \$776 ;
-  assign \$35  = b_valid_0 & b_emit;
-  assign \$36  = b_shift < 5'h10;
-  assign \$37  = b_shift < 4'hf;
-  assign \$38  = b_shift < 4'he;
-  assign \$39  = b_shift < 4'hd;
-  assign \$40  = b_shift < 4'hc;
-  assign \$41  = b_shift < 4'hb;
-  assign \$42  = b_shift < 4'ha;
-  assign \$43  = b_shift < 4'h9;
-  assign \$44  = b_shift < 4'h8;
-  assign \$45  = b_shift < 3'h7;
-  assign \$46  = b_shift < 3'h6;
-  assign \$47  = b_shift < 3'h5;
-  assign \$48  = b_shift < 3'h4;
-  assign \$49  = b_shift < 2'h3;
-  assign \$50  = b_shift < 2'h2;
-  assign \$51  = b_shift < 1'h1;
-  assign \$52  = a_valid_0 & a_ctl[1];
-  assign \$53  = \$52  & a_ctl[3];
-  assign \$54  = a_shift_0 < 5'h10;
-  assign \$55  = a_shift_0 < 4'hf;
-  assign \$56  = a_shift_0 < 4'he;
-  assign \$57  = a_shift_0 < 4'hd;
-  assign \$58  = a_shift_0 < 4'hc;
-  assign \$59  = a_shift_0 < 4'hb;
-  assign \$60  = a_shift_0 < 4'ha;
-  assign \$61  = a_shift_0 < 4'h9;
-  assign \$62  = a_shift_0 < 4'h8;
-  assign \$63  = a_shift_0 < 3'h7;
-  assign \$64  = a_shift_0 < 3'h6;
-  assign \$65  = a_shift_0 < 3'h5;
-  assign \$66  = a_shift_0 < 3'h4;
-  assign \$67  = a_shift_0 < 2'h3;
-  assign \$68  = a_shift_0 < 2'h2;
-  assign \$69  = a_shift_0 < 1'h1;
-  assign \$70  = ~ { a_ctl[0], a_ctl[0] };
-  assign \$71  = { \$55 , \$54  } & \$70 ;
-  assign \$72  = a_shift_0 < 5'h10;
-  assign \$73  = a_shift_0 < 4'hf;
-  assign \$74  = a_shift_0 < 4'he;
-  assign \$75  = a_shift_0 < 4'hd;
-  assign \$76  = a_shift_0 < 4'hc;
-  assign \$77  = a_shift_0 < 4'hb;
-  assign \$78  = a_shift_0 < 4'ha;
-  assign \$79  = a_shift_0 < 4'h9;
-  assign \$80  = a_shift_0 < 4'h8;
-  assign \$81  = a_shift_0 < 3'h7;
-  assign \$82  = a_shift_0 < 3'h6;
-  assign \$83  = a_shift_0 < 3'h5;
-  assign \$84  = a_shift_0 < 3'h4;
-  assign \$85  = a_shift_0 < 2'h3;
-  assign \$86  = a_shift_0 < 2'h2;
-  assign \$87  = a_shift_0 < 1'h1;
-  assign \$88  = ~ { \$73 , \$72  };
-  assign \$89  = ~ started;
-  assign \$90  = a_ctl[0] & a_ctl[2];
-  assign \$91  = ~ \$90 ;
-  assign \$92  = ~ started;
-  assign \$93  = ~ a_ctl[3];
-  assign \$94  = a_ctl[1] & \$93 ;
-  assign \$95  = a_ctl[0] & a_ctl[2];
-  assign \$96  = ~ \$95 ;
-  assign \$97  = ~ a_ctl[3];
-  assign \$98  = a_ctl[1] & \$97 ;
-  assign \$99  = ~ \$98 ;
-  assign \$844  = b_fine_0 * 4'h8;
-  assign \$100  = b_data[31:0] >> \$844 ;
-  assign \$101  = prev[7:0] & { b_use_prev[0], b_use_prev[0], b_use_prev[0], b_use_prev[0], b_use_prev[0], b_use_prev[0], b_use_prev[0], b_use_prev[0] };
-  assign \$848  = b_fine_0 * 4'h8;
-  assign \$102  = b_data[31:0] >> \$848 ;
-  assign \$103  = \$102  & { b_use_cur[0], b_use_cur[0], b_use_cur[0], b_use_cur[0], b_use_cur[0], b_use_cur[0], b_use_cur[0], b_use_cur[0] };
-  assign \$104  = \$101  | \$103 ;
-  assign \$853  = b_fine_0 * 4'h8;
-  assign \$105  = b_data[39:8] >> \$853 ;
-  assign \$106  = prev[15:8] & { b_use_prev[1], b_use_prev[1], b_use_prev[1], b_use_prev[1], b_use_prev[1], b_use_prev[1], b_use_prev[1], b_use_prev[1] };
-  assign \$857  = b_fine_0 * 4'h8;
-  assign \$107  = b_data[39:8] >> \$857 ;
-  assign \$108  = \$107  & { b_use_cur[1], b_use_cur[1], b_use_cur[1], b_use_cur[1], b_use_cur[1], b_use_cur[1], b_use_cur[1], b_use_cur[1] };
-  assign \$109  = \$106  | \$108 ;
-  assign \$110  = ~ a_skid_valid_1;
-  assign \$111  = ~ a_valid_1;
-  assign \$112  = ~ i__valid;
-  assign \$113  = \$111  | \$112 ;
-  assign \$114  = \$110  & \$113 ;
-  assign \$115  = a_ready_1 | \$114 ;
-  assign \$116  = ~ a_valid_1;
-  assign \$117  = a_ready_1 | \$116 ;
-  assign \$870  = a_shift_1[3:2] * 4'h8;
-  assign \$118  = { a_data[119:112], a_data[87:80], a_data[55:48], a_data[23:16] } >> \$870 ;
-  assign \$873  = a_shift_1[3:2] * 4'h8;
-  assign \$119  = { a_data[127:120], a_data[95:88], a_data[63:56], a_data[31:24] } >> \$873 ;
-  assign \$120  = b_valid_1 & b_emit;
-  assign \$121  = b_shift < 5'h10;
-  assign \$122  = b_shift < 4'hf;
-  assign \$123  = b_shift < 4'he;
-  assign \$124  = b_shift < 4'hd;
-  assign \$125  = b_shift < 4'hc;
-  assign \$126  = b_shift < 4'hb;
-  assign \$127  = b_shift < 4'ha;
-  assign \$128  = b_shift < 4'h9;
-  assign \$129  = b_shift < 4'h8;
-  assign \$130  = b_shift < 3'h7;
-  assign \$131  = b_shift < 3'h6;
-  assign \$132  = b_shift < 3'h5;
-  assign \$133  = b_shift < 3'h4;
-  assign \$134  = b_shift < 2'h3;
-  assign \$135  = b_shift < 2'h2;
-  assign \$136  = b_shift < 1'h1;
-  assign \$137  = a_valid_1 & a_ctl[1];
-  assign \$138  = \$137  & a_ctl[3];
-  assign \$139  = a_shift_1 < 5'h10;
-  assign \$140  = a_shift_1 < 4'hf;
-  assign \$141  = a_shift_1 < 4'he;
-  assign \$142  = a_shift_1 < 4'hd;
-  assign \$143  = a_shift_1 < 4'hc;
-  assign \$144  = a_shift_1 < 4'hb;
-  assign \$145  = a_shift_1 < 4'ha;
-  assign \$146  = a_shift_1 < 4'h9;
-  assign \$147  = a_shift_1 < 4'h8;
-  assign \$148  = a_shift_1 < 3'h7;
-  assign \$149  = a_shift_1 < 3'h6;
-  assign \$150  = a_shift_1 < 3'h5;
-  assign \$151  = a_shift_1 < 3'h4;
-  assign \$152  = a_shift_1 < 2'h3;
-  assign \$153  = a_shift_1 < 2'h2;
-  assign \$154  = a_shift_1 < 1'h1;
-  assign \$155  = ~ { a_ctl[0], a_ctl[0] };
-  assign \$156  = { \$142 , \$141  } & \$155 ;
-  assign \$157  = a_shift_1 < 5'h10;
-  assign \$158  = a_shift_1 < 4'hf;
-  assign \$159  = a_shift_1 < 4'he;
-  assign \$160  = a_shift_1 < 4'hd;
-  assign \$161  = a_shift_1 < 4'hc;
-  assign \$162  = a_shift_1 < 4'hb;
-  assign \$163  = a_shift_1 < 4'ha;
-  assign \$164  = a_shift_1 < 4'h9;
-  assign \$165  = a_shift_1 < 4'h8;
-  assign \$166  = a_shift_1 < 3'h7;
-  assign \$167  = a_shift_1 < 3'h6;
-  assign \$168  = a_shift_1 < 3'h5;
-  assign \$169  = a_shift_1 < 3'h4;
-  assign \$170  = a_shift_1 < 2'h3;
-  assign \$171  = a_shift_1 < 2'h2;
-  assign \$172  = a_shift_1 < 1'h1;
-  assign \$173  = ~ { \$160 , \$159  };
-  assign \$930  = b_fine_1 * 4'h8;
-  assign \$174  = b_data[47:16] >> \$930 ;
-  assign \$175  = prev[23:16] & { b_use_prev[2], b_use_prev[2], b_use_prev[2], b_use_prev[2], b_use_prev[2], b_use_prev[2], b_use_prev[2], b_use_prev[2] };
-  assign \$934  = b_fine_1 * 4'h8;
-  assign \$176  = b_data[47:16] >> \$934 ;
-  assign \$177  = \$176  & { b_use_cur[2], b_use_cur[2], b_use_cur[2], b_use_cur[2], b_use_cur[2], b_use_cur[2], b_use_cur[2], b_use_cur[2] };
-  assign \$178  = \$175  | \$177 ;
-  assign \$939  = b_fine_1 * 4'h8;
-  assign \$179  = b_data[55:24] >> \$939 ;
-  assign \$180  = prev[31:24] & { b_use_prev[3], b_use_prev[3], b_use_prev[3], b_use_prev[3], b_use_prev[3], b_use_prev[3], b_use_prev[3], b_use_prev[3] };
-  assign \$943  = b_fine_1 * 4'h8;
-  assign \$181  = b_data[55:24] >> \$943 ;
-  assign \$182  = \$181  & { b_use_cur[3], b_use_cur[3], b_use_cur[3], b_use_cur[3], b_use_cur[3], b_use_cur[3], b_use_cur[3], b_use_cur[3] };
-  assign \$183  = \$180  | \$182 ;
-  assign \$184  = ~ a_skid_valid_2;
-  assign \$185  = ~ a_valid_2;
-  assign \$186  = ~ i__valid;
-  assign \$187  = \$185  | \$186 ;
-  assign \$188  = \$184  & \$187 ;
-  assign \$189  = a_ready_2 | \$188 ;
-  assign \$190  = ~ a_valid_2;
-  assign \$191  = a_ready_2 | \$190 ;
-  assign \$956  = a_shift_2[3:2] * 4'h8;
-  assign \$192  = { a_data[7:0], a_data[103:96], a_data[71:64], a_data[39:32] } >> \$956 ;
-  assign \$959  = a_shift_2[3:2] * 4'h8;
-  assign \$193  = { a_data[15:8], a_data[111:104], a_data[79:72], a_data[47:40] } >> \$959 ;
-  assign \$194  = b_valid_2 & b_emit;
-  assign \$195  = b_shift < 5'h10;
-  assign \$196  = b_shift < 4'hf;
-  assign \$197  = b_shift < 4'he;
-  assign \$198  = b_shift < 4'hd;
-  assign \$199  = b_shift < 4'hc;
-  assign \$200  = b_shift < 4'hb;
-  assign \$201  = b_shift < 4'ha;
-  assign \$202  = b_shift < 4'h9;
-  assign \$203  = b_shift < 4'h8;
-  assign \$204  = b_shift < 3'h7;
-  assign \$205  = b_shift < 3'h6;
-  assign \$206  = b_shift < 3'h5;
-  assign \$207  = b_shift < 3'h4;
-  assign \$208  = b_shift < 2'h3;
-  assign \$209  = b_shift < 2'h2;
-  assign \$210  = b_shift < 1'h1;
-  assign \$211  = a_valid_2 & a_ctl[1];
-  assign \$212  = \$211  & a_ctl[3];
-  assign \$213  = a_shift_2 < 5'h10;
-  assign \$214  = a_shift_2 < 4'hf;
-  assign \$215  = a_shift_2 < 4'he;
-  assign \$216  = a_shift_2 < 4'hd;
-  assign \$217  = a_shift_2 < 4'hc;
-  assign \$218  = a_shift_2 < 4'hb;
-  assign \$219  = a_shift_2 < 4'ha;
-  assign \$220  = a_shift_2 < 4'h9;
-  assign \$221  = a_shift_2 < 4'h8;
-  assign \$222  = a_shift_2 < 3'h7;
-  assign \$223  = a_shift_2 < 3'h6;
-  assign \$224  = a_shift_2 < 3'h5;
-  assign \$225  = a_shift_2 < 3'h4;
-  assign \$226  = a_shift_2 < 2'h3;
-  assign \$227  = a_shift_2 < 2'h2;
-  assign \$228  = a_shift_2 < 1'h1;
-  assign \$229  = ~ { a_ctl[0], a_ctl[0] };
-  assign \$230  = { \$218 , \$217  } & \$229 ;
-  assign \$231  = a_shift_2 < 5'h10;
+  assign \$25  = ~ c_valid_8;
+  assign \$26  = in_ready_8 & w_ok_8;
+  assign advance_8 = \$25  | \$26 ;
+  assign \$27  = ~ flush_pending_8;
+  assign a_ready_8 = advance_8 & \$27 ;
+  assign take_8 = a_ready_8 & a_valid_8;
+  assign \$28  = ~ a_skid_valid_0;
+  assign \$29  = ~ a_valid_0;
+  assign \$30  = ~ i__valid;
+  assign \$31  = \$29  | \$30 ;
+  assign \$32  = \$28  & \$31 ;
+  assign \$33  = a_ready_0 | \$32 ;
+  assign \$34  = ~ a_valid_0;
+  assign \$35  = a_ready_0 | \$34 ;
+  assign \$802  = a_shift_0[3:2] * 4'h8;
+  assign \$36  = { a_data[103:96], a_data[71:64], a_data[39:32], a_data[7:0] } >> \$802 ;
+  assign \$805  = a_shift_0[3:2] * 4'h8;
+  assign \$37  = { a_data[111:104], a_data[79:72], a_data[47:40], a_data[15:8] } >> \$805 ;
+  assign \$38  = b_valid_0 & b_emit;
+  assign \$39  = b_shift < 5'h10;
+  assign \$40  = b_shift < 4'hf;
+  assign \$41  = b_shift < 4'he;
+  assign \$42  = b_shift < 4'hd;
+  assign \$43  = b_shift < 4'hc;
+  assign \$44  = b_shift < 4'hb;
+  assign \$45  = b_shift < 4'ha;
+  assign \$46  = b_shift < 4'h9;
+  assign \$47  = b_shift < 4'h8;
+  assign \$48  = b_shift < 3'h7;
+  assign \$49  = b_shift < 3'h6;
+  assign \$50  = b_shift < 3'h5;
+  assign \$51  = b_shift < 3'h4;
+  assign \$52  = b_shift < 2'h3;
+  assign \$53  = b_shift < 2'h2;
+  assign \$54  = b_shift < 1'h1;
+  assign \$55  = a_valid_0 & a_ctl[1];
+  assign \$56  = \$55  & a_ctl[3];
+  assign \$57  = a_shift_0 < 5'h10;
+  assign \$58  = a_shift_0 < 4'hf;
+  assign \$59  = a_shift_0 < 4'he;
+  assign \$60  = a_shift_0 < 4'hd;
+  assign \$61  = a_shift_0 < 4'hc;
+  assign \$62  = a_shift_0 < 4'hb;
+  assign \$63  = a_shift_0 < 4'ha;
+  assign \$64  = a_shift_0 < 4'h9;
+  assign \$65  = a_shift_0 < 4'h8;
+  assign \$66  = a_shift_0 < 3'h7;
+  assign \$67  = a_shift_0 < 3'h6;
+  assign \$68  = a_shift_0 < 3'h5;
+  assign \$69  = a_shift_0 < 3'h4;
+  assign \$70  = a_shift_0 < 2'h3;
+  assign \$71  = a_shift_0 < 2'h2;
+  assign \$72  = a_shift_0 < 1'h1;
+  assign \$73  = ~ { a_ctl[0], a_ctl[0] };
+  assign \$74  = { \$58 , \$57  } & \$73 ;
+  assign \$75  = a_shift_0 < 5'h10;
+  assign \$76  = a_shift_0 < 4'hf;
+  assign \$77  = a_shift_0 < 4'he;
+  assign \$78  = a_shift_0 < 4'hd;
+  assign \$79  = a_shift_0 < 4'hc;
+  assign \$80  = a_shift_0 < 4'hb;
+  assign \$81  = a_shift_0 < 4'ha;
+  assign \$82  = a_shift_0 < 4'h9;
+  assign \$83  = a_shift_0 < 4'h8;
+  assign \$84  = a_shift_0 < 3'h7;
+  assign \$85  = a_shift_0 < 3'h6;
+  assign \$86  = a_shift_0 < 3'h5;
+  assign \$87  = a_shift_0 < 3'h4;
+  assign \$88  = a_shift_0 < 2'h3;
+  assign \$89  = a_shift_0 < 2'h2;
+  assign \$90  = a_shift_0 < 1'h1;
+  assign \$91  = ~ { \$76 , \$75  };
+  assign \$862  = b_fine_0 * 4'h8;
+  assign \$92  = b_data[31:0] >> \$862 ;
+  assign \$93  = prev[7:0] & { b_use_prev[0], b_use_prev[0], b_use_prev[0], b_use_prev[0], b_use_prev[0], b_use_prev[0], b_use_prev[0], b_use_prev[0] };
+  assign \$866  = b_fine_0 * 4'h8;
+  assign \$94  = b_data[31:0] >> \$866 ;
+  assign \$95  = \$94  & { b_use_cur[0], b_use_cur[0], b_use_cur[0], b_use_cur[0], b_use_cur[0], b_use_cur[0], b_use_cur[0], b_use_cur[0] };
+  assign \$96  = \$93  | \$95 ;
+  assign \$871  = b_fine_0 * 4'h8;
+  assign \$97  = b_data[39:8] >> \$871 ;
+  assign \$98  = prev[15:8] & { b_use_prev[1], b_use_prev[1], b_use_prev[1], b_use_prev[1], b_use_prev[1], b_use_prev[1], b_use_prev[1], b_use_prev[1] };
+  assign \$875  = b_fine_0 * 4'h8;
+  assign \$99  = b_data[39:8] >> \$875 ;
+  assign \$100  = \$99  & { b_use_cur[1], b_use_cur[1], b_use_cur[1], b_use_cur[1], b_use_cur[1], b_use_cur[1], b_use_cur[1], b_use_cur[1] };
+  assign \$101  = \$98  | \$100 ;
+  assign \$102  = ~ a_skid_valid_1;
+  assign \$103  = ~ a_valid_1;
+  assign \$104  = ~ i__valid;
+  assign \$105  = \$103  | \$104 ;
+  assign \$106  = \$102  & \$105 ;
+  assign \$107  = a_ready_1 | \$106 ;
+  assign \$108  = ~ a_valid_1;
+  assign \$109  = a_ready_1 | \$108 ;
+  assign \$888  = a_shift_1[3:2] * 4'h8;
+  assign \$110  = { a_data[119:112], a_data[87:80], a_data[55:48], a_data[23:16] } >> \$888 ;
+  assign \$891  = a_shift_1[3:2] * 4'h8;
+  assign \$111  = { a_data[127:120], a_data[95:88], a_data[63:56], a_data[31:24] } >> \$891 ;
+  assign \$112  = b_valid_1 & b_emit;
+  assign \$113  = b_shift < 5'h10;
+  assign \$114  = b_shift < 4'hf;
+  assign \$115  = b_shift < 4'he;
+  assign \$116  = b_shift < 4'hd;
+  assign \$117  = b_shift < 4'hc;
+  assign \$118  = b_shift < 4'hb;
+  assign \$119  = b_shift < 4'ha;
+  assign \$120  = b_shift < 4'h9;
+  assign \$121  = b_shift < 4'h8;
+  assign \$122  = b_shift < 3'h7;
+  assign \$123  = b_shift < 3'h6;
+  assign \$124  = b_shift < 3'h5;
+  assign \$125  = b_shift < 3'h4;
+  assign \$126  = b_shift < 2'h3;
+  assign \$127  = b_shift < 2'h2;
+  assign \$128  = b_shift < 1'h1;
+  assign \$129  = a_valid_1 & a_ctl[1];
+  assign \$130  = \$129  & a_ctl[3];
+  assign \$131  = a_shift_1 < 5'h10;
+  assign \$132  = a_shift_1 < 4'hf;
+  assign \$133  = a_shift_1 < 4'he;
+  assign \$134  = a_shift_1 < 4'hd;
+  assign \$135  = a_shift_1 < 4'hc;
+  assign \$136  = a_shift_1 < 4'hb;
+  assign \$137  = a_shift_1 < 4'ha;
+  assign \$138  = a_shift_1 < 4'h9;
+  assign \$139  = a_shift_1 < 4'h8;
+  assign \$140  = a_shift_1 < 3'h7;
+  assign \$141  = a_shift_1 < 3'h6;
+  assign \$142  = a_shift_1 < 3'h5;
+  assign \$143  = a_shift_1 < 3'h4;
+  assign \$144  = a_shift_1 < 2'h3;
+  assign \$145  = a_shift_1 < 2'h2;
+  assign \$146  = a_shift_1 < 1'h1;
+  assign \$147  = ~ { a_ctl[0], a_ctl[0] };
+  assign \$148  = { \$134 , \$133  } & \$147 ;
+  assign \$149  = a_shift_1 < 5'h10;
+  assign \$150  = a_shift_1 < 4'hf;
+  assign \$151  = a_shift_1 < 4'he;
+  assign \$152  = a_shift_1 < 4'hd;
+  assign \$153  = a_shift_1 < 4'hc;
+  assign \$154  = a_shift_1 < 4'hb;
+  assign \$155  = a_shift_1 < 4'ha;
+  assign \$156  = a_shift_1 < 4'h9;
+  assign \$157  = a_shift_1 < 4'h8;
+  assign \$158  = a_shift_1 < 3'h7;
+  assign \$159  = a_shift_1 < 3'h6;
+  assign \$160  = a_shift_1 < 3'h5;
+  assign \$161  = a_shift_1 < 3'h4;
+  assign \$162  = a_shift_1 < 2'h3;
+  assign \$163  = a_shift_1 < 2'h2;
+  assign \$164  = a_shift_1 < 1'h1;
+  assign \$165  = ~ { \$152 , \$151  };
+  assign \$948  = b_fine_1 * 4'h8;
+  assign \$166  = b_data[47:16] >> \$948 ;
+  assign \$167  = prev[23:16] & { b_use_prev[2], b_use_prev[2], b_use_prev[2], b_use_prev[2], b_use_prev[2], b_use_prev[2], b_use_prev[2], b_use_prev[2] };
+  assign \$952  = b_fine_1 * 4'h8;
+  assign \$168  = b_data[47:16] >> \$952 ;
+  assign \$169  = \$168  & { b_use_cur[2], b_use_cur[2], b_use_cur[2], b_use_cur[2], b_use_cur[2], b_use_cur[2], b_use_cur[2], b_use_cur[2] };
+  assign \$170  = \$167  | \$169 ;
+  assign \$957  = b_fine_1 * 4'h8;
+  assign \$171  = b_data[55:24] >> \$957 ;
+  assign \$172  = prev[31:24] & { b_use_prev[3], b_use_prev[3], b_use_prev[3], b_use_prev[3], b_use_prev[3], b_use_prev[3], b_use_prev[3], b_use_prev[3] };
+  assign \$961  = b_fine_1 * 4'h8;
+  assign \$173  = b_data[55:24] >> \$961 ;
+  assign \$174  = \$173  & { b_use_cur[3], b_use_cur[3], b_use_cur[3], b_use_cur[3], b_use_cur[3], b_use_cur[3], b_use_cur[3], b_use_cur[3] };
+  assign \$175  = \$172  | \$174 ;
+  assign \$176  = ~ a_skid_valid_2;
+  assign \$177  = ~ a_valid_2;
+  assign \$178  = ~ i__valid;
+  assign \$179  = \$177  | \$178 ;
+  assign \$180  = \$176  & \$179 ;
+  assign \$181  = a_ready_2 | \$180 ;
+  assign \$182  = ~ a_valid_2;
+  assign \$183  = a_ready_2 | \$182 ;
+  assign \$974  = a_shift_2[3:2] * 4'h8;
+  assign \$184  = { a_data[7:0], a_data[103:96], a_data[71:64], a_data[39:32] } >> \$974 ;
+  assign \$977  = a_shift_2[3:2] * 4'h8;
+  assign \$185  = { a_data[15:8], a_data[111:104], a_data[79:72], a_data[47:40] } >> \$977 ;
+  assign \$186  = b_valid_2 & b_emit;
+  assign \$187  = b_shift < 5'h10;
+  assign \$188  = b_shift < 4'hf;
+  assign \$189  = b_shift < 4'he;
+  assign \$190  = b_shift < 4'hd;
+  assign \$191  = b_shift < 4'hc;
+  assign \$192  = b_shift < 4'hb;
+  assign \$193  = b_shift < 4'ha;
+  assign \$194  = b_shift < 4'h9;
+  assign \$195  = b_shift < 4'h8;
+  assign \$196  = b_shift < 3'h7;
+  assign \$197  = b_shift < 3'h6;
+  assign \$198  = b_shift < 3'h5;
+  assign \$199  = b_shift < 3'h4;
+  assign \$200  = b_shift < 2'h3;
+  assign \$201  = b_shift < 2'h2;
+  assign \$202  = b_shift < 1'h1;
+  assign \$203  = a_valid_2 & a_ctl[1];
+  assign \$204  = \$203  & a_ctl[3];
+  assign \$205  = a_shift_2 < 5'h10;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$628  = \$629 ;
-    if (advance_0) begin
-      \$628 [0] = b_first;
-      \$628 [1] = b_last;
-      \$628 [16:2] = b_meta;
+    \$642  = \$643 ;
+    if (advance_8) begin
+      \$642 [0] = b_first;
+      \$642 [1] = b_last;
+      \$642 [16:2] = b_meta;
     end
     if (rst) begin
-      \$628  = 17'h00000;
+      \$642  = 17'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$630  = \$30 ;
+    \$644  = \$33 ;
     if (rst) begin
-      \$630  = 1'h1;
+      \$644  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$631  = a_valid_0;
+    \$645  = a_valid_0;
     if (i__ready) begin
-      if (\$32 ) begin
-        \$631  = i__valid;
+      if (\$35 ) begin
+        \$645  = i__valid;
       end
     end else if (a_ready_0) begin
-      \$631  = a_skid_valid_0;
+      \$645  = a_skid_valid_0;
     end
     if (rst) begin
-      \$631  = 1'h0;
+      \$645  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$632  = a_data;
+    \$646  = a_shift_0;
     if (i__ready) begin
-      if (\$32 ) begin
-        \$632 [15:0] = i__payload[15:0];
+      if (\$35 ) begin
+        \$646  = i__payload[134:130];
       end
     end else if (a_ready_0) begin
-      \$632 [15:0] = a_skid_data[15:0];
+      \$646  = a_skid_shift_0;
     end
-    if (\in_ready_1$89 ) begin
-      if (\$117 ) begin
-        \$632 [31:16] = i__payload[31:16];
+    if (rst) begin
+      \$646  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$647  = a_data;
+    if (i__ready) begin
+      if (\$35 ) begin
+        \$647 [15:0] = i__payload[15:0];
+      end
+    end else if (a_ready_0) begin
+      \$647 [15:0] = a_skid_data[15:0];
+    end
+    if (\in_ready_1$96 ) begin
+      if (\$109 ) begin
+        \$647 [31:16] = i__payload[31:16];
       end
     end else if (a_ready_1) begin
-      \$632 [31:16] = a_skid_data[31:16];
+      \$647 [31:16] = a_skid_data[31:16];
     end
-    if (\in_ready_2$95 ) begin
-      if (\$191 ) begin
-        \$632 [47:32] = i__payload[47:32];
+    if (\in_ready_2$102 ) begin
+      if (\$183 ) begin
+        \$647 [47:32] = i__payload[47:32];
       end
     end else if (a_ready_2) begin
-      \$632 [47:32] = a_skid_data[47:32];
+      \$647 [47:32] = a_skid_data[47:32];
     end
-    if (\in_ready_3$101 ) begin
-      if (\$265 ) begin
-        \$632 [63:48] = i__payload[63:48];
+    if (\in_ready_3$108 ) begin
+      if (\$257 ) begin
+        \$647 [63:48] = i__payload[63:48];
       end
     end else if (a_ready_3) begin
-      \$632 [63:48] = a_skid_data[63:48];
+      \$647 [63:48] = a_skid_data[63:48];
     end
-    if (in_ready_4) begin
-      if (\$339 ) begin
-        \$632 [79:64] = i__payload[79:64];
+    if (\in_ready_4$114 ) begin
+      if (\$331 ) begin
+        \$647 [79:64] = i__payload[79:64];
       end
     end else if (a_ready_4) begin
-      \$632 [79:64] = a_skid_data[79:64];
+      \$647 [79:64] = a_skid_data[79:64];
     end
-    if (in_ready_5) begin
-      if (\$413 ) begin
-        \$632 [95:80] = i__payload[95:80];
+    if (\in_ready_5$120 ) begin
+      if (\$405 ) begin
+        \$647 [95:80] = i__payload[95:80];
       end
     end else if (a_ready_5) begin
-      \$632 [95:80] = a_skid_data[95:80];
+      \$647 [95:80] = a_skid_data[95:80];
     end
-    if (in_ready_6) begin
-      if (\$487 ) begin
-        \$632 [111:96] = i__payload[111:96];
+    if (\in_ready_6$126 ) begin
+      if (\$479 ) begin
+        \$647 [111:96] = i__payload[111:96];
       end
     end else if (a_ready_6) begin
-      \$632 [111:96] = a_skid_data[111:96];
+      \$647 [111:96] = a_skid_data[111:96];
     end
-    if (in_ready_7) begin
-      if (\$561 ) begin
-        \$632 [127:112] = i__payload[127:112];
+    if (\in_ready_7$132 ) begin
+      if (\$553 ) begin
+        \$647 [127:112] = i__payload[127:112];
       end
     end else if (a_ready_7) begin
-      \$632 [127:112] = a_skid_data[127:112];
+      \$647 [127:112] = a_skid_data[127:112];
     end
     if (rst) begin
-      \$632  = 128'h00000000000000000000000000000000;
+      \$647  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$633  = a_shift_0;
+    \$648  = a_skid_valid_0;
     if (i__ready) begin
-      if (\$32 ) begin
-        \$633  = i__payload[134:130];
+      (* full_case = 32'd1 *)
+      if (\$35 ) begin
+      end else begin
+        \$648  = i__valid;
       end
     end else if (a_ready_0) begin
-      \$633  = a_skid_shift_0;
-    end
-    if (rst) begin
-      \$633  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$634  = a_ctl;
-    if (i__ready) begin
-      if (\$32 ) begin
-        \$634  = i_ctl;
-      end
-    end else if (a_ready_0) begin
-      \$634  = a_skid_ctl;
-    end
-    if (rst) begin
-      \$634  = 19'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$635  = a_skid_valid_0;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$32 ) begin
-      end else begin
-        \$635  = i__valid;
-      end
-    end else if (a_ready_0) begin
-      \$635  = 1'h0;
-    end
-    if (rst) begin
-      \$635  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$636  = a_skid_data;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$32 ) begin
-      end else begin
-        \$636 [15:0] = i__payload[15:0];
-      end
-    end
-    if (\in_ready_1$89 ) begin
-      (* full_case = 32'd1 *)
-      if (\$117 ) begin
-      end else begin
-        \$636 [31:16] = i__payload[31:16];
-      end
-    end
-    if (\in_ready_2$95 ) begin
-      (* full_case = 32'd1 *)
-      if (\$191 ) begin
-      end else begin
-        \$636 [47:32] = i__payload[47:32];
-      end
-    end
-    if (\in_ready_3$101 ) begin
-      (* full_case = 32'd1 *)
-      if (\$265 ) begin
-      end else begin
-        \$636 [63:48] = i__payload[63:48];
-      end
-    end
-    if (in_ready_4) begin
-      (* full_case = 32'd1 *)
-      if (\$339 ) begin
-      end else begin
-        \$636 [79:64] = i__payload[79:64];
-      end
-    end
-    if (in_ready_5) begin
-      (* full_case = 32'd1 *)
-      if (\$413 ) begin
-      end else begin
-        \$636 [95:80] = i__payload[95:80];
-      end
-    end
-    if (in_ready_6) begin
-      (* full_case = 32'd1 *)
-      if (\$487 ) begin
-      end else begin
-        \$636 [111:96] = i__payload[111:96];
-      end
-    end
-    if (in_ready_7) begin
-      (* full_case = 32'd1 *)
-      if (\$561 ) begin
-      end else begin
-        \$636 [127:112] = i__payload[127:112];
-      end
-    end
-    if (rst) begin
-      \$636  = 128'h00000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$637  = a_skid_shift_0;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$32 ) begin
-      end else begin
-        \$637  = i__payload[134:130];
-      end
-    end
-    if (rst) begin
-      \$637  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$638  = a_skid_ctl;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$32 ) begin
-      end else begin
-        \$638  = i_ctl;
-      end
-    end
-    if (rst) begin
-      \$638  = 19'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$639  = b_data;
-    if (take_0) begin
-      \$639 [7:0] = \$33 ;
-      \$639 [15:8] = \$34 ;
-    end
-    if (take_1) begin
-      \$639 [23:16] = \$118 ;
-      \$639 [31:24] = \$119 ;
-    end
-    if (take_2) begin
-      \$639 [39:32] = \$192 ;
-      \$639 [47:40] = \$193 ;
-    end
-    if (take_3) begin
-      \$639 [55:48] = \$266 ;
-      \$639 [63:56] = \$267 ;
-    end
-    if (take_4) begin
-      \$639 [71:64] = \$340 ;
-      \$639 [79:72] = \$341 ;
-    end
-    if (take_5) begin
-      \$639 [87:80] = \$414 ;
-      \$639 [95:88] = \$415 ;
-    end
-    if (take_6) begin
-      \$639 [103:96] = \$488 ;
-      \$639 [111:104] = \$489 ;
-    end
-    if (take_7) begin
-      \$639 [119:112] = \$562 ;
-      \$639 [127:120] = \$563 ;
-    end
-    if (rst) begin
-      \$639  = 128'h00000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$640  = b_fine_0;
-    if (take_0) begin
-      \$640  = a_shift_0[1:0];
-    end
-    if (rst) begin
-      \$640  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$641  = c_valid_0;
-    if (advance_0) begin
-      \$641  = \$35 ;
-    end
-    if (rst) begin
-      \$641  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$642  = b_valid_0;
-    if (advance_0) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_0) begin
-        \$642  = 1'h1;
-      end else begin
-        \$642  = a_valid_0;
-      end
-    end
-    if (rst) begin
-      \$642  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$643  = flush_pending_0;
-    if (advance_0) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_0) begin
-        \$643  = 1'h0;
-      end else begin
-        \$643  = \$53 ;
-      end
-    end
-    if (rst) begin
-      \$643  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$644  = b_use_prev;
-    if (advance_0) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_0) begin
-        \$644 [1:0] = { \$37 , \$36  };
-      end else begin
-        \$644 [1:0] = \$71 ;
-      end
-    end
-    if (advance_1) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_1) begin
-        \$644 [3:2] = { \$124 , \$123  };
-      end else begin
-        \$644 [3:2] = \$156 ;
-      end
-    end
-    if (advance_2) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_2) begin
-        \$644 [5:4] = { \$200 , \$199  };
-      end else begin
-        \$644 [5:4] = \$230 ;
-      end
-    end
-    if (advance_3) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_3) begin
-        \$644 [7:6] = { \$276 , \$275  };
-      end else begin
-        \$644 [7:6] = \$304 ;
-      end
-    end
-    if (advance_4) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_4) begin
-        \$644 [9:8] = { \$352 , \$351  };
-      end else begin
-        \$644 [9:8] = \$378 ;
-      end
-    end
-    if (advance_5) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_5) begin
-        \$644 [11:10] = { \$428 , \$427  };
-      end else begin
-        \$644 [11:10] = \$452 ;
-      end
-    end
-    if (advance_6) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_6) begin
-        \$644 [13:12] = { \$504 , \$503  };
-      end else begin
-        \$644 [13:12] = \$526 ;
-      end
-    end
-    if (advance_7) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_7) begin
-        \$644 [15:14] = { \$580 , \$579  };
-      end else begin
-        \$644 [15:14] = \$600 ;
-      end
-    end
-    if (rst) begin
-      \$644  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$645  = b_use_cur;
-    if (advance_0) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_0) begin
-        \$645 [1:0] = 2'h0;
-      end else begin
-        \$645 [1:0] = \$88 ;
-      end
-    end
-    if (advance_1) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_1) begin
-        \$645 [3:2] = 2'h0;
-      end else begin
-        \$645 [3:2] = \$173 ;
-      end
-    end
-    if (advance_2) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_2) begin
-        \$645 [5:4] = 2'h0;
-      end else begin
-        \$645 [5:4] = \$247 ;
-      end
-    end
-    if (advance_3) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_3) begin
-        \$645 [7:6] = 2'h0;
-      end else begin
-        \$645 [7:6] = \$321 ;
-      end
-    end
-    if (advance_4) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_4) begin
-        \$645 [9:8] = 2'h0;
-      end else begin
-        \$645 [9:8] = \$395 ;
-      end
-    end
-    if (advance_5) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_5) begin
-        \$645 [11:10] = 2'h0;
-      end else begin
-        \$645 [11:10] = \$469 ;
-      end
-    end
-    if (advance_6) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_6) begin
-        \$645 [13:12] = 2'h0;
-      end else begin
-        \$645 [13:12] = \$543 ;
-      end
-    end
-    if (advance_7) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_7) begin
-        \$645 [15:14] = 2'h0;
-      end else begin
-        \$645 [15:14] = \$617 ;
-      end
-    end
-    if (rst) begin
-      \$645  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$646  = b_emit;
-    if (advance_0) begin
-      if (flush_pending_0) begin
-        \$646  = 1'h1;
-      end else if (a_valid_0) begin
-        \$646  = \$91 ;
-      end
-    end
-    if (rst) begin
-      \$646  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$647  = b_first;
-    if (advance_0) begin
-      if (flush_pending_0) begin
-        \$647  = \$89 ;
-      end else if (a_valid_0) begin
-        \$647  = \$92 ;
-      end
-    end
-    if (rst) begin
-      \$647  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$648  = b_last;
-    if (advance_0) begin
-      if (flush_pending_0) begin
-        \$648  = 1'h1;
-      end else if (a_valid_0) begin
-        \$648  = \$94 ;
-      end
+      \$648  = 1'h0;
     end
     if (rst) begin
       \$648  = 1'h0;
@@ -12207,140 +12563,165 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$649  = started;
+    \$649  = a_skid_shift_0;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$35 ) begin
+      end else begin
+        \$649  = i__payload[134:130];
+      end
+    end
+    if (rst) begin
+      \$649  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$650  = a_skid_data;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$35 ) begin
+      end else begin
+        \$650 [15:0] = i__payload[15:0];
+      end
+    end
+    if (\in_ready_1$96 ) begin
+      (* full_case = 32'd1 *)
+      if (\$109 ) begin
+      end else begin
+        \$650 [31:16] = i__payload[31:16];
+      end
+    end
+    if (\in_ready_2$102 ) begin
+      (* full_case = 32'd1 *)
+      if (\$183 ) begin
+      end else begin
+        \$650 [47:32] = i__payload[47:32];
+      end
+    end
+    if (\in_ready_3$108 ) begin
+      (* full_case = 32'd1 *)
+      if (\$257 ) begin
+      end else begin
+        \$650 [63:48] = i__payload[63:48];
+      end
+    end
+    if (\in_ready_4$114 ) begin
+      (* full_case = 32'd1 *)
+      if (\$331 ) begin
+      end else begin
+        \$650 [79:64] = i__payload[79:64];
+      end
+    end
+    if (\in_ready_5$120 ) begin
+      (* full_case = 32'd1 *)
+      if (\$405 ) begin
+      end else begin
+        \$650 [95:80] = i__payload[95:80];
+      end
+    end
+    if (\in_ready_6$126 ) begin
+      (* full_case = 32'd1 *)
+      if (\$479 ) begin
+      end else begin
+        \$650 [111:96] = i__payload[111:96];
+      end
+    end
+    if (\in_ready_7$132 ) begin
+      (* full_case = 32'd1 *)
+      if (\$553 ) begin
+      end else begin
+        \$650 [127:112] = i__payload[127:112];
+      end
+    end
+    if (rst) begin
+      \$650  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$651  = b_data;
+    if (take_0) begin
+      \$651 [7:0] = \$36 ;
+      \$651 [15:8] = \$37 ;
+    end
+    if (take_1) begin
+      \$651 [23:16] = \$110 ;
+      \$651 [31:24] = \$111 ;
+    end
+    if (take_2) begin
+      \$651 [39:32] = \$184 ;
+      \$651 [47:40] = \$185 ;
+    end
+    if (take_3) begin
+      \$651 [55:48] = \$258 ;
+      \$651 [63:56] = \$259 ;
+    end
+    if (take_4) begin
+      \$651 [71:64] = \$332 ;
+      \$651 [79:72] = \$333 ;
+    end
+    if (take_5) begin
+      \$651 [87:80] = \$406 ;
+      \$651 [95:88] = \$407 ;
+    end
+    if (take_6) begin
+      \$651 [103:96] = \$480 ;
+      \$651 [111:104] = \$481 ;
+    end
+    if (take_7) begin
+      \$651 [119:112] = \$554 ;
+      \$651 [127:120] = \$555 ;
+    end
+    if (rst) begin
+      \$651  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$652  = b_fine_0;
+    if (take_0) begin
+      \$652  = a_shift_0[1:0];
+    end
+    if (rst) begin
+      \$652  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$653  = c_valid_0;
     if (advance_0) begin
+      \$653  = \$38 ;
+    end
+    if (rst) begin
+      \$653  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$654  = b_valid_0;
+    if (advance_0) begin
+      (* full_case = 32'd1 *)
       if (flush_pending_0) begin
-        \$649  = 1'h0;
-      end else if (a_valid_0) begin
-        if (\$96 ) begin
-          \$649  = \$99 ;
-        end
+        \$654  = 1'h1;
+      end else begin
+        \$654  = a_valid_0;
       end
     end
     if (rst) begin
-      \$649  = 1'h0;
+      \$654  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$650  = b_meta;
+    \$655  = flush_pending_0;
     if (advance_0) begin
+      (* full_case = 32'd1 *)
       if (flush_pending_0) begin
-      end else if (a_valid_0) begin
-        \$650  = a_ctl[18:4];
+        \$655  = 1'h0;
+      end else begin
+        \$655  = \$56 ;
       end
-    end
-    if (rst) begin
-      \$650  = 15'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$651  = b_shift;
-    if (advance_0) begin
-      if (flush_pending_0) begin
-      end else if (a_valid_0) begin
-        \$651  = a_shift_0;
-      end
-    end
-    if (rst) begin
-      \$651  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$652  = prev;
-    if (advance_0) begin
-      \$652 [7:0] = \$100 ;
-      \$652 [15:8] = \$105 ;
-    end
-    if (advance_1) begin
-      \$652 [23:16] = \$174 ;
-      \$652 [31:24] = \$179 ;
-    end
-    if (advance_2) begin
-      \$652 [39:32] = \$248 ;
-      \$652 [47:40] = \$253 ;
-    end
-    if (advance_3) begin
-      \$652 [55:48] = \$322 ;
-      \$652 [63:56] = \$327 ;
-    end
-    if (advance_4) begin
-      \$652 [71:64] = \$396 ;
-      \$652 [79:72] = \$401 ;
-    end
-    if (advance_5) begin
-      \$652 [87:80] = \$470 ;
-      \$652 [95:88] = \$475 ;
-    end
-    if (advance_6) begin
-      \$652 [103:96] = \$544 ;
-      \$652 [111:104] = \$549 ;
-    end
-    if (advance_7) begin
-      \$652 [119:112] = \$618 ;
-      \$652 [127:120] = \$623 ;
-    end
-    if (rst) begin
-      \$652  = 128'h00000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$653  = out_data;
-    if (advance_0) begin
-      \$653 [7:0] = \$104 ;
-      \$653 [15:8] = \$109 ;
-    end
-    if (advance_1) begin
-      \$653 [23:16] = \$178 ;
-      \$653 [31:24] = \$183 ;
-    end
-    if (advance_2) begin
-      \$653 [39:32] = \$252 ;
-      \$653 [47:40] = \$257 ;
-    end
-    if (advance_3) begin
-      \$653 [55:48] = \$326 ;
-      \$653 [63:56] = \$331 ;
-    end
-    if (advance_4) begin
-      \$653 [71:64] = \$400 ;
-      \$653 [79:72] = \$405 ;
-    end
-    if (advance_5) begin
-      \$653 [87:80] = \$474 ;
-      \$653 [95:88] = \$479 ;
-    end
-    if (advance_6) begin
-      \$653 [103:96] = \$548 ;
-      \$653 [111:104] = \$553 ;
-    end
-    if (advance_7) begin
-      \$653 [119:112] = \$622 ;
-      \$653 [127:120] = \$627 ;
-    end
-    if (rst) begin
-      \$653  = 128'h00000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$654  = \$115 ;
-    if (rst) begin
-      \$654  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$655  = a_valid_1;
-    if (\in_ready_1$89 ) begin
-      if (\$117 ) begin
-        \$655  = i__valid;
-      end
-    end else if (a_ready_1) begin
-      \$655  = a_skid_valid_1;
     end
     if (rst) begin
       \$655  = 1'h0;
@@ -12348,78 +12729,240 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$656  = a_shift_1;
-    if (\in_ready_1$89 ) begin
-      if (\$117 ) begin
-        \$656  = i__payload[134:130];
-      end
-    end else if (a_ready_1) begin
-      \$656  = a_skid_shift_1;
-    end
-    if (rst) begin
-      \$656  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$657  = a_skid_valid_1;
-    if (\in_ready_1$89 ) begin
+    \$656  = b_use_prev;
+    if (advance_0) begin
       (* full_case = 32'd1 *)
-      if (\$117 ) begin
+      if (flush_pending_0) begin
+        \$656 [1:0] = { \$40 , \$39  };
       end else begin
-        \$657  = i__valid;
-      end
-    end else if (a_ready_1) begin
-      \$657  = 1'h0;
-    end
-    if (rst) begin
-      \$657  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$658  = a_skid_shift_1;
-    if (\in_ready_1$89 ) begin
-      (* full_case = 32'd1 *)
-      if (\$117 ) begin
-      end else begin
-        \$658  = i__payload[134:130];
+        \$656 [1:0] = \$74 ;
       end
     end
-    if (rst) begin
-      \$658  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$659  = b_fine_1;
-    if (take_1) begin
-      \$659  = a_shift_1[1:0];
-    end
-    if (rst) begin
-      \$659  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$660  = c_valid_1;
-    if (advance_1) begin
-      \$660  = \$120 ;
-    end
-    if (rst) begin
-      \$660  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$661  = b_valid_1;
     if (advance_1) begin
       (* full_case = 32'd1 *)
       if (flush_pending_1) begin
-        \$661  = 1'h1;
+        \$656 [3:2] = { \$116 , \$115  };
       end else begin
-        \$661  = a_valid_1;
+        \$656 [3:2] = \$148 ;
       end
+    end
+    if (advance_2) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_2) begin
+        \$656 [5:4] = { \$192 , \$191  };
+      end else begin
+        \$656 [5:4] = \$222 ;
+      end
+    end
+    if (advance_3) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_3) begin
+        \$656 [7:6] = { \$268 , \$267  };
+      end else begin
+        \$656 [7:6] = \$296 ;
+      end
+    end
+    if (advance_4) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_4) begin
+        \$656 [9:8] = { \$344 , \$343  };
+      end else begin
+        \$656 [9:8] = \$370 ;
+      end
+    end
+    if (advance_5) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_5) begin
+        \$656 [11:10] = { \$420 , \$419  };
+      end else begin
+        \$656 [11:10] = \$444 ;
+      end
+    end
+    if (advance_6) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_6) begin
+        \$656 [13:12] = { \$496 , \$495  };
+      end else begin
+        \$656 [13:12] = \$518 ;
+      end
+    end
+    if (advance_7) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_7) begin
+        \$656 [15:14] = { \$572 , \$571  };
+      end else begin
+        \$656 [15:14] = \$592 ;
+      end
+    end
+    if (rst) begin
+      \$656  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$657  = b_use_cur;
+    if (advance_0) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_0) begin
+        \$657 [1:0] = 2'h0;
+      end else begin
+        \$657 [1:0] = \$91 ;
+      end
+    end
+    if (advance_1) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_1) begin
+        \$657 [3:2] = 2'h0;
+      end else begin
+        \$657 [3:2] = \$165 ;
+      end
+    end
+    if (advance_2) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_2) begin
+        \$657 [5:4] = 2'h0;
+      end else begin
+        \$657 [5:4] = \$239 ;
+      end
+    end
+    if (advance_3) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_3) begin
+        \$657 [7:6] = 2'h0;
+      end else begin
+        \$657 [7:6] = \$313 ;
+      end
+    end
+    if (advance_4) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_4) begin
+        \$657 [9:8] = 2'h0;
+      end else begin
+        \$657 [9:8] = \$387 ;
+      end
+    end
+    if (advance_5) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_5) begin
+        \$657 [11:10] = 2'h0;
+      end else begin
+        \$657 [11:10] = \$461 ;
+      end
+    end
+    if (advance_6) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_6) begin
+        \$657 [13:12] = 2'h0;
+      end else begin
+        \$657 [13:12] = \$535 ;
+      end
+    end
+    if (advance_7) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_7) begin
+        \$657 [15:14] = 2'h0;
+      end else begin
+        \$657 [15:14] = \$609 ;
+      end
+    end
+    if (rst) begin
+      \$657  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$658  = prev;
+    if (advance_0) begin
+      \$658 [7:0] = \$92 ;
+      \$658 [15:8] = \$97 ;
+    end
+    if (advance_1) begin
+      \$658 [23:16] = \$166 ;
+      \$658 [31:24] = \$171 ;
+    end
+    if (advance_2) begin
+      \$658 [39:32] = \$240 ;
+      \$658 [47:40] = \$245 ;
+    end
+    if (advance_3) begin
+      \$658 [55:48] = \$314 ;
+      \$658 [63:56] = \$319 ;
+    end
+    if (advance_4) begin
+      \$658 [71:64] = \$388 ;
+      \$658 [79:72] = \$393 ;
+    end
+    if (advance_5) begin
+      \$658 [87:80] = \$462 ;
+      \$658 [95:88] = \$467 ;
+    end
+    if (advance_6) begin
+      \$658 [103:96] = \$536 ;
+      \$658 [111:104] = \$541 ;
+    end
+    if (advance_7) begin
+      \$658 [119:112] = \$610 ;
+      \$658 [127:120] = \$615 ;
+    end
+    if (rst) begin
+      \$658  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$659  = out_data;
+    if (advance_0) begin
+      \$659 [7:0] = \$96 ;
+      \$659 [15:8] = \$101 ;
+    end
+    if (advance_1) begin
+      \$659 [23:16] = \$170 ;
+      \$659 [31:24] = \$175 ;
+    end
+    if (advance_2) begin
+      \$659 [39:32] = \$244 ;
+      \$659 [47:40] = \$249 ;
+    end
+    if (advance_3) begin
+      \$659 [55:48] = \$318 ;
+      \$659 [63:56] = \$323 ;
+    end
+    if (advance_4) begin
+      \$659 [71:64] = \$392 ;
+      \$659 [79:72] = \$397 ;
+    end
+    if (advance_5) begin
+      \$659 [87:80] = \$466 ;
+      \$659 [95:88] = \$471 ;
+    end
+    if (advance_6) begin
+      \$659 [103:96] = \$540 ;
+      \$659 [111:104] = \$545 ;
+    end
+    if (advance_7) begin
+      \$659 [119:112] = \$614 ;
+      \$659 [127:120] = \$619 ;
+    end
+    if (rst) begin
+      \$659  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$660  = \$107 ;
+    if (rst) begin
+      \$660  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$661  = a_valid_1;
+    if (\in_ready_1$96 ) begin
+      if (\$109 ) begin
+        \$661  = i__valid;
+      end
+    end else if (a_ready_1) begin
+      \$661  = a_skid_valid_1;
     end
     if (rst) begin
       \$661  = 1'h0;
@@ -12427,114 +12970,114 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$662  = flush_pending_1;
+    \$662  = a_shift_1;
+    if (\in_ready_1$96 ) begin
+      if (\$109 ) begin
+        \$662  = i__payload[134:130];
+      end
+    end else if (a_ready_1) begin
+      \$662  = a_skid_shift_1;
+    end
+    if (rst) begin
+      \$662  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$663  = a_skid_valid_1;
+    if (\in_ready_1$96 ) begin
+      (* full_case = 32'd1 *)
+      if (\$109 ) begin
+      end else begin
+        \$663  = i__valid;
+      end
+    end else if (a_ready_1) begin
+      \$663  = 1'h0;
+    end
+    if (rst) begin
+      \$663  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$664  = a_skid_shift_1;
+    if (\in_ready_1$96 ) begin
+      (* full_case = 32'd1 *)
+      if (\$109 ) begin
+      end else begin
+        \$664  = i__payload[134:130];
+      end
+    end
+    if (rst) begin
+      \$664  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$665  = b_fine_1;
+    if (take_1) begin
+      \$665  = a_shift_1[1:0];
+    end
+    if (rst) begin
+      \$665  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$666  = c_valid_1;
+    if (advance_1) begin
+      \$666  = \$112 ;
+    end
+    if (rst) begin
+      \$666  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$667  = b_valid_1;
     if (advance_1) begin
       (* full_case = 32'd1 *)
       if (flush_pending_1) begin
-        \$662  = 1'h0;
+        \$667  = 1'h1;
       end else begin
-        \$662  = \$138 ;
+        \$667  = a_valid_1;
       end
     end
     if (rst) begin
-      \$662  = 1'h0;
+      \$667  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$663  = \$189 ;
+    \$668  = flush_pending_1;
+    if (advance_1) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_1) begin
+        \$668  = 1'h0;
+      end else begin
+        \$668  = \$130 ;
+      end
+    end
     if (rst) begin
-      \$663  = 1'h1;
+      \$668  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$664  = a_valid_2;
-    if (\in_ready_2$95 ) begin
-      if (\$191 ) begin
-        \$664  = i__valid;
+    \$669  = \$181 ;
+    if (rst) begin
+      \$669  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$670  = a_valid_2;
+    if (\in_ready_2$102 ) begin
+      if (\$183 ) begin
+        \$670  = i__valid;
       end
     end else if (a_ready_2) begin
-      \$664  = a_skid_valid_2;
-    end
-    if (rst) begin
-      \$664  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$665  = a_shift_2;
-    if (\in_ready_2$95 ) begin
-      if (\$191 ) begin
-        \$665  = i__payload[134:130];
-      end
-    end else if (a_ready_2) begin
-      \$665  = a_skid_shift_2;
-    end
-    if (rst) begin
-      \$665  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$666  = a_skid_valid_2;
-    if (\in_ready_2$95 ) begin
-      (* full_case = 32'd1 *)
-      if (\$191 ) begin
-      end else begin
-        \$666  = i__valid;
-      end
-    end else if (a_ready_2) begin
-      \$666  = 1'h0;
-    end
-    if (rst) begin
-      \$666  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$667  = a_skid_shift_2;
-    if (\in_ready_2$95 ) begin
-      (* full_case = 32'd1 *)
-      if (\$191 ) begin
-      end else begin
-        \$667  = i__payload[134:130];
-      end
-    end
-    if (rst) begin
-      \$667  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$668  = b_fine_2;
-    if (take_2) begin
-      \$668  = a_shift_2[1:0];
-    end
-    if (rst) begin
-      \$668  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$669  = c_valid_2;
-    if (advance_2) begin
-      \$669  = \$194 ;
-    end
-    if (rst) begin
-      \$669  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$670  = b_valid_2;
-    if (advance_2) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_2) begin
-        \$670  = 1'h1;
-      end else begin
-        \$670  = a_valid_2;
-      end
+      \$670  = a_skid_valid_2;
     end
     if (rst) begin
       \$670  = 1'h0;
@@ -12542,114 +13085,114 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$671  = flush_pending_2;
+    \$671  = a_shift_2;
+    if (\in_ready_2$102 ) begin
+      if (\$183 ) begin
+        \$671  = i__payload[134:130];
+      end
+    end else if (a_ready_2) begin
+      \$671  = a_skid_shift_2;
+    end
+    if (rst) begin
+      \$671  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$672  = a_skid_valid_2;
+    if (\in_ready_2$102 ) begin
+      (* full_case = 32'd1 *)
+      if (\$183 ) begin
+      end else begin
+        \$672  = i__valid;
+      end
+    end else if (a_ready_2) begin
+      \$672  = 1'h0;
+    end
+    if (rst) begin
+      \$672  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$673  = a_skid_shift_2;
+    if (\in_ready_2$102 ) begin
+      (* full_case = 32'd1 *)
+      if (\$183 ) begin
+      end else begin
+        \$673  = i__payload[134:130];
+      end
+    end
+    if (rst) begin
+      \$673  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$674  = b_fine_2;
+    if (take_2) begin
+      \$674  = a_shift_2[1:0];
+    end
+    if (rst) begin
+      \$674  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$675  = c_valid_2;
+    if (advance_2) begin
+      \$675  = \$186 ;
+    end
+    if (rst) begin
+      \$675  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$676  = b_valid_2;
     if (advance_2) begin
       (* full_case = 32'd1 *)
       if (flush_pending_2) begin
-        \$671  = 1'h0;
+        \$676  = 1'h1;
       end else begin
-        \$671  = \$212 ;
+        \$676  = a_valid_2;
       end
     end
     if (rst) begin
-      \$671  = 1'h0;
+      \$676  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$672  = \$263 ;
+    \$677  = flush_pending_2;
+    if (advance_2) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_2) begin
+        \$677  = 1'h0;
+      end else begin
+        \$677  = \$204 ;
+      end
+    end
     if (rst) begin
-      \$672  = 1'h1;
+      \$677  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$673  = a_valid_3;
-    if (\in_ready_3$101 ) begin
-      if (\$265 ) begin
-        \$673  = i__valid;
+    \$678  = \$255 ;
+    if (rst) begin
+      \$678  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$679  = a_valid_3;
+    if (\in_ready_3$108 ) begin
+      if (\$257 ) begin
+        \$679  = i__valid;
       end
     end else if (a_ready_3) begin
-      \$673  = a_skid_valid_3;
-    end
-    if (rst) begin
-      \$673  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$674  = a_shift_3;
-    if (\in_ready_3$101 ) begin
-      if (\$265 ) begin
-        \$674  = i__payload[134:130];
-      end
-    end else if (a_ready_3) begin
-      \$674  = a_skid_shift_3;
-    end
-    if (rst) begin
-      \$674  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$675  = a_skid_valid_3;
-    if (\in_ready_3$101 ) begin
-      (* full_case = 32'd1 *)
-      if (\$265 ) begin
-      end else begin
-        \$675  = i__valid;
-      end
-    end else if (a_ready_3) begin
-      \$675  = 1'h0;
-    end
-    if (rst) begin
-      \$675  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$676  = a_skid_shift_3;
-    if (\in_ready_3$101 ) begin
-      (* full_case = 32'd1 *)
-      if (\$265 ) begin
-      end else begin
-        \$676  = i__payload[134:130];
-      end
-    end
-    if (rst) begin
-      \$676  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$677  = b_fine_3;
-    if (take_3) begin
-      \$677  = a_shift_3[1:0];
-    end
-    if (rst) begin
-      \$677  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$678  = c_valid_3;
-    if (advance_3) begin
-      \$678  = \$268 ;
-    end
-    if (rst) begin
-      \$678  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$679  = b_valid_3;
-    if (advance_3) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_3) begin
-        \$679  = 1'h1;
-      end else begin
-        \$679  = a_valid_3;
-      end
+      \$679  = a_skid_valid_3;
     end
     if (rst) begin
       \$679  = 1'h0;
@@ -12657,114 +13200,114 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$680  = flush_pending_3;
+    \$680  = a_shift_3;
+    if (\in_ready_3$108 ) begin
+      if (\$257 ) begin
+        \$680  = i__payload[134:130];
+      end
+    end else if (a_ready_3) begin
+      \$680  = a_skid_shift_3;
+    end
+    if (rst) begin
+      \$680  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$681  = a_skid_valid_3;
+    if (\in_ready_3$108 ) begin
+      (* full_case = 32'd1 *)
+      if (\$257 ) begin
+      end else begin
+        \$681  = i__valid;
+      end
+    end else if (a_ready_3) begin
+      \$681  = 1'h0;
+    end
+    if (rst) begin
+      \$681  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$682  = a_skid_shift_3;
+    if (\in_ready_3$108 ) begin
+      (* full_case = 32'd1 *)
+      if (\$257 ) begin
+      end else begin
+        \$682  = i__payload[134:130];
+      end
+    end
+    if (rst) begin
+      \$682  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$683  = b_fine_3;
+    if (take_3) begin
+      \$683  = a_shift_3[1:0];
+    end
+    if (rst) begin
+      \$683  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$684  = c_valid_3;
+    if (advance_3) begin
+      \$684  = \$260 ;
+    end
+    if (rst) begin
+      \$684  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$685  = b_valid_3;
     if (advance_3) begin
       (* full_case = 32'd1 *)
       if (flush_pending_3) begin
-        \$680  = 1'h0;
+        \$685  = 1'h1;
       end else begin
-        \$680  = \$286 ;
+        \$685  = a_valid_3;
       end
     end
     if (rst) begin
-      \$680  = 1'h0;
+      \$685  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$681  = \$337 ;
+    \$686  = flush_pending_3;
+    if (advance_3) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_3) begin
+        \$686  = 1'h0;
+      end else begin
+        \$686  = \$278 ;
+      end
+    end
     if (rst) begin
-      \$681  = 1'h1;
+      \$686  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$682  = a_valid_4;
-    if (in_ready_4) begin
-      if (\$339 ) begin
-        \$682  = i__valid;
+    \$687  = \$329 ;
+    if (rst) begin
+      \$687  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$688  = a_valid_4;
+    if (\in_ready_4$114 ) begin
+      if (\$331 ) begin
+        \$688  = i__valid;
       end
     end else if (a_ready_4) begin
-      \$682  = a_skid_valid_4;
-    end
-    if (rst) begin
-      \$682  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$683  = a_shift_4;
-    if (in_ready_4) begin
-      if (\$339 ) begin
-        \$683  = i__payload[134:130];
-      end
-    end else if (a_ready_4) begin
-      \$683  = a_skid_shift_4;
-    end
-    if (rst) begin
-      \$683  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$684  = a_skid_valid_4;
-    if (in_ready_4) begin
-      (* full_case = 32'd1 *)
-      if (\$339 ) begin
-      end else begin
-        \$684  = i__valid;
-      end
-    end else if (a_ready_4) begin
-      \$684  = 1'h0;
-    end
-    if (rst) begin
-      \$684  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$685  = a_skid_shift_4;
-    if (in_ready_4) begin
-      (* full_case = 32'd1 *)
-      if (\$339 ) begin
-      end else begin
-        \$685  = i__payload[134:130];
-      end
-    end
-    if (rst) begin
-      \$685  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$686  = b_fine_4;
-    if (take_4) begin
-      \$686  = a_shift_4[1:0];
-    end
-    if (rst) begin
-      \$686  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$687  = c_valid_4;
-    if (advance_4) begin
-      \$687  = \$342 ;
-    end
-    if (rst) begin
-      \$687  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$688  = b_valid_4;
-    if (advance_4) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_4) begin
-        \$688  = 1'h1;
-      end else begin
-        \$688  = a_valid_4;
-      end
+      \$688  = a_skid_valid_4;
     end
     if (rst) begin
       \$688  = 1'h0;
@@ -12772,114 +13315,114 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$689  = flush_pending_4;
+    \$689  = a_shift_4;
+    if (\in_ready_4$114 ) begin
+      if (\$331 ) begin
+        \$689  = i__payload[134:130];
+      end
+    end else if (a_ready_4) begin
+      \$689  = a_skid_shift_4;
+    end
+    if (rst) begin
+      \$689  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$690  = a_skid_valid_4;
+    if (\in_ready_4$114 ) begin
+      (* full_case = 32'd1 *)
+      if (\$331 ) begin
+      end else begin
+        \$690  = i__valid;
+      end
+    end else if (a_ready_4) begin
+      \$690  = 1'h0;
+    end
+    if (rst) begin
+      \$690  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$691  = a_skid_shift_4;
+    if (\in_ready_4$114 ) begin
+      (* full_case = 32'd1 *)
+      if (\$331 ) begin
+      end else begin
+        \$691  = i__payload[134:130];
+      end
+    end
+    if (rst) begin
+      \$691  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$692  = b_fine_4;
+    if (take_4) begin
+      \$692  = a_shift_4[1:0];
+    end
+    if (rst) begin
+      \$692  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$693  = c_valid_4;
+    if (advance_4) begin
+      \$693  = \$334 ;
+    end
+    if (rst) begin
+      \$693  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$694  = b_valid_4;
     if (advance_4) begin
       (* full_case = 32'd1 *)
       if (flush_pending_4) begin
-        \$689  = 1'h0;
+        \$694  = 1'h1;
       end else begin
-        \$689  = \$360 ;
+        \$694  = a_valid_4;
       end
     end
     if (rst) begin
-      \$689  = 1'h0;
+      \$694  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$690  = \$411 ;
+    \$695  = flush_pending_4;
+    if (advance_4) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_4) begin
+        \$695  = 1'h0;
+      end else begin
+        \$695  = \$352 ;
+      end
+    end
     if (rst) begin
-      \$690  = 1'h1;
+      \$695  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$691  = a_valid_5;
-    if (in_ready_5) begin
-      if (\$413 ) begin
-        \$691  = i__valid;
+    \$696  = \$403 ;
+    if (rst) begin
+      \$696  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$697  = a_valid_5;
+    if (\in_ready_5$120 ) begin
+      if (\$405 ) begin
+        \$697  = i__valid;
       end
     end else if (a_ready_5) begin
-      \$691  = a_skid_valid_5;
-    end
-    if (rst) begin
-      \$691  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$692  = a_shift_5;
-    if (in_ready_5) begin
-      if (\$413 ) begin
-        \$692  = i__payload[134:130];
-      end
-    end else if (a_ready_5) begin
-      \$692  = a_skid_shift_5;
-    end
-    if (rst) begin
-      \$692  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$693  = a_skid_valid_5;
-    if (in_ready_5) begin
-      (* full_case = 32'd1 *)
-      if (\$413 ) begin
-      end else begin
-        \$693  = i__valid;
-      end
-    end else if (a_ready_5) begin
-      \$693  = 1'h0;
-    end
-    if (rst) begin
-      \$693  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$694  = a_skid_shift_5;
-    if (in_ready_5) begin
-      (* full_case = 32'd1 *)
-      if (\$413 ) begin
-      end else begin
-        \$694  = i__payload[134:130];
-      end
-    end
-    if (rst) begin
-      \$694  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$695  = b_fine_5;
-    if (take_5) begin
-      \$695  = a_shift_5[1:0];
-    end
-    if (rst) begin
-      \$695  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$696  = c_valid_5;
-    if (advance_5) begin
-      \$696  = \$416 ;
-    end
-    if (rst) begin
-      \$696  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$697  = b_valid_5;
-    if (advance_5) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_5) begin
-        \$697  = 1'h1;
-      end else begin
-        \$697  = a_valid_5;
-      end
+      \$697  = a_skid_valid_5;
     end
     if (rst) begin
       \$697  = 1'h0;
@@ -12887,114 +13430,114 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$698  = flush_pending_5;
+    \$698  = a_shift_5;
+    if (\in_ready_5$120 ) begin
+      if (\$405 ) begin
+        \$698  = i__payload[134:130];
+      end
+    end else if (a_ready_5) begin
+      \$698  = a_skid_shift_5;
+    end
+    if (rst) begin
+      \$698  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$699  = a_skid_valid_5;
+    if (\in_ready_5$120 ) begin
+      (* full_case = 32'd1 *)
+      if (\$405 ) begin
+      end else begin
+        \$699  = i__valid;
+      end
+    end else if (a_ready_5) begin
+      \$699  = 1'h0;
+    end
+    if (rst) begin
+      \$699  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$700  = a_skid_shift_5;
+    if (\in_ready_5$120 ) begin
+      (* full_case = 32'd1 *)
+      if (\$405 ) begin
+      end else begin
+        \$700  = i__payload[134:130];
+      end
+    end
+    if (rst) begin
+      \$700  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$701  = b_fine_5;
+    if (take_5) begin
+      \$701  = a_shift_5[1:0];
+    end
+    if (rst) begin
+      \$701  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$702  = c_valid_5;
+    if (advance_5) begin
+      \$702  = \$408 ;
+    end
+    if (rst) begin
+      \$702  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$703  = b_valid_5;
     if (advance_5) begin
       (* full_case = 32'd1 *)
       if (flush_pending_5) begin
-        \$698  = 1'h0;
+        \$703  = 1'h1;
       end else begin
-        \$698  = \$434 ;
+        \$703  = a_valid_5;
       end
     end
     if (rst) begin
-      \$698  = 1'h0;
+      \$703  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$699  = \$485 ;
+    \$704  = flush_pending_5;
+    if (advance_5) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_5) begin
+        \$704  = 1'h0;
+      end else begin
+        \$704  = \$426 ;
+      end
+    end
     if (rst) begin
-      \$699  = 1'h1;
+      \$704  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$700  = a_valid_6;
-    if (in_ready_6) begin
-      if (\$487 ) begin
-        \$700  = i__valid;
+    \$705  = \$477 ;
+    if (rst) begin
+      \$705  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$706  = a_valid_6;
+    if (\in_ready_6$126 ) begin
+      if (\$479 ) begin
+        \$706  = i__valid;
       end
     end else if (a_ready_6) begin
-      \$700  = a_skid_valid_6;
-    end
-    if (rst) begin
-      \$700  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$701  = a_shift_6;
-    if (in_ready_6) begin
-      if (\$487 ) begin
-        \$701  = i__payload[134:130];
-      end
-    end else if (a_ready_6) begin
-      \$701  = a_skid_shift_6;
-    end
-    if (rst) begin
-      \$701  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$702  = a_skid_valid_6;
-    if (in_ready_6) begin
-      (* full_case = 32'd1 *)
-      if (\$487 ) begin
-      end else begin
-        \$702  = i__valid;
-      end
-    end else if (a_ready_6) begin
-      \$702  = 1'h0;
-    end
-    if (rst) begin
-      \$702  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$703  = a_skid_shift_6;
-    if (in_ready_6) begin
-      (* full_case = 32'd1 *)
-      if (\$487 ) begin
-      end else begin
-        \$703  = i__payload[134:130];
-      end
-    end
-    if (rst) begin
-      \$703  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$704  = b_fine_6;
-    if (take_6) begin
-      \$704  = a_shift_6[1:0];
-    end
-    if (rst) begin
-      \$704  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$705  = c_valid_6;
-    if (advance_6) begin
-      \$705  = \$490 ;
-    end
-    if (rst) begin
-      \$705  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$706  = b_valid_6;
-    if (advance_6) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_6) begin
-        \$706  = 1'h1;
-      end else begin
-        \$706  = a_valid_6;
-      end
+      \$706  = a_skid_valid_6;
     end
     if (rst) begin
       \$706  = 1'h0;
@@ -13002,114 +13545,114 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$707  = flush_pending_6;
+    \$707  = a_shift_6;
+    if (\in_ready_6$126 ) begin
+      if (\$479 ) begin
+        \$707  = i__payload[134:130];
+      end
+    end else if (a_ready_6) begin
+      \$707  = a_skid_shift_6;
+    end
+    if (rst) begin
+      \$707  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$708  = a_skid_valid_6;
+    if (\in_ready_6$126 ) begin
+      (* full_case = 32'd1 *)
+      if (\$479 ) begin
+      end else begin
+        \$708  = i__valid;
+      end
+    end else if (a_ready_6) begin
+      \$708  = 1'h0;
+    end
+    if (rst) begin
+      \$708  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$709  = a_skid_shift_6;
+    if (\in_ready_6$126 ) begin
+      (* full_case = 32'd1 *)
+      if (\$479 ) begin
+      end else begin
+        \$709  = i__payload[134:130];
+      end
+    end
+    if (rst) begin
+      \$709  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$710  = b_fine_6;
+    if (take_6) begin
+      \$710  = a_shift_6[1:0];
+    end
+    if (rst) begin
+      \$710  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$711  = c_valid_6;
+    if (advance_6) begin
+      \$711  = \$482 ;
+    end
+    if (rst) begin
+      \$711  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$712  = b_valid_6;
     if (advance_6) begin
       (* full_case = 32'd1 *)
       if (flush_pending_6) begin
-        \$707  = 1'h0;
+        \$712  = 1'h1;
       end else begin
-        \$707  = \$508 ;
+        \$712  = a_valid_6;
       end
     end
     if (rst) begin
-      \$707  = 1'h0;
+      \$712  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$708  = \$559 ;
+    \$713  = flush_pending_6;
+    if (advance_6) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_6) begin
+        \$713  = 1'h0;
+      end else begin
+        \$713  = \$500 ;
+      end
+    end
     if (rst) begin
-      \$708  = 1'h1;
+      \$713  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$709  = a_valid_7;
-    if (in_ready_7) begin
-      if (\$561 ) begin
-        \$709  = i__valid;
+    \$714  = \$551 ;
+    if (rst) begin
+      \$714  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$715  = a_valid_7;
+    if (\in_ready_7$132 ) begin
+      if (\$553 ) begin
+        \$715  = i__valid;
       end
     end else if (a_ready_7) begin
-      \$709  = a_skid_valid_7;
-    end
-    if (rst) begin
-      \$709  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$710  = a_shift_7;
-    if (in_ready_7) begin
-      if (\$561 ) begin
-        \$710  = i__payload[134:130];
-      end
-    end else if (a_ready_7) begin
-      \$710  = a_skid_shift_7;
-    end
-    if (rst) begin
-      \$710  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$711  = a_skid_valid_7;
-    if (in_ready_7) begin
-      (* full_case = 32'd1 *)
-      if (\$561 ) begin
-      end else begin
-        \$711  = i__valid;
-      end
-    end else if (a_ready_7) begin
-      \$711  = 1'h0;
-    end
-    if (rst) begin
-      \$711  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$712  = a_skid_shift_7;
-    if (in_ready_7) begin
-      (* full_case = 32'd1 *)
-      if (\$561 ) begin
-      end else begin
-        \$712  = i__payload[134:130];
-      end
-    end
-    if (rst) begin
-      \$712  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$713  = b_fine_7;
-    if (take_7) begin
-      \$713  = a_shift_7[1:0];
-    end
-    if (rst) begin
-      \$713  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$714  = c_valid_7;
-    if (advance_7) begin
-      \$714  = \$564 ;
-    end
-    if (rst) begin
-      \$714  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$715  = b_valid_7;
-    if (advance_7) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_7) begin
-        \$715  = 1'h1;
-      end else begin
-        \$715  = a_valid_7;
-      end
+      \$715  = a_skid_valid_7;
     end
     if (rst) begin
       \$715  = 1'h0;
@@ -13117,23 +13660,329 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$716  = flush_pending_7;
-    if (advance_7) begin
+    \$716  = a_shift_7;
+    if (\in_ready_7$132 ) begin
+      if (\$553 ) begin
+        \$716  = i__payload[134:130];
+      end
+    end else if (a_ready_7) begin
+      \$716  = a_skid_shift_7;
+    end
+    if (rst) begin
+      \$716  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$717  = a_skid_valid_7;
+    if (\in_ready_7$132 ) begin
       (* full_case = 32'd1 *)
-      if (flush_pending_7) begin
-        \$716  = 1'h0;
+      if (\$553 ) begin
       end else begin
-        \$716  = \$582 ;
+        \$717  = i__valid;
+      end
+    end else if (a_ready_7) begin
+      \$717  = 1'h0;
+    end
+    if (rst) begin
+      \$717  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$718  = a_skid_shift_7;
+    if (\in_ready_7$132 ) begin
+      (* full_case = 32'd1 *)
+      if (\$553 ) begin
+      end else begin
+        \$718  = i__payload[134:130];
       end
     end
     if (rst) begin
-      \$716  = 1'h0;
+      \$718  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$719  = b_fine_7;
+    if (take_7) begin
+      \$719  = a_shift_7[1:0];
+    end
+    if (rst) begin
+      \$719  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$720  = c_valid_7;
+    if (advance_7) begin
+      \$720  = \$556 ;
+    end
+    if (rst) begin
+      \$720  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$721  = b_valid_7;
+    if (advance_7) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_7) begin
+        \$721  = 1'h1;
+      end else begin
+        \$721  = a_valid_7;
+      end
+    end
+    if (rst) begin
+      \$721  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$722  = flush_pending_7;
+    if (advance_7) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_7) begin
+        \$722  = 1'h0;
+      end else begin
+        \$722  = \$574 ;
+      end
+    end
+    if (rst) begin
+      \$722  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$723  = \$625 ;
+    if (rst) begin
+      \$723  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$724  = a_valid_8;
+    if (\in_ready_8$138 ) begin
+      if (\$627 ) begin
+        \$724  = i__valid;
+      end
+    end else if (a_ready_8) begin
+      \$724  = a_skid_valid_8;
+    end
+    if (rst) begin
+      \$724  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$725  = a_shift_8;
+    if (\in_ready_8$138 ) begin
+      if (\$627 ) begin
+        \$725  = i__payload[134:130];
+      end
+    end else if (a_ready_8) begin
+      \$725  = a_skid_shift_8;
+    end
+    if (rst) begin
+      \$725  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$726  = a_ctl;
+    if (\in_ready_8$138 ) begin
+      if (\$627 ) begin
+        \$726  = i_ctl;
+      end
+    end else if (a_ready_8) begin
+      \$726  = a_skid_ctl;
+    end
+    if (rst) begin
+      \$726  = 19'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$727  = a_skid_valid_8;
+    if (\in_ready_8$138 ) begin
+      (* full_case = 32'd1 *)
+      if (\$627 ) begin
+      end else begin
+        \$727  = i__valid;
+      end
+    end else if (a_ready_8) begin
+      \$727  = 1'h0;
+    end
+    if (rst) begin
+      \$727  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$728  = a_skid_shift_8;
+    if (\in_ready_8$138 ) begin
+      (* full_case = 32'd1 *)
+      if (\$627 ) begin
+      end else begin
+        \$728  = i__payload[134:130];
+      end
+    end
+    if (rst) begin
+      \$728  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$729  = a_skid_ctl;
+    if (\in_ready_8$138 ) begin
+      (* full_case = 32'd1 *)
+      if (\$627 ) begin
+      end else begin
+        \$729  = i_ctl;
+      end
+    end
+    if (rst) begin
+      \$729  = 19'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$730  = b_fine_8;
+    if (take_8) begin
+      \$730  = a_shift_8[1:0];
+    end
+    if (rst) begin
+      \$730  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$731  = c_valid_8;
+    if (advance_8) begin
+      \$731  = \$628 ;
+    end
+    if (rst) begin
+      \$731  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$732  = b_valid_8;
+    if (advance_8) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_8) begin
+        \$732  = 1'h1;
+      end else begin
+        \$732  = a_valid_8;
+      end
+    end
+    if (rst) begin
+      \$732  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$733  = flush_pending_8;
+    if (advance_8) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_8) begin
+        \$733  = 1'h0;
+      end else begin
+        \$733  = \$630 ;
+      end
+    end
+    if (rst) begin
+      \$733  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$734  = b_emit;
+    if (advance_8) begin
+      if (flush_pending_8) begin
+        \$734  = 1'h1;
+      end else if (a_valid_8) begin
+        \$734  = \$633 ;
+      end
+    end
+    if (rst) begin
+      \$734  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$735  = b_first;
+    if (advance_8) begin
+      if (flush_pending_8) begin
+        \$735  = \$631 ;
+      end else if (a_valid_8) begin
+        \$735  = \$634 ;
+      end
+    end
+    if (rst) begin
+      \$735  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$736  = b_last;
+    if (advance_8) begin
+      if (flush_pending_8) begin
+        \$736  = 1'h1;
+      end else if (a_valid_8) begin
+        \$736  = \$636 ;
+      end
+    end
+    if (rst) begin
+      \$736  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$737  = started;
+    if (advance_8) begin
+      if (flush_pending_8) begin
+        \$737  = 1'h0;
+      end else if (a_valid_8) begin
+        if (\$638 ) begin
+          \$737  = \$641 ;
+        end
+      end
+    end
+    if (rst) begin
+      \$737  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$738  = b_meta;
+    if (advance_8) begin
+      if (flush_pending_8) begin
+      end else if (a_valid_8) begin
+        \$738  = a_ctl[18:4];
+      end
+    end
+    if (rst) begin
+      \$738  = 15'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$739  = b_shift;
+    if (advance_8) begin
+      if (flush_pending_8) begin
+      end else if (a_valid_8) begin
+        \$739  = a_shift_8;
+      end
+    end
+    if (rst) begin
+      \$739  = 5'h00;
     end
   end
   assign \in_ready_0$11  = i__ready;
   assign o__valid = c_valid_0;
-  assign o__payload = { \$629 , out_data };
-  assign \port$3099$0  = \$629 ;
+  assign o__payload = { \$643 , out_data };
+  assign \port$3408$0  = \$643 ;
   assign \i_ctl.first  = i_ctl[0];
   assign \i_ctl.last  = i_ctl[1];
   assign \i_ctl.drop_first  = i_ctl[2];
@@ -13155,13 +14004,13 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   assign \i__payload.meta.beat.beat_hi  = i__payload[145:141];
   assign \i__payload.meta.beat.start_phase  = i__payload[151:146];
   assign \o__payload.data  = out_data;
-  assign \o__payload.first  = \$629 [0];
-  assign \o__payload.last  = \$629 [1];
-  assign \o__payload.meta  = \$629 [16:2];
-  assign \o__payload.meta.beat  = \$629 [16:2];
-  assign \o__payload.meta.beat.beat_lo  = \$629 [5:2];
-  assign \o__payload.meta.beat.beat_hi  = \$629 [10:6];
-  assign \o__payload.meta.beat.start_phase  = \$629 [16:11];
+  assign \o__payload.first  = \$643 [0];
+  assign \o__payload.last  = \$643 [1];
+  assign \o__payload.meta  = \$643 [16:2];
+  assign \o__payload.meta.beat  = \$643 [16:2];
+  assign \o__payload.meta.beat.beat_lo  = \$643 [5:2];
+  assign \o__payload.meta.beat.beat_hi  = \$643 [10:6];
+  assign \o__payload.meta.beat.start_phase  = \$643 [16:11];
   assign \a_ctl.first  = a_ctl[0];
   assign \a_ctl.last  = a_ctl[1];
   assign \a_ctl.drop_first  = a_ctl[2];
@@ -13464,22 +14313,24 @@ module \ace_dma_small.writer.sreq_q (rst, w_en, o__ready, room_next, w_data, \r_
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.writer.sreq_q.fifo (rst, w_en, w_rdy, r_rdy, r_data, w_port__data, level, r_en, clk);
+module \ace_dma_small.writer.sreq_q.fifo (rst, w_en, r_data, w_port__data, level, r_rdy, w_rdy, r_en, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$23  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
   wire \$12 ;
-  wire \$13 ;
-  wire [3:0] \$14 ;
+  wire [3:0] \$13 ;
+  wire \$14 ;
   reg [1:0] \$15 ;
   reg [1:0] \$16 ;
   reg [2:0] \$17 ;
+  reg \$18 ;
+  reg \$19 ;
   wire [2:0] \$2 ;
-  wire \$3 ;
-  wire [2:0] \$4 ;
-  wire \$5 ;
-  wire \$6 ;
+  wire [2:0] \$3 ;
+  wire \$4 ;
+  wire [2:0] \$5 ;
+  wire [2:0] \$6 ;
   wire \$7 ;
   wire \$8 ;
   wire [3:0] \$9 ;
@@ -13487,6 +14338,8 @@ module \ace_dma_small.writer.sreq_q.fifo (rst, w_en, w_rdy, r_rdy, r_data, w_por
   wire clk;
   (* init = 2'h0 *)
   wire [1:0] consume;
+  wire do_read;
+  wire do_write;
   output [2:0] level;
   reg [2:0] level = 3'h0;
   (* init = 2'h0 *)
@@ -13495,59 +14348,58 @@ module \ace_dma_small.writer.sreq_q.fifo (rst, w_en, w_rdy, r_rdy, r_data, w_por
   wire [34:0] r_data;
   input r_en;
   wire r_en;
-  (* init = 3'h0 *)
-  wire [2:0] r_level;
   reg [1:0] r_port__addr = 2'h0;
   wire [34:0] r_port__data;
   output r_rdy;
-  wire r_rdy;
+  reg r_rdy = 1'h0;
   input rst;
   wire rst;
   wire [34:0] w_data;
   input w_en;
   wire w_en;
-  (* init = 3'h0 *)
-  wire [2:0] w_level;
   reg [1:0] w_port__addr = 2'h0;
   input [34:0] w_port__data;
   wire [34:0] w_port__data;
   wire w_port__en;
   output w_rdy;
-  wire w_rdy;
+  reg w_rdy = 1'h1;
   reg [34:0] storage [3:0];
   always @(posedge clk) begin
-    if (w_port__en)
+    if (do_write)
       storage[w_port__addr] <= w_port__data;
   end
   assign r_data = storage[r_port__addr];
-  assign w_rdy = level != 3'h4;
-  assign r_rdy = | level;
-  assign w_port__en = w_en & w_rdy;
-  assign \$1  = w_rdy & w_en;
+  assign do_write = w_en & w_rdy;
+  assign do_read = r_en & r_rdy;
+  assign \$1  = w_port__addr == 2'h3;
   assign \$2  = w_port__addr + 1'h1;
-  assign \$3  = r_rdy & r_en;
-  assign \$4  = r_port__addr + 1'h1;
-  assign \$5  = w_rdy & w_en;
-  assign \$6  = r_rdy & r_en;
-  assign \$7  = ~ \$6 ;
-  assign \$8  = \$5  & \$7 ;
+  assign \$3  = \$1  ? 3'h0 : \$2 ;
+  assign \$4  = r_port__addr == 2'h3;
+  assign \$5  = r_port__addr + 1'h1;
+  assign \$6  = \$4  ? 3'h0 : \$5 ;
+  assign \$7  = ~ do_read;
+  assign \$8  = do_write & \$7 ;
   assign \$9  = level + 1'h1;
-  assign \$10  = r_rdy & r_en;
-  assign \$11  = w_rdy & w_en;
-  assign \$12  = ~ \$11 ;
-  assign \$13  = \$10  & \$12 ;
-  assign \$14  = level - 1'h1;
+  assign \$10  = level != 2'h3;
+  assign \$11  = ~ do_write;
+  assign \$12  = do_read & \$11 ;
+  assign \$13  = level - 1'h1;
+  assign \$14  = level != 1'h1;
   always @(posedge clk)
     w_port__addr <= \$15 ;
   always @(posedge clk)
     r_port__addr <= \$16 ;
   always @(posedge clk)
     level <= \$17 ;
+  always @(posedge clk)
+    r_rdy <= \$18 ;
+  always @(posedge clk)
+    w_rdy <= \$19 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \$15  = w_port__addr;
-    if (\$1 ) begin
-      \$15  = \$2 [1:0];
+    if (do_write) begin
+      \$15  = \$3 [1:0];
     end
     if (rst) begin
       \$15  = 2'h0;
@@ -13556,8 +14408,8 @@ module \ace_dma_small.writer.sreq_q.fifo (rst, w_en, w_rdy, r_rdy, r_data, w_por
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \$16  = r_port__addr;
-    if (\$3 ) begin
-      \$16  = \$4 [1:0];
+    if (do_read) begin
+      \$16  = \$6 [1:0];
     end
     if (rst) begin
       \$16  = 2'h0;
@@ -13569,23 +14421,48 @@ module \ace_dma_small.writer.sreq_q.fifo (rst, w_en, w_rdy, r_rdy, r_data, w_por
     if (\$8 ) begin
       \$17  = \$9 [2:0];
     end
-    if (\$13 ) begin
-      \$17  = \$14 [2:0];
+    if (\$12 ) begin
+      \$17  = \$13 [2:0];
     end
     if (rst) begin
       \$17  = 3'h0;
     end
   end
-  assign w_level = level;
-  assign r_level = level;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \$18  = r_rdy;
+    if (\$8 ) begin
+      \$18  = 1'h1;
+    end
+    if (\$12 ) begin
+      \$18  = \$14 ;
+    end
+    if (rst) begin
+      \$18  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \$19  = w_rdy;
+    if (\$8 ) begin
+      \$19  = \$10 ;
+    end
+    if (\$12 ) begin
+      \$19  = 1'h1;
+    end
+    if (rst) begin
+      \$19  = 1'h1;
+    end
+  end
   assign produce = w_port__addr;
   assign w_data = w_port__data;
+  assign w_port__en = do_write;
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.writer.sreq_q.head (rst, o__ready, i__valid, i__payload, i__ready, o__valid, o__payload, clk);
+module \ace_dma_small.writer.sreq_q.head (rst, o__ready, i__payload, i__valid, i__ready, o__valid, o__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$24  = 0;
   wire \$1 ;
   reg \$10 ;
@@ -13713,8 +14590,1271 @@ module \ace_dma_small.writer.sreq_q.head (rst, o__ready, i__valid, i__payload, i
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.writer.w_skid (clk, rst, i__valid, i_bits, i__ready, o__valid, out_payload, in_ready_1, in_ready_2, in_ready_3, o__ready);
+module \ace_dma_small.writer.w_skid (clk, rst, i__valid, i_bits, i__ready, o__valid, out_payload, in_ready_1, in_ready_2, in_ready_3, in_ready_4, in_ready_5, in_ready_6, in_ready_7, in_ready_8, o__ready);
   reg \$auto$verilog_backend.cc:2355:dump_module$25  = 0;
+  wire \$1 ;
+  wire \$10 ;
+  reg \$100 ;
+  reg \$101 ;
+  wire \$11 ;
+  wire \$12 ;
+  wire \$13 ;
+  wire \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire \$17 ;
+  wire \$18 ;
+  wire \$19 ;
+  wire \$2 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire \$22 ;
+  wire \$23 ;
+  wire \$24 ;
+  wire \$25 ;
+  wire \$26 ;
+  wire \$27 ;
+  wire \$28 ;
+  wire \$29 ;
+  wire \$3 ;
+  wire \$30 ;
+  wire \$31 ;
+  wire \$32 ;
+  wire \$33 ;
+  wire \$34 ;
+  wire \$35 ;
+  wire \$36 ;
+  wire \$37 ;
+  wire \$38 ;
+  wire \$39 ;
+  wire \$4 ;
+  wire \$40 ;
+  wire \$41 ;
+  wire \$42 ;
+  wire \$43 ;
+  wire \$44 ;
+  wire \$45 ;
+  wire \$46 ;
+  wire \$47 ;
+  wire \$48 ;
+  wire \$49 ;
+  wire \$5 ;
+  wire \$50 ;
+  wire \$51 ;
+  wire \$52 ;
+  wire \$53 ;
+  wire \$54 ;
+  wire \$55 ;
+  wire \$56 ;
+  wire \$57 ;
+  wire \$58 ;
+  wire \$59 ;
+  wire \$6 ;
+  wire \$60 ;
+  wire \$61 ;
+  wire \$62 ;
+  wire \$63 ;
+  wire \$64 ;
+  wire \$65 ;
+  wire \$66 ;
+  wire \$67 ;
+  wire \$68 ;
+  wire \$69 ;
+  wire \$7 ;
+  wire \$70 ;
+  wire \$71 ;
+  wire \$72 ;
+  reg \$73 ;
+  reg \$74 ;
+  reg [149:0] \$75 ;
+  reg \$76 ;
+  reg [149:0] \$77 ;
+  reg \$78 ;
+  reg \$79 ;
+  wire \$8 ;
+  reg \$80 ;
+  reg \$81 ;
+  reg \$82 ;
+  reg \$83 ;
+  reg \$84 ;
+  reg \$85 ;
+  reg \$86 ;
+  reg \$87 ;
+  reg \$88 ;
+  reg \$89 ;
+  wire \$9 ;
+  reg \$90 ;
+  reg \$91 ;
+  reg \$92 ;
+  reg \$93 ;
+  reg \$94 ;
+  reg \$95 ;
+  reg \$96 ;
+  reg \$97 ;
+  reg \$98 ;
+  reg \$99 ;
+  input clk;
+  wire clk;
+  wire [149:0] i__payload;
+  wire [4:0] \i__payload.bytes ;
+  wire [127:0] \i__payload.data ;
+  wire \i__payload.last ;
+  wire [15:0] \i__payload.strb ;
+  output i__ready;
+  reg i__ready = 1'h1;
+  input i__valid;
+  wire i__valid;
+  input [149:0] i_bits;
+  wire [149:0] i_bits;
+  (* init = 1'h1 *)
+  wire in_ready_0;
+  output in_ready_1;
+  reg in_ready_1 = 1'h1;
+  output in_ready_2;
+  reg in_ready_2 = 1'h1;
+  output in_ready_3;
+  reg in_ready_3 = 1'h1;
+  output in_ready_4;
+  reg in_ready_4 = 1'h1;
+  output in_ready_5;
+  reg in_ready_5 = 1'h1;
+  output in_ready_6;
+  reg in_ready_6 = 1'h1;
+  output in_ready_7;
+  reg in_ready_7 = 1'h1;
+  output in_ready_8;
+  reg in_ready_8 = 1'h1;
+  (* init = 150'h00000000000000000000000000000000000000 *)
+  wire [149:0] o__payload;
+  wire [4:0] \o__payload.bytes ;
+  wire [127:0] \o__payload.data ;
+  wire \o__payload.last ;
+  wire [15:0] \o__payload.strb ;
+  input o__ready;
+  wire o__ready;
+  output o__valid;
+  reg o__valid = 1'h0;
+  (* init = 150'h00000000000000000000000000000000000000 *)
+  wire [149:0] out_bits;
+  output [149:0] out_payload;
+  reg [149:0] out_payload = 150'h00000000000000000000000000000000000000;
+  wire [4:0] \out_payload.bytes ;
+  wire [127:0] \out_payload.data ;
+  wire \out_payload.last ;
+  wire [15:0] \out_payload.strb ;
+  (* init = 1'h0 *)
+  wire out_valid_0;
+  reg out_valid_1 = 1'h0;
+  reg out_valid_2 = 1'h0;
+  reg out_valid_3 = 1'h0;
+  reg out_valid_4 = 1'h0;
+  reg out_valid_5 = 1'h0;
+  reg out_valid_6 = 1'h0;
+  reg out_valid_7 = 1'h0;
+  reg out_valid_8 = 1'h0;
+  input rst;
+  wire rst;
+  (* init = 150'h00000000000000000000000000000000000000 *)
+  wire [149:0] skid_bits;
+  reg [149:0] skid_payload = 150'h00000000000000000000000000000000000000;
+  wire [4:0] \skid_payload.bytes ;
+  wire [127:0] \skid_payload.data ;
+  wire \skid_payload.last ;
+  wire [15:0] \skid_payload.strb ;
+  reg skid_valid_0 = 1'h0;
+  reg skid_valid_1 = 1'h0;
+  reg skid_valid_2 = 1'h0;
+  reg skid_valid_3 = 1'h0;
+  reg skid_valid_4 = 1'h0;
+  reg skid_valid_5 = 1'h0;
+  reg skid_valid_6 = 1'h0;
+  reg skid_valid_7 = 1'h0;
+  reg skid_valid_8 = 1'h0;
+  assign \$1  = ~ skid_valid_0;
+  assign \$2  = ~ o__valid;
+  assign \$3  = ~ i__valid;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = o__ready | \$5 ;
+  assign \$7  = ~ o__valid;
+  assign \$8  = o__ready | \$7 ;
+  assign \$9  = ~ skid_valid_1;
+  assign \$10  = ~ out_valid_1;
+  assign \$11  = ~ i__valid;
+  assign \$12  = \$10  | \$11 ;
+  assign \$13  = \$9  & \$12 ;
+  assign \$14  = o__ready | \$13 ;
+  assign \$15  = ~ out_valid_1;
+  assign \$16  = o__ready | \$15 ;
+  assign \$17  = ~ skid_valid_2;
+  assign \$18  = ~ out_valid_2;
+  assign \$19  = ~ i__valid;
+  assign \$20  = \$18  | \$19 ;
+  assign \$21  = \$17  & \$20 ;
+  assign \$22  = o__ready | \$21 ;
+  assign \$23  = ~ out_valid_2;
+  assign \$24  = o__ready | \$23 ;
+  assign \$25  = ~ skid_valid_3;
+  assign \$26  = ~ out_valid_3;
+  assign \$27  = ~ i__valid;
+  assign \$28  = \$26  | \$27 ;
+  assign \$29  = \$25  & \$28 ;
+  assign \$30  = o__ready | \$29 ;
+  assign \$31  = ~ out_valid_3;
+  assign \$32  = o__ready | \$31 ;
+  assign \$33  = ~ skid_valid_4;
+  assign \$34  = ~ out_valid_4;
+  assign \$35  = ~ i__valid;
+  assign \$36  = \$34  | \$35 ;
+  assign \$37  = \$33  & \$36 ;
+  assign \$38  = o__ready | \$37 ;
+  assign \$39  = ~ out_valid_4;
+  assign \$40  = o__ready | \$39 ;
+  assign \$41  = ~ skid_valid_5;
+  assign \$42  = ~ out_valid_5;
+  assign \$43  = ~ i__valid;
+  assign \$44  = \$42  | \$43 ;
+  assign \$45  = \$41  & \$44 ;
+  assign \$46  = o__ready | \$45 ;
+  assign \$47  = ~ out_valid_5;
+  assign \$48  = o__ready | \$47 ;
+  assign \$49  = ~ skid_valid_6;
+  assign \$50  = ~ out_valid_6;
+  assign \$51  = ~ i__valid;
+  assign \$52  = \$50  | \$51 ;
+  assign \$53  = \$49  & \$52 ;
+  assign \$54  = o__ready | \$53 ;
+  assign \$55  = ~ out_valid_6;
+  assign \$56  = o__ready | \$55 ;
+  assign \$57  = ~ skid_valid_7;
+  assign \$58  = ~ out_valid_7;
+  assign \$59  = ~ i__valid;
+  assign \$60  = \$58  | \$59 ;
+  assign \$61  = \$57  & \$60 ;
+  assign \$62  = o__ready | \$61 ;
+  assign \$63  = ~ out_valid_7;
+  assign \$64  = o__ready | \$63 ;
+  assign \$65  = ~ skid_valid_8;
+  assign \$66  = ~ out_valid_8;
+  assign \$67  = ~ i__valid;
+  assign \$68  = \$66  | \$67 ;
+  assign \$69  = \$65  & \$68 ;
+  assign \$70  = o__ready | \$69 ;
+  assign \$71  = ~ out_valid_8;
+  assign \$72  = o__ready | \$71 ;
+  always @(posedge clk)
+    i__ready <= \$73 ;
+  always @(posedge clk)
+    o__valid <= \$74 ;
+  always @(posedge clk)
+    out_payload <= \$75 ;
+  always @(posedge clk)
+    skid_valid_0 <= \$76 ;
+  always @(posedge clk)
+    skid_payload <= \$77 ;
+  always @(posedge clk)
+    in_ready_1 <= \$78 ;
+  always @(posedge clk)
+    out_valid_1 <= \$79 ;
+  always @(posedge clk)
+    skid_valid_1 <= \$80 ;
+  always @(posedge clk)
+    in_ready_2 <= \$81 ;
+  always @(posedge clk)
+    out_valid_2 <= \$82 ;
+  always @(posedge clk)
+    skid_valid_2 <= \$83 ;
+  always @(posedge clk)
+    in_ready_3 <= \$84 ;
+  always @(posedge clk)
+    out_valid_3 <= \$85 ;
+  always @(posedge clk)
+    skid_valid_3 <= \$86 ;
+  always @(posedge clk)
+    in_ready_4 <= \$87 ;
+  always @(posedge clk)
+    out_valid_4 <= \$88 ;
+  always @(posedge clk)
+    skid_valid_4 <= \$89 ;
+  always @(posedge clk)
+    in_ready_5 <= \$90 ;
+  always @(posedge clk)
+    out_valid_5 <= \$91 ;
+  always @(posedge clk)
+    skid_valid_5 <= \$92 ;
+  always @(posedge clk)
+    in_ready_6 <= \$93 ;
+  always @(posedge clk)
+    out_valid_6 <= \$94 ;
+  always @(posedge clk)
+    skid_valid_6 <= \$95 ;
+  always @(posedge clk)
+    in_ready_7 <= \$96 ;
+  always @(posedge clk)
+    out_valid_7 <= \$97 ;
+  always @(posedge clk)
+    skid_valid_7 <= \$98 ;
+  always @(posedge clk)
+    in_ready_8 <= \$99 ;
+  always @(posedge clk)
+    out_valid_8 <= \$100 ;
+  always @(posedge clk)
+    skid_valid_8 <= \$101 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    \$73  = \$6 ;
+    if (rst) begin
+      \$73  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    \$74  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$74  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$74  = skid_valid_0;
+    end
+    if (rst) begin
+      \$74  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    \$75  = out_payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$75 [15:0] = i_bits[15:0];
+      end
+    end else if (o__ready) begin
+      \$75 [15:0] = skid_payload[15:0];
+    end
+    if (in_ready_1) begin
+      if (\$16 ) begin
+        \$75 [32:16] = i_bits[32:16];
+      end
+    end else if (o__ready) begin
+      \$75 [32:16] = skid_payload[32:16];
+    end
+    if (in_ready_2) begin
+      if (\$24 ) begin
+        \$75 [49:33] = i_bits[49:33];
+      end
+    end else if (o__ready) begin
+      \$75 [49:33] = skid_payload[49:33];
+    end
+    if (in_ready_3) begin
+      if (\$32 ) begin
+        \$75 [65:50] = i_bits[65:50];
+      end
+    end else if (o__ready) begin
+      \$75 [65:50] = skid_payload[65:50];
+    end
+    if (in_ready_4) begin
+      if (\$40 ) begin
+        \$75 [82:66] = i_bits[82:66];
+      end
+    end else if (o__ready) begin
+      \$75 [82:66] = skid_payload[82:66];
+    end
+    if (in_ready_5) begin
+      if (\$48 ) begin
+        \$75 [99:83] = i_bits[99:83];
+      end
+    end else if (o__ready) begin
+      \$75 [99:83] = skid_payload[99:83];
+    end
+    if (in_ready_6) begin
+      if (\$56 ) begin
+        \$75 [115:100] = i_bits[115:100];
+      end
+    end else if (o__ready) begin
+      \$75 [115:100] = skid_payload[115:100];
+    end
+    if (in_ready_7) begin
+      if (\$64 ) begin
+        \$75 [132:116] = i_bits[132:116];
+      end
+    end else if (o__ready) begin
+      \$75 [132:116] = skid_payload[132:116];
+    end
+    if (in_ready_8) begin
+      if (\$72 ) begin
+        \$75 [149:133] = i_bits[149:133];
+      end
+    end else if (o__ready) begin
+      \$75 [149:133] = skid_payload[149:133];
+    end
+    if (rst) begin
+      \$75  = 150'h00000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    \$76  = skid_valid_0;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$76  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$76  = 1'h0;
+    end
+    if (rst) begin
+      \$76  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    \$77  = skid_payload;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$77 [15:0] = i_bits[15:0];
+      end
+    end
+    if (in_ready_1) begin
+      (* full_case = 32'd1 *)
+      if (\$16 ) begin
+      end else begin
+        \$77 [32:16] = i_bits[32:16];
+      end
+    end
+    if (in_ready_2) begin
+      (* full_case = 32'd1 *)
+      if (\$24 ) begin
+      end else begin
+        \$77 [49:33] = i_bits[49:33];
+      end
+    end
+    if (in_ready_3) begin
+      (* full_case = 32'd1 *)
+      if (\$32 ) begin
+      end else begin
+        \$77 [65:50] = i_bits[65:50];
+      end
+    end
+    if (in_ready_4) begin
+      (* full_case = 32'd1 *)
+      if (\$40 ) begin
+      end else begin
+        \$77 [82:66] = i_bits[82:66];
+      end
+    end
+    if (in_ready_5) begin
+      (* full_case = 32'd1 *)
+      if (\$48 ) begin
+      end else begin
+        \$77 [99:83] = i_bits[99:83];
+      end
+    end
+    if (in_ready_6) begin
+      (* full_case = 32'd1 *)
+      if (\$56 ) begin
+      end else begin
+        \$77 [115:100] = i_bits[115:100];
+      end
+    end
+    if (in_ready_7) begin
+      (* full_case = 32'd1 *)
+      if (\$64 ) begin
+      end else begin
+        \$77 [132:116] = i_bits[132:116];
+      end
+    end
+    if (in_ready_8) begin
+      (* full_case = 32'd1 *)
+      if (\$72 ) begin
+      end else begin
+        \$77 [149:133] = i_bits[149:133];
+      end
+    end
+    if (rst) begin
+      \$77  = 150'h00000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    \$78  = \$14 ;
+    if (rst) begin
+      \$78  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    \$79  = out_valid_1;
+    if (in_ready_1) begin
+      if (\$16 ) begin
+        \$79  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$79  = skid_valid_1;
+    end
+    if (rst) begin
+      \$79  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    \$80  = skid_valid_1;
+    if (in_ready_1) begin
+      (* full_case = 32'd1 *)
+      if (\$16 ) begin
+      end else begin
+        \$80  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$80  = 1'h0;
+    end
+    if (rst) begin
+      \$80  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    \$81  = \$22 ;
+    if (rst) begin
+      \$81  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    \$82  = out_valid_2;
+    if (in_ready_2) begin
+      if (\$24 ) begin
+        \$82  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$82  = skid_valid_2;
+    end
+    if (rst) begin
+      \$82  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    \$83  = skid_valid_2;
+    if (in_ready_2) begin
+      (* full_case = 32'd1 *)
+      if (\$24 ) begin
+      end else begin
+        \$83  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$83  = 1'h0;
+    end
+    if (rst) begin
+      \$83  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    \$84  = \$30 ;
+    if (rst) begin
+      \$84  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    \$85  = out_valid_3;
+    if (in_ready_3) begin
+      if (\$32 ) begin
+        \$85  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$85  = skid_valid_3;
+    end
+    if (rst) begin
+      \$85  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    \$86  = skid_valid_3;
+    if (in_ready_3) begin
+      (* full_case = 32'd1 *)
+      if (\$32 ) begin
+      end else begin
+        \$86  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$86  = 1'h0;
+    end
+    if (rst) begin
+      \$86  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    \$87  = \$38 ;
+    if (rst) begin
+      \$87  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    \$88  = out_valid_4;
+    if (in_ready_4) begin
+      if (\$40 ) begin
+        \$88  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$88  = skid_valid_4;
+    end
+    if (rst) begin
+      \$88  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    \$89  = skid_valid_4;
+    if (in_ready_4) begin
+      (* full_case = 32'd1 *)
+      if (\$40 ) begin
+      end else begin
+        \$89  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$89  = 1'h0;
+    end
+    if (rst) begin
+      \$89  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    \$90  = \$46 ;
+    if (rst) begin
+      \$90  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    \$91  = out_valid_5;
+    if (in_ready_5) begin
+      if (\$48 ) begin
+        \$91  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$91  = skid_valid_5;
+    end
+    if (rst) begin
+      \$91  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    \$92  = skid_valid_5;
+    if (in_ready_5) begin
+      (* full_case = 32'd1 *)
+      if (\$48 ) begin
+      end else begin
+        \$92  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$92  = 1'h0;
+    end
+    if (rst) begin
+      \$92  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    \$93  = \$54 ;
+    if (rst) begin
+      \$93  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    \$94  = out_valid_6;
+    if (in_ready_6) begin
+      if (\$56 ) begin
+        \$94  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$94  = skid_valid_6;
+    end
+    if (rst) begin
+      \$94  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    \$95  = skid_valid_6;
+    if (in_ready_6) begin
+      (* full_case = 32'd1 *)
+      if (\$56 ) begin
+      end else begin
+        \$95  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$95  = 1'h0;
+    end
+    if (rst) begin
+      \$95  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    \$96  = \$62 ;
+    if (rst) begin
+      \$96  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    \$97  = out_valid_7;
+    if (in_ready_7) begin
+      if (\$64 ) begin
+        \$97  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$97  = skid_valid_7;
+    end
+    if (rst) begin
+      \$97  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    \$98  = skid_valid_7;
+    if (in_ready_7) begin
+      (* full_case = 32'd1 *)
+      if (\$64 ) begin
+      end else begin
+        \$98  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$98  = 1'h0;
+    end
+    if (rst) begin
+      \$98  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    \$99  = \$70 ;
+    if (rst) begin
+      \$99  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    \$100  = out_valid_8;
+    if (in_ready_8) begin
+      if (\$72 ) begin
+        \$100  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$100  = skid_valid_8;
+    end
+    if (rst) begin
+      \$100  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    \$101  = skid_valid_8;
+    if (in_ready_8) begin
+      (* full_case = 32'd1 *)
+      if (\$72 ) begin
+      end else begin
+        \$101  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$101  = 1'h0;
+    end
+    if (rst) begin
+      \$101  = 1'h0;
+    end
+  end
+  assign i__payload = i_bits;
+  assign out_bits = out_payload;
+  assign skid_bits = skid_payload;
+  assign o__payload = out_payload;
+  assign in_ready_0 = i__ready;
+  assign out_valid_0 = o__valid;
+  assign \i__payload.data  = i_bits[127:0];
+  assign \i__payload.strb  = i_bits[143:128];
+  assign \i__payload.last  = i_bits[144];
+  assign \i__payload.bytes  = i_bits[149:145];
+  assign \out_payload.data  = out_payload[127:0];
+  assign \out_payload.strb  = out_payload[143:128];
+  assign \out_payload.last  = out_payload[144];
+  assign \out_payload.bytes  = out_payload[149:145];
+  assign \skid_payload.data  = skid_payload[127:0];
+  assign \skid_payload.strb  = skid_payload[143:128];
+  assign \skid_payload.last  = skid_payload[144];
+  assign \skid_payload.bytes  = skid_payload[149:145];
+  assign \o__payload.data  = out_payload[127:0];
+  assign \o__payload.strb  = out_payload[143:128];
+  assign \o__payload.last  = out_payload[144];
+  assign \o__payload.bytes  = out_payload[149:145];
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_dma_small.writer.wd_q (rst, w_en, o__ready, room_next, \port$1525$0 , \port$1526$0 , w_data, \r_rdy$14 , clk);
+  wire [25:0] \$1 ;
+  wire [25:0] \$2 ;
+  input clk;
+  wire clk;
+  wire [51:0] i__payload;
+  wire i__ready;
+  wire i__valid;
+  wire [2:0] level;
+  wire [51:0] o__payload;
+  input o__ready;
+  wire o__ready;
+  wire o__valid;
+  output [25:0] \port$1525$0 ;
+  wire [25:0] \port$1525$0 ;
+  output [25:0] \port$1526$0 ;
+  wire [25:0] \port$1526$0 ;
+  wire [51:0] r_data;
+  wire [51:0] \r_data$12 ;
+  wire r_en;
+  wire \r_en$17 ;
+  wire r_rdy;
+  output \r_rdy$14 ;
+  wire \r_rdy$14 ;
+  output room_next;
+  wire room_next;
+  input rst;
+  wire rst;
+  input [51:0] w_data;
+  wire [51:0] w_data;
+  wire [51:0] \w_data$1 ;
+  input w_en;
+  wire w_en;
+  wire \w_en$3 ;
+  wire w_rdy;
+  wire \w_rdy$5 ;
+  assign room_next = level <= 2'h2;
+  \ace_dma_small.writer.wd_q.fifo  fifo (
+    .clk(clk),
+    .level(level),
+    .r_data(i__payload),
+    .r_en(r_en),
+    .r_rdy(i__valid),
+    .rst(rst),
+    .w_en(w_en),
+    .w_port__data(w_data),
+    .w_rdy(w_rdy)
+  );
+  \ace_dma_small.writer.wd_q.head  head (
+    .clk(clk),
+    .i__payload(i__payload),
+    .i__valid(i__valid),
+    .in_ready(r_en),
+    .o__ready(o__ready),
+    .out_valid(\r_rdy$14 ),
+    .\port$1525$0 (\$1 ),
+    .\port$1526$0 (\$2 ),
+    .rst(rst)
+  );
+  assign \w_data$1  = w_data;
+  assign \w_en$3  = w_en;
+  assign \w_rdy$5  = w_rdy;
+  assign r_rdy = i__valid;
+  assign r_data = i__payload;
+  assign i__ready = r_en;
+  assign \r_data$12  = { \$2 , \$1  };
+  assign o__payload = { \$2 , \$1  };
+  assign o__valid = \r_rdy$14 ;
+  assign \r_en$17  = o__ready;
+  assign \port$1525$0  = \$1 ;
+  assign \port$1526$0  = \$2 ;
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_dma_small.writer.wd_q.fifo (rst, w_en, r_data, w_port__data, level, r_rdy, w_rdy, r_en, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$26  = 0;
+  wire \$1 ;
+  wire \$10 ;
+  wire \$11 ;
+  wire \$12 ;
+  wire [3:0] \$13 ;
+  wire \$14 ;
+  reg [1:0] \$15 ;
+  reg [1:0] \$16 ;
+  reg [2:0] \$17 ;
+  reg \$18 ;
+  reg \$19 ;
+  wire [2:0] \$2 ;
+  wire [2:0] \$3 ;
+  wire \$4 ;
+  wire [2:0] \$5 ;
+  wire [2:0] \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  wire [3:0] \$9 ;
+  input clk;
+  wire clk;
+  (* init = 2'h0 *)
+  wire [1:0] consume;
+  wire do_read;
+  wire do_write;
+  output [2:0] level;
+  reg [2:0] level = 3'h0;
+  (* init = 2'h0 *)
+  wire [1:0] produce;
+  output [51:0] r_data;
+  wire [51:0] r_data;
+  input r_en;
+  wire r_en;
+  reg [1:0] r_port__addr = 2'h0;
+  wire [51:0] r_port__data;
+  output r_rdy;
+  reg r_rdy = 1'h0;
+  input rst;
+  wire rst;
+  wire [51:0] w_data;
+  input w_en;
+  wire w_en;
+  reg [1:0] w_port__addr = 2'h0;
+  input [51:0] w_port__data;
+  wire [51:0] w_port__data;
+  wire w_port__en;
+  output w_rdy;
+  reg w_rdy = 1'h1;
+  reg [51:0] storage [3:0];
+  always @(posedge clk) begin
+    if (do_write)
+      storage[w_port__addr] <= w_port__data;
+  end
+  assign r_data = storage[r_port__addr];
+  assign do_write = w_en & w_rdy;
+  assign do_read = r_en & r_rdy;
+  assign \$1  = w_port__addr == 2'h3;
+  assign \$2  = w_port__addr + 1'h1;
+  assign \$3  = \$1  ? 3'h0 : \$2 ;
+  assign \$4  = r_port__addr == 2'h3;
+  assign \$5  = r_port__addr + 1'h1;
+  assign \$6  = \$4  ? 3'h0 : \$5 ;
+  assign \$7  = ~ do_read;
+  assign \$8  = do_write & \$7 ;
+  assign \$9  = level + 1'h1;
+  assign \$10  = level != 2'h3;
+  assign \$11  = ~ do_write;
+  assign \$12  = do_read & \$11 ;
+  assign \$13  = level - 1'h1;
+  assign \$14  = level != 1'h1;
+  always @(posedge clk)
+    w_port__addr <= \$15 ;
+  always @(posedge clk)
+    r_port__addr <= \$16 ;
+  always @(posedge clk)
+    level <= \$17 ;
+  always @(posedge clk)
+    r_rdy <= \$18 ;
+  always @(posedge clk)
+    w_rdy <= \$19 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \$15  = w_port__addr;
+    if (do_write) begin
+      \$15  = \$3 [1:0];
+    end
+    if (rst) begin
+      \$15  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \$16  = r_port__addr;
+    if (do_read) begin
+      \$16  = \$6 [1:0];
+    end
+    if (rst) begin
+      \$16  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \$17  = level;
+    if (\$8 ) begin
+      \$17  = \$9 [2:0];
+    end
+    if (\$12 ) begin
+      \$17  = \$13 [2:0];
+    end
+    if (rst) begin
+      \$17  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \$18  = r_rdy;
+    if (\$8 ) begin
+      \$18  = 1'h1;
+    end
+    if (\$12 ) begin
+      \$18  = \$14 ;
+    end
+    if (rst) begin
+      \$18  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \$19  = w_rdy;
+    if (\$8 ) begin
+      \$19  = \$10 ;
+    end
+    if (\$12 ) begin
+      \$19  = 1'h1;
+    end
+    if (rst) begin
+      \$19  = 1'h1;
+    end
+  end
+  assign produce = w_port__addr;
+  assign w_data = w_port__data;
+  assign w_port__en = do_write;
+  assign consume = r_port__addr;
+  assign r_port__data = r_data;
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_dma_small.writer.wd_q.head (rst, o__ready, i__payload, \port$1525$0 , \port$1526$0 , i__valid, in_ready, out_valid, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$27  = 0;
+  wire [2:0] \$1 ;
+  wire \$10 ;
+  wire \$11 ;
+  wire \$12 ;
+  wire \$13 ;
+  wire \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire \$17 ;
+  wire \$18 ;
+  reg [1:0] \$19 ;
+  wire [3:0] \$2 ;
+  reg \$20 ;
+  reg \$21 ;
+  reg \$22 ;
+  reg \$23 ;
+  reg \$24 ;
+  reg \$25 ;
+  reg \$26 ;
+  reg \$27 ;
+  reg \$28 ;
+  reg \$29 ;
+  wire [25:0] \$3 ;
+  reg [51:0] \$30 ;
+  reg [51:0] \$31 ;
+  wire [25:0] \$4 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  wire \$9 ;
+  input clk;
+  wire clk;
+  reg [1:0] count = 2'h0;
+  wire [1:0] count_next;
+  reg [51:0] entry0 = 52'h0000000000000;
+  reg [51:0] entry1 = 52'h0000000000000;
+  input [51:0] i__payload;
+  wire [51:0] i__payload;
+  (* init = 1'h1 *)
+  wire i__ready;
+  input i__valid;
+  wire i__valid;
+  output in_ready;
+  reg in_ready = 1'h1;
+  reg load0_r0 = 1'h1;
+  reg load0_r1 = 1'h1;
+  reg load1_r0 = 1'h0;
+  reg load1_r1 = 1'h0;
+  wire [51:0] o__payload;
+  input o__ready;
+  wire o__ready;
+  (* init = 1'h0 *)
+  wire o__valid;
+  output out_valid;
+  reg out_valid = 1'h0;
+  wire pop;
+  output [25:0] \port$1525$0 ;
+  wire [25:0] \port$1525$0 ;
+  output [25:0] \port$1526$0 ;
+  wire [25:0] \port$1526$0 ;
+  wire push;
+  reg r_at = 1'h0;
+  wire r_at_next;
+  reg r_at_r0 = 1'h0;
+  reg r_at_r1 = 1'h0;
+  input rst;
+  wire rst;
+  reg w_at = 1'h0;
+  wire w_at_next;
+  assign push = i__valid & in_ready;
+  assign pop = out_valid & o__ready;
+  assign \$1  = count + push;
+  assign \$2  = \$1  - pop;
+  assign w_at_next = w_at ^ push;
+  assign r_at_next = r_at ^ pop;
+  assign \$3  = r_at_r0 ? entry1[25:0] : entry0[25:0];
+  assign \$4  = r_at_r1 ? entry1[51:26] : entry0[51:26];
+  assign \$5  = \$2 [1:0] != 2'h2;
+  assign \$6  = | \$2 [1:0];
+  assign \$7  = \$2 [1:0] != 2'h2;
+  assign \$8  = ! w_at_next;
+  assign \$9  = \$7  & \$8 ;
+  assign \$10  = \$2 [1:0] != 2'h2;
+  assign \$11  = ! w_at_next;
+  assign \$12  = \$10  & \$11 ;
+  assign \$13  = \$2 [1:0] != 2'h2;
+  assign \$15  = \$13  & \$14 ;
+  assign \$16  = \$2 [1:0] != 2'h2;
+  assign \$18  = \$16  & \$17 ;
+  always @(posedge clk)
+    count <= \$19 ;
+  always @(posedge clk)
+    in_ready <= \$20 ;
+  always @(posedge clk)
+    out_valid <= \$21 ;
+  always @(posedge clk)
+    w_at <= \$22 ;
+  always @(posedge clk)
+    r_at <= \$23 ;
+  always @(posedge clk)
+    load0_r0 <= \$24 ;
+  always @(posedge clk)
+    load0_r1 <= \$25 ;
+  always @(posedge clk)
+    load1_r0 <= \$26 ;
+  always @(posedge clk)
+    load1_r1 <= \$27 ;
+  always @(posedge clk)
+    r_at_r0 <= \$28 ;
+  always @(posedge clk)
+    r_at_r1 <= \$29 ;
+  always @(posedge clk)
+    entry0 <= \$30 ;
+  always @(posedge clk)
+    entry1 <= \$31 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    \$19  = \$2 [1:0];
+    if (rst) begin
+      \$19  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    \$20  = \$5 ;
+    if (rst) begin
+      \$20  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    \$21  = \$6 ;
+    if (rst) begin
+      \$21  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    \$22  = w_at_next;
+    if (rst) begin
+      \$22  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    \$23  = r_at_next;
+    if (rst) begin
+      \$23  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    \$24  = \$9 ;
+    if (rst) begin
+      \$24  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    \$25  = \$12 ;
+    if (rst) begin
+      \$25  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    \$26  = \$15 ;
+    if (rst) begin
+      \$26  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    \$27  = \$18 ;
+    if (rst) begin
+      \$27  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    \$28  = r_at_next;
+    if (rst) begin
+      \$28  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    \$29  = r_at_next;
+    if (rst) begin
+      \$29  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    \$30  = entry0;
+    if (load0_r0) begin
+      \$30 [25:0] = i__payload[25:0];
+    end
+    if (load0_r1) begin
+      \$30 [51:26] = i__payload[51:26];
+    end
+    if (rst) begin
+      \$30  = 52'h0000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    \$31  = entry1;
+    if (load1_r0) begin
+      \$31 [25:0] = i__payload[25:0];
+    end
+    if (load1_r1) begin
+      \$31 [51:26] = i__payload[51:26];
+    end
+    if (rst) begin
+      \$31  = 52'h0000000000000;
+    end
+  end
+  assign count_next = \$2 [1:0];
+  assign i__ready = in_ready;
+  assign o__valid = out_valid;
+  assign o__payload = { \$4 , \$3  };
+  assign \port$1525$0  = \$3 ;
+  assign \port$1526$0  = \$4 ;
+  assign \$14  = w_at_next;
+  assign \$17  = w_at_next;
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_dma_small.writer_cmd (rst, i__valid, i_bits, o__ready, i__ready, o__valid, out_payload, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$28  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -13743,9 +15883,9 @@ module \ace_dma_small.writer.w_skid (clk, rst, i__valid, i_bits, i__ready, o__va
   wire \$32 ;
   reg \$33 ;
   reg \$34 ;
-  reg [149:0] \$35 ;
+  reg [77:0] \$35 ;
   reg \$36 ;
-  reg [149:0] \$37 ;
+  reg [77:0] \$37 ;
   reg \$38 ;
   reg \$39 ;
   wire \$4 ;
@@ -13763,43 +15903,43 @@ module \ace_dma_small.writer.w_skid (clk, rst, i__valid, i_bits, i__ready, o__va
   wire \$9 ;
   input clk;
   wire clk;
-  wire [149:0] i__payload;
-  wire [4:0] \i__payload.bytes ;
-  wire [127:0] \i__payload.data ;
-  wire \i__payload.last ;
-  wire [15:0] \i__payload.strb ;
+  wire [77:0] i__payload;
+  wire [7:0] \i__payload.id ;
+  wire [23:0] \i__payload.length ;
+  wire [31:0] \i__payload.mem_addr ;
+  wire [12:0] \i__payload.sram_addr ;
+  wire \i__payload.stream ;
   output i__ready;
   reg i__ready = 1'h1;
   input i__valid;
   wire i__valid;
-  input [149:0] i_bits;
-  wire [149:0] i_bits;
+  input [77:0] i_bits;
+  wire [77:0] i_bits;
   (* init = 1'h1 *)
   wire in_ready_0;
-  output in_ready_1;
   reg in_ready_1 = 1'h1;
-  output in_ready_2;
   reg in_ready_2 = 1'h1;
-  output in_ready_3;
   reg in_ready_3 = 1'h1;
-  (* init = 150'h00000000000000000000000000000000000000 *)
-  wire [149:0] o__payload;
-  wire [4:0] \o__payload.bytes ;
-  wire [127:0] \o__payload.data ;
-  wire \o__payload.last ;
-  wire [15:0] \o__payload.strb ;
+  (* init = 78'h00000000000000000000 *)
+  wire [77:0] o__payload;
+  wire [7:0] \o__payload.id ;
+  wire [23:0] \o__payload.length ;
+  wire [31:0] \o__payload.mem_addr ;
+  wire [12:0] \o__payload.sram_addr ;
+  wire \o__payload.stream ;
   input o__ready;
   wire o__ready;
   output o__valid;
   reg o__valid = 1'h0;
-  (* init = 150'h00000000000000000000000000000000000000 *)
-  wire [149:0] out_bits;
-  output [149:0] out_payload;
-  reg [149:0] out_payload = 150'h00000000000000000000000000000000000000;
-  wire [4:0] \out_payload.bytes ;
-  wire [127:0] \out_payload.data ;
-  wire \out_payload.last ;
-  wire [15:0] \out_payload.strb ;
+  (* init = 78'h00000000000000000000 *)
+  wire [77:0] out_bits;
+  output [77:0] out_payload;
+  reg [77:0] out_payload = 78'h00000000000000000000;
+  wire [7:0] \out_payload.id ;
+  wire [23:0] \out_payload.length ;
+  wire [31:0] \out_payload.mem_addr ;
+  wire [12:0] \out_payload.sram_addr ;
+  wire \out_payload.stream ;
   (* init = 1'h0 *)
   wire out_valid_0;
   reg out_valid_1 = 1'h0;
@@ -13807,13 +15947,14 @@ module \ace_dma_small.writer.w_skid (clk, rst, i__valid, i_bits, i__ready, o__va
   reg out_valid_3 = 1'h0;
   input rst;
   wire rst;
-  (* init = 150'h00000000000000000000000000000000000000 *)
-  wire [149:0] skid_bits;
-  reg [149:0] skid_payload = 150'h00000000000000000000000000000000000000;
-  wire [4:0] \skid_payload.bytes ;
-  wire [127:0] \skid_payload.data ;
-  wire \skid_payload.last ;
-  wire [15:0] \skid_payload.strb ;
+  (* init = 78'h00000000000000000000 *)
+  wire [77:0] skid_bits;
+  reg [77:0] skid_payload = 78'h00000000000000000000;
+  wire [7:0] \skid_payload.id ;
+  wire [23:0] \skid_payload.length ;
+  wire [31:0] \skid_payload.mem_addr ;
+  wire [12:0] \skid_payload.sram_addr ;
+  wire \skid_payload.stream ;
   reg skid_valid_0 = 1'h0;
   reg skid_valid_1 = 1'h0;
   reg skid_valid_2 = 1'h0;
@@ -13879,14 +16020,14 @@ module \ace_dma_small.writer.w_skid (clk, rst, i__valid, i_bits, i__ready, o__va
   always @(posedge clk)
     out_valid_2 <= \$42 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \$44  = \$30 ;
     if (rst) begin
       \$44  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \$45  = out_valid_3;
     if (in_ready_3) begin
       if (\$32 ) begin
@@ -13900,7 +16041,7 @@ module \ace_dma_small.writer.w_skid (clk, rst, i__valid, i_bits, i__ready, o__va
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \$46  = skid_valid_3;
     if (in_ready_3) begin
       (* full_case = 32'd1 *)
@@ -13916,14 +16057,14 @@ module \ace_dma_small.writer.w_skid (clk, rst, i__valid, i_bits, i__ready, o__va
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \$33  = \$6 ;
     if (rst) begin
       \$33  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \$34  = o__valid;
     if (i__ready) begin
       if (\$8 ) begin
@@ -13937,42 +16078,42 @@ module \ace_dma_small.writer.w_skid (clk, rst, i__valid, i_bits, i__ready, o__va
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \$35  = out_payload;
     if (i__ready) begin
       if (\$8 ) begin
-        \$35 [36:0] = i_bits[36:0];
+        \$35 [18:0] = i_bits[18:0];
       end
     end else if (o__ready) begin
-      \$35 [36:0] = skid_payload[36:0];
+      \$35 [18:0] = skid_payload[18:0];
     end
     if (in_ready_1) begin
       if (\$16 ) begin
-        \$35 [74:37] = i_bits[74:37];
+        \$35 [38:19] = i_bits[38:19];
       end
     end else if (o__ready) begin
-      \$35 [74:37] = skid_payload[74:37];
+      \$35 [38:19] = skid_payload[38:19];
     end
     if (in_ready_2) begin
       if (\$24 ) begin
-        \$35 [111:75] = i_bits[111:75];
+        \$35 [57:39] = i_bits[57:39];
       end
     end else if (o__ready) begin
-      \$35 [111:75] = skid_payload[111:75];
+      \$35 [57:39] = skid_payload[57:39];
     end
     if (in_ready_3) begin
       if (\$32 ) begin
-        \$35 [149:112] = i_bits[149:112];
+        \$35 [77:58] = i_bits[77:58];
       end
     end else if (o__ready) begin
-      \$35 [149:112] = skid_payload[149:112];
+      \$35 [77:58] = skid_payload[77:58];
     end
     if (rst) begin
-      \$35  = 150'h00000000000000000000000000000000000000;
+      \$35  = 78'h00000000000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \$36  = skid_valid_0;
     if (i__ready) begin
       (* full_case = 32'd1 *)
@@ -13988,49 +16129,49 @@ module \ace_dma_small.writer.w_skid (clk, rst, i__valid, i_bits, i__ready, o__va
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \$37  = skid_payload;
     if (i__ready) begin
       (* full_case = 32'd1 *)
       if (\$8 ) begin
       end else begin
-        \$37 [36:0] = i_bits[36:0];
+        \$37 [18:0] = i_bits[18:0];
       end
     end
     if (in_ready_1) begin
       (* full_case = 32'd1 *)
       if (\$16 ) begin
       end else begin
-        \$37 [74:37] = i_bits[74:37];
+        \$37 [38:19] = i_bits[38:19];
       end
     end
     if (in_ready_2) begin
       (* full_case = 32'd1 *)
       if (\$24 ) begin
       end else begin
-        \$37 [111:75] = i_bits[111:75];
+        \$37 [57:39] = i_bits[57:39];
       end
     end
     if (in_ready_3) begin
       (* full_case = 32'd1 *)
       if (\$32 ) begin
       end else begin
-        \$37 [149:112] = i_bits[149:112];
+        \$37 [77:58] = i_bits[77:58];
       end
     end
     if (rst) begin
-      \$37  = 150'h00000000000000000000000000000000000000;
+      \$37  = 78'h00000000000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \$38  = \$14 ;
     if (rst) begin
       \$38  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \$39  = out_valid_1;
     if (in_ready_1) begin
       if (\$16 ) begin
@@ -14044,7 +16185,7 @@ module \ace_dma_small.writer.w_skid (clk, rst, i__valid, i_bits, i__ready, o__va
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \$40  = skid_valid_1;
     if (in_ready_1) begin
       (* full_case = 32'd1 *)
@@ -14060,14 +16201,14 @@ module \ace_dma_small.writer.w_skid (clk, rst, i__valid, i_bits, i__ready, o__va
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \$41  = \$22 ;
     if (rst) begin
       \$41  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \$42  = out_valid_2;
     if (in_ready_2) begin
       if (\$24 ) begin
@@ -14081,7 +16222,7 @@ module \ace_dma_small.writer.w_skid (clk, rst, i__valid, i_bits, i__ready, o__va
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \$43  = skid_valid_2;
     if (in_ready_2) begin
       (* full_case = 32'd1 *)
@@ -14102,502 +16243,24 @@ module \ace_dma_small.writer.w_skid (clk, rst, i__valid, i_bits, i__ready, o__va
   assign o__payload = out_payload;
   assign in_ready_0 = i__ready;
   assign out_valid_0 = o__valid;
-  assign \i__payload.data  = i_bits[127:0];
-  assign \i__payload.strb  = i_bits[143:128];
-  assign \i__payload.last  = i_bits[144];
-  assign \i__payload.bytes  = i_bits[149:145];
-  assign \out_payload.data  = out_payload[127:0];
-  assign \out_payload.strb  = out_payload[143:128];
-  assign \out_payload.last  = out_payload[144];
-  assign \out_payload.bytes  = out_payload[149:145];
-  assign \skid_payload.data  = skid_payload[127:0];
-  assign \skid_payload.strb  = skid_payload[143:128];
-  assign \skid_payload.last  = skid_payload[144];
-  assign \skid_payload.bytes  = skid_payload[149:145];
-  assign \o__payload.data  = out_payload[127:0];
-  assign \o__payload.strb  = out_payload[143:128];
-  assign \o__payload.last  = out_payload[144];
-  assign \o__payload.bytes  = out_payload[149:145];
-endmodule
-
-(* generator = "Amaranth" *)
-module \ace_dma_small.writer.wd_q (rst, w_en, o__ready, room_next, w_data, \r_rdy$14 , \r_data$12 , clk);
-  input clk;
-  wire clk;
-  wire [43:0] i__payload;
-  wire i__ready;
-  wire i__valid;
-  wire [2:0] level;
-  wire [43:0] o__payload;
-  input o__ready;
-  wire o__ready;
-  wire o__valid;
-  wire [43:0] r_data;
-  output [43:0] \r_data$12 ;
-  wire [43:0] \r_data$12 ;
-  wire r_en;
-  wire \r_en$17 ;
-  wire r_rdy;
-  output \r_rdy$14 ;
-  wire \r_rdy$14 ;
-  output room_next;
-  wire room_next;
-  input rst;
-  wire rst;
-  input [43:0] w_data;
-  wire [43:0] w_data;
-  wire [43:0] \w_data$1 ;
-  input w_en;
-  wire w_en;
-  wire \w_en$3 ;
-  wire w_rdy;
-  wire \w_rdy$5 ;
-  assign room_next = level <= 2'h2;
-  \ace_dma_small.writer.wd_q.fifo  fifo (
-    .clk(clk),
-    .level(level),
-    .r_data(i__payload),
-    .r_en(r_en),
-    .r_rdy(i__valid),
-    .rst(rst),
-    .w_en(w_en),
-    .w_port__data(w_data),
-    .w_rdy(w_rdy)
-  );
-  \ace_dma_small.writer.wd_q.head  head (
-    .clk(clk),
-    .i__payload(i__payload),
-    .i__ready(r_en),
-    .i__valid(i__valid),
-    .o__payload(\r_data$12 ),
-    .o__ready(o__ready),
-    .o__valid(\r_rdy$14 ),
-    .rst(rst)
-  );
-  assign \w_data$1  = w_data;
-  assign \w_en$3  = w_en;
-  assign \w_rdy$5  = w_rdy;
-  assign r_rdy = i__valid;
-  assign r_data = i__payload;
-  assign i__ready = r_en;
-  assign o__payload = \r_data$12 ;
-  assign o__valid = \r_rdy$14 ;
-  assign \r_en$17  = o__ready;
-endmodule
-
-(* generator = "Amaranth" *)
-module \ace_dma_small.writer.wd_q.fifo (rst, w_en, w_rdy, r_rdy, r_data, w_port__data, level, r_en, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$26  = 0;
-  wire \$1 ;
-  wire \$10 ;
-  wire \$11 ;
-  wire \$12 ;
-  wire \$13 ;
-  wire [3:0] \$14 ;
-  reg [1:0] \$15 ;
-  reg [1:0] \$16 ;
-  reg [2:0] \$17 ;
-  wire [2:0] \$2 ;
-  wire \$3 ;
-  wire [2:0] \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  wire [3:0] \$9 ;
-  input clk;
-  wire clk;
-  (* init = 2'h0 *)
-  wire [1:0] consume;
-  output [2:0] level;
-  reg [2:0] level = 3'h0;
-  (* init = 2'h0 *)
-  wire [1:0] produce;
-  output [43:0] r_data;
-  wire [43:0] r_data;
-  input r_en;
-  wire r_en;
-  (* init = 3'h0 *)
-  wire [2:0] r_level;
-  reg [1:0] r_port__addr = 2'h0;
-  wire [43:0] r_port__data;
-  output r_rdy;
-  wire r_rdy;
-  input rst;
-  wire rst;
-  wire [43:0] w_data;
-  input w_en;
-  wire w_en;
-  (* init = 3'h0 *)
-  wire [2:0] w_level;
-  reg [1:0] w_port__addr = 2'h0;
-  input [43:0] w_port__data;
-  wire [43:0] w_port__data;
-  wire w_port__en;
-  output w_rdy;
-  wire w_rdy;
-  reg [43:0] storage [3:0];
-  always @(posedge clk) begin
-    if (w_port__en)
-      storage[w_port__addr] <= w_port__data;
-  end
-  assign r_data = storage[r_port__addr];
-  assign w_rdy = level != 3'h4;
-  assign r_rdy = | level;
-  assign w_port__en = w_en & w_rdy;
-  assign \$1  = w_rdy & w_en;
-  assign \$2  = w_port__addr + 1'h1;
-  assign \$3  = r_rdy & r_en;
-  assign \$4  = r_port__addr + 1'h1;
-  assign \$5  = w_rdy & w_en;
-  assign \$6  = r_rdy & r_en;
-  assign \$7  = ~ \$6 ;
-  assign \$8  = \$5  & \$7 ;
-  assign \$9  = level + 1'h1;
-  assign \$10  = r_rdy & r_en;
-  assign \$11  = w_rdy & w_en;
-  assign \$12  = ~ \$11 ;
-  assign \$13  = \$10  & \$12 ;
-  assign \$14  = level - 1'h1;
-  always @(posedge clk)
-    w_port__addr <= \$15 ;
-  always @(posedge clk)
-    r_port__addr <= \$16 ;
-  always @(posedge clk)
-    level <= \$17 ;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$15  = w_port__addr;
-    if (\$1 ) begin
-      \$15  = \$2 [1:0];
-    end
-    if (rst) begin
-      \$15  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$16  = r_port__addr;
-    if (\$3 ) begin
-      \$16  = \$4 [1:0];
-    end
-    if (rst) begin
-      \$16  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$17  = level;
-    if (\$8 ) begin
-      \$17  = \$9 [2:0];
-    end
-    if (\$13 ) begin
-      \$17  = \$14 [2:0];
-    end
-    if (rst) begin
-      \$17  = 3'h0;
-    end
-  end
-  assign w_level = level;
-  assign r_level = level;
-  assign produce = w_port__addr;
-  assign w_data = w_port__data;
-  assign consume = r_port__addr;
-  assign r_port__data = r_data;
-endmodule
-
-(* generator = "Amaranth" *)
-module \ace_dma_small.writer.wd_q.head (rst, o__ready, i__valid, i__payload, i__ready, o__valid, o__payload, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$27  = 0;
-  wire \$1 ;
-  reg \$10 ;
-  reg [43:0] \$11 ;
-  reg \$12 ;
-  reg [43:0] \$13 ;
-  wire \$2 ;
-  wire \$3 ;
-  wire \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  reg \$9 ;
-  input clk;
-  wire clk;
-  input [43:0] i__payload;
-  wire [43:0] i__payload;
-  output i__ready;
-  reg i__ready = 1'h1;
-  input i__valid;
-  wire i__valid;
-  (* init = 1'h1 *)
-  wire in_ready;
-  output [43:0] o__payload;
-  reg [43:0] o__payload = 44'h00000000000;
-  input o__ready;
-  wire o__ready;
-  output o__valid;
-  reg o__valid = 1'h0;
-  (* init = 44'h00000000000 *)
-  wire [43:0] out_payload;
-  (* init = 1'h0 *)
-  wire out_valid;
-  input rst;
-  wire rst;
-  reg [43:0] skid_payload = 44'h00000000000;
-  reg skid_valid = 1'h0;
-  assign \$1  = ~ skid_valid;
-  assign \$2  = ~ o__valid;
-  assign \$3  = ~ i__valid;
-  assign \$4  = \$2  | \$3 ;
-  assign \$5  = \$1  & \$4 ;
-  assign \$6  = o__ready | \$5 ;
-  assign \$7  = ~ o__valid;
-  assign \$8  = o__ready | \$7 ;
-  always @(posedge clk)
-    i__ready <= \$9 ;
-  always @(posedge clk)
-    o__valid <= \$10 ;
-  always @(posedge clk)
-    o__payload <= \$11 ;
-  always @(posedge clk)
-    skid_valid <= \$12 ;
-  always @(posedge clk)
-    skid_payload <= \$13 ;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$9  = \$6 ;
-    if (rst) begin
-      \$9  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$10  = o__valid;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$10  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$10  = skid_valid;
-    end
-    if (rst) begin
-      \$10  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$11  = o__payload;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$11  = i__payload;
-      end
-    end else if (o__ready) begin
-      \$11  = skid_payload;
-    end
-    if (rst) begin
-      \$11  = 44'h00000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$12  = skid_valid;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$12  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$12  = 1'h0;
-    end
-    if (rst) begin
-      \$12  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$13  = skid_payload;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$13  = i__payload;
-      end
-    end
-    if (rst) begin
-      \$13  = 44'h00000000000;
-    end
-  end
-  assign in_ready = i__ready;
-  assign out_valid = o__valid;
-  assign out_payload = o__payload;
-endmodule
-
-(* generator = "Amaranth" *)
-module \ace_dma_small.writer_cmd (rst, i__valid, i__payload, o__ready, i__ready, o__valid, o__payload, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$28  = 0;
-  wire \$1 ;
-  reg \$10 ;
-  reg [77:0] \$11 ;
-  reg \$12 ;
-  reg [77:0] \$13 ;
-  wire \$2 ;
-  wire \$3 ;
-  wire \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  reg \$9 ;
-  input clk;
-  wire clk;
-  input [77:0] i__payload;
-  wire [77:0] i__payload;
-  wire [7:0] \i__payload.id ;
-  wire [23:0] \i__payload.length ;
-  wire [31:0] \i__payload.mem_addr ;
-  wire [12:0] \i__payload.sram_addr ;
-  wire \i__payload.stream ;
-  output i__ready;
-  reg i__ready = 1'h1;
-  input i__valid;
-  wire i__valid;
-  (* init = 1'h1 *)
-  wire in_ready;
-  output [77:0] o__payload;
-  reg [77:0] o__payload = 78'h00000000000000000000;
-  wire [7:0] \o__payload.id ;
-  wire [23:0] \o__payload.length ;
-  wire [31:0] \o__payload.mem_addr ;
-  wire [12:0] \o__payload.sram_addr ;
-  wire \o__payload.stream ;
-  input o__ready;
-  wire o__ready;
-  output o__valid;
-  reg o__valid = 1'h0;
-  (* init = 78'h00000000000000000000 *)
-  wire [77:0] out_payload;
-  wire [7:0] \out_payload.id ;
-  wire [23:0] \out_payload.length ;
-  wire [31:0] \out_payload.mem_addr ;
-  wire [12:0] \out_payload.sram_addr ;
-  wire \out_payload.stream ;
-  (* init = 1'h0 *)
-  wire out_valid;
-  input rst;
-  wire rst;
-  reg [77:0] skid_payload = 78'h00000000000000000000;
-  wire [7:0] \skid_payload.id ;
-  wire [23:0] \skid_payload.length ;
-  wire [31:0] \skid_payload.mem_addr ;
-  wire [12:0] \skid_payload.sram_addr ;
-  wire \skid_payload.stream ;
-  reg skid_valid = 1'h0;
-  assign \$1  = ~ skid_valid;
-  assign \$2  = ~ o__valid;
-  assign \$3  = ~ i__valid;
-  assign \$4  = \$2  | \$3 ;
-  assign \$5  = \$1  & \$4 ;
-  assign \$6  = o__ready | \$5 ;
-  assign \$7  = ~ o__valid;
-  assign \$8  = o__ready | \$7 ;
-  always @(posedge clk)
-    i__ready <= \$9 ;
-  always @(posedge clk)
-    o__valid <= \$10 ;
-  always @(posedge clk)
-    o__payload <= \$11 ;
-  always @(posedge clk)
-    skid_valid <= \$12 ;
-  always @(posedge clk)
-    skid_payload <= \$13 ;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$9  = \$6 ;
-    if (rst) begin
-      \$9  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$10  = o__valid;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$10  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$10  = skid_valid;
-    end
-    if (rst) begin
-      \$10  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$11  = o__payload;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$11  = i__payload;
-      end
-    end else if (o__ready) begin
-      \$11  = skid_payload;
-    end
-    if (rst) begin
-      \$11  = 78'h00000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$12  = skid_valid;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$12  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$12  = 1'h0;
-    end
-    if (rst) begin
-      \$12  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$13  = skid_payload;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$13  = i__payload;
-      end
-    end
-    if (rst) begin
-      \$13  = 78'h00000000000000000000;
-    end
-  end
-  assign in_ready = i__ready;
-  assign out_valid = o__valid;
-  assign out_payload = o__payload;
-  assign \o__payload.stream  = o__payload[0];
-  assign \o__payload.id  = o__payload[8:1];
-  assign \o__payload.length  = o__payload[32:9];
-  assign \o__payload.mem_addr  = o__payload[64:33];
-  assign \o__payload.sram_addr  = o__payload[77:65];
-  assign \out_payload.stream  = o__payload[0];
-  assign \out_payload.id  = o__payload[8:1];
-  assign \out_payload.length  = o__payload[32:9];
-  assign \out_payload.mem_addr  = o__payload[64:33];
-  assign \out_payload.sram_addr  = o__payload[77:65];
-  assign \i__payload.stream  = i__payload[0];
-  assign \i__payload.id  = i__payload[8:1];
-  assign \i__payload.length  = i__payload[32:9];
-  assign \i__payload.mem_addr  = i__payload[64:33];
-  assign \i__payload.sram_addr  = i__payload[77:65];
+  assign \i__payload.stream  = i_bits[0];
+  assign \i__payload.id  = i_bits[8:1];
+  assign \i__payload.length  = i_bits[32:9];
+  assign \i__payload.mem_addr  = i_bits[64:33];
+  assign \i__payload.sram_addr  = i_bits[77:65];
+  assign \out_payload.stream  = out_payload[0];
+  assign \out_payload.id  = out_payload[8:1];
+  assign \out_payload.length  = out_payload[32:9];
+  assign \out_payload.mem_addr  = out_payload[64:33];
+  assign \out_payload.sram_addr  = out_payload[77:65];
   assign \skid_payload.stream  = skid_payload[0];
   assign \skid_payload.id  = skid_payload[8:1];
   assign \skid_payload.length  = skid_payload[32:9];
   assign \skid_payload.mem_addr  = skid_payload[64:33];
   assign \skid_payload.sram_addr  = skid_payload[77:65];
+  assign \o__payload.stream  = out_payload[0];
+  assign \o__payload.id  = out_payload[8:1];
+  assign \o__payload.length  = out_payload[32:9];
+  assign \o__payload.mem_addr  = out_payload[64:33];
+  assign \o__payload.sram_addr  = out_payload[77:65];
 endmodule

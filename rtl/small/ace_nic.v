@@ -715,18 +715,18 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     .in_ready(\out__0__ready$191 ),
     .o__ready(\o__ready$195 ),
     .out_valid(\o__valid$197 ),
-    .\port$3371$0 (\$102 ),
-    .\port$3372$0 (\$103 ),
-    .\port$3373$0 (\$104 ),
-    .\port$3374$0 (\$105 ),
-    .\port$3375$0 (\$106 ),
-    .\port$3376$0 (\$107 ),
-    .\port$3377$0 (\$108 ),
-    .\port$3378$0 (\$109 ),
-    .\port$3379$0 (\$110 ),
-    .\port$3380$0 (\$111 ),
-    .\port$3381$0 (\$112 ),
-    .\port$3382$0 (\$113 ),
+    .\port$3511$0 (\$114 ),
+    .\port$3512$0 (\$115 ),
+    .\port$3513$0 (\$116 ),
+    .\port$3514$0 (\$117 ),
+    .\port$3515$0 (\$118 ),
+    .\port$3516$0 (\$119 ),
+    .\port$3517$0 (\$120 ),
+    .\port$3518$0 (\$121 ),
+    .\port$3519$0 (\$122 ),
+    .\port$3520$0 (\$123 ),
+    .\port$3521$0 (\$124 ),
+    .\port$3522$0 (\$125 ),
     .rst(rst)
   );
   \ace_nic_small.ch0_send_skid  ch0_send_skid (
@@ -753,18 +753,18 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     .in_ready(out__1__ready),
     .o__ready(\o__ready$206 ),
     .out_valid(\o__valid$214 ),
-    .\port$3511$0 (\$114 ),
-    .\port$3512$0 (\$115 ),
-    .\port$3513$0 (\$116 ),
-    .\port$3514$0 (\$117 ),
-    .\port$3515$0 (\$118 ),
-    .\port$3516$0 (\$119 ),
-    .\port$3517$0 (\$120 ),
-    .\port$3518$0 (\$121 ),
-    .\port$3519$0 (\$122 ),
-    .\port$3520$0 (\$123 ),
-    .\port$3521$0 (\$124 ),
-    .\port$3522$0 (\$125 ),
+    .\port$3371$0 (\$102 ),
+    .\port$3372$0 (\$103 ),
+    .\port$3373$0 (\$104 ),
+    .\port$3374$0 (\$105 ),
+    .\port$3375$0 (\$106 ),
+    .\port$3376$0 (\$107 ),
+    .\port$3377$0 (\$108 ),
+    .\port$3378$0 (\$109 ),
+    .\port$3379$0 (\$110 ),
+    .\port$3380$0 (\$111 ),
+    .\port$3381$0 (\$112 ),
+    .\port$3382$0 (\$113 ),
     .rst(rst)
   );
   \ace_nic_small.ch1_link1_recv_skid  ch1_link1_recv_skid (
@@ -988,7 +988,7 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
       1'h0:
           ch0_recv__payload = { \$101 , \$100 , \$99 , \$98 , \$97 , \$96 , \$95 , \$94 , \$93 , \$92 , \$91 , \$90  };
       1'h1:
-          ch0_recv__payload = { \$113 , \$112 , \$111 , \$110 , \$109 , \$108 , \$107 , \$106 , \$105 , \$104 , \$103 , \$102  };
+          ch0_recv__payload = { \$125 , \$124 , \$123 , \$122 , \$121 , \$120 , \$119 , \$118 , \$117 , \$116 , \$115 , \$114  };
     endcase
   end
   always @* begin
@@ -1006,7 +1006,7 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     (* full_case = 32'd1 *)
     casez (ch1_recv_link)
       1'h0:
-          ch1_recv__payload = { \$125 , \$124 , \$123 , \$122 , \$121 , \$120 , \$119 , \$118 , \$117 , \$116 , \$115 , \$114  };
+          ch1_recv__payload = { \$113 , \$112 , \$111 , \$110 , \$109 , \$108 , \$107 , \$106 , \$105 , \$104 , \$103 , \$102  };
       1'h1:
           ch1_recv__payload = { \$137 , \$136 , \$135 , \$134 , \$133 , \$132 , \$131 , \$130 , \$129 , \$128 , \$127 , \$126  };
     endcase
@@ -1182,14 +1182,14 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   assign \i__ready$192  = \out__0__ready$191 ;
   assign \out__0__valid$194  = \i__valid$193 ;
   assign \o__payload$198  = { \$101 , \$100 , \$99 , \$98 , \$97 , \$96 , \$95 , \$94 , \$93 , \$92 , \$91 , \$90  };
-  assign \o__payload$199  = { \$113 , \$112 , \$111 , \$110 , \$109 , \$108 , \$107 , \$106 , \$105 , \$104 , \$103 , \$102  };
+  assign \o__payload$199  = { \$125 , \$124 , \$123 , \$122 , \$121 , \$120 , \$119 , \$118 , \$117 , \$116 , \$115 , \$114  };
   assign out__1__payload = \i__payload$200 ;
   assign \i__ready$203  = out__1__ready;
   assign out__1__valid = \i__valid$204 ;
   assign \out__1__payload$208  = \i__payload$207 ;
   assign \i__ready$210  = \out__1__ready$209 ;
   assign \out__1__valid$212  = \i__valid$211 ;
-  assign \o__payload$216  = { \$125 , \$124 , \$123 , \$122 , \$121 , \$120 , \$119 , \$118 , \$117 , \$116 , \$115 , \$114  };
+  assign \o__payload$216  = { \$113 , \$112 , \$111 , \$110 , \$109 , \$108 , \$107 , \$106 , \$105 , \$104 , \$103 , \$102  };
   assign \o__payload$217  = { \$137 , \$136 , \$135 , \$134 , \$133 , \$132 , \$131 , \$130 , \$129 , \$128 , \$127 , \$126  };
   assign tx0__tdata = { \$65 , \$64 , \$63 , \$62 , \$61 , \$60 , \$59 , \$58  };
   assign rx0__tready = 1'h1;
@@ -1278,13 +1278,13 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   assign \o__payload$198.src  = \$99 [9:2];
   assign \o__payload$198.tag  = { \$100 [1:0], \$99 [15:10] };
   assign \o__payload$198.length  = { \$101 , \$100 [15:2] };
-  assign \o__payload$199.data  = { \$109 , \$108 , \$107 , \$106 , \$105 , \$104 , \$103 , \$102  };
-  assign \o__payload$199.keep  = \$110 ;
-  assign \o__payload$199.first  = \$111 [0];
-  assign \o__payload$199.last  = \$111 [1];
-  assign \o__payload$199.src  = \$111 [9:2];
-  assign \o__payload$199.tag  = { \$112 [1:0], \$111 [15:10] };
-  assign \o__payload$199.length  = { \$113 , \$112 [15:2] };
+  assign \o__payload$199.data  = { \$121 , \$120 , \$119 , \$118 , \$117 , \$116 , \$115 , \$114  };
+  assign \o__payload$199.keep  = \$122 ;
+  assign \o__payload$199.first  = \$123 [0];
+  assign \o__payload$199.last  = \$123 [1];
+  assign \o__payload$199.src  = \$123 [9:2];
+  assign \o__payload$199.tag  = { \$124 [1:0], \$123 [15:10] };
+  assign \o__payload$199.length  = { \$125 , \$124 [15:2] };
   assign \i__payload$200.data  = \i__payload$200 [127:0];
   assign \i__payload$200.keep  = \i__payload$200 [143:128];
   assign \i__payload$200.first  = \i__payload$200 [144];
@@ -1313,13 +1313,13 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   assign \out__1__payload$208.src  = \i__payload$207 [153:146];
   assign \out__1__payload$208.tag  = \i__payload$207 [161:154];
   assign \out__1__payload$208.length  = \i__payload$207 [178:162];
-  assign \o__payload$216.data  = { \$121 , \$120 , \$119 , \$118 , \$117 , \$116 , \$115 , \$114  };
-  assign \o__payload$216.keep  = \$122 ;
-  assign \o__payload$216.first  = \$123 [0];
-  assign \o__payload$216.last  = \$123 [1];
-  assign \o__payload$216.src  = \$123 [9:2];
-  assign \o__payload$216.tag  = { \$124 [1:0], \$123 [15:10] };
-  assign \o__payload$216.length  = { \$125 , \$124 [15:2] };
+  assign \o__payload$216.data  = { \$109 , \$108 , \$107 , \$106 , \$105 , \$104 , \$103 , \$102  };
+  assign \o__payload$216.keep  = \$110 ;
+  assign \o__payload$216.first  = \$111 [0];
+  assign \o__payload$216.last  = \$111 [1];
+  assign \o__payload$216.src  = \$111 [9:2];
+  assign \o__payload$216.tag  = { \$112 [1:0], \$111 [15:10] };
+  assign \o__payload$216.length  = { \$113 , \$112 [15:2] };
   assign \o__payload$217.data  = { \$133 , \$132 , \$131 , \$130 , \$129 , \$128 , \$127 , \$126  };
   assign \o__payload$217.keep  = \$134 ;
   assign \o__payload$217.first  = \$135 [0];
@@ -2158,7 +2158,7 @@ module \ace_nic_small.ch0_link0_recv_skid (rst, o__ready, \port$3231$0 , \port$3
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.ch0_link1_recv_skid (rst, o__ready, \port$3371$0 , \port$3372$0 , \port$3373$0 , \port$3374$0 , \port$3375$0 , \port$3376$0 , \port$3377$0 , \port$3378$0 , \port$3379$0 , \port$3380$0 , \port$3381$0 , \port$3382$0 , i__valid, i__payload, in_ready, out_valid, clk);
+module \ace_nic_small.ch0_link1_recv_skid (rst, o__ready, \port$3511$0 , \port$3512$0 , \port$3513$0 , \port$3514$0 , \port$3515$0 , \port$3516$0 , \port$3517$0 , \port$3518$0 , \port$3519$0 , \port$3520$0 , \port$3521$0 , \port$3522$0 , i__valid, i__payload, in_ready, out_valid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$51  = 0;
   wire [2:0] \$1 ;
   wire [15:0] \$10 ;
@@ -2351,30 +2351,30 @@ module \ace_nic_small.ch0_link1_recv_skid (rst, o__ready, \port$3371$0 , \port$3
   output out_valid;
   reg out_valid = 1'h0;
   wire pop;
-  output [15:0] \port$3371$0 ;
-  wire [15:0] \port$3371$0 ;
-  output [15:0] \port$3372$0 ;
-  wire [15:0] \port$3372$0 ;
-  output [15:0] \port$3373$0 ;
-  wire [15:0] \port$3373$0 ;
-  output [15:0] \port$3374$0 ;
-  wire [15:0] \port$3374$0 ;
-  output [15:0] \port$3375$0 ;
-  wire [15:0] \port$3375$0 ;
-  output [15:0] \port$3376$0 ;
-  wire [15:0] \port$3376$0 ;
-  output [15:0] \port$3377$0 ;
-  wire [15:0] \port$3377$0 ;
-  output [15:0] \port$3378$0 ;
-  wire [15:0] \port$3378$0 ;
-  output [15:0] \port$3379$0 ;
-  wire [15:0] \port$3379$0 ;
-  output [15:0] \port$3380$0 ;
-  wire [15:0] \port$3380$0 ;
-  output [15:0] \port$3381$0 ;
-  wire [15:0] \port$3381$0 ;
-  output [2:0] \port$3382$0 ;
-  wire [2:0] \port$3382$0 ;
+  output [15:0] \port$3511$0 ;
+  wire [15:0] \port$3511$0 ;
+  output [15:0] \port$3512$0 ;
+  wire [15:0] \port$3512$0 ;
+  output [15:0] \port$3513$0 ;
+  wire [15:0] \port$3513$0 ;
+  output [15:0] \port$3514$0 ;
+  wire [15:0] \port$3514$0 ;
+  output [15:0] \port$3515$0 ;
+  wire [15:0] \port$3515$0 ;
+  output [15:0] \port$3516$0 ;
+  wire [15:0] \port$3516$0 ;
+  output [15:0] \port$3517$0 ;
+  wire [15:0] \port$3517$0 ;
+  output [15:0] \port$3518$0 ;
+  wire [15:0] \port$3518$0 ;
+  output [15:0] \port$3519$0 ;
+  wire [15:0] \port$3519$0 ;
+  output [15:0] \port$3520$0 ;
+  wire [15:0] \port$3520$0 ;
+  output [15:0] \port$3521$0 ;
+  wire [15:0] \port$3521$0 ;
+  output [2:0] \port$3522$0 ;
+  wire [2:0] \port$3522$0 ;
   wire push;
   reg r_at = 1'h0;
   wire r_at_next;
@@ -2937,18 +2937,18 @@ module \ace_nic_small.ch0_link1_recv_skid (rst, o__ready, \port$3371$0 , \port$3
   assign i__ready = in_ready;
   assign o__valid = out_valid;
   assign o__payload = { \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
-  assign \port$3371$0  = \$3 ;
-  assign \port$3372$0  = \$4 ;
-  assign \port$3373$0  = \$5 ;
-  assign \port$3374$0  = \$6 ;
-  assign \port$3375$0  = \$7 ;
-  assign \port$3376$0  = \$8 ;
-  assign \port$3377$0  = \$9 ;
-  assign \port$3378$0  = \$10 ;
-  assign \port$3379$0  = \$11 ;
-  assign \port$3380$0  = \$12 ;
-  assign \port$3381$0  = \$13 ;
-  assign \port$3382$0  = \$14 ;
+  assign \port$3511$0  = \$3 ;
+  assign \port$3512$0  = \$4 ;
+  assign \port$3513$0  = \$5 ;
+  assign \port$3514$0  = \$6 ;
+  assign \port$3515$0  = \$7 ;
+  assign \port$3516$0  = \$8 ;
+  assign \port$3517$0  = \$9 ;
+  assign \port$3518$0  = \$10 ;
+  assign \port$3519$0  = \$11 ;
+  assign \port$3520$0  = \$12 ;
+  assign \port$3521$0  = \$13 ;
+  assign \port$3522$0  = \$14 ;
   assign \o__payload.data  = { \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
   assign \o__payload.keep  = \$11 ;
   assign \o__payload.first  = \$12 [0];
@@ -3550,7 +3550,7 @@ module \ace_nic_small.ch0_send_skid (i__valid, clk, rst, o__ready, \port$3039$0 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.ch1_link0_recv_skid (rst, o__ready, \port$3511$0 , \port$3512$0 , \port$3513$0 , \port$3514$0 , \port$3515$0 , \port$3516$0 , \port$3517$0 , \port$3518$0 , \port$3519$0 , \port$3520$0 , \port$3521$0 , \port$3522$0 , i__valid, i__payload, in_ready, out_valid, clk);
+module \ace_nic_small.ch1_link0_recv_skid (rst, o__ready, \port$3371$0 , \port$3372$0 , \port$3373$0 , \port$3374$0 , \port$3375$0 , \port$3376$0 , \port$3377$0 , \port$3378$0 , \port$3379$0 , \port$3380$0 , \port$3381$0 , \port$3382$0 , i__valid, i__payload, in_ready, out_valid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$53  = 0;
   wire [2:0] \$1 ;
   wire [15:0] \$10 ;
@@ -3743,30 +3743,30 @@ module \ace_nic_small.ch1_link0_recv_skid (rst, o__ready, \port$3511$0 , \port$3
   output out_valid;
   reg out_valid = 1'h0;
   wire pop;
-  output [15:0] \port$3511$0 ;
-  wire [15:0] \port$3511$0 ;
-  output [15:0] \port$3512$0 ;
-  wire [15:0] \port$3512$0 ;
-  output [15:0] \port$3513$0 ;
-  wire [15:0] \port$3513$0 ;
-  output [15:0] \port$3514$0 ;
-  wire [15:0] \port$3514$0 ;
-  output [15:0] \port$3515$0 ;
-  wire [15:0] \port$3515$0 ;
-  output [15:0] \port$3516$0 ;
-  wire [15:0] \port$3516$0 ;
-  output [15:0] \port$3517$0 ;
-  wire [15:0] \port$3517$0 ;
-  output [15:0] \port$3518$0 ;
-  wire [15:0] \port$3518$0 ;
-  output [15:0] \port$3519$0 ;
-  wire [15:0] \port$3519$0 ;
-  output [15:0] \port$3520$0 ;
-  wire [15:0] \port$3520$0 ;
-  output [15:0] \port$3521$0 ;
-  wire [15:0] \port$3521$0 ;
-  output [2:0] \port$3522$0 ;
-  wire [2:0] \port$3522$0 ;
+  output [15:0] \port$3371$0 ;
+  wire [15:0] \port$3371$0 ;
+  output [15:0] \port$3372$0 ;
+  wire [15:0] \port$3372$0 ;
+  output [15:0] \port$3373$0 ;
+  wire [15:0] \port$3373$0 ;
+  output [15:0] \port$3374$0 ;
+  wire [15:0] \port$3374$0 ;
+  output [15:0] \port$3375$0 ;
+  wire [15:0] \port$3375$0 ;
+  output [15:0] \port$3376$0 ;
+  wire [15:0] \port$3376$0 ;
+  output [15:0] \port$3377$0 ;
+  wire [15:0] \port$3377$0 ;
+  output [15:0] \port$3378$0 ;
+  wire [15:0] \port$3378$0 ;
+  output [15:0] \port$3379$0 ;
+  wire [15:0] \port$3379$0 ;
+  output [15:0] \port$3380$0 ;
+  wire [15:0] \port$3380$0 ;
+  output [15:0] \port$3381$0 ;
+  wire [15:0] \port$3381$0 ;
+  output [2:0] \port$3382$0 ;
+  wire [2:0] \port$3382$0 ;
   wire push;
   reg r_at = 1'h0;
   wire r_at_next;
@@ -4329,18 +4329,18 @@ module \ace_nic_small.ch1_link0_recv_skid (rst, o__ready, \port$3511$0 , \port$3
   assign i__ready = in_ready;
   assign o__valid = out_valid;
   assign o__payload = { \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
-  assign \port$3511$0  = \$3 ;
-  assign \port$3512$0  = \$4 ;
-  assign \port$3513$0  = \$5 ;
-  assign \port$3514$0  = \$6 ;
-  assign \port$3515$0  = \$7 ;
-  assign \port$3516$0  = \$8 ;
-  assign \port$3517$0  = \$9 ;
-  assign \port$3518$0  = \$10 ;
-  assign \port$3519$0  = \$11 ;
-  assign \port$3520$0  = \$12 ;
-  assign \port$3521$0  = \$13 ;
-  assign \port$3522$0  = \$14 ;
+  assign \port$3371$0  = \$3 ;
+  assign \port$3372$0  = \$4 ;
+  assign \port$3373$0  = \$5 ;
+  assign \port$3374$0  = \$6 ;
+  assign \port$3375$0  = \$7 ;
+  assign \port$3376$0  = \$8 ;
+  assign \port$3377$0  = \$9 ;
+  assign \port$3378$0  = \$10 ;
+  assign \port$3379$0  = \$11 ;
+  assign \port$3380$0  = \$12 ;
+  assign \port$3381$0  = \$13 ;
+  assign \port$3382$0  = \$14 ;
   assign \o__payload.data  = { \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
   assign \o__payload.keep  = \$11 ;
   assign \o__payload.first  = \$12 [0];
