@@ -34,10 +34,10 @@
 // model's wready follows the engine's wvalid, a switch port's grant its tvalid) are settled
 // first: the fabric is evaluated with the engines' outputs, then the engines with the fabric's
 // (one pass: an engine has no input-to-output path); then every model takes the rising edge
-// with those settled inputs. An engine's wrapper registers its inputs at
-// the falling edge (engine_sim_verilog), which is exact because the inputs are set before that
-// evaluation and hold until the rising edge. The result is the cycle-exact behaviour of the
-// same system as one design.
+// with those settled inputs. An engine's wrapper registers its inputs at the falling edge
+// (engine_sim_verilog), which is exact because the inputs are set before that evaluation and
+// hold until the rising edge. The result is the cycle-exact behaviour of the same system as
+// one design.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>

@@ -198,11 +198,11 @@ def engine_sim_verilog(config: AceConfig) -> str:
     evaluated once, at the falling edge, rather than in each of the driver's two evaluations
     of a cycle. The driver sets an engine's inputs before the falling edge's evaluation and
     holds them through the rising edge's (``settle`` in driver.cpp), so at every rising edge
-    the registered inputs equal the inputs: the same cycles. This needs two properties, both
-    checked by tests/test_harness_driver.py: no engine output depends combinationally on an
-    input (the driver settles in one pass), and no register of the falling edge inside the
-    engine (the clock gates' ``enable_n``) samples an input, which would see the previous
-    cycle's value."""
+    the registered inputs equal the inputs: the same cycles. This needs what
+    tests/test_engine_sim_wrapper.py checks: no engine output depends combinationally on an
+    input or on a register of the falling edge (the driver settles in one pass), and no
+    register of the falling edge inside the engine (the clock gates' ``enable_n``) samples an
+    input, which would see the previous cycle's value."""
     name = f"ace_engine_{config.name}"
 
     def width(w):

@@ -162,7 +162,7 @@ class NicInterface(wiring.Component):
                 block = tx if name.startswith("tx_") else rx
                 m.d.comb += getattr(self, f"link{l}_{name}").eq(getattr(block, name[3:]))
 
-        self._skids = {}
+        self._skids = {}   # skid FIFOs by clock group: [(name, SkidFifo)]
         bad_cmds = [self._channel_send(m, c, txs) for c in range(cfg.num_channels)]
         for c in range(cfg.num_channels):
             self._channel_recv(m, c, rxs)
@@ -206,7 +206,7 @@ class NicInterface(wiring.Component):
             ]
 
         skid = SkidFifo(NicTxBeat(cfg), slice_bits=self._slice_bits)
-        self._skids[f"ch{c}_send_skid"] = ("send", skid)
+        self._skids.setdefault("send", []).append((f"ch{c}_send_skid", skid))
         wiring.connect(m, wiring.flipped(getattr(self, f"ch{c}_send_data")), skid.i)
         for tx in txs:
             m.d.comb += [tx.data[c].payload.eq(skid.o.payload), tx.data[c].valid.eq(skid.o.valid)]
@@ -226,7 +226,7 @@ class NicInterface(wiring.Component):
         outs = []
         for l, rx in enumerate(rxs):
             skid = SkidFifo(NicRxBeat(self.config), slice_bits=self._slice_bits)
-            self._skids[f"ch{c}_link{l}_recv_skid"] = (f"link{l}_recv", skid)
+            self._skids.setdefault(f"link{l}_recv", []).append((f"ch{c}_link{l}_recv_skid", skid))
             wiring.connect(m, rx.out[c], skid.i)
             outs.append(skid.o)
             m.d.comb += skid.o.ready.eq(recv.ready & (recv_link == l))
@@ -242,15 +242,10 @@ class NicInterface(wiring.Component):
         a beat or is offered one. An empty FIFO with nothing offered would only reload its
         free entry with a payload that is not a beat: stopped, it shows an older one while
         ``o.valid`` is low, and passes the same beats."""
-        groups = {}
-        for name, (group, skid) in self._skids.items():
-            groups.setdefault(group, []).append((name, skid))
-        for group, members in groups.items():
-            domain = "sync"
+        for group, members in self._skids.items():
             if gated_clock:
                 busy = Cat(*(bit for _, skid in members
                              for bit in (skid.i.valid, skid.o.valid))).any()
-                domain = gate_while_busy(m, f"{group}_skids", busy)
+                rename = DomainRenamer({"sync": gate_while_busy(m, f"{group}_skids", busy)})
             for name, skid in members:
-                m.submodules[name] = DomainRenamer({"sync": domain})(skid) \
-                    if domain != "sync" else skid
+                m.submodules[name] = rename(skid) if gated_clock else skid
