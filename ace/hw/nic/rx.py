@@ -278,38 +278,56 @@ class NicLinkRx(wiring.Component):
 
     def _judge(self, m, checked, space, cur):
         """Judge stage: the two header checks that read state (free space for DATA, credit
-        overflow for CREDIT), each precomputed for both outcomes of the beat ahead, which the
-        FSM is acting on in this cycle: ``ok`` if it changes nothing for this beat, ``ok_alt``
-        if it rolls back this channel's packet (its space returns) or is an accepted CREDIT of
-        this channel (its count is added to the TX credits). Registered."""
+        overflow for CREDIT), each precomputed for the outcomes of the beat ahead, which the
+        FSM is acting on in this cycle: that beat changes nothing for this one, or it rolls
+        back its packet (``_rolled``: if that was this channel's packet, its space returns),
+        or it is an accepted CREDIT (``_credited``: if of this channel, its count is added to
+        the TX credits). Registered as the verdict (``ok``) and, for each channel, whether
+        the beat reserves the channel's space (``reserve``), and whether it is a CREDIT taken
+        (``credit``), so the FSM only picks the outcome that holds by what it did last
+        cycle."""
+        cfg = self.config
+        nch = cfg.num_channels
         hdr = PacketHeader(checked.data[:64])
-        ch = hdr.channel
         is_data = checked.is_data
         none = checked.none
         judged = Signal(self._stage_layout({
-            "cause": NicError, "is_data": 1, "ok": 1, "ok_alt": 1, "alt_rollback": 1,
-            "alt_credit": 1, "beats_m1": range(self.config.max_packet_beats + 1)}),
+            "cause": NicError, "is_data": 1, "ok": 1, "ok_rolled": 1, "ok_credited": 1,
+            "credit": 1, "credit_credited": 1,
+            **{f"reserve{c}": 1 for c in range(nch)},
+            **{f"reserve{c}_rolled": 1 for c in range(nch)},
+            "beats_m1": range(cfg.max_packet_beats + 1)}),
             name="judged")
         # Compare per channel, then select: no multiplexer in front of the carry chains (a
         # channel number out of range is BAD_CHANNEL, so its low bits may select anything).
-        sel = ch[:max(1, (self.config.num_channels - 1).bit_length())]
-
-        def per_channel(fits):
-            return Array(fits(c) for c in range(self.config.num_channels))[sel]
+        sel = hdr.channel[:max(1, (nch - 1).bit_length())]
+        fits = [checked.beats <= space["total"][c] for c in range(nch)]
+        fits_rolled = [Mux(cur == c, checked.beats <= space["committed"][c], fits[c])
+                       for c in range(nch)]
+        credit_fits = [self.credits[c] <= checked.room for c in range(nch)]
+        credit_fits_credited = [Mux(checked.same_ch_ahead,
+                                    self.credits[c] <= checked.room_ahead, credit_fits[c])
+                                for c in range(nch)]
+        data_ok = checked.valid & none & is_data
+        credit_ok = checked.valid & none & ~is_data
         m.d.sync += [
             judged.valid.eq(checked.valid), judged.data.eq(checked.data),
             judged.last.eq(checked.last), judged.beats.eq(checked.beats),
             judged.beats_m1.eq(checked.beats - 1),
             judged.cause.eq(checked.cause), judged.is_data.eq(is_data),
-            judged.ok.eq(none & Mux(
-                is_data, per_channel(lambda c: checked.beats <= space["total"][c]),
-                per_channel(lambda c: self.credits[c] <= checked.room))),
-            judged.ok_alt.eq(none & Mux(
-                is_data, per_channel(lambda c: checked.beats <= space["committed"][c]),
-                per_channel(lambda c: self.credits[c] <= checked.room_ahead))),
-            judged.alt_rollback.eq(is_data & (ch == cur)),
-            judged.alt_credit.eq(~is_data & checked.same_ch_ahead),
+            judged.ok.eq(none & Mux(is_data, Array(fits)[sel], Array(credit_fits)[sel])),
+            judged.ok_rolled.eq(none & Mux(is_data, Array(fits_rolled)[sel],
+                                           Array(credit_fits)[sel])),
+            judged.ok_credited.eq(none & Mux(is_data, Array(fits)[sel],
+                                             Array(credit_fits_credited)[sel])),
+            judged.credit.eq(credit_ok & Array(credit_fits)[sel]),
+            judged.credit_credited.eq(credit_ok & Array(credit_fits_credited)[sel]),
         ]
+        for c in range(nch):
+            m.d.sync += [
+                judged[f"reserve{c}"].eq(data_ok & (sel == c) & fits[c]),
+                judged[f"reserve{c}_rolled"].eq(data_ok & (sel == c) & fits_rolled[c]),
+            ]
         return judged
 
     def _packet_state(self, m, beat, buffers, cur):
@@ -320,7 +338,6 @@ class NicLinkRx(wiring.Component):
         hdr = PacketHeader(beat.data[:64])
         pkt = {"cur": cur, "beats_left": Signal(beat_range),
                "beats": Signal(beat_range, name="pkt_beats"),
-               "beats_p1": Signal(range(cfg.max_packet_beats + 2), name="pkt_beats_p1"),
                "length": Signal(17),
                "tag": Signal.like(hdr.tag), "src": Signal.like(hdr.src), "first": Signal(),
                "last_keep": Signal(lb), "is_last": Signal(name="pkt_is_last"),
@@ -361,8 +378,17 @@ class NicLinkRx(wiring.Component):
         credited = Signal()
         m.d.sync += [rolled_back.eq(rollback), credited.eq(credit_now)]
         ok = Signal()
-        m.d.comb += ok.eq(Mux((rolled_back & beat.alt_rollback) | (credited & beat.alt_credit),
-                              beat.ok_alt, beat.ok))
+        m.d.comb += ok.eq(Mux(rolled_back, beat.ok_rolled, Mux(credited, beat.ok_credited,
+                                                                 beat.ok)))
+        # The same verdict per channel for an accepted DATA header, and for a CREDIT, in the
+        # HEADER state (rolled_back and credited are never both high: the FSM was in PAYLOAD
+        # or in HEADER last cycle).
+        in_header = Signal(name="rx_in_header")
+        for c, reserve in enumerate(space["reserve"]):
+            m.d.comb += reserve.eq(in_header & Mux(rolled_back, beat[f"reserve{c}_rolled"],
+                                                   beat[f"reserve{c}"]))
+        m.d.comb += credit_now.eq(in_header & Mux(credited, beat.credit_credited,
+                                                  beat.credit))
         cause = Signal(NicError)
         with m.If(beat.cause != NicError.NONE):
             m.d.comb += cause.eq(beat.cause)
@@ -391,22 +417,24 @@ class NicLinkRx(wiring.Component):
                         with m.If(~beat.last):
                             m.next = "DROP"
                     with m.Elif(~is_data):
-                        m.d.comb += [credit_now.eq(1), header_now.eq(1)]
+                        m.d.comb += header_now.eq(1)
                     with m.Else():
-                        last_index = (hdr.length - 1) & (lb - 1)
-                        m.d.comb += space["reserve"].eq(1)
-                        one_beat = beat.beats == 1
-                        m.d.sync += [
-                            cur.eq(hdr.channel), pkt["beats_left"].eq(beat.beats),
-                            pkt["beats"].eq(beat.beats), pkt["beats_p1"].eq(beat.beats + 1),
-                            pkt["length"].eq(hdr.length),
-                            pkt["tag"].eq(hdr.tag), pkt["src"].eq(hdr.src), pkt["first"].eq(1),
-                            pkt["is_last"].eq(one_beat),
-                        ]
-                        for i in range(lb):
-                            m.d.sync += [pkt["last_keep"][i].eq(last_index >= i),
-                                         pkt["keep"][i].eq(~one_beat | (last_index >= i))]
                         m.next = "PAYLOAD"
+                    # The packet's registers load from every header beat (only an accepted
+                    # DATA header's values are read, in PAYLOAD), so their load enable is the
+                    # state and ``valid``, not the verdict.
+                    last_index = (hdr.length - 1) & (lb - 1)
+                    one_beat = beat.beats == 1
+                    m.d.sync += [
+                        cur.eq(hdr.channel), pkt["beats_left"].eq(beat.beats),
+                        pkt["beats"].eq(beat.beats),
+                        pkt["length"].eq(hdr.length),
+                        pkt["tag"].eq(hdr.tag), pkt["src"].eq(hdr.src), pkt["first"].eq(1),
+                        pkt["is_last"].eq(one_beat),
+                    ]
+                    for i in range(lb):
+                        m.d.sync += [pkt["last_keep"][i].eq(last_index >= i),
+                                     pkt["keep"][i].eq(~one_beat | (last_index >= i))]
             with m.State("PAYLOAD"):
                 with m.If(beat.valid):
                     next_is_last = pkt["beats_left"] == 2
@@ -433,11 +461,10 @@ class NicLinkRx(wiring.Component):
                 with m.If(beat.valid & beat.last):
                     m.next = "HEADER"
 
-        m.d.comb += [space["reserve_channel"].eq(hdr.channel),
+        m.d.comb += [in_header.eq(fsm.ongoing("HEADER")),
                      space["reserve_beats"].eq(beat.beats),
                      space["reserve_beats_m1"].eq(beat.beats_m1),
                      space["channel"].eq(cur), space["beats"].eq(pkt["beats"]),
-                     space["beats_p1"].eq(pkt["beats_p1"]),
                      space["release"].eq(rollback), space["commit"].eq(commit)]
         # For tests: one expression per FSM state, true while in it.
         self.fsm_states = {name: fsm.ongoing(name) for name in ['HEADER', 'PAYLOAD', 'DROP']}
@@ -447,47 +474,44 @@ class NicLinkRx(wiring.Component):
         """Per channel, the buffer space a new packet may use, in two registers: ``total``
         (``depth`` less the committed unread beats and the reservation of the packet being
         received) and ``committed`` (without the reservation: what ``total`` becomes if that
-        packet rolls back). A DATA header taken (``reserve``, of ``reserve_beats`` on
-        ``reserve_channel``) reserves its beats, a commit turns the current packet's beats
-        (``beats`` on ``channel``) into committed ones, a rollback (``release``) returns them;
-        a beat read from the buffer counts when it is owed (``freed``). The three candidate
-        values of ``total`` are computed from registers and the FSM's decision only picks one,
-        so no adder sits behind the decision. Returns the controls and registers."""
+        packet rolls back). A DATA header taken (``reserve[c]``, of ``reserve_beats``)
+        reserves its beats, a commit turns the current packet's beats (``beats`` on
+        ``channel``) into committed ones, a rollback (``release``) returns them; a beat read
+        from the buffer counts when it is owed (``freed``, a register). Each register is one
+        adder: ``total + step + freed``, ``freed`` as the carry in and ``step`` a one-LUT pick
+        per bit of ``-reserve_beats`` (``~(reserve_beats - 1)``, registered), ``beats`` or 0.
+        Returns the controls and registers."""
         cfg = self.config
+        nch = cfg.num_channels
         depth = cfg.rx_channel_beats
         beat_range = range(cfg.max_packet_beats + 1)
-        channel_range = range(cfg.num_channels)
-        ctl = {"reserve": Signal(name="space_reserve"), "release": Signal(name="space_release"),
+        channel_range = range(nch)
+        ctl = {"reserve": [Signal(name=f"space{c}_reserve") for c in range(nch)],
+               "release": Signal(name="space_release"),
                "commit": Signal(name="space_commit"),
-               "reserve_channel": Signal(4, name="space_reserve_channel"),
                "reserve_beats": Signal(beat_range, name="space_reserve_beats"),
                "channel": Signal(channel_range, name="space_channel"),
                "beats": Signal(beat_range, name="space_beats"),
                "reserve_beats_m1": Signal(beat_range, name="space_reserve_beats_m1"),
-               "beats_p1": Signal(range(cfg.max_packet_beats + 2), name="space_beats_p1"),
                "total": [], "committed": []}
-        for c in range(cfg.num_channels):
+        for c in range(nch):
             total = Signal(range(depth + 1), init=depth, name=f"space{c}_total")
             committed = Signal(range(depth + 1), init=depth, name=f"space{c}_committed")
+            width = len(total)
             mine = ctl["channel"] == c
-            # Each outcome for both values of ``freed`` (a register): one adder from registers
-            # (``beats - 1`` and ``beats + 1`` are registered), then the picks.
-            freed = self.freed[c]
-            reserved = Mux(freed, total - ctl["reserve_beats_m1"], total - ctl["reserve_beats"])
-            released = Mux(freed, total + ctl["beats_p1"], total + ctl["beats"])
-            unchanged = Mux(freed, total + 1, total)
-            with m.If(ctl["reserve"] & (ctl["reserve_channel"] == c)):
-                m.d.sync += total.eq(reserved)
+            step = Signal(width, name=f"space{c}_step")
+            with m.If(ctl["reserve"][c]):
+                m.d.comb += step.eq(~ctl["reserve_beats_m1"][:width])
             with m.Elif(ctl["release"] & mine):       # never with reserve: PAYLOAD, not HEADER
-                m.d.sync += total.eq(released)
-            with m.Else():
-                m.d.sync += total.eq(unchanged)
+                m.d.comb += step.eq(ctl["beats"][:width])
+            m.d.sync += total.eq(total + step + self.freed[c])
             # Applied a cycle late: only a header right behind a rollback reads ``committed``,
-            # and a packet (two beats at least) separates it from any earlier commit.
-            kept = Signal(beat_range, name=f"space{c}_kept")
-            m.d.sync += kept.eq(Mux(ctl["commit"] & mine, ctl["beats"], 0))
+            # and a packet (two beats at least) separates it from any earlier commit. ``kept``
+            # holds the commit's beats negated.
+            kept = Signal(width, name=f"space{c}_kept")
+            m.d.sync += kept.eq(Mux(ctl["commit"] & mine, -ctl["beats"], 0))
             self._work.append(kept.any())
-            m.d.sync += committed.eq(committed + self.freed[c] - kept)
+            m.d.sync += committed.eq(committed + kept + self.freed[c])
             ctl["total"].append(total)
             ctl["committed"].append(committed)
         return ctl
