@@ -444,10 +444,6 @@ class NicLinkRx(wiring.Component):
                                                     Const(-1, lb)))]
                     m.d.comb += [rollback.eq(is_last != beat.last),
                                  commit.eq(is_last & beat.last)]
-                    for c, buf in enumerate(buffers):
-                        with m.If(cur == c):
-                            m.d.comb += [buf.w_en.eq(~(beat.last & ~is_last)),
-                                         buf.commit.eq(commit), buf.rollback.eq(rollback)]
                     with m.If(is_last & beat.last):
                         m.d.comb += header_now.eq(1)
                         m.next = "HEADER"
@@ -461,11 +457,24 @@ class NicLinkRx(wiring.Component):
                 with m.If(beat.valid & beat.last):
                     m.next = "HEADER"
 
+        # One-hot ``PAYLOAD`` and ``cur``: the channel whose packet is being received
+        # (registered, set with the FSM's state), so each buffer's controls and each channel's
+        # free-space step are one LUT of registers, with no channel decode.
+        receiving = [Signal(name=f"receiving{c}") for c in range(self.config.num_channels)]
+        payload_ends = beat.valid & (beat.last | is_last)
+        for c, buf in enumerate(buffers):
+            m.d.sync += receiving[c].eq(space["reserve"][c] | (receiving[c] & ~payload_ends))
+            m.d.comb += [
+                buf.w_en.eq(receiving[c] & beat.valid & ~(beat.last & ~is_last)),
+                buf.commit.eq(receiving[c] & beat.valid & is_last & beat.last),
+                buf.rollback.eq(receiving[c] & beat.valid & (is_last != beat.last)),
+                space["release"][c].eq(buf.rollback),
+            ]
         m.d.comb += [in_header.eq(fsm.ongoing("HEADER")),
                      space["reserve_beats"].eq(beat.beats),
                      space["reserve_beats_m1"].eq(beat.beats_m1),
                      space["channel"].eq(cur), space["beats"].eq(pkt["beats"]),
-                     space["release"].eq(rollback), space["commit"].eq(commit)]
+                     space["commit"].eq(commit)]
         # For tests: one expression per FSM state, true while in it.
         self.fsm_states = {name: fsm.ongoing(name) for name in ['HEADER', 'PAYLOAD', 'DROP']}
         return error_now, error_code
@@ -476,7 +485,7 @@ class NicLinkRx(wiring.Component):
         received) and ``committed`` (without the reservation: what ``total`` becomes if that
         packet rolls back). A DATA header taken (``reserve[c]``, of ``reserve_beats``)
         reserves its beats, a commit turns the current packet's beats (``beats`` on
-        ``channel``) into committed ones, a rollback (``release``) returns them; a beat read
+        ``channel``) into committed ones, a rollback (``release[c]``) returns them; a beat read
         from the buffer counts when it is owed (``freed``, a register). Each register is one
         adder: ``total + step + freed``, ``freed`` as the carry in and ``step`` a one-LUT pick
         per bit of ``-reserve_beats`` (``~(reserve_beats - 1)``, registered), ``beats`` or 0.
@@ -487,7 +496,7 @@ class NicLinkRx(wiring.Component):
         beat_range = range(cfg.max_packet_beats + 1)
         channel_range = range(nch)
         ctl = {"reserve": [Signal(name=f"space{c}_reserve") for c in range(nch)],
-               "release": Signal(name="space_release"),
+               "release": [Signal(name=f"space{c}_release") for c in range(nch)],
                "commit": Signal(name="space_commit"),
                "reserve_beats": Signal(beat_range, name="space_reserve_beats"),
                "channel": Signal(channel_range, name="space_channel"),
@@ -502,7 +511,7 @@ class NicLinkRx(wiring.Component):
             step = Signal(width, name=f"space{c}_step")
             with m.If(ctl["reserve"][c]):
                 m.d.comb += step.eq(~ctl["reserve_beats_m1"][:width])
-            with m.Elif(ctl["release"] & mine):       # never with reserve: PAYLOAD, not HEADER
+            with m.Elif(ctl["release"][c]):       # never with reserve: PAYLOAD, not HEADER
                 m.d.comb += step.eq(ctl["beats"][:width])
             m.d.sync += total.eq(total + step + self.freed[c])
             # Applied a cycle late: only a header right behind a rollback reads ``committed``,

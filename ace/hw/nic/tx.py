@@ -12,7 +12,7 @@ per-channel credits and in-band credit return, in three registered stages.
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -237,56 +237,65 @@ class NicLinkTx(wiring.Component):
         eligible, urgent, pending = req["eligible"], req["urgent"], req["pending"]
 
         # Arbiter: urgent CREDIT (lowest channel), else DATA (round robin), else idle CREDIT.
-        rr_last = Signal(range(nch))          # channel of the last DATA grant
-        rr_pick = Signal(range(nch))
-        with m.Switch(rr_last):
-            for last in range(nch):
-                with m.Case(last):
-                    for i in reversed(range(nch)):
-                        c = (last + 1 + i) % nch
-                        with m.If(eligible[c]):
-                            m.d.comb += rr_pick.eq(c)
-        urgent_pick = Signal(range(nch))
-        pending_pick = Signal(range(nch))
-        for c in reversed(range(nch)):
-            with m.If(urgent[c]):
-                m.d.comb += urgent_pick.eq(c)
-            with m.If(pending[c]):
-                m.d.comb += pending_pick.eq(c)
+        # Every channel's grant is computed in parallel as one-hot bits from the request
+        # registers and the one-hot last DATA grant, and the slot's fields are AND-OR
+        # selections by them, so no encoded channel number sits between the requests and
+        # the slot's multiplexers.
+        idle = ~slot["valid"]
+        any_urgent = Cat(*urgent).any()
+        any_eligible = Cat(*eligible).any()
+        rr_last = [Signal(init=c == 0, name=f"rr_last{c}") for c in range(nch)]  # one-hot
 
+        def first(flags, c):
+            return flags[c] & ~Cat(*flags[:c]).any() if c else flags[c]
+
+        def round_robin(c):
+            # eligible, and no channel eligible after the last grant's and before this one
+            after_last = []
+            for last in range(nch):
+                between = [(last + 1 + i) % nch for i in range(nch)]
+                between = between[:between.index(c)]
+                after_last.append(rr_last[last] & ~Cat(*(eligible[d] for d in between)).any()
+                                  if between else rr_last[last])
+            return eligible[c] & Cat(*after_last).any()
+
+        data_grant = [Signal(name=f"ch{c}_data_grant") for c in range(nch)]
+        credit_grant = [Signal(name=f"ch{c}_credit_grant") for c in range(nch)]
+        for c in range(nch):
+            m.d.comb += [
+                data_grant[c].eq(idle & ~any_urgent & round_robin(c)),
+                credit_grant[c].eq(idle & (first(urgent, c) | (
+                    ~any_urgent & ~any_eligible & first(pending, c)))),
+            ]
         grant = Signal()
-        grant_credit = Signal()
-        grant_ch = Signal(range(nch))
-        with m.If(~slot["valid"]):
-            with m.If(Cat(*urgent).any()):
-                m.d.comb += [grant.eq(1), grant_credit.eq(1), grant_ch.eq(urgent_pick)]
-            with m.Elif(Cat(*eligible).any()):
-                m.d.comb += [grant.eq(1), grant_ch.eq(rr_pick)]
-            with m.Elif(Cat(*pending).any()):
-                m.d.comb += [grant.eq(1), grant_credit.eq(1), grant_ch.eq(pending_pick)]
+        m.d.comb += grant.eq(Cat(*data_grant, *credit_grant).any())
+
+        def select(values):
+            # AND-OR of ``(grant bit, value)`` pairs
+            out = 0
+            for bit, value in values:
+                out = out | (value & bit.replicate(len(value)))
+            return out
 
         m.d.sync += slot["fresh"].eq(grant)
         for c in range(nch):
-            mine = grant & (grant_ch == c)
-            m.d.sync += [slot["data_granted"][c].eq(mine & ~grant_credit),
-                         slot["credit_granted"][c].eq(mine & grant_credit)]
-            with m.If(grant):
-                m.d.sync += slot["data_ch"][c].eq(mine & ~grant_credit)
+            m.d.sync += [slot["data_granted"][c].eq(data_grant[c]),
+                         slot["credit_granted"][c].eq(credit_grant[c])]
+            m.d.comb += self.cmd[c].ready.eq(data_grant[c])
         with m.If(grant):
-            m.d.sync += [slot["valid"].eq(1), slot["credit"].eq(grant_credit),
-                         slot["ch"].eq(grant_ch)]
-            with m.If(grant_credit):
-                m.d.sync += [slot["tag"].eq(0), slot["length"].eq(Array(req["owed"])[grant_ch]),
-                             slot["beats"].eq(0)]
-            with m.Else():
-                m.d.sync += [
-                    rr_last.eq(grant_ch),
-                    slot["tag"].eq(Array(cmd.payload.tag for cmd in self.cmd)[grant_ch]),
-                    slot["length"].eq(Array(cmd.payload.length for cmd in self.cmd)[grant_ch]),
-                    slot["beats"].eq(Array(req["beats"])[grant_ch]),
-                ]
-                for c in range(nch):
-                    m.d.comb += self.cmd[c].ready.eq(grant_ch == c)
+            m.d.sync += [
+                slot["valid"].eq(1), slot["credit"].eq(Cat(*credit_grant).any()),
+                slot["ch"].eq(select((data_grant[c] | credit_grant[c], Const(c, len(slot["ch"])))
+                                     for c in range(nch))),
+                slot["tag"].eq(select(zip(data_grant, (cmd.payload.tag for cmd in self.cmd)))),
+                slot["length"].eq(select(
+                    [*zip(data_grant, (cmd.payload.length for cmd in self.cmd)),
+                     *zip(credit_grant, req["owed"])])),
+                slot["beats"].eq(select(zip(data_grant, req["beats"]))),
+                *(slot["data_ch"][c].eq(data_grant[c]) for c in range(nch)),
+            ]
+        with m.If(Cat(*data_grant).any()):
+            m.d.sync += [rr_last[c].eq(data_grant[c]) for c in range(nch)]
         return slot, req
 
     # -- stage 3: header (CRC) or payload beat into the skid buffer ------------------------------
