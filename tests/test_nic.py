@@ -15,7 +15,7 @@ from ace.hw.nic.interface import NicInterface
 from ace.hw.nic.header import HeaderCheck
 from ace.hw.nic.rx import RX_CHECK_STAGES, RX_COUNTER_DELAY, RX_PACKET_LATENCY, NicLinkRx
 from ace.hw.nic.rx_buffer import NicRxBuffer
-from ace.hw.nic.tx import TX_COMMAND_STAGES, NicLinkTx, credit_threshold
+from ace.hw.nic.tx import TX_COMMAND_STAGES, TX_COUNTER_DELAY, NicLinkTx, credit_threshold
 
 CFG = NAMED_CONFIGS["small"]
 LB = CFG.link_bytes
@@ -795,6 +795,50 @@ def test_tx_stall_every_cycle_and_credit_exhaustion(pattern):
         deadline=40000)
     check_frames(rec.frames(), payloads)
     assert any(held), "the pattern never stalled a beat"
+
+
+def test_tx_counters_follow_the_link():
+    """Each TX counter equals what the link carried up to TX_COUNTER_DELAY cycles before, in
+    every cycle: beats taken, stalls, header beats and payload bytes, counted from the link
+    port itself, under backpressure and with packets of both channels and odd lengths."""
+    rng = random.Random(11)
+    dut = NicLinkTx(CFG)
+    payloads = {c: [(10 * c + i, rng.randbytes(rng.randrange(1, 5 * LB))) for i in range(5)]
+                for c in (0, 1)}
+    ready = [int(rng.random() < 0.7) for _ in range(53)]
+    seen = {"busy": [], "stall": [], "header": [], "payload": []}   # per cycle: 0/1 or bytes
+    checked = []
+
+    async def watch(ctx):
+        first = True            # the next beat taken starts a frame: a header
+        cycle = 0
+        while True:
+            ctx.set(dut.link.tready, ready[cycle % len(ready)])
+            _, _, valid, rdy, keep, last, *counts = await ctx.tick().sample(
+                dut.link.tvalid, dut.link.tready, dut.link.tkeep, dut.link.tlast,
+                dut.busy_cycles, dut.stall_cycles, dut.header_bytes, dut.payload_bytes)
+            # what the counters show in this cycle: the events up to DELAY + 1 cycles ago
+            upto = len(seen["busy"]) - TX_COUNTER_DELAY
+            expect = [sum(seen[k][:max(0, upto)]) for k in ("busy", "stall", "header",
+                                                             "payload")]
+            assert counts == expect, f"cycle {cycle}: counters {counts}, link says {expect}"
+            checked.append(cycle)
+            taken = valid and rdy
+            seen["busy"].append(int(taken))
+            seen["stall"].append(int(valid and not rdy))
+            seen["header"].append(LB if taken and first else 0)
+            seen["payload"].append(bin(keep).count("1") if taken and not first else 0)
+            if taken:
+                first = bool(last)
+            cycle += 1
+
+    async def finish(ctx):
+        await ctx.tick().repeat(400)
+
+    run(dut, finish, *tx_send_all(dut, payloads), background=[watch])
+    assert sum(seen["header"]) == 10 * LB and sum(seen["stall"]) > 0
+    assert sum(seen["payload"]) == sum(len(d) for c in payloads for _, d in payloads[c])
+    assert len(checked) >= 400
 
 
 def test_rx_state_checks_at_line_rate():
