@@ -261,9 +261,16 @@ class NicLinkRx(wiring.Component):
         with m.Elif(~is_data & ~decoded.last):
             m.d.comb += cause.eq(NicError.MISSING_TLAST)
         room_bits = self.config.rx_channel_beats.bit_length()
-        checked = Signal(self._stage_layout({"cause": NicError, "room_ahead": signed(room_bits + 1),
-                                             "same_ch_ahead": 1, "none": 1, "is_data": 1}),
-                         name="checked")
+        nch = self.config.num_channels
+        checked = Signal(self._stage_layout({
+            "cause": NicError, "room_ahead": signed(room_bits + 1), "same_ch_ahead": 1,
+            "is_data": 1,
+            # per channel: a valid beat that passed every stateless check, DATA or CREDIT
+            **{f"data_ch{c}": 1 for c in range(nch)},
+            **{f"credit_ch{c}": 1 for c in range(nch)}}), name="checked")
+        none = cause == NicError.NONE
+        # a channel number out of range is BAD_CHANNEL, so its low bits may select anything
+        sel = hdr.channel[:max(1, (nch - 1).bit_length())]
         ahead = PacketHeader(checked.data[:64])     # the beat one stage ahead
         m.d.sync += [
             checked.valid.eq(decoded.valid), checked.data.eq(decoded.data),
@@ -272,8 +279,12 @@ class NicLinkRx(wiring.Component):
             # For a CREDIT right behind an accepted CREDIT: room left after the one ahead.
             checked.room_ahead.eq(decoded.room - ahead.length[:room_bits]),
             checked.same_ch_ahead.eq(hdr.channel == ahead.channel),
-            checked.none.eq(cause == NicError.NONE), checked.is_data.eq(is_data),
+            checked.is_data.eq(is_data),
         ]
+        for c in range(nch):
+            passed = decoded.valid & none & (sel == c)
+            m.d.sync += [checked[f"data_ch{c}"].eq(passed & is_data),
+                         checked[f"credit_ch{c}"].eq(passed & ~is_data)]
         return checked
 
     def _judge(self, m, checked, space, cur):
@@ -288,9 +299,7 @@ class NicLinkRx(wiring.Component):
         cycle."""
         cfg = self.config
         nch = cfg.num_channels
-        hdr = PacketHeader(checked.data[:64])
         is_data = checked.is_data
-        none = checked.none
         judged = Signal(self._stage_layout({
             "cause": NicError, "is_data": 1, "ok": 1, "ok_rolled": 1, "ok_credited": 1,
             "credit": 1, "credit_credited": 1,
@@ -298,9 +307,9 @@ class NicLinkRx(wiring.Component):
             **{f"reserve{c}_rolled": 1 for c in range(nch)},
             "beats_m1": range(cfg.max_packet_beats + 1)}),
             name="judged")
-        # Compare per channel, then select: no multiplexer in front of the carry chains (a
-        # channel number out of range is BAD_CHANNEL, so its low bits may select anything).
-        sel = hdr.channel[:max(1, (nch - 1).bit_length())]
+        # Compare per channel, then an AND-OR with the channel's registered selects
+        # (``data_ch``, ``credit_ch``: valid, no stateless error, of this channel): no
+        # multiplexer in front of the carry chains, one LUT level or two after them.
         fits = [checked.beats <= space["total"][c] for c in range(nch)]
         fits_rolled = [Mux(cur == c, checked.beats <= space["committed"][c], fits[c])
                        for c in range(nch)]
@@ -308,25 +317,27 @@ class NicLinkRx(wiring.Component):
         credit_fits_credited = [Mux(checked.same_ch_ahead,
                                     self.credits[c] <= checked.room_ahead, credit_fits[c])
                                 for c in range(nch)]
-        data_ok = checked.valid & none & is_data
-        credit_ok = checked.valid & none & ~is_data
+        data_ch = [checked[f"data_ch{c}"] for c in range(nch)]
+        credit_ch = [checked[f"credit_ch{c}"] for c in range(nch)]
+
+        def any_of(selects, flags):
+            return Cat(*(s & f for s, f in zip(selects, flags))).any()
         m.d.sync += [
             judged.valid.eq(checked.valid), judged.data.eq(checked.data),
             judged.last.eq(checked.last), judged.beats.eq(checked.beats),
             judged.beats_m1.eq(checked.beats - 1),
             judged.cause.eq(checked.cause), judged.is_data.eq(is_data),
-            judged.ok.eq(none & Mux(is_data, Array(fits)[sel], Array(credit_fits)[sel])),
-            judged.ok_rolled.eq(none & Mux(is_data, Array(fits_rolled)[sel],
-                                           Array(credit_fits)[sel])),
-            judged.ok_credited.eq(none & Mux(is_data, Array(fits)[sel],
-                                             Array(credit_fits_credited)[sel])),
-            judged.credit.eq(credit_ok & Array(credit_fits)[sel]),
-            judged.credit_credited.eq(credit_ok & Array(credit_fits_credited)[sel]),
+            judged.ok.eq(any_of(data_ch, fits) | any_of(credit_ch, credit_fits)),
+            judged.ok_rolled.eq(any_of(data_ch, fits_rolled) | any_of(credit_ch, credit_fits)),
+            judged.ok_credited.eq(any_of(data_ch, fits) |
+                                  any_of(credit_ch, credit_fits_credited)),
+            judged.credit.eq(any_of(credit_ch, credit_fits)),
+            judged.credit_credited.eq(any_of(credit_ch, credit_fits_credited)),
         ]
         for c in range(nch):
             m.d.sync += [
-                judged[f"reserve{c}"].eq(data_ok & (sel == c) & fits[c]),
-                judged[f"reserve{c}_rolled"].eq(data_ok & (sel == c) & fits_rolled[c]),
+                judged[f"reserve{c}"].eq(data_ch[c] & fits[c]),
+                judged[f"reserve{c}_rolled"].eq(data_ch[c] & fits_rolled[c]),
             ]
         return judged
 
