@@ -521,7 +521,9 @@ class NicLinkRx(wiring.Component):
             mine = ctl["channel"] == c
             step = Signal(width, name=f"space{c}_step")
             with m.If(ctl["reserve"][c]):
-                m.d.comb += step.eq(~ctl["reserve_beats_m1"][:width])
+                # Zero-extended to the space's width before the inversion, so that the
+                # step is ``-reserve_beats`` modulo 2**width however the two widths compare.
+                m.d.comb += step.eq(~Cat(ctl["reserve_beats_m1"], Const(0, width))[:width])
             with m.Elif(ctl["release"][c]):       # never with reserve: PAYLOAD, not HEADER
                 m.d.comb += step.eq(ctl["beats"][:width])
             m.d.sync += total.eq(total + step + self.freed[c])
