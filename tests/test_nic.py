@@ -15,7 +15,7 @@ from ace.hw.nic.interface import NicInterface
 from ace.hw.nic.header import HeaderCheck
 from ace.hw.nic.rx import RX_CHECK_STAGES, RX_COUNTER_DELAY, RX_PACKET_LATENCY, NicLinkRx
 from ace.hw.nic.rx_buffer import NicRxBuffer
-from ace.hw.nic.tx import TX_COMMAND_STAGES, NicLinkTx, credit_threshold
+from ace.hw.nic.tx import TX_COMMAND_STAGES, TX_COUNTER_DELAY, NicLinkTx, credit_threshold
 
 CFG = NAMED_CONFIGS["small"]
 LB = CFG.link_bytes
@@ -797,6 +797,50 @@ def test_tx_stall_every_cycle_and_credit_exhaustion(pattern):
     assert any(held), "the pattern never stalled a beat"
 
 
+def test_tx_counters_follow_the_link():
+    """Each TX counter equals what the link carried up to TX_COUNTER_DELAY cycles before, in
+    every cycle: beats taken, stalls, header beats and payload bytes, counted from the link
+    port itself, under backpressure and with packets of both channels and odd lengths."""
+    rng = random.Random(11)
+    dut = NicLinkTx(CFG)
+    payloads = {c: [(10 * c + i, rng.randbytes(rng.randrange(1, 5 * LB))) for i in range(5)]
+                for c in (0, 1)}
+    ready = [int(rng.random() < 0.7) for _ in range(53)]
+    seen = {"busy": [], "stall": [], "header": [], "payload": []}   # per cycle: 0/1 or bytes
+    checked = []
+
+    async def watch(ctx):
+        first = True            # the next beat taken starts a frame: a header
+        cycle = 0
+        while True:
+            ctx.set(dut.link.tready, ready[cycle % len(ready)])
+            _, _, valid, rdy, keep, last, *counts = await ctx.tick().sample(
+                dut.link.tvalid, dut.link.tready, dut.link.tkeep, dut.link.tlast,
+                dut.busy_cycles, dut.stall_cycles, dut.header_bytes, dut.payload_bytes)
+            # what the counters show in this cycle: the events up to DELAY + 1 cycles ago
+            upto = len(seen["busy"]) - TX_COUNTER_DELAY
+            expect = [sum(seen[k][:max(0, upto)]) for k in ("busy", "stall", "header",
+                                                             "payload")]
+            assert counts == expect, f"cycle {cycle}: counters {counts}, link says {expect}"
+            checked.append(cycle)
+            taken = valid and rdy
+            seen["busy"].append(int(taken))
+            seen["stall"].append(int(valid and not rdy))
+            seen["header"].append(LB if taken and first else 0)
+            seen["payload"].append(bin(keep).count("1") if taken and not first else 0)
+            if taken:
+                first = bool(last)
+            cycle += 1
+
+    async def finish(ctx):
+        await ctx.tick().repeat(400)
+
+    run(dut, finish, *tx_send_all(dut, payloads), background=[watch])
+    assert sum(seen["header"]) == 10 * LB and sum(seen["stall"]) > 0
+    assert sum(seen["payload"]) == sum(len(d) for c in payloads for _, d in payloads[c])
+    assert len(checked) >= 400
+
+
 def test_rx_state_checks_at_line_rate():
     """Back-to-back frames where the previous frame changes the state a header check reads:
     a rolled-back packet gives its space back at once (a full-depth packet right after it is
@@ -859,6 +903,84 @@ def test_rx_state_checks_at_line_rate():
 
     run(dut, bench, background=[watch, tx_credits])
     assert causes == [cause for _, cause in frames if cause is not None]
+
+
+#: Space counters wider than a packet's beat count (the harness's 512-beat buffers, 256-beat
+#: packets), narrower (``small``: 32 and 64) and one-beat packets.
+SPACE_CONFIGS = {
+    "small": CFG,
+    "deep": CFG.replace(num_channels=4, rx_channel_beats=512, max_packet_bytes=4096),
+    "one_beat": CFG.replace(rx_channel_beats=8, max_packet_bytes=16),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SPACE_CONFIGS))
+def test_rx_space_random_packets(name):
+    """Random DATA packets on random channels, nothing read, until every buffer is full: each
+    header's verdict follows a model of the free space (OVERFLOW for a packet larger than what
+    is left, EARLY_TLAST giving its space back, exact fits accepted), and the payload counter
+    counts the accepted lengths. Packets follow each other back to back where no two errors
+    would meet."""
+    cfg = SPACE_CONFIGS[name]
+    lb, depth, most = cfg.link_bytes, cfg.rx_channel_beats, cfg.max_packet_beats
+    seed = {"small": 21, "deep": 22, "one_beat": 23}[name]
+    rng = random.Random(seed)
+    dut = NicLinkRx(cfg)
+    left = [depth] * cfg.num_channels
+    frames, accepted = [], 0                       # (beats, cause or None), bytes accepted
+    while any(left) and len(frames) < 40 * cfg.num_channels:
+        c = rng.randrange(cfg.num_channels)
+        roll = rng.random()
+        if roll < 0.3 and 0 < left[c] <= most:
+            beats = left[c]                                      # exactly what is left
+        elif roll < 0.45 and left[c] < most:
+            beats = rng.randint(left[c] + 1, most)               # one beat or more too many
+        else:
+            beats = rng.randint(1, most)
+        length = beats * lb - rng.randrange(lb)
+        beat_list = frame_beats(make_packet_header(ptype=PacketType.DATA, channel=c,
+                                                   length=length), rng.randbytes(length))
+        if beats > left[c]:
+            cause = NicError.OVERFLOW
+        elif beats >= 2 and rng.random() < 0.15:
+            beat_list = beat_list[:-2] + [(beat_list[-2][0], 1)]          # tlast a beat early
+            cause = NicError.EARLY_TLAST
+        else:
+            cause = None
+            left[c] -= beats
+            accepted += length
+        frames.append((beat_list, cause))
+    causes = []
+
+    async def watch(ctx):
+        seen = 0
+        while True:
+            _, _, errors, cause = await ctx.tick().sample(dut.errors, dut.error_cause)
+            if errors != seen:
+                causes.append(cause)
+                seen = errors
+                ctx.set(dut.error_clear, 1)
+            else:
+                ctx.set(dut.error_clear, 0)
+
+    async def bench(ctx):
+        for c in range(cfg.num_channels):
+            ctx.set(dut.out[c].ready, 0)
+            ctx.set(dut.credits[c], 0)
+        for i, (beat_list, cause) in enumerate(frames):
+            await drive_beats(ctx, dut.link, beat_list)
+            after = frames[i + 1][1] if i + 1 < len(frames) else None
+            # Back to back unless this frame and the next are both errors (the error cause
+            # register keeps the first until the watcher clears it).
+            gap = 6 if cause is not None and after is not None else rng.choice([0, 0, 1, 3])
+            for _ in range(gap):
+                await ctx.tick()
+        await ctx.tick().repeat(RX_CHECK_STAGES + RX_COUNTER_DELAY + 8)
+        assert ctx.get(dut.payload_bytes) == accepted, f"seed {seed}"
+
+    run(dut, bench, background=[watch], deadline=100000)
+    assert causes == [cause for _, cause in frames if cause is not None], f"seed {seed}"
+    assert not any(left), f"seed {seed}: the model left space {left}; more frames needed"
 
 
 def test_nic_reset_mid_packet():

@@ -6,7 +6,7 @@
                 |   load0 (reg.)   +--> 2:1 mux (r_at, a register) --> o.payload
                 +--> [ entry 1 ] --+
                     load1 (reg.)
-    i.ready, o.valid, load0/1, r_at: registers; o.ready reaches only the pointers and counts
+    i.ready, o.valid, load0/1, r_at: registers; o.ready reaches only the pointers and flags
 
 The same contract as :class:`ace.hw.common.skid_buffer.SkidBuffer` (``i.ready`` registered,
 one beat per cycle, a beat taken in cycle ``t`` valid on ``o`` in ``t + 1``), built as a
@@ -67,36 +67,43 @@ class SkidFifo(wiring.Component):
         step = self.slice_bits or width
         slices = [slice(lo, min(lo + step, width)) for lo in range(0, width, step)]
         entries = [Signal(width, name=f"entry{k}") for k in range(2)]
-        count = Signal(range(3), name="count")
+        # The occupancy is the pair (out_valid, in_ready): 0 beats (0, 1), 1 beat (1, 1),
+        # 2 beats (1, 0). Every next value below is written as logic of these registers,
+        # ``i.valid`` and ``o.ready`` (at most five inputs), not as a counter's adder, which
+        # synthesis would map to a carry chain that the LUT mapping cannot see through.
         in_ready = Signal(init=1, name="in_ready")
         out_valid = Signal(name="out_valid")
         w_at = Signal(name="w_at")
         r_at = Signal(name="r_at")
         push = Signal()
         pop = Signal()
-        count_next = Signal(range(3))
+        full_next = Signal()
+        empty_next = Signal()
         w_at_next = Signal()
         r_at_next = Signal()
+        holds_one = out_valid & in_ready
         m.d.comb += [
             push.eq(self.i.valid & in_ready),
             pop.eq(out_valid & self.o.ready),
-            count_next.eq(count + push - pop),
+            # Two beats held next: two now and none taken, or one now, one in, none taken.
+            full_next.eq(~self.o.ready & (~in_ready | (holds_one & self.i.valid))),
+            # None held next: none now and none in, or one now, taken, and none in.
+            empty_next.eq(~self.i.valid & (~out_valid | (in_ready & self.o.ready))),
             w_at_next.eq(w_at ^ push),
             r_at_next.eq(r_at ^ pop),
             self.i.ready.eq(in_ready),
             self.o.valid.eq(out_valid),
         ]
         m.d.sync += [
-            count.eq(count_next),
-            in_ready.eq(count_next != 2),
-            out_valid.eq(count_next != 0),
+            in_ready.eq(~full_next),
+            out_valid.eq(~empty_next),
             w_at.eq(w_at_next),
             r_at.eq(r_at_next),
         ]
         # Per slice: its own copies of the two load enables ("not full and the write pointer
         # will be at this entry") and of the read pointer.
         n = len(slices)
-        loads = [replicas(m, platform, (count_next != 2) & (w_at_next == k), n, init=k == 0,
+        loads = [replicas(m, platform, ~full_next & (w_at_next == k), n, init=k == 0,
                           name=f"load{k}") for k in range(2)]
         selects = replicas(m, platform, r_at_next, n, name="r_at")
         payload = self.i.payload.as_value() if hasattr(self.i.payload, "as_value") \

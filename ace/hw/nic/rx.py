@@ -261,9 +261,16 @@ class NicLinkRx(wiring.Component):
         with m.Elif(~is_data & ~decoded.last):
             m.d.comb += cause.eq(NicError.MISSING_TLAST)
         room_bits = self.config.rx_channel_beats.bit_length()
-        checked = Signal(self._stage_layout({"cause": NicError, "room_ahead": signed(room_bits + 1),
-                                             "same_ch_ahead": 1, "none": 1, "is_data": 1}),
-                         name="checked")
+        nch = self.config.num_channels
+        checked = Signal(self._stage_layout({
+            "cause": NicError, "room_ahead": signed(room_bits + 1), "same_ch_ahead": 1,
+            "is_data": 1,
+            # per channel: a valid beat that passed every stateless check, DATA or CREDIT
+            **{f"data_ch{c}": 1 for c in range(nch)},
+            **{f"credit_ch{c}": 1 for c in range(nch)}}), name="checked")
+        none = cause == NicError.NONE
+        # a channel number out of range is BAD_CHANNEL, so its low bits may select anything
+        sel = hdr.channel[:max(1, (nch - 1).bit_length())]
         ahead = PacketHeader(checked.data[:64])     # the beat one stage ahead
         m.d.sync += [
             checked.valid.eq(decoded.valid), checked.data.eq(decoded.data),
@@ -272,44 +279,66 @@ class NicLinkRx(wiring.Component):
             # For a CREDIT right behind an accepted CREDIT: room left after the one ahead.
             checked.room_ahead.eq(decoded.room - ahead.length[:room_bits]),
             checked.same_ch_ahead.eq(hdr.channel == ahead.channel),
-            checked.none.eq(cause == NicError.NONE), checked.is_data.eq(is_data),
+            checked.is_data.eq(is_data),
         ]
+        for c in range(nch):
+            passed = decoded.valid & none & (sel == c)
+            m.d.sync += [checked[f"data_ch{c}"].eq(passed & is_data),
+                         checked[f"credit_ch{c}"].eq(passed & ~is_data)]
         return checked
 
     def _judge(self, m, checked, space, cur):
         """Judge stage: the two header checks that read state (free space for DATA, credit
-        overflow for CREDIT), each precomputed for both outcomes of the beat ahead, which the
-        FSM is acting on in this cycle: ``ok`` if it changes nothing for this beat, ``ok_alt``
-        if it rolls back this channel's packet (its space returns) or is an accepted CREDIT of
-        this channel (its count is added to the TX credits). Registered."""
-        hdr = PacketHeader(checked.data[:64])
-        ch = hdr.channel
+        overflow for CREDIT), each precomputed for the outcomes of the beat ahead, which the
+        FSM is acting on in this cycle: that beat changes nothing for this one, or it rolls
+        back its packet (``_rolled``: if that was this channel's packet, its space returns),
+        or it is an accepted CREDIT (``_credited``: if of this channel, its count is added to
+        the TX credits). Registered as the verdict (``ok``) and, for each channel, whether
+        the beat reserves the channel's space (``reserve``), and whether it is a CREDIT taken
+        (``credit``), so the FSM only picks the outcome that holds by what it did last
+        cycle."""
+        cfg = self.config
+        nch = cfg.num_channels
         is_data = checked.is_data
-        none = checked.none
         judged = Signal(self._stage_layout({
-            "cause": NicError, "is_data": 1, "ok": 1, "ok_alt": 1, "alt_rollback": 1,
-            "alt_credit": 1, "beats_m1": range(self.config.max_packet_beats + 1)}),
+            "cause": NicError, "is_data": 1, "ok": 1, "ok_rolled": 1, "ok_credited": 1,
+            "credit": 1, "credit_credited": 1,
+            **{f"reserve{c}": 1 for c in range(nch)},
+            **{f"reserve{c}_rolled": 1 for c in range(nch)},
+            "beats_m1": range(cfg.max_packet_beats + 1)}),
             name="judged")
-        # Compare per channel, then select: no multiplexer in front of the carry chains (a
-        # channel number out of range is BAD_CHANNEL, so its low bits may select anything).
-        sel = ch[:max(1, (self.config.num_channels - 1).bit_length())]
+        # Compare per channel, then an AND-OR with the channel's registered selects
+        # (``data_ch``, ``credit_ch``: valid, no stateless error, of this channel): no
+        # multiplexer in front of the carry chains, one LUT level or two after them.
+        fits = [checked.beats <= space["total"][c] for c in range(nch)]
+        fits_rolled = [Mux(cur == c, checked.beats <= space["committed"][c], fits[c])
+                       for c in range(nch)]
+        credit_fits = [self.credits[c] <= checked.room for c in range(nch)]
+        credit_fits_credited = [Mux(checked.same_ch_ahead,
+                                    self.credits[c] <= checked.room_ahead, credit_fits[c])
+                                for c in range(nch)]
+        data_ch = [checked[f"data_ch{c}"] for c in range(nch)]
+        credit_ch = [checked[f"credit_ch{c}"] for c in range(nch)]
 
-        def per_channel(fits):
-            return Array(fits(c) for c in range(self.config.num_channels))[sel]
+        def any_of(selects, flags):
+            return Cat(*(s & f for s, f in zip(selects, flags))).any()
         m.d.sync += [
             judged.valid.eq(checked.valid), judged.data.eq(checked.data),
             judged.last.eq(checked.last), judged.beats.eq(checked.beats),
             judged.beats_m1.eq(checked.beats - 1),
             judged.cause.eq(checked.cause), judged.is_data.eq(is_data),
-            judged.ok.eq(none & Mux(
-                is_data, per_channel(lambda c: checked.beats <= space["total"][c]),
-                per_channel(lambda c: self.credits[c] <= checked.room))),
-            judged.ok_alt.eq(none & Mux(
-                is_data, per_channel(lambda c: checked.beats <= space["committed"][c]),
-                per_channel(lambda c: self.credits[c] <= checked.room_ahead))),
-            judged.alt_rollback.eq(is_data & (ch == cur)),
-            judged.alt_credit.eq(~is_data & checked.same_ch_ahead),
+            judged.ok.eq(any_of(data_ch, fits) | any_of(credit_ch, credit_fits)),
+            judged.ok_rolled.eq(any_of(data_ch, fits_rolled) | any_of(credit_ch, credit_fits)),
+            judged.ok_credited.eq(any_of(data_ch, fits) |
+                                  any_of(credit_ch, credit_fits_credited)),
+            judged.credit.eq(any_of(credit_ch, credit_fits)),
+            judged.credit_credited.eq(any_of(credit_ch, credit_fits_credited)),
         ]
+        for c in range(nch):
+            m.d.sync += [
+                judged[f"reserve{c}"].eq(data_ch[c] & fits[c]),
+                judged[f"reserve{c}_rolled"].eq(data_ch[c] & fits_rolled[c]),
+            ]
         return judged
 
     def _packet_state(self, m, beat, buffers, cur):
@@ -320,7 +349,6 @@ class NicLinkRx(wiring.Component):
         hdr = PacketHeader(beat.data[:64])
         pkt = {"cur": cur, "beats_left": Signal(beat_range),
                "beats": Signal(beat_range, name="pkt_beats"),
-               "beats_p1": Signal(range(cfg.max_packet_beats + 2), name="pkt_beats_p1"),
                "length": Signal(17),
                "tag": Signal.like(hdr.tag), "src": Signal.like(hdr.src), "first": Signal(),
                "last_keep": Signal(lb), "is_last": Signal(name="pkt_is_last"),
@@ -361,8 +389,17 @@ class NicLinkRx(wiring.Component):
         credited = Signal()
         m.d.sync += [rolled_back.eq(rollback), credited.eq(credit_now)]
         ok = Signal()
-        m.d.comb += ok.eq(Mux((rolled_back & beat.alt_rollback) | (credited & beat.alt_credit),
-                              beat.ok_alt, beat.ok))
+        m.d.comb += ok.eq(Mux(rolled_back, beat.ok_rolled, Mux(credited, beat.ok_credited,
+                                                                 beat.ok)))
+        # The same verdict per channel for an accepted DATA header, and for a CREDIT, in the
+        # HEADER state (rolled_back and credited are never both high: the FSM was in PAYLOAD
+        # or in HEADER last cycle).
+        in_header = Signal(name="rx_in_header")
+        for c, reserve in enumerate(space["reserve"]):
+            m.d.comb += reserve.eq(in_header & Mux(rolled_back, beat[f"reserve{c}_rolled"],
+                                                   beat[f"reserve{c}"]))
+        m.d.comb += credit_now.eq(in_header & Mux(credited, beat.credit_credited,
+                                                  beat.credit))
         cause = Signal(NicError)
         with m.If(beat.cause != NicError.NONE):
             m.d.comb += cause.eq(beat.cause)
@@ -391,22 +428,24 @@ class NicLinkRx(wiring.Component):
                         with m.If(~beat.last):
                             m.next = "DROP"
                     with m.Elif(~is_data):
-                        m.d.comb += [credit_now.eq(1), header_now.eq(1)]
+                        m.d.comb += header_now.eq(1)
                     with m.Else():
-                        last_index = (hdr.length - 1) & (lb - 1)
-                        m.d.comb += space["reserve"].eq(1)
-                        one_beat = beat.beats == 1
-                        m.d.sync += [
-                            cur.eq(hdr.channel), pkt["beats_left"].eq(beat.beats),
-                            pkt["beats"].eq(beat.beats), pkt["beats_p1"].eq(beat.beats + 1),
-                            pkt["length"].eq(hdr.length),
-                            pkt["tag"].eq(hdr.tag), pkt["src"].eq(hdr.src), pkt["first"].eq(1),
-                            pkt["is_last"].eq(one_beat),
-                        ]
-                        for i in range(lb):
-                            m.d.sync += [pkt["last_keep"][i].eq(last_index >= i),
-                                         pkt["keep"][i].eq(~one_beat | (last_index >= i))]
                         m.next = "PAYLOAD"
+                    # The packet's registers load from every header beat (only an accepted
+                    # DATA header's values are read, in PAYLOAD), so their load enable is the
+                    # state and ``valid``, not the verdict.
+                    last_index = (hdr.length - 1) & (lb - 1)
+                    one_beat = beat.beats == 1
+                    m.d.sync += [
+                        cur.eq(hdr.channel), pkt["beats_left"].eq(beat.beats),
+                        pkt["beats"].eq(beat.beats),
+                        pkt["length"].eq(hdr.length),
+                        pkt["tag"].eq(hdr.tag), pkt["src"].eq(hdr.src), pkt["first"].eq(1),
+                        pkt["is_last"].eq(one_beat),
+                    ]
+                    for i in range(lb):
+                        m.d.sync += [pkt["last_keep"][i].eq(last_index >= i),
+                                     pkt["keep"][i].eq(~one_beat | (last_index >= i))]
             with m.State("PAYLOAD"):
                 with m.If(beat.valid):
                     next_is_last = pkt["beats_left"] == 2
@@ -416,10 +455,6 @@ class NicLinkRx(wiring.Component):
                                                     Const(-1, lb)))]
                     m.d.comb += [rollback.eq(is_last != beat.last),
                                  commit.eq(is_last & beat.last)]
-                    for c, buf in enumerate(buffers):
-                        with m.If(cur == c):
-                            m.d.comb += [buf.w_en.eq(~(beat.last & ~is_last)),
-                                         buf.commit.eq(commit), buf.rollback.eq(rollback)]
                     with m.If(is_last & beat.last):
                         m.d.comb += header_now.eq(1)
                         m.next = "HEADER"
@@ -433,12 +468,24 @@ class NicLinkRx(wiring.Component):
                 with m.If(beat.valid & beat.last):
                     m.next = "HEADER"
 
-        m.d.comb += [space["reserve_channel"].eq(hdr.channel),
+        # One-hot ``PAYLOAD`` and ``cur``: the channel whose packet is being received
+        # (registered, set with the FSM's state), so each buffer's controls and each channel's
+        # free-space step are one LUT of registers, with no channel decode.
+        receiving = [Signal(name=f"receiving{c}") for c in range(self.config.num_channels)]
+        payload_ends = beat.valid & (beat.last | is_last)
+        for c, buf in enumerate(buffers):
+            m.d.sync += receiving[c].eq(space["reserve"][c] | (receiving[c] & ~payload_ends))
+            m.d.comb += [
+                buf.w_en.eq(receiving[c] & beat.valid & ~(beat.last & ~is_last)),
+                buf.commit.eq(receiving[c] & beat.valid & is_last & beat.last),
+                buf.rollback.eq(receiving[c] & beat.valid & (is_last != beat.last)),
+                space["release"][c].eq(buf.rollback),
+            ]
+        m.d.comb += [in_header.eq(fsm.ongoing("HEADER")),
                      space["reserve_beats"].eq(beat.beats),
                      space["reserve_beats_m1"].eq(beat.beats_m1),
                      space["channel"].eq(cur), space["beats"].eq(pkt["beats"]),
-                     space["beats_p1"].eq(pkt["beats_p1"]),
-                     space["release"].eq(rollback), space["commit"].eq(commit)]
+                     space["commit"].eq(commit)]
         # For tests: one expression per FSM state, true while in it.
         self.fsm_states = {name: fsm.ongoing(name) for name in ['HEADER', 'PAYLOAD', 'DROP']}
         return error_now, error_code
@@ -447,47 +494,46 @@ class NicLinkRx(wiring.Component):
         """Per channel, the buffer space a new packet may use, in two registers: ``total``
         (``depth`` less the committed unread beats and the reservation of the packet being
         received) and ``committed`` (without the reservation: what ``total`` becomes if that
-        packet rolls back). A DATA header taken (``reserve``, of ``reserve_beats`` on
-        ``reserve_channel``) reserves its beats, a commit turns the current packet's beats
-        (``beats`` on ``channel``) into committed ones, a rollback (``release``) returns them;
-        a beat read from the buffer counts when it is owed (``freed``). The three candidate
-        values of ``total`` are computed from registers and the FSM's decision only picks one,
-        so no adder sits behind the decision. Returns the controls and registers."""
+        packet rolls back). A DATA header taken (``reserve[c]``, of ``reserve_beats``)
+        reserves its beats, a commit turns the current packet's beats (``beats`` on
+        ``channel``) into committed ones, a rollback (``release[c]``) returns them; a beat read
+        from the buffer counts when it is owed (``freed``, a register). Each register is one
+        adder: ``total + step + freed``, ``freed`` as the carry in and ``step`` a one-LUT pick
+        per bit of ``-reserve_beats`` (``~(reserve_beats - 1)``, registered), ``beats`` or 0.
+        Returns the controls and registers."""
         cfg = self.config
+        nch = cfg.num_channels
         depth = cfg.rx_channel_beats
         beat_range = range(cfg.max_packet_beats + 1)
-        channel_range = range(cfg.num_channels)
-        ctl = {"reserve": Signal(name="space_reserve"), "release": Signal(name="space_release"),
+        channel_range = range(nch)
+        ctl = {"reserve": [Signal(name=f"space{c}_reserve") for c in range(nch)],
+               "release": [Signal(name=f"space{c}_release") for c in range(nch)],
                "commit": Signal(name="space_commit"),
-               "reserve_channel": Signal(4, name="space_reserve_channel"),
                "reserve_beats": Signal(beat_range, name="space_reserve_beats"),
                "channel": Signal(channel_range, name="space_channel"),
                "beats": Signal(beat_range, name="space_beats"),
                "reserve_beats_m1": Signal(beat_range, name="space_reserve_beats_m1"),
-               "beats_p1": Signal(range(cfg.max_packet_beats + 2), name="space_beats_p1"),
                "total": [], "committed": []}
-        for c in range(cfg.num_channels):
+        for c in range(nch):
             total = Signal(range(depth + 1), init=depth, name=f"space{c}_total")
             committed = Signal(range(depth + 1), init=depth, name=f"space{c}_committed")
+            width = len(total)
             mine = ctl["channel"] == c
-            # Each outcome for both values of ``freed`` (a register): one adder from registers
-            # (``beats - 1`` and ``beats + 1`` are registered), then the picks.
-            freed = self.freed[c]
-            reserved = Mux(freed, total - ctl["reserve_beats_m1"], total - ctl["reserve_beats"])
-            released = Mux(freed, total + ctl["beats_p1"], total + ctl["beats"])
-            unchanged = Mux(freed, total + 1, total)
-            with m.If(ctl["reserve"] & (ctl["reserve_channel"] == c)):
-                m.d.sync += total.eq(reserved)
-            with m.Elif(ctl["release"] & mine):       # never with reserve: PAYLOAD, not HEADER
-                m.d.sync += total.eq(released)
-            with m.Else():
-                m.d.sync += total.eq(unchanged)
+            step = Signal(width, name=f"space{c}_step")
+            with m.If(ctl["reserve"][c]):
+                # Zero-extended to the space's width before the inversion, so that the
+                # step is ``-reserve_beats`` modulo 2**width however the two widths compare.
+                m.d.comb += step.eq(~Cat(ctl["reserve_beats_m1"], Const(0, width))[:width])
+            with m.Elif(ctl["release"][c]):       # never with reserve: PAYLOAD, not HEADER
+                m.d.comb += step.eq(ctl["beats"][:width])
+            m.d.sync += total.eq(total + step + self.freed[c])
             # Applied a cycle late: only a header right behind a rollback reads ``committed``,
-            # and a packet (two beats at least) separates it from any earlier commit.
-            kept = Signal(beat_range, name=f"space{c}_kept")
-            m.d.sync += kept.eq(Mux(ctl["commit"] & mine, ctl["beats"], 0))
+            # and a packet (two beats at least) separates it from any earlier commit. ``kept``
+            # holds the commit's beats negated.
+            kept = Signal(width, name=f"space{c}_kept")
+            m.d.sync += kept.eq(Mux(ctl["commit"] & mine, -ctl["beats"], 0))
             self._work.append(kept.any())
-            m.d.sync += committed.eq(committed + self.freed[c] - kept)
+            m.d.sync += committed.eq(committed + kept + self.freed[c])
             ctl["total"].append(total)
             ctl["committed"].append(committed)
         return ctl

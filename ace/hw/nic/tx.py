@@ -12,18 +12,19 @@ per-channel credits and in-band credit return, in three registered stages.
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ace.layouts import (PACKET_MAGIC, PACKET_VERSION, AxiStreamSignature, NicSendCmd, NicTxBeat,
                          PacketHeader, struct_value)
 from ace.hw.nic.header import HeaderCheck
+from ace.hw.common.carry_save import CarrySaveSum
 from ace.hw.common.clock_gate import gate_while_busy
 from ace.hw.common.replica import replicas, replicates
 from ace.hw.common.skid_fifo import SkidFifo
 
-__all__ = ["NicLinkTx", "COUNTER_BITS", "TX_COMMAND_STAGES"]
+__all__ = ["NicLinkTx", "COUNTER_BITS", "TX_COMMAND_STAGES", "TX_COUNTER_DELAY"]
 
 COUNTER_BITS = 48
 
@@ -33,6 +34,10 @@ CREDIT_QUIET_CYCLES = 4
 #: Cycles from a command first offered on ``cmd[c]`` (an idle link, credits available) to its
 #: header on ``link``: eligibility register, grant slot, header (CRC) stage into the skid.
 TX_COMMAND_STAGES = 3
+
+#: Cycles the counters (``payload_bytes``, ``header_bytes``, ``busy_cycles``, ``stall_cycles``)
+#: follow the link: their steps are registered first.
+TX_COUNTER_DELAY = 1
 
 #: Beat bits per copy of a register that selects or loads a whole beat (the framing's one-hot
 #: selects, the skid FIFOs' load enables and read pointers).
@@ -99,7 +104,8 @@ class NicLinkTx(wiring.Component):
         (registered). :class:`NicInterface` holds the channel's commands for other links.
     payload_bytes, header_bytes, busy_cycles, stall_cycles : Out(48)
         Counters of what ``link`` carried: payload bytes, header beats x link_bytes (DATA and
-        CREDIT), cycles with a beat taken, cycles with ``tvalid & ~tready``.
+        CREDIT), cycles with a beat taken, cycles with ``tvalid & ~tready``; each counts a
+        cycle :data:`TX_COUNTER_DELAY` (1) after the beat or stall.
 
     Latency: :data:`TX_COMMAND_STAGES` (3) cycles from a command to its header on an idle link.
     Throughput: one beat per cycle; a DATA packet of ``n >= 2`` payload beats takes ``n + 1``
@@ -150,7 +156,8 @@ class NicLinkTx(wiring.Component):
                        slot["valid"], slot["fresh"], self.fsm_states["PAYLOAD"], skid.o.valid,
                        *req["eligible"], *req["urgent"], *req["pending"],
                        *(owed.any() for owed in req["owed"]),
-                       *(quiet != CREDIT_QUIET_CYCLES for quiet in req["quiet"])).any()
+                       *(quiet != CREDIT_QUIET_CYCLES for quiet in req["quiet"]),
+                       self._counter_steps).any()
             gate_while_busy(m, "core", busy, core)
         return m
 
@@ -175,9 +182,8 @@ class NicLinkTx(wiring.Component):
             quiet = Signal(range(CREDIT_QUIET_CYCLES + 1), name=f"owed{c}_quiet")
             for name, sig in zip(names, (eligible, urgent, pending, beats, owed, quiet)):
                 req[name].append(sig)
-            granted = slot["fresh"] & (slot["ch"] == c)
-            data_granted = granted & ~slot["credit"]
-            credit_granted = granted & slot["credit"]
+            data_granted = slot["data_granted"][c]
+            credit_granted = slot["credit_granted"][c]
             m.d.comb += [
                 self.credits[c].eq(credits),
                 beats.eq((cmd.payload.length + (lb - 1)) >> shift),
@@ -195,13 +201,16 @@ class NicLinkTx(wiring.Component):
 
             # The new credit count for both outcomes of the RX's credit intake (whose decision
             # comes late, from its FSM), computed from registers; the intake only picks one.
-            # and for both outcomes of the grant's spending.
+            # The grant's spending (``spent``, from registers) is subtracted in both; with the
+            # intake that is three operands, summed carry-save: one adder, not two in series.
             returned = Signal(range(depth + 1), name=f"owed{c}_returned")
             with m.If(credit_granted):
                 m.d.comb += returned.eq(slot["length"])
-            kept = Mux(data_granted, credits - slot["beats"], credits)
-            gained = Mux(data_granted, credits + self.credit_in_count - slot["beats"],
-                         credits + self.credit_in_count)
+            spent = Signal(beat_range, name=f"credits{c}_spent")
+            with m.If(data_granted):
+                m.d.comb += spent.eq(slot["beats"])
+            kept = (credits - spent)[:len(credits)]
+            gained = CarrySaveSum(credits, plus=self.credit_in_count, minus=spent).sum()
             m.d.sync += [
                 credits.eq(Mux(self.credit_in_valid & (self.credit_in_channel == c),
                                gained, kept)),
@@ -217,55 +226,76 @@ class NicLinkTx(wiring.Component):
         slot = {"valid": Signal(name="slot_valid"), "fresh": Signal(name="slot_fresh"),
                 "credit": Signal(name="slot_credit"), "ch": Signal(range(nch), name="slot_ch"),
                 "tag": Signal(8, name="slot_tag"), "length": Signal(17, name="slot_length"),
-                "beats": Signal(range(cfg.max_packet_beats + 1), name="slot_beats")}
+                "beats": Signal(range(cfg.max_packet_beats + 1), name="slot_beats"),
+                # Per channel, one-hot: the slot holds a DATA packet of the channel (until its
+                # header goes out), and the grant of the previous cycle was the channel's DATA
+                # or CREDIT packet (``fresh`` for one channel and kind).
+                "data_ch": [Signal(name=f"slot_data_ch{c}") for c in range(nch)],
+                "data_granted": [Signal(name=f"ch{c}_data_granted") for c in range(nch)],
+                "credit_granted": [Signal(name=f"ch{c}_credit_granted") for c in range(nch)]}
         req = self._requests(m, slot)
         eligible, urgent, pending = req["eligible"], req["urgent"], req["pending"]
 
         # Arbiter: urgent CREDIT (lowest channel), else DATA (round robin), else idle CREDIT.
-        rr_last = Signal(range(nch))          # channel of the last DATA grant
-        rr_pick = Signal(range(nch))
-        with m.Switch(rr_last):
-            for last in range(nch):
-                with m.Case(last):
-                    for i in reversed(range(nch)):
-                        c = (last + 1 + i) % nch
-                        with m.If(eligible[c]):
-                            m.d.comb += rr_pick.eq(c)
-        urgent_pick = Signal(range(nch))
-        pending_pick = Signal(range(nch))
-        for c in reversed(range(nch)):
-            with m.If(urgent[c]):
-                m.d.comb += urgent_pick.eq(c)
-            with m.If(pending[c]):
-                m.d.comb += pending_pick.eq(c)
+        # Every channel's grant is computed in parallel as one-hot bits from the request
+        # registers and the one-hot last DATA grant, and the slot's fields are AND-OR
+        # selections by them, so no encoded channel number sits between the requests and
+        # the slot's multiplexers.
+        idle = ~slot["valid"]
+        any_urgent = Cat(*urgent).any()
+        any_eligible = Cat(*eligible).any()
+        rr_last = [Signal(init=c == 0, name=f"rr_last{c}") for c in range(nch)]  # one-hot
 
+        def first(flags, c):
+            return flags[c] & ~Cat(*flags[:c]).any() if c else flags[c]
+
+        def round_robin(c):
+            # eligible, and no channel eligible after the last grant's and before this one
+            after_last = []
+            for last in range(nch):
+                between = [(last + 1 + i) % nch for i in range(nch)]
+                between = between[:between.index(c)]
+                after_last.append(rr_last[last] & ~Cat(*(eligible[d] for d in between)).any()
+                                  if between else rr_last[last])
+            return eligible[c] & Cat(*after_last).any()
+
+        data_grant = [Signal(name=f"ch{c}_data_grant") for c in range(nch)]
+        credit_grant = [Signal(name=f"ch{c}_credit_grant") for c in range(nch)]
+        for c in range(nch):
+            m.d.comb += [
+                data_grant[c].eq(idle & ~any_urgent & round_robin(c)),
+                credit_grant[c].eq(idle & (first(urgent, c) | (
+                    ~any_urgent & ~any_eligible & first(pending, c)))),
+            ]
         grant = Signal()
-        grant_credit = Signal()
-        grant_ch = Signal(range(nch))
-        with m.If(~slot["valid"]):
-            with m.If(Cat(*urgent).any()):
-                m.d.comb += [grant.eq(1), grant_credit.eq(1), grant_ch.eq(urgent_pick)]
-            with m.Elif(Cat(*eligible).any()):
-                m.d.comb += [grant.eq(1), grant_ch.eq(rr_pick)]
-            with m.Elif(Cat(*pending).any()):
-                m.d.comb += [grant.eq(1), grant_credit.eq(1), grant_ch.eq(pending_pick)]
+        m.d.comb += grant.eq(Cat(*data_grant, *credit_grant).any())
+
+        def select(values):
+            # AND-OR of ``(grant bit, value)`` pairs
+            out = 0
+            for bit, value in values:
+                out = out | (value & bit.replicate(len(value)))
+            return out
 
         m.d.sync += slot["fresh"].eq(grant)
+        for c in range(nch):
+            m.d.sync += [slot["data_granted"][c].eq(data_grant[c]),
+                         slot["credit_granted"][c].eq(credit_grant[c])]
+            m.d.comb += self.cmd[c].ready.eq(data_grant[c])
         with m.If(grant):
-            m.d.sync += [slot["valid"].eq(1), slot["credit"].eq(grant_credit),
-                         slot["ch"].eq(grant_ch)]
-            with m.If(grant_credit):
-                m.d.sync += [slot["tag"].eq(0), slot["length"].eq(Array(req["owed"])[grant_ch]),
-                             slot["beats"].eq(0)]
-            with m.Else():
-                m.d.sync += [
-                    rr_last.eq(grant_ch),
-                    slot["tag"].eq(Array(cmd.payload.tag for cmd in self.cmd)[grant_ch]),
-                    slot["length"].eq(Array(cmd.payload.length for cmd in self.cmd)[grant_ch]),
-                    slot["beats"].eq(Array(req["beats"])[grant_ch]),
-                ]
-                for c in range(nch):
-                    m.d.comb += self.cmd[c].ready.eq(grant_ch == c)
+            m.d.sync += [
+                slot["valid"].eq(1), slot["credit"].eq(Cat(*credit_grant).any()),
+                slot["ch"].eq(select((data_grant[c] | credit_grant[c], Const(c, len(slot["ch"])))
+                                     for c in range(nch))),
+                slot["tag"].eq(select(zip(data_grant, (cmd.payload.tag for cmd in self.cmd)))),
+                slot["length"].eq(select(
+                    [*zip(data_grant, (cmd.payload.length for cmd in self.cmd)),
+                     *zip(credit_grant, req["owed"])])),
+                slot["beats"].eq(select(zip(data_grant, req["beats"]))),
+                *(slot["data_ch"][c].eq(data_grant[c]) for c in range(nch)),
+            ]
+        with m.If(Cat(*data_grant).any()):
+            m.d.sync += [rr_last[c].eq(data_grant[c]) for c in range(nch)]
         return slot, req
 
     # -- stage 3: header (CRC) or payload beat into the skid buffer ------------------------------
@@ -292,6 +322,9 @@ class NicLinkTx(wiring.Component):
         # payload's mask.
         is_last = Signal(name="is_last")
         keep = Signal(lb, init=-1, name="keep")
+        # One-hot ``PAYLOAD`` and ``cur``: the channel whose payload goes out (registered, set
+        # with the FSM's state), so a payload beat's valid and ready need no channel decode.
+        sending = [Signal(name=f"sending{c}") for c in range(nch)]
         sent = beat.valid & beat.ready
 
         with m.FSM(name="tx_fsm") as fsm:
@@ -304,6 +337,7 @@ class NicLinkTx(wiring.Component):
                 ]
                 with m.If(sent):
                     m.d.sync += slot["valid"].eq(0)
+                    m.d.sync += [data_ch.eq(0) for data_ch in slot["data_ch"]]
                     with m.If(~slot["credit"]):
                         last_index = (slot["length"] - 1) & (lb - 1)
                         first_is_last = slot["beats"] == 1
@@ -315,13 +349,13 @@ class NicLinkTx(wiring.Component):
                         m.next = "PAYLOAD"
             with m.State("PAYLOAD"):
                 m.d.comb += [
-                    beat.valid.eq(Array(d.valid for d in self.data)[cur]),
+                    beat.valid.eq(Cat(*(on & d.valid for on, d in zip(sending, self.data))).any()),
                     beat.payload.keep.eq(keep),
                     beat.payload.last.eq(is_last),
                     beat.payload.bytes.eq(Mux(is_last, last_bytes, lb)),
                 ]
                 for c in range(nch):
-                    m.d.comb += self.data[c].ready.eq((cur == c) & beat.ready)
+                    m.d.comb += self.data[c].ready.eq(sending[c] & beat.ready)
                 with m.If(sent):
                     next_is_last = beats_left == 2
                     m.d.sync += [beats_left.eq(beats_left - 1), is_last.eq(next_is_last),
@@ -329,38 +363,40 @@ class NicLinkTx(wiring.Component):
                     with m.If(is_last):
                         m.next = "HEADER"
 
-        self._frame_data(m, fsm, slot, sent, cur, is_last, keep,
+        self._frame_data(m, fsm, slot, sending, is_last, keep,
                          Cat(check.header.as_value()[:56], check.check), beat)
         for c in range(nch):
-            m.d.comb += self.busy[c].eq(
-                (slot["valid"] & ~slot["credit"] & (slot["ch"] == c)) |
-                (fsm.ongoing("PAYLOAD") & (cur == c)))
+            m.d.comb += self.busy[c].eq(slot["data_ch"][c] | sending[c])
         # For tests: one expression per FSM state, true while in it.
         self.fsm_states = {name: fsm.ongoing(name) for name in ['HEADER', 'PAYLOAD']}
 
-    def _frame_data(self, m, fsm, slot, sent, cur, is_last, keep, header, beat):
+    def _frame_data(self, m, fsm, slot, sending, is_last, keep, header, beat):
         """The beat's data: the header in ``HEADER``, the current channel's word masked by
         ``keep`` in ``PAYLOAD``, as an AND-OR of one-hot selects. The selects are registers
-        computed a cycle ahead from the FSM's next state and channel, replicated per
+        computed a cycle ahead (the next value of ``sending``), replicated per
         :data:`TX_SLICE_BITS` of the beat (:func:`replicas`), so no select fans out to the
-        whole beat."""
+        whole beat. Each channel's next select is a function of six registers (``HEADER``, the
+        slot holding the channel's DATA packet, the skid's ``ready``, ``sending``, the
+        channel's ``valid`` and ``is_last``), not of the FSM's decoded transitions."""
         cfg = self.config
         nch = cfg.num_channels
         lb = cfg.link_bytes
         width = 8 * lb
         starts = range(0, width, TX_SLICE_BITS)
-        to_payload = fsm.ongoing("HEADER") & sent & ~slot["credit"]
-        done = fsm.ongoing("PAYLOAD") & sent & is_last
-        in_payload_next = Signal()
-        cur_next = Signal.like(cur)
-        m.d.comb += [
-            in_payload_next.eq(Mux(to_payload, 1, Mux(done, 0, fsm.ongoing("PAYLOAD")))),
-            cur_next.eq(Mux(to_payload, slot["ch"], cur)),
-        ]
-        picks = [replicas(m, self._platform, in_payload_next & (cur_next == c), len(starts),
+        in_header = fsm.ongoing("HEADER")
+        ready = beat.ready
+        sending_next = []
+        for c in range(nch):
+            # The channel's header goes out now, or its payload goes on past this beat.
+            nxt = Signal(name=f"sending{c}_next")
+            m.d.comb += nxt.eq((in_header & slot["data_ch"][c] & ready) |
+                               (sending[c] & ~(self.data[c].valid & ready & is_last)))
+            m.d.sync += sending[c].eq(nxt)
+            sending_next.append(nxt)
+        picks = [replicas(m, self._platform, sending_next[c], len(starts),
                           name=f"pick{c}", distinct=self._copies) for c in range(nch)]
         header_starts = [lo for lo in starts if lo < header.shape().width]
-        pick_header = replicas(m, self._platform, ~in_payload_next, len(header_starts),
+        pick_header = replicas(m, self._platform, ~Cat(*sending_next).any(), len(header_starts),
                                init=1, name="pick_header", distinct=self._copies)
         out = []
         for j, lo in enumerate(starts):
@@ -379,6 +415,9 @@ class NicLinkTx(wiring.Component):
     # -- link port and counters -----------------------------------------------------------------
 
     def _drive_link(self, m, out):
+        """``link`` from the output skid FIFO, and the counters. The counters follow the link
+        a cycle late (:data:`TX_COUNTER_DELAY`): their steps are registered, so each 48-bit
+        carry chain starts at a register of its own, not at the handshake's logic."""
         link = self.link
         take = Signal()
         m.d.comb += [
@@ -389,11 +428,19 @@ class NicLinkTx(wiring.Component):
             out.ready.eq(link.tready),
             take.eq(out.valid & link.tready),
         ]
-        with m.If(take):
-            m.d.sync += self.payload_bytes.eq(self.payload_bytes + out.payload.bytes)
-            with m.If(out.payload.header):
-                m.d.sync += self.header_bytes.eq(self.header_bytes + self.config.link_bytes)
+        take_q = Signal(name="take_q")
+        stall_q = Signal(name="stall_q")
+        header_q = Signal(name="header_q")
+        bytes_q = Signal.like(out.payload.bytes, name="bytes_q")
         m.d.sync += [
-            self.busy_cycles.eq(self.busy_cycles + take),
-            self.stall_cycles.eq(self.stall_cycles + (out.valid & ~link.tready)),
+            take_q.eq(take),
+            stall_q.eq(out.valid & ~link.tready),
+            header_q.eq(take & out.payload.header),
+            bytes_q.eq(Mux(take, out.payload.bytes, 0)),
+            self.payload_bytes.eq(self.payload_bytes + bytes_q),
+            self.busy_cycles.eq(self.busy_cycles + take_q),
+            self.stall_cycles.eq(self.stall_cycles + stall_q),
         ]
+        with m.If(header_q):
+            m.d.sync += self.header_bytes.eq(self.header_bytes + self.config.link_bytes)
+        self._counter_steps = Cat(take_q, stall_q).any()
