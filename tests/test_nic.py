@@ -841,6 +841,22 @@ def test_tx_counters_follow_the_link():
     assert len(checked) >= 400
 
 
+def error_watcher(dut, causes):
+    """Background testbench: appends each new error's cause (a change of ``errors``) of a
+    ``NicLinkRx`` to ``causes`` and clears it. Two errors a cycle apart count once."""
+    async def watch(ctx):
+        seen = 0
+        while True:
+            _, _, errors, cause = await ctx.tick().sample(dut.errors, dut.error_cause)
+            if errors != seen:
+                causes.append(cause)
+                seen = errors
+                ctx.set(dut.error_clear, 1)
+            else:
+                ctx.set(dut.error_clear, 0)
+    return watch
+
+
 def test_rx_state_checks_at_line_rate():
     """Back-to-back frames where the previous frame changes the state a header check reads:
     a rolled-back packet gives its space back at once (a full-depth packet right after it is
@@ -872,17 +888,6 @@ def test_rx_state_checks_at_line_rate():
         (credit(0, 3), NicError.CREDIT_OVERFLOW),     # beyond it, counting both returns
     ]
 
-    async def watch(ctx):
-        seen = 0
-        while True:
-            _, _, errors, cause = await ctx.tick().sample(dut.errors, dut.error_cause)
-            if errors != seen:
-                causes.append(cause)
-                seen = errors
-                ctx.set(dut.error_clear, 1)
-            else:
-                ctx.set(dut.error_clear, 0)
-
     async def tx_credits(ctx):
         # The link's TX as the RX sees it: a returned credit adds to its count a cycle later.
         held = [0] * CFG.num_channels
@@ -901,7 +906,7 @@ def test_rx_state_checks_at_line_rate():
         await ctx.tick().repeat(RX_CHECK_STAGES + 4)
         assert ctx.get(dut.payload_bytes) == (DEPTH + half + 1 + half - 1) * LB
 
-    run(dut, bench, background=[watch, tx_credits])
+    run(dut, bench, background=[error_watcher(dut, causes), tx_credits])
     assert causes == [cause for _, cause in frames if cause is not None]
 
 
@@ -952,17 +957,6 @@ def test_rx_space_random_packets(name):
         frames.append((beat_list, cause))
     causes = []
 
-    async def watch(ctx):
-        seen = 0
-        while True:
-            _, _, errors, cause = await ctx.tick().sample(dut.errors, dut.error_cause)
-            if errors != seen:
-                causes.append(cause)
-                seen = errors
-                ctx.set(dut.error_clear, 1)
-            else:
-                ctx.set(dut.error_clear, 0)
-
     async def bench(ctx):
         for c in range(cfg.num_channels):
             ctx.set(dut.out[c].ready, 0)
@@ -978,7 +972,7 @@ def test_rx_space_random_packets(name):
         await ctx.tick().repeat(RX_CHECK_STAGES + RX_COUNTER_DELAY + 8)
         assert ctx.get(dut.payload_bytes) == accepted, f"seed {seed}"
 
-    run(dut, bench, background=[watch], deadline=100000)
+    run(dut, bench, background=[error_watcher(dut, causes)], deadline=100000)
     assert causes == [cause for _, cause in frames if cause is not None], f"seed {seed}"
     assert not any(left), f"seed {seed}: the model left space {left}; more frames needed"
 
