@@ -147,7 +147,8 @@ class StepDatapath(wiring.Component):
     nic_send, nic_send_data, nic_recv, nic_recv_link : the NIC channel ports
     mem_read_bytes, mem_write_bytes : Out, bytes moved on the memory ports this cycle
     mem_read_active, mem_write_active : Out(1), high in every cycle where a DMA reader's
-        (writer's) clock is enabled (the OR of their enables, :meth:`_gated`): no memory read
+        (writer's) clock is enabled (the OR of their enables, :meth:`_gated`; in the
+        clock-enable form, where the halves run ungated, where it would be): no memory read
         (write) port moves in another cycle
     alu_beat : Out(1), a beat entered the ALU this cycle (progress)
     quiet : Out(1), no register of the datapath can change next cycle unless a plan is offered
