@@ -1,7 +1,8 @@
 """Amaranth-simulator tests of :class:`ace.hw.common.skid_buffer.SkidBuffer` and of
 :class:`ace.hw.common.skid_fifo.SkidFifo` (the same contract). Every test runs on three
 forms: the skid buffer, the skid buffer with its control registers copied for three payload
-slices, and the skid FIFO with its control registers replicated per 5 payload bits.
+slices (also with a copy of ``o.ready`` per slice, each driven from ``o.ready``), and the skid
+FIFO with its control registers replicated per 5 payload bits.
 
 A source testbench offers a numbered sequence of random payloads, a sink testbench drains the
 output, and a monitor records every transfer on both sides at each clock edge; the expected
@@ -20,9 +21,23 @@ from ace.hw.common.skid_fifo import SkidFifo
 
 WATCHDOG_CYCLES = 5_000
 
+class ReadyPerSlice(SkidBuffer):
+    """Three slices, each taking its own copy of ``o.ready`` (driven here from the port)."""
+
+    def __init__(self, shape):
+        super().__init__(shape, slices=3, ready_per_slice=True)
+        assert len(self.out_ready_copies) == self.slices == len(self.valid_copies)
+
+    def elaborate(self, platform):
+        m = super().elaborate(platform)
+        m.d.comb += [copy.eq(self.o.ready) for copy in self.out_ready_copies]
+        return m
+
+
 MAKERS = {
     "skid_buffer": SkidBuffer,
     "skid_buffer_sliced": lambda shape: SkidBuffer(shape, slices=3),
+    "skid_buffer_ready_per_slice": ReadyPerSlice,
     "skid_fifo": lambda shape: SkidFifo(shape, slice_bits=5),
 }
 

@@ -48,6 +48,7 @@ from amaranth.lib.wiring import In, Out
 
 from ace.hw.alu.lane import AluLane
 from ace.hw.common.clock_gate import ClockGate, uses_gated_clock
+from ace.hw.common.replica import replicas, replicates
 from ace.config import AceConfig
 from ace.layouts import Dtype, ReduceOp
 
@@ -168,6 +169,10 @@ class AluArray(wiring.Component):
     ----------
     config : AceConfig
         Uses ``link_bytes`` (beat width, ``alu_lanes`` lanes) and ``alu_tag_bits``.
+    ready_copies : int
+        Copies of the ``i.ready`` register (default 1), in :attr:`ready_copies`: a producer
+        that copies its control per part of the payload takes each part's ready from a copy
+        of its own (``replica.py``; one register where the blocks do not replicate).
 
     Members
     -------
@@ -181,8 +186,13 @@ class AluArray(wiring.Component):
     #: registered-output FIFO (2).
     LATENCY = AluLane.LATENCY + 2
 
-    def __init__(self, config: AceConfig):
+    def __init__(self, config: AceConfig, ready_copies: int = 1):
         self.config = config
+        self._ready_copies = ready_copies
+        #: The copies of ``i.ready`` (``ready_copies[0]`` is ``i.ready``'s), set by
+        #: ``elaborate``: the same value in every cycle.
+        self.ready_copies = [Signal(init=1, name=f"ready_copy_{k}")
+                             for k in range(ready_copies)]
         super().__init__({
             "i": In(stream.Signature(AluOperands(config))),
             "o": Out(stream.Signature(AluResult(config))),
@@ -300,4 +310,11 @@ class AluArray(wiring.Component):
         ready = Signal(name="ready", init=1)
         m.d.sync += ready.eq(~in_flight.next[-1])
         m.d.comb += self.i.ready.eq(ready)
+        if self._ready_copies > 1:
+            copies = replicas(m, platform, ~in_flight.next[-1], self._ready_copies - 1,
+                              init=1, name="ready", distinct=replicates(config, platform))
+            m.d.comb += [copy.eq(value) for copy, value in
+                         zip(self.ready_copies, [ready, *copies])]
+        else:
+            m.d.comb += self.ready_copies[0].eq(ready)
         return m

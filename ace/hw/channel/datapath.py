@@ -47,7 +47,7 @@ from ace.hw.alu.array import AluArray
 from ace.hw.axi.signatures import Axi4Signature
 from ace.hw.common.carry_save import CarrySaveSum
 from ace.hw.common.clock_gate import ClockGate, uses_gated_clock
-from ace.hw.common.replica import replicates
+from ace.hw.common.replica import replicas, replicates
 from ace.hw.common.skid_buffer import SkidBuffer
 from ace.hw.common.skid_fifo import SkidFifo
 from ace.hw.dma.reader import DmaReader
@@ -147,7 +147,8 @@ class StepDatapath(wiring.Component):
     nic_send, nic_send_data, nic_recv, nic_recv_link : the NIC channel ports
     mem_read_bytes, mem_write_bytes : Out, bytes moved on the memory ports this cycle
     mem_read_active, mem_write_active : Out(1), high in every cycle where a DMA reader's
-        (writer's) clock is enabled (the OR of their enables, :meth:`_gated`): no memory read
+        (writer's) clock is enabled (the OR of their enables, :meth:`_gated`; in the
+        clock-enable form, where the halves run ungated, where it would be): no memory read
         (write) port moves in another cycle
     alu_beat : Out(1), a beat entered the ALU this cycle (progress)
     quiet : Out(1), no register of the datapath can change next cycle unless a plan is offered
@@ -185,7 +186,11 @@ class StepDatapath(wiring.Component):
         other input can arrive: a new command (a plan is taken) or a stream beat. So the half
         moves exactly as ungated and stops a cycle after its last work. An R or B response
         with no command outstanding, which AXI does not allow, finds the half stopped.
-        Returns the gated half and its enable's register."""
+        Only the gated-clock form gates: in the clock-enable form (every FPGA build) the
+        enable would be one net to each of the half's thousand-odd flip-flops, across the
+        channel (the worst routed path, 11.6 ns at 89 % wire), for no change of any cycle, so
+        the half runs ungated there. Returns the (gated) half and its enable's register, which
+        also tells when the half's memory ports can move (``mem_*_active``)."""
         outstanding = Signal(8, name=f"{name}_outstanding")
         accepted = dma.cmd.valid & dma.cmd.ready
         completed = dma.cpl.valid & dma.cpl.ready
@@ -195,9 +200,11 @@ class StepDatapath(wiring.Component):
             m.d.sync += outstanding.eq(outstanding - 1)
         will_act = Signal(init=1, name=f"{name}_will_act")
         m.d.sync += will_act.eq(outstanding.any() | dma.cmd.valid | coming)
+        if not gated_clock:
+            return dma, will_act
         enable = Signal(name=f"{name}_clock_enable")
         m.d.comb += enable.eq(will_act | ResetSignal())
-        return ClockGate(m, f"{name}_clk", enable, gated_clock=gated_clock)(dma), will_act
+        return ClockGate(m, f"{name}_clk", enable, gated_clock=True)(dma), will_act
 
     def elaborate(self, platform):
         m = Module()
@@ -235,19 +242,22 @@ class StepDatapath(wiring.Component):
             self.mem_read_active.eq(will_act["mem_a"] | will_act["mem_b"] | ResetSignal()),
             self.mem_write_active.eq(will_act["mem_w"] | ResetSignal()),
         ]
-        m.submodules.alu = alu = AluArray(cfg)
+        m.submodules.alu = alu = AluArray(cfg, ready_copies=lanes)
         # Register slices on both sides of the ALU: the operand join (FIFO reads, operand mux,
         # count compare) and the result fork (the sinks' readies) stay out of the ALU's cycle.
         # One copy of their control per 32-bit lane, so a ready reaches 64-odd flip-flops, not
         # the whole word (SkidBuffer's slices; SkidFifo's replicated load enables).
         m.submodules.send_out = send_out = SkidFifo(NicTxBeat(cfg), slice_bits=slice_bits)
-        m.submodules.operand_a = operand_a = SkidBuffer(8 * B, slices=lanes)
-        m.submodules.operand_b = operand_b = SkidBuffer(8 * B, slices=lanes)
+        m.submodules.operand_a = operand_a = SkidBuffer(8 * B, slices=lanes, ready_per_slice=True)
+        m.submodules.operand_b = operand_b = SkidBuffer(8 * B, slices=lanes, ready_per_slice=True)
         m.submodules.operands = operands = SkidBuffer(alu.i.signature.members["payload"].shape,
-                                                      slices=lanes)
+                                                      slices=lanes, ready_per_slice=True)
         m.submodules.result = result = SkidFifo(alu.o.signature.members["payload"].shape,
                                                 slice_bits=slice_bits)
         wiring.connect(m, operands.o, alu.i)
+        # each operand slice's ready from an ALU ready register of its own (the same value)
+        m.d.comb += [copy.eq(ready) for copy, ready in
+                     zip(operands.out_ready_copies, alu.ready_copies)]
         wiring.connect(m, alu.o, result.i)
         wiring.connect(m, sram_a.port, wiring.flipped(self.sram_rd_a))
         wiring.connect(m, sram_b.port, wiring.flipped(self.sram_rd_b))
@@ -261,7 +271,12 @@ class StepDatapath(wiring.Component):
         ]
 
         # -- the step's plan and per-unit progress ----------------------------------------------
-        active = Signal()
+        # ``active`` and ``join_more`` are replicated (replica.py): copy ``k`` makes operand
+        # slice ``k``'s ready and one group of the plan's load enables, so no copy's net reaches
+        # the whole datapath. Their next values are ``active_next``, ``join_more_next``.
+        active_next = Signal()
+        actives = replicas(m, platform, active_next, lanes + 1, name="active", distinct=copies)
+        active = actives[lanes]
         nwords = Signal(DMA_LENGTH_BITS)
         last_mask = Signal(B)
         tail = self.plan.payload.bytes[:lb]
@@ -276,7 +291,10 @@ class StepDatapath(wiring.Component):
         wait_b = Signal()
         wait_w = Signal()
         join_left = Signal(DMA_LENGTH_BITS)
-        join_more = Signal()     # join_left != 0, registered
+        join_more_next = Signal()
+        join_mores = replicas(m, platform, join_more_next, lanes, name="join_more",
+                              distinct=copies)
+        join_more = join_mores[0]   # join_left != 0, registered
         join_last = Signal()     # join_left == 1, registered
         # The packets still to offer, counted: every packet but a message's last carries P bytes,
         # so the next length is a mux of two registers, not a compare of the bytes left.
@@ -299,12 +317,19 @@ class StepDatapath(wiring.Component):
         one_word = _one_unit(p.bytes, lb)
         packets = Signal.like(send_pkts_left)
         last_len = p.bytes[:P_log2]
-        m.d.comb += [self.plan.ready.eq(~active), load.eq(self.plan.valid & ~active),
+        # ``load`` once per copy of ``active``: the plan register, the counters and the rest
+        # each take their load enable from a copy of their own.
+        loads = [Signal(name=f"load_{k}") for k in range(len(actives))]
+        m.d.comb += [self.plan.ready.eq(~active), load.eq(loads[lanes]),
                      packets.eq((p.bytes + (P - 1)) >> P_log2)]
-        with m.If(load):
+        m.d.comb += [load_k.eq(self.plan.valid & ~active_k)
+                     for load_k, active_k in zip(loads, actives)]
+        # a plan's bits, then its counters, by halves of the copies (the same copy when
+        # there are none)
+        with m.If(loads[0]):
+            m.d.sync += plan.eq(p)
+        with m.If(loads[len(loads) // 2]):
             m.d.sync += [
-                plan.eq(p),
-                active.eq(1),
                 pend_a.eq(p.a_src != ASource.NIC),
                 wait_a.eq(p.a_src == ASource.MEM),
                 pend_b.eq(p.b_use),
@@ -312,7 +337,6 @@ class StepDatapath(wiring.Component):
                 pend_w.eq(p.w_use),
                 wait_w.eq(p.w_use & p.w_mem),
                 join_left.eq(nwords),
-                join_more.eq(any_bytes),
                 join_last.eq(one_word),
                 send_pkts_left.eq(Mux(p.send, packets, 0)),
                 send_more.eq(p.send & any_bytes),
@@ -334,7 +358,7 @@ class StepDatapath(wiring.Component):
         a_mem = Signal()
         a_sram = Signal()
         a_nic = Signal()
-        with m.If(load):
+        with m.If(loads[1 % len(loads)]):
             m.d.sync += [a_mem.eq(p.a_src == ASource.MEM), a_sram.eq(p.a_src == ASource.SRAM),
                          a_nic.eq(p.a_src == ASource.NIC)]
         aborting = Signal()
@@ -405,22 +429,31 @@ class StepDatapath(wiring.Component):
         a_in_more = Signal()     # a_in_left != 0, registered
         a_in_last = Signal()     # a_in_left == 1, registered
         recv_tail = Signal(range(B + 1))         # bytes of the message's last beat
-        with m.If(load):
+        with m.If(loads[-2]):
             m.d.sync += [a_in_left.eq(nwords), a_in_more.eq(any_bytes),
                          a_in_last.eq(one_word), recv_tail.eq(Mux(tail == 0, B, tail))]
         a_in = operand_a.i
-        a_enter = Signal()
+
+        def copy(copies, k):
+            """Copy ``k`` of a replicated register (the same value as every other copy)."""
+            return copies[k % len(copies)]
+
+        # Each source's ready from copies of its own (of ``active`` and of the operand slice's
+        # ready): the same values, but no one net reaches every source and the packetizer.
+        a_enters = [copy(actives, k) & a_in_more & copy(operand_a.ready_copies, k)
+                    for k in (1, 2, 3)]
+        b_enters = [copy(actives, k) & copy(operand_b.ready_copies, k) & plan.b_use
+                    for k in (1, 2)]
         m.d.comb += [
             a_in.valid.eq(active & a_in_more & a_valid),
             a_in.payload.eq(a_data),
-            a_enter.eq(active & a_in_more & a_in.ready),
             operand_b.i.valid.eq(active & plan.b_use & b_valid),
             operand_b.i.payload.eq(b_data),
-            self.nic_recv.ready.eq(a_enter & a_nic & ~aborting),
-            sram_a.o.ready.eq(a_enter & a_sram),
-            mem_a.rd_stream.tready.eq(a_enter & a_mem),
-            sram_b.o.ready.eq(active & operand_b.i.ready & plan.b_use & ~plan.b_mem),
-            mem_b.rd_stream.tready.eq(active & operand_b.i.ready & plan.b_use & plan.b_mem),
+            self.nic_recv.ready.eq(a_enters[0] & a_nic & ~aborting),
+            sram_a.o.ready.eq(a_enters[1] & a_sram),
+            mem_a.rd_stream.tready.eq(a_enters[2] & a_mem),
+            sram_b.o.ready.eq(b_enters[0] & ~plan.b_mem),
+            mem_b.rd_stream.tready.eq(b_enters[1] & plan.b_mem),
             self.nic_recv_link.eq(plan.recv_link),
         ]
         with m.If(a_in.valid & a_in.ready):
@@ -431,9 +464,19 @@ class StepDatapath(wiring.Component):
         # and the beats left; a slice's ready is the other's valid and the ALU side's ready.
         fire = Signal()
         join = operands.i
-        joined = active & join_more & join.ready
         a_here = operand_a.o.valid
         b_here = ~plan.b_use | operand_b.o.valid
+        # Each operand slice's ready from its own copies (of ``active``, ``join_more``, the join
+        # slice's ready and the other operand's valid): the same value as the port's.
+        for k in range(lanes):
+            joined_k = actives[k] & join_mores[k] & copy(operands.ready_copies, k)
+            a_here_k = copy(operand_a.valid_copies, k)
+            b_here_k = ~plan.b_use | copy(operand_b.valid_copies, k)
+            for skid, ready in ((operand_a, joined_k & b_here_k),
+                                (operand_b, joined_k & plan.b_use & a_here_k)):
+                if skid.out_ready_copies:
+                    m.d.comb += skid.out_ready_copies[k].eq(ready)
+        joined = active & join_more & join.ready
         m.d.comb += [
             join.valid.eq(active & join_more & a_here & b_here),
             join.payload.a.eq(operand_a.o.payload),
@@ -447,8 +490,9 @@ class StepDatapath(wiring.Component):
             self.alu_beat.eq(fire),
         ]
         with m.If(fire):
-            m.d.sync += [join_left.eq(join_left - 1), join_more.eq(~join_last),
-                         join_last.eq(join_left == 2)]
+            m.d.sync += [join_left.eq(join_left - 1), join_last.eq(join_left == 2)]
+        # (a plan is taken only while not active, a beat joins only while active)
+        m.d.comb += join_more_next.eq(Mux(load, any_bytes, Mux(fire, ~join_last, join_more)))
 
         # -- receive checks ------------------------------------------------------------------
         beat = self.nic_recv.payload
@@ -526,12 +570,16 @@ class StepDatapath(wiring.Component):
         # recv_left < / == send_cmd_left, registered from the next values (no compare on the
         # handshake). They come from fwd_gap, send_cmd_left - recv_left kept in a register of
         # its own and moved by the same two amounts (two subtractions and a compare before). A
-        # packet's length is at most send_cmd_left and a beat's bytes at most recv_left, so
-        # fwd_gap is always their difference and the flags are those of the compare (shown by
-        # induction with yosys `sat`, issue 14). The next gap and its flags are computed for
-        # each of the four outcomes of the two handshakes from registers alone, and the
-        # handshakes pick one: they come late in the cycle (through the NIC's link mux and the
-        # join), so no add waits for them (docs/synthesis.md, issue 14 session 13).
+        # packet's length is at most send_cmd_left and a beat's bytes at most recv_left, so in a
+        # forwarding step fwd_gap is always their difference and the flags are those of the
+        # compare (shown by induction with yosys `sat`, issue 14). Only a forwarding step reads
+        # the flags (``data_here``: another step either does not take A from the NIC or sends
+        # nothing), and its first gap is 0 (it sends what it receives), so every plan starts
+        # the gap at 0, with no subtraction behind the plan register. The next gap and its flags
+        # are computed for each of the four outcomes of the two handshakes from registers
+        # alone, and the handshakes pick one: they come late in the cycle (through the NIC's
+        # link mux and the join), so no add waits for them (docs/synthesis.md, issue 14
+        # session 13).
         fwd_ahead = Signal()
         fwd_even = Signal()
         gap_shape = signed(DMA_LENGTH_BITS + 1)
@@ -540,7 +588,6 @@ class StepDatapath(wiring.Component):
         # One next gap for each pair (beat taken, command taken), with its flags: its sign bit
         # and the carry-free zero test. Taking a plan rides on "neither": both handshakes need
         # ``active``.
-        gap_start = Mux(p.send, p.bytes, 0) - Mux(p.a_src == ASource.NIC, p.bytes, 0)
         gaps, aheads, evens = {}, {}, {}
         for took_it in (0, 1):
             for sent_it in (0, 1):
@@ -552,9 +599,9 @@ class StepDatapath(wiring.Component):
                 m.d.comb += gap.eq(gap_sum.sum())
                 aheads[took_it, sent_it] = ~gap[-1] & ~zero
                 evens[took_it, sent_it] = zero
-        # a plan taken: the step's first gap, "not ahead, even" whatever it is (only a
-        # forwarding step reads the flags, and its first gap is 0)
-        gaps[0, 0] = Mux(load, gap_start, gaps[0, 0])
+        # a plan taken: the step's first gap, 0, "not ahead, even" (only a forwarding step
+        # reads them, above)
+        gaps[0, 0] = Mux(load, 0, gaps[0, 0])
         aheads[0, 0] = ~load & aheads[0, 0]
         evens[0, 0] = load | evens[0, 0]
         cmd_taken = self.nic_send.valid & self.nic_send.ready
@@ -586,7 +633,9 @@ class StepDatapath(wiring.Component):
             & ~sram_w.busy & ~o.valid & ~alu.o.valid)
         m.d.sync += self.done.eq(0)
         with m.If(finished):
-            m.d.sync += [active.eq(0), self.done.eq(1)]
+            m.d.sync += self.done.eq(1)
+        # (``finished`` needs ``active``, ``load`` its absence)
+        m.d.comb += active_next.eq(load | (active & ~finished))
         m.d.comb += self.quiet.eq(~active & ~self.done & ~aborting
                                   & ~Cat(*will_act.values()).any())
         return m

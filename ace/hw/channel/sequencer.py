@@ -194,7 +194,7 @@ class AceChannel(wiring.Component):
         decoded = Signal(StepPlan(cfg))
         values = self._decode(m, f, pc, decoded, in_memory, self._rooms(m, dom), dom)
         held = {name: Signal(name=f"held_{name}") for name in values}
-        check = self._check(m, held)
+        check = self._check(m, self._flags(held))
 
         # -- dependency scoreboard -------------------------------------------------------------
         # Registered, so DEP decides from flip-flops: both flags are computed every cycle from
@@ -476,8 +476,10 @@ class AceChannel(wiring.Component):
     def _decode(self, m, f, pc, decoded, in_memory, rooms, dom="sync"):
         """ADDR stage, combinational from the instruction ``f`` and what PICK registered from
         it (each slice's table entry, the byte count): the step's plan into ``decoded``, and a
-        dict of the checks' flags (registered by the caller). PICK's registers are in clock
-        domain ``dom`` (:meth:`_slice`'s too)."""
+        dict of the checks' flags (registered by the caller; :meth:`_flags` makes the six
+        from them: the address check's ``ok`` and use flags stay apart, so each register takes
+        a carry chain's sign). PICK's registers are in clock domain ``dom`` (:meth:`_slice`'s
+        too)."""
         cfg = self.config
         B, L, C = cfg.link_bytes, cfg.num_links, cfg.num_channels
         esize_log2 = Signal(2)
@@ -517,8 +519,11 @@ class AceChannel(wiring.Component):
                               (uses["recv"] & (f.recv_link >= L)))
         values["bad_buffer"] = ((uses["src"] & (f.src_buf.as_value() == 3)) |
                                 (uses["dst"] & (f.dst_buf.as_value() == 3)))
-        values["bad_address"] = ((uses["src"] & ~src_ok) | (uses["dst"] & ~dst_ok) |
-                                 (uses["mem"] & ~mem_ok))
+        # The address checks' flags are registered as they leave their carry chains, beside
+        # the use flags; CHECK combines them (``_flags``), so ADDR ends at the chains.
+        values["src_ok"], values["dst_ok"], values["mem_ok"] = src_ok, dst_ok, mem_ok
+        for key in ("src", "dst", "mem"):
+            values[f"uses_{key}"] = uses[key]
         values["bad_dep"] = f.dep_valid & ((f.dep_channel >= C) | (
             (f.dep_channel == self.index) & (f.dep_step >= pc)))
         return values
@@ -558,6 +563,17 @@ class AceChannel(wiring.Component):
                         m.d.comb += [uses["mem"].eq(1), decoded.w_addr.eq(f.mem_addr),
                                      decoded.w_mem.eq(1)]
         return uses
+
+    @staticmethod
+    def _flags(values):
+        """The six check flags from ``_decode``'s values (combinational): ``bad_address`` from
+        the slices' and the memory access's ``ok`` flags and the use flags."""
+        flags = {name: values[name] for name in ("bad_opcode", "bad_count", "bad_link",
+                                                 "bad_buffer", "bad_dep")}
+        flags["bad_address"] = ((values["uses_src"] & ~values["src_ok"]) |
+                                (values["uses_dst"] & ~values["dst_ok"]) |
+                                (values["uses_mem"] & ~values["mem_ok"]))
+        return flags
 
     def _check(self, m, held):
         """CHECK stage, combinational from the registered ADDR flags: the first failing check's

@@ -20,7 +20,11 @@ A wide payload can be cut into ``slices``: each slice of the payload bits gets i
 the control registers (``in_ready``, ``out_valid``, ``skid_valid``), so the load enable of each
 slice's registers comes from its own copy and no control net reaches the whole payload (on an
 FPGA such a net, hundreds of loads, is mostly routing delay). The copies compute the same
-values; each depends on its own state, so synthesis does not merge them.
+values; each depends on its own state, so synthesis does not merge them. With
+``ready_per_slice`` each slice also takes its own copy of ``o.ready`` (``out_ready_copies``,
+driven by the consumer with ``o.ready``'s value), and ``valid_copies`` gives each slice's
+``out_valid``, so a consumer that copies its own control per slice makes each slice's ready from
+that slice's registers, and no ready net reaches every slice either.
 """
 
 from __future__ import annotations
@@ -47,6 +51,10 @@ class SkidBuffer(wiring.Component):
     slices : int
         Copies of the control registers, each loading an equal share of the payload bits
         (default 1: one set for the whole payload). Behaviour is the same for any value.
+    ready_per_slice : bool
+        With more than one slice: slice ``k`` takes ``out_ready_copies[k]`` in place of
+        ``o.ready`` (the consumer drives every copy with ``o.ready``'s value; ``o.ready`` itself
+        is then unused). Behaviour is the same.
 
     Members
     -------
@@ -54,7 +62,7 @@ class SkidBuffer(wiring.Component):
     o : Out(stream.Signature(shape)), from registers
     """
 
-    def __init__(self, shape, slices: int = 1):
+    def __init__(self, shape, slices: int = 1, *, ready_per_slice: bool = False):
         self.shape = shape
         self.slices = max(1, min(slices, Shape.cast(shape).width))
         #: The copies of ``i.ready``, one per slice (``ready_copies[0]`` drives ``i.ready``):
@@ -62,10 +70,18 @@ class SkidBuffer(wiring.Component):
         names = (["in_ready"] if self.slices == 1
                  else [f"in_ready_{k}" for k in range(self.slices)])
         self.ready_copies = [Signal(init=1, name=name) for name in names]
+        #: With ``ready_per_slice`` and more than one slice: slice ``k``'s ``o.ready`` (inputs,
+        #: each driven with ``o.ready``'s value); otherwise empty.
+        self.out_ready_copies = ([Signal(name=f"out_ready_{k}") for k in range(self.slices)]
+                                 if ready_per_slice and self.slices > 1 else [])
         super().__init__({
             "i": In(stream.Signature(shape)),
             "o": Out(stream.Signature(shape)),
         })
+        #: Each slice's ``out_valid`` (the same value as ``o.valid``), for a consumer that makes
+        #: a ready per slice.
+        self.valid_copies = ([Signal(name=f"out_valid_{k}") for k in range(self.slices)]
+                             if self.slices > 1 else [self.o.valid])
 
     def elaborate(self, platform):
         width = Shape.cast(self.shape).width
@@ -84,20 +100,21 @@ class SkidBuffer(wiring.Component):
         for k in range(slices):
             sfx = f"_{k}"
             in_ready = self.ready_copies[k]
-            out_valid = Signal(name=f"out_valid{sfx}")
+            out_valid = self.valid_copies[k]
+            o_ready = self.out_ready_copies[k] if self.out_ready_copies else self.o.ready
             skid_valid = Signal(name=f"skid_valid{sfx}")
             if k == 0:
                 m.d.comb += [self.i.ready.eq(in_ready), self.o.valid.eq(out_valid)]
             lo, hi = bounds[k], bounds[k + 1]
             # Ready next cycle: the output drains now, or the skid is empty and at most one of
             # (output register, incoming beat) is occupied.
-            m.d.sync += in_ready.eq(self.o.ready | (~skid_valid & (~out_valid | ~self.i.valid)))
+            m.d.sync += in_ready.eq(o_ready | (~skid_valid & (~out_valid | ~self.i.valid)))
             with m.If(in_ready):
-                with m.If(self.o.ready | ~out_valid):
+                with m.If(o_ready | ~out_valid):
                     m.d.sync += [out_valid.eq(self.i.valid), out_bits[lo:hi].eq(i_bits[lo:hi])]
                 with m.Else():
                     m.d.sync += [skid_valid.eq(self.i.valid), skid_bits[lo:hi].eq(i_bits[lo:hi])]
-            with m.Elif(self.o.ready):
+            with m.Elif(o_ready):
                 m.d.sync += [out_valid.eq(skid_valid), out_bits[lo:hi].eq(skid_bits[lo:hi]),
                              skid_valid.eq(0)]
         return m
