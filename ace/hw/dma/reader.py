@@ -150,7 +150,8 @@ class DmaReader(wiring.Component):
         ]
 
         m.submodules.ar_q = ar_q = CommandQueue(width=beat_bits + count_bits,
-                                                depth=self.cmd_depth, replicate=self._copies)
+                                                depth=self.cmd_depth, replicate=self._copies,
+                                                registered_write=True)
         r_layout = data.StructLayout({
             "to_stream": 1, "id": DMA_ID_BITS, "sram_addr": sram_bits,
             "beats": count_bits, "single": 1, "beat_lo": range(M), "beat_hi": range(M + 1),
@@ -159,7 +160,8 @@ class DmaReader(wiring.Component):
             **({"word_lo": range(k), "word_hi": range(k)} if k > 1 else {}),
         })
         m.submodules.r_q = r_q = CommandQueue(width=r_layout.size, depth=self.cmd_depth,
-                                              replicate=self._copies, head="fifo")
+                                              replicate=self._copies, head="fifo",
+                                              registered_write=True)
         r_in = data.View(r_layout, r_q.w_data)
         m.d.comb += [
             ar_q.w_data.eq(Cat(cmd.mem_addr[lm:], beat_span(

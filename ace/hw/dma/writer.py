@@ -120,12 +120,13 @@ class DmaWriter(wiring.Component):
 
         m.submodules.aw_q = aw_q = CommandQueue(
             width=beat_bits + count_bits + DMA_ID_BITS, depth=self.cmd_depth,
-            replicate=self._copies)
+            replicate=self._copies, registered_write=True)
         sreq_layout = data.StructLayout({"sram_addr": sram_bits, "words": count_bits,
                                          "single": 1})
         m.submodules.sreq_q = sreq_q = CommandQueue(width=sreq_layout.size,
                                                     depth=self.cmd_depth,
-                                                    replicate=self._copies)
+                                                    replicate=self._copies,
+                                                    registered_write=True)
         beat_meta = data.StructLayout({
             "beat_lo": range(M), "beat_hi": range(M + 1), "start_phase": phase_bits})
         lane = {"word_lo": range(k)} if k > 1 else {}   # lane of the first word (wide port)
@@ -138,7 +139,8 @@ class DmaWriter(wiring.Component):
             "beat": beat_meta, **lane,
         })
         m.submodules.wd_q = wd_q = CommandQueue(width=wd_layout.size, depth=self.cmd_depth,
-                                                replicate=self._copies, head="fifo")
+                                                replicate=self._copies, head="fifo",
+                                                registered_write=True)
 
         sreq_in = data.View(sreq_layout, sreq_q.w_data)
         wd_in = data.View(wd_layout, wd_q.w_data)
