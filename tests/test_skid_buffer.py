@@ -1,7 +1,8 @@
 """Amaranth-simulator tests of :class:`ace.hw.common.skid_buffer.SkidBuffer` and of
 :class:`ace.hw.common.skid_fifo.SkidFifo` (the same contract). Every test runs on three
 forms: the skid buffer, the skid buffer with its control registers copied for three payload
-slices, and the skid FIFO with its control registers replicated per 5 payload bits.
+slices, and the skid FIFO with its control registers replicated per 5 payload bits and three
+copies of ``i.ready``. Every ready copy is checked against ``i.ready`` in every cycle.
 
 A source testbench offers a numbered sequence of random payloads, a sink testbench drains the
 output, and a monitor records every transfer on both sides at each clock edge; the expected
@@ -23,7 +24,7 @@ WATCHDOG_CYCLES = 5_000
 MAKERS = {
     "skid_buffer": SkidBuffer,
     "skid_buffer_sliced": lambda shape: SkidBuffer(shape, slices=3),
-    "skid_fifo": lambda shape: SkidFifo(shape, slice_bits=5),
+    "skid_fifo": lambda shape: SkidFifo(shape, slice_bits=5, ready_copies=3),
 }
 
 
@@ -78,9 +79,11 @@ class Bench:
     async def monitor(self, ctx):
         cycle = 0
         dut = self.dut
-        async for _, _, i_valid, i_ready, i_payload, o_valid, o_ready, o_payload, reset in (
-                ctx.tick().sample(dut.i.valid, dut.i.ready, dut.i.payload, dut.o.valid,
-                                  dut.o.ready, dut.o.payload, self.reset)):
+        async for _, _, i_valid, i_ready, i_payload, o_valid, o_ready, o_payload, reset, \
+                *copies in ctx.tick().sample(dut.i.valid, dut.i.ready, dut.i.payload,
+                                             dut.o.valid, dut.o.ready, dut.o.payload,
+                                             self.reset, *dut.ready_copies):
+            assert all(copy == i_ready for copy in copies), f"cycle {cycle}: a ready copy differs"
             if not reset:
                 if i_valid and i_ready:
                     self.sent.append((cycle, i_payload))
