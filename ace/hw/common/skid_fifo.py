@@ -61,6 +61,9 @@ class SkidFifo(wiring.Component):
         #: Copies of ``i.ready`` (equal to it in every cycle, each its own register): a wide
         #: producer upstream can take its load enables from them, a copy per part.
         self.ready_copies = [Signal(init=1, name=f"in_ready_{k}") for k in range(ready_copies)]
+        #: Combinational: the value ``i.ready`` takes in the next cycle, for a producer that
+        #: registers its own copies of it combined with conditions of its own.
+        self.ready_next = Signal(name="ready_next")
         super().__init__({
             "i": In(stream.Signature(shape)),
             "o": Out(stream.Signature(shape)),
@@ -98,6 +101,7 @@ class SkidFifo(wiring.Component):
             r_at_next.eq(r_at ^ pop),
             self.i.ready.eq(in_ready),
             self.o.valid.eq(out_valid),
+            self.ready_next.eq(~full_next),
         ]
         m.d.sync += [
             in_ready.eq(~full_next),

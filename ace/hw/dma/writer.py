@@ -31,7 +31,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ace.hw.axi.signatures import Axi4Signature
-from ace.hw.common.replica import replicates
+from ace.hw.common.replica import replicas, replicates
 from ace.hw.common.skid_fifo import SkidFifo
 from ace.hw.dma.burst import BurstSplitter, beat_span, drive_address_channel
 from ace.hw.dma.queue import CommandQueue, queues_open
@@ -177,7 +177,7 @@ class DmaWriter(wiring.Component):
         self._elaborate_sram_requests(m, data.View(sreq_layout, sreq_q.r_data), sreq_q)
         beats, realign = self._elaborate_words(m, data.View(wd_layout, wd_q.r_data), wd_q,
                                                beat_meta)
-        self._elaborate_w(m, beats, aw_accepted, realign if k == 1 else None)
+        self._elaborate_w(m, platform, beats, aw_accepted, realign if k == 1 else None)
         self._elaborate_b(m, b_q)
         return m
 
@@ -265,13 +265,13 @@ class DmaWriter(wiring.Component):
         ]
         return upsize.o, realign
 
-    def _elaborate_w(self, m, o, aw_accepted, realign=None):
+    def _elaborate_w(self, m, platform, o, aw_accepted, realign=None):
         """W beats from ``o``: strobes and wlast at burst ends, computed as a beat enters the W
         slice (a :class:`SkidFifo`: its load enables are registers, so ``wready`` reaches only
         its pointers and flags), which it may do only once its burst's AW was accepted on the
         port (so W never leads AW). ``bytes`` counts the strobes of the beats the port
-        accepts. When ``o`` is ``realign``'s output, its lanes take their load enables from the
-        slice's ready copies."""
+        accepts. When ``o`` is ``realign``'s output, each of its lanes takes its load enables
+        from a register of its own holding the slice's ready and ``w_ok`` together."""
         cfg, axi = self.config, self.axi
         M = cfg.mem_bytes
         phase_bits = (cfg.max_burst_beats - 1).bit_length()
@@ -291,26 +291,19 @@ class DmaWriter(wiring.Component):
         lo = Signal(range(M + 1))
         hi = Signal(range(M + 1))
         layout = data.StructLayout({"data": 8 * M, "strb": M, "last": 1, "bytes": range(M + 1)})
-        # A copy of the slice's control per realigner control set (k = 1), else per 4 bytes;
-        # a ready copy per realigner control set.
-        lane_copies = realign is not None and self._copies
+        # A copy of the slice's control per realigner control set (k = 1), else per 4 bytes.
         if self._copies:
             slices = realign.control_sets if realign is not None else max(1, M // 4)
-            skid = SkidFifo(layout, slice_bits=-(-layout.size // slices),
-                            ready_copies=realign.control_sets if lane_copies else 0)
+            skid = SkidFifo(layout, slice_bits=-(-layout.size // slices))
         else:
             skid = SkidFifo(layout)
         m.submodules.w_skid = skid
-        if lane_copies:
-            # A copy of w_ok per lane; each copy's next value also reads the copy itself
-            # (redundantly: x | (x & q) is x), so synthesis keeps the copies apart.
-            copies = skid.ready_copies
-            lanes = []
-            for lane in range(realign.control_sets):
-                ok = Signal(name=f"w_ok_{lane}")
-                m.d.sync += ok.eq(w_ok_next | (w_ok_next & ok))
-                lanes.append(copies[lane * len(copies) // realign.control_sets] & ok)
-            realign.o_ready_copies = lanes
+        if realign is not None and self._copies:
+            # Per realigner control set, one register equal to ``o.ready`` (the slice's ready
+            # and w_ok, both as next values), so each lane's load enables start at a flip-flop
+            # of its own with no gate between.
+            realign.o_ready_copies = replicas(m, platform, skid.ready_next & w_ok_next,
+                                              realign.control_sets, name="w_go")
         m.d.comb += [
             lo_mask.eq(Mux(o.p.first, (all_ones << beat.beat_lo)[:M], all_ones)),
             hi_mask.eq(Mux(o.p.last, ~(all_ones << beat.beat_hi)[:M], all_ones)),
