@@ -3,6 +3,8 @@ a synchronous FIFO written here (a Python list, ``SyncFIFO``'s rules: a write is
 FIFO is not full, a read when it is not empty, both in the same cycle; ``r_data`` is the oldest
 entry). Every cycle the testbench sets ``w_en``, ``w_data`` and ``r_en`` from a pattern, checks
 ``w_rdy``, ``r_rdy``, ``level`` and (when not empty) ``r_data`` against the model, and steps both.
+Every test runs both forms: the memory written in the cycle of the write, and a cycle later from
+a register (``registered_write``), which must give the same cycles.
 """
 
 import random
@@ -36,11 +38,16 @@ class FifoModel:
         self.items = []
 
 
-def run(depth, cycles, *, write, read, reset=lambda c: False, seed=0):
+@pytest.fixture(params=[False, True], ids=["direct", "registered"])
+def registered_write(request):
+    return request.param
+
+
+def run(depth, cycles, *, write, read, reset=lambda c: False, seed=0, registered_write=False):
     """Drive ``cycles`` cycles: ``write(c)``/``read(c)`` give w_en/r_en, ``reset(c)`` the reset
     of cycle ``c``. Returns (writes, reads) taken, as counted by the model."""
     rng = random.Random(seed)
-    dut = FlagFifo(width=WIDTH, depth=depth)
+    dut = FlagFifo(width=WIDTH, depth=depth, registered_write=registered_write)
     rst = Signal()
     top = Module()
     top.submodules.dut = ResetInserter(rst)(dut)
@@ -76,10 +83,11 @@ def run(depth, cycles, *, write, read, reset=lambda c: False, seed=0):
 
 
 @pytest.mark.parametrize("depth", [1, 2, 3, 4, 6])
-def test_back_to_back(depth):
+def test_back_to_back(depth, registered_write):
     """A write and a read every cycle: after the first cycle one entry passes every cycle
     (every other cycle with one entry, which a read does not free for the same cycle's write)."""
-    counts = run(depth, 200, write=lambda c: True, read=lambda c: True)
+    counts = run(depth, 200, write=lambda c: True, read=lambda c: True,
+                 registered_write=registered_write)
     if depth == 1:
         assert counts["writes"] == 100 and counts["reads"] == 100
     else:
@@ -88,27 +96,29 @@ def test_back_to_back(depth):
 
 @pytest.mark.parametrize("depth", [1, 2, 3, 6])
 @pytest.mark.parametrize("period", [2, 3])
-def test_stall_every_cycle(depth, period):
+def test_stall_every_cycle(depth, period, registered_write):
     """The reader stalls in every cycle but one of each ``period``: the FIFO fills and the
     writer is held off by ``w_rdy`` (full), then entries leave at the reader's rate."""
-    counts = run(depth, 300, write=lambda c: True, read=lambda c: c % period == 0)
+    counts = run(depth, 300, write=lambda c: True, read=lambda c: c % period == 0,
+                 registered_write=registered_write)
     assert counts["reads"] in (300 // period - 1, 300 // period)
 
 
 @pytest.mark.parametrize("depth", [1, 2, 5, 6])
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_random(depth, seed):
+def test_random(depth, seed, registered_write):
     """Random writes and reads, some stretches full or empty."""
     rng = random.Random(seed)
     w = [rng.random() < 0.3 + 0.4 * ((c // 50) % 2) for c in range(1000)]
     r = [rng.random() < 0.7 - 0.4 * ((c // 70) % 2) for c in range(1000)]
-    counts = run(depth, 1000, write=lambda c: w[c], read=lambda c: r[c], seed=seed)
+    counts = run(depth, 1000, write=lambda c: w[c], read=lambda c: r[c], seed=seed,
+                 registered_write=registered_write)
     assert counts["reads"] > 200
 
 
 @pytest.mark.parametrize("depth", [2, 6])
-def test_reset_mid_stream(depth):
+def test_reset_mid_stream(depth, registered_write):
     """A reset while full and while moving empties the FIFO; it then works as after reset."""
     counts = run(depth, 400, write=lambda c: True, read=lambda c: c % 3 != 0 or c > 200,
-                 reset=lambda c: c in (37, 38, 150, 251))
+                 reset=lambda c: c in (37, 38, 150, 251), registered_write=registered_write)
     assert counts["reads"] > 200

@@ -1,8 +1,9 @@
 """Amaranth-simulator tests of :class:`ace.hw.common.skid_buffer.SkidBuffer` and of
-:class:`ace.hw.common.skid_fifo.SkidFifo` (the same contract). Every test runs on three
+:class:`ace.hw.common.skid_fifo.SkidFifo` (the same contract). Every test runs on four
 forms: the skid buffer, the skid buffer with its control registers copied for three payload
-slices (also with a copy of ``o.ready`` per slice, each driven from ``o.ready``), and the skid
-FIFO with its control registers replicated per 5 payload bits.
+slices, the same with a copy of ``o.ready`` per slice (each driven from ``o.ready``), and the
+skid FIFO with its control registers replicated per 5 payload bits and three copies of
+``i.ready``. Every ready copy is checked against ``i.ready`` in every cycle.
 
 A source testbench offers a numbered sequence of random payloads, a sink testbench drains the
 output, and a monitor records every transfer on both sides at each clock edge; the expected
@@ -21,6 +22,7 @@ from ace.hw.common.skid_fifo import SkidFifo
 
 WATCHDOG_CYCLES = 5_000
 
+
 class ReadyPerSlice(SkidBuffer):
     """Three slices, each taking its own copy of ``o.ready`` (driven here from the port)."""
 
@@ -38,7 +40,7 @@ MAKERS = {
     "skid_buffer": SkidBuffer,
     "skid_buffer_sliced": lambda shape: SkidBuffer(shape, slices=3),
     "skid_buffer_ready_per_slice": ReadyPerSlice,
-    "skid_fifo": lambda shape: SkidFifo(shape, slice_bits=5),
+    "skid_fifo": lambda shape: SkidFifo(shape, slice_bits=5, ready_copies=3),
 }
 
 
@@ -93,9 +95,11 @@ class Bench:
     async def monitor(self, ctx):
         cycle = 0
         dut = self.dut
-        async for _, _, i_valid, i_ready, i_payload, o_valid, o_ready, o_payload, reset in (
-                ctx.tick().sample(dut.i.valid, dut.i.ready, dut.i.payload, dut.o.valid,
-                                  dut.o.ready, dut.o.payload, self.reset)):
+        async for _, _, i_valid, i_ready, i_payload, o_valid, o_ready, o_payload, reset, \
+                *copies in ctx.tick().sample(dut.i.valid, dut.i.ready, dut.i.payload,
+                                             dut.o.valid, dut.o.ready, dut.o.payload,
+                                             self.reset, *dut.ready_copies):
+            assert all(copy == i_ready for copy in copies), f"cycle {cycle}: a ready copy differs"
             if not reset:
                 if i_valid and i_ready:
                     self.sent.append((cycle, i_payload))

@@ -16,6 +16,12 @@ of ``level`` against a constant beside it.
 Latency: one cycle from a write to ``r_rdy`` and ``r_data`` (as ``SyncFIFO``). Throughput: a
 write and a read in every cycle; as in ``SyncFIFO``, a full FIFO refuses a write even in a cycle
 where it is read, and an empty one refuses a read even in a cycle where it is written.
+
+``registered_write``: the same ports and cycles, but ``w_data`` goes only into a register (no
+enable), and the memory is written from it a cycle later, so whatever logic computes ``w_data``
+ends at flip-flops, not at the memory's write port. While the written entry is the head and not
+yet in the memory (``bypass``, a register), ``r_data`` comes from that register: ``r_data`` is
+then a 2:1 multiplexer of the memory's read and the register.
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ class FlagFifo(wiring.Component):
         Bits per entry.
     depth : int
         Entries, 1 or more (any value, not only powers of two).
+    registered_write : bool
+        Write the memory a cycle late, from a register (see the module docstring).
 
     Members
     -------
@@ -49,10 +57,11 @@ class FlagFifo(wiring.Component):
     level : Out(range(depth + 1)), a register: entries held
     """
 
-    def __init__(self, *, width: int, depth: int):
+    def __init__(self, *, width: int, depth: int, registered_write: bool = False):
         assert depth >= 1, f"FlagFifo depth must be at least 1, not {depth}"
         self.width = width
         self.depth = depth
+        self.registered_write = registered_write
         super().__init__({
             "w_data": In(width),
             "w_en": In(1),
@@ -80,12 +89,35 @@ class FlagFifo(wiring.Component):
         m.d.comb += [
             do_write.eq(self.w_en & self.w_rdy),
             do_read.eq(self.r_en & self.r_rdy),
-            w_port.addr.eq(produce),
-            w_port.data.eq(self.w_data),
-            w_port.en.eq(do_write),
             r_port.addr.eq(consume),
-            self.r_data.eq(r_port.data),
         ]
+        if self.registered_write:
+            # The write a cycle late, from registers: data (loaded every cycle), address and
+            # enable. ``bypass``: the head is the entry in those registers (the entry written
+            # in the previous cycle is the only one held), not yet readable from the memory.
+            w_hold = Signal(self.width, name="w_hold")
+            w_hold_addr = Signal(range(depth), name="w_hold_addr")
+            w_hold_en = Signal(name="w_hold_en")
+            bypass = Signal(name="bypass")
+            m.d.sync += [
+                w_hold.eq(self.w_data),
+                w_hold_addr.eq(produce),
+                w_hold_en.eq(do_write),
+                bypass.eq(do_write & ((self.level == 0) | ((self.level == 1) & do_read))),
+            ]
+            m.d.comb += [
+                w_port.addr.eq(w_hold_addr),
+                w_port.data.eq(w_hold),
+                w_port.en.eq(w_hold_en),
+                self.r_data.eq(Mux(bypass, w_hold, r_port.data)),
+            ]
+        else:
+            m.d.comb += [
+                w_port.addr.eq(produce),
+                w_port.data.eq(self.w_data),
+                w_port.en.eq(do_write),
+                self.r_data.eq(r_port.data),
+            ]
         with m.If(do_write):
             m.d.sync += produce.eq(advance(produce))
         with m.If(do_read):

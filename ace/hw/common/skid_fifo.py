@@ -46,6 +46,8 @@ class SkidFifo(wiring.Component):
         Payload bits per copy of the load enables and the read pointer
         (:func:`ace.hw.common.replica.replicas`): each slice of the entries has its own, so no
         control net fans out to the whole payload. None: one copy.
+    ready_copies : int
+        Copies of ``i.ready`` to make (:attr:`ready_copies`), each a register placed on its own.
 
     Members
     -------
@@ -53,9 +55,15 @@ class SkidFifo(wiring.Component):
     o : Out(stream.Signature(shape))
     """
 
-    def __init__(self, shape, *, slice_bits=None):
+    def __init__(self, shape, *, slice_bits=None, ready_copies: int = 0):
         self.shape = shape
         self.slice_bits = slice_bits
+        #: Copies of ``i.ready`` (equal to it in every cycle, each its own register): a wide
+        #: producer upstream can take its load enables from them, a copy per part.
+        self.ready_copies = [Signal(init=1, name=f"in_ready_{k}") for k in range(ready_copies)]
+        #: Combinational: the value ``i.ready`` takes in the next cycle, for a producer that
+        #: registers its own copies of it combined with conditions of its own.
+        self.ready_next = Signal(name="ready_next")
         super().__init__({
             "i": In(stream.Signature(shape)),
             "o": Out(stream.Signature(shape)),
@@ -93,6 +101,7 @@ class SkidFifo(wiring.Component):
             r_at_next.eq(r_at ^ pop),
             self.i.ready.eq(in_ready),
             self.o.valid.eq(out_valid),
+            self.ready_next.eq(~full_next),
         ]
         m.d.sync += [
             in_ready.eq(~full_next),
@@ -106,6 +115,10 @@ class SkidFifo(wiring.Component):
         loads = [replicas(m, platform, ~full_next & (w_at_next == k), n, init=k == 0,
                           name=f"load{k}") for k in range(2)]
         selects = replicas(m, platform, r_at_next, n, name="r_at")
+        if self.ready_copies:
+            copies = replicas(m, platform, ~full_next, len(self.ready_copies), init=1,
+                              name="in_ready")
+            m.d.comb += [copy.eq(q) for copy, q in zip(self.ready_copies, copies)]
         payload = self.i.payload.as_value() if hasattr(self.i.payload, "as_value") \
             else self.i.payload
         out = []

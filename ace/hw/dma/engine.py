@@ -35,9 +35,10 @@ with a descriptor accepted and not yet completed (``busy``, a register).
 
 Timing: the queue holds each descriptor with its kind and zero-length test decoded on entry
 (a :class:`CommandQueue`: a LUT-RAM FIFO of ``queue_depth - 2`` entries with registered flags,
-so ``desc.ready`` is a register, then a two-entry :class:`SkidFifo` head whose load enables are
-registers); each half takes its commands through a skid buffer, so the dispatch decision reads
-only registers and drives only the head's pointers. Latency from a descriptor taken to its
+so ``desc.ready`` is a register, written a cycle late from a register, so the decoding ends at
+flip-flops; then a two-entry :class:`SkidFifo` head whose load enables are registers); each
+half takes its commands through a skid buffer, so the dispatch decision reads only registers
+and drives only the head's pointers. Latency from a descriptor taken to its
 first AR or AW: about 8 cycles (queue 2, command skid buffer, then the half's 5).
 """
 
@@ -141,7 +142,7 @@ class DmaEngine(wiring.Component):
         # the head's pointers and registered load enables, not its payload bits.
         m.submodules.queue = queue = CommandQueue(
             width=entry.size, depth=self.queue_depth - 2, slices=4,
-            replicate=replicates(cfg, platform), head="fifo")
+            replicate=replicates(cfg, platform), head="fifo", registered_write=True)
         kind = self.desc.p.kind
         nothing = self.desc.p.length == 0
         reads = (kind == DmaKind.LOAD) | (kind == DmaKind.MEM_TO_STREAM)

@@ -21,8 +21,10 @@ straight from its output register, ``r_en`` in the load enable of every head bit
 the control per slice); ``head="fifo"``: a :class:`SkidFifo`, whose load enables are registers
 computed a cycle ahead, so ``r_en`` reaches only a few flip-flops per slice, and ``r_data`` is a
 2:1 multiplexer of its two entries (one LUT more in front of the consumer). Both give the same
-cycles. Capacity: ``depth`` entries in the FIFO (``depth - 1`` when written through ``room``)
-plus two at the head.
+cycles. ``registered_write``: the FIFO's memory is written a cycle late from a register
+(:class:`FlagFifo`), so the logic that computes ``w_data`` (a command's decoding) ends at
+flip-flops, not at the LUT RAM; the same cycles. Capacity: ``depth`` entries in the FIFO
+(``depth - 1`` when written through ``room``) plus two at the head.
 """
 
 from __future__ import annotations
@@ -47,13 +49,15 @@ def queues_open(m, *queues):
 class CommandQueue(Elaboratable):
     """See the module docstring. ``slices``: copies of the head's control registers (default:
     one per 24 bits of the entry; one if ``replicate`` is false, the same cycles). ``head``:
-    ``"buffer"`` (:class:`SkidBuffer`) or ``"fifo"`` (:class:`SkidFifo`)."""
+    ``"buffer"`` (:class:`SkidBuffer`) or ``"fifo"`` (:class:`SkidFifo`). ``registered_write``:
+    see :class:`FlagFifo`."""
 
     def __init__(self, *, width: int, depth: int, slices: int | None = None,
-                 replicate: bool = True, head: str = "buffer"):
+                 replicate: bool = True, head: str = "buffer", registered_write: bool = False):
         assert depth >= 2, "room_next needs a FIFO of two entries or more"
         assert head in ("buffer", "fifo"), f"head must be 'buffer' or 'fifo', not {head!r}"
         self.head = head
+        self.registered_write = registered_write
         self.width = width
         self.depth = depth
         self.slices = (max(1, width // 24) if slices is None else slices) if replicate else 1
@@ -67,7 +71,8 @@ class CommandQueue(Elaboratable):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.fifo = fifo = FlagFifo(width=self.width, depth=self.depth)
+        m.submodules.fifo = fifo = FlagFifo(width=self.width, depth=self.depth,
+                                              registered_write=self.registered_write)
         if self.head == "fifo":
             slice_bits = -(-self.width // self.slices) if self.slices > 1 else None
             m.submodules.head = head = SkidFifo(self.width, slice_bits=slice_bits)

@@ -29,6 +29,7 @@ from amaranth.lib.wiring import In, Out
 from ace.hw.axi.signatures import Axi4Signature
 from ace.hw.common.replica import replicates
 from ace.hw.common.skid_buffer import SkidBuffer
+from ace.hw.common.skid_fifo import SkidFifo
 from ace.hw.dma.burst import BurstSplitter, beat_span, drive_address_channel
 from ace.hw.dma.downsizer import WidthDownsizer
 from ace.hw.dma.queue import CommandQueue, queues_open
@@ -85,12 +86,13 @@ class DmaReader(wiring.Component):
     """Read half of the DMA engine (see the module docstring).
 
     Every port is driven from registers: AR leaves a skid buffer (``arready`` reaches only
-    it), and the output words leave a skid buffer holding their SRAM address and byte mask, so
-    ``tready``/``sram_w.ready`` reach only that buffer and the completion register.
+    it), and the output words leave a two-entry output slice holding their SRAM address and
+    byte mask (the wide part a :class:`SkidFifo`: a 2:1 multiplexer of two registers), so
+    ``tready``/``sram_w.ready`` reach only that slice's control and the completion register.
 
     Latency: about 5 cycles from a command to its AR (queue, burst splitter, AR skid buffer),
     and from an R beat to its word on ``sram_w``/``rd_stream`` :attr:`Realigner.latency` (3)
-    plus 1 (output skid buffer) cycles, plus :attr:`WidthDownsizer.latency` when the port is
+    plus 1 (output slice) cycles, plus :attr:`WidthDownsizer.latency` when the port is
     wider than a link word.
     Throughput: one word per cycle on ``sram_w``/``rd_stream`` (one R beat every
     ``mem_bytes // link_bytes`` cycles), plus one cycle for an unaligned command's flush word.
@@ -150,7 +152,8 @@ class DmaReader(wiring.Component):
         ]
 
         m.submodules.ar_q = ar_q = CommandQueue(width=beat_bits + count_bits,
-                                                depth=self.cmd_depth, replicate=self._copies)
+                                                depth=self.cmd_depth, replicate=self._copies,
+                                                registered_write=True)
         r_layout = data.StructLayout({
             "to_stream": 1, "id": DMA_ID_BITS, "sram_addr": sram_bits,
             "beats": count_bits, "single": 1, "beat_lo": range(M), "beat_hi": range(M + 1),
@@ -159,7 +162,8 @@ class DmaReader(wiring.Component):
             **({"word_lo": range(k), "word_hi": range(k)} if k > 1 else {}),
         })
         m.submodules.r_q = r_q = CommandQueue(width=r_layout.size, depth=self.cmd_depth,
-                                              replicate=self._copies, head="fifo")
+                                              replicate=self._copies, head="fifo",
+                                              registered_write=True)
         r_in = data.View(r_layout, r_q.w_data)
         m.d.comb += [
             ar_q.w_data.eq(Cat(cmd.mem_addr[lm:], beat_span(
@@ -286,61 +290,76 @@ class DmaReader(wiring.Component):
         return realign
 
     def _elaborate_words(self, m, realign):
-        """Output words of ``realign``, with their SRAM address and byte mask, through a skid
-        buffer to the SRAM write port or rd_stream; the completion at the last word, taken
-        from the skid buffer's output (so it never precedes the word's delivery). The skid
-        buffer's payload is cut into a slice per realigner control set, whose ready copies
-        give the realigner's lanes their load enables."""
+        """Output words of ``realign``, with their SRAM address and byte mask, through a
+        two-entry output slice to the SRAM write port or rd_stream; the completion at the last
+        word, taken from the slice's output (so it never precedes the word's delivery). The
+        slice is two with the same cycles (both the two-entry FIFO of the skid buffer contract,
+        fed the same valid and ready): a :class:`SkidFifo` for the wide part (data, mask,
+        address, id, status), whose load enables are registers, so the output's ready (a port
+        and the completion register) reaches only its pointers and flags; and a
+        :class:`SkidBuffer` for the four flags the ports' valid and the ready logic read, from
+        registers. The SkidFifo's ready copies, one per realigner control set, give the
+        realigner's lanes their load enables."""
         W = self.config.link_bytes
         o = realign.o
         meta = o.p.meta
-        # ``to_stream`` and ``last`` twice: the copies at the end, in another slice than the
-        # port's, feed only the ready logic (the port's registers stay by the port).
-        layout = data.StructLayout({"to_stream": 1, "addr": len(self.sram_w.p.addr),
-                                    "data": 8 * W, "mask": W, "last": 1, "id": DMA_ID_BITS,
-                                    "status": DmaStatus, "ctl_to_stream": 1, "ctl_last": 1})
-        m.submodules.out = out = SkidBuffer(layout, slices=realign.control_sets)
+        # ``to_stream`` and ``last`` twice: one copy drives the ports' valid, one the ready.
+        flags = SkidBuffer(data.StructLayout({"to_stream": 1, "last": 1, "ctl_to_stream": 1,
+                                              "ctl_last": 1}))
+        layout = data.StructLayout({"addr": len(self.sram_w.p.addr), "data": 8 * W,
+                                    "mask": W, "id": DMA_ID_BITS, "status": DmaStatus})
+        sets = realign.control_sets
         if self._copies:
+            out = SkidFifo(layout, slice_bits=-(-layout.size // sets), ready_copies=sets)
             realign.o_ready_copies = out.ready_copies
+        else:
+            out = SkidFifo(layout)
+        m.submodules.out_flags = flags
+        m.submodules.out = out
         word = Signal(len(self.sram_w.p.addr))
         m.d.comb += [
             out.i.valid.eq(o.valid),
-            o.ready.eq(out.i.ready),
-            out.i.p.to_stream.eq(meta.to_stream),
+            flags.i.valid.eq(o.valid),
+            o.ready.eq(flags.i.ready),
+            flags.i.p.to_stream.eq(meta.to_stream),
+            flags.i.p.last.eq(o.p.last),
+            flags.i.p.ctl_to_stream.eq(meta.to_stream),
+            flags.i.p.ctl_last.eq(o.p.last),
             out.i.p.addr.eq(meta.sram_addr + word),
             out.i.p.data.eq(o.p.data),
             out.i.p.mask.eq(Mux(o.p.last, ~(Const((1 << W) - 1, W) << meta.tail)[:W],
                                 (1 << W) - 1)),
-            out.i.p.last.eq(o.p.last),
-            out.i.p.ctl_to_stream.eq(meta.to_stream),
-            out.i.p.ctl_last.eq(o.p.last),
             out.i.p.id.eq(meta.id),
             out.i.p.status.eq(meta.status),
         ]
         with m.If(o.valid & o.ready):
             m.d.sync += word.eq(Mux(o.p.last, 0, word + 1))
 
-        w = out.o
+        w, f = out.o, flags.o.p
+        valid = flags.o.valid               # equal to w.valid
+        ready = Signal()
         cpl_full = Signal()
         deliver = Signal()
-        m.d.comb += deliver.eq(w.valid & (~w.p.last | ~cpl_full))
-        ctl_ready = Mux(w.p.ctl_to_stream, self.rd_stream.tready, self.sram_w.ready)
+        m.d.comb += deliver.eq(valid & (~f.last | ~cpl_full))
+        ctl_ready = Mux(f.ctl_to_stream, self.rd_stream.tready, self.sram_w.ready)
         m.d.comb += [
-            self.sram_w.valid.eq(deliver & ~w.p.to_stream),
+            self.sram_w.valid.eq(deliver & ~f.to_stream),
             self.sram_w.p.addr.eq(w.p.addr),
             self.sram_w.p.data.eq(w.p.data),
             self.sram_w.p.mask.eq(w.p.mask),
-            self.rd_stream.tvalid.eq(deliver & w.p.to_stream),
+            self.rd_stream.tvalid.eq(deliver & f.to_stream),
             self.rd_stream.tdata.eq(w.p.data),
             self.rd_stream.tkeep.eq(w.p.mask),
-            self.rd_stream.tlast.eq(w.p.last),
+            self.rd_stream.tlast.eq(f.last),
             self.rd_stream.tuser.eq(w.p.id),
-            w.ready.eq((~w.p.ctl_last | ~cpl_full) & ctl_ready),
+            ready.eq((~f.ctl_last | ~cpl_full) & ctl_ready),
+            w.ready.eq(ready),
+            flags.o.ready.eq(ready),
         ]
         m.d.comb += self.cpl.valid.eq(cpl_full)
         with m.If(self.cpl.valid & self.cpl.ready):
             m.d.sync += cpl_full.eq(0)
-        with m.If(w.valid & w.ready & w.p.last):
+        with m.If(valid & ready & f.ctl_last):
             m.d.sync += [
                 cpl_full.eq(1),
                 self.cpl.p.id.eq(w.p.id),

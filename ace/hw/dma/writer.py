@@ -31,8 +31,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ace.hw.axi.signatures import Axi4Signature
-from ace.hw.common.replica import replicates
-from ace.hw.common.skid_buffer import SkidBuffer
+from ace.hw.common.replica import replicas, replicates
+from ace.hw.common.skid_fifo import SkidFifo
 from ace.hw.dma.burst import BurstSplitter, beat_span, drive_address_channel
 from ace.hw.dma.queue import CommandQueue, queues_open
 from ace.hw.dma.reader import TransferCommand, count_items
@@ -47,11 +47,12 @@ __all__ = ["DmaWriter"]
 class DmaWriter(wiring.Component):
     """Write half of the DMA engine (see the module docstring).
 
-    AW and W leave skid buffers (``awready``/``wready`` reach only them); a burst's W beats
-    enter the W skid buffer only after its AW was accepted on the port.
+    AW leaves a skid buffer and W a :class:`SkidFifo` (``awready``/``wready`` reach only
+    them; ``wdata`` is a 2:1 multiplexer of two registers); a burst's W beats enter the W slice
+    only after its AW was accepted on the port.
 
     Latency: about 5 cycles from a command to its AW (queue, burst splitter, AW skid buffer); a
-    source word reaches W :attr:`Realigner.latency` (3) plus 1 (W skid buffer) cycles later,
+    source word reaches W :attr:`Realigner.latency` (3) plus 1 (W slice) cycles later,
     plus :attr:`WidthUpsizer.latency` when the port is wider than a link word.
     Throughput: one source word per cycle (one W beat every ``mem_bytes // link_bytes``
     cycles), plus one cycle for an unaligned command's flush word.
@@ -120,14 +121,18 @@ class DmaWriter(wiring.Component):
 
         m.submodules.aw_q = aw_q = CommandQueue(
             width=beat_bits + count_bits + DMA_ID_BITS, depth=self.cmd_depth,
-            replicate=self._copies)
+            replicate=self._copies, registered_write=True)
         sreq_layout = data.StructLayout({"sram_addr": sram_bits, "words": count_bits,
                                          "single": 1})
         m.submodules.sreq_q = sreq_q = CommandQueue(width=sreq_layout.size,
                                                     depth=self.cmd_depth,
-                                                    replicate=self._copies)
+                                                    replicate=self._copies,
+                                                    registered_write=True)
+        # ``start_ends``: the first beat ends a burst (its phase is the block's last), decoded
+        # here so the W side's wlast needs no compare of the phase.
         beat_meta = data.StructLayout({
-            "beat_lo": range(M), "beat_hi": range(M + 1), "start_phase": phase_bits})
+            "beat_lo": range(M), "beat_hi": range(M + 1), "start_phase": phase_bits,
+            "start_ends": 1})
         lane = {"word_lo": range(k)} if k > 1 else {}   # lane of the first word (wide port)
         # ``from_stream`` once for the control and once more per realigner lane, as the select
         # of that lane's bytes of the source-word multiplexer (no select net spans the word).
@@ -138,7 +143,8 @@ class DmaWriter(wiring.Component):
             "beat": beat_meta, **lane,
         })
         m.submodules.wd_q = wd_q = CommandQueue(width=wd_layout.size, depth=self.cmd_depth,
-                                                replicate=self._copies, head="fifo")
+                                                replicate=self._copies, head="fifo",
+                                                registered_write=True)
 
         sreq_in = data.View(sreq_layout, sreq_q.w_data)
         wd_in = data.View(wd_layout, wd_q.w_data)
@@ -158,6 +164,7 @@ class DmaWriter(wiring.Component):
             wd_in.beat.beat_lo.eq(cmd.mem_addr[:lm]),
             wd_in.beat.beat_hi.eq(end_lane + 1),
             wd_in.beat.start_phase.eq(cmd.mem_addr[lm:lm + phase_bits]),
+            wd_in.beat.start_ends.eq(cmd.mem_addr[lm:lm + phase_bits] == cfg.max_burst_beats - 1),
             self.cmd.ready.eq(queues_open(m, aw_q, wd_q, sreq_q)),
             take.eq(self.cmd.valid & self.cmd.ready),
             aw_q.w_en.eq(take),
@@ -170,7 +177,7 @@ class DmaWriter(wiring.Component):
         self._elaborate_sram_requests(m, data.View(sreq_layout, sreq_q.r_data), sreq_q)
         beats, realign = self._elaborate_words(m, data.View(wd_layout, wd_q.r_data), wd_q,
                                                beat_meta)
-        self._elaborate_w(m, beats, aw_accepted, realign if k == 1 else None)
+        self._elaborate_w(m, platform, beats, aw_accepted, realign if k == 1 else None)
         self._elaborate_b(m, b_q)
         return m
 
@@ -258,12 +265,13 @@ class DmaWriter(wiring.Component):
         ]
         return upsize.o, realign
 
-    def _elaborate_w(self, m, o, aw_accepted, realign=None):
+    def _elaborate_w(self, m, platform, o, aw_accepted, realign=None):
         """W beats from ``o``: strobes and wlast at burst ends, computed as a beat enters the W
-        skid buffer, which it may do only once its burst's AW was accepted on the port (so W
-        never leads AW). ``bytes`` counts the strobes of the beats the port accepts. When
-        ``o`` is ``realign``'s output, its lanes take their load enables from the skid
-        buffer's ready copies."""
+        slice (a :class:`SkidFifo`: its load enables are registers, so ``wready`` reaches only
+        its pointers and flags), which it may do only once its burst's AW was accepted on the
+        port (so W never leads AW). ``bytes`` counts the strobes of the beats the port
+        accepts. When ``o`` is ``realign``'s output, each of its lanes takes its load enables
+        from a register of its own holding the slice's ready and ``w_ok`` together."""
         cfg, axi = self.config, self.axi
         M = cfg.mem_bytes
         phase_bits = (cfg.max_burst_beats - 1).bit_length()
@@ -273,6 +281,9 @@ class DmaWriter(wiring.Component):
         w_ok_next = Signal()
         phase = Signal(phase_bits)
         phase_cur = Signal(phase_bits)
+        # ``at_end``: the beat at ``phase`` ends a burst (phase == max_burst - 1), a register
+        # set with ``phase``, so wlast is one gate of registers.
+        at_end = Signal(init=cfg.max_burst_beats == 1)
         m.d.comb += phase_cur.eq(Mux(o.p.first, beat.start_phase, phase))
         all_ones = Const((1 << M) - 1, M)
         lo_mask = Signal(M)
@@ -280,21 +291,19 @@ class DmaWriter(wiring.Component):
         lo = Signal(range(M + 1))
         hi = Signal(range(M + 1))
         layout = data.StructLayout({"data": 8 * M, "strb": M, "last": 1, "bytes": range(M + 1)})
-        # A copy of the skid buffer's control per realigner control set (k = 1), else per 4
-        # bytes.
-        slices = ((realign.control_sets if realign is not None else max(1, M // 4))
-                  if self._copies else 1)
-        m.submodules.w_skid = skid = SkidBuffer(layout, slices=slices)
+        # A copy of the slice's control per realigner control set (k = 1), else per 4 bytes.
+        if self._copies:
+            slices = realign.control_sets if realign is not None else max(1, M // 4)
+            skid = SkidFifo(layout, slice_bits=-(-layout.size // slices))
+        else:
+            skid = SkidFifo(layout)
+        m.submodules.w_skid = skid
         if realign is not None and self._copies:
-            # A copy of w_ok per lane; each copy's next value also reads the copy itself
-            # (redundantly: x | (x & q) is x), so synthesis keeps the copies apart.
-            copies = skid.ready_copies
-            lanes = []
-            for lane in range(realign.control_sets):
-                ok = Signal(name=f"w_ok_{lane}")
-                m.d.sync += ok.eq(w_ok_next | (w_ok_next & ok))
-                lanes.append(copies[lane * len(copies) // realign.control_sets] & ok)
-            realign.o_ready_copies = lanes
+            # Per realigner control set, one register equal to ``o.ready`` (the slice's ready
+            # and w_ok, both as next values), so each lane's load enables start at a flip-flop
+            # of its own with no gate between.
+            realign.o_ready_copies = replicas(m, platform, skid.ready_next & w_ok_next,
+                                              realign.control_sets, name="w_go")
         m.d.comb += [
             lo_mask.eq(Mux(o.p.first, (all_ones << beat.beat_lo)[:M], all_ones)),
             hi_mask.eq(Mux(o.p.last, ~(all_ones << beat.beat_hi)[:M], all_ones)),
@@ -304,7 +313,7 @@ class DmaWriter(wiring.Component):
             o.ready.eq(skid.i.ready & w_ok),
             skid.i.p.data.eq(o.p.data),
             skid.i.p.strb.eq(lo_mask & hi_mask),
-            skid.i.p.last.eq(o.p.last | (phase_cur == cfg.max_burst_beats - 1)),
+            skid.i.p.last.eq(o.p.last | Mux(o.p.first, beat.start_ends, at_end)),
             skid.i.p.bytes.eq(hi - lo),
             axi.wdata.eq(skid.o.p.data),
             axi.wstrb.eq(skid.o.p.strb),
@@ -314,7 +323,8 @@ class DmaWriter(wiring.Component):
         ]
         entered = skid.i.valid & skid.i.ready
         with m.If(entered):
-            m.d.sync += phase.eq(phase_cur + 1)
+            m.d.sync += [phase.eq(phase_cur + 1),
+                         at_end.eq((phase_cur + 1)[:phase_bits] == cfg.max_burst_beats - 1)]
         w_done = entered & skid.i.p.last
         m.d.comb += w_ok_next.eq(w_ok)
         with m.If(aw_accepted & ~w_done):
