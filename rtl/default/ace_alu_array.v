@@ -446,6 +446,8 @@ module \ace_alu_array_default.array (r_en, clk, rst, i__payload, i__ready, out_p
   wire r_rdy;
   (* init = 1'h1 *)
   wire ready;
+  (* init = 1'h1 *)
+  wire ready_copy_0;
   wire [31:0] result;
   wire [31:0] \result$100 ;
   wire [31:0] \result$101 ;
@@ -1116,6 +1118,7 @@ module \ace_alu_array_default.array (r_en, clk, rst, i__payload, i__ready, out_p
   assign r_rdy = o__valid;
   assign o__ready = r_en;
   assign ready = i__ready;
+  assign ready_copy_0 = i__ready;
   assign \i__payload.a  = i__payload[511:0];
   assign \i__payload.b  = i__payload[1023:512];
   assign \i__payload.op  = i__payload[1025:1024];

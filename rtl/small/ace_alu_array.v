@@ -278,6 +278,8 @@ module \ace_alu_array_small.array (r_en, clk, rst, i__payload, i__ready, out_pay
   wire r_rdy;
   (* init = 1'h1 *)
   wire ready;
+  (* init = 1'h1 *)
+  wire ready_copy_0;
   wire [31:0] result;
   wire [31:0] \result$28 ;
   wire [31:0] \result$29 ;
@@ -744,6 +746,7 @@ module \ace_alu_array_small.array (r_en, clk, rst, i__payload, i__ready, out_pay
   assign r_rdy = o__valid;
   assign o__ready = r_en;
   assign ready = i__ready;
+  assign ready_copy_0 = i__ready;
   assign \i__payload.a  = i__payload[127:0];
   assign \i__payload.b  = i__payload[255:128];
   assign \i__payload.op  = i__payload[257:256];

@@ -66,14 +66,30 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   reg [47:0] \$60 ;
   reg [47:0] \$61 ;
   reg [47:0] \$62 ;
-  wire [152:0] \$63 ;
-  wire [144:0] \$64 ;
-  wire [20:0] \$65 ;
-  wire [20:0] \$66 ;
-  wire [20:0] \$67 ;
+  wire [5:0] \$63 ;
+  wire [18:0] \$64 ;
+  wire [18:0] \$65 ;
+  wire [18:0] \$66 ;
+  wire [18:0] \$67 ;
   wire [18:0] \$68 ;
+  wire [18:0] \$69 ;
   wire \$7 ;
+  wire [18:0] \$70 ;
+  wire [12:0] \$71 ;
+  wire [16:0] \$72 ;
+  wire [16:0] \$73 ;
+  wire [16:0] \$74 ;
+  wire [16:0] \$75 ;
+  wire [16:0] \$76 ;
+  wire [16:0] \$77 ;
+  wire [16:0] \$78 ;
+  wire [16:0] \$79 ;
   wire \$8 ;
+  wire [8:0] \$80 ;
+  wire [20:0] \$81 ;
+  wire [20:0] \$82 ;
+  wire [20:0] \$83 ;
+  wire [18:0] \$84 ;
   wire \$9 ;
   wire accepted;
   wire [31:0] axi__araddr;
@@ -390,13 +406,29 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   wire \wr_stream__tvalid$123 ;
   reg zero_full = 1'h0;
   reg [7:0] zero_id = 8'h00;
+  assign go = r_rdy & \$15 ;
+  assign \$16  = \$81 [1:0] == 2'h2;
+  assign \$17  = \$81 [1:0] == 2'h3;
+  assign i__valid = go & \$84 [17];
+  assign \i__valid$146  = go & \$84 [18];
+  assign \$18  = ~ err_hold;
+  assign \$19  = ~ zero_full;
+  assign \$20  = \$84 [16] & \$19 ;
+  assign \$21  = \$84 [17] & i__ready;
+  assign \$22  = \$20  | \$21 ;
+  assign \$23  = \$84 [18] & \i__ready$150 ;
+  assign \$24  = \$22  | \$23 ;
+  assign r_en = \$18  & \$24 ;
+  assign \$25  = \cpl__valid$151  | \cpl__valid$152 ;
+  assign \w_en$160  = \$25  | zero_full;
+  assign completed = \w_en$160  & \w_rdy$156 ;
   assign accepted = desc__valid & desc__ready;
   assign \$26  = ~ \cpl__valid$151 ;
   assign \$27  = completed & \$26 ;
   assign \$28  = ~ \cpl__valid$152 ;
   assign \$29  = \$27  & \$28 ;
   assign \$30  = r_en & r_rdy;
-  assign \$31  = \$30  & \$68 [16];
+  assign \$31  = \$30  & \$84 [16];
   assign \$32  = | \w_data$153 [10:8];
   assign \$33  = completed & \$32 ;
   assign \$34  = ~ err_hold;
@@ -454,22 +486,6 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   assign \$13  = ~ \$12 ;
   assign \$14  = \$9  & \$13 ;
   assign \$15  = ~ err_hold;
-  assign go = r_rdy & \$15 ;
-  assign \$16  = \$65 [1:0] == 2'h2;
-  assign \$17  = \$65 [1:0] == 2'h3;
-  assign i__valid = go & \$68 [17];
-  assign \i__valid$146  = go & \$68 [18];
-  assign \$18  = ~ err_hold;
-  assign \$19  = ~ zero_full;
-  assign \$20  = \$68 [16] & \$19 ;
-  assign \$21  = \$68 [17] & i__ready;
-  assign \$22  = \$20  | \$21 ;
-  assign \$23  = \$68 [18] & \i__ready$150 ;
-  assign \$24  = \$22  | \$23 ;
-  assign r_en = \$18  & \$24 ;
-  assign \$25  = \cpl__valid$151  | \cpl__valid$152 ;
-  assign \w_en$160  = \$25  | zero_full;
-  assign completed = \w_en$160  & \w_rdy$156 ;
   \ace_dma_small.cpl_q  cpl_q (
     .clk(clk),
     .r_data(cpl__payload),
@@ -486,10 +502,10 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
     .\port$0$2 (desc__payload),
     .\port$1$0 (\$1 ),
     .\port$14$0 (\$14 ),
-    .\port$2583$0 (\$65 ),
-    .\port$2584$0 (\$66 ),
-    .\port$2585$0 (\$67 ),
-    .\port$2586$0 (\$68 ),
+    .\port$2656$0 (\$81 ),
+    .\port$2657$0 (\$82 ),
+    .\port$2658$0 (\$83 ),
+    .\port$2659$0 (\$84 ),
     .\port$7$0 (\$7 ),
     .\r_rdy$14 (r_rdy),
     .rst(rst),
@@ -514,7 +530,16 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
     .cpl__ready(\cpl__ready$158 ),
     .cpl_full(\cpl__valid$152 ),
     .\o__ready$39 (m_axi__arready),
-    .\port$3144$14 (\$63 ),
+    .\port$1178$13 (\$63 ),
+    .\port$1179$0 (\$64 ),
+    .\port$1180$0 (\$65 ),
+    .\port$1181$0 (\$66 ),
+    .\port$1182$0 (\$67 ),
+    .\port$1183$0 (\$68 ),
+    .\port$1184$0 (\$69 ),
+    .\port$1185$0 (\$70 ),
+    .\port$1186$0 (\$71 ),
+    .rd_stream__tlast(rd_stream__tlast),
     .rd_stream__tready(rd_stream__tready),
     .rd_stream__tvalid(rd_stream__tvalid),
     .rst(rst),
@@ -549,8 +574,16 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
     .cpl__ready(\cpl__ready$155 ),
     .cpl_full(\cpl__valid$151 ),
     .\o__ready$42 (m_axi__awready),
-    .\o__ready$95 (m_axi__wready),
-    .\port$3608$0 (\$64 ),
+    .\o__ready$96 (m_axi__wready),
+    .\port$2505$0 (\$72 ),
+    .\port$2506$0 (\$73 ),
+    .\port$2507$0 (\$74 ),
+    .\port$2508$0 (\$75 ),
+    .\port$2509$0 (\$76 ),
+    .\port$2510$0 (\$77 ),
+    .\port$2511$0 (\$78 ),
+    .\port$2512$0 (\$79 ),
+    .\port$2513$0 (\$80 ),
     .rst(rst),
     .sram_r__req__payload(sram_r__req__payload),
     .sram_r__req__ready(sram_r__req__ready),
@@ -616,7 +649,7 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$53  = zero_id;
     if (\$31 ) begin
-      \$53  = \$65 [9:2];
+      \$53  = \$81 [9:2];
     end
     if (rst) begin
       \$53  = 8'h00;
@@ -739,9 +772,9 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   assign axi__awprot = 3'h0;
   assign axi__awvalid = m_axi__awvalid;
   assign axi__awready = m_axi__awready;
-  assign axi__wdata = \$64 [127:0];
-  assign axi__wstrb = \$64 [143:128];
-  assign axi__wlast = \$64 [144];
+  assign axi__wdata = { \$79 [8:0], \$78 , \$77 , \$76 , \$75 , \$74 , \$73 , \$72  };
+  assign axi__wstrb = { \$80 [7:0], \$79 [16:9] };
+  assign axi__wlast = \$80 [8];
   assign axi__wvalid = m_axi__wvalid;
   assign axi__wready = m_axi__wready;
   assign axi__bid = m_axi__bid;
@@ -751,11 +784,11 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   assign \sram_w__payload$105  = sram_w__payload;
   assign \sram_w__ready$106  = sram_w__ready;
   assign \sram_w__valid$107  = sram_w__valid;
-  assign \rd_stream__tdata$108  = \$63 [127:0];
-  assign \rd_stream__tkeep$109  = \$63 [143:128];
-  assign \rd_stream__tlast$110  = \$63 [144];
+  assign \rd_stream__tdata$108  = { \$70 [7:0], \$69 , \$68 , \$67 , \$66 , \$65 , \$64 , \$63  };
+  assign \rd_stream__tkeep$109  = { \$71 [4:0], \$70 [18:8] };
+  assign \rd_stream__tlast$110  = rd_stream__tlast;
   assign \rd_stream__tready$111  = rd_stream__tready;
-  assign \rd_stream__tuser$112  = \$63 [152:145];
+  assign \rd_stream__tuser$112  = \$71 [12:5];
   assign \rd_stream__tvalid$113  = rd_stream__tvalid;
   assign \sram_r__req__payload$114  = sram_r__req__payload;
   assign \sram_r__req__ready$115  = sram_r__req__ready;
@@ -776,7 +809,7 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   assign \o__payload$137  = \cmd__payload$136 ;
   assign \cmd__ready$139  = \o__ready$138 ;
   assign \o__valid$141  = \cmd__valid$140 ;
-  assign r_data = { \$68 , \$67 , \$66 , \$65  };
+  assign r_data = { \$84 , \$83 , \$82 , \$81  };
   assign \r_data$162  = cpl__payload;
   assign \r_rdy$163  = cpl__valid;
   assign \r_en$164  = cpl__ready;
@@ -792,13 +825,12 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   assign m_axi__arlock = 1'h0;
   assign m_axi__arcache = 4'h3;
   assign m_axi__arprot = 3'h0;
-  assign m_axi__wdata = \$64 [127:0];
-  assign m_axi__wstrb = \$64 [143:128];
-  assign m_axi__wlast = \$64 [144];
-  assign rd_stream__tdata = \$63 [127:0];
-  assign rd_stream__tlast = \$63 [144];
-  assign rd_stream__tkeep = \$63 [143:128];
-  assign rd_stream__tuser = \$63 [152:145];
+  assign m_axi__wdata = { \$79 [8:0], \$78 , \$77 , \$76 , \$75 , \$74 , \$73 , \$72  };
+  assign m_axi__wstrb = { \$80 [7:0], \$79 [16:9] };
+  assign m_axi__wlast = \$80 [8];
+  assign rd_stream__tdata = { \$70 [7:0], \$69 , \$68 , \$67 , \$66 , \$65 , \$64 , \$63  };
+  assign rd_stream__tkeep = { \$71 [4:0], \$70 [18:8] };
+  assign rd_stream__tuser = \$71 [12:5];
   assign \desc__payload.kind  = desc__payload[1:0];
   assign \desc__payload.id  = desc__payload[9:2];
   assign \desc__payload.length  = desc__payload[33:10];
@@ -847,15 +879,15 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   assign \cpl__payload$157.id  = \cpl__payload$157 [7:0];
   assign \cpl__payload$157.status  = \cpl__payload$157 [10:8];
   assign \i__payload$144 [0] = \$17 ;
-  assign \i__payload$144 [77:65] = \$68 [15:3];
-  assign \i__payload$144 [64:33] = { \$68 [2:0], \$67 , \$66 [20:13] };
-  assign \i__payload$144 [32:9] = { \$66 [12:0], \$65 [20:10] };
-  assign \i__payload$144 [8:1] = \$65 [9:2];
+  assign \i__payload$144 [77:65] = \$84 [15:3];
+  assign \i__payload$144 [64:33] = { \$84 [2:0], \$83 , \$82 [20:13] };
+  assign \i__payload$144 [32:9] = { \$82 [12:0], \$81 [20:10] };
+  assign \i__payload$144 [8:1] = \$81 [9:2];
   assign i__payload[0] = \$16 ;
-  assign i__payload[77:65] = \$68 [15:3];
-  assign i__payload[64:33] = { \$68 [2:0], \$67 , \$66 [20:13] };
-  assign i__payload[32:9] = { \$66 [12:0], \$65 [20:10] };
-  assign i__payload[8:1] = \$65 [9:2];
+  assign i__payload[77:65] = \$84 [15:3];
+  assign i__payload[64:33] = { \$84 [2:0], \$83 , \$82 [20:13] };
+  assign i__payload[32:9] = { \$82 [12:0], \$81 [20:10] };
+  assign i__payload[8:1] = \$81 [9:2];
 endmodule
 
 (* generator = "Amaranth" *)
@@ -1033,7 +1065,7 @@ module \ace_dma_small.cpl_q (clk, rst, w_en, w_rdy, r_data, w_port__data, r_rdy,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.queue (w_en, clk, rst, \port$1$0 , \port$7$0 , \port$14$0 , o__ready, \port$2583$0 , \port$2584$0 , \port$2585$0 , \port$2586$0 , w_rdy, \r_rdy$14 , \port$0$2 );
+module \ace_dma_small.queue (w_en, clk, rst, \port$1$0 , \port$7$0 , \port$14$0 , o__ready, \port$2656$0 , \port$2657$0 , \port$2658$0 , \port$2659$0 , w_rdy, \r_rdy$14 , \port$0$2 );
   wire [20:0] \$1 ;
   wire [20:0] \$2 ;
   wire [20:0] \$3 ;
@@ -1054,14 +1086,14 @@ module \ace_dma_small.queue (w_en, clk, rst, \port$1$0 , \port$7$0 , \port$14$0 
   wire \port$1$0 ;
   input \port$14$0 ;
   wire \port$14$0 ;
-  output [20:0] \port$2583$0 ;
-  wire [20:0] \port$2583$0 ;
-  output [20:0] \port$2584$0 ;
-  wire [20:0] \port$2584$0 ;
-  output [20:0] \port$2585$0 ;
-  wire [20:0] \port$2585$0 ;
-  output [18:0] \port$2586$0 ;
-  wire [18:0] \port$2586$0 ;
+  output [20:0] \port$2656$0 ;
+  wire [20:0] \port$2656$0 ;
+  output [20:0] \port$2657$0 ;
+  wire [20:0] \port$2657$0 ;
+  output [20:0] \port$2658$0 ;
+  wire [20:0] \port$2658$0 ;
+  output [18:0] \port$2659$0 ;
+  wire [18:0] \port$2659$0 ;
   input \port$7$0 ;
   wire \port$7$0 ;
   wire [81:0] r_data;
@@ -1104,10 +1136,10 @@ module \ace_dma_small.queue (w_en, clk, rst, \port$1$0 , \port$7$0 , \port$14$0 
     .in_ready(r_en),
     .o__ready(o__ready),
     .out_valid(\r_rdy$14 ),
-    .\port$2583$0 (\$1 ),
-    .\port$2584$0 (\$2 ),
-    .\port$2585$0 (\$3 ),
-    .\port$2586$0 (\$4 ),
+    .\port$2656$0 (\$1 ),
+    .\port$2657$0 (\$2 ),
+    .\port$2658$0 (\$3 ),
+    .\port$2659$0 (\$4 ),
     .rst(rst)
   );
   assign w_data = { \port$14$0 , \port$7$0 , \port$1$0 , \port$0$2  };
@@ -1121,34 +1153,44 @@ module \ace_dma_small.queue (w_en, clk, rst, \port$1$0 , \port$7$0 , \port$14$0 
   assign o__payload = { \$4 , \$3 , \$2 , \$1  };
   assign o__valid = \r_rdy$14 ;
   assign \r_en$17  = o__ready;
-  assign \port$2583$0  = \$1 ;
-  assign \port$2584$0  = \$2 ;
-  assign \port$2585$0  = \$3 ;
-  assign \port$2586$0  = \$4 ;
+  assign \port$2656$0  = \$1 ;
+  assign \port$2657$0  = \$2 ;
+  assign \port$2658$0  = \$3 ;
+  assign \port$2659$0  = \$4 ;
 endmodule
 
 (* generator = "Amaranth" *)
 module \ace_dma_small.queue.fifo (w_en, clk, rst, \port$1$0 , \port$7$0 , \port$14$0 , r_data, level, r_rdy, w_rdy, r_en, \port$0$2 );
   reg \$auto$verilog_backend.cc:2355:dump_module$3  = 0;
   wire \$1 ;
-  wire \$10 ;
-  wire \$11 ;
+  wire [3:0] \$10 ;
+  wire [3:0] \$11 ;
   wire \$12 ;
-  wire [3:0] \$13 ;
-  wire \$14 ;
-  reg [2:0] \$15 ;
-  reg [2:0] \$16 ;
-  reg [2:0] \$17 ;
-  reg \$18 ;
-  reg \$19 ;
-  wire [3:0] \$2 ;
-  wire [3:0] \$3 ;
+  wire \$13 ;
+  wire [3:0] \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire \$17 ;
+  wire [3:0] \$18 ;
+  wire \$19 ;
+  wire \$2 ;
+  reg [81:0] \$20 ;
+  reg [2:0] \$21 ;
+  reg \$22 ;
+  reg \$23 ;
+  reg [2:0] \$24 ;
+  reg [2:0] \$25 ;
+  reg [2:0] \$26 ;
+  reg \$27 ;
+  reg \$28 ;
+  wire \$3 ;
   wire \$4 ;
-  wire [3:0] \$5 ;
-  wire [3:0] \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  wire [3:0] \$9 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire [3:0] \$7 ;
+  wire [3:0] \$8 ;
+  wire \$9 ;
+  reg bypass = 1'h0;
   input clk;
   wire clk;
   (* init = 3'h0 *)
@@ -1165,8 +1207,7 @@ module \ace_dma_small.queue.fifo (w_en, clk, rst, \port$1$0 , \port$7$0 , \port$
   wire \port$14$0 ;
   input \port$7$0 ;
   wire \port$7$0 ;
-  (* init = 3'h0 *)
-  wire [2:0] produce;
+  reg [2:0] produce = 3'h0;
   output [81:0] r_data;
   wire [81:0] r_data;
   input r_en;
@@ -1180,125 +1221,172 @@ module \ace_dma_small.queue.fifo (w_en, clk, rst, \port$1$0 , \port$7$0 , \port$
   wire [81:0] w_data;
   input w_en;
   wire w_en;
+  (* init = 82'h000000000000000000000 *)
+  wire [81:0] w_hold;
+  (* init = 3'h0 *)
+  wire [2:0] w_hold_addr;
+  (* init = 1'h0 *)
+  wire w_hold_en;
   reg [2:0] w_port__addr = 3'h0;
-  wire [81:0] w_port__data;
-  wire w_port__en;
+  reg [81:0] w_port__data = 82'h000000000000000000000;
+  reg w_port__en = 1'h0;
   output w_rdy;
   reg w_rdy = 1'h1;
   reg [81:0] storage [5:0];
   always @(posedge clk) begin
-    if (do_write)
-      storage[w_port__addr] <= { \port$14$0 , \port$7$0 , \port$1$0 , \port$0$2  };
+    if (w_port__en)
+      storage[w_port__addr] <= w_port__data;
   end
-  assign r_data = storage[r_port__addr];
+  assign r_port__data = storage[r_port__addr];
   assign do_write = w_en & w_rdy;
   assign do_read = r_en & r_rdy;
-  assign \$1  = w_port__addr == 3'h5;
-  assign \$2  = w_port__addr + 1'h1;
-  assign \$3  = \$1  ? 4'h0 : \$2 ;
-  assign \$4  = r_port__addr == 3'h5;
-  assign \$5  = r_port__addr + 1'h1;
-  assign \$6  = \$4  ? 4'h0 : \$5 ;
-  assign \$7  = ~ do_read;
-  assign \$8  = do_write & \$7 ;
-  assign \$9  = level + 1'h1;
-  assign \$10  = level != 3'h5;
-  assign \$11  = ~ do_write;
-  assign \$12  = do_read & \$11 ;
-  assign \$13  = level - 1'h1;
-  assign \$14  = level != 1'h1;
+  assign r_data = bypass ? w_port__data : r_port__data;
+  assign \$1  = ! level;
+  assign \$2  = level == 1'h1;
+  assign \$3  = \$2  & do_read;
+  assign \$4  = \$1  | \$3 ;
+  assign \$5  = do_write & \$4 ;
+  assign \$6  = produce == 3'h5;
+  assign \$7  = produce + 1'h1;
+  assign \$8  = \$6  ? 4'h0 : \$7 ;
+  assign \$9  = r_port__addr == 3'h5;
+  assign \$10  = r_port__addr + 1'h1;
+  assign \$11  = \$9  ? 4'h0 : \$10 ;
+  assign \$12  = ~ do_read;
+  assign \$13  = do_write & \$12 ;
+  assign \$14  = level + 1'h1;
+  assign \$15  = level != 3'h5;
+  assign \$16  = ~ do_write;
+  assign \$17  = do_read & \$16 ;
+  assign \$18  = level - 1'h1;
+  assign \$19  = level != 1'h1;
   always @(posedge clk)
-    w_port__addr <= \$15 ;
+    w_port__data <= \$20 ;
   always @(posedge clk)
-    r_port__addr <= \$16 ;
+    w_port__addr <= \$21 ;
   always @(posedge clk)
-    level <= \$17 ;
+    w_port__en <= \$22 ;
   always @(posedge clk)
-    r_rdy <= \$18 ;
+    bypass <= \$23 ;
   always @(posedge clk)
-    w_rdy <= \$19 ;
+    produce <= \$24 ;
+  always @(posedge clk)
+    r_port__addr <= \$25 ;
+  always @(posedge clk)
+    level <= \$26 ;
+  always @(posedge clk)
+    r_rdy <= \$27 ;
+  always @(posedge clk)
+    w_rdy <= \$28 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$15  = w_port__addr;
+    \$20  = { \port$14$0 , \port$7$0 , \port$1$0 , \port$0$2  };
+    if (rst) begin
+      \$20  = 82'h000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$21  = produce;
+    if (rst) begin
+      \$21  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$22  = do_write;
+    if (rst) begin
+      \$22  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$23  = \$5 ;
+    if (rst) begin
+      \$23  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$24  = produce;
     if (do_write) begin
-      \$15  = \$3 [2:0];
+      \$24  = \$8 [2:0];
     end
     if (rst) begin
-      \$15  = 3'h0;
+      \$24  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$16  = r_port__addr;
+    \$25  = r_port__addr;
     if (do_read) begin
-      \$16  = \$6 [2:0];
+      \$25  = \$11 [2:0];
     end
     if (rst) begin
-      \$16  = 3'h0;
+      \$25  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$17  = level;
-    if (\$8 ) begin
-      \$17  = \$9 [2:0];
+    \$26  = level;
+    if (\$13 ) begin
+      \$26  = \$14 [2:0];
     end
-    if (\$12 ) begin
-      \$17  = \$13 [2:0];
+    if (\$17 ) begin
+      \$26  = \$18 [2:0];
     end
     if (rst) begin
-      \$17  = 3'h0;
+      \$26  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$18  = r_rdy;
-    if (\$8 ) begin
-      \$18  = 1'h1;
+    \$27  = r_rdy;
+    if (\$13 ) begin
+      \$27  = 1'h1;
     end
-    if (\$12 ) begin
-      \$18  = \$14 ;
+    if (\$17 ) begin
+      \$27  = \$19 ;
     end
     if (rst) begin
-      \$18  = 1'h0;
+      \$27  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$19  = w_rdy;
-    if (\$8 ) begin
-      \$19  = \$10 ;
+    \$28  = w_rdy;
+    if (\$13 ) begin
+      \$28  = \$15 ;
     end
-    if (\$12 ) begin
-      \$19  = 1'h1;
+    if (\$17 ) begin
+      \$28  = 1'h1;
     end
     if (rst) begin
-      \$19  = 1'h1;
+      \$28  = 1'h1;
     end
   end
-  assign produce = w_port__addr;
-  assign w_port__data = { \port$14$0 , \port$7$0 , \port$1$0 , \port$0$2  };
-  assign w_data = { \port$14$0 , \port$7$0 , \port$1$0 , \port$0$2  };
-  assign w_port__en = do_write;
   assign consume = r_port__addr;
-  assign r_port__data = r_data;
+  assign w_hold_addr = w_port__addr;
+  assign w_hold = w_port__data;
+  assign w_hold_en = w_port__en;
+  assign w_data = { \port$14$0 , \port$7$0 , \port$1$0 , \port$0$2  };
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.queue.head (rst, o__ready, i__payload, \port$2583$0 , \port$2584$0 , \port$2585$0 , \port$2586$0 , i__valid, in_ready, out_valid, clk);
+module \ace_dma_small.queue.head (rst, o__ready, i__payload, \port$2656$0 , \port$2657$0 , \port$2658$0 , \port$2659$0 , i__valid, in_ready, out_valid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$4  = 0;
-  wire [2:0] \$1 ;
-  wire \$10 ;
-  wire \$11 ;
-  wire \$12 ;
-  wire \$13 ;
+  wire \$1 ;
+  wire [20:0] \$10 ;
+  wire [20:0] \$11 ;
+  wire [20:0] \$12 ;
+  wire [18:0] \$13 ;
   wire \$14 ;
   wire \$15 ;
   wire \$16 ;
   wire \$17 ;
   wire \$18 ;
   wire \$19 ;
-  wire [3:0] \$2 ;
+  wire \$2 ;
   wire \$20 ;
   wire \$21 ;
   wire \$22 ;
@@ -1309,18 +1397,18 @@ module \ace_dma_small.queue.head (rst, o__ready, i__payload, \port$2583$0 , \por
   wire \$27 ;
   wire \$28 ;
   wire \$29 ;
-  wire [20:0] \$3 ;
+  wire \$3 ;
   wire \$30 ;
   wire \$31 ;
   wire \$32 ;
-  reg [1:0] \$33 ;
-  reg \$34 ;
-  reg \$35 ;
-  reg \$36 ;
-  reg \$37 ;
-  reg \$38 ;
-  reg \$39 ;
-  wire [20:0] \$4 ;
+  wire \$33 ;
+  wire \$34 ;
+  wire \$35 ;
+  wire \$36 ;
+  wire \$37 ;
+  wire \$38 ;
+  wire \$39 ;
+  wire \$4 ;
   reg \$40 ;
   reg \$41 ;
   reg \$42 ;
@@ -1331,19 +1419,25 @@ module \ace_dma_small.queue.head (rst, o__ready, i__payload, \port$2583$0 , \por
   reg \$47 ;
   reg \$48 ;
   reg \$49 ;
-  wire [20:0] \$5 ;
-  reg [81:0] \$50 ;
-  reg [81:0] \$51 ;
-  wire [18:0] \$6 ;
+  wire \$5 ;
+  reg \$50 ;
+  reg \$51 ;
+  reg \$52 ;
+  reg \$53 ;
+  reg \$54 ;
+  reg \$55 ;
+  reg [81:0] \$56 ;
+  reg [81:0] \$57 ;
+  wire \$6 ;
   wire \$7 ;
   wire \$8 ;
   wire \$9 ;
   input clk;
   wire clk;
-  reg [1:0] count = 2'h0;
-  wire [1:0] count_next;
+  wire empty_next;
   reg [81:0] entry0 = 82'h000000000000000000000;
   reg [81:0] entry1 = 82'h000000000000000000000;
+  wire full_next;
   input [81:0] i__payload;
   wire [81:0] i__payload;
   (* init = 1'h1 *)
@@ -1368,14 +1462,14 @@ module \ace_dma_small.queue.head (rst, o__ready, i__payload, \port$2583$0 , \por
   output out_valid;
   reg out_valid = 1'h0;
   wire pop;
-  output [20:0] \port$2583$0 ;
-  wire [20:0] \port$2583$0 ;
-  output [20:0] \port$2584$0 ;
-  wire [20:0] \port$2584$0 ;
-  output [20:0] \port$2585$0 ;
-  wire [20:0] \port$2585$0 ;
-  output [18:0] \port$2586$0 ;
-  wire [18:0] \port$2586$0 ;
+  output [20:0] \port$2656$0 ;
+  wire [20:0] \port$2656$0 ;
+  output [20:0] \port$2657$0 ;
+  wire [20:0] \port$2657$0 ;
+  output [20:0] \port$2658$0 ;
+  wire [20:0] \port$2658$0 ;
+  output [18:0] \port$2659$0 ;
+  wire [18:0] \port$2659$0 ;
   wire push;
   reg r_at = 1'h0;
   wire r_at_next;
@@ -1383,254 +1477,255 @@ module \ace_dma_small.queue.head (rst, o__ready, i__payload, \port$2583$0 , \por
   reg r_at_r1 = 1'h0;
   reg r_at_r2 = 1'h0;
   reg r_at_r3 = 1'h0;
+  wire ready_next;
   input rst;
   wire rst;
   reg w_at = 1'h0;
   wire w_at_next;
+  assign \$36  = \$34  & \$35 ;
+  assign \$37  = ~ full_next;
+  assign \$39  = \$37  & \$38 ;
   always @(posedge clk)
-    load0_r1 <= \$39 ;
+    in_ready <= \$40 ;
   always @(posedge clk)
-    load0_r2 <= \$40 ;
+    out_valid <= \$41 ;
   always @(posedge clk)
-    load0_r3 <= \$41 ;
+    w_at <= \$42 ;
   always @(posedge clk)
-    load1_r0 <= \$42 ;
+    r_at <= \$43 ;
   always @(posedge clk)
-    load1_r1 <= \$43 ;
+    load0_r0 <= \$44 ;
   always @(posedge clk)
-    load1_r2 <= \$44 ;
+    load0_r1 <= \$45 ;
   always @(posedge clk)
-    load1_r3 <= \$45 ;
+    load0_r2 <= \$46 ;
   always @(posedge clk)
-    r_at_r0 <= \$46 ;
+    load0_r3 <= \$47 ;
   always @(posedge clk)
-    r_at_r1 <= \$47 ;
+    load1_r0 <= \$48 ;
   always @(posedge clk)
-    r_at_r2 <= \$48 ;
+    load1_r1 <= \$49 ;
   always @(posedge clk)
-    r_at_r3 <= \$49 ;
+    load1_r2 <= \$50 ;
   always @(posedge clk)
-    entry0 <= \$50 ;
+    load1_r3 <= \$51 ;
   always @(posedge clk)
-    entry1 <= \$51 ;
+    r_at_r0 <= \$52 ;
+  always @(posedge clk)
+    r_at_r1 <= \$53 ;
+  always @(posedge clk)
+    r_at_r2 <= \$54 ;
+  always @(posedge clk)
+    r_at_r3 <= \$55 ;
+  always @(posedge clk)
+    entry0 <= \$56 ;
+  always @(posedge clk)
+    entry1 <= \$57 ;
   assign push = i__valid & in_ready;
   assign pop = out_valid & o__ready;
-  assign \$1  = count + push;
-  assign \$2  = \$1  - pop;
+  assign \$1  = ~ o__ready;
+  assign \$2  = ~ in_ready;
+  assign \$3  = out_valid & in_ready;
+  assign \$4  = \$3  & i__valid;
+  assign \$5  = \$2  | \$4 ;
+  assign full_next = \$1  & \$5 ;
+  assign \$6  = ~ i__valid;
+  assign \$7  = ~ out_valid;
+  assign \$8  = in_ready & o__ready;
+  assign \$9  = \$7  | \$8 ;
+  assign empty_next = \$6  & \$9 ;
   assign w_at_next = w_at ^ push;
   assign r_at_next = r_at ^ pop;
-  assign \$3  = r_at_r0 ? entry1[20:0] : entry0[20:0];
-  assign \$4  = r_at_r1 ? entry1[41:21] : entry0[41:21];
-  assign \$5  = r_at_r2 ? entry1[62:42] : entry0[62:42];
-  assign \$6  = r_at_r3 ? entry1[81:63] : entry0[81:63];
-  assign \$7  = \$2 [1:0] != 2'h2;
-  assign \$8  = | \$2 [1:0];
-  assign \$9  = \$2 [1:0] != 2'h2;
-  assign \$10  = ! w_at_next;
-  assign \$11  = \$9  & \$10 ;
-  assign \$12  = \$2 [1:0] != 2'h2;
-  assign \$13  = ! w_at_next;
-  assign \$14  = \$12  & \$13 ;
-  assign \$15  = \$2 [1:0] != 2'h2;
-  assign \$16  = ! w_at_next;
-  assign \$17  = \$15  & \$16 ;
-  assign \$18  = \$2 [1:0] != 2'h2;
-  assign \$19  = ! w_at_next;
-  assign \$20  = \$18  & \$19 ;
-  assign \$21  = \$2 [1:0] != 2'h2;
-  assign \$23  = \$21  & \$22 ;
-  assign \$24  = \$2 [1:0] != 2'h2;
-  assign \$26  = \$24  & \$25 ;
-  assign \$27  = \$2 [1:0] != 2'h2;
-  assign \$29  = \$27  & \$28 ;
-  assign \$30  = \$2 [1:0] != 2'h2;
-  assign \$32  = \$30  & \$31 ;
-  always @(posedge clk)
-    count <= \$33 ;
-  always @(posedge clk)
-    in_ready <= \$34 ;
-  always @(posedge clk)
-    out_valid <= \$35 ;
-  always @(posedge clk)
-    w_at <= \$36 ;
-  always @(posedge clk)
-    r_at <= \$37 ;
-  always @(posedge clk)
-    load0_r0 <= \$38 ;
+  assign ready_next = ~ full_next;
+  assign \$10  = r_at_r0 ? entry1[20:0] : entry0[20:0];
+  assign \$11  = r_at_r1 ? entry1[41:21] : entry0[41:21];
+  assign \$12  = r_at_r2 ? entry1[62:42] : entry0[62:42];
+  assign \$13  = r_at_r3 ? entry1[81:63] : entry0[81:63];
+  assign \$14  = ~ full_next;
+  assign \$15  = ~ empty_next;
+  assign \$16  = ~ full_next;
+  assign \$17  = ! w_at_next;
+  assign \$18  = \$16  & \$17 ;
+  assign \$19  = ~ full_next;
+  assign \$20  = ! w_at_next;
+  assign \$21  = \$19  & \$20 ;
+  assign \$22  = ~ full_next;
+  assign \$23  = ! w_at_next;
+  assign \$24  = \$22  & \$23 ;
+  assign \$25  = ~ full_next;
+  assign \$26  = ! w_at_next;
+  assign \$27  = \$25  & \$26 ;
+  assign \$28  = ~ full_next;
+  assign \$30  = \$28  & \$29 ;
+  assign \$31  = ~ full_next;
+  assign \$33  = \$31  & \$32 ;
+  assign \$34  = ~ full_next;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$39  = \$14 ;
-    if (rst) begin
-      \$39  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$40  = \$17 ;
+    \$40  = \$14 ;
     if (rst) begin
       \$40  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$41  = \$20 ;
+    \$41  = \$15 ;
     if (rst) begin
-      \$41  = 1'h1;
+      \$41  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$42  = \$23 ;
+    \$42  = w_at_next;
     if (rst) begin
       \$42  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$43  = \$26 ;
+    \$43  = r_at_next;
     if (rst) begin
       \$43  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$44  = \$29 ;
+    \$44  = \$18 ;
     if (rst) begin
-      \$44  = 1'h0;
+      \$44  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$45  = \$32 ;
+    \$45  = \$21 ;
     if (rst) begin
-      \$45  = 1'h0;
+      \$45  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$46  = r_at_next;
+    \$46  = \$24 ;
     if (rst) begin
-      \$46  = 1'h0;
+      \$46  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$47  = r_at_next;
+    \$47  = \$27 ;
     if (rst) begin
-      \$47  = 1'h0;
+      \$47  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$48  = r_at_next;
+    \$48  = \$30 ;
     if (rst) begin
       \$48  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$49  = r_at_next;
+    \$49  = \$33 ;
     if (rst) begin
       \$49  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$50  = entry0;
+    \$50  = \$36 ;
+    if (rst) begin
+      \$50  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$51  = \$39 ;
+    if (rst) begin
+      \$51  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$52  = r_at_next;
+    if (rst) begin
+      \$52  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$53  = r_at_next;
+    if (rst) begin
+      \$53  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$54  = r_at_next;
+    if (rst) begin
+      \$54  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$55  = r_at_next;
+    if (rst) begin
+      \$55  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$56  = entry0;
     if (load0_r0) begin
-      \$50 [20:0] = i__payload[20:0];
+      \$56 [20:0] = i__payload[20:0];
     end
     if (load0_r1) begin
-      \$50 [41:21] = i__payload[41:21];
+      \$56 [41:21] = i__payload[41:21];
     end
     if (load0_r2) begin
-      \$50 [62:42] = i__payload[62:42];
+      \$56 [62:42] = i__payload[62:42];
     end
     if (load0_r3) begin
-      \$50 [81:63] = i__payload[81:63];
+      \$56 [81:63] = i__payload[81:63];
     end
     if (rst) begin
-      \$50  = 82'h000000000000000000000;
+      \$56  = 82'h000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$51  = entry1;
+    \$57  = entry1;
     if (load1_r0) begin
-      \$51 [20:0] = i__payload[20:0];
+      \$57 [20:0] = i__payload[20:0];
     end
     if (load1_r1) begin
-      \$51 [41:21] = i__payload[41:21];
+      \$57 [41:21] = i__payload[41:21];
     end
     if (load1_r2) begin
-      \$51 [62:42] = i__payload[62:42];
+      \$57 [62:42] = i__payload[62:42];
     end
     if (load1_r3) begin
-      \$51 [81:63] = i__payload[81:63];
+      \$57 [81:63] = i__payload[81:63];
     end
     if (rst) begin
-      \$51  = 82'h000000000000000000000;
+      \$57  = 82'h000000000000000000000;
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$33  = \$2 [1:0];
-    if (rst) begin
-      \$33  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$34  = \$7 ;
-    if (rst) begin
-      \$34  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$35  = \$8 ;
-    if (rst) begin
-      \$35  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$36  = w_at_next;
-    if (rst) begin
-      \$36  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$37  = r_at_next;
-    if (rst) begin
-      \$37  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$38  = \$11 ;
-    if (rst) begin
-      \$38  = 1'h1;
-    end
-  end
-  assign count_next = \$2 [1:0];
   assign i__ready = in_ready;
   assign o__valid = out_valid;
-  assign o__payload = { \$6 , \$5 , \$4 , \$3  };
-  assign \port$2583$0  = \$3 ;
-  assign \port$2584$0  = \$4 ;
-  assign \port$2585$0  = \$5 ;
-  assign \port$2586$0  = \$6 ;
-  assign \$22  = w_at_next;
-  assign \$25  = w_at_next;
-  assign \$28  = w_at_next;
-  assign \$31  = w_at_next;
+  assign o__payload = { \$13 , \$12 , \$11 , \$10  };
+  assign \port$2656$0  = \$10 ;
+  assign \port$2657$0  = \$11 ;
+  assign \port$2658$0  = \$12 ;
+  assign \port$2659$0  = \$13 ;
+  assign \$29  = w_at_next;
+  assign \$32  = w_at_next;
+  assign \$35  = w_at_next;
+  assign \$38  = w_at_next;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, sram_w__ready, rd_stream__tready, clk, rst, axi__araddr, axi__rready, sram_w__valid, rd_stream__tvalid, cpl__ready, sram_w__payload, cmd__ready, bytes, cpl_full, cpl__payload, axi__arvalid, axi__arlen, \port$3144$14 
-, cmd__valid, cmd__payload, \o__ready$39 );
+module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, sram_w__ready, rd_stream__tready, clk, rst, axi__araddr, axi__rready, sram_w__valid, rd_stream__tvalid, \port$1178$13 , \port$1179$0 , \port$1180$0 , \port$1181$0 , \port$1182$0 , \port$1183$0 , \port$1184$0 , \port$1185$0 , \port$1186$0 
+, cpl__ready, sram_w__payload, cmd__ready, bytes, cpl_full, cpl__payload, axi__arvalid, axi__arlen, rd_stream__tlast, cmd__valid, cmd__payload, \o__ready$39 );
   reg \$auto$verilog_backend.cc:2355:dump_module$5  = 0;
   wire [24:0] \$1 ;
   wire [5:0] \$10 ;
@@ -1716,7 +1811,16 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   wire [31:0] \$83 ;
   wire [31:0] \$84 ;
   wire [127:0] \$85 ;
+  wire [18:0] \$86 ;
+  wire [18:0] \$87 ;
+  wire [18:0] \$88 ;
+  wire [18:0] \$89 ;
   wire \$9 ;
+  wire [18:0] \$90 ;
+  wire [18:0] \$91 ;
+  wire [18:0] \$92 ;
+  wire [18:0] \$93 ;
+  wire [15:0] \$94 ;
   wire ar_accepted;
   wire ar_issued;
   output [31:0] axi__araddr;
@@ -1823,32 +1927,34 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   wire [4:0] \i__payload$59.meta.tail ;
   wire \i__payload$59.meta.to_stream ;
   wire [4:0] \i__payload$59.shift ;
-  wire [171:0] \i__payload$68 ;
-  wire [12:0] \i__payload$68.addr ;
-  wire \i__payload$68.ctl_last ;
-  wire \i__payload$68.ctl_to_stream ;
-  wire [127:0] \i__payload$68.data ;
-  wire [7:0] \i__payload$68.id ;
-  wire \i__payload$68.last ;
-  wire [15:0] \i__payload$68.mask ;
+  wire [3:0] \i__payload$69 ;
+  wire \i__payload$69.ctl_last ;
+  wire \i__payload$69.ctl_to_stream ;
+  wire \i__payload$69.last ;
+  wire \i__payload$69.to_stream ;
+  wire [167:0] \i__payload$71 ;
+  wire [12:0] \i__payload$71.addr ;
+  wire [127:0] \i__payload$71.data ;
+  wire [7:0] \i__payload$71.id ;
+  wire [15:0] \i__payload$71.mask ;
   (* enum_base_type = "DmaStatus" *)
   (* enum_value_000 = "OKAY" *)
   (* enum_value_010 = "READ_SLVERR" *)
   (* enum_value_011 = "READ_DECERR" *)
   (* enum_value_110 = "WRITE_SLVERR" *)
   (* enum_value_111 = "WRITE_DECERR" *)
-  wire [2:0] \i__payload$68.status ;
-  wire \i__payload$68.to_stream ;
+  wire [2:0] \i__payload$71.status ;
   wire [27:0] \i__payload.beat_addr ;
   wire [20:0] \i__payload.span ;
   wire i__ready;
   wire \i__ready$26 ;
   wire \i__ready$62 ;
-  wire \i__ready$67 ;
+  wire \i__ready$68 ;
   wire i__valid;
   wire \i__valid$20 ;
   wire \i__valid$60 ;
   wire \i__valid$64 ;
+  wire \i__valid$66 ;
   wire in_ready_0;
   wire in_ready_1;
   wire in_ready_2;
@@ -1866,55 +1972,73 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   wire [35:0] \o__payload$30 ;
   wire [27:0] \o__payload$30.beat_addr ;
   wire [7:0] \o__payload$30.len ;
-  wire [159:0] \o__payload$69 ;
-  wire [127:0] \o__payload$69.data ;
-  wire \o__payload$69.first ;
-  wire \o__payload$69.last ;
-  wire [29:0] \o__payload$69.meta ;
-  wire [7:0] \o__payload$69.meta.id ;
-  wire [12:0] \o__payload$69.meta.sram_addr ;
+  wire [159:0] \o__payload$70 ;
+  wire [127:0] \o__payload$70.data ;
+  wire \o__payload$70.first ;
+  wire \o__payload$70.last ;
+  wire [29:0] \o__payload$70.meta ;
+  wire [7:0] \o__payload$70.meta.id ;
+  wire [12:0] \o__payload$70.meta.sram_addr ;
   (* enum_base_type = "DmaStatus" *)
   (* enum_value_000 = "OKAY" *)
   (* enum_value_010 = "READ_SLVERR" *)
   (* enum_value_011 = "READ_DECERR" *)
   (* enum_value_110 = "WRITE_SLVERR" *)
   (* enum_value_111 = "WRITE_DECERR" *)
-  wire [2:0] \o__payload$69.meta.status ;
-  wire [4:0] \o__payload$69.meta.tail ;
-  wire \o__payload$69.meta.to_stream ;
-  wire [171:0] \o__payload$73 ;
-  wire [12:0] \o__payload$73.addr ;
-  wire \o__payload$73.ctl_last ;
-  wire \o__payload$73.ctl_to_stream ;
-  wire [127:0] \o__payload$73.data ;
-  wire [7:0] \o__payload$73.id ;
-  wire \o__payload$73.last ;
-  wire [15:0] \o__payload$73.mask ;
+  wire [2:0] \o__payload$70.meta.status ;
+  wire [4:0] \o__payload$70.meta.tail ;
+  wire \o__payload$70.meta.to_stream ;
+  wire [3:0] \o__payload$75 ;
+  wire \o__payload$75.ctl_last ;
+  wire \o__payload$75.ctl_to_stream ;
+  wire \o__payload$75.last ;
+  wire \o__payload$75.to_stream ;
+  wire [167:0] \o__payload$79 ;
+  wire [12:0] \o__payload$79.addr ;
+  wire [127:0] \o__payload$79.data ;
+  wire [7:0] \o__payload$79.id ;
+  wire [15:0] \o__payload$79.mask ;
   (* enum_base_type = "DmaStatus" *)
   (* enum_value_000 = "OKAY" *)
   (* enum_value_010 = "READ_SLVERR" *)
   (* enum_value_011 = "READ_DECERR" *)
   (* enum_value_110 = "WRITE_SLVERR" *)
   (* enum_value_111 = "WRITE_DECERR" *)
-  wire [2:0] \o__payload$73.status ;
-  wire \o__payload$73.to_stream ;
+  wire [2:0] \o__payload$79.status ;
   wire [27:0] \o__payload.beat_addr ;
   wire \o__payload.last ;
   wire [7:0] \o__payload.len ;
   wire o__ready;
   input \o__ready$39 ;
   wire \o__ready$39 ;
-  wire \o__ready$66 ;
-  wire \o__ready$82 ;
+  wire \o__ready$67 ;
+  wire \o__ready$88 ;
+  wire \o__ready$89 ;
   wire o__valid;
   wire \o__valid$38 ;
   wire \o__valid$65 ;
-  wire \o__valid$72 ;
+  wire \o__valid$74 ;
   wire [3:0] off;
   (* init = 1'h1 *)
   wire open_;
-  output [152:0] \port$3144$14 ;
-  wire [152:0] \port$3144$14 ;
+  output [5:0] \port$1178$13 ;
+  wire [5:0] \port$1178$13 ;
+  output [18:0] \port$1179$0 ;
+  wire [18:0] \port$1179$0 ;
+  output [18:0] \port$1180$0 ;
+  wire [18:0] \port$1180$0 ;
+  output [18:0] \port$1181$0 ;
+  wire [18:0] \port$1181$0 ;
+  output [18:0] \port$1182$0 ;
+  wire [18:0] \port$1182$0 ;
+  output [18:0] \port$1183$0 ;
+  wire [18:0] \port$1183$0 ;
+  output [18:0] \port$1184$0 ;
+  wire [18:0] \port$1184$0 ;
+  output [18:0] \port$1185$0 ;
+  wire [18:0] \port$1185$0 ;
+  output [12:0] \port$1186$0 ;
+  wire [12:0] \port$1186$0 ;
   wire [48:0] r_data;
   wire [64:0] \r_data$53 ;
   wire r_en;
@@ -1923,14 +2047,16 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   wire \r_rdy$61 ;
   wire [127:0] rd_stream__tdata;
   wire [15:0] rd_stream__tkeep;
+  output rd_stream__tlast;
   wire rd_stream__tlast;
   input rd_stream__tready;
   wire rd_stream__tready;
   wire [7:0] rd_stream__tuser;
   output rd_stream__tvalid;
   wire rd_stream__tvalid;
+  wire ready;
   wire room_next;
-  wire \room_next$89 ;
+  wire \room_next$94 ;
   input rst;
   wire rst;
   wire [10:0] span_lead;
@@ -1963,6 +2089,14 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   wire w_en;
   wire \w_en$13 ;
   reg [12:0] word = 13'h0000;
+  assign \$5  = cmd__payload[12:9] - 1'h1;
+  assign \$6  = cmd__payload[36:33] + \$5 [3:0];
+  assign straddles = \$6  >= 5'h10;
+  assign span_lead = cmd__payload[42:33] + 4'hf;
+  assign \$7  = cmd__payload[32:9] + span_lead;
+  assign \$9  = ! cmd__payload[32:14];
+  assign \$10  = cmd__payload[13:9] + cmd__payload[36:33];
+  assign \$11  = \$10  <= 5'h10;
   assign \$12  = \$9  & \$11 ;
   assign \$13  = \$4 [3:0] + 1'h1;
   assign \$14  = ! cmd__payload[36:33];
@@ -2004,19 +2138,19 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   assign \$40  = 16'hffff << \$84 [28:24];
   assign \$41  = ~ \$40 [15:0];
   assign \$42  = \$84 [1] ? \$41  : 16'hffff;
-  assign \$43  = ~ \o__payload$73 [158];
+  assign \$43  = ~ \o__payload$75 [1];
   assign \$44  = ~ cpl_full;
   assign \$45  = \$43  | \$44 ;
-  assign deliver = \o__valid$72  & \$45 ;
-  assign \$46  = ~ \o__payload$73 [0];
+  assign deliver = \o__valid$74  & \$45 ;
+  assign \$46  = ~ \o__payload$75 [0];
   assign sram_w__valid = deliver & \$46 ;
-  assign rd_stream__tvalid = deliver & \o__payload$73 [0];
-  assign \$47  = ~ \o__payload$73 [171];
+  assign rd_stream__tvalid = deliver & \o__payload$75 [0];
+  assign \$47  = ~ \o__payload$75 [3];
   assign \$48  = ~ cpl_full;
   assign \$49  = \$47  | \$48 ;
-  assign \$50  = \o__payload$73 [170] ? rd_stream__tready : sram_w__ready;
-  assign \o__ready$82  = \$49  & \$50 ;
-  assign \$51  = & { \room_next$89 , room_next };
+  assign \$50  = \o__payload$75 [2] ? rd_stream__tready : sram_w__ready;
+  assign ready = \$49  & \$50 ;
+  assign \$51  = & { \room_next$94 , room_next };
   assign \$52  = inflight_next < 3'h4;
   assign \$53  = axi__rvalid & axi__rready;
   assign \$54  = beat_index + 1'h1;
@@ -2029,12 +2163,12 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   assign \$61  = axi__rvalid & axi__rready;
   assign \$62  = hi - \$38 ;
   assign \$63  = \$61  ? \$62  : 6'h00;
-  assign \$64  = \i__valid$64  & \o__ready$66 ;
+  assign \$64  = \i__valid$64  & \o__ready$67 ;
   assign \$65  = word + 1'h1;
   assign \$66  = \$84 [1] ? 14'h0000 : \$65 ;
   assign \$67  = cpl_full & cpl__ready;
-  assign \$68  = \o__valid$72  & \o__ready$82 ;
-  assign \$69  = \$68  & \o__payload$73 [158];
+  assign \$68  = \o__valid$74  & ready;
+  assign \$69  = \$68  & \o__payload$75 [3];
   always @(posedge clk)
     cmd__ready <= \$70 ;
   always @(posedge clk)
@@ -2063,18 +2197,10 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   assign \$1  = cmd__payload[32:9] + beat_lead;
   assign \$3  = cmd__payload[36:33] + cmd__payload[12:9];
   assign \$4  = \$3  - 1'h1;
-  assign \$5  = cmd__payload[12:9] - 1'h1;
-  assign \$6  = cmd__payload[36:33] + \$5 [3:0];
-  assign straddles = \$6  >= 5'h10;
-  assign span_lead = cmd__payload[42:33] + 4'hf;
-  assign \$7  = cmd__payload[32:9] + span_lead;
-  assign \$9  = ! cmd__payload[32:14];
-  assign \$10  = cmd__payload[13:9] + cmd__payload[36:33];
-  assign \$11  = \$10  <= 5'h10;
   \ace_dma_small.reader.ar_q  ar_q (
     .clk(clk),
     .o__ready(r_en),
-    .\port$3720$37 (cmd__payload[64:37]),
+    .\port$3884$37 (cmd__payload[64:37]),
     .\port$85$0 (\$8 [20:0]),
     .\r_data$12 (r_data),
     .\r_rdy$14 (i__valid),
@@ -2094,9 +2220,9 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   );
   \ace_dma_small.reader.out  out (
     .clk(clk),
-    .i__ready(\o__ready$66 ),
+    .i__payload(\i__payload$71 ),
     .i__valid(\i__valid$64 ),
-    .i_bits(\i__payload$68 ),
+    .in_ready_0(in_ready_0),
     .in_ready_1(in_ready_1),
     .in_ready_2(in_ready_2),
     .in_ready_3(in_ready_3),
@@ -2105,18 +2231,35 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
     .in_ready_6(in_ready_6),
     .in_ready_7(in_ready_7),
     .in_ready_8(in_ready_8),
-    .o__ready(\o__ready$82 ),
-    .o__valid(\o__valid$72 ),
-    .out_payload(\o__payload$73 ),
+    .o__ready(ready),
+    .\port$1178$0 (\$86 ),
+    .\port$1179$0 (\$87 ),
+    .\port$1180$0 (\$88 ),
+    .\port$1181$0 (\$89 ),
+    .\port$1182$0 (\$90 ),
+    .\port$1183$0 (\$91 ),
+    .\port$1184$0 (\$92 ),
+    .\port$1185$0 (\$93 ),
+    .\port$1186$0 (\$94 ),
+    .rst(rst)
+  );
+  \ace_dma_small.reader.out_flags  out_flags (
+    .clk(clk),
+    .i__payload(\i__payload$69 ),
+    .i__ready(\o__ready$67 ),
+    .i__valid(\i__valid$64 ),
+    .o__payload(\o__payload$75 ),
+    .o__ready(ready),
+    .o__valid(\o__valid$74 ),
     .rst(rst)
   );
   \ace_dma_small.reader.r_q  r_q (
     .clk(clk),
     .o__ready(\r_en$55 ),
-    .\port$270$0 (\$82 ),
-    .\port$271$0 (\$83 ),
+    .\port$292$0 (\$82 ),
+    .\port$293$0 (\$83 ),
     .\r_rdy$14 (\r_rdy$61 ),
-    .room_next(\room_next$89 ),
+    .room_next(\room_next$94 ),
     .rst(rst),
     .w_data(\w_data$8 ),
     .w_en(\w_en$13 )
@@ -2127,7 +2270,7 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
     .i__payload(\i__payload$59 ),
     .i__ready(\i__ready$62 ),
     .i__valid(\i__valid$60 ),
-    .in_ready_0(\o__ready$66 ),
+    .in_ready_0(in_ready_0),
     .in_ready_1(in_ready_1),
     .in_ready_2(in_ready_2),
     .in_ready_3(in_ready_3),
@@ -2137,7 +2280,7 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
     .in_ready_7(in_ready_7),
     .in_ready_8(in_ready_8),
     .out_data(\$85 ),
-    .\port$2944$0 (\$84 ),
+    .\port$3032$0 (\$84 ),
     .rst(rst)
   );
   \ace_dma_small.reader.split  split (
@@ -2301,8 +2444,8 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
     \$81  = cpl__payload;
     if (\$69 ) begin
-      \$81 [7:0] = \o__payload$73 [166:159];
-      \$81 [10:8] = \o__payload$73 [169:167];
+      \$81 [7:0] = \$94 [12:5];
+      \$81 [10:8] = \$94 [15:13];
     end
     if (rst) begin
       \$81  = 11'h000;
@@ -2326,17 +2469,28 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   assign \r_data$53  = { \$83 , \$82  };
   assign lo = { 1'h0, \$38  };
   assign \o__valid$65  = \i__valid$64 ;
-  assign \i__ready$67  = \o__ready$66 ;
-  assign \o__payload$69  = { \$84 , \$85  };
-  assign rd_stream__tdata = \o__payload$73 [141:14];
-  assign rd_stream__tkeep = \o__payload$73 [157:142];
-  assign rd_stream__tlast = \o__payload$73 [158];
-  assign rd_stream__tuser = \o__payload$73 [166:159];
+  assign \i__valid$66  = \i__valid$64 ;
+  assign \i__ready$68  = \o__ready$67 ;
+  assign \o__payload$70  = { \$84 , \$85  };
+  assign \o__payload$79  = { \$94 , \$93 , \$92 , \$91 , \$90 , \$89 , \$88 , \$87 , \$86  };
+  assign rd_stream__tdata = { \$93 [7:0], \$92 , \$91 , \$90 , \$89 , \$88 , \$87 , \$86 [18:13] };
+  assign rd_stream__tkeep = { \$94 [4:0], \$93 [18:8] };
+  assign rd_stream__tuser = \$94 [12:5];
+  assign \o__ready$88  = ready;
+  assign \o__ready$89  = ready;
   assign cpl__valid = cpl_full;
-  assign in_ready_0 = \o__ready$66 ;
   assign axi__araddr = \$23 [31:0];
+  assign \port$1178$13  = \$86 [18:13];
+  assign \port$1179$0  = \$87 ;
+  assign \port$1180$0  = \$88 ;
+  assign \port$1181$0  = \$89 ;
+  assign \port$1182$0  = \$90 ;
+  assign \port$1183$0  = \$91 ;
+  assign \port$1184$0  = \$92 ;
+  assign \port$1185$0  = \$93 ;
+  assign \port$1186$0  = \$94 [12:0];
   assign axi__arlen = \o__payload$30 [35:28];
-  assign \port$3144$14  = \o__payload$73 [166:14];
+  assign rd_stream__tlast = \o__payload$75 [1];
   assign \cmd__payload.stream  = cmd__payload[0];
   assign \cmd__payload.id  = cmd__payload[8:1];
   assign \cmd__payload.length  = cmd__payload[32:9];
@@ -2372,50 +2526,50 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   assign \i__payload$59.meta.sram_addr  = \i__payload$59 [158:146];
   assign \i__payload$59.meta.tail  = \i__payload$59 [163:159];
   assign \i__payload$59.meta.status  = \i__payload$59 [166:164];
-  assign \i__payload$68.to_stream  = \i__payload$68 [0];
-  assign \i__payload$68.addr  = \i__payload$68 [13:1];
-  assign \i__payload$68.data  = \i__payload$68 [141:14];
-  assign \i__payload$68.mask  = \i__payload$68 [157:142];
-  assign \i__payload$68.last  = \i__payload$68 [158];
-  assign \i__payload$68.id  = \i__payload$68 [166:159];
-  assign \i__payload$68.status  = \i__payload$68 [169:167];
-  assign \i__payload$68.ctl_to_stream  = \i__payload$68 [170];
-  assign \i__payload$68.ctl_last  = \i__payload$68 [171];
-  assign \o__payload$69.data  = \$85 ;
-  assign \o__payload$69.first  = \$84 [0];
-  assign \o__payload$69.last  = \$84 [1];
-  assign \o__payload$69.meta  = \$84 [31:2];
-  assign \o__payload$69.meta.to_stream  = \$84 [2];
-  assign \o__payload$69.meta.id  = \$84 [10:3];
-  assign \o__payload$69.meta.sram_addr  = \$84 [23:11];
-  assign \o__payload$69.meta.tail  = \$84 [28:24];
-  assign \o__payload$69.meta.status  = \$84 [31:29];
-  assign \o__payload$73.to_stream  = \o__payload$73 [0];
-  assign \o__payload$73.addr  = \o__payload$73 [13:1];
-  assign \o__payload$73.data  = \o__payload$73 [141:14];
-  assign \o__payload$73.mask  = \o__payload$73 [157:142];
-  assign \o__payload$73.last  = \o__payload$73 [158];
-  assign \o__payload$73.id  = \o__payload$73 [166:159];
-  assign \o__payload$73.status  = \o__payload$73 [169:167];
-  assign \o__payload$73.ctl_to_stream  = \o__payload$73 [170];
-  assign \o__payload$73.ctl_last  = \o__payload$73 [171];
+  assign \i__payload$69.to_stream  = \i__payload$69 [0];
+  assign \i__payload$69.last  = \i__payload$69 [1];
+  assign \i__payload$69.ctl_to_stream  = \i__payload$69 [2];
+  assign \i__payload$69.ctl_last  = \i__payload$69 [3];
+  assign \o__payload$70.data  = \$85 ;
+  assign \o__payload$70.first  = \$84 [0];
+  assign \o__payload$70.last  = \$84 [1];
+  assign \o__payload$70.meta  = \$84 [31:2];
+  assign \o__payload$70.meta.to_stream  = \$84 [2];
+  assign \o__payload$70.meta.id  = \$84 [10:3];
+  assign \o__payload$70.meta.sram_addr  = \$84 [23:11];
+  assign \o__payload$70.meta.tail  = \$84 [28:24];
+  assign \o__payload$70.meta.status  = \$84 [31:29];
+  assign \i__payload$71.addr  = \i__payload$71 [12:0];
+  assign \i__payload$71.data  = \i__payload$71 [140:13];
+  assign \i__payload$71.mask  = \i__payload$71 [156:141];
+  assign \i__payload$71.id  = \i__payload$71 [164:157];
+  assign \i__payload$71.status  = \i__payload$71 [167:165];
+  assign \o__payload$75.to_stream  = \o__payload$75 [0];
+  assign \o__payload$75.last  = \o__payload$75 [1];
+  assign \o__payload$75.ctl_to_stream  = \o__payload$75 [2];
+  assign \o__payload$75.ctl_last  = \o__payload$75 [3];
   assign \sram_w__payload.addr  = sram_w__payload[12:0];
   assign \sram_w__payload.data  = sram_w__payload[140:13];
   assign \sram_w__payload.mask  = sram_w__payload[156:141];
+  assign \o__payload$79.addr  = \$86 [12:0];
+  assign \o__payload$79.data  = { \$93 [7:0], \$92 , \$91 , \$90 , \$89 , \$88 , \$87 , \$86 [18:13] };
+  assign \o__payload$79.mask  = { \$94 [4:0], \$93 [18:8] };
+  assign \o__payload$79.id  = \$94 [12:5];
+  assign \o__payload$79.status  = \$94 [15:13];
   assign \cpl__payload.id  = cpl__payload[7:0];
   assign \cpl__payload.status  = cpl__payload[10:8];
-  assign sram_w__payload[156:141] = \o__payload$73 [157:142];
-  assign sram_w__payload[140:13] = \o__payload$73 [141:14];
-  assign sram_w__payload[12:0] = \o__payload$73 [13:1];
-  assign \i__payload$68 [169:167] = \$84 [31:29];
-  assign \i__payload$68 [166:159] = \$84 [10:3];
-  assign \i__payload$68 [171] = \$84 [1];
-  assign \i__payload$68 [170] = \$84 [2];
-  assign \i__payload$68 [158] = \$84 [1];
-  assign \i__payload$68 [157:142] = \$42 ;
-  assign \i__payload$68 [141:14] = \$85 ;
-  assign \i__payload$68 [13:1] = \$39 [12:0];
-  assign \i__payload$68 [0] = \$84 [2];
+  assign sram_w__payload[156:141] = { \$94 [4:0], \$93 [18:8] };
+  assign sram_w__payload[140:13] = { \$93 [7:0], \$92 , \$91 , \$90 , \$89 , \$88 , \$87 , \$86 [18:13] };
+  assign sram_w__payload[12:0] = \$86 [12:0];
+  assign \i__payload$71 [167:165] = \$84 [31:29];
+  assign \i__payload$71 [164:157] = \$84 [10:3];
+  assign \i__payload$71 [156:141] = \$42 ;
+  assign \i__payload$71 [140:13] = \$85 ;
+  assign \i__payload$71 [12:0] = \$39 [12:0];
+  assign \i__payload$69 [3] = \$84 [1];
+  assign \i__payload$69 [2] = \$84 [2];
+  assign \i__payload$69 [1] = \$84 [1];
+  assign \i__payload$69 [0] = \$84 [2];
   assign \i__payload$59 [127:0] = axi__rdata;
   assign \i__payload$59 [166:137] = ctl[36:7];
   assign \i__payload$59 [136] = ctl[6];
@@ -2453,7 +2607,7 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.reader.ar_q (rst, \port$85$0 , w_en, room_next, o__ready, \r_rdy$14 , \r_data$12 , \port$3720$37 , clk);
+module \ace_dma_small.reader.ar_q (rst, \port$85$0 , w_en, room_next, o__ready, \r_rdy$14 , \r_data$12 , \port$3884$37 , clk);
   input clk;
   wire clk;
   wire [48:0] i__payload;
@@ -2464,8 +2618,8 @@ module \ace_dma_small.reader.ar_q (rst, \port$85$0 , w_en, room_next, o__ready, 
   input o__ready;
   wire o__ready;
   wire o__valid;
-  input [27:0] \port$3720$37 ;
-  wire [27:0] \port$3720$37 ;
+  input [27:0] \port$3884$37 ;
+  wire [27:0] \port$3884$37 ;
   input [20:0] \port$85$0 ;
   wire [20:0] \port$85$0 ;
   wire [48:0] r_data;
@@ -2491,7 +2645,7 @@ module \ace_dma_small.reader.ar_q (rst, \port$85$0 , w_en, room_next, o__ready, 
   \ace_dma_small.reader.ar_q.fifo  fifo (
     .clk(clk),
     .level(level),
-    .\port$3720$37 (\port$3720$37 ),
+    .\port$3884$37 (\port$3884$37 ),
     .\port$85$0 (\port$85$0 ),
     .r_data(i__payload),
     .r_en(r_en),
@@ -2510,8 +2664,8 @@ module \ace_dma_small.reader.ar_q (rst, \port$85$0 , w_en, room_next, o__ready, 
     .out_payload(\r_data$12 ),
     .rst(rst)
   );
-  assign w_data = { \port$85$0 , \port$3720$37  };
-  assign \w_data$1  = { \port$85$0 , \port$3720$37  };
+  assign w_data = { \port$85$0 , \port$3884$37  };
+  assign \w_data$1  = { \port$85$0 , \port$3884$37  };
   assign \w_en$3  = w_en;
   assign \w_rdy$5  = w_rdy;
   assign r_rdy = i__valid;
@@ -2523,27 +2677,37 @@ module \ace_dma_small.reader.ar_q (rst, \port$85$0 , w_en, room_next, o__ready, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.reader.ar_q.fifo (rst, \port$85$0 , w_en, r_data, level, r_rdy, w_rdy, r_en, \port$3720$37 , clk);
+module \ace_dma_small.reader.ar_q.fifo (rst, \port$85$0 , w_en, r_data, level, r_rdy, w_rdy, r_en, \port$3884$37 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$6  = 0;
   wire \$1 ;
-  wire \$10 ;
-  wire \$11 ;
+  wire [2:0] \$10 ;
+  wire [2:0] \$11 ;
   wire \$12 ;
-  wire [3:0] \$13 ;
-  wire \$14 ;
-  reg [1:0] \$15 ;
-  reg [1:0] \$16 ;
-  reg [2:0] \$17 ;
-  reg \$18 ;
-  reg \$19 ;
-  wire [2:0] \$2 ;
-  wire [2:0] \$3 ;
+  wire \$13 ;
+  wire [3:0] \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire \$17 ;
+  wire [3:0] \$18 ;
+  wire \$19 ;
+  wire \$2 ;
+  reg [48:0] \$20 ;
+  reg [1:0] \$21 ;
+  reg \$22 ;
+  reg \$23 ;
+  reg [1:0] \$24 ;
+  reg [1:0] \$25 ;
+  reg [2:0] \$26 ;
+  reg \$27 ;
+  reg \$28 ;
+  wire \$3 ;
   wire \$4 ;
-  wire [2:0] \$5 ;
-  wire [2:0] \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  wire [3:0] \$9 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire [2:0] \$7 ;
+  wire [2:0] \$8 ;
+  wire \$9 ;
+  reg bypass = 1'h0;
   input clk;
   wire clk;
   (* init = 2'h0 *)
@@ -2552,12 +2716,11 @@ module \ace_dma_small.reader.ar_q.fifo (rst, \port$85$0 , w_en, r_data, level, r
   wire do_write;
   output [2:0] level;
   reg [2:0] level = 3'h0;
-  input [27:0] \port$3720$37 ;
-  wire [27:0] \port$3720$37 ;
+  input [27:0] \port$3884$37 ;
+  wire [27:0] \port$3884$37 ;
   input [20:0] \port$85$0 ;
   wire [20:0] \port$85$0 ;
-  (* init = 2'h0 *)
-  wire [1:0] produce;
+  reg [1:0] produce = 2'h0;
   output [48:0] r_data;
   wire [48:0] r_data;
   input r_en;
@@ -2571,108 +2734,155 @@ module \ace_dma_small.reader.ar_q.fifo (rst, \port$85$0 , w_en, r_data, level, r
   wire [48:0] w_data;
   input w_en;
   wire w_en;
+  (* init = 49'h0000000000000 *)
+  wire [48:0] w_hold;
+  (* init = 2'h0 *)
+  wire [1:0] w_hold_addr;
+  (* init = 1'h0 *)
+  wire w_hold_en;
   reg [1:0] w_port__addr = 2'h0;
-  wire [48:0] w_port__data;
-  wire w_port__en;
+  reg [48:0] w_port__data = 49'h0000000000000;
+  reg w_port__en = 1'h0;
   output w_rdy;
   reg w_rdy = 1'h1;
   reg [48:0] storage [3:0];
   always @(posedge clk) begin
-    if (do_write)
-      storage[w_port__addr] <= { \port$85$0 , \port$3720$37  };
+    if (w_port__en)
+      storage[w_port__addr] <= w_port__data;
   end
-  assign r_data = storage[r_port__addr];
+  assign r_port__data = storage[r_port__addr];
   assign do_write = w_en & w_rdy;
   assign do_read = r_en & r_rdy;
-  assign \$1  = w_port__addr == 2'h3;
-  assign \$2  = w_port__addr + 1'h1;
-  assign \$3  = \$1  ? 3'h0 : \$2 ;
-  assign \$4  = r_port__addr == 2'h3;
-  assign \$5  = r_port__addr + 1'h1;
-  assign \$6  = \$4  ? 3'h0 : \$5 ;
-  assign \$7  = ~ do_read;
-  assign \$8  = do_write & \$7 ;
-  assign \$9  = level + 1'h1;
-  assign \$10  = level != 2'h3;
-  assign \$11  = ~ do_write;
-  assign \$12  = do_read & \$11 ;
-  assign \$13  = level - 1'h1;
-  assign \$14  = level != 1'h1;
+  assign r_data = bypass ? w_port__data : r_port__data;
+  assign \$1  = ! level;
+  assign \$2  = level == 1'h1;
+  assign \$3  = \$2  & do_read;
+  assign \$4  = \$1  | \$3 ;
+  assign \$5  = do_write & \$4 ;
+  assign \$6  = produce == 2'h3;
+  assign \$7  = produce + 1'h1;
+  assign \$8  = \$6  ? 3'h0 : \$7 ;
+  assign \$9  = r_port__addr == 2'h3;
+  assign \$10  = r_port__addr + 1'h1;
+  assign \$11  = \$9  ? 3'h0 : \$10 ;
+  assign \$12  = ~ do_read;
+  assign \$13  = do_write & \$12 ;
+  assign \$14  = level + 1'h1;
+  assign \$15  = level != 2'h3;
+  assign \$16  = ~ do_write;
+  assign \$17  = do_read & \$16 ;
+  assign \$18  = level - 1'h1;
+  assign \$19  = level != 1'h1;
   always @(posedge clk)
-    w_port__addr <= \$15 ;
+    w_port__data <= \$20 ;
   always @(posedge clk)
-    r_port__addr <= \$16 ;
+    w_port__addr <= \$21 ;
   always @(posedge clk)
-    level <= \$17 ;
+    w_port__en <= \$22 ;
   always @(posedge clk)
-    r_rdy <= \$18 ;
+    bypass <= \$23 ;
   always @(posedge clk)
-    w_rdy <= \$19 ;
+    produce <= \$24 ;
+  always @(posedge clk)
+    r_port__addr <= \$25 ;
+  always @(posedge clk)
+    level <= \$26 ;
+  always @(posedge clk)
+    r_rdy <= \$27 ;
+  always @(posedge clk)
+    w_rdy <= \$28 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$15  = w_port__addr;
+    \$20  = { \port$85$0 , \port$3884$37  };
+    if (rst) begin
+      \$20  = 49'h0000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$21  = produce;
+    if (rst) begin
+      \$21  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$22  = do_write;
+    if (rst) begin
+      \$22  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$23  = \$5 ;
+    if (rst) begin
+      \$23  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$24  = produce;
     if (do_write) begin
-      \$15  = \$3 [1:0];
+      \$24  = \$8 [1:0];
     end
     if (rst) begin
-      \$15  = 2'h0;
+      \$24  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$16  = r_port__addr;
+    \$25  = r_port__addr;
     if (do_read) begin
-      \$16  = \$6 [1:0];
+      \$25  = \$11 [1:0];
     end
     if (rst) begin
-      \$16  = 2'h0;
+      \$25  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$17  = level;
-    if (\$8 ) begin
-      \$17  = \$9 [2:0];
+    \$26  = level;
+    if (\$13 ) begin
+      \$26  = \$14 [2:0];
     end
-    if (\$12 ) begin
-      \$17  = \$13 [2:0];
+    if (\$17 ) begin
+      \$26  = \$18 [2:0];
     end
     if (rst) begin
-      \$17  = 3'h0;
+      \$26  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$18  = r_rdy;
-    if (\$8 ) begin
-      \$18  = 1'h1;
+    \$27  = r_rdy;
+    if (\$13 ) begin
+      \$27  = 1'h1;
     end
-    if (\$12 ) begin
-      \$18  = \$14 ;
+    if (\$17 ) begin
+      \$27  = \$19 ;
     end
     if (rst) begin
-      \$18  = 1'h0;
+      \$27  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$19  = w_rdy;
-    if (\$8 ) begin
-      \$19  = \$10 ;
+    \$28  = w_rdy;
+    if (\$13 ) begin
+      \$28  = \$15 ;
     end
-    if (\$12 ) begin
-      \$19  = 1'h1;
+    if (\$17 ) begin
+      \$28  = 1'h1;
     end
     if (rst) begin
-      \$19  = 1'h1;
+      \$28  = 1'h1;
     end
   end
-  assign produce = w_port__addr;
-  assign w_port__data = { \port$85$0 , \port$3720$37  };
-  assign w_data = { \port$85$0 , \port$3720$37  };
-  assign w_port__en = do_write;
   assign consume = r_port__addr;
-  assign r_port__data = r_data;
+  assign w_hold_addr = w_port__addr;
+  assign w_hold = w_port__data;
+  assign w_hold_en = w_port__en;
+  assign w_data = { \port$85$0 , \port$3884$37  };
 endmodule
 
 (* generator = "Amaranth" *)
@@ -3035,20 +3245,45 @@ module \ace_dma_small.reader.ar_skid (clk, rst, i__valid, i__payload, i__ready, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.reader.out (rst, o__ready, i_bits, i__valid, i__ready, o__valid, out_payload, in_ready_1, in_ready_2, in_ready_3, in_ready_4, in_ready_5, in_ready_6, in_ready_7, in_ready_8, clk);
+module \ace_dma_small.reader.out (rst, o__ready, \port$1178$0 , \port$1179$0 , \port$1180$0 , \port$1181$0 , \port$1182$0 , \port$1183$0 , \port$1184$0 , \port$1185$0 , \port$1186$0 , i__payload, i__valid, in_ready_0, in_ready_1, in_ready_2, in_ready_3, in_ready_4, in_ready_5, in_ready_6, in_ready_7
+, in_ready_8, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$9  = 0;
   wire \$1 ;
-  wire \$10 ;
+  wire [18:0] \$10 ;
   reg \$100 ;
   reg \$101 ;
-  wire \$11 ;
-  wire \$12 ;
-  wire \$13 ;
-  wire \$14 ;
-  wire \$15 ;
-  wire \$16 ;
-  wire \$17 ;
-  wire \$18 ;
+  reg \$102 ;
+  reg \$103 ;
+  reg \$104 ;
+  reg \$105 ;
+  reg \$106 ;
+  reg \$107 ;
+  reg \$108 ;
+  reg \$109 ;
+  wire [18:0] \$11 ;
+  reg \$110 ;
+  reg \$111 ;
+  reg \$112 ;
+  reg \$113 ;
+  reg \$114 ;
+  reg \$115 ;
+  reg \$116 ;
+  reg \$117 ;
+  reg \$118 ;
+  reg \$119 ;
+  wire [18:0] \$12 ;
+  reg \$120 ;
+  reg \$121 ;
+  reg \$122 ;
+  reg \$123 ;
+  reg [167:0] \$124 ;
+  reg [167:0] \$125 ;
+  wire [18:0] \$13 ;
+  wire [18:0] \$14 ;
+  wire [18:0] \$15 ;
+  wire [18:0] \$16 ;
+  wire [18:0] \$17 ;
+  wire [15:0] \$18 ;
   wire \$19 ;
   wire \$2 ;
   wire \$20 ;
@@ -3109,18 +3344,18 @@ module \ace_dma_small.reader.out (rst, o__ready, i_bits, i__valid, i__ready, o__
   wire \$70 ;
   wire \$71 ;
   wire \$72 ;
-  reg \$73 ;
-  reg \$74 ;
-  reg [171:0] \$75 ;
-  reg \$76 ;
-  reg [171:0] \$77 ;
-  reg \$78 ;
-  reg \$79 ;
+  wire \$73 ;
+  wire \$74 ;
+  wire \$75 ;
+  wire \$76 ;
+  wire \$77 ;
+  wire \$78 ;
+  wire \$79 ;
   wire \$8 ;
-  reg \$80 ;
-  reg \$81 ;
-  reg \$82 ;
-  reg \$83 ;
+  wire \$80 ;
+  wire \$81 ;
+  wire \$82 ;
+  wire \$83 ;
   reg \$84 ;
   reg \$85 ;
   reg \$86 ;
@@ -3140,13 +3375,15 @@ module \ace_dma_small.reader.out (rst, o__ready, i_bits, i__valid, i__ready, o__
   reg \$99 ;
   input clk;
   wire clk;
-  wire [171:0] i__payload;
+  wire empty_next;
+  reg [167:0] entry0 = 168'h000000000000000000000000000000000000000000;
+  reg [167:0] entry1 = 168'h000000000000000000000000000000000000000000;
+  wire full_next;
+  input [167:0] i__payload;
+  wire [167:0] i__payload;
   wire [12:0] \i__payload.addr ;
-  wire \i__payload.ctl_last ;
-  wire \i__payload.ctl_to_stream ;
   wire [127:0] \i__payload.data ;
   wire [7:0] \i__payload.id ;
-  wire \i__payload.last ;
   wire [15:0] \i__payload.mask ;
   (* enum_base_type = "DmaStatus" *)
   (* enum_value_000 = "OKAY" *)
@@ -3155,15 +3392,13 @@ module \ace_dma_small.reader.out (rst, o__ready, i_bits, i__valid, i__ready, o__
   (* enum_value_110 = "WRITE_SLVERR" *)
   (* enum_value_111 = "WRITE_DECERR" *)
   wire [2:0] \i__payload.status ;
-  wire \i__payload.to_stream ;
-  output i__ready;
-  reg i__ready = 1'h1;
+  (* init = 1'h1 *)
+  wire i__ready;
   input i__valid;
   wire i__valid;
-  input [171:0] i_bits;
-  wire [171:0] i_bits;
-  (* init = 1'h1 *)
-  wire in_ready_0;
+  reg in_ready = 1'h1;
+  output in_ready_0;
+  reg in_ready_0 = 1'h1;
   output in_ready_1;
   reg in_ready_1 = 1'h1;
   output in_ready_2;
@@ -3180,14 +3415,46 @@ module \ace_dma_small.reader.out (rst, o__ready, i_bits, i__valid, i__ready, o__
   reg in_ready_7 = 1'h1;
   output in_ready_8;
   reg in_ready_8 = 1'h1;
-  (* init = 172'h0000000000000000000000000000000000000000000 *)
-  wire [171:0] o__payload;
+  (* init = 1'h1 *)
+  wire in_ready_r0;
+  (* init = 1'h1 *)
+  wire in_ready_r1;
+  (* init = 1'h1 *)
+  wire in_ready_r2;
+  (* init = 1'h1 *)
+  wire in_ready_r3;
+  (* init = 1'h1 *)
+  wire in_ready_r4;
+  (* init = 1'h1 *)
+  wire in_ready_r5;
+  (* init = 1'h1 *)
+  wire in_ready_r6;
+  (* init = 1'h1 *)
+  wire in_ready_r7;
+  (* init = 1'h1 *)
+  wire in_ready_r8;
+  reg load0_r0 = 1'h1;
+  reg load0_r1 = 1'h1;
+  reg load0_r2 = 1'h1;
+  reg load0_r3 = 1'h1;
+  reg load0_r4 = 1'h1;
+  reg load0_r5 = 1'h1;
+  reg load0_r6 = 1'h1;
+  reg load0_r7 = 1'h1;
+  reg load0_r8 = 1'h1;
+  reg load1_r0 = 1'h0;
+  reg load1_r1 = 1'h0;
+  reg load1_r2 = 1'h0;
+  reg load1_r3 = 1'h0;
+  reg load1_r4 = 1'h0;
+  reg load1_r5 = 1'h0;
+  reg load1_r6 = 1'h0;
+  reg load1_r7 = 1'h0;
+  reg load1_r8 = 1'h0;
+  wire [167:0] o__payload;
   wire [12:0] \o__payload.addr ;
-  wire \o__payload.ctl_last ;
-  wire \o__payload.ctl_to_stream ;
   wire [127:0] \o__payload.data ;
   wire [7:0] \o__payload.id ;
-  wire \o__payload.last ;
   wire [15:0] \o__payload.mask ;
   (* enum_base_type = "DmaStatus" *)
   (* enum_value_000 = "OKAY" *)
@@ -3196,70 +3463,659 @@ module \ace_dma_small.reader.out (rst, o__ready, i_bits, i__valid, i__ready, o__
   (* enum_value_110 = "WRITE_SLVERR" *)
   (* enum_value_111 = "WRITE_DECERR" *)
   wire [2:0] \o__payload.status ;
+  input o__ready;
+  wire o__ready;
+  (* init = 1'h0 *)
+  wire o__valid;
+  reg out_valid = 1'h0;
+  wire pop;
+  output [18:0] \port$1178$0 ;
+  wire [18:0] \port$1178$0 ;
+  output [18:0] \port$1179$0 ;
+  wire [18:0] \port$1179$0 ;
+  output [18:0] \port$1180$0 ;
+  wire [18:0] \port$1180$0 ;
+  output [18:0] \port$1181$0 ;
+  wire [18:0] \port$1181$0 ;
+  output [18:0] \port$1182$0 ;
+  wire [18:0] \port$1182$0 ;
+  output [18:0] \port$1183$0 ;
+  wire [18:0] \port$1183$0 ;
+  output [18:0] \port$1184$0 ;
+  wire [18:0] \port$1184$0 ;
+  output [18:0] \port$1185$0 ;
+  wire [18:0] \port$1185$0 ;
+  output [15:0] \port$1186$0 ;
+  wire [15:0] \port$1186$0 ;
+  wire push;
+  reg r_at = 1'h0;
+  wire r_at_next;
+  reg r_at_r0 = 1'h0;
+  reg r_at_r1 = 1'h0;
+  reg r_at_r2 = 1'h0;
+  reg r_at_r3 = 1'h0;
+  reg r_at_r4 = 1'h0;
+  reg r_at_r5 = 1'h0;
+  reg r_at_r6 = 1'h0;
+  reg r_at_r7 = 1'h0;
+  reg r_at_r8 = 1'h0;
+  wire ready_next;
+  input rst;
+  wire rst;
+  reg w_at = 1'h0;
+  wire w_at_next;
+  assign push = i__valid & in_ready;
+  assign pop = out_valid & o__ready;
+  assign \$1  = ~ o__ready;
+  assign \$2  = ~ in_ready;
+  assign \$3  = out_valid & in_ready;
+  assign \$4  = \$3  & i__valid;
+  assign \$5  = \$2  | \$4 ;
+  assign full_next = \$1  & \$5 ;
+  assign \$6  = ~ i__valid;
+  assign \$7  = ~ out_valid;
+  assign \$8  = in_ready & o__ready;
+  assign \$9  = \$7  | \$8 ;
+  assign empty_next = \$6  & \$9 ;
+  assign w_at_next = w_at ^ push;
+  assign r_at_next = r_at ^ pop;
+  assign ready_next = ~ full_next;
+  assign \$10  = r_at_r0 ? entry1[18:0] : entry0[18:0];
+  assign \$11  = r_at_r1 ? entry1[37:19] : entry0[37:19];
+  assign \$12  = r_at_r2 ? entry1[56:38] : entry0[56:38];
+  assign \$13  = r_at_r3 ? entry1[75:57] : entry0[75:57];
+  assign \$14  = r_at_r4 ? entry1[94:76] : entry0[94:76];
+  assign \$15  = r_at_r5 ? entry1[113:95] : entry0[113:95];
+  assign \$16  = r_at_r6 ? entry1[132:114] : entry0[132:114];
+  assign \$17  = r_at_r7 ? entry1[151:133] : entry0[151:133];
+  assign \$18  = r_at_r8 ? entry1[167:152] : entry0[167:152];
+  assign \$19  = ~ full_next;
+  assign \$20  = ~ empty_next;
+  assign \$21  = ~ full_next;
+  assign \$22  = ! w_at_next;
+  assign \$23  = \$21  & \$22 ;
+  assign \$24  = ~ full_next;
+  assign \$25  = ! w_at_next;
+  assign \$26  = \$24  & \$25 ;
+  assign \$27  = ~ full_next;
+  assign \$28  = ! w_at_next;
+  assign \$29  = \$27  & \$28 ;
+  assign \$30  = ~ full_next;
+  assign \$31  = ! w_at_next;
+  assign \$32  = \$30  & \$31 ;
+  assign \$33  = ~ full_next;
+  assign \$34  = ! w_at_next;
+  assign \$35  = \$33  & \$34 ;
+  assign \$36  = ~ full_next;
+  assign \$37  = ! w_at_next;
+  assign \$38  = \$36  & \$37 ;
+  assign \$39  = ~ full_next;
+  assign \$40  = ! w_at_next;
+  assign \$41  = \$39  & \$40 ;
+  assign \$42  = ~ full_next;
+  assign \$43  = ! w_at_next;
+  assign \$44  = \$42  & \$43 ;
+  assign \$45  = ~ full_next;
+  assign \$46  = ! w_at_next;
+  assign \$47  = \$45  & \$46 ;
+  assign \$48  = ~ full_next;
+  assign \$50  = \$48  & \$49 ;
+  assign \$51  = ~ full_next;
+  assign \$53  = \$51  & \$52 ;
+  assign \$54  = ~ full_next;
+  assign \$56  = \$54  & \$55 ;
+  assign \$57  = ~ full_next;
+  assign \$59  = \$57  & \$58 ;
+  assign \$60  = ~ full_next;
+  assign \$62  = \$60  & \$61 ;
+  assign \$63  = ~ full_next;
+  assign \$65  = \$63  & \$64 ;
+  assign \$66  = ~ full_next;
+  assign \$68  = \$66  & \$67 ;
+  assign \$69  = ~ full_next;
+  assign \$71  = \$69  & \$70 ;
+  assign \$72  = ~ full_next;
+  assign \$74  = \$72  & \$73 ;
+  assign \$75  = ~ full_next;
+  assign \$76  = ~ full_next;
+  assign \$77  = ~ full_next;
+  assign \$78  = ~ full_next;
+  assign \$79  = ~ full_next;
+  assign \$80  = ~ full_next;
+  assign \$81  = ~ full_next;
+  assign \$82  = ~ full_next;
+  assign \$83  = ~ full_next;
+  always @(posedge clk)
+    in_ready <= \$84 ;
+  always @(posedge clk)
+    out_valid <= \$85 ;
+  always @(posedge clk)
+    w_at <= \$86 ;
+  always @(posedge clk)
+    r_at <= \$87 ;
+  always @(posedge clk)
+    load0_r0 <= \$88 ;
+  always @(posedge clk)
+    load0_r1 <= \$89 ;
+  always @(posedge clk)
+    load0_r2 <= \$90 ;
+  always @(posedge clk)
+    load0_r3 <= \$91 ;
+  always @(posedge clk)
+    load0_r4 <= \$92 ;
+  always @(posedge clk)
+    load0_r5 <= \$93 ;
+  always @(posedge clk)
+    load0_r6 <= \$94 ;
+  always @(posedge clk)
+    load0_r7 <= \$95 ;
+  always @(posedge clk)
+    load0_r8 <= \$96 ;
+  always @(posedge clk)
+    load1_r0 <= \$97 ;
+  always @(posedge clk)
+    load1_r1 <= \$98 ;
+  always @(posedge clk)
+    load1_r2 <= \$99 ;
+  always @(posedge clk)
+    load1_r3 <= \$100 ;
+  always @(posedge clk)
+    load1_r4 <= \$101 ;
+  always @(posedge clk)
+    load1_r5 <= \$102 ;
+  always @(posedge clk)
+    load1_r6 <= \$103 ;
+  always @(posedge clk)
+    load1_r7 <= \$104 ;
+  always @(posedge clk)
+    load1_r8 <= \$105 ;
+  always @(posedge clk)
+    r_at_r0 <= \$106 ;
+  always @(posedge clk)
+    r_at_r1 <= \$107 ;
+  always @(posedge clk)
+    r_at_r2 <= \$108 ;
+  always @(posedge clk)
+    r_at_r3 <= \$109 ;
+  always @(posedge clk)
+    r_at_r4 <= \$110 ;
+  always @(posedge clk)
+    r_at_r5 <= \$111 ;
+  always @(posedge clk)
+    r_at_r6 <= \$112 ;
+  always @(posedge clk)
+    r_at_r7 <= \$113 ;
+  always @(posedge clk)
+    r_at_r8 <= \$114 ;
+  always @(posedge clk)
+    in_ready_0 <= \$115 ;
+  always @(posedge clk)
+    in_ready_1 <= \$116 ;
+  always @(posedge clk)
+    in_ready_2 <= \$117 ;
+  always @(posedge clk)
+    in_ready_3 <= \$118 ;
+  always @(posedge clk)
+    in_ready_4 <= \$119 ;
+  always @(posedge clk)
+    in_ready_5 <= \$120 ;
+  always @(posedge clk)
+    in_ready_6 <= \$121 ;
+  always @(posedge clk)
+    in_ready_7 <= \$122 ;
+  always @(posedge clk)
+    in_ready_8 <= \$123 ;
+  always @(posedge clk)
+    entry0 <= \$124 ;
+  always @(posedge clk)
+    entry1 <= \$125 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$84  = \$19 ;
+    if (rst) begin
+      \$84  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$85  = \$20 ;
+    if (rst) begin
+      \$85  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$86  = w_at_next;
+    if (rst) begin
+      \$86  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$87  = r_at_next;
+    if (rst) begin
+      \$87  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$88  = \$23 ;
+    if (rst) begin
+      \$88  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$89  = \$26 ;
+    if (rst) begin
+      \$89  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$90  = \$29 ;
+    if (rst) begin
+      \$90  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$91  = \$32 ;
+    if (rst) begin
+      \$91  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$92  = \$35 ;
+    if (rst) begin
+      \$92  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$93  = \$38 ;
+    if (rst) begin
+      \$93  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$94  = \$41 ;
+    if (rst) begin
+      \$94  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$95  = \$44 ;
+    if (rst) begin
+      \$95  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$96  = \$47 ;
+    if (rst) begin
+      \$96  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$97  = \$50 ;
+    if (rst) begin
+      \$97  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$98  = \$53 ;
+    if (rst) begin
+      \$98  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$99  = \$56 ;
+    if (rst) begin
+      \$99  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$100  = \$59 ;
+    if (rst) begin
+      \$100  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$101  = \$62 ;
+    if (rst) begin
+      \$101  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$102  = \$65 ;
+    if (rst) begin
+      \$102  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$103  = \$68 ;
+    if (rst) begin
+      \$103  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$104  = \$71 ;
+    if (rst) begin
+      \$104  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$105  = \$74 ;
+    if (rst) begin
+      \$105  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$106  = r_at_next;
+    if (rst) begin
+      \$106  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$107  = r_at_next;
+    if (rst) begin
+      \$107  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$108  = r_at_next;
+    if (rst) begin
+      \$108  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$109  = r_at_next;
+    if (rst) begin
+      \$109  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$110  = r_at_next;
+    if (rst) begin
+      \$110  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$111  = r_at_next;
+    if (rst) begin
+      \$111  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$112  = r_at_next;
+    if (rst) begin
+      \$112  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$113  = r_at_next;
+    if (rst) begin
+      \$113  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$114  = r_at_next;
+    if (rst) begin
+      \$114  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$115  = \$75 ;
+    if (rst) begin
+      \$115  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$116  = \$76 ;
+    if (rst) begin
+      \$116  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$117  = \$77 ;
+    if (rst) begin
+      \$117  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$118  = \$78 ;
+    if (rst) begin
+      \$118  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$119  = \$79 ;
+    if (rst) begin
+      \$119  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$120  = \$80 ;
+    if (rst) begin
+      \$120  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$121  = \$81 ;
+    if (rst) begin
+      \$121  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$122  = \$82 ;
+    if (rst) begin
+      \$122  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$123  = \$83 ;
+    if (rst) begin
+      \$123  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$124  = entry0;
+    if (load0_r0) begin
+      \$124 [18:0] = i__payload[18:0];
+    end
+    if (load0_r1) begin
+      \$124 [37:19] = i__payload[37:19];
+    end
+    if (load0_r2) begin
+      \$124 [56:38] = i__payload[56:38];
+    end
+    if (load0_r3) begin
+      \$124 [75:57] = i__payload[75:57];
+    end
+    if (load0_r4) begin
+      \$124 [94:76] = i__payload[94:76];
+    end
+    if (load0_r5) begin
+      \$124 [113:95] = i__payload[113:95];
+    end
+    if (load0_r6) begin
+      \$124 [132:114] = i__payload[132:114];
+    end
+    if (load0_r7) begin
+      \$124 [151:133] = i__payload[151:133];
+    end
+    if (load0_r8) begin
+      \$124 [167:152] = i__payload[167:152];
+    end
+    if (rst) begin
+      \$124  = 168'h000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$125  = entry1;
+    if (load1_r0) begin
+      \$125 [18:0] = i__payload[18:0];
+    end
+    if (load1_r1) begin
+      \$125 [37:19] = i__payload[37:19];
+    end
+    if (load1_r2) begin
+      \$125 [56:38] = i__payload[56:38];
+    end
+    if (load1_r3) begin
+      \$125 [75:57] = i__payload[75:57];
+    end
+    if (load1_r4) begin
+      \$125 [94:76] = i__payload[94:76];
+    end
+    if (load1_r5) begin
+      \$125 [113:95] = i__payload[113:95];
+    end
+    if (load1_r6) begin
+      \$125 [132:114] = i__payload[132:114];
+    end
+    if (load1_r7) begin
+      \$125 [151:133] = i__payload[151:133];
+    end
+    if (load1_r8) begin
+      \$125 [167:152] = i__payload[167:152];
+    end
+    if (rst) begin
+      \$125  = 168'h000000000000000000000000000000000000000000;
+    end
+  end
+  assign i__ready = in_ready;
+  assign o__valid = out_valid;
+  assign in_ready_r0 = in_ready_0;
+  assign in_ready_r1 = in_ready_1;
+  assign in_ready_r2 = in_ready_2;
+  assign in_ready_r3 = in_ready_3;
+  assign in_ready_r4 = in_ready_4;
+  assign in_ready_r5 = in_ready_5;
+  assign in_ready_r6 = in_ready_6;
+  assign in_ready_r7 = in_ready_7;
+  assign in_ready_r8 = in_ready_8;
+  assign o__payload = { \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
+  assign \port$1178$0  = \$10 ;
+  assign \port$1179$0  = \$11 ;
+  assign \port$1180$0  = \$12 ;
+  assign \port$1181$0  = \$13 ;
+  assign \port$1182$0  = \$14 ;
+  assign \port$1183$0  = \$15 ;
+  assign \port$1184$0  = \$16 ;
+  assign \port$1185$0  = \$17 ;
+  assign \port$1186$0  = \$18 ;
+  assign \o__payload.addr  = \$10 [12:0];
+  assign \o__payload.data  = { \$17 [7:0], \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 [18:13] };
+  assign \o__payload.mask  = { \$18 [4:0], \$17 [18:8] };
+  assign \o__payload.id  = \$18 [12:5];
+  assign \o__payload.status  = \$18 [15:13];
+  assign \i__payload.addr  = i__payload[12:0];
+  assign \i__payload.data  = i__payload[140:13];
+  assign \i__payload.mask  = i__payload[156:141];
+  assign \i__payload.id  = i__payload[164:157];
+  assign \i__payload.status  = i__payload[167:165];
+  assign \$49  = w_at_next;
+  assign \$52  = w_at_next;
+  assign \$55  = w_at_next;
+  assign \$58  = w_at_next;
+  assign \$61  = w_at_next;
+  assign \$64  = w_at_next;
+  assign \$67  = w_at_next;
+  assign \$70  = w_at_next;
+  assign \$73  = w_at_next;
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_dma_small.reader.out_flags (rst, o__ready, i__payload, i__valid, i__ready, o__valid, o__payload, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$10  = 0;
+  wire \$1 ;
+  reg \$10 ;
+  reg [3:0] \$11 ;
+  reg \$12 ;
+  reg [3:0] \$13 ;
+  wire \$2 ;
+  wire \$3 ;
+  wire \$4 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  reg \$9 ;
+  input clk;
+  wire clk;
+  input [3:0] i__payload;
+  wire [3:0] i__payload;
+  wire \i__payload.ctl_last ;
+  wire \i__payload.ctl_to_stream ;
+  wire \i__payload.last ;
+  wire \i__payload.to_stream ;
+  output i__ready;
+  reg i__ready = 1'h1;
+  input i__valid;
+  wire i__valid;
+  (* init = 1'h1 *)
+  wire in_ready;
+  output [3:0] o__payload;
+  reg [3:0] o__payload = 4'h0;
+  wire \o__payload.ctl_last ;
+  wire \o__payload.ctl_to_stream ;
+  wire \o__payload.last ;
   wire \o__payload.to_stream ;
   input o__ready;
   wire o__ready;
   output o__valid;
   reg o__valid = 1'h0;
-  (* init = 172'h0000000000000000000000000000000000000000000 *)
-  wire [171:0] out_bits;
-  output [171:0] out_payload;
-  reg [171:0] out_payload = 172'h0000000000000000000000000000000000000000000;
-  wire [12:0] \out_payload.addr ;
+  (* init = 4'h0 *)
+  wire [3:0] out_payload;
   wire \out_payload.ctl_last ;
   wire \out_payload.ctl_to_stream ;
-  wire [127:0] \out_payload.data ;
-  wire [7:0] \out_payload.id ;
   wire \out_payload.last ;
-  wire [15:0] \out_payload.mask ;
-  (* enum_base_type = "DmaStatus" *)
-  (* enum_value_000 = "OKAY" *)
-  (* enum_value_010 = "READ_SLVERR" *)
-  (* enum_value_011 = "READ_DECERR" *)
-  (* enum_value_110 = "WRITE_SLVERR" *)
-  (* enum_value_111 = "WRITE_DECERR" *)
-  wire [2:0] \out_payload.status ;
   wire \out_payload.to_stream ;
   (* init = 1'h0 *)
-  wire out_valid_0;
-  reg out_valid_1 = 1'h0;
-  reg out_valid_2 = 1'h0;
-  reg out_valid_3 = 1'h0;
-  reg out_valid_4 = 1'h0;
-  reg out_valid_5 = 1'h0;
-  reg out_valid_6 = 1'h0;
-  reg out_valid_7 = 1'h0;
-  reg out_valid_8 = 1'h0;
+  wire out_valid;
   input rst;
   wire rst;
-  (* init = 172'h0000000000000000000000000000000000000000000 *)
-  wire [171:0] skid_bits;
-  reg [171:0] skid_payload = 172'h0000000000000000000000000000000000000000000;
-  wire [12:0] \skid_payload.addr ;
+  reg [3:0] skid_payload = 4'h0;
   wire \skid_payload.ctl_last ;
   wire \skid_payload.ctl_to_stream ;
-  wire [127:0] \skid_payload.data ;
-  wire [7:0] \skid_payload.id ;
   wire \skid_payload.last ;
-  wire [15:0] \skid_payload.mask ;
-  (* enum_base_type = "DmaStatus" *)
-  (* enum_value_000 = "OKAY" *)
-  (* enum_value_010 = "READ_SLVERR" *)
-  (* enum_value_011 = "READ_DECERR" *)
-  (* enum_value_110 = "WRITE_SLVERR" *)
-  (* enum_value_111 = "WRITE_DECERR" *)
-  wire [2:0] \skid_payload.status ;
   wire \skid_payload.to_stream ;
-  reg skid_valid_0 = 1'h0;
-  reg skid_valid_1 = 1'h0;
-  reg skid_valid_2 = 1'h0;
-  reg skid_valid_3 = 1'h0;
-  reg skid_valid_4 = 1'h0;
-  reg skid_valid_5 = 1'h0;
-  reg skid_valid_6 = 1'h0;
-  reg skid_valid_7 = 1'h0;
-  reg skid_valid_8 = 1'h0;
-  assign \$1  = ~ skid_valid_0;
+  reg skid_valid = 1'h0;
+  assign \$1  = ~ skid_valid;
   assign \$2  = ~ o__valid;
   assign \$3  = ~ i__valid;
   assign \$4  = \$2  | \$3 ;
@@ -3267,647 +4123,104 @@ module \ace_dma_small.reader.out (rst, o__ready, i_bits, i__valid, i__ready, o__
   assign \$6  = o__ready | \$5 ;
   assign \$7  = ~ o__valid;
   assign \$8  = o__ready | \$7 ;
-  assign \$9  = ~ skid_valid_1;
-  assign \$10  = ~ out_valid_1;
-  assign \$11  = ~ i__valid;
-  assign \$12  = \$10  | \$11 ;
-  assign \$13  = \$9  & \$12 ;
-  assign \$14  = o__ready | \$13 ;
-  assign \$15  = ~ out_valid_1;
-  assign \$16  = o__ready | \$15 ;
-  assign \$17  = ~ skid_valid_2;
-  assign \$18  = ~ out_valid_2;
-  assign \$19  = ~ i__valid;
-  assign \$20  = \$18  | \$19 ;
-  assign \$21  = \$17  & \$20 ;
-  assign \$22  = o__ready | \$21 ;
-  assign \$23  = ~ out_valid_2;
-  assign \$24  = o__ready | \$23 ;
-  assign \$25  = ~ skid_valid_3;
-  assign \$26  = ~ out_valid_3;
-  assign \$27  = ~ i__valid;
-  assign \$28  = \$26  | \$27 ;
-  assign \$29  = \$25  & \$28 ;
-  assign \$30  = o__ready | \$29 ;
-  assign \$31  = ~ out_valid_3;
-  assign \$32  = o__ready | \$31 ;
-  assign \$33  = ~ skid_valid_4;
-  assign \$34  = ~ out_valid_4;
-  assign \$35  = ~ i__valid;
-  assign \$36  = \$34  | \$35 ;
-  assign \$37  = \$33  & \$36 ;
-  assign \$38  = o__ready | \$37 ;
-  assign \$39  = ~ out_valid_4;
-  assign \$40  = o__ready | \$39 ;
-  assign \$41  = ~ skid_valid_5;
-  assign \$42  = ~ out_valid_5;
-  assign \$43  = ~ i__valid;
-  assign \$44  = \$42  | \$43 ;
-  assign \$45  = \$41  & \$44 ;
-  assign \$46  = o__ready | \$45 ;
-  assign \$47  = ~ out_valid_5;
-  assign \$48  = o__ready | \$47 ;
-  assign \$49  = ~ skid_valid_6;
-  assign \$50  = ~ out_valid_6;
-  assign \$51  = ~ i__valid;
-  assign \$52  = \$50  | \$51 ;
-  assign \$53  = \$49  & \$52 ;
-  assign \$54  = o__ready | \$53 ;
-  assign \$55  = ~ out_valid_6;
-  assign \$56  = o__ready | \$55 ;
-  assign \$57  = ~ skid_valid_7;
-  assign \$58  = ~ out_valid_7;
-  assign \$59  = ~ i__valid;
-  assign \$60  = \$58  | \$59 ;
-  assign \$61  = \$57  & \$60 ;
-  assign \$62  = o__ready | \$61 ;
-  assign \$63  = ~ out_valid_7;
-  assign \$64  = o__ready | \$63 ;
-  assign \$65  = ~ skid_valid_8;
-  assign \$66  = ~ out_valid_8;
-  assign \$67  = ~ i__valid;
-  assign \$68  = \$66  | \$67 ;
-  assign \$69  = \$65  & \$68 ;
-  assign \$70  = o__ready | \$69 ;
-  assign \$71  = ~ out_valid_8;
-  assign \$72  = o__ready | \$71 ;
   always @(posedge clk)
-    i__ready <= \$73 ;
+    i__ready <= \$9 ;
   always @(posedge clk)
-    o__valid <= \$74 ;
+    o__valid <= \$10 ;
   always @(posedge clk)
-    out_payload <= \$75 ;
+    o__payload <= \$11 ;
   always @(posedge clk)
-    skid_valid_0 <= \$76 ;
+    skid_valid <= \$12 ;
   always @(posedge clk)
-    skid_payload <= \$77 ;
-  always @(posedge clk)
-    in_ready_1 <= \$78 ;
-  always @(posedge clk)
-    out_valid_1 <= \$79 ;
-  always @(posedge clk)
-    skid_valid_1 <= \$80 ;
-  always @(posedge clk)
-    in_ready_2 <= \$81 ;
-  always @(posedge clk)
-    out_valid_2 <= \$82 ;
-  always @(posedge clk)
-    skid_valid_2 <= \$83 ;
-  always @(posedge clk)
-    in_ready_3 <= \$84 ;
-  always @(posedge clk)
-    out_valid_3 <= \$85 ;
-  always @(posedge clk)
-    skid_valid_3 <= \$86 ;
-  always @(posedge clk)
-    in_ready_4 <= \$87 ;
-  always @(posedge clk)
-    out_valid_4 <= \$88 ;
-  always @(posedge clk)
-    skid_valid_4 <= \$89 ;
-  always @(posedge clk)
-    in_ready_5 <= \$90 ;
-  always @(posedge clk)
-    out_valid_5 <= \$91 ;
-  always @(posedge clk)
-    skid_valid_5 <= \$92 ;
-  always @(posedge clk)
-    in_ready_6 <= \$93 ;
-  always @(posedge clk)
-    out_valid_6 <= \$94 ;
-  always @(posedge clk)
-    skid_valid_6 <= \$95 ;
-  always @(posedge clk)
-    in_ready_7 <= \$96 ;
-  always @(posedge clk)
-    out_valid_7 <= \$97 ;
-  always @(posedge clk)
-    skid_valid_7 <= \$98 ;
-  always @(posedge clk)
-    in_ready_8 <= \$99 ;
-  always @(posedge clk)
-    out_valid_8 <= \$100 ;
-  always @(posedge clk)
-    skid_valid_8 <= \$101 ;
+    skid_payload <= \$13 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$73  = \$6 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$9  = \$6 ;
     if (rst) begin
-      \$73  = 1'h1;
+      \$9  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$74  = o__valid;
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$10  = o__valid;
     if (i__ready) begin
       if (\$8 ) begin
-        \$74  = i__valid;
+        \$10  = i__valid;
       end
     end else if (o__ready) begin
-      \$74  = skid_valid_0;
+      \$10  = skid_valid;
     end
     if (rst) begin
-      \$74  = 1'h0;
+      \$10  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$75  = out_payload;
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$11  = o__payload;
     if (i__ready) begin
       if (\$8 ) begin
-        \$75 [18:0] = i_bits[18:0];
+        \$11  = i__payload;
       end
     end else if (o__ready) begin
-      \$75 [18:0] = skid_payload[18:0];
-    end
-    if (in_ready_1) begin
-      if (\$16 ) begin
-        \$75 [37:19] = i_bits[37:19];
-      end
-    end else if (o__ready) begin
-      \$75 [37:19] = skid_payload[37:19];
-    end
-    if (in_ready_2) begin
-      if (\$24 ) begin
-        \$75 [56:38] = i_bits[56:38];
-      end
-    end else if (o__ready) begin
-      \$75 [56:38] = skid_payload[56:38];
-    end
-    if (in_ready_3) begin
-      if (\$32 ) begin
-        \$75 [75:57] = i_bits[75:57];
-      end
-    end else if (o__ready) begin
-      \$75 [75:57] = skid_payload[75:57];
-    end
-    if (in_ready_4) begin
-      if (\$40 ) begin
-        \$75 [94:76] = i_bits[94:76];
-      end
-    end else if (o__ready) begin
-      \$75 [94:76] = skid_payload[94:76];
-    end
-    if (in_ready_5) begin
-      if (\$48 ) begin
-        \$75 [113:95] = i_bits[113:95];
-      end
-    end else if (o__ready) begin
-      \$75 [113:95] = skid_payload[113:95];
-    end
-    if (in_ready_6) begin
-      if (\$56 ) begin
-        \$75 [132:114] = i_bits[132:114];
-      end
-    end else if (o__ready) begin
-      \$75 [132:114] = skid_payload[132:114];
-    end
-    if (in_ready_7) begin
-      if (\$64 ) begin
-        \$75 [151:133] = i_bits[151:133];
-      end
-    end else if (o__ready) begin
-      \$75 [151:133] = skid_payload[151:133];
-    end
-    if (in_ready_8) begin
-      if (\$72 ) begin
-        \$75 [171:152] = i_bits[171:152];
-      end
-    end else if (o__ready) begin
-      \$75 [171:152] = skid_payload[171:152];
+      \$11  = skid_payload;
     end
     if (rst) begin
-      \$75  = 172'h0000000000000000000000000000000000000000000;
+      \$11  = 4'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$76  = skid_valid_0;
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$12  = skid_valid;
     if (i__ready) begin
       (* full_case = 32'd1 *)
       if (\$8 ) begin
       end else begin
-        \$76  = i__valid;
+        \$12  = i__valid;
       end
     end else if (o__ready) begin
-      \$76  = 1'h0;
+      \$12  = 1'h0;
     end
     if (rst) begin
-      \$76  = 1'h0;
+      \$12  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$77  = skid_payload;
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$13  = skid_payload;
     if (i__ready) begin
       (* full_case = 32'd1 *)
       if (\$8 ) begin
       end else begin
-        \$77 [18:0] = i_bits[18:0];
-      end
-    end
-    if (in_ready_1) begin
-      (* full_case = 32'd1 *)
-      if (\$16 ) begin
-      end else begin
-        \$77 [37:19] = i_bits[37:19];
-      end
-    end
-    if (in_ready_2) begin
-      (* full_case = 32'd1 *)
-      if (\$24 ) begin
-      end else begin
-        \$77 [56:38] = i_bits[56:38];
-      end
-    end
-    if (in_ready_3) begin
-      (* full_case = 32'd1 *)
-      if (\$32 ) begin
-      end else begin
-        \$77 [75:57] = i_bits[75:57];
-      end
-    end
-    if (in_ready_4) begin
-      (* full_case = 32'd1 *)
-      if (\$40 ) begin
-      end else begin
-        \$77 [94:76] = i_bits[94:76];
-      end
-    end
-    if (in_ready_5) begin
-      (* full_case = 32'd1 *)
-      if (\$48 ) begin
-      end else begin
-        \$77 [113:95] = i_bits[113:95];
-      end
-    end
-    if (in_ready_6) begin
-      (* full_case = 32'd1 *)
-      if (\$56 ) begin
-      end else begin
-        \$77 [132:114] = i_bits[132:114];
-      end
-    end
-    if (in_ready_7) begin
-      (* full_case = 32'd1 *)
-      if (\$64 ) begin
-      end else begin
-        \$77 [151:133] = i_bits[151:133];
-      end
-    end
-    if (in_ready_8) begin
-      (* full_case = 32'd1 *)
-      if (\$72 ) begin
-      end else begin
-        \$77 [171:152] = i_bits[171:152];
+        \$13  = i__payload;
       end
     end
     if (rst) begin
-      \$77  = 172'h0000000000000000000000000000000000000000000;
+      \$13  = 4'h0;
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$78  = \$14 ;
-    if (rst) begin
-      \$78  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$79  = out_valid_1;
-    if (in_ready_1) begin
-      if (\$16 ) begin
-        \$79  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$79  = skid_valid_1;
-    end
-    if (rst) begin
-      \$79  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$80  = skid_valid_1;
-    if (in_ready_1) begin
-      (* full_case = 32'd1 *)
-      if (\$16 ) begin
-      end else begin
-        \$80  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$80  = 1'h0;
-    end
-    if (rst) begin
-      \$80  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$81  = \$22 ;
-    if (rst) begin
-      \$81  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$82  = out_valid_2;
-    if (in_ready_2) begin
-      if (\$24 ) begin
-        \$82  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$82  = skid_valid_2;
-    end
-    if (rst) begin
-      \$82  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$83  = skid_valid_2;
-    if (in_ready_2) begin
-      (* full_case = 32'd1 *)
-      if (\$24 ) begin
-      end else begin
-        \$83  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$83  = 1'h0;
-    end
-    if (rst) begin
-      \$83  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$84  = \$30 ;
-    if (rst) begin
-      \$84  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$85  = out_valid_3;
-    if (in_ready_3) begin
-      if (\$32 ) begin
-        \$85  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$85  = skid_valid_3;
-    end
-    if (rst) begin
-      \$85  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$86  = skid_valid_3;
-    if (in_ready_3) begin
-      (* full_case = 32'd1 *)
-      if (\$32 ) begin
-      end else begin
-        \$86  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$86  = 1'h0;
-    end
-    if (rst) begin
-      \$86  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$87  = \$38 ;
-    if (rst) begin
-      \$87  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$88  = out_valid_4;
-    if (in_ready_4) begin
-      if (\$40 ) begin
-        \$88  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$88  = skid_valid_4;
-    end
-    if (rst) begin
-      \$88  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$89  = skid_valid_4;
-    if (in_ready_4) begin
-      (* full_case = 32'd1 *)
-      if (\$40 ) begin
-      end else begin
-        \$89  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$89  = 1'h0;
-    end
-    if (rst) begin
-      \$89  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$90  = \$46 ;
-    if (rst) begin
-      \$90  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$91  = out_valid_5;
-    if (in_ready_5) begin
-      if (\$48 ) begin
-        \$91  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$91  = skid_valid_5;
-    end
-    if (rst) begin
-      \$91  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$92  = skid_valid_5;
-    if (in_ready_5) begin
-      (* full_case = 32'd1 *)
-      if (\$48 ) begin
-      end else begin
-        \$92  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$92  = 1'h0;
-    end
-    if (rst) begin
-      \$92  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$93  = \$54 ;
-    if (rst) begin
-      \$93  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$94  = out_valid_6;
-    if (in_ready_6) begin
-      if (\$56 ) begin
-        \$94  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$94  = skid_valid_6;
-    end
-    if (rst) begin
-      \$94  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$95  = skid_valid_6;
-    if (in_ready_6) begin
-      (* full_case = 32'd1 *)
-      if (\$56 ) begin
-      end else begin
-        \$95  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$95  = 1'h0;
-    end
-    if (rst) begin
-      \$95  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$96  = \$62 ;
-    if (rst) begin
-      \$96  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$97  = out_valid_7;
-    if (in_ready_7) begin
-      if (\$64 ) begin
-        \$97  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$97  = skid_valid_7;
-    end
-    if (rst) begin
-      \$97  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$98  = skid_valid_7;
-    if (in_ready_7) begin
-      (* full_case = 32'd1 *)
-      if (\$64 ) begin
-      end else begin
-        \$98  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$98  = 1'h0;
-    end
-    if (rst) begin
-      \$98  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$99  = \$70 ;
-    if (rst) begin
-      \$99  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$100  = out_valid_8;
-    if (in_ready_8) begin
-      if (\$72 ) begin
-        \$100  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$100  = skid_valid_8;
-    end
-    if (rst) begin
-      \$100  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$101  = skid_valid_8;
-    if (in_ready_8) begin
-      (* full_case = 32'd1 *)
-      if (\$72 ) begin
-      end else begin
-        \$101  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$101  = 1'h0;
-    end
-    if (rst) begin
-      \$101  = 1'h0;
-    end
-  end
-  assign i__payload = i_bits;
-  assign out_bits = out_payload;
-  assign skid_bits = skid_payload;
-  assign o__payload = out_payload;
-  assign in_ready_0 = i__ready;
-  assign out_valid_0 = o__valid;
-  assign \i__payload.to_stream  = i_bits[0];
-  assign \i__payload.addr  = i_bits[13:1];
-  assign \i__payload.data  = i_bits[141:14];
-  assign \i__payload.mask  = i_bits[157:142];
-  assign \i__payload.last  = i_bits[158];
-  assign \i__payload.id  = i_bits[166:159];
-  assign \i__payload.status  = i_bits[169:167];
-  assign \i__payload.ctl_to_stream  = i_bits[170];
-  assign \i__payload.ctl_last  = i_bits[171];
-  assign \out_payload.to_stream  = out_payload[0];
-  assign \out_payload.addr  = out_payload[13:1];
-  assign \out_payload.data  = out_payload[141:14];
-  assign \out_payload.mask  = out_payload[157:142];
-  assign \out_payload.last  = out_payload[158];
-  assign \out_payload.id  = out_payload[166:159];
-  assign \out_payload.status  = out_payload[169:167];
-  assign \out_payload.ctl_to_stream  = out_payload[170];
-  assign \out_payload.ctl_last  = out_payload[171];
+  assign in_ready = i__ready;
+  assign out_valid = o__valid;
+  assign out_payload = o__payload;
+  assign \o__payload.to_stream  = o__payload[0];
+  assign \o__payload.last  = o__payload[1];
+  assign \o__payload.ctl_to_stream  = o__payload[2];
+  assign \o__payload.ctl_last  = o__payload[3];
+  assign \out_payload.to_stream  = o__payload[0];
+  assign \out_payload.last  = o__payload[1];
+  assign \out_payload.ctl_to_stream  = o__payload[2];
+  assign \out_payload.ctl_last  = o__payload[3];
+  assign \i__payload.to_stream  = i__payload[0];
+  assign \i__payload.last  = i__payload[1];
+  assign \i__payload.ctl_to_stream  = i__payload[2];
+  assign \i__payload.ctl_last  = i__payload[3];
   assign \skid_payload.to_stream  = skid_payload[0];
-  assign \skid_payload.addr  = skid_payload[13:1];
-  assign \skid_payload.data  = skid_payload[141:14];
-  assign \skid_payload.mask  = skid_payload[157:142];
-  assign \skid_payload.last  = skid_payload[158];
-  assign \skid_payload.id  = skid_payload[166:159];
-  assign \skid_payload.status  = skid_payload[169:167];
-  assign \skid_payload.ctl_to_stream  = skid_payload[170];
-  assign \skid_payload.ctl_last  = skid_payload[171];
-  assign \o__payload.to_stream  = out_payload[0];
-  assign \o__payload.addr  = out_payload[13:1];
-  assign \o__payload.data  = out_payload[141:14];
-  assign \o__payload.mask  = out_payload[157:142];
-  assign \o__payload.last  = out_payload[158];
-  assign \o__payload.id  = out_payload[166:159];
-  assign \o__payload.status  = out_payload[169:167];
-  assign \o__payload.ctl_to_stream  = out_payload[170];
-  assign \o__payload.ctl_last  = out_payload[171];
+  assign \skid_payload.last  = skid_payload[1];
+  assign \skid_payload.ctl_to_stream  = skid_payload[2];
+  assign \skid_payload.ctl_last  = skid_payload[3];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.reader.r_q (rst, w_en, o__ready, room_next, \port$270$0 , \port$271$0 , w_data, \r_rdy$14 , clk);
+module \ace_dma_small.reader.r_q (rst, w_en, o__ready, room_next, \port$292$0 , \port$293$0 , w_data, \r_rdy$14 , clk);
   wire [32:0] \$1 ;
   wire [31:0] \$2 ;
   input clk;
@@ -3920,10 +4233,10 @@ module \ace_dma_small.reader.r_q (rst, w_en, o__ready, room_next, \port$270$0 , 
   input o__ready;
   wire o__ready;
   wire o__valid;
-  output [32:0] \port$270$0 ;
-  wire [32:0] \port$270$0 ;
-  output [31:0] \port$271$0 ;
-  wire [31:0] \port$271$0 ;
+  output [32:0] \port$292$0 ;
+  wire [32:0] \port$292$0 ;
+  output [31:0] \port$293$0 ;
+  wire [31:0] \port$293$0 ;
   wire [64:0] r_data;
   wire [64:0] \r_data$12 ;
   wire r_en;
@@ -3951,8 +4264,8 @@ module \ace_dma_small.reader.r_q (rst, w_en, o__ready, room_next, \port$270$0 , 
     .r_en(r_en),
     .r_rdy(i__valid),
     .rst(rst),
+    .w_data(w_data),
     .w_en(w_en),
-    .w_port__data(w_data),
     .w_rdy(w_rdy)
   );
   \ace_dma_small.reader.r_q.head  head (
@@ -3962,8 +4275,8 @@ module \ace_dma_small.reader.r_q (rst, w_en, o__ready, room_next, \port$270$0 , 
     .in_ready(r_en),
     .o__ready(o__ready),
     .out_valid(\r_rdy$14 ),
-    .\port$270$0 (\$1 ),
-    .\port$271$0 (\$2 ),
+    .\port$292$0 (\$1 ),
+    .\port$293$0 (\$2 ),
     .rst(rst)
   );
   assign \w_data$1  = w_data;
@@ -3976,32 +4289,42 @@ module \ace_dma_small.reader.r_q (rst, w_en, o__ready, room_next, \port$270$0 , 
   assign o__payload = { \$2 , \$1  };
   assign o__valid = \r_rdy$14 ;
   assign \r_en$17  = o__ready;
-  assign \port$270$0  = \$1 ;
-  assign \port$271$0  = \$2 ;
+  assign \port$292$0  = \$1 ;
+  assign \port$293$0  = \$2 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.reader.r_q.fifo (rst, w_en, r_data, w_port__data, level, r_rdy, w_rdy, r_en, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$10  = 0;
+module \ace_dma_small.reader.r_q.fifo (rst, w_en, r_data, w_data, level, r_rdy, w_rdy, r_en, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$11  = 0;
   wire \$1 ;
-  wire \$10 ;
-  wire \$11 ;
+  wire [2:0] \$10 ;
+  wire [2:0] \$11 ;
   wire \$12 ;
-  wire [3:0] \$13 ;
-  wire \$14 ;
-  reg [1:0] \$15 ;
-  reg [1:0] \$16 ;
-  reg [2:0] \$17 ;
-  reg \$18 ;
-  reg \$19 ;
-  wire [2:0] \$2 ;
-  wire [2:0] \$3 ;
+  wire \$13 ;
+  wire [3:0] \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire \$17 ;
+  wire [3:0] \$18 ;
+  wire \$19 ;
+  wire \$2 ;
+  reg [64:0] \$20 ;
+  reg [1:0] \$21 ;
+  reg \$22 ;
+  reg \$23 ;
+  reg [1:0] \$24 ;
+  reg [1:0] \$25 ;
+  reg [2:0] \$26 ;
+  reg \$27 ;
+  reg \$28 ;
+  wire \$3 ;
   wire \$4 ;
-  wire [2:0] \$5 ;
-  wire [2:0] \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  wire [3:0] \$9 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire [2:0] \$7 ;
+  wire [2:0] \$8 ;
+  wire \$9 ;
+  reg bypass = 1'h0;
   input clk;
   wire clk;
   (* init = 2'h0 *)
@@ -4010,8 +4333,7 @@ module \ace_dma_small.reader.r_q.fifo (rst, w_en, r_data, w_port__data, level, r
   wire do_write;
   output [2:0] level;
   reg [2:0] level = 3'h0;
-  (* init = 2'h0 *)
-  wire [1:0] produce;
+  reg [1:0] produce = 2'h0;
   output [64:0] r_data;
   wire [64:0] r_data;
   input r_en;
@@ -4022,119 +4344,166 @@ module \ace_dma_small.reader.r_q.fifo (rst, w_en, r_data, w_port__data, level, r
   reg r_rdy = 1'h0;
   input rst;
   wire rst;
+  input [64:0] w_data;
   wire [64:0] w_data;
   input w_en;
   wire w_en;
+  (* init = 65'h00000000000000000 *)
+  wire [64:0] w_hold;
+  (* init = 2'h0 *)
+  wire [1:0] w_hold_addr;
+  (* init = 1'h0 *)
+  wire w_hold_en;
   reg [1:0] w_port__addr = 2'h0;
-  input [64:0] w_port__data;
-  wire [64:0] w_port__data;
-  wire w_port__en;
+  reg [64:0] w_port__data = 65'h00000000000000000;
+  reg w_port__en = 1'h0;
   output w_rdy;
   reg w_rdy = 1'h1;
   reg [64:0] storage [3:0];
   always @(posedge clk) begin
-    if (do_write)
+    if (w_port__en)
       storage[w_port__addr] <= w_port__data;
   end
-  assign r_data = storage[r_port__addr];
+  assign r_port__data = storage[r_port__addr];
   assign do_write = w_en & w_rdy;
   assign do_read = r_en & r_rdy;
-  assign \$1  = w_port__addr == 2'h3;
-  assign \$2  = w_port__addr + 1'h1;
-  assign \$3  = \$1  ? 3'h0 : \$2 ;
-  assign \$4  = r_port__addr == 2'h3;
-  assign \$5  = r_port__addr + 1'h1;
-  assign \$6  = \$4  ? 3'h0 : \$5 ;
-  assign \$7  = ~ do_read;
-  assign \$8  = do_write & \$7 ;
-  assign \$9  = level + 1'h1;
-  assign \$10  = level != 2'h3;
-  assign \$11  = ~ do_write;
-  assign \$12  = do_read & \$11 ;
-  assign \$13  = level - 1'h1;
-  assign \$14  = level != 1'h1;
+  assign r_data = bypass ? w_port__data : r_port__data;
+  assign \$1  = ! level;
+  assign \$2  = level == 1'h1;
+  assign \$3  = \$2  & do_read;
+  assign \$4  = \$1  | \$3 ;
+  assign \$5  = do_write & \$4 ;
+  assign \$6  = produce == 2'h3;
+  assign \$7  = produce + 1'h1;
+  assign \$8  = \$6  ? 3'h0 : \$7 ;
+  assign \$9  = r_port__addr == 2'h3;
+  assign \$10  = r_port__addr + 1'h1;
+  assign \$11  = \$9  ? 3'h0 : \$10 ;
+  assign \$12  = ~ do_read;
+  assign \$13  = do_write & \$12 ;
+  assign \$14  = level + 1'h1;
+  assign \$15  = level != 2'h3;
+  assign \$16  = ~ do_write;
+  assign \$17  = do_read & \$16 ;
+  assign \$18  = level - 1'h1;
+  assign \$19  = level != 1'h1;
   always @(posedge clk)
-    w_port__addr <= \$15 ;
+    w_port__data <= \$20 ;
   always @(posedge clk)
-    r_port__addr <= \$16 ;
+    w_port__addr <= \$21 ;
   always @(posedge clk)
-    level <= \$17 ;
+    w_port__en <= \$22 ;
   always @(posedge clk)
-    r_rdy <= \$18 ;
+    bypass <= \$23 ;
   always @(posedge clk)
-    w_rdy <= \$19 ;
+    produce <= \$24 ;
+  always @(posedge clk)
+    r_port__addr <= \$25 ;
+  always @(posedge clk)
+    level <= \$26 ;
+  always @(posedge clk)
+    r_rdy <= \$27 ;
+  always @(posedge clk)
+    w_rdy <= \$28 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$15  = w_port__addr;
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$20  = w_data;
+    if (rst) begin
+      \$20  = 65'h00000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$21  = produce;
+    if (rst) begin
+      \$21  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$22  = do_write;
+    if (rst) begin
+      \$22  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$23  = \$5 ;
+    if (rst) begin
+      \$23  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$24  = produce;
     if (do_write) begin
-      \$15  = \$3 [1:0];
+      \$24  = \$8 [1:0];
     end
     if (rst) begin
-      \$15  = 2'h0;
+      \$24  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$16  = r_port__addr;
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$25  = r_port__addr;
     if (do_read) begin
-      \$16  = \$6 [1:0];
+      \$25  = \$11 [1:0];
     end
     if (rst) begin
-      \$16  = 2'h0;
+      \$25  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$17  = level;
-    if (\$8 ) begin
-      \$17  = \$9 [2:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$26  = level;
+    if (\$13 ) begin
+      \$26  = \$14 [2:0];
     end
-    if (\$12 ) begin
-      \$17  = \$13 [2:0];
+    if (\$17 ) begin
+      \$26  = \$18 [2:0];
     end
     if (rst) begin
-      \$17  = 3'h0;
+      \$26  = 3'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$18  = r_rdy;
-    if (\$8 ) begin
-      \$18  = 1'h1;
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$27  = r_rdy;
+    if (\$13 ) begin
+      \$27  = 1'h1;
     end
-    if (\$12 ) begin
-      \$18  = \$14 ;
+    if (\$17 ) begin
+      \$27  = \$19 ;
     end
     if (rst) begin
-      \$18  = 1'h0;
+      \$27  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$19  = w_rdy;
-    if (\$8 ) begin
-      \$19  = \$10 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$28  = w_rdy;
+    if (\$13 ) begin
+      \$28  = \$15 ;
     end
-    if (\$12 ) begin
-      \$19  = 1'h1;
+    if (\$17 ) begin
+      \$28  = 1'h1;
     end
     if (rst) begin
-      \$19  = 1'h1;
+      \$28  = 1'h1;
     end
   end
-  assign produce = w_port__addr;
-  assign w_data = w_port__data;
-  assign w_port__en = do_write;
   assign consume = r_port__addr;
-  assign r_port__data = r_data;
+  assign w_hold_addr = w_port__addr;
+  assign w_hold = w_port__data;
+  assign w_hold_en = w_port__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.reader.r_q.head (rst, o__ready, i__payload, \port$270$0 , \port$271$0 , i__valid, in_ready, out_valid, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$11  = 0;
-  wire [2:0] \$1 ;
-  wire \$10 ;
-  wire \$11 ;
+module \ace_dma_small.reader.r_q.head (rst, o__ready, i__payload, \port$292$0 , \port$293$0 , i__valid, in_ready, out_valid, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$12  = 0;
+  wire \$1 ;
+  wire [32:0] \$10 ;
+  wire [31:0] \$11 ;
   wire \$12 ;
   wire \$13 ;
   wire \$14 ;
@@ -4142,22 +4511,28 @@ module \ace_dma_small.reader.r_q.head (rst, o__ready, i__payload, \port$270$0 , 
   wire \$16 ;
   wire \$17 ;
   wire \$18 ;
-  reg [1:0] \$19 ;
-  wire [3:0] \$2 ;
-  reg \$20 ;
-  reg \$21 ;
-  reg \$22 ;
-  reg \$23 ;
-  reg \$24 ;
-  reg \$25 ;
+  wire \$19 ;
+  wire \$2 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire \$22 ;
+  wire \$23 ;
+  wire \$24 ;
+  wire \$25 ;
   reg \$26 ;
   reg \$27 ;
   reg \$28 ;
   reg \$29 ;
-  wire [32:0] \$3 ;
-  reg [64:0] \$30 ;
-  reg [64:0] \$31 ;
-  wire [31:0] \$4 ;
+  wire \$3 ;
+  reg \$30 ;
+  reg \$31 ;
+  reg \$32 ;
+  reg \$33 ;
+  reg \$34 ;
+  reg \$35 ;
+  reg [64:0] \$36 ;
+  reg [64:0] \$37 ;
+  wire \$4 ;
   wire \$5 ;
   wire \$6 ;
   wire \$7 ;
@@ -4165,10 +4540,10 @@ module \ace_dma_small.reader.r_q.head (rst, o__ready, i__payload, \port$270$0 , 
   wire \$9 ;
   input clk;
   wire clk;
-  reg [1:0] count = 2'h0;
-  wire [1:0] count_next;
+  wire empty_next;
   reg [64:0] entry0 = 65'h00000000000000000;
   reg [64:0] entry1 = 65'h00000000000000000;
+  wire full_next;
   input [64:0] i__payload;
   wire [64:0] i__payload;
   (* init = 1'h1 *)
@@ -4189,181 +4564,182 @@ module \ace_dma_small.reader.r_q.head (rst, o__ready, i__payload, \port$270$0 , 
   output out_valid;
   reg out_valid = 1'h0;
   wire pop;
-  output [32:0] \port$270$0 ;
-  wire [32:0] \port$270$0 ;
-  output [31:0] \port$271$0 ;
-  wire [31:0] \port$271$0 ;
+  output [32:0] \port$292$0 ;
+  wire [32:0] \port$292$0 ;
+  output [31:0] \port$293$0 ;
+  wire [31:0] \port$293$0 ;
   wire push;
   reg r_at = 1'h0;
   wire r_at_next;
   reg r_at_r0 = 1'h0;
   reg r_at_r1 = 1'h0;
+  wire ready_next;
   input rst;
   wire rst;
   reg w_at = 1'h0;
   wire w_at_next;
   assign push = i__valid & in_ready;
   assign pop = out_valid & o__ready;
-  assign \$1  = count + push;
-  assign \$2  = \$1  - pop;
+  assign \$1  = ~ o__ready;
+  assign \$2  = ~ in_ready;
+  assign \$3  = out_valid & in_ready;
+  assign \$4  = \$3  & i__valid;
+  assign \$5  = \$2  | \$4 ;
+  assign full_next = \$1  & \$5 ;
+  assign \$6  = ~ i__valid;
+  assign \$7  = ~ out_valid;
+  assign \$8  = in_ready & o__ready;
+  assign \$9  = \$7  | \$8 ;
+  assign empty_next = \$6  & \$9 ;
   assign w_at_next = w_at ^ push;
   assign r_at_next = r_at ^ pop;
-  assign \$3  = r_at_r0 ? entry1[32:0] : entry0[32:0];
-  assign \$4  = r_at_r1 ? entry1[64:33] : entry0[64:33];
-  assign \$5  = \$2 [1:0] != 2'h2;
-  assign \$6  = | \$2 [1:0];
-  assign \$7  = \$2 [1:0] != 2'h2;
-  assign \$8  = ! w_at_next;
-  assign \$9  = \$7  & \$8 ;
-  assign \$10  = \$2 [1:0] != 2'h2;
-  assign \$11  = ! w_at_next;
-  assign \$12  = \$10  & \$11 ;
-  assign \$13  = \$2 [1:0] != 2'h2;
-  assign \$15  = \$13  & \$14 ;
-  assign \$16  = \$2 [1:0] != 2'h2;
-  assign \$18  = \$16  & \$17 ;
+  assign ready_next = ~ full_next;
+  assign \$10  = r_at_r0 ? entry1[32:0] : entry0[32:0];
+  assign \$11  = r_at_r1 ? entry1[64:33] : entry0[64:33];
+  assign \$12  = ~ full_next;
+  assign \$13  = ~ empty_next;
+  assign \$14  = ~ full_next;
+  assign \$15  = ! w_at_next;
+  assign \$16  = \$14  & \$15 ;
+  assign \$17  = ~ full_next;
+  assign \$18  = ! w_at_next;
+  assign \$19  = \$17  & \$18 ;
+  assign \$20  = ~ full_next;
+  assign \$22  = \$20  & \$21 ;
+  assign \$23  = ~ full_next;
+  assign \$25  = \$23  & \$24 ;
   always @(posedge clk)
-    count <= \$19 ;
+    in_ready <= \$26 ;
   always @(posedge clk)
-    in_ready <= \$20 ;
+    out_valid <= \$27 ;
   always @(posedge clk)
-    out_valid <= \$21 ;
+    w_at <= \$28 ;
   always @(posedge clk)
-    w_at <= \$22 ;
+    r_at <= \$29 ;
   always @(posedge clk)
-    r_at <= \$23 ;
+    load0_r0 <= \$30 ;
   always @(posedge clk)
-    load0_r0 <= \$24 ;
+    load0_r1 <= \$31 ;
   always @(posedge clk)
-    load0_r1 <= \$25 ;
+    load1_r0 <= \$32 ;
   always @(posedge clk)
-    load1_r0 <= \$26 ;
+    load1_r1 <= \$33 ;
   always @(posedge clk)
-    load1_r1 <= \$27 ;
+    r_at_r0 <= \$34 ;
   always @(posedge clk)
-    r_at_r0 <= \$28 ;
+    r_at_r1 <= \$35 ;
   always @(posedge clk)
-    r_at_r1 <= \$29 ;
+    entry0 <= \$36 ;
   always @(posedge clk)
-    entry0 <= \$30 ;
-  always @(posedge clk)
-    entry1 <= \$31 ;
+    entry1 <= \$37 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$19  = \$2 [1:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$26  = \$12 ;
     if (rst) begin
-      \$19  = 2'h0;
+      \$26  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$20  = \$5 ;
-    if (rst) begin
-      \$20  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$21  = \$6 ;
-    if (rst) begin
-      \$21  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$22  = w_at_next;
-    if (rst) begin
-      \$22  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$23  = r_at_next;
-    if (rst) begin
-      \$23  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$24  = \$9 ;
-    if (rst) begin
-      \$24  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$25  = \$12 ;
-    if (rst) begin
-      \$25  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$26  = \$15 ;
-    if (rst) begin
-      \$26  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$27  = \$18 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$27  = \$13 ;
     if (rst) begin
       \$27  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$28  = r_at_next;
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$28  = w_at_next;
     if (rst) begin
       \$28  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$29  = r_at_next;
     if (rst) begin
       \$29  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$30  = entry0;
-    if (load0_r0) begin
-      \$30 [32:0] = i__payload[32:0];
-    end
-    if (load0_r1) begin
-      \$30 [64:33] = i__payload[64:33];
-    end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$30  = \$16 ;
     if (rst) begin
-      \$30  = 65'h00000000000000000;
+      \$30  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$31  = entry1;
-    if (load1_r0) begin
-      \$31 [32:0] = i__payload[32:0];
-    end
-    if (load1_r1) begin
-      \$31 [64:33] = i__payload[64:33];
-    end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$31  = \$19 ;
     if (rst) begin
-      \$31  = 65'h00000000000000000;
+      \$31  = 1'h1;
     end
   end
-  assign count_next = \$2 [1:0];
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$32  = \$22 ;
+    if (rst) begin
+      \$32  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$33  = \$25 ;
+    if (rst) begin
+      \$33  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$34  = r_at_next;
+    if (rst) begin
+      \$34  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$35  = r_at_next;
+    if (rst) begin
+      \$35  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$36  = entry0;
+    if (load0_r0) begin
+      \$36 [32:0] = i__payload[32:0];
+    end
+    if (load0_r1) begin
+      \$36 [64:33] = i__payload[64:33];
+    end
+    if (rst) begin
+      \$36  = 65'h00000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$37  = entry1;
+    if (load1_r0) begin
+      \$37 [32:0] = i__payload[32:0];
+    end
+    if (load1_r1) begin
+      \$37 [64:33] = i__payload[64:33];
+    end
+    if (rst) begin
+      \$37  = 65'h00000000000000000;
+    end
+  end
   assign i__ready = in_ready;
   assign o__valid = out_valid;
-  assign o__payload = { \$4 , \$3  };
-  assign \port$270$0  = \$3 ;
-  assign \port$271$0  = \$4 ;
-  assign \$14  = w_at_next;
-  assign \$17  = w_at_next;
+  assign o__payload = { \$11 , \$10  };
+  assign \port$292$0  = \$10 ;
+  assign \port$293$0  = \$11 ;
+  assign \$21  = w_at_next;
+  assign \$24  = w_at_next;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , i__ready, c_valid_0, out_data, in_ready_0, in_ready_1, in_ready_2, in_ready_3, in_ready_4, in_ready_5, in_ready_6, in_ready_7, in_ready_8, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$12  = 0;
+module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$3032$0 , i__ready, c_valid_0, out_data, in_ready_0, in_ready_1, in_ready_2, in_ready_3, in_ready_4, in_ready_5, in_ready_6, in_ready_7, in_ready_8, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$13  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$100 ;
@@ -5380,8 +5756,8 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
   output [127:0] out_data;
   reg [127:0] out_data = 128'h00000000000000000000000000000000;
   (* init = 32'd0 *)
-  output [31:0] \port$2944$0 ;
-  wire [31:0] \port$2944$0 ;
+  output [31:0] \port$3032$0 ;
+  wire [31:0] \port$3032$0 ;
   reg [127:0] prev = 128'h00000000000000000000000000000000;
   input rst;
   wire rst;
@@ -6297,7 +6673,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
   assign \$213  = { \$201 , \$200  } & \$212 ;
   assign \$214  = a_shift_2 < 5'h10;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$633  = \$634 ;
     if (advance_8) begin
       \$633 [0] = b_first;
@@ -6309,14 +6685,14 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$635  = \$24 ;
     if (rst) begin
       \$635  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$636  = a_valid_0;
     if (i__ready) begin
       if (\$26 ) begin
@@ -6330,7 +6706,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$637  = a_shift_0;
     if (i__ready) begin
       if (\$26 ) begin
@@ -6344,7 +6720,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$638  = a_data;
     if (i__ready) begin
       if (\$26 ) begin
@@ -6407,7 +6783,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$639  = a_skid_valid_0;
     if (i__ready) begin
       (* full_case = 32'd1 *)
@@ -6423,7 +6799,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$640  = a_skid_shift_0;
     if (i__ready) begin
       (* full_case = 32'd1 *)
@@ -6437,7 +6813,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$641  = a_skid_data;
     if (i__ready) begin
       (* full_case = 32'd1 *)
@@ -6500,7 +6876,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$642  = b_data;
     if (take_0) begin
       \$642 [7:0] = \$27 ;
@@ -6539,7 +6915,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$643  = b_fine_0;
     if (take_0) begin
       \$643  = a_shift_0[1:0];
@@ -6549,7 +6925,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$644  = c_valid_0;
     if (advance_0) begin
       \$644  = \$29 ;
@@ -6559,7 +6935,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$645  = b_valid_0;
     if (advance_0) begin
       (* full_case = 32'd1 *)
@@ -6574,7 +6950,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$646  = flush_pending_0;
     if (advance_0) begin
       (* full_case = 32'd1 *)
@@ -6589,7 +6965,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$647  = b_use_prev;
     if (advance_0) begin
       (* full_case = 32'd1 *)
@@ -6660,7 +7036,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$648  = b_use_cur;
     if (advance_0) begin
       (* full_case = 32'd1 *)
@@ -6731,7 +7107,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$649  = prev;
     if (advance_0) begin
       \$649 [7:0] = \$83 ;
@@ -6770,7 +7146,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$650  = out_data;
     if (advance_0) begin
       \$650 [7:0] = \$87 ;
@@ -6809,14 +7185,14 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$651  = \$98 ;
     if (rst) begin
       \$651  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$652  = a_valid_1;
     if (\in_ready_1$87 ) begin
       if (\$100 ) begin
@@ -6830,7 +7206,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$653  = a_shift_1;
     if (\in_ready_1$87 ) begin
       if (\$100 ) begin
@@ -6844,7 +7220,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$654  = a_skid_valid_1;
     if (\in_ready_1$87 ) begin
       (* full_case = 32'd1 *)
@@ -6860,7 +7236,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$655  = a_skid_shift_1;
     if (\in_ready_1$87 ) begin
       (* full_case = 32'd1 *)
@@ -6874,7 +7250,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$656  = b_fine_1;
     if (take_1) begin
       \$656  = a_shift_1[1:0];
@@ -6884,7 +7260,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$657  = c_valid_1;
     if (advance_1) begin
       \$657  = \$103 ;
@@ -6894,7 +7270,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$658  = b_valid_1;
     if (advance_1) begin
       (* full_case = 32'd1 *)
@@ -6909,7 +7285,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$659  = flush_pending_1;
     if (advance_1) begin
       (* full_case = 32'd1 *)
@@ -6924,14 +7300,14 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$660  = \$172 ;
     if (rst) begin
       \$660  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$661  = a_valid_2;
     if (\in_ready_2$93 ) begin
       if (\$174 ) begin
@@ -6945,7 +7321,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$662  = a_shift_2;
     if (\in_ready_2$93 ) begin
       if (\$174 ) begin
@@ -6959,7 +7335,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$663  = a_skid_valid_2;
     if (\in_ready_2$93 ) begin
       (* full_case = 32'd1 *)
@@ -6975,7 +7351,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$664  = a_skid_shift_2;
     if (\in_ready_2$93 ) begin
       (* full_case = 32'd1 *)
@@ -6989,7 +7365,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$665  = b_fine_2;
     if (take_2) begin
       \$665  = a_shift_2[1:0];
@@ -6999,7 +7375,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$666  = c_valid_2;
     if (advance_2) begin
       \$666  = \$177 ;
@@ -7009,7 +7385,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$667  = b_valid_2;
     if (advance_2) begin
       (* full_case = 32'd1 *)
@@ -7024,7 +7400,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$668  = flush_pending_2;
     if (advance_2) begin
       (* full_case = 32'd1 *)
@@ -7039,14 +7415,14 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$669  = \$246 ;
     if (rst) begin
       \$669  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$670  = a_valid_3;
     if (\in_ready_3$99 ) begin
       if (\$248 ) begin
@@ -7060,7 +7436,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$671  = a_shift_3;
     if (\in_ready_3$99 ) begin
       if (\$248 ) begin
@@ -7074,7 +7450,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$672  = a_skid_valid_3;
     if (\in_ready_3$99 ) begin
       (* full_case = 32'd1 *)
@@ -7090,7 +7466,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$673  = a_skid_shift_3;
     if (\in_ready_3$99 ) begin
       (* full_case = 32'd1 *)
@@ -7104,7 +7480,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$674  = b_fine_3;
     if (take_3) begin
       \$674  = a_shift_3[1:0];
@@ -7114,7 +7490,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$675  = c_valid_3;
     if (advance_3) begin
       \$675  = \$251 ;
@@ -7124,7 +7500,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$676  = b_valid_3;
     if (advance_3) begin
       (* full_case = 32'd1 *)
@@ -7139,7 +7515,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$677  = flush_pending_3;
     if (advance_3) begin
       (* full_case = 32'd1 *)
@@ -7154,14 +7530,14 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$678  = \$320 ;
     if (rst) begin
       \$678  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$679  = a_valid_4;
     if (\in_ready_4$105 ) begin
       if (\$322 ) begin
@@ -7175,7 +7551,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$680  = a_shift_4;
     if (\in_ready_4$105 ) begin
       if (\$322 ) begin
@@ -7189,7 +7565,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$681  = a_skid_valid_4;
     if (\in_ready_4$105 ) begin
       (* full_case = 32'd1 *)
@@ -7205,7 +7581,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$682  = a_skid_shift_4;
     if (\in_ready_4$105 ) begin
       (* full_case = 32'd1 *)
@@ -7219,7 +7595,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$683  = b_fine_4;
     if (take_4) begin
       \$683  = a_shift_4[1:0];
@@ -7229,7 +7605,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$684  = c_valid_4;
     if (advance_4) begin
       \$684  = \$325 ;
@@ -7239,7 +7615,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$685  = b_valid_4;
     if (advance_4) begin
       (* full_case = 32'd1 *)
@@ -7254,7 +7630,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$686  = flush_pending_4;
     if (advance_4) begin
       (* full_case = 32'd1 *)
@@ -7269,14 +7645,14 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$687  = \$394 ;
     if (rst) begin
       \$687  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$688  = a_valid_5;
     if (\in_ready_5$111 ) begin
       if (\$396 ) begin
@@ -7290,7 +7666,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$689  = a_shift_5;
     if (\in_ready_5$111 ) begin
       if (\$396 ) begin
@@ -7304,7 +7680,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$690  = a_skid_valid_5;
     if (\in_ready_5$111 ) begin
       (* full_case = 32'd1 *)
@@ -7320,7 +7696,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$691  = a_skid_shift_5;
     if (\in_ready_5$111 ) begin
       (* full_case = 32'd1 *)
@@ -7334,7 +7710,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$692  = b_fine_5;
     if (take_5) begin
       \$692  = a_shift_5[1:0];
@@ -7344,7 +7720,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$693  = c_valid_5;
     if (advance_5) begin
       \$693  = \$399 ;
@@ -7354,7 +7730,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$694  = b_valid_5;
     if (advance_5) begin
       (* full_case = 32'd1 *)
@@ -7369,7 +7745,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$695  = flush_pending_5;
     if (advance_5) begin
       (* full_case = 32'd1 *)
@@ -7384,14 +7760,14 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$696  = \$468 ;
     if (rst) begin
       \$696  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$697  = a_valid_6;
     if (\in_ready_6$117 ) begin
       if (\$470 ) begin
@@ -7405,7 +7781,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$698  = a_shift_6;
     if (\in_ready_6$117 ) begin
       if (\$470 ) begin
@@ -7419,7 +7795,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$699  = a_skid_valid_6;
     if (\in_ready_6$117 ) begin
       (* full_case = 32'd1 *)
@@ -7435,7 +7811,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$700  = a_skid_shift_6;
     if (\in_ready_6$117 ) begin
       (* full_case = 32'd1 *)
@@ -7449,7 +7825,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$701  = b_fine_6;
     if (take_6) begin
       \$701  = a_shift_6[1:0];
@@ -7459,7 +7835,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$702  = c_valid_6;
     if (advance_6) begin
       \$702  = \$473 ;
@@ -7469,7 +7845,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$703  = b_valid_6;
     if (advance_6) begin
       (* full_case = 32'd1 *)
@@ -7484,7 +7860,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$704  = flush_pending_6;
     if (advance_6) begin
       (* full_case = 32'd1 *)
@@ -7499,14 +7875,14 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$705  = \$542 ;
     if (rst) begin
       \$705  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$706  = a_valid_7;
     if (\in_ready_7$123 ) begin
       if (\$544 ) begin
@@ -7520,7 +7896,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$707  = a_shift_7;
     if (\in_ready_7$123 ) begin
       if (\$544 ) begin
@@ -7534,7 +7910,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$708  = a_skid_valid_7;
     if (\in_ready_7$123 ) begin
       (* full_case = 32'd1 *)
@@ -7550,7 +7926,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$709  = a_skid_shift_7;
     if (\in_ready_7$123 ) begin
       (* full_case = 32'd1 *)
@@ -7564,7 +7940,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$710  = b_fine_7;
     if (take_7) begin
       \$710  = a_shift_7[1:0];
@@ -7574,7 +7950,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$711  = c_valid_7;
     if (advance_7) begin
       \$711  = \$547 ;
@@ -7584,7 +7960,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$712  = b_valid_7;
     if (advance_7) begin
       (* full_case = 32'd1 *)
@@ -7599,7 +7975,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$713  = flush_pending_7;
     if (advance_7) begin
       (* full_case = 32'd1 *)
@@ -7614,14 +7990,14 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$714  = \$616 ;
     if (rst) begin
       \$714  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$715  = a_valid_8;
     if (\in_ready_8$129 ) begin
       if (\$618 ) begin
@@ -7635,7 +8011,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$716  = a_shift_8;
     if (\in_ready_8$129 ) begin
       if (\$618 ) begin
@@ -7649,7 +8025,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$717  = a_ctl;
     if (\in_ready_8$129 ) begin
       if (\$618 ) begin
@@ -7663,7 +8039,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$718  = a_skid_valid_8;
     if (\in_ready_8$129 ) begin
       (* full_case = 32'd1 *)
@@ -7679,7 +8055,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$719  = a_skid_shift_8;
     if (\in_ready_8$129 ) begin
       (* full_case = 32'd1 *)
@@ -7693,7 +8069,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$720  = a_skid_ctl;
     if (\in_ready_8$129 ) begin
       (* full_case = 32'd1 *)
@@ -7707,7 +8083,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$721  = b_fine_8;
     if (take_8) begin
       \$721  = a_shift_8[1:0];
@@ -7717,7 +8093,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$722  = c_valid_8;
     if (advance_8) begin
       \$722  = \$619 ;
@@ -7727,7 +8103,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$723  = b_valid_8;
     if (advance_8) begin
       (* full_case = 32'd1 *)
@@ -7742,7 +8118,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$724  = flush_pending_8;
     if (advance_8) begin
       (* full_case = 32'd1 *)
@@ -7757,7 +8133,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$725  = b_emit;
     if (advance_8) begin
       if (flush_pending_8) begin
@@ -7771,7 +8147,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$726  = b_first;
     if (advance_8) begin
       if (flush_pending_8) begin
@@ -7785,7 +8161,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$727  = b_last;
     if (advance_8) begin
       if (flush_pending_8) begin
@@ -7799,7 +8175,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$728  = started;
     if (advance_8) begin
       if (flush_pending_8) begin
@@ -7815,7 +8191,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$729  = b_meta;
     if (advance_8) begin
       if (flush_pending_8) begin
@@ -7828,7 +8204,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$730  = b_shift;
     if (advance_8) begin
       if (flush_pending_8) begin
@@ -7843,7 +8219,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$2944$0 , 
   assign \in_ready_0$10  = i__ready;
   assign o__valid = c_valid_0;
   assign o__payload = { \$634 , out_data };
-  assign \port$2944$0  = \$634 ;
+  assign \port$3032$0  = \$634 ;
   assign \i_ctl.first  = i_ctl[0];
   assign \i_ctl.last  = i_ctl[1];
   assign \i_ctl.drop_first  = i_ctl[2];
@@ -7909,7 +8285,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ace_dma_small.reader.split (rst, o__ready, i__ready, i__payload, i__valid, o__payload, o__valid, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$13  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$14  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -8018,7 +8394,7 @@ module \ace_dma_small.reader.split (rst, o__ready, i__ready, i__payload, i__vali
   always @(posedge clk)
     o__valid <= \$37 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
     \$33  = cur;
     if (\$3 ) begin
       \$33  = { \$4 [21:0], 6'h00 };
@@ -8031,7 +8407,7 @@ module \ace_dma_small.reader.split (rst, o__ready, i__ready, i__payload, i__vali
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
     \$34  = span;
     if (\$3 ) begin
       \$34  = \$5 [20:0];
@@ -8044,7 +8420,7 @@ module \ace_dma_small.reader.split (rst, o__ready, i__ready, i__payload, i__vali
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
     \$35  = last;
     if (\$3 ) begin
       \$35  = \$10 ;
@@ -8057,7 +8433,7 @@ module \ace_dma_small.reader.split (rst, o__ready, i__ready, i__payload, i__vali
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
     \$36  = length;
     if (\$3 ) begin
       \$36  = \$17 [7:0];
@@ -8070,7 +8446,7 @@ module \ace_dma_small.reader.split (rst, o__ready, i__ready, i__payload, i__vali
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
     \$37  = o__valid;
     if (\$3 ) begin
       if (last) begin
@@ -8097,7 +8473,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ace_dma_small.reader_cmd (rst, i__valid, i_bits, o__ready, i__ready, o__valid, out_payload, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$14  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$15  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -8263,14 +8639,14 @@ module \ace_dma_small.reader_cmd (rst, i__valid, i_bits, o__ready, i__ready, o__
   always @(posedge clk)
     out_valid_2 <= \$42 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$44  = \$30 ;
     if (rst) begin
       \$44  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$45  = out_valid_3;
     if (in_ready_3) begin
       if (\$32 ) begin
@@ -8284,7 +8660,7 @@ module \ace_dma_small.reader_cmd (rst, i__valid, i_bits, o__ready, i__ready, o__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$46  = skid_valid_3;
     if (in_ready_3) begin
       (* full_case = 32'd1 *)
@@ -8300,14 +8676,14 @@ module \ace_dma_small.reader_cmd (rst, i__valid, i_bits, o__ready, i__ready, o__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$33  = \$6 ;
     if (rst) begin
       \$33  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$34  = o__valid;
     if (i__ready) begin
       if (\$8 ) begin
@@ -8321,7 +8697,7 @@ module \ace_dma_small.reader_cmd (rst, i__valid, i_bits, o__ready, i__ready, o__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$35  = out_payload;
     if (i__ready) begin
       if (\$8 ) begin
@@ -8356,7 +8732,7 @@ module \ace_dma_small.reader_cmd (rst, i__valid, i_bits, o__ready, i__ready, o__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$36  = skid_valid_0;
     if (i__ready) begin
       (* full_case = 32'd1 *)
@@ -8372,7 +8748,7 @@ module \ace_dma_small.reader_cmd (rst, i__valid, i_bits, o__ready, i__ready, o__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$37  = skid_payload;
     if (i__ready) begin
       (* full_case = 32'd1 *)
@@ -8407,14 +8783,14 @@ module \ace_dma_small.reader_cmd (rst, i__valid, i_bits, o__ready, i__ready, o__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$38  = \$14 ;
     if (rst) begin
       \$38  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$39  = out_valid_1;
     if (in_ready_1) begin
       if (\$16 ) begin
@@ -8428,7 +8804,7 @@ module \ace_dma_small.reader_cmd (rst, i__valid, i_bits, o__ready, i__ready, o__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$40  = skid_valid_1;
     if (in_ready_1) begin
       (* full_case = 32'd1 *)
@@ -8444,14 +8820,14 @@ module \ace_dma_small.reader_cmd (rst, i__valid, i_bits, o__ready, i__ready, o__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$41  = \$22 ;
     if (rst) begin
       \$41  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$42  = out_valid_2;
     if (in_ready_2) begin
       if (\$24 ) begin
@@ -8465,7 +8841,7 @@ module \ace_dma_small.reader_cmd (rst, i__valid, i_bits, o__ready, i__ready, o__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$43  = skid_valid_2;
     if (in_ready_2) begin
       (* full_case = 32'd1 *)
@@ -8509,48 +8885,52 @@ module \ace_dma_small.reader_cmd (rst, i__valid, i_bits, o__ready, i__ready, o__
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.writer (\o__ready$95 , axi__bresp, axi__bvalid, sram_r__req__ready, sram_r__resp__payload, sram_r__resp__valid, wr_stream__tdata, wr_stream__tvalid, clk, rst, axi__awaddr, sram_r__req__payload, wr_stream__tready, sram_r__resp__ready, axi__bready, cpl__ready, cmd__ready, bytes, cpl_full, cpl__payload, sram_r__req__valid
-, axi__awvalid, axi__awlen, axi__wvalid, \port$3608$0 , cmd__valid, cmd__payload, \o__ready$42 );
-  reg \$auto$verilog_backend.cc:2355:dump_module$15  = 0;
+module \ace_dma_small.writer (\o__ready$96 , axi__bresp, axi__bvalid, sram_r__req__ready, sram_r__resp__payload, sram_r__resp__valid, wr_stream__tdata, wr_stream__tvalid, clk, rst, axi__awaddr, sram_r__req__payload, wr_stream__tready, sram_r__resp__ready, axi__bready, \port$2505$0 , \port$2506$0 , \port$2507$0 , \port$2508$0 , \port$2509$0 , \port$2510$0 
+, \port$2511$0 , \port$2512$0 , \port$2513$0 , cpl__ready, cmd__ready, bytes, cpl_full, cpl__payload, sram_r__req__valid, axi__awvalid, axi__awlen, axi__wvalid, cmd__valid, cmd__payload, \o__ready$42 );
+  reg \$auto$verilog_backend.cc:2355:dump_module$16  = 0;
   wire [24:0] \$1 ;
   wire \$10 ;
   reg [20:0] \$100 ;
   reg \$101 ;
-  reg [20:0] \$102 ;
+  reg \$102 ;
   reg \$103 ;
-  reg [20:0] \$104 ;
+  reg \$104 ;
   reg \$105 ;
-  reg [20:0] \$106 ;
+  reg \$106 ;
   reg \$107 ;
   reg \$108 ;
   reg \$109 ;
   wire [5:0] \$11 ;
   reg \$110 ;
-  reg \$111 ;
+  reg [5:0] \$111 ;
   reg \$112 ;
-  reg \$113 ;
+  reg [4:0] \$113 ;
   reg \$114 ;
-  reg \$115 ;
+  reg [4:0] \$115 ;
   reg \$116 ;
-  reg [5:0] \$117 ;
-  reg [4:0] \$118 ;
-  reg \$119 ;
+  reg [2:0] \$117 ;
+  reg [10:0] \$118 ;
+  wire [26:0] \$119 ;
   wire [4:0] \$12 ;
-  reg [4:0] \$120 ;
-  reg \$121 ;
-  reg [2:0] \$122 ;
-  reg [10:0] \$123 ;
-  wire [25:0] \$124 ;
-  wire [25:0] \$125 ;
+  wire [25:0] \$120 ;
+  wire [17:0] \$121 ;
+  wire [127:0] \$122 ;
+  wire [16:0] \$123 ;
+  wire [16:0] \$124 ;
+  wire [16:0] \$125 ;
   wire [16:0] \$126 ;
-  wire [127:0] \$127 ;
+  wire [16:0] \$127 ;
+  wire [16:0] \$128 ;
+  wire [16:0] \$129 ;
   wire \$13 ;
-  wire [34:0] \$14 ;
-  wire [21:0] \$15 ;
-  wire \$16 ;
+  wire [16:0] \$130 ;
+  wire [13:0] \$131 ;
+  wire \$14 ;
+  wire [34:0] \$15 ;
+  wire [21:0] \$16 ;
   wire \$17 ;
   wire \$18 ;
-  wire [15:0] \$19 ;
+  wire \$19 ;
   wire [24:0] \$2 ;
   wire [15:0] \$20 ;
   wire [15:0] \$21 ;
@@ -8559,16 +8939,16 @@ module \ace_dma_small.writer (\o__ready$95 , axi__bresp, axi__bvalid, sram_r__re
   wire [15:0] \$24 ;
   wire [15:0] \$25 ;
   wire [15:0] \$26 ;
-  wire [30:0] \$27 ;
-  wire [46:0] \$28 ;
-  wire [15:0] \$29 ;
+  wire [15:0] \$27 ;
+  wire [30:0] \$28 ;
+  wire [46:0] \$29 ;
   wire [4:0] \$3 ;
-  wire [3:0] \$30 ;
-  wire [15:0] \$31 ;
-  wire \$32 ;
+  wire [15:0] \$30 ;
+  wire [3:0] \$31 ;
+  wire [15:0] \$32 ;
   wire \$33 ;
-  wire [5:0] \$34 ;
-  wire \$35 ;
+  wire \$34 ;
+  wire [5:0] \$35 ;
   wire \$36 ;
   wire \$37 ;
   wire \$38 ;
@@ -8588,17 +8968,17 @@ module \ace_dma_small.writer (\o__ready$95 , axi__bresp, axi__bvalid, sram_r__re
   wire \$50 ;
   wire \$51 ;
   wire \$52 ;
-  wire [21:0] \$53 ;
+  wire \$53 ;
   wire [21:0] \$54 ;
-  wire \$55 ;
-  wire [21:0] \$56 ;
-  wire \$57 ;
-  wire [21:0] \$58 ;
+  wire [21:0] \$55 ;
+  wire \$56 ;
+  wire [21:0] \$57 ;
+  wire \$58 ;
   wire [21:0] \$59 ;
   wire [4:0] \$6 ;
-  wire \$60 ;
-  wire [21:0] \$61 ;
-  wire \$62 ;
+  wire [21:0] \$60 ;
+  wire \$61 ;
+  wire [21:0] \$62 ;
   wire \$63 ;
   wire \$64 ;
   wire \$65 ;
@@ -8611,8 +8991,8 @@ module \ace_dma_small.writer (\o__ready$95 , axi__bresp, axi__bvalid, sram_r__re
   wire \$71 ;
   wire \$72 ;
   wire \$73 ;
-  wire \$74 ;
-  wire \$75 ;
+  wire [6:0] \$74 ;
+  wire [6:0] \$75 ;
   wire \$76 ;
   wire \$77 ;
   wire \$78 ;
@@ -8620,25 +9000,26 @@ module \ace_dma_small.writer (\o__ready$95 , axi__bresp, axi__bvalid, sram_r__re
   wire [24:0] \$8 ;
   wire \$80 ;
   wire \$81 ;
-  wire [6:0] \$82 ;
+  wire \$82 ;
   wire \$83 ;
   wire \$84 ;
-  wire \$85 ;
-  wire \$86 ;
+  wire [5:0] \$85 ;
+  wire [5:0] \$86 ;
   wire \$87 ;
-  wire \$88 ;
+  wire [4:0] \$88 ;
   wire \$89 ;
   wire \$9 ;
   wire \$90 ;
-  wire [5:0] \$91 ;
-  wire [5:0] \$92 ;
-  wire \$93 ;
-  wire [4:0] \$94 ;
-  wire \$95 ;
-  wire \$96 ;
-  wire [2:0] \$97 ;
-  reg \$98 ;
+  wire [2:0] \$91 ;
+  reg \$92 ;
+  reg \$93 ;
+  reg [20:0] \$94 ;
+  reg \$95 ;
+  reg [20:0] \$96 ;
+  reg \$97 ;
+  reg [20:0] \$98 ;
   reg \$99 ;
+  reg at_end = 1'h0;
   wire aw_accepted;
   reg [4:0] aw_ahead = 5'h00;
   wire aw_issued;
@@ -8705,16 +9086,17 @@ module \ace_dma_small.writer (\o__ready$95 , axi__bresp, axi__bvalid, sram_r__re
   wire [35:0] \i__payload$27 ;
   wire [27:0] \i__payload$27.beat_addr ;
   wire [7:0] \i__payload$27.len ;
-  wire [151:0] \i__payload$71 ;
+  wire [152:0] \i__payload$71 ;
   wire [127:0] \i__payload$71.data ;
   wire \i__payload$71.drop_first ;
   wire \i__payload$71.first ;
   wire \i__payload$71.flush ;
   wire \i__payload$71.last ;
-  wire [14:0] \i__payload$71.meta ;
-  wire [14:0] \i__payload$71.meta.beat ;
+  wire [15:0] \i__payload$71.meta ;
+  wire [15:0] \i__payload$71.meta.beat ;
   wire [4:0] \i__payload$71.meta.beat.beat_hi ;
   wire [3:0] \i__payload$71.meta.beat.beat_lo ;
+  wire \i__payload$71.meta.beat.start_ends ;
   wire [5:0] \i__payload$71.meta.beat.start_phase ;
   wire [4:0] \i__payload$71.shift ;
   wire [149:0] \i__payload$88 ;
@@ -8733,15 +9115,6 @@ module \ace_dma_small.writer (\o__ready$95 , axi__bresp, axi__bvalid, sram_r__re
   wire \i__valid$24 ;
   wire \i__valid$66 ;
   wire \i__valid$83 ;
-  wire in_ready_0;
-  wire in_ready_1;
-  wire in_ready_2;
-  wire in_ready_3;
-  wire in_ready_4;
-  wire in_ready_5;
-  wire in_ready_6;
-  wire in_ready_7;
-  wire in_ready_8;
   wire [4:0] lo;
   wire [15:0] lo_mask;
   wire [8:0] meta;
@@ -8750,20 +9123,21 @@ module \ace_dma_small.writer (\o__ready$95 , axi__bresp, axi__bvalid, sram_r__re
   wire [35:0] \o__payload$33 ;
   wire [27:0] \o__payload$33.beat_addr ;
   wire [7:0] \o__payload$33.len ;
-  wire [144:0] \o__payload$77 ;
+  wire [145:0] \o__payload$77 ;
   wire [127:0] \o__payload$77.data ;
   wire \o__payload$77.first ;
   wire \o__payload$77.last ;
-  wire [14:0] \o__payload$77.meta ;
-  wire [14:0] \o__payload$77.meta.beat ;
+  wire [15:0] \o__payload$77.meta ;
+  wire [15:0] \o__payload$77.meta.beat ;
   wire [4:0] \o__payload$77.meta.beat.beat_hi ;
   wire [3:0] \o__payload$77.meta.beat.beat_lo ;
+  wire \o__payload$77.meta.beat.start_ends ;
   wire [5:0] \o__payload$77.meta.beat.start_phase ;
-  wire [149:0] \o__payload$90 ;
-  wire [4:0] \o__payload$90.bytes ;
-  wire [127:0] \o__payload$90.data ;
-  wire \o__payload$90.last ;
-  wire [15:0] \o__payload$90.strb ;
+  wire [149:0] \o__payload$91 ;
+  wire [4:0] \o__payload$91.bytes ;
+  wire [127:0] \o__payload$91.data ;
+  wire \o__payload$91.last ;
+  wire [15:0] \o__payload$91.strb ;
   wire [27:0] \o__payload.beat_addr ;
   wire \o__payload.last ;
   wire [7:0] \o__payload.len ;
@@ -8772,32 +9146,49 @@ module \ace_dma_small.writer (\o__ready$95 , axi__bresp, axi__bvalid, sram_r__re
   input \o__ready$42 ;
   wire \o__ready$42 ;
   wire \o__ready$86 ;
-  input \o__ready$95 ;
-  wire \o__ready$95 ;
+  input \o__ready$96 ;
+  wire \o__ready$96 ;
   wire o__valid;
   wire \o__valid$41 ;
   wire \o__valid$84 ;
-  wire \o__valid$94 ;
+  wire \o__valid$95 ;
   wire [3:0] off;
   (* init = 1'h1 *)
   wire open_;
   reg \open_$26  = 1'h1;
   reg [5:0] phase = 6'h00;
   wire [5:0] phase_cur;
-  output [144:0] \port$3608$0 ;
-  wire [144:0] \port$3608$0 ;
+  output [16:0] \port$2505$0 ;
+  wire [16:0] \port$2505$0 ;
+  output [16:0] \port$2506$0 ;
+  wire [16:0] \port$2506$0 ;
+  output [16:0] \port$2507$0 ;
+  wire [16:0] \port$2507$0 ;
+  output [16:0] \port$2508$0 ;
+  wire [16:0] \port$2508$0 ;
+  output [16:0] \port$2509$0 ;
+  wire [16:0] \port$2509$0 ;
+  output [16:0] \port$2510$0 ;
+  wire [16:0] \port$2510$0 ;
+  output [16:0] \port$2511$0 ;
+  wire [16:0] \port$2511$0 ;
+  output [16:0] \port$2512$0 ;
+  wire [16:0] \port$2512$0 ;
+  output [8:0] \port$2513$0 ;
+  wire [8:0] \port$2513$0 ;
   wire [56:0] r_data;
-  wire [8:0] \r_data$104 ;
+  wire [8:0] \r_data$105 ;
   wire [34:0] \r_data$50 ;
-  wire [51:0] \r_data$61 ;
+  wire [52:0] \r_data$61 ;
   wire r_en;
-  wire \r_en$106 ;
+  wire \r_en$107 ;
   wire \r_en$56 ;
   wire \r_en$75 ;
   wire r_rdy;
-  wire \r_rdy$103 ;
+  wire \r_rdy$104 ;
   wire \r_rdy$53 ;
   wire \r_rdy$67 ;
+  wire ready_next;
   wire req_first;
   reg [20:0] req_index = 21'h000000;
   wire req_last;
@@ -8805,9 +9196,9 @@ module \ace_dma_small.writer (\o__ready$95 , axi__bresp, axi__bvalid, sram_r__re
   reg [20:0] req_left = 21'h000000;
   reg req_started = 1'h0;
   wire room_next;
-  wire \room_next$112 ;
   wire \room_next$113 ;
   wire \room_next$114 ;
+  wire \room_next$115 ;
   input rst;
   wire rst;
   wire [10:0] span_lead;
@@ -8850,21 +9241,21 @@ module \ace_dma_small.writer (\o__ready$95 , axi__bresp, axi__bvalid, sram_r__re
   wire [56:0] w_data;
   wire [8:0] \w_data$45 ;
   wire [34:0] \w_data$7 ;
-  wire [51:0] \w_data$8 ;
+  wire [52:0] \w_data$8 ;
   wire w_en;
   wire \w_en$14 ;
   wire \w_en$15 ;
   wire \w_en$46 ;
+  reg w_go_r0 = 1'h0;
+  reg w_go_r1 = 1'h0;
+  reg w_go_r2 = 1'h0;
+  reg w_go_r3 = 1'h0;
+  reg w_go_r4 = 1'h0;
+  reg w_go_r5 = 1'h0;
+  reg w_go_r6 = 1'h0;
+  reg w_go_r7 = 1'h0;
+  reg w_go_r8 = 1'h0;
   reg w_ok = 1'h0;
-  reg w_ok_0 = 1'h0;
-  reg w_ok_1 = 1'h0;
-  reg w_ok_2 = 1'h0;
-  reg w_ok_3 = 1'h0;
-  reg w_ok_4 = 1'h0;
-  reg w_ok_5 = 1'h0;
-  reg w_ok_6 = 1'h0;
-  reg w_ok_7 = 1'h0;
-  reg w_ok_8 = 1'h0;
   reg w_ok_next;
   input [127:0] wr_stream__tdata;
   wire [127:0] wr_stream__tdata;
@@ -8884,171 +9275,167 @@ module \ace_dma_small.writer (\o__ready$95 , axi__bresp, axi__bvalid, sram_r__re
   assign \$10  = cmd__payload[32:9] <= 5'h10;
   assign \$11  = 5'h10 - cmd__payload[36:33];
   assign \$12  = \$4 [3:0] + 1'h1;
+  assign \$13  = cmd__payload[42:37] == 6'h3f;
   assign take = cmd__valid & cmd__ready;
-  assign \$13  = ~ cmd__payload[0];
-  assign \w_en$15  = take & \$13 ;
+  assign \$14  = ~ cmd__payload[0];
+  assign \w_en$15  = take & \$14 ;
   assign \i__valid$24  = o__valid & \open_$26 ;
   assign o__ready = \i__ready$29  & \open_$26 ;
   assign aw_issued = \i__valid$24  & \i__ready$29 ;
   assign aw_accepted = axi__awvalid & \o__ready$42 ;
   assign req_first = ~ req_started;
   assign req_last = req_started ? req_last_next : \r_data$50 [34];
-  assign \$15  = \r_data$50 [12:0] + req_index;
+  assign \$16  = \r_data$50 [12:0] + req_index;
   assign \r_en$56  = sram_r__req__ready & req_last;
   assign src_first = ~ src_started;
-  assign src_last = src_started ? src_last_next : \$125 [4];
-  assign src_valid = \$124 [0] ? wr_stream__tvalid : sram_r__resp__valid;
+  assign src_last = src_started ? src_last_next : \$120 [3];
+  assign src_valid = \$119 [0] ? wr_stream__tvalid : sram_r__resp__valid;
   assign \i__valid$66  = \r_rdy$67  & src_valid;
-  assign \$16  = \r_rdy$67  & \$124 [0];
-  assign wr_stream__tready = \$16  & \i__ready$69 ;
-  assign \$17  = ~ \$124 [0];
-  assign \$18  = \r_rdy$67  & \$17 ;
-  assign sram_r__resp__ready = \$18  & \i__ready$69 ;
-  assign \$19  = \$124 [1] ? wr_stream__tdata[15:0] : sram_r__resp__payload[15:0];
-  assign \$20  = \$124 [2] ? wr_stream__tdata[31:16] : sram_r__resp__payload[31:16];
-  assign \$21  = \$124 [3] ? wr_stream__tdata[47:32] : sram_r__resp__payload[47:32];
-  assign \$22  = \$124 [4] ? wr_stream__tdata[63:48] : sram_r__resp__payload[63:48];
-  assign \$23  = \$124 [5] ? wr_stream__tdata[79:64] : sram_r__resp__payload[79:64];
-  assign \$24  = \$124 [6] ? wr_stream__tdata[95:80] : sram_r__resp__payload[95:80];
-  assign \$25  = \$124 [7] ? wr_stream__tdata[111:96] : sram_r__resp__payload[111:96];
-  assign \$26  = \$124 [8] ? wr_stream__tdata[127:112] : sram_r__resp__payload[127:112];
+  assign \$17  = \r_rdy$67  & \$119 [0];
+  assign wr_stream__tready = \$17  & \i__ready$69 ;
+  assign \$18  = ~ \$119 [0];
+  assign \$19  = \r_rdy$67  & \$18 ;
+  assign sram_r__resp__ready = \$19  & \i__ready$69 ;
+  assign \$20  = \$119 [1] ? wr_stream__tdata[15:0] : sram_r__resp__payload[15:0];
+  assign \$21  = \$119 [2] ? wr_stream__tdata[31:16] : sram_r__resp__payload[31:16];
+  assign \$22  = \$119 [3] ? wr_stream__tdata[47:32] : sram_r__resp__payload[47:32];
+  assign \$23  = \$119 [4] ? wr_stream__tdata[63:48] : sram_r__resp__payload[63:48];
+  assign \$24  = \$119 [5] ? wr_stream__tdata[79:64] : sram_r__resp__payload[79:64];
+  assign \$25  = \$119 [6] ? wr_stream__tdata[95:80] : sram_r__resp__payload[95:80];
+  assign \$26  = \$119 [7] ? wr_stream__tdata[111:96] : sram_r__resp__payload[111:96];
+  assign \$27  = \$119 [8] ? wr_stream__tdata[127:112] : sram_r__resp__payload[127:112];
   assign src_hs = \i__valid$66  & \i__ready$69 ;
   assign \r_en$75  = src_hs & src_last;
-  assign phase_cur = \$126 [0] ? \$126 [16:11] : phase;
-  assign \$27  = 16'hffff << \$126 [5:2];
-  assign lo_mask = \$126 [0] ? \$27 [15:0] : 16'hffff;
-  assign \$28  = 16'hffff << \$126 [10:6];
-  assign \$29  = ~ \$28 [15:0];
-  assign hi_mask = \$126 [1] ? \$29  : 16'hffff;
-  assign \$30  = \$126 [0] ? \$126 [5:2] : 4'h0;
-  assign hi = \$126 [1] ? \$126 [10:6] : 5'h10;
+  assign phase_cur = \$121 [0] ? \$121 [16:11] : phase;
+  assign \$28  = 16'hffff << \$121 [5:2];
+  assign lo_mask = \$121 [0] ? \$28 [15:0] : 16'hffff;
+  assign \$29  = 16'hffff << \$121 [10:6];
+  assign \$30  = ~ \$29 [15:0];
+  assign hi_mask = \$121 [1] ? \$30  : 16'hffff;
+  assign \$31  = \$121 [0] ? \$121 [5:2] : 4'h0;
+  assign hi = \$121 [1] ? \$121 [10:6] : 5'h10;
   assign \i__valid$83  = \o__valid$84  & w_ok;
   assign \o__ready$86  = \i__ready$87  & w_ok;
-  assign \$31  = lo_mask & hi_mask;
-  assign \$32  = phase_cur == 6'h3f;
-  assign \$33  = \$126 [1] | \$32 ;
-  assign \$34  = hi - \$30 ;
-  assign \$35  = \i__valid$83  & \i__ready$87 ;
-  assign \$36  = \$35  & \i__payload$88 [144];
-  assign \$37  = ~ \$36 ;
-  assign \$38  = aw_accepted & \$37 ;
-  assign \$39  = ~ aw_accepted;
-  assign \$40  = \i__valid$83  & \i__ready$87 ;
-  assign \$41  = \$40  & \i__payload$88 [144];
-  assign \$42  = \$39  & \$41 ;
-  assign \$43  = aw_ahead != 1'h1;
-  assign \$44  = ! status;
-  assign \$46  = \$44  & \$45 ;
-  assign \$47  = ~ \r_data$104 [8];
-  assign \$48  = ~ cpl_full;
-  assign \$49  = \$47  | \$48 ;
-  assign axi__bready = \r_rdy$103  & \$49 ;
-  assign \r_en$106  = axi__bvalid & axi__bready;
-  assign \$50  = & { \room_next$113 , \room_next$112 , room_next };
-  assign \$52  = sram_r__req__valid & sram_r__req__ready;
-  assign \$53  = req_index + 1'h1;
-  assign \$54  = req_left - 1'h1;
-  assign \$55  = req_left == 2'h2;
-  assign \$56  = \r_data$50 [33:13] - 1'h1;
-  assign \$57  = \r_data$50 [33:13] == 2'h2;
-  assign \$58  = src_index + 1'h1;
-  assign \$59  = src_left - 1'h1;
-  assign \$60  = src_left == 2'h2;
-  assign \$61  = { \$125 [3:0], \$124 [25:9] } - 1'h1;
-  assign \$62  = { \$125 [3:0], \$124 [25:9] } == 2'h2;
-  assign \$63  = w_ok_next & w_ok_0;
-  assign \$64  = w_ok_next | \$63 ;
-  assign \$65  = w_ok_next & w_ok_1;
-  assign \$66  = w_ok_next | \$65 ;
-  assign \$67  = w_ok_next & w_ok_2;
-  assign \$68  = w_ok_next | \$67 ;
-  assign \$69  = w_ok_next & w_ok_3;
-  assign \$70  = w_ok_next | \$69 ;
-  assign \$71  = w_ok_next & w_ok_4;
-  assign \$72  = w_ok_next | \$71 ;
-  assign \$73  = w_ok_next & w_ok_5;
-  assign \$74  = w_ok_next | \$73 ;
-  assign \$75  = w_ok_next & w_ok_6;
-  assign \$76  = w_ok_next | \$75 ;
-  assign \$77  = w_ok_next & w_ok_7;
-  assign \$78  = w_ok_next | \$77 ;
-  assign \$79  = w_ok_next & w_ok_8;
-  assign \$80  = w_ok_next | \$79 ;
-  assign \$81  = \i__valid$83  & \i__ready$87 ;
-  assign \$82  = phase_cur + 1'h1;
-  assign \$83  = \i__valid$83  & \i__ready$87 ;
-  assign \$84  = \$83  & \i__payload$88 [144];
-  assign \$85  = ~ \$84 ;
-  assign \$86  = aw_accepted & \$85 ;
-  assign \$87  = ~ aw_accepted;
-  assign \$88  = \i__valid$83  & \i__ready$87 ;
-  assign \$89  = \$88  & \i__payload$88 [144];
-  assign \$90  = \$87  & \$89 ;
-  assign \$91  = aw_ahead + 1'h1;
-  assign \$92  = aw_ahead - 1'h1;
-  assign \$93  = axi__wvalid & \o__ready$95 ;
-  assign \$94  = \$93  ? \o__payload$90 [149:145] : 5'h00;
-  assign \$95  = cpl_full & cpl__ready;
-  assign \$96  = axi__bvalid & axi__bready;
-  assign \$97  = \r_data$104 [8] ? 3'h0 : status_now;
+  assign \$32  = lo_mask & hi_mask;
+  assign \$33  = \$121 [0] ? \$121 [17] : at_end;
+  assign \$34  = \$121 [1] | \$33 ;
+  assign \$35  = hi - \$31 ;
+  assign \$36  = \i__valid$83  & \i__ready$87 ;
+  assign \$37  = \$36  & \i__payload$88 [144];
+  assign \$38  = ~ \$37 ;
+  assign \$39  = aw_accepted & \$38 ;
+  assign \$40  = ~ aw_accepted;
+  assign \$41  = \i__valid$83  & \i__ready$87 ;
+  assign \$42  = \$41  & \i__payload$88 [144];
+  assign \$43  = \$40  & \$42 ;
+  assign \$44  = aw_ahead != 1'h1;
+  assign \$45  = ! status;
+  assign \$47  = \$45  & \$46 ;
+  assign \$48  = ~ \r_data$105 [8];
+  assign \$49  = ~ cpl_full;
+  assign \$50  = \$48  | \$49 ;
+  assign axi__bready = \r_rdy$104  & \$50 ;
+  assign \r_en$107  = axi__bvalid & axi__bready;
+  assign \$51  = & { \room_next$114 , \room_next$113 , room_next };
+  assign \$53  = sram_r__req__valid & sram_r__req__ready;
+  assign \$54  = req_index + 1'h1;
+  assign \$55  = req_left - 1'h1;
+  assign \$56  = req_left == 2'h2;
+  assign \$57  = \r_data$50 [33:13] - 1'h1;
+  assign \$58  = \r_data$50 [33:13] == 2'h2;
+  assign \$59  = src_index + 1'h1;
+  assign \$60  = src_left - 1'h1;
+  assign \$61  = src_left == 2'h2;
+  assign \$62  = { \$120 [2:0], \$119 [26:9] } - 1'h1;
+  assign \$63  = { \$120 [2:0], \$119 [26:9] } == 2'h2;
+  assign \$64  = ready_next & w_ok_next;
+  assign \$65  = ready_next & w_ok_next;
+  assign \$66  = ready_next & w_ok_next;
+  assign \$67  = ready_next & w_ok_next;
+  assign \$68  = ready_next & w_ok_next;
+  assign \$69  = ready_next & w_ok_next;
+  assign \$70  = ready_next & w_ok_next;
+  assign \$71  = ready_next & w_ok_next;
+  assign \$72  = ready_next & w_ok_next;
+  assign \$73  = \i__valid$83  & \i__ready$87 ;
+  assign \$74  = phase_cur + 1'h1;
+  assign \$75  = phase_cur + 1'h1;
+  assign \$76  = \$75 [5:0] == 6'h3f;
+  assign \$77  = \i__valid$83  & \i__ready$87 ;
+  assign \$78  = \$77  & \i__payload$88 [144];
+  assign \$79  = ~ \$78 ;
+  assign \$80  = aw_accepted & \$79 ;
+  assign \$81  = ~ aw_accepted;
+  assign \$82  = \i__valid$83  & \i__ready$87 ;
+  assign \$83  = \$82  & \i__payload$88 [144];
+  assign \$84  = \$81  & \$83 ;
+  assign \$85  = aw_ahead + 1'h1;
+  assign \$86  = aw_ahead - 1'h1;
+  assign \$87  = axi__wvalid & \o__ready$96 ;
+  assign \$88  = \$87  ? \$131 [13:9] : 5'h00;
+  assign \$89  = cpl_full & cpl__ready;
+  assign \$90  = axi__bvalid & axi__bready;
+  assign \$91  = \r_data$105 [8] ? 3'h0 : status_now;
   always @(posedge clk)
-    cmd__ready <= \$98 ;
+    cmd__ready <= \$92 ;
   always @(posedge clk)
-    \open_$26  <= \$99 ;
+    \open_$26  <= \$93 ;
   always @(posedge clk)
-    req_index <= \$100 ;
+    req_index <= \$94 ;
   always @(posedge clk)
-    req_started <= \$101 ;
+    req_started <= \$95 ;
   always @(posedge clk)
-    req_left <= \$102 ;
+    req_left <= \$96 ;
   always @(posedge clk)
-    req_last_next <= \$103 ;
+    req_last_next <= \$97 ;
   always @(posedge clk)
-    src_index <= \$104 ;
+    src_index <= \$98 ;
   always @(posedge clk)
-    src_started <= \$105 ;
+    src_started <= \$99 ;
   always @(posedge clk)
-    src_left <= \$106 ;
+    src_left <= \$100 ;
   always @(posedge clk)
-    src_last_next <= \$107 ;
+    src_last_next <= \$101 ;
   always @(posedge clk)
-    w_ok_0 <= \$108 ;
+    w_go_r0 <= \$102 ;
   always @(posedge clk)
-    w_ok_1 <= \$109 ;
+    w_go_r1 <= \$103 ;
   always @(posedge clk)
-    w_ok_2 <= \$110 ;
+    w_go_r2 <= \$104 ;
   always @(posedge clk)
-    w_ok_3 <= \$111 ;
+    w_go_r3 <= \$105 ;
   always @(posedge clk)
-    w_ok_4 <= \$112 ;
+    w_go_r4 <= \$106 ;
   always @(posedge clk)
-    w_ok_5 <= \$113 ;
+    w_go_r5 <= \$107 ;
   always @(posedge clk)
-    w_ok_6 <= \$114 ;
+    w_go_r6 <= \$108 ;
   always @(posedge clk)
-    w_ok_7 <= \$115 ;
+    w_go_r7 <= \$109 ;
   always @(posedge clk)
-    w_ok_8 <= \$116 ;
+    w_go_r8 <= \$110 ;
   always @(posedge clk)
-    phase <= \$117 ;
+    phase <= \$111 ;
   always @(posedge clk)
-    aw_ahead <= \$118 ;
+    at_end <= \$112 ;
   always @(posedge clk)
-    w_ok <= \$119 ;
+    aw_ahead <= \$113 ;
   always @(posedge clk)
-    bytes <= \$120 ;
+    w_ok <= \$114 ;
   always @(posedge clk)
-    cpl_full <= \$121 ;
+    bytes <= \$115 ;
   always @(posedge clk)
-    status <= \$122 ;
+    cpl_full <= \$116 ;
   always @(posedge clk)
-    cpl__payload <= \$123 ;
+    status <= \$117 ;
+  always @(posedge clk)
+    cpl__payload <= \$118 ;
   \ace_dma_small.writer.aw_q  aw_q (
     .clk(clk),
     .o__ready(r_en),
-    .\port$1253$0 (\$8 [20:0]),
-    .\port$3750$1 (cmd__payload[8:1]),
-    .\port$3750$37 (cmd__payload[64:37]),
+    .\port$1297$0 (\$8 [20:0]),
+    .\port$3914$1 (cmd__payload[8:1]),
+    .\port$3914$37 (cmd__payload[64:37]),
     .\r_data$12 (r_data),
     .\r_rdy$14 (i__valid),
     .room_next(room_next),
@@ -9067,11 +9454,11 @@ module \ace_dma_small.writer (\o__ready$95 , axi__bresp, axi__bvalid, sram_r__re
   );
   \ace_dma_small.writer.b_q  b_q (
     .clk(clk),
-    .o__ready(\r_en$106 ),
-    .\port$3353$36 (o__payload[44:36]),
-    .\r_data$12 (\r_data$104 ),
-    .\r_rdy$14 (\r_rdy$103 ),
-    .room_next(\room_next$114 ),
+    .o__ready(\r_en$107 ),
+    .\port$3503$36 (o__payload[44:36]),
+    .\r_data$12 (\r_data$105 ),
+    .\r_rdy$14 (\r_rdy$104 ),
+    .room_next(\room_next$115 ),
     .rst(rst),
     .w_en(aw_issued)
   );
@@ -9081,27 +9468,18 @@ module \ace_dma_small.writer (\o__ready$95 , axi__bresp, axi__bvalid, sram_r__re
     .i__payload(\i__payload$71 ),
     .i__ready(\i__ready$69 ),
     .i__valid(\i__valid$66 ),
-    .in_ready_0(\i__ready$87 ),
-    .in_ready_1(in_ready_1),
-    .in_ready_2(in_ready_2),
-    .in_ready_3(in_ready_3),
-    .in_ready_4(in_ready_4),
-    .in_ready_5(in_ready_5),
-    .in_ready_6(in_ready_6),
-    .in_ready_7(in_ready_7),
-    .in_ready_8(in_ready_8),
-    .out_data(\$127 ),
-    .\port$3408$0 (\$126 ),
+    .out_data(\$122 ),
+    .\port$3558$0 (\$121 ),
     .rst(rst),
-    .w_ok_0(w_ok_0),
-    .w_ok_1(w_ok_1),
-    .w_ok_2(w_ok_2),
-    .w_ok_3(w_ok_3),
-    .w_ok_4(w_ok_4),
-    .w_ok_5(w_ok_5),
-    .w_ok_6(w_ok_6),
-    .w_ok_7(w_ok_7),
-    .w_ok_8(w_ok_8)
+    .w_go_r0(w_go_r0),
+    .w_go_r1(w_go_r1),
+    .w_go_r2(w_go_r2),
+    .w_go_r3(w_go_r3),
+    .w_go_r4(w_go_r4),
+    .w_go_r5(w_go_r5),
+    .w_go_r6(w_go_r6),
+    .w_go_r7(w_go_r7),
+    .w_go_r8(w_go_r8)
   );
   \ace_dma_small.writer.split  split (
     .clk(clk),
@@ -9118,81 +9496,184 @@ module \ace_dma_small.writer (\o__ready$95 , axi__bresp, axi__bvalid, sram_r__re
     .o__ready(\r_en$56 ),
     .\r_data$12 (\r_data$50 ),
     .\r_rdy$14 (sram_r__req__valid),
-    .room_next(\room_next$113 ),
+    .room_next(\room_next$114 ),
     .rst(rst),
     .w_data(\w_data$7 ),
     .w_en(\w_en$15 )
   );
   \ace_dma_small.writer.w_skid  w_skid (
     .clk(clk),
-    .i__ready(\i__ready$87 ),
+    .i__payload(\i__payload$88 ),
     .i__valid(\i__valid$83 ),
-    .i_bits(\i__payload$88 ),
-    .in_ready_1(in_ready_1),
-    .in_ready_2(in_ready_2),
-    .in_ready_3(in_ready_3),
-    .in_ready_4(in_ready_4),
-    .in_ready_5(in_ready_5),
-    .in_ready_6(in_ready_6),
-    .in_ready_7(in_ready_7),
-    .in_ready_8(in_ready_8),
-    .o__ready(\o__ready$95 ),
-    .o__valid(axi__wvalid),
-    .out_payload(\o__payload$90 ),
+    .in_ready(\i__ready$87 ),
+    .o__ready(\o__ready$96 ),
+    .out_valid(axi__wvalid),
+    .\port$2505$0 (\$123 ),
+    .\port$2506$0 (\$124 ),
+    .\port$2507$0 (\$125 ),
+    .\port$2508$0 (\$126 ),
+    .\port$2509$0 (\$127 ),
+    .\port$2510$0 (\$128 ),
+    .\port$2511$0 (\$129 ),
+    .\port$2512$0 (\$130 ),
+    .\port$2513$0 (\$131 ),
+    .ready_next(ready_next),
     .rst(rst)
   );
   \ace_dma_small.writer.wd_q  wd_q (
     .clk(clk),
     .o__ready(\r_en$75 ),
-    .\port$1525$0 (\$124 ),
-    .\port$1526$0 (\$125 ),
+    .\port$1591$0 (\$119 ),
+    .\port$1592$0 (\$120 ),
     .\r_rdy$14 (\r_rdy$67 ),
-    .room_next(\room_next$112 ),
+    .room_next(\room_next$113 ),
     .rst(rst),
     .w_data(\w_data$8 ),
     .w_en(take)
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     w_ok_next = w_ok;
-    if (\$38 ) begin
+    if (\$39 ) begin
       w_ok_next = 1'h1;
-    end else if (\$42 ) begin
-      w_ok_next = \$43 ;
+    end else if (\$43 ) begin
+      w_ok_next = \$44 ;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     (* full_case = 32'd1 *)
-    if (\$46 ) begin
+    if (\$47 ) begin
       status_now = { 1'h1, axi__bresp };
     end else begin
       status_now = status;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$98  = \$50 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$92  = \$51 ;
     if (rst) begin
-      \$98  = 1'h1;
+      \$92  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$99  = \$51 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$93  = \$52 ;
     if (rst) begin
-      \$99  = 1'h1;
+      \$93  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$100  = req_index;
-    if (\$52 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$94  = req_index;
+    if (\$53 ) begin
       (* full_case = 32'd1 *)
       if (req_last) begin
-        \$100  = 21'h000000;
+        \$94  = 21'h000000;
       end else begin
-        \$100  = \$53 [20:0];
+        \$94  = \$54 [20:0];
+      end
+    end
+    if (rst) begin
+      \$94  = 21'h000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$95  = req_started;
+    if (\$53 ) begin
+      (* full_case = 32'd1 *)
+      if (req_last) begin
+        \$95  = 1'h0;
+      end else begin
+        \$95  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \$95  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$96  = req_left;
+    if (\$53 ) begin
+      (* full_case = 32'd1 *)
+      if (req_last) begin
+      end else begin
+        (* full_case = 32'd1 *)
+        if (req_started) begin
+          \$96  = \$55 [20:0];
+        end else begin
+          \$96  = \$57 [20:0];
+        end
+      end
+    end
+    if (rst) begin
+      \$96  = 21'h000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$97  = req_last_next;
+    if (\$53 ) begin
+      (* full_case = 32'd1 *)
+      if (req_last) begin
+      end else begin
+        (* full_case = 32'd1 *)
+        if (req_started) begin
+          \$97  = \$56 ;
+        end else begin
+          \$97  = \$58 ;
+        end
+      end
+    end
+    if (rst) begin
+      \$97  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$98  = src_index;
+    if (src_hs) begin
+      (* full_case = 32'd1 *)
+      if (src_last) begin
+        \$98  = 21'h000000;
+      end else begin
+        \$98  = \$59 [20:0];
+      end
+    end
+    if (rst) begin
+      \$98  = 21'h000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$99  = src_started;
+    if (src_hs) begin
+      (* full_case = 32'd1 *)
+      if (src_last) begin
+        \$99  = 1'h0;
+      end else begin
+        \$99  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \$99  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$100  = src_left;
+    if (src_hs) begin
+      (* full_case = 32'd1 *)
+      if (src_last) begin
+      end else begin
+        (* full_case = 32'd1 *)
+        if (src_started) begin
+          \$100  = \$60 [20:0];
+        end else begin
+          \$100  = \$62 [20:0];
+        end
       end
     end
     if (rst) begin
@@ -9200,14 +9681,18 @@ module \ace_dma_small.writer (\o__ready$95 , axi__bresp, axi__bvalid, sram_r__re
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$101  = req_started;
-    if (\$52 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$101  = src_last_next;
+    if (src_hs) begin
       (* full_case = 32'd1 *)
-      if (req_last) begin
-        \$101  = 1'h0;
+      if (src_last) begin
       end else begin
-        \$101  = 1'h1;
+        (* full_case = 32'd1 *)
+        if (src_started) begin
+          \$101  = \$61 ;
+        end else begin
+          \$101  = \$63 ;
+        end
       end
     end
     if (rst) begin
@@ -9215,246 +9700,150 @@ module \ace_dma_small.writer (\o__ready$95 , axi__bresp, axi__bvalid, sram_r__re
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$102  = req_left;
-    if (\$52 ) begin
-      (* full_case = 32'd1 *)
-      if (req_last) begin
-      end else begin
-        (* full_case = 32'd1 *)
-        if (req_started) begin
-          \$102  = \$54 [20:0];
-        end else begin
-          \$102  = \$56 [20:0];
-        end
-      end
-    end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$102  = \$64 ;
     if (rst) begin
-      \$102  = 21'h000000;
+      \$102  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$103  = req_last_next;
-    if (\$52 ) begin
-      (* full_case = 32'd1 *)
-      if (req_last) begin
-      end else begin
-        (* full_case = 32'd1 *)
-        if (req_started) begin
-          \$103  = \$55 ;
-        end else begin
-          \$103  = \$57 ;
-        end
-      end
-    end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$103  = \$65 ;
     if (rst) begin
       \$103  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$104  = src_index;
-    if (src_hs) begin
-      (* full_case = 32'd1 *)
-      if (src_last) begin
-        \$104  = 21'h000000;
-      end else begin
-        \$104  = \$58 [20:0];
-      end
-    end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$104  = \$66 ;
     if (rst) begin
-      \$104  = 21'h000000;
+      \$104  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$105  = src_started;
-    if (src_hs) begin
-      (* full_case = 32'd1 *)
-      if (src_last) begin
-        \$105  = 1'h0;
-      end else begin
-        \$105  = 1'h1;
-      end
-    end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$105  = \$67 ;
     if (rst) begin
       \$105  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$106  = src_left;
-    if (src_hs) begin
-      (* full_case = 32'd1 *)
-      if (src_last) begin
-      end else begin
-        (* full_case = 32'd1 *)
-        if (src_started) begin
-          \$106  = \$59 [20:0];
-        end else begin
-          \$106  = \$61 [20:0];
-        end
-      end
-    end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$106  = \$68 ;
     if (rst) begin
-      \$106  = 21'h000000;
+      \$106  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$107  = src_last_next;
-    if (src_hs) begin
-      (* full_case = 32'd1 *)
-      if (src_last) begin
-      end else begin
-        (* full_case = 32'd1 *)
-        if (src_started) begin
-          \$107  = \$60 ;
-        end else begin
-          \$107  = \$62 ;
-        end
-      end
-    end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$107  = \$69 ;
     if (rst) begin
       \$107  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$108  = \$64 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$108  = \$70 ;
     if (rst) begin
       \$108  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$109  = \$66 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$109  = \$71 ;
     if (rst) begin
       \$109  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$110  = \$68 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$110  = \$72 ;
     if (rst) begin
       \$110  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$111  = \$70 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$111  = phase;
+    if (\$73 ) begin
+      \$111  = \$74 [5:0];
+    end
     if (rst) begin
-      \$111  = 1'h0;
+      \$111  = 6'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$112  = \$72 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$112  = at_end;
+    if (\$73 ) begin
+      \$112  = \$76 ;
+    end
     if (rst) begin
       \$112  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$113  = \$74 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$113  = aw_ahead;
+    if (\$80 ) begin
+      \$113  = \$85 [4:0];
+    end else if (\$84 ) begin
+      \$113  = \$86 [4:0];
+    end
     if (rst) begin
-      \$113  = 1'h0;
+      \$113  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$114  = \$76 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$114  = w_ok_next;
     if (rst) begin
       \$114  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$115  = \$78 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$115  = \$88 ;
     if (rst) begin
-      \$115  = 1'h0;
+      \$115  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$116  = \$80 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$116  = cpl_full;
+    if (\$89 ) begin
+      \$116  = 1'h0;
+    end
+    if (\$90 ) begin
+      if (\r_data$105 [8]) begin
+        \$116  = 1'h1;
+      end
+    end
     if (rst) begin
       \$116  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$117  = phase;
-    if (\$81 ) begin
-      \$117  = \$82 [5:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$117  = status;
+    if (\$90 ) begin
+      \$117  = \$91 ;
     end
     if (rst) begin
-      \$117  = 6'h00;
+      \$117  = 3'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$118  = aw_ahead;
-    if (\$86 ) begin
-      \$118  = \$91 [4:0];
-    end else if (\$90 ) begin
-      \$118  = \$92 [4:0];
-    end
-    if (rst) begin
-      \$118  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$119  = w_ok_next;
-    if (rst) begin
-      \$119  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$120  = \$94 ;
-    if (rst) begin
-      \$120  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$121  = cpl_full;
-    if (\$95 ) begin
-      \$121  = 1'h0;
-    end
-    if (\$96 ) begin
-      if (\r_data$104 [8]) begin
-        \$121  = 1'h1;
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$118  = cpl__payload;
+    if (\$90 ) begin
+      if (\r_data$105 [8]) begin
+        \$118 [7:0] = \r_data$105 [7:0];
+        \$118 [10:8] = status_now;
       end
     end
     if (rst) begin
-      \$121  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$122  = status;
-    if (\$96 ) begin
-      \$122  = \$97 ;
-    end
-    if (rst) begin
-      \$122  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$123  = cpl__payload;
-    if (\$96 ) begin
-      if (\r_data$104 [8]) begin
-        \$123 [7:0] = \r_data$104 [7:0];
-        \$123 [10:8] = status_now;
-      end
-    end
-    if (rst) begin
-      \$123  = 11'h000;
+      \$118  = 11'h000;
     end
   end
   assign off = cmd__payload[36:33];
@@ -9478,20 +9867,28 @@ module \ace_dma_small.writer (\o__ready$95 , axi__bresp, axi__bvalid, sram_r__re
   assign \w_data$45  = { o__payload[36], o__payload[44:37] };
   assign \w_en$46  = aw_issued;
   assign \r_rdy$53  = sram_r__req__valid;
-  assign \r_data$61  = { \$125 , \$124  };
-  assign \o__payload$77  = { \$126 , \$127  };
-  assign lo = { 1'h0, \$30  };
-  assign axi__wdata = \o__payload$90 [127:0];
-  assign axi__wstrb = \o__payload$90 [143:128];
-  assign axi__wlast = \o__payload$90 [144];
-  assign \o__valid$94  = axi__wvalid;
-  assign axi__wready = \o__ready$95 ;
+  assign \r_data$61  = { \$120 , \$119  };
+  assign \o__payload$77  = { \$121 , \$122  };
+  assign lo = { 1'h0, \$31  };
+  assign axi__wdata = { \$130 [8:0], \$129 , \$128 , \$127 , \$126 , \$125 , \$124 , \$123  };
+  assign \o__payload$91  = { \$131 , \$130 , \$129 , \$128 , \$127 , \$126 , \$125 , \$124 , \$123  };
+  assign axi__wstrb = { \$131 [7:0], \$130 [16:9] };
+  assign axi__wlast = \$131 [8];
+  assign \o__valid$95  = axi__wvalid;
+  assign axi__wready = \o__ready$96 ;
   assign cpl__valid = cpl_full;
-  assign in_ready_0 = \i__ready$87 ;
-  assign axi__awaddr = \$14 [31:0];
-  assign sram_r__req__payload = \$15 [12:0];
+  assign axi__awaddr = \$15 [31:0];
+  assign sram_r__req__payload = \$16 [12:0];
+  assign \port$2505$0  = \$123 ;
+  assign \port$2506$0  = \$124 ;
+  assign \port$2507$0  = \$125 ;
+  assign \port$2508$0  = \$126 ;
+  assign \port$2509$0  = \$127 ;
+  assign \port$2510$0  = \$128 ;
+  assign \port$2511$0  = \$129 ;
+  assign \port$2512$0  = \$130 ;
+  assign \port$2513$0  = \$131 [8:0];
   assign axi__awlen = \o__payload$33 [35:28];
-  assign \port$3608$0  = \o__payload$90 [144:0];
   assign \cmd__payload.stream  = cmd__payload[0];
   assign \cmd__payload.id  = cmd__payload[8:1];
   assign \cmd__payload.length  = cmd__payload[32:9];
@@ -9514,45 +9911,48 @@ module \ace_dma_small.writer (\o__ready$95 , axi__bresp, axi__bvalid, sram_r__re
   assign \i__payload$71.shift  = \i__payload$71 [134:130];
   assign \i__payload$71.drop_first  = \i__payload$71 [135];
   assign \i__payload$71.flush  = \i__payload$71 [136];
-  assign \i__payload$71.meta  = \i__payload$71 [151:137];
-  assign \i__payload$71.meta.beat  = \i__payload$71 [151:137];
+  assign \i__payload$71.meta  = \i__payload$71 [152:137];
+  assign \i__payload$71.meta.beat  = \i__payload$71 [152:137];
   assign \i__payload$71.meta.beat.beat_lo  = \i__payload$71 [140:137];
   assign \i__payload$71.meta.beat.beat_hi  = \i__payload$71 [145:141];
   assign \i__payload$71.meta.beat.start_phase  = \i__payload$71 [151:146];
-  assign \o__payload$77.data  = \$127 ;
-  assign \o__payload$77.first  = \$126 [0];
-  assign \o__payload$77.last  = \$126 [1];
-  assign \o__payload$77.meta  = \$126 [16:2];
-  assign \o__payload$77.meta.beat  = \$126 [16:2];
-  assign \o__payload$77.meta.beat.beat_lo  = \$126 [5:2];
-  assign \o__payload$77.meta.beat.beat_hi  = \$126 [10:6];
-  assign \o__payload$77.meta.beat.start_phase  = \$126 [16:11];
+  assign \i__payload$71.meta.beat.start_ends  = \i__payload$71 [152];
+  assign \o__payload$77.data  = \$122 ;
+  assign \o__payload$77.first  = \$121 [0];
+  assign \o__payload$77.last  = \$121 [1];
+  assign \o__payload$77.meta  = \$121 [17:2];
+  assign \o__payload$77.meta.beat  = \$121 [17:2];
+  assign \o__payload$77.meta.beat.beat_lo  = \$121 [5:2];
+  assign \o__payload$77.meta.beat.beat_hi  = \$121 [10:6];
+  assign \o__payload$77.meta.beat.start_phase  = \$121 [16:11];
+  assign \o__payload$77.meta.beat.start_ends  = \$121 [17];
   assign \i__payload$88.data  = \i__payload$88 [127:0];
   assign \i__payload$88.strb  = \i__payload$88 [143:128];
   assign \i__payload$88.last  = \i__payload$88 [144];
   assign \i__payload$88.bytes  = \i__payload$88 [149:145];
-  assign \o__payload$90.data  = \o__payload$90 [127:0];
-  assign \o__payload$90.strb  = \o__payload$90 [143:128];
-  assign \o__payload$90.last  = \o__payload$90 [144];
-  assign \o__payload$90.bytes  = \o__payload$90 [149:145];
+  assign \o__payload$91.data  = { \$130 [8:0], \$129 , \$128 , \$127 , \$126 , \$125 , \$124 , \$123  };
+  assign \o__payload$91.strb  = { \$131 [7:0], \$130 [16:9] };
+  assign \o__payload$91.last  = \$131 [8];
+  assign \o__payload$91.bytes  = \$131 [13:9];
   assign \cpl__payload.id  = cpl__payload[7:0];
   assign \cpl__payload.status  = cpl__payload[10:8];
-  assign \i__payload$88 [149:145] = \$34 [4:0];
-  assign \i__payload$88 [144] = \$33 ;
-  assign \i__payload$88 [143:128] = \$31 ;
-  assign \i__payload$88 [127:0] = \$127 ;
-  assign \i__payload$71 [151:137] = \$125 [25:11];
-  assign \i__payload$71 [136] = \$125 [10];
+  assign \i__payload$88 [149:145] = \$35 [4:0];
+  assign \i__payload$88 [144] = \$34 ;
+  assign \i__payload$88 [143:128] = \$32 ;
+  assign \i__payload$88 [127:0] = \$122 ;
+  assign \i__payload$71 [152:137] = \$120 [25:10];
+  assign \i__payload$71 [136] = \$120 [9];
   assign \i__payload$71 [135] = 1'h0;
-  assign \i__payload$71 [134:130] = \$125 [9:5];
+  assign \i__payload$71 [134:130] = \$120 [8:4];
   assign \i__payload$71 [129] = src_last;
   assign \i__payload$71 [128] = src_first;
-  assign \i__payload$71 [127:0] = { \$26 , \$25 , \$24 , \$23 , \$22 , \$21 , \$20 , \$19  };
+  assign \i__payload$71 [127:0] = { \$27 , \$26 , \$25 , \$24 , \$23 , \$22 , \$21 , \$20  };
   assign \i__payload$27 [35:28] = o__payload[35:28];
   assign \i__payload$27 [27:0] = o__payload[27:0];
   assign i__payload[56:49] = r_data[56:49];
   assign i__payload[48:28] = r_data[48:28];
   assign i__payload[27:0] = r_data[27:0];
+  assign \w_data$8 [52] = \$13 ;
   assign \w_data$8 [51:46] = cmd__payload[42:37];
   assign \w_data$8 [45:41] = \$12 ;
   assign \w_data$8 [40:37] = cmd__payload[36:33];
@@ -9567,13 +9967,13 @@ module \ace_dma_small.writer (\o__ready$95 , axi__bresp, axi__bvalid, sram_r__re
   assign \w_data$7 [12:0] = cmd__payload[77:65];
   assign \$2  = { 4'h0, \$1 [24:4] };
   assign \$8  = { 4'h0, \$7 [24:4] };
-  assign \$14  = { 3'h0, \o__payload$33 [27:0], 4'h0 };
-  assign \$45  = axi__bresp[1];
-  assign \$51  = \room_next$114 ;
+  assign \$15  = { 3'h0, \o__payload$33 [27:0], 4'h0 };
+  assign \$46  = axi__bresp[1];
+  assign \$52  = \room_next$115 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.writer.aw_q (rst, \port$1253$0 , w_en, room_next, o__ready, \r_rdy$14 , \r_data$12 , \port$3750$1 , \port$3750$37 , clk);
+module \ace_dma_small.writer.aw_q (rst, \port$1297$0 , w_en, room_next, o__ready, \r_rdy$14 , \r_data$12 , \port$3914$1 , \port$3914$37 , clk);
   input clk;
   wire clk;
   wire [56:0] i__payload;
@@ -9584,12 +9984,12 @@ module \ace_dma_small.writer.aw_q (rst, \port$1253$0 , w_en, room_next, o__ready
   input o__ready;
   wire o__ready;
   wire o__valid;
-  input [20:0] \port$1253$0 ;
-  wire [20:0] \port$1253$0 ;
-  input [7:0] \port$3750$1 ;
-  wire [7:0] \port$3750$1 ;
-  input [27:0] \port$3750$37 ;
-  wire [27:0] \port$3750$37 ;
+  input [20:0] \port$1297$0 ;
+  wire [20:0] \port$1297$0 ;
+  input [7:0] \port$3914$1 ;
+  wire [7:0] \port$3914$1 ;
+  input [27:0] \port$3914$37 ;
+  wire [27:0] \port$3914$37 ;
   wire [56:0] r_data;
   output [56:0] \r_data$12 ;
   wire [56:0] \r_data$12 ;
@@ -9613,9 +10013,9 @@ module \ace_dma_small.writer.aw_q (rst, \port$1253$0 , w_en, room_next, o__ready
   \ace_dma_small.writer.aw_q.fifo  fifo (
     .clk(clk),
     .level(level),
-    .\port$1253$0 (\port$1253$0 ),
-    .\port$3750$1 (\port$3750$1 ),
-    .\port$3750$37 (\port$3750$37 ),
+    .\port$1297$0 (\port$1297$0 ),
+    .\port$3914$1 (\port$3914$1 ),
+    .\port$3914$37 (\port$3914$37 ),
     .r_data(i__payload),
     .r_en(r_en),
     .r_rdy(i__valid),
@@ -9633,8 +10033,8 @@ module \ace_dma_small.writer.aw_q (rst, \port$1253$0 , w_en, room_next, o__ready
     .out_payload(\r_data$12 ),
     .rst(rst)
   );
-  assign w_data = { \port$3750$1 , \port$1253$0 , \port$3750$37  };
-  assign \w_data$1  = { \port$3750$1 , \port$1253$0 , \port$3750$37  };
+  assign w_data = { \port$3914$1 , \port$1297$0 , \port$3914$37  };
+  assign \w_data$1  = { \port$3914$1 , \port$1297$0 , \port$3914$37  };
   assign \w_en$3  = w_en;
   assign \w_rdy$5  = w_rdy;
   assign r_rdy = i__valid;
@@ -9646,27 +10046,37 @@ module \ace_dma_small.writer.aw_q (rst, \port$1253$0 , w_en, room_next, o__ready
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.writer.aw_q.fifo (rst, \port$1253$0 , w_en, r_data, level, r_rdy, w_rdy, r_en, \port$3750$1 , \port$3750$37 , clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$16  = 0;
+module \ace_dma_small.writer.aw_q.fifo (rst, \port$1297$0 , w_en, r_data, level, r_rdy, w_rdy, r_en, \port$3914$1 , \port$3914$37 , clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$17  = 0;
   wire \$1 ;
-  wire \$10 ;
-  wire \$11 ;
+  wire [2:0] \$10 ;
+  wire [2:0] \$11 ;
   wire \$12 ;
-  wire [3:0] \$13 ;
-  wire \$14 ;
-  reg [1:0] \$15 ;
-  reg [1:0] \$16 ;
-  reg [2:0] \$17 ;
-  reg \$18 ;
-  reg \$19 ;
-  wire [2:0] \$2 ;
-  wire [2:0] \$3 ;
+  wire \$13 ;
+  wire [3:0] \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire \$17 ;
+  wire [3:0] \$18 ;
+  wire \$19 ;
+  wire \$2 ;
+  reg [56:0] \$20 ;
+  reg [1:0] \$21 ;
+  reg \$22 ;
+  reg \$23 ;
+  reg [1:0] \$24 ;
+  reg [1:0] \$25 ;
+  reg [2:0] \$26 ;
+  reg \$27 ;
+  reg \$28 ;
+  wire \$3 ;
   wire \$4 ;
-  wire [2:0] \$5 ;
-  wire [2:0] \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  wire [3:0] \$9 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire [2:0] \$7 ;
+  wire [2:0] \$8 ;
+  wire \$9 ;
+  reg bypass = 1'h0;
   input clk;
   wire clk;
   (* init = 2'h0 *)
@@ -9675,14 +10085,13 @@ module \ace_dma_small.writer.aw_q.fifo (rst, \port$1253$0 , w_en, r_data, level,
   wire do_write;
   output [2:0] level;
   reg [2:0] level = 3'h0;
-  input [20:0] \port$1253$0 ;
-  wire [20:0] \port$1253$0 ;
-  input [7:0] \port$3750$1 ;
-  wire [7:0] \port$3750$1 ;
-  input [27:0] \port$3750$37 ;
-  wire [27:0] \port$3750$37 ;
-  (* init = 2'h0 *)
-  wire [1:0] produce;
+  input [20:0] \port$1297$0 ;
+  wire [20:0] \port$1297$0 ;
+  input [7:0] \port$3914$1 ;
+  wire [7:0] \port$3914$1 ;
+  input [27:0] \port$3914$37 ;
+  wire [27:0] \port$3914$37 ;
+  reg [1:0] produce = 2'h0;
   output [56:0] r_data;
   wire [56:0] r_data;
   input r_en;
@@ -9696,113 +10105,160 @@ module \ace_dma_small.writer.aw_q.fifo (rst, \port$1253$0 , w_en, r_data, level,
   wire [56:0] w_data;
   input w_en;
   wire w_en;
+  (* init = 57'h000000000000000 *)
+  wire [56:0] w_hold;
+  (* init = 2'h0 *)
+  wire [1:0] w_hold_addr;
+  (* init = 1'h0 *)
+  wire w_hold_en;
   reg [1:0] w_port__addr = 2'h0;
-  wire [56:0] w_port__data;
-  wire w_port__en;
+  reg [56:0] w_port__data = 57'h000000000000000;
+  reg w_port__en = 1'h0;
   output w_rdy;
   reg w_rdy = 1'h1;
   reg [56:0] storage [3:0];
   always @(posedge clk) begin
-    if (do_write)
-      storage[w_port__addr] <= { \port$3750$1 , \port$1253$0 , \port$3750$37  };
+    if (w_port__en)
+      storage[w_port__addr] <= w_port__data;
   end
-  assign r_data = storage[r_port__addr];
+  assign r_port__data = storage[r_port__addr];
   assign do_write = w_en & w_rdy;
   assign do_read = r_en & r_rdy;
-  assign \$1  = w_port__addr == 2'h3;
-  assign \$2  = w_port__addr + 1'h1;
-  assign \$3  = \$1  ? 3'h0 : \$2 ;
-  assign \$4  = r_port__addr == 2'h3;
-  assign \$5  = r_port__addr + 1'h1;
-  assign \$6  = \$4  ? 3'h0 : \$5 ;
-  assign \$7  = ~ do_read;
-  assign \$8  = do_write & \$7 ;
-  assign \$9  = level + 1'h1;
-  assign \$10  = level != 2'h3;
-  assign \$11  = ~ do_write;
-  assign \$12  = do_read & \$11 ;
-  assign \$13  = level - 1'h1;
-  assign \$14  = level != 1'h1;
+  assign r_data = bypass ? w_port__data : r_port__data;
+  assign \$1  = ! level;
+  assign \$2  = level == 1'h1;
+  assign \$3  = \$2  & do_read;
+  assign \$4  = \$1  | \$3 ;
+  assign \$5  = do_write & \$4 ;
+  assign \$6  = produce == 2'h3;
+  assign \$7  = produce + 1'h1;
+  assign \$8  = \$6  ? 3'h0 : \$7 ;
+  assign \$9  = r_port__addr == 2'h3;
+  assign \$10  = r_port__addr + 1'h1;
+  assign \$11  = \$9  ? 3'h0 : \$10 ;
+  assign \$12  = ~ do_read;
+  assign \$13  = do_write & \$12 ;
+  assign \$14  = level + 1'h1;
+  assign \$15  = level != 2'h3;
+  assign \$16  = ~ do_write;
+  assign \$17  = do_read & \$16 ;
+  assign \$18  = level - 1'h1;
+  assign \$19  = level != 1'h1;
   always @(posedge clk)
-    w_port__addr <= \$15 ;
+    w_port__data <= \$20 ;
   always @(posedge clk)
-    r_port__addr <= \$16 ;
+    w_port__addr <= \$21 ;
   always @(posedge clk)
-    level <= \$17 ;
+    w_port__en <= \$22 ;
   always @(posedge clk)
-    r_rdy <= \$18 ;
+    bypass <= \$23 ;
   always @(posedge clk)
-    w_rdy <= \$19 ;
+    produce <= \$24 ;
+  always @(posedge clk)
+    r_port__addr <= \$25 ;
+  always @(posedge clk)
+    level <= \$26 ;
+  always @(posedge clk)
+    r_rdy <= \$27 ;
+  always @(posedge clk)
+    w_rdy <= \$28 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$15  = w_port__addr;
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    \$20  = { \port$3914$1 , \port$1297$0 , \port$3914$37  };
+    if (rst) begin
+      \$20  = 57'h000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    \$21  = produce;
+    if (rst) begin
+      \$21  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    \$22  = do_write;
+    if (rst) begin
+      \$22  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    \$23  = \$5 ;
+    if (rst) begin
+      \$23  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    \$24  = produce;
     if (do_write) begin
-      \$15  = \$3 [1:0];
+      \$24  = \$8 [1:0];
     end
     if (rst) begin
-      \$15  = 2'h0;
+      \$24  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$16  = r_port__addr;
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    \$25  = r_port__addr;
     if (do_read) begin
-      \$16  = \$6 [1:0];
+      \$25  = \$11 [1:0];
     end
     if (rst) begin
-      \$16  = 2'h0;
+      \$25  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$17  = level;
-    if (\$8 ) begin
-      \$17  = \$9 [2:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    \$26  = level;
+    if (\$13 ) begin
+      \$26  = \$14 [2:0];
     end
-    if (\$12 ) begin
-      \$17  = \$13 [2:0];
+    if (\$17 ) begin
+      \$26  = \$18 [2:0];
     end
     if (rst) begin
-      \$17  = 3'h0;
+      \$26  = 3'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$18  = r_rdy;
-    if (\$8 ) begin
-      \$18  = 1'h1;
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    \$27  = r_rdy;
+    if (\$13 ) begin
+      \$27  = 1'h1;
     end
-    if (\$12 ) begin
-      \$18  = \$14 ;
+    if (\$17 ) begin
+      \$27  = \$19 ;
     end
     if (rst) begin
-      \$18  = 1'h0;
+      \$27  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$19  = w_rdy;
-    if (\$8 ) begin
-      \$19  = \$10 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    \$28  = w_rdy;
+    if (\$13 ) begin
+      \$28  = \$15 ;
     end
-    if (\$12 ) begin
-      \$19  = 1'h1;
+    if (\$17 ) begin
+      \$28  = 1'h1;
     end
     if (rst) begin
-      \$19  = 1'h1;
+      \$28  = 1'h1;
     end
   end
-  assign produce = w_port__addr;
-  assign w_port__data = { \port$3750$1 , \port$1253$0 , \port$3750$37  };
-  assign w_data = { \port$3750$1 , \port$1253$0 , \port$3750$37  };
-  assign w_port__en = do_write;
   assign consume = r_port__addr;
-  assign r_port__data = r_data;
+  assign w_hold_addr = w_port__addr;
+  assign w_hold = w_port__data;
+  assign w_hold_en = w_port__en;
+  assign w_data = { \port$3914$1 , \port$1297$0 , \port$3914$37  };
 endmodule
 
 (* generator = "Amaranth" *)
 module \ace_dma_small.writer.aw_q.head (rst, i_bits, o__ready, i__valid, i__ready, o__valid, out_payload, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$17  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$18  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -9892,14 +10348,14 @@ module \ace_dma_small.writer.aw_q.head (rst, i_bits, o__ready, i__valid, i__read
   always @(posedge clk)
     skid_valid_1 <= \$24 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
     \$17  = \$6 ;
     if (rst) begin
       \$17  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
     \$18  = o__valid;
     if (i__ready) begin
       if (\$8 ) begin
@@ -9913,7 +10369,7 @@ module \ace_dma_small.writer.aw_q.head (rst, i_bits, o__ready, i__valid, i__read
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
     \$19  = out_payload;
     if (i__ready) begin
       if (\$8 ) begin
@@ -9934,7 +10390,7 @@ module \ace_dma_small.writer.aw_q.head (rst, i_bits, o__ready, i__valid, i__read
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
     \$20  = skid_valid_0;
     if (i__ready) begin
       (* full_case = 32'd1 *)
@@ -9950,7 +10406,7 @@ module \ace_dma_small.writer.aw_q.head (rst, i_bits, o__ready, i__valid, i__read
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
     \$21  = skid_payload;
     if (i__ready) begin
       (* full_case = 32'd1 *)
@@ -9971,14 +10427,14 @@ module \ace_dma_small.writer.aw_q.head (rst, i_bits, o__ready, i__valid, i__read
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
     \$22  = \$14 ;
     if (rst) begin
       \$22  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
     \$23  = out_valid_1;
     if (in_ready_1) begin
       if (\$16 ) begin
@@ -9992,7 +10448,7 @@ module \ace_dma_small.writer.aw_q.head (rst, i_bits, o__ready, i__valid, i__read
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
     \$24  = skid_valid_1;
     if (in_ready_1) begin
       (* full_case = 32'd1 *)
@@ -10017,7 +10473,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ace_dma_small.writer.aw_skid (clk, rst, i__valid, i__payload, i__ready, o__valid, o__payload, o__ready);
-  reg \$auto$verilog_backend.cc:2355:dump_module$18  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$19  = 0;
   wire \$1 ;
   reg \$10 ;
   reg [35:0] \$11 ;
@@ -10082,14 +10538,14 @@ module \ace_dma_small.writer.aw_skid (clk, rst, i__valid, i__payload, i__ready, 
   always @(posedge clk)
     skid_payload <= \$13 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     \$9  = \$6 ;
     if (rst) begin
       \$9  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     \$10  = o__valid;
     if (i__ready) begin
       if (\$8 ) begin
@@ -10103,7 +10559,7 @@ module \ace_dma_small.writer.aw_skid (clk, rst, i__valid, i__payload, i__ready, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     \$11  = o__payload;
     if (i__ready) begin
       if (\$8 ) begin
@@ -10117,7 +10573,7 @@ module \ace_dma_small.writer.aw_skid (clk, rst, i__valid, i__payload, i__ready, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     \$12  = skid_valid;
     if (i__ready) begin
       (* full_case = 32'd1 *)
@@ -10133,7 +10589,7 @@ module \ace_dma_small.writer.aw_skid (clk, rst, i__valid, i__payload, i__ready, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     \$13  = skid_payload;
     if (i__ready) begin
       (* full_case = 32'd1 *)
@@ -10160,7 +10616,7 @@ module \ace_dma_small.writer.aw_skid (clk, rst, i__valid, i__payload, i__ready, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.writer.b_q (rst, w_en, o__ready, room_next, \port$3353$36 , \r_rdy$14 , \r_data$12 , clk);
+module \ace_dma_small.writer.b_q (rst, w_en, o__ready, room_next, \port$3503$36 , \r_rdy$14 , \r_data$12 , clk);
   input clk;
   wire clk;
   wire [8:0] i__payload;
@@ -10171,8 +10627,8 @@ module \ace_dma_small.writer.b_q (rst, w_en, o__ready, room_next, \port$3353$36 
   input o__ready;
   wire o__ready;
   wire o__valid;
-  input [8:0] \port$3353$36 ;
-  wire [8:0] \port$3353$36 ;
+  input [8:0] \port$3503$36 ;
+  wire [8:0] \port$3503$36 ;
   wire [8:0] r_data;
   output [8:0] \r_data$12 ;
   wire [8:0] \r_data$12 ;
@@ -10196,7 +10652,7 @@ module \ace_dma_small.writer.b_q (rst, w_en, o__ready, room_next, \port$3353$36 
   \ace_dma_small.writer.b_q.fifo  fifo (
     .clk(clk),
     .level(level),
-    .\port$3353$36 (\port$3353$36 ),
+    .\port$3503$36 (\port$3503$36 ),
     .r_data(i__payload),
     .r_en(r_en),
     .r_rdy(i__valid),
@@ -10214,8 +10670,8 @@ module \ace_dma_small.writer.b_q (rst, w_en, o__ready, room_next, \port$3353$36 
     .o__valid(\r_rdy$14 ),
     .rst(rst)
   );
-  assign w_data = { \port$3353$36 [0], \port$3353$36 [8:1] };
-  assign \w_data$1  = { \port$3353$36 [0], \port$3353$36 [8:1] };
+  assign w_data = { \port$3503$36 [0], \port$3503$36 [8:1] };
+  assign \w_data$1  = { \port$3503$36 [0], \port$3503$36 [8:1] };
   assign \w_en$3  = w_en;
   assign \w_rdy$5  = w_rdy;
   assign r_rdy = i__valid;
@@ -10227,8 +10683,8 @@ module \ace_dma_small.writer.b_q (rst, w_en, o__ready, room_next, \port$3353$36 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.writer.b_q.fifo (rst, w_en, r_data, \port$3353$36 , level, r_rdy, w_rdy, r_en, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$19  = 0;
+module \ace_dma_small.writer.b_q.fifo (rst, w_en, r_data, \port$3503$36 , level, r_rdy, w_rdy, r_en, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$20  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -10256,8 +10712,8 @@ module \ace_dma_small.writer.b_q.fifo (rst, w_en, r_data, \port$3353$36 , level,
   wire do_write;
   output [2:0] level;
   reg [2:0] level = 3'h0;
-  input [8:0] \port$3353$36 ;
-  wire [8:0] \port$3353$36 ;
+  input [8:0] \port$3503$36 ;
+  wire [8:0] \port$3503$36 ;
   (* init = 3'h0 *)
   wire [2:0] produce;
   output [8:0] r_data;
@@ -10281,7 +10737,7 @@ module \ace_dma_small.writer.b_q.fifo (rst, w_en, r_data, \port$3353$36 , level,
   reg [8:0] storage [6:0];
   always @(posedge clk) begin
     if (do_write)
-      storage[w_port__addr] <= { \port$3353$36 [0], \port$3353$36 [8:1] };
+      storage[w_port__addr] <= { \port$3503$36 [0], \port$3503$36 [8:1] };
   end
   assign r_data = storage[r_port__addr];
   assign do_write = w_en & w_rdy;
@@ -10311,7 +10767,7 @@ module \ace_dma_small.writer.b_q.fifo (rst, w_en, r_data, \port$3353$36 , level,
   always @(posedge clk)
     w_rdy <= \$19 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \$15  = w_port__addr;
     if (do_write) begin
       \$15  = \$3 [2:0];
@@ -10321,7 +10777,7 @@ module \ace_dma_small.writer.b_q.fifo (rst, w_en, r_data, \port$3353$36 , level,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \$16  = r_port__addr;
     if (do_read) begin
       \$16  = \$6 [2:0];
@@ -10331,7 +10787,7 @@ module \ace_dma_small.writer.b_q.fifo (rst, w_en, r_data, \port$3353$36 , level,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \$17  = level;
     if (\$8 ) begin
       \$17  = \$9 [2:0];
@@ -10344,7 +10800,7 @@ module \ace_dma_small.writer.b_q.fifo (rst, w_en, r_data, \port$3353$36 , level,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \$18  = r_rdy;
     if (\$8 ) begin
       \$18  = 1'h1;
@@ -10357,7 +10813,7 @@ module \ace_dma_small.writer.b_q.fifo (rst, w_en, r_data, \port$3353$36 , level,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \$19  = w_rdy;
     if (\$8 ) begin
       \$19  = \$10 ;
@@ -10369,17 +10825,17 @@ module \ace_dma_small.writer.b_q.fifo (rst, w_en, r_data, \port$3353$36 , level,
       \$19  = 1'h1;
     end
   end
-  assign produce = w_port__addr;
-  assign w_port__data = { \port$3353$36 [0], \port$3353$36 [8:1] };
-  assign w_data = { \port$3353$36 [0], \port$3353$36 [8:1] };
-  assign w_port__en = do_write;
   assign consume = r_port__addr;
+  assign produce = w_port__addr;
+  assign w_port__data = { \port$3503$36 [0], \port$3503$36 [8:1] };
+  assign w_data = { \port$3503$36 [0], \port$3503$36 [8:1] };
+  assign w_port__en = do_write;
   assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
 module \ace_dma_small.writer.b_q.head (rst, o__ready, i__payload, i__valid, i__ready, o__valid, o__payload, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$20  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$21  = 0;
   wire \$1 ;
   reg \$10 ;
   reg [8:0] \$11 ;
@@ -10436,14 +10892,14 @@ module \ace_dma_small.writer.b_q.head (rst, o__ready, i__payload, i__valid, i__r
   always @(posedge clk)
     skid_payload <= \$13 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     \$9  = \$6 ;
     if (rst) begin
       \$9  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     \$10  = o__valid;
     if (i__ready) begin
       if (\$8 ) begin
@@ -10457,7 +10913,7 @@ module \ace_dma_small.writer.b_q.head (rst, o__ready, i__payload, i__valid, i__r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     \$11  = o__payload;
     if (i__ready) begin
       if (\$8 ) begin
@@ -10471,7 +10927,7 @@ module \ace_dma_small.writer.b_q.head (rst, o__ready, i__payload, i__valid, i__r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     \$12  = skid_valid;
     if (i__ready) begin
       (* full_case = 32'd1 *)
@@ -10487,7 +10943,7 @@ module \ace_dma_small.writer.b_q.head (rst, o__ready, i__payload, i__valid, i__r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     \$13  = skid_payload;
     if (i__ready) begin
       (* full_case = 32'd1 *)
@@ -10506,98 +10962,97 @@ module \ace_dma_small.writer.b_q.head (rst, o__ready, i__payload, i__valid, i__r
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1, w_ok_2, w_ok_3, w_ok_4, w_ok_5, w_ok_6, w_ok_7, w_ok_8, \port$3408$0 , i__ready, c_valid_0, out_data, in_ready_0, in_ready_1, in_ready_2, in_ready_3, in_ready_4
-, in_ready_5, in_ready_6, in_ready_7, in_ready_8, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$21  = 0;
+module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_go_r0, w_go_r1, w_go_r2, w_go_r3, w_go_r4, w_go_r5, w_go_r6, w_go_r7, w_go_r8, \port$3558$0 , i__ready, c_valid_0, out_data, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$22  = 0;
   wire \$1 ;
   wire \$10 ;
-  wire [7:0] \$100 ;
+  wire \$100 ;
   wire [7:0] \$101 ;
-  wire \$102 ;
+  wire [5:0] \$1016 ;
+  wire [7:0] \$102 ;
+  wire [5:0] \$1020 ;
+  wire [5:0] \$1025 ;
+  wire [5:0] \$1029 ;
   wire \$103 ;
-  wire [5:0] \$1034 ;
-  wire [5:0] \$1038 ;
   wire \$104 ;
-  wire [5:0] \$1043 ;
-  wire [5:0] \$1047 ;
+  wire [5:0] \$1042 ;
+  wire [5:0] \$1045 ;
   wire \$105 ;
   wire \$106 ;
-  wire [5:0] \$1060 ;
-  wire [5:0] \$1063 ;
   wire \$107 ;
   wire \$108 ;
   wire \$109 ;
   wire \$11 ;
-  wire [7:0] \$110 ;
-  wire [7:0] \$111 ;
+  wire \$110 ;
+  wire [5:0] \$1102 ;
+  wire [5:0] \$1106 ;
+  wire \$111 ;
+  wire [5:0] \$1111 ;
+  wire [5:0] \$1115 ;
   wire \$112 ;
-  wire [5:0] \$1120 ;
-  wire [5:0] \$1124 ;
-  wire [5:0] \$1129 ;
+  wire [5:0] \$1128 ;
   wire \$113 ;
-  wire [5:0] \$1133 ;
+  wire [5:0] \$1131 ;
   wire \$114 ;
-  wire [5:0] \$1146 ;
-  wire [5:0] \$1149 ;
   wire \$115 ;
   wire \$116 ;
   wire \$117 ;
   wire \$118 ;
+  wire [5:0] \$1188 ;
   wire \$119 ;
+  wire [5:0] \$1192 ;
+  wire [5:0] \$1197 ;
   wire \$12 ;
   wire \$120 ;
-  wire [5:0] \$1206 ;
+  wire [5:0] \$1201 ;
   wire \$121 ;
-  wire [5:0] \$1210 ;
-  wire [5:0] \$1215 ;
-  wire [5:0] \$1219 ;
+  wire [5:0] \$1214 ;
+  wire [5:0] \$1217 ;
   wire \$122 ;
   wire \$123 ;
-  wire [5:0] \$1232 ;
-  wire [5:0] \$1235 ;
   wire \$124 ;
   wire \$125 ;
   wire \$126 ;
   wire \$127 ;
+  wire [5:0] \$1274 ;
+  wire [5:0] \$1278 ;
   wire \$128 ;
+  wire [5:0] \$1283 ;
+  wire [5:0] \$1287 ;
   wire \$129 ;
-  wire [5:0] \$1292 ;
-  wire [5:0] \$1296 ;
   wire \$13 ;
   wire \$130 ;
-  wire [5:0] \$1301 ;
-  wire [5:0] \$1305 ;
+  wire [5:0] \$1300 ;
+  wire [5:0] \$1303 ;
   wire \$131 ;
-  wire [5:0] \$1318 ;
   wire \$132 ;
-  wire [5:0] \$1321 ;
   wire \$133 ;
   wire \$134 ;
   wire \$135 ;
   wire \$136 ;
+  wire [5:0] \$1360 ;
+  wire [5:0] \$1364 ;
+  wire [5:0] \$1369 ;
   wire \$137 ;
-  wire [5:0] \$1378 ;
-  wire \$138 ;
-  wire [5:0] \$1382 ;
-  wire [5:0] \$1387 ;
-  wire \$139 ;
-  wire [5:0] \$1391 ;
+  wire [5:0] \$1373 ;
+  wire [1:0] \$138 ;
+  wire [5:0] \$1386 ;
+  wire [5:0] \$1389 ;
+  wire [1:0] \$139 ;
   wire \$14 ;
   wire \$140 ;
-  wire [5:0] \$1404 ;
-  wire [5:0] \$1407 ;
   wire \$141 ;
   wire \$142 ;
   wire \$143 ;
   wire \$144 ;
+  wire [5:0] \$1446 ;
   wire \$145 ;
+  wire [5:0] \$1450 ;
+  wire [5:0] \$1455 ;
+  wire [5:0] \$1459 ;
   wire \$146 ;
-  wire [5:0] \$1464 ;
-  wire [5:0] \$1468 ;
-  wire [1:0] \$147 ;
-  wire [5:0] \$1473 ;
-  wire [5:0] \$1477 ;
-  wire [1:0] \$148 ;
+  wire \$147 ;
+  wire \$148 ;
   wire \$149 ;
   wire \$15 ;
   wire \$150 ;
@@ -10606,29 +11061,29 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$153 ;
   wire \$154 ;
   wire \$155 ;
-  wire \$156 ;
-  wire \$157 ;
-  wire \$158 ;
-  wire \$159 ;
+  wire [1:0] \$156 ;
+  wire [7:0] \$157 ;
+  wire [7:0] \$158 ;
+  wire [7:0] \$159 ;
   wire \$16 ;
-  wire \$160 ;
-  wire \$161 ;
-  wire \$162 ;
-  wire \$163 ;
-  wire \$164 ;
-  wire [1:0] \$165 ;
+  wire [7:0] \$160 ;
+  wire [7:0] \$161 ;
+  wire [7:0] \$162 ;
+  wire [7:0] \$163 ;
+  wire [7:0] \$164 ;
+  wire [7:0] \$165 ;
   wire [7:0] \$166 ;
-  wire [7:0] \$167 ;
-  wire [7:0] \$168 ;
-  wire [7:0] \$169 ;
+  wire \$167 ;
+  wire \$168 ;
+  wire \$169 ;
   wire \$17 ;
-  wire [7:0] \$170 ;
-  wire [7:0] \$171 ;
-  wire [7:0] \$172 ;
-  wire [7:0] \$173 ;
-  wire [7:0] \$174 ;
+  wire \$170 ;
+  wire \$171 ;
+  wire \$172 ;
+  wire \$173 ;
+  wire \$174 ;
   wire [7:0] \$175 ;
-  wire \$176 ;
+  wire [7:0] \$176 ;
   wire \$177 ;
   wire \$178 ;
   wire \$179 ;
@@ -10637,8 +11092,8 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$181 ;
   wire \$182 ;
   wire \$183 ;
-  wire [7:0] \$184 ;
-  wire [7:0] \$185 ;
+  wire \$184 ;
+  wire \$185 ;
   wire \$186 ;
   wire \$187 ;
   wire \$188 ;
@@ -10669,8 +11124,8 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$21 ;
   wire \$210 ;
   wire \$211 ;
-  wire \$212 ;
-  wire \$213 ;
+  wire [1:0] \$212 ;
+  wire [1:0] \$213 ;
   wire \$214 ;
   wire \$215 ;
   wire \$216 ;
@@ -10679,8 +11134,8 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$219 ;
   wire \$22 ;
   wire \$220 ;
-  wire [1:0] \$221 ;
-  wire [1:0] \$222 ;
+  wire \$221 ;
+  wire \$222 ;
   wire \$223 ;
   wire \$224 ;
   wire \$225 ;
@@ -10689,29 +11144,29 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$228 ;
   wire \$229 ;
   wire \$23 ;
-  wire \$230 ;
-  wire \$231 ;
-  wire \$232 ;
-  wire \$233 ;
-  wire \$234 ;
-  wire \$235 ;
-  wire \$236 ;
-  wire \$237 ;
-  wire \$238 ;
-  wire [1:0] \$239 ;
+  wire [1:0] \$230 ;
+  wire [7:0] \$231 ;
+  wire [7:0] \$232 ;
+  wire [7:0] \$233 ;
+  wire [7:0] \$234 ;
+  wire [7:0] \$235 ;
+  wire [7:0] \$236 ;
+  wire [7:0] \$237 ;
+  wire [7:0] \$238 ;
+  wire [7:0] \$239 ;
   wire \$24 ;
   wire [7:0] \$240 ;
-  wire [7:0] \$241 ;
-  wire [7:0] \$242 ;
-  wire [7:0] \$243 ;
-  wire [7:0] \$244 ;
-  wire [7:0] \$245 ;
-  wire [7:0] \$246 ;
-  wire [7:0] \$247 ;
-  wire [7:0] \$248 ;
+  wire \$241 ;
+  wire \$242 ;
+  wire \$243 ;
+  wire \$244 ;
+  wire \$245 ;
+  wire \$246 ;
+  wire \$247 ;
+  wire \$248 ;
   wire [7:0] \$249 ;
   wire \$25 ;
-  wire \$250 ;
+  wire [7:0] \$250 ;
   wire \$251 ;
   wire \$252 ;
   wire \$253 ;
@@ -10719,8 +11174,8 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$255 ;
   wire \$256 ;
   wire \$257 ;
-  wire [7:0] \$258 ;
-  wire [7:0] \$259 ;
+  wire \$258 ;
+  wire \$259 ;
   wire \$26 ;
   wire \$260 ;
   wire \$261 ;
@@ -10732,7 +11187,7 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$267 ;
   wire \$268 ;
   wire \$269 ;
-  wire \$27 ;
+  wire [7:0] \$27 ;
   wire \$270 ;
   wire \$271 ;
   wire \$272 ;
@@ -10743,15 +11198,15 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$277 ;
   wire \$278 ;
   wire \$279 ;
-  wire \$28 ;
+  wire [7:0] \$28 ;
   wire \$280 ;
   wire \$281 ;
   wire \$282 ;
   wire \$283 ;
   wire \$284 ;
   wire \$285 ;
-  wire \$286 ;
-  wire \$287 ;
+  wire [1:0] \$286 ;
+  wire [1:0] \$287 ;
   wire \$288 ;
   wire \$289 ;
   wire \$29 ;
@@ -10760,8 +11215,8 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$292 ;
   wire \$293 ;
   wire \$294 ;
-  wire [1:0] \$295 ;
-  wire [1:0] \$296 ;
+  wire \$295 ;
+  wire \$296 ;
   wire \$297 ;
   wire \$298 ;
   wire \$299 ;
@@ -10771,29 +11226,29 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$301 ;
   wire \$302 ;
   wire \$303 ;
-  wire \$304 ;
-  wire \$305 ;
-  wire \$306 ;
-  wire \$307 ;
-  wire \$308 ;
-  wire \$309 ;
+  wire [1:0] \$304 ;
+  wire [7:0] \$305 ;
+  wire [7:0] \$306 ;
+  wire [7:0] \$307 ;
+  wire [7:0] \$308 ;
+  wire [7:0] \$309 ;
   wire \$31 ;
-  wire \$310 ;
-  wire \$311 ;
-  wire \$312 ;
-  wire [1:0] \$313 ;
+  wire [7:0] \$310 ;
+  wire [7:0] \$311 ;
+  wire [7:0] \$312 ;
+  wire [7:0] \$313 ;
   wire [7:0] \$314 ;
-  wire [7:0] \$315 ;
-  wire [7:0] \$316 ;
-  wire [7:0] \$317 ;
-  wire [7:0] \$318 ;
-  wire [7:0] \$319 ;
+  wire \$315 ;
+  wire \$316 ;
+  wire \$317 ;
+  wire \$318 ;
+  wire \$319 ;
   wire \$32 ;
-  wire [7:0] \$320 ;
-  wire [7:0] \$321 ;
-  wire [7:0] \$322 ;
+  wire \$320 ;
+  wire \$321 ;
+  wire \$322 ;
   wire [7:0] \$323 ;
-  wire \$324 ;
+  wire [7:0] \$324 ;
   wire \$325 ;
   wire \$326 ;
   wire \$327 ;
@@ -10802,8 +11257,8 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$33 ;
   wire \$330 ;
   wire \$331 ;
-  wire [7:0] \$332 ;
-  wire [7:0] \$333 ;
+  wire \$332 ;
+  wire \$333 ;
   wire \$334 ;
   wire \$335 ;
   wire \$336 ;
@@ -10832,9 +11287,9 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$357 ;
   wire \$358 ;
   wire \$359 ;
-  wire [7:0] \$36 ;
-  wire \$360 ;
-  wire \$361 ;
+  wire \$36 ;
+  wire [1:0] \$360 ;
+  wire [1:0] \$361 ;
   wire \$362 ;
   wire \$363 ;
   wire \$364 ;
@@ -10842,9 +11297,9 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$366 ;
   wire \$367 ;
   wire \$368 ;
-  wire [1:0] \$369 ;
-  wire [7:0] \$37 ;
-  wire [1:0] \$370 ;
+  wire \$369 ;
+  wire \$37 ;
+  wire \$370 ;
   wire \$371 ;
   wire \$372 ;
   wire \$373 ;
@@ -10852,29 +11307,29 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$375 ;
   wire \$376 ;
   wire \$377 ;
-  wire \$378 ;
-  wire \$379 ;
+  wire [1:0] \$378 ;
+  wire [7:0] \$379 ;
   wire \$38 ;
-  wire \$380 ;
-  wire \$381 ;
-  wire \$382 ;
-  wire \$383 ;
-  wire \$384 ;
-  wire \$385 ;
-  wire \$386 ;
-  wire [1:0] \$387 ;
+  wire [7:0] \$380 ;
+  wire [7:0] \$381 ;
+  wire [7:0] \$382 ;
+  wire [7:0] \$383 ;
+  wire [7:0] \$384 ;
+  wire [7:0] \$385 ;
+  wire [7:0] \$386 ;
+  wire [7:0] \$387 ;
   wire [7:0] \$388 ;
-  wire [7:0] \$389 ;
+  wire \$389 ;
   wire \$39 ;
-  wire [7:0] \$390 ;
-  wire [7:0] \$391 ;
-  wire [7:0] \$392 ;
-  wire [7:0] \$393 ;
-  wire [7:0] \$394 ;
-  wire [7:0] \$395 ;
-  wire [7:0] \$396 ;
+  wire \$390 ;
+  wire \$391 ;
+  wire \$392 ;
+  wire \$393 ;
+  wire \$394 ;
+  wire \$395 ;
+  wire \$396 ;
   wire [7:0] \$397 ;
-  wire \$398 ;
+  wire [7:0] \$398 ;
   wire \$399 ;
   wire \$4 ;
   wire \$40 ;
@@ -10884,8 +11339,8 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$403 ;
   wire \$404 ;
   wire \$405 ;
-  wire [7:0] \$406 ;
-  wire [7:0] \$407 ;
+  wire \$406 ;
+  wire \$407 ;
   wire \$408 ;
   wire \$409 ;
   wire \$41 ;
@@ -10915,8 +11370,8 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$431 ;
   wire \$432 ;
   wire \$433 ;
-  wire \$434 ;
-  wire \$435 ;
+  wire [1:0] \$434 ;
+  wire [1:0] \$435 ;
   wire \$436 ;
   wire \$437 ;
   wire \$438 ;
@@ -10925,8 +11380,8 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$440 ;
   wire \$441 ;
   wire \$442 ;
-  wire [1:0] \$443 ;
-  wire [1:0] \$444 ;
+  wire \$443 ;
+  wire \$444 ;
   wire \$445 ;
   wire \$446 ;
   wire \$447 ;
@@ -10935,29 +11390,29 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$45 ;
   wire \$450 ;
   wire \$451 ;
-  wire \$452 ;
-  wire \$453 ;
-  wire \$454 ;
-  wire \$455 ;
-  wire \$456 ;
-  wire \$457 ;
-  wire \$458 ;
-  wire \$459 ;
+  wire [1:0] \$452 ;
+  wire [7:0] \$453 ;
+  wire [7:0] \$454 ;
+  wire [7:0] \$455 ;
+  wire [7:0] \$456 ;
+  wire [7:0] \$457 ;
+  wire [7:0] \$458 ;
+  wire [7:0] \$459 ;
   wire \$46 ;
-  wire \$460 ;
-  wire [1:0] \$461 ;
+  wire [7:0] \$460 ;
+  wire [7:0] \$461 ;
   wire [7:0] \$462 ;
-  wire [7:0] \$463 ;
-  wire [7:0] \$464 ;
-  wire [7:0] \$465 ;
-  wire [7:0] \$466 ;
-  wire [7:0] \$467 ;
-  wire [7:0] \$468 ;
-  wire [7:0] \$469 ;
+  wire \$463 ;
+  wire \$464 ;
+  wire \$465 ;
+  wire \$466 ;
+  wire \$467 ;
+  wire \$468 ;
+  wire \$469 ;
   wire \$47 ;
-  wire [7:0] \$470 ;
+  wire \$470 ;
   wire [7:0] \$471 ;
-  wire \$472 ;
+  wire [7:0] \$472 ;
   wire \$473 ;
   wire \$474 ;
   wire \$475 ;
@@ -10966,8 +11421,8 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$478 ;
   wire \$479 ;
   wire \$48 ;
-  wire [7:0] \$480 ;
-  wire [7:0] \$481 ;
+  wire \$480 ;
+  wire \$481 ;
   wire \$482 ;
   wire \$483 ;
   wire \$484 ;
@@ -10997,8 +11452,8 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$505 ;
   wire \$506 ;
   wire \$507 ;
-  wire \$508 ;
-  wire \$509 ;
+  wire [1:0] \$508 ;
+  wire [1:0] \$509 ;
   wire \$51 ;
   wire \$510 ;
   wire \$511 ;
@@ -11007,8 +11462,8 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$514 ;
   wire \$515 ;
   wire \$516 ;
-  wire [1:0] \$517 ;
-  wire [1:0] \$518 ;
+  wire \$517 ;
+  wire \$518 ;
   wire \$519 ;
   wire \$52 ;
   wire \$520 ;
@@ -11017,29 +11472,29 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$523 ;
   wire \$524 ;
   wire \$525 ;
-  wire \$526 ;
-  wire \$527 ;
-  wire \$528 ;
-  wire \$529 ;
+  wire [1:0] \$526 ;
+  wire [7:0] \$527 ;
+  wire [7:0] \$528 ;
+  wire [7:0] \$529 ;
   wire \$53 ;
-  wire \$530 ;
-  wire \$531 ;
-  wire \$532 ;
-  wire \$533 ;
-  wire \$534 ;
-  wire [1:0] \$535 ;
+  wire [7:0] \$530 ;
+  wire [7:0] \$531 ;
+  wire [7:0] \$532 ;
+  wire [7:0] \$533 ;
+  wire [7:0] \$534 ;
+  wire [7:0] \$535 ;
   wire [7:0] \$536 ;
-  wire [7:0] \$537 ;
-  wire [7:0] \$538 ;
-  wire [7:0] \$539 ;
+  wire \$537 ;
+  wire \$538 ;
+  wire \$539 ;
   wire \$54 ;
-  wire [7:0] \$540 ;
-  wire [7:0] \$541 ;
-  wire [7:0] \$542 ;
-  wire [7:0] \$543 ;
-  wire [7:0] \$544 ;
+  wire \$540 ;
+  wire \$541 ;
+  wire \$542 ;
+  wire \$543 ;
+  wire \$544 ;
   wire [7:0] \$545 ;
-  wire \$546 ;
+  wire [7:0] \$546 ;
   wire \$547 ;
   wire \$548 ;
   wire \$549 ;
@@ -11048,8 +11503,8 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$551 ;
   wire \$552 ;
   wire \$553 ;
-  wire [7:0] \$554 ;
-  wire [7:0] \$555 ;
+  wire \$554 ;
+  wire \$555 ;
   wire \$556 ;
   wire \$557 ;
   wire \$558 ;
@@ -11079,8 +11534,8 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$58 ;
   wire \$580 ;
   wire \$581 ;
-  wire \$582 ;
-  wire \$583 ;
+  wire [1:0] \$582 ;
+  wire [1:0] \$583 ;
   wire \$584 ;
   wire \$585 ;
   wire \$586 ;
@@ -11089,8 +11544,8 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$589 ;
   wire \$59 ;
   wire \$590 ;
-  wire [1:0] \$591 ;
-  wire [1:0] \$592 ;
+  wire \$591 ;
+  wire \$592 ;
   wire \$593 ;
   wire \$594 ;
   wire \$595 ;
@@ -11100,27 +11555,27 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$599 ;
   wire \$6 ;
   wire \$60 ;
-  wire \$600 ;
-  wire \$601 ;
-  wire \$602 ;
-  wire \$603 ;
-  wire \$604 ;
-  wire \$605 ;
-  wire \$606 ;
-  wire \$607 ;
-  wire \$608 ;
-  wire [1:0] \$609 ;
+  wire [1:0] \$600 ;
+  wire [7:0] \$601 ;
+  wire [7:0] \$602 ;
+  wire [7:0] \$603 ;
+  wire [7:0] \$604 ;
+  wire [7:0] \$605 ;
+  wire [7:0] \$606 ;
+  wire [7:0] \$607 ;
+  wire [7:0] \$608 ;
+  wire [7:0] \$609 ;
   wire \$61 ;
   wire [7:0] \$610 ;
-  wire [7:0] \$611 ;
-  wire [7:0] \$612 ;
-  wire [7:0] \$613 ;
-  wire [7:0] \$614 ;
-  wire [7:0] \$615 ;
-  wire [7:0] \$616 ;
-  wire [7:0] \$617 ;
-  wire [7:0] \$618 ;
-  wire [7:0] \$619 ;
+  wire \$611 ;
+  wire \$612 ;
+  wire \$613 ;
+  wire \$614 ;
+  wire \$615 ;
+  wire \$616 ;
+  wire \$617 ;
+  wire \$618 ;
+  wire \$619 ;
   wire \$62 ;
   wire \$620 ;
   wire \$621 ;
@@ -11136,35 +11591,35 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire \$630 ;
   wire \$631 ;
   wire \$632 ;
-  wire \$633 ;
-  wire \$634 ;
-  wire \$635 ;
-  wire \$636 ;
-  wire \$637 ;
-  wire \$638 ;
-  wire \$639 ;
-  wire \$64 ;
-  wire \$640 ;
-  wire \$641 ;
-  reg [16:0] \$642 ;
-  reg [16:0] \$643  = 17'h00000;
+  reg [17:0] \$633 ;
+  reg [17:0] \$634  = 18'h00000;
+  reg \$635 ;
+  reg \$636 ;
+  reg [4:0] \$637 ;
+  reg [127:0] \$638 ;
+  reg \$639 ;
+  wire [1:0] \$64 ;
+  reg [4:0] \$640 ;
+  reg [127:0] \$641 ;
+  reg [127:0] \$642 ;
+  reg [1:0] \$643 ;
   reg \$644 ;
   reg \$645 ;
-  reg [4:0] \$646 ;
-  reg [127:0] \$647 ;
-  reg \$648 ;
-  reg [4:0] \$649 ;
-  wire \$65 ;
+  reg \$646 ;
+  reg [15:0] \$647 ;
+  reg [15:0] \$648 ;
+  reg [127:0] \$649 ;
+  wire [1:0] \$65 ;
   reg [127:0] \$650 ;
-  reg [127:0] \$651 ;
-  reg [1:0] \$652 ;
-  reg \$653 ;
+  reg \$651 ;
+  reg \$652 ;
+  reg [4:0] \$653 ;
   reg \$654 ;
-  reg \$655 ;
-  reg [15:0] \$656 ;
-  reg [15:0] \$657 ;
-  reg [127:0] \$658 ;
-  reg [127:0] \$659 ;
+  reg [4:0] \$655 ;
+  reg [1:0] \$656 ;
+  reg \$657 ;
+  reg \$658 ;
+  reg \$659 ;
   wire \$66 ;
   reg \$660 ;
   reg \$661 ;
@@ -11229,82 +11684,74 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   reg \$714 ;
   reg \$715 ;
   reg [4:0] \$716 ;
-  reg \$717 ;
-  reg [4:0] \$718 ;
-  reg [1:0] \$719 ;
+  reg [19:0] \$717 ;
+  reg \$718 ;
+  reg [4:0] \$719 ;
   wire \$72 ;
-  reg \$720 ;
-  reg \$721 ;
+  reg [19:0] \$720 ;
+  reg [1:0] \$721 ;
   reg \$722 ;
   reg \$723 ;
   reg \$724 ;
-  reg [4:0] \$725 ;
-  reg [18:0] \$726 ;
+  reg \$725 ;
+  reg \$726 ;
   reg \$727 ;
-  reg [4:0] \$728 ;
-  reg [18:0] \$729 ;
-  wire [1:0] \$73 ;
-  reg [1:0] \$730 ;
-  reg \$731 ;
-  reg \$732 ;
-  reg \$733 ;
-  reg \$734 ;
-  reg \$735 ;
-  reg \$736 ;
-  reg \$737 ;
-  reg [14:0] \$738 ;
-  reg [4:0] \$739 ;
-  wire [1:0] \$74 ;
+  reg \$728 ;
+  reg [15:0] \$729 ;
+  wire \$73 ;
+  reg [4:0] \$730 ;
+  wire \$74 ;
   wire \$75 ;
   wire \$76 ;
   wire \$77 ;
   wire \$78 ;
+  wire [5:0] \$784 ;
+  wire [5:0] \$787 ;
   wire \$79 ;
   wire \$8 ;
   wire \$80 ;
-  wire [5:0] \$802 ;
-  wire [5:0] \$805 ;
   wire \$81 ;
-  wire \$82 ;
-  wire \$83 ;
-  wire \$84 ;
-  wire \$85 ;
-  wire \$86 ;
-  wire [5:0] \$862 ;
-  wire [5:0] \$866 ;
-  wire \$87 ;
-  wire [5:0] \$871 ;
-  wire [5:0] \$875 ;
-  wire \$88 ;
-  wire [5:0] \$888 ;
-  wire \$89 ;
-  wire [5:0] \$891 ;
+  wire [1:0] \$82 ;
+  wire [7:0] \$83 ;
+  wire [7:0] \$84 ;
+  wire [5:0] \$844 ;
+  wire [5:0] \$848 ;
+  wire [7:0] \$85 ;
+  wire [5:0] \$853 ;
+  wire [5:0] \$857 ;
+  wire [7:0] \$86 ;
+  wire [7:0] \$87 ;
+  wire [5:0] \$870 ;
+  wire [5:0] \$873 ;
+  wire [7:0] \$88 ;
+  wire [7:0] \$89 ;
   wire \$9 ;
-  wire \$90 ;
-  wire [1:0] \$91 ;
+  wire [7:0] \$90 ;
+  wire [7:0] \$91 ;
   wire [7:0] \$92 ;
-  wire [7:0] \$93 ;
-  wire [7:0] \$94 ;
-  wire [5:0] \$948 ;
-  wire [7:0] \$95 ;
-  wire [5:0] \$952 ;
-  wire [5:0] \$957 ;
-  wire [7:0] \$96 ;
-  wire [5:0] \$961 ;
-  wire [7:0] \$97 ;
-  wire [5:0] \$974 ;
-  wire [5:0] \$977 ;
-  wire [7:0] \$98 ;
-  wire [7:0] \$99 ;
-  reg [18:0] a_ctl = 19'h00000;
+  wire \$93 ;
+  wire [5:0] \$930 ;
+  wire [5:0] \$934 ;
+  wire [5:0] \$939 ;
+  wire \$94 ;
+  wire [5:0] \$943 ;
+  wire \$95 ;
+  wire [5:0] \$956 ;
+  wire [5:0] \$959 ;
+  wire \$96 ;
+  wire \$97 ;
+  wire \$98 ;
+  wire \$99 ;
+  reg [19:0] a_ctl = 20'h00000;
   wire \a_ctl.drop_first ;
   wire \a_ctl.first ;
   wire \a_ctl.flush ;
   wire \a_ctl.last ;
-  wire [14:0] \a_ctl.meta ;
-  wire [14:0] \a_ctl.meta.beat ;
+  wire [15:0] \a_ctl.meta ;
+  wire [15:0] \a_ctl.meta.beat ;
   wire [4:0] \a_ctl.meta.beat.beat_hi ;
   wire [3:0] \a_ctl.meta.beat.beat_lo ;
+  wire \a_ctl.meta.beat.start_ends ;
   wire [5:0] \a_ctl.meta.beat.start_phase ;
   reg [127:0] a_data = 128'h00000000000000000000000000000000;
   wire a_ready_0;
@@ -11325,15 +11772,16 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   reg [4:0] a_shift_6 = 5'h00;
   reg [4:0] a_shift_7 = 5'h00;
   reg [4:0] a_shift_8 = 5'h00;
-  reg [18:0] a_skid_ctl = 19'h00000;
+  reg [19:0] a_skid_ctl = 20'h00000;
   wire \a_skid_ctl.drop_first ;
   wire \a_skid_ctl.first ;
   wire \a_skid_ctl.flush ;
   wire \a_skid_ctl.last ;
-  wire [14:0] \a_skid_ctl.meta ;
-  wire [14:0] \a_skid_ctl.meta.beat ;
+  wire [15:0] \a_skid_ctl.meta ;
+  wire [15:0] \a_skid_ctl.meta.beat ;
   wire [4:0] \a_skid_ctl.meta.beat.beat_hi ;
   wire [3:0] \a_skid_ctl.meta.beat.beat_lo ;
+  wire \a_skid_ctl.meta.beat.start_ends ;
   wire [5:0] \a_skid_ctl.meta.beat.start_phase ;
   reg [127:0] a_skid_data = 128'h00000000000000000000000000000000;
   reg [4:0] a_skid_shift_0 = 5'h00;
@@ -11385,10 +11833,11 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   reg [1:0] b_fine_8 = 2'h0;
   reg b_first = 1'h0;
   reg b_last = 1'h0;
-  reg [14:0] b_meta = 15'h0000;
-  wire [14:0] \b_meta.beat ;
+  reg [15:0] b_meta = 16'h0000;
+  wire [15:0] \b_meta.beat ;
   wire [4:0] \b_meta.beat.beat_hi ;
   wire [3:0] \b_meta.beat.beat_lo ;
+  wire \b_meta.beat.start_ends ;
   wire [5:0] \b_meta.beat.start_phase ;
   reg [4:0] b_shift = 5'h00;
   reg [15:0] b_use_cur = 16'h0000;
@@ -11423,77 +11872,62 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   reg flush_pending_6 = 1'h0;
   reg flush_pending_7 = 1'h0;
   reg flush_pending_8 = 1'h0;
-  input [151:0] i__payload;
-  wire [151:0] i__payload;
+  input [152:0] i__payload;
+  wire [152:0] i__payload;
   wire [127:0] \i__payload.data ;
   wire \i__payload.drop_first ;
   wire \i__payload.first ;
   wire \i__payload.flush ;
   wire \i__payload.last ;
-  wire [14:0] \i__payload.meta ;
-  wire [14:0] \i__payload.meta.beat ;
+  wire [15:0] \i__payload.meta ;
+  wire [15:0] \i__payload.meta.beat ;
   wire [4:0] \i__payload.meta.beat.beat_hi ;
   wire [3:0] \i__payload.meta.beat.beat_lo ;
+  wire \i__payload.meta.beat.start_ends ;
   wire [5:0] \i__payload.meta.beat.start_phase ;
   wire [4:0] \i__payload.shift ;
   output i__ready;
   reg i__ready = 1'h1;
   input i__valid;
   wire i__valid;
-  wire [18:0] i_ctl;
+  wire [19:0] i_ctl;
   wire \i_ctl.drop_first ;
   wire \i_ctl.first ;
   wire \i_ctl.flush ;
   wire \i_ctl.last ;
-  wire [14:0] \i_ctl.meta ;
-  wire [14:0] \i_ctl.meta.beat ;
+  wire [15:0] \i_ctl.meta ;
+  wire [15:0] \i_ctl.meta.beat ;
   wire [4:0] \i_ctl.meta.beat.beat_hi ;
   wire [3:0] \i_ctl.meta.beat.beat_lo ;
+  wire \i_ctl.meta.beat.start_ends ;
   wire [5:0] \i_ctl.meta.beat.start_phase ;
-  input in_ready_0;
-  wire in_ready_0;
   (* init = 1'h1 *)
-  wire \in_ready_0$11 ;
-  input in_ready_1;
-  wire in_ready_1;
-  reg \in_ready_1$96  = 1'h1;
-  input in_ready_2;
-  wire in_ready_2;
-  reg \in_ready_2$102  = 1'h1;
-  input in_ready_3;
-  wire in_ready_3;
-  reg \in_ready_3$108  = 1'h1;
-  input in_ready_4;
-  wire in_ready_4;
-  reg \in_ready_4$114  = 1'h1;
-  input in_ready_5;
-  wire in_ready_5;
-  reg \in_ready_5$120  = 1'h1;
-  input in_ready_6;
-  wire in_ready_6;
-  reg \in_ready_6$126  = 1'h1;
-  input in_ready_7;
-  wire in_ready_7;
-  reg \in_ready_7$132  = 1'h1;
-  input in_ready_8;
-  wire in_ready_8;
-  reg \in_ready_8$138  = 1'h1;
-  wire [144:0] o__payload;
+  wire in_ready_0;
+  reg in_ready_1 = 1'h1;
+  reg in_ready_2 = 1'h1;
+  reg in_ready_3 = 1'h1;
+  reg in_ready_4 = 1'h1;
+  reg in_ready_5 = 1'h1;
+  reg in_ready_6 = 1'h1;
+  reg in_ready_7 = 1'h1;
+  reg in_ready_8 = 1'h1;
+  wire [145:0] o__payload;
   wire [127:0] \o__payload.data ;
   wire \o__payload.first ;
   wire \o__payload.last ;
-  wire [14:0] \o__payload.meta ;
-  wire [14:0] \o__payload.meta.beat ;
+  wire [15:0] \o__payload.meta ;
+  wire [15:0] \o__payload.meta.beat ;
   wire [4:0] \o__payload.meta.beat.beat_hi ;
   wire [3:0] \o__payload.meta.beat.beat_lo ;
+  wire \o__payload.meta.beat.start_ends ;
   wire [5:0] \o__payload.meta.beat.start_phase ;
   (* init = 1'h0 *)
   wire o__valid;
   output [127:0] out_data;
   reg [127:0] out_data = 128'h00000000000000000000000000000000;
-  (* init = 17'h00000 *)
-  output [16:0] \port$3408$0 ;
-  wire [16:0] \port$3408$0 ;
+  (* init = 18'h00000 *)
+  output [17:0] \port$3558$0 ;
+  wire [17:0] \port$3558$0 ;
   reg [127:0] prev = 128'h00000000000000000000000000000000;
   input rst;
   wire rst;
@@ -11507,1491 +11941,1597 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
   wire take_6;
   wire take_7;
   wire take_8;
-  input w_ok_0;
-  wire w_ok_0;
-  input w_ok_1;
-  wire w_ok_1;
-  input w_ok_2;
-  wire w_ok_2;
-  input w_ok_3;
-  wire w_ok_3;
-  input w_ok_4;
-  wire w_ok_4;
-  input w_ok_5;
-  wire w_ok_5;
-  input w_ok_6;
-  wire w_ok_6;
-  input w_ok_7;
-  wire w_ok_7;
-  input w_ok_8;
-  wire w_ok_8;
-  assign \$206  = a_shift_2 < 4'hf;
-  assign \$207  = a_shift_2 < 4'he;
-  assign \$208  = a_shift_2 < 4'hd;
-  assign \$209  = a_shift_2 < 4'hc;
-  assign \$210  = a_shift_2 < 4'hb;
-  assign \$211  = a_shift_2 < 4'ha;
-  assign \$212  = a_shift_2 < 4'h9;
-  assign \$213  = a_shift_2 < 4'h8;
-  assign \$214  = a_shift_2 < 3'h7;
-  assign \$215  = a_shift_2 < 3'h6;
-  assign \$216  = a_shift_2 < 3'h5;
-  assign \$217  = a_shift_2 < 3'h4;
-  assign \$218  = a_shift_2 < 2'h3;
-  assign \$219  = a_shift_2 < 2'h2;
-  assign \$220  = a_shift_2 < 1'h1;
-  assign \$221  = ~ { a_ctl[0], a_ctl[0] };
-  assign \$222  = { \$210 , \$209  } & \$221 ;
-  assign \$223  = a_shift_2 < 5'h10;
-  assign \$224  = a_shift_2 < 4'hf;
-  assign \$225  = a_shift_2 < 4'he;
-  assign \$226  = a_shift_2 < 4'hd;
-  assign \$227  = a_shift_2 < 4'hc;
-  assign \$228  = a_shift_2 < 4'hb;
-  assign \$229  = a_shift_2 < 4'ha;
-  assign \$230  = a_shift_2 < 4'h9;
-  assign \$231  = a_shift_2 < 4'h8;
-  assign \$232  = a_shift_2 < 3'h7;
-  assign \$233  = a_shift_2 < 3'h6;
-  assign \$234  = a_shift_2 < 3'h5;
-  assign \$235  = a_shift_2 < 3'h4;
-  assign \$236  = a_shift_2 < 2'h3;
-  assign \$237  = a_shift_2 < 2'h2;
-  assign \$238  = a_shift_2 < 1'h1;
-  assign \$239  = ~ { \$228 , \$227  };
-  assign \$1034  = b_fine_2 * 4'h8;
-  assign \$240  = b_data[63:32] >> \$1034 ;
-  assign \$241  = prev[39:32] & { b_use_prev[4], b_use_prev[4], b_use_prev[4], b_use_prev[4], b_use_prev[4], b_use_prev[4], b_use_prev[4], b_use_prev[4] };
-  assign \$1038  = b_fine_2 * 4'h8;
-  assign \$242  = b_data[63:32] >> \$1038 ;
-  assign \$243  = \$242  & { b_use_cur[4], b_use_cur[4], b_use_cur[4], b_use_cur[4], b_use_cur[4], b_use_cur[4], b_use_cur[4], b_use_cur[4] };
-  assign \$244  = \$241  | \$243 ;
-  assign \$1043  = b_fine_2 * 4'h8;
-  assign \$245  = b_data[71:40] >> \$1043 ;
-  assign \$246  = prev[47:40] & { b_use_prev[5], b_use_prev[5], b_use_prev[5], b_use_prev[5], b_use_prev[5], b_use_prev[5], b_use_prev[5], b_use_prev[5] };
-  assign \$1047  = b_fine_2 * 4'h8;
-  assign \$247  = b_data[71:40] >> \$1047 ;
-  assign \$248  = \$247  & { b_use_cur[5], b_use_cur[5], b_use_cur[5], b_use_cur[5], b_use_cur[5], b_use_cur[5], b_use_cur[5], b_use_cur[5] };
-  assign \$249  = \$246  | \$248 ;
-  assign \$250  = ~ a_skid_valid_3;
-  assign \$251  = ~ a_valid_3;
-  assign \$252  = ~ i__valid;
-  assign \$253  = \$251  | \$252 ;
-  assign \$254  = \$250  & \$253 ;
-  assign \$255  = a_ready_3 | \$254 ;
-  assign \$256  = ~ a_valid_3;
-  assign \$257  = a_ready_3 | \$256 ;
-  assign \$1060  = a_shift_3[3:2] * 4'h8;
-  assign \$258  = { a_data[23:16], a_data[119:112], a_data[87:80], a_data[55:48] } >> \$1060 ;
-  assign \$1063  = a_shift_3[3:2] * 4'h8;
-  assign \$259  = { a_data[31:24], a_data[127:120], a_data[95:88], a_data[63:56] } >> \$1063 ;
-  assign \$260  = b_valid_3 & b_emit;
-  assign \$261  = b_shift < 5'h10;
-  assign \$262  = b_shift < 4'hf;
-  assign \$263  = b_shift < 4'he;
-  assign \$264  = b_shift < 4'hd;
-  assign \$265  = b_shift < 4'hc;
-  assign \$266  = b_shift < 4'hb;
-  assign \$267  = b_shift < 4'ha;
-  assign \$268  = b_shift < 4'h9;
-  assign \$269  = b_shift < 4'h8;
-  assign \$270  = b_shift < 3'h7;
-  assign \$271  = b_shift < 3'h6;
-  assign \$272  = b_shift < 3'h5;
-  assign \$273  = b_shift < 3'h4;
-  assign \$274  = b_shift < 2'h3;
-  assign \$275  = b_shift < 2'h2;
-  assign \$276  = b_shift < 1'h1;
-  assign \$277  = a_valid_3 & a_ctl[1];
-  assign \$278  = \$277  & a_ctl[3];
-  assign \$279  = a_shift_3 < 5'h10;
-  assign \$280  = a_shift_3 < 4'hf;
-  assign \$281  = a_shift_3 < 4'he;
-  assign \$282  = a_shift_3 < 4'hd;
-  assign \$283  = a_shift_3 < 4'hc;
-  assign \$284  = a_shift_3 < 4'hb;
-  assign \$285  = a_shift_3 < 4'ha;
-  assign \$286  = a_shift_3 < 4'h9;
-  assign \$287  = a_shift_3 < 4'h8;
-  assign \$288  = a_shift_3 < 3'h7;
-  assign \$289  = a_shift_3 < 3'h6;
-  assign \$290  = a_shift_3 < 3'h5;
-  assign \$291  = a_shift_3 < 3'h4;
-  assign \$292  = a_shift_3 < 2'h3;
-  assign \$293  = a_shift_3 < 2'h2;
-  assign \$294  = a_shift_3 < 1'h1;
-  assign \$295  = ~ { a_ctl[0], a_ctl[0] };
-  assign \$296  = { \$286 , \$285  } & \$295 ;
-  assign \$297  = a_shift_3 < 5'h10;
-  assign \$298  = a_shift_3 < 4'hf;
-  assign \$299  = a_shift_3 < 4'he;
-  assign \$300  = a_shift_3 < 4'hd;
-  assign \$301  = a_shift_3 < 4'hc;
-  assign \$302  = a_shift_3 < 4'hb;
-  assign \$303  = a_shift_3 < 4'ha;
-  assign \$304  = a_shift_3 < 4'h9;
-  assign \$305  = a_shift_3 < 4'h8;
-  assign \$306  = a_shift_3 < 3'h7;
-  assign \$307  = a_shift_3 < 3'h6;
-  assign \$308  = a_shift_3 < 3'h5;
-  assign \$309  = a_shift_3 < 3'h4;
-  assign \$310  = a_shift_3 < 2'h3;
-  assign \$311  = a_shift_3 < 2'h2;
-  assign \$312  = a_shift_3 < 1'h1;
-  assign \$313  = ~ { \$304 , \$303  };
-  assign \$1120  = b_fine_3 * 4'h8;
-  assign \$314  = b_data[79:48] >> \$1120 ;
-  assign \$315  = prev[55:48] & { b_use_prev[6], b_use_prev[6], b_use_prev[6], b_use_prev[6], b_use_prev[6], b_use_prev[6], b_use_prev[6], b_use_prev[6] };
-  assign \$1124  = b_fine_3 * 4'h8;
-  assign \$316  = b_data[79:48] >> \$1124 ;
-  assign \$317  = \$316  & { b_use_cur[6], b_use_cur[6], b_use_cur[6], b_use_cur[6], b_use_cur[6], b_use_cur[6], b_use_cur[6], b_use_cur[6] };
-  assign \$318  = \$315  | \$317 ;
-  assign \$1129  = b_fine_3 * 4'h8;
-  assign \$319  = b_data[87:56] >> \$1129 ;
-  assign \$320  = prev[63:56] & { b_use_prev[7], b_use_prev[7], b_use_prev[7], b_use_prev[7], b_use_prev[7], b_use_prev[7], b_use_prev[7], b_use_prev[7] };
-  assign \$1133  = b_fine_3 * 4'h8;
-  assign \$321  = b_data[87:56] >> \$1133 ;
-  assign \$322  = \$321  & { b_use_cur[7], b_use_cur[7], b_use_cur[7], b_use_cur[7], b_use_cur[7], b_use_cur[7], b_use_cur[7], b_use_cur[7] };
-  assign \$323  = \$320  | \$322 ;
-  assign \$324  = ~ a_skid_valid_4;
-  assign \$325  = ~ a_valid_4;
-  assign \$326  = ~ i__valid;
-  assign \$327  = \$325  | \$326 ;
-  assign \$328  = \$324  & \$327 ;
-  assign \$329  = a_ready_4 | \$328 ;
-  assign \$330  = ~ a_valid_4;
-  assign \$331  = a_ready_4 | \$330 ;
-  assign \$1146  = a_shift_4[3:2] * 4'h8;
-  assign \$332  = { a_data[39:32], a_data[7:0], a_data[103:96], a_data[71:64] } >> \$1146 ;
-  assign \$1149  = a_shift_4[3:2] * 4'h8;
-  assign \$333  = { a_data[47:40], a_data[15:8], a_data[111:104], a_data[79:72] } >> \$1149 ;
-  assign \$334  = b_valid_4 & b_emit;
-  assign \$335  = b_shift < 5'h10;
-  assign \$336  = b_shift < 4'hf;
-  assign \$337  = b_shift < 4'he;
-  assign \$338  = b_shift < 4'hd;
-  assign \$339  = b_shift < 4'hc;
-  assign \$340  = b_shift < 4'hb;
-  assign \$341  = b_shift < 4'ha;
-  assign \$342  = b_shift < 4'h9;
-  assign \$343  = b_shift < 4'h8;
-  assign \$344  = b_shift < 3'h7;
-  assign \$345  = b_shift < 3'h6;
-  assign \$346  = b_shift < 3'h5;
-  assign \$347  = b_shift < 3'h4;
-  assign \$348  = b_shift < 2'h3;
-  assign \$349  = b_shift < 2'h2;
-  assign \$350  = b_shift < 1'h1;
-  assign \$351  = a_valid_4 & a_ctl[1];
-  assign \$352  = \$351  & a_ctl[3];
-  assign \$353  = a_shift_4 < 5'h10;
-  assign \$354  = a_shift_4 < 4'hf;
-  assign \$355  = a_shift_4 < 4'he;
-  assign \$356  = a_shift_4 < 4'hd;
-  assign \$357  = a_shift_4 < 4'hc;
-  assign \$358  = a_shift_4 < 4'hb;
-  assign \$359  = a_shift_4 < 4'ha;
-  assign \$360  = a_shift_4 < 4'h9;
-  assign \$361  = a_shift_4 < 4'h8;
-  assign \$362  = a_shift_4 < 3'h7;
-  assign \$363  = a_shift_4 < 3'h6;
-  assign \$364  = a_shift_4 < 3'h5;
-  assign \$365  = a_shift_4 < 3'h4;
-  assign \$366  = a_shift_4 < 2'h3;
-  assign \$367  = a_shift_4 < 2'h2;
-  assign \$368  = a_shift_4 < 1'h1;
-  assign \$369  = ~ { a_ctl[0], a_ctl[0] };
-  assign \$370  = { \$362 , \$361  } & \$369 ;
-  assign \$371  = a_shift_4 < 5'h10;
-  assign \$372  = a_shift_4 < 4'hf;
-  assign \$373  = a_shift_4 < 4'he;
-  assign \$374  = a_shift_4 < 4'hd;
-  assign \$375  = a_shift_4 < 4'hc;
-  assign \$376  = a_shift_4 < 4'hb;
-  assign \$377  = a_shift_4 < 4'ha;
-  assign \$378  = a_shift_4 < 4'h9;
-  assign \$379  = a_shift_4 < 4'h8;
-  assign \$380  = a_shift_4 < 3'h7;
-  assign \$381  = a_shift_4 < 3'h6;
-  assign \$382  = a_shift_4 < 3'h5;
-  assign \$383  = a_shift_4 < 3'h4;
-  assign \$384  = a_shift_4 < 2'h3;
-  assign \$385  = a_shift_4 < 2'h2;
-  assign \$386  = a_shift_4 < 1'h1;
-  assign \$387  = ~ { \$380 , \$379  };
-  assign \$1206  = b_fine_4 * 4'h8;
-  assign \$388  = b_data[95:64] >> \$1206 ;
-  assign \$389  = prev[71:64] & { b_use_prev[8], b_use_prev[8], b_use_prev[8], b_use_prev[8], b_use_prev[8], b_use_prev[8], b_use_prev[8], b_use_prev[8] };
-  assign \$1210  = b_fine_4 * 4'h8;
-  assign \$390  = b_data[95:64] >> \$1210 ;
-  assign \$391  = \$390  & { b_use_cur[8], b_use_cur[8], b_use_cur[8], b_use_cur[8], b_use_cur[8], b_use_cur[8], b_use_cur[8], b_use_cur[8] };
-  assign \$392  = \$389  | \$391 ;
-  assign \$1215  = b_fine_4 * 4'h8;
-  assign \$393  = b_data[103:72] >> \$1215 ;
-  assign \$394  = prev[79:72] & { b_use_prev[9], b_use_prev[9], b_use_prev[9], b_use_prev[9], b_use_prev[9], b_use_prev[9], b_use_prev[9], b_use_prev[9] };
-  assign \$1219  = b_fine_4 * 4'h8;
-  assign \$395  = b_data[103:72] >> \$1219 ;
-  assign \$396  = \$395  & { b_use_cur[9], b_use_cur[9], b_use_cur[9], b_use_cur[9], b_use_cur[9], b_use_cur[9], b_use_cur[9], b_use_cur[9] };
-  assign \$397  = \$394  | \$396 ;
-  assign \$398  = ~ a_skid_valid_5;
-  assign \$399  = ~ a_valid_5;
-  assign \$400  = ~ i__valid;
-  assign \$401  = \$399  | \$400 ;
-  assign \$402  = \$398  & \$401 ;
-  assign \$403  = a_ready_5 | \$402 ;
-  assign \$404  = ~ a_valid_5;
-  assign \$405  = a_ready_5 | \$404 ;
-  assign \$1232  = a_shift_5[3:2] * 4'h8;
-  assign \$406  = { a_data[55:48], a_data[23:16], a_data[119:112], a_data[87:80] } >> \$1232 ;
-  assign \$1235  = a_shift_5[3:2] * 4'h8;
-  assign \$407  = { a_data[63:56], a_data[31:24], a_data[127:120], a_data[95:88] } >> \$1235 ;
-  assign \$408  = b_valid_5 & b_emit;
-  assign \$409  = b_shift < 5'h10;
-  assign \$410  = b_shift < 4'hf;
-  assign \$411  = b_shift < 4'he;
-  assign \$412  = b_shift < 4'hd;
-  assign \$413  = b_shift < 4'hc;
-  assign \$414  = b_shift < 4'hb;
-  assign \$415  = b_shift < 4'ha;
-  assign \$416  = b_shift < 4'h9;
-  assign \$417  = b_shift < 4'h8;
-  assign \$418  = b_shift < 3'h7;
-  assign \$419  = b_shift < 3'h6;
-  assign \$420  = b_shift < 3'h5;
-  assign \$421  = b_shift < 3'h4;
-  assign \$422  = b_shift < 2'h3;
-  assign \$423  = b_shift < 2'h2;
-  assign \$424  = b_shift < 1'h1;
-  assign \$425  = a_valid_5 & a_ctl[1];
-  assign \$426  = \$425  & a_ctl[3];
-  assign \$427  = a_shift_5 < 5'h10;
-  assign \$428  = a_shift_5 < 4'hf;
-  assign \$429  = a_shift_5 < 4'he;
-  assign \$430  = a_shift_5 < 4'hd;
-  assign \$431  = a_shift_5 < 4'hc;
-  assign \$432  = a_shift_5 < 4'hb;
-  assign \$433  = a_shift_5 < 4'ha;
-  assign \$434  = a_shift_5 < 4'h9;
-  assign \$435  = a_shift_5 < 4'h8;
-  assign \$436  = a_shift_5 < 3'h7;
-  assign \$437  = a_shift_5 < 3'h6;
-  assign \$438  = a_shift_5 < 3'h5;
-  assign \$439  = a_shift_5 < 3'h4;
-  assign \$440  = a_shift_5 < 2'h3;
-  assign \$441  = a_shift_5 < 2'h2;
-  assign \$442  = a_shift_5 < 1'h1;
-  assign \$443  = ~ { a_ctl[0], a_ctl[0] };
-  assign \$444  = { \$438 , \$437  } & \$443 ;
-  assign \$445  = a_shift_5 < 5'h10;
-  assign \$446  = a_shift_5 < 4'hf;
-  assign \$447  = a_shift_5 < 4'he;
-  assign \$448  = a_shift_5 < 4'hd;
-  assign \$449  = a_shift_5 < 4'hc;
-  assign \$450  = a_shift_5 < 4'hb;
-  assign \$451  = a_shift_5 < 4'ha;
-  assign \$452  = a_shift_5 < 4'h9;
-  assign \$453  = a_shift_5 < 4'h8;
-  assign \$454  = a_shift_5 < 3'h7;
-  assign \$455  = a_shift_5 < 3'h6;
-  assign \$456  = a_shift_5 < 3'h5;
-  assign \$457  = a_shift_5 < 3'h4;
-  assign \$458  = a_shift_5 < 2'h3;
-  assign \$459  = a_shift_5 < 2'h2;
-  assign \$460  = a_shift_5 < 1'h1;
-  assign \$461  = ~ { \$456 , \$455  };
-  assign \$1292  = b_fine_5 * 4'h8;
-  assign \$462  = b_data[111:80] >> \$1292 ;
-  assign \$463  = prev[87:80] & { b_use_prev[10], b_use_prev[10], b_use_prev[10], b_use_prev[10], b_use_prev[10], b_use_prev[10], b_use_prev[10], b_use_prev[10] };
-  assign \$1296  = b_fine_5 * 4'h8;
-  assign \$464  = b_data[111:80] >> \$1296 ;
-  assign \$465  = \$464  & { b_use_cur[10], b_use_cur[10], b_use_cur[10], b_use_cur[10], b_use_cur[10], b_use_cur[10], b_use_cur[10], b_use_cur[10] };
-  assign \$466  = \$463  | \$465 ;
-  assign \$1301  = b_fine_5 * 4'h8;
-  assign \$467  = b_data[119:88] >> \$1301 ;
-  assign \$468  = prev[95:88] & { b_use_prev[11], b_use_prev[11], b_use_prev[11], b_use_prev[11], b_use_prev[11], b_use_prev[11], b_use_prev[11], b_use_prev[11] };
-  assign \$1305  = b_fine_5 * 4'h8;
-  assign \$469  = b_data[119:88] >> \$1305 ;
-  assign \$470  = \$469  & { b_use_cur[11], b_use_cur[11], b_use_cur[11], b_use_cur[11], b_use_cur[11], b_use_cur[11], b_use_cur[11], b_use_cur[11] };
-  assign \$471  = \$468  | \$470 ;
-  assign \$472  = ~ a_skid_valid_6;
-  assign \$473  = ~ a_valid_6;
-  assign \$474  = ~ i__valid;
-  assign \$475  = \$473  | \$474 ;
-  assign \$476  = \$472  & \$475 ;
-  assign \$477  = a_ready_6 | \$476 ;
-  assign \$478  = ~ a_valid_6;
-  assign \$479  = a_ready_6 | \$478 ;
-  assign \$1318  = a_shift_6[3:2] * 4'h8;
-  assign \$480  = { a_data[71:64], a_data[39:32], a_data[7:0], a_data[103:96] } >> \$1318 ;
-  assign \$1321  = a_shift_6[3:2] * 4'h8;
-  assign \$481  = { a_data[79:72], a_data[47:40], a_data[15:8], a_data[111:104] } >> \$1321 ;
-  assign \$482  = b_valid_6 & b_emit;
-  assign \$483  = b_shift < 5'h10;
-  assign \$484  = b_shift < 4'hf;
-  assign \$485  = b_shift < 4'he;
-  assign \$486  = b_shift < 4'hd;
-  assign \$487  = b_shift < 4'hc;
-  assign \$488  = b_shift < 4'hb;
-  assign \$489  = b_shift < 4'ha;
-  assign \$490  = b_shift < 4'h9;
-  assign \$491  = b_shift < 4'h8;
-  assign \$492  = b_shift < 3'h7;
-  assign \$493  = b_shift < 3'h6;
-  assign \$494  = b_shift < 3'h5;
-  assign \$495  = b_shift < 3'h4;
-  assign \$496  = b_shift < 2'h3;
-  assign \$497  = b_shift < 2'h2;
-  assign \$498  = b_shift < 1'h1;
-  assign \$499  = a_valid_6 & a_ctl[1];
-  assign \$500  = \$499  & a_ctl[3];
-  assign \$501  = a_shift_6 < 5'h10;
-  assign \$502  = a_shift_6 < 4'hf;
-  assign \$503  = a_shift_6 < 4'he;
-  assign \$504  = a_shift_6 < 4'hd;
-  assign \$505  = a_shift_6 < 4'hc;
-  assign \$506  = a_shift_6 < 4'hb;
-  assign \$507  = a_shift_6 < 4'ha;
-  assign \$508  = a_shift_6 < 4'h9;
-  assign \$509  = a_shift_6 < 4'h8;
-  assign \$510  = a_shift_6 < 3'h7;
-  assign \$511  = a_shift_6 < 3'h6;
-  assign \$512  = a_shift_6 < 3'h5;
-  assign \$513  = a_shift_6 < 3'h4;
-  assign \$514  = a_shift_6 < 2'h3;
-  assign \$515  = a_shift_6 < 2'h2;
-  assign \$516  = a_shift_6 < 1'h1;
-  assign \$517  = ~ { a_ctl[0], a_ctl[0] };
-  assign \$518  = { \$514 , \$513  } & \$517 ;
-  assign \$519  = a_shift_6 < 5'h10;
-  assign \$520  = a_shift_6 < 4'hf;
-  assign \$521  = a_shift_6 < 4'he;
-  assign \$522  = a_shift_6 < 4'hd;
-  assign \$523  = a_shift_6 < 4'hc;
-  assign \$524  = a_shift_6 < 4'hb;
-  assign \$525  = a_shift_6 < 4'ha;
-  assign \$526  = a_shift_6 < 4'h9;
-  assign \$527  = a_shift_6 < 4'h8;
-  assign \$528  = a_shift_6 < 3'h7;
-  assign \$529  = a_shift_6 < 3'h6;
-  assign \$530  = a_shift_6 < 3'h5;
-  assign \$531  = a_shift_6 < 3'h4;
-  assign \$532  = a_shift_6 < 2'h3;
-  assign \$533  = a_shift_6 < 2'h2;
-  assign \$534  = a_shift_6 < 1'h1;
-  assign \$535  = ~ { \$532 , \$531  };
-  assign \$1378  = b_fine_6 * 4'h8;
-  assign \$536  = b_data[127:96] >> \$1378 ;
-  assign \$537  = prev[103:96] & { b_use_prev[12], b_use_prev[12], b_use_prev[12], b_use_prev[12], b_use_prev[12], b_use_prev[12], b_use_prev[12], b_use_prev[12] };
-  assign \$1382  = b_fine_6 * 4'h8;
-  assign \$538  = b_data[127:96] >> \$1382 ;
-  assign \$539  = \$538  & { b_use_cur[12], b_use_cur[12], b_use_cur[12], b_use_cur[12], b_use_cur[12], b_use_cur[12], b_use_cur[12], b_use_cur[12] };
-  assign \$540  = \$537  | \$539 ;
-  assign \$1387  = b_fine_6 * 4'h8;
-  assign \$541  = { b_data[7:0], b_data[127:104] } >> \$1387 ;
-  assign \$542  = prev[111:104] & { b_use_prev[13], b_use_prev[13], b_use_prev[13], b_use_prev[13], b_use_prev[13], b_use_prev[13], b_use_prev[13], b_use_prev[13] };
-  assign \$1391  = b_fine_6 * 4'h8;
-  assign \$543  = { b_data[7:0], b_data[127:104] } >> \$1391 ;
-  assign \$544  = \$543  & { b_use_cur[13], b_use_cur[13], b_use_cur[13], b_use_cur[13], b_use_cur[13], b_use_cur[13], b_use_cur[13], b_use_cur[13] };
-  assign \$545  = \$542  | \$544 ;
-  assign \$546  = ~ a_skid_valid_7;
-  assign \$547  = ~ a_valid_7;
-  assign \$548  = ~ i__valid;
-  assign \$549  = \$547  | \$548 ;
-  assign \$550  = \$546  & \$549 ;
-  assign \$551  = a_ready_7 | \$550 ;
-  assign \$552  = ~ a_valid_7;
-  assign \$553  = a_ready_7 | \$552 ;
-  assign \$1404  = a_shift_7[3:2] * 4'h8;
-  assign \$554  = { a_data[87:80], a_data[55:48], a_data[23:16], a_data[119:112] } >> \$1404 ;
-  assign \$1407  = a_shift_7[3:2] * 4'h8;
-  assign \$555  = { a_data[95:88], a_data[63:56], a_data[31:24], a_data[127:120] } >> \$1407 ;
-  assign \$556  = b_valid_7 & b_emit;
-  assign \$557  = b_shift < 5'h10;
-  assign \$558  = b_shift < 4'hf;
-  assign \$559  = b_shift < 4'he;
-  assign \$560  = b_shift < 4'hd;
-  assign \$561  = b_shift < 4'hc;
-  assign \$562  = b_shift < 4'hb;
-  assign \$563  = b_shift < 4'ha;
-  assign \$564  = b_shift < 4'h9;
-  assign \$565  = b_shift < 4'h8;
-  assign \$566  = b_shift < 3'h7;
-  assign \$567  = b_shift < 3'h6;
-  assign \$568  = b_shift < 3'h5;
-  assign \$569  = b_shift < 3'h4;
-  assign \$570  = b_shift < 2'h3;
-  assign \$571  = b_shift < 2'h2;
-  assign \$572  = b_shift < 1'h1;
-  assign \$573  = a_valid_7 & a_ctl[1];
-  assign \$574  = \$573  & a_ctl[3];
-  assign \$575  = a_shift_7 < 5'h10;
-  assign \$576  = a_shift_7 < 4'hf;
-  assign \$577  = a_shift_7 < 4'he;
-  assign \$578  = a_shift_7 < 4'hd;
-  assign \$579  = a_shift_7 < 4'hc;
-  assign \$580  = a_shift_7 < 4'hb;
-  assign \$581  = a_shift_7 < 4'ha;
-  assign \$582  = a_shift_7 < 4'h9;
-  assign \$583  = a_shift_7 < 4'h8;
-  assign \$584  = a_shift_7 < 3'h7;
-  assign \$585  = a_shift_7 < 3'h6;
-  assign \$586  = a_shift_7 < 3'h5;
-  assign \$587  = a_shift_7 < 3'h4;
-  assign \$588  = a_shift_7 < 2'h3;
-  assign \$589  = a_shift_7 < 2'h2;
-  assign \$590  = a_shift_7 < 1'h1;
-  assign \$591  = ~ { a_ctl[0], a_ctl[0] };
-  assign \$592  = { \$590 , \$589  } & \$591 ;
-  assign \$593  = a_shift_7 < 5'h10;
-  assign \$594  = a_shift_7 < 4'hf;
-  assign \$595  = a_shift_7 < 4'he;
-  assign \$596  = a_shift_7 < 4'hd;
-  assign \$597  = a_shift_7 < 4'hc;
-  assign \$598  = a_shift_7 < 4'hb;
-  assign \$599  = a_shift_7 < 4'ha;
-  assign \$600  = a_shift_7 < 4'h9;
-  assign \$601  = a_shift_7 < 4'h8;
-  assign \$602  = a_shift_7 < 3'h7;
-  assign \$603  = a_shift_7 < 3'h6;
-  assign \$604  = a_shift_7 < 3'h5;
-  assign \$605  = a_shift_7 < 3'h4;
-  assign \$606  = a_shift_7 < 2'h3;
-  assign \$607  = a_shift_7 < 2'h2;
-  assign \$608  = a_shift_7 < 1'h1;
-  assign \$609  = ~ { \$608 , \$607  };
-  assign \$1464  = b_fine_7 * 4'h8;
-  assign \$610  = { b_data[15:0], b_data[127:112] } >> \$1464 ;
-  assign \$611  = prev[119:112] & { b_use_prev[14], b_use_prev[14], b_use_prev[14], b_use_prev[14], b_use_prev[14], b_use_prev[14], b_use_prev[14], b_use_prev[14] };
-  assign \$1468  = b_fine_7 * 4'h8;
-  assign \$612  = { b_data[15:0], b_data[127:112] } >> \$1468 ;
-  assign \$613  = \$612  & { b_use_cur[14], b_use_cur[14], b_use_cur[14], b_use_cur[14], b_use_cur[14], b_use_cur[14], b_use_cur[14], b_use_cur[14] };
-  assign \$614  = \$611  | \$613 ;
-  assign \$1473  = b_fine_7 * 4'h8;
-  assign \$615  = { b_data[23:0], b_data[127:120] } >> \$1473 ;
-  assign \$616  = prev[127:120] & { b_use_prev[15], b_use_prev[15], b_use_prev[15], b_use_prev[15], b_use_prev[15], b_use_prev[15], b_use_prev[15], b_use_prev[15] };
-  assign \$1477  = b_fine_7 * 4'h8;
-  assign \$617  = { b_data[23:0], b_data[127:120] } >> \$1477 ;
-  assign \$618  = \$617  & { b_use_cur[15], b_use_cur[15], b_use_cur[15], b_use_cur[15], b_use_cur[15], b_use_cur[15], b_use_cur[15], b_use_cur[15] };
-  assign \$619  = \$616  | \$618 ;
-  assign \$620  = ~ a_skid_valid_8;
-  assign \$621  = ~ a_valid_8;
-  assign \$622  = ~ i__valid;
-  assign \$623  = \$621  | \$622 ;
-  assign \$624  = \$620  & \$623 ;
-  assign \$625  = a_ready_8 | \$624 ;
-  assign \$626  = ~ a_valid_8;
-  assign \$627  = a_ready_8 | \$626 ;
-  assign \$628  = b_valid_8 & b_emit;
-  assign \$629  = a_valid_8 & a_ctl[1];
-  assign \$630  = \$629  & a_ctl[3];
-  assign \$631  = ~ started;
-  assign \$632  = a_ctl[0] & a_ctl[2];
-  assign \$633  = ~ \$632 ;
-  assign \$634  = ~ started;
-  assign \$635  = ~ a_ctl[3];
-  assign \$636  = a_ctl[1] & \$635 ;
-  assign \$637  = a_ctl[0] & a_ctl[2];
-  assign \$638  = ~ \$637 ;
-  assign \$639  = ~ a_ctl[3];
-  assign \$640  = a_ctl[1] & \$639 ;
-  assign \$641  = ~ \$640 ;
-  always @(posedge clk)
-    \$643  <= \$642 ;
-  always @(posedge clk)
-    i__ready <= \$644 ;
-  always @(posedge clk)
-    a_valid_0 <= \$645 ;
-  always @(posedge clk)
-    a_shift_0 <= \$646 ;
-  always @(posedge clk)
-    a_data <= \$647 ;
-  always @(posedge clk)
-    a_skid_valid_0 <= \$648 ;
-  always @(posedge clk)
-    a_skid_shift_0 <= \$649 ;
-  always @(posedge clk)
-    a_skid_data <= \$650 ;
-  always @(posedge clk)
-    b_data <= \$651 ;
-  always @(posedge clk)
-    b_fine_0 <= \$652 ;
-  always @(posedge clk)
-    c_valid_0 <= \$653 ;
-  always @(posedge clk)
-    b_valid_0 <= \$654 ;
-  always @(posedge clk)
-    flush_pending_0 <= \$655 ;
-  always @(posedge clk)
-    b_use_prev <= \$656 ;
-  always @(posedge clk)
-    b_use_cur <= \$657 ;
-  always @(posedge clk)
-    prev <= \$658 ;
-  always @(posedge clk)
-    out_data <= \$659 ;
-  always @(posedge clk)
-    \in_ready_1$96  <= \$660 ;
-  always @(posedge clk)
-    a_valid_1 <= \$661 ;
-  always @(posedge clk)
-    a_shift_1 <= \$662 ;
-  always @(posedge clk)
-    a_skid_valid_1 <= \$663 ;
-  always @(posedge clk)
-    a_skid_shift_1 <= \$664 ;
-  always @(posedge clk)
-    b_fine_1 <= \$665 ;
-  always @(posedge clk)
-    c_valid_1 <= \$666 ;
-  always @(posedge clk)
-    b_valid_1 <= \$667 ;
-  always @(posedge clk)
-    flush_pending_1 <= \$668 ;
-  always @(posedge clk)
-    \in_ready_2$102  <= \$669 ;
-  always @(posedge clk)
-    a_valid_2 <= \$670 ;
-  always @(posedge clk)
-    a_shift_2 <= \$671 ;
-  always @(posedge clk)
-    a_skid_valid_2 <= \$672 ;
-  always @(posedge clk)
-    a_skid_shift_2 <= \$673 ;
-  always @(posedge clk)
-    b_fine_2 <= \$674 ;
-  always @(posedge clk)
-    c_valid_2 <= \$675 ;
-  always @(posedge clk)
-    b_valid_2 <= \$676 ;
-  always @(posedge clk)
-    flush_pending_2 <= \$677 ;
-  always @(posedge clk)
-    \in_ready_3$108  <= \$678 ;
-  always @(posedge clk)
-    a_valid_3 <= \$679 ;
-  always @(posedge clk)
-    a_shift_3 <= \$680 ;
-  always @(posedge clk)
-    a_skid_valid_3 <= \$681 ;
-  always @(posedge clk)
-    a_skid_shift_3 <= \$682 ;
-  always @(posedge clk)
-    b_fine_3 <= \$683 ;
-  always @(posedge clk)
-    c_valid_3 <= \$684 ;
-  always @(posedge clk)
-    b_valid_3 <= \$685 ;
-  always @(posedge clk)
-    flush_pending_3 <= \$686 ;
-  always @(posedge clk)
-    \in_ready_4$114  <= \$687 ;
-  always @(posedge clk)
-    a_valid_4 <= \$688 ;
-  always @(posedge clk)
-    a_shift_4 <= \$689 ;
-  always @(posedge clk)
-    a_skid_valid_4 <= \$690 ;
-  always @(posedge clk)
-    a_skid_shift_4 <= \$691 ;
-  always @(posedge clk)
-    b_fine_4 <= \$692 ;
-  always @(posedge clk)
-    c_valid_4 <= \$693 ;
-  always @(posedge clk)
-    b_valid_4 <= \$694 ;
-  always @(posedge clk)
-    flush_pending_4 <= \$695 ;
-  always @(posedge clk)
-    \in_ready_5$120  <= \$696 ;
-  always @(posedge clk)
-    a_valid_5 <= \$697 ;
-  always @(posedge clk)
-    a_shift_5 <= \$698 ;
-  always @(posedge clk)
-    a_skid_valid_5 <= \$699 ;
-  always @(posedge clk)
-    a_skid_shift_5 <= \$700 ;
-  always @(posedge clk)
-    b_fine_5 <= \$701 ;
-  always @(posedge clk)
-    c_valid_5 <= \$702 ;
-  always @(posedge clk)
-    b_valid_5 <= \$703 ;
-  always @(posedge clk)
-    flush_pending_5 <= \$704 ;
-  always @(posedge clk)
-    \in_ready_6$126  <= \$705 ;
-  always @(posedge clk)
-    a_valid_6 <= \$706 ;
-  always @(posedge clk)
-    a_shift_6 <= \$707 ;
-  always @(posedge clk)
-    a_skid_valid_6 <= \$708 ;
-  always @(posedge clk)
-    a_skid_shift_6 <= \$709 ;
-  always @(posedge clk)
-    b_fine_6 <= \$710 ;
-  always @(posedge clk)
-    c_valid_6 <= \$711 ;
-  always @(posedge clk)
-    b_valid_6 <= \$712 ;
-  always @(posedge clk)
-    flush_pending_6 <= \$713 ;
-  always @(posedge clk)
-    \in_ready_7$132  <= \$714 ;
-  always @(posedge clk)
-    a_valid_7 <= \$715 ;
-  always @(posedge clk)
-    a_shift_7 <= \$716 ;
-  always @(posedge clk)
-    a_skid_valid_7 <= \$717 ;
-  always @(posedge clk)
-    a_skid_shift_7 <= \$718 ;
-  always @(posedge clk)
-    b_fine_7 <= \$719 ;
-  always @(posedge clk)
-    c_valid_7 <= \$720 ;
-  always @(posedge clk)
-    b_valid_7 <= \$721 ;
-  always @(posedge clk)
-    flush_pending_7 <= \$722 ;
-  always @(posedge clk)
-    \in_ready_8$138  <= \$723 ;
-  always @(posedge clk)
-    a_valid_8 <= \$724 ;
-  always @(posedge clk)
-    a_shift_8 <= \$725 ;
-  always @(posedge clk)
-    a_ctl <= \$726 ;
-  always @(posedge clk)
-    a_skid_valid_8 <= \$727 ;
-  always @(posedge clk)
-    a_skid_shift_8 <= \$728 ;
-  always @(posedge clk)
-    a_skid_ctl <= \$729 ;
-  always @(posedge clk)
-    b_fine_8 <= \$730 ;
-  always @(posedge clk)
-    c_valid_8 <= \$731 ;
-  always @(posedge clk)
-    b_valid_8 <= \$732 ;
-  always @(posedge clk)
-    flush_pending_8 <= \$733 ;
-  always @(posedge clk)
-    b_emit <= \$734 ;
-  always @(posedge clk)
-    b_first <= \$735 ;
-  always @(posedge clk)
-    b_last <= \$736 ;
-  always @(posedge clk)
-    started <= \$737 ;
-  always @(posedge clk)
-    b_meta <= \$738 ;
-  always @(posedge clk)
-    b_shift <= \$739 ;
+  input w_go_r0;
+  wire w_go_r0;
+  input w_go_r1;
+  wire w_go_r1;
+  input w_go_r2;
+  wire w_go_r2;
+  input w_go_r3;
+  wire w_go_r3;
+  input w_go_r4;
+  wire w_go_r4;
+  input w_go_r5;
+  wire w_go_r5;
+  input w_go_r6;
+  wire w_go_r6;
+  input w_go_r7;
+  wire w_go_r7;
+  input w_go_r8;
+  wire w_go_r8;
+  assign \$215  = a_shift_2 < 4'hf;
+  assign \$216  = a_shift_2 < 4'he;
+  assign \$217  = a_shift_2 < 4'hd;
+  assign \$218  = a_shift_2 < 4'hc;
+  assign \$219  = a_shift_2 < 4'hb;
+  assign \$220  = a_shift_2 < 4'ha;
+  assign \$221  = a_shift_2 < 4'h9;
+  assign \$222  = a_shift_2 < 4'h8;
+  assign \$223  = a_shift_2 < 3'h7;
+  assign \$224  = a_shift_2 < 3'h6;
+  assign \$225  = a_shift_2 < 3'h5;
+  assign \$226  = a_shift_2 < 3'h4;
+  assign \$227  = a_shift_2 < 2'h3;
+  assign \$228  = a_shift_2 < 2'h2;
+  assign \$229  = a_shift_2 < 1'h1;
+  assign \$230  = ~ { \$219 , \$218  };
+  assign \$1016  = b_fine_2 * 4'h8;
+  assign \$231  = b_data[63:32] >> \$1016 ;
+  assign \$232  = prev[39:32] & { b_use_prev[4], b_use_prev[4], b_use_prev[4], b_use_prev[4], b_use_prev[4], b_use_prev[4], b_use_prev[4], b_use_prev[4] };
+  assign \$1020  = b_fine_2 * 4'h8;
+  assign \$233  = b_data[63:32] >> \$1020 ;
+  assign \$234  = \$233  & { b_use_cur[4], b_use_cur[4], b_use_cur[4], b_use_cur[4], b_use_cur[4], b_use_cur[4], b_use_cur[4], b_use_cur[4] };
+  assign \$235  = \$232  | \$234 ;
+  assign \$1025  = b_fine_2 * 4'h8;
+  assign \$236  = b_data[71:40] >> \$1025 ;
+  assign \$237  = prev[47:40] & { b_use_prev[5], b_use_prev[5], b_use_prev[5], b_use_prev[5], b_use_prev[5], b_use_prev[5], b_use_prev[5], b_use_prev[5] };
+  assign \$1029  = b_fine_2 * 4'h8;
+  assign \$238  = b_data[71:40] >> \$1029 ;
+  assign \$239  = \$238  & { b_use_cur[5], b_use_cur[5], b_use_cur[5], b_use_cur[5], b_use_cur[5], b_use_cur[5], b_use_cur[5], b_use_cur[5] };
+  assign \$240  = \$237  | \$239 ;
+  assign \$241  = ~ a_skid_valid_3;
+  assign \$242  = ~ a_valid_3;
+  assign \$243  = ~ i__valid;
+  assign \$244  = \$242  | \$243 ;
+  assign \$245  = \$241  & \$244 ;
+  assign \$246  = a_ready_3 | \$245 ;
+  assign \$247  = ~ a_valid_3;
+  assign \$248  = a_ready_3 | \$247 ;
+  assign \$1042  = a_shift_3[3:2] * 4'h8;
+  assign \$249  = { a_data[23:16], a_data[119:112], a_data[87:80], a_data[55:48] } >> \$1042 ;
+  assign \$1045  = a_shift_3[3:2] * 4'h8;
+  assign \$250  = { a_data[31:24], a_data[127:120], a_data[95:88], a_data[63:56] } >> \$1045 ;
+  assign \$251  = b_valid_3 & b_emit;
+  assign \$252  = b_shift < 5'h10;
+  assign \$253  = b_shift < 4'hf;
+  assign \$254  = b_shift < 4'he;
+  assign \$255  = b_shift < 4'hd;
+  assign \$256  = b_shift < 4'hc;
+  assign \$257  = b_shift < 4'hb;
+  assign \$258  = b_shift < 4'ha;
+  assign \$259  = b_shift < 4'h9;
+  assign \$260  = b_shift < 4'h8;
+  assign \$261  = b_shift < 3'h7;
+  assign \$262  = b_shift < 3'h6;
+  assign \$263  = b_shift < 3'h5;
+  assign \$264  = b_shift < 3'h4;
+  assign \$265  = b_shift < 2'h3;
+  assign \$266  = b_shift < 2'h2;
+  assign \$267  = b_shift < 1'h1;
+  assign \$268  = a_valid_3 & a_ctl[1];
+  assign \$269  = \$268  & a_ctl[3];
+  assign \$270  = a_shift_3 < 5'h10;
+  assign \$271  = a_shift_3 < 4'hf;
+  assign \$272  = a_shift_3 < 4'he;
+  assign \$273  = a_shift_3 < 4'hd;
+  assign \$274  = a_shift_3 < 4'hc;
+  assign \$275  = a_shift_3 < 4'hb;
+  assign \$276  = a_shift_3 < 4'ha;
+  assign \$277  = a_shift_3 < 4'h9;
+  assign \$278  = a_shift_3 < 4'h8;
+  assign \$279  = a_shift_3 < 3'h7;
+  assign \$280  = a_shift_3 < 3'h6;
+  assign \$281  = a_shift_3 < 3'h5;
+  assign \$282  = a_shift_3 < 3'h4;
+  assign \$283  = a_shift_3 < 2'h3;
+  assign \$284  = a_shift_3 < 2'h2;
+  assign \$285  = a_shift_3 < 1'h1;
+  assign \$286  = ~ { a_ctl[0], a_ctl[0] };
+  assign \$287  = { \$277 , \$276  } & \$286 ;
+  assign \$288  = a_shift_3 < 5'h10;
+  assign \$289  = a_shift_3 < 4'hf;
+  assign \$290  = a_shift_3 < 4'he;
+  assign \$291  = a_shift_3 < 4'hd;
+  assign \$292  = a_shift_3 < 4'hc;
+  assign \$293  = a_shift_3 < 4'hb;
+  assign \$294  = a_shift_3 < 4'ha;
+  assign \$295  = a_shift_3 < 4'h9;
+  assign \$296  = a_shift_3 < 4'h8;
+  assign \$297  = a_shift_3 < 3'h7;
+  assign \$298  = a_shift_3 < 3'h6;
+  assign \$299  = a_shift_3 < 3'h5;
+  assign \$300  = a_shift_3 < 3'h4;
+  assign \$301  = a_shift_3 < 2'h3;
+  assign \$302  = a_shift_3 < 2'h2;
+  assign \$303  = a_shift_3 < 1'h1;
+  assign \$304  = ~ { \$295 , \$294  };
+  assign \$1102  = b_fine_3 * 4'h8;
+  assign \$305  = b_data[79:48] >> \$1102 ;
+  assign \$306  = prev[55:48] & { b_use_prev[6], b_use_prev[6], b_use_prev[6], b_use_prev[6], b_use_prev[6], b_use_prev[6], b_use_prev[6], b_use_prev[6] };
+  assign \$1106  = b_fine_3 * 4'h8;
+  assign \$307  = b_data[79:48] >> \$1106 ;
+  assign \$308  = \$307  & { b_use_cur[6], b_use_cur[6], b_use_cur[6], b_use_cur[6], b_use_cur[6], b_use_cur[6], b_use_cur[6], b_use_cur[6] };
+  assign \$309  = \$306  | \$308 ;
+  assign \$1111  = b_fine_3 * 4'h8;
+  assign \$310  = b_data[87:56] >> \$1111 ;
+  assign \$311  = prev[63:56] & { b_use_prev[7], b_use_prev[7], b_use_prev[7], b_use_prev[7], b_use_prev[7], b_use_prev[7], b_use_prev[7], b_use_prev[7] };
+  assign \$1115  = b_fine_3 * 4'h8;
+  assign \$312  = b_data[87:56] >> \$1115 ;
+  assign \$313  = \$312  & { b_use_cur[7], b_use_cur[7], b_use_cur[7], b_use_cur[7], b_use_cur[7], b_use_cur[7], b_use_cur[7], b_use_cur[7] };
+  assign \$314  = \$311  | \$313 ;
+  assign \$315  = ~ a_skid_valid_4;
+  assign \$316  = ~ a_valid_4;
+  assign \$317  = ~ i__valid;
+  assign \$318  = \$316  | \$317 ;
+  assign \$319  = \$315  & \$318 ;
+  assign \$320  = a_ready_4 | \$319 ;
+  assign \$321  = ~ a_valid_4;
+  assign \$322  = a_ready_4 | \$321 ;
+  assign \$1128  = a_shift_4[3:2] * 4'h8;
+  assign \$323  = { a_data[39:32], a_data[7:0], a_data[103:96], a_data[71:64] } >> \$1128 ;
+  assign \$1131  = a_shift_4[3:2] * 4'h8;
+  assign \$324  = { a_data[47:40], a_data[15:8], a_data[111:104], a_data[79:72] } >> \$1131 ;
+  assign \$325  = b_valid_4 & b_emit;
+  assign \$326  = b_shift < 5'h10;
+  assign \$327  = b_shift < 4'hf;
+  assign \$328  = b_shift < 4'he;
+  assign \$329  = b_shift < 4'hd;
+  assign \$330  = b_shift < 4'hc;
+  assign \$331  = b_shift < 4'hb;
+  assign \$332  = b_shift < 4'ha;
+  assign \$333  = b_shift < 4'h9;
+  assign \$334  = b_shift < 4'h8;
+  assign \$335  = b_shift < 3'h7;
+  assign \$336  = b_shift < 3'h6;
+  assign \$337  = b_shift < 3'h5;
+  assign \$338  = b_shift < 3'h4;
+  assign \$339  = b_shift < 2'h3;
+  assign \$340  = b_shift < 2'h2;
+  assign \$341  = b_shift < 1'h1;
+  assign \$342  = a_valid_4 & a_ctl[1];
+  assign \$343  = \$342  & a_ctl[3];
+  assign \$344  = a_shift_4 < 5'h10;
+  assign \$345  = a_shift_4 < 4'hf;
+  assign \$346  = a_shift_4 < 4'he;
+  assign \$347  = a_shift_4 < 4'hd;
+  assign \$348  = a_shift_4 < 4'hc;
+  assign \$349  = a_shift_4 < 4'hb;
+  assign \$350  = a_shift_4 < 4'ha;
+  assign \$351  = a_shift_4 < 4'h9;
+  assign \$352  = a_shift_4 < 4'h8;
+  assign \$353  = a_shift_4 < 3'h7;
+  assign \$354  = a_shift_4 < 3'h6;
+  assign \$355  = a_shift_4 < 3'h5;
+  assign \$356  = a_shift_4 < 3'h4;
+  assign \$357  = a_shift_4 < 2'h3;
+  assign \$358  = a_shift_4 < 2'h2;
+  assign \$359  = a_shift_4 < 1'h1;
+  assign \$360  = ~ { a_ctl[0], a_ctl[0] };
+  assign \$361  = { \$353 , \$352  } & \$360 ;
+  assign \$362  = a_shift_4 < 5'h10;
+  assign \$363  = a_shift_4 < 4'hf;
+  assign \$364  = a_shift_4 < 4'he;
+  assign \$365  = a_shift_4 < 4'hd;
+  assign \$366  = a_shift_4 < 4'hc;
+  assign \$367  = a_shift_4 < 4'hb;
+  assign \$368  = a_shift_4 < 4'ha;
+  assign \$369  = a_shift_4 < 4'h9;
+  assign \$370  = a_shift_4 < 4'h8;
+  assign \$371  = a_shift_4 < 3'h7;
+  assign \$372  = a_shift_4 < 3'h6;
+  assign \$373  = a_shift_4 < 3'h5;
+  assign \$374  = a_shift_4 < 3'h4;
+  assign \$375  = a_shift_4 < 2'h3;
+  assign \$376  = a_shift_4 < 2'h2;
+  assign \$377  = a_shift_4 < 1'h1;
+  assign \$378  = ~ { \$371 , \$370  };
+  assign \$1188  = b_fine_4 * 4'h8;
+  assign \$379  = b_data[95:64] >> \$1188 ;
+  assign \$380  = prev[71:64] & { b_use_prev[8], b_use_prev[8], b_use_prev[8], b_use_prev[8], b_use_prev[8], b_use_prev[8], b_use_prev[8], b_use_prev[8] };
+  assign \$1192  = b_fine_4 * 4'h8;
+  assign \$381  = b_data[95:64] >> \$1192 ;
+  assign \$382  = \$381  & { b_use_cur[8], b_use_cur[8], b_use_cur[8], b_use_cur[8], b_use_cur[8], b_use_cur[8], b_use_cur[8], b_use_cur[8] };
+  assign \$383  = \$380  | \$382 ;
+  assign \$1197  = b_fine_4 * 4'h8;
+  assign \$384  = b_data[103:72] >> \$1197 ;
+  assign \$385  = prev[79:72] & { b_use_prev[9], b_use_prev[9], b_use_prev[9], b_use_prev[9], b_use_prev[9], b_use_prev[9], b_use_prev[9], b_use_prev[9] };
+  assign \$1201  = b_fine_4 * 4'h8;
+  assign \$386  = b_data[103:72] >> \$1201 ;
+  assign \$387  = \$386  & { b_use_cur[9], b_use_cur[9], b_use_cur[9], b_use_cur[9], b_use_cur[9], b_use_cur[9], b_use_cur[9], b_use_cur[9] };
+  assign \$388  = \$385  | \$387 ;
+  assign \$389  = ~ a_skid_valid_5;
+  assign \$390  = ~ a_valid_5;
+  assign \$391  = ~ i__valid;
+  assign \$392  = \$390  | \$391 ;
+  assign \$393  = \$389  & \$392 ;
+  assign \$394  = a_ready_5 | \$393 ;
+  assign \$395  = ~ a_valid_5;
+  assign \$396  = a_ready_5 | \$395 ;
+  assign \$1214  = a_shift_5[3:2] * 4'h8;
+  assign \$397  = { a_data[55:48], a_data[23:16], a_data[119:112], a_data[87:80] } >> \$1214 ;
+  assign \$1217  = a_shift_5[3:2] * 4'h8;
+  assign \$398  = { a_data[63:56], a_data[31:24], a_data[127:120], a_data[95:88] } >> \$1217 ;
+  assign \$399  = b_valid_5 & b_emit;
+  assign \$400  = b_shift < 5'h10;
+  assign \$401  = b_shift < 4'hf;
+  assign \$402  = b_shift < 4'he;
+  assign \$403  = b_shift < 4'hd;
+  assign \$404  = b_shift < 4'hc;
+  assign \$405  = b_shift < 4'hb;
+  assign \$406  = b_shift < 4'ha;
+  assign \$407  = b_shift < 4'h9;
+  assign \$408  = b_shift < 4'h8;
+  assign \$409  = b_shift < 3'h7;
+  assign \$410  = b_shift < 3'h6;
+  assign \$411  = b_shift < 3'h5;
+  assign \$412  = b_shift < 3'h4;
+  assign \$413  = b_shift < 2'h3;
+  assign \$414  = b_shift < 2'h2;
+  assign \$415  = b_shift < 1'h1;
+  assign \$416  = a_valid_5 & a_ctl[1];
+  assign \$417  = \$416  & a_ctl[3];
+  assign \$418  = a_shift_5 < 5'h10;
+  assign \$419  = a_shift_5 < 4'hf;
+  assign \$420  = a_shift_5 < 4'he;
+  assign \$421  = a_shift_5 < 4'hd;
+  assign \$422  = a_shift_5 < 4'hc;
+  assign \$423  = a_shift_5 < 4'hb;
+  assign \$424  = a_shift_5 < 4'ha;
+  assign \$425  = a_shift_5 < 4'h9;
+  assign \$426  = a_shift_5 < 4'h8;
+  assign \$427  = a_shift_5 < 3'h7;
+  assign \$428  = a_shift_5 < 3'h6;
+  assign \$429  = a_shift_5 < 3'h5;
+  assign \$430  = a_shift_5 < 3'h4;
+  assign \$431  = a_shift_5 < 2'h3;
+  assign \$432  = a_shift_5 < 2'h2;
+  assign \$433  = a_shift_5 < 1'h1;
+  assign \$434  = ~ { a_ctl[0], a_ctl[0] };
+  assign \$435  = { \$429 , \$428  } & \$434 ;
+  assign \$436  = a_shift_5 < 5'h10;
+  assign \$437  = a_shift_5 < 4'hf;
+  assign \$438  = a_shift_5 < 4'he;
+  assign \$439  = a_shift_5 < 4'hd;
+  assign \$440  = a_shift_5 < 4'hc;
+  assign \$441  = a_shift_5 < 4'hb;
+  assign \$442  = a_shift_5 < 4'ha;
+  assign \$443  = a_shift_5 < 4'h9;
+  assign \$444  = a_shift_5 < 4'h8;
+  assign \$445  = a_shift_5 < 3'h7;
+  assign \$446  = a_shift_5 < 3'h6;
+  assign \$447  = a_shift_5 < 3'h5;
+  assign \$448  = a_shift_5 < 3'h4;
+  assign \$449  = a_shift_5 < 2'h3;
+  assign \$450  = a_shift_5 < 2'h2;
+  assign \$451  = a_shift_5 < 1'h1;
+  assign \$452  = ~ { \$447 , \$446  };
+  assign \$1274  = b_fine_5 * 4'h8;
+  assign \$453  = b_data[111:80] >> \$1274 ;
+  assign \$454  = prev[87:80] & { b_use_prev[10], b_use_prev[10], b_use_prev[10], b_use_prev[10], b_use_prev[10], b_use_prev[10], b_use_prev[10], b_use_prev[10] };
+  assign \$1278  = b_fine_5 * 4'h8;
+  assign \$455  = b_data[111:80] >> \$1278 ;
+  assign \$456  = \$455  & { b_use_cur[10], b_use_cur[10], b_use_cur[10], b_use_cur[10], b_use_cur[10], b_use_cur[10], b_use_cur[10], b_use_cur[10] };
+  assign \$457  = \$454  | \$456 ;
+  assign \$1283  = b_fine_5 * 4'h8;
+  assign \$458  = b_data[119:88] >> \$1283 ;
+  assign \$459  = prev[95:88] & { b_use_prev[11], b_use_prev[11], b_use_prev[11], b_use_prev[11], b_use_prev[11], b_use_prev[11], b_use_prev[11], b_use_prev[11] };
+  assign \$1287  = b_fine_5 * 4'h8;
+  assign \$460  = b_data[119:88] >> \$1287 ;
+  assign \$461  = \$460  & { b_use_cur[11], b_use_cur[11], b_use_cur[11], b_use_cur[11], b_use_cur[11], b_use_cur[11], b_use_cur[11], b_use_cur[11] };
+  assign \$462  = \$459  | \$461 ;
+  assign \$463  = ~ a_skid_valid_6;
+  assign \$464  = ~ a_valid_6;
+  assign \$465  = ~ i__valid;
+  assign \$466  = \$464  | \$465 ;
+  assign \$467  = \$463  & \$466 ;
+  assign \$468  = a_ready_6 | \$467 ;
+  assign \$469  = ~ a_valid_6;
+  assign \$470  = a_ready_6 | \$469 ;
+  assign \$1300  = a_shift_6[3:2] * 4'h8;
+  assign \$471  = { a_data[71:64], a_data[39:32], a_data[7:0], a_data[103:96] } >> \$1300 ;
+  assign \$1303  = a_shift_6[3:2] * 4'h8;
+  assign \$472  = { a_data[79:72], a_data[47:40], a_data[15:8], a_data[111:104] } >> \$1303 ;
+  assign \$473  = b_valid_6 & b_emit;
+  assign \$474  = b_shift < 5'h10;
+  assign \$475  = b_shift < 4'hf;
+  assign \$476  = b_shift < 4'he;
+  assign \$477  = b_shift < 4'hd;
+  assign \$478  = b_shift < 4'hc;
+  assign \$479  = b_shift < 4'hb;
+  assign \$480  = b_shift < 4'ha;
+  assign \$481  = b_shift < 4'h9;
+  assign \$482  = b_shift < 4'h8;
+  assign \$483  = b_shift < 3'h7;
+  assign \$484  = b_shift < 3'h6;
+  assign \$485  = b_shift < 3'h5;
+  assign \$486  = b_shift < 3'h4;
+  assign \$487  = b_shift < 2'h3;
+  assign \$488  = b_shift < 2'h2;
+  assign \$489  = b_shift < 1'h1;
+  assign \$490  = a_valid_6 & a_ctl[1];
+  assign \$491  = \$490  & a_ctl[3];
+  assign \$492  = a_shift_6 < 5'h10;
+  assign \$493  = a_shift_6 < 4'hf;
+  assign \$494  = a_shift_6 < 4'he;
+  assign \$495  = a_shift_6 < 4'hd;
+  assign \$496  = a_shift_6 < 4'hc;
+  assign \$497  = a_shift_6 < 4'hb;
+  assign \$498  = a_shift_6 < 4'ha;
+  assign \$499  = a_shift_6 < 4'h9;
+  assign \$500  = a_shift_6 < 4'h8;
+  assign \$501  = a_shift_6 < 3'h7;
+  assign \$502  = a_shift_6 < 3'h6;
+  assign \$503  = a_shift_6 < 3'h5;
+  assign \$504  = a_shift_6 < 3'h4;
+  assign \$505  = a_shift_6 < 2'h3;
+  assign \$506  = a_shift_6 < 2'h2;
+  assign \$507  = a_shift_6 < 1'h1;
+  assign \$508  = ~ { a_ctl[0], a_ctl[0] };
+  assign \$509  = { \$505 , \$504  } & \$508 ;
+  assign \$510  = a_shift_6 < 5'h10;
+  assign \$511  = a_shift_6 < 4'hf;
+  assign \$512  = a_shift_6 < 4'he;
+  assign \$513  = a_shift_6 < 4'hd;
+  assign \$514  = a_shift_6 < 4'hc;
+  assign \$515  = a_shift_6 < 4'hb;
+  assign \$516  = a_shift_6 < 4'ha;
+  assign \$517  = a_shift_6 < 4'h9;
+  assign \$518  = a_shift_6 < 4'h8;
+  assign \$519  = a_shift_6 < 3'h7;
+  assign \$520  = a_shift_6 < 3'h6;
+  assign \$521  = a_shift_6 < 3'h5;
+  assign \$522  = a_shift_6 < 3'h4;
+  assign \$523  = a_shift_6 < 2'h3;
+  assign \$524  = a_shift_6 < 2'h2;
+  assign \$525  = a_shift_6 < 1'h1;
+  assign \$526  = ~ { \$523 , \$522  };
+  assign \$1360  = b_fine_6 * 4'h8;
+  assign \$527  = b_data[127:96] >> \$1360 ;
+  assign \$528  = prev[103:96] & { b_use_prev[12], b_use_prev[12], b_use_prev[12], b_use_prev[12], b_use_prev[12], b_use_prev[12], b_use_prev[12], b_use_prev[12] };
+  assign \$1364  = b_fine_6 * 4'h8;
+  assign \$529  = b_data[127:96] >> \$1364 ;
+  assign \$530  = \$529  & { b_use_cur[12], b_use_cur[12], b_use_cur[12], b_use_cur[12], b_use_cur[12], b_use_cur[12], b_use_cur[12], b_use_cur[12] };
+  assign \$531  = \$528  | \$530 ;
+  assign \$1369  = b_fine_6 * 4'h8;
+  assign \$532  = { b_data[7:0], b_data[127:104] } >> \$1369 ;
+  assign \$533  = prev[111:104] & { b_use_prev[13], b_use_prev[13], b_use_prev[13], b_use_prev[13], b_use_prev[13], b_use_prev[13], b_use_prev[13], b_use_prev[13] };
+  assign \$1373  = b_fine_6 * 4'h8;
+  assign \$534  = { b_data[7:0], b_data[127:104] } >> \$1373 ;
+  assign \$535  = \$534  & { b_use_cur[13], b_use_cur[13], b_use_cur[13], b_use_cur[13], b_use_cur[13], b_use_cur[13], b_use_cur[13], b_use_cur[13] };
+  assign \$536  = \$533  | \$535 ;
+  assign \$537  = ~ a_skid_valid_7;
+  assign \$538  = ~ a_valid_7;
+  assign \$539  = ~ i__valid;
+  assign \$540  = \$538  | \$539 ;
+  assign \$541  = \$537  & \$540 ;
+  assign \$542  = a_ready_7 | \$541 ;
+  assign \$543  = ~ a_valid_7;
+  assign \$544  = a_ready_7 | \$543 ;
+  assign \$1386  = a_shift_7[3:2] * 4'h8;
+  assign \$545  = { a_data[87:80], a_data[55:48], a_data[23:16], a_data[119:112] } >> \$1386 ;
+  assign \$1389  = a_shift_7[3:2] * 4'h8;
+  assign \$546  = { a_data[95:88], a_data[63:56], a_data[31:24], a_data[127:120] } >> \$1389 ;
+  assign \$547  = b_valid_7 & b_emit;
+  assign \$548  = b_shift < 5'h10;
+  assign \$549  = b_shift < 4'hf;
+  assign \$550  = b_shift < 4'he;
+  assign \$551  = b_shift < 4'hd;
+  assign \$552  = b_shift < 4'hc;
+  assign \$553  = b_shift < 4'hb;
+  assign \$554  = b_shift < 4'ha;
+  assign \$555  = b_shift < 4'h9;
+  assign \$556  = b_shift < 4'h8;
+  assign \$557  = b_shift < 3'h7;
+  assign \$558  = b_shift < 3'h6;
+  assign \$559  = b_shift < 3'h5;
+  assign \$560  = b_shift < 3'h4;
+  assign \$561  = b_shift < 2'h3;
+  assign \$562  = b_shift < 2'h2;
+  assign \$563  = b_shift < 1'h1;
+  assign \$564  = a_valid_7 & a_ctl[1];
+  assign \$565  = \$564  & a_ctl[3];
+  assign \$566  = a_shift_7 < 5'h10;
+  assign \$567  = a_shift_7 < 4'hf;
+  assign \$568  = a_shift_7 < 4'he;
+  assign \$569  = a_shift_7 < 4'hd;
+  assign \$570  = a_shift_7 < 4'hc;
+  assign \$571  = a_shift_7 < 4'hb;
+  assign \$572  = a_shift_7 < 4'ha;
+  assign \$573  = a_shift_7 < 4'h9;
+  assign \$574  = a_shift_7 < 4'h8;
+  assign \$575  = a_shift_7 < 3'h7;
+  assign \$576  = a_shift_7 < 3'h6;
+  assign \$577  = a_shift_7 < 3'h5;
+  assign \$578  = a_shift_7 < 3'h4;
+  assign \$579  = a_shift_7 < 2'h3;
+  assign \$580  = a_shift_7 < 2'h2;
+  assign \$581  = a_shift_7 < 1'h1;
+  assign \$582  = ~ { a_ctl[0], a_ctl[0] };
+  assign \$583  = { \$581 , \$580  } & \$582 ;
+  assign \$584  = a_shift_7 < 5'h10;
+  assign \$585  = a_shift_7 < 4'hf;
+  assign \$586  = a_shift_7 < 4'he;
+  assign \$587  = a_shift_7 < 4'hd;
+  assign \$588  = a_shift_7 < 4'hc;
+  assign \$589  = a_shift_7 < 4'hb;
+  assign \$590  = a_shift_7 < 4'ha;
+  assign \$591  = a_shift_7 < 4'h9;
+  assign \$592  = a_shift_7 < 4'h8;
+  assign \$593  = a_shift_7 < 3'h7;
+  assign \$594  = a_shift_7 < 3'h6;
+  assign \$595  = a_shift_7 < 3'h5;
+  assign \$596  = a_shift_7 < 3'h4;
+  assign \$597  = a_shift_7 < 2'h3;
+  assign \$598  = a_shift_7 < 2'h2;
+  assign \$599  = a_shift_7 < 1'h1;
+  assign \$600  = ~ { \$599 , \$598  };
+  assign \$1446  = b_fine_7 * 4'h8;
+  assign \$601  = { b_data[15:0], b_data[127:112] } >> \$1446 ;
+  assign \$602  = prev[119:112] & { b_use_prev[14], b_use_prev[14], b_use_prev[14], b_use_prev[14], b_use_prev[14], b_use_prev[14], b_use_prev[14], b_use_prev[14] };
+  assign \$1450  = b_fine_7 * 4'h8;
+  assign \$603  = { b_data[15:0], b_data[127:112] } >> \$1450 ;
+  assign \$604  = \$603  & { b_use_cur[14], b_use_cur[14], b_use_cur[14], b_use_cur[14], b_use_cur[14], b_use_cur[14], b_use_cur[14], b_use_cur[14] };
+  assign \$605  = \$602  | \$604 ;
+  assign \$1455  = b_fine_7 * 4'h8;
+  assign \$606  = { b_data[23:0], b_data[127:120] } >> \$1455 ;
+  assign \$607  = prev[127:120] & { b_use_prev[15], b_use_prev[15], b_use_prev[15], b_use_prev[15], b_use_prev[15], b_use_prev[15], b_use_prev[15], b_use_prev[15] };
+  assign \$1459  = b_fine_7 * 4'h8;
+  assign \$608  = { b_data[23:0], b_data[127:120] } >> \$1459 ;
+  assign \$609  = \$608  & { b_use_cur[15], b_use_cur[15], b_use_cur[15], b_use_cur[15], b_use_cur[15], b_use_cur[15], b_use_cur[15], b_use_cur[15] };
+  assign \$610  = \$607  | \$609 ;
+  assign \$611  = ~ a_skid_valid_8;
+  assign \$612  = ~ a_valid_8;
+  assign \$613  = ~ i__valid;
+  assign \$614  = \$612  | \$613 ;
+  assign \$615  = \$611  & \$614 ;
+  assign \$616  = a_ready_8 | \$615 ;
+  assign \$617  = ~ a_valid_8;
+  assign \$618  = a_ready_8 | \$617 ;
+  assign \$619  = b_valid_8 & b_emit;
+  assign \$620  = a_valid_8 & a_ctl[1];
+  assign \$621  = \$620  & a_ctl[3];
+  assign \$622  = ~ started;
+  assign \$623  = a_ctl[0] & a_ctl[2];
+  assign \$624  = ~ \$623 ;
+  assign \$625  = ~ started;
+  assign \$626  = ~ a_ctl[3];
+  assign \$627  = a_ctl[1] & \$626 ;
+  assign \$628  = a_ctl[0] & a_ctl[2];
+  assign \$629  = ~ \$628 ;
+  assign \$630  = ~ a_ctl[3];
+  assign \$631  = a_ctl[1] & \$630 ;
+  assign \$632  = ~ \$631 ;
+  always @(posedge clk)
+    \$634  <= \$633 ;
+  always @(posedge clk)
+    i__ready <= \$635 ;
+  always @(posedge clk)
+    a_valid_0 <= \$636 ;
+  always @(posedge clk)
+    a_shift_0 <= \$637 ;
+  always @(posedge clk)
+    a_data <= \$638 ;
+  always @(posedge clk)
+    a_skid_valid_0 <= \$639 ;
+  always @(posedge clk)
+    a_skid_shift_0 <= \$640 ;
+  always @(posedge clk)
+    a_skid_data <= \$641 ;
+  always @(posedge clk)
+    b_data <= \$642 ;
+  always @(posedge clk)
+    b_fine_0 <= \$643 ;
+  always @(posedge clk)
+    c_valid_0 <= \$644 ;
+  always @(posedge clk)
+    b_valid_0 <= \$645 ;
+  always @(posedge clk)
+    flush_pending_0 <= \$646 ;
+  always @(posedge clk)
+    b_use_prev <= \$647 ;
+  always @(posedge clk)
+    b_use_cur <= \$648 ;
+  always @(posedge clk)
+    prev <= \$649 ;
+  always @(posedge clk)
+    out_data <= \$650 ;
+  always @(posedge clk)
+    in_ready_1 <= \$651 ;
+  always @(posedge clk)
+    a_valid_1 <= \$652 ;
+  always @(posedge clk)
+    a_shift_1 <= \$653 ;
+  always @(posedge clk)
+    a_skid_valid_1 <= \$654 ;
+  always @(posedge clk)
+    a_skid_shift_1 <= \$655 ;
+  always @(posedge clk)
+    b_fine_1 <= \$656 ;
+  always @(posedge clk)
+    c_valid_1 <= \$657 ;
+  always @(posedge clk)
+    b_valid_1 <= \$658 ;
+  always @(posedge clk)
+    flush_pending_1 <= \$659 ;
+  always @(posedge clk)
+    in_ready_2 <= \$660 ;
+  always @(posedge clk)
+    a_valid_2 <= \$661 ;
+  always @(posedge clk)
+    a_shift_2 <= \$662 ;
+  always @(posedge clk)
+    a_skid_valid_2 <= \$663 ;
+  always @(posedge clk)
+    a_skid_shift_2 <= \$664 ;
+  always @(posedge clk)
+    b_fine_2 <= \$665 ;
+  always @(posedge clk)
+    c_valid_2 <= \$666 ;
+  always @(posedge clk)
+    b_valid_2 <= \$667 ;
+  always @(posedge clk)
+    flush_pending_2 <= \$668 ;
+  always @(posedge clk)
+    in_ready_3 <= \$669 ;
+  always @(posedge clk)
+    a_valid_3 <= \$670 ;
+  always @(posedge clk)
+    a_shift_3 <= \$671 ;
+  always @(posedge clk)
+    a_skid_valid_3 <= \$672 ;
+  always @(posedge clk)
+    a_skid_shift_3 <= \$673 ;
+  always @(posedge clk)
+    b_fine_3 <= \$674 ;
+  always @(posedge clk)
+    c_valid_3 <= \$675 ;
+  always @(posedge clk)
+    b_valid_3 <= \$676 ;
+  always @(posedge clk)
+    flush_pending_3 <= \$677 ;
+  always @(posedge clk)
+    in_ready_4 <= \$678 ;
+  always @(posedge clk)
+    a_valid_4 <= \$679 ;
+  always @(posedge clk)
+    a_shift_4 <= \$680 ;
+  always @(posedge clk)
+    a_skid_valid_4 <= \$681 ;
+  always @(posedge clk)
+    a_skid_shift_4 <= \$682 ;
+  always @(posedge clk)
+    b_fine_4 <= \$683 ;
+  always @(posedge clk)
+    c_valid_4 <= \$684 ;
+  always @(posedge clk)
+    b_valid_4 <= \$685 ;
+  always @(posedge clk)
+    flush_pending_4 <= \$686 ;
+  always @(posedge clk)
+    in_ready_5 <= \$687 ;
+  always @(posedge clk)
+    a_valid_5 <= \$688 ;
+  always @(posedge clk)
+    a_shift_5 <= \$689 ;
+  always @(posedge clk)
+    a_skid_valid_5 <= \$690 ;
+  always @(posedge clk)
+    a_skid_shift_5 <= \$691 ;
+  always @(posedge clk)
+    b_fine_5 <= \$692 ;
+  always @(posedge clk)
+    c_valid_5 <= \$693 ;
+  always @(posedge clk)
+    b_valid_5 <= \$694 ;
+  always @(posedge clk)
+    flush_pending_5 <= \$695 ;
+  always @(posedge clk)
+    in_ready_6 <= \$696 ;
+  always @(posedge clk)
+    a_valid_6 <= \$697 ;
+  always @(posedge clk)
+    a_shift_6 <= \$698 ;
+  always @(posedge clk)
+    a_skid_valid_6 <= \$699 ;
+  always @(posedge clk)
+    a_skid_shift_6 <= \$700 ;
+  always @(posedge clk)
+    b_fine_6 <= \$701 ;
+  always @(posedge clk)
+    c_valid_6 <= \$702 ;
+  always @(posedge clk)
+    b_valid_6 <= \$703 ;
+  always @(posedge clk)
+    flush_pending_6 <= \$704 ;
+  always @(posedge clk)
+    in_ready_7 <= \$705 ;
+  always @(posedge clk)
+    a_valid_7 <= \$706 ;
+  always @(posedge clk)
+    a_shift_7 <= \$707 ;
+  always @(posedge clk)
+    a_skid_valid_7 <= \$708 ;
+  always @(posedge clk)
+    a_skid_shift_7 <= \$709 ;
+  always @(posedge clk)
+    b_fine_7 <= \$710 ;
+  always @(posedge clk)
+    c_valid_7 <= \$711 ;
+  always @(posedge clk)
+    b_valid_7 <= \$712 ;
+  always @(posedge clk)
+    flush_pending_7 <= \$713 ;
+  always @(posedge clk)
+    in_ready_8 <= \$714 ;
+  always @(posedge clk)
+    a_valid_8 <= \$715 ;
+  always @(posedge clk)
+    a_shift_8 <= \$716 ;
+  always @(posedge clk)
+    a_ctl <= \$717 ;
+  always @(posedge clk)
+    a_skid_valid_8 <= \$718 ;
+  always @(posedge clk)
+    a_skid_shift_8 <= \$719 ;
+  always @(posedge clk)
+    a_skid_ctl <= \$720 ;
+  always @(posedge clk)
+    b_fine_8 <= \$721 ;
+  always @(posedge clk)
+    c_valid_8 <= \$722 ;
+  always @(posedge clk)
+    b_valid_8 <= \$723 ;
+  always @(posedge clk)
+    flush_pending_8 <= \$724 ;
+  always @(posedge clk)
+    b_emit <= \$725 ;
+  always @(posedge clk)
+    b_first <= \$726 ;
+  always @(posedge clk)
+    b_last <= \$727 ;
+  always @(posedge clk)
+    started <= \$728 ;
+  always @(posedge clk)
+    b_meta <= \$729 ;
+  always @(posedge clk)
+    b_shift <= \$730 ;
   assign \$1  = ~ c_valid_0;
-  assign \$2  = in_ready_0 & w_ok_0;
-  assign advance_0 = \$1  | \$2 ;
-  assign \$3  = ~ flush_pending_0;
-  assign a_ready_0 = advance_0 & \$3 ;
+  assign advance_0 = \$1  | w_go_r0;
+  assign \$2  = ~ flush_pending_0;
+  assign a_ready_0 = advance_0 & \$2 ;
   assign take_0 = a_ready_0 & a_valid_0;
-  assign \$4  = ~ c_valid_1;
-  assign \$5  = in_ready_1 & w_ok_1;
-  assign advance_1 = \$4  | \$5 ;
-  assign \$6  = ~ flush_pending_1;
-  assign a_ready_1 = advance_1 & \$6 ;
+  assign \$3  = ~ c_valid_1;
+  assign advance_1 = \$3  | w_go_r1;
+  assign \$4  = ~ flush_pending_1;
+  assign a_ready_1 = advance_1 & \$4 ;
   assign take_1 = a_ready_1 & a_valid_1;
-  assign \$7  = ~ c_valid_2;
-  assign \$8  = in_ready_2 & w_ok_2;
-  assign advance_2 = \$7  | \$8 ;
-  assign \$9  = ~ flush_pending_2;
-  assign a_ready_2 = advance_2 & \$9 ;
+  assign \$5  = ~ c_valid_2;
+  assign advance_2 = \$5  | w_go_r2;
+  assign \$6  = ~ flush_pending_2;
+  assign a_ready_2 = advance_2 & \$6 ;
   assign take_2 = a_ready_2 & a_valid_2;
-  assign \$10  = ~ c_valid_3;
-  assign \$11  = in_ready_3 & w_ok_3;
-  assign advance_3 = \$10  | \$11 ;
-  assign \$12  = ~ flush_pending_3;
-  assign a_ready_3 = advance_3 & \$12 ;
+  assign \$7  = ~ c_valid_3;
+  assign advance_3 = \$7  | w_go_r3;
+  assign \$8  = ~ flush_pending_3;
+  assign a_ready_3 = advance_3 & \$8 ;
   assign take_3 = a_ready_3 & a_valid_3;
-  assign \$13  = ~ c_valid_4;
-  assign \$14  = in_ready_4 & w_ok_4;
-  assign advance_4 = \$13  | \$14 ;
-  assign \$15  = ~ flush_pending_4;
-  assign a_ready_4 = advance_4 & \$15 ;
+  assign \$9  = ~ c_valid_4;
+  assign advance_4 = \$9  | w_go_r4;
+  assign \$10  = ~ flush_pending_4;
+  assign a_ready_4 = advance_4 & \$10 ;
   assign take_4 = a_ready_4 & a_valid_4;
-  assign \$16  = ~ c_valid_5;
-  assign \$17  = in_ready_5 & w_ok_5;
-  assign advance_5 = \$16  | \$17 ;
-  assign \$18  = ~ flush_pending_5;
-  assign a_ready_5 = advance_5 & \$18 ;
+  assign \$11  = ~ c_valid_5;
+  assign advance_5 = \$11  | w_go_r5;
+  assign \$12  = ~ flush_pending_5;
+  assign a_ready_5 = advance_5 & \$12 ;
   assign take_5 = a_ready_5 & a_valid_5;
-  assign \$19  = ~ c_valid_6;
-  assign \$20  = in_ready_6 & w_ok_6;
-  assign advance_6 = \$19  | \$20 ;
-  assign \$21  = ~ flush_pending_6;
-  assign a_ready_6 = advance_6 & \$21 ;
+  assign \$13  = ~ c_valid_6;
+  assign advance_6 = \$13  | w_go_r6;
+  assign \$14  = ~ flush_pending_6;
+  assign a_ready_6 = advance_6 & \$14 ;
   assign take_6 = a_ready_6 & a_valid_6;
-  assign \$22  = ~ c_valid_7;
-  assign \$23  = in_ready_7 & w_ok_7;
-  assign advance_7 = \$22  | \$23 ;
-  assign \$24  = ~ flush_pending_7;
-  assign a_ready_7 = advance_7 & \$24 ;
+  assign \$15  = ~ c_valid_7;
+  assign advance_7 = \$15  | w_go_r7;
+  assign \$16  = ~ flush_pending_7;
+  assign a_ready_7 = advance_7 & \$16 ;
   assign take_7 = a_ready_7 & a_valid_7;
-  assign \$25  = ~ c_valid_8;
-  assign \$26  = in_ready_8 & w_ok_8;
-  assign advance_8 = \$25  | \$26 ;
-  assign \$27  = ~ flush_pending_8;
-  assign a_ready_8 = advance_8 & \$27 ;
+  assign \$17  = ~ c_valid_8;
+  assign advance_8 = \$17  | w_go_r8;
+  assign \$18  = ~ flush_pending_8;
+  assign a_ready_8 = advance_8 & \$18 ;
   assign take_8 = a_ready_8 & a_valid_8;
-  assign \$28  = ~ a_skid_valid_0;
-  assign \$29  = ~ a_valid_0;
-  assign \$30  = ~ i__valid;
-  assign \$31  = \$29  | \$30 ;
-  assign \$32  = \$28  & \$31 ;
-  assign \$33  = a_ready_0 | \$32 ;
-  assign \$34  = ~ a_valid_0;
-  assign \$35  = a_ready_0 | \$34 ;
-  assign \$802  = a_shift_0[3:2] * 4'h8;
-  assign \$36  = { a_data[103:96], a_data[71:64], a_data[39:32], a_data[7:0] } >> \$802 ;
-  assign \$805  = a_shift_0[3:2] * 4'h8;
-  assign \$37  = { a_data[111:104], a_data[79:72], a_data[47:40], a_data[15:8] } >> \$805 ;
-  assign \$38  = b_valid_0 & b_emit;
-  assign \$39  = b_shift < 5'h10;
-  assign \$40  = b_shift < 4'hf;
-  assign \$41  = b_shift < 4'he;
-  assign \$42  = b_shift < 4'hd;
-  assign \$43  = b_shift < 4'hc;
-  assign \$44  = b_shift < 4'hb;
-  assign \$45  = b_shift < 4'ha;
-  assign \$46  = b_shift < 4'h9;
-  assign \$47  = b_shift < 4'h8;
-  assign \$48  = b_shift < 3'h7;
-  assign \$49  = b_shift < 3'h6;
-  assign \$50  = b_shift < 3'h5;
-  assign \$51  = b_shift < 3'h4;
-  assign \$52  = b_shift < 2'h3;
-  assign \$53  = b_shift < 2'h2;
-  assign \$54  = b_shift < 1'h1;
-  assign \$55  = a_valid_0 & a_ctl[1];
-  assign \$56  = \$55  & a_ctl[3];
-  assign \$57  = a_shift_0 < 5'h10;
-  assign \$58  = a_shift_0 < 4'hf;
-  assign \$59  = a_shift_0 < 4'he;
-  assign \$60  = a_shift_0 < 4'hd;
-  assign \$61  = a_shift_0 < 4'hc;
-  assign \$62  = a_shift_0 < 4'hb;
-  assign \$63  = a_shift_0 < 4'ha;
-  assign \$64  = a_shift_0 < 4'h9;
-  assign \$65  = a_shift_0 < 4'h8;
-  assign \$66  = a_shift_0 < 3'h7;
-  assign \$67  = a_shift_0 < 3'h6;
-  assign \$68  = a_shift_0 < 3'h5;
-  assign \$69  = a_shift_0 < 3'h4;
-  assign \$70  = a_shift_0 < 2'h3;
-  assign \$71  = a_shift_0 < 2'h2;
-  assign \$72  = a_shift_0 < 1'h1;
-  assign \$73  = ~ { a_ctl[0], a_ctl[0] };
-  assign \$74  = { \$58 , \$57  } & \$73 ;
-  assign \$75  = a_shift_0 < 5'h10;
-  assign \$76  = a_shift_0 < 4'hf;
-  assign \$77  = a_shift_0 < 4'he;
-  assign \$78  = a_shift_0 < 4'hd;
-  assign \$79  = a_shift_0 < 4'hc;
-  assign \$80  = a_shift_0 < 4'hb;
-  assign \$81  = a_shift_0 < 4'ha;
-  assign \$82  = a_shift_0 < 4'h9;
-  assign \$83  = a_shift_0 < 4'h8;
-  assign \$84  = a_shift_0 < 3'h7;
-  assign \$85  = a_shift_0 < 3'h6;
-  assign \$86  = a_shift_0 < 3'h5;
-  assign \$87  = a_shift_0 < 3'h4;
-  assign \$88  = a_shift_0 < 2'h3;
-  assign \$89  = a_shift_0 < 2'h2;
-  assign \$90  = a_shift_0 < 1'h1;
-  assign \$91  = ~ { \$76 , \$75  };
-  assign \$862  = b_fine_0 * 4'h8;
-  assign \$92  = b_data[31:0] >> \$862 ;
-  assign \$93  = prev[7:0] & { b_use_prev[0], b_use_prev[0], b_use_prev[0], b_use_prev[0], b_use_prev[0], b_use_prev[0], b_use_prev[0], b_use_prev[0] };
-  assign \$866  = b_fine_0 * 4'h8;
-  assign \$94  = b_data[31:0] >> \$866 ;
-  assign \$95  = \$94  & { b_use_cur[0], b_use_cur[0], b_use_cur[0], b_use_cur[0], b_use_cur[0], b_use_cur[0], b_use_cur[0], b_use_cur[0] };
-  assign \$96  = \$93  | \$95 ;
-  assign \$871  = b_fine_0 * 4'h8;
-  assign \$97  = b_data[39:8] >> \$871 ;
-  assign \$98  = prev[15:8] & { b_use_prev[1], b_use_prev[1], b_use_prev[1], b_use_prev[1], b_use_prev[1], b_use_prev[1], b_use_prev[1], b_use_prev[1] };
-  assign \$875  = b_fine_0 * 4'h8;
-  assign \$99  = b_data[39:8] >> \$875 ;
-  assign \$100  = \$99  & { b_use_cur[1], b_use_cur[1], b_use_cur[1], b_use_cur[1], b_use_cur[1], b_use_cur[1], b_use_cur[1], b_use_cur[1] };
-  assign \$101  = \$98  | \$100 ;
-  assign \$102  = ~ a_skid_valid_1;
-  assign \$103  = ~ a_valid_1;
-  assign \$104  = ~ i__valid;
-  assign \$105  = \$103  | \$104 ;
-  assign \$106  = \$102  & \$105 ;
-  assign \$107  = a_ready_1 | \$106 ;
-  assign \$108  = ~ a_valid_1;
-  assign \$109  = a_ready_1 | \$108 ;
-  assign \$888  = a_shift_1[3:2] * 4'h8;
-  assign \$110  = { a_data[119:112], a_data[87:80], a_data[55:48], a_data[23:16] } >> \$888 ;
-  assign \$891  = a_shift_1[3:2] * 4'h8;
-  assign \$111  = { a_data[127:120], a_data[95:88], a_data[63:56], a_data[31:24] } >> \$891 ;
-  assign \$112  = b_valid_1 & b_emit;
-  assign \$113  = b_shift < 5'h10;
-  assign \$114  = b_shift < 4'hf;
-  assign \$115  = b_shift < 4'he;
-  assign \$116  = b_shift < 4'hd;
-  assign \$117  = b_shift < 4'hc;
-  assign \$118  = b_shift < 4'hb;
-  assign \$119  = b_shift < 4'ha;
-  assign \$120  = b_shift < 4'h9;
-  assign \$121  = b_shift < 4'h8;
-  assign \$122  = b_shift < 3'h7;
-  assign \$123  = b_shift < 3'h6;
-  assign \$124  = b_shift < 3'h5;
-  assign \$125  = b_shift < 3'h4;
-  assign \$126  = b_shift < 2'h3;
-  assign \$127  = b_shift < 2'h2;
-  assign \$128  = b_shift < 1'h1;
-  assign \$129  = a_valid_1 & a_ctl[1];
-  assign \$130  = \$129  & a_ctl[3];
-  assign \$131  = a_shift_1 < 5'h10;
-  assign \$132  = a_shift_1 < 4'hf;
-  assign \$133  = a_shift_1 < 4'he;
-  assign \$134  = a_shift_1 < 4'hd;
-  assign \$135  = a_shift_1 < 4'hc;
-  assign \$136  = a_shift_1 < 4'hb;
-  assign \$137  = a_shift_1 < 4'ha;
-  assign \$138  = a_shift_1 < 4'h9;
-  assign \$139  = a_shift_1 < 4'h8;
-  assign \$140  = a_shift_1 < 3'h7;
-  assign \$141  = a_shift_1 < 3'h6;
-  assign \$142  = a_shift_1 < 3'h5;
-  assign \$143  = a_shift_1 < 3'h4;
-  assign \$144  = a_shift_1 < 2'h3;
-  assign \$145  = a_shift_1 < 2'h2;
-  assign \$146  = a_shift_1 < 1'h1;
-  assign \$147  = ~ { a_ctl[0], a_ctl[0] };
-  assign \$148  = { \$134 , \$133  } & \$147 ;
-  assign \$149  = a_shift_1 < 5'h10;
-  assign \$150  = a_shift_1 < 4'hf;
-  assign \$151  = a_shift_1 < 4'he;
-  assign \$152  = a_shift_1 < 4'hd;
-  assign \$153  = a_shift_1 < 4'hc;
-  assign \$154  = a_shift_1 < 4'hb;
-  assign \$155  = a_shift_1 < 4'ha;
-  assign \$156  = a_shift_1 < 4'h9;
-  assign \$157  = a_shift_1 < 4'h8;
-  assign \$158  = a_shift_1 < 3'h7;
-  assign \$159  = a_shift_1 < 3'h6;
-  assign \$160  = a_shift_1 < 3'h5;
-  assign \$161  = a_shift_1 < 3'h4;
-  assign \$162  = a_shift_1 < 2'h3;
-  assign \$163  = a_shift_1 < 2'h2;
-  assign \$164  = a_shift_1 < 1'h1;
-  assign \$165  = ~ { \$152 , \$151  };
-  assign \$948  = b_fine_1 * 4'h8;
-  assign \$166  = b_data[47:16] >> \$948 ;
-  assign \$167  = prev[23:16] & { b_use_prev[2], b_use_prev[2], b_use_prev[2], b_use_prev[2], b_use_prev[2], b_use_prev[2], b_use_prev[2], b_use_prev[2] };
-  assign \$952  = b_fine_1 * 4'h8;
-  assign \$168  = b_data[47:16] >> \$952 ;
-  assign \$169  = \$168  & { b_use_cur[2], b_use_cur[2], b_use_cur[2], b_use_cur[2], b_use_cur[2], b_use_cur[2], b_use_cur[2], b_use_cur[2] };
-  assign \$170  = \$167  | \$169 ;
-  assign \$957  = b_fine_1 * 4'h8;
-  assign \$171  = b_data[55:24] >> \$957 ;
-  assign \$172  = prev[31:24] & { b_use_prev[3], b_use_prev[3], b_use_prev[3], b_use_prev[3], b_use_prev[3], b_use_prev[3], b_use_prev[3], b_use_prev[3] };
-  assign \$961  = b_fine_1 * 4'h8;
-  assign \$173  = b_data[55:24] >> \$961 ;
-  assign \$174  = \$173  & { b_use_cur[3], b_use_cur[3], b_use_cur[3], b_use_cur[3], b_use_cur[3], b_use_cur[3], b_use_cur[3], b_use_cur[3] };
-  assign \$175  = \$172  | \$174 ;
-  assign \$176  = ~ a_skid_valid_2;
-  assign \$177  = ~ a_valid_2;
-  assign \$178  = ~ i__valid;
-  assign \$179  = \$177  | \$178 ;
-  assign \$180  = \$176  & \$179 ;
-  assign \$181  = a_ready_2 | \$180 ;
-  assign \$182  = ~ a_valid_2;
-  assign \$183  = a_ready_2 | \$182 ;
-  assign \$974  = a_shift_2[3:2] * 4'h8;
-  assign \$184  = { a_data[7:0], a_data[103:96], a_data[71:64], a_data[39:32] } >> \$974 ;
-  assign \$977  = a_shift_2[3:2] * 4'h8;
-  assign \$185  = { a_data[15:8], a_data[111:104], a_data[79:72], a_data[47:40] } >> \$977 ;
-  assign \$186  = b_valid_2 & b_emit;
-  assign \$187  = b_shift < 5'h10;
-  assign \$188  = b_shift < 4'hf;
-  assign \$189  = b_shift < 4'he;
-  assign \$190  = b_shift < 4'hd;
-  assign \$191  = b_shift < 4'hc;
-  assign \$192  = b_shift < 4'hb;
-  assign \$193  = b_shift < 4'ha;
-  assign \$194  = b_shift < 4'h9;
-  assign \$195  = b_shift < 4'h8;
-  assign \$196  = b_shift < 3'h7;
-  assign \$197  = b_shift < 3'h6;
-  assign \$198  = b_shift < 3'h5;
-  assign \$199  = b_shift < 3'h4;
-  assign \$200  = b_shift < 2'h3;
-  assign \$201  = b_shift < 2'h2;
-  assign \$202  = b_shift < 1'h1;
-  assign \$203  = a_valid_2 & a_ctl[1];
-  assign \$204  = \$203  & a_ctl[3];
-  assign \$205  = a_shift_2 < 5'h10;
+  assign \$19  = ~ a_skid_valid_0;
+  assign \$20  = ~ a_valid_0;
+  assign \$21  = ~ i__valid;
+  assign \$22  = \$20  | \$21 ;
+  assign \$23  = \$19  & \$22 ;
+  assign \$24  = a_ready_0 | \$23 ;
+  assign \$25  = ~ a_valid_0;
+  assign \$26  = a_ready_0 | \$25 ;
+  assign \$784  = a_shift_0[3:2] * 4'h8;
+  assign \$27  = { a_data[103:96], a_data[71:64], a_data[39:32], a_data[7:0] } >> \$784 ;
+  assign \$787  = a_shift_0[3:2] * 4'h8;
+  assign \$28  = { a_data[111:104], a_data[79:72], a_data[47:40], a_data[15:8] } >> \$787 ;
+  assign \$29  = b_valid_0 & b_emit;
+  assign \$30  = b_shift < 5'h10;
+  assign \$31  = b_shift < 4'hf;
+  assign \$32  = b_shift < 4'he;
+  assign \$33  = b_shift < 4'hd;
+  assign \$34  = b_shift < 4'hc;
+  assign \$35  = b_shift < 4'hb;
+  assign \$36  = b_shift < 4'ha;
+  assign \$37  = b_shift < 4'h9;
+  assign \$38  = b_shift < 4'h8;
+  assign \$39  = b_shift < 3'h7;
+  assign \$40  = b_shift < 3'h6;
+  assign \$41  = b_shift < 3'h5;
+  assign \$42  = b_shift < 3'h4;
+  assign \$43  = b_shift < 2'h3;
+  assign \$44  = b_shift < 2'h2;
+  assign \$45  = b_shift < 1'h1;
+  assign \$46  = a_valid_0 & a_ctl[1];
+  assign \$47  = \$46  & a_ctl[3];
+  assign \$48  = a_shift_0 < 5'h10;
+  assign \$49  = a_shift_0 < 4'hf;
+  assign \$50  = a_shift_0 < 4'he;
+  assign \$51  = a_shift_0 < 4'hd;
+  assign \$52  = a_shift_0 < 4'hc;
+  assign \$53  = a_shift_0 < 4'hb;
+  assign \$54  = a_shift_0 < 4'ha;
+  assign \$55  = a_shift_0 < 4'h9;
+  assign \$56  = a_shift_0 < 4'h8;
+  assign \$57  = a_shift_0 < 3'h7;
+  assign \$58  = a_shift_0 < 3'h6;
+  assign \$59  = a_shift_0 < 3'h5;
+  assign \$60  = a_shift_0 < 3'h4;
+  assign \$61  = a_shift_0 < 2'h3;
+  assign \$62  = a_shift_0 < 2'h2;
+  assign \$63  = a_shift_0 < 1'h1;
+  assign \$64  = ~ { a_ctl[0], a_ctl[0] };
+  assign \$65  = { \$49 , \$48  } & \$64 ;
+  assign \$66  = a_shift_0 < 5'h10;
+  assign \$67  = a_shift_0 < 4'hf;
+  assign \$68  = a_shift_0 < 4'he;
+  assign \$69  = a_shift_0 < 4'hd;
+  assign \$70  = a_shift_0 < 4'hc;
+  assign \$71  = a_shift_0 < 4'hb;
+  assign \$72  = a_shift_0 < 4'ha;
+  assign \$73  = a_shift_0 < 4'h9;
+  assign \$74  = a_shift_0 < 4'h8;
+  assign \$75  = a_shift_0 < 3'h7;
+  assign \$76  = a_shift_0 < 3'h6;
+  assign \$77  = a_shift_0 < 3'h5;
+  assign \$78  = a_shift_0 < 3'h4;
+  assign \$79  = a_shift_0 < 2'h3;
+  assign \$80  = a_shift_0 < 2'h2;
+  assign \$81  = a_shift_0 < 1'h1;
+  assign \$82  = ~ { \$67 , \$66  };
+  assign \$844  = b_fine_0 * 4'h8;
+  assign \$83  = b_data[31:0] >> \$844 ;
+  assign \$84  = prev[7:0] & { b_use_prev[0], b_use_prev[0], b_use_prev[0], b_use_prev[0], b_use_prev[0], b_use_prev[0], b_use_prev[0], b_use_prev[0] };
+  assign \$848  = b_fine_0 * 4'h8;
+  assign \$85  = b_data[31:0] >> \$848 ;
+  assign \$86  = \$85  & { b_use_cur[0], b_use_cur[0], b_use_cur[0], b_use_cur[0], b_use_cur[0], b_use_cur[0], b_use_cur[0], b_use_cur[0] };
+  assign \$87  = \$84  | \$86 ;
+  assign \$853  = b_fine_0 * 4'h8;
+  assign \$88  = b_data[39:8] >> \$853 ;
+  assign \$89  = prev[15:8] & { b_use_prev[1], b_use_prev[1], b_use_prev[1], b_use_prev[1], b_use_prev[1], b_use_prev[1], b_use_prev[1], b_use_prev[1] };
+  assign \$857  = b_fine_0 * 4'h8;
+  assign \$90  = b_data[39:8] >> \$857 ;
+  assign \$91  = \$90  & { b_use_cur[1], b_use_cur[1], b_use_cur[1], b_use_cur[1], b_use_cur[1], b_use_cur[1], b_use_cur[1], b_use_cur[1] };
+  assign \$92  = \$89  | \$91 ;
+  assign \$93  = ~ a_skid_valid_1;
+  assign \$94  = ~ a_valid_1;
+  assign \$95  = ~ i__valid;
+  assign \$96  = \$94  | \$95 ;
+  assign \$97  = \$93  & \$96 ;
+  assign \$98  = a_ready_1 | \$97 ;
+  assign \$99  = ~ a_valid_1;
+  assign \$100  = a_ready_1 | \$99 ;
+  assign \$870  = a_shift_1[3:2] * 4'h8;
+  assign \$101  = { a_data[119:112], a_data[87:80], a_data[55:48], a_data[23:16] } >> \$870 ;
+  assign \$873  = a_shift_1[3:2] * 4'h8;
+  assign \$102  = { a_data[127:120], a_data[95:88], a_data[63:56], a_data[31:24] } >> \$873 ;
+  assign \$103  = b_valid_1 & b_emit;
+  assign \$104  = b_shift < 5'h10;
+  assign \$105  = b_shift < 4'hf;
+  assign \$106  = b_shift < 4'he;
+  assign \$107  = b_shift < 4'hd;
+  assign \$108  = b_shift < 4'hc;
+  assign \$109  = b_shift < 4'hb;
+  assign \$110  = b_shift < 4'ha;
+  assign \$111  = b_shift < 4'h9;
+  assign \$112  = b_shift < 4'h8;
+  assign \$113  = b_shift < 3'h7;
+  assign \$114  = b_shift < 3'h6;
+  assign \$115  = b_shift < 3'h5;
+  assign \$116  = b_shift < 3'h4;
+  assign \$117  = b_shift < 2'h3;
+  assign \$118  = b_shift < 2'h2;
+  assign \$119  = b_shift < 1'h1;
+  assign \$120  = a_valid_1 & a_ctl[1];
+  assign \$121  = \$120  & a_ctl[3];
+  assign \$122  = a_shift_1 < 5'h10;
+  assign \$123  = a_shift_1 < 4'hf;
+  assign \$124  = a_shift_1 < 4'he;
+  assign \$125  = a_shift_1 < 4'hd;
+  assign \$126  = a_shift_1 < 4'hc;
+  assign \$127  = a_shift_1 < 4'hb;
+  assign \$128  = a_shift_1 < 4'ha;
+  assign \$129  = a_shift_1 < 4'h9;
+  assign \$130  = a_shift_1 < 4'h8;
+  assign \$131  = a_shift_1 < 3'h7;
+  assign \$132  = a_shift_1 < 3'h6;
+  assign \$133  = a_shift_1 < 3'h5;
+  assign \$134  = a_shift_1 < 3'h4;
+  assign \$135  = a_shift_1 < 2'h3;
+  assign \$136  = a_shift_1 < 2'h2;
+  assign \$137  = a_shift_1 < 1'h1;
+  assign \$138  = ~ { a_ctl[0], a_ctl[0] };
+  assign \$139  = { \$125 , \$124  } & \$138 ;
+  assign \$140  = a_shift_1 < 5'h10;
+  assign \$141  = a_shift_1 < 4'hf;
+  assign \$142  = a_shift_1 < 4'he;
+  assign \$143  = a_shift_1 < 4'hd;
+  assign \$144  = a_shift_1 < 4'hc;
+  assign \$145  = a_shift_1 < 4'hb;
+  assign \$146  = a_shift_1 < 4'ha;
+  assign \$147  = a_shift_1 < 4'h9;
+  assign \$148  = a_shift_1 < 4'h8;
+  assign \$149  = a_shift_1 < 3'h7;
+  assign \$150  = a_shift_1 < 3'h6;
+  assign \$151  = a_shift_1 < 3'h5;
+  assign \$152  = a_shift_1 < 3'h4;
+  assign \$153  = a_shift_1 < 2'h3;
+  assign \$154  = a_shift_1 < 2'h2;
+  assign \$155  = a_shift_1 < 1'h1;
+  assign \$156  = ~ { \$143 , \$142  };
+  assign \$930  = b_fine_1 * 4'h8;
+  assign \$157  = b_data[47:16] >> \$930 ;
+  assign \$158  = prev[23:16] & { b_use_prev[2], b_use_prev[2], b_use_prev[2], b_use_prev[2], b_use_prev[2], b_use_prev[2], b_use_prev[2], b_use_prev[2] };
+  assign \$934  = b_fine_1 * 4'h8;
+  assign \$159  = b_data[47:16] >> \$934 ;
+  assign \$160  = \$159  & { b_use_cur[2], b_use_cur[2], b_use_cur[2], b_use_cur[2], b_use_cur[2], b_use_cur[2], b_use_cur[2], b_use_cur[2] };
+  assign \$161  = \$158  | \$160 ;
+  assign \$939  = b_fine_1 * 4'h8;
+  assign \$162  = b_data[55:24] >> \$939 ;
+  assign \$163  = prev[31:24] & { b_use_prev[3], b_use_prev[3], b_use_prev[3], b_use_prev[3], b_use_prev[3], b_use_prev[3], b_use_prev[3], b_use_prev[3] };
+  assign \$943  = b_fine_1 * 4'h8;
+  assign \$164  = b_data[55:24] >> \$943 ;
+  assign \$165  = \$164  & { b_use_cur[3], b_use_cur[3], b_use_cur[3], b_use_cur[3], b_use_cur[3], b_use_cur[3], b_use_cur[3], b_use_cur[3] };
+  assign \$166  = \$163  | \$165 ;
+  assign \$167  = ~ a_skid_valid_2;
+  assign \$168  = ~ a_valid_2;
+  assign \$169  = ~ i__valid;
+  assign \$170  = \$168  | \$169 ;
+  assign \$171  = \$167  & \$170 ;
+  assign \$172  = a_ready_2 | \$171 ;
+  assign \$173  = ~ a_valid_2;
+  assign \$174  = a_ready_2 | \$173 ;
+  assign \$956  = a_shift_2[3:2] * 4'h8;
+  assign \$175  = { a_data[7:0], a_data[103:96], a_data[71:64], a_data[39:32] } >> \$956 ;
+  assign \$959  = a_shift_2[3:2] * 4'h8;
+  assign \$176  = { a_data[15:8], a_data[111:104], a_data[79:72], a_data[47:40] } >> \$959 ;
+  assign \$177  = b_valid_2 & b_emit;
+  assign \$178  = b_shift < 5'h10;
+  assign \$179  = b_shift < 4'hf;
+  assign \$180  = b_shift < 4'he;
+  assign \$181  = b_shift < 4'hd;
+  assign \$182  = b_shift < 4'hc;
+  assign \$183  = b_shift < 4'hb;
+  assign \$184  = b_shift < 4'ha;
+  assign \$185  = b_shift < 4'h9;
+  assign \$186  = b_shift < 4'h8;
+  assign \$187  = b_shift < 3'h7;
+  assign \$188  = b_shift < 3'h6;
+  assign \$189  = b_shift < 3'h5;
+  assign \$190  = b_shift < 3'h4;
+  assign \$191  = b_shift < 2'h3;
+  assign \$192  = b_shift < 2'h2;
+  assign \$193  = b_shift < 1'h1;
+  assign \$194  = a_valid_2 & a_ctl[1];
+  assign \$195  = \$194  & a_ctl[3];
+  assign \$196  = a_shift_2 < 5'h10;
+  assign \$197  = a_shift_2 < 4'hf;
+  assign \$198  = a_shift_2 < 4'he;
+  assign \$199  = a_shift_2 < 4'hd;
+  assign \$200  = a_shift_2 < 4'hc;
+  assign \$201  = a_shift_2 < 4'hb;
+  assign \$202  = a_shift_2 < 4'ha;
+  assign \$203  = a_shift_2 < 4'h9;
+  assign \$204  = a_shift_2 < 4'h8;
+  assign \$205  = a_shift_2 < 3'h7;
+  assign \$206  = a_shift_2 < 3'h6;
+  assign \$207  = a_shift_2 < 3'h5;
+  assign \$208  = a_shift_2 < 3'h4;
+  assign \$209  = a_shift_2 < 2'h3;
+  assign \$210  = a_shift_2 < 2'h2;
+  assign \$211  = a_shift_2 < 1'h1;
+  assign \$212  = ~ { a_ctl[0], a_ctl[0] };
+  assign \$213  = { \$201 , \$200  } & \$212 ;
+  assign \$214  = a_shift_2 < 5'h10;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$642  = \$643 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$633  = \$634 ;
     if (advance_8) begin
-      \$642 [0] = b_first;
-      \$642 [1] = b_last;
-      \$642 [16:2] = b_meta;
+      \$633 [0] = b_first;
+      \$633 [1] = b_last;
+      \$633 [17:2] = b_meta;
     end
     if (rst) begin
-      \$642  = 17'h00000;
+      \$633  = 18'h00000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$644  = \$33 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$635  = \$24 ;
     if (rst) begin
-      \$644  = 1'h1;
+      \$635  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$645  = a_valid_0;
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$636  = a_valid_0;
     if (i__ready) begin
-      if (\$35 ) begin
-        \$645  = i__valid;
+      if (\$26 ) begin
+        \$636  = i__valid;
       end
     end else if (a_ready_0) begin
-      \$645  = a_skid_valid_0;
+      \$636  = a_skid_valid_0;
+    end
+    if (rst) begin
+      \$636  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$637  = a_shift_0;
+    if (i__ready) begin
+      if (\$26 ) begin
+        \$637  = i__payload[134:130];
+      end
+    end else if (a_ready_0) begin
+      \$637  = a_skid_shift_0;
+    end
+    if (rst) begin
+      \$637  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$638  = a_data;
+    if (i__ready) begin
+      if (\$26 ) begin
+        \$638 [15:0] = i__payload[15:0];
+      end
+    end else if (a_ready_0) begin
+      \$638 [15:0] = a_skid_data[15:0];
+    end
+    if (in_ready_1) begin
+      if (\$100 ) begin
+        \$638 [31:16] = i__payload[31:16];
+      end
+    end else if (a_ready_1) begin
+      \$638 [31:16] = a_skid_data[31:16];
+    end
+    if (in_ready_2) begin
+      if (\$174 ) begin
+        \$638 [47:32] = i__payload[47:32];
+      end
+    end else if (a_ready_2) begin
+      \$638 [47:32] = a_skid_data[47:32];
+    end
+    if (in_ready_3) begin
+      if (\$248 ) begin
+        \$638 [63:48] = i__payload[63:48];
+      end
+    end else if (a_ready_3) begin
+      \$638 [63:48] = a_skid_data[63:48];
+    end
+    if (in_ready_4) begin
+      if (\$322 ) begin
+        \$638 [79:64] = i__payload[79:64];
+      end
+    end else if (a_ready_4) begin
+      \$638 [79:64] = a_skid_data[79:64];
+    end
+    if (in_ready_5) begin
+      if (\$396 ) begin
+        \$638 [95:80] = i__payload[95:80];
+      end
+    end else if (a_ready_5) begin
+      \$638 [95:80] = a_skid_data[95:80];
+    end
+    if (in_ready_6) begin
+      if (\$470 ) begin
+        \$638 [111:96] = i__payload[111:96];
+      end
+    end else if (a_ready_6) begin
+      \$638 [111:96] = a_skid_data[111:96];
+    end
+    if (in_ready_7) begin
+      if (\$544 ) begin
+        \$638 [127:112] = i__payload[127:112];
+      end
+    end else if (a_ready_7) begin
+      \$638 [127:112] = a_skid_data[127:112];
+    end
+    if (rst) begin
+      \$638  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$639  = a_skid_valid_0;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$26 ) begin
+      end else begin
+        \$639  = i__valid;
+      end
+    end else if (a_ready_0) begin
+      \$639  = 1'h0;
+    end
+    if (rst) begin
+      \$639  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$640  = a_skid_shift_0;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$26 ) begin
+      end else begin
+        \$640  = i__payload[134:130];
+      end
+    end
+    if (rst) begin
+      \$640  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$641  = a_skid_data;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$26 ) begin
+      end else begin
+        \$641 [15:0] = i__payload[15:0];
+      end
+    end
+    if (in_ready_1) begin
+      (* full_case = 32'd1 *)
+      if (\$100 ) begin
+      end else begin
+        \$641 [31:16] = i__payload[31:16];
+      end
+    end
+    if (in_ready_2) begin
+      (* full_case = 32'd1 *)
+      if (\$174 ) begin
+      end else begin
+        \$641 [47:32] = i__payload[47:32];
+      end
+    end
+    if (in_ready_3) begin
+      (* full_case = 32'd1 *)
+      if (\$248 ) begin
+      end else begin
+        \$641 [63:48] = i__payload[63:48];
+      end
+    end
+    if (in_ready_4) begin
+      (* full_case = 32'd1 *)
+      if (\$322 ) begin
+      end else begin
+        \$641 [79:64] = i__payload[79:64];
+      end
+    end
+    if (in_ready_5) begin
+      (* full_case = 32'd1 *)
+      if (\$396 ) begin
+      end else begin
+        \$641 [95:80] = i__payload[95:80];
+      end
+    end
+    if (in_ready_6) begin
+      (* full_case = 32'd1 *)
+      if (\$470 ) begin
+      end else begin
+        \$641 [111:96] = i__payload[111:96];
+      end
+    end
+    if (in_ready_7) begin
+      (* full_case = 32'd1 *)
+      if (\$544 ) begin
+      end else begin
+        \$641 [127:112] = i__payload[127:112];
+      end
+    end
+    if (rst) begin
+      \$641  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$642  = b_data;
+    if (take_0) begin
+      \$642 [7:0] = \$27 ;
+      \$642 [15:8] = \$28 ;
+    end
+    if (take_1) begin
+      \$642 [23:16] = \$101 ;
+      \$642 [31:24] = \$102 ;
+    end
+    if (take_2) begin
+      \$642 [39:32] = \$175 ;
+      \$642 [47:40] = \$176 ;
+    end
+    if (take_3) begin
+      \$642 [55:48] = \$249 ;
+      \$642 [63:56] = \$250 ;
+    end
+    if (take_4) begin
+      \$642 [71:64] = \$323 ;
+      \$642 [79:72] = \$324 ;
+    end
+    if (take_5) begin
+      \$642 [87:80] = \$397 ;
+      \$642 [95:88] = \$398 ;
+    end
+    if (take_6) begin
+      \$642 [103:96] = \$471 ;
+      \$642 [111:104] = \$472 ;
+    end
+    if (take_7) begin
+      \$642 [119:112] = \$545 ;
+      \$642 [127:120] = \$546 ;
+    end
+    if (rst) begin
+      \$642  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$643  = b_fine_0;
+    if (take_0) begin
+      \$643  = a_shift_0[1:0];
+    end
+    if (rst) begin
+      \$643  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$644  = c_valid_0;
+    if (advance_0) begin
+      \$644  = \$29 ;
+    end
+    if (rst) begin
+      \$644  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$645  = b_valid_0;
+    if (advance_0) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_0) begin
+        \$645  = 1'h1;
+      end else begin
+        \$645  = a_valid_0;
+      end
     end
     if (rst) begin
       \$645  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$646  = a_shift_0;
-    if (i__ready) begin
-      if (\$35 ) begin
-        \$646  = i__payload[134:130];
-      end
-    end else if (a_ready_0) begin
-      \$646  = a_skid_shift_0;
-    end
-    if (rst) begin
-      \$646  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$647  = a_data;
-    if (i__ready) begin
-      if (\$35 ) begin
-        \$647 [15:0] = i__payload[15:0];
-      end
-    end else if (a_ready_0) begin
-      \$647 [15:0] = a_skid_data[15:0];
-    end
-    if (\in_ready_1$96 ) begin
-      if (\$109 ) begin
-        \$647 [31:16] = i__payload[31:16];
-      end
-    end else if (a_ready_1) begin
-      \$647 [31:16] = a_skid_data[31:16];
-    end
-    if (\in_ready_2$102 ) begin
-      if (\$183 ) begin
-        \$647 [47:32] = i__payload[47:32];
-      end
-    end else if (a_ready_2) begin
-      \$647 [47:32] = a_skid_data[47:32];
-    end
-    if (\in_ready_3$108 ) begin
-      if (\$257 ) begin
-        \$647 [63:48] = i__payload[63:48];
-      end
-    end else if (a_ready_3) begin
-      \$647 [63:48] = a_skid_data[63:48];
-    end
-    if (\in_ready_4$114 ) begin
-      if (\$331 ) begin
-        \$647 [79:64] = i__payload[79:64];
-      end
-    end else if (a_ready_4) begin
-      \$647 [79:64] = a_skid_data[79:64];
-    end
-    if (\in_ready_5$120 ) begin
-      if (\$405 ) begin
-        \$647 [95:80] = i__payload[95:80];
-      end
-    end else if (a_ready_5) begin
-      \$647 [95:80] = a_skid_data[95:80];
-    end
-    if (\in_ready_6$126 ) begin
-      if (\$479 ) begin
-        \$647 [111:96] = i__payload[111:96];
-      end
-    end else if (a_ready_6) begin
-      \$647 [111:96] = a_skid_data[111:96];
-    end
-    if (\in_ready_7$132 ) begin
-      if (\$553 ) begin
-        \$647 [127:112] = i__payload[127:112];
-      end
-    end else if (a_ready_7) begin
-      \$647 [127:112] = a_skid_data[127:112];
-    end
-    if (rst) begin
-      \$647  = 128'h00000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$648  = a_skid_valid_0;
-    if (i__ready) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$646  = flush_pending_0;
+    if (advance_0) begin
       (* full_case = 32'd1 *)
-      if (\$35 ) begin
+      if (flush_pending_0) begin
+        \$646  = 1'h0;
       end else begin
-        \$648  = i__valid;
-      end
-    end else if (a_ready_0) begin
-      \$648  = 1'h0;
-    end
-    if (rst) begin
-      \$648  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$649  = a_skid_shift_0;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$35 ) begin
-      end else begin
-        \$649  = i__payload[134:130];
+        \$646  = \$47 ;
       end
     end
     if (rst) begin
-      \$649  = 5'h00;
+      \$646  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$650  = a_skid_data;
-    if (i__ready) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$647  = b_use_prev;
+    if (advance_0) begin
       (* full_case = 32'd1 *)
-      if (\$35 ) begin
+      if (flush_pending_0) begin
+        \$647 [1:0] = { \$31 , \$30  };
       end else begin
-        \$650 [15:0] = i__payload[15:0];
+        \$647 [1:0] = \$65 ;
       end
     end
-    if (\in_ready_1$96 ) begin
+    if (advance_1) begin
       (* full_case = 32'd1 *)
-      if (\$109 ) begin
+      if (flush_pending_1) begin
+        \$647 [3:2] = { \$107 , \$106  };
       end else begin
-        \$650 [31:16] = i__payload[31:16];
+        \$647 [3:2] = \$139 ;
       end
     end
-    if (\in_ready_2$102 ) begin
+    if (advance_2) begin
       (* full_case = 32'd1 *)
-      if (\$183 ) begin
+      if (flush_pending_2) begin
+        \$647 [5:4] = { \$183 , \$182  };
       end else begin
-        \$650 [47:32] = i__payload[47:32];
+        \$647 [5:4] = \$213 ;
       end
     end
-    if (\in_ready_3$108 ) begin
+    if (advance_3) begin
       (* full_case = 32'd1 *)
-      if (\$257 ) begin
+      if (flush_pending_3) begin
+        \$647 [7:6] = { \$259 , \$258  };
       end else begin
-        \$650 [63:48] = i__payload[63:48];
+        \$647 [7:6] = \$287 ;
       end
     end
-    if (\in_ready_4$114 ) begin
+    if (advance_4) begin
       (* full_case = 32'd1 *)
-      if (\$331 ) begin
+      if (flush_pending_4) begin
+        \$647 [9:8] = { \$335 , \$334  };
       end else begin
-        \$650 [79:64] = i__payload[79:64];
+        \$647 [9:8] = \$361 ;
       end
     end
-    if (\in_ready_5$120 ) begin
+    if (advance_5) begin
       (* full_case = 32'd1 *)
-      if (\$405 ) begin
+      if (flush_pending_5) begin
+        \$647 [11:10] = { \$411 , \$410  };
       end else begin
-        \$650 [95:80] = i__payload[95:80];
+        \$647 [11:10] = \$435 ;
       end
     end
-    if (\in_ready_6$126 ) begin
+    if (advance_6) begin
       (* full_case = 32'd1 *)
-      if (\$479 ) begin
+      if (flush_pending_6) begin
+        \$647 [13:12] = { \$487 , \$486  };
       end else begin
-        \$650 [111:96] = i__payload[111:96];
+        \$647 [13:12] = \$509 ;
       end
     end
-    if (\in_ready_7$132 ) begin
+    if (advance_7) begin
       (* full_case = 32'd1 *)
-      if (\$553 ) begin
+      if (flush_pending_7) begin
+        \$647 [15:14] = { \$563 , \$562  };
       end else begin
-        \$650 [127:112] = i__payload[127:112];
+        \$647 [15:14] = \$583 ;
       end
+    end
+    if (rst) begin
+      \$647  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$648  = b_use_cur;
+    if (advance_0) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_0) begin
+        \$648 [1:0] = 2'h0;
+      end else begin
+        \$648 [1:0] = \$82 ;
+      end
+    end
+    if (advance_1) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_1) begin
+        \$648 [3:2] = 2'h0;
+      end else begin
+        \$648 [3:2] = \$156 ;
+      end
+    end
+    if (advance_2) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_2) begin
+        \$648 [5:4] = 2'h0;
+      end else begin
+        \$648 [5:4] = \$230 ;
+      end
+    end
+    if (advance_3) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_3) begin
+        \$648 [7:6] = 2'h0;
+      end else begin
+        \$648 [7:6] = \$304 ;
+      end
+    end
+    if (advance_4) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_4) begin
+        \$648 [9:8] = 2'h0;
+      end else begin
+        \$648 [9:8] = \$378 ;
+      end
+    end
+    if (advance_5) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_5) begin
+        \$648 [11:10] = 2'h0;
+      end else begin
+        \$648 [11:10] = \$452 ;
+      end
+    end
+    if (advance_6) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_6) begin
+        \$648 [13:12] = 2'h0;
+      end else begin
+        \$648 [13:12] = \$526 ;
+      end
+    end
+    if (advance_7) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_7) begin
+        \$648 [15:14] = 2'h0;
+      end else begin
+        \$648 [15:14] = \$600 ;
+      end
+    end
+    if (rst) begin
+      \$648  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$649  = prev;
+    if (advance_0) begin
+      \$649 [7:0] = \$83 ;
+      \$649 [15:8] = \$88 ;
+    end
+    if (advance_1) begin
+      \$649 [23:16] = \$157 ;
+      \$649 [31:24] = \$162 ;
+    end
+    if (advance_2) begin
+      \$649 [39:32] = \$231 ;
+      \$649 [47:40] = \$236 ;
+    end
+    if (advance_3) begin
+      \$649 [55:48] = \$305 ;
+      \$649 [63:56] = \$310 ;
+    end
+    if (advance_4) begin
+      \$649 [71:64] = \$379 ;
+      \$649 [79:72] = \$384 ;
+    end
+    if (advance_5) begin
+      \$649 [87:80] = \$453 ;
+      \$649 [95:88] = \$458 ;
+    end
+    if (advance_6) begin
+      \$649 [103:96] = \$527 ;
+      \$649 [111:104] = \$532 ;
+    end
+    if (advance_7) begin
+      \$649 [119:112] = \$601 ;
+      \$649 [127:120] = \$606 ;
+    end
+    if (rst) begin
+      \$649  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$650  = out_data;
+    if (advance_0) begin
+      \$650 [7:0] = \$87 ;
+      \$650 [15:8] = \$92 ;
+    end
+    if (advance_1) begin
+      \$650 [23:16] = \$161 ;
+      \$650 [31:24] = \$166 ;
+    end
+    if (advance_2) begin
+      \$650 [39:32] = \$235 ;
+      \$650 [47:40] = \$240 ;
+    end
+    if (advance_3) begin
+      \$650 [55:48] = \$309 ;
+      \$650 [63:56] = \$314 ;
+    end
+    if (advance_4) begin
+      \$650 [71:64] = \$383 ;
+      \$650 [79:72] = \$388 ;
+    end
+    if (advance_5) begin
+      \$650 [87:80] = \$457 ;
+      \$650 [95:88] = \$462 ;
+    end
+    if (advance_6) begin
+      \$650 [103:96] = \$531 ;
+      \$650 [111:104] = \$536 ;
+    end
+    if (advance_7) begin
+      \$650 [119:112] = \$605 ;
+      \$650 [127:120] = \$610 ;
     end
     if (rst) begin
       \$650  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$651  = b_data;
-    if (take_0) begin
-      \$651 [7:0] = \$36 ;
-      \$651 [15:8] = \$37 ;
-    end
-    if (take_1) begin
-      \$651 [23:16] = \$110 ;
-      \$651 [31:24] = \$111 ;
-    end
-    if (take_2) begin
-      \$651 [39:32] = \$184 ;
-      \$651 [47:40] = \$185 ;
-    end
-    if (take_3) begin
-      \$651 [55:48] = \$258 ;
-      \$651 [63:56] = \$259 ;
-    end
-    if (take_4) begin
-      \$651 [71:64] = \$332 ;
-      \$651 [79:72] = \$333 ;
-    end
-    if (take_5) begin
-      \$651 [87:80] = \$406 ;
-      \$651 [95:88] = \$407 ;
-    end
-    if (take_6) begin
-      \$651 [103:96] = \$480 ;
-      \$651 [111:104] = \$481 ;
-    end
-    if (take_7) begin
-      \$651 [119:112] = \$554 ;
-      \$651 [127:120] = \$555 ;
-    end
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$651  = \$98 ;
     if (rst) begin
-      \$651  = 128'h00000000000000000000000000000000;
+      \$651  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$652  = b_fine_0;
-    if (take_0) begin
-      \$652  = a_shift_0[1:0];
-    end
-    if (rst) begin
-      \$652  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$653  = c_valid_0;
-    if (advance_0) begin
-      \$653  = \$38 ;
-    end
-    if (rst) begin
-      \$653  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$654  = b_valid_0;
-    if (advance_0) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_0) begin
-        \$654  = 1'h1;
-      end else begin
-        \$654  = a_valid_0;
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$652  = a_valid_1;
+    if (in_ready_1) begin
+      if (\$100 ) begin
+        \$652  = i__valid;
       end
+    end else if (a_ready_1) begin
+      \$652  = a_skid_valid_1;
+    end
+    if (rst) begin
+      \$652  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$653  = a_shift_1;
+    if (in_ready_1) begin
+      if (\$100 ) begin
+        \$653  = i__payload[134:130];
+      end
+    end else if (a_ready_1) begin
+      \$653  = a_skid_shift_1;
+    end
+    if (rst) begin
+      \$653  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$654  = a_skid_valid_1;
+    if (in_ready_1) begin
+      (* full_case = 32'd1 *)
+      if (\$100 ) begin
+      end else begin
+        \$654  = i__valid;
+      end
+    end else if (a_ready_1) begin
+      \$654  = 1'h0;
     end
     if (rst) begin
       \$654  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$655  = flush_pending_0;
-    if (advance_0) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$655  = a_skid_shift_1;
+    if (in_ready_1) begin
       (* full_case = 32'd1 *)
-      if (flush_pending_0) begin
-        \$655  = 1'h0;
+      if (\$100 ) begin
       end else begin
-        \$655  = \$56 ;
+        \$655  = i__payload[134:130];
       end
     end
     if (rst) begin
-      \$655  = 1'h0;
+      \$655  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$656  = b_use_prev;
-    if (advance_0) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_0) begin
-        \$656 [1:0] = { \$40 , \$39  };
-      end else begin
-        \$656 [1:0] = \$74 ;
-      end
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$656  = b_fine_1;
+    if (take_1) begin
+      \$656  = a_shift_1[1:0];
     end
+    if (rst) begin
+      \$656  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$657  = c_valid_1;
+    if (advance_1) begin
+      \$657  = \$103 ;
+    end
+    if (rst) begin
+      \$657  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$658  = b_valid_1;
     if (advance_1) begin
       (* full_case = 32'd1 *)
       if (flush_pending_1) begin
-        \$656 [3:2] = { \$116 , \$115  };
+        \$658  = 1'h1;
       end else begin
-        \$656 [3:2] = \$148 ;
-      end
-    end
-    if (advance_2) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_2) begin
-        \$656 [5:4] = { \$192 , \$191  };
-      end else begin
-        \$656 [5:4] = \$222 ;
-      end
-    end
-    if (advance_3) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_3) begin
-        \$656 [7:6] = { \$268 , \$267  };
-      end else begin
-        \$656 [7:6] = \$296 ;
-      end
-    end
-    if (advance_4) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_4) begin
-        \$656 [9:8] = { \$344 , \$343  };
-      end else begin
-        \$656 [9:8] = \$370 ;
-      end
-    end
-    if (advance_5) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_5) begin
-        \$656 [11:10] = { \$420 , \$419  };
-      end else begin
-        \$656 [11:10] = \$444 ;
-      end
-    end
-    if (advance_6) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_6) begin
-        \$656 [13:12] = { \$496 , \$495  };
-      end else begin
-        \$656 [13:12] = \$518 ;
-      end
-    end
-    if (advance_7) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_7) begin
-        \$656 [15:14] = { \$572 , \$571  };
-      end else begin
-        \$656 [15:14] = \$592 ;
+        \$658  = a_valid_1;
       end
     end
     if (rst) begin
-      \$656  = 16'h0000;
+      \$658  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$657  = b_use_cur;
-    if (advance_0) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_0) begin
-        \$657 [1:0] = 2'h0;
-      end else begin
-        \$657 [1:0] = \$91 ;
-      end
-    end
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$659  = flush_pending_1;
     if (advance_1) begin
       (* full_case = 32'd1 *)
       if (flush_pending_1) begin
-        \$657 [3:2] = 2'h0;
+        \$659  = 1'h0;
       end else begin
-        \$657 [3:2] = \$165 ;
-      end
-    end
-    if (advance_2) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_2) begin
-        \$657 [5:4] = 2'h0;
-      end else begin
-        \$657 [5:4] = \$239 ;
-      end
-    end
-    if (advance_3) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_3) begin
-        \$657 [7:6] = 2'h0;
-      end else begin
-        \$657 [7:6] = \$313 ;
-      end
-    end
-    if (advance_4) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_4) begin
-        \$657 [9:8] = 2'h0;
-      end else begin
-        \$657 [9:8] = \$387 ;
-      end
-    end
-    if (advance_5) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_5) begin
-        \$657 [11:10] = 2'h0;
-      end else begin
-        \$657 [11:10] = \$461 ;
-      end
-    end
-    if (advance_6) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_6) begin
-        \$657 [13:12] = 2'h0;
-      end else begin
-        \$657 [13:12] = \$535 ;
-      end
-    end
-    if (advance_7) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_7) begin
-        \$657 [15:14] = 2'h0;
-      end else begin
-        \$657 [15:14] = \$609 ;
+        \$659  = \$121 ;
       end
     end
     if (rst) begin
-      \$657  = 16'h0000;
+      \$659  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$658  = prev;
-    if (advance_0) begin
-      \$658 [7:0] = \$92 ;
-      \$658 [15:8] = \$97 ;
-    end
-    if (advance_1) begin
-      \$658 [23:16] = \$166 ;
-      \$658 [31:24] = \$171 ;
-    end
-    if (advance_2) begin
-      \$658 [39:32] = \$240 ;
-      \$658 [47:40] = \$245 ;
-    end
-    if (advance_3) begin
-      \$658 [55:48] = \$314 ;
-      \$658 [63:56] = \$319 ;
-    end
-    if (advance_4) begin
-      \$658 [71:64] = \$388 ;
-      \$658 [79:72] = \$393 ;
-    end
-    if (advance_5) begin
-      \$658 [87:80] = \$462 ;
-      \$658 [95:88] = \$467 ;
-    end
-    if (advance_6) begin
-      \$658 [103:96] = \$536 ;
-      \$658 [111:104] = \$541 ;
-    end
-    if (advance_7) begin
-      \$658 [119:112] = \$610 ;
-      \$658 [127:120] = \$615 ;
-    end
-    if (rst) begin
-      \$658  = 128'h00000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$659  = out_data;
-    if (advance_0) begin
-      \$659 [7:0] = \$96 ;
-      \$659 [15:8] = \$101 ;
-    end
-    if (advance_1) begin
-      \$659 [23:16] = \$170 ;
-      \$659 [31:24] = \$175 ;
-    end
-    if (advance_2) begin
-      \$659 [39:32] = \$244 ;
-      \$659 [47:40] = \$249 ;
-    end
-    if (advance_3) begin
-      \$659 [55:48] = \$318 ;
-      \$659 [63:56] = \$323 ;
-    end
-    if (advance_4) begin
-      \$659 [71:64] = \$392 ;
-      \$659 [79:72] = \$397 ;
-    end
-    if (advance_5) begin
-      \$659 [87:80] = \$466 ;
-      \$659 [95:88] = \$471 ;
-    end
-    if (advance_6) begin
-      \$659 [103:96] = \$540 ;
-      \$659 [111:104] = \$545 ;
-    end
-    if (advance_7) begin
-      \$659 [119:112] = \$614 ;
-      \$659 [127:120] = \$619 ;
-    end
-    if (rst) begin
-      \$659  = 128'h00000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$660  = \$107 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$660  = \$172 ;
     if (rst) begin
       \$660  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$661  = a_valid_1;
-    if (\in_ready_1$96 ) begin
-      if (\$109 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$661  = a_valid_2;
+    if (in_ready_2) begin
+      if (\$174 ) begin
         \$661  = i__valid;
       end
-    end else if (a_ready_1) begin
-      \$661  = a_skid_valid_1;
+    end else if (a_ready_2) begin
+      \$661  = a_skid_valid_2;
     end
     if (rst) begin
       \$661  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$662  = a_shift_1;
-    if (\in_ready_1$96 ) begin
-      if (\$109 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$662  = a_shift_2;
+    if (in_ready_2) begin
+      if (\$174 ) begin
         \$662  = i__payload[134:130];
       end
-    end else if (a_ready_1) begin
-      \$662  = a_skid_shift_1;
+    end else if (a_ready_2) begin
+      \$662  = a_skid_shift_2;
     end
     if (rst) begin
       \$662  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$663  = a_skid_valid_1;
-    if (\in_ready_1$96 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$663  = a_skid_valid_2;
+    if (in_ready_2) begin
       (* full_case = 32'd1 *)
-      if (\$109 ) begin
+      if (\$174 ) begin
       end else begin
         \$663  = i__valid;
       end
-    end else if (a_ready_1) begin
+    end else if (a_ready_2) begin
       \$663  = 1'h0;
     end
     if (rst) begin
@@ -12999,11 +13539,11 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$664  = a_skid_shift_1;
-    if (\in_ready_1$96 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$664  = a_skid_shift_2;
+    if (in_ready_2) begin
       (* full_case = 32'd1 *)
-      if (\$109 ) begin
+      if (\$174 ) begin
       end else begin
         \$664  = i__payload[134:130];
       end
@@ -13013,34 +13553,34 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$665  = b_fine_1;
-    if (take_1) begin
-      \$665  = a_shift_1[1:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$665  = b_fine_2;
+    if (take_2) begin
+      \$665  = a_shift_2[1:0];
     end
     if (rst) begin
       \$665  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$666  = c_valid_1;
-    if (advance_1) begin
-      \$666  = \$112 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$666  = c_valid_2;
+    if (advance_2) begin
+      \$666  = \$177 ;
     end
     if (rst) begin
       \$666  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$667  = b_valid_1;
-    if (advance_1) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$667  = b_valid_2;
+    if (advance_2) begin
       (* full_case = 32'd1 *)
-      if (flush_pending_1) begin
+      if (flush_pending_2) begin
         \$667  = 1'h1;
       end else begin
-        \$667  = a_valid_1;
+        \$667  = a_valid_2;
       end
     end
     if (rst) begin
@@ -13048,14 +13588,14 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$668  = flush_pending_1;
-    if (advance_1) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$668  = flush_pending_2;
+    if (advance_2) begin
       (* full_case = 32'd1 *)
-      if (flush_pending_1) begin
+      if (flush_pending_2) begin
         \$668  = 1'h0;
       end else begin
-        \$668  = \$130 ;
+        \$668  = \$195 ;
       end
     end
     if (rst) begin
@@ -13063,50 +13603,50 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$669  = \$181 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$669  = \$246 ;
     if (rst) begin
       \$669  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$670  = a_valid_2;
-    if (\in_ready_2$102 ) begin
-      if (\$183 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$670  = a_valid_3;
+    if (in_ready_3) begin
+      if (\$248 ) begin
         \$670  = i__valid;
       end
-    end else if (a_ready_2) begin
-      \$670  = a_skid_valid_2;
+    end else if (a_ready_3) begin
+      \$670  = a_skid_valid_3;
     end
     if (rst) begin
       \$670  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$671  = a_shift_2;
-    if (\in_ready_2$102 ) begin
-      if (\$183 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$671  = a_shift_3;
+    if (in_ready_3) begin
+      if (\$248 ) begin
         \$671  = i__payload[134:130];
       end
-    end else if (a_ready_2) begin
-      \$671  = a_skid_shift_2;
+    end else if (a_ready_3) begin
+      \$671  = a_skid_shift_3;
     end
     if (rst) begin
       \$671  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$672  = a_skid_valid_2;
-    if (\in_ready_2$102 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$672  = a_skid_valid_3;
+    if (in_ready_3) begin
       (* full_case = 32'd1 *)
-      if (\$183 ) begin
+      if (\$248 ) begin
       end else begin
         \$672  = i__valid;
       end
-    end else if (a_ready_2) begin
+    end else if (a_ready_3) begin
       \$672  = 1'h0;
     end
     if (rst) begin
@@ -13114,11 +13654,11 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$673  = a_skid_shift_2;
-    if (\in_ready_2$102 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$673  = a_skid_shift_3;
+    if (in_ready_3) begin
       (* full_case = 32'd1 *)
-      if (\$183 ) begin
+      if (\$248 ) begin
       end else begin
         \$673  = i__payload[134:130];
       end
@@ -13128,34 +13668,34 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$674  = b_fine_2;
-    if (take_2) begin
-      \$674  = a_shift_2[1:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$674  = b_fine_3;
+    if (take_3) begin
+      \$674  = a_shift_3[1:0];
     end
     if (rst) begin
       \$674  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$675  = c_valid_2;
-    if (advance_2) begin
-      \$675  = \$186 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$675  = c_valid_3;
+    if (advance_3) begin
+      \$675  = \$251 ;
     end
     if (rst) begin
       \$675  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$676  = b_valid_2;
-    if (advance_2) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$676  = b_valid_3;
+    if (advance_3) begin
       (* full_case = 32'd1 *)
-      if (flush_pending_2) begin
+      if (flush_pending_3) begin
         \$676  = 1'h1;
       end else begin
-        \$676  = a_valid_2;
+        \$676  = a_valid_3;
       end
     end
     if (rst) begin
@@ -13163,14 +13703,14 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$677  = flush_pending_2;
-    if (advance_2) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$677  = flush_pending_3;
+    if (advance_3) begin
       (* full_case = 32'd1 *)
-      if (flush_pending_2) begin
+      if (flush_pending_3) begin
         \$677  = 1'h0;
       end else begin
-        \$677  = \$204 ;
+        \$677  = \$269 ;
       end
     end
     if (rst) begin
@@ -13178,50 +13718,50 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$678  = \$255 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$678  = \$320 ;
     if (rst) begin
       \$678  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$679  = a_valid_3;
-    if (\in_ready_3$108 ) begin
-      if (\$257 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$679  = a_valid_4;
+    if (in_ready_4) begin
+      if (\$322 ) begin
         \$679  = i__valid;
       end
-    end else if (a_ready_3) begin
-      \$679  = a_skid_valid_3;
+    end else if (a_ready_4) begin
+      \$679  = a_skid_valid_4;
     end
     if (rst) begin
       \$679  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$680  = a_shift_3;
-    if (\in_ready_3$108 ) begin
-      if (\$257 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$680  = a_shift_4;
+    if (in_ready_4) begin
+      if (\$322 ) begin
         \$680  = i__payload[134:130];
       end
-    end else if (a_ready_3) begin
-      \$680  = a_skid_shift_3;
+    end else if (a_ready_4) begin
+      \$680  = a_skid_shift_4;
     end
     if (rst) begin
       \$680  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$681  = a_skid_valid_3;
-    if (\in_ready_3$108 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$681  = a_skid_valid_4;
+    if (in_ready_4) begin
       (* full_case = 32'd1 *)
-      if (\$257 ) begin
+      if (\$322 ) begin
       end else begin
         \$681  = i__valid;
       end
-    end else if (a_ready_3) begin
+    end else if (a_ready_4) begin
       \$681  = 1'h0;
     end
     if (rst) begin
@@ -13229,11 +13769,11 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$682  = a_skid_shift_3;
-    if (\in_ready_3$108 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$682  = a_skid_shift_4;
+    if (in_ready_4) begin
       (* full_case = 32'd1 *)
-      if (\$257 ) begin
+      if (\$322 ) begin
       end else begin
         \$682  = i__payload[134:130];
       end
@@ -13243,34 +13783,34 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$683  = b_fine_3;
-    if (take_3) begin
-      \$683  = a_shift_3[1:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$683  = b_fine_4;
+    if (take_4) begin
+      \$683  = a_shift_4[1:0];
     end
     if (rst) begin
       \$683  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$684  = c_valid_3;
-    if (advance_3) begin
-      \$684  = \$260 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$684  = c_valid_4;
+    if (advance_4) begin
+      \$684  = \$325 ;
     end
     if (rst) begin
       \$684  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$685  = b_valid_3;
-    if (advance_3) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$685  = b_valid_4;
+    if (advance_4) begin
       (* full_case = 32'd1 *)
-      if (flush_pending_3) begin
+      if (flush_pending_4) begin
         \$685  = 1'h1;
       end else begin
-        \$685  = a_valid_3;
+        \$685  = a_valid_4;
       end
     end
     if (rst) begin
@@ -13278,14 +13818,14 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$686  = flush_pending_3;
-    if (advance_3) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$686  = flush_pending_4;
+    if (advance_4) begin
       (* full_case = 32'd1 *)
-      if (flush_pending_3) begin
+      if (flush_pending_4) begin
         \$686  = 1'h0;
       end else begin
-        \$686  = \$278 ;
+        \$686  = \$343 ;
       end
     end
     if (rst) begin
@@ -13293,50 +13833,50 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$687  = \$329 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$687  = \$394 ;
     if (rst) begin
       \$687  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$688  = a_valid_4;
-    if (\in_ready_4$114 ) begin
-      if (\$331 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$688  = a_valid_5;
+    if (in_ready_5) begin
+      if (\$396 ) begin
         \$688  = i__valid;
       end
-    end else if (a_ready_4) begin
-      \$688  = a_skid_valid_4;
+    end else if (a_ready_5) begin
+      \$688  = a_skid_valid_5;
     end
     if (rst) begin
       \$688  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$689  = a_shift_4;
-    if (\in_ready_4$114 ) begin
-      if (\$331 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$689  = a_shift_5;
+    if (in_ready_5) begin
+      if (\$396 ) begin
         \$689  = i__payload[134:130];
       end
-    end else if (a_ready_4) begin
-      \$689  = a_skid_shift_4;
+    end else if (a_ready_5) begin
+      \$689  = a_skid_shift_5;
     end
     if (rst) begin
       \$689  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$690  = a_skid_valid_4;
-    if (\in_ready_4$114 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$690  = a_skid_valid_5;
+    if (in_ready_5) begin
       (* full_case = 32'd1 *)
-      if (\$331 ) begin
+      if (\$396 ) begin
       end else begin
         \$690  = i__valid;
       end
-    end else if (a_ready_4) begin
+    end else if (a_ready_5) begin
       \$690  = 1'h0;
     end
     if (rst) begin
@@ -13344,11 +13884,11 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$691  = a_skid_shift_4;
-    if (\in_ready_4$114 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$691  = a_skid_shift_5;
+    if (in_ready_5) begin
       (* full_case = 32'd1 *)
-      if (\$331 ) begin
+      if (\$396 ) begin
       end else begin
         \$691  = i__payload[134:130];
       end
@@ -13358,34 +13898,34 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$692  = b_fine_4;
-    if (take_4) begin
-      \$692  = a_shift_4[1:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$692  = b_fine_5;
+    if (take_5) begin
+      \$692  = a_shift_5[1:0];
     end
     if (rst) begin
       \$692  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$693  = c_valid_4;
-    if (advance_4) begin
-      \$693  = \$334 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$693  = c_valid_5;
+    if (advance_5) begin
+      \$693  = \$399 ;
     end
     if (rst) begin
       \$693  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$694  = b_valid_4;
-    if (advance_4) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$694  = b_valid_5;
+    if (advance_5) begin
       (* full_case = 32'd1 *)
-      if (flush_pending_4) begin
+      if (flush_pending_5) begin
         \$694  = 1'h1;
       end else begin
-        \$694  = a_valid_4;
+        \$694  = a_valid_5;
       end
     end
     if (rst) begin
@@ -13393,14 +13933,14 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$695  = flush_pending_4;
-    if (advance_4) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$695  = flush_pending_5;
+    if (advance_5) begin
       (* full_case = 32'd1 *)
-      if (flush_pending_4) begin
+      if (flush_pending_5) begin
         \$695  = 1'h0;
       end else begin
-        \$695  = \$352 ;
+        \$695  = \$417 ;
       end
     end
     if (rst) begin
@@ -13408,50 +13948,50 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$696  = \$403 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$696  = \$468 ;
     if (rst) begin
       \$696  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$697  = a_valid_5;
-    if (\in_ready_5$120 ) begin
-      if (\$405 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$697  = a_valid_6;
+    if (in_ready_6) begin
+      if (\$470 ) begin
         \$697  = i__valid;
       end
-    end else if (a_ready_5) begin
-      \$697  = a_skid_valid_5;
+    end else if (a_ready_6) begin
+      \$697  = a_skid_valid_6;
     end
     if (rst) begin
       \$697  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$698  = a_shift_5;
-    if (\in_ready_5$120 ) begin
-      if (\$405 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$698  = a_shift_6;
+    if (in_ready_6) begin
+      if (\$470 ) begin
         \$698  = i__payload[134:130];
       end
-    end else if (a_ready_5) begin
-      \$698  = a_skid_shift_5;
+    end else if (a_ready_6) begin
+      \$698  = a_skid_shift_6;
     end
     if (rst) begin
       \$698  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$699  = a_skid_valid_5;
-    if (\in_ready_5$120 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$699  = a_skid_valid_6;
+    if (in_ready_6) begin
       (* full_case = 32'd1 *)
-      if (\$405 ) begin
+      if (\$470 ) begin
       end else begin
         \$699  = i__valid;
       end
-    end else if (a_ready_5) begin
+    end else if (a_ready_6) begin
       \$699  = 1'h0;
     end
     if (rst) begin
@@ -13459,11 +13999,11 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$700  = a_skid_shift_5;
-    if (\in_ready_5$120 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$700  = a_skid_shift_6;
+    if (in_ready_6) begin
       (* full_case = 32'd1 *)
-      if (\$405 ) begin
+      if (\$470 ) begin
       end else begin
         \$700  = i__payload[134:130];
       end
@@ -13473,34 +14013,34 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$701  = b_fine_5;
-    if (take_5) begin
-      \$701  = a_shift_5[1:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$701  = b_fine_6;
+    if (take_6) begin
+      \$701  = a_shift_6[1:0];
     end
     if (rst) begin
       \$701  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$702  = c_valid_5;
-    if (advance_5) begin
-      \$702  = \$408 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$702  = c_valid_6;
+    if (advance_6) begin
+      \$702  = \$473 ;
     end
     if (rst) begin
       \$702  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$703  = b_valid_5;
-    if (advance_5) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$703  = b_valid_6;
+    if (advance_6) begin
       (* full_case = 32'd1 *)
-      if (flush_pending_5) begin
+      if (flush_pending_6) begin
         \$703  = 1'h1;
       end else begin
-        \$703  = a_valid_5;
+        \$703  = a_valid_6;
       end
     end
     if (rst) begin
@@ -13508,14 +14048,14 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$704  = flush_pending_5;
-    if (advance_5) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$704  = flush_pending_6;
+    if (advance_6) begin
       (* full_case = 32'd1 *)
-      if (flush_pending_5) begin
+      if (flush_pending_6) begin
         \$704  = 1'h0;
       end else begin
-        \$704  = \$426 ;
+        \$704  = \$491 ;
       end
     end
     if (rst) begin
@@ -13523,50 +14063,50 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$705  = \$477 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$705  = \$542 ;
     if (rst) begin
       \$705  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$706  = a_valid_6;
-    if (\in_ready_6$126 ) begin
-      if (\$479 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$706  = a_valid_7;
+    if (in_ready_7) begin
+      if (\$544 ) begin
         \$706  = i__valid;
       end
-    end else if (a_ready_6) begin
-      \$706  = a_skid_valid_6;
+    end else if (a_ready_7) begin
+      \$706  = a_skid_valid_7;
     end
     if (rst) begin
       \$706  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$707  = a_shift_6;
-    if (\in_ready_6$126 ) begin
-      if (\$479 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$707  = a_shift_7;
+    if (in_ready_7) begin
+      if (\$544 ) begin
         \$707  = i__payload[134:130];
       end
-    end else if (a_ready_6) begin
-      \$707  = a_skid_shift_6;
+    end else if (a_ready_7) begin
+      \$707  = a_skid_shift_7;
     end
     if (rst) begin
       \$707  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$708  = a_skid_valid_6;
-    if (\in_ready_6$126 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$708  = a_skid_valid_7;
+    if (in_ready_7) begin
       (* full_case = 32'd1 *)
-      if (\$479 ) begin
+      if (\$544 ) begin
       end else begin
         \$708  = i__valid;
       end
-    end else if (a_ready_6) begin
+    end else if (a_ready_7) begin
       \$708  = 1'h0;
     end
     if (rst) begin
@@ -13574,11 +14114,11 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$709  = a_skid_shift_6;
-    if (\in_ready_6$126 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$709  = a_skid_shift_7;
+    if (in_ready_7) begin
       (* full_case = 32'd1 *)
-      if (\$479 ) begin
+      if (\$544 ) begin
       end else begin
         \$709  = i__payload[134:130];
       end
@@ -13588,34 +14128,34 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$710  = b_fine_6;
-    if (take_6) begin
-      \$710  = a_shift_6[1:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$710  = b_fine_7;
+    if (take_7) begin
+      \$710  = a_shift_7[1:0];
     end
     if (rst) begin
       \$710  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$711  = c_valid_6;
-    if (advance_6) begin
-      \$711  = \$482 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$711  = c_valid_7;
+    if (advance_7) begin
+      \$711  = \$547 ;
     end
     if (rst) begin
       \$711  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$712  = b_valid_6;
-    if (advance_6) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$712  = b_valid_7;
+    if (advance_7) begin
       (* full_case = 32'd1 *)
-      if (flush_pending_6) begin
+      if (flush_pending_7) begin
         \$712  = 1'h1;
       end else begin
-        \$712  = a_valid_6;
+        \$712  = a_valid_7;
       end
     end
     if (rst) begin
@@ -13623,14 +14163,14 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$713  = flush_pending_6;
-    if (advance_6) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$713  = flush_pending_7;
+    if (advance_7) begin
       (* full_case = 32'd1 *)
-      if (flush_pending_6) begin
+      if (flush_pending_7) begin
         \$713  = 1'h0;
       end else begin
-        \$713  = \$500 ;
+        \$713  = \$565 ;
       end
     end
     if (rst) begin
@@ -13638,402 +14178,293 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_ok_0, w_ok_1,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$714  = \$551 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$714  = \$616 ;
     if (rst) begin
       \$714  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$715  = a_valid_7;
-    if (\in_ready_7$132 ) begin
-      if (\$553 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$715  = a_valid_8;
+    if (in_ready_8) begin
+      if (\$618 ) begin
         \$715  = i__valid;
       end
-    end else if (a_ready_7) begin
-      \$715  = a_skid_valid_7;
+    end else if (a_ready_8) begin
+      \$715  = a_skid_valid_8;
     end
     if (rst) begin
       \$715  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$716  = a_shift_7;
-    if (\in_ready_7$132 ) begin
-      if (\$553 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$716  = a_shift_8;
+    if (in_ready_8) begin
+      if (\$618 ) begin
         \$716  = i__payload[134:130];
       end
-    end else if (a_ready_7) begin
-      \$716  = a_skid_shift_7;
+    end else if (a_ready_8) begin
+      \$716  = a_skid_shift_8;
     end
     if (rst) begin
       \$716  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$717  = a_skid_valid_7;
-    if (\in_ready_7$132 ) begin
-      (* full_case = 32'd1 *)
-      if (\$553 ) begin
-      end else begin
-        \$717  = i__valid;
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$717  = a_ctl;
+    if (in_ready_8) begin
+      if (\$618 ) begin
+        \$717  = i_ctl;
       end
-    end else if (a_ready_7) begin
-      \$717  = 1'h0;
+    end else if (a_ready_8) begin
+      \$717  = a_skid_ctl;
     end
     if (rst) begin
-      \$717  = 1'h0;
+      \$717  = 20'h00000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$718  = a_skid_shift_7;
-    if (\in_ready_7$132 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$718  = a_skid_valid_8;
+    if (in_ready_8) begin
       (* full_case = 32'd1 *)
-      if (\$553 ) begin
+      if (\$618 ) begin
       end else begin
-        \$718  = i__payload[134:130];
+        \$718  = i__valid;
       end
+    end else if (a_ready_8) begin
+      \$718  = 1'h0;
     end
     if (rst) begin
-      \$718  = 5'h00;
+      \$718  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$719  = b_fine_7;
-    if (take_7) begin
-      \$719  = a_shift_7[1:0];
-    end
-    if (rst) begin
-      \$719  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$720  = c_valid_7;
-    if (advance_7) begin
-      \$720  = \$556 ;
-    end
-    if (rst) begin
-      \$720  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$721  = b_valid_7;
-    if (advance_7) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$719  = a_skid_shift_8;
+    if (in_ready_8) begin
       (* full_case = 32'd1 *)
-      if (flush_pending_7) begin
-        \$721  = 1'h1;
+      if (\$618 ) begin
       end else begin
-        \$721  = a_valid_7;
+        \$719  = i__payload[134:130];
       end
     end
     if (rst) begin
-      \$721  = 1'h0;
+      \$719  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$722  = flush_pending_7;
-    if (advance_7) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$720  = a_skid_ctl;
+    if (in_ready_8) begin
       (* full_case = 32'd1 *)
-      if (flush_pending_7) begin
-        \$722  = 1'h0;
+      if (\$618 ) begin
       end else begin
-        \$722  = \$574 ;
+        \$720  = i_ctl;
       end
+    end
+    if (rst) begin
+      \$720  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$721  = b_fine_8;
+    if (take_8) begin
+      \$721  = a_shift_8[1:0];
+    end
+    if (rst) begin
+      \$721  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$722  = c_valid_8;
+    if (advance_8) begin
+      \$722  = \$619 ;
     end
     if (rst) begin
       \$722  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$723  = \$625 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$723  = b_valid_8;
+    if (advance_8) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_8) begin
+        \$723  = 1'h1;
+      end else begin
+        \$723  = a_valid_8;
+      end
+    end
     if (rst) begin
-      \$723  = 1'h1;
+      \$723  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$724  = a_valid_8;
-    if (\in_ready_8$138 ) begin
-      if (\$627 ) begin
-        \$724  = i__valid;
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$724  = flush_pending_8;
+    if (advance_8) begin
+      (* full_case = 32'd1 *)
+      if (flush_pending_8) begin
+        \$724  = 1'h0;
+      end else begin
+        \$724  = \$621 ;
       end
-    end else if (a_ready_8) begin
-      \$724  = a_skid_valid_8;
     end
     if (rst) begin
       \$724  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$725  = a_shift_8;
-    if (\in_ready_8$138 ) begin
-      if (\$627 ) begin
-        \$725  = i__payload[134:130];
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$725  = b_emit;
+    if (advance_8) begin
+      if (flush_pending_8) begin
+        \$725  = 1'h1;
+      end else if (a_valid_8) begin
+        \$725  = \$624 ;
       end
-    end else if (a_ready_8) begin
-      \$725  = a_skid_shift_8;
     end
     if (rst) begin
-      \$725  = 5'h00;
+      \$725  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$726  = a_ctl;
-    if (\in_ready_8$138 ) begin
-      if (\$627 ) begin
-        \$726  = i_ctl;
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$726  = b_first;
+    if (advance_8) begin
+      if (flush_pending_8) begin
+        \$726  = \$622 ;
+      end else if (a_valid_8) begin
+        \$726  = \$625 ;
       end
-    end else if (a_ready_8) begin
-      \$726  = a_skid_ctl;
     end
     if (rst) begin
-      \$726  = 19'h00000;
+      \$726  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$727  = a_skid_valid_8;
-    if (\in_ready_8$138 ) begin
-      (* full_case = 32'd1 *)
-      if (\$627 ) begin
-      end else begin
-        \$727  = i__valid;
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$727  = b_last;
+    if (advance_8) begin
+      if (flush_pending_8) begin
+        \$727  = 1'h1;
+      end else if (a_valid_8) begin
+        \$727  = \$627 ;
       end
-    end else if (a_ready_8) begin
+    end
+    if (rst) begin
       \$727  = 1'h0;
     end
-    if (rst) begin
-      \$727  = 1'h0;
-    end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$728  = a_skid_shift_8;
-    if (\in_ready_8$138 ) begin
-      (* full_case = 32'd1 *)
-      if (\$627 ) begin
-      end else begin
-        \$728  = i__payload[134:130];
-      end
-    end
-    if (rst) begin
-      \$728  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$729  = a_skid_ctl;
-    if (\in_ready_8$138 ) begin
-      (* full_case = 32'd1 *)
-      if (\$627 ) begin
-      end else begin
-        \$729  = i_ctl;
-      end
-    end
-    if (rst) begin
-      \$729  = 19'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$730  = b_fine_8;
-    if (take_8) begin
-      \$730  = a_shift_8[1:0];
-    end
-    if (rst) begin
-      \$730  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$731  = c_valid_8;
-    if (advance_8) begin
-      \$731  = \$628 ;
-    end
-    if (rst) begin
-      \$731  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$732  = b_valid_8;
-    if (advance_8) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_8) begin
-        \$732  = 1'h1;
-      end else begin
-        \$732  = a_valid_8;
-      end
-    end
-    if (rst) begin
-      \$732  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$733  = flush_pending_8;
-    if (advance_8) begin
-      (* full_case = 32'd1 *)
-      if (flush_pending_8) begin
-        \$733  = 1'h0;
-      end else begin
-        \$733  = \$630 ;
-      end
-    end
-    if (rst) begin
-      \$733  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$734  = b_emit;
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$728  = started;
     if (advance_8) begin
       if (flush_pending_8) begin
-        \$734  = 1'h1;
+        \$728  = 1'h0;
       end else if (a_valid_8) begin
-        \$734  = \$633 ;
-      end
-    end
-    if (rst) begin
-      \$734  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$735  = b_first;
-    if (advance_8) begin
-      if (flush_pending_8) begin
-        \$735  = \$631 ;
-      end else if (a_valid_8) begin
-        \$735  = \$634 ;
-      end
-    end
-    if (rst) begin
-      \$735  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$736  = b_last;
-    if (advance_8) begin
-      if (flush_pending_8) begin
-        \$736  = 1'h1;
-      end else if (a_valid_8) begin
-        \$736  = \$636 ;
-      end
-    end
-    if (rst) begin
-      \$736  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$737  = started;
-    if (advance_8) begin
-      if (flush_pending_8) begin
-        \$737  = 1'h0;
-      end else if (a_valid_8) begin
-        if (\$638 ) begin
-          \$737  = \$641 ;
+        if (\$629 ) begin
+          \$728  = \$632 ;
         end
       end
     end
     if (rst) begin
-      \$737  = 1'h0;
+      \$728  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$738  = b_meta;
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$729  = b_meta;
     if (advance_8) begin
       if (flush_pending_8) begin
       end else if (a_valid_8) begin
-        \$738  = a_ctl[18:4];
+        \$729  = a_ctl[19:4];
       end
     end
     if (rst) begin
-      \$738  = 15'h0000;
+      \$729  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$739  = b_shift;
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$730  = b_shift;
     if (advance_8) begin
       if (flush_pending_8) begin
       end else if (a_valid_8) begin
-        \$739  = a_shift_8;
+        \$730  = a_shift_8;
       end
     end
     if (rst) begin
-      \$739  = 5'h00;
+      \$730  = 5'h00;
     end
   end
-  assign \in_ready_0$11  = i__ready;
+  assign in_ready_0 = i__ready;
   assign o__valid = c_valid_0;
-  assign o__payload = { \$643 , out_data };
-  assign \port$3408$0  = \$643 ;
+  assign o__payload = { \$634 , out_data };
+  assign \port$3558$0  = \$634 ;
   assign \i_ctl.first  = i_ctl[0];
   assign \i_ctl.last  = i_ctl[1];
   assign \i_ctl.drop_first  = i_ctl[2];
   assign \i_ctl.flush  = i_ctl[3];
-  assign \i_ctl.meta  = i_ctl[18:4];
-  assign \i_ctl.meta.beat  = i_ctl[18:4];
+  assign \i_ctl.meta  = i_ctl[19:4];
+  assign \i_ctl.meta.beat  = i_ctl[19:4];
   assign \i_ctl.meta.beat.beat_lo  = i_ctl[7:4];
   assign \i_ctl.meta.beat.beat_hi  = i_ctl[12:8];
   assign \i_ctl.meta.beat.start_phase  = i_ctl[18:13];
+  assign \i_ctl.meta.beat.start_ends  = i_ctl[19];
   assign \i__payload.data  = i__payload[127:0];
   assign \i__payload.first  = i__payload[128];
   assign \i__payload.last  = i__payload[129];
   assign \i__payload.shift  = i__payload[134:130];
   assign \i__payload.drop_first  = i__payload[135];
   assign \i__payload.flush  = i__payload[136];
-  assign \i__payload.meta  = i__payload[151:137];
-  assign \i__payload.meta.beat  = i__payload[151:137];
+  assign \i__payload.meta  = i__payload[152:137];
+  assign \i__payload.meta.beat  = i__payload[152:137];
   assign \i__payload.meta.beat.beat_lo  = i__payload[140:137];
   assign \i__payload.meta.beat.beat_hi  = i__payload[145:141];
   assign \i__payload.meta.beat.start_phase  = i__payload[151:146];
+  assign \i__payload.meta.beat.start_ends  = i__payload[152];
   assign \o__payload.data  = out_data;
-  assign \o__payload.first  = \$643 [0];
-  assign \o__payload.last  = \$643 [1];
-  assign \o__payload.meta  = \$643 [16:2];
-  assign \o__payload.meta.beat  = \$643 [16:2];
-  assign \o__payload.meta.beat.beat_lo  = \$643 [5:2];
-  assign \o__payload.meta.beat.beat_hi  = \$643 [10:6];
-  assign \o__payload.meta.beat.start_phase  = \$643 [16:11];
+  assign \o__payload.first  = \$634 [0];
+  assign \o__payload.last  = \$634 [1];
+  assign \o__payload.meta  = \$634 [17:2];
+  assign \o__payload.meta.beat  = \$634 [17:2];
+  assign \o__payload.meta.beat.beat_lo  = \$634 [5:2];
+  assign \o__payload.meta.beat.beat_hi  = \$634 [10:6];
+  assign \o__payload.meta.beat.start_phase  = \$634 [16:11];
+  assign \o__payload.meta.beat.start_ends  = \$634 [17];
   assign \a_ctl.first  = a_ctl[0];
   assign \a_ctl.last  = a_ctl[1];
   assign \a_ctl.drop_first  = a_ctl[2];
   assign \a_ctl.flush  = a_ctl[3];
-  assign \a_ctl.meta  = a_ctl[18:4];
-  assign \a_ctl.meta.beat  = a_ctl[18:4];
+  assign \a_ctl.meta  = a_ctl[19:4];
+  assign \a_ctl.meta.beat  = a_ctl[19:4];
   assign \a_ctl.meta.beat.beat_lo  = a_ctl[7:4];
   assign \a_ctl.meta.beat.beat_hi  = a_ctl[12:8];
   assign \a_ctl.meta.beat.start_phase  = a_ctl[18:13];
+  assign \a_ctl.meta.beat.start_ends  = a_ctl[19];
   assign \a_skid_ctl.first  = a_skid_ctl[0];
   assign \a_skid_ctl.last  = a_skid_ctl[1];
   assign \a_skid_ctl.drop_first  = a_skid_ctl[2];
   assign \a_skid_ctl.flush  = a_skid_ctl[3];
-  assign \a_skid_ctl.meta  = a_skid_ctl[18:4];
-  assign \a_skid_ctl.meta.beat  = a_skid_ctl[18:4];
+  assign \a_skid_ctl.meta  = a_skid_ctl[19:4];
+  assign \a_skid_ctl.meta.beat  = a_skid_ctl[19:4];
   assign \a_skid_ctl.meta.beat.beat_lo  = a_skid_ctl[7:4];
   assign \a_skid_ctl.meta.beat.beat_hi  = a_skid_ctl[12:8];
   assign \a_skid_ctl.meta.beat.start_phase  = a_skid_ctl[18:13];
+  assign \a_skid_ctl.meta.beat.start_ends  = a_skid_ctl[19];
   assign \b_meta.beat  = b_meta;
   assign \b_meta.beat.beat_lo  = b_meta[3:0];
   assign \b_meta.beat.beat_hi  = b_meta[8:4];
   assign \b_meta.beat.start_phase  = b_meta[14:9];
-  assign i_ctl[18:4] = i__payload[151:137];
+  assign \b_meta.beat.start_ends  = b_meta[15];
+  assign i_ctl[19:4] = i__payload[152:137];
   assign i_ctl[3] = i__payload[136];
   assign i_ctl[2] = i__payload[135];
   assign i_ctl[1] = i__payload[129];
@@ -14042,7 +14473,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ace_dma_small.writer.split (rst, o__ready, i__ready, i__payload, i__valid, o__payload, o__valid, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$22  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$23  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -14157,7 +14588,7 @@ module \ace_dma_small.writer.split (rst, o__ready, i__ready, i__payload, i__vali
   always @(posedge clk)
     meta <= \$38 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \$33  = cur;
     if (\$3 ) begin
       \$33  = { \$4 [21:0], 6'h00 };
@@ -14170,7 +14601,7 @@ module \ace_dma_small.writer.split (rst, o__ready, i__ready, i__payload, i__vali
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \$34  = span;
     if (\$3 ) begin
       \$34  = \$5 [20:0];
@@ -14183,7 +14614,7 @@ module \ace_dma_small.writer.split (rst, o__ready, i__ready, i__payload, i__vali
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \$35  = last;
     if (\$3 ) begin
       \$35  = \$10 ;
@@ -14196,7 +14627,7 @@ module \ace_dma_small.writer.split (rst, o__ready, i__ready, i__payload, i__vali
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \$36  = length;
     if (\$3 ) begin
       \$36  = \$17 [7:0];
@@ -14209,7 +14640,7 @@ module \ace_dma_small.writer.split (rst, o__ready, i__ready, i__payload, i__vali
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \$37  = o__valid;
     if (\$3 ) begin
       if (last) begin
@@ -14224,7 +14655,7 @@ module \ace_dma_small.writer.split (rst, o__ready, i__ready, i__payload, i__vali
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \$38  = meta;
     if (\$18 ) begin
       \$38  = i__payload[56:49];
@@ -14287,8 +14718,8 @@ module \ace_dma_small.writer.sreq_q (rst, w_en, o__ready, room_next, w_data, \r_
     .r_en(r_en),
     .r_rdy(i__valid),
     .rst(rst),
+    .w_data(w_data),
     .w_en(w_en),
-    .w_port__data(w_data),
     .w_rdy(w_rdy)
   );
   \ace_dma_small.writer.sreq_q.head  head (
@@ -14313,27 +14744,37 @@ module \ace_dma_small.writer.sreq_q (rst, w_en, o__ready, room_next, w_data, \r_
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.writer.sreq_q.fifo (rst, w_en, r_data, w_port__data, level, r_rdy, w_rdy, r_en, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$23  = 0;
+module \ace_dma_small.writer.sreq_q.fifo (rst, w_en, r_data, w_data, level, r_rdy, w_rdy, r_en, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$24  = 0;
   wire \$1 ;
-  wire \$10 ;
-  wire \$11 ;
+  wire [2:0] \$10 ;
+  wire [2:0] \$11 ;
   wire \$12 ;
-  wire [3:0] \$13 ;
-  wire \$14 ;
-  reg [1:0] \$15 ;
-  reg [1:0] \$16 ;
-  reg [2:0] \$17 ;
-  reg \$18 ;
-  reg \$19 ;
-  wire [2:0] \$2 ;
-  wire [2:0] \$3 ;
+  wire \$13 ;
+  wire [3:0] \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire \$17 ;
+  wire [3:0] \$18 ;
+  wire \$19 ;
+  wire \$2 ;
+  reg [34:0] \$20 ;
+  reg [1:0] \$21 ;
+  reg \$22 ;
+  reg \$23 ;
+  reg [1:0] \$24 ;
+  reg [1:0] \$25 ;
+  reg [2:0] \$26 ;
+  reg \$27 ;
+  reg \$28 ;
+  wire \$3 ;
   wire \$4 ;
-  wire [2:0] \$5 ;
-  wire [2:0] \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  wire [3:0] \$9 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire [2:0] \$7 ;
+  wire [2:0] \$8 ;
+  wire \$9 ;
+  reg bypass = 1'h0;
   input clk;
   wire clk;
   (* init = 2'h0 *)
@@ -14342,8 +14783,7 @@ module \ace_dma_small.writer.sreq_q.fifo (rst, w_en, r_data, w_port__data, level
   wire do_write;
   output [2:0] level;
   reg [2:0] level = 3'h0;
-  (* init = 2'h0 *)
-  wire [1:0] produce;
+  reg [1:0] produce = 2'h0;
   output [34:0] r_data;
   wire [34:0] r_data;
   input r_en;
@@ -14354,116 +14794,163 @@ module \ace_dma_small.writer.sreq_q.fifo (rst, w_en, r_data, w_port__data, level
   reg r_rdy = 1'h0;
   input rst;
   wire rst;
+  input [34:0] w_data;
   wire [34:0] w_data;
   input w_en;
   wire w_en;
+  (* init = 35'h000000000 *)
+  wire [34:0] w_hold;
+  (* init = 2'h0 *)
+  wire [1:0] w_hold_addr;
+  (* init = 1'h0 *)
+  wire w_hold_en;
   reg [1:0] w_port__addr = 2'h0;
-  input [34:0] w_port__data;
-  wire [34:0] w_port__data;
-  wire w_port__en;
+  reg [34:0] w_port__data = 35'h000000000;
+  reg w_port__en = 1'h0;
   output w_rdy;
   reg w_rdy = 1'h1;
   reg [34:0] storage [3:0];
   always @(posedge clk) begin
-    if (do_write)
+    if (w_port__en)
       storage[w_port__addr] <= w_port__data;
   end
-  assign r_data = storage[r_port__addr];
+  assign r_port__data = storage[r_port__addr];
   assign do_write = w_en & w_rdy;
   assign do_read = r_en & r_rdy;
-  assign \$1  = w_port__addr == 2'h3;
-  assign \$2  = w_port__addr + 1'h1;
-  assign \$3  = \$1  ? 3'h0 : \$2 ;
-  assign \$4  = r_port__addr == 2'h3;
-  assign \$5  = r_port__addr + 1'h1;
-  assign \$6  = \$4  ? 3'h0 : \$5 ;
-  assign \$7  = ~ do_read;
-  assign \$8  = do_write & \$7 ;
-  assign \$9  = level + 1'h1;
-  assign \$10  = level != 2'h3;
-  assign \$11  = ~ do_write;
-  assign \$12  = do_read & \$11 ;
-  assign \$13  = level - 1'h1;
-  assign \$14  = level != 1'h1;
+  assign r_data = bypass ? w_port__data : r_port__data;
+  assign \$1  = ! level;
+  assign \$2  = level == 1'h1;
+  assign \$3  = \$2  & do_read;
+  assign \$4  = \$1  | \$3 ;
+  assign \$5  = do_write & \$4 ;
+  assign \$6  = produce == 2'h3;
+  assign \$7  = produce + 1'h1;
+  assign \$8  = \$6  ? 3'h0 : \$7 ;
+  assign \$9  = r_port__addr == 2'h3;
+  assign \$10  = r_port__addr + 1'h1;
+  assign \$11  = \$9  ? 3'h0 : \$10 ;
+  assign \$12  = ~ do_read;
+  assign \$13  = do_write & \$12 ;
+  assign \$14  = level + 1'h1;
+  assign \$15  = level != 2'h3;
+  assign \$16  = ~ do_write;
+  assign \$17  = do_read & \$16 ;
+  assign \$18  = level - 1'h1;
+  assign \$19  = level != 1'h1;
   always @(posedge clk)
-    w_port__addr <= \$15 ;
+    w_port__data <= \$20 ;
   always @(posedge clk)
-    r_port__addr <= \$16 ;
+    w_port__addr <= \$21 ;
   always @(posedge clk)
-    level <= \$17 ;
+    w_port__en <= \$22 ;
   always @(posedge clk)
-    r_rdy <= \$18 ;
+    bypass <= \$23 ;
   always @(posedge clk)
-    w_rdy <= \$19 ;
+    produce <= \$24 ;
+  always @(posedge clk)
+    r_port__addr <= \$25 ;
+  always @(posedge clk)
+    level <= \$26 ;
+  always @(posedge clk)
+    r_rdy <= \$27 ;
+  always @(posedge clk)
+    w_rdy <= \$28 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$15  = w_port__addr;
+    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    \$20  = w_data;
+    if (rst) begin
+      \$20  = 35'h000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    \$21  = produce;
+    if (rst) begin
+      \$21  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    \$22  = do_write;
+    if (rst) begin
+      \$22  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    \$23  = \$5 ;
+    if (rst) begin
+      \$23  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    \$24  = produce;
     if (do_write) begin
-      \$15  = \$3 [1:0];
+      \$24  = \$8 [1:0];
     end
     if (rst) begin
-      \$15  = 2'h0;
+      \$24  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$16  = r_port__addr;
+    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    \$25  = r_port__addr;
     if (do_read) begin
-      \$16  = \$6 [1:0];
+      \$25  = \$11 [1:0];
     end
     if (rst) begin
-      \$16  = 2'h0;
+      \$25  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$17  = level;
-    if (\$8 ) begin
-      \$17  = \$9 [2:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    \$26  = level;
+    if (\$13 ) begin
+      \$26  = \$14 [2:0];
     end
-    if (\$12 ) begin
-      \$17  = \$13 [2:0];
+    if (\$17 ) begin
+      \$26  = \$18 [2:0];
     end
     if (rst) begin
-      \$17  = 3'h0;
+      \$26  = 3'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$18  = r_rdy;
-    if (\$8 ) begin
-      \$18  = 1'h1;
+    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    \$27  = r_rdy;
+    if (\$13 ) begin
+      \$27  = 1'h1;
     end
-    if (\$12 ) begin
-      \$18  = \$14 ;
+    if (\$17 ) begin
+      \$27  = \$19 ;
     end
     if (rst) begin
-      \$18  = 1'h0;
+      \$27  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$19  = w_rdy;
-    if (\$8 ) begin
-      \$19  = \$10 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    \$28  = w_rdy;
+    if (\$13 ) begin
+      \$28  = \$15 ;
     end
-    if (\$12 ) begin
-      \$19  = 1'h1;
+    if (\$17 ) begin
+      \$28  = 1'h1;
     end
     if (rst) begin
-      \$19  = 1'h1;
+      \$28  = 1'h1;
     end
   end
-  assign produce = w_port__addr;
-  assign w_data = w_port__data;
-  assign w_port__en = do_write;
   assign consume = r_port__addr;
-  assign r_port__data = r_data;
+  assign w_hold_addr = w_port__addr;
+  assign w_hold = w_port__data;
+  assign w_hold_en = w_port__en;
 endmodule
 
 (* generator = "Amaranth" *)
 module \ace_dma_small.writer.sreq_q.head (rst, o__ready, i__payload, i__valid, i__ready, o__valid, o__payload, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$24  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$25  = 0;
   wire \$1 ;
   reg \$10 ;
   reg [34:0] \$11 ;
@@ -14520,14 +15007,14 @@ module \ace_dma_small.writer.sreq_q.head (rst, o__ready, i__payload, i__valid, i
   always @(posedge clk)
     skid_payload <= \$13 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     \$9  = \$6 ;
     if (rst) begin
       \$9  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     \$10  = o__valid;
     if (i__ready) begin
       if (\$8 ) begin
@@ -14541,7 +15028,7 @@ module \ace_dma_small.writer.sreq_q.head (rst, o__ready, i__payload, i__valid, i
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     \$11  = o__payload;
     if (i__ready) begin
       if (\$8 ) begin
@@ -14555,7 +15042,7 @@ module \ace_dma_small.writer.sreq_q.head (rst, o__ready, i__payload, i__valid, i
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     \$12  = skid_valid;
     if (i__ready) begin
       (* full_case = 32'd1 *)
@@ -14571,7 +15058,7 @@ module \ace_dma_small.writer.sreq_q.head (rst, o__ready, i__payload, i__valid, i
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     \$13  = skid_payload;
     if (i__ready) begin
       (* full_case = 32'd1 *)
@@ -14590,20 +15077,26 @@ module \ace_dma_small.writer.sreq_q.head (rst, o__ready, i__payload, i__valid, i
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.writer.w_skid (clk, rst, i__valid, i_bits, i__ready, o__valid, out_payload, in_ready_1, in_ready_2, in_ready_3, in_ready_4, in_ready_5, in_ready_6, in_ready_7, in_ready_8, o__ready);
-  reg \$auto$verilog_backend.cc:2355:dump_module$25  = 0;
+module \ace_dma_small.writer.w_skid (clk, rst, i__valid, ready_next, \port$2505$0 , \port$2506$0 , \port$2507$0 , \port$2508$0 , \port$2509$0 , \port$2510$0 , \port$2511$0 , \port$2512$0 , \port$2513$0 , i__payload, in_ready, out_valid, o__ready);
+  reg \$auto$verilog_backend.cc:2355:dump_module$26  = 0;
   wire \$1 ;
-  wire \$10 ;
+  wire [16:0] \$10 ;
   reg \$100 ;
   reg \$101 ;
-  wire \$11 ;
-  wire \$12 ;
-  wire \$13 ;
-  wire \$14 ;
-  wire \$15 ;
-  wire \$16 ;
-  wire \$17 ;
-  wire \$18 ;
+  reg \$102 ;
+  reg \$103 ;
+  reg \$104 ;
+  reg \$105 ;
+  reg [149:0] \$106 ;
+  reg [149:0] \$107 ;
+  wire [16:0] \$11 ;
+  wire [16:0] \$12 ;
+  wire [16:0] \$13 ;
+  wire [16:0] \$14 ;
+  wire [16:0] \$15 ;
+  wire [16:0] \$16 ;
+  wire [16:0] \$17 ;
+  wire [13:0] \$18 ;
   wire \$19 ;
   wire \$2 ;
   wire \$20 ;
@@ -14664,11 +15157,11 @@ module \ace_dma_small.writer.w_skid (clk, rst, i__valid, i_bits, i__ready, o__va
   wire \$70 ;
   wire \$71 ;
   wire \$72 ;
-  reg \$73 ;
-  reg \$74 ;
-  reg [149:0] \$75 ;
+  wire \$73 ;
+  wire \$74 ;
+  reg \$75 ;
   reg \$76 ;
-  reg [149:0] \$77 ;
+  reg \$77 ;
   reg \$78 ;
   reg \$79 ;
   wire \$8 ;
@@ -14695,36 +15188,40 @@ module \ace_dma_small.writer.w_skid (clk, rst, i__valid, i_bits, i__ready, o__va
   reg \$99 ;
   input clk;
   wire clk;
+  wire empty_next;
+  reg [149:0] entry0 = 150'h00000000000000000000000000000000000000;
+  reg [149:0] entry1 = 150'h00000000000000000000000000000000000000;
+  wire full_next;
+  input [149:0] i__payload;
   wire [149:0] i__payload;
   wire [4:0] \i__payload.bytes ;
   wire [127:0] \i__payload.data ;
   wire \i__payload.last ;
   wire [15:0] \i__payload.strb ;
-  output i__ready;
-  reg i__ready = 1'h1;
+  (* init = 1'h1 *)
+  wire i__ready;
   input i__valid;
   wire i__valid;
-  input [149:0] i_bits;
-  wire [149:0] i_bits;
-  (* init = 1'h1 *)
-  wire in_ready_0;
-  output in_ready_1;
-  reg in_ready_1 = 1'h1;
-  output in_ready_2;
-  reg in_ready_2 = 1'h1;
-  output in_ready_3;
-  reg in_ready_3 = 1'h1;
-  output in_ready_4;
-  reg in_ready_4 = 1'h1;
-  output in_ready_5;
-  reg in_ready_5 = 1'h1;
-  output in_ready_6;
-  reg in_ready_6 = 1'h1;
-  output in_ready_7;
-  reg in_ready_7 = 1'h1;
-  output in_ready_8;
-  reg in_ready_8 = 1'h1;
-  (* init = 150'h00000000000000000000000000000000000000 *)
+  output in_ready;
+  reg in_ready = 1'h1;
+  reg load0_r0 = 1'h1;
+  reg load0_r1 = 1'h1;
+  reg load0_r2 = 1'h1;
+  reg load0_r3 = 1'h1;
+  reg load0_r4 = 1'h1;
+  reg load0_r5 = 1'h1;
+  reg load0_r6 = 1'h1;
+  reg load0_r7 = 1'h1;
+  reg load0_r8 = 1'h1;
+  reg load1_r0 = 1'h0;
+  reg load1_r1 = 1'h0;
+  reg load1_r2 = 1'h0;
+  reg load1_r3 = 1'h0;
+  reg load1_r4 = 1'h0;
+  reg load1_r5 = 1'h0;
+  reg load1_r6 = 1'h0;
+  reg load1_r7 = 1'h0;
+  reg load1_r8 = 1'h0;
   wire [149:0] o__payload;
   wire [4:0] \o__payload.bytes ;
   wire [127:0] \o__payload.data ;
@@ -14732,691 +15229,521 @@ module \ace_dma_small.writer.w_skid (clk, rst, i__valid, i_bits, i__ready, o__va
   wire [15:0] \o__payload.strb ;
   input o__ready;
   wire o__ready;
-  output o__valid;
-  reg o__valid = 1'h0;
-  (* init = 150'h00000000000000000000000000000000000000 *)
-  wire [149:0] out_bits;
-  output [149:0] out_payload;
-  reg [149:0] out_payload = 150'h00000000000000000000000000000000000000;
-  wire [4:0] \out_payload.bytes ;
-  wire [127:0] \out_payload.data ;
-  wire \out_payload.last ;
-  wire [15:0] \out_payload.strb ;
   (* init = 1'h0 *)
-  wire out_valid_0;
-  reg out_valid_1 = 1'h0;
-  reg out_valid_2 = 1'h0;
-  reg out_valid_3 = 1'h0;
-  reg out_valid_4 = 1'h0;
-  reg out_valid_5 = 1'h0;
-  reg out_valid_6 = 1'h0;
-  reg out_valid_7 = 1'h0;
-  reg out_valid_8 = 1'h0;
+  wire o__valid;
+  output out_valid;
+  reg out_valid = 1'h0;
+  wire pop;
+  output [16:0] \port$2505$0 ;
+  wire [16:0] \port$2505$0 ;
+  output [16:0] \port$2506$0 ;
+  wire [16:0] \port$2506$0 ;
+  output [16:0] \port$2507$0 ;
+  wire [16:0] \port$2507$0 ;
+  output [16:0] \port$2508$0 ;
+  wire [16:0] \port$2508$0 ;
+  output [16:0] \port$2509$0 ;
+  wire [16:0] \port$2509$0 ;
+  output [16:0] \port$2510$0 ;
+  wire [16:0] \port$2510$0 ;
+  output [16:0] \port$2511$0 ;
+  wire [16:0] \port$2511$0 ;
+  output [16:0] \port$2512$0 ;
+  wire [16:0] \port$2512$0 ;
+  output [13:0] \port$2513$0 ;
+  wire [13:0] \port$2513$0 ;
+  wire push;
+  reg r_at = 1'h0;
+  wire r_at_next;
+  reg r_at_r0 = 1'h0;
+  reg r_at_r1 = 1'h0;
+  reg r_at_r2 = 1'h0;
+  reg r_at_r3 = 1'h0;
+  reg r_at_r4 = 1'h0;
+  reg r_at_r5 = 1'h0;
+  reg r_at_r6 = 1'h0;
+  reg r_at_r7 = 1'h0;
+  reg r_at_r8 = 1'h0;
+  output ready_next;
+  wire ready_next;
   input rst;
   wire rst;
-  (* init = 150'h00000000000000000000000000000000000000 *)
-  wire [149:0] skid_bits;
-  reg [149:0] skid_payload = 150'h00000000000000000000000000000000000000;
-  wire [4:0] \skid_payload.bytes ;
-  wire [127:0] \skid_payload.data ;
-  wire \skid_payload.last ;
-  wire [15:0] \skid_payload.strb ;
-  reg skid_valid_0 = 1'h0;
-  reg skid_valid_1 = 1'h0;
-  reg skid_valid_2 = 1'h0;
-  reg skid_valid_3 = 1'h0;
-  reg skid_valid_4 = 1'h0;
-  reg skid_valid_5 = 1'h0;
-  reg skid_valid_6 = 1'h0;
-  reg skid_valid_7 = 1'h0;
-  reg skid_valid_8 = 1'h0;
-  assign \$1  = ~ skid_valid_0;
-  assign \$2  = ~ o__valid;
-  assign \$3  = ~ i__valid;
-  assign \$4  = \$2  | \$3 ;
-  assign \$5  = \$1  & \$4 ;
-  assign \$6  = o__ready | \$5 ;
-  assign \$7  = ~ o__valid;
-  assign \$8  = o__ready | \$7 ;
-  assign \$9  = ~ skid_valid_1;
-  assign \$10  = ~ out_valid_1;
-  assign \$11  = ~ i__valid;
-  assign \$12  = \$10  | \$11 ;
-  assign \$13  = \$9  & \$12 ;
-  assign \$14  = o__ready | \$13 ;
-  assign \$15  = ~ out_valid_1;
-  assign \$16  = o__ready | \$15 ;
-  assign \$17  = ~ skid_valid_2;
-  assign \$18  = ~ out_valid_2;
-  assign \$19  = ~ i__valid;
-  assign \$20  = \$18  | \$19 ;
-  assign \$21  = \$17  & \$20 ;
-  assign \$22  = o__ready | \$21 ;
-  assign \$23  = ~ out_valid_2;
-  assign \$24  = o__ready | \$23 ;
-  assign \$25  = ~ skid_valid_3;
-  assign \$26  = ~ out_valid_3;
-  assign \$27  = ~ i__valid;
-  assign \$28  = \$26  | \$27 ;
-  assign \$29  = \$25  & \$28 ;
-  assign \$30  = o__ready | \$29 ;
-  assign \$31  = ~ out_valid_3;
-  assign \$32  = o__ready | \$31 ;
-  assign \$33  = ~ skid_valid_4;
-  assign \$34  = ~ out_valid_4;
-  assign \$35  = ~ i__valid;
-  assign \$36  = \$34  | \$35 ;
-  assign \$37  = \$33  & \$36 ;
-  assign \$38  = o__ready | \$37 ;
-  assign \$39  = ~ out_valid_4;
-  assign \$40  = o__ready | \$39 ;
-  assign \$41  = ~ skid_valid_5;
-  assign \$42  = ~ out_valid_5;
-  assign \$43  = ~ i__valid;
-  assign \$44  = \$42  | \$43 ;
-  assign \$45  = \$41  & \$44 ;
-  assign \$46  = o__ready | \$45 ;
-  assign \$47  = ~ out_valid_5;
-  assign \$48  = o__ready | \$47 ;
-  assign \$49  = ~ skid_valid_6;
-  assign \$50  = ~ out_valid_6;
-  assign \$51  = ~ i__valid;
-  assign \$52  = \$50  | \$51 ;
-  assign \$53  = \$49  & \$52 ;
-  assign \$54  = o__ready | \$53 ;
-  assign \$55  = ~ out_valid_6;
-  assign \$56  = o__ready | \$55 ;
-  assign \$57  = ~ skid_valid_7;
-  assign \$58  = ~ out_valid_7;
-  assign \$59  = ~ i__valid;
-  assign \$60  = \$58  | \$59 ;
-  assign \$61  = \$57  & \$60 ;
-  assign \$62  = o__ready | \$61 ;
-  assign \$63  = ~ out_valid_7;
-  assign \$64  = o__ready | \$63 ;
-  assign \$65  = ~ skid_valid_8;
-  assign \$66  = ~ out_valid_8;
-  assign \$67  = ~ i__valid;
-  assign \$68  = \$66  | \$67 ;
-  assign \$69  = \$65  & \$68 ;
-  assign \$70  = o__ready | \$69 ;
-  assign \$71  = ~ out_valid_8;
-  assign \$72  = o__ready | \$71 ;
+  reg w_at = 1'h0;
+  wire w_at_next;
+  assign push = i__valid & in_ready;
+  assign pop = out_valid & o__ready;
+  assign \$1  = ~ o__ready;
+  assign \$2  = ~ in_ready;
+  assign \$3  = out_valid & in_ready;
+  assign \$4  = \$3  & i__valid;
+  assign \$5  = \$2  | \$4 ;
+  assign full_next = \$1  & \$5 ;
+  assign \$6  = ~ i__valid;
+  assign \$7  = ~ out_valid;
+  assign \$8  = in_ready & o__ready;
+  assign \$9  = \$7  | \$8 ;
+  assign empty_next = \$6  & \$9 ;
+  assign w_at_next = w_at ^ push;
+  assign r_at_next = r_at ^ pop;
+  assign ready_next = ~ full_next;
+  assign \$10  = r_at_r0 ? entry1[16:0] : entry0[16:0];
+  assign \$11  = r_at_r1 ? entry1[33:17] : entry0[33:17];
+  assign \$12  = r_at_r2 ? entry1[50:34] : entry0[50:34];
+  assign \$13  = r_at_r3 ? entry1[67:51] : entry0[67:51];
+  assign \$14  = r_at_r4 ? entry1[84:68] : entry0[84:68];
+  assign \$15  = r_at_r5 ? entry1[101:85] : entry0[101:85];
+  assign \$16  = r_at_r6 ? entry1[118:102] : entry0[118:102];
+  assign \$17  = r_at_r7 ? entry1[135:119] : entry0[135:119];
+  assign \$18  = r_at_r8 ? entry1[149:136] : entry0[149:136];
+  assign \$19  = ~ full_next;
+  assign \$20  = ~ empty_next;
+  assign \$21  = ~ full_next;
+  assign \$22  = ! w_at_next;
+  assign \$23  = \$21  & \$22 ;
+  assign \$24  = ~ full_next;
+  assign \$25  = ! w_at_next;
+  assign \$26  = \$24  & \$25 ;
+  assign \$27  = ~ full_next;
+  assign \$28  = ! w_at_next;
+  assign \$29  = \$27  & \$28 ;
+  assign \$30  = ~ full_next;
+  assign \$31  = ! w_at_next;
+  assign \$32  = \$30  & \$31 ;
+  assign \$33  = ~ full_next;
+  assign \$34  = ! w_at_next;
+  assign \$35  = \$33  & \$34 ;
+  assign \$36  = ~ full_next;
+  assign \$37  = ! w_at_next;
+  assign \$38  = \$36  & \$37 ;
+  assign \$39  = ~ full_next;
+  assign \$40  = ! w_at_next;
+  assign \$41  = \$39  & \$40 ;
+  assign \$42  = ~ full_next;
+  assign \$43  = ! w_at_next;
+  assign \$44  = \$42  & \$43 ;
+  assign \$45  = ~ full_next;
+  assign \$46  = ! w_at_next;
+  assign \$47  = \$45  & \$46 ;
+  assign \$48  = ~ full_next;
+  assign \$50  = \$48  & \$49 ;
+  assign \$51  = ~ full_next;
+  assign \$53  = \$51  & \$52 ;
+  assign \$54  = ~ full_next;
+  assign \$56  = \$54  & \$55 ;
+  assign \$57  = ~ full_next;
+  assign \$59  = \$57  & \$58 ;
+  assign \$60  = ~ full_next;
+  assign \$62  = \$60  & \$61 ;
+  assign \$63  = ~ full_next;
+  assign \$65  = \$63  & \$64 ;
+  assign \$66  = ~ full_next;
+  assign \$68  = \$66  & \$67 ;
+  assign \$69  = ~ full_next;
+  assign \$71  = \$69  & \$70 ;
+  assign \$72  = ~ full_next;
+  assign \$74  = \$72  & \$73 ;
   always @(posedge clk)
-    i__ready <= \$73 ;
+    in_ready <= \$75 ;
   always @(posedge clk)
-    o__valid <= \$74 ;
+    out_valid <= \$76 ;
   always @(posedge clk)
-    out_payload <= \$75 ;
+    w_at <= \$77 ;
   always @(posedge clk)
-    skid_valid_0 <= \$76 ;
+    r_at <= \$78 ;
   always @(posedge clk)
-    skid_payload <= \$77 ;
+    load0_r0 <= \$79 ;
   always @(posedge clk)
-    in_ready_1 <= \$78 ;
+    load0_r1 <= \$80 ;
   always @(posedge clk)
-    out_valid_1 <= \$79 ;
+    load0_r2 <= \$81 ;
   always @(posedge clk)
-    skid_valid_1 <= \$80 ;
+    load0_r3 <= \$82 ;
   always @(posedge clk)
-    in_ready_2 <= \$81 ;
+    load0_r4 <= \$83 ;
   always @(posedge clk)
-    out_valid_2 <= \$82 ;
+    load0_r5 <= \$84 ;
   always @(posedge clk)
-    skid_valid_2 <= \$83 ;
+    load0_r6 <= \$85 ;
   always @(posedge clk)
-    in_ready_3 <= \$84 ;
+    load0_r7 <= \$86 ;
   always @(posedge clk)
-    out_valid_3 <= \$85 ;
+    load0_r8 <= \$87 ;
   always @(posedge clk)
-    skid_valid_3 <= \$86 ;
+    load1_r0 <= \$88 ;
   always @(posedge clk)
-    in_ready_4 <= \$87 ;
+    load1_r1 <= \$89 ;
   always @(posedge clk)
-    out_valid_4 <= \$88 ;
+    load1_r2 <= \$90 ;
   always @(posedge clk)
-    skid_valid_4 <= \$89 ;
+    load1_r3 <= \$91 ;
   always @(posedge clk)
-    in_ready_5 <= \$90 ;
+    load1_r4 <= \$92 ;
   always @(posedge clk)
-    out_valid_5 <= \$91 ;
+    load1_r5 <= \$93 ;
   always @(posedge clk)
-    skid_valid_5 <= \$92 ;
+    load1_r6 <= \$94 ;
   always @(posedge clk)
-    in_ready_6 <= \$93 ;
+    load1_r7 <= \$95 ;
   always @(posedge clk)
-    out_valid_6 <= \$94 ;
+    load1_r8 <= \$96 ;
   always @(posedge clk)
-    skid_valid_6 <= \$95 ;
+    r_at_r0 <= \$97 ;
   always @(posedge clk)
-    in_ready_7 <= \$96 ;
+    r_at_r1 <= \$98 ;
   always @(posedge clk)
-    out_valid_7 <= \$97 ;
+    r_at_r2 <= \$99 ;
   always @(posedge clk)
-    skid_valid_7 <= \$98 ;
+    r_at_r3 <= \$100 ;
   always @(posedge clk)
-    in_ready_8 <= \$99 ;
+    r_at_r4 <= \$101 ;
   always @(posedge clk)
-    out_valid_8 <= \$100 ;
+    r_at_r5 <= \$102 ;
   always @(posedge clk)
-    skid_valid_8 <= \$101 ;
+    r_at_r6 <= \$103 ;
+  always @(posedge clk)
+    r_at_r7 <= \$104 ;
+  always @(posedge clk)
+    r_at_r8 <= \$105 ;
+  always @(posedge clk)
+    entry0 <= \$106 ;
+  always @(posedge clk)
+    entry1 <= \$107 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$73  = \$6 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \$75  = \$19 ;
     if (rst) begin
-      \$73  = 1'h1;
+      \$75  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$74  = o__valid;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$74  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$74  = skid_valid_0;
-    end
-    if (rst) begin
-      \$74  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$75  = out_payload;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$75 [15:0] = i_bits[15:0];
-      end
-    end else if (o__ready) begin
-      \$75 [15:0] = skid_payload[15:0];
-    end
-    if (in_ready_1) begin
-      if (\$16 ) begin
-        \$75 [32:16] = i_bits[32:16];
-      end
-    end else if (o__ready) begin
-      \$75 [32:16] = skid_payload[32:16];
-    end
-    if (in_ready_2) begin
-      if (\$24 ) begin
-        \$75 [49:33] = i_bits[49:33];
-      end
-    end else if (o__ready) begin
-      \$75 [49:33] = skid_payload[49:33];
-    end
-    if (in_ready_3) begin
-      if (\$32 ) begin
-        \$75 [65:50] = i_bits[65:50];
-      end
-    end else if (o__ready) begin
-      \$75 [65:50] = skid_payload[65:50];
-    end
-    if (in_ready_4) begin
-      if (\$40 ) begin
-        \$75 [82:66] = i_bits[82:66];
-      end
-    end else if (o__ready) begin
-      \$75 [82:66] = skid_payload[82:66];
-    end
-    if (in_ready_5) begin
-      if (\$48 ) begin
-        \$75 [99:83] = i_bits[99:83];
-      end
-    end else if (o__ready) begin
-      \$75 [99:83] = skid_payload[99:83];
-    end
-    if (in_ready_6) begin
-      if (\$56 ) begin
-        \$75 [115:100] = i_bits[115:100];
-      end
-    end else if (o__ready) begin
-      \$75 [115:100] = skid_payload[115:100];
-    end
-    if (in_ready_7) begin
-      if (\$64 ) begin
-        \$75 [132:116] = i_bits[132:116];
-      end
-    end else if (o__ready) begin
-      \$75 [132:116] = skid_payload[132:116];
-    end
-    if (in_ready_8) begin
-      if (\$72 ) begin
-        \$75 [149:133] = i_bits[149:133];
-      end
-    end else if (o__ready) begin
-      \$75 [149:133] = skid_payload[149:133];
-    end
-    if (rst) begin
-      \$75  = 150'h00000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$76  = skid_valid_0;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$76  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$76  = 1'h0;
-    end
+    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \$76  = \$20 ;
     if (rst) begin
       \$76  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$77  = skid_payload;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$77 [15:0] = i_bits[15:0];
-      end
-    end
-    if (in_ready_1) begin
-      (* full_case = 32'd1 *)
-      if (\$16 ) begin
-      end else begin
-        \$77 [32:16] = i_bits[32:16];
-      end
-    end
-    if (in_ready_2) begin
-      (* full_case = 32'd1 *)
-      if (\$24 ) begin
-      end else begin
-        \$77 [49:33] = i_bits[49:33];
-      end
-    end
-    if (in_ready_3) begin
-      (* full_case = 32'd1 *)
-      if (\$32 ) begin
-      end else begin
-        \$77 [65:50] = i_bits[65:50];
-      end
-    end
-    if (in_ready_4) begin
-      (* full_case = 32'd1 *)
-      if (\$40 ) begin
-      end else begin
-        \$77 [82:66] = i_bits[82:66];
-      end
-    end
-    if (in_ready_5) begin
-      (* full_case = 32'd1 *)
-      if (\$48 ) begin
-      end else begin
-        \$77 [99:83] = i_bits[99:83];
-      end
-    end
-    if (in_ready_6) begin
-      (* full_case = 32'd1 *)
-      if (\$56 ) begin
-      end else begin
-        \$77 [115:100] = i_bits[115:100];
-      end
-    end
-    if (in_ready_7) begin
-      (* full_case = 32'd1 *)
-      if (\$64 ) begin
-      end else begin
-        \$77 [132:116] = i_bits[132:116];
-      end
-    end
-    if (in_ready_8) begin
-      (* full_case = 32'd1 *)
-      if (\$72 ) begin
-      end else begin
-        \$77 [149:133] = i_bits[149:133];
-      end
-    end
+    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \$77  = w_at_next;
     if (rst) begin
-      \$77  = 150'h00000000000000000000000000000000000000;
+      \$77  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$78  = \$14 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \$78  = r_at_next;
     if (rst) begin
-      \$78  = 1'h1;
+      \$78  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$79  = out_valid_1;
-    if (in_ready_1) begin
-      if (\$16 ) begin
-        \$79  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$79  = skid_valid_1;
-    end
+    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \$79  = \$23 ;
     if (rst) begin
-      \$79  = 1'h0;
+      \$79  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$80  = skid_valid_1;
-    if (in_ready_1) begin
-      (* full_case = 32'd1 *)
-      if (\$16 ) begin
-      end else begin
-        \$80  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$80  = 1'h0;
-    end
+    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \$80  = \$26 ;
     if (rst) begin
-      \$80  = 1'h0;
+      \$80  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$81  = \$22 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \$81  = \$29 ;
     if (rst) begin
       \$81  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$82  = out_valid_2;
-    if (in_ready_2) begin
-      if (\$24 ) begin
-        \$82  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$82  = skid_valid_2;
-    end
+    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \$82  = \$32 ;
     if (rst) begin
-      \$82  = 1'h0;
+      \$82  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$83  = skid_valid_2;
-    if (in_ready_2) begin
-      (* full_case = 32'd1 *)
-      if (\$24 ) begin
-      end else begin
-        \$83  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$83  = 1'h0;
-    end
+    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \$83  = \$35 ;
     if (rst) begin
-      \$83  = 1'h0;
+      \$83  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$84  = \$30 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \$84  = \$38 ;
     if (rst) begin
       \$84  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$85  = out_valid_3;
-    if (in_ready_3) begin
-      if (\$32 ) begin
-        \$85  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$85  = skid_valid_3;
-    end
+    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \$85  = \$41 ;
     if (rst) begin
-      \$85  = 1'h0;
+      \$85  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$86  = skid_valid_3;
-    if (in_ready_3) begin
-      (* full_case = 32'd1 *)
-      if (\$32 ) begin
-      end else begin
-        \$86  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$86  = 1'h0;
-    end
+    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \$86  = \$44 ;
     if (rst) begin
-      \$86  = 1'h0;
+      \$86  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$87  = \$38 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \$87  = \$47 ;
     if (rst) begin
       \$87  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$88  = out_valid_4;
-    if (in_ready_4) begin
-      if (\$40 ) begin
-        \$88  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$88  = skid_valid_4;
-    end
+    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \$88  = \$50 ;
     if (rst) begin
       \$88  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$89  = skid_valid_4;
-    if (in_ready_4) begin
-      (* full_case = 32'd1 *)
-      if (\$40 ) begin
-      end else begin
-        \$89  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$89  = 1'h0;
-    end
+    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \$89  = \$53 ;
     if (rst) begin
       \$89  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$90  = \$46 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \$90  = \$56 ;
     if (rst) begin
-      \$90  = 1'h1;
+      \$90  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$91  = out_valid_5;
-    if (in_ready_5) begin
-      if (\$48 ) begin
-        \$91  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$91  = skid_valid_5;
-    end
+    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \$91  = \$59 ;
     if (rst) begin
       \$91  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$92  = skid_valid_5;
-    if (in_ready_5) begin
-      (* full_case = 32'd1 *)
-      if (\$48 ) begin
-      end else begin
-        \$92  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$92  = 1'h0;
-    end
+    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \$92  = \$62 ;
     if (rst) begin
       \$92  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$93  = \$54 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \$93  = \$65 ;
     if (rst) begin
-      \$93  = 1'h1;
+      \$93  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$94  = out_valid_6;
-    if (in_ready_6) begin
-      if (\$56 ) begin
-        \$94  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$94  = skid_valid_6;
-    end
+    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \$94  = \$68 ;
     if (rst) begin
       \$94  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$95  = skid_valid_6;
-    if (in_ready_6) begin
-      (* full_case = 32'd1 *)
-      if (\$56 ) begin
-      end else begin
-        \$95  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$95  = 1'h0;
-    end
+    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \$95  = \$71 ;
     if (rst) begin
       \$95  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$96  = \$62 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \$96  = \$74 ;
     if (rst) begin
-      \$96  = 1'h1;
+      \$96  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$97  = out_valid_7;
-    if (in_ready_7) begin
-      if (\$64 ) begin
-        \$97  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$97  = skid_valid_7;
-    end
+    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \$97  = r_at_next;
     if (rst) begin
       \$97  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$98  = skid_valid_7;
-    if (in_ready_7) begin
-      (* full_case = 32'd1 *)
-      if (\$64 ) begin
-      end else begin
-        \$98  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$98  = 1'h0;
-    end
+    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \$98  = r_at_next;
     if (rst) begin
       \$98  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$99  = \$70 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \$99  = r_at_next;
     if (rst) begin
-      \$99  = 1'h1;
+      \$99  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$100  = out_valid_8;
-    if (in_ready_8) begin
-      if (\$72 ) begin
-        \$100  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$100  = skid_valid_8;
-    end
+    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \$100  = r_at_next;
     if (rst) begin
       \$100  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$101  = skid_valid_8;
-    if (in_ready_8) begin
-      (* full_case = 32'd1 *)
-      if (\$72 ) begin
-      end else begin
-        \$101  = i__valid;
-      end
-    end else if (o__ready) begin
-      \$101  = 1'h0;
-    end
+    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \$101  = r_at_next;
     if (rst) begin
       \$101  = 1'h0;
     end
   end
-  assign i__payload = i_bits;
-  assign out_bits = out_payload;
-  assign skid_bits = skid_payload;
-  assign o__payload = out_payload;
-  assign in_ready_0 = i__ready;
-  assign out_valid_0 = o__valid;
-  assign \i__payload.data  = i_bits[127:0];
-  assign \i__payload.strb  = i_bits[143:128];
-  assign \i__payload.last  = i_bits[144];
-  assign \i__payload.bytes  = i_bits[149:145];
-  assign \out_payload.data  = out_payload[127:0];
-  assign \out_payload.strb  = out_payload[143:128];
-  assign \out_payload.last  = out_payload[144];
-  assign \out_payload.bytes  = out_payload[149:145];
-  assign \skid_payload.data  = skid_payload[127:0];
-  assign \skid_payload.strb  = skid_payload[143:128];
-  assign \skid_payload.last  = skid_payload[144];
-  assign \skid_payload.bytes  = skid_payload[149:145];
-  assign \o__payload.data  = out_payload[127:0];
-  assign \o__payload.strb  = out_payload[143:128];
-  assign \o__payload.last  = out_payload[144];
-  assign \o__payload.bytes  = out_payload[149:145];
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \$102  = r_at_next;
+    if (rst) begin
+      \$102  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \$103  = r_at_next;
+    if (rst) begin
+      \$103  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \$104  = r_at_next;
+    if (rst) begin
+      \$104  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \$105  = r_at_next;
+    if (rst) begin
+      \$105  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \$106  = entry0;
+    if (load0_r0) begin
+      \$106 [16:0] = i__payload[16:0];
+    end
+    if (load0_r1) begin
+      \$106 [33:17] = i__payload[33:17];
+    end
+    if (load0_r2) begin
+      \$106 [50:34] = i__payload[50:34];
+    end
+    if (load0_r3) begin
+      \$106 [67:51] = i__payload[67:51];
+    end
+    if (load0_r4) begin
+      \$106 [84:68] = i__payload[84:68];
+    end
+    if (load0_r5) begin
+      \$106 [101:85] = i__payload[101:85];
+    end
+    if (load0_r6) begin
+      \$106 [118:102] = i__payload[118:102];
+    end
+    if (load0_r7) begin
+      \$106 [135:119] = i__payload[135:119];
+    end
+    if (load0_r8) begin
+      \$106 [149:136] = i__payload[149:136];
+    end
+    if (rst) begin
+      \$106  = 150'h00000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \$107  = entry1;
+    if (load1_r0) begin
+      \$107 [16:0] = i__payload[16:0];
+    end
+    if (load1_r1) begin
+      \$107 [33:17] = i__payload[33:17];
+    end
+    if (load1_r2) begin
+      \$107 [50:34] = i__payload[50:34];
+    end
+    if (load1_r3) begin
+      \$107 [67:51] = i__payload[67:51];
+    end
+    if (load1_r4) begin
+      \$107 [84:68] = i__payload[84:68];
+    end
+    if (load1_r5) begin
+      \$107 [101:85] = i__payload[101:85];
+    end
+    if (load1_r6) begin
+      \$107 [118:102] = i__payload[118:102];
+    end
+    if (load1_r7) begin
+      \$107 [135:119] = i__payload[135:119];
+    end
+    if (load1_r8) begin
+      \$107 [149:136] = i__payload[149:136];
+    end
+    if (rst) begin
+      \$107  = 150'h00000000000000000000000000000000000000;
+    end
+  end
+  assign i__ready = in_ready;
+  assign o__valid = out_valid;
+  assign o__payload = { \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
+  assign \port$2505$0  = \$10 ;
+  assign \port$2506$0  = \$11 ;
+  assign \port$2507$0  = \$12 ;
+  assign \port$2508$0  = \$13 ;
+  assign \port$2509$0  = \$14 ;
+  assign \port$2510$0  = \$15 ;
+  assign \port$2511$0  = \$16 ;
+  assign \port$2512$0  = \$17 ;
+  assign \port$2513$0  = \$18 ;
+  assign \o__payload.data  = { \$17 [8:0], \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
+  assign \o__payload.strb  = { \$18 [7:0], \$17 [16:9] };
+  assign \o__payload.last  = \$18 [8];
+  assign \o__payload.bytes  = \$18 [13:9];
+  assign \i__payload.data  = i__payload[127:0];
+  assign \i__payload.strb  = i__payload[143:128];
+  assign \i__payload.last  = i__payload[144];
+  assign \i__payload.bytes  = i__payload[149:145];
+  assign \$49  = w_at_next;
+  assign \$52  = w_at_next;
+  assign \$55  = w_at_next;
+  assign \$58  = w_at_next;
+  assign \$61  = w_at_next;
+  assign \$64  = w_at_next;
+  assign \$67  = w_at_next;
+  assign \$70  = w_at_next;
+  assign \$73  = w_at_next;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.writer.wd_q (rst, w_en, o__ready, room_next, \port$1525$0 , \port$1526$0 , w_data, \r_rdy$14 , clk);
-  wire [25:0] \$1 ;
+module \ace_dma_small.writer.wd_q (rst, w_en, o__ready, room_next, \port$1591$0 , \port$1592$0 , w_data, \r_rdy$14 , clk);
+  wire [26:0] \$1 ;
   wire [25:0] \$2 ;
   input clk;
   wire clk;
-  wire [51:0] i__payload;
+  wire [52:0] i__payload;
   wire i__ready;
   wire i__valid;
   wire [2:0] level;
-  wire [51:0] o__payload;
+  wire [52:0] o__payload;
   input o__ready;
   wire o__ready;
   wire o__valid;
-  output [25:0] \port$1525$0 ;
-  wire [25:0] \port$1525$0 ;
-  output [25:0] \port$1526$0 ;
-  wire [25:0] \port$1526$0 ;
-  wire [51:0] r_data;
-  wire [51:0] \r_data$12 ;
+  output [26:0] \port$1591$0 ;
+  wire [26:0] \port$1591$0 ;
+  output [25:0] \port$1592$0 ;
+  wire [25:0] \port$1592$0 ;
+  wire [52:0] r_data;
+  wire [52:0] \r_data$12 ;
   wire r_en;
   wire \r_en$17 ;
   wire r_rdy;
@@ -15426,9 +15753,9 @@ module \ace_dma_small.writer.wd_q (rst, w_en, o__ready, room_next, \port$1525$0 
   wire room_next;
   input rst;
   wire rst;
-  input [51:0] w_data;
-  wire [51:0] w_data;
-  wire [51:0] \w_data$1 ;
+  input [52:0] w_data;
+  wire [52:0] w_data;
+  wire [52:0] \w_data$1 ;
   input w_en;
   wire w_en;
   wire \w_en$3 ;
@@ -15442,8 +15769,8 @@ module \ace_dma_small.writer.wd_q (rst, w_en, o__ready, room_next, \port$1525$0 
     .r_en(r_en),
     .r_rdy(i__valid),
     .rst(rst),
+    .w_data(w_data),
     .w_en(w_en),
-    .w_port__data(w_data),
     .w_rdy(w_rdy)
   );
   \ace_dma_small.writer.wd_q.head  head (
@@ -15453,8 +15780,8 @@ module \ace_dma_small.writer.wd_q (rst, w_en, o__ready, room_next, \port$1525$0 
     .in_ready(r_en),
     .o__ready(o__ready),
     .out_valid(\r_rdy$14 ),
-    .\port$1525$0 (\$1 ),
-    .\port$1526$0 (\$2 ),
+    .\port$1591$0 (\$1 ),
+    .\port$1592$0 (\$2 ),
     .rst(rst)
   );
   assign \w_data$1  = w_data;
@@ -15467,32 +15794,42 @@ module \ace_dma_small.writer.wd_q (rst, w_en, o__ready, room_next, \port$1525$0 
   assign o__payload = { \$2 , \$1  };
   assign o__valid = \r_rdy$14 ;
   assign \r_en$17  = o__ready;
-  assign \port$1525$0  = \$1 ;
-  assign \port$1526$0  = \$2 ;
+  assign \port$1591$0  = \$1 ;
+  assign \port$1592$0  = \$2 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.writer.wd_q.fifo (rst, w_en, r_data, w_port__data, level, r_rdy, w_rdy, r_en, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$26  = 0;
+module \ace_dma_small.writer.wd_q.fifo (rst, w_en, r_data, w_data, level, r_rdy, w_rdy, r_en, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$27  = 0;
   wire \$1 ;
-  wire \$10 ;
-  wire \$11 ;
+  wire [2:0] \$10 ;
+  wire [2:0] \$11 ;
   wire \$12 ;
-  wire [3:0] \$13 ;
-  wire \$14 ;
-  reg [1:0] \$15 ;
-  reg [1:0] \$16 ;
-  reg [2:0] \$17 ;
-  reg \$18 ;
-  reg \$19 ;
-  wire [2:0] \$2 ;
-  wire [2:0] \$3 ;
+  wire \$13 ;
+  wire [3:0] \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire \$17 ;
+  wire [3:0] \$18 ;
+  wire \$19 ;
+  wire \$2 ;
+  reg [52:0] \$20 ;
+  reg [1:0] \$21 ;
+  reg \$22 ;
+  reg \$23 ;
+  reg [1:0] \$24 ;
+  reg [1:0] \$25 ;
+  reg [2:0] \$26 ;
+  reg \$27 ;
+  reg \$28 ;
+  wire \$3 ;
   wire \$4 ;
-  wire [2:0] \$5 ;
-  wire [2:0] \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  wire [3:0] \$9 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire [2:0] \$7 ;
+  wire [2:0] \$8 ;
+  wire \$9 ;
+  reg bypass = 1'h0;
   input clk;
   wire clk;
   (* init = 2'h0 *)
@@ -15501,131 +15838,177 @@ module \ace_dma_small.writer.wd_q.fifo (rst, w_en, r_data, w_port__data, level, 
   wire do_write;
   output [2:0] level;
   reg [2:0] level = 3'h0;
-  (* init = 2'h0 *)
-  wire [1:0] produce;
-  output [51:0] r_data;
-  wire [51:0] r_data;
+  reg [1:0] produce = 2'h0;
+  output [52:0] r_data;
+  wire [52:0] r_data;
   input r_en;
   wire r_en;
   reg [1:0] r_port__addr = 2'h0;
-  wire [51:0] r_port__data;
+  wire [52:0] r_port__data;
   output r_rdy;
   reg r_rdy = 1'h0;
   input rst;
   wire rst;
-  wire [51:0] w_data;
+  input [52:0] w_data;
+  wire [52:0] w_data;
   input w_en;
   wire w_en;
+  (* init = 53'h00000000000000 *)
+  wire [52:0] w_hold;
+  (* init = 2'h0 *)
+  wire [1:0] w_hold_addr;
+  (* init = 1'h0 *)
+  wire w_hold_en;
   reg [1:0] w_port__addr = 2'h0;
-  input [51:0] w_port__data;
-  wire [51:0] w_port__data;
-  wire w_port__en;
+  reg [52:0] w_port__data = 53'h00000000000000;
+  reg w_port__en = 1'h0;
   output w_rdy;
   reg w_rdy = 1'h1;
-  reg [51:0] storage [3:0];
+  reg [52:0] storage [3:0];
   always @(posedge clk) begin
-    if (do_write)
+    if (w_port__en)
       storage[w_port__addr] <= w_port__data;
   end
-  assign r_data = storage[r_port__addr];
+  assign r_port__data = storage[r_port__addr];
   assign do_write = w_en & w_rdy;
   assign do_read = r_en & r_rdy;
-  assign \$1  = w_port__addr == 2'h3;
-  assign \$2  = w_port__addr + 1'h1;
-  assign \$3  = \$1  ? 3'h0 : \$2 ;
-  assign \$4  = r_port__addr == 2'h3;
-  assign \$5  = r_port__addr + 1'h1;
-  assign \$6  = \$4  ? 3'h0 : \$5 ;
-  assign \$7  = ~ do_read;
-  assign \$8  = do_write & \$7 ;
-  assign \$9  = level + 1'h1;
-  assign \$10  = level != 2'h3;
-  assign \$11  = ~ do_write;
-  assign \$12  = do_read & \$11 ;
-  assign \$13  = level - 1'h1;
-  assign \$14  = level != 1'h1;
+  assign r_data = bypass ? w_port__data : r_port__data;
+  assign \$1  = ! level;
+  assign \$2  = level == 1'h1;
+  assign \$3  = \$2  & do_read;
+  assign \$4  = \$1  | \$3 ;
+  assign \$5  = do_write & \$4 ;
+  assign \$6  = produce == 2'h3;
+  assign \$7  = produce + 1'h1;
+  assign \$8  = \$6  ? 3'h0 : \$7 ;
+  assign \$9  = r_port__addr == 2'h3;
+  assign \$10  = r_port__addr + 1'h1;
+  assign \$11  = \$9  ? 3'h0 : \$10 ;
+  assign \$12  = ~ do_read;
+  assign \$13  = do_write & \$12 ;
+  assign \$14  = level + 1'h1;
+  assign \$15  = level != 2'h3;
+  assign \$16  = ~ do_write;
+  assign \$17  = do_read & \$16 ;
+  assign \$18  = level - 1'h1;
+  assign \$19  = level != 1'h1;
   always @(posedge clk)
-    w_port__addr <= \$15 ;
+    w_port__data <= \$20 ;
   always @(posedge clk)
-    r_port__addr <= \$16 ;
+    w_port__addr <= \$21 ;
   always @(posedge clk)
-    level <= \$17 ;
+    w_port__en <= \$22 ;
   always @(posedge clk)
-    r_rdy <= \$18 ;
+    bypass <= \$23 ;
   always @(posedge clk)
-    w_rdy <= \$19 ;
+    produce <= \$24 ;
+  always @(posedge clk)
+    r_port__addr <= \$25 ;
+  always @(posedge clk)
+    level <= \$26 ;
+  always @(posedge clk)
+    r_rdy <= \$27 ;
+  always @(posedge clk)
+    w_rdy <= \$28 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$15  = w_port__addr;
+    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    \$20  = w_data;
+    if (rst) begin
+      \$20  = 53'h00000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    \$21  = produce;
+    if (rst) begin
+      \$21  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    \$22  = do_write;
+    if (rst) begin
+      \$22  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    \$23  = \$5 ;
+    if (rst) begin
+      \$23  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    \$24  = produce;
     if (do_write) begin
-      \$15  = \$3 [1:0];
+      \$24  = \$8 [1:0];
     end
     if (rst) begin
-      \$15  = 2'h0;
+      \$24  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$16  = r_port__addr;
+    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    \$25  = r_port__addr;
     if (do_read) begin
-      \$16  = \$6 [1:0];
+      \$25  = \$11 [1:0];
     end
     if (rst) begin
-      \$16  = 2'h0;
+      \$25  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$17  = level;
-    if (\$8 ) begin
-      \$17  = \$9 [2:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    \$26  = level;
+    if (\$13 ) begin
+      \$26  = \$14 [2:0];
     end
-    if (\$12 ) begin
-      \$17  = \$13 [2:0];
+    if (\$17 ) begin
+      \$26  = \$18 [2:0];
     end
     if (rst) begin
-      \$17  = 3'h0;
+      \$26  = 3'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$18  = r_rdy;
-    if (\$8 ) begin
-      \$18  = 1'h1;
+    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    \$27  = r_rdy;
+    if (\$13 ) begin
+      \$27  = 1'h1;
     end
-    if (\$12 ) begin
-      \$18  = \$14 ;
+    if (\$17 ) begin
+      \$27  = \$19 ;
     end
     if (rst) begin
-      \$18  = 1'h0;
+      \$27  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$19  = w_rdy;
-    if (\$8 ) begin
-      \$19  = \$10 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    \$28  = w_rdy;
+    if (\$13 ) begin
+      \$28  = \$15 ;
     end
-    if (\$12 ) begin
-      \$19  = 1'h1;
+    if (\$17 ) begin
+      \$28  = 1'h1;
     end
     if (rst) begin
-      \$19  = 1'h1;
+      \$28  = 1'h1;
     end
   end
-  assign produce = w_port__addr;
-  assign w_data = w_port__data;
-  assign w_port__en = do_write;
   assign consume = r_port__addr;
-  assign r_port__data = r_data;
+  assign w_hold_addr = w_port__addr;
+  assign w_hold = w_port__data;
+  assign w_hold_en = w_port__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.writer.wd_q.head (rst, o__ready, i__payload, \port$1525$0 , \port$1526$0 , i__valid, in_ready, out_valid, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$27  = 0;
-  wire [2:0] \$1 ;
-  wire \$10 ;
-  wire \$11 ;
+module \ace_dma_small.writer.wd_q.head (rst, o__ready, i__payload, \port$1591$0 , \port$1592$0 , i__valid, in_ready, out_valid, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$28  = 0;
+  wire \$1 ;
+  wire [26:0] \$10 ;
+  wire [25:0] \$11 ;
   wire \$12 ;
   wire \$13 ;
   wire \$14 ;
@@ -15633,22 +16016,28 @@ module \ace_dma_small.writer.wd_q.head (rst, o__ready, i__payload, \port$1525$0 
   wire \$16 ;
   wire \$17 ;
   wire \$18 ;
-  reg [1:0] \$19 ;
-  wire [3:0] \$2 ;
-  reg \$20 ;
-  reg \$21 ;
-  reg \$22 ;
-  reg \$23 ;
-  reg \$24 ;
-  reg \$25 ;
+  wire \$19 ;
+  wire \$2 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire \$22 ;
+  wire \$23 ;
+  wire \$24 ;
+  wire \$25 ;
   reg \$26 ;
   reg \$27 ;
   reg \$28 ;
   reg \$29 ;
-  wire [25:0] \$3 ;
-  reg [51:0] \$30 ;
-  reg [51:0] \$31 ;
-  wire [25:0] \$4 ;
+  wire \$3 ;
+  reg \$30 ;
+  reg \$31 ;
+  reg \$32 ;
+  reg \$33 ;
+  reg \$34 ;
+  reg \$35 ;
+  reg [52:0] \$36 ;
+  reg [52:0] \$37 ;
+  wire \$4 ;
   wire \$5 ;
   wire \$6 ;
   wire \$7 ;
@@ -15656,12 +16045,12 @@ module \ace_dma_small.writer.wd_q.head (rst, o__ready, i__payload, \port$1525$0 
   wire \$9 ;
   input clk;
   wire clk;
-  reg [1:0] count = 2'h0;
-  wire [1:0] count_next;
-  reg [51:0] entry0 = 52'h0000000000000;
-  reg [51:0] entry1 = 52'h0000000000000;
-  input [51:0] i__payload;
-  wire [51:0] i__payload;
+  wire empty_next;
+  reg [52:0] entry0 = 53'h00000000000000;
+  reg [52:0] entry1 = 53'h00000000000000;
+  wire full_next;
+  input [52:0] i__payload;
+  wire [52:0] i__payload;
   (* init = 1'h1 *)
   wire i__ready;
   input i__valid;
@@ -15672,7 +16061,7 @@ module \ace_dma_small.writer.wd_q.head (rst, o__ready, i__payload, \port$1525$0 
   reg load0_r1 = 1'h1;
   reg load1_r0 = 1'h0;
   reg load1_r1 = 1'h0;
-  wire [51:0] o__payload;
+  wire [52:0] o__payload;
   input o__ready;
   wire o__ready;
   (* init = 1'h0 *)
@@ -15680,181 +16069,182 @@ module \ace_dma_small.writer.wd_q.head (rst, o__ready, i__payload, \port$1525$0 
   output out_valid;
   reg out_valid = 1'h0;
   wire pop;
-  output [25:0] \port$1525$0 ;
-  wire [25:0] \port$1525$0 ;
-  output [25:0] \port$1526$0 ;
-  wire [25:0] \port$1526$0 ;
+  output [26:0] \port$1591$0 ;
+  wire [26:0] \port$1591$0 ;
+  output [25:0] \port$1592$0 ;
+  wire [25:0] \port$1592$0 ;
   wire push;
   reg r_at = 1'h0;
   wire r_at_next;
   reg r_at_r0 = 1'h0;
   reg r_at_r1 = 1'h0;
+  wire ready_next;
   input rst;
   wire rst;
   reg w_at = 1'h0;
   wire w_at_next;
   assign push = i__valid & in_ready;
   assign pop = out_valid & o__ready;
-  assign \$1  = count + push;
-  assign \$2  = \$1  - pop;
+  assign \$1  = ~ o__ready;
+  assign \$2  = ~ in_ready;
+  assign \$3  = out_valid & in_ready;
+  assign \$4  = \$3  & i__valid;
+  assign \$5  = \$2  | \$4 ;
+  assign full_next = \$1  & \$5 ;
+  assign \$6  = ~ i__valid;
+  assign \$7  = ~ out_valid;
+  assign \$8  = in_ready & o__ready;
+  assign \$9  = \$7  | \$8 ;
+  assign empty_next = \$6  & \$9 ;
   assign w_at_next = w_at ^ push;
   assign r_at_next = r_at ^ pop;
-  assign \$3  = r_at_r0 ? entry1[25:0] : entry0[25:0];
-  assign \$4  = r_at_r1 ? entry1[51:26] : entry0[51:26];
-  assign \$5  = \$2 [1:0] != 2'h2;
-  assign \$6  = | \$2 [1:0];
-  assign \$7  = \$2 [1:0] != 2'h2;
-  assign \$8  = ! w_at_next;
-  assign \$9  = \$7  & \$8 ;
-  assign \$10  = \$2 [1:0] != 2'h2;
-  assign \$11  = ! w_at_next;
-  assign \$12  = \$10  & \$11 ;
-  assign \$13  = \$2 [1:0] != 2'h2;
-  assign \$15  = \$13  & \$14 ;
-  assign \$16  = \$2 [1:0] != 2'h2;
-  assign \$18  = \$16  & \$17 ;
+  assign ready_next = ~ full_next;
+  assign \$10  = r_at_r0 ? entry1[26:0] : entry0[26:0];
+  assign \$11  = r_at_r1 ? entry1[52:27] : entry0[52:27];
+  assign \$12  = ~ full_next;
+  assign \$13  = ~ empty_next;
+  assign \$14  = ~ full_next;
+  assign \$15  = ! w_at_next;
+  assign \$16  = \$14  & \$15 ;
+  assign \$17  = ~ full_next;
+  assign \$18  = ! w_at_next;
+  assign \$19  = \$17  & \$18 ;
+  assign \$20  = ~ full_next;
+  assign \$22  = \$20  & \$21 ;
+  assign \$23  = ~ full_next;
+  assign \$25  = \$23  & \$24 ;
   always @(posedge clk)
-    count <= \$19 ;
+    in_ready <= \$26 ;
   always @(posedge clk)
-    in_ready <= \$20 ;
+    out_valid <= \$27 ;
   always @(posedge clk)
-    out_valid <= \$21 ;
+    w_at <= \$28 ;
   always @(posedge clk)
-    w_at <= \$22 ;
+    r_at <= \$29 ;
   always @(posedge clk)
-    r_at <= \$23 ;
+    load0_r0 <= \$30 ;
   always @(posedge clk)
-    load0_r0 <= \$24 ;
+    load0_r1 <= \$31 ;
   always @(posedge clk)
-    load0_r1 <= \$25 ;
+    load1_r0 <= \$32 ;
   always @(posedge clk)
-    load1_r0 <= \$26 ;
+    load1_r1 <= \$33 ;
   always @(posedge clk)
-    load1_r1 <= \$27 ;
+    r_at_r0 <= \$34 ;
   always @(posedge clk)
-    r_at_r0 <= \$28 ;
+    r_at_r1 <= \$35 ;
   always @(posedge clk)
-    r_at_r1 <= \$29 ;
+    entry0 <= \$36 ;
   always @(posedge clk)
-    entry0 <= \$30 ;
-  always @(posedge clk)
-    entry1 <= \$31 ;
+    entry1 <= \$37 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$19  = \$2 [1:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    \$26  = \$12 ;
     if (rst) begin
-      \$19  = 2'h0;
+      \$26  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$20  = \$5 ;
-    if (rst) begin
-      \$20  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$21  = \$6 ;
-    if (rst) begin
-      \$21  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$22  = w_at_next;
-    if (rst) begin
-      \$22  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$23  = r_at_next;
-    if (rst) begin
-      \$23  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$24  = \$9 ;
-    if (rst) begin
-      \$24  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$25  = \$12 ;
-    if (rst) begin
-      \$25  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$26  = \$15 ;
-    if (rst) begin
-      \$26  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$27  = \$18 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    \$27  = \$13 ;
     if (rst) begin
       \$27  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$28  = r_at_next;
+    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    \$28  = w_at_next;
     if (rst) begin
       \$28  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \$29  = r_at_next;
     if (rst) begin
       \$29  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$30  = entry0;
-    if (load0_r0) begin
-      \$30 [25:0] = i__payload[25:0];
-    end
-    if (load0_r1) begin
-      \$30 [51:26] = i__payload[51:26];
-    end
+    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    \$30  = \$16 ;
     if (rst) begin
-      \$30  = 52'h0000000000000;
+      \$30  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$31  = entry1;
-    if (load1_r0) begin
-      \$31 [25:0] = i__payload[25:0];
-    end
-    if (load1_r1) begin
-      \$31 [51:26] = i__payload[51:26];
-    end
+    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    \$31  = \$19 ;
     if (rst) begin
-      \$31  = 52'h0000000000000;
+      \$31  = 1'h1;
     end
   end
-  assign count_next = \$2 [1:0];
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    \$32  = \$22 ;
+    if (rst) begin
+      \$32  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    \$33  = \$25 ;
+    if (rst) begin
+      \$33  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    \$34  = r_at_next;
+    if (rst) begin
+      \$34  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    \$35  = r_at_next;
+    if (rst) begin
+      \$35  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    \$36  = entry0;
+    if (load0_r0) begin
+      \$36 [26:0] = i__payload[26:0];
+    end
+    if (load0_r1) begin
+      \$36 [52:27] = i__payload[52:27];
+    end
+    if (rst) begin
+      \$36  = 53'h00000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    \$37  = entry1;
+    if (load1_r0) begin
+      \$37 [26:0] = i__payload[26:0];
+    end
+    if (load1_r1) begin
+      \$37 [52:27] = i__payload[52:27];
+    end
+    if (rst) begin
+      \$37  = 53'h00000000000000;
+    end
+  end
   assign i__ready = in_ready;
   assign o__valid = out_valid;
-  assign o__payload = { \$4 , \$3  };
-  assign \port$1525$0  = \$3 ;
-  assign \port$1526$0  = \$4 ;
-  assign \$14  = w_at_next;
-  assign \$17  = w_at_next;
+  assign o__payload = { \$11 , \$10  };
+  assign \port$1591$0  = \$10 ;
+  assign \port$1592$0  = \$11 ;
+  assign \$21  = w_at_next;
+  assign \$24  = w_at_next;
 endmodule
 
 (* generator = "Amaranth" *)
 module \ace_dma_small.writer_cmd (rst, i__valid, i_bits, o__ready, i__ready, o__valid, out_payload, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$28  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$29  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -16020,14 +16410,14 @@ module \ace_dma_small.writer_cmd (rst, i__valid, i_bits, o__ready, i__ready, o__
   always @(posedge clk)
     out_valid_2 <= \$42 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     \$44  = \$30 ;
     if (rst) begin
       \$44  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     \$45  = out_valid_3;
     if (in_ready_3) begin
       if (\$32 ) begin
@@ -16041,7 +16431,7 @@ module \ace_dma_small.writer_cmd (rst, i__valid, i_bits, o__ready, i__ready, o__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     \$46  = skid_valid_3;
     if (in_ready_3) begin
       (* full_case = 32'd1 *)
@@ -16057,14 +16447,14 @@ module \ace_dma_small.writer_cmd (rst, i__valid, i_bits, o__ready, i__ready, o__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     \$33  = \$6 ;
     if (rst) begin
       \$33  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     \$34  = o__valid;
     if (i__ready) begin
       if (\$8 ) begin
@@ -16078,7 +16468,7 @@ module \ace_dma_small.writer_cmd (rst, i__valid, i_bits, o__ready, i__ready, o__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     \$35  = out_payload;
     if (i__ready) begin
       if (\$8 ) begin
@@ -16113,7 +16503,7 @@ module \ace_dma_small.writer_cmd (rst, i__valid, i_bits, o__ready, i__ready, o__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     \$36  = skid_valid_0;
     if (i__ready) begin
       (* full_case = 32'd1 *)
@@ -16129,7 +16519,7 @@ module \ace_dma_small.writer_cmd (rst, i__valid, i_bits, o__ready, i__ready, o__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     \$37  = skid_payload;
     if (i__ready) begin
       (* full_case = 32'd1 *)
@@ -16164,14 +16554,14 @@ module \ace_dma_small.writer_cmd (rst, i__valid, i_bits, o__ready, i__ready, o__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     \$38  = \$14 ;
     if (rst) begin
       \$38  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     \$39  = out_valid_1;
     if (in_ready_1) begin
       if (\$16 ) begin
@@ -16185,7 +16575,7 @@ module \ace_dma_small.writer_cmd (rst, i__valid, i_bits, o__ready, i__ready, o__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     \$40  = skid_valid_1;
     if (in_ready_1) begin
       (* full_case = 32'd1 *)
@@ -16201,14 +16591,14 @@ module \ace_dma_small.writer_cmd (rst, i__valid, i_bits, o__ready, i__ready, o__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     \$41  = \$22 ;
     if (rst) begin
       \$41  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     \$42  = out_valid_2;
     if (in_ready_2) begin
       if (\$24 ) begin
@@ -16222,7 +16612,7 @@ module \ace_dma_small.writer_cmd (rst, i__valid, i_bits, o__ready, i__ready, o__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     \$43  = skid_valid_2;
     if (in_ready_2) begin
       (* full_case = 32'd1 *)

@@ -694,18 +694,18 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     .in_ready(out__0__ready),
     .o__ready(\o__ready$188 ),
     .out_valid(\o__valid$196 ),
-    .\port$3231$0 (\$90 ),
-    .\port$3232$0 (\$91 ),
-    .\port$3233$0 (\$92 ),
-    .\port$3234$0 (\$93 ),
-    .\port$3235$0 (\$94 ),
-    .\port$3236$0 (\$95 ),
-    .\port$3237$0 (\$96 ),
-    .\port$3238$0 (\$97 ),
-    .\port$3239$0 (\$98 ),
-    .\port$3240$0 (\$99 ),
-    .\port$3241$0 (\$100 ),
-    .\port$3242$0 (\$101 ),
+    .\port$3359$0 (\$90 ),
+    .\port$3360$0 (\$91 ),
+    .\port$3361$0 (\$92 ),
+    .\port$3362$0 (\$93 ),
+    .\port$3363$0 (\$94 ),
+    .\port$3364$0 (\$95 ),
+    .\port$3365$0 (\$96 ),
+    .\port$3366$0 (\$97 ),
+    .\port$3367$0 (\$98 ),
+    .\port$3368$0 (\$99 ),
+    .\port$3369$0 (\$100 ),
+    .\port$3370$0 (\$101 ),
     .rst(rst)
   );
   \ace_nic_small.ch0_link1_recv_skid  ch0_link1_recv_skid (
@@ -715,18 +715,18 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     .in_ready(\out__0__ready$191 ),
     .o__ready(\o__ready$195 ),
     .out_valid(\o__valid$197 ),
-    .\port$3511$0 (\$114 ),
-    .\port$3512$0 (\$115 ),
-    .\port$3513$0 (\$116 ),
-    .\port$3514$0 (\$117 ),
-    .\port$3515$0 (\$118 ),
-    .\port$3516$0 (\$119 ),
-    .\port$3517$0 (\$120 ),
-    .\port$3518$0 (\$121 ),
-    .\port$3519$0 (\$122 ),
-    .\port$3520$0 (\$123 ),
-    .\port$3521$0 (\$124 ),
-    .\port$3522$0 (\$125 ),
+    .\port$3659$0 (\$114 ),
+    .\port$3660$0 (\$115 ),
+    .\port$3661$0 (\$116 ),
+    .\port$3662$0 (\$117 ),
+    .\port$3663$0 (\$118 ),
+    .\port$3664$0 (\$119 ),
+    .\port$3665$0 (\$120 ),
+    .\port$3666$0 (\$121 ),
+    .\port$3667$0 (\$122 ),
+    .\port$3668$0 (\$123 ),
+    .\port$3669$0 (\$124 ),
+    .\port$3670$0 (\$125 ),
     .rst(rst)
   );
   \ace_nic_small.ch0_send_skid  ch0_send_skid (
@@ -736,14 +736,14 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     .in_ready(ch0_send_data__ready),
     .o__ready(o__ready),
     .out_valid(data__0__valid),
-    .\port$3039$0 (\$74 ),
-    .\port$3040$0 (\$75 ),
-    .\port$3041$0 (\$76 ),
-    .\port$3042$0 (\$77 ),
-    .\port$3043$0 (\$78 ),
-    .\port$3044$0 (\$79 ),
-    .\port$3045$0 (\$80 ),
-    .\port$3046$0 (\$81 ),
+    .\port$3147$0 (\$74 ),
+    .\port$3148$0 (\$75 ),
+    .\port$3149$0 (\$76 ),
+    .\port$3150$0 (\$77 ),
+    .\port$3151$0 (\$78 ),
+    .\port$3152$0 (\$79 ),
+    .\port$3153$0 (\$80 ),
+    .\port$3154$0 (\$81 ),
     .rst(rst)
   );
   \ace_nic_small.ch1_link0_recv_skid  ch1_link0_recv_skid (
@@ -753,18 +753,18 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     .in_ready(out__1__ready),
     .o__ready(\o__ready$206 ),
     .out_valid(\o__valid$214 ),
-    .\port$3371$0 (\$102 ),
-    .\port$3372$0 (\$103 ),
-    .\port$3373$0 (\$104 ),
-    .\port$3374$0 (\$105 ),
-    .\port$3375$0 (\$106 ),
-    .\port$3376$0 (\$107 ),
-    .\port$3377$0 (\$108 ),
-    .\port$3378$0 (\$109 ),
-    .\port$3379$0 (\$110 ),
-    .\port$3380$0 (\$111 ),
-    .\port$3381$0 (\$112 ),
-    .\port$3382$0 (\$113 ),
+    .\port$3509$0 (\$102 ),
+    .\port$3510$0 (\$103 ),
+    .\port$3511$0 (\$104 ),
+    .\port$3512$0 (\$105 ),
+    .\port$3513$0 (\$106 ),
+    .\port$3514$0 (\$107 ),
+    .\port$3515$0 (\$108 ),
+    .\port$3516$0 (\$109 ),
+    .\port$3517$0 (\$110 ),
+    .\port$3518$0 (\$111 ),
+    .\port$3519$0 (\$112 ),
+    .\port$3520$0 (\$113 ),
     .rst(rst)
   );
   \ace_nic_small.ch1_link1_recv_skid  ch1_link1_recv_skid (
@@ -774,18 +774,18 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     .in_ready(\out__1__ready$209 ),
     .o__ready(\o__ready$213 ),
     .out_valid(\o__valid$215 ),
-    .\port$3651$0 (\$126 ),
-    .\port$3652$0 (\$127 ),
-    .\port$3653$0 (\$128 ),
-    .\port$3654$0 (\$129 ),
-    .\port$3655$0 (\$130 ),
-    .\port$3656$0 (\$131 ),
-    .\port$3657$0 (\$132 ),
-    .\port$3658$0 (\$133 ),
-    .\port$3659$0 (\$134 ),
-    .\port$3660$0 (\$135 ),
-    .\port$3661$0 (\$136 ),
-    .\port$3662$0 (\$137 ),
+    .\port$3809$0 (\$126 ),
+    .\port$3810$0 (\$127 ),
+    .\port$3811$0 (\$128 ),
+    .\port$3812$0 (\$129 ),
+    .\port$3813$0 (\$130 ),
+    .\port$3814$0 (\$131 ),
+    .\port$3815$0 (\$132 ),
+    .\port$3816$0 (\$133 ),
+    .\port$3817$0 (\$134 ),
+    .\port$3818$0 (\$135 ),
+    .\port$3819$0 (\$136 ),
+    .\port$3820$0 (\$137 ),
     .rst(rst)
   );
   \ace_nic_small.ch1_send_skid  ch1_send_skid (
@@ -795,14 +795,14 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     .in_ready(ch1_send_data__ready),
     .o__ready(\o__ready$178 ),
     .out_valid(data__1__valid),
-    .\port$3135$0 (\$82 ),
-    .\port$3136$0 (\$83 ),
-    .\port$3137$0 (\$84 ),
-    .\port$3138$0 (\$85 ),
-    .\port$3139$0 (\$86 ),
-    .\port$3140$0 (\$87 ),
-    .\port$3141$0 (\$88 ),
-    .\port$3142$0 (\$89 ),
+    .\port$3253$0 (\$82 ),
+    .\port$3254$0 (\$83 ),
+    .\port$3255$0 (\$84 ),
+    .\port$3256$0 (\$85 ),
+    .\port$3257$0 (\$86 ),
+    .\port$3258$0 (\$87 ),
+    .\port$3259$0 (\$88 ),
+    .\port$3260$0 (\$89 ),
     .rst(rst)
   );
   \ace_nic_small.rx0  rx0 (
@@ -810,7 +810,7 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     .clk(clk),
     .credit_channel(credit_in_channel),
     .credit_count(credit_in_count),
-    .credit_valid(credit_in_valid),
+    .credit_now(credit_in_valid),
     .credits__0(credits__0),
     .credits__1(credits__1),
     .error(link0_rx_error),
@@ -837,7 +837,7 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     .clk(clk),
     .credit_channel(\credit_in_channel$115 ),
     .credit_count(\credit_in_count$117 ),
-    .credit_valid(\credit_in_valid$113 ),
+    .credit_now(\credit_in_valid$113 ),
     .credits__0(\credits__0$124 ),
     .credits__1(\credits__1$128 ),
     .error(link1_rx_error),
@@ -863,12 +863,12 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     .busy__0(\busy__0$146 ),
     .busy__1(\busy__1$168 ),
     .busy_cycles(link0_tx_busy_cycles),
+    .ch0_data_grant(cmd__0__ready),
+    .ch1_data_grant(cmd__1__ready),
     .clk(clk),
     .cmd__0__payload(cmd__0__payload),
-    .cmd__0__ready(cmd__0__ready),
     .cmd__0__valid(cmd__0__valid),
     .cmd__1__payload(cmd__1__payload),
-    .cmd__1__ready(cmd__1__ready),
     .cmd__1__valid(cmd__1__valid),
     .credit_in_channel(credit_in_channel),
     .credit_in_count(credit_in_count),
@@ -888,30 +888,30 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     .node_id(node_id),
     .o__ready(tx0__tready),
     .payload_bytes(link0_tx_payload_bytes),
-    .\port$3039$0 (\$74 ),
-    .\port$3040$0 (\$75 ),
-    .\port$3041$0 (\$76 ),
-    .\port$3042$0 (\$77 ),
-    .\port$3043$0 (\$78 ),
-    .\port$3044$0 (\$79 ),
-    .\port$3045$0 (\$80 ),
-    .\port$3046$0 (\$81 ),
-    .\port$3135$0 (\$82 ),
-    .\port$3136$0 (\$83 ),
-    .\port$3137$0 (\$84 ),
-    .\port$3138$0 (\$85 ),
-    .\port$3139$0 (\$86 ),
-    .\port$3140$0 (\$87 ),
-    .\port$3141$0 (\$88 ),
-    .\port$3142$0 (\$89 ),
-    .\port$554$0 (\$58 ),
-    .\port$555$0 (\$59 ),
-    .\port$556$0 (\$60 ),
-    .\port$557$0 (\$61 ),
-    .\port$558$0 (\$62 ),
-    .\port$559$0 (\$63 ),
-    .\port$560$0 (\$64 ),
-    .\port$561$0 (\$65 ),
+    .\port$3147$0 (\$74 ),
+    .\port$3148$0 (\$75 ),
+    .\port$3149$0 (\$76 ),
+    .\port$3150$0 (\$77 ),
+    .\port$3151$0 (\$78 ),
+    .\port$3152$0 (\$79 ),
+    .\port$3153$0 (\$80 ),
+    .\port$3154$0 (\$81 ),
+    .\port$3253$0 (\$82 ),
+    .\port$3254$0 (\$83 ),
+    .\port$3255$0 (\$84 ),
+    .\port$3256$0 (\$85 ),
+    .\port$3257$0 (\$86 ),
+    .\port$3258$0 (\$87 ),
+    .\port$3259$0 (\$88 ),
+    .\port$3260$0 (\$89 ),
+    .\port$523$0 (\$58 ),
+    .\port$524$0 (\$59 ),
+    .\port$525$0 (\$60 ),
+    .\port$526$0 (\$61 ),
+    .\port$527$0 (\$62 ),
+    .\port$528$0 (\$63 ),
+    .\port$529$0 (\$64 ),
+    .\port$530$0 (\$65 ),
     .rst(rst),
     .stall_cycles(link0_tx_stall_cycles)
   );
@@ -919,12 +919,12 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     .busy__0(busy__0),
     .busy__1(busy__1),
     .busy_cycles(link1_tx_busy_cycles),
+    .ch0_data_grant(\cmd__0__ready$219 ),
+    .ch1_data_grant(\cmd__1__ready$221 ),
     .clk(clk),
     .cmd__0__payload(cmd__0__payload),
-    .cmd__0__ready(\cmd__0__ready$219 ),
     .cmd__0__valid(\cmd__0__valid$145 ),
     .cmd__1__payload(cmd__1__payload),
-    .cmd__1__ready(\cmd__1__ready$221 ),
     .cmd__1__valid(\cmd__1__valid$167 ),
     .credit_in_channel(\credit_in_channel$115 ),
     .credit_in_count(\credit_in_count$117 ),
@@ -944,30 +944,30 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     .node_id(node_id),
     .o__ready(tx1__tready),
     .payload_bytes(link1_tx_payload_bytes),
-    .\port$2025$0 (\$66 ),
-    .\port$2026$0 (\$67 ),
-    .\port$2027$0 (\$68 ),
-    .\port$2028$0 (\$69 ),
-    .\port$2029$0 (\$70 ),
-    .\port$2030$0 (\$71 ),
-    .\port$2031$0 (\$72 ),
-    .\port$2032$0 (\$73 ),
-    .\port$3039$0 (\$74 ),
-    .\port$3040$0 (\$75 ),
-    .\port$3041$0 (\$76 ),
-    .\port$3042$0 (\$77 ),
-    .\port$3043$0 (\$78 ),
-    .\port$3044$0 (\$79 ),
-    .\port$3045$0 (\$80 ),
-    .\port$3046$0 (\$81 ),
-    .\port$3135$0 (\$82 ),
-    .\port$3136$0 (\$83 ),
-    .\port$3137$0 (\$84 ),
-    .\port$3138$0 (\$85 ),
-    .\port$3139$0 (\$86 ),
-    .\port$3140$0 (\$87 ),
-    .\port$3141$0 (\$88 ),
-    .\port$3142$0 (\$89 ),
+    .\port$2043$0 (\$66 ),
+    .\port$2044$0 (\$67 ),
+    .\port$2045$0 (\$68 ),
+    .\port$2046$0 (\$69 ),
+    .\port$2047$0 (\$70 ),
+    .\port$2048$0 (\$71 ),
+    .\port$2049$0 (\$72 ),
+    .\port$2050$0 (\$73 ),
+    .\port$3147$0 (\$74 ),
+    .\port$3148$0 (\$75 ),
+    .\port$3149$0 (\$76 ),
+    .\port$3150$0 (\$77 ),
+    .\port$3151$0 (\$78 ),
+    .\port$3152$0 (\$79 ),
+    .\port$3153$0 (\$80 ),
+    .\port$3154$0 (\$81 ),
+    .\port$3253$0 (\$82 ),
+    .\port$3254$0 (\$83 ),
+    .\port$3255$0 (\$84 ),
+    .\port$3256$0 (\$85 ),
+    .\port$3257$0 (\$86 ),
+    .\port$3258$0 (\$87 ),
+    .\port$3259$0 (\$88 ),
+    .\port$3260$0 (\$89 ),
     .rst(rst),
     .stall_cycles(link1_tx_stall_cycles)
   );
@@ -1338,9 +1338,9 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.ch0_link0_recv_skid (rst, o__ready, \port$3231$0 , \port$3232$0 , \port$3233$0 , \port$3234$0 , \port$3235$0 , \port$3236$0 , \port$3237$0 , \port$3238$0 , \port$3239$0 , \port$3240$0 , \port$3241$0 , \port$3242$0 , i__valid, i__payload, in_ready, out_valid, clk);
+module \ace_nic_small.ch0_link0_recv_skid (rst, o__ready, \port$3359$0 , \port$3360$0 , \port$3361$0 , \port$3362$0 , \port$3363$0 , \port$3364$0 , \port$3365$0 , \port$3366$0 , \port$3367$0 , \port$3368$0 , \port$3369$0 , \port$3370$0 , i__valid, i__payload, in_ready, out_valid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$50  = 0;
-  wire [2:0] \$1 ;
+  wire \$1 ;
   wire [15:0] \$10 ;
   reg \$100 ;
   reg \$101 ;
@@ -1375,17 +1375,23 @@ module \ace_nic_small.ch0_link0_recv_skid (rst, o__ready, \port$3231$0 , \port$3
   reg \$128 ;
   reg \$129 ;
   wire [15:0] \$13 ;
-  reg [178:0] \$130 ;
-  reg [178:0] \$131 ;
-  wire [2:0] \$14 ;
-  wire \$15 ;
-  wire \$16 ;
-  wire \$17 ;
-  wire \$18 ;
-  wire \$19 ;
-  wire [3:0] \$2 ;
-  wire \$20 ;
-  wire \$21 ;
+  reg \$130 ;
+  reg \$131 ;
+  reg \$132 ;
+  reg \$133 ;
+  reg \$134 ;
+  reg \$135 ;
+  reg [178:0] \$136 ;
+  reg [178:0] \$137 ;
+  wire [15:0] \$14 ;
+  wire [15:0] \$15 ;
+  wire [15:0] \$16 ;
+  wire [15:0] \$17 ;
+  wire [15:0] \$18 ;
+  wire [15:0] \$19 ;
+  wire \$2 ;
+  wire [15:0] \$20 ;
+  wire [2:0] \$21 ;
   wire \$22 ;
   wire \$23 ;
   wire \$24 ;
@@ -1394,7 +1400,7 @@ module \ace_nic_small.ch0_link0_recv_skid (rst, o__ready, \port$3231$0 , \port$3
   wire \$27 ;
   wire \$28 ;
   wire \$29 ;
-  wire [15:0] \$3 ;
+  wire \$3 ;
   wire \$30 ;
   wire \$31 ;
   wire \$32 ;
@@ -1405,7 +1411,7 @@ module \ace_nic_small.ch0_link0_recv_skid (rst, o__ready, \port$3231$0 , \port$3
   wire \$37 ;
   wire \$38 ;
   wire \$39 ;
-  wire [15:0] \$4 ;
+  wire \$4 ;
   wire \$40 ;
   wire \$41 ;
   wire \$42 ;
@@ -1416,7 +1422,7 @@ module \ace_nic_small.ch0_link0_recv_skid (rst, o__ready, \port$3231$0 , \port$3
   wire \$47 ;
   wire \$48 ;
   wire \$49 ;
-  wire [15:0] \$5 ;
+  wire \$5 ;
   wire \$50 ;
   wire \$51 ;
   wire \$52 ;
@@ -1427,7 +1433,7 @@ module \ace_nic_small.ch0_link0_recv_skid (rst, o__ready, \port$3231$0 , \port$3
   wire \$57 ;
   wire \$58 ;
   wire \$59 ;
-  wire [15:0] \$6 ;
+  wire \$6 ;
   wire \$60 ;
   wire \$61 ;
   wire \$62 ;
@@ -1438,7 +1444,7 @@ module \ace_nic_small.ch0_link0_recv_skid (rst, o__ready, \port$3231$0 , \port$3
   wire \$67 ;
   wire \$68 ;
   wire \$69 ;
-  wire [15:0] \$7 ;
+  wire \$7 ;
   wire \$70 ;
   wire \$71 ;
   wire \$72 ;
@@ -1449,7 +1455,7 @@ module \ace_nic_small.ch0_link0_recv_skid (rst, o__ready, \port$3231$0 , \port$3
   wire \$77 ;
   wire \$78 ;
   wire \$79 ;
-  wire [15:0] \$8 ;
+  wire \$8 ;
   wire \$80 ;
   wire \$81 ;
   wire \$82 ;
@@ -1459,24 +1465,24 @@ module \ace_nic_small.ch0_link0_recv_skid (rst, o__ready, \port$3231$0 , \port$3
   wire \$86 ;
   wire \$87 ;
   wire \$88 ;
-  reg [1:0] \$89 ;
-  wire [15:0] \$9 ;
-  reg \$90 ;
-  reg \$91 ;
-  reg \$92 ;
-  reg \$93 ;
-  reg \$94 ;
-  reg \$95 ;
+  wire \$89 ;
+  wire \$9 ;
+  wire \$90 ;
+  wire \$91 ;
+  wire \$92 ;
+  wire \$93 ;
+  wire \$94 ;
+  wire \$95 ;
   reg \$96 ;
   reg \$97 ;
   reg \$98 ;
   reg \$99 ;
   input clk;
   wire clk;
-  reg [1:0] count = 2'h0;
-  wire [1:0] count_next;
+  wire empty_next;
   reg [178:0] entry0 = 179'h000000000000000000000000000000000000000000000;
   reg [178:0] entry1 = 179'h000000000000000000000000000000000000000000000;
+  wire full_next;
   input [178:0] i__payload;
   wire [178:0] i__payload;
   wire [127:0] \i__payload.data ;
@@ -1531,30 +1537,30 @@ module \ace_nic_small.ch0_link0_recv_skid (rst, o__ready, \port$3231$0 , \port$3
   output out_valid;
   reg out_valid = 1'h0;
   wire pop;
-  output [15:0] \port$3231$0 ;
-  wire [15:0] \port$3231$0 ;
-  output [15:0] \port$3232$0 ;
-  wire [15:0] \port$3232$0 ;
-  output [15:0] \port$3233$0 ;
-  wire [15:0] \port$3233$0 ;
-  output [15:0] \port$3234$0 ;
-  wire [15:0] \port$3234$0 ;
-  output [15:0] \port$3235$0 ;
-  wire [15:0] \port$3235$0 ;
-  output [15:0] \port$3236$0 ;
-  wire [15:0] \port$3236$0 ;
-  output [15:0] \port$3237$0 ;
-  wire [15:0] \port$3237$0 ;
-  output [15:0] \port$3238$0 ;
-  wire [15:0] \port$3238$0 ;
-  output [15:0] \port$3239$0 ;
-  wire [15:0] \port$3239$0 ;
-  output [15:0] \port$3240$0 ;
-  wire [15:0] \port$3240$0 ;
-  output [15:0] \port$3241$0 ;
-  wire [15:0] \port$3241$0 ;
-  output [2:0] \port$3242$0 ;
-  wire [2:0] \port$3242$0 ;
+  output [15:0] \port$3359$0 ;
+  wire [15:0] \port$3359$0 ;
+  output [15:0] \port$3360$0 ;
+  wire [15:0] \port$3360$0 ;
+  output [15:0] \port$3361$0 ;
+  wire [15:0] \port$3361$0 ;
+  output [15:0] \port$3362$0 ;
+  wire [15:0] \port$3362$0 ;
+  output [15:0] \port$3363$0 ;
+  wire [15:0] \port$3363$0 ;
+  output [15:0] \port$3364$0 ;
+  wire [15:0] \port$3364$0 ;
+  output [15:0] \port$3365$0 ;
+  wire [15:0] \port$3365$0 ;
+  output [15:0] \port$3366$0 ;
+  wire [15:0] \port$3366$0 ;
+  output [15:0] \port$3367$0 ;
+  wire [15:0] \port$3367$0 ;
+  output [15:0] \port$3368$0 ;
+  wire [15:0] \port$3368$0 ;
+  output [15:0] \port$3369$0 ;
+  wire [15:0] \port$3369$0 ;
+  output [2:0] \port$3370$0 ;
+  wire [2:0] \port$3370$0 ;
   wire push;
   reg r_at = 1'h0;
   wire r_at_next;
@@ -1570,417 +1576,377 @@ module \ace_nic_small.ch0_link0_recv_skid (rst, o__ready, \port$3231$0 , \port$3
   reg r_at_r7 = 1'h0;
   reg r_at_r8 = 1'h0;
   reg r_at_r9 = 1'h0;
+  wire ready_next;
   input rst;
   wire rst;
   reg w_at = 1'h0;
   wire w_at_next;
   assign push = i__valid & in_ready;
   assign pop = out_valid & o__ready;
-  assign \$1  = count + push;
-  assign \$2  = \$1  - pop;
+  assign \$1  = ~ o__ready;
+  assign \$2  = ~ in_ready;
+  assign \$3  = out_valid & in_ready;
+  assign \$4  = \$3  & i__valid;
+  assign \$5  = \$2  | \$4 ;
+  assign full_next = \$1  & \$5 ;
+  assign \$6  = ~ i__valid;
+  assign \$7  = ~ out_valid;
+  assign \$8  = in_ready & o__ready;
+  assign \$9  = \$7  | \$8 ;
+  assign empty_next = \$6  & \$9 ;
   assign w_at_next = w_at ^ push;
   assign r_at_next = r_at ^ pop;
-  assign \$3  = r_at_r0 ? entry1[15:0] : entry0[15:0];
-  assign \$4  = r_at_r1 ? entry1[31:16] : entry0[31:16];
-  assign \$5  = r_at_r2 ? entry1[47:32] : entry0[47:32];
-  assign \$6  = r_at_r3 ? entry1[63:48] : entry0[63:48];
-  assign \$7  = r_at_r4 ? entry1[79:64] : entry0[79:64];
-  assign \$8  = r_at_r5 ? entry1[95:80] : entry0[95:80];
-  assign \$9  = r_at_r6 ? entry1[111:96] : entry0[111:96];
-  assign \$10  = r_at_r7 ? entry1[127:112] : entry0[127:112];
-  assign \$11  = r_at_r8 ? entry1[143:128] : entry0[143:128];
-  assign \$12  = r_at_r9 ? entry1[159:144] : entry0[159:144];
-  assign \$13  = r_at_r10 ? entry1[175:160] : entry0[175:160];
-  assign \$14  = r_at_r11 ? entry1[178:176] : entry0[178:176];
-  assign \$15  = \$2 [1:0] != 2'h2;
-  assign \$16  = | \$2 [1:0];
-  assign \$17  = \$2 [1:0] != 2'h2;
-  assign \$18  = ! w_at_next;
-  assign \$19  = \$17  & \$18 ;
-  assign \$20  = \$2 [1:0] != 2'h2;
-  assign \$21  = ! w_at_next;
-  assign \$22  = \$20  & \$21 ;
-  assign \$23  = \$2 [1:0] != 2'h2;
-  assign \$24  = ! w_at_next;
-  assign \$25  = \$23  & \$24 ;
-  assign \$26  = \$2 [1:0] != 2'h2;
-  assign \$27  = ! w_at_next;
-  assign \$28  = \$26  & \$27 ;
-  assign \$29  = \$2 [1:0] != 2'h2;
-  assign \$30  = ! w_at_next;
-  assign \$31  = \$29  & \$30 ;
-  assign \$32  = \$2 [1:0] != 2'h2;
-  assign \$33  = ! w_at_next;
-  assign \$34  = \$32  & \$33 ;
-  assign \$35  = \$2 [1:0] != 2'h2;
-  assign \$36  = ! w_at_next;
-  assign \$37  = \$35  & \$36 ;
-  assign \$38  = \$2 [1:0] != 2'h2;
-  assign \$39  = ! w_at_next;
-  assign \$40  = \$38  & \$39 ;
-  assign \$41  = \$2 [1:0] != 2'h2;
-  assign \$42  = ! w_at_next;
-  assign \$43  = \$41  & \$42 ;
-  assign \$44  = \$2 [1:0] != 2'h2;
-  assign \$45  = ! w_at_next;
-  assign \$46  = \$44  & \$45 ;
-  assign \$47  = \$2 [1:0] != 2'h2;
-  assign \$48  = ! w_at_next;
-  assign \$49  = \$47  & \$48 ;
-  assign \$50  = \$2 [1:0] != 2'h2;
-  assign \$51  = ! w_at_next;
-  assign \$52  = \$50  & \$51 ;
-  assign \$53  = \$2 [1:0] != 2'h2;
-  assign \$55  = \$53  & \$54 ;
-  assign \$56  = \$2 [1:0] != 2'h2;
-  assign \$58  = \$56  & \$57 ;
-  assign \$59  = \$2 [1:0] != 2'h2;
-  assign \$61  = \$59  & \$60 ;
-  assign \$62  = \$2 [1:0] != 2'h2;
-  assign \$64  = \$62  & \$63 ;
-  assign \$65  = \$2 [1:0] != 2'h2;
-  assign \$67  = \$65  & \$66 ;
-  assign \$68  = \$2 [1:0] != 2'h2;
-  assign \$70  = \$68  & \$69 ;
-  assign \$71  = \$2 [1:0] != 2'h2;
-  assign \$73  = \$71  & \$72 ;
-  assign \$74  = \$2 [1:0] != 2'h2;
-  assign \$76  = \$74  & \$75 ;
-  assign \$77  = \$2 [1:0] != 2'h2;
-  assign \$79  = \$77  & \$78 ;
-  assign \$80  = \$2 [1:0] != 2'h2;
-  assign \$82  = \$80  & \$81 ;
-  assign \$83  = \$2 [1:0] != 2'h2;
-  assign \$85  = \$83  & \$84 ;
-  assign \$86  = \$2 [1:0] != 2'h2;
-  assign \$88  = \$86  & \$87 ;
+  assign ready_next = ~ full_next;
+  assign \$10  = r_at_r0 ? entry1[15:0] : entry0[15:0];
+  assign \$11  = r_at_r1 ? entry1[31:16] : entry0[31:16];
+  assign \$12  = r_at_r2 ? entry1[47:32] : entry0[47:32];
+  assign \$13  = r_at_r3 ? entry1[63:48] : entry0[63:48];
+  assign \$14  = r_at_r4 ? entry1[79:64] : entry0[79:64];
+  assign \$15  = r_at_r5 ? entry1[95:80] : entry0[95:80];
+  assign \$16  = r_at_r6 ? entry1[111:96] : entry0[111:96];
+  assign \$17  = r_at_r7 ? entry1[127:112] : entry0[127:112];
+  assign \$18  = r_at_r8 ? entry1[143:128] : entry0[143:128];
+  assign \$19  = r_at_r9 ? entry1[159:144] : entry0[159:144];
+  assign \$20  = r_at_r10 ? entry1[175:160] : entry0[175:160];
+  assign \$21  = r_at_r11 ? entry1[178:176] : entry0[178:176];
+  assign \$22  = ~ full_next;
+  assign \$23  = ~ empty_next;
+  assign \$24  = ~ full_next;
+  assign \$25  = ! w_at_next;
+  assign \$26  = \$24  & \$25 ;
+  assign \$27  = ~ full_next;
+  assign \$28  = ! w_at_next;
+  assign \$29  = \$27  & \$28 ;
+  assign \$30  = ~ full_next;
+  assign \$31  = ! w_at_next;
+  assign \$32  = \$30  & \$31 ;
+  assign \$33  = ~ full_next;
+  assign \$34  = ! w_at_next;
+  assign \$35  = \$33  & \$34 ;
+  assign \$36  = ~ full_next;
+  assign \$37  = ! w_at_next;
+  assign \$38  = \$36  & \$37 ;
+  assign \$39  = ~ full_next;
+  assign \$40  = ! w_at_next;
+  assign \$41  = \$39  & \$40 ;
+  assign \$42  = ~ full_next;
+  assign \$43  = ! w_at_next;
+  assign \$44  = \$42  & \$43 ;
+  assign \$45  = ~ full_next;
+  assign \$46  = ! w_at_next;
+  assign \$47  = \$45  & \$46 ;
+  assign \$48  = ~ full_next;
+  assign \$49  = ! w_at_next;
+  assign \$50  = \$48  & \$49 ;
+  assign \$51  = ~ full_next;
+  assign \$52  = ! w_at_next;
+  assign \$53  = \$51  & \$52 ;
+  assign \$54  = ~ full_next;
+  assign \$55  = ! w_at_next;
+  assign \$56  = \$54  & \$55 ;
+  assign \$57  = ~ full_next;
+  assign \$58  = ! w_at_next;
+  assign \$59  = \$57  & \$58 ;
+  assign \$60  = ~ full_next;
+  assign \$62  = \$60  & \$61 ;
+  assign \$63  = ~ full_next;
+  assign \$65  = \$63  & \$64 ;
+  assign \$66  = ~ full_next;
+  assign \$68  = \$66  & \$67 ;
+  assign \$69  = ~ full_next;
+  assign \$71  = \$69  & \$70 ;
+  assign \$72  = ~ full_next;
+  assign \$74  = \$72  & \$73 ;
+  assign \$75  = ~ full_next;
+  assign \$77  = \$75  & \$76 ;
+  assign \$78  = ~ full_next;
+  assign \$80  = \$78  & \$79 ;
+  assign \$81  = ~ full_next;
+  assign \$83  = \$81  & \$82 ;
+  assign \$84  = ~ full_next;
+  assign \$86  = \$84  & \$85 ;
+  assign \$87  = ~ full_next;
+  assign \$89  = \$87  & \$88 ;
+  assign \$90  = ~ full_next;
+  assign \$92  = \$90  & \$91 ;
+  assign \$93  = ~ full_next;
+  assign \$95  = \$93  & \$94 ;
   always @(posedge clk)
-    count <= \$89 ;
+    in_ready <= \$96 ;
   always @(posedge clk)
-    in_ready <= \$90 ;
+    out_valid <= \$97 ;
   always @(posedge clk)
-    out_valid <= \$91 ;
+    w_at <= \$98 ;
   always @(posedge clk)
-    w_at <= \$92 ;
+    r_at <= \$99 ;
   always @(posedge clk)
-    r_at <= \$93 ;
+    load0_r0 <= \$100 ;
   always @(posedge clk)
-    load0_r0 <= \$94 ;
+    load0_r1 <= \$101 ;
   always @(posedge clk)
-    load0_r1 <= \$95 ;
+    load0_r2 <= \$102 ;
   always @(posedge clk)
-    load0_r2 <= \$96 ;
+    load0_r3 <= \$103 ;
   always @(posedge clk)
-    load0_r3 <= \$97 ;
+    load0_r4 <= \$104 ;
   always @(posedge clk)
-    load0_r4 <= \$98 ;
+    load0_r5 <= \$105 ;
   always @(posedge clk)
-    load0_r5 <= \$99 ;
+    load0_r6 <= \$106 ;
   always @(posedge clk)
-    load0_r6 <= \$100 ;
+    load0_r7 <= \$107 ;
   always @(posedge clk)
-    load0_r7 <= \$101 ;
+    load0_r8 <= \$108 ;
   always @(posedge clk)
-    load0_r8 <= \$102 ;
+    load0_r9 <= \$109 ;
   always @(posedge clk)
-    load0_r9 <= \$103 ;
+    load0_r10 <= \$110 ;
   always @(posedge clk)
-    load0_r10 <= \$104 ;
+    load0_r11 <= \$111 ;
   always @(posedge clk)
-    load0_r11 <= \$105 ;
+    load1_r0 <= \$112 ;
   always @(posedge clk)
-    load1_r0 <= \$106 ;
+    load1_r1 <= \$113 ;
   always @(posedge clk)
-    load1_r1 <= \$107 ;
+    load1_r2 <= \$114 ;
   always @(posedge clk)
-    load1_r2 <= \$108 ;
+    load1_r3 <= \$115 ;
   always @(posedge clk)
-    load1_r3 <= \$109 ;
+    load1_r4 <= \$116 ;
   always @(posedge clk)
-    load1_r4 <= \$110 ;
+    load1_r5 <= \$117 ;
   always @(posedge clk)
-    load1_r5 <= \$111 ;
+    load1_r6 <= \$118 ;
   always @(posedge clk)
-    load1_r6 <= \$112 ;
+    load1_r7 <= \$119 ;
   always @(posedge clk)
-    load1_r7 <= \$113 ;
+    load1_r8 <= \$120 ;
   always @(posedge clk)
-    load1_r8 <= \$114 ;
+    load1_r9 <= \$121 ;
   always @(posedge clk)
-    load1_r9 <= \$115 ;
+    load1_r10 <= \$122 ;
   always @(posedge clk)
-    load1_r10 <= \$116 ;
+    load1_r11 <= \$123 ;
   always @(posedge clk)
-    load1_r11 <= \$117 ;
+    r_at_r0 <= \$124 ;
   always @(posedge clk)
-    r_at_r0 <= \$118 ;
+    r_at_r1 <= \$125 ;
   always @(posedge clk)
-    r_at_r1 <= \$119 ;
+    r_at_r2 <= \$126 ;
   always @(posedge clk)
-    r_at_r2 <= \$120 ;
+    r_at_r3 <= \$127 ;
   always @(posedge clk)
-    r_at_r3 <= \$121 ;
+    r_at_r4 <= \$128 ;
   always @(posedge clk)
-    r_at_r4 <= \$122 ;
+    r_at_r5 <= \$129 ;
   always @(posedge clk)
-    r_at_r5 <= \$123 ;
+    r_at_r6 <= \$130 ;
   always @(posedge clk)
-    r_at_r6 <= \$124 ;
+    r_at_r7 <= \$131 ;
   always @(posedge clk)
-    r_at_r7 <= \$125 ;
+    r_at_r8 <= \$132 ;
   always @(posedge clk)
-    r_at_r8 <= \$126 ;
+    r_at_r9 <= \$133 ;
   always @(posedge clk)
-    r_at_r9 <= \$127 ;
+    r_at_r10 <= \$134 ;
   always @(posedge clk)
-    r_at_r10 <= \$128 ;
+    r_at_r11 <= \$135 ;
   always @(posedge clk)
-    r_at_r11 <= \$129 ;
+    entry0 <= \$136 ;
   always @(posedge clk)
-    entry0 <= \$130 ;
-  always @(posedge clk)
-    entry1 <= \$131 ;
+    entry1 <= \$137 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$89  = \$2 [1:0];
-    if (rst) begin
-      \$89  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$90  = \$15 ;
-    if (rst) begin
-      \$90  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$91  = \$16 ;
-    if (rst) begin
-      \$91  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$92  = w_at_next;
-    if (rst) begin
-      \$92  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$93  = r_at_next;
-    if (rst) begin
-      \$93  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$94  = \$19 ;
-    if (rst) begin
-      \$94  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$95  = \$22 ;
-    if (rst) begin
-      \$95  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$96  = \$25 ;
+    \$96  = \$22 ;
     if (rst) begin
       \$96  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$97  = \$28 ;
+    \$97  = \$23 ;
     if (rst) begin
-      \$97  = 1'h1;
+      \$97  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$98  = \$31 ;
+    \$98  = w_at_next;
     if (rst) begin
-      \$98  = 1'h1;
+      \$98  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$99  = \$34 ;
+    \$99  = r_at_next;
     if (rst) begin
-      \$99  = 1'h1;
+      \$99  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$100  = \$37 ;
+    \$100  = \$26 ;
     if (rst) begin
       \$100  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$101  = \$40 ;
+    \$101  = \$29 ;
     if (rst) begin
       \$101  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$102  = \$43 ;
+    \$102  = \$32 ;
     if (rst) begin
       \$102  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$103  = \$46 ;
+    \$103  = \$35 ;
     if (rst) begin
       \$103  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$104  = \$49 ;
+    \$104  = \$38 ;
     if (rst) begin
       \$104  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$105  = \$52 ;
+    \$105  = \$41 ;
     if (rst) begin
       \$105  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$106  = \$55 ;
+    \$106  = \$44 ;
     if (rst) begin
-      \$106  = 1'h0;
+      \$106  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$107  = \$58 ;
+    \$107  = \$47 ;
     if (rst) begin
-      \$107  = 1'h0;
+      \$107  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$108  = \$61 ;
+    \$108  = \$50 ;
     if (rst) begin
-      \$108  = 1'h0;
+      \$108  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$109  = \$64 ;
+    \$109  = \$53 ;
     if (rst) begin
-      \$109  = 1'h0;
+      \$109  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$110  = \$67 ;
+    \$110  = \$56 ;
     if (rst) begin
-      \$110  = 1'h0;
+      \$110  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$111  = \$70 ;
+    \$111  = \$59 ;
     if (rst) begin
-      \$111  = 1'h0;
+      \$111  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$112  = \$73 ;
+    \$112  = \$62 ;
     if (rst) begin
       \$112  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$113  = \$76 ;
+    \$113  = \$65 ;
     if (rst) begin
       \$113  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$114  = \$79 ;
+    \$114  = \$68 ;
     if (rst) begin
       \$114  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$115  = \$82 ;
+    \$115  = \$71 ;
     if (rst) begin
       \$115  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$116  = \$85 ;
+    \$116  = \$74 ;
     if (rst) begin
       \$116  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$117  = \$88 ;
+    \$117  = \$77 ;
     if (rst) begin
       \$117  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$118  = r_at_next;
+    \$118  = \$80 ;
     if (rst) begin
       \$118  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$119  = r_at_next;
+    \$119  = \$83 ;
     if (rst) begin
       \$119  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$120  = r_at_next;
+    \$120  = \$86 ;
     if (rst) begin
       \$120  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$121  = r_at_next;
+    \$121  = \$89 ;
     if (rst) begin
       \$121  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$122  = r_at_next;
+    \$122  = \$92 ;
     if (rst) begin
       \$122  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$123  = r_at_next;
+    \$123  = \$95 ;
     if (rst) begin
       \$123  = 1'h0;
     end
@@ -2029,113 +1995,154 @@ module \ace_nic_small.ch0_link0_recv_skid (rst, o__ready, \port$3231$0 , \port$3
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$130  = entry0;
-    if (load0_r0) begin
-      \$130 [15:0] = i__payload[15:0];
-    end
-    if (load0_r1) begin
-      \$130 [31:16] = i__payload[31:16];
-    end
-    if (load0_r2) begin
-      \$130 [47:32] = i__payload[47:32];
-    end
-    if (load0_r3) begin
-      \$130 [63:48] = i__payload[63:48];
-    end
-    if (load0_r4) begin
-      \$130 [79:64] = i__payload[79:64];
-    end
-    if (load0_r5) begin
-      \$130 [95:80] = i__payload[95:80];
-    end
-    if (load0_r6) begin
-      \$130 [111:96] = i__payload[111:96];
-    end
-    if (load0_r7) begin
-      \$130 [127:112] = i__payload[127:112];
-    end
-    if (load0_r8) begin
-      \$130 [143:128] = i__payload[143:128];
-    end
-    if (load0_r9) begin
-      \$130 [159:144] = i__payload[159:144];
-    end
-    if (load0_r10) begin
-      \$130 [175:160] = i__payload[175:160];
-    end
-    if (load0_r11) begin
-      \$130 [178:176] = i__payload[178:176];
-    end
+    \$130  = r_at_next;
     if (rst) begin
-      \$130  = 179'h000000000000000000000000000000000000000000000;
+      \$130  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$131  = entry1;
-    if (load1_r0) begin
-      \$131 [15:0] = i__payload[15:0];
-    end
-    if (load1_r1) begin
-      \$131 [31:16] = i__payload[31:16];
-    end
-    if (load1_r2) begin
-      \$131 [47:32] = i__payload[47:32];
-    end
-    if (load1_r3) begin
-      \$131 [63:48] = i__payload[63:48];
-    end
-    if (load1_r4) begin
-      \$131 [79:64] = i__payload[79:64];
-    end
-    if (load1_r5) begin
-      \$131 [95:80] = i__payload[95:80];
-    end
-    if (load1_r6) begin
-      \$131 [111:96] = i__payload[111:96];
-    end
-    if (load1_r7) begin
-      \$131 [127:112] = i__payload[127:112];
-    end
-    if (load1_r8) begin
-      \$131 [143:128] = i__payload[143:128];
-    end
-    if (load1_r9) begin
-      \$131 [159:144] = i__payload[159:144];
-    end
-    if (load1_r10) begin
-      \$131 [175:160] = i__payload[175:160];
-    end
-    if (load1_r11) begin
-      \$131 [178:176] = i__payload[178:176];
-    end
+    \$131  = r_at_next;
     if (rst) begin
-      \$131  = 179'h000000000000000000000000000000000000000000000;
+      \$131  = 1'h0;
     end
   end
-  assign count_next = \$2 [1:0];
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$132  = r_at_next;
+    if (rst) begin
+      \$132  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$133  = r_at_next;
+    if (rst) begin
+      \$133  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$134  = r_at_next;
+    if (rst) begin
+      \$134  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$135  = r_at_next;
+    if (rst) begin
+      \$135  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$136  = entry0;
+    if (load0_r0) begin
+      \$136 [15:0] = i__payload[15:0];
+    end
+    if (load0_r1) begin
+      \$136 [31:16] = i__payload[31:16];
+    end
+    if (load0_r2) begin
+      \$136 [47:32] = i__payload[47:32];
+    end
+    if (load0_r3) begin
+      \$136 [63:48] = i__payload[63:48];
+    end
+    if (load0_r4) begin
+      \$136 [79:64] = i__payload[79:64];
+    end
+    if (load0_r5) begin
+      \$136 [95:80] = i__payload[95:80];
+    end
+    if (load0_r6) begin
+      \$136 [111:96] = i__payload[111:96];
+    end
+    if (load0_r7) begin
+      \$136 [127:112] = i__payload[127:112];
+    end
+    if (load0_r8) begin
+      \$136 [143:128] = i__payload[143:128];
+    end
+    if (load0_r9) begin
+      \$136 [159:144] = i__payload[159:144];
+    end
+    if (load0_r10) begin
+      \$136 [175:160] = i__payload[175:160];
+    end
+    if (load0_r11) begin
+      \$136 [178:176] = i__payload[178:176];
+    end
+    if (rst) begin
+      \$136  = 179'h000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$137  = entry1;
+    if (load1_r0) begin
+      \$137 [15:0] = i__payload[15:0];
+    end
+    if (load1_r1) begin
+      \$137 [31:16] = i__payload[31:16];
+    end
+    if (load1_r2) begin
+      \$137 [47:32] = i__payload[47:32];
+    end
+    if (load1_r3) begin
+      \$137 [63:48] = i__payload[63:48];
+    end
+    if (load1_r4) begin
+      \$137 [79:64] = i__payload[79:64];
+    end
+    if (load1_r5) begin
+      \$137 [95:80] = i__payload[95:80];
+    end
+    if (load1_r6) begin
+      \$137 [111:96] = i__payload[111:96];
+    end
+    if (load1_r7) begin
+      \$137 [127:112] = i__payload[127:112];
+    end
+    if (load1_r8) begin
+      \$137 [143:128] = i__payload[143:128];
+    end
+    if (load1_r9) begin
+      \$137 [159:144] = i__payload[159:144];
+    end
+    if (load1_r10) begin
+      \$137 [175:160] = i__payload[175:160];
+    end
+    if (load1_r11) begin
+      \$137 [178:176] = i__payload[178:176];
+    end
+    if (rst) begin
+      \$137  = 179'h000000000000000000000000000000000000000000000;
+    end
+  end
   assign i__ready = in_ready;
   assign o__valid = out_valid;
-  assign o__payload = { \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
-  assign \port$3231$0  = \$3 ;
-  assign \port$3232$0  = \$4 ;
-  assign \port$3233$0  = \$5 ;
-  assign \port$3234$0  = \$6 ;
-  assign \port$3235$0  = \$7 ;
-  assign \port$3236$0  = \$8 ;
-  assign \port$3237$0  = \$9 ;
-  assign \port$3238$0  = \$10 ;
-  assign \port$3239$0  = \$11 ;
-  assign \port$3240$0  = \$12 ;
-  assign \port$3241$0  = \$13 ;
-  assign \port$3242$0  = \$14 ;
-  assign \o__payload.data  = { \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
-  assign \o__payload.keep  = \$11 ;
-  assign \o__payload.first  = \$12 [0];
-  assign \o__payload.last  = \$12 [1];
-  assign \o__payload.src  = \$12 [9:2];
-  assign \o__payload.tag  = { \$13 [1:0], \$12 [15:10] };
-  assign \o__payload.length  = { \$14 , \$13 [15:2] };
+  assign o__payload = { \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
+  assign \port$3359$0  = \$10 ;
+  assign \port$3360$0  = \$11 ;
+  assign \port$3361$0  = \$12 ;
+  assign \port$3362$0  = \$13 ;
+  assign \port$3363$0  = \$14 ;
+  assign \port$3364$0  = \$15 ;
+  assign \port$3365$0  = \$16 ;
+  assign \port$3366$0  = \$17 ;
+  assign \port$3367$0  = \$18 ;
+  assign \port$3368$0  = \$19 ;
+  assign \port$3369$0  = \$20 ;
+  assign \port$3370$0  = \$21 ;
+  assign \o__payload.data  = { \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
+  assign \o__payload.keep  = \$18 ;
+  assign \o__payload.first  = \$19 [0];
+  assign \o__payload.last  = \$19 [1];
+  assign \o__payload.src  = \$19 [9:2];
+  assign \o__payload.tag  = { \$20 [1:0], \$19 [15:10] };
+  assign \o__payload.length  = { \$21 , \$20 [15:2] };
   assign \i__payload.data  = i__payload[127:0];
   assign \i__payload.keep  = i__payload[143:128];
   assign \i__payload.first  = i__payload[144];
@@ -2143,24 +2150,24 @@ module \ace_nic_small.ch0_link0_recv_skid (rst, o__ready, \port$3231$0 , \port$3
   assign \i__payload.src  = i__payload[153:146];
   assign \i__payload.tag  = i__payload[161:154];
   assign \i__payload.length  = i__payload[178:162];
-  assign \$54  = w_at_next;
-  assign \$57  = w_at_next;
-  assign \$60  = w_at_next;
-  assign \$63  = w_at_next;
-  assign \$66  = w_at_next;
-  assign \$69  = w_at_next;
-  assign \$72  = w_at_next;
-  assign \$75  = w_at_next;
-  assign \$78  = w_at_next;
-  assign \$81  = w_at_next;
-  assign \$84  = w_at_next;
-  assign \$87  = w_at_next;
+  assign \$61  = w_at_next;
+  assign \$64  = w_at_next;
+  assign \$67  = w_at_next;
+  assign \$70  = w_at_next;
+  assign \$73  = w_at_next;
+  assign \$76  = w_at_next;
+  assign \$79  = w_at_next;
+  assign \$82  = w_at_next;
+  assign \$85  = w_at_next;
+  assign \$88  = w_at_next;
+  assign \$91  = w_at_next;
+  assign \$94  = w_at_next;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.ch0_link1_recv_skid (rst, o__ready, \port$3511$0 , \port$3512$0 , \port$3513$0 , \port$3514$0 , \port$3515$0 , \port$3516$0 , \port$3517$0 , \port$3518$0 , \port$3519$0 , \port$3520$0 , \port$3521$0 , \port$3522$0 , i__valid, i__payload, in_ready, out_valid, clk);
+module \ace_nic_small.ch0_link1_recv_skid (rst, o__ready, \port$3659$0 , \port$3660$0 , \port$3661$0 , \port$3662$0 , \port$3663$0 , \port$3664$0 , \port$3665$0 , \port$3666$0 , \port$3667$0 , \port$3668$0 , \port$3669$0 , \port$3670$0 , i__valid, i__payload, in_ready, out_valid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$51  = 0;
-  wire [2:0] \$1 ;
+  wire \$1 ;
   wire [15:0] \$10 ;
   reg \$100 ;
   reg \$101 ;
@@ -2195,17 +2202,23 @@ module \ace_nic_small.ch0_link1_recv_skid (rst, o__ready, \port$3511$0 , \port$3
   reg \$128 ;
   reg \$129 ;
   wire [15:0] \$13 ;
-  reg [178:0] \$130 ;
-  reg [178:0] \$131 ;
-  wire [2:0] \$14 ;
-  wire \$15 ;
-  wire \$16 ;
-  wire \$17 ;
-  wire \$18 ;
-  wire \$19 ;
-  wire [3:0] \$2 ;
-  wire \$20 ;
-  wire \$21 ;
+  reg \$130 ;
+  reg \$131 ;
+  reg \$132 ;
+  reg \$133 ;
+  reg \$134 ;
+  reg \$135 ;
+  reg [178:0] \$136 ;
+  reg [178:0] \$137 ;
+  wire [15:0] \$14 ;
+  wire [15:0] \$15 ;
+  wire [15:0] \$16 ;
+  wire [15:0] \$17 ;
+  wire [15:0] \$18 ;
+  wire [15:0] \$19 ;
+  wire \$2 ;
+  wire [15:0] \$20 ;
+  wire [2:0] \$21 ;
   wire \$22 ;
   wire \$23 ;
   wire \$24 ;
@@ -2214,7 +2227,7 @@ module \ace_nic_small.ch0_link1_recv_skid (rst, o__ready, \port$3511$0 , \port$3
   wire \$27 ;
   wire \$28 ;
   wire \$29 ;
-  wire [15:0] \$3 ;
+  wire \$3 ;
   wire \$30 ;
   wire \$31 ;
   wire \$32 ;
@@ -2225,7 +2238,7 @@ module \ace_nic_small.ch0_link1_recv_skid (rst, o__ready, \port$3511$0 , \port$3
   wire \$37 ;
   wire \$38 ;
   wire \$39 ;
-  wire [15:0] \$4 ;
+  wire \$4 ;
   wire \$40 ;
   wire \$41 ;
   wire \$42 ;
@@ -2236,7 +2249,7 @@ module \ace_nic_small.ch0_link1_recv_skid (rst, o__ready, \port$3511$0 , \port$3
   wire \$47 ;
   wire \$48 ;
   wire \$49 ;
-  wire [15:0] \$5 ;
+  wire \$5 ;
   wire \$50 ;
   wire \$51 ;
   wire \$52 ;
@@ -2247,7 +2260,7 @@ module \ace_nic_small.ch0_link1_recv_skid (rst, o__ready, \port$3511$0 , \port$3
   wire \$57 ;
   wire \$58 ;
   wire \$59 ;
-  wire [15:0] \$6 ;
+  wire \$6 ;
   wire \$60 ;
   wire \$61 ;
   wire \$62 ;
@@ -2258,7 +2271,7 @@ module \ace_nic_small.ch0_link1_recv_skid (rst, o__ready, \port$3511$0 , \port$3
   wire \$67 ;
   wire \$68 ;
   wire \$69 ;
-  wire [15:0] \$7 ;
+  wire \$7 ;
   wire \$70 ;
   wire \$71 ;
   wire \$72 ;
@@ -2269,7 +2282,7 @@ module \ace_nic_small.ch0_link1_recv_skid (rst, o__ready, \port$3511$0 , \port$3
   wire \$77 ;
   wire \$78 ;
   wire \$79 ;
-  wire [15:0] \$8 ;
+  wire \$8 ;
   wire \$80 ;
   wire \$81 ;
   wire \$82 ;
@@ -2279,24 +2292,24 @@ module \ace_nic_small.ch0_link1_recv_skid (rst, o__ready, \port$3511$0 , \port$3
   wire \$86 ;
   wire \$87 ;
   wire \$88 ;
-  reg [1:0] \$89 ;
-  wire [15:0] \$9 ;
-  reg \$90 ;
-  reg \$91 ;
-  reg \$92 ;
-  reg \$93 ;
-  reg \$94 ;
-  reg \$95 ;
+  wire \$89 ;
+  wire \$9 ;
+  wire \$90 ;
+  wire \$91 ;
+  wire \$92 ;
+  wire \$93 ;
+  wire \$94 ;
+  wire \$95 ;
   reg \$96 ;
   reg \$97 ;
   reg \$98 ;
   reg \$99 ;
   input clk;
   wire clk;
-  reg [1:0] count = 2'h0;
-  wire [1:0] count_next;
+  wire empty_next;
   reg [178:0] entry0 = 179'h000000000000000000000000000000000000000000000;
   reg [178:0] entry1 = 179'h000000000000000000000000000000000000000000000;
+  wire full_next;
   input [178:0] i__payload;
   wire [178:0] i__payload;
   wire [127:0] \i__payload.data ;
@@ -2351,6 +2364,1416 @@ module \ace_nic_small.ch0_link1_recv_skid (rst, o__ready, \port$3511$0 , \port$3
   output out_valid;
   reg out_valid = 1'h0;
   wire pop;
+  output [15:0] \port$3659$0 ;
+  wire [15:0] \port$3659$0 ;
+  output [15:0] \port$3660$0 ;
+  wire [15:0] \port$3660$0 ;
+  output [15:0] \port$3661$0 ;
+  wire [15:0] \port$3661$0 ;
+  output [15:0] \port$3662$0 ;
+  wire [15:0] \port$3662$0 ;
+  output [15:0] \port$3663$0 ;
+  wire [15:0] \port$3663$0 ;
+  output [15:0] \port$3664$0 ;
+  wire [15:0] \port$3664$0 ;
+  output [15:0] \port$3665$0 ;
+  wire [15:0] \port$3665$0 ;
+  output [15:0] \port$3666$0 ;
+  wire [15:0] \port$3666$0 ;
+  output [15:0] \port$3667$0 ;
+  wire [15:0] \port$3667$0 ;
+  output [15:0] \port$3668$0 ;
+  wire [15:0] \port$3668$0 ;
+  output [15:0] \port$3669$0 ;
+  wire [15:0] \port$3669$0 ;
+  output [2:0] \port$3670$0 ;
+  wire [2:0] \port$3670$0 ;
+  wire push;
+  reg r_at = 1'h0;
+  wire r_at_next;
+  reg r_at_r0 = 1'h0;
+  reg r_at_r1 = 1'h0;
+  reg r_at_r10 = 1'h0;
+  reg r_at_r11 = 1'h0;
+  reg r_at_r2 = 1'h0;
+  reg r_at_r3 = 1'h0;
+  reg r_at_r4 = 1'h0;
+  reg r_at_r5 = 1'h0;
+  reg r_at_r6 = 1'h0;
+  reg r_at_r7 = 1'h0;
+  reg r_at_r8 = 1'h0;
+  reg r_at_r9 = 1'h0;
+  wire ready_next;
+  input rst;
+  wire rst;
+  reg w_at = 1'h0;
+  wire w_at_next;
+  assign push = i__valid & in_ready;
+  assign pop = out_valid & o__ready;
+  assign \$1  = ~ o__ready;
+  assign \$2  = ~ in_ready;
+  assign \$3  = out_valid & in_ready;
+  assign \$4  = \$3  & i__valid;
+  assign \$5  = \$2  | \$4 ;
+  assign full_next = \$1  & \$5 ;
+  assign \$6  = ~ i__valid;
+  assign \$7  = ~ out_valid;
+  assign \$8  = in_ready & o__ready;
+  assign \$9  = \$7  | \$8 ;
+  assign empty_next = \$6  & \$9 ;
+  assign w_at_next = w_at ^ push;
+  assign r_at_next = r_at ^ pop;
+  assign ready_next = ~ full_next;
+  assign \$10  = r_at_r0 ? entry1[15:0] : entry0[15:0];
+  assign \$11  = r_at_r1 ? entry1[31:16] : entry0[31:16];
+  assign \$12  = r_at_r2 ? entry1[47:32] : entry0[47:32];
+  assign \$13  = r_at_r3 ? entry1[63:48] : entry0[63:48];
+  assign \$14  = r_at_r4 ? entry1[79:64] : entry0[79:64];
+  assign \$15  = r_at_r5 ? entry1[95:80] : entry0[95:80];
+  assign \$16  = r_at_r6 ? entry1[111:96] : entry0[111:96];
+  assign \$17  = r_at_r7 ? entry1[127:112] : entry0[127:112];
+  assign \$18  = r_at_r8 ? entry1[143:128] : entry0[143:128];
+  assign \$19  = r_at_r9 ? entry1[159:144] : entry0[159:144];
+  assign \$20  = r_at_r10 ? entry1[175:160] : entry0[175:160];
+  assign \$21  = r_at_r11 ? entry1[178:176] : entry0[178:176];
+  assign \$22  = ~ full_next;
+  assign \$23  = ~ empty_next;
+  assign \$24  = ~ full_next;
+  assign \$25  = ! w_at_next;
+  assign \$26  = \$24  & \$25 ;
+  assign \$27  = ~ full_next;
+  assign \$28  = ! w_at_next;
+  assign \$29  = \$27  & \$28 ;
+  assign \$30  = ~ full_next;
+  assign \$31  = ! w_at_next;
+  assign \$32  = \$30  & \$31 ;
+  assign \$33  = ~ full_next;
+  assign \$34  = ! w_at_next;
+  assign \$35  = \$33  & \$34 ;
+  assign \$36  = ~ full_next;
+  assign \$37  = ! w_at_next;
+  assign \$38  = \$36  & \$37 ;
+  assign \$39  = ~ full_next;
+  assign \$40  = ! w_at_next;
+  assign \$41  = \$39  & \$40 ;
+  assign \$42  = ~ full_next;
+  assign \$43  = ! w_at_next;
+  assign \$44  = \$42  & \$43 ;
+  assign \$45  = ~ full_next;
+  assign \$46  = ! w_at_next;
+  assign \$47  = \$45  & \$46 ;
+  assign \$48  = ~ full_next;
+  assign \$49  = ! w_at_next;
+  assign \$50  = \$48  & \$49 ;
+  assign \$51  = ~ full_next;
+  assign \$52  = ! w_at_next;
+  assign \$53  = \$51  & \$52 ;
+  assign \$54  = ~ full_next;
+  assign \$55  = ! w_at_next;
+  assign \$56  = \$54  & \$55 ;
+  assign \$57  = ~ full_next;
+  assign \$58  = ! w_at_next;
+  assign \$59  = \$57  & \$58 ;
+  assign \$60  = ~ full_next;
+  assign \$62  = \$60  & \$61 ;
+  assign \$63  = ~ full_next;
+  assign \$65  = \$63  & \$64 ;
+  assign \$66  = ~ full_next;
+  assign \$68  = \$66  & \$67 ;
+  assign \$69  = ~ full_next;
+  assign \$71  = \$69  & \$70 ;
+  assign \$72  = ~ full_next;
+  assign \$74  = \$72  & \$73 ;
+  assign \$75  = ~ full_next;
+  assign \$77  = \$75  & \$76 ;
+  assign \$78  = ~ full_next;
+  assign \$80  = \$78  & \$79 ;
+  assign \$81  = ~ full_next;
+  assign \$83  = \$81  & \$82 ;
+  assign \$84  = ~ full_next;
+  assign \$86  = \$84  & \$85 ;
+  assign \$87  = ~ full_next;
+  assign \$89  = \$87  & \$88 ;
+  assign \$90  = ~ full_next;
+  assign \$92  = \$90  & \$91 ;
+  assign \$93  = ~ full_next;
+  assign \$95  = \$93  & \$94 ;
+  always @(posedge clk)
+    in_ready <= \$96 ;
+  always @(posedge clk)
+    out_valid <= \$97 ;
+  always @(posedge clk)
+    w_at <= \$98 ;
+  always @(posedge clk)
+    r_at <= \$99 ;
+  always @(posedge clk)
+    load0_r0 <= \$100 ;
+  always @(posedge clk)
+    load0_r1 <= \$101 ;
+  always @(posedge clk)
+    load0_r2 <= \$102 ;
+  always @(posedge clk)
+    load0_r3 <= \$103 ;
+  always @(posedge clk)
+    load0_r4 <= \$104 ;
+  always @(posedge clk)
+    load0_r5 <= \$105 ;
+  always @(posedge clk)
+    load0_r6 <= \$106 ;
+  always @(posedge clk)
+    load0_r7 <= \$107 ;
+  always @(posedge clk)
+    load0_r8 <= \$108 ;
+  always @(posedge clk)
+    load0_r9 <= \$109 ;
+  always @(posedge clk)
+    load0_r10 <= \$110 ;
+  always @(posedge clk)
+    load0_r11 <= \$111 ;
+  always @(posedge clk)
+    load1_r0 <= \$112 ;
+  always @(posedge clk)
+    load1_r1 <= \$113 ;
+  always @(posedge clk)
+    load1_r2 <= \$114 ;
+  always @(posedge clk)
+    load1_r3 <= \$115 ;
+  always @(posedge clk)
+    load1_r4 <= \$116 ;
+  always @(posedge clk)
+    load1_r5 <= \$117 ;
+  always @(posedge clk)
+    load1_r6 <= \$118 ;
+  always @(posedge clk)
+    load1_r7 <= \$119 ;
+  always @(posedge clk)
+    load1_r8 <= \$120 ;
+  always @(posedge clk)
+    load1_r9 <= \$121 ;
+  always @(posedge clk)
+    load1_r10 <= \$122 ;
+  always @(posedge clk)
+    load1_r11 <= \$123 ;
+  always @(posedge clk)
+    r_at_r0 <= \$124 ;
+  always @(posedge clk)
+    r_at_r1 <= \$125 ;
+  always @(posedge clk)
+    r_at_r2 <= \$126 ;
+  always @(posedge clk)
+    r_at_r3 <= \$127 ;
+  always @(posedge clk)
+    r_at_r4 <= \$128 ;
+  always @(posedge clk)
+    r_at_r5 <= \$129 ;
+  always @(posedge clk)
+    r_at_r6 <= \$130 ;
+  always @(posedge clk)
+    r_at_r7 <= \$131 ;
+  always @(posedge clk)
+    r_at_r8 <= \$132 ;
+  always @(posedge clk)
+    r_at_r9 <= \$133 ;
+  always @(posedge clk)
+    r_at_r10 <= \$134 ;
+  always @(posedge clk)
+    r_at_r11 <= \$135 ;
+  always @(posedge clk)
+    entry0 <= \$136 ;
+  always @(posedge clk)
+    entry1 <= \$137 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$96  = \$22 ;
+    if (rst) begin
+      \$96  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$97  = \$23 ;
+    if (rst) begin
+      \$97  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$98  = w_at_next;
+    if (rst) begin
+      \$98  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$99  = r_at_next;
+    if (rst) begin
+      \$99  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$100  = \$26 ;
+    if (rst) begin
+      \$100  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$101  = \$29 ;
+    if (rst) begin
+      \$101  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$102  = \$32 ;
+    if (rst) begin
+      \$102  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$103  = \$35 ;
+    if (rst) begin
+      \$103  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$104  = \$38 ;
+    if (rst) begin
+      \$104  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$105  = \$41 ;
+    if (rst) begin
+      \$105  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$106  = \$44 ;
+    if (rst) begin
+      \$106  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$107  = \$47 ;
+    if (rst) begin
+      \$107  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$108  = \$50 ;
+    if (rst) begin
+      \$108  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$109  = \$53 ;
+    if (rst) begin
+      \$109  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$110  = \$56 ;
+    if (rst) begin
+      \$110  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$111  = \$59 ;
+    if (rst) begin
+      \$111  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$112  = \$62 ;
+    if (rst) begin
+      \$112  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$113  = \$65 ;
+    if (rst) begin
+      \$113  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$114  = \$68 ;
+    if (rst) begin
+      \$114  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$115  = \$71 ;
+    if (rst) begin
+      \$115  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$116  = \$74 ;
+    if (rst) begin
+      \$116  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$117  = \$77 ;
+    if (rst) begin
+      \$117  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$118  = \$80 ;
+    if (rst) begin
+      \$118  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$119  = \$83 ;
+    if (rst) begin
+      \$119  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$120  = \$86 ;
+    if (rst) begin
+      \$120  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$121  = \$89 ;
+    if (rst) begin
+      \$121  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$122  = \$92 ;
+    if (rst) begin
+      \$122  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$123  = \$95 ;
+    if (rst) begin
+      \$123  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$124  = r_at_next;
+    if (rst) begin
+      \$124  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$125  = r_at_next;
+    if (rst) begin
+      \$125  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$126  = r_at_next;
+    if (rst) begin
+      \$126  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$127  = r_at_next;
+    if (rst) begin
+      \$127  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$128  = r_at_next;
+    if (rst) begin
+      \$128  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$129  = r_at_next;
+    if (rst) begin
+      \$129  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$130  = r_at_next;
+    if (rst) begin
+      \$130  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$131  = r_at_next;
+    if (rst) begin
+      \$131  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$132  = r_at_next;
+    if (rst) begin
+      \$132  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$133  = r_at_next;
+    if (rst) begin
+      \$133  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$134  = r_at_next;
+    if (rst) begin
+      \$134  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$135  = r_at_next;
+    if (rst) begin
+      \$135  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$136  = entry0;
+    if (load0_r0) begin
+      \$136 [15:0] = i__payload[15:0];
+    end
+    if (load0_r1) begin
+      \$136 [31:16] = i__payload[31:16];
+    end
+    if (load0_r2) begin
+      \$136 [47:32] = i__payload[47:32];
+    end
+    if (load0_r3) begin
+      \$136 [63:48] = i__payload[63:48];
+    end
+    if (load0_r4) begin
+      \$136 [79:64] = i__payload[79:64];
+    end
+    if (load0_r5) begin
+      \$136 [95:80] = i__payload[95:80];
+    end
+    if (load0_r6) begin
+      \$136 [111:96] = i__payload[111:96];
+    end
+    if (load0_r7) begin
+      \$136 [127:112] = i__payload[127:112];
+    end
+    if (load0_r8) begin
+      \$136 [143:128] = i__payload[143:128];
+    end
+    if (load0_r9) begin
+      \$136 [159:144] = i__payload[159:144];
+    end
+    if (load0_r10) begin
+      \$136 [175:160] = i__payload[175:160];
+    end
+    if (load0_r11) begin
+      \$136 [178:176] = i__payload[178:176];
+    end
+    if (rst) begin
+      \$136  = 179'h000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$137  = entry1;
+    if (load1_r0) begin
+      \$137 [15:0] = i__payload[15:0];
+    end
+    if (load1_r1) begin
+      \$137 [31:16] = i__payload[31:16];
+    end
+    if (load1_r2) begin
+      \$137 [47:32] = i__payload[47:32];
+    end
+    if (load1_r3) begin
+      \$137 [63:48] = i__payload[63:48];
+    end
+    if (load1_r4) begin
+      \$137 [79:64] = i__payload[79:64];
+    end
+    if (load1_r5) begin
+      \$137 [95:80] = i__payload[95:80];
+    end
+    if (load1_r6) begin
+      \$137 [111:96] = i__payload[111:96];
+    end
+    if (load1_r7) begin
+      \$137 [127:112] = i__payload[127:112];
+    end
+    if (load1_r8) begin
+      \$137 [143:128] = i__payload[143:128];
+    end
+    if (load1_r9) begin
+      \$137 [159:144] = i__payload[159:144];
+    end
+    if (load1_r10) begin
+      \$137 [175:160] = i__payload[175:160];
+    end
+    if (load1_r11) begin
+      \$137 [178:176] = i__payload[178:176];
+    end
+    if (rst) begin
+      \$137  = 179'h000000000000000000000000000000000000000000000;
+    end
+  end
+  assign i__ready = in_ready;
+  assign o__valid = out_valid;
+  assign o__payload = { \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
+  assign \port$3659$0  = \$10 ;
+  assign \port$3660$0  = \$11 ;
+  assign \port$3661$0  = \$12 ;
+  assign \port$3662$0  = \$13 ;
+  assign \port$3663$0  = \$14 ;
+  assign \port$3664$0  = \$15 ;
+  assign \port$3665$0  = \$16 ;
+  assign \port$3666$0  = \$17 ;
+  assign \port$3667$0  = \$18 ;
+  assign \port$3668$0  = \$19 ;
+  assign \port$3669$0  = \$20 ;
+  assign \port$3670$0  = \$21 ;
+  assign \o__payload.data  = { \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
+  assign \o__payload.keep  = \$18 ;
+  assign \o__payload.first  = \$19 [0];
+  assign \o__payload.last  = \$19 [1];
+  assign \o__payload.src  = \$19 [9:2];
+  assign \o__payload.tag  = { \$20 [1:0], \$19 [15:10] };
+  assign \o__payload.length  = { \$21 , \$20 [15:2] };
+  assign \i__payload.data  = i__payload[127:0];
+  assign \i__payload.keep  = i__payload[143:128];
+  assign \i__payload.first  = i__payload[144];
+  assign \i__payload.last  = i__payload[145];
+  assign \i__payload.src  = i__payload[153:146];
+  assign \i__payload.tag  = i__payload[161:154];
+  assign \i__payload.length  = i__payload[178:162];
+  assign \$61  = w_at_next;
+  assign \$64  = w_at_next;
+  assign \$67  = w_at_next;
+  assign \$70  = w_at_next;
+  assign \$73  = w_at_next;
+  assign \$76  = w_at_next;
+  assign \$79  = w_at_next;
+  assign \$82  = w_at_next;
+  assign \$85  = w_at_next;
+  assign \$88  = w_at_next;
+  assign \$91  = w_at_next;
+  assign \$94  = w_at_next;
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_nic_small.ch0_send_skid (i__valid, clk, rst, o__ready, \port$3147$0 , \port$3148$0 , \port$3149$0 , \port$3150$0 , \port$3151$0 , \port$3152$0 , \port$3153$0 , \port$3154$0 , in_ready, out_valid, i__payload);
+  reg \$auto$verilog_backend.cc:2355:dump_module$52  = 0;
+  wire \$1 ;
+  wire [15:0] \$10 ;
+  wire [15:0] \$11 ;
+  wire [15:0] \$12 ;
+  wire [15:0] \$13 ;
+  wire [15:0] \$14 ;
+  wire [15:0] \$15 ;
+  wire [15:0] \$16 ;
+  wire [15:0] \$17 ;
+  wire \$18 ;
+  wire \$19 ;
+  wire \$2 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire \$22 ;
+  wire \$23 ;
+  wire \$24 ;
+  wire \$25 ;
+  wire \$26 ;
+  wire \$27 ;
+  wire \$28 ;
+  wire \$29 ;
+  wire \$3 ;
+  wire \$30 ;
+  wire \$31 ;
+  wire \$32 ;
+  wire \$33 ;
+  wire \$34 ;
+  wire \$35 ;
+  wire \$36 ;
+  wire \$37 ;
+  wire \$38 ;
+  wire \$39 ;
+  wire \$4 ;
+  wire \$40 ;
+  wire \$41 ;
+  wire \$42 ;
+  wire \$43 ;
+  wire \$44 ;
+  wire \$45 ;
+  wire \$46 ;
+  wire \$47 ;
+  wire \$48 ;
+  wire \$49 ;
+  wire \$5 ;
+  wire \$50 ;
+  wire \$51 ;
+  wire \$52 ;
+  wire \$53 ;
+  wire \$54 ;
+  wire \$55 ;
+  wire \$56 ;
+  wire \$57 ;
+  wire \$58 ;
+  wire \$59 ;
+  wire \$6 ;
+  wire \$60 ;
+  wire \$61 ;
+  wire \$62 ;
+  wire \$63 ;
+  wire \$64 ;
+  wire \$65 ;
+  wire \$66 ;
+  wire \$67 ;
+  reg \$68 ;
+  reg \$69 ;
+  wire \$7 ;
+  reg \$70 ;
+  reg \$71 ;
+  reg \$72 ;
+  reg \$73 ;
+  reg \$74 ;
+  reg \$75 ;
+  reg \$76 ;
+  reg \$77 ;
+  reg \$78 ;
+  reg \$79 ;
+  wire \$8 ;
+  reg \$80 ;
+  reg \$81 ;
+  reg \$82 ;
+  reg \$83 ;
+  reg \$84 ;
+  reg \$85 ;
+  reg \$86 ;
+  reg \$87 ;
+  reg \$88 ;
+  reg \$89 ;
+  wire \$9 ;
+  reg \$90 ;
+  reg \$91 ;
+  reg \$92 ;
+  reg \$93 ;
+  reg \$94 ;
+  reg \$95 ;
+  reg [127:0] \$96 ;
+  reg [127:0] \$97 ;
+  input clk;
+  wire clk;
+  wire empty_next;
+  reg [127:0] entry0 = 128'h00000000000000000000000000000000;
+  reg [127:0] entry1 = 128'h00000000000000000000000000000000;
+  wire full_next;
+  input [127:0] i__payload;
+  wire [127:0] i__payload;
+  wire [127:0] \i__payload.data ;
+  (* init = 1'h1 *)
+  wire i__ready;
+  input i__valid;
+  wire i__valid;
+  output in_ready;
+  reg in_ready = 1'h1;
+  reg load0_r0 = 1'h1;
+  reg load0_r1 = 1'h1;
+  reg load0_r2 = 1'h1;
+  reg load0_r3 = 1'h1;
+  reg load0_r4 = 1'h1;
+  reg load0_r5 = 1'h1;
+  reg load0_r6 = 1'h1;
+  reg load0_r7 = 1'h1;
+  reg load1_r0 = 1'h0;
+  reg load1_r1 = 1'h0;
+  reg load1_r2 = 1'h0;
+  reg load1_r3 = 1'h0;
+  reg load1_r4 = 1'h0;
+  reg load1_r5 = 1'h0;
+  reg load1_r6 = 1'h0;
+  reg load1_r7 = 1'h0;
+  wire [127:0] o__payload;
+  wire [127:0] \o__payload.data ;
+  input o__ready;
+  wire o__ready;
+  (* init = 1'h0 *)
+  wire o__valid;
+  output out_valid;
+  reg out_valid = 1'h0;
+  wire pop;
+  output [15:0] \port$3147$0 ;
+  wire [15:0] \port$3147$0 ;
+  output [15:0] \port$3148$0 ;
+  wire [15:0] \port$3148$0 ;
+  output [15:0] \port$3149$0 ;
+  wire [15:0] \port$3149$0 ;
+  output [15:0] \port$3150$0 ;
+  wire [15:0] \port$3150$0 ;
+  output [15:0] \port$3151$0 ;
+  wire [15:0] \port$3151$0 ;
+  output [15:0] \port$3152$0 ;
+  wire [15:0] \port$3152$0 ;
+  output [15:0] \port$3153$0 ;
+  wire [15:0] \port$3153$0 ;
+  output [15:0] \port$3154$0 ;
+  wire [15:0] \port$3154$0 ;
+  wire push;
+  reg r_at = 1'h0;
+  wire r_at_next;
+  reg r_at_r0 = 1'h0;
+  reg r_at_r1 = 1'h0;
+  reg r_at_r2 = 1'h0;
+  reg r_at_r3 = 1'h0;
+  reg r_at_r4 = 1'h0;
+  reg r_at_r5 = 1'h0;
+  reg r_at_r6 = 1'h0;
+  reg r_at_r7 = 1'h0;
+  wire ready_next;
+  input rst;
+  wire rst;
+  reg w_at = 1'h0;
+  wire w_at_next;
+  assign \$1  = ~ o__ready;
+  assign \$2  = ~ in_ready;
+  assign \$3  = out_valid & in_ready;
+  assign \$4  = \$3  & i__valid;
+  assign \$5  = \$2  | \$4 ;
+  assign full_next = \$1  & \$5 ;
+  assign \$6  = ~ i__valid;
+  assign \$7  = ~ out_valid;
+  assign \$8  = in_ready & o__ready;
+  assign \$9  = \$7  | \$8 ;
+  assign empty_next = \$6  & \$9 ;
+  assign w_at_next = w_at ^ push;
+  assign r_at_next = r_at ^ pop;
+  assign ready_next = ~ full_next;
+  assign \$10  = r_at_r0 ? entry1[15:0] : entry0[15:0];
+  assign \$11  = r_at_r1 ? entry1[31:16] : entry0[31:16];
+  assign \$12  = r_at_r2 ? entry1[47:32] : entry0[47:32];
+  assign \$13  = r_at_r3 ? entry1[63:48] : entry0[63:48];
+  assign \$14  = r_at_r4 ? entry1[79:64] : entry0[79:64];
+  assign \$15  = r_at_r5 ? entry1[95:80] : entry0[95:80];
+  assign \$16  = r_at_r6 ? entry1[111:96] : entry0[111:96];
+  assign \$17  = r_at_r7 ? entry1[127:112] : entry0[127:112];
+  assign \$18  = ~ full_next;
+  assign \$19  = ~ empty_next;
+  assign \$20  = ~ full_next;
+  assign \$21  = ! w_at_next;
+  assign \$22  = \$20  & \$21 ;
+  assign \$23  = ~ full_next;
+  assign \$24  = ! w_at_next;
+  assign \$25  = \$23  & \$24 ;
+  assign \$26  = ~ full_next;
+  assign \$27  = ! w_at_next;
+  assign \$28  = \$26  & \$27 ;
+  assign \$29  = ~ full_next;
+  assign \$30  = ! w_at_next;
+  assign \$31  = \$29  & \$30 ;
+  assign \$32  = ~ full_next;
+  assign \$33  = ! w_at_next;
+  assign \$34  = \$32  & \$33 ;
+  assign \$35  = ~ full_next;
+  assign \$36  = ! w_at_next;
+  assign \$37  = \$35  & \$36 ;
+  assign \$38  = ~ full_next;
+  assign \$39  = ! w_at_next;
+  assign \$40  = \$38  & \$39 ;
+  assign \$41  = ~ full_next;
+  assign \$42  = ! w_at_next;
+  assign \$43  = \$41  & \$42 ;
+  assign \$44  = ~ full_next;
+  assign \$46  = \$44  & \$45 ;
+  assign \$47  = ~ full_next;
+  assign \$49  = \$47  & \$48 ;
+  assign \$50  = ~ full_next;
+  assign \$52  = \$50  & \$51 ;
+  assign \$53  = ~ full_next;
+  assign \$55  = \$53  & \$54 ;
+  assign \$56  = ~ full_next;
+  assign \$58  = \$56  & \$57 ;
+  assign \$59  = ~ full_next;
+  assign \$61  = \$59  & \$60 ;
+  assign \$62  = ~ full_next;
+  assign \$64  = \$62  & \$63 ;
+  assign \$65  = ~ full_next;
+  assign \$67  = \$65  & \$66 ;
+  always @(posedge clk)
+    in_ready <= \$68 ;
+  always @(posedge clk)
+    out_valid <= \$69 ;
+  always @(posedge clk)
+    w_at <= \$70 ;
+  always @(posedge clk)
+    r_at <= \$71 ;
+  always @(posedge clk)
+    load0_r0 <= \$72 ;
+  always @(posedge clk)
+    load0_r1 <= \$73 ;
+  always @(posedge clk)
+    load0_r2 <= \$74 ;
+  always @(posedge clk)
+    load0_r3 <= \$75 ;
+  always @(posedge clk)
+    load0_r4 <= \$76 ;
+  always @(posedge clk)
+    load0_r5 <= \$77 ;
+  always @(posedge clk)
+    load0_r6 <= \$78 ;
+  always @(posedge clk)
+    load0_r7 <= \$79 ;
+  always @(posedge clk)
+    load1_r0 <= \$80 ;
+  always @(posedge clk)
+    load1_r1 <= \$81 ;
+  always @(posedge clk)
+    load1_r2 <= \$82 ;
+  always @(posedge clk)
+    load1_r3 <= \$83 ;
+  always @(posedge clk)
+    load1_r4 <= \$84 ;
+  always @(posedge clk)
+    load1_r5 <= \$85 ;
+  always @(posedge clk)
+    load1_r6 <= \$86 ;
+  always @(posedge clk)
+    load1_r7 <= \$87 ;
+  always @(posedge clk)
+    r_at_r0 <= \$88 ;
+  always @(posedge clk)
+    r_at_r1 <= \$89 ;
+  always @(posedge clk)
+    r_at_r2 <= \$90 ;
+  always @(posedge clk)
+    r_at_r3 <= \$91 ;
+  always @(posedge clk)
+    r_at_r4 <= \$92 ;
+  always @(posedge clk)
+    r_at_r5 <= \$93 ;
+  always @(posedge clk)
+    r_at_r6 <= \$94 ;
+  always @(posedge clk)
+    r_at_r7 <= \$95 ;
+  always @(posedge clk)
+    entry0 <= \$96 ;
+  always @(posedge clk)
+    entry1 <= \$97 ;
+  assign push = i__valid & in_ready;
+  assign pop = out_valid & o__ready;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$68  = \$18 ;
+    if (rst) begin
+      \$68  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$69  = \$19 ;
+    if (rst) begin
+      \$69  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$70  = w_at_next;
+    if (rst) begin
+      \$70  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$71  = r_at_next;
+    if (rst) begin
+      \$71  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$72  = \$22 ;
+    if (rst) begin
+      \$72  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$73  = \$25 ;
+    if (rst) begin
+      \$73  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$74  = \$28 ;
+    if (rst) begin
+      \$74  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$75  = \$31 ;
+    if (rst) begin
+      \$75  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$76  = \$34 ;
+    if (rst) begin
+      \$76  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$77  = \$37 ;
+    if (rst) begin
+      \$77  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$78  = \$40 ;
+    if (rst) begin
+      \$78  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$79  = \$43 ;
+    if (rst) begin
+      \$79  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$80  = \$46 ;
+    if (rst) begin
+      \$80  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$81  = \$49 ;
+    if (rst) begin
+      \$81  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$82  = \$52 ;
+    if (rst) begin
+      \$82  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$83  = \$55 ;
+    if (rst) begin
+      \$83  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$84  = \$58 ;
+    if (rst) begin
+      \$84  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$85  = \$61 ;
+    if (rst) begin
+      \$85  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$86  = \$64 ;
+    if (rst) begin
+      \$86  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$87  = \$67 ;
+    if (rst) begin
+      \$87  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$88  = r_at_next;
+    if (rst) begin
+      \$88  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$89  = r_at_next;
+    if (rst) begin
+      \$89  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$90  = r_at_next;
+    if (rst) begin
+      \$90  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$91  = r_at_next;
+    if (rst) begin
+      \$91  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$92  = r_at_next;
+    if (rst) begin
+      \$92  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$93  = r_at_next;
+    if (rst) begin
+      \$93  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$94  = r_at_next;
+    if (rst) begin
+      \$94  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$95  = r_at_next;
+    if (rst) begin
+      \$95  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$96  = entry0;
+    if (load0_r0) begin
+      \$96 [15:0] = i__payload[15:0];
+    end
+    if (load0_r1) begin
+      \$96 [31:16] = i__payload[31:16];
+    end
+    if (load0_r2) begin
+      \$96 [47:32] = i__payload[47:32];
+    end
+    if (load0_r3) begin
+      \$96 [63:48] = i__payload[63:48];
+    end
+    if (load0_r4) begin
+      \$96 [79:64] = i__payload[79:64];
+    end
+    if (load0_r5) begin
+      \$96 [95:80] = i__payload[95:80];
+    end
+    if (load0_r6) begin
+      \$96 [111:96] = i__payload[111:96];
+    end
+    if (load0_r7) begin
+      \$96 [127:112] = i__payload[127:112];
+    end
+    if (rst) begin
+      \$96  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$97  = entry1;
+    if (load1_r0) begin
+      \$97 [15:0] = i__payload[15:0];
+    end
+    if (load1_r1) begin
+      \$97 [31:16] = i__payload[31:16];
+    end
+    if (load1_r2) begin
+      \$97 [47:32] = i__payload[47:32];
+    end
+    if (load1_r3) begin
+      \$97 [63:48] = i__payload[63:48];
+    end
+    if (load1_r4) begin
+      \$97 [79:64] = i__payload[79:64];
+    end
+    if (load1_r5) begin
+      \$97 [95:80] = i__payload[95:80];
+    end
+    if (load1_r6) begin
+      \$97 [111:96] = i__payload[111:96];
+    end
+    if (load1_r7) begin
+      \$97 [127:112] = i__payload[127:112];
+    end
+    if (rst) begin
+      \$97  = 128'h00000000000000000000000000000000;
+    end
+  end
+  assign i__ready = in_ready;
+  assign o__valid = out_valid;
+  assign o__payload = { \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
+  assign \port$3147$0  = \$10 ;
+  assign \port$3148$0  = \$11 ;
+  assign \port$3149$0  = \$12 ;
+  assign \port$3150$0  = \$13 ;
+  assign \port$3151$0  = \$14 ;
+  assign \port$3152$0  = \$15 ;
+  assign \port$3153$0  = \$16 ;
+  assign \port$3154$0  = \$17 ;
+  assign \o__payload.data  = { \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
+  assign \i__payload.data  = i__payload;
+  assign \$45  = w_at_next;
+  assign \$48  = w_at_next;
+  assign \$51  = w_at_next;
+  assign \$54  = w_at_next;
+  assign \$57  = w_at_next;
+  assign \$60  = w_at_next;
+  assign \$63  = w_at_next;
+  assign \$66  = w_at_next;
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_nic_small.ch1_link0_recv_skid (rst, o__ready, \port$3509$0 , \port$3510$0 , \port$3511$0 , \port$3512$0 , \port$3513$0 , \port$3514$0 , \port$3515$0 , \port$3516$0 , \port$3517$0 , \port$3518$0 , \port$3519$0 , \port$3520$0 , i__valid, i__payload, in_ready, out_valid, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$53  = 0;
+  wire \$1 ;
+  wire [15:0] \$10 ;
+  reg \$100 ;
+  reg \$101 ;
+  reg \$102 ;
+  reg \$103 ;
+  reg \$104 ;
+  reg \$105 ;
+  reg \$106 ;
+  reg \$107 ;
+  reg \$108 ;
+  reg \$109 ;
+  wire [15:0] \$11 ;
+  reg \$110 ;
+  reg \$111 ;
+  reg \$112 ;
+  reg \$113 ;
+  reg \$114 ;
+  reg \$115 ;
+  reg \$116 ;
+  reg \$117 ;
+  reg \$118 ;
+  reg \$119 ;
+  wire [15:0] \$12 ;
+  reg \$120 ;
+  reg \$121 ;
+  reg \$122 ;
+  reg \$123 ;
+  reg \$124 ;
+  reg \$125 ;
+  reg \$126 ;
+  reg \$127 ;
+  reg \$128 ;
+  reg \$129 ;
+  wire [15:0] \$13 ;
+  reg \$130 ;
+  reg \$131 ;
+  reg \$132 ;
+  reg \$133 ;
+  reg \$134 ;
+  reg \$135 ;
+  reg [178:0] \$136 ;
+  reg [178:0] \$137 ;
+  wire [15:0] \$14 ;
+  wire [15:0] \$15 ;
+  wire [15:0] \$16 ;
+  wire [15:0] \$17 ;
+  wire [15:0] \$18 ;
+  wire [15:0] \$19 ;
+  wire \$2 ;
+  wire [15:0] \$20 ;
+  wire [2:0] \$21 ;
+  wire \$22 ;
+  wire \$23 ;
+  wire \$24 ;
+  wire \$25 ;
+  wire \$26 ;
+  wire \$27 ;
+  wire \$28 ;
+  wire \$29 ;
+  wire \$3 ;
+  wire \$30 ;
+  wire \$31 ;
+  wire \$32 ;
+  wire \$33 ;
+  wire \$34 ;
+  wire \$35 ;
+  wire \$36 ;
+  wire \$37 ;
+  wire \$38 ;
+  wire \$39 ;
+  wire \$4 ;
+  wire \$40 ;
+  wire \$41 ;
+  wire \$42 ;
+  wire \$43 ;
+  wire \$44 ;
+  wire \$45 ;
+  wire \$46 ;
+  wire \$47 ;
+  wire \$48 ;
+  wire \$49 ;
+  wire \$5 ;
+  wire \$50 ;
+  wire \$51 ;
+  wire \$52 ;
+  wire \$53 ;
+  wire \$54 ;
+  wire \$55 ;
+  wire \$56 ;
+  wire \$57 ;
+  wire \$58 ;
+  wire \$59 ;
+  wire \$6 ;
+  wire \$60 ;
+  wire \$61 ;
+  wire \$62 ;
+  wire \$63 ;
+  wire \$64 ;
+  wire \$65 ;
+  wire \$66 ;
+  wire \$67 ;
+  wire \$68 ;
+  wire \$69 ;
+  wire \$7 ;
+  wire \$70 ;
+  wire \$71 ;
+  wire \$72 ;
+  wire \$73 ;
+  wire \$74 ;
+  wire \$75 ;
+  wire \$76 ;
+  wire \$77 ;
+  wire \$78 ;
+  wire \$79 ;
+  wire \$8 ;
+  wire \$80 ;
+  wire \$81 ;
+  wire \$82 ;
+  wire \$83 ;
+  wire \$84 ;
+  wire \$85 ;
+  wire \$86 ;
+  wire \$87 ;
+  wire \$88 ;
+  wire \$89 ;
+  wire \$9 ;
+  wire \$90 ;
+  wire \$91 ;
+  wire \$92 ;
+  wire \$93 ;
+  wire \$94 ;
+  wire \$95 ;
+  reg \$96 ;
+  reg \$97 ;
+  reg \$98 ;
+  reg \$99 ;
+  input clk;
+  wire clk;
+  wire empty_next;
+  reg [178:0] entry0 = 179'h000000000000000000000000000000000000000000000;
+  reg [178:0] entry1 = 179'h000000000000000000000000000000000000000000000;
+  wire full_next;
+  input [178:0] i__payload;
+  wire [178:0] i__payload;
+  wire [127:0] \i__payload.data ;
+  wire \i__payload.first ;
+  wire [15:0] \i__payload.keep ;
+  wire \i__payload.last ;
+  wire [16:0] \i__payload.length ;
+  wire [7:0] \i__payload.src ;
+  wire [7:0] \i__payload.tag ;
+  (* init = 1'h1 *)
+  wire i__ready;
+  input i__valid;
+  wire i__valid;
+  output in_ready;
+  reg in_ready = 1'h1;
+  reg load0_r0 = 1'h1;
+  reg load0_r1 = 1'h1;
+  reg load0_r10 = 1'h1;
+  reg load0_r11 = 1'h1;
+  reg load0_r2 = 1'h1;
+  reg load0_r3 = 1'h1;
+  reg load0_r4 = 1'h1;
+  reg load0_r5 = 1'h1;
+  reg load0_r6 = 1'h1;
+  reg load0_r7 = 1'h1;
+  reg load0_r8 = 1'h1;
+  reg load0_r9 = 1'h1;
+  reg load1_r0 = 1'h0;
+  reg load1_r1 = 1'h0;
+  reg load1_r10 = 1'h0;
+  reg load1_r11 = 1'h0;
+  reg load1_r2 = 1'h0;
+  reg load1_r3 = 1'h0;
+  reg load1_r4 = 1'h0;
+  reg load1_r5 = 1'h0;
+  reg load1_r6 = 1'h0;
+  reg load1_r7 = 1'h0;
+  reg load1_r8 = 1'h0;
+  reg load1_r9 = 1'h0;
+  wire [178:0] o__payload;
+  wire [127:0] \o__payload.data ;
+  wire \o__payload.first ;
+  wire [15:0] \o__payload.keep ;
+  wire \o__payload.last ;
+  wire [16:0] \o__payload.length ;
+  wire [7:0] \o__payload.src ;
+  wire [7:0] \o__payload.tag ;
+  input o__ready;
+  wire o__ready;
+  (* init = 1'h0 *)
+  wire o__valid;
+  output out_valid;
+  reg out_valid = 1'h0;
+  wire pop;
+  output [15:0] \port$3509$0 ;
+  wire [15:0] \port$3509$0 ;
+  output [15:0] \port$3510$0 ;
+  wire [15:0] \port$3510$0 ;
   output [15:0] \port$3511$0 ;
   wire [15:0] \port$3511$0 ;
   output [15:0] \port$3512$0 ;
@@ -2369,12 +3792,8 @@ module \ace_nic_small.ch0_link1_recv_skid (rst, o__ready, \port$3511$0 , \port$3
   wire [15:0] \port$3518$0 ;
   output [15:0] \port$3519$0 ;
   wire [15:0] \port$3519$0 ;
-  output [15:0] \port$3520$0 ;
-  wire [15:0] \port$3520$0 ;
-  output [15:0] \port$3521$0 ;
-  wire [15:0] \port$3521$0 ;
-  output [2:0] \port$3522$0 ;
-  wire [2:0] \port$3522$0 ;
+  output [2:0] \port$3520$0 ;
+  wire [2:0] \port$3520$0 ;
   wire push;
   reg r_at = 1'h0;
   wire r_at_next;
@@ -2390,1809 +3809,377 @@ module \ace_nic_small.ch0_link1_recv_skid (rst, o__ready, \port$3511$0 , \port$3
   reg r_at_r7 = 1'h0;
   reg r_at_r8 = 1'h0;
   reg r_at_r9 = 1'h0;
+  wire ready_next;
   input rst;
   wire rst;
   reg w_at = 1'h0;
   wire w_at_next;
   assign push = i__valid & in_ready;
   assign pop = out_valid & o__ready;
-  assign \$1  = count + push;
-  assign \$2  = \$1  - pop;
+  assign \$1  = ~ o__ready;
+  assign \$2  = ~ in_ready;
+  assign \$3  = out_valid & in_ready;
+  assign \$4  = \$3  & i__valid;
+  assign \$5  = \$2  | \$4 ;
+  assign full_next = \$1  & \$5 ;
+  assign \$6  = ~ i__valid;
+  assign \$7  = ~ out_valid;
+  assign \$8  = in_ready & o__ready;
+  assign \$9  = \$7  | \$8 ;
+  assign empty_next = \$6  & \$9 ;
   assign w_at_next = w_at ^ push;
   assign r_at_next = r_at ^ pop;
-  assign \$3  = r_at_r0 ? entry1[15:0] : entry0[15:0];
-  assign \$4  = r_at_r1 ? entry1[31:16] : entry0[31:16];
-  assign \$5  = r_at_r2 ? entry1[47:32] : entry0[47:32];
-  assign \$6  = r_at_r3 ? entry1[63:48] : entry0[63:48];
-  assign \$7  = r_at_r4 ? entry1[79:64] : entry0[79:64];
-  assign \$8  = r_at_r5 ? entry1[95:80] : entry0[95:80];
-  assign \$9  = r_at_r6 ? entry1[111:96] : entry0[111:96];
-  assign \$10  = r_at_r7 ? entry1[127:112] : entry0[127:112];
-  assign \$11  = r_at_r8 ? entry1[143:128] : entry0[143:128];
-  assign \$12  = r_at_r9 ? entry1[159:144] : entry0[159:144];
-  assign \$13  = r_at_r10 ? entry1[175:160] : entry0[175:160];
-  assign \$14  = r_at_r11 ? entry1[178:176] : entry0[178:176];
-  assign \$15  = \$2 [1:0] != 2'h2;
-  assign \$16  = | \$2 [1:0];
-  assign \$17  = \$2 [1:0] != 2'h2;
-  assign \$18  = ! w_at_next;
-  assign \$19  = \$17  & \$18 ;
-  assign \$20  = \$2 [1:0] != 2'h2;
-  assign \$21  = ! w_at_next;
-  assign \$22  = \$20  & \$21 ;
-  assign \$23  = \$2 [1:0] != 2'h2;
-  assign \$24  = ! w_at_next;
-  assign \$25  = \$23  & \$24 ;
-  assign \$26  = \$2 [1:0] != 2'h2;
-  assign \$27  = ! w_at_next;
-  assign \$28  = \$26  & \$27 ;
-  assign \$29  = \$2 [1:0] != 2'h2;
-  assign \$30  = ! w_at_next;
-  assign \$31  = \$29  & \$30 ;
-  assign \$32  = \$2 [1:0] != 2'h2;
-  assign \$33  = ! w_at_next;
-  assign \$34  = \$32  & \$33 ;
-  assign \$35  = \$2 [1:0] != 2'h2;
-  assign \$36  = ! w_at_next;
-  assign \$37  = \$35  & \$36 ;
-  assign \$38  = \$2 [1:0] != 2'h2;
-  assign \$39  = ! w_at_next;
-  assign \$40  = \$38  & \$39 ;
-  assign \$41  = \$2 [1:0] != 2'h2;
-  assign \$42  = ! w_at_next;
-  assign \$43  = \$41  & \$42 ;
-  assign \$44  = \$2 [1:0] != 2'h2;
-  assign \$45  = ! w_at_next;
-  assign \$46  = \$44  & \$45 ;
-  assign \$47  = \$2 [1:0] != 2'h2;
-  assign \$48  = ! w_at_next;
-  assign \$49  = \$47  & \$48 ;
-  assign \$50  = \$2 [1:0] != 2'h2;
-  assign \$51  = ! w_at_next;
-  assign \$52  = \$50  & \$51 ;
-  assign \$53  = \$2 [1:0] != 2'h2;
-  assign \$55  = \$53  & \$54 ;
-  assign \$56  = \$2 [1:0] != 2'h2;
-  assign \$58  = \$56  & \$57 ;
-  assign \$59  = \$2 [1:0] != 2'h2;
-  assign \$61  = \$59  & \$60 ;
-  assign \$62  = \$2 [1:0] != 2'h2;
-  assign \$64  = \$62  & \$63 ;
-  assign \$65  = \$2 [1:0] != 2'h2;
-  assign \$67  = \$65  & \$66 ;
-  assign \$68  = \$2 [1:0] != 2'h2;
-  assign \$70  = \$68  & \$69 ;
-  assign \$71  = \$2 [1:0] != 2'h2;
-  assign \$73  = \$71  & \$72 ;
-  assign \$74  = \$2 [1:0] != 2'h2;
-  assign \$76  = \$74  & \$75 ;
-  assign \$77  = \$2 [1:0] != 2'h2;
-  assign \$79  = \$77  & \$78 ;
-  assign \$80  = \$2 [1:0] != 2'h2;
-  assign \$82  = \$80  & \$81 ;
-  assign \$83  = \$2 [1:0] != 2'h2;
-  assign \$85  = \$83  & \$84 ;
-  assign \$86  = \$2 [1:0] != 2'h2;
-  assign \$88  = \$86  & \$87 ;
-  always @(posedge clk)
-    count <= \$89 ;
-  always @(posedge clk)
-    in_ready <= \$90 ;
-  always @(posedge clk)
-    out_valid <= \$91 ;
-  always @(posedge clk)
-    w_at <= \$92 ;
-  always @(posedge clk)
-    r_at <= \$93 ;
-  always @(posedge clk)
-    load0_r0 <= \$94 ;
-  always @(posedge clk)
-    load0_r1 <= \$95 ;
-  always @(posedge clk)
-    load0_r2 <= \$96 ;
-  always @(posedge clk)
-    load0_r3 <= \$97 ;
-  always @(posedge clk)
-    load0_r4 <= \$98 ;
-  always @(posedge clk)
-    load0_r5 <= \$99 ;
-  always @(posedge clk)
-    load0_r6 <= \$100 ;
-  always @(posedge clk)
-    load0_r7 <= \$101 ;
-  always @(posedge clk)
-    load0_r8 <= \$102 ;
+  assign ready_next = ~ full_next;
+  assign \$10  = r_at_r0 ? entry1[15:0] : entry0[15:0];
+  assign \$11  = r_at_r1 ? entry1[31:16] : entry0[31:16];
+  assign \$12  = r_at_r2 ? entry1[47:32] : entry0[47:32];
+  assign \$13  = r_at_r3 ? entry1[63:48] : entry0[63:48];
+  assign \$14  = r_at_r4 ? entry1[79:64] : entry0[79:64];
+  assign \$15  = r_at_r5 ? entry1[95:80] : entry0[95:80];
+  assign \$16  = r_at_r6 ? entry1[111:96] : entry0[111:96];
+  assign \$17  = r_at_r7 ? entry1[127:112] : entry0[127:112];
+  assign \$18  = r_at_r8 ? entry1[143:128] : entry0[143:128];
+  assign \$19  = r_at_r9 ? entry1[159:144] : entry0[159:144];
+  assign \$20  = r_at_r10 ? entry1[175:160] : entry0[175:160];
+  assign \$21  = r_at_r11 ? entry1[178:176] : entry0[178:176];
+  assign \$22  = ~ full_next;
+  assign \$23  = ~ empty_next;
+  assign \$24  = ~ full_next;
+  assign \$25  = ! w_at_next;
+  assign \$26  = \$24  & \$25 ;
+  assign \$27  = ~ full_next;
+  assign \$28  = ! w_at_next;
+  assign \$29  = \$27  & \$28 ;
+  assign \$30  = ~ full_next;
+  assign \$31  = ! w_at_next;
+  assign \$32  = \$30  & \$31 ;
+  assign \$33  = ~ full_next;
+  assign \$34  = ! w_at_next;
+  assign \$35  = \$33  & \$34 ;
+  assign \$36  = ~ full_next;
+  assign \$37  = ! w_at_next;
+  assign \$38  = \$36  & \$37 ;
+  assign \$39  = ~ full_next;
+  assign \$40  = ! w_at_next;
+  assign \$41  = \$39  & \$40 ;
+  assign \$42  = ~ full_next;
+  assign \$43  = ! w_at_next;
+  assign \$44  = \$42  & \$43 ;
+  assign \$45  = ~ full_next;
+  assign \$46  = ! w_at_next;
+  assign \$47  = \$45  & \$46 ;
+  assign \$48  = ~ full_next;
+  assign \$49  = ! w_at_next;
+  assign \$50  = \$48  & \$49 ;
+  assign \$51  = ~ full_next;
+  assign \$52  = ! w_at_next;
+  assign \$53  = \$51  & \$52 ;
+  assign \$54  = ~ full_next;
+  assign \$55  = ! w_at_next;
+  assign \$56  = \$54  & \$55 ;
+  assign \$57  = ~ full_next;
+  assign \$58  = ! w_at_next;
+  assign \$59  = \$57  & \$58 ;
+  assign \$60  = ~ full_next;
+  assign \$62  = \$60  & \$61 ;
+  assign \$63  = ~ full_next;
+  assign \$65  = \$63  & \$64 ;
+  assign \$66  = ~ full_next;
+  assign \$68  = \$66  & \$67 ;
+  assign \$69  = ~ full_next;
+  assign \$71  = \$69  & \$70 ;
+  assign \$72  = ~ full_next;
+  assign \$74  = \$72  & \$73 ;
+  assign \$75  = ~ full_next;
+  assign \$77  = \$75  & \$76 ;
+  assign \$78  = ~ full_next;
+  assign \$80  = \$78  & \$79 ;
+  assign \$81  = ~ full_next;
+  assign \$83  = \$81  & \$82 ;
+  assign \$84  = ~ full_next;
+  assign \$86  = \$84  & \$85 ;
+  assign \$87  = ~ full_next;
+  assign \$89  = \$87  & \$88 ;
+  assign \$90  = ~ full_next;
+  assign \$92  = \$90  & \$91 ;
+  assign \$93  = ~ full_next;
+  assign \$95  = \$93  & \$94 ;
   always @(posedge clk)
-    load0_r9 <= \$103 ;
+    in_ready <= \$96 ;
   always @(posedge clk)
-    load0_r10 <= \$104 ;
+    out_valid <= \$97 ;
   always @(posedge clk)
-    load0_r11 <= \$105 ;
+    w_at <= \$98 ;
   always @(posedge clk)
-    load1_r0 <= \$106 ;
+    r_at <= \$99 ;
   always @(posedge clk)
-    load1_r1 <= \$107 ;
+    load0_r0 <= \$100 ;
   always @(posedge clk)
-    load1_r2 <= \$108 ;
+    load0_r1 <= \$101 ;
   always @(posedge clk)
-    load1_r3 <= \$109 ;
+    load0_r2 <= \$102 ;
   always @(posedge clk)
-    load1_r4 <= \$110 ;
+    load0_r3 <= \$103 ;
   always @(posedge clk)
-    load1_r5 <= \$111 ;
+    load0_r4 <= \$104 ;
   always @(posedge clk)
-    load1_r6 <= \$112 ;
-  always @(posedge clk)
-    load1_r7 <= \$113 ;
-  always @(posedge clk)
-    load1_r8 <= \$114 ;
-  always @(posedge clk)
-    load1_r9 <= \$115 ;
-  always @(posedge clk)
-    load1_r10 <= \$116 ;
-  always @(posedge clk)
-    load1_r11 <= \$117 ;
-  always @(posedge clk)
-    r_at_r0 <= \$118 ;
-  always @(posedge clk)
-    r_at_r1 <= \$119 ;
-  always @(posedge clk)
-    r_at_r2 <= \$120 ;
-  always @(posedge clk)
-    r_at_r3 <= \$121 ;
-  always @(posedge clk)
-    r_at_r4 <= \$122 ;
-  always @(posedge clk)
-    r_at_r5 <= \$123 ;
-  always @(posedge clk)
-    r_at_r6 <= \$124 ;
-  always @(posedge clk)
-    r_at_r7 <= \$125 ;
-  always @(posedge clk)
-    r_at_r8 <= \$126 ;
-  always @(posedge clk)
-    r_at_r9 <= \$127 ;
-  always @(posedge clk)
-    r_at_r10 <= \$128 ;
-  always @(posedge clk)
-    r_at_r11 <= \$129 ;
-  always @(posedge clk)
-    entry0 <= \$130 ;
-  always @(posedge clk)
-    entry1 <= \$131 ;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$89  = \$2 [1:0];
-    if (rst) begin
-      \$89  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$90  = \$15 ;
-    if (rst) begin
-      \$90  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$91  = \$16 ;
-    if (rst) begin
-      \$91  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$92  = w_at_next;
-    if (rst) begin
-      \$92  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$93  = r_at_next;
-    if (rst) begin
-      \$93  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$94  = \$19 ;
-    if (rst) begin
-      \$94  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$95  = \$22 ;
-    if (rst) begin
-      \$95  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$96  = \$25 ;
-    if (rst) begin
-      \$96  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$97  = \$28 ;
-    if (rst) begin
-      \$97  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$98  = \$31 ;
-    if (rst) begin
-      \$98  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$99  = \$34 ;
-    if (rst) begin
-      \$99  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$100  = \$37 ;
-    if (rst) begin
-      \$100  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$101  = \$40 ;
-    if (rst) begin
-      \$101  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$102  = \$43 ;
-    if (rst) begin
-      \$102  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$103  = \$46 ;
-    if (rst) begin
-      \$103  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$104  = \$49 ;
-    if (rst) begin
-      \$104  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$105  = \$52 ;
-    if (rst) begin
-      \$105  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$106  = \$55 ;
-    if (rst) begin
-      \$106  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$107  = \$58 ;
-    if (rst) begin
-      \$107  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$108  = \$61 ;
-    if (rst) begin
-      \$108  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$109  = \$64 ;
-    if (rst) begin
-      \$109  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$110  = \$67 ;
-    if (rst) begin
-      \$110  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$111  = \$70 ;
-    if (rst) begin
-      \$111  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$112  = \$73 ;
-    if (rst) begin
-      \$112  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$113  = \$76 ;
-    if (rst) begin
-      \$113  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$114  = \$79 ;
-    if (rst) begin
-      \$114  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$115  = \$82 ;
-    if (rst) begin
-      \$115  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$116  = \$85 ;
-    if (rst) begin
-      \$116  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$117  = \$88 ;
-    if (rst) begin
-      \$117  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$118  = r_at_next;
-    if (rst) begin
-      \$118  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$119  = r_at_next;
-    if (rst) begin
-      \$119  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$120  = r_at_next;
-    if (rst) begin
-      \$120  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$121  = r_at_next;
-    if (rst) begin
-      \$121  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$122  = r_at_next;
-    if (rst) begin
-      \$122  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$123  = r_at_next;
-    if (rst) begin
-      \$123  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$124  = r_at_next;
-    if (rst) begin
-      \$124  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$125  = r_at_next;
-    if (rst) begin
-      \$125  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$126  = r_at_next;
-    if (rst) begin
-      \$126  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$127  = r_at_next;
-    if (rst) begin
-      \$127  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$128  = r_at_next;
-    if (rst) begin
-      \$128  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$129  = r_at_next;
-    if (rst) begin
-      \$129  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$130  = entry0;
-    if (load0_r0) begin
-      \$130 [15:0] = i__payload[15:0];
-    end
-    if (load0_r1) begin
-      \$130 [31:16] = i__payload[31:16];
-    end
-    if (load0_r2) begin
-      \$130 [47:32] = i__payload[47:32];
-    end
-    if (load0_r3) begin
-      \$130 [63:48] = i__payload[63:48];
-    end
-    if (load0_r4) begin
-      \$130 [79:64] = i__payload[79:64];
-    end
-    if (load0_r5) begin
-      \$130 [95:80] = i__payload[95:80];
-    end
-    if (load0_r6) begin
-      \$130 [111:96] = i__payload[111:96];
-    end
-    if (load0_r7) begin
-      \$130 [127:112] = i__payload[127:112];
-    end
-    if (load0_r8) begin
-      \$130 [143:128] = i__payload[143:128];
-    end
-    if (load0_r9) begin
-      \$130 [159:144] = i__payload[159:144];
-    end
-    if (load0_r10) begin
-      \$130 [175:160] = i__payload[175:160];
-    end
-    if (load0_r11) begin
-      \$130 [178:176] = i__payload[178:176];
-    end
-    if (rst) begin
-      \$130  = 179'h000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$131  = entry1;
-    if (load1_r0) begin
-      \$131 [15:0] = i__payload[15:0];
-    end
-    if (load1_r1) begin
-      \$131 [31:16] = i__payload[31:16];
-    end
-    if (load1_r2) begin
-      \$131 [47:32] = i__payload[47:32];
-    end
-    if (load1_r3) begin
-      \$131 [63:48] = i__payload[63:48];
-    end
-    if (load1_r4) begin
-      \$131 [79:64] = i__payload[79:64];
-    end
-    if (load1_r5) begin
-      \$131 [95:80] = i__payload[95:80];
-    end
-    if (load1_r6) begin
-      \$131 [111:96] = i__payload[111:96];
-    end
-    if (load1_r7) begin
-      \$131 [127:112] = i__payload[127:112];
-    end
-    if (load1_r8) begin
-      \$131 [143:128] = i__payload[143:128];
-    end
-    if (load1_r9) begin
-      \$131 [159:144] = i__payload[159:144];
-    end
-    if (load1_r10) begin
-      \$131 [175:160] = i__payload[175:160];
-    end
-    if (load1_r11) begin
-      \$131 [178:176] = i__payload[178:176];
-    end
-    if (rst) begin
-      \$131  = 179'h000000000000000000000000000000000000000000000;
-    end
-  end
-  assign count_next = \$2 [1:0];
-  assign i__ready = in_ready;
-  assign o__valid = out_valid;
-  assign o__payload = { \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
-  assign \port$3511$0  = \$3 ;
-  assign \port$3512$0  = \$4 ;
-  assign \port$3513$0  = \$5 ;
-  assign \port$3514$0  = \$6 ;
-  assign \port$3515$0  = \$7 ;
-  assign \port$3516$0  = \$8 ;
-  assign \port$3517$0  = \$9 ;
-  assign \port$3518$0  = \$10 ;
-  assign \port$3519$0  = \$11 ;
-  assign \port$3520$0  = \$12 ;
-  assign \port$3521$0  = \$13 ;
-  assign \port$3522$0  = \$14 ;
-  assign \o__payload.data  = { \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
-  assign \o__payload.keep  = \$11 ;
-  assign \o__payload.first  = \$12 [0];
-  assign \o__payload.last  = \$12 [1];
-  assign \o__payload.src  = \$12 [9:2];
-  assign \o__payload.tag  = { \$13 [1:0], \$12 [15:10] };
-  assign \o__payload.length  = { \$14 , \$13 [15:2] };
-  assign \i__payload.data  = i__payload[127:0];
-  assign \i__payload.keep  = i__payload[143:128];
-  assign \i__payload.first  = i__payload[144];
-  assign \i__payload.last  = i__payload[145];
-  assign \i__payload.src  = i__payload[153:146];
-  assign \i__payload.tag  = i__payload[161:154];
-  assign \i__payload.length  = i__payload[178:162];
-  assign \$54  = w_at_next;
-  assign \$57  = w_at_next;
-  assign \$60  = w_at_next;
-  assign \$63  = w_at_next;
-  assign \$66  = w_at_next;
-  assign \$69  = w_at_next;
-  assign \$72  = w_at_next;
-  assign \$75  = w_at_next;
-  assign \$78  = w_at_next;
-  assign \$81  = w_at_next;
-  assign \$84  = w_at_next;
-  assign \$87  = w_at_next;
-endmodule
-
-(* generator = "Amaranth" *)
-module \ace_nic_small.ch0_send_skid (i__valid, clk, rst, o__ready, \port$3039$0 , \port$3040$0 , \port$3041$0 , \port$3042$0 , \port$3043$0 , \port$3044$0 , \port$3045$0 , \port$3046$0 , in_ready, out_valid, i__payload);
-  reg \$auto$verilog_backend.cc:2355:dump_module$52  = 0;
-  wire [2:0] \$1 ;
-  wire [15:0] \$10 ;
-  wire \$11 ;
-  wire \$12 ;
-  wire \$13 ;
-  wire \$14 ;
-  wire \$15 ;
-  wire \$16 ;
-  wire \$17 ;
-  wire \$18 ;
-  wire \$19 ;
-  wire [3:0] \$2 ;
-  wire \$20 ;
-  wire \$21 ;
-  wire \$22 ;
-  wire \$23 ;
-  wire \$24 ;
-  wire \$25 ;
-  wire \$26 ;
-  wire \$27 ;
-  wire \$28 ;
-  wire \$29 ;
-  wire [15:0] \$3 ;
-  wire \$30 ;
-  wire \$31 ;
-  wire \$32 ;
-  wire \$33 ;
-  wire \$34 ;
-  wire \$35 ;
-  wire \$36 ;
-  wire \$37 ;
-  wire \$38 ;
-  wire \$39 ;
-  wire [15:0] \$4 ;
-  wire \$40 ;
-  wire \$41 ;
-  wire \$42 ;
-  wire \$43 ;
-  wire \$44 ;
-  wire \$45 ;
-  wire \$46 ;
-  wire \$47 ;
-  wire \$48 ;
-  wire \$49 ;
-  wire [15:0] \$5 ;
-  wire \$50 ;
-  wire \$51 ;
-  wire \$52 ;
-  wire \$53 ;
-  wire \$54 ;
-  wire \$55 ;
-  wire \$56 ;
-  wire \$57 ;
-  wire \$58 ;
-  wire \$59 ;
-  wire [15:0] \$6 ;
-  wire \$60 ;
-  reg [1:0] \$61 ;
-  reg \$62 ;
-  reg \$63 ;
-  reg \$64 ;
-  reg \$65 ;
-  reg \$66 ;
-  reg \$67 ;
-  reg \$68 ;
-  reg \$69 ;
-  wire [15:0] \$7 ;
-  reg \$70 ;
-  reg \$71 ;
-  reg \$72 ;
-  reg \$73 ;
-  reg \$74 ;
-  reg \$75 ;
-  reg \$76 ;
-  reg \$77 ;
-  reg \$78 ;
-  reg \$79 ;
-  wire [15:0] \$8 ;
-  reg \$80 ;
-  reg \$81 ;
-  reg \$82 ;
-  reg \$83 ;
-  reg \$84 ;
-  reg \$85 ;
-  reg \$86 ;
-  reg \$87 ;
-  reg \$88 ;
-  reg \$89 ;
-  wire [15:0] \$9 ;
-  reg [127:0] \$90 ;
-  reg [127:0] \$91 ;
-  input clk;
-  wire clk;
-  reg [1:0] count = 2'h0;
-  wire [1:0] count_next;
-  reg [127:0] entry0 = 128'h00000000000000000000000000000000;
-  reg [127:0] entry1 = 128'h00000000000000000000000000000000;
-  input [127:0] i__payload;
-  wire [127:0] i__payload;
-  wire [127:0] \i__payload.data ;
-  (* init = 1'h1 *)
-  wire i__ready;
-  input i__valid;
-  wire i__valid;
-  output in_ready;
-  reg in_ready = 1'h1;
-  reg load0_r0 = 1'h1;
-  reg load0_r1 = 1'h1;
-  reg load0_r2 = 1'h1;
-  reg load0_r3 = 1'h1;
-  reg load0_r4 = 1'h1;
-  reg load0_r5 = 1'h1;
-  reg load0_r6 = 1'h1;
-  reg load0_r7 = 1'h1;
-  reg load1_r0 = 1'h0;
-  reg load1_r1 = 1'h0;
-  reg load1_r2 = 1'h0;
-  reg load1_r3 = 1'h0;
-  reg load1_r4 = 1'h0;
-  reg load1_r5 = 1'h0;
-  reg load1_r6 = 1'h0;
-  reg load1_r7 = 1'h0;
-  wire [127:0] o__payload;
-  wire [127:0] \o__payload.data ;
-  input o__ready;
-  wire o__ready;
-  (* init = 1'h0 *)
-  wire o__valid;
-  output out_valid;
-  reg out_valid = 1'h0;
-  wire pop;
-  output [15:0] \port$3039$0 ;
-  wire [15:0] \port$3039$0 ;
-  output [15:0] \port$3040$0 ;
-  wire [15:0] \port$3040$0 ;
-  output [15:0] \port$3041$0 ;
-  wire [15:0] \port$3041$0 ;
-  output [15:0] \port$3042$0 ;
-  wire [15:0] \port$3042$0 ;
-  output [15:0] \port$3043$0 ;
-  wire [15:0] \port$3043$0 ;
-  output [15:0] \port$3044$0 ;
-  wire [15:0] \port$3044$0 ;
-  output [15:0] \port$3045$0 ;
-  wire [15:0] \port$3045$0 ;
-  output [15:0] \port$3046$0 ;
-  wire [15:0] \port$3046$0 ;
-  wire push;
-  reg r_at = 1'h0;
-  wire r_at_next;
-  reg r_at_r0 = 1'h0;
-  reg r_at_r1 = 1'h0;
-  reg r_at_r2 = 1'h0;
-  reg r_at_r3 = 1'h0;
-  reg r_at_r4 = 1'h0;
-  reg r_at_r5 = 1'h0;
-  reg r_at_r6 = 1'h0;
-  reg r_at_r7 = 1'h0;
-  input rst;
-  wire rst;
-  reg w_at = 1'h0;
-  wire w_at_next;
-  assign \$5  = r_at_r2 ? entry1[47:32] : entry0[47:32];
-  assign \$6  = r_at_r3 ? entry1[63:48] : entry0[63:48];
-  assign \$7  = r_at_r4 ? entry1[79:64] : entry0[79:64];
-  assign \$8  = r_at_r5 ? entry1[95:80] : entry0[95:80];
-  assign \$9  = r_at_r6 ? entry1[111:96] : entry0[111:96];
-  assign \$10  = r_at_r7 ? entry1[127:112] : entry0[127:112];
-  assign \$11  = \$2 [1:0] != 2'h2;
-  assign \$12  = | \$2 [1:0];
-  assign \$13  = \$2 [1:0] != 2'h2;
-  assign \$14  = ! w_at_next;
-  assign \$15  = \$13  & \$14 ;
-  assign \$16  = \$2 [1:0] != 2'h2;
-  assign \$17  = ! w_at_next;
-  assign \$18  = \$16  & \$17 ;
-  assign \$19  = \$2 [1:0] != 2'h2;
-  assign \$20  = ! w_at_next;
-  assign \$21  = \$19  & \$20 ;
-  assign \$22  = \$2 [1:0] != 2'h2;
-  assign \$23  = ! w_at_next;
-  assign \$24  = \$22  & \$23 ;
-  assign \$25  = \$2 [1:0] != 2'h2;
-  assign \$26  = ! w_at_next;
-  assign \$27  = \$25  & \$26 ;
-  assign \$28  = \$2 [1:0] != 2'h2;
-  assign \$29  = ! w_at_next;
-  assign \$30  = \$28  & \$29 ;
-  assign \$31  = \$2 [1:0] != 2'h2;
-  assign \$32  = ! w_at_next;
-  assign \$33  = \$31  & \$32 ;
-  assign \$34  = \$2 [1:0] != 2'h2;
-  assign \$35  = ! w_at_next;
-  assign \$36  = \$34  & \$35 ;
-  assign \$37  = \$2 [1:0] != 2'h2;
-  assign \$39  = \$37  & \$38 ;
-  assign \$40  = \$2 [1:0] != 2'h2;
-  assign \$42  = \$40  & \$41 ;
-  assign \$43  = \$2 [1:0] != 2'h2;
-  assign \$45  = \$43  & \$44 ;
-  assign \$46  = \$2 [1:0] != 2'h2;
-  assign \$48  = \$46  & \$47 ;
-  assign \$49  = \$2 [1:0] != 2'h2;
-  assign \$51  = \$49  & \$50 ;
-  assign \$52  = \$2 [1:0] != 2'h2;
-  assign \$54  = \$52  & \$53 ;
-  assign \$55  = \$2 [1:0] != 2'h2;
-  assign \$57  = \$55  & \$56 ;
-  assign \$58  = \$2 [1:0] != 2'h2;
-  assign \$60  = \$58  & \$59 ;
-  always @(posedge clk)
-    count <= \$61 ;
-  always @(posedge clk)
-    in_ready <= \$62 ;
-  always @(posedge clk)
-    out_valid <= \$63 ;
-  always @(posedge clk)
-    w_at <= \$64 ;
-  always @(posedge clk)
-    r_at <= \$65 ;
-  always @(posedge clk)
-    load0_r0 <= \$66 ;
-  always @(posedge clk)
-    load0_r1 <= \$67 ;
-  always @(posedge clk)
-    load0_r2 <= \$68 ;
-  always @(posedge clk)
-    load0_r3 <= \$69 ;
-  always @(posedge clk)
-    load0_r4 <= \$70 ;
-  always @(posedge clk)
-    load0_r5 <= \$71 ;
-  always @(posedge clk)
-    load0_r6 <= \$72 ;
-  always @(posedge clk)
-    load0_r7 <= \$73 ;
-  always @(posedge clk)
-    load1_r0 <= \$74 ;
-  always @(posedge clk)
-    load1_r1 <= \$75 ;
-  always @(posedge clk)
-    load1_r2 <= \$76 ;
-  always @(posedge clk)
-    load1_r3 <= \$77 ;
-  always @(posedge clk)
-    load1_r4 <= \$78 ;
-  always @(posedge clk)
-    load1_r5 <= \$79 ;
-  always @(posedge clk)
-    load1_r6 <= \$80 ;
-  always @(posedge clk)
-    load1_r7 <= \$81 ;
-  always @(posedge clk)
-    r_at_r0 <= \$82 ;
-  always @(posedge clk)
-    r_at_r1 <= \$83 ;
-  always @(posedge clk)
-    r_at_r2 <= \$84 ;
-  always @(posedge clk)
-    r_at_r3 <= \$85 ;
-  always @(posedge clk)
-    r_at_r4 <= \$86 ;
-  always @(posedge clk)
-    r_at_r5 <= \$87 ;
-  always @(posedge clk)
-    r_at_r6 <= \$88 ;
-  always @(posedge clk)
-    r_at_r7 <= \$89 ;
-  always @(posedge clk)
-    entry0 <= \$90 ;
-  always @(posedge clk)
-    entry1 <= \$91 ;
-  assign push = i__valid & in_ready;
-  assign pop = out_valid & o__ready;
-  assign \$1  = count + push;
-  assign \$2  = \$1  - pop;
-  assign w_at_next = w_at ^ push;
-  assign r_at_next = r_at ^ pop;
-  assign \$3  = r_at_r0 ? entry1[15:0] : entry0[15:0];
-  assign \$4  = r_at_r1 ? entry1[31:16] : entry0[31:16];
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$61  = \$2 [1:0];
-    if (rst) begin
-      \$61  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$62  = \$11 ;
-    if (rst) begin
-      \$62  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$63  = \$12 ;
-    if (rst) begin
-      \$63  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$64  = w_at_next;
-    if (rst) begin
-      \$64  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$65  = r_at_next;
-    if (rst) begin
-      \$65  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$66  = \$15 ;
-    if (rst) begin
-      \$66  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$67  = \$18 ;
-    if (rst) begin
-      \$67  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$68  = \$21 ;
-    if (rst) begin
-      \$68  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$69  = \$24 ;
-    if (rst) begin
-      \$69  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$70  = \$27 ;
-    if (rst) begin
-      \$70  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$71  = \$30 ;
-    if (rst) begin
-      \$71  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$72  = \$33 ;
-    if (rst) begin
-      \$72  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$73  = \$36 ;
-    if (rst) begin
-      \$73  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$74  = \$39 ;
-    if (rst) begin
-      \$74  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$75  = \$42 ;
-    if (rst) begin
-      \$75  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$76  = \$45 ;
-    if (rst) begin
-      \$76  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$77  = \$48 ;
-    if (rst) begin
-      \$77  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$78  = \$51 ;
-    if (rst) begin
-      \$78  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$79  = \$54 ;
-    if (rst) begin
-      \$79  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$80  = \$57 ;
-    if (rst) begin
-      \$80  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$81  = \$60 ;
-    if (rst) begin
-      \$81  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$82  = r_at_next;
-    if (rst) begin
-      \$82  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$83  = r_at_next;
-    if (rst) begin
-      \$83  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$84  = r_at_next;
-    if (rst) begin
-      \$84  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$85  = r_at_next;
-    if (rst) begin
-      \$85  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$86  = r_at_next;
-    if (rst) begin
-      \$86  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$87  = r_at_next;
-    if (rst) begin
-      \$87  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$88  = r_at_next;
-    if (rst) begin
-      \$88  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$89  = r_at_next;
-    if (rst) begin
-      \$89  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$90  = entry0;
-    if (load0_r0) begin
-      \$90 [15:0] = i__payload[15:0];
-    end
-    if (load0_r1) begin
-      \$90 [31:16] = i__payload[31:16];
-    end
-    if (load0_r2) begin
-      \$90 [47:32] = i__payload[47:32];
-    end
-    if (load0_r3) begin
-      \$90 [63:48] = i__payload[63:48];
-    end
-    if (load0_r4) begin
-      \$90 [79:64] = i__payload[79:64];
-    end
-    if (load0_r5) begin
-      \$90 [95:80] = i__payload[95:80];
-    end
-    if (load0_r6) begin
-      \$90 [111:96] = i__payload[111:96];
-    end
-    if (load0_r7) begin
-      \$90 [127:112] = i__payload[127:112];
-    end
-    if (rst) begin
-      \$90  = 128'h00000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$91  = entry1;
-    if (load1_r0) begin
-      \$91 [15:0] = i__payload[15:0];
-    end
-    if (load1_r1) begin
-      \$91 [31:16] = i__payload[31:16];
-    end
-    if (load1_r2) begin
-      \$91 [47:32] = i__payload[47:32];
-    end
-    if (load1_r3) begin
-      \$91 [63:48] = i__payload[63:48];
-    end
-    if (load1_r4) begin
-      \$91 [79:64] = i__payload[79:64];
-    end
-    if (load1_r5) begin
-      \$91 [95:80] = i__payload[95:80];
-    end
-    if (load1_r6) begin
-      \$91 [111:96] = i__payload[111:96];
-    end
-    if (load1_r7) begin
-      \$91 [127:112] = i__payload[127:112];
-    end
-    if (rst) begin
-      \$91  = 128'h00000000000000000000000000000000;
-    end
-  end
-  assign count_next = \$2 [1:0];
-  assign i__ready = in_ready;
-  assign o__valid = out_valid;
-  assign o__payload = { \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
-  assign \port$3039$0  = \$3 ;
-  assign \port$3040$0  = \$4 ;
-  assign \port$3041$0  = \$5 ;
-  assign \port$3042$0  = \$6 ;
-  assign \port$3043$0  = \$7 ;
-  assign \port$3044$0  = \$8 ;
-  assign \port$3045$0  = \$9 ;
-  assign \port$3046$0  = \$10 ;
-  assign \o__payload.data  = { \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
-  assign \i__payload.data  = i__payload;
-  assign \$38  = w_at_next;
-  assign \$41  = w_at_next;
-  assign \$44  = w_at_next;
-  assign \$47  = w_at_next;
-  assign \$50  = w_at_next;
-  assign \$53  = w_at_next;
-  assign \$56  = w_at_next;
-  assign \$59  = w_at_next;
-endmodule
-
-(* generator = "Amaranth" *)
-module \ace_nic_small.ch1_link0_recv_skid (rst, o__ready, \port$3371$0 , \port$3372$0 , \port$3373$0 , \port$3374$0 , \port$3375$0 , \port$3376$0 , \port$3377$0 , \port$3378$0 , \port$3379$0 , \port$3380$0 , \port$3381$0 , \port$3382$0 , i__valid, i__payload, in_ready, out_valid, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$53  = 0;
-  wire [2:0] \$1 ;
-  wire [15:0] \$10 ;
-  reg \$100 ;
-  reg \$101 ;
-  reg \$102 ;
-  reg \$103 ;
-  reg \$104 ;
-  reg \$105 ;
-  reg \$106 ;
-  reg \$107 ;
-  reg \$108 ;
-  reg \$109 ;
-  wire [15:0] \$11 ;
-  reg \$110 ;
-  reg \$111 ;
-  reg \$112 ;
-  reg \$113 ;
-  reg \$114 ;
-  reg \$115 ;
-  reg \$116 ;
-  reg \$117 ;
-  reg \$118 ;
-  reg \$119 ;
-  wire [15:0] \$12 ;
-  reg \$120 ;
-  reg \$121 ;
-  reg \$122 ;
-  reg \$123 ;
-  reg \$124 ;
-  reg \$125 ;
-  reg \$126 ;
-  reg \$127 ;
-  reg \$128 ;
-  reg \$129 ;
-  wire [15:0] \$13 ;
-  reg [178:0] \$130 ;
-  reg [178:0] \$131 ;
-  wire [2:0] \$14 ;
-  wire \$15 ;
-  wire \$16 ;
-  wire \$17 ;
-  wire \$18 ;
-  wire \$19 ;
-  wire [3:0] \$2 ;
-  wire \$20 ;
-  wire \$21 ;
-  wire \$22 ;
-  wire \$23 ;
-  wire \$24 ;
-  wire \$25 ;
-  wire \$26 ;
-  wire \$27 ;
-  wire \$28 ;
-  wire \$29 ;
-  wire [15:0] \$3 ;
-  wire \$30 ;
-  wire \$31 ;
-  wire \$32 ;
-  wire \$33 ;
-  wire \$34 ;
-  wire \$35 ;
-  wire \$36 ;
-  wire \$37 ;
-  wire \$38 ;
-  wire \$39 ;
-  wire [15:0] \$4 ;
-  wire \$40 ;
-  wire \$41 ;
-  wire \$42 ;
-  wire \$43 ;
-  wire \$44 ;
-  wire \$45 ;
-  wire \$46 ;
-  wire \$47 ;
-  wire \$48 ;
-  wire \$49 ;
-  wire [15:0] \$5 ;
-  wire \$50 ;
-  wire \$51 ;
-  wire \$52 ;
-  wire \$53 ;
-  wire \$54 ;
-  wire \$55 ;
-  wire \$56 ;
-  wire \$57 ;
-  wire \$58 ;
-  wire \$59 ;
-  wire [15:0] \$6 ;
-  wire \$60 ;
-  wire \$61 ;
-  wire \$62 ;
-  wire \$63 ;
-  wire \$64 ;
-  wire \$65 ;
-  wire \$66 ;
-  wire \$67 ;
-  wire \$68 ;
-  wire \$69 ;
-  wire [15:0] \$7 ;
-  wire \$70 ;
-  wire \$71 ;
-  wire \$72 ;
-  wire \$73 ;
-  wire \$74 ;
-  wire \$75 ;
-  wire \$76 ;
-  wire \$77 ;
-  wire \$78 ;
-  wire \$79 ;
-  wire [15:0] \$8 ;
-  wire \$80 ;
-  wire \$81 ;
-  wire \$82 ;
-  wire \$83 ;
-  wire \$84 ;
-  wire \$85 ;
-  wire \$86 ;
-  wire \$87 ;
-  wire \$88 ;
-  reg [1:0] \$89 ;
-  wire [15:0] \$9 ;
-  reg \$90 ;
-  reg \$91 ;
-  reg \$92 ;
-  reg \$93 ;
-  reg \$94 ;
-  reg \$95 ;
-  reg \$96 ;
-  reg \$97 ;
-  reg \$98 ;
-  reg \$99 ;
-  input clk;
-  wire clk;
-  reg [1:0] count = 2'h0;
-  wire [1:0] count_next;
-  reg [178:0] entry0 = 179'h000000000000000000000000000000000000000000000;
-  reg [178:0] entry1 = 179'h000000000000000000000000000000000000000000000;
-  input [178:0] i__payload;
-  wire [178:0] i__payload;
-  wire [127:0] \i__payload.data ;
-  wire \i__payload.first ;
-  wire [15:0] \i__payload.keep ;
-  wire \i__payload.last ;
-  wire [16:0] \i__payload.length ;
-  wire [7:0] \i__payload.src ;
-  wire [7:0] \i__payload.tag ;
-  (* init = 1'h1 *)
-  wire i__ready;
-  input i__valid;
-  wire i__valid;
-  output in_ready;
-  reg in_ready = 1'h1;
-  reg load0_r0 = 1'h1;
-  reg load0_r1 = 1'h1;
-  reg load0_r10 = 1'h1;
-  reg load0_r11 = 1'h1;
-  reg load0_r2 = 1'h1;
-  reg load0_r3 = 1'h1;
-  reg load0_r4 = 1'h1;
-  reg load0_r5 = 1'h1;
-  reg load0_r6 = 1'h1;
-  reg load0_r7 = 1'h1;
-  reg load0_r8 = 1'h1;
-  reg load0_r9 = 1'h1;
-  reg load1_r0 = 1'h0;
-  reg load1_r1 = 1'h0;
-  reg load1_r10 = 1'h0;
-  reg load1_r11 = 1'h0;
-  reg load1_r2 = 1'h0;
-  reg load1_r3 = 1'h0;
-  reg load1_r4 = 1'h0;
-  reg load1_r5 = 1'h0;
-  reg load1_r6 = 1'h0;
-  reg load1_r7 = 1'h0;
-  reg load1_r8 = 1'h0;
-  reg load1_r9 = 1'h0;
-  wire [178:0] o__payload;
-  wire [127:0] \o__payload.data ;
-  wire \o__payload.first ;
-  wire [15:0] \o__payload.keep ;
-  wire \o__payload.last ;
-  wire [16:0] \o__payload.length ;
-  wire [7:0] \o__payload.src ;
-  wire [7:0] \o__payload.tag ;
-  input o__ready;
-  wire o__ready;
-  (* init = 1'h0 *)
-  wire o__valid;
-  output out_valid;
-  reg out_valid = 1'h0;
-  wire pop;
-  output [15:0] \port$3371$0 ;
-  wire [15:0] \port$3371$0 ;
-  output [15:0] \port$3372$0 ;
-  wire [15:0] \port$3372$0 ;
-  output [15:0] \port$3373$0 ;
-  wire [15:0] \port$3373$0 ;
-  output [15:0] \port$3374$0 ;
-  wire [15:0] \port$3374$0 ;
-  output [15:0] \port$3375$0 ;
-  wire [15:0] \port$3375$0 ;
-  output [15:0] \port$3376$0 ;
-  wire [15:0] \port$3376$0 ;
-  output [15:0] \port$3377$0 ;
-  wire [15:0] \port$3377$0 ;
-  output [15:0] \port$3378$0 ;
-  wire [15:0] \port$3378$0 ;
-  output [15:0] \port$3379$0 ;
-  wire [15:0] \port$3379$0 ;
-  output [15:0] \port$3380$0 ;
-  wire [15:0] \port$3380$0 ;
-  output [15:0] \port$3381$0 ;
-  wire [15:0] \port$3381$0 ;
-  output [2:0] \port$3382$0 ;
-  wire [2:0] \port$3382$0 ;
-  wire push;
-  reg r_at = 1'h0;
-  wire r_at_next;
-  reg r_at_r0 = 1'h0;
-  reg r_at_r1 = 1'h0;
-  reg r_at_r10 = 1'h0;
-  reg r_at_r11 = 1'h0;
-  reg r_at_r2 = 1'h0;
-  reg r_at_r3 = 1'h0;
-  reg r_at_r4 = 1'h0;
-  reg r_at_r5 = 1'h0;
-  reg r_at_r6 = 1'h0;
-  reg r_at_r7 = 1'h0;
-  reg r_at_r8 = 1'h0;
-  reg r_at_r9 = 1'h0;
-  input rst;
-  wire rst;
-  reg w_at = 1'h0;
-  wire w_at_next;
-  assign push = i__valid & in_ready;
-  assign pop = out_valid & o__ready;
-  assign \$1  = count + push;
-  assign \$2  = \$1  - pop;
-  assign w_at_next = w_at ^ push;
-  assign r_at_next = r_at ^ pop;
-  assign \$3  = r_at_r0 ? entry1[15:0] : entry0[15:0];
-  assign \$4  = r_at_r1 ? entry1[31:16] : entry0[31:16];
-  assign \$5  = r_at_r2 ? entry1[47:32] : entry0[47:32];
-  assign \$6  = r_at_r3 ? entry1[63:48] : entry0[63:48];
-  assign \$7  = r_at_r4 ? entry1[79:64] : entry0[79:64];
-  assign \$8  = r_at_r5 ? entry1[95:80] : entry0[95:80];
-  assign \$9  = r_at_r6 ? entry1[111:96] : entry0[111:96];
-  assign \$10  = r_at_r7 ? entry1[127:112] : entry0[127:112];
-  assign \$11  = r_at_r8 ? entry1[143:128] : entry0[143:128];
-  assign \$12  = r_at_r9 ? entry1[159:144] : entry0[159:144];
-  assign \$13  = r_at_r10 ? entry1[175:160] : entry0[175:160];
-  assign \$14  = r_at_r11 ? entry1[178:176] : entry0[178:176];
-  assign \$15  = \$2 [1:0] != 2'h2;
-  assign \$16  = | \$2 [1:0];
-  assign \$17  = \$2 [1:0] != 2'h2;
-  assign \$18  = ! w_at_next;
-  assign \$19  = \$17  & \$18 ;
-  assign \$20  = \$2 [1:0] != 2'h2;
-  assign \$21  = ! w_at_next;
-  assign \$22  = \$20  & \$21 ;
-  assign \$23  = \$2 [1:0] != 2'h2;
-  assign \$24  = ! w_at_next;
-  assign \$25  = \$23  & \$24 ;
-  assign \$26  = \$2 [1:0] != 2'h2;
-  assign \$27  = ! w_at_next;
-  assign \$28  = \$26  & \$27 ;
-  assign \$29  = \$2 [1:0] != 2'h2;
-  assign \$30  = ! w_at_next;
-  assign \$31  = \$29  & \$30 ;
-  assign \$32  = \$2 [1:0] != 2'h2;
-  assign \$33  = ! w_at_next;
-  assign \$34  = \$32  & \$33 ;
-  assign \$35  = \$2 [1:0] != 2'h2;
-  assign \$36  = ! w_at_next;
-  assign \$37  = \$35  & \$36 ;
-  assign \$38  = \$2 [1:0] != 2'h2;
-  assign \$39  = ! w_at_next;
-  assign \$40  = \$38  & \$39 ;
-  assign \$41  = \$2 [1:0] != 2'h2;
-  assign \$42  = ! w_at_next;
-  assign \$43  = \$41  & \$42 ;
-  assign \$44  = \$2 [1:0] != 2'h2;
-  assign \$45  = ! w_at_next;
-  assign \$46  = \$44  & \$45 ;
-  assign \$47  = \$2 [1:0] != 2'h2;
-  assign \$48  = ! w_at_next;
-  assign \$49  = \$47  & \$48 ;
-  assign \$50  = \$2 [1:0] != 2'h2;
-  assign \$51  = ! w_at_next;
-  assign \$52  = \$50  & \$51 ;
-  assign \$53  = \$2 [1:0] != 2'h2;
-  assign \$55  = \$53  & \$54 ;
-  assign \$56  = \$2 [1:0] != 2'h2;
-  assign \$58  = \$56  & \$57 ;
-  assign \$59  = \$2 [1:0] != 2'h2;
-  assign \$61  = \$59  & \$60 ;
-  assign \$62  = \$2 [1:0] != 2'h2;
-  assign \$64  = \$62  & \$63 ;
-  assign \$65  = \$2 [1:0] != 2'h2;
-  assign \$67  = \$65  & \$66 ;
-  assign \$68  = \$2 [1:0] != 2'h2;
-  assign \$70  = \$68  & \$69 ;
-  assign \$71  = \$2 [1:0] != 2'h2;
-  assign \$73  = \$71  & \$72 ;
-  assign \$74  = \$2 [1:0] != 2'h2;
-  assign \$76  = \$74  & \$75 ;
-  assign \$77  = \$2 [1:0] != 2'h2;
-  assign \$79  = \$77  & \$78 ;
-  assign \$80  = \$2 [1:0] != 2'h2;
-  assign \$82  = \$80  & \$81 ;
-  assign \$83  = \$2 [1:0] != 2'h2;
-  assign \$85  = \$83  & \$84 ;
-  assign \$86  = \$2 [1:0] != 2'h2;
-  assign \$88  = \$86  & \$87 ;
-  always @(posedge clk)
-    count <= \$89 ;
-  always @(posedge clk)
-    in_ready <= \$90 ;
-  always @(posedge clk)
-    out_valid <= \$91 ;
-  always @(posedge clk)
-    w_at <= \$92 ;
-  always @(posedge clk)
-    r_at <= \$93 ;
-  always @(posedge clk)
-    load0_r0 <= \$94 ;
-  always @(posedge clk)
-    load0_r1 <= \$95 ;
-  always @(posedge clk)
-    load0_r2 <= \$96 ;
-  always @(posedge clk)
-    load0_r3 <= \$97 ;
-  always @(posedge clk)
-    load0_r4 <= \$98 ;
-  always @(posedge clk)
-    load0_r5 <= \$99 ;
-  always @(posedge clk)
-    load0_r6 <= \$100 ;
-  always @(posedge clk)
-    load0_r7 <= \$101 ;
-  always @(posedge clk)
-    load0_r8 <= \$102 ;
-  always @(posedge clk)
-    load0_r9 <= \$103 ;
-  always @(posedge clk)
-    load0_r10 <= \$104 ;
-  always @(posedge clk)
-    load0_r11 <= \$105 ;
-  always @(posedge clk)
-    load1_r0 <= \$106 ;
-  always @(posedge clk)
-    load1_r1 <= \$107 ;
-  always @(posedge clk)
-    load1_r2 <= \$108 ;
-  always @(posedge clk)
-    load1_r3 <= \$109 ;
-  always @(posedge clk)
-    load1_r4 <= \$110 ;
-  always @(posedge clk)
-    load1_r5 <= \$111 ;
-  always @(posedge clk)
-    load1_r6 <= \$112 ;
-  always @(posedge clk)
-    load1_r7 <= \$113 ;
-  always @(posedge clk)
-    load1_r8 <= \$114 ;
-  always @(posedge clk)
-    load1_r9 <= \$115 ;
-  always @(posedge clk)
-    load1_r10 <= \$116 ;
-  always @(posedge clk)
-    load1_r11 <= \$117 ;
-  always @(posedge clk)
-    r_at_r0 <= \$118 ;
-  always @(posedge clk)
-    r_at_r1 <= \$119 ;
-  always @(posedge clk)
-    r_at_r2 <= \$120 ;
-  always @(posedge clk)
-    r_at_r3 <= \$121 ;
-  always @(posedge clk)
-    r_at_r4 <= \$122 ;
-  always @(posedge clk)
-    r_at_r5 <= \$123 ;
-  always @(posedge clk)
-    r_at_r6 <= \$124 ;
-  always @(posedge clk)
-    r_at_r7 <= \$125 ;
-  always @(posedge clk)
-    r_at_r8 <= \$126 ;
-  always @(posedge clk)
-    r_at_r9 <= \$127 ;
-  always @(posedge clk)
-    r_at_r10 <= \$128 ;
-  always @(posedge clk)
-    r_at_r11 <= \$129 ;
-  always @(posedge clk)
-    entry0 <= \$130 ;
-  always @(posedge clk)
-    entry1 <= \$131 ;
+    load0_r5 <= \$105 ;
+  always @(posedge clk)
+    load0_r6 <= \$106 ;
+  always @(posedge clk)
+    load0_r7 <= \$107 ;
+  always @(posedge clk)
+    load0_r8 <= \$108 ;
+  always @(posedge clk)
+    load0_r9 <= \$109 ;
+  always @(posedge clk)
+    load0_r10 <= \$110 ;
+  always @(posedge clk)
+    load0_r11 <= \$111 ;
+  always @(posedge clk)
+    load1_r0 <= \$112 ;
+  always @(posedge clk)
+    load1_r1 <= \$113 ;
+  always @(posedge clk)
+    load1_r2 <= \$114 ;
+  always @(posedge clk)
+    load1_r3 <= \$115 ;
+  always @(posedge clk)
+    load1_r4 <= \$116 ;
+  always @(posedge clk)
+    load1_r5 <= \$117 ;
+  always @(posedge clk)
+    load1_r6 <= \$118 ;
+  always @(posedge clk)
+    load1_r7 <= \$119 ;
+  always @(posedge clk)
+    load1_r8 <= \$120 ;
+  always @(posedge clk)
+    load1_r9 <= \$121 ;
+  always @(posedge clk)
+    load1_r10 <= \$122 ;
+  always @(posedge clk)
+    load1_r11 <= \$123 ;
+  always @(posedge clk)
+    r_at_r0 <= \$124 ;
+  always @(posedge clk)
+    r_at_r1 <= \$125 ;
+  always @(posedge clk)
+    r_at_r2 <= \$126 ;
+  always @(posedge clk)
+    r_at_r3 <= \$127 ;
+  always @(posedge clk)
+    r_at_r4 <= \$128 ;
+  always @(posedge clk)
+    r_at_r5 <= \$129 ;
+  always @(posedge clk)
+    r_at_r6 <= \$130 ;
+  always @(posedge clk)
+    r_at_r7 <= \$131 ;
+  always @(posedge clk)
+    r_at_r8 <= \$132 ;
+  always @(posedge clk)
+    r_at_r9 <= \$133 ;
+  always @(posedge clk)
+    r_at_r10 <= \$134 ;
+  always @(posedge clk)
+    r_at_r11 <= \$135 ;
+  always @(posedge clk)
+    entry0 <= \$136 ;
+  always @(posedge clk)
+    entry1 <= \$137 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$89  = \$2 [1:0];
-    if (rst) begin
-      \$89  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$90  = \$15 ;
-    if (rst) begin
-      \$90  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$91  = \$16 ;
-    if (rst) begin
-      \$91  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$92  = w_at_next;
-    if (rst) begin
-      \$92  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$93  = r_at_next;
-    if (rst) begin
-      \$93  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$94  = \$19 ;
-    if (rst) begin
-      \$94  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$95  = \$22 ;
-    if (rst) begin
-      \$95  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$96  = \$25 ;
+    \$96  = \$22 ;
     if (rst) begin
       \$96  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$97  = \$28 ;
+    \$97  = \$23 ;
     if (rst) begin
-      \$97  = 1'h1;
+      \$97  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$98  = \$31 ;
+    \$98  = w_at_next;
     if (rst) begin
-      \$98  = 1'h1;
+      \$98  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$99  = \$34 ;
+    \$99  = r_at_next;
     if (rst) begin
-      \$99  = 1'h1;
+      \$99  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$100  = \$37 ;
+    \$100  = \$26 ;
     if (rst) begin
       \$100  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$101  = \$40 ;
+    \$101  = \$29 ;
     if (rst) begin
       \$101  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$102  = \$43 ;
+    \$102  = \$32 ;
     if (rst) begin
       \$102  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$103  = \$46 ;
+    \$103  = \$35 ;
     if (rst) begin
       \$103  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$104  = \$49 ;
+    \$104  = \$38 ;
     if (rst) begin
       \$104  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$105  = \$52 ;
+    \$105  = \$41 ;
     if (rst) begin
       \$105  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$106  = \$55 ;
+    \$106  = \$44 ;
     if (rst) begin
-      \$106  = 1'h0;
+      \$106  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$107  = \$58 ;
+    \$107  = \$47 ;
     if (rst) begin
-      \$107  = 1'h0;
+      \$107  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$108  = \$61 ;
+    \$108  = \$50 ;
     if (rst) begin
-      \$108  = 1'h0;
+      \$108  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$109  = \$64 ;
+    \$109  = \$53 ;
     if (rst) begin
-      \$109  = 1'h0;
+      \$109  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$110  = \$67 ;
+    \$110  = \$56 ;
     if (rst) begin
-      \$110  = 1'h0;
+      \$110  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$111  = \$70 ;
+    \$111  = \$59 ;
     if (rst) begin
-      \$111  = 1'h0;
+      \$111  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$112  = \$73 ;
+    \$112  = \$62 ;
     if (rst) begin
       \$112  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$113  = \$76 ;
+    \$113  = \$65 ;
     if (rst) begin
       \$113  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$114  = \$79 ;
+    \$114  = \$68 ;
     if (rst) begin
       \$114  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$115  = \$82 ;
+    \$115  = \$71 ;
     if (rst) begin
       \$115  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$116  = \$85 ;
+    \$116  = \$74 ;
     if (rst) begin
       \$116  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$117  = \$88 ;
+    \$117  = \$77 ;
     if (rst) begin
       \$117  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$118  = r_at_next;
+    \$118  = \$80 ;
     if (rst) begin
       \$118  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$119  = r_at_next;
+    \$119  = \$83 ;
     if (rst) begin
       \$119  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$120  = r_at_next;
+    \$120  = \$86 ;
     if (rst) begin
       \$120  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$121  = r_at_next;
+    \$121  = \$89 ;
     if (rst) begin
       \$121  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$122  = r_at_next;
+    \$122  = \$92 ;
     if (rst) begin
       \$122  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$123  = r_at_next;
+    \$123  = \$95 ;
     if (rst) begin
       \$123  = 1'h0;
     end
@@ -4241,113 +4228,154 @@ module \ace_nic_small.ch1_link0_recv_skid (rst, o__ready, \port$3371$0 , \port$3
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$130  = entry0;
-    if (load0_r0) begin
-      \$130 [15:0] = i__payload[15:0];
-    end
-    if (load0_r1) begin
-      \$130 [31:16] = i__payload[31:16];
-    end
-    if (load0_r2) begin
-      \$130 [47:32] = i__payload[47:32];
-    end
-    if (load0_r3) begin
-      \$130 [63:48] = i__payload[63:48];
-    end
-    if (load0_r4) begin
-      \$130 [79:64] = i__payload[79:64];
-    end
-    if (load0_r5) begin
-      \$130 [95:80] = i__payload[95:80];
-    end
-    if (load0_r6) begin
-      \$130 [111:96] = i__payload[111:96];
-    end
-    if (load0_r7) begin
-      \$130 [127:112] = i__payload[127:112];
-    end
-    if (load0_r8) begin
-      \$130 [143:128] = i__payload[143:128];
-    end
-    if (load0_r9) begin
-      \$130 [159:144] = i__payload[159:144];
-    end
-    if (load0_r10) begin
-      \$130 [175:160] = i__payload[175:160];
-    end
-    if (load0_r11) begin
-      \$130 [178:176] = i__payload[178:176];
-    end
+    \$130  = r_at_next;
     if (rst) begin
-      \$130  = 179'h000000000000000000000000000000000000000000000;
+      \$130  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$131  = entry1;
-    if (load1_r0) begin
-      \$131 [15:0] = i__payload[15:0];
-    end
-    if (load1_r1) begin
-      \$131 [31:16] = i__payload[31:16];
-    end
-    if (load1_r2) begin
-      \$131 [47:32] = i__payload[47:32];
-    end
-    if (load1_r3) begin
-      \$131 [63:48] = i__payload[63:48];
-    end
-    if (load1_r4) begin
-      \$131 [79:64] = i__payload[79:64];
-    end
-    if (load1_r5) begin
-      \$131 [95:80] = i__payload[95:80];
-    end
-    if (load1_r6) begin
-      \$131 [111:96] = i__payload[111:96];
-    end
-    if (load1_r7) begin
-      \$131 [127:112] = i__payload[127:112];
-    end
-    if (load1_r8) begin
-      \$131 [143:128] = i__payload[143:128];
-    end
-    if (load1_r9) begin
-      \$131 [159:144] = i__payload[159:144];
-    end
-    if (load1_r10) begin
-      \$131 [175:160] = i__payload[175:160];
-    end
-    if (load1_r11) begin
-      \$131 [178:176] = i__payload[178:176];
-    end
+    \$131  = r_at_next;
     if (rst) begin
-      \$131  = 179'h000000000000000000000000000000000000000000000;
+      \$131  = 1'h0;
     end
   end
-  assign count_next = \$2 [1:0];
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$132  = r_at_next;
+    if (rst) begin
+      \$132  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$133  = r_at_next;
+    if (rst) begin
+      \$133  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$134  = r_at_next;
+    if (rst) begin
+      \$134  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$135  = r_at_next;
+    if (rst) begin
+      \$135  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$136  = entry0;
+    if (load0_r0) begin
+      \$136 [15:0] = i__payload[15:0];
+    end
+    if (load0_r1) begin
+      \$136 [31:16] = i__payload[31:16];
+    end
+    if (load0_r2) begin
+      \$136 [47:32] = i__payload[47:32];
+    end
+    if (load0_r3) begin
+      \$136 [63:48] = i__payload[63:48];
+    end
+    if (load0_r4) begin
+      \$136 [79:64] = i__payload[79:64];
+    end
+    if (load0_r5) begin
+      \$136 [95:80] = i__payload[95:80];
+    end
+    if (load0_r6) begin
+      \$136 [111:96] = i__payload[111:96];
+    end
+    if (load0_r7) begin
+      \$136 [127:112] = i__payload[127:112];
+    end
+    if (load0_r8) begin
+      \$136 [143:128] = i__payload[143:128];
+    end
+    if (load0_r9) begin
+      \$136 [159:144] = i__payload[159:144];
+    end
+    if (load0_r10) begin
+      \$136 [175:160] = i__payload[175:160];
+    end
+    if (load0_r11) begin
+      \$136 [178:176] = i__payload[178:176];
+    end
+    if (rst) begin
+      \$136  = 179'h000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$137  = entry1;
+    if (load1_r0) begin
+      \$137 [15:0] = i__payload[15:0];
+    end
+    if (load1_r1) begin
+      \$137 [31:16] = i__payload[31:16];
+    end
+    if (load1_r2) begin
+      \$137 [47:32] = i__payload[47:32];
+    end
+    if (load1_r3) begin
+      \$137 [63:48] = i__payload[63:48];
+    end
+    if (load1_r4) begin
+      \$137 [79:64] = i__payload[79:64];
+    end
+    if (load1_r5) begin
+      \$137 [95:80] = i__payload[95:80];
+    end
+    if (load1_r6) begin
+      \$137 [111:96] = i__payload[111:96];
+    end
+    if (load1_r7) begin
+      \$137 [127:112] = i__payload[127:112];
+    end
+    if (load1_r8) begin
+      \$137 [143:128] = i__payload[143:128];
+    end
+    if (load1_r9) begin
+      \$137 [159:144] = i__payload[159:144];
+    end
+    if (load1_r10) begin
+      \$137 [175:160] = i__payload[175:160];
+    end
+    if (load1_r11) begin
+      \$137 [178:176] = i__payload[178:176];
+    end
+    if (rst) begin
+      \$137  = 179'h000000000000000000000000000000000000000000000;
+    end
+  end
   assign i__ready = in_ready;
   assign o__valid = out_valid;
-  assign o__payload = { \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
-  assign \port$3371$0  = \$3 ;
-  assign \port$3372$0  = \$4 ;
-  assign \port$3373$0  = \$5 ;
-  assign \port$3374$0  = \$6 ;
-  assign \port$3375$0  = \$7 ;
-  assign \port$3376$0  = \$8 ;
-  assign \port$3377$0  = \$9 ;
-  assign \port$3378$0  = \$10 ;
-  assign \port$3379$0  = \$11 ;
-  assign \port$3380$0  = \$12 ;
-  assign \port$3381$0  = \$13 ;
-  assign \port$3382$0  = \$14 ;
-  assign \o__payload.data  = { \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
-  assign \o__payload.keep  = \$11 ;
-  assign \o__payload.first  = \$12 [0];
-  assign \o__payload.last  = \$12 [1];
-  assign \o__payload.src  = \$12 [9:2];
-  assign \o__payload.tag  = { \$13 [1:0], \$12 [15:10] };
-  assign \o__payload.length  = { \$14 , \$13 [15:2] };
+  assign o__payload = { \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
+  assign \port$3509$0  = \$10 ;
+  assign \port$3510$0  = \$11 ;
+  assign \port$3511$0  = \$12 ;
+  assign \port$3512$0  = \$13 ;
+  assign \port$3513$0  = \$14 ;
+  assign \port$3514$0  = \$15 ;
+  assign \port$3515$0  = \$16 ;
+  assign \port$3516$0  = \$17 ;
+  assign \port$3517$0  = \$18 ;
+  assign \port$3518$0  = \$19 ;
+  assign \port$3519$0  = \$20 ;
+  assign \port$3520$0  = \$21 ;
+  assign \o__payload.data  = { \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
+  assign \o__payload.keep  = \$18 ;
+  assign \o__payload.first  = \$19 [0];
+  assign \o__payload.last  = \$19 [1];
+  assign \o__payload.src  = \$19 [9:2];
+  assign \o__payload.tag  = { \$20 [1:0], \$19 [15:10] };
+  assign \o__payload.length  = { \$21 , \$20 [15:2] };
   assign \i__payload.data  = i__payload[127:0];
   assign \i__payload.keep  = i__payload[143:128];
   assign \i__payload.first  = i__payload[144];
@@ -4355,24 +4383,24 @@ module \ace_nic_small.ch1_link0_recv_skid (rst, o__ready, \port$3371$0 , \port$3
   assign \i__payload.src  = i__payload[153:146];
   assign \i__payload.tag  = i__payload[161:154];
   assign \i__payload.length  = i__payload[178:162];
-  assign \$54  = w_at_next;
-  assign \$57  = w_at_next;
-  assign \$60  = w_at_next;
-  assign \$63  = w_at_next;
-  assign \$66  = w_at_next;
-  assign \$69  = w_at_next;
-  assign \$72  = w_at_next;
-  assign \$75  = w_at_next;
-  assign \$78  = w_at_next;
-  assign \$81  = w_at_next;
-  assign \$84  = w_at_next;
-  assign \$87  = w_at_next;
+  assign \$61  = w_at_next;
+  assign \$64  = w_at_next;
+  assign \$67  = w_at_next;
+  assign \$70  = w_at_next;
+  assign \$73  = w_at_next;
+  assign \$76  = w_at_next;
+  assign \$79  = w_at_next;
+  assign \$82  = w_at_next;
+  assign \$85  = w_at_next;
+  assign \$88  = w_at_next;
+  assign \$91  = w_at_next;
+  assign \$94  = w_at_next;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.ch1_link1_recv_skid (rst, o__ready, \port$3651$0 , \port$3652$0 , \port$3653$0 , \port$3654$0 , \port$3655$0 , \port$3656$0 , \port$3657$0 , \port$3658$0 , \port$3659$0 , \port$3660$0 , \port$3661$0 , \port$3662$0 , i__valid, i__payload, in_ready, out_valid, clk);
+module \ace_nic_small.ch1_link1_recv_skid (rst, o__ready, \port$3809$0 , \port$3810$0 , \port$3811$0 , \port$3812$0 , \port$3813$0 , \port$3814$0 , \port$3815$0 , \port$3816$0 , \port$3817$0 , \port$3818$0 , \port$3819$0 , \port$3820$0 , i__valid, i__payload, in_ready, out_valid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$54  = 0;
-  wire [2:0] \$1 ;
+  wire \$1 ;
   wire [15:0] \$10 ;
   reg \$100 ;
   reg \$101 ;
@@ -4407,17 +4435,23 @@ module \ace_nic_small.ch1_link1_recv_skid (rst, o__ready, \port$3651$0 , \port$3
   reg \$128 ;
   reg \$129 ;
   wire [15:0] \$13 ;
-  reg [178:0] \$130 ;
-  reg [178:0] \$131 ;
-  wire [2:0] \$14 ;
-  wire \$15 ;
-  wire \$16 ;
-  wire \$17 ;
-  wire \$18 ;
-  wire \$19 ;
-  wire [3:0] \$2 ;
-  wire \$20 ;
-  wire \$21 ;
+  reg \$130 ;
+  reg \$131 ;
+  reg \$132 ;
+  reg \$133 ;
+  reg \$134 ;
+  reg \$135 ;
+  reg [178:0] \$136 ;
+  reg [178:0] \$137 ;
+  wire [15:0] \$14 ;
+  wire [15:0] \$15 ;
+  wire [15:0] \$16 ;
+  wire [15:0] \$17 ;
+  wire [15:0] \$18 ;
+  wire [15:0] \$19 ;
+  wire \$2 ;
+  wire [15:0] \$20 ;
+  wire [2:0] \$21 ;
   wire \$22 ;
   wire \$23 ;
   wire \$24 ;
@@ -4426,7 +4460,7 @@ module \ace_nic_small.ch1_link1_recv_skid (rst, o__ready, \port$3651$0 , \port$3
   wire \$27 ;
   wire \$28 ;
   wire \$29 ;
-  wire [15:0] \$3 ;
+  wire \$3 ;
   wire \$30 ;
   wire \$31 ;
   wire \$32 ;
@@ -4437,7 +4471,7 @@ module \ace_nic_small.ch1_link1_recv_skid (rst, o__ready, \port$3651$0 , \port$3
   wire \$37 ;
   wire \$38 ;
   wire \$39 ;
-  wire [15:0] \$4 ;
+  wire \$4 ;
   wire \$40 ;
   wire \$41 ;
   wire \$42 ;
@@ -4448,7 +4482,7 @@ module \ace_nic_small.ch1_link1_recv_skid (rst, o__ready, \port$3651$0 , \port$3
   wire \$47 ;
   wire \$48 ;
   wire \$49 ;
-  wire [15:0] \$5 ;
+  wire \$5 ;
   wire \$50 ;
   wire \$51 ;
   wire \$52 ;
@@ -4459,7 +4493,7 @@ module \ace_nic_small.ch1_link1_recv_skid (rst, o__ready, \port$3651$0 , \port$3
   wire \$57 ;
   wire \$58 ;
   wire \$59 ;
-  wire [15:0] \$6 ;
+  wire \$6 ;
   wire \$60 ;
   wire \$61 ;
   wire \$62 ;
@@ -4470,7 +4504,7 @@ module \ace_nic_small.ch1_link1_recv_skid (rst, o__ready, \port$3651$0 , \port$3
   wire \$67 ;
   wire \$68 ;
   wire \$69 ;
-  wire [15:0] \$7 ;
+  wire \$7 ;
   wire \$70 ;
   wire \$71 ;
   wire \$72 ;
@@ -4481,7 +4515,7 @@ module \ace_nic_small.ch1_link1_recv_skid (rst, o__ready, \port$3651$0 , \port$3
   wire \$77 ;
   wire \$78 ;
   wire \$79 ;
-  wire [15:0] \$8 ;
+  wire \$8 ;
   wire \$80 ;
   wire \$81 ;
   wire \$82 ;
@@ -4491,24 +4525,24 @@ module \ace_nic_small.ch1_link1_recv_skid (rst, o__ready, \port$3651$0 , \port$3
   wire \$86 ;
   wire \$87 ;
   wire \$88 ;
-  reg [1:0] \$89 ;
-  wire [15:0] \$9 ;
-  reg \$90 ;
-  reg \$91 ;
-  reg \$92 ;
-  reg \$93 ;
-  reg \$94 ;
-  reg \$95 ;
+  wire \$89 ;
+  wire \$9 ;
+  wire \$90 ;
+  wire \$91 ;
+  wire \$92 ;
+  wire \$93 ;
+  wire \$94 ;
+  wire \$95 ;
   reg \$96 ;
   reg \$97 ;
   reg \$98 ;
   reg \$99 ;
   input clk;
   wire clk;
-  reg [1:0] count = 2'h0;
-  wire [1:0] count_next;
+  wire empty_next;
   reg [178:0] entry0 = 179'h000000000000000000000000000000000000000000000;
   reg [178:0] entry1 = 179'h000000000000000000000000000000000000000000000;
+  wire full_next;
   input [178:0] i__payload;
   wire [178:0] i__payload;
   wire [127:0] \i__payload.data ;
@@ -4563,30 +4597,30 @@ module \ace_nic_small.ch1_link1_recv_skid (rst, o__ready, \port$3651$0 , \port$3
   output out_valid;
   reg out_valid = 1'h0;
   wire pop;
-  output [15:0] \port$3651$0 ;
-  wire [15:0] \port$3651$0 ;
-  output [15:0] \port$3652$0 ;
-  wire [15:0] \port$3652$0 ;
-  output [15:0] \port$3653$0 ;
-  wire [15:0] \port$3653$0 ;
-  output [15:0] \port$3654$0 ;
-  wire [15:0] \port$3654$0 ;
-  output [15:0] \port$3655$0 ;
-  wire [15:0] \port$3655$0 ;
-  output [15:0] \port$3656$0 ;
-  wire [15:0] \port$3656$0 ;
-  output [15:0] \port$3657$0 ;
-  wire [15:0] \port$3657$0 ;
-  output [15:0] \port$3658$0 ;
-  wire [15:0] \port$3658$0 ;
-  output [15:0] \port$3659$0 ;
-  wire [15:0] \port$3659$0 ;
-  output [15:0] \port$3660$0 ;
-  wire [15:0] \port$3660$0 ;
-  output [15:0] \port$3661$0 ;
-  wire [15:0] \port$3661$0 ;
-  output [2:0] \port$3662$0 ;
-  wire [2:0] \port$3662$0 ;
+  output [15:0] \port$3809$0 ;
+  wire [15:0] \port$3809$0 ;
+  output [15:0] \port$3810$0 ;
+  wire [15:0] \port$3810$0 ;
+  output [15:0] \port$3811$0 ;
+  wire [15:0] \port$3811$0 ;
+  output [15:0] \port$3812$0 ;
+  wire [15:0] \port$3812$0 ;
+  output [15:0] \port$3813$0 ;
+  wire [15:0] \port$3813$0 ;
+  output [15:0] \port$3814$0 ;
+  wire [15:0] \port$3814$0 ;
+  output [15:0] \port$3815$0 ;
+  wire [15:0] \port$3815$0 ;
+  output [15:0] \port$3816$0 ;
+  wire [15:0] \port$3816$0 ;
+  output [15:0] \port$3817$0 ;
+  wire [15:0] \port$3817$0 ;
+  output [15:0] \port$3818$0 ;
+  wire [15:0] \port$3818$0 ;
+  output [15:0] \port$3819$0 ;
+  wire [15:0] \port$3819$0 ;
+  output [2:0] \port$3820$0 ;
+  wire [2:0] \port$3820$0 ;
   wire push;
   reg r_at = 1'h0;
   wire r_at_next;
@@ -4602,417 +4636,377 @@ module \ace_nic_small.ch1_link1_recv_skid (rst, o__ready, \port$3651$0 , \port$3
   reg r_at_r7 = 1'h0;
   reg r_at_r8 = 1'h0;
   reg r_at_r9 = 1'h0;
+  wire ready_next;
   input rst;
   wire rst;
   reg w_at = 1'h0;
   wire w_at_next;
   assign push = i__valid & in_ready;
   assign pop = out_valid & o__ready;
-  assign \$1  = count + push;
-  assign \$2  = \$1  - pop;
+  assign \$1  = ~ o__ready;
+  assign \$2  = ~ in_ready;
+  assign \$3  = out_valid & in_ready;
+  assign \$4  = \$3  & i__valid;
+  assign \$5  = \$2  | \$4 ;
+  assign full_next = \$1  & \$5 ;
+  assign \$6  = ~ i__valid;
+  assign \$7  = ~ out_valid;
+  assign \$8  = in_ready & o__ready;
+  assign \$9  = \$7  | \$8 ;
+  assign empty_next = \$6  & \$9 ;
   assign w_at_next = w_at ^ push;
   assign r_at_next = r_at ^ pop;
-  assign \$3  = r_at_r0 ? entry1[15:0] : entry0[15:0];
-  assign \$4  = r_at_r1 ? entry1[31:16] : entry0[31:16];
-  assign \$5  = r_at_r2 ? entry1[47:32] : entry0[47:32];
-  assign \$6  = r_at_r3 ? entry1[63:48] : entry0[63:48];
-  assign \$7  = r_at_r4 ? entry1[79:64] : entry0[79:64];
-  assign \$8  = r_at_r5 ? entry1[95:80] : entry0[95:80];
-  assign \$9  = r_at_r6 ? entry1[111:96] : entry0[111:96];
-  assign \$10  = r_at_r7 ? entry1[127:112] : entry0[127:112];
-  assign \$11  = r_at_r8 ? entry1[143:128] : entry0[143:128];
-  assign \$12  = r_at_r9 ? entry1[159:144] : entry0[159:144];
-  assign \$13  = r_at_r10 ? entry1[175:160] : entry0[175:160];
-  assign \$14  = r_at_r11 ? entry1[178:176] : entry0[178:176];
-  assign \$15  = \$2 [1:0] != 2'h2;
-  assign \$16  = | \$2 [1:0];
-  assign \$17  = \$2 [1:0] != 2'h2;
-  assign \$18  = ! w_at_next;
-  assign \$19  = \$17  & \$18 ;
-  assign \$20  = \$2 [1:0] != 2'h2;
-  assign \$21  = ! w_at_next;
-  assign \$22  = \$20  & \$21 ;
-  assign \$23  = \$2 [1:0] != 2'h2;
-  assign \$24  = ! w_at_next;
-  assign \$25  = \$23  & \$24 ;
-  assign \$26  = \$2 [1:0] != 2'h2;
-  assign \$27  = ! w_at_next;
-  assign \$28  = \$26  & \$27 ;
-  assign \$29  = \$2 [1:0] != 2'h2;
-  assign \$30  = ! w_at_next;
-  assign \$31  = \$29  & \$30 ;
-  assign \$32  = \$2 [1:0] != 2'h2;
-  assign \$33  = ! w_at_next;
-  assign \$34  = \$32  & \$33 ;
-  assign \$35  = \$2 [1:0] != 2'h2;
-  assign \$36  = ! w_at_next;
-  assign \$37  = \$35  & \$36 ;
-  assign \$38  = \$2 [1:0] != 2'h2;
-  assign \$39  = ! w_at_next;
-  assign \$40  = \$38  & \$39 ;
-  assign \$41  = \$2 [1:0] != 2'h2;
-  assign \$42  = ! w_at_next;
-  assign \$43  = \$41  & \$42 ;
-  assign \$44  = \$2 [1:0] != 2'h2;
-  assign \$45  = ! w_at_next;
-  assign \$46  = \$44  & \$45 ;
-  assign \$47  = \$2 [1:0] != 2'h2;
-  assign \$48  = ! w_at_next;
-  assign \$49  = \$47  & \$48 ;
-  assign \$50  = \$2 [1:0] != 2'h2;
-  assign \$51  = ! w_at_next;
-  assign \$52  = \$50  & \$51 ;
-  assign \$53  = \$2 [1:0] != 2'h2;
-  assign \$55  = \$53  & \$54 ;
-  assign \$56  = \$2 [1:0] != 2'h2;
-  assign \$58  = \$56  & \$57 ;
-  assign \$59  = \$2 [1:0] != 2'h2;
-  assign \$61  = \$59  & \$60 ;
-  assign \$62  = \$2 [1:0] != 2'h2;
-  assign \$64  = \$62  & \$63 ;
-  assign \$65  = \$2 [1:0] != 2'h2;
-  assign \$67  = \$65  & \$66 ;
-  assign \$68  = \$2 [1:0] != 2'h2;
-  assign \$70  = \$68  & \$69 ;
-  assign \$71  = \$2 [1:0] != 2'h2;
-  assign \$73  = \$71  & \$72 ;
-  assign \$74  = \$2 [1:0] != 2'h2;
-  assign \$76  = \$74  & \$75 ;
-  assign \$77  = \$2 [1:0] != 2'h2;
-  assign \$79  = \$77  & \$78 ;
-  assign \$80  = \$2 [1:0] != 2'h2;
-  assign \$82  = \$80  & \$81 ;
-  assign \$83  = \$2 [1:0] != 2'h2;
-  assign \$85  = \$83  & \$84 ;
-  assign \$86  = \$2 [1:0] != 2'h2;
-  assign \$88  = \$86  & \$87 ;
+  assign ready_next = ~ full_next;
+  assign \$10  = r_at_r0 ? entry1[15:0] : entry0[15:0];
+  assign \$11  = r_at_r1 ? entry1[31:16] : entry0[31:16];
+  assign \$12  = r_at_r2 ? entry1[47:32] : entry0[47:32];
+  assign \$13  = r_at_r3 ? entry1[63:48] : entry0[63:48];
+  assign \$14  = r_at_r4 ? entry1[79:64] : entry0[79:64];
+  assign \$15  = r_at_r5 ? entry1[95:80] : entry0[95:80];
+  assign \$16  = r_at_r6 ? entry1[111:96] : entry0[111:96];
+  assign \$17  = r_at_r7 ? entry1[127:112] : entry0[127:112];
+  assign \$18  = r_at_r8 ? entry1[143:128] : entry0[143:128];
+  assign \$19  = r_at_r9 ? entry1[159:144] : entry0[159:144];
+  assign \$20  = r_at_r10 ? entry1[175:160] : entry0[175:160];
+  assign \$21  = r_at_r11 ? entry1[178:176] : entry0[178:176];
+  assign \$22  = ~ full_next;
+  assign \$23  = ~ empty_next;
+  assign \$24  = ~ full_next;
+  assign \$25  = ! w_at_next;
+  assign \$26  = \$24  & \$25 ;
+  assign \$27  = ~ full_next;
+  assign \$28  = ! w_at_next;
+  assign \$29  = \$27  & \$28 ;
+  assign \$30  = ~ full_next;
+  assign \$31  = ! w_at_next;
+  assign \$32  = \$30  & \$31 ;
+  assign \$33  = ~ full_next;
+  assign \$34  = ! w_at_next;
+  assign \$35  = \$33  & \$34 ;
+  assign \$36  = ~ full_next;
+  assign \$37  = ! w_at_next;
+  assign \$38  = \$36  & \$37 ;
+  assign \$39  = ~ full_next;
+  assign \$40  = ! w_at_next;
+  assign \$41  = \$39  & \$40 ;
+  assign \$42  = ~ full_next;
+  assign \$43  = ! w_at_next;
+  assign \$44  = \$42  & \$43 ;
+  assign \$45  = ~ full_next;
+  assign \$46  = ! w_at_next;
+  assign \$47  = \$45  & \$46 ;
+  assign \$48  = ~ full_next;
+  assign \$49  = ! w_at_next;
+  assign \$50  = \$48  & \$49 ;
+  assign \$51  = ~ full_next;
+  assign \$52  = ! w_at_next;
+  assign \$53  = \$51  & \$52 ;
+  assign \$54  = ~ full_next;
+  assign \$55  = ! w_at_next;
+  assign \$56  = \$54  & \$55 ;
+  assign \$57  = ~ full_next;
+  assign \$58  = ! w_at_next;
+  assign \$59  = \$57  & \$58 ;
+  assign \$60  = ~ full_next;
+  assign \$62  = \$60  & \$61 ;
+  assign \$63  = ~ full_next;
+  assign \$65  = \$63  & \$64 ;
+  assign \$66  = ~ full_next;
+  assign \$68  = \$66  & \$67 ;
+  assign \$69  = ~ full_next;
+  assign \$71  = \$69  & \$70 ;
+  assign \$72  = ~ full_next;
+  assign \$74  = \$72  & \$73 ;
+  assign \$75  = ~ full_next;
+  assign \$77  = \$75  & \$76 ;
+  assign \$78  = ~ full_next;
+  assign \$80  = \$78  & \$79 ;
+  assign \$81  = ~ full_next;
+  assign \$83  = \$81  & \$82 ;
+  assign \$84  = ~ full_next;
+  assign \$86  = \$84  & \$85 ;
+  assign \$87  = ~ full_next;
+  assign \$89  = \$87  & \$88 ;
+  assign \$90  = ~ full_next;
+  assign \$92  = \$90  & \$91 ;
+  assign \$93  = ~ full_next;
+  assign \$95  = \$93  & \$94 ;
   always @(posedge clk)
-    count <= \$89 ;
+    in_ready <= \$96 ;
   always @(posedge clk)
-    in_ready <= \$90 ;
+    out_valid <= \$97 ;
   always @(posedge clk)
-    out_valid <= \$91 ;
+    w_at <= \$98 ;
   always @(posedge clk)
-    w_at <= \$92 ;
+    r_at <= \$99 ;
   always @(posedge clk)
-    r_at <= \$93 ;
+    load0_r0 <= \$100 ;
   always @(posedge clk)
-    load0_r0 <= \$94 ;
+    load0_r1 <= \$101 ;
   always @(posedge clk)
-    load0_r1 <= \$95 ;
+    load0_r2 <= \$102 ;
   always @(posedge clk)
-    load0_r2 <= \$96 ;
+    load0_r3 <= \$103 ;
   always @(posedge clk)
-    load0_r3 <= \$97 ;
+    load0_r4 <= \$104 ;
   always @(posedge clk)
-    load0_r4 <= \$98 ;
+    load0_r5 <= \$105 ;
   always @(posedge clk)
-    load0_r5 <= \$99 ;
+    load0_r6 <= \$106 ;
   always @(posedge clk)
-    load0_r6 <= \$100 ;
+    load0_r7 <= \$107 ;
   always @(posedge clk)
-    load0_r7 <= \$101 ;
+    load0_r8 <= \$108 ;
   always @(posedge clk)
-    load0_r8 <= \$102 ;
+    load0_r9 <= \$109 ;
   always @(posedge clk)
-    load0_r9 <= \$103 ;
+    load0_r10 <= \$110 ;
   always @(posedge clk)
-    load0_r10 <= \$104 ;
+    load0_r11 <= \$111 ;
   always @(posedge clk)
-    load0_r11 <= \$105 ;
+    load1_r0 <= \$112 ;
   always @(posedge clk)
-    load1_r0 <= \$106 ;
+    load1_r1 <= \$113 ;
   always @(posedge clk)
-    load1_r1 <= \$107 ;
+    load1_r2 <= \$114 ;
   always @(posedge clk)
-    load1_r2 <= \$108 ;
+    load1_r3 <= \$115 ;
   always @(posedge clk)
-    load1_r3 <= \$109 ;
+    load1_r4 <= \$116 ;
   always @(posedge clk)
-    load1_r4 <= \$110 ;
+    load1_r5 <= \$117 ;
   always @(posedge clk)
-    load1_r5 <= \$111 ;
+    load1_r6 <= \$118 ;
   always @(posedge clk)
-    load1_r6 <= \$112 ;
+    load1_r7 <= \$119 ;
   always @(posedge clk)
-    load1_r7 <= \$113 ;
+    load1_r8 <= \$120 ;
   always @(posedge clk)
-    load1_r8 <= \$114 ;
+    load1_r9 <= \$121 ;
   always @(posedge clk)
-    load1_r9 <= \$115 ;
+    load1_r10 <= \$122 ;
   always @(posedge clk)
-    load1_r10 <= \$116 ;
+    load1_r11 <= \$123 ;
   always @(posedge clk)
-    load1_r11 <= \$117 ;
+    r_at_r0 <= \$124 ;
   always @(posedge clk)
-    r_at_r0 <= \$118 ;
+    r_at_r1 <= \$125 ;
   always @(posedge clk)
-    r_at_r1 <= \$119 ;
+    r_at_r2 <= \$126 ;
   always @(posedge clk)
-    r_at_r2 <= \$120 ;
+    r_at_r3 <= \$127 ;
   always @(posedge clk)
-    r_at_r3 <= \$121 ;
+    r_at_r4 <= \$128 ;
   always @(posedge clk)
-    r_at_r4 <= \$122 ;
+    r_at_r5 <= \$129 ;
   always @(posedge clk)
-    r_at_r5 <= \$123 ;
+    r_at_r6 <= \$130 ;
   always @(posedge clk)
-    r_at_r6 <= \$124 ;
+    r_at_r7 <= \$131 ;
   always @(posedge clk)
-    r_at_r7 <= \$125 ;
+    r_at_r8 <= \$132 ;
   always @(posedge clk)
-    r_at_r8 <= \$126 ;
+    r_at_r9 <= \$133 ;
   always @(posedge clk)
-    r_at_r9 <= \$127 ;
+    r_at_r10 <= \$134 ;
   always @(posedge clk)
-    r_at_r10 <= \$128 ;
+    r_at_r11 <= \$135 ;
   always @(posedge clk)
-    r_at_r11 <= \$129 ;
+    entry0 <= \$136 ;
   always @(posedge clk)
-    entry0 <= \$130 ;
-  always @(posedge clk)
-    entry1 <= \$131 ;
+    entry1 <= \$137 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$89  = \$2 [1:0];
-    if (rst) begin
-      \$89  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$90  = \$15 ;
-    if (rst) begin
-      \$90  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$91  = \$16 ;
-    if (rst) begin
-      \$91  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$92  = w_at_next;
-    if (rst) begin
-      \$92  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$93  = r_at_next;
-    if (rst) begin
-      \$93  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$94  = \$19 ;
-    if (rst) begin
-      \$94  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$95  = \$22 ;
-    if (rst) begin
-      \$95  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$96  = \$25 ;
+    \$96  = \$22 ;
     if (rst) begin
       \$96  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$97  = \$28 ;
+    \$97  = \$23 ;
     if (rst) begin
-      \$97  = 1'h1;
+      \$97  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$98  = \$31 ;
+    \$98  = w_at_next;
     if (rst) begin
-      \$98  = 1'h1;
+      \$98  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$99  = \$34 ;
+    \$99  = r_at_next;
     if (rst) begin
-      \$99  = 1'h1;
+      \$99  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$100  = \$37 ;
+    \$100  = \$26 ;
     if (rst) begin
       \$100  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$101  = \$40 ;
+    \$101  = \$29 ;
     if (rst) begin
       \$101  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$102  = \$43 ;
+    \$102  = \$32 ;
     if (rst) begin
       \$102  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$103  = \$46 ;
+    \$103  = \$35 ;
     if (rst) begin
       \$103  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$104  = \$49 ;
+    \$104  = \$38 ;
     if (rst) begin
       \$104  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$105  = \$52 ;
+    \$105  = \$41 ;
     if (rst) begin
       \$105  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$106  = \$55 ;
+    \$106  = \$44 ;
     if (rst) begin
-      \$106  = 1'h0;
+      \$106  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$107  = \$58 ;
+    \$107  = \$47 ;
     if (rst) begin
-      \$107  = 1'h0;
+      \$107  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$108  = \$61 ;
+    \$108  = \$50 ;
     if (rst) begin
-      \$108  = 1'h0;
+      \$108  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$109  = \$64 ;
+    \$109  = \$53 ;
     if (rst) begin
-      \$109  = 1'h0;
+      \$109  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$110  = \$67 ;
+    \$110  = \$56 ;
     if (rst) begin
-      \$110  = 1'h0;
+      \$110  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$111  = \$70 ;
+    \$111  = \$59 ;
     if (rst) begin
-      \$111  = 1'h0;
+      \$111  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$112  = \$73 ;
+    \$112  = \$62 ;
     if (rst) begin
       \$112  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$113  = \$76 ;
+    \$113  = \$65 ;
     if (rst) begin
       \$113  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$114  = \$79 ;
+    \$114  = \$68 ;
     if (rst) begin
       \$114  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$115  = \$82 ;
+    \$115  = \$71 ;
     if (rst) begin
       \$115  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$116  = \$85 ;
+    \$116  = \$74 ;
     if (rst) begin
       \$116  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$117  = \$88 ;
+    \$117  = \$77 ;
     if (rst) begin
       \$117  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$118  = r_at_next;
+    \$118  = \$80 ;
     if (rst) begin
       \$118  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$119  = r_at_next;
+    \$119  = \$83 ;
     if (rst) begin
       \$119  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$120  = r_at_next;
+    \$120  = \$86 ;
     if (rst) begin
       \$120  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$121  = r_at_next;
+    \$121  = \$89 ;
     if (rst) begin
       \$121  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$122  = r_at_next;
+    \$122  = \$92 ;
     if (rst) begin
       \$122  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$123  = r_at_next;
+    \$123  = \$95 ;
     if (rst) begin
       \$123  = 1'h0;
     end
@@ -5061,113 +5055,154 @@ module \ace_nic_small.ch1_link1_recv_skid (rst, o__ready, \port$3651$0 , \port$3
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$130  = entry0;
-    if (load0_r0) begin
-      \$130 [15:0] = i__payload[15:0];
-    end
-    if (load0_r1) begin
-      \$130 [31:16] = i__payload[31:16];
-    end
-    if (load0_r2) begin
-      \$130 [47:32] = i__payload[47:32];
-    end
-    if (load0_r3) begin
-      \$130 [63:48] = i__payload[63:48];
-    end
-    if (load0_r4) begin
-      \$130 [79:64] = i__payload[79:64];
-    end
-    if (load0_r5) begin
-      \$130 [95:80] = i__payload[95:80];
-    end
-    if (load0_r6) begin
-      \$130 [111:96] = i__payload[111:96];
-    end
-    if (load0_r7) begin
-      \$130 [127:112] = i__payload[127:112];
-    end
-    if (load0_r8) begin
-      \$130 [143:128] = i__payload[143:128];
-    end
-    if (load0_r9) begin
-      \$130 [159:144] = i__payload[159:144];
-    end
-    if (load0_r10) begin
-      \$130 [175:160] = i__payload[175:160];
-    end
-    if (load0_r11) begin
-      \$130 [178:176] = i__payload[178:176];
-    end
+    \$130  = r_at_next;
     if (rst) begin
-      \$130  = 179'h000000000000000000000000000000000000000000000;
+      \$130  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$131  = entry1;
-    if (load1_r0) begin
-      \$131 [15:0] = i__payload[15:0];
-    end
-    if (load1_r1) begin
-      \$131 [31:16] = i__payload[31:16];
-    end
-    if (load1_r2) begin
-      \$131 [47:32] = i__payload[47:32];
-    end
-    if (load1_r3) begin
-      \$131 [63:48] = i__payload[63:48];
-    end
-    if (load1_r4) begin
-      \$131 [79:64] = i__payload[79:64];
-    end
-    if (load1_r5) begin
-      \$131 [95:80] = i__payload[95:80];
-    end
-    if (load1_r6) begin
-      \$131 [111:96] = i__payload[111:96];
-    end
-    if (load1_r7) begin
-      \$131 [127:112] = i__payload[127:112];
-    end
-    if (load1_r8) begin
-      \$131 [143:128] = i__payload[143:128];
-    end
-    if (load1_r9) begin
-      \$131 [159:144] = i__payload[159:144];
-    end
-    if (load1_r10) begin
-      \$131 [175:160] = i__payload[175:160];
-    end
-    if (load1_r11) begin
-      \$131 [178:176] = i__payload[178:176];
-    end
+    \$131  = r_at_next;
     if (rst) begin
-      \$131  = 179'h000000000000000000000000000000000000000000000;
+      \$131  = 1'h0;
     end
   end
-  assign count_next = \$2 [1:0];
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$132  = r_at_next;
+    if (rst) begin
+      \$132  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$133  = r_at_next;
+    if (rst) begin
+      \$133  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$134  = r_at_next;
+    if (rst) begin
+      \$134  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$135  = r_at_next;
+    if (rst) begin
+      \$135  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$136  = entry0;
+    if (load0_r0) begin
+      \$136 [15:0] = i__payload[15:0];
+    end
+    if (load0_r1) begin
+      \$136 [31:16] = i__payload[31:16];
+    end
+    if (load0_r2) begin
+      \$136 [47:32] = i__payload[47:32];
+    end
+    if (load0_r3) begin
+      \$136 [63:48] = i__payload[63:48];
+    end
+    if (load0_r4) begin
+      \$136 [79:64] = i__payload[79:64];
+    end
+    if (load0_r5) begin
+      \$136 [95:80] = i__payload[95:80];
+    end
+    if (load0_r6) begin
+      \$136 [111:96] = i__payload[111:96];
+    end
+    if (load0_r7) begin
+      \$136 [127:112] = i__payload[127:112];
+    end
+    if (load0_r8) begin
+      \$136 [143:128] = i__payload[143:128];
+    end
+    if (load0_r9) begin
+      \$136 [159:144] = i__payload[159:144];
+    end
+    if (load0_r10) begin
+      \$136 [175:160] = i__payload[175:160];
+    end
+    if (load0_r11) begin
+      \$136 [178:176] = i__payload[178:176];
+    end
+    if (rst) begin
+      \$136  = 179'h000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$137  = entry1;
+    if (load1_r0) begin
+      \$137 [15:0] = i__payload[15:0];
+    end
+    if (load1_r1) begin
+      \$137 [31:16] = i__payload[31:16];
+    end
+    if (load1_r2) begin
+      \$137 [47:32] = i__payload[47:32];
+    end
+    if (load1_r3) begin
+      \$137 [63:48] = i__payload[63:48];
+    end
+    if (load1_r4) begin
+      \$137 [79:64] = i__payload[79:64];
+    end
+    if (load1_r5) begin
+      \$137 [95:80] = i__payload[95:80];
+    end
+    if (load1_r6) begin
+      \$137 [111:96] = i__payload[111:96];
+    end
+    if (load1_r7) begin
+      \$137 [127:112] = i__payload[127:112];
+    end
+    if (load1_r8) begin
+      \$137 [143:128] = i__payload[143:128];
+    end
+    if (load1_r9) begin
+      \$137 [159:144] = i__payload[159:144];
+    end
+    if (load1_r10) begin
+      \$137 [175:160] = i__payload[175:160];
+    end
+    if (load1_r11) begin
+      \$137 [178:176] = i__payload[178:176];
+    end
+    if (rst) begin
+      \$137  = 179'h000000000000000000000000000000000000000000000;
+    end
+  end
   assign i__ready = in_ready;
   assign o__valid = out_valid;
-  assign o__payload = { \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
-  assign \port$3651$0  = \$3 ;
-  assign \port$3652$0  = \$4 ;
-  assign \port$3653$0  = \$5 ;
-  assign \port$3654$0  = \$6 ;
-  assign \port$3655$0  = \$7 ;
-  assign \port$3656$0  = \$8 ;
-  assign \port$3657$0  = \$9 ;
-  assign \port$3658$0  = \$10 ;
-  assign \port$3659$0  = \$11 ;
-  assign \port$3660$0  = \$12 ;
-  assign \port$3661$0  = \$13 ;
-  assign \port$3662$0  = \$14 ;
-  assign \o__payload.data  = { \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
-  assign \o__payload.keep  = \$11 ;
-  assign \o__payload.first  = \$12 [0];
-  assign \o__payload.last  = \$12 [1];
-  assign \o__payload.src  = \$12 [9:2];
-  assign \o__payload.tag  = { \$13 [1:0], \$12 [15:10] };
-  assign \o__payload.length  = { \$14 , \$13 [15:2] };
+  assign o__payload = { \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
+  assign \port$3809$0  = \$10 ;
+  assign \port$3810$0  = \$11 ;
+  assign \port$3811$0  = \$12 ;
+  assign \port$3812$0  = \$13 ;
+  assign \port$3813$0  = \$14 ;
+  assign \port$3814$0  = \$15 ;
+  assign \port$3815$0  = \$16 ;
+  assign \port$3816$0  = \$17 ;
+  assign \port$3817$0  = \$18 ;
+  assign \port$3818$0  = \$19 ;
+  assign \port$3819$0  = \$20 ;
+  assign \port$3820$0  = \$21 ;
+  assign \o__payload.data  = { \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
+  assign \o__payload.keep  = \$18 ;
+  assign \o__payload.first  = \$19 [0];
+  assign \o__payload.last  = \$19 [1];
+  assign \o__payload.src  = \$19 [9:2];
+  assign \o__payload.tag  = { \$20 [1:0], \$19 [15:10] };
+  assign \o__payload.length  = { \$21 , \$20 [15:2] };
   assign \i__payload.data  = i__payload[127:0];
   assign \i__payload.keep  = i__payload[143:128];
   assign \i__payload.first  = i__payload[144];
@@ -5175,35 +5210,35 @@ module \ace_nic_small.ch1_link1_recv_skid (rst, o__ready, \port$3651$0 , \port$3
   assign \i__payload.src  = i__payload[153:146];
   assign \i__payload.tag  = i__payload[161:154];
   assign \i__payload.length  = i__payload[178:162];
-  assign \$54  = w_at_next;
-  assign \$57  = w_at_next;
-  assign \$60  = w_at_next;
-  assign \$63  = w_at_next;
-  assign \$66  = w_at_next;
-  assign \$69  = w_at_next;
-  assign \$72  = w_at_next;
-  assign \$75  = w_at_next;
-  assign \$78  = w_at_next;
-  assign \$81  = w_at_next;
-  assign \$84  = w_at_next;
-  assign \$87  = w_at_next;
+  assign \$61  = w_at_next;
+  assign \$64  = w_at_next;
+  assign \$67  = w_at_next;
+  assign \$70  = w_at_next;
+  assign \$73  = w_at_next;
+  assign \$76  = w_at_next;
+  assign \$79  = w_at_next;
+  assign \$82  = w_at_next;
+  assign \$85  = w_at_next;
+  assign \$88  = w_at_next;
+  assign \$91  = w_at_next;
+  assign \$94  = w_at_next;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.ch1_send_skid (i__valid, clk, rst, o__ready, \port$3135$0 , \port$3136$0 , \port$3137$0 , \port$3138$0 , \port$3139$0 , \port$3140$0 , \port$3141$0 , \port$3142$0 , in_ready, out_valid, i__payload);
+module \ace_nic_small.ch1_send_skid (i__valid, clk, rst, o__ready, \port$3253$0 , \port$3254$0 , \port$3255$0 , \port$3256$0 , \port$3257$0 , \port$3258$0 , \port$3259$0 , \port$3260$0 , in_ready, out_valid, i__payload);
   reg \$auto$verilog_backend.cc:2355:dump_module$55  = 0;
-  wire [2:0] \$1 ;
+  wire \$1 ;
   wire [15:0] \$10 ;
-  wire \$11 ;
-  wire \$12 ;
-  wire \$13 ;
-  wire \$14 ;
-  wire \$15 ;
-  wire \$16 ;
-  wire \$17 ;
+  wire [15:0] \$11 ;
+  wire [15:0] \$12 ;
+  wire [15:0] \$13 ;
+  wire [15:0] \$14 ;
+  wire [15:0] \$15 ;
+  wire [15:0] \$16 ;
+  wire [15:0] \$17 ;
   wire \$18 ;
   wire \$19 ;
-  wire [3:0] \$2 ;
+  wire \$2 ;
   wire \$20 ;
   wire \$21 ;
   wire \$22 ;
@@ -5214,7 +5249,7 @@ module \ace_nic_small.ch1_send_skid (i__valid, clk, rst, o__ready, \port$3135$0 
   wire \$27 ;
   wire \$28 ;
   wire \$29 ;
-  wire [15:0] \$3 ;
+  wire \$3 ;
   wire \$30 ;
   wire \$31 ;
   wire \$32 ;
@@ -5225,7 +5260,7 @@ module \ace_nic_small.ch1_send_skid (i__valid, clk, rst, o__ready, \port$3135$0 
   wire \$37 ;
   wire \$38 ;
   wire \$39 ;
-  wire [15:0] \$4 ;
+  wire \$4 ;
   wire \$40 ;
   wire \$41 ;
   wire \$42 ;
@@ -5236,7 +5271,7 @@ module \ace_nic_small.ch1_send_skid (i__valid, clk, rst, o__ready, \port$3135$0 
   wire \$47 ;
   wire \$48 ;
   wire \$49 ;
-  wire [15:0] \$5 ;
+  wire \$5 ;
   wire \$50 ;
   wire \$51 ;
   wire \$52 ;
@@ -5247,18 +5282,18 @@ module \ace_nic_small.ch1_send_skid (i__valid, clk, rst, o__ready, \port$3135$0 
   wire \$57 ;
   wire \$58 ;
   wire \$59 ;
-  wire [15:0] \$6 ;
+  wire \$6 ;
   wire \$60 ;
-  reg [1:0] \$61 ;
-  reg \$62 ;
-  reg \$63 ;
-  reg \$64 ;
-  reg \$65 ;
-  reg \$66 ;
-  reg \$67 ;
+  wire \$61 ;
+  wire \$62 ;
+  wire \$63 ;
+  wire \$64 ;
+  wire \$65 ;
+  wire \$66 ;
+  wire \$67 ;
   reg \$68 ;
   reg \$69 ;
-  wire [15:0] \$7 ;
+  wire \$7 ;
   reg \$70 ;
   reg \$71 ;
   reg \$72 ;
@@ -5269,7 +5304,7 @@ module \ace_nic_small.ch1_send_skid (i__valid, clk, rst, o__ready, \port$3135$0 
   reg \$77 ;
   reg \$78 ;
   reg \$79 ;
-  wire [15:0] \$8 ;
+  wire \$8 ;
   reg \$80 ;
   reg \$81 ;
   reg \$82 ;
@@ -5280,15 +5315,21 @@ module \ace_nic_small.ch1_send_skid (i__valid, clk, rst, o__ready, \port$3135$0 
   reg \$87 ;
   reg \$88 ;
   reg \$89 ;
-  wire [15:0] \$9 ;
-  reg [127:0] \$90 ;
-  reg [127:0] \$91 ;
+  wire \$9 ;
+  reg \$90 ;
+  reg \$91 ;
+  reg \$92 ;
+  reg \$93 ;
+  reg \$94 ;
+  reg \$95 ;
+  reg [127:0] \$96 ;
+  reg [127:0] \$97 ;
   input clk;
   wire clk;
-  reg [1:0] count = 2'h0;
-  wire [1:0] count_next;
+  wire empty_next;
   reg [127:0] entry0 = 128'h00000000000000000000000000000000;
   reg [127:0] entry1 = 128'h00000000000000000000000000000000;
+  wire full_next;
   input [127:0] i__payload;
   wire [127:0] i__payload;
   wire [127:0] \i__payload.data ;
@@ -5323,22 +5364,22 @@ module \ace_nic_small.ch1_send_skid (i__valid, clk, rst, o__ready, \port$3135$0 
   output out_valid;
   reg out_valid = 1'h0;
   wire pop;
-  output [15:0] \port$3135$0 ;
-  wire [15:0] \port$3135$0 ;
-  output [15:0] \port$3136$0 ;
-  wire [15:0] \port$3136$0 ;
-  output [15:0] \port$3137$0 ;
-  wire [15:0] \port$3137$0 ;
-  output [15:0] \port$3138$0 ;
-  wire [15:0] \port$3138$0 ;
-  output [15:0] \port$3139$0 ;
-  wire [15:0] \port$3139$0 ;
-  output [15:0] \port$3140$0 ;
-  wire [15:0] \port$3140$0 ;
-  output [15:0] \port$3141$0 ;
-  wire [15:0] \port$3141$0 ;
-  output [15:0] \port$3142$0 ;
-  wire [15:0] \port$3142$0 ;
+  output [15:0] \port$3253$0 ;
+  wire [15:0] \port$3253$0 ;
+  output [15:0] \port$3254$0 ;
+  wire [15:0] \port$3254$0 ;
+  output [15:0] \port$3255$0 ;
+  wire [15:0] \port$3255$0 ;
+  output [15:0] \port$3256$0 ;
+  wire [15:0] \port$3256$0 ;
+  output [15:0] \port$3257$0 ;
+  wire [15:0] \port$3257$0 ;
+  output [15:0] \port$3258$0 ;
+  wire [15:0] \port$3258$0 ;
+  output [15:0] \port$3259$0 ;
+  wire [15:0] \port$3259$0 ;
+  output [15:0] \port$3260$0 ;
+  wire [15:0] \port$3260$0 ;
   wire push;
   reg r_at = 1'h0;
   wire r_at_next;
@@ -5350,313 +5391,273 @@ module \ace_nic_small.ch1_send_skid (i__valid, clk, rst, o__ready, \port$3135$0 
   reg r_at_r5 = 1'h0;
   reg r_at_r6 = 1'h0;
   reg r_at_r7 = 1'h0;
+  wire ready_next;
   input rst;
   wire rst;
   reg w_at = 1'h0;
   wire w_at_next;
-  assign \$5  = r_at_r2 ? entry1[47:32] : entry0[47:32];
-  assign \$6  = r_at_r3 ? entry1[63:48] : entry0[63:48];
-  assign \$7  = r_at_r4 ? entry1[79:64] : entry0[79:64];
-  assign \$8  = r_at_r5 ? entry1[95:80] : entry0[95:80];
-  assign \$9  = r_at_r6 ? entry1[111:96] : entry0[111:96];
-  assign \$10  = r_at_r7 ? entry1[127:112] : entry0[127:112];
-  assign \$11  = \$2 [1:0] != 2'h2;
-  assign \$12  = | \$2 [1:0];
-  assign \$13  = \$2 [1:0] != 2'h2;
-  assign \$14  = ! w_at_next;
-  assign \$15  = \$13  & \$14 ;
-  assign \$16  = \$2 [1:0] != 2'h2;
-  assign \$17  = ! w_at_next;
-  assign \$18  = \$16  & \$17 ;
-  assign \$19  = \$2 [1:0] != 2'h2;
-  assign \$20  = ! w_at_next;
-  assign \$21  = \$19  & \$20 ;
-  assign \$22  = \$2 [1:0] != 2'h2;
-  assign \$23  = ! w_at_next;
-  assign \$24  = \$22  & \$23 ;
-  assign \$25  = \$2 [1:0] != 2'h2;
-  assign \$26  = ! w_at_next;
-  assign \$27  = \$25  & \$26 ;
-  assign \$28  = \$2 [1:0] != 2'h2;
-  assign \$29  = ! w_at_next;
-  assign \$30  = \$28  & \$29 ;
-  assign \$31  = \$2 [1:0] != 2'h2;
-  assign \$32  = ! w_at_next;
-  assign \$33  = \$31  & \$32 ;
-  assign \$34  = \$2 [1:0] != 2'h2;
-  assign \$35  = ! w_at_next;
-  assign \$36  = \$34  & \$35 ;
-  assign \$37  = \$2 [1:0] != 2'h2;
-  assign \$39  = \$37  & \$38 ;
-  assign \$40  = \$2 [1:0] != 2'h2;
-  assign \$42  = \$40  & \$41 ;
-  assign \$43  = \$2 [1:0] != 2'h2;
-  assign \$45  = \$43  & \$44 ;
-  assign \$46  = \$2 [1:0] != 2'h2;
-  assign \$48  = \$46  & \$47 ;
-  assign \$49  = \$2 [1:0] != 2'h2;
-  assign \$51  = \$49  & \$50 ;
-  assign \$52  = \$2 [1:0] != 2'h2;
-  assign \$54  = \$52  & \$53 ;
-  assign \$55  = \$2 [1:0] != 2'h2;
-  assign \$57  = \$55  & \$56 ;
-  assign \$58  = \$2 [1:0] != 2'h2;
-  assign \$60  = \$58  & \$59 ;
-  always @(posedge clk)
-    count <= \$61 ;
-  always @(posedge clk)
-    in_ready <= \$62 ;
-  always @(posedge clk)
-    out_valid <= \$63 ;
-  always @(posedge clk)
-    w_at <= \$64 ;
-  always @(posedge clk)
-    r_at <= \$65 ;
-  always @(posedge clk)
-    load0_r0 <= \$66 ;
-  always @(posedge clk)
-    load0_r1 <= \$67 ;
-  always @(posedge clk)
-    load0_r2 <= \$68 ;
-  always @(posedge clk)
-    load0_r3 <= \$69 ;
-  always @(posedge clk)
-    load0_r4 <= \$70 ;
-  always @(posedge clk)
-    load0_r5 <= \$71 ;
-  always @(posedge clk)
-    load0_r6 <= \$72 ;
-  always @(posedge clk)
-    load0_r7 <= \$73 ;
-  always @(posedge clk)
-    load1_r0 <= \$74 ;
-  always @(posedge clk)
-    load1_r1 <= \$75 ;
-  always @(posedge clk)
-    load1_r2 <= \$76 ;
-  always @(posedge clk)
-    load1_r3 <= \$77 ;
-  always @(posedge clk)
-    load1_r4 <= \$78 ;
-  always @(posedge clk)
-    load1_r5 <= \$79 ;
-  always @(posedge clk)
-    load1_r6 <= \$80 ;
-  always @(posedge clk)
-    load1_r7 <= \$81 ;
-  always @(posedge clk)
-    r_at_r0 <= \$82 ;
-  always @(posedge clk)
-    r_at_r1 <= \$83 ;
-  always @(posedge clk)
-    r_at_r2 <= \$84 ;
-  always @(posedge clk)
-    r_at_r3 <= \$85 ;
-  always @(posedge clk)
-    r_at_r4 <= \$86 ;
-  always @(posedge clk)
-    r_at_r5 <= \$87 ;
-  always @(posedge clk)
-    r_at_r6 <= \$88 ;
-  always @(posedge clk)
-    r_at_r7 <= \$89 ;
-  always @(posedge clk)
-    entry0 <= \$90 ;
-  always @(posedge clk)
-    entry1 <= \$91 ;
-  assign push = i__valid & in_ready;
-  assign pop = out_valid & o__ready;
-  assign \$1  = count + push;
-  assign \$2  = \$1  - pop;
+  assign \$1  = ~ o__ready;
+  assign \$2  = ~ in_ready;
+  assign \$3  = out_valid & in_ready;
+  assign \$4  = \$3  & i__valid;
+  assign \$5  = \$2  | \$4 ;
+  assign full_next = \$1  & \$5 ;
+  assign \$6  = ~ i__valid;
+  assign \$7  = ~ out_valid;
+  assign \$8  = in_ready & o__ready;
+  assign \$9  = \$7  | \$8 ;
+  assign empty_next = \$6  & \$9 ;
   assign w_at_next = w_at ^ push;
   assign r_at_next = r_at ^ pop;
-  assign \$3  = r_at_r0 ? entry1[15:0] : entry0[15:0];
-  assign \$4  = r_at_r1 ? entry1[31:16] : entry0[31:16];
+  assign ready_next = ~ full_next;
+  assign \$10  = r_at_r0 ? entry1[15:0] : entry0[15:0];
+  assign \$11  = r_at_r1 ? entry1[31:16] : entry0[31:16];
+  assign \$12  = r_at_r2 ? entry1[47:32] : entry0[47:32];
+  assign \$13  = r_at_r3 ? entry1[63:48] : entry0[63:48];
+  assign \$14  = r_at_r4 ? entry1[79:64] : entry0[79:64];
+  assign \$15  = r_at_r5 ? entry1[95:80] : entry0[95:80];
+  assign \$16  = r_at_r6 ? entry1[111:96] : entry0[111:96];
+  assign \$17  = r_at_r7 ? entry1[127:112] : entry0[127:112];
+  assign \$18  = ~ full_next;
+  assign \$19  = ~ empty_next;
+  assign \$20  = ~ full_next;
+  assign \$21  = ! w_at_next;
+  assign \$22  = \$20  & \$21 ;
+  assign \$23  = ~ full_next;
+  assign \$24  = ! w_at_next;
+  assign \$25  = \$23  & \$24 ;
+  assign \$26  = ~ full_next;
+  assign \$27  = ! w_at_next;
+  assign \$28  = \$26  & \$27 ;
+  assign \$29  = ~ full_next;
+  assign \$30  = ! w_at_next;
+  assign \$31  = \$29  & \$30 ;
+  assign \$32  = ~ full_next;
+  assign \$33  = ! w_at_next;
+  assign \$34  = \$32  & \$33 ;
+  assign \$35  = ~ full_next;
+  assign \$36  = ! w_at_next;
+  assign \$37  = \$35  & \$36 ;
+  assign \$38  = ~ full_next;
+  assign \$39  = ! w_at_next;
+  assign \$40  = \$38  & \$39 ;
+  assign \$41  = ~ full_next;
+  assign \$42  = ! w_at_next;
+  assign \$43  = \$41  & \$42 ;
+  assign \$44  = ~ full_next;
+  assign \$46  = \$44  & \$45 ;
+  assign \$47  = ~ full_next;
+  assign \$49  = \$47  & \$48 ;
+  assign \$50  = ~ full_next;
+  assign \$52  = \$50  & \$51 ;
+  assign \$53  = ~ full_next;
+  assign \$55  = \$53  & \$54 ;
+  assign \$56  = ~ full_next;
+  assign \$58  = \$56  & \$57 ;
+  assign \$59  = ~ full_next;
+  assign \$61  = \$59  & \$60 ;
+  assign \$62  = ~ full_next;
+  assign \$64  = \$62  & \$63 ;
+  assign \$65  = ~ full_next;
+  assign \$67  = \$65  & \$66 ;
+  always @(posedge clk)
+    in_ready <= \$68 ;
+  always @(posedge clk)
+    out_valid <= \$69 ;
+  always @(posedge clk)
+    w_at <= \$70 ;
+  always @(posedge clk)
+    r_at <= \$71 ;
+  always @(posedge clk)
+    load0_r0 <= \$72 ;
+  always @(posedge clk)
+    load0_r1 <= \$73 ;
+  always @(posedge clk)
+    load0_r2 <= \$74 ;
+  always @(posedge clk)
+    load0_r3 <= \$75 ;
+  always @(posedge clk)
+    load0_r4 <= \$76 ;
+  always @(posedge clk)
+    load0_r5 <= \$77 ;
+  always @(posedge clk)
+    load0_r6 <= \$78 ;
+  always @(posedge clk)
+    load0_r7 <= \$79 ;
+  always @(posedge clk)
+    load1_r0 <= \$80 ;
+  always @(posedge clk)
+    load1_r1 <= \$81 ;
+  always @(posedge clk)
+    load1_r2 <= \$82 ;
+  always @(posedge clk)
+    load1_r3 <= \$83 ;
+  always @(posedge clk)
+    load1_r4 <= \$84 ;
+  always @(posedge clk)
+    load1_r5 <= \$85 ;
+  always @(posedge clk)
+    load1_r6 <= \$86 ;
+  always @(posedge clk)
+    load1_r7 <= \$87 ;
+  always @(posedge clk)
+    r_at_r0 <= \$88 ;
+  always @(posedge clk)
+    r_at_r1 <= \$89 ;
+  always @(posedge clk)
+    r_at_r2 <= \$90 ;
+  always @(posedge clk)
+    r_at_r3 <= \$91 ;
+  always @(posedge clk)
+    r_at_r4 <= \$92 ;
+  always @(posedge clk)
+    r_at_r5 <= \$93 ;
+  always @(posedge clk)
+    r_at_r6 <= \$94 ;
+  always @(posedge clk)
+    r_at_r7 <= \$95 ;
+  always @(posedge clk)
+    entry0 <= \$96 ;
+  always @(posedge clk)
+    entry1 <= \$97 ;
+  assign push = i__valid & in_ready;
+  assign pop = out_valid & o__ready;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$61  = \$2 [1:0];
-    if (rst) begin
-      \$61  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$62  = \$11 ;
-    if (rst) begin
-      \$62  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$63  = \$12 ;
-    if (rst) begin
-      \$63  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$64  = w_at_next;
-    if (rst) begin
-      \$64  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$65  = r_at_next;
-    if (rst) begin
-      \$65  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$66  = \$15 ;
-    if (rst) begin
-      \$66  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$67  = \$18 ;
-    if (rst) begin
-      \$67  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$68  = \$21 ;
+    \$68  = \$18 ;
     if (rst) begin
       \$68  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$69  = \$24 ;
+    \$69  = \$19 ;
     if (rst) begin
-      \$69  = 1'h1;
+      \$69  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$70  = \$27 ;
+    \$70  = w_at_next;
     if (rst) begin
-      \$70  = 1'h1;
+      \$70  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$71  = \$30 ;
+    \$71  = r_at_next;
     if (rst) begin
-      \$71  = 1'h1;
+      \$71  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$72  = \$33 ;
+    \$72  = \$22 ;
     if (rst) begin
       \$72  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$73  = \$36 ;
+    \$73  = \$25 ;
     if (rst) begin
       \$73  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$74  = \$39 ;
+    \$74  = \$28 ;
     if (rst) begin
-      \$74  = 1'h0;
+      \$74  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$75  = \$42 ;
+    \$75  = \$31 ;
     if (rst) begin
-      \$75  = 1'h0;
+      \$75  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$76  = \$45 ;
+    \$76  = \$34 ;
     if (rst) begin
-      \$76  = 1'h0;
+      \$76  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$77  = \$48 ;
+    \$77  = \$37 ;
     if (rst) begin
-      \$77  = 1'h0;
+      \$77  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$78  = \$51 ;
+    \$78  = \$40 ;
     if (rst) begin
-      \$78  = 1'h0;
+      \$78  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$79  = \$54 ;
+    \$79  = \$43 ;
     if (rst) begin
-      \$79  = 1'h0;
+      \$79  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$80  = \$57 ;
+    \$80  = \$46 ;
     if (rst) begin
       \$80  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$81  = \$60 ;
+    \$81  = \$49 ;
     if (rst) begin
       \$81  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$82  = r_at_next;
+    \$82  = \$52 ;
     if (rst) begin
       \$82  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$83  = r_at_next;
+    \$83  = \$55 ;
     if (rst) begin
       \$83  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$84  = r_at_next;
+    \$84  = \$58 ;
     if (rst) begin
       \$84  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$85  = r_at_next;
+    \$85  = \$61 ;
     if (rst) begin
       \$85  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$86  = r_at_next;
+    \$86  = \$64 ;
     if (rst) begin
       \$86  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$87  = r_at_next;
+    \$87  = \$67 ;
     if (rst) begin
       \$87  = 1'h0;
     end
@@ -5677,92 +5678,133 @@ module \ace_nic_small.ch1_send_skid (i__valid, clk, rst, o__ready, \port$3135$0 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$90  = entry0;
-    if (load0_r0) begin
-      \$90 [15:0] = i__payload[15:0];
-    end
-    if (load0_r1) begin
-      \$90 [31:16] = i__payload[31:16];
-    end
-    if (load0_r2) begin
-      \$90 [47:32] = i__payload[47:32];
-    end
-    if (load0_r3) begin
-      \$90 [63:48] = i__payload[63:48];
-    end
-    if (load0_r4) begin
-      \$90 [79:64] = i__payload[79:64];
-    end
-    if (load0_r5) begin
-      \$90 [95:80] = i__payload[95:80];
-    end
-    if (load0_r6) begin
-      \$90 [111:96] = i__payload[111:96];
-    end
-    if (load0_r7) begin
-      \$90 [127:112] = i__payload[127:112];
-    end
+    \$90  = r_at_next;
     if (rst) begin
-      \$90  = 128'h00000000000000000000000000000000;
+      \$90  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$91  = entry1;
-    if (load1_r0) begin
-      \$91 [15:0] = i__payload[15:0];
-    end
-    if (load1_r1) begin
-      \$91 [31:16] = i__payload[31:16];
-    end
-    if (load1_r2) begin
-      \$91 [47:32] = i__payload[47:32];
-    end
-    if (load1_r3) begin
-      \$91 [63:48] = i__payload[63:48];
-    end
-    if (load1_r4) begin
-      \$91 [79:64] = i__payload[79:64];
-    end
-    if (load1_r5) begin
-      \$91 [95:80] = i__payload[95:80];
-    end
-    if (load1_r6) begin
-      \$91 [111:96] = i__payload[111:96];
-    end
-    if (load1_r7) begin
-      \$91 [127:112] = i__payload[127:112];
-    end
+    \$91  = r_at_next;
     if (rst) begin
-      \$91  = 128'h00000000000000000000000000000000;
+      \$91  = 1'h0;
     end
   end
-  assign count_next = \$2 [1:0];
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    \$92  = r_at_next;
+    if (rst) begin
+      \$92  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    \$93  = r_at_next;
+    if (rst) begin
+      \$93  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    \$94  = r_at_next;
+    if (rst) begin
+      \$94  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    \$95  = r_at_next;
+    if (rst) begin
+      \$95  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    \$96  = entry0;
+    if (load0_r0) begin
+      \$96 [15:0] = i__payload[15:0];
+    end
+    if (load0_r1) begin
+      \$96 [31:16] = i__payload[31:16];
+    end
+    if (load0_r2) begin
+      \$96 [47:32] = i__payload[47:32];
+    end
+    if (load0_r3) begin
+      \$96 [63:48] = i__payload[63:48];
+    end
+    if (load0_r4) begin
+      \$96 [79:64] = i__payload[79:64];
+    end
+    if (load0_r5) begin
+      \$96 [95:80] = i__payload[95:80];
+    end
+    if (load0_r6) begin
+      \$96 [111:96] = i__payload[111:96];
+    end
+    if (load0_r7) begin
+      \$96 [127:112] = i__payload[127:112];
+    end
+    if (rst) begin
+      \$96  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    \$97  = entry1;
+    if (load1_r0) begin
+      \$97 [15:0] = i__payload[15:0];
+    end
+    if (load1_r1) begin
+      \$97 [31:16] = i__payload[31:16];
+    end
+    if (load1_r2) begin
+      \$97 [47:32] = i__payload[47:32];
+    end
+    if (load1_r3) begin
+      \$97 [63:48] = i__payload[63:48];
+    end
+    if (load1_r4) begin
+      \$97 [79:64] = i__payload[79:64];
+    end
+    if (load1_r5) begin
+      \$97 [95:80] = i__payload[95:80];
+    end
+    if (load1_r6) begin
+      \$97 [111:96] = i__payload[111:96];
+    end
+    if (load1_r7) begin
+      \$97 [127:112] = i__payload[127:112];
+    end
+    if (rst) begin
+      \$97  = 128'h00000000000000000000000000000000;
+    end
+  end
   assign i__ready = in_ready;
   assign o__valid = out_valid;
-  assign o__payload = { \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
-  assign \port$3135$0  = \$3 ;
-  assign \port$3136$0  = \$4 ;
-  assign \port$3137$0  = \$5 ;
-  assign \port$3138$0  = \$6 ;
-  assign \port$3139$0  = \$7 ;
-  assign \port$3140$0  = \$8 ;
-  assign \port$3141$0  = \$9 ;
-  assign \port$3142$0  = \$10 ;
-  assign \o__payload.data  = { \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
+  assign o__payload = { \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
+  assign \port$3253$0  = \$10 ;
+  assign \port$3254$0  = \$11 ;
+  assign \port$3255$0  = \$12 ;
+  assign \port$3256$0  = \$13 ;
+  assign \port$3257$0  = \$14 ;
+  assign \port$3258$0  = \$15 ;
+  assign \port$3259$0  = \$16 ;
+  assign \port$3260$0  = \$17 ;
+  assign \o__payload.data  = { \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
   assign \i__payload.data  = i__payload;
-  assign \$38  = w_at_next;
-  assign \$41  = w_at_next;
-  assign \$44  = w_at_next;
-  assign \$47  = w_at_next;
-  assign \$50  = w_at_next;
-  assign \$53  = w_at_next;
-  assign \$56  = w_at_next;
-  assign \$59  = w_at_next;
+  assign \$45  = w_at_next;
+  assign \$48  = w_at_next;
+  assign \$51  = w_at_next;
+  assign \$54  = w_at_next;
+  assign \$57  = w_at_next;
+  assign \$60  = w_at_next;
+  assign \$63  = w_at_next;
+  assign \$66  = w_at_next;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, credits__0, credits__1, credit_valid, freed__0, freed__1, busy_cycles, credit_channel, credit_count, payload_bytes, header_bytes, errors, error, error_cause, out__0__valid, out__0__payload, out__1__valid
+module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, credit_now, credits__0, credits__1, freed__0, freed__1, busy_cycles, credit_channel, credit_count, payload_bytes, header_bytes, errors, error, error_cause, out__0__valid, out__0__payload, out__1__valid
 , out__1__payload, r__ready, \r__ready$8 , error_clear);
   reg \$auto$verilog_backend.cc:2355:dump_module$56  = 0;
   wire \$1 ;
@@ -5921,7 +5963,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire \$237 ;
   wire \$238 ;
   wire \$239 ;
-  wire \$24 ;
+  wire [7:0] \$24 ;
   wire \$240 ;
   wire \$241 ;
   wire \$242 ;
@@ -5932,7 +5974,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire \$247 ;
   wire \$248 ;
   wire \$249 ;
-  wire \$25 ;
+  wire [7:0] \$25 ;
   wire \$250 ;
   wire \$251 ;
   wire \$252 ;
@@ -5964,10 +6006,10 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire \$276 ;
   wire \$277 ;
   wire \$278 ;
-  wire [17:0] \$279 ;
+  wire \$279 ;
   wire \$28 ;
-  wire [17:0] \$280 ;
-  wire [17:0] \$281 ;
+  wire \$280 ;
+  wire \$281 ;
   wire \$282 ;
   wire \$283 ;
   wire \$284 ;
@@ -5975,10 +6017,10 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire \$286 ;
   wire \$287 ;
   wire \$288 ;
-  wire \$289 ;
+  wire [17:0] \$289 ;
   wire \$29 ;
-  wire \$290 ;
-  wire \$291 ;
+  wire [17:0] \$290 ;
+  wire [17:0] \$291 ;
   wire \$292 ;
   wire \$293 ;
   wire \$294 ;
@@ -6031,7 +6073,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire \$336 ;
   wire \$337 ;
   wire \$338 ;
-  wire [6:0] \$339 ;
+  wire \$339 ;
   wire \$34 ;
   wire \$340 ;
   wire \$341 ;
@@ -6040,148 +6082,148 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire \$344 ;
   wire \$345 ;
   wire \$346 ;
-  wire [7:0] \$347 ;
-  wire [7:0] \$348 ;
-  wire [7:0] \$349 ;
+  wire \$347 ;
+  wire \$348 ;
+  wire [6:0] \$349 ;
   wire \$35 ;
-  wire [7:0] \$350 ;
-  wire [7:0] \$351 ;
-  wire [7:0] \$352 ;
-  wire [6:0] \$353 ;
-  wire [6:0] \$354 ;
+  wire \$350 ;
+  wire \$351 ;
+  wire \$352 ;
+  wire \$353 ;
+  wire \$354 ;
   wire \$355 ;
   wire \$356 ;
-  wire [6:0] \$357 ;
-  wire [6:0] \$358 ;
-  wire [7:0] \$359 ;
+  wire \$357 ;
+  wire \$358 ;
+  wire \$359 ;
   wire \$36 ;
   wire \$360 ;
   wire \$361 ;
   wire \$362 ;
   wire \$363 ;
-  wire [7:0] \$364 ;
-  wire [7:0] \$365 ;
-  wire [7:0] \$366 ;
-  wire [7:0] \$367 ;
-  wire [7:0] \$368 ;
-  wire [7:0] \$369 ;
+  wire \$364 ;
+  wire \$365 ;
+  wire \$366 ;
+  wire \$367 ;
+  wire \$368 ;
+  wire \$369 ;
   wire \$37 ;
-  wire [6:0] \$370 ;
-  wire [6:0] \$371 ;
+  wire \$370 ;
+  wire \$371 ;
   wire \$372 ;
   wire \$373 ;
-  wire [6:0] \$374 ;
-  wire [6:0] \$375 ;
-  wire [7:0] \$376 ;
-  wire [7:0] \$377 ;
-  wire \$378 ;
-  wire \$379 ;
+  wire \$374 ;
+  wire \$375 ;
+  wire \$376 ;
+  wire \$377 ;
+  wire [6:0] \$378 ;
+  wire [7:0] \$379 ;
   wire \$38 ;
-  reg \$380 ;
+  wire \$380 ;
   wire \$381 ;
-  wire \$382 ;
-  reg \$383 ;
-  wire \$384 ;
-  wire \$385 ;
-  wire \$386 ;
-  wire \$387 ;
-  reg \$388 ;
+  wire [7:0] \$382 ;
+  wire [7:0] \$383 ;
+  wire [6:0] \$384 ;
+  wire [7:0] \$385 ;
+  wire [6:0] \$386 ;
+  wire [7:0] \$387 ;
+  wire \$388 ;
   wire \$389 ;
   wire \$39 ;
-  wire \$390 ;
-  reg \$391 ;
-  wire \$392 ;
-  wire \$393 ;
-  wire \$394 ;
+  wire [7:0] \$390 ;
+  wire [7:0] \$391 ;
+  wire [6:0] \$392 ;
+  wire [7:0] \$393 ;
+  wire [7:0] \$394 ;
   wire \$395 ;
   wire \$396 ;
   wire \$397 ;
-  wire [48:0] \$398 ;
-  wire [48:0] \$399 ;
+  wire \$398 ;
+  wire \$399 ;
   wire \$4 ;
   wire \$40 ;
   wire \$400 ;
   wire \$401 ;
   wire \$402 ;
-  wire [7:0] \$403 ;
+  wire \$403 ;
   wire \$404 ;
-  wire [17:0] \$405 ;
-  wire [17:0] \$406 ;
+  wire \$405 ;
+  wire \$406 ;
   wire \$407 ;
   wire \$408 ;
   wire \$409 ;
   wire \$41 ;
-  wire [17:0] \$410 ;
-  wire [17:0] \$411 ;
+  wire \$410 ;
+  wire \$411 ;
   wire \$412 ;
   wire \$413 ;
-  wire [17:0] \$414 ;
-  wire [17:0] \$415 ;
+  wire \$414 ;
+  wire \$415 ;
   wire \$416 ;
   wire \$417 ;
   wire \$418 ;
-  wire [17:0] \$419 ;
+  wire \$419 ;
   wire \$42 ;
-  wire [17:0] \$420 ;
+  wire \$420 ;
   wire \$421 ;
   wire \$422 ;
-  wire [17:0] \$423 ;
-  wire [17:0] \$424 ;
+  wire \$423 ;
+  wire \$424 ;
   wire \$425 ;
   wire \$426 ;
   wire \$427 ;
-  wire [17:0] \$428 ;
-  wire [17:0] \$429 ;
+  wire \$428 ;
+  wire \$429 ;
   wire \$43 ;
   wire \$430 ;
   wire \$431 ;
-  wire [17:0] \$432 ;
-  wire [17:0] \$433 ;
+  wire \$432 ;
+  wire \$433 ;
   wire \$434 ;
   wire \$435 ;
   wire \$436 ;
-  wire [17:0] \$437 ;
-  wire [17:0] \$438 ;
+  wire \$437 ;
+  wire \$438 ;
   wire \$439 ;
-  wire [48:0] \$44 ;
+  wire \$44 ;
   wire \$440 ;
-  wire [17:0] \$441 ;
-  wire [17:0] \$442 ;
+  wire \$441 ;
+  wire \$442 ;
   wire \$443 ;
   wire \$444 ;
   wire \$445 ;
-  wire [17:0] \$446 ;
-  wire [17:0] \$447 ;
+  wire \$446 ;
+  wire \$447 ;
   wire \$448 ;
   wire \$449 ;
   wire \$45 ;
-  wire [17:0] \$450 ;
-  wire [17:0] \$451 ;
+  wire \$450 ;
+  wire \$451 ;
   wire \$452 ;
   wire \$453 ;
   wire \$454 ;
-  wire [17:0] \$455 ;
-  wire [17:0] \$456 ;
+  wire \$455 ;
+  wire \$456 ;
   wire \$457 ;
   wire \$458 ;
-  wire [17:0] \$459 ;
+  wire \$459 ;
   wire \$46 ;
-  wire [17:0] \$460 ;
+  wire \$460 ;
   wire \$461 ;
   wire \$462 ;
   wire \$463 ;
-  wire [17:0] \$464 ;
-  wire [17:0] \$465 ;
-  wire \$466 ;
-  wire \$467 ;
-  wire [17:0] \$468 ;
-  wire [17:0] \$469 ;
+  wire \$464 ;
+  wire \$465 ;
+  wire [48:0] \$466 ;
+  wire [48:0] \$467 ;
+  wire \$468 ;
+  wire \$469 ;
   wire \$47 ;
   wire \$470 ;
   wire \$471 ;
-  wire \$472 ;
+  wire [17:0] \$472 ;
   wire [17:0] \$473 ;
-  wire [17:0] \$474 ;
+  wire \$474 ;
   wire \$475 ;
   wire \$476 ;
   wire [17:0] \$477 ;
@@ -6189,9 +6231,9 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire \$479 ;
   wire \$48 ;
   wire \$480 ;
-  wire \$481 ;
+  wire [17:0] \$481 ;
   wire [17:0] \$482 ;
-  wire [17:0] \$483 ;
+  wire \$483 ;
   wire \$484 ;
   wire \$485 ;
   wire [17:0] \$486 ;
@@ -6199,39 +6241,39 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire \$488 ;
   wire \$489 ;
   wire \$49 ;
-  wire \$490 ;
+  wire [17:0] \$490 ;
   wire [17:0] \$491 ;
-  wire [17:0] \$492 ;
+  wire \$492 ;
   wire \$493 ;
   wire \$494 ;
   wire [17:0] \$495 ;
   wire [17:0] \$496 ;
   wire \$497 ;
   wire \$498 ;
-  wire \$499 ;
+  wire [17:0] \$499 ;
   wire \$5 ;
   wire \$50 ;
   wire [17:0] \$500 ;
-  wire [17:0] \$501 ;
+  wire \$501 ;
   wire \$502 ;
   wire \$503 ;
   wire [17:0] \$504 ;
   wire [17:0] \$505 ;
   wire \$506 ;
   wire \$507 ;
-  wire \$508 ;
+  wire [17:0] \$508 ;
   wire [17:0] \$509 ;
   wire \$51 ;
-  wire [17:0] \$510 ;
+  wire \$510 ;
   wire \$511 ;
   wire \$512 ;
   wire [17:0] \$513 ;
   wire [17:0] \$514 ;
   wire \$515 ;
   wire \$516 ;
-  wire \$517 ;
+  wire [17:0] \$517 ;
   wire [17:0] \$518 ;
-  wire [17:0] \$519 ;
+  wire \$519 ;
   wire \$52 ;
   wire \$520 ;
   wire \$521 ;
@@ -6239,9 +6281,9 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire [17:0] \$523 ;
   wire \$524 ;
   wire \$525 ;
-  wire \$526 ;
+  wire [17:0] \$526 ;
   wire [17:0] \$527 ;
-  wire [17:0] \$528 ;
+  wire \$528 ;
   wire \$529 ;
   wire \$53 ;
   wire \$530 ;
@@ -6249,81 +6291,159 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire [17:0] \$532 ;
   wire \$533 ;
   wire \$534 ;
-  wire \$535 ;
+  wire [17:0] \$535 ;
   wire [17:0] \$536 ;
-  wire [17:0] \$537 ;
+  wire \$537 ;
   wire \$538 ;
   wire \$539 ;
-  wire \$54 ;
+  wire [48:0] \$54 ;
   wire [17:0] \$540 ;
   wire [17:0] \$541 ;
   wire \$542 ;
   wire \$543 ;
-  wire \$544 ;
+  wire [17:0] \$544 ;
   wire [17:0] \$545 ;
-  wire [17:0] \$546 ;
+  wire \$546 ;
   wire \$547 ;
   wire \$548 ;
-  wire [7:0] \$549 ;
+  wire [17:0] \$549 ;
   wire \$55 ;
-  wire \$550 ;
+  wire [17:0] \$550 ;
   wire \$551 ;
-  wire [16:0] \$552 ;
-  wire \$553 ;
-  wire \$554 ;
-  wire [48:0] \$555 ;
+  wire \$552 ;
+  wire [17:0] \$553 ;
+  wire [17:0] \$554 ;
+  wire \$555 ;
   wire \$556 ;
   wire \$557 ;
-  reg \$558 ;
-  reg \$559 ;
+  wire [17:0] \$558 ;
+  wire [17:0] \$559 ;
   wire \$56 ;
-  reg [47:0] \$560 ;
-  reg [203:0] \$561 ;
-  reg [154:0] \$562 ;
-  reg [156:0] \$563 ;
-  reg [5:0] \$564 ;
-  reg [6:0] \$565 ;
-  reg [5:0] \$566 ;
-  reg [5:0] \$567 ;
-  reg [6:0] \$568 ;
-  reg [5:0] \$569 ;
+  wire \$560 ;
+  wire \$561 ;
+  wire [17:0] \$562 ;
+  wire [17:0] \$563 ;
+  wire \$564 ;
+  wire \$565 ;
+  wire \$566 ;
+  wire [17:0] \$567 ;
+  wire [17:0] \$568 ;
+  wire \$569 ;
   wire \$57 ;
-  reg [158:0] \$570 ;
-  reg [178:0] \$571 ;
-  reg \$572 ;
-  reg \$573 ;
-  reg \$574 ;
-  reg \$575 ;
-  reg [16:0] \$576 ;
-  reg [47:0] \$577 ;
-  reg [47:0] \$578 ;
-  reg [1:0] \$579 ;
+  wire \$570 ;
+  wire [17:0] \$571 ;
+  wire [17:0] \$572 ;
+  wire \$573 ;
+  wire \$574 ;
+  wire \$575 ;
+  wire [17:0] \$576 ;
+  wire [17:0] \$577 ;
+  wire \$578 ;
+  wire \$579 ;
   wire \$58 ;
-  reg \$580 ;
-  reg [6:0] \$581 ;
-  reg [6:0] \$582 ;
-  reg [6:0] \$583 ;
-  reg [16:0] \$584 ;
-  reg [7:0] \$585 ;
-  reg [7:0] \$586 ;
-  reg \$587 ;
-  reg \$588 ;
-  reg [15:0] \$589 ;
+  wire [17:0] \$580 ;
+  wire [17:0] \$581 ;
+  wire \$582 ;
+  wire \$583 ;
+  wire \$584 ;
+  wire [17:0] \$585 ;
+  wire [17:0] \$586 ;
+  wire \$587 ;
+  wire \$588 ;
+  wire [17:0] \$589 ;
   wire \$59 ;
-  reg [15:0] \$590 ;
-  reg \$591 ;
-  reg [47:0] \$592 ;
-  reg \$593 ;
-  reg [3:0] \$594 ;
+  wire [17:0] \$590 ;
+  wire \$591 ;
+  wire \$592 ;
+  wire \$593 ;
+  wire [17:0] \$594 ;
+  wire [17:0] \$595 ;
+  wire \$596 ;
+  wire \$597 ;
+  wire [17:0] \$598 ;
+  wire [17:0] \$599 ;
   wire \$6 ;
   wire \$60 ;
+  wire \$600 ;
+  wire \$601 ;
+  wire \$602 ;
+  wire [17:0] \$603 ;
+  wire [17:0] \$604 ;
+  wire \$605 ;
+  wire \$606 ;
+  wire [17:0] \$607 ;
+  wire [17:0] \$608 ;
+  wire \$609 ;
   wire \$61 ;
+  wire \$610 ;
+  wire \$611 ;
+  wire [17:0] \$612 ;
+  wire [17:0] \$613 ;
+  wire \$614 ;
+  wire \$615 ;
+  wire [7:0] \$616 ;
+  wire \$617 ;
+  wire \$618 ;
+  wire [16:0] \$619 ;
   wire \$62 ;
+  wire \$620 ;
+  wire \$621 ;
+  wire \$622 ;
+  wire \$623 ;
+  wire \$624 ;
+  wire \$625 ;
+  wire \$626 ;
+  wire \$627 ;
+  wire \$628 ;
+  wire \$629 ;
   wire \$63 ;
+  wire \$630 ;
+  wire \$631 ;
+  wire [48:0] \$632 ;
+  wire \$633 ;
+  wire \$634 ;
+  reg \$635 ;
+  reg \$636 ;
+  reg [47:0] \$637 ;
+  reg [203:0] \$638 ;
+  reg [154:0] \$639 ;
   wire \$64 ;
+  reg [159:0] \$640 ;
+  reg [5:0] \$641 ;
+  reg [5:0] \$642 ;
+  reg [5:0] \$643 ;
+  reg [5:0] \$644 ;
+  reg [5:0] \$645 ;
+  reg [5:0] \$646 ;
+  reg [163:0] \$647 ;
+  reg [178:0] \$648 ;
+  reg \$649 ;
   wire \$65 ;
+  reg \$650 ;
+  reg \$651 ;
+  reg \$652 ;
+  reg [16:0] \$653 ;
+  reg [47:0] \$654 ;
+  reg [47:0] \$655 ;
+  reg [1:0] \$656 ;
+  reg \$657 ;
+  reg [6:0] \$658 ;
+  reg [6:0] \$659 ;
   wire \$66 ;
+  reg [16:0] \$660 ;
+  reg [7:0] \$661 ;
+  reg [7:0] \$662 ;
+  reg \$663 ;
+  reg \$664 ;
+  reg [15:0] \$665 ;
+  reg [15:0] \$666 ;
+  reg \$667 ;
+  reg \$668 ;
+  reg \$669 ;
   wire \$67 ;
+  reg [47:0] \$670 ;
+  reg \$671 ;
+  reg [3:0] \$672 ;
   wire \$68 ;
   wire \$69 ;
   wire \$7 ;
@@ -6337,7 +6457,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire \$77 ;
   wire \$78 ;
   wire \$79 ;
-  wire [7:0] \$8 ;
+  wire [5:0] \$8 ;
   wire \$80 ;
   wire \$81 ;
   wire \$82 ;
@@ -6348,7 +6468,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire \$87 ;
   wire \$88 ;
   wire \$89 ;
-  wire [7:0] \$9 ;
+  wire [5:0] \$9 ;
   wire \$90 ;
   wire \$91 ;
   wire \$92 ;
@@ -6360,11 +6480,11 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire \$98 ;
   wire \$99 ;
   reg [7:0] \$like  = 8'h00;
-  reg [7:0] \$like$21  = 8'h00;
+  reg [7:0] \$like$29  = 8'h00;
   reg \$signal  = 1'h0;
-  reg [16:0] \$signal$22  = 17'h00000;
-  reg [6:0] \$signal$83  = 7'h00;
-  reg [15:0] \$signal$84  = 16'h0000;
+  reg [16:0] \$signal$30  = 17'h00000;
+  reg [6:0] \$signal$87  = 7'h00;
+  reg [15:0] \$signal$88  = 16'h0000;
   output [47:0] busy_cycles;
   reg [47:0] busy_cycles = 48'h000000000000;
   (* enum_base_type = "NicError" *)
@@ -6392,8 +6512,8 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   (* enum_value_1000 = "OVERFLOW" *)
   (* enum_value_1001 = "CREDIT_OVERFLOW" *)
   (* enum_value_1010 = "BAD_COMMAND" *)
-  reg [3:0] \cause$29 ;
-  reg [156:0] checked = 157'h0000000000000000000000000000000000000000;
+  reg [3:0] \cause$39 ;
+  reg [159:0] checked = 160'h0000000000000000000000000000000000000000;
   wire [6:0] \checked.beats ;
   (* enum_base_type = "NicError" *)
   (* enum_value_0000 = "NONE" *)
@@ -6408,10 +6528,13 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   (* enum_value_1001 = "CREDIT_OVERFLOW" *)
   (* enum_value_1010 = "BAD_COMMAND" *)
   wire [3:0] \checked.cause ;
+  wire \checked.credit_ch0 ;
+  wire \checked.credit_ch1 ;
   wire [127:0] \checked.data ;
+  wire \checked.data_ch0 ;
+  wire \checked.data_ch1 ;
   wire \checked.is_data ;
   wire \checked.last ;
-  wire \checked.none ;
   wire [5:0] \checked.room ;
   wire [6:0] \checked.room_ahead ;
   wire \checked.same_ch_ahead ;
@@ -6419,22 +6542,23 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   input clk;
   wire clk;
   reg commit;
-  reg \commit$43 ;
-  reg \commit$46 ;
+  wire \commit$51 ;
+  wire \commit$55 ;
   reg commit_q = 1'h0;
   output [3:0] credit_channel;
   wire [3:0] credit_channel;
   output [5:0] credit_count;
   wire [5:0] credit_count;
+  output credit_now;
   wire credit_now;
-  output credit_valid;
-  reg credit_valid;
+  wire credit_valid;
   reg credited = 1'h0;
   input [5:0] credits__0;
   wire [5:0] credits__0;
   input [5:0] credits__1;
   wire [5:0] credits__1;
-  reg cur = 1'h0;
+  (* init = 1'h0 *)
+  wire cur;
   reg [154:0] decoded = 155'h000000000000000000000000000000000000000;
   wire [6:0] \decoded.beats ;
   wire \decoded.channel_bad ;
@@ -6499,7 +6623,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   output [47:0] errors;
   reg [47:0] errors = 48'h000000000000;
   wire freed;
-  wire \freed$63 ;
+  wire \freed$67 ;
   output freed__0;
   reg freed__0 = 1'h0;
   output freed__1;
@@ -6519,9 +6643,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire [5:0] \in.room ;
   wire \in.type_bad ;
   wire \in.valid ;
-  reg [158:0] judged = 159'h0000000000000000000000000000000000000000;
-  wire \judged.alt_credit ;
-  wire \judged.alt_rollback ;
+  reg [163:0] judged = 164'h00000000000000000000000000000000000000000;
   wire [6:0] \judged.beats ;
   wire [6:0] \judged.beats_m1 ;
   (* enum_base_type = "NicError" *)
@@ -6537,11 +6659,18 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   (* enum_value_1001 = "CREDIT_OVERFLOW" *)
   (* enum_value_1010 = "BAD_COMMAND" *)
   wire [3:0] \judged.cause ;
+  wire \judged.credit ;
+  wire \judged.credit_credited ;
   wire [127:0] \judged.data ;
   wire \judged.is_data ;
   wire \judged.last ;
   wire \judged.ok ;
-  wire \judged.ok_alt ;
+  wire \judged.ok_credited ;
+  wire \judged.ok_rolled ;
+  wire \judged.reserve0 ;
+  wire \judged.reserve0_rolled ;
+  wire \judged.reserve1 ;
+  wire \judged.reserve1_rolled ;
   wire [5:0] \judged.room ;
   wire \judged.valid ;
   reg [16:0] length_q = 17'h00000;
@@ -6581,8 +6710,6 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   reg [47:0] payload_bytes = 48'h000000000000;
   (* init = 7'h00 *)
   wire [6:0] pkt_beats;
-  (* init = 7'h00 *)
-  wire [6:0] pkt_beats_p1;
   reg pkt_is_last = 1'h0;
   reg [15:0] pkt_keep = 16'hffff;
   wire [178:0] r__payload;
@@ -6607,39 +6734,43 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire \r__ready$8 ;
   wire r__valid;
   wire \r__valid$11 ;
+  reg receiving0 = 1'h0;
+  reg receiving1 = 1'h0;
   reg rollback;
-  reg \rollback$44 ;
-  reg \rollback$47 ;
+  wire \rollback$52 ;
+  wire \rollback$56 ;
   reg rolled_back = 1'h0;
   input rst;
   wire rst;
   reg [1:0] rx_fsm_state = 2'h0;
+  wire rx_in_header;
   reg [5:0] space0_committed = 6'h20;
-  reg [6:0] space0_kept = 7'h00;
+  reg [5:0] space0_kept = 6'h00;
+  wire space0_release;
+  wire space0_reserve;
+  reg [5:0] space0_step;
   reg [5:0] space0_total = 6'h20;
   reg [5:0] space1_committed = 6'h20;
-  reg [6:0] space1_kept = 7'h00;
+  reg [5:0] space1_kept = 6'h00;
+  wire space1_release;
+  wire space1_reserve;
+  reg [5:0] space1_step;
   reg [5:0] space1_total = 6'h20;
   reg [6:0] space_beats = 7'h00;
-  reg [6:0] space_beats_p1 = 7'h00;
-  (* init = 1'h0 *)
-  wire space_channel;
+  reg space_channel = 1'h0;
   wire space_commit;
-  wire space_release;
-  reg space_reserve;
   wire [6:0] space_reserve_beats;
   wire [6:0] space_reserve_beats_m1;
-  wire [3:0] space_reserve_channel;
   reg [178:0] w_data = 179'h000000000000000000000000000000000000000000000;
   (* init = 179'h000000000000000000000000000000000000000000000 *)
-  wire [178:0] \w_data$25 ;
-  wire [127:0] \w_data$25.data ;
-  wire \w_data$25.first ;
-  wire [15:0] \w_data$25.keep ;
-  wire \w_data$25.last ;
-  wire [16:0] \w_data$25.length ;
-  wire [7:0] \w_data$25.src ;
-  wire [7:0] \w_data$25.tag ;
+  wire [178:0] \w_data$33 ;
+  wire [127:0] \w_data$33.data ;
+  wire \w_data$33.first ;
+  wire [15:0] \w_data$33.keep ;
+  wire \w_data$33.last ;
+  wire [16:0] \w_data$33.length ;
+  wire [7:0] \w_data$33.src ;
+  wire [7:0] \w_data$33.tag ;
   wire [127:0] \w_data.data ;
   wire \w_data.first ;
   wire [15:0] \w_data.keep ;
@@ -6647,203 +6778,361 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire [16:0] \w_data.length ;
   wire [7:0] \w_data.src ;
   wire [7:0] \w_data.tag ;
-  reg w_en;
-  reg \w_en$45 ;
-  assign \$405  = judged[49:33] - 1'h1;
-  assign \$407  = $signed(\$406 ) >= $signed(1'h0);
-  assign \$408  = judged[136:130] == 1'h1;
-  assign \$409  = ~ \$408 ;
-  assign \$410  = judged[49:33] - 1'h1;
-  assign \$412  = $signed(\$411 ) >= $signed(1'h0);
-  assign \$413  = \$409  | \$412 ;
-  assign \$414  = judged[49:33] - 1'h1;
-  assign \$416  = $signed(\$415 ) >= $signed(2'h1);
-  assign \$417  = judged[136:130] == 1'h1;
-  assign \$418  = ~ \$417 ;
-  assign \$419  = judged[49:33] - 1'h1;
-  assign \$421  = $signed(\$420 ) >= $signed(2'h1);
-  assign \$422  = \$418  | \$421 ;
-  assign \$423  = judged[49:33] - 1'h1;
-  assign \$425  = $signed(\$424 ) >= $signed(3'h2);
-  assign \$426  = judged[136:130] == 1'h1;
-  assign \$427  = ~ \$426 ;
-  assign \$428  = judged[49:33] - 1'h1;
-  assign \$430  = $signed(\$429 ) >= $signed(3'h2);
-  assign \$431  = \$427  | \$430 ;
-  assign \$432  = judged[49:33] - 1'h1;
-  assign \$434  = $signed(\$433 ) >= $signed(3'h3);
-  assign \$435  = judged[136:130] == 1'h1;
-  assign \$436  = ~ \$435 ;
-  assign \$437  = judged[49:33] - 1'h1;
-  assign \$439  = $signed(\$438 ) >= $signed(3'h3);
-  assign \$440  = \$436  | \$439 ;
-  assign \$441  = judged[49:33] - 1'h1;
-  assign \$443  = $signed(\$442 ) >= $signed(4'h4);
-  assign \$444  = judged[136:130] == 1'h1;
-  assign \$445  = ~ \$444 ;
-  assign \$446  = judged[49:33] - 1'h1;
-  assign \$448  = $signed(\$447 ) >= $signed(4'h4);
-  assign \$449  = \$445  | \$448 ;
-  assign \$450  = judged[49:33] - 1'h1;
-  assign \$452  = $signed(\$451 ) >= $signed(4'h5);
-  assign \$453  = judged[136:130] == 1'h1;
-  assign \$454  = ~ \$453 ;
-  assign \$455  = judged[49:33] - 1'h1;
-  assign \$457  = $signed(\$456 ) >= $signed(4'h5);
-  assign \$458  = \$454  | \$457 ;
-  assign \$459  = judged[49:33] - 1'h1;
-  assign \$461  = $signed(\$460 ) >= $signed(4'h6);
-  assign \$462  = judged[136:130] == 1'h1;
-  assign \$463  = ~ \$462 ;
-  assign \$464  = judged[49:33] - 1'h1;
-  assign \$466  = $signed(\$465 ) >= $signed(4'h6);
-  assign \$467  = \$463  | \$466 ;
-  assign \$468  = judged[49:33] - 1'h1;
-  assign \$470  = $signed(\$469 ) >= $signed(4'h7);
+  wire w_en;
+  wire \w_en$53 ;
+  assign \$317  = \$316  ^ in[168];
+  assign \$318  = \$317  ^ in[169];
+  assign \$319  = \$318  ^ in[170];
+  assign \$320  = \$319  ^ in[171];
+  assign \$322  = \$321  ^ in[173];
+  assign \$323  = \$322  ^ in[174];
+  assign \$324  = \$323  ^ in[175];
+  assign \$325  = \$324  ^ in[176];
+  assign \$326  = \$325  ^ in[177];
+  assign \$327  = \$326  ^ in[178];
+  assign \$329  = \$328  ^ in[180];
+  assign \$330  = \$329  ^ in[181];
+  assign \$331  = \$330  ^ in[182];
+  assign \$332  = \$331  ^ in[183];
+  assign \$333  = \$332  ^ in[184];
+  assign \$334  = \$333  ^ in[185];
+  assign \$336  = \$335  ^ in[187];
+  assign \$337  = \$336  ^ in[188];
+  assign \$338  = \$337  ^ in[189];
+  assign \$339  = \$338  ^ in[190];
+  assign \$340  = \$339  ^ in[191];
+  assign \$341  = \$340  ^ in[192];
+  assign \$343  = \$342  ^ in[194];
+  assign \$344  = \$343  ^ in[195];
+  assign \$345  = \$344  ^ in[196];
+  assign \$346  = \$345  ^ in[197];
+  assign \$347  = \$346  ^ in[198];
+  assign \$348  = \$347  ^ in[199];
+  assign \$349  = decoded[142:137] - checked[38:33];
+  assign \$350  = decoded[20:17] == checked[20:17];
+  assign \$351  = ! decoded[8:7];
+  assign \$352  = ! cause;
+  assign \$353  = decoded[0] & \$352 ;
+  assign \$354  = ! decoded[17];
+  assign \$355  = \$353  & \$354 ;
+  assign \$356  = ! decoded[8:7];
+  assign \$357  = \$355  & \$356 ;
+  assign \$358  = ! cause;
+  assign \$359  = decoded[0] & \$358 ;
+  assign \$360  = ! decoded[17];
+  assign \$361  = \$359  & \$360 ;
+  assign \$362  = ! decoded[8:7];
+  assign \$363  = ~ \$362 ;
+  assign \$364  = \$361  & \$363 ;
+  assign \$365  = ! cause;
+  assign \$366  = decoded[0] & \$365 ;
+  assign \$368  = \$366  & \$367 ;
+  assign \$369  = ! decoded[8:7];
+  assign \$370  = \$368  & \$369 ;
+  assign \$371  = ! cause;
+  assign \$372  = decoded[0] & \$371 ;
+  assign \$374  = \$372  & \$373 ;
+  assign \$375  = ! decoded[8:7];
+  assign \$376  = ~ \$375 ;
+  assign \$377  = \$374  & \$376 ;
+  assign \$378  = space0_total + space0_step;
+  assign \$379  = \$378  + freed__0;
+  assign \$380  = ! space_channel;
+  assign \$381  = commit & \$380 ;
+  assign \$382  = - space_beats;
+  assign \$383  = \$381  ? \$382  : 8'h00;
+  assign \$384  = space0_committed + space0_kept;
+  assign \$385  = \$384  + freed__0;
+  assign \$386  = space1_total + space1_step;
+  assign \$387  = \$386  + freed__1;
+  assign \$389  = commit & \$388 ;
+  assign \$390  = - space_beats;
+  assign \$391  = \$389  ? \$390  : 8'h00;
+  assign \$392  = space1_committed + space1_kept;
+  assign \$393  = \$392  + freed__1;
+  assign \$394  = checked[136:130] - 1'h1;
+  assign \$395  = checked[136:130] <= space0_total;
+  assign \$396  = checked[156] & \$395 ;
+  assign \$397  = checked[136:130] <= space1_total;
+  assign \$398  = checked[157] & \$397 ;
+  assign \$399  = | { \$398 , \$396  };
+  assign \$400  = credits__0 <= checked[142:137];
+  assign \$401  = checked[158] & \$400 ;
+  assign \$402  = credits__1 <= checked[142:137];
+  assign \$403  = checked[159] & \$402 ;
+  assign \$404  = | { \$403 , \$401  };
+  assign \$405  = \$399  | \$404 ;
+  assign \$406  = ! space_channel;
+  assign \$407  = checked[136:130] <= space0_committed;
+  assign \$408  = checked[136:130] <= space0_total;
+  assign \$409  = space_channel ? \$408  : \$407 ;
+  assign \$410  = checked[156] & \$409 ;
+  assign \$412  = checked[136:130] <= space1_committed;
+  assign \$413  = checked[136:130] <= space1_total;
+  assign \$414  = \$411  ? \$412  : \$413 ;
+  assign \$415  = checked[157] & \$414 ;
+  assign \$416  = | { \$415 , \$410  };
+  assign \$417  = credits__0 <= checked[142:137];
+  assign \$418  = checked[158] & \$417 ;
+  assign \$419  = credits__1 <= checked[142:137];
+  assign \$420  = checked[159] & \$419 ;
+  assign \$421  = | { \$420 , \$418  };
+  assign \$422  = \$416  | \$421 ;
+  assign \$423  = checked[136:130] <= space0_total;
+  assign \$424  = checked[156] & \$423 ;
+  assign \$425  = checked[136:130] <= space1_total;
+  assign \$426  = checked[157] & \$425 ;
+  assign \$427  = | { \$426 , \$424  };
+  assign \$428  = $signed({ 1'h0, credits__0 }) <= $signed(checked[153:147]);
+  assign \$429  = credits__0 <= checked[142:137];
+  assign \$430  = checked[154] ? \$428  : \$429 ;
+  assign \$431  = checked[158] & \$430 ;
+  assign \$432  = $signed({ 1'h0, credits__1 }) <= $signed(checked[153:147]);
+  assign \$433  = credits__1 <= checked[142:137];
+  assign \$434  = checked[154] ? \$432  : \$433 ;
+  assign \$435  = checked[159] & \$434 ;
+  assign \$436  = | { \$435 , \$431  };
+  assign \$437  = \$427  | \$436 ;
+  assign \$438  = credits__0 <= checked[142:137];
+  assign \$439  = checked[158] & \$438 ;
+  assign \$440  = credits__1 <= checked[142:137];
+  assign \$441  = checked[159] & \$440 ;
+  assign \$442  = | { \$441 , \$439  };
+  assign \$443  = $signed({ 1'h0, credits__0 }) <= $signed(checked[153:147]);
+  assign \$444  = credits__0 <= checked[142:137];
+  assign \$445  = checked[154] ? \$443  : \$444 ;
+  assign \$446  = checked[158] & \$445 ;
+  assign \$447  = $signed({ 1'h0, credits__1 }) <= $signed(checked[153:147]);
+  assign \$448  = credits__1 <= checked[142:137];
+  assign \$449  = checked[154] ? \$447  : \$448 ;
+  assign \$450  = checked[159] & \$449 ;
+  assign \$451  = | { \$450 , \$446  };
+  assign \$452  = checked[136:130] <= space0_total;
+  assign \$453  = checked[156] & \$452 ;
+  assign \$454  = ! space_channel;
+  assign \$455  = checked[136:130] <= space0_committed;
+  assign \$456  = checked[136:130] <= space0_total;
+  assign \$457  = space_channel ? \$456  : \$455 ;
+  assign \$458  = checked[156] & \$457 ;
+  assign \$459  = checked[136:130] <= space1_total;
+  assign \$460  = checked[157] & \$459 ;
+  assign \$462  = checked[136:130] <= space1_committed;
+  assign \$463  = checked[136:130] <= space1_total;
+  assign \$464  = \$461  ? \$462  : \$463 ;
+  assign \$465  = checked[157] & \$464 ;
+  assign \$466  = payload_bytes + length_q;
+  assign \$467  = header_bytes + 5'h10;
+  assign \$468  = ~ ok;
+  assign \$469  = ~ judged[147];
+  assign \$470  = ~ judged[129];
   assign \$471  = judged[136:130] == 1'h1;
-  assign \$472  = ~ \$471 ;
-  assign \$473  = judged[49:33] - 1'h1;
-  assign \$475  = $signed(\$474 ) >= $signed(4'h7);
-  assign \$476  = \$472  | \$475 ;
+  assign \$472  = judged[49:33] - 1'h1;
+  assign \$474  = $signed(\$473 ) >= $signed(1'h0);
+  assign \$475  = judged[136:130] == 1'h1;
+  assign \$476  = ~ \$475 ;
   assign \$477  = judged[49:33] - 1'h1;
-  assign \$479  = $signed(\$478 ) >= $signed(5'h08);
-  assign \$480  = judged[136:130] == 1'h1;
-  assign \$481  = ~ \$480 ;
-  assign \$482  = judged[49:33] - 1'h1;
-  assign \$484  = $signed(\$483 ) >= $signed(5'h08);
-  assign \$485  = \$481  | \$484 ;
+  assign \$479  = $signed(\$478 ) >= $signed(1'h0);
+  assign \$480  = \$476  | \$479 ;
+  assign \$481  = judged[49:33] - 1'h1;
+  assign \$483  = $signed(\$482 ) >= $signed(2'h1);
+  assign \$484  = judged[136:130] == 1'h1;
+  assign \$485  = ~ \$484 ;
   assign \$486  = judged[49:33] - 1'h1;
-  assign \$488  = $signed(\$487 ) >= $signed(5'h09);
-  assign \$489  = judged[136:130] == 1'h1;
-  assign \$490  = ~ \$489 ;
-  assign \$491  = judged[49:33] - 1'h1;
-  assign \$493  = $signed(\$492 ) >= $signed(5'h09);
-  assign \$494  = \$490  | \$493 ;
+  assign \$488  = $signed(\$487 ) >= $signed(2'h1);
+  assign \$489  = \$485  | \$488 ;
+  assign \$490  = judged[49:33] - 1'h1;
+  assign \$492  = $signed(\$491 ) >= $signed(3'h2);
+  assign \$493  = judged[136:130] == 1'h1;
+  assign \$494  = ~ \$493 ;
   assign \$495  = judged[49:33] - 1'h1;
-  assign \$497  = $signed(\$496 ) >= $signed(5'h0a);
-  assign \$498  = judged[136:130] == 1'h1;
-  assign \$499  = ~ \$498 ;
-  assign \$500  = judged[49:33] - 1'h1;
-  assign \$502  = $signed(\$501 ) >= $signed(5'h0a);
-  assign \$503  = \$499  | \$502 ;
+  assign \$497  = $signed(\$496 ) >= $signed(3'h2);
+  assign \$498  = \$494  | \$497 ;
+  assign \$499  = judged[49:33] - 1'h1;
+  assign \$501  = $signed(\$500 ) >= $signed(3'h3);
+  assign \$502  = judged[136:130] == 1'h1;
+  assign \$503  = ~ \$502 ;
   assign \$504  = judged[49:33] - 1'h1;
-  assign \$506  = $signed(\$505 ) >= $signed(5'h0b);
-  assign \$507  = judged[136:130] == 1'h1;
-  assign \$508  = ~ \$507 ;
-  assign \$509  = judged[49:33] - 1'h1;
-  assign \$511  = $signed(\$510 ) >= $signed(5'h0b);
-  assign \$512  = \$508  | \$511 ;
+  assign \$506  = $signed(\$505 ) >= $signed(3'h3);
+  assign \$507  = \$503  | \$506 ;
+  assign \$508  = judged[49:33] - 1'h1;
+  assign \$510  = $signed(\$509 ) >= $signed(4'h4);
+  assign \$511  = judged[136:130] == 1'h1;
+  assign \$512  = ~ \$511 ;
   assign \$513  = judged[49:33] - 1'h1;
-  assign \$515  = $signed(\$514 ) >= $signed(5'h0c);
-  assign \$516  = judged[136:130] == 1'h1;
-  assign \$517  = ~ \$516 ;
-  assign \$518  = judged[49:33] - 1'h1;
-  assign \$520  = $signed(\$519 ) >= $signed(5'h0c);
-  assign \$521  = \$517  | \$520 ;
+  assign \$515  = $signed(\$514 ) >= $signed(4'h4);
+  assign \$516  = \$512  | \$515 ;
+  assign \$517  = judged[49:33] - 1'h1;
+  assign \$519  = $signed(\$518 ) >= $signed(4'h5);
+  assign \$520  = judged[136:130] == 1'h1;
+  assign \$521  = ~ \$520 ;
   assign \$522  = judged[49:33] - 1'h1;
-  assign \$524  = $signed(\$523 ) >= $signed(5'h0d);
-  assign \$525  = judged[136:130] == 1'h1;
-  assign \$526  = ~ \$525 ;
-  assign \$527  = judged[49:33] - 1'h1;
-  assign \$529  = $signed(\$528 ) >= $signed(5'h0d);
-  assign \$530  = \$526  | \$529 ;
+  assign \$524  = $signed(\$523 ) >= $signed(4'h5);
+  assign \$525  = \$521  | \$524 ;
+  assign \$526  = judged[49:33] - 1'h1;
+  assign \$528  = $signed(\$527 ) >= $signed(4'h6);
+  assign \$529  = judged[136:130] == 1'h1;
+  assign \$530  = ~ \$529 ;
   assign \$531  = judged[49:33] - 1'h1;
-  assign \$533  = $signed(\$532 ) >= $signed(5'h0e);
-  assign \$534  = judged[136:130] == 1'h1;
-  assign \$535  = ~ \$534 ;
-  assign \$536  = judged[49:33] - 1'h1;
-  assign \$538  = $signed(\$537 ) >= $signed(5'h0e);
-  assign \$539  = \$535  | \$538 ;
+  assign \$533  = $signed(\$532 ) >= $signed(4'h6);
+  assign \$534  = \$530  | \$533 ;
+  assign \$535  = judged[49:33] - 1'h1;
+  assign \$537  = $signed(\$536 ) >= $signed(4'h7);
+  assign \$538  = judged[136:130] == 1'h1;
+  assign \$539  = ~ \$538 ;
   assign \$540  = judged[49:33] - 1'h1;
-  assign \$542  = $signed(\$541 ) >= $signed(5'h0f);
-  assign \$543  = judged[136:130] == 1'h1;
-  assign \$544  = ~ \$543 ;
-  assign \$545  = judged[49:33] - 1'h1;
-  assign \$547  = $signed(\$546 ) >= $signed(5'h0f);
-  assign \$548  = \$544  | \$547 ;
-  assign \$549  = \$signal$83  - 1'h1;
-  assign \$550  = \$signal$83  == 2'h2;
-  assign \$551  = \$signal$83  == 2'h2;
-  assign \$552  = \$551  ? { 1'h0, \$signal$84  } : 17'h1ffff;
-  assign \$553  = pkt_is_last & judged[129];
-  assign \$554  = judged[0] & judged[129];
-  assign \$555  = errors + 1'h1;
-  assign \$556  = ~ error;
-  assign \$557  = error_now & \$556 ;
+  assign \$542  = $signed(\$541 ) >= $signed(4'h7);
+  assign \$543  = \$539  | \$542 ;
+  assign \$544  = judged[49:33] - 1'h1;
+  assign \$546  = $signed(\$545 ) >= $signed(5'h08);
+  assign \$547  = judged[136:130] == 1'h1;
+  assign \$548  = ~ \$547 ;
+  assign \$549  = judged[49:33] - 1'h1;
+  assign \$551  = $signed(\$550 ) >= $signed(5'h08);
+  assign \$552  = \$548  | \$551 ;
+  assign \$553  = judged[49:33] - 1'h1;
+  assign \$555  = $signed(\$554 ) >= $signed(5'h09);
+  assign \$556  = judged[136:130] == 1'h1;
+  assign \$557  = ~ \$556 ;
+  assign \$558  = judged[49:33] - 1'h1;
+  assign \$560  = $signed(\$559 ) >= $signed(5'h09);
+  assign \$561  = \$557  | \$560 ;
+  assign \$562  = judged[49:33] - 1'h1;
+  assign \$564  = $signed(\$563 ) >= $signed(5'h0a);
+  assign \$565  = judged[136:130] == 1'h1;
+  assign \$566  = ~ \$565 ;
+  assign \$567  = judged[49:33] - 1'h1;
+  assign \$569  = $signed(\$568 ) >= $signed(5'h0a);
+  assign \$570  = \$566  | \$569 ;
+  assign \$571  = judged[49:33] - 1'h1;
+  assign \$573  = $signed(\$572 ) >= $signed(5'h0b);
+  assign \$574  = judged[136:130] == 1'h1;
+  assign \$575  = ~ \$574 ;
+  assign \$576  = judged[49:33] - 1'h1;
+  assign \$578  = $signed(\$577 ) >= $signed(5'h0b);
+  assign \$579  = \$575  | \$578 ;
+  assign \$580  = judged[49:33] - 1'h1;
+  assign \$582  = $signed(\$581 ) >= $signed(5'h0c);
+  assign \$583  = judged[136:130] == 1'h1;
+  assign \$584  = ~ \$583 ;
+  assign \$585  = judged[49:33] - 1'h1;
+  assign \$587  = $signed(\$586 ) >= $signed(5'h0c);
+  assign \$588  = \$584  | \$587 ;
+  assign \$589  = judged[49:33] - 1'h1;
+  assign \$591  = $signed(\$590 ) >= $signed(5'h0d);
+  assign \$592  = judged[136:130] == 1'h1;
+  assign \$593  = ~ \$592 ;
+  assign \$594  = judged[49:33] - 1'h1;
+  assign \$596  = $signed(\$595 ) >= $signed(5'h0d);
+  assign \$597  = \$593  | \$596 ;
+  assign \$598  = judged[49:33] - 1'h1;
+  assign \$600  = $signed(\$599 ) >= $signed(5'h0e);
+  assign \$601  = judged[136:130] == 1'h1;
+  assign \$602  = ~ \$601 ;
+  assign \$603  = judged[49:33] - 1'h1;
+  assign \$605  = $signed(\$604 ) >= $signed(5'h0e);
+  assign \$606  = \$602  | \$605 ;
+  assign \$607  = judged[49:33] - 1'h1;
+  assign \$609  = $signed(\$608 ) >= $signed(5'h0f);
+  assign \$610  = judged[136:130] == 1'h1;
+  assign \$611  = ~ \$610 ;
+  assign \$612  = judged[49:33] - 1'h1;
+  assign \$614  = $signed(\$613 ) >= $signed(5'h0f);
+  assign \$615  = \$611  | \$614 ;
+  assign \$616  = \$signal$87  - 1'h1;
+  assign \$617  = \$signal$87  == 2'h2;
+  assign \$618  = \$signal$87  == 2'h2;
+  assign \$619  = \$618  ? { 1'h0, \$signal$88  } : 17'h1ffff;
+  assign \$620  = pkt_is_last & judged[129];
+  assign \$621  = judged[0] & judged[129];
+  assign \$622  = judged[129] | pkt_is_last;
+  assign \$623  = judged[0] & \$622 ;
+  assign \$624  = ~ \$623 ;
+  assign \$625  = receiving0 & \$624 ;
+  assign \$626  = space0_reserve | \$625 ;
+  assign \$627  = judged[129] | pkt_is_last;
+  assign \$628  = judged[0] & \$627 ;
+  assign \$629  = ~ \$628 ;
+  assign \$630  = receiving1 & \$629 ;
+  assign \$631  = space1_reserve | \$630 ;
+  assign \$632  = errors + 1'h1;
+  assign \$633  = ~ error;
+  assign \$634  = error_now & \$633 ;
   always @(posedge clk)
-    freed__0 <= \$558 ;
+    freed__0 <= \$635 ;
   always @(posedge clk)
-    freed__1 <= \$559 ;
+    freed__1 <= \$636 ;
   always @(posedge clk)
-    busy_cycles <= \$560 ;
+    busy_cycles <= \$637 ;
   always @(posedge clk)
-    in <= \$561 ;
+    in <= \$638 ;
   always @(posedge clk)
-    decoded <= \$562 ;
+    decoded <= \$639 ;
   always @(posedge clk)
-    checked <= \$563 ;
+    checked <= \$640 ;
   always @(posedge clk)
-    space0_total <= \$564 ;
+    space0_total <= \$641 ;
   always @(posedge clk)
-    space0_kept <= \$565 ;
+    space0_kept <= \$642 ;
   always @(posedge clk)
-    space0_committed <= \$566 ;
+    space0_committed <= \$643 ;
   always @(posedge clk)
-    space1_total <= \$567 ;
+    space1_total <= \$644 ;
   always @(posedge clk)
-    space1_kept <= \$568 ;
+    space1_kept <= \$645 ;
   always @(posedge clk)
-    space1_committed <= \$569 ;
+    space1_committed <= \$646 ;
   always @(posedge clk)
-    judged <= \$570 ;
+    judged <= \$647 ;
   always @(posedge clk)
-    w_data <= \$571 ;
+    w_data <= \$648 ;
   always @(posedge clk)
-    rolled_back <= \$572 ;
+    rolled_back <= \$649 ;
   always @(posedge clk)
-    credited <= \$573 ;
+    credited <= \$650 ;
   always @(posedge clk)
-    header_q <= \$574 ;
+    header_q <= \$651 ;
   always @(posedge clk)
-    commit_q <= \$575 ;
+    commit_q <= \$652 ;
   always @(posedge clk)
-    length_q <= \$576 ;
+    length_q <= \$653 ;
   always @(posedge clk)
-    payload_bytes <= \$577 ;
+    payload_bytes <= \$654 ;
   always @(posedge clk)
-    header_bytes <= \$578 ;
+    header_bytes <= \$655 ;
   always @(posedge clk)
-    rx_fsm_state <= \$579 ;
+    rx_fsm_state <= \$656 ;
   always @(posedge clk)
-    cur <= \$580 ;
+    space_channel <= \$657 ;
   always @(posedge clk)
-    \$signal$83  <= \$581 ;
+    \$signal$87  <= \$658 ;
   always @(posedge clk)
-    space_beats <= \$582 ;
+    space_beats <= \$659 ;
   always @(posedge clk)
-    space_beats_p1 <= \$583 ;
+    \$signal$30  <= \$660 ;
   always @(posedge clk)
-    \$signal$22  <= \$584 ;
+    \$like$29  <= \$661 ;
   always @(posedge clk)
-    \$like$21  <= \$585 ;
+    \$like  <= \$662 ;
   always @(posedge clk)
-    \$like  <= \$586 ;
+    \$signal  <= \$663 ;
   always @(posedge clk)
-    \$signal  <= \$587 ;
+    pkt_is_last <= \$664 ;
   always @(posedge clk)
-    pkt_is_last <= \$588 ;
+    \$signal$88  <= \$665 ;
   always @(posedge clk)
-    \$signal$84  <= \$589 ;
+    pkt_keep <= \$666 ;
   always @(posedge clk)
-    pkt_keep <= \$590 ;
+    receiving0 <= \$667 ;
   always @(posedge clk)
-    error_q <= \$591 ;
+    receiving1 <= \$668 ;
   always @(posedge clk)
-    errors <= \$592 ;
+    error_q <= \$669 ;
   always @(posedge clk)
-    error <= \$593 ;
+    errors <= \$670 ;
   always @(posedge clk)
-    error_cause <= \$594 ;
+    error <= \$671 ;
+  always @(posedge clk)
+    error_cause <= \$672 ;
   assign \$1  = decoded[150:143] != decoded[64:57];
   assign \$2  = ! decoded[8:7];
   assign \$3  = \$2  & decoded[129];
@@ -6851,354 +7140,287 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   assign \$5  = ~ \$4 ;
   assign \$6  = ~ decoded[129];
   assign \$7  = \$5  & \$6 ;
-  assign \$8  = judged[8:1] & { pkt_keep[0], pkt_keep[0], pkt_keep[0], pkt_keep[0], pkt_keep[0], pkt_keep[0], pkt_keep[0], pkt_keep[0] };
-  assign \$9  = judged[16:9] & { pkt_keep[1], pkt_keep[1], pkt_keep[1], pkt_keep[1], pkt_keep[1], pkt_keep[1], pkt_keep[1], pkt_keep[1] };
-  assign \$10  = judged[24:17] & { pkt_keep[2], pkt_keep[2], pkt_keep[2], pkt_keep[2], pkt_keep[2], pkt_keep[2], pkt_keep[2], pkt_keep[2] };
-  assign \$11  = judged[32:25] & { pkt_keep[3], pkt_keep[3], pkt_keep[3], pkt_keep[3], pkt_keep[3], pkt_keep[3], pkt_keep[3], pkt_keep[3] };
-  assign \$12  = judged[40:33] & { pkt_keep[4], pkt_keep[4], pkt_keep[4], pkt_keep[4], pkt_keep[4], pkt_keep[4], pkt_keep[4], pkt_keep[4] };
-  assign \$13  = judged[48:41] & { pkt_keep[5], pkt_keep[5], pkt_keep[5], pkt_keep[5], pkt_keep[5], pkt_keep[5], pkt_keep[5], pkt_keep[5] };
-  assign \$14  = judged[56:49] & { pkt_keep[6], pkt_keep[6], pkt_keep[6], pkt_keep[6], pkt_keep[6], pkt_keep[6], pkt_keep[6], pkt_keep[6] };
-  assign \$15  = judged[64:57] & { pkt_keep[7], pkt_keep[7], pkt_keep[7], pkt_keep[7], pkt_keep[7], pkt_keep[7], pkt_keep[7], pkt_keep[7] };
-  assign \$16  = judged[72:65] & { pkt_keep[8], pkt_keep[8], pkt_keep[8], pkt_keep[8], pkt_keep[8], pkt_keep[8], pkt_keep[8], pkt_keep[8] };
-  assign \$17  = judged[80:73] & { pkt_keep[9], pkt_keep[9], pkt_keep[9], pkt_keep[9], pkt_keep[9], pkt_keep[9], pkt_keep[9], pkt_keep[9] };
-  assign \$18  = judged[88:81] & { pkt_keep[10], pkt_keep[10], pkt_keep[10], pkt_keep[10], pkt_keep[10], pkt_keep[10], pkt_keep[10], pkt_keep[10] };
-  assign \$19  = judged[96:89] & { pkt_keep[11], pkt_keep[11], pkt_keep[11], pkt_keep[11], pkt_keep[11], pkt_keep[11], pkt_keep[11], pkt_keep[11] };
-  assign \$20  = judged[104:97] & { pkt_keep[12], pkt_keep[12], pkt_keep[12], pkt_keep[12], pkt_keep[12], pkt_keep[12], pkt_keep[12], pkt_keep[12] };
-  assign \$21  = judged[112:105] & { pkt_keep[13], pkt_keep[13], pkt_keep[13], pkt_keep[13], pkt_keep[13], pkt_keep[13], pkt_keep[13], pkt_keep[13] };
-  assign \$22  = judged[120:113] & { pkt_keep[14], pkt_keep[14], pkt_keep[14], pkt_keep[14], pkt_keep[14], pkt_keep[14], pkt_keep[14], pkt_keep[14] };
-  assign \$23  = judged[128:121] & { pkt_keep[15], pkt_keep[15], pkt_keep[15], pkt_keep[15], pkt_keep[15], pkt_keep[15], pkt_keep[15], pkt_keep[15] };
-  assign \$24  = rolled_back & judged[150];
-  assign \$25  = credited & judged[151];
-  assign \$26  = \$24  | \$25 ;
-  assign ok = \$26  ? judged[149] : judged[148];
-  assign \$27  = | judged[146:143];
-  assign \$28  = ~ ok;
-  assign \$29  = ~ judged[147];
-  assign \$30  = pkt_is_last != judged[129];
-  assign \$31  = pkt_is_last & judged[129];
-  assign \$32  = ! cur;
-  assign \$33  = ~ pkt_is_last;
-  assign \$34  = judged[129] & \$33 ;
-  assign \$35  = ~ \$34 ;
+  assign \$8  = ~ judged[162:157];
+  assign \$9  = ~ judged[162:157];
+  assign \$10  = judged[8:1] & { pkt_keep[0], pkt_keep[0], pkt_keep[0], pkt_keep[0], pkt_keep[0], pkt_keep[0], pkt_keep[0], pkt_keep[0] };
+  assign \$11  = judged[16:9] & { pkt_keep[1], pkt_keep[1], pkt_keep[1], pkt_keep[1], pkt_keep[1], pkt_keep[1], pkt_keep[1], pkt_keep[1] };
+  assign \$12  = judged[24:17] & { pkt_keep[2], pkt_keep[2], pkt_keep[2], pkt_keep[2], pkt_keep[2], pkt_keep[2], pkt_keep[2], pkt_keep[2] };
+  assign \$13  = judged[32:25] & { pkt_keep[3], pkt_keep[3], pkt_keep[3], pkt_keep[3], pkt_keep[3], pkt_keep[3], pkt_keep[3], pkt_keep[3] };
+  assign \$14  = judged[40:33] & { pkt_keep[4], pkt_keep[4], pkt_keep[4], pkt_keep[4], pkt_keep[4], pkt_keep[4], pkt_keep[4], pkt_keep[4] };
+  assign \$15  = judged[48:41] & { pkt_keep[5], pkt_keep[5], pkt_keep[5], pkt_keep[5], pkt_keep[5], pkt_keep[5], pkt_keep[5], pkt_keep[5] };
+  assign \$16  = judged[56:49] & { pkt_keep[6], pkt_keep[6], pkt_keep[6], pkt_keep[6], pkt_keep[6], pkt_keep[6], pkt_keep[6], pkt_keep[6] };
+  assign \$17  = judged[64:57] & { pkt_keep[7], pkt_keep[7], pkt_keep[7], pkt_keep[7], pkt_keep[7], pkt_keep[7], pkt_keep[7], pkt_keep[7] };
+  assign \$18  = judged[72:65] & { pkt_keep[8], pkt_keep[8], pkt_keep[8], pkt_keep[8], pkt_keep[8], pkt_keep[8], pkt_keep[8], pkt_keep[8] };
+  assign \$19  = judged[80:73] & { pkt_keep[9], pkt_keep[9], pkt_keep[9], pkt_keep[9], pkt_keep[9], pkt_keep[9], pkt_keep[9], pkt_keep[9] };
+  assign \$20  = judged[88:81] & { pkt_keep[10], pkt_keep[10], pkt_keep[10], pkt_keep[10], pkt_keep[10], pkt_keep[10], pkt_keep[10], pkt_keep[10] };
+  assign \$21  = judged[96:89] & { pkt_keep[11], pkt_keep[11], pkt_keep[11], pkt_keep[11], pkt_keep[11], pkt_keep[11], pkt_keep[11], pkt_keep[11] };
+  assign \$22  = judged[104:97] & { pkt_keep[12], pkt_keep[12], pkt_keep[12], pkt_keep[12], pkt_keep[12], pkt_keep[12], pkt_keep[12], pkt_keep[12] };
+  assign \$23  = judged[112:105] & { pkt_keep[13], pkt_keep[13], pkt_keep[13], pkt_keep[13], pkt_keep[13], pkt_keep[13], pkt_keep[13], pkt_keep[13] };
+  assign \$24  = judged[120:113] & { pkt_keep[14], pkt_keep[14], pkt_keep[14], pkt_keep[14], pkt_keep[14], pkt_keep[14], pkt_keep[14], pkt_keep[14] };
+  assign \$25  = judged[128:121] & { pkt_keep[15], pkt_keep[15], pkt_keep[15], pkt_keep[15], pkt_keep[15], pkt_keep[15], pkt_keep[15], pkt_keep[15] };
+  assign \$26  = credited ? judged[150] : judged[148];
+  assign ok = rolled_back ? judged[149] : \$26 ;
+  assign \$27  = rolled_back ? judged[155] : judged[153];
+  assign space0_reserve = rx_in_header & \$27 ;
+  assign \$28  = rolled_back ? judged[156] : judged[154];
+  assign space1_reserve = rx_in_header & \$28 ;
+  assign \$29  = credited ? judged[152] : judged[151];
+  assign credit_now = rx_in_header & \$29 ;
+  assign \$30  = | judged[146:143];
+  assign \$31  = ~ ok;
+  assign \$32  = ~ judged[147];
+  assign \$33  = pkt_is_last != judged[129];
+  assign \$34  = pkt_is_last & judged[129];
+  assign \$35  = pkt_is_last & judged[129];
+  assign \$36  = receiving0 & judged[0];
   assign \$37  = ~ pkt_is_last;
   assign \$38  = judged[129] & \$37 ;
   assign \$39  = ~ \$38 ;
-  assign \$40  = pkt_is_last & judged[129];
-  assign \$41  = ! rx_fsm_state;
-  assign \$42  = rx_fsm_state == 1'h1;
-  assign \$43  = rx_fsm_state == 2'h2;
-  assign \$44  = busy_cycles + link__tvalid;
-  assign \$46  = \$45  ^ link__tdata[1];
-  assign \$47  = \$46  ^ link__tdata[2];
-  assign \$48  = \$47  ^ link__tdata[4];
-  assign \$50  = \$49  ^ link__tdata[6];
-  assign \$51  = \$50  ^ link__tdata[8];
-  assign \$52  = \$51  ^ link__tdata[11];
-  assign \$54  = \$53  ^ link__tdata[18];
-  assign \$55  = \$54  ^ link__tdata[19];
-  assign \$56  = \$55  ^ link__tdata[23];
-  assign \$58  = \$57  ^ link__tdata[30];
-  assign \$59  = \$58  ^ link__tdata[31];
-  assign \$60  = \$59  ^ link__tdata[32];
-  assign \$62  = \$61  ^ link__tdata[35];
-  assign \$63  = \$62  ^ link__tdata[37];
-  assign \$64  = \$63  ^ link__tdata[39];
-  assign \$66  = \$65  ^ link__tdata[44];
-  assign \$67  = \$66  ^ link__tdata[46];
-  assign \$68  = \$67  ^ link__tdata[48];
-  assign \$70  = \$69  ^ link__tdata[55];
-  assign \$72  = \$71  ^ link__tdata[3];
-  assign \$73  = \$72  ^ link__tdata[4];
-  assign \$74  = \$73  ^ link__tdata[7];
-  assign \$76  = \$75  ^ link__tdata[11];
-  assign \$77  = \$76  ^ link__tdata[12];
-  assign \$78  = \$77  ^ link__tdata[13];
-  assign \$80  = \$79  ^ link__tdata[16];
-  assign \$81  = \$80  ^ link__tdata[18];
-  assign \$82  = \$81  ^ link__tdata[20];
-  assign \$84  = \$83  ^ link__tdata[24];
-  assign \$85  = \$84  ^ link__tdata[28];
-  assign \$86  = \$85  ^ link__tdata[29];
-  assign \$88  = \$87  ^ link__tdata[32];
-  assign \$89  = \$88  ^ link__tdata[33];
-  assign \$90  = \$89  ^ link__tdata[34];
-  assign \$92  = \$91  ^ link__tdata[37];
-  assign \$93  = \$92  ^ link__tdata[38];
-  assign \$94  = \$93  ^ link__tdata[39];
-  assign \$96  = \$95  ^ link__tdata[44];
-  assign \$97  = \$96  ^ link__tdata[45];
-  assign \$98  = \$97  ^ link__tdata[46];
-  assign \$100  = \$99  ^ link__tdata[48];
-  assign \$101  = \$100  ^ link__tdata[49];
-  assign \$102  = \$101  ^ link__tdata[54];
-  assign \$104  = \$103  ^ link__tdata[2];
-  assign \$105  = \$104  ^ link__tdata[6];
-  assign \$106  = \$105  ^ link__tdata[10];
-  assign \$108  = \$107  ^ link__tdata[12];
-  assign \$109  = \$108  ^ link__tdata[14];
-  assign \$110  = \$109  ^ link__tdata[15];
-  assign \$112  = \$111  ^ link__tdata[18];
-  assign \$113  = \$112  ^ link__tdata[21];
-  assign \$114  = \$113  ^ link__tdata[23];
-  assign \$116  = \$115  ^ link__tdata[25];
-  assign \$117  = \$116  ^ link__tdata[28];
-  assign \$118  = \$117  ^ link__tdata[29];
-  assign \$120  = \$119  ^ link__tdata[38];
-  assign \$121  = \$120  ^ link__tdata[40];
-  assign \$122  = \$121  ^ link__tdata[42];
-  assign \$124  = \$123  ^ link__tdata[45];
-  assign \$125  = \$124  ^ link__tdata[47];
-  assign \$126  = \$125  ^ link__tdata[48];
-  assign \$128  = \$127  ^ link__tdata[50];
-  assign \$129  = \$128  ^ link__tdata[54];
-  assign \$131  = \$130  ^ link__tdata[1];
-  assign \$132  = \$131  ^ link__tdata[3];
-  assign \$133  = \$132  ^ link__tdata[7];
-  assign \$135  = \$134  ^ link__tdata[11];
-  assign \$136  = \$135  ^ link__tdata[12];
-  assign \$137  = \$136  ^ link__tdata[13];
-  assign \$139  = \$138  ^ link__tdata[18];
-  assign \$140  = \$139  ^ link__tdata[19];
-  assign \$141  = \$140  ^ link__tdata[22];
-  assign \$143  = \$142  ^ link__tdata[26];
-  assign \$144  = \$143  ^ link__tdata[29];
-  assign \$145  = \$144  ^ link__tdata[30];
-  assign \$147  = \$146  ^ link__tdata[34];
-  assign \$148  = \$147  ^ link__tdata[39];
-  assign \$149  = \$148  ^ link__tdata[41];
-  assign \$151  = \$150  ^ link__tdata[45];
-  assign \$152  = \$151  ^ link__tdata[46];
-  assign \$153  = \$152  ^ link__tdata[49];
-  assign \$155  = \$154  ^ link__tdata[51];
-  assign \$156  = \$155  ^ link__tdata[55];
-  assign \$158  = \$157  ^ link__tdata[1];
-  assign \$159  = \$158  ^ link__tdata[2];
-  assign \$160  = \$159  ^ link__tdata[4];
-  assign \$162  = \$161  ^ link__tdata[12];
-  assign \$163  = \$162  ^ link__tdata[13];
-  assign \$164  = \$163  ^ link__tdata[14];
-  assign \$166  = \$165  ^ link__tdata[20];
-  assign \$167  = \$166  ^ link__tdata[23];
-  assign \$168  = \$167  ^ link__tdata[24];
-  assign \$170  = \$169  ^ link__tdata[27];
-  assign \$171  = \$170  ^ link__tdata[30];
-  assign \$172  = \$171  ^ link__tdata[31];
-  assign \$174  = \$173  ^ link__tdata[35];
-  assign \$175  = \$174  ^ link__tdata[40];
-  assign \$176  = \$175  ^ link__tdata[42];
-  assign \$178  = \$177  ^ link__tdata[46];
-  assign \$179  = \$178  ^ link__tdata[47];
-  assign \$180  = \$179  ^ link__tdata[50];
-  assign \$182  = \$181  ^ link__tdata[52];
-  assign \$184  = \$183  ^ link__tdata[2];
-  assign \$185  = \$184  ^ link__tdata[3];
-  assign \$186  = \$185  ^ link__tdata[5];
-  assign \$188  = \$187  ^ link__tdata[10];
-  assign \$189  = \$188  ^ link__tdata[13];
-  assign \$190  = \$189  ^ link__tdata[14];
-  assign \$192  = \$191  ^ link__tdata[16];
-  assign \$193  = \$192  ^ link__tdata[20];
-  assign \$194  = \$193  ^ link__tdata[21];
-  assign \$196  = \$195  ^ link__tdata[27];
-  assign \$197  = \$196  ^ link__tdata[28];
-  assign \$198  = \$197  ^ link__tdata[31];
-  assign \$200  = \$199  ^ link__tdata[34];
-  assign \$201  = \$200  ^ link__tdata[36];
-  assign \$202  = \$201  ^ link__tdata[41];
-  assign \$204  = \$203  ^ link__tdata[45];
-  assign \$205  = \$204  ^ link__tdata[47];
-  assign \$206  = \$205  ^ link__tdata[51];
-  assign \$208  = \$207  ^ link__tdata[53];
-  assign \$210  = \$209  ^ link__tdata[2];
-  assign \$211  = \$210  ^ link__tdata[3];
-  assign \$212  = \$211  ^ link__tdata[4];
-  assign \$214  = \$213  ^ link__tdata[9];
-  assign \$215  = \$214  ^ link__tdata[11];
-  assign \$216  = \$215  ^ link__tdata[14];
-  assign \$218  = \$217  ^ link__tdata[16];
-  assign \$219  = \$218  ^ link__tdata[17];
-  assign \$220  = \$219  ^ link__tdata[21];
-  assign \$222  = \$221  ^ link__tdata[26];
-  assign \$223  = \$222  ^ link__tdata[28];
-  assign \$224  = \$223  ^ link__tdata[29];
-  assign \$226  = \$225  ^ link__tdata[33];
-  assign \$227  = \$226  ^ link__tdata[35];
-  assign \$228  = \$227  ^ link__tdata[37];
-  assign \$230  = \$229  ^ link__tdata[44];
-  assign \$231  = \$230  ^ link__tdata[46];
-  assign \$232  = \$231  ^ link__tdata[52];
-  assign \$234  = \$233  ^ link__tdata[54];
-  assign \$236  = \$235  ^ link__tdata[1];
-  assign \$237  = \$236  ^ link__tdata[3];
-  assign \$238  = \$237  ^ link__tdata[4];
-  assign \$240  = \$239  ^ link__tdata[7];
-  assign \$241  = \$240  ^ link__tdata[10];
-  assign \$242  = \$241  ^ link__tdata[12];
-  assign \$244  = \$243  ^ link__tdata[17];
-  assign \$245  = \$244  ^ link__tdata[18];
-  assign \$246  = \$245  ^ link__tdata[22];
-  assign \$248  = \$247  ^ link__tdata[27];
-  assign \$249  = \$248  ^ link__tdata[29];
-  assign \$250  = \$249  ^ link__tdata[30];
-  assign \$252  = \$251  ^ link__tdata[34];
-  assign \$253  = \$252  ^ link__tdata[36];
-  assign \$254  = \$253  ^ link__tdata[38];
-  assign \$256  = \$255  ^ link__tdata[45];
-  assign \$257  = \$256  ^ link__tdata[47];
-  assign \$258  = \$257  ^ link__tdata[53];
-  assign \$260  = \$259  ^ link__tdata[55];
-  assign \$261  = link__tdata[3:0] != 4'ha;
-  assign \$262  = | link__tdata[5:4];
-  assign \$263  = \$261  | \$262 ;
-  assign \$264  = ! link__tdata[7:6];
-  assign \$265  = ~ \$264 ;
-  assign \$266  = link__tdata[7:6] == 1'h1;
-  assign \$267  = ~ \$266 ;
-  assign \$268  = \$265  & \$267 ;
-  assign \$269  = link__tdata[19:16] >= 2'h2;
-  assign \$270  = ! link__tdata[48:32];
-  assign \$271  = ! link__tdata[7:6];
-  assign \$272  = link__tdata[48:32] > 11'h400;
-  assign \$273  = \$271  & \$272 ;
-  assign \$274  = \$270  | \$273 ;
-  assign \$275  = link__tdata[7:6] == 1'h1;
-  assign \$276  = link__tdata[48:32] > 6'h20;
-  assign \$277  = \$275  & \$276 ;
-  assign \$278  = \$274  | \$277 ;
-  assign \$279  = in[49:33] + 4'hf;
-  assign \$281  = 6'h20 - in[49:33];
-  assign \$283  = \$282  ^ in[144];
-  assign \$284  = \$283  ^ in[145];
-  assign \$285  = \$284  ^ in[146];
-  assign \$286  = \$285  ^ in[147];
-  assign \$287  = \$286  ^ in[148];
-  assign \$288  = \$287  ^ in[149];
-  assign \$290  = \$289  ^ in[151];
-  assign \$291  = \$290  ^ in[152];
-  assign \$292  = \$291  ^ in[153];
-  assign \$293  = \$292  ^ in[154];
-  assign \$294  = \$293  ^ in[155];
-  assign \$295  = \$294  ^ in[156];
-  assign \$296  = \$295  ^ in[157];
-  assign \$298  = \$297  ^ in[159];
-  assign \$299  = \$298  ^ in[160];
-  assign \$300  = \$299  ^ in[161];
-  assign \$301  = \$300  ^ in[162];
-  assign \$302  = \$301  ^ in[163];
-  assign \$303  = \$302  ^ in[164];
-  assign \$305  = \$304  ^ in[166];
-  assign \$306  = \$305  ^ in[167];
-  assign \$307  = \$306  ^ in[168];
-  assign \$308  = \$307  ^ in[169];
-  assign \$309  = \$308  ^ in[170];
-  assign \$310  = \$309  ^ in[171];
-  assign \$312  = \$311  ^ in[173];
-  assign \$313  = \$312  ^ in[174];
-  assign \$314  = \$313  ^ in[175];
-  assign \$315  = \$314  ^ in[176];
-  assign \$316  = \$315  ^ in[177];
-  assign \$317  = \$316  ^ in[178];
-  assign \$319  = \$318  ^ in[180];
-  assign \$320  = \$319  ^ in[181];
-  assign \$321  = \$320  ^ in[182];
-  assign \$322  = \$321  ^ in[183];
-  assign \$323  = \$322  ^ in[184];
-  assign \$324  = \$323  ^ in[185];
-  assign \$326  = \$325  ^ in[187];
-  assign \$327  = \$326  ^ in[188];
-  assign \$328  = \$327  ^ in[189];
-  assign \$329  = \$328  ^ in[190];
-  assign \$330  = \$329  ^ in[191];
-  assign \$331  = \$330  ^ in[192];
-  assign \$333  = \$332  ^ in[194];
-  assign \$334  = \$333  ^ in[195];
-  assign \$335  = \$334  ^ in[196];
-  assign \$336  = \$335  ^ in[197];
-  assign \$337  = \$336  ^ in[198];
-  assign \$338  = \$337  ^ in[199];
-  assign \$339  = decoded[142:137] - checked[38:33];
-  assign \$340  = decoded[20:17] == checked[20:17];
-  assign \$341  = ! cause;
-  assign \$342  = ! decoded[8:7];
-  assign \$343  = ! judged[20:17];
-  assign \$344  = space_reserve & \$343 ;
-  assign \$345  = ! cur;
-  assign \$346  = rollback & \$345 ;
-  assign \$347  = space0_total - judged[158:152];
-  assign \$348  = space0_total - judged[136:130];
-  assign \$349  = freed__0 ? \$347  : \$348 ;
-  assign \$350  = space0_total + space_beats_p1;
-  assign \$351  = space0_total + space_beats;
-  assign \$352  = freed__0 ? \$350  : \$351 ;
-  assign \$353  = space0_total + 1'h1;
-  assign \$354  = freed__0 ? \$353  : { 1'h0, space0_total };
-  assign \$355  = ! cur;
-  assign \$356  = commit & \$355 ;
-  assign \$357  = \$356  ? space_beats : 7'h00;
-  assign \$358  = space0_committed + freed__0;
-  assign \$359  = \$358  - space0_kept;
-  assign \$360  = judged[20:17] == 1'h1;
-  assign \$361  = space_reserve & \$360 ;
-  assign \$363  = rollback & \$362 ;
-  assign \$364  = space1_total - judged[158:152];
-  assign \$365  = space1_total - judged[136:130];
-  assign \$366  = freed__1 ? \$364  : \$365 ;
-  assign \$367  = space1_total + space_beats_p1;
-  assign \$368  = space1_total + space_beats;
-  assign \$369  = freed__1 ? \$367  : \$368 ;
-  assign \$370  = space1_total + 1'h1;
-  assign \$371  = freed__1 ? \$370  : { 1'h0, space1_total };
-  assign \$373  = commit & \$372 ;
-  assign \$374  = \$373  ? space_beats : 7'h00;
-  assign \$375  = space1_committed + freed__1;
-  assign \$376  = \$375  - space1_kept;
-  assign \$377  = checked[136:130] - 1'h1;
-  assign \$378  = checked[136:130] <= space0_total;
-  assign \$379  = checked[136:130] <= space1_total;
-  assign \$381  = credits__0 <= checked[142:137];
-  assign \$382  = credits__1 <= checked[142:137];
-  assign \$384  = checked[156] ? \$380  : \$383 ;
-  assign \$385  = checked[155] & \$384 ;
-  assign \$386  = checked[136:130] <= space0_committed;
-  assign \$387  = checked[136:130] <= space1_committed;
-  assign \$389  = $signed({ 1'h0, credits__0 }) <= $signed(checked[153:147]);
-  assign \$390  = $signed({ 1'h0, credits__1 }) <= $signed(checked[153:147]);
-  assign \$392  = checked[156] ? \$388  : \$391 ;
-  assign \$393  = checked[155] & \$392 ;
-  assign \$394  = checked[20:17] == cur;
-  assign \$395  = checked[156] & \$394 ;
-  assign \$396  = ~ checked[156];
-  assign \$397  = \$396  & checked[154];
-  assign \$398  = payload_bytes + length_q;
-  assign \$399  = header_bytes + 5'h10;
-  assign \$400  = ~ ok;
-  assign \$401  = ~ judged[147];
-  assign \$402  = ~ judged[129];
-  assign \$403  = judged[136:130] + 1'h1;
-  assign \$404  = judged[136:130] == 1'h1;
+  assign w_en = \$36  & \$39 ;
+  assign \$40  = receiving0 & judged[0];
+  assign \$41  = \$40  & pkt_is_last;
+  assign \commit$51  = \$41  & judged[129];
+  assign \$42  = receiving0 & judged[0];
+  assign \$43  = pkt_is_last != judged[129];
+  assign space0_release = \$42  & \$43 ;
+  assign \$44  = receiving1 & judged[0];
+  assign \$45  = ~ pkt_is_last;
+  assign \$46  = judged[129] & \$45 ;
+  assign \$47  = ~ \$46 ;
+  assign \w_en$53  = \$44  & \$47 ;
+  assign \$48  = receiving1 & judged[0];
+  assign \$49  = \$48  & pkt_is_last;
+  assign \commit$55  = \$49  & judged[129];
+  assign \$50  = receiving1 & judged[0];
+  assign \$51  = pkt_is_last != judged[129];
+  assign space1_release = \$50  & \$51 ;
+  assign rx_in_header = ! rx_fsm_state;
+  assign \$52  = rx_fsm_state == 1'h1;
+  assign \$53  = rx_fsm_state == 2'h2;
+  assign \$54  = busy_cycles + link__tvalid;
+  assign \$56  = \$55  ^ link__tdata[1];
+  assign \$57  = \$56  ^ link__tdata[2];
+  assign \$58  = \$57  ^ link__tdata[4];
+  assign \$60  = \$59  ^ link__tdata[6];
+  assign \$61  = \$60  ^ link__tdata[8];
+  assign \$62  = \$61  ^ link__tdata[11];
+  assign \$64  = \$63  ^ link__tdata[18];
+  assign \$65  = \$64  ^ link__tdata[19];
+  assign \$66  = \$65  ^ link__tdata[23];
+  assign \$68  = \$67  ^ link__tdata[30];
+  assign \$69  = \$68  ^ link__tdata[31];
+  assign \$70  = \$69  ^ link__tdata[32];
+  assign \$72  = \$71  ^ link__tdata[35];
+  assign \$73  = \$72  ^ link__tdata[37];
+  assign \$74  = \$73  ^ link__tdata[39];
+  assign \$76  = \$75  ^ link__tdata[44];
+  assign \$77  = \$76  ^ link__tdata[46];
+  assign \$78  = \$77  ^ link__tdata[48];
+  assign \$80  = \$79  ^ link__tdata[55];
+  assign \$82  = \$81  ^ link__tdata[3];
+  assign \$83  = \$82  ^ link__tdata[4];
+  assign \$84  = \$83  ^ link__tdata[7];
+  assign \$86  = \$85  ^ link__tdata[11];
+  assign \$87  = \$86  ^ link__tdata[12];
+  assign \$88  = \$87  ^ link__tdata[13];
+  assign \$90  = \$89  ^ link__tdata[16];
+  assign \$91  = \$90  ^ link__tdata[18];
+  assign \$92  = \$91  ^ link__tdata[20];
+  assign \$94  = \$93  ^ link__tdata[24];
+  assign \$95  = \$94  ^ link__tdata[28];
+  assign \$96  = \$95  ^ link__tdata[29];
+  assign \$98  = \$97  ^ link__tdata[32];
+  assign \$99  = \$98  ^ link__tdata[33];
+  assign \$100  = \$99  ^ link__tdata[34];
+  assign \$102  = \$101  ^ link__tdata[37];
+  assign \$103  = \$102  ^ link__tdata[38];
+  assign \$104  = \$103  ^ link__tdata[39];
+  assign \$106  = \$105  ^ link__tdata[44];
+  assign \$107  = \$106  ^ link__tdata[45];
+  assign \$108  = \$107  ^ link__tdata[46];
+  assign \$110  = \$109  ^ link__tdata[48];
+  assign \$111  = \$110  ^ link__tdata[49];
+  assign \$112  = \$111  ^ link__tdata[54];
+  assign \$114  = \$113  ^ link__tdata[2];
+  assign \$115  = \$114  ^ link__tdata[6];
+  assign \$116  = \$115  ^ link__tdata[10];
+  assign \$118  = \$117  ^ link__tdata[12];
+  assign \$119  = \$118  ^ link__tdata[14];
+  assign \$120  = \$119  ^ link__tdata[15];
+  assign \$122  = \$121  ^ link__tdata[18];
+  assign \$123  = \$122  ^ link__tdata[21];
+  assign \$124  = \$123  ^ link__tdata[23];
+  assign \$126  = \$125  ^ link__tdata[25];
+  assign \$127  = \$126  ^ link__tdata[28];
+  assign \$128  = \$127  ^ link__tdata[29];
+  assign \$130  = \$129  ^ link__tdata[38];
+  assign \$131  = \$130  ^ link__tdata[40];
+  assign \$132  = \$131  ^ link__tdata[42];
+  assign \$134  = \$133  ^ link__tdata[45];
+  assign \$135  = \$134  ^ link__tdata[47];
+  assign \$136  = \$135  ^ link__tdata[48];
+  assign \$138  = \$137  ^ link__tdata[50];
+  assign \$139  = \$138  ^ link__tdata[54];
+  assign \$141  = \$140  ^ link__tdata[1];
+  assign \$142  = \$141  ^ link__tdata[3];
+  assign \$143  = \$142  ^ link__tdata[7];
+  assign \$145  = \$144  ^ link__tdata[11];
+  assign \$146  = \$145  ^ link__tdata[12];
+  assign \$147  = \$146  ^ link__tdata[13];
+  assign \$149  = \$148  ^ link__tdata[18];
+  assign \$150  = \$149  ^ link__tdata[19];
+  assign \$151  = \$150  ^ link__tdata[22];
+  assign \$153  = \$152  ^ link__tdata[26];
+  assign \$154  = \$153  ^ link__tdata[29];
+  assign \$155  = \$154  ^ link__tdata[30];
+  assign \$157  = \$156  ^ link__tdata[34];
+  assign \$158  = \$157  ^ link__tdata[39];
+  assign \$159  = \$158  ^ link__tdata[41];
+  assign \$161  = \$160  ^ link__tdata[45];
+  assign \$162  = \$161  ^ link__tdata[46];
+  assign \$163  = \$162  ^ link__tdata[49];
+  assign \$165  = \$164  ^ link__tdata[51];
+  assign \$166  = \$165  ^ link__tdata[55];
+  assign \$168  = \$167  ^ link__tdata[1];
+  assign \$169  = \$168  ^ link__tdata[2];
+  assign \$170  = \$169  ^ link__tdata[4];
+  assign \$172  = \$171  ^ link__tdata[12];
+  assign \$173  = \$172  ^ link__tdata[13];
+  assign \$174  = \$173  ^ link__tdata[14];
+  assign \$176  = \$175  ^ link__tdata[20];
+  assign \$177  = \$176  ^ link__tdata[23];
+  assign \$178  = \$177  ^ link__tdata[24];
+  assign \$180  = \$179  ^ link__tdata[27];
+  assign \$181  = \$180  ^ link__tdata[30];
+  assign \$182  = \$181  ^ link__tdata[31];
+  assign \$184  = \$183  ^ link__tdata[35];
+  assign \$185  = \$184  ^ link__tdata[40];
+  assign \$186  = \$185  ^ link__tdata[42];
+  assign \$188  = \$187  ^ link__tdata[46];
+  assign \$189  = \$188  ^ link__tdata[47];
+  assign \$190  = \$189  ^ link__tdata[50];
+  assign \$192  = \$191  ^ link__tdata[52];
+  assign \$194  = \$193  ^ link__tdata[2];
+  assign \$195  = \$194  ^ link__tdata[3];
+  assign \$196  = \$195  ^ link__tdata[5];
+  assign \$198  = \$197  ^ link__tdata[10];
+  assign \$199  = \$198  ^ link__tdata[13];
+  assign \$200  = \$199  ^ link__tdata[14];
+  assign \$202  = \$201  ^ link__tdata[16];
+  assign \$203  = \$202  ^ link__tdata[20];
+  assign \$204  = \$203  ^ link__tdata[21];
+  assign \$206  = \$205  ^ link__tdata[27];
+  assign \$207  = \$206  ^ link__tdata[28];
+  assign \$208  = \$207  ^ link__tdata[31];
+  assign \$210  = \$209  ^ link__tdata[34];
+  assign \$211  = \$210  ^ link__tdata[36];
+  assign \$212  = \$211  ^ link__tdata[41];
+  assign \$214  = \$213  ^ link__tdata[45];
+  assign \$215  = \$214  ^ link__tdata[47];
+  assign \$216  = \$215  ^ link__tdata[51];
+  assign \$218  = \$217  ^ link__tdata[53];
+  assign \$220  = \$219  ^ link__tdata[2];
+  assign \$221  = \$220  ^ link__tdata[3];
+  assign \$222  = \$221  ^ link__tdata[4];
+  assign \$224  = \$223  ^ link__tdata[9];
+  assign \$225  = \$224  ^ link__tdata[11];
+  assign \$226  = \$225  ^ link__tdata[14];
+  assign \$228  = \$227  ^ link__tdata[16];
+  assign \$229  = \$228  ^ link__tdata[17];
+  assign \$230  = \$229  ^ link__tdata[21];
+  assign \$232  = \$231  ^ link__tdata[26];
+  assign \$233  = \$232  ^ link__tdata[28];
+  assign \$234  = \$233  ^ link__tdata[29];
+  assign \$236  = \$235  ^ link__tdata[33];
+  assign \$237  = \$236  ^ link__tdata[35];
+  assign \$238  = \$237  ^ link__tdata[37];
+  assign \$240  = \$239  ^ link__tdata[44];
+  assign \$241  = \$240  ^ link__tdata[46];
+  assign \$242  = \$241  ^ link__tdata[52];
+  assign \$244  = \$243  ^ link__tdata[54];
+  assign \$246  = \$245  ^ link__tdata[1];
+  assign \$247  = \$246  ^ link__tdata[3];
+  assign \$248  = \$247  ^ link__tdata[4];
+  assign \$250  = \$249  ^ link__tdata[7];
+  assign \$251  = \$250  ^ link__tdata[10];
+  assign \$252  = \$251  ^ link__tdata[12];
+  assign \$254  = \$253  ^ link__tdata[17];
+  assign \$255  = \$254  ^ link__tdata[18];
+  assign \$256  = \$255  ^ link__tdata[22];
+  assign \$258  = \$257  ^ link__tdata[27];
+  assign \$259  = \$258  ^ link__tdata[29];
+  assign \$260  = \$259  ^ link__tdata[30];
+  assign \$262  = \$261  ^ link__tdata[34];
+  assign \$263  = \$262  ^ link__tdata[36];
+  assign \$264  = \$263  ^ link__tdata[38];
+  assign \$266  = \$265  ^ link__tdata[45];
+  assign \$267  = \$266  ^ link__tdata[47];
+  assign \$268  = \$267  ^ link__tdata[53];
+  assign \$270  = \$269  ^ link__tdata[55];
+  assign \$271  = link__tdata[3:0] != 4'ha;
+  assign \$272  = | link__tdata[5:4];
+  assign \$273  = \$271  | \$272 ;
+  assign \$274  = ! link__tdata[7:6];
+  assign \$275  = ~ \$274 ;
+  assign \$276  = link__tdata[7:6] == 1'h1;
+  assign \$277  = ~ \$276 ;
+  assign \$278  = \$275  & \$277 ;
+  assign \$279  = link__tdata[19:16] >= 2'h2;
+  assign \$280  = ! link__tdata[48:32];
+  assign \$281  = ! link__tdata[7:6];
+  assign \$282  = link__tdata[48:32] > 11'h400;
+  assign \$283  = \$281  & \$282 ;
+  assign \$284  = \$280  | \$283 ;
+  assign \$285  = link__tdata[7:6] == 1'h1;
+  assign \$286  = link__tdata[48:32] > 6'h20;
+  assign \$287  = \$285  & \$286 ;
+  assign \$288  = \$284  | \$287 ;
+  assign \$289  = in[49:33] + 4'hf;
+  assign \$291  = 6'h20 - in[49:33];
+  assign \$293  = \$292  ^ in[144];
+  assign \$294  = \$293  ^ in[145];
+  assign \$295  = \$294  ^ in[146];
+  assign \$296  = \$295  ^ in[147];
+  assign \$297  = \$296  ^ in[148];
+  assign \$298  = \$297  ^ in[149];
+  assign \$300  = \$299  ^ in[151];
+  assign \$301  = \$300  ^ in[152];
+  assign \$302  = \$301  ^ in[153];
+  assign \$303  = \$302  ^ in[154];
+  assign \$304  = \$303  ^ in[155];
+  assign \$305  = \$304  ^ in[156];
+  assign \$306  = \$305  ^ in[157];
+  assign \$308  = \$307  ^ in[159];
+  assign \$309  = \$308  ^ in[160];
+  assign \$310  = \$309  ^ in[161];
+  assign \$311  = \$310  ^ in[162];
+  assign \$312  = \$311  ^ in[163];
+  assign \$313  = \$312  ^ in[164];
+  assign \$315  = \$314  ^ in[166];
+  assign \$316  = \$315  ^ in[167];
   \ace_nic_small.rx0.buffer0  buffer0 (
     .clk(clk),
-    .commit(\commit$43 ),
+    .commit(\commit$51 ),
     .freed(freed),
     .out_valid(out__0__valid),
     .r__payload(out__0__payload),
     .r__ready(r__ready),
-    .rollback(\rollback$44 ),
+    .rollback(space0_release),
     .rst(rst),
     .w_data_q(w_data),
     .\w_en$29 (w_en)
   );
   \ace_nic_small.rx0.buffer1  buffer1 (
     .clk(clk),
-    .commit(\commit$46 ),
-    .freed(\freed$63 ),
+    .commit(\commit$55 ),
+    .freed(\freed$67 ),
     .out_valid(out__1__valid),
     .r__payload(out__1__payload),
     .r__ready(\r__ready$8 ),
-    .rollback(\rollback$47 ),
+    .rollback(space1_release),
     .rst(rst),
     .w_data_q(w_data),
-    .\w_en$29 (\w_en$45 )
+    .\w_en$29 (\w_en$53 )
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
@@ -7221,13 +7443,31 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    space0_step = 6'h00;
+    if (space0_reserve) begin
+      space0_step = \$8 ;
+    end else if (space0_release) begin
+      space0_step = space_beats[5:0];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    space1_step = 6'h00;
+    if (space1_reserve) begin
+      space1_step = \$9 ;
+    end else if (space1_release) begin
+      space1_step = space_beats[5:0];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     (* full_case = 32'd1 *)
-    if (\$27 ) begin
-      \cause$29  = judged[146:143];
+    if (\$30 ) begin
+      \cause$39  = judged[146:143];
     end else if (judged[147]) begin
-      \cause$29  = 4'h8;
+      \cause$39  = 4'h8;
     end else begin
-      \cause$29  = 4'h9;
+      \cause$39  = 4'h9;
     end
   end
   always @* begin
@@ -7236,13 +7476,13 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
-            if (\$28 ) begin
+            if (\$31 ) begin
               error_now = 1'h1;
             end
           end
       2'h2:
           if (judged[0]) begin
-            if (\$40 ) begin
+            if (\$35 ) begin
             end else if (judged[129]) begin
               error_now = 1'h1;
             end else if (pkt_is_last) begin
@@ -7257,13 +7497,13 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
-            if (\$28 ) begin
-              error_code = \cause$29 ;
+            if (\$31 ) begin
+              error_code = \cause$39 ;
             end
           end
       2'h2:
           if (judged[0]) begin
-            if (\$40 ) begin
+            if (\$35 ) begin
             end else if (judged[129]) begin
               error_code = 4'h6;
             end else if (pkt_is_last) begin
@@ -7274,47 +7514,19 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    credit_valid = 1'h0;
-    casez (rx_fsm_state)
-      2'h0:
-          if (judged[0]) begin
-            if (\$28 ) begin
-            end else if (\$29 ) begin
-              credit_valid = 1'h1;
-            end
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     header_now = 1'h0;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
-            if (\$28 ) begin
-            end else if (\$29 ) begin
+            if (\$31 ) begin
+            end else if (\$32 ) begin
               header_now = 1'h1;
             end
           end
       2'h2:
           if (judged[0]) begin
-            if (\$40 ) begin
+            if (\$35 ) begin
               header_now = 1'h1;
-            end
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    space_reserve = 1'h0;
-    casez (rx_fsm_state)
-      2'h0:
-          if (judged[0]) begin
-            (* full_case = 32'd1 *)
-            if (\$28 ) begin
-            end else if (\$29 ) begin
-            end else begin
-              space_reserve = 1'h1;
             end
           end
     endcase
@@ -7327,7 +7539,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
           /* empty */;
       2'h2:
           if (judged[0]) begin
-            rollback = \$30 ;
+            rollback = \$33 ;
           end
     endcase
   end
@@ -7339,657 +7551,473 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
           /* empty */;
       2'h2:
           if (judged[0]) begin
-            commit = \$31 ;
+            commit = \$34 ;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    w_en = 1'h0;
-    casez (rx_fsm_state)
-      2'h0:
-          /* empty */;
-      2'h2:
-          if (judged[0]) begin
-            if (\$32 ) begin
-              w_en = \$35 ;
-            end
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \commit$43  = 1'h0;
-    casez (rx_fsm_state)
-      2'h0:
-          /* empty */;
-      2'h2:
-          if (judged[0]) begin
-            if (\$32 ) begin
-              \commit$43  = commit;
-            end
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \rollback$44  = 1'h0;
-    casez (rx_fsm_state)
-      2'h0:
-          /* empty */;
-      2'h2:
-          if (judged[0]) begin
-            if (\$32 ) begin
-              \rollback$44  = rollback;
-            end
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \w_en$45  = 1'h0;
-    casez (rx_fsm_state)
-      2'h0:
-          /* empty */;
-      2'h2:
-          if (judged[0]) begin
-            if (\$36 ) begin
-              \w_en$45  = \$39 ;
-            end
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \commit$46  = 1'h0;
-    casez (rx_fsm_state)
-      2'h0:
-          /* empty */;
-      2'h2:
-          if (judged[0]) begin
-            if (\$36 ) begin
-              \commit$46  = commit;
-            end
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \rollback$47  = 1'h0;
-    casez (rx_fsm_state)
-      2'h0:
-          /* empty */;
-      2'h2:
-          if (judged[0]) begin
-            if (\$36 ) begin
-              \rollback$47  = rollback;
-            end
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$558  = freed;
+    \$635  = freed;
     if (rst) begin
-      \$558  = 1'h0;
+      \$635  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$559  = \freed$63 ;
+    \$636  = \freed$67 ;
     if (rst) begin
-      \$559  = 1'h0;
+      \$636  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$560  = \$44 [47:0];
+    \$637  = \$54 [47:0];
     if (rst) begin
-      \$560  = 48'h000000000000;
+      \$637  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$561 [142:130] = in[142:130];
-    \$561 [0] = link__tvalid;
-    \$561 [128:1] = link__tdata;
-    \$561 [129] = link__tlast;
-    \$561 [199:143] = { \$260 , \$258 , \$254 , \$250 , \$246 , \$242 , \$238 , \$234 , \$232 , \$228 , \$224 , \$220 , \$216 , \$212 , \$208 , \$206 , \$202 , \$198 , \$194 , \$190 , \$186 , \$182 , \$180 , \$176 , \$172 , \$168 , \$164 , \$160 , \$156 , \$153 , \$149 , \$145 , \$141 , \$137 , \$133 , \$129 , \$126 , \$122 , \$118 , \$114 , \$110 , \$106 , \$102 , \$98 , \$94 , \$90 , \$86 , \$82 , \$78 , \$74 , \$70 , \$68 , \$64 , \$60 , \$56 , \$52 , \$48  };
-    \$561 [200] = \$263 ;
-    \$561 [201] = \$268 ;
-    \$561 [202] = \$269 ;
-    \$561 [203] = \$278 ;
+    \$638 [142:130] = in[142:130];
+    \$638 [0] = link__tvalid;
+    \$638 [128:1] = link__tdata;
+    \$638 [129] = link__tlast;
+    \$638 [199:143] = { \$270 , \$268 , \$264 , \$260 , \$256 , \$252 , \$248 , \$244 , \$242 , \$238 , \$234 , \$230 , \$226 , \$222 , \$218 , \$216 , \$212 , \$208 , \$204 , \$200 , \$196 , \$192 , \$190 , \$186 , \$182 , \$178 , \$174 , \$170 , \$166 , \$163 , \$159 , \$155 , \$151 , \$147 , \$143 , \$139 , \$136 , \$132 , \$128 , \$124 , \$120 , \$116 , \$112 , \$108 , \$104 , \$100 , \$96 , \$92 , \$88 , \$84 , \$80 , \$78 , \$74 , \$70 , \$66 , \$62 , \$58  };
+    \$638 [200] = \$273 ;
+    \$638 [201] = \$278 ;
+    \$638 [202] = \$279 ;
+    \$638 [203] = \$288 ;
     if (rst) begin
-      \$561  = 204'h000000000000000000000000000000000000000000000000000;
+      \$638  = 204'h000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$562 [0] = in[0];
-    \$562 [128:1] = in[128:1];
-    \$562 [129] = in[129];
-    \$562 [136:130] = \$280 [6:0];
-    \$562 [142:137] = \$281 [5:0];
-    \$562 [150:143] = { \$338 , \$331 , \$324 , \$317 , \$310 , \$303 , \$296 , \$288  };
-    \$562 [151] = in[200];
-    \$562 [152] = in[201];
-    \$562 [153] = in[202];
-    \$562 [154] = in[203];
+    \$639 [0] = in[0];
+    \$639 [128:1] = in[128:1];
+    \$639 [129] = in[129];
+    \$639 [136:130] = \$290 [6:0];
+    \$639 [142:137] = \$291 [5:0];
+    \$639 [150:143] = { \$348 , \$341 , \$334 , \$327 , \$320 , \$313 , \$306 , \$298  };
+    \$639 [151] = in[200];
+    \$639 [152] = in[201];
+    \$639 [153] = in[202];
+    \$639 [154] = in[203];
     if (rst) begin
-      \$562  = 155'h000000000000000000000000000000000000000;
+      \$639  = 155'h000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$563 [0] = decoded[0];
-    \$563 [128:1] = decoded[128:1];
-    \$563 [129] = decoded[129];
-    \$563 [136:130] = decoded[136:130];
-    \$563 [142:137] = decoded[142:137];
-    \$563 [146:143] = cause;
-    \$563 [153:147] = \$339 ;
-    \$563 [154] = \$340 ;
-    \$563 [155] = \$341 ;
-    \$563 [156] = \$342 ;
+    \$640 [0] = decoded[0];
+    \$640 [128:1] = decoded[128:1];
+    \$640 [129] = decoded[129];
+    \$640 [136:130] = decoded[136:130];
+    \$640 [142:137] = decoded[142:137];
+    \$640 [146:143] = cause;
+    \$640 [153:147] = \$349 ;
+    \$640 [154] = \$350 ;
+    \$640 [155] = \$351 ;
+    \$640 [156] = \$357 ;
+    \$640 [158] = \$364 ;
+    \$640 [157] = \$370 ;
+    \$640 [159] = \$377 ;
     if (rst) begin
-      \$563  = 157'h0000000000000000000000000000000000000000;
+      \$640  = 160'h0000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    (* full_case = 32'd1 *)
-    if (\$344 ) begin
-      \$564  = \$349 [5:0];
-    end else if (\$346 ) begin
-      \$564  = \$352 [5:0];
-    end else begin
-      \$564  = \$354 [5:0];
-    end
+    \$641  = \$379 [5:0];
     if (rst) begin
-      \$564  = 6'h20;
+      \$641  = 6'h20;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$565  = \$357 ;
+    \$642  = \$383 [5:0];
     if (rst) begin
-      \$565  = 7'h00;
+      \$642  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$566  = \$359 [5:0];
+    \$643  = \$385 [5:0];
     if (rst) begin
-      \$566  = 6'h20;
+      \$643  = 6'h20;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    (* full_case = 32'd1 *)
-    if (\$361 ) begin
-      \$567  = \$366 [5:0];
-    end else if (\$363 ) begin
-      \$567  = \$369 [5:0];
-    end else begin
-      \$567  = \$371 [5:0];
-    end
+    \$644  = \$387 [5:0];
     if (rst) begin
-      \$567  = 6'h20;
+      \$644  = 6'h20;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$568  = \$374 ;
+    \$645  = \$391 [5:0];
     if (rst) begin
-      \$568  = 7'h00;
+      \$645  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$569  = \$376 [5:0];
+    \$646  = \$393 [5:0];
     if (rst) begin
-      \$569  = 6'h20;
+      \$646  = 6'h20;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$570 [142:137] = judged[142:137];
-    \$570 [0] = checked[0];
-    \$570 [128:1] = checked[128:1];
-    \$570 [129] = checked[129];
-    \$570 [136:130] = checked[136:130];
-    \$570 [158:152] = \$377 [6:0];
-    \$570 [146:143] = checked[146:143];
-    \$570 [147] = checked[156];
-    \$570 [148] = \$385 ;
-    \$570 [149] = \$393 ;
-    \$570 [150] = \$395 ;
-    \$570 [151] = \$397 ;
+    \$647 [142:137] = judged[142:137];
+    \$647 [0] = checked[0];
+    \$647 [128:1] = checked[128:1];
+    \$647 [129] = checked[129];
+    \$647 [136:130] = checked[136:130];
+    \$647 [163:157] = \$394 [6:0];
+    \$647 [146:143] = checked[146:143];
+    \$647 [147] = checked[155];
+    \$647 [148] = \$405 ;
+    \$647 [149] = \$422 ;
+    \$647 [150] = \$437 ;
+    \$647 [151] = \$442 ;
+    \$647 [152] = \$451 ;
+    \$647 [153] = \$453 ;
+    \$647 [155] = \$458 ;
+    \$647 [154] = \$460 ;
+    \$647 [156] = \$465 ;
     if (rst) begin
-      \$570  = 159'h0000000000000000000000000000000000000000;
+      \$647  = 164'h00000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$571  = { \$signal$22 , \$like$21 , \$like , pkt_is_last, \$signal , pkt_keep, \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8  };
+    \$648  = { \$signal$30 , \$like$29 , \$like , pkt_is_last, \$signal , pkt_keep, \$25 , \$24 , \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
     if (rst) begin
-      \$571  = 179'h000000000000000000000000000000000000000000000;
+      \$648  = 179'h000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$572  = rollback;
+    \$649  = rollback;
     if (rst) begin
-      \$572  = 1'h0;
+      \$649  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$573  = credit_valid;
+    \$650  = credit_now;
     if (rst) begin
-      \$573  = 1'h0;
+      \$650  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$574  = header_now;
+    \$651  = header_now;
     if (rst) begin
-      \$574  = 1'h0;
+      \$651  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$575  = commit;
+    \$652  = commit;
     if (rst) begin
-      \$575  = 1'h0;
+      \$652  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$576  = \$signal$22 ;
+    \$653  = \$signal$30 ;
     if (rst) begin
-      \$576  = 17'h00000;
+      \$653  = 17'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$577  = payload_bytes;
+    \$654  = payload_bytes;
     if (commit_q) begin
-      \$577  = \$398 [47:0];
+      \$654  = \$466 [47:0];
     end
     if (rst) begin
-      \$577  = 48'h000000000000;
+      \$654  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$578  = header_bytes;
+    \$655  = header_bytes;
     if (header_q) begin
-      \$578  = \$399 [47:0];
+      \$655  = \$467 [47:0];
     end
     if (rst) begin
-      \$578  = 48'h000000000000;
+      \$655  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$579  = rx_fsm_state;
+    \$656  = rx_fsm_state;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
             (* full_case = 32'd1 *)
-            if (\$400 ) begin
-              if (\$402 ) begin
-                \$579  = 2'h1;
+            if (\$468 ) begin
+              if (\$470 ) begin
+                \$656  = 2'h1;
               end
-            end else if (\$401 ) begin
+            end else if (\$469 ) begin
             end else begin
-              \$579  = 2'h2;
+              \$656  = 2'h2;
             end
           end
       2'h2:
           if (judged[0]) begin
-            if (\$553 ) begin
-              \$579  = 2'h0;
+            if (\$620 ) begin
+              \$656  = 2'h0;
             end else if (judged[129]) begin
-              \$579  = 2'h0;
+              \$656  = 2'h0;
             end else if (pkt_is_last) begin
-              \$579  = 2'h1;
+              \$656  = 2'h1;
             end
           end
       2'h1:
-          if (\$554 ) begin
-            \$579  = 2'h0;
+          if (\$621 ) begin
+            \$656  = 2'h0;
           end
     endcase
     if (rst) begin
-      \$579  = 2'h0;
+      \$656  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$580  = cur;
+    \$657  = space_channel;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
-            (* full_case = 32'd1 *)
-            if (\$400 ) begin
-            end else if (\$401 ) begin
-            end else begin
-              \$580  = judged[17];
-            end
+            \$657  = judged[17];
           end
     endcase
     if (rst) begin
-      \$580  = 1'h0;
+      \$657  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$581  = \$signal$83 ;
+    \$658  = \$signal$87 ;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
-            (* full_case = 32'd1 *)
-            if (\$400 ) begin
-            end else if (\$401 ) begin
-            end else begin
-              \$581  = judged[136:130];
-            end
+            \$658  = judged[136:130];
           end
       2'h2:
           if (judged[0]) begin
-            \$581  = \$549 [6:0];
+            \$658  = \$616 [6:0];
           end
     endcase
     if (rst) begin
-      \$581  = 7'h00;
+      \$658  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$582  = space_beats;
+    \$659  = space_beats;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
-            (* full_case = 32'd1 *)
-            if (\$400 ) begin
-            end else if (\$401 ) begin
-            end else begin
-              \$582  = judged[136:130];
-            end
+            \$659  = judged[136:130];
           end
     endcase
     if (rst) begin
-      \$582  = 7'h00;
+      \$659  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$583  = space_beats_p1;
+    \$660  = \$signal$30 ;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
-            (* full_case = 32'd1 *)
-            if (\$400 ) begin
-            end else if (\$401 ) begin
-            end else begin
-              \$583  = \$403 [6:0];
-            end
+            \$660  = judged[49:33];
           end
     endcase
     if (rst) begin
-      \$583  = 7'h00;
+      \$660  = 17'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$584  = \$signal$22 ;
+    \$661  = \$like$29 ;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
-            (* full_case = 32'd1 *)
-            if (\$400 ) begin
-            end else if (\$401 ) begin
-            end else begin
-              \$584  = judged[49:33];
-            end
+            \$661  = judged[32:25];
           end
     endcase
     if (rst) begin
-      \$584  = 17'h00000;
+      \$661  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$585  = \$like$21 ;
+    \$662  = \$like ;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
-            (* full_case = 32'd1 *)
-            if (\$400 ) begin
-            end else if (\$401 ) begin
-            end else begin
-              \$585  = judged[32:25];
-            end
+            \$662  = judged[16:9];
           end
     endcase
     if (rst) begin
-      \$585  = 8'h00;
+      \$662  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$586  = \$like ;
+    \$663  = \$signal ;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
-            (* full_case = 32'd1 *)
-            if (\$400 ) begin
-            end else if (\$401 ) begin
-            end else begin
-              \$586  = judged[16:9];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$586  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$587  = \$signal ;
-    casez (rx_fsm_state)
-      2'h0:
-          if (judged[0]) begin
-            (* full_case = 32'd1 *)
-            if (\$400 ) begin
-            end else if (\$401 ) begin
-            end else begin
-              \$587  = 1'h1;
-            end
+            \$663  = 1'h1;
           end
       2'h2:
           if (judged[0]) begin
-            \$587  = 1'h0;
+            \$663  = 1'h0;
           end
     endcase
     if (rst) begin
-      \$587  = 1'h0;
+      \$663  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$588  = pkt_is_last;
+    \$664  = pkt_is_last;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
-            (* full_case = 32'd1 *)
-            if (\$400 ) begin
-            end else if (\$401 ) begin
-            end else begin
-              \$588  = \$404 ;
-            end
+            \$664  = \$471 ;
           end
       2'h2:
           if (judged[0]) begin
-            \$588  = \$550 ;
+            \$664  = \$617 ;
           end
     endcase
     if (rst) begin
-      \$588  = 1'h0;
+      \$664  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$589  = \$signal$84 ;
+    \$665  = \$signal$88 ;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
-            (* full_case = 32'd1 *)
-            if (\$400 ) begin
-            end else if (\$401 ) begin
-            end else begin
-              \$589 [0] = \$407 ;
-              \$589 [1] = \$416 ;
-              \$589 [2] = \$425 ;
-              \$589 [3] = \$434 ;
-              \$589 [4] = \$443 ;
-              \$589 [5] = \$452 ;
-              \$589 [6] = \$461 ;
-              \$589 [7] = \$470 ;
-              \$589 [8] = \$479 ;
-              \$589 [9] = \$488 ;
-              \$589 [10] = \$497 ;
-              \$589 [11] = \$506 ;
-              \$589 [12] = \$515 ;
-              \$589 [13] = \$524 ;
-              \$589 [14] = \$533 ;
-              \$589 [15] = \$542 ;
-            end
+            \$665 [0] = \$474 ;
+            \$665 [1] = \$483 ;
+            \$665 [2] = \$492 ;
+            \$665 [3] = \$501 ;
+            \$665 [4] = \$510 ;
+            \$665 [5] = \$519 ;
+            \$665 [6] = \$528 ;
+            \$665 [7] = \$537 ;
+            \$665 [8] = \$546 ;
+            \$665 [9] = \$555 ;
+            \$665 [10] = \$564 ;
+            \$665 [11] = \$573 ;
+            \$665 [12] = \$582 ;
+            \$665 [13] = \$591 ;
+            \$665 [14] = \$600 ;
+            \$665 [15] = \$609 ;
           end
     endcase
     if (rst) begin
-      \$589  = 16'h0000;
+      \$665  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$590  = pkt_keep;
+    \$666  = pkt_keep;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
-            (* full_case = 32'd1 *)
-            if (\$400 ) begin
-            end else if (\$401 ) begin
-            end else begin
-              \$590 [0] = \$413 ;
-              \$590 [1] = \$422 ;
-              \$590 [2] = \$431 ;
-              \$590 [3] = \$440 ;
-              \$590 [4] = \$449 ;
-              \$590 [5] = \$458 ;
-              \$590 [6] = \$467 ;
-              \$590 [7] = \$476 ;
-              \$590 [8] = \$485 ;
-              \$590 [9] = \$494 ;
-              \$590 [10] = \$503 ;
-              \$590 [11] = \$512 ;
-              \$590 [12] = \$521 ;
-              \$590 [13] = \$530 ;
-              \$590 [14] = \$539 ;
-              \$590 [15] = \$548 ;
-            end
+            \$666 [0] = \$480 ;
+            \$666 [1] = \$489 ;
+            \$666 [2] = \$498 ;
+            \$666 [3] = \$507 ;
+            \$666 [4] = \$516 ;
+            \$666 [5] = \$525 ;
+            \$666 [6] = \$534 ;
+            \$666 [7] = \$543 ;
+            \$666 [8] = \$552 ;
+            \$666 [9] = \$561 ;
+            \$666 [10] = \$570 ;
+            \$666 [11] = \$579 ;
+            \$666 [12] = \$588 ;
+            \$666 [13] = \$597 ;
+            \$666 [14] = \$606 ;
+            \$666 [15] = \$615 ;
           end
       2'h2:
           if (judged[0]) begin
-            \$590  = \$552 [15:0];
+            \$666  = \$619 [15:0];
           end
     endcase
     if (rst) begin
-      \$590  = 16'hffff;
+      \$666  = 16'hffff;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$591  = error_now;
+    \$667  = \$626 ;
     if (rst) begin
-      \$591  = 1'h0;
+      \$667  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$592  = errors;
+    \$668  = \$631 ;
+    if (rst) begin
+      \$668  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    \$669  = error_now;
+    if (rst) begin
+      \$669  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    \$670  = errors;
     if (error_q) begin
-      \$592  = \$555 [47:0];
+      \$670  = \$632 [47:0];
     end
     if (rst) begin
-      \$592  = 48'h000000000000;
+      \$670  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$593  = error;
+    \$671  = error;
     if (error_clear) begin
-      \$593  = 1'h0;
-    end else if (\$557 ) begin
-      \$593  = 1'h1;
+      \$671  = 1'h0;
+    end else if (\$634 ) begin
+      \$671  = 1'h1;
     end
     if (rst) begin
-      \$593  = 1'h0;
+      \$671  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$594  = error_cause;
+    \$672  = error_cause;
     if (error_clear) begin
-      \$594  = 4'h0;
-    end else if (\$557 ) begin
-      \$594  = error_code;
+      \$672  = 4'h0;
+    end else if (\$634 ) begin
+      \$672  = error_code;
     end
     if (rst) begin
-      \$594  = 4'h0;
+      \$672  = 4'h0;
     end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    (* full_case = 32'd1 *)
-    casez (checked[17])
-      1'h0:
-          \$380  = \$378 ;
-      1'h1:
-          \$380  = \$379 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    (* full_case = 32'd1 *)
-    casez (checked[17])
-      1'h0:
-          \$383  = \$381 ;
-      1'h1:
-          \$383  = \$382 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    (* full_case = 32'd1 *)
-    casez (checked[17])
-      1'h0:
-          \$388  = \$386 ;
-      1'h1:
-          \$388  = \$387 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    (* full_case = 32'd1 *)
-    casez (checked[17])
-      1'h0:
-          \$391  = \$389 ;
-      1'h1:
-          \$391  = \$390 ;
-    endcase
   end
   assign r__payload = out__0__payload;
   assign out__0__ready = r__ready;
@@ -7998,17 +8026,16 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   assign out__1__ready = \r__ready$8 ;
   assign \r__valid$11  = out__1__valid;
   assign link__tready = 1'h1;
-  assign entry = { \$signal$22 , \$like$21 , \$like , pkt_is_last, \$signal , pkt_keep, \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8  };
+  assign space_reserve_beats_m1 = judged[163:157];
+  assign entry = { \$signal$30 , \$like$29 , \$like , pkt_is_last, \$signal , pkt_keep, \$25 , \$24 , \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
   assign entry_q = w_data;
-  assign \w_data$25  = w_data;
-  assign credit_now = credit_valid;
-  assign space_reserve_channel = judged[20:17];
+  assign \w_data$33  = w_data;
+  assign credit_valid = credit_now;
+  assign \rollback$52  = space0_release;
+  assign \rollback$56  = space1_release;
   assign space_reserve_beats = judged[136:130];
-  assign space_reserve_beats_m1 = judged[158:152];
-  assign space_channel = cur;
+  assign cur = space_channel;
   assign pkt_beats = space_beats;
-  assign pkt_beats_p1 = space_beats_p1;
-  assign space_release = rollback;
   assign space_commit = commit;
   assign credit_channel = judged[20:17];
   assign credit_count = judged[38:33];
@@ -8050,13 +8077,13 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   assign \decoded.type_bad  = decoded[152];
   assign \decoded.channel_bad  = decoded[153];
   assign \decoded.length_bad  = decoded[154];
-  assign \entry.data  = { \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8  };
+  assign \entry.data  = { \$25 , \$24 , \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
   assign \entry.keep  = pkt_keep;
   assign \entry.first  = \$signal ;
   assign \entry.last  = pkt_is_last;
   assign \entry.src  = \$like ;
-  assign \entry.tag  = \$like$21 ;
-  assign \entry.length  = \$signal$22 ;
+  assign \entry.tag  = \$like$29 ;
+  assign \entry.length  = \$signal$30 ;
   assign \judged.valid  = judged[0];
   assign \judged.data  = judged[128:1];
   assign \judged.last  = judged[129];
@@ -8065,10 +8092,15 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   assign \judged.cause  = judged[146:143];
   assign \judged.is_data  = judged[147];
   assign \judged.ok  = judged[148];
-  assign \judged.ok_alt  = judged[149];
-  assign \judged.alt_rollback  = judged[150];
-  assign \judged.alt_credit  = judged[151];
-  assign \judged.beats_m1  = judged[158:152];
+  assign \judged.ok_rolled  = judged[149];
+  assign \judged.ok_credited  = judged[150];
+  assign \judged.credit  = judged[151];
+  assign \judged.credit_credited  = judged[152];
+  assign \judged.reserve0  = judged[153];
+  assign \judged.reserve1  = judged[154];
+  assign \judged.reserve0_rolled  = judged[155];
+  assign \judged.reserve1_rolled  = judged[156];
+  assign \judged.beats_m1  = judged[163:157];
   assign \w_data.data  = w_data[127:0];
   assign \w_data.keep  = w_data[143:128];
   assign \w_data.first  = w_data[144];
@@ -8083,13 +8115,13 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   assign \entry_q.src  = w_data[153:146];
   assign \entry_q.tag  = w_data[161:154];
   assign \entry_q.length  = w_data[178:162];
-  assign \w_data$25.data  = w_data[127:0];
-  assign \w_data$25.keep  = w_data[143:128];
-  assign \w_data$25.first  = w_data[144];
-  assign \w_data$25.last  = w_data[145];
-  assign \w_data$25.src  = w_data[153:146];
-  assign \w_data$25.tag  = w_data[161:154];
-  assign \w_data$25.length  = w_data[178:162];
+  assign \w_data$33.data  = w_data[127:0];
+  assign \w_data$33.keep  = w_data[143:128];
+  assign \w_data$33.first  = w_data[144];
+  assign \w_data$33.last  = w_data[145];
+  assign \w_data$33.src  = w_data[153:146];
+  assign \w_data$33.tag  = w_data[161:154];
+  assign \w_data$33.length  = w_data[178:162];
   assign \in.valid  = in[0];
   assign \in.data  = in[128:1];
   assign \in.last  = in[129];
@@ -8108,145 +8140,150 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   assign \checked.cause  = checked[146:143];
   assign \checked.room_ahead  = checked[153:147];
   assign \checked.same_ch_ahead  = checked[154];
-  assign \checked.none  = checked[155];
-  assign \checked.is_data  = checked[156];
-  assign \$36  = cur;
-  assign \$45  = link__tdata[0];
-  assign \$49  = link__tdata[5];
-  assign \$53  = link__tdata[13];
-  assign \$57  = link__tdata[28];
-  assign \$61  = link__tdata[34];
-  assign \$65  = link__tdata[40];
-  assign \$69  = link__tdata[54];
-  assign \$71  = link__tdata[0];
-  assign \$75  = link__tdata[9];
-  assign \$79  = link__tdata[14];
-  assign \$83  = link__tdata[23];
-  assign \$87  = link__tdata[30];
-  assign \$91  = link__tdata[36];
-  assign \$95  = link__tdata[41];
-  assign \$99  = link__tdata[47];
-  assign \$103  = link__tdata[0];
-  assign \$107  = link__tdata[11];
-  assign \$111  = link__tdata[17];
-  assign \$115  = link__tdata[24];
-  assign \$119  = link__tdata[33];
-  assign \$123  = link__tdata[44];
-  assign \$127  = link__tdata[49];
-  assign \$130  = link__tdata[0];
-  assign \$134  = link__tdata[8];
-  assign \$138  = link__tdata[15];
-  assign \$142  = link__tdata[25];
-  assign \$146  = link__tdata[32];
-  assign \$150  = link__tdata[43];
-  assign \$154  = link__tdata[50];
-  assign \$157  = link__tdata[0];
-  assign \$161  = link__tdata[9];
-  assign \$165  = link__tdata[19];
-  assign \$169  = link__tdata[26];
-  assign \$173  = link__tdata[33];
-  assign \$177  = link__tdata[44];
-  assign \$181  = link__tdata[51];
-  assign \$183  = link__tdata[1];
-  assign \$187  = link__tdata[8];
-  assign \$191  = link__tdata[15];
-  assign \$195  = link__tdata[25];
-  assign \$199  = link__tdata[32];
-  assign \$203  = link__tdata[43];
-  assign \$207  = link__tdata[52];
-  assign \$209  = link__tdata[0];
-  assign \$213  = link__tdata[6];
-  assign \$217  = link__tdata[15];
-  assign \$221  = link__tdata[22];
-  assign \$225  = link__tdata[32];
-  assign \$229  = link__tdata[42];
-  assign \$233  = link__tdata[53];
-  assign \$235  = link__tdata[0];
-  assign \$239  = link__tdata[5];
-  assign \$243  = link__tdata[15];
-  assign \$247  = link__tdata[23];
-  assign \$251  = link__tdata[33];
-  assign \$255  = link__tdata[43];
-  assign \$259  = link__tdata[54];
-  assign \$280  = { 4'h0, \$279 [17:4] };
-  assign \$282  = in[143];
-  assign \$289  = in[150];
-  assign \$297  = in[158];
-  assign \$304  = in[165];
-  assign \$311  = in[172];
-  assign \$318  = in[179];
-  assign \$325  = in[186];
-  assign \$332  = in[193];
-  assign \$362  = cur;
-  assign \$372  = cur;
-  assign \$406 [17:4] = 14'h0000;
-  assign \$406 [3:0] = \$405 [3:0];
-  assign \$411 [17:4] = 14'h0000;
-  assign \$411 [3:0] = \$410 [3:0];
-  assign \$415 [17:4] = 14'h0000;
-  assign \$415 [3:0] = \$414 [3:0];
-  assign \$420 [17:4] = 14'h0000;
-  assign \$420 [3:0] = \$419 [3:0];
-  assign \$424 [17:4] = 14'h0000;
-  assign \$424 [3:0] = \$423 [3:0];
-  assign \$429 [17:4] = 14'h0000;
-  assign \$429 [3:0] = \$428 [3:0];
-  assign \$433 [17:4] = 14'h0000;
-  assign \$433 [3:0] = \$432 [3:0];
-  assign \$438 [17:4] = 14'h0000;
-  assign \$438 [3:0] = \$437 [3:0];
-  assign \$442 [17:4] = 14'h0000;
-  assign \$442 [3:0] = \$441 [3:0];
-  assign \$447 [17:4] = 14'h0000;
-  assign \$447 [3:0] = \$446 [3:0];
-  assign \$451 [17:4] = 14'h0000;
-  assign \$451 [3:0] = \$450 [3:0];
-  assign \$456 [17:4] = 14'h0000;
-  assign \$456 [3:0] = \$455 [3:0];
-  assign \$460 [17:4] = 14'h0000;
-  assign \$460 [3:0] = \$459 [3:0];
-  assign \$465 [17:4] = 14'h0000;
-  assign \$465 [3:0] = \$464 [3:0];
-  assign \$469 [17:4] = 14'h0000;
-  assign \$469 [3:0] = \$468 [3:0];
-  assign \$474 [17:4] = 14'h0000;
-  assign \$474 [3:0] = \$473 [3:0];
+  assign \checked.is_data  = checked[155];
+  assign \checked.data_ch0  = checked[156];
+  assign \checked.data_ch1  = checked[157];
+  assign \checked.credit_ch0  = checked[158];
+  assign \checked.credit_ch1  = checked[159];
+  assign \$55  = link__tdata[0];
+  assign \$59  = link__tdata[5];
+  assign \$63  = link__tdata[13];
+  assign \$67  = link__tdata[28];
+  assign \$71  = link__tdata[34];
+  assign \$75  = link__tdata[40];
+  assign \$79  = link__tdata[54];
+  assign \$81  = link__tdata[0];
+  assign \$85  = link__tdata[9];
+  assign \$89  = link__tdata[14];
+  assign \$93  = link__tdata[23];
+  assign \$97  = link__tdata[30];
+  assign \$101  = link__tdata[36];
+  assign \$105  = link__tdata[41];
+  assign \$109  = link__tdata[47];
+  assign \$113  = link__tdata[0];
+  assign \$117  = link__tdata[11];
+  assign \$121  = link__tdata[17];
+  assign \$125  = link__tdata[24];
+  assign \$129  = link__tdata[33];
+  assign \$133  = link__tdata[44];
+  assign \$137  = link__tdata[49];
+  assign \$140  = link__tdata[0];
+  assign \$144  = link__tdata[8];
+  assign \$148  = link__tdata[15];
+  assign \$152  = link__tdata[25];
+  assign \$156  = link__tdata[32];
+  assign \$160  = link__tdata[43];
+  assign \$164  = link__tdata[50];
+  assign \$167  = link__tdata[0];
+  assign \$171  = link__tdata[9];
+  assign \$175  = link__tdata[19];
+  assign \$179  = link__tdata[26];
+  assign \$183  = link__tdata[33];
+  assign \$187  = link__tdata[44];
+  assign \$191  = link__tdata[51];
+  assign \$193  = link__tdata[1];
+  assign \$197  = link__tdata[8];
+  assign \$201  = link__tdata[15];
+  assign \$205  = link__tdata[25];
+  assign \$209  = link__tdata[32];
+  assign \$213  = link__tdata[43];
+  assign \$217  = link__tdata[52];
+  assign \$219  = link__tdata[0];
+  assign \$223  = link__tdata[6];
+  assign \$227  = link__tdata[15];
+  assign \$231  = link__tdata[22];
+  assign \$235  = link__tdata[32];
+  assign \$239  = link__tdata[42];
+  assign \$243  = link__tdata[53];
+  assign \$245  = link__tdata[0];
+  assign \$249  = link__tdata[5];
+  assign \$253  = link__tdata[15];
+  assign \$257  = link__tdata[23];
+  assign \$261  = link__tdata[33];
+  assign \$265  = link__tdata[43];
+  assign \$269  = link__tdata[54];
+  assign \$290  = { 4'h0, \$289 [17:4] };
+  assign \$292  = in[143];
+  assign \$299  = in[150];
+  assign \$307  = in[158];
+  assign \$314  = in[165];
+  assign \$321  = in[172];
+  assign \$328  = in[179];
+  assign \$335  = in[186];
+  assign \$342  = in[193];
+  assign \$367  = decoded[17];
+  assign \$373  = decoded[17];
+  assign \$388  = space_channel;
+  assign \$411  = space_channel;
+  assign \$461  = space_channel;
+  assign \$473 [17:4] = 14'h0000;
+  assign \$473 [3:0] = \$472 [3:0];
   assign \$478 [17:4] = 14'h0000;
   assign \$478 [3:0] = \$477 [3:0];
-  assign \$483 [17:4] = 14'h0000;
-  assign \$483 [3:0] = \$482 [3:0];
+  assign \$482 [17:4] = 14'h0000;
+  assign \$482 [3:0] = \$481 [3:0];
   assign \$487 [17:4] = 14'h0000;
   assign \$487 [3:0] = \$486 [3:0];
-  assign \$492 [17:4] = 14'h0000;
-  assign \$492 [3:0] = \$491 [3:0];
+  assign \$491 [17:4] = 14'h0000;
+  assign \$491 [3:0] = \$490 [3:0];
   assign \$496 [17:4] = 14'h0000;
   assign \$496 [3:0] = \$495 [3:0];
-  assign \$501 [17:4] = 14'h0000;
-  assign \$501 [3:0] = \$500 [3:0];
+  assign \$500 [17:4] = 14'h0000;
+  assign \$500 [3:0] = \$499 [3:0];
   assign \$505 [17:4] = 14'h0000;
   assign \$505 [3:0] = \$504 [3:0];
-  assign \$510 [17:4] = 14'h0000;
-  assign \$510 [3:0] = \$509 [3:0];
+  assign \$509 [17:4] = 14'h0000;
+  assign \$509 [3:0] = \$508 [3:0];
   assign \$514 [17:4] = 14'h0000;
   assign \$514 [3:0] = \$513 [3:0];
-  assign \$519 [17:4] = 14'h0000;
-  assign \$519 [3:0] = \$518 [3:0];
+  assign \$518 [17:4] = 14'h0000;
+  assign \$518 [3:0] = \$517 [3:0];
   assign \$523 [17:4] = 14'h0000;
   assign \$523 [3:0] = \$522 [3:0];
-  assign \$528 [17:4] = 14'h0000;
-  assign \$528 [3:0] = \$527 [3:0];
+  assign \$527 [17:4] = 14'h0000;
+  assign \$527 [3:0] = \$526 [3:0];
   assign \$532 [17:4] = 14'h0000;
   assign \$532 [3:0] = \$531 [3:0];
-  assign \$537 [17:4] = 14'h0000;
-  assign \$537 [3:0] = \$536 [3:0];
+  assign \$536 [17:4] = 14'h0000;
+  assign \$536 [3:0] = \$535 [3:0];
   assign \$541 [17:4] = 14'h0000;
   assign \$541 [3:0] = \$540 [3:0];
-  assign \$546 [17:4] = 14'h0000;
-  assign \$546 [3:0] = \$545 [3:0];
+  assign \$545 [17:4] = 14'h0000;
+  assign \$545 [3:0] = \$544 [3:0];
+  assign \$550 [17:4] = 14'h0000;
+  assign \$550 [3:0] = \$549 [3:0];
+  assign \$554 [17:4] = 14'h0000;
+  assign \$554 [3:0] = \$553 [3:0];
+  assign \$559 [17:4] = 14'h0000;
+  assign \$559 [3:0] = \$558 [3:0];
+  assign \$563 [17:4] = 14'h0000;
+  assign \$563 [3:0] = \$562 [3:0];
+  assign \$568 [17:4] = 14'h0000;
+  assign \$568 [3:0] = \$567 [3:0];
+  assign \$572 [17:4] = 14'h0000;
+  assign \$572 [3:0] = \$571 [3:0];
+  assign \$577 [17:4] = 14'h0000;
+  assign \$577 [3:0] = \$576 [3:0];
+  assign \$581 [17:4] = 14'h0000;
+  assign \$581 [3:0] = \$580 [3:0];
+  assign \$586 [17:4] = 14'h0000;
+  assign \$586 [3:0] = \$585 [3:0];
+  assign \$590 [17:4] = 14'h0000;
+  assign \$590 [3:0] = \$589 [3:0];
+  assign \$595 [17:4] = 14'h0000;
+  assign \$595 [3:0] = \$594 [3:0];
+  assign \$599 [17:4] = 14'h0000;
+  assign \$599 [3:0] = \$598 [3:0];
+  assign \$604 [17:4] = 14'h0000;
+  assign \$604 [3:0] = \$603 [3:0];
+  assign \$608 [17:4] = 14'h0000;
+  assign \$608 [3:0] = \$607 [3:0];
+  assign \$613 [17:4] = 14'h0000;
+  assign \$613 [3:0] = \$612 [3:0];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.rx0.buffer0 (rst, freed, \w_en$29 , commit, rollback, w_data_q, out_valid, r__payload, r__ready, clk);
+module \ace_nic_small.rx0.buffer0 (rst, \w_en$29 , commit, rollback, freed, w_data_q, out_valid, r__payload, r__ready, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$57  = 0;
   wire [6:0] \$1 ;
   wire \$10 ;
@@ -8556,7 +8593,7 @@ module \ace_nic_small.rx0.buffer0.ram (rst, read__en, write__data, write__en, wr
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.rx0.buffer1 (rst, freed, \w_en$29 , commit, rollback, w_data_q, out_valid, r__payload, r__ready, clk);
+module \ace_nic_small.rx0.buffer1 (rst, \w_en$29 , commit, rollback, freed, w_data_q, out_valid, r__payload, r__ready, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$59  = 0;
   wire [6:0] \$1 ;
   wire \$10 ;
@@ -8866,7 +8903,7 @@ module \ace_nic_small.rx0.buffer1.ram (rst, read__en, write__data, write__en, wr
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, credits__0, credits__1, credit_valid, freed__0, freed__1, busy_cycles, credit_channel, credit_count, payload_bytes, header_bytes, errors, error, error_cause, out__0__valid, out__0__payload, out__1__valid
+module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, credit_now, credits__0, credits__1, freed__0, freed__1, busy_cycles, credit_channel, credit_count, payload_bytes, header_bytes, errors, error, error_cause, out__0__valid, out__0__payload, out__1__valid
 , out__1__payload, r__ready, \r__ready$8 , error_clear);
   reg \$auto$verilog_backend.cc:2355:dump_module$61  = 0;
   wire \$1 ;
@@ -9025,7 +9062,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire \$237 ;
   wire \$238 ;
   wire \$239 ;
-  wire \$24 ;
+  wire [7:0] \$24 ;
   wire \$240 ;
   wire \$241 ;
   wire \$242 ;
@@ -9036,7 +9073,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire \$247 ;
   wire \$248 ;
   wire \$249 ;
-  wire \$25 ;
+  wire [7:0] \$25 ;
   wire \$250 ;
   wire \$251 ;
   wire \$252 ;
@@ -9068,10 +9105,10 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire \$276 ;
   wire \$277 ;
   wire \$278 ;
-  wire [17:0] \$279 ;
+  wire \$279 ;
   wire \$28 ;
-  wire [17:0] \$280 ;
-  wire [17:0] \$281 ;
+  wire \$280 ;
+  wire \$281 ;
   wire \$282 ;
   wire \$283 ;
   wire \$284 ;
@@ -9079,10 +9116,10 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire \$286 ;
   wire \$287 ;
   wire \$288 ;
-  wire \$289 ;
+  wire [17:0] \$289 ;
   wire \$29 ;
-  wire \$290 ;
-  wire \$291 ;
+  wire [17:0] \$290 ;
+  wire [17:0] \$291 ;
   wire \$292 ;
   wire \$293 ;
   wire \$294 ;
@@ -9135,7 +9172,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire \$336 ;
   wire \$337 ;
   wire \$338 ;
-  wire [6:0] \$339 ;
+  wire \$339 ;
   wire \$34 ;
   wire \$340 ;
   wire \$341 ;
@@ -9144,148 +9181,148 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire \$344 ;
   wire \$345 ;
   wire \$346 ;
-  wire [7:0] \$347 ;
-  wire [7:0] \$348 ;
-  wire [7:0] \$349 ;
+  wire \$347 ;
+  wire \$348 ;
+  wire [6:0] \$349 ;
   wire \$35 ;
-  wire [7:0] \$350 ;
-  wire [7:0] \$351 ;
-  wire [7:0] \$352 ;
-  wire [6:0] \$353 ;
-  wire [6:0] \$354 ;
+  wire \$350 ;
+  wire \$351 ;
+  wire \$352 ;
+  wire \$353 ;
+  wire \$354 ;
   wire \$355 ;
   wire \$356 ;
-  wire [6:0] \$357 ;
-  wire [6:0] \$358 ;
-  wire [7:0] \$359 ;
+  wire \$357 ;
+  wire \$358 ;
+  wire \$359 ;
   wire \$36 ;
   wire \$360 ;
   wire \$361 ;
   wire \$362 ;
   wire \$363 ;
-  wire [7:0] \$364 ;
-  wire [7:0] \$365 ;
-  wire [7:0] \$366 ;
-  wire [7:0] \$367 ;
-  wire [7:0] \$368 ;
-  wire [7:0] \$369 ;
+  wire \$364 ;
+  wire \$365 ;
+  wire \$366 ;
+  wire \$367 ;
+  wire \$368 ;
+  wire \$369 ;
   wire \$37 ;
-  wire [6:0] \$370 ;
-  wire [6:0] \$371 ;
+  wire \$370 ;
+  wire \$371 ;
   wire \$372 ;
   wire \$373 ;
-  wire [6:0] \$374 ;
-  wire [6:0] \$375 ;
-  wire [7:0] \$376 ;
-  wire [7:0] \$377 ;
-  wire \$378 ;
-  wire \$379 ;
+  wire \$374 ;
+  wire \$375 ;
+  wire \$376 ;
+  wire \$377 ;
+  wire [6:0] \$378 ;
+  wire [7:0] \$379 ;
   wire \$38 ;
-  reg \$380 ;
+  wire \$380 ;
   wire \$381 ;
-  wire \$382 ;
-  reg \$383 ;
-  wire \$384 ;
-  wire \$385 ;
-  wire \$386 ;
-  wire \$387 ;
-  reg \$388 ;
+  wire [7:0] \$382 ;
+  wire [7:0] \$383 ;
+  wire [6:0] \$384 ;
+  wire [7:0] \$385 ;
+  wire [6:0] \$386 ;
+  wire [7:0] \$387 ;
+  wire \$388 ;
   wire \$389 ;
   wire \$39 ;
-  wire \$390 ;
-  reg \$391 ;
-  wire \$392 ;
-  wire \$393 ;
-  wire \$394 ;
+  wire [7:0] \$390 ;
+  wire [7:0] \$391 ;
+  wire [6:0] \$392 ;
+  wire [7:0] \$393 ;
+  wire [7:0] \$394 ;
   wire \$395 ;
   wire \$396 ;
   wire \$397 ;
-  wire [48:0] \$398 ;
-  wire [48:0] \$399 ;
+  wire \$398 ;
+  wire \$399 ;
   wire \$4 ;
   wire \$40 ;
   wire \$400 ;
   wire \$401 ;
   wire \$402 ;
-  wire [7:0] \$403 ;
+  wire \$403 ;
   wire \$404 ;
-  wire [17:0] \$405 ;
-  wire [17:0] \$406 ;
+  wire \$405 ;
+  wire \$406 ;
   wire \$407 ;
   wire \$408 ;
   wire \$409 ;
   wire \$41 ;
-  wire [17:0] \$410 ;
-  wire [17:0] \$411 ;
+  wire \$410 ;
+  wire \$411 ;
   wire \$412 ;
   wire \$413 ;
-  wire [17:0] \$414 ;
-  wire [17:0] \$415 ;
+  wire \$414 ;
+  wire \$415 ;
   wire \$416 ;
   wire \$417 ;
   wire \$418 ;
-  wire [17:0] \$419 ;
+  wire \$419 ;
   wire \$42 ;
-  wire [17:0] \$420 ;
+  wire \$420 ;
   wire \$421 ;
   wire \$422 ;
-  wire [17:0] \$423 ;
-  wire [17:0] \$424 ;
+  wire \$423 ;
+  wire \$424 ;
   wire \$425 ;
   wire \$426 ;
   wire \$427 ;
-  wire [17:0] \$428 ;
-  wire [17:0] \$429 ;
+  wire \$428 ;
+  wire \$429 ;
   wire \$43 ;
   wire \$430 ;
   wire \$431 ;
-  wire [17:0] \$432 ;
-  wire [17:0] \$433 ;
+  wire \$432 ;
+  wire \$433 ;
   wire \$434 ;
   wire \$435 ;
   wire \$436 ;
-  wire [17:0] \$437 ;
-  wire [17:0] \$438 ;
+  wire \$437 ;
+  wire \$438 ;
   wire \$439 ;
-  wire [48:0] \$44 ;
+  wire \$44 ;
   wire \$440 ;
-  wire [17:0] \$441 ;
-  wire [17:0] \$442 ;
+  wire \$441 ;
+  wire \$442 ;
   wire \$443 ;
   wire \$444 ;
   wire \$445 ;
-  wire [17:0] \$446 ;
-  wire [17:0] \$447 ;
+  wire \$446 ;
+  wire \$447 ;
   wire \$448 ;
   wire \$449 ;
   wire \$45 ;
-  wire [17:0] \$450 ;
-  wire [17:0] \$451 ;
+  wire \$450 ;
+  wire \$451 ;
   wire \$452 ;
   wire \$453 ;
   wire \$454 ;
-  wire [17:0] \$455 ;
-  wire [17:0] \$456 ;
+  wire \$455 ;
+  wire \$456 ;
   wire \$457 ;
   wire \$458 ;
-  wire [17:0] \$459 ;
+  wire \$459 ;
   wire \$46 ;
-  wire [17:0] \$460 ;
+  wire \$460 ;
   wire \$461 ;
   wire \$462 ;
   wire \$463 ;
-  wire [17:0] \$464 ;
-  wire [17:0] \$465 ;
-  wire \$466 ;
-  wire \$467 ;
-  wire [17:0] \$468 ;
-  wire [17:0] \$469 ;
+  wire \$464 ;
+  wire \$465 ;
+  wire [48:0] \$466 ;
+  wire [48:0] \$467 ;
+  wire \$468 ;
+  wire \$469 ;
   wire \$47 ;
   wire \$470 ;
   wire \$471 ;
-  wire \$472 ;
+  wire [17:0] \$472 ;
   wire [17:0] \$473 ;
-  wire [17:0] \$474 ;
+  wire \$474 ;
   wire \$475 ;
   wire \$476 ;
   wire [17:0] \$477 ;
@@ -9293,9 +9330,9 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire \$479 ;
   wire \$48 ;
   wire \$480 ;
-  wire \$481 ;
+  wire [17:0] \$481 ;
   wire [17:0] \$482 ;
-  wire [17:0] \$483 ;
+  wire \$483 ;
   wire \$484 ;
   wire \$485 ;
   wire [17:0] \$486 ;
@@ -9303,39 +9340,39 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire \$488 ;
   wire \$489 ;
   wire \$49 ;
-  wire \$490 ;
+  wire [17:0] \$490 ;
   wire [17:0] \$491 ;
-  wire [17:0] \$492 ;
+  wire \$492 ;
   wire \$493 ;
   wire \$494 ;
   wire [17:0] \$495 ;
   wire [17:0] \$496 ;
   wire \$497 ;
   wire \$498 ;
-  wire \$499 ;
+  wire [17:0] \$499 ;
   wire \$5 ;
   wire \$50 ;
   wire [17:0] \$500 ;
-  wire [17:0] \$501 ;
+  wire \$501 ;
   wire \$502 ;
   wire \$503 ;
   wire [17:0] \$504 ;
   wire [17:0] \$505 ;
   wire \$506 ;
   wire \$507 ;
-  wire \$508 ;
+  wire [17:0] \$508 ;
   wire [17:0] \$509 ;
   wire \$51 ;
-  wire [17:0] \$510 ;
+  wire \$510 ;
   wire \$511 ;
   wire \$512 ;
   wire [17:0] \$513 ;
   wire [17:0] \$514 ;
   wire \$515 ;
   wire \$516 ;
-  wire \$517 ;
+  wire [17:0] \$517 ;
   wire [17:0] \$518 ;
-  wire [17:0] \$519 ;
+  wire \$519 ;
   wire \$52 ;
   wire \$520 ;
   wire \$521 ;
@@ -9343,9 +9380,9 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire [17:0] \$523 ;
   wire \$524 ;
   wire \$525 ;
-  wire \$526 ;
+  wire [17:0] \$526 ;
   wire [17:0] \$527 ;
-  wire [17:0] \$528 ;
+  wire \$528 ;
   wire \$529 ;
   wire \$53 ;
   wire \$530 ;
@@ -9353,81 +9390,159 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire [17:0] \$532 ;
   wire \$533 ;
   wire \$534 ;
-  wire \$535 ;
+  wire [17:0] \$535 ;
   wire [17:0] \$536 ;
-  wire [17:0] \$537 ;
+  wire \$537 ;
   wire \$538 ;
   wire \$539 ;
-  wire \$54 ;
+  wire [48:0] \$54 ;
   wire [17:0] \$540 ;
   wire [17:0] \$541 ;
   wire \$542 ;
   wire \$543 ;
-  wire \$544 ;
+  wire [17:0] \$544 ;
   wire [17:0] \$545 ;
-  wire [17:0] \$546 ;
+  wire \$546 ;
   wire \$547 ;
   wire \$548 ;
-  wire [7:0] \$549 ;
+  wire [17:0] \$549 ;
   wire \$55 ;
-  wire \$550 ;
+  wire [17:0] \$550 ;
   wire \$551 ;
-  wire [16:0] \$552 ;
-  wire \$553 ;
-  wire \$554 ;
-  wire [48:0] \$555 ;
+  wire \$552 ;
+  wire [17:0] \$553 ;
+  wire [17:0] \$554 ;
+  wire \$555 ;
   wire \$556 ;
   wire \$557 ;
-  reg \$558 ;
-  reg \$559 ;
+  wire [17:0] \$558 ;
+  wire [17:0] \$559 ;
   wire \$56 ;
-  reg [47:0] \$560 ;
-  reg [203:0] \$561 ;
-  reg [154:0] \$562 ;
-  reg [156:0] \$563 ;
-  reg [5:0] \$564 ;
-  reg [6:0] \$565 ;
-  reg [5:0] \$566 ;
-  reg [5:0] \$567 ;
-  reg [6:0] \$568 ;
-  reg [5:0] \$569 ;
+  wire \$560 ;
+  wire \$561 ;
+  wire [17:0] \$562 ;
+  wire [17:0] \$563 ;
+  wire \$564 ;
+  wire \$565 ;
+  wire \$566 ;
+  wire [17:0] \$567 ;
+  wire [17:0] \$568 ;
+  wire \$569 ;
   wire \$57 ;
-  reg [158:0] \$570 ;
-  reg [178:0] \$571 ;
-  reg \$572 ;
-  reg \$573 ;
-  reg \$574 ;
-  reg \$575 ;
-  reg [16:0] \$576 ;
-  reg [47:0] \$577 ;
-  reg [47:0] \$578 ;
-  reg [1:0] \$579 ;
+  wire \$570 ;
+  wire [17:0] \$571 ;
+  wire [17:0] \$572 ;
+  wire \$573 ;
+  wire \$574 ;
+  wire \$575 ;
+  wire [17:0] \$576 ;
+  wire [17:0] \$577 ;
+  wire \$578 ;
+  wire \$579 ;
   wire \$58 ;
-  reg \$580 ;
-  reg [6:0] \$581 ;
-  reg [6:0] \$582 ;
-  reg [6:0] \$583 ;
-  reg [16:0] \$584 ;
-  reg [7:0] \$585 ;
-  reg [7:0] \$586 ;
-  reg \$587 ;
-  reg \$588 ;
-  reg [15:0] \$589 ;
+  wire [17:0] \$580 ;
+  wire [17:0] \$581 ;
+  wire \$582 ;
+  wire \$583 ;
+  wire \$584 ;
+  wire [17:0] \$585 ;
+  wire [17:0] \$586 ;
+  wire \$587 ;
+  wire \$588 ;
+  wire [17:0] \$589 ;
   wire \$59 ;
-  reg [15:0] \$590 ;
-  reg \$591 ;
-  reg [47:0] \$592 ;
-  reg \$593 ;
-  reg [3:0] \$594 ;
+  wire [17:0] \$590 ;
+  wire \$591 ;
+  wire \$592 ;
+  wire \$593 ;
+  wire [17:0] \$594 ;
+  wire [17:0] \$595 ;
+  wire \$596 ;
+  wire \$597 ;
+  wire [17:0] \$598 ;
+  wire [17:0] \$599 ;
   wire \$6 ;
   wire \$60 ;
+  wire \$600 ;
+  wire \$601 ;
+  wire \$602 ;
+  wire [17:0] \$603 ;
+  wire [17:0] \$604 ;
+  wire \$605 ;
+  wire \$606 ;
+  wire [17:0] \$607 ;
+  wire [17:0] \$608 ;
+  wire \$609 ;
   wire \$61 ;
+  wire \$610 ;
+  wire \$611 ;
+  wire [17:0] \$612 ;
+  wire [17:0] \$613 ;
+  wire \$614 ;
+  wire \$615 ;
+  wire [7:0] \$616 ;
+  wire \$617 ;
+  wire \$618 ;
+  wire [16:0] \$619 ;
   wire \$62 ;
+  wire \$620 ;
+  wire \$621 ;
+  wire \$622 ;
+  wire \$623 ;
+  wire \$624 ;
+  wire \$625 ;
+  wire \$626 ;
+  wire \$627 ;
+  wire \$628 ;
+  wire \$629 ;
   wire \$63 ;
+  wire \$630 ;
+  wire \$631 ;
+  wire [48:0] \$632 ;
+  wire \$633 ;
+  wire \$634 ;
+  reg \$635 ;
+  reg \$636 ;
+  reg [47:0] \$637 ;
+  reg [203:0] \$638 ;
+  reg [154:0] \$639 ;
   wire \$64 ;
+  reg [159:0] \$640 ;
+  reg [5:0] \$641 ;
+  reg [5:0] \$642 ;
+  reg [5:0] \$643 ;
+  reg [5:0] \$644 ;
+  reg [5:0] \$645 ;
+  reg [5:0] \$646 ;
+  reg [163:0] \$647 ;
+  reg [178:0] \$648 ;
+  reg \$649 ;
   wire \$65 ;
+  reg \$650 ;
+  reg \$651 ;
+  reg \$652 ;
+  reg [16:0] \$653 ;
+  reg [47:0] \$654 ;
+  reg [47:0] \$655 ;
+  reg [1:0] \$656 ;
+  reg \$657 ;
+  reg [6:0] \$658 ;
+  reg [6:0] \$659 ;
   wire \$66 ;
+  reg [16:0] \$660 ;
+  reg [7:0] \$661 ;
+  reg [7:0] \$662 ;
+  reg \$663 ;
+  reg \$664 ;
+  reg [15:0] \$665 ;
+  reg [15:0] \$666 ;
+  reg \$667 ;
+  reg \$668 ;
+  reg \$669 ;
   wire \$67 ;
+  reg [47:0] \$670 ;
+  reg \$671 ;
+  reg [3:0] \$672 ;
   wire \$68 ;
   wire \$69 ;
   wire \$7 ;
@@ -9441,7 +9556,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire \$77 ;
   wire \$78 ;
   wire \$79 ;
-  wire [7:0] \$8 ;
+  wire [5:0] \$8 ;
   wire \$80 ;
   wire \$81 ;
   wire \$82 ;
@@ -9452,7 +9567,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire \$87 ;
   wire \$88 ;
   wire \$89 ;
-  wire [7:0] \$9 ;
+  wire [5:0] \$9 ;
   wire \$90 ;
   wire \$91 ;
   wire \$92 ;
@@ -9464,11 +9579,11 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire \$98 ;
   wire \$99 ;
   reg [7:0] \$like  = 8'h00;
-  reg [7:0] \$like$21  = 8'h00;
+  reg [7:0] \$like$29  = 8'h00;
   reg \$signal  = 1'h0;
-  reg [16:0] \$signal$22  = 17'h00000;
-  reg [6:0] \$signal$83  = 7'h00;
-  reg [15:0] \$signal$84  = 16'h0000;
+  reg [16:0] \$signal$30  = 17'h00000;
+  reg [6:0] \$signal$87  = 7'h00;
+  reg [15:0] \$signal$88  = 16'h0000;
   output [47:0] busy_cycles;
   reg [47:0] busy_cycles = 48'h000000000000;
   (* enum_base_type = "NicError" *)
@@ -9496,8 +9611,8 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   (* enum_value_1000 = "OVERFLOW" *)
   (* enum_value_1001 = "CREDIT_OVERFLOW" *)
   (* enum_value_1010 = "BAD_COMMAND" *)
-  reg [3:0] \cause$29 ;
-  reg [156:0] checked = 157'h0000000000000000000000000000000000000000;
+  reg [3:0] \cause$39 ;
+  reg [159:0] checked = 160'h0000000000000000000000000000000000000000;
   wire [6:0] \checked.beats ;
   (* enum_base_type = "NicError" *)
   (* enum_value_0000 = "NONE" *)
@@ -9512,10 +9627,13 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   (* enum_value_1001 = "CREDIT_OVERFLOW" *)
   (* enum_value_1010 = "BAD_COMMAND" *)
   wire [3:0] \checked.cause ;
+  wire \checked.credit_ch0 ;
+  wire \checked.credit_ch1 ;
   wire [127:0] \checked.data ;
+  wire \checked.data_ch0 ;
+  wire \checked.data_ch1 ;
   wire \checked.is_data ;
   wire \checked.last ;
-  wire \checked.none ;
   wire [5:0] \checked.room ;
   wire [6:0] \checked.room_ahead ;
   wire \checked.same_ch_ahead ;
@@ -9523,22 +9641,23 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   input clk;
   wire clk;
   reg commit;
-  reg \commit$43 ;
-  reg \commit$46 ;
+  wire \commit$51 ;
+  wire \commit$55 ;
   reg commit_q = 1'h0;
   output [3:0] credit_channel;
   wire [3:0] credit_channel;
   output [5:0] credit_count;
   wire [5:0] credit_count;
+  output credit_now;
   wire credit_now;
-  output credit_valid;
-  reg credit_valid;
+  wire credit_valid;
   reg credited = 1'h0;
   input [5:0] credits__0;
   wire [5:0] credits__0;
   input [5:0] credits__1;
   wire [5:0] credits__1;
-  reg cur = 1'h0;
+  (* init = 1'h0 *)
+  wire cur;
   reg [154:0] decoded = 155'h000000000000000000000000000000000000000;
   wire [6:0] \decoded.beats ;
   wire \decoded.channel_bad ;
@@ -9603,7 +9722,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   output [47:0] errors;
   reg [47:0] errors = 48'h000000000000;
   wire freed;
-  wire \freed$63 ;
+  wire \freed$67 ;
   output freed__0;
   reg freed__0 = 1'h0;
   output freed__1;
@@ -9623,9 +9742,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire [5:0] \in.room ;
   wire \in.type_bad ;
   wire \in.valid ;
-  reg [158:0] judged = 159'h0000000000000000000000000000000000000000;
-  wire \judged.alt_credit ;
-  wire \judged.alt_rollback ;
+  reg [163:0] judged = 164'h00000000000000000000000000000000000000000;
   wire [6:0] \judged.beats ;
   wire [6:0] \judged.beats_m1 ;
   (* enum_base_type = "NicError" *)
@@ -9641,11 +9758,18 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   (* enum_value_1001 = "CREDIT_OVERFLOW" *)
   (* enum_value_1010 = "BAD_COMMAND" *)
   wire [3:0] \judged.cause ;
+  wire \judged.credit ;
+  wire \judged.credit_credited ;
   wire [127:0] \judged.data ;
   wire \judged.is_data ;
   wire \judged.last ;
   wire \judged.ok ;
-  wire \judged.ok_alt ;
+  wire \judged.ok_credited ;
+  wire \judged.ok_rolled ;
+  wire \judged.reserve0 ;
+  wire \judged.reserve0_rolled ;
+  wire \judged.reserve1 ;
+  wire \judged.reserve1_rolled ;
   wire [5:0] \judged.room ;
   wire \judged.valid ;
   reg [16:0] length_q = 17'h00000;
@@ -9685,8 +9809,6 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   reg [47:0] payload_bytes = 48'h000000000000;
   (* init = 7'h00 *)
   wire [6:0] pkt_beats;
-  (* init = 7'h00 *)
-  wire [6:0] pkt_beats_p1;
   reg pkt_is_last = 1'h0;
   reg [15:0] pkt_keep = 16'hffff;
   wire [178:0] r__payload;
@@ -9711,39 +9833,43 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire \r__ready$8 ;
   wire r__valid;
   wire \r__valid$11 ;
+  reg receiving0 = 1'h0;
+  reg receiving1 = 1'h0;
   reg rollback;
-  reg \rollback$44 ;
-  reg \rollback$47 ;
+  wire \rollback$52 ;
+  wire \rollback$56 ;
   reg rolled_back = 1'h0;
   input rst;
   wire rst;
   reg [1:0] rx_fsm_state = 2'h0;
+  wire rx_in_header;
   reg [5:0] space0_committed = 6'h20;
-  reg [6:0] space0_kept = 7'h00;
+  reg [5:0] space0_kept = 6'h00;
+  wire space0_release;
+  wire space0_reserve;
+  reg [5:0] space0_step;
   reg [5:0] space0_total = 6'h20;
   reg [5:0] space1_committed = 6'h20;
-  reg [6:0] space1_kept = 7'h00;
+  reg [5:0] space1_kept = 6'h00;
+  wire space1_release;
+  wire space1_reserve;
+  reg [5:0] space1_step;
   reg [5:0] space1_total = 6'h20;
   reg [6:0] space_beats = 7'h00;
-  reg [6:0] space_beats_p1 = 7'h00;
-  (* init = 1'h0 *)
-  wire space_channel;
+  reg space_channel = 1'h0;
   wire space_commit;
-  wire space_release;
-  reg space_reserve;
   wire [6:0] space_reserve_beats;
   wire [6:0] space_reserve_beats_m1;
-  wire [3:0] space_reserve_channel;
   reg [178:0] w_data = 179'h000000000000000000000000000000000000000000000;
   (* init = 179'h000000000000000000000000000000000000000000000 *)
-  wire [178:0] \w_data$25 ;
-  wire [127:0] \w_data$25.data ;
-  wire \w_data$25.first ;
-  wire [15:0] \w_data$25.keep ;
-  wire \w_data$25.last ;
-  wire [16:0] \w_data$25.length ;
-  wire [7:0] \w_data$25.src ;
-  wire [7:0] \w_data$25.tag ;
+  wire [178:0] \w_data$33 ;
+  wire [127:0] \w_data$33.data ;
+  wire \w_data$33.first ;
+  wire [15:0] \w_data$33.keep ;
+  wire \w_data$33.last ;
+  wire [16:0] \w_data$33.length ;
+  wire [7:0] \w_data$33.src ;
+  wire [7:0] \w_data$33.tag ;
   wire [127:0] \w_data.data ;
   wire \w_data.first ;
   wire [15:0] \w_data.keep ;
@@ -9751,203 +9877,361 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   wire [16:0] \w_data.length ;
   wire [7:0] \w_data.src ;
   wire [7:0] \w_data.tag ;
-  reg w_en;
-  reg \w_en$45 ;
-  assign \$405  = judged[49:33] - 1'h1;
-  assign \$407  = $signed(\$406 ) >= $signed(1'h0);
-  assign \$408  = judged[136:130] == 1'h1;
-  assign \$409  = ~ \$408 ;
-  assign \$410  = judged[49:33] - 1'h1;
-  assign \$412  = $signed(\$411 ) >= $signed(1'h0);
-  assign \$413  = \$409  | \$412 ;
-  assign \$414  = judged[49:33] - 1'h1;
-  assign \$416  = $signed(\$415 ) >= $signed(2'h1);
-  assign \$417  = judged[136:130] == 1'h1;
-  assign \$418  = ~ \$417 ;
-  assign \$419  = judged[49:33] - 1'h1;
-  assign \$421  = $signed(\$420 ) >= $signed(2'h1);
-  assign \$422  = \$418  | \$421 ;
-  assign \$423  = judged[49:33] - 1'h1;
-  assign \$425  = $signed(\$424 ) >= $signed(3'h2);
-  assign \$426  = judged[136:130] == 1'h1;
-  assign \$427  = ~ \$426 ;
-  assign \$428  = judged[49:33] - 1'h1;
-  assign \$430  = $signed(\$429 ) >= $signed(3'h2);
-  assign \$431  = \$427  | \$430 ;
-  assign \$432  = judged[49:33] - 1'h1;
-  assign \$434  = $signed(\$433 ) >= $signed(3'h3);
-  assign \$435  = judged[136:130] == 1'h1;
-  assign \$436  = ~ \$435 ;
-  assign \$437  = judged[49:33] - 1'h1;
-  assign \$439  = $signed(\$438 ) >= $signed(3'h3);
-  assign \$440  = \$436  | \$439 ;
-  assign \$441  = judged[49:33] - 1'h1;
-  assign \$443  = $signed(\$442 ) >= $signed(4'h4);
-  assign \$444  = judged[136:130] == 1'h1;
-  assign \$445  = ~ \$444 ;
-  assign \$446  = judged[49:33] - 1'h1;
-  assign \$448  = $signed(\$447 ) >= $signed(4'h4);
-  assign \$449  = \$445  | \$448 ;
-  assign \$450  = judged[49:33] - 1'h1;
-  assign \$452  = $signed(\$451 ) >= $signed(4'h5);
-  assign \$453  = judged[136:130] == 1'h1;
-  assign \$454  = ~ \$453 ;
-  assign \$455  = judged[49:33] - 1'h1;
-  assign \$457  = $signed(\$456 ) >= $signed(4'h5);
-  assign \$458  = \$454  | \$457 ;
-  assign \$459  = judged[49:33] - 1'h1;
-  assign \$461  = $signed(\$460 ) >= $signed(4'h6);
-  assign \$462  = judged[136:130] == 1'h1;
-  assign \$463  = ~ \$462 ;
-  assign \$464  = judged[49:33] - 1'h1;
-  assign \$466  = $signed(\$465 ) >= $signed(4'h6);
-  assign \$467  = \$463  | \$466 ;
-  assign \$468  = judged[49:33] - 1'h1;
-  assign \$470  = $signed(\$469 ) >= $signed(4'h7);
+  wire w_en;
+  wire \w_en$53 ;
+  assign \$317  = \$316  ^ in[168];
+  assign \$318  = \$317  ^ in[169];
+  assign \$319  = \$318  ^ in[170];
+  assign \$320  = \$319  ^ in[171];
+  assign \$322  = \$321  ^ in[173];
+  assign \$323  = \$322  ^ in[174];
+  assign \$324  = \$323  ^ in[175];
+  assign \$325  = \$324  ^ in[176];
+  assign \$326  = \$325  ^ in[177];
+  assign \$327  = \$326  ^ in[178];
+  assign \$329  = \$328  ^ in[180];
+  assign \$330  = \$329  ^ in[181];
+  assign \$331  = \$330  ^ in[182];
+  assign \$332  = \$331  ^ in[183];
+  assign \$333  = \$332  ^ in[184];
+  assign \$334  = \$333  ^ in[185];
+  assign \$336  = \$335  ^ in[187];
+  assign \$337  = \$336  ^ in[188];
+  assign \$338  = \$337  ^ in[189];
+  assign \$339  = \$338  ^ in[190];
+  assign \$340  = \$339  ^ in[191];
+  assign \$341  = \$340  ^ in[192];
+  assign \$343  = \$342  ^ in[194];
+  assign \$344  = \$343  ^ in[195];
+  assign \$345  = \$344  ^ in[196];
+  assign \$346  = \$345  ^ in[197];
+  assign \$347  = \$346  ^ in[198];
+  assign \$348  = \$347  ^ in[199];
+  assign \$349  = decoded[142:137] - checked[38:33];
+  assign \$350  = decoded[20:17] == checked[20:17];
+  assign \$351  = ! decoded[8:7];
+  assign \$352  = ! cause;
+  assign \$353  = decoded[0] & \$352 ;
+  assign \$354  = ! decoded[17];
+  assign \$355  = \$353  & \$354 ;
+  assign \$356  = ! decoded[8:7];
+  assign \$357  = \$355  & \$356 ;
+  assign \$358  = ! cause;
+  assign \$359  = decoded[0] & \$358 ;
+  assign \$360  = ! decoded[17];
+  assign \$361  = \$359  & \$360 ;
+  assign \$362  = ! decoded[8:7];
+  assign \$363  = ~ \$362 ;
+  assign \$364  = \$361  & \$363 ;
+  assign \$365  = ! cause;
+  assign \$366  = decoded[0] & \$365 ;
+  assign \$368  = \$366  & \$367 ;
+  assign \$369  = ! decoded[8:7];
+  assign \$370  = \$368  & \$369 ;
+  assign \$371  = ! cause;
+  assign \$372  = decoded[0] & \$371 ;
+  assign \$374  = \$372  & \$373 ;
+  assign \$375  = ! decoded[8:7];
+  assign \$376  = ~ \$375 ;
+  assign \$377  = \$374  & \$376 ;
+  assign \$378  = space0_total + space0_step;
+  assign \$379  = \$378  + freed__0;
+  assign \$380  = ! space_channel;
+  assign \$381  = commit & \$380 ;
+  assign \$382  = - space_beats;
+  assign \$383  = \$381  ? \$382  : 8'h00;
+  assign \$384  = space0_committed + space0_kept;
+  assign \$385  = \$384  + freed__0;
+  assign \$386  = space1_total + space1_step;
+  assign \$387  = \$386  + freed__1;
+  assign \$389  = commit & \$388 ;
+  assign \$390  = - space_beats;
+  assign \$391  = \$389  ? \$390  : 8'h00;
+  assign \$392  = space1_committed + space1_kept;
+  assign \$393  = \$392  + freed__1;
+  assign \$394  = checked[136:130] - 1'h1;
+  assign \$395  = checked[136:130] <= space0_total;
+  assign \$396  = checked[156] & \$395 ;
+  assign \$397  = checked[136:130] <= space1_total;
+  assign \$398  = checked[157] & \$397 ;
+  assign \$399  = | { \$398 , \$396  };
+  assign \$400  = credits__0 <= checked[142:137];
+  assign \$401  = checked[158] & \$400 ;
+  assign \$402  = credits__1 <= checked[142:137];
+  assign \$403  = checked[159] & \$402 ;
+  assign \$404  = | { \$403 , \$401  };
+  assign \$405  = \$399  | \$404 ;
+  assign \$406  = ! space_channel;
+  assign \$407  = checked[136:130] <= space0_committed;
+  assign \$408  = checked[136:130] <= space0_total;
+  assign \$409  = space_channel ? \$408  : \$407 ;
+  assign \$410  = checked[156] & \$409 ;
+  assign \$412  = checked[136:130] <= space1_committed;
+  assign \$413  = checked[136:130] <= space1_total;
+  assign \$414  = \$411  ? \$412  : \$413 ;
+  assign \$415  = checked[157] & \$414 ;
+  assign \$416  = | { \$415 , \$410  };
+  assign \$417  = credits__0 <= checked[142:137];
+  assign \$418  = checked[158] & \$417 ;
+  assign \$419  = credits__1 <= checked[142:137];
+  assign \$420  = checked[159] & \$419 ;
+  assign \$421  = | { \$420 , \$418  };
+  assign \$422  = \$416  | \$421 ;
+  assign \$423  = checked[136:130] <= space0_total;
+  assign \$424  = checked[156] & \$423 ;
+  assign \$425  = checked[136:130] <= space1_total;
+  assign \$426  = checked[157] & \$425 ;
+  assign \$427  = | { \$426 , \$424  };
+  assign \$428  = $signed({ 1'h0, credits__0 }) <= $signed(checked[153:147]);
+  assign \$429  = credits__0 <= checked[142:137];
+  assign \$430  = checked[154] ? \$428  : \$429 ;
+  assign \$431  = checked[158] & \$430 ;
+  assign \$432  = $signed({ 1'h0, credits__1 }) <= $signed(checked[153:147]);
+  assign \$433  = credits__1 <= checked[142:137];
+  assign \$434  = checked[154] ? \$432  : \$433 ;
+  assign \$435  = checked[159] & \$434 ;
+  assign \$436  = | { \$435 , \$431  };
+  assign \$437  = \$427  | \$436 ;
+  assign \$438  = credits__0 <= checked[142:137];
+  assign \$439  = checked[158] & \$438 ;
+  assign \$440  = credits__1 <= checked[142:137];
+  assign \$441  = checked[159] & \$440 ;
+  assign \$442  = | { \$441 , \$439  };
+  assign \$443  = $signed({ 1'h0, credits__0 }) <= $signed(checked[153:147]);
+  assign \$444  = credits__0 <= checked[142:137];
+  assign \$445  = checked[154] ? \$443  : \$444 ;
+  assign \$446  = checked[158] & \$445 ;
+  assign \$447  = $signed({ 1'h0, credits__1 }) <= $signed(checked[153:147]);
+  assign \$448  = credits__1 <= checked[142:137];
+  assign \$449  = checked[154] ? \$447  : \$448 ;
+  assign \$450  = checked[159] & \$449 ;
+  assign \$451  = | { \$450 , \$446  };
+  assign \$452  = checked[136:130] <= space0_total;
+  assign \$453  = checked[156] & \$452 ;
+  assign \$454  = ! space_channel;
+  assign \$455  = checked[136:130] <= space0_committed;
+  assign \$456  = checked[136:130] <= space0_total;
+  assign \$457  = space_channel ? \$456  : \$455 ;
+  assign \$458  = checked[156] & \$457 ;
+  assign \$459  = checked[136:130] <= space1_total;
+  assign \$460  = checked[157] & \$459 ;
+  assign \$462  = checked[136:130] <= space1_committed;
+  assign \$463  = checked[136:130] <= space1_total;
+  assign \$464  = \$461  ? \$462  : \$463 ;
+  assign \$465  = checked[157] & \$464 ;
+  assign \$466  = payload_bytes + length_q;
+  assign \$467  = header_bytes + 5'h10;
+  assign \$468  = ~ ok;
+  assign \$469  = ~ judged[147];
+  assign \$470  = ~ judged[129];
   assign \$471  = judged[136:130] == 1'h1;
-  assign \$472  = ~ \$471 ;
-  assign \$473  = judged[49:33] - 1'h1;
-  assign \$475  = $signed(\$474 ) >= $signed(4'h7);
-  assign \$476  = \$472  | \$475 ;
+  assign \$472  = judged[49:33] - 1'h1;
+  assign \$474  = $signed(\$473 ) >= $signed(1'h0);
+  assign \$475  = judged[136:130] == 1'h1;
+  assign \$476  = ~ \$475 ;
   assign \$477  = judged[49:33] - 1'h1;
-  assign \$479  = $signed(\$478 ) >= $signed(5'h08);
-  assign \$480  = judged[136:130] == 1'h1;
-  assign \$481  = ~ \$480 ;
-  assign \$482  = judged[49:33] - 1'h1;
-  assign \$484  = $signed(\$483 ) >= $signed(5'h08);
-  assign \$485  = \$481  | \$484 ;
+  assign \$479  = $signed(\$478 ) >= $signed(1'h0);
+  assign \$480  = \$476  | \$479 ;
+  assign \$481  = judged[49:33] - 1'h1;
+  assign \$483  = $signed(\$482 ) >= $signed(2'h1);
+  assign \$484  = judged[136:130] == 1'h1;
+  assign \$485  = ~ \$484 ;
   assign \$486  = judged[49:33] - 1'h1;
-  assign \$488  = $signed(\$487 ) >= $signed(5'h09);
-  assign \$489  = judged[136:130] == 1'h1;
-  assign \$490  = ~ \$489 ;
-  assign \$491  = judged[49:33] - 1'h1;
-  assign \$493  = $signed(\$492 ) >= $signed(5'h09);
-  assign \$494  = \$490  | \$493 ;
+  assign \$488  = $signed(\$487 ) >= $signed(2'h1);
+  assign \$489  = \$485  | \$488 ;
+  assign \$490  = judged[49:33] - 1'h1;
+  assign \$492  = $signed(\$491 ) >= $signed(3'h2);
+  assign \$493  = judged[136:130] == 1'h1;
+  assign \$494  = ~ \$493 ;
   assign \$495  = judged[49:33] - 1'h1;
-  assign \$497  = $signed(\$496 ) >= $signed(5'h0a);
-  assign \$498  = judged[136:130] == 1'h1;
-  assign \$499  = ~ \$498 ;
-  assign \$500  = judged[49:33] - 1'h1;
-  assign \$502  = $signed(\$501 ) >= $signed(5'h0a);
-  assign \$503  = \$499  | \$502 ;
+  assign \$497  = $signed(\$496 ) >= $signed(3'h2);
+  assign \$498  = \$494  | \$497 ;
+  assign \$499  = judged[49:33] - 1'h1;
+  assign \$501  = $signed(\$500 ) >= $signed(3'h3);
+  assign \$502  = judged[136:130] == 1'h1;
+  assign \$503  = ~ \$502 ;
   assign \$504  = judged[49:33] - 1'h1;
-  assign \$506  = $signed(\$505 ) >= $signed(5'h0b);
-  assign \$507  = judged[136:130] == 1'h1;
-  assign \$508  = ~ \$507 ;
-  assign \$509  = judged[49:33] - 1'h1;
-  assign \$511  = $signed(\$510 ) >= $signed(5'h0b);
-  assign \$512  = \$508  | \$511 ;
+  assign \$506  = $signed(\$505 ) >= $signed(3'h3);
+  assign \$507  = \$503  | \$506 ;
+  assign \$508  = judged[49:33] - 1'h1;
+  assign \$510  = $signed(\$509 ) >= $signed(4'h4);
+  assign \$511  = judged[136:130] == 1'h1;
+  assign \$512  = ~ \$511 ;
   assign \$513  = judged[49:33] - 1'h1;
-  assign \$515  = $signed(\$514 ) >= $signed(5'h0c);
-  assign \$516  = judged[136:130] == 1'h1;
-  assign \$517  = ~ \$516 ;
-  assign \$518  = judged[49:33] - 1'h1;
-  assign \$520  = $signed(\$519 ) >= $signed(5'h0c);
-  assign \$521  = \$517  | \$520 ;
+  assign \$515  = $signed(\$514 ) >= $signed(4'h4);
+  assign \$516  = \$512  | \$515 ;
+  assign \$517  = judged[49:33] - 1'h1;
+  assign \$519  = $signed(\$518 ) >= $signed(4'h5);
+  assign \$520  = judged[136:130] == 1'h1;
+  assign \$521  = ~ \$520 ;
   assign \$522  = judged[49:33] - 1'h1;
-  assign \$524  = $signed(\$523 ) >= $signed(5'h0d);
-  assign \$525  = judged[136:130] == 1'h1;
-  assign \$526  = ~ \$525 ;
-  assign \$527  = judged[49:33] - 1'h1;
-  assign \$529  = $signed(\$528 ) >= $signed(5'h0d);
-  assign \$530  = \$526  | \$529 ;
+  assign \$524  = $signed(\$523 ) >= $signed(4'h5);
+  assign \$525  = \$521  | \$524 ;
+  assign \$526  = judged[49:33] - 1'h1;
+  assign \$528  = $signed(\$527 ) >= $signed(4'h6);
+  assign \$529  = judged[136:130] == 1'h1;
+  assign \$530  = ~ \$529 ;
   assign \$531  = judged[49:33] - 1'h1;
-  assign \$533  = $signed(\$532 ) >= $signed(5'h0e);
-  assign \$534  = judged[136:130] == 1'h1;
-  assign \$535  = ~ \$534 ;
-  assign \$536  = judged[49:33] - 1'h1;
-  assign \$538  = $signed(\$537 ) >= $signed(5'h0e);
-  assign \$539  = \$535  | \$538 ;
+  assign \$533  = $signed(\$532 ) >= $signed(4'h6);
+  assign \$534  = \$530  | \$533 ;
+  assign \$535  = judged[49:33] - 1'h1;
+  assign \$537  = $signed(\$536 ) >= $signed(4'h7);
+  assign \$538  = judged[136:130] == 1'h1;
+  assign \$539  = ~ \$538 ;
   assign \$540  = judged[49:33] - 1'h1;
-  assign \$542  = $signed(\$541 ) >= $signed(5'h0f);
-  assign \$543  = judged[136:130] == 1'h1;
-  assign \$544  = ~ \$543 ;
-  assign \$545  = judged[49:33] - 1'h1;
-  assign \$547  = $signed(\$546 ) >= $signed(5'h0f);
-  assign \$548  = \$544  | \$547 ;
-  assign \$549  = \$signal$83  - 1'h1;
-  assign \$550  = \$signal$83  == 2'h2;
-  assign \$551  = \$signal$83  == 2'h2;
-  assign \$552  = \$551  ? { 1'h0, \$signal$84  } : 17'h1ffff;
-  assign \$553  = pkt_is_last & judged[129];
-  assign \$554  = judged[0] & judged[129];
-  assign \$555  = errors + 1'h1;
-  assign \$556  = ~ error;
-  assign \$557  = error_now & \$556 ;
+  assign \$542  = $signed(\$541 ) >= $signed(4'h7);
+  assign \$543  = \$539  | \$542 ;
+  assign \$544  = judged[49:33] - 1'h1;
+  assign \$546  = $signed(\$545 ) >= $signed(5'h08);
+  assign \$547  = judged[136:130] == 1'h1;
+  assign \$548  = ~ \$547 ;
+  assign \$549  = judged[49:33] - 1'h1;
+  assign \$551  = $signed(\$550 ) >= $signed(5'h08);
+  assign \$552  = \$548  | \$551 ;
+  assign \$553  = judged[49:33] - 1'h1;
+  assign \$555  = $signed(\$554 ) >= $signed(5'h09);
+  assign \$556  = judged[136:130] == 1'h1;
+  assign \$557  = ~ \$556 ;
+  assign \$558  = judged[49:33] - 1'h1;
+  assign \$560  = $signed(\$559 ) >= $signed(5'h09);
+  assign \$561  = \$557  | \$560 ;
+  assign \$562  = judged[49:33] - 1'h1;
+  assign \$564  = $signed(\$563 ) >= $signed(5'h0a);
+  assign \$565  = judged[136:130] == 1'h1;
+  assign \$566  = ~ \$565 ;
+  assign \$567  = judged[49:33] - 1'h1;
+  assign \$569  = $signed(\$568 ) >= $signed(5'h0a);
+  assign \$570  = \$566  | \$569 ;
+  assign \$571  = judged[49:33] - 1'h1;
+  assign \$573  = $signed(\$572 ) >= $signed(5'h0b);
+  assign \$574  = judged[136:130] == 1'h1;
+  assign \$575  = ~ \$574 ;
+  assign \$576  = judged[49:33] - 1'h1;
+  assign \$578  = $signed(\$577 ) >= $signed(5'h0b);
+  assign \$579  = \$575  | \$578 ;
+  assign \$580  = judged[49:33] - 1'h1;
+  assign \$582  = $signed(\$581 ) >= $signed(5'h0c);
+  assign \$583  = judged[136:130] == 1'h1;
+  assign \$584  = ~ \$583 ;
+  assign \$585  = judged[49:33] - 1'h1;
+  assign \$587  = $signed(\$586 ) >= $signed(5'h0c);
+  assign \$588  = \$584  | \$587 ;
+  assign \$589  = judged[49:33] - 1'h1;
+  assign \$591  = $signed(\$590 ) >= $signed(5'h0d);
+  assign \$592  = judged[136:130] == 1'h1;
+  assign \$593  = ~ \$592 ;
+  assign \$594  = judged[49:33] - 1'h1;
+  assign \$596  = $signed(\$595 ) >= $signed(5'h0d);
+  assign \$597  = \$593  | \$596 ;
+  assign \$598  = judged[49:33] - 1'h1;
+  assign \$600  = $signed(\$599 ) >= $signed(5'h0e);
+  assign \$601  = judged[136:130] == 1'h1;
+  assign \$602  = ~ \$601 ;
+  assign \$603  = judged[49:33] - 1'h1;
+  assign \$605  = $signed(\$604 ) >= $signed(5'h0e);
+  assign \$606  = \$602  | \$605 ;
+  assign \$607  = judged[49:33] - 1'h1;
+  assign \$609  = $signed(\$608 ) >= $signed(5'h0f);
+  assign \$610  = judged[136:130] == 1'h1;
+  assign \$611  = ~ \$610 ;
+  assign \$612  = judged[49:33] - 1'h1;
+  assign \$614  = $signed(\$613 ) >= $signed(5'h0f);
+  assign \$615  = \$611  | \$614 ;
+  assign \$616  = \$signal$87  - 1'h1;
+  assign \$617  = \$signal$87  == 2'h2;
+  assign \$618  = \$signal$87  == 2'h2;
+  assign \$619  = \$618  ? { 1'h0, \$signal$88  } : 17'h1ffff;
+  assign \$620  = pkt_is_last & judged[129];
+  assign \$621  = judged[0] & judged[129];
+  assign \$622  = judged[129] | pkt_is_last;
+  assign \$623  = judged[0] & \$622 ;
+  assign \$624  = ~ \$623 ;
+  assign \$625  = receiving0 & \$624 ;
+  assign \$626  = space0_reserve | \$625 ;
+  assign \$627  = judged[129] | pkt_is_last;
+  assign \$628  = judged[0] & \$627 ;
+  assign \$629  = ~ \$628 ;
+  assign \$630  = receiving1 & \$629 ;
+  assign \$631  = space1_reserve | \$630 ;
+  assign \$632  = errors + 1'h1;
+  assign \$633  = ~ error;
+  assign \$634  = error_now & \$633 ;
   always @(posedge clk)
-    freed__0 <= \$558 ;
+    freed__0 <= \$635 ;
   always @(posedge clk)
-    freed__1 <= \$559 ;
+    freed__1 <= \$636 ;
   always @(posedge clk)
-    busy_cycles <= \$560 ;
+    busy_cycles <= \$637 ;
   always @(posedge clk)
-    in <= \$561 ;
+    in <= \$638 ;
   always @(posedge clk)
-    decoded <= \$562 ;
+    decoded <= \$639 ;
   always @(posedge clk)
-    checked <= \$563 ;
+    checked <= \$640 ;
   always @(posedge clk)
-    space0_total <= \$564 ;
+    space0_total <= \$641 ;
   always @(posedge clk)
-    space0_kept <= \$565 ;
+    space0_kept <= \$642 ;
   always @(posedge clk)
-    space0_committed <= \$566 ;
+    space0_committed <= \$643 ;
   always @(posedge clk)
-    space1_total <= \$567 ;
+    space1_total <= \$644 ;
   always @(posedge clk)
-    space1_kept <= \$568 ;
+    space1_kept <= \$645 ;
   always @(posedge clk)
-    space1_committed <= \$569 ;
+    space1_committed <= \$646 ;
   always @(posedge clk)
-    judged <= \$570 ;
+    judged <= \$647 ;
   always @(posedge clk)
-    w_data <= \$571 ;
+    w_data <= \$648 ;
   always @(posedge clk)
-    rolled_back <= \$572 ;
+    rolled_back <= \$649 ;
   always @(posedge clk)
-    credited <= \$573 ;
+    credited <= \$650 ;
   always @(posedge clk)
-    header_q <= \$574 ;
+    header_q <= \$651 ;
   always @(posedge clk)
-    commit_q <= \$575 ;
+    commit_q <= \$652 ;
   always @(posedge clk)
-    length_q <= \$576 ;
+    length_q <= \$653 ;
   always @(posedge clk)
-    payload_bytes <= \$577 ;
+    payload_bytes <= \$654 ;
   always @(posedge clk)
-    header_bytes <= \$578 ;
+    header_bytes <= \$655 ;
   always @(posedge clk)
-    rx_fsm_state <= \$579 ;
+    rx_fsm_state <= \$656 ;
   always @(posedge clk)
-    cur <= \$580 ;
+    space_channel <= \$657 ;
   always @(posedge clk)
-    \$signal$83  <= \$581 ;
+    \$signal$87  <= \$658 ;
   always @(posedge clk)
-    space_beats <= \$582 ;
+    space_beats <= \$659 ;
   always @(posedge clk)
-    space_beats_p1 <= \$583 ;
+    \$signal$30  <= \$660 ;
   always @(posedge clk)
-    \$signal$22  <= \$584 ;
+    \$like$29  <= \$661 ;
   always @(posedge clk)
-    \$like$21  <= \$585 ;
+    \$like  <= \$662 ;
   always @(posedge clk)
-    \$like  <= \$586 ;
+    \$signal  <= \$663 ;
   always @(posedge clk)
-    \$signal  <= \$587 ;
+    pkt_is_last <= \$664 ;
   always @(posedge clk)
-    pkt_is_last <= \$588 ;
+    \$signal$88  <= \$665 ;
   always @(posedge clk)
-    \$signal$84  <= \$589 ;
+    pkt_keep <= \$666 ;
   always @(posedge clk)
-    pkt_keep <= \$590 ;
+    receiving0 <= \$667 ;
   always @(posedge clk)
-    error_q <= \$591 ;
+    receiving1 <= \$668 ;
   always @(posedge clk)
-    errors <= \$592 ;
+    error_q <= \$669 ;
   always @(posedge clk)
-    error <= \$593 ;
+    errors <= \$670 ;
   always @(posedge clk)
-    error_cause <= \$594 ;
+    error <= \$671 ;
+  always @(posedge clk)
+    error_cause <= \$672 ;
   assign \$1  = decoded[150:143] != decoded[64:57];
   assign \$2  = ! decoded[8:7];
   assign \$3  = \$2  & decoded[129];
@@ -9955,354 +10239,287 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   assign \$5  = ~ \$4 ;
   assign \$6  = ~ decoded[129];
   assign \$7  = \$5  & \$6 ;
-  assign \$8  = judged[8:1] & { pkt_keep[0], pkt_keep[0], pkt_keep[0], pkt_keep[0], pkt_keep[0], pkt_keep[0], pkt_keep[0], pkt_keep[0] };
-  assign \$9  = judged[16:9] & { pkt_keep[1], pkt_keep[1], pkt_keep[1], pkt_keep[1], pkt_keep[1], pkt_keep[1], pkt_keep[1], pkt_keep[1] };
-  assign \$10  = judged[24:17] & { pkt_keep[2], pkt_keep[2], pkt_keep[2], pkt_keep[2], pkt_keep[2], pkt_keep[2], pkt_keep[2], pkt_keep[2] };
-  assign \$11  = judged[32:25] & { pkt_keep[3], pkt_keep[3], pkt_keep[3], pkt_keep[3], pkt_keep[3], pkt_keep[3], pkt_keep[3], pkt_keep[3] };
-  assign \$12  = judged[40:33] & { pkt_keep[4], pkt_keep[4], pkt_keep[4], pkt_keep[4], pkt_keep[4], pkt_keep[4], pkt_keep[4], pkt_keep[4] };
-  assign \$13  = judged[48:41] & { pkt_keep[5], pkt_keep[5], pkt_keep[5], pkt_keep[5], pkt_keep[5], pkt_keep[5], pkt_keep[5], pkt_keep[5] };
-  assign \$14  = judged[56:49] & { pkt_keep[6], pkt_keep[6], pkt_keep[6], pkt_keep[6], pkt_keep[6], pkt_keep[6], pkt_keep[6], pkt_keep[6] };
-  assign \$15  = judged[64:57] & { pkt_keep[7], pkt_keep[7], pkt_keep[7], pkt_keep[7], pkt_keep[7], pkt_keep[7], pkt_keep[7], pkt_keep[7] };
-  assign \$16  = judged[72:65] & { pkt_keep[8], pkt_keep[8], pkt_keep[8], pkt_keep[8], pkt_keep[8], pkt_keep[8], pkt_keep[8], pkt_keep[8] };
-  assign \$17  = judged[80:73] & { pkt_keep[9], pkt_keep[9], pkt_keep[9], pkt_keep[9], pkt_keep[9], pkt_keep[9], pkt_keep[9], pkt_keep[9] };
-  assign \$18  = judged[88:81] & { pkt_keep[10], pkt_keep[10], pkt_keep[10], pkt_keep[10], pkt_keep[10], pkt_keep[10], pkt_keep[10], pkt_keep[10] };
-  assign \$19  = judged[96:89] & { pkt_keep[11], pkt_keep[11], pkt_keep[11], pkt_keep[11], pkt_keep[11], pkt_keep[11], pkt_keep[11], pkt_keep[11] };
-  assign \$20  = judged[104:97] & { pkt_keep[12], pkt_keep[12], pkt_keep[12], pkt_keep[12], pkt_keep[12], pkt_keep[12], pkt_keep[12], pkt_keep[12] };
-  assign \$21  = judged[112:105] & { pkt_keep[13], pkt_keep[13], pkt_keep[13], pkt_keep[13], pkt_keep[13], pkt_keep[13], pkt_keep[13], pkt_keep[13] };
-  assign \$22  = judged[120:113] & { pkt_keep[14], pkt_keep[14], pkt_keep[14], pkt_keep[14], pkt_keep[14], pkt_keep[14], pkt_keep[14], pkt_keep[14] };
-  assign \$23  = judged[128:121] & { pkt_keep[15], pkt_keep[15], pkt_keep[15], pkt_keep[15], pkt_keep[15], pkt_keep[15], pkt_keep[15], pkt_keep[15] };
-  assign \$24  = rolled_back & judged[150];
-  assign \$25  = credited & judged[151];
-  assign \$26  = \$24  | \$25 ;
-  assign ok = \$26  ? judged[149] : judged[148];
-  assign \$27  = | judged[146:143];
-  assign \$28  = ~ ok;
-  assign \$29  = ~ judged[147];
-  assign \$30  = pkt_is_last != judged[129];
-  assign \$31  = pkt_is_last & judged[129];
-  assign \$32  = ! cur;
-  assign \$33  = ~ pkt_is_last;
-  assign \$34  = judged[129] & \$33 ;
-  assign \$35  = ~ \$34 ;
+  assign \$8  = ~ judged[162:157];
+  assign \$9  = ~ judged[162:157];
+  assign \$10  = judged[8:1] & { pkt_keep[0], pkt_keep[0], pkt_keep[0], pkt_keep[0], pkt_keep[0], pkt_keep[0], pkt_keep[0], pkt_keep[0] };
+  assign \$11  = judged[16:9] & { pkt_keep[1], pkt_keep[1], pkt_keep[1], pkt_keep[1], pkt_keep[1], pkt_keep[1], pkt_keep[1], pkt_keep[1] };
+  assign \$12  = judged[24:17] & { pkt_keep[2], pkt_keep[2], pkt_keep[2], pkt_keep[2], pkt_keep[2], pkt_keep[2], pkt_keep[2], pkt_keep[2] };
+  assign \$13  = judged[32:25] & { pkt_keep[3], pkt_keep[3], pkt_keep[3], pkt_keep[3], pkt_keep[3], pkt_keep[3], pkt_keep[3], pkt_keep[3] };
+  assign \$14  = judged[40:33] & { pkt_keep[4], pkt_keep[4], pkt_keep[4], pkt_keep[4], pkt_keep[4], pkt_keep[4], pkt_keep[4], pkt_keep[4] };
+  assign \$15  = judged[48:41] & { pkt_keep[5], pkt_keep[5], pkt_keep[5], pkt_keep[5], pkt_keep[5], pkt_keep[5], pkt_keep[5], pkt_keep[5] };
+  assign \$16  = judged[56:49] & { pkt_keep[6], pkt_keep[6], pkt_keep[6], pkt_keep[6], pkt_keep[6], pkt_keep[6], pkt_keep[6], pkt_keep[6] };
+  assign \$17  = judged[64:57] & { pkt_keep[7], pkt_keep[7], pkt_keep[7], pkt_keep[7], pkt_keep[7], pkt_keep[7], pkt_keep[7], pkt_keep[7] };
+  assign \$18  = judged[72:65] & { pkt_keep[8], pkt_keep[8], pkt_keep[8], pkt_keep[8], pkt_keep[8], pkt_keep[8], pkt_keep[8], pkt_keep[8] };
+  assign \$19  = judged[80:73] & { pkt_keep[9], pkt_keep[9], pkt_keep[9], pkt_keep[9], pkt_keep[9], pkt_keep[9], pkt_keep[9], pkt_keep[9] };
+  assign \$20  = judged[88:81] & { pkt_keep[10], pkt_keep[10], pkt_keep[10], pkt_keep[10], pkt_keep[10], pkt_keep[10], pkt_keep[10], pkt_keep[10] };
+  assign \$21  = judged[96:89] & { pkt_keep[11], pkt_keep[11], pkt_keep[11], pkt_keep[11], pkt_keep[11], pkt_keep[11], pkt_keep[11], pkt_keep[11] };
+  assign \$22  = judged[104:97] & { pkt_keep[12], pkt_keep[12], pkt_keep[12], pkt_keep[12], pkt_keep[12], pkt_keep[12], pkt_keep[12], pkt_keep[12] };
+  assign \$23  = judged[112:105] & { pkt_keep[13], pkt_keep[13], pkt_keep[13], pkt_keep[13], pkt_keep[13], pkt_keep[13], pkt_keep[13], pkt_keep[13] };
+  assign \$24  = judged[120:113] & { pkt_keep[14], pkt_keep[14], pkt_keep[14], pkt_keep[14], pkt_keep[14], pkt_keep[14], pkt_keep[14], pkt_keep[14] };
+  assign \$25  = judged[128:121] & { pkt_keep[15], pkt_keep[15], pkt_keep[15], pkt_keep[15], pkt_keep[15], pkt_keep[15], pkt_keep[15], pkt_keep[15] };
+  assign \$26  = credited ? judged[150] : judged[148];
+  assign ok = rolled_back ? judged[149] : \$26 ;
+  assign \$27  = rolled_back ? judged[155] : judged[153];
+  assign space0_reserve = rx_in_header & \$27 ;
+  assign \$28  = rolled_back ? judged[156] : judged[154];
+  assign space1_reserve = rx_in_header & \$28 ;
+  assign \$29  = credited ? judged[152] : judged[151];
+  assign credit_now = rx_in_header & \$29 ;
+  assign \$30  = | judged[146:143];
+  assign \$31  = ~ ok;
+  assign \$32  = ~ judged[147];
+  assign \$33  = pkt_is_last != judged[129];
+  assign \$34  = pkt_is_last & judged[129];
+  assign \$35  = pkt_is_last & judged[129];
+  assign \$36  = receiving0 & judged[0];
   assign \$37  = ~ pkt_is_last;
   assign \$38  = judged[129] & \$37 ;
   assign \$39  = ~ \$38 ;
-  assign \$40  = pkt_is_last & judged[129];
-  assign \$41  = ! rx_fsm_state;
-  assign \$42  = rx_fsm_state == 1'h1;
-  assign \$43  = rx_fsm_state == 2'h2;
-  assign \$44  = busy_cycles + link__tvalid;
-  assign \$46  = \$45  ^ link__tdata[1];
-  assign \$47  = \$46  ^ link__tdata[2];
-  assign \$48  = \$47  ^ link__tdata[4];
-  assign \$50  = \$49  ^ link__tdata[6];
-  assign \$51  = \$50  ^ link__tdata[8];
-  assign \$52  = \$51  ^ link__tdata[11];
-  assign \$54  = \$53  ^ link__tdata[18];
-  assign \$55  = \$54  ^ link__tdata[19];
-  assign \$56  = \$55  ^ link__tdata[23];
-  assign \$58  = \$57  ^ link__tdata[30];
-  assign \$59  = \$58  ^ link__tdata[31];
-  assign \$60  = \$59  ^ link__tdata[32];
-  assign \$62  = \$61  ^ link__tdata[35];
-  assign \$63  = \$62  ^ link__tdata[37];
-  assign \$64  = \$63  ^ link__tdata[39];
-  assign \$66  = \$65  ^ link__tdata[44];
-  assign \$67  = \$66  ^ link__tdata[46];
-  assign \$68  = \$67  ^ link__tdata[48];
-  assign \$70  = \$69  ^ link__tdata[55];
-  assign \$72  = \$71  ^ link__tdata[3];
-  assign \$73  = \$72  ^ link__tdata[4];
-  assign \$74  = \$73  ^ link__tdata[7];
-  assign \$76  = \$75  ^ link__tdata[11];
-  assign \$77  = \$76  ^ link__tdata[12];
-  assign \$78  = \$77  ^ link__tdata[13];
-  assign \$80  = \$79  ^ link__tdata[16];
-  assign \$81  = \$80  ^ link__tdata[18];
-  assign \$82  = \$81  ^ link__tdata[20];
-  assign \$84  = \$83  ^ link__tdata[24];
-  assign \$85  = \$84  ^ link__tdata[28];
-  assign \$86  = \$85  ^ link__tdata[29];
-  assign \$88  = \$87  ^ link__tdata[32];
-  assign \$89  = \$88  ^ link__tdata[33];
-  assign \$90  = \$89  ^ link__tdata[34];
-  assign \$92  = \$91  ^ link__tdata[37];
-  assign \$93  = \$92  ^ link__tdata[38];
-  assign \$94  = \$93  ^ link__tdata[39];
-  assign \$96  = \$95  ^ link__tdata[44];
-  assign \$97  = \$96  ^ link__tdata[45];
-  assign \$98  = \$97  ^ link__tdata[46];
-  assign \$100  = \$99  ^ link__tdata[48];
-  assign \$101  = \$100  ^ link__tdata[49];
-  assign \$102  = \$101  ^ link__tdata[54];
-  assign \$104  = \$103  ^ link__tdata[2];
-  assign \$105  = \$104  ^ link__tdata[6];
-  assign \$106  = \$105  ^ link__tdata[10];
-  assign \$108  = \$107  ^ link__tdata[12];
-  assign \$109  = \$108  ^ link__tdata[14];
-  assign \$110  = \$109  ^ link__tdata[15];
-  assign \$112  = \$111  ^ link__tdata[18];
-  assign \$113  = \$112  ^ link__tdata[21];
-  assign \$114  = \$113  ^ link__tdata[23];
-  assign \$116  = \$115  ^ link__tdata[25];
-  assign \$117  = \$116  ^ link__tdata[28];
-  assign \$118  = \$117  ^ link__tdata[29];
-  assign \$120  = \$119  ^ link__tdata[38];
-  assign \$121  = \$120  ^ link__tdata[40];
-  assign \$122  = \$121  ^ link__tdata[42];
-  assign \$124  = \$123  ^ link__tdata[45];
-  assign \$125  = \$124  ^ link__tdata[47];
-  assign \$126  = \$125  ^ link__tdata[48];
-  assign \$128  = \$127  ^ link__tdata[50];
-  assign \$129  = \$128  ^ link__tdata[54];
-  assign \$131  = \$130  ^ link__tdata[1];
-  assign \$132  = \$131  ^ link__tdata[3];
-  assign \$133  = \$132  ^ link__tdata[7];
-  assign \$135  = \$134  ^ link__tdata[11];
-  assign \$136  = \$135  ^ link__tdata[12];
-  assign \$137  = \$136  ^ link__tdata[13];
-  assign \$139  = \$138  ^ link__tdata[18];
-  assign \$140  = \$139  ^ link__tdata[19];
-  assign \$141  = \$140  ^ link__tdata[22];
-  assign \$143  = \$142  ^ link__tdata[26];
-  assign \$144  = \$143  ^ link__tdata[29];
-  assign \$145  = \$144  ^ link__tdata[30];
-  assign \$147  = \$146  ^ link__tdata[34];
-  assign \$148  = \$147  ^ link__tdata[39];
-  assign \$149  = \$148  ^ link__tdata[41];
-  assign \$151  = \$150  ^ link__tdata[45];
-  assign \$152  = \$151  ^ link__tdata[46];
-  assign \$153  = \$152  ^ link__tdata[49];
-  assign \$155  = \$154  ^ link__tdata[51];
-  assign \$156  = \$155  ^ link__tdata[55];
-  assign \$158  = \$157  ^ link__tdata[1];
-  assign \$159  = \$158  ^ link__tdata[2];
-  assign \$160  = \$159  ^ link__tdata[4];
-  assign \$162  = \$161  ^ link__tdata[12];
-  assign \$163  = \$162  ^ link__tdata[13];
-  assign \$164  = \$163  ^ link__tdata[14];
-  assign \$166  = \$165  ^ link__tdata[20];
-  assign \$167  = \$166  ^ link__tdata[23];
-  assign \$168  = \$167  ^ link__tdata[24];
-  assign \$170  = \$169  ^ link__tdata[27];
-  assign \$171  = \$170  ^ link__tdata[30];
-  assign \$172  = \$171  ^ link__tdata[31];
-  assign \$174  = \$173  ^ link__tdata[35];
-  assign \$175  = \$174  ^ link__tdata[40];
-  assign \$176  = \$175  ^ link__tdata[42];
-  assign \$178  = \$177  ^ link__tdata[46];
-  assign \$179  = \$178  ^ link__tdata[47];
-  assign \$180  = \$179  ^ link__tdata[50];
-  assign \$182  = \$181  ^ link__tdata[52];
-  assign \$184  = \$183  ^ link__tdata[2];
-  assign \$185  = \$184  ^ link__tdata[3];
-  assign \$186  = \$185  ^ link__tdata[5];
-  assign \$188  = \$187  ^ link__tdata[10];
-  assign \$189  = \$188  ^ link__tdata[13];
-  assign \$190  = \$189  ^ link__tdata[14];
-  assign \$192  = \$191  ^ link__tdata[16];
-  assign \$193  = \$192  ^ link__tdata[20];
-  assign \$194  = \$193  ^ link__tdata[21];
-  assign \$196  = \$195  ^ link__tdata[27];
-  assign \$197  = \$196  ^ link__tdata[28];
-  assign \$198  = \$197  ^ link__tdata[31];
-  assign \$200  = \$199  ^ link__tdata[34];
-  assign \$201  = \$200  ^ link__tdata[36];
-  assign \$202  = \$201  ^ link__tdata[41];
-  assign \$204  = \$203  ^ link__tdata[45];
-  assign \$205  = \$204  ^ link__tdata[47];
-  assign \$206  = \$205  ^ link__tdata[51];
-  assign \$208  = \$207  ^ link__tdata[53];
-  assign \$210  = \$209  ^ link__tdata[2];
-  assign \$211  = \$210  ^ link__tdata[3];
-  assign \$212  = \$211  ^ link__tdata[4];
-  assign \$214  = \$213  ^ link__tdata[9];
-  assign \$215  = \$214  ^ link__tdata[11];
-  assign \$216  = \$215  ^ link__tdata[14];
-  assign \$218  = \$217  ^ link__tdata[16];
-  assign \$219  = \$218  ^ link__tdata[17];
-  assign \$220  = \$219  ^ link__tdata[21];
-  assign \$222  = \$221  ^ link__tdata[26];
-  assign \$223  = \$222  ^ link__tdata[28];
-  assign \$224  = \$223  ^ link__tdata[29];
-  assign \$226  = \$225  ^ link__tdata[33];
-  assign \$227  = \$226  ^ link__tdata[35];
-  assign \$228  = \$227  ^ link__tdata[37];
-  assign \$230  = \$229  ^ link__tdata[44];
-  assign \$231  = \$230  ^ link__tdata[46];
-  assign \$232  = \$231  ^ link__tdata[52];
-  assign \$234  = \$233  ^ link__tdata[54];
-  assign \$236  = \$235  ^ link__tdata[1];
-  assign \$237  = \$236  ^ link__tdata[3];
-  assign \$238  = \$237  ^ link__tdata[4];
-  assign \$240  = \$239  ^ link__tdata[7];
-  assign \$241  = \$240  ^ link__tdata[10];
-  assign \$242  = \$241  ^ link__tdata[12];
-  assign \$244  = \$243  ^ link__tdata[17];
-  assign \$245  = \$244  ^ link__tdata[18];
-  assign \$246  = \$245  ^ link__tdata[22];
-  assign \$248  = \$247  ^ link__tdata[27];
-  assign \$249  = \$248  ^ link__tdata[29];
-  assign \$250  = \$249  ^ link__tdata[30];
-  assign \$252  = \$251  ^ link__tdata[34];
-  assign \$253  = \$252  ^ link__tdata[36];
-  assign \$254  = \$253  ^ link__tdata[38];
-  assign \$256  = \$255  ^ link__tdata[45];
-  assign \$257  = \$256  ^ link__tdata[47];
-  assign \$258  = \$257  ^ link__tdata[53];
-  assign \$260  = \$259  ^ link__tdata[55];
-  assign \$261  = link__tdata[3:0] != 4'ha;
-  assign \$262  = | link__tdata[5:4];
-  assign \$263  = \$261  | \$262 ;
-  assign \$264  = ! link__tdata[7:6];
-  assign \$265  = ~ \$264 ;
-  assign \$266  = link__tdata[7:6] == 1'h1;
-  assign \$267  = ~ \$266 ;
-  assign \$268  = \$265  & \$267 ;
-  assign \$269  = link__tdata[19:16] >= 2'h2;
-  assign \$270  = ! link__tdata[48:32];
-  assign \$271  = ! link__tdata[7:6];
-  assign \$272  = link__tdata[48:32] > 11'h400;
-  assign \$273  = \$271  & \$272 ;
-  assign \$274  = \$270  | \$273 ;
-  assign \$275  = link__tdata[7:6] == 1'h1;
-  assign \$276  = link__tdata[48:32] > 6'h20;
-  assign \$277  = \$275  & \$276 ;
-  assign \$278  = \$274  | \$277 ;
-  assign \$279  = in[49:33] + 4'hf;
-  assign \$281  = 6'h20 - in[49:33];
-  assign \$283  = \$282  ^ in[144];
-  assign \$284  = \$283  ^ in[145];
-  assign \$285  = \$284  ^ in[146];
-  assign \$286  = \$285  ^ in[147];
-  assign \$287  = \$286  ^ in[148];
-  assign \$288  = \$287  ^ in[149];
-  assign \$290  = \$289  ^ in[151];
-  assign \$291  = \$290  ^ in[152];
-  assign \$292  = \$291  ^ in[153];
-  assign \$293  = \$292  ^ in[154];
-  assign \$294  = \$293  ^ in[155];
-  assign \$295  = \$294  ^ in[156];
-  assign \$296  = \$295  ^ in[157];
-  assign \$298  = \$297  ^ in[159];
-  assign \$299  = \$298  ^ in[160];
-  assign \$300  = \$299  ^ in[161];
-  assign \$301  = \$300  ^ in[162];
-  assign \$302  = \$301  ^ in[163];
-  assign \$303  = \$302  ^ in[164];
-  assign \$305  = \$304  ^ in[166];
-  assign \$306  = \$305  ^ in[167];
-  assign \$307  = \$306  ^ in[168];
-  assign \$308  = \$307  ^ in[169];
-  assign \$309  = \$308  ^ in[170];
-  assign \$310  = \$309  ^ in[171];
-  assign \$312  = \$311  ^ in[173];
-  assign \$313  = \$312  ^ in[174];
-  assign \$314  = \$313  ^ in[175];
-  assign \$315  = \$314  ^ in[176];
-  assign \$316  = \$315  ^ in[177];
-  assign \$317  = \$316  ^ in[178];
-  assign \$319  = \$318  ^ in[180];
-  assign \$320  = \$319  ^ in[181];
-  assign \$321  = \$320  ^ in[182];
-  assign \$322  = \$321  ^ in[183];
-  assign \$323  = \$322  ^ in[184];
-  assign \$324  = \$323  ^ in[185];
-  assign \$326  = \$325  ^ in[187];
-  assign \$327  = \$326  ^ in[188];
-  assign \$328  = \$327  ^ in[189];
-  assign \$329  = \$328  ^ in[190];
-  assign \$330  = \$329  ^ in[191];
-  assign \$331  = \$330  ^ in[192];
-  assign \$333  = \$332  ^ in[194];
-  assign \$334  = \$333  ^ in[195];
-  assign \$335  = \$334  ^ in[196];
-  assign \$336  = \$335  ^ in[197];
-  assign \$337  = \$336  ^ in[198];
-  assign \$338  = \$337  ^ in[199];
-  assign \$339  = decoded[142:137] - checked[38:33];
-  assign \$340  = decoded[20:17] == checked[20:17];
-  assign \$341  = ! cause;
-  assign \$342  = ! decoded[8:7];
-  assign \$343  = ! judged[20:17];
-  assign \$344  = space_reserve & \$343 ;
-  assign \$345  = ! cur;
-  assign \$346  = rollback & \$345 ;
-  assign \$347  = space0_total - judged[158:152];
-  assign \$348  = space0_total - judged[136:130];
-  assign \$349  = freed__0 ? \$347  : \$348 ;
-  assign \$350  = space0_total + space_beats_p1;
-  assign \$351  = space0_total + space_beats;
-  assign \$352  = freed__0 ? \$350  : \$351 ;
-  assign \$353  = space0_total + 1'h1;
-  assign \$354  = freed__0 ? \$353  : { 1'h0, space0_total };
-  assign \$355  = ! cur;
-  assign \$356  = commit & \$355 ;
-  assign \$357  = \$356  ? space_beats : 7'h00;
-  assign \$358  = space0_committed + freed__0;
-  assign \$359  = \$358  - space0_kept;
-  assign \$360  = judged[20:17] == 1'h1;
-  assign \$361  = space_reserve & \$360 ;
-  assign \$363  = rollback & \$362 ;
-  assign \$364  = space1_total - judged[158:152];
-  assign \$365  = space1_total - judged[136:130];
-  assign \$366  = freed__1 ? \$364  : \$365 ;
-  assign \$367  = space1_total + space_beats_p1;
-  assign \$368  = space1_total + space_beats;
-  assign \$369  = freed__1 ? \$367  : \$368 ;
-  assign \$370  = space1_total + 1'h1;
-  assign \$371  = freed__1 ? \$370  : { 1'h0, space1_total };
-  assign \$373  = commit & \$372 ;
-  assign \$374  = \$373  ? space_beats : 7'h00;
-  assign \$375  = space1_committed + freed__1;
-  assign \$376  = \$375  - space1_kept;
-  assign \$377  = checked[136:130] - 1'h1;
-  assign \$378  = checked[136:130] <= space0_total;
-  assign \$379  = checked[136:130] <= space1_total;
-  assign \$381  = credits__0 <= checked[142:137];
-  assign \$382  = credits__1 <= checked[142:137];
-  assign \$384  = checked[156] ? \$380  : \$383 ;
-  assign \$385  = checked[155] & \$384 ;
-  assign \$386  = checked[136:130] <= space0_committed;
-  assign \$387  = checked[136:130] <= space1_committed;
-  assign \$389  = $signed({ 1'h0, credits__0 }) <= $signed(checked[153:147]);
-  assign \$390  = $signed({ 1'h0, credits__1 }) <= $signed(checked[153:147]);
-  assign \$392  = checked[156] ? \$388  : \$391 ;
-  assign \$393  = checked[155] & \$392 ;
-  assign \$394  = checked[20:17] == cur;
-  assign \$395  = checked[156] & \$394 ;
-  assign \$396  = ~ checked[156];
-  assign \$397  = \$396  & checked[154];
-  assign \$398  = payload_bytes + length_q;
-  assign \$399  = header_bytes + 5'h10;
-  assign \$400  = ~ ok;
-  assign \$401  = ~ judged[147];
-  assign \$402  = ~ judged[129];
-  assign \$403  = judged[136:130] + 1'h1;
-  assign \$404  = judged[136:130] == 1'h1;
+  assign w_en = \$36  & \$39 ;
+  assign \$40  = receiving0 & judged[0];
+  assign \$41  = \$40  & pkt_is_last;
+  assign \commit$51  = \$41  & judged[129];
+  assign \$42  = receiving0 & judged[0];
+  assign \$43  = pkt_is_last != judged[129];
+  assign space0_release = \$42  & \$43 ;
+  assign \$44  = receiving1 & judged[0];
+  assign \$45  = ~ pkt_is_last;
+  assign \$46  = judged[129] & \$45 ;
+  assign \$47  = ~ \$46 ;
+  assign \w_en$53  = \$44  & \$47 ;
+  assign \$48  = receiving1 & judged[0];
+  assign \$49  = \$48  & pkt_is_last;
+  assign \commit$55  = \$49  & judged[129];
+  assign \$50  = receiving1 & judged[0];
+  assign \$51  = pkt_is_last != judged[129];
+  assign space1_release = \$50  & \$51 ;
+  assign rx_in_header = ! rx_fsm_state;
+  assign \$52  = rx_fsm_state == 1'h1;
+  assign \$53  = rx_fsm_state == 2'h2;
+  assign \$54  = busy_cycles + link__tvalid;
+  assign \$56  = \$55  ^ link__tdata[1];
+  assign \$57  = \$56  ^ link__tdata[2];
+  assign \$58  = \$57  ^ link__tdata[4];
+  assign \$60  = \$59  ^ link__tdata[6];
+  assign \$61  = \$60  ^ link__tdata[8];
+  assign \$62  = \$61  ^ link__tdata[11];
+  assign \$64  = \$63  ^ link__tdata[18];
+  assign \$65  = \$64  ^ link__tdata[19];
+  assign \$66  = \$65  ^ link__tdata[23];
+  assign \$68  = \$67  ^ link__tdata[30];
+  assign \$69  = \$68  ^ link__tdata[31];
+  assign \$70  = \$69  ^ link__tdata[32];
+  assign \$72  = \$71  ^ link__tdata[35];
+  assign \$73  = \$72  ^ link__tdata[37];
+  assign \$74  = \$73  ^ link__tdata[39];
+  assign \$76  = \$75  ^ link__tdata[44];
+  assign \$77  = \$76  ^ link__tdata[46];
+  assign \$78  = \$77  ^ link__tdata[48];
+  assign \$80  = \$79  ^ link__tdata[55];
+  assign \$82  = \$81  ^ link__tdata[3];
+  assign \$83  = \$82  ^ link__tdata[4];
+  assign \$84  = \$83  ^ link__tdata[7];
+  assign \$86  = \$85  ^ link__tdata[11];
+  assign \$87  = \$86  ^ link__tdata[12];
+  assign \$88  = \$87  ^ link__tdata[13];
+  assign \$90  = \$89  ^ link__tdata[16];
+  assign \$91  = \$90  ^ link__tdata[18];
+  assign \$92  = \$91  ^ link__tdata[20];
+  assign \$94  = \$93  ^ link__tdata[24];
+  assign \$95  = \$94  ^ link__tdata[28];
+  assign \$96  = \$95  ^ link__tdata[29];
+  assign \$98  = \$97  ^ link__tdata[32];
+  assign \$99  = \$98  ^ link__tdata[33];
+  assign \$100  = \$99  ^ link__tdata[34];
+  assign \$102  = \$101  ^ link__tdata[37];
+  assign \$103  = \$102  ^ link__tdata[38];
+  assign \$104  = \$103  ^ link__tdata[39];
+  assign \$106  = \$105  ^ link__tdata[44];
+  assign \$107  = \$106  ^ link__tdata[45];
+  assign \$108  = \$107  ^ link__tdata[46];
+  assign \$110  = \$109  ^ link__tdata[48];
+  assign \$111  = \$110  ^ link__tdata[49];
+  assign \$112  = \$111  ^ link__tdata[54];
+  assign \$114  = \$113  ^ link__tdata[2];
+  assign \$115  = \$114  ^ link__tdata[6];
+  assign \$116  = \$115  ^ link__tdata[10];
+  assign \$118  = \$117  ^ link__tdata[12];
+  assign \$119  = \$118  ^ link__tdata[14];
+  assign \$120  = \$119  ^ link__tdata[15];
+  assign \$122  = \$121  ^ link__tdata[18];
+  assign \$123  = \$122  ^ link__tdata[21];
+  assign \$124  = \$123  ^ link__tdata[23];
+  assign \$126  = \$125  ^ link__tdata[25];
+  assign \$127  = \$126  ^ link__tdata[28];
+  assign \$128  = \$127  ^ link__tdata[29];
+  assign \$130  = \$129  ^ link__tdata[38];
+  assign \$131  = \$130  ^ link__tdata[40];
+  assign \$132  = \$131  ^ link__tdata[42];
+  assign \$134  = \$133  ^ link__tdata[45];
+  assign \$135  = \$134  ^ link__tdata[47];
+  assign \$136  = \$135  ^ link__tdata[48];
+  assign \$138  = \$137  ^ link__tdata[50];
+  assign \$139  = \$138  ^ link__tdata[54];
+  assign \$141  = \$140  ^ link__tdata[1];
+  assign \$142  = \$141  ^ link__tdata[3];
+  assign \$143  = \$142  ^ link__tdata[7];
+  assign \$145  = \$144  ^ link__tdata[11];
+  assign \$146  = \$145  ^ link__tdata[12];
+  assign \$147  = \$146  ^ link__tdata[13];
+  assign \$149  = \$148  ^ link__tdata[18];
+  assign \$150  = \$149  ^ link__tdata[19];
+  assign \$151  = \$150  ^ link__tdata[22];
+  assign \$153  = \$152  ^ link__tdata[26];
+  assign \$154  = \$153  ^ link__tdata[29];
+  assign \$155  = \$154  ^ link__tdata[30];
+  assign \$157  = \$156  ^ link__tdata[34];
+  assign \$158  = \$157  ^ link__tdata[39];
+  assign \$159  = \$158  ^ link__tdata[41];
+  assign \$161  = \$160  ^ link__tdata[45];
+  assign \$162  = \$161  ^ link__tdata[46];
+  assign \$163  = \$162  ^ link__tdata[49];
+  assign \$165  = \$164  ^ link__tdata[51];
+  assign \$166  = \$165  ^ link__tdata[55];
+  assign \$168  = \$167  ^ link__tdata[1];
+  assign \$169  = \$168  ^ link__tdata[2];
+  assign \$170  = \$169  ^ link__tdata[4];
+  assign \$172  = \$171  ^ link__tdata[12];
+  assign \$173  = \$172  ^ link__tdata[13];
+  assign \$174  = \$173  ^ link__tdata[14];
+  assign \$176  = \$175  ^ link__tdata[20];
+  assign \$177  = \$176  ^ link__tdata[23];
+  assign \$178  = \$177  ^ link__tdata[24];
+  assign \$180  = \$179  ^ link__tdata[27];
+  assign \$181  = \$180  ^ link__tdata[30];
+  assign \$182  = \$181  ^ link__tdata[31];
+  assign \$184  = \$183  ^ link__tdata[35];
+  assign \$185  = \$184  ^ link__tdata[40];
+  assign \$186  = \$185  ^ link__tdata[42];
+  assign \$188  = \$187  ^ link__tdata[46];
+  assign \$189  = \$188  ^ link__tdata[47];
+  assign \$190  = \$189  ^ link__tdata[50];
+  assign \$192  = \$191  ^ link__tdata[52];
+  assign \$194  = \$193  ^ link__tdata[2];
+  assign \$195  = \$194  ^ link__tdata[3];
+  assign \$196  = \$195  ^ link__tdata[5];
+  assign \$198  = \$197  ^ link__tdata[10];
+  assign \$199  = \$198  ^ link__tdata[13];
+  assign \$200  = \$199  ^ link__tdata[14];
+  assign \$202  = \$201  ^ link__tdata[16];
+  assign \$203  = \$202  ^ link__tdata[20];
+  assign \$204  = \$203  ^ link__tdata[21];
+  assign \$206  = \$205  ^ link__tdata[27];
+  assign \$207  = \$206  ^ link__tdata[28];
+  assign \$208  = \$207  ^ link__tdata[31];
+  assign \$210  = \$209  ^ link__tdata[34];
+  assign \$211  = \$210  ^ link__tdata[36];
+  assign \$212  = \$211  ^ link__tdata[41];
+  assign \$214  = \$213  ^ link__tdata[45];
+  assign \$215  = \$214  ^ link__tdata[47];
+  assign \$216  = \$215  ^ link__tdata[51];
+  assign \$218  = \$217  ^ link__tdata[53];
+  assign \$220  = \$219  ^ link__tdata[2];
+  assign \$221  = \$220  ^ link__tdata[3];
+  assign \$222  = \$221  ^ link__tdata[4];
+  assign \$224  = \$223  ^ link__tdata[9];
+  assign \$225  = \$224  ^ link__tdata[11];
+  assign \$226  = \$225  ^ link__tdata[14];
+  assign \$228  = \$227  ^ link__tdata[16];
+  assign \$229  = \$228  ^ link__tdata[17];
+  assign \$230  = \$229  ^ link__tdata[21];
+  assign \$232  = \$231  ^ link__tdata[26];
+  assign \$233  = \$232  ^ link__tdata[28];
+  assign \$234  = \$233  ^ link__tdata[29];
+  assign \$236  = \$235  ^ link__tdata[33];
+  assign \$237  = \$236  ^ link__tdata[35];
+  assign \$238  = \$237  ^ link__tdata[37];
+  assign \$240  = \$239  ^ link__tdata[44];
+  assign \$241  = \$240  ^ link__tdata[46];
+  assign \$242  = \$241  ^ link__tdata[52];
+  assign \$244  = \$243  ^ link__tdata[54];
+  assign \$246  = \$245  ^ link__tdata[1];
+  assign \$247  = \$246  ^ link__tdata[3];
+  assign \$248  = \$247  ^ link__tdata[4];
+  assign \$250  = \$249  ^ link__tdata[7];
+  assign \$251  = \$250  ^ link__tdata[10];
+  assign \$252  = \$251  ^ link__tdata[12];
+  assign \$254  = \$253  ^ link__tdata[17];
+  assign \$255  = \$254  ^ link__tdata[18];
+  assign \$256  = \$255  ^ link__tdata[22];
+  assign \$258  = \$257  ^ link__tdata[27];
+  assign \$259  = \$258  ^ link__tdata[29];
+  assign \$260  = \$259  ^ link__tdata[30];
+  assign \$262  = \$261  ^ link__tdata[34];
+  assign \$263  = \$262  ^ link__tdata[36];
+  assign \$264  = \$263  ^ link__tdata[38];
+  assign \$266  = \$265  ^ link__tdata[45];
+  assign \$267  = \$266  ^ link__tdata[47];
+  assign \$268  = \$267  ^ link__tdata[53];
+  assign \$270  = \$269  ^ link__tdata[55];
+  assign \$271  = link__tdata[3:0] != 4'ha;
+  assign \$272  = | link__tdata[5:4];
+  assign \$273  = \$271  | \$272 ;
+  assign \$274  = ! link__tdata[7:6];
+  assign \$275  = ~ \$274 ;
+  assign \$276  = link__tdata[7:6] == 1'h1;
+  assign \$277  = ~ \$276 ;
+  assign \$278  = \$275  & \$277 ;
+  assign \$279  = link__tdata[19:16] >= 2'h2;
+  assign \$280  = ! link__tdata[48:32];
+  assign \$281  = ! link__tdata[7:6];
+  assign \$282  = link__tdata[48:32] > 11'h400;
+  assign \$283  = \$281  & \$282 ;
+  assign \$284  = \$280  | \$283 ;
+  assign \$285  = link__tdata[7:6] == 1'h1;
+  assign \$286  = link__tdata[48:32] > 6'h20;
+  assign \$287  = \$285  & \$286 ;
+  assign \$288  = \$284  | \$287 ;
+  assign \$289  = in[49:33] + 4'hf;
+  assign \$291  = 6'h20 - in[49:33];
+  assign \$293  = \$292  ^ in[144];
+  assign \$294  = \$293  ^ in[145];
+  assign \$295  = \$294  ^ in[146];
+  assign \$296  = \$295  ^ in[147];
+  assign \$297  = \$296  ^ in[148];
+  assign \$298  = \$297  ^ in[149];
+  assign \$300  = \$299  ^ in[151];
+  assign \$301  = \$300  ^ in[152];
+  assign \$302  = \$301  ^ in[153];
+  assign \$303  = \$302  ^ in[154];
+  assign \$304  = \$303  ^ in[155];
+  assign \$305  = \$304  ^ in[156];
+  assign \$306  = \$305  ^ in[157];
+  assign \$308  = \$307  ^ in[159];
+  assign \$309  = \$308  ^ in[160];
+  assign \$310  = \$309  ^ in[161];
+  assign \$311  = \$310  ^ in[162];
+  assign \$312  = \$311  ^ in[163];
+  assign \$313  = \$312  ^ in[164];
+  assign \$315  = \$314  ^ in[166];
+  assign \$316  = \$315  ^ in[167];
   \ace_nic_small.rx1.buffer0  buffer0 (
     .clk(clk),
-    .commit(\commit$43 ),
+    .commit(\commit$51 ),
     .freed(freed),
     .out_valid(out__0__valid),
     .r__payload(out__0__payload),
     .r__ready(r__ready),
-    .rollback(\rollback$44 ),
+    .rollback(space0_release),
     .rst(rst),
     .w_data_q(w_data),
     .\w_en$29 (w_en)
   );
   \ace_nic_small.rx1.buffer1  buffer1 (
     .clk(clk),
-    .commit(\commit$46 ),
-    .freed(\freed$63 ),
+    .commit(\commit$55 ),
+    .freed(\freed$67 ),
     .out_valid(out__1__valid),
     .r__payload(out__1__payload),
     .r__ready(\r__ready$8 ),
-    .rollback(\rollback$47 ),
+    .rollback(space1_release),
     .rst(rst),
     .w_data_q(w_data),
-    .\w_en$29 (\w_en$45 )
+    .\w_en$29 (\w_en$53 )
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
@@ -10325,13 +10542,31 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    space0_step = 6'h00;
+    if (space0_reserve) begin
+      space0_step = \$8 ;
+    end else if (space0_release) begin
+      space0_step = space_beats[5:0];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    space1_step = 6'h00;
+    if (space1_reserve) begin
+      space1_step = \$9 ;
+    end else if (space1_release) begin
+      space1_step = space_beats[5:0];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
     (* full_case = 32'd1 *)
-    if (\$27 ) begin
-      \cause$29  = judged[146:143];
+    if (\$30 ) begin
+      \cause$39  = judged[146:143];
     end else if (judged[147]) begin
-      \cause$29  = 4'h8;
+      \cause$39  = 4'h8;
     end else begin
-      \cause$29  = 4'h9;
+      \cause$39  = 4'h9;
     end
   end
   always @* begin
@@ -10340,13 +10575,13 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
-            if (\$28 ) begin
+            if (\$31 ) begin
               error_now = 1'h1;
             end
           end
       2'h2:
           if (judged[0]) begin
-            if (\$40 ) begin
+            if (\$35 ) begin
             end else if (judged[129]) begin
               error_now = 1'h1;
             end else if (pkt_is_last) begin
@@ -10361,13 +10596,13 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
-            if (\$28 ) begin
-              error_code = \cause$29 ;
+            if (\$31 ) begin
+              error_code = \cause$39 ;
             end
           end
       2'h2:
           if (judged[0]) begin
-            if (\$40 ) begin
+            if (\$35 ) begin
             end else if (judged[129]) begin
               error_code = 4'h6;
             end else if (pkt_is_last) begin
@@ -10378,47 +10613,19 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    credit_valid = 1'h0;
-    casez (rx_fsm_state)
-      2'h0:
-          if (judged[0]) begin
-            if (\$28 ) begin
-            end else if (\$29 ) begin
-              credit_valid = 1'h1;
-            end
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
     header_now = 1'h0;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
-            if (\$28 ) begin
-            end else if (\$29 ) begin
+            if (\$31 ) begin
+            end else if (\$32 ) begin
               header_now = 1'h1;
             end
           end
       2'h2:
           if (judged[0]) begin
-            if (\$40 ) begin
+            if (\$35 ) begin
               header_now = 1'h1;
-            end
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    space_reserve = 1'h0;
-    casez (rx_fsm_state)
-      2'h0:
-          if (judged[0]) begin
-            (* full_case = 32'd1 *)
-            if (\$28 ) begin
-            end else if (\$29 ) begin
-            end else begin
-              space_reserve = 1'h1;
             end
           end
     endcase
@@ -10431,7 +10638,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
           /* empty */;
       2'h2:
           if (judged[0]) begin
-            rollback = \$30 ;
+            rollback = \$33 ;
           end
     endcase
   end
@@ -10443,657 +10650,473 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
           /* empty */;
       2'h2:
           if (judged[0]) begin
-            commit = \$31 ;
+            commit = \$34 ;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    w_en = 1'h0;
-    casez (rx_fsm_state)
-      2'h0:
-          /* empty */;
-      2'h2:
-          if (judged[0]) begin
-            if (\$32 ) begin
-              w_en = \$35 ;
-            end
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \commit$43  = 1'h0;
-    casez (rx_fsm_state)
-      2'h0:
-          /* empty */;
-      2'h2:
-          if (judged[0]) begin
-            if (\$32 ) begin
-              \commit$43  = commit;
-            end
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \rollback$44  = 1'h0;
-    casez (rx_fsm_state)
-      2'h0:
-          /* empty */;
-      2'h2:
-          if (judged[0]) begin
-            if (\$32 ) begin
-              \rollback$44  = rollback;
-            end
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \w_en$45  = 1'h0;
-    casez (rx_fsm_state)
-      2'h0:
-          /* empty */;
-      2'h2:
-          if (judged[0]) begin
-            if (\$36 ) begin
-              \w_en$45  = \$39 ;
-            end
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \commit$46  = 1'h0;
-    casez (rx_fsm_state)
-      2'h0:
-          /* empty */;
-      2'h2:
-          if (judged[0]) begin
-            if (\$36 ) begin
-              \commit$46  = commit;
-            end
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \rollback$47  = 1'h0;
-    casez (rx_fsm_state)
-      2'h0:
-          /* empty */;
-      2'h2:
-          if (judged[0]) begin
-            if (\$36 ) begin
-              \rollback$47  = rollback;
-            end
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$558  = freed;
+    \$635  = freed;
     if (rst) begin
-      \$558  = 1'h0;
+      \$635  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$559  = \freed$63 ;
+    \$636  = \freed$67 ;
     if (rst) begin
-      \$559  = 1'h0;
+      \$636  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$560  = \$44 [47:0];
+    \$637  = \$54 [47:0];
     if (rst) begin
-      \$560  = 48'h000000000000;
+      \$637  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$561 [142:130] = in[142:130];
-    \$561 [0] = link__tvalid;
-    \$561 [128:1] = link__tdata;
-    \$561 [129] = link__tlast;
-    \$561 [199:143] = { \$260 , \$258 , \$254 , \$250 , \$246 , \$242 , \$238 , \$234 , \$232 , \$228 , \$224 , \$220 , \$216 , \$212 , \$208 , \$206 , \$202 , \$198 , \$194 , \$190 , \$186 , \$182 , \$180 , \$176 , \$172 , \$168 , \$164 , \$160 , \$156 , \$153 , \$149 , \$145 , \$141 , \$137 , \$133 , \$129 , \$126 , \$122 , \$118 , \$114 , \$110 , \$106 , \$102 , \$98 , \$94 , \$90 , \$86 , \$82 , \$78 , \$74 , \$70 , \$68 , \$64 , \$60 , \$56 , \$52 , \$48  };
-    \$561 [200] = \$263 ;
-    \$561 [201] = \$268 ;
-    \$561 [202] = \$269 ;
-    \$561 [203] = \$278 ;
+    \$638 [142:130] = in[142:130];
+    \$638 [0] = link__tvalid;
+    \$638 [128:1] = link__tdata;
+    \$638 [129] = link__tlast;
+    \$638 [199:143] = { \$270 , \$268 , \$264 , \$260 , \$256 , \$252 , \$248 , \$244 , \$242 , \$238 , \$234 , \$230 , \$226 , \$222 , \$218 , \$216 , \$212 , \$208 , \$204 , \$200 , \$196 , \$192 , \$190 , \$186 , \$182 , \$178 , \$174 , \$170 , \$166 , \$163 , \$159 , \$155 , \$151 , \$147 , \$143 , \$139 , \$136 , \$132 , \$128 , \$124 , \$120 , \$116 , \$112 , \$108 , \$104 , \$100 , \$96 , \$92 , \$88 , \$84 , \$80 , \$78 , \$74 , \$70 , \$66 , \$62 , \$58  };
+    \$638 [200] = \$273 ;
+    \$638 [201] = \$278 ;
+    \$638 [202] = \$279 ;
+    \$638 [203] = \$288 ;
     if (rst) begin
-      \$561  = 204'h000000000000000000000000000000000000000000000000000;
+      \$638  = 204'h000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$562 [0] = in[0];
-    \$562 [128:1] = in[128:1];
-    \$562 [129] = in[129];
-    \$562 [136:130] = \$280 [6:0];
-    \$562 [142:137] = \$281 [5:0];
-    \$562 [150:143] = { \$338 , \$331 , \$324 , \$317 , \$310 , \$303 , \$296 , \$288  };
-    \$562 [151] = in[200];
-    \$562 [152] = in[201];
-    \$562 [153] = in[202];
-    \$562 [154] = in[203];
+    \$639 [0] = in[0];
+    \$639 [128:1] = in[128:1];
+    \$639 [129] = in[129];
+    \$639 [136:130] = \$290 [6:0];
+    \$639 [142:137] = \$291 [5:0];
+    \$639 [150:143] = { \$348 , \$341 , \$334 , \$327 , \$320 , \$313 , \$306 , \$298  };
+    \$639 [151] = in[200];
+    \$639 [152] = in[201];
+    \$639 [153] = in[202];
+    \$639 [154] = in[203];
     if (rst) begin
-      \$562  = 155'h000000000000000000000000000000000000000;
+      \$639  = 155'h000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$563 [0] = decoded[0];
-    \$563 [128:1] = decoded[128:1];
-    \$563 [129] = decoded[129];
-    \$563 [136:130] = decoded[136:130];
-    \$563 [142:137] = decoded[142:137];
-    \$563 [146:143] = cause;
-    \$563 [153:147] = \$339 ;
-    \$563 [154] = \$340 ;
-    \$563 [155] = \$341 ;
-    \$563 [156] = \$342 ;
+    \$640 [0] = decoded[0];
+    \$640 [128:1] = decoded[128:1];
+    \$640 [129] = decoded[129];
+    \$640 [136:130] = decoded[136:130];
+    \$640 [142:137] = decoded[142:137];
+    \$640 [146:143] = cause;
+    \$640 [153:147] = \$349 ;
+    \$640 [154] = \$350 ;
+    \$640 [155] = \$351 ;
+    \$640 [156] = \$357 ;
+    \$640 [158] = \$364 ;
+    \$640 [157] = \$370 ;
+    \$640 [159] = \$377 ;
     if (rst) begin
-      \$563  = 157'h0000000000000000000000000000000000000000;
+      \$640  = 160'h0000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    (* full_case = 32'd1 *)
-    if (\$344 ) begin
-      \$564  = \$349 [5:0];
-    end else if (\$346 ) begin
-      \$564  = \$352 [5:0];
-    end else begin
-      \$564  = \$354 [5:0];
-    end
+    \$641  = \$379 [5:0];
     if (rst) begin
-      \$564  = 6'h20;
+      \$641  = 6'h20;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$565  = \$357 ;
+    \$642  = \$383 [5:0];
     if (rst) begin
-      \$565  = 7'h00;
+      \$642  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$566  = \$359 [5:0];
+    \$643  = \$385 [5:0];
     if (rst) begin
-      \$566  = 6'h20;
+      \$643  = 6'h20;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    (* full_case = 32'd1 *)
-    if (\$361 ) begin
-      \$567  = \$366 [5:0];
-    end else if (\$363 ) begin
-      \$567  = \$369 [5:0];
-    end else begin
-      \$567  = \$371 [5:0];
-    end
+    \$644  = \$387 [5:0];
     if (rst) begin
-      \$567  = 6'h20;
+      \$644  = 6'h20;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$568  = \$374 ;
+    \$645  = \$391 [5:0];
     if (rst) begin
-      \$568  = 7'h00;
+      \$645  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$569  = \$376 [5:0];
+    \$646  = \$393 [5:0];
     if (rst) begin
-      \$569  = 6'h20;
+      \$646  = 6'h20;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$570 [142:137] = judged[142:137];
-    \$570 [0] = checked[0];
-    \$570 [128:1] = checked[128:1];
-    \$570 [129] = checked[129];
-    \$570 [136:130] = checked[136:130];
-    \$570 [158:152] = \$377 [6:0];
-    \$570 [146:143] = checked[146:143];
-    \$570 [147] = checked[156];
-    \$570 [148] = \$385 ;
-    \$570 [149] = \$393 ;
-    \$570 [150] = \$395 ;
-    \$570 [151] = \$397 ;
+    \$647 [142:137] = judged[142:137];
+    \$647 [0] = checked[0];
+    \$647 [128:1] = checked[128:1];
+    \$647 [129] = checked[129];
+    \$647 [136:130] = checked[136:130];
+    \$647 [163:157] = \$394 [6:0];
+    \$647 [146:143] = checked[146:143];
+    \$647 [147] = checked[155];
+    \$647 [148] = \$405 ;
+    \$647 [149] = \$422 ;
+    \$647 [150] = \$437 ;
+    \$647 [151] = \$442 ;
+    \$647 [152] = \$451 ;
+    \$647 [153] = \$453 ;
+    \$647 [155] = \$458 ;
+    \$647 [154] = \$460 ;
+    \$647 [156] = \$465 ;
     if (rst) begin
-      \$570  = 159'h0000000000000000000000000000000000000000;
+      \$647  = 164'h00000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$571  = { \$signal$22 , \$like$21 , \$like , pkt_is_last, \$signal , pkt_keep, \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8  };
+    \$648  = { \$signal$30 , \$like$29 , \$like , pkt_is_last, \$signal , pkt_keep, \$25 , \$24 , \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
     if (rst) begin
-      \$571  = 179'h000000000000000000000000000000000000000000000;
+      \$648  = 179'h000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$572  = rollback;
+    \$649  = rollback;
     if (rst) begin
-      \$572  = 1'h0;
+      \$649  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$573  = credit_valid;
+    \$650  = credit_now;
     if (rst) begin
-      \$573  = 1'h0;
+      \$650  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$574  = header_now;
+    \$651  = header_now;
     if (rst) begin
-      \$574  = 1'h0;
+      \$651  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$575  = commit;
+    \$652  = commit;
     if (rst) begin
-      \$575  = 1'h0;
+      \$652  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$576  = \$signal$22 ;
+    \$653  = \$signal$30 ;
     if (rst) begin
-      \$576  = 17'h00000;
+      \$653  = 17'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$577  = payload_bytes;
+    \$654  = payload_bytes;
     if (commit_q) begin
-      \$577  = \$398 [47:0];
+      \$654  = \$466 [47:0];
     end
     if (rst) begin
-      \$577  = 48'h000000000000;
+      \$654  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$578  = header_bytes;
+    \$655  = header_bytes;
     if (header_q) begin
-      \$578  = \$399 [47:0];
+      \$655  = \$467 [47:0];
     end
     if (rst) begin
-      \$578  = 48'h000000000000;
+      \$655  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$579  = rx_fsm_state;
+    \$656  = rx_fsm_state;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
             (* full_case = 32'd1 *)
-            if (\$400 ) begin
-              if (\$402 ) begin
-                \$579  = 2'h1;
+            if (\$468 ) begin
+              if (\$470 ) begin
+                \$656  = 2'h1;
               end
-            end else if (\$401 ) begin
+            end else if (\$469 ) begin
             end else begin
-              \$579  = 2'h2;
+              \$656  = 2'h2;
             end
           end
       2'h2:
           if (judged[0]) begin
-            if (\$553 ) begin
-              \$579  = 2'h0;
+            if (\$620 ) begin
+              \$656  = 2'h0;
             end else if (judged[129]) begin
-              \$579  = 2'h0;
+              \$656  = 2'h0;
             end else if (pkt_is_last) begin
-              \$579  = 2'h1;
+              \$656  = 2'h1;
             end
           end
       2'h1:
-          if (\$554 ) begin
-            \$579  = 2'h0;
+          if (\$621 ) begin
+            \$656  = 2'h0;
           end
     endcase
     if (rst) begin
-      \$579  = 2'h0;
+      \$656  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$580  = cur;
+    \$657  = space_channel;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
-            (* full_case = 32'd1 *)
-            if (\$400 ) begin
-            end else if (\$401 ) begin
-            end else begin
-              \$580  = judged[17];
-            end
+            \$657  = judged[17];
           end
     endcase
     if (rst) begin
-      \$580  = 1'h0;
+      \$657  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$581  = \$signal$83 ;
+    \$658  = \$signal$87 ;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
-            (* full_case = 32'd1 *)
-            if (\$400 ) begin
-            end else if (\$401 ) begin
-            end else begin
-              \$581  = judged[136:130];
-            end
+            \$658  = judged[136:130];
           end
       2'h2:
           if (judged[0]) begin
-            \$581  = \$549 [6:0];
+            \$658  = \$616 [6:0];
           end
     endcase
     if (rst) begin
-      \$581  = 7'h00;
+      \$658  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$582  = space_beats;
+    \$659  = space_beats;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
-            (* full_case = 32'd1 *)
-            if (\$400 ) begin
-            end else if (\$401 ) begin
-            end else begin
-              \$582  = judged[136:130];
-            end
+            \$659  = judged[136:130];
           end
     endcase
     if (rst) begin
-      \$582  = 7'h00;
+      \$659  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$583  = space_beats_p1;
+    \$660  = \$signal$30 ;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
-            (* full_case = 32'd1 *)
-            if (\$400 ) begin
-            end else if (\$401 ) begin
-            end else begin
-              \$583  = \$403 [6:0];
-            end
+            \$660  = judged[49:33];
           end
     endcase
     if (rst) begin
-      \$583  = 7'h00;
+      \$660  = 17'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$584  = \$signal$22 ;
+    \$661  = \$like$29 ;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
-            (* full_case = 32'd1 *)
-            if (\$400 ) begin
-            end else if (\$401 ) begin
-            end else begin
-              \$584  = judged[49:33];
-            end
+            \$661  = judged[32:25];
           end
     endcase
     if (rst) begin
-      \$584  = 17'h00000;
+      \$661  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$585  = \$like$21 ;
+    \$662  = \$like ;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
-            (* full_case = 32'd1 *)
-            if (\$400 ) begin
-            end else if (\$401 ) begin
-            end else begin
-              \$585  = judged[32:25];
-            end
+            \$662  = judged[16:9];
           end
     endcase
     if (rst) begin
-      \$585  = 8'h00;
+      \$662  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$586  = \$like ;
+    \$663  = \$signal ;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
-            (* full_case = 32'd1 *)
-            if (\$400 ) begin
-            end else if (\$401 ) begin
-            end else begin
-              \$586  = judged[16:9];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$586  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$587  = \$signal ;
-    casez (rx_fsm_state)
-      2'h0:
-          if (judged[0]) begin
-            (* full_case = 32'd1 *)
-            if (\$400 ) begin
-            end else if (\$401 ) begin
-            end else begin
-              \$587  = 1'h1;
-            end
+            \$663  = 1'h1;
           end
       2'h2:
           if (judged[0]) begin
-            \$587  = 1'h0;
+            \$663  = 1'h0;
           end
     endcase
     if (rst) begin
-      \$587  = 1'h0;
+      \$663  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$588  = pkt_is_last;
+    \$664  = pkt_is_last;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
-            (* full_case = 32'd1 *)
-            if (\$400 ) begin
-            end else if (\$401 ) begin
-            end else begin
-              \$588  = \$404 ;
-            end
+            \$664  = \$471 ;
           end
       2'h2:
           if (judged[0]) begin
-            \$588  = \$550 ;
+            \$664  = \$617 ;
           end
     endcase
     if (rst) begin
-      \$588  = 1'h0;
+      \$664  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$589  = \$signal$84 ;
+    \$665  = \$signal$88 ;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
-            (* full_case = 32'd1 *)
-            if (\$400 ) begin
-            end else if (\$401 ) begin
-            end else begin
-              \$589 [0] = \$407 ;
-              \$589 [1] = \$416 ;
-              \$589 [2] = \$425 ;
-              \$589 [3] = \$434 ;
-              \$589 [4] = \$443 ;
-              \$589 [5] = \$452 ;
-              \$589 [6] = \$461 ;
-              \$589 [7] = \$470 ;
-              \$589 [8] = \$479 ;
-              \$589 [9] = \$488 ;
-              \$589 [10] = \$497 ;
-              \$589 [11] = \$506 ;
-              \$589 [12] = \$515 ;
-              \$589 [13] = \$524 ;
-              \$589 [14] = \$533 ;
-              \$589 [15] = \$542 ;
-            end
+            \$665 [0] = \$474 ;
+            \$665 [1] = \$483 ;
+            \$665 [2] = \$492 ;
+            \$665 [3] = \$501 ;
+            \$665 [4] = \$510 ;
+            \$665 [5] = \$519 ;
+            \$665 [6] = \$528 ;
+            \$665 [7] = \$537 ;
+            \$665 [8] = \$546 ;
+            \$665 [9] = \$555 ;
+            \$665 [10] = \$564 ;
+            \$665 [11] = \$573 ;
+            \$665 [12] = \$582 ;
+            \$665 [13] = \$591 ;
+            \$665 [14] = \$600 ;
+            \$665 [15] = \$609 ;
           end
     endcase
     if (rst) begin
-      \$589  = 16'h0000;
+      \$665  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$590  = pkt_keep;
+    \$666  = pkt_keep;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
-            (* full_case = 32'd1 *)
-            if (\$400 ) begin
-            end else if (\$401 ) begin
-            end else begin
-              \$590 [0] = \$413 ;
-              \$590 [1] = \$422 ;
-              \$590 [2] = \$431 ;
-              \$590 [3] = \$440 ;
-              \$590 [4] = \$449 ;
-              \$590 [5] = \$458 ;
-              \$590 [6] = \$467 ;
-              \$590 [7] = \$476 ;
-              \$590 [8] = \$485 ;
-              \$590 [9] = \$494 ;
-              \$590 [10] = \$503 ;
-              \$590 [11] = \$512 ;
-              \$590 [12] = \$521 ;
-              \$590 [13] = \$530 ;
-              \$590 [14] = \$539 ;
-              \$590 [15] = \$548 ;
-            end
+            \$666 [0] = \$480 ;
+            \$666 [1] = \$489 ;
+            \$666 [2] = \$498 ;
+            \$666 [3] = \$507 ;
+            \$666 [4] = \$516 ;
+            \$666 [5] = \$525 ;
+            \$666 [6] = \$534 ;
+            \$666 [7] = \$543 ;
+            \$666 [8] = \$552 ;
+            \$666 [9] = \$561 ;
+            \$666 [10] = \$570 ;
+            \$666 [11] = \$579 ;
+            \$666 [12] = \$588 ;
+            \$666 [13] = \$597 ;
+            \$666 [14] = \$606 ;
+            \$666 [15] = \$615 ;
           end
       2'h2:
           if (judged[0]) begin
-            \$590  = \$552 [15:0];
+            \$666  = \$619 [15:0];
           end
     endcase
     if (rst) begin
-      \$590  = 16'hffff;
+      \$666  = 16'hffff;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$591  = error_now;
+    \$667  = \$626 ;
     if (rst) begin
-      \$591  = 1'h0;
+      \$667  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$592  = errors;
+    \$668  = \$631 ;
+    if (rst) begin
+      \$668  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$669  = error_now;
+    if (rst) begin
+      \$669  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$670  = errors;
     if (error_q) begin
-      \$592  = \$555 [47:0];
+      \$670  = \$632 [47:0];
     end
     if (rst) begin
-      \$592  = 48'h000000000000;
+      \$670  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$593  = error;
+    \$671  = error;
     if (error_clear) begin
-      \$593  = 1'h0;
-    end else if (\$557 ) begin
-      \$593  = 1'h1;
+      \$671  = 1'h0;
+    end else if (\$634 ) begin
+      \$671  = 1'h1;
     end
     if (rst) begin
-      \$593  = 1'h0;
+      \$671  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$594  = error_cause;
+    \$672  = error_cause;
     if (error_clear) begin
-      \$594  = 4'h0;
-    end else if (\$557 ) begin
-      \$594  = error_code;
+      \$672  = 4'h0;
+    end else if (\$634 ) begin
+      \$672  = error_code;
     end
     if (rst) begin
-      \$594  = 4'h0;
+      \$672  = 4'h0;
     end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    (* full_case = 32'd1 *)
-    casez (checked[17])
-      1'h0:
-          \$380  = \$378 ;
-      1'h1:
-          \$380  = \$379 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    (* full_case = 32'd1 *)
-    casez (checked[17])
-      1'h0:
-          \$383  = \$381 ;
-      1'h1:
-          \$383  = \$382 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    (* full_case = 32'd1 *)
-    casez (checked[17])
-      1'h0:
-          \$388  = \$386 ;
-      1'h1:
-          \$388  = \$387 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    (* full_case = 32'd1 *)
-    casez (checked[17])
-      1'h0:
-          \$391  = \$389 ;
-      1'h1:
-          \$391  = \$390 ;
-    endcase
   end
   assign r__payload = out__0__payload;
   assign out__0__ready = r__ready;
@@ -11102,17 +11125,16 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   assign out__1__ready = \r__ready$8 ;
   assign \r__valid$11  = out__1__valid;
   assign link__tready = 1'h1;
-  assign entry = { \$signal$22 , \$like$21 , \$like , pkt_is_last, \$signal , pkt_keep, \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8  };
+  assign space_reserve_beats_m1 = judged[163:157];
+  assign entry = { \$signal$30 , \$like$29 , \$like , pkt_is_last, \$signal , pkt_keep, \$25 , \$24 , \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
   assign entry_q = w_data;
-  assign \w_data$25  = w_data;
-  assign credit_now = credit_valid;
-  assign space_reserve_channel = judged[20:17];
+  assign \w_data$33  = w_data;
+  assign credit_valid = credit_now;
+  assign \rollback$52  = space0_release;
+  assign \rollback$56  = space1_release;
   assign space_reserve_beats = judged[136:130];
-  assign space_reserve_beats_m1 = judged[158:152];
-  assign space_channel = cur;
+  assign cur = space_channel;
   assign pkt_beats = space_beats;
-  assign pkt_beats_p1 = space_beats_p1;
-  assign space_release = rollback;
   assign space_commit = commit;
   assign credit_channel = judged[20:17];
   assign credit_count = judged[38:33];
@@ -11154,13 +11176,13 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   assign \decoded.type_bad  = decoded[152];
   assign \decoded.channel_bad  = decoded[153];
   assign \decoded.length_bad  = decoded[154];
-  assign \entry.data  = { \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8  };
+  assign \entry.data  = { \$25 , \$24 , \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
   assign \entry.keep  = pkt_keep;
   assign \entry.first  = \$signal ;
   assign \entry.last  = pkt_is_last;
   assign \entry.src  = \$like ;
-  assign \entry.tag  = \$like$21 ;
-  assign \entry.length  = \$signal$22 ;
+  assign \entry.tag  = \$like$29 ;
+  assign \entry.length  = \$signal$30 ;
   assign \judged.valid  = judged[0];
   assign \judged.data  = judged[128:1];
   assign \judged.last  = judged[129];
@@ -11169,10 +11191,15 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   assign \judged.cause  = judged[146:143];
   assign \judged.is_data  = judged[147];
   assign \judged.ok  = judged[148];
-  assign \judged.ok_alt  = judged[149];
-  assign \judged.alt_rollback  = judged[150];
-  assign \judged.alt_credit  = judged[151];
-  assign \judged.beats_m1  = judged[158:152];
+  assign \judged.ok_rolled  = judged[149];
+  assign \judged.ok_credited  = judged[150];
+  assign \judged.credit  = judged[151];
+  assign \judged.credit_credited  = judged[152];
+  assign \judged.reserve0  = judged[153];
+  assign \judged.reserve1  = judged[154];
+  assign \judged.reserve0_rolled  = judged[155];
+  assign \judged.reserve1_rolled  = judged[156];
+  assign \judged.beats_m1  = judged[163:157];
   assign \w_data.data  = w_data[127:0];
   assign \w_data.keep  = w_data[143:128];
   assign \w_data.first  = w_data[144];
@@ -11187,13 +11214,13 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   assign \entry_q.src  = w_data[153:146];
   assign \entry_q.tag  = w_data[161:154];
   assign \entry_q.length  = w_data[178:162];
-  assign \w_data$25.data  = w_data[127:0];
-  assign \w_data$25.keep  = w_data[143:128];
-  assign \w_data$25.first  = w_data[144];
-  assign \w_data$25.last  = w_data[145];
-  assign \w_data$25.src  = w_data[153:146];
-  assign \w_data$25.tag  = w_data[161:154];
-  assign \w_data$25.length  = w_data[178:162];
+  assign \w_data$33.data  = w_data[127:0];
+  assign \w_data$33.keep  = w_data[143:128];
+  assign \w_data$33.first  = w_data[144];
+  assign \w_data$33.last  = w_data[145];
+  assign \w_data$33.src  = w_data[153:146];
+  assign \w_data$33.tag  = w_data[161:154];
+  assign \w_data$33.length  = w_data[178:162];
   assign \in.valid  = in[0];
   assign \in.data  = in[128:1];
   assign \in.last  = in[129];
@@ -11212,145 +11239,150 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, cre
   assign \checked.cause  = checked[146:143];
   assign \checked.room_ahead  = checked[153:147];
   assign \checked.same_ch_ahead  = checked[154];
-  assign \checked.none  = checked[155];
-  assign \checked.is_data  = checked[156];
-  assign \$36  = cur;
-  assign \$45  = link__tdata[0];
-  assign \$49  = link__tdata[5];
-  assign \$53  = link__tdata[13];
-  assign \$57  = link__tdata[28];
-  assign \$61  = link__tdata[34];
-  assign \$65  = link__tdata[40];
-  assign \$69  = link__tdata[54];
-  assign \$71  = link__tdata[0];
-  assign \$75  = link__tdata[9];
-  assign \$79  = link__tdata[14];
-  assign \$83  = link__tdata[23];
-  assign \$87  = link__tdata[30];
-  assign \$91  = link__tdata[36];
-  assign \$95  = link__tdata[41];
-  assign \$99  = link__tdata[47];
-  assign \$103  = link__tdata[0];
-  assign \$107  = link__tdata[11];
-  assign \$111  = link__tdata[17];
-  assign \$115  = link__tdata[24];
-  assign \$119  = link__tdata[33];
-  assign \$123  = link__tdata[44];
-  assign \$127  = link__tdata[49];
-  assign \$130  = link__tdata[0];
-  assign \$134  = link__tdata[8];
-  assign \$138  = link__tdata[15];
-  assign \$142  = link__tdata[25];
-  assign \$146  = link__tdata[32];
-  assign \$150  = link__tdata[43];
-  assign \$154  = link__tdata[50];
-  assign \$157  = link__tdata[0];
-  assign \$161  = link__tdata[9];
-  assign \$165  = link__tdata[19];
-  assign \$169  = link__tdata[26];
-  assign \$173  = link__tdata[33];
-  assign \$177  = link__tdata[44];
-  assign \$181  = link__tdata[51];
-  assign \$183  = link__tdata[1];
-  assign \$187  = link__tdata[8];
-  assign \$191  = link__tdata[15];
-  assign \$195  = link__tdata[25];
-  assign \$199  = link__tdata[32];
-  assign \$203  = link__tdata[43];
-  assign \$207  = link__tdata[52];
-  assign \$209  = link__tdata[0];
-  assign \$213  = link__tdata[6];
-  assign \$217  = link__tdata[15];
-  assign \$221  = link__tdata[22];
-  assign \$225  = link__tdata[32];
-  assign \$229  = link__tdata[42];
-  assign \$233  = link__tdata[53];
-  assign \$235  = link__tdata[0];
-  assign \$239  = link__tdata[5];
-  assign \$243  = link__tdata[15];
-  assign \$247  = link__tdata[23];
-  assign \$251  = link__tdata[33];
-  assign \$255  = link__tdata[43];
-  assign \$259  = link__tdata[54];
-  assign \$280  = { 4'h0, \$279 [17:4] };
-  assign \$282  = in[143];
-  assign \$289  = in[150];
-  assign \$297  = in[158];
-  assign \$304  = in[165];
-  assign \$311  = in[172];
-  assign \$318  = in[179];
-  assign \$325  = in[186];
-  assign \$332  = in[193];
-  assign \$362  = cur;
-  assign \$372  = cur;
-  assign \$406 [17:4] = 14'h0000;
-  assign \$406 [3:0] = \$405 [3:0];
-  assign \$411 [17:4] = 14'h0000;
-  assign \$411 [3:0] = \$410 [3:0];
-  assign \$415 [17:4] = 14'h0000;
-  assign \$415 [3:0] = \$414 [3:0];
-  assign \$420 [17:4] = 14'h0000;
-  assign \$420 [3:0] = \$419 [3:0];
-  assign \$424 [17:4] = 14'h0000;
-  assign \$424 [3:0] = \$423 [3:0];
-  assign \$429 [17:4] = 14'h0000;
-  assign \$429 [3:0] = \$428 [3:0];
-  assign \$433 [17:4] = 14'h0000;
-  assign \$433 [3:0] = \$432 [3:0];
-  assign \$438 [17:4] = 14'h0000;
-  assign \$438 [3:0] = \$437 [3:0];
-  assign \$442 [17:4] = 14'h0000;
-  assign \$442 [3:0] = \$441 [3:0];
-  assign \$447 [17:4] = 14'h0000;
-  assign \$447 [3:0] = \$446 [3:0];
-  assign \$451 [17:4] = 14'h0000;
-  assign \$451 [3:0] = \$450 [3:0];
-  assign \$456 [17:4] = 14'h0000;
-  assign \$456 [3:0] = \$455 [3:0];
-  assign \$460 [17:4] = 14'h0000;
-  assign \$460 [3:0] = \$459 [3:0];
-  assign \$465 [17:4] = 14'h0000;
-  assign \$465 [3:0] = \$464 [3:0];
-  assign \$469 [17:4] = 14'h0000;
-  assign \$469 [3:0] = \$468 [3:0];
-  assign \$474 [17:4] = 14'h0000;
-  assign \$474 [3:0] = \$473 [3:0];
+  assign \checked.is_data  = checked[155];
+  assign \checked.data_ch0  = checked[156];
+  assign \checked.data_ch1  = checked[157];
+  assign \checked.credit_ch0  = checked[158];
+  assign \checked.credit_ch1  = checked[159];
+  assign \$55  = link__tdata[0];
+  assign \$59  = link__tdata[5];
+  assign \$63  = link__tdata[13];
+  assign \$67  = link__tdata[28];
+  assign \$71  = link__tdata[34];
+  assign \$75  = link__tdata[40];
+  assign \$79  = link__tdata[54];
+  assign \$81  = link__tdata[0];
+  assign \$85  = link__tdata[9];
+  assign \$89  = link__tdata[14];
+  assign \$93  = link__tdata[23];
+  assign \$97  = link__tdata[30];
+  assign \$101  = link__tdata[36];
+  assign \$105  = link__tdata[41];
+  assign \$109  = link__tdata[47];
+  assign \$113  = link__tdata[0];
+  assign \$117  = link__tdata[11];
+  assign \$121  = link__tdata[17];
+  assign \$125  = link__tdata[24];
+  assign \$129  = link__tdata[33];
+  assign \$133  = link__tdata[44];
+  assign \$137  = link__tdata[49];
+  assign \$140  = link__tdata[0];
+  assign \$144  = link__tdata[8];
+  assign \$148  = link__tdata[15];
+  assign \$152  = link__tdata[25];
+  assign \$156  = link__tdata[32];
+  assign \$160  = link__tdata[43];
+  assign \$164  = link__tdata[50];
+  assign \$167  = link__tdata[0];
+  assign \$171  = link__tdata[9];
+  assign \$175  = link__tdata[19];
+  assign \$179  = link__tdata[26];
+  assign \$183  = link__tdata[33];
+  assign \$187  = link__tdata[44];
+  assign \$191  = link__tdata[51];
+  assign \$193  = link__tdata[1];
+  assign \$197  = link__tdata[8];
+  assign \$201  = link__tdata[15];
+  assign \$205  = link__tdata[25];
+  assign \$209  = link__tdata[32];
+  assign \$213  = link__tdata[43];
+  assign \$217  = link__tdata[52];
+  assign \$219  = link__tdata[0];
+  assign \$223  = link__tdata[6];
+  assign \$227  = link__tdata[15];
+  assign \$231  = link__tdata[22];
+  assign \$235  = link__tdata[32];
+  assign \$239  = link__tdata[42];
+  assign \$243  = link__tdata[53];
+  assign \$245  = link__tdata[0];
+  assign \$249  = link__tdata[5];
+  assign \$253  = link__tdata[15];
+  assign \$257  = link__tdata[23];
+  assign \$261  = link__tdata[33];
+  assign \$265  = link__tdata[43];
+  assign \$269  = link__tdata[54];
+  assign \$290  = { 4'h0, \$289 [17:4] };
+  assign \$292  = in[143];
+  assign \$299  = in[150];
+  assign \$307  = in[158];
+  assign \$314  = in[165];
+  assign \$321  = in[172];
+  assign \$328  = in[179];
+  assign \$335  = in[186];
+  assign \$342  = in[193];
+  assign \$367  = decoded[17];
+  assign \$373  = decoded[17];
+  assign \$388  = space_channel;
+  assign \$411  = space_channel;
+  assign \$461  = space_channel;
+  assign \$473 [17:4] = 14'h0000;
+  assign \$473 [3:0] = \$472 [3:0];
   assign \$478 [17:4] = 14'h0000;
   assign \$478 [3:0] = \$477 [3:0];
-  assign \$483 [17:4] = 14'h0000;
-  assign \$483 [3:0] = \$482 [3:0];
+  assign \$482 [17:4] = 14'h0000;
+  assign \$482 [3:0] = \$481 [3:0];
   assign \$487 [17:4] = 14'h0000;
   assign \$487 [3:0] = \$486 [3:0];
-  assign \$492 [17:4] = 14'h0000;
-  assign \$492 [3:0] = \$491 [3:0];
+  assign \$491 [17:4] = 14'h0000;
+  assign \$491 [3:0] = \$490 [3:0];
   assign \$496 [17:4] = 14'h0000;
   assign \$496 [3:0] = \$495 [3:0];
-  assign \$501 [17:4] = 14'h0000;
-  assign \$501 [3:0] = \$500 [3:0];
+  assign \$500 [17:4] = 14'h0000;
+  assign \$500 [3:0] = \$499 [3:0];
   assign \$505 [17:4] = 14'h0000;
   assign \$505 [3:0] = \$504 [3:0];
-  assign \$510 [17:4] = 14'h0000;
-  assign \$510 [3:0] = \$509 [3:0];
+  assign \$509 [17:4] = 14'h0000;
+  assign \$509 [3:0] = \$508 [3:0];
   assign \$514 [17:4] = 14'h0000;
   assign \$514 [3:0] = \$513 [3:0];
-  assign \$519 [17:4] = 14'h0000;
-  assign \$519 [3:0] = \$518 [3:0];
+  assign \$518 [17:4] = 14'h0000;
+  assign \$518 [3:0] = \$517 [3:0];
   assign \$523 [17:4] = 14'h0000;
   assign \$523 [3:0] = \$522 [3:0];
-  assign \$528 [17:4] = 14'h0000;
-  assign \$528 [3:0] = \$527 [3:0];
+  assign \$527 [17:4] = 14'h0000;
+  assign \$527 [3:0] = \$526 [3:0];
   assign \$532 [17:4] = 14'h0000;
   assign \$532 [3:0] = \$531 [3:0];
-  assign \$537 [17:4] = 14'h0000;
-  assign \$537 [3:0] = \$536 [3:0];
+  assign \$536 [17:4] = 14'h0000;
+  assign \$536 [3:0] = \$535 [3:0];
   assign \$541 [17:4] = 14'h0000;
   assign \$541 [3:0] = \$540 [3:0];
-  assign \$546 [17:4] = 14'h0000;
-  assign \$546 [3:0] = \$545 [3:0];
+  assign \$545 [17:4] = 14'h0000;
+  assign \$545 [3:0] = \$544 [3:0];
+  assign \$550 [17:4] = 14'h0000;
+  assign \$550 [3:0] = \$549 [3:0];
+  assign \$554 [17:4] = 14'h0000;
+  assign \$554 [3:0] = \$553 [3:0];
+  assign \$559 [17:4] = 14'h0000;
+  assign \$559 [3:0] = \$558 [3:0];
+  assign \$563 [17:4] = 14'h0000;
+  assign \$563 [3:0] = \$562 [3:0];
+  assign \$568 [17:4] = 14'h0000;
+  assign \$568 [3:0] = \$567 [3:0];
+  assign \$572 [17:4] = 14'h0000;
+  assign \$572 [3:0] = \$571 [3:0];
+  assign \$577 [17:4] = 14'h0000;
+  assign \$577 [3:0] = \$576 [3:0];
+  assign \$581 [17:4] = 14'h0000;
+  assign \$581 [3:0] = \$580 [3:0];
+  assign \$586 [17:4] = 14'h0000;
+  assign \$586 [3:0] = \$585 [3:0];
+  assign \$590 [17:4] = 14'h0000;
+  assign \$590 [3:0] = \$589 [3:0];
+  assign \$595 [17:4] = 14'h0000;
+  assign \$595 [3:0] = \$594 [3:0];
+  assign \$599 [17:4] = 14'h0000;
+  assign \$599 [3:0] = \$598 [3:0];
+  assign \$604 [17:4] = 14'h0000;
+  assign \$604 [3:0] = \$603 [3:0];
+  assign \$608 [17:4] = 14'h0000;
+  assign \$608 [3:0] = \$607 [3:0];
+  assign \$613 [17:4] = 14'h0000;
+  assign \$613 [3:0] = \$612 [3:0];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.rx1.buffer0 (rst, freed, \w_en$29 , commit, rollback, w_data_q, out_valid, r__payload, r__ready, clk);
+module \ace_nic_small.rx1.buffer0 (rst, \w_en$29 , commit, rollback, freed, w_data_q, out_valid, r__payload, r__ready, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$62  = 0;
   wire [6:0] \$1 ;
   wire \$10 ;
@@ -11660,7 +11692,7 @@ module \ace_nic_small.rx1.buffer0.ram (rst, read__en, write__data, write__en, wr
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.rx1.buffer1 (rst, freed, \w_en$29 , commit, rollback, w_data_q, out_valid, r__payload, r__ready, clk);
+module \ace_nic_small.rx1.buffer1 (rst, \w_en$29 , commit, rollback, freed, w_data_q, out_valid, r__payload, r__ready, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$64  = 0;
   wire [6:0] \$1 ;
   wire \$10 ;
@@ -11970,42 +12002,42 @@ module \ace_nic_small.rx1.buffer1.ram (rst, read__en, write__data, write__en, wr
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, busy__0, busy__1, \port$554$0 , \port$555$0 , \port$556$0 , \port$557$0 , \port$558$0 , \port$559$0 , \port$560$0 , \port$561$0 , link__tkeep, link__tlast, \port$3039$0 , \port$3040$0 , \port$3041$0 , \port$3042$0 
-, \port$3043$0 , \port$3044$0 , \port$3045$0 , \port$3046$0 , \port$3135$0 , \port$3136$0 , \port$3137$0 , \port$3138$0 , \port$3139$0 , \port$3140$0 , \port$3141$0 , \port$3142$0 , cmd__0__payload, cmd__1__payload, cmd__0__ready, cmd__1__ready, data__0__ready, data__1__ready, payload_bytes, header_bytes, busy_cycles
-, stall_cycles, credits__0, credits__1, link__tvalid, credit_in_valid, freed__0, freed__1, credit_in_channel, credit_in_count, data__0__valid, data__1__valid, node_id);
+module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, ch0_data_grant, ch1_data_grant, busy__0, busy__1, \port$523$0 , \port$524$0 , \port$525$0 , \port$526$0 , \port$527$0 , \port$528$0 , \port$529$0 , \port$530$0 , link__tkeep, link__tlast, credit_in_valid, \port$3147$0 
+, \port$3148$0 , \port$3149$0 , \port$3150$0 , \port$3151$0 , \port$3152$0 , \port$3153$0 , \port$3154$0 , \port$3253$0 , \port$3254$0 , \port$3255$0 , \port$3256$0 , \port$3257$0 , \port$3258$0 , \port$3259$0 , \port$3260$0 , cmd__0__payload, cmd__1__payload, data__0__ready, data__1__ready, payload_bytes, busy_cycles
+, stall_cycles, header_bytes, credits__0, credits__1, link__tvalid, freed__0, freed__1, credit_in_channel, credit_in_count, data__0__valid, data__1__valid, node_id);
   reg \$auto$verilog_backend.cc:2355:dump_module$66  = 0;
   wire [11:0] \$1 ;
   wire \$10 ;
-  wire \$100 ;
-  wire \$101 ;
-  wire [48:0] \$102 ;
-  wire [12:0] \$103 ;
-  wire \$104 ;
-  wire \$105 ;
-  wire \$106 ;
-  wire \$107 ;
-  wire \$108 ;
-  wire \$109 ;
+  wire [15:0] \$100 ;
+  wire [15:0] \$101 ;
+  wire [15:0] \$102 ;
+  wire [15:0] \$103 ;
+  wire [15:0] \$104 ;
+  wire [15:0] \$105 ;
+  wire [15:0] \$106 ;
+  wire [15:0] \$107 ;
+  wire [15:0] \$108 ;
+  wire [15:0] \$109 ;
   wire \$11 ;
-  wire \$110 ;
+  wire [15:0] \$110 ;
   wire \$111 ;
   wire \$112 ;
   wire \$113 ;
   wire \$114 ;
   wire \$115 ;
-  wire \$116 ;
-  wire \$117 ;
-  wire \$118 ;
-  wire \$119 ;
+  wire [4:0] \$116 ;
+  wire [48:0] \$117 ;
+  wire [48:0] \$118 ;
+  wire [48:0] \$119 ;
   wire \$12 ;
-  wire \$120 ;
-  wire \$121 ;
+  wire [48:0] \$120 ;
+  wire [12:0] \$121 ;
   wire \$122 ;
   wire \$123 ;
   wire \$124 ;
   wire \$125 ;
   wire \$126 ;
-  wire [3:0] \$127 ;
+  wire \$127 ;
   wire \$128 ;
   wire \$129 ;
   wire \$13 ;
@@ -12013,30 +12045,30 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   wire \$131 ;
   wire \$132 ;
   wire \$133 ;
-  wire [6:0] \$134 ;
-  wire [7:0] \$135 ;
-  wire [6:0] \$136 ;
-  wire [7:0] \$137 ;
-  wire \$138 ;
-  wire \$139 ;
+  wire \$134 ;
+  wire [3:0] \$135 ;
+  wire \$136 ;
+  wire \$137 ;
+  wire [5:0] \$138 ;
+  wire [5:0] \$139 ;
   wire \$14 ;
-  wire \$140 ;
-  wire \$141 ;
-  wire [7:0] \$142 ;
-  wire [7:0] \$143 ;
-  wire [7:0] \$144 ;
-  wire [6:0] \$145 ;
-  wire [7:0] \$146 ;
-  wire [12:0] \$147 ;
-  wire \$148 ;
-  wire \$149 ;
+  wire [5:0] \$140 ;
+  wire [5:0] \$141 ;
+  wire [5:0] \$142 ;
+  wire [5:0] \$143 ;
+  wire [5:0] \$144 ;
+  wire [5:0] \$145 ;
+  wire [5:0] \$146 ;
+  wire [5:0] \$147 ;
+  wire [6:0] \$148 ;
+  wire [6:0] \$149 ;
   wire \$15 ;
-  wire \$150 ;
-  wire \$151 ;
-  wire \$152 ;
-  wire \$153 ;
-  wire \$154 ;
-  wire \$155 ;
+  wire [7:0] \$150 ;
+  wire [7:0] \$151 ;
+  wire [5:0] \$152 ;
+  wire [6:0] \$153 ;
+  wire [7:0] \$154 ;
+  wire [12:0] \$155 ;
   wire \$156 ;
   wire \$157 ;
   wire \$158 ;
@@ -12051,61 +12083,61 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   wire \$166 ;
   wire \$167 ;
   wire \$168 ;
-  wire \$169 ;
-  reg \$17 ;
+  wire [3:0] \$169 ;
+  wire \$17 ;
   wire \$170 ;
-  wire [3:0] \$171 ;
-  wire \$172 ;
-  wire \$173 ;
-  wire \$174 ;
-  wire \$175 ;
-  wire \$176 ;
-  wire \$177 ;
-  wire [6:0] \$178 ;
-  wire [7:0] \$179 ;
-  wire [4:0] \$18 ;
-  wire [6:0] \$180 ;
-  wire [7:0] \$181 ;
-  wire \$182 ;
-  wire \$183 ;
-  wire \$184 ;
-  wire \$185 ;
-  wire [7:0] \$186 ;
-  wire [7:0] \$187 ;
+  wire \$171 ;
+  wire [5:0] \$172 ;
+  wire [5:0] \$173 ;
+  wire [5:0] \$174 ;
+  wire [5:0] \$175 ;
+  wire [5:0] \$176 ;
+  wire [5:0] \$177 ;
+  wire [5:0] \$178 ;
+  wire [5:0] \$179 ;
+  wire \$18 ;
+  wire [5:0] \$180 ;
+  wire [5:0] \$181 ;
+  wire [6:0] \$182 ;
+  wire [6:0] \$183 ;
+  wire [7:0] \$184 ;
+  wire [7:0] \$185 ;
+  wire [5:0] \$186 ;
+  wire [6:0] \$187 ;
   wire [7:0] \$188 ;
-  wire [6:0] \$189 ;
+  wire \$189 ;
   wire \$19 ;
-  wire [7:0] \$190 ;
-  reg [5:0] \$191 ;
-  reg [7:0] \$192 ;
-  reg [10:0] \$193 ;
-  reg [6:0] \$194 ;
+  wire \$190 ;
+  wire \$191 ;
+  wire \$192 ;
+  wire \$193 ;
+  wire \$194 ;
   wire \$195 ;
-  wire \$196 ;
-  wire [17:0] \$197 ;
-  wire [17:0] \$198 ;
-  wire [18:0] \$199 ;
+  wire [7:0] \$196 ;
+  wire [7:0] \$197 ;
+  wire [7:0] \$198 ;
+  wire [7:0] \$199 ;
   wire [11:0] \$2 ;
   wire \$20 ;
-  wire \$200 ;
-  wire [17:0] \$201 ;
-  wire [17:0] \$202 ;
-  wire \$203 ;
-  wire \$204 ;
-  wire \$205 ;
-  wire [17:0] \$206 ;
-  wire [17:0] \$207 ;
-  wire \$208 ;
-  wire \$209 ;
+  wire [10:0] \$200 ;
+  wire [10:0] \$201 ;
+  wire [10:0] \$202 ;
+  wire [10:0] \$203 ;
+  wire [5:0] \$204 ;
+  wire [10:0] \$205 ;
+  wire [5:0] \$206 ;
+  wire [10:0] \$207 ;
+  wire [6:0] \$208 ;
+  wire [6:0] \$209 ;
   wire \$21 ;
-  wire [17:0] \$210 ;
-  wire [17:0] \$211 ;
+  wire [6:0] \$210 ;
+  wire [6:0] \$211 ;
   wire \$212 ;
   wire \$213 ;
   wire \$214 ;
   wire [17:0] \$215 ;
   wire [17:0] \$216 ;
-  wire \$217 ;
+  wire [18:0] \$217 ;
   wire \$218 ;
   wire [17:0] \$219 ;
   wire \$22 ;
@@ -12196,7 +12228,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   wire [17:0] \$297 ;
   wire \$298 ;
   wire \$299 ;
-  wire \$3 ;
+  wire [11:0] \$3 ;
   wire \$30 ;
   wire [17:0] \$300 ;
   wire [17:0] \$301 ;
@@ -12247,56 +12279,56 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   wire [17:0] \$342 ;
   wire \$343 ;
   wire \$344 ;
-  wire \$345 ;
-  wire [7:0] \$346 ;
+  wire [17:0] \$345 ;
+  wire [17:0] \$346 ;
   wire \$347 ;
   wire \$348 ;
-  wire [16:0] \$349 ;
-  wire [15:0] \$35 ;
-  wire \$350 ;
-  wire \$351 ;
+  wire \$349 ;
+  wire \$35 ;
+  wire [17:0] \$350 ;
+  wire [17:0] \$351 ;
   wire \$352 ;
   wire \$353 ;
-  wire \$354 ;
-  wire \$355 ;
+  wire [17:0] \$354 ;
+  wire [17:0] \$355 ;
   wire \$356 ;
   wire \$357 ;
   wire \$358 ;
-  wire \$359 ;
-  wire [15:0] \$36 ;
-  wire \$360 ;
+  wire [17:0] \$359 ;
+  wire \$36 ;
+  wire [17:0] \$360 ;
   wire \$361 ;
   wire \$362 ;
   wire \$363 ;
-  wire \$364 ;
+  wire [7:0] \$364 ;
   wire \$365 ;
   wire \$366 ;
-  wire \$367 ;
+  wire [16:0] \$367 ;
   wire \$368 ;
   wire \$369 ;
-  wire [15:0] \$37 ;
+  wire \$37 ;
   wire \$370 ;
   wire \$371 ;
   wire \$372 ;
   wire \$373 ;
   wire \$374 ;
   wire \$375 ;
-  wire \$376 ;
-  wire \$377 ;
-  wire \$378 ;
-  wire \$379 ;
-  wire [15:0] \$38 ;
-  wire \$380 ;
-  wire \$381 ;
-  wire \$382 ;
-  wire \$383 ;
-  wire \$384 ;
-  wire \$385 ;
-  reg [47:0] \$386 ;
-  reg [47:0] \$387 ;
-  reg [47:0] \$388 ;
-  reg [47:0] \$389 ;
-  wire [15:0] \$39 ;
+  reg \$376 ;
+  reg \$377 ;
+  reg \$378 ;
+  reg [4:0] \$379 ;
+  wire \$38 ;
+  reg [47:0] \$380 ;
+  reg [47:0] \$381 ;
+  reg [47:0] \$382 ;
+  reg [47:0] \$383 ;
+  reg \$384 ;
+  reg \$385 ;
+  reg \$386 ;
+  reg [2:0] \$387 ;
+  reg [5:0] \$388 ;
+  reg [5:0] \$389 ;
+  wire \$39 ;
   reg \$390 ;
   reg \$391 ;
   reg \$392 ;
@@ -12306,31 +12338,31 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   reg \$396 ;
   reg \$397 ;
   reg \$398 ;
-  reg [2:0] \$399 ;
-  wire \$4 ;
-  wire [15:0] \$40 ;
-  reg [5:0] \$400 ;
-  reg [5:0] \$401 ;
+  reg \$399 ;
+  wire [11:0] \$4 ;
+  wire \$40 ;
+  reg \$400 ;
+  reg \$401 ;
   reg \$402 ;
   reg \$403 ;
-  reg \$404 ;
-  reg \$405 ;
-  reg [7:0] \$406 ;
-  reg [16:0] \$407 ;
-  reg [6:0] \$408 ;
+  reg [7:0] \$404 ;
+  reg [16:0] \$405 ;
+  reg [6:0] \$406 ;
+  reg \$407 ;
+  reg \$408 ;
   reg \$409 ;
-  wire [15:0] \$41 ;
+  wire \$41 ;
   reg \$410 ;
-  reg [6:0] \$411 ;
-  reg [4:0] \$412 ;
-  reg \$413 ;
-  reg [15:0] \$414 ;
+  reg \$411 ;
+  reg [6:0] \$412 ;
+  reg [4:0] \$413 ;
+  reg \$414 ;
   reg [15:0] \$415 ;
-  reg \$416 ;
+  reg [15:0] \$416 ;
   reg \$417 ;
   reg \$418 ;
   reg \$419 ;
-  wire [15:0] \$42 ;
+  wire \$42 ;
   reg \$420 ;
   reg \$421 ;
   reg \$422 ;
@@ -12341,7 +12373,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   reg \$427 ;
   reg \$428 ;
   reg \$429 ;
-  wire [15:0] \$43 ;
+  wire \$43 ;
   reg \$430 ;
   reg \$431 ;
   reg \$432 ;
@@ -12349,36 +12381,39 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   reg \$434 ;
   reg \$435 ;
   reg \$436 ;
-  wire [15:0] \$437 ;
-  wire [15:0] \$438 ;
-  wire [15:0] \$439 ;
-  wire [15:0] \$44 ;
+  reg \$437 ;
+  reg \$438 ;
+  reg \$439 ;
+  wire \$44 ;
   wire [15:0] \$440 ;
   wire [15:0] \$441 ;
   wire [15:0] \$442 ;
   wire [15:0] \$443 ;
   wire [15:0] \$444 ;
-  wire [6:0] \$445 ;
-  wire [15:0] \$45 ;
-  wire [15:0] \$46 ;
-  wire [15:0] \$47 ;
-  wire [15:0] \$48 ;
-  wire [15:0] \$49 ;
+  wire [15:0] \$445 ;
+  wire [15:0] \$446 ;
+  wire [15:0] \$447 ;
+  wire [6:0] \$448 ;
+  wire \$45 ;
+  wire \$46 ;
+  wire \$47 ;
+  wire [4:0] \$48 ;
+  wire \$49 ;
   wire \$5 ;
-  wire [15:0] \$50 ;
-  wire [15:0] \$51 ;
-  wire [15:0] \$52 ;
-  wire [15:0] \$53 ;
-  wire [15:0] \$54 ;
-  wire [15:0] \$55 ;
-  wire [15:0] \$56 ;
-  wire [15:0] \$57 ;
-  wire [15:0] \$58 ;
-  wire [15:0] \$59 ;
-  wire [11:0] \$6 ;
-  wire [15:0] \$60 ;
-  wire [15:0] \$61 ;
-  wire [15:0] \$62 ;
+  wire \$50 ;
+  wire \$51 ;
+  wire \$52 ;
+  wire \$53 ;
+  wire \$54 ;
+  wire \$55 ;
+  wire \$56 ;
+  wire \$57 ;
+  wire \$58 ;
+  wire \$59 ;
+  wire \$6 ;
+  wire \$60 ;
+  wire \$61 ;
+  wire \$62 ;
   wire [15:0] \$63 ;
   wire [15:0] \$64 ;
   wire [15:0] \$65 ;
@@ -12386,7 +12421,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   wire [15:0] \$67 ;
   wire [15:0] \$68 ;
   wire [15:0] \$69 ;
-  wire [11:0] \$7 ;
+  wire \$7 ;
   wire [15:0] \$70 ;
   wire [15:0] \$71 ;
   wire [15:0] \$72 ;
@@ -12401,24 +12436,24 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   wire [15:0] \$80 ;
   wire [15:0] \$81 ;
   wire [15:0] \$82 ;
-  wire \$83 ;
-  wire \$84 ;
-  wire \$85 ;
-  wire \$86 ;
-  wire \$87 ;
-  wire \$88 ;
-  wire \$89 ;
+  wire [15:0] \$83 ;
+  wire [15:0] \$84 ;
+  wire [15:0] \$85 ;
+  wire [15:0] \$86 ;
+  wire [15:0] \$87 ;
+  wire [15:0] \$88 ;
+  wire [15:0] \$89 ;
   wire \$9 ;
-  wire \$90 ;
-  wire \$91 ;
-  wire \$92 ;
-  wire \$93 ;
-  wire \$94 ;
-  wire \$95 ;
-  wire \$96 ;
-  wire [48:0] \$97 ;
-  wire [48:0] \$98 ;
-  wire [48:0] \$99 ;
+  wire [15:0] \$90 ;
+  wire [15:0] \$91 ;
+  wire [15:0] \$92 ;
+  wire [15:0] \$93 ;
+  wire [15:0] \$94 ;
+  wire [15:0] \$95 ;
+  wire [15:0] \$96 ;
+  wire [15:0] \$97 ;
+  wire [15:0] \$98 ;
+  wire [15:0] \$99 ;
   reg [6:0] beats_left = 7'h00;
   output busy__0;
   wire busy__0;
@@ -12426,9 +12461,20 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   wire busy__1;
   output [47:0] busy_cycles;
   reg [47:0] busy_cycles = 48'h000000000000;
+  reg [4:0] bytes_q = 5'h00;
+  wire ch0_credit_grant;
+  reg ch0_credit_granted = 1'h0;
+  output ch0_data_grant;
+  wire ch0_data_grant;
+  reg ch0_data_granted = 1'h0;
   reg ch0_eligible = 1'h0;
   reg ch0_pending = 1'h0;
   reg ch0_urgent = 1'h0;
+  wire ch1_credit_grant;
+  reg ch1_credit_granted = 1'h0;
+  output ch1_data_grant;
+  wire ch1_data_grant;
+  reg ch1_data_granted = 1'h0;
   reg ch1_eligible = 1'h0;
   reg ch1_pending = 1'h0;
   reg ch1_urgent = 1'h0;
@@ -12442,8 +12488,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   wire [10:0] \cmd__0__payload.length ;
   wire \cmd__0__payload.link ;
   wire [7:0] \cmd__0__payload.tag ;
-  output cmd__0__ready;
-  reg cmd__0__ready;
+  wire cmd__0__ready;
   input cmd__0__valid;
   wire cmd__0__valid;
   input [19:0] cmd__1__payload;
@@ -12451,8 +12496,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   wire [10:0] \cmd__1__payload.length ;
   wire \cmd__1__payload.link ;
   wire [7:0] \cmd__1__payload.tag ;
-  output cmd__1__ready;
-  reg cmd__1__ready;
+  wire cmd__1__ready;
   input cmd__1__valid;
   wire cmd__1__valid;
   input [3:0] credit_in_channel;
@@ -12463,14 +12507,15 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   wire credit_in_valid;
   (* init = 6'h20 *)
   wire [5:0] credits0_q;
+  reg [6:0] credits0_spent;
   (* init = 6'h20 *)
   wire [5:0] credits1_q;
+  reg [6:0] credits1_spent;
   output [5:0] credits__0;
   reg [5:0] credits__0 = 6'h20;
   output [5:0] credits__1;
   reg [5:0] credits__1 = 6'h20;
   reg cur = 1'h0;
-  wire cur_next;
   wire [127:0] data__0__payload;
   wire [127:0] \data__0__payload.data ;
   output data__0__ready;
@@ -12487,9 +12532,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   wire freed__0;
   input freed__1;
   wire freed__1;
-  reg grant;
-  reg grant_ch;
-  reg grant_credit;
+  wire grant;
   wire [63:0] header;
   wire [3:0] \header.channel ;
   wire [7:0] \header.check ;
@@ -12506,6 +12549,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   wire [1:0] \header.version ;
   output [47:0] header_bytes;
   reg [47:0] header_bytes = 48'h000000000000;
+  reg header_q = 1'h0;
   reg [150:0] i__payload;
   wire [4:0] \i__payload.bytes ;
   wire [127:0] \i__payload.data ;
@@ -12514,7 +12558,6 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   wire \i__payload.last ;
   wire i__ready;
   reg i__valid;
-  wire in_payload_next;
   reg is_last = 1'h0;
   reg [15:0] keep = 16'hffff;
   reg [4:0] last_bytes = 5'h00;
@@ -12546,7 +12589,6 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   reg [5:0] owed1_returned;
   output [47:0] payload_bytes;
   reg [47:0] payload_bytes = 48'h000000000000;
-  reg pending_pick;
   reg pick0_r0 = 1'h0;
   reg pick0_r1 = 1'h0;
   reg pick0_r2 = 1'h0;
@@ -12567,500 +12609,538 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   reg pick_header_r1 = 1'h1;
   reg pick_header_r2 = 1'h1;
   reg pick_header_r3 = 1'h1;
-  input [15:0] \port$3039$0 ;
-  wire [15:0] \port$3039$0 ;
-  input [15:0] \port$3040$0 ;
-  wire [15:0] \port$3040$0 ;
-  input [15:0] \port$3041$0 ;
-  wire [15:0] \port$3041$0 ;
-  input [15:0] \port$3042$0 ;
-  wire [15:0] \port$3042$0 ;
-  input [15:0] \port$3043$0 ;
-  wire [15:0] \port$3043$0 ;
-  input [15:0] \port$3044$0 ;
-  wire [15:0] \port$3044$0 ;
-  input [15:0] \port$3045$0 ;
-  wire [15:0] \port$3045$0 ;
-  input [15:0] \port$3046$0 ;
-  wire [15:0] \port$3046$0 ;
-  input [15:0] \port$3135$0 ;
-  wire [15:0] \port$3135$0 ;
-  input [15:0] \port$3136$0 ;
-  wire [15:0] \port$3136$0 ;
-  input [15:0] \port$3137$0 ;
-  wire [15:0] \port$3137$0 ;
-  input [15:0] \port$3138$0 ;
-  wire [15:0] \port$3138$0 ;
-  input [15:0] \port$3139$0 ;
-  wire [15:0] \port$3139$0 ;
-  input [15:0] \port$3140$0 ;
-  wire [15:0] \port$3140$0 ;
-  input [15:0] \port$3141$0 ;
-  wire [15:0] \port$3141$0 ;
-  input [15:0] \port$3142$0 ;
-  wire [15:0] \port$3142$0 ;
-  output [15:0] \port$554$0 ;
-  wire [15:0] \port$554$0 ;
-  output [15:0] \port$555$0 ;
-  wire [15:0] \port$555$0 ;
-  output [15:0] \port$556$0 ;
-  wire [15:0] \port$556$0 ;
-  output [15:0] \port$557$0 ;
-  wire [15:0] \port$557$0 ;
-  output [15:0] \port$558$0 ;
-  wire [15:0] \port$558$0 ;
-  output [15:0] \port$559$0 ;
-  wire [15:0] \port$559$0 ;
-  output [15:0] \port$560$0 ;
-  wire [15:0] \port$560$0 ;
-  output [15:0] \port$561$0 ;
-  wire [15:0] \port$561$0 ;
-  reg rr_last = 1'h0;
-  reg rr_pick;
+  input [15:0] \port$3147$0 ;
+  wire [15:0] \port$3147$0 ;
+  input [15:0] \port$3148$0 ;
+  wire [15:0] \port$3148$0 ;
+  input [15:0] \port$3149$0 ;
+  wire [15:0] \port$3149$0 ;
+  input [15:0] \port$3150$0 ;
+  wire [15:0] \port$3150$0 ;
+  input [15:0] \port$3151$0 ;
+  wire [15:0] \port$3151$0 ;
+  input [15:0] \port$3152$0 ;
+  wire [15:0] \port$3152$0 ;
+  input [15:0] \port$3153$0 ;
+  wire [15:0] \port$3153$0 ;
+  input [15:0] \port$3154$0 ;
+  wire [15:0] \port$3154$0 ;
+  input [15:0] \port$3253$0 ;
+  wire [15:0] \port$3253$0 ;
+  input [15:0] \port$3254$0 ;
+  wire [15:0] \port$3254$0 ;
+  input [15:0] \port$3255$0 ;
+  wire [15:0] \port$3255$0 ;
+  input [15:0] \port$3256$0 ;
+  wire [15:0] \port$3256$0 ;
+  input [15:0] \port$3257$0 ;
+  wire [15:0] \port$3257$0 ;
+  input [15:0] \port$3258$0 ;
+  wire [15:0] \port$3258$0 ;
+  input [15:0] \port$3259$0 ;
+  wire [15:0] \port$3259$0 ;
+  input [15:0] \port$3260$0 ;
+  wire [15:0] \port$3260$0 ;
+  output [15:0] \port$523$0 ;
+  wire [15:0] \port$523$0 ;
+  output [15:0] \port$524$0 ;
+  wire [15:0] \port$524$0 ;
+  output [15:0] \port$525$0 ;
+  wire [15:0] \port$525$0 ;
+  output [15:0] \port$526$0 ;
+  wire [15:0] \port$526$0 ;
+  output [15:0] \port$527$0 ;
+  wire [15:0] \port$527$0 ;
+  output [15:0] \port$528$0 ;
+  wire [15:0] \port$528$0 ;
+  output [15:0] \port$529$0 ;
+  wire [15:0] \port$529$0 ;
+  output [15:0] \port$530$0 ;
+  wire [15:0] \port$530$0 ;
+  reg rr_last0 = 1'h1;
+  reg rr_last1 = 1'h0;
   input rst;
   wire rst;
+  reg sending0 = 1'h0;
+  wire sending0_next;
+  reg sending1 = 1'h0;
+  wire sending1_next;
   reg [6:0] slot_beats = 7'h00;
   reg slot_ch = 1'h0;
   reg slot_credit = 1'h0;
+  reg slot_data_ch0 = 1'h0;
+  reg slot_data_ch1 = 1'h0;
   reg slot_fresh = 1'h0;
   reg [16:0] slot_length = 17'h00000;
   reg [7:0] slot_tag = 8'h00;
   reg slot_valid = 1'h0;
   output [47:0] stall_cycles;
   reg [47:0] stall_cycles = 48'h000000000000;
+  reg stall_q = 1'h0;
   wire take;
+  reg take_q = 1'h0;
   reg tx_fsm_state = 1'h0;
-  reg urgent_pick;
   assign take = link__tvalid & o__ready;
   assign \$1  = cmd__0__payload[19:9] + 4'hf;
-  assign \$3  = ! slot_ch;
-  assign \$4  = slot_fresh & \$3 ;
-  assign \$5  = \$4  & slot_credit;
-  assign \$6  = cmd__1__payload[19:9] + 4'hf;
-  assign \$9  = slot_fresh & \$8 ;
-  assign \$10  = \$9  & slot_credit;
-  assign \$11  = ~ slot_valid;
-  assign \$12  = | { ch1_urgent, ch0_urgent };
-  assign \$13  = | { ch1_eligible, ch0_eligible };
-  assign \$14  = | { ch1_pending, ch0_pending };
-  assign \$15  = ! grant_ch;
-  assign \$18  = is_last ? last_bytes : 5'h10;
-  assign \$19  = ! cur;
-  assign \$20  = \$19  & i__ready;
-  assign \$22  = \$21  & i__ready;
-  assign \$23  = i__valid & i__ready;
-  assign \$24  = \$95  & \$23 ;
-  assign \$25  = ~ slot_credit;
-  assign \$26  = \$24  & \$25 ;
-  assign \$27  = i__valid & i__ready;
-  assign \$28  = \$96  & \$27 ;
-  assign \$29  = \$28  & is_last;
-  assign \$30  = \$29  ? 1'h0 : \$96 ;
-  assign in_payload_next = \$26  ? 1'h1 : \$30 ;
-  assign \$31  = i__valid & i__ready;
-  assign \$32  = \$95  & \$31 ;
-  assign \$33  = ~ slot_credit;
-  assign \$34  = \$32  & \$33 ;
-  assign cur_next = \$34  ? slot_ch : cur;
-  assign \$35  = \port$3039$0  & { pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0 };
-  assign \$37  = \port$3135$0  & { pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0 };
-  assign \$38  = \$36  | \$37 ;
-  assign \$39  = \$38  & { keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1:0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0] };
-  assign \$40  = { node_id, 1'h0, slot_credit, 6'h0a } & { pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0 };
-  assign \$41  = \$39  | \$40 ;
-  assign \$42  = \port$3040$0  & { pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1 };
-  assign \$44  = \port$3136$0  & { pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1 };
-  assign \$45  = \$43  | \$44 ;
-  assign \$46  = \$45  & { keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3:2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2] };
-  assign \$47  = { slot_tag, 7'h00, slot_ch } & { pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1 };
-  assign \$48  = \$46  | \$47 ;
-  assign \$49  = \port$3041$0  & { pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2 };
-  assign \$51  = \port$3137$0  & { pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2 };
-  assign \$52  = \$50  | \$51 ;
-  assign \$53  = \$52  & { keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5:4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4] };
-  assign \$54  = slot_length[15:0] & { pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2 };
-  assign \$55  = \$53  | \$54 ;
-  assign \$56  = \port$3042$0  & { pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3 };
-  assign \$58  = \port$3138$0  & { pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3 };
-  assign \$59  = \$57  | \$58 ;
-  assign \$60  = \$59  & { keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7:6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6] };
-  assign \$61  = { check, 7'h00, slot_length[16] } & { pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3 };
-  assign \$62  = \$60  | \$61 ;
-  assign \$63  = \port$3043$0  & { pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4 };
-  assign \$65  = \port$3139$0  & { pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4 };
+  assign \$3  = cmd__1__payload[19:9] + 4'hf;
+  assign \$5  = ~ slot_valid;
+  assign \$6  = | { ch1_urgent, ch0_urgent };
+  assign \$7  = ~ \$6 ;
+  assign \$8  = \$5  & \$7 ;
+  assign \$10  = ~ \$9 ;
+  assign \$11  = rr_last0 & \$10 ;
+  assign \$12  = | { rr_last1, \$11  };
+  assign \$13  = ch0_eligible & \$12 ;
+  assign ch0_data_grant = \$8  & \$13 ;
+  assign \$14  = ~ slot_valid;
+  assign \$15  = | { ch1_urgent, ch0_urgent };
+  assign \$16  = ~ \$15 ;
+  assign \$17  = | { ch1_eligible, ch0_eligible };
+  assign \$18  = ~ \$17 ;
+  assign \$19  = \$16  & \$18 ;
+  assign \$20  = \$19  & ch0_pending;
+  assign \$21  = ch0_urgent | \$20 ;
+  assign ch0_credit_grant = \$14  & \$21 ;
+  assign \$22  = ~ slot_valid;
+  assign \$23  = | { ch1_urgent, ch0_urgent };
+  assign \$24  = ~ \$23 ;
+  assign \$25  = \$22  & \$24 ;
+  assign \$27  = ~ \$26 ;
+  assign \$28  = rr_last1 & \$27 ;
+  assign \$29  = | { \$28 , rr_last0 };
+  assign \$30  = ch1_eligible & \$29 ;
+  assign ch1_data_grant = \$25  & \$30 ;
+  assign \$31  = ~ slot_valid;
+  assign \$33  = ~ \$32 ;
+  assign \$34  = ch1_urgent & \$33 ;
+  assign \$35  = | { ch1_urgent, ch0_urgent };
+  assign \$36  = ~ \$35 ;
+  assign \$37  = | { ch1_eligible, ch0_eligible };
+  assign \$38  = ~ \$37 ;
+  assign \$39  = \$36  & \$38 ;
+  assign \$41  = ~ \$40 ;
+  assign \$42  = ch1_pending & \$41 ;
+  assign \$43  = \$39  & \$42 ;
+  assign \$44  = \$34  | \$43 ;
+  assign ch1_credit_grant = \$31  & \$44 ;
+  assign grant = | { ch1_credit_grant, ch0_credit_grant, ch1_data_grant, ch0_data_grant };
+  assign \$45  = sending0 & data__0__valid;
+  assign \$46  = sending1 & data__1__valid;
+  assign \$47  = | { \$46 , \$45  };
+  assign \$48  = is_last ? last_bytes : 5'h10;
+  assign \$49  = sending0 & i__ready;
+  assign \$50  = sending1 & i__ready;
+  assign \$51  = \$111  & slot_data_ch0;
+  assign \$52  = \$51  & i__ready;
+  assign \$53  = data__0__valid & i__ready;
+  assign \$54  = \$53  & is_last;
+  assign \$55  = ~ \$54 ;
+  assign \$56  = sending0 & \$55 ;
+  assign sending0_next = \$52  | \$56 ;
+  assign \$57  = \$111  & slot_data_ch1;
+  assign \$58  = \$57  & i__ready;
+  assign \$59  = data__1__valid & i__ready;
+  assign \$60  = \$59  & is_last;
+  assign \$61  = ~ \$60 ;
+  assign \$62  = sending1 & \$61 ;
+  assign sending1_next = \$58  | \$62 ;
+  assign \$63  = \port$3147$0  & { pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0 };
+  assign \$65  = \port$3253$0  & { pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0 };
   assign \$66  = \$64  | \$65 ;
-  assign \$67  = \$66  & { keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9:8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8] };
-  assign \$68  = \port$3044$0  & { pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5 };
-  assign \$70  = \port$3140$0  & { pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5 };
-  assign \$71  = \$69  | \$70 ;
-  assign \$72  = \$71  & { keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11:10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10] };
-  assign \$73  = \port$3045$0  & { pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6 };
-  assign \$75  = \port$3141$0  & { pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6 };
+  assign \$67  = \$66  & { keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1:0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0] };
+  assign \$68  = { node_id, 1'h0, slot_credit, 6'h0a } & { pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0 };
+  assign \$69  = \$67  | \$68 ;
+  assign \$70  = \port$3148$0  & { pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1 };
+  assign \$72  = \port$3254$0  & { pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1 };
+  assign \$73  = \$71  | \$72 ;
+  assign \$74  = \$73  & { keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3:2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2] };
+  assign \$75  = { slot_tag, 7'h00, slot_ch } & { pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1 };
   assign \$76  = \$74  | \$75 ;
-  assign \$77  = \$76  & { keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13:12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12] };
-  assign \$78  = \port$3046$0  & { pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7 };
-  assign \$80  = \port$3142$0  & { pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7 };
-  assign \$81  = \$79  | \$80 ;
-  assign \$82  = \$81  & { keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15:14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14] };
-  assign \$83  = ~ slot_credit;
-  assign \$84  = slot_valid & \$83 ;
-  assign \$85  = ! slot_ch;
-  assign \$86  = \$84  & \$85 ;
-  assign \$87  = ! cur;
-  assign \$88  = \$96  & \$87 ;
-  assign busy__0 = \$86  | \$88 ;
-  assign \$89  = ~ slot_credit;
-  assign \$90  = slot_valid & \$89 ;
-  assign \$92  = \$90  & \$91 ;
-  assign \$94  = \$96  & \$93 ;
-  assign busy__1 = \$92  | \$94 ;
-  assign \$95  = ! tx_fsm_state;
-  assign \$97  = payload_bytes + \$445 [6:2];
-  assign \$98  = header_bytes + 5'h10;
-  assign \$99  = busy_cycles + take;
-  assign \$100  = ~ o__ready;
-  assign \$101  = link__tvalid & \$100 ;
-  assign \$102  = stall_cycles + \$101 ;
-  assign \$104  = \$103  >= cmd__0__payload[19:9];
-  assign \$105  = cmd__0__valid & \$104 ;
-  assign \$106  = ! slot_ch;
-  assign \$107  = slot_fresh & \$106 ;
-  assign \$108  = ~ slot_credit;
-  assign \$109  = \$107  & \$108 ;
-  assign \$110  = ~ \$109 ;
-  assign \$111  = \$105  & \$110 ;
-  assign \$112  = owed0 >= 4'h8;
-  assign \$113  = ! slot_ch;
-  assign \$114  = slot_fresh & \$113 ;
-  assign \$115  = \$114  & slot_credit;
-  assign \$116  = ~ \$115 ;
-  assign \$117  = \$112  & \$116 ;
-  assign \$118  = | owed0;
-  assign \$119  = owed0_quiet == 3'h4;
-  assign \$120  = \$118  & \$119 ;
-  assign \$121  = ! slot_ch;
-  assign \$122  = slot_fresh & \$121 ;
-  assign \$123  = \$122  & slot_credit;
-  assign \$124  = ~ \$123 ;
-  assign \$125  = \$120  & \$124 ;
-  assign \$126  = owed0_quiet != 3'h4;
-  assign \$127  = owed0_quiet + 1'h1;
-  assign \$128  = ! credit_in_channel;
-  assign \$129  = credit_in_valid & \$128 ;
-  assign \$130  = ! slot_ch;
-  assign \$131  = slot_fresh & \$130 ;
-  assign \$132  = ~ slot_credit;
+  assign \$77  = \port$3149$0  & { pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2 };
+  assign \$79  = \port$3255$0  & { pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2 };
+  assign \$80  = \$78  | \$79 ;
+  assign \$81  = \$80  & { keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5:4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4] };
+  assign \$82  = slot_length[15:0] & { pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2 };
+  assign \$83  = \$81  | \$82 ;
+  assign \$84  = \port$3150$0  & { pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3 };
+  assign \$86  = \port$3256$0  & { pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3 };
+  assign \$87  = \$85  | \$86 ;
+  assign \$88  = \$87  & { keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7:6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6] };
+  assign \$89  = { check, 7'h00, slot_length[16] } & { pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3 };
+  assign \$90  = \$88  | \$89 ;
+  assign \$91  = \port$3151$0  & { pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4 };
+  assign \$93  = \port$3257$0  & { pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4 };
+  assign \$94  = \$92  | \$93 ;
+  assign \$95  = \$94  & { keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9:8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8] };
+  assign \$96  = \port$3152$0  & { pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5 };
+  assign \$98  = \port$3258$0  & { pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5 };
+  assign \$99  = \$97  | \$98 ;
+  assign \$100  = \$99  & { keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11:10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10] };
+  assign \$101  = \port$3153$0  & { pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6 };
+  assign \$103  = \port$3259$0  & { pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6 };
+  assign \$104  = \$102  | \$103 ;
+  assign \$105  = \$104  & { keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13:12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12] };
+  assign \$106  = \port$3154$0  & { pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7 };
+  assign \$108  = \port$3260$0  & { pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7 };
+  assign \$109  = \$107  | \$108 ;
+  assign \$110  = \$109  & { keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15:14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14] };
+  assign busy__0 = slot_data_ch0 | sending0;
+  assign busy__1 = slot_data_ch1 | sending1;
+  assign \$111  = ! tx_fsm_state;
+  assign \$113  = ~ o__ready;
+  assign \$114  = link__tvalid & \$113 ;
+  assign \$115  = take & \$448 [1];
+  assign \$116  = take ? \$448 [6:2] : 5'h00;
+  assign \$117  = payload_bytes + bytes_q;
+  assign \$118  = busy_cycles + take_q;
+  assign \$119  = stall_cycles + stall_q;
+  assign \$120  = header_bytes + 5'h10;
+  assign \$122  = \$121  >= cmd__0__payload[19:9];
+  assign \$123  = cmd__0__valid & \$122 ;
+  assign \$124  = ~ ch0_data_granted;
+  assign \$125  = \$123  & \$124 ;
+  assign \$126  = owed0 >= 4'h8;
+  assign \$127  = ~ ch0_credit_granted;
+  assign \$128  = \$126  & \$127 ;
+  assign \$129  = | owed0;
+  assign \$130  = owed0_quiet == 3'h4;
+  assign \$131  = \$129  & \$130 ;
+  assign \$132  = ~ ch0_credit_granted;
   assign \$133  = \$131  & \$132 ;
-  assign \$134  = credits__0 + credit_in_count;
-  assign \$135  = \$134  - slot_beats;
-  assign \$136  = credits__0 + credit_in_count;
-  assign \$137  = \$133  ? \$135  : { 1'h0, \$136  };
-  assign \$138  = ! slot_ch;
-  assign \$139  = slot_fresh & \$138 ;
-  assign \$140  = ~ slot_credit;
-  assign \$141  = \$139  & \$140 ;
-  assign \$142  = credits__0 - slot_beats;
-  assign \$143  = \$141  ? \$142  : { 2'h0, credits__0 };
-  assign \$144  = \$129  ? \$137  : \$143 ;
-  assign \$145  = owed0 + freed__0;
-  assign \$146  = \$145  - owed0_returned;
-  assign \$148  = \$147  >= cmd__1__payload[19:9];
-  assign \$149  = cmd__1__valid & \$148 ;
-  assign \$151  = slot_fresh & \$150 ;
-  assign \$152  = ~ slot_credit;
-  assign \$153  = \$151  & \$152 ;
-  assign \$154  = ~ \$153 ;
-  assign \$155  = \$149  & \$154 ;
-  assign \$156  = owed1 >= 4'h8;
-  assign \$158  = slot_fresh & \$157 ;
-  assign \$159  = \$158  & slot_credit;
-  assign \$160  = ~ \$159 ;
-  assign \$161  = \$156  & \$160 ;
-  assign \$162  = | owed1;
-  assign \$163  = owed1_quiet == 3'h4;
-  assign \$164  = \$162  & \$163 ;
-  assign \$166  = slot_fresh & \$165 ;
-  assign \$167  = \$166  & slot_credit;
-  assign \$168  = ~ \$167 ;
-  assign \$169  = \$164  & \$168 ;
-  assign \$170  = owed1_quiet != 3'h4;
-  assign \$171  = owed1_quiet + 1'h1;
-  assign \$172  = credit_in_channel == 1'h1;
-  assign \$173  = credit_in_valid & \$172 ;
-  assign \$175  = slot_fresh & \$174 ;
-  assign \$176  = ~ slot_credit;
-  assign \$177  = \$175  & \$176 ;
-  assign \$178  = credits__1 + credit_in_count;
-  assign \$179  = \$178  - slot_beats;
-  assign \$180  = credits__1 + credit_in_count;
-  assign \$181  = \$177  ? \$179  : { 1'h0, \$180  };
-  assign \$183  = slot_fresh & \$182 ;
-  assign \$184  = ~ slot_credit;
-  assign \$185  = \$183  & \$184 ;
-  assign \$186  = credits__1 - slot_beats;
-  assign \$187  = \$185  ? \$186  : { 2'h0, credits__1 };
-  assign \$188  = \$173  ? \$181  : \$187 ;
-  assign \$189  = owed1 + freed__1;
-  assign \$190  = \$189  - owed1_returned;
-  assign \$195  = i__valid & i__ready;
-  assign \$196  = ~ slot_credit;
-  assign \$197  = slot_length - 1'h1;
-  assign \$199  = $signed(\$198 ) + $signed(2'h1);
-  assign \$200  = slot_beats == 1'h1;
-  assign \$201  = slot_length - 1'h1;
-  assign \$203  = $signed(\$202 ) >= $signed(1'h0);
-  assign \$204  = slot_beats == 1'h1;
-  assign \$205  = ~ \$204 ;
-  assign \$206  = slot_length - 1'h1;
-  assign \$208  = $signed(\$207 ) >= $signed(1'h0);
-  assign \$209  = \$205  | \$208 ;
-  assign \$210  = slot_length - 1'h1;
-  assign \$212  = $signed(\$211 ) >= $signed(2'h1);
-  assign \$213  = slot_beats == 1'h1;
-  assign \$214  = ~ \$213 ;
+  assign \$134  = owed0_quiet != 3'h4;
+  assign \$135  = owed0_quiet + 1'h1;
+  assign \$136  = ! credit_in_channel;
+  assign \$137  = credit_in_valid & \$136 ;
+  assign \$138  = credits__0 ^ credit_in_count;
+  assign \$139  = ~ credits0_spent[5:0];
+  assign \$140  = \$138  ^ \$139 ;
+  assign \$141  = credits__0 & credit_in_count;
+  assign \$142  = ~ credits0_spent[5:0];
+  assign \$143  = credits__0 & \$142 ;
+  assign \$144  = \$141  | \$143 ;
+  assign \$145  = ~ credits0_spent[5:0];
+  assign \$146  = credit_in_count & \$145 ;
+  assign \$147  = \$144  | \$146 ;
+  assign \$149  = \$140  + \$148 [5:0];
+  assign \$150  = \$149  + 1'h1;
+  assign \$151  = credits__0 - credits0_spent;
+  assign \$152  = \$137  ? \$150 [5:0] : \$151 [5:0];
+  assign \$153  = owed0 + freed__0;
+  assign \$154  = \$153  - owed0_returned;
+  assign \$156  = \$155  >= cmd__1__payload[19:9];
+  assign \$157  = cmd__1__valid & \$156 ;
+  assign \$158  = ~ ch1_data_granted;
+  assign \$159  = \$157  & \$158 ;
+  assign \$160  = owed1 >= 4'h8;
+  assign \$161  = ~ ch1_credit_granted;
+  assign \$162  = \$160  & \$161 ;
+  assign \$163  = | owed1;
+  assign \$164  = owed1_quiet == 3'h4;
+  assign \$165  = \$163  & \$164 ;
+  assign \$166  = ~ ch1_credit_granted;
+  assign \$167  = \$165  & \$166 ;
+  assign \$168  = owed1_quiet != 3'h4;
+  assign \$169  = owed1_quiet + 1'h1;
+  assign \$170  = credit_in_channel == 1'h1;
+  assign \$171  = credit_in_valid & \$170 ;
+  assign \$172  = credits__1 ^ credit_in_count;
+  assign \$173  = ~ credits1_spent[5:0];
+  assign \$174  = \$172  ^ \$173 ;
+  assign \$175  = credits__1 & credit_in_count;
+  assign \$176  = ~ credits1_spent[5:0];
+  assign \$177  = credits__1 & \$176 ;
+  assign \$178  = \$175  | \$177 ;
+  assign \$179  = ~ credits1_spent[5:0];
+  assign \$180  = credit_in_count & \$179 ;
+  assign \$181  = \$178  | \$180 ;
+  assign \$183  = \$174  + \$182 [5:0];
+  assign \$184  = \$183  + 1'h1;
+  assign \$185  = credits__1 - credits1_spent;
+  assign \$186  = \$171  ? \$184 [5:0] : \$185 [5:0];
+  assign \$187  = owed1 + freed__1;
+  assign \$188  = \$187  - owed1_returned;
+  assign \$189  = | { ch1_credit_grant, ch0_credit_grant };
+  assign \$190  = ch0_data_grant | ch0_credit_grant;
+  assign \$193  = ch1_data_grant | ch1_credit_grant;
+  assign \$196  = cmd__0__payload[8:1] & { ch0_data_grant, ch0_data_grant, ch0_data_grant, ch0_data_grant, ch0_data_grant, ch0_data_grant, ch0_data_grant, ch0_data_grant };
+  assign \$198  = cmd__1__payload[8:1] & { ch1_data_grant, ch1_data_grant, ch1_data_grant, ch1_data_grant, ch1_data_grant, ch1_data_grant, ch1_data_grant, ch1_data_grant };
+  assign \$199  = \$197  | \$198 ;
+  assign \$200  = cmd__0__payload[19:9] & { ch0_data_grant, ch0_data_grant, ch0_data_grant, ch0_data_grant, ch0_data_grant, ch0_data_grant, ch0_data_grant, ch0_data_grant, ch0_data_grant, ch0_data_grant, ch0_data_grant };
+  assign \$202  = cmd__1__payload[19:9] & { ch1_data_grant, ch1_data_grant, ch1_data_grant, ch1_data_grant, ch1_data_grant, ch1_data_grant, ch1_data_grant, ch1_data_grant, ch1_data_grant, ch1_data_grant, ch1_data_grant };
+  assign \$203  = \$201  | \$202 ;
+  assign \$204  = owed0 & { ch0_credit_grant, ch0_credit_grant, ch0_credit_grant, ch0_credit_grant, ch0_credit_grant, ch0_credit_grant };
+  assign \$205  = \$203  | { 5'h00, \$204  };
+  assign \$206  = owed1 & { ch1_credit_grant, ch1_credit_grant, ch1_credit_grant, ch1_credit_grant, ch1_credit_grant, ch1_credit_grant };
+  assign \$207  = \$205  | { 5'h00, \$206  };
+  assign \$208  = \$2 [6:0] & { ch0_data_grant, ch0_data_grant, ch0_data_grant, ch0_data_grant, ch0_data_grant, ch0_data_grant, ch0_data_grant };
+  assign \$210  = \$4 [6:0] & { ch1_data_grant, ch1_data_grant, ch1_data_grant, ch1_data_grant, ch1_data_grant, ch1_data_grant, ch1_data_grant };
+  assign \$211  = \$209  | \$210 ;
+  assign \$212  = | { ch1_data_grant, ch0_data_grant };
+  assign \$213  = i__valid & i__ready;
+  assign \$214  = ~ slot_credit;
   assign \$215  = slot_length - 1'h1;
-  assign \$217  = $signed(\$216 ) >= $signed(2'h1);
-  assign \$218  = \$214  | \$217 ;
+  assign \$217  = $signed(\$216 ) + $signed(2'h1);
+  assign \$218  = slot_beats == 1'h1;
   assign \$219  = slot_length - 1'h1;
-  assign \$221  = $signed(\$220 ) >= $signed(3'h2);
+  assign \$221  = $signed(\$220 ) >= $signed(1'h0);
   assign \$222  = slot_beats == 1'h1;
   assign \$223  = ~ \$222 ;
   assign \$224  = slot_length - 1'h1;
-  assign \$226  = $signed(\$225 ) >= $signed(3'h2);
+  assign \$226  = $signed(\$225 ) >= $signed(1'h0);
   assign \$227  = \$223  | \$226 ;
   assign \$228  = slot_length - 1'h1;
-  assign \$230  = $signed(\$229 ) >= $signed(3'h3);
+  assign \$230  = $signed(\$229 ) >= $signed(2'h1);
   assign \$231  = slot_beats == 1'h1;
   assign \$232  = ~ \$231 ;
   assign \$233  = slot_length - 1'h1;
-  assign \$235  = $signed(\$234 ) >= $signed(3'h3);
+  assign \$235  = $signed(\$234 ) >= $signed(2'h1);
   assign \$236  = \$232  | \$235 ;
   assign \$237  = slot_length - 1'h1;
-  assign \$239  = $signed(\$238 ) >= $signed(4'h4);
+  assign \$239  = $signed(\$238 ) >= $signed(3'h2);
   assign \$240  = slot_beats == 1'h1;
   assign \$241  = ~ \$240 ;
   assign \$242  = slot_length - 1'h1;
-  assign \$244  = $signed(\$243 ) >= $signed(4'h4);
+  assign \$244  = $signed(\$243 ) >= $signed(3'h2);
   assign \$245  = \$241  | \$244 ;
   assign \$246  = slot_length - 1'h1;
-  assign \$248  = $signed(\$247 ) >= $signed(4'h5);
+  assign \$248  = $signed(\$247 ) >= $signed(3'h3);
   assign \$249  = slot_beats == 1'h1;
   assign \$250  = ~ \$249 ;
   assign \$251  = slot_length - 1'h1;
-  assign \$253  = $signed(\$252 ) >= $signed(4'h5);
+  assign \$253  = $signed(\$252 ) >= $signed(3'h3);
   assign \$254  = \$250  | \$253 ;
   assign \$255  = slot_length - 1'h1;
-  assign \$257  = $signed(\$256 ) >= $signed(4'h6);
+  assign \$257  = $signed(\$256 ) >= $signed(4'h4);
   assign \$258  = slot_beats == 1'h1;
   assign \$259  = ~ \$258 ;
   assign \$260  = slot_length - 1'h1;
-  assign \$262  = $signed(\$261 ) >= $signed(4'h6);
+  assign \$262  = $signed(\$261 ) >= $signed(4'h4);
   assign \$263  = \$259  | \$262 ;
   assign \$264  = slot_length - 1'h1;
-  assign \$266  = $signed(\$265 ) >= $signed(4'h7);
+  assign \$266  = $signed(\$265 ) >= $signed(4'h5);
   assign \$267  = slot_beats == 1'h1;
   assign \$268  = ~ \$267 ;
   assign \$269  = slot_length - 1'h1;
-  assign \$271  = $signed(\$270 ) >= $signed(4'h7);
+  assign \$271  = $signed(\$270 ) >= $signed(4'h5);
   assign \$272  = \$268  | \$271 ;
   assign \$273  = slot_length - 1'h1;
-  assign \$275  = $signed(\$274 ) >= $signed(5'h08);
+  assign \$275  = $signed(\$274 ) >= $signed(4'h6);
   assign \$276  = slot_beats == 1'h1;
   assign \$277  = ~ \$276 ;
   assign \$278  = slot_length - 1'h1;
-  assign \$280  = $signed(\$279 ) >= $signed(5'h08);
+  assign \$280  = $signed(\$279 ) >= $signed(4'h6);
   assign \$281  = \$277  | \$280 ;
   assign \$282  = slot_length - 1'h1;
-  assign \$284  = $signed(\$283 ) >= $signed(5'h09);
+  assign \$284  = $signed(\$283 ) >= $signed(4'h7);
   assign \$285  = slot_beats == 1'h1;
   assign \$286  = ~ \$285 ;
   assign \$287  = slot_length - 1'h1;
-  assign \$289  = $signed(\$288 ) >= $signed(5'h09);
+  assign \$289  = $signed(\$288 ) >= $signed(4'h7);
   assign \$290  = \$286  | \$289 ;
   assign \$291  = slot_length - 1'h1;
-  assign \$293  = $signed(\$292 ) >= $signed(5'h0a);
+  assign \$293  = $signed(\$292 ) >= $signed(5'h08);
   assign \$294  = slot_beats == 1'h1;
   assign \$295  = ~ \$294 ;
   assign \$296  = slot_length - 1'h1;
-  assign \$298  = $signed(\$297 ) >= $signed(5'h0a);
+  assign \$298  = $signed(\$297 ) >= $signed(5'h08);
   assign \$299  = \$295  | \$298 ;
   assign \$300  = slot_length - 1'h1;
-  assign \$302  = $signed(\$301 ) >= $signed(5'h0b);
+  assign \$302  = $signed(\$301 ) >= $signed(5'h09);
   assign \$303  = slot_beats == 1'h1;
   assign \$304  = ~ \$303 ;
   assign \$305  = slot_length - 1'h1;
-  assign \$307  = $signed(\$306 ) >= $signed(5'h0b);
+  assign \$307  = $signed(\$306 ) >= $signed(5'h09);
   assign \$308  = \$304  | \$307 ;
   assign \$309  = slot_length - 1'h1;
-  assign \$311  = $signed(\$310 ) >= $signed(5'h0c);
+  assign \$311  = $signed(\$310 ) >= $signed(5'h0a);
   assign \$312  = slot_beats == 1'h1;
   assign \$313  = ~ \$312 ;
   assign \$314  = slot_length - 1'h1;
-  assign \$316  = $signed(\$315 ) >= $signed(5'h0c);
+  assign \$316  = $signed(\$315 ) >= $signed(5'h0a);
   assign \$317  = \$313  | \$316 ;
   assign \$318  = slot_length - 1'h1;
-  assign \$320  = $signed(\$319 ) >= $signed(5'h0d);
+  assign \$320  = $signed(\$319 ) >= $signed(5'h0b);
   assign \$321  = slot_beats == 1'h1;
   assign \$322  = ~ \$321 ;
   assign \$323  = slot_length - 1'h1;
-  assign \$325  = $signed(\$324 ) >= $signed(5'h0d);
+  assign \$325  = $signed(\$324 ) >= $signed(5'h0b);
   assign \$326  = \$322  | \$325 ;
   assign \$327  = slot_length - 1'h1;
-  assign \$329  = $signed(\$328 ) >= $signed(5'h0e);
+  assign \$329  = $signed(\$328 ) >= $signed(5'h0c);
   assign \$330  = slot_beats == 1'h1;
   assign \$331  = ~ \$330 ;
   assign \$332  = slot_length - 1'h1;
-  assign \$334  = $signed(\$333 ) >= $signed(5'h0e);
+  assign \$334  = $signed(\$333 ) >= $signed(5'h0c);
   assign \$335  = \$331  | \$334 ;
   assign \$336  = slot_length - 1'h1;
-  assign \$338  = $signed(\$337 ) >= $signed(5'h0f);
+  assign \$338  = $signed(\$337 ) >= $signed(5'h0d);
   assign \$339  = slot_beats == 1'h1;
   assign \$340  = ~ \$339 ;
   assign \$341  = slot_length - 1'h1;
-  assign \$343  = $signed(\$342 ) >= $signed(5'h0f);
+  assign \$343  = $signed(\$342 ) >= $signed(5'h0d);
   assign \$344  = \$340  | \$343 ;
-  assign \$345  = i__valid & i__ready;
-  assign \$346  = beats_left - 1'h1;
-  assign \$347  = beats_left == 2'h2;
-  assign \$348  = beats_left == 2'h2;
-  assign \$349  = \$348  ? { 1'h0, last_keep } : 17'h1ffff;
-  assign \$350  = ! cur_next;
-  assign \$351  = in_payload_next & \$350 ;
-  assign \$352  = ! cur_next;
-  assign \$353  = in_payload_next & \$352 ;
-  assign \$354  = ! cur_next;
-  assign \$355  = in_payload_next & \$354 ;
-  assign \$356  = ! cur_next;
-  assign \$357  = in_payload_next & \$356 ;
-  assign \$358  = ! cur_next;
-  assign \$359  = in_payload_next & \$358 ;
-  assign \$360  = ! cur_next;
-  assign \$361  = in_payload_next & \$360 ;
-  assign \$362  = ! cur_next;
-  assign \$363  = in_payload_next & \$362 ;
-  assign \$364  = ! cur_next;
-  assign \$365  = in_payload_next & \$364 ;
-  assign \$367  = in_payload_next & \$366 ;
-  assign \$369  = in_payload_next & \$368 ;
-  assign \$371  = in_payload_next & \$370 ;
-  assign \$373  = in_payload_next & \$372 ;
-  assign \$375  = in_payload_next & \$374 ;
-  assign \$377  = in_payload_next & \$376 ;
-  assign \$379  = in_payload_next & \$378 ;
-  assign \$381  = in_payload_next & \$380 ;
-  assign \$382  = ~ in_payload_next;
-  assign \$383  = ~ in_payload_next;
-  assign \$384  = ~ in_payload_next;
-  assign \$385  = ~ in_payload_next;
+  assign \$345  = slot_length - 1'h1;
+  assign \$347  = $signed(\$346 ) >= $signed(5'h0e);
+  assign \$348  = slot_beats == 1'h1;
+  assign \$349  = ~ \$348 ;
+  assign \$350  = slot_length - 1'h1;
+  assign \$352  = $signed(\$351 ) >= $signed(5'h0e);
+  assign \$353  = \$349  | \$352 ;
+  assign \$354  = slot_length - 1'h1;
+  assign \$356  = $signed(\$355 ) >= $signed(5'h0f);
+  assign \$357  = slot_beats == 1'h1;
+  assign \$358  = ~ \$357 ;
+  assign \$359  = slot_length - 1'h1;
+  assign \$361  = $signed(\$360 ) >= $signed(5'h0f);
+  assign \$362  = \$358  | \$361 ;
+  assign \$363  = i__valid & i__ready;
+  assign \$364  = beats_left - 1'h1;
+  assign \$365  = beats_left == 2'h2;
+  assign \$366  = beats_left == 2'h2;
+  assign \$367  = \$366  ? { 1'h0, last_keep } : 17'h1ffff;
+  assign \$368  = | { sending1_next, sending0_next };
+  assign \$369  = ~ \$368 ;
+  assign \$370  = | { sending1_next, sending0_next };
+  assign \$371  = ~ \$370 ;
+  assign \$372  = | { sending1_next, sending0_next };
+  assign \$373  = ~ \$372 ;
+  assign \$374  = | { sending1_next, sending0_next };
+  assign \$375  = ~ \$374 ;
   always @(posedge clk)
-    payload_bytes <= \$386 ;
+    take_q <= \$376 ;
   always @(posedge clk)
-    header_bytes <= \$387 ;
+    stall_q <= \$377 ;
   always @(posedge clk)
-    busy_cycles <= \$388 ;
+    header_q <= \$378 ;
   always @(posedge clk)
-    stall_cycles <= \$389 ;
+    bytes_q <= \$379 ;
   always @(posedge clk)
-    ch0_eligible <= \$390 ;
+    payload_bytes <= \$380 ;
   always @(posedge clk)
-    ch0_urgent <= \$391 ;
+    busy_cycles <= \$381 ;
   always @(posedge clk)
-    ch0_pending <= \$392 ;
+    stall_cycles <= \$382 ;
   always @(posedge clk)
-    owed0_quiet <= \$393 ;
+    header_bytes <= \$383 ;
   always @(posedge clk)
-    credits__0 <= \$394 ;
+    ch0_eligible <= \$384 ;
   always @(posedge clk)
-    owed0 <= \$395 ;
+    ch0_urgent <= \$385 ;
   always @(posedge clk)
-    ch1_eligible <= \$396 ;
+    ch0_pending <= \$386 ;
   always @(posedge clk)
-    ch1_urgent <= \$397 ;
+    owed0_quiet <= \$387 ;
   always @(posedge clk)
-    ch1_pending <= \$398 ;
+    credits__0 <= \$388 ;
   always @(posedge clk)
-    owed1_quiet <= \$399 ;
+    owed0 <= \$389 ;
   always @(posedge clk)
-    credits__1 <= \$400 ;
+    ch1_eligible <= \$390 ;
   always @(posedge clk)
-    owed1 <= \$401 ;
+    ch1_urgent <= \$391 ;
   always @(posedge clk)
-    slot_fresh <= \$402 ;
+    ch1_pending <= \$392 ;
   always @(posedge clk)
-    slot_valid <= \$403 ;
+    owed1_quiet <= \$393 ;
   always @(posedge clk)
-    slot_credit <= \$404 ;
+    credits__1 <= \$394 ;
   always @(posedge clk)
-    slot_ch <= \$405 ;
+    owed1 <= \$395 ;
   always @(posedge clk)
-    slot_tag <= \$406 ;
+    slot_fresh <= \$396 ;
   always @(posedge clk)
-    slot_length <= \$407 ;
+    ch0_data_granted <= \$397 ;
   always @(posedge clk)
-    slot_beats <= \$408 ;
+    ch0_credit_granted <= \$398 ;
   always @(posedge clk)
-    rr_last <= \$409 ;
+    ch1_data_granted <= \$399 ;
   always @(posedge clk)
-    cur <= \$410 ;
+    ch1_credit_granted <= \$400 ;
   always @(posedge clk)
-    beats_left <= \$411 ;
+    slot_valid <= \$401 ;
   always @(posedge clk)
-    last_bytes <= \$412 ;
+    slot_credit <= \$402 ;
   always @(posedge clk)
-    is_last <= \$413 ;
+    slot_ch <= \$403 ;
   always @(posedge clk)
-    last_keep <= \$414 ;
+    slot_tag <= \$404 ;
   always @(posedge clk)
-    keep <= \$415 ;
+    slot_length <= \$405 ;
   always @(posedge clk)
-    tx_fsm_state <= \$416 ;
+    slot_beats <= \$406 ;
   always @(posedge clk)
-    pick0_r0 <= \$417 ;
+    slot_data_ch0 <= \$407 ;
   always @(posedge clk)
-    pick0_r1 <= \$418 ;
+    slot_data_ch1 <= \$408 ;
   always @(posedge clk)
-    pick0_r2 <= \$419 ;
+    rr_last0 <= \$409 ;
   always @(posedge clk)
-    pick0_r3 <= \$420 ;
+    rr_last1 <= \$410 ;
   always @(posedge clk)
-    pick0_r4 <= \$421 ;
+    cur <= \$411 ;
   always @(posedge clk)
-    pick0_r5 <= \$422 ;
+    beats_left <= \$412 ;
   always @(posedge clk)
-    pick0_r6 <= \$423 ;
+    last_bytes <= \$413 ;
   always @(posedge clk)
-    pick0_r7 <= \$424 ;
+    is_last <= \$414 ;
   always @(posedge clk)
-    pick1_r0 <= \$425 ;
+    last_keep <= \$415 ;
   always @(posedge clk)
-    pick1_r1 <= \$426 ;
+    keep <= \$416 ;
   always @(posedge clk)
-    pick1_r2 <= \$427 ;
+    tx_fsm_state <= \$417 ;
   always @(posedge clk)
-    pick1_r3 <= \$428 ;
+    sending0 <= \$418 ;
   always @(posedge clk)
-    pick1_r4 <= \$429 ;
+    sending1 <= \$419 ;
   always @(posedge clk)
-    pick1_r5 <= \$430 ;
+    pick0_r0 <= \$420 ;
   always @(posedge clk)
-    pick1_r6 <= \$431 ;
+    pick0_r1 <= \$421 ;
   always @(posedge clk)
-    pick1_r7 <= \$432 ;
+    pick0_r2 <= \$422 ;
   always @(posedge clk)
-    pick_header_r0 <= \$433 ;
+    pick0_r3 <= \$423 ;
   always @(posedge clk)
-    pick_header_r1 <= \$434 ;
+    pick0_r4 <= \$424 ;
   always @(posedge clk)
-    pick_header_r2 <= \$435 ;
+    pick0_r5 <= \$425 ;
   always @(posedge clk)
-    pick_header_r3 <= \$436 ;
+    pick0_r6 <= \$426 ;
+  always @(posedge clk)
+    pick0_r7 <= \$427 ;
+  always @(posedge clk)
+    pick1_r0 <= \$428 ;
+  always @(posedge clk)
+    pick1_r1 <= \$429 ;
+  always @(posedge clk)
+    pick1_r2 <= \$430 ;
+  always @(posedge clk)
+    pick1_r3 <= \$431 ;
+  always @(posedge clk)
+    pick1_r4 <= \$432 ;
+  always @(posedge clk)
+    pick1_r5 <= \$433 ;
+  always @(posedge clk)
+    pick1_r6 <= \$434 ;
+  always @(posedge clk)
+    pick1_r7 <= \$435 ;
+  always @(posedge clk)
+    pick_header_r0 <= \$436 ;
+  always @(posedge clk)
+    pick_header_r1 <= \$437 ;
+  always @(posedge clk)
+    pick_header_r2 <= \$438 ;
+  always @(posedge clk)
+    pick_header_r3 <= \$439 ;
   \ace_nic_small.tx0.hdr_check  hdr_check (
     .check(check),
     .\port$0$2 (node_id),
-    .\port$3856$0 (slot_credit),
-    .\port$3858$0 (slot_ch),
-    .\port$3860$0 (slot_tag),
-    .\port$3862$0 (slot_length)
+    .\port$4024$0 (slot_credit),
+    .\port$4026$0 (slot_ch),
+    .\port$4028$0 (slot_tag),
+    .\port$4030$0 (slot_length)
   );
   \ace_nic_small.tx0.out_skid  out_skid (
     .clk(clk),
@@ -13069,185 +13149,44 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     .in_ready(i__ready),
     .o__ready(o__ready),
     .out_valid(link__tvalid),
-    .\port$554$0 (\$437 ),
-    .\port$555$0 (\$438 ),
-    .\port$556$0 (\$439 ),
-    .\port$557$0 (\$440 ),
-    .\port$558$0 (\$441 ),
-    .\port$559$0 (\$442 ),
-    .\port$560$0 (\$443 ),
-    .\port$561$0 (\$444 ),
-    .\port$562$0 (link__tkeep),
-    .\port$563$0 (\$445 ),
+    .\port$523$0 (\$440 ),
+    .\port$524$0 (\$441 ),
+    .\port$525$0 (\$442 ),
+    .\port$526$0 (\$443 ),
+    .\port$527$0 (\$444 ),
+    .\port$528$0 (\$445 ),
+    .\port$529$0 (\$446 ),
+    .\port$530$0 (\$447 ),
+    .\port$531$0 (link__tkeep),
+    .\port$532$0 (\$448 ),
     .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$17  = data__0__valid;
-      1'h1:
-          \$17  = data__1__valid;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    (* full_case = 32'd1 *)
-    casez (grant_ch)
-      1'h0:
-          \$191  = owed0;
-      1'h1:
-          \$191  = owed1;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    (* full_case = 32'd1 *)
-    casez (grant_ch)
-      1'h0:
-          \$192  = cmd__0__payload[8:1];
-      1'h1:
-          \$192  = cmd__1__payload[8:1];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    (* full_case = 32'd1 *)
-    casez (grant_ch)
-      1'h0:
-          \$193  = cmd__0__payload[19:9];
-      1'h1:
-          \$193  = cmd__1__payload[19:9];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    (* full_case = 32'd1 *)
-    casez (grant_ch)
-      1'h0:
-          \$194  = \$2 [6:0];
-      1'h1:
-          \$194  = \$7 [6:0];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     owed0_returned = 6'h00;
-    if (\$5 ) begin
+    if (ch0_credit_granted) begin
       owed0_returned = slot_length[5:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    credits0_spent = 7'h00;
+    if (ch0_data_granted) begin
+      credits0_spent = slot_beats;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     owed1_returned = 6'h00;
-    if (\$10 ) begin
+    if (ch1_credit_granted) begin
       owed1_returned = slot_length[5:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    rr_pick = 1'h0;
-    (* full_case = 32'd1 *)
-    casez (rr_last)
-      1'h0:
-        begin
-          if (ch0_eligible) begin
-            rr_pick = 1'h0;
-          end
-          if (ch1_eligible) begin
-            rr_pick = 1'h1;
-          end
-        end
-      1'h1:
-        begin
-          if (ch1_eligible) begin
-            rr_pick = 1'h1;
-          end
-          if (ch0_eligible) begin
-            rr_pick = 1'h0;
-          end
-        end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    urgent_pick = 1'h0;
-    if (ch1_urgent) begin
-      urgent_pick = 1'h1;
-    end
-    if (ch0_urgent) begin
-      urgent_pick = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    pending_pick = 1'h0;
-    if (ch1_pending) begin
-      pending_pick = 1'h1;
-    end
-    if (ch0_pending) begin
-      pending_pick = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    grant = 1'h0;
-    if (\$11 ) begin
-      if (\$12 ) begin
-        grant = 1'h1;
-      end else if (\$13 ) begin
-        grant = 1'h1;
-      end else if (\$14 ) begin
-        grant = 1'h1;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    grant_credit = 1'h0;
-    if (\$11 ) begin
-      if (\$12 ) begin
-        grant_credit = 1'h1;
-      end else if (\$13 ) begin
-      end else if (\$14 ) begin
-        grant_credit = 1'h1;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    grant_ch = 1'h0;
-    if (\$11 ) begin
-      if (\$12 ) begin
-        grant_ch = urgent_pick;
-      end else if (\$13 ) begin
-        grant_ch = rr_pick;
-      end else if (\$14 ) begin
-        grant_ch = pending_pick;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    cmd__0__ready = 1'h0;
-    if (grant) begin
-      (* full_case = 32'd1 *)
-      if (grant_credit) begin
-      end else begin
-        cmd__0__ready = \$15 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    cmd__1__ready = 1'h0;
-    if (grant) begin
-      (* full_case = 32'd1 *)
-      if (grant_credit) begin
-      end else begin
-        cmd__1__ready = \$16 ;
-      end
+    credits1_spent = 7'h00;
+    if (ch1_data_granted) begin
+      credits1_spent = slot_beats;
     end
   end
   always @* begin
@@ -13257,7 +13196,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
       1'h0:
           i__valid = slot_valid;
       1'h1:
-          i__valid = \$17 ;
+          i__valid = \$47 ;
     endcase
   end
   always @* begin
@@ -13275,11 +13214,11 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
         begin
           i__payload[143:128] = keep;
           i__payload[144] = is_last;
-          i__payload[150:146] = \$18 ;
+          i__payload[150:146] = \$48 ;
         end
     endcase
     begin
-        i__payload[127:0] = { \$82 , \$77 , \$72 , \$67 , \$62 , \$55 , \$48 , \$41  };
+        i__payload[127:0] = { \$110 , \$105 , \$100 , \$95 , \$90 , \$83 , \$76 , \$69  };
     end
   end
   always @* begin
@@ -13290,7 +13229,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
       1'h0:
           /* empty */;
       1'h1:
-          data__0__ready = \$20 ;
+          data__0__ready = \$49 ;
     endcase
   end
   always @* begin
@@ -13301,73 +13240,143 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
       1'h0:
           /* empty */;
       1'h1:
-          data__1__ready = \$22 ;
+          data__1__ready = \$50 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$386  = payload_bytes;
-    if (take) begin
-      \$386  = \$97 [47:0];
-    end
+    \$376  = take;
     if (rst) begin
-      \$386  = 48'h000000000000;
+      \$376  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$387  = header_bytes;
-    if (take) begin
-      if (\$445 [1]) begin
-        \$387  = \$98 [47:0];
-      end
-    end
+    \$377  = \$114 ;
     if (rst) begin
-      \$387  = 48'h000000000000;
+      \$377  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$388  = \$99 [47:0];
+    \$378  = \$115 ;
     if (rst) begin
-      \$388  = 48'h000000000000;
+      \$378  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$389  = \$102 [47:0];
+    \$379  = \$116 ;
     if (rst) begin
-      \$389  = 48'h000000000000;
+      \$379  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$390  = \$111 ;
+    \$380  = \$117 [47:0];
+    if (rst) begin
+      \$380  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$381  = \$118 [47:0];
+    if (rst) begin
+      \$381  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$382  = \$119 [47:0];
+    if (rst) begin
+      \$382  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$383  = header_bytes;
+    if (header_q) begin
+      \$383  = \$120 [47:0];
+    end
+    if (rst) begin
+      \$383  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$384  = \$125 ;
+    if (rst) begin
+      \$384  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$385  = \$128 ;
+    if (rst) begin
+      \$385  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$386  = \$133 ;
+    if (rst) begin
+      \$386  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$387  = owed0_quiet;
+    if (freed__0) begin
+      \$387  = 3'h0;
+    end else if (\$134 ) begin
+      \$387  = \$135 [2:0];
+    end
+    if (rst) begin
+      \$387  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$388  = \$152 ;
+    if (rst) begin
+      \$388  = 6'h20;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$389  = \$154 [5:0];
+    if (rst) begin
+      \$389  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$390  = \$159 ;
     if (rst) begin
       \$390  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$391  = \$117 ;
+    \$391  = \$162 ;
     if (rst) begin
       \$391  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$392  = \$125 ;
+    \$392  = \$167 ;
     if (rst) begin
       \$392  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$393  = owed0_quiet;
-    if (freed__0) begin
+    \$393  = owed1_quiet;
+    if (freed__1) begin
       \$393  = 3'h0;
-    end else if (\$126 ) begin
-      \$393  = \$127 [2:0];
+    end else if (\$168 ) begin
+      \$393  = \$169 [2:0];
     end
     if (rst) begin
       \$393  = 3'h0;
@@ -13375,489 +13384,509 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$394  = \$144 [5:0];
+    \$394  = \$186 ;
     if (rst) begin
       \$394  = 6'h20;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$395  = \$146 [5:0];
+    \$395  = \$188 [5:0];
     if (rst) begin
       \$395  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$396  = \$155 ;
+    \$396  = grant;
     if (rst) begin
       \$396  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$397  = \$161 ;
+    \$397  = ch0_data_grant;
     if (rst) begin
       \$397  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$398  = \$169 ;
+    \$398  = ch0_credit_grant;
     if (rst) begin
       \$398  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$399  = owed1_quiet;
-    if (freed__1) begin
-      \$399  = 3'h0;
-    end else if (\$170 ) begin
-      \$399  = \$171 [2:0];
-    end
+    \$399  = ch1_data_grant;
     if (rst) begin
-      \$399  = 3'h0;
+      \$399  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$400  = \$188 [5:0];
+    \$400  = ch1_credit_grant;
     if (rst) begin
-      \$400  = 6'h20;
+      \$400  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$401  = \$190 [5:0];
+    \$401  = slot_valid;
+    if (grant) begin
+      \$401  = 1'h1;
+    end
+    casez (tx_fsm_state)
+      1'h0:
+          if (\$213 ) begin
+            \$401  = 1'h0;
+          end
+    endcase
     if (rst) begin
-      \$401  = 6'h00;
+      \$401  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$402  = grant;
+    \$402  = slot_credit;
+    if (grant) begin
+      \$402  = \$189 ;
+    end
     if (rst) begin
       \$402  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$403  = slot_valid;
+    \$403  = slot_ch;
     if (grant) begin
-      \$403  = 1'h1;
+      \$403  = \$195 ;
     end
-    casez (tx_fsm_state)
-      1'h0:
-          if (\$195 ) begin
-            \$403  = 1'h0;
-          end
-    endcase
     if (rst) begin
       \$403  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$404  = slot_credit;
+    \$404  = slot_tag;
     if (grant) begin
-      \$404  = grant_credit;
+      \$404  = \$199 ;
     end
     if (rst) begin
-      \$404  = 1'h0;
+      \$404  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$405  = slot_ch;
+    \$405  = slot_length;
     if (grant) begin
-      \$405  = grant_ch;
+      \$405  = { 6'h00, \$207  };
     end
     if (rst) begin
-      \$405  = 1'h0;
+      \$405  = 17'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$406  = slot_tag;
+    \$406  = slot_beats;
     if (grant) begin
-      (* full_case = 32'd1 *)
-      if (grant_credit) begin
-        \$406  = 8'h00;
-      end else begin
-        \$406  = \$192 ;
-      end
+      \$406  = \$211 ;
     end
     if (rst) begin
-      \$406  = 8'h00;
+      \$406  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$407  = slot_length;
+    \$407  = slot_data_ch0;
     if (grant) begin
-      (* full_case = 32'd1 *)
-      if (grant_credit) begin
-        \$407  = { 11'h000, \$191  };
-      end else begin
-        \$407  = { 6'h00, \$193  };
-      end
+      \$407  = ch0_data_grant;
     end
-    if (rst) begin
-      \$407  = 17'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$408  = slot_beats;
-    if (grant) begin
-      (* full_case = 32'd1 *)
-      if (grant_credit) begin
-        \$408  = 7'h00;
-      end else begin
-        \$408  = \$194 ;
-      end
-    end
-    if (rst) begin
-      \$408  = 7'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$409  = rr_last;
-    if (grant) begin
-      (* full_case = 32'd1 *)
-      if (grant_credit) begin
-      end else begin
-        \$409  = grant_ch;
-      end
-    end
-    if (rst) begin
-      \$409  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$410  = cur;
     casez (tx_fsm_state)
       1'h0:
-          if (\$195 ) begin
-            if (\$196 ) begin
-              \$410  = slot_ch;
-            end
+          if (\$213 ) begin
+            \$407  = 1'h0;
           end
     endcase
+    if (rst) begin
+      \$407  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$408  = slot_data_ch1;
+    if (grant) begin
+      \$408  = ch1_data_grant;
+    end
+    casez (tx_fsm_state)
+      1'h0:
+          if (\$213 ) begin
+            \$408  = 1'h0;
+          end
+    endcase
+    if (rst) begin
+      \$408  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$409  = rr_last0;
+    if (\$212 ) begin
+      \$409  = ch0_data_grant;
+    end
+    if (rst) begin
+      \$409  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$410  = rr_last1;
+    if (\$212 ) begin
+      \$410  = ch1_data_grant;
+    end
     if (rst) begin
       \$410  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$411  = beats_left;
+    \$411  = cur;
+    casez (tx_fsm_state)
+      1'h0:
+          if (\$213 ) begin
+            if (\$214 ) begin
+              \$411  = slot_ch;
+            end
+          end
+    endcase
+    if (rst) begin
+      \$411  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$412  = beats_left;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
       1'h0:
-          if (\$195 ) begin
-            if (\$196 ) begin
-              \$411  = slot_beats;
+          if (\$213 ) begin
+            if (\$214 ) begin
+              \$412  = slot_beats;
             end
           end
       1'h1:
-          if (\$345 ) begin
-            \$411  = \$346 [6:0];
+          if (\$363 ) begin
+            \$412  = \$364 [6:0];
           end
     endcase
     if (rst) begin
-      \$411  = 7'h00;
+      \$412  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$412  = last_bytes;
+    \$413  = last_bytes;
     casez (tx_fsm_state)
       1'h0:
-          if (\$195 ) begin
-            if (\$196 ) begin
-              \$412  = \$199 [4:0];
+          if (\$213 ) begin
+            if (\$214 ) begin
+              \$413  = \$217 [4:0];
             end
           end
     endcase
     if (rst) begin
-      \$412  = 5'h00;
+      \$413  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$413  = is_last;
+    \$414  = is_last;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
       1'h0:
-          if (\$195 ) begin
-            if (\$196 ) begin
-              \$413  = \$200 ;
+          if (\$213 ) begin
+            if (\$214 ) begin
+              \$414  = \$218 ;
             end
           end
       1'h1:
-          if (\$345 ) begin
-            \$413  = \$347 ;
+          if (\$363 ) begin
+            \$414  = \$365 ;
           end
     endcase
     if (rst) begin
-      \$413  = 1'h0;
+      \$414  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$414  = last_keep;
+    \$415  = last_keep;
     casez (tx_fsm_state)
       1'h0:
-          if (\$195 ) begin
-            if (\$196 ) begin
-              \$414 [0] = \$203 ;
-              \$414 [1] = \$212 ;
-              \$414 [2] = \$221 ;
-              \$414 [3] = \$230 ;
-              \$414 [4] = \$239 ;
-              \$414 [5] = \$248 ;
-              \$414 [6] = \$257 ;
-              \$414 [7] = \$266 ;
-              \$414 [8] = \$275 ;
-              \$414 [9] = \$284 ;
-              \$414 [10] = \$293 ;
-              \$414 [11] = \$302 ;
-              \$414 [12] = \$311 ;
-              \$414 [13] = \$320 ;
-              \$414 [14] = \$329 ;
-              \$414 [15] = \$338 ;
+          if (\$213 ) begin
+            if (\$214 ) begin
+              \$415 [0] = \$221 ;
+              \$415 [1] = \$230 ;
+              \$415 [2] = \$239 ;
+              \$415 [3] = \$248 ;
+              \$415 [4] = \$257 ;
+              \$415 [5] = \$266 ;
+              \$415 [6] = \$275 ;
+              \$415 [7] = \$284 ;
+              \$415 [8] = \$293 ;
+              \$415 [9] = \$302 ;
+              \$415 [10] = \$311 ;
+              \$415 [11] = \$320 ;
+              \$415 [12] = \$329 ;
+              \$415 [13] = \$338 ;
+              \$415 [14] = \$347 ;
+              \$415 [15] = \$356 ;
             end
           end
     endcase
     if (rst) begin
-      \$414  = 16'h0000;
+      \$415  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$415  = keep;
+    \$416  = keep;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
       1'h0:
-          if (\$195 ) begin
-            if (\$196 ) begin
-              \$415 [0] = \$209 ;
-              \$415 [1] = \$218 ;
-              \$415 [2] = \$227 ;
-              \$415 [3] = \$236 ;
-              \$415 [4] = \$245 ;
-              \$415 [5] = \$254 ;
-              \$415 [6] = \$263 ;
-              \$415 [7] = \$272 ;
-              \$415 [8] = \$281 ;
-              \$415 [9] = \$290 ;
-              \$415 [10] = \$299 ;
-              \$415 [11] = \$308 ;
-              \$415 [12] = \$317 ;
-              \$415 [13] = \$326 ;
-              \$415 [14] = \$335 ;
-              \$415 [15] = \$344 ;
+          if (\$213 ) begin
+            if (\$214 ) begin
+              \$416 [0] = \$227 ;
+              \$416 [1] = \$236 ;
+              \$416 [2] = \$245 ;
+              \$416 [3] = \$254 ;
+              \$416 [4] = \$263 ;
+              \$416 [5] = \$272 ;
+              \$416 [6] = \$281 ;
+              \$416 [7] = \$290 ;
+              \$416 [8] = \$299 ;
+              \$416 [9] = \$308 ;
+              \$416 [10] = \$317 ;
+              \$416 [11] = \$326 ;
+              \$416 [12] = \$335 ;
+              \$416 [13] = \$344 ;
+              \$416 [14] = \$353 ;
+              \$416 [15] = \$362 ;
             end
           end
       1'h1:
-          if (\$345 ) begin
-            \$415  = \$349 [15:0];
+          if (\$363 ) begin
+            \$416  = \$367 [15:0];
           end
     endcase
     if (rst) begin
-      \$415  = 16'hffff;
+      \$416  = 16'hffff;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$416  = tx_fsm_state;
+    \$417  = tx_fsm_state;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
       1'h0:
-          if (\$195 ) begin
-            if (\$196 ) begin
-              \$416  = 1'h1;
+          if (\$213 ) begin
+            if (\$214 ) begin
+              \$417  = 1'h1;
             end
           end
       1'h1:
-          if (\$345 ) begin
+          if (\$363 ) begin
             if (is_last) begin
-              \$416  = 1'h0;
+              \$417  = 1'h0;
             end
           end
     endcase
-    if (rst) begin
-      \$416  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$417  = \$351 ;
     if (rst) begin
       \$417  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$418  = \$353 ;
+    \$418  = sending0_next;
     if (rst) begin
       \$418  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$419  = \$355 ;
+    \$419  = sending1_next;
     if (rst) begin
       \$419  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$420  = \$357 ;
+    \$420  = sending0_next;
     if (rst) begin
       \$420  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$421  = \$359 ;
+    \$421  = sending0_next;
     if (rst) begin
       \$421  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$422  = \$361 ;
+    \$422  = sending0_next;
     if (rst) begin
       \$422  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$423  = \$363 ;
+    \$423  = sending0_next;
     if (rst) begin
       \$423  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$424  = \$365 ;
+    \$424  = sending0_next;
     if (rst) begin
       \$424  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$425  = \$367 ;
+    \$425  = sending0_next;
     if (rst) begin
       \$425  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$426  = \$369 ;
+    \$426  = sending0_next;
     if (rst) begin
       \$426  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$427  = \$371 ;
+    \$427  = sending0_next;
     if (rst) begin
       \$427  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$428  = \$373 ;
+    \$428  = sending1_next;
     if (rst) begin
       \$428  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$429  = \$375 ;
+    \$429  = sending1_next;
     if (rst) begin
       \$429  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$430  = \$377 ;
+    \$430  = sending1_next;
     if (rst) begin
       \$430  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$431  = \$379 ;
+    \$431  = sending1_next;
     if (rst) begin
       \$431  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$432  = \$381 ;
+    \$432  = sending1_next;
     if (rst) begin
       \$432  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$433  = \$382 ;
+    \$433  = sending1_next;
     if (rst) begin
-      \$433  = 1'h1;
+      \$433  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$434  = \$383 ;
+    \$434  = sending1_next;
     if (rst) begin
-      \$434  = 1'h1;
+      \$434  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$435  = \$384 ;
+    \$435  = sending1_next;
     if (rst) begin
-      \$435  = 1'h1;
+      \$435  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$436  = \$385 ;
+    \$436  = \$369 ;
     if (rst) begin
       \$436  = 1'h1;
     end
   end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$437  = \$371 ;
+    if (rst) begin
+      \$437  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$438  = \$373 ;
+    if (rst) begin
+      \$438  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$439  = \$375 ;
+    if (rst) begin
+      \$439  = 1'h1;
+    end
+  end
   assign o__valid = link__tvalid;
-  assign link__tdata = { \$444 , \$443 , \$442 , \$441 , \$440 , \$439 , \$438 , \$437  };
-  assign o__payload = { \$445 , link__tkeep, \$444 , \$443 , \$442 , \$441 , \$440 , \$439 , \$438 , \$437  };
+  assign link__tdata = { \$447 , \$446 , \$445 , \$444 , \$443 , \$442 , \$441 , \$440  };
+  assign o__payload = { \$448 , link__tkeep, \$447 , \$446 , \$445 , \$444 , \$443 , \$442 , \$441 , \$440  };
   assign link__tready = o__ready;
   assign credits0_q = credits__0;
   assign cmd0_beats = \$2 [6:0];
   assign credits1_q = credits__1;
-  assign cmd1_beats = \$7 [6:0];
+  assign cmd1_beats = \$4 [6:0];
+  assign cmd__0__ready = ch0_data_grant;
+  assign cmd__1__ready = ch1_data_grant;
   assign header = { 15'h0000, slot_length, slot_tag, 7'h00, slot_ch, node_id, 1'h0, slot_credit, 6'h0a };
-  assign data__0__payload = { \port$3046$0 , \port$3045$0 , \port$3044$0 , \port$3043$0 , \port$3042$0 , \port$3041$0 , \port$3040$0 , \port$3039$0  };
-  assign data__1__payload = { \port$3142$0 , \port$3141$0 , \port$3140$0 , \port$3139$0 , \port$3138$0 , \port$3137$0 , \port$3136$0 , \port$3135$0  };
-  assign \port$554$0  = \$437 ;
-  assign \port$555$0  = \$438 ;
-  assign \port$556$0  = \$439 ;
-  assign \port$557$0  = \$440 ;
-  assign \port$558$0  = \$441 ;
-  assign \port$559$0  = \$442 ;
-  assign \port$560$0  = \$443 ;
-  assign \port$561$0  = \$444 ;
-  assign link__tlast = \$445 [0];
-  assign \o__payload.data  = { \$444 , \$443 , \$442 , \$441 , \$440 , \$439 , \$438 , \$437  };
+  assign data__0__payload = { \port$3154$0 , \port$3153$0 , \port$3152$0 , \port$3151$0 , \port$3150$0 , \port$3149$0 , \port$3148$0 , \port$3147$0  };
+  assign data__1__payload = { \port$3260$0 , \port$3259$0 , \port$3258$0 , \port$3257$0 , \port$3256$0 , \port$3255$0 , \port$3254$0 , \port$3253$0  };
+  assign \port$523$0  = \$440 ;
+  assign \port$524$0  = \$441 ;
+  assign \port$525$0  = \$442 ;
+  assign \port$526$0  = \$443 ;
+  assign \port$527$0  = \$444 ;
+  assign \port$528$0  = \$445 ;
+  assign \port$529$0  = \$446 ;
+  assign \port$530$0  = \$447 ;
+  assign link__tlast = \$448 [0];
+  assign \o__payload.data  = { \$447 , \$446 , \$445 , \$444 , \$443 , \$442 , \$441 , \$440  };
   assign \o__payload.keep  = link__tkeep;
-  assign \o__payload.last  = \$445 [0];
-  assign \o__payload.header  = \$445 [1];
-  assign \o__payload.bytes  = \$445 [6:2];
+  assign \o__payload.last  = \$448 [0];
+  assign \o__payload.header  = \$448 [1];
+  assign \o__payload.bytes  = \$448 [6:2];
   assign \cmd__0__payload.link  = cmd__0__payload[0];
   assign \cmd__0__payload.tag  = cmd__0__payload[8:1];
   assign \cmd__0__payload.length  = cmd__0__payload[19:9];
@@ -13879,39 +13908,34 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   assign \i__payload.last  = i__payload[144];
   assign \i__payload.header  = i__payload[145];
   assign \i__payload.bytes  = i__payload[150:146];
-  assign \data__0__payload.data  = { \port$3046$0 , \port$3045$0 , \port$3044$0 , \port$3043$0 , \port$3042$0 , \port$3041$0 , \port$3040$0 , \port$3039$0  };
-  assign \data__1__payload.data  = { \port$3142$0 , \port$3141$0 , \port$3140$0 , \port$3139$0 , \port$3138$0 , \port$3137$0 , \port$3136$0 , \port$3135$0  };
+  assign \data__0__payload.data  = { \port$3154$0 , \port$3153$0 , \port$3152$0 , \port$3151$0 , \port$3150$0 , \port$3149$0 , \port$3148$0 , \port$3147$0  };
+  assign \data__1__payload.data  = { \port$3260$0 , \port$3259$0 , \port$3258$0 , \port$3257$0 , \port$3256$0 , \port$3255$0 , \port$3254$0 , \port$3253$0  };
   assign \$2  = { 4'h0, \$1 [11:4] };
-  assign \$7  = { 4'h0, \$6 [11:4] };
-  assign \$8  = slot_ch;
-  assign \$16  = grant_ch;
-  assign \$21  = cur;
-  assign \$96  = tx_fsm_state;
-  assign \$36  = \$35 ;
-  assign \$43  = \$42 ;
-  assign \$50  = \$49 ;
-  assign \$57  = \$56 ;
+  assign \$4  = { 4'h0, \$3 [11:4] };
+  assign \$9  = ch1_eligible;
+  assign \$26  = ch0_eligible;
+  assign \$32  = ch0_urgent;
+  assign \$40  = ch0_pending;
   assign \$64  = \$63 ;
-  assign \$69  = \$68 ;
-  assign \$74  = \$73 ;
-  assign \$79  = \$78 ;
-  assign \$91  = slot_ch;
-  assign \$93  = cur;
-  assign \$103  = { 3'h0, credits__0, 4'h0 };
-  assign \$147  = { 3'h0, credits__1, 4'h0 };
-  assign \$150  = slot_ch;
-  assign \$157  = slot_ch;
-  assign \$165  = slot_ch;
-  assign \$174  = slot_ch;
-  assign \$182  = slot_ch;
-  assign \$198 [17:4] = 14'h0000;
-  assign \$198 [3:0] = \$197 [3:0];
-  assign \$202 [17:4] = 14'h0000;
-  assign \$202 [3:0] = \$201 [3:0];
-  assign \$207 [17:4] = 14'h0000;
-  assign \$207 [3:0] = \$206 [3:0];
-  assign \$211 [17:4] = 14'h0000;
-  assign \$211 [3:0] = \$210 [3:0];
+  assign \$71  = \$70 ;
+  assign \$78  = \$77 ;
+  assign \$85  = \$84 ;
+  assign \$92  = \$91 ;
+  assign \$97  = \$96 ;
+  assign \$102  = \$101 ;
+  assign \$107  = \$106 ;
+  assign \$112  = tx_fsm_state;
+  assign \$121  = { 3'h0, credits__0, 4'h0 };
+  assign \$148  = { \$147 , 1'h0 };
+  assign \$155  = { 3'h0, credits__1, 4'h0 };
+  assign \$182  = { \$181 , 1'h0 };
+  assign \$191  = 1'h0;
+  assign \$192  = 1'h0;
+  assign \$194  = \$193 ;
+  assign \$195  = \$193 ;
+  assign \$197  = \$196 ;
+  assign \$201  = \$200 ;
+  assign \$209  = \$208 ;
   assign \$216 [17:4] = 14'h0000;
   assign \$216 [3:0] = \$215 [3:0];
   assign \$220 [17:4] = 14'h0000;
@@ -13970,18 +13994,18 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   assign \$337 [3:0] = \$336 [3:0];
   assign \$342 [17:4] = 14'h0000;
   assign \$342 [3:0] = \$341 [3:0];
-  assign \$366  = cur_next;
-  assign \$368  = cur_next;
-  assign \$370  = cur_next;
-  assign \$372  = cur_next;
-  assign \$374  = cur_next;
-  assign \$376  = cur_next;
-  assign \$378  = cur_next;
-  assign \$380  = cur_next;
+  assign \$346 [17:4] = 14'h0000;
+  assign \$346 [3:0] = \$345 [3:0];
+  assign \$351 [17:4] = 14'h0000;
+  assign \$351 [3:0] = \$350 [3:0];
+  assign \$355 [17:4] = 14'h0000;
+  assign \$355 [3:0] = \$354 [3:0];
+  assign \$360 [17:4] = 14'h0000;
+  assign \$360 [3:0] = \$359 [3:0];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.tx0.hdr_check (\port$3856$0 , \port$3858$0 , \port$3860$0 , \port$3862$0 , check, \port$0$2 );
+module \ace_nic_small.tx0.hdr_check (\port$4024$0 , \port$4026$0 , \port$4028$0 , \port$4030$0 , check, \port$0$2 );
   wire \$1 ;
   wire \$10 ;
   wire \$100 ;
@@ -14229,155 +14253,155 @@ module \ace_nic_small.tx0.hdr_check (\port$3856$0 , \port$3858$0 , \port$3860$0 
   wire ok;
   input [7:0] \port$0$2 ;
   wire [7:0] \port$0$2 ;
-  input \port$3856$0 ;
-  wire \port$3856$0 ;
-  input \port$3858$0 ;
-  wire \port$3858$0 ;
-  input [7:0] \port$3860$0 ;
-  wire [7:0] \port$3860$0 ;
-  input [16:0] \port$3862$0 ;
-  wire [16:0] \port$3862$0 ;
+  input \port$4024$0 ;
+  wire \port$4024$0 ;
+  input \port$4026$0 ;
+  wire \port$4026$0 ;
+  input [7:0] \port$4028$0 ;
+  wire [7:0] \port$4028$0 ;
+  input [16:0] \port$4030$0 ;
+  wire [16:0] \port$4030$0 ;
   assign \$7  = \$6  ^ \port$0$2 [0];
   assign \$8  = \$7  ^ \port$0$2 [3];
   assign \$9  = \$8  ^ \port$0$2 [5];
-  assign \$13  = \$12  ^ \port$3860$0 [4];
-  assign \$14  = \$13  ^ \port$3860$0 [6];
-  assign \$15  = \$14  ^ \port$3860$0 [7];
-  assign \$16  = \$15  ^ \port$3862$0 [0];
-  assign \$17  = \$16  ^ \port$3862$0 [2];
-  assign \$18  = \$17  ^ \port$3862$0 [3];
-  assign \$19  = \$18  ^ \port$3862$0 [5];
-  assign \$20  = \$19  ^ \port$3862$0 [7];
-  assign \$21  = \$20  ^ \port$3862$0 [8];
-  assign \$22  = \$21  ^ \port$3862$0 [12];
-  assign \$23  = \$22  ^ \port$3862$0 [14];
-  assign \$24  = \$23  ^ \port$3862$0 [16];
+  assign \$13  = \$12  ^ \port$4028$0 [4];
+  assign \$14  = \$13  ^ \port$4028$0 [6];
+  assign \$15  = \$14  ^ \port$4028$0 [7];
+  assign \$16  = \$15  ^ \port$4030$0 [0];
+  assign \$17  = \$16  ^ \port$4030$0 [2];
+  assign \$18  = \$17  ^ \port$4030$0 [3];
+  assign \$19  = \$18  ^ \port$4030$0 [5];
+  assign \$20  = \$19  ^ \port$4030$0 [7];
+  assign \$21  = \$20  ^ \port$4030$0 [8];
+  assign \$22  = \$21  ^ \port$4030$0 [12];
+  assign \$23  = \$22  ^ \port$4030$0 [14];
+  assign \$24  = \$23  ^ \port$4030$0 [16];
   assign \$32  = \$31  ^ \port$0$2 [3];
   assign \$33  = \$32  ^ \port$0$2 [4];
   assign \$34  = \$33  ^ \port$0$2 [5];
   assign \$35  = \$34  ^ \port$0$2 [6];
-  assign \$36  = \$35  ^ \port$3858$0 ;
-  assign \$40  = \$39  ^ \port$3860$0 [0];
-  assign \$41  = \$40  ^ \port$3860$0 [4];
-  assign \$42  = \$41  ^ \port$3860$0 [5];
-  assign \$43  = \$42  ^ \port$3860$0 [6];
-  assign \$44  = \$43  ^ \port$3862$0 [0];
-  assign \$45  = \$44  ^ \port$3862$0 [1];
-  assign \$46  = \$45  ^ \port$3862$0 [2];
-  assign \$47  = \$46  ^ \port$3862$0 [4];
-  assign \$48  = \$47  ^ \port$3862$0 [5];
-  assign \$49  = \$48  ^ \port$3862$0 [6];
-  assign \$50  = \$49  ^ \port$3862$0 [7];
-  assign \$51  = \$50  ^ \port$3862$0 [9];
-  assign \$52  = \$51  ^ \port$3862$0 [12];
-  assign \$53  = \$52  ^ \port$3862$0 [13];
-  assign \$54  = \$53  ^ \port$3862$0 [14];
-  assign \$55  = \$54  ^ \port$3862$0 [15];
-  assign \$56  = \$55  ^ \port$3862$0 [16];
+  assign \$36  = \$35  ^ \port$4026$0 ;
+  assign \$40  = \$39  ^ \port$4028$0 [0];
+  assign \$41  = \$40  ^ \port$4028$0 [4];
+  assign \$42  = \$41  ^ \port$4028$0 [5];
+  assign \$43  = \$42  ^ \port$4028$0 [6];
+  assign \$44  = \$43  ^ \port$4030$0 [0];
+  assign \$45  = \$44  ^ \port$4030$0 [1];
+  assign \$46  = \$45  ^ \port$4030$0 [2];
+  assign \$47  = \$46  ^ \port$4030$0 [4];
+  assign \$48  = \$47  ^ \port$4030$0 [5];
+  assign \$49  = \$48  ^ \port$4030$0 [6];
+  assign \$50  = \$49  ^ \port$4030$0 [7];
+  assign \$51  = \$50  ^ \port$4030$0 [9];
+  assign \$52  = \$51  ^ \port$4030$0 [12];
+  assign \$53  = \$52  ^ \port$4030$0 [13];
+  assign \$54  = \$53  ^ \port$4030$0 [14];
+  assign \$55  = \$54  ^ \port$4030$0 [15];
+  assign \$56  = \$55  ^ \port$4030$0 [16];
   assign \$62  = \$61  ^ \port$0$2 [2];
   assign \$63  = \$62  ^ \port$0$2 [3];
   assign \$64  = \$63  ^ \port$0$2 [4];
   assign \$65  = \$64  ^ \port$0$2 [6];
   assign \$66  = \$65  ^ \port$0$2 [7];
-  assign \$71  = \$70  ^ \port$3860$0 [0];
-  assign \$72  = \$71  ^ \port$3860$0 [1];
-  assign \$73  = \$72  ^ \port$3860$0 [4];
-  assign \$74  = \$73  ^ \port$3860$0 [5];
-  assign \$75  = \$74  ^ \port$3862$0 [1];
-  assign \$76  = \$75  ^ \port$3862$0 [6];
-  assign \$77  = \$76  ^ \port$3862$0 [8];
-  assign \$78  = \$77  ^ \port$3862$0 [10];
-  assign \$79  = \$78  ^ \port$3862$0 [12];
-  assign \$80  = \$79  ^ \port$3862$0 [13];
-  assign \$81  = \$80  ^ \port$3862$0 [15];
-  assign \$82  = \$81  ^ \port$3862$0 [16];
+  assign \$71  = \$70  ^ \port$4028$0 [0];
+  assign \$72  = \$71  ^ \port$4028$0 [1];
+  assign \$73  = \$72  ^ \port$4028$0 [4];
+  assign \$74  = \$73  ^ \port$4028$0 [5];
+  assign \$75  = \$74  ^ \port$4030$0 [1];
+  assign \$76  = \$75  ^ \port$4030$0 [6];
+  assign \$77  = \$76  ^ \port$4030$0 [8];
+  assign \$78  = \$77  ^ \port$4030$0 [10];
+  assign \$79  = \$78  ^ \port$4030$0 [12];
+  assign \$80  = \$79  ^ \port$4030$0 [13];
+  assign \$81  = \$80  ^ \port$4030$0 [15];
+  assign \$82  = \$81  ^ \port$4030$0 [16];
   assign \$91  = \$90  ^ \port$0$2 [3];
   assign \$92  = \$91  ^ \port$0$2 [4];
   assign \$93  = \$92  ^ \port$0$2 [5];
   assign \$94  = \$93  ^ \port$0$2 [7];
-  assign \$98  = \$97  ^ \port$3860$0 [1];
-  assign \$99  = \$98  ^ \port$3860$0 [2];
-  assign \$100  = \$99  ^ \port$3860$0 [5];
-  assign \$101  = \$100  ^ \port$3860$0 [6];
-  assign \$102  = \$101  ^ \port$3862$0 [0];
-  assign \$103  = \$102  ^ \port$3862$0 [2];
-  assign \$104  = \$103  ^ \port$3862$0 [7];
-  assign \$105  = \$104  ^ \port$3862$0 [9];
-  assign \$106  = \$105  ^ \port$3862$0 [11];
-  assign \$107  = \$106  ^ \port$3862$0 [13];
-  assign \$108  = \$107  ^ \port$3862$0 [14];
+  assign \$98  = \$97  ^ \port$4028$0 [1];
+  assign \$99  = \$98  ^ \port$4028$0 [2];
+  assign \$100  = \$99  ^ \port$4028$0 [5];
+  assign \$101  = \$100  ^ \port$4028$0 [6];
+  assign \$102  = \$101  ^ \port$4030$0 [0];
+  assign \$103  = \$102  ^ \port$4030$0 [2];
+  assign \$104  = \$103  ^ \port$4030$0 [7];
+  assign \$105  = \$104  ^ \port$4030$0 [9];
+  assign \$106  = \$105  ^ \port$4030$0 [11];
+  assign \$107  = \$106  ^ \port$4030$0 [13];
+  assign \$108  = \$107  ^ \port$4030$0 [14];
   assign \$118  = \$117  ^ \port$0$2 [4];
   assign \$119  = \$118  ^ \port$0$2 [5];
   assign \$120  = \$119  ^ \port$0$2 [6];
-  assign \$124  = \$123  ^ \port$3860$0 [0];
-  assign \$125  = \$124  ^ \port$3860$0 [2];
-  assign \$126  = \$125  ^ \port$3860$0 [3];
-  assign \$127  = \$126  ^ \port$3860$0 [6];
-  assign \$128  = \$127  ^ \port$3860$0 [7];
-  assign \$129  = \$128  ^ \port$3862$0 [1];
-  assign \$130  = \$129  ^ \port$3862$0 [3];
-  assign \$131  = \$130  ^ \port$3862$0 [8];
-  assign \$132  = \$131  ^ \port$3862$0 [10];
-  assign \$133  = \$132  ^ \port$3862$0 [12];
-  assign \$134  = \$133  ^ \port$3862$0 [14];
-  assign \$135  = \$134  ^ \port$3862$0 [15];
+  assign \$124  = \$123  ^ \port$4028$0 [0];
+  assign \$125  = \$124  ^ \port$4028$0 [2];
+  assign \$126  = \$125  ^ \port$4028$0 [3];
+  assign \$127  = \$126  ^ \port$4028$0 [6];
+  assign \$128  = \$127  ^ \port$4028$0 [7];
+  assign \$129  = \$128  ^ \port$4030$0 [1];
+  assign \$130  = \$129  ^ \port$4030$0 [3];
+  assign \$131  = \$130  ^ \port$4030$0 [8];
+  assign \$132  = \$131  ^ \port$4030$0 [10];
+  assign \$133  = \$132  ^ \port$4030$0 [12];
+  assign \$134  = \$133  ^ \port$4030$0 [14];
+  assign \$135  = \$134  ^ \port$4030$0 [15];
   assign \$144  = \$143  ^ \port$0$2 [2];
   assign \$145  = \$144  ^ \port$0$2 [5];
   assign \$146  = \$145  ^ \port$0$2 [6];
   assign \$147  = \$146  ^ \port$0$2 [7];
-  assign \$148  = \$147  ^ \port$3858$0 ;
-  assign \$151  = \$150  ^ \port$3860$0 [1];
-  assign \$152  = \$151  ^ \port$3860$0 [3];
-  assign \$153  = \$152  ^ \port$3860$0 [4];
-  assign \$154  = \$153  ^ \port$3860$0 [7];
-  assign \$155  = \$154  ^ \port$3862$0 [0];
-  assign \$156  = \$155  ^ \port$3862$0 [2];
-  assign \$157  = \$156  ^ \port$3862$0 [4];
-  assign \$158  = \$157  ^ \port$3862$0 [9];
-  assign \$159  = \$158  ^ \port$3862$0 [11];
-  assign \$160  = \$159  ^ \port$3862$0 [13];
-  assign \$161  = \$160  ^ \port$3862$0 [15];
+  assign \$148  = \$147  ^ \port$4026$0 ;
+  assign \$151  = \$150  ^ \port$4028$0 [1];
+  assign \$152  = \$151  ^ \port$4028$0 [3];
+  assign \$153  = \$152  ^ \port$4028$0 [4];
+  assign \$154  = \$153  ^ \port$4028$0 [7];
+  assign \$155  = \$154  ^ \port$4030$0 [0];
+  assign \$156  = \$155  ^ \port$4030$0 [2];
+  assign \$157  = \$156  ^ \port$4030$0 [4];
+  assign \$158  = \$157  ^ \port$4030$0 [9];
+  assign \$159  = \$158  ^ \port$4030$0 [11];
+  assign \$160  = \$159  ^ \port$4030$0 [13];
+  assign \$161  = \$160  ^ \port$4030$0 [15];
   assign \$170  = \$169  ^ \port$0$2 [1];
   assign \$171  = \$170  ^ \port$0$2 [3];
   assign \$172  = \$171  ^ \port$0$2 [6];
   assign \$173  = \$172  ^ \port$0$2 [7];
-  assign \$174  = \$173  ^ \port$3858$0 ;
-  assign \$178  = \$177  ^ \port$3860$0 [2];
-  assign \$179  = \$178  ^ \port$3860$0 [4];
-  assign \$180  = \$179  ^ \port$3860$0 [5];
-  assign \$181  = \$180  ^ \port$3862$0 [0];
-  assign \$182  = \$181  ^ \port$3862$0 [1];
-  assign \$183  = \$182  ^ \port$3862$0 [3];
-  assign \$184  = \$183  ^ \port$3862$0 [5];
-  assign \$185  = \$184  ^ \port$3862$0 [10];
-  assign \$186  = \$185  ^ \port$3862$0 [12];
-  assign \$187  = \$186  ^ \port$3862$0 [14];
+  assign \$174  = \$173  ^ \port$4026$0 ;
+  assign \$178  = \$177  ^ \port$4028$0 [2];
+  assign \$179  = \$178  ^ \port$4028$0 [4];
+  assign \$180  = \$179  ^ \port$4028$0 [5];
+  assign \$181  = \$180  ^ \port$4030$0 [0];
+  assign \$182  = \$181  ^ \port$4030$0 [1];
+  assign \$183  = \$182  ^ \port$4030$0 [3];
+  assign \$184  = \$183  ^ \port$4030$0 [5];
+  assign \$185  = \$184  ^ \port$4030$0 [10];
+  assign \$186  = \$185  ^ \port$4030$0 [12];
+  assign \$187  = \$186  ^ \port$4030$0 [14];
   assign \$198  = \$197  ^ \port$0$2 [4];
   assign \$199  = \$198  ^ \port$0$2 [7];
-  assign \$204  = \$203  ^ \port$3860$0 [3];
-  assign \$205  = \$204  ^ \port$3860$0 [5];
-  assign \$206  = \$205  ^ \port$3860$0 [6];
-  assign \$207  = \$206  ^ \port$3862$0 [1];
-  assign \$208  = \$207  ^ \port$3862$0 [2];
-  assign \$209  = \$208  ^ \port$3862$0 [4];
-  assign \$210  = \$209  ^ \port$3862$0 [6];
-  assign \$211  = \$210  ^ \port$3862$0 [11];
-  assign \$212  = \$211  ^ \port$3862$0 [13];
-  assign \$213  = \$212  ^ \port$3862$0 [15];
+  assign \$204  = \$203  ^ \port$4028$0 [3];
+  assign \$205  = \$204  ^ \port$4028$0 [5];
+  assign \$206  = \$205  ^ \port$4028$0 [6];
+  assign \$207  = \$206  ^ \port$4030$0 [1];
+  assign \$208  = \$207  ^ \port$4030$0 [2];
+  assign \$209  = \$208  ^ \port$4030$0 [4];
+  assign \$210  = \$209  ^ \port$4030$0 [6];
+  assign \$211  = \$210  ^ \port$4030$0 [11];
+  assign \$212  = \$211  ^ \port$4030$0 [13];
+  assign \$213  = \$212  ^ \port$4030$0 [15];
   assign ok = ! check;
-  assign \$auto$rtlil.cc:2739:Not$42  = ~ \port$3856$0 ;
+  assign \$auto$rtlil.cc:2739:Not$42  = ~ \port$4024$0 ;
   assign \$auto$rtlil.cc:2739:Not$44  = ~ \port$0$2 [1];
   assign \$auto$rtlil.cc:2739:Not$46  = ~ \port$0$2 [1];
-  assign \$auto$rtlil.cc:2739:Not$48  = ~ \port$3856$0 ;
-  assign header = { 15'h0000, \port$3862$0 , \port$3860$0 , 7'h00, \port$3858$0 , \port$0$2 , 1'h0, \port$3856$0 , 6'h0a };
+  assign \$auto$rtlil.cc:2739:Not$48  = ~ \port$4024$0 ;
+  assign header = { 15'h0000, \port$4030$0 , \port$4028$0 , 7'h00, \port$4026$0 , \port$0$2 , 1'h0, \port$4024$0 , 6'h0a };
   assign \header.magic  = 4'ha;
   assign \header.version  = 2'h0;
-  assign \header.ptype  = { 1'h0, \port$3856$0  };
+  assign \header.ptype  = { 1'h0, \port$4024$0  };
   assign \header.src  = \port$0$2 ;
-  assign \header.channel  = { 3'h0, \port$3858$0  };
+  assign \header.channel  = { 3'h0, \port$4026$0  };
   assign \header.rsvd0  = 4'h0;
-  assign \header.tag  = \port$3860$0 ;
-  assign \header.length  = \port$3862$0 ;
+  assign \header.tag  = \port$4028$0 ;
+  assign \header.length  = \port$4030$0 ;
   assign \header.rsvd1  = 7'h00;
   assign \header.check  = 8'h00;
   assign check[7] = \$216 ;
@@ -14409,7 +14433,7 @@ module \ace_nic_small.tx0.hdr_check (\port$3856$0 , \port$3858$0 , \port$3860$0 
   assign \$58  = \$56 ;
   assign \$59  = 1'h0;
   assign \$60  = 1'h0;
-  assign \$61  = \port$3856$0 ;
+  assign \$61  = \port$4024$0 ;
   assign \$67  = \$66 ;
   assign \$68  = \$66 ;
   assign \$69  = \$66 ;
@@ -14488,9 +14512,9 @@ module \ace_nic_small.tx0.hdr_check (\port$3856$0 , \port$3858$0 , \port$3860$0 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.tx0.out_skid (clk, rst, \port$554$0 , \port$555$0 , \port$556$0 , \port$557$0 , \port$558$0 , \port$559$0 , \port$560$0 , \port$561$0 , \port$562$0 , \port$563$0 , i__valid, i__payload, in_ready, out_valid, o__ready);
+module \ace_nic_small.tx0.out_skid (clk, rst, \port$523$0 , \port$524$0 , \port$525$0 , \port$526$0 , \port$527$0 , \port$528$0 , \port$529$0 , \port$530$0 , \port$531$0 , \port$532$0 , i__valid, i__payload, in_ready, out_valid, o__ready);
   reg \$auto$verilog_backend.cc:2355:dump_module$67  = 0;
-  wire [2:0] \$1 ;
+  wire \$1 ;
   wire [15:0] \$10 ;
   reg \$100 ;
   reg \$101 ;
@@ -14503,17 +14527,23 @@ module \ace_nic_small.tx0.out_skid (clk, rst, \port$554$0 , \port$555$0 , \port$
   reg \$108 ;
   reg \$109 ;
   wire [15:0] \$11 ;
-  reg [150:0] \$110 ;
-  reg [150:0] \$111 ;
-  wire [6:0] \$12 ;
-  wire \$13 ;
-  wire \$14 ;
-  wire \$15 ;
-  wire \$16 ;
-  wire \$17 ;
-  wire \$18 ;
-  wire \$19 ;
-  wire [3:0] \$2 ;
+  reg \$110 ;
+  reg \$111 ;
+  reg \$112 ;
+  reg \$113 ;
+  reg \$114 ;
+  reg \$115 ;
+  reg [150:0] \$116 ;
+  reg [150:0] \$117 ;
+  wire [15:0] \$12 ;
+  wire [15:0] \$13 ;
+  wire [15:0] \$14 ;
+  wire [15:0] \$15 ;
+  wire [15:0] \$16 ;
+  wire [15:0] \$17 ;
+  wire [15:0] \$18 ;
+  wire [6:0] \$19 ;
+  wire \$2 ;
   wire \$20 ;
   wire \$21 ;
   wire \$22 ;
@@ -14524,7 +14554,7 @@ module \ace_nic_small.tx0.out_skid (clk, rst, \port$554$0 , \port$555$0 , \port$
   wire \$27 ;
   wire \$28 ;
   wire \$29 ;
-  wire [15:0] \$3 ;
+  wire \$3 ;
   wire \$30 ;
   wire \$31 ;
   wire \$32 ;
@@ -14535,7 +14565,7 @@ module \ace_nic_small.tx0.out_skid (clk, rst, \port$554$0 , \port$555$0 , \port$
   wire \$37 ;
   wire \$38 ;
   wire \$39 ;
-  wire [15:0] \$4 ;
+  wire \$4 ;
   wire \$40 ;
   wire \$41 ;
   wire \$42 ;
@@ -14546,7 +14576,7 @@ module \ace_nic_small.tx0.out_skid (clk, rst, \port$554$0 , \port$555$0 , \port$
   wire \$47 ;
   wire \$48 ;
   wire \$49 ;
-  wire [15:0] \$5 ;
+  wire \$5 ;
   wire \$50 ;
   wire \$51 ;
   wire \$52 ;
@@ -14557,7 +14587,7 @@ module \ace_nic_small.tx0.out_skid (clk, rst, \port$554$0 , \port$555$0 , \port$
   wire \$57 ;
   wire \$58 ;
   wire \$59 ;
-  wire [15:0] \$6 ;
+  wire \$6 ;
   wire \$60 ;
   wire \$61 ;
   wire \$62 ;
@@ -14568,20 +14598,20 @@ module \ace_nic_small.tx0.out_skid (clk, rst, \port$554$0 , \port$555$0 , \port$
   wire \$67 ;
   wire \$68 ;
   wire \$69 ;
-  wire [15:0] \$7 ;
+  wire \$7 ;
   wire \$70 ;
   wire \$71 ;
   wire \$72 ;
   wire \$73 ;
   wire \$74 ;
-  reg [1:0] \$75 ;
-  reg \$76 ;
-  reg \$77 ;
-  reg \$78 ;
-  reg \$79 ;
-  wire [15:0] \$8 ;
-  reg \$80 ;
-  reg \$81 ;
+  wire \$75 ;
+  wire \$76 ;
+  wire \$77 ;
+  wire \$78 ;
+  wire \$79 ;
+  wire \$8 ;
+  wire \$80 ;
+  wire \$81 ;
   reg \$82 ;
   reg \$83 ;
   reg \$84 ;
@@ -14590,7 +14620,7 @@ module \ace_nic_small.tx0.out_skid (clk, rst, \port$554$0 , \port$555$0 , \port$
   reg \$87 ;
   reg \$88 ;
   reg \$89 ;
-  wire [15:0] \$9 ;
+  wire \$9 ;
   reg \$90 ;
   reg \$91 ;
   reg \$92 ;
@@ -14603,10 +14633,10 @@ module \ace_nic_small.tx0.out_skid (clk, rst, \port$554$0 , \port$555$0 , \port$
   reg \$99 ;
   input clk;
   wire clk;
-  reg [1:0] count = 2'h0;
-  wire [1:0] count_next;
+  wire empty_next;
   reg [150:0] entry0 = 151'h00000000000000000000000000000000000000;
   reg [150:0] entry1 = 151'h00000000000000000000000000000000000000;
+  wire full_next;
   input [150:0] i__payload;
   wire [150:0] i__payload;
   wire [4:0] \i__payload.bytes ;
@@ -14653,26 +14683,26 @@ module \ace_nic_small.tx0.out_skid (clk, rst, \port$554$0 , \port$555$0 , \port$
   output out_valid;
   reg out_valid = 1'h0;
   wire pop;
-  output [15:0] \port$554$0 ;
-  wire [15:0] \port$554$0 ;
-  output [15:0] \port$555$0 ;
-  wire [15:0] \port$555$0 ;
-  output [15:0] \port$556$0 ;
-  wire [15:0] \port$556$0 ;
-  output [15:0] \port$557$0 ;
-  wire [15:0] \port$557$0 ;
-  output [15:0] \port$558$0 ;
-  wire [15:0] \port$558$0 ;
-  output [15:0] \port$559$0 ;
-  wire [15:0] \port$559$0 ;
-  output [15:0] \port$560$0 ;
-  wire [15:0] \port$560$0 ;
-  output [15:0] \port$561$0 ;
-  wire [15:0] \port$561$0 ;
-  output [15:0] \port$562$0 ;
-  wire [15:0] \port$562$0 ;
-  output [6:0] \port$563$0 ;
-  wire [6:0] \port$563$0 ;
+  output [15:0] \port$523$0 ;
+  wire [15:0] \port$523$0 ;
+  output [15:0] \port$524$0 ;
+  wire [15:0] \port$524$0 ;
+  output [15:0] \port$525$0 ;
+  wire [15:0] \port$525$0 ;
+  output [15:0] \port$526$0 ;
+  wire [15:0] \port$526$0 ;
+  output [15:0] \port$527$0 ;
+  wire [15:0] \port$527$0 ;
+  output [15:0] \port$528$0 ;
+  wire [15:0] \port$528$0 ;
+  output [15:0] \port$529$0 ;
+  wire [15:0] \port$529$0 ;
+  output [15:0] \port$530$0 ;
+  wire [15:0] \port$530$0 ;
+  output [15:0] \port$531$0 ;
+  wire [15:0] \port$531$0 ;
+  output [6:0] \port$532$0 ;
+  wire [6:0] \port$532$0 ;
   wire push;
   reg r_at = 1'h0;
   wire r_at_next;
@@ -14686,365 +14716,325 @@ module \ace_nic_small.tx0.out_skid (clk, rst, \port$554$0 , \port$555$0 , \port$
   reg r_at_r7 = 1'h0;
   reg r_at_r8 = 1'h0;
   reg r_at_r9 = 1'h0;
+  wire ready_next;
   input rst;
   wire rst;
   reg w_at = 1'h0;
   wire w_at_next;
   assign push = i__valid & in_ready;
   assign pop = out_valid & o__ready;
-  assign \$1  = count + push;
-  assign \$2  = \$1  - pop;
+  assign \$1  = ~ o__ready;
+  assign \$2  = ~ in_ready;
+  assign \$3  = out_valid & in_ready;
+  assign \$4  = \$3  & i__valid;
+  assign \$5  = \$2  | \$4 ;
+  assign full_next = \$1  & \$5 ;
+  assign \$6  = ~ i__valid;
+  assign \$7  = ~ out_valid;
+  assign \$8  = in_ready & o__ready;
+  assign \$9  = \$7  | \$8 ;
+  assign empty_next = \$6  & \$9 ;
   assign w_at_next = w_at ^ push;
   assign r_at_next = r_at ^ pop;
-  assign \$3  = r_at_r0 ? entry1[15:0] : entry0[15:0];
-  assign \$4  = r_at_r1 ? entry1[31:16] : entry0[31:16];
-  assign \$5  = r_at_r2 ? entry1[47:32] : entry0[47:32];
-  assign \$6  = r_at_r3 ? entry1[63:48] : entry0[63:48];
-  assign \$7  = r_at_r4 ? entry1[79:64] : entry0[79:64];
-  assign \$8  = r_at_r5 ? entry1[95:80] : entry0[95:80];
-  assign \$9  = r_at_r6 ? entry1[111:96] : entry0[111:96];
-  assign \$10  = r_at_r7 ? entry1[127:112] : entry0[127:112];
-  assign \$11  = r_at_r8 ? entry1[143:128] : entry0[143:128];
-  assign \$12  = r_at_r9 ? entry1[150:144] : entry0[150:144];
-  assign \$13  = \$2 [1:0] != 2'h2;
-  assign \$14  = | \$2 [1:0];
-  assign \$15  = \$2 [1:0] != 2'h2;
-  assign \$16  = ! w_at_next;
-  assign \$17  = \$15  & \$16 ;
-  assign \$18  = \$2 [1:0] != 2'h2;
-  assign \$19  = ! w_at_next;
-  assign \$20  = \$18  & \$19 ;
-  assign \$21  = \$2 [1:0] != 2'h2;
-  assign \$22  = ! w_at_next;
-  assign \$23  = \$21  & \$22 ;
-  assign \$24  = \$2 [1:0] != 2'h2;
-  assign \$25  = ! w_at_next;
-  assign \$26  = \$24  & \$25 ;
-  assign \$27  = \$2 [1:0] != 2'h2;
-  assign \$28  = ! w_at_next;
-  assign \$29  = \$27  & \$28 ;
-  assign \$30  = \$2 [1:0] != 2'h2;
-  assign \$31  = ! w_at_next;
-  assign \$32  = \$30  & \$31 ;
-  assign \$33  = \$2 [1:0] != 2'h2;
-  assign \$34  = ! w_at_next;
-  assign \$35  = \$33  & \$34 ;
-  assign \$36  = \$2 [1:0] != 2'h2;
-  assign \$37  = ! w_at_next;
-  assign \$38  = \$36  & \$37 ;
-  assign \$39  = \$2 [1:0] != 2'h2;
-  assign \$40  = ! w_at_next;
-  assign \$41  = \$39  & \$40 ;
-  assign \$42  = \$2 [1:0] != 2'h2;
-  assign \$43  = ! w_at_next;
-  assign \$44  = \$42  & \$43 ;
-  assign \$45  = \$2 [1:0] != 2'h2;
-  assign \$47  = \$45  & \$46 ;
-  assign \$48  = \$2 [1:0] != 2'h2;
-  assign \$50  = \$48  & \$49 ;
-  assign \$51  = \$2 [1:0] != 2'h2;
-  assign \$53  = \$51  & \$52 ;
-  assign \$54  = \$2 [1:0] != 2'h2;
-  assign \$56  = \$54  & \$55 ;
-  assign \$57  = \$2 [1:0] != 2'h2;
-  assign \$59  = \$57  & \$58 ;
-  assign \$60  = \$2 [1:0] != 2'h2;
-  assign \$62  = \$60  & \$61 ;
-  assign \$63  = \$2 [1:0] != 2'h2;
-  assign \$65  = \$63  & \$64 ;
-  assign \$66  = \$2 [1:0] != 2'h2;
-  assign \$68  = \$66  & \$67 ;
-  assign \$69  = \$2 [1:0] != 2'h2;
-  assign \$71  = \$69  & \$70 ;
-  assign \$72  = \$2 [1:0] != 2'h2;
-  assign \$74  = \$72  & \$73 ;
+  assign ready_next = ~ full_next;
+  assign \$10  = r_at_r0 ? entry1[15:0] : entry0[15:0];
+  assign \$11  = r_at_r1 ? entry1[31:16] : entry0[31:16];
+  assign \$12  = r_at_r2 ? entry1[47:32] : entry0[47:32];
+  assign \$13  = r_at_r3 ? entry1[63:48] : entry0[63:48];
+  assign \$14  = r_at_r4 ? entry1[79:64] : entry0[79:64];
+  assign \$15  = r_at_r5 ? entry1[95:80] : entry0[95:80];
+  assign \$16  = r_at_r6 ? entry1[111:96] : entry0[111:96];
+  assign \$17  = r_at_r7 ? entry1[127:112] : entry0[127:112];
+  assign \$18  = r_at_r8 ? entry1[143:128] : entry0[143:128];
+  assign \$19  = r_at_r9 ? entry1[150:144] : entry0[150:144];
+  assign \$20  = ~ full_next;
+  assign \$21  = ~ empty_next;
+  assign \$22  = ~ full_next;
+  assign \$23  = ! w_at_next;
+  assign \$24  = \$22  & \$23 ;
+  assign \$25  = ~ full_next;
+  assign \$26  = ! w_at_next;
+  assign \$27  = \$25  & \$26 ;
+  assign \$28  = ~ full_next;
+  assign \$29  = ! w_at_next;
+  assign \$30  = \$28  & \$29 ;
+  assign \$31  = ~ full_next;
+  assign \$32  = ! w_at_next;
+  assign \$33  = \$31  & \$32 ;
+  assign \$34  = ~ full_next;
+  assign \$35  = ! w_at_next;
+  assign \$36  = \$34  & \$35 ;
+  assign \$37  = ~ full_next;
+  assign \$38  = ! w_at_next;
+  assign \$39  = \$37  & \$38 ;
+  assign \$40  = ~ full_next;
+  assign \$41  = ! w_at_next;
+  assign \$42  = \$40  & \$41 ;
+  assign \$43  = ~ full_next;
+  assign \$44  = ! w_at_next;
+  assign \$45  = \$43  & \$44 ;
+  assign \$46  = ~ full_next;
+  assign \$47  = ! w_at_next;
+  assign \$48  = \$46  & \$47 ;
+  assign \$49  = ~ full_next;
+  assign \$50  = ! w_at_next;
+  assign \$51  = \$49  & \$50 ;
+  assign \$52  = ~ full_next;
+  assign \$54  = \$52  & \$53 ;
+  assign \$55  = ~ full_next;
+  assign \$57  = \$55  & \$56 ;
+  assign \$58  = ~ full_next;
+  assign \$60  = \$58  & \$59 ;
+  assign \$61  = ~ full_next;
+  assign \$63  = \$61  & \$62 ;
+  assign \$64  = ~ full_next;
+  assign \$66  = \$64  & \$65 ;
+  assign \$67  = ~ full_next;
+  assign \$69  = \$67  & \$68 ;
+  assign \$70  = ~ full_next;
+  assign \$72  = \$70  & \$71 ;
+  assign \$73  = ~ full_next;
+  assign \$75  = \$73  & \$74 ;
+  assign \$76  = ~ full_next;
+  assign \$78  = \$76  & \$77 ;
+  assign \$79  = ~ full_next;
+  assign \$81  = \$79  & \$80 ;
   always @(posedge clk)
-    count <= \$75 ;
+    in_ready <= \$82 ;
   always @(posedge clk)
-    in_ready <= \$76 ;
+    out_valid <= \$83 ;
   always @(posedge clk)
-    out_valid <= \$77 ;
+    w_at <= \$84 ;
   always @(posedge clk)
-    w_at <= \$78 ;
+    r_at <= \$85 ;
   always @(posedge clk)
-    r_at <= \$79 ;
+    load0_r0 <= \$86 ;
   always @(posedge clk)
-    load0_r0 <= \$80 ;
+    load0_r1 <= \$87 ;
   always @(posedge clk)
-    load0_r1 <= \$81 ;
+    load0_r2 <= \$88 ;
   always @(posedge clk)
-    load0_r2 <= \$82 ;
+    load0_r3 <= \$89 ;
   always @(posedge clk)
-    load0_r3 <= \$83 ;
+    load0_r4 <= \$90 ;
   always @(posedge clk)
-    load0_r4 <= \$84 ;
+    load0_r5 <= \$91 ;
   always @(posedge clk)
-    load0_r5 <= \$85 ;
+    load0_r6 <= \$92 ;
   always @(posedge clk)
-    load0_r6 <= \$86 ;
+    load0_r7 <= \$93 ;
   always @(posedge clk)
-    load0_r7 <= \$87 ;
+    load0_r8 <= \$94 ;
   always @(posedge clk)
-    load0_r8 <= \$88 ;
+    load0_r9 <= \$95 ;
   always @(posedge clk)
-    load0_r9 <= \$89 ;
+    load1_r0 <= \$96 ;
   always @(posedge clk)
-    load1_r0 <= \$90 ;
+    load1_r1 <= \$97 ;
   always @(posedge clk)
-    load1_r1 <= \$91 ;
+    load1_r2 <= \$98 ;
   always @(posedge clk)
-    load1_r2 <= \$92 ;
+    load1_r3 <= \$99 ;
   always @(posedge clk)
-    load1_r3 <= \$93 ;
+    load1_r4 <= \$100 ;
   always @(posedge clk)
-    load1_r4 <= \$94 ;
+    load1_r5 <= \$101 ;
   always @(posedge clk)
-    load1_r5 <= \$95 ;
+    load1_r6 <= \$102 ;
   always @(posedge clk)
-    load1_r6 <= \$96 ;
+    load1_r7 <= \$103 ;
   always @(posedge clk)
-    load1_r7 <= \$97 ;
+    load1_r8 <= \$104 ;
   always @(posedge clk)
-    load1_r8 <= \$98 ;
+    load1_r9 <= \$105 ;
   always @(posedge clk)
-    load1_r9 <= \$99 ;
+    r_at_r0 <= \$106 ;
   always @(posedge clk)
-    r_at_r0 <= \$100 ;
+    r_at_r1 <= \$107 ;
   always @(posedge clk)
-    r_at_r1 <= \$101 ;
+    r_at_r2 <= \$108 ;
   always @(posedge clk)
-    r_at_r2 <= \$102 ;
+    r_at_r3 <= \$109 ;
   always @(posedge clk)
-    r_at_r3 <= \$103 ;
+    r_at_r4 <= \$110 ;
   always @(posedge clk)
-    r_at_r4 <= \$104 ;
+    r_at_r5 <= \$111 ;
   always @(posedge clk)
-    r_at_r5 <= \$105 ;
+    r_at_r6 <= \$112 ;
   always @(posedge clk)
-    r_at_r6 <= \$106 ;
+    r_at_r7 <= \$113 ;
   always @(posedge clk)
-    r_at_r7 <= \$107 ;
+    r_at_r8 <= \$114 ;
   always @(posedge clk)
-    r_at_r8 <= \$108 ;
+    r_at_r9 <= \$115 ;
   always @(posedge clk)
-    r_at_r9 <= \$109 ;
+    entry0 <= \$116 ;
   always @(posedge clk)
-    entry0 <= \$110 ;
-  always @(posedge clk)
-    entry1 <= \$111 ;
+    entry1 <= \$117 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$75  = \$2 [1:0];
-    if (rst) begin
-      \$75  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$76  = \$13 ;
-    if (rst) begin
-      \$76  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$77  = \$14 ;
-    if (rst) begin
-      \$77  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$78  = w_at_next;
-    if (rst) begin
-      \$78  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$79  = r_at_next;
-    if (rst) begin
-      \$79  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$80  = \$17 ;
-    if (rst) begin
-      \$80  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$81  = \$20 ;
-    if (rst) begin
-      \$81  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$82  = \$23 ;
+    \$82  = \$20 ;
     if (rst) begin
       \$82  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$83  = \$26 ;
+    \$83  = \$21 ;
     if (rst) begin
-      \$83  = 1'h1;
+      \$83  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$84  = \$29 ;
+    \$84  = w_at_next;
     if (rst) begin
-      \$84  = 1'h1;
+      \$84  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$85  = \$32 ;
+    \$85  = r_at_next;
     if (rst) begin
-      \$85  = 1'h1;
+      \$85  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$86  = \$35 ;
+    \$86  = \$24 ;
     if (rst) begin
       \$86  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$87  = \$38 ;
+    \$87  = \$27 ;
     if (rst) begin
       \$87  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$88  = \$41 ;
+    \$88  = \$30 ;
     if (rst) begin
       \$88  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$89  = \$44 ;
+    \$89  = \$33 ;
     if (rst) begin
       \$89  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$90  = \$47 ;
+    \$90  = \$36 ;
     if (rst) begin
-      \$90  = 1'h0;
+      \$90  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$91  = \$50 ;
+    \$91  = \$39 ;
     if (rst) begin
-      \$91  = 1'h0;
+      \$91  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$92  = \$53 ;
+    \$92  = \$42 ;
     if (rst) begin
-      \$92  = 1'h0;
+      \$92  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$93  = \$56 ;
+    \$93  = \$45 ;
     if (rst) begin
-      \$93  = 1'h0;
+      \$93  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$94  = \$59 ;
+    \$94  = \$48 ;
     if (rst) begin
-      \$94  = 1'h0;
+      \$94  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$95  = \$62 ;
+    \$95  = \$51 ;
     if (rst) begin
-      \$95  = 1'h0;
+      \$95  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$96  = \$65 ;
+    \$96  = \$54 ;
     if (rst) begin
       \$96  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$97  = \$68 ;
+    \$97  = \$57 ;
     if (rst) begin
       \$97  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$98  = \$71 ;
+    \$98  = \$60 ;
     if (rst) begin
       \$98  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$99  = \$74 ;
+    \$99  = \$63 ;
     if (rst) begin
       \$99  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$100  = r_at_next;
+    \$100  = \$66 ;
     if (rst) begin
       \$100  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$101  = r_at_next;
+    \$101  = \$69 ;
     if (rst) begin
       \$101  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$102  = r_at_next;
+    \$102  = \$72 ;
     if (rst) begin
       \$102  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$103  = r_at_next;
+    \$103  = \$75 ;
     if (rst) begin
       \$103  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$104  = r_at_next;
+    \$104  = \$78 ;
     if (rst) begin
       \$104  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$105  = r_at_next;
+    \$105  = \$81 ;
     if (rst) begin
       \$105  = 1'h0;
     end
@@ -15079,151 +15069,192 @@ module \ace_nic_small.tx0.out_skid (clk, rst, \port$554$0 , \port$555$0 , \port$
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$110  = entry0;
-    if (load0_r0) begin
-      \$110 [15:0] = i__payload[15:0];
-    end
-    if (load0_r1) begin
-      \$110 [31:16] = i__payload[31:16];
-    end
-    if (load0_r2) begin
-      \$110 [47:32] = i__payload[47:32];
-    end
-    if (load0_r3) begin
-      \$110 [63:48] = i__payload[63:48];
-    end
-    if (load0_r4) begin
-      \$110 [79:64] = i__payload[79:64];
-    end
-    if (load0_r5) begin
-      \$110 [95:80] = i__payload[95:80];
-    end
-    if (load0_r6) begin
-      \$110 [111:96] = i__payload[111:96];
-    end
-    if (load0_r7) begin
-      \$110 [127:112] = i__payload[127:112];
-    end
-    if (load0_r8) begin
-      \$110 [143:128] = i__payload[143:128];
-    end
-    if (load0_r9) begin
-      \$110 [150:144] = i__payload[150:144];
-    end
+    \$110  = r_at_next;
     if (rst) begin
-      \$110  = 151'h00000000000000000000000000000000000000;
+      \$110  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$111  = entry1;
-    if (load1_r0) begin
-      \$111 [15:0] = i__payload[15:0];
-    end
-    if (load1_r1) begin
-      \$111 [31:16] = i__payload[31:16];
-    end
-    if (load1_r2) begin
-      \$111 [47:32] = i__payload[47:32];
-    end
-    if (load1_r3) begin
-      \$111 [63:48] = i__payload[63:48];
-    end
-    if (load1_r4) begin
-      \$111 [79:64] = i__payload[79:64];
-    end
-    if (load1_r5) begin
-      \$111 [95:80] = i__payload[95:80];
-    end
-    if (load1_r6) begin
-      \$111 [111:96] = i__payload[111:96];
-    end
-    if (load1_r7) begin
-      \$111 [127:112] = i__payload[127:112];
-    end
-    if (load1_r8) begin
-      \$111 [143:128] = i__payload[143:128];
-    end
-    if (load1_r9) begin
-      \$111 [150:144] = i__payload[150:144];
-    end
+    \$111  = r_at_next;
     if (rst) begin
-      \$111  = 151'h00000000000000000000000000000000000000;
+      \$111  = 1'h0;
     end
   end
-  assign count_next = \$2 [1:0];
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$112  = r_at_next;
+    if (rst) begin
+      \$112  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$113  = r_at_next;
+    if (rst) begin
+      \$113  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$114  = r_at_next;
+    if (rst) begin
+      \$114  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$115  = r_at_next;
+    if (rst) begin
+      \$115  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$116  = entry0;
+    if (load0_r0) begin
+      \$116 [15:0] = i__payload[15:0];
+    end
+    if (load0_r1) begin
+      \$116 [31:16] = i__payload[31:16];
+    end
+    if (load0_r2) begin
+      \$116 [47:32] = i__payload[47:32];
+    end
+    if (load0_r3) begin
+      \$116 [63:48] = i__payload[63:48];
+    end
+    if (load0_r4) begin
+      \$116 [79:64] = i__payload[79:64];
+    end
+    if (load0_r5) begin
+      \$116 [95:80] = i__payload[95:80];
+    end
+    if (load0_r6) begin
+      \$116 [111:96] = i__payload[111:96];
+    end
+    if (load0_r7) begin
+      \$116 [127:112] = i__payload[127:112];
+    end
+    if (load0_r8) begin
+      \$116 [143:128] = i__payload[143:128];
+    end
+    if (load0_r9) begin
+      \$116 [150:144] = i__payload[150:144];
+    end
+    if (rst) begin
+      \$116  = 151'h00000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$117  = entry1;
+    if (load1_r0) begin
+      \$117 [15:0] = i__payload[15:0];
+    end
+    if (load1_r1) begin
+      \$117 [31:16] = i__payload[31:16];
+    end
+    if (load1_r2) begin
+      \$117 [47:32] = i__payload[47:32];
+    end
+    if (load1_r3) begin
+      \$117 [63:48] = i__payload[63:48];
+    end
+    if (load1_r4) begin
+      \$117 [79:64] = i__payload[79:64];
+    end
+    if (load1_r5) begin
+      \$117 [95:80] = i__payload[95:80];
+    end
+    if (load1_r6) begin
+      \$117 [111:96] = i__payload[111:96];
+    end
+    if (load1_r7) begin
+      \$117 [127:112] = i__payload[127:112];
+    end
+    if (load1_r8) begin
+      \$117 [143:128] = i__payload[143:128];
+    end
+    if (load1_r9) begin
+      \$117 [150:144] = i__payload[150:144];
+    end
+    if (rst) begin
+      \$117  = 151'h00000000000000000000000000000000000000;
+    end
+  end
   assign i__ready = in_ready;
   assign o__valid = out_valid;
-  assign o__payload = { \$12 , \$11 , \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
-  assign \port$554$0  = \$3 ;
-  assign \port$555$0  = \$4 ;
-  assign \port$556$0  = \$5 ;
-  assign \port$557$0  = \$6 ;
-  assign \port$558$0  = \$7 ;
-  assign \port$559$0  = \$8 ;
-  assign \port$560$0  = \$9 ;
-  assign \port$561$0  = \$10 ;
-  assign \port$562$0  = \$11 ;
-  assign \port$563$0  = \$12 ;
-  assign \o__payload.data  = { \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
-  assign \o__payload.keep  = \$11 ;
-  assign \o__payload.last  = \$12 [0];
-  assign \o__payload.header  = \$12 [1];
-  assign \o__payload.bytes  = \$12 [6:2];
+  assign o__payload = { \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
+  assign \port$523$0  = \$10 ;
+  assign \port$524$0  = \$11 ;
+  assign \port$525$0  = \$12 ;
+  assign \port$526$0  = \$13 ;
+  assign \port$527$0  = \$14 ;
+  assign \port$528$0  = \$15 ;
+  assign \port$529$0  = \$16 ;
+  assign \port$530$0  = \$17 ;
+  assign \port$531$0  = \$18 ;
+  assign \port$532$0  = \$19 ;
+  assign \o__payload.data  = { \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
+  assign \o__payload.keep  = \$18 ;
+  assign \o__payload.last  = \$19 [0];
+  assign \o__payload.header  = \$19 [1];
+  assign \o__payload.bytes  = \$19 [6:2];
   assign \i__payload.data  = i__payload[127:0];
   assign \i__payload.keep  = i__payload[143:128];
   assign \i__payload.last  = i__payload[144];
   assign \i__payload.header  = i__payload[145];
   assign \i__payload.bytes  = i__payload[150:146];
-  assign \$46  = w_at_next;
-  assign \$49  = w_at_next;
-  assign \$52  = w_at_next;
-  assign \$55  = w_at_next;
-  assign \$58  = w_at_next;
-  assign \$61  = w_at_next;
-  assign \$64  = w_at_next;
-  assign \$67  = w_at_next;
-  assign \$70  = w_at_next;
-  assign \$73  = w_at_next;
+  assign \$53  = w_at_next;
+  assign \$56  = w_at_next;
+  assign \$59  = w_at_next;
+  assign \$62  = w_at_next;
+  assign \$65  = w_at_next;
+  assign \$68  = w_at_next;
+  assign \$71  = w_at_next;
+  assign \$74  = w_at_next;
+  assign \$77  = w_at_next;
+  assign \$80  = w_at_next;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, busy__0, busy__1, \port$2025$0 , \port$2026$0 , \port$2027$0 , \port$2028$0 , \port$2029$0 , \port$2030$0 , \port$2031$0 , \port$2032$0 , link__tkeep, link__tlast, \port$3039$0 , \port$3040$0 , \port$3041$0 , \port$3042$0 
-, \port$3043$0 , \port$3044$0 , \port$3045$0 , \port$3046$0 , \port$3135$0 , \port$3136$0 , \port$3137$0 , \port$3138$0 , \port$3139$0 , \port$3140$0 , \port$3141$0 , \port$3142$0 , cmd__0__payload, cmd__1__payload, cmd__0__ready, cmd__1__ready, data__0__ready, data__1__ready, payload_bytes, header_bytes, busy_cycles
-, stall_cycles, credits__0, credits__1, link__tvalid, credit_in_valid, freed__0, freed__1, credit_in_channel, credit_in_count, data__0__valid, data__1__valid, node_id);
+module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, ch0_data_grant, ch1_data_grant, busy__0, busy__1, \port$2043$0 , \port$2044$0 , \port$2045$0 , \port$2046$0 , \port$2047$0 , \port$2048$0 , \port$2049$0 , \port$2050$0 , link__tkeep, link__tlast, credit_in_valid, \port$3147$0 
+, \port$3148$0 , \port$3149$0 , \port$3150$0 , \port$3151$0 , \port$3152$0 , \port$3153$0 , \port$3154$0 , \port$3253$0 , \port$3254$0 , \port$3255$0 , \port$3256$0 , \port$3257$0 , \port$3258$0 , \port$3259$0 , \port$3260$0 , cmd__0__payload, cmd__1__payload, data__0__ready, data__1__ready, payload_bytes, busy_cycles
+, stall_cycles, header_bytes, credits__0, credits__1, link__tvalid, freed__0, freed__1, credit_in_channel, credit_in_count, data__0__valid, data__1__valid, node_id);
   reg \$auto$verilog_backend.cc:2355:dump_module$68  = 0;
   wire [11:0] \$1 ;
   wire \$10 ;
-  wire \$100 ;
-  wire \$101 ;
-  wire [48:0] \$102 ;
-  wire [12:0] \$103 ;
-  wire \$104 ;
-  wire \$105 ;
-  wire \$106 ;
-  wire \$107 ;
-  wire \$108 ;
-  wire \$109 ;
+  wire [15:0] \$100 ;
+  wire [15:0] \$101 ;
+  wire [15:0] \$102 ;
+  wire [15:0] \$103 ;
+  wire [15:0] \$104 ;
+  wire [15:0] \$105 ;
+  wire [15:0] \$106 ;
+  wire [15:0] \$107 ;
+  wire [15:0] \$108 ;
+  wire [15:0] \$109 ;
   wire \$11 ;
-  wire \$110 ;
+  wire [15:0] \$110 ;
   wire \$111 ;
   wire \$112 ;
   wire \$113 ;
   wire \$114 ;
   wire \$115 ;
-  wire \$116 ;
-  wire \$117 ;
-  wire \$118 ;
-  wire \$119 ;
+  wire [4:0] \$116 ;
+  wire [48:0] \$117 ;
+  wire [48:0] \$118 ;
+  wire [48:0] \$119 ;
   wire \$12 ;
-  wire \$120 ;
-  wire \$121 ;
+  wire [48:0] \$120 ;
+  wire [12:0] \$121 ;
   wire \$122 ;
   wire \$123 ;
   wire \$124 ;
   wire \$125 ;
   wire \$126 ;
-  wire [3:0] \$127 ;
+  wire \$127 ;
   wire \$128 ;
   wire \$129 ;
   wire \$13 ;
@@ -15231,30 +15262,30 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   wire \$131 ;
   wire \$132 ;
   wire \$133 ;
-  wire [6:0] \$134 ;
-  wire [7:0] \$135 ;
-  wire [6:0] \$136 ;
-  wire [7:0] \$137 ;
-  wire \$138 ;
-  wire \$139 ;
+  wire \$134 ;
+  wire [3:0] \$135 ;
+  wire \$136 ;
+  wire \$137 ;
+  wire [5:0] \$138 ;
+  wire [5:0] \$139 ;
   wire \$14 ;
-  wire \$140 ;
-  wire \$141 ;
-  wire [7:0] \$142 ;
-  wire [7:0] \$143 ;
-  wire [7:0] \$144 ;
-  wire [6:0] \$145 ;
-  wire [7:0] \$146 ;
-  wire [12:0] \$147 ;
-  wire \$148 ;
-  wire \$149 ;
+  wire [5:0] \$140 ;
+  wire [5:0] \$141 ;
+  wire [5:0] \$142 ;
+  wire [5:0] \$143 ;
+  wire [5:0] \$144 ;
+  wire [5:0] \$145 ;
+  wire [5:0] \$146 ;
+  wire [5:0] \$147 ;
+  wire [6:0] \$148 ;
+  wire [6:0] \$149 ;
   wire \$15 ;
-  wire \$150 ;
-  wire \$151 ;
-  wire \$152 ;
-  wire \$153 ;
-  wire \$154 ;
-  wire \$155 ;
+  wire [7:0] \$150 ;
+  wire [7:0] \$151 ;
+  wire [5:0] \$152 ;
+  wire [6:0] \$153 ;
+  wire [7:0] \$154 ;
+  wire [12:0] \$155 ;
   wire \$156 ;
   wire \$157 ;
   wire \$158 ;
@@ -15269,61 +15300,61 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   wire \$166 ;
   wire \$167 ;
   wire \$168 ;
-  wire \$169 ;
-  reg \$17 ;
+  wire [3:0] \$169 ;
+  wire \$17 ;
   wire \$170 ;
-  wire [3:0] \$171 ;
-  wire \$172 ;
-  wire \$173 ;
-  wire \$174 ;
-  wire \$175 ;
-  wire \$176 ;
-  wire \$177 ;
-  wire [6:0] \$178 ;
-  wire [7:0] \$179 ;
-  wire [4:0] \$18 ;
-  wire [6:0] \$180 ;
-  wire [7:0] \$181 ;
-  wire \$182 ;
-  wire \$183 ;
-  wire \$184 ;
-  wire \$185 ;
-  wire [7:0] \$186 ;
-  wire [7:0] \$187 ;
+  wire \$171 ;
+  wire [5:0] \$172 ;
+  wire [5:0] \$173 ;
+  wire [5:0] \$174 ;
+  wire [5:0] \$175 ;
+  wire [5:0] \$176 ;
+  wire [5:0] \$177 ;
+  wire [5:0] \$178 ;
+  wire [5:0] \$179 ;
+  wire \$18 ;
+  wire [5:0] \$180 ;
+  wire [5:0] \$181 ;
+  wire [6:0] \$182 ;
+  wire [6:0] \$183 ;
+  wire [7:0] \$184 ;
+  wire [7:0] \$185 ;
+  wire [5:0] \$186 ;
+  wire [6:0] \$187 ;
   wire [7:0] \$188 ;
-  wire [6:0] \$189 ;
+  wire \$189 ;
   wire \$19 ;
-  wire [7:0] \$190 ;
-  reg [5:0] \$191 ;
-  reg [7:0] \$192 ;
-  reg [10:0] \$193 ;
-  reg [6:0] \$194 ;
+  wire \$190 ;
+  wire \$191 ;
+  wire \$192 ;
+  wire \$193 ;
+  wire \$194 ;
   wire \$195 ;
-  wire \$196 ;
-  wire [17:0] \$197 ;
-  wire [17:0] \$198 ;
-  wire [18:0] \$199 ;
+  wire [7:0] \$196 ;
+  wire [7:0] \$197 ;
+  wire [7:0] \$198 ;
+  wire [7:0] \$199 ;
   wire [11:0] \$2 ;
   wire \$20 ;
-  wire \$200 ;
-  wire [17:0] \$201 ;
-  wire [17:0] \$202 ;
-  wire \$203 ;
-  wire \$204 ;
-  wire \$205 ;
-  wire [17:0] \$206 ;
-  wire [17:0] \$207 ;
-  wire \$208 ;
-  wire \$209 ;
+  wire [10:0] \$200 ;
+  wire [10:0] \$201 ;
+  wire [10:0] \$202 ;
+  wire [10:0] \$203 ;
+  wire [5:0] \$204 ;
+  wire [10:0] \$205 ;
+  wire [5:0] \$206 ;
+  wire [10:0] \$207 ;
+  wire [6:0] \$208 ;
+  wire [6:0] \$209 ;
   wire \$21 ;
-  wire [17:0] \$210 ;
-  wire [17:0] \$211 ;
+  wire [6:0] \$210 ;
+  wire [6:0] \$211 ;
   wire \$212 ;
   wire \$213 ;
   wire \$214 ;
   wire [17:0] \$215 ;
   wire [17:0] \$216 ;
-  wire \$217 ;
+  wire [18:0] \$217 ;
   wire \$218 ;
   wire [17:0] \$219 ;
   wire \$22 ;
@@ -15414,7 +15445,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   wire [17:0] \$297 ;
   wire \$298 ;
   wire \$299 ;
-  wire \$3 ;
+  wire [11:0] \$3 ;
   wire \$30 ;
   wire [17:0] \$300 ;
   wire [17:0] \$301 ;
@@ -15465,56 +15496,56 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   wire [17:0] \$342 ;
   wire \$343 ;
   wire \$344 ;
-  wire \$345 ;
-  wire [7:0] \$346 ;
+  wire [17:0] \$345 ;
+  wire [17:0] \$346 ;
   wire \$347 ;
   wire \$348 ;
-  wire [16:0] \$349 ;
-  wire [15:0] \$35 ;
-  wire \$350 ;
-  wire \$351 ;
+  wire \$349 ;
+  wire \$35 ;
+  wire [17:0] \$350 ;
+  wire [17:0] \$351 ;
   wire \$352 ;
   wire \$353 ;
-  wire \$354 ;
-  wire \$355 ;
+  wire [17:0] \$354 ;
+  wire [17:0] \$355 ;
   wire \$356 ;
   wire \$357 ;
   wire \$358 ;
-  wire \$359 ;
-  wire [15:0] \$36 ;
-  wire \$360 ;
+  wire [17:0] \$359 ;
+  wire \$36 ;
+  wire [17:0] \$360 ;
   wire \$361 ;
   wire \$362 ;
   wire \$363 ;
-  wire \$364 ;
+  wire [7:0] \$364 ;
   wire \$365 ;
   wire \$366 ;
-  wire \$367 ;
+  wire [16:0] \$367 ;
   wire \$368 ;
   wire \$369 ;
-  wire [15:0] \$37 ;
+  wire \$37 ;
   wire \$370 ;
   wire \$371 ;
   wire \$372 ;
   wire \$373 ;
   wire \$374 ;
   wire \$375 ;
-  wire \$376 ;
-  wire \$377 ;
-  wire \$378 ;
-  wire \$379 ;
-  wire [15:0] \$38 ;
-  wire \$380 ;
-  wire \$381 ;
-  wire \$382 ;
-  wire \$383 ;
-  wire \$384 ;
-  wire \$385 ;
-  reg [47:0] \$386 ;
-  reg [47:0] \$387 ;
-  reg [47:0] \$388 ;
-  reg [47:0] \$389 ;
-  wire [15:0] \$39 ;
+  reg \$376 ;
+  reg \$377 ;
+  reg \$378 ;
+  reg [4:0] \$379 ;
+  wire \$38 ;
+  reg [47:0] \$380 ;
+  reg [47:0] \$381 ;
+  reg [47:0] \$382 ;
+  reg [47:0] \$383 ;
+  reg \$384 ;
+  reg \$385 ;
+  reg \$386 ;
+  reg [2:0] \$387 ;
+  reg [5:0] \$388 ;
+  reg [5:0] \$389 ;
+  wire \$39 ;
   reg \$390 ;
   reg \$391 ;
   reg \$392 ;
@@ -15524,31 +15555,31 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   reg \$396 ;
   reg \$397 ;
   reg \$398 ;
-  reg [2:0] \$399 ;
-  wire \$4 ;
-  wire [15:0] \$40 ;
-  reg [5:0] \$400 ;
-  reg [5:0] \$401 ;
+  reg \$399 ;
+  wire [11:0] \$4 ;
+  wire \$40 ;
+  reg \$400 ;
+  reg \$401 ;
   reg \$402 ;
   reg \$403 ;
-  reg \$404 ;
-  reg \$405 ;
-  reg [7:0] \$406 ;
-  reg [16:0] \$407 ;
-  reg [6:0] \$408 ;
+  reg [7:0] \$404 ;
+  reg [16:0] \$405 ;
+  reg [6:0] \$406 ;
+  reg \$407 ;
+  reg \$408 ;
   reg \$409 ;
-  wire [15:0] \$41 ;
+  wire \$41 ;
   reg \$410 ;
-  reg [6:0] \$411 ;
-  reg [4:0] \$412 ;
-  reg \$413 ;
-  reg [15:0] \$414 ;
+  reg \$411 ;
+  reg [6:0] \$412 ;
+  reg [4:0] \$413 ;
+  reg \$414 ;
   reg [15:0] \$415 ;
-  reg \$416 ;
+  reg [15:0] \$416 ;
   reg \$417 ;
   reg \$418 ;
   reg \$419 ;
-  wire [15:0] \$42 ;
+  wire \$42 ;
   reg \$420 ;
   reg \$421 ;
   reg \$422 ;
@@ -15559,7 +15590,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   reg \$427 ;
   reg \$428 ;
   reg \$429 ;
-  wire [15:0] \$43 ;
+  wire \$43 ;
   reg \$430 ;
   reg \$431 ;
   reg \$432 ;
@@ -15567,36 +15598,39 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   reg \$434 ;
   reg \$435 ;
   reg \$436 ;
-  wire [15:0] \$437 ;
-  wire [15:0] \$438 ;
-  wire [15:0] \$439 ;
-  wire [15:0] \$44 ;
+  reg \$437 ;
+  reg \$438 ;
+  reg \$439 ;
+  wire \$44 ;
   wire [15:0] \$440 ;
   wire [15:0] \$441 ;
   wire [15:0] \$442 ;
   wire [15:0] \$443 ;
   wire [15:0] \$444 ;
-  wire [6:0] \$445 ;
-  wire [15:0] \$45 ;
-  wire [15:0] \$46 ;
-  wire [15:0] \$47 ;
-  wire [15:0] \$48 ;
-  wire [15:0] \$49 ;
+  wire [15:0] \$445 ;
+  wire [15:0] \$446 ;
+  wire [15:0] \$447 ;
+  wire [6:0] \$448 ;
+  wire \$45 ;
+  wire \$46 ;
+  wire \$47 ;
+  wire [4:0] \$48 ;
+  wire \$49 ;
   wire \$5 ;
-  wire [15:0] \$50 ;
-  wire [15:0] \$51 ;
-  wire [15:0] \$52 ;
-  wire [15:0] \$53 ;
-  wire [15:0] \$54 ;
-  wire [15:0] \$55 ;
-  wire [15:0] \$56 ;
-  wire [15:0] \$57 ;
-  wire [15:0] \$58 ;
-  wire [15:0] \$59 ;
-  wire [11:0] \$6 ;
-  wire [15:0] \$60 ;
-  wire [15:0] \$61 ;
-  wire [15:0] \$62 ;
+  wire \$50 ;
+  wire \$51 ;
+  wire \$52 ;
+  wire \$53 ;
+  wire \$54 ;
+  wire \$55 ;
+  wire \$56 ;
+  wire \$57 ;
+  wire \$58 ;
+  wire \$59 ;
+  wire \$6 ;
+  wire \$60 ;
+  wire \$61 ;
+  wire \$62 ;
   wire [15:0] \$63 ;
   wire [15:0] \$64 ;
   wire [15:0] \$65 ;
@@ -15604,7 +15638,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   wire [15:0] \$67 ;
   wire [15:0] \$68 ;
   wire [15:0] \$69 ;
-  wire [11:0] \$7 ;
+  wire \$7 ;
   wire [15:0] \$70 ;
   wire [15:0] \$71 ;
   wire [15:0] \$72 ;
@@ -15619,24 +15653,24 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   wire [15:0] \$80 ;
   wire [15:0] \$81 ;
   wire [15:0] \$82 ;
-  wire \$83 ;
-  wire \$84 ;
-  wire \$85 ;
-  wire \$86 ;
-  wire \$87 ;
-  wire \$88 ;
-  wire \$89 ;
+  wire [15:0] \$83 ;
+  wire [15:0] \$84 ;
+  wire [15:0] \$85 ;
+  wire [15:0] \$86 ;
+  wire [15:0] \$87 ;
+  wire [15:0] \$88 ;
+  wire [15:0] \$89 ;
   wire \$9 ;
-  wire \$90 ;
-  wire \$91 ;
-  wire \$92 ;
-  wire \$93 ;
-  wire \$94 ;
-  wire \$95 ;
-  wire \$96 ;
-  wire [48:0] \$97 ;
-  wire [48:0] \$98 ;
-  wire [48:0] \$99 ;
+  wire [15:0] \$90 ;
+  wire [15:0] \$91 ;
+  wire [15:0] \$92 ;
+  wire [15:0] \$93 ;
+  wire [15:0] \$94 ;
+  wire [15:0] \$95 ;
+  wire [15:0] \$96 ;
+  wire [15:0] \$97 ;
+  wire [15:0] \$98 ;
+  wire [15:0] \$99 ;
   reg [6:0] beats_left = 7'h00;
   output busy__0;
   wire busy__0;
@@ -15644,9 +15678,20 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   wire busy__1;
   output [47:0] busy_cycles;
   reg [47:0] busy_cycles = 48'h000000000000;
+  reg [4:0] bytes_q = 5'h00;
+  wire ch0_credit_grant;
+  reg ch0_credit_granted = 1'h0;
+  output ch0_data_grant;
+  wire ch0_data_grant;
+  reg ch0_data_granted = 1'h0;
   reg ch0_eligible = 1'h0;
   reg ch0_pending = 1'h0;
   reg ch0_urgent = 1'h0;
+  wire ch1_credit_grant;
+  reg ch1_credit_granted = 1'h0;
+  output ch1_data_grant;
+  wire ch1_data_grant;
+  reg ch1_data_granted = 1'h0;
   reg ch1_eligible = 1'h0;
   reg ch1_pending = 1'h0;
   reg ch1_urgent = 1'h0;
@@ -15660,8 +15705,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   wire [10:0] \cmd__0__payload.length ;
   wire \cmd__0__payload.link ;
   wire [7:0] \cmd__0__payload.tag ;
-  output cmd__0__ready;
-  reg cmd__0__ready;
+  wire cmd__0__ready;
   input cmd__0__valid;
   wire cmd__0__valid;
   input [19:0] cmd__1__payload;
@@ -15669,8 +15713,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   wire [10:0] \cmd__1__payload.length ;
   wire \cmd__1__payload.link ;
   wire [7:0] \cmd__1__payload.tag ;
-  output cmd__1__ready;
-  reg cmd__1__ready;
+  wire cmd__1__ready;
   input cmd__1__valid;
   wire cmd__1__valid;
   input [3:0] credit_in_channel;
@@ -15681,14 +15724,15 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   wire credit_in_valid;
   (* init = 6'h20 *)
   wire [5:0] credits0_q;
+  reg [6:0] credits0_spent;
   (* init = 6'h20 *)
   wire [5:0] credits1_q;
+  reg [6:0] credits1_spent;
   output [5:0] credits__0;
   reg [5:0] credits__0 = 6'h20;
   output [5:0] credits__1;
   reg [5:0] credits__1 = 6'h20;
   reg cur = 1'h0;
-  wire cur_next;
   wire [127:0] data__0__payload;
   wire [127:0] \data__0__payload.data ;
   output data__0__ready;
@@ -15705,9 +15749,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   wire freed__0;
   input freed__1;
   wire freed__1;
-  reg grant;
-  reg grant_ch;
-  reg grant_credit;
+  wire grant;
   wire [63:0] header;
   wire [3:0] \header.channel ;
   wire [7:0] \header.check ;
@@ -15724,6 +15766,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   wire [1:0] \header.version ;
   output [47:0] header_bytes;
   reg [47:0] header_bytes = 48'h000000000000;
+  reg header_q = 1'h0;
   reg [150:0] i__payload;
   wire [4:0] \i__payload.bytes ;
   wire [127:0] \i__payload.data ;
@@ -15732,7 +15775,6 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   wire \i__payload.last ;
   wire i__ready;
   reg i__valid;
-  wire in_payload_next;
   reg is_last = 1'h0;
   reg [15:0] keep = 16'hffff;
   reg [4:0] last_bytes = 5'h00;
@@ -15764,7 +15806,6 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   reg [5:0] owed1_returned;
   output [47:0] payload_bytes;
   reg [47:0] payload_bytes = 48'h000000000000;
-  reg pending_pick;
   reg pick0_r0 = 1'h0;
   reg pick0_r1 = 1'h0;
   reg pick0_r2 = 1'h0;
@@ -15785,500 +15826,538 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   reg pick_header_r1 = 1'h1;
   reg pick_header_r2 = 1'h1;
   reg pick_header_r3 = 1'h1;
-  output [15:0] \port$2025$0 ;
-  wire [15:0] \port$2025$0 ;
-  output [15:0] \port$2026$0 ;
-  wire [15:0] \port$2026$0 ;
-  output [15:0] \port$2027$0 ;
-  wire [15:0] \port$2027$0 ;
-  output [15:0] \port$2028$0 ;
-  wire [15:0] \port$2028$0 ;
-  output [15:0] \port$2029$0 ;
-  wire [15:0] \port$2029$0 ;
-  output [15:0] \port$2030$0 ;
-  wire [15:0] \port$2030$0 ;
-  output [15:0] \port$2031$0 ;
-  wire [15:0] \port$2031$0 ;
-  output [15:0] \port$2032$0 ;
-  wire [15:0] \port$2032$0 ;
-  input [15:0] \port$3039$0 ;
-  wire [15:0] \port$3039$0 ;
-  input [15:0] \port$3040$0 ;
-  wire [15:0] \port$3040$0 ;
-  input [15:0] \port$3041$0 ;
-  wire [15:0] \port$3041$0 ;
-  input [15:0] \port$3042$0 ;
-  wire [15:0] \port$3042$0 ;
-  input [15:0] \port$3043$0 ;
-  wire [15:0] \port$3043$0 ;
-  input [15:0] \port$3044$0 ;
-  wire [15:0] \port$3044$0 ;
-  input [15:0] \port$3045$0 ;
-  wire [15:0] \port$3045$0 ;
-  input [15:0] \port$3046$0 ;
-  wire [15:0] \port$3046$0 ;
-  input [15:0] \port$3135$0 ;
-  wire [15:0] \port$3135$0 ;
-  input [15:0] \port$3136$0 ;
-  wire [15:0] \port$3136$0 ;
-  input [15:0] \port$3137$0 ;
-  wire [15:0] \port$3137$0 ;
-  input [15:0] \port$3138$0 ;
-  wire [15:0] \port$3138$0 ;
-  input [15:0] \port$3139$0 ;
-  wire [15:0] \port$3139$0 ;
-  input [15:0] \port$3140$0 ;
-  wire [15:0] \port$3140$0 ;
-  input [15:0] \port$3141$0 ;
-  wire [15:0] \port$3141$0 ;
-  input [15:0] \port$3142$0 ;
-  wire [15:0] \port$3142$0 ;
-  reg rr_last = 1'h0;
-  reg rr_pick;
+  output [15:0] \port$2043$0 ;
+  wire [15:0] \port$2043$0 ;
+  output [15:0] \port$2044$0 ;
+  wire [15:0] \port$2044$0 ;
+  output [15:0] \port$2045$0 ;
+  wire [15:0] \port$2045$0 ;
+  output [15:0] \port$2046$0 ;
+  wire [15:0] \port$2046$0 ;
+  output [15:0] \port$2047$0 ;
+  wire [15:0] \port$2047$0 ;
+  output [15:0] \port$2048$0 ;
+  wire [15:0] \port$2048$0 ;
+  output [15:0] \port$2049$0 ;
+  wire [15:0] \port$2049$0 ;
+  output [15:0] \port$2050$0 ;
+  wire [15:0] \port$2050$0 ;
+  input [15:0] \port$3147$0 ;
+  wire [15:0] \port$3147$0 ;
+  input [15:0] \port$3148$0 ;
+  wire [15:0] \port$3148$0 ;
+  input [15:0] \port$3149$0 ;
+  wire [15:0] \port$3149$0 ;
+  input [15:0] \port$3150$0 ;
+  wire [15:0] \port$3150$0 ;
+  input [15:0] \port$3151$0 ;
+  wire [15:0] \port$3151$0 ;
+  input [15:0] \port$3152$0 ;
+  wire [15:0] \port$3152$0 ;
+  input [15:0] \port$3153$0 ;
+  wire [15:0] \port$3153$0 ;
+  input [15:0] \port$3154$0 ;
+  wire [15:0] \port$3154$0 ;
+  input [15:0] \port$3253$0 ;
+  wire [15:0] \port$3253$0 ;
+  input [15:0] \port$3254$0 ;
+  wire [15:0] \port$3254$0 ;
+  input [15:0] \port$3255$0 ;
+  wire [15:0] \port$3255$0 ;
+  input [15:0] \port$3256$0 ;
+  wire [15:0] \port$3256$0 ;
+  input [15:0] \port$3257$0 ;
+  wire [15:0] \port$3257$0 ;
+  input [15:0] \port$3258$0 ;
+  wire [15:0] \port$3258$0 ;
+  input [15:0] \port$3259$0 ;
+  wire [15:0] \port$3259$0 ;
+  input [15:0] \port$3260$0 ;
+  wire [15:0] \port$3260$0 ;
+  reg rr_last0 = 1'h1;
+  reg rr_last1 = 1'h0;
   input rst;
   wire rst;
+  reg sending0 = 1'h0;
+  wire sending0_next;
+  reg sending1 = 1'h0;
+  wire sending1_next;
   reg [6:0] slot_beats = 7'h00;
   reg slot_ch = 1'h0;
   reg slot_credit = 1'h0;
+  reg slot_data_ch0 = 1'h0;
+  reg slot_data_ch1 = 1'h0;
   reg slot_fresh = 1'h0;
   reg [16:0] slot_length = 17'h00000;
   reg [7:0] slot_tag = 8'h00;
   reg slot_valid = 1'h0;
   output [47:0] stall_cycles;
   reg [47:0] stall_cycles = 48'h000000000000;
+  reg stall_q = 1'h0;
   wire take;
+  reg take_q = 1'h0;
   reg tx_fsm_state = 1'h0;
-  reg urgent_pick;
   assign take = link__tvalid & o__ready;
   assign \$1  = cmd__0__payload[19:9] + 4'hf;
-  assign \$3  = ! slot_ch;
-  assign \$4  = slot_fresh & \$3 ;
-  assign \$5  = \$4  & slot_credit;
-  assign \$6  = cmd__1__payload[19:9] + 4'hf;
-  assign \$9  = slot_fresh & \$8 ;
-  assign \$10  = \$9  & slot_credit;
-  assign \$11  = ~ slot_valid;
-  assign \$12  = | { ch1_urgent, ch0_urgent };
-  assign \$13  = | { ch1_eligible, ch0_eligible };
-  assign \$14  = | { ch1_pending, ch0_pending };
-  assign \$15  = ! grant_ch;
-  assign \$18  = is_last ? last_bytes : 5'h10;
-  assign \$19  = ! cur;
-  assign \$20  = \$19  & i__ready;
-  assign \$22  = \$21  & i__ready;
-  assign \$23  = i__valid & i__ready;
-  assign \$24  = \$95  & \$23 ;
-  assign \$25  = ~ slot_credit;
-  assign \$26  = \$24  & \$25 ;
-  assign \$27  = i__valid & i__ready;
-  assign \$28  = \$96  & \$27 ;
-  assign \$29  = \$28  & is_last;
-  assign \$30  = \$29  ? 1'h0 : \$96 ;
-  assign in_payload_next = \$26  ? 1'h1 : \$30 ;
-  assign \$31  = i__valid & i__ready;
-  assign \$32  = \$95  & \$31 ;
-  assign \$33  = ~ slot_credit;
-  assign \$34  = \$32  & \$33 ;
-  assign cur_next = \$34  ? slot_ch : cur;
-  assign \$35  = \port$3039$0  & { pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0 };
-  assign \$37  = \port$3135$0  & { pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0 };
-  assign \$38  = \$36  | \$37 ;
-  assign \$39  = \$38  & { keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1:0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0] };
-  assign \$40  = { node_id, 1'h0, slot_credit, 6'h0a } & { pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0 };
-  assign \$41  = \$39  | \$40 ;
-  assign \$42  = \port$3040$0  & { pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1 };
-  assign \$44  = \port$3136$0  & { pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1 };
-  assign \$45  = \$43  | \$44 ;
-  assign \$46  = \$45  & { keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3:2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2] };
-  assign \$47  = { slot_tag, 7'h00, slot_ch } & { pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1 };
-  assign \$48  = \$46  | \$47 ;
-  assign \$49  = \port$3041$0  & { pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2 };
-  assign \$51  = \port$3137$0  & { pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2 };
-  assign \$52  = \$50  | \$51 ;
-  assign \$53  = \$52  & { keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5:4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4] };
-  assign \$54  = slot_length[15:0] & { pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2 };
-  assign \$55  = \$53  | \$54 ;
-  assign \$56  = \port$3042$0  & { pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3 };
-  assign \$58  = \port$3138$0  & { pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3 };
-  assign \$59  = \$57  | \$58 ;
-  assign \$60  = \$59  & { keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7:6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6] };
-  assign \$61  = { check, 7'h00, slot_length[16] } & { pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3 };
-  assign \$62  = \$60  | \$61 ;
-  assign \$63  = \port$3043$0  & { pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4 };
-  assign \$65  = \port$3139$0  & { pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4 };
+  assign \$3  = cmd__1__payload[19:9] + 4'hf;
+  assign \$5  = ~ slot_valid;
+  assign \$6  = | { ch1_urgent, ch0_urgent };
+  assign \$7  = ~ \$6 ;
+  assign \$8  = \$5  & \$7 ;
+  assign \$10  = ~ \$9 ;
+  assign \$11  = rr_last0 & \$10 ;
+  assign \$12  = | { rr_last1, \$11  };
+  assign \$13  = ch0_eligible & \$12 ;
+  assign ch0_data_grant = \$8  & \$13 ;
+  assign \$14  = ~ slot_valid;
+  assign \$15  = | { ch1_urgent, ch0_urgent };
+  assign \$16  = ~ \$15 ;
+  assign \$17  = | { ch1_eligible, ch0_eligible };
+  assign \$18  = ~ \$17 ;
+  assign \$19  = \$16  & \$18 ;
+  assign \$20  = \$19  & ch0_pending;
+  assign \$21  = ch0_urgent | \$20 ;
+  assign ch0_credit_grant = \$14  & \$21 ;
+  assign \$22  = ~ slot_valid;
+  assign \$23  = | { ch1_urgent, ch0_urgent };
+  assign \$24  = ~ \$23 ;
+  assign \$25  = \$22  & \$24 ;
+  assign \$27  = ~ \$26 ;
+  assign \$28  = rr_last1 & \$27 ;
+  assign \$29  = | { \$28 , rr_last0 };
+  assign \$30  = ch1_eligible & \$29 ;
+  assign ch1_data_grant = \$25  & \$30 ;
+  assign \$31  = ~ slot_valid;
+  assign \$33  = ~ \$32 ;
+  assign \$34  = ch1_urgent & \$33 ;
+  assign \$35  = | { ch1_urgent, ch0_urgent };
+  assign \$36  = ~ \$35 ;
+  assign \$37  = | { ch1_eligible, ch0_eligible };
+  assign \$38  = ~ \$37 ;
+  assign \$39  = \$36  & \$38 ;
+  assign \$41  = ~ \$40 ;
+  assign \$42  = ch1_pending & \$41 ;
+  assign \$43  = \$39  & \$42 ;
+  assign \$44  = \$34  | \$43 ;
+  assign ch1_credit_grant = \$31  & \$44 ;
+  assign grant = | { ch1_credit_grant, ch0_credit_grant, ch1_data_grant, ch0_data_grant };
+  assign \$45  = sending0 & data__0__valid;
+  assign \$46  = sending1 & data__1__valid;
+  assign \$47  = | { \$46 , \$45  };
+  assign \$48  = is_last ? last_bytes : 5'h10;
+  assign \$49  = sending0 & i__ready;
+  assign \$50  = sending1 & i__ready;
+  assign \$51  = \$111  & slot_data_ch0;
+  assign \$52  = \$51  & i__ready;
+  assign \$53  = data__0__valid & i__ready;
+  assign \$54  = \$53  & is_last;
+  assign \$55  = ~ \$54 ;
+  assign \$56  = sending0 & \$55 ;
+  assign sending0_next = \$52  | \$56 ;
+  assign \$57  = \$111  & slot_data_ch1;
+  assign \$58  = \$57  & i__ready;
+  assign \$59  = data__1__valid & i__ready;
+  assign \$60  = \$59  & is_last;
+  assign \$61  = ~ \$60 ;
+  assign \$62  = sending1 & \$61 ;
+  assign sending1_next = \$58  | \$62 ;
+  assign \$63  = \port$3147$0  & { pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0 };
+  assign \$65  = \port$3253$0  & { pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0 };
   assign \$66  = \$64  | \$65 ;
-  assign \$67  = \$66  & { keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9:8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8] };
-  assign \$68  = \port$3044$0  & { pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5 };
-  assign \$70  = \port$3140$0  & { pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5 };
-  assign \$71  = \$69  | \$70 ;
-  assign \$72  = \$71  & { keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11:10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10] };
-  assign \$73  = \port$3045$0  & { pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6 };
-  assign \$75  = \port$3141$0  & { pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6 };
+  assign \$67  = \$66  & { keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1:0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0] };
+  assign \$68  = { node_id, 1'h0, slot_credit, 6'h0a } & { pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0 };
+  assign \$69  = \$67  | \$68 ;
+  assign \$70  = \port$3148$0  & { pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1 };
+  assign \$72  = \port$3254$0  & { pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1 };
+  assign \$73  = \$71  | \$72 ;
+  assign \$74  = \$73  & { keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3:2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2] };
+  assign \$75  = { slot_tag, 7'h00, slot_ch } & { pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1 };
   assign \$76  = \$74  | \$75 ;
-  assign \$77  = \$76  & { keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13:12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12] };
-  assign \$78  = \port$3046$0  & { pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7 };
-  assign \$80  = \port$3142$0  & { pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7 };
-  assign \$81  = \$79  | \$80 ;
-  assign \$82  = \$81  & { keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15:14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14] };
-  assign \$83  = ~ slot_credit;
-  assign \$84  = slot_valid & \$83 ;
-  assign \$85  = ! slot_ch;
-  assign \$86  = \$84  & \$85 ;
-  assign \$87  = ! cur;
-  assign \$88  = \$96  & \$87 ;
-  assign busy__0 = \$86  | \$88 ;
-  assign \$89  = ~ slot_credit;
-  assign \$90  = slot_valid & \$89 ;
-  assign \$92  = \$90  & \$91 ;
-  assign \$94  = \$96  & \$93 ;
-  assign busy__1 = \$92  | \$94 ;
-  assign \$95  = ! tx_fsm_state;
-  assign \$97  = payload_bytes + \$445 [6:2];
-  assign \$98  = header_bytes + 5'h10;
-  assign \$99  = busy_cycles + take;
-  assign \$100  = ~ o__ready;
-  assign \$101  = link__tvalid & \$100 ;
-  assign \$102  = stall_cycles + \$101 ;
-  assign \$104  = \$103  >= cmd__0__payload[19:9];
-  assign \$105  = cmd__0__valid & \$104 ;
-  assign \$106  = ! slot_ch;
-  assign \$107  = slot_fresh & \$106 ;
-  assign \$108  = ~ slot_credit;
-  assign \$109  = \$107  & \$108 ;
-  assign \$110  = ~ \$109 ;
-  assign \$111  = \$105  & \$110 ;
-  assign \$112  = owed0 >= 4'h8;
-  assign \$113  = ! slot_ch;
-  assign \$114  = slot_fresh & \$113 ;
-  assign \$115  = \$114  & slot_credit;
-  assign \$116  = ~ \$115 ;
-  assign \$117  = \$112  & \$116 ;
-  assign \$118  = | owed0;
-  assign \$119  = owed0_quiet == 3'h4;
-  assign \$120  = \$118  & \$119 ;
-  assign \$121  = ! slot_ch;
-  assign \$122  = slot_fresh & \$121 ;
-  assign \$123  = \$122  & slot_credit;
-  assign \$124  = ~ \$123 ;
-  assign \$125  = \$120  & \$124 ;
-  assign \$126  = owed0_quiet != 3'h4;
-  assign \$127  = owed0_quiet + 1'h1;
-  assign \$128  = ! credit_in_channel;
-  assign \$129  = credit_in_valid & \$128 ;
-  assign \$130  = ! slot_ch;
-  assign \$131  = slot_fresh & \$130 ;
-  assign \$132  = ~ slot_credit;
+  assign \$77  = \port$3149$0  & { pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2 };
+  assign \$79  = \port$3255$0  & { pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2 };
+  assign \$80  = \$78  | \$79 ;
+  assign \$81  = \$80  & { keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5:4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4] };
+  assign \$82  = slot_length[15:0] & { pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2 };
+  assign \$83  = \$81  | \$82 ;
+  assign \$84  = \port$3150$0  & { pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3 };
+  assign \$86  = \port$3256$0  & { pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3 };
+  assign \$87  = \$85  | \$86 ;
+  assign \$88  = \$87  & { keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7:6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6] };
+  assign \$89  = { check, 7'h00, slot_length[16] } & { pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3 };
+  assign \$90  = \$88  | \$89 ;
+  assign \$91  = \port$3151$0  & { pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4 };
+  assign \$93  = \port$3257$0  & { pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4 };
+  assign \$94  = \$92  | \$93 ;
+  assign \$95  = \$94  & { keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9:8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8] };
+  assign \$96  = \port$3152$0  & { pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5 };
+  assign \$98  = \port$3258$0  & { pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5 };
+  assign \$99  = \$97  | \$98 ;
+  assign \$100  = \$99  & { keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11:10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10] };
+  assign \$101  = \port$3153$0  & { pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6 };
+  assign \$103  = \port$3259$0  & { pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6 };
+  assign \$104  = \$102  | \$103 ;
+  assign \$105  = \$104  & { keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13:12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12] };
+  assign \$106  = \port$3154$0  & { pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7 };
+  assign \$108  = \port$3260$0  & { pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7 };
+  assign \$109  = \$107  | \$108 ;
+  assign \$110  = \$109  & { keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15:14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14] };
+  assign busy__0 = slot_data_ch0 | sending0;
+  assign busy__1 = slot_data_ch1 | sending1;
+  assign \$111  = ! tx_fsm_state;
+  assign \$113  = ~ o__ready;
+  assign \$114  = link__tvalid & \$113 ;
+  assign \$115  = take & \$448 [1];
+  assign \$116  = take ? \$448 [6:2] : 5'h00;
+  assign \$117  = payload_bytes + bytes_q;
+  assign \$118  = busy_cycles + take_q;
+  assign \$119  = stall_cycles + stall_q;
+  assign \$120  = header_bytes + 5'h10;
+  assign \$122  = \$121  >= cmd__0__payload[19:9];
+  assign \$123  = cmd__0__valid & \$122 ;
+  assign \$124  = ~ ch0_data_granted;
+  assign \$125  = \$123  & \$124 ;
+  assign \$126  = owed0 >= 4'h8;
+  assign \$127  = ~ ch0_credit_granted;
+  assign \$128  = \$126  & \$127 ;
+  assign \$129  = | owed0;
+  assign \$130  = owed0_quiet == 3'h4;
+  assign \$131  = \$129  & \$130 ;
+  assign \$132  = ~ ch0_credit_granted;
   assign \$133  = \$131  & \$132 ;
-  assign \$134  = credits__0 + credit_in_count;
-  assign \$135  = \$134  - slot_beats;
-  assign \$136  = credits__0 + credit_in_count;
-  assign \$137  = \$133  ? \$135  : { 1'h0, \$136  };
-  assign \$138  = ! slot_ch;
-  assign \$139  = slot_fresh & \$138 ;
-  assign \$140  = ~ slot_credit;
-  assign \$141  = \$139  & \$140 ;
-  assign \$142  = credits__0 - slot_beats;
-  assign \$143  = \$141  ? \$142  : { 2'h0, credits__0 };
-  assign \$144  = \$129  ? \$137  : \$143 ;
-  assign \$145  = owed0 + freed__0;
-  assign \$146  = \$145  - owed0_returned;
-  assign \$148  = \$147  >= cmd__1__payload[19:9];
-  assign \$149  = cmd__1__valid & \$148 ;
-  assign \$151  = slot_fresh & \$150 ;
-  assign \$152  = ~ slot_credit;
-  assign \$153  = \$151  & \$152 ;
-  assign \$154  = ~ \$153 ;
-  assign \$155  = \$149  & \$154 ;
-  assign \$156  = owed1 >= 4'h8;
-  assign \$158  = slot_fresh & \$157 ;
-  assign \$159  = \$158  & slot_credit;
-  assign \$160  = ~ \$159 ;
-  assign \$161  = \$156  & \$160 ;
-  assign \$162  = | owed1;
-  assign \$163  = owed1_quiet == 3'h4;
-  assign \$164  = \$162  & \$163 ;
-  assign \$166  = slot_fresh & \$165 ;
-  assign \$167  = \$166  & slot_credit;
-  assign \$168  = ~ \$167 ;
-  assign \$169  = \$164  & \$168 ;
-  assign \$170  = owed1_quiet != 3'h4;
-  assign \$171  = owed1_quiet + 1'h1;
-  assign \$172  = credit_in_channel == 1'h1;
-  assign \$173  = credit_in_valid & \$172 ;
-  assign \$175  = slot_fresh & \$174 ;
-  assign \$176  = ~ slot_credit;
-  assign \$177  = \$175  & \$176 ;
-  assign \$178  = credits__1 + credit_in_count;
-  assign \$179  = \$178  - slot_beats;
-  assign \$180  = credits__1 + credit_in_count;
-  assign \$181  = \$177  ? \$179  : { 1'h0, \$180  };
-  assign \$183  = slot_fresh & \$182 ;
-  assign \$184  = ~ slot_credit;
-  assign \$185  = \$183  & \$184 ;
-  assign \$186  = credits__1 - slot_beats;
-  assign \$187  = \$185  ? \$186  : { 2'h0, credits__1 };
-  assign \$188  = \$173  ? \$181  : \$187 ;
-  assign \$189  = owed1 + freed__1;
-  assign \$190  = \$189  - owed1_returned;
-  assign \$195  = i__valid & i__ready;
-  assign \$196  = ~ slot_credit;
-  assign \$197  = slot_length - 1'h1;
-  assign \$199  = $signed(\$198 ) + $signed(2'h1);
-  assign \$200  = slot_beats == 1'h1;
-  assign \$201  = slot_length - 1'h1;
-  assign \$203  = $signed(\$202 ) >= $signed(1'h0);
-  assign \$204  = slot_beats == 1'h1;
-  assign \$205  = ~ \$204 ;
-  assign \$206  = slot_length - 1'h1;
-  assign \$208  = $signed(\$207 ) >= $signed(1'h0);
-  assign \$209  = \$205  | \$208 ;
-  assign \$210  = slot_length - 1'h1;
-  assign \$212  = $signed(\$211 ) >= $signed(2'h1);
-  assign \$213  = slot_beats == 1'h1;
-  assign \$214  = ~ \$213 ;
+  assign \$134  = owed0_quiet != 3'h4;
+  assign \$135  = owed0_quiet + 1'h1;
+  assign \$136  = ! credit_in_channel;
+  assign \$137  = credit_in_valid & \$136 ;
+  assign \$138  = credits__0 ^ credit_in_count;
+  assign \$139  = ~ credits0_spent[5:0];
+  assign \$140  = \$138  ^ \$139 ;
+  assign \$141  = credits__0 & credit_in_count;
+  assign \$142  = ~ credits0_spent[5:0];
+  assign \$143  = credits__0 & \$142 ;
+  assign \$144  = \$141  | \$143 ;
+  assign \$145  = ~ credits0_spent[5:0];
+  assign \$146  = credit_in_count & \$145 ;
+  assign \$147  = \$144  | \$146 ;
+  assign \$149  = \$140  + \$148 [5:0];
+  assign \$150  = \$149  + 1'h1;
+  assign \$151  = credits__0 - credits0_spent;
+  assign \$152  = \$137  ? \$150 [5:0] : \$151 [5:0];
+  assign \$153  = owed0 + freed__0;
+  assign \$154  = \$153  - owed0_returned;
+  assign \$156  = \$155  >= cmd__1__payload[19:9];
+  assign \$157  = cmd__1__valid & \$156 ;
+  assign \$158  = ~ ch1_data_granted;
+  assign \$159  = \$157  & \$158 ;
+  assign \$160  = owed1 >= 4'h8;
+  assign \$161  = ~ ch1_credit_granted;
+  assign \$162  = \$160  & \$161 ;
+  assign \$163  = | owed1;
+  assign \$164  = owed1_quiet == 3'h4;
+  assign \$165  = \$163  & \$164 ;
+  assign \$166  = ~ ch1_credit_granted;
+  assign \$167  = \$165  & \$166 ;
+  assign \$168  = owed1_quiet != 3'h4;
+  assign \$169  = owed1_quiet + 1'h1;
+  assign \$170  = credit_in_channel == 1'h1;
+  assign \$171  = credit_in_valid & \$170 ;
+  assign \$172  = credits__1 ^ credit_in_count;
+  assign \$173  = ~ credits1_spent[5:0];
+  assign \$174  = \$172  ^ \$173 ;
+  assign \$175  = credits__1 & credit_in_count;
+  assign \$176  = ~ credits1_spent[5:0];
+  assign \$177  = credits__1 & \$176 ;
+  assign \$178  = \$175  | \$177 ;
+  assign \$179  = ~ credits1_spent[5:0];
+  assign \$180  = credit_in_count & \$179 ;
+  assign \$181  = \$178  | \$180 ;
+  assign \$183  = \$174  + \$182 [5:0];
+  assign \$184  = \$183  + 1'h1;
+  assign \$185  = credits__1 - credits1_spent;
+  assign \$186  = \$171  ? \$184 [5:0] : \$185 [5:0];
+  assign \$187  = owed1 + freed__1;
+  assign \$188  = \$187  - owed1_returned;
+  assign \$189  = | { ch1_credit_grant, ch0_credit_grant };
+  assign \$190  = ch0_data_grant | ch0_credit_grant;
+  assign \$193  = ch1_data_grant | ch1_credit_grant;
+  assign \$196  = cmd__0__payload[8:1] & { ch0_data_grant, ch0_data_grant, ch0_data_grant, ch0_data_grant, ch0_data_grant, ch0_data_grant, ch0_data_grant, ch0_data_grant };
+  assign \$198  = cmd__1__payload[8:1] & { ch1_data_grant, ch1_data_grant, ch1_data_grant, ch1_data_grant, ch1_data_grant, ch1_data_grant, ch1_data_grant, ch1_data_grant };
+  assign \$199  = \$197  | \$198 ;
+  assign \$200  = cmd__0__payload[19:9] & { ch0_data_grant, ch0_data_grant, ch0_data_grant, ch0_data_grant, ch0_data_grant, ch0_data_grant, ch0_data_grant, ch0_data_grant, ch0_data_grant, ch0_data_grant, ch0_data_grant };
+  assign \$202  = cmd__1__payload[19:9] & { ch1_data_grant, ch1_data_grant, ch1_data_grant, ch1_data_grant, ch1_data_grant, ch1_data_grant, ch1_data_grant, ch1_data_grant, ch1_data_grant, ch1_data_grant, ch1_data_grant };
+  assign \$203  = \$201  | \$202 ;
+  assign \$204  = owed0 & { ch0_credit_grant, ch0_credit_grant, ch0_credit_grant, ch0_credit_grant, ch0_credit_grant, ch0_credit_grant };
+  assign \$205  = \$203  | { 5'h00, \$204  };
+  assign \$206  = owed1 & { ch1_credit_grant, ch1_credit_grant, ch1_credit_grant, ch1_credit_grant, ch1_credit_grant, ch1_credit_grant };
+  assign \$207  = \$205  | { 5'h00, \$206  };
+  assign \$208  = \$2 [6:0] & { ch0_data_grant, ch0_data_grant, ch0_data_grant, ch0_data_grant, ch0_data_grant, ch0_data_grant, ch0_data_grant };
+  assign \$210  = \$4 [6:0] & { ch1_data_grant, ch1_data_grant, ch1_data_grant, ch1_data_grant, ch1_data_grant, ch1_data_grant, ch1_data_grant };
+  assign \$211  = \$209  | \$210 ;
+  assign \$212  = | { ch1_data_grant, ch0_data_grant };
+  assign \$213  = i__valid & i__ready;
+  assign \$214  = ~ slot_credit;
   assign \$215  = slot_length - 1'h1;
-  assign \$217  = $signed(\$216 ) >= $signed(2'h1);
-  assign \$218  = \$214  | \$217 ;
+  assign \$217  = $signed(\$216 ) + $signed(2'h1);
+  assign \$218  = slot_beats == 1'h1;
   assign \$219  = slot_length - 1'h1;
-  assign \$221  = $signed(\$220 ) >= $signed(3'h2);
+  assign \$221  = $signed(\$220 ) >= $signed(1'h0);
   assign \$222  = slot_beats == 1'h1;
   assign \$223  = ~ \$222 ;
   assign \$224  = slot_length - 1'h1;
-  assign \$226  = $signed(\$225 ) >= $signed(3'h2);
+  assign \$226  = $signed(\$225 ) >= $signed(1'h0);
   assign \$227  = \$223  | \$226 ;
   assign \$228  = slot_length - 1'h1;
-  assign \$230  = $signed(\$229 ) >= $signed(3'h3);
+  assign \$230  = $signed(\$229 ) >= $signed(2'h1);
   assign \$231  = slot_beats == 1'h1;
   assign \$232  = ~ \$231 ;
   assign \$233  = slot_length - 1'h1;
-  assign \$235  = $signed(\$234 ) >= $signed(3'h3);
+  assign \$235  = $signed(\$234 ) >= $signed(2'h1);
   assign \$236  = \$232  | \$235 ;
   assign \$237  = slot_length - 1'h1;
-  assign \$239  = $signed(\$238 ) >= $signed(4'h4);
+  assign \$239  = $signed(\$238 ) >= $signed(3'h2);
   assign \$240  = slot_beats == 1'h1;
   assign \$241  = ~ \$240 ;
   assign \$242  = slot_length - 1'h1;
-  assign \$244  = $signed(\$243 ) >= $signed(4'h4);
+  assign \$244  = $signed(\$243 ) >= $signed(3'h2);
   assign \$245  = \$241  | \$244 ;
   assign \$246  = slot_length - 1'h1;
-  assign \$248  = $signed(\$247 ) >= $signed(4'h5);
+  assign \$248  = $signed(\$247 ) >= $signed(3'h3);
   assign \$249  = slot_beats == 1'h1;
   assign \$250  = ~ \$249 ;
   assign \$251  = slot_length - 1'h1;
-  assign \$253  = $signed(\$252 ) >= $signed(4'h5);
+  assign \$253  = $signed(\$252 ) >= $signed(3'h3);
   assign \$254  = \$250  | \$253 ;
   assign \$255  = slot_length - 1'h1;
-  assign \$257  = $signed(\$256 ) >= $signed(4'h6);
+  assign \$257  = $signed(\$256 ) >= $signed(4'h4);
   assign \$258  = slot_beats == 1'h1;
   assign \$259  = ~ \$258 ;
   assign \$260  = slot_length - 1'h1;
-  assign \$262  = $signed(\$261 ) >= $signed(4'h6);
+  assign \$262  = $signed(\$261 ) >= $signed(4'h4);
   assign \$263  = \$259  | \$262 ;
   assign \$264  = slot_length - 1'h1;
-  assign \$266  = $signed(\$265 ) >= $signed(4'h7);
+  assign \$266  = $signed(\$265 ) >= $signed(4'h5);
   assign \$267  = slot_beats == 1'h1;
   assign \$268  = ~ \$267 ;
   assign \$269  = slot_length - 1'h1;
-  assign \$271  = $signed(\$270 ) >= $signed(4'h7);
+  assign \$271  = $signed(\$270 ) >= $signed(4'h5);
   assign \$272  = \$268  | \$271 ;
   assign \$273  = slot_length - 1'h1;
-  assign \$275  = $signed(\$274 ) >= $signed(5'h08);
+  assign \$275  = $signed(\$274 ) >= $signed(4'h6);
   assign \$276  = slot_beats == 1'h1;
   assign \$277  = ~ \$276 ;
   assign \$278  = slot_length - 1'h1;
-  assign \$280  = $signed(\$279 ) >= $signed(5'h08);
+  assign \$280  = $signed(\$279 ) >= $signed(4'h6);
   assign \$281  = \$277  | \$280 ;
   assign \$282  = slot_length - 1'h1;
-  assign \$284  = $signed(\$283 ) >= $signed(5'h09);
+  assign \$284  = $signed(\$283 ) >= $signed(4'h7);
   assign \$285  = slot_beats == 1'h1;
   assign \$286  = ~ \$285 ;
   assign \$287  = slot_length - 1'h1;
-  assign \$289  = $signed(\$288 ) >= $signed(5'h09);
+  assign \$289  = $signed(\$288 ) >= $signed(4'h7);
   assign \$290  = \$286  | \$289 ;
   assign \$291  = slot_length - 1'h1;
-  assign \$293  = $signed(\$292 ) >= $signed(5'h0a);
+  assign \$293  = $signed(\$292 ) >= $signed(5'h08);
   assign \$294  = slot_beats == 1'h1;
   assign \$295  = ~ \$294 ;
   assign \$296  = slot_length - 1'h1;
-  assign \$298  = $signed(\$297 ) >= $signed(5'h0a);
+  assign \$298  = $signed(\$297 ) >= $signed(5'h08);
   assign \$299  = \$295  | \$298 ;
   assign \$300  = slot_length - 1'h1;
-  assign \$302  = $signed(\$301 ) >= $signed(5'h0b);
+  assign \$302  = $signed(\$301 ) >= $signed(5'h09);
   assign \$303  = slot_beats == 1'h1;
   assign \$304  = ~ \$303 ;
   assign \$305  = slot_length - 1'h1;
-  assign \$307  = $signed(\$306 ) >= $signed(5'h0b);
+  assign \$307  = $signed(\$306 ) >= $signed(5'h09);
   assign \$308  = \$304  | \$307 ;
   assign \$309  = slot_length - 1'h1;
-  assign \$311  = $signed(\$310 ) >= $signed(5'h0c);
+  assign \$311  = $signed(\$310 ) >= $signed(5'h0a);
   assign \$312  = slot_beats == 1'h1;
   assign \$313  = ~ \$312 ;
   assign \$314  = slot_length - 1'h1;
-  assign \$316  = $signed(\$315 ) >= $signed(5'h0c);
+  assign \$316  = $signed(\$315 ) >= $signed(5'h0a);
   assign \$317  = \$313  | \$316 ;
   assign \$318  = slot_length - 1'h1;
-  assign \$320  = $signed(\$319 ) >= $signed(5'h0d);
+  assign \$320  = $signed(\$319 ) >= $signed(5'h0b);
   assign \$321  = slot_beats == 1'h1;
   assign \$322  = ~ \$321 ;
   assign \$323  = slot_length - 1'h1;
-  assign \$325  = $signed(\$324 ) >= $signed(5'h0d);
+  assign \$325  = $signed(\$324 ) >= $signed(5'h0b);
   assign \$326  = \$322  | \$325 ;
   assign \$327  = slot_length - 1'h1;
-  assign \$329  = $signed(\$328 ) >= $signed(5'h0e);
+  assign \$329  = $signed(\$328 ) >= $signed(5'h0c);
   assign \$330  = slot_beats == 1'h1;
   assign \$331  = ~ \$330 ;
   assign \$332  = slot_length - 1'h1;
-  assign \$334  = $signed(\$333 ) >= $signed(5'h0e);
+  assign \$334  = $signed(\$333 ) >= $signed(5'h0c);
   assign \$335  = \$331  | \$334 ;
   assign \$336  = slot_length - 1'h1;
-  assign \$338  = $signed(\$337 ) >= $signed(5'h0f);
+  assign \$338  = $signed(\$337 ) >= $signed(5'h0d);
   assign \$339  = slot_beats == 1'h1;
   assign \$340  = ~ \$339 ;
   assign \$341  = slot_length - 1'h1;
-  assign \$343  = $signed(\$342 ) >= $signed(5'h0f);
+  assign \$343  = $signed(\$342 ) >= $signed(5'h0d);
   assign \$344  = \$340  | \$343 ;
-  assign \$345  = i__valid & i__ready;
-  assign \$346  = beats_left - 1'h1;
-  assign \$347  = beats_left == 2'h2;
-  assign \$348  = beats_left == 2'h2;
-  assign \$349  = \$348  ? { 1'h0, last_keep } : 17'h1ffff;
-  assign \$350  = ! cur_next;
-  assign \$351  = in_payload_next & \$350 ;
-  assign \$352  = ! cur_next;
-  assign \$353  = in_payload_next & \$352 ;
-  assign \$354  = ! cur_next;
-  assign \$355  = in_payload_next & \$354 ;
-  assign \$356  = ! cur_next;
-  assign \$357  = in_payload_next & \$356 ;
-  assign \$358  = ! cur_next;
-  assign \$359  = in_payload_next & \$358 ;
-  assign \$360  = ! cur_next;
-  assign \$361  = in_payload_next & \$360 ;
-  assign \$362  = ! cur_next;
-  assign \$363  = in_payload_next & \$362 ;
-  assign \$364  = ! cur_next;
-  assign \$365  = in_payload_next & \$364 ;
-  assign \$367  = in_payload_next & \$366 ;
-  assign \$369  = in_payload_next & \$368 ;
-  assign \$371  = in_payload_next & \$370 ;
-  assign \$373  = in_payload_next & \$372 ;
-  assign \$375  = in_payload_next & \$374 ;
-  assign \$377  = in_payload_next & \$376 ;
-  assign \$379  = in_payload_next & \$378 ;
-  assign \$381  = in_payload_next & \$380 ;
-  assign \$382  = ~ in_payload_next;
-  assign \$383  = ~ in_payload_next;
-  assign \$384  = ~ in_payload_next;
-  assign \$385  = ~ in_payload_next;
+  assign \$345  = slot_length - 1'h1;
+  assign \$347  = $signed(\$346 ) >= $signed(5'h0e);
+  assign \$348  = slot_beats == 1'h1;
+  assign \$349  = ~ \$348 ;
+  assign \$350  = slot_length - 1'h1;
+  assign \$352  = $signed(\$351 ) >= $signed(5'h0e);
+  assign \$353  = \$349  | \$352 ;
+  assign \$354  = slot_length - 1'h1;
+  assign \$356  = $signed(\$355 ) >= $signed(5'h0f);
+  assign \$357  = slot_beats == 1'h1;
+  assign \$358  = ~ \$357 ;
+  assign \$359  = slot_length - 1'h1;
+  assign \$361  = $signed(\$360 ) >= $signed(5'h0f);
+  assign \$362  = \$358  | \$361 ;
+  assign \$363  = i__valid & i__ready;
+  assign \$364  = beats_left - 1'h1;
+  assign \$365  = beats_left == 2'h2;
+  assign \$366  = beats_left == 2'h2;
+  assign \$367  = \$366  ? { 1'h0, last_keep } : 17'h1ffff;
+  assign \$368  = | { sending1_next, sending0_next };
+  assign \$369  = ~ \$368 ;
+  assign \$370  = | { sending1_next, sending0_next };
+  assign \$371  = ~ \$370 ;
+  assign \$372  = | { sending1_next, sending0_next };
+  assign \$373  = ~ \$372 ;
+  assign \$374  = | { sending1_next, sending0_next };
+  assign \$375  = ~ \$374 ;
   always @(posedge clk)
-    payload_bytes <= \$386 ;
+    take_q <= \$376 ;
   always @(posedge clk)
-    header_bytes <= \$387 ;
+    stall_q <= \$377 ;
   always @(posedge clk)
-    busy_cycles <= \$388 ;
+    header_q <= \$378 ;
   always @(posedge clk)
-    stall_cycles <= \$389 ;
+    bytes_q <= \$379 ;
   always @(posedge clk)
-    ch0_eligible <= \$390 ;
+    payload_bytes <= \$380 ;
   always @(posedge clk)
-    ch0_urgent <= \$391 ;
+    busy_cycles <= \$381 ;
   always @(posedge clk)
-    ch0_pending <= \$392 ;
+    stall_cycles <= \$382 ;
   always @(posedge clk)
-    owed0_quiet <= \$393 ;
+    header_bytes <= \$383 ;
   always @(posedge clk)
-    credits__0 <= \$394 ;
+    ch0_eligible <= \$384 ;
   always @(posedge clk)
-    owed0 <= \$395 ;
+    ch0_urgent <= \$385 ;
   always @(posedge clk)
-    ch1_eligible <= \$396 ;
+    ch0_pending <= \$386 ;
   always @(posedge clk)
-    ch1_urgent <= \$397 ;
+    owed0_quiet <= \$387 ;
   always @(posedge clk)
-    ch1_pending <= \$398 ;
+    credits__0 <= \$388 ;
   always @(posedge clk)
-    owed1_quiet <= \$399 ;
+    owed0 <= \$389 ;
   always @(posedge clk)
-    credits__1 <= \$400 ;
+    ch1_eligible <= \$390 ;
   always @(posedge clk)
-    owed1 <= \$401 ;
+    ch1_urgent <= \$391 ;
   always @(posedge clk)
-    slot_fresh <= \$402 ;
+    ch1_pending <= \$392 ;
   always @(posedge clk)
-    slot_valid <= \$403 ;
+    owed1_quiet <= \$393 ;
   always @(posedge clk)
-    slot_credit <= \$404 ;
+    credits__1 <= \$394 ;
   always @(posedge clk)
-    slot_ch <= \$405 ;
+    owed1 <= \$395 ;
   always @(posedge clk)
-    slot_tag <= \$406 ;
+    slot_fresh <= \$396 ;
   always @(posedge clk)
-    slot_length <= \$407 ;
+    ch0_data_granted <= \$397 ;
   always @(posedge clk)
-    slot_beats <= \$408 ;
+    ch0_credit_granted <= \$398 ;
   always @(posedge clk)
-    rr_last <= \$409 ;
+    ch1_data_granted <= \$399 ;
   always @(posedge clk)
-    cur <= \$410 ;
+    ch1_credit_granted <= \$400 ;
   always @(posedge clk)
-    beats_left <= \$411 ;
+    slot_valid <= \$401 ;
   always @(posedge clk)
-    last_bytes <= \$412 ;
+    slot_credit <= \$402 ;
   always @(posedge clk)
-    is_last <= \$413 ;
+    slot_ch <= \$403 ;
   always @(posedge clk)
-    last_keep <= \$414 ;
+    slot_tag <= \$404 ;
   always @(posedge clk)
-    keep <= \$415 ;
+    slot_length <= \$405 ;
   always @(posedge clk)
-    tx_fsm_state <= \$416 ;
+    slot_beats <= \$406 ;
   always @(posedge clk)
-    pick0_r0 <= \$417 ;
+    slot_data_ch0 <= \$407 ;
   always @(posedge clk)
-    pick0_r1 <= \$418 ;
+    slot_data_ch1 <= \$408 ;
   always @(posedge clk)
-    pick0_r2 <= \$419 ;
+    rr_last0 <= \$409 ;
   always @(posedge clk)
-    pick0_r3 <= \$420 ;
+    rr_last1 <= \$410 ;
   always @(posedge clk)
-    pick0_r4 <= \$421 ;
+    cur <= \$411 ;
   always @(posedge clk)
-    pick0_r5 <= \$422 ;
+    beats_left <= \$412 ;
   always @(posedge clk)
-    pick0_r6 <= \$423 ;
+    last_bytes <= \$413 ;
   always @(posedge clk)
-    pick0_r7 <= \$424 ;
+    is_last <= \$414 ;
   always @(posedge clk)
-    pick1_r0 <= \$425 ;
+    last_keep <= \$415 ;
   always @(posedge clk)
-    pick1_r1 <= \$426 ;
+    keep <= \$416 ;
   always @(posedge clk)
-    pick1_r2 <= \$427 ;
+    tx_fsm_state <= \$417 ;
   always @(posedge clk)
-    pick1_r3 <= \$428 ;
+    sending0 <= \$418 ;
   always @(posedge clk)
-    pick1_r4 <= \$429 ;
+    sending1 <= \$419 ;
   always @(posedge clk)
-    pick1_r5 <= \$430 ;
+    pick0_r0 <= \$420 ;
   always @(posedge clk)
-    pick1_r6 <= \$431 ;
+    pick0_r1 <= \$421 ;
   always @(posedge clk)
-    pick1_r7 <= \$432 ;
+    pick0_r2 <= \$422 ;
   always @(posedge clk)
-    pick_header_r0 <= \$433 ;
+    pick0_r3 <= \$423 ;
   always @(posedge clk)
-    pick_header_r1 <= \$434 ;
+    pick0_r4 <= \$424 ;
   always @(posedge clk)
-    pick_header_r2 <= \$435 ;
+    pick0_r5 <= \$425 ;
   always @(posedge clk)
-    pick_header_r3 <= \$436 ;
+    pick0_r6 <= \$426 ;
+  always @(posedge clk)
+    pick0_r7 <= \$427 ;
+  always @(posedge clk)
+    pick1_r0 <= \$428 ;
+  always @(posedge clk)
+    pick1_r1 <= \$429 ;
+  always @(posedge clk)
+    pick1_r2 <= \$430 ;
+  always @(posedge clk)
+    pick1_r3 <= \$431 ;
+  always @(posedge clk)
+    pick1_r4 <= \$432 ;
+  always @(posedge clk)
+    pick1_r5 <= \$433 ;
+  always @(posedge clk)
+    pick1_r6 <= \$434 ;
+  always @(posedge clk)
+    pick1_r7 <= \$435 ;
+  always @(posedge clk)
+    pick_header_r0 <= \$436 ;
+  always @(posedge clk)
+    pick_header_r1 <= \$437 ;
+  always @(posedge clk)
+    pick_header_r2 <= \$438 ;
+  always @(posedge clk)
+    pick_header_r3 <= \$439 ;
   \ace_nic_small.tx1.hdr_check  hdr_check (
     .check(check),
     .\port$0$2 (node_id),
-    .\port$4190$0 (slot_credit),
-    .\port$4192$0 (slot_ch),
-    .\port$4194$0 (slot_tag),
-    .\port$4196$0 (slot_length)
+    .\port$4372$0 (slot_credit),
+    .\port$4374$0 (slot_ch),
+    .\port$4376$0 (slot_tag),
+    .\port$4378$0 (slot_length)
   );
   \ace_nic_small.tx1.out_skid  out_skid (
     .clk(clk),
@@ -16287,185 +16366,44 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     .in_ready(i__ready),
     .o__ready(o__ready),
     .out_valid(link__tvalid),
-    .\port$2025$0 (\$437 ),
-    .\port$2026$0 (\$438 ),
-    .\port$2027$0 (\$439 ),
-    .\port$2028$0 (\$440 ),
-    .\port$2029$0 (\$441 ),
-    .\port$2030$0 (\$442 ),
-    .\port$2031$0 (\$443 ),
-    .\port$2032$0 (\$444 ),
-    .\port$2033$0 (link__tkeep),
-    .\port$2034$0 (\$445 ),
+    .\port$2043$0 (\$440 ),
+    .\port$2044$0 (\$441 ),
+    .\port$2045$0 (\$442 ),
+    .\port$2046$0 (\$443 ),
+    .\port$2047$0 (\$444 ),
+    .\port$2048$0 (\$445 ),
+    .\port$2049$0 (\$446 ),
+    .\port$2050$0 (\$447 ),
+    .\port$2051$0 (link__tkeep),
+    .\port$2052$0 (\$448 ),
     .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$17  = data__0__valid;
-      1'h1:
-          \$17  = data__1__valid;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    (* full_case = 32'd1 *)
-    casez (grant_ch)
-      1'h0:
-          \$191  = owed0;
-      1'h1:
-          \$191  = owed1;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    (* full_case = 32'd1 *)
-    casez (grant_ch)
-      1'h0:
-          \$192  = cmd__0__payload[8:1];
-      1'h1:
-          \$192  = cmd__1__payload[8:1];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    (* full_case = 32'd1 *)
-    casez (grant_ch)
-      1'h0:
-          \$193  = cmd__0__payload[19:9];
-      1'h1:
-          \$193  = cmd__1__payload[19:9];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    (* full_case = 32'd1 *)
-    casez (grant_ch)
-      1'h0:
-          \$194  = \$2 [6:0];
-      1'h1:
-          \$194  = \$7 [6:0];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     owed0_returned = 6'h00;
-    if (\$5 ) begin
+    if (ch0_credit_granted) begin
       owed0_returned = slot_length[5:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    credits0_spent = 7'h00;
+    if (ch0_data_granted) begin
+      credits0_spent = slot_beats;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     owed1_returned = 6'h00;
-    if (\$10 ) begin
+    if (ch1_credit_granted) begin
       owed1_returned = slot_length[5:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    rr_pick = 1'h0;
-    (* full_case = 32'd1 *)
-    casez (rr_last)
-      1'h0:
-        begin
-          if (ch0_eligible) begin
-            rr_pick = 1'h0;
-          end
-          if (ch1_eligible) begin
-            rr_pick = 1'h1;
-          end
-        end
-      1'h1:
-        begin
-          if (ch1_eligible) begin
-            rr_pick = 1'h1;
-          end
-          if (ch0_eligible) begin
-            rr_pick = 1'h0;
-          end
-        end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    urgent_pick = 1'h0;
-    if (ch1_urgent) begin
-      urgent_pick = 1'h1;
-    end
-    if (ch0_urgent) begin
-      urgent_pick = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    pending_pick = 1'h0;
-    if (ch1_pending) begin
-      pending_pick = 1'h1;
-    end
-    if (ch0_pending) begin
-      pending_pick = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    grant = 1'h0;
-    if (\$11 ) begin
-      if (\$12 ) begin
-        grant = 1'h1;
-      end else if (\$13 ) begin
-        grant = 1'h1;
-      end else if (\$14 ) begin
-        grant = 1'h1;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    grant_credit = 1'h0;
-    if (\$11 ) begin
-      if (\$12 ) begin
-        grant_credit = 1'h1;
-      end else if (\$13 ) begin
-      end else if (\$14 ) begin
-        grant_credit = 1'h1;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    grant_ch = 1'h0;
-    if (\$11 ) begin
-      if (\$12 ) begin
-        grant_ch = urgent_pick;
-      end else if (\$13 ) begin
-        grant_ch = rr_pick;
-      end else if (\$14 ) begin
-        grant_ch = pending_pick;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    cmd__0__ready = 1'h0;
-    if (grant) begin
-      (* full_case = 32'd1 *)
-      if (grant_credit) begin
-      end else begin
-        cmd__0__ready = \$15 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    cmd__1__ready = 1'h0;
-    if (grant) begin
-      (* full_case = 32'd1 *)
-      if (grant_credit) begin
-      end else begin
-        cmd__1__ready = \$16 ;
-      end
+    credits1_spent = 7'h00;
+    if (ch1_data_granted) begin
+      credits1_spent = slot_beats;
     end
   end
   always @* begin
@@ -16475,7 +16413,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
       1'h0:
           i__valid = slot_valid;
       1'h1:
-          i__valid = \$17 ;
+          i__valid = \$47 ;
     endcase
   end
   always @* begin
@@ -16493,11 +16431,11 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
         begin
           i__payload[143:128] = keep;
           i__payload[144] = is_last;
-          i__payload[150:146] = \$18 ;
+          i__payload[150:146] = \$48 ;
         end
     endcase
     begin
-        i__payload[127:0] = { \$82 , \$77 , \$72 , \$67 , \$62 , \$55 , \$48 , \$41  };
+        i__payload[127:0] = { \$110 , \$105 , \$100 , \$95 , \$90 , \$83 , \$76 , \$69  };
     end
   end
   always @* begin
@@ -16508,7 +16446,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
       1'h0:
           /* empty */;
       1'h1:
-          data__0__ready = \$20 ;
+          data__0__ready = \$49 ;
     endcase
   end
   always @* begin
@@ -16519,73 +16457,143 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
       1'h0:
           /* empty */;
       1'h1:
-          data__1__ready = \$22 ;
+          data__1__ready = \$50 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$386  = payload_bytes;
-    if (take) begin
-      \$386  = \$97 [47:0];
-    end
+    \$376  = take;
     if (rst) begin
-      \$386  = 48'h000000000000;
+      \$376  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$387  = header_bytes;
-    if (take) begin
-      if (\$445 [1]) begin
-        \$387  = \$98 [47:0];
-      end
-    end
+    \$377  = \$114 ;
     if (rst) begin
-      \$387  = 48'h000000000000;
+      \$377  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$388  = \$99 [47:0];
+    \$378  = \$115 ;
     if (rst) begin
-      \$388  = 48'h000000000000;
+      \$378  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$389  = \$102 [47:0];
+    \$379  = \$116 ;
     if (rst) begin
-      \$389  = 48'h000000000000;
+      \$379  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$390  = \$111 ;
+    \$380  = \$117 [47:0];
+    if (rst) begin
+      \$380  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$381  = \$118 [47:0];
+    if (rst) begin
+      \$381  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$382  = \$119 [47:0];
+    if (rst) begin
+      \$382  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$383  = header_bytes;
+    if (header_q) begin
+      \$383  = \$120 [47:0];
+    end
+    if (rst) begin
+      \$383  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$384  = \$125 ;
+    if (rst) begin
+      \$384  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$385  = \$128 ;
+    if (rst) begin
+      \$385  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$386  = \$133 ;
+    if (rst) begin
+      \$386  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$387  = owed0_quiet;
+    if (freed__0) begin
+      \$387  = 3'h0;
+    end else if (\$134 ) begin
+      \$387  = \$135 [2:0];
+    end
+    if (rst) begin
+      \$387  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$388  = \$152 ;
+    if (rst) begin
+      \$388  = 6'h20;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$389  = \$154 [5:0];
+    if (rst) begin
+      \$389  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$390  = \$159 ;
     if (rst) begin
       \$390  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$391  = \$117 ;
+    \$391  = \$162 ;
     if (rst) begin
       \$391  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$392  = \$125 ;
+    \$392  = \$167 ;
     if (rst) begin
       \$392  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$393  = owed0_quiet;
-    if (freed__0) begin
+    \$393  = owed1_quiet;
+    if (freed__1) begin
       \$393  = 3'h0;
-    end else if (\$126 ) begin
-      \$393  = \$127 [2:0];
+    end else if (\$168 ) begin
+      \$393  = \$169 [2:0];
     end
     if (rst) begin
       \$393  = 3'h0;
@@ -16593,489 +16601,509 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$394  = \$144 [5:0];
+    \$394  = \$186 ;
     if (rst) begin
       \$394  = 6'h20;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$395  = \$146 [5:0];
+    \$395  = \$188 [5:0];
     if (rst) begin
       \$395  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$396  = \$155 ;
+    \$396  = grant;
     if (rst) begin
       \$396  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$397  = \$161 ;
+    \$397  = ch0_data_grant;
     if (rst) begin
       \$397  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$398  = \$169 ;
+    \$398  = ch0_credit_grant;
     if (rst) begin
       \$398  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$399  = owed1_quiet;
-    if (freed__1) begin
-      \$399  = 3'h0;
-    end else if (\$170 ) begin
-      \$399  = \$171 [2:0];
-    end
+    \$399  = ch1_data_grant;
     if (rst) begin
-      \$399  = 3'h0;
+      \$399  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$400  = \$188 [5:0];
+    \$400  = ch1_credit_grant;
     if (rst) begin
-      \$400  = 6'h20;
+      \$400  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$401  = \$190 [5:0];
+    \$401  = slot_valid;
+    if (grant) begin
+      \$401  = 1'h1;
+    end
+    casez (tx_fsm_state)
+      1'h0:
+          if (\$213 ) begin
+            \$401  = 1'h0;
+          end
+    endcase
     if (rst) begin
-      \$401  = 6'h00;
+      \$401  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$402  = grant;
+    \$402  = slot_credit;
+    if (grant) begin
+      \$402  = \$189 ;
+    end
     if (rst) begin
       \$402  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$403  = slot_valid;
+    \$403  = slot_ch;
     if (grant) begin
-      \$403  = 1'h1;
+      \$403  = \$195 ;
     end
-    casez (tx_fsm_state)
-      1'h0:
-          if (\$195 ) begin
-            \$403  = 1'h0;
-          end
-    endcase
     if (rst) begin
       \$403  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$404  = slot_credit;
+    \$404  = slot_tag;
     if (grant) begin
-      \$404  = grant_credit;
+      \$404  = \$199 ;
     end
     if (rst) begin
-      \$404  = 1'h0;
+      \$404  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$405  = slot_ch;
+    \$405  = slot_length;
     if (grant) begin
-      \$405  = grant_ch;
+      \$405  = { 6'h00, \$207  };
     end
     if (rst) begin
-      \$405  = 1'h0;
+      \$405  = 17'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$406  = slot_tag;
+    \$406  = slot_beats;
     if (grant) begin
-      (* full_case = 32'd1 *)
-      if (grant_credit) begin
-        \$406  = 8'h00;
-      end else begin
-        \$406  = \$192 ;
-      end
+      \$406  = \$211 ;
     end
     if (rst) begin
-      \$406  = 8'h00;
+      \$406  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$407  = slot_length;
+    \$407  = slot_data_ch0;
     if (grant) begin
-      (* full_case = 32'd1 *)
-      if (grant_credit) begin
-        \$407  = { 11'h000, \$191  };
-      end else begin
-        \$407  = { 6'h00, \$193  };
-      end
+      \$407  = ch0_data_grant;
     end
-    if (rst) begin
-      \$407  = 17'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$408  = slot_beats;
-    if (grant) begin
-      (* full_case = 32'd1 *)
-      if (grant_credit) begin
-        \$408  = 7'h00;
-      end else begin
-        \$408  = \$194 ;
-      end
-    end
-    if (rst) begin
-      \$408  = 7'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$409  = rr_last;
-    if (grant) begin
-      (* full_case = 32'd1 *)
-      if (grant_credit) begin
-      end else begin
-        \$409  = grant_ch;
-      end
-    end
-    if (rst) begin
-      \$409  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$410  = cur;
     casez (tx_fsm_state)
       1'h0:
-          if (\$195 ) begin
-            if (\$196 ) begin
-              \$410  = slot_ch;
-            end
+          if (\$213 ) begin
+            \$407  = 1'h0;
           end
     endcase
+    if (rst) begin
+      \$407  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$408  = slot_data_ch1;
+    if (grant) begin
+      \$408  = ch1_data_grant;
+    end
+    casez (tx_fsm_state)
+      1'h0:
+          if (\$213 ) begin
+            \$408  = 1'h0;
+          end
+    endcase
+    if (rst) begin
+      \$408  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$409  = rr_last0;
+    if (\$212 ) begin
+      \$409  = ch0_data_grant;
+    end
+    if (rst) begin
+      \$409  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$410  = rr_last1;
+    if (\$212 ) begin
+      \$410  = ch1_data_grant;
+    end
     if (rst) begin
       \$410  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$411  = beats_left;
+    \$411  = cur;
+    casez (tx_fsm_state)
+      1'h0:
+          if (\$213 ) begin
+            if (\$214 ) begin
+              \$411  = slot_ch;
+            end
+          end
+    endcase
+    if (rst) begin
+      \$411  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$412  = beats_left;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
       1'h0:
-          if (\$195 ) begin
-            if (\$196 ) begin
-              \$411  = slot_beats;
+          if (\$213 ) begin
+            if (\$214 ) begin
+              \$412  = slot_beats;
             end
           end
       1'h1:
-          if (\$345 ) begin
-            \$411  = \$346 [6:0];
+          if (\$363 ) begin
+            \$412  = \$364 [6:0];
           end
     endcase
     if (rst) begin
-      \$411  = 7'h00;
+      \$412  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$412  = last_bytes;
+    \$413  = last_bytes;
     casez (tx_fsm_state)
       1'h0:
-          if (\$195 ) begin
-            if (\$196 ) begin
-              \$412  = \$199 [4:0];
+          if (\$213 ) begin
+            if (\$214 ) begin
+              \$413  = \$217 [4:0];
             end
           end
     endcase
     if (rst) begin
-      \$412  = 5'h00;
+      \$413  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$413  = is_last;
+    \$414  = is_last;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
       1'h0:
-          if (\$195 ) begin
-            if (\$196 ) begin
-              \$413  = \$200 ;
+          if (\$213 ) begin
+            if (\$214 ) begin
+              \$414  = \$218 ;
             end
           end
       1'h1:
-          if (\$345 ) begin
-            \$413  = \$347 ;
+          if (\$363 ) begin
+            \$414  = \$365 ;
           end
     endcase
     if (rst) begin
-      \$413  = 1'h0;
+      \$414  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$414  = last_keep;
+    \$415  = last_keep;
     casez (tx_fsm_state)
       1'h0:
-          if (\$195 ) begin
-            if (\$196 ) begin
-              \$414 [0] = \$203 ;
-              \$414 [1] = \$212 ;
-              \$414 [2] = \$221 ;
-              \$414 [3] = \$230 ;
-              \$414 [4] = \$239 ;
-              \$414 [5] = \$248 ;
-              \$414 [6] = \$257 ;
-              \$414 [7] = \$266 ;
-              \$414 [8] = \$275 ;
-              \$414 [9] = \$284 ;
-              \$414 [10] = \$293 ;
-              \$414 [11] = \$302 ;
-              \$414 [12] = \$311 ;
-              \$414 [13] = \$320 ;
-              \$414 [14] = \$329 ;
-              \$414 [15] = \$338 ;
+          if (\$213 ) begin
+            if (\$214 ) begin
+              \$415 [0] = \$221 ;
+              \$415 [1] = \$230 ;
+              \$415 [2] = \$239 ;
+              \$415 [3] = \$248 ;
+              \$415 [4] = \$257 ;
+              \$415 [5] = \$266 ;
+              \$415 [6] = \$275 ;
+              \$415 [7] = \$284 ;
+              \$415 [8] = \$293 ;
+              \$415 [9] = \$302 ;
+              \$415 [10] = \$311 ;
+              \$415 [11] = \$320 ;
+              \$415 [12] = \$329 ;
+              \$415 [13] = \$338 ;
+              \$415 [14] = \$347 ;
+              \$415 [15] = \$356 ;
             end
           end
     endcase
     if (rst) begin
-      \$414  = 16'h0000;
+      \$415  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$415  = keep;
+    \$416  = keep;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
       1'h0:
-          if (\$195 ) begin
-            if (\$196 ) begin
-              \$415 [0] = \$209 ;
-              \$415 [1] = \$218 ;
-              \$415 [2] = \$227 ;
-              \$415 [3] = \$236 ;
-              \$415 [4] = \$245 ;
-              \$415 [5] = \$254 ;
-              \$415 [6] = \$263 ;
-              \$415 [7] = \$272 ;
-              \$415 [8] = \$281 ;
-              \$415 [9] = \$290 ;
-              \$415 [10] = \$299 ;
-              \$415 [11] = \$308 ;
-              \$415 [12] = \$317 ;
-              \$415 [13] = \$326 ;
-              \$415 [14] = \$335 ;
-              \$415 [15] = \$344 ;
+          if (\$213 ) begin
+            if (\$214 ) begin
+              \$416 [0] = \$227 ;
+              \$416 [1] = \$236 ;
+              \$416 [2] = \$245 ;
+              \$416 [3] = \$254 ;
+              \$416 [4] = \$263 ;
+              \$416 [5] = \$272 ;
+              \$416 [6] = \$281 ;
+              \$416 [7] = \$290 ;
+              \$416 [8] = \$299 ;
+              \$416 [9] = \$308 ;
+              \$416 [10] = \$317 ;
+              \$416 [11] = \$326 ;
+              \$416 [12] = \$335 ;
+              \$416 [13] = \$344 ;
+              \$416 [14] = \$353 ;
+              \$416 [15] = \$362 ;
             end
           end
       1'h1:
-          if (\$345 ) begin
-            \$415  = \$349 [15:0];
+          if (\$363 ) begin
+            \$416  = \$367 [15:0];
           end
     endcase
     if (rst) begin
-      \$415  = 16'hffff;
+      \$416  = 16'hffff;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$416  = tx_fsm_state;
+    \$417  = tx_fsm_state;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
       1'h0:
-          if (\$195 ) begin
-            if (\$196 ) begin
-              \$416  = 1'h1;
+          if (\$213 ) begin
+            if (\$214 ) begin
+              \$417  = 1'h1;
             end
           end
       1'h1:
-          if (\$345 ) begin
+          if (\$363 ) begin
             if (is_last) begin
-              \$416  = 1'h0;
+              \$417  = 1'h0;
             end
           end
     endcase
-    if (rst) begin
-      \$416  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$417  = \$351 ;
     if (rst) begin
       \$417  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$418  = \$353 ;
+    \$418  = sending0_next;
     if (rst) begin
       \$418  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$419  = \$355 ;
+    \$419  = sending1_next;
     if (rst) begin
       \$419  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$420  = \$357 ;
+    \$420  = sending0_next;
     if (rst) begin
       \$420  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$421  = \$359 ;
+    \$421  = sending0_next;
     if (rst) begin
       \$421  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$422  = \$361 ;
+    \$422  = sending0_next;
     if (rst) begin
       \$422  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$423  = \$363 ;
+    \$423  = sending0_next;
     if (rst) begin
       \$423  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$424  = \$365 ;
+    \$424  = sending0_next;
     if (rst) begin
       \$424  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$425  = \$367 ;
+    \$425  = sending0_next;
     if (rst) begin
       \$425  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$426  = \$369 ;
+    \$426  = sending0_next;
     if (rst) begin
       \$426  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$427  = \$371 ;
+    \$427  = sending0_next;
     if (rst) begin
       \$427  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$428  = \$373 ;
+    \$428  = sending1_next;
     if (rst) begin
       \$428  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$429  = \$375 ;
+    \$429  = sending1_next;
     if (rst) begin
       \$429  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$430  = \$377 ;
+    \$430  = sending1_next;
     if (rst) begin
       \$430  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$431  = \$379 ;
+    \$431  = sending1_next;
     if (rst) begin
       \$431  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$432  = \$381 ;
+    \$432  = sending1_next;
     if (rst) begin
       \$432  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$433  = \$382 ;
+    \$433  = sending1_next;
     if (rst) begin
-      \$433  = 1'h1;
+      \$433  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$434  = \$383 ;
+    \$434  = sending1_next;
     if (rst) begin
-      \$434  = 1'h1;
+      \$434  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$435  = \$384 ;
+    \$435  = sending1_next;
     if (rst) begin
-      \$435  = 1'h1;
+      \$435  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$436  = \$385 ;
+    \$436  = \$369 ;
     if (rst) begin
       \$436  = 1'h1;
     end
   end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$437  = \$371 ;
+    if (rst) begin
+      \$437  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$438  = \$373 ;
+    if (rst) begin
+      \$438  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$439  = \$375 ;
+    if (rst) begin
+      \$439  = 1'h1;
+    end
+  end
   assign o__valid = link__tvalid;
-  assign link__tdata = { \$444 , \$443 , \$442 , \$441 , \$440 , \$439 , \$438 , \$437  };
-  assign o__payload = { \$445 , link__tkeep, \$444 , \$443 , \$442 , \$441 , \$440 , \$439 , \$438 , \$437  };
+  assign link__tdata = { \$447 , \$446 , \$445 , \$444 , \$443 , \$442 , \$441 , \$440  };
+  assign o__payload = { \$448 , link__tkeep, \$447 , \$446 , \$445 , \$444 , \$443 , \$442 , \$441 , \$440  };
   assign link__tready = o__ready;
   assign credits0_q = credits__0;
   assign cmd0_beats = \$2 [6:0];
   assign credits1_q = credits__1;
-  assign cmd1_beats = \$7 [6:0];
+  assign cmd1_beats = \$4 [6:0];
+  assign cmd__0__ready = ch0_data_grant;
+  assign cmd__1__ready = ch1_data_grant;
   assign header = { 15'h0000, slot_length, slot_tag, 7'h00, slot_ch, node_id, 1'h0, slot_credit, 6'h0a };
-  assign data__0__payload = { \port$3046$0 , \port$3045$0 , \port$3044$0 , \port$3043$0 , \port$3042$0 , \port$3041$0 , \port$3040$0 , \port$3039$0  };
-  assign data__1__payload = { \port$3142$0 , \port$3141$0 , \port$3140$0 , \port$3139$0 , \port$3138$0 , \port$3137$0 , \port$3136$0 , \port$3135$0  };
-  assign \port$2025$0  = \$437 ;
-  assign \port$2026$0  = \$438 ;
-  assign \port$2027$0  = \$439 ;
-  assign \port$2028$0  = \$440 ;
-  assign \port$2029$0  = \$441 ;
-  assign \port$2030$0  = \$442 ;
-  assign \port$2031$0  = \$443 ;
-  assign \port$2032$0  = \$444 ;
-  assign link__tlast = \$445 [0];
-  assign \o__payload.data  = { \$444 , \$443 , \$442 , \$441 , \$440 , \$439 , \$438 , \$437  };
+  assign data__0__payload = { \port$3154$0 , \port$3153$0 , \port$3152$0 , \port$3151$0 , \port$3150$0 , \port$3149$0 , \port$3148$0 , \port$3147$0  };
+  assign data__1__payload = { \port$3260$0 , \port$3259$0 , \port$3258$0 , \port$3257$0 , \port$3256$0 , \port$3255$0 , \port$3254$0 , \port$3253$0  };
+  assign \port$2043$0  = \$440 ;
+  assign \port$2044$0  = \$441 ;
+  assign \port$2045$0  = \$442 ;
+  assign \port$2046$0  = \$443 ;
+  assign \port$2047$0  = \$444 ;
+  assign \port$2048$0  = \$445 ;
+  assign \port$2049$0  = \$446 ;
+  assign \port$2050$0  = \$447 ;
+  assign link__tlast = \$448 [0];
+  assign \o__payload.data  = { \$447 , \$446 , \$445 , \$444 , \$443 , \$442 , \$441 , \$440  };
   assign \o__payload.keep  = link__tkeep;
-  assign \o__payload.last  = \$445 [0];
-  assign \o__payload.header  = \$445 [1];
-  assign \o__payload.bytes  = \$445 [6:2];
+  assign \o__payload.last  = \$448 [0];
+  assign \o__payload.header  = \$448 [1];
+  assign \o__payload.bytes  = \$448 [6:2];
   assign \cmd__0__payload.link  = cmd__0__payload[0];
   assign \cmd__0__payload.tag  = cmd__0__payload[8:1];
   assign \cmd__0__payload.length  = cmd__0__payload[19:9];
@@ -17097,39 +17125,34 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   assign \i__payload.last  = i__payload[144];
   assign \i__payload.header  = i__payload[145];
   assign \i__payload.bytes  = i__payload[150:146];
-  assign \data__0__payload.data  = { \port$3046$0 , \port$3045$0 , \port$3044$0 , \port$3043$0 , \port$3042$0 , \port$3041$0 , \port$3040$0 , \port$3039$0  };
-  assign \data__1__payload.data  = { \port$3142$0 , \port$3141$0 , \port$3140$0 , \port$3139$0 , \port$3138$0 , \port$3137$0 , \port$3136$0 , \port$3135$0  };
+  assign \data__0__payload.data  = { \port$3154$0 , \port$3153$0 , \port$3152$0 , \port$3151$0 , \port$3150$0 , \port$3149$0 , \port$3148$0 , \port$3147$0  };
+  assign \data__1__payload.data  = { \port$3260$0 , \port$3259$0 , \port$3258$0 , \port$3257$0 , \port$3256$0 , \port$3255$0 , \port$3254$0 , \port$3253$0  };
   assign \$2  = { 4'h0, \$1 [11:4] };
-  assign \$7  = { 4'h0, \$6 [11:4] };
-  assign \$8  = slot_ch;
-  assign \$16  = grant_ch;
-  assign \$21  = cur;
-  assign \$96  = tx_fsm_state;
-  assign \$36  = \$35 ;
-  assign \$43  = \$42 ;
-  assign \$50  = \$49 ;
-  assign \$57  = \$56 ;
+  assign \$4  = { 4'h0, \$3 [11:4] };
+  assign \$9  = ch1_eligible;
+  assign \$26  = ch0_eligible;
+  assign \$32  = ch0_urgent;
+  assign \$40  = ch0_pending;
   assign \$64  = \$63 ;
-  assign \$69  = \$68 ;
-  assign \$74  = \$73 ;
-  assign \$79  = \$78 ;
-  assign \$91  = slot_ch;
-  assign \$93  = cur;
-  assign \$103  = { 3'h0, credits__0, 4'h0 };
-  assign \$147  = { 3'h0, credits__1, 4'h0 };
-  assign \$150  = slot_ch;
-  assign \$157  = slot_ch;
-  assign \$165  = slot_ch;
-  assign \$174  = slot_ch;
-  assign \$182  = slot_ch;
-  assign \$198 [17:4] = 14'h0000;
-  assign \$198 [3:0] = \$197 [3:0];
-  assign \$202 [17:4] = 14'h0000;
-  assign \$202 [3:0] = \$201 [3:0];
-  assign \$207 [17:4] = 14'h0000;
-  assign \$207 [3:0] = \$206 [3:0];
-  assign \$211 [17:4] = 14'h0000;
-  assign \$211 [3:0] = \$210 [3:0];
+  assign \$71  = \$70 ;
+  assign \$78  = \$77 ;
+  assign \$85  = \$84 ;
+  assign \$92  = \$91 ;
+  assign \$97  = \$96 ;
+  assign \$102  = \$101 ;
+  assign \$107  = \$106 ;
+  assign \$112  = tx_fsm_state;
+  assign \$121  = { 3'h0, credits__0, 4'h0 };
+  assign \$148  = { \$147 , 1'h0 };
+  assign \$155  = { 3'h0, credits__1, 4'h0 };
+  assign \$182  = { \$181 , 1'h0 };
+  assign \$191  = 1'h0;
+  assign \$192  = 1'h0;
+  assign \$194  = \$193 ;
+  assign \$195  = \$193 ;
+  assign \$197  = \$196 ;
+  assign \$201  = \$200 ;
+  assign \$209  = \$208 ;
   assign \$216 [17:4] = 14'h0000;
   assign \$216 [3:0] = \$215 [3:0];
   assign \$220 [17:4] = 14'h0000;
@@ -17188,18 +17211,18 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   assign \$337 [3:0] = \$336 [3:0];
   assign \$342 [17:4] = 14'h0000;
   assign \$342 [3:0] = \$341 [3:0];
-  assign \$366  = cur_next;
-  assign \$368  = cur_next;
-  assign \$370  = cur_next;
-  assign \$372  = cur_next;
-  assign \$374  = cur_next;
-  assign \$376  = cur_next;
-  assign \$378  = cur_next;
-  assign \$380  = cur_next;
+  assign \$346 [17:4] = 14'h0000;
+  assign \$346 [3:0] = \$345 [3:0];
+  assign \$351 [17:4] = 14'h0000;
+  assign \$351 [3:0] = \$350 [3:0];
+  assign \$355 [17:4] = 14'h0000;
+  assign \$355 [3:0] = \$354 [3:0];
+  assign \$360 [17:4] = 14'h0000;
+  assign \$360 [3:0] = \$359 [3:0];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.tx1.hdr_check (\port$4190$0 , \port$4192$0 , \port$4194$0 , \port$4196$0 , check, \port$0$2 );
+module \ace_nic_small.tx1.hdr_check (\port$4372$0 , \port$4374$0 , \port$4376$0 , \port$4378$0 , check, \port$0$2 );
   wire \$1 ;
   wire \$10 ;
   wire \$100 ;
@@ -17447,155 +17470,155 @@ module \ace_nic_small.tx1.hdr_check (\port$4190$0 , \port$4192$0 , \port$4194$0 
   wire ok;
   input [7:0] \port$0$2 ;
   wire [7:0] \port$0$2 ;
-  input \port$4190$0 ;
-  wire \port$4190$0 ;
-  input \port$4192$0 ;
-  wire \port$4192$0 ;
-  input [7:0] \port$4194$0 ;
-  wire [7:0] \port$4194$0 ;
-  input [16:0] \port$4196$0 ;
-  wire [16:0] \port$4196$0 ;
+  input \port$4372$0 ;
+  wire \port$4372$0 ;
+  input \port$4374$0 ;
+  wire \port$4374$0 ;
+  input [7:0] \port$4376$0 ;
+  wire [7:0] \port$4376$0 ;
+  input [16:0] \port$4378$0 ;
+  wire [16:0] \port$4378$0 ;
   assign \$7  = \$6  ^ \port$0$2 [0];
   assign \$8  = \$7  ^ \port$0$2 [3];
   assign \$9  = \$8  ^ \port$0$2 [5];
-  assign \$13  = \$12  ^ \port$4194$0 [4];
-  assign \$14  = \$13  ^ \port$4194$0 [6];
-  assign \$15  = \$14  ^ \port$4194$0 [7];
-  assign \$16  = \$15  ^ \port$4196$0 [0];
-  assign \$17  = \$16  ^ \port$4196$0 [2];
-  assign \$18  = \$17  ^ \port$4196$0 [3];
-  assign \$19  = \$18  ^ \port$4196$0 [5];
-  assign \$20  = \$19  ^ \port$4196$0 [7];
-  assign \$21  = \$20  ^ \port$4196$0 [8];
-  assign \$22  = \$21  ^ \port$4196$0 [12];
-  assign \$23  = \$22  ^ \port$4196$0 [14];
-  assign \$24  = \$23  ^ \port$4196$0 [16];
+  assign \$13  = \$12  ^ \port$4376$0 [4];
+  assign \$14  = \$13  ^ \port$4376$0 [6];
+  assign \$15  = \$14  ^ \port$4376$0 [7];
+  assign \$16  = \$15  ^ \port$4378$0 [0];
+  assign \$17  = \$16  ^ \port$4378$0 [2];
+  assign \$18  = \$17  ^ \port$4378$0 [3];
+  assign \$19  = \$18  ^ \port$4378$0 [5];
+  assign \$20  = \$19  ^ \port$4378$0 [7];
+  assign \$21  = \$20  ^ \port$4378$0 [8];
+  assign \$22  = \$21  ^ \port$4378$0 [12];
+  assign \$23  = \$22  ^ \port$4378$0 [14];
+  assign \$24  = \$23  ^ \port$4378$0 [16];
   assign \$32  = \$31  ^ \port$0$2 [3];
   assign \$33  = \$32  ^ \port$0$2 [4];
   assign \$34  = \$33  ^ \port$0$2 [5];
   assign \$35  = \$34  ^ \port$0$2 [6];
-  assign \$36  = \$35  ^ \port$4192$0 ;
-  assign \$40  = \$39  ^ \port$4194$0 [0];
-  assign \$41  = \$40  ^ \port$4194$0 [4];
-  assign \$42  = \$41  ^ \port$4194$0 [5];
-  assign \$43  = \$42  ^ \port$4194$0 [6];
-  assign \$44  = \$43  ^ \port$4196$0 [0];
-  assign \$45  = \$44  ^ \port$4196$0 [1];
-  assign \$46  = \$45  ^ \port$4196$0 [2];
-  assign \$47  = \$46  ^ \port$4196$0 [4];
-  assign \$48  = \$47  ^ \port$4196$0 [5];
-  assign \$49  = \$48  ^ \port$4196$0 [6];
-  assign \$50  = \$49  ^ \port$4196$0 [7];
-  assign \$51  = \$50  ^ \port$4196$0 [9];
-  assign \$52  = \$51  ^ \port$4196$0 [12];
-  assign \$53  = \$52  ^ \port$4196$0 [13];
-  assign \$54  = \$53  ^ \port$4196$0 [14];
-  assign \$55  = \$54  ^ \port$4196$0 [15];
-  assign \$56  = \$55  ^ \port$4196$0 [16];
+  assign \$36  = \$35  ^ \port$4374$0 ;
+  assign \$40  = \$39  ^ \port$4376$0 [0];
+  assign \$41  = \$40  ^ \port$4376$0 [4];
+  assign \$42  = \$41  ^ \port$4376$0 [5];
+  assign \$43  = \$42  ^ \port$4376$0 [6];
+  assign \$44  = \$43  ^ \port$4378$0 [0];
+  assign \$45  = \$44  ^ \port$4378$0 [1];
+  assign \$46  = \$45  ^ \port$4378$0 [2];
+  assign \$47  = \$46  ^ \port$4378$0 [4];
+  assign \$48  = \$47  ^ \port$4378$0 [5];
+  assign \$49  = \$48  ^ \port$4378$0 [6];
+  assign \$50  = \$49  ^ \port$4378$0 [7];
+  assign \$51  = \$50  ^ \port$4378$0 [9];
+  assign \$52  = \$51  ^ \port$4378$0 [12];
+  assign \$53  = \$52  ^ \port$4378$0 [13];
+  assign \$54  = \$53  ^ \port$4378$0 [14];
+  assign \$55  = \$54  ^ \port$4378$0 [15];
+  assign \$56  = \$55  ^ \port$4378$0 [16];
   assign \$62  = \$61  ^ \port$0$2 [2];
   assign \$63  = \$62  ^ \port$0$2 [3];
   assign \$64  = \$63  ^ \port$0$2 [4];
   assign \$65  = \$64  ^ \port$0$2 [6];
   assign \$66  = \$65  ^ \port$0$2 [7];
-  assign \$71  = \$70  ^ \port$4194$0 [0];
-  assign \$72  = \$71  ^ \port$4194$0 [1];
-  assign \$73  = \$72  ^ \port$4194$0 [4];
-  assign \$74  = \$73  ^ \port$4194$0 [5];
-  assign \$75  = \$74  ^ \port$4196$0 [1];
-  assign \$76  = \$75  ^ \port$4196$0 [6];
-  assign \$77  = \$76  ^ \port$4196$0 [8];
-  assign \$78  = \$77  ^ \port$4196$0 [10];
-  assign \$79  = \$78  ^ \port$4196$0 [12];
-  assign \$80  = \$79  ^ \port$4196$0 [13];
-  assign \$81  = \$80  ^ \port$4196$0 [15];
-  assign \$82  = \$81  ^ \port$4196$0 [16];
+  assign \$71  = \$70  ^ \port$4376$0 [0];
+  assign \$72  = \$71  ^ \port$4376$0 [1];
+  assign \$73  = \$72  ^ \port$4376$0 [4];
+  assign \$74  = \$73  ^ \port$4376$0 [5];
+  assign \$75  = \$74  ^ \port$4378$0 [1];
+  assign \$76  = \$75  ^ \port$4378$0 [6];
+  assign \$77  = \$76  ^ \port$4378$0 [8];
+  assign \$78  = \$77  ^ \port$4378$0 [10];
+  assign \$79  = \$78  ^ \port$4378$0 [12];
+  assign \$80  = \$79  ^ \port$4378$0 [13];
+  assign \$81  = \$80  ^ \port$4378$0 [15];
+  assign \$82  = \$81  ^ \port$4378$0 [16];
   assign \$91  = \$90  ^ \port$0$2 [3];
   assign \$92  = \$91  ^ \port$0$2 [4];
   assign \$93  = \$92  ^ \port$0$2 [5];
   assign \$94  = \$93  ^ \port$0$2 [7];
-  assign \$98  = \$97  ^ \port$4194$0 [1];
-  assign \$99  = \$98  ^ \port$4194$0 [2];
-  assign \$100  = \$99  ^ \port$4194$0 [5];
-  assign \$101  = \$100  ^ \port$4194$0 [6];
-  assign \$102  = \$101  ^ \port$4196$0 [0];
-  assign \$103  = \$102  ^ \port$4196$0 [2];
-  assign \$104  = \$103  ^ \port$4196$0 [7];
-  assign \$105  = \$104  ^ \port$4196$0 [9];
-  assign \$106  = \$105  ^ \port$4196$0 [11];
-  assign \$107  = \$106  ^ \port$4196$0 [13];
-  assign \$108  = \$107  ^ \port$4196$0 [14];
+  assign \$98  = \$97  ^ \port$4376$0 [1];
+  assign \$99  = \$98  ^ \port$4376$0 [2];
+  assign \$100  = \$99  ^ \port$4376$0 [5];
+  assign \$101  = \$100  ^ \port$4376$0 [6];
+  assign \$102  = \$101  ^ \port$4378$0 [0];
+  assign \$103  = \$102  ^ \port$4378$0 [2];
+  assign \$104  = \$103  ^ \port$4378$0 [7];
+  assign \$105  = \$104  ^ \port$4378$0 [9];
+  assign \$106  = \$105  ^ \port$4378$0 [11];
+  assign \$107  = \$106  ^ \port$4378$0 [13];
+  assign \$108  = \$107  ^ \port$4378$0 [14];
   assign \$118  = \$117  ^ \port$0$2 [4];
   assign \$119  = \$118  ^ \port$0$2 [5];
   assign \$120  = \$119  ^ \port$0$2 [6];
-  assign \$124  = \$123  ^ \port$4194$0 [0];
-  assign \$125  = \$124  ^ \port$4194$0 [2];
-  assign \$126  = \$125  ^ \port$4194$0 [3];
-  assign \$127  = \$126  ^ \port$4194$0 [6];
-  assign \$128  = \$127  ^ \port$4194$0 [7];
-  assign \$129  = \$128  ^ \port$4196$0 [1];
-  assign \$130  = \$129  ^ \port$4196$0 [3];
-  assign \$131  = \$130  ^ \port$4196$0 [8];
-  assign \$132  = \$131  ^ \port$4196$0 [10];
-  assign \$133  = \$132  ^ \port$4196$0 [12];
-  assign \$134  = \$133  ^ \port$4196$0 [14];
-  assign \$135  = \$134  ^ \port$4196$0 [15];
+  assign \$124  = \$123  ^ \port$4376$0 [0];
+  assign \$125  = \$124  ^ \port$4376$0 [2];
+  assign \$126  = \$125  ^ \port$4376$0 [3];
+  assign \$127  = \$126  ^ \port$4376$0 [6];
+  assign \$128  = \$127  ^ \port$4376$0 [7];
+  assign \$129  = \$128  ^ \port$4378$0 [1];
+  assign \$130  = \$129  ^ \port$4378$0 [3];
+  assign \$131  = \$130  ^ \port$4378$0 [8];
+  assign \$132  = \$131  ^ \port$4378$0 [10];
+  assign \$133  = \$132  ^ \port$4378$0 [12];
+  assign \$134  = \$133  ^ \port$4378$0 [14];
+  assign \$135  = \$134  ^ \port$4378$0 [15];
   assign \$144  = \$143  ^ \port$0$2 [2];
   assign \$145  = \$144  ^ \port$0$2 [5];
   assign \$146  = \$145  ^ \port$0$2 [6];
   assign \$147  = \$146  ^ \port$0$2 [7];
-  assign \$148  = \$147  ^ \port$4192$0 ;
-  assign \$151  = \$150  ^ \port$4194$0 [1];
-  assign \$152  = \$151  ^ \port$4194$0 [3];
-  assign \$153  = \$152  ^ \port$4194$0 [4];
-  assign \$154  = \$153  ^ \port$4194$0 [7];
-  assign \$155  = \$154  ^ \port$4196$0 [0];
-  assign \$156  = \$155  ^ \port$4196$0 [2];
-  assign \$157  = \$156  ^ \port$4196$0 [4];
-  assign \$158  = \$157  ^ \port$4196$0 [9];
-  assign \$159  = \$158  ^ \port$4196$0 [11];
-  assign \$160  = \$159  ^ \port$4196$0 [13];
-  assign \$161  = \$160  ^ \port$4196$0 [15];
+  assign \$148  = \$147  ^ \port$4374$0 ;
+  assign \$151  = \$150  ^ \port$4376$0 [1];
+  assign \$152  = \$151  ^ \port$4376$0 [3];
+  assign \$153  = \$152  ^ \port$4376$0 [4];
+  assign \$154  = \$153  ^ \port$4376$0 [7];
+  assign \$155  = \$154  ^ \port$4378$0 [0];
+  assign \$156  = \$155  ^ \port$4378$0 [2];
+  assign \$157  = \$156  ^ \port$4378$0 [4];
+  assign \$158  = \$157  ^ \port$4378$0 [9];
+  assign \$159  = \$158  ^ \port$4378$0 [11];
+  assign \$160  = \$159  ^ \port$4378$0 [13];
+  assign \$161  = \$160  ^ \port$4378$0 [15];
   assign \$170  = \$169  ^ \port$0$2 [1];
   assign \$171  = \$170  ^ \port$0$2 [3];
   assign \$172  = \$171  ^ \port$0$2 [6];
   assign \$173  = \$172  ^ \port$0$2 [7];
-  assign \$174  = \$173  ^ \port$4192$0 ;
-  assign \$178  = \$177  ^ \port$4194$0 [2];
-  assign \$179  = \$178  ^ \port$4194$0 [4];
-  assign \$180  = \$179  ^ \port$4194$0 [5];
-  assign \$181  = \$180  ^ \port$4196$0 [0];
-  assign \$182  = \$181  ^ \port$4196$0 [1];
-  assign \$183  = \$182  ^ \port$4196$0 [3];
-  assign \$184  = \$183  ^ \port$4196$0 [5];
-  assign \$185  = \$184  ^ \port$4196$0 [10];
-  assign \$186  = \$185  ^ \port$4196$0 [12];
-  assign \$187  = \$186  ^ \port$4196$0 [14];
+  assign \$174  = \$173  ^ \port$4374$0 ;
+  assign \$178  = \$177  ^ \port$4376$0 [2];
+  assign \$179  = \$178  ^ \port$4376$0 [4];
+  assign \$180  = \$179  ^ \port$4376$0 [5];
+  assign \$181  = \$180  ^ \port$4378$0 [0];
+  assign \$182  = \$181  ^ \port$4378$0 [1];
+  assign \$183  = \$182  ^ \port$4378$0 [3];
+  assign \$184  = \$183  ^ \port$4378$0 [5];
+  assign \$185  = \$184  ^ \port$4378$0 [10];
+  assign \$186  = \$185  ^ \port$4378$0 [12];
+  assign \$187  = \$186  ^ \port$4378$0 [14];
   assign \$198  = \$197  ^ \port$0$2 [4];
   assign \$199  = \$198  ^ \port$0$2 [7];
-  assign \$204  = \$203  ^ \port$4194$0 [3];
-  assign \$205  = \$204  ^ \port$4194$0 [5];
-  assign \$206  = \$205  ^ \port$4194$0 [6];
-  assign \$207  = \$206  ^ \port$4196$0 [1];
-  assign \$208  = \$207  ^ \port$4196$0 [2];
-  assign \$209  = \$208  ^ \port$4196$0 [4];
-  assign \$210  = \$209  ^ \port$4196$0 [6];
-  assign \$211  = \$210  ^ \port$4196$0 [11];
-  assign \$212  = \$211  ^ \port$4196$0 [13];
-  assign \$213  = \$212  ^ \port$4196$0 [15];
+  assign \$204  = \$203  ^ \port$4376$0 [3];
+  assign \$205  = \$204  ^ \port$4376$0 [5];
+  assign \$206  = \$205  ^ \port$4376$0 [6];
+  assign \$207  = \$206  ^ \port$4378$0 [1];
+  assign \$208  = \$207  ^ \port$4378$0 [2];
+  assign \$209  = \$208  ^ \port$4378$0 [4];
+  assign \$210  = \$209  ^ \port$4378$0 [6];
+  assign \$211  = \$210  ^ \port$4378$0 [11];
+  assign \$212  = \$211  ^ \port$4378$0 [13];
+  assign \$213  = \$212  ^ \port$4378$0 [15];
   assign ok = ! check;
-  assign \$auto$rtlil.cc:2739:Not$18  = ~ \port$4190$0 ;
+  assign \$auto$rtlil.cc:2739:Not$18  = ~ \port$4372$0 ;
   assign \$auto$rtlil.cc:2739:Not$20  = ~ \port$0$2 [1];
   assign \$auto$rtlil.cc:2739:Not$22  = ~ \port$0$2 [1];
-  assign \$auto$rtlil.cc:2739:Not$24  = ~ \port$4190$0 ;
-  assign header = { 15'h0000, \port$4196$0 , \port$4194$0 , 7'h00, \port$4192$0 , \port$0$2 , 1'h0, \port$4190$0 , 6'h0a };
+  assign \$auto$rtlil.cc:2739:Not$24  = ~ \port$4372$0 ;
+  assign header = { 15'h0000, \port$4378$0 , \port$4376$0 , 7'h00, \port$4374$0 , \port$0$2 , 1'h0, \port$4372$0 , 6'h0a };
   assign \header.magic  = 4'ha;
   assign \header.version  = 2'h0;
-  assign \header.ptype  = { 1'h0, \port$4190$0  };
+  assign \header.ptype  = { 1'h0, \port$4372$0  };
   assign \header.src  = \port$0$2 ;
-  assign \header.channel  = { 3'h0, \port$4192$0  };
+  assign \header.channel  = { 3'h0, \port$4374$0  };
   assign \header.rsvd0  = 4'h0;
-  assign \header.tag  = \port$4194$0 ;
-  assign \header.length  = \port$4196$0 ;
+  assign \header.tag  = \port$4376$0 ;
+  assign \header.length  = \port$4378$0 ;
   assign \header.rsvd1  = 7'h00;
   assign \header.check  = 8'h00;
   assign check[7] = \$216 ;
@@ -17627,7 +17650,7 @@ module \ace_nic_small.tx1.hdr_check (\port$4190$0 , \port$4192$0 , \port$4194$0 
   assign \$58  = \$56 ;
   assign \$59  = 1'h0;
   assign \$60  = 1'h0;
-  assign \$61  = \port$4190$0 ;
+  assign \$61  = \port$4372$0 ;
   assign \$67  = \$66 ;
   assign \$68  = \$66 ;
   assign \$69  = \$66 ;
@@ -17706,9 +17729,9 @@ module \ace_nic_small.tx1.hdr_check (\port$4190$0 , \port$4192$0 , \port$4194$0 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.tx1.out_skid (clk, rst, \port$2025$0 , \port$2026$0 , \port$2027$0 , \port$2028$0 , \port$2029$0 , \port$2030$0 , \port$2031$0 , \port$2032$0 , \port$2033$0 , \port$2034$0 , i__valid, i__payload, in_ready, out_valid, o__ready);
+module \ace_nic_small.tx1.out_skid (clk, rst, \port$2043$0 , \port$2044$0 , \port$2045$0 , \port$2046$0 , \port$2047$0 , \port$2048$0 , \port$2049$0 , \port$2050$0 , \port$2051$0 , \port$2052$0 , i__valid, i__payload, in_ready, out_valid, o__ready);
   reg \$auto$verilog_backend.cc:2355:dump_module$69  = 0;
-  wire [2:0] \$1 ;
+  wire \$1 ;
   wire [15:0] \$10 ;
   reg \$100 ;
   reg \$101 ;
@@ -17721,17 +17744,23 @@ module \ace_nic_small.tx1.out_skid (clk, rst, \port$2025$0 , \port$2026$0 , \por
   reg \$108 ;
   reg \$109 ;
   wire [15:0] \$11 ;
-  reg [150:0] \$110 ;
-  reg [150:0] \$111 ;
-  wire [6:0] \$12 ;
-  wire \$13 ;
-  wire \$14 ;
-  wire \$15 ;
-  wire \$16 ;
-  wire \$17 ;
-  wire \$18 ;
-  wire \$19 ;
-  wire [3:0] \$2 ;
+  reg \$110 ;
+  reg \$111 ;
+  reg \$112 ;
+  reg \$113 ;
+  reg \$114 ;
+  reg \$115 ;
+  reg [150:0] \$116 ;
+  reg [150:0] \$117 ;
+  wire [15:0] \$12 ;
+  wire [15:0] \$13 ;
+  wire [15:0] \$14 ;
+  wire [15:0] \$15 ;
+  wire [15:0] \$16 ;
+  wire [15:0] \$17 ;
+  wire [15:0] \$18 ;
+  wire [6:0] \$19 ;
+  wire \$2 ;
   wire \$20 ;
   wire \$21 ;
   wire \$22 ;
@@ -17742,7 +17771,7 @@ module \ace_nic_small.tx1.out_skid (clk, rst, \port$2025$0 , \port$2026$0 , \por
   wire \$27 ;
   wire \$28 ;
   wire \$29 ;
-  wire [15:0] \$3 ;
+  wire \$3 ;
   wire \$30 ;
   wire \$31 ;
   wire \$32 ;
@@ -17753,7 +17782,7 @@ module \ace_nic_small.tx1.out_skid (clk, rst, \port$2025$0 , \port$2026$0 , \por
   wire \$37 ;
   wire \$38 ;
   wire \$39 ;
-  wire [15:0] \$4 ;
+  wire \$4 ;
   wire \$40 ;
   wire \$41 ;
   wire \$42 ;
@@ -17764,7 +17793,7 @@ module \ace_nic_small.tx1.out_skid (clk, rst, \port$2025$0 , \port$2026$0 , \por
   wire \$47 ;
   wire \$48 ;
   wire \$49 ;
-  wire [15:0] \$5 ;
+  wire \$5 ;
   wire \$50 ;
   wire \$51 ;
   wire \$52 ;
@@ -17775,7 +17804,7 @@ module \ace_nic_small.tx1.out_skid (clk, rst, \port$2025$0 , \port$2026$0 , \por
   wire \$57 ;
   wire \$58 ;
   wire \$59 ;
-  wire [15:0] \$6 ;
+  wire \$6 ;
   wire \$60 ;
   wire \$61 ;
   wire \$62 ;
@@ -17786,20 +17815,20 @@ module \ace_nic_small.tx1.out_skid (clk, rst, \port$2025$0 , \port$2026$0 , \por
   wire \$67 ;
   wire \$68 ;
   wire \$69 ;
-  wire [15:0] \$7 ;
+  wire \$7 ;
   wire \$70 ;
   wire \$71 ;
   wire \$72 ;
   wire \$73 ;
   wire \$74 ;
-  reg [1:0] \$75 ;
-  reg \$76 ;
-  reg \$77 ;
-  reg \$78 ;
-  reg \$79 ;
-  wire [15:0] \$8 ;
-  reg \$80 ;
-  reg \$81 ;
+  wire \$75 ;
+  wire \$76 ;
+  wire \$77 ;
+  wire \$78 ;
+  wire \$79 ;
+  wire \$8 ;
+  wire \$80 ;
+  wire \$81 ;
   reg \$82 ;
   reg \$83 ;
   reg \$84 ;
@@ -17808,7 +17837,7 @@ module \ace_nic_small.tx1.out_skid (clk, rst, \port$2025$0 , \port$2026$0 , \por
   reg \$87 ;
   reg \$88 ;
   reg \$89 ;
-  wire [15:0] \$9 ;
+  wire \$9 ;
   reg \$90 ;
   reg \$91 ;
   reg \$92 ;
@@ -17821,10 +17850,10 @@ module \ace_nic_small.tx1.out_skid (clk, rst, \port$2025$0 , \port$2026$0 , \por
   reg \$99 ;
   input clk;
   wire clk;
-  reg [1:0] count = 2'h0;
-  wire [1:0] count_next;
+  wire empty_next;
   reg [150:0] entry0 = 151'h00000000000000000000000000000000000000;
   reg [150:0] entry1 = 151'h00000000000000000000000000000000000000;
+  wire full_next;
   input [150:0] i__payload;
   wire [150:0] i__payload;
   wire [4:0] \i__payload.bytes ;
@@ -17871,26 +17900,26 @@ module \ace_nic_small.tx1.out_skid (clk, rst, \port$2025$0 , \port$2026$0 , \por
   output out_valid;
   reg out_valid = 1'h0;
   wire pop;
-  output [15:0] \port$2025$0 ;
-  wire [15:0] \port$2025$0 ;
-  output [15:0] \port$2026$0 ;
-  wire [15:0] \port$2026$0 ;
-  output [15:0] \port$2027$0 ;
-  wire [15:0] \port$2027$0 ;
-  output [15:0] \port$2028$0 ;
-  wire [15:0] \port$2028$0 ;
-  output [15:0] \port$2029$0 ;
-  wire [15:0] \port$2029$0 ;
-  output [15:0] \port$2030$0 ;
-  wire [15:0] \port$2030$0 ;
-  output [15:0] \port$2031$0 ;
-  wire [15:0] \port$2031$0 ;
-  output [15:0] \port$2032$0 ;
-  wire [15:0] \port$2032$0 ;
-  output [15:0] \port$2033$0 ;
-  wire [15:0] \port$2033$0 ;
-  output [6:0] \port$2034$0 ;
-  wire [6:0] \port$2034$0 ;
+  output [15:0] \port$2043$0 ;
+  wire [15:0] \port$2043$0 ;
+  output [15:0] \port$2044$0 ;
+  wire [15:0] \port$2044$0 ;
+  output [15:0] \port$2045$0 ;
+  wire [15:0] \port$2045$0 ;
+  output [15:0] \port$2046$0 ;
+  wire [15:0] \port$2046$0 ;
+  output [15:0] \port$2047$0 ;
+  wire [15:0] \port$2047$0 ;
+  output [15:0] \port$2048$0 ;
+  wire [15:0] \port$2048$0 ;
+  output [15:0] \port$2049$0 ;
+  wire [15:0] \port$2049$0 ;
+  output [15:0] \port$2050$0 ;
+  wire [15:0] \port$2050$0 ;
+  output [15:0] \port$2051$0 ;
+  wire [15:0] \port$2051$0 ;
+  output [6:0] \port$2052$0 ;
+  wire [6:0] \port$2052$0 ;
   wire push;
   reg r_at = 1'h0;
   wire r_at_next;
@@ -17904,365 +17933,325 @@ module \ace_nic_small.tx1.out_skid (clk, rst, \port$2025$0 , \port$2026$0 , \por
   reg r_at_r7 = 1'h0;
   reg r_at_r8 = 1'h0;
   reg r_at_r9 = 1'h0;
+  wire ready_next;
   input rst;
   wire rst;
   reg w_at = 1'h0;
   wire w_at_next;
   assign push = i__valid & in_ready;
   assign pop = out_valid & o__ready;
-  assign \$1  = count + push;
-  assign \$2  = \$1  - pop;
+  assign \$1  = ~ o__ready;
+  assign \$2  = ~ in_ready;
+  assign \$3  = out_valid & in_ready;
+  assign \$4  = \$3  & i__valid;
+  assign \$5  = \$2  | \$4 ;
+  assign full_next = \$1  & \$5 ;
+  assign \$6  = ~ i__valid;
+  assign \$7  = ~ out_valid;
+  assign \$8  = in_ready & o__ready;
+  assign \$9  = \$7  | \$8 ;
+  assign empty_next = \$6  & \$9 ;
   assign w_at_next = w_at ^ push;
   assign r_at_next = r_at ^ pop;
-  assign \$3  = r_at_r0 ? entry1[15:0] : entry0[15:0];
-  assign \$4  = r_at_r1 ? entry1[31:16] : entry0[31:16];
-  assign \$5  = r_at_r2 ? entry1[47:32] : entry0[47:32];
-  assign \$6  = r_at_r3 ? entry1[63:48] : entry0[63:48];
-  assign \$7  = r_at_r4 ? entry1[79:64] : entry0[79:64];
-  assign \$8  = r_at_r5 ? entry1[95:80] : entry0[95:80];
-  assign \$9  = r_at_r6 ? entry1[111:96] : entry0[111:96];
-  assign \$10  = r_at_r7 ? entry1[127:112] : entry0[127:112];
-  assign \$11  = r_at_r8 ? entry1[143:128] : entry0[143:128];
-  assign \$12  = r_at_r9 ? entry1[150:144] : entry0[150:144];
-  assign \$13  = \$2 [1:0] != 2'h2;
-  assign \$14  = | \$2 [1:0];
-  assign \$15  = \$2 [1:0] != 2'h2;
-  assign \$16  = ! w_at_next;
-  assign \$17  = \$15  & \$16 ;
-  assign \$18  = \$2 [1:0] != 2'h2;
-  assign \$19  = ! w_at_next;
-  assign \$20  = \$18  & \$19 ;
-  assign \$21  = \$2 [1:0] != 2'h2;
-  assign \$22  = ! w_at_next;
-  assign \$23  = \$21  & \$22 ;
-  assign \$24  = \$2 [1:0] != 2'h2;
-  assign \$25  = ! w_at_next;
-  assign \$26  = \$24  & \$25 ;
-  assign \$27  = \$2 [1:0] != 2'h2;
-  assign \$28  = ! w_at_next;
-  assign \$29  = \$27  & \$28 ;
-  assign \$30  = \$2 [1:0] != 2'h2;
-  assign \$31  = ! w_at_next;
-  assign \$32  = \$30  & \$31 ;
-  assign \$33  = \$2 [1:0] != 2'h2;
-  assign \$34  = ! w_at_next;
-  assign \$35  = \$33  & \$34 ;
-  assign \$36  = \$2 [1:0] != 2'h2;
-  assign \$37  = ! w_at_next;
-  assign \$38  = \$36  & \$37 ;
-  assign \$39  = \$2 [1:0] != 2'h2;
-  assign \$40  = ! w_at_next;
-  assign \$41  = \$39  & \$40 ;
-  assign \$42  = \$2 [1:0] != 2'h2;
-  assign \$43  = ! w_at_next;
-  assign \$44  = \$42  & \$43 ;
-  assign \$45  = \$2 [1:0] != 2'h2;
-  assign \$47  = \$45  & \$46 ;
-  assign \$48  = \$2 [1:0] != 2'h2;
-  assign \$50  = \$48  & \$49 ;
-  assign \$51  = \$2 [1:0] != 2'h2;
-  assign \$53  = \$51  & \$52 ;
-  assign \$54  = \$2 [1:0] != 2'h2;
-  assign \$56  = \$54  & \$55 ;
-  assign \$57  = \$2 [1:0] != 2'h2;
-  assign \$59  = \$57  & \$58 ;
-  assign \$60  = \$2 [1:0] != 2'h2;
-  assign \$62  = \$60  & \$61 ;
-  assign \$63  = \$2 [1:0] != 2'h2;
-  assign \$65  = \$63  & \$64 ;
-  assign \$66  = \$2 [1:0] != 2'h2;
-  assign \$68  = \$66  & \$67 ;
-  assign \$69  = \$2 [1:0] != 2'h2;
-  assign \$71  = \$69  & \$70 ;
-  assign \$72  = \$2 [1:0] != 2'h2;
-  assign \$74  = \$72  & \$73 ;
+  assign ready_next = ~ full_next;
+  assign \$10  = r_at_r0 ? entry1[15:0] : entry0[15:0];
+  assign \$11  = r_at_r1 ? entry1[31:16] : entry0[31:16];
+  assign \$12  = r_at_r2 ? entry1[47:32] : entry0[47:32];
+  assign \$13  = r_at_r3 ? entry1[63:48] : entry0[63:48];
+  assign \$14  = r_at_r4 ? entry1[79:64] : entry0[79:64];
+  assign \$15  = r_at_r5 ? entry1[95:80] : entry0[95:80];
+  assign \$16  = r_at_r6 ? entry1[111:96] : entry0[111:96];
+  assign \$17  = r_at_r7 ? entry1[127:112] : entry0[127:112];
+  assign \$18  = r_at_r8 ? entry1[143:128] : entry0[143:128];
+  assign \$19  = r_at_r9 ? entry1[150:144] : entry0[150:144];
+  assign \$20  = ~ full_next;
+  assign \$21  = ~ empty_next;
+  assign \$22  = ~ full_next;
+  assign \$23  = ! w_at_next;
+  assign \$24  = \$22  & \$23 ;
+  assign \$25  = ~ full_next;
+  assign \$26  = ! w_at_next;
+  assign \$27  = \$25  & \$26 ;
+  assign \$28  = ~ full_next;
+  assign \$29  = ! w_at_next;
+  assign \$30  = \$28  & \$29 ;
+  assign \$31  = ~ full_next;
+  assign \$32  = ! w_at_next;
+  assign \$33  = \$31  & \$32 ;
+  assign \$34  = ~ full_next;
+  assign \$35  = ! w_at_next;
+  assign \$36  = \$34  & \$35 ;
+  assign \$37  = ~ full_next;
+  assign \$38  = ! w_at_next;
+  assign \$39  = \$37  & \$38 ;
+  assign \$40  = ~ full_next;
+  assign \$41  = ! w_at_next;
+  assign \$42  = \$40  & \$41 ;
+  assign \$43  = ~ full_next;
+  assign \$44  = ! w_at_next;
+  assign \$45  = \$43  & \$44 ;
+  assign \$46  = ~ full_next;
+  assign \$47  = ! w_at_next;
+  assign \$48  = \$46  & \$47 ;
+  assign \$49  = ~ full_next;
+  assign \$50  = ! w_at_next;
+  assign \$51  = \$49  & \$50 ;
+  assign \$52  = ~ full_next;
+  assign \$54  = \$52  & \$53 ;
+  assign \$55  = ~ full_next;
+  assign \$57  = \$55  & \$56 ;
+  assign \$58  = ~ full_next;
+  assign \$60  = \$58  & \$59 ;
+  assign \$61  = ~ full_next;
+  assign \$63  = \$61  & \$62 ;
+  assign \$64  = ~ full_next;
+  assign \$66  = \$64  & \$65 ;
+  assign \$67  = ~ full_next;
+  assign \$69  = \$67  & \$68 ;
+  assign \$70  = ~ full_next;
+  assign \$72  = \$70  & \$71 ;
+  assign \$73  = ~ full_next;
+  assign \$75  = \$73  & \$74 ;
+  assign \$76  = ~ full_next;
+  assign \$78  = \$76  & \$77 ;
+  assign \$79  = ~ full_next;
+  assign \$81  = \$79  & \$80 ;
   always @(posedge clk)
-    count <= \$75 ;
+    in_ready <= \$82 ;
   always @(posedge clk)
-    in_ready <= \$76 ;
+    out_valid <= \$83 ;
   always @(posedge clk)
-    out_valid <= \$77 ;
+    w_at <= \$84 ;
   always @(posedge clk)
-    w_at <= \$78 ;
+    r_at <= \$85 ;
   always @(posedge clk)
-    r_at <= \$79 ;
+    load0_r0 <= \$86 ;
   always @(posedge clk)
-    load0_r0 <= \$80 ;
+    load0_r1 <= \$87 ;
   always @(posedge clk)
-    load0_r1 <= \$81 ;
+    load0_r2 <= \$88 ;
   always @(posedge clk)
-    load0_r2 <= \$82 ;
+    load0_r3 <= \$89 ;
   always @(posedge clk)
-    load0_r3 <= \$83 ;
+    load0_r4 <= \$90 ;
   always @(posedge clk)
-    load0_r4 <= \$84 ;
+    load0_r5 <= \$91 ;
   always @(posedge clk)
-    load0_r5 <= \$85 ;
+    load0_r6 <= \$92 ;
   always @(posedge clk)
-    load0_r6 <= \$86 ;
+    load0_r7 <= \$93 ;
   always @(posedge clk)
-    load0_r7 <= \$87 ;
+    load0_r8 <= \$94 ;
   always @(posedge clk)
-    load0_r8 <= \$88 ;
+    load0_r9 <= \$95 ;
   always @(posedge clk)
-    load0_r9 <= \$89 ;
+    load1_r0 <= \$96 ;
   always @(posedge clk)
-    load1_r0 <= \$90 ;
+    load1_r1 <= \$97 ;
   always @(posedge clk)
-    load1_r1 <= \$91 ;
+    load1_r2 <= \$98 ;
   always @(posedge clk)
-    load1_r2 <= \$92 ;
+    load1_r3 <= \$99 ;
   always @(posedge clk)
-    load1_r3 <= \$93 ;
+    load1_r4 <= \$100 ;
   always @(posedge clk)
-    load1_r4 <= \$94 ;
+    load1_r5 <= \$101 ;
   always @(posedge clk)
-    load1_r5 <= \$95 ;
+    load1_r6 <= \$102 ;
   always @(posedge clk)
-    load1_r6 <= \$96 ;
+    load1_r7 <= \$103 ;
   always @(posedge clk)
-    load1_r7 <= \$97 ;
+    load1_r8 <= \$104 ;
   always @(posedge clk)
-    load1_r8 <= \$98 ;
+    load1_r9 <= \$105 ;
   always @(posedge clk)
-    load1_r9 <= \$99 ;
+    r_at_r0 <= \$106 ;
   always @(posedge clk)
-    r_at_r0 <= \$100 ;
+    r_at_r1 <= \$107 ;
   always @(posedge clk)
-    r_at_r1 <= \$101 ;
+    r_at_r2 <= \$108 ;
   always @(posedge clk)
-    r_at_r2 <= \$102 ;
+    r_at_r3 <= \$109 ;
   always @(posedge clk)
-    r_at_r3 <= \$103 ;
+    r_at_r4 <= \$110 ;
   always @(posedge clk)
-    r_at_r4 <= \$104 ;
+    r_at_r5 <= \$111 ;
   always @(posedge clk)
-    r_at_r5 <= \$105 ;
+    r_at_r6 <= \$112 ;
   always @(posedge clk)
-    r_at_r6 <= \$106 ;
+    r_at_r7 <= \$113 ;
   always @(posedge clk)
-    r_at_r7 <= \$107 ;
+    r_at_r8 <= \$114 ;
   always @(posedge clk)
-    r_at_r8 <= \$108 ;
+    r_at_r9 <= \$115 ;
   always @(posedge clk)
-    r_at_r9 <= \$109 ;
+    entry0 <= \$116 ;
   always @(posedge clk)
-    entry0 <= \$110 ;
-  always @(posedge clk)
-    entry1 <= \$111 ;
+    entry1 <= \$117 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$75  = \$2 [1:0];
-    if (rst) begin
-      \$75  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$76  = \$13 ;
-    if (rst) begin
-      \$76  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$77  = \$14 ;
-    if (rst) begin
-      \$77  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$78  = w_at_next;
-    if (rst) begin
-      \$78  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$79  = r_at_next;
-    if (rst) begin
-      \$79  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$80  = \$17 ;
-    if (rst) begin
-      \$80  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$81  = \$20 ;
-    if (rst) begin
-      \$81  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$82  = \$23 ;
+    \$82  = \$20 ;
     if (rst) begin
       \$82  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$83  = \$26 ;
+    \$83  = \$21 ;
     if (rst) begin
-      \$83  = 1'h1;
+      \$83  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$84  = \$29 ;
+    \$84  = w_at_next;
     if (rst) begin
-      \$84  = 1'h1;
+      \$84  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$85  = \$32 ;
+    \$85  = r_at_next;
     if (rst) begin
-      \$85  = 1'h1;
+      \$85  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$86  = \$35 ;
+    \$86  = \$24 ;
     if (rst) begin
       \$86  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$87  = \$38 ;
+    \$87  = \$27 ;
     if (rst) begin
       \$87  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$88  = \$41 ;
+    \$88  = \$30 ;
     if (rst) begin
       \$88  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$89  = \$44 ;
+    \$89  = \$33 ;
     if (rst) begin
       \$89  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$90  = \$47 ;
+    \$90  = \$36 ;
     if (rst) begin
-      \$90  = 1'h0;
+      \$90  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$91  = \$50 ;
+    \$91  = \$39 ;
     if (rst) begin
-      \$91  = 1'h0;
+      \$91  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$92  = \$53 ;
+    \$92  = \$42 ;
     if (rst) begin
-      \$92  = 1'h0;
+      \$92  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$93  = \$56 ;
+    \$93  = \$45 ;
     if (rst) begin
-      \$93  = 1'h0;
+      \$93  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$94  = \$59 ;
+    \$94  = \$48 ;
     if (rst) begin
-      \$94  = 1'h0;
+      \$94  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$95  = \$62 ;
+    \$95  = \$51 ;
     if (rst) begin
-      \$95  = 1'h0;
+      \$95  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$96  = \$65 ;
+    \$96  = \$54 ;
     if (rst) begin
       \$96  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$97  = \$68 ;
+    \$97  = \$57 ;
     if (rst) begin
       \$97  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$98  = \$71 ;
+    \$98  = \$60 ;
     if (rst) begin
       \$98  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$99  = \$74 ;
+    \$99  = \$63 ;
     if (rst) begin
       \$99  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$100  = r_at_next;
+    \$100  = \$66 ;
     if (rst) begin
       \$100  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$101  = r_at_next;
+    \$101  = \$69 ;
     if (rst) begin
       \$101  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$102  = r_at_next;
+    \$102  = \$72 ;
     if (rst) begin
       \$102  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$103  = r_at_next;
+    \$103  = \$75 ;
     if (rst) begin
       \$103  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$104  = r_at_next;
+    \$104  = \$78 ;
     if (rst) begin
       \$104  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$105  = r_at_next;
+    \$105  = \$81 ;
     if (rst) begin
       \$105  = 1'h0;
     end
@@ -18297,110 +18286,151 @@ module \ace_nic_small.tx1.out_skid (clk, rst, \port$2025$0 , \port$2026$0 , \por
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$110  = entry0;
-    if (load0_r0) begin
-      \$110 [15:0] = i__payload[15:0];
-    end
-    if (load0_r1) begin
-      \$110 [31:16] = i__payload[31:16];
-    end
-    if (load0_r2) begin
-      \$110 [47:32] = i__payload[47:32];
-    end
-    if (load0_r3) begin
-      \$110 [63:48] = i__payload[63:48];
-    end
-    if (load0_r4) begin
-      \$110 [79:64] = i__payload[79:64];
-    end
-    if (load0_r5) begin
-      \$110 [95:80] = i__payload[95:80];
-    end
-    if (load0_r6) begin
-      \$110 [111:96] = i__payload[111:96];
-    end
-    if (load0_r7) begin
-      \$110 [127:112] = i__payload[127:112];
-    end
-    if (load0_r8) begin
-      \$110 [143:128] = i__payload[143:128];
-    end
-    if (load0_r9) begin
-      \$110 [150:144] = i__payload[150:144];
-    end
+    \$110  = r_at_next;
     if (rst) begin
-      \$110  = 151'h00000000000000000000000000000000000000;
+      \$110  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$111  = entry1;
-    if (load1_r0) begin
-      \$111 [15:0] = i__payload[15:0];
-    end
-    if (load1_r1) begin
-      \$111 [31:16] = i__payload[31:16];
-    end
-    if (load1_r2) begin
-      \$111 [47:32] = i__payload[47:32];
-    end
-    if (load1_r3) begin
-      \$111 [63:48] = i__payload[63:48];
-    end
-    if (load1_r4) begin
-      \$111 [79:64] = i__payload[79:64];
-    end
-    if (load1_r5) begin
-      \$111 [95:80] = i__payload[95:80];
-    end
-    if (load1_r6) begin
-      \$111 [111:96] = i__payload[111:96];
-    end
-    if (load1_r7) begin
-      \$111 [127:112] = i__payload[127:112];
-    end
-    if (load1_r8) begin
-      \$111 [143:128] = i__payload[143:128];
-    end
-    if (load1_r9) begin
-      \$111 [150:144] = i__payload[150:144];
-    end
+    \$111  = r_at_next;
     if (rst) begin
-      \$111  = 151'h00000000000000000000000000000000000000;
+      \$111  = 1'h0;
     end
   end
-  assign count_next = \$2 [1:0];
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$112  = r_at_next;
+    if (rst) begin
+      \$112  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$113  = r_at_next;
+    if (rst) begin
+      \$113  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$114  = r_at_next;
+    if (rst) begin
+      \$114  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$115  = r_at_next;
+    if (rst) begin
+      \$115  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$116  = entry0;
+    if (load0_r0) begin
+      \$116 [15:0] = i__payload[15:0];
+    end
+    if (load0_r1) begin
+      \$116 [31:16] = i__payload[31:16];
+    end
+    if (load0_r2) begin
+      \$116 [47:32] = i__payload[47:32];
+    end
+    if (load0_r3) begin
+      \$116 [63:48] = i__payload[63:48];
+    end
+    if (load0_r4) begin
+      \$116 [79:64] = i__payload[79:64];
+    end
+    if (load0_r5) begin
+      \$116 [95:80] = i__payload[95:80];
+    end
+    if (load0_r6) begin
+      \$116 [111:96] = i__payload[111:96];
+    end
+    if (load0_r7) begin
+      \$116 [127:112] = i__payload[127:112];
+    end
+    if (load0_r8) begin
+      \$116 [143:128] = i__payload[143:128];
+    end
+    if (load0_r9) begin
+      \$116 [150:144] = i__payload[150:144];
+    end
+    if (rst) begin
+      \$116  = 151'h00000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
+    \$117  = entry1;
+    if (load1_r0) begin
+      \$117 [15:0] = i__payload[15:0];
+    end
+    if (load1_r1) begin
+      \$117 [31:16] = i__payload[31:16];
+    end
+    if (load1_r2) begin
+      \$117 [47:32] = i__payload[47:32];
+    end
+    if (load1_r3) begin
+      \$117 [63:48] = i__payload[63:48];
+    end
+    if (load1_r4) begin
+      \$117 [79:64] = i__payload[79:64];
+    end
+    if (load1_r5) begin
+      \$117 [95:80] = i__payload[95:80];
+    end
+    if (load1_r6) begin
+      \$117 [111:96] = i__payload[111:96];
+    end
+    if (load1_r7) begin
+      \$117 [127:112] = i__payload[127:112];
+    end
+    if (load1_r8) begin
+      \$117 [143:128] = i__payload[143:128];
+    end
+    if (load1_r9) begin
+      \$117 [150:144] = i__payload[150:144];
+    end
+    if (rst) begin
+      \$117  = 151'h00000000000000000000000000000000000000;
+    end
+  end
   assign i__ready = in_ready;
   assign o__valid = out_valid;
-  assign o__payload = { \$12 , \$11 , \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
-  assign \port$2025$0  = \$3 ;
-  assign \port$2026$0  = \$4 ;
-  assign \port$2027$0  = \$5 ;
-  assign \port$2028$0  = \$6 ;
-  assign \port$2029$0  = \$7 ;
-  assign \port$2030$0  = \$8 ;
-  assign \port$2031$0  = \$9 ;
-  assign \port$2032$0  = \$10 ;
-  assign \port$2033$0  = \$11 ;
-  assign \port$2034$0  = \$12 ;
-  assign \o__payload.data  = { \$10 , \$9 , \$8 , \$7 , \$6 , \$5 , \$4 , \$3  };
-  assign \o__payload.keep  = \$11 ;
-  assign \o__payload.last  = \$12 [0];
-  assign \o__payload.header  = \$12 [1];
-  assign \o__payload.bytes  = \$12 [6:2];
+  assign o__payload = { \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
+  assign \port$2043$0  = \$10 ;
+  assign \port$2044$0  = \$11 ;
+  assign \port$2045$0  = \$12 ;
+  assign \port$2046$0  = \$13 ;
+  assign \port$2047$0  = \$14 ;
+  assign \port$2048$0  = \$15 ;
+  assign \port$2049$0  = \$16 ;
+  assign \port$2050$0  = \$17 ;
+  assign \port$2051$0  = \$18 ;
+  assign \port$2052$0  = \$19 ;
+  assign \o__payload.data  = { \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
+  assign \o__payload.keep  = \$18 ;
+  assign \o__payload.last  = \$19 [0];
+  assign \o__payload.header  = \$19 [1];
+  assign \o__payload.bytes  = \$19 [6:2];
   assign \i__payload.data  = i__payload[127:0];
   assign \i__payload.keep  = i__payload[143:128];
   assign \i__payload.last  = i__payload[144];
   assign \i__payload.header  = i__payload[145];
   assign \i__payload.bytes  = i__payload[150:146];
-  assign \$46  = w_at_next;
-  assign \$49  = w_at_next;
-  assign \$52  = w_at_next;
-  assign \$55  = w_at_next;
-  assign \$58  = w_at_next;
-  assign \$61  = w_at_next;
-  assign \$64  = w_at_next;
-  assign \$67  = w_at_next;
-  assign \$70  = w_at_next;
-  assign \$73  = w_at_next;
+  assign \$53  = w_at_next;
+  assign \$56  = w_at_next;
+  assign \$59  = w_at_next;
+  assign \$62  = w_at_next;
+  assign \$65  = w_at_next;
+  assign \$68  = w_at_next;
+  assign \$71  = w_at_next;
+  assign \$74  = w_at_next;
+  assign \$77  = w_at_next;
+  assign \$80  = w_at_next;
 endmodule
