@@ -82,7 +82,7 @@ def cmd_synth(args) -> int:
     return run_synth(config, top=args.top, target=args.target, board=args.board,
                      out_dir=Path(args.out) if args.out else None, jobs=args.jobs,
                      pnr=args.pnr, pnr_timeout=args.pnr_timeout, speed=args.speed,
-                     seed=args.seed)
+                     seed=args.seed, router=args.router)
 
 
 def _layers(text: str | None):
@@ -394,6 +394,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "board's, 6 on the ulx3s-85f)")
     p.add_argument("--seed", type=int, help="ECP5: nextpnr's placer seed (default: "
                    "nextpnr's); one netlist routes several MHz apart on different seeds")
+    p.add_argument("--router", default="router2", help="ECP5 with --pnr route: nextpnr's "
+                   "router2 (default) or router1 (slower; converges where router2's overuse "
+                   "grows, as on the whole engine)")
     p.add_argument("--out", help="work directory (default: build/synth/<config>-<board>)")
     p.set_defaults(func=cmd_synth)
     return parser

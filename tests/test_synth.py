@@ -153,6 +153,19 @@ def test_placer_seed_reroutes_the_same_netlist(tiny_rows):
     assert run(7)["reused"] == ["yosys", "nextpnr"]
 
 
+def test_router1_routes_the_same_netlist(tiny_rows):
+    """``--router router1``: nextpnr routes the tiny design with its other router, and the row
+    and nextpnr's log say which."""
+    work = tiny_rows["work"] / "router1"
+    row = synth.synth_component(_Tiny(), "tiny", synth.BOARDS["ulx3s-85f"], work,
+                                clock_mhz=100.0, breakdown=True, router="router1")
+    log = (work / "nextpnr.log").read_text()
+    assert row["router"] == "router1" and tiny_rows["ulx3s-85f"]["router"] == "router2"
+    assert row["fmax_mhz"] > 0 and row["worst_paths"] and row["reused"] == []
+    assert "Router1" in log or "router1" in log.lower()
+    assert "Running router2" not in log
+
+
 class _Parity(wiring.Component):
     """The parity of ``width`` registered bits, into a register: a two-input gate has two
     inputs, so it takes ``ceil(log2(width))`` levels and ``width - 1`` gates at the least."""
@@ -408,6 +421,8 @@ def test_register_names():
     (["--jobs", "0"], "allowed: 1 or more"),
     (["--pnr", "fast"], "allowed: route, place, none"),
     (["--pnr-timeout", "0"], "allowed: minutes above 0"),
+    (["--router", "router3"], "allowed: router2, router1"),
+    (["--pnr", "place", "--router", "router1"], "for --target ecp5 with --pnr route only"),
 ])
 def test_bad_arguments_are_one_line_exit_2(capsys, argv, allowed):
     assert main(["synth", *argv]) == 2
@@ -419,7 +434,8 @@ def test_cli_defaults_and_choices():
     args = build_parser().parse_args(["synth"])
     assert (args.config, args.top, args.target, args.board, args.jobs) == (
         "small", "all", None, None, None)
-    assert (args.pnr, args.pnr_timeout, args.speed, args.seed) == ("route", 60.0, None, None)
+    assert (args.pnr, args.pnr_timeout, args.speed, args.seed, args.router) == (
+        "route", 60.0, None, None, "router2")
     assert synth.resolve_board(None, None).name == "ulx3s-85f"
     assert synth.resolve_board("xilinx", None).name == "arty-a7-100"
     assert synth.resolve_board(None, "arty-a7-100").target == "xilinx"
@@ -436,7 +452,7 @@ def test_run_synth_writes_summary(tmp_path, monkeypatch, capsys):
     seen = []
 
     def fake(dut, name, board, work_dir, *, clock_mhz, breakdown, keep, pnr, pnr_timeout,
-             speed, seed, log):
+             speed, seed, router, log):
         seen.append((name, breakdown, keep))
         return {"top": name, "luts": 1, "carry": 0, "ffs": 2, "lutram": 0, "brams": 0,
                 "dsps": 0, "cells": {}, "fmax_mhz": 50.0, "seconds": {}}

