@@ -423,6 +423,40 @@ def test_stalled_masters_block_nobody():
     assert memory.mem == golden
 
 
+def test_overlong_read_burst_is_never_granted():
+    """A read burst longer than ``max_burst_beats`` (a broken master) never fits its R buffer:
+    it is held in its slice and never reaches memory, while the other master's reads run to
+    the end; a burst of exactly ``max_burst_beats`` is granted."""
+    seed = "overlong"
+    dut = AxiInterconnect(ADDR_BITS, DATA_BYTES, 1, 2, 1, max_burst_beats=MAX_BURST)
+    memory = MemoryModel(dut, random.Random(0), seed)
+    memory.mem[:] = random.Random(1).randbytes(MEM_BYTES)
+    full = [Burst(0, 0, MAX_BURST - 1)]
+    too_long = [Burst(0, 2 * REGION, MAX_BURST)]
+    others = _random_bursts(random.Random(2), REGION, 20, 1, write=False)
+    state = {"full": False}
+
+    async def master0(ctx):
+        await drive_ar(ctx, dut.rd0, full, None, 0.0)
+        await receive_r(ctx, dut.rd0, _expected_r(memory.mem, full), None, 0.0, seed)
+        state["full"] = True
+        ctx.set(dut.rd0.arid, 0)
+        ctx.set(dut.rd0.araddr, too_long[0].addr)
+        ctx.set(dut.rd0.arlen, too_long[0].len)
+        ctx.set(dut.rd0.arvalid, 1)
+
+    async def master1_r(ctx):
+        await receive_r(ctx, dut.rd1, _expected_r(memory.mem, others), random.Random(4), 0.2,
+                        seed)
+        await ctx.tick().repeat(200)
+
+    _run(dut, [master0, _bench(drive_ar, dut.rd1, others, random.Random(3), 0.2), master1_r],
+         [memory.run])
+    assert state["full"]
+    lens_of_0 = [arlen for _, arid, _, arlen in memory.ar_log if arid == 0]
+    assert lens_of_0 == [MAX_BURST - 1], f"{seed}: master 0's bursts at memory: {lens_of_0}"
+
+
 # -- throughput and latency ----------------------------------------------------------------
 
 def _stream_bursts(count, base):

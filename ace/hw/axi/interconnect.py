@@ -55,9 +55,10 @@ from __future__ import annotations
 
 from amaranth.hdl import DomainRenamer, EnableInserter, Module, Mux, Signal
 from amaranth.lib import data, wiring
-from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
+from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
+from ace.hw.common.buffered_flag_fifo import BufferedFlagFifo
 from ace.hw.common.arbiter import RoundRobinArbiter, one_hot_select
 from ace.hw.common.skid_buffer import SkidBuffer
 from ace.hw.axi.signatures import Axi4Signature
@@ -130,11 +131,13 @@ class AxiInterconnect(wiring.Component):
       up with the default ``write_buffer_beats`` (the W buffer's two extra entries, below, let
       the next burst complete while the current one drains).
 
-    Buffers: the R and W buffers are :class:`~amaranth.lib.fifo.SyncFIFOBuffered` (block RAM
-    friendly). The R buffer has ``read_buffer_beats + 1`` entries, of which reads reserve at
-    most ``read_buffer_beats`` (the extra entry makes room certain whatever the buffer's
-    internal state). The W buffer has ``write_buffer_beats + 2`` entries. The AW queue holds 4
-    bursts, the B buffer and the master-ID queues are :class:`~amaranth.lib.fifo.SyncFIFO`.
+    Buffers: the R and W buffers are
+    :class:`~ace.hw.common.buffered_flag_fifo.BufferedFlagFifo` (``SyncFIFOBuffered``'s cycles,
+    block RAM friendly, ``w_rdy`` a register). The R buffer has ``read_buffer_beats + 1``
+    entries, of which reads reserve at most ``read_buffer_beats`` (the extra entry makes room
+    certain whatever the buffer's internal state). The W buffer has ``write_buffer_beats + 2``
+    entries. The AW queue holds 4 bursts, the B buffer and the master-ID queues are
+    :class:`~amaranth.lib.fifo.SyncFIFO`.
 
     Parameters
     ----------
@@ -252,15 +255,19 @@ class AxiInterconnect(wiring.Component):
         # Each master's AR enters through a register slice, so its arready is a register and
         # the arbiter, the buffer-space compare and the AR register see registered requests.
         ar_fields = ("arid", "araddr", "arlen", "arsize", "arburst", "arlock", "arcache", "arprot")
-        ar_layout = data.StructLayout({name: len(getattr(ports[0], name)) for name in ar_fields})
+        # ``short``: the burst is at most ``max_burst_beats`` long, compared on the way into the
+        # slice, so the compare is not between the slice's register and the arbiter.
+        ar_layout = data.StructLayout({**{name: len(getattr(ports[0], name))
+                                          for name in ar_fields}, "short": 1})
         for i, port in enumerate(ports):
             m.submodules[f"ar_slice{i}"] = ar_slice = SkidBuffer(ar_layout)
             m.d.comb += [ar_slice.i.valid.eq(port.arvalid), port.arready.eq(ar_slice.i.ready)]
             m.d.comb += [ar_slice.i.payload[name].eq(getattr(port, name)) for name in ar_fields]
+            m.d.comb += ar_slice.i.payload.short.eq(port.arlen < self.max_burst_beats)
             requests.append(ar_slice.o)
 
         for i, (port, req) in enumerate(zip(ports, requests)):
-            rq = SyncFIFOBuffered(width=r_layout.size, depth=self.read_buffer_beats + 1)
+            rq = BufferedFlagFifo(width=r_layout.size, depth=self.read_buffer_beats + 1)
             # The master's ARID per burst in flight, taken as its R beats arrive from memory
             # (each beat is stored with it), so no R buffer output reaches this queue.
             idq = SyncFIFO(width=self.id_bits, depth=self.read_buffer_beats)
@@ -278,7 +285,7 @@ class AxiInterconnect(wiring.Component):
                                     reserved + req.payload.arlen + 1 <= room_limit,
                                     reserved <= room_limit))
             m.d.comb += [
-                fits.eq(room & (req.payload.arlen < self.max_burst_beats)),
+                fits.eq(room & req.payload.short),
                 arb.requests[i].eq(req.valid & fits),
                 req.ready.eq(ar_take[i]),
                 idq.w_data.eq(req.payload.arid),
@@ -365,7 +372,11 @@ class AxiInterconnect(wiring.Component):
         w_fifos = []
         for j, port in enumerate(ports):
             awq = SyncFIFO(width=aw_layout.size, depth=self.aw_queue_depth)
-            wq = SyncFIFOBuffered(width=w_layout.size, depth=self.write_buffer_beats + 2)
+            # The W slice's load enables take copies of the W buffer's registered ``w_rdy``,
+            # one per slice of its control (no counter compare, no one net to every slice).
+            per_slice = self._slices > 1
+            wq = BufferedFlagFifo(width=w_layout.size, depth=self.write_buffer_beats + 2,
+                                  ready_copies=self._slices if per_slice else 0)
             bidq = SyncFIFO(width=self.id_bits, depth=self.max_writes_in_flight)
             bq = SyncFIFO(width=2, depth=self.max_writes_in_flight)
             m.submodules[f"awq{j}"] = awq
@@ -374,8 +385,8 @@ class AxiInterconnect(wiring.Component):
             m.submodules[f"bq{j}"] = bq
             # AW and W enter through register slices (the master sits apart from its queues).
             m.submodules[f"aw_slice{j}"] = aw_slice = SkidBuffer(aw_layout)
-            m.submodules[f"w_slice{j}"] = w_slice = SkidBuffer(w_port_layout,
-                                                               slices=self._slices)
+            m.submodules[f"w_slice{j}"] = w_slice = SkidBuffer(
+                w_port_layout, slices=self._slices, ready_per_slice=per_slice)
             aw_in = aw_slice.i.payload
             aw_head = data.View(aw_layout, awq.r_data)
             aw_heads.append(aw_head)
@@ -400,6 +411,8 @@ class AxiInterconnect(wiring.Component):
                 w_stored.strb.eq(w_slice.o.payload.strb),
                 wq.w_en.eq(w_slice.o.valid),
                 w_slice.o.ready.eq(wq.w_rdy),
+                *(copy.eq(ready) for copy, ready in
+                  zip(w_slice.out_ready_copies, wq.ready_copies)),
             ]
 
             # Whole bursts in the W buffer: wlast beats written, minus bursts granted.

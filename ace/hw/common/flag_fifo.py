@@ -31,6 +31,8 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from ace.hw.common.replica import replicas
+
 __all__ = ["FlagFifo"]
 
 
@@ -45,6 +47,9 @@ class FlagFifo(wiring.Component):
         Entries, 1 or more (any value, not only powers of two).
     registered_write : bool
         Write the memory a cycle late, from a register (see the module docstring).
+    ready_copies : int
+        Copies of ``w_rdy`` to make (:attr:`ready_copies`), each a register of its own with
+        ``w_rdy``'s value, for a wide writer that takes a copy per part.
 
     Members
     -------
@@ -57,7 +62,8 @@ class FlagFifo(wiring.Component):
     level : Out(range(depth + 1)), a register: entries held
     """
 
-    def __init__(self, *, width: int, depth: int, registered_write: bool = False):
+    def __init__(self, *, width: int, depth: int, registered_write: bool = False,
+                 ready_copies: int = 0):
         assert depth >= 1, f"FlagFifo depth must be at least 1, not {depth}"
         self.width = width
         self.depth = depth
@@ -71,6 +77,8 @@ class FlagFifo(wiring.Component):
             "r_rdy": Out(1),
             "level": Out(range(depth + 1)),
         })
+        #: Copies of ``w_rdy`` (the same value in every cycle), one per part of a wide writer.
+        self.ready_copies = [Signal(init=1, name=f"w_rdy_{k}") for k in range(ready_copies)]
 
     def elaborate(self, platform):
         m = Module()
@@ -122,10 +130,17 @@ class FlagFifo(wiring.Component):
             m.d.sync += produce.eq(advance(produce))
         with m.If(do_read):
             m.d.sync += consume.eq(advance(consume))
+        w_rdy_next = Signal()
+        m.d.comb += w_rdy_next.eq(self.w_rdy)
         with m.If(do_write & ~do_read):
-            m.d.sync += [self.level.eq(self.level + 1), self.r_rdy.eq(1),
-                         self.w_rdy.eq(self.level != depth - 1)]
+            m.d.sync += [self.level.eq(self.level + 1), self.r_rdy.eq(1)]
+            m.d.comb += w_rdy_next.eq(self.level != depth - 1)
         with m.If(do_read & ~do_write):
-            m.d.sync += [self.level.eq(self.level - 1), self.w_rdy.eq(1),
-                         self.r_rdy.eq(self.level != 1)]
+            m.d.sync += [self.level.eq(self.level - 1), self.r_rdy.eq(self.level != 1)]
+            m.d.comb += w_rdy_next.eq(1)
+        m.d.sync += self.w_rdy.eq(w_rdy_next)
+        if self.ready_copies:
+            copies = replicas(m, platform, w_rdy_next, len(self.ready_copies), init=1,
+                              name="w_rdy_copy")
+            m.d.comb += [copy.eq(q) for copy, q in zip(self.ready_copies, copies)]
         return m
