@@ -697,6 +697,24 @@ def tx_send_all(dut, payloads, node_id=5):
     return [setup] + [b for c in payloads for b in channel_bench(c)]
 
 
+def tx_ready_copies_agree(dut, seen):
+    """Background testbench: in every cycle each channel's ``data_ready_copies[c]`` (a register
+    computed a cycle ahead in this form) equals ``data[c].ready``; ``seen`` gets, per cycle,
+    whether any channel's ready was high (so the check is not only of idle cycles)."""
+    n = len(dut.data)
+
+    async def bench(ctx):
+        cycle = 0
+        while True:
+            _, _, *values = await ctx.tick().sample(*dut.data_ready_copies,
+                                                    *(data.ready for data in dut.data))
+            assert values[:n] == values[n:], f"cycle {cycle}: copies {values[:n]}, " \
+                                             f"ready {values[n:]}"
+            seen.append(any(values[n:]))
+            cycle += 1
+    return bench
+
+
 def check_frames(frames, payloads):
     """Every frame is a good DATA packet whose payload is the one sent with its tag."""
     by_tag = {tag: data for c in payloads for tag, data in payloads[c]}
@@ -733,7 +751,10 @@ def test_tx_header_overhead_and_latency(n_beats):
         async def finish(ctx):
             await ctx.tick().repeat(40 + 12 * (n_beats + 2))
 
-        run(dut, finish, *tx_send_all(dut, payloads), background=[rec.run, watch_cmd])
+        seen = []
+        run(dut, finish, *tx_send_all(dut, payloads),
+            background=[rec.run, watch_cmd, tx_ready_copies_agree(dut, seen)])
+        assert any(seen)
         frames = rec.frames()
         check_frames(frames, payloads)
         starts = [frame[0][0] for frame in frames]
@@ -791,10 +812,12 @@ def test_tx_stall_every_cycle_and_credit_exhaustion(pattern):
         await ctx.tick().repeat(8 * DEPTH)
         assert ctx.get(dut.credits[0]) == DEPTH - DEPTH // 4
 
-    run(dut, bench, *tx_send_all(dut, payloads), background=[rec.run, stability],
-        deadline=40000)
+    seen = []
+    run(dut, bench, *tx_send_all(dut, payloads),
+        background=[rec.run, stability, tx_ready_copies_agree(dut, seen)], deadline=40000)
     check_frames(rec.frames(), payloads)
     assert any(held), "the pattern never stalled a beat"
+    assert any(seen)
 
 
 def test_tx_counters_follow_the_link():

@@ -2,8 +2,9 @@
 :class:`ace.hw.common.skid_fifo.SkidFifo` (the same contract). Every test runs on four
 forms: the skid buffer, the skid buffer with its control registers copied for three payload
 slices, the same with a copy of ``o.ready`` per slice (each driven from ``o.ready``), and the
-skid FIFO with its control registers replicated per 5 payload bits and three copies of
-``i.ready``. Every ready copy is checked against ``i.ready`` in every cycle.
+skid FIFO with its control registers replicated per 5 payload bits, three copies of
+``i.ready`` and two of ``o.valid``. Every ready copy is checked against ``i.ready`` and every
+valid copy against ``o.valid`` in every cycle.
 
 A source testbench offers a numbered sequence of random payloads, a sink testbench drains the
 output, and a monitor records every transfer on both sides at each clock edge; the expected
@@ -40,7 +41,7 @@ MAKERS = {
     "skid_buffer": SkidBuffer,
     "skid_buffer_sliced": lambda shape: SkidBuffer(shape, slices=3),
     "skid_buffer_ready_per_slice": ReadyPerSlice,
-    "skid_fifo": lambda shape: SkidFifo(shape, slice_bits=5, ready_copies=3),
+    "skid_fifo": lambda shape: SkidFifo(shape, slice_bits=5, ready_copies=3, valid_copies=2),
 }
 
 
@@ -95,11 +96,15 @@ class Bench:
     async def monitor(self, ctx):
         cycle = 0
         dut = self.dut
+        n = len(dut.ready_copies)
         async for _, _, i_valid, i_ready, i_payload, o_valid, o_ready, o_payload, reset, \
                 *copies in ctx.tick().sample(dut.i.valid, dut.i.ready, dut.i.payload,
                                              dut.o.valid, dut.o.ready, dut.o.payload,
-                                             self.reset, *dut.ready_copies):
-            assert all(copy == i_ready for copy in copies), f"cycle {cycle}: a ready copy differs"
+                                             self.reset, *dut.ready_copies, *dut.valid_copies):
+            assert all(copy == i_ready for copy in copies[:n]), \
+                f"cycle {cycle}: a ready copy differs"
+            assert all(copy == o_valid for copy in copies[n:]), \
+                f"cycle {cycle}: a valid copy differs"
             if not reset:
                 if i_valid and i_ready:
                     self.sent.append((cycle, i_payload))

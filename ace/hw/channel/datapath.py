@@ -358,11 +358,19 @@ class StepDatapath(wiring.Component):
         a_mem = Signal()
         a_sram = Signal()
         a_nic = Signal()
+        # The link the NIC's receive mux selects, in a register of its own (the plan's value):
+        # it drives only that mux, so it sits by the NIC, and the packetizer's path through the
+        # mux (``data_here``) crosses between the two blocks once, not there and back.
+        recv_link = Signal.like(plan.recv_link, name="recv_link")
         with m.If(loads[1 % len(loads)]):
             m.d.sync += [a_mem.eq(p.a_src == ASource.MEM), a_sram.eq(p.a_src == ASource.SRAM),
-                         a_nic.eq(p.a_src == ASource.NIC)]
-        aborting = Signal()
-        m.d.sync += aborting.eq(self.abort)
+                         a_nic.eq(p.a_src == ASource.NIC), recv_link.eq(p.recv_link)]
+        # ``abort`` registered, in copies: one per 32-bit lane of operand A's data (the zeros
+        # an abort feeds the step) and one for the control (the packetizer's ``data_here``, the
+        # NIC's ready, ``quiet``), so the control's copy is not pulled to the wide data mux.
+        abortings = replicas(m, platform, self.abort, lanes + 1, name="aborting",
+                             distinct=copies)
+        aborting = abortings[lanes]
         for reader, is_mem, pend, addr in (
                 (sram_a, 0, pend_a & a_sram, plan.a_addr), (mem_a, 1, pend_a & a_mem, plan.a_addr),
                 (sram_b, 0, pend_b & ~plan.b_mem, plan.b_addr),
@@ -407,8 +415,11 @@ class StepDatapath(wiring.Component):
         b_valid = Signal()
         b_data = Signal(8 * B)
         with m.If(a_nic):
-            m.d.comb += [a_valid.eq(aborting | self.nic_recv.valid),
-                         a_data.eq(Mux(aborting, 0, self.nic_recv.payload.data))]
+            recv_data = self.nic_recv.payload.data
+            m.d.comb += a_valid.eq(aborting | self.nic_recv.valid)
+            for k in range(lanes):
+                lo, hi = len(a_data) * k // lanes, len(a_data) * (k + 1) // lanes
+                m.d.comb += a_data[lo:hi].eq(Mux(abortings[k], 0, recv_data[lo:hi]))
         with m.Elif(a_sram):
             m.d.comb += [a_valid.eq(sram_a.o.valid), a_data.eq(sram_a.o.payload.data)]
         with m.Else():
@@ -454,7 +465,7 @@ class StepDatapath(wiring.Component):
             mem_a.rd_stream.tready.eq(a_enters[2] & a_mem),
             sram_b.o.ready.eq(b_enters[0] & ~plan.b_mem),
             mem_b.rd_stream.tready.eq(b_enters[1] & plan.b_mem),
-            self.nic_recv_link.eq(plan.recv_link),
+            self.nic_recv_link.eq(recv_link),
         ]
         with m.If(a_in.valid & a_in.ready):
             m.d.sync += [a_in_left.eq(a_in_left - 1), a_in_more.eq(~a_in_last),

@@ -48,6 +48,8 @@ class SkidFifo(wiring.Component):
         control net fans out to the whole payload. None: one copy.
     ready_copies : int
         Copies of ``i.ready`` to make (:attr:`ready_copies`), each a register placed on its own.
+    valid_copies : int
+        Copies of ``o.valid`` to make (:attr:`valid_copies`), the same for consumers.
 
     Members
     -------
@@ -55,12 +57,15 @@ class SkidFifo(wiring.Component):
     o : Out(stream.Signature(shape))
     """
 
-    def __init__(self, shape, *, slice_bits=None, ready_copies: int = 0):
+    def __init__(self, shape, *, slice_bits=None, ready_copies: int = 0, valid_copies: int = 0):
         self.shape = shape
         self.slice_bits = slice_bits
         #: Copies of ``i.ready`` (equal to it in every cycle, each its own register): a wide
         #: producer upstream can take its load enables from them, a copy per part.
         self.ready_copies = [Signal(init=1, name=f"in_ready_{k}") for k in range(ready_copies)]
+        #: Copies of ``o.valid`` (equal to it in every cycle, each its own register): several
+        #: consumers apart from each other each take one, so no one valid net reaches them all.
+        self.valid_copies = [Signal(name=f"out_valid_{k}") for k in range(valid_copies)]
         #: Combinational: the value ``i.ready`` takes in the next cycle, for a producer that
         #: registers its own copies of it combined with conditions of its own.
         self.ready_next = Signal(name="ready_next")
@@ -119,6 +124,9 @@ class SkidFifo(wiring.Component):
             copies = replicas(m, platform, ~full_next, len(self.ready_copies), init=1,
                               name="in_ready")
             m.d.comb += [copy.eq(q) for copy, q in zip(self.ready_copies, copies)]
+        if self.valid_copies:
+            copies = replicas(m, platform, ~empty_next, len(self.valid_copies), name="out_valid")
+            m.d.comb += [copy.eq(q) for copy, q in zip(self.valid_copies, copies)]
         payload = self.i.payload.as_value() if hasattr(self.i.payload, "as_value") \
             else self.i.payload
         out = []

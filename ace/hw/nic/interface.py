@@ -205,12 +205,17 @@ class NicInterface(wiring.Component):
                 tx.cmd[c].valid.eq(head_valid & ~head_bad & (head.link == l) & ~elsewhere),
             ]
 
-        skid = SkidFifo(NicTxBeat(cfg), slice_bits=self._slice_bits)
+        # Each link's transmitter takes a valid of its own (a copy of ``o.valid``), so no one
+        # valid net reaches both transmitters' framing.
+        skid = SkidFifo(NicTxBeat(cfg), slice_bits=self._slice_bits,
+                        valid_copies=len(txs) if self._slice_bits else 0)
         self._skids.setdefault("send", []).append((f"ch{c}_send_skid", skid))
         wiring.connect(m, wiring.flipped(getattr(self, f"ch{c}_send_data")), skid.i)
-        for tx in txs:
-            m.d.comb += [tx.data[c].payload.eq(skid.o.payload), tx.data[c].valid.eq(skid.o.valid)]
-        m.d.comb += skid.o.ready.eq(Cat(*(tx.data[c].ready for tx in txs)).any())
+        valids = skid.valid_copies or [skid.o.valid] * len(txs)
+        for tx, valid in zip(txs, valids):
+            m.d.comb += [tx.data[c].payload.eq(skid.o.payload), tx.data[c].valid.eq(valid)]
+        # (from each link's registered copy of its ``data[c].ready``: the same value)
+        m.d.comb += skid.o.ready.eq(Cat(*(tx.data_ready_copies[c] for tx in txs)).any())
         bad = Signal(name=f"ch{c}_bad_cmd")
         m.d.comb += bad.eq(head_valid & head_bad)
         return bad

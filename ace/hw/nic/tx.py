@@ -134,6 +134,12 @@ class NicLinkTx(wiring.Component):
             "busy_cycles": Out(COUNTER_BITS),
             "stall_cycles": Out(COUNTER_BITS),
         })
+        #: Each channel's ``data[c].ready`` again (the same value in every cycle): a register
+        #: computed a cycle ahead in the replicated form (:func:`replicates`), so a consumer
+        #: with many load enables on it (:class:`NicInterface`'s skid FIFO) starts from a
+        #: flip-flop of its own, not from this link's skid and framing; ``data[c].ready``
+        #: itself in the gated-clock form.
+        self.data_ready_copies = [Signal(name=f"data{c}_ready_copy") for c in range(nch)]
 
     def elaborate(self, platform):
         m = Module()
@@ -146,6 +152,7 @@ class NicLinkTx(wiring.Component):
         core.submodules.out_skid = skid = SkidFifo(link_beat_layout(cfg.link_bytes),
                                                    slice_bits=TX_SLICE_BITS if self._copies
                                                    else None)
+        self._out_skid = skid
         self._drive_link(core, skid.o)
         slot, req = self._grant_slot(core)
         self._frame(core, slot, skid.i)
@@ -393,6 +400,12 @@ class NicLinkTx(wiring.Component):
                                (sending[c] & ~(self.data[c].valid & ready & is_last)))
             m.d.sync += sending[c].eq(nxt)
             sending_next.append(nxt)
+            # ``data[c].ready`` is ``sending[c] & beat.ready`` in both states (``sending`` is
+            # all low in HEADER), and both are registers whose next values are known here.
+            if self._copies:
+                m.d.sync += self.data_ready_copies[c].eq(nxt & self._out_skid.ready_next)
+            else:
+                m.d.comb += self.data_ready_copies[c].eq(self.data[c].ready)
         picks = [replicas(m, self._platform, sending_next[c], len(starts),
                           name=f"pick{c}", distinct=self._copies) for c in range(nch)]
         header_starts = [lo for lo in starts if lo < header.shape().width]
