@@ -61,6 +61,7 @@ from amaranth.lib.wiring import In, Out
 from ace.hw.common.buffered_flag_fifo import BufferedFlagFifo
 from ace.hw.common.arbiter import RoundRobinArbiter, one_hot_select
 from ace.hw.common.skid_buffer import SkidBuffer
+from ace.hw.common.skid_fifo import SkidFifo
 from ace.hw.axi.signatures import Axi4Signature
 
 __all__ = ["AxiInterconnect"]
@@ -260,7 +261,11 @@ class AxiInterconnect(wiring.Component):
         ar_layout = data.StructLayout({**{name: len(getattr(ports[0], name))
                                           for name in ar_fields}, "short": 1})
         for i, port in enumerate(ports):
-            m.submodules[f"ar_slice{i}"] = ar_slice = SkidBuffer(ar_layout)
+            # A skid FIFO: the grant (``ar_take``, this slice's ``o.ready``) reaches its few
+            # pointer and flag registers, not the load enables of every payload bit (the
+            # arbitration runs from one master's slice to another's, across the die).
+            m.submodules[f"ar_slice{i}"] = ar_slice = SkidFifo(
+                ar_layout, slice_bits=32 if self._slices > 1 else None)
             m.d.comb += [ar_slice.i.valid.eq(port.arvalid), port.arready.eq(ar_slice.i.ready)]
             m.d.comb += [ar_slice.i.payload[name].eq(getattr(port, name)) for name in ar_fields]
             m.d.comb += ar_slice.i.payload.short.eq(port.arlen < self.max_burst_beats)
