@@ -55,10 +55,10 @@ from __future__ import annotations
 
 from amaranth.hdl import DomainRenamer, EnableInserter, Module, Mux, Signal
 from amaranth.lib import data, wiring
-from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from ace.hw.common.buffered_flag_fifo import BufferedFlagFifo
+from ace.hw.common.flag_fifo import FlagFifo
 from ace.hw.common.arbiter import RoundRobinArbiter, one_hot_select
 from ace.hw.common.skid_buffer import SkidBuffer
 from ace.hw.common.skid_fifo import SkidFifo
@@ -137,8 +137,9 @@ class AxiInterconnect(wiring.Component):
     block RAM friendly, ``w_rdy`` a register). The R buffer has ``read_buffer_beats + 1``
     entries, of which reads reserve at most ``read_buffer_beats`` (the extra entry makes room
     certain whatever the buffer's internal state). The W buffer has ``write_buffer_beats + 2``
-    entries. The AW queue holds 4 bursts, the B buffer and the master-ID queues are
-    :class:`~amaranth.lib.fifo.SyncFIFO`.
+    entries. The AW queue holds 4 bursts; it, the B buffer and the master-ID queues are
+    :class:`~ace.hw.common.flag_fifo.FlagFifo` (``SyncFIFO``'s cycles, flags in flip-flops;
+    the ID queues written a cycle late from a register).
 
     Parameters
     ----------
@@ -275,7 +276,10 @@ class AxiInterconnect(wiring.Component):
             rq = BufferedFlagFifo(width=r_layout.size, depth=self.read_buffer_beats + 1)
             # The master's ARID per burst in flight, taken as its R beats arrive from memory
             # (each beat is stored with it), so no R buffer output reaches this queue.
-            idq = SyncFIFO(width=self.id_bits, depth=self.read_buffer_beats)
+            # (written a cycle late from a register: the grant's arbitration ends at flip-flops,
+            # not at the queue's memory and counters)
+            idq = FlagFifo(width=self.id_bits, depth=self.read_buffer_beats,
+                           registered_write=True)
             m.submodules[f"rq{i}"] = rq
             m.submodules[f"idq{i}"] = idq
             reserved = Signal(range(self.read_buffer_beats + 1), name=f"rd{i}_reserved")
@@ -376,14 +380,15 @@ class AxiInterconnect(wiring.Component):
         aw_heads = []
         w_fifos = []
         for j, port in enumerate(ports):
-            awq = SyncFIFO(width=aw_layout.size, depth=self.aw_queue_depth)
+            awq = FlagFifo(width=aw_layout.size, depth=self.aw_queue_depth)
             # The W slice's load enables take copies of the W buffer's registered ``w_rdy``,
             # one per slice of its control (no counter compare, no one net to every slice).
             per_slice = self._slices > 1
             wq = BufferedFlagFifo(width=w_layout.size, depth=self.write_buffer_beats + 2,
                                   ready_copies=self._slices if per_slice else 0)
-            bidq = SyncFIFO(width=self.id_bits, depth=self.max_writes_in_flight)
-            bq = SyncFIFO(width=2, depth=self.max_writes_in_flight)
+            bidq = FlagFifo(width=self.id_bits, depth=self.max_writes_in_flight,
+                            registered_write=True)
+            bq = FlagFifo(width=2, depth=self.max_writes_in_flight)
             m.submodules[f"awq{j}"] = awq
             m.submodules[f"wq{j}"] = wq
             m.submodules[f"bidq{j}"] = bidq
