@@ -548,10 +548,10 @@ module ace_dma_default(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, 
     .\port$0$2 (desc__payload),
     .\port$1$0 (\$1 ),
     .\port$14$0 (\$14 ),
-    .\port$16899$0 (\$127 ),
-    .\port$16900$0 (\$128 ),
-    .\port$16901$0 (\$129 ),
-    .\port$16902$0 (\$130 ),
+    .\port$16955$0 (\$127 ),
+    .\port$16956$0 (\$128 ),
+    .\port$16957$0 (\$129 ),
+    .\port$16958$0 (\$130 ),
     .\port$7$0 (\$7 ),
     .\r_rdy$14 (r_rdy),
     .rst(rst),
@@ -576,38 +576,38 @@ module ace_dma_default(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, 
     .cpl__ready(\cpl__ready$158 ),
     .cpl_full(\cpl__valid$152 ),
     .\o__ready$39 (m_axi__arready),
-    .\port$8005$15 (\$63 ),
-    .\port$8006$0 (\$64 ),
-    .\port$8007$0 (\$65 ),
-    .\port$8008$0 (\$66 ),
-    .\port$8009$0 (\$67 ),
-    .\port$8010$0 (\$68 ),
-    .\port$8011$0 (\$69 ),
-    .\port$8012$0 (\$70 ),
-    .\port$8013$0 (\$71 ),
-    .\port$8014$0 (\$72 ),
-    .\port$8015$0 (\$73 ),
-    .\port$8016$0 (\$74 ),
-    .\port$8017$0 (\$75 ),
-    .\port$8018$0 (\$76 ),
-    .\port$8019$0 (\$77 ),
-    .\port$8020$0 (\$78 ),
-    .\port$8021$0 (\$79 ),
-    .\port$8022$0 (\$80 ),
-    .\port$8023$0 (\$81 ),
-    .\port$8024$0 (\$82 ),
-    .\port$8025$0 (\$83 ),
-    .\port$8026$0 (\$84 ),
-    .\port$8027$0 (\$85 ),
-    .\port$8028$0 (\$86 ),
-    .\port$8029$0 (\$87 ),
-    .\port$8030$0 (\$88 ),
-    .\port$8031$0 (\$89 ),
-    .\port$8032$0 (\$90 ),
-    .\port$8033$0 (\$91 ),
-    .\port$8034$0 (\$92 ),
-    .\port$8035$0 (\$93 ),
-    .\port$8036$0 (\$94 ),
+    .\port$8021$15 (\$63 ),
+    .\port$8022$0 (\$64 ),
+    .\port$8023$0 (\$65 ),
+    .\port$8024$0 (\$66 ),
+    .\port$8025$0 (\$67 ),
+    .\port$8026$0 (\$68 ),
+    .\port$8027$0 (\$69 ),
+    .\port$8028$0 (\$70 ),
+    .\port$8029$0 (\$71 ),
+    .\port$8030$0 (\$72 ),
+    .\port$8031$0 (\$73 ),
+    .\port$8032$0 (\$74 ),
+    .\port$8033$0 (\$75 ),
+    .\port$8034$0 (\$76 ),
+    .\port$8035$0 (\$77 ),
+    .\port$8036$0 (\$78 ),
+    .\port$8037$0 (\$79 ),
+    .\port$8038$0 (\$80 ),
+    .\port$8039$0 (\$81 ),
+    .\port$8040$0 (\$82 ),
+    .\port$8041$0 (\$83 ),
+    .\port$8042$0 (\$84 ),
+    .\port$8043$0 (\$85 ),
+    .\port$8044$0 (\$86 ),
+    .\port$8045$0 (\$87 ),
+    .\port$8046$0 (\$88 ),
+    .\port$8047$0 (\$89 ),
+    .\port$8048$0 (\$90 ),
+    .\port$8049$0 (\$91 ),
+    .\port$8050$0 (\$92 ),
+    .\port$8051$0 (\$93 ),
+    .\port$8052$0 (\$94 ),
     .rd_stream__tlast(rd_stream__tlast),
     .rd_stream__tready(rd_stream__tready),
     .rd_stream__tvalid(rd_stream__tvalid),
@@ -645,38 +645,38 @@ module ace_dma_default(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, 
     .cpl_full(\cpl__valid$151 ),
     .\o__ready$42 (m_axi__awready),
     .\o__ready$96 (m_axi__wready),
-    .\port$16484$0 (\$95 ),
-    .\port$16485$0 (\$96 ),
-    .\port$16486$0 (\$97 ),
-    .\port$16487$0 (\$98 ),
-    .\port$16488$0 (\$99 ),
-    .\port$16489$0 (\$100 ),
-    .\port$16490$0 (\$101 ),
-    .\port$16491$0 (\$102 ),
-    .\port$16492$0 (\$103 ),
-    .\port$16493$0 (\$104 ),
-    .\port$16494$0 (\$105 ),
-    .\port$16495$0 (\$106 ),
-    .\port$16496$0 (\$107 ),
-    .\port$16497$0 (\$108 ),
-    .\port$16498$0 (\$109 ),
-    .\port$16499$0 (\$110 ),
-    .\port$16500$0 (\$111 ),
-    .\port$16501$0 (\$112 ),
-    .\port$16502$0 (\$113 ),
-    .\port$16503$0 (\$114 ),
-    .\port$16504$0 (\$115 ),
-    .\port$16505$0 (\$116 ),
-    .\port$16506$0 (\$117 ),
-    .\port$16507$0 (\$118 ),
-    .\port$16508$0 (\$119 ),
-    .\port$16509$0 (\$120 ),
-    .\port$16510$0 (\$121 ),
-    .\port$16511$0 (\$122 ),
-    .\port$16512$0 (\$123 ),
-    .\port$16513$0 (\$124 ),
-    .\port$16514$0 (\$125 ),
-    .\port$16515$0 (\$126 ),
+    .\port$16532$0 (\$95 ),
+    .\port$16533$0 (\$96 ),
+    .\port$16534$0 (\$97 ),
+    .\port$16535$0 (\$98 ),
+    .\port$16536$0 (\$99 ),
+    .\port$16537$0 (\$100 ),
+    .\port$16538$0 (\$101 ),
+    .\port$16539$0 (\$102 ),
+    .\port$16540$0 (\$103 ),
+    .\port$16541$0 (\$104 ),
+    .\port$16542$0 (\$105 ),
+    .\port$16543$0 (\$106 ),
+    .\port$16544$0 (\$107 ),
+    .\port$16545$0 (\$108 ),
+    .\port$16546$0 (\$109 ),
+    .\port$16547$0 (\$110 ),
+    .\port$16548$0 (\$111 ),
+    .\port$16549$0 (\$112 ),
+    .\port$16550$0 (\$113 ),
+    .\port$16551$0 (\$114 ),
+    .\port$16552$0 (\$115 ),
+    .\port$16553$0 (\$116 ),
+    .\port$16554$0 (\$117 ),
+    .\port$16555$0 (\$118 ),
+    .\port$16556$0 (\$119 ),
+    .\port$16557$0 (\$120 ),
+    .\port$16558$0 (\$121 ),
+    .\port$16559$0 (\$122 ),
+    .\port$16560$0 (\$123 ),
+    .\port$16561$0 (\$124 ),
+    .\port$16562$0 (\$125 ),
+    .\port$16563$0 (\$126 ),
     .rst(rst),
     .sram_r__req__payload(sram_r__req__payload),
     .sram_r__req__ready(sram_r__req__ready),
@@ -1157,7 +1157,7 @@ module \ace_dma_default.cpl_q (clk, rst, w_en, w_rdy, r_data, w_port__data, r_rd
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_default.queue (w_en, clk, rst, \port$1$0 , \port$7$0 , \port$14$0 , o__ready, \port$16899$0 , \port$16900$0 , \port$16901$0 , \port$16902$0 , w_rdy, \r_rdy$14 , \port$0$2 );
+module \ace_dma_default.queue (w_en, clk, rst, \port$1$0 , \port$7$0 , \port$14$0 , o__ready, \port$16955$0 , \port$16956$0 , \port$16957$0 , \port$16958$0 , w_rdy, \r_rdy$14 , \port$0$2 );
   wire [24:0] \$1 ;
   wire [24:0] \$2 ;
   wire [24:0] \$3 ;
@@ -1178,14 +1178,14 @@ module \ace_dma_default.queue (w_en, clk, rst, \port$1$0 , \port$7$0 , \port$14$
   wire \port$1$0 ;
   input \port$14$0 ;
   wire \port$14$0 ;
-  output [24:0] \port$16899$0 ;
-  wire [24:0] \port$16899$0 ;
-  output [24:0] \port$16900$0 ;
-  wire [24:0] \port$16900$0 ;
-  output [24:0] \port$16901$0 ;
-  wire [24:0] \port$16901$0 ;
-  output [24:0] \port$16902$0 ;
-  wire [24:0] \port$16902$0 ;
+  output [24:0] \port$16955$0 ;
+  wire [24:0] \port$16955$0 ;
+  output [24:0] \port$16956$0 ;
+  wire [24:0] \port$16956$0 ;
+  output [24:0] \port$16957$0 ;
+  wire [24:0] \port$16957$0 ;
+  output [24:0] \port$16958$0 ;
+  wire [24:0] \port$16958$0 ;
   input \port$7$0 ;
   wire \port$7$0 ;
   wire [99:0] r_data;
@@ -1228,10 +1228,10 @@ module \ace_dma_default.queue (w_en, clk, rst, \port$1$0 , \port$7$0 , \port$14$
     .in_ready(r_en),
     .o__ready(o__ready),
     .out_valid(\r_rdy$14 ),
-    .\port$16899$0 (\$1 ),
-    .\port$16900$0 (\$2 ),
-    .\port$16901$0 (\$3 ),
-    .\port$16902$0 (\$4 ),
+    .\port$16955$0 (\$1 ),
+    .\port$16956$0 (\$2 ),
+    .\port$16957$0 (\$3 ),
+    .\port$16958$0 (\$4 ),
     .rst(rst)
   );
   assign w_data = { \port$14$0 , \port$7$0 , \port$1$0 , \port$0$2  };
@@ -1245,42 +1245,46 @@ module \ace_dma_default.queue (w_en, clk, rst, \port$1$0 , \port$7$0 , \port$14$
   assign o__payload = { \$4 , \$3 , \$2 , \$1  };
   assign o__valid = \r_rdy$14 ;
   assign \r_en$17  = o__ready;
-  assign \port$16899$0  = \$1 ;
-  assign \port$16900$0  = \$2 ;
-  assign \port$16901$0  = \$3 ;
-  assign \port$16902$0  = \$4 ;
+  assign \port$16955$0  = \$1 ;
+  assign \port$16956$0  = \$2 ;
+  assign \port$16957$0  = \$3 ;
+  assign \port$16958$0  = \$4 ;
 endmodule
 
 (* generator = "Amaranth" *)
 module \ace_dma_default.queue.fifo (w_en, clk, rst, \port$1$0 , \port$7$0 , \port$14$0 , r_data, level, r_rdy, w_rdy, r_en, \port$0$2 );
   reg \$auto$verilog_backend.cc:2355:dump_module$3  = 0;
   wire \$1 ;
-  wire [3:0] \$10 ;
-  wire [3:0] \$11 ;
-  wire \$12 ;
-  wire \$13 ;
-  wire [3:0] \$14 ;
-  wire \$15 ;
-  wire \$16 ;
+  wire \$10 ;
+  wire \$11 ;
+  wire [3:0] \$12 ;
+  wire [3:0] \$13 ;
+  wire \$14 ;
+  wire [3:0] \$15 ;
+  wire [3:0] \$16 ;
   wire \$17 ;
-  wire [3:0] \$18 ;
-  wire \$19 ;
+  wire \$18 ;
+  wire [3:0] \$19 ;
   wire \$2 ;
-  reg [99:0] \$20 ;
-  reg [2:0] \$21 ;
-  reg \$22 ;
-  reg \$23 ;
-  reg [2:0] \$24 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire [3:0] \$22 ;
+  wire \$23 ;
+  reg [99:0] \$24 ;
   reg [2:0] \$25 ;
-  reg [2:0] \$26 ;
+  reg \$26 ;
   reg \$27 ;
-  reg \$28 ;
+  reg [2:0] \$28 ;
+  reg [2:0] \$29 ;
   wire \$3 ;
+  reg [2:0] \$30 ;
+  reg \$31 ;
+  reg \$32 ;
   wire \$4 ;
   wire \$5 ;
   wire \$6 ;
-  wire [3:0] \$7 ;
-  wire [3:0] \$8 ;
+  wire \$7 ;
+  wire \$8 ;
   wire \$9 ;
   reg bypass = 1'h0;
   input clk;
@@ -1324,6 +1328,7 @@ module \ace_dma_default.queue.fifo (w_en, clk, rst, \port$1$0 , \port$7$0 , \por
   reg w_port__en = 1'h0;
   output w_rdy;
   reg w_rdy = 1'h1;
+  reg w_rdy_next;
   reg [99:0] storage [5:0];
   always @(posedge clk) begin
     if (w_port__en)
@@ -1333,128 +1338,136 @@ module \ace_dma_default.queue.fifo (w_en, clk, rst, \port$1$0 , \port$7$0 , \por
   assign do_write = w_en & w_rdy;
   assign do_read = r_en & r_rdy;
   assign r_data = bypass ? w_port__data : r_port__data;
-  assign \$1  = ! level;
-  assign \$2  = level == 1'h1;
-  assign \$3  = \$2  & do_read;
-  assign \$4  = \$1  | \$3 ;
-  assign \$5  = do_write & \$4 ;
-  assign \$6  = produce == 3'h5;
-  assign \$7  = produce + 1'h1;
-  assign \$8  = \$6  ? 4'h0 : \$7 ;
-  assign \$9  = r_port__addr == 3'h5;
-  assign \$10  = r_port__addr + 1'h1;
-  assign \$11  = \$9  ? 4'h0 : \$10 ;
-  assign \$12  = ~ do_read;
-  assign \$13  = do_write & \$12 ;
-  assign \$14  = level + 1'h1;
-  assign \$15  = level != 3'h5;
-  assign \$16  = ~ do_write;
-  assign \$17  = do_read & \$16 ;
-  assign \$18  = level - 1'h1;
-  assign \$19  = level != 1'h1;
+  assign \$1  = ~ do_read;
+  assign \$2  = do_write & \$1 ;
+  assign \$3  = level != 3'h5;
+  assign \$4  = ~ do_write;
+  assign \$5  = do_read & \$4 ;
+  assign \$6  = ! level;
+  assign \$7  = level == 1'h1;
+  assign \$8  = \$7  & do_read;
+  assign \$9  = \$6  | \$8 ;
+  assign \$10  = do_write & \$9 ;
+  assign \$11  = produce == 3'h5;
+  assign \$12  = produce + 1'h1;
+  assign \$13  = \$11  ? 4'h0 : \$12 ;
+  assign \$14  = r_port__addr == 3'h5;
+  assign \$15  = r_port__addr + 1'h1;
+  assign \$16  = \$14  ? 4'h0 : \$15 ;
+  assign \$17  = ~ do_read;
+  assign \$18  = do_write & \$17 ;
+  assign \$19  = level + 1'h1;
+  assign \$20  = ~ do_write;
+  assign \$21  = do_read & \$20 ;
+  assign \$22  = level - 1'h1;
+  assign \$23  = level != 1'h1;
   always @(posedge clk)
-    w_port__data <= \$20 ;
+    w_port__data <= \$24 ;
   always @(posedge clk)
-    w_port__addr <= \$21 ;
+    w_port__addr <= \$25 ;
   always @(posedge clk)
-    w_port__en <= \$22 ;
+    w_port__en <= \$26 ;
   always @(posedge clk)
-    bypass <= \$23 ;
+    bypass <= \$27 ;
   always @(posedge clk)
-    produce <= \$24 ;
+    produce <= \$28 ;
   always @(posedge clk)
-    r_port__addr <= \$25 ;
+    r_port__addr <= \$29 ;
   always @(posedge clk)
-    level <= \$26 ;
+    level <= \$30 ;
   always @(posedge clk)
-    r_rdy <= \$27 ;
+    r_rdy <= \$31 ;
   always @(posedge clk)
-    w_rdy <= \$28 ;
+    w_rdy <= \$32 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$20  = { \port$14$0 , \port$7$0 , \port$1$0 , \port$0$2  };
-    if (rst) begin
-      \$20  = 100'h0000000000000000000000000;
+    w_rdy_next = w_rdy;
+    if (\$2 ) begin
+      w_rdy_next = \$3 ;
+    end
+    if (\$5 ) begin
+      w_rdy_next = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$21  = produce;
+    \$24  = { \port$14$0 , \port$7$0 , \port$1$0 , \port$0$2  };
     if (rst) begin
-      \$21  = 3'h0;
+      \$24  = 100'h0000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$22  = do_write;
-    if (rst) begin
-      \$22  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$23  = \$5 ;
-    if (rst) begin
-      \$23  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$24  = produce;
-    if (do_write) begin
-      \$24  = \$8 [2:0];
-    end
-    if (rst) begin
-      \$24  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$25  = r_port__addr;
-    if (do_read) begin
-      \$25  = \$11 [2:0];
-    end
+    \$25  = produce;
     if (rst) begin
       \$25  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$26  = level;
-    if (\$13 ) begin
-      \$26  = \$14 [2:0];
-    end
-    if (\$17 ) begin
-      \$26  = \$18 [2:0];
-    end
+    \$26  = do_write;
     if (rst) begin
-      \$26  = 3'h0;
+      \$26  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$27  = r_rdy;
-    if (\$13 ) begin
-      \$27  = 1'h1;
-    end
-    if (\$17 ) begin
-      \$27  = \$19 ;
-    end
+    \$27  = \$10 ;
     if (rst) begin
       \$27  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$28  = w_rdy;
-    if (\$13 ) begin
-      \$28  = \$15 ;
-    end
-    if (\$17 ) begin
-      \$28  = 1'h1;
+    \$28  = produce;
+    if (do_write) begin
+      \$28  = \$13 [2:0];
     end
     if (rst) begin
-      \$28  = 1'h1;
+      \$28  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$29  = r_port__addr;
+    if (do_read) begin
+      \$29  = \$16 [2:0];
+    end
+    if (rst) begin
+      \$29  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$30  = level;
+    if (\$18 ) begin
+      \$30  = \$19 [2:0];
+    end
+    if (\$21 ) begin
+      \$30  = \$22 [2:0];
+    end
+    if (rst) begin
+      \$30  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$31  = r_rdy;
+    if (\$18 ) begin
+      \$31  = 1'h1;
+    end
+    if (\$21 ) begin
+      \$31  = \$23 ;
+    end
+    if (rst) begin
+      \$31  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$32  = w_rdy_next;
+    if (rst) begin
+      \$32  = 1'h1;
     end
   end
   assign consume = r_port__addr;
@@ -1465,7 +1478,7 @@ module \ace_dma_default.queue.fifo (w_en, clk, rst, \port$1$0 , \port$7$0 , \por
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_default.queue.head (rst, o__ready, i__payload, \port$16899$0 , \port$16900$0 , \port$16901$0 , \port$16902$0 , i__valid, in_ready, out_valid, clk);
+module \ace_dma_default.queue.head (rst, o__ready, i__payload, \port$16955$0 , \port$16956$0 , \port$16957$0 , \port$16958$0 , i__valid, in_ready, out_valid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$4  = 0;
   wire \$1 ;
   wire [24:0] \$10 ;
@@ -1554,14 +1567,14 @@ module \ace_dma_default.queue.head (rst, o__ready, i__payload, \port$16899$0 , \
   output out_valid;
   reg out_valid = 1'h0;
   wire pop;
-  output [24:0] \port$16899$0 ;
-  wire [24:0] \port$16899$0 ;
-  output [24:0] \port$16900$0 ;
-  wire [24:0] \port$16900$0 ;
-  output [24:0] \port$16901$0 ;
-  wire [24:0] \port$16901$0 ;
-  output [24:0] \port$16902$0 ;
-  wire [24:0] \port$16902$0 ;
+  output [24:0] \port$16955$0 ;
+  wire [24:0] \port$16955$0 ;
+  output [24:0] \port$16956$0 ;
+  wire [24:0] \port$16956$0 ;
+  output [24:0] \port$16957$0 ;
+  wire [24:0] \port$16957$0 ;
+  output [24:0] \port$16958$0 ;
+  wire [24:0] \port$16958$0 ;
   wire push;
   reg r_at = 1'h0;
   wire r_at_next;
@@ -1805,10 +1818,10 @@ module \ace_dma_default.queue.head (rst, o__ready, i__payload, \port$16899$0 , \
   assign i__ready = in_ready;
   assign o__valid = out_valid;
   assign o__payload = { \$13 , \$12 , \$11 , \$10  };
-  assign \port$16899$0  = \$10 ;
-  assign \port$16900$0  = \$11 ;
-  assign \port$16901$0  = \$12 ;
-  assign \port$16902$0  = \$13 ;
+  assign \port$16955$0  = \$10 ;
+  assign \port$16956$0  = \$11 ;
+  assign \port$16957$0  = \$12 ;
+  assign \port$16958$0  = \$13 ;
   assign \$29  = w_at_next;
   assign \$32  = w_at_next;
   assign \$35  = w_at_next;
@@ -1816,9 +1829,9 @@ module \ace_dma_default.queue.head (rst, o__ready, i__payload, \port$16899$0 , \
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_default.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, sram_w__ready, rd_stream__tready, clk, rst, axi__araddr, axi__rready, sram_w__valid, rd_stream__tvalid, \port$8005$15 , \port$8006$0 , \port$8007$0 , \port$8008$0 , \port$8009$0 , \port$8010$0 , \port$8011$0 , \port$8012$0 , \port$8013$0 
-, \port$8014$0 , \port$8015$0 , \port$8016$0 , \port$8017$0 , \port$8018$0 , \port$8019$0 , \port$8020$0 , \port$8021$0 , \port$8022$0 , \port$8023$0 , \port$8024$0 , \port$8025$0 , \port$8026$0 , \port$8027$0 , \port$8028$0 , \port$8029$0 , \port$8030$0 , \port$8031$0 , \port$8032$0 , \port$8033$0 , \port$8034$0 
-, \port$8035$0 , \port$8036$0 , cpl__ready, sram_w__payload, cmd__ready, bytes, cpl_full, cpl__payload, axi__arvalid, axi__arlen, rd_stream__tlast, cmd__valid, cmd__payload, \o__ready$39 );
+module \ace_dma_default.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, sram_w__ready, rd_stream__tready, clk, rst, axi__araddr, axi__rready, sram_w__valid, rd_stream__tvalid, \port$8021$15 , \port$8022$0 , \port$8023$0 , \port$8024$0 , \port$8025$0 , \port$8026$0 , \port$8027$0 , \port$8028$0 , \port$8029$0 
+, \port$8030$0 , \port$8031$0 , \port$8032$0 , \port$8033$0 , \port$8034$0 , \port$8035$0 , \port$8036$0 , \port$8037$0 , \port$8038$0 , \port$8039$0 , \port$8040$0 , \port$8041$0 , \port$8042$0 , \port$8043$0 , \port$8044$0 , \port$8045$0 , \port$8046$0 , \port$8047$0 , \port$8048$0 , \port$8049$0 , \port$8050$0 
+, \port$8051$0 , \port$8052$0 , cpl__ready, sram_w__payload, cmd__ready, bytes, cpl_full, cpl__payload, axi__arvalid, axi__arlen, rd_stream__tlast, cmd__valid, cmd__payload, \o__ready$39 );
   reg \$auto$verilog_backend.cc:2355:dump_module$5  = 0;
   wire [24:0] \$1 ;
   wire [7:0] \$10 ;
@@ -2162,40 +2175,8 @@ module \ace_dma_default.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid,
   wire [5:0] off;
   (* init = 1'h1 *)
   wire open_;
-  output [3:0] \port$8005$15 ;
-  wire [3:0] \port$8005$15 ;
-  output [18:0] \port$8006$0 ;
-  wire [18:0] \port$8006$0 ;
-  output [18:0] \port$8007$0 ;
-  wire [18:0] \port$8007$0 ;
-  output [18:0] \port$8008$0 ;
-  wire [18:0] \port$8008$0 ;
-  output [18:0] \port$8009$0 ;
-  wire [18:0] \port$8009$0 ;
-  output [18:0] \port$8010$0 ;
-  wire [18:0] \port$8010$0 ;
-  output [18:0] \port$8011$0 ;
-  wire [18:0] \port$8011$0 ;
-  output [18:0] \port$8012$0 ;
-  wire [18:0] \port$8012$0 ;
-  output [18:0] \port$8013$0 ;
-  wire [18:0] \port$8013$0 ;
-  output [18:0] \port$8014$0 ;
-  wire [18:0] \port$8014$0 ;
-  output [18:0] \port$8015$0 ;
-  wire [18:0] \port$8015$0 ;
-  output [18:0] \port$8016$0 ;
-  wire [18:0] \port$8016$0 ;
-  output [18:0] \port$8017$0 ;
-  wire [18:0] \port$8017$0 ;
-  output [18:0] \port$8018$0 ;
-  wire [18:0] \port$8018$0 ;
-  output [18:0] \port$8019$0 ;
-  wire [18:0] \port$8019$0 ;
-  output [18:0] \port$8020$0 ;
-  wire [18:0] \port$8020$0 ;
-  output [18:0] \port$8021$0 ;
-  wire [18:0] \port$8021$0 ;
+  output [3:0] \port$8021$15 ;
+  wire [3:0] \port$8021$15 ;
   output [18:0] \port$8022$0 ;
   wire [18:0] \port$8022$0 ;
   output [18:0] \port$8023$0 ;
@@ -2224,8 +2205,40 @@ module \ace_dma_default.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid,
   wire [18:0] \port$8034$0 ;
   output [18:0] \port$8035$0 ;
   wire [18:0] \port$8035$0 ;
-  output [9:0] \port$8036$0 ;
-  wire [9:0] \port$8036$0 ;
+  output [18:0] \port$8036$0 ;
+  wire [18:0] \port$8036$0 ;
+  output [18:0] \port$8037$0 ;
+  wire [18:0] \port$8037$0 ;
+  output [18:0] \port$8038$0 ;
+  wire [18:0] \port$8038$0 ;
+  output [18:0] \port$8039$0 ;
+  wire [18:0] \port$8039$0 ;
+  output [18:0] \port$8040$0 ;
+  wire [18:0] \port$8040$0 ;
+  output [18:0] \port$8041$0 ;
+  wire [18:0] \port$8041$0 ;
+  output [18:0] \port$8042$0 ;
+  wire [18:0] \port$8042$0 ;
+  output [18:0] \port$8043$0 ;
+  wire [18:0] \port$8043$0 ;
+  output [18:0] \port$8044$0 ;
+  wire [18:0] \port$8044$0 ;
+  output [18:0] \port$8045$0 ;
+  wire [18:0] \port$8045$0 ;
+  output [18:0] \port$8046$0 ;
+  wire [18:0] \port$8046$0 ;
+  output [18:0] \port$8047$0 ;
+  wire [18:0] \port$8047$0 ;
+  output [18:0] \port$8048$0 ;
+  wire [18:0] \port$8048$0 ;
+  output [18:0] \port$8049$0 ;
+  wire [18:0] \port$8049$0 ;
+  output [18:0] \port$8050$0 ;
+  wire [18:0] \port$8050$0 ;
+  output [18:0] \port$8051$0 ;
+  wire [18:0] \port$8051$0 ;
+  output [9:0] \port$8052$0 ;
+  wire [9:0] \port$8052$0 ;
   wire [60:0] r_data;
   wire [72:0] \r_data$53 ;
   wire r_en;
@@ -2387,7 +2400,7 @@ module \ace_dma_default.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid,
   \ace_dma_default.reader.ar_q  ar_q (
     .clk(clk),
     .o__ready(r_en),
-    .\port$19381$39 (cmd__payload[80:39]),
+    .\port$19444$39 (cmd__payload[80:39]),
     .\port$85$0 (\$8 [18:0]),
     .\r_data$12 (r_data),
     .\r_rdy$14 (i__valid),
@@ -2443,38 +2456,38 @@ module \ace_dma_default.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid,
     .in_ready_8(in_ready_8),
     .in_ready_9(in_ready_9),
     .o__ready(ready),
-    .\port$8005$0 (\$87 ),
-    .\port$8006$0 (\$88 ),
-    .\port$8007$0 (\$89 ),
-    .\port$8008$0 (\$90 ),
-    .\port$8009$0 (\$91 ),
-    .\port$8010$0 (\$92 ),
-    .\port$8011$0 (\$93 ),
-    .\port$8012$0 (\$94 ),
-    .\port$8013$0 (\$95 ),
-    .\port$8014$0 (\$96 ),
-    .\port$8015$0 (\$97 ),
-    .\port$8016$0 (\$98 ),
-    .\port$8017$0 (\$99 ),
-    .\port$8018$0 (\$100 ),
-    .\port$8019$0 (\$101 ),
-    .\port$8020$0 (\$102 ),
-    .\port$8021$0 (\$103 ),
-    .\port$8022$0 (\$104 ),
-    .\port$8023$0 (\$105 ),
-    .\port$8024$0 (\$106 ),
-    .\port$8025$0 (\$107 ),
-    .\port$8026$0 (\$108 ),
-    .\port$8027$0 (\$109 ),
-    .\port$8028$0 (\$110 ),
-    .\port$8029$0 (\$111 ),
-    .\port$8030$0 (\$112 ),
-    .\port$8031$0 (\$113 ),
-    .\port$8032$0 (\$114 ),
-    .\port$8033$0 (\$115 ),
-    .\port$8034$0 (\$116 ),
-    .\port$8035$0 (\$117 ),
-    .\port$8036$0 (\$118 ),
+    .\port$8021$0 (\$87 ),
+    .\port$8022$0 (\$88 ),
+    .\port$8023$0 (\$89 ),
+    .\port$8024$0 (\$90 ),
+    .\port$8025$0 (\$91 ),
+    .\port$8026$0 (\$92 ),
+    .\port$8027$0 (\$93 ),
+    .\port$8028$0 (\$94 ),
+    .\port$8029$0 (\$95 ),
+    .\port$8030$0 (\$96 ),
+    .\port$8031$0 (\$97 ),
+    .\port$8032$0 (\$98 ),
+    .\port$8033$0 (\$99 ),
+    .\port$8034$0 (\$100 ),
+    .\port$8035$0 (\$101 ),
+    .\port$8036$0 (\$102 ),
+    .\port$8037$0 (\$103 ),
+    .\port$8038$0 (\$104 ),
+    .\port$8039$0 (\$105 ),
+    .\port$8040$0 (\$106 ),
+    .\port$8041$0 (\$107 ),
+    .\port$8042$0 (\$108 ),
+    .\port$8043$0 (\$109 ),
+    .\port$8044$0 (\$110 ),
+    .\port$8045$0 (\$111 ),
+    .\port$8046$0 (\$112 ),
+    .\port$8047$0 (\$113 ),
+    .\port$8048$0 (\$114 ),
+    .\port$8049$0 (\$115 ),
+    .\port$8050$0 (\$116 ),
+    .\port$8051$0 (\$117 ),
+    .\port$8052$0 (\$118 ),
     .rst(rst)
   );
   \ace_dma_default.reader.out_flags  out_flags (
@@ -2490,9 +2503,9 @@ module \ace_dma_default.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid,
   \ace_dma_default.reader.r_q  r_q (
     .clk(clk),
     .o__ready(\r_en$55 ),
-    .\port$292$0 (\$82 ),
-    .\port$293$0 (\$83 ),
-    .\port$294$0 (\$84 ),
+    .\port$308$0 (\$82 ),
+    .\port$309$0 (\$83 ),
+    .\port$310$0 (\$84 ),
     .\r_rdy$14 (\r_rdy$61 ),
     .room_next(\room_next$94 ),
     .rst(rst),
@@ -2539,7 +2552,7 @@ module \ace_dma_default.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid,
     .in_ready_8(in_ready_8),
     .in_ready_9(in_ready_9),
     .out_data(\$86 ),
-    .\port$17281$0 (\$85 ),
+    .\port$17339$0 (\$85 ),
     .rst(rst)
   );
   \ace_dma_default.reader.split  split (
@@ -2739,38 +2752,38 @@ module \ace_dma_default.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid,
   assign \o__ready$89  = ready;
   assign cpl__valid = cpl_full;
   assign axi__araddr = \$23 [47:0];
-  assign \port$8005$15  = \$87 [18:15];
-  assign \port$8006$0  = \$88 ;
-  assign \port$8007$0  = \$89 ;
-  assign \port$8008$0  = \$90 ;
-  assign \port$8009$0  = \$91 ;
-  assign \port$8010$0  = \$92 ;
-  assign \port$8011$0  = \$93 ;
-  assign \port$8012$0  = \$94 ;
-  assign \port$8013$0  = \$95 ;
-  assign \port$8014$0  = \$96 ;
-  assign \port$8015$0  = \$97 ;
-  assign \port$8016$0  = \$98 ;
-  assign \port$8017$0  = \$99 ;
-  assign \port$8018$0  = \$100 ;
-  assign \port$8019$0  = \$101 ;
-  assign \port$8020$0  = \$102 ;
-  assign \port$8021$0  = \$103 ;
-  assign \port$8022$0  = \$104 ;
-  assign \port$8023$0  = \$105 ;
-  assign \port$8024$0  = \$106 ;
-  assign \port$8025$0  = \$107 ;
-  assign \port$8026$0  = \$108 ;
-  assign \port$8027$0  = \$109 ;
-  assign \port$8028$0  = \$110 ;
-  assign \port$8029$0  = \$111 ;
-  assign \port$8030$0  = \$112 ;
-  assign \port$8031$0  = \$113 ;
-  assign \port$8032$0  = \$114 ;
-  assign \port$8033$0  = \$115 ;
-  assign \port$8034$0  = \$116 ;
-  assign \port$8035$0  = \$117 ;
-  assign \port$8036$0  = \$118 [9:0];
+  assign \port$8021$15  = \$87 [18:15];
+  assign \port$8022$0  = \$88 ;
+  assign \port$8023$0  = \$89 ;
+  assign \port$8024$0  = \$90 ;
+  assign \port$8025$0  = \$91 ;
+  assign \port$8026$0  = \$92 ;
+  assign \port$8027$0  = \$93 ;
+  assign \port$8028$0  = \$94 ;
+  assign \port$8029$0  = \$95 ;
+  assign \port$8030$0  = \$96 ;
+  assign \port$8031$0  = \$97 ;
+  assign \port$8032$0  = \$98 ;
+  assign \port$8033$0  = \$99 ;
+  assign \port$8034$0  = \$100 ;
+  assign \port$8035$0  = \$101 ;
+  assign \port$8036$0  = \$102 ;
+  assign \port$8037$0  = \$103 ;
+  assign \port$8038$0  = \$104 ;
+  assign \port$8039$0  = \$105 ;
+  assign \port$8040$0  = \$106 ;
+  assign \port$8041$0  = \$107 ;
+  assign \port$8042$0  = \$108 ;
+  assign \port$8043$0  = \$109 ;
+  assign \port$8044$0  = \$110 ;
+  assign \port$8045$0  = \$111 ;
+  assign \port$8046$0  = \$112 ;
+  assign \port$8047$0  = \$113 ;
+  assign \port$8048$0  = \$114 ;
+  assign \port$8049$0  = \$115 ;
+  assign \port$8050$0  = \$116 ;
+  assign \port$8051$0  = \$117 ;
+  assign \port$8052$0  = \$118 [9:0];
   assign axi__arlen = \o__payload$30 [49:42];
   assign rd_stream__tlast = \o__payload$75 [1];
   assign \cmd__payload.stream  = cmd__payload[0];
@@ -2889,7 +2902,7 @@ module \ace_dma_default.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_default.reader.ar_q (rst, \port$85$0 , w_en, room_next, o__ready, \r_rdy$14 , \r_data$12 , \port$19381$39 , clk);
+module \ace_dma_default.reader.ar_q (rst, \port$85$0 , w_en, room_next, o__ready, \r_rdy$14 , \r_data$12 , \port$19444$39 , clk);
   input clk;
   wire clk;
   wire [60:0] i__payload;
@@ -2900,8 +2913,8 @@ module \ace_dma_default.reader.ar_q (rst, \port$85$0 , w_en, room_next, o__ready
   input o__ready;
   wire o__ready;
   wire o__valid;
-  input [41:0] \port$19381$39 ;
-  wire [41:0] \port$19381$39 ;
+  input [41:0] \port$19444$39 ;
+  wire [41:0] \port$19444$39 ;
   input [18:0] \port$85$0 ;
   wire [18:0] \port$85$0 ;
   wire [60:0] r_data;
@@ -2927,7 +2940,7 @@ module \ace_dma_default.reader.ar_q (rst, \port$85$0 , w_en, room_next, o__ready
   \ace_dma_default.reader.ar_q.fifo  fifo (
     .clk(clk),
     .level(level),
-    .\port$19381$39 (\port$19381$39 ),
+    .\port$19444$39 (\port$19444$39 ),
     .\port$85$0 (\port$85$0 ),
     .r_data(i__payload),
     .r_en(r_en),
@@ -2946,8 +2959,8 @@ module \ace_dma_default.reader.ar_q (rst, \port$85$0 , w_en, room_next, o__ready
     .out_payload(\r_data$12 ),
     .rst(rst)
   );
-  assign w_data = { \port$85$0 , \port$19381$39  };
-  assign \w_data$1  = { \port$85$0 , \port$19381$39  };
+  assign w_data = { \port$85$0 , \port$19444$39  };
+  assign \w_data$1  = { \port$85$0 , \port$19444$39  };
   assign \w_en$3  = w_en;
   assign \w_rdy$5  = w_rdy;
   assign r_rdy = i__valid;
@@ -2959,35 +2972,39 @@ module \ace_dma_default.reader.ar_q (rst, \port$85$0 , w_en, room_next, o__ready
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_default.reader.ar_q.fifo (rst, \port$85$0 , w_en, r_data, level, r_rdy, w_rdy, r_en, \port$19381$39 , clk);
+module \ace_dma_default.reader.ar_q.fifo (rst, \port$85$0 , w_en, r_data, level, r_rdy, w_rdy, r_en, \port$19444$39 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$6  = 0;
   wire \$1 ;
-  wire [3:0] \$10 ;
-  wire [3:0] \$11 ;
-  wire \$12 ;
-  wire \$13 ;
-  wire [4:0] \$14 ;
-  wire \$15 ;
-  wire \$16 ;
+  wire \$10 ;
+  wire \$11 ;
+  wire [3:0] \$12 ;
+  wire [3:0] \$13 ;
+  wire \$14 ;
+  wire [3:0] \$15 ;
+  wire [3:0] \$16 ;
   wire \$17 ;
-  wire [4:0] \$18 ;
-  wire \$19 ;
+  wire \$18 ;
+  wire [4:0] \$19 ;
   wire \$2 ;
-  reg [60:0] \$20 ;
-  reg [2:0] \$21 ;
-  reg \$22 ;
-  reg \$23 ;
-  reg [2:0] \$24 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire [4:0] \$22 ;
+  wire \$23 ;
+  reg [60:0] \$24 ;
   reg [2:0] \$25 ;
-  reg [3:0] \$26 ;
+  reg \$26 ;
   reg \$27 ;
-  reg \$28 ;
+  reg [2:0] \$28 ;
+  reg [2:0] \$29 ;
   wire \$3 ;
+  reg [3:0] \$30 ;
+  reg \$31 ;
+  reg \$32 ;
   wire \$4 ;
   wire \$5 ;
   wire \$6 ;
-  wire [3:0] \$7 ;
-  wire [3:0] \$8 ;
+  wire \$7 ;
+  wire \$8 ;
   wire \$9 ;
   reg bypass = 1'h0;
   input clk;
@@ -2998,8 +3015,8 @@ module \ace_dma_default.reader.ar_q.fifo (rst, \port$85$0 , w_en, r_data, level,
   wire do_write;
   output [3:0] level;
   reg [3:0] level = 4'h0;
-  input [41:0] \port$19381$39 ;
-  wire [41:0] \port$19381$39 ;
+  input [41:0] \port$19444$39 ;
+  wire [41:0] \port$19444$39 ;
   input [18:0] \port$85$0 ;
   wire [18:0] \port$85$0 ;
   reg [2:0] produce = 3'h0;
@@ -3027,6 +3044,7 @@ module \ace_dma_default.reader.ar_q.fifo (rst, \port$85$0 , w_en, r_data, level,
   reg w_port__en = 1'h0;
   output w_rdy;
   reg w_rdy = 1'h1;
+  reg w_rdy_next;
   reg [60:0] storage [7:0];
   always @(posedge clk) begin
     if (w_port__en)
@@ -3036,135 +3054,143 @@ module \ace_dma_default.reader.ar_q.fifo (rst, \port$85$0 , w_en, r_data, level,
   assign do_write = w_en & w_rdy;
   assign do_read = r_en & r_rdy;
   assign r_data = bypass ? w_port__data : r_port__data;
-  assign \$1  = ! level;
-  assign \$2  = level == 1'h1;
-  assign \$3  = \$2  & do_read;
-  assign \$4  = \$1  | \$3 ;
-  assign \$5  = do_write & \$4 ;
-  assign \$6  = produce == 3'h7;
-  assign \$7  = produce + 1'h1;
-  assign \$8  = \$6  ? 4'h0 : \$7 ;
-  assign \$9  = r_port__addr == 3'h7;
-  assign \$10  = r_port__addr + 1'h1;
-  assign \$11  = \$9  ? 4'h0 : \$10 ;
-  assign \$12  = ~ do_read;
-  assign \$13  = do_write & \$12 ;
-  assign \$14  = level + 1'h1;
-  assign \$15  = level != 3'h7;
-  assign \$16  = ~ do_write;
-  assign \$17  = do_read & \$16 ;
-  assign \$18  = level - 1'h1;
-  assign \$19  = level != 1'h1;
+  assign \$1  = ~ do_read;
+  assign \$2  = do_write & \$1 ;
+  assign \$3  = level != 3'h7;
+  assign \$4  = ~ do_write;
+  assign \$5  = do_read & \$4 ;
+  assign \$6  = ! level;
+  assign \$7  = level == 1'h1;
+  assign \$8  = \$7  & do_read;
+  assign \$9  = \$6  | \$8 ;
+  assign \$10  = do_write & \$9 ;
+  assign \$11  = produce == 3'h7;
+  assign \$12  = produce + 1'h1;
+  assign \$13  = \$11  ? 4'h0 : \$12 ;
+  assign \$14  = r_port__addr == 3'h7;
+  assign \$15  = r_port__addr + 1'h1;
+  assign \$16  = \$14  ? 4'h0 : \$15 ;
+  assign \$17  = ~ do_read;
+  assign \$18  = do_write & \$17 ;
+  assign \$19  = level + 1'h1;
+  assign \$20  = ~ do_write;
+  assign \$21  = do_read & \$20 ;
+  assign \$22  = level - 1'h1;
+  assign \$23  = level != 1'h1;
   always @(posedge clk)
-    w_port__data <= \$20 ;
+    w_port__data <= \$24 ;
   always @(posedge clk)
-    w_port__addr <= \$21 ;
+    w_port__addr <= \$25 ;
   always @(posedge clk)
-    w_port__en <= \$22 ;
+    w_port__en <= \$26 ;
   always @(posedge clk)
-    bypass <= \$23 ;
+    bypass <= \$27 ;
   always @(posedge clk)
-    produce <= \$24 ;
+    produce <= \$28 ;
   always @(posedge clk)
-    r_port__addr <= \$25 ;
+    r_port__addr <= \$29 ;
   always @(posedge clk)
-    level <= \$26 ;
+    level <= \$30 ;
   always @(posedge clk)
-    r_rdy <= \$27 ;
+    r_rdy <= \$31 ;
   always @(posedge clk)
-    w_rdy <= \$28 ;
+    w_rdy <= \$32 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$20  = { \port$85$0 , \port$19381$39  };
-    if (rst) begin
-      \$20  = 61'h0000000000000000;
+    w_rdy_next = w_rdy;
+    if (\$2 ) begin
+      w_rdy_next = \$3 ;
+    end
+    if (\$5 ) begin
+      w_rdy_next = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$21  = produce;
+    \$24  = { \port$85$0 , \port$19444$39  };
     if (rst) begin
-      \$21  = 3'h0;
+      \$24  = 61'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$22  = do_write;
-    if (rst) begin
-      \$22  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$23  = \$5 ;
-    if (rst) begin
-      \$23  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$24  = produce;
-    if (do_write) begin
-      \$24  = \$8 [2:0];
-    end
-    if (rst) begin
-      \$24  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$25  = r_port__addr;
-    if (do_read) begin
-      \$25  = \$11 [2:0];
-    end
+    \$25  = produce;
     if (rst) begin
       \$25  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$26  = level;
-    if (\$13 ) begin
-      \$26  = \$14 [3:0];
-    end
-    if (\$17 ) begin
-      \$26  = \$18 [3:0];
-    end
+    \$26  = do_write;
     if (rst) begin
-      \$26  = 4'h0;
+      \$26  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$27  = r_rdy;
-    if (\$13 ) begin
-      \$27  = 1'h1;
-    end
-    if (\$17 ) begin
-      \$27  = \$19 ;
-    end
+    \$27  = \$10 ;
     if (rst) begin
       \$27  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$28  = w_rdy;
-    if (\$13 ) begin
-      \$28  = \$15 ;
-    end
-    if (\$17 ) begin
-      \$28  = 1'h1;
+    \$28  = produce;
+    if (do_write) begin
+      \$28  = \$13 [2:0];
     end
     if (rst) begin
-      \$28  = 1'h1;
+      \$28  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$29  = r_port__addr;
+    if (do_read) begin
+      \$29  = \$16 [2:0];
+    end
+    if (rst) begin
+      \$29  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$30  = level;
+    if (\$18 ) begin
+      \$30  = \$19 [3:0];
+    end
+    if (\$21 ) begin
+      \$30  = \$22 [3:0];
+    end
+    if (rst) begin
+      \$30  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$31  = r_rdy;
+    if (\$18 ) begin
+      \$31  = 1'h1;
+    end
+    if (\$21 ) begin
+      \$31  = \$23 ;
+    end
+    if (rst) begin
+      \$31  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$32  = w_rdy_next;
+    if (rst) begin
+      \$32  = 1'h1;
     end
   end
   assign consume = r_port__addr;
   assign w_hold_addr = w_port__addr;
   assign w_hold = w_port__data;
   assign w_hold_en = w_port__en;
-  assign w_data = { \port$85$0 , \port$19381$39  };
+  assign w_data = { \port$85$0 , \port$19444$39  };
 endmodule
 
 (* generator = "Amaranth" *)
@@ -3527,8 +3553,8 @@ module \ace_dma_default.reader.ar_skid (clk, rst, i__valid, i__payload, i__ready
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_default.reader.out (rst, o__ready, \port$8005$0 , \port$8006$0 , \port$8007$0 , \port$8008$0 , \port$8009$0 , \port$8010$0 , \port$8011$0 , \port$8012$0 , \port$8013$0 , \port$8014$0 , \port$8015$0 , \port$8016$0 , \port$8017$0 , \port$8018$0 , \port$8019$0 , \port$8020$0 , \port$8021$0 , \port$8022$0 , \port$8023$0 
-, \port$8024$0 , \port$8025$0 , \port$8026$0 , \port$8027$0 , \port$8028$0 , \port$8029$0 , \port$8030$0 , \port$8031$0 , \port$8032$0 , \port$8033$0 , \port$8034$0 , \port$8035$0 , \port$8036$0 , i__payload, i__valid, in_ready_0, in_ready_1, in_ready_2, in_ready_3, in_ready_4, in_ready_5
+module \ace_dma_default.reader.out (rst, o__ready, \port$8021$0 , \port$8022$0 , \port$8023$0 , \port$8024$0 , \port$8025$0 , \port$8026$0 , \port$8027$0 , \port$8028$0 , \port$8029$0 , \port$8030$0 , \port$8031$0 , \port$8032$0 , \port$8033$0 , \port$8034$0 , \port$8035$0 , \port$8036$0 , \port$8037$0 , \port$8038$0 , \port$8039$0 
+, \port$8040$0 , \port$8041$0 , \port$8042$0 , \port$8043$0 , \port$8044$0 , \port$8045$0 , \port$8046$0 , \port$8047$0 , \port$8048$0 , \port$8049$0 , \port$8050$0 , \port$8051$0 , \port$8052$0 , i__payload, i__valid, in_ready_0, in_ready_1, in_ready_2, in_ready_3, in_ready_4, in_ready_5
 , in_ready_6, in_ready_7, in_ready_8, in_ready_9, in_ready_10, in_ready_11, in_ready_12, in_ready_13, in_ready_14, in_ready_15, in_ready_16, in_ready_17, in_ready_18, in_ready_19, in_ready_20, in_ready_21, in_ready_22, in_ready_23, in_ready_24, in_ready_25, in_ready_26
 , in_ready_27, in_ready_28, in_ready_29, in_ready_30, in_ready_31, in_ready_32, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$9  = 0;
@@ -4173,38 +4199,6 @@ module \ace_dma_default.reader.out (rst, o__ready, \port$8005$0 , \port$8006$0 ,
   wire o__valid;
   reg out_valid = 1'h0;
   wire pop;
-  output [18:0] \port$8005$0 ;
-  wire [18:0] \port$8005$0 ;
-  output [18:0] \port$8006$0 ;
-  wire [18:0] \port$8006$0 ;
-  output [18:0] \port$8007$0 ;
-  wire [18:0] \port$8007$0 ;
-  output [18:0] \port$8008$0 ;
-  wire [18:0] \port$8008$0 ;
-  output [18:0] \port$8009$0 ;
-  wire [18:0] \port$8009$0 ;
-  output [18:0] \port$8010$0 ;
-  wire [18:0] \port$8010$0 ;
-  output [18:0] \port$8011$0 ;
-  wire [18:0] \port$8011$0 ;
-  output [18:0] \port$8012$0 ;
-  wire [18:0] \port$8012$0 ;
-  output [18:0] \port$8013$0 ;
-  wire [18:0] \port$8013$0 ;
-  output [18:0] \port$8014$0 ;
-  wire [18:0] \port$8014$0 ;
-  output [18:0] \port$8015$0 ;
-  wire [18:0] \port$8015$0 ;
-  output [18:0] \port$8016$0 ;
-  wire [18:0] \port$8016$0 ;
-  output [18:0] \port$8017$0 ;
-  wire [18:0] \port$8017$0 ;
-  output [18:0] \port$8018$0 ;
-  wire [18:0] \port$8018$0 ;
-  output [18:0] \port$8019$0 ;
-  wire [18:0] \port$8019$0 ;
-  output [18:0] \port$8020$0 ;
-  wire [18:0] \port$8020$0 ;
   output [18:0] \port$8021$0 ;
   wire [18:0] \port$8021$0 ;
   output [18:0] \port$8022$0 ;
@@ -4235,8 +4229,40 @@ module \ace_dma_default.reader.out (rst, o__ready, \port$8005$0 , \port$8006$0 ,
   wire [18:0] \port$8034$0 ;
   output [18:0] \port$8035$0 ;
   wire [18:0] \port$8035$0 ;
-  output [12:0] \port$8036$0 ;
-  wire [12:0] \port$8036$0 ;
+  output [18:0] \port$8036$0 ;
+  wire [18:0] \port$8036$0 ;
+  output [18:0] \port$8037$0 ;
+  wire [18:0] \port$8037$0 ;
+  output [18:0] \port$8038$0 ;
+  wire [18:0] \port$8038$0 ;
+  output [18:0] \port$8039$0 ;
+  wire [18:0] \port$8039$0 ;
+  output [18:0] \port$8040$0 ;
+  wire [18:0] \port$8040$0 ;
+  output [18:0] \port$8041$0 ;
+  wire [18:0] \port$8041$0 ;
+  output [18:0] \port$8042$0 ;
+  wire [18:0] \port$8042$0 ;
+  output [18:0] \port$8043$0 ;
+  wire [18:0] \port$8043$0 ;
+  output [18:0] \port$8044$0 ;
+  wire [18:0] \port$8044$0 ;
+  output [18:0] \port$8045$0 ;
+  wire [18:0] \port$8045$0 ;
+  output [18:0] \port$8046$0 ;
+  wire [18:0] \port$8046$0 ;
+  output [18:0] \port$8047$0 ;
+  wire [18:0] \port$8047$0 ;
+  output [18:0] \port$8048$0 ;
+  wire [18:0] \port$8048$0 ;
+  output [18:0] \port$8049$0 ;
+  wire [18:0] \port$8049$0 ;
+  output [18:0] \port$8050$0 ;
+  wire [18:0] \port$8050$0 ;
+  output [18:0] \port$8051$0 ;
+  wire [18:0] \port$8051$0 ;
+  output [12:0] \port$8052$0 ;
+  wire [12:0] \port$8052$0 ;
   wire push;
   reg r_at = 1'h0;
   wire r_at_next;
@@ -5963,38 +5989,38 @@ module \ace_dma_default.reader.out (rst, o__ready, \port$8005$0 , \port$8006$0 ,
   assign in_ready_r31 = in_ready_31;
   assign in_ready_r32 = in_ready_32;
   assign o__payload = { \$41 , \$40 , \$39 , \$38 , \$37 , \$36 , \$35 , \$34 , \$33 , \$32 , \$31 , \$30 , \$29 , \$28 , \$27 , \$26 , \$25 , \$24 , \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
-  assign \port$8005$0  = \$10 ;
-  assign \port$8006$0  = \$11 ;
-  assign \port$8007$0  = \$12 ;
-  assign \port$8008$0  = \$13 ;
-  assign \port$8009$0  = \$14 ;
-  assign \port$8010$0  = \$15 ;
-  assign \port$8011$0  = \$16 ;
-  assign \port$8012$0  = \$17 ;
-  assign \port$8013$0  = \$18 ;
-  assign \port$8014$0  = \$19 ;
-  assign \port$8015$0  = \$20 ;
-  assign \port$8016$0  = \$21 ;
-  assign \port$8017$0  = \$22 ;
-  assign \port$8018$0  = \$23 ;
-  assign \port$8019$0  = \$24 ;
-  assign \port$8020$0  = \$25 ;
-  assign \port$8021$0  = \$26 ;
-  assign \port$8022$0  = \$27 ;
-  assign \port$8023$0  = \$28 ;
-  assign \port$8024$0  = \$29 ;
-  assign \port$8025$0  = \$30 ;
-  assign \port$8026$0  = \$31 ;
-  assign \port$8027$0  = \$32 ;
-  assign \port$8028$0  = \$33 ;
-  assign \port$8029$0  = \$34 ;
-  assign \port$8030$0  = \$35 ;
-  assign \port$8031$0  = \$36 ;
-  assign \port$8032$0  = \$37 ;
-  assign \port$8033$0  = \$38 ;
-  assign \port$8034$0  = \$39 ;
-  assign \port$8035$0  = \$40 ;
-  assign \port$8036$0  = \$41 ;
+  assign \port$8021$0  = \$10 ;
+  assign \port$8022$0  = \$11 ;
+  assign \port$8023$0  = \$12 ;
+  assign \port$8024$0  = \$13 ;
+  assign \port$8025$0  = \$14 ;
+  assign \port$8026$0  = \$15 ;
+  assign \port$8027$0  = \$16 ;
+  assign \port$8028$0  = \$17 ;
+  assign \port$8029$0  = \$18 ;
+  assign \port$8030$0  = \$19 ;
+  assign \port$8031$0  = \$20 ;
+  assign \port$8032$0  = \$21 ;
+  assign \port$8033$0  = \$22 ;
+  assign \port$8034$0  = \$23 ;
+  assign \port$8035$0  = \$24 ;
+  assign \port$8036$0  = \$25 ;
+  assign \port$8037$0  = \$26 ;
+  assign \port$8038$0  = \$27 ;
+  assign \port$8039$0  = \$28 ;
+  assign \port$8040$0  = \$29 ;
+  assign \port$8041$0  = \$30 ;
+  assign \port$8042$0  = \$31 ;
+  assign \port$8043$0  = \$32 ;
+  assign \port$8044$0  = \$33 ;
+  assign \port$8045$0  = \$34 ;
+  assign \port$8046$0  = \$35 ;
+  assign \port$8047$0  = \$36 ;
+  assign \port$8048$0  = \$37 ;
+  assign \port$8049$0  = \$38 ;
+  assign \port$8050$0  = \$39 ;
+  assign \port$8051$0  = \$40 ;
+  assign \port$8052$0  = \$41 ;
   assign \o__payload.addr  = \$10 [14:0];
   assign \o__payload.data  = { \$37 [13:0], \$36 , \$35 , \$34 , \$33 , \$32 , \$31 , \$30 , \$29 , \$28 , \$27 , \$26 , \$25 , \$24 , \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 [18:15] };
   assign \o__payload.mask  = { \$41 [1:0], \$40 , \$39 , \$38 , \$37 [18:14] };
@@ -6200,7 +6226,7 @@ module \ace_dma_default.reader.out_flags (rst, o__ready, i__payload, i__valid, i
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_default.reader.r_q (rst, w_en, o__ready, room_next, \port$292$0 , \port$293$0 , \port$294$0 , w_data, \r_rdy$14 , clk);
+module \ace_dma_default.reader.r_q (rst, w_en, o__ready, room_next, \port$308$0 , \port$309$0 , \port$310$0 , w_data, \r_rdy$14 , clk);
   wire [24:0] \$1 ;
   wire [24:0] \$2 ;
   wire [22:0] \$3 ;
@@ -6214,12 +6240,12 @@ module \ace_dma_default.reader.r_q (rst, w_en, o__ready, room_next, \port$292$0 
   input o__ready;
   wire o__ready;
   wire o__valid;
-  output [24:0] \port$292$0 ;
-  wire [24:0] \port$292$0 ;
-  output [24:0] \port$293$0 ;
-  wire [24:0] \port$293$0 ;
-  output [22:0] \port$294$0 ;
-  wire [22:0] \port$294$0 ;
+  output [24:0] \port$308$0 ;
+  wire [24:0] \port$308$0 ;
+  output [24:0] \port$309$0 ;
+  wire [24:0] \port$309$0 ;
+  output [22:0] \port$310$0 ;
+  wire [22:0] \port$310$0 ;
   wire [72:0] r_data;
   wire [72:0] \r_data$12 ;
   wire r_en;
@@ -6258,9 +6284,9 @@ module \ace_dma_default.reader.r_q (rst, w_en, o__ready, room_next, \port$292$0 
     .in_ready(r_en),
     .o__ready(o__ready),
     .out_valid(\r_rdy$14 ),
-    .\port$292$0 (\$1 ),
-    .\port$293$0 (\$2 ),
-    .\port$294$0 (\$3 ),
+    .\port$308$0 (\$1 ),
+    .\port$309$0 (\$2 ),
+    .\port$310$0 (\$3 ),
     .rst(rst)
   );
   assign \w_data$1  = w_data;
@@ -6273,41 +6299,45 @@ module \ace_dma_default.reader.r_q (rst, w_en, o__ready, room_next, \port$292$0 
   assign o__payload = { \$3 , \$2 , \$1  };
   assign o__valid = \r_rdy$14 ;
   assign \r_en$17  = o__ready;
-  assign \port$292$0  = \$1 ;
-  assign \port$293$0  = \$2 ;
-  assign \port$294$0  = \$3 ;
+  assign \port$308$0  = \$1 ;
+  assign \port$309$0  = \$2 ;
+  assign \port$310$0  = \$3 ;
 endmodule
 
 (* generator = "Amaranth" *)
 module \ace_dma_default.reader.r_q.fifo (rst, w_en, r_data, w_data, level, r_rdy, w_rdy, r_en, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$11  = 0;
   wire \$1 ;
-  wire [3:0] \$10 ;
-  wire [3:0] \$11 ;
-  wire \$12 ;
-  wire \$13 ;
-  wire [4:0] \$14 ;
-  wire \$15 ;
-  wire \$16 ;
+  wire \$10 ;
+  wire \$11 ;
+  wire [3:0] \$12 ;
+  wire [3:0] \$13 ;
+  wire \$14 ;
+  wire [3:0] \$15 ;
+  wire [3:0] \$16 ;
   wire \$17 ;
-  wire [4:0] \$18 ;
-  wire \$19 ;
+  wire \$18 ;
+  wire [4:0] \$19 ;
   wire \$2 ;
-  reg [72:0] \$20 ;
-  reg [2:0] \$21 ;
-  reg \$22 ;
-  reg \$23 ;
-  reg [2:0] \$24 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire [4:0] \$22 ;
+  wire \$23 ;
+  reg [72:0] \$24 ;
   reg [2:0] \$25 ;
-  reg [3:0] \$26 ;
+  reg \$26 ;
   reg \$27 ;
-  reg \$28 ;
+  reg [2:0] \$28 ;
+  reg [2:0] \$29 ;
   wire \$3 ;
+  reg [3:0] \$30 ;
+  reg \$31 ;
+  reg \$32 ;
   wire \$4 ;
   wire \$5 ;
   wire \$6 ;
-  wire [3:0] \$7 ;
-  wire [3:0] \$8 ;
+  wire \$7 ;
+  wire \$8 ;
   wire \$9 ;
   reg bypass = 1'h0;
   input clk;
@@ -6344,6 +6374,7 @@ module \ace_dma_default.reader.r_q.fifo (rst, w_en, r_data, w_data, level, r_rdy
   reg w_port__en = 1'h0;
   output w_rdy;
   reg w_rdy = 1'h1;
+  reg w_rdy_next;
   reg [72:0] storage [7:0];
   always @(posedge clk) begin
     if (w_port__en)
@@ -6353,128 +6384,136 @@ module \ace_dma_default.reader.r_q.fifo (rst, w_en, r_data, w_data, level, r_rdy
   assign do_write = w_en & w_rdy;
   assign do_read = r_en & r_rdy;
   assign r_data = bypass ? w_port__data : r_port__data;
-  assign \$1  = ! level;
-  assign \$2  = level == 1'h1;
-  assign \$3  = \$2  & do_read;
-  assign \$4  = \$1  | \$3 ;
-  assign \$5  = do_write & \$4 ;
-  assign \$6  = produce == 3'h7;
-  assign \$7  = produce + 1'h1;
-  assign \$8  = \$6  ? 4'h0 : \$7 ;
-  assign \$9  = r_port__addr == 3'h7;
-  assign \$10  = r_port__addr + 1'h1;
-  assign \$11  = \$9  ? 4'h0 : \$10 ;
-  assign \$12  = ~ do_read;
-  assign \$13  = do_write & \$12 ;
-  assign \$14  = level + 1'h1;
-  assign \$15  = level != 3'h7;
-  assign \$16  = ~ do_write;
-  assign \$17  = do_read & \$16 ;
-  assign \$18  = level - 1'h1;
-  assign \$19  = level != 1'h1;
+  assign \$1  = ~ do_read;
+  assign \$2  = do_write & \$1 ;
+  assign \$3  = level != 3'h7;
+  assign \$4  = ~ do_write;
+  assign \$5  = do_read & \$4 ;
+  assign \$6  = ! level;
+  assign \$7  = level == 1'h1;
+  assign \$8  = \$7  & do_read;
+  assign \$9  = \$6  | \$8 ;
+  assign \$10  = do_write & \$9 ;
+  assign \$11  = produce == 3'h7;
+  assign \$12  = produce + 1'h1;
+  assign \$13  = \$11  ? 4'h0 : \$12 ;
+  assign \$14  = r_port__addr == 3'h7;
+  assign \$15  = r_port__addr + 1'h1;
+  assign \$16  = \$14  ? 4'h0 : \$15 ;
+  assign \$17  = ~ do_read;
+  assign \$18  = do_write & \$17 ;
+  assign \$19  = level + 1'h1;
+  assign \$20  = ~ do_write;
+  assign \$21  = do_read & \$20 ;
+  assign \$22  = level - 1'h1;
+  assign \$23  = level != 1'h1;
   always @(posedge clk)
-    w_port__data <= \$20 ;
+    w_port__data <= \$24 ;
   always @(posedge clk)
-    w_port__addr <= \$21 ;
+    w_port__addr <= \$25 ;
   always @(posedge clk)
-    w_port__en <= \$22 ;
+    w_port__en <= \$26 ;
   always @(posedge clk)
-    bypass <= \$23 ;
+    bypass <= \$27 ;
   always @(posedge clk)
-    produce <= \$24 ;
+    produce <= \$28 ;
   always @(posedge clk)
-    r_port__addr <= \$25 ;
+    r_port__addr <= \$29 ;
   always @(posedge clk)
-    level <= \$26 ;
+    level <= \$30 ;
   always @(posedge clk)
-    r_rdy <= \$27 ;
+    r_rdy <= \$31 ;
   always @(posedge clk)
-    w_rdy <= \$28 ;
+    w_rdy <= \$32 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$20  = w_data;
-    if (rst) begin
-      \$20  = 73'h0000000000000000000;
+    w_rdy_next = w_rdy;
+    if (\$2 ) begin
+      w_rdy_next = \$3 ;
+    end
+    if (\$5 ) begin
+      w_rdy_next = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$21  = produce;
+    \$24  = w_data;
     if (rst) begin
-      \$21  = 3'h0;
+      \$24  = 73'h0000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$22  = do_write;
-    if (rst) begin
-      \$22  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$23  = \$5 ;
-    if (rst) begin
-      \$23  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$24  = produce;
-    if (do_write) begin
-      \$24  = \$8 [2:0];
-    end
-    if (rst) begin
-      \$24  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$25  = r_port__addr;
-    if (do_read) begin
-      \$25  = \$11 [2:0];
-    end
+    \$25  = produce;
     if (rst) begin
       \$25  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$26  = level;
-    if (\$13 ) begin
-      \$26  = \$14 [3:0];
-    end
-    if (\$17 ) begin
-      \$26  = \$18 [3:0];
-    end
+    \$26  = do_write;
     if (rst) begin
-      \$26  = 4'h0;
+      \$26  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$27  = r_rdy;
-    if (\$13 ) begin
-      \$27  = 1'h1;
-    end
-    if (\$17 ) begin
-      \$27  = \$19 ;
-    end
+    \$27  = \$10 ;
     if (rst) begin
       \$27  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$28  = w_rdy;
-    if (\$13 ) begin
-      \$28  = \$15 ;
-    end
-    if (\$17 ) begin
-      \$28  = 1'h1;
+    \$28  = produce;
+    if (do_write) begin
+      \$28  = \$13 [2:0];
     end
     if (rst) begin
-      \$28  = 1'h1;
+      \$28  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$29  = r_port__addr;
+    if (do_read) begin
+      \$29  = \$16 [2:0];
+    end
+    if (rst) begin
+      \$29  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$30  = level;
+    if (\$18 ) begin
+      \$30  = \$19 [3:0];
+    end
+    if (\$21 ) begin
+      \$30  = \$22 [3:0];
+    end
+    if (rst) begin
+      \$30  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$31  = r_rdy;
+    if (\$18 ) begin
+      \$31  = 1'h1;
+    end
+    if (\$21 ) begin
+      \$31  = \$23 ;
+    end
+    if (rst) begin
+      \$31  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$32  = w_rdy_next;
+    if (rst) begin
+      \$32  = 1'h1;
     end
   end
   assign consume = r_port__addr;
@@ -6484,7 +6523,7 @@ module \ace_dma_default.reader.r_q.fifo (rst, w_en, r_data, w_data, level, r_rdy
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_default.reader.r_q.head (rst, o__ready, i__payload, \port$292$0 , \port$293$0 , \port$294$0 , i__valid, in_ready, out_valid, clk);
+module \ace_dma_default.reader.r_q.head (rst, o__ready, i__payload, \port$308$0 , \port$309$0 , \port$310$0 , i__valid, in_ready, out_valid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$12  = 0;
   wire \$1 ;
   wire [24:0] \$10 ;
@@ -6561,12 +6600,12 @@ module \ace_dma_default.reader.r_q.head (rst, o__ready, i__payload, \port$292$0 
   output out_valid;
   reg out_valid = 1'h0;
   wire pop;
-  output [24:0] \port$292$0 ;
-  wire [24:0] \port$292$0 ;
-  output [24:0] \port$293$0 ;
-  wire [24:0] \port$293$0 ;
-  output [22:0] \port$294$0 ;
-  wire [22:0] \port$294$0 ;
+  output [24:0] \port$308$0 ;
+  wire [24:0] \port$308$0 ;
+  output [24:0] \port$309$0 ;
+  wire [24:0] \port$309$0 ;
+  output [22:0] \port$310$0 ;
+  wire [22:0] \port$310$0 ;
   wire push;
   reg r_at = 1'h0;
   wire r_at_next;
@@ -6770,16 +6809,16 @@ module \ace_dma_default.reader.r_q.head (rst, o__ready, i__payload, \port$292$0 
   assign i__ready = in_ready;
   assign o__valid = out_valid;
   assign o__payload = { \$12 , \$11 , \$10  };
-  assign \port$292$0  = \$10 ;
-  assign \port$293$0  = \$11 ;
-  assign \port$294$0  = \$12 ;
+  assign \port$308$0  = \$10 ;
+  assign \port$309$0  = \$11 ;
+  assign \port$310$0  = \$12 ;
   assign \$25  = w_at_next;
   assign \$28  = w_at_next;
   assign \$31  = w_at_next;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_default.reader.realign (rst, i__valid, i__payload, \port$17281$0 , i__ready, c_valid_0, out_data, in_ready_0, in_ready_1, in_ready_2, in_ready_3, in_ready_4, in_ready_5, in_ready_6, in_ready_7, in_ready_8, in_ready_9, in_ready_10, in_ready_11, in_ready_12, in_ready_13
+module \ace_dma_default.reader.realign (rst, i__valid, i__payload, \port$17339$0 , i__ready, c_valid_0, out_data, in_ready_0, in_ready_1, in_ready_2, in_ready_3, in_ready_4, in_ready_5, in_ready_6, in_ready_7, in_ready_8, in_ready_9, in_ready_10, in_ready_11, in_ready_12, in_ready_13
 , in_ready_14, in_ready_15, in_ready_16, in_ready_17, in_ready_18, in_ready_19, in_ready_20, in_ready_21, in_ready_22, in_ready_23, in_ready_24, in_ready_25, in_ready_26, in_ready_27, in_ready_28, in_ready_29, in_ready_30, in_ready_31, in_ready_32, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$13  = 0;
   wire \$1 ;
@@ -14902,8 +14941,8 @@ module \ace_dma_default.reader.realign (rst, i__valid, i__payload, \port$17281$0
   output [511:0] out_data;
   reg [511:0] out_data = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   (* init = 36'h000000000 *)
-  output [35:0] \port$17281$0 ;
-  wire [35:0] \port$17281$0 ;
+  output [35:0] \port$17339$0 ;
+  wire [35:0] \port$17339$0 ;
   reg [511:0] prev = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   input rst;
   wire rst;
@@ -28237,7 +28276,7 @@ module \ace_dma_default.reader.realign (rst, i__valid, i__payload, \port$17281$0
   assign \in_ready_0$10  = i__ready;
   assign o__valid = c_valid_0;
   assign o__payload = { \$7066 , out_data };
-  assign \port$17281$0  = \$7066 ;
+  assign \port$17339$0  = \$7066 ;
   assign \i_ctl.first  = i_ctl[0];
   assign \i_ctl.last  = i_ctl[1];
   assign \i_ctl.drop_first  = i_ctl[2];
@@ -28903,9 +28942,9 @@ module \ace_dma_default.reader_cmd (rst, i__valid, i_bits, o__ready, i__ready, o
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_default.writer (\o__ready$96 , axi__bresp, axi__bvalid, sram_r__req__ready, sram_r__resp__payload, sram_r__resp__valid, wr_stream__tdata, wr_stream__tvalid, clk, rst, axi__awaddr, sram_r__req__payload, wr_stream__tready, sram_r__resp__ready, axi__bready, \port$16484$0 , \port$16485$0 , \port$16486$0 , \port$16487$0 , \port$16488$0 , \port$16489$0 
-, \port$16490$0 , \port$16491$0 , \port$16492$0 , \port$16493$0 , \port$16494$0 , \port$16495$0 , \port$16496$0 , \port$16497$0 , \port$16498$0 , \port$16499$0 , \port$16500$0 , \port$16501$0 , \port$16502$0 , \port$16503$0 , \port$16504$0 , \port$16505$0 , \port$16506$0 , \port$16507$0 , \port$16508$0 , \port$16509$0 , \port$16510$0 
-, \port$16511$0 , \port$16512$0 , \port$16513$0 , \port$16514$0 , \port$16515$0 , axi__wlast, cpl__ready, cmd__ready, bytes, cpl_full, cpl__payload, sram_r__req__valid, axi__awvalid, axi__awlen, axi__wvalid, cmd__valid, cmd__payload, \o__ready$42 );
+module \ace_dma_default.writer (\o__ready$96 , axi__bresp, axi__bvalid, sram_r__req__ready, sram_r__resp__payload, sram_r__resp__valid, wr_stream__tdata, wr_stream__tvalid, clk, rst, axi__awaddr, sram_r__req__payload, wr_stream__tready, sram_r__resp__ready, axi__bready, \port$16532$0 , \port$16533$0 , \port$16534$0 , \port$16535$0 , \port$16536$0 , \port$16537$0 
+, \port$16538$0 , \port$16539$0 , \port$16540$0 , \port$16541$0 , \port$16542$0 , \port$16543$0 , \port$16544$0 , \port$16545$0 , \port$16546$0 , \port$16547$0 , \port$16548$0 , \port$16549$0 , \port$16550$0 , \port$16551$0 , \port$16552$0 , \port$16553$0 , \port$16554$0 , \port$16555$0 , \port$16556$0 , \port$16557$0 , \port$16558$0 
+, \port$16559$0 , \port$16560$0 , \port$16561$0 , \port$16562$0 , \port$16563$0 , axi__wlast, cpl__ready, cmd__ready, bytes, cpl_full, cpl__payload, sram_r__req__valid, axi__awvalid, axi__awlen, axi__wvalid, cmd__valid, cmd__payload, \o__ready$42 );
   reg \$auto$verilog_backend.cc:2355:dump_module$16  = 0;
   wire [24:0] \$1 ;
   wire \$10 ;
@@ -29275,70 +29314,70 @@ module \ace_dma_default.writer (\o__ready$96 , axi__bresp, axi__bvalid, sram_r__
   reg \open_$26  = 1'h1;
   reg [5:0] phase = 6'h00;
   wire [5:0] phase_cur;
-  output [17:0] \port$16484$0 ;
-  wire [17:0] \port$16484$0 ;
-  output [17:0] \port$16485$0 ;
-  wire [17:0] \port$16485$0 ;
-  output [17:0] \port$16486$0 ;
-  wire [17:0] \port$16486$0 ;
-  output [17:0] \port$16487$0 ;
-  wire [17:0] \port$16487$0 ;
-  output [17:0] \port$16488$0 ;
-  wire [17:0] \port$16488$0 ;
-  output [17:0] \port$16489$0 ;
-  wire [17:0] \port$16489$0 ;
-  output [17:0] \port$16490$0 ;
-  wire [17:0] \port$16490$0 ;
-  output [17:0] \port$16491$0 ;
-  wire [17:0] \port$16491$0 ;
-  output [17:0] \port$16492$0 ;
-  wire [17:0] \port$16492$0 ;
-  output [17:0] \port$16493$0 ;
-  wire [17:0] \port$16493$0 ;
-  output [17:0] \port$16494$0 ;
-  wire [17:0] \port$16494$0 ;
-  output [17:0] \port$16495$0 ;
-  wire [17:0] \port$16495$0 ;
-  output [17:0] \port$16496$0 ;
-  wire [17:0] \port$16496$0 ;
-  output [17:0] \port$16497$0 ;
-  wire [17:0] \port$16497$0 ;
-  output [17:0] \port$16498$0 ;
-  wire [17:0] \port$16498$0 ;
-  output [17:0] \port$16499$0 ;
-  wire [17:0] \port$16499$0 ;
-  output [17:0] \port$16500$0 ;
-  wire [17:0] \port$16500$0 ;
-  output [17:0] \port$16501$0 ;
-  wire [17:0] \port$16501$0 ;
-  output [17:0] \port$16502$0 ;
-  wire [17:0] \port$16502$0 ;
-  output [17:0] \port$16503$0 ;
-  wire [17:0] \port$16503$0 ;
-  output [17:0] \port$16504$0 ;
-  wire [17:0] \port$16504$0 ;
-  output [17:0] \port$16505$0 ;
-  wire [17:0] \port$16505$0 ;
-  output [17:0] \port$16506$0 ;
-  wire [17:0] \port$16506$0 ;
-  output [17:0] \port$16507$0 ;
-  wire [17:0] \port$16507$0 ;
-  output [17:0] \port$16508$0 ;
-  wire [17:0] \port$16508$0 ;
-  output [17:0] \port$16509$0 ;
-  wire [17:0] \port$16509$0 ;
-  output [17:0] \port$16510$0 ;
-  wire [17:0] \port$16510$0 ;
-  output [17:0] \port$16511$0 ;
-  wire [17:0] \port$16511$0 ;
-  output [17:0] \port$16512$0 ;
-  wire [17:0] \port$16512$0 ;
-  output [17:0] \port$16513$0 ;
-  wire [17:0] \port$16513$0 ;
-  output [17:0] \port$16514$0 ;
-  wire [17:0] \port$16514$0 ;
-  output [17:0] \port$16515$0 ;
-  wire [17:0] \port$16515$0 ;
+  output [17:0] \port$16532$0 ;
+  wire [17:0] \port$16532$0 ;
+  output [17:0] \port$16533$0 ;
+  wire [17:0] \port$16533$0 ;
+  output [17:0] \port$16534$0 ;
+  wire [17:0] \port$16534$0 ;
+  output [17:0] \port$16535$0 ;
+  wire [17:0] \port$16535$0 ;
+  output [17:0] \port$16536$0 ;
+  wire [17:0] \port$16536$0 ;
+  output [17:0] \port$16537$0 ;
+  wire [17:0] \port$16537$0 ;
+  output [17:0] \port$16538$0 ;
+  wire [17:0] \port$16538$0 ;
+  output [17:0] \port$16539$0 ;
+  wire [17:0] \port$16539$0 ;
+  output [17:0] \port$16540$0 ;
+  wire [17:0] \port$16540$0 ;
+  output [17:0] \port$16541$0 ;
+  wire [17:0] \port$16541$0 ;
+  output [17:0] \port$16542$0 ;
+  wire [17:0] \port$16542$0 ;
+  output [17:0] \port$16543$0 ;
+  wire [17:0] \port$16543$0 ;
+  output [17:0] \port$16544$0 ;
+  wire [17:0] \port$16544$0 ;
+  output [17:0] \port$16545$0 ;
+  wire [17:0] \port$16545$0 ;
+  output [17:0] \port$16546$0 ;
+  wire [17:0] \port$16546$0 ;
+  output [17:0] \port$16547$0 ;
+  wire [17:0] \port$16547$0 ;
+  output [17:0] \port$16548$0 ;
+  wire [17:0] \port$16548$0 ;
+  output [17:0] \port$16549$0 ;
+  wire [17:0] \port$16549$0 ;
+  output [17:0] \port$16550$0 ;
+  wire [17:0] \port$16550$0 ;
+  output [17:0] \port$16551$0 ;
+  wire [17:0] \port$16551$0 ;
+  output [17:0] \port$16552$0 ;
+  wire [17:0] \port$16552$0 ;
+  output [17:0] \port$16553$0 ;
+  wire [17:0] \port$16553$0 ;
+  output [17:0] \port$16554$0 ;
+  wire [17:0] \port$16554$0 ;
+  output [17:0] \port$16555$0 ;
+  wire [17:0] \port$16555$0 ;
+  output [17:0] \port$16556$0 ;
+  wire [17:0] \port$16556$0 ;
+  output [17:0] \port$16557$0 ;
+  wire [17:0] \port$16557$0 ;
+  output [17:0] \port$16558$0 ;
+  wire [17:0] \port$16558$0 ;
+  output [17:0] \port$16559$0 ;
+  wire [17:0] \port$16559$0 ;
+  output [17:0] \port$16560$0 ;
+  wire [17:0] \port$16560$0 ;
+  output [17:0] \port$16561$0 ;
+  wire [17:0] \port$16561$0 ;
+  output [17:0] \port$16562$0 ;
+  wire [17:0] \port$16562$0 ;
+  output [17:0] \port$16563$0 ;
+  wire [17:0] \port$16563$0 ;
   wire [68:0] r_data;
   wire [8:0] \r_data$105 ;
   wire [34:0] \r_data$50 ;
@@ -29716,9 +29755,9 @@ module \ace_dma_default.writer (\o__ready$96 , axi__bresp, axi__bvalid, sram_r__
   \ace_dma_default.writer.aw_q  aw_q (
     .clk(clk),
     .o__ready(r_en),
-    .\port$19411$1 (cmd__payload[8:1]),
-    .\port$19411$39 (cmd__payload[80:39]),
-    .\port$8401$0 (\$8 [18:0]),
+    .\port$19474$1 (cmd__payload[8:1]),
+    .\port$19474$39 (cmd__payload[80:39]),
+    .\port$8417$0 (\$8 [18:0]),
     .\r_data$12 (r_data),
     .\r_rdy$14 (i__valid),
     .room_next(room_next),
@@ -29738,7 +29777,7 @@ module \ace_dma_default.writer (\o__ready$96 , axi__bresp, axi__bvalid, sram_r__
   \ace_dma_default.writer.b_q  b_q (
     .clk(clk),
     .o__ready(\r_en$107 ),
-    .\port$18424$50 (o__payload[58:50]),
+    .\port$18485$50 (o__payload[58:50]),
     .\r_data$12 (\r_data$105 ),
     .\r_rdy$14 (\r_rdy$104 ),
     .room_next(\room_next$115 ),
@@ -29752,7 +29791,7 @@ module \ace_dma_default.writer (\o__ready$96 , axi__bresp, axi__bvalid, sram_r__
     .i__ready(\i__ready$69 ),
     .i__valid(\i__valid$66 ),
     .out_data(\$195 ),
-    .\port$18479$0 (\$194 ),
+    .\port$18541$0 (\$194 ),
     .rst(rst),
     .w_go_r0(w_go_r0),
     .w_go_r1(w_go_r1),
@@ -29815,48 +29854,48 @@ module \ace_dma_default.writer (\o__ready$96 , axi__bresp, axi__bvalid, sram_r__
     .in_ready(\i__ready$87 ),
     .o__ready(\o__ready$96 ),
     .out_valid(axi__wvalid),
-    .\port$16484$0 (\$196 ),
-    .\port$16485$0 (\$197 ),
-    .\port$16486$0 (\$198 ),
-    .\port$16487$0 (\$199 ),
-    .\port$16488$0 (\$200 ),
-    .\port$16489$0 (\$201 ),
-    .\port$16490$0 (\$202 ),
-    .\port$16491$0 (\$203 ),
-    .\port$16492$0 (\$204 ),
-    .\port$16493$0 (\$205 ),
-    .\port$16494$0 (\$206 ),
-    .\port$16495$0 (\$207 ),
-    .\port$16496$0 (\$208 ),
-    .\port$16497$0 (\$209 ),
-    .\port$16498$0 (\$210 ),
-    .\port$16499$0 (\$211 ),
-    .\port$16500$0 (\$212 ),
-    .\port$16501$0 (\$213 ),
-    .\port$16502$0 (\$214 ),
-    .\port$16503$0 (\$215 ),
-    .\port$16504$0 (\$216 ),
-    .\port$16505$0 (\$217 ),
-    .\port$16506$0 (\$218 ),
-    .\port$16507$0 (\$219 ),
-    .\port$16508$0 (\$220 ),
-    .\port$16509$0 (\$221 ),
-    .\port$16510$0 (\$222 ),
-    .\port$16511$0 (\$223 ),
-    .\port$16512$0 (\$224 ),
-    .\port$16513$0 (\$225 ),
-    .\port$16514$0 (\$226 ),
-    .\port$16515$0 (\$227 ),
-    .\port$16516$0 (\$228 ),
+    .\port$16532$0 (\$196 ),
+    .\port$16533$0 (\$197 ),
+    .\port$16534$0 (\$198 ),
+    .\port$16535$0 (\$199 ),
+    .\port$16536$0 (\$200 ),
+    .\port$16537$0 (\$201 ),
+    .\port$16538$0 (\$202 ),
+    .\port$16539$0 (\$203 ),
+    .\port$16540$0 (\$204 ),
+    .\port$16541$0 (\$205 ),
+    .\port$16542$0 (\$206 ),
+    .\port$16543$0 (\$207 ),
+    .\port$16544$0 (\$208 ),
+    .\port$16545$0 (\$209 ),
+    .\port$16546$0 (\$210 ),
+    .\port$16547$0 (\$211 ),
+    .\port$16548$0 (\$212 ),
+    .\port$16549$0 (\$213 ),
+    .\port$16550$0 (\$214 ),
+    .\port$16551$0 (\$215 ),
+    .\port$16552$0 (\$216 ),
+    .\port$16553$0 (\$217 ),
+    .\port$16554$0 (\$218 ),
+    .\port$16555$0 (\$219 ),
+    .\port$16556$0 (\$220 ),
+    .\port$16557$0 (\$221 ),
+    .\port$16558$0 (\$222 ),
+    .\port$16559$0 (\$223 ),
+    .\port$16560$0 (\$224 ),
+    .\port$16561$0 (\$225 ),
+    .\port$16562$0 (\$226 ),
+    .\port$16563$0 (\$227 ),
+    .\port$16564$0 (\$228 ),
     .ready_next(ready_next),
     .rst(rst)
   );
   \ace_dma_default.writer.wd_q  wd_q (
     .clk(clk),
     .o__ready(\r_en$75 ),
-    .\port$8743$0 (\$191 ),
-    .\port$8744$0 (\$192 ),
-    .\port$8745$0 (\$193 ),
+    .\port$8783$0 (\$191 ),
+    .\port$8784$0 (\$192 ),
+    .\port$8785$0 (\$193 ),
     .\r_rdy$14 (\r_rdy$67 ),
     .room_next(\room_next$113 ),
     .rst(rst),
@@ -30378,38 +30417,38 @@ module \ace_dma_default.writer (\o__ready$96 , axi__bresp, axi__bvalid, sram_r__
   assign cpl__valid = cpl_full;
   assign axi__awaddr = \$15 [47:0];
   assign sram_r__req__payload = \$16 [14:0];
-  assign \port$16484$0  = \$196 ;
-  assign \port$16485$0  = \$197 ;
-  assign \port$16486$0  = \$198 ;
-  assign \port$16487$0  = \$199 ;
-  assign \port$16488$0  = \$200 ;
-  assign \port$16489$0  = \$201 ;
-  assign \port$16490$0  = \$202 ;
-  assign \port$16491$0  = \$203 ;
-  assign \port$16492$0  = \$204 ;
-  assign \port$16493$0  = \$205 ;
-  assign \port$16494$0  = \$206 ;
-  assign \port$16495$0  = \$207 ;
-  assign \port$16496$0  = \$208 ;
-  assign \port$16497$0  = \$209 ;
-  assign \port$16498$0  = \$210 ;
-  assign \port$16499$0  = \$211 ;
-  assign \port$16500$0  = \$212 ;
-  assign \port$16501$0  = \$213 ;
-  assign \port$16502$0  = \$214 ;
-  assign \port$16503$0  = \$215 ;
-  assign \port$16504$0  = \$216 ;
-  assign \port$16505$0  = \$217 ;
-  assign \port$16506$0  = \$218 ;
-  assign \port$16507$0  = \$219 ;
-  assign \port$16508$0  = \$220 ;
-  assign \port$16509$0  = \$221 ;
-  assign \port$16510$0  = \$222 ;
-  assign \port$16511$0  = \$223 ;
-  assign \port$16512$0  = \$224 ;
-  assign \port$16513$0  = \$225 ;
-  assign \port$16514$0  = \$226 ;
-  assign \port$16515$0  = \$227 ;
+  assign \port$16532$0  = \$196 ;
+  assign \port$16533$0  = \$197 ;
+  assign \port$16534$0  = \$198 ;
+  assign \port$16535$0  = \$199 ;
+  assign \port$16536$0  = \$200 ;
+  assign \port$16537$0  = \$201 ;
+  assign \port$16538$0  = \$202 ;
+  assign \port$16539$0  = \$203 ;
+  assign \port$16540$0  = \$204 ;
+  assign \port$16541$0  = \$205 ;
+  assign \port$16542$0  = \$206 ;
+  assign \port$16543$0  = \$207 ;
+  assign \port$16544$0  = \$208 ;
+  assign \port$16545$0  = \$209 ;
+  assign \port$16546$0  = \$210 ;
+  assign \port$16547$0  = \$211 ;
+  assign \port$16548$0  = \$212 ;
+  assign \port$16549$0  = \$213 ;
+  assign \port$16550$0  = \$214 ;
+  assign \port$16551$0  = \$215 ;
+  assign \port$16552$0  = \$216 ;
+  assign \port$16553$0  = \$217 ;
+  assign \port$16554$0  = \$218 ;
+  assign \port$16555$0  = \$219 ;
+  assign \port$16556$0  = \$220 ;
+  assign \port$16557$0  = \$221 ;
+  assign \port$16558$0  = \$222 ;
+  assign \port$16559$0  = \$223 ;
+  assign \port$16560$0  = \$224 ;
+  assign \port$16561$0  = \$225 ;
+  assign \port$16562$0  = \$226 ;
+  assign \port$16563$0  = \$227 ;
   assign axi__wlast = \$228 [0];
   assign axi__awlen = \o__payload$33 [49:42];
   assign \cmd__payload.stream  = cmd__payload[0];
@@ -30496,7 +30535,7 @@ module \ace_dma_default.writer (\o__ready$96 , axi__bresp, axi__bvalid, sram_r__
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_default.writer.aw_q (rst, \port$8401$0 , w_en, room_next, o__ready, \r_rdy$14 , \r_data$12 , \port$19411$1 , \port$19411$39 , clk);
+module \ace_dma_default.writer.aw_q (rst, \port$8417$0 , w_en, room_next, o__ready, \r_rdy$14 , \r_data$12 , \port$19474$1 , \port$19474$39 , clk);
   input clk;
   wire clk;
   wire [68:0] i__payload;
@@ -30507,12 +30546,12 @@ module \ace_dma_default.writer.aw_q (rst, \port$8401$0 , w_en, room_next, o__rea
   input o__ready;
   wire o__ready;
   wire o__valid;
-  input [7:0] \port$19411$1 ;
-  wire [7:0] \port$19411$1 ;
-  input [41:0] \port$19411$39 ;
-  wire [41:0] \port$19411$39 ;
-  input [18:0] \port$8401$0 ;
-  wire [18:0] \port$8401$0 ;
+  input [7:0] \port$19474$1 ;
+  wire [7:0] \port$19474$1 ;
+  input [41:0] \port$19474$39 ;
+  wire [41:0] \port$19474$39 ;
+  input [18:0] \port$8417$0 ;
+  wire [18:0] \port$8417$0 ;
   wire [68:0] r_data;
   output [68:0] \r_data$12 ;
   wire [68:0] \r_data$12 ;
@@ -30536,9 +30575,9 @@ module \ace_dma_default.writer.aw_q (rst, \port$8401$0 , w_en, room_next, o__rea
   \ace_dma_default.writer.aw_q.fifo  fifo (
     .clk(clk),
     .level(level),
-    .\port$19411$1 (\port$19411$1 ),
-    .\port$19411$39 (\port$19411$39 ),
-    .\port$8401$0 (\port$8401$0 ),
+    .\port$19474$1 (\port$19474$1 ),
+    .\port$19474$39 (\port$19474$39 ),
+    .\port$8417$0 (\port$8417$0 ),
     .r_data(i__payload),
     .r_en(r_en),
     .r_rdy(i__valid),
@@ -30556,8 +30595,8 @@ module \ace_dma_default.writer.aw_q (rst, \port$8401$0 , w_en, room_next, o__rea
     .out_payload(\r_data$12 ),
     .rst(rst)
   );
-  assign w_data = { \port$19411$1 , \port$8401$0 , \port$19411$39  };
-  assign \w_data$1  = { \port$19411$1 , \port$8401$0 , \port$19411$39  };
+  assign w_data = { \port$19474$1 , \port$8417$0 , \port$19474$39  };
+  assign \w_data$1  = { \port$19474$1 , \port$8417$0 , \port$19474$39  };
   assign \w_en$3  = w_en;
   assign \w_rdy$5  = w_rdy;
   assign r_rdy = i__valid;
@@ -30569,35 +30608,39 @@ module \ace_dma_default.writer.aw_q (rst, \port$8401$0 , w_en, room_next, o__rea
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_default.writer.aw_q.fifo (rst, \port$8401$0 , w_en, r_data, level, r_rdy, w_rdy, r_en, \port$19411$1 , \port$19411$39 , clk);
+module \ace_dma_default.writer.aw_q.fifo (rst, \port$8417$0 , w_en, r_data, level, r_rdy, w_rdy, r_en, \port$19474$1 , \port$19474$39 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$17  = 0;
   wire \$1 ;
-  wire [2:0] \$10 ;
-  wire [2:0] \$11 ;
-  wire \$12 ;
-  wire \$13 ;
-  wire [3:0] \$14 ;
-  wire \$15 ;
-  wire \$16 ;
+  wire \$10 ;
+  wire \$11 ;
+  wire [2:0] \$12 ;
+  wire [2:0] \$13 ;
+  wire \$14 ;
+  wire [2:0] \$15 ;
+  wire [2:0] \$16 ;
   wire \$17 ;
-  wire [3:0] \$18 ;
-  wire \$19 ;
+  wire \$18 ;
+  wire [3:0] \$19 ;
   wire \$2 ;
-  reg [68:0] \$20 ;
-  reg [1:0] \$21 ;
-  reg \$22 ;
-  reg \$23 ;
-  reg [1:0] \$24 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire [3:0] \$22 ;
+  wire \$23 ;
+  reg [68:0] \$24 ;
   reg [1:0] \$25 ;
-  reg [2:0] \$26 ;
+  reg \$26 ;
   reg \$27 ;
-  reg \$28 ;
+  reg [1:0] \$28 ;
+  reg [1:0] \$29 ;
   wire \$3 ;
+  reg [2:0] \$30 ;
+  reg \$31 ;
+  reg \$32 ;
   wire \$4 ;
   wire \$5 ;
   wire \$6 ;
-  wire [2:0] \$7 ;
-  wire [2:0] \$8 ;
+  wire \$7 ;
+  wire \$8 ;
   wire \$9 ;
   reg bypass = 1'h0;
   input clk;
@@ -30608,12 +30651,12 @@ module \ace_dma_default.writer.aw_q.fifo (rst, \port$8401$0 , w_en, r_data, leve
   wire do_write;
   output [2:0] level;
   reg [2:0] level = 3'h0;
-  input [7:0] \port$19411$1 ;
-  wire [7:0] \port$19411$1 ;
-  input [41:0] \port$19411$39 ;
-  wire [41:0] \port$19411$39 ;
-  input [18:0] \port$8401$0 ;
-  wire [18:0] \port$8401$0 ;
+  input [7:0] \port$19474$1 ;
+  wire [7:0] \port$19474$1 ;
+  input [41:0] \port$19474$39 ;
+  wire [41:0] \port$19474$39 ;
+  input [18:0] \port$8417$0 ;
+  wire [18:0] \port$8417$0 ;
   reg [1:0] produce = 2'h0;
   output [68:0] r_data;
   wire [68:0] r_data;
@@ -30639,6 +30682,7 @@ module \ace_dma_default.writer.aw_q.fifo (rst, \port$8401$0 , w_en, r_data, leve
   reg w_port__en = 1'h0;
   output w_rdy;
   reg w_rdy = 1'h1;
+  reg w_rdy_next;
   reg [68:0] storage [3:0];
   always @(posedge clk) begin
     if (w_port__en)
@@ -30648,135 +30692,143 @@ module \ace_dma_default.writer.aw_q.fifo (rst, \port$8401$0 , w_en, r_data, leve
   assign do_write = w_en & w_rdy;
   assign do_read = r_en & r_rdy;
   assign r_data = bypass ? w_port__data : r_port__data;
-  assign \$1  = ! level;
-  assign \$2  = level == 1'h1;
-  assign \$3  = \$2  & do_read;
-  assign \$4  = \$1  | \$3 ;
-  assign \$5  = do_write & \$4 ;
-  assign \$6  = produce == 2'h3;
-  assign \$7  = produce + 1'h1;
-  assign \$8  = \$6  ? 3'h0 : \$7 ;
-  assign \$9  = r_port__addr == 2'h3;
-  assign \$10  = r_port__addr + 1'h1;
-  assign \$11  = \$9  ? 3'h0 : \$10 ;
-  assign \$12  = ~ do_read;
-  assign \$13  = do_write & \$12 ;
-  assign \$14  = level + 1'h1;
-  assign \$15  = level != 2'h3;
-  assign \$16  = ~ do_write;
-  assign \$17  = do_read & \$16 ;
-  assign \$18  = level - 1'h1;
-  assign \$19  = level != 1'h1;
+  assign \$1  = ~ do_read;
+  assign \$2  = do_write & \$1 ;
+  assign \$3  = level != 2'h3;
+  assign \$4  = ~ do_write;
+  assign \$5  = do_read & \$4 ;
+  assign \$6  = ! level;
+  assign \$7  = level == 1'h1;
+  assign \$8  = \$7  & do_read;
+  assign \$9  = \$6  | \$8 ;
+  assign \$10  = do_write & \$9 ;
+  assign \$11  = produce == 2'h3;
+  assign \$12  = produce + 1'h1;
+  assign \$13  = \$11  ? 3'h0 : \$12 ;
+  assign \$14  = r_port__addr == 2'h3;
+  assign \$15  = r_port__addr + 1'h1;
+  assign \$16  = \$14  ? 3'h0 : \$15 ;
+  assign \$17  = ~ do_read;
+  assign \$18  = do_write & \$17 ;
+  assign \$19  = level + 1'h1;
+  assign \$20  = ~ do_write;
+  assign \$21  = do_read & \$20 ;
+  assign \$22  = level - 1'h1;
+  assign \$23  = level != 1'h1;
   always @(posedge clk)
-    w_port__data <= \$20 ;
+    w_port__data <= \$24 ;
   always @(posedge clk)
-    w_port__addr <= \$21 ;
+    w_port__addr <= \$25 ;
   always @(posedge clk)
-    w_port__en <= \$22 ;
+    w_port__en <= \$26 ;
   always @(posedge clk)
-    bypass <= \$23 ;
+    bypass <= \$27 ;
   always @(posedge clk)
-    produce <= \$24 ;
+    produce <= \$28 ;
   always @(posedge clk)
-    r_port__addr <= \$25 ;
+    r_port__addr <= \$29 ;
   always @(posedge clk)
-    level <= \$26 ;
+    level <= \$30 ;
   always @(posedge clk)
-    r_rdy <= \$27 ;
+    r_rdy <= \$31 ;
   always @(posedge clk)
-    w_rdy <= \$28 ;
+    w_rdy <= \$32 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$20  = { \port$19411$1 , \port$8401$0 , \port$19411$39  };
-    if (rst) begin
-      \$20  = 69'h000000000000000000;
+    w_rdy_next = w_rdy;
+    if (\$2 ) begin
+      w_rdy_next = \$3 ;
+    end
+    if (\$5 ) begin
+      w_rdy_next = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$21  = produce;
+    \$24  = { \port$19474$1 , \port$8417$0 , \port$19474$39  };
     if (rst) begin
-      \$21  = 2'h0;
+      \$24  = 69'h000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$22  = do_write;
-    if (rst) begin
-      \$22  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$23  = \$5 ;
-    if (rst) begin
-      \$23  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$24  = produce;
-    if (do_write) begin
-      \$24  = \$8 [1:0];
-    end
-    if (rst) begin
-      \$24  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$25  = r_port__addr;
-    if (do_read) begin
-      \$25  = \$11 [1:0];
-    end
+    \$25  = produce;
     if (rst) begin
       \$25  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$26  = level;
-    if (\$13 ) begin
-      \$26  = \$14 [2:0];
-    end
-    if (\$17 ) begin
-      \$26  = \$18 [2:0];
-    end
+    \$26  = do_write;
     if (rst) begin
-      \$26  = 3'h0;
+      \$26  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$27  = r_rdy;
-    if (\$13 ) begin
-      \$27  = 1'h1;
-    end
-    if (\$17 ) begin
-      \$27  = \$19 ;
-    end
+    \$27  = \$10 ;
     if (rst) begin
       \$27  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$28  = w_rdy;
-    if (\$13 ) begin
-      \$28  = \$15 ;
-    end
-    if (\$17 ) begin
-      \$28  = 1'h1;
+    \$28  = produce;
+    if (do_write) begin
+      \$28  = \$13 [1:0];
     end
     if (rst) begin
-      \$28  = 1'h1;
+      \$28  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    \$29  = r_port__addr;
+    if (do_read) begin
+      \$29  = \$16 [1:0];
+    end
+    if (rst) begin
+      \$29  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    \$30  = level;
+    if (\$18 ) begin
+      \$30  = \$19 [2:0];
+    end
+    if (\$21 ) begin
+      \$30  = \$22 [2:0];
+    end
+    if (rst) begin
+      \$30  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    \$31  = r_rdy;
+    if (\$18 ) begin
+      \$31  = 1'h1;
+    end
+    if (\$21 ) begin
+      \$31  = \$23 ;
+    end
+    if (rst) begin
+      \$31  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    \$32  = w_rdy_next;
+    if (rst) begin
+      \$32  = 1'h1;
     end
   end
   assign consume = r_port__addr;
   assign w_hold_addr = w_port__addr;
   assign w_hold = w_port__data;
   assign w_hold_en = w_port__en;
-  assign w_data = { \port$19411$1 , \port$8401$0 , \port$19411$39  };
+  assign w_data = { \port$19474$1 , \port$8417$0 , \port$19474$39  };
 endmodule
 
 (* generator = "Amaranth" *)
@@ -31139,7 +31191,7 @@ module \ace_dma_default.writer.aw_skid (clk, rst, i__valid, i__payload, i__ready
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_default.writer.b_q (rst, w_en, o__ready, room_next, \port$18424$50 , \r_rdy$14 , \r_data$12 , clk);
+module \ace_dma_default.writer.b_q (rst, w_en, o__ready, room_next, \port$18485$50 , \r_rdy$14 , \r_data$12 , clk);
   input clk;
   wire clk;
   wire [8:0] i__payload;
@@ -31150,8 +31202,8 @@ module \ace_dma_default.writer.b_q (rst, w_en, o__ready, room_next, \port$18424$
   input o__ready;
   wire o__ready;
   wire o__valid;
-  input [8:0] \port$18424$50 ;
-  wire [8:0] \port$18424$50 ;
+  input [8:0] \port$18485$50 ;
+  wire [8:0] \port$18485$50 ;
   wire [8:0] r_data;
   output [8:0] \r_data$12 ;
   wire [8:0] \r_data$12 ;
@@ -31175,7 +31227,7 @@ module \ace_dma_default.writer.b_q (rst, w_en, o__ready, room_next, \port$18424$
   \ace_dma_default.writer.b_q.fifo  fifo (
     .clk(clk),
     .level(level),
-    .\port$18424$50 (\port$18424$50 ),
+    .\port$18485$50 (\port$18485$50 ),
     .r_data(i__payload),
     .r_en(r_en),
     .r_rdy(i__valid),
@@ -31193,8 +31245,8 @@ module \ace_dma_default.writer.b_q (rst, w_en, o__ready, room_next, \port$18424$
     .o__valid(\r_rdy$14 ),
     .rst(rst)
   );
-  assign w_data = { \port$18424$50 [0], \port$18424$50 [8:1] };
-  assign \w_data$1  = { \port$18424$50 [0], \port$18424$50 [8:1] };
+  assign w_data = { \port$18485$50 [0], \port$18485$50 [8:1] };
+  assign \w_data$1  = { \port$18485$50 [0], \port$18485$50 [8:1] };
   assign \w_en$3  = w_en;
   assign \w_rdy$5  = w_rdy;
   assign r_rdy = i__valid;
@@ -31206,27 +31258,31 @@ module \ace_dma_default.writer.b_q (rst, w_en, o__ready, room_next, \port$18424$
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_default.writer.b_q.fifo (rst, w_en, r_data, \port$18424$50 , level, r_rdy, w_rdy, r_en, clk);
+module \ace_dma_default.writer.b_q.fifo (rst, w_en, r_data, \port$18485$50 , level, r_rdy, w_rdy, r_en, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$20  = 0;
   wire \$1 ;
-  wire \$10 ;
-  wire \$11 ;
+  wire [3:0] \$10 ;
+  wire [3:0] \$11 ;
   wire \$12 ;
-  wire [3:0] \$13 ;
-  wire \$14 ;
-  reg [2:0] \$15 ;
-  reg [2:0] \$16 ;
-  reg [2:0] \$17 ;
-  reg \$18 ;
-  reg \$19 ;
-  wire [3:0] \$2 ;
-  wire [3:0] \$3 ;
+  wire \$13 ;
+  wire [3:0] \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire [3:0] \$17 ;
+  wire \$18 ;
+  reg [2:0] \$19 ;
+  wire \$2 ;
+  reg [2:0] \$20 ;
+  reg [2:0] \$21 ;
+  reg \$22 ;
+  reg \$23 ;
+  wire \$3 ;
   wire \$4 ;
-  wire [3:0] \$5 ;
-  wire [3:0] \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  wire [3:0] \$9 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire [3:0] \$7 ;
+  wire [3:0] \$8 ;
+  wire \$9 ;
   input clk;
   wire clk;
   (* init = 3'h0 *)
@@ -31235,8 +31291,8 @@ module \ace_dma_default.writer.b_q.fifo (rst, w_en, r_data, \port$18424$50 , lev
   wire do_write;
   output [2:0] level;
   reg [2:0] level = 3'h0;
-  input [8:0] \port$18424$50 ;
-  wire [8:0] \port$18424$50 ;
+  input [8:0] \port$18485$50 ;
+  wire [8:0] \port$18485$50 ;
   (* init = 3'h0 *)
   wire [2:0] produce;
   output [8:0] r_data;
@@ -31257,101 +31313,110 @@ module \ace_dma_default.writer.b_q.fifo (rst, w_en, r_data, \port$18424$50 , lev
   wire w_port__en;
   output w_rdy;
   reg w_rdy = 1'h1;
+  reg w_rdy_next;
   reg [8:0] storage [6:0];
   always @(posedge clk) begin
     if (do_write)
-      storage[w_port__addr] <= { \port$18424$50 [0], \port$18424$50 [8:1] };
+      storage[w_port__addr] <= { \port$18485$50 [0], \port$18485$50 [8:1] };
   end
   assign r_data = storage[r_port__addr];
   assign do_write = w_en & w_rdy;
   assign do_read = r_en & r_rdy;
-  assign \$1  = w_port__addr == 3'h6;
-  assign \$2  = w_port__addr + 1'h1;
-  assign \$3  = \$1  ? 4'h0 : \$2 ;
-  assign \$4  = r_port__addr == 3'h6;
-  assign \$5  = r_port__addr + 1'h1;
-  assign \$6  = \$4  ? 4'h0 : \$5 ;
-  assign \$7  = ~ do_read;
-  assign \$8  = do_write & \$7 ;
-  assign \$9  = level + 1'h1;
-  assign \$10  = level != 3'h6;
-  assign \$11  = ~ do_write;
-  assign \$12  = do_read & \$11 ;
-  assign \$13  = level - 1'h1;
-  assign \$14  = level != 1'h1;
+  assign \$1  = ~ do_read;
+  assign \$2  = do_write & \$1 ;
+  assign \$3  = level != 3'h6;
+  assign \$4  = ~ do_write;
+  assign \$5  = do_read & \$4 ;
+  assign \$6  = w_port__addr == 3'h6;
+  assign \$7  = w_port__addr + 1'h1;
+  assign \$8  = \$6  ? 4'h0 : \$7 ;
+  assign \$9  = r_port__addr == 3'h6;
+  assign \$10  = r_port__addr + 1'h1;
+  assign \$11  = \$9  ? 4'h0 : \$10 ;
+  assign \$12  = ~ do_read;
+  assign \$13  = do_write & \$12 ;
+  assign \$14  = level + 1'h1;
+  assign \$15  = ~ do_write;
+  assign \$16  = do_read & \$15 ;
+  assign \$17  = level - 1'h1;
+  assign \$18  = level != 1'h1;
   always @(posedge clk)
-    w_port__addr <= \$15 ;
+    w_port__addr <= \$19 ;
   always @(posedge clk)
-    r_port__addr <= \$16 ;
+    r_port__addr <= \$20 ;
   always @(posedge clk)
-    level <= \$17 ;
+    level <= \$21 ;
   always @(posedge clk)
-    r_rdy <= \$18 ;
+    r_rdy <= \$22 ;
   always @(posedge clk)
-    w_rdy <= \$19 ;
+    w_rdy <= \$23 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$15  = w_port__addr;
+    w_rdy_next = w_rdy;
+    if (\$2 ) begin
+      w_rdy_next = \$3 ;
+    end
+    if (\$5 ) begin
+      w_rdy_next = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    \$19  = w_port__addr;
     if (do_write) begin
-      \$15  = \$3 [2:0];
+      \$19  = \$8 [2:0];
     end
     if (rst) begin
-      \$15  = 3'h0;
+      \$19  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$16  = r_port__addr;
+    \$20  = r_port__addr;
     if (do_read) begin
-      \$16  = \$6 [2:0];
+      \$20  = \$11 [2:0];
     end
     if (rst) begin
-      \$16  = 3'h0;
+      \$20  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$17  = level;
-    if (\$8 ) begin
-      \$17  = \$9 [2:0];
+    \$21  = level;
+    if (\$13 ) begin
+      \$21  = \$14 [2:0];
     end
-    if (\$12 ) begin
-      \$17  = \$13 [2:0];
+    if (\$16 ) begin
+      \$21  = \$17 [2:0];
     end
     if (rst) begin
-      \$17  = 3'h0;
+      \$21  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$18  = r_rdy;
-    if (\$8 ) begin
-      \$18  = 1'h1;
+    \$22  = r_rdy;
+    if (\$13 ) begin
+      \$22  = 1'h1;
     end
-    if (\$12 ) begin
-      \$18  = \$14 ;
+    if (\$16 ) begin
+      \$22  = \$18 ;
     end
     if (rst) begin
-      \$18  = 1'h0;
+      \$22  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$19  = w_rdy;
-    if (\$8 ) begin
-      \$19  = \$10 ;
-    end
-    if (\$12 ) begin
-      \$19  = 1'h1;
-    end
+    \$23  = w_rdy_next;
     if (rst) begin
-      \$19  = 1'h1;
+      \$23  = 1'h1;
     end
   end
   assign consume = r_port__addr;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$18424$50 [0], \port$18424$50 [8:1] };
-  assign w_data = { \port$18424$50 [0], \port$18424$50 [8:1] };
+  assign w_port__data = { \port$18485$50 [0], \port$18485$50 [8:1] };
+  assign w_data = { \port$18485$50 [0], \port$18485$50 [8:1] };
   assign w_port__en = do_write;
   assign r_port__data = r_data;
 endmodule
@@ -31486,7 +31551,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ace_dma_default.writer.realign (rst, i__valid, i__payload, w_go_r0, w_go_r1, w_go_r2, w_go_r3, w_go_r4, w_go_r5, w_go_r6, w_go_r7, w_go_r8, w_go_r9, w_go_r10, w_go_r11, w_go_r12, w_go_r13, w_go_r14, w_go_r15, w_go_r16, w_go_r17
-, w_go_r18, w_go_r19, w_go_r20, w_go_r21, w_go_r22, w_go_r23, w_go_r24, w_go_r25, w_go_r26, w_go_r27, w_go_r28, w_go_r29, w_go_r30, w_go_r31, w_go_r32, \port$18479$0 , i__ready, c_valid_0, out_data, clk);
+, w_go_r18, w_go_r19, w_go_r20, w_go_r21, w_go_r22, w_go_r23, w_go_r24, w_go_r25, w_go_r26, w_go_r27, w_go_r28, w_go_r29, w_go_r30, w_go_r31, w_go_r32, \port$18541$0 , i__ready, c_valid_0, out_data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$22  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -39506,8 +39571,8 @@ module \ace_dma_default.writer.realign (rst, i__valid, i__payload, w_go_r0, w_go
   output [511:0] out_data;
   reg [511:0] out_data = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   (* init = 22'h000000 *)
-  output [21:0] \port$18479$0 ;
-  wire [21:0] \port$18479$0 ;
+  output [21:0] \port$18541$0 ;
+  wire [21:0] \port$18541$0 ;
   reg [511:0] prev = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   input rst;
   wire rst;
@@ -52907,7 +52972,7 @@ module \ace_dma_default.writer.realign (rst, i__valid, i__payload, w_go_r0, w_go
   assign in_ready_0 = i__ready;
   assign o__valid = c_valid_0;
   assign o__payload = { \$7066 , out_data };
-  assign \port$18479$0  = \$7066 ;
+  assign \port$18541$0  = \$7066 ;
   assign \i_ctl.first  = i_ctl[0];
   assign \i_ctl.last  = i_ctl[1];
   assign \i_ctl.drop_first  = i_ctl[2];
@@ -53247,32 +53312,36 @@ endmodule
 module \ace_dma_default.writer.sreq_q.fifo (rst, w_en, r_data, w_data, level, r_rdy, w_rdy, r_en, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$24  = 0;
   wire \$1 ;
-  wire [2:0] \$10 ;
-  wire [2:0] \$11 ;
-  wire \$12 ;
-  wire \$13 ;
-  wire [3:0] \$14 ;
-  wire \$15 ;
-  wire \$16 ;
+  wire \$10 ;
+  wire \$11 ;
+  wire [2:0] \$12 ;
+  wire [2:0] \$13 ;
+  wire \$14 ;
+  wire [2:0] \$15 ;
+  wire [2:0] \$16 ;
   wire \$17 ;
-  wire [3:0] \$18 ;
-  wire \$19 ;
+  wire \$18 ;
+  wire [3:0] \$19 ;
   wire \$2 ;
-  reg [34:0] \$20 ;
-  reg [1:0] \$21 ;
-  reg \$22 ;
-  reg \$23 ;
-  reg [1:0] \$24 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire [3:0] \$22 ;
+  wire \$23 ;
+  reg [34:0] \$24 ;
   reg [1:0] \$25 ;
-  reg [2:0] \$26 ;
+  reg \$26 ;
   reg \$27 ;
-  reg \$28 ;
+  reg [1:0] \$28 ;
+  reg [1:0] \$29 ;
   wire \$3 ;
+  reg [2:0] \$30 ;
+  reg \$31 ;
+  reg \$32 ;
   wire \$4 ;
   wire \$5 ;
   wire \$6 ;
-  wire [2:0] \$7 ;
-  wire [2:0] \$8 ;
+  wire \$7 ;
+  wire \$8 ;
   wire \$9 ;
   reg bypass = 1'h0;
   input clk;
@@ -53309,6 +53378,7 @@ module \ace_dma_default.writer.sreq_q.fifo (rst, w_en, r_data, w_data, level, r_
   reg w_port__en = 1'h0;
   output w_rdy;
   reg w_rdy = 1'h1;
+  reg w_rdy_next;
   reg [34:0] storage [3:0];
   always @(posedge clk) begin
     if (w_port__en)
@@ -53318,128 +53388,136 @@ module \ace_dma_default.writer.sreq_q.fifo (rst, w_en, r_data, w_data, level, r_
   assign do_write = w_en & w_rdy;
   assign do_read = r_en & r_rdy;
   assign r_data = bypass ? w_port__data : r_port__data;
-  assign \$1  = ! level;
-  assign \$2  = level == 1'h1;
-  assign \$3  = \$2  & do_read;
-  assign \$4  = \$1  | \$3 ;
-  assign \$5  = do_write & \$4 ;
-  assign \$6  = produce == 2'h3;
-  assign \$7  = produce + 1'h1;
-  assign \$8  = \$6  ? 3'h0 : \$7 ;
-  assign \$9  = r_port__addr == 2'h3;
-  assign \$10  = r_port__addr + 1'h1;
-  assign \$11  = \$9  ? 3'h0 : \$10 ;
-  assign \$12  = ~ do_read;
-  assign \$13  = do_write & \$12 ;
-  assign \$14  = level + 1'h1;
-  assign \$15  = level != 2'h3;
-  assign \$16  = ~ do_write;
-  assign \$17  = do_read & \$16 ;
-  assign \$18  = level - 1'h1;
-  assign \$19  = level != 1'h1;
+  assign \$1  = ~ do_read;
+  assign \$2  = do_write & \$1 ;
+  assign \$3  = level != 2'h3;
+  assign \$4  = ~ do_write;
+  assign \$5  = do_read & \$4 ;
+  assign \$6  = ! level;
+  assign \$7  = level == 1'h1;
+  assign \$8  = \$7  & do_read;
+  assign \$9  = \$6  | \$8 ;
+  assign \$10  = do_write & \$9 ;
+  assign \$11  = produce == 2'h3;
+  assign \$12  = produce + 1'h1;
+  assign \$13  = \$11  ? 3'h0 : \$12 ;
+  assign \$14  = r_port__addr == 2'h3;
+  assign \$15  = r_port__addr + 1'h1;
+  assign \$16  = \$14  ? 3'h0 : \$15 ;
+  assign \$17  = ~ do_read;
+  assign \$18  = do_write & \$17 ;
+  assign \$19  = level + 1'h1;
+  assign \$20  = ~ do_write;
+  assign \$21  = do_read & \$20 ;
+  assign \$22  = level - 1'h1;
+  assign \$23  = level != 1'h1;
   always @(posedge clk)
-    w_port__data <= \$20 ;
+    w_port__data <= \$24 ;
   always @(posedge clk)
-    w_port__addr <= \$21 ;
+    w_port__addr <= \$25 ;
   always @(posedge clk)
-    w_port__en <= \$22 ;
+    w_port__en <= \$26 ;
   always @(posedge clk)
-    bypass <= \$23 ;
+    bypass <= \$27 ;
   always @(posedge clk)
-    produce <= \$24 ;
+    produce <= \$28 ;
   always @(posedge clk)
-    r_port__addr <= \$25 ;
+    r_port__addr <= \$29 ;
   always @(posedge clk)
-    level <= \$26 ;
+    level <= \$30 ;
   always @(posedge clk)
-    r_rdy <= \$27 ;
+    r_rdy <= \$31 ;
   always @(posedge clk)
-    w_rdy <= \$28 ;
+    w_rdy <= \$32 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$20  = w_data;
-    if (rst) begin
-      \$20  = 35'h000000000;
+    w_rdy_next = w_rdy;
+    if (\$2 ) begin
+      w_rdy_next = \$3 ;
+    end
+    if (\$5 ) begin
+      w_rdy_next = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$21  = produce;
+    \$24  = w_data;
     if (rst) begin
-      \$21  = 2'h0;
+      \$24  = 35'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$22  = do_write;
-    if (rst) begin
-      \$22  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$23  = \$5 ;
-    if (rst) begin
-      \$23  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$24  = produce;
-    if (do_write) begin
-      \$24  = \$8 [1:0];
-    end
-    if (rst) begin
-      \$24  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$25  = r_port__addr;
-    if (do_read) begin
-      \$25  = \$11 [1:0];
-    end
+    \$25  = produce;
     if (rst) begin
       \$25  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$26  = level;
-    if (\$13 ) begin
-      \$26  = \$14 [2:0];
-    end
-    if (\$17 ) begin
-      \$26  = \$18 [2:0];
-    end
+    \$26  = do_write;
     if (rst) begin
-      \$26  = 3'h0;
+      \$26  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$27  = r_rdy;
-    if (\$13 ) begin
-      \$27  = 1'h1;
-    end
-    if (\$17 ) begin
-      \$27  = \$19 ;
-    end
+    \$27  = \$10 ;
     if (rst) begin
       \$27  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$28  = w_rdy;
-    if (\$13 ) begin
-      \$28  = \$15 ;
-    end
-    if (\$17 ) begin
-      \$28  = 1'h1;
+    \$28  = produce;
+    if (do_write) begin
+      \$28  = \$13 [1:0];
     end
     if (rst) begin
-      \$28  = 1'h1;
+      \$28  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    \$29  = r_port__addr;
+    if (do_read) begin
+      \$29  = \$16 [1:0];
+    end
+    if (rst) begin
+      \$29  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    \$30  = level;
+    if (\$18 ) begin
+      \$30  = \$19 [2:0];
+    end
+    if (\$21 ) begin
+      \$30  = \$22 [2:0];
+    end
+    if (rst) begin
+      \$30  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    \$31  = r_rdy;
+    if (\$18 ) begin
+      \$31  = 1'h1;
+    end
+    if (\$21 ) begin
+      \$31  = \$23 ;
+    end
+    if (rst) begin
+      \$31  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    \$32  = w_rdy_next;
+    if (rst) begin
+      \$32  = 1'h1;
     end
   end
   assign consume = r_port__addr;
@@ -53577,8 +53655,8 @@ module \ace_dma_default.writer.sreq_q.head (rst, o__ready, i__payload, i__valid,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_default.writer.w_skid (clk, rst, i__valid, ready_next, \port$16484$0 , \port$16485$0 , \port$16486$0 , \port$16487$0 , \port$16488$0 , \port$16489$0 , \port$16490$0 , \port$16491$0 , \port$16492$0 , \port$16493$0 , \port$16494$0 , \port$16495$0 , \port$16496$0 , \port$16497$0 , \port$16498$0 , \port$16499$0 , \port$16500$0 
-, \port$16501$0 , \port$16502$0 , \port$16503$0 , \port$16504$0 , \port$16505$0 , \port$16506$0 , \port$16507$0 , \port$16508$0 , \port$16509$0 , \port$16510$0 , \port$16511$0 , \port$16512$0 , \port$16513$0 , \port$16514$0 , \port$16515$0 , \port$16516$0 , i__payload, in_ready, out_valid, o__ready);
+module \ace_dma_default.writer.w_skid (clk, rst, i__valid, ready_next, \port$16532$0 , \port$16533$0 , \port$16534$0 , \port$16535$0 , \port$16536$0 , \port$16537$0 , \port$16538$0 , \port$16539$0 , \port$16540$0 , \port$16541$0 , \port$16542$0 , \port$16543$0 , \port$16544$0 , \port$16545$0 , \port$16546$0 , \port$16547$0 , \port$16548$0 
+, \port$16549$0 , \port$16550$0 , \port$16551$0 , \port$16552$0 , \port$16553$0 , \port$16554$0 , \port$16555$0 , \port$16556$0 , \port$16557$0 , \port$16558$0 , \port$16559$0 , \port$16560$0 , \port$16561$0 , \port$16562$0 , \port$16563$0 , \port$16564$0 , i__payload, in_ready, out_valid, o__ready);
   reg \$auto$verilog_backend.cc:2355:dump_module$26  = 0;
   wire \$1 ;
   wire [17:0] \$10 ;
@@ -54023,72 +54101,72 @@ module \ace_dma_default.writer.w_skid (clk, rst, i__valid, ready_next, \port$164
   output out_valid;
   reg out_valid = 1'h0;
   wire pop;
-  output [17:0] \port$16484$0 ;
-  wire [17:0] \port$16484$0 ;
-  output [17:0] \port$16485$0 ;
-  wire [17:0] \port$16485$0 ;
-  output [17:0] \port$16486$0 ;
-  wire [17:0] \port$16486$0 ;
-  output [17:0] \port$16487$0 ;
-  wire [17:0] \port$16487$0 ;
-  output [17:0] \port$16488$0 ;
-  wire [17:0] \port$16488$0 ;
-  output [17:0] \port$16489$0 ;
-  wire [17:0] \port$16489$0 ;
-  output [17:0] \port$16490$0 ;
-  wire [17:0] \port$16490$0 ;
-  output [17:0] \port$16491$0 ;
-  wire [17:0] \port$16491$0 ;
-  output [17:0] \port$16492$0 ;
-  wire [17:0] \port$16492$0 ;
-  output [17:0] \port$16493$0 ;
-  wire [17:0] \port$16493$0 ;
-  output [17:0] \port$16494$0 ;
-  wire [17:0] \port$16494$0 ;
-  output [17:0] \port$16495$0 ;
-  wire [17:0] \port$16495$0 ;
-  output [17:0] \port$16496$0 ;
-  wire [17:0] \port$16496$0 ;
-  output [17:0] \port$16497$0 ;
-  wire [17:0] \port$16497$0 ;
-  output [17:0] \port$16498$0 ;
-  wire [17:0] \port$16498$0 ;
-  output [17:0] \port$16499$0 ;
-  wire [17:0] \port$16499$0 ;
-  output [17:0] \port$16500$0 ;
-  wire [17:0] \port$16500$0 ;
-  output [17:0] \port$16501$0 ;
-  wire [17:0] \port$16501$0 ;
-  output [17:0] \port$16502$0 ;
-  wire [17:0] \port$16502$0 ;
-  output [17:0] \port$16503$0 ;
-  wire [17:0] \port$16503$0 ;
-  output [17:0] \port$16504$0 ;
-  wire [17:0] \port$16504$0 ;
-  output [17:0] \port$16505$0 ;
-  wire [17:0] \port$16505$0 ;
-  output [17:0] \port$16506$0 ;
-  wire [17:0] \port$16506$0 ;
-  output [17:0] \port$16507$0 ;
-  wire [17:0] \port$16507$0 ;
-  output [17:0] \port$16508$0 ;
-  wire [17:0] \port$16508$0 ;
-  output [17:0] \port$16509$0 ;
-  wire [17:0] \port$16509$0 ;
-  output [17:0] \port$16510$0 ;
-  wire [17:0] \port$16510$0 ;
-  output [17:0] \port$16511$0 ;
-  wire [17:0] \port$16511$0 ;
-  output [17:0] \port$16512$0 ;
-  wire [17:0] \port$16512$0 ;
-  output [17:0] \port$16513$0 ;
-  wire [17:0] \port$16513$0 ;
-  output [17:0] \port$16514$0 ;
-  wire [17:0] \port$16514$0 ;
-  output [17:0] \port$16515$0 ;
-  wire [17:0] \port$16515$0 ;
-  output [7:0] \port$16516$0 ;
-  wire [7:0] \port$16516$0 ;
+  output [17:0] \port$16532$0 ;
+  wire [17:0] \port$16532$0 ;
+  output [17:0] \port$16533$0 ;
+  wire [17:0] \port$16533$0 ;
+  output [17:0] \port$16534$0 ;
+  wire [17:0] \port$16534$0 ;
+  output [17:0] \port$16535$0 ;
+  wire [17:0] \port$16535$0 ;
+  output [17:0] \port$16536$0 ;
+  wire [17:0] \port$16536$0 ;
+  output [17:0] \port$16537$0 ;
+  wire [17:0] \port$16537$0 ;
+  output [17:0] \port$16538$0 ;
+  wire [17:0] \port$16538$0 ;
+  output [17:0] \port$16539$0 ;
+  wire [17:0] \port$16539$0 ;
+  output [17:0] \port$16540$0 ;
+  wire [17:0] \port$16540$0 ;
+  output [17:0] \port$16541$0 ;
+  wire [17:0] \port$16541$0 ;
+  output [17:0] \port$16542$0 ;
+  wire [17:0] \port$16542$0 ;
+  output [17:0] \port$16543$0 ;
+  wire [17:0] \port$16543$0 ;
+  output [17:0] \port$16544$0 ;
+  wire [17:0] \port$16544$0 ;
+  output [17:0] \port$16545$0 ;
+  wire [17:0] \port$16545$0 ;
+  output [17:0] \port$16546$0 ;
+  wire [17:0] \port$16546$0 ;
+  output [17:0] \port$16547$0 ;
+  wire [17:0] \port$16547$0 ;
+  output [17:0] \port$16548$0 ;
+  wire [17:0] \port$16548$0 ;
+  output [17:0] \port$16549$0 ;
+  wire [17:0] \port$16549$0 ;
+  output [17:0] \port$16550$0 ;
+  wire [17:0] \port$16550$0 ;
+  output [17:0] \port$16551$0 ;
+  wire [17:0] \port$16551$0 ;
+  output [17:0] \port$16552$0 ;
+  wire [17:0] \port$16552$0 ;
+  output [17:0] \port$16553$0 ;
+  wire [17:0] \port$16553$0 ;
+  output [17:0] \port$16554$0 ;
+  wire [17:0] \port$16554$0 ;
+  output [17:0] \port$16555$0 ;
+  wire [17:0] \port$16555$0 ;
+  output [17:0] \port$16556$0 ;
+  wire [17:0] \port$16556$0 ;
+  output [17:0] \port$16557$0 ;
+  wire [17:0] \port$16557$0 ;
+  output [17:0] \port$16558$0 ;
+  wire [17:0] \port$16558$0 ;
+  output [17:0] \port$16559$0 ;
+  wire [17:0] \port$16559$0 ;
+  output [17:0] \port$16560$0 ;
+  wire [17:0] \port$16560$0 ;
+  output [17:0] \port$16561$0 ;
+  wire [17:0] \port$16561$0 ;
+  output [17:0] \port$16562$0 ;
+  wire [17:0] \port$16562$0 ;
+  output [17:0] \port$16563$0 ;
+  wire [17:0] \port$16563$0 ;
+  output [7:0] \port$16564$0 ;
+  wire [7:0] \port$16564$0 ;
   wire push;
   reg r_at = 1'h0;
   wire r_at_next;
@@ -55493,39 +55571,39 @@ module \ace_dma_default.writer.w_skid (clk, rst, i__valid, ready_next, \port$164
   assign i__ready = in_ready;
   assign o__valid = out_valid;
   assign o__payload = { \$42 , \$41 , \$40 , \$39 , \$38 , \$37 , \$36 , \$35 , \$34 , \$33 , \$32 , \$31 , \$30 , \$29 , \$28 , \$27 , \$26 , \$25 , \$24 , \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
-  assign \port$16484$0  = \$10 ;
-  assign \port$16485$0  = \$11 ;
-  assign \port$16486$0  = \$12 ;
-  assign \port$16487$0  = \$13 ;
-  assign \port$16488$0  = \$14 ;
-  assign \port$16489$0  = \$15 ;
-  assign \port$16490$0  = \$16 ;
-  assign \port$16491$0  = \$17 ;
-  assign \port$16492$0  = \$18 ;
-  assign \port$16493$0  = \$19 ;
-  assign \port$16494$0  = \$20 ;
-  assign \port$16495$0  = \$21 ;
-  assign \port$16496$0  = \$22 ;
-  assign \port$16497$0  = \$23 ;
-  assign \port$16498$0  = \$24 ;
-  assign \port$16499$0  = \$25 ;
-  assign \port$16500$0  = \$26 ;
-  assign \port$16501$0  = \$27 ;
-  assign \port$16502$0  = \$28 ;
-  assign \port$16503$0  = \$29 ;
-  assign \port$16504$0  = \$30 ;
-  assign \port$16505$0  = \$31 ;
-  assign \port$16506$0  = \$32 ;
-  assign \port$16507$0  = \$33 ;
-  assign \port$16508$0  = \$34 ;
-  assign \port$16509$0  = \$35 ;
-  assign \port$16510$0  = \$36 ;
-  assign \port$16511$0  = \$37 ;
-  assign \port$16512$0  = \$38 ;
-  assign \port$16513$0  = \$39 ;
-  assign \port$16514$0  = \$40 ;
-  assign \port$16515$0  = \$41 ;
-  assign \port$16516$0  = \$42 ;
+  assign \port$16532$0  = \$10 ;
+  assign \port$16533$0  = \$11 ;
+  assign \port$16534$0  = \$12 ;
+  assign \port$16535$0  = \$13 ;
+  assign \port$16536$0  = \$14 ;
+  assign \port$16537$0  = \$15 ;
+  assign \port$16538$0  = \$16 ;
+  assign \port$16539$0  = \$17 ;
+  assign \port$16540$0  = \$18 ;
+  assign \port$16541$0  = \$19 ;
+  assign \port$16542$0  = \$20 ;
+  assign \port$16543$0  = \$21 ;
+  assign \port$16544$0  = \$22 ;
+  assign \port$16545$0  = \$23 ;
+  assign \port$16546$0  = \$24 ;
+  assign \port$16547$0  = \$25 ;
+  assign \port$16548$0  = \$26 ;
+  assign \port$16549$0  = \$27 ;
+  assign \port$16550$0  = \$28 ;
+  assign \port$16551$0  = \$29 ;
+  assign \port$16552$0  = \$30 ;
+  assign \port$16553$0  = \$31 ;
+  assign \port$16554$0  = \$32 ;
+  assign \port$16555$0  = \$33 ;
+  assign \port$16556$0  = \$34 ;
+  assign \port$16557$0  = \$35 ;
+  assign \port$16558$0  = \$36 ;
+  assign \port$16559$0  = \$37 ;
+  assign \port$16560$0  = \$38 ;
+  assign \port$16561$0  = \$39 ;
+  assign \port$16562$0  = \$40 ;
+  assign \port$16563$0  = \$41 ;
+  assign \port$16564$0  = \$42 ;
   assign \o__payload.data  = { \$38 [7:0], \$37 , \$36 , \$35 , \$34 , \$33 , \$32 , \$31 , \$30 , \$29 , \$28 , \$27 , \$26 , \$25 , \$24 , \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
   assign \o__payload.strb  = { \$41 , \$40 , \$39 , \$38 [17:8] };
   assign \o__payload.last  = \$42 [0];
@@ -55570,7 +55648,7 @@ module \ace_dma_default.writer.w_skid (clk, rst, i__valid, ready_next, \port$164
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_default.writer.wd_q (rst, w_en, o__ready, room_next, \port$8743$0 , \port$8744$0 , \port$8745$0 , w_data, \r_rdy$14 , clk);
+module \ace_dma_default.writer.wd_q (rst, w_en, o__ready, room_next, \port$8783$0 , \port$8784$0 , \port$8785$0 , w_data, \r_rdy$14 , clk);
   wire [26:0] \$1 ;
   wire [26:0] \$2 ;
   wire [26:0] \$3 ;
@@ -55584,12 +55662,12 @@ module \ace_dma_default.writer.wd_q (rst, w_en, o__ready, room_next, \port$8743$
   input o__ready;
   wire o__ready;
   wire o__valid;
-  output [26:0] \port$8743$0 ;
-  wire [26:0] \port$8743$0 ;
-  output [26:0] \port$8744$0 ;
-  wire [26:0] \port$8744$0 ;
-  output [26:0] \port$8745$0 ;
-  wire [26:0] \port$8745$0 ;
+  output [26:0] \port$8783$0 ;
+  wire [26:0] \port$8783$0 ;
+  output [26:0] \port$8784$0 ;
+  wire [26:0] \port$8784$0 ;
+  output [26:0] \port$8785$0 ;
+  wire [26:0] \port$8785$0 ;
   wire [80:0] r_data;
   wire [80:0] \r_data$12 ;
   wire r_en;
@@ -55628,9 +55706,9 @@ module \ace_dma_default.writer.wd_q (rst, w_en, o__ready, room_next, \port$8743$
     .in_ready(r_en),
     .o__ready(o__ready),
     .out_valid(\r_rdy$14 ),
-    .\port$8743$0 (\$1 ),
-    .\port$8744$0 (\$2 ),
-    .\port$8745$0 (\$3 ),
+    .\port$8783$0 (\$1 ),
+    .\port$8784$0 (\$2 ),
+    .\port$8785$0 (\$3 ),
     .rst(rst)
   );
   assign \w_data$1  = w_data;
@@ -55643,41 +55721,45 @@ module \ace_dma_default.writer.wd_q (rst, w_en, o__ready, room_next, \port$8743$
   assign o__payload = { \$3 , \$2 , \$1  };
   assign o__valid = \r_rdy$14 ;
   assign \r_en$17  = o__ready;
-  assign \port$8743$0  = \$1 ;
-  assign \port$8744$0  = \$2 ;
-  assign \port$8745$0  = \$3 ;
+  assign \port$8783$0  = \$1 ;
+  assign \port$8784$0  = \$2 ;
+  assign \port$8785$0  = \$3 ;
 endmodule
 
 (* generator = "Amaranth" *)
 module \ace_dma_default.writer.wd_q.fifo (rst, w_en, r_data, w_data, level, r_rdy, w_rdy, r_en, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$27  = 0;
   wire \$1 ;
-  wire [2:0] \$10 ;
-  wire [2:0] \$11 ;
-  wire \$12 ;
-  wire \$13 ;
-  wire [3:0] \$14 ;
-  wire \$15 ;
-  wire \$16 ;
+  wire \$10 ;
+  wire \$11 ;
+  wire [2:0] \$12 ;
+  wire [2:0] \$13 ;
+  wire \$14 ;
+  wire [2:0] \$15 ;
+  wire [2:0] \$16 ;
   wire \$17 ;
-  wire [3:0] \$18 ;
-  wire \$19 ;
+  wire \$18 ;
+  wire [3:0] \$19 ;
   wire \$2 ;
-  reg [80:0] \$20 ;
-  reg [1:0] \$21 ;
-  reg \$22 ;
-  reg \$23 ;
-  reg [1:0] \$24 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire [3:0] \$22 ;
+  wire \$23 ;
+  reg [80:0] \$24 ;
   reg [1:0] \$25 ;
-  reg [2:0] \$26 ;
+  reg \$26 ;
   reg \$27 ;
-  reg \$28 ;
+  reg [1:0] \$28 ;
+  reg [1:0] \$29 ;
   wire \$3 ;
+  reg [2:0] \$30 ;
+  reg \$31 ;
+  reg \$32 ;
   wire \$4 ;
   wire \$5 ;
   wire \$6 ;
-  wire [2:0] \$7 ;
-  wire [2:0] \$8 ;
+  wire \$7 ;
+  wire \$8 ;
   wire \$9 ;
   reg bypass = 1'h0;
   input clk;
@@ -55714,6 +55796,7 @@ module \ace_dma_default.writer.wd_q.fifo (rst, w_en, r_data, w_data, level, r_rd
   reg w_port__en = 1'h0;
   output w_rdy;
   reg w_rdy = 1'h1;
+  reg w_rdy_next;
   reg [80:0] storage [3:0];
   always @(posedge clk) begin
     if (w_port__en)
@@ -55723,128 +55806,136 @@ module \ace_dma_default.writer.wd_q.fifo (rst, w_en, r_data, w_data, level, r_rd
   assign do_write = w_en & w_rdy;
   assign do_read = r_en & r_rdy;
   assign r_data = bypass ? w_port__data : r_port__data;
-  assign \$1  = ! level;
-  assign \$2  = level == 1'h1;
-  assign \$3  = \$2  & do_read;
-  assign \$4  = \$1  | \$3 ;
-  assign \$5  = do_write & \$4 ;
-  assign \$6  = produce == 2'h3;
-  assign \$7  = produce + 1'h1;
-  assign \$8  = \$6  ? 3'h0 : \$7 ;
-  assign \$9  = r_port__addr == 2'h3;
-  assign \$10  = r_port__addr + 1'h1;
-  assign \$11  = \$9  ? 3'h0 : \$10 ;
-  assign \$12  = ~ do_read;
-  assign \$13  = do_write & \$12 ;
-  assign \$14  = level + 1'h1;
-  assign \$15  = level != 2'h3;
-  assign \$16  = ~ do_write;
-  assign \$17  = do_read & \$16 ;
-  assign \$18  = level - 1'h1;
-  assign \$19  = level != 1'h1;
+  assign \$1  = ~ do_read;
+  assign \$2  = do_write & \$1 ;
+  assign \$3  = level != 2'h3;
+  assign \$4  = ~ do_write;
+  assign \$5  = do_read & \$4 ;
+  assign \$6  = ! level;
+  assign \$7  = level == 1'h1;
+  assign \$8  = \$7  & do_read;
+  assign \$9  = \$6  | \$8 ;
+  assign \$10  = do_write & \$9 ;
+  assign \$11  = produce == 2'h3;
+  assign \$12  = produce + 1'h1;
+  assign \$13  = \$11  ? 3'h0 : \$12 ;
+  assign \$14  = r_port__addr == 2'h3;
+  assign \$15  = r_port__addr + 1'h1;
+  assign \$16  = \$14  ? 3'h0 : \$15 ;
+  assign \$17  = ~ do_read;
+  assign \$18  = do_write & \$17 ;
+  assign \$19  = level + 1'h1;
+  assign \$20  = ~ do_write;
+  assign \$21  = do_read & \$20 ;
+  assign \$22  = level - 1'h1;
+  assign \$23  = level != 1'h1;
   always @(posedge clk)
-    w_port__data <= \$20 ;
+    w_port__data <= \$24 ;
   always @(posedge clk)
-    w_port__addr <= \$21 ;
+    w_port__addr <= \$25 ;
   always @(posedge clk)
-    w_port__en <= \$22 ;
+    w_port__en <= \$26 ;
   always @(posedge clk)
-    bypass <= \$23 ;
+    bypass <= \$27 ;
   always @(posedge clk)
-    produce <= \$24 ;
+    produce <= \$28 ;
   always @(posedge clk)
-    r_port__addr <= \$25 ;
+    r_port__addr <= \$29 ;
   always @(posedge clk)
-    level <= \$26 ;
+    level <= \$30 ;
   always @(posedge clk)
-    r_rdy <= \$27 ;
+    r_rdy <= \$31 ;
   always @(posedge clk)
-    w_rdy <= \$28 ;
+    w_rdy <= \$32 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$20  = w_data;
-    if (rst) begin
-      \$20  = 81'h000000000000000000000;
+    w_rdy_next = w_rdy;
+    if (\$2 ) begin
+      w_rdy_next = \$3 ;
+    end
+    if (\$5 ) begin
+      w_rdy_next = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$21  = produce;
+    \$24  = w_data;
     if (rst) begin
-      \$21  = 2'h0;
+      \$24  = 81'h000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$22  = do_write;
-    if (rst) begin
-      \$22  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$23  = \$5 ;
-    if (rst) begin
-      \$23  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$24  = produce;
-    if (do_write) begin
-      \$24  = \$8 [1:0];
-    end
-    if (rst) begin
-      \$24  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$25  = r_port__addr;
-    if (do_read) begin
-      \$25  = \$11 [1:0];
-    end
+    \$25  = produce;
     if (rst) begin
       \$25  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$26  = level;
-    if (\$13 ) begin
-      \$26  = \$14 [2:0];
-    end
-    if (\$17 ) begin
-      \$26  = \$18 [2:0];
-    end
+    \$26  = do_write;
     if (rst) begin
-      \$26  = 3'h0;
+      \$26  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$27  = r_rdy;
-    if (\$13 ) begin
-      \$27  = 1'h1;
-    end
-    if (\$17 ) begin
-      \$27  = \$19 ;
-    end
+    \$27  = \$10 ;
     if (rst) begin
       \$27  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$28  = w_rdy;
-    if (\$13 ) begin
-      \$28  = \$15 ;
-    end
-    if (\$17 ) begin
-      \$28  = 1'h1;
+    \$28  = produce;
+    if (do_write) begin
+      \$28  = \$13 [1:0];
     end
     if (rst) begin
-      \$28  = 1'h1;
+      \$28  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    \$29  = r_port__addr;
+    if (do_read) begin
+      \$29  = \$16 [1:0];
+    end
+    if (rst) begin
+      \$29  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    \$30  = level;
+    if (\$18 ) begin
+      \$30  = \$19 [2:0];
+    end
+    if (\$21 ) begin
+      \$30  = \$22 [2:0];
+    end
+    if (rst) begin
+      \$30  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    \$31  = r_rdy;
+    if (\$18 ) begin
+      \$31  = 1'h1;
+    end
+    if (\$21 ) begin
+      \$31  = \$23 ;
+    end
+    if (rst) begin
+      \$31  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    \$32  = w_rdy_next;
+    if (rst) begin
+      \$32  = 1'h1;
     end
   end
   assign consume = r_port__addr;
@@ -55854,7 +55945,7 @@ module \ace_dma_default.writer.wd_q.fifo (rst, w_en, r_data, w_data, level, r_rd
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_default.writer.wd_q.head (rst, o__ready, i__payload, \port$8743$0 , \port$8744$0 , \port$8745$0 , i__valid, in_ready, out_valid, clk);
+module \ace_dma_default.writer.wd_q.head (rst, o__ready, i__payload, \port$8783$0 , \port$8784$0 , \port$8785$0 , i__valid, in_ready, out_valid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$28  = 0;
   wire \$1 ;
   wire [26:0] \$10 ;
@@ -55931,12 +56022,12 @@ module \ace_dma_default.writer.wd_q.head (rst, o__ready, i__payload, \port$8743$
   output out_valid;
   reg out_valid = 1'h0;
   wire pop;
-  output [26:0] \port$8743$0 ;
-  wire [26:0] \port$8743$0 ;
-  output [26:0] \port$8744$0 ;
-  wire [26:0] \port$8744$0 ;
-  output [26:0] \port$8745$0 ;
-  wire [26:0] \port$8745$0 ;
+  output [26:0] \port$8783$0 ;
+  wire [26:0] \port$8783$0 ;
+  output [26:0] \port$8784$0 ;
+  wire [26:0] \port$8784$0 ;
+  output [26:0] \port$8785$0 ;
+  wire [26:0] \port$8785$0 ;
   wire push;
   reg r_at = 1'h0;
   wire r_at_next;
@@ -56140,9 +56231,9 @@ module \ace_dma_default.writer.wd_q.head (rst, o__ready, i__payload, \port$8743$
   assign i__ready = in_ready;
   assign o__valid = out_valid;
   assign o__payload = { \$12 , \$11 , \$10  };
-  assign \port$8743$0  = \$10 ;
-  assign \port$8744$0  = \$11 ;
-  assign \port$8745$0  = \$12 ;
+  assign \port$8783$0  = \$10 ;
+  assign \port$8784$0  = \$11 ;
+  assign \port$8785$0  = \$12 ;
   assign \$25  = w_at_next;
   assign \$28  = w_at_next;
   assign \$31  = w_at_next;

@@ -502,10 +502,10 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
     .\port$0$2 (desc__payload),
     .\port$1$0 (\$1 ),
     .\port$14$0 (\$14 ),
-    .\port$2656$0 (\$81 ),
-    .\port$2657$0 (\$82 ),
-    .\port$2658$0 (\$83 ),
-    .\port$2659$0 (\$84 ),
+    .\port$2712$0 (\$81 ),
+    .\port$2713$0 (\$82 ),
+    .\port$2714$0 (\$83 ),
+    .\port$2715$0 (\$84 ),
     .\port$7$0 (\$7 ),
     .\r_rdy$14 (r_rdy),
     .rst(rst),
@@ -530,15 +530,15 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
     .cpl__ready(\cpl__ready$158 ),
     .cpl_full(\cpl__valid$152 ),
     .\o__ready$39 (m_axi__arready),
-    .\port$1178$13 (\$63 ),
-    .\port$1179$0 (\$64 ),
-    .\port$1180$0 (\$65 ),
-    .\port$1181$0 (\$66 ),
-    .\port$1182$0 (\$67 ),
-    .\port$1183$0 (\$68 ),
-    .\port$1184$0 (\$69 ),
-    .\port$1185$0 (\$70 ),
-    .\port$1186$0 (\$71 ),
+    .\port$1194$13 (\$63 ),
+    .\port$1195$0 (\$64 ),
+    .\port$1196$0 (\$65 ),
+    .\port$1197$0 (\$66 ),
+    .\port$1198$0 (\$67 ),
+    .\port$1199$0 (\$68 ),
+    .\port$1200$0 (\$69 ),
+    .\port$1201$0 (\$70 ),
+    .\port$1202$0 (\$71 ),
     .rd_stream__tlast(rd_stream__tlast),
     .rd_stream__tready(rd_stream__tready),
     .rd_stream__tvalid(rd_stream__tvalid),
@@ -575,15 +575,15 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
     .cpl_full(\cpl__valid$151 ),
     .\o__ready$42 (m_axi__awready),
     .\o__ready$96 (m_axi__wready),
-    .\port$2505$0 (\$72 ),
-    .\port$2506$0 (\$73 ),
-    .\port$2507$0 (\$74 ),
-    .\port$2508$0 (\$75 ),
-    .\port$2509$0 (\$76 ),
-    .\port$2510$0 (\$77 ),
-    .\port$2511$0 (\$78 ),
-    .\port$2512$0 (\$79 ),
-    .\port$2513$0 (\$80 ),
+    .\port$2553$0 (\$72 ),
+    .\port$2554$0 (\$73 ),
+    .\port$2555$0 (\$74 ),
+    .\port$2556$0 (\$75 ),
+    .\port$2557$0 (\$76 ),
+    .\port$2558$0 (\$77 ),
+    .\port$2559$0 (\$78 ),
+    .\port$2560$0 (\$79 ),
+    .\port$2561$0 (\$80 ),
     .rst(rst),
     .sram_r__req__payload(sram_r__req__payload),
     .sram_r__req__ready(sram_r__req__ready),
@@ -1065,7 +1065,7 @@ module \ace_dma_small.cpl_q (clk, rst, w_en, w_rdy, r_data, w_port__data, r_rdy,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.queue (w_en, clk, rst, \port$1$0 , \port$7$0 , \port$14$0 , o__ready, \port$2656$0 , \port$2657$0 , \port$2658$0 , \port$2659$0 , w_rdy, \r_rdy$14 , \port$0$2 );
+module \ace_dma_small.queue (w_en, clk, rst, \port$1$0 , \port$7$0 , \port$14$0 , o__ready, \port$2712$0 , \port$2713$0 , \port$2714$0 , \port$2715$0 , w_rdy, \r_rdy$14 , \port$0$2 );
   wire [20:0] \$1 ;
   wire [20:0] \$2 ;
   wire [20:0] \$3 ;
@@ -1086,14 +1086,14 @@ module \ace_dma_small.queue (w_en, clk, rst, \port$1$0 , \port$7$0 , \port$14$0 
   wire \port$1$0 ;
   input \port$14$0 ;
   wire \port$14$0 ;
-  output [20:0] \port$2656$0 ;
-  wire [20:0] \port$2656$0 ;
-  output [20:0] \port$2657$0 ;
-  wire [20:0] \port$2657$0 ;
-  output [20:0] \port$2658$0 ;
-  wire [20:0] \port$2658$0 ;
-  output [18:0] \port$2659$0 ;
-  wire [18:0] \port$2659$0 ;
+  output [20:0] \port$2712$0 ;
+  wire [20:0] \port$2712$0 ;
+  output [20:0] \port$2713$0 ;
+  wire [20:0] \port$2713$0 ;
+  output [20:0] \port$2714$0 ;
+  wire [20:0] \port$2714$0 ;
+  output [18:0] \port$2715$0 ;
+  wire [18:0] \port$2715$0 ;
   input \port$7$0 ;
   wire \port$7$0 ;
   wire [81:0] r_data;
@@ -1136,10 +1136,10 @@ module \ace_dma_small.queue (w_en, clk, rst, \port$1$0 , \port$7$0 , \port$14$0 
     .in_ready(r_en),
     .o__ready(o__ready),
     .out_valid(\r_rdy$14 ),
-    .\port$2656$0 (\$1 ),
-    .\port$2657$0 (\$2 ),
-    .\port$2658$0 (\$3 ),
-    .\port$2659$0 (\$4 ),
+    .\port$2712$0 (\$1 ),
+    .\port$2713$0 (\$2 ),
+    .\port$2714$0 (\$3 ),
+    .\port$2715$0 (\$4 ),
     .rst(rst)
   );
   assign w_data = { \port$14$0 , \port$7$0 , \port$1$0 , \port$0$2  };
@@ -1153,42 +1153,46 @@ module \ace_dma_small.queue (w_en, clk, rst, \port$1$0 , \port$7$0 , \port$14$0 
   assign o__payload = { \$4 , \$3 , \$2 , \$1  };
   assign o__valid = \r_rdy$14 ;
   assign \r_en$17  = o__ready;
-  assign \port$2656$0  = \$1 ;
-  assign \port$2657$0  = \$2 ;
-  assign \port$2658$0  = \$3 ;
-  assign \port$2659$0  = \$4 ;
+  assign \port$2712$0  = \$1 ;
+  assign \port$2713$0  = \$2 ;
+  assign \port$2714$0  = \$3 ;
+  assign \port$2715$0  = \$4 ;
 endmodule
 
 (* generator = "Amaranth" *)
 module \ace_dma_small.queue.fifo (w_en, clk, rst, \port$1$0 , \port$7$0 , \port$14$0 , r_data, level, r_rdy, w_rdy, r_en, \port$0$2 );
   reg \$auto$verilog_backend.cc:2355:dump_module$3  = 0;
   wire \$1 ;
-  wire [3:0] \$10 ;
-  wire [3:0] \$11 ;
-  wire \$12 ;
-  wire \$13 ;
-  wire [3:0] \$14 ;
-  wire \$15 ;
-  wire \$16 ;
+  wire \$10 ;
+  wire \$11 ;
+  wire [3:0] \$12 ;
+  wire [3:0] \$13 ;
+  wire \$14 ;
+  wire [3:0] \$15 ;
+  wire [3:0] \$16 ;
   wire \$17 ;
-  wire [3:0] \$18 ;
-  wire \$19 ;
+  wire \$18 ;
+  wire [3:0] \$19 ;
   wire \$2 ;
-  reg [81:0] \$20 ;
-  reg [2:0] \$21 ;
-  reg \$22 ;
-  reg \$23 ;
-  reg [2:0] \$24 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire [3:0] \$22 ;
+  wire \$23 ;
+  reg [81:0] \$24 ;
   reg [2:0] \$25 ;
-  reg [2:0] \$26 ;
+  reg \$26 ;
   reg \$27 ;
-  reg \$28 ;
+  reg [2:0] \$28 ;
+  reg [2:0] \$29 ;
   wire \$3 ;
+  reg [2:0] \$30 ;
+  reg \$31 ;
+  reg \$32 ;
   wire \$4 ;
   wire \$5 ;
   wire \$6 ;
-  wire [3:0] \$7 ;
-  wire [3:0] \$8 ;
+  wire \$7 ;
+  wire \$8 ;
   wire \$9 ;
   reg bypass = 1'h0;
   input clk;
@@ -1232,6 +1236,7 @@ module \ace_dma_small.queue.fifo (w_en, clk, rst, \port$1$0 , \port$7$0 , \port$
   reg w_port__en = 1'h0;
   output w_rdy;
   reg w_rdy = 1'h1;
+  reg w_rdy_next;
   reg [81:0] storage [5:0];
   always @(posedge clk) begin
     if (w_port__en)
@@ -1241,128 +1246,136 @@ module \ace_dma_small.queue.fifo (w_en, clk, rst, \port$1$0 , \port$7$0 , \port$
   assign do_write = w_en & w_rdy;
   assign do_read = r_en & r_rdy;
   assign r_data = bypass ? w_port__data : r_port__data;
-  assign \$1  = ! level;
-  assign \$2  = level == 1'h1;
-  assign \$3  = \$2  & do_read;
-  assign \$4  = \$1  | \$3 ;
-  assign \$5  = do_write & \$4 ;
-  assign \$6  = produce == 3'h5;
-  assign \$7  = produce + 1'h1;
-  assign \$8  = \$6  ? 4'h0 : \$7 ;
-  assign \$9  = r_port__addr == 3'h5;
-  assign \$10  = r_port__addr + 1'h1;
-  assign \$11  = \$9  ? 4'h0 : \$10 ;
-  assign \$12  = ~ do_read;
-  assign \$13  = do_write & \$12 ;
-  assign \$14  = level + 1'h1;
-  assign \$15  = level != 3'h5;
-  assign \$16  = ~ do_write;
-  assign \$17  = do_read & \$16 ;
-  assign \$18  = level - 1'h1;
-  assign \$19  = level != 1'h1;
+  assign \$1  = ~ do_read;
+  assign \$2  = do_write & \$1 ;
+  assign \$3  = level != 3'h5;
+  assign \$4  = ~ do_write;
+  assign \$5  = do_read & \$4 ;
+  assign \$6  = ! level;
+  assign \$7  = level == 1'h1;
+  assign \$8  = \$7  & do_read;
+  assign \$9  = \$6  | \$8 ;
+  assign \$10  = do_write & \$9 ;
+  assign \$11  = produce == 3'h5;
+  assign \$12  = produce + 1'h1;
+  assign \$13  = \$11  ? 4'h0 : \$12 ;
+  assign \$14  = r_port__addr == 3'h5;
+  assign \$15  = r_port__addr + 1'h1;
+  assign \$16  = \$14  ? 4'h0 : \$15 ;
+  assign \$17  = ~ do_read;
+  assign \$18  = do_write & \$17 ;
+  assign \$19  = level + 1'h1;
+  assign \$20  = ~ do_write;
+  assign \$21  = do_read & \$20 ;
+  assign \$22  = level - 1'h1;
+  assign \$23  = level != 1'h1;
   always @(posedge clk)
-    w_port__data <= \$20 ;
+    w_port__data <= \$24 ;
   always @(posedge clk)
-    w_port__addr <= \$21 ;
+    w_port__addr <= \$25 ;
   always @(posedge clk)
-    w_port__en <= \$22 ;
+    w_port__en <= \$26 ;
   always @(posedge clk)
-    bypass <= \$23 ;
+    bypass <= \$27 ;
   always @(posedge clk)
-    produce <= \$24 ;
+    produce <= \$28 ;
   always @(posedge clk)
-    r_port__addr <= \$25 ;
+    r_port__addr <= \$29 ;
   always @(posedge clk)
-    level <= \$26 ;
+    level <= \$30 ;
   always @(posedge clk)
-    r_rdy <= \$27 ;
+    r_rdy <= \$31 ;
   always @(posedge clk)
-    w_rdy <= \$28 ;
+    w_rdy <= \$32 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$20  = { \port$14$0 , \port$7$0 , \port$1$0 , \port$0$2  };
-    if (rst) begin
-      \$20  = 82'h000000000000000000000;
+    w_rdy_next = w_rdy;
+    if (\$2 ) begin
+      w_rdy_next = \$3 ;
+    end
+    if (\$5 ) begin
+      w_rdy_next = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$21  = produce;
+    \$24  = { \port$14$0 , \port$7$0 , \port$1$0 , \port$0$2  };
     if (rst) begin
-      \$21  = 3'h0;
+      \$24  = 82'h000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$22  = do_write;
-    if (rst) begin
-      \$22  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$23  = \$5 ;
-    if (rst) begin
-      \$23  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$24  = produce;
-    if (do_write) begin
-      \$24  = \$8 [2:0];
-    end
-    if (rst) begin
-      \$24  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$25  = r_port__addr;
-    if (do_read) begin
-      \$25  = \$11 [2:0];
-    end
+    \$25  = produce;
     if (rst) begin
       \$25  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$26  = level;
-    if (\$13 ) begin
-      \$26  = \$14 [2:0];
-    end
-    if (\$17 ) begin
-      \$26  = \$18 [2:0];
-    end
+    \$26  = do_write;
     if (rst) begin
-      \$26  = 3'h0;
+      \$26  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$27  = r_rdy;
-    if (\$13 ) begin
-      \$27  = 1'h1;
-    end
-    if (\$17 ) begin
-      \$27  = \$19 ;
-    end
+    \$27  = \$10 ;
     if (rst) begin
       \$27  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$28  = w_rdy;
-    if (\$13 ) begin
-      \$28  = \$15 ;
-    end
-    if (\$17 ) begin
-      \$28  = 1'h1;
+    \$28  = produce;
+    if (do_write) begin
+      \$28  = \$13 [2:0];
     end
     if (rst) begin
-      \$28  = 1'h1;
+      \$28  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$29  = r_port__addr;
+    if (do_read) begin
+      \$29  = \$16 [2:0];
+    end
+    if (rst) begin
+      \$29  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$30  = level;
+    if (\$18 ) begin
+      \$30  = \$19 [2:0];
+    end
+    if (\$21 ) begin
+      \$30  = \$22 [2:0];
+    end
+    if (rst) begin
+      \$30  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$31  = r_rdy;
+    if (\$18 ) begin
+      \$31  = 1'h1;
+    end
+    if (\$21 ) begin
+      \$31  = \$23 ;
+    end
+    if (rst) begin
+      \$31  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$32  = w_rdy_next;
+    if (rst) begin
+      \$32  = 1'h1;
     end
   end
   assign consume = r_port__addr;
@@ -1373,7 +1386,7 @@ module \ace_dma_small.queue.fifo (w_en, clk, rst, \port$1$0 , \port$7$0 , \port$
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.queue.head (rst, o__ready, i__payload, \port$2656$0 , \port$2657$0 , \port$2658$0 , \port$2659$0 , i__valid, in_ready, out_valid, clk);
+module \ace_dma_small.queue.head (rst, o__ready, i__payload, \port$2712$0 , \port$2713$0 , \port$2714$0 , \port$2715$0 , i__valid, in_ready, out_valid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$4  = 0;
   wire \$1 ;
   wire [20:0] \$10 ;
@@ -1462,14 +1475,14 @@ module \ace_dma_small.queue.head (rst, o__ready, i__payload, \port$2656$0 , \por
   output out_valid;
   reg out_valid = 1'h0;
   wire pop;
-  output [20:0] \port$2656$0 ;
-  wire [20:0] \port$2656$0 ;
-  output [20:0] \port$2657$0 ;
-  wire [20:0] \port$2657$0 ;
-  output [20:0] \port$2658$0 ;
-  wire [20:0] \port$2658$0 ;
-  output [18:0] \port$2659$0 ;
-  wire [18:0] \port$2659$0 ;
+  output [20:0] \port$2712$0 ;
+  wire [20:0] \port$2712$0 ;
+  output [20:0] \port$2713$0 ;
+  wire [20:0] \port$2713$0 ;
+  output [20:0] \port$2714$0 ;
+  wire [20:0] \port$2714$0 ;
+  output [18:0] \port$2715$0 ;
+  wire [18:0] \port$2715$0 ;
   wire push;
   reg r_at = 1'h0;
   wire r_at_next;
@@ -1713,10 +1726,10 @@ module \ace_dma_small.queue.head (rst, o__ready, i__payload, \port$2656$0 , \por
   assign i__ready = in_ready;
   assign o__valid = out_valid;
   assign o__payload = { \$13 , \$12 , \$11 , \$10  };
-  assign \port$2656$0  = \$10 ;
-  assign \port$2657$0  = \$11 ;
-  assign \port$2658$0  = \$12 ;
-  assign \port$2659$0  = \$13 ;
+  assign \port$2712$0  = \$10 ;
+  assign \port$2713$0  = \$11 ;
+  assign \port$2714$0  = \$12 ;
+  assign \port$2715$0  = \$13 ;
   assign \$29  = w_at_next;
   assign \$32  = w_at_next;
   assign \$35  = w_at_next;
@@ -1724,7 +1737,7 @@ module \ace_dma_small.queue.head (rst, o__ready, i__payload, \port$2656$0 , \por
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, sram_w__ready, rd_stream__tready, clk, rst, axi__araddr, axi__rready, sram_w__valid, rd_stream__tvalid, \port$1178$13 , \port$1179$0 , \port$1180$0 , \port$1181$0 , \port$1182$0 , \port$1183$0 , \port$1184$0 , \port$1185$0 , \port$1186$0 
+module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, sram_w__ready, rd_stream__tready, clk, rst, axi__araddr, axi__rready, sram_w__valid, rd_stream__tvalid, \port$1194$13 , \port$1195$0 , \port$1196$0 , \port$1197$0 , \port$1198$0 , \port$1199$0 , \port$1200$0 , \port$1201$0 , \port$1202$0 
 , cpl__ready, sram_w__payload, cmd__ready, bytes, cpl_full, cpl__payload, axi__arvalid, axi__arlen, rd_stream__tlast, cmd__valid, cmd__payload, \o__ready$39 );
   reg \$auto$verilog_backend.cc:2355:dump_module$5  = 0;
   wire [24:0] \$1 ;
@@ -2021,24 +2034,24 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   wire [3:0] off;
   (* init = 1'h1 *)
   wire open_;
-  output [5:0] \port$1178$13 ;
-  wire [5:0] \port$1178$13 ;
-  output [18:0] \port$1179$0 ;
-  wire [18:0] \port$1179$0 ;
-  output [18:0] \port$1180$0 ;
-  wire [18:0] \port$1180$0 ;
-  output [18:0] \port$1181$0 ;
-  wire [18:0] \port$1181$0 ;
-  output [18:0] \port$1182$0 ;
-  wire [18:0] \port$1182$0 ;
-  output [18:0] \port$1183$0 ;
-  wire [18:0] \port$1183$0 ;
-  output [18:0] \port$1184$0 ;
-  wire [18:0] \port$1184$0 ;
-  output [18:0] \port$1185$0 ;
-  wire [18:0] \port$1185$0 ;
-  output [12:0] \port$1186$0 ;
-  wire [12:0] \port$1186$0 ;
+  output [5:0] \port$1194$13 ;
+  wire [5:0] \port$1194$13 ;
+  output [18:0] \port$1195$0 ;
+  wire [18:0] \port$1195$0 ;
+  output [18:0] \port$1196$0 ;
+  wire [18:0] \port$1196$0 ;
+  output [18:0] \port$1197$0 ;
+  wire [18:0] \port$1197$0 ;
+  output [18:0] \port$1198$0 ;
+  wire [18:0] \port$1198$0 ;
+  output [18:0] \port$1199$0 ;
+  wire [18:0] \port$1199$0 ;
+  output [18:0] \port$1200$0 ;
+  wire [18:0] \port$1200$0 ;
+  output [18:0] \port$1201$0 ;
+  wire [18:0] \port$1201$0 ;
+  output [12:0] \port$1202$0 ;
+  wire [12:0] \port$1202$0 ;
   wire [48:0] r_data;
   wire [64:0] \r_data$53 ;
   wire r_en;
@@ -2200,7 +2213,7 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   \ace_dma_small.reader.ar_q  ar_q (
     .clk(clk),
     .o__ready(r_en),
-    .\port$3884$37 (cmd__payload[64:37]),
+    .\port$3947$37 (cmd__payload[64:37]),
     .\port$85$0 (\$8 [20:0]),
     .\r_data$12 (r_data),
     .\r_rdy$14 (i__valid),
@@ -2232,15 +2245,15 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
     .in_ready_7(in_ready_7),
     .in_ready_8(in_ready_8),
     .o__ready(ready),
-    .\port$1178$0 (\$86 ),
-    .\port$1179$0 (\$87 ),
-    .\port$1180$0 (\$88 ),
-    .\port$1181$0 (\$89 ),
-    .\port$1182$0 (\$90 ),
-    .\port$1183$0 (\$91 ),
-    .\port$1184$0 (\$92 ),
-    .\port$1185$0 (\$93 ),
-    .\port$1186$0 (\$94 ),
+    .\port$1194$0 (\$86 ),
+    .\port$1195$0 (\$87 ),
+    .\port$1196$0 (\$88 ),
+    .\port$1197$0 (\$89 ),
+    .\port$1198$0 (\$90 ),
+    .\port$1199$0 (\$91 ),
+    .\port$1200$0 (\$92 ),
+    .\port$1201$0 (\$93 ),
+    .\port$1202$0 (\$94 ),
     .rst(rst)
   );
   \ace_dma_small.reader.out_flags  out_flags (
@@ -2256,8 +2269,8 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   \ace_dma_small.reader.r_q  r_q (
     .clk(clk),
     .o__ready(\r_en$55 ),
-    .\port$292$0 (\$82 ),
-    .\port$293$0 (\$83 ),
+    .\port$308$0 (\$82 ),
+    .\port$309$0 (\$83 ),
     .\r_rdy$14 (\r_rdy$61 ),
     .room_next(\room_next$94 ),
     .rst(rst),
@@ -2280,7 +2293,7 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
     .in_ready_7(in_ready_7),
     .in_ready_8(in_ready_8),
     .out_data(\$85 ),
-    .\port$3032$0 (\$84 ),
+    .\port$3090$0 (\$84 ),
     .rst(rst)
   );
   \ace_dma_small.reader.split  split (
@@ -2480,15 +2493,15 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   assign \o__ready$89  = ready;
   assign cpl__valid = cpl_full;
   assign axi__araddr = \$23 [31:0];
-  assign \port$1178$13  = \$86 [18:13];
-  assign \port$1179$0  = \$87 ;
-  assign \port$1180$0  = \$88 ;
-  assign \port$1181$0  = \$89 ;
-  assign \port$1182$0  = \$90 ;
-  assign \port$1183$0  = \$91 ;
-  assign \port$1184$0  = \$92 ;
-  assign \port$1185$0  = \$93 ;
-  assign \port$1186$0  = \$94 [12:0];
+  assign \port$1194$13  = \$86 [18:13];
+  assign \port$1195$0  = \$87 ;
+  assign \port$1196$0  = \$88 ;
+  assign \port$1197$0  = \$89 ;
+  assign \port$1198$0  = \$90 ;
+  assign \port$1199$0  = \$91 ;
+  assign \port$1200$0  = \$92 ;
+  assign \port$1201$0  = \$93 ;
+  assign \port$1202$0  = \$94 [12:0];
   assign axi__arlen = \o__payload$30 [35:28];
   assign rd_stream__tlast = \o__payload$75 [1];
   assign \cmd__payload.stream  = cmd__payload[0];
@@ -2607,7 +2620,7 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.reader.ar_q (rst, \port$85$0 , w_en, room_next, o__ready, \r_rdy$14 , \r_data$12 , \port$3884$37 , clk);
+module \ace_dma_small.reader.ar_q (rst, \port$85$0 , w_en, room_next, o__ready, \r_rdy$14 , \r_data$12 , \port$3947$37 , clk);
   input clk;
   wire clk;
   wire [48:0] i__payload;
@@ -2618,8 +2631,8 @@ module \ace_dma_small.reader.ar_q (rst, \port$85$0 , w_en, room_next, o__ready, 
   input o__ready;
   wire o__ready;
   wire o__valid;
-  input [27:0] \port$3884$37 ;
-  wire [27:0] \port$3884$37 ;
+  input [27:0] \port$3947$37 ;
+  wire [27:0] \port$3947$37 ;
   input [20:0] \port$85$0 ;
   wire [20:0] \port$85$0 ;
   wire [48:0] r_data;
@@ -2645,7 +2658,7 @@ module \ace_dma_small.reader.ar_q (rst, \port$85$0 , w_en, room_next, o__ready, 
   \ace_dma_small.reader.ar_q.fifo  fifo (
     .clk(clk),
     .level(level),
-    .\port$3884$37 (\port$3884$37 ),
+    .\port$3947$37 (\port$3947$37 ),
     .\port$85$0 (\port$85$0 ),
     .r_data(i__payload),
     .r_en(r_en),
@@ -2664,8 +2677,8 @@ module \ace_dma_small.reader.ar_q (rst, \port$85$0 , w_en, room_next, o__ready, 
     .out_payload(\r_data$12 ),
     .rst(rst)
   );
-  assign w_data = { \port$85$0 , \port$3884$37  };
-  assign \w_data$1  = { \port$85$0 , \port$3884$37  };
+  assign w_data = { \port$85$0 , \port$3947$37  };
+  assign \w_data$1  = { \port$85$0 , \port$3947$37  };
   assign \w_en$3  = w_en;
   assign \w_rdy$5  = w_rdy;
   assign r_rdy = i__valid;
@@ -2677,35 +2690,39 @@ module \ace_dma_small.reader.ar_q (rst, \port$85$0 , w_en, room_next, o__ready, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.reader.ar_q.fifo (rst, \port$85$0 , w_en, r_data, level, r_rdy, w_rdy, r_en, \port$3884$37 , clk);
+module \ace_dma_small.reader.ar_q.fifo (rst, \port$85$0 , w_en, r_data, level, r_rdy, w_rdy, r_en, \port$3947$37 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$6  = 0;
   wire \$1 ;
-  wire [2:0] \$10 ;
-  wire [2:0] \$11 ;
-  wire \$12 ;
-  wire \$13 ;
-  wire [3:0] \$14 ;
-  wire \$15 ;
-  wire \$16 ;
+  wire \$10 ;
+  wire \$11 ;
+  wire [2:0] \$12 ;
+  wire [2:0] \$13 ;
+  wire \$14 ;
+  wire [2:0] \$15 ;
+  wire [2:0] \$16 ;
   wire \$17 ;
-  wire [3:0] \$18 ;
-  wire \$19 ;
+  wire \$18 ;
+  wire [3:0] \$19 ;
   wire \$2 ;
-  reg [48:0] \$20 ;
-  reg [1:0] \$21 ;
-  reg \$22 ;
-  reg \$23 ;
-  reg [1:0] \$24 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire [3:0] \$22 ;
+  wire \$23 ;
+  reg [48:0] \$24 ;
   reg [1:0] \$25 ;
-  reg [2:0] \$26 ;
+  reg \$26 ;
   reg \$27 ;
-  reg \$28 ;
+  reg [1:0] \$28 ;
+  reg [1:0] \$29 ;
   wire \$3 ;
+  reg [2:0] \$30 ;
+  reg \$31 ;
+  reg \$32 ;
   wire \$4 ;
   wire \$5 ;
   wire \$6 ;
-  wire [2:0] \$7 ;
-  wire [2:0] \$8 ;
+  wire \$7 ;
+  wire \$8 ;
   wire \$9 ;
   reg bypass = 1'h0;
   input clk;
@@ -2716,8 +2733,8 @@ module \ace_dma_small.reader.ar_q.fifo (rst, \port$85$0 , w_en, r_data, level, r
   wire do_write;
   output [2:0] level;
   reg [2:0] level = 3'h0;
-  input [27:0] \port$3884$37 ;
-  wire [27:0] \port$3884$37 ;
+  input [27:0] \port$3947$37 ;
+  wire [27:0] \port$3947$37 ;
   input [20:0] \port$85$0 ;
   wire [20:0] \port$85$0 ;
   reg [1:0] produce = 2'h0;
@@ -2745,6 +2762,7 @@ module \ace_dma_small.reader.ar_q.fifo (rst, \port$85$0 , w_en, r_data, level, r
   reg w_port__en = 1'h0;
   output w_rdy;
   reg w_rdy = 1'h1;
+  reg w_rdy_next;
   reg [48:0] storage [3:0];
   always @(posedge clk) begin
     if (w_port__en)
@@ -2754,135 +2772,143 @@ module \ace_dma_small.reader.ar_q.fifo (rst, \port$85$0 , w_en, r_data, level, r
   assign do_write = w_en & w_rdy;
   assign do_read = r_en & r_rdy;
   assign r_data = bypass ? w_port__data : r_port__data;
-  assign \$1  = ! level;
-  assign \$2  = level == 1'h1;
-  assign \$3  = \$2  & do_read;
-  assign \$4  = \$1  | \$3 ;
-  assign \$5  = do_write & \$4 ;
-  assign \$6  = produce == 2'h3;
-  assign \$7  = produce + 1'h1;
-  assign \$8  = \$6  ? 3'h0 : \$7 ;
-  assign \$9  = r_port__addr == 2'h3;
-  assign \$10  = r_port__addr + 1'h1;
-  assign \$11  = \$9  ? 3'h0 : \$10 ;
-  assign \$12  = ~ do_read;
-  assign \$13  = do_write & \$12 ;
-  assign \$14  = level + 1'h1;
-  assign \$15  = level != 2'h3;
-  assign \$16  = ~ do_write;
-  assign \$17  = do_read & \$16 ;
-  assign \$18  = level - 1'h1;
-  assign \$19  = level != 1'h1;
+  assign \$1  = ~ do_read;
+  assign \$2  = do_write & \$1 ;
+  assign \$3  = level != 2'h3;
+  assign \$4  = ~ do_write;
+  assign \$5  = do_read & \$4 ;
+  assign \$6  = ! level;
+  assign \$7  = level == 1'h1;
+  assign \$8  = \$7  & do_read;
+  assign \$9  = \$6  | \$8 ;
+  assign \$10  = do_write & \$9 ;
+  assign \$11  = produce == 2'h3;
+  assign \$12  = produce + 1'h1;
+  assign \$13  = \$11  ? 3'h0 : \$12 ;
+  assign \$14  = r_port__addr == 2'h3;
+  assign \$15  = r_port__addr + 1'h1;
+  assign \$16  = \$14  ? 3'h0 : \$15 ;
+  assign \$17  = ~ do_read;
+  assign \$18  = do_write & \$17 ;
+  assign \$19  = level + 1'h1;
+  assign \$20  = ~ do_write;
+  assign \$21  = do_read & \$20 ;
+  assign \$22  = level - 1'h1;
+  assign \$23  = level != 1'h1;
   always @(posedge clk)
-    w_port__data <= \$20 ;
+    w_port__data <= \$24 ;
   always @(posedge clk)
-    w_port__addr <= \$21 ;
+    w_port__addr <= \$25 ;
   always @(posedge clk)
-    w_port__en <= \$22 ;
+    w_port__en <= \$26 ;
   always @(posedge clk)
-    bypass <= \$23 ;
+    bypass <= \$27 ;
   always @(posedge clk)
-    produce <= \$24 ;
+    produce <= \$28 ;
   always @(posedge clk)
-    r_port__addr <= \$25 ;
+    r_port__addr <= \$29 ;
   always @(posedge clk)
-    level <= \$26 ;
+    level <= \$30 ;
   always @(posedge clk)
-    r_rdy <= \$27 ;
+    r_rdy <= \$31 ;
   always @(posedge clk)
-    w_rdy <= \$28 ;
+    w_rdy <= \$32 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$20  = { \port$85$0 , \port$3884$37  };
-    if (rst) begin
-      \$20  = 49'h0000000000000;
+    w_rdy_next = w_rdy;
+    if (\$2 ) begin
+      w_rdy_next = \$3 ;
+    end
+    if (\$5 ) begin
+      w_rdy_next = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$21  = produce;
+    \$24  = { \port$85$0 , \port$3947$37  };
     if (rst) begin
-      \$21  = 2'h0;
+      \$24  = 49'h0000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$22  = do_write;
-    if (rst) begin
-      \$22  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$23  = \$5 ;
-    if (rst) begin
-      \$23  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$24  = produce;
-    if (do_write) begin
-      \$24  = \$8 [1:0];
-    end
-    if (rst) begin
-      \$24  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$25  = r_port__addr;
-    if (do_read) begin
-      \$25  = \$11 [1:0];
-    end
+    \$25  = produce;
     if (rst) begin
       \$25  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$26  = level;
-    if (\$13 ) begin
-      \$26  = \$14 [2:0];
-    end
-    if (\$17 ) begin
-      \$26  = \$18 [2:0];
-    end
+    \$26  = do_write;
     if (rst) begin
-      \$26  = 3'h0;
+      \$26  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$27  = r_rdy;
-    if (\$13 ) begin
-      \$27  = 1'h1;
-    end
-    if (\$17 ) begin
-      \$27  = \$19 ;
-    end
+    \$27  = \$10 ;
     if (rst) begin
       \$27  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$28  = w_rdy;
-    if (\$13 ) begin
-      \$28  = \$15 ;
-    end
-    if (\$17 ) begin
-      \$28  = 1'h1;
+    \$28  = produce;
+    if (do_write) begin
+      \$28  = \$13 [1:0];
     end
     if (rst) begin
-      \$28  = 1'h1;
+      \$28  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$29  = r_port__addr;
+    if (do_read) begin
+      \$29  = \$16 [1:0];
+    end
+    if (rst) begin
+      \$29  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$30  = level;
+    if (\$18 ) begin
+      \$30  = \$19 [2:0];
+    end
+    if (\$21 ) begin
+      \$30  = \$22 [2:0];
+    end
+    if (rst) begin
+      \$30  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$31  = r_rdy;
+    if (\$18 ) begin
+      \$31  = 1'h1;
+    end
+    if (\$21 ) begin
+      \$31  = \$23 ;
+    end
+    if (rst) begin
+      \$31  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$32  = w_rdy_next;
+    if (rst) begin
+      \$32  = 1'h1;
     end
   end
   assign consume = r_port__addr;
   assign w_hold_addr = w_port__addr;
   assign w_hold = w_port__data;
   assign w_hold_en = w_port__en;
-  assign w_data = { \port$85$0 , \port$3884$37  };
+  assign w_data = { \port$85$0 , \port$3947$37  };
 endmodule
 
 (* generator = "Amaranth" *)
@@ -3245,7 +3271,7 @@ module \ace_dma_small.reader.ar_skid (clk, rst, i__valid, i__payload, i__ready, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.reader.out (rst, o__ready, \port$1178$0 , \port$1179$0 , \port$1180$0 , \port$1181$0 , \port$1182$0 , \port$1183$0 , \port$1184$0 , \port$1185$0 , \port$1186$0 , i__payload, i__valid, in_ready_0, in_ready_1, in_ready_2, in_ready_3, in_ready_4, in_ready_5, in_ready_6, in_ready_7
+module \ace_dma_small.reader.out (rst, o__ready, \port$1194$0 , \port$1195$0 , \port$1196$0 , \port$1197$0 , \port$1198$0 , \port$1199$0 , \port$1200$0 , \port$1201$0 , \port$1202$0 , i__payload, i__valid, in_ready_0, in_ready_1, in_ready_2, in_ready_3, in_ready_4, in_ready_5, in_ready_6, in_ready_7
 , in_ready_8, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$9  = 0;
   wire \$1 ;
@@ -3469,24 +3495,24 @@ module \ace_dma_small.reader.out (rst, o__ready, \port$1178$0 , \port$1179$0 , \
   wire o__valid;
   reg out_valid = 1'h0;
   wire pop;
-  output [18:0] \port$1178$0 ;
-  wire [18:0] \port$1178$0 ;
-  output [18:0] \port$1179$0 ;
-  wire [18:0] \port$1179$0 ;
-  output [18:0] \port$1180$0 ;
-  wire [18:0] \port$1180$0 ;
-  output [18:0] \port$1181$0 ;
-  wire [18:0] \port$1181$0 ;
-  output [18:0] \port$1182$0 ;
-  wire [18:0] \port$1182$0 ;
-  output [18:0] \port$1183$0 ;
-  wire [18:0] \port$1183$0 ;
-  output [18:0] \port$1184$0 ;
-  wire [18:0] \port$1184$0 ;
-  output [18:0] \port$1185$0 ;
-  wire [18:0] \port$1185$0 ;
-  output [15:0] \port$1186$0 ;
-  wire [15:0] \port$1186$0 ;
+  output [18:0] \port$1194$0 ;
+  wire [18:0] \port$1194$0 ;
+  output [18:0] \port$1195$0 ;
+  wire [18:0] \port$1195$0 ;
+  output [18:0] \port$1196$0 ;
+  wire [18:0] \port$1196$0 ;
+  output [18:0] \port$1197$0 ;
+  wire [18:0] \port$1197$0 ;
+  output [18:0] \port$1198$0 ;
+  wire [18:0] \port$1198$0 ;
+  output [18:0] \port$1199$0 ;
+  wire [18:0] \port$1199$0 ;
+  output [18:0] \port$1200$0 ;
+  wire [18:0] \port$1200$0 ;
+  output [18:0] \port$1201$0 ;
+  wire [18:0] \port$1201$0 ;
+  output [15:0] \port$1202$0 ;
+  wire [15:0] \port$1202$0 ;
   wire push;
   reg r_at = 1'h0;
   wire r_at_next;
@@ -4029,15 +4055,15 @@ module \ace_dma_small.reader.out (rst, o__ready, \port$1178$0 , \port$1179$0 , \
   assign in_ready_r7 = in_ready_7;
   assign in_ready_r8 = in_ready_8;
   assign o__payload = { \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
-  assign \port$1178$0  = \$10 ;
-  assign \port$1179$0  = \$11 ;
-  assign \port$1180$0  = \$12 ;
-  assign \port$1181$0  = \$13 ;
-  assign \port$1182$0  = \$14 ;
-  assign \port$1183$0  = \$15 ;
-  assign \port$1184$0  = \$16 ;
-  assign \port$1185$0  = \$17 ;
-  assign \port$1186$0  = \$18 ;
+  assign \port$1194$0  = \$10 ;
+  assign \port$1195$0  = \$11 ;
+  assign \port$1196$0  = \$12 ;
+  assign \port$1197$0  = \$13 ;
+  assign \port$1198$0  = \$14 ;
+  assign \port$1199$0  = \$15 ;
+  assign \port$1200$0  = \$16 ;
+  assign \port$1201$0  = \$17 ;
+  assign \port$1202$0  = \$18 ;
   assign \o__payload.addr  = \$10 [12:0];
   assign \o__payload.data  = { \$17 [7:0], \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 [18:13] };
   assign \o__payload.mask  = { \$18 [4:0], \$17 [18:8] };
@@ -4220,7 +4246,7 @@ module \ace_dma_small.reader.out_flags (rst, o__ready, i__payload, i__valid, i__
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.reader.r_q (rst, w_en, o__ready, room_next, \port$292$0 , \port$293$0 , w_data, \r_rdy$14 , clk);
+module \ace_dma_small.reader.r_q (rst, w_en, o__ready, room_next, \port$308$0 , \port$309$0 , w_data, \r_rdy$14 , clk);
   wire [32:0] \$1 ;
   wire [31:0] \$2 ;
   input clk;
@@ -4233,10 +4259,10 @@ module \ace_dma_small.reader.r_q (rst, w_en, o__ready, room_next, \port$292$0 , 
   input o__ready;
   wire o__ready;
   wire o__valid;
-  output [32:0] \port$292$0 ;
-  wire [32:0] \port$292$0 ;
-  output [31:0] \port$293$0 ;
-  wire [31:0] \port$293$0 ;
+  output [32:0] \port$308$0 ;
+  wire [32:0] \port$308$0 ;
+  output [31:0] \port$309$0 ;
+  wire [31:0] \port$309$0 ;
   wire [64:0] r_data;
   wire [64:0] \r_data$12 ;
   wire r_en;
@@ -4275,8 +4301,8 @@ module \ace_dma_small.reader.r_q (rst, w_en, o__ready, room_next, \port$292$0 , 
     .in_ready(r_en),
     .o__ready(o__ready),
     .out_valid(\r_rdy$14 ),
-    .\port$292$0 (\$1 ),
-    .\port$293$0 (\$2 ),
+    .\port$308$0 (\$1 ),
+    .\port$309$0 (\$2 ),
     .rst(rst)
   );
   assign \w_data$1  = w_data;
@@ -4289,40 +4315,44 @@ module \ace_dma_small.reader.r_q (rst, w_en, o__ready, room_next, \port$292$0 , 
   assign o__payload = { \$2 , \$1  };
   assign o__valid = \r_rdy$14 ;
   assign \r_en$17  = o__ready;
-  assign \port$292$0  = \$1 ;
-  assign \port$293$0  = \$2 ;
+  assign \port$308$0  = \$1 ;
+  assign \port$309$0  = \$2 ;
 endmodule
 
 (* generator = "Amaranth" *)
 module \ace_dma_small.reader.r_q.fifo (rst, w_en, r_data, w_data, level, r_rdy, w_rdy, r_en, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$11  = 0;
   wire \$1 ;
-  wire [2:0] \$10 ;
-  wire [2:0] \$11 ;
-  wire \$12 ;
-  wire \$13 ;
-  wire [3:0] \$14 ;
-  wire \$15 ;
-  wire \$16 ;
+  wire \$10 ;
+  wire \$11 ;
+  wire [2:0] \$12 ;
+  wire [2:0] \$13 ;
+  wire \$14 ;
+  wire [2:0] \$15 ;
+  wire [2:0] \$16 ;
   wire \$17 ;
-  wire [3:0] \$18 ;
-  wire \$19 ;
+  wire \$18 ;
+  wire [3:0] \$19 ;
   wire \$2 ;
-  reg [64:0] \$20 ;
-  reg [1:0] \$21 ;
-  reg \$22 ;
-  reg \$23 ;
-  reg [1:0] \$24 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire [3:0] \$22 ;
+  wire \$23 ;
+  reg [64:0] \$24 ;
   reg [1:0] \$25 ;
-  reg [2:0] \$26 ;
+  reg \$26 ;
   reg \$27 ;
-  reg \$28 ;
+  reg [1:0] \$28 ;
+  reg [1:0] \$29 ;
   wire \$3 ;
+  reg [2:0] \$30 ;
+  reg \$31 ;
+  reg \$32 ;
   wire \$4 ;
   wire \$5 ;
   wire \$6 ;
-  wire [2:0] \$7 ;
-  wire [2:0] \$8 ;
+  wire \$7 ;
+  wire \$8 ;
   wire \$9 ;
   reg bypass = 1'h0;
   input clk;
@@ -4359,6 +4389,7 @@ module \ace_dma_small.reader.r_q.fifo (rst, w_en, r_data, w_data, level, r_rdy, 
   reg w_port__en = 1'h0;
   output w_rdy;
   reg w_rdy = 1'h1;
+  reg w_rdy_next;
   reg [64:0] storage [3:0];
   always @(posedge clk) begin
     if (w_port__en)
@@ -4368,128 +4399,136 @@ module \ace_dma_small.reader.r_q.fifo (rst, w_en, r_data, w_data, level, r_rdy, 
   assign do_write = w_en & w_rdy;
   assign do_read = r_en & r_rdy;
   assign r_data = bypass ? w_port__data : r_port__data;
-  assign \$1  = ! level;
-  assign \$2  = level == 1'h1;
-  assign \$3  = \$2  & do_read;
-  assign \$4  = \$1  | \$3 ;
-  assign \$5  = do_write & \$4 ;
-  assign \$6  = produce == 2'h3;
-  assign \$7  = produce + 1'h1;
-  assign \$8  = \$6  ? 3'h0 : \$7 ;
-  assign \$9  = r_port__addr == 2'h3;
-  assign \$10  = r_port__addr + 1'h1;
-  assign \$11  = \$9  ? 3'h0 : \$10 ;
-  assign \$12  = ~ do_read;
-  assign \$13  = do_write & \$12 ;
-  assign \$14  = level + 1'h1;
-  assign \$15  = level != 2'h3;
-  assign \$16  = ~ do_write;
-  assign \$17  = do_read & \$16 ;
-  assign \$18  = level - 1'h1;
-  assign \$19  = level != 1'h1;
+  assign \$1  = ~ do_read;
+  assign \$2  = do_write & \$1 ;
+  assign \$3  = level != 2'h3;
+  assign \$4  = ~ do_write;
+  assign \$5  = do_read & \$4 ;
+  assign \$6  = ! level;
+  assign \$7  = level == 1'h1;
+  assign \$8  = \$7  & do_read;
+  assign \$9  = \$6  | \$8 ;
+  assign \$10  = do_write & \$9 ;
+  assign \$11  = produce == 2'h3;
+  assign \$12  = produce + 1'h1;
+  assign \$13  = \$11  ? 3'h0 : \$12 ;
+  assign \$14  = r_port__addr == 2'h3;
+  assign \$15  = r_port__addr + 1'h1;
+  assign \$16  = \$14  ? 3'h0 : \$15 ;
+  assign \$17  = ~ do_read;
+  assign \$18  = do_write & \$17 ;
+  assign \$19  = level + 1'h1;
+  assign \$20  = ~ do_write;
+  assign \$21  = do_read & \$20 ;
+  assign \$22  = level - 1'h1;
+  assign \$23  = level != 1'h1;
   always @(posedge clk)
-    w_port__data <= \$20 ;
+    w_port__data <= \$24 ;
   always @(posedge clk)
-    w_port__addr <= \$21 ;
+    w_port__addr <= \$25 ;
   always @(posedge clk)
-    w_port__en <= \$22 ;
+    w_port__en <= \$26 ;
   always @(posedge clk)
-    bypass <= \$23 ;
+    bypass <= \$27 ;
   always @(posedge clk)
-    produce <= \$24 ;
+    produce <= \$28 ;
   always @(posedge clk)
-    r_port__addr <= \$25 ;
+    r_port__addr <= \$29 ;
   always @(posedge clk)
-    level <= \$26 ;
+    level <= \$30 ;
   always @(posedge clk)
-    r_rdy <= \$27 ;
+    r_rdy <= \$31 ;
   always @(posedge clk)
-    w_rdy <= \$28 ;
+    w_rdy <= \$32 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$20  = w_data;
-    if (rst) begin
-      \$20  = 65'h00000000000000000;
+    w_rdy_next = w_rdy;
+    if (\$2 ) begin
+      w_rdy_next = \$3 ;
+    end
+    if (\$5 ) begin
+      w_rdy_next = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$21  = produce;
+    \$24  = w_data;
     if (rst) begin
-      \$21  = 2'h0;
+      \$24  = 65'h00000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$22  = do_write;
-    if (rst) begin
-      \$22  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$23  = \$5 ;
-    if (rst) begin
-      \$23  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$24  = produce;
-    if (do_write) begin
-      \$24  = \$8 [1:0];
-    end
-    if (rst) begin
-      \$24  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$25  = r_port__addr;
-    if (do_read) begin
-      \$25  = \$11 [1:0];
-    end
+    \$25  = produce;
     if (rst) begin
       \$25  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$26  = level;
-    if (\$13 ) begin
-      \$26  = \$14 [2:0];
-    end
-    if (\$17 ) begin
-      \$26  = \$18 [2:0];
-    end
+    \$26  = do_write;
     if (rst) begin
-      \$26  = 3'h0;
+      \$26  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$27  = r_rdy;
-    if (\$13 ) begin
-      \$27  = 1'h1;
-    end
-    if (\$17 ) begin
-      \$27  = \$19 ;
-    end
+    \$27  = \$10 ;
     if (rst) begin
       \$27  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$28  = w_rdy;
-    if (\$13 ) begin
-      \$28  = \$15 ;
-    end
-    if (\$17 ) begin
-      \$28  = 1'h1;
+    \$28  = produce;
+    if (do_write) begin
+      \$28  = \$13 [1:0];
     end
     if (rst) begin
-      \$28  = 1'h1;
+      \$28  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$29  = r_port__addr;
+    if (do_read) begin
+      \$29  = \$16 [1:0];
+    end
+    if (rst) begin
+      \$29  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$30  = level;
+    if (\$18 ) begin
+      \$30  = \$19 [2:0];
+    end
+    if (\$21 ) begin
+      \$30  = \$22 [2:0];
+    end
+    if (rst) begin
+      \$30  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$31  = r_rdy;
+    if (\$18 ) begin
+      \$31  = 1'h1;
+    end
+    if (\$21 ) begin
+      \$31  = \$23 ;
+    end
+    if (rst) begin
+      \$31  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$32  = w_rdy_next;
+    if (rst) begin
+      \$32  = 1'h1;
     end
   end
   assign consume = r_port__addr;
@@ -4499,7 +4538,7 @@ module \ace_dma_small.reader.r_q.fifo (rst, w_en, r_data, w_data, level, r_rdy, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.reader.r_q.head (rst, o__ready, i__payload, \port$292$0 , \port$293$0 , i__valid, in_ready, out_valid, clk);
+module \ace_dma_small.reader.r_q.head (rst, o__ready, i__payload, \port$308$0 , \port$309$0 , i__valid, in_ready, out_valid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$12  = 0;
   wire \$1 ;
   wire [32:0] \$10 ;
@@ -4564,10 +4603,10 @@ module \ace_dma_small.reader.r_q.head (rst, o__ready, i__payload, \port$292$0 , 
   output out_valid;
   reg out_valid = 1'h0;
   wire pop;
-  output [32:0] \port$292$0 ;
-  wire [32:0] \port$292$0 ;
-  output [31:0] \port$293$0 ;
-  wire [31:0] \port$293$0 ;
+  output [32:0] \port$308$0 ;
+  wire [32:0] \port$308$0 ;
+  output [31:0] \port$309$0 ;
+  wire [31:0] \port$309$0 ;
   wire push;
   reg r_at = 1'h0;
   wire r_at_next;
@@ -4731,14 +4770,14 @@ module \ace_dma_small.reader.r_q.head (rst, o__ready, i__payload, \port$292$0 , 
   assign i__ready = in_ready;
   assign o__valid = out_valid;
   assign o__payload = { \$11 , \$10  };
-  assign \port$292$0  = \$10 ;
-  assign \port$293$0  = \$11 ;
+  assign \port$308$0  = \$10 ;
+  assign \port$309$0  = \$11 ;
   assign \$21  = w_at_next;
   assign \$24  = w_at_next;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$3032$0 , i__ready, c_valid_0, out_data, in_ready_0, in_ready_1, in_ready_2, in_ready_3, in_ready_4, in_ready_5, in_ready_6, in_ready_7, in_ready_8, clk);
+module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$3090$0 , i__ready, c_valid_0, out_data, in_ready_0, in_ready_1, in_ready_2, in_ready_3, in_ready_4, in_ready_5, in_ready_6, in_ready_7, in_ready_8, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$13  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -5756,8 +5795,8 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$3032$0 , 
   output [127:0] out_data;
   reg [127:0] out_data = 128'h00000000000000000000000000000000;
   (* init = 32'd0 *)
-  output [31:0] \port$3032$0 ;
-  wire [31:0] \port$3032$0 ;
+  output [31:0] \port$3090$0 ;
+  wire [31:0] \port$3090$0 ;
   reg [127:0] prev = 128'h00000000000000000000000000000000;
   input rst;
   wire rst;
@@ -8219,7 +8258,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, i__payload, \port$3032$0 , 
   assign \in_ready_0$10  = i__ready;
   assign o__valid = c_valid_0;
   assign o__payload = { \$634 , out_data };
-  assign \port$3032$0  = \$634 ;
+  assign \port$3090$0  = \$634 ;
   assign \i_ctl.first  = i_ctl[0];
   assign \i_ctl.last  = i_ctl[1];
   assign \i_ctl.drop_first  = i_ctl[2];
@@ -8885,8 +8924,8 @@ module \ace_dma_small.reader_cmd (rst, i__valid, i_bits, o__ready, i__ready, o__
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.writer (\o__ready$96 , axi__bresp, axi__bvalid, sram_r__req__ready, sram_r__resp__payload, sram_r__resp__valid, wr_stream__tdata, wr_stream__tvalid, clk, rst, axi__awaddr, sram_r__req__payload, wr_stream__tready, sram_r__resp__ready, axi__bready, \port$2505$0 , \port$2506$0 , \port$2507$0 , \port$2508$0 , \port$2509$0 , \port$2510$0 
-, \port$2511$0 , \port$2512$0 , \port$2513$0 , cpl__ready, cmd__ready, bytes, cpl_full, cpl__payload, sram_r__req__valid, axi__awvalid, axi__awlen, axi__wvalid, cmd__valid, cmd__payload, \o__ready$42 );
+module \ace_dma_small.writer (\o__ready$96 , axi__bresp, axi__bvalid, sram_r__req__ready, sram_r__resp__payload, sram_r__resp__valid, wr_stream__tdata, wr_stream__tvalid, clk, rst, axi__awaddr, sram_r__req__payload, wr_stream__tready, sram_r__resp__ready, axi__bready, \port$2553$0 , \port$2554$0 , \port$2555$0 , \port$2556$0 , \port$2557$0 , \port$2558$0 
+, \port$2559$0 , \port$2560$0 , \port$2561$0 , cpl__ready, cmd__ready, bytes, cpl_full, cpl__payload, sram_r__req__valid, axi__awvalid, axi__awlen, axi__wvalid, cmd__valid, cmd__payload, \o__ready$42 );
   reg \$auto$verilog_backend.cc:2355:dump_module$16  = 0;
   wire [24:0] \$1 ;
   wire \$10 ;
@@ -9158,24 +9197,24 @@ module \ace_dma_small.writer (\o__ready$96 , axi__bresp, axi__bvalid, sram_r__re
   reg \open_$26  = 1'h1;
   reg [5:0] phase = 6'h00;
   wire [5:0] phase_cur;
-  output [16:0] \port$2505$0 ;
-  wire [16:0] \port$2505$0 ;
-  output [16:0] \port$2506$0 ;
-  wire [16:0] \port$2506$0 ;
-  output [16:0] \port$2507$0 ;
-  wire [16:0] \port$2507$0 ;
-  output [16:0] \port$2508$0 ;
-  wire [16:0] \port$2508$0 ;
-  output [16:0] \port$2509$0 ;
-  wire [16:0] \port$2509$0 ;
-  output [16:0] \port$2510$0 ;
-  wire [16:0] \port$2510$0 ;
-  output [16:0] \port$2511$0 ;
-  wire [16:0] \port$2511$0 ;
-  output [16:0] \port$2512$0 ;
-  wire [16:0] \port$2512$0 ;
-  output [8:0] \port$2513$0 ;
-  wire [8:0] \port$2513$0 ;
+  output [16:0] \port$2553$0 ;
+  wire [16:0] \port$2553$0 ;
+  output [16:0] \port$2554$0 ;
+  wire [16:0] \port$2554$0 ;
+  output [16:0] \port$2555$0 ;
+  wire [16:0] \port$2555$0 ;
+  output [16:0] \port$2556$0 ;
+  wire [16:0] \port$2556$0 ;
+  output [16:0] \port$2557$0 ;
+  wire [16:0] \port$2557$0 ;
+  output [16:0] \port$2558$0 ;
+  wire [16:0] \port$2558$0 ;
+  output [16:0] \port$2559$0 ;
+  wire [16:0] \port$2559$0 ;
+  output [16:0] \port$2560$0 ;
+  wire [16:0] \port$2560$0 ;
+  output [8:0] \port$2561$0 ;
+  wire [8:0] \port$2561$0 ;
   wire [56:0] r_data;
   wire [8:0] \r_data$105 ;
   wire [34:0] \r_data$50 ;
@@ -9433,9 +9472,9 @@ module \ace_dma_small.writer (\o__ready$96 , axi__bresp, axi__bvalid, sram_r__re
   \ace_dma_small.writer.aw_q  aw_q (
     .clk(clk),
     .o__ready(r_en),
-    .\port$1297$0 (\$8 [20:0]),
-    .\port$3914$1 (cmd__payload[8:1]),
-    .\port$3914$37 (cmd__payload[64:37]),
+    .\port$1313$0 (\$8 [20:0]),
+    .\port$3977$1 (cmd__payload[8:1]),
+    .\port$3977$37 (cmd__payload[64:37]),
     .\r_data$12 (r_data),
     .\r_rdy$14 (i__valid),
     .room_next(room_next),
@@ -9455,7 +9494,7 @@ module \ace_dma_small.writer (\o__ready$96 , axi__bresp, axi__bvalid, sram_r__re
   \ace_dma_small.writer.b_q  b_q (
     .clk(clk),
     .o__ready(\r_en$107 ),
-    .\port$3503$36 (o__payload[44:36]),
+    .\port$3564$36 (o__payload[44:36]),
     .\r_data$12 (\r_data$105 ),
     .\r_rdy$14 (\r_rdy$104 ),
     .room_next(\room_next$115 ),
@@ -9469,7 +9508,7 @@ module \ace_dma_small.writer (\o__ready$96 , axi__bresp, axi__bvalid, sram_r__re
     .i__ready(\i__ready$69 ),
     .i__valid(\i__valid$66 ),
     .out_data(\$122 ),
-    .\port$3558$0 (\$121 ),
+    .\port$3620$0 (\$121 ),
     .rst(rst),
     .w_go_r0(w_go_r0),
     .w_go_r1(w_go_r1),
@@ -9508,23 +9547,23 @@ module \ace_dma_small.writer (\o__ready$96 , axi__bresp, axi__bvalid, sram_r__re
     .in_ready(\i__ready$87 ),
     .o__ready(\o__ready$96 ),
     .out_valid(axi__wvalid),
-    .\port$2505$0 (\$123 ),
-    .\port$2506$0 (\$124 ),
-    .\port$2507$0 (\$125 ),
-    .\port$2508$0 (\$126 ),
-    .\port$2509$0 (\$127 ),
-    .\port$2510$0 (\$128 ),
-    .\port$2511$0 (\$129 ),
-    .\port$2512$0 (\$130 ),
-    .\port$2513$0 (\$131 ),
+    .\port$2553$0 (\$123 ),
+    .\port$2554$0 (\$124 ),
+    .\port$2555$0 (\$125 ),
+    .\port$2556$0 (\$126 ),
+    .\port$2557$0 (\$127 ),
+    .\port$2558$0 (\$128 ),
+    .\port$2559$0 (\$129 ),
+    .\port$2560$0 (\$130 ),
+    .\port$2561$0 (\$131 ),
     .ready_next(ready_next),
     .rst(rst)
   );
   \ace_dma_small.writer.wd_q  wd_q (
     .clk(clk),
     .o__ready(\r_en$75 ),
-    .\port$1591$0 (\$119 ),
-    .\port$1592$0 (\$120 ),
+    .\port$1631$0 (\$119 ),
+    .\port$1632$0 (\$120 ),
     .\r_rdy$14 (\r_rdy$67 ),
     .room_next(\room_next$113 ),
     .rst(rst),
@@ -9879,15 +9918,15 @@ module \ace_dma_small.writer (\o__ready$96 , axi__bresp, axi__bvalid, sram_r__re
   assign cpl__valid = cpl_full;
   assign axi__awaddr = \$15 [31:0];
   assign sram_r__req__payload = \$16 [12:0];
-  assign \port$2505$0  = \$123 ;
-  assign \port$2506$0  = \$124 ;
-  assign \port$2507$0  = \$125 ;
-  assign \port$2508$0  = \$126 ;
-  assign \port$2509$0  = \$127 ;
-  assign \port$2510$0  = \$128 ;
-  assign \port$2511$0  = \$129 ;
-  assign \port$2512$0  = \$130 ;
-  assign \port$2513$0  = \$131 [8:0];
+  assign \port$2553$0  = \$123 ;
+  assign \port$2554$0  = \$124 ;
+  assign \port$2555$0  = \$125 ;
+  assign \port$2556$0  = \$126 ;
+  assign \port$2557$0  = \$127 ;
+  assign \port$2558$0  = \$128 ;
+  assign \port$2559$0  = \$129 ;
+  assign \port$2560$0  = \$130 ;
+  assign \port$2561$0  = \$131 [8:0];
   assign axi__awlen = \o__payload$33 [35:28];
   assign \cmd__payload.stream  = cmd__payload[0];
   assign \cmd__payload.id  = cmd__payload[8:1];
@@ -9973,7 +10012,7 @@ module \ace_dma_small.writer (\o__ready$96 , axi__bresp, axi__bvalid, sram_r__re
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.writer.aw_q (rst, \port$1297$0 , w_en, room_next, o__ready, \r_rdy$14 , \r_data$12 , \port$3914$1 , \port$3914$37 , clk);
+module \ace_dma_small.writer.aw_q (rst, \port$1313$0 , w_en, room_next, o__ready, \r_rdy$14 , \r_data$12 , \port$3977$1 , \port$3977$37 , clk);
   input clk;
   wire clk;
   wire [56:0] i__payload;
@@ -9984,12 +10023,12 @@ module \ace_dma_small.writer.aw_q (rst, \port$1297$0 , w_en, room_next, o__ready
   input o__ready;
   wire o__ready;
   wire o__valid;
-  input [20:0] \port$1297$0 ;
-  wire [20:0] \port$1297$0 ;
-  input [7:0] \port$3914$1 ;
-  wire [7:0] \port$3914$1 ;
-  input [27:0] \port$3914$37 ;
-  wire [27:0] \port$3914$37 ;
+  input [20:0] \port$1313$0 ;
+  wire [20:0] \port$1313$0 ;
+  input [7:0] \port$3977$1 ;
+  wire [7:0] \port$3977$1 ;
+  input [27:0] \port$3977$37 ;
+  wire [27:0] \port$3977$37 ;
   wire [56:0] r_data;
   output [56:0] \r_data$12 ;
   wire [56:0] \r_data$12 ;
@@ -10013,9 +10052,9 @@ module \ace_dma_small.writer.aw_q (rst, \port$1297$0 , w_en, room_next, o__ready
   \ace_dma_small.writer.aw_q.fifo  fifo (
     .clk(clk),
     .level(level),
-    .\port$1297$0 (\port$1297$0 ),
-    .\port$3914$1 (\port$3914$1 ),
-    .\port$3914$37 (\port$3914$37 ),
+    .\port$1313$0 (\port$1313$0 ),
+    .\port$3977$1 (\port$3977$1 ),
+    .\port$3977$37 (\port$3977$37 ),
     .r_data(i__payload),
     .r_en(r_en),
     .r_rdy(i__valid),
@@ -10033,8 +10072,8 @@ module \ace_dma_small.writer.aw_q (rst, \port$1297$0 , w_en, room_next, o__ready
     .out_payload(\r_data$12 ),
     .rst(rst)
   );
-  assign w_data = { \port$3914$1 , \port$1297$0 , \port$3914$37  };
-  assign \w_data$1  = { \port$3914$1 , \port$1297$0 , \port$3914$37  };
+  assign w_data = { \port$3977$1 , \port$1313$0 , \port$3977$37  };
+  assign \w_data$1  = { \port$3977$1 , \port$1313$0 , \port$3977$37  };
   assign \w_en$3  = w_en;
   assign \w_rdy$5  = w_rdy;
   assign r_rdy = i__valid;
@@ -10046,35 +10085,39 @@ module \ace_dma_small.writer.aw_q (rst, \port$1297$0 , w_en, room_next, o__ready
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.writer.aw_q.fifo (rst, \port$1297$0 , w_en, r_data, level, r_rdy, w_rdy, r_en, \port$3914$1 , \port$3914$37 , clk);
+module \ace_dma_small.writer.aw_q.fifo (rst, \port$1313$0 , w_en, r_data, level, r_rdy, w_rdy, r_en, \port$3977$1 , \port$3977$37 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$17  = 0;
   wire \$1 ;
-  wire [2:0] \$10 ;
-  wire [2:0] \$11 ;
-  wire \$12 ;
-  wire \$13 ;
-  wire [3:0] \$14 ;
-  wire \$15 ;
-  wire \$16 ;
+  wire \$10 ;
+  wire \$11 ;
+  wire [2:0] \$12 ;
+  wire [2:0] \$13 ;
+  wire \$14 ;
+  wire [2:0] \$15 ;
+  wire [2:0] \$16 ;
   wire \$17 ;
-  wire [3:0] \$18 ;
-  wire \$19 ;
+  wire \$18 ;
+  wire [3:0] \$19 ;
   wire \$2 ;
-  reg [56:0] \$20 ;
-  reg [1:0] \$21 ;
-  reg \$22 ;
-  reg \$23 ;
-  reg [1:0] \$24 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire [3:0] \$22 ;
+  wire \$23 ;
+  reg [56:0] \$24 ;
   reg [1:0] \$25 ;
-  reg [2:0] \$26 ;
+  reg \$26 ;
   reg \$27 ;
-  reg \$28 ;
+  reg [1:0] \$28 ;
+  reg [1:0] \$29 ;
   wire \$3 ;
+  reg [2:0] \$30 ;
+  reg \$31 ;
+  reg \$32 ;
   wire \$4 ;
   wire \$5 ;
   wire \$6 ;
-  wire [2:0] \$7 ;
-  wire [2:0] \$8 ;
+  wire \$7 ;
+  wire \$8 ;
   wire \$9 ;
   reg bypass = 1'h0;
   input clk;
@@ -10085,12 +10128,12 @@ module \ace_dma_small.writer.aw_q.fifo (rst, \port$1297$0 , w_en, r_data, level,
   wire do_write;
   output [2:0] level;
   reg [2:0] level = 3'h0;
-  input [20:0] \port$1297$0 ;
-  wire [20:0] \port$1297$0 ;
-  input [7:0] \port$3914$1 ;
-  wire [7:0] \port$3914$1 ;
-  input [27:0] \port$3914$37 ;
-  wire [27:0] \port$3914$37 ;
+  input [20:0] \port$1313$0 ;
+  wire [20:0] \port$1313$0 ;
+  input [7:0] \port$3977$1 ;
+  wire [7:0] \port$3977$1 ;
+  input [27:0] \port$3977$37 ;
+  wire [27:0] \port$3977$37 ;
   reg [1:0] produce = 2'h0;
   output [56:0] r_data;
   wire [56:0] r_data;
@@ -10116,6 +10159,7 @@ module \ace_dma_small.writer.aw_q.fifo (rst, \port$1297$0 , w_en, r_data, level,
   reg w_port__en = 1'h0;
   output w_rdy;
   reg w_rdy = 1'h1;
+  reg w_rdy_next;
   reg [56:0] storage [3:0];
   always @(posedge clk) begin
     if (w_port__en)
@@ -10125,135 +10169,143 @@ module \ace_dma_small.writer.aw_q.fifo (rst, \port$1297$0 , w_en, r_data, level,
   assign do_write = w_en & w_rdy;
   assign do_read = r_en & r_rdy;
   assign r_data = bypass ? w_port__data : r_port__data;
-  assign \$1  = ! level;
-  assign \$2  = level == 1'h1;
-  assign \$3  = \$2  & do_read;
-  assign \$4  = \$1  | \$3 ;
-  assign \$5  = do_write & \$4 ;
-  assign \$6  = produce == 2'h3;
-  assign \$7  = produce + 1'h1;
-  assign \$8  = \$6  ? 3'h0 : \$7 ;
-  assign \$9  = r_port__addr == 2'h3;
-  assign \$10  = r_port__addr + 1'h1;
-  assign \$11  = \$9  ? 3'h0 : \$10 ;
-  assign \$12  = ~ do_read;
-  assign \$13  = do_write & \$12 ;
-  assign \$14  = level + 1'h1;
-  assign \$15  = level != 2'h3;
-  assign \$16  = ~ do_write;
-  assign \$17  = do_read & \$16 ;
-  assign \$18  = level - 1'h1;
-  assign \$19  = level != 1'h1;
+  assign \$1  = ~ do_read;
+  assign \$2  = do_write & \$1 ;
+  assign \$3  = level != 2'h3;
+  assign \$4  = ~ do_write;
+  assign \$5  = do_read & \$4 ;
+  assign \$6  = ! level;
+  assign \$7  = level == 1'h1;
+  assign \$8  = \$7  & do_read;
+  assign \$9  = \$6  | \$8 ;
+  assign \$10  = do_write & \$9 ;
+  assign \$11  = produce == 2'h3;
+  assign \$12  = produce + 1'h1;
+  assign \$13  = \$11  ? 3'h0 : \$12 ;
+  assign \$14  = r_port__addr == 2'h3;
+  assign \$15  = r_port__addr + 1'h1;
+  assign \$16  = \$14  ? 3'h0 : \$15 ;
+  assign \$17  = ~ do_read;
+  assign \$18  = do_write & \$17 ;
+  assign \$19  = level + 1'h1;
+  assign \$20  = ~ do_write;
+  assign \$21  = do_read & \$20 ;
+  assign \$22  = level - 1'h1;
+  assign \$23  = level != 1'h1;
   always @(posedge clk)
-    w_port__data <= \$20 ;
+    w_port__data <= \$24 ;
   always @(posedge clk)
-    w_port__addr <= \$21 ;
+    w_port__addr <= \$25 ;
   always @(posedge clk)
-    w_port__en <= \$22 ;
+    w_port__en <= \$26 ;
   always @(posedge clk)
-    bypass <= \$23 ;
+    bypass <= \$27 ;
   always @(posedge clk)
-    produce <= \$24 ;
+    produce <= \$28 ;
   always @(posedge clk)
-    r_port__addr <= \$25 ;
+    r_port__addr <= \$29 ;
   always @(posedge clk)
-    level <= \$26 ;
+    level <= \$30 ;
   always @(posedge clk)
-    r_rdy <= \$27 ;
+    r_rdy <= \$31 ;
   always @(posedge clk)
-    w_rdy <= \$28 ;
+    w_rdy <= \$32 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$20  = { \port$3914$1 , \port$1297$0 , \port$3914$37  };
-    if (rst) begin
-      \$20  = 57'h000000000000000;
+    w_rdy_next = w_rdy;
+    if (\$2 ) begin
+      w_rdy_next = \$3 ;
+    end
+    if (\$5 ) begin
+      w_rdy_next = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$21  = produce;
+    \$24  = { \port$3977$1 , \port$1313$0 , \port$3977$37  };
     if (rst) begin
-      \$21  = 2'h0;
+      \$24  = 57'h000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$22  = do_write;
-    if (rst) begin
-      \$22  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$23  = \$5 ;
-    if (rst) begin
-      \$23  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$24  = produce;
-    if (do_write) begin
-      \$24  = \$8 [1:0];
-    end
-    if (rst) begin
-      \$24  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$25  = r_port__addr;
-    if (do_read) begin
-      \$25  = \$11 [1:0];
-    end
+    \$25  = produce;
     if (rst) begin
       \$25  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$26  = level;
-    if (\$13 ) begin
-      \$26  = \$14 [2:0];
-    end
-    if (\$17 ) begin
-      \$26  = \$18 [2:0];
-    end
+    \$26  = do_write;
     if (rst) begin
-      \$26  = 3'h0;
+      \$26  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$27  = r_rdy;
-    if (\$13 ) begin
-      \$27  = 1'h1;
-    end
-    if (\$17 ) begin
-      \$27  = \$19 ;
-    end
+    \$27  = \$10 ;
     if (rst) begin
       \$27  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$28  = w_rdy;
-    if (\$13 ) begin
-      \$28  = \$15 ;
-    end
-    if (\$17 ) begin
-      \$28  = 1'h1;
+    \$28  = produce;
+    if (do_write) begin
+      \$28  = \$13 [1:0];
     end
     if (rst) begin
-      \$28  = 1'h1;
+      \$28  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    \$29  = r_port__addr;
+    if (do_read) begin
+      \$29  = \$16 [1:0];
+    end
+    if (rst) begin
+      \$29  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    \$30  = level;
+    if (\$18 ) begin
+      \$30  = \$19 [2:0];
+    end
+    if (\$21 ) begin
+      \$30  = \$22 [2:0];
+    end
+    if (rst) begin
+      \$30  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    \$31  = r_rdy;
+    if (\$18 ) begin
+      \$31  = 1'h1;
+    end
+    if (\$21 ) begin
+      \$31  = \$23 ;
+    end
+    if (rst) begin
+      \$31  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    \$32  = w_rdy_next;
+    if (rst) begin
+      \$32  = 1'h1;
     end
   end
   assign consume = r_port__addr;
   assign w_hold_addr = w_port__addr;
   assign w_hold = w_port__data;
   assign w_hold_en = w_port__en;
-  assign w_data = { \port$3914$1 , \port$1297$0 , \port$3914$37  };
+  assign w_data = { \port$3977$1 , \port$1313$0 , \port$3977$37  };
 endmodule
 
 (* generator = "Amaranth" *)
@@ -10616,7 +10668,7 @@ module \ace_dma_small.writer.aw_skid (clk, rst, i__valid, i__payload, i__ready, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.writer.b_q (rst, w_en, o__ready, room_next, \port$3503$36 , \r_rdy$14 , \r_data$12 , clk);
+module \ace_dma_small.writer.b_q (rst, w_en, o__ready, room_next, \port$3564$36 , \r_rdy$14 , \r_data$12 , clk);
   input clk;
   wire clk;
   wire [8:0] i__payload;
@@ -10627,8 +10679,8 @@ module \ace_dma_small.writer.b_q (rst, w_en, o__ready, room_next, \port$3503$36 
   input o__ready;
   wire o__ready;
   wire o__valid;
-  input [8:0] \port$3503$36 ;
-  wire [8:0] \port$3503$36 ;
+  input [8:0] \port$3564$36 ;
+  wire [8:0] \port$3564$36 ;
   wire [8:0] r_data;
   output [8:0] \r_data$12 ;
   wire [8:0] \r_data$12 ;
@@ -10652,7 +10704,7 @@ module \ace_dma_small.writer.b_q (rst, w_en, o__ready, room_next, \port$3503$36 
   \ace_dma_small.writer.b_q.fifo  fifo (
     .clk(clk),
     .level(level),
-    .\port$3503$36 (\port$3503$36 ),
+    .\port$3564$36 (\port$3564$36 ),
     .r_data(i__payload),
     .r_en(r_en),
     .r_rdy(i__valid),
@@ -10670,8 +10722,8 @@ module \ace_dma_small.writer.b_q (rst, w_en, o__ready, room_next, \port$3503$36 
     .o__valid(\r_rdy$14 ),
     .rst(rst)
   );
-  assign w_data = { \port$3503$36 [0], \port$3503$36 [8:1] };
-  assign \w_data$1  = { \port$3503$36 [0], \port$3503$36 [8:1] };
+  assign w_data = { \port$3564$36 [0], \port$3564$36 [8:1] };
+  assign \w_data$1  = { \port$3564$36 [0], \port$3564$36 [8:1] };
   assign \w_en$3  = w_en;
   assign \w_rdy$5  = w_rdy;
   assign r_rdy = i__valid;
@@ -10683,27 +10735,31 @@ module \ace_dma_small.writer.b_q (rst, w_en, o__ready, room_next, \port$3503$36 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.writer.b_q.fifo (rst, w_en, r_data, \port$3503$36 , level, r_rdy, w_rdy, r_en, clk);
+module \ace_dma_small.writer.b_q.fifo (rst, w_en, r_data, \port$3564$36 , level, r_rdy, w_rdy, r_en, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$20  = 0;
   wire \$1 ;
-  wire \$10 ;
-  wire \$11 ;
+  wire [3:0] \$10 ;
+  wire [3:0] \$11 ;
   wire \$12 ;
-  wire [3:0] \$13 ;
-  wire \$14 ;
-  reg [2:0] \$15 ;
-  reg [2:0] \$16 ;
-  reg [2:0] \$17 ;
-  reg \$18 ;
-  reg \$19 ;
-  wire [3:0] \$2 ;
-  wire [3:0] \$3 ;
+  wire \$13 ;
+  wire [3:0] \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire [3:0] \$17 ;
+  wire \$18 ;
+  reg [2:0] \$19 ;
+  wire \$2 ;
+  reg [2:0] \$20 ;
+  reg [2:0] \$21 ;
+  reg \$22 ;
+  reg \$23 ;
+  wire \$3 ;
   wire \$4 ;
-  wire [3:0] \$5 ;
-  wire [3:0] \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  wire [3:0] \$9 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire [3:0] \$7 ;
+  wire [3:0] \$8 ;
+  wire \$9 ;
   input clk;
   wire clk;
   (* init = 3'h0 *)
@@ -10712,8 +10768,8 @@ module \ace_dma_small.writer.b_q.fifo (rst, w_en, r_data, \port$3503$36 , level,
   wire do_write;
   output [2:0] level;
   reg [2:0] level = 3'h0;
-  input [8:0] \port$3503$36 ;
-  wire [8:0] \port$3503$36 ;
+  input [8:0] \port$3564$36 ;
+  wire [8:0] \port$3564$36 ;
   (* init = 3'h0 *)
   wire [2:0] produce;
   output [8:0] r_data;
@@ -10734,101 +10790,110 @@ module \ace_dma_small.writer.b_q.fifo (rst, w_en, r_data, \port$3503$36 , level,
   wire w_port__en;
   output w_rdy;
   reg w_rdy = 1'h1;
+  reg w_rdy_next;
   reg [8:0] storage [6:0];
   always @(posedge clk) begin
     if (do_write)
-      storage[w_port__addr] <= { \port$3503$36 [0], \port$3503$36 [8:1] };
+      storage[w_port__addr] <= { \port$3564$36 [0], \port$3564$36 [8:1] };
   end
   assign r_data = storage[r_port__addr];
   assign do_write = w_en & w_rdy;
   assign do_read = r_en & r_rdy;
-  assign \$1  = w_port__addr == 3'h6;
-  assign \$2  = w_port__addr + 1'h1;
-  assign \$3  = \$1  ? 4'h0 : \$2 ;
-  assign \$4  = r_port__addr == 3'h6;
-  assign \$5  = r_port__addr + 1'h1;
-  assign \$6  = \$4  ? 4'h0 : \$5 ;
-  assign \$7  = ~ do_read;
-  assign \$8  = do_write & \$7 ;
-  assign \$9  = level + 1'h1;
-  assign \$10  = level != 3'h6;
-  assign \$11  = ~ do_write;
-  assign \$12  = do_read & \$11 ;
-  assign \$13  = level - 1'h1;
-  assign \$14  = level != 1'h1;
+  assign \$1  = ~ do_read;
+  assign \$2  = do_write & \$1 ;
+  assign \$3  = level != 3'h6;
+  assign \$4  = ~ do_write;
+  assign \$5  = do_read & \$4 ;
+  assign \$6  = w_port__addr == 3'h6;
+  assign \$7  = w_port__addr + 1'h1;
+  assign \$8  = \$6  ? 4'h0 : \$7 ;
+  assign \$9  = r_port__addr == 3'h6;
+  assign \$10  = r_port__addr + 1'h1;
+  assign \$11  = \$9  ? 4'h0 : \$10 ;
+  assign \$12  = ~ do_read;
+  assign \$13  = do_write & \$12 ;
+  assign \$14  = level + 1'h1;
+  assign \$15  = ~ do_write;
+  assign \$16  = do_read & \$15 ;
+  assign \$17  = level - 1'h1;
+  assign \$18  = level != 1'h1;
   always @(posedge clk)
-    w_port__addr <= \$15 ;
+    w_port__addr <= \$19 ;
   always @(posedge clk)
-    r_port__addr <= \$16 ;
+    r_port__addr <= \$20 ;
   always @(posedge clk)
-    level <= \$17 ;
+    level <= \$21 ;
   always @(posedge clk)
-    r_rdy <= \$18 ;
+    r_rdy <= \$22 ;
   always @(posedge clk)
-    w_rdy <= \$19 ;
+    w_rdy <= \$23 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$15  = w_port__addr;
+    w_rdy_next = w_rdy;
+    if (\$2 ) begin
+      w_rdy_next = \$3 ;
+    end
+    if (\$5 ) begin
+      w_rdy_next = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    \$19  = w_port__addr;
     if (do_write) begin
-      \$15  = \$3 [2:0];
+      \$19  = \$8 [2:0];
     end
     if (rst) begin
-      \$15  = 3'h0;
+      \$19  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$16  = r_port__addr;
+    \$20  = r_port__addr;
     if (do_read) begin
-      \$16  = \$6 [2:0];
+      \$20  = \$11 [2:0];
     end
     if (rst) begin
-      \$16  = 3'h0;
+      \$20  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$17  = level;
-    if (\$8 ) begin
-      \$17  = \$9 [2:0];
+    \$21  = level;
+    if (\$13 ) begin
+      \$21  = \$14 [2:0];
     end
-    if (\$12 ) begin
-      \$17  = \$13 [2:0];
+    if (\$16 ) begin
+      \$21  = \$17 [2:0];
     end
     if (rst) begin
-      \$17  = 3'h0;
+      \$21  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$18  = r_rdy;
-    if (\$8 ) begin
-      \$18  = 1'h1;
+    \$22  = r_rdy;
+    if (\$13 ) begin
+      \$22  = 1'h1;
     end
-    if (\$12 ) begin
-      \$18  = \$14 ;
+    if (\$16 ) begin
+      \$22  = \$18 ;
     end
     if (rst) begin
-      \$18  = 1'h0;
+      \$22  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$19  = w_rdy;
-    if (\$8 ) begin
-      \$19  = \$10 ;
-    end
-    if (\$12 ) begin
-      \$19  = 1'h1;
-    end
+    \$23  = w_rdy_next;
     if (rst) begin
-      \$19  = 1'h1;
+      \$23  = 1'h1;
     end
   end
   assign consume = r_port__addr;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$3503$36 [0], \port$3503$36 [8:1] };
-  assign w_data = { \port$3503$36 [0], \port$3503$36 [8:1] };
+  assign w_port__data = { \port$3564$36 [0], \port$3564$36 [8:1] };
+  assign w_data = { \port$3564$36 [0], \port$3564$36 [8:1] };
   assign w_port__en = do_write;
   assign r_port__data = r_data;
 endmodule
@@ -10962,7 +11027,7 @@ module \ace_dma_small.writer.b_q.head (rst, o__ready, i__payload, i__valid, i__r
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_go_r0, w_go_r1, w_go_r2, w_go_r3, w_go_r4, w_go_r5, w_go_r6, w_go_r7, w_go_r8, \port$3558$0 , i__ready, c_valid_0, out_data, clk);
+module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_go_r0, w_go_r1, w_go_r2, w_go_r3, w_go_r4, w_go_r5, w_go_r6, w_go_r7, w_go_r8, \port$3620$0 , i__ready, c_valid_0, out_data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$22  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -11926,8 +11991,8 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_go_r0, w_go_r
   output [127:0] out_data;
   reg [127:0] out_data = 128'h00000000000000000000000000000000;
   (* init = 18'h00000 *)
-  output [17:0] \port$3558$0 ;
-  wire [17:0] \port$3558$0 ;
+  output [17:0] \port$3620$0 ;
+  wire [17:0] \port$3620$0 ;
   reg [127:0] prev = 128'h00000000000000000000000000000000;
   input rst;
   wire rst;
@@ -14407,7 +14472,7 @@ module \ace_dma_small.writer.realign (rst, i__valid, i__payload, w_go_r0, w_go_r
   assign in_ready_0 = i__ready;
   assign o__valid = c_valid_0;
   assign o__payload = { \$634 , out_data };
-  assign \port$3558$0  = \$634 ;
+  assign \port$3620$0  = \$634 ;
   assign \i_ctl.first  = i_ctl[0];
   assign \i_ctl.last  = i_ctl[1];
   assign \i_ctl.drop_first  = i_ctl[2];
@@ -14747,32 +14812,36 @@ endmodule
 module \ace_dma_small.writer.sreq_q.fifo (rst, w_en, r_data, w_data, level, r_rdy, w_rdy, r_en, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$24  = 0;
   wire \$1 ;
-  wire [2:0] \$10 ;
-  wire [2:0] \$11 ;
-  wire \$12 ;
-  wire \$13 ;
-  wire [3:0] \$14 ;
-  wire \$15 ;
-  wire \$16 ;
+  wire \$10 ;
+  wire \$11 ;
+  wire [2:0] \$12 ;
+  wire [2:0] \$13 ;
+  wire \$14 ;
+  wire [2:0] \$15 ;
+  wire [2:0] \$16 ;
   wire \$17 ;
-  wire [3:0] \$18 ;
-  wire \$19 ;
+  wire \$18 ;
+  wire [3:0] \$19 ;
   wire \$2 ;
-  reg [34:0] \$20 ;
-  reg [1:0] \$21 ;
-  reg \$22 ;
-  reg \$23 ;
-  reg [1:0] \$24 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire [3:0] \$22 ;
+  wire \$23 ;
+  reg [34:0] \$24 ;
   reg [1:0] \$25 ;
-  reg [2:0] \$26 ;
+  reg \$26 ;
   reg \$27 ;
-  reg \$28 ;
+  reg [1:0] \$28 ;
+  reg [1:0] \$29 ;
   wire \$3 ;
+  reg [2:0] \$30 ;
+  reg \$31 ;
+  reg \$32 ;
   wire \$4 ;
   wire \$5 ;
   wire \$6 ;
-  wire [2:0] \$7 ;
-  wire [2:0] \$8 ;
+  wire \$7 ;
+  wire \$8 ;
   wire \$9 ;
   reg bypass = 1'h0;
   input clk;
@@ -14809,6 +14878,7 @@ module \ace_dma_small.writer.sreq_q.fifo (rst, w_en, r_data, w_data, level, r_rd
   reg w_port__en = 1'h0;
   output w_rdy;
   reg w_rdy = 1'h1;
+  reg w_rdy_next;
   reg [34:0] storage [3:0];
   always @(posedge clk) begin
     if (w_port__en)
@@ -14818,128 +14888,136 @@ module \ace_dma_small.writer.sreq_q.fifo (rst, w_en, r_data, w_data, level, r_rd
   assign do_write = w_en & w_rdy;
   assign do_read = r_en & r_rdy;
   assign r_data = bypass ? w_port__data : r_port__data;
-  assign \$1  = ! level;
-  assign \$2  = level == 1'h1;
-  assign \$3  = \$2  & do_read;
-  assign \$4  = \$1  | \$3 ;
-  assign \$5  = do_write & \$4 ;
-  assign \$6  = produce == 2'h3;
-  assign \$7  = produce + 1'h1;
-  assign \$8  = \$6  ? 3'h0 : \$7 ;
-  assign \$9  = r_port__addr == 2'h3;
-  assign \$10  = r_port__addr + 1'h1;
-  assign \$11  = \$9  ? 3'h0 : \$10 ;
-  assign \$12  = ~ do_read;
-  assign \$13  = do_write & \$12 ;
-  assign \$14  = level + 1'h1;
-  assign \$15  = level != 2'h3;
-  assign \$16  = ~ do_write;
-  assign \$17  = do_read & \$16 ;
-  assign \$18  = level - 1'h1;
-  assign \$19  = level != 1'h1;
+  assign \$1  = ~ do_read;
+  assign \$2  = do_write & \$1 ;
+  assign \$3  = level != 2'h3;
+  assign \$4  = ~ do_write;
+  assign \$5  = do_read & \$4 ;
+  assign \$6  = ! level;
+  assign \$7  = level == 1'h1;
+  assign \$8  = \$7  & do_read;
+  assign \$9  = \$6  | \$8 ;
+  assign \$10  = do_write & \$9 ;
+  assign \$11  = produce == 2'h3;
+  assign \$12  = produce + 1'h1;
+  assign \$13  = \$11  ? 3'h0 : \$12 ;
+  assign \$14  = r_port__addr == 2'h3;
+  assign \$15  = r_port__addr + 1'h1;
+  assign \$16  = \$14  ? 3'h0 : \$15 ;
+  assign \$17  = ~ do_read;
+  assign \$18  = do_write & \$17 ;
+  assign \$19  = level + 1'h1;
+  assign \$20  = ~ do_write;
+  assign \$21  = do_read & \$20 ;
+  assign \$22  = level - 1'h1;
+  assign \$23  = level != 1'h1;
   always @(posedge clk)
-    w_port__data <= \$20 ;
+    w_port__data <= \$24 ;
   always @(posedge clk)
-    w_port__addr <= \$21 ;
+    w_port__addr <= \$25 ;
   always @(posedge clk)
-    w_port__en <= \$22 ;
+    w_port__en <= \$26 ;
   always @(posedge clk)
-    bypass <= \$23 ;
+    bypass <= \$27 ;
   always @(posedge clk)
-    produce <= \$24 ;
+    produce <= \$28 ;
   always @(posedge clk)
-    r_port__addr <= \$25 ;
+    r_port__addr <= \$29 ;
   always @(posedge clk)
-    level <= \$26 ;
+    level <= \$30 ;
   always @(posedge clk)
-    r_rdy <= \$27 ;
+    r_rdy <= \$31 ;
   always @(posedge clk)
-    w_rdy <= \$28 ;
+    w_rdy <= \$32 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$20  = w_data;
-    if (rst) begin
-      \$20  = 35'h000000000;
+    w_rdy_next = w_rdy;
+    if (\$2 ) begin
+      w_rdy_next = \$3 ;
+    end
+    if (\$5 ) begin
+      w_rdy_next = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$21  = produce;
+    \$24  = w_data;
     if (rst) begin
-      \$21  = 2'h0;
+      \$24  = 35'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$22  = do_write;
-    if (rst) begin
-      \$22  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$23  = \$5 ;
-    if (rst) begin
-      \$23  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$24  = produce;
-    if (do_write) begin
-      \$24  = \$8 [1:0];
-    end
-    if (rst) begin
-      \$24  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$25  = r_port__addr;
-    if (do_read) begin
-      \$25  = \$11 [1:0];
-    end
+    \$25  = produce;
     if (rst) begin
       \$25  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$26  = level;
-    if (\$13 ) begin
-      \$26  = \$14 [2:0];
-    end
-    if (\$17 ) begin
-      \$26  = \$18 [2:0];
-    end
+    \$26  = do_write;
     if (rst) begin
-      \$26  = 3'h0;
+      \$26  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$27  = r_rdy;
-    if (\$13 ) begin
-      \$27  = 1'h1;
-    end
-    if (\$17 ) begin
-      \$27  = \$19 ;
-    end
+    \$27  = \$10 ;
     if (rst) begin
       \$27  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$28  = w_rdy;
-    if (\$13 ) begin
-      \$28  = \$15 ;
-    end
-    if (\$17 ) begin
-      \$28  = 1'h1;
+    \$28  = produce;
+    if (do_write) begin
+      \$28  = \$13 [1:0];
     end
     if (rst) begin
-      \$28  = 1'h1;
+      \$28  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    \$29  = r_port__addr;
+    if (do_read) begin
+      \$29  = \$16 [1:0];
+    end
+    if (rst) begin
+      \$29  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    \$30  = level;
+    if (\$18 ) begin
+      \$30  = \$19 [2:0];
+    end
+    if (\$21 ) begin
+      \$30  = \$22 [2:0];
+    end
+    if (rst) begin
+      \$30  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    \$31  = r_rdy;
+    if (\$18 ) begin
+      \$31  = 1'h1;
+    end
+    if (\$21 ) begin
+      \$31  = \$23 ;
+    end
+    if (rst) begin
+      \$31  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    \$32  = w_rdy_next;
+    if (rst) begin
+      \$32  = 1'h1;
     end
   end
   assign consume = r_port__addr;
@@ -15077,7 +15155,7 @@ module \ace_dma_small.writer.sreq_q.head (rst, o__ready, i__payload, i__valid, i
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.writer.w_skid (clk, rst, i__valid, ready_next, \port$2505$0 , \port$2506$0 , \port$2507$0 , \port$2508$0 , \port$2509$0 , \port$2510$0 , \port$2511$0 , \port$2512$0 , \port$2513$0 , i__payload, in_ready, out_valid, o__ready);
+module \ace_dma_small.writer.w_skid (clk, rst, i__valid, ready_next, \port$2553$0 , \port$2554$0 , \port$2555$0 , \port$2556$0 , \port$2557$0 , \port$2558$0 , \port$2559$0 , \port$2560$0 , \port$2561$0 , i__payload, in_ready, out_valid, o__ready);
   reg \$auto$verilog_backend.cc:2355:dump_module$26  = 0;
   wire \$1 ;
   wire [16:0] \$10 ;
@@ -15234,24 +15312,24 @@ module \ace_dma_small.writer.w_skid (clk, rst, i__valid, ready_next, \port$2505$
   output out_valid;
   reg out_valid = 1'h0;
   wire pop;
-  output [16:0] \port$2505$0 ;
-  wire [16:0] \port$2505$0 ;
-  output [16:0] \port$2506$0 ;
-  wire [16:0] \port$2506$0 ;
-  output [16:0] \port$2507$0 ;
-  wire [16:0] \port$2507$0 ;
-  output [16:0] \port$2508$0 ;
-  wire [16:0] \port$2508$0 ;
-  output [16:0] \port$2509$0 ;
-  wire [16:0] \port$2509$0 ;
-  output [16:0] \port$2510$0 ;
-  wire [16:0] \port$2510$0 ;
-  output [16:0] \port$2511$0 ;
-  wire [16:0] \port$2511$0 ;
-  output [16:0] \port$2512$0 ;
-  wire [16:0] \port$2512$0 ;
-  output [13:0] \port$2513$0 ;
-  wire [13:0] \port$2513$0 ;
+  output [16:0] \port$2553$0 ;
+  wire [16:0] \port$2553$0 ;
+  output [16:0] \port$2554$0 ;
+  wire [16:0] \port$2554$0 ;
+  output [16:0] \port$2555$0 ;
+  wire [16:0] \port$2555$0 ;
+  output [16:0] \port$2556$0 ;
+  wire [16:0] \port$2556$0 ;
+  output [16:0] \port$2557$0 ;
+  wire [16:0] \port$2557$0 ;
+  output [16:0] \port$2558$0 ;
+  wire [16:0] \port$2558$0 ;
+  output [16:0] \port$2559$0 ;
+  wire [16:0] \port$2559$0 ;
+  output [16:0] \port$2560$0 ;
+  wire [16:0] \port$2560$0 ;
+  output [13:0] \port$2561$0 ;
+  wire [13:0] \port$2561$0 ;
   wire push;
   reg r_at = 1'h0;
   wire r_at_next;
@@ -15696,15 +15774,15 @@ module \ace_dma_small.writer.w_skid (clk, rst, i__valid, ready_next, \port$2505$
   assign i__ready = in_ready;
   assign o__valid = out_valid;
   assign o__payload = { \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
-  assign \port$2505$0  = \$10 ;
-  assign \port$2506$0  = \$11 ;
-  assign \port$2507$0  = \$12 ;
-  assign \port$2508$0  = \$13 ;
-  assign \port$2509$0  = \$14 ;
-  assign \port$2510$0  = \$15 ;
-  assign \port$2511$0  = \$16 ;
-  assign \port$2512$0  = \$17 ;
-  assign \port$2513$0  = \$18 ;
+  assign \port$2553$0  = \$10 ;
+  assign \port$2554$0  = \$11 ;
+  assign \port$2555$0  = \$12 ;
+  assign \port$2556$0  = \$13 ;
+  assign \port$2557$0  = \$14 ;
+  assign \port$2558$0  = \$15 ;
+  assign \port$2559$0  = \$16 ;
+  assign \port$2560$0  = \$17 ;
+  assign \port$2561$0  = \$18 ;
   assign \o__payload.data  = { \$17 [8:0], \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
   assign \o__payload.strb  = { \$18 [7:0], \$17 [16:9] };
   assign \o__payload.last  = \$18 [8];
@@ -15725,7 +15803,7 @@ module \ace_dma_small.writer.w_skid (clk, rst, i__valid, ready_next, \port$2505$
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.writer.wd_q (rst, w_en, o__ready, room_next, \port$1591$0 , \port$1592$0 , w_data, \r_rdy$14 , clk);
+module \ace_dma_small.writer.wd_q (rst, w_en, o__ready, room_next, \port$1631$0 , \port$1632$0 , w_data, \r_rdy$14 , clk);
   wire [26:0] \$1 ;
   wire [25:0] \$2 ;
   input clk;
@@ -15738,10 +15816,10 @@ module \ace_dma_small.writer.wd_q (rst, w_en, o__ready, room_next, \port$1591$0 
   input o__ready;
   wire o__ready;
   wire o__valid;
-  output [26:0] \port$1591$0 ;
-  wire [26:0] \port$1591$0 ;
-  output [25:0] \port$1592$0 ;
-  wire [25:0] \port$1592$0 ;
+  output [26:0] \port$1631$0 ;
+  wire [26:0] \port$1631$0 ;
+  output [25:0] \port$1632$0 ;
+  wire [25:0] \port$1632$0 ;
   wire [52:0] r_data;
   wire [52:0] \r_data$12 ;
   wire r_en;
@@ -15780,8 +15858,8 @@ module \ace_dma_small.writer.wd_q (rst, w_en, o__ready, room_next, \port$1591$0 
     .in_ready(r_en),
     .o__ready(o__ready),
     .out_valid(\r_rdy$14 ),
-    .\port$1591$0 (\$1 ),
-    .\port$1592$0 (\$2 ),
+    .\port$1631$0 (\$1 ),
+    .\port$1632$0 (\$2 ),
     .rst(rst)
   );
   assign \w_data$1  = w_data;
@@ -15794,40 +15872,44 @@ module \ace_dma_small.writer.wd_q (rst, w_en, o__ready, room_next, \port$1591$0 
   assign o__payload = { \$2 , \$1  };
   assign o__valid = \r_rdy$14 ;
   assign \r_en$17  = o__ready;
-  assign \port$1591$0  = \$1 ;
-  assign \port$1592$0  = \$2 ;
+  assign \port$1631$0  = \$1 ;
+  assign \port$1632$0  = \$2 ;
 endmodule
 
 (* generator = "Amaranth" *)
 module \ace_dma_small.writer.wd_q.fifo (rst, w_en, r_data, w_data, level, r_rdy, w_rdy, r_en, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$27  = 0;
   wire \$1 ;
-  wire [2:0] \$10 ;
-  wire [2:0] \$11 ;
-  wire \$12 ;
-  wire \$13 ;
-  wire [3:0] \$14 ;
-  wire \$15 ;
-  wire \$16 ;
+  wire \$10 ;
+  wire \$11 ;
+  wire [2:0] \$12 ;
+  wire [2:0] \$13 ;
+  wire \$14 ;
+  wire [2:0] \$15 ;
+  wire [2:0] \$16 ;
   wire \$17 ;
-  wire [3:0] \$18 ;
-  wire \$19 ;
+  wire \$18 ;
+  wire [3:0] \$19 ;
   wire \$2 ;
-  reg [52:0] \$20 ;
-  reg [1:0] \$21 ;
-  reg \$22 ;
-  reg \$23 ;
-  reg [1:0] \$24 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire [3:0] \$22 ;
+  wire \$23 ;
+  reg [52:0] \$24 ;
   reg [1:0] \$25 ;
-  reg [2:0] \$26 ;
+  reg \$26 ;
   reg \$27 ;
-  reg \$28 ;
+  reg [1:0] \$28 ;
+  reg [1:0] \$29 ;
   wire \$3 ;
+  reg [2:0] \$30 ;
+  reg \$31 ;
+  reg \$32 ;
   wire \$4 ;
   wire \$5 ;
   wire \$6 ;
-  wire [2:0] \$7 ;
-  wire [2:0] \$8 ;
+  wire \$7 ;
+  wire \$8 ;
   wire \$9 ;
   reg bypass = 1'h0;
   input clk;
@@ -15864,6 +15946,7 @@ module \ace_dma_small.writer.wd_q.fifo (rst, w_en, r_data, w_data, level, r_rdy,
   reg w_port__en = 1'h0;
   output w_rdy;
   reg w_rdy = 1'h1;
+  reg w_rdy_next;
   reg [52:0] storage [3:0];
   always @(posedge clk) begin
     if (w_port__en)
@@ -15873,128 +15956,136 @@ module \ace_dma_small.writer.wd_q.fifo (rst, w_en, r_data, w_data, level, r_rdy,
   assign do_write = w_en & w_rdy;
   assign do_read = r_en & r_rdy;
   assign r_data = bypass ? w_port__data : r_port__data;
-  assign \$1  = ! level;
-  assign \$2  = level == 1'h1;
-  assign \$3  = \$2  & do_read;
-  assign \$4  = \$1  | \$3 ;
-  assign \$5  = do_write & \$4 ;
-  assign \$6  = produce == 2'h3;
-  assign \$7  = produce + 1'h1;
-  assign \$8  = \$6  ? 3'h0 : \$7 ;
-  assign \$9  = r_port__addr == 2'h3;
-  assign \$10  = r_port__addr + 1'h1;
-  assign \$11  = \$9  ? 3'h0 : \$10 ;
-  assign \$12  = ~ do_read;
-  assign \$13  = do_write & \$12 ;
-  assign \$14  = level + 1'h1;
-  assign \$15  = level != 2'h3;
-  assign \$16  = ~ do_write;
-  assign \$17  = do_read & \$16 ;
-  assign \$18  = level - 1'h1;
-  assign \$19  = level != 1'h1;
+  assign \$1  = ~ do_read;
+  assign \$2  = do_write & \$1 ;
+  assign \$3  = level != 2'h3;
+  assign \$4  = ~ do_write;
+  assign \$5  = do_read & \$4 ;
+  assign \$6  = ! level;
+  assign \$7  = level == 1'h1;
+  assign \$8  = \$7  & do_read;
+  assign \$9  = \$6  | \$8 ;
+  assign \$10  = do_write & \$9 ;
+  assign \$11  = produce == 2'h3;
+  assign \$12  = produce + 1'h1;
+  assign \$13  = \$11  ? 3'h0 : \$12 ;
+  assign \$14  = r_port__addr == 2'h3;
+  assign \$15  = r_port__addr + 1'h1;
+  assign \$16  = \$14  ? 3'h0 : \$15 ;
+  assign \$17  = ~ do_read;
+  assign \$18  = do_write & \$17 ;
+  assign \$19  = level + 1'h1;
+  assign \$20  = ~ do_write;
+  assign \$21  = do_read & \$20 ;
+  assign \$22  = level - 1'h1;
+  assign \$23  = level != 1'h1;
   always @(posedge clk)
-    w_port__data <= \$20 ;
+    w_port__data <= \$24 ;
   always @(posedge clk)
-    w_port__addr <= \$21 ;
+    w_port__addr <= \$25 ;
   always @(posedge clk)
-    w_port__en <= \$22 ;
+    w_port__en <= \$26 ;
   always @(posedge clk)
-    bypass <= \$23 ;
+    bypass <= \$27 ;
   always @(posedge clk)
-    produce <= \$24 ;
+    produce <= \$28 ;
   always @(posedge clk)
-    r_port__addr <= \$25 ;
+    r_port__addr <= \$29 ;
   always @(posedge clk)
-    level <= \$26 ;
+    level <= \$30 ;
   always @(posedge clk)
-    r_rdy <= \$27 ;
+    r_rdy <= \$31 ;
   always @(posedge clk)
-    w_rdy <= \$28 ;
+    w_rdy <= \$32 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$20  = w_data;
-    if (rst) begin
-      \$20  = 53'h00000000000000;
+    w_rdy_next = w_rdy;
+    if (\$2 ) begin
+      w_rdy_next = \$3 ;
+    end
+    if (\$5 ) begin
+      w_rdy_next = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$21  = produce;
+    \$24  = w_data;
     if (rst) begin
-      \$21  = 2'h0;
+      \$24  = 53'h00000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$22  = do_write;
-    if (rst) begin
-      \$22  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$23  = \$5 ;
-    if (rst) begin
-      \$23  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$24  = produce;
-    if (do_write) begin
-      \$24  = \$8 [1:0];
-    end
-    if (rst) begin
-      \$24  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$25  = r_port__addr;
-    if (do_read) begin
-      \$25  = \$11 [1:0];
-    end
+    \$25  = produce;
     if (rst) begin
       \$25  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$26  = level;
-    if (\$13 ) begin
-      \$26  = \$14 [2:0];
-    end
-    if (\$17 ) begin
-      \$26  = \$18 [2:0];
-    end
+    \$26  = do_write;
     if (rst) begin
-      \$26  = 3'h0;
+      \$26  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$27  = r_rdy;
-    if (\$13 ) begin
-      \$27  = 1'h1;
-    end
-    if (\$17 ) begin
-      \$27  = \$19 ;
-    end
+    \$27  = \$10 ;
     if (rst) begin
       \$27  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$28  = w_rdy;
-    if (\$13 ) begin
-      \$28  = \$15 ;
-    end
-    if (\$17 ) begin
-      \$28  = 1'h1;
+    \$28  = produce;
+    if (do_write) begin
+      \$28  = \$13 [1:0];
     end
     if (rst) begin
-      \$28  = 1'h1;
+      \$28  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    \$29  = r_port__addr;
+    if (do_read) begin
+      \$29  = \$16 [1:0];
+    end
+    if (rst) begin
+      \$29  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    \$30  = level;
+    if (\$18 ) begin
+      \$30  = \$19 [2:0];
+    end
+    if (\$21 ) begin
+      \$30  = \$22 [2:0];
+    end
+    if (rst) begin
+      \$30  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    \$31  = r_rdy;
+    if (\$18 ) begin
+      \$31  = 1'h1;
+    end
+    if (\$21 ) begin
+      \$31  = \$23 ;
+    end
+    if (rst) begin
+      \$31  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    \$32  = w_rdy_next;
+    if (rst) begin
+      \$32  = 1'h1;
     end
   end
   assign consume = r_port__addr;
@@ -16004,7 +16095,7 @@ module \ace_dma_small.writer.wd_q.fifo (rst, w_en, r_data, w_data, level, r_rdy,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.writer.wd_q.head (rst, o__ready, i__payload, \port$1591$0 , \port$1592$0 , i__valid, in_ready, out_valid, clk);
+module \ace_dma_small.writer.wd_q.head (rst, o__ready, i__payload, \port$1631$0 , \port$1632$0 , i__valid, in_ready, out_valid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$28  = 0;
   wire \$1 ;
   wire [26:0] \$10 ;
@@ -16069,10 +16160,10 @@ module \ace_dma_small.writer.wd_q.head (rst, o__ready, i__payload, \port$1591$0 
   output out_valid;
   reg out_valid = 1'h0;
   wire pop;
-  output [26:0] \port$1591$0 ;
-  wire [26:0] \port$1591$0 ;
-  output [25:0] \port$1592$0 ;
-  wire [25:0] \port$1592$0 ;
+  output [26:0] \port$1631$0 ;
+  wire [26:0] \port$1631$0 ;
+  output [25:0] \port$1632$0 ;
+  wire [25:0] \port$1632$0 ;
   wire push;
   reg r_at = 1'h0;
   wire r_at_next;
@@ -16236,8 +16327,8 @@ module \ace_dma_small.writer.wd_q.head (rst, o__ready, i__payload, \port$1591$0 
   assign i__ready = in_ready;
   assign o__valid = out_valid;
   assign o__payload = { \$11 , \$10  };
-  assign \port$1591$0  = \$10 ;
-  assign \port$1592$0  = \$11 ;
+  assign \port$1631$0  = \$10 ;
+  assign \port$1632$0  = \$11 ;
   assign \$21  = w_at_next;
   assign \$24  = w_at_next;
 endmodule

@@ -147,7 +147,7 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   wire busy__0;
   wire \busy__0$146 ;
   wire busy__1;
-  wire \busy__1$168 ;
+  wire \busy__1$169 ;
   wire [47:0] busy_cycles;
   wire [47:0] \busy_cycles$100 ;
   wire [47:0] \busy_cycles$132 ;
@@ -242,22 +242,22 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   wire \cmd__0__payload.link ;
   wire [7:0] \cmd__0__payload.tag ;
   wire cmd__0__ready;
-  wire \cmd__0__ready$219 ;
+  wire \cmd__0__ready$221 ;
   wire cmd__0__valid;
   wire \cmd__0__valid$145 ;
   reg [19:0] cmd__1__payload = 20'h00000;
   (* init = 20'h00000 *)
-  wire [19:0] \cmd__1__payload$166 ;
-  wire [10:0] \cmd__1__payload$166.length ;
-  wire \cmd__1__payload$166.link ;
-  wire [7:0] \cmd__1__payload$166.tag ;
+  wire [19:0] \cmd__1__payload$167 ;
+  wire [10:0] \cmd__1__payload$167.length ;
+  wire \cmd__1__payload$167.link ;
+  wire [7:0] \cmd__1__payload$167.tag ;
   wire [10:0] \cmd__1__payload.length ;
   wire \cmd__1__payload.link ;
   wire [7:0] \cmd__1__payload.tag ;
   wire cmd__1__ready;
-  wire \cmd__1__ready$221 ;
+  wire \cmd__1__ready$223 ;
   wire cmd__1__valid;
-  wire \cmd__1__valid$167 ;
+  wire \cmd__1__valid$168 ;
   output cmd_error;
   reg cmd_error = 1'h0;
   output [47:0] cmd_errors;
@@ -282,22 +282,22 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   wire [5:0] \credits__1$128 ;
   wire [5:0] \credits__1$129 ;
   wire [5:0] \credits__1$93 ;
+  wire data0_ready_copy;
+  wire \data0_ready_copy$159 ;
+  wire data1_ready_copy;
+  wire \data1_ready_copy$182 ;
   wire [127:0] data__0__payload;
   wire [127:0] \data__0__payload$154 ;
   wire [127:0] \data__0__payload$154.data ;
   wire [127:0] \data__0__payload.data ;
-  wire data__0__ready;
-  wire \data__0__ready$158 ;
   wire data__0__valid;
   wire \data__0__valid$155 ;
   wire [127:0] data__1__payload;
-  wire [127:0] \data__1__payload$176 ;
-  wire [127:0] \data__1__payload$176.data ;
+  wire [127:0] \data__1__payload$177 ;
+  wire [127:0] \data__1__payload$177.data ;
   wire [127:0] \data__1__payload.data ;
-  wire data__1__ready;
-  wire \data__1__ready$180 ;
   wire data__1__valid;
-  wire \data__1__valid$177 ;
+  wire \data__1__valid$178 ;
   wire error;
   wire \error$120 ;
   (* enum_base_type = "NicError" *)
@@ -345,53 +345,53 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   wire [47:0] \header_bytes$135 ;
   wire [47:0] \header_bytes$99 ;
   wire [127:0] i__payload;
-  wire [127:0] \i__payload$169 ;
-  wire [127:0] \i__payload$169.data ;
-  wire [178:0] \i__payload$182 ;
-  wire [127:0] \i__payload$182.data ;
-  wire \i__payload$182.first ;
-  wire [15:0] \i__payload$182.keep ;
-  wire \i__payload$182.last ;
-  wire [16:0] \i__payload$182.length ;
-  wire [7:0] \i__payload$182.src ;
-  wire [7:0] \i__payload$182.tag ;
-  wire [178:0] \i__payload$189 ;
-  wire [127:0] \i__payload$189.data ;
-  wire \i__payload$189.first ;
-  wire [15:0] \i__payload$189.keep ;
-  wire \i__payload$189.last ;
-  wire [16:0] \i__payload$189.length ;
-  wire [7:0] \i__payload$189.src ;
-  wire [7:0] \i__payload$189.tag ;
-  wire [178:0] \i__payload$200 ;
-  wire [127:0] \i__payload$200.data ;
-  wire \i__payload$200.first ;
-  wire [15:0] \i__payload$200.keep ;
-  wire \i__payload$200.last ;
-  wire [16:0] \i__payload$200.length ;
-  wire [7:0] \i__payload$200.src ;
-  wire [7:0] \i__payload$200.tag ;
-  wire [178:0] \i__payload$207 ;
-  wire [127:0] \i__payload$207.data ;
-  wire \i__payload$207.first ;
-  wire [15:0] \i__payload$207.keep ;
-  wire \i__payload$207.last ;
-  wire [16:0] \i__payload$207.length ;
-  wire [7:0] \i__payload$207.src ;
-  wire [7:0] \i__payload$207.tag ;
+  wire [127:0] \i__payload$170 ;
+  wire [127:0] \i__payload$170.data ;
+  wire [178:0] \i__payload$184 ;
+  wire [127:0] \i__payload$184.data ;
+  wire \i__payload$184.first ;
+  wire [15:0] \i__payload$184.keep ;
+  wire \i__payload$184.last ;
+  wire [16:0] \i__payload$184.length ;
+  wire [7:0] \i__payload$184.src ;
+  wire [7:0] \i__payload$184.tag ;
+  wire [178:0] \i__payload$191 ;
+  wire [127:0] \i__payload$191.data ;
+  wire \i__payload$191.first ;
+  wire [15:0] \i__payload$191.keep ;
+  wire \i__payload$191.last ;
+  wire [16:0] \i__payload$191.length ;
+  wire [7:0] \i__payload$191.src ;
+  wire [7:0] \i__payload$191.tag ;
+  wire [178:0] \i__payload$202 ;
+  wire [127:0] \i__payload$202.data ;
+  wire \i__payload$202.first ;
+  wire [15:0] \i__payload$202.keep ;
+  wire \i__payload$202.last ;
+  wire [16:0] \i__payload$202.length ;
+  wire [7:0] \i__payload$202.src ;
+  wire [7:0] \i__payload$202.tag ;
+  wire [178:0] \i__payload$209 ;
+  wire [127:0] \i__payload$209.data ;
+  wire \i__payload$209.first ;
+  wire [15:0] \i__payload$209.keep ;
+  wire \i__payload$209.last ;
+  wire [16:0] \i__payload$209.length ;
+  wire [7:0] \i__payload$209.src ;
+  wire [7:0] \i__payload$209.tag ;
   wire [127:0] \i__payload.data ;
   wire i__ready;
-  wire \i__ready$170 ;
-  wire \i__ready$185 ;
-  wire \i__ready$192 ;
-  wire \i__ready$203 ;
-  wire \i__ready$210 ;
+  wire \i__ready$171 ;
+  wire \i__ready$187 ;
+  wire \i__ready$194 ;
+  wire \i__ready$205 ;
+  wire \i__ready$212 ;
   wire i__valid;
-  wire \i__valid$171 ;
-  wire \i__valid$186 ;
-  wire \i__valid$193 ;
-  wire \i__valid$204 ;
-  wire \i__valid$211 ;
+  wire \i__valid$172 ;
+  wire \i__valid$188 ;
+  wire \i__valid$195 ;
+  wire \i__valid$206 ;
+  wire \i__valid$213 ;
   output [47:0] link0_rx_busy_cycles;
   wire [47:0] link0_rx_busy_cycles;
   output link0_rx_error;
@@ -481,62 +481,60 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   wire [7:0] \node_id$112 ;
   wire [7:0] \node_id$76 ;
   wire [127:0] o__payload;
-  wire [127:0] \o__payload$173 ;
-  wire [127:0] \o__payload$173.data ;
-  wire [178:0] \o__payload$198 ;
-  wire [127:0] \o__payload$198.data ;
-  wire \o__payload$198.first ;
-  wire [15:0] \o__payload$198.keep ;
-  wire \o__payload$198.last ;
-  wire [16:0] \o__payload$198.length ;
-  wire [7:0] \o__payload$198.src ;
-  wire [7:0] \o__payload$198.tag ;
-  wire [178:0] \o__payload$199 ;
-  wire [127:0] \o__payload$199.data ;
-  wire \o__payload$199.first ;
-  wire [15:0] \o__payload$199.keep ;
-  wire \o__payload$199.last ;
-  wire [16:0] \o__payload$199.length ;
-  wire [7:0] \o__payload$199.src ;
-  wire [7:0] \o__payload$199.tag ;
-  wire [178:0] \o__payload$216 ;
-  wire [127:0] \o__payload$216.data ;
-  wire \o__payload$216.first ;
-  wire [15:0] \o__payload$216.keep ;
-  wire \o__payload$216.last ;
-  wire [16:0] \o__payload$216.length ;
-  wire [7:0] \o__payload$216.src ;
-  wire [7:0] \o__payload$216.tag ;
-  wire [178:0] \o__payload$217 ;
-  wire [127:0] \o__payload$217.data ;
-  wire \o__payload$217.first ;
-  wire [15:0] \o__payload$217.keep ;
-  wire \o__payload$217.last ;
-  wire [16:0] \o__payload$217.length ;
-  wire [7:0] \o__payload$217.src ;
-  wire [7:0] \o__payload$217.tag ;
+  wire [127:0] \o__payload$174 ;
+  wire [127:0] \o__payload$174.data ;
+  wire [178:0] \o__payload$200 ;
+  wire [127:0] \o__payload$200.data ;
+  wire \o__payload$200.first ;
+  wire [15:0] \o__payload$200.keep ;
+  wire \o__payload$200.last ;
+  wire [16:0] \o__payload$200.length ;
+  wire [7:0] \o__payload$200.src ;
+  wire [7:0] \o__payload$200.tag ;
+  wire [178:0] \o__payload$201 ;
+  wire [127:0] \o__payload$201.data ;
+  wire \o__payload$201.first ;
+  wire [15:0] \o__payload$201.keep ;
+  wire \o__payload$201.last ;
+  wire [16:0] \o__payload$201.length ;
+  wire [7:0] \o__payload$201.src ;
+  wire [7:0] \o__payload$201.tag ;
+  wire [178:0] \o__payload$218 ;
+  wire [127:0] \o__payload$218.data ;
+  wire \o__payload$218.first ;
+  wire [15:0] \o__payload$218.keep ;
+  wire \o__payload$218.last ;
+  wire [16:0] \o__payload$218.length ;
+  wire [7:0] \o__payload$218.src ;
+  wire [7:0] \o__payload$218.tag ;
+  wire [178:0] \o__payload$219 ;
+  wire [127:0] \o__payload$219.data ;
+  wire \o__payload$219.first ;
+  wire [15:0] \o__payload$219.keep ;
+  wire \o__payload$219.last ;
+  wire [16:0] \o__payload$219.length ;
+  wire [7:0] \o__payload$219.src ;
+  wire [7:0] \o__payload$219.tag ;
   wire [127:0] \o__payload.data ;
   wire o__ready;
-  wire \o__ready$178 ;
-  wire \o__ready$188 ;
-  wire \o__ready$195 ;
-  wire \o__ready$206 ;
-  wire \o__ready$213 ;
+  wire \o__ready$180 ;
+  wire \o__ready$190 ;
+  wire \o__ready$197 ;
+  wire \o__ready$208 ;
+  wire \o__ready$215 ;
   wire o__valid;
-  wire \o__valid$175 ;
-  wire \o__valid$196 ;
-  wire \o__valid$197 ;
-  wire \o__valid$214 ;
-  wire \o__valid$215 ;
+  wire \o__valid$199 ;
+  wire \o__valid$216 ;
+  wire \o__valid$217 ;
   wire [178:0] out__0__payload;
-  wire [178:0] \out__0__payload$190 ;
-  wire [127:0] \out__0__payload$190.data ;
-  wire \out__0__payload$190.first ;
-  wire [15:0] \out__0__payload$190.keep ;
-  wire \out__0__payload$190.last ;
-  wire [16:0] \out__0__payload$190.length ;
-  wire [7:0] \out__0__payload$190.src ;
-  wire [7:0] \out__0__payload$190.tag ;
+  wire [178:0] \out__0__payload$192 ;
+  wire [127:0] \out__0__payload$192.data ;
+  wire \out__0__payload$192.first ;
+  wire [15:0] \out__0__payload$192.keep ;
+  wire \out__0__payload$192.last ;
+  wire [16:0] \out__0__payload$192.length ;
+  wire [7:0] \out__0__payload$192.src ;
+  wire [7:0] \out__0__payload$192.tag ;
   wire [127:0] \out__0__payload.data ;
   wire \out__0__payload.first ;
   wire [15:0] \out__0__payload.keep ;
@@ -545,18 +543,18 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   wire [7:0] \out__0__payload.src ;
   wire [7:0] \out__0__payload.tag ;
   wire out__0__ready;
-  wire \out__0__ready$191 ;
+  wire \out__0__ready$193 ;
   wire out__0__valid;
-  wire \out__0__valid$194 ;
+  wire \out__0__valid$196 ;
   wire [178:0] out__1__payload;
-  wire [178:0] \out__1__payload$208 ;
-  wire [127:0] \out__1__payload$208.data ;
-  wire \out__1__payload$208.first ;
-  wire [15:0] \out__1__payload$208.keep ;
-  wire \out__1__payload$208.last ;
-  wire [16:0] \out__1__payload$208.length ;
-  wire [7:0] \out__1__payload$208.src ;
-  wire [7:0] \out__1__payload$208.tag ;
+  wire [178:0] \out__1__payload$210 ;
+  wire [127:0] \out__1__payload$210.data ;
+  wire \out__1__payload$210.first ;
+  wire [15:0] \out__1__payload$210.keep ;
+  wire \out__1__payload$210.last ;
+  wire [16:0] \out__1__payload$210.length ;
+  wire [7:0] \out__1__payload$210.src ;
+  wire [7:0] \out__1__payload$210.tag ;
   wire [127:0] \out__1__payload.data ;
   wire \out__1__payload.first ;
   wire [15:0] \out__1__payload.keep ;
@@ -565,9 +563,13 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   wire [7:0] \out__1__payload.src ;
   wire [7:0] \out__1__payload.tag ;
   wire out__1__ready;
-  wire \out__1__ready$209 ;
+  wire \out__1__ready$211 ;
   wire out__1__valid;
-  wire \out__1__valid$212 ;
+  wire \out__1__valid$214 ;
+  wire out_valid_0;
+  wire \out_valid_0$176 ;
+  wire out_valid_1;
+  wire \out_valid_1$179 ;
   wire [47:0] payload_bytes;
   wire [47:0] \payload_bytes$130 ;
   wire [47:0] \payload_bytes$134 ;
@@ -628,7 +630,7 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   assign \$10  = \$8  & \$9 ;
   assign \$12  = ~ \$11 ;
   assign \cmd__0__valid$145  = \$10  & \$12 ;
-  assign o__ready = | { \data__0__ready$158 , data__0__ready };
+  assign o__ready = | { \data0_ready_copy$159 , data0_ready_copy };
   assign ch0_bad_cmd = ch0_head_valid & ch0_head_bad;
   assign ch1_send__ready = ~ ch1_head_valid;
   assign \$13  = ~ ch1_head_bad;
@@ -641,17 +643,17 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   assign \$20  = ch1_head_valid & \$19 ;
   assign \$22  = \$20  & \$21 ;
   assign \$24  = ~ \$23 ;
-  assign \cmd__1__valid$167  = \$22  & \$24 ;
-  assign \o__ready$178  = | { \data__1__ready$180 , data__1__ready };
+  assign \cmd__1__valid$168  = \$22  & \$24 ;
+  assign \o__ready$180  = | { \data1_ready_copy$182 , data1_ready_copy };
   assign ch1_bad_cmd = ch1_head_valid & ch1_head_bad;
   assign \$25  = ! ch0_recv_link;
-  assign \o__ready$188  = ch0_recv__ready & \$25 ;
-  assign \o__ready$195  = ch0_recv__ready & \$26 ;
+  assign \o__ready$190  = ch0_recv__ready & \$25 ;
+  assign \o__ready$197  = ch0_recv__ready & \$26 ;
   assign \$27  = ! ch1_recv_link;
-  assign \o__ready$206  = ch1_recv__ready & \$27 ;
-  assign \o__ready$213  = ch1_recv__ready & \$28 ;
+  assign \o__ready$208  = ch1_recv__ready & \$27 ;
+  assign \o__ready$215  = ch1_recv__ready & \$28 ;
   assign \$29  = ~ ch0_head_valid;
-  assign \$30  = | { \cmd__0__ready$219 , cmd__0__ready };
+  assign \$30  = | { \cmd__0__ready$221 , cmd__0__ready };
   assign \$31  = ch0_head_bad | \$30 ;
   assign \$32  = ! ch0_send__payload[19:9];
   assign \$33  = ch0_send__payload[19:9] > 10'h200;
@@ -659,7 +661,7 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   assign \$35  = ch0_send__payload[0] >= 2'h2;
   assign \$36  = \$34  | \$35 ;
   assign \$37  = ~ ch1_head_valid;
-  assign \$38  = | { \cmd__1__ready$221 , cmd__1__ready };
+  assign \$38  = | { \cmd__1__ready$223 , cmd__1__ready };
   assign \$39  = ch1_head_bad | \$38 ;
   assign \$40  = ! ch1_send__payload[19:9];
   assign \$41  = ch1_send__payload[19:9] > 10'h200;
@@ -689,44 +691,44 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     cmd_error <= \$57 ;
   \ace_nic_small.ch0_link0_recv_skid  ch0_link0_recv_skid (
     .clk(clk),
-    .i__payload(\i__payload$182 ),
-    .i__valid(\i__valid$186 ),
+    .i__payload(\i__payload$184 ),
+    .i__valid(\i__valid$188 ),
     .in_ready(out__0__ready),
-    .o__ready(\o__ready$188 ),
-    .out_valid(\o__valid$196 ),
-    .\port$3359$0 (\$90 ),
-    .\port$3360$0 (\$91 ),
-    .\port$3361$0 (\$92 ),
-    .\port$3362$0 (\$93 ),
-    .\port$3363$0 (\$94 ),
-    .\port$3364$0 (\$95 ),
-    .\port$3365$0 (\$96 ),
-    .\port$3366$0 (\$97 ),
-    .\port$3367$0 (\$98 ),
-    .\port$3368$0 (\$99 ),
-    .\port$3369$0 (\$100 ),
-    .\port$3370$0 (\$101 ),
+    .o__ready(\o__ready$190 ),
+    .out_valid(o__valid),
+    .\port$3367$0 (\$90 ),
+    .\port$3368$0 (\$91 ),
+    .\port$3369$0 (\$92 ),
+    .\port$3370$0 (\$93 ),
+    .\port$3371$0 (\$94 ),
+    .\port$3372$0 (\$95 ),
+    .\port$3373$0 (\$96 ),
+    .\port$3374$0 (\$97 ),
+    .\port$3375$0 (\$98 ),
+    .\port$3376$0 (\$99 ),
+    .\port$3377$0 (\$100 ),
+    .\port$3378$0 (\$101 ),
     .rst(rst)
   );
   \ace_nic_small.ch0_link1_recv_skid  ch0_link1_recv_skid (
     .clk(clk),
-    .i__payload(\i__payload$189 ),
-    .i__valid(\i__valid$193 ),
-    .in_ready(\out__0__ready$191 ),
-    .o__ready(\o__ready$195 ),
-    .out_valid(\o__valid$197 ),
-    .\port$3659$0 (\$114 ),
-    .\port$3660$0 (\$115 ),
-    .\port$3661$0 (\$116 ),
-    .\port$3662$0 (\$117 ),
-    .\port$3663$0 (\$118 ),
-    .\port$3664$0 (\$119 ),
-    .\port$3665$0 (\$120 ),
-    .\port$3666$0 (\$121 ),
-    .\port$3667$0 (\$122 ),
-    .\port$3668$0 (\$123 ),
-    .\port$3669$0 (\$124 ),
-    .\port$3670$0 (\$125 ),
+    .i__payload(\i__payload$191 ),
+    .i__valid(\i__valid$195 ),
+    .in_ready(\out__0__ready$193 ),
+    .o__ready(\o__ready$197 ),
+    .out_valid(\o__valid$199 ),
+    .\port$3667$0 (\$114 ),
+    .\port$3668$0 (\$115 ),
+    .\port$3669$0 (\$116 ),
+    .\port$3670$0 (\$117 ),
+    .\port$3671$0 (\$118 ),
+    .\port$3672$0 (\$119 ),
+    .\port$3673$0 (\$120 ),
+    .\port$3674$0 (\$121 ),
+    .\port$3675$0 (\$122 ),
+    .\port$3676$0 (\$123 ),
+    .\port$3677$0 (\$124 ),
+    .\port$3678$0 (\$125 ),
     .rst(rst)
   );
   \ace_nic_small.ch0_send_skid  ch0_send_skid (
@@ -735,57 +737,58 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     .i__valid(ch0_send_data__valid),
     .in_ready(ch0_send_data__ready),
     .o__ready(o__ready),
-    .out_valid(data__0__valid),
-    .\port$3147$0 (\$74 ),
-    .\port$3148$0 (\$75 ),
-    .\port$3149$0 (\$76 ),
-    .\port$3150$0 (\$77 ),
-    .\port$3151$0 (\$78 ),
-    .\port$3152$0 (\$79 ),
-    .\port$3153$0 (\$80 ),
-    .\port$3154$0 (\$81 ),
+    .out_valid_0(data__0__valid),
+    .out_valid_1(\data__0__valid$155 ),
+    .\port$3151$0 (\$74 ),
+    .\port$3152$0 (\$75 ),
+    .\port$3153$0 (\$76 ),
+    .\port$3154$0 (\$77 ),
+    .\port$3155$0 (\$78 ),
+    .\port$3156$0 (\$79 ),
+    .\port$3157$0 (\$80 ),
+    .\port$3158$0 (\$81 ),
     .rst(rst)
   );
   \ace_nic_small.ch1_link0_recv_skid  ch1_link0_recv_skid (
     .clk(clk),
-    .i__payload(\i__payload$200 ),
-    .i__valid(\i__valid$204 ),
+    .i__payload(\i__payload$202 ),
+    .i__valid(\i__valid$206 ),
     .in_ready(out__1__ready),
-    .o__ready(\o__ready$206 ),
-    .out_valid(\o__valid$214 ),
-    .\port$3509$0 (\$102 ),
-    .\port$3510$0 (\$103 ),
-    .\port$3511$0 (\$104 ),
-    .\port$3512$0 (\$105 ),
-    .\port$3513$0 (\$106 ),
-    .\port$3514$0 (\$107 ),
-    .\port$3515$0 (\$108 ),
-    .\port$3516$0 (\$109 ),
-    .\port$3517$0 (\$110 ),
-    .\port$3518$0 (\$111 ),
-    .\port$3519$0 (\$112 ),
-    .\port$3520$0 (\$113 ),
+    .o__ready(\o__ready$208 ),
+    .out_valid(\o__valid$216 ),
+    .\port$3517$0 (\$102 ),
+    .\port$3518$0 (\$103 ),
+    .\port$3519$0 (\$104 ),
+    .\port$3520$0 (\$105 ),
+    .\port$3521$0 (\$106 ),
+    .\port$3522$0 (\$107 ),
+    .\port$3523$0 (\$108 ),
+    .\port$3524$0 (\$109 ),
+    .\port$3525$0 (\$110 ),
+    .\port$3526$0 (\$111 ),
+    .\port$3527$0 (\$112 ),
+    .\port$3528$0 (\$113 ),
     .rst(rst)
   );
   \ace_nic_small.ch1_link1_recv_skid  ch1_link1_recv_skid (
     .clk(clk),
-    .i__payload(\i__payload$207 ),
-    .i__valid(\i__valid$211 ),
-    .in_ready(\out__1__ready$209 ),
-    .o__ready(\o__ready$213 ),
-    .out_valid(\o__valid$215 ),
-    .\port$3809$0 (\$126 ),
-    .\port$3810$0 (\$127 ),
-    .\port$3811$0 (\$128 ),
-    .\port$3812$0 (\$129 ),
-    .\port$3813$0 (\$130 ),
-    .\port$3814$0 (\$131 ),
-    .\port$3815$0 (\$132 ),
-    .\port$3816$0 (\$133 ),
-    .\port$3817$0 (\$134 ),
-    .\port$3818$0 (\$135 ),
-    .\port$3819$0 (\$136 ),
-    .\port$3820$0 (\$137 ),
+    .i__payload(\i__payload$209 ),
+    .i__valid(\i__valid$213 ),
+    .in_ready(\out__1__ready$211 ),
+    .o__ready(\o__ready$215 ),
+    .out_valid(\o__valid$217 ),
+    .\port$3817$0 (\$126 ),
+    .\port$3818$0 (\$127 ),
+    .\port$3819$0 (\$128 ),
+    .\port$3820$0 (\$129 ),
+    .\port$3821$0 (\$130 ),
+    .\port$3822$0 (\$131 ),
+    .\port$3823$0 (\$132 ),
+    .\port$3824$0 (\$133 ),
+    .\port$3825$0 (\$134 ),
+    .\port$3826$0 (\$135 ),
+    .\port$3827$0 (\$136 ),
+    .\port$3828$0 (\$137 ),
     .rst(rst)
   );
   \ace_nic_small.ch1_send_skid  ch1_send_skid (
@@ -793,16 +796,17 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     .i__payload(ch1_send_data__payload),
     .i__valid(ch1_send_data__valid),
     .in_ready(ch1_send_data__ready),
-    .o__ready(\o__ready$178 ),
-    .out_valid(data__1__valid),
-    .\port$3253$0 (\$82 ),
-    .\port$3254$0 (\$83 ),
-    .\port$3255$0 (\$84 ),
-    .\port$3256$0 (\$85 ),
-    .\port$3257$0 (\$86 ),
-    .\port$3258$0 (\$87 ),
-    .\port$3259$0 (\$88 ),
-    .\port$3260$0 (\$89 ),
+    .o__ready(\o__ready$180 ),
+    .out_valid_0(data__1__valid),
+    .out_valid_1(\data__1__valid$178 ),
+    .\port$3259$0 (\$82 ),
+    .\port$3260$0 (\$83 ),
+    .\port$3261$0 (\$84 ),
+    .\port$3262$0 (\$85 ),
+    .\port$3263$0 (\$86 ),
+    .\port$3264$0 (\$87 ),
+    .\port$3265$0 (\$88 ),
+    .\port$3266$0 (\$89 ),
     .rst(rst)
   );
   \ace_nic_small.rx0  rx0 (
@@ -823,10 +827,10 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     .link__tdata(rx0__tdata),
     .link__tlast(rx0__tlast),
     .link__tvalid(rx0__tvalid),
-    .out__0__payload(\i__payload$182 ),
-    .out__0__valid(\i__valid$186 ),
-    .out__1__payload(\i__payload$200 ),
-    .out__1__valid(\i__valid$204 ),
+    .out__0__payload(\i__payload$184 ),
+    .out__0__valid(\i__valid$188 ),
+    .out__1__payload(\i__payload$202 ),
+    .out__1__valid(\i__valid$206 ),
     .payload_bytes(link0_rx_payload_bytes),
     .r__ready(out__0__ready),
     .\r__ready$8 (out__1__ready),
@@ -850,18 +854,18 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     .link__tdata(rx1__tdata),
     .link__tlast(rx1__tlast),
     .link__tvalid(rx1__tvalid),
-    .out__0__payload(\i__payload$189 ),
-    .out__0__valid(\i__valid$193 ),
-    .out__1__payload(\i__payload$207 ),
-    .out__1__valid(\i__valid$211 ),
+    .out__0__payload(\i__payload$191 ),
+    .out__0__valid(\i__valid$195 ),
+    .out__1__payload(\i__payload$209 ),
+    .out__1__valid(\i__valid$213 ),
     .payload_bytes(link1_rx_payload_bytes),
-    .r__ready(\out__0__ready$191 ),
-    .\r__ready$8 (\out__1__ready$209 ),
+    .r__ready(\out__0__ready$193 ),
+    .\r__ready$8 (\out__1__ready$211 ),
     .rst(rst)
   );
   \ace_nic_small.tx0  tx0 (
     .busy__0(\busy__0$146 ),
-    .busy__1(\busy__1$168 ),
+    .busy__1(\busy__1$169 ),
     .busy_cycles(link0_tx_busy_cycles),
     .ch0_data_grant(cmd__0__ready),
     .ch1_data_grant(cmd__1__ready),
@@ -875,9 +879,9 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     .credit_in_valid(credit_in_valid),
     .credits__0(credits__0),
     .credits__1(credits__1),
-    .data__0__ready(data__0__ready),
+    .data0_ready_copy(data0_ready_copy),
+    .data1_ready_copy(data1_ready_copy),
     .data__0__valid(data__0__valid),
-    .data__1__ready(data__1__ready),
     .data__1__valid(data__1__valid),
     .freed__0(freed__0),
     .freed__1(freed__1),
@@ -888,30 +892,30 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     .node_id(node_id),
     .o__ready(tx0__tready),
     .payload_bytes(link0_tx_payload_bytes),
-    .\port$3147$0 (\$74 ),
-    .\port$3148$0 (\$75 ),
-    .\port$3149$0 (\$76 ),
-    .\port$3150$0 (\$77 ),
-    .\port$3151$0 (\$78 ),
-    .\port$3152$0 (\$79 ),
-    .\port$3153$0 (\$80 ),
-    .\port$3154$0 (\$81 ),
-    .\port$3253$0 (\$82 ),
-    .\port$3254$0 (\$83 ),
-    .\port$3255$0 (\$84 ),
-    .\port$3256$0 (\$85 ),
-    .\port$3257$0 (\$86 ),
-    .\port$3258$0 (\$87 ),
-    .\port$3259$0 (\$88 ),
-    .\port$3260$0 (\$89 ),
-    .\port$523$0 (\$58 ),
-    .\port$524$0 (\$59 ),
-    .\port$525$0 (\$60 ),
-    .\port$526$0 (\$61 ),
-    .\port$527$0 (\$62 ),
-    .\port$528$0 (\$63 ),
-    .\port$529$0 (\$64 ),
-    .\port$530$0 (\$65 ),
+    .\port$3151$0 (\$74 ),
+    .\port$3152$0 (\$75 ),
+    .\port$3153$0 (\$76 ),
+    .\port$3154$0 (\$77 ),
+    .\port$3155$0 (\$78 ),
+    .\port$3156$0 (\$79 ),
+    .\port$3157$0 (\$80 ),
+    .\port$3158$0 (\$81 ),
+    .\port$3259$0 (\$82 ),
+    .\port$3260$0 (\$83 ),
+    .\port$3261$0 (\$84 ),
+    .\port$3262$0 (\$85 ),
+    .\port$3263$0 (\$86 ),
+    .\port$3264$0 (\$87 ),
+    .\port$3265$0 (\$88 ),
+    .\port$3266$0 (\$89 ),
+    .\port$525$0 (\$58 ),
+    .\port$526$0 (\$59 ),
+    .\port$527$0 (\$60 ),
+    .\port$528$0 (\$61 ),
+    .\port$529$0 (\$62 ),
+    .\port$530$0 (\$63 ),
+    .\port$531$0 (\$64 ),
+    .\port$532$0 (\$65 ),
     .rst(rst),
     .stall_cycles(link0_tx_stall_cycles)
   );
@@ -919,22 +923,22 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     .busy__0(busy__0),
     .busy__1(busy__1),
     .busy_cycles(link1_tx_busy_cycles),
-    .ch0_data_grant(\cmd__0__ready$219 ),
-    .ch1_data_grant(\cmd__1__ready$221 ),
+    .ch0_data_grant(\cmd__0__ready$221 ),
+    .ch1_data_grant(\cmd__1__ready$223 ),
     .clk(clk),
     .cmd__0__payload(cmd__0__payload),
     .cmd__0__valid(\cmd__0__valid$145 ),
     .cmd__1__payload(cmd__1__payload),
-    .cmd__1__valid(\cmd__1__valid$167 ),
+    .cmd__1__valid(\cmd__1__valid$168 ),
     .credit_in_channel(\credit_in_channel$115 ),
     .credit_in_count(\credit_in_count$117 ),
     .credit_in_valid(\credit_in_valid$113 ),
     .credits__0(\credits__0$124 ),
     .credits__1(\credits__1$128 ),
-    .data__0__ready(\data__0__ready$158 ),
-    .data__0__valid(data__0__valid),
-    .data__1__ready(\data__1__ready$180 ),
-    .data__1__valid(data__1__valid),
+    .data0_ready_copy(\data0_ready_copy$159 ),
+    .data1_ready_copy(\data1_ready_copy$182 ),
+    .data__0__valid(\data__0__valid$155 ),
+    .data__1__valid(\data__1__valid$178 ),
     .freed__0(\freed__0$122 ),
     .freed__1(\freed__1$126 ),
     .header_bytes(link1_tx_header_bytes),
@@ -944,30 +948,30 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     .node_id(node_id),
     .o__ready(tx1__tready),
     .payload_bytes(link1_tx_payload_bytes),
-    .\port$2043$0 (\$66 ),
-    .\port$2044$0 (\$67 ),
-    .\port$2045$0 (\$68 ),
-    .\port$2046$0 (\$69 ),
-    .\port$2047$0 (\$70 ),
-    .\port$2048$0 (\$71 ),
-    .\port$2049$0 (\$72 ),
-    .\port$2050$0 (\$73 ),
-    .\port$3147$0 (\$74 ),
-    .\port$3148$0 (\$75 ),
-    .\port$3149$0 (\$76 ),
-    .\port$3150$0 (\$77 ),
-    .\port$3151$0 (\$78 ),
-    .\port$3152$0 (\$79 ),
-    .\port$3153$0 (\$80 ),
-    .\port$3154$0 (\$81 ),
-    .\port$3253$0 (\$82 ),
-    .\port$3254$0 (\$83 ),
-    .\port$3255$0 (\$84 ),
-    .\port$3256$0 (\$85 ),
-    .\port$3257$0 (\$86 ),
-    .\port$3258$0 (\$87 ),
-    .\port$3259$0 (\$88 ),
-    .\port$3260$0 (\$89 ),
+    .\port$2047$0 (\$66 ),
+    .\port$2048$0 (\$67 ),
+    .\port$2049$0 (\$68 ),
+    .\port$2050$0 (\$69 ),
+    .\port$2051$0 (\$70 ),
+    .\port$2052$0 (\$71 ),
+    .\port$2053$0 (\$72 ),
+    .\port$2054$0 (\$73 ),
+    .\port$3151$0 (\$74 ),
+    .\port$3152$0 (\$75 ),
+    .\port$3153$0 (\$76 ),
+    .\port$3154$0 (\$77 ),
+    .\port$3155$0 (\$78 ),
+    .\port$3156$0 (\$79 ),
+    .\port$3157$0 (\$80 ),
+    .\port$3158$0 (\$81 ),
+    .\port$3259$0 (\$82 ),
+    .\port$3260$0 (\$83 ),
+    .\port$3261$0 (\$84 ),
+    .\port$3262$0 (\$85 ),
+    .\port$3263$0 (\$86 ),
+    .\port$3264$0 (\$87 ),
+    .\port$3265$0 (\$88 ),
+    .\port$3266$0 (\$89 ),
     .rst(rst),
     .stall_cycles(link1_tx_stall_cycles)
   );
@@ -976,9 +980,9 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     (* full_case = 32'd1 *)
     casez (ch0_recv_link)
       1'h0:
-          ch0_recv__valid = \o__valid$196 ;
+          ch0_recv__valid = o__valid;
       1'h1:
-          ch0_recv__valid = \o__valid$197 ;
+          ch0_recv__valid = \o__valid$199 ;
     endcase
   end
   always @* begin
@@ -996,9 +1000,9 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     (* full_case = 32'd1 *)
     casez (ch1_recv_link)
       1'h0:
-          ch1_recv__valid = \o__valid$214 ;
+          ch1_recv__valid = \o__valid$216 ;
       1'h1:
-          ch1_recv__valid = \o__valid$215 ;
+          ch1_recv__valid = \o__valid$217 ;
     endcase
   end
   always @* begin
@@ -1162,35 +1166,35 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   assign i__valid = ch0_send_data__valid;
   assign data__0__payload = { \$81 , \$80 , \$79 , \$78 , \$77 , \$76 , \$75 , \$74  };
   assign o__payload = { \$81 , \$80 , \$79 , \$78 , \$77 , \$76 , \$75 , \$74  };
-  assign o__valid = data__0__valid;
+  assign out_valid_0 = data__0__valid;
   assign \data__0__payload$154  = { \$81 , \$80 , \$79 , \$78 , \$77 , \$76 , \$75 , \$74  };
-  assign \data__0__valid$155  = data__0__valid;
+  assign out_valid_1 = \data__0__valid$155 ;
   assign ch1_head = cmd__1__payload;
-  assign \cmd__1__payload$166  = cmd__1__payload;
-  assign \i__payload$169  = ch1_send_data__payload;
-  assign \i__ready$170  = ch1_send_data__ready;
-  assign \i__valid$171  = ch1_send_data__valid;
+  assign \cmd__1__payload$167  = cmd__1__payload;
+  assign \i__payload$170  = ch1_send_data__payload;
+  assign \i__ready$171  = ch1_send_data__ready;
+  assign \i__valid$172  = ch1_send_data__valid;
   assign data__1__payload = { \$89 , \$88 , \$87 , \$86 , \$85 , \$84 , \$83 , \$82  };
-  assign \o__payload$173  = { \$89 , \$88 , \$87 , \$86 , \$85 , \$84 , \$83 , \$82  };
-  assign \o__valid$175  = data__1__valid;
-  assign \data__1__payload$176  = { \$89 , \$88 , \$87 , \$86 , \$85 , \$84 , \$83 , \$82  };
-  assign \data__1__valid$177  = data__1__valid;
-  assign out__0__payload = \i__payload$182 ;
-  assign \i__ready$185  = out__0__ready;
-  assign out__0__valid = \i__valid$186 ;
-  assign \out__0__payload$190  = \i__payload$189 ;
-  assign \i__ready$192  = \out__0__ready$191 ;
-  assign \out__0__valid$194  = \i__valid$193 ;
-  assign \o__payload$198  = { \$101 , \$100 , \$99 , \$98 , \$97 , \$96 , \$95 , \$94 , \$93 , \$92 , \$91 , \$90  };
-  assign \o__payload$199  = { \$125 , \$124 , \$123 , \$122 , \$121 , \$120 , \$119 , \$118 , \$117 , \$116 , \$115 , \$114  };
-  assign out__1__payload = \i__payload$200 ;
-  assign \i__ready$203  = out__1__ready;
-  assign out__1__valid = \i__valid$204 ;
-  assign \out__1__payload$208  = \i__payload$207 ;
-  assign \i__ready$210  = \out__1__ready$209 ;
-  assign \out__1__valid$212  = \i__valid$211 ;
-  assign \o__payload$216  = { \$113 , \$112 , \$111 , \$110 , \$109 , \$108 , \$107 , \$106 , \$105 , \$104 , \$103 , \$102  };
-  assign \o__payload$217  = { \$137 , \$136 , \$135 , \$134 , \$133 , \$132 , \$131 , \$130 , \$129 , \$128 , \$127 , \$126  };
+  assign \o__payload$174  = { \$89 , \$88 , \$87 , \$86 , \$85 , \$84 , \$83 , \$82  };
+  assign \out_valid_0$176  = data__1__valid;
+  assign \data__1__payload$177  = { \$89 , \$88 , \$87 , \$86 , \$85 , \$84 , \$83 , \$82  };
+  assign \out_valid_1$179  = \data__1__valid$178 ;
+  assign out__0__payload = \i__payload$184 ;
+  assign \i__ready$187  = out__0__ready;
+  assign out__0__valid = \i__valid$188 ;
+  assign \out__0__payload$192  = \i__payload$191 ;
+  assign \i__ready$194  = \out__0__ready$193 ;
+  assign \out__0__valid$196  = \i__valid$195 ;
+  assign \o__payload$200  = { \$101 , \$100 , \$99 , \$98 , \$97 , \$96 , \$95 , \$94 , \$93 , \$92 , \$91 , \$90  };
+  assign \o__payload$201  = { \$125 , \$124 , \$123 , \$122 , \$121 , \$120 , \$119 , \$118 , \$117 , \$116 , \$115 , \$114  };
+  assign out__1__payload = \i__payload$202 ;
+  assign \i__ready$205  = out__1__ready;
+  assign out__1__valid = \i__valid$206 ;
+  assign \out__1__payload$210  = \i__payload$209 ;
+  assign \i__ready$212  = \out__1__ready$211 ;
+  assign \out__1__valid$214  = \i__valid$213 ;
+  assign \o__payload$218  = { \$113 , \$112 , \$111 , \$110 , \$109 , \$108 , \$107 , \$106 , \$105 , \$104 , \$103 , \$102  };
+  assign \o__payload$219  = { \$137 , \$136 , \$135 , \$134 , \$133 , \$132 , \$131 , \$130 , \$129 , \$128 , \$127 , \$126  };
   assign tx0__tdata = { \$65 , \$64 , \$63 , \$62 , \$61 , \$60 , \$59 , \$58  };
   assign rx0__tready = 1'h1;
   assign tx1__tdata = { \$73 , \$72 , \$71 , \$70 , \$69 , \$68 , \$67 , \$66  };
@@ -1236,109 +1240,109 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   assign \ch1_head.link  = cmd__1__payload[0];
   assign \ch1_head.tag  = cmd__1__payload[8:1];
   assign \ch1_head.length  = cmd__1__payload[19:9];
-  assign \cmd__1__payload$166.link  = cmd__1__payload[0];
-  assign \cmd__1__payload$166.tag  = cmd__1__payload[8:1];
-  assign \cmd__1__payload$166.length  = cmd__1__payload[19:9];
-  assign \i__payload$169.data  = ch1_send_data__payload;
+  assign \cmd__1__payload$167.link  = cmd__1__payload[0];
+  assign \cmd__1__payload$167.tag  = cmd__1__payload[8:1];
+  assign \cmd__1__payload$167.length  = cmd__1__payload[19:9];
+  assign \i__payload$170.data  = ch1_send_data__payload;
   assign \data__1__payload.data  = { \$89 , \$88 , \$87 , \$86 , \$85 , \$84 , \$83 , \$82  };
-  assign \o__payload$173.data  = { \$89 , \$88 , \$87 , \$86 , \$85 , \$84 , \$83 , \$82  };
-  assign \data__1__payload$176.data  = { \$89 , \$88 , \$87 , \$86 , \$85 , \$84 , \$83 , \$82  };
-  assign \i__payload$182.data  = \i__payload$182 [127:0];
-  assign \i__payload$182.keep  = \i__payload$182 [143:128];
-  assign \i__payload$182.first  = \i__payload$182 [144];
-  assign \i__payload$182.last  = \i__payload$182 [145];
-  assign \i__payload$182.src  = \i__payload$182 [153:146];
-  assign \i__payload$182.tag  = \i__payload$182 [161:154];
-  assign \i__payload$182.length  = \i__payload$182 [178:162];
-  assign \out__0__payload.data  = \i__payload$182 [127:0];
-  assign \out__0__payload.keep  = \i__payload$182 [143:128];
-  assign \out__0__payload.first  = \i__payload$182 [144];
-  assign \out__0__payload.last  = \i__payload$182 [145];
-  assign \out__0__payload.src  = \i__payload$182 [153:146];
-  assign \out__0__payload.tag  = \i__payload$182 [161:154];
-  assign \out__0__payload.length  = \i__payload$182 [178:162];
-  assign \i__payload$189.data  = \i__payload$189 [127:0];
-  assign \i__payload$189.keep  = \i__payload$189 [143:128];
-  assign \i__payload$189.first  = \i__payload$189 [144];
-  assign \i__payload$189.last  = \i__payload$189 [145];
-  assign \i__payload$189.src  = \i__payload$189 [153:146];
-  assign \i__payload$189.tag  = \i__payload$189 [161:154];
-  assign \i__payload$189.length  = \i__payload$189 [178:162];
-  assign \out__0__payload$190.data  = \i__payload$189 [127:0];
-  assign \out__0__payload$190.keep  = \i__payload$189 [143:128];
-  assign \out__0__payload$190.first  = \i__payload$189 [144];
-  assign \out__0__payload$190.last  = \i__payload$189 [145];
-  assign \out__0__payload$190.src  = \i__payload$189 [153:146];
-  assign \out__0__payload$190.tag  = \i__payload$189 [161:154];
-  assign \out__0__payload$190.length  = \i__payload$189 [178:162];
-  assign \o__payload$198.data  = { \$97 , \$96 , \$95 , \$94 , \$93 , \$92 , \$91 , \$90  };
-  assign \o__payload$198.keep  = \$98 ;
-  assign \o__payload$198.first  = \$99 [0];
-  assign \o__payload$198.last  = \$99 [1];
-  assign \o__payload$198.src  = \$99 [9:2];
-  assign \o__payload$198.tag  = { \$100 [1:0], \$99 [15:10] };
-  assign \o__payload$198.length  = { \$101 , \$100 [15:2] };
-  assign \o__payload$199.data  = { \$121 , \$120 , \$119 , \$118 , \$117 , \$116 , \$115 , \$114  };
-  assign \o__payload$199.keep  = \$122 ;
-  assign \o__payload$199.first  = \$123 [0];
-  assign \o__payload$199.last  = \$123 [1];
-  assign \o__payload$199.src  = \$123 [9:2];
-  assign \o__payload$199.tag  = { \$124 [1:0], \$123 [15:10] };
-  assign \o__payload$199.length  = { \$125 , \$124 [15:2] };
-  assign \i__payload$200.data  = \i__payload$200 [127:0];
-  assign \i__payload$200.keep  = \i__payload$200 [143:128];
-  assign \i__payload$200.first  = \i__payload$200 [144];
-  assign \i__payload$200.last  = \i__payload$200 [145];
-  assign \i__payload$200.src  = \i__payload$200 [153:146];
-  assign \i__payload$200.tag  = \i__payload$200 [161:154];
-  assign \i__payload$200.length  = \i__payload$200 [178:162];
-  assign \out__1__payload.data  = \i__payload$200 [127:0];
-  assign \out__1__payload.keep  = \i__payload$200 [143:128];
-  assign \out__1__payload.first  = \i__payload$200 [144];
-  assign \out__1__payload.last  = \i__payload$200 [145];
-  assign \out__1__payload.src  = \i__payload$200 [153:146];
-  assign \out__1__payload.tag  = \i__payload$200 [161:154];
-  assign \out__1__payload.length  = \i__payload$200 [178:162];
-  assign \i__payload$207.data  = \i__payload$207 [127:0];
-  assign \i__payload$207.keep  = \i__payload$207 [143:128];
-  assign \i__payload$207.first  = \i__payload$207 [144];
-  assign \i__payload$207.last  = \i__payload$207 [145];
-  assign \i__payload$207.src  = \i__payload$207 [153:146];
-  assign \i__payload$207.tag  = \i__payload$207 [161:154];
-  assign \i__payload$207.length  = \i__payload$207 [178:162];
-  assign \out__1__payload$208.data  = \i__payload$207 [127:0];
-  assign \out__1__payload$208.keep  = \i__payload$207 [143:128];
-  assign \out__1__payload$208.first  = \i__payload$207 [144];
-  assign \out__1__payload$208.last  = \i__payload$207 [145];
-  assign \out__1__payload$208.src  = \i__payload$207 [153:146];
-  assign \out__1__payload$208.tag  = \i__payload$207 [161:154];
-  assign \out__1__payload$208.length  = \i__payload$207 [178:162];
-  assign \o__payload$216.data  = { \$109 , \$108 , \$107 , \$106 , \$105 , \$104 , \$103 , \$102  };
-  assign \o__payload$216.keep  = \$110 ;
-  assign \o__payload$216.first  = \$111 [0];
-  assign \o__payload$216.last  = \$111 [1];
-  assign \o__payload$216.src  = \$111 [9:2];
-  assign \o__payload$216.tag  = { \$112 [1:0], \$111 [15:10] };
-  assign \o__payload$216.length  = { \$113 , \$112 [15:2] };
-  assign \o__payload$217.data  = { \$133 , \$132 , \$131 , \$130 , \$129 , \$128 , \$127 , \$126  };
-  assign \o__payload$217.keep  = \$134 ;
-  assign \o__payload$217.first  = \$135 [0];
-  assign \o__payload$217.last  = \$135 [1];
-  assign \o__payload$217.src  = \$135 [9:2];
-  assign \o__payload$217.tag  = { \$136 [1:0], \$135 [15:10] };
-  assign \o__payload$217.length  = { \$137 , \$136 [15:2] };
+  assign \o__payload$174.data  = { \$89 , \$88 , \$87 , \$86 , \$85 , \$84 , \$83 , \$82  };
+  assign \data__1__payload$177.data  = { \$89 , \$88 , \$87 , \$86 , \$85 , \$84 , \$83 , \$82  };
+  assign \i__payload$184.data  = \i__payload$184 [127:0];
+  assign \i__payload$184.keep  = \i__payload$184 [143:128];
+  assign \i__payload$184.first  = \i__payload$184 [144];
+  assign \i__payload$184.last  = \i__payload$184 [145];
+  assign \i__payload$184.src  = \i__payload$184 [153:146];
+  assign \i__payload$184.tag  = \i__payload$184 [161:154];
+  assign \i__payload$184.length  = \i__payload$184 [178:162];
+  assign \out__0__payload.data  = \i__payload$184 [127:0];
+  assign \out__0__payload.keep  = \i__payload$184 [143:128];
+  assign \out__0__payload.first  = \i__payload$184 [144];
+  assign \out__0__payload.last  = \i__payload$184 [145];
+  assign \out__0__payload.src  = \i__payload$184 [153:146];
+  assign \out__0__payload.tag  = \i__payload$184 [161:154];
+  assign \out__0__payload.length  = \i__payload$184 [178:162];
+  assign \i__payload$191.data  = \i__payload$191 [127:0];
+  assign \i__payload$191.keep  = \i__payload$191 [143:128];
+  assign \i__payload$191.first  = \i__payload$191 [144];
+  assign \i__payload$191.last  = \i__payload$191 [145];
+  assign \i__payload$191.src  = \i__payload$191 [153:146];
+  assign \i__payload$191.tag  = \i__payload$191 [161:154];
+  assign \i__payload$191.length  = \i__payload$191 [178:162];
+  assign \out__0__payload$192.data  = \i__payload$191 [127:0];
+  assign \out__0__payload$192.keep  = \i__payload$191 [143:128];
+  assign \out__0__payload$192.first  = \i__payload$191 [144];
+  assign \out__0__payload$192.last  = \i__payload$191 [145];
+  assign \out__0__payload$192.src  = \i__payload$191 [153:146];
+  assign \out__0__payload$192.tag  = \i__payload$191 [161:154];
+  assign \out__0__payload$192.length  = \i__payload$191 [178:162];
+  assign \o__payload$200.data  = { \$97 , \$96 , \$95 , \$94 , \$93 , \$92 , \$91 , \$90  };
+  assign \o__payload$200.keep  = \$98 ;
+  assign \o__payload$200.first  = \$99 [0];
+  assign \o__payload$200.last  = \$99 [1];
+  assign \o__payload$200.src  = \$99 [9:2];
+  assign \o__payload$200.tag  = { \$100 [1:0], \$99 [15:10] };
+  assign \o__payload$200.length  = { \$101 , \$100 [15:2] };
+  assign \o__payload$201.data  = { \$121 , \$120 , \$119 , \$118 , \$117 , \$116 , \$115 , \$114  };
+  assign \o__payload$201.keep  = \$122 ;
+  assign \o__payload$201.first  = \$123 [0];
+  assign \o__payload$201.last  = \$123 [1];
+  assign \o__payload$201.src  = \$123 [9:2];
+  assign \o__payload$201.tag  = { \$124 [1:0], \$123 [15:10] };
+  assign \o__payload$201.length  = { \$125 , \$124 [15:2] };
+  assign \i__payload$202.data  = \i__payload$202 [127:0];
+  assign \i__payload$202.keep  = \i__payload$202 [143:128];
+  assign \i__payload$202.first  = \i__payload$202 [144];
+  assign \i__payload$202.last  = \i__payload$202 [145];
+  assign \i__payload$202.src  = \i__payload$202 [153:146];
+  assign \i__payload$202.tag  = \i__payload$202 [161:154];
+  assign \i__payload$202.length  = \i__payload$202 [178:162];
+  assign \out__1__payload.data  = \i__payload$202 [127:0];
+  assign \out__1__payload.keep  = \i__payload$202 [143:128];
+  assign \out__1__payload.first  = \i__payload$202 [144];
+  assign \out__1__payload.last  = \i__payload$202 [145];
+  assign \out__1__payload.src  = \i__payload$202 [153:146];
+  assign \out__1__payload.tag  = \i__payload$202 [161:154];
+  assign \out__1__payload.length  = \i__payload$202 [178:162];
+  assign \i__payload$209.data  = \i__payload$209 [127:0];
+  assign \i__payload$209.keep  = \i__payload$209 [143:128];
+  assign \i__payload$209.first  = \i__payload$209 [144];
+  assign \i__payload$209.last  = \i__payload$209 [145];
+  assign \i__payload$209.src  = \i__payload$209 [153:146];
+  assign \i__payload$209.tag  = \i__payload$209 [161:154];
+  assign \i__payload$209.length  = \i__payload$209 [178:162];
+  assign \out__1__payload$210.data  = \i__payload$209 [127:0];
+  assign \out__1__payload$210.keep  = \i__payload$209 [143:128];
+  assign \out__1__payload$210.first  = \i__payload$209 [144];
+  assign \out__1__payload$210.last  = \i__payload$209 [145];
+  assign \out__1__payload$210.src  = \i__payload$209 [153:146];
+  assign \out__1__payload$210.tag  = \i__payload$209 [161:154];
+  assign \out__1__payload$210.length  = \i__payload$209 [178:162];
+  assign \o__payload$218.data  = { \$109 , \$108 , \$107 , \$106 , \$105 , \$104 , \$103 , \$102  };
+  assign \o__payload$218.keep  = \$110 ;
+  assign \o__payload$218.first  = \$111 [0];
+  assign \o__payload$218.last  = \$111 [1];
+  assign \o__payload$218.src  = \$111 [9:2];
+  assign \o__payload$218.tag  = { \$112 [1:0], \$111 [15:10] };
+  assign \o__payload$218.length  = { \$113 , \$112 [15:2] };
+  assign \o__payload$219.data  = { \$133 , \$132 , \$131 , \$130 , \$129 , \$128 , \$127 , \$126  };
+  assign \o__payload$219.keep  = \$134 ;
+  assign \o__payload$219.first  = \$135 [0];
+  assign \o__payload$219.last  = \$135 [1];
+  assign \o__payload$219.src  = \$135 [9:2];
+  assign \o__payload$219.tag  = { \$136 [1:0], \$135 [15:10] };
+  assign \o__payload$219.length  = { \$137 , \$136 [15:2] };
   assign \$5  = busy__0;
   assign \$9  = cmd__0__payload[0];
   assign \$11  = \busy__0$146 ;
   assign \$17  = busy__1;
   assign \$21  = cmd__1__payload[0];
-  assign \$23  = \busy__1$168 ;
+  assign \$23  = \busy__1$169 ;
   assign \$26  = ch0_recv_link;
   assign \$28  = ch1_recv_link;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.ch0_link0_recv_skid (rst, o__ready, \port$3359$0 , \port$3360$0 , \port$3361$0 , \port$3362$0 , \port$3363$0 , \port$3364$0 , \port$3365$0 , \port$3366$0 , \port$3367$0 , \port$3368$0 , \port$3369$0 , \port$3370$0 , i__valid, i__payload, in_ready, out_valid, clk);
+module \ace_nic_small.ch0_link0_recv_skid (rst, o__ready, \port$3367$0 , \port$3368$0 , \port$3369$0 , \port$3370$0 , \port$3371$0 , \port$3372$0 , \port$3373$0 , \port$3374$0 , \port$3375$0 , \port$3376$0 , \port$3377$0 , \port$3378$0 , i__valid, i__payload, in_ready, out_valid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$50  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -1537,30 +1541,30 @@ module \ace_nic_small.ch0_link0_recv_skid (rst, o__ready, \port$3359$0 , \port$3
   output out_valid;
   reg out_valid = 1'h0;
   wire pop;
-  output [15:0] \port$3359$0 ;
-  wire [15:0] \port$3359$0 ;
-  output [15:0] \port$3360$0 ;
-  wire [15:0] \port$3360$0 ;
-  output [15:0] \port$3361$0 ;
-  wire [15:0] \port$3361$0 ;
-  output [15:0] \port$3362$0 ;
-  wire [15:0] \port$3362$0 ;
-  output [15:0] \port$3363$0 ;
-  wire [15:0] \port$3363$0 ;
-  output [15:0] \port$3364$0 ;
-  wire [15:0] \port$3364$0 ;
-  output [15:0] \port$3365$0 ;
-  wire [15:0] \port$3365$0 ;
-  output [15:0] \port$3366$0 ;
-  wire [15:0] \port$3366$0 ;
   output [15:0] \port$3367$0 ;
   wire [15:0] \port$3367$0 ;
   output [15:0] \port$3368$0 ;
   wire [15:0] \port$3368$0 ;
   output [15:0] \port$3369$0 ;
   wire [15:0] \port$3369$0 ;
-  output [2:0] \port$3370$0 ;
-  wire [2:0] \port$3370$0 ;
+  output [15:0] \port$3370$0 ;
+  wire [15:0] \port$3370$0 ;
+  output [15:0] \port$3371$0 ;
+  wire [15:0] \port$3371$0 ;
+  output [15:0] \port$3372$0 ;
+  wire [15:0] \port$3372$0 ;
+  output [15:0] \port$3373$0 ;
+  wire [15:0] \port$3373$0 ;
+  output [15:0] \port$3374$0 ;
+  wire [15:0] \port$3374$0 ;
+  output [15:0] \port$3375$0 ;
+  wire [15:0] \port$3375$0 ;
+  output [15:0] \port$3376$0 ;
+  wire [15:0] \port$3376$0 ;
+  output [15:0] \port$3377$0 ;
+  wire [15:0] \port$3377$0 ;
+  output [2:0] \port$3378$0 ;
+  wire [2:0] \port$3378$0 ;
   wire push;
   reg r_at = 1'h0;
   wire r_at_next;
@@ -2124,18 +2128,18 @@ module \ace_nic_small.ch0_link0_recv_skid (rst, o__ready, \port$3359$0 , \port$3
   assign i__ready = in_ready;
   assign o__valid = out_valid;
   assign o__payload = { \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
-  assign \port$3359$0  = \$10 ;
-  assign \port$3360$0  = \$11 ;
-  assign \port$3361$0  = \$12 ;
-  assign \port$3362$0  = \$13 ;
-  assign \port$3363$0  = \$14 ;
-  assign \port$3364$0  = \$15 ;
-  assign \port$3365$0  = \$16 ;
-  assign \port$3366$0  = \$17 ;
-  assign \port$3367$0  = \$18 ;
-  assign \port$3368$0  = \$19 ;
-  assign \port$3369$0  = \$20 ;
-  assign \port$3370$0  = \$21 ;
+  assign \port$3367$0  = \$10 ;
+  assign \port$3368$0  = \$11 ;
+  assign \port$3369$0  = \$12 ;
+  assign \port$3370$0  = \$13 ;
+  assign \port$3371$0  = \$14 ;
+  assign \port$3372$0  = \$15 ;
+  assign \port$3373$0  = \$16 ;
+  assign \port$3374$0  = \$17 ;
+  assign \port$3375$0  = \$18 ;
+  assign \port$3376$0  = \$19 ;
+  assign \port$3377$0  = \$20 ;
+  assign \port$3378$0  = \$21 ;
   assign \o__payload.data  = { \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
   assign \o__payload.keep  = \$18 ;
   assign \o__payload.first  = \$19 [0];
@@ -2165,7 +2169,7 @@ module \ace_nic_small.ch0_link0_recv_skid (rst, o__ready, \port$3359$0 , \port$3
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.ch0_link1_recv_skid (rst, o__ready, \port$3659$0 , \port$3660$0 , \port$3661$0 , \port$3662$0 , \port$3663$0 , \port$3664$0 , \port$3665$0 , \port$3666$0 , \port$3667$0 , \port$3668$0 , \port$3669$0 , \port$3670$0 , i__valid, i__payload, in_ready, out_valid, clk);
+module \ace_nic_small.ch0_link1_recv_skid (rst, o__ready, \port$3667$0 , \port$3668$0 , \port$3669$0 , \port$3670$0 , \port$3671$0 , \port$3672$0 , \port$3673$0 , \port$3674$0 , \port$3675$0 , \port$3676$0 , \port$3677$0 , \port$3678$0 , i__valid, i__payload, in_ready, out_valid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$51  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -2364,30 +2368,30 @@ module \ace_nic_small.ch0_link1_recv_skid (rst, o__ready, \port$3659$0 , \port$3
   output out_valid;
   reg out_valid = 1'h0;
   wire pop;
-  output [15:0] \port$3659$0 ;
-  wire [15:0] \port$3659$0 ;
-  output [15:0] \port$3660$0 ;
-  wire [15:0] \port$3660$0 ;
-  output [15:0] \port$3661$0 ;
-  wire [15:0] \port$3661$0 ;
-  output [15:0] \port$3662$0 ;
-  wire [15:0] \port$3662$0 ;
-  output [15:0] \port$3663$0 ;
-  wire [15:0] \port$3663$0 ;
-  output [15:0] \port$3664$0 ;
-  wire [15:0] \port$3664$0 ;
-  output [15:0] \port$3665$0 ;
-  wire [15:0] \port$3665$0 ;
-  output [15:0] \port$3666$0 ;
-  wire [15:0] \port$3666$0 ;
   output [15:0] \port$3667$0 ;
   wire [15:0] \port$3667$0 ;
   output [15:0] \port$3668$0 ;
   wire [15:0] \port$3668$0 ;
   output [15:0] \port$3669$0 ;
   wire [15:0] \port$3669$0 ;
-  output [2:0] \port$3670$0 ;
-  wire [2:0] \port$3670$0 ;
+  output [15:0] \port$3670$0 ;
+  wire [15:0] \port$3670$0 ;
+  output [15:0] \port$3671$0 ;
+  wire [15:0] \port$3671$0 ;
+  output [15:0] \port$3672$0 ;
+  wire [15:0] \port$3672$0 ;
+  output [15:0] \port$3673$0 ;
+  wire [15:0] \port$3673$0 ;
+  output [15:0] \port$3674$0 ;
+  wire [15:0] \port$3674$0 ;
+  output [15:0] \port$3675$0 ;
+  wire [15:0] \port$3675$0 ;
+  output [15:0] \port$3676$0 ;
+  wire [15:0] \port$3676$0 ;
+  output [15:0] \port$3677$0 ;
+  wire [15:0] \port$3677$0 ;
+  output [2:0] \port$3678$0 ;
+  wire [2:0] \port$3678$0 ;
   wire push;
   reg r_at = 1'h0;
   wire r_at_next;
@@ -2951,18 +2955,18 @@ module \ace_nic_small.ch0_link1_recv_skid (rst, o__ready, \port$3659$0 , \port$3
   assign i__ready = in_ready;
   assign o__valid = out_valid;
   assign o__payload = { \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
-  assign \port$3659$0  = \$10 ;
-  assign \port$3660$0  = \$11 ;
-  assign \port$3661$0  = \$12 ;
-  assign \port$3662$0  = \$13 ;
-  assign \port$3663$0  = \$14 ;
-  assign \port$3664$0  = \$15 ;
-  assign \port$3665$0  = \$16 ;
-  assign \port$3666$0  = \$17 ;
-  assign \port$3667$0  = \$18 ;
-  assign \port$3668$0  = \$19 ;
-  assign \port$3669$0  = \$20 ;
-  assign \port$3670$0  = \$21 ;
+  assign \port$3667$0  = \$10 ;
+  assign \port$3668$0  = \$11 ;
+  assign \port$3669$0  = \$12 ;
+  assign \port$3670$0  = \$13 ;
+  assign \port$3671$0  = \$14 ;
+  assign \port$3672$0  = \$15 ;
+  assign \port$3673$0  = \$16 ;
+  assign \port$3674$0  = \$17 ;
+  assign \port$3675$0  = \$18 ;
+  assign \port$3676$0  = \$19 ;
+  assign \port$3677$0  = \$20 ;
+  assign \port$3678$0  = \$21 ;
   assign \o__payload.data  = { \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
   assign \o__payload.keep  = \$18 ;
   assign \o__payload.first  = \$19 [0];
@@ -2992,10 +2996,12 @@ module \ace_nic_small.ch0_link1_recv_skid (rst, o__ready, \port$3659$0 , \port$3
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.ch0_send_skid (i__valid, clk, rst, o__ready, \port$3147$0 , \port$3148$0 , \port$3149$0 , \port$3150$0 , \port$3151$0 , \port$3152$0 , \port$3153$0 , \port$3154$0 , in_ready, out_valid, i__payload);
+module \ace_nic_small.ch0_send_skid (i__valid, clk, rst, o__ready, \port$3151$0 , \port$3152$0 , \port$3153$0 , \port$3154$0 , \port$3155$0 , \port$3156$0 , \port$3157$0 , \port$3158$0 , in_ready, out_valid_0, out_valid_1, i__payload);
   reg \$auto$verilog_backend.cc:2355:dump_module$52  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
+  reg [127:0] \$100 ;
+  reg [127:0] \$101 ;
   wire [15:0] \$11 ;
   wire [15:0] \$12 ;
   wire [15:0] \$13 ;
@@ -3058,8 +3064,8 @@ module \ace_nic_small.ch0_send_skid (i__valid, clk, rst, o__ready, \port$3147$0 
   wire \$65 ;
   wire \$66 ;
   wire \$67 ;
-  reg \$68 ;
-  reg \$69 ;
+  wire \$68 ;
+  wire \$69 ;
   wire \$7 ;
   reg \$70 ;
   reg \$71 ;
@@ -3089,8 +3095,10 @@ module \ace_nic_small.ch0_send_skid (i__valid, clk, rst, o__ready, \port$3147$0 
   reg \$93 ;
   reg \$94 ;
   reg \$95 ;
-  reg [127:0] \$96 ;
-  reg [127:0] \$97 ;
+  reg \$96 ;
+  reg \$97 ;
+  reg \$98 ;
+  reg \$99 ;
   input clk;
   wire clk;
   wire empty_next;
@@ -3128,17 +3136,16 @@ module \ace_nic_small.ch0_send_skid (i__valid, clk, rst, o__ready, \port$3147$0 
   wire o__ready;
   (* init = 1'h0 *)
   wire o__valid;
-  output out_valid;
   reg out_valid = 1'h0;
+  output out_valid_0;
+  reg out_valid_0 = 1'h0;
+  output out_valid_1;
+  reg out_valid_1 = 1'h0;
+  (* init = 1'h0 *)
+  wire out_valid_r0;
+  (* init = 1'h0 *)
+  wire out_valid_r1;
   wire pop;
-  output [15:0] \port$3147$0 ;
-  wire [15:0] \port$3147$0 ;
-  output [15:0] \port$3148$0 ;
-  wire [15:0] \port$3148$0 ;
-  output [15:0] \port$3149$0 ;
-  wire [15:0] \port$3149$0 ;
-  output [15:0] \port$3150$0 ;
-  wire [15:0] \port$3150$0 ;
   output [15:0] \port$3151$0 ;
   wire [15:0] \port$3151$0 ;
   output [15:0] \port$3152$0 ;
@@ -3147,6 +3154,14 @@ module \ace_nic_small.ch0_send_skid (i__valid, clk, rst, o__ready, \port$3147$0 
   wire [15:0] \port$3153$0 ;
   output [15:0] \port$3154$0 ;
   wire [15:0] \port$3154$0 ;
+  output [15:0] \port$3155$0 ;
+  wire [15:0] \port$3155$0 ;
+  output [15:0] \port$3156$0 ;
+  wire [15:0] \port$3156$0 ;
+  output [15:0] \port$3157$0 ;
+  wire [15:0] \port$3157$0 ;
+  output [15:0] \port$3158$0 ;
+  wire [15:0] \port$3158$0 ;
   wire push;
   reg r_at = 1'h0;
   wire r_at_next;
@@ -3163,6 +3178,8 @@ module \ace_nic_small.ch0_send_skid (i__valid, clk, rst, o__ready, \port$3147$0 
   wire rst;
   reg w_at = 1'h0;
   wire w_at_next;
+  assign push = i__valid & in_ready;
+  assign pop = out_valid & o__ready;
   assign \$1  = ~ o__ready;
   assign \$2  = ~ in_ready;
   assign \$3  = out_valid & in_ready;
@@ -3227,218 +3244,208 @@ module \ace_nic_small.ch0_send_skid (i__valid, clk, rst, o__ready, \port$3147$0 
   assign \$64  = \$62  & \$63 ;
   assign \$65  = ~ full_next;
   assign \$67  = \$65  & \$66 ;
+  assign \$68  = ~ empty_next;
+  assign \$69  = ~ empty_next;
   always @(posedge clk)
-    in_ready <= \$68 ;
+    in_ready <= \$70 ;
   always @(posedge clk)
-    out_valid <= \$69 ;
+    out_valid <= \$71 ;
   always @(posedge clk)
-    w_at <= \$70 ;
+    w_at <= \$72 ;
   always @(posedge clk)
-    r_at <= \$71 ;
+    r_at <= \$73 ;
   always @(posedge clk)
-    load0_r0 <= \$72 ;
+    load0_r0 <= \$74 ;
   always @(posedge clk)
-    load0_r1 <= \$73 ;
+    load0_r1 <= \$75 ;
   always @(posedge clk)
-    load0_r2 <= \$74 ;
+    load0_r2 <= \$76 ;
   always @(posedge clk)
-    load0_r3 <= \$75 ;
+    load0_r3 <= \$77 ;
   always @(posedge clk)
-    load0_r4 <= \$76 ;
+    load0_r4 <= \$78 ;
   always @(posedge clk)
-    load0_r5 <= \$77 ;
+    load0_r5 <= \$79 ;
   always @(posedge clk)
-    load0_r6 <= \$78 ;
+    load0_r6 <= \$80 ;
   always @(posedge clk)
-    load0_r7 <= \$79 ;
+    load0_r7 <= \$81 ;
   always @(posedge clk)
-    load1_r0 <= \$80 ;
+    load1_r0 <= \$82 ;
   always @(posedge clk)
-    load1_r1 <= \$81 ;
+    load1_r1 <= \$83 ;
   always @(posedge clk)
-    load1_r2 <= \$82 ;
+    load1_r2 <= \$84 ;
   always @(posedge clk)
-    load1_r3 <= \$83 ;
+    load1_r3 <= \$85 ;
   always @(posedge clk)
-    load1_r4 <= \$84 ;
+    load1_r4 <= \$86 ;
   always @(posedge clk)
-    load1_r5 <= \$85 ;
+    load1_r5 <= \$87 ;
   always @(posedge clk)
-    load1_r6 <= \$86 ;
+    load1_r6 <= \$88 ;
   always @(posedge clk)
-    load1_r7 <= \$87 ;
+    load1_r7 <= \$89 ;
   always @(posedge clk)
-    r_at_r0 <= \$88 ;
+    r_at_r0 <= \$90 ;
   always @(posedge clk)
-    r_at_r1 <= \$89 ;
+    r_at_r1 <= \$91 ;
   always @(posedge clk)
-    r_at_r2 <= \$90 ;
+    r_at_r2 <= \$92 ;
   always @(posedge clk)
-    r_at_r3 <= \$91 ;
+    r_at_r3 <= \$93 ;
   always @(posedge clk)
-    r_at_r4 <= \$92 ;
+    r_at_r4 <= \$94 ;
   always @(posedge clk)
-    r_at_r5 <= \$93 ;
+    r_at_r5 <= \$95 ;
   always @(posedge clk)
-    r_at_r6 <= \$94 ;
+    r_at_r6 <= \$96 ;
   always @(posedge clk)
-    r_at_r7 <= \$95 ;
+    r_at_r7 <= \$97 ;
   always @(posedge clk)
-    entry0 <= \$96 ;
+    out_valid_0 <= \$98 ;
   always @(posedge clk)
-    entry1 <= \$97 ;
-  assign push = i__valid & in_ready;
-  assign pop = out_valid & o__ready;
+    out_valid_1 <= \$99 ;
+  always @(posedge clk)
+    entry0 <= \$100 ;
+  always @(posedge clk)
+    entry1 <= \$101 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$68  = \$18 ;
+    \$70  = \$18 ;
     if (rst) begin
-      \$68  = 1'h1;
+      \$70  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$69  = \$19 ;
-    if (rst) begin
-      \$69  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$70  = w_at_next;
-    if (rst) begin
-      \$70  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$71  = r_at_next;
+    \$71  = \$19 ;
     if (rst) begin
       \$71  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$72  = \$22 ;
+    \$72  = w_at_next;
     if (rst) begin
-      \$72  = 1'h1;
+      \$72  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$73  = \$25 ;
+    \$73  = r_at_next;
     if (rst) begin
-      \$73  = 1'h1;
+      \$73  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$74  = \$28 ;
+    \$74  = \$22 ;
     if (rst) begin
       \$74  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$75  = \$31 ;
+    \$75  = \$25 ;
     if (rst) begin
       \$75  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$76  = \$34 ;
+    \$76  = \$28 ;
     if (rst) begin
       \$76  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$77  = \$37 ;
+    \$77  = \$31 ;
     if (rst) begin
       \$77  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$78  = \$40 ;
+    \$78  = \$34 ;
     if (rst) begin
       \$78  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$79  = \$43 ;
+    \$79  = \$37 ;
     if (rst) begin
       \$79  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$80  = \$46 ;
+    \$80  = \$40 ;
     if (rst) begin
-      \$80  = 1'h0;
+      \$80  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$81  = \$49 ;
+    \$81  = \$43 ;
     if (rst) begin
-      \$81  = 1'h0;
+      \$81  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$82  = \$52 ;
+    \$82  = \$46 ;
     if (rst) begin
       \$82  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$83  = \$55 ;
+    \$83  = \$49 ;
     if (rst) begin
       \$83  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$84  = \$58 ;
+    \$84  = \$52 ;
     if (rst) begin
       \$84  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$85  = \$61 ;
+    \$85  = \$55 ;
     if (rst) begin
       \$85  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$86  = \$64 ;
+    \$86  = \$58 ;
     if (rst) begin
       \$86  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$87  = \$67 ;
+    \$87  = \$61 ;
     if (rst) begin
       \$87  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$88  = r_at_next;
+    \$88  = \$64 ;
     if (rst) begin
       \$88  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$89  = r_at_next;
+    \$89  = \$67 ;
     if (rst) begin
       \$89  = 1'h0;
     end
@@ -3487,77 +3494,107 @@ module \ace_nic_small.ch0_send_skid (i__valid, clk, rst, o__ready, \port$3147$0 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$96  = entry0;
-    if (load0_r0) begin
-      \$96 [15:0] = i__payload[15:0];
-    end
-    if (load0_r1) begin
-      \$96 [31:16] = i__payload[31:16];
-    end
-    if (load0_r2) begin
-      \$96 [47:32] = i__payload[47:32];
-    end
-    if (load0_r3) begin
-      \$96 [63:48] = i__payload[63:48];
-    end
-    if (load0_r4) begin
-      \$96 [79:64] = i__payload[79:64];
-    end
-    if (load0_r5) begin
-      \$96 [95:80] = i__payload[95:80];
-    end
-    if (load0_r6) begin
-      \$96 [111:96] = i__payload[111:96];
-    end
-    if (load0_r7) begin
-      \$96 [127:112] = i__payload[127:112];
-    end
+    \$96  = r_at_next;
     if (rst) begin
-      \$96  = 128'h00000000000000000000000000000000;
+      \$96  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$97  = entry1;
-    if (load1_r0) begin
-      \$97 [15:0] = i__payload[15:0];
+    \$97  = r_at_next;
+    if (rst) begin
+      \$97  = 1'h0;
     end
-    if (load1_r1) begin
-      \$97 [31:16] = i__payload[31:16];
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$98  = \$68 ;
+    if (rst) begin
+      \$98  = 1'h0;
     end
-    if (load1_r2) begin
-      \$97 [47:32] = i__payload[47:32];
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$99  = \$69 ;
+    if (rst) begin
+      \$99  = 1'h0;
     end
-    if (load1_r3) begin
-      \$97 [63:48] = i__payload[63:48];
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$100  = entry0;
+    if (load0_r0) begin
+      \$100 [15:0] = i__payload[15:0];
     end
-    if (load1_r4) begin
-      \$97 [79:64] = i__payload[79:64];
+    if (load0_r1) begin
+      \$100 [31:16] = i__payload[31:16];
     end
-    if (load1_r5) begin
-      \$97 [95:80] = i__payload[95:80];
+    if (load0_r2) begin
+      \$100 [47:32] = i__payload[47:32];
     end
-    if (load1_r6) begin
-      \$97 [111:96] = i__payload[111:96];
+    if (load0_r3) begin
+      \$100 [63:48] = i__payload[63:48];
     end
-    if (load1_r7) begin
-      \$97 [127:112] = i__payload[127:112];
+    if (load0_r4) begin
+      \$100 [79:64] = i__payload[79:64];
+    end
+    if (load0_r5) begin
+      \$100 [95:80] = i__payload[95:80];
+    end
+    if (load0_r6) begin
+      \$100 [111:96] = i__payload[111:96];
+    end
+    if (load0_r7) begin
+      \$100 [127:112] = i__payload[127:112];
     end
     if (rst) begin
-      \$97  = 128'h00000000000000000000000000000000;
+      \$100  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$101  = entry1;
+    if (load1_r0) begin
+      \$101 [15:0] = i__payload[15:0];
+    end
+    if (load1_r1) begin
+      \$101 [31:16] = i__payload[31:16];
+    end
+    if (load1_r2) begin
+      \$101 [47:32] = i__payload[47:32];
+    end
+    if (load1_r3) begin
+      \$101 [63:48] = i__payload[63:48];
+    end
+    if (load1_r4) begin
+      \$101 [79:64] = i__payload[79:64];
+    end
+    if (load1_r5) begin
+      \$101 [95:80] = i__payload[95:80];
+    end
+    if (load1_r6) begin
+      \$101 [111:96] = i__payload[111:96];
+    end
+    if (load1_r7) begin
+      \$101 [127:112] = i__payload[127:112];
+    end
+    if (rst) begin
+      \$101  = 128'h00000000000000000000000000000000;
     end
   end
   assign i__ready = in_ready;
   assign o__valid = out_valid;
+  assign out_valid_r0 = out_valid_0;
+  assign out_valid_r1 = out_valid_1;
   assign o__payload = { \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
-  assign \port$3147$0  = \$10 ;
-  assign \port$3148$0  = \$11 ;
-  assign \port$3149$0  = \$12 ;
-  assign \port$3150$0  = \$13 ;
-  assign \port$3151$0  = \$14 ;
-  assign \port$3152$0  = \$15 ;
-  assign \port$3153$0  = \$16 ;
-  assign \port$3154$0  = \$17 ;
+  assign \port$3151$0  = \$10 ;
+  assign \port$3152$0  = \$11 ;
+  assign \port$3153$0  = \$12 ;
+  assign \port$3154$0  = \$13 ;
+  assign \port$3155$0  = \$14 ;
+  assign \port$3156$0  = \$15 ;
+  assign \port$3157$0  = \$16 ;
+  assign \port$3158$0  = \$17 ;
   assign \o__payload.data  = { \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
   assign \i__payload.data  = i__payload;
   assign \$45  = w_at_next;
@@ -3571,7 +3608,7 @@ module \ace_nic_small.ch0_send_skid (i__valid, clk, rst, o__ready, \port$3147$0 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.ch1_link0_recv_skid (rst, o__ready, \port$3509$0 , \port$3510$0 , \port$3511$0 , \port$3512$0 , \port$3513$0 , \port$3514$0 , \port$3515$0 , \port$3516$0 , \port$3517$0 , \port$3518$0 , \port$3519$0 , \port$3520$0 , i__valid, i__payload, in_ready, out_valid, clk);
+module \ace_nic_small.ch1_link0_recv_skid (rst, o__ready, \port$3517$0 , \port$3518$0 , \port$3519$0 , \port$3520$0 , \port$3521$0 , \port$3522$0 , \port$3523$0 , \port$3524$0 , \port$3525$0 , \port$3526$0 , \port$3527$0 , \port$3528$0 , i__valid, i__payload, in_ready, out_valid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$53  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -3770,30 +3807,30 @@ module \ace_nic_small.ch1_link0_recv_skid (rst, o__ready, \port$3509$0 , \port$3
   output out_valid;
   reg out_valid = 1'h0;
   wire pop;
-  output [15:0] \port$3509$0 ;
-  wire [15:0] \port$3509$0 ;
-  output [15:0] \port$3510$0 ;
-  wire [15:0] \port$3510$0 ;
-  output [15:0] \port$3511$0 ;
-  wire [15:0] \port$3511$0 ;
-  output [15:0] \port$3512$0 ;
-  wire [15:0] \port$3512$0 ;
-  output [15:0] \port$3513$0 ;
-  wire [15:0] \port$3513$0 ;
-  output [15:0] \port$3514$0 ;
-  wire [15:0] \port$3514$0 ;
-  output [15:0] \port$3515$0 ;
-  wire [15:0] \port$3515$0 ;
-  output [15:0] \port$3516$0 ;
-  wire [15:0] \port$3516$0 ;
   output [15:0] \port$3517$0 ;
   wire [15:0] \port$3517$0 ;
   output [15:0] \port$3518$0 ;
   wire [15:0] \port$3518$0 ;
   output [15:0] \port$3519$0 ;
   wire [15:0] \port$3519$0 ;
-  output [2:0] \port$3520$0 ;
-  wire [2:0] \port$3520$0 ;
+  output [15:0] \port$3520$0 ;
+  wire [15:0] \port$3520$0 ;
+  output [15:0] \port$3521$0 ;
+  wire [15:0] \port$3521$0 ;
+  output [15:0] \port$3522$0 ;
+  wire [15:0] \port$3522$0 ;
+  output [15:0] \port$3523$0 ;
+  wire [15:0] \port$3523$0 ;
+  output [15:0] \port$3524$0 ;
+  wire [15:0] \port$3524$0 ;
+  output [15:0] \port$3525$0 ;
+  wire [15:0] \port$3525$0 ;
+  output [15:0] \port$3526$0 ;
+  wire [15:0] \port$3526$0 ;
+  output [15:0] \port$3527$0 ;
+  wire [15:0] \port$3527$0 ;
+  output [2:0] \port$3528$0 ;
+  wire [2:0] \port$3528$0 ;
   wire push;
   reg r_at = 1'h0;
   wire r_at_next;
@@ -4357,18 +4394,18 @@ module \ace_nic_small.ch1_link0_recv_skid (rst, o__ready, \port$3509$0 , \port$3
   assign i__ready = in_ready;
   assign o__valid = out_valid;
   assign o__payload = { \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
-  assign \port$3509$0  = \$10 ;
-  assign \port$3510$0  = \$11 ;
-  assign \port$3511$0  = \$12 ;
-  assign \port$3512$0  = \$13 ;
-  assign \port$3513$0  = \$14 ;
-  assign \port$3514$0  = \$15 ;
-  assign \port$3515$0  = \$16 ;
-  assign \port$3516$0  = \$17 ;
-  assign \port$3517$0  = \$18 ;
-  assign \port$3518$0  = \$19 ;
-  assign \port$3519$0  = \$20 ;
-  assign \port$3520$0  = \$21 ;
+  assign \port$3517$0  = \$10 ;
+  assign \port$3518$0  = \$11 ;
+  assign \port$3519$0  = \$12 ;
+  assign \port$3520$0  = \$13 ;
+  assign \port$3521$0  = \$14 ;
+  assign \port$3522$0  = \$15 ;
+  assign \port$3523$0  = \$16 ;
+  assign \port$3524$0  = \$17 ;
+  assign \port$3525$0  = \$18 ;
+  assign \port$3526$0  = \$19 ;
+  assign \port$3527$0  = \$20 ;
+  assign \port$3528$0  = \$21 ;
   assign \o__payload.data  = { \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
   assign \o__payload.keep  = \$18 ;
   assign \o__payload.first  = \$19 [0];
@@ -4398,7 +4435,7 @@ module \ace_nic_small.ch1_link0_recv_skid (rst, o__ready, \port$3509$0 , \port$3
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.ch1_link1_recv_skid (rst, o__ready, \port$3809$0 , \port$3810$0 , \port$3811$0 , \port$3812$0 , \port$3813$0 , \port$3814$0 , \port$3815$0 , \port$3816$0 , \port$3817$0 , \port$3818$0 , \port$3819$0 , \port$3820$0 , i__valid, i__payload, in_ready, out_valid, clk);
+module \ace_nic_small.ch1_link1_recv_skid (rst, o__ready, \port$3817$0 , \port$3818$0 , \port$3819$0 , \port$3820$0 , \port$3821$0 , \port$3822$0 , \port$3823$0 , \port$3824$0 , \port$3825$0 , \port$3826$0 , \port$3827$0 , \port$3828$0 , i__valid, i__payload, in_ready, out_valid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$54  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -4597,30 +4634,30 @@ module \ace_nic_small.ch1_link1_recv_skid (rst, o__ready, \port$3809$0 , \port$3
   output out_valid;
   reg out_valid = 1'h0;
   wire pop;
-  output [15:0] \port$3809$0 ;
-  wire [15:0] \port$3809$0 ;
-  output [15:0] \port$3810$0 ;
-  wire [15:0] \port$3810$0 ;
-  output [15:0] \port$3811$0 ;
-  wire [15:0] \port$3811$0 ;
-  output [15:0] \port$3812$0 ;
-  wire [15:0] \port$3812$0 ;
-  output [15:0] \port$3813$0 ;
-  wire [15:0] \port$3813$0 ;
-  output [15:0] \port$3814$0 ;
-  wire [15:0] \port$3814$0 ;
-  output [15:0] \port$3815$0 ;
-  wire [15:0] \port$3815$0 ;
-  output [15:0] \port$3816$0 ;
-  wire [15:0] \port$3816$0 ;
   output [15:0] \port$3817$0 ;
   wire [15:0] \port$3817$0 ;
   output [15:0] \port$3818$0 ;
   wire [15:0] \port$3818$0 ;
   output [15:0] \port$3819$0 ;
   wire [15:0] \port$3819$0 ;
-  output [2:0] \port$3820$0 ;
-  wire [2:0] \port$3820$0 ;
+  output [15:0] \port$3820$0 ;
+  wire [15:0] \port$3820$0 ;
+  output [15:0] \port$3821$0 ;
+  wire [15:0] \port$3821$0 ;
+  output [15:0] \port$3822$0 ;
+  wire [15:0] \port$3822$0 ;
+  output [15:0] \port$3823$0 ;
+  wire [15:0] \port$3823$0 ;
+  output [15:0] \port$3824$0 ;
+  wire [15:0] \port$3824$0 ;
+  output [15:0] \port$3825$0 ;
+  wire [15:0] \port$3825$0 ;
+  output [15:0] \port$3826$0 ;
+  wire [15:0] \port$3826$0 ;
+  output [15:0] \port$3827$0 ;
+  wire [15:0] \port$3827$0 ;
+  output [2:0] \port$3828$0 ;
+  wire [2:0] \port$3828$0 ;
   wire push;
   reg r_at = 1'h0;
   wire r_at_next;
@@ -5184,18 +5221,18 @@ module \ace_nic_small.ch1_link1_recv_skid (rst, o__ready, \port$3809$0 , \port$3
   assign i__ready = in_ready;
   assign o__valid = out_valid;
   assign o__payload = { \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
-  assign \port$3809$0  = \$10 ;
-  assign \port$3810$0  = \$11 ;
-  assign \port$3811$0  = \$12 ;
-  assign \port$3812$0  = \$13 ;
-  assign \port$3813$0  = \$14 ;
-  assign \port$3814$0  = \$15 ;
-  assign \port$3815$0  = \$16 ;
-  assign \port$3816$0  = \$17 ;
-  assign \port$3817$0  = \$18 ;
-  assign \port$3818$0  = \$19 ;
-  assign \port$3819$0  = \$20 ;
-  assign \port$3820$0  = \$21 ;
+  assign \port$3817$0  = \$10 ;
+  assign \port$3818$0  = \$11 ;
+  assign \port$3819$0  = \$12 ;
+  assign \port$3820$0  = \$13 ;
+  assign \port$3821$0  = \$14 ;
+  assign \port$3822$0  = \$15 ;
+  assign \port$3823$0  = \$16 ;
+  assign \port$3824$0  = \$17 ;
+  assign \port$3825$0  = \$18 ;
+  assign \port$3826$0  = \$19 ;
+  assign \port$3827$0  = \$20 ;
+  assign \port$3828$0  = \$21 ;
   assign \o__payload.data  = { \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
   assign \o__payload.keep  = \$18 ;
   assign \o__payload.first  = \$19 [0];
@@ -5225,10 +5262,12 @@ module \ace_nic_small.ch1_link1_recv_skid (rst, o__ready, \port$3809$0 , \port$3
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.ch1_send_skid (i__valid, clk, rst, o__ready, \port$3253$0 , \port$3254$0 , \port$3255$0 , \port$3256$0 , \port$3257$0 , \port$3258$0 , \port$3259$0 , \port$3260$0 , in_ready, out_valid, i__payload);
+module \ace_nic_small.ch1_send_skid (i__valid, clk, rst, o__ready, \port$3259$0 , \port$3260$0 , \port$3261$0 , \port$3262$0 , \port$3263$0 , \port$3264$0 , \port$3265$0 , \port$3266$0 , in_ready, out_valid_0, out_valid_1, i__payload);
   reg \$auto$verilog_backend.cc:2355:dump_module$55  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
+  reg [127:0] \$100 ;
+  reg [127:0] \$101 ;
   wire [15:0] \$11 ;
   wire [15:0] \$12 ;
   wire [15:0] \$13 ;
@@ -5291,8 +5330,8 @@ module \ace_nic_small.ch1_send_skid (i__valid, clk, rst, o__ready, \port$3253$0 
   wire \$65 ;
   wire \$66 ;
   wire \$67 ;
-  reg \$68 ;
-  reg \$69 ;
+  wire \$68 ;
+  wire \$69 ;
   wire \$7 ;
   reg \$70 ;
   reg \$71 ;
@@ -5322,8 +5361,10 @@ module \ace_nic_small.ch1_send_skid (i__valid, clk, rst, o__ready, \port$3253$0 
   reg \$93 ;
   reg \$94 ;
   reg \$95 ;
-  reg [127:0] \$96 ;
-  reg [127:0] \$97 ;
+  reg \$96 ;
+  reg \$97 ;
+  reg \$98 ;
+  reg \$99 ;
   input clk;
   wire clk;
   wire empty_next;
@@ -5361,25 +5402,32 @@ module \ace_nic_small.ch1_send_skid (i__valid, clk, rst, o__ready, \port$3253$0 
   wire o__ready;
   (* init = 1'h0 *)
   wire o__valid;
-  output out_valid;
   reg out_valid = 1'h0;
+  output out_valid_0;
+  reg out_valid_0 = 1'h0;
+  output out_valid_1;
+  reg out_valid_1 = 1'h0;
+  (* init = 1'h0 *)
+  wire out_valid_r0;
+  (* init = 1'h0 *)
+  wire out_valid_r1;
   wire pop;
-  output [15:0] \port$3253$0 ;
-  wire [15:0] \port$3253$0 ;
-  output [15:0] \port$3254$0 ;
-  wire [15:0] \port$3254$0 ;
-  output [15:0] \port$3255$0 ;
-  wire [15:0] \port$3255$0 ;
-  output [15:0] \port$3256$0 ;
-  wire [15:0] \port$3256$0 ;
-  output [15:0] \port$3257$0 ;
-  wire [15:0] \port$3257$0 ;
-  output [15:0] \port$3258$0 ;
-  wire [15:0] \port$3258$0 ;
   output [15:0] \port$3259$0 ;
   wire [15:0] \port$3259$0 ;
   output [15:0] \port$3260$0 ;
   wire [15:0] \port$3260$0 ;
+  output [15:0] \port$3261$0 ;
+  wire [15:0] \port$3261$0 ;
+  output [15:0] \port$3262$0 ;
+  wire [15:0] \port$3262$0 ;
+  output [15:0] \port$3263$0 ;
+  wire [15:0] \port$3263$0 ;
+  output [15:0] \port$3264$0 ;
+  wire [15:0] \port$3264$0 ;
+  output [15:0] \port$3265$0 ;
+  wire [15:0] \port$3265$0 ;
+  output [15:0] \port$3266$0 ;
+  wire [15:0] \port$3266$0 ;
   wire push;
   reg r_at = 1'h0;
   wire r_at_next;
@@ -5396,6 +5444,8 @@ module \ace_nic_small.ch1_send_skid (i__valid, clk, rst, o__ready, \port$3253$0 
   wire rst;
   reg w_at = 1'h0;
   wire w_at_next;
+  assign push = i__valid & in_ready;
+  assign pop = out_valid & o__ready;
   assign \$1  = ~ o__ready;
   assign \$2  = ~ in_ready;
   assign \$3  = out_valid & in_ready;
@@ -5460,218 +5510,208 @@ module \ace_nic_small.ch1_send_skid (i__valid, clk, rst, o__ready, \port$3253$0 
   assign \$64  = \$62  & \$63 ;
   assign \$65  = ~ full_next;
   assign \$67  = \$65  & \$66 ;
+  assign \$68  = ~ empty_next;
+  assign \$69  = ~ empty_next;
   always @(posedge clk)
-    in_ready <= \$68 ;
+    in_ready <= \$70 ;
   always @(posedge clk)
-    out_valid <= \$69 ;
+    out_valid <= \$71 ;
   always @(posedge clk)
-    w_at <= \$70 ;
+    w_at <= \$72 ;
   always @(posedge clk)
-    r_at <= \$71 ;
+    r_at <= \$73 ;
   always @(posedge clk)
-    load0_r0 <= \$72 ;
+    load0_r0 <= \$74 ;
   always @(posedge clk)
-    load0_r1 <= \$73 ;
+    load0_r1 <= \$75 ;
   always @(posedge clk)
-    load0_r2 <= \$74 ;
+    load0_r2 <= \$76 ;
   always @(posedge clk)
-    load0_r3 <= \$75 ;
+    load0_r3 <= \$77 ;
   always @(posedge clk)
-    load0_r4 <= \$76 ;
+    load0_r4 <= \$78 ;
   always @(posedge clk)
-    load0_r5 <= \$77 ;
+    load0_r5 <= \$79 ;
   always @(posedge clk)
-    load0_r6 <= \$78 ;
+    load0_r6 <= \$80 ;
   always @(posedge clk)
-    load0_r7 <= \$79 ;
+    load0_r7 <= \$81 ;
   always @(posedge clk)
-    load1_r0 <= \$80 ;
+    load1_r0 <= \$82 ;
   always @(posedge clk)
-    load1_r1 <= \$81 ;
+    load1_r1 <= \$83 ;
   always @(posedge clk)
-    load1_r2 <= \$82 ;
+    load1_r2 <= \$84 ;
   always @(posedge clk)
-    load1_r3 <= \$83 ;
+    load1_r3 <= \$85 ;
   always @(posedge clk)
-    load1_r4 <= \$84 ;
+    load1_r4 <= \$86 ;
   always @(posedge clk)
-    load1_r5 <= \$85 ;
+    load1_r5 <= \$87 ;
   always @(posedge clk)
-    load1_r6 <= \$86 ;
+    load1_r6 <= \$88 ;
   always @(posedge clk)
-    load1_r7 <= \$87 ;
+    load1_r7 <= \$89 ;
   always @(posedge clk)
-    r_at_r0 <= \$88 ;
+    r_at_r0 <= \$90 ;
   always @(posedge clk)
-    r_at_r1 <= \$89 ;
+    r_at_r1 <= \$91 ;
   always @(posedge clk)
-    r_at_r2 <= \$90 ;
+    r_at_r2 <= \$92 ;
   always @(posedge clk)
-    r_at_r3 <= \$91 ;
+    r_at_r3 <= \$93 ;
   always @(posedge clk)
-    r_at_r4 <= \$92 ;
+    r_at_r4 <= \$94 ;
   always @(posedge clk)
-    r_at_r5 <= \$93 ;
+    r_at_r5 <= \$95 ;
   always @(posedge clk)
-    r_at_r6 <= \$94 ;
+    r_at_r6 <= \$96 ;
   always @(posedge clk)
-    r_at_r7 <= \$95 ;
+    r_at_r7 <= \$97 ;
   always @(posedge clk)
-    entry0 <= \$96 ;
+    out_valid_0 <= \$98 ;
   always @(posedge clk)
-    entry1 <= \$97 ;
-  assign push = i__valid & in_ready;
-  assign pop = out_valid & o__ready;
+    out_valid_1 <= \$99 ;
+  always @(posedge clk)
+    entry0 <= \$100 ;
+  always @(posedge clk)
+    entry1 <= \$101 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$68  = \$18 ;
+    \$70  = \$18 ;
     if (rst) begin
-      \$68  = 1'h1;
+      \$70  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$69  = \$19 ;
-    if (rst) begin
-      \$69  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$70  = w_at_next;
-    if (rst) begin
-      \$70  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$71  = r_at_next;
+    \$71  = \$19 ;
     if (rst) begin
       \$71  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$72  = \$22 ;
+    \$72  = w_at_next;
     if (rst) begin
-      \$72  = 1'h1;
+      \$72  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$73  = \$25 ;
+    \$73  = r_at_next;
     if (rst) begin
-      \$73  = 1'h1;
+      \$73  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$74  = \$28 ;
+    \$74  = \$22 ;
     if (rst) begin
       \$74  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$75  = \$31 ;
+    \$75  = \$25 ;
     if (rst) begin
       \$75  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$76  = \$34 ;
+    \$76  = \$28 ;
     if (rst) begin
       \$76  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$77  = \$37 ;
+    \$77  = \$31 ;
     if (rst) begin
       \$77  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$78  = \$40 ;
+    \$78  = \$34 ;
     if (rst) begin
       \$78  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$79  = \$43 ;
+    \$79  = \$37 ;
     if (rst) begin
       \$79  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$80  = \$46 ;
+    \$80  = \$40 ;
     if (rst) begin
-      \$80  = 1'h0;
+      \$80  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$81  = \$49 ;
+    \$81  = \$43 ;
     if (rst) begin
-      \$81  = 1'h0;
+      \$81  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$82  = \$52 ;
+    \$82  = \$46 ;
     if (rst) begin
       \$82  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$83  = \$55 ;
+    \$83  = \$49 ;
     if (rst) begin
       \$83  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$84  = \$58 ;
+    \$84  = \$52 ;
     if (rst) begin
       \$84  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$85  = \$61 ;
+    \$85  = \$55 ;
     if (rst) begin
       \$85  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$86  = \$64 ;
+    \$86  = \$58 ;
     if (rst) begin
       \$86  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$87  = \$67 ;
+    \$87  = \$61 ;
     if (rst) begin
       \$87  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$88  = r_at_next;
+    \$88  = \$64 ;
     if (rst) begin
       \$88  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$89  = r_at_next;
+    \$89  = \$67 ;
     if (rst) begin
       \$89  = 1'h0;
     end
@@ -5720,77 +5760,107 @@ module \ace_nic_small.ch1_send_skid (i__valid, clk, rst, o__ready, \port$3253$0 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$96  = entry0;
-    if (load0_r0) begin
-      \$96 [15:0] = i__payload[15:0];
-    end
-    if (load0_r1) begin
-      \$96 [31:16] = i__payload[31:16];
-    end
-    if (load0_r2) begin
-      \$96 [47:32] = i__payload[47:32];
-    end
-    if (load0_r3) begin
-      \$96 [63:48] = i__payload[63:48];
-    end
-    if (load0_r4) begin
-      \$96 [79:64] = i__payload[79:64];
-    end
-    if (load0_r5) begin
-      \$96 [95:80] = i__payload[95:80];
-    end
-    if (load0_r6) begin
-      \$96 [111:96] = i__payload[111:96];
-    end
-    if (load0_r7) begin
-      \$96 [127:112] = i__payload[127:112];
-    end
+    \$96  = r_at_next;
     if (rst) begin
-      \$96  = 128'h00000000000000000000000000000000;
+      \$96  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$97  = entry1;
-    if (load1_r0) begin
-      \$97 [15:0] = i__payload[15:0];
+    \$97  = r_at_next;
+    if (rst) begin
+      \$97  = 1'h0;
     end
-    if (load1_r1) begin
-      \$97 [31:16] = i__payload[31:16];
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    \$98  = \$68 ;
+    if (rst) begin
+      \$98  = 1'h0;
     end
-    if (load1_r2) begin
-      \$97 [47:32] = i__payload[47:32];
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    \$99  = \$69 ;
+    if (rst) begin
+      \$99  = 1'h0;
     end
-    if (load1_r3) begin
-      \$97 [63:48] = i__payload[63:48];
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    \$100  = entry0;
+    if (load0_r0) begin
+      \$100 [15:0] = i__payload[15:0];
     end
-    if (load1_r4) begin
-      \$97 [79:64] = i__payload[79:64];
+    if (load0_r1) begin
+      \$100 [31:16] = i__payload[31:16];
     end
-    if (load1_r5) begin
-      \$97 [95:80] = i__payload[95:80];
+    if (load0_r2) begin
+      \$100 [47:32] = i__payload[47:32];
     end
-    if (load1_r6) begin
-      \$97 [111:96] = i__payload[111:96];
+    if (load0_r3) begin
+      \$100 [63:48] = i__payload[63:48];
     end
-    if (load1_r7) begin
-      \$97 [127:112] = i__payload[127:112];
+    if (load0_r4) begin
+      \$100 [79:64] = i__payload[79:64];
+    end
+    if (load0_r5) begin
+      \$100 [95:80] = i__payload[95:80];
+    end
+    if (load0_r6) begin
+      \$100 [111:96] = i__payload[111:96];
+    end
+    if (load0_r7) begin
+      \$100 [127:112] = i__payload[127:112];
     end
     if (rst) begin
-      \$97  = 128'h00000000000000000000000000000000;
+      \$100  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    \$101  = entry1;
+    if (load1_r0) begin
+      \$101 [15:0] = i__payload[15:0];
+    end
+    if (load1_r1) begin
+      \$101 [31:16] = i__payload[31:16];
+    end
+    if (load1_r2) begin
+      \$101 [47:32] = i__payload[47:32];
+    end
+    if (load1_r3) begin
+      \$101 [63:48] = i__payload[63:48];
+    end
+    if (load1_r4) begin
+      \$101 [79:64] = i__payload[79:64];
+    end
+    if (load1_r5) begin
+      \$101 [95:80] = i__payload[95:80];
+    end
+    if (load1_r6) begin
+      \$101 [111:96] = i__payload[111:96];
+    end
+    if (load1_r7) begin
+      \$101 [127:112] = i__payload[127:112];
+    end
+    if (rst) begin
+      \$101  = 128'h00000000000000000000000000000000;
     end
   end
   assign i__ready = in_ready;
   assign o__valid = out_valid;
+  assign out_valid_r0 = out_valid_0;
+  assign out_valid_r1 = out_valid_1;
   assign o__payload = { \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
-  assign \port$3253$0  = \$10 ;
-  assign \port$3254$0  = \$11 ;
-  assign \port$3255$0  = \$12 ;
-  assign \port$3256$0  = \$13 ;
-  assign \port$3257$0  = \$14 ;
-  assign \port$3258$0  = \$15 ;
-  assign \port$3259$0  = \$16 ;
-  assign \port$3260$0  = \$17 ;
+  assign \port$3259$0  = \$10 ;
+  assign \port$3260$0  = \$11 ;
+  assign \port$3261$0  = \$12 ;
+  assign \port$3262$0  = \$13 ;
+  assign \port$3263$0  = \$14 ;
+  assign \port$3264$0  = \$15 ;
+  assign \port$3265$0  = \$16 ;
+  assign \port$3266$0  = \$17 ;
   assign \o__payload.data  = { \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
   assign \i__payload.data  = i__payload;
   assign \$45  = w_at_next;
@@ -12002,9 +12072,9 @@ module \ace_nic_small.rx1.buffer1.ram (rst, read__en, write__data, write__en, wr
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, ch0_data_grant, ch1_data_grant, busy__0, busy__1, \port$523$0 , \port$524$0 , \port$525$0 , \port$526$0 , \port$527$0 , \port$528$0 , \port$529$0 , \port$530$0 , link__tkeep, link__tlast, credit_in_valid, \port$3147$0 
-, \port$3148$0 , \port$3149$0 , \port$3150$0 , \port$3151$0 , \port$3152$0 , \port$3153$0 , \port$3154$0 , \port$3253$0 , \port$3254$0 , \port$3255$0 , \port$3256$0 , \port$3257$0 , \port$3258$0 , \port$3259$0 , \port$3260$0 , cmd__0__payload, cmd__1__payload, data__0__ready, data__1__ready, payload_bytes, busy_cycles
-, stall_cycles, header_bytes, credits__0, credits__1, link__tvalid, freed__0, freed__1, credit_in_channel, credit_in_count, data__0__valid, data__1__valid, node_id);
+module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, ch0_data_grant, ch1_data_grant, busy__0, busy__1, \port$525$0 , \port$526$0 , \port$527$0 , \port$528$0 , \port$529$0 , \port$530$0 , \port$531$0 , \port$532$0 , link__tkeep, link__tlast, credit_in_valid, \port$3151$0 
+, \port$3152$0 , \port$3153$0 , \port$3154$0 , \port$3155$0 , \port$3156$0 , \port$3157$0 , \port$3158$0 , \port$3259$0 , \port$3260$0 , \port$3261$0 , \port$3262$0 , \port$3263$0 , \port$3264$0 , \port$3265$0 , \port$3266$0 , cmd__0__payload, cmd__1__payload, payload_bytes, busy_cycles, stall_cycles, header_bytes
+, credits__0, credits__1, data0_ready_copy, data1_ready_copy, link__tvalid, freed__0, freed__1, credit_in_channel, credit_in_count, data__0__valid, data__1__valid, node_id);
   reg \$auto$verilog_backend.cc:2355:dump_module$66  = 0;
   wire [11:0] \$1 ;
   wire \$10 ;
@@ -12313,30 +12383,30 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, ch0
   wire \$373 ;
   wire \$374 ;
   wire \$375 ;
-  reg \$376 ;
-  reg \$377 ;
+  wire \$376 ;
+  wire \$377 ;
   reg \$378 ;
-  reg [4:0] \$379 ;
+  reg \$379 ;
   wire \$38 ;
-  reg [47:0] \$380 ;
-  reg [47:0] \$381 ;
+  reg \$380 ;
+  reg [4:0] \$381 ;
   reg [47:0] \$382 ;
   reg [47:0] \$383 ;
-  reg \$384 ;
-  reg \$385 ;
+  reg [47:0] \$384 ;
+  reg [47:0] \$385 ;
   reg \$386 ;
-  reg [2:0] \$387 ;
-  reg [5:0] \$388 ;
-  reg [5:0] \$389 ;
+  reg \$387 ;
+  reg \$388 ;
+  reg [2:0] \$389 ;
   wire \$39 ;
-  reg \$390 ;
-  reg \$391 ;
+  reg [5:0] \$390 ;
+  reg [5:0] \$391 ;
   reg \$392 ;
-  reg [2:0] \$393 ;
-  reg [5:0] \$394 ;
-  reg [5:0] \$395 ;
-  reg \$396 ;
-  reg \$397 ;
+  reg \$393 ;
+  reg \$394 ;
+  reg [2:0] \$395 ;
+  reg [5:0] \$396 ;
+  reg [5:0] \$397 ;
   reg \$398 ;
   reg \$399 ;
   wire [11:0] \$4 ;
@@ -12345,22 +12415,22 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, ch0
   reg \$401 ;
   reg \$402 ;
   reg \$403 ;
-  reg [7:0] \$404 ;
-  reg [16:0] \$405 ;
-  reg [6:0] \$406 ;
-  reg \$407 ;
-  reg \$408 ;
+  reg \$404 ;
+  reg \$405 ;
+  reg [7:0] \$406 ;
+  reg [16:0] \$407 ;
+  reg [6:0] \$408 ;
   reg \$409 ;
   wire \$41 ;
   reg \$410 ;
   reg \$411 ;
-  reg [6:0] \$412 ;
-  reg [4:0] \$413 ;
-  reg \$414 ;
-  reg [15:0] \$415 ;
-  reg [15:0] \$416 ;
-  reg \$417 ;
-  reg \$418 ;
+  reg \$412 ;
+  reg \$413 ;
+  reg [6:0] \$414 ;
+  reg [4:0] \$415 ;
+  reg \$416 ;
+  reg [15:0] \$417 ;
+  reg [15:0] \$418 ;
   reg \$419 ;
   wire \$42 ;
   reg \$420 ;
@@ -12385,16 +12455,20 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, ch0
   reg \$438 ;
   reg \$439 ;
   wire \$44 ;
-  wire [15:0] \$440 ;
-  wire [15:0] \$441 ;
-  wire [15:0] \$442 ;
-  wire [15:0] \$443 ;
+  reg \$440 ;
+  reg \$441 ;
+  reg \$442 ;
+  reg \$443 ;
   wire [15:0] \$444 ;
   wire [15:0] \$445 ;
   wire [15:0] \$446 ;
   wire [15:0] \$447 ;
-  wire [6:0] \$448 ;
+  wire [15:0] \$448 ;
+  wire [15:0] \$449 ;
   wire \$45 ;
+  wire [15:0] \$450 ;
+  wire [15:0] \$451 ;
+  wire [6:0] \$452 ;
   wire \$46 ;
   wire \$47 ;
   wire [4:0] \$48 ;
@@ -12516,15 +12590,17 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, ch0
   output [5:0] credits__1;
   reg [5:0] credits__1 = 6'h20;
   reg cur = 1'h0;
+  output data0_ready_copy;
+  reg data0_ready_copy = 1'h0;
+  output data1_ready_copy;
+  reg data1_ready_copy = 1'h0;
   wire [127:0] data__0__payload;
   wire [127:0] \data__0__payload.data ;
-  output data__0__ready;
   reg data__0__ready;
   input data__0__valid;
   wire data__0__valid;
   wire [127:0] data__1__payload;
   wire [127:0] \data__1__payload.data ;
-  output data__1__ready;
   reg data__1__ready;
   input data__1__valid;
   wire data__1__valid;
@@ -12609,14 +12685,6 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, ch0
   reg pick_header_r1 = 1'h1;
   reg pick_header_r2 = 1'h1;
   reg pick_header_r3 = 1'h1;
-  input [15:0] \port$3147$0 ;
-  wire [15:0] \port$3147$0 ;
-  input [15:0] \port$3148$0 ;
-  wire [15:0] \port$3148$0 ;
-  input [15:0] \port$3149$0 ;
-  wire [15:0] \port$3149$0 ;
-  input [15:0] \port$3150$0 ;
-  wire [15:0] \port$3150$0 ;
   input [15:0] \port$3151$0 ;
   wire [15:0] \port$3151$0 ;
   input [15:0] \port$3152$0 ;
@@ -12625,26 +12693,30 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, ch0
   wire [15:0] \port$3153$0 ;
   input [15:0] \port$3154$0 ;
   wire [15:0] \port$3154$0 ;
-  input [15:0] \port$3253$0 ;
-  wire [15:0] \port$3253$0 ;
-  input [15:0] \port$3254$0 ;
-  wire [15:0] \port$3254$0 ;
-  input [15:0] \port$3255$0 ;
-  wire [15:0] \port$3255$0 ;
-  input [15:0] \port$3256$0 ;
-  wire [15:0] \port$3256$0 ;
-  input [15:0] \port$3257$0 ;
-  wire [15:0] \port$3257$0 ;
-  input [15:0] \port$3258$0 ;
-  wire [15:0] \port$3258$0 ;
+  input [15:0] \port$3155$0 ;
+  wire [15:0] \port$3155$0 ;
+  input [15:0] \port$3156$0 ;
+  wire [15:0] \port$3156$0 ;
+  input [15:0] \port$3157$0 ;
+  wire [15:0] \port$3157$0 ;
+  input [15:0] \port$3158$0 ;
+  wire [15:0] \port$3158$0 ;
   input [15:0] \port$3259$0 ;
   wire [15:0] \port$3259$0 ;
   input [15:0] \port$3260$0 ;
   wire [15:0] \port$3260$0 ;
-  output [15:0] \port$523$0 ;
-  wire [15:0] \port$523$0 ;
-  output [15:0] \port$524$0 ;
-  wire [15:0] \port$524$0 ;
+  input [15:0] \port$3261$0 ;
+  wire [15:0] \port$3261$0 ;
+  input [15:0] \port$3262$0 ;
+  wire [15:0] \port$3262$0 ;
+  input [15:0] \port$3263$0 ;
+  wire [15:0] \port$3263$0 ;
+  input [15:0] \port$3264$0 ;
+  wire [15:0] \port$3264$0 ;
+  input [15:0] \port$3265$0 ;
+  wire [15:0] \port$3265$0 ;
+  input [15:0] \port$3266$0 ;
+  wire [15:0] \port$3266$0 ;
   output [15:0] \port$525$0 ;
   wire [15:0] \port$525$0 ;
   output [15:0] \port$526$0 ;
@@ -12657,6 +12729,11 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, ch0
   wire [15:0] \port$529$0 ;
   output [15:0] \port$530$0 ;
   wire [15:0] \port$530$0 ;
+  output [15:0] \port$531$0 ;
+  wire [15:0] \port$531$0 ;
+  output [15:0] \port$532$0 ;
+  wire [15:0] \port$532$0 ;
+  wire ready_next;
   reg rr_last0 = 1'h1;
   reg rr_last1 = 1'h0;
   input rst;
@@ -12744,44 +12821,44 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, ch0
   assign \$61  = ~ \$60 ;
   assign \$62  = sending1 & \$61 ;
   assign sending1_next = \$58  | \$62 ;
-  assign \$63  = \port$3147$0  & { pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0 };
-  assign \$65  = \port$3253$0  & { pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0 };
+  assign \$63  = \port$3151$0  & { pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0 };
+  assign \$65  = \port$3259$0  & { pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0 };
   assign \$66  = \$64  | \$65 ;
   assign \$67  = \$66  & { keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1:0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0] };
   assign \$68  = { node_id, 1'h0, slot_credit, 6'h0a } & { pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0 };
   assign \$69  = \$67  | \$68 ;
-  assign \$70  = \port$3148$0  & { pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1 };
-  assign \$72  = \port$3254$0  & { pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1 };
+  assign \$70  = \port$3152$0  & { pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1 };
+  assign \$72  = \port$3260$0  & { pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1 };
   assign \$73  = \$71  | \$72 ;
   assign \$74  = \$73  & { keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3:2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2] };
   assign \$75  = { slot_tag, 7'h00, slot_ch } & { pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1 };
   assign \$76  = \$74  | \$75 ;
-  assign \$77  = \port$3149$0  & { pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2 };
-  assign \$79  = \port$3255$0  & { pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2 };
+  assign \$77  = \port$3153$0  & { pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2 };
+  assign \$79  = \port$3261$0  & { pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2 };
   assign \$80  = \$78  | \$79 ;
   assign \$81  = \$80  & { keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5:4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4] };
   assign \$82  = slot_length[15:0] & { pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2 };
   assign \$83  = \$81  | \$82 ;
-  assign \$84  = \port$3150$0  & { pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3 };
-  assign \$86  = \port$3256$0  & { pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3 };
+  assign \$84  = \port$3154$0  & { pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3 };
+  assign \$86  = \port$3262$0  & { pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3 };
   assign \$87  = \$85  | \$86 ;
   assign \$88  = \$87  & { keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7:6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6] };
   assign \$89  = { check, 7'h00, slot_length[16] } & { pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3 };
   assign \$90  = \$88  | \$89 ;
-  assign \$91  = \port$3151$0  & { pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4 };
-  assign \$93  = \port$3257$0  & { pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4 };
+  assign \$91  = \port$3155$0  & { pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4 };
+  assign \$93  = \port$3263$0  & { pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4 };
   assign \$94  = \$92  | \$93 ;
   assign \$95  = \$94  & { keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9:8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8] };
-  assign \$96  = \port$3152$0  & { pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5 };
-  assign \$98  = \port$3258$0  & { pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5 };
+  assign \$96  = \port$3156$0  & { pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5 };
+  assign \$98  = \port$3264$0  & { pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5 };
   assign \$99  = \$97  | \$98 ;
   assign \$100  = \$99  & { keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11:10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10] };
-  assign \$101  = \port$3153$0  & { pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6 };
-  assign \$103  = \port$3259$0  & { pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6 };
+  assign \$101  = \port$3157$0  & { pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6 };
+  assign \$103  = \port$3265$0  & { pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6 };
   assign \$104  = \$102  | \$103 ;
   assign \$105  = \$104  & { keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13:12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12] };
-  assign \$106  = \port$3154$0  & { pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7 };
-  assign \$108  = \port$3260$0  & { pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7 };
+  assign \$106  = \port$3158$0  & { pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7 };
+  assign \$108  = \port$3266$0  & { pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7 };
   assign \$109  = \$107  | \$108 ;
   assign \$110  = \$109  & { keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15:14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14] };
   assign busy__0 = slot_data_ch0 | sending0;
@@ -12789,8 +12866,8 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, ch0
   assign \$111  = ! tx_fsm_state;
   assign \$113  = ~ o__ready;
   assign \$114  = link__tvalid & \$113 ;
-  assign \$115  = take & \$448 [1];
-  assign \$116  = take ? \$448 [6:2] : 5'h00;
+  assign \$115  = take & \$452 [1];
+  assign \$116  = take ? \$452 [6:2] : 5'h00;
   assign \$117  = payload_bytes + bytes_q;
   assign \$118  = busy_cycles + take_q;
   assign \$119  = stall_cycles + stall_q;
@@ -12998,149 +13075,155 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, ch0
   assign \$365  = beats_left == 2'h2;
   assign \$366  = beats_left == 2'h2;
   assign \$367  = \$366  ? { 1'h0, last_keep } : 17'h1ffff;
-  assign \$368  = | { sending1_next, sending0_next };
-  assign \$369  = ~ \$368 ;
+  assign \$368  = sending0_next & ready_next;
+  assign \$369  = sending1_next & ready_next;
   assign \$370  = | { sending1_next, sending0_next };
   assign \$371  = ~ \$370 ;
   assign \$372  = | { sending1_next, sending0_next };
   assign \$373  = ~ \$372 ;
   assign \$374  = | { sending1_next, sending0_next };
   assign \$375  = ~ \$374 ;
+  assign \$376  = | { sending1_next, sending0_next };
+  assign \$377  = ~ \$376 ;
   always @(posedge clk)
-    take_q <= \$376 ;
+    take_q <= \$378 ;
   always @(posedge clk)
-    stall_q <= \$377 ;
+    stall_q <= \$379 ;
   always @(posedge clk)
-    header_q <= \$378 ;
+    header_q <= \$380 ;
   always @(posedge clk)
-    bytes_q <= \$379 ;
+    bytes_q <= \$381 ;
   always @(posedge clk)
-    payload_bytes <= \$380 ;
+    payload_bytes <= \$382 ;
   always @(posedge clk)
-    busy_cycles <= \$381 ;
+    busy_cycles <= \$383 ;
   always @(posedge clk)
-    stall_cycles <= \$382 ;
+    stall_cycles <= \$384 ;
   always @(posedge clk)
-    header_bytes <= \$383 ;
+    header_bytes <= \$385 ;
   always @(posedge clk)
-    ch0_eligible <= \$384 ;
+    ch0_eligible <= \$386 ;
   always @(posedge clk)
-    ch0_urgent <= \$385 ;
+    ch0_urgent <= \$387 ;
   always @(posedge clk)
-    ch0_pending <= \$386 ;
+    ch0_pending <= \$388 ;
   always @(posedge clk)
-    owed0_quiet <= \$387 ;
+    owed0_quiet <= \$389 ;
   always @(posedge clk)
-    credits__0 <= \$388 ;
+    credits__0 <= \$390 ;
   always @(posedge clk)
-    owed0 <= \$389 ;
+    owed0 <= \$391 ;
   always @(posedge clk)
-    ch1_eligible <= \$390 ;
+    ch1_eligible <= \$392 ;
   always @(posedge clk)
-    ch1_urgent <= \$391 ;
+    ch1_urgent <= \$393 ;
   always @(posedge clk)
-    ch1_pending <= \$392 ;
+    ch1_pending <= \$394 ;
   always @(posedge clk)
-    owed1_quiet <= \$393 ;
+    owed1_quiet <= \$395 ;
   always @(posedge clk)
-    credits__1 <= \$394 ;
+    credits__1 <= \$396 ;
   always @(posedge clk)
-    owed1 <= \$395 ;
+    owed1 <= \$397 ;
   always @(posedge clk)
-    slot_fresh <= \$396 ;
+    slot_fresh <= \$398 ;
   always @(posedge clk)
-    ch0_data_granted <= \$397 ;
+    ch0_data_granted <= \$399 ;
   always @(posedge clk)
-    ch0_credit_granted <= \$398 ;
+    ch0_credit_granted <= \$400 ;
   always @(posedge clk)
-    ch1_data_granted <= \$399 ;
+    ch1_data_granted <= \$401 ;
   always @(posedge clk)
-    ch1_credit_granted <= \$400 ;
+    ch1_credit_granted <= \$402 ;
   always @(posedge clk)
-    slot_valid <= \$401 ;
+    slot_valid <= \$403 ;
   always @(posedge clk)
-    slot_credit <= \$402 ;
+    slot_credit <= \$404 ;
   always @(posedge clk)
-    slot_ch <= \$403 ;
+    slot_ch <= \$405 ;
   always @(posedge clk)
-    slot_tag <= \$404 ;
+    slot_tag <= \$406 ;
   always @(posedge clk)
-    slot_length <= \$405 ;
+    slot_length <= \$407 ;
   always @(posedge clk)
-    slot_beats <= \$406 ;
+    slot_beats <= \$408 ;
   always @(posedge clk)
-    slot_data_ch0 <= \$407 ;
+    slot_data_ch0 <= \$409 ;
   always @(posedge clk)
-    slot_data_ch1 <= \$408 ;
+    slot_data_ch1 <= \$410 ;
   always @(posedge clk)
-    rr_last0 <= \$409 ;
+    rr_last0 <= \$411 ;
   always @(posedge clk)
-    rr_last1 <= \$410 ;
+    rr_last1 <= \$412 ;
   always @(posedge clk)
-    cur <= \$411 ;
+    cur <= \$413 ;
   always @(posedge clk)
-    beats_left <= \$412 ;
+    beats_left <= \$414 ;
   always @(posedge clk)
-    last_bytes <= \$413 ;
+    last_bytes <= \$415 ;
   always @(posedge clk)
-    is_last <= \$414 ;
+    is_last <= \$416 ;
   always @(posedge clk)
-    last_keep <= \$415 ;
+    last_keep <= \$417 ;
   always @(posedge clk)
-    keep <= \$416 ;
+    keep <= \$418 ;
   always @(posedge clk)
-    tx_fsm_state <= \$417 ;
+    tx_fsm_state <= \$419 ;
   always @(posedge clk)
-    sending0 <= \$418 ;
+    sending0 <= \$420 ;
   always @(posedge clk)
-    sending1 <= \$419 ;
+    data0_ready_copy <= \$421 ;
   always @(posedge clk)
-    pick0_r0 <= \$420 ;
+    sending1 <= \$422 ;
   always @(posedge clk)
-    pick0_r1 <= \$421 ;
+    data1_ready_copy <= \$423 ;
   always @(posedge clk)
-    pick0_r2 <= \$422 ;
+    pick0_r0 <= \$424 ;
   always @(posedge clk)
-    pick0_r3 <= \$423 ;
+    pick0_r1 <= \$425 ;
   always @(posedge clk)
-    pick0_r4 <= \$424 ;
+    pick0_r2 <= \$426 ;
   always @(posedge clk)
-    pick0_r5 <= \$425 ;
+    pick0_r3 <= \$427 ;
   always @(posedge clk)
-    pick0_r6 <= \$426 ;
+    pick0_r4 <= \$428 ;
   always @(posedge clk)
-    pick0_r7 <= \$427 ;
+    pick0_r5 <= \$429 ;
   always @(posedge clk)
-    pick1_r0 <= \$428 ;
+    pick0_r6 <= \$430 ;
   always @(posedge clk)
-    pick1_r1 <= \$429 ;
+    pick0_r7 <= \$431 ;
   always @(posedge clk)
-    pick1_r2 <= \$430 ;
+    pick1_r0 <= \$432 ;
   always @(posedge clk)
-    pick1_r3 <= \$431 ;
+    pick1_r1 <= \$433 ;
   always @(posedge clk)
-    pick1_r4 <= \$432 ;
+    pick1_r2 <= \$434 ;
   always @(posedge clk)
-    pick1_r5 <= \$433 ;
+    pick1_r3 <= \$435 ;
   always @(posedge clk)
-    pick1_r6 <= \$434 ;
+    pick1_r4 <= \$436 ;
   always @(posedge clk)
-    pick1_r7 <= \$435 ;
+    pick1_r5 <= \$437 ;
   always @(posedge clk)
-    pick_header_r0 <= \$436 ;
+    pick1_r6 <= \$438 ;
   always @(posedge clk)
-    pick_header_r1 <= \$437 ;
+    pick1_r7 <= \$439 ;
   always @(posedge clk)
-    pick_header_r2 <= \$438 ;
+    pick_header_r0 <= \$440 ;
   always @(posedge clk)
-    pick_header_r3 <= \$439 ;
+    pick_header_r1 <= \$441 ;
+  always @(posedge clk)
+    pick_header_r2 <= \$442 ;
+  always @(posedge clk)
+    pick_header_r3 <= \$443 ;
   \ace_nic_small.tx0.hdr_check  hdr_check (
     .check(check),
     .\port$0$2 (node_id),
-    .\port$4024$0 (slot_credit),
-    .\port$4026$0 (slot_ch),
-    .\port$4028$0 (slot_tag),
-    .\port$4030$0 (slot_length)
+    .\port$4032$0 (slot_credit),
+    .\port$4034$0 (slot_ch),
+    .\port$4036$0 (slot_tag),
+    .\port$4038$0 (slot_length)
   );
   \ace_nic_small.tx0.out_skid  out_skid (
     .clk(clk),
@@ -13149,16 +13232,17 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, ch0
     .in_ready(i__ready),
     .o__ready(o__ready),
     .out_valid(link__tvalid),
-    .\port$523$0 (\$440 ),
-    .\port$524$0 (\$441 ),
-    .\port$525$0 (\$442 ),
-    .\port$526$0 (\$443 ),
-    .\port$527$0 (\$444 ),
-    .\port$528$0 (\$445 ),
-    .\port$529$0 (\$446 ),
-    .\port$530$0 (\$447 ),
-    .\port$531$0 (link__tkeep),
-    .\port$532$0 (\$448 ),
+    .\port$525$0 (\$444 ),
+    .\port$526$0 (\$445 ),
+    .\port$527$0 (\$446 ),
+    .\port$528$0 (\$447 ),
+    .\port$529$0 (\$448 ),
+    .\port$530$0 (\$449 ),
+    .\port$531$0 (\$450 ),
+    .\port$532$0 (\$451 ),
+    .\port$533$0 (link__tkeep),
+    .\port$534$0 (\$452 ),
+    .ready_next(ready_next),
     .rst(rst)
   );
   always @* begin
@@ -13245,477 +13329,463 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, ch0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$376  = take;
-    if (rst) begin
-      \$376  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$377  = \$114 ;
-    if (rst) begin
-      \$377  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$378  = \$115 ;
+    \$378  = take;
     if (rst) begin
       \$378  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$379  = \$116 ;
+    \$379  = \$114 ;
     if (rst) begin
-      \$379  = 5'h00;
+      \$379  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$380  = \$117 [47:0];
+    \$380  = \$115 ;
     if (rst) begin
-      \$380  = 48'h000000000000;
+      \$380  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$381  = \$118 [47:0];
+    \$381  = \$116 ;
     if (rst) begin
-      \$381  = 48'h000000000000;
+      \$381  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$382  = \$119 [47:0];
+    \$382  = \$117 [47:0];
     if (rst) begin
       \$382  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$383  = header_bytes;
-    if (header_q) begin
-      \$383  = \$120 [47:0];
-    end
+    \$383  = \$118 [47:0];
     if (rst) begin
       \$383  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$384  = \$125 ;
+    \$384  = \$119 [47:0];
     if (rst) begin
-      \$384  = 1'h0;
+      \$384  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$385  = \$128 ;
+    \$385  = header_bytes;
+    if (header_q) begin
+      \$385  = \$120 [47:0];
+    end
     if (rst) begin
-      \$385  = 1'h0;
+      \$385  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$386  = \$133 ;
+    \$386  = \$125 ;
     if (rst) begin
       \$386  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$387  = owed0_quiet;
+    \$387  = \$128 ;
+    if (rst) begin
+      \$387  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$388  = \$133 ;
+    if (rst) begin
+      \$388  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$389  = owed0_quiet;
     if (freed__0) begin
-      \$387  = 3'h0;
+      \$389  = 3'h0;
     end else if (\$134 ) begin
-      \$387  = \$135 [2:0];
+      \$389  = \$135 [2:0];
     end
     if (rst) begin
-      \$387  = 3'h0;
+      \$389  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$388  = \$152 ;
+    \$390  = \$152 ;
     if (rst) begin
-      \$388  = 6'h20;
+      \$390  = 6'h20;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$389  = \$154 [5:0];
+    \$391  = \$154 [5:0];
     if (rst) begin
-      \$389  = 6'h00;
+      \$391  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$390  = \$159 ;
-    if (rst) begin
-      \$390  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$391  = \$162 ;
-    if (rst) begin
-      \$391  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$392  = \$167 ;
+    \$392  = \$159 ;
     if (rst) begin
       \$392  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$393  = owed1_quiet;
+    \$393  = \$162 ;
+    if (rst) begin
+      \$393  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$394  = \$167 ;
+    if (rst) begin
+      \$394  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$395  = owed1_quiet;
     if (freed__1) begin
-      \$393  = 3'h0;
+      \$395  = 3'h0;
     end else if (\$168 ) begin
-      \$393  = \$169 [2:0];
+      \$395  = \$169 [2:0];
     end
     if (rst) begin
-      \$393  = 3'h0;
+      \$395  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$394  = \$186 ;
+    \$396  = \$186 ;
     if (rst) begin
-      \$394  = 6'h20;
+      \$396  = 6'h20;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$395  = \$188 [5:0];
+    \$397  = \$188 [5:0];
     if (rst) begin
-      \$395  = 6'h00;
+      \$397  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$396  = grant;
-    if (rst) begin
-      \$396  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$397  = ch0_data_grant;
-    if (rst) begin
-      \$397  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$398  = ch0_credit_grant;
+    \$398  = grant;
     if (rst) begin
       \$398  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$399  = ch1_data_grant;
+    \$399  = ch0_data_grant;
     if (rst) begin
       \$399  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$400  = ch1_credit_grant;
+    \$400  = ch0_credit_grant;
     if (rst) begin
       \$400  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$401  = slot_valid;
-    if (grant) begin
-      \$401  = 1'h1;
-    end
-    casez (tx_fsm_state)
-      1'h0:
-          if (\$213 ) begin
-            \$401  = 1'h0;
-          end
-    endcase
+    \$401  = ch1_data_grant;
     if (rst) begin
       \$401  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$402  = slot_credit;
-    if (grant) begin
-      \$402  = \$189 ;
-    end
+    \$402  = ch1_credit_grant;
     if (rst) begin
       \$402  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$403  = slot_ch;
+    \$403  = slot_valid;
     if (grant) begin
-      \$403  = \$195 ;
+      \$403  = 1'h1;
     end
+    casez (tx_fsm_state)
+      1'h0:
+          if (\$213 ) begin
+            \$403  = 1'h0;
+          end
+    endcase
     if (rst) begin
       \$403  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$404  = slot_tag;
+    \$404  = slot_credit;
     if (grant) begin
-      \$404  = \$199 ;
+      \$404  = \$189 ;
     end
     if (rst) begin
-      \$404  = 8'h00;
+      \$404  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$405  = slot_length;
+    \$405  = slot_ch;
     if (grant) begin
-      \$405  = { 6'h00, \$207  };
+      \$405  = \$195 ;
     end
     if (rst) begin
-      \$405  = 17'h00000;
+      \$405  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$406  = slot_beats;
+    \$406  = slot_tag;
     if (grant) begin
-      \$406  = \$211 ;
+      \$406  = \$199 ;
     end
     if (rst) begin
-      \$406  = 7'h00;
+      \$406  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$407  = slot_data_ch0;
+    \$407  = slot_length;
     if (grant) begin
-      \$407  = ch0_data_grant;
+      \$407  = { 6'h00, \$207  };
     end
-    casez (tx_fsm_state)
-      1'h0:
-          if (\$213 ) begin
-            \$407  = 1'h0;
-          end
-    endcase
     if (rst) begin
-      \$407  = 1'h0;
+      \$407  = 17'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$408  = slot_data_ch1;
+    \$408  = slot_beats;
     if (grant) begin
-      \$408  = ch1_data_grant;
+      \$408  = \$211 ;
     end
-    casez (tx_fsm_state)
-      1'h0:
-          if (\$213 ) begin
-            \$408  = 1'h0;
-          end
-    endcase
     if (rst) begin
-      \$408  = 1'h0;
+      \$408  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$409  = rr_last0;
-    if (\$212 ) begin
+    \$409  = slot_data_ch0;
+    if (grant) begin
       \$409  = ch0_data_grant;
     end
+    casez (tx_fsm_state)
+      1'h0:
+          if (\$213 ) begin
+            \$409  = 1'h0;
+          end
+    endcase
     if (rst) begin
-      \$409  = 1'h1;
+      \$409  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$410  = rr_last1;
-    if (\$212 ) begin
+    \$410  = slot_data_ch1;
+    if (grant) begin
       \$410  = ch1_data_grant;
     end
+    casez (tx_fsm_state)
+      1'h0:
+          if (\$213 ) begin
+            \$410  = 1'h0;
+          end
+    endcase
     if (rst) begin
       \$410  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$411  = cur;
-    casez (tx_fsm_state)
-      1'h0:
-          if (\$213 ) begin
-            if (\$214 ) begin
-              \$411  = slot_ch;
-            end
-          end
-    endcase
+    \$411  = rr_last0;
+    if (\$212 ) begin
+      \$411  = ch0_data_grant;
+    end
     if (rst) begin
-      \$411  = 1'h0;
+      \$411  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$412  = beats_left;
+    \$412  = rr_last1;
+    if (\$212 ) begin
+      \$412  = ch1_data_grant;
+    end
+    if (rst) begin
+      \$412  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$413  = cur;
+    casez (tx_fsm_state)
+      1'h0:
+          if (\$213 ) begin
+            if (\$214 ) begin
+              \$413  = slot_ch;
+            end
+          end
+    endcase
+    if (rst) begin
+      \$413  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$414  = beats_left;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
       1'h0:
           if (\$213 ) begin
             if (\$214 ) begin
-              \$412  = slot_beats;
+              \$414  = slot_beats;
             end
           end
       1'h1:
           if (\$363 ) begin
-            \$412  = \$364 [6:0];
+            \$414  = \$364 [6:0];
           end
     endcase
     if (rst) begin
-      \$412  = 7'h00;
+      \$414  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$413  = last_bytes;
+    \$415  = last_bytes;
     casez (tx_fsm_state)
       1'h0:
           if (\$213 ) begin
             if (\$214 ) begin
-              \$413  = \$217 [4:0];
+              \$415  = \$217 [4:0];
             end
           end
     endcase
     if (rst) begin
-      \$413  = 5'h00;
+      \$415  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$414  = is_last;
+    \$416  = is_last;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
       1'h0:
           if (\$213 ) begin
             if (\$214 ) begin
-              \$414  = \$218 ;
+              \$416  = \$218 ;
             end
           end
       1'h1:
           if (\$363 ) begin
-            \$414  = \$365 ;
+            \$416  = \$365 ;
           end
     endcase
     if (rst) begin
-      \$414  = 1'h0;
+      \$416  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$415  = last_keep;
+    \$417  = last_keep;
     casez (tx_fsm_state)
       1'h0:
           if (\$213 ) begin
             if (\$214 ) begin
-              \$415 [0] = \$221 ;
-              \$415 [1] = \$230 ;
-              \$415 [2] = \$239 ;
-              \$415 [3] = \$248 ;
-              \$415 [4] = \$257 ;
-              \$415 [5] = \$266 ;
-              \$415 [6] = \$275 ;
-              \$415 [7] = \$284 ;
-              \$415 [8] = \$293 ;
-              \$415 [9] = \$302 ;
-              \$415 [10] = \$311 ;
-              \$415 [11] = \$320 ;
-              \$415 [12] = \$329 ;
-              \$415 [13] = \$338 ;
-              \$415 [14] = \$347 ;
-              \$415 [15] = \$356 ;
+              \$417 [0] = \$221 ;
+              \$417 [1] = \$230 ;
+              \$417 [2] = \$239 ;
+              \$417 [3] = \$248 ;
+              \$417 [4] = \$257 ;
+              \$417 [5] = \$266 ;
+              \$417 [6] = \$275 ;
+              \$417 [7] = \$284 ;
+              \$417 [8] = \$293 ;
+              \$417 [9] = \$302 ;
+              \$417 [10] = \$311 ;
+              \$417 [11] = \$320 ;
+              \$417 [12] = \$329 ;
+              \$417 [13] = \$338 ;
+              \$417 [14] = \$347 ;
+              \$417 [15] = \$356 ;
             end
           end
     endcase
     if (rst) begin
-      \$415  = 16'h0000;
+      \$417  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$416  = keep;
+    \$418  = keep;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
       1'h0:
           if (\$213 ) begin
             if (\$214 ) begin
-              \$416 [0] = \$227 ;
-              \$416 [1] = \$236 ;
-              \$416 [2] = \$245 ;
-              \$416 [3] = \$254 ;
-              \$416 [4] = \$263 ;
-              \$416 [5] = \$272 ;
-              \$416 [6] = \$281 ;
-              \$416 [7] = \$290 ;
-              \$416 [8] = \$299 ;
-              \$416 [9] = \$308 ;
-              \$416 [10] = \$317 ;
-              \$416 [11] = \$326 ;
-              \$416 [12] = \$335 ;
-              \$416 [13] = \$344 ;
-              \$416 [14] = \$353 ;
-              \$416 [15] = \$362 ;
+              \$418 [0] = \$227 ;
+              \$418 [1] = \$236 ;
+              \$418 [2] = \$245 ;
+              \$418 [3] = \$254 ;
+              \$418 [4] = \$263 ;
+              \$418 [5] = \$272 ;
+              \$418 [6] = \$281 ;
+              \$418 [7] = \$290 ;
+              \$418 [8] = \$299 ;
+              \$418 [9] = \$308 ;
+              \$418 [10] = \$317 ;
+              \$418 [11] = \$326 ;
+              \$418 [12] = \$335 ;
+              \$418 [13] = \$344 ;
+              \$418 [14] = \$353 ;
+              \$418 [15] = \$362 ;
             end
           end
       1'h1:
           if (\$363 ) begin
-            \$416  = \$367 [15:0];
+            \$418  = \$367 [15:0];
           end
     endcase
     if (rst) begin
-      \$416  = 16'hffff;
+      \$418  = 16'hffff;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$417  = tx_fsm_state;
+    \$419  = tx_fsm_state;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
       1'h0:
           if (\$213 ) begin
             if (\$214 ) begin
-              \$417  = 1'h1;
+              \$419  = 1'h1;
             end
           end
       1'h1:
           if (\$363 ) begin
             if (is_last) begin
-              \$417  = 1'h0;
+              \$419  = 1'h0;
             end
           end
     endcase
-    if (rst) begin
-      \$417  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$418  = sending0_next;
-    if (rst) begin
-      \$418  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$419  = sending1_next;
     if (rst) begin
       \$419  = 1'h0;
     end
@@ -13729,21 +13799,21 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, ch0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$421  = sending0_next;
+    \$421  = \$368 ;
     if (rst) begin
       \$421  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$422  = sending0_next;
+    \$422  = sending1_next;
     if (rst) begin
       \$422  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$423  = sending0_next;
+    \$423  = \$369 ;
     if (rst) begin
       \$423  = 1'h0;
     end
@@ -13778,28 +13848,28 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, ch0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$428  = sending1_next;
+    \$428  = sending0_next;
     if (rst) begin
       \$428  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$429  = sending1_next;
+    \$429  = sending0_next;
     if (rst) begin
       \$429  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$430  = sending1_next;
+    \$430  = sending0_next;
     if (rst) begin
       \$430  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$431  = sending1_next;
+    \$431  = sending0_next;
     if (rst) begin
       \$431  = 1'h0;
     end
@@ -13834,35 +13904,63 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, ch0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$436  = \$369 ;
+    \$436  = sending1_next;
     if (rst) begin
-      \$436  = 1'h1;
+      \$436  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$437  = \$371 ;
+    \$437  = sending1_next;
     if (rst) begin
-      \$437  = 1'h1;
+      \$437  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$438  = \$373 ;
+    \$438  = sending1_next;
     if (rst) begin
-      \$438  = 1'h1;
+      \$438  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$439  = \$375 ;
+    \$439  = sending1_next;
     if (rst) begin
-      \$439  = 1'h1;
+      \$439  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$440  = \$371 ;
+    if (rst) begin
+      \$440  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$441  = \$373 ;
+    if (rst) begin
+      \$441  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$442  = \$375 ;
+    if (rst) begin
+      \$442  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$443  = \$377 ;
+    if (rst) begin
+      \$443  = 1'h1;
     end
   end
   assign o__valid = link__tvalid;
-  assign link__tdata = { \$447 , \$446 , \$445 , \$444 , \$443 , \$442 , \$441 , \$440  };
-  assign o__payload = { \$448 , link__tkeep, \$447 , \$446 , \$445 , \$444 , \$443 , \$442 , \$441 , \$440  };
+  assign link__tdata = { \$451 , \$450 , \$449 , \$448 , \$447 , \$446 , \$445 , \$444  };
+  assign o__payload = { \$452 , link__tkeep, \$451 , \$450 , \$449 , \$448 , \$447 , \$446 , \$445 , \$444  };
   assign link__tready = o__ready;
   assign credits0_q = credits__0;
   assign cmd0_beats = \$2 [6:0];
@@ -13871,22 +13969,22 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, ch0
   assign cmd__0__ready = ch0_data_grant;
   assign cmd__1__ready = ch1_data_grant;
   assign header = { 15'h0000, slot_length, slot_tag, 7'h00, slot_ch, node_id, 1'h0, slot_credit, 6'h0a };
-  assign data__0__payload = { \port$3154$0 , \port$3153$0 , \port$3152$0 , \port$3151$0 , \port$3150$0 , \port$3149$0 , \port$3148$0 , \port$3147$0  };
-  assign data__1__payload = { \port$3260$0 , \port$3259$0 , \port$3258$0 , \port$3257$0 , \port$3256$0 , \port$3255$0 , \port$3254$0 , \port$3253$0  };
-  assign \port$523$0  = \$440 ;
-  assign \port$524$0  = \$441 ;
-  assign \port$525$0  = \$442 ;
-  assign \port$526$0  = \$443 ;
-  assign \port$527$0  = \$444 ;
-  assign \port$528$0  = \$445 ;
-  assign \port$529$0  = \$446 ;
-  assign \port$530$0  = \$447 ;
-  assign link__tlast = \$448 [0];
-  assign \o__payload.data  = { \$447 , \$446 , \$445 , \$444 , \$443 , \$442 , \$441 , \$440  };
+  assign data__0__payload = { \port$3158$0 , \port$3157$0 , \port$3156$0 , \port$3155$0 , \port$3154$0 , \port$3153$0 , \port$3152$0 , \port$3151$0  };
+  assign data__1__payload = { \port$3266$0 , \port$3265$0 , \port$3264$0 , \port$3263$0 , \port$3262$0 , \port$3261$0 , \port$3260$0 , \port$3259$0  };
+  assign \port$525$0  = \$444 ;
+  assign \port$526$0  = \$445 ;
+  assign \port$527$0  = \$446 ;
+  assign \port$528$0  = \$447 ;
+  assign \port$529$0  = \$448 ;
+  assign \port$530$0  = \$449 ;
+  assign \port$531$0  = \$450 ;
+  assign \port$532$0  = \$451 ;
+  assign link__tlast = \$452 [0];
+  assign \o__payload.data  = { \$451 , \$450 , \$449 , \$448 , \$447 , \$446 , \$445 , \$444  };
   assign \o__payload.keep  = link__tkeep;
-  assign \o__payload.last  = \$448 [0];
-  assign \o__payload.header  = \$448 [1];
-  assign \o__payload.bytes  = \$448 [6:2];
+  assign \o__payload.last  = \$452 [0];
+  assign \o__payload.header  = \$452 [1];
+  assign \o__payload.bytes  = \$452 [6:2];
   assign \cmd__0__payload.link  = cmd__0__payload[0];
   assign \cmd__0__payload.tag  = cmd__0__payload[8:1];
   assign \cmd__0__payload.length  = cmd__0__payload[19:9];
@@ -13908,8 +14006,8 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, ch0
   assign \i__payload.last  = i__payload[144];
   assign \i__payload.header  = i__payload[145];
   assign \i__payload.bytes  = i__payload[150:146];
-  assign \data__0__payload.data  = { \port$3154$0 , \port$3153$0 , \port$3152$0 , \port$3151$0 , \port$3150$0 , \port$3149$0 , \port$3148$0 , \port$3147$0  };
-  assign \data__1__payload.data  = { \port$3260$0 , \port$3259$0 , \port$3258$0 , \port$3257$0 , \port$3256$0 , \port$3255$0 , \port$3254$0 , \port$3253$0  };
+  assign \data__0__payload.data  = { \port$3158$0 , \port$3157$0 , \port$3156$0 , \port$3155$0 , \port$3154$0 , \port$3153$0 , \port$3152$0 , \port$3151$0  };
+  assign \data__1__payload.data  = { \port$3266$0 , \port$3265$0 , \port$3264$0 , \port$3263$0 , \port$3262$0 , \port$3261$0 , \port$3260$0 , \port$3259$0  };
   assign \$2  = { 4'h0, \$1 [11:4] };
   assign \$4  = { 4'h0, \$3 [11:4] };
   assign \$9  = ch1_eligible;
@@ -14005,7 +14103,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, ch0
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.tx0.hdr_check (\port$4024$0 , \port$4026$0 , \port$4028$0 , \port$4030$0 , check, \port$0$2 );
+module \ace_nic_small.tx0.hdr_check (\port$4032$0 , \port$4034$0 , \port$4036$0 , \port$4038$0 , check, \port$0$2 );
   wire \$1 ;
   wire \$10 ;
   wire \$100 ;
@@ -14253,155 +14351,155 @@ module \ace_nic_small.tx0.hdr_check (\port$4024$0 , \port$4026$0 , \port$4028$0 
   wire ok;
   input [7:0] \port$0$2 ;
   wire [7:0] \port$0$2 ;
-  input \port$4024$0 ;
-  wire \port$4024$0 ;
-  input \port$4026$0 ;
-  wire \port$4026$0 ;
-  input [7:0] \port$4028$0 ;
-  wire [7:0] \port$4028$0 ;
-  input [16:0] \port$4030$0 ;
-  wire [16:0] \port$4030$0 ;
+  input \port$4032$0 ;
+  wire \port$4032$0 ;
+  input \port$4034$0 ;
+  wire \port$4034$0 ;
+  input [7:0] \port$4036$0 ;
+  wire [7:0] \port$4036$0 ;
+  input [16:0] \port$4038$0 ;
+  wire [16:0] \port$4038$0 ;
   assign \$7  = \$6  ^ \port$0$2 [0];
   assign \$8  = \$7  ^ \port$0$2 [3];
   assign \$9  = \$8  ^ \port$0$2 [5];
-  assign \$13  = \$12  ^ \port$4028$0 [4];
-  assign \$14  = \$13  ^ \port$4028$0 [6];
-  assign \$15  = \$14  ^ \port$4028$0 [7];
-  assign \$16  = \$15  ^ \port$4030$0 [0];
-  assign \$17  = \$16  ^ \port$4030$0 [2];
-  assign \$18  = \$17  ^ \port$4030$0 [3];
-  assign \$19  = \$18  ^ \port$4030$0 [5];
-  assign \$20  = \$19  ^ \port$4030$0 [7];
-  assign \$21  = \$20  ^ \port$4030$0 [8];
-  assign \$22  = \$21  ^ \port$4030$0 [12];
-  assign \$23  = \$22  ^ \port$4030$0 [14];
-  assign \$24  = \$23  ^ \port$4030$0 [16];
+  assign \$13  = \$12  ^ \port$4036$0 [4];
+  assign \$14  = \$13  ^ \port$4036$0 [6];
+  assign \$15  = \$14  ^ \port$4036$0 [7];
+  assign \$16  = \$15  ^ \port$4038$0 [0];
+  assign \$17  = \$16  ^ \port$4038$0 [2];
+  assign \$18  = \$17  ^ \port$4038$0 [3];
+  assign \$19  = \$18  ^ \port$4038$0 [5];
+  assign \$20  = \$19  ^ \port$4038$0 [7];
+  assign \$21  = \$20  ^ \port$4038$0 [8];
+  assign \$22  = \$21  ^ \port$4038$0 [12];
+  assign \$23  = \$22  ^ \port$4038$0 [14];
+  assign \$24  = \$23  ^ \port$4038$0 [16];
   assign \$32  = \$31  ^ \port$0$2 [3];
   assign \$33  = \$32  ^ \port$0$2 [4];
   assign \$34  = \$33  ^ \port$0$2 [5];
   assign \$35  = \$34  ^ \port$0$2 [6];
-  assign \$36  = \$35  ^ \port$4026$0 ;
-  assign \$40  = \$39  ^ \port$4028$0 [0];
-  assign \$41  = \$40  ^ \port$4028$0 [4];
-  assign \$42  = \$41  ^ \port$4028$0 [5];
-  assign \$43  = \$42  ^ \port$4028$0 [6];
-  assign \$44  = \$43  ^ \port$4030$0 [0];
-  assign \$45  = \$44  ^ \port$4030$0 [1];
-  assign \$46  = \$45  ^ \port$4030$0 [2];
-  assign \$47  = \$46  ^ \port$4030$0 [4];
-  assign \$48  = \$47  ^ \port$4030$0 [5];
-  assign \$49  = \$48  ^ \port$4030$0 [6];
-  assign \$50  = \$49  ^ \port$4030$0 [7];
-  assign \$51  = \$50  ^ \port$4030$0 [9];
-  assign \$52  = \$51  ^ \port$4030$0 [12];
-  assign \$53  = \$52  ^ \port$4030$0 [13];
-  assign \$54  = \$53  ^ \port$4030$0 [14];
-  assign \$55  = \$54  ^ \port$4030$0 [15];
-  assign \$56  = \$55  ^ \port$4030$0 [16];
+  assign \$36  = \$35  ^ \port$4034$0 ;
+  assign \$40  = \$39  ^ \port$4036$0 [0];
+  assign \$41  = \$40  ^ \port$4036$0 [4];
+  assign \$42  = \$41  ^ \port$4036$0 [5];
+  assign \$43  = \$42  ^ \port$4036$0 [6];
+  assign \$44  = \$43  ^ \port$4038$0 [0];
+  assign \$45  = \$44  ^ \port$4038$0 [1];
+  assign \$46  = \$45  ^ \port$4038$0 [2];
+  assign \$47  = \$46  ^ \port$4038$0 [4];
+  assign \$48  = \$47  ^ \port$4038$0 [5];
+  assign \$49  = \$48  ^ \port$4038$0 [6];
+  assign \$50  = \$49  ^ \port$4038$0 [7];
+  assign \$51  = \$50  ^ \port$4038$0 [9];
+  assign \$52  = \$51  ^ \port$4038$0 [12];
+  assign \$53  = \$52  ^ \port$4038$0 [13];
+  assign \$54  = \$53  ^ \port$4038$0 [14];
+  assign \$55  = \$54  ^ \port$4038$0 [15];
+  assign \$56  = \$55  ^ \port$4038$0 [16];
   assign \$62  = \$61  ^ \port$0$2 [2];
   assign \$63  = \$62  ^ \port$0$2 [3];
   assign \$64  = \$63  ^ \port$0$2 [4];
   assign \$65  = \$64  ^ \port$0$2 [6];
   assign \$66  = \$65  ^ \port$0$2 [7];
-  assign \$71  = \$70  ^ \port$4028$0 [0];
-  assign \$72  = \$71  ^ \port$4028$0 [1];
-  assign \$73  = \$72  ^ \port$4028$0 [4];
-  assign \$74  = \$73  ^ \port$4028$0 [5];
-  assign \$75  = \$74  ^ \port$4030$0 [1];
-  assign \$76  = \$75  ^ \port$4030$0 [6];
-  assign \$77  = \$76  ^ \port$4030$0 [8];
-  assign \$78  = \$77  ^ \port$4030$0 [10];
-  assign \$79  = \$78  ^ \port$4030$0 [12];
-  assign \$80  = \$79  ^ \port$4030$0 [13];
-  assign \$81  = \$80  ^ \port$4030$0 [15];
-  assign \$82  = \$81  ^ \port$4030$0 [16];
+  assign \$71  = \$70  ^ \port$4036$0 [0];
+  assign \$72  = \$71  ^ \port$4036$0 [1];
+  assign \$73  = \$72  ^ \port$4036$0 [4];
+  assign \$74  = \$73  ^ \port$4036$0 [5];
+  assign \$75  = \$74  ^ \port$4038$0 [1];
+  assign \$76  = \$75  ^ \port$4038$0 [6];
+  assign \$77  = \$76  ^ \port$4038$0 [8];
+  assign \$78  = \$77  ^ \port$4038$0 [10];
+  assign \$79  = \$78  ^ \port$4038$0 [12];
+  assign \$80  = \$79  ^ \port$4038$0 [13];
+  assign \$81  = \$80  ^ \port$4038$0 [15];
+  assign \$82  = \$81  ^ \port$4038$0 [16];
   assign \$91  = \$90  ^ \port$0$2 [3];
   assign \$92  = \$91  ^ \port$0$2 [4];
   assign \$93  = \$92  ^ \port$0$2 [5];
   assign \$94  = \$93  ^ \port$0$2 [7];
-  assign \$98  = \$97  ^ \port$4028$0 [1];
-  assign \$99  = \$98  ^ \port$4028$0 [2];
-  assign \$100  = \$99  ^ \port$4028$0 [5];
-  assign \$101  = \$100  ^ \port$4028$0 [6];
-  assign \$102  = \$101  ^ \port$4030$0 [0];
-  assign \$103  = \$102  ^ \port$4030$0 [2];
-  assign \$104  = \$103  ^ \port$4030$0 [7];
-  assign \$105  = \$104  ^ \port$4030$0 [9];
-  assign \$106  = \$105  ^ \port$4030$0 [11];
-  assign \$107  = \$106  ^ \port$4030$0 [13];
-  assign \$108  = \$107  ^ \port$4030$0 [14];
+  assign \$98  = \$97  ^ \port$4036$0 [1];
+  assign \$99  = \$98  ^ \port$4036$0 [2];
+  assign \$100  = \$99  ^ \port$4036$0 [5];
+  assign \$101  = \$100  ^ \port$4036$0 [6];
+  assign \$102  = \$101  ^ \port$4038$0 [0];
+  assign \$103  = \$102  ^ \port$4038$0 [2];
+  assign \$104  = \$103  ^ \port$4038$0 [7];
+  assign \$105  = \$104  ^ \port$4038$0 [9];
+  assign \$106  = \$105  ^ \port$4038$0 [11];
+  assign \$107  = \$106  ^ \port$4038$0 [13];
+  assign \$108  = \$107  ^ \port$4038$0 [14];
   assign \$118  = \$117  ^ \port$0$2 [4];
   assign \$119  = \$118  ^ \port$0$2 [5];
   assign \$120  = \$119  ^ \port$0$2 [6];
-  assign \$124  = \$123  ^ \port$4028$0 [0];
-  assign \$125  = \$124  ^ \port$4028$0 [2];
-  assign \$126  = \$125  ^ \port$4028$0 [3];
-  assign \$127  = \$126  ^ \port$4028$0 [6];
-  assign \$128  = \$127  ^ \port$4028$0 [7];
-  assign \$129  = \$128  ^ \port$4030$0 [1];
-  assign \$130  = \$129  ^ \port$4030$0 [3];
-  assign \$131  = \$130  ^ \port$4030$0 [8];
-  assign \$132  = \$131  ^ \port$4030$0 [10];
-  assign \$133  = \$132  ^ \port$4030$0 [12];
-  assign \$134  = \$133  ^ \port$4030$0 [14];
-  assign \$135  = \$134  ^ \port$4030$0 [15];
+  assign \$124  = \$123  ^ \port$4036$0 [0];
+  assign \$125  = \$124  ^ \port$4036$0 [2];
+  assign \$126  = \$125  ^ \port$4036$0 [3];
+  assign \$127  = \$126  ^ \port$4036$0 [6];
+  assign \$128  = \$127  ^ \port$4036$0 [7];
+  assign \$129  = \$128  ^ \port$4038$0 [1];
+  assign \$130  = \$129  ^ \port$4038$0 [3];
+  assign \$131  = \$130  ^ \port$4038$0 [8];
+  assign \$132  = \$131  ^ \port$4038$0 [10];
+  assign \$133  = \$132  ^ \port$4038$0 [12];
+  assign \$134  = \$133  ^ \port$4038$0 [14];
+  assign \$135  = \$134  ^ \port$4038$0 [15];
   assign \$144  = \$143  ^ \port$0$2 [2];
   assign \$145  = \$144  ^ \port$0$2 [5];
   assign \$146  = \$145  ^ \port$0$2 [6];
   assign \$147  = \$146  ^ \port$0$2 [7];
-  assign \$148  = \$147  ^ \port$4026$0 ;
-  assign \$151  = \$150  ^ \port$4028$0 [1];
-  assign \$152  = \$151  ^ \port$4028$0 [3];
-  assign \$153  = \$152  ^ \port$4028$0 [4];
-  assign \$154  = \$153  ^ \port$4028$0 [7];
-  assign \$155  = \$154  ^ \port$4030$0 [0];
-  assign \$156  = \$155  ^ \port$4030$0 [2];
-  assign \$157  = \$156  ^ \port$4030$0 [4];
-  assign \$158  = \$157  ^ \port$4030$0 [9];
-  assign \$159  = \$158  ^ \port$4030$0 [11];
-  assign \$160  = \$159  ^ \port$4030$0 [13];
-  assign \$161  = \$160  ^ \port$4030$0 [15];
+  assign \$148  = \$147  ^ \port$4034$0 ;
+  assign \$151  = \$150  ^ \port$4036$0 [1];
+  assign \$152  = \$151  ^ \port$4036$0 [3];
+  assign \$153  = \$152  ^ \port$4036$0 [4];
+  assign \$154  = \$153  ^ \port$4036$0 [7];
+  assign \$155  = \$154  ^ \port$4038$0 [0];
+  assign \$156  = \$155  ^ \port$4038$0 [2];
+  assign \$157  = \$156  ^ \port$4038$0 [4];
+  assign \$158  = \$157  ^ \port$4038$0 [9];
+  assign \$159  = \$158  ^ \port$4038$0 [11];
+  assign \$160  = \$159  ^ \port$4038$0 [13];
+  assign \$161  = \$160  ^ \port$4038$0 [15];
   assign \$170  = \$169  ^ \port$0$2 [1];
   assign \$171  = \$170  ^ \port$0$2 [3];
   assign \$172  = \$171  ^ \port$0$2 [6];
   assign \$173  = \$172  ^ \port$0$2 [7];
-  assign \$174  = \$173  ^ \port$4026$0 ;
-  assign \$178  = \$177  ^ \port$4028$0 [2];
-  assign \$179  = \$178  ^ \port$4028$0 [4];
-  assign \$180  = \$179  ^ \port$4028$0 [5];
-  assign \$181  = \$180  ^ \port$4030$0 [0];
-  assign \$182  = \$181  ^ \port$4030$0 [1];
-  assign \$183  = \$182  ^ \port$4030$0 [3];
-  assign \$184  = \$183  ^ \port$4030$0 [5];
-  assign \$185  = \$184  ^ \port$4030$0 [10];
-  assign \$186  = \$185  ^ \port$4030$0 [12];
-  assign \$187  = \$186  ^ \port$4030$0 [14];
+  assign \$174  = \$173  ^ \port$4034$0 ;
+  assign \$178  = \$177  ^ \port$4036$0 [2];
+  assign \$179  = \$178  ^ \port$4036$0 [4];
+  assign \$180  = \$179  ^ \port$4036$0 [5];
+  assign \$181  = \$180  ^ \port$4038$0 [0];
+  assign \$182  = \$181  ^ \port$4038$0 [1];
+  assign \$183  = \$182  ^ \port$4038$0 [3];
+  assign \$184  = \$183  ^ \port$4038$0 [5];
+  assign \$185  = \$184  ^ \port$4038$0 [10];
+  assign \$186  = \$185  ^ \port$4038$0 [12];
+  assign \$187  = \$186  ^ \port$4038$0 [14];
   assign \$198  = \$197  ^ \port$0$2 [4];
   assign \$199  = \$198  ^ \port$0$2 [7];
-  assign \$204  = \$203  ^ \port$4028$0 [3];
-  assign \$205  = \$204  ^ \port$4028$0 [5];
-  assign \$206  = \$205  ^ \port$4028$0 [6];
-  assign \$207  = \$206  ^ \port$4030$0 [1];
-  assign \$208  = \$207  ^ \port$4030$0 [2];
-  assign \$209  = \$208  ^ \port$4030$0 [4];
-  assign \$210  = \$209  ^ \port$4030$0 [6];
-  assign \$211  = \$210  ^ \port$4030$0 [11];
-  assign \$212  = \$211  ^ \port$4030$0 [13];
-  assign \$213  = \$212  ^ \port$4030$0 [15];
+  assign \$204  = \$203  ^ \port$4036$0 [3];
+  assign \$205  = \$204  ^ \port$4036$0 [5];
+  assign \$206  = \$205  ^ \port$4036$0 [6];
+  assign \$207  = \$206  ^ \port$4038$0 [1];
+  assign \$208  = \$207  ^ \port$4038$0 [2];
+  assign \$209  = \$208  ^ \port$4038$0 [4];
+  assign \$210  = \$209  ^ \port$4038$0 [6];
+  assign \$211  = \$210  ^ \port$4038$0 [11];
+  assign \$212  = \$211  ^ \port$4038$0 [13];
+  assign \$213  = \$212  ^ \port$4038$0 [15];
   assign ok = ! check;
-  assign \$auto$rtlil.cc:2739:Not$42  = ~ \port$4024$0 ;
+  assign \$auto$rtlil.cc:2739:Not$42  = ~ \port$4032$0 ;
   assign \$auto$rtlil.cc:2739:Not$44  = ~ \port$0$2 [1];
   assign \$auto$rtlil.cc:2739:Not$46  = ~ \port$0$2 [1];
-  assign \$auto$rtlil.cc:2739:Not$48  = ~ \port$4024$0 ;
-  assign header = { 15'h0000, \port$4030$0 , \port$4028$0 , 7'h00, \port$4026$0 , \port$0$2 , 1'h0, \port$4024$0 , 6'h0a };
+  assign \$auto$rtlil.cc:2739:Not$48  = ~ \port$4032$0 ;
+  assign header = { 15'h0000, \port$4038$0 , \port$4036$0 , 7'h00, \port$4034$0 , \port$0$2 , 1'h0, \port$4032$0 , 6'h0a };
   assign \header.magic  = 4'ha;
   assign \header.version  = 2'h0;
-  assign \header.ptype  = { 1'h0, \port$4024$0  };
+  assign \header.ptype  = { 1'h0, \port$4032$0  };
   assign \header.src  = \port$0$2 ;
-  assign \header.channel  = { 3'h0, \port$4026$0  };
+  assign \header.channel  = { 3'h0, \port$4034$0  };
   assign \header.rsvd0  = 4'h0;
-  assign \header.tag  = \port$4028$0 ;
-  assign \header.length  = \port$4030$0 ;
+  assign \header.tag  = \port$4036$0 ;
+  assign \header.length  = \port$4038$0 ;
   assign \header.rsvd1  = 7'h00;
   assign \header.check  = 8'h00;
   assign check[7] = \$216 ;
@@ -14433,7 +14531,7 @@ module \ace_nic_small.tx0.hdr_check (\port$4024$0 , \port$4026$0 , \port$4028$0 
   assign \$58  = \$56 ;
   assign \$59  = 1'h0;
   assign \$60  = 1'h0;
-  assign \$61  = \port$4024$0 ;
+  assign \$61  = \port$4032$0 ;
   assign \$67  = \$66 ;
   assign \$68  = \$66 ;
   assign \$69  = \$66 ;
@@ -14512,7 +14610,7 @@ module \ace_nic_small.tx0.hdr_check (\port$4024$0 , \port$4026$0 , \port$4028$0 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.tx0.out_skid (clk, rst, \port$523$0 , \port$524$0 , \port$525$0 , \port$526$0 , \port$527$0 , \port$528$0 , \port$529$0 , \port$530$0 , \port$531$0 , \port$532$0 , i__valid, i__payload, in_ready, out_valid, o__ready);
+module \ace_nic_small.tx0.out_skid (clk, rst, ready_next, \port$525$0 , \port$526$0 , \port$527$0 , \port$528$0 , \port$529$0 , \port$530$0 , \port$531$0 , \port$532$0 , \port$533$0 , \port$534$0 , i__valid, i__payload, in_ready, out_valid, o__ready);
   reg \$auto$verilog_backend.cc:2355:dump_module$67  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -14683,10 +14781,6 @@ module \ace_nic_small.tx0.out_skid (clk, rst, \port$523$0 , \port$524$0 , \port$
   output out_valid;
   reg out_valid = 1'h0;
   wire pop;
-  output [15:0] \port$523$0 ;
-  wire [15:0] \port$523$0 ;
-  output [15:0] \port$524$0 ;
-  wire [15:0] \port$524$0 ;
   output [15:0] \port$525$0 ;
   wire [15:0] \port$525$0 ;
   output [15:0] \port$526$0 ;
@@ -14701,8 +14795,12 @@ module \ace_nic_small.tx0.out_skid (clk, rst, \port$523$0 , \port$524$0 , \port$
   wire [15:0] \port$530$0 ;
   output [15:0] \port$531$0 ;
   wire [15:0] \port$531$0 ;
-  output [6:0] \port$532$0 ;
-  wire [6:0] \port$532$0 ;
+  output [15:0] \port$532$0 ;
+  wire [15:0] \port$532$0 ;
+  output [15:0] \port$533$0 ;
+  wire [15:0] \port$533$0 ;
+  output [6:0] \port$534$0 ;
+  wire [6:0] \port$534$0 ;
   wire push;
   reg r_at = 1'h0;
   wire r_at_next;
@@ -14716,6 +14814,7 @@ module \ace_nic_small.tx0.out_skid (clk, rst, \port$523$0 , \port$524$0 , \port$
   reg r_at_r7 = 1'h0;
   reg r_at_r8 = 1'h0;
   reg r_at_r9 = 1'h0;
+  output ready_next;
   wire ready_next;
   input rst;
   wire rst;
@@ -15186,16 +15285,16 @@ module \ace_nic_small.tx0.out_skid (clk, rst, \port$523$0 , \port$524$0 , \port$
   assign i__ready = in_ready;
   assign o__valid = out_valid;
   assign o__payload = { \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
-  assign \port$523$0  = \$10 ;
-  assign \port$524$0  = \$11 ;
-  assign \port$525$0  = \$12 ;
-  assign \port$526$0  = \$13 ;
-  assign \port$527$0  = \$14 ;
-  assign \port$528$0  = \$15 ;
-  assign \port$529$0  = \$16 ;
-  assign \port$530$0  = \$17 ;
-  assign \port$531$0  = \$18 ;
-  assign \port$532$0  = \$19 ;
+  assign \port$525$0  = \$10 ;
+  assign \port$526$0  = \$11 ;
+  assign \port$527$0  = \$12 ;
+  assign \port$528$0  = \$13 ;
+  assign \port$529$0  = \$14 ;
+  assign \port$530$0  = \$15 ;
+  assign \port$531$0  = \$16 ;
+  assign \port$532$0  = \$17 ;
+  assign \port$533$0  = \$18 ;
+  assign \port$534$0  = \$19 ;
   assign \o__payload.data  = { \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
   assign \o__payload.keep  = \$18 ;
   assign \o__payload.last  = \$19 [0];
@@ -15219,9 +15318,9 @@ module \ace_nic_small.tx0.out_skid (clk, rst, \port$523$0 , \port$524$0 , \port$
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, ch0_data_grant, ch1_data_grant, busy__0, busy__1, \port$2043$0 , \port$2044$0 , \port$2045$0 , \port$2046$0 , \port$2047$0 , \port$2048$0 , \port$2049$0 , \port$2050$0 , link__tkeep, link__tlast, credit_in_valid, \port$3147$0 
-, \port$3148$0 , \port$3149$0 , \port$3150$0 , \port$3151$0 , \port$3152$0 , \port$3153$0 , \port$3154$0 , \port$3253$0 , \port$3254$0 , \port$3255$0 , \port$3256$0 , \port$3257$0 , \port$3258$0 , \port$3259$0 , \port$3260$0 , cmd__0__payload, cmd__1__payload, data__0__ready, data__1__ready, payload_bytes, busy_cycles
-, stall_cycles, header_bytes, credits__0, credits__1, link__tvalid, freed__0, freed__1, credit_in_channel, credit_in_count, data__0__valid, data__1__valid, node_id);
+module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, ch0_data_grant, ch1_data_grant, busy__0, busy__1, \port$2047$0 , \port$2048$0 , \port$2049$0 , \port$2050$0 , \port$2051$0 , \port$2052$0 , \port$2053$0 , \port$2054$0 , link__tkeep, link__tlast, credit_in_valid, \port$3151$0 
+, \port$3152$0 , \port$3153$0 , \port$3154$0 , \port$3155$0 , \port$3156$0 , \port$3157$0 , \port$3158$0 , \port$3259$0 , \port$3260$0 , \port$3261$0 , \port$3262$0 , \port$3263$0 , \port$3264$0 , \port$3265$0 , \port$3266$0 , cmd__0__payload, cmd__1__payload, payload_bytes, busy_cycles, stall_cycles, header_bytes
+, credits__0, credits__1, data0_ready_copy, data1_ready_copy, link__tvalid, freed__0, freed__1, credit_in_channel, credit_in_count, data__0__valid, data__1__valid, node_id);
   reg \$auto$verilog_backend.cc:2355:dump_module$68  = 0;
   wire [11:0] \$1 ;
   wire \$10 ;
@@ -15530,30 +15629,30 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, ch0
   wire \$373 ;
   wire \$374 ;
   wire \$375 ;
-  reg \$376 ;
-  reg \$377 ;
+  wire \$376 ;
+  wire \$377 ;
   reg \$378 ;
-  reg [4:0] \$379 ;
+  reg \$379 ;
   wire \$38 ;
-  reg [47:0] \$380 ;
-  reg [47:0] \$381 ;
+  reg \$380 ;
+  reg [4:0] \$381 ;
   reg [47:0] \$382 ;
   reg [47:0] \$383 ;
-  reg \$384 ;
-  reg \$385 ;
+  reg [47:0] \$384 ;
+  reg [47:0] \$385 ;
   reg \$386 ;
-  reg [2:0] \$387 ;
-  reg [5:0] \$388 ;
-  reg [5:0] \$389 ;
+  reg \$387 ;
+  reg \$388 ;
+  reg [2:0] \$389 ;
   wire \$39 ;
-  reg \$390 ;
-  reg \$391 ;
+  reg [5:0] \$390 ;
+  reg [5:0] \$391 ;
   reg \$392 ;
-  reg [2:0] \$393 ;
-  reg [5:0] \$394 ;
-  reg [5:0] \$395 ;
-  reg \$396 ;
-  reg \$397 ;
+  reg \$393 ;
+  reg \$394 ;
+  reg [2:0] \$395 ;
+  reg [5:0] \$396 ;
+  reg [5:0] \$397 ;
   reg \$398 ;
   reg \$399 ;
   wire [11:0] \$4 ;
@@ -15562,22 +15661,22 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, ch0
   reg \$401 ;
   reg \$402 ;
   reg \$403 ;
-  reg [7:0] \$404 ;
-  reg [16:0] \$405 ;
-  reg [6:0] \$406 ;
-  reg \$407 ;
-  reg \$408 ;
+  reg \$404 ;
+  reg \$405 ;
+  reg [7:0] \$406 ;
+  reg [16:0] \$407 ;
+  reg [6:0] \$408 ;
   reg \$409 ;
   wire \$41 ;
   reg \$410 ;
   reg \$411 ;
-  reg [6:0] \$412 ;
-  reg [4:0] \$413 ;
-  reg \$414 ;
-  reg [15:0] \$415 ;
-  reg [15:0] \$416 ;
-  reg \$417 ;
-  reg \$418 ;
+  reg \$412 ;
+  reg \$413 ;
+  reg [6:0] \$414 ;
+  reg [4:0] \$415 ;
+  reg \$416 ;
+  reg [15:0] \$417 ;
+  reg [15:0] \$418 ;
   reg \$419 ;
   wire \$42 ;
   reg \$420 ;
@@ -15602,16 +15701,20 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, ch0
   reg \$438 ;
   reg \$439 ;
   wire \$44 ;
-  wire [15:0] \$440 ;
-  wire [15:0] \$441 ;
-  wire [15:0] \$442 ;
-  wire [15:0] \$443 ;
+  reg \$440 ;
+  reg \$441 ;
+  reg \$442 ;
+  reg \$443 ;
   wire [15:0] \$444 ;
   wire [15:0] \$445 ;
   wire [15:0] \$446 ;
   wire [15:0] \$447 ;
-  wire [6:0] \$448 ;
+  wire [15:0] \$448 ;
+  wire [15:0] \$449 ;
   wire \$45 ;
+  wire [15:0] \$450 ;
+  wire [15:0] \$451 ;
+  wire [6:0] \$452 ;
   wire \$46 ;
   wire \$47 ;
   wire [4:0] \$48 ;
@@ -15733,15 +15836,17 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, ch0
   output [5:0] credits__1;
   reg [5:0] credits__1 = 6'h20;
   reg cur = 1'h0;
+  output data0_ready_copy;
+  reg data0_ready_copy = 1'h0;
+  output data1_ready_copy;
+  reg data1_ready_copy = 1'h0;
   wire [127:0] data__0__payload;
   wire [127:0] \data__0__payload.data ;
-  output data__0__ready;
   reg data__0__ready;
   input data__0__valid;
   wire data__0__valid;
   wire [127:0] data__1__payload;
   wire [127:0] \data__1__payload.data ;
-  output data__1__ready;
   reg data__1__ready;
   input data__1__valid;
   wire data__1__valid;
@@ -15826,14 +15931,6 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, ch0
   reg pick_header_r1 = 1'h1;
   reg pick_header_r2 = 1'h1;
   reg pick_header_r3 = 1'h1;
-  output [15:0] \port$2043$0 ;
-  wire [15:0] \port$2043$0 ;
-  output [15:0] \port$2044$0 ;
-  wire [15:0] \port$2044$0 ;
-  output [15:0] \port$2045$0 ;
-  wire [15:0] \port$2045$0 ;
-  output [15:0] \port$2046$0 ;
-  wire [15:0] \port$2046$0 ;
   output [15:0] \port$2047$0 ;
   wire [15:0] \port$2047$0 ;
   output [15:0] \port$2048$0 ;
@@ -15842,14 +15939,14 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, ch0
   wire [15:0] \port$2049$0 ;
   output [15:0] \port$2050$0 ;
   wire [15:0] \port$2050$0 ;
-  input [15:0] \port$3147$0 ;
-  wire [15:0] \port$3147$0 ;
-  input [15:0] \port$3148$0 ;
-  wire [15:0] \port$3148$0 ;
-  input [15:0] \port$3149$0 ;
-  wire [15:0] \port$3149$0 ;
-  input [15:0] \port$3150$0 ;
-  wire [15:0] \port$3150$0 ;
+  output [15:0] \port$2051$0 ;
+  wire [15:0] \port$2051$0 ;
+  output [15:0] \port$2052$0 ;
+  wire [15:0] \port$2052$0 ;
+  output [15:0] \port$2053$0 ;
+  wire [15:0] \port$2053$0 ;
+  output [15:0] \port$2054$0 ;
+  wire [15:0] \port$2054$0 ;
   input [15:0] \port$3151$0 ;
   wire [15:0] \port$3151$0 ;
   input [15:0] \port$3152$0 ;
@@ -15858,22 +15955,31 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, ch0
   wire [15:0] \port$3153$0 ;
   input [15:0] \port$3154$0 ;
   wire [15:0] \port$3154$0 ;
-  input [15:0] \port$3253$0 ;
-  wire [15:0] \port$3253$0 ;
-  input [15:0] \port$3254$0 ;
-  wire [15:0] \port$3254$0 ;
-  input [15:0] \port$3255$0 ;
-  wire [15:0] \port$3255$0 ;
-  input [15:0] \port$3256$0 ;
-  wire [15:0] \port$3256$0 ;
-  input [15:0] \port$3257$0 ;
-  wire [15:0] \port$3257$0 ;
-  input [15:0] \port$3258$0 ;
-  wire [15:0] \port$3258$0 ;
+  input [15:0] \port$3155$0 ;
+  wire [15:0] \port$3155$0 ;
+  input [15:0] \port$3156$0 ;
+  wire [15:0] \port$3156$0 ;
+  input [15:0] \port$3157$0 ;
+  wire [15:0] \port$3157$0 ;
+  input [15:0] \port$3158$0 ;
+  wire [15:0] \port$3158$0 ;
   input [15:0] \port$3259$0 ;
   wire [15:0] \port$3259$0 ;
   input [15:0] \port$3260$0 ;
   wire [15:0] \port$3260$0 ;
+  input [15:0] \port$3261$0 ;
+  wire [15:0] \port$3261$0 ;
+  input [15:0] \port$3262$0 ;
+  wire [15:0] \port$3262$0 ;
+  input [15:0] \port$3263$0 ;
+  wire [15:0] \port$3263$0 ;
+  input [15:0] \port$3264$0 ;
+  wire [15:0] \port$3264$0 ;
+  input [15:0] \port$3265$0 ;
+  wire [15:0] \port$3265$0 ;
+  input [15:0] \port$3266$0 ;
+  wire [15:0] \port$3266$0 ;
+  wire ready_next;
   reg rr_last0 = 1'h1;
   reg rr_last1 = 1'h0;
   input rst;
@@ -15961,44 +16067,44 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, ch0
   assign \$61  = ~ \$60 ;
   assign \$62  = sending1 & \$61 ;
   assign sending1_next = \$58  | \$62 ;
-  assign \$63  = \port$3147$0  & { pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0 };
-  assign \$65  = \port$3253$0  & { pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0 };
+  assign \$63  = \port$3151$0  & { pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0, pick0_r0 };
+  assign \$65  = \port$3259$0  & { pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0, pick1_r0 };
   assign \$66  = \$64  | \$65 ;
   assign \$67  = \$66  & { keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1:0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0] };
   assign \$68  = { node_id, 1'h0, slot_credit, 6'h0a } & { pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0, pick_header_r0 };
   assign \$69  = \$67  | \$68 ;
-  assign \$70  = \port$3148$0  & { pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1 };
-  assign \$72  = \port$3254$0  & { pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1 };
+  assign \$70  = \port$3152$0  & { pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1, pick0_r1 };
+  assign \$72  = \port$3260$0  & { pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1, pick1_r1 };
   assign \$73  = \$71  | \$72 ;
   assign \$74  = \$73  & { keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3:2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2] };
   assign \$75  = { slot_tag, 7'h00, slot_ch } & { pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1, pick_header_r1 };
   assign \$76  = \$74  | \$75 ;
-  assign \$77  = \port$3149$0  & { pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2 };
-  assign \$79  = \port$3255$0  & { pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2 };
+  assign \$77  = \port$3153$0  & { pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2, pick0_r2 };
+  assign \$79  = \port$3261$0  & { pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2, pick1_r2 };
   assign \$80  = \$78  | \$79 ;
   assign \$81  = \$80  & { keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5:4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4] };
   assign \$82  = slot_length[15:0] & { pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2, pick_header_r2 };
   assign \$83  = \$81  | \$82 ;
-  assign \$84  = \port$3150$0  & { pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3 };
-  assign \$86  = \port$3256$0  & { pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3 };
+  assign \$84  = \port$3154$0  & { pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3, pick0_r3 };
+  assign \$86  = \port$3262$0  & { pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3, pick1_r3 };
   assign \$87  = \$85  | \$86 ;
   assign \$88  = \$87  & { keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7:6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6] };
   assign \$89  = { check, 7'h00, slot_length[16] } & { pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3, pick_header_r3 };
   assign \$90  = \$88  | \$89 ;
-  assign \$91  = \port$3151$0  & { pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4 };
-  assign \$93  = \port$3257$0  & { pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4 };
+  assign \$91  = \port$3155$0  & { pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4, pick0_r4 };
+  assign \$93  = \port$3263$0  & { pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4, pick1_r4 };
   assign \$94  = \$92  | \$93 ;
   assign \$95  = \$94  & { keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9:8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8] };
-  assign \$96  = \port$3152$0  & { pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5 };
-  assign \$98  = \port$3258$0  & { pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5 };
+  assign \$96  = \port$3156$0  & { pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5, pick0_r5 };
+  assign \$98  = \port$3264$0  & { pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5, pick1_r5 };
   assign \$99  = \$97  | \$98 ;
   assign \$100  = \$99  & { keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11:10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10] };
-  assign \$101  = \port$3153$0  & { pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6 };
-  assign \$103  = \port$3259$0  & { pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6 };
+  assign \$101  = \port$3157$0  & { pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6, pick0_r6 };
+  assign \$103  = \port$3265$0  & { pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6, pick1_r6 };
   assign \$104  = \$102  | \$103 ;
   assign \$105  = \$104  & { keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13:12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12] };
-  assign \$106  = \port$3154$0  & { pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7 };
-  assign \$108  = \port$3260$0  & { pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7 };
+  assign \$106  = \port$3158$0  & { pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7, pick0_r7 };
+  assign \$108  = \port$3266$0  & { pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7, pick1_r7 };
   assign \$109  = \$107  | \$108 ;
   assign \$110  = \$109  & { keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15:14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14] };
   assign busy__0 = slot_data_ch0 | sending0;
@@ -16006,8 +16112,8 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, ch0
   assign \$111  = ! tx_fsm_state;
   assign \$113  = ~ o__ready;
   assign \$114  = link__tvalid & \$113 ;
-  assign \$115  = take & \$448 [1];
-  assign \$116  = take ? \$448 [6:2] : 5'h00;
+  assign \$115  = take & \$452 [1];
+  assign \$116  = take ? \$452 [6:2] : 5'h00;
   assign \$117  = payload_bytes + bytes_q;
   assign \$118  = busy_cycles + take_q;
   assign \$119  = stall_cycles + stall_q;
@@ -16215,149 +16321,155 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, ch0
   assign \$365  = beats_left == 2'h2;
   assign \$366  = beats_left == 2'h2;
   assign \$367  = \$366  ? { 1'h0, last_keep } : 17'h1ffff;
-  assign \$368  = | { sending1_next, sending0_next };
-  assign \$369  = ~ \$368 ;
+  assign \$368  = sending0_next & ready_next;
+  assign \$369  = sending1_next & ready_next;
   assign \$370  = | { sending1_next, sending0_next };
   assign \$371  = ~ \$370 ;
   assign \$372  = | { sending1_next, sending0_next };
   assign \$373  = ~ \$372 ;
   assign \$374  = | { sending1_next, sending0_next };
   assign \$375  = ~ \$374 ;
+  assign \$376  = | { sending1_next, sending0_next };
+  assign \$377  = ~ \$376 ;
   always @(posedge clk)
-    take_q <= \$376 ;
+    take_q <= \$378 ;
   always @(posedge clk)
-    stall_q <= \$377 ;
+    stall_q <= \$379 ;
   always @(posedge clk)
-    header_q <= \$378 ;
+    header_q <= \$380 ;
   always @(posedge clk)
-    bytes_q <= \$379 ;
+    bytes_q <= \$381 ;
   always @(posedge clk)
-    payload_bytes <= \$380 ;
+    payload_bytes <= \$382 ;
   always @(posedge clk)
-    busy_cycles <= \$381 ;
+    busy_cycles <= \$383 ;
   always @(posedge clk)
-    stall_cycles <= \$382 ;
+    stall_cycles <= \$384 ;
   always @(posedge clk)
-    header_bytes <= \$383 ;
+    header_bytes <= \$385 ;
   always @(posedge clk)
-    ch0_eligible <= \$384 ;
+    ch0_eligible <= \$386 ;
   always @(posedge clk)
-    ch0_urgent <= \$385 ;
+    ch0_urgent <= \$387 ;
   always @(posedge clk)
-    ch0_pending <= \$386 ;
+    ch0_pending <= \$388 ;
   always @(posedge clk)
-    owed0_quiet <= \$387 ;
+    owed0_quiet <= \$389 ;
   always @(posedge clk)
-    credits__0 <= \$388 ;
+    credits__0 <= \$390 ;
   always @(posedge clk)
-    owed0 <= \$389 ;
+    owed0 <= \$391 ;
   always @(posedge clk)
-    ch1_eligible <= \$390 ;
+    ch1_eligible <= \$392 ;
   always @(posedge clk)
-    ch1_urgent <= \$391 ;
+    ch1_urgent <= \$393 ;
   always @(posedge clk)
-    ch1_pending <= \$392 ;
+    ch1_pending <= \$394 ;
   always @(posedge clk)
-    owed1_quiet <= \$393 ;
+    owed1_quiet <= \$395 ;
   always @(posedge clk)
-    credits__1 <= \$394 ;
+    credits__1 <= \$396 ;
   always @(posedge clk)
-    owed1 <= \$395 ;
+    owed1 <= \$397 ;
   always @(posedge clk)
-    slot_fresh <= \$396 ;
+    slot_fresh <= \$398 ;
   always @(posedge clk)
-    ch0_data_granted <= \$397 ;
+    ch0_data_granted <= \$399 ;
   always @(posedge clk)
-    ch0_credit_granted <= \$398 ;
+    ch0_credit_granted <= \$400 ;
   always @(posedge clk)
-    ch1_data_granted <= \$399 ;
+    ch1_data_granted <= \$401 ;
   always @(posedge clk)
-    ch1_credit_granted <= \$400 ;
+    ch1_credit_granted <= \$402 ;
   always @(posedge clk)
-    slot_valid <= \$401 ;
+    slot_valid <= \$403 ;
   always @(posedge clk)
-    slot_credit <= \$402 ;
+    slot_credit <= \$404 ;
   always @(posedge clk)
-    slot_ch <= \$403 ;
+    slot_ch <= \$405 ;
   always @(posedge clk)
-    slot_tag <= \$404 ;
+    slot_tag <= \$406 ;
   always @(posedge clk)
-    slot_length <= \$405 ;
+    slot_length <= \$407 ;
   always @(posedge clk)
-    slot_beats <= \$406 ;
+    slot_beats <= \$408 ;
   always @(posedge clk)
-    slot_data_ch0 <= \$407 ;
+    slot_data_ch0 <= \$409 ;
   always @(posedge clk)
-    slot_data_ch1 <= \$408 ;
+    slot_data_ch1 <= \$410 ;
   always @(posedge clk)
-    rr_last0 <= \$409 ;
+    rr_last0 <= \$411 ;
   always @(posedge clk)
-    rr_last1 <= \$410 ;
+    rr_last1 <= \$412 ;
   always @(posedge clk)
-    cur <= \$411 ;
+    cur <= \$413 ;
   always @(posedge clk)
-    beats_left <= \$412 ;
+    beats_left <= \$414 ;
   always @(posedge clk)
-    last_bytes <= \$413 ;
+    last_bytes <= \$415 ;
   always @(posedge clk)
-    is_last <= \$414 ;
+    is_last <= \$416 ;
   always @(posedge clk)
-    last_keep <= \$415 ;
+    last_keep <= \$417 ;
   always @(posedge clk)
-    keep <= \$416 ;
+    keep <= \$418 ;
   always @(posedge clk)
-    tx_fsm_state <= \$417 ;
+    tx_fsm_state <= \$419 ;
   always @(posedge clk)
-    sending0 <= \$418 ;
+    sending0 <= \$420 ;
   always @(posedge clk)
-    sending1 <= \$419 ;
+    data0_ready_copy <= \$421 ;
   always @(posedge clk)
-    pick0_r0 <= \$420 ;
+    sending1 <= \$422 ;
   always @(posedge clk)
-    pick0_r1 <= \$421 ;
+    data1_ready_copy <= \$423 ;
   always @(posedge clk)
-    pick0_r2 <= \$422 ;
+    pick0_r0 <= \$424 ;
   always @(posedge clk)
-    pick0_r3 <= \$423 ;
+    pick0_r1 <= \$425 ;
   always @(posedge clk)
-    pick0_r4 <= \$424 ;
+    pick0_r2 <= \$426 ;
   always @(posedge clk)
-    pick0_r5 <= \$425 ;
+    pick0_r3 <= \$427 ;
   always @(posedge clk)
-    pick0_r6 <= \$426 ;
+    pick0_r4 <= \$428 ;
   always @(posedge clk)
-    pick0_r7 <= \$427 ;
+    pick0_r5 <= \$429 ;
   always @(posedge clk)
-    pick1_r0 <= \$428 ;
+    pick0_r6 <= \$430 ;
   always @(posedge clk)
-    pick1_r1 <= \$429 ;
+    pick0_r7 <= \$431 ;
   always @(posedge clk)
-    pick1_r2 <= \$430 ;
+    pick1_r0 <= \$432 ;
   always @(posedge clk)
-    pick1_r3 <= \$431 ;
+    pick1_r1 <= \$433 ;
   always @(posedge clk)
-    pick1_r4 <= \$432 ;
+    pick1_r2 <= \$434 ;
   always @(posedge clk)
-    pick1_r5 <= \$433 ;
+    pick1_r3 <= \$435 ;
   always @(posedge clk)
-    pick1_r6 <= \$434 ;
+    pick1_r4 <= \$436 ;
   always @(posedge clk)
-    pick1_r7 <= \$435 ;
+    pick1_r5 <= \$437 ;
   always @(posedge clk)
-    pick_header_r0 <= \$436 ;
+    pick1_r6 <= \$438 ;
   always @(posedge clk)
-    pick_header_r1 <= \$437 ;
+    pick1_r7 <= \$439 ;
   always @(posedge clk)
-    pick_header_r2 <= \$438 ;
+    pick_header_r0 <= \$440 ;
   always @(posedge clk)
-    pick_header_r3 <= \$439 ;
+    pick_header_r1 <= \$441 ;
+  always @(posedge clk)
+    pick_header_r2 <= \$442 ;
+  always @(posedge clk)
+    pick_header_r3 <= \$443 ;
   \ace_nic_small.tx1.hdr_check  hdr_check (
     .check(check),
     .\port$0$2 (node_id),
-    .\port$4372$0 (slot_credit),
-    .\port$4374$0 (slot_ch),
-    .\port$4376$0 (slot_tag),
-    .\port$4378$0 (slot_length)
+    .\port$4384$0 (slot_credit),
+    .\port$4386$0 (slot_ch),
+    .\port$4388$0 (slot_tag),
+    .\port$4390$0 (slot_length)
   );
   \ace_nic_small.tx1.out_skid  out_skid (
     .clk(clk),
@@ -16366,16 +16478,17 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, ch0
     .in_ready(i__ready),
     .o__ready(o__ready),
     .out_valid(link__tvalid),
-    .\port$2043$0 (\$440 ),
-    .\port$2044$0 (\$441 ),
-    .\port$2045$0 (\$442 ),
-    .\port$2046$0 (\$443 ),
     .\port$2047$0 (\$444 ),
     .\port$2048$0 (\$445 ),
     .\port$2049$0 (\$446 ),
     .\port$2050$0 (\$447 ),
-    .\port$2051$0 (link__tkeep),
-    .\port$2052$0 (\$448 ),
+    .\port$2051$0 (\$448 ),
+    .\port$2052$0 (\$449 ),
+    .\port$2053$0 (\$450 ),
+    .\port$2054$0 (\$451 ),
+    .\port$2055$0 (link__tkeep),
+    .\port$2056$0 (\$452 ),
+    .ready_next(ready_next),
     .rst(rst)
   );
   always @* begin
@@ -16462,477 +16575,463 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, ch0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$376  = take;
-    if (rst) begin
-      \$376  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$377  = \$114 ;
-    if (rst) begin
-      \$377  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$378  = \$115 ;
+    \$378  = take;
     if (rst) begin
       \$378  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$379  = \$116 ;
+    \$379  = \$114 ;
     if (rst) begin
-      \$379  = 5'h00;
+      \$379  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$380  = \$117 [47:0];
+    \$380  = \$115 ;
     if (rst) begin
-      \$380  = 48'h000000000000;
+      \$380  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$381  = \$118 [47:0];
+    \$381  = \$116 ;
     if (rst) begin
-      \$381  = 48'h000000000000;
+      \$381  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$382  = \$119 [47:0];
+    \$382  = \$117 [47:0];
     if (rst) begin
       \$382  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$383  = header_bytes;
-    if (header_q) begin
-      \$383  = \$120 [47:0];
-    end
+    \$383  = \$118 [47:0];
     if (rst) begin
       \$383  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$384  = \$125 ;
+    \$384  = \$119 [47:0];
     if (rst) begin
-      \$384  = 1'h0;
+      \$384  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$385  = \$128 ;
+    \$385  = header_bytes;
+    if (header_q) begin
+      \$385  = \$120 [47:0];
+    end
     if (rst) begin
-      \$385  = 1'h0;
+      \$385  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$386  = \$133 ;
+    \$386  = \$125 ;
     if (rst) begin
       \$386  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$387  = owed0_quiet;
+    \$387  = \$128 ;
+    if (rst) begin
+      \$387  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$388  = \$133 ;
+    if (rst) begin
+      \$388  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$389  = owed0_quiet;
     if (freed__0) begin
-      \$387  = 3'h0;
+      \$389  = 3'h0;
     end else if (\$134 ) begin
-      \$387  = \$135 [2:0];
+      \$389  = \$135 [2:0];
     end
     if (rst) begin
-      \$387  = 3'h0;
+      \$389  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$388  = \$152 ;
+    \$390  = \$152 ;
     if (rst) begin
-      \$388  = 6'h20;
+      \$390  = 6'h20;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$389  = \$154 [5:0];
+    \$391  = \$154 [5:0];
     if (rst) begin
-      \$389  = 6'h00;
+      \$391  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$390  = \$159 ;
-    if (rst) begin
-      \$390  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$391  = \$162 ;
-    if (rst) begin
-      \$391  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$392  = \$167 ;
+    \$392  = \$159 ;
     if (rst) begin
       \$392  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$393  = owed1_quiet;
+    \$393  = \$162 ;
+    if (rst) begin
+      \$393  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$394  = \$167 ;
+    if (rst) begin
+      \$394  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$395  = owed1_quiet;
     if (freed__1) begin
-      \$393  = 3'h0;
+      \$395  = 3'h0;
     end else if (\$168 ) begin
-      \$393  = \$169 [2:0];
+      \$395  = \$169 [2:0];
     end
     if (rst) begin
-      \$393  = 3'h0;
+      \$395  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$394  = \$186 ;
+    \$396  = \$186 ;
     if (rst) begin
-      \$394  = 6'h20;
+      \$396  = 6'h20;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$395  = \$188 [5:0];
+    \$397  = \$188 [5:0];
     if (rst) begin
-      \$395  = 6'h00;
+      \$397  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$396  = grant;
-    if (rst) begin
-      \$396  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$397  = ch0_data_grant;
-    if (rst) begin
-      \$397  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$398  = ch0_credit_grant;
+    \$398  = grant;
     if (rst) begin
       \$398  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$399  = ch1_data_grant;
+    \$399  = ch0_data_grant;
     if (rst) begin
       \$399  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$400  = ch1_credit_grant;
+    \$400  = ch0_credit_grant;
     if (rst) begin
       \$400  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$401  = slot_valid;
-    if (grant) begin
-      \$401  = 1'h1;
-    end
-    casez (tx_fsm_state)
-      1'h0:
-          if (\$213 ) begin
-            \$401  = 1'h0;
-          end
-    endcase
+    \$401  = ch1_data_grant;
     if (rst) begin
       \$401  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$402  = slot_credit;
-    if (grant) begin
-      \$402  = \$189 ;
-    end
+    \$402  = ch1_credit_grant;
     if (rst) begin
       \$402  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$403  = slot_ch;
+    \$403  = slot_valid;
     if (grant) begin
-      \$403  = \$195 ;
+      \$403  = 1'h1;
     end
+    casez (tx_fsm_state)
+      1'h0:
+          if (\$213 ) begin
+            \$403  = 1'h0;
+          end
+    endcase
     if (rst) begin
       \$403  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$404  = slot_tag;
+    \$404  = slot_credit;
     if (grant) begin
-      \$404  = \$199 ;
+      \$404  = \$189 ;
     end
     if (rst) begin
-      \$404  = 8'h00;
+      \$404  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$405  = slot_length;
+    \$405  = slot_ch;
     if (grant) begin
-      \$405  = { 6'h00, \$207  };
+      \$405  = \$195 ;
     end
     if (rst) begin
-      \$405  = 17'h00000;
+      \$405  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$406  = slot_beats;
+    \$406  = slot_tag;
     if (grant) begin
-      \$406  = \$211 ;
+      \$406  = \$199 ;
     end
     if (rst) begin
-      \$406  = 7'h00;
+      \$406  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$407  = slot_data_ch0;
+    \$407  = slot_length;
     if (grant) begin
-      \$407  = ch0_data_grant;
+      \$407  = { 6'h00, \$207  };
     end
-    casez (tx_fsm_state)
-      1'h0:
-          if (\$213 ) begin
-            \$407  = 1'h0;
-          end
-    endcase
     if (rst) begin
-      \$407  = 1'h0;
+      \$407  = 17'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$408  = slot_data_ch1;
+    \$408  = slot_beats;
     if (grant) begin
-      \$408  = ch1_data_grant;
+      \$408  = \$211 ;
     end
-    casez (tx_fsm_state)
-      1'h0:
-          if (\$213 ) begin
-            \$408  = 1'h0;
-          end
-    endcase
     if (rst) begin
-      \$408  = 1'h0;
+      \$408  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$409  = rr_last0;
-    if (\$212 ) begin
+    \$409  = slot_data_ch0;
+    if (grant) begin
       \$409  = ch0_data_grant;
     end
+    casez (tx_fsm_state)
+      1'h0:
+          if (\$213 ) begin
+            \$409  = 1'h0;
+          end
+    endcase
     if (rst) begin
-      \$409  = 1'h1;
+      \$409  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$410  = rr_last1;
-    if (\$212 ) begin
+    \$410  = slot_data_ch1;
+    if (grant) begin
       \$410  = ch1_data_grant;
     end
+    casez (tx_fsm_state)
+      1'h0:
+          if (\$213 ) begin
+            \$410  = 1'h0;
+          end
+    endcase
     if (rst) begin
       \$410  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$411  = cur;
-    casez (tx_fsm_state)
-      1'h0:
-          if (\$213 ) begin
-            if (\$214 ) begin
-              \$411  = slot_ch;
-            end
-          end
-    endcase
+    \$411  = rr_last0;
+    if (\$212 ) begin
+      \$411  = ch0_data_grant;
+    end
     if (rst) begin
-      \$411  = 1'h0;
+      \$411  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$412  = beats_left;
+    \$412  = rr_last1;
+    if (\$212 ) begin
+      \$412  = ch1_data_grant;
+    end
+    if (rst) begin
+      \$412  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$413  = cur;
+    casez (tx_fsm_state)
+      1'h0:
+          if (\$213 ) begin
+            if (\$214 ) begin
+              \$413  = slot_ch;
+            end
+          end
+    endcase
+    if (rst) begin
+      \$413  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$414  = beats_left;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
       1'h0:
           if (\$213 ) begin
             if (\$214 ) begin
-              \$412  = slot_beats;
+              \$414  = slot_beats;
             end
           end
       1'h1:
           if (\$363 ) begin
-            \$412  = \$364 [6:0];
+            \$414  = \$364 [6:0];
           end
     endcase
     if (rst) begin
-      \$412  = 7'h00;
+      \$414  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$413  = last_bytes;
+    \$415  = last_bytes;
     casez (tx_fsm_state)
       1'h0:
           if (\$213 ) begin
             if (\$214 ) begin
-              \$413  = \$217 [4:0];
+              \$415  = \$217 [4:0];
             end
           end
     endcase
     if (rst) begin
-      \$413  = 5'h00;
+      \$415  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$414  = is_last;
+    \$416  = is_last;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
       1'h0:
           if (\$213 ) begin
             if (\$214 ) begin
-              \$414  = \$218 ;
+              \$416  = \$218 ;
             end
           end
       1'h1:
           if (\$363 ) begin
-            \$414  = \$365 ;
+            \$416  = \$365 ;
           end
     endcase
     if (rst) begin
-      \$414  = 1'h0;
+      \$416  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$415  = last_keep;
+    \$417  = last_keep;
     casez (tx_fsm_state)
       1'h0:
           if (\$213 ) begin
             if (\$214 ) begin
-              \$415 [0] = \$221 ;
-              \$415 [1] = \$230 ;
-              \$415 [2] = \$239 ;
-              \$415 [3] = \$248 ;
-              \$415 [4] = \$257 ;
-              \$415 [5] = \$266 ;
-              \$415 [6] = \$275 ;
-              \$415 [7] = \$284 ;
-              \$415 [8] = \$293 ;
-              \$415 [9] = \$302 ;
-              \$415 [10] = \$311 ;
-              \$415 [11] = \$320 ;
-              \$415 [12] = \$329 ;
-              \$415 [13] = \$338 ;
-              \$415 [14] = \$347 ;
-              \$415 [15] = \$356 ;
+              \$417 [0] = \$221 ;
+              \$417 [1] = \$230 ;
+              \$417 [2] = \$239 ;
+              \$417 [3] = \$248 ;
+              \$417 [4] = \$257 ;
+              \$417 [5] = \$266 ;
+              \$417 [6] = \$275 ;
+              \$417 [7] = \$284 ;
+              \$417 [8] = \$293 ;
+              \$417 [9] = \$302 ;
+              \$417 [10] = \$311 ;
+              \$417 [11] = \$320 ;
+              \$417 [12] = \$329 ;
+              \$417 [13] = \$338 ;
+              \$417 [14] = \$347 ;
+              \$417 [15] = \$356 ;
             end
           end
     endcase
     if (rst) begin
-      \$415  = 16'h0000;
+      \$417  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$416  = keep;
+    \$418  = keep;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
       1'h0:
           if (\$213 ) begin
             if (\$214 ) begin
-              \$416 [0] = \$227 ;
-              \$416 [1] = \$236 ;
-              \$416 [2] = \$245 ;
-              \$416 [3] = \$254 ;
-              \$416 [4] = \$263 ;
-              \$416 [5] = \$272 ;
-              \$416 [6] = \$281 ;
-              \$416 [7] = \$290 ;
-              \$416 [8] = \$299 ;
-              \$416 [9] = \$308 ;
-              \$416 [10] = \$317 ;
-              \$416 [11] = \$326 ;
-              \$416 [12] = \$335 ;
-              \$416 [13] = \$344 ;
-              \$416 [14] = \$353 ;
-              \$416 [15] = \$362 ;
+              \$418 [0] = \$227 ;
+              \$418 [1] = \$236 ;
+              \$418 [2] = \$245 ;
+              \$418 [3] = \$254 ;
+              \$418 [4] = \$263 ;
+              \$418 [5] = \$272 ;
+              \$418 [6] = \$281 ;
+              \$418 [7] = \$290 ;
+              \$418 [8] = \$299 ;
+              \$418 [9] = \$308 ;
+              \$418 [10] = \$317 ;
+              \$418 [11] = \$326 ;
+              \$418 [12] = \$335 ;
+              \$418 [13] = \$344 ;
+              \$418 [14] = \$353 ;
+              \$418 [15] = \$362 ;
             end
           end
       1'h1:
           if (\$363 ) begin
-            \$416  = \$367 [15:0];
+            \$418  = \$367 [15:0];
           end
     endcase
     if (rst) begin
-      \$416  = 16'hffff;
+      \$418  = 16'hffff;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$417  = tx_fsm_state;
+    \$419  = tx_fsm_state;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
       1'h0:
           if (\$213 ) begin
             if (\$214 ) begin
-              \$417  = 1'h1;
+              \$419  = 1'h1;
             end
           end
       1'h1:
           if (\$363 ) begin
             if (is_last) begin
-              \$417  = 1'h0;
+              \$419  = 1'h0;
             end
           end
     endcase
-    if (rst) begin
-      \$417  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$418  = sending0_next;
-    if (rst) begin
-      \$418  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$419  = sending1_next;
     if (rst) begin
       \$419  = 1'h0;
     end
@@ -16946,21 +17045,21 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, ch0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$421  = sending0_next;
+    \$421  = \$368 ;
     if (rst) begin
       \$421  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$422  = sending0_next;
+    \$422  = sending1_next;
     if (rst) begin
       \$422  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$423  = sending0_next;
+    \$423  = \$369 ;
     if (rst) begin
       \$423  = 1'h0;
     end
@@ -16995,28 +17094,28 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, ch0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$428  = sending1_next;
+    \$428  = sending0_next;
     if (rst) begin
       \$428  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$429  = sending1_next;
+    \$429  = sending0_next;
     if (rst) begin
       \$429  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$430  = sending1_next;
+    \$430  = sending0_next;
     if (rst) begin
       \$430  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$431  = sending1_next;
+    \$431  = sending0_next;
     if (rst) begin
       \$431  = 1'h0;
     end
@@ -17051,35 +17150,63 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, ch0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$436  = \$369 ;
+    \$436  = sending1_next;
     if (rst) begin
-      \$436  = 1'h1;
+      \$436  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$437  = \$371 ;
+    \$437  = sending1_next;
     if (rst) begin
-      \$437  = 1'h1;
+      \$437  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$438  = \$373 ;
+    \$438  = sending1_next;
     if (rst) begin
-      \$438  = 1'h1;
+      \$438  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$439  = \$375 ;
+    \$439  = sending1_next;
     if (rst) begin
-      \$439  = 1'h1;
+      \$439  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$440  = \$371 ;
+    if (rst) begin
+      \$440  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$441  = \$373 ;
+    if (rst) begin
+      \$441  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$442  = \$375 ;
+    if (rst) begin
+      \$442  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$443  = \$377 ;
+    if (rst) begin
+      \$443  = 1'h1;
     end
   end
   assign o__valid = link__tvalid;
-  assign link__tdata = { \$447 , \$446 , \$445 , \$444 , \$443 , \$442 , \$441 , \$440  };
-  assign o__payload = { \$448 , link__tkeep, \$447 , \$446 , \$445 , \$444 , \$443 , \$442 , \$441 , \$440  };
+  assign link__tdata = { \$451 , \$450 , \$449 , \$448 , \$447 , \$446 , \$445 , \$444  };
+  assign o__payload = { \$452 , link__tkeep, \$451 , \$450 , \$449 , \$448 , \$447 , \$446 , \$445 , \$444  };
   assign link__tready = o__ready;
   assign credits0_q = credits__0;
   assign cmd0_beats = \$2 [6:0];
@@ -17088,22 +17215,22 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, ch0
   assign cmd__0__ready = ch0_data_grant;
   assign cmd__1__ready = ch1_data_grant;
   assign header = { 15'h0000, slot_length, slot_tag, 7'h00, slot_ch, node_id, 1'h0, slot_credit, 6'h0a };
-  assign data__0__payload = { \port$3154$0 , \port$3153$0 , \port$3152$0 , \port$3151$0 , \port$3150$0 , \port$3149$0 , \port$3148$0 , \port$3147$0  };
-  assign data__1__payload = { \port$3260$0 , \port$3259$0 , \port$3258$0 , \port$3257$0 , \port$3256$0 , \port$3255$0 , \port$3254$0 , \port$3253$0  };
-  assign \port$2043$0  = \$440 ;
-  assign \port$2044$0  = \$441 ;
-  assign \port$2045$0  = \$442 ;
-  assign \port$2046$0  = \$443 ;
+  assign data__0__payload = { \port$3158$0 , \port$3157$0 , \port$3156$0 , \port$3155$0 , \port$3154$0 , \port$3153$0 , \port$3152$0 , \port$3151$0  };
+  assign data__1__payload = { \port$3266$0 , \port$3265$0 , \port$3264$0 , \port$3263$0 , \port$3262$0 , \port$3261$0 , \port$3260$0 , \port$3259$0  };
   assign \port$2047$0  = \$444 ;
   assign \port$2048$0  = \$445 ;
   assign \port$2049$0  = \$446 ;
   assign \port$2050$0  = \$447 ;
-  assign link__tlast = \$448 [0];
-  assign \o__payload.data  = { \$447 , \$446 , \$445 , \$444 , \$443 , \$442 , \$441 , \$440  };
+  assign \port$2051$0  = \$448 ;
+  assign \port$2052$0  = \$449 ;
+  assign \port$2053$0  = \$450 ;
+  assign \port$2054$0  = \$451 ;
+  assign link__tlast = \$452 [0];
+  assign \o__payload.data  = { \$451 , \$450 , \$449 , \$448 , \$447 , \$446 , \$445 , \$444  };
   assign \o__payload.keep  = link__tkeep;
-  assign \o__payload.last  = \$448 [0];
-  assign \o__payload.header  = \$448 [1];
-  assign \o__payload.bytes  = \$448 [6:2];
+  assign \o__payload.last  = \$452 [0];
+  assign \o__payload.header  = \$452 [1];
+  assign \o__payload.bytes  = \$452 [6:2];
   assign \cmd__0__payload.link  = cmd__0__payload[0];
   assign \cmd__0__payload.tag  = cmd__0__payload[8:1];
   assign \cmd__0__payload.length  = cmd__0__payload[19:9];
@@ -17125,8 +17252,8 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, ch0
   assign \i__payload.last  = i__payload[144];
   assign \i__payload.header  = i__payload[145];
   assign \i__payload.bytes  = i__payload[150:146];
-  assign \data__0__payload.data  = { \port$3154$0 , \port$3153$0 , \port$3152$0 , \port$3151$0 , \port$3150$0 , \port$3149$0 , \port$3148$0 , \port$3147$0  };
-  assign \data__1__payload.data  = { \port$3260$0 , \port$3259$0 , \port$3258$0 , \port$3257$0 , \port$3256$0 , \port$3255$0 , \port$3254$0 , \port$3253$0  };
+  assign \data__0__payload.data  = { \port$3158$0 , \port$3157$0 , \port$3156$0 , \port$3155$0 , \port$3154$0 , \port$3153$0 , \port$3152$0 , \port$3151$0  };
+  assign \data__1__payload.data  = { \port$3266$0 , \port$3265$0 , \port$3264$0 , \port$3263$0 , \port$3262$0 , \port$3261$0 , \port$3260$0 , \port$3259$0  };
   assign \$2  = { 4'h0, \$1 [11:4] };
   assign \$4  = { 4'h0, \$3 [11:4] };
   assign \$9  = ch1_eligible;
@@ -17222,7 +17349,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, ch0
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.tx1.hdr_check (\port$4372$0 , \port$4374$0 , \port$4376$0 , \port$4378$0 , check, \port$0$2 );
+module \ace_nic_small.tx1.hdr_check (\port$4384$0 , \port$4386$0 , \port$4388$0 , \port$4390$0 , check, \port$0$2 );
   wire \$1 ;
   wire \$10 ;
   wire \$100 ;
@@ -17470,155 +17597,155 @@ module \ace_nic_small.tx1.hdr_check (\port$4372$0 , \port$4374$0 , \port$4376$0 
   wire ok;
   input [7:0] \port$0$2 ;
   wire [7:0] \port$0$2 ;
-  input \port$4372$0 ;
-  wire \port$4372$0 ;
-  input \port$4374$0 ;
-  wire \port$4374$0 ;
-  input [7:0] \port$4376$0 ;
-  wire [7:0] \port$4376$0 ;
-  input [16:0] \port$4378$0 ;
-  wire [16:0] \port$4378$0 ;
+  input \port$4384$0 ;
+  wire \port$4384$0 ;
+  input \port$4386$0 ;
+  wire \port$4386$0 ;
+  input [7:0] \port$4388$0 ;
+  wire [7:0] \port$4388$0 ;
+  input [16:0] \port$4390$0 ;
+  wire [16:0] \port$4390$0 ;
   assign \$7  = \$6  ^ \port$0$2 [0];
   assign \$8  = \$7  ^ \port$0$2 [3];
   assign \$9  = \$8  ^ \port$0$2 [5];
-  assign \$13  = \$12  ^ \port$4376$0 [4];
-  assign \$14  = \$13  ^ \port$4376$0 [6];
-  assign \$15  = \$14  ^ \port$4376$0 [7];
-  assign \$16  = \$15  ^ \port$4378$0 [0];
-  assign \$17  = \$16  ^ \port$4378$0 [2];
-  assign \$18  = \$17  ^ \port$4378$0 [3];
-  assign \$19  = \$18  ^ \port$4378$0 [5];
-  assign \$20  = \$19  ^ \port$4378$0 [7];
-  assign \$21  = \$20  ^ \port$4378$0 [8];
-  assign \$22  = \$21  ^ \port$4378$0 [12];
-  assign \$23  = \$22  ^ \port$4378$0 [14];
-  assign \$24  = \$23  ^ \port$4378$0 [16];
+  assign \$13  = \$12  ^ \port$4388$0 [4];
+  assign \$14  = \$13  ^ \port$4388$0 [6];
+  assign \$15  = \$14  ^ \port$4388$0 [7];
+  assign \$16  = \$15  ^ \port$4390$0 [0];
+  assign \$17  = \$16  ^ \port$4390$0 [2];
+  assign \$18  = \$17  ^ \port$4390$0 [3];
+  assign \$19  = \$18  ^ \port$4390$0 [5];
+  assign \$20  = \$19  ^ \port$4390$0 [7];
+  assign \$21  = \$20  ^ \port$4390$0 [8];
+  assign \$22  = \$21  ^ \port$4390$0 [12];
+  assign \$23  = \$22  ^ \port$4390$0 [14];
+  assign \$24  = \$23  ^ \port$4390$0 [16];
   assign \$32  = \$31  ^ \port$0$2 [3];
   assign \$33  = \$32  ^ \port$0$2 [4];
   assign \$34  = \$33  ^ \port$0$2 [5];
   assign \$35  = \$34  ^ \port$0$2 [6];
-  assign \$36  = \$35  ^ \port$4374$0 ;
-  assign \$40  = \$39  ^ \port$4376$0 [0];
-  assign \$41  = \$40  ^ \port$4376$0 [4];
-  assign \$42  = \$41  ^ \port$4376$0 [5];
-  assign \$43  = \$42  ^ \port$4376$0 [6];
-  assign \$44  = \$43  ^ \port$4378$0 [0];
-  assign \$45  = \$44  ^ \port$4378$0 [1];
-  assign \$46  = \$45  ^ \port$4378$0 [2];
-  assign \$47  = \$46  ^ \port$4378$0 [4];
-  assign \$48  = \$47  ^ \port$4378$0 [5];
-  assign \$49  = \$48  ^ \port$4378$0 [6];
-  assign \$50  = \$49  ^ \port$4378$0 [7];
-  assign \$51  = \$50  ^ \port$4378$0 [9];
-  assign \$52  = \$51  ^ \port$4378$0 [12];
-  assign \$53  = \$52  ^ \port$4378$0 [13];
-  assign \$54  = \$53  ^ \port$4378$0 [14];
-  assign \$55  = \$54  ^ \port$4378$0 [15];
-  assign \$56  = \$55  ^ \port$4378$0 [16];
+  assign \$36  = \$35  ^ \port$4386$0 ;
+  assign \$40  = \$39  ^ \port$4388$0 [0];
+  assign \$41  = \$40  ^ \port$4388$0 [4];
+  assign \$42  = \$41  ^ \port$4388$0 [5];
+  assign \$43  = \$42  ^ \port$4388$0 [6];
+  assign \$44  = \$43  ^ \port$4390$0 [0];
+  assign \$45  = \$44  ^ \port$4390$0 [1];
+  assign \$46  = \$45  ^ \port$4390$0 [2];
+  assign \$47  = \$46  ^ \port$4390$0 [4];
+  assign \$48  = \$47  ^ \port$4390$0 [5];
+  assign \$49  = \$48  ^ \port$4390$0 [6];
+  assign \$50  = \$49  ^ \port$4390$0 [7];
+  assign \$51  = \$50  ^ \port$4390$0 [9];
+  assign \$52  = \$51  ^ \port$4390$0 [12];
+  assign \$53  = \$52  ^ \port$4390$0 [13];
+  assign \$54  = \$53  ^ \port$4390$0 [14];
+  assign \$55  = \$54  ^ \port$4390$0 [15];
+  assign \$56  = \$55  ^ \port$4390$0 [16];
   assign \$62  = \$61  ^ \port$0$2 [2];
   assign \$63  = \$62  ^ \port$0$2 [3];
   assign \$64  = \$63  ^ \port$0$2 [4];
   assign \$65  = \$64  ^ \port$0$2 [6];
   assign \$66  = \$65  ^ \port$0$2 [7];
-  assign \$71  = \$70  ^ \port$4376$0 [0];
-  assign \$72  = \$71  ^ \port$4376$0 [1];
-  assign \$73  = \$72  ^ \port$4376$0 [4];
-  assign \$74  = \$73  ^ \port$4376$0 [5];
-  assign \$75  = \$74  ^ \port$4378$0 [1];
-  assign \$76  = \$75  ^ \port$4378$0 [6];
-  assign \$77  = \$76  ^ \port$4378$0 [8];
-  assign \$78  = \$77  ^ \port$4378$0 [10];
-  assign \$79  = \$78  ^ \port$4378$0 [12];
-  assign \$80  = \$79  ^ \port$4378$0 [13];
-  assign \$81  = \$80  ^ \port$4378$0 [15];
-  assign \$82  = \$81  ^ \port$4378$0 [16];
+  assign \$71  = \$70  ^ \port$4388$0 [0];
+  assign \$72  = \$71  ^ \port$4388$0 [1];
+  assign \$73  = \$72  ^ \port$4388$0 [4];
+  assign \$74  = \$73  ^ \port$4388$0 [5];
+  assign \$75  = \$74  ^ \port$4390$0 [1];
+  assign \$76  = \$75  ^ \port$4390$0 [6];
+  assign \$77  = \$76  ^ \port$4390$0 [8];
+  assign \$78  = \$77  ^ \port$4390$0 [10];
+  assign \$79  = \$78  ^ \port$4390$0 [12];
+  assign \$80  = \$79  ^ \port$4390$0 [13];
+  assign \$81  = \$80  ^ \port$4390$0 [15];
+  assign \$82  = \$81  ^ \port$4390$0 [16];
   assign \$91  = \$90  ^ \port$0$2 [3];
   assign \$92  = \$91  ^ \port$0$2 [4];
   assign \$93  = \$92  ^ \port$0$2 [5];
   assign \$94  = \$93  ^ \port$0$2 [7];
-  assign \$98  = \$97  ^ \port$4376$0 [1];
-  assign \$99  = \$98  ^ \port$4376$0 [2];
-  assign \$100  = \$99  ^ \port$4376$0 [5];
-  assign \$101  = \$100  ^ \port$4376$0 [6];
-  assign \$102  = \$101  ^ \port$4378$0 [0];
-  assign \$103  = \$102  ^ \port$4378$0 [2];
-  assign \$104  = \$103  ^ \port$4378$0 [7];
-  assign \$105  = \$104  ^ \port$4378$0 [9];
-  assign \$106  = \$105  ^ \port$4378$0 [11];
-  assign \$107  = \$106  ^ \port$4378$0 [13];
-  assign \$108  = \$107  ^ \port$4378$0 [14];
+  assign \$98  = \$97  ^ \port$4388$0 [1];
+  assign \$99  = \$98  ^ \port$4388$0 [2];
+  assign \$100  = \$99  ^ \port$4388$0 [5];
+  assign \$101  = \$100  ^ \port$4388$0 [6];
+  assign \$102  = \$101  ^ \port$4390$0 [0];
+  assign \$103  = \$102  ^ \port$4390$0 [2];
+  assign \$104  = \$103  ^ \port$4390$0 [7];
+  assign \$105  = \$104  ^ \port$4390$0 [9];
+  assign \$106  = \$105  ^ \port$4390$0 [11];
+  assign \$107  = \$106  ^ \port$4390$0 [13];
+  assign \$108  = \$107  ^ \port$4390$0 [14];
   assign \$118  = \$117  ^ \port$0$2 [4];
   assign \$119  = \$118  ^ \port$0$2 [5];
   assign \$120  = \$119  ^ \port$0$2 [6];
-  assign \$124  = \$123  ^ \port$4376$0 [0];
-  assign \$125  = \$124  ^ \port$4376$0 [2];
-  assign \$126  = \$125  ^ \port$4376$0 [3];
-  assign \$127  = \$126  ^ \port$4376$0 [6];
-  assign \$128  = \$127  ^ \port$4376$0 [7];
-  assign \$129  = \$128  ^ \port$4378$0 [1];
-  assign \$130  = \$129  ^ \port$4378$0 [3];
-  assign \$131  = \$130  ^ \port$4378$0 [8];
-  assign \$132  = \$131  ^ \port$4378$0 [10];
-  assign \$133  = \$132  ^ \port$4378$0 [12];
-  assign \$134  = \$133  ^ \port$4378$0 [14];
-  assign \$135  = \$134  ^ \port$4378$0 [15];
+  assign \$124  = \$123  ^ \port$4388$0 [0];
+  assign \$125  = \$124  ^ \port$4388$0 [2];
+  assign \$126  = \$125  ^ \port$4388$0 [3];
+  assign \$127  = \$126  ^ \port$4388$0 [6];
+  assign \$128  = \$127  ^ \port$4388$0 [7];
+  assign \$129  = \$128  ^ \port$4390$0 [1];
+  assign \$130  = \$129  ^ \port$4390$0 [3];
+  assign \$131  = \$130  ^ \port$4390$0 [8];
+  assign \$132  = \$131  ^ \port$4390$0 [10];
+  assign \$133  = \$132  ^ \port$4390$0 [12];
+  assign \$134  = \$133  ^ \port$4390$0 [14];
+  assign \$135  = \$134  ^ \port$4390$0 [15];
   assign \$144  = \$143  ^ \port$0$2 [2];
   assign \$145  = \$144  ^ \port$0$2 [5];
   assign \$146  = \$145  ^ \port$0$2 [6];
   assign \$147  = \$146  ^ \port$0$2 [7];
-  assign \$148  = \$147  ^ \port$4374$0 ;
-  assign \$151  = \$150  ^ \port$4376$0 [1];
-  assign \$152  = \$151  ^ \port$4376$0 [3];
-  assign \$153  = \$152  ^ \port$4376$0 [4];
-  assign \$154  = \$153  ^ \port$4376$0 [7];
-  assign \$155  = \$154  ^ \port$4378$0 [0];
-  assign \$156  = \$155  ^ \port$4378$0 [2];
-  assign \$157  = \$156  ^ \port$4378$0 [4];
-  assign \$158  = \$157  ^ \port$4378$0 [9];
-  assign \$159  = \$158  ^ \port$4378$0 [11];
-  assign \$160  = \$159  ^ \port$4378$0 [13];
-  assign \$161  = \$160  ^ \port$4378$0 [15];
+  assign \$148  = \$147  ^ \port$4386$0 ;
+  assign \$151  = \$150  ^ \port$4388$0 [1];
+  assign \$152  = \$151  ^ \port$4388$0 [3];
+  assign \$153  = \$152  ^ \port$4388$0 [4];
+  assign \$154  = \$153  ^ \port$4388$0 [7];
+  assign \$155  = \$154  ^ \port$4390$0 [0];
+  assign \$156  = \$155  ^ \port$4390$0 [2];
+  assign \$157  = \$156  ^ \port$4390$0 [4];
+  assign \$158  = \$157  ^ \port$4390$0 [9];
+  assign \$159  = \$158  ^ \port$4390$0 [11];
+  assign \$160  = \$159  ^ \port$4390$0 [13];
+  assign \$161  = \$160  ^ \port$4390$0 [15];
   assign \$170  = \$169  ^ \port$0$2 [1];
   assign \$171  = \$170  ^ \port$0$2 [3];
   assign \$172  = \$171  ^ \port$0$2 [6];
   assign \$173  = \$172  ^ \port$0$2 [7];
-  assign \$174  = \$173  ^ \port$4374$0 ;
-  assign \$178  = \$177  ^ \port$4376$0 [2];
-  assign \$179  = \$178  ^ \port$4376$0 [4];
-  assign \$180  = \$179  ^ \port$4376$0 [5];
-  assign \$181  = \$180  ^ \port$4378$0 [0];
-  assign \$182  = \$181  ^ \port$4378$0 [1];
-  assign \$183  = \$182  ^ \port$4378$0 [3];
-  assign \$184  = \$183  ^ \port$4378$0 [5];
-  assign \$185  = \$184  ^ \port$4378$0 [10];
-  assign \$186  = \$185  ^ \port$4378$0 [12];
-  assign \$187  = \$186  ^ \port$4378$0 [14];
+  assign \$174  = \$173  ^ \port$4386$0 ;
+  assign \$178  = \$177  ^ \port$4388$0 [2];
+  assign \$179  = \$178  ^ \port$4388$0 [4];
+  assign \$180  = \$179  ^ \port$4388$0 [5];
+  assign \$181  = \$180  ^ \port$4390$0 [0];
+  assign \$182  = \$181  ^ \port$4390$0 [1];
+  assign \$183  = \$182  ^ \port$4390$0 [3];
+  assign \$184  = \$183  ^ \port$4390$0 [5];
+  assign \$185  = \$184  ^ \port$4390$0 [10];
+  assign \$186  = \$185  ^ \port$4390$0 [12];
+  assign \$187  = \$186  ^ \port$4390$0 [14];
   assign \$198  = \$197  ^ \port$0$2 [4];
   assign \$199  = \$198  ^ \port$0$2 [7];
-  assign \$204  = \$203  ^ \port$4376$0 [3];
-  assign \$205  = \$204  ^ \port$4376$0 [5];
-  assign \$206  = \$205  ^ \port$4376$0 [6];
-  assign \$207  = \$206  ^ \port$4378$0 [1];
-  assign \$208  = \$207  ^ \port$4378$0 [2];
-  assign \$209  = \$208  ^ \port$4378$0 [4];
-  assign \$210  = \$209  ^ \port$4378$0 [6];
-  assign \$211  = \$210  ^ \port$4378$0 [11];
-  assign \$212  = \$211  ^ \port$4378$0 [13];
-  assign \$213  = \$212  ^ \port$4378$0 [15];
+  assign \$204  = \$203  ^ \port$4388$0 [3];
+  assign \$205  = \$204  ^ \port$4388$0 [5];
+  assign \$206  = \$205  ^ \port$4388$0 [6];
+  assign \$207  = \$206  ^ \port$4390$0 [1];
+  assign \$208  = \$207  ^ \port$4390$0 [2];
+  assign \$209  = \$208  ^ \port$4390$0 [4];
+  assign \$210  = \$209  ^ \port$4390$0 [6];
+  assign \$211  = \$210  ^ \port$4390$0 [11];
+  assign \$212  = \$211  ^ \port$4390$0 [13];
+  assign \$213  = \$212  ^ \port$4390$0 [15];
   assign ok = ! check;
-  assign \$auto$rtlil.cc:2739:Not$18  = ~ \port$4372$0 ;
+  assign \$auto$rtlil.cc:2739:Not$18  = ~ \port$4384$0 ;
   assign \$auto$rtlil.cc:2739:Not$20  = ~ \port$0$2 [1];
   assign \$auto$rtlil.cc:2739:Not$22  = ~ \port$0$2 [1];
-  assign \$auto$rtlil.cc:2739:Not$24  = ~ \port$4372$0 ;
-  assign header = { 15'h0000, \port$4378$0 , \port$4376$0 , 7'h00, \port$4374$0 , \port$0$2 , 1'h0, \port$4372$0 , 6'h0a };
+  assign \$auto$rtlil.cc:2739:Not$24  = ~ \port$4384$0 ;
+  assign header = { 15'h0000, \port$4390$0 , \port$4388$0 , 7'h00, \port$4386$0 , \port$0$2 , 1'h0, \port$4384$0 , 6'h0a };
   assign \header.magic  = 4'ha;
   assign \header.version  = 2'h0;
-  assign \header.ptype  = { 1'h0, \port$4372$0  };
+  assign \header.ptype  = { 1'h0, \port$4384$0  };
   assign \header.src  = \port$0$2 ;
-  assign \header.channel  = { 3'h0, \port$4374$0  };
+  assign \header.channel  = { 3'h0, \port$4386$0  };
   assign \header.rsvd0  = 4'h0;
-  assign \header.tag  = \port$4376$0 ;
-  assign \header.length  = \port$4378$0 ;
+  assign \header.tag  = \port$4388$0 ;
+  assign \header.length  = \port$4390$0 ;
   assign \header.rsvd1  = 7'h00;
   assign \header.check  = 8'h00;
   assign check[7] = \$216 ;
@@ -17650,7 +17777,7 @@ module \ace_nic_small.tx1.hdr_check (\port$4372$0 , \port$4374$0 , \port$4376$0 
   assign \$58  = \$56 ;
   assign \$59  = 1'h0;
   assign \$60  = 1'h0;
-  assign \$61  = \port$4372$0 ;
+  assign \$61  = \port$4384$0 ;
   assign \$67  = \$66 ;
   assign \$68  = \$66 ;
   assign \$69  = \$66 ;
@@ -17729,7 +17856,7 @@ module \ace_nic_small.tx1.hdr_check (\port$4372$0 , \port$4374$0 , \port$4376$0 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.tx1.out_skid (clk, rst, \port$2043$0 , \port$2044$0 , \port$2045$0 , \port$2046$0 , \port$2047$0 , \port$2048$0 , \port$2049$0 , \port$2050$0 , \port$2051$0 , \port$2052$0 , i__valid, i__payload, in_ready, out_valid, o__ready);
+module \ace_nic_small.tx1.out_skid (clk, rst, ready_next, \port$2047$0 , \port$2048$0 , \port$2049$0 , \port$2050$0 , \port$2051$0 , \port$2052$0 , \port$2053$0 , \port$2054$0 , \port$2055$0 , \port$2056$0 , i__valid, i__payload, in_ready, out_valid, o__ready);
   reg \$auto$verilog_backend.cc:2355:dump_module$69  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -17900,14 +18027,6 @@ module \ace_nic_small.tx1.out_skid (clk, rst, \port$2043$0 , \port$2044$0 , \por
   output out_valid;
   reg out_valid = 1'h0;
   wire pop;
-  output [15:0] \port$2043$0 ;
-  wire [15:0] \port$2043$0 ;
-  output [15:0] \port$2044$0 ;
-  wire [15:0] \port$2044$0 ;
-  output [15:0] \port$2045$0 ;
-  wire [15:0] \port$2045$0 ;
-  output [15:0] \port$2046$0 ;
-  wire [15:0] \port$2046$0 ;
   output [15:0] \port$2047$0 ;
   wire [15:0] \port$2047$0 ;
   output [15:0] \port$2048$0 ;
@@ -17918,8 +18037,16 @@ module \ace_nic_small.tx1.out_skid (clk, rst, \port$2043$0 , \port$2044$0 , \por
   wire [15:0] \port$2050$0 ;
   output [15:0] \port$2051$0 ;
   wire [15:0] \port$2051$0 ;
-  output [6:0] \port$2052$0 ;
-  wire [6:0] \port$2052$0 ;
+  output [15:0] \port$2052$0 ;
+  wire [15:0] \port$2052$0 ;
+  output [15:0] \port$2053$0 ;
+  wire [15:0] \port$2053$0 ;
+  output [15:0] \port$2054$0 ;
+  wire [15:0] \port$2054$0 ;
+  output [15:0] \port$2055$0 ;
+  wire [15:0] \port$2055$0 ;
+  output [6:0] \port$2056$0 ;
+  wire [6:0] \port$2056$0 ;
   wire push;
   reg r_at = 1'h0;
   wire r_at_next;
@@ -17933,6 +18060,7 @@ module \ace_nic_small.tx1.out_skid (clk, rst, \port$2043$0 , \port$2044$0 , \por
   reg r_at_r7 = 1'h0;
   reg r_at_r8 = 1'h0;
   reg r_at_r9 = 1'h0;
+  output ready_next;
   wire ready_next;
   input rst;
   wire rst;
@@ -18403,16 +18531,16 @@ module \ace_nic_small.tx1.out_skid (clk, rst, \port$2043$0 , \port$2044$0 , \por
   assign i__ready = in_ready;
   assign o__valid = out_valid;
   assign o__payload = { \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
-  assign \port$2043$0  = \$10 ;
-  assign \port$2044$0  = \$11 ;
-  assign \port$2045$0  = \$12 ;
-  assign \port$2046$0  = \$13 ;
-  assign \port$2047$0  = \$14 ;
-  assign \port$2048$0  = \$15 ;
-  assign \port$2049$0  = \$16 ;
-  assign \port$2050$0  = \$17 ;
-  assign \port$2051$0  = \$18 ;
-  assign \port$2052$0  = \$19 ;
+  assign \port$2047$0  = \$10 ;
+  assign \port$2048$0  = \$11 ;
+  assign \port$2049$0  = \$12 ;
+  assign \port$2050$0  = \$13 ;
+  assign \port$2051$0  = \$14 ;
+  assign \port$2052$0  = \$15 ;
+  assign \port$2053$0  = \$16 ;
+  assign \port$2054$0  = \$17 ;
+  assign \port$2055$0  = \$18 ;
+  assign \port$2056$0  = \$19 ;
   assign \o__payload.data  = { \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10  };
   assign \o__payload.keep  = \$18 ;
   assign \o__payload.last  = \$19 [0];
