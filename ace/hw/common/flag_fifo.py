@@ -31,7 +31,7 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from ace.hw.common.replica import replicas
+from ace.hw.common.replica import drive_replicas
 
 __all__ = ["FlagFifo"]
 
@@ -139,8 +139,5 @@ class FlagFifo(wiring.Component):
             m.d.sync += [self.level.eq(self.level - 1), self.r_rdy.eq(self.level != 1)]
             m.d.comb += w_rdy_next.eq(1)
         m.d.sync += self.w_rdy.eq(w_rdy_next)
-        if self.ready_copies:
-            copies = replicas(m, platform, w_rdy_next, len(self.ready_copies), init=1,
-                              name="w_rdy_copy")
-            m.d.comb += [copy.eq(q) for copy, q in zip(self.ready_copies, copies)]
+        drive_replicas(m, platform, w_rdy_next, self.ready_copies, init=1, name="w_rdy_copy")
         return m

@@ -25,7 +25,7 @@ from amaranth.hdl import ClockSignal, Const, Instance, ResetSignal, Signal
 from ace.hw.common.bram import is_ecp5
 from ace.hw.common.clock_gate import uses_gated_clock
 
-__all__ = ["replicas", "replicates"]
+__all__ = ["drive_replicas", "replicas", "replicates"]
 
 
 def replicates(config, platform) -> bool:
@@ -56,3 +56,11 @@ def replicas(m, platform, d, copies: int, *, init: int = 0, name: str,
             i_CLK=ClockSignal(), i_LSR=Const(0) if reset_less else ResetSignal(), i_DI=d,
             o_Q=out)
     return outs
+
+
+def drive_replicas(m, platform, d, outputs: list[Signal], *, init: int = 0, name: str) -> None:
+    """Drive each signal of ``outputs`` (copies a component offers its users, declared in its
+    constructor) from a register of its own loaded with ``d`` (:func:`replicas`)."""
+    if outputs:
+        copies = replicas(m, platform, d, len(outputs), init=init, name=name)
+        m.d.comb += [out.eq(q) for out, q in zip(outputs, copies)]

@@ -24,7 +24,7 @@ from amaranth.hdl import Cat, Module, Mux, Shape, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ace.hw.common.replica import replicas
+from ace.hw.common.replica import drive_replicas, replicas
 
 __all__ = ["SkidFifo"]
 
@@ -120,13 +120,8 @@ class SkidFifo(wiring.Component):
         loads = [replicas(m, platform, ~full_next & (w_at_next == k), n, init=k == 0,
                           name=f"load{k}") for k in range(2)]
         selects = replicas(m, platform, r_at_next, n, name="r_at")
-        if self.ready_copies:
-            copies = replicas(m, platform, ~full_next, len(self.ready_copies), init=1,
-                              name="in_ready")
-            m.d.comb += [copy.eq(q) for copy, q in zip(self.ready_copies, copies)]
-        if self.valid_copies:
-            copies = replicas(m, platform, ~empty_next, len(self.valid_copies), name="out_valid")
-            m.d.comb += [copy.eq(q) for copy, q in zip(self.valid_copies, copies)]
+        drive_replicas(m, platform, ~full_next, self.ready_copies, init=1, name="in_ready")
+        drive_replicas(m, platform, ~empty_next, self.valid_copies, name="out_valid")
         payload = self.i.payload.as_value() if hasattr(self.i.payload, "as_value") \
             else self.i.payload
         out = []
