@@ -82,7 +82,7 @@ def cmd_synth(args) -> int:
     return run_synth(config, top=args.top, target=args.target, board=args.board,
                      out_dir=Path(args.out) if args.out else None, jobs=args.jobs,
                      pnr=args.pnr, pnr_timeout=args.pnr_timeout, speed=args.speed,
-                     seed=args.seed, router=args.router)
+                     seed=args.seed, router=args.router, placer=args.placer)
 
 
 def _layers(text: str | None):
@@ -397,6 +397,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--router", default="router2", help="ECP5 with --pnr route: nextpnr's "
                    "router2 (default) or router1 (slower; converges where router2's overuse "
                    "grows, as on the whole engine)")
+    p.add_argument("--placer", default="heap", help="ECP5 with --pnr route or place: nextpnr's "
+                   "heap (default), static (spreads cells by density: shorter wires on a "
+                   "congested design, router2 converges on the whole engine) or sa")
     p.add_argument("--out", help="work directory (default: build/synth/<config>-<board>)")
     p.set_defaults(func=cmd_synth)
     return parser

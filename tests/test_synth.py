@@ -153,17 +153,20 @@ def test_placer_seed_reroutes_the_same_netlist(tiny_rows):
     assert run(7)["reused"] == ["yosys", "nextpnr"]
 
 
-def test_router1_routes_the_same_netlist(tiny_rows):
-    """``--router router1``: nextpnr routes the tiny design with its other router, and the row
-    and nextpnr's log say which."""
-    work = tiny_rows["work"] / "router1"
+@pytest.mark.parametrize("option, value, ran, not_ran", [
+    ("router", "router1", "Router1 time", "Running router2"),
+    ("placer", "static", "Running Static placer", "HeAP"),
+])
+def test_other_nextpnr_algorithm_on_the_same_netlist(tiny_rows, option, value, ran, not_ran):
+    """``--router router1`` and ``--placer static``: nextpnr places and routes the tiny design
+    with its other algorithm, and the row and nextpnr's log say which."""
+    work = tiny_rows["work"] / value
     row = synth.synth_component(_Tiny(), "tiny", synth.BOARDS["ulx3s-85f"], work,
-                                clock_mhz=100.0, breakdown=True, router="router1")
+                                clock_mhz=100.0, breakdown=True, **{option: value})
     log = (work / "nextpnr.log").read_text()
-    assert row["router"] == "router1" and tiny_rows["ulx3s-85f"]["router"] == "router2"
+    assert row[option] == value and tiny_rows["ulx3s-85f"][option] != value
     assert row["fmax_mhz"] > 0 and row["worst_paths"] and row["reused"] == []
-    assert "Router1" in log or "router1" in log.lower()
-    assert "Running router2" not in log
+    assert ran in log and not_ran not in log
 
 
 class _Parity(wiring.Component):
@@ -423,6 +426,10 @@ def test_register_names():
     (["--pnr-timeout", "0"], "allowed: minutes above 0"),
     (["--router", "router3"], "allowed: router2, router1"),
     (["--pnr", "place", "--router", "router1"], "for --target ecp5 with --pnr route only"),
+    (["--placer", "electrostatic"], "allowed: heap, static, sa"),
+    (["--pnr", "none", "--placer", "static"], "for --target ecp5 with --pnr route or place"),
+    (["--target", "generic", "--placer", "static"], "for --target ecp5 with --pnr route or "
+                                                    "place"),
 ])
 def test_bad_arguments_are_one_line_exit_2(capsys, argv, allowed):
     assert main(["synth", *argv]) == 2
@@ -434,8 +441,8 @@ def test_cli_defaults_and_choices():
     args = build_parser().parse_args(["synth"])
     assert (args.config, args.top, args.target, args.board, args.jobs) == (
         "small", "all", None, None, None)
-    assert (args.pnr, args.pnr_timeout, args.speed, args.seed, args.router) == (
-        "route", 60.0, None, None, "router2")
+    assert (args.pnr, args.pnr_timeout, args.speed, args.seed, args.router, args.placer) == (
+        "route", 60.0, None, None, "router2", "heap")
     assert synth.resolve_board(None, None).name == "ulx3s-85f"
     assert synth.resolve_board("xilinx", None).name == "arty-a7-100"
     assert synth.resolve_board(None, "arty-a7-100").target == "xilinx"
@@ -452,7 +459,7 @@ def test_run_synth_writes_summary(tmp_path, monkeypatch, capsys):
     seen = []
 
     def fake(dut, name, board, work_dir, *, clock_mhz, breakdown, keep, pnr, pnr_timeout,
-             speed, seed, router, log):
+             speed, seed, router, placer, log):
         seen.append((name, breakdown, keep))
         return {"top": name, "luts": 1, "carry": 0, "ffs": 2, "lutram": 0, "brams": 0,
                 "dsps": 0, "cells": {}, "fmax_mhz": 50.0, "seconds": {}}
@@ -461,7 +468,8 @@ def test_run_synth_writes_summary(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(synth, "TOPS", {n: SimpleNamespace(build=lambda config: None,
                                                            synth_keep=spec.synth_keep)
                                         for n, spec in synth.TOPS.items()})
-    assert synth.run_synth(NAMED_CONFIGS["small"], top="all", out_dir=tmp_path, jobs=2) == 0
+    assert synth.run_synth(NAMED_CONFIGS["small"], top="all", out_dir=tmp_path, jobs=2,
+                           placer="static", seed=3) == 0
     assert ("ace_engine_small", True, synth.TOPS["ace_engine"].synth_keep) in seen
     assert ("ace_sram_small", False, ()) in seen
     assert ("ace_alu_array_small", False, synth.TOPS["ace_alu_array"].synth_keep) in seen
@@ -469,8 +477,10 @@ def test_run_synth_writes_summary(tmp_path, monkeypatch, capsys):
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert [r["top"] for r in summary["results"]][0] == "ace_engine"
     assert summary["board"] == "ulx3s-85f" and summary["jobs"] == 2
+    assert (summary["placer"], summary["router"], summary["seed"]) == ("static", "router2", 3)
     table = (tmp_path / "summary.md").read_text()
     assert table in capsys.readouterr().out and "| **engine** | 1 | 0 | 2 |" in table
+    assert "nextpnr: placer static, router2, seed 3" in table.splitlines()[0]
 
 
 @pytest.mark.benchmark

