@@ -368,8 +368,13 @@ class AxiInterconnect(wiring.Component):
         ]
         with m.If(mem.awready):
             m.d.sync += mem.awvalid.eq(0)
+        # ``w_from[j]``: ``w_busy & (w_sel == j)`` in a register of master ``j``'s own, which
+        # alone reads its W buffer: the read enable of each buffer (its block RAM and output
+        # register, by the master) starts from a flip-flop beside it, not from the W mux's
+        # state in the middle of the die through a decode.
+        w_from = Signal(n, name="w_from")
         with m.If(w_end):
-            m.d.sync += w_busy.eq(0)
+            m.d.sync += [w_busy.eq(0), w_from.eq(0)]
         # As for AR: the arbiter decides from registers, ``grant_free`` (from the memory's
         # ``wready`` and ``awready``) lets the decision be taken (``aw_take``).
         arb = RoundRobinArbiter(n)
@@ -455,7 +460,7 @@ class AxiInterconnect(wiring.Component):
         head = data.View(aw_layout, one_hot_select(arb.grant, aw_heads))
         with m.If(arb.valid & grant_free):
             m.d.sync += [mem.awvalid.eq(1), w_busy.eq(1), w_sel.eq(arb.grant_index),
-                         mem.awid.eq(arb.grant_index)]
+                         w_from.eq(arb.grant), mem.awid.eq(arb.grant_index)]
             m.d.sync += [
                 w_left.eq(head.len), mem.wlast.eq(head.len == 0),
                 mem.awaddr.eq(head.addr), mem.awlen.eq(head.len), mem.awsize.eq(head.size),
@@ -464,6 +469,8 @@ class AxiInterconnect(wiring.Component):
             ]
 
         # W: the selected master's burst, beat by beat from its W buffer.
+        for j, (wq, head) in enumerate(w_fifos):
+            m.d.comb += wq.r_en.eq(w_from[j] & mem.wready)
         with m.Switch(w_sel):
             for j, (wq, head) in enumerate(w_fifos):
                 with m.Case(j):
@@ -471,6 +478,5 @@ class AxiInterconnect(wiring.Component):
                         mem.wvalid.eq(w_busy & wq.r_rdy),
                         mem.wdata.eq(head.data),
                         mem.wstrb.eq(head.strb),
-                        wq.r_en.eq(w_busy & mem.wready),
                     ]
         m.d.comb += mem.bready.eq(1)
