@@ -400,6 +400,47 @@ def test_paths_alike_by_their_numbers():
     assert timing.distinct_paths(paths, 1) == [{**paths[0], "alike": 3}]
 
 
+def test_failing_registers_by_block():
+    """End registers over the period, counted by the blocks (first name part) they run
+    between, the pairs with the most first; a path at the period is not failing."""
+    def path(start, end, delay):
+        return {"from": start, "to": end, "delay_ns": delay}
+    paths = [path("ch0.datapath.a", "sram.bank0.r", 12.0), path("ch1.x", "sram.bank3.r", 11.0),
+             path("ch0.y", "sram.rd0", 10.5), path("<inputs>", "nic.tx0.q", 13.5),
+             path("sram.rd0", "sram.rd1", 10.0), path("ch0.z", "ch0.w", 9.0)]
+    assert timing.failing_blocks(paths, 10.0) == [
+        {"from": "ch0", "to": "sram", "registers": 2, "worst_ns": 12.0},
+        {"from": "<inputs>", "to": "nic", "registers": 1, "worst_ns": 13.5},
+        {"from": "ch1", "to": "sram", "registers": 1, "worst_ns": 11.0}]
+    assert timing.failing_blocks(paths, 10.0, count=1)[0]["registers"] == 2
+    assert timing.failing_blocks(paths, 20.0) == []
+    row = {"top": "ace_engine", "failing_registers": 4, "end_registers": 6,
+           "failing_by_block": timing.failing_blocks(paths, 10.0),
+           "worst_paths": [{**paths[3], "logic_levels": 2, "routing_share": 0.9}]}
+    table = synth.format_table({"config": "small", "target": "ecp5", "board": "b",
+                                "device": "d", "clock_mhz": 100.0, "capacity": (),
+                                "results": [{**row, "luts": 1, "carry": 0, "ffs": 1,
+                                             "lutram": 0, "brams": 0, "dsps": 0,
+                                             "fmax_mhz": 70.0}]})
+    assert "misses the 100 MHz clock (10.00 ns)" in table
+    assert "| engine | ch0 | sram | 2 | 12.00 |" in table
+    assert "| engine | all | | 4 of 6 | |" in table
+
+
+def test_failing_registers_of_a_routed_top(tiny_rows):
+    """The tiny design's routed delays: every end register counted, and with a period just
+    under its worst path that path's registers are the failing ones."""
+    row = tiny_rows["ulx3s-85f"]
+    sdf = (tiny_rows["work"] / "ulx3s-85f" / "routed.sdf").read_text()
+    paths = timing.end_paths(sdf)
+    assert row["end_registers"] == len(paths) >= len(row["worst_paths"])
+    assert row["failing_registers"] == sum(p["delay_ns"] > 1000 / 100.0 for p in paths)
+    worst = paths[0]
+    (pair,) = timing.failing_blocks(paths, worst["delay_ns"] - 0.005)
+    assert pair == {"from": worst["from"].split(".")[0], "to": worst["to"].split(".")[0],
+                    "registers": 1, "worst_ns": worst["delay_ns"]}
+
+
 def test_register_names():
     """Flip-flops and LUT RAMs by their Amaranth signal; the shell's registers as the ports."""
     register_name = timing.register_name

@@ -21,7 +21,9 @@ drives them all (a fan-out that nextpnr does not undo); their cells count in the
 
 On ECP5 the worst paths come from nextpnr: its critical path (``report.json``) and, from the
 routed delays it writes (``routed.sdf``), the worst path into each of the next slowest registers
-(:func:`ace.flow.timing.routed_paths`), named by their Amaranth signals.
+(:func:`ace.flow.timing.routed_paths`), named by their Amaranth signals; and how many end
+registers miss the clock, by the pair of blocks their worst paths run between
+(:func:`ace.flow.timing.failing_blocks`).
 
 Tops run in parallel, up to ``jobs`` at a time. The results go to ``<out>/summary.json`` and
 ``<out>/summary.md`` (a Markdown table, also printed); each top's files to ``<out>/<top>/``.
@@ -47,7 +49,8 @@ from pathlib import Path
 
 from ace.config import AceConfig
 from ace.errors import ToolchainError, UserError
-from ace.flow.timing import logic_depth, register_name, routed_paths
+from ace.flow.timing import (distinct_paths, end_paths, failing_blocks, logic_depth,
+                             register_name)
 from ace.flow.toolchain import find_tool
 from ace.hw.tops import TOPS, synth_tops
 
@@ -61,6 +64,8 @@ TARGETS = ("ecp5", "xilinx", "generic")
 ECP5_SPEEDS = (6, 7, 8)
 #: Paths listed per top.
 WORST_PATHS = 5
+#: Block pairs listed per top in the count of end registers that miss the clock.
+FAILING_PAIRS = 8
 #: The generic gate set: two-input gates and a 2:1 mux (``abc -g``; it adds inverters).
 GENERIC_GATES = "AND,NAND,OR,NOR,XOR,XNOR,ANDNOT,ORNOT,MUX"
 #: Delay-oriented mapping, as a timing-driven ASIC synthesis does: carries by a Kogge-Stone
@@ -414,7 +419,12 @@ def _place_and_route(board, work_dir, name, clock_mhz, row, log, mode, timeout, 
             return
     report = json.loads((work_dir / "report.json").read_text())
     # After placement only, nextpnr writes each unrouted net's predicted delay into the SDF.
-    row["worst_paths"] = routed_paths((work_dir / SDF[mode]).read_text(), WORST_PATHS)
+    paths = end_paths((work_dir / SDF[mode]).read_text())
+    row["worst_paths"] = distinct_paths(paths, WORST_PATHS)
+    period = 1000 / clock_mhz
+    row["end_registers"] = len(paths)
+    row["failing_registers"] = sum(p["delay_ns"] > period for p in paths)
+    row["failing_by_block"] = failing_blocks(paths, period, FAILING_PAIRS)
     row["paths_estimated"] = mode == "place"
     if mode == "route":
         fmax = max((c["achieved"] for c in report.get("fmax", {}).values()), default=None)
@@ -519,7 +529,28 @@ def _paths_table(summary: dict) -> list[str]:
     return ["", f"Worst paths: the worst into each end register, the {WORST_PATHS} worst of "
             "different shape; alike: how many more differ only in their numbers (lane0, "
             "lane1, ...); <inputs>/<outputs>: the top's ports; (placed): --pnr place, each "
-            "net's delay predicted from the placement, not routed.", "", *lines]
+            "net's delay predicted from the placement, not routed.", "", *lines,
+            *_failing_table(summary)]
+
+
+def _failing_table(summary: dict) -> list[str]:
+    """Each top's end registers that miss the clock, by the blocks their paths run between."""
+    lines = []
+    for row in summary["results"]:
+        if row.get("failing_registers"):
+            top = row["top"].removeprefix("ace_")
+            lines += [f"| {top} | {p['from']} | {p['to']} | {p['registers']:,} | "
+                      f"{p['worst_ns']:.2f} |" for p in row["failing_by_block"]]
+            lines.append(f"| {top} | all | | {row['failing_registers']:,} of "
+                         f"{row['end_registers']:,} | |")
+    if not lines:
+        return []
+    return ["", "End registers (Amaranth signals: a bus counts once) whose worst path misses "
+            f"the {summary['clock_mhz']:g} MHz clock "
+            f"({1000 / summary['clock_mhz']:.2f} ns), by the blocks the path runs between "
+            f"(the first part of each register's name; the {FAILING_PAIRS} pairs with the "
+            "most):", "", "| top | from | to | registers | worst (ns) |", "|---|---|---|---|---|",
+            *lines]
 
 
 def _version(tool: str) -> str:

@@ -4,8 +4,10 @@ of a generic gate netlist.
 - :func:`routed_paths`: nextpnr-ecp5 reports one critical path per clock; the few next ones
   come from its routed delays (``--sdf``): a longest-path analysis over the SDF's cell delays
   (``IOPATH``, at their maximum) and wire delays (``INTERCONNECT``), from every clock-to-output
-  arc to every input with a setup check. Its worst path is nextpnr's critical path (a test
-  checks that), and the others are the worst path into each of the next slowest registers.
+  arc to every input with a setup check (:func:`end_paths`). Its worst path is nextpnr's
+  critical path (a test checks that), and the others are the worst path into each of the next
+  slowest registers. :func:`failing_blocks` counts the registers that miss the clock by the
+  blocks their paths run between.
 - :func:`logic_depth`: the longest register-to-register path of a yosys JSON netlist mapped to
   single-output gates, in gates. Flip-flops, memories and the module's ports start and end
   paths; a memory's combinational read port counts as a mux tree, ``ceil(log2(depth))``
@@ -21,7 +23,8 @@ import math
 import re
 from collections import defaultdict, deque
 
-__all__ = ["register_name", "distinct_paths", "routed_paths", "logic_depth", "GATES"]
+__all__ = ["register_name", "distinct_paths", "end_paths", "routed_paths", "failing_blocks",
+           "logic_depth", "GATES"]
 
 #: Yosys's single-output gate cells (``abc -g`` output, plus ``$_NOT_``/``$_BUF_``).
 GATES = frozenset(f"$_{g}_" for g in ("BUF", "NOT", "AND", "NAND", "OR", "NOR", "XOR", "XNOR",
@@ -101,10 +104,33 @@ def _read_sdf(text: str):
 
 
 def routed_paths(sdf_text: str, count: int = 5) -> list[dict]:
-    """The worst register-to-register paths of a top routed in its shell, worst first, one per
-    end register: start, end, delay (ns, clock-to-output and setup included), logic levels
-    (cell arcs crossed, as nextpnr counts them) and the share of the delay spent in routing.
-    Paths between two of the shell's registers are left out."""
+    """The worst register-to-register paths of a top routed in its shell, the first ``count``
+    of different shape (:func:`distinct_paths` of :func:`end_paths`)."""
+    return distinct_paths(end_paths(sdf_text), count)
+
+
+def failing_blocks(paths: list[dict], period_ns: float, count: int = 10) -> list[dict]:
+    """The end registers whose worst path (of :func:`end_paths`) is longer than ``period_ns``,
+    counted by the blocks the path runs between (a register's block: the first part of its
+    name, ``ch0`` of ``ch0.datapath.active``; a port: ``<inputs>``, ``<outputs>``), the
+    ``count`` pairs with the most first: ``from``, ``to``, ``registers``, ``worst_ns``. It
+    tells whether a top misses its clock on a few paths or on many, and where."""
+    pairs: dict[tuple, dict] = {}
+    for path in paths:
+        if path["delay_ns"] > period_ns:
+            key = (path["from"].split(".")[0], path["to"].split(".")[0])
+            pair = pairs.setdefault(key, {"from": key[0], "to": key[1], "registers": 0,
+                                          "worst_ns": path["delay_ns"]})
+            pair["registers"] += 1
+            pair["worst_ns"] = max(pair["worst_ns"], path["delay_ns"])
+    return sorted(pairs.values(), key=lambda p: (-p["registers"], -p["worst_ns"]))[:count]
+
+
+def end_paths(sdf_text: str) -> list[dict]:
+    """The worst path into each end register of a top routed in its shell, worst first: start,
+    end, delay (ns, clock-to-output and setup included), logic levels (cell arcs crossed, as
+    nextpnr counts them) and the share of the delay spent in routing. Paths between two of the
+    shell's registers are left out."""
     arcs, wires, setups, clocks = _read_sdf(sdf_text)
     edges = defaultdict(list)  # pin -> [(next pin, delay, is a cell arc)]
     arrival: dict = {}  # pin -> (delay in ps, logic levels): the latest, then the deepest
@@ -128,8 +154,7 @@ def routed_paths(sdf_text: str, count: int = 5) -> list[dict]:
                 ends[name] = (total, pin)
     paths = [_describe(total, pin, previous)
              for (total, _), pin in sorted(ends.values(), key=lambda end: end[0], reverse=True)]
-    inside = [p for p in paths if not (p["from"].startswith("<") and p["to"].startswith("<"))]
-    return distinct_paths(inside, count)
+    return [p for p in paths if not (p["from"].startswith("<") and p["to"].startswith("<"))]
 
 
 def _longest(edges, arrival, previous):
