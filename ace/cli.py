@@ -398,8 +398,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "router2 (default) or router1 (slower; converges where router2's overuse "
                    "grows, as on the whole engine)")
     p.add_argument("--placer", default="heap", help="ECP5 with --pnr route or place: nextpnr's "
-                   "heap (default), static (spreads cells by density: shorter wires on a "
-                   "congested design, router2 converges on the whole engine) or sa")
+                   "heap (default), static (spreads cells by density: shorter wires, less "
+                   "congestion, a lower Fmax estimate on the whole engine) or sa (small designs)")
     p.add_argument("--out", help="work directory (default: build/synth/<config>-<board>)")
     p.set_defaults(func=cmd_synth)
     return parser
