@@ -82,7 +82,7 @@ def cmd_synth(args) -> int:
     return run_synth(config, top=args.top, target=args.target, board=args.board,
                      out_dir=Path(args.out) if args.out else None, jobs=args.jobs,
                      pnr=args.pnr, pnr_timeout=args.pnr_timeout, speed=args.speed,
-                     seed=args.seed, router=args.router, placer=args.placer)
+                     seed=args.seed, router=args.router, placer=args.placer, freq=args.freq)
 
 
 def _layers(text: str | None):
@@ -400,6 +400,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--placer", default="heap", help="ECP5 with --pnr route or place: nextpnr's "
                    "heap (default), static (spreads cells by density: shorter wires, less "
                    "congestion, a lower Fmax estimate on the whole engine) or sa (small designs)")
+    p.add_argument("--freq", type=float, metavar="MHZ", help="ECP5 with --pnr route or "
+                   "place: nextpnr's target clock (default: the configuration's clock_mhz); "
+                   "a lower target leaves the router more slack on a design that misses its "
+                   "clock")
     p.add_argument("--out", help="work directory (default: build/synth/<config>-<board>)")
     p.set_defaults(func=cmd_synth)
     return parser

@@ -471,6 +471,10 @@ def test_register_names():
     (["--pnr", "none", "--placer", "static"], "for --target ecp5 with --pnr route or place"),
     (["--target", "generic", "--placer", "static"], "for --target ecp5 with --pnr route or "
                                                     "place"),
+    (["--freq", "0"], "allowed: 1 to 1000 MHz"),
+    (["--freq", "1500"], "allowed: 1 to 1000 MHz"),
+    (["--pnr", "none", "--freq", "70"], "for --target ecp5 with --pnr route or place"),
+    (["--target", "generic", "--freq", "70"], "for --target ecp5 with --pnr route or place"),
 ])
 def test_bad_arguments_are_one_line_exit_2(capsys, argv, allowed):
     assert main(["synth", *argv]) == 2
@@ -482,8 +486,8 @@ def test_cli_defaults_and_choices():
     args = build_parser().parse_args(["synth"])
     assert (args.config, args.top, args.target, args.board, args.jobs) == (
         "small", "all", None, None, None)
-    assert (args.pnr, args.pnr_timeout, args.speed, args.seed, args.router, args.placer) == (
-        "route", 60.0, None, None, "router2", "heap")
+    assert (args.pnr, args.pnr_timeout, args.speed, args.seed, args.router, args.placer,
+            args.freq) == ("route", 60.0, None, None, "router2", "heap", None)
     assert synth.resolve_board(None, None).name == "ulx3s-85f"
     assert synth.resolve_board("xilinx", None).name == "arty-a7-100"
     assert synth.resolve_board(None, "arty-a7-100").target == "xilinx"
@@ -497,11 +501,12 @@ def test_run_synth_writes_summary(tmp_path, monkeypatch, capsys):
     pytest.importorskip("amaranth_boards")
     monkeypatch.setattr(synth, "_tool", lambda name, package: name)
     monkeypatch.setattr(synth, "_version", lambda tool: "v")
-    seen = []
+    seen, clocks = [], set()
 
     def fake(dut, name, board, work_dir, *, clock_mhz, breakdown, keep, pnr, pnr_timeout,
              speed, seed, router, placer, log):
         seen.append((name, breakdown, keep))
+        clocks.add(clock_mhz)
         return {"top": name, "luts": 1, "carry": 0, "ffs": 2, "lutram": 0, "brams": 0,
                 "dsps": 0, "cells": {}, "fmax_mhz": 50.0, "seconds": {}}
 
@@ -510,7 +515,8 @@ def test_run_synth_writes_summary(tmp_path, monkeypatch, capsys):
                                                            synth_keep=spec.synth_keep)
                                         for n, spec in synth.TOPS.items()})
     assert synth.run_synth(NAMED_CONFIGS["small"], top="all", out_dir=tmp_path, jobs=2,
-                           placer="static", seed=3) == 0
+                           placer="static", seed=3, freq=70) == 0
+    assert clocks == {70}       # --freq: nextpnr's target for every top, not clock_mhz (100)
     assert ("ace_engine_small", True, synth.TOPS["ace_engine"].synth_keep) in seen
     assert ("ace_sram_small", False, ()) in seen
     assert ("ace_alu_array_small", False, synth.TOPS["ace_alu_array"].synth_keep) in seen
@@ -519,6 +525,7 @@ def test_run_synth_writes_summary(tmp_path, monkeypatch, capsys):
     assert [r["top"] for r in summary["results"]][0] == "ace_engine"
     assert summary["board"] == "ulx3s-85f" and summary["jobs"] == 2
     assert (summary["placer"], summary["router"], summary["seed"]) == ("static", "router2", 3)
+    assert summary["clock_mhz"] == 70
     table = (tmp_path / "summary.md").read_text()
     assert table in capsys.readouterr().out and "| **engine** | 1 | 0 | 2 |" in table
     assert "nextpnr: placer static, router2, seed 3" in table.splitlines()[0]

