@@ -87,9 +87,10 @@ class AceCsr(wiring.Component):
 
     Pulses (``start``, ``error_clear``, ``counter_clear``, ``imem_we``) are registered: high for
     exactly the one cycle after the commit edge, which is the first cycle of ``bvalid``. A
-    SNAPSHOT write copies every counter input at the commit edge, so it holds the values of the
-    cycle before ``bvalid`` rises; SNAPSHOT and COUNTER_CLEAR in one write read and clear
-    atomically (the snapshot sees the counts before the clear).
+    SNAPSHOT write copies every counter input at the end of that cycle, the edge at which
+    ``counter_clear`` clears the counters, so it holds the values of ``bvalid``'s first cycle;
+    SNAPSHOT and COUNTER_CLEAR in one write read and clear atomically (the snapshot sees the
+    counts before the clear, and every count is in it or in the counters after it).
 
     Parameters
     ----------
@@ -245,8 +246,15 @@ class AceCsr(wiring.Component):
             return Cat(*(Mux(w_strb[b], w_data[8 * b:8 * b + 8], wide[8 * b:8 * b + 8])
                          for b in range(4)))
 
+        # SNAPSHOT is a pulse too: the bank copies the counters in the pulses' cycle, at the
+        # edge at which counter_clear clears them, so a count is in the snapshot or after it.
+        take_snapshot = Signal(name="take_snapshot")
         for member in (*_PULSES.values(), "imem_we"):
             m.d.sync += getattr(self, member).eq(0)
+        m.d.sync += take_snapshot.eq(0)
+        with m.If(take_snapshot):
+            for name in self.counter_names:
+                m.d.sync += snapshot[name].eq(getattr(self, name))
         commit = aw_full & w_full & ~b_valid
         with m.If(commit):
             m.d.sync += [aw_full.eq(0), w_full.eq(0), b_valid.eq(1),
@@ -272,9 +280,8 @@ class AceCsr(wiring.Component):
                             for name, member in _PULSES.items():
                                 m.d.sync += getattr(self, member).eq(
                                     control[field("CONTROL", name).lsb])
-                            with m.If(control[field("CONTROL", "SNAPSHOT").lsb]):
-                                for name in self.counter_names:
-                                    m.d.sync += snapshot[name].eq(getattr(self, name))
+                            m.d.sync += take_snapshot.eq(
+                                control[field("CONTROL", "SNAPSHOT").lsb])
                         else:
                             m.d.sync += b_resp.eq(AxiResp.SLVERR)
                 with m.Default():

@@ -197,14 +197,14 @@ class AceEngine(wiring.Component):
 
         # -- counters --------------------------------------------------------------------------
         # Engine-owned counters reset on counter_clear; the NIC's free-running counters are
-        # reported relative to their value at the last clear.
-        # The byte counts of a cycle are summed into a register and counted the cycle after
-        # (the sum of the channels' counts and the counter's add are a cycle each).
-        mem_read = Signal(range(2 * C * cfg.mem_bytes + 1))
-        mem_write = Signal(range(C * cfg.mem_bytes + 1))
-        m.d.sync += [mem_read.eq(sum(ch.mem_read_bytes for ch in channels)),
-                     mem_write.eq(sum(ch.mem_write_bytes for ch in channels))]
-        increments = {"cycles": busy, "mem_read_bytes": mem_read, "mem_write_bytes": mem_write}
+        # reported relative to their value at the last clear. Each engine counter adds a
+        # registered step, the cycle after its event, so no handshake,
+        # channel state or sum of byte counts reaches a 48-bit carry chain in its own cycle;
+        # a clear loads the pending step, so an event is counted before or after a clear,
+        # never lost.
+        increments = {"cycles": busy,
+                      "mem_read_bytes": sum(ch.mem_read_bytes for ch in channels),
+                      "mem_write_bytes": sum(ch.mem_write_bytes for ch in channels)}
         for c, ch in enumerate(channels):
             increments[f"ch{c}_busy_cycles"] = ch.running
             increments[f"ch{c}_alu_beats"] = ch.alu_beat
@@ -212,11 +212,13 @@ class AceEngine(wiring.Component):
         for name in names:
             port = getattr(csr, name)
             if name in increments:
+                step = Signal.like(increments[name], name=f"step_{name}")
                 count = Signal(COUNTER_BITS, name=f"count_{name}")
+                m.d.sync += step.eq(increments[name])
                 with m.If(csr.counter_clear):
-                    m.d.sync += count.eq(0)
+                    m.d.sync += count.eq(step)
                 with m.Else():
-                    m.d.sync += count.eq(count + increments[name])
+                    m.d.sync += count.eq(count + step)
                 m.d.comb += port.eq(count)
             else:
                 source = getattr(nic, name.replace("nic_", ""))
