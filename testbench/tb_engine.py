@@ -121,16 +121,18 @@ class EngineTB:
                                                raise_on_error=False)
             counters = await self.host.counters()
         else:
-            counters = dict.fromkeys(self.host.counter_names, 0)
+            snapshots = []
             for _ in range(20000):
                 await ClockCycles(self.dut.clk, clear_every)
                 status = await self.host.status()
-                for name, value in (await self.host.counters(clear=True)).items():
-                    counters[name] += value
+                snapshots.append(await self.host.counters(clear=True))
                 if status["done"] or status["error"]:
                     break
-            for name, value in (await self.host.counters()).items():
-                counters[name] += value
+            else:
+                raise TimeoutError(f"engine not done after {20000 * clear_every} cycles")
+            snapshots.append(await self.host.counters())
+            counters = {name: sum(snap[name] for snap in snapshots)
+                        for name in self.host.counter_names}
         node = program.nodes[0]
         esize = DTYPE_BYTES[program.dtype]
         out = self.ram.read(node.output_addr, node.out_elems * esize)

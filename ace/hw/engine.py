@@ -198,10 +198,9 @@ class AceEngine(wiring.Component):
         # -- counters --------------------------------------------------------------------------
         # Engine-owned counters reset on counter_clear; the NIC's free-running counters are
         # reported relative to their value at the last clear. Each engine counter adds a
-        # registered step, the cycle after its event, so no handshake,
-        # channel state or sum of byte counts reaches a 48-bit carry chain in its own cycle;
-        # a clear loads the pending step, so an event is counted before or after a clear,
-        # never lost.
+        # registered step, the cycle after its event, so no handshake, channel state or sum of
+        # byte counts reaches a 48-bit carry chain in its own cycle; a clear loads the pending
+        # step, so an event is counted before or after a clear, never lost.
         increments = {"cycles": busy,
                       "mem_read_bytes": sum(ch.mem_read_bytes for ch in channels),
                       "mem_write_bytes": sum(ch.mem_write_bytes for ch in channels)}
