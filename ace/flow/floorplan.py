@@ -52,7 +52,8 @@ EBR_COLUMNS = (4, 6, 8, 10, 13, 15, 17, 19, 22, 24, 26, 28, 31, 33, 35, 37, 40, 
 
 _SRAM = re.compile(r"sram\.bank(\d+)\.dp16kd(\d+)$")
 _WRITE_BUFFER = re.compile(r"interconnect\.wq(\d+)\.")
-#: The groups of row 70 (then 82), in order: (name pattern, what it is).
+#: Name patterns of the groups laid in row 70 (then 82), in order: the NIC's receive buffers,
+#: the interconnect's read buffers, the channels' instruction memories.
 _ROW_GROUPS = (r"nic\.", r"interconnect\.rq\d+\.", r"ch\d+\.imem\.")
 
 
