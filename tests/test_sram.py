@@ -398,9 +398,10 @@ def test_rotations_random_traffic(read_ports, write_ports, banks, seed, replicat
 
 @pytest.mark.parametrize("read_ports, write_ports, banks, latency", [
     (1, 1, 4, 7),    # no rotation: 1 + 2 + 1 + 1 + 2
-    (4, 2, 8, 8),    # the engine's SRAM: write rotator 1 stage, read rotator 2
-    (5, 3, 8, 10),   # the small top: write rotator 2 stages, read rotator 3
-    (9, 5, 16, 12),  # the default top: 3 and 4 stages
+    (2, 2, 4, 8),    # one level each way: write rotator 2 stages, read rotator 1
+    (4, 2, 8, 8),    # the small engine's SRAM: write rotator 2 stages, read rotator 1
+    (5, 3, 8, 10),   # the small top: write rotator 3 stages, read rotator 2
+    (9, 5, 16, 12),  # the default top: 4 and 3 stages
 ])
 def test_read_latency_follows_rotations(read_ports, write_ports, banks, latency):
     """Without backpressure every response is valid exactly ``read_latency`` cycles after

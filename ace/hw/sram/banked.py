@@ -7,10 +7,10 @@ port map.
           |        |  ready: bank == own           |     |  ready: bank == own position;
           v        v  position & credit            v     v  port j enters position j
      +----------------------+          +-----------------------------+
-     | per bank: the slot   |          | write rotator (SlotRotator): |  ceil(log2 Pw)
-     | owner's row, enable  |          | position j -> (j + t) mod Pw |  registered 2:1
-     | (registered, delayed |          | = the position of the banks  |  stages
-     | to meet the writes;  |          | that port j owns in cycle t; |
+     | per bank: the slot   |          | write rotator (SlotRotator): |  a register, then
+     | owner's row, enable  |          | position j -> (j + t) mod Pw |  ceil(log2 Pw)
+     | (registered, delayed |          | = the position of the banks  |  registered 2:1
+     | to meet the writes;  |          | that port j owns in cycle t; |  stages
      | last: one per slice) |          | row carried per 16-bit slice |
      +----------------------+          +-----------------------------+
           |   |   |   |                     |   |   |   |   bank b takes position b mod Pw
@@ -24,8 +24,8 @@ port map.
      +----------------------+
           |   |   |   |
      +----------------------+
-     | read rotator:        |  ceil(log2 P) registered 2:1 stages; port i takes
-     | (i + t) mod P -> i   |  position i
+     | read rotator:        |  ceil(log2 P) levels of 2:1 muxes in one register
+     | (i + t) mod P -> i   |  stage fewer (at least one); port i takes position i
      +----------------------+
           |        |
       resp FIFO  resp FIFO      one per read port, ``resp_depth`` deep (ResponseFifo)
@@ -50,7 +50,7 @@ from amaranth.lib.wiring import In
 from ace.hw.common.bram import DP16KD_SLICE_BITS, BlockRam, is_ecp5
 from ace.hw.common.replica import replicas
 from ace.hw.sram.response_fifo import ResponseFifo
-from ace.hw.sram.rotator import SlotRotator, rotation_stages
+from ace.hw.sram.rotator import SlotRotator, rotation_levels
 from ace.layouts import sram_read_signature, sram_write_signature
 
 __all__ = ["BankedSram", "EngineSramPorts", "slot_period"]
@@ -169,16 +169,21 @@ class BankedSram(wiring.Component):
     ``P``; when ``P > banks`` positions ``banks`` and up hold no bank), so the words read in
     one cycle, one per position, reach their ports by a left rotation by ``t mod P``; the
     writes of one cycle reach their banks by the inverse rotation. A :class:`SlotRotator`
-    does each rotation in ``ceil(log2 P)`` registered stages of 2:1 muxes (stage ``k`` joins
-    positions ``2**k`` apart) whose selects are free-running counters: no bank's word fans
-    out to every port, and no select depends on a request.
+    does each rotation in ``ceil(log2 P)`` levels of 2:1 muxes (level ``k`` joins positions
+    ``2**k`` apart) whose selects are free-running counters: no bank's word fans out to every
+    port, and no select depends on a request. The write rotator registers each port's write
+    first, as it comes (so the row, which every slice of the word needs, spreads over the
+    slices in a cycle of its own), then one level per stage; the read rotator takes one stage
+    fewer than its levels (the first holds two, a 4:1 mux per bit), so that reads, whose row
+    is likewise registered once per bank before its copies per slice, keep their latency.
 
     Pipeline (read transferred in cycle ``t``; ``Sw`` = :attr:`write_stages`,
     ``Sr`` = :attr:`read_rotate_stages`):
 
     =============== ==============================================================
     t + 1           per bank: the owner's row and enable, registered
-    t + Sw          the same, delayed to meet the writes of cycle ``t`` (RAM address)
+    t + Sw          the same, delayed to meet the writes of cycle ``t`` (RAM address; the
+                    row's last register is one copy per slice)
     t + Sw + 2      per bank: the RAM's registered output (:attr:`BlockRam.read_latency`)
     t + Sw + 3      per position: the word of the bank read there, registered
     t + Sw + 3 + Sr per port: out of the read rotator
@@ -186,7 +191,8 @@ class BankedSram(wiring.Component):
     =============== ==============================================================
 
     Writes go through the write rotator (``Sw`` stages, from the port's payload: row, data,
-    byte enables cleared unless the write transfers, and the group of its bank) and reach the
+    byte enables cleared unless the write transfers, and the group of its bank; ``Sw`` is one
+    register, then one stage per level) and reach the
     RAM in ``t + Sw``, the cycle in which reads transferred in ``t`` reach it. So a read and a
     write of the same word transferred in the same cycle return the **old** word to the read
     (the RAM's read-before-write), and a write transferred in ``t`` is visible to reads
@@ -208,7 +214,7 @@ class BankedSram(wiring.Component):
 
     Latency: :attr:`read_latency` cycles from a read's transfer to its response, at the
     earliest: ``Sw + 2 + 1 + Sr + 2``; 10 for the ``small`` top (5 read, 3 write ports, 8
-    banks: ``Sw`` 2, ``Sr`` 3), 8 for the ``small`` engine's SRAM (4 read, 2 write: 1, 2).
+    banks: ``Sw`` 3, ``Sr`` 2), 8 for the ``small`` engine's SRAM (4 read, 2 write: 2, 1).
     Throughput: one word per cycle per port on consecutive addresses (``banks / ports`` per
     port when there are more ports than banks); ``resp_depth`` of at least
     ``read_latency + 1`` keeps a read port at one word per cycle.
@@ -281,14 +287,17 @@ class BankedSram(wiring.Component):
 
     @property
     def write_stages(self) -> int:
-        """Register stages from a write port to the RAM: the write rotator's. Reads are
-        delayed to reach the RAM in the same cycle."""
-        return rotation_stages(slot_period(self.write_ports, self.banks))
+        """Register stages from a write port to the RAM: the write rotator's, a register of
+        each port's write (before it spreads over the word's slices) and one per mux level.
+        Reads are delayed to reach the RAM in the same cycle."""
+        return 1 + rotation_levels(slot_period(self.write_ports, self.banks))
 
     @property
     def read_rotate_stages(self) -> int:
-        """Register stages of the read rotator (positions to ports)."""
-        return rotation_stages(slot_period(self.read_ports, self.banks))
+        """Register stages of the read rotator (positions to ports): one fewer than its mux
+        levels (two levels, a 4:1 mux, in its first stage), at least one; this gives back the
+        cycle that the writes' first register (and the reads' row register per bank) takes."""
+        return max(1, rotation_levels(slot_period(self.read_ports, self.banks)) - 1)
 
     @property
     def read_latency(self) -> int:
@@ -453,7 +462,7 @@ class BankedSram(wiring.Component):
         m.submodules.read_rotator = rotator = SlotRotator(
             8 * self.word_bytes, period, phase=-(self.write_stages + BlockRam.read_latency
                                                  + self.BANK_OUTPUT_STAGES),
-            **self._select_copies(8 * self.word_bytes))
+            stages=self.read_rotate_stages, **self._select_copies(8 * self.word_bytes))
         for q, banks in enumerate(self._positions(period)):
             word = Signal(8 * self.word_bytes, name=f"position{q}_word", reset_less=True)
             if len(banks) == 1:
@@ -527,7 +536,7 @@ class BankedSram(wiring.Component):
         # the write transfers, and the group names which of those banks it targets. The
         # rotator's selects are copied per slice.
         m.submodules.write_rotator = rotator = SlotRotator(
-            entry_layout.size, period, step=-1,
+            entry_layout.size, period, step=-1, stages=self.write_stages,
             **(self._select_copies(entry_layout.size)
                | ({"select_bits": slice_layout.size} if copies > 1 else {})))
         for j, port in enumerate(ports):
