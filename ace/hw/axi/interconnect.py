@@ -276,10 +276,7 @@ class AxiInterconnect(wiring.Component):
             rq = BufferedFlagFifo(width=r_layout.size, depth=self.read_buffer_beats + 1)
             # The master's ARID per burst in flight, taken as its R beats arrive from memory
             # (each beat is stored with it), so no R buffer output reaches this queue.
-            # (written a cycle late from a register: the grant's arbitration ends at flip-flops,
-            # not at the queue's memory and counters)
-            idq = FlagFifo(width=self.id_bits, depth=self.read_buffer_beats,
-                           registered_write=True)
+            idq = FlagFifo(width=self.id_bits, depth=self.read_buffer_beats)
             m.submodules[f"rq{i}"] = rq
             m.submodules[f"idq{i}"] = idq
             reserved = Signal(range(self.read_buffer_beats + 1), name=f"rd{i}_reserved")
@@ -297,9 +294,16 @@ class AxiInterconnect(wiring.Component):
                 fits.eq(room & req.payload.short),
                 arb.requests[i].eq(req.valid & fits),
                 req.ready.eq(ar_take[i]),
-                idq.w_data.eq(req.payload.arid),
-                idq.w_en.eq(ar_take[i]),
             ]
+            # The ID queue is written a cycle after the grant, from registers (``rd{i}_push``,
+            # ``rd{i}_arid``), so the arbitration ends at two flip-flops, not at the queue's
+            # pointers and flags beside the R buffer: the burst enters the AR register in the
+            # cycle after the grant and AXI returns its first R beat at least a cycle after the
+            # AR handshake, and an entry written in one cycle is the head in the next.
+            push = Signal(name=f"rd{i}_push")
+            arid = Signal(self.id_bits, name=f"rd{i}_arid")
+            m.d.sync += [push.eq(ar_take[i]), arid.eq(req.payload.arid)]
+            m.d.comb += [idq.w_data.eq(arid), idq.w_en.eq(push)]
             # The master takes its beats from a register slice after the R buffer (whose block
             # RAM output sits apart from the master); a beat in the slice stays reserved.
             r_slice = SkidBuffer(r_layout, slices=self._slices)

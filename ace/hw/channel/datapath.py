@@ -509,29 +509,41 @@ class StepDatapath(wiring.Component):
         beat = self.nic_recv.payload
         took = self.nic_recv.valid & self.nic_recv.ready
         beat_bytes = Signal(range(B + 1))        # message bytes of the beat at nic_recv
-        expect_len = Signal(range(P + 1))
-        pkt_left = Signal(range(P + 1))
-        m.d.comb += [
-            expect_len.eq(_at_most(recv_left, P)),
-            pkt_left.eq(Mux(recv_pkt_left == 0, expect_len, recv_pkt_left)),
-            # A beat's bytes, min(pkt_left, B), from two registers: P is a multiple of B, so
-            # every beat but the message's last carries B bytes, and operand A's entry count
-            # (a_in_last) marks that beat (A's entries are the beats taken here until an abort,
-            # which stops the taking). It feeds the packetizer's flags.
-            beat_bytes.eq(Mux(a_in_last, recv_tail, B)),
-        ]
+        # What the next beat must carry, in registers computed from the counters' next values
+        # (with them: at a plan's load and at each beat taken), so that the checks of a beat
+        # are compares of its fields (through the NIC's link mux) with flip-flops only:
+        expect_len = Signal(range(P + 1))        # min(recv_left, P): a new packet's length
+        pkt_left = Signal(range(P + 1))          # the packet's bytes still to come
+        new_packet = Signal(init=1)              # recv_pkt_left == 0: the beat opens a packet
+        pkt_last = Signal(init=1)                # pkt_left <= B: the beat closes it
+
+        def expected(left, pkt_left_value):
+            """The four registers' values for ``recv_left`` and ``recv_pkt_left`` values."""
+            length = _at_most(left, P)
+            opens = pkt_left_value == 0
+            packet_left = Mux(opens, length, pkt_left_value)
+            return [expect_len.eq(length), pkt_left.eq(packet_left), new_packet.eq(opens),
+                    pkt_last.eq(packet_left <= B)]
+
+        # A beat's bytes, min(pkt_left, B), from two registers: P is a multiple of B, so every
+        # beat but the message's last carries B bytes, and operand A's entry count (a_in_last)
+        # marks that beat (A's entries are the beats taken here until an abort, which stops
+        # the taking). It feeds the packetizer's flags.
+        m.d.comb += beat_bytes.eq(Mux(a_in_last, recv_tail, B))
+        with m.If(loads[len(loads) // 2]):
+            m.d.sync += expected(Mux(p.a_src == ASource.NIC, p.bytes, 0), 0)
         with m.If(took):
-            new_packet = recv_pkt_left == 0
             bad = Signal()
             m.d.comb += bad.eq(
                 (beat.src != plan.recv_peer)
                 | (beat.first != new_packet)
                 | (new_packet & ((beat.length != expect_len) | (beat.tag != recv_pkt)))
-                | (beat.last != (pkt_left <= B)))
+                | (beat.last != pkt_last))
             with m.If(bad):
                 m.d.sync += self.recv_error.eq(1)
             m.d.sync += [recv_pkt_left.eq(pkt_left - beat_bytes),
-                         recv_left.eq(recv_left - beat_bytes)]
+                         recv_left.eq(recv_left - beat_bytes),
+                         *expected(recv_left - beat_bytes, pkt_left - beat_bytes)]
             with m.If(beat.last):
                 m.d.sync += recv_pkt.eq(recv_pkt + 1)
 
