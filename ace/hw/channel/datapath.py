@@ -61,13 +61,17 @@ from ace.hw.sram.writer import SramSliceWriter
 __all__ = ["ASource", "StepPlan", "StepDatapath", "datapath_ports"]
 
 
-def _at_most(value, limit: int):
-    """``min(value, limit)`` for a constant ``limit``. The compare is an OR of the bits above
-    ``limit``'s width and a compare of the bits below it (log depth in the OR); a plain ``>``
-    goes through a subtractor's carry network (two levels more on a 24-bit count)."""
+def _above(value, limit: int):
+    """``value > limit`` for a constant ``limit``: an OR of the bits above ``limit``'s width
+    and a compare of the bits below it (log depth in the OR); a plain ``>`` goes through a
+    subtractor's carry network (two levels more on a 24-bit count)."""
     n = limit.bit_length()
-    above = value > limit if len(value) <= n else value[n:].any() | (value[:n] > limit)
-    return Mux(above, limit, value)
+    return value > limit if len(value) <= n else value[n:].any() | (value[:n] > limit)
+
+
+def _at_most(value, limit: int):
+    """``min(value, limit)`` for a constant ``limit`` (the compare as in :func:`_above`)."""
+    return Mux(_above(value, limit), limit, value)
 
 
 def _one_unit(nbytes, unit_log2: int):
@@ -518,12 +522,14 @@ class StepDatapath(wiring.Component):
         pkt_last = Signal(init=1)                # pkt_left <= B: the beat closes it
 
         def expected(left, pkt_left_value):
-            """The four registers' values for ``recv_left`` and ``recv_pkt_left`` values."""
+            """The four registers' values for ``recv_left`` and ``recv_pkt_left`` values (a
+            new packet closes with its first beat when ``min(left, P) <= B``, that is, as
+            ``B <= P``, when ``left <= B``: a compare of ``left`` itself, not of the min)."""
             length = _at_most(left, P)
             opens = pkt_left_value == 0
-            packet_left = Mux(opens, length, pkt_left_value)
-            return [expect_len.eq(length), pkt_left.eq(packet_left), new_packet.eq(opens),
-                    pkt_last.eq(packet_left <= B)]
+            return [expect_len.eq(length), pkt_left.eq(Mux(opens, length, pkt_left_value)),
+                    new_packet.eq(opens),
+                    pkt_last.eq(Mux(opens, ~_above(left, B), pkt_left_value <= B))]
 
         # A beat's bytes, min(pkt_left, B), from two registers: P is a multiple of B, so every
         # beat but the message's last carries B bytes, and operand A's entry count (a_in_last)
