@@ -858,21 +858,21 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   reg \$571 ;
   reg \$572 ;
   reg \$573 ;
-  reg [1:0] \$574 ;
+  reg \$574 ;
   reg \$575 ;
-  reg [1:0] \$576 ;
+  reg \$576 ;
   reg \$577 ;
-  reg [1:0] \$578 ;
+  reg \$578 ;
   reg \$579 ;
   wire \$58 ;
-  wire [15:0] \$580 ;
-  wire [15:0] \$581 ;
-  wire [15:0] \$582 ;
-  wire [15:0] \$583 ;
-  wire [15:0] \$584 ;
-  wire [15:0] \$585 ;
-  wire [15:0] \$586 ;
-  wire [15:0] \$587 ;
+  reg \$580 ;
+  reg \$581 ;
+  reg [1:0] \$582 ;
+  reg \$583 ;
+  reg [1:0] \$584 ;
+  reg \$585 ;
+  reg [1:0] \$586 ;
+  reg \$587 ;
   wire [15:0] \$588 ;
   wire [15:0] \$589 ;
   wire \$59 ;
@@ -910,6 +910,14 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   wire [15:0] \$618 ;
   wire [15:0] \$619 ;
   wire [7:0] \$62 ;
+  wire [15:0] \$620 ;
+  wire [15:0] \$621 ;
+  wire [15:0] \$622 ;
+  wire [15:0] \$623 ;
+  wire [15:0] \$624 ;
+  wire [15:0] \$625 ;
+  wire [15:0] \$626 ;
+  wire [15:0] \$627 ;
   wire \$63 ;
   wire \$64 ;
   wire [7:0] \$65 ;
@@ -960,7 +968,9 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   reg [8:0] bank0_r_addr_c7 = 9'h000;
   reg bank0_read_en = 1'h0;
   reg bank0_read_en_1 = 1'h0;
+  reg bank0_read_en_2 = 1'h0;
   reg [8:0] bank0_read_row_1 = 9'h000;
+  reg [8:0] bank0_read_row_2 = 9'h000;
   wire [8:0] bank0_read_row_next;
   reg [8:0] bank1_r_addr_c0 = 9'h000;
   reg [8:0] bank1_r_addr_c1 = 9'h000;
@@ -972,7 +982,9 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   reg [8:0] bank1_r_addr_c7 = 9'h000;
   reg bank1_read_en = 1'h0;
   reg bank1_read_en_1 = 1'h0;
+  reg bank1_read_en_2 = 1'h0;
   reg [8:0] bank1_read_row_1 = 9'h000;
+  reg [8:0] bank1_read_row_2 = 9'h000;
   wire [8:0] bank1_read_row_next;
   reg [8:0] bank2_r_addr_c0 = 9'h000;
   reg [8:0] bank2_r_addr_c1 = 9'h000;
@@ -984,7 +996,9 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   reg [8:0] bank2_r_addr_c7 = 9'h000;
   reg bank2_read_en = 1'h0;
   reg bank2_read_en_1 = 1'h0;
+  reg bank2_read_en_2 = 1'h0;
   reg [8:0] bank2_read_row_1 = 9'h000;
+  reg [8:0] bank2_read_row_2 = 9'h000;
   wire [8:0] bank2_read_row_next;
   reg [8:0] bank3_r_addr_c0 = 9'h000;
   reg [8:0] bank3_r_addr_c1 = 9'h000;
@@ -996,7 +1010,9 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   reg [8:0] bank3_r_addr_c7 = 9'h000;
   reg bank3_read_en = 1'h0;
   reg bank3_read_en_1 = 1'h0;
+  reg bank3_read_en_2 = 1'h0;
   reg [8:0] bank3_read_row_1 = 9'h000;
+  reg [8:0] bank3_read_row_2 = 9'h000;
   wire [8:0] bank3_read_row_next;
   reg [8:0] bank4_r_addr_c0 = 9'h000;
   reg [8:0] bank4_r_addr_c1 = 9'h000;
@@ -1008,7 +1024,9 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   reg [8:0] bank4_r_addr_c7 = 9'h000;
   reg bank4_read_en = 1'h0;
   reg bank4_read_en_1 = 1'h0;
+  reg bank4_read_en_2 = 1'h0;
   reg [8:0] bank4_read_row_1 = 9'h000;
+  reg [8:0] bank4_read_row_2 = 9'h000;
   wire [8:0] bank4_read_row_next;
   reg [8:0] bank5_r_addr_c0 = 9'h000;
   reg [8:0] bank5_r_addr_c1 = 9'h000;
@@ -1020,7 +1038,9 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   reg [8:0] bank5_r_addr_c7 = 9'h000;
   reg bank5_read_en = 1'h0;
   reg bank5_read_en_1 = 1'h0;
+  reg bank5_read_en_2 = 1'h0;
   reg [8:0] bank5_read_row_1 = 9'h000;
+  reg [8:0] bank5_read_row_2 = 9'h000;
   wire [8:0] bank5_read_row_next;
   reg [8:0] bank6_r_addr_c0 = 9'h000;
   reg [8:0] bank6_r_addr_c1 = 9'h000;
@@ -1032,7 +1052,9 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   reg [8:0] bank6_r_addr_c7 = 9'h000;
   reg bank6_read_en = 1'h0;
   reg bank6_read_en_1 = 1'h0;
+  reg bank6_read_en_2 = 1'h0;
   reg [8:0] bank6_read_row_1 = 9'h000;
+  reg [8:0] bank6_read_row_2 = 9'h000;
   wire [8:0] bank6_read_row_next;
   reg [8:0] bank7_r_addr_c0 = 9'h000;
   reg [8:0] bank7_r_addr_c1 = 9'h000;
@@ -1044,19 +1066,21 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   reg [8:0] bank7_r_addr_c7 = 9'h000;
   reg bank7_read_en = 1'h0;
   reg bank7_read_en_1 = 1'h0;
+  reg bank7_read_en_2 = 1'h0;
   reg [8:0] bank7_read_row_1 = 9'h000;
+  reg [8:0] bank7_read_row_2 = 9'h000;
   wire [8:0] bank7_read_row_next;
   input clk;
   wire clk;
   (* init = 128'h00000000000000000000000000000000 *)
   wire [127:0] i0;
-  wire [223:0] \i0$323 ;
+  wire [223:0] \i0$339 ;
   (* init = 128'h00000000000000000000000000000000 *)
   wire [127:0] i1;
-  wire [223:0] \i1$330 ;
+  wire [223:0] \i1$346 ;
   (* init = 128'h00000000000000000000000000000000 *)
   wire [127:0] i2;
-  wire [223:0] \i2$337 ;
+  wire [223:0] \i2$353 ;
   (* init = 128'h00000000000000000000000000000000 *)
   wire [127:0] i3;
   (* init = 128'h00000000000000000000000000000000 *)
@@ -1068,29 +1092,29 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   (* init = 128'h00000000000000000000000000000000 *)
   wire [127:0] i7;
   wire [127:0] o0;
-  wire [223:0] \o0$341 ;
+  wire [223:0] \o0$357 ;
   wire [127:0] o1;
-  wire [223:0] \o1$348 ;
+  wire [223:0] \o1$364 ;
   wire [127:0] o2;
-  wire [223:0] \o2$355 ;
+  wire [223:0] \o2$371 ;
   wire [127:0] o3;
-  wire [223:0] \o3$362 ;
+  wire [223:0] \o3$378 ;
   wire [127:0] o4;
   wire [127:0] o__payload;
-  wire [127:0] \o__payload$295 ;
-  wire [127:0] \o__payload$302 ;
-  wire [127:0] \o__payload$309 ;
-  wire [127:0] \o__payload$316 ;
+  wire [127:0] \o__payload$311 ;
+  wire [127:0] \o__payload$318 ;
+  wire [127:0] \o__payload$325 ;
+  wire [127:0] \o__payload$332 ;
   wire o__ready;
-  wire \o__ready$297 ;
-  wire \o__ready$304 ;
-  wire \o__ready$311 ;
-  wire \o__ready$318 ;
+  wire \o__ready$313 ;
+  wire \o__ready$320 ;
+  wire \o__ready$327 ;
+  wire \o__ready$334 ;
   wire o__valid;
-  wire \o__valid$296 ;
-  wire \o__valid$303 ;
-  wire \o__valid$310 ;
-  wire \o__valid$317 ;
+  wire \o__valid$312 ;
+  wire \o__valid$319 ;
+  wire \o__valid$326 ;
+  wire \o__valid$333 ;
   output [15:0] \port$1109$0 ;
   wire [15:0] \port$1109$0 ;
   output [15:0] \port$1110$0 ;
@@ -1180,69 +1204,69 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   reg [127:0] position6_word = 128'h00000000000000000000000000000000;
   reg [127:0] position7_word = 128'h00000000000000000000000000000000;
   wire [71:0] r_addr;
-  wire [71:0] \r_addr$262 ;
-  wire [8:0] \r_addr$262[0] ;
-  wire [8:0] \r_addr$262[1] ;
-  wire [8:0] \r_addr$262[2] ;
-  wire [8:0] \r_addr$262[3] ;
-  wire [8:0] \r_addr$262[4] ;
-  wire [8:0] \r_addr$262[5] ;
-  wire [8:0] \r_addr$262[6] ;
-  wire [8:0] \r_addr$262[7] ;
-  wire [71:0] \r_addr$264 ;
-  wire [8:0] \r_addr$264[0] ;
-  wire [8:0] \r_addr$264[1] ;
-  wire [8:0] \r_addr$264[2] ;
-  wire [8:0] \r_addr$264[3] ;
-  wire [8:0] \r_addr$264[4] ;
-  wire [8:0] \r_addr$264[5] ;
-  wire [8:0] \r_addr$264[6] ;
-  wire [8:0] \r_addr$264[7] ;
-  wire [71:0] \r_addr$266 ;
-  wire [8:0] \r_addr$266[0] ;
-  wire [8:0] \r_addr$266[1] ;
-  wire [8:0] \r_addr$266[2] ;
-  wire [8:0] \r_addr$266[3] ;
-  wire [8:0] \r_addr$266[4] ;
-  wire [8:0] \r_addr$266[5] ;
-  wire [8:0] \r_addr$266[6] ;
-  wire [8:0] \r_addr$266[7] ;
-  wire [71:0] \r_addr$268 ;
-  wire [8:0] \r_addr$268[0] ;
-  wire [8:0] \r_addr$268[1] ;
-  wire [8:0] \r_addr$268[2] ;
-  wire [8:0] \r_addr$268[3] ;
-  wire [8:0] \r_addr$268[4] ;
-  wire [8:0] \r_addr$268[5] ;
-  wire [8:0] \r_addr$268[6] ;
-  wire [8:0] \r_addr$268[7] ;
-  wire [71:0] \r_addr$270 ;
-  wire [8:0] \r_addr$270[0] ;
-  wire [8:0] \r_addr$270[1] ;
-  wire [8:0] \r_addr$270[2] ;
-  wire [8:0] \r_addr$270[3] ;
-  wire [8:0] \r_addr$270[4] ;
-  wire [8:0] \r_addr$270[5] ;
-  wire [8:0] \r_addr$270[6] ;
-  wire [8:0] \r_addr$270[7] ;
-  wire [71:0] \r_addr$272 ;
-  wire [8:0] \r_addr$272[0] ;
-  wire [8:0] \r_addr$272[1] ;
-  wire [8:0] \r_addr$272[2] ;
-  wire [8:0] \r_addr$272[3] ;
-  wire [8:0] \r_addr$272[4] ;
-  wire [8:0] \r_addr$272[5] ;
-  wire [8:0] \r_addr$272[6] ;
-  wire [8:0] \r_addr$272[7] ;
-  wire [71:0] \r_addr$274 ;
-  wire [8:0] \r_addr$274[0] ;
-  wire [8:0] \r_addr$274[1] ;
-  wire [8:0] \r_addr$274[2] ;
-  wire [8:0] \r_addr$274[3] ;
-  wire [8:0] \r_addr$274[4] ;
-  wire [8:0] \r_addr$274[5] ;
-  wire [8:0] \r_addr$274[6] ;
-  wire [8:0] \r_addr$274[7] ;
+  wire [71:0] \r_addr$278 ;
+  wire [8:0] \r_addr$278[0] ;
+  wire [8:0] \r_addr$278[1] ;
+  wire [8:0] \r_addr$278[2] ;
+  wire [8:0] \r_addr$278[3] ;
+  wire [8:0] \r_addr$278[4] ;
+  wire [8:0] \r_addr$278[5] ;
+  wire [8:0] \r_addr$278[6] ;
+  wire [8:0] \r_addr$278[7] ;
+  wire [71:0] \r_addr$280 ;
+  wire [8:0] \r_addr$280[0] ;
+  wire [8:0] \r_addr$280[1] ;
+  wire [8:0] \r_addr$280[2] ;
+  wire [8:0] \r_addr$280[3] ;
+  wire [8:0] \r_addr$280[4] ;
+  wire [8:0] \r_addr$280[5] ;
+  wire [8:0] \r_addr$280[6] ;
+  wire [8:0] \r_addr$280[7] ;
+  wire [71:0] \r_addr$282 ;
+  wire [8:0] \r_addr$282[0] ;
+  wire [8:0] \r_addr$282[1] ;
+  wire [8:0] \r_addr$282[2] ;
+  wire [8:0] \r_addr$282[3] ;
+  wire [8:0] \r_addr$282[4] ;
+  wire [8:0] \r_addr$282[5] ;
+  wire [8:0] \r_addr$282[6] ;
+  wire [8:0] \r_addr$282[7] ;
+  wire [71:0] \r_addr$284 ;
+  wire [8:0] \r_addr$284[0] ;
+  wire [8:0] \r_addr$284[1] ;
+  wire [8:0] \r_addr$284[2] ;
+  wire [8:0] \r_addr$284[3] ;
+  wire [8:0] \r_addr$284[4] ;
+  wire [8:0] \r_addr$284[5] ;
+  wire [8:0] \r_addr$284[6] ;
+  wire [8:0] \r_addr$284[7] ;
+  wire [71:0] \r_addr$286 ;
+  wire [8:0] \r_addr$286[0] ;
+  wire [8:0] \r_addr$286[1] ;
+  wire [8:0] \r_addr$286[2] ;
+  wire [8:0] \r_addr$286[3] ;
+  wire [8:0] \r_addr$286[4] ;
+  wire [8:0] \r_addr$286[5] ;
+  wire [8:0] \r_addr$286[6] ;
+  wire [8:0] \r_addr$286[7] ;
+  wire [71:0] \r_addr$288 ;
+  wire [8:0] \r_addr$288[0] ;
+  wire [8:0] \r_addr$288[1] ;
+  wire [8:0] \r_addr$288[2] ;
+  wire [8:0] \r_addr$288[3] ;
+  wire [8:0] \r_addr$288[4] ;
+  wire [8:0] \r_addr$288[5] ;
+  wire [8:0] \r_addr$288[6] ;
+  wire [8:0] \r_addr$288[7] ;
+  wire [71:0] \r_addr$290 ;
+  wire [8:0] \r_addr$290[0] ;
+  wire [8:0] \r_addr$290[1] ;
+  wire [8:0] \r_addr$290[2] ;
+  wire [8:0] \r_addr$290[3] ;
+  wire [8:0] \r_addr$290[4] ;
+  wire [8:0] \r_addr$290[5] ;
+  wire [8:0] \r_addr$290[6] ;
+  wire [8:0] \r_addr$290[7] ;
   wire [8:0] \r_addr[0] ;
   wire [8:0] \r_addr[1] ;
   wire [8:0] \r_addr[2] ;
@@ -1252,29 +1276,29 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   wire [8:0] \r_addr[6] ;
   wire [8:0] \r_addr[7] ;
   wire [127:0] r_data;
-  wire [127:0] \r_data$141 ;
-  wire [127:0] \r_data$143 ;
-  wire [127:0] \r_data$145 ;
-  wire [127:0] \r_data$147 ;
-  wire [127:0] \r_data$149 ;
-  wire [127:0] \r_data$151 ;
-  wire [127:0] \r_data$153 ;
+  wire [127:0] \r_data$157 ;
+  wire [127:0] \r_data$159 ;
+  wire [127:0] \r_data$161 ;
+  wire [127:0] \r_data$163 ;
+  wire [127:0] \r_data$165 ;
+  wire [127:0] \r_data$167 ;
+  wire [127:0] \r_data$169 ;
   (* init = 1'h0 *)
   wire r_en;
   (* init = 1'h0 *)
-  wire \r_en$263 ;
+  wire \r_en$279 ;
   (* init = 1'h0 *)
-  wire \r_en$265 ;
+  wire \r_en$281 ;
   (* init = 1'h0 *)
-  wire \r_en$267 ;
+  wire \r_en$283 ;
   (* init = 1'h0 *)
-  wire \r_en$269 ;
+  wire \r_en$285 ;
   (* init = 1'h0 *)
-  wire \r_en$271 ;
+  wire \r_en$287 ;
   (* init = 1'h0 *)
-  wire \r_en$273 ;
+  wire \r_en$289 ;
   (* init = 1'h0 *)
-  wire \r_en$275 ;
+  wire \r_en$291 ;
   input [11:0] rd0__req__payload;
   wire [11:0] rd0__req__payload;
   output rd0__req__ready;
@@ -1448,69 +1472,69 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   input rst;
   wire rst;
   wire [71:0] w_addr;
-  wire [71:0] \w_addr$346 ;
-  wire [8:0] \w_addr$346[0] ;
-  wire [8:0] \w_addr$346[1] ;
-  wire [8:0] \w_addr$346[2] ;
-  wire [8:0] \w_addr$346[3] ;
-  wire [8:0] \w_addr$346[4] ;
-  wire [8:0] \w_addr$346[5] ;
-  wire [8:0] \w_addr$346[6] ;
-  wire [8:0] \w_addr$346[7] ;
-  wire [71:0] \w_addr$350 ;
-  wire [8:0] \w_addr$350[0] ;
-  wire [8:0] \w_addr$350[1] ;
-  wire [8:0] \w_addr$350[2] ;
-  wire [8:0] \w_addr$350[3] ;
-  wire [8:0] \w_addr$350[4] ;
-  wire [8:0] \w_addr$350[5] ;
-  wire [8:0] \w_addr$350[6] ;
-  wire [8:0] \w_addr$350[7] ;
-  wire [71:0] \w_addr$353 ;
-  wire [8:0] \w_addr$353[0] ;
-  wire [8:0] \w_addr$353[1] ;
-  wire [8:0] \w_addr$353[2] ;
-  wire [8:0] \w_addr$353[3] ;
-  wire [8:0] \w_addr$353[4] ;
-  wire [8:0] \w_addr$353[5] ;
-  wire [8:0] \w_addr$353[6] ;
-  wire [8:0] \w_addr$353[7] ;
-  wire [71:0] \w_addr$357 ;
-  wire [8:0] \w_addr$357[0] ;
-  wire [8:0] \w_addr$357[1] ;
-  wire [8:0] \w_addr$357[2] ;
-  wire [8:0] \w_addr$357[3] ;
-  wire [8:0] \w_addr$357[4] ;
-  wire [8:0] \w_addr$357[5] ;
-  wire [8:0] \w_addr$357[6] ;
-  wire [8:0] \w_addr$357[7] ;
-  wire [71:0] \w_addr$360 ;
-  wire [8:0] \w_addr$360[0] ;
-  wire [8:0] \w_addr$360[1] ;
-  wire [8:0] \w_addr$360[2] ;
-  wire [8:0] \w_addr$360[3] ;
-  wire [8:0] \w_addr$360[4] ;
-  wire [8:0] \w_addr$360[5] ;
-  wire [8:0] \w_addr$360[6] ;
-  wire [8:0] \w_addr$360[7] ;
-  wire [71:0] \w_addr$364 ;
-  wire [8:0] \w_addr$364[0] ;
-  wire [8:0] \w_addr$364[1] ;
-  wire [8:0] \w_addr$364[2] ;
-  wire [8:0] \w_addr$364[3] ;
-  wire [8:0] \w_addr$364[4] ;
-  wire [8:0] \w_addr$364[5] ;
-  wire [8:0] \w_addr$364[6] ;
-  wire [8:0] \w_addr$364[7] ;
-  wire [71:0] \w_addr$367 ;
-  wire [8:0] \w_addr$367[0] ;
-  wire [8:0] \w_addr$367[1] ;
-  wire [8:0] \w_addr$367[2] ;
-  wire [8:0] \w_addr$367[3] ;
-  wire [8:0] \w_addr$367[4] ;
-  wire [8:0] \w_addr$367[5] ;
-  wire [8:0] \w_addr$367[6] ;
-  wire [8:0] \w_addr$367[7] ;
+  wire [71:0] \w_addr$362 ;
+  wire [8:0] \w_addr$362[0] ;
+  wire [8:0] \w_addr$362[1] ;
+  wire [8:0] \w_addr$362[2] ;
+  wire [8:0] \w_addr$362[3] ;
+  wire [8:0] \w_addr$362[4] ;
+  wire [8:0] \w_addr$362[5] ;
+  wire [8:0] \w_addr$362[6] ;
+  wire [8:0] \w_addr$362[7] ;
+  wire [71:0] \w_addr$366 ;
+  wire [8:0] \w_addr$366[0] ;
+  wire [8:0] \w_addr$366[1] ;
+  wire [8:0] \w_addr$366[2] ;
+  wire [8:0] \w_addr$366[3] ;
+  wire [8:0] \w_addr$366[4] ;
+  wire [8:0] \w_addr$366[5] ;
+  wire [8:0] \w_addr$366[6] ;
+  wire [8:0] \w_addr$366[7] ;
+  wire [71:0] \w_addr$369 ;
+  wire [8:0] \w_addr$369[0] ;
+  wire [8:0] \w_addr$369[1] ;
+  wire [8:0] \w_addr$369[2] ;
+  wire [8:0] \w_addr$369[3] ;
+  wire [8:0] \w_addr$369[4] ;
+  wire [8:0] \w_addr$369[5] ;
+  wire [8:0] \w_addr$369[6] ;
+  wire [8:0] \w_addr$369[7] ;
+  wire [71:0] \w_addr$373 ;
+  wire [8:0] \w_addr$373[0] ;
+  wire [8:0] \w_addr$373[1] ;
+  wire [8:0] \w_addr$373[2] ;
+  wire [8:0] \w_addr$373[3] ;
+  wire [8:0] \w_addr$373[4] ;
+  wire [8:0] \w_addr$373[5] ;
+  wire [8:0] \w_addr$373[6] ;
+  wire [8:0] \w_addr$373[7] ;
+  wire [71:0] \w_addr$376 ;
+  wire [8:0] \w_addr$376[0] ;
+  wire [8:0] \w_addr$376[1] ;
+  wire [8:0] \w_addr$376[2] ;
+  wire [8:0] \w_addr$376[3] ;
+  wire [8:0] \w_addr$376[4] ;
+  wire [8:0] \w_addr$376[5] ;
+  wire [8:0] \w_addr$376[6] ;
+  wire [8:0] \w_addr$376[7] ;
+  wire [71:0] \w_addr$380 ;
+  wire [8:0] \w_addr$380[0] ;
+  wire [8:0] \w_addr$380[1] ;
+  wire [8:0] \w_addr$380[2] ;
+  wire [8:0] \w_addr$380[3] ;
+  wire [8:0] \w_addr$380[4] ;
+  wire [8:0] \w_addr$380[5] ;
+  wire [8:0] \w_addr$380[6] ;
+  wire [8:0] \w_addr$380[7] ;
+  wire [71:0] \w_addr$383 ;
+  wire [8:0] \w_addr$383[0] ;
+  wire [8:0] \w_addr$383[1] ;
+  wire [8:0] \w_addr$383[2] ;
+  wire [8:0] \w_addr$383[3] ;
+  wire [8:0] \w_addr$383[4] ;
+  wire [8:0] \w_addr$383[5] ;
+  wire [8:0] \w_addr$383[6] ;
+  wire [8:0] \w_addr$383[7] ;
   wire [8:0] \w_addr[0] ;
   wire [8:0] \w_addr[1] ;
   wire [8:0] \w_addr[2] ;
@@ -1520,31 +1544,31 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   wire [8:0] \w_addr[6] ;
   wire [8:0] \w_addr[7] ;
   wire [127:0] w_data;
-  wire [127:0] \w_data$291 ;
-  wire [127:0] \w_data$298 ;
-  wire [127:0] \w_data$305 ;
-  wire [127:0] \w_data$312 ;
-  wire [127:0] \w_data$340 ;
-  wire [127:0] \w_data$344 ;
-  wire [127:0] \w_data$347 ;
-  wire [127:0] \w_data$351 ;
-  wire [127:0] \w_data$354 ;
-  wire [127:0] \w_data$358 ;
-  wire [127:0] \w_data$361 ;
-  wire [127:0] \w_data$365 ;
+  wire [127:0] \w_data$307 ;
+  wire [127:0] \w_data$314 ;
+  wire [127:0] \w_data$321 ;
+  wire [127:0] \w_data$328 ;
+  wire [127:0] \w_data$356 ;
+  wire [127:0] \w_data$360 ;
+  wire [127:0] \w_data$363 ;
+  wire [127:0] \w_data$367 ;
+  wire [127:0] \w_data$370 ;
+  wire [127:0] \w_data$374 ;
+  wire [127:0] \w_data$377 ;
+  wire [127:0] \w_data$381 ;
   wire [7:0] w_en;
-  wire [7:0] \w_en$293 ;
-  wire [7:0] \w_en$300 ;
-  wire [7:0] \w_en$307 ;
-  wire [7:0] \w_en$314 ;
-  wire [15:0] \w_en$342 ;
-  wire [15:0] \w_en$345 ;
-  wire [15:0] \w_en$349 ;
-  wire [15:0] \w_en$352 ;
-  wire [15:0] \w_en$356 ;
-  wire [15:0] \w_en$359 ;
-  wire [15:0] \w_en$363 ;
-  wire [15:0] \w_en$366 ;
+  wire [7:0] \w_en$309 ;
+  wire [7:0] \w_en$316 ;
+  wire [7:0] \w_en$323 ;
+  wire [7:0] \w_en$330 ;
+  wire [15:0] \w_en$358 ;
+  wire [15:0] \w_en$361 ;
+  wire [15:0] \w_en$365 ;
+  wire [15:0] \w_en$368 ;
+  wire [15:0] \w_en$372 ;
+  wire [15:0] \w_en$375 ;
+  wire [15:0] \w_en$379 ;
+  wire [15:0] \w_en$382 ;
   input [155:0] wr0__payload;
   wire [155:0] wr0__payload;
   wire [11:0] \wr0__payload.addr ;
@@ -1707,87 +1731,95 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   reg [1:0] wr2_position = 2'h2;
   output wr2_slot;
   wire wr2_slot;
-  assign \$350  = \o0$341 [223] ? 2'h0 : \o0$341 [222:221];
-  assign \$352  = \$351  ? \o0$341 [26:25] : 2'h0;
-  assign \$354  = \$353  ? \o0$341 [54:53] : 2'h0;
-  assign \$356  = \$355  ? \o0$341 [82:81] : 2'h0;
-  assign \$358  = \$357  ? \o0$341 [110:109] : 2'h0;
-  assign \$360  = \$359  ? \o0$341 [138:137] : 2'h0;
-  assign \$362  = \$361  ? \o0$341 [166:165] : 2'h0;
-  assign \$364  = \$363  ? \o0$341 [194:193] : 2'h0;
-  assign \$366  = \$365  ? \o0$341 [222:221] : 2'h0;
-  assign \$367  = ! \o1$348 [27];
-  assign \$368  = \o1$348 [27] ? 2'h0 : \o1$348 [26:25];
-  assign \$369  = ! \o1$348 [55];
-  assign \$370  = \o1$348 [55] ? 2'h0 : \o1$348 [54:53];
-  assign \$371  = ! \o1$348 [83];
-  assign \$372  = \o1$348 [83] ? 2'h0 : \o1$348 [82:81];
-  assign \$373  = ! \o1$348 [111];
-  assign \$374  = \o1$348 [111] ? 2'h0 : \o1$348 [110:109];
-  assign \$375  = ! \o1$348 [139];
-  assign \$376  = \o1$348 [139] ? 2'h0 : \o1$348 [138:137];
-  assign \$377  = ! \o1$348 [167];
-  assign \$378  = \o1$348 [167] ? 2'h0 : \o1$348 [166:165];
-  assign \$379  = ! \o1$348 [195];
-  assign \$380  = \o1$348 [195] ? 2'h0 : \o1$348 [194:193];
-  assign \$381  = ! \o1$348 [223];
-  assign \$382  = \o1$348 [223] ? 2'h0 : \o1$348 [222:221];
-  assign \$384  = \$383  ? \o1$348 [26:25] : 2'h0;
-  assign \$386  = \$385  ? \o1$348 [54:53] : 2'h0;
-  assign \$388  = \$387  ? \o1$348 [82:81] : 2'h0;
-  assign \$390  = \$389  ? \o1$348 [110:109] : 2'h0;
-  assign \$392  = \$391  ? \o1$348 [138:137] : 2'h0;
-  assign \$394  = \$393  ? \o1$348 [166:165] : 2'h0;
-  assign \$396  = \$395  ? \o1$348 [194:193] : 2'h0;
-  assign \$398  = \$397  ? \o1$348 [222:221] : 2'h0;
-  assign \$399  = ! \o2$355 [27];
-  assign \$400  = \o2$355 [27] ? 2'h0 : \o2$355 [26:25];
-  assign \$401  = ! \o2$355 [55];
-  assign \$402  = \o2$355 [55] ? 2'h0 : \o2$355 [54:53];
-  assign \$403  = ! \o2$355 [83];
-  assign \$404  = \o2$355 [83] ? 2'h0 : \o2$355 [82:81];
-  assign \$405  = ! \o2$355 [111];
-  assign \$406  = \o2$355 [111] ? 2'h0 : \o2$355 [110:109];
-  assign \$407  = ! \o2$355 [139];
-  assign \$408  = \o2$355 [139] ? 2'h0 : \o2$355 [138:137];
-  assign \$409  = ! \o2$355 [167];
-  assign \$410  = \o2$355 [167] ? 2'h0 : \o2$355 [166:165];
-  assign \$411  = ! \o2$355 [195];
-  assign \$412  = \o2$355 [195] ? 2'h0 : \o2$355 [194:193];
-  assign \$413  = ! \o2$355 [223];
-  assign \$414  = \o2$355 [223] ? 2'h0 : \o2$355 [222:221];
-  assign \$416  = \$415  ? \o2$355 [26:25] : 2'h0;
-  assign \$418  = \$417  ? \o2$355 [54:53] : 2'h0;
-  assign \$420  = \$419  ? \o2$355 [82:81] : 2'h0;
-  assign \$422  = \$421  ? \o2$355 [110:109] : 2'h0;
-  assign \$424  = \$423  ? \o2$355 [138:137] : 2'h0;
-  assign \$426  = \$425  ? \o2$355 [166:165] : 2'h0;
-  assign \$428  = \$427  ? \o2$355 [194:193] : 2'h0;
-  assign \$430  = \$429  ? \o2$355 [222:221] : 2'h0;
-  assign \$431  = ! \o3$362 [27];
-  assign \$432  = \o3$362 [27] ? 2'h0 : \o3$362 [26:25];
-  assign \$433  = ! \o3$362 [55];
-  assign \$434  = \o3$362 [55] ? 2'h0 : \o3$362 [54:53];
-  assign \$435  = ! \o3$362 [83];
-  assign \$436  = \o3$362 [83] ? 2'h0 : \o3$362 [82:81];
-  assign \$437  = ! \o3$362 [111];
-  assign \$438  = \o3$362 [111] ? 2'h0 : \o3$362 [110:109];
-  assign \$439  = ! \o3$362 [139];
-  assign \$440  = \o3$362 [139] ? 2'h0 : \o3$362 [138:137];
-  assign \$441  = ! \o3$362 [167];
-  assign \$442  = \o3$362 [167] ? 2'h0 : \o3$362 [166:165];
-  assign \$443  = ! \o3$362 [195];
-  assign \$444  = \o3$362 [195] ? 2'h0 : \o3$362 [194:193];
-  assign \$445  = ! \o3$362 [223];
-  assign \$446  = \o3$362 [223] ? 2'h0 : \o3$362 [222:221];
-  assign \$448  = \$447  ? \o3$362 [26:25] : 2'h0;
-  assign \$450  = \$449  ? \o3$362 [54:53] : 2'h0;
-  assign \$452  = \$451  ? \o3$362 [82:81] : 2'h0;
-  assign \$454  = \$453  ? \o3$362 [110:109] : 2'h0;
-  assign \$456  = \$455  ? \o3$362 [138:137] : 2'h0;
-  assign \$458  = \$457  ? \o3$362 [166:165] : 2'h0;
-  assign \$460  = \$459  ? \o3$362 [194:193] : 2'h0;
-  assign \$462  = \$461  ? \o3$362 [222:221] : 2'h0;
+  assign \$342  = \o0$357 [111] ? 2'h0 : \o0$357 [110:109];
+  assign \$343  = ! \o0$357 [139];
+  assign \$344  = \o0$357 [139] ? 2'h0 : \o0$357 [138:137];
+  assign \$345  = ! \o0$357 [167];
+  assign \$346  = \o0$357 [167] ? 2'h0 : \o0$357 [166:165];
+  assign \$347  = ! \o0$357 [195];
+  assign \$348  = \o0$357 [195] ? 2'h0 : \o0$357 [194:193];
+  assign \$349  = ! \o0$357 [223];
+  assign \$350  = \o0$357 [223] ? 2'h0 : \o0$357 [222:221];
+  assign \$352  = \$351  ? \o0$357 [26:25] : 2'h0;
+  assign \$354  = \$353  ? \o0$357 [54:53] : 2'h0;
+  assign \$356  = \$355  ? \o0$357 [82:81] : 2'h0;
+  assign \$358  = \$357  ? \o0$357 [110:109] : 2'h0;
+  assign \$360  = \$359  ? \o0$357 [138:137] : 2'h0;
+  assign \$362  = \$361  ? \o0$357 [166:165] : 2'h0;
+  assign \$364  = \$363  ? \o0$357 [194:193] : 2'h0;
+  assign \$366  = \$365  ? \o0$357 [222:221] : 2'h0;
+  assign \$367  = ! \o1$364 [27];
+  assign \$368  = \o1$364 [27] ? 2'h0 : \o1$364 [26:25];
+  assign \$369  = ! \o1$364 [55];
+  assign \$370  = \o1$364 [55] ? 2'h0 : \o1$364 [54:53];
+  assign \$371  = ! \o1$364 [83];
+  assign \$372  = \o1$364 [83] ? 2'h0 : \o1$364 [82:81];
+  assign \$373  = ! \o1$364 [111];
+  assign \$374  = \o1$364 [111] ? 2'h0 : \o1$364 [110:109];
+  assign \$375  = ! \o1$364 [139];
+  assign \$376  = \o1$364 [139] ? 2'h0 : \o1$364 [138:137];
+  assign \$377  = ! \o1$364 [167];
+  assign \$378  = \o1$364 [167] ? 2'h0 : \o1$364 [166:165];
+  assign \$379  = ! \o1$364 [195];
+  assign \$380  = \o1$364 [195] ? 2'h0 : \o1$364 [194:193];
+  assign \$381  = ! \o1$364 [223];
+  assign \$382  = \o1$364 [223] ? 2'h0 : \o1$364 [222:221];
+  assign \$384  = \$383  ? \o1$364 [26:25] : 2'h0;
+  assign \$386  = \$385  ? \o1$364 [54:53] : 2'h0;
+  assign \$388  = \$387  ? \o1$364 [82:81] : 2'h0;
+  assign \$390  = \$389  ? \o1$364 [110:109] : 2'h0;
+  assign \$392  = \$391  ? \o1$364 [138:137] : 2'h0;
+  assign \$394  = \$393  ? \o1$364 [166:165] : 2'h0;
+  assign \$396  = \$395  ? \o1$364 [194:193] : 2'h0;
+  assign \$398  = \$397  ? \o1$364 [222:221] : 2'h0;
+  assign \$399  = ! \o2$371 [27];
+  assign \$400  = \o2$371 [27] ? 2'h0 : \o2$371 [26:25];
+  assign \$401  = ! \o2$371 [55];
+  assign \$402  = \o2$371 [55] ? 2'h0 : \o2$371 [54:53];
+  assign \$403  = ! \o2$371 [83];
+  assign \$404  = \o2$371 [83] ? 2'h0 : \o2$371 [82:81];
+  assign \$405  = ! \o2$371 [111];
+  assign \$406  = \o2$371 [111] ? 2'h0 : \o2$371 [110:109];
+  assign \$407  = ! \o2$371 [139];
+  assign \$408  = \o2$371 [139] ? 2'h0 : \o2$371 [138:137];
+  assign \$409  = ! \o2$371 [167];
+  assign \$410  = \o2$371 [167] ? 2'h0 : \o2$371 [166:165];
+  assign \$411  = ! \o2$371 [195];
+  assign \$412  = \o2$371 [195] ? 2'h0 : \o2$371 [194:193];
+  assign \$413  = ! \o2$371 [223];
+  assign \$414  = \o2$371 [223] ? 2'h0 : \o2$371 [222:221];
+  assign \$416  = \$415  ? \o2$371 [26:25] : 2'h0;
+  assign \$418  = \$417  ? \o2$371 [54:53] : 2'h0;
+  assign \$420  = \$419  ? \o2$371 [82:81] : 2'h0;
+  assign \$422  = \$421  ? \o2$371 [110:109] : 2'h0;
+  assign \$424  = \$423  ? \o2$371 [138:137] : 2'h0;
+  assign \$426  = \$425  ? \o2$371 [166:165] : 2'h0;
+  assign \$428  = \$427  ? \o2$371 [194:193] : 2'h0;
+  assign \$430  = \$429  ? \o2$371 [222:221] : 2'h0;
+  assign \$431  = ! \o3$378 [27];
+  assign \$432  = \o3$378 [27] ? 2'h0 : \o3$378 [26:25];
+  assign \$433  = ! \o3$378 [55];
+  assign \$434  = \o3$378 [55] ? 2'h0 : \o3$378 [54:53];
+  assign \$435  = ! \o3$378 [83];
+  assign \$436  = \o3$378 [83] ? 2'h0 : \o3$378 [82:81];
+  assign \$437  = ! \o3$378 [111];
+  assign \$438  = \o3$378 [111] ? 2'h0 : \o3$378 [110:109];
+  assign \$439  = ! \o3$378 [139];
+  assign \$440  = \o3$378 [139] ? 2'h0 : \o3$378 [138:137];
+  assign \$441  = ! \o3$378 [167];
+  assign \$442  = \o3$378 [167] ? 2'h0 : \o3$378 [166:165];
+  assign \$443  = ! \o3$378 [195];
+  assign \$444  = \o3$378 [195] ? 2'h0 : \o3$378 [194:193];
+  assign \$445  = ! \o3$378 [223];
+  assign \$446  = \o3$378 [223] ? 2'h0 : \o3$378 [222:221];
+  assign \$448  = \$447  ? \o3$378 [26:25] : 2'h0;
+  assign \$450  = \$449  ? \o3$378 [54:53] : 2'h0;
+  assign \$452  = \$451  ? \o3$378 [82:81] : 2'h0;
+  assign \$454  = \$453  ? \o3$378 [110:109] : 2'h0;
+  assign \$456  = \$455  ? \o3$378 [138:137] : 2'h0;
+  assign \$458  = \$457  ? \o3$378 [166:165] : 2'h0;
+  assign \$460  = \$459  ? \o3$378 [194:193] : 2'h0;
+  assign \$462  = \$461  ? \o3$378 [222:221] : 2'h0;
   always @(posedge clk)
     rd0_slots <= \$463 ;
   always @(posedge clk)
@@ -1833,355 +1865,387 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   always @(posedge clk)
     bank0_read_en_1 <= \$484 ;
   always @(posedge clk)
+    bank0_read_en_2 <= \$485 ;
+  always @(posedge clk)
     bank0_read_row_1 <= bank0_read_row_next;
   always @(posedge clk)
-    bank0_r_addr_c0 <= bank0_read_row_1;
+    bank0_read_row_2 <= bank0_read_row_1;
   always @(posedge clk)
-    bank0_r_addr_c1 <= bank0_read_row_1;
+    bank0_r_addr_c0 <= bank0_read_row_2;
   always @(posedge clk)
-    bank0_r_addr_c2 <= bank0_read_row_1;
+    bank0_r_addr_c1 <= bank0_read_row_2;
   always @(posedge clk)
-    bank0_r_addr_c3 <= bank0_read_row_1;
+    bank0_r_addr_c2 <= bank0_read_row_2;
   always @(posedge clk)
-    bank0_r_addr_c4 <= bank0_read_row_1;
+    bank0_r_addr_c3 <= bank0_read_row_2;
   always @(posedge clk)
-    bank0_r_addr_c5 <= bank0_read_row_1;
+    bank0_r_addr_c4 <= bank0_read_row_2;
   always @(posedge clk)
-    bank0_r_addr_c6 <= bank0_read_row_1;
+    bank0_r_addr_c5 <= bank0_read_row_2;
   always @(posedge clk)
-    bank0_r_addr_c7 <= bank0_read_row_1;
+    bank0_r_addr_c6 <= bank0_read_row_2;
   always @(posedge clk)
-    bank1_read_en <= \$485 ;
+    bank0_r_addr_c7 <= bank0_read_row_2;
   always @(posedge clk)
-    bank1_read_en_1 <= \$486 ;
+    bank1_read_en <= \$486 ;
+  always @(posedge clk)
+    bank1_read_en_1 <= \$487 ;
+  always @(posedge clk)
+    bank1_read_en_2 <= \$488 ;
   always @(posedge clk)
     bank1_read_row_1 <= bank1_read_row_next;
   always @(posedge clk)
-    bank1_r_addr_c0 <= bank1_read_row_1;
+    bank1_read_row_2 <= bank1_read_row_1;
   always @(posedge clk)
-    bank1_r_addr_c1 <= bank1_read_row_1;
+    bank1_r_addr_c0 <= bank1_read_row_2;
   always @(posedge clk)
-    bank1_r_addr_c2 <= bank1_read_row_1;
+    bank1_r_addr_c1 <= bank1_read_row_2;
   always @(posedge clk)
-    bank1_r_addr_c3 <= bank1_read_row_1;
+    bank1_r_addr_c2 <= bank1_read_row_2;
   always @(posedge clk)
-    bank1_r_addr_c4 <= bank1_read_row_1;
+    bank1_r_addr_c3 <= bank1_read_row_2;
   always @(posedge clk)
-    bank1_r_addr_c5 <= bank1_read_row_1;
+    bank1_r_addr_c4 <= bank1_read_row_2;
   always @(posedge clk)
-    bank1_r_addr_c6 <= bank1_read_row_1;
+    bank1_r_addr_c5 <= bank1_read_row_2;
   always @(posedge clk)
-    bank1_r_addr_c7 <= bank1_read_row_1;
+    bank1_r_addr_c6 <= bank1_read_row_2;
   always @(posedge clk)
-    bank2_read_en <= \$487 ;
+    bank1_r_addr_c7 <= bank1_read_row_2;
   always @(posedge clk)
-    bank2_read_en_1 <= \$488 ;
+    bank2_read_en <= \$489 ;
+  always @(posedge clk)
+    bank2_read_en_1 <= \$490 ;
+  always @(posedge clk)
+    bank2_read_en_2 <= \$491 ;
   always @(posedge clk)
     bank2_read_row_1 <= bank2_read_row_next;
   always @(posedge clk)
-    bank2_r_addr_c0 <= bank2_read_row_1;
+    bank2_read_row_2 <= bank2_read_row_1;
   always @(posedge clk)
-    bank2_r_addr_c1 <= bank2_read_row_1;
+    bank2_r_addr_c0 <= bank2_read_row_2;
   always @(posedge clk)
-    bank2_r_addr_c2 <= bank2_read_row_1;
+    bank2_r_addr_c1 <= bank2_read_row_2;
   always @(posedge clk)
-    bank2_r_addr_c3 <= bank2_read_row_1;
+    bank2_r_addr_c2 <= bank2_read_row_2;
   always @(posedge clk)
-    bank2_r_addr_c4 <= bank2_read_row_1;
+    bank2_r_addr_c3 <= bank2_read_row_2;
   always @(posedge clk)
-    bank2_r_addr_c5 <= bank2_read_row_1;
+    bank2_r_addr_c4 <= bank2_read_row_2;
   always @(posedge clk)
-    bank2_r_addr_c6 <= bank2_read_row_1;
+    bank2_r_addr_c5 <= bank2_read_row_2;
   always @(posedge clk)
-    bank2_r_addr_c7 <= bank2_read_row_1;
+    bank2_r_addr_c6 <= bank2_read_row_2;
   always @(posedge clk)
-    bank3_read_en <= \$489 ;
+    bank2_r_addr_c7 <= bank2_read_row_2;
   always @(posedge clk)
-    bank3_read_en_1 <= \$490 ;
+    bank3_read_en <= \$492 ;
+  always @(posedge clk)
+    bank3_read_en_1 <= \$493 ;
+  always @(posedge clk)
+    bank3_read_en_2 <= \$494 ;
   always @(posedge clk)
     bank3_read_row_1 <= bank3_read_row_next;
   always @(posedge clk)
-    bank3_r_addr_c0 <= bank3_read_row_1;
+    bank3_read_row_2 <= bank3_read_row_1;
   always @(posedge clk)
-    bank3_r_addr_c1 <= bank3_read_row_1;
+    bank3_r_addr_c0 <= bank3_read_row_2;
   always @(posedge clk)
-    bank3_r_addr_c2 <= bank3_read_row_1;
+    bank3_r_addr_c1 <= bank3_read_row_2;
   always @(posedge clk)
-    bank3_r_addr_c3 <= bank3_read_row_1;
+    bank3_r_addr_c2 <= bank3_read_row_2;
   always @(posedge clk)
-    bank3_r_addr_c4 <= bank3_read_row_1;
+    bank3_r_addr_c3 <= bank3_read_row_2;
   always @(posedge clk)
-    bank3_r_addr_c5 <= bank3_read_row_1;
+    bank3_r_addr_c4 <= bank3_read_row_2;
   always @(posedge clk)
-    bank3_r_addr_c6 <= bank3_read_row_1;
+    bank3_r_addr_c5 <= bank3_read_row_2;
   always @(posedge clk)
-    bank3_r_addr_c7 <= bank3_read_row_1;
+    bank3_r_addr_c6 <= bank3_read_row_2;
   always @(posedge clk)
-    bank4_read_en <= \$491 ;
+    bank3_r_addr_c7 <= bank3_read_row_2;
   always @(posedge clk)
-    bank4_read_en_1 <= \$492 ;
+    bank4_read_en <= \$495 ;
+  always @(posedge clk)
+    bank4_read_en_1 <= \$496 ;
+  always @(posedge clk)
+    bank4_read_en_2 <= \$497 ;
   always @(posedge clk)
     bank4_read_row_1 <= bank4_read_row_next;
   always @(posedge clk)
-    bank4_r_addr_c0 <= bank4_read_row_1;
+    bank4_read_row_2 <= bank4_read_row_1;
   always @(posedge clk)
-    bank4_r_addr_c1 <= bank4_read_row_1;
+    bank4_r_addr_c0 <= bank4_read_row_2;
   always @(posedge clk)
-    bank4_r_addr_c2 <= bank4_read_row_1;
+    bank4_r_addr_c1 <= bank4_read_row_2;
   always @(posedge clk)
-    bank4_r_addr_c3 <= bank4_read_row_1;
+    bank4_r_addr_c2 <= bank4_read_row_2;
   always @(posedge clk)
-    bank4_r_addr_c4 <= bank4_read_row_1;
+    bank4_r_addr_c3 <= bank4_read_row_2;
   always @(posedge clk)
-    bank4_r_addr_c5 <= bank4_read_row_1;
+    bank4_r_addr_c4 <= bank4_read_row_2;
   always @(posedge clk)
-    bank4_r_addr_c6 <= bank4_read_row_1;
+    bank4_r_addr_c5 <= bank4_read_row_2;
   always @(posedge clk)
-    bank4_r_addr_c7 <= bank4_read_row_1;
+    bank4_r_addr_c6 <= bank4_read_row_2;
   always @(posedge clk)
-    bank5_read_en <= \$493 ;
+    bank4_r_addr_c7 <= bank4_read_row_2;
   always @(posedge clk)
-    bank5_read_en_1 <= \$494 ;
+    bank5_read_en <= \$498 ;
+  always @(posedge clk)
+    bank5_read_en_1 <= \$499 ;
+  always @(posedge clk)
+    bank5_read_en_2 <= \$500 ;
   always @(posedge clk)
     bank5_read_row_1 <= bank5_read_row_next;
   always @(posedge clk)
-    bank5_r_addr_c0 <= bank5_read_row_1;
+    bank5_read_row_2 <= bank5_read_row_1;
   always @(posedge clk)
-    bank5_r_addr_c1 <= bank5_read_row_1;
+    bank5_r_addr_c0 <= bank5_read_row_2;
   always @(posedge clk)
-    bank5_r_addr_c2 <= bank5_read_row_1;
+    bank5_r_addr_c1 <= bank5_read_row_2;
   always @(posedge clk)
-    bank5_r_addr_c3 <= bank5_read_row_1;
+    bank5_r_addr_c2 <= bank5_read_row_2;
   always @(posedge clk)
-    bank5_r_addr_c4 <= bank5_read_row_1;
+    bank5_r_addr_c3 <= bank5_read_row_2;
   always @(posedge clk)
-    bank5_r_addr_c5 <= bank5_read_row_1;
+    bank5_r_addr_c4 <= bank5_read_row_2;
   always @(posedge clk)
-    bank5_r_addr_c6 <= bank5_read_row_1;
+    bank5_r_addr_c5 <= bank5_read_row_2;
   always @(posedge clk)
-    bank5_r_addr_c7 <= bank5_read_row_1;
+    bank5_r_addr_c6 <= bank5_read_row_2;
   always @(posedge clk)
-    bank6_read_en <= \$495 ;
+    bank5_r_addr_c7 <= bank5_read_row_2;
   always @(posedge clk)
-    bank6_read_en_1 <= \$496 ;
+    bank6_read_en <= \$501 ;
+  always @(posedge clk)
+    bank6_read_en_1 <= \$502 ;
+  always @(posedge clk)
+    bank6_read_en_2 <= \$503 ;
   always @(posedge clk)
     bank6_read_row_1 <= bank6_read_row_next;
   always @(posedge clk)
-    bank6_r_addr_c0 <= bank6_read_row_1;
+    bank6_read_row_2 <= bank6_read_row_1;
   always @(posedge clk)
-    bank6_r_addr_c1 <= bank6_read_row_1;
+    bank6_r_addr_c0 <= bank6_read_row_2;
   always @(posedge clk)
-    bank6_r_addr_c2 <= bank6_read_row_1;
+    bank6_r_addr_c1 <= bank6_read_row_2;
   always @(posedge clk)
-    bank6_r_addr_c3 <= bank6_read_row_1;
+    bank6_r_addr_c2 <= bank6_read_row_2;
   always @(posedge clk)
-    bank6_r_addr_c4 <= bank6_read_row_1;
+    bank6_r_addr_c3 <= bank6_read_row_2;
   always @(posedge clk)
-    bank6_r_addr_c5 <= bank6_read_row_1;
+    bank6_r_addr_c4 <= bank6_read_row_2;
   always @(posedge clk)
-    bank6_r_addr_c6 <= bank6_read_row_1;
+    bank6_r_addr_c5 <= bank6_read_row_2;
   always @(posedge clk)
-    bank6_r_addr_c7 <= bank6_read_row_1;
+    bank6_r_addr_c6 <= bank6_read_row_2;
   always @(posedge clk)
-    bank7_read_en <= \$497 ;
+    bank6_r_addr_c7 <= bank6_read_row_2;
   always @(posedge clk)
-    bank7_read_en_1 <= \$498 ;
+    bank7_read_en <= \$504 ;
+  always @(posedge clk)
+    bank7_read_en_1 <= \$505 ;
+  always @(posedge clk)
+    bank7_read_en_2 <= \$506 ;
   always @(posedge clk)
     bank7_read_row_1 <= bank7_read_row_next;
   always @(posedge clk)
-    bank7_r_addr_c0 <= bank7_read_row_1;
+    bank7_read_row_2 <= bank7_read_row_1;
   always @(posedge clk)
-    bank7_r_addr_c1 <= bank7_read_row_1;
+    bank7_r_addr_c0 <= bank7_read_row_2;
   always @(posedge clk)
-    bank7_r_addr_c2 <= bank7_read_row_1;
+    bank7_r_addr_c1 <= bank7_read_row_2;
   always @(posedge clk)
-    bank7_r_addr_c3 <= bank7_read_row_1;
+    bank7_r_addr_c2 <= bank7_read_row_2;
   always @(posedge clk)
-    bank7_r_addr_c4 <= bank7_read_row_1;
+    bank7_r_addr_c3 <= bank7_read_row_2;
   always @(posedge clk)
-    bank7_r_addr_c5 <= bank7_read_row_1;
+    bank7_r_addr_c4 <= bank7_read_row_2;
   always @(posedge clk)
-    bank7_r_addr_c6 <= bank7_read_row_1;
+    bank7_r_addr_c5 <= bank7_read_row_2;
   always @(posedge clk)
-    bank7_r_addr_c7 <= bank7_read_row_1;
+    bank7_r_addr_c6 <= bank7_read_row_2;
+  always @(posedge clk)
+    bank7_r_addr_c7 <= bank7_read_row_2;
   always @(posedge clk)
     position0_word <= r_data;
   always @(posedge clk)
-    position1_word <= \r_data$141 ;
+    position1_word <= \r_data$157 ;
   always @(posedge clk)
-    position2_word <= \r_data$143 ;
+    position2_word <= \r_data$159 ;
   always @(posedge clk)
-    position3_word <= \r_data$145 ;
+    position3_word <= \r_data$161 ;
   always @(posedge clk)
-    position4_word <= \r_data$147 ;
+    position4_word <= \r_data$163 ;
   always @(posedge clk)
-    position5_word <= \r_data$149 ;
+    position5_word <= \r_data$165 ;
   always @(posedge clk)
-    position6_word <= \r_data$151 ;
+    position6_word <= \r_data$167 ;
   always @(posedge clk)
-    position7_word <= \r_data$153 ;
+    position7_word <= \r_data$169 ;
   always @(posedge clk)
-    rd0_valid_1 <= \$499 ;
+    rd0_valid_1 <= \$507 ;
   always @(posedge clk)
-    rd0_valid_2 <= \$500 ;
+    rd0_valid_2 <= \$508 ;
   always @(posedge clk)
-    rd0_valid_3 <= \$501 ;
+    rd0_valid_3 <= \$509 ;
   always @(posedge clk)
-    rd0_valid_4 <= \$502 ;
+    rd0_valid_4 <= \$510 ;
   always @(posedge clk)
-    rd0_valid_5 <= \$503 ;
+    rd0_valid_5 <= \$511 ;
   always @(posedge clk)
-    rd0_valid_6 <= \$504 ;
+    rd0_valid_6 <= \$512 ;
   always @(posedge clk)
-    rd0_valid_7 <= \$505 ;
+    rd0_valid_7 <= \$513 ;
   always @(posedge clk)
-    rd0_w_en_c0 <= \$506 ;
+    rd0_w_en_c0 <= \$514 ;
   always @(posedge clk)
-    rd0_w_en_c1 <= \$507 ;
+    rd0_w_en_c1 <= \$515 ;
   always @(posedge clk)
-    rd0_w_en_c2 <= \$508 ;
+    rd0_w_en_c2 <= \$516 ;
   always @(posedge clk)
-    rd0_w_en_c3 <= \$509 ;
+    rd0_w_en_c3 <= \$517 ;
   always @(posedge clk)
-    rd0_w_en_c4 <= \$510 ;
+    rd0_w_en_c4 <= \$518 ;
   always @(posedge clk)
-    rd0_w_en_c5 <= \$511 ;
+    rd0_w_en_c5 <= \$519 ;
   always @(posedge clk)
-    rd0_w_en_c6 <= \$512 ;
+    rd0_w_en_c6 <= \$520 ;
   always @(posedge clk)
-    rd0_w_en_c7 <= \$513 ;
+    rd0_w_en_c7 <= \$521 ;
   always @(posedge clk)
-    rd1_valid_1 <= \$514 ;
+    rd1_valid_1 <= \$522 ;
   always @(posedge clk)
-    rd1_valid_2 <= \$515 ;
+    rd1_valid_2 <= \$523 ;
   always @(posedge clk)
-    rd1_valid_3 <= \$516 ;
+    rd1_valid_3 <= \$524 ;
   always @(posedge clk)
-    rd1_valid_4 <= \$517 ;
+    rd1_valid_4 <= \$525 ;
   always @(posedge clk)
-    rd1_valid_5 <= \$518 ;
+    rd1_valid_5 <= \$526 ;
   always @(posedge clk)
-    rd1_valid_6 <= \$519 ;
+    rd1_valid_6 <= \$527 ;
   always @(posedge clk)
-    rd1_valid_7 <= \$520 ;
+    rd1_valid_7 <= \$528 ;
   always @(posedge clk)
-    rd1_w_en_c0 <= \$521 ;
+    rd1_w_en_c0 <= \$529 ;
   always @(posedge clk)
-    rd1_w_en_c1 <= \$522 ;
+    rd1_w_en_c1 <= \$530 ;
   always @(posedge clk)
-    rd1_w_en_c2 <= \$523 ;
+    rd1_w_en_c2 <= \$531 ;
   always @(posedge clk)
-    rd1_w_en_c3 <= \$524 ;
+    rd1_w_en_c3 <= \$532 ;
   always @(posedge clk)
-    rd1_w_en_c4 <= \$525 ;
+    rd1_w_en_c4 <= \$533 ;
   always @(posedge clk)
-    rd1_w_en_c5 <= \$526 ;
+    rd1_w_en_c5 <= \$534 ;
   always @(posedge clk)
-    rd1_w_en_c6 <= \$527 ;
+    rd1_w_en_c6 <= \$535 ;
   always @(posedge clk)
-    rd1_w_en_c7 <= \$528 ;
+    rd1_w_en_c7 <= \$536 ;
   always @(posedge clk)
-    rd2_valid_1 <= \$529 ;
+    rd2_valid_1 <= \$537 ;
   always @(posedge clk)
-    rd2_valid_2 <= \$530 ;
+    rd2_valid_2 <= \$538 ;
   always @(posedge clk)
-    rd2_valid_3 <= \$531 ;
+    rd2_valid_3 <= \$539 ;
   always @(posedge clk)
-    rd2_valid_4 <= \$532 ;
+    rd2_valid_4 <= \$540 ;
   always @(posedge clk)
-    rd2_valid_5 <= \$533 ;
+    rd2_valid_5 <= \$541 ;
   always @(posedge clk)
-    rd2_valid_6 <= \$534 ;
+    rd2_valid_6 <= \$542 ;
   always @(posedge clk)
-    rd2_valid_7 <= \$535 ;
+    rd2_valid_7 <= \$543 ;
   always @(posedge clk)
-    rd2_w_en_c0 <= \$536 ;
+    rd2_w_en_c0 <= \$544 ;
   always @(posedge clk)
-    rd2_w_en_c1 <= \$537 ;
+    rd2_w_en_c1 <= \$545 ;
   always @(posedge clk)
-    rd2_w_en_c2 <= \$538 ;
+    rd2_w_en_c2 <= \$546 ;
   always @(posedge clk)
-    rd2_w_en_c3 <= \$539 ;
+    rd2_w_en_c3 <= \$547 ;
   always @(posedge clk)
-    rd2_w_en_c4 <= \$540 ;
+    rd2_w_en_c4 <= \$548 ;
   always @(posedge clk)
-    rd2_w_en_c5 <= \$541 ;
+    rd2_w_en_c5 <= \$549 ;
   always @(posedge clk)
-    rd2_w_en_c6 <= \$542 ;
+    rd2_w_en_c6 <= \$550 ;
   always @(posedge clk)
-    rd2_w_en_c7 <= \$543 ;
+    rd2_w_en_c7 <= \$551 ;
   always @(posedge clk)
-    rd3_valid_1 <= \$544 ;
+    rd3_valid_1 <= \$552 ;
   always @(posedge clk)
-    rd3_valid_2 <= \$545 ;
+    rd3_valid_2 <= \$553 ;
   always @(posedge clk)
-    rd3_valid_3 <= \$546 ;
+    rd3_valid_3 <= \$554 ;
   always @(posedge clk)
-    rd3_valid_4 <= \$547 ;
+    rd3_valid_4 <= \$555 ;
   always @(posedge clk)
-    rd3_valid_5 <= \$548 ;
+    rd3_valid_5 <= \$556 ;
   always @(posedge clk)
-    rd3_valid_6 <= \$549 ;
+    rd3_valid_6 <= \$557 ;
   always @(posedge clk)
-    rd3_valid_7 <= \$550 ;
+    rd3_valid_7 <= \$558 ;
   always @(posedge clk)
-    rd3_w_en_c0 <= \$551 ;
+    rd3_w_en_c0 <= \$559 ;
   always @(posedge clk)
-    rd3_w_en_c1 <= \$552 ;
+    rd3_w_en_c1 <= \$560 ;
   always @(posedge clk)
-    rd3_w_en_c2 <= \$553 ;
+    rd3_w_en_c2 <= \$561 ;
   always @(posedge clk)
-    rd3_w_en_c3 <= \$554 ;
+    rd3_w_en_c3 <= \$562 ;
   always @(posedge clk)
-    rd3_w_en_c4 <= \$555 ;
+    rd3_w_en_c4 <= \$563 ;
   always @(posedge clk)
-    rd3_w_en_c5 <= \$556 ;
+    rd3_w_en_c5 <= \$564 ;
   always @(posedge clk)
-    rd3_w_en_c6 <= \$557 ;
+    rd3_w_en_c6 <= \$565 ;
   always @(posedge clk)
-    rd3_w_en_c7 <= \$558 ;
+    rd3_w_en_c7 <= \$566 ;
   always @(posedge clk)
-    rd4_valid_1 <= \$559 ;
+    rd4_valid_1 <= \$567 ;
   always @(posedge clk)
-    rd4_valid_2 <= \$560 ;
+    rd4_valid_2 <= \$568 ;
   always @(posedge clk)
-    rd4_valid_3 <= \$561 ;
+    rd4_valid_3 <= \$569 ;
   always @(posedge clk)
-    rd4_valid_4 <= \$562 ;
+    rd4_valid_4 <= \$570 ;
   always @(posedge clk)
-    rd4_valid_5 <= \$563 ;
+    rd4_valid_5 <= \$571 ;
   always @(posedge clk)
-    rd4_valid_6 <= \$564 ;
+    rd4_valid_6 <= \$572 ;
   always @(posedge clk)
-    rd4_valid_7 <= \$565 ;
+    rd4_valid_7 <= \$573 ;
   always @(posedge clk)
-    rd4_w_en_c0 <= \$566 ;
+    rd4_w_en_c0 <= \$574 ;
   always @(posedge clk)
-    rd4_w_en_c1 <= \$567 ;
+    rd4_w_en_c1 <= \$575 ;
   always @(posedge clk)
-    rd4_w_en_c2 <= \$568 ;
+    rd4_w_en_c2 <= \$576 ;
   always @(posedge clk)
-    rd4_w_en_c3 <= \$569 ;
+    rd4_w_en_c3 <= \$577 ;
   always @(posedge clk)
-    rd4_w_en_c4 <= \$570 ;
+    rd4_w_en_c4 <= \$578 ;
   always @(posedge clk)
-    rd4_w_en_c5 <= \$571 ;
+    rd4_w_en_c5 <= \$579 ;
   always @(posedge clk)
-    rd4_w_en_c6 <= \$572 ;
+    rd4_w_en_c6 <= \$580 ;
   always @(posedge clk)
-    rd4_w_en_c7 <= \$573 ;
+    rd4_w_en_c7 <= \$581 ;
   always @(posedge clk)
-    wr0_position <= \$574 ;
+    wr0_position <= \$582 ;
   always @(posedge clk)
-    wr0_has_bank <= \$575 ;
+    wr0_has_bank <= \$583 ;
   always @(posedge clk)
-    wr1_position <= \$576 ;
+    wr1_position <= \$584 ;
   always @(posedge clk)
-    wr1_has_bank <= \$577 ;
+    wr1_has_bank <= \$585 ;
   always @(posedge clk)
-    wr2_position <= \$578 ;
+    wr2_position <= \$586 ;
   always @(posedge clk)
-    wr2_has_bank <= \$579 ;
+    wr2_has_bank <= \$587 ;
   assign \$1  = rd0_position == 3'h7;
   assign \$2  = rd0_position + 1'h1;
   assign \$3  = \$1  ? 4'h0 : \$2 ;
@@ -2542,36 +2606,28 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   assign \$332  = \$331  ? wr2__payload[155:140] : 16'h0000;
   assign \$333  = wr2__valid & wr2_slot;
   assign \$334  = \$333  ? wr2__payload[155:140] : 16'h0000;
-  assign \$335  = ! \o0$341 [27];
-  assign \$336  = \o0$341 [27] ? 2'h0 : \o0$341 [26:25];
-  assign \$337  = ! \o0$341 [55];
-  assign \$338  = \o0$341 [55] ? 2'h0 : \o0$341 [54:53];
-  assign \$339  = ! \o0$341 [83];
-  assign \$340  = \o0$341 [83] ? 2'h0 : \o0$341 [82:81];
-  assign \$341  = ! \o0$341 [111];
-  assign \$342  = \o0$341 [111] ? 2'h0 : \o0$341 [110:109];
-  assign \$343  = ! \o0$341 [139];
-  assign \$344  = \o0$341 [139] ? 2'h0 : \o0$341 [138:137];
-  assign \$345  = ! \o0$341 [167];
-  assign \$346  = \o0$341 [167] ? 2'h0 : \o0$341 [166:165];
-  assign \$347  = ! \o0$341 [195];
-  assign \$348  = \o0$341 [195] ? 2'h0 : \o0$341 [194:193];
-  assign \$349  = ! \o0$341 [223];
+  assign \$335  = ! \o0$357 [27];
+  assign \$336  = \o0$357 [27] ? 2'h0 : \o0$357 [26:25];
+  assign \$337  = ! \o0$357 [55];
+  assign \$338  = \o0$357 [55] ? 2'h0 : \o0$357 [54:53];
+  assign \$339  = ! \o0$357 [83];
+  assign \$340  = \o0$357 [83] ? 2'h0 : \o0$357 [82:81];
+  assign \$341  = ! \o0$357 [111];
   \ace_sram_small.sram.bank0  bank0 (
     .clk(clk),
     .r_addr(r_addr),
     .r_data(r_data),
-    .read__en(bank0_read_en_1),
+    .read__en(bank0_read_en_2),
     .rst(rst),
     .w_addr(w_addr),
-    .write__data(\o0$341 [24:9]),
-    .\write__data$11 (\o0$341 [52:37]),
-    .\write__data$16 (\o0$341 [80:65]),
-    .\write__data$21 (\o0$341 [108:93]),
-    .\write__data$26 (\o0$341 [136:121]),
-    .\write__data$31 (\o0$341 [164:149]),
-    .\write__data$36 (\o0$341 [192:177]),
-    .\write__data$41 (\o0$341 [220:205]),
+    .write__data(\o0$357 [24:9]),
+    .\write__data$11 (\o0$357 [52:37]),
+    .\write__data$16 (\o0$357 [80:65]),
+    .\write__data$21 (\o0$357 [108:93]),
+    .\write__data$26 (\o0$357 [136:121]),
+    .\write__data$31 (\o0$357 [164:149]),
+    .\write__data$36 (\o0$357 [192:177]),
+    .\write__data$41 (\o0$357 [220:205]),
     .write__en(\$336 ),
     .\write__en$12 (\$338 ),
     .\write__en$17 (\$340 ),
@@ -2583,19 +2639,19 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   );
   \ace_sram_small.sram.bank1  bank1 (
     .clk(clk),
-    .r_addr(\r_addr$262 ),
-    .r_data(\r_data$141 ),
-    .read__en(bank1_read_en_1),
+    .r_addr(\r_addr$278 ),
+    .r_data(\r_data$157 ),
+    .read__en(bank1_read_en_2),
     .rst(rst),
-    .w_addr(\w_addr$350 ),
-    .write__data(\o1$348 [24:9]),
-    .\write__data$11 (\o1$348 [52:37]),
-    .\write__data$16 (\o1$348 [80:65]),
-    .\write__data$21 (\o1$348 [108:93]),
-    .\write__data$26 (\o1$348 [136:121]),
-    .\write__data$31 (\o1$348 [164:149]),
-    .\write__data$36 (\o1$348 [192:177]),
-    .\write__data$41 (\o1$348 [220:205]),
+    .w_addr(\w_addr$366 ),
+    .write__data(\o1$364 [24:9]),
+    .\write__data$11 (\o1$364 [52:37]),
+    .\write__data$16 (\o1$364 [80:65]),
+    .\write__data$21 (\o1$364 [108:93]),
+    .\write__data$26 (\o1$364 [136:121]),
+    .\write__data$31 (\o1$364 [164:149]),
+    .\write__data$36 (\o1$364 [192:177]),
+    .\write__data$41 (\o1$364 [220:205]),
     .write__en(\$368 ),
     .\write__en$12 (\$370 ),
     .\write__en$17 (\$372 ),
@@ -2607,19 +2663,19 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   );
   \ace_sram_small.sram.bank2  bank2 (
     .clk(clk),
-    .r_addr(\r_addr$264 ),
-    .r_data(\r_data$143 ),
-    .read__en(bank2_read_en_1),
+    .r_addr(\r_addr$280 ),
+    .r_data(\r_data$159 ),
+    .read__en(bank2_read_en_2),
     .rst(rst),
-    .w_addr(\w_addr$357 ),
-    .write__data(\o2$355 [24:9]),
-    .\write__data$11 (\o2$355 [52:37]),
-    .\write__data$16 (\o2$355 [80:65]),
-    .\write__data$21 (\o2$355 [108:93]),
-    .\write__data$26 (\o2$355 [136:121]),
-    .\write__data$31 (\o2$355 [164:149]),
-    .\write__data$36 (\o2$355 [192:177]),
-    .\write__data$41 (\o2$355 [220:205]),
+    .w_addr(\w_addr$373 ),
+    .write__data(\o2$371 [24:9]),
+    .\write__data$11 (\o2$371 [52:37]),
+    .\write__data$16 (\o2$371 [80:65]),
+    .\write__data$21 (\o2$371 [108:93]),
+    .\write__data$26 (\o2$371 [136:121]),
+    .\write__data$31 (\o2$371 [164:149]),
+    .\write__data$36 (\o2$371 [192:177]),
+    .\write__data$41 (\o2$371 [220:205]),
     .write__en(\$400 ),
     .\write__en$12 (\$402 ),
     .\write__en$17 (\$404 ),
@@ -2631,19 +2687,19 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   );
   \ace_sram_small.sram.bank3  bank3 (
     .clk(clk),
-    .r_addr(\r_addr$266 ),
-    .r_data(\r_data$145 ),
-    .read__en(bank3_read_en_1),
+    .r_addr(\r_addr$282 ),
+    .r_data(\r_data$161 ),
+    .read__en(bank3_read_en_2),
     .rst(rst),
-    .w_addr(\w_addr$364 ),
-    .write__data(\o3$362 [24:9]),
-    .\write__data$11 (\o3$362 [52:37]),
-    .\write__data$16 (\o3$362 [80:65]),
-    .\write__data$21 (\o3$362 [108:93]),
-    .\write__data$26 (\o3$362 [136:121]),
-    .\write__data$31 (\o3$362 [164:149]),
-    .\write__data$36 (\o3$362 [192:177]),
-    .\write__data$41 (\o3$362 [220:205]),
+    .w_addr(\w_addr$380 ),
+    .write__data(\o3$378 [24:9]),
+    .\write__data$11 (\o3$378 [52:37]),
+    .\write__data$16 (\o3$378 [80:65]),
+    .\write__data$21 (\o3$378 [108:93]),
+    .\write__data$26 (\o3$378 [136:121]),
+    .\write__data$31 (\o3$378 [164:149]),
+    .\write__data$36 (\o3$378 [192:177]),
+    .\write__data$41 (\o3$378 [220:205]),
     .write__en(\$432 ),
     .\write__en$12 (\$434 ),
     .\write__en$17 (\$436 ),
@@ -2655,19 +2711,19 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   );
   \ace_sram_small.sram.bank4  bank4 (
     .clk(clk),
-    .r_addr(\r_addr$268 ),
-    .r_data(\r_data$147 ),
-    .read__en(bank4_read_en_1),
+    .r_addr(\r_addr$284 ),
+    .r_data(\r_data$163 ),
+    .read__en(bank4_read_en_2),
     .rst(rst),
-    .w_addr(\w_addr$346 ),
-    .write__data(\o0$341 [24:9]),
-    .\write__data$11 (\o0$341 [52:37]),
-    .\write__data$16 (\o0$341 [80:65]),
-    .\write__data$21 (\o0$341 [108:93]),
-    .\write__data$26 (\o0$341 [136:121]),
-    .\write__data$31 (\o0$341 [164:149]),
-    .\write__data$36 (\o0$341 [192:177]),
-    .\write__data$41 (\o0$341 [220:205]),
+    .w_addr(\w_addr$362 ),
+    .write__data(\o0$357 [24:9]),
+    .\write__data$11 (\o0$357 [52:37]),
+    .\write__data$16 (\o0$357 [80:65]),
+    .\write__data$21 (\o0$357 [108:93]),
+    .\write__data$26 (\o0$357 [136:121]),
+    .\write__data$31 (\o0$357 [164:149]),
+    .\write__data$36 (\o0$357 [192:177]),
+    .\write__data$41 (\o0$357 [220:205]),
     .write__en(\$352 ),
     .\write__en$12 (\$354 ),
     .\write__en$17 (\$356 ),
@@ -2679,19 +2735,19 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   );
   \ace_sram_small.sram.bank5  bank5 (
     .clk(clk),
-    .r_addr(\r_addr$270 ),
-    .r_data(\r_data$149 ),
-    .read__en(bank5_read_en_1),
+    .r_addr(\r_addr$286 ),
+    .r_data(\r_data$165 ),
+    .read__en(bank5_read_en_2),
     .rst(rst),
-    .w_addr(\w_addr$353 ),
-    .write__data(\o1$348 [24:9]),
-    .\write__data$11 (\o1$348 [52:37]),
-    .\write__data$16 (\o1$348 [80:65]),
-    .\write__data$21 (\o1$348 [108:93]),
-    .\write__data$26 (\o1$348 [136:121]),
-    .\write__data$31 (\o1$348 [164:149]),
-    .\write__data$36 (\o1$348 [192:177]),
-    .\write__data$41 (\o1$348 [220:205]),
+    .w_addr(\w_addr$369 ),
+    .write__data(\o1$364 [24:9]),
+    .\write__data$11 (\o1$364 [52:37]),
+    .\write__data$16 (\o1$364 [80:65]),
+    .\write__data$21 (\o1$364 [108:93]),
+    .\write__data$26 (\o1$364 [136:121]),
+    .\write__data$31 (\o1$364 [164:149]),
+    .\write__data$36 (\o1$364 [192:177]),
+    .\write__data$41 (\o1$364 [220:205]),
     .write__en(\$384 ),
     .\write__en$12 (\$386 ),
     .\write__en$17 (\$388 ),
@@ -2703,19 +2759,19 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   );
   \ace_sram_small.sram.bank6  bank6 (
     .clk(clk),
-    .r_addr(\r_addr$272 ),
-    .r_data(\r_data$151 ),
-    .read__en(bank6_read_en_1),
+    .r_addr(\r_addr$288 ),
+    .r_data(\r_data$167 ),
+    .read__en(bank6_read_en_2),
     .rst(rst),
-    .w_addr(\w_addr$360 ),
-    .write__data(\o2$355 [24:9]),
-    .\write__data$11 (\o2$355 [52:37]),
-    .\write__data$16 (\o2$355 [80:65]),
-    .\write__data$21 (\o2$355 [108:93]),
-    .\write__data$26 (\o2$355 [136:121]),
-    .\write__data$31 (\o2$355 [164:149]),
-    .\write__data$36 (\o2$355 [192:177]),
-    .\write__data$41 (\o2$355 [220:205]),
+    .w_addr(\w_addr$376 ),
+    .write__data(\o2$371 [24:9]),
+    .\write__data$11 (\o2$371 [52:37]),
+    .\write__data$16 (\o2$371 [80:65]),
+    .\write__data$21 (\o2$371 [108:93]),
+    .\write__data$26 (\o2$371 [136:121]),
+    .\write__data$31 (\o2$371 [164:149]),
+    .\write__data$36 (\o2$371 [192:177]),
+    .\write__data$41 (\o2$371 [220:205]),
     .write__en(\$416 ),
     .\write__en$12 (\$418 ),
     .\write__en$17 (\$420 ),
@@ -2727,19 +2783,19 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   );
   \ace_sram_small.sram.bank7  bank7 (
     .clk(clk),
-    .r_addr(\r_addr$274 ),
-    .r_data(\r_data$153 ),
-    .read__en(bank7_read_en_1),
+    .r_addr(\r_addr$290 ),
+    .r_data(\r_data$169 ),
+    .read__en(bank7_read_en_2),
     .rst(rst),
-    .w_addr(\w_addr$367 ),
-    .write__data(\o3$362 [24:9]),
-    .\write__data$11 (\o3$362 [52:37]),
-    .\write__data$16 (\o3$362 [80:65]),
-    .\write__data$21 (\o3$362 [108:93]),
-    .\write__data$26 (\o3$362 [136:121]),
-    .\write__data$31 (\o3$362 [164:149]),
-    .\write__data$36 (\o3$362 [192:177]),
-    .\write__data$41 (\o3$362 [220:205]),
+    .w_addr(\w_addr$383 ),
+    .write__data(\o3$378 [24:9]),
+    .\write__data$11 (\o3$378 [52:37]),
+    .\write__data$16 (\o3$378 [80:65]),
+    .\write__data$21 (\o3$378 [108:93]),
+    .\write__data$26 (\o3$378 [136:121]),
+    .\write__data$31 (\o3$378 [164:149]),
+    .\write__data$36 (\o3$378 [192:177]),
+    .\write__data$41 (\o3$378 [220:205]),
     .write__en(\$448 ),
     .\write__en$12 (\$450 ),
     .\write__en$17 (\$452 ),
@@ -2753,14 +2809,14 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
     .clk(clk),
     .o__ready(rd0__resp__ready),
     .out_valid0(rd0__resp__valid),
-    .\port$1109$0 (\$580 ),
-    .\port$1110$0 (\$581 ),
-    .\port$1111$0 (\$582 ),
-    .\port$1112$0 (\$583 ),
-    .\port$1113$0 (\$584 ),
-    .\port$1114$0 (\$585 ),
-    .\port$1115$0 (\$586 ),
-    .\port$1116$0 (\$587 ),
+    .\port$1109$0 (\$588 ),
+    .\port$1110$0 (\$589 ),
+    .\port$1111$0 (\$590 ),
+    .\port$1112$0 (\$591 ),
+    .\port$1113$0 (\$592 ),
+    .\port$1114$0 (\$593 ),
+    .\port$1115$0 (\$594 ),
+    .\port$1116$0 (\$595 ),
     .rst(rst),
     .w_data(w_data),
     .write__en(rd0_w_en_c0),
@@ -2776,16 +2832,16 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
     .clk(clk),
     .o__ready(rd1__resp__ready),
     .out_valid0(rd1__resp__valid),
-    .\port$1549$0 (\$588 ),
-    .\port$1550$0 (\$589 ),
-    .\port$1551$0 (\$590 ),
-    .\port$1552$0 (\$591 ),
-    .\port$1553$0 (\$592 ),
-    .\port$1554$0 (\$593 ),
-    .\port$1555$0 (\$594 ),
-    .\port$1556$0 (\$595 ),
+    .\port$1549$0 (\$596 ),
+    .\port$1550$0 (\$597 ),
+    .\port$1551$0 (\$598 ),
+    .\port$1552$0 (\$599 ),
+    .\port$1553$0 (\$600 ),
+    .\port$1554$0 (\$601 ),
+    .\port$1555$0 (\$602 ),
+    .\port$1556$0 (\$603 ),
     .rst(rst),
-    .w_data(\w_data$291 ),
+    .w_data(\w_data$307 ),
     .write__en(rd1_w_en_c0),
     .\write__en$22 (rd1_w_en_c1),
     .\write__en$33 (rd1_w_en_c2),
@@ -2799,16 +2855,16 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
     .clk(clk),
     .o__ready(rd2__resp__ready),
     .out_valid0(rd2__resp__valid),
-    .\port$1989$0 (\$596 ),
-    .\port$1990$0 (\$597 ),
-    .\port$1991$0 (\$598 ),
-    .\port$1992$0 (\$599 ),
-    .\port$1993$0 (\$600 ),
-    .\port$1994$0 (\$601 ),
-    .\port$1995$0 (\$602 ),
-    .\port$1996$0 (\$603 ),
+    .\port$1989$0 (\$604 ),
+    .\port$1990$0 (\$605 ),
+    .\port$1991$0 (\$606 ),
+    .\port$1992$0 (\$607 ),
+    .\port$1993$0 (\$608 ),
+    .\port$1994$0 (\$609 ),
+    .\port$1995$0 (\$610 ),
+    .\port$1996$0 (\$611 ),
     .rst(rst),
-    .w_data(\w_data$298 ),
+    .w_data(\w_data$314 ),
     .write__en(rd2_w_en_c0),
     .\write__en$22 (rd2_w_en_c1),
     .\write__en$33 (rd2_w_en_c2),
@@ -2822,16 +2878,16 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
     .clk(clk),
     .o__ready(rd3__resp__ready),
     .out_valid0(rd3__resp__valid),
-    .\port$2429$0 (\$604 ),
-    .\port$2430$0 (\$605 ),
-    .\port$2431$0 (\$606 ),
-    .\port$2432$0 (\$607 ),
-    .\port$2433$0 (\$608 ),
-    .\port$2434$0 (\$609 ),
-    .\port$2435$0 (\$610 ),
-    .\port$2436$0 (\$611 ),
+    .\port$2429$0 (\$612 ),
+    .\port$2430$0 (\$613 ),
+    .\port$2431$0 (\$614 ),
+    .\port$2432$0 (\$615 ),
+    .\port$2433$0 (\$616 ),
+    .\port$2434$0 (\$617 ),
+    .\port$2435$0 (\$618 ),
+    .\port$2436$0 (\$619 ),
     .rst(rst),
-    .w_data(\w_data$305 ),
+    .w_data(\w_data$321 ),
     .write__en(rd3_w_en_c0),
     .\write__en$22 (rd3_w_en_c1),
     .\write__en$33 (rd3_w_en_c2),
@@ -2845,16 +2901,16 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
     .clk(clk),
     .o__ready(rd4__resp__ready),
     .out_valid0(rd4__resp__valid),
-    .\port$2869$0 (\$612 ),
-    .\port$2870$0 (\$613 ),
-    .\port$2871$0 (\$614 ),
-    .\port$2872$0 (\$615 ),
-    .\port$2873$0 (\$616 ),
-    .\port$2874$0 (\$617 ),
-    .\port$2875$0 (\$618 ),
-    .\port$2876$0 (\$619 ),
+    .\port$2869$0 (\$620 ),
+    .\port$2870$0 (\$621 ),
+    .\port$2871$0 (\$622 ),
+    .\port$2872$0 (\$623 ),
+    .\port$2873$0 (\$624 ),
+    .\port$2874$0 (\$625 ),
+    .\port$2875$0 (\$626 ),
+    .\port$2876$0 (\$627 ),
     .rst(rst),
-    .w_data(\w_data$312 ),
+    .w_data(\w_data$328 ),
     .write__en(rd4_w_en_c0),
     .\write__en$22 (rd4_w_en_c1),
     .\write__en$33 (rd4_w_en_c2),
@@ -2875,22 +2931,22 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
     .i6(position6_word),
     .i7(position7_word),
     .rst(rst),
-    .stage2_word0(w_data),
-    .stage2_word1(\w_data$291 ),
-    .stage2_word2(\w_data$298 ),
-    .stage2_word3(\w_data$305 ),
-    .stage2_word4(\w_data$312 )
+    .stage1_word0(w_data),
+    .stage1_word1(\w_data$307 ),
+    .stage1_word2(\w_data$314 ),
+    .stage1_word3(\w_data$321 ),
+    .stage1_word4(\w_data$328 )
   );
   \ace_sram_small.sram.write_rotator  write_rotator (
     .clk(clk),
-    .i0(\i0$323 ),
-    .i1(\i1$330 ),
-    .i2(\i2$337 ),
+    .i0(\i0$339 ),
+    .i1(\i1$346 ),
+    .i2(\i2$353 ),
     .rst(rst),
-    .stage1_word0(\o0$341 ),
-    .stage1_word1(\o1$348 ),
-    .stage1_word2(\o2$355 ),
-    .stage1_word3(\o3$362 )
+    .stage2_word0(\o0$357 ),
+    .stage2_word1(\o1$364 ),
+    .stage2_word2(\o2$371 ),
+    .stage2_word3(\o3$378 )
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
@@ -3073,667 +3129,723 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$485  = \$92 ;
+    \$485  = bank0_read_en_1;
     if (rst) begin
       \$485  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$486  = bank1_read_en;
+    \$486  = \$92 ;
     if (rst) begin
       \$486  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$487  = \$108 ;
+    \$487  = bank1_read_en;
     if (rst) begin
       \$487  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$488  = bank2_read_en;
+    \$488  = bank1_read_en_1;
     if (rst) begin
       \$488  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$489  = \$124 ;
+    \$489  = \$108 ;
     if (rst) begin
       \$489  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$490  = bank3_read_en;
+    \$490  = bank2_read_en;
     if (rst) begin
       \$490  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$491  = \$140 ;
+    \$491  = bank2_read_en_1;
     if (rst) begin
       \$491  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$492  = bank4_read_en;
+    \$492  = \$124 ;
     if (rst) begin
       \$492  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$493  = \$156 ;
+    \$493  = bank3_read_en;
     if (rst) begin
       \$493  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$494  = bank5_read_en;
+    \$494  = bank3_read_en_1;
     if (rst) begin
       \$494  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$495  = \$172 ;
+    \$495  = \$140 ;
     if (rst) begin
       \$495  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$496  = bank6_read_en;
+    \$496  = bank4_read_en;
     if (rst) begin
       \$496  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$497  = \$188 ;
+    \$497  = bank4_read_en_1;
     if (rst) begin
       \$497  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$498  = bank7_read_en;
+    \$498  = \$156 ;
     if (rst) begin
       \$498  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$499  = \$189 ;
+    \$499  = bank5_read_en;
     if (rst) begin
       \$499  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$500  = rd0_valid_1;
+    \$500  = bank5_read_en_1;
     if (rst) begin
       \$500  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$501  = rd0_valid_2;
+    \$501  = \$172 ;
     if (rst) begin
       \$501  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$502  = rd0_valid_3;
+    \$502  = bank6_read_en;
     if (rst) begin
       \$502  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$503  = rd0_valid_4;
+    \$503  = bank6_read_en_1;
     if (rst) begin
       \$503  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$504  = rd0_valid_5;
+    \$504  = \$188 ;
     if (rst) begin
       \$504  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$505  = rd0_valid_6;
+    \$505  = bank7_read_en;
     if (rst) begin
       \$505  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$506  = rd0_valid_7;
+    \$506  = bank7_read_en_1;
     if (rst) begin
       \$506  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$507  = rd0_valid_7;
+    \$507  = \$189 ;
     if (rst) begin
       \$507  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$508  = rd0_valid_7;
+    \$508  = rd0_valid_1;
     if (rst) begin
       \$508  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$509  = rd0_valid_7;
+    \$509  = rd0_valid_2;
     if (rst) begin
       \$509  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$510  = rd0_valid_7;
+    \$510  = rd0_valid_3;
     if (rst) begin
       \$510  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$511  = rd0_valid_7;
+    \$511  = rd0_valid_4;
     if (rst) begin
       \$511  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$512  = rd0_valid_7;
+    \$512  = rd0_valid_5;
     if (rst) begin
       \$512  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$513  = rd0_valid_7;
+    \$513  = rd0_valid_6;
     if (rst) begin
       \$513  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$514  = \$190 ;
+    \$514  = rd0_valid_7;
     if (rst) begin
       \$514  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$515  = rd1_valid_1;
+    \$515  = rd0_valid_7;
     if (rst) begin
       \$515  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$516  = rd1_valid_2;
+    \$516  = rd0_valid_7;
     if (rst) begin
       \$516  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$517  = rd1_valid_3;
+    \$517  = rd0_valid_7;
     if (rst) begin
       \$517  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$518  = rd1_valid_4;
+    \$518  = rd0_valid_7;
     if (rst) begin
       \$518  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$519  = rd1_valid_5;
+    \$519  = rd0_valid_7;
     if (rst) begin
       \$519  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$520  = rd1_valid_6;
+    \$520  = rd0_valid_7;
     if (rst) begin
       \$520  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$521  = rd1_valid_7;
+    \$521  = rd0_valid_7;
     if (rst) begin
       \$521  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$522  = rd1_valid_7;
+    \$522  = \$190 ;
     if (rst) begin
       \$522  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$523  = rd1_valid_7;
+    \$523  = rd1_valid_1;
     if (rst) begin
       \$523  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$524  = rd1_valid_7;
+    \$524  = rd1_valid_2;
     if (rst) begin
       \$524  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$525  = rd1_valid_7;
+    \$525  = rd1_valid_3;
     if (rst) begin
       \$525  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$526  = rd1_valid_7;
+    \$526  = rd1_valid_4;
     if (rst) begin
       \$526  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$527  = rd1_valid_7;
+    \$527  = rd1_valid_5;
     if (rst) begin
       \$527  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$528  = rd1_valid_7;
+    \$528  = rd1_valid_6;
     if (rst) begin
       \$528  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$529  = \$191 ;
+    \$529  = rd1_valid_7;
     if (rst) begin
       \$529  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$530  = rd2_valid_1;
+    \$530  = rd1_valid_7;
     if (rst) begin
       \$530  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$531  = rd2_valid_2;
+    \$531  = rd1_valid_7;
     if (rst) begin
       \$531  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$532  = rd2_valid_3;
+    \$532  = rd1_valid_7;
     if (rst) begin
       \$532  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$533  = rd2_valid_4;
+    \$533  = rd1_valid_7;
     if (rst) begin
       \$533  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$534  = rd2_valid_5;
+    \$534  = rd1_valid_7;
     if (rst) begin
       \$534  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$535  = rd2_valid_6;
+    \$535  = rd1_valid_7;
     if (rst) begin
       \$535  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$536  = rd2_valid_7;
+    \$536  = rd1_valid_7;
     if (rst) begin
       \$536  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$537  = rd2_valid_7;
+    \$537  = \$191 ;
     if (rst) begin
       \$537  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$538  = rd2_valid_7;
+    \$538  = rd2_valid_1;
     if (rst) begin
       \$538  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$539  = rd2_valid_7;
+    \$539  = rd2_valid_2;
     if (rst) begin
       \$539  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$540  = rd2_valid_7;
+    \$540  = rd2_valid_3;
     if (rst) begin
       \$540  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$541  = rd2_valid_7;
+    \$541  = rd2_valid_4;
     if (rst) begin
       \$541  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$542  = rd2_valid_7;
+    \$542  = rd2_valid_5;
     if (rst) begin
       \$542  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$543  = rd2_valid_7;
+    \$543  = rd2_valid_6;
     if (rst) begin
       \$543  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$544  = \$192 ;
+    \$544  = rd2_valid_7;
     if (rst) begin
       \$544  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$545  = rd3_valid_1;
+    \$545  = rd2_valid_7;
     if (rst) begin
       \$545  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$546  = rd3_valid_2;
+    \$546  = rd2_valid_7;
     if (rst) begin
       \$546  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$547  = rd3_valid_3;
+    \$547  = rd2_valid_7;
     if (rst) begin
       \$547  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$548  = rd3_valid_4;
+    \$548  = rd2_valid_7;
     if (rst) begin
       \$548  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$549  = rd3_valid_5;
+    \$549  = rd2_valid_7;
     if (rst) begin
       \$549  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$550  = rd3_valid_6;
+    \$550  = rd2_valid_7;
     if (rst) begin
       \$550  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$551  = rd3_valid_7;
+    \$551  = rd2_valid_7;
     if (rst) begin
       \$551  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$552  = rd3_valid_7;
+    \$552  = \$192 ;
     if (rst) begin
       \$552  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$553  = rd3_valid_7;
+    \$553  = rd3_valid_1;
     if (rst) begin
       \$553  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$554  = rd3_valid_7;
+    \$554  = rd3_valid_2;
     if (rst) begin
       \$554  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$555  = rd3_valid_7;
+    \$555  = rd3_valid_3;
     if (rst) begin
       \$555  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$556  = rd3_valid_7;
+    \$556  = rd3_valid_4;
     if (rst) begin
       \$556  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$557  = rd3_valid_7;
+    \$557  = rd3_valid_5;
     if (rst) begin
       \$557  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$558  = rd3_valid_7;
+    \$558  = rd3_valid_6;
     if (rst) begin
       \$558  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$559  = \$193 ;
+    \$559  = rd3_valid_7;
     if (rst) begin
       \$559  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$560  = rd4_valid_1;
+    \$560  = rd3_valid_7;
     if (rst) begin
       \$560  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$561  = rd4_valid_2;
+    \$561  = rd3_valid_7;
     if (rst) begin
       \$561  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$562  = rd4_valid_3;
+    \$562  = rd3_valid_7;
     if (rst) begin
       \$562  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$563  = rd4_valid_4;
+    \$563  = rd3_valid_7;
     if (rst) begin
       \$563  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$564  = rd4_valid_5;
+    \$564  = rd3_valid_7;
     if (rst) begin
       \$564  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$565  = rd4_valid_6;
+    \$565  = rd3_valid_7;
     if (rst) begin
       \$565  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$566  = rd4_valid_7;
+    \$566  = rd3_valid_7;
     if (rst) begin
       \$566  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$567  = rd4_valid_7;
+    \$567  = \$193 ;
     if (rst) begin
       \$567  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$568  = rd4_valid_7;
+    \$568  = rd4_valid_1;
     if (rst) begin
       \$568  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$569  = rd4_valid_7;
+    \$569  = rd4_valid_2;
     if (rst) begin
       \$569  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$570  = rd4_valid_7;
+    \$570  = rd4_valid_3;
     if (rst) begin
       \$570  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$571  = rd4_valid_7;
+    \$571  = rd4_valid_4;
     if (rst) begin
       \$571  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$572  = rd4_valid_7;
+    \$572  = rd4_valid_5;
     if (rst) begin
       \$572  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$573  = rd4_valid_7;
+    \$573  = rd4_valid_6;
     if (rst) begin
       \$573  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$574  = \$196 [1:0];
+    \$574  = rd4_valid_7;
     if (rst) begin
-      \$574  = 2'h0;
+      \$574  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$575  = \$200 ;
+    \$575  = rd4_valid_7;
     if (rst) begin
-      \$575  = 1'h1;
+      \$575  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$576  = \$203 [1:0];
+    \$576  = rd4_valid_7;
     if (rst) begin
-      \$576  = 2'h1;
+      \$576  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$577  = \$207 ;
+    \$577  = rd4_valid_7;
     if (rst) begin
-      \$577  = 1'h1;
+      \$577  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$578  = \$210 [1:0];
+    \$578  = rd4_valid_7;
     if (rst) begin
-      \$578  = 2'h2;
+      \$578  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$579  = \$214 ;
+    \$579  = rd4_valid_7;
     if (rst) begin
-      \$579  = 1'h1;
+      \$579  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$580  = rd4_valid_7;
+    if (rst) begin
+      \$580  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$581  = rd4_valid_7;
+    if (rst) begin
+      \$581  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$582  = \$196 [1:0];
+    if (rst) begin
+      \$582  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$583  = \$200 ;
+    if (rst) begin
+      \$583  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$584  = \$203 [1:0];
+    if (rst) begin
+      \$584  = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$585  = \$207 ;
+    if (rst) begin
+      \$585  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$586  = \$210 [1:0];
+    if (rst) begin
+      \$586  = 2'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$587  = \$214 ;
+    if (rst) begin
+      \$587  = 1'h1;
     end
   end
   assign rd0_bank_one_hot = \$215 [7:0];
@@ -3741,14 +3853,14 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   assign rd2_bank_one_hot = \$217 [7:0];
   assign rd3_bank_one_hot = \$218 [7:0];
   assign rd4_bank_one_hot = \$219 [7:0];
-  assign r_en = bank0_read_en_1;
-  assign \r_en$263  = bank1_read_en_1;
-  assign \r_en$265  = bank2_read_en_1;
-  assign \r_en$267  = bank3_read_en_1;
-  assign \r_en$269  = bank4_read_en_1;
-  assign \r_en$271  = bank5_read_en_1;
-  assign \r_en$273  = bank6_read_en_1;
-  assign \r_en$275  = bank7_read_en_1;
+  assign r_en = bank0_read_en_2;
+  assign \r_en$279  = bank1_read_en_2;
+  assign \r_en$281  = bank2_read_en_2;
+  assign \r_en$283  = bank3_read_en_2;
+  assign \r_en$285  = bank4_read_en_2;
+  assign \r_en$287  = bank5_read_en_2;
+  assign \r_en$289  = bank6_read_en_2;
+  assign \r_en$291  = bank7_read_en_2;
   assign i0 = position0_word;
   assign i1 = position1_word;
   assign i2 = position2_word;
@@ -3759,99 +3871,99 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   assign i7 = position7_word;
   assign o0 = w_data;
   assign w_en = { rd0_w_en_c7, rd0_w_en_c6, rd0_w_en_c5, rd0_w_en_c4, rd0_w_en_c3, rd0_w_en_c2, rd0_w_en_c1, rd0_w_en_c0 };
-  assign rd0__resp__payload = { \$587 , \$586 , \$585 , \$584 , \$583 , \$582 , \$581 , \$580  };
-  assign o__payload = { \$587 , \$586 , \$585 , \$584 , \$583 , \$582 , \$581 , \$580  };
+  assign rd0__resp__payload = { \$595 , \$594 , \$593 , \$592 , \$591 , \$590 , \$589 , \$588  };
+  assign o__payload = { \$595 , \$594 , \$593 , \$592 , \$591 , \$590 , \$589 , \$588  };
   assign o__valid = rd0__resp__valid;
   assign o__ready = rd0__resp__ready;
-  assign o1 = \w_data$291 ;
-  assign \w_en$293  = { rd1_w_en_c7, rd1_w_en_c6, rd1_w_en_c5, rd1_w_en_c4, rd1_w_en_c3, rd1_w_en_c2, rd1_w_en_c1, rd1_w_en_c0 };
-  assign rd1__resp__payload = { \$595 , \$594 , \$593 , \$592 , \$591 , \$590 , \$589 , \$588  };
-  assign \o__payload$295  = { \$595 , \$594 , \$593 , \$592 , \$591 , \$590 , \$589 , \$588  };
-  assign \o__valid$296  = rd1__resp__valid;
-  assign \o__ready$297  = rd1__resp__ready;
-  assign o2 = \w_data$298 ;
-  assign \w_en$300  = { rd2_w_en_c7, rd2_w_en_c6, rd2_w_en_c5, rd2_w_en_c4, rd2_w_en_c3, rd2_w_en_c2, rd2_w_en_c1, rd2_w_en_c0 };
-  assign rd2__resp__payload = { \$603 , \$602 , \$601 , \$600 , \$599 , \$598 , \$597 , \$596  };
-  assign \o__payload$302  = { \$603 , \$602 , \$601 , \$600 , \$599 , \$598 , \$597 , \$596  };
-  assign \o__valid$303  = rd2__resp__valid;
-  assign \o__ready$304  = rd2__resp__ready;
-  assign o3 = \w_data$305 ;
-  assign \w_en$307  = { rd3_w_en_c7, rd3_w_en_c6, rd3_w_en_c5, rd3_w_en_c4, rd3_w_en_c3, rd3_w_en_c2, rd3_w_en_c1, rd3_w_en_c0 };
-  assign rd3__resp__payload = { \$611 , \$610 , \$609 , \$608 , \$607 , \$606 , \$605 , \$604  };
-  assign \o__payload$309  = { \$611 , \$610 , \$609 , \$608 , \$607 , \$606 , \$605 , \$604  };
-  assign \o__valid$310  = rd3__resp__valid;
-  assign \o__ready$311  = rd3__resp__ready;
-  assign o4 = \w_data$312 ;
-  assign \w_en$314  = { rd4_w_en_c7, rd4_w_en_c6, rd4_w_en_c5, rd4_w_en_c4, rd4_w_en_c3, rd4_w_en_c2, rd4_w_en_c1, rd4_w_en_c0 };
-  assign rd4__resp__payload = { \$619 , \$618 , \$617 , \$616 , \$615 , \$614 , \$613 , \$612  };
-  assign \o__payload$316  = { \$619 , \$618 , \$617 , \$616 , \$615 , \$614 , \$613 , \$612  };
-  assign \o__valid$317  = rd4__resp__valid;
-  assign \o__ready$318  = rd4__resp__ready;
+  assign o1 = \w_data$307 ;
+  assign \w_en$309  = { rd1_w_en_c7, rd1_w_en_c6, rd1_w_en_c5, rd1_w_en_c4, rd1_w_en_c3, rd1_w_en_c2, rd1_w_en_c1, rd1_w_en_c0 };
+  assign rd1__resp__payload = { \$603 , \$602 , \$601 , \$600 , \$599 , \$598 , \$597 , \$596  };
+  assign \o__payload$311  = { \$603 , \$602 , \$601 , \$600 , \$599 , \$598 , \$597 , \$596  };
+  assign \o__valid$312  = rd1__resp__valid;
+  assign \o__ready$313  = rd1__resp__ready;
+  assign o2 = \w_data$314 ;
+  assign \w_en$316  = { rd2_w_en_c7, rd2_w_en_c6, rd2_w_en_c5, rd2_w_en_c4, rd2_w_en_c3, rd2_w_en_c2, rd2_w_en_c1, rd2_w_en_c0 };
+  assign rd2__resp__payload = { \$611 , \$610 , \$609 , \$608 , \$607 , \$606 , \$605 , \$604  };
+  assign \o__payload$318  = { \$611 , \$610 , \$609 , \$608 , \$607 , \$606 , \$605 , \$604  };
+  assign \o__valid$319  = rd2__resp__valid;
+  assign \o__ready$320  = rd2__resp__ready;
+  assign o3 = \w_data$321 ;
+  assign \w_en$323  = { rd3_w_en_c7, rd3_w_en_c6, rd3_w_en_c5, rd3_w_en_c4, rd3_w_en_c3, rd3_w_en_c2, rd3_w_en_c1, rd3_w_en_c0 };
+  assign rd3__resp__payload = { \$619 , \$618 , \$617 , \$616 , \$615 , \$614 , \$613 , \$612  };
+  assign \o__payload$325  = { \$619 , \$618 , \$617 , \$616 , \$615 , \$614 , \$613 , \$612  };
+  assign \o__valid$326  = rd3__resp__valid;
+  assign \o__ready$327  = rd3__resp__ready;
+  assign o4 = \w_data$328 ;
+  assign \w_en$330  = { rd4_w_en_c7, rd4_w_en_c6, rd4_w_en_c5, rd4_w_en_c4, rd4_w_en_c3, rd4_w_en_c2, rd4_w_en_c1, rd4_w_en_c0 };
+  assign rd4__resp__payload = { \$627 , \$626 , \$625 , \$624 , \$623 , \$622 , \$621 , \$620  };
+  assign \o__payload$332  = { \$627 , \$626 , \$625 , \$624 , \$623 , \$622 , \$621 , \$620  };
+  assign \o__valid$333  = rd4__resp__valid;
+  assign \o__ready$334  = rd4__resp__ready;
   assign wr0_bank_one_hot = \$284 [7:0];
   assign wr0__ready = wr0_slot;
-  assign wr0_entry = \i0$323 ;
+  assign wr0_entry = \i0$339 ;
   assign wr1_bank_one_hot = \$301 [7:0];
   assign wr1__ready = wr1_slot;
-  assign wr1_entry = \i1$330 ;
+  assign wr1_entry = \i1$346 ;
   assign wr2_bank_one_hot = \$318 [7:0];
   assign wr2__ready = wr2_slot;
-  assign wr2_entry = \i2$337 ;
-  assign \w_data$340  = { \o0$341 [220:205], \o0$341 [192:177], \o0$341 [164:149], \o0$341 [136:121], \o0$341 [108:93], \o0$341 [80:65], \o0$341 [52:37], \o0$341 [24:9] };
-  assign \w_en$342  = { \$350 , \$348 , \$346 , \$344 , \$342 , \$340 , \$338 , \$336  };
-  assign \w_data$344  = { \o0$341 [220:205], \o0$341 [192:177], \o0$341 [164:149], \o0$341 [136:121], \o0$341 [108:93], \o0$341 [80:65], \o0$341 [52:37], \o0$341 [24:9] };
-  assign \w_en$345  = { \$366 , \$364 , \$362 , \$360 , \$358 , \$356 , \$354 , \$352  };
-  assign \w_data$347  = { \o1$348 [220:205], \o1$348 [192:177], \o1$348 [164:149], \o1$348 [136:121], \o1$348 [108:93], \o1$348 [80:65], \o1$348 [52:37], \o1$348 [24:9] };
-  assign \w_en$349  = { \$382 , \$380 , \$378 , \$376 , \$374 , \$372 , \$370 , \$368  };
-  assign \w_data$351  = { \o1$348 [220:205], \o1$348 [192:177], \o1$348 [164:149], \o1$348 [136:121], \o1$348 [108:93], \o1$348 [80:65], \o1$348 [52:37], \o1$348 [24:9] };
-  assign \w_en$352  = { \$398 , \$396 , \$394 , \$392 , \$390 , \$388 , \$386 , \$384  };
-  assign \w_data$354  = { \o2$355 [220:205], \o2$355 [192:177], \o2$355 [164:149], \o2$355 [136:121], \o2$355 [108:93], \o2$355 [80:65], \o2$355 [52:37], \o2$355 [24:9] };
-  assign \w_en$356  = { \$414 , \$412 , \$410 , \$408 , \$406 , \$404 , \$402 , \$400  };
-  assign \w_data$358  = { \o2$355 [220:205], \o2$355 [192:177], \o2$355 [164:149], \o2$355 [136:121], \o2$355 [108:93], \o2$355 [80:65], \o2$355 [52:37], \o2$355 [24:9] };
-  assign \w_en$359  = { \$430 , \$428 , \$426 , \$424 , \$422 , \$420 , \$418 , \$416  };
-  assign \w_data$361  = { \o3$362 [220:205], \o3$362 [192:177], \o3$362 [164:149], \o3$362 [136:121], \o3$362 [108:93], \o3$362 [80:65], \o3$362 [52:37], \o3$362 [24:9] };
-  assign \w_en$363  = { \$446 , \$444 , \$442 , \$440 , \$438 , \$436 , \$434 , \$432  };
-  assign \w_data$365  = { \o3$362 [220:205], \o3$362 [192:177], \o3$362 [164:149], \o3$362 [136:121], \o3$362 [108:93], \o3$362 [80:65], \o3$362 [52:37], \o3$362 [24:9] };
-  assign \w_en$366  = { \$462 , \$460 , \$458 , \$456 , \$454 , \$452 , \$450 , \$448  };
-  assign \port$1109$0  = \$580 ;
-  assign \port$1110$0  = \$581 ;
-  assign \port$1111$0  = \$582 ;
-  assign \port$1112$0  = \$583 ;
-  assign \port$1113$0  = \$584 ;
-  assign \port$1114$0  = \$585 ;
-  assign \port$1115$0  = \$586 ;
-  assign \port$1116$0  = \$587 ;
-  assign \port$1549$0  = \$588 ;
-  assign \port$1550$0  = \$589 ;
-  assign \port$1551$0  = \$590 ;
-  assign \port$1552$0  = \$591 ;
-  assign \port$1553$0  = \$592 ;
-  assign \port$1554$0  = \$593 ;
-  assign \port$1555$0  = \$594 ;
-  assign \port$1556$0  = \$595 ;
-  assign \port$1989$0  = \$596 ;
-  assign \port$1990$0  = \$597 ;
-  assign \port$1991$0  = \$598 ;
-  assign \port$1992$0  = \$599 ;
-  assign \port$1993$0  = \$600 ;
-  assign \port$1994$0  = \$601 ;
-  assign \port$1995$0  = \$602 ;
-  assign \port$1996$0  = \$603 ;
-  assign \port$2429$0  = \$604 ;
-  assign \port$2430$0  = \$605 ;
-  assign \port$2431$0  = \$606 ;
-  assign \port$2432$0  = \$607 ;
-  assign \port$2433$0  = \$608 ;
-  assign \port$2434$0  = \$609 ;
-  assign \port$2435$0  = \$610 ;
-  assign \port$2436$0  = \$611 ;
-  assign \port$2869$0  = \$612 ;
-  assign \port$2870$0  = \$613 ;
-  assign \port$2871$0  = \$614 ;
-  assign \port$2872$0  = \$615 ;
-  assign \port$2873$0  = \$616 ;
-  assign \port$2874$0  = \$617 ;
-  assign \port$2875$0  = \$618 ;
-  assign \port$2876$0  = \$619 ;
+  assign wr2_entry = \i2$353 ;
+  assign \w_data$356  = { \o0$357 [220:205], \o0$357 [192:177], \o0$357 [164:149], \o0$357 [136:121], \o0$357 [108:93], \o0$357 [80:65], \o0$357 [52:37], \o0$357 [24:9] };
+  assign \w_en$358  = { \$350 , \$348 , \$346 , \$344 , \$342 , \$340 , \$338 , \$336  };
+  assign \w_data$360  = { \o0$357 [220:205], \o0$357 [192:177], \o0$357 [164:149], \o0$357 [136:121], \o0$357 [108:93], \o0$357 [80:65], \o0$357 [52:37], \o0$357 [24:9] };
+  assign \w_en$361  = { \$366 , \$364 , \$362 , \$360 , \$358 , \$356 , \$354 , \$352  };
+  assign \w_data$363  = { \o1$364 [220:205], \o1$364 [192:177], \o1$364 [164:149], \o1$364 [136:121], \o1$364 [108:93], \o1$364 [80:65], \o1$364 [52:37], \o1$364 [24:9] };
+  assign \w_en$365  = { \$382 , \$380 , \$378 , \$376 , \$374 , \$372 , \$370 , \$368  };
+  assign \w_data$367  = { \o1$364 [220:205], \o1$364 [192:177], \o1$364 [164:149], \o1$364 [136:121], \o1$364 [108:93], \o1$364 [80:65], \o1$364 [52:37], \o1$364 [24:9] };
+  assign \w_en$368  = { \$398 , \$396 , \$394 , \$392 , \$390 , \$388 , \$386 , \$384  };
+  assign \w_data$370  = { \o2$371 [220:205], \o2$371 [192:177], \o2$371 [164:149], \o2$371 [136:121], \o2$371 [108:93], \o2$371 [80:65], \o2$371 [52:37], \o2$371 [24:9] };
+  assign \w_en$372  = { \$414 , \$412 , \$410 , \$408 , \$406 , \$404 , \$402 , \$400  };
+  assign \w_data$374  = { \o2$371 [220:205], \o2$371 [192:177], \o2$371 [164:149], \o2$371 [136:121], \o2$371 [108:93], \o2$371 [80:65], \o2$371 [52:37], \o2$371 [24:9] };
+  assign \w_en$375  = { \$430 , \$428 , \$426 , \$424 , \$422 , \$420 , \$418 , \$416  };
+  assign \w_data$377  = { \o3$378 [220:205], \o3$378 [192:177], \o3$378 [164:149], \o3$378 [136:121], \o3$378 [108:93], \o3$378 [80:65], \o3$378 [52:37], \o3$378 [24:9] };
+  assign \w_en$379  = { \$446 , \$444 , \$442 , \$440 , \$438 , \$436 , \$434 , \$432  };
+  assign \w_data$381  = { \o3$378 [220:205], \o3$378 [192:177], \o3$378 [164:149], \o3$378 [136:121], \o3$378 [108:93], \o3$378 [80:65], \o3$378 [52:37], \o3$378 [24:9] };
+  assign \w_en$382  = { \$462 , \$460 , \$458 , \$456 , \$454 , \$452 , \$450 , \$448  };
+  assign \port$1109$0  = \$588 ;
+  assign \port$1110$0  = \$589 ;
+  assign \port$1111$0  = \$590 ;
+  assign \port$1112$0  = \$591 ;
+  assign \port$1113$0  = \$592 ;
+  assign \port$1114$0  = \$593 ;
+  assign \port$1115$0  = \$594 ;
+  assign \port$1116$0  = \$595 ;
+  assign \port$1549$0  = \$596 ;
+  assign \port$1550$0  = \$597 ;
+  assign \port$1551$0  = \$598 ;
+  assign \port$1552$0  = \$599 ;
+  assign \port$1553$0  = \$600 ;
+  assign \port$1554$0  = \$601 ;
+  assign \port$1555$0  = \$602 ;
+  assign \port$1556$0  = \$603 ;
+  assign \port$1989$0  = \$604 ;
+  assign \port$1990$0  = \$605 ;
+  assign \port$1991$0  = \$606 ;
+  assign \port$1992$0  = \$607 ;
+  assign \port$1993$0  = \$608 ;
+  assign \port$1994$0  = \$609 ;
+  assign \port$1995$0  = \$610 ;
+  assign \port$1996$0  = \$611 ;
+  assign \port$2429$0  = \$612 ;
+  assign \port$2430$0  = \$613 ;
+  assign \port$2431$0  = \$614 ;
+  assign \port$2432$0  = \$615 ;
+  assign \port$2433$0  = \$616 ;
+  assign \port$2434$0  = \$617 ;
+  assign \port$2435$0  = \$618 ;
+  assign \port$2436$0  = \$619 ;
+  assign \port$2869$0  = \$620 ;
+  assign \port$2870$0  = \$621 ;
+  assign \port$2871$0  = \$622 ;
+  assign \port$2872$0  = \$623 ;
+  assign \port$2873$0  = \$624 ;
+  assign \port$2874$0  = \$625 ;
+  assign \port$2875$0  = \$626 ;
+  assign \port$2876$0  = \$627 ;
   assign \r_addr[0]  = r_addr[8:0];
   assign \r_addr[1]  = r_addr[17:9];
   assign \r_addr[2]  = r_addr[26:18];
@@ -3860,191 +3972,191 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   assign \r_addr[5]  = r_addr[53:45];
   assign \r_addr[6]  = r_addr[62:54];
   assign \r_addr[7]  = r_addr[71:63];
-  assign \r_addr$262[0]  = \r_addr$262 [8:0];
-  assign \r_addr$262[1]  = \r_addr$262 [17:9];
-  assign \r_addr$262[2]  = \r_addr$262 [26:18];
-  assign \r_addr$262[3]  = \r_addr$262 [35:27];
-  assign \r_addr$262[4]  = \r_addr$262 [44:36];
-  assign \r_addr$262[5]  = \r_addr$262 [53:45];
-  assign \r_addr$262[6]  = \r_addr$262 [62:54];
-  assign \r_addr$262[7]  = \r_addr$262 [71:63];
-  assign \r_addr$264[0]  = \r_addr$264 [8:0];
-  assign \r_addr$264[1]  = \r_addr$264 [17:9];
-  assign \r_addr$264[2]  = \r_addr$264 [26:18];
-  assign \r_addr$264[3]  = \r_addr$264 [35:27];
-  assign \r_addr$264[4]  = \r_addr$264 [44:36];
-  assign \r_addr$264[5]  = \r_addr$264 [53:45];
-  assign \r_addr$264[6]  = \r_addr$264 [62:54];
-  assign \r_addr$264[7]  = \r_addr$264 [71:63];
-  assign \r_addr$266[0]  = \r_addr$266 [8:0];
-  assign \r_addr$266[1]  = \r_addr$266 [17:9];
-  assign \r_addr$266[2]  = \r_addr$266 [26:18];
-  assign \r_addr$266[3]  = \r_addr$266 [35:27];
-  assign \r_addr$266[4]  = \r_addr$266 [44:36];
-  assign \r_addr$266[5]  = \r_addr$266 [53:45];
-  assign \r_addr$266[6]  = \r_addr$266 [62:54];
-  assign \r_addr$266[7]  = \r_addr$266 [71:63];
-  assign \r_addr$268[0]  = \r_addr$268 [8:0];
-  assign \r_addr$268[1]  = \r_addr$268 [17:9];
-  assign \r_addr$268[2]  = \r_addr$268 [26:18];
-  assign \r_addr$268[3]  = \r_addr$268 [35:27];
-  assign \r_addr$268[4]  = \r_addr$268 [44:36];
-  assign \r_addr$268[5]  = \r_addr$268 [53:45];
-  assign \r_addr$268[6]  = \r_addr$268 [62:54];
-  assign \r_addr$268[7]  = \r_addr$268 [71:63];
-  assign \r_addr$270[0]  = \r_addr$270 [8:0];
-  assign \r_addr$270[1]  = \r_addr$270 [17:9];
-  assign \r_addr$270[2]  = \r_addr$270 [26:18];
-  assign \r_addr$270[3]  = \r_addr$270 [35:27];
-  assign \r_addr$270[4]  = \r_addr$270 [44:36];
-  assign \r_addr$270[5]  = \r_addr$270 [53:45];
-  assign \r_addr$270[6]  = \r_addr$270 [62:54];
-  assign \r_addr$270[7]  = \r_addr$270 [71:63];
-  assign \r_addr$272[0]  = \r_addr$272 [8:0];
-  assign \r_addr$272[1]  = \r_addr$272 [17:9];
-  assign \r_addr$272[2]  = \r_addr$272 [26:18];
-  assign \r_addr$272[3]  = \r_addr$272 [35:27];
-  assign \r_addr$272[4]  = \r_addr$272 [44:36];
-  assign \r_addr$272[5]  = \r_addr$272 [53:45];
-  assign \r_addr$272[6]  = \r_addr$272 [62:54];
-  assign \r_addr$272[7]  = \r_addr$272 [71:63];
-  assign \r_addr$274[0]  = \r_addr$274 [8:0];
-  assign \r_addr$274[1]  = \r_addr$274 [17:9];
-  assign \r_addr$274[2]  = \r_addr$274 [26:18];
-  assign \r_addr$274[3]  = \r_addr$274 [35:27];
-  assign \r_addr$274[4]  = \r_addr$274 [44:36];
-  assign \r_addr$274[5]  = \r_addr$274 [53:45];
-  assign \r_addr$274[6]  = \r_addr$274 [62:54];
-  assign \r_addr$274[7]  = \r_addr$274 [71:63];
+  assign \r_addr$278[0]  = \r_addr$278 [8:0];
+  assign \r_addr$278[1]  = \r_addr$278 [17:9];
+  assign \r_addr$278[2]  = \r_addr$278 [26:18];
+  assign \r_addr$278[3]  = \r_addr$278 [35:27];
+  assign \r_addr$278[4]  = \r_addr$278 [44:36];
+  assign \r_addr$278[5]  = \r_addr$278 [53:45];
+  assign \r_addr$278[6]  = \r_addr$278 [62:54];
+  assign \r_addr$278[7]  = \r_addr$278 [71:63];
+  assign \r_addr$280[0]  = \r_addr$280 [8:0];
+  assign \r_addr$280[1]  = \r_addr$280 [17:9];
+  assign \r_addr$280[2]  = \r_addr$280 [26:18];
+  assign \r_addr$280[3]  = \r_addr$280 [35:27];
+  assign \r_addr$280[4]  = \r_addr$280 [44:36];
+  assign \r_addr$280[5]  = \r_addr$280 [53:45];
+  assign \r_addr$280[6]  = \r_addr$280 [62:54];
+  assign \r_addr$280[7]  = \r_addr$280 [71:63];
+  assign \r_addr$282[0]  = \r_addr$282 [8:0];
+  assign \r_addr$282[1]  = \r_addr$282 [17:9];
+  assign \r_addr$282[2]  = \r_addr$282 [26:18];
+  assign \r_addr$282[3]  = \r_addr$282 [35:27];
+  assign \r_addr$282[4]  = \r_addr$282 [44:36];
+  assign \r_addr$282[5]  = \r_addr$282 [53:45];
+  assign \r_addr$282[6]  = \r_addr$282 [62:54];
+  assign \r_addr$282[7]  = \r_addr$282 [71:63];
+  assign \r_addr$284[0]  = \r_addr$284 [8:0];
+  assign \r_addr$284[1]  = \r_addr$284 [17:9];
+  assign \r_addr$284[2]  = \r_addr$284 [26:18];
+  assign \r_addr$284[3]  = \r_addr$284 [35:27];
+  assign \r_addr$284[4]  = \r_addr$284 [44:36];
+  assign \r_addr$284[5]  = \r_addr$284 [53:45];
+  assign \r_addr$284[6]  = \r_addr$284 [62:54];
+  assign \r_addr$284[7]  = \r_addr$284 [71:63];
+  assign \r_addr$286[0]  = \r_addr$286 [8:0];
+  assign \r_addr$286[1]  = \r_addr$286 [17:9];
+  assign \r_addr$286[2]  = \r_addr$286 [26:18];
+  assign \r_addr$286[3]  = \r_addr$286 [35:27];
+  assign \r_addr$286[4]  = \r_addr$286 [44:36];
+  assign \r_addr$286[5]  = \r_addr$286 [53:45];
+  assign \r_addr$286[6]  = \r_addr$286 [62:54];
+  assign \r_addr$286[7]  = \r_addr$286 [71:63];
+  assign \r_addr$288[0]  = \r_addr$288 [8:0];
+  assign \r_addr$288[1]  = \r_addr$288 [17:9];
+  assign \r_addr$288[2]  = \r_addr$288 [26:18];
+  assign \r_addr$288[3]  = \r_addr$288 [35:27];
+  assign \r_addr$288[4]  = \r_addr$288 [44:36];
+  assign \r_addr$288[5]  = \r_addr$288 [53:45];
+  assign \r_addr$288[6]  = \r_addr$288 [62:54];
+  assign \r_addr$288[7]  = \r_addr$288 [71:63];
+  assign \r_addr$290[0]  = \r_addr$290 [8:0];
+  assign \r_addr$290[1]  = \r_addr$290 [17:9];
+  assign \r_addr$290[2]  = \r_addr$290 [26:18];
+  assign \r_addr$290[3]  = \r_addr$290 [35:27];
+  assign \r_addr$290[4]  = \r_addr$290 [44:36];
+  assign \r_addr$290[5]  = \r_addr$290 [53:45];
+  assign \r_addr$290[6]  = \r_addr$290 [62:54];
+  assign \r_addr$290[7]  = \r_addr$290 [71:63];
   assign \wr0__payload.addr  = wr0__payload[11:0];
   assign \wr0__payload.data  = wr0__payload[139:12];
   assign \wr0__payload.mask  = wr0__payload[155:140];
-  assign \wr0_entry[0]  = \i0$323 [27:0];
-  assign \wr0_entry[0].row  = \i0$323 [8:0];
-  assign \wr0_entry[0].data  = \i0$323 [24:9];
-  assign \wr0_entry[0].mask  = \i0$323 [26:25];
-  assign \wr0_entry[0].group  = \i0$323 [27];
-  assign \wr0_entry[1]  = \i0$323 [55:28];
-  assign \wr0_entry[1].row  = \i0$323 [36:28];
-  assign \wr0_entry[1].data  = \i0$323 [52:37];
-  assign \wr0_entry[1].mask  = \i0$323 [54:53];
-  assign \wr0_entry[1].group  = \i0$323 [55];
-  assign \wr0_entry[2]  = \i0$323 [83:56];
-  assign \wr0_entry[2].row  = \i0$323 [64:56];
-  assign \wr0_entry[2].data  = \i0$323 [80:65];
-  assign \wr0_entry[2].mask  = \i0$323 [82:81];
-  assign \wr0_entry[2].group  = \i0$323 [83];
-  assign \wr0_entry[3]  = \i0$323 [111:84];
-  assign \wr0_entry[3].row  = \i0$323 [92:84];
-  assign \wr0_entry[3].data  = \i0$323 [108:93];
-  assign \wr0_entry[3].mask  = \i0$323 [110:109];
-  assign \wr0_entry[3].group  = \i0$323 [111];
-  assign \wr0_entry[4]  = \i0$323 [139:112];
-  assign \wr0_entry[4].row  = \i0$323 [120:112];
-  assign \wr0_entry[4].data  = \i0$323 [136:121];
-  assign \wr0_entry[4].mask  = \i0$323 [138:137];
-  assign \wr0_entry[4].group  = \i0$323 [139];
-  assign \wr0_entry[5]  = \i0$323 [167:140];
-  assign \wr0_entry[5].row  = \i0$323 [148:140];
-  assign \wr0_entry[5].data  = \i0$323 [164:149];
-  assign \wr0_entry[5].mask  = \i0$323 [166:165];
-  assign \wr0_entry[5].group  = \i0$323 [167];
-  assign \wr0_entry[6]  = \i0$323 [195:168];
-  assign \wr0_entry[6].row  = \i0$323 [176:168];
-  assign \wr0_entry[6].data  = \i0$323 [192:177];
-  assign \wr0_entry[6].mask  = \i0$323 [194:193];
-  assign \wr0_entry[6].group  = \i0$323 [195];
-  assign \wr0_entry[7]  = \i0$323 [223:196];
-  assign \wr0_entry[7].row  = \i0$323 [204:196];
-  assign \wr0_entry[7].data  = \i0$323 [220:205];
-  assign \wr0_entry[7].mask  = \i0$323 [222:221];
-  assign \wr0_entry[7].group  = \i0$323 [223];
+  assign \wr0_entry[0]  = \i0$339 [27:0];
+  assign \wr0_entry[0].row  = \i0$339 [8:0];
+  assign \wr0_entry[0].data  = \i0$339 [24:9];
+  assign \wr0_entry[0].mask  = \i0$339 [26:25];
+  assign \wr0_entry[0].group  = \i0$339 [27];
+  assign \wr0_entry[1]  = \i0$339 [55:28];
+  assign \wr0_entry[1].row  = \i0$339 [36:28];
+  assign \wr0_entry[1].data  = \i0$339 [52:37];
+  assign \wr0_entry[1].mask  = \i0$339 [54:53];
+  assign \wr0_entry[1].group  = \i0$339 [55];
+  assign \wr0_entry[2]  = \i0$339 [83:56];
+  assign \wr0_entry[2].row  = \i0$339 [64:56];
+  assign \wr0_entry[2].data  = \i0$339 [80:65];
+  assign \wr0_entry[2].mask  = \i0$339 [82:81];
+  assign \wr0_entry[2].group  = \i0$339 [83];
+  assign \wr0_entry[3]  = \i0$339 [111:84];
+  assign \wr0_entry[3].row  = \i0$339 [92:84];
+  assign \wr0_entry[3].data  = \i0$339 [108:93];
+  assign \wr0_entry[3].mask  = \i0$339 [110:109];
+  assign \wr0_entry[3].group  = \i0$339 [111];
+  assign \wr0_entry[4]  = \i0$339 [139:112];
+  assign \wr0_entry[4].row  = \i0$339 [120:112];
+  assign \wr0_entry[4].data  = \i0$339 [136:121];
+  assign \wr0_entry[4].mask  = \i0$339 [138:137];
+  assign \wr0_entry[4].group  = \i0$339 [139];
+  assign \wr0_entry[5]  = \i0$339 [167:140];
+  assign \wr0_entry[5].row  = \i0$339 [148:140];
+  assign \wr0_entry[5].data  = \i0$339 [164:149];
+  assign \wr0_entry[5].mask  = \i0$339 [166:165];
+  assign \wr0_entry[5].group  = \i0$339 [167];
+  assign \wr0_entry[6]  = \i0$339 [195:168];
+  assign \wr0_entry[6].row  = \i0$339 [176:168];
+  assign \wr0_entry[6].data  = \i0$339 [192:177];
+  assign \wr0_entry[6].mask  = \i0$339 [194:193];
+  assign \wr0_entry[6].group  = \i0$339 [195];
+  assign \wr0_entry[7]  = \i0$339 [223:196];
+  assign \wr0_entry[7].row  = \i0$339 [204:196];
+  assign \wr0_entry[7].data  = \i0$339 [220:205];
+  assign \wr0_entry[7].mask  = \i0$339 [222:221];
+  assign \wr0_entry[7].group  = \i0$339 [223];
   assign \wr1__payload.addr  = wr1__payload[11:0];
   assign \wr1__payload.data  = wr1__payload[139:12];
   assign \wr1__payload.mask  = wr1__payload[155:140];
-  assign \wr1_entry[0]  = \i1$330 [27:0];
-  assign \wr1_entry[0].row  = \i1$330 [8:0];
-  assign \wr1_entry[0].data  = \i1$330 [24:9];
-  assign \wr1_entry[0].mask  = \i1$330 [26:25];
-  assign \wr1_entry[0].group  = \i1$330 [27];
-  assign \wr1_entry[1]  = \i1$330 [55:28];
-  assign \wr1_entry[1].row  = \i1$330 [36:28];
-  assign \wr1_entry[1].data  = \i1$330 [52:37];
-  assign \wr1_entry[1].mask  = \i1$330 [54:53];
-  assign \wr1_entry[1].group  = \i1$330 [55];
-  assign \wr1_entry[2]  = \i1$330 [83:56];
-  assign \wr1_entry[2].row  = \i1$330 [64:56];
-  assign \wr1_entry[2].data  = \i1$330 [80:65];
-  assign \wr1_entry[2].mask  = \i1$330 [82:81];
-  assign \wr1_entry[2].group  = \i1$330 [83];
-  assign \wr1_entry[3]  = \i1$330 [111:84];
-  assign \wr1_entry[3].row  = \i1$330 [92:84];
-  assign \wr1_entry[3].data  = \i1$330 [108:93];
-  assign \wr1_entry[3].mask  = \i1$330 [110:109];
-  assign \wr1_entry[3].group  = \i1$330 [111];
-  assign \wr1_entry[4]  = \i1$330 [139:112];
-  assign \wr1_entry[4].row  = \i1$330 [120:112];
-  assign \wr1_entry[4].data  = \i1$330 [136:121];
-  assign \wr1_entry[4].mask  = \i1$330 [138:137];
-  assign \wr1_entry[4].group  = \i1$330 [139];
-  assign \wr1_entry[5]  = \i1$330 [167:140];
-  assign \wr1_entry[5].row  = \i1$330 [148:140];
-  assign \wr1_entry[5].data  = \i1$330 [164:149];
-  assign \wr1_entry[5].mask  = \i1$330 [166:165];
-  assign \wr1_entry[5].group  = \i1$330 [167];
-  assign \wr1_entry[6]  = \i1$330 [195:168];
-  assign \wr1_entry[6].row  = \i1$330 [176:168];
-  assign \wr1_entry[6].data  = \i1$330 [192:177];
-  assign \wr1_entry[6].mask  = \i1$330 [194:193];
-  assign \wr1_entry[6].group  = \i1$330 [195];
-  assign \wr1_entry[7]  = \i1$330 [223:196];
-  assign \wr1_entry[7].row  = \i1$330 [204:196];
-  assign \wr1_entry[7].data  = \i1$330 [220:205];
-  assign \wr1_entry[7].mask  = \i1$330 [222:221];
-  assign \wr1_entry[7].group  = \i1$330 [223];
+  assign \wr1_entry[0]  = \i1$346 [27:0];
+  assign \wr1_entry[0].row  = \i1$346 [8:0];
+  assign \wr1_entry[0].data  = \i1$346 [24:9];
+  assign \wr1_entry[0].mask  = \i1$346 [26:25];
+  assign \wr1_entry[0].group  = \i1$346 [27];
+  assign \wr1_entry[1]  = \i1$346 [55:28];
+  assign \wr1_entry[1].row  = \i1$346 [36:28];
+  assign \wr1_entry[1].data  = \i1$346 [52:37];
+  assign \wr1_entry[1].mask  = \i1$346 [54:53];
+  assign \wr1_entry[1].group  = \i1$346 [55];
+  assign \wr1_entry[2]  = \i1$346 [83:56];
+  assign \wr1_entry[2].row  = \i1$346 [64:56];
+  assign \wr1_entry[2].data  = \i1$346 [80:65];
+  assign \wr1_entry[2].mask  = \i1$346 [82:81];
+  assign \wr1_entry[2].group  = \i1$346 [83];
+  assign \wr1_entry[3]  = \i1$346 [111:84];
+  assign \wr1_entry[3].row  = \i1$346 [92:84];
+  assign \wr1_entry[3].data  = \i1$346 [108:93];
+  assign \wr1_entry[3].mask  = \i1$346 [110:109];
+  assign \wr1_entry[3].group  = \i1$346 [111];
+  assign \wr1_entry[4]  = \i1$346 [139:112];
+  assign \wr1_entry[4].row  = \i1$346 [120:112];
+  assign \wr1_entry[4].data  = \i1$346 [136:121];
+  assign \wr1_entry[4].mask  = \i1$346 [138:137];
+  assign \wr1_entry[4].group  = \i1$346 [139];
+  assign \wr1_entry[5]  = \i1$346 [167:140];
+  assign \wr1_entry[5].row  = \i1$346 [148:140];
+  assign \wr1_entry[5].data  = \i1$346 [164:149];
+  assign \wr1_entry[5].mask  = \i1$346 [166:165];
+  assign \wr1_entry[5].group  = \i1$346 [167];
+  assign \wr1_entry[6]  = \i1$346 [195:168];
+  assign \wr1_entry[6].row  = \i1$346 [176:168];
+  assign \wr1_entry[6].data  = \i1$346 [192:177];
+  assign \wr1_entry[6].mask  = \i1$346 [194:193];
+  assign \wr1_entry[6].group  = \i1$346 [195];
+  assign \wr1_entry[7]  = \i1$346 [223:196];
+  assign \wr1_entry[7].row  = \i1$346 [204:196];
+  assign \wr1_entry[7].data  = \i1$346 [220:205];
+  assign \wr1_entry[7].mask  = \i1$346 [222:221];
+  assign \wr1_entry[7].group  = \i1$346 [223];
   assign \wr2__payload.addr  = wr2__payload[11:0];
   assign \wr2__payload.data  = wr2__payload[139:12];
   assign \wr2__payload.mask  = wr2__payload[155:140];
-  assign \wr2_entry[0]  = \i2$337 [27:0];
-  assign \wr2_entry[0].row  = \i2$337 [8:0];
-  assign \wr2_entry[0].data  = \i2$337 [24:9];
-  assign \wr2_entry[0].mask  = \i2$337 [26:25];
-  assign \wr2_entry[0].group  = \i2$337 [27];
-  assign \wr2_entry[1]  = \i2$337 [55:28];
-  assign \wr2_entry[1].row  = \i2$337 [36:28];
-  assign \wr2_entry[1].data  = \i2$337 [52:37];
-  assign \wr2_entry[1].mask  = \i2$337 [54:53];
-  assign \wr2_entry[1].group  = \i2$337 [55];
-  assign \wr2_entry[2]  = \i2$337 [83:56];
-  assign \wr2_entry[2].row  = \i2$337 [64:56];
-  assign \wr2_entry[2].data  = \i2$337 [80:65];
-  assign \wr2_entry[2].mask  = \i2$337 [82:81];
-  assign \wr2_entry[2].group  = \i2$337 [83];
-  assign \wr2_entry[3]  = \i2$337 [111:84];
-  assign \wr2_entry[3].row  = \i2$337 [92:84];
-  assign \wr2_entry[3].data  = \i2$337 [108:93];
-  assign \wr2_entry[3].mask  = \i2$337 [110:109];
-  assign \wr2_entry[3].group  = \i2$337 [111];
-  assign \wr2_entry[4]  = \i2$337 [139:112];
-  assign \wr2_entry[4].row  = \i2$337 [120:112];
-  assign \wr2_entry[4].data  = \i2$337 [136:121];
-  assign \wr2_entry[4].mask  = \i2$337 [138:137];
-  assign \wr2_entry[4].group  = \i2$337 [139];
-  assign \wr2_entry[5]  = \i2$337 [167:140];
-  assign \wr2_entry[5].row  = \i2$337 [148:140];
-  assign \wr2_entry[5].data  = \i2$337 [164:149];
-  assign \wr2_entry[5].mask  = \i2$337 [166:165];
-  assign \wr2_entry[5].group  = \i2$337 [167];
-  assign \wr2_entry[6]  = \i2$337 [195:168];
-  assign \wr2_entry[6].row  = \i2$337 [176:168];
-  assign \wr2_entry[6].data  = \i2$337 [192:177];
-  assign \wr2_entry[6].mask  = \i2$337 [194:193];
-  assign \wr2_entry[6].group  = \i2$337 [195];
-  assign \wr2_entry[7]  = \i2$337 [223:196];
-  assign \wr2_entry[7].row  = \i2$337 [204:196];
-  assign \wr2_entry[7].data  = \i2$337 [220:205];
-  assign \wr2_entry[7].mask  = \i2$337 [222:221];
-  assign \wr2_entry[7].group  = \i2$337 [223];
+  assign \wr2_entry[0]  = \i2$353 [27:0];
+  assign \wr2_entry[0].row  = \i2$353 [8:0];
+  assign \wr2_entry[0].data  = \i2$353 [24:9];
+  assign \wr2_entry[0].mask  = \i2$353 [26:25];
+  assign \wr2_entry[0].group  = \i2$353 [27];
+  assign \wr2_entry[1]  = \i2$353 [55:28];
+  assign \wr2_entry[1].row  = \i2$353 [36:28];
+  assign \wr2_entry[1].data  = \i2$353 [52:37];
+  assign \wr2_entry[1].mask  = \i2$353 [54:53];
+  assign \wr2_entry[1].group  = \i2$353 [55];
+  assign \wr2_entry[2]  = \i2$353 [83:56];
+  assign \wr2_entry[2].row  = \i2$353 [64:56];
+  assign \wr2_entry[2].data  = \i2$353 [80:65];
+  assign \wr2_entry[2].mask  = \i2$353 [82:81];
+  assign \wr2_entry[2].group  = \i2$353 [83];
+  assign \wr2_entry[3]  = \i2$353 [111:84];
+  assign \wr2_entry[3].row  = \i2$353 [92:84];
+  assign \wr2_entry[3].data  = \i2$353 [108:93];
+  assign \wr2_entry[3].mask  = \i2$353 [110:109];
+  assign \wr2_entry[3].group  = \i2$353 [111];
+  assign \wr2_entry[4]  = \i2$353 [139:112];
+  assign \wr2_entry[4].row  = \i2$353 [120:112];
+  assign \wr2_entry[4].data  = \i2$353 [136:121];
+  assign \wr2_entry[4].mask  = \i2$353 [138:137];
+  assign \wr2_entry[4].group  = \i2$353 [139];
+  assign \wr2_entry[5]  = \i2$353 [167:140];
+  assign \wr2_entry[5].row  = \i2$353 [148:140];
+  assign \wr2_entry[5].data  = \i2$353 [164:149];
+  assign \wr2_entry[5].mask  = \i2$353 [166:165];
+  assign \wr2_entry[5].group  = \i2$353 [167];
+  assign \wr2_entry[6]  = \i2$353 [195:168];
+  assign \wr2_entry[6].row  = \i2$353 [176:168];
+  assign \wr2_entry[6].data  = \i2$353 [192:177];
+  assign \wr2_entry[6].mask  = \i2$353 [194:193];
+  assign \wr2_entry[6].group  = \i2$353 [195];
+  assign \wr2_entry[7]  = \i2$353 [223:196];
+  assign \wr2_entry[7].row  = \i2$353 [204:196];
+  assign \wr2_entry[7].data  = \i2$353 [220:205];
+  assign \wr2_entry[7].mask  = \i2$353 [222:221];
+  assign \wr2_entry[7].group  = \i2$353 [223];
   assign \w_addr[0]  = w_addr[8:0];
   assign \w_addr[1]  = w_addr[17:9];
   assign \w_addr[2]  = w_addr[26:18];
@@ -4053,278 +4165,278 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   assign \w_addr[5]  = w_addr[53:45];
   assign \w_addr[6]  = w_addr[62:54];
   assign \w_addr[7]  = w_addr[71:63];
-  assign \w_addr$346[0]  = \w_addr$346 [8:0];
-  assign \w_addr$346[1]  = \w_addr$346 [17:9];
-  assign \w_addr$346[2]  = \w_addr$346 [26:18];
-  assign \w_addr$346[3]  = \w_addr$346 [35:27];
-  assign \w_addr$346[4]  = \w_addr$346 [44:36];
-  assign \w_addr$346[5]  = \w_addr$346 [53:45];
-  assign \w_addr$346[6]  = \w_addr$346 [62:54];
-  assign \w_addr$346[7]  = \w_addr$346 [71:63];
-  assign \w_addr$350[0]  = \w_addr$350 [8:0];
-  assign \w_addr$350[1]  = \w_addr$350 [17:9];
-  assign \w_addr$350[2]  = \w_addr$350 [26:18];
-  assign \w_addr$350[3]  = \w_addr$350 [35:27];
-  assign \w_addr$350[4]  = \w_addr$350 [44:36];
-  assign \w_addr$350[5]  = \w_addr$350 [53:45];
-  assign \w_addr$350[6]  = \w_addr$350 [62:54];
-  assign \w_addr$350[7]  = \w_addr$350 [71:63];
-  assign \w_addr$353[0]  = \w_addr$353 [8:0];
-  assign \w_addr$353[1]  = \w_addr$353 [17:9];
-  assign \w_addr$353[2]  = \w_addr$353 [26:18];
-  assign \w_addr$353[3]  = \w_addr$353 [35:27];
-  assign \w_addr$353[4]  = \w_addr$353 [44:36];
-  assign \w_addr$353[5]  = \w_addr$353 [53:45];
-  assign \w_addr$353[6]  = \w_addr$353 [62:54];
-  assign \w_addr$353[7]  = \w_addr$353 [71:63];
-  assign \w_addr$357[0]  = \w_addr$357 [8:0];
-  assign \w_addr$357[1]  = \w_addr$357 [17:9];
-  assign \w_addr$357[2]  = \w_addr$357 [26:18];
-  assign \w_addr$357[3]  = \w_addr$357 [35:27];
-  assign \w_addr$357[4]  = \w_addr$357 [44:36];
-  assign \w_addr$357[5]  = \w_addr$357 [53:45];
-  assign \w_addr$357[6]  = \w_addr$357 [62:54];
-  assign \w_addr$357[7]  = \w_addr$357 [71:63];
-  assign \w_addr$360[0]  = \w_addr$360 [8:0];
-  assign \w_addr$360[1]  = \w_addr$360 [17:9];
-  assign \w_addr$360[2]  = \w_addr$360 [26:18];
-  assign \w_addr$360[3]  = \w_addr$360 [35:27];
-  assign \w_addr$360[4]  = \w_addr$360 [44:36];
-  assign \w_addr$360[5]  = \w_addr$360 [53:45];
-  assign \w_addr$360[6]  = \w_addr$360 [62:54];
-  assign \w_addr$360[7]  = \w_addr$360 [71:63];
-  assign \w_addr$364[0]  = \w_addr$364 [8:0];
-  assign \w_addr$364[1]  = \w_addr$364 [17:9];
-  assign \w_addr$364[2]  = \w_addr$364 [26:18];
-  assign \w_addr$364[3]  = \w_addr$364 [35:27];
-  assign \w_addr$364[4]  = \w_addr$364 [44:36];
-  assign \w_addr$364[5]  = \w_addr$364 [53:45];
-  assign \w_addr$364[6]  = \w_addr$364 [62:54];
-  assign \w_addr$364[7]  = \w_addr$364 [71:63];
-  assign \w_addr$367[0]  = \w_addr$367 [8:0];
-  assign \w_addr$367[1]  = \w_addr$367 [17:9];
-  assign \w_addr$367[2]  = \w_addr$367 [26:18];
-  assign \w_addr$367[3]  = \w_addr$367 [35:27];
-  assign \w_addr$367[4]  = \w_addr$367 [44:36];
-  assign \w_addr$367[5]  = \w_addr$367 [53:45];
-  assign \w_addr$367[6]  = \w_addr$367 [62:54];
-  assign \w_addr$367[7]  = \w_addr$367 [71:63];
-  assign \w_addr$367 [71:63] = \o3$362 [204:196];
-  assign \w_addr$367 [62:54] = \o3$362 [176:168];
-  assign \w_addr$367 [53:45] = \o3$362 [148:140];
-  assign \w_addr$367 [44:36] = \o3$362 [120:112];
-  assign \w_addr$367 [35:27] = \o3$362 [92:84];
-  assign \w_addr$367 [26:18] = \o3$362 [64:56];
-  assign \w_addr$367 [17:9] = \o3$362 [36:28];
-  assign \w_addr$367 [8:0] = \o3$362 [8:0];
-  assign \w_addr$364 [71:63] = \o3$362 [204:196];
-  assign \w_addr$364 [62:54] = \o3$362 [176:168];
-  assign \w_addr$364 [53:45] = \o3$362 [148:140];
-  assign \w_addr$364 [44:36] = \o3$362 [120:112];
-  assign \w_addr$364 [35:27] = \o3$362 [92:84];
-  assign \w_addr$364 [26:18] = \o3$362 [64:56];
-  assign \w_addr$364 [17:9] = \o3$362 [36:28];
-  assign \w_addr$364 [8:0] = \o3$362 [8:0];
-  assign \w_addr$360 [71:63] = \o2$355 [204:196];
-  assign \w_addr$360 [62:54] = \o2$355 [176:168];
-  assign \w_addr$360 [53:45] = \o2$355 [148:140];
-  assign \w_addr$360 [44:36] = \o2$355 [120:112];
-  assign \w_addr$360 [35:27] = \o2$355 [92:84];
-  assign \w_addr$360 [26:18] = \o2$355 [64:56];
-  assign \w_addr$360 [17:9] = \o2$355 [36:28];
-  assign \w_addr$360 [8:0] = \o2$355 [8:0];
-  assign \w_addr$357 [71:63] = \o2$355 [204:196];
-  assign \w_addr$357 [62:54] = \o2$355 [176:168];
-  assign \w_addr$357 [53:45] = \o2$355 [148:140];
-  assign \w_addr$357 [44:36] = \o2$355 [120:112];
-  assign \w_addr$357 [35:27] = \o2$355 [92:84];
-  assign \w_addr$357 [26:18] = \o2$355 [64:56];
-  assign \w_addr$357 [17:9] = \o2$355 [36:28];
-  assign \w_addr$357 [8:0] = \o2$355 [8:0];
-  assign \w_addr$353 [71:63] = \o1$348 [204:196];
-  assign \w_addr$353 [62:54] = \o1$348 [176:168];
-  assign \w_addr$353 [53:45] = \o1$348 [148:140];
-  assign \w_addr$353 [44:36] = \o1$348 [120:112];
-  assign \w_addr$353 [35:27] = \o1$348 [92:84];
-  assign \w_addr$353 [26:18] = \o1$348 [64:56];
-  assign \w_addr$353 [17:9] = \o1$348 [36:28];
-  assign \w_addr$353 [8:0] = \o1$348 [8:0];
-  assign \w_addr$350 [71:63] = \o1$348 [204:196];
-  assign \w_addr$350 [62:54] = \o1$348 [176:168];
-  assign \w_addr$350 [53:45] = \o1$348 [148:140];
-  assign \w_addr$350 [44:36] = \o1$348 [120:112];
-  assign \w_addr$350 [35:27] = \o1$348 [92:84];
-  assign \w_addr$350 [26:18] = \o1$348 [64:56];
-  assign \w_addr$350 [17:9] = \o1$348 [36:28];
-  assign \w_addr$350 [8:0] = \o1$348 [8:0];
-  assign \w_addr$346 [71:63] = \o0$341 [204:196];
-  assign \w_addr$346 [62:54] = \o0$341 [176:168];
-  assign \w_addr$346 [53:45] = \o0$341 [148:140];
-  assign \w_addr$346 [44:36] = \o0$341 [120:112];
-  assign \w_addr$346 [35:27] = \o0$341 [92:84];
-  assign \w_addr$346 [26:18] = \o0$341 [64:56];
-  assign \w_addr$346 [17:9] = \o0$341 [36:28];
-  assign \w_addr$346 [8:0] = \o0$341 [8:0];
-  assign w_addr[71:63] = \o0$341 [204:196];
-  assign w_addr[62:54] = \o0$341 [176:168];
-  assign w_addr[53:45] = \o0$341 [148:140];
-  assign w_addr[44:36] = \o0$341 [120:112];
-  assign w_addr[35:27] = \o0$341 [92:84];
-  assign w_addr[26:18] = \o0$341 [64:56];
-  assign w_addr[17:9] = \o0$341 [36:28];
-  assign w_addr[8:0] = \o0$341 [8:0];
-  assign \i2$337 [223] = wr2__payload[2];
-  assign \i2$337 [222:221] = \$334 [15:14];
-  assign \i2$337 [220:205] = wr2__payload[139:124];
-  assign \i2$337 [204:196] = wr2__payload[11:3];
-  assign \i2$337 [195] = wr2__payload[2];
-  assign \i2$337 [194:193] = \$332 [13:12];
-  assign \i2$337 [192:177] = wr2__payload[123:108];
-  assign \i2$337 [176:168] = wr2__payload[11:3];
-  assign \i2$337 [167] = wr2__payload[2];
-  assign \i2$337 [166:165] = \$330 [11:10];
-  assign \i2$337 [164:149] = wr2__payload[107:92];
-  assign \i2$337 [148:140] = wr2__payload[11:3];
-  assign \i2$337 [139] = wr2__payload[2];
-  assign \i2$337 [138:137] = \$328 [9:8];
-  assign \i2$337 [136:121] = wr2__payload[91:76];
-  assign \i2$337 [120:112] = wr2__payload[11:3];
-  assign \i2$337 [111] = wr2__payload[2];
-  assign \i2$337 [110:109] = \$326 [7:6];
-  assign \i2$337 [108:93] = wr2__payload[75:60];
-  assign \i2$337 [92:84] = wr2__payload[11:3];
-  assign \i2$337 [83] = wr2__payload[2];
-  assign \i2$337 [82:81] = \$324 [5:4];
-  assign \i2$337 [80:65] = wr2__payload[59:44];
-  assign \i2$337 [64:56] = wr2__payload[11:3];
-  assign \i2$337 [55] = wr2__payload[2];
-  assign \i2$337 [54:53] = \$322 [3:2];
-  assign \i2$337 [52:37] = wr2__payload[43:28];
-  assign \i2$337 [36:28] = wr2__payload[11:3];
-  assign \i2$337 [27] = wr2__payload[2];
-  assign \i2$337 [26:25] = \$320 [1:0];
-  assign \i2$337 [24:9] = wr2__payload[27:12];
-  assign \i2$337 [8:0] = wr2__payload[11:3];
-  assign \i1$330 [223] = wr1__payload[2];
-  assign \i1$330 [222:221] = \$317 [15:14];
-  assign \i1$330 [220:205] = wr1__payload[139:124];
-  assign \i1$330 [204:196] = wr1__payload[11:3];
-  assign \i1$330 [195] = wr1__payload[2];
-  assign \i1$330 [194:193] = \$315 [13:12];
-  assign \i1$330 [192:177] = wr1__payload[123:108];
-  assign \i1$330 [176:168] = wr1__payload[11:3];
-  assign \i1$330 [167] = wr1__payload[2];
-  assign \i1$330 [166:165] = \$313 [11:10];
-  assign \i1$330 [164:149] = wr1__payload[107:92];
-  assign \i1$330 [148:140] = wr1__payload[11:3];
-  assign \i1$330 [139] = wr1__payload[2];
-  assign \i1$330 [138:137] = \$311 [9:8];
-  assign \i1$330 [136:121] = wr1__payload[91:76];
-  assign \i1$330 [120:112] = wr1__payload[11:3];
-  assign \i1$330 [111] = wr1__payload[2];
-  assign \i1$330 [110:109] = \$309 [7:6];
-  assign \i1$330 [108:93] = wr1__payload[75:60];
-  assign \i1$330 [92:84] = wr1__payload[11:3];
-  assign \i1$330 [83] = wr1__payload[2];
-  assign \i1$330 [82:81] = \$307 [5:4];
-  assign \i1$330 [80:65] = wr1__payload[59:44];
-  assign \i1$330 [64:56] = wr1__payload[11:3];
-  assign \i1$330 [55] = wr1__payload[2];
-  assign \i1$330 [54:53] = \$305 [3:2];
-  assign \i1$330 [52:37] = wr1__payload[43:28];
-  assign \i1$330 [36:28] = wr1__payload[11:3];
-  assign \i1$330 [27] = wr1__payload[2];
-  assign \i1$330 [26:25] = \$303 [1:0];
-  assign \i1$330 [24:9] = wr1__payload[27:12];
-  assign \i1$330 [8:0] = wr1__payload[11:3];
-  assign \i0$323 [223] = wr0__payload[2];
-  assign \i0$323 [222:221] = \$300 [15:14];
-  assign \i0$323 [220:205] = wr0__payload[139:124];
-  assign \i0$323 [204:196] = wr0__payload[11:3];
-  assign \i0$323 [195] = wr0__payload[2];
-  assign \i0$323 [194:193] = \$298 [13:12];
-  assign \i0$323 [192:177] = wr0__payload[123:108];
-  assign \i0$323 [176:168] = wr0__payload[11:3];
-  assign \i0$323 [167] = wr0__payload[2];
-  assign \i0$323 [166:165] = \$296 [11:10];
-  assign \i0$323 [164:149] = wr0__payload[107:92];
-  assign \i0$323 [148:140] = wr0__payload[11:3];
-  assign \i0$323 [139] = wr0__payload[2];
-  assign \i0$323 [138:137] = \$294 [9:8];
-  assign \i0$323 [136:121] = wr0__payload[91:76];
-  assign \i0$323 [120:112] = wr0__payload[11:3];
-  assign \i0$323 [111] = wr0__payload[2];
-  assign \i0$323 [110:109] = \$292 [7:6];
-  assign \i0$323 [108:93] = wr0__payload[75:60];
-  assign \i0$323 [92:84] = wr0__payload[11:3];
-  assign \i0$323 [83] = wr0__payload[2];
-  assign \i0$323 [82:81] = \$290 [5:4];
-  assign \i0$323 [80:65] = wr0__payload[59:44];
-  assign \i0$323 [64:56] = wr0__payload[11:3];
-  assign \i0$323 [55] = wr0__payload[2];
-  assign \i0$323 [54:53] = \$288 [3:2];
-  assign \i0$323 [52:37] = wr0__payload[43:28];
-  assign \i0$323 [36:28] = wr0__payload[11:3];
-  assign \i0$323 [27] = wr0__payload[2];
-  assign \i0$323 [26:25] = \$286 [1:0];
-  assign \i0$323 [24:9] = wr0__payload[27:12];
-  assign \i0$323 [8:0] = wr0__payload[11:3];
-  assign \r_addr$274 [71:63] = bank7_r_addr_c7;
-  assign \r_addr$274 [62:54] = bank7_r_addr_c6;
-  assign \r_addr$274 [53:45] = bank7_r_addr_c5;
-  assign \r_addr$274 [44:36] = bank7_r_addr_c4;
-  assign \r_addr$274 [35:27] = bank7_r_addr_c3;
-  assign \r_addr$274 [26:18] = bank7_r_addr_c2;
-  assign \r_addr$274 [17:9] = bank7_r_addr_c1;
-  assign \r_addr$274 [8:0] = bank7_r_addr_c0;
-  assign \r_addr$272 [71:63] = bank6_r_addr_c7;
-  assign \r_addr$272 [62:54] = bank6_r_addr_c6;
-  assign \r_addr$272 [53:45] = bank6_r_addr_c5;
-  assign \r_addr$272 [44:36] = bank6_r_addr_c4;
-  assign \r_addr$272 [35:27] = bank6_r_addr_c3;
-  assign \r_addr$272 [26:18] = bank6_r_addr_c2;
-  assign \r_addr$272 [17:9] = bank6_r_addr_c1;
-  assign \r_addr$272 [8:0] = bank6_r_addr_c0;
-  assign \r_addr$270 [71:63] = bank5_r_addr_c7;
-  assign \r_addr$270 [62:54] = bank5_r_addr_c6;
-  assign \r_addr$270 [53:45] = bank5_r_addr_c5;
-  assign \r_addr$270 [44:36] = bank5_r_addr_c4;
-  assign \r_addr$270 [35:27] = bank5_r_addr_c3;
-  assign \r_addr$270 [26:18] = bank5_r_addr_c2;
-  assign \r_addr$270 [17:9] = bank5_r_addr_c1;
-  assign \r_addr$270 [8:0] = bank5_r_addr_c0;
-  assign \r_addr$268 [71:63] = bank4_r_addr_c7;
-  assign \r_addr$268 [62:54] = bank4_r_addr_c6;
-  assign \r_addr$268 [53:45] = bank4_r_addr_c5;
-  assign \r_addr$268 [44:36] = bank4_r_addr_c4;
-  assign \r_addr$268 [35:27] = bank4_r_addr_c3;
-  assign \r_addr$268 [26:18] = bank4_r_addr_c2;
-  assign \r_addr$268 [17:9] = bank4_r_addr_c1;
-  assign \r_addr$268 [8:0] = bank4_r_addr_c0;
-  assign \r_addr$266 [71:63] = bank3_r_addr_c7;
-  assign \r_addr$266 [62:54] = bank3_r_addr_c6;
-  assign \r_addr$266 [53:45] = bank3_r_addr_c5;
-  assign \r_addr$266 [44:36] = bank3_r_addr_c4;
-  assign \r_addr$266 [35:27] = bank3_r_addr_c3;
-  assign \r_addr$266 [26:18] = bank3_r_addr_c2;
-  assign \r_addr$266 [17:9] = bank3_r_addr_c1;
-  assign \r_addr$266 [8:0] = bank3_r_addr_c0;
-  assign \r_addr$264 [71:63] = bank2_r_addr_c7;
-  assign \r_addr$264 [62:54] = bank2_r_addr_c6;
-  assign \r_addr$264 [53:45] = bank2_r_addr_c5;
-  assign \r_addr$264 [44:36] = bank2_r_addr_c4;
-  assign \r_addr$264 [35:27] = bank2_r_addr_c3;
-  assign \r_addr$264 [26:18] = bank2_r_addr_c2;
-  assign \r_addr$264 [17:9] = bank2_r_addr_c1;
-  assign \r_addr$264 [8:0] = bank2_r_addr_c0;
-  assign \r_addr$262 [71:63] = bank1_r_addr_c7;
-  assign \r_addr$262 [62:54] = bank1_r_addr_c6;
-  assign \r_addr$262 [53:45] = bank1_r_addr_c5;
-  assign \r_addr$262 [44:36] = bank1_r_addr_c4;
-  assign \r_addr$262 [35:27] = bank1_r_addr_c3;
-  assign \r_addr$262 [26:18] = bank1_r_addr_c2;
-  assign \r_addr$262 [17:9] = bank1_r_addr_c1;
-  assign \r_addr$262 [8:0] = bank1_r_addr_c0;
+  assign \w_addr$362[0]  = \w_addr$362 [8:0];
+  assign \w_addr$362[1]  = \w_addr$362 [17:9];
+  assign \w_addr$362[2]  = \w_addr$362 [26:18];
+  assign \w_addr$362[3]  = \w_addr$362 [35:27];
+  assign \w_addr$362[4]  = \w_addr$362 [44:36];
+  assign \w_addr$362[5]  = \w_addr$362 [53:45];
+  assign \w_addr$362[6]  = \w_addr$362 [62:54];
+  assign \w_addr$362[7]  = \w_addr$362 [71:63];
+  assign \w_addr$366[0]  = \w_addr$366 [8:0];
+  assign \w_addr$366[1]  = \w_addr$366 [17:9];
+  assign \w_addr$366[2]  = \w_addr$366 [26:18];
+  assign \w_addr$366[3]  = \w_addr$366 [35:27];
+  assign \w_addr$366[4]  = \w_addr$366 [44:36];
+  assign \w_addr$366[5]  = \w_addr$366 [53:45];
+  assign \w_addr$366[6]  = \w_addr$366 [62:54];
+  assign \w_addr$366[7]  = \w_addr$366 [71:63];
+  assign \w_addr$369[0]  = \w_addr$369 [8:0];
+  assign \w_addr$369[1]  = \w_addr$369 [17:9];
+  assign \w_addr$369[2]  = \w_addr$369 [26:18];
+  assign \w_addr$369[3]  = \w_addr$369 [35:27];
+  assign \w_addr$369[4]  = \w_addr$369 [44:36];
+  assign \w_addr$369[5]  = \w_addr$369 [53:45];
+  assign \w_addr$369[6]  = \w_addr$369 [62:54];
+  assign \w_addr$369[7]  = \w_addr$369 [71:63];
+  assign \w_addr$373[0]  = \w_addr$373 [8:0];
+  assign \w_addr$373[1]  = \w_addr$373 [17:9];
+  assign \w_addr$373[2]  = \w_addr$373 [26:18];
+  assign \w_addr$373[3]  = \w_addr$373 [35:27];
+  assign \w_addr$373[4]  = \w_addr$373 [44:36];
+  assign \w_addr$373[5]  = \w_addr$373 [53:45];
+  assign \w_addr$373[6]  = \w_addr$373 [62:54];
+  assign \w_addr$373[7]  = \w_addr$373 [71:63];
+  assign \w_addr$376[0]  = \w_addr$376 [8:0];
+  assign \w_addr$376[1]  = \w_addr$376 [17:9];
+  assign \w_addr$376[2]  = \w_addr$376 [26:18];
+  assign \w_addr$376[3]  = \w_addr$376 [35:27];
+  assign \w_addr$376[4]  = \w_addr$376 [44:36];
+  assign \w_addr$376[5]  = \w_addr$376 [53:45];
+  assign \w_addr$376[6]  = \w_addr$376 [62:54];
+  assign \w_addr$376[7]  = \w_addr$376 [71:63];
+  assign \w_addr$380[0]  = \w_addr$380 [8:0];
+  assign \w_addr$380[1]  = \w_addr$380 [17:9];
+  assign \w_addr$380[2]  = \w_addr$380 [26:18];
+  assign \w_addr$380[3]  = \w_addr$380 [35:27];
+  assign \w_addr$380[4]  = \w_addr$380 [44:36];
+  assign \w_addr$380[5]  = \w_addr$380 [53:45];
+  assign \w_addr$380[6]  = \w_addr$380 [62:54];
+  assign \w_addr$380[7]  = \w_addr$380 [71:63];
+  assign \w_addr$383[0]  = \w_addr$383 [8:0];
+  assign \w_addr$383[1]  = \w_addr$383 [17:9];
+  assign \w_addr$383[2]  = \w_addr$383 [26:18];
+  assign \w_addr$383[3]  = \w_addr$383 [35:27];
+  assign \w_addr$383[4]  = \w_addr$383 [44:36];
+  assign \w_addr$383[5]  = \w_addr$383 [53:45];
+  assign \w_addr$383[6]  = \w_addr$383 [62:54];
+  assign \w_addr$383[7]  = \w_addr$383 [71:63];
+  assign \w_addr$383 [71:63] = \o3$378 [204:196];
+  assign \w_addr$383 [62:54] = \o3$378 [176:168];
+  assign \w_addr$383 [53:45] = \o3$378 [148:140];
+  assign \w_addr$383 [44:36] = \o3$378 [120:112];
+  assign \w_addr$383 [35:27] = \o3$378 [92:84];
+  assign \w_addr$383 [26:18] = \o3$378 [64:56];
+  assign \w_addr$383 [17:9] = \o3$378 [36:28];
+  assign \w_addr$383 [8:0] = \o3$378 [8:0];
+  assign \w_addr$380 [71:63] = \o3$378 [204:196];
+  assign \w_addr$380 [62:54] = \o3$378 [176:168];
+  assign \w_addr$380 [53:45] = \o3$378 [148:140];
+  assign \w_addr$380 [44:36] = \o3$378 [120:112];
+  assign \w_addr$380 [35:27] = \o3$378 [92:84];
+  assign \w_addr$380 [26:18] = \o3$378 [64:56];
+  assign \w_addr$380 [17:9] = \o3$378 [36:28];
+  assign \w_addr$380 [8:0] = \o3$378 [8:0];
+  assign \w_addr$376 [71:63] = \o2$371 [204:196];
+  assign \w_addr$376 [62:54] = \o2$371 [176:168];
+  assign \w_addr$376 [53:45] = \o2$371 [148:140];
+  assign \w_addr$376 [44:36] = \o2$371 [120:112];
+  assign \w_addr$376 [35:27] = \o2$371 [92:84];
+  assign \w_addr$376 [26:18] = \o2$371 [64:56];
+  assign \w_addr$376 [17:9] = \o2$371 [36:28];
+  assign \w_addr$376 [8:0] = \o2$371 [8:0];
+  assign \w_addr$373 [71:63] = \o2$371 [204:196];
+  assign \w_addr$373 [62:54] = \o2$371 [176:168];
+  assign \w_addr$373 [53:45] = \o2$371 [148:140];
+  assign \w_addr$373 [44:36] = \o2$371 [120:112];
+  assign \w_addr$373 [35:27] = \o2$371 [92:84];
+  assign \w_addr$373 [26:18] = \o2$371 [64:56];
+  assign \w_addr$373 [17:9] = \o2$371 [36:28];
+  assign \w_addr$373 [8:0] = \o2$371 [8:0];
+  assign \w_addr$369 [71:63] = \o1$364 [204:196];
+  assign \w_addr$369 [62:54] = \o1$364 [176:168];
+  assign \w_addr$369 [53:45] = \o1$364 [148:140];
+  assign \w_addr$369 [44:36] = \o1$364 [120:112];
+  assign \w_addr$369 [35:27] = \o1$364 [92:84];
+  assign \w_addr$369 [26:18] = \o1$364 [64:56];
+  assign \w_addr$369 [17:9] = \o1$364 [36:28];
+  assign \w_addr$369 [8:0] = \o1$364 [8:0];
+  assign \w_addr$366 [71:63] = \o1$364 [204:196];
+  assign \w_addr$366 [62:54] = \o1$364 [176:168];
+  assign \w_addr$366 [53:45] = \o1$364 [148:140];
+  assign \w_addr$366 [44:36] = \o1$364 [120:112];
+  assign \w_addr$366 [35:27] = \o1$364 [92:84];
+  assign \w_addr$366 [26:18] = \o1$364 [64:56];
+  assign \w_addr$366 [17:9] = \o1$364 [36:28];
+  assign \w_addr$366 [8:0] = \o1$364 [8:0];
+  assign \w_addr$362 [71:63] = \o0$357 [204:196];
+  assign \w_addr$362 [62:54] = \o0$357 [176:168];
+  assign \w_addr$362 [53:45] = \o0$357 [148:140];
+  assign \w_addr$362 [44:36] = \o0$357 [120:112];
+  assign \w_addr$362 [35:27] = \o0$357 [92:84];
+  assign \w_addr$362 [26:18] = \o0$357 [64:56];
+  assign \w_addr$362 [17:9] = \o0$357 [36:28];
+  assign \w_addr$362 [8:0] = \o0$357 [8:0];
+  assign w_addr[71:63] = \o0$357 [204:196];
+  assign w_addr[62:54] = \o0$357 [176:168];
+  assign w_addr[53:45] = \o0$357 [148:140];
+  assign w_addr[44:36] = \o0$357 [120:112];
+  assign w_addr[35:27] = \o0$357 [92:84];
+  assign w_addr[26:18] = \o0$357 [64:56];
+  assign w_addr[17:9] = \o0$357 [36:28];
+  assign w_addr[8:0] = \o0$357 [8:0];
+  assign \i2$353 [223] = wr2__payload[2];
+  assign \i2$353 [222:221] = \$334 [15:14];
+  assign \i2$353 [220:205] = wr2__payload[139:124];
+  assign \i2$353 [204:196] = wr2__payload[11:3];
+  assign \i2$353 [195] = wr2__payload[2];
+  assign \i2$353 [194:193] = \$332 [13:12];
+  assign \i2$353 [192:177] = wr2__payload[123:108];
+  assign \i2$353 [176:168] = wr2__payload[11:3];
+  assign \i2$353 [167] = wr2__payload[2];
+  assign \i2$353 [166:165] = \$330 [11:10];
+  assign \i2$353 [164:149] = wr2__payload[107:92];
+  assign \i2$353 [148:140] = wr2__payload[11:3];
+  assign \i2$353 [139] = wr2__payload[2];
+  assign \i2$353 [138:137] = \$328 [9:8];
+  assign \i2$353 [136:121] = wr2__payload[91:76];
+  assign \i2$353 [120:112] = wr2__payload[11:3];
+  assign \i2$353 [111] = wr2__payload[2];
+  assign \i2$353 [110:109] = \$326 [7:6];
+  assign \i2$353 [108:93] = wr2__payload[75:60];
+  assign \i2$353 [92:84] = wr2__payload[11:3];
+  assign \i2$353 [83] = wr2__payload[2];
+  assign \i2$353 [82:81] = \$324 [5:4];
+  assign \i2$353 [80:65] = wr2__payload[59:44];
+  assign \i2$353 [64:56] = wr2__payload[11:3];
+  assign \i2$353 [55] = wr2__payload[2];
+  assign \i2$353 [54:53] = \$322 [3:2];
+  assign \i2$353 [52:37] = wr2__payload[43:28];
+  assign \i2$353 [36:28] = wr2__payload[11:3];
+  assign \i2$353 [27] = wr2__payload[2];
+  assign \i2$353 [26:25] = \$320 [1:0];
+  assign \i2$353 [24:9] = wr2__payload[27:12];
+  assign \i2$353 [8:0] = wr2__payload[11:3];
+  assign \i1$346 [223] = wr1__payload[2];
+  assign \i1$346 [222:221] = \$317 [15:14];
+  assign \i1$346 [220:205] = wr1__payload[139:124];
+  assign \i1$346 [204:196] = wr1__payload[11:3];
+  assign \i1$346 [195] = wr1__payload[2];
+  assign \i1$346 [194:193] = \$315 [13:12];
+  assign \i1$346 [192:177] = wr1__payload[123:108];
+  assign \i1$346 [176:168] = wr1__payload[11:3];
+  assign \i1$346 [167] = wr1__payload[2];
+  assign \i1$346 [166:165] = \$313 [11:10];
+  assign \i1$346 [164:149] = wr1__payload[107:92];
+  assign \i1$346 [148:140] = wr1__payload[11:3];
+  assign \i1$346 [139] = wr1__payload[2];
+  assign \i1$346 [138:137] = \$311 [9:8];
+  assign \i1$346 [136:121] = wr1__payload[91:76];
+  assign \i1$346 [120:112] = wr1__payload[11:3];
+  assign \i1$346 [111] = wr1__payload[2];
+  assign \i1$346 [110:109] = \$309 [7:6];
+  assign \i1$346 [108:93] = wr1__payload[75:60];
+  assign \i1$346 [92:84] = wr1__payload[11:3];
+  assign \i1$346 [83] = wr1__payload[2];
+  assign \i1$346 [82:81] = \$307 [5:4];
+  assign \i1$346 [80:65] = wr1__payload[59:44];
+  assign \i1$346 [64:56] = wr1__payload[11:3];
+  assign \i1$346 [55] = wr1__payload[2];
+  assign \i1$346 [54:53] = \$305 [3:2];
+  assign \i1$346 [52:37] = wr1__payload[43:28];
+  assign \i1$346 [36:28] = wr1__payload[11:3];
+  assign \i1$346 [27] = wr1__payload[2];
+  assign \i1$346 [26:25] = \$303 [1:0];
+  assign \i1$346 [24:9] = wr1__payload[27:12];
+  assign \i1$346 [8:0] = wr1__payload[11:3];
+  assign \i0$339 [223] = wr0__payload[2];
+  assign \i0$339 [222:221] = \$300 [15:14];
+  assign \i0$339 [220:205] = wr0__payload[139:124];
+  assign \i0$339 [204:196] = wr0__payload[11:3];
+  assign \i0$339 [195] = wr0__payload[2];
+  assign \i0$339 [194:193] = \$298 [13:12];
+  assign \i0$339 [192:177] = wr0__payload[123:108];
+  assign \i0$339 [176:168] = wr0__payload[11:3];
+  assign \i0$339 [167] = wr0__payload[2];
+  assign \i0$339 [166:165] = \$296 [11:10];
+  assign \i0$339 [164:149] = wr0__payload[107:92];
+  assign \i0$339 [148:140] = wr0__payload[11:3];
+  assign \i0$339 [139] = wr0__payload[2];
+  assign \i0$339 [138:137] = \$294 [9:8];
+  assign \i0$339 [136:121] = wr0__payload[91:76];
+  assign \i0$339 [120:112] = wr0__payload[11:3];
+  assign \i0$339 [111] = wr0__payload[2];
+  assign \i0$339 [110:109] = \$292 [7:6];
+  assign \i0$339 [108:93] = wr0__payload[75:60];
+  assign \i0$339 [92:84] = wr0__payload[11:3];
+  assign \i0$339 [83] = wr0__payload[2];
+  assign \i0$339 [82:81] = \$290 [5:4];
+  assign \i0$339 [80:65] = wr0__payload[59:44];
+  assign \i0$339 [64:56] = wr0__payload[11:3];
+  assign \i0$339 [55] = wr0__payload[2];
+  assign \i0$339 [54:53] = \$288 [3:2];
+  assign \i0$339 [52:37] = wr0__payload[43:28];
+  assign \i0$339 [36:28] = wr0__payload[11:3];
+  assign \i0$339 [27] = wr0__payload[2];
+  assign \i0$339 [26:25] = \$286 [1:0];
+  assign \i0$339 [24:9] = wr0__payload[27:12];
+  assign \i0$339 [8:0] = wr0__payload[11:3];
+  assign \r_addr$290 [71:63] = bank7_r_addr_c7;
+  assign \r_addr$290 [62:54] = bank7_r_addr_c6;
+  assign \r_addr$290 [53:45] = bank7_r_addr_c5;
+  assign \r_addr$290 [44:36] = bank7_r_addr_c4;
+  assign \r_addr$290 [35:27] = bank7_r_addr_c3;
+  assign \r_addr$290 [26:18] = bank7_r_addr_c2;
+  assign \r_addr$290 [17:9] = bank7_r_addr_c1;
+  assign \r_addr$290 [8:0] = bank7_r_addr_c0;
+  assign \r_addr$288 [71:63] = bank6_r_addr_c7;
+  assign \r_addr$288 [62:54] = bank6_r_addr_c6;
+  assign \r_addr$288 [53:45] = bank6_r_addr_c5;
+  assign \r_addr$288 [44:36] = bank6_r_addr_c4;
+  assign \r_addr$288 [35:27] = bank6_r_addr_c3;
+  assign \r_addr$288 [26:18] = bank6_r_addr_c2;
+  assign \r_addr$288 [17:9] = bank6_r_addr_c1;
+  assign \r_addr$288 [8:0] = bank6_r_addr_c0;
+  assign \r_addr$286 [71:63] = bank5_r_addr_c7;
+  assign \r_addr$286 [62:54] = bank5_r_addr_c6;
+  assign \r_addr$286 [53:45] = bank5_r_addr_c5;
+  assign \r_addr$286 [44:36] = bank5_r_addr_c4;
+  assign \r_addr$286 [35:27] = bank5_r_addr_c3;
+  assign \r_addr$286 [26:18] = bank5_r_addr_c2;
+  assign \r_addr$286 [17:9] = bank5_r_addr_c1;
+  assign \r_addr$286 [8:0] = bank5_r_addr_c0;
+  assign \r_addr$284 [71:63] = bank4_r_addr_c7;
+  assign \r_addr$284 [62:54] = bank4_r_addr_c6;
+  assign \r_addr$284 [53:45] = bank4_r_addr_c5;
+  assign \r_addr$284 [44:36] = bank4_r_addr_c4;
+  assign \r_addr$284 [35:27] = bank4_r_addr_c3;
+  assign \r_addr$284 [26:18] = bank4_r_addr_c2;
+  assign \r_addr$284 [17:9] = bank4_r_addr_c1;
+  assign \r_addr$284 [8:0] = bank4_r_addr_c0;
+  assign \r_addr$282 [71:63] = bank3_r_addr_c7;
+  assign \r_addr$282 [62:54] = bank3_r_addr_c6;
+  assign \r_addr$282 [53:45] = bank3_r_addr_c5;
+  assign \r_addr$282 [44:36] = bank3_r_addr_c4;
+  assign \r_addr$282 [35:27] = bank3_r_addr_c3;
+  assign \r_addr$282 [26:18] = bank3_r_addr_c2;
+  assign \r_addr$282 [17:9] = bank3_r_addr_c1;
+  assign \r_addr$282 [8:0] = bank3_r_addr_c0;
+  assign \r_addr$280 [71:63] = bank2_r_addr_c7;
+  assign \r_addr$280 [62:54] = bank2_r_addr_c6;
+  assign \r_addr$280 [53:45] = bank2_r_addr_c5;
+  assign \r_addr$280 [44:36] = bank2_r_addr_c4;
+  assign \r_addr$280 [35:27] = bank2_r_addr_c3;
+  assign \r_addr$280 [26:18] = bank2_r_addr_c2;
+  assign \r_addr$280 [17:9] = bank2_r_addr_c1;
+  assign \r_addr$280 [8:0] = bank2_r_addr_c0;
+  assign \r_addr$278 [71:63] = bank1_r_addr_c7;
+  assign \r_addr$278 [62:54] = bank1_r_addr_c6;
+  assign \r_addr$278 [53:45] = bank1_r_addr_c5;
+  assign \r_addr$278 [44:36] = bank1_r_addr_c4;
+  assign \r_addr$278 [35:27] = bank1_r_addr_c3;
+  assign \r_addr$278 [26:18] = bank1_r_addr_c2;
+  assign \r_addr$278 [17:9] = bank1_r_addr_c1;
+  assign \r_addr$278 [8:0] = bank1_r_addr_c0;
   assign r_addr[71:63] = bank0_r_addr_c7;
   assign r_addr[62:54] = bank0_r_addr_c6;
   assign r_addr[53:45] = bank0_r_addr_c5;
@@ -4338,38 +4450,38 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   assign \$36  = { 1'h0, rd2_free[15:1] };
   assign \$48  = { 1'h0, rd3_free[15:1] };
   assign \$60  = { 1'h0, rd4_free[15:1] };
-  assign \$351  = \o0$341 [27];
-  assign \$353  = \o0$341 [55];
-  assign \$355  = \o0$341 [83];
-  assign \$357  = \o0$341 [111];
-  assign \$359  = \o0$341 [139];
-  assign \$361  = \o0$341 [167];
-  assign \$363  = \o0$341 [195];
-  assign \$365  = \o0$341 [223];
-  assign \$383  = \o1$348 [27];
-  assign \$385  = \o1$348 [55];
-  assign \$387  = \o1$348 [83];
-  assign \$389  = \o1$348 [111];
-  assign \$391  = \o1$348 [139];
-  assign \$393  = \o1$348 [167];
-  assign \$395  = \o1$348 [195];
-  assign \$397  = \o1$348 [223];
-  assign \$415  = \o2$355 [27];
-  assign \$417  = \o2$355 [55];
-  assign \$419  = \o2$355 [83];
-  assign \$421  = \o2$355 [111];
-  assign \$423  = \o2$355 [139];
-  assign \$425  = \o2$355 [167];
-  assign \$427  = \o2$355 [195];
-  assign \$429  = \o2$355 [223];
-  assign \$447  = \o3$362 [27];
-  assign \$449  = \o3$362 [55];
-  assign \$451  = \o3$362 [83];
-  assign \$453  = \o3$362 [111];
-  assign \$455  = \o3$362 [139];
-  assign \$457  = \o3$362 [167];
-  assign \$459  = \o3$362 [195];
-  assign \$461  = \o3$362 [223];
+  assign \$351  = \o0$357 [27];
+  assign \$353  = \o0$357 [55];
+  assign \$355  = \o0$357 [83];
+  assign \$357  = \o0$357 [111];
+  assign \$359  = \o0$357 [139];
+  assign \$361  = \o0$357 [167];
+  assign \$363  = \o0$357 [195];
+  assign \$365  = \o0$357 [223];
+  assign \$383  = \o1$364 [27];
+  assign \$385  = \o1$364 [55];
+  assign \$387  = \o1$364 [83];
+  assign \$389  = \o1$364 [111];
+  assign \$391  = \o1$364 [139];
+  assign \$393  = \o1$364 [167];
+  assign \$395  = \o1$364 [195];
+  assign \$397  = \o1$364 [223];
+  assign \$415  = \o2$371 [27];
+  assign \$417  = \o2$371 [55];
+  assign \$419  = \o2$371 [83];
+  assign \$421  = \o2$371 [111];
+  assign \$423  = \o2$371 [139];
+  assign \$425  = \o2$371 [167];
+  assign \$427  = \o2$371 [195];
+  assign \$429  = \o2$371 [223];
+  assign \$447  = \o3$378 [27];
+  assign \$449  = \o3$378 [55];
+  assign \$451  = \o3$378 [83];
+  assign \$453  = \o3$378 [111];
+  assign \$455  = \o3$378 [139];
+  assign \$457  = \o3$378 [167];
+  assign \$459  = \o3$378 [195];
+  assign \$461  = \o3$378 [223];
 endmodule
 
 (* generator = "Amaranth" *)
@@ -16011,7 +16123,7 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.read_rotator (rst, i0, i1, i2, i3, i4, i5, i6, i7, stage2_word0, stage2_word1, stage2_word2, stage2_word3, stage2_word4, clk);
+module \ace_sram_small.sram.read_rotator (rst, i0, i1, i2, i3, i4, i5, i6, i7, stage1_word0, stage1_word1, stage1_word2, stage1_word3, stage1_word4, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$15  = 0;
   wire [3:0] \$1 ;
   wire [15:0] \$10 ;
@@ -16064,15 +16176,15 @@ module \ace_sram_small.sram.read_rotator (rst, i0, i1, i2, i3, i4, i5, i6, i7, s
   wire [15:0] \$142 ;
   wire [15:0] \$143 ;
   wire [15:0] \$144 ;
-  wire [3:0] \$145 ;
-  wire [3:0] \$146 ;
-  wire [3:0] \$147 ;
-  wire [3:0] \$148 ;
-  wire [3:0] \$149 ;
+  wire [15:0] \$145 ;
+  wire [15:0] \$146 ;
+  wire [15:0] \$147 ;
+  wire [15:0] \$148 ;
+  wire [15:0] \$149 ;
   wire [15:0] \$15 ;
-  wire [3:0] \$150 ;
-  wire [3:0] \$151 ;
-  wire [3:0] \$152 ;
+  wire [15:0] \$150 ;
+  wire [15:0] \$151 ;
+  wire [15:0] \$152 ;
   wire [15:0] \$153 ;
   wire [15:0] \$154 ;
   wire [15:0] \$155 ;
@@ -16099,15 +16211,15 @@ module \ace_sram_small.sram.read_rotator (rst, i0, i1, i2, i3, i4, i5, i6, i7, s
   wire [15:0] \$174 ;
   wire [15:0] \$175 ;
   wire [15:0] \$176 ;
-  wire [3:0] \$177 ;
-  wire [3:0] \$178 ;
-  wire [3:0] \$179 ;
+  wire [15:0] \$177 ;
+  wire [15:0] \$178 ;
+  wire [15:0] \$179 ;
   wire [3:0] \$18 ;
-  wire [3:0] \$180 ;
-  wire [3:0] \$181 ;
-  wire [3:0] \$182 ;
-  wire [3:0] \$183 ;
-  wire [3:0] \$184 ;
+  wire [15:0] \$180 ;
+  wire [15:0] \$181 ;
+  wire [15:0] \$182 ;
+  wire [15:0] \$183 ;
+  wire [15:0] \$184 ;
   wire [15:0] \$185 ;
   wire [15:0] \$186 ;
   wire [15:0] \$187 ;
@@ -16135,15 +16247,15 @@ module \ace_sram_small.sram.read_rotator (rst, i0, i1, i2, i3, i4, i5, i6, i7, s
   wire [15:0] \$206 ;
   wire [15:0] \$207 ;
   wire [15:0] \$208 ;
-  wire [3:0] \$209 ;
+  wire [15:0] \$209 ;
   wire [3:0] \$21 ;
-  wire [3:0] \$210 ;
-  wire [3:0] \$211 ;
-  wire [3:0] \$212 ;
-  wire [3:0] \$213 ;
-  wire [3:0] \$214 ;
-  wire [3:0] \$215 ;
-  wire [3:0] \$216 ;
+  wire [15:0] \$210 ;
+  wire [15:0] \$211 ;
+  wire [15:0] \$212 ;
+  wire [15:0] \$213 ;
+  wire [15:0] \$214 ;
+  wire [15:0] \$215 ;
+  wire [15:0] \$216 ;
   wire [15:0] \$217 ;
   wire [15:0] \$218 ;
   wire [15:0] \$219 ;
@@ -16171,14 +16283,14 @@ module \ace_sram_small.sram.read_rotator (rst, i0, i1, i2, i3, i4, i5, i6, i7, s
   wire [15:0] \$239 ;
   wire [3:0] \$24 ;
   wire [15:0] \$240 ;
-  wire [3:0] \$241 ;
-  wire [3:0] \$242 ;
-  wire [3:0] \$243 ;
-  wire [3:0] \$244 ;
-  wire [3:0] \$245 ;
-  wire [3:0] \$246 ;
-  wire [3:0] \$247 ;
-  wire [3:0] \$248 ;
+  wire [15:0] \$241 ;
+  wire [15:0] \$242 ;
+  wire [15:0] \$243 ;
+  wire [15:0] \$244 ;
+  wire [15:0] \$245 ;
+  wire [15:0] \$246 ;
+  wire [15:0] \$247 ;
+  wire [15:0] \$248 ;
   wire [15:0] \$249 ;
   wire [15:0] \$25 ;
   wire [15:0] \$250 ;
@@ -16206,15 +16318,15 @@ module \ace_sram_small.sram.read_rotator (rst, i0, i1, i2, i3, i4, i5, i6, i7, s
   wire [15:0] \$270 ;
   wire [15:0] \$271 ;
   wire [15:0] \$272 ;
-  wire [3:0] \$273 ;
-  wire [3:0] \$274 ;
-  wire [3:0] \$275 ;
-  wire [3:0] \$276 ;
-  wire [3:0] \$277 ;
-  wire [3:0] \$278 ;
-  wire [3:0] \$279 ;
+  wire [15:0] \$273 ;
+  wire [15:0] \$274 ;
+  wire [15:0] \$275 ;
+  wire [15:0] \$276 ;
+  wire [15:0] \$277 ;
+  wire [15:0] \$278 ;
+  wire [15:0] \$279 ;
   wire [15:0] \$28 ;
-  wire [3:0] \$280 ;
+  wire [15:0] \$280 ;
   wire [15:0] \$281 ;
   wire [15:0] \$282 ;
   wire [15:0] \$283 ;
@@ -16242,15 +16354,15 @@ module \ace_sram_small.sram.read_rotator (rst, i0, i1, i2, i3, i4, i5, i6, i7, s
   wire [15:0] \$302 ;
   wire [15:0] \$303 ;
   wire [15:0] \$304 ;
-  wire [3:0] \$305 ;
-  wire [3:0] \$306 ;
-  wire [3:0] \$307 ;
-  wire [3:0] \$308 ;
-  wire [3:0] \$309 ;
+  wire [15:0] \$305 ;
+  wire [15:0] \$306 ;
+  wire [15:0] \$307 ;
+  wire [15:0] \$308 ;
+  wire [15:0] \$309 ;
   wire [15:0] \$31 ;
-  wire [3:0] \$310 ;
-  wire [3:0] \$311 ;
-  wire [3:0] \$312 ;
+  wire [15:0] \$310 ;
+  wire [15:0] \$311 ;
+  wire [15:0] \$312 ;
   wire [15:0] \$313 ;
   wire [15:0] \$314 ;
   wire [15:0] \$315 ;
@@ -16277,15 +16389,15 @@ module \ace_sram_small.sram.read_rotator (rst, i0, i1, i2, i3, i4, i5, i6, i7, s
   wire [15:0] \$334 ;
   wire [15:0] \$335 ;
   wire [15:0] \$336 ;
-  wire [3:0] \$337 ;
-  wire [3:0] \$338 ;
-  wire [3:0] \$339 ;
+  wire [15:0] \$337 ;
+  wire [15:0] \$338 ;
+  wire [15:0] \$339 ;
   wire [3:0] \$34 ;
-  wire [3:0] \$340 ;
-  wire [3:0] \$341 ;
-  wire [3:0] \$342 ;
-  wire [3:0] \$343 ;
-  wire [3:0] \$344 ;
+  wire [15:0] \$340 ;
+  wire [15:0] \$341 ;
+  wire [15:0] \$342 ;
+  wire [15:0] \$343 ;
+  wire [15:0] \$344 ;
   wire [15:0] \$345 ;
   wire [15:0] \$346 ;
   wire [15:0] \$347 ;
@@ -16312,15 +16424,15 @@ module \ace_sram_small.sram.read_rotator (rst, i0, i1, i2, i3, i4, i5, i6, i7, s
   wire [15:0] \$366 ;
   wire [15:0] \$367 ;
   wire [15:0] \$368 ;
-  wire [3:0] \$369 ;
+  wire [15:0] \$369 ;
   wire [3:0] \$37 ;
-  wire [3:0] \$370 ;
-  wire [3:0] \$371 ;
-  wire [3:0] \$372 ;
-  wire [3:0] \$373 ;
-  wire [3:0] \$374 ;
-  wire [3:0] \$375 ;
-  wire [3:0] \$376 ;
+  wire [15:0] \$370 ;
+  wire [15:0] \$371 ;
+  wire [15:0] \$372 ;
+  wire [15:0] \$373 ;
+  wire [15:0] \$374 ;
+  wire [15:0] \$375 ;
+  wire [15:0] \$376 ;
   wire [15:0] \$377 ;
   wire [15:0] \$378 ;
   wire [15:0] \$379 ;
@@ -16473,76 +16585,12 @@ module \ace_sram_small.sram.read_rotator (rst, i0, i1, i2, i3, i4, i5, i6, i7, s
   reg [2:0] \$510 ;
   reg [2:0] \$511 ;
   reg [2:0] \$512 ;
-  reg [2:0] \$513 ;
-  reg [2:0] \$514 ;
-  reg [2:0] \$515 ;
-  reg [2:0] \$516 ;
-  reg [2:0] \$517 ;
-  reg [2:0] \$518 ;
-  reg [2:0] \$519 ;
   wire [3:0] \$52 ;
-  reg [2:0] \$520 ;
-  reg [2:0] \$521 ;
-  reg [2:0] \$522 ;
-  reg [2:0] \$523 ;
-  reg [2:0] \$524 ;
-  reg [2:0] \$525 ;
-  reg [2:0] \$526 ;
-  reg [2:0] \$527 ;
-  reg [2:0] \$528 ;
-  reg [2:0] \$529 ;
   wire [3:0] \$53 ;
-  reg [2:0] \$530 ;
-  reg [2:0] \$531 ;
-  reg [2:0] \$532 ;
-  reg [2:0] \$533 ;
-  reg [2:0] \$534 ;
-  reg [2:0] \$535 ;
-  reg [2:0] \$536 ;
-  reg [2:0] \$537 ;
-  reg [2:0] \$538 ;
-  reg [2:0] \$539 ;
   wire [3:0] \$54 ;
-  reg [2:0] \$540 ;
-  reg [2:0] \$541 ;
-  reg [2:0] \$542 ;
-  reg [2:0] \$543 ;
-  reg [2:0] \$544 ;
-  reg [2:0] \$545 ;
-  reg [2:0] \$546 ;
-  reg [2:0] \$547 ;
-  reg [2:0] \$548 ;
-  reg [2:0] \$549 ;
   wire [3:0] \$55 ;
-  reg [2:0] \$550 ;
-  reg [2:0] \$551 ;
-  reg [2:0] \$552 ;
-  reg [2:0] \$553 ;
-  reg [2:0] \$554 ;
-  reg [2:0] \$555 ;
-  reg [2:0] \$556 ;
-  reg [2:0] \$557 ;
-  reg [2:0] \$558 ;
-  reg [2:0] \$559 ;
   wire [3:0] \$56 ;
-  reg [2:0] \$560 ;
-  reg [2:0] \$561 ;
-  reg [2:0] \$562 ;
-  reg [2:0] \$563 ;
-  reg [2:0] \$564 ;
-  reg [2:0] \$565 ;
-  reg [2:0] \$566 ;
-  reg [2:0] \$567 ;
-  reg [2:0] \$568 ;
-  reg [2:0] \$569 ;
   wire [15:0] \$57 ;
-  reg [2:0] \$570 ;
-  reg [2:0] \$571 ;
-  reg [2:0] \$572 ;
-  reg [2:0] \$573 ;
-  reg [2:0] \$574 ;
-  reg [2:0] \$575 ;
-  reg [2:0] \$576 ;
   wire [15:0] \$58 ;
   wire [15:0] \$59 ;
   wire [3:0] \$6 ;
@@ -16626,294 +16674,154 @@ module \ace_sram_small.sram.read_rotator (rst, i0, i1, i2, i3, i4, i5, i6, i7, s
   input rst;
   wire rst;
   reg [127:0] stage0_word0 = 128'h00000000000000000000000000000000;
-  reg [2:0] stage0_word0_amount0 = 3'h3;
-  reg [2:0] stage0_word0_amount1 = 3'h3;
-  reg [2:0] stage0_word0_amount2 = 3'h3;
-  reg [2:0] stage0_word0_amount3 = 3'h3;
-  reg [2:0] stage0_word0_amount4 = 3'h3;
-  reg [2:0] stage0_word0_amount5 = 3'h3;
-  reg [2:0] stage0_word0_amount6 = 3'h3;
-  reg [2:0] stage0_word0_amount7 = 3'h3;
+  reg [2:0] stage0_word0_amount0 = 3'h2;
+  reg [2:0] stage0_word0_amount1 = 3'h2;
+  reg [2:0] stage0_word0_amount2 = 3'h2;
+  reg [2:0] stage0_word0_amount3 = 3'h2;
+  reg [2:0] stage0_word0_amount4 = 3'h2;
+  reg [2:0] stage0_word0_amount5 = 3'h2;
+  reg [2:0] stage0_word0_amount6 = 3'h2;
+  reg [2:0] stage0_word0_amount7 = 3'h2;
   reg [127:0] stage0_word1 = 128'h00000000000000000000000000000000;
-  reg [2:0] stage0_word1_amount0 = 3'h3;
-  reg [2:0] stage0_word1_amount1 = 3'h3;
-  reg [2:0] stage0_word1_amount2 = 3'h3;
-  reg [2:0] stage0_word1_amount3 = 3'h3;
-  reg [2:0] stage0_word1_amount4 = 3'h3;
-  reg [2:0] stage0_word1_amount5 = 3'h3;
-  reg [2:0] stage0_word1_amount6 = 3'h3;
-  reg [2:0] stage0_word1_amount7 = 3'h3;
+  reg [2:0] stage0_word1_amount0 = 3'h2;
+  reg [2:0] stage0_word1_amount1 = 3'h2;
+  reg [2:0] stage0_word1_amount2 = 3'h2;
+  reg [2:0] stage0_word1_amount3 = 3'h2;
+  reg [2:0] stage0_word1_amount4 = 3'h2;
+  reg [2:0] stage0_word1_amount5 = 3'h2;
+  reg [2:0] stage0_word1_amount6 = 3'h2;
+  reg [2:0] stage0_word1_amount7 = 3'h2;
   reg [127:0] stage0_word2 = 128'h00000000000000000000000000000000;
-  reg [2:0] stage0_word2_amount0 = 3'h3;
-  reg [2:0] stage0_word2_amount1 = 3'h3;
-  reg [2:0] stage0_word2_amount2 = 3'h3;
-  reg [2:0] stage0_word2_amount3 = 3'h3;
-  reg [2:0] stage0_word2_amount4 = 3'h3;
-  reg [2:0] stage0_word2_amount5 = 3'h3;
-  reg [2:0] stage0_word2_amount6 = 3'h3;
-  reg [2:0] stage0_word2_amount7 = 3'h3;
+  reg [2:0] stage0_word2_amount0 = 3'h2;
+  reg [2:0] stage0_word2_amount1 = 3'h2;
+  reg [2:0] stage0_word2_amount2 = 3'h2;
+  reg [2:0] stage0_word2_amount3 = 3'h2;
+  reg [2:0] stage0_word2_amount4 = 3'h2;
+  reg [2:0] stage0_word2_amount5 = 3'h2;
+  reg [2:0] stage0_word2_amount6 = 3'h2;
+  reg [2:0] stage0_word2_amount7 = 3'h2;
   reg [127:0] stage0_word3 = 128'h00000000000000000000000000000000;
-  reg [2:0] stage0_word3_amount0 = 3'h3;
-  reg [2:0] stage0_word3_amount1 = 3'h3;
-  reg [2:0] stage0_word3_amount2 = 3'h3;
-  reg [2:0] stage0_word3_amount3 = 3'h3;
-  reg [2:0] stage0_word3_amount4 = 3'h3;
-  reg [2:0] stage0_word3_amount5 = 3'h3;
-  reg [2:0] stage0_word3_amount6 = 3'h3;
-  reg [2:0] stage0_word3_amount7 = 3'h3;
+  reg [2:0] stage0_word3_amount0 = 3'h2;
+  reg [2:0] stage0_word3_amount1 = 3'h2;
+  reg [2:0] stage0_word3_amount2 = 3'h2;
+  reg [2:0] stage0_word3_amount3 = 3'h2;
+  reg [2:0] stage0_word3_amount4 = 3'h2;
+  reg [2:0] stage0_word3_amount5 = 3'h2;
+  reg [2:0] stage0_word3_amount6 = 3'h2;
+  reg [2:0] stage0_word3_amount7 = 3'h2;
   reg [127:0] stage0_word4 = 128'h00000000000000000000000000000000;
-  reg [2:0] stage0_word4_amount0 = 3'h3;
-  reg [2:0] stage0_word4_amount1 = 3'h3;
-  reg [2:0] stage0_word4_amount2 = 3'h3;
-  reg [2:0] stage0_word4_amount3 = 3'h3;
-  reg [2:0] stage0_word4_amount4 = 3'h3;
-  reg [2:0] stage0_word4_amount5 = 3'h3;
-  reg [2:0] stage0_word4_amount6 = 3'h3;
-  reg [2:0] stage0_word4_amount7 = 3'h3;
+  reg [2:0] stage0_word4_amount0 = 3'h2;
+  reg [2:0] stage0_word4_amount1 = 3'h2;
+  reg [2:0] stage0_word4_amount2 = 3'h2;
+  reg [2:0] stage0_word4_amount3 = 3'h2;
+  reg [2:0] stage0_word4_amount4 = 3'h2;
+  reg [2:0] stage0_word4_amount5 = 3'h2;
+  reg [2:0] stage0_word4_amount6 = 3'h2;
+  reg [2:0] stage0_word4_amount7 = 3'h2;
   reg [127:0] stage0_word5 = 128'h00000000000000000000000000000000;
-  reg [2:0] stage0_word5_amount0 = 3'h3;
-  reg [2:0] stage0_word5_amount1 = 3'h3;
-  reg [2:0] stage0_word5_amount2 = 3'h3;
-  reg [2:0] stage0_word5_amount3 = 3'h3;
-  reg [2:0] stage0_word5_amount4 = 3'h3;
-  reg [2:0] stage0_word5_amount5 = 3'h3;
-  reg [2:0] stage0_word5_amount6 = 3'h3;
-  reg [2:0] stage0_word5_amount7 = 3'h3;
+  reg [2:0] stage0_word5_amount0 = 3'h2;
+  reg [2:0] stage0_word5_amount1 = 3'h2;
+  reg [2:0] stage0_word5_amount2 = 3'h2;
+  reg [2:0] stage0_word5_amount3 = 3'h2;
+  reg [2:0] stage0_word5_amount4 = 3'h2;
+  reg [2:0] stage0_word5_amount5 = 3'h2;
+  reg [2:0] stage0_word5_amount6 = 3'h2;
+  reg [2:0] stage0_word5_amount7 = 3'h2;
   reg [127:0] stage0_word6 = 128'h00000000000000000000000000000000;
-  reg [2:0] stage0_word6_amount0 = 3'h3;
-  reg [2:0] stage0_word6_amount1 = 3'h3;
-  reg [2:0] stage0_word6_amount2 = 3'h3;
-  reg [2:0] stage0_word6_amount3 = 3'h3;
-  reg [2:0] stage0_word6_amount4 = 3'h3;
-  reg [2:0] stage0_word6_amount5 = 3'h3;
-  reg [2:0] stage0_word6_amount6 = 3'h3;
-  reg [2:0] stage0_word6_amount7 = 3'h3;
+  reg [2:0] stage0_word6_amount0 = 3'h2;
+  reg [2:0] stage0_word6_amount1 = 3'h2;
+  reg [2:0] stage0_word6_amount2 = 3'h2;
+  reg [2:0] stage0_word6_amount3 = 3'h2;
+  reg [2:0] stage0_word6_amount4 = 3'h2;
+  reg [2:0] stage0_word6_amount5 = 3'h2;
+  reg [2:0] stage0_word6_amount6 = 3'h2;
+  reg [2:0] stage0_word6_amount7 = 3'h2;
   reg [127:0] stage0_word7 = 128'h00000000000000000000000000000000;
-  reg [2:0] stage0_word7_amount0 = 3'h3;
-  reg [2:0] stage0_word7_amount1 = 3'h3;
-  reg [2:0] stage0_word7_amount2 = 3'h3;
-  reg [2:0] stage0_word7_amount3 = 3'h3;
-  reg [2:0] stage0_word7_amount4 = 3'h3;
-  reg [2:0] stage0_word7_amount5 = 3'h3;
-  reg [2:0] stage0_word7_amount6 = 3'h3;
-  reg [2:0] stage0_word7_amount7 = 3'h3;
+  reg [2:0] stage0_word7_amount0 = 3'h2;
+  reg [2:0] stage0_word7_amount1 = 3'h2;
+  reg [2:0] stage0_word7_amount2 = 3'h2;
+  reg [2:0] stage0_word7_amount3 = 3'h2;
+  reg [2:0] stage0_word7_amount4 = 3'h2;
+  reg [2:0] stage0_word7_amount5 = 3'h2;
+  reg [2:0] stage0_word7_amount6 = 3'h2;
+  reg [2:0] stage0_word7_amount7 = 3'h2;
+  output [127:0] stage1_word0;
   reg [127:0] stage1_word0 = 128'h00000000000000000000000000000000;
-  reg [2:0] stage1_word0_amount0 = 3'h2;
-  reg [2:0] stage1_word0_amount1 = 3'h2;
-  reg [2:0] stage1_word0_amount2 = 3'h2;
-  reg [2:0] stage1_word0_amount3 = 3'h2;
-  reg [2:0] stage1_word0_amount4 = 3'h2;
-  reg [2:0] stage1_word0_amount5 = 3'h2;
-  reg [2:0] stage1_word0_amount6 = 3'h2;
-  reg [2:0] stage1_word0_amount7 = 3'h2;
+  reg [2:0] stage1_word0_amount0 = 3'h1;
+  reg [2:0] stage1_word0_amount1 = 3'h1;
+  reg [2:0] stage1_word0_amount2 = 3'h1;
+  reg [2:0] stage1_word0_amount3 = 3'h1;
+  reg [2:0] stage1_word0_amount4 = 3'h1;
+  reg [2:0] stage1_word0_amount5 = 3'h1;
+  reg [2:0] stage1_word0_amount6 = 3'h1;
+  reg [2:0] stage1_word0_amount7 = 3'h1;
+  output [127:0] stage1_word1;
   reg [127:0] stage1_word1 = 128'h00000000000000000000000000000000;
-  reg [2:0] stage1_word1_amount0 = 3'h2;
-  reg [2:0] stage1_word1_amount1 = 3'h2;
-  reg [2:0] stage1_word1_amount2 = 3'h2;
-  reg [2:0] stage1_word1_amount3 = 3'h2;
-  reg [2:0] stage1_word1_amount4 = 3'h2;
-  reg [2:0] stage1_word1_amount5 = 3'h2;
-  reg [2:0] stage1_word1_amount6 = 3'h2;
-  reg [2:0] stage1_word1_amount7 = 3'h2;
+  reg [2:0] stage1_word1_amount0 = 3'h1;
+  reg [2:0] stage1_word1_amount1 = 3'h1;
+  reg [2:0] stage1_word1_amount2 = 3'h1;
+  reg [2:0] stage1_word1_amount3 = 3'h1;
+  reg [2:0] stage1_word1_amount4 = 3'h1;
+  reg [2:0] stage1_word1_amount5 = 3'h1;
+  reg [2:0] stage1_word1_amount6 = 3'h1;
+  reg [2:0] stage1_word1_amount7 = 3'h1;
+  output [127:0] stage1_word2;
   reg [127:0] stage1_word2 = 128'h00000000000000000000000000000000;
-  reg [2:0] stage1_word2_amount0 = 3'h2;
-  reg [2:0] stage1_word2_amount1 = 3'h2;
-  reg [2:0] stage1_word2_amount2 = 3'h2;
-  reg [2:0] stage1_word2_amount3 = 3'h2;
-  reg [2:0] stage1_word2_amount4 = 3'h2;
-  reg [2:0] stage1_word2_amount5 = 3'h2;
-  reg [2:0] stage1_word2_amount6 = 3'h2;
-  reg [2:0] stage1_word2_amount7 = 3'h2;
+  reg [2:0] stage1_word2_amount0 = 3'h1;
+  reg [2:0] stage1_word2_amount1 = 3'h1;
+  reg [2:0] stage1_word2_amount2 = 3'h1;
+  reg [2:0] stage1_word2_amount3 = 3'h1;
+  reg [2:0] stage1_word2_amount4 = 3'h1;
+  reg [2:0] stage1_word2_amount5 = 3'h1;
+  reg [2:0] stage1_word2_amount6 = 3'h1;
+  reg [2:0] stage1_word2_amount7 = 3'h1;
+  output [127:0] stage1_word3;
   reg [127:0] stage1_word3 = 128'h00000000000000000000000000000000;
-  reg [2:0] stage1_word3_amount0 = 3'h2;
-  reg [2:0] stage1_word3_amount1 = 3'h2;
-  reg [2:0] stage1_word3_amount2 = 3'h2;
-  reg [2:0] stage1_word3_amount3 = 3'h2;
-  reg [2:0] stage1_word3_amount4 = 3'h2;
-  reg [2:0] stage1_word3_amount5 = 3'h2;
-  reg [2:0] stage1_word3_amount6 = 3'h2;
-  reg [2:0] stage1_word3_amount7 = 3'h2;
+  reg [2:0] stage1_word3_amount0 = 3'h1;
+  reg [2:0] stage1_word3_amount1 = 3'h1;
+  reg [2:0] stage1_word3_amount2 = 3'h1;
+  reg [2:0] stage1_word3_amount3 = 3'h1;
+  reg [2:0] stage1_word3_amount4 = 3'h1;
+  reg [2:0] stage1_word3_amount5 = 3'h1;
+  reg [2:0] stage1_word3_amount6 = 3'h1;
+  reg [2:0] stage1_word3_amount7 = 3'h1;
+  output [127:0] stage1_word4;
   reg [127:0] stage1_word4 = 128'h00000000000000000000000000000000;
-  reg [2:0] stage1_word4_amount0 = 3'h2;
-  reg [2:0] stage1_word4_amount1 = 3'h2;
-  reg [2:0] stage1_word4_amount2 = 3'h2;
-  reg [2:0] stage1_word4_amount3 = 3'h2;
-  reg [2:0] stage1_word4_amount4 = 3'h2;
-  reg [2:0] stage1_word4_amount5 = 3'h2;
-  reg [2:0] stage1_word4_amount6 = 3'h2;
-  reg [2:0] stage1_word4_amount7 = 3'h2;
+  reg [2:0] stage1_word4_amount0 = 3'h1;
+  reg [2:0] stage1_word4_amount1 = 3'h1;
+  reg [2:0] stage1_word4_amount2 = 3'h1;
+  reg [2:0] stage1_word4_amount3 = 3'h1;
+  reg [2:0] stage1_word4_amount4 = 3'h1;
+  reg [2:0] stage1_word4_amount5 = 3'h1;
+  reg [2:0] stage1_word4_amount6 = 3'h1;
+  reg [2:0] stage1_word4_amount7 = 3'h1;
   reg [127:0] stage1_word5 = 128'h00000000000000000000000000000000;
-  reg [2:0] stage1_word5_amount0 = 3'h2;
-  reg [2:0] stage1_word5_amount1 = 3'h2;
-  reg [2:0] stage1_word5_amount2 = 3'h2;
-  reg [2:0] stage1_word5_amount3 = 3'h2;
-  reg [2:0] stage1_word5_amount4 = 3'h2;
-  reg [2:0] stage1_word5_amount5 = 3'h2;
-  reg [2:0] stage1_word5_amount6 = 3'h2;
-  reg [2:0] stage1_word5_amount7 = 3'h2;
+  reg [2:0] stage1_word5_amount0 = 3'h1;
+  reg [2:0] stage1_word5_amount1 = 3'h1;
+  reg [2:0] stage1_word5_amount2 = 3'h1;
+  reg [2:0] stage1_word5_amount3 = 3'h1;
+  reg [2:0] stage1_word5_amount4 = 3'h1;
+  reg [2:0] stage1_word5_amount5 = 3'h1;
+  reg [2:0] stage1_word5_amount6 = 3'h1;
+  reg [2:0] stage1_word5_amount7 = 3'h1;
   reg [127:0] stage1_word6 = 128'h00000000000000000000000000000000;
-  reg [2:0] stage1_word6_amount0 = 3'h2;
-  reg [2:0] stage1_word6_amount1 = 3'h2;
-  reg [2:0] stage1_word6_amount2 = 3'h2;
-  reg [2:0] stage1_word6_amount3 = 3'h2;
-  reg [2:0] stage1_word6_amount4 = 3'h2;
-  reg [2:0] stage1_word6_amount5 = 3'h2;
-  reg [2:0] stage1_word6_amount6 = 3'h2;
-  reg [2:0] stage1_word6_amount7 = 3'h2;
+  reg [2:0] stage1_word6_amount0 = 3'h1;
+  reg [2:0] stage1_word6_amount1 = 3'h1;
+  reg [2:0] stage1_word6_amount2 = 3'h1;
+  reg [2:0] stage1_word6_amount3 = 3'h1;
+  reg [2:0] stage1_word6_amount4 = 3'h1;
+  reg [2:0] stage1_word6_amount5 = 3'h1;
+  reg [2:0] stage1_word6_amount6 = 3'h1;
+  reg [2:0] stage1_word6_amount7 = 3'h1;
   reg [127:0] stage1_word7 = 128'h00000000000000000000000000000000;
-  reg [2:0] stage1_word7_amount0 = 3'h2;
-  reg [2:0] stage1_word7_amount1 = 3'h2;
-  reg [2:0] stage1_word7_amount2 = 3'h2;
-  reg [2:0] stage1_word7_amount3 = 3'h2;
-  reg [2:0] stage1_word7_amount4 = 3'h2;
-  reg [2:0] stage1_word7_amount5 = 3'h2;
-  reg [2:0] stage1_word7_amount6 = 3'h2;
-  reg [2:0] stage1_word7_amount7 = 3'h2;
-  output [127:0] stage2_word0;
-  reg [127:0] stage2_word0 = 128'h00000000000000000000000000000000;
-  reg [2:0] stage2_word0_amount0 = 3'h1;
-  reg [2:0] stage2_word0_amount1 = 3'h1;
-  reg [2:0] stage2_word0_amount2 = 3'h1;
-  reg [2:0] stage2_word0_amount3 = 3'h1;
-  reg [2:0] stage2_word0_amount4 = 3'h1;
-  reg [2:0] stage2_word0_amount5 = 3'h1;
-  reg [2:0] stage2_word0_amount6 = 3'h1;
-  reg [2:0] stage2_word0_amount7 = 3'h1;
-  output [127:0] stage2_word1;
-  reg [127:0] stage2_word1 = 128'h00000000000000000000000000000000;
-  reg [2:0] stage2_word1_amount0 = 3'h1;
-  reg [2:0] stage2_word1_amount1 = 3'h1;
-  reg [2:0] stage2_word1_amount2 = 3'h1;
-  reg [2:0] stage2_word1_amount3 = 3'h1;
-  reg [2:0] stage2_word1_amount4 = 3'h1;
-  reg [2:0] stage2_word1_amount5 = 3'h1;
-  reg [2:0] stage2_word1_amount6 = 3'h1;
-  reg [2:0] stage2_word1_amount7 = 3'h1;
-  output [127:0] stage2_word2;
-  reg [127:0] stage2_word2 = 128'h00000000000000000000000000000000;
-  reg [2:0] stage2_word2_amount0 = 3'h1;
-  reg [2:0] stage2_word2_amount1 = 3'h1;
-  reg [2:0] stage2_word2_amount2 = 3'h1;
-  reg [2:0] stage2_word2_amount3 = 3'h1;
-  reg [2:0] stage2_word2_amount4 = 3'h1;
-  reg [2:0] stage2_word2_amount5 = 3'h1;
-  reg [2:0] stage2_word2_amount6 = 3'h1;
-  reg [2:0] stage2_word2_amount7 = 3'h1;
-  output [127:0] stage2_word3;
-  reg [127:0] stage2_word3 = 128'h00000000000000000000000000000000;
-  reg [2:0] stage2_word3_amount0 = 3'h1;
-  reg [2:0] stage2_word3_amount1 = 3'h1;
-  reg [2:0] stage2_word3_amount2 = 3'h1;
-  reg [2:0] stage2_word3_amount3 = 3'h1;
-  reg [2:0] stage2_word3_amount4 = 3'h1;
-  reg [2:0] stage2_word3_amount5 = 3'h1;
-  reg [2:0] stage2_word3_amount6 = 3'h1;
-  reg [2:0] stage2_word3_amount7 = 3'h1;
-  output [127:0] stage2_word4;
-  reg [127:0] stage2_word4 = 128'h00000000000000000000000000000000;
-  reg [2:0] stage2_word4_amount0 = 3'h1;
-  reg [2:0] stage2_word4_amount1 = 3'h1;
-  reg [2:0] stage2_word4_amount2 = 3'h1;
-  reg [2:0] stage2_word4_amount3 = 3'h1;
-  reg [2:0] stage2_word4_amount4 = 3'h1;
-  reg [2:0] stage2_word4_amount5 = 3'h1;
-  reg [2:0] stage2_word4_amount6 = 3'h1;
-  reg [2:0] stage2_word4_amount7 = 3'h1;
-  reg [127:0] stage2_word5 = 128'h00000000000000000000000000000000;
-  reg [2:0] stage2_word5_amount0 = 3'h1;
-  reg [2:0] stage2_word5_amount1 = 3'h1;
-  reg [2:0] stage2_word5_amount2 = 3'h1;
-  reg [2:0] stage2_word5_amount3 = 3'h1;
-  reg [2:0] stage2_word5_amount4 = 3'h1;
-  reg [2:0] stage2_word5_amount5 = 3'h1;
-  reg [2:0] stage2_word5_amount6 = 3'h1;
-  reg [2:0] stage2_word5_amount7 = 3'h1;
-  reg [127:0] stage2_word6 = 128'h00000000000000000000000000000000;
-  reg [2:0] stage2_word6_amount0 = 3'h1;
-  reg [2:0] stage2_word6_amount1 = 3'h1;
-  reg [2:0] stage2_word6_amount2 = 3'h1;
-  reg [2:0] stage2_word6_amount3 = 3'h1;
-  reg [2:0] stage2_word6_amount4 = 3'h1;
-  reg [2:0] stage2_word6_amount5 = 3'h1;
-  reg [2:0] stage2_word6_amount6 = 3'h1;
-  reg [2:0] stage2_word6_amount7 = 3'h1;
-  reg [127:0] stage2_word7 = 128'h00000000000000000000000000000000;
-  reg [2:0] stage2_word7_amount0 = 3'h1;
-  reg [2:0] stage2_word7_amount1 = 3'h1;
-  reg [2:0] stage2_word7_amount2 = 3'h1;
-  reg [2:0] stage2_word7_amount3 = 3'h1;
-  reg [2:0] stage2_word7_amount4 = 3'h1;
-  reg [2:0] stage2_word7_amount5 = 3'h1;
-  reg [2:0] stage2_word7_amount6 = 3'h1;
-  reg [2:0] stage2_word7_amount7 = 3'h1;
-  always @(posedge clk)
-    stage0_word2_amount2 <= \$403 ;
-  always @(posedge clk)
-    stage0_word2_amount3 <= \$404 ;
-  always @(posedge clk)
-    stage0_word2_amount4 <= \$405 ;
-  always @(posedge clk)
-    stage0_word2_amount5 <= \$406 ;
-  always @(posedge clk)
-    stage0_word2_amount6 <= \$407 ;
-  always @(posedge clk)
-    stage0_word2_amount7 <= \$408 ;
-  always @(posedge clk)
-    stage0_word2 <= { \$48 , \$47 , \$46 , \$45 , \$44 , \$43 , \$42 , \$41  };
-  always @(posedge clk)
-    stage0_word3_amount0 <= \$409 ;
-  always @(posedge clk)
-    stage0_word3_amount1 <= \$410 ;
-  always @(posedge clk)
-    stage0_word3_amount2 <= \$411 ;
-  always @(posedge clk)
-    stage0_word3_amount3 <= \$412 ;
-  always @(posedge clk)
-    stage0_word3_amount4 <= \$413 ;
-  always @(posedge clk)
-    stage0_word3_amount5 <= \$414 ;
-  always @(posedge clk)
-    stage0_word3_amount6 <= \$415 ;
-  always @(posedge clk)
-    stage0_word3_amount7 <= \$416 ;
-  always @(posedge clk)
-    stage0_word3 <= { \$64 , \$63 , \$62 , \$61 , \$60 , \$59 , \$58 , \$57  };
-  always @(posedge clk)
-    stage0_word4_amount0 <= \$417 ;
-  always @(posedge clk)
-    stage0_word4_amount1 <= \$418 ;
-  always @(posedge clk)
-    stage0_word4_amount2 <= \$419 ;
-  always @(posedge clk)
-    stage0_word4_amount3 <= \$420 ;
-  always @(posedge clk)
-    stage0_word4_amount4 <= \$421 ;
-  always @(posedge clk)
-    stage0_word4_amount5 <= \$422 ;
-  always @(posedge clk)
-    stage0_word4_amount6 <= \$423 ;
-  always @(posedge clk)
-    stage0_word4_amount7 <= \$424 ;
-  always @(posedge clk)
-    stage0_word4 <= { \$80 , \$79 , \$78 , \$77 , \$76 , \$75 , \$74 , \$73  };
-  always @(posedge clk)
-    stage0_word5_amount0 <= \$425 ;
-  always @(posedge clk)
-    stage0_word5_amount1 <= \$426 ;
-  always @(posedge clk)
-    stage0_word5_amount2 <= \$427 ;
-  always @(posedge clk)
-    stage0_word5_amount3 <= \$428 ;
-  always @(posedge clk)
-    stage0_word5_amount4 <= \$429 ;
-  always @(posedge clk)
-    stage0_word5_amount5 <= \$430 ;
-  always @(posedge clk)
-    stage0_word5_amount6 <= \$431 ;
-  always @(posedge clk)
-    stage0_word5_amount7 <= \$432 ;
-  always @(posedge clk)
-    stage0_word5 <= { \$96 , \$95 , \$94 , \$93 , \$92 , \$91 , \$90 , \$89  };
+  reg [2:0] stage1_word7_amount0 = 3'h1;
+  reg [2:0] stage1_word7_amount1 = 3'h1;
+  reg [2:0] stage1_word7_amount2 = 3'h1;
+  reg [2:0] stage1_word7_amount3 = 3'h1;
+  reg [2:0] stage1_word7_amount4 = 3'h1;
+  reg [2:0] stage1_word7_amount5 = 3'h1;
+  reg [2:0] stage1_word7_amount6 = 3'h1;
+  reg [2:0] stage1_word7_amount7 = 3'h1;
   always @(posedge clk)
     stage0_word6_amount0 <= \$433 ;
   always @(posedge clk)
@@ -16967,7 +16875,7 @@ module \ace_sram_small.sram.read_rotator (rst, i0, i1, i2, i3, i4, i5, i6, i7, s
   always @(posedge clk)
     stage1_word0_amount7 <= \$456 ;
   always @(posedge clk)
-    stage1_word0 <= { \$144 , \$143 , \$142 , \$141 , \$140 , \$139 , \$138 , \$137  };
+    stage1_word0 <= { \$160 , \$157 , \$154 , \$151 , \$148 , \$145 , \$142 , \$139  };
   always @(posedge clk)
     stage1_word1_amount0 <= \$457 ;
   always @(posedge clk)
@@ -16985,7 +16893,7 @@ module \ace_sram_small.sram.read_rotator (rst, i0, i1, i2, i3, i4, i5, i6, i7, s
   always @(posedge clk)
     stage1_word1_amount7 <= \$464 ;
   always @(posedge clk)
-    stage1_word1 <= { \$160 , \$159 , \$158 , \$157 , \$156 , \$155 , \$154 , \$153  };
+    stage1_word1 <= { \$192 , \$189 , \$186 , \$183 , \$180 , \$177 , \$174 , \$171  };
   always @(posedge clk)
     stage1_word2_amount0 <= \$465 ;
   always @(posedge clk)
@@ -17003,7 +16911,7 @@ module \ace_sram_small.sram.read_rotator (rst, i0, i1, i2, i3, i4, i5, i6, i7, s
   always @(posedge clk)
     stage1_word2_amount7 <= \$472 ;
   always @(posedge clk)
-    stage1_word2 <= { \$176 , \$175 , \$174 , \$173 , \$172 , \$171 , \$170 , \$169  };
+    stage1_word2 <= { \$224 , \$221 , \$218 , \$215 , \$212 , \$209 , \$206 , \$203  };
   always @(posedge clk)
     stage1_word3_amount0 <= \$473 ;
   always @(posedge clk)
@@ -17021,7 +16929,7 @@ module \ace_sram_small.sram.read_rotator (rst, i0, i1, i2, i3, i4, i5, i6, i7, s
   always @(posedge clk)
     stage1_word3_amount7 <= \$480 ;
   always @(posedge clk)
-    stage1_word3 <= { \$192 , \$191 , \$190 , \$189 , \$188 , \$187 , \$186 , \$185  };
+    stage1_word3 <= { \$256 , \$253 , \$250 , \$247 , \$244 , \$241 , \$238 , \$235  };
   always @(posedge clk)
     stage1_word4_amount0 <= \$481 ;
   always @(posedge clk)
@@ -17039,7 +16947,7 @@ module \ace_sram_small.sram.read_rotator (rst, i0, i1, i2, i3, i4, i5, i6, i7, s
   always @(posedge clk)
     stage1_word4_amount7 <= \$488 ;
   always @(posedge clk)
-    stage1_word4 <= { \$208 , \$207 , \$206 , \$205 , \$204 , \$203 , \$202 , \$201  };
+    stage1_word4 <= { \$288 , \$285 , \$282 , \$279 , \$276 , \$273 , \$270 , \$267  };
   always @(posedge clk)
     stage1_word5_amount0 <= \$489 ;
   always @(posedge clk)
@@ -17057,7 +16965,7 @@ module \ace_sram_small.sram.read_rotator (rst, i0, i1, i2, i3, i4, i5, i6, i7, s
   always @(posedge clk)
     stage1_word5_amount7 <= \$496 ;
   always @(posedge clk)
-    stage1_word5 <= { \$224 , \$223 , \$222 , \$221 , \$220 , \$219 , \$218 , \$217  };
+    stage1_word5 <= { \$320 , \$317 , \$314 , \$311 , \$308 , \$305 , \$302 , \$299  };
   always @(posedge clk)
     stage1_word6_amount0 <= \$497 ;
   always @(posedge clk)
@@ -17075,7 +16983,7 @@ module \ace_sram_small.sram.read_rotator (rst, i0, i1, i2, i3, i4, i5, i6, i7, s
   always @(posedge clk)
     stage1_word6_amount7 <= \$504 ;
   always @(posedge clk)
-    stage1_word6 <= { \$240 , \$239 , \$238 , \$237 , \$236 , \$235 , \$234 , \$233  };
+    stage1_word6 <= { \$352 , \$349 , \$346 , \$343 , \$340 , \$337 , \$334 , \$331  };
   always @(posedge clk)
     stage1_word7_amount0 <= \$505 ;
   always @(posedge clk)
@@ -17093,151 +17001,7 @@ module \ace_sram_small.sram.read_rotator (rst, i0, i1, i2, i3, i4, i5, i6, i7, s
   always @(posedge clk)
     stage1_word7_amount7 <= \$512 ;
   always @(posedge clk)
-    stage1_word7 <= { \$256 , \$255 , \$254 , \$253 , \$252 , \$251 , \$250 , \$249  };
-  always @(posedge clk)
-    stage2_word0_amount0 <= \$513 ;
-  always @(posedge clk)
-    stage2_word0_amount1 <= \$514 ;
-  always @(posedge clk)
-    stage2_word0_amount2 <= \$515 ;
-  always @(posedge clk)
-    stage2_word0_amount3 <= \$516 ;
-  always @(posedge clk)
-    stage2_word0_amount4 <= \$517 ;
-  always @(posedge clk)
-    stage2_word0_amount5 <= \$518 ;
-  always @(posedge clk)
-    stage2_word0_amount6 <= \$519 ;
-  always @(posedge clk)
-    stage2_word0_amount7 <= \$520 ;
-  always @(posedge clk)
-    stage2_word0 <= { \$272 , \$271 , \$270 , \$269 , \$268 , \$267 , \$266 , \$265  };
-  always @(posedge clk)
-    stage2_word1_amount0 <= \$521 ;
-  always @(posedge clk)
-    stage2_word1_amount1 <= \$522 ;
-  always @(posedge clk)
-    stage2_word1_amount2 <= \$523 ;
-  always @(posedge clk)
-    stage2_word1_amount3 <= \$524 ;
-  always @(posedge clk)
-    stage2_word1_amount4 <= \$525 ;
-  always @(posedge clk)
-    stage2_word1_amount5 <= \$526 ;
-  always @(posedge clk)
-    stage2_word1_amount6 <= \$527 ;
-  always @(posedge clk)
-    stage2_word1_amount7 <= \$528 ;
-  always @(posedge clk)
-    stage2_word1 <= { \$288 , \$287 , \$286 , \$285 , \$284 , \$283 , \$282 , \$281  };
-  always @(posedge clk)
-    stage2_word2_amount0 <= \$529 ;
-  always @(posedge clk)
-    stage2_word2_amount1 <= \$530 ;
-  always @(posedge clk)
-    stage2_word2_amount2 <= \$531 ;
-  always @(posedge clk)
-    stage2_word2_amount3 <= \$532 ;
-  always @(posedge clk)
-    stage2_word2_amount4 <= \$533 ;
-  always @(posedge clk)
-    stage2_word2_amount5 <= \$534 ;
-  always @(posedge clk)
-    stage2_word2_amount6 <= \$535 ;
-  always @(posedge clk)
-    stage2_word2_amount7 <= \$536 ;
-  always @(posedge clk)
-    stage2_word2 <= { \$304 , \$303 , \$302 , \$301 , \$300 , \$299 , \$298 , \$297  };
-  always @(posedge clk)
-    stage2_word3_amount0 <= \$537 ;
-  always @(posedge clk)
-    stage2_word3_amount1 <= \$538 ;
-  always @(posedge clk)
-    stage2_word3_amount2 <= \$539 ;
-  always @(posedge clk)
-    stage2_word3_amount3 <= \$540 ;
-  always @(posedge clk)
-    stage2_word3_amount4 <= \$541 ;
-  always @(posedge clk)
-    stage2_word3_amount5 <= \$542 ;
-  always @(posedge clk)
-    stage2_word3_amount6 <= \$543 ;
-  always @(posedge clk)
-    stage2_word3_amount7 <= \$544 ;
-  always @(posedge clk)
-    stage2_word3 <= { \$320 , \$319 , \$318 , \$317 , \$316 , \$315 , \$314 , \$313  };
-  always @(posedge clk)
-    stage2_word4_amount0 <= \$545 ;
-  always @(posedge clk)
-    stage2_word4_amount1 <= \$546 ;
-  always @(posedge clk)
-    stage2_word4_amount2 <= \$547 ;
-  always @(posedge clk)
-    stage2_word4_amount3 <= \$548 ;
-  always @(posedge clk)
-    stage2_word4_amount4 <= \$549 ;
-  always @(posedge clk)
-    stage2_word4_amount5 <= \$550 ;
-  always @(posedge clk)
-    stage2_word4_amount6 <= \$551 ;
-  always @(posedge clk)
-    stage2_word4_amount7 <= \$552 ;
-  always @(posedge clk)
-    stage2_word4 <= { \$336 , \$335 , \$334 , \$333 , \$332 , \$331 , \$330 , \$329  };
-  always @(posedge clk)
-    stage2_word5_amount0 <= \$553 ;
-  always @(posedge clk)
-    stage2_word5_amount1 <= \$554 ;
-  always @(posedge clk)
-    stage2_word5_amount2 <= \$555 ;
-  always @(posedge clk)
-    stage2_word5_amount3 <= \$556 ;
-  always @(posedge clk)
-    stage2_word5_amount4 <= \$557 ;
-  always @(posedge clk)
-    stage2_word5_amount5 <= \$558 ;
-  always @(posedge clk)
-    stage2_word5_amount6 <= \$559 ;
-  always @(posedge clk)
-    stage2_word5_amount7 <= \$560 ;
-  always @(posedge clk)
-    stage2_word5 <= { \$352 , \$351 , \$350 , \$349 , \$348 , \$347 , \$346 , \$345  };
-  always @(posedge clk)
-    stage2_word6_amount0 <= \$561 ;
-  always @(posedge clk)
-    stage2_word6_amount1 <= \$562 ;
-  always @(posedge clk)
-    stage2_word6_amount2 <= \$563 ;
-  always @(posedge clk)
-    stage2_word6_amount3 <= \$564 ;
-  always @(posedge clk)
-    stage2_word6_amount4 <= \$565 ;
-  always @(posedge clk)
-    stage2_word6_amount5 <= \$566 ;
-  always @(posedge clk)
-    stage2_word6_amount6 <= \$567 ;
-  always @(posedge clk)
-    stage2_word6_amount7 <= \$568 ;
-  always @(posedge clk)
-    stage2_word6 <= { \$368 , \$367 , \$366 , \$365 , \$364 , \$363 , \$362 , \$361  };
-  always @(posedge clk)
-    stage2_word7_amount0 <= \$569 ;
-  always @(posedge clk)
-    stage2_word7_amount1 <= \$570 ;
-  always @(posedge clk)
-    stage2_word7_amount2 <= \$571 ;
-  always @(posedge clk)
-    stage2_word7_amount3 <= \$572 ;
-  always @(posedge clk)
-    stage2_word7_amount4 <= \$573 ;
-  always @(posedge clk)
-    stage2_word7_amount5 <= \$574 ;
-  always @(posedge clk)
-    stage2_word7_amount6 <= \$575 ;
-  always @(posedge clk)
-    stage2_word7_amount7 <= \$576 ;
-  always @(posedge clk)
-    stage2_word7 <= { \$384 , \$383 , \$382 , \$381 , \$380 , \$379 , \$378 , \$377  };
+    stage1_word7 <= { \$384 , \$381 , \$378 , \$375 , \$372 , \$369 , \$366 , \$363  };
   assign \$1  = stage0_word0_amount0 + 1'h1;
   assign \$2  = stage0_word0_amount1 + 1'h1;
   assign \$3  = stage0_word0_amount2 + 1'h1;
@@ -17374,254 +17138,254 @@ module \ace_sram_small.sram.read_rotator (rst, i0, i1, i2, i3, i4, i5, i6, i7, s
   assign \$134  = stage1_word0_amount5 + 1'h1;
   assign \$135  = stage1_word0_amount6 + 1'h1;
   assign \$136  = stage1_word0_amount7 + 1'h1;
-  assign \$137  = stage1_word0_amount0[1] ? stage0_word2[15:0] : stage0_word0[15:0];
-  assign \$138  = stage1_word0_amount1[1] ? stage0_word2[31:16] : stage0_word0[31:16];
-  assign \$139  = stage1_word0_amount2[1] ? stage0_word2[47:32] : stage0_word0[47:32];
-  assign \$140  = stage1_word0_amount3[1] ? stage0_word2[63:48] : stage0_word0[63:48];
-  assign \$141  = stage1_word0_amount4[1] ? stage0_word2[79:64] : stage0_word0[79:64];
-  assign \$142  = stage1_word0_amount5[1] ? stage0_word2[95:80] : stage0_word0[95:80];
-  assign \$143  = stage1_word0_amount6[1] ? stage0_word2[111:96] : stage0_word0[111:96];
-  assign \$144  = stage1_word0_amount7[1] ? stage0_word2[127:112] : stage0_word0[127:112];
-  assign \$145  = stage1_word1_amount0 + 1'h1;
-  assign \$146  = stage1_word1_amount1 + 1'h1;
-  assign \$147  = stage1_word1_amount2 + 1'h1;
-  assign \$148  = stage1_word1_amount3 + 1'h1;
-  assign \$149  = stage1_word1_amount4 + 1'h1;
-  assign \$150  = stage1_word1_amount5 + 1'h1;
-  assign \$151  = stage1_word1_amount6 + 1'h1;
-  assign \$152  = stage1_word1_amount7 + 1'h1;
-  assign \$153  = stage1_word1_amount0[1] ? stage0_word3[15:0] : stage0_word1[15:0];
-  assign \$154  = stage1_word1_amount1[1] ? stage0_word3[31:16] : stage0_word1[31:16];
-  assign \$155  = stage1_word1_amount2[1] ? stage0_word3[47:32] : stage0_word1[47:32];
-  assign \$156  = stage1_word1_amount3[1] ? stage0_word3[63:48] : stage0_word1[63:48];
-  assign \$157  = stage1_word1_amount4[1] ? stage0_word3[79:64] : stage0_word1[79:64];
-  assign \$158  = stage1_word1_amount5[1] ? stage0_word3[95:80] : stage0_word1[95:80];
-  assign \$159  = stage1_word1_amount6[1] ? stage0_word3[111:96] : stage0_word1[111:96];
-  assign \$160  = stage1_word1_amount7[1] ? stage0_word3[127:112] : stage0_word1[127:112];
-  assign \$161  = stage1_word2_amount0 + 1'h1;
-  assign \$162  = stage1_word2_amount1 + 1'h1;
-  assign \$163  = stage1_word2_amount2 + 1'h1;
-  assign \$164  = stage1_word2_amount3 + 1'h1;
-  assign \$165  = stage1_word2_amount4 + 1'h1;
-  assign \$166  = stage1_word2_amount5 + 1'h1;
-  assign \$167  = stage1_word2_amount6 + 1'h1;
-  assign \$168  = stage1_word2_amount7 + 1'h1;
-  assign \$169  = stage1_word2_amount0[1] ? stage0_word4[15:0] : stage0_word2[15:0];
-  assign \$170  = stage1_word2_amount1[1] ? stage0_word4[31:16] : stage0_word2[31:16];
-  assign \$171  = stage1_word2_amount2[1] ? stage0_word4[47:32] : stage0_word2[47:32];
-  assign \$172  = stage1_word2_amount3[1] ? stage0_word4[63:48] : stage0_word2[63:48];
-  assign \$173  = stage1_word2_amount4[1] ? stage0_word4[79:64] : stage0_word2[79:64];
-  assign \$174  = stage1_word2_amount5[1] ? stage0_word4[95:80] : stage0_word2[95:80];
-  assign \$175  = stage1_word2_amount6[1] ? stage0_word4[111:96] : stage0_word2[111:96];
-  assign \$176  = stage1_word2_amount7[1] ? stage0_word4[127:112] : stage0_word2[127:112];
-  assign \$177  = stage1_word3_amount0 + 1'h1;
-  assign \$178  = stage1_word3_amount1 + 1'h1;
-  assign \$179  = stage1_word3_amount2 + 1'h1;
-  assign \$180  = stage1_word3_amount3 + 1'h1;
-  assign \$181  = stage1_word3_amount4 + 1'h1;
-  assign \$182  = stage1_word3_amount5 + 1'h1;
-  assign \$183  = stage1_word3_amount6 + 1'h1;
-  assign \$184  = stage1_word3_amount7 + 1'h1;
-  assign \$185  = stage1_word3_amount0[1] ? stage0_word5[15:0] : stage0_word3[15:0];
-  assign \$186  = stage1_word3_amount1[1] ? stage0_word5[31:16] : stage0_word3[31:16];
-  assign \$187  = stage1_word3_amount2[1] ? stage0_word5[47:32] : stage0_word3[47:32];
-  assign \$188  = stage1_word3_amount3[1] ? stage0_word5[63:48] : stage0_word3[63:48];
-  assign \$189  = stage1_word3_amount4[1] ? stage0_word5[79:64] : stage0_word3[79:64];
-  assign \$190  = stage1_word3_amount5[1] ? stage0_word5[95:80] : stage0_word3[95:80];
-  assign \$191  = stage1_word3_amount6[1] ? stage0_word5[111:96] : stage0_word3[111:96];
-  assign \$192  = stage1_word3_amount7[1] ? stage0_word5[127:112] : stage0_word3[127:112];
-  assign \$193  = stage1_word4_amount0 + 1'h1;
-  assign \$194  = stage1_word4_amount1 + 1'h1;
-  assign \$195  = stage1_word4_amount2 + 1'h1;
-  assign \$196  = stage1_word4_amount3 + 1'h1;
-  assign \$197  = stage1_word4_amount4 + 1'h1;
-  assign \$198  = stage1_word4_amount5 + 1'h1;
-  assign \$199  = stage1_word4_amount6 + 1'h1;
-  assign \$200  = stage1_word4_amount7 + 1'h1;
-  assign \$201  = stage1_word4_amount0[1] ? stage0_word6[15:0] : stage0_word4[15:0];
-  assign \$202  = stage1_word4_amount1[1] ? stage0_word6[31:16] : stage0_word4[31:16];
-  assign \$203  = stage1_word4_amount2[1] ? stage0_word6[47:32] : stage0_word4[47:32];
-  assign \$204  = stage1_word4_amount3[1] ? stage0_word6[63:48] : stage0_word4[63:48];
-  assign \$205  = stage1_word4_amount4[1] ? stage0_word6[79:64] : stage0_word4[79:64];
-  assign \$206  = stage1_word4_amount5[1] ? stage0_word6[95:80] : stage0_word4[95:80];
-  assign \$207  = stage1_word4_amount6[1] ? stage0_word6[111:96] : stage0_word4[111:96];
-  assign \$208  = stage1_word4_amount7[1] ? stage0_word6[127:112] : stage0_word4[127:112];
-  assign \$209  = stage1_word5_amount0 + 1'h1;
-  assign \$210  = stage1_word5_amount1 + 1'h1;
-  assign \$211  = stage1_word5_amount2 + 1'h1;
-  assign \$212  = stage1_word5_amount3 + 1'h1;
-  assign \$213  = stage1_word5_amount4 + 1'h1;
-  assign \$214  = stage1_word5_amount5 + 1'h1;
-  assign \$215  = stage1_word5_amount6 + 1'h1;
-  assign \$216  = stage1_word5_amount7 + 1'h1;
-  assign \$217  = stage1_word5_amount0[1] ? stage0_word7[15:0] : stage0_word5[15:0];
-  assign \$218  = stage1_word5_amount1[1] ? stage0_word7[31:16] : stage0_word5[31:16];
-  assign \$219  = stage1_word5_amount2[1] ? stage0_word7[47:32] : stage0_word5[47:32];
-  assign \$220  = stage1_word5_amount3[1] ? stage0_word7[63:48] : stage0_word5[63:48];
-  assign \$221  = stage1_word5_amount4[1] ? stage0_word7[79:64] : stage0_word5[79:64];
-  assign \$222  = stage1_word5_amount5[1] ? stage0_word7[95:80] : stage0_word5[95:80];
-  assign \$223  = stage1_word5_amount6[1] ? stage0_word7[111:96] : stage0_word5[111:96];
-  assign \$224  = stage1_word5_amount7[1] ? stage0_word7[127:112] : stage0_word5[127:112];
-  assign \$225  = stage1_word6_amount0 + 1'h1;
-  assign \$226  = stage1_word6_amount1 + 1'h1;
-  assign \$227  = stage1_word6_amount2 + 1'h1;
-  assign \$228  = stage1_word6_amount3 + 1'h1;
-  assign \$229  = stage1_word6_amount4 + 1'h1;
-  assign \$230  = stage1_word6_amount5 + 1'h1;
-  assign \$231  = stage1_word6_amount6 + 1'h1;
-  assign \$232  = stage1_word6_amount7 + 1'h1;
-  assign \$233  = stage1_word6_amount0[1] ? stage0_word0[15:0] : stage0_word6[15:0];
-  assign \$234  = stage1_word6_amount1[1] ? stage0_word0[31:16] : stage0_word6[31:16];
-  assign \$235  = stage1_word6_amount2[1] ? stage0_word0[47:32] : stage0_word6[47:32];
-  assign \$236  = stage1_word6_amount3[1] ? stage0_word0[63:48] : stage0_word6[63:48];
-  assign \$237  = stage1_word6_amount4[1] ? stage0_word0[79:64] : stage0_word6[79:64];
-  assign \$238  = stage1_word6_amount5[1] ? stage0_word0[95:80] : stage0_word6[95:80];
-  assign \$239  = stage1_word6_amount6[1] ? stage0_word0[111:96] : stage0_word6[111:96];
-  assign \$240  = stage1_word6_amount7[1] ? stage0_word0[127:112] : stage0_word6[127:112];
-  assign \$241  = stage1_word7_amount0 + 1'h1;
-  assign \$242  = stage1_word7_amount1 + 1'h1;
-  assign \$243  = stage1_word7_amount2 + 1'h1;
-  assign \$244  = stage1_word7_amount3 + 1'h1;
-  assign \$245  = stage1_word7_amount4 + 1'h1;
-  assign \$246  = stage1_word7_amount5 + 1'h1;
-  assign \$247  = stage1_word7_amount6 + 1'h1;
-  assign \$248  = stage1_word7_amount7 + 1'h1;
-  assign \$249  = stage1_word7_amount0[1] ? stage0_word1[15:0] : stage0_word7[15:0];
-  assign \$250  = stage1_word7_amount1[1] ? stage0_word1[31:16] : stage0_word7[31:16];
-  assign \$251  = stage1_word7_amount2[1] ? stage0_word1[47:32] : stage0_word7[47:32];
-  assign \$252  = stage1_word7_amount3[1] ? stage0_word1[63:48] : stage0_word7[63:48];
-  assign \$253  = stage1_word7_amount4[1] ? stage0_word1[79:64] : stage0_word7[79:64];
-  assign \$254  = stage1_word7_amount5[1] ? stage0_word1[95:80] : stage0_word7[95:80];
-  assign \$255  = stage1_word7_amount6[1] ? stage0_word1[111:96] : stage0_word7[111:96];
-  assign \$256  = stage1_word7_amount7[1] ? stage0_word1[127:112] : stage0_word7[127:112];
-  assign \$257  = stage2_word0_amount0 + 1'h1;
-  assign \$258  = stage2_word0_amount1 + 1'h1;
-  assign \$259  = stage2_word0_amount2 + 1'h1;
-  assign \$260  = stage2_word0_amount3 + 1'h1;
-  assign \$261  = stage2_word0_amount4 + 1'h1;
-  assign \$262  = stage2_word0_amount5 + 1'h1;
-  assign \$263  = stage2_word0_amount6 + 1'h1;
-  assign \$264  = stage2_word0_amount7 + 1'h1;
-  assign \$265  = stage2_word0_amount0[2] ? stage1_word4[15:0] : stage1_word0[15:0];
-  assign \$266  = stage2_word0_amount1[2] ? stage1_word4[31:16] : stage1_word0[31:16];
-  assign \$267  = stage2_word0_amount2[2] ? stage1_word4[47:32] : stage1_word0[47:32];
-  assign \$268  = stage2_word0_amount3[2] ? stage1_word4[63:48] : stage1_word0[63:48];
-  assign \$269  = stage2_word0_amount4[2] ? stage1_word4[79:64] : stage1_word0[79:64];
-  assign \$270  = stage2_word0_amount5[2] ? stage1_word4[95:80] : stage1_word0[95:80];
-  assign \$271  = stage2_word0_amount6[2] ? stage1_word4[111:96] : stage1_word0[111:96];
-  assign \$272  = stage2_word0_amount7[2] ? stage1_word4[127:112] : stage1_word0[127:112];
-  assign \$273  = stage2_word1_amount0 + 1'h1;
-  assign \$274  = stage2_word1_amount1 + 1'h1;
-  assign \$275  = stage2_word1_amount2 + 1'h1;
-  assign \$276  = stage2_word1_amount3 + 1'h1;
-  assign \$277  = stage2_word1_amount4 + 1'h1;
-  assign \$278  = stage2_word1_amount5 + 1'h1;
-  assign \$279  = stage2_word1_amount6 + 1'h1;
-  assign \$280  = stage2_word1_amount7 + 1'h1;
-  assign \$281  = stage2_word1_amount0[2] ? stage1_word5[15:0] : stage1_word1[15:0];
-  assign \$282  = stage2_word1_amount1[2] ? stage1_word5[31:16] : stage1_word1[31:16];
-  assign \$283  = stage2_word1_amount2[2] ? stage1_word5[47:32] : stage1_word1[47:32];
-  assign \$284  = stage2_word1_amount3[2] ? stage1_word5[63:48] : stage1_word1[63:48];
-  assign \$285  = stage2_word1_amount4[2] ? stage1_word5[79:64] : stage1_word1[79:64];
-  assign \$286  = stage2_word1_amount5[2] ? stage1_word5[95:80] : stage1_word1[95:80];
-  assign \$287  = stage2_word1_amount6[2] ? stage1_word5[111:96] : stage1_word1[111:96];
-  assign \$288  = stage2_word1_amount7[2] ? stage1_word5[127:112] : stage1_word1[127:112];
-  assign \$289  = stage2_word2_amount0 + 1'h1;
-  assign \$290  = stage2_word2_amount1 + 1'h1;
-  assign \$291  = stage2_word2_amount2 + 1'h1;
-  assign \$292  = stage2_word2_amount3 + 1'h1;
-  assign \$293  = stage2_word2_amount4 + 1'h1;
-  assign \$294  = stage2_word2_amount5 + 1'h1;
-  assign \$295  = stage2_word2_amount6 + 1'h1;
-  assign \$296  = stage2_word2_amount7 + 1'h1;
-  assign \$297  = stage2_word2_amount0[2] ? stage1_word6[15:0] : stage1_word2[15:0];
-  assign \$298  = stage2_word2_amount1[2] ? stage1_word6[31:16] : stage1_word2[31:16];
-  assign \$299  = stage2_word2_amount2[2] ? stage1_word6[47:32] : stage1_word2[47:32];
-  assign \$300  = stage2_word2_amount3[2] ? stage1_word6[63:48] : stage1_word2[63:48];
-  assign \$301  = stage2_word2_amount4[2] ? stage1_word6[79:64] : stage1_word2[79:64];
-  assign \$302  = stage2_word2_amount5[2] ? stage1_word6[95:80] : stage1_word2[95:80];
-  assign \$303  = stage2_word2_amount6[2] ? stage1_word6[111:96] : stage1_word2[111:96];
-  assign \$304  = stage2_word2_amount7[2] ? stage1_word6[127:112] : stage1_word2[127:112];
-  assign \$305  = stage2_word3_amount0 + 1'h1;
-  assign \$306  = stage2_word3_amount1 + 1'h1;
-  assign \$307  = stage2_word3_amount2 + 1'h1;
-  assign \$308  = stage2_word3_amount3 + 1'h1;
-  assign \$309  = stage2_word3_amount4 + 1'h1;
-  assign \$310  = stage2_word3_amount5 + 1'h1;
-  assign \$311  = stage2_word3_amount6 + 1'h1;
-  assign \$312  = stage2_word3_amount7 + 1'h1;
-  assign \$313  = stage2_word3_amount0[2] ? stage1_word7[15:0] : stage1_word3[15:0];
-  assign \$314  = stage2_word3_amount1[2] ? stage1_word7[31:16] : stage1_word3[31:16];
-  assign \$315  = stage2_word3_amount2[2] ? stage1_word7[47:32] : stage1_word3[47:32];
-  assign \$316  = stage2_word3_amount3[2] ? stage1_word7[63:48] : stage1_word3[63:48];
-  assign \$317  = stage2_word3_amount4[2] ? stage1_word7[79:64] : stage1_word3[79:64];
-  assign \$318  = stage2_word3_amount5[2] ? stage1_word7[95:80] : stage1_word3[95:80];
-  assign \$319  = stage2_word3_amount6[2] ? stage1_word7[111:96] : stage1_word3[111:96];
-  assign \$320  = stage2_word3_amount7[2] ? stage1_word7[127:112] : stage1_word3[127:112];
-  assign \$321  = stage2_word4_amount0 + 1'h1;
-  assign \$322  = stage2_word4_amount1 + 1'h1;
-  assign \$323  = stage2_word4_amount2 + 1'h1;
-  assign \$324  = stage2_word4_amount3 + 1'h1;
-  assign \$325  = stage2_word4_amount4 + 1'h1;
-  assign \$326  = stage2_word4_amount5 + 1'h1;
-  assign \$327  = stage2_word4_amount6 + 1'h1;
-  assign \$328  = stage2_word4_amount7 + 1'h1;
-  assign \$329  = stage2_word4_amount0[2] ? stage1_word0[15:0] : stage1_word4[15:0];
-  assign \$330  = stage2_word4_amount1[2] ? stage1_word0[31:16] : stage1_word4[31:16];
-  assign \$331  = stage2_word4_amount2[2] ? stage1_word0[47:32] : stage1_word4[47:32];
-  assign \$332  = stage2_word4_amount3[2] ? stage1_word0[63:48] : stage1_word4[63:48];
-  assign \$333  = stage2_word4_amount4[2] ? stage1_word0[79:64] : stage1_word4[79:64];
-  assign \$334  = stage2_word4_amount5[2] ? stage1_word0[95:80] : stage1_word4[95:80];
-  assign \$335  = stage2_word4_amount6[2] ? stage1_word0[111:96] : stage1_word4[111:96];
-  assign \$336  = stage2_word4_amount7[2] ? stage1_word0[127:112] : stage1_word4[127:112];
-  assign \$337  = stage2_word5_amount0 + 1'h1;
-  assign \$338  = stage2_word5_amount1 + 1'h1;
-  assign \$339  = stage2_word5_amount2 + 1'h1;
-  assign \$340  = stage2_word5_amount3 + 1'h1;
-  assign \$341  = stage2_word5_amount4 + 1'h1;
-  assign \$342  = stage2_word5_amount5 + 1'h1;
-  assign \$343  = stage2_word5_amount6 + 1'h1;
-  assign \$344  = stage2_word5_amount7 + 1'h1;
-  assign \$345  = stage2_word5_amount0[2] ? stage1_word1[15:0] : stage1_word5[15:0];
-  assign \$346  = stage2_word5_amount1[2] ? stage1_word1[31:16] : stage1_word5[31:16];
-  assign \$347  = stage2_word5_amount2[2] ? stage1_word1[47:32] : stage1_word5[47:32];
-  assign \$348  = stage2_word5_amount3[2] ? stage1_word1[63:48] : stage1_word5[63:48];
-  assign \$349  = stage2_word5_amount4[2] ? stage1_word1[79:64] : stage1_word5[79:64];
-  assign \$350  = stage2_word5_amount5[2] ? stage1_word1[95:80] : stage1_word5[95:80];
-  assign \$351  = stage2_word5_amount6[2] ? stage1_word1[111:96] : stage1_word5[111:96];
-  assign \$352  = stage2_word5_amount7[2] ? stage1_word1[127:112] : stage1_word5[127:112];
-  assign \$353  = stage2_word6_amount0 + 1'h1;
-  assign \$354  = stage2_word6_amount1 + 1'h1;
-  assign \$355  = stage2_word6_amount2 + 1'h1;
-  assign \$356  = stage2_word6_amount3 + 1'h1;
-  assign \$357  = stage2_word6_amount4 + 1'h1;
-  assign \$358  = stage2_word6_amount5 + 1'h1;
-  assign \$359  = stage2_word6_amount6 + 1'h1;
-  assign \$360  = stage2_word6_amount7 + 1'h1;
-  assign \$361  = stage2_word6_amount0[2] ? stage1_word2[15:0] : stage1_word6[15:0];
-  assign \$362  = stage2_word6_amount1[2] ? stage1_word2[31:16] : stage1_word6[31:16];
-  assign \$363  = stage2_word6_amount2[2] ? stage1_word2[47:32] : stage1_word6[47:32];
-  assign \$364  = stage2_word6_amount3[2] ? stage1_word2[63:48] : stage1_word6[63:48];
-  assign \$365  = stage2_word6_amount4[2] ? stage1_word2[79:64] : stage1_word6[79:64];
-  assign \$366  = stage2_word6_amount5[2] ? stage1_word2[95:80] : stage1_word6[95:80];
-  assign \$367  = stage2_word6_amount6[2] ? stage1_word2[111:96] : stage1_word6[111:96];
-  assign \$368  = stage2_word6_amount7[2] ? stage1_word2[127:112] : stage1_word6[127:112];
-  assign \$369  = stage2_word7_amount0 + 1'h1;
-  assign \$370  = stage2_word7_amount1 + 1'h1;
-  assign \$371  = stage2_word7_amount2 + 1'h1;
-  assign \$372  = stage2_word7_amount3 + 1'h1;
-  assign \$373  = stage2_word7_amount4 + 1'h1;
-  assign \$374  = stage2_word7_amount5 + 1'h1;
-  assign \$375  = stage2_word7_amount6 + 1'h1;
-  assign \$376  = stage2_word7_amount7 + 1'h1;
-  assign \$377  = stage2_word7_amount0[2] ? stage1_word3[15:0] : stage1_word7[15:0];
-  assign \$378  = stage2_word7_amount1[2] ? stage1_word3[31:16] : stage1_word7[31:16];
-  assign \$379  = stage2_word7_amount2[2] ? stage1_word3[47:32] : stage1_word7[47:32];
-  assign \$380  = stage2_word7_amount3[2] ? stage1_word3[63:48] : stage1_word7[63:48];
-  assign \$381  = stage2_word7_amount4[2] ? stage1_word3[79:64] : stage1_word7[79:64];
-  assign \$382  = stage2_word7_amount5[2] ? stage1_word3[95:80] : stage1_word7[95:80];
-  assign \$383  = stage2_word7_amount6[2] ? stage1_word3[111:96] : stage1_word7[111:96];
-  assign \$384  = stage2_word7_amount7[2] ? stage1_word3[127:112] : stage1_word7[127:112];
+  assign \$137  = stage1_word0_amount0[1] ? stage0_word6[15:0] : stage0_word4[15:0];
+  assign \$138  = stage1_word0_amount0[1] ? stage0_word2[15:0] : stage0_word0[15:0];
+  assign \$139  = stage1_word0_amount0[2] ? \$137  : \$138 ;
+  assign \$140  = stage1_word0_amount1[1] ? stage0_word6[31:16] : stage0_word4[31:16];
+  assign \$141  = stage1_word0_amount1[1] ? stage0_word2[31:16] : stage0_word0[31:16];
+  assign \$142  = stage1_word0_amount1[2] ? \$140  : \$141 ;
+  assign \$143  = stage1_word0_amount2[1] ? stage0_word6[47:32] : stage0_word4[47:32];
+  assign \$144  = stage1_word0_amount2[1] ? stage0_word2[47:32] : stage0_word0[47:32];
+  assign \$145  = stage1_word0_amount2[2] ? \$143  : \$144 ;
+  assign \$146  = stage1_word0_amount3[1] ? stage0_word6[63:48] : stage0_word4[63:48];
+  assign \$147  = stage1_word0_amount3[1] ? stage0_word2[63:48] : stage0_word0[63:48];
+  assign \$148  = stage1_word0_amount3[2] ? \$146  : \$147 ;
+  assign \$149  = stage1_word0_amount4[1] ? stage0_word6[79:64] : stage0_word4[79:64];
+  assign \$150  = stage1_word0_amount4[1] ? stage0_word2[79:64] : stage0_word0[79:64];
+  assign \$151  = stage1_word0_amount4[2] ? \$149  : \$150 ;
+  assign \$152  = stage1_word0_amount5[1] ? stage0_word6[95:80] : stage0_word4[95:80];
+  assign \$153  = stage1_word0_amount5[1] ? stage0_word2[95:80] : stage0_word0[95:80];
+  assign \$154  = stage1_word0_amount5[2] ? \$152  : \$153 ;
+  assign \$155  = stage1_word0_amount6[1] ? stage0_word6[111:96] : stage0_word4[111:96];
+  assign \$156  = stage1_word0_amount6[1] ? stage0_word2[111:96] : stage0_word0[111:96];
+  assign \$157  = stage1_word0_amount6[2] ? \$155  : \$156 ;
+  assign \$158  = stage1_word0_amount7[1] ? stage0_word6[127:112] : stage0_word4[127:112];
+  assign \$159  = stage1_word0_amount7[1] ? stage0_word2[127:112] : stage0_word0[127:112];
+  assign \$160  = stage1_word0_amount7[2] ? \$158  : \$159 ;
+  assign \$161  = stage1_word1_amount0 + 1'h1;
+  assign \$162  = stage1_word1_amount1 + 1'h1;
+  assign \$163  = stage1_word1_amount2 + 1'h1;
+  assign \$164  = stage1_word1_amount3 + 1'h1;
+  assign \$165  = stage1_word1_amount4 + 1'h1;
+  assign \$166  = stage1_word1_amount5 + 1'h1;
+  assign \$167  = stage1_word1_amount6 + 1'h1;
+  assign \$168  = stage1_word1_amount7 + 1'h1;
+  assign \$169  = stage1_word1_amount0[1] ? stage0_word7[15:0] : stage0_word5[15:0];
+  assign \$170  = stage1_word1_amount0[1] ? stage0_word3[15:0] : stage0_word1[15:0];
+  assign \$171  = stage1_word1_amount0[2] ? \$169  : \$170 ;
+  assign \$172  = stage1_word1_amount1[1] ? stage0_word7[31:16] : stage0_word5[31:16];
+  assign \$173  = stage1_word1_amount1[1] ? stage0_word3[31:16] : stage0_word1[31:16];
+  assign \$174  = stage1_word1_amount1[2] ? \$172  : \$173 ;
+  assign \$175  = stage1_word1_amount2[1] ? stage0_word7[47:32] : stage0_word5[47:32];
+  assign \$176  = stage1_word1_amount2[1] ? stage0_word3[47:32] : stage0_word1[47:32];
+  assign \$177  = stage1_word1_amount2[2] ? \$175  : \$176 ;
+  assign \$178  = stage1_word1_amount3[1] ? stage0_word7[63:48] : stage0_word5[63:48];
+  assign \$179  = stage1_word1_amount3[1] ? stage0_word3[63:48] : stage0_word1[63:48];
+  assign \$180  = stage1_word1_amount3[2] ? \$178  : \$179 ;
+  assign \$181  = stage1_word1_amount4[1] ? stage0_word7[79:64] : stage0_word5[79:64];
+  assign \$182  = stage1_word1_amount4[1] ? stage0_word3[79:64] : stage0_word1[79:64];
+  assign \$183  = stage1_word1_amount4[2] ? \$181  : \$182 ;
+  assign \$184  = stage1_word1_amount5[1] ? stage0_word7[95:80] : stage0_word5[95:80];
+  assign \$185  = stage1_word1_amount5[1] ? stage0_word3[95:80] : stage0_word1[95:80];
+  assign \$186  = stage1_word1_amount5[2] ? \$184  : \$185 ;
+  assign \$187  = stage1_word1_amount6[1] ? stage0_word7[111:96] : stage0_word5[111:96];
+  assign \$188  = stage1_word1_amount6[1] ? stage0_word3[111:96] : stage0_word1[111:96];
+  assign \$189  = stage1_word1_amount6[2] ? \$187  : \$188 ;
+  assign \$190  = stage1_word1_amount7[1] ? stage0_word7[127:112] : stage0_word5[127:112];
+  assign \$191  = stage1_word1_amount7[1] ? stage0_word3[127:112] : stage0_word1[127:112];
+  assign \$192  = stage1_word1_amount7[2] ? \$190  : \$191 ;
+  assign \$193  = stage1_word2_amount0 + 1'h1;
+  assign \$194  = stage1_word2_amount1 + 1'h1;
+  assign \$195  = stage1_word2_amount2 + 1'h1;
+  assign \$196  = stage1_word2_amount3 + 1'h1;
+  assign \$197  = stage1_word2_amount4 + 1'h1;
+  assign \$198  = stage1_word2_amount5 + 1'h1;
+  assign \$199  = stage1_word2_amount6 + 1'h1;
+  assign \$200  = stage1_word2_amount7 + 1'h1;
+  assign \$201  = stage1_word2_amount0[1] ? stage0_word0[15:0] : stage0_word6[15:0];
+  assign \$202  = stage1_word2_amount0[1] ? stage0_word4[15:0] : stage0_word2[15:0];
+  assign \$203  = stage1_word2_amount0[2] ? \$201  : \$202 ;
+  assign \$204  = stage1_word2_amount1[1] ? stage0_word0[31:16] : stage0_word6[31:16];
+  assign \$205  = stage1_word2_amount1[1] ? stage0_word4[31:16] : stage0_word2[31:16];
+  assign \$206  = stage1_word2_amount1[2] ? \$204  : \$205 ;
+  assign \$207  = stage1_word2_amount2[1] ? stage0_word0[47:32] : stage0_word6[47:32];
+  assign \$208  = stage1_word2_amount2[1] ? stage0_word4[47:32] : stage0_word2[47:32];
+  assign \$209  = stage1_word2_amount2[2] ? \$207  : \$208 ;
+  assign \$210  = stage1_word2_amount3[1] ? stage0_word0[63:48] : stage0_word6[63:48];
+  assign \$211  = stage1_word2_amount3[1] ? stage0_word4[63:48] : stage0_word2[63:48];
+  assign \$212  = stage1_word2_amount3[2] ? \$210  : \$211 ;
+  assign \$213  = stage1_word2_amount4[1] ? stage0_word0[79:64] : stage0_word6[79:64];
+  assign \$214  = stage1_word2_amount4[1] ? stage0_word4[79:64] : stage0_word2[79:64];
+  assign \$215  = stage1_word2_amount4[2] ? \$213  : \$214 ;
+  assign \$216  = stage1_word2_amount5[1] ? stage0_word0[95:80] : stage0_word6[95:80];
+  assign \$217  = stage1_word2_amount5[1] ? stage0_word4[95:80] : stage0_word2[95:80];
+  assign \$218  = stage1_word2_amount5[2] ? \$216  : \$217 ;
+  assign \$219  = stage1_word2_amount6[1] ? stage0_word0[111:96] : stage0_word6[111:96];
+  assign \$220  = stage1_word2_amount6[1] ? stage0_word4[111:96] : stage0_word2[111:96];
+  assign \$221  = stage1_word2_amount6[2] ? \$219  : \$220 ;
+  assign \$222  = stage1_word2_amount7[1] ? stage0_word0[127:112] : stage0_word6[127:112];
+  assign \$223  = stage1_word2_amount7[1] ? stage0_word4[127:112] : stage0_word2[127:112];
+  assign \$224  = stage1_word2_amount7[2] ? \$222  : \$223 ;
+  assign \$225  = stage1_word3_amount0 + 1'h1;
+  assign \$226  = stage1_word3_amount1 + 1'h1;
+  assign \$227  = stage1_word3_amount2 + 1'h1;
+  assign \$228  = stage1_word3_amount3 + 1'h1;
+  assign \$229  = stage1_word3_amount4 + 1'h1;
+  assign \$230  = stage1_word3_amount5 + 1'h1;
+  assign \$231  = stage1_word3_amount6 + 1'h1;
+  assign \$232  = stage1_word3_amount7 + 1'h1;
+  assign \$233  = stage1_word3_amount0[1] ? stage0_word1[15:0] : stage0_word7[15:0];
+  assign \$234  = stage1_word3_amount0[1] ? stage0_word5[15:0] : stage0_word3[15:0];
+  assign \$235  = stage1_word3_amount0[2] ? \$233  : \$234 ;
+  assign \$236  = stage1_word3_amount1[1] ? stage0_word1[31:16] : stage0_word7[31:16];
+  assign \$237  = stage1_word3_amount1[1] ? stage0_word5[31:16] : stage0_word3[31:16];
+  assign \$238  = stage1_word3_amount1[2] ? \$236  : \$237 ;
+  assign \$239  = stage1_word3_amount2[1] ? stage0_word1[47:32] : stage0_word7[47:32];
+  assign \$240  = stage1_word3_amount2[1] ? stage0_word5[47:32] : stage0_word3[47:32];
+  assign \$241  = stage1_word3_amount2[2] ? \$239  : \$240 ;
+  assign \$242  = stage1_word3_amount3[1] ? stage0_word1[63:48] : stage0_word7[63:48];
+  assign \$243  = stage1_word3_amount3[1] ? stage0_word5[63:48] : stage0_word3[63:48];
+  assign \$244  = stage1_word3_amount3[2] ? \$242  : \$243 ;
+  assign \$245  = stage1_word3_amount4[1] ? stage0_word1[79:64] : stage0_word7[79:64];
+  assign \$246  = stage1_word3_amount4[1] ? stage0_word5[79:64] : stage0_word3[79:64];
+  assign \$247  = stage1_word3_amount4[2] ? \$245  : \$246 ;
+  assign \$248  = stage1_word3_amount5[1] ? stage0_word1[95:80] : stage0_word7[95:80];
+  assign \$249  = stage1_word3_amount5[1] ? stage0_word5[95:80] : stage0_word3[95:80];
+  assign \$250  = stage1_word3_amount5[2] ? \$248  : \$249 ;
+  assign \$251  = stage1_word3_amount6[1] ? stage0_word1[111:96] : stage0_word7[111:96];
+  assign \$252  = stage1_word3_amount6[1] ? stage0_word5[111:96] : stage0_word3[111:96];
+  assign \$253  = stage1_word3_amount6[2] ? \$251  : \$252 ;
+  assign \$254  = stage1_word3_amount7[1] ? stage0_word1[127:112] : stage0_word7[127:112];
+  assign \$255  = stage1_word3_amount7[1] ? stage0_word5[127:112] : stage0_word3[127:112];
+  assign \$256  = stage1_word3_amount7[2] ? \$254  : \$255 ;
+  assign \$257  = stage1_word4_amount0 + 1'h1;
+  assign \$258  = stage1_word4_amount1 + 1'h1;
+  assign \$259  = stage1_word4_amount2 + 1'h1;
+  assign \$260  = stage1_word4_amount3 + 1'h1;
+  assign \$261  = stage1_word4_amount4 + 1'h1;
+  assign \$262  = stage1_word4_amount5 + 1'h1;
+  assign \$263  = stage1_word4_amount6 + 1'h1;
+  assign \$264  = stage1_word4_amount7 + 1'h1;
+  assign \$265  = stage1_word4_amount0[1] ? stage0_word2[15:0] : stage0_word0[15:0];
+  assign \$266  = stage1_word4_amount0[1] ? stage0_word6[15:0] : stage0_word4[15:0];
+  assign \$267  = stage1_word4_amount0[2] ? \$265  : \$266 ;
+  assign \$268  = stage1_word4_amount1[1] ? stage0_word2[31:16] : stage0_word0[31:16];
+  assign \$269  = stage1_word4_amount1[1] ? stage0_word6[31:16] : stage0_word4[31:16];
+  assign \$270  = stage1_word4_amount1[2] ? \$268  : \$269 ;
+  assign \$271  = stage1_word4_amount2[1] ? stage0_word2[47:32] : stage0_word0[47:32];
+  assign \$272  = stage1_word4_amount2[1] ? stage0_word6[47:32] : stage0_word4[47:32];
+  assign \$273  = stage1_word4_amount2[2] ? \$271  : \$272 ;
+  assign \$274  = stage1_word4_amount3[1] ? stage0_word2[63:48] : stage0_word0[63:48];
+  assign \$275  = stage1_word4_amount3[1] ? stage0_word6[63:48] : stage0_word4[63:48];
+  assign \$276  = stage1_word4_amount3[2] ? \$274  : \$275 ;
+  assign \$277  = stage1_word4_amount4[1] ? stage0_word2[79:64] : stage0_word0[79:64];
+  assign \$278  = stage1_word4_amount4[1] ? stage0_word6[79:64] : stage0_word4[79:64];
+  assign \$279  = stage1_word4_amount4[2] ? \$277  : \$278 ;
+  assign \$280  = stage1_word4_amount5[1] ? stage0_word2[95:80] : stage0_word0[95:80];
+  assign \$281  = stage1_word4_amount5[1] ? stage0_word6[95:80] : stage0_word4[95:80];
+  assign \$282  = stage1_word4_amount5[2] ? \$280  : \$281 ;
+  assign \$283  = stage1_word4_amount6[1] ? stage0_word2[111:96] : stage0_word0[111:96];
+  assign \$284  = stage1_word4_amount6[1] ? stage0_word6[111:96] : stage0_word4[111:96];
+  assign \$285  = stage1_word4_amount6[2] ? \$283  : \$284 ;
+  assign \$286  = stage1_word4_amount7[1] ? stage0_word2[127:112] : stage0_word0[127:112];
+  assign \$287  = stage1_word4_amount7[1] ? stage0_word6[127:112] : stage0_word4[127:112];
+  assign \$288  = stage1_word4_amount7[2] ? \$286  : \$287 ;
+  assign \$289  = stage1_word5_amount0 + 1'h1;
+  assign \$290  = stage1_word5_amount1 + 1'h1;
+  assign \$291  = stage1_word5_amount2 + 1'h1;
+  assign \$292  = stage1_word5_amount3 + 1'h1;
+  assign \$293  = stage1_word5_amount4 + 1'h1;
+  assign \$294  = stage1_word5_amount5 + 1'h1;
+  assign \$295  = stage1_word5_amount6 + 1'h1;
+  assign \$296  = stage1_word5_amount7 + 1'h1;
+  assign \$297  = stage1_word5_amount0[1] ? stage0_word3[15:0] : stage0_word1[15:0];
+  assign \$298  = stage1_word5_amount0[1] ? stage0_word7[15:0] : stage0_word5[15:0];
+  assign \$299  = stage1_word5_amount0[2] ? \$297  : \$298 ;
+  assign \$300  = stage1_word5_amount1[1] ? stage0_word3[31:16] : stage0_word1[31:16];
+  assign \$301  = stage1_word5_amount1[1] ? stage0_word7[31:16] : stage0_word5[31:16];
+  assign \$302  = stage1_word5_amount1[2] ? \$300  : \$301 ;
+  assign \$303  = stage1_word5_amount2[1] ? stage0_word3[47:32] : stage0_word1[47:32];
+  assign \$304  = stage1_word5_amount2[1] ? stage0_word7[47:32] : stage0_word5[47:32];
+  assign \$305  = stage1_word5_amount2[2] ? \$303  : \$304 ;
+  assign \$306  = stage1_word5_amount3[1] ? stage0_word3[63:48] : stage0_word1[63:48];
+  assign \$307  = stage1_word5_amount3[1] ? stage0_word7[63:48] : stage0_word5[63:48];
+  assign \$308  = stage1_word5_amount3[2] ? \$306  : \$307 ;
+  assign \$309  = stage1_word5_amount4[1] ? stage0_word3[79:64] : stage0_word1[79:64];
+  assign \$310  = stage1_word5_amount4[1] ? stage0_word7[79:64] : stage0_word5[79:64];
+  assign \$311  = stage1_word5_amount4[2] ? \$309  : \$310 ;
+  assign \$312  = stage1_word5_amount5[1] ? stage0_word3[95:80] : stage0_word1[95:80];
+  assign \$313  = stage1_word5_amount5[1] ? stage0_word7[95:80] : stage0_word5[95:80];
+  assign \$314  = stage1_word5_amount5[2] ? \$312  : \$313 ;
+  assign \$315  = stage1_word5_amount6[1] ? stage0_word3[111:96] : stage0_word1[111:96];
+  assign \$316  = stage1_word5_amount6[1] ? stage0_word7[111:96] : stage0_word5[111:96];
+  assign \$317  = stage1_word5_amount6[2] ? \$315  : \$316 ;
+  assign \$318  = stage1_word5_amount7[1] ? stage0_word3[127:112] : stage0_word1[127:112];
+  assign \$319  = stage1_word5_amount7[1] ? stage0_word7[127:112] : stage0_word5[127:112];
+  assign \$320  = stage1_word5_amount7[2] ? \$318  : \$319 ;
+  assign \$321  = stage1_word6_amount0 + 1'h1;
+  assign \$322  = stage1_word6_amount1 + 1'h1;
+  assign \$323  = stage1_word6_amount2 + 1'h1;
+  assign \$324  = stage1_word6_amount3 + 1'h1;
+  assign \$325  = stage1_word6_amount4 + 1'h1;
+  assign \$326  = stage1_word6_amount5 + 1'h1;
+  assign \$327  = stage1_word6_amount6 + 1'h1;
+  assign \$328  = stage1_word6_amount7 + 1'h1;
+  assign \$329  = stage1_word6_amount0[1] ? stage0_word4[15:0] : stage0_word2[15:0];
+  assign \$330  = stage1_word6_amount0[1] ? stage0_word0[15:0] : stage0_word6[15:0];
+  assign \$331  = stage1_word6_amount0[2] ? \$329  : \$330 ;
+  assign \$332  = stage1_word6_amount1[1] ? stage0_word4[31:16] : stage0_word2[31:16];
+  assign \$333  = stage1_word6_amount1[1] ? stage0_word0[31:16] : stage0_word6[31:16];
+  assign \$334  = stage1_word6_amount1[2] ? \$332  : \$333 ;
+  assign \$335  = stage1_word6_amount2[1] ? stage0_word4[47:32] : stage0_word2[47:32];
+  assign \$336  = stage1_word6_amount2[1] ? stage0_word0[47:32] : stage0_word6[47:32];
+  assign \$337  = stage1_word6_amount2[2] ? \$335  : \$336 ;
+  assign \$338  = stage1_word6_amount3[1] ? stage0_word4[63:48] : stage0_word2[63:48];
+  assign \$339  = stage1_word6_amount3[1] ? stage0_word0[63:48] : stage0_word6[63:48];
+  assign \$340  = stage1_word6_amount3[2] ? \$338  : \$339 ;
+  assign \$341  = stage1_word6_amount4[1] ? stage0_word4[79:64] : stage0_word2[79:64];
+  assign \$342  = stage1_word6_amount4[1] ? stage0_word0[79:64] : stage0_word6[79:64];
+  assign \$343  = stage1_word6_amount4[2] ? \$341  : \$342 ;
+  assign \$344  = stage1_word6_amount5[1] ? stage0_word4[95:80] : stage0_word2[95:80];
+  assign \$345  = stage1_word6_amount5[1] ? stage0_word0[95:80] : stage0_word6[95:80];
+  assign \$346  = stage1_word6_amount5[2] ? \$344  : \$345 ;
+  assign \$347  = stage1_word6_amount6[1] ? stage0_word4[111:96] : stage0_word2[111:96];
+  assign \$348  = stage1_word6_amount6[1] ? stage0_word0[111:96] : stage0_word6[111:96];
+  assign \$349  = stage1_word6_amount6[2] ? \$347  : \$348 ;
+  assign \$350  = stage1_word6_amount7[1] ? stage0_word4[127:112] : stage0_word2[127:112];
+  assign \$351  = stage1_word6_amount7[1] ? stage0_word0[127:112] : stage0_word6[127:112];
+  assign \$352  = stage1_word6_amount7[2] ? \$350  : \$351 ;
+  assign \$353  = stage1_word7_amount0 + 1'h1;
+  assign \$354  = stage1_word7_amount1 + 1'h1;
+  assign \$355  = stage1_word7_amount2 + 1'h1;
+  assign \$356  = stage1_word7_amount3 + 1'h1;
+  assign \$357  = stage1_word7_amount4 + 1'h1;
+  assign \$358  = stage1_word7_amount5 + 1'h1;
+  assign \$359  = stage1_word7_amount6 + 1'h1;
+  assign \$360  = stage1_word7_amount7 + 1'h1;
+  assign \$361  = stage1_word7_amount0[1] ? stage0_word5[15:0] : stage0_word3[15:0];
+  assign \$362  = stage1_word7_amount0[1] ? stage0_word1[15:0] : stage0_word7[15:0];
+  assign \$363  = stage1_word7_amount0[2] ? \$361  : \$362 ;
+  assign \$364  = stage1_word7_amount1[1] ? stage0_word5[31:16] : stage0_word3[31:16];
+  assign \$365  = stage1_word7_amount1[1] ? stage0_word1[31:16] : stage0_word7[31:16];
+  assign \$366  = stage1_word7_amount1[2] ? \$364  : \$365 ;
+  assign \$367  = stage1_word7_amount2[1] ? stage0_word5[47:32] : stage0_word3[47:32];
+  assign \$368  = stage1_word7_amount2[1] ? stage0_word1[47:32] : stage0_word7[47:32];
+  assign \$369  = stage1_word7_amount2[2] ? \$367  : \$368 ;
+  assign \$370  = stage1_word7_amount3[1] ? stage0_word5[63:48] : stage0_word3[63:48];
+  assign \$371  = stage1_word7_amount3[1] ? stage0_word1[63:48] : stage0_word7[63:48];
+  assign \$372  = stage1_word7_amount3[2] ? \$370  : \$371 ;
+  assign \$373  = stage1_word7_amount4[1] ? stage0_word5[79:64] : stage0_word3[79:64];
+  assign \$374  = stage1_word7_amount4[1] ? stage0_word1[79:64] : stage0_word7[79:64];
+  assign \$375  = stage1_word7_amount4[2] ? \$373  : \$374 ;
+  assign \$376  = stage1_word7_amount5[1] ? stage0_word5[95:80] : stage0_word3[95:80];
+  assign \$377  = stage1_word7_amount5[1] ? stage0_word1[95:80] : stage0_word7[95:80];
+  assign \$378  = stage1_word7_amount5[2] ? \$376  : \$377 ;
+  assign \$379  = stage1_word7_amount6[1] ? stage0_word5[111:96] : stage0_word3[111:96];
+  assign \$380  = stage1_word7_amount6[1] ? stage0_word1[111:96] : stage0_word7[111:96];
+  assign \$381  = stage1_word7_amount6[2] ? \$379  : \$380 ;
+  assign \$382  = stage1_word7_amount7[1] ? stage0_word5[127:112] : stage0_word3[127:112];
+  assign \$383  = stage1_word7_amount7[1] ? stage0_word1[127:112] : stage0_word7[127:112];
+  assign \$384  = stage1_word7_amount7[2] ? \$382  : \$383 ;
   always @(posedge clk)
     stage0_word0_amount0 <= \$385 ;
   always @(posedge clk)
@@ -17662,1362 +17426,982 @@ module \ace_sram_small.sram.read_rotator (rst, i0, i1, i2, i3, i4, i5, i6, i7, s
     stage0_word2_amount0 <= \$401 ;
   always @(posedge clk)
     stage0_word2_amount1 <= \$402 ;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$404  = \$36 [2:0];
-    if (rst) begin
-      \$404  = 3'h3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$405  = \$37 [2:0];
-    if (rst) begin
-      \$405  = 3'h3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$406  = \$38 [2:0];
-    if (rst) begin
-      \$406  = 3'h3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$407  = \$39 [2:0];
-    if (rst) begin
-      \$407  = 3'h3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$408  = \$40 [2:0];
-    if (rst) begin
-      \$408  = 3'h3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$409  = \$49 [2:0];
-    if (rst) begin
-      \$409  = 3'h3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$410  = \$50 [2:0];
-    if (rst) begin
-      \$410  = 3'h3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$411  = \$51 [2:0];
-    if (rst) begin
-      \$411  = 3'h3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$412  = \$52 [2:0];
-    if (rst) begin
-      \$412  = 3'h3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$413  = \$53 [2:0];
-    if (rst) begin
-      \$413  = 3'h3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$414  = \$54 [2:0];
-    if (rst) begin
-      \$414  = 3'h3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$415  = \$55 [2:0];
-    if (rst) begin
-      \$415  = 3'h3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$416  = \$56 [2:0];
-    if (rst) begin
-      \$416  = 3'h3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$417  = \$65 [2:0];
-    if (rst) begin
-      \$417  = 3'h3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$418  = \$66 [2:0];
-    if (rst) begin
-      \$418  = 3'h3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$419  = \$67 [2:0];
-    if (rst) begin
-      \$419  = 3'h3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$420  = \$68 [2:0];
-    if (rst) begin
-      \$420  = 3'h3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$421  = \$69 [2:0];
-    if (rst) begin
-      \$421  = 3'h3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$422  = \$70 [2:0];
-    if (rst) begin
-      \$422  = 3'h3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$423  = \$71 [2:0];
-    if (rst) begin
-      \$423  = 3'h3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$424  = \$72 [2:0];
-    if (rst) begin
-      \$424  = 3'h3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$425  = \$81 [2:0];
-    if (rst) begin
-      \$425  = 3'h3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$426  = \$82 [2:0];
-    if (rst) begin
-      \$426  = 3'h3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$427  = \$83 [2:0];
-    if (rst) begin
-      \$427  = 3'h3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$428  = \$84 [2:0];
-    if (rst) begin
-      \$428  = 3'h3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$429  = \$85 [2:0];
-    if (rst) begin
-      \$429  = 3'h3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$430  = \$86 [2:0];
-    if (rst) begin
-      \$430  = 3'h3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$431  = \$87 [2:0];
-    if (rst) begin
-      \$431  = 3'h3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$432  = \$88 [2:0];
-    if (rst) begin
-      \$432  = 3'h3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$433  = \$97 [2:0];
-    if (rst) begin
-      \$433  = 3'h3;
-    end
-  end
+  always @(posedge clk)
+    stage0_word2_amount2 <= \$403 ;
+  always @(posedge clk)
+    stage0_word2_amount3 <= \$404 ;
+  always @(posedge clk)
+    stage0_word2_amount4 <= \$405 ;
+  always @(posedge clk)
+    stage0_word2_amount5 <= \$406 ;
+  always @(posedge clk)
+    stage0_word2_amount6 <= \$407 ;
+  always @(posedge clk)
+    stage0_word2_amount7 <= \$408 ;
+  always @(posedge clk)
+    stage0_word2 <= { \$48 , \$47 , \$46 , \$45 , \$44 , \$43 , \$42 , \$41  };
+  always @(posedge clk)
+    stage0_word3_amount0 <= \$409 ;
+  always @(posedge clk)
+    stage0_word3_amount1 <= \$410 ;
+  always @(posedge clk)
+    stage0_word3_amount2 <= \$411 ;
+  always @(posedge clk)
+    stage0_word3_amount3 <= \$412 ;
+  always @(posedge clk)
+    stage0_word3_amount4 <= \$413 ;
+  always @(posedge clk)
+    stage0_word3_amount5 <= \$414 ;
+  always @(posedge clk)
+    stage0_word3_amount6 <= \$415 ;
+  always @(posedge clk)
+    stage0_word3_amount7 <= \$416 ;
+  always @(posedge clk)
+    stage0_word3 <= { \$64 , \$63 , \$62 , \$61 , \$60 , \$59 , \$58 , \$57  };
+  always @(posedge clk)
+    stage0_word4_amount0 <= \$417 ;
+  always @(posedge clk)
+    stage0_word4_amount1 <= \$418 ;
+  always @(posedge clk)
+    stage0_word4_amount2 <= \$419 ;
+  always @(posedge clk)
+    stage0_word4_amount3 <= \$420 ;
+  always @(posedge clk)
+    stage0_word4_amount4 <= \$421 ;
+  always @(posedge clk)
+    stage0_word4_amount5 <= \$422 ;
+  always @(posedge clk)
+    stage0_word4_amount6 <= \$423 ;
+  always @(posedge clk)
+    stage0_word4_amount7 <= \$424 ;
+  always @(posedge clk)
+    stage0_word4 <= { \$80 , \$79 , \$78 , \$77 , \$76 , \$75 , \$74 , \$73  };
+  always @(posedge clk)
+    stage0_word5_amount0 <= \$425 ;
+  always @(posedge clk)
+    stage0_word5_amount1 <= \$426 ;
+  always @(posedge clk)
+    stage0_word5_amount2 <= \$427 ;
+  always @(posedge clk)
+    stage0_word5_amount3 <= \$428 ;
+  always @(posedge clk)
+    stage0_word5_amount4 <= \$429 ;
+  always @(posedge clk)
+    stage0_word5_amount5 <= \$430 ;
+  always @(posedge clk)
+    stage0_word5_amount6 <= \$431 ;
+  always @(posedge clk)
+    stage0_word5_amount7 <= \$432 ;
+  always @(posedge clk)
+    stage0_word5 <= { \$96 , \$95 , \$94 , \$93 , \$92 , \$91 , \$90 , \$89  };
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$434  = \$98 [2:0];
     if (rst) begin
-      \$434  = 3'h3;
+      \$434  = 3'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$435  = \$99 [2:0];
     if (rst) begin
-      \$435  = 3'h3;
+      \$435  = 3'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$436  = \$100 [2:0];
     if (rst) begin
-      \$436  = 3'h3;
+      \$436  = 3'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$437  = \$101 [2:0];
     if (rst) begin
-      \$437  = 3'h3;
+      \$437  = 3'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$438  = \$102 [2:0];
     if (rst) begin
-      \$438  = 3'h3;
+      \$438  = 3'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$439  = \$103 [2:0];
     if (rst) begin
-      \$439  = 3'h3;
+      \$439  = 3'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$440  = \$104 [2:0];
     if (rst) begin
-      \$440  = 3'h3;
+      \$440  = 3'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$441  = \$113 [2:0];
     if (rst) begin
-      \$441  = 3'h3;
+      \$441  = 3'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$442  = \$114 [2:0];
     if (rst) begin
-      \$442  = 3'h3;
+      \$442  = 3'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$443  = \$115 [2:0];
     if (rst) begin
-      \$443  = 3'h3;
+      \$443  = 3'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$444  = \$116 [2:0];
     if (rst) begin
-      \$444  = 3'h3;
+      \$444  = 3'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$445  = \$117 [2:0];
     if (rst) begin
-      \$445  = 3'h3;
+      \$445  = 3'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$446  = \$118 [2:0];
     if (rst) begin
-      \$446  = 3'h3;
+      \$446  = 3'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$447  = \$119 [2:0];
     if (rst) begin
-      \$447  = 3'h3;
+      \$447  = 3'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$448  = \$120 [2:0];
     if (rst) begin
-      \$448  = 3'h3;
+      \$448  = 3'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$449  = \$129 [2:0];
     if (rst) begin
-      \$449  = 3'h2;
+      \$449  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$450  = \$130 [2:0];
     if (rst) begin
-      \$450  = 3'h2;
+      \$450  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$451  = \$131 [2:0];
     if (rst) begin
-      \$451  = 3'h2;
+      \$451  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$452  = \$132 [2:0];
     if (rst) begin
-      \$452  = 3'h2;
+      \$452  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$453  = \$133 [2:0];
     if (rst) begin
-      \$453  = 3'h2;
+      \$453  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$454  = \$134 [2:0];
     if (rst) begin
-      \$454  = 3'h2;
+      \$454  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$455  = \$135 [2:0];
     if (rst) begin
-      \$455  = 3'h2;
+      \$455  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$456  = \$136 [2:0];
     if (rst) begin
-      \$456  = 3'h2;
+      \$456  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$457  = \$145 [2:0];
+    \$457  = \$161 [2:0];
     if (rst) begin
-      \$457  = 3'h2;
+      \$457  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$458  = \$146 [2:0];
+    \$458  = \$162 [2:0];
     if (rst) begin
-      \$458  = 3'h2;
+      \$458  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$459  = \$147 [2:0];
+    \$459  = \$163 [2:0];
     if (rst) begin
-      \$459  = 3'h2;
+      \$459  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$460  = \$148 [2:0];
+    \$460  = \$164 [2:0];
     if (rst) begin
-      \$460  = 3'h2;
+      \$460  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$461  = \$149 [2:0];
+    \$461  = \$165 [2:0];
     if (rst) begin
-      \$461  = 3'h2;
+      \$461  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$462  = \$150 [2:0];
+    \$462  = \$166 [2:0];
     if (rst) begin
-      \$462  = 3'h2;
+      \$462  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$463  = \$151 [2:0];
+    \$463  = \$167 [2:0];
     if (rst) begin
-      \$463  = 3'h2;
+      \$463  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$464  = \$152 [2:0];
+    \$464  = \$168 [2:0];
     if (rst) begin
-      \$464  = 3'h2;
+      \$464  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$465  = \$161 [2:0];
+    \$465  = \$193 [2:0];
     if (rst) begin
-      \$465  = 3'h2;
+      \$465  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$466  = \$162 [2:0];
+    \$466  = \$194 [2:0];
     if (rst) begin
-      \$466  = 3'h2;
+      \$466  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$467  = \$163 [2:0];
+    \$467  = \$195 [2:0];
     if (rst) begin
-      \$467  = 3'h2;
+      \$467  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$468  = \$164 [2:0];
+    \$468  = \$196 [2:0];
     if (rst) begin
-      \$468  = 3'h2;
+      \$468  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$469  = \$165 [2:0];
+    \$469  = \$197 [2:0];
     if (rst) begin
-      \$469  = 3'h2;
+      \$469  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$470  = \$166 [2:0];
+    \$470  = \$198 [2:0];
     if (rst) begin
-      \$470  = 3'h2;
+      \$470  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$471  = \$167 [2:0];
+    \$471  = \$199 [2:0];
     if (rst) begin
-      \$471  = 3'h2;
+      \$471  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$472  = \$168 [2:0];
+    \$472  = \$200 [2:0];
     if (rst) begin
-      \$472  = 3'h2;
+      \$472  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$473  = \$177 [2:0];
+    \$473  = \$225 [2:0];
     if (rst) begin
-      \$473  = 3'h2;
+      \$473  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$474  = \$178 [2:0];
+    \$474  = \$226 [2:0];
     if (rst) begin
-      \$474  = 3'h2;
+      \$474  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$475  = \$179 [2:0];
+    \$475  = \$227 [2:0];
     if (rst) begin
-      \$475  = 3'h2;
+      \$475  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$476  = \$180 [2:0];
+    \$476  = \$228 [2:0];
     if (rst) begin
-      \$476  = 3'h2;
+      \$476  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$477  = \$181 [2:0];
+    \$477  = \$229 [2:0];
     if (rst) begin
-      \$477  = 3'h2;
+      \$477  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$478  = \$182 [2:0];
+    \$478  = \$230 [2:0];
     if (rst) begin
-      \$478  = 3'h2;
+      \$478  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$479  = \$183 [2:0];
+    \$479  = \$231 [2:0];
     if (rst) begin
-      \$479  = 3'h2;
+      \$479  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$480  = \$184 [2:0];
+    \$480  = \$232 [2:0];
     if (rst) begin
-      \$480  = 3'h2;
+      \$480  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$481  = \$193 [2:0];
+    \$481  = \$257 [2:0];
     if (rst) begin
-      \$481  = 3'h2;
+      \$481  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$482  = \$194 [2:0];
+    \$482  = \$258 [2:0];
     if (rst) begin
-      \$482  = 3'h2;
+      \$482  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$483  = \$195 [2:0];
+    \$483  = \$259 [2:0];
     if (rst) begin
-      \$483  = 3'h2;
+      \$483  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$484  = \$196 [2:0];
+    \$484  = \$260 [2:0];
     if (rst) begin
-      \$484  = 3'h2;
+      \$484  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$485  = \$197 [2:0];
+    \$485  = \$261 [2:0];
     if (rst) begin
-      \$485  = 3'h2;
+      \$485  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$486  = \$198 [2:0];
+    \$486  = \$262 [2:0];
     if (rst) begin
-      \$486  = 3'h2;
+      \$486  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$487  = \$199 [2:0];
+    \$487  = \$263 [2:0];
     if (rst) begin
-      \$487  = 3'h2;
+      \$487  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$488  = \$200 [2:0];
+    \$488  = \$264 [2:0];
     if (rst) begin
-      \$488  = 3'h2;
+      \$488  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$489  = \$209 [2:0];
+    \$489  = \$289 [2:0];
     if (rst) begin
-      \$489  = 3'h2;
+      \$489  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$490  = \$210 [2:0];
+    \$490  = \$290 [2:0];
     if (rst) begin
-      \$490  = 3'h2;
+      \$490  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$491  = \$211 [2:0];
+    \$491  = \$291 [2:0];
     if (rst) begin
-      \$491  = 3'h2;
+      \$491  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$492  = \$212 [2:0];
+    \$492  = \$292 [2:0];
     if (rst) begin
-      \$492  = 3'h2;
+      \$492  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$493  = \$213 [2:0];
+    \$493  = \$293 [2:0];
     if (rst) begin
-      \$493  = 3'h2;
+      \$493  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$494  = \$214 [2:0];
+    \$494  = \$294 [2:0];
     if (rst) begin
-      \$494  = 3'h2;
+      \$494  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$495  = \$215 [2:0];
+    \$495  = \$295 [2:0];
     if (rst) begin
-      \$495  = 3'h2;
+      \$495  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$496  = \$216 [2:0];
+    \$496  = \$296 [2:0];
     if (rst) begin
-      \$496  = 3'h2;
+      \$496  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$497  = \$225 [2:0];
+    \$497  = \$321 [2:0];
     if (rst) begin
-      \$497  = 3'h2;
+      \$497  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$498  = \$226 [2:0];
+    \$498  = \$322 [2:0];
     if (rst) begin
-      \$498  = 3'h2;
+      \$498  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$499  = \$227 [2:0];
+    \$499  = \$323 [2:0];
     if (rst) begin
-      \$499  = 3'h2;
+      \$499  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$500  = \$228 [2:0];
+    \$500  = \$324 [2:0];
     if (rst) begin
-      \$500  = 3'h2;
+      \$500  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$501  = \$229 [2:0];
+    \$501  = \$325 [2:0];
     if (rst) begin
-      \$501  = 3'h2;
+      \$501  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$502  = \$230 [2:0];
+    \$502  = \$326 [2:0];
     if (rst) begin
-      \$502  = 3'h2;
+      \$502  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$503  = \$231 [2:0];
+    \$503  = \$327 [2:0];
     if (rst) begin
-      \$503  = 3'h2;
+      \$503  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$504  = \$232 [2:0];
+    \$504  = \$328 [2:0];
     if (rst) begin
-      \$504  = 3'h2;
+      \$504  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$505  = \$241 [2:0];
+    \$505  = \$353 [2:0];
     if (rst) begin
-      \$505  = 3'h2;
+      \$505  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$506  = \$242 [2:0];
+    \$506  = \$354 [2:0];
     if (rst) begin
-      \$506  = 3'h2;
+      \$506  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$507  = \$243 [2:0];
+    \$507  = \$355 [2:0];
     if (rst) begin
-      \$507  = 3'h2;
+      \$507  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$508  = \$244 [2:0];
+    \$508  = \$356 [2:0];
     if (rst) begin
-      \$508  = 3'h2;
+      \$508  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$509  = \$245 [2:0];
+    \$509  = \$357 [2:0];
     if (rst) begin
-      \$509  = 3'h2;
+      \$509  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$510  = \$246 [2:0];
+    \$510  = \$358 [2:0];
     if (rst) begin
-      \$510  = 3'h2;
+      \$510  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$511  = \$247 [2:0];
+    \$511  = \$359 [2:0];
     if (rst) begin
-      \$511  = 3'h2;
+      \$511  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$512  = \$248 [2:0];
+    \$512  = \$360 [2:0];
     if (rst) begin
-      \$512  = 3'h2;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$513  = \$257 [2:0];
-    if (rst) begin
-      \$513  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$514  = \$258 [2:0];
-    if (rst) begin
-      \$514  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$515  = \$259 [2:0];
-    if (rst) begin
-      \$515  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$516  = \$260 [2:0];
-    if (rst) begin
-      \$516  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$517  = \$261 [2:0];
-    if (rst) begin
-      \$517  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$518  = \$262 [2:0];
-    if (rst) begin
-      \$518  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$519  = \$263 [2:0];
-    if (rst) begin
-      \$519  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$520  = \$264 [2:0];
-    if (rst) begin
-      \$520  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$521  = \$273 [2:0];
-    if (rst) begin
-      \$521  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$522  = \$274 [2:0];
-    if (rst) begin
-      \$522  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$523  = \$275 [2:0];
-    if (rst) begin
-      \$523  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$524  = \$276 [2:0];
-    if (rst) begin
-      \$524  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$525  = \$277 [2:0];
-    if (rst) begin
-      \$525  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$526  = \$278 [2:0];
-    if (rst) begin
-      \$526  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$527  = \$279 [2:0];
-    if (rst) begin
-      \$527  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$528  = \$280 [2:0];
-    if (rst) begin
-      \$528  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$529  = \$289 [2:0];
-    if (rst) begin
-      \$529  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$530  = \$290 [2:0];
-    if (rst) begin
-      \$530  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$531  = \$291 [2:0];
-    if (rst) begin
-      \$531  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$532  = \$292 [2:0];
-    if (rst) begin
-      \$532  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$533  = \$293 [2:0];
-    if (rst) begin
-      \$533  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$534  = \$294 [2:0];
-    if (rst) begin
-      \$534  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$535  = \$295 [2:0];
-    if (rst) begin
-      \$535  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$536  = \$296 [2:0];
-    if (rst) begin
-      \$536  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$537  = \$305 [2:0];
-    if (rst) begin
-      \$537  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$538  = \$306 [2:0];
-    if (rst) begin
-      \$538  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$539  = \$307 [2:0];
-    if (rst) begin
-      \$539  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$540  = \$308 [2:0];
-    if (rst) begin
-      \$540  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$541  = \$309 [2:0];
-    if (rst) begin
-      \$541  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$542  = \$310 [2:0];
-    if (rst) begin
-      \$542  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$543  = \$311 [2:0];
-    if (rst) begin
-      \$543  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$544  = \$312 [2:0];
-    if (rst) begin
-      \$544  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$545  = \$321 [2:0];
-    if (rst) begin
-      \$545  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$546  = \$322 [2:0];
-    if (rst) begin
-      \$546  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$547  = \$323 [2:0];
-    if (rst) begin
-      \$547  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$548  = \$324 [2:0];
-    if (rst) begin
-      \$548  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$549  = \$325 [2:0];
-    if (rst) begin
-      \$549  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$550  = \$326 [2:0];
-    if (rst) begin
-      \$550  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$551  = \$327 [2:0];
-    if (rst) begin
-      \$551  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$552  = \$328 [2:0];
-    if (rst) begin
-      \$552  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$553  = \$337 [2:0];
-    if (rst) begin
-      \$553  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$554  = \$338 [2:0];
-    if (rst) begin
-      \$554  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$555  = \$339 [2:0];
-    if (rst) begin
-      \$555  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$556  = \$340 [2:0];
-    if (rst) begin
-      \$556  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$557  = \$341 [2:0];
-    if (rst) begin
-      \$557  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$558  = \$342 [2:0];
-    if (rst) begin
-      \$558  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$559  = \$343 [2:0];
-    if (rst) begin
-      \$559  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$560  = \$344 [2:0];
-    if (rst) begin
-      \$560  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$561  = \$353 [2:0];
-    if (rst) begin
-      \$561  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$562  = \$354 [2:0];
-    if (rst) begin
-      \$562  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$563  = \$355 [2:0];
-    if (rst) begin
-      \$563  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$564  = \$356 [2:0];
-    if (rst) begin
-      \$564  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$565  = \$357 [2:0];
-    if (rst) begin
-      \$565  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$566  = \$358 [2:0];
-    if (rst) begin
-      \$566  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$567  = \$359 [2:0];
-    if (rst) begin
-      \$567  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$568  = \$360 [2:0];
-    if (rst) begin
-      \$568  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$569  = \$369 [2:0];
-    if (rst) begin
-      \$569  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$570  = \$370 [2:0];
-    if (rst) begin
-      \$570  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$571  = \$371 [2:0];
-    if (rst) begin
-      \$571  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$572  = \$372 [2:0];
-    if (rst) begin
-      \$572  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$573  = \$373 [2:0];
-    if (rst) begin
-      \$573  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$574  = \$374 [2:0];
-    if (rst) begin
-      \$574  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$575  = \$375 [2:0];
-    if (rst) begin
-      \$575  = 3'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$576  = \$376 [2:0];
-    if (rst) begin
-      \$576  = 3'h1;
+      \$512  = 3'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$385  = \$1 [2:0];
     if (rst) begin
-      \$385  = 3'h3;
+      \$385  = 3'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$386  = \$2 [2:0];
     if (rst) begin
-      \$386  = 3'h3;
+      \$386  = 3'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$387  = \$3 [2:0];
     if (rst) begin
-      \$387  = 3'h3;
+      \$387  = 3'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$388  = \$4 [2:0];
     if (rst) begin
-      \$388  = 3'h3;
+      \$388  = 3'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$389  = \$5 [2:0];
     if (rst) begin
-      \$389  = 3'h3;
+      \$389  = 3'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$390  = \$6 [2:0];
     if (rst) begin
-      \$390  = 3'h3;
+      \$390  = 3'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$391  = \$7 [2:0];
     if (rst) begin
-      \$391  = 3'h3;
+      \$391  = 3'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$392  = \$8 [2:0];
     if (rst) begin
-      \$392  = 3'h3;
+      \$392  = 3'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$393  = \$17 [2:0];
     if (rst) begin
-      \$393  = 3'h3;
+      \$393  = 3'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$394  = \$18 [2:0];
     if (rst) begin
-      \$394  = 3'h3;
+      \$394  = 3'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$395  = \$19 [2:0];
     if (rst) begin
-      \$395  = 3'h3;
+      \$395  = 3'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$396  = \$20 [2:0];
     if (rst) begin
-      \$396  = 3'h3;
+      \$396  = 3'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$397  = \$21 [2:0];
     if (rst) begin
-      \$397  = 3'h3;
+      \$397  = 3'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$398  = \$22 [2:0];
     if (rst) begin
-      \$398  = 3'h3;
+      \$398  = 3'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$399  = \$23 [2:0];
     if (rst) begin
-      \$399  = 3'h3;
+      \$399  = 3'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$400  = \$24 [2:0];
     if (rst) begin
-      \$400  = 3'h3;
+      \$400  = 3'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$401  = \$33 [2:0];
     if (rst) begin
-      \$401  = 3'h3;
+      \$401  = 3'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$402  = \$34 [2:0];
     if (rst) begin
-      \$402  = 3'h3;
+      \$402  = 3'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$403  = \$35 [2:0];
     if (rst) begin
-      \$403  = 3'h3;
+      \$403  = 3'h2;
     end
   end
-  assign o0 = stage2_word0;
-  assign o1 = stage2_word1;
-  assign o2 = stage2_word2;
-  assign o3 = stage2_word3;
-  assign o4 = stage2_word4;
-  assign o5 = stage2_word5;
-  assign o6 = stage2_word6;
-  assign o7 = stage2_word7;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$404  = \$36 [2:0];
+    if (rst) begin
+      \$404  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$405  = \$37 [2:0];
+    if (rst) begin
+      \$405  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$406  = \$38 [2:0];
+    if (rst) begin
+      \$406  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$407  = \$39 [2:0];
+    if (rst) begin
+      \$407  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$408  = \$40 [2:0];
+    if (rst) begin
+      \$408  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$409  = \$49 [2:0];
+    if (rst) begin
+      \$409  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$410  = \$50 [2:0];
+    if (rst) begin
+      \$410  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$411  = \$51 [2:0];
+    if (rst) begin
+      \$411  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$412  = \$52 [2:0];
+    if (rst) begin
+      \$412  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$413  = \$53 [2:0];
+    if (rst) begin
+      \$413  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$414  = \$54 [2:0];
+    if (rst) begin
+      \$414  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$415  = \$55 [2:0];
+    if (rst) begin
+      \$415  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$416  = \$56 [2:0];
+    if (rst) begin
+      \$416  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$417  = \$65 [2:0];
+    if (rst) begin
+      \$417  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$418  = \$66 [2:0];
+    if (rst) begin
+      \$418  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$419  = \$67 [2:0];
+    if (rst) begin
+      \$419  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$420  = \$68 [2:0];
+    if (rst) begin
+      \$420  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$421  = \$69 [2:0];
+    if (rst) begin
+      \$421  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$422  = \$70 [2:0];
+    if (rst) begin
+      \$422  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$423  = \$71 [2:0];
+    if (rst) begin
+      \$423  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$424  = \$72 [2:0];
+    if (rst) begin
+      \$424  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$425  = \$81 [2:0];
+    if (rst) begin
+      \$425  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$426  = \$82 [2:0];
+    if (rst) begin
+      \$426  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$427  = \$83 [2:0];
+    if (rst) begin
+      \$427  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$428  = \$84 [2:0];
+    if (rst) begin
+      \$428  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$429  = \$85 [2:0];
+    if (rst) begin
+      \$429  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$430  = \$86 [2:0];
+    if (rst) begin
+      \$430  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$431  = \$87 [2:0];
+    if (rst) begin
+      \$431  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$432  = \$88 [2:0];
+    if (rst) begin
+      \$432  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$433  = \$97 [2:0];
+    if (rst) begin
+      \$433  = 3'h2;
+    end
+  end
+  assign o0 = stage1_word0;
+  assign o1 = stage1_word1;
+  assign o2 = stage1_word2;
+  assign o3 = stage1_word3;
+  assign o4 = stage1_word4;
+  assign o5 = stage1_word5;
+  assign o6 = stage1_word6;
+  assign o7 = stage1_word7;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.write_rotator (rst, i0, i1, i2, stage1_word0, stage1_word1, stage1_word2, stage1_word3, clk);
+module \ace_sram_small.sram.write_rotator (rst, i0, i1, i2, stage2_word0, stage2_word1, stage2_word2, stage2_word3, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$16  = 0;
   wire [3:0] \$1 ;
   wire [27:0] \$10 ;
@@ -19231,42 +18615,9 @@ module \ace_sram_small.sram.write_rotator (rst, i0, i1, i2, stage1_word0, stage1
   input rst;
   wire rst;
   reg [223:0] stage0_word0 = 224'h00000000000000000000000000000000000000000000000000000000;
-  reg [1:0] stage0_word0_amount0 = 2'h0;
-  reg [1:0] stage0_word0_amount1 = 2'h0;
-  reg [1:0] stage0_word0_amount2 = 2'h0;
-  reg [1:0] stage0_word0_amount3 = 2'h0;
-  reg [1:0] stage0_word0_amount4 = 2'h0;
-  reg [1:0] stage0_word0_amount5 = 2'h0;
-  reg [1:0] stage0_word0_amount6 = 2'h0;
-  reg [1:0] stage0_word0_amount7 = 2'h0;
   reg [223:0] stage0_word1 = 224'h00000000000000000000000000000000000000000000000000000000;
-  reg [1:0] stage0_word1_amount0 = 2'h0;
-  reg [1:0] stage0_word1_amount1 = 2'h0;
-  reg [1:0] stage0_word1_amount2 = 2'h0;
-  reg [1:0] stage0_word1_amount3 = 2'h0;
-  reg [1:0] stage0_word1_amount4 = 2'h0;
-  reg [1:0] stage0_word1_amount5 = 2'h0;
-  reg [1:0] stage0_word1_amount6 = 2'h0;
-  reg [1:0] stage0_word1_amount7 = 2'h0;
   reg [223:0] stage0_word2 = 224'h00000000000000000000000000000000000000000000000000000000;
-  reg [1:0] stage0_word2_amount0 = 2'h0;
-  reg [1:0] stage0_word2_amount1 = 2'h0;
-  reg [1:0] stage0_word2_amount2 = 2'h0;
-  reg [1:0] stage0_word2_amount3 = 2'h0;
-  reg [1:0] stage0_word2_amount4 = 2'h0;
-  reg [1:0] stage0_word2_amount5 = 2'h0;
-  reg [1:0] stage0_word2_amount6 = 2'h0;
-  reg [1:0] stage0_word2_amount7 = 2'h0;
   reg [223:0] stage0_word3 = 224'h00000000000000000000000000000000000000000000000000000000;
-  reg [1:0] stage0_word3_amount0 = 2'h0;
-  reg [1:0] stage0_word3_amount1 = 2'h0;
-  reg [1:0] stage0_word3_amount2 = 2'h0;
-  reg [1:0] stage0_word3_amount3 = 2'h0;
-  reg [1:0] stage0_word3_amount4 = 2'h0;
-  reg [1:0] stage0_word3_amount5 = 2'h0;
-  reg [1:0] stage0_word3_amount6 = 2'h0;
-  reg [1:0] stage0_word3_amount7 = 2'h0;
-  output [223:0] stage1_word0;
   reg [223:0] stage1_word0 = 224'h00000000000000000000000000000000000000000000000000000000;
   reg [1:0] stage1_word0_amount0 = 2'h1;
   reg [1:0] stage1_word0_amount1 = 2'h1;
@@ -19276,7 +18627,6 @@ module \ace_sram_small.sram.write_rotator (rst, i0, i1, i2, stage1_word0, stage1
   reg [1:0] stage1_word0_amount5 = 2'h1;
   reg [1:0] stage1_word0_amount6 = 2'h1;
   reg [1:0] stage1_word0_amount7 = 2'h1;
-  output [223:0] stage1_word1;
   reg [223:0] stage1_word1 = 224'h00000000000000000000000000000000000000000000000000000000;
   reg [1:0] stage1_word1_amount0 = 2'h1;
   reg [1:0] stage1_word1_amount1 = 2'h1;
@@ -19286,7 +18636,6 @@ module \ace_sram_small.sram.write_rotator (rst, i0, i1, i2, stage1_word0, stage1
   reg [1:0] stage1_word1_amount5 = 2'h1;
   reg [1:0] stage1_word1_amount6 = 2'h1;
   reg [1:0] stage1_word1_amount7 = 2'h1;
-  output [223:0] stage1_word2;
   reg [223:0] stage1_word2 = 224'h00000000000000000000000000000000000000000000000000000000;
   reg [1:0] stage1_word2_amount0 = 2'h1;
   reg [1:0] stage1_word2_amount1 = 2'h1;
@@ -19296,7 +18645,6 @@ module \ace_sram_small.sram.write_rotator (rst, i0, i1, i2, stage1_word0, stage1
   reg [1:0] stage1_word2_amount5 = 2'h1;
   reg [1:0] stage1_word2_amount6 = 2'h1;
   reg [1:0] stage1_word2_amount7 = 2'h1;
-  output [223:0] stage1_word3;
   reg [223:0] stage1_word3 = 224'h00000000000000000000000000000000000000000000000000000000;
   reg [1:0] stage1_word3_amount0 = 2'h1;
   reg [1:0] stage1_word3_amount1 = 2'h1;
@@ -19306,729 +18654,777 @@ module \ace_sram_small.sram.write_rotator (rst, i0, i1, i2, stage1_word0, stage1
   reg [1:0] stage1_word3_amount5 = 2'h1;
   reg [1:0] stage1_word3_amount6 = 2'h1;
   reg [1:0] stage1_word3_amount7 = 2'h1;
-  assign \$1  = stage0_word0_amount0 + 4'hf;
-  assign \$2  = stage0_word0_amount1 + 4'hf;
-  assign \$3  = stage0_word0_amount2 + 4'hf;
-  assign \$4  = stage0_word0_amount3 + 4'hf;
-  assign \$5  = stage0_word0_amount4 + 4'hf;
-  assign \$6  = stage0_word0_amount5 + 4'hf;
-  assign \$7  = stage0_word0_amount6 + 4'hf;
-  assign \$8  = stage0_word0_amount7 + 4'hf;
-  assign \$9  = stage0_word0_amount0[0] ? i1[27:0] : i0[27:0];
-  assign \$10  = stage0_word0_amount1[0] ? i1[55:28] : i0[55:28];
-  assign \$11  = stage0_word0_amount2[0] ? i1[83:56] : i0[83:56];
-  assign \$12  = stage0_word0_amount3[0] ? i1[111:84] : i0[111:84];
-  assign \$13  = stage0_word0_amount4[0] ? i1[139:112] : i0[139:112];
-  assign \$14  = stage0_word0_amount5[0] ? i1[167:140] : i0[167:140];
-  assign \$15  = stage0_word0_amount6[0] ? i1[195:168] : i0[195:168];
-  assign \$16  = stage0_word0_amount7[0] ? i1[223:196] : i0[223:196];
-  assign \$17  = stage0_word1_amount0 + 4'hf;
-  assign \$18  = stage0_word1_amount1 + 4'hf;
-  assign \$19  = stage0_word1_amount2 + 4'hf;
-  assign \$20  = stage0_word1_amount3 + 4'hf;
-  assign \$21  = stage0_word1_amount4 + 4'hf;
-  assign \$22  = stage0_word1_amount5 + 4'hf;
-  assign \$23  = stage0_word1_amount6 + 4'hf;
-  assign \$24  = stage0_word1_amount7 + 4'hf;
-  assign \$25  = stage0_word1_amount0[0] ? i2[27:0] : i1[27:0];
-  assign \$26  = stage0_word1_amount1[0] ? i2[55:28] : i1[55:28];
-  assign \$27  = stage0_word1_amount2[0] ? i2[83:56] : i1[83:56];
-  assign \$28  = stage0_word1_amount3[0] ? i2[111:84] : i1[111:84];
-  assign \$29  = stage0_word1_amount4[0] ? i2[139:112] : i1[139:112];
-  assign \$30  = stage0_word1_amount5[0] ? i2[167:140] : i1[167:140];
-  assign \$31  = stage0_word1_amount6[0] ? i2[195:168] : i1[195:168];
-  assign \$32  = stage0_word1_amount7[0] ? i2[223:196] : i1[223:196];
-  assign \$33  = stage0_word2_amount0 + 4'hf;
-  assign \$34  = stage0_word2_amount1 + 4'hf;
-  assign \$35  = stage0_word2_amount2 + 4'hf;
-  assign \$36  = stage0_word2_amount3 + 4'hf;
-  assign \$37  = stage0_word2_amount4 + 4'hf;
-  assign \$38  = stage0_word2_amount5 + 4'hf;
-  assign \$39  = stage0_word2_amount6 + 4'hf;
-  assign \$40  = stage0_word2_amount7 + 4'hf;
-  assign \$41  = stage0_word2_amount0[0] ? 28'h0000000 : i2[27:0];
-  assign \$42  = stage0_word2_amount1[0] ? 28'h0000000 : i2[55:28];
-  assign \$43  = stage0_word2_amount2[0] ? 28'h0000000 : i2[83:56];
-  assign \$44  = stage0_word2_amount3[0] ? 28'h0000000 : i2[111:84];
-  assign \$45  = stage0_word2_amount4[0] ? 28'h0000000 : i2[139:112];
-  assign \$46  = stage0_word2_amount5[0] ? 28'h0000000 : i2[167:140];
-  assign \$47  = stage0_word2_amount6[0] ? 28'h0000000 : i2[195:168];
-  assign \$48  = stage0_word2_amount7[0] ? 28'h0000000 : i2[223:196];
-  assign \$49  = stage0_word3_amount0 + 4'hf;
-  assign \$50  = stage0_word3_amount1 + 4'hf;
-  assign \$51  = stage0_word3_amount2 + 4'hf;
-  assign \$52  = stage0_word3_amount3 + 4'hf;
-  assign \$53  = stage0_word3_amount4 + 4'hf;
-  assign \$54  = stage0_word3_amount5 + 4'hf;
-  assign \$55  = stage0_word3_amount6 + 4'hf;
-  assign \$56  = stage0_word3_amount7 + 4'hf;
-  assign \$57  = stage0_word3_amount0[0] ? i0[27:0] : 28'h0000000;
-  assign \$58  = stage0_word3_amount1[0] ? i0[55:28] : 28'h0000000;
-  assign \$59  = stage0_word3_amount2[0] ? i0[83:56] : 28'h0000000;
-  assign \$60  = stage0_word3_amount3[0] ? i0[111:84] : 28'h0000000;
-  assign \$61  = stage0_word3_amount4[0] ? i0[139:112] : 28'h0000000;
-  assign \$62  = stage0_word3_amount5[0] ? i0[167:140] : 28'h0000000;
-  assign \$63  = stage0_word3_amount6[0] ? i0[195:168] : 28'h0000000;
-  assign \$64  = stage0_word3_amount7[0] ? i0[223:196] : 28'h0000000;
-  assign \$65  = stage1_word0_amount0 + 4'hf;
-  assign \$66  = stage1_word0_amount1 + 4'hf;
-  assign \$67  = stage1_word0_amount2 + 4'hf;
-  assign \$68  = stage1_word0_amount3 + 4'hf;
-  assign \$69  = stage1_word0_amount4 + 4'hf;
-  assign \$70  = stage1_word0_amount5 + 4'hf;
-  assign \$71  = stage1_word0_amount6 + 4'hf;
-  assign \$72  = stage1_word0_amount7 + 4'hf;
-  assign \$73  = stage1_word0_amount0[1] ? stage0_word2[27:0] : stage0_word0[27:0];
-  assign \$74  = stage1_word0_amount1[1] ? stage0_word2[55:28] : stage0_word0[55:28];
-  assign \$75  = stage1_word0_amount2[1] ? stage0_word2[83:56] : stage0_word0[83:56];
-  assign \$76  = stage1_word0_amount3[1] ? stage0_word2[111:84] : stage0_word0[111:84];
-  assign \$77  = stage1_word0_amount4[1] ? stage0_word2[139:112] : stage0_word0[139:112];
-  assign \$78  = stage1_word0_amount5[1] ? stage0_word2[167:140] : stage0_word0[167:140];
-  assign \$79  = stage1_word0_amount6[1] ? stage0_word2[195:168] : stage0_word0[195:168];
-  assign \$80  = stage1_word0_amount7[1] ? stage0_word2[223:196] : stage0_word0[223:196];
-  assign \$81  = stage1_word1_amount0 + 4'hf;
-  assign \$82  = stage1_word1_amount1 + 4'hf;
-  assign \$83  = stage1_word1_amount2 + 4'hf;
-  assign \$84  = stage1_word1_amount3 + 4'hf;
-  assign \$85  = stage1_word1_amount4 + 4'hf;
-  assign \$86  = stage1_word1_amount5 + 4'hf;
-  assign \$87  = stage1_word1_amount6 + 4'hf;
-  assign \$88  = stage1_word1_amount7 + 4'hf;
-  assign \$89  = stage1_word1_amount0[1] ? stage0_word3[27:0] : stage0_word1[27:0];
-  assign \$90  = stage1_word1_amount1[1] ? stage0_word3[55:28] : stage0_word1[55:28];
-  assign \$91  = stage1_word1_amount2[1] ? stage0_word3[83:56] : stage0_word1[83:56];
-  assign \$92  = stage1_word1_amount3[1] ? stage0_word3[111:84] : stage0_word1[111:84];
-  assign \$93  = stage1_word1_amount4[1] ? stage0_word3[139:112] : stage0_word1[139:112];
-  assign \$94  = stage1_word1_amount5[1] ? stage0_word3[167:140] : stage0_word1[167:140];
-  assign \$95  = stage1_word1_amount6[1] ? stage0_word3[195:168] : stage0_word1[195:168];
-  assign \$96  = stage1_word1_amount7[1] ? stage0_word3[223:196] : stage0_word1[223:196];
-  assign \$97  = stage1_word2_amount0 + 4'hf;
-  assign \$98  = stage1_word2_amount1 + 4'hf;
-  assign \$99  = stage1_word2_amount2 + 4'hf;
-  assign \$100  = stage1_word2_amount3 + 4'hf;
-  assign \$101  = stage1_word2_amount4 + 4'hf;
-  assign \$102  = stage1_word2_amount5 + 4'hf;
-  assign \$103  = stage1_word2_amount6 + 4'hf;
-  assign \$104  = stage1_word2_amount7 + 4'hf;
-  assign \$105  = stage1_word2_amount0[1] ? stage0_word0[27:0] : stage0_word2[27:0];
-  assign \$106  = stage1_word2_amount1[1] ? stage0_word0[55:28] : stage0_word2[55:28];
-  assign \$107  = stage1_word2_amount2[1] ? stage0_word0[83:56] : stage0_word2[83:56];
-  assign \$108  = stage1_word2_amount3[1] ? stage0_word0[111:84] : stage0_word2[111:84];
-  assign \$109  = stage1_word2_amount4[1] ? stage0_word0[139:112] : stage0_word2[139:112];
-  assign \$110  = stage1_word2_amount5[1] ? stage0_word0[167:140] : stage0_word2[167:140];
-  assign \$111  = stage1_word2_amount6[1] ? stage0_word0[195:168] : stage0_word2[195:168];
-  assign \$112  = stage1_word2_amount7[1] ? stage0_word0[223:196] : stage0_word2[223:196];
-  assign \$113  = stage1_word3_amount0 + 4'hf;
-  assign \$114  = stage1_word3_amount1 + 4'hf;
-  assign \$115  = stage1_word3_amount2 + 4'hf;
-  assign \$116  = stage1_word3_amount3 + 4'hf;
-  assign \$117  = stage1_word3_amount4 + 4'hf;
-  assign \$118  = stage1_word3_amount5 + 4'hf;
-  assign \$119  = stage1_word3_amount6 + 4'hf;
-  assign \$120  = stage1_word3_amount7 + 4'hf;
-  assign \$121  = stage1_word3_amount0[1] ? stage0_word1[27:0] : stage0_word3[27:0];
-  assign \$122  = stage1_word3_amount1[1] ? stage0_word1[55:28] : stage0_word3[55:28];
-  assign \$123  = stage1_word3_amount2[1] ? stage0_word1[83:56] : stage0_word3[83:56];
-  assign \$124  = stage1_word3_amount3[1] ? stage0_word1[111:84] : stage0_word3[111:84];
-  assign \$125  = stage1_word3_amount4[1] ? stage0_word1[139:112] : stage0_word3[139:112];
-  assign \$126  = stage1_word3_amount5[1] ? stage0_word1[167:140] : stage0_word3[167:140];
-  assign \$127  = stage1_word3_amount6[1] ? stage0_word1[195:168] : stage0_word3[195:168];
-  assign \$128  = stage1_word3_amount7[1] ? stage0_word1[223:196] : stage0_word3[223:196];
+  output [223:0] stage2_word0;
+  reg [223:0] stage2_word0 = 224'h00000000000000000000000000000000000000000000000000000000;
+  reg [1:0] stage2_word0_amount0 = 2'h2;
+  reg [1:0] stage2_word0_amount1 = 2'h2;
+  reg [1:0] stage2_word0_amount2 = 2'h2;
+  reg [1:0] stage2_word0_amount3 = 2'h2;
+  reg [1:0] stage2_word0_amount4 = 2'h2;
+  reg [1:0] stage2_word0_amount5 = 2'h2;
+  reg [1:0] stage2_word0_amount6 = 2'h2;
+  reg [1:0] stage2_word0_amount7 = 2'h2;
+  output [223:0] stage2_word1;
+  reg [223:0] stage2_word1 = 224'h00000000000000000000000000000000000000000000000000000000;
+  reg [1:0] stage2_word1_amount0 = 2'h2;
+  reg [1:0] stage2_word1_amount1 = 2'h2;
+  reg [1:0] stage2_word1_amount2 = 2'h2;
+  reg [1:0] stage2_word1_amount3 = 2'h2;
+  reg [1:0] stage2_word1_amount4 = 2'h2;
+  reg [1:0] stage2_word1_amount5 = 2'h2;
+  reg [1:0] stage2_word1_amount6 = 2'h2;
+  reg [1:0] stage2_word1_amount7 = 2'h2;
+  output [223:0] stage2_word2;
+  reg [223:0] stage2_word2 = 224'h00000000000000000000000000000000000000000000000000000000;
+  reg [1:0] stage2_word2_amount0 = 2'h2;
+  reg [1:0] stage2_word2_amount1 = 2'h2;
+  reg [1:0] stage2_word2_amount2 = 2'h2;
+  reg [1:0] stage2_word2_amount3 = 2'h2;
+  reg [1:0] stage2_word2_amount4 = 2'h2;
+  reg [1:0] stage2_word2_amount5 = 2'h2;
+  reg [1:0] stage2_word2_amount6 = 2'h2;
+  reg [1:0] stage2_word2_amount7 = 2'h2;
+  output [223:0] stage2_word3;
+  reg [223:0] stage2_word3 = 224'h00000000000000000000000000000000000000000000000000000000;
+  reg [1:0] stage2_word3_amount0 = 2'h2;
+  reg [1:0] stage2_word3_amount1 = 2'h2;
+  reg [1:0] stage2_word3_amount2 = 2'h2;
+  reg [1:0] stage2_word3_amount3 = 2'h2;
+  reg [1:0] stage2_word3_amount4 = 2'h2;
+  reg [1:0] stage2_word3_amount5 = 2'h2;
+  reg [1:0] stage2_word3_amount6 = 2'h2;
+  reg [1:0] stage2_word3_amount7 = 2'h2;
+  assign \$1  = stage1_word0_amount0 + 4'hf;
+  assign \$2  = stage1_word0_amount1 + 4'hf;
+  assign \$3  = stage1_word0_amount2 + 4'hf;
+  assign \$4  = stage1_word0_amount3 + 4'hf;
+  assign \$5  = stage1_word0_amount4 + 4'hf;
+  assign \$6  = stage1_word0_amount5 + 4'hf;
+  assign \$7  = stage1_word0_amount6 + 4'hf;
+  assign \$8  = stage1_word0_amount7 + 4'hf;
+  assign \$9  = stage1_word0_amount0[0] ? stage0_word1[27:0] : stage0_word0[27:0];
+  assign \$10  = stage1_word0_amount1[0] ? stage0_word1[55:28] : stage0_word0[55:28];
+  assign \$11  = stage1_word0_amount2[0] ? stage0_word1[83:56] : stage0_word0[83:56];
+  assign \$12  = stage1_word0_amount3[0] ? stage0_word1[111:84] : stage0_word0[111:84];
+  assign \$13  = stage1_word0_amount4[0] ? stage0_word1[139:112] : stage0_word0[139:112];
+  assign \$14  = stage1_word0_amount5[0] ? stage0_word1[167:140] : stage0_word0[167:140];
+  assign \$15  = stage1_word0_amount6[0] ? stage0_word1[195:168] : stage0_word0[195:168];
+  assign \$16  = stage1_word0_amount7[0] ? stage0_word1[223:196] : stage0_word0[223:196];
+  assign \$17  = stage1_word1_amount0 + 4'hf;
+  assign \$18  = stage1_word1_amount1 + 4'hf;
+  assign \$19  = stage1_word1_amount2 + 4'hf;
+  assign \$20  = stage1_word1_amount3 + 4'hf;
+  assign \$21  = stage1_word1_amount4 + 4'hf;
+  assign \$22  = stage1_word1_amount5 + 4'hf;
+  assign \$23  = stage1_word1_amount6 + 4'hf;
+  assign \$24  = stage1_word1_amount7 + 4'hf;
+  assign \$25  = stage1_word1_amount0[0] ? stage0_word2[27:0] : stage0_word1[27:0];
+  assign \$26  = stage1_word1_amount1[0] ? stage0_word2[55:28] : stage0_word1[55:28];
+  assign \$27  = stage1_word1_amount2[0] ? stage0_word2[83:56] : stage0_word1[83:56];
+  assign \$28  = stage1_word1_amount3[0] ? stage0_word2[111:84] : stage0_word1[111:84];
+  assign \$29  = stage1_word1_amount4[0] ? stage0_word2[139:112] : stage0_word1[139:112];
+  assign \$30  = stage1_word1_amount5[0] ? stage0_word2[167:140] : stage0_word1[167:140];
+  assign \$31  = stage1_word1_amount6[0] ? stage0_word2[195:168] : stage0_word1[195:168];
+  assign \$32  = stage1_word1_amount7[0] ? stage0_word2[223:196] : stage0_word1[223:196];
+  assign \$33  = stage1_word2_amount0 + 4'hf;
+  assign \$34  = stage1_word2_amount1 + 4'hf;
+  assign \$35  = stage1_word2_amount2 + 4'hf;
+  assign \$36  = stage1_word2_amount3 + 4'hf;
+  assign \$37  = stage1_word2_amount4 + 4'hf;
+  assign \$38  = stage1_word2_amount5 + 4'hf;
+  assign \$39  = stage1_word2_amount6 + 4'hf;
+  assign \$40  = stage1_word2_amount7 + 4'hf;
+  assign \$41  = stage1_word2_amount0[0] ? stage0_word3[27:0] : stage0_word2[27:0];
+  assign \$42  = stage1_word2_amount1[0] ? stage0_word3[55:28] : stage0_word2[55:28];
+  assign \$43  = stage1_word2_amount2[0] ? stage0_word3[83:56] : stage0_word2[83:56];
+  assign \$44  = stage1_word2_amount3[0] ? stage0_word3[111:84] : stage0_word2[111:84];
+  assign \$45  = stage1_word2_amount4[0] ? stage0_word3[139:112] : stage0_word2[139:112];
+  assign \$46  = stage1_word2_amount5[0] ? stage0_word3[167:140] : stage0_word2[167:140];
+  assign \$47  = stage1_word2_amount6[0] ? stage0_word3[195:168] : stage0_word2[195:168];
+  assign \$48  = stage1_word2_amount7[0] ? stage0_word3[223:196] : stage0_word2[223:196];
+  assign \$49  = stage1_word3_amount0 + 4'hf;
+  assign \$50  = stage1_word3_amount1 + 4'hf;
+  assign \$51  = stage1_word3_amount2 + 4'hf;
+  assign \$52  = stage1_word3_amount3 + 4'hf;
+  assign \$53  = stage1_word3_amount4 + 4'hf;
+  assign \$54  = stage1_word3_amount5 + 4'hf;
+  assign \$55  = stage1_word3_amount6 + 4'hf;
+  assign \$56  = stage1_word3_amount7 + 4'hf;
+  assign \$57  = stage1_word3_amount0[0] ? stage0_word0[27:0] : stage0_word3[27:0];
+  assign \$58  = stage1_word3_amount1[0] ? stage0_word0[55:28] : stage0_word3[55:28];
+  assign \$59  = stage1_word3_amount2[0] ? stage0_word0[83:56] : stage0_word3[83:56];
+  assign \$60  = stage1_word3_amount3[0] ? stage0_word0[111:84] : stage0_word3[111:84];
+  assign \$61  = stage1_word3_amount4[0] ? stage0_word0[139:112] : stage0_word3[139:112];
+  assign \$62  = stage1_word3_amount5[0] ? stage0_word0[167:140] : stage0_word3[167:140];
+  assign \$63  = stage1_word3_amount6[0] ? stage0_word0[195:168] : stage0_word3[195:168];
+  assign \$64  = stage1_word3_amount7[0] ? stage0_word0[223:196] : stage0_word3[223:196];
+  assign \$65  = stage2_word0_amount0 + 4'hf;
+  assign \$66  = stage2_word0_amount1 + 4'hf;
+  assign \$67  = stage2_word0_amount2 + 4'hf;
+  assign \$68  = stage2_word0_amount3 + 4'hf;
+  assign \$69  = stage2_word0_amount4 + 4'hf;
+  assign \$70  = stage2_word0_amount5 + 4'hf;
+  assign \$71  = stage2_word0_amount6 + 4'hf;
+  assign \$72  = stage2_word0_amount7 + 4'hf;
+  assign \$73  = stage2_word0_amount0[1] ? stage1_word2[27:0] : stage1_word0[27:0];
+  assign \$74  = stage2_word0_amount1[1] ? stage1_word2[55:28] : stage1_word0[55:28];
+  assign \$75  = stage2_word0_amount2[1] ? stage1_word2[83:56] : stage1_word0[83:56];
+  assign \$76  = stage2_word0_amount3[1] ? stage1_word2[111:84] : stage1_word0[111:84];
+  assign \$77  = stage2_word0_amount4[1] ? stage1_word2[139:112] : stage1_word0[139:112];
+  assign \$78  = stage2_word0_amount5[1] ? stage1_word2[167:140] : stage1_word0[167:140];
+  assign \$79  = stage2_word0_amount6[1] ? stage1_word2[195:168] : stage1_word0[195:168];
+  assign \$80  = stage2_word0_amount7[1] ? stage1_word2[223:196] : stage1_word0[223:196];
+  assign \$81  = stage2_word1_amount0 + 4'hf;
+  assign \$82  = stage2_word1_amount1 + 4'hf;
+  assign \$83  = stage2_word1_amount2 + 4'hf;
+  assign \$84  = stage2_word1_amount3 + 4'hf;
+  assign \$85  = stage2_word1_amount4 + 4'hf;
+  assign \$86  = stage2_word1_amount5 + 4'hf;
+  assign \$87  = stage2_word1_amount6 + 4'hf;
+  assign \$88  = stage2_word1_amount7 + 4'hf;
+  assign \$89  = stage2_word1_amount0[1] ? stage1_word3[27:0] : stage1_word1[27:0];
+  assign \$90  = stage2_word1_amount1[1] ? stage1_word3[55:28] : stage1_word1[55:28];
+  assign \$91  = stage2_word1_amount2[1] ? stage1_word3[83:56] : stage1_word1[83:56];
+  assign \$92  = stage2_word1_amount3[1] ? stage1_word3[111:84] : stage1_word1[111:84];
+  assign \$93  = stage2_word1_amount4[1] ? stage1_word3[139:112] : stage1_word1[139:112];
+  assign \$94  = stage2_word1_amount5[1] ? stage1_word3[167:140] : stage1_word1[167:140];
+  assign \$95  = stage2_word1_amount6[1] ? stage1_word3[195:168] : stage1_word1[195:168];
+  assign \$96  = stage2_word1_amount7[1] ? stage1_word3[223:196] : stage1_word1[223:196];
+  assign \$97  = stage2_word2_amount0 + 4'hf;
+  assign \$98  = stage2_word2_amount1 + 4'hf;
+  assign \$99  = stage2_word2_amount2 + 4'hf;
+  assign \$100  = stage2_word2_amount3 + 4'hf;
+  assign \$101  = stage2_word2_amount4 + 4'hf;
+  assign \$102  = stage2_word2_amount5 + 4'hf;
+  assign \$103  = stage2_word2_amount6 + 4'hf;
+  assign \$104  = stage2_word2_amount7 + 4'hf;
+  assign \$105  = stage2_word2_amount0[1] ? stage1_word0[27:0] : stage1_word2[27:0];
+  assign \$106  = stage2_word2_amount1[1] ? stage1_word0[55:28] : stage1_word2[55:28];
+  assign \$107  = stage2_word2_amount2[1] ? stage1_word0[83:56] : stage1_word2[83:56];
+  assign \$108  = stage2_word2_amount3[1] ? stage1_word0[111:84] : stage1_word2[111:84];
+  assign \$109  = stage2_word2_amount4[1] ? stage1_word0[139:112] : stage1_word2[139:112];
+  assign \$110  = stage2_word2_amount5[1] ? stage1_word0[167:140] : stage1_word2[167:140];
+  assign \$111  = stage2_word2_amount6[1] ? stage1_word0[195:168] : stage1_word2[195:168];
+  assign \$112  = stage2_word2_amount7[1] ? stage1_word0[223:196] : stage1_word2[223:196];
+  assign \$113  = stage2_word3_amount0 + 4'hf;
+  assign \$114  = stage2_word3_amount1 + 4'hf;
+  assign \$115  = stage2_word3_amount2 + 4'hf;
+  assign \$116  = stage2_word3_amount3 + 4'hf;
+  assign \$117  = stage2_word3_amount4 + 4'hf;
+  assign \$118  = stage2_word3_amount5 + 4'hf;
+  assign \$119  = stage2_word3_amount6 + 4'hf;
+  assign \$120  = stage2_word3_amount7 + 4'hf;
+  assign \$121  = stage2_word3_amount0[1] ? stage1_word1[27:0] : stage1_word3[27:0];
+  assign \$122  = stage2_word3_amount1[1] ? stage1_word1[55:28] : stage1_word3[55:28];
+  assign \$123  = stage2_word3_amount2[1] ? stage1_word1[83:56] : stage1_word3[83:56];
+  assign \$124  = stage2_word3_amount3[1] ? stage1_word1[111:84] : stage1_word3[111:84];
+  assign \$125  = stage2_word3_amount4[1] ? stage1_word1[139:112] : stage1_word3[139:112];
+  assign \$126  = stage2_word3_amount5[1] ? stage1_word1[167:140] : stage1_word3[167:140];
+  assign \$127  = stage2_word3_amount6[1] ? stage1_word1[195:168] : stage1_word3[195:168];
+  assign \$128  = stage2_word3_amount7[1] ? stage1_word1[223:196] : stage1_word3[223:196];
   always @(posedge clk)
-    stage0_word0_amount0 <= \$129 ;
+    stage0_word0 <= i0;
   always @(posedge clk)
-    stage0_word0_amount1 <= \$130 ;
+    stage0_word1 <= i1;
   always @(posedge clk)
-    stage0_word0_amount2 <= \$131 ;
+    stage0_word2 <= i2;
   always @(posedge clk)
-    stage0_word0_amount3 <= \$132 ;
+    stage0_word3 <= 224'h00000000000000000000000000000000000000000000000000000000;
   always @(posedge clk)
-    stage0_word0_amount4 <= \$133 ;
+    stage1_word0_amount0 <= \$129 ;
   always @(posedge clk)
-    stage0_word0_amount5 <= \$134 ;
+    stage1_word0_amount1 <= \$130 ;
   always @(posedge clk)
-    stage0_word0_amount6 <= \$135 ;
+    stage1_word0_amount2 <= \$131 ;
   always @(posedge clk)
-    stage0_word0_amount7 <= \$136 ;
+    stage1_word0_amount3 <= \$132 ;
   always @(posedge clk)
-    stage0_word0 <= { \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9  };
+    stage1_word0_amount4 <= \$133 ;
   always @(posedge clk)
-    stage0_word1_amount0 <= \$137 ;
+    stage1_word0_amount5 <= \$134 ;
   always @(posedge clk)
-    stage0_word1_amount1 <= \$138 ;
+    stage1_word0_amount6 <= \$135 ;
   always @(posedge clk)
-    stage0_word1_amount2 <= \$139 ;
+    stage1_word0_amount7 <= \$136 ;
   always @(posedge clk)
-    stage0_word1_amount3 <= \$140 ;
+    stage1_word0 <= { \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9  };
   always @(posedge clk)
-    stage0_word1_amount4 <= \$141 ;
+    stage1_word1_amount0 <= \$137 ;
   always @(posedge clk)
-    stage0_word1_amount5 <= \$142 ;
+    stage1_word1_amount1 <= \$138 ;
   always @(posedge clk)
-    stage0_word1_amount6 <= \$143 ;
+    stage1_word1_amount2 <= \$139 ;
   always @(posedge clk)
-    stage0_word1_amount7 <= \$144 ;
+    stage1_word1_amount3 <= \$140 ;
   always @(posedge clk)
-    stage0_word1 <= { \$32 , \$31 , \$30 , \$29 , \$28 , \$27 , \$26 , \$25  };
+    stage1_word1_amount4 <= \$141 ;
   always @(posedge clk)
-    stage0_word2_amount0 <= \$145 ;
+    stage1_word1_amount5 <= \$142 ;
   always @(posedge clk)
-    stage0_word2_amount1 <= \$146 ;
+    stage1_word1_amount6 <= \$143 ;
   always @(posedge clk)
-    stage0_word2_amount2 <= \$147 ;
+    stage1_word1_amount7 <= \$144 ;
   always @(posedge clk)
-    stage0_word2_amount3 <= \$148 ;
+    stage1_word1 <= { \$32 , \$31 , \$30 , \$29 , \$28 , \$27 , \$26 , \$25  };
   always @(posedge clk)
-    stage0_word2_amount4 <= \$149 ;
+    stage1_word2_amount0 <= \$145 ;
   always @(posedge clk)
-    stage0_word2_amount5 <= \$150 ;
+    stage1_word2_amount1 <= \$146 ;
   always @(posedge clk)
-    stage0_word2_amount6 <= \$151 ;
+    stage1_word2_amount2 <= \$147 ;
   always @(posedge clk)
-    stage0_word2_amount7 <= \$152 ;
+    stage1_word2_amount3 <= \$148 ;
   always @(posedge clk)
-    stage0_word2 <= { \$48 , \$47 , \$46 , \$45 , \$44 , \$43 , \$42 , \$41  };
+    stage1_word2_amount4 <= \$149 ;
   always @(posedge clk)
-    stage0_word3_amount0 <= \$153 ;
+    stage1_word2_amount5 <= \$150 ;
   always @(posedge clk)
-    stage0_word3_amount1 <= \$154 ;
+    stage1_word2_amount6 <= \$151 ;
   always @(posedge clk)
-    stage0_word3_amount2 <= \$155 ;
+    stage1_word2_amount7 <= \$152 ;
   always @(posedge clk)
-    stage0_word3_amount3 <= \$156 ;
+    stage1_word2 <= { \$48 , \$47 , \$46 , \$45 , \$44 , \$43 , \$42 , \$41  };
   always @(posedge clk)
-    stage0_word3_amount4 <= \$157 ;
+    stage1_word3_amount0 <= \$153 ;
   always @(posedge clk)
-    stage0_word3_amount5 <= \$158 ;
+    stage1_word3_amount1 <= \$154 ;
   always @(posedge clk)
-    stage0_word3_amount6 <= \$159 ;
+    stage1_word3_amount2 <= \$155 ;
   always @(posedge clk)
-    stage0_word3_amount7 <= \$160 ;
+    stage1_word3_amount3 <= \$156 ;
   always @(posedge clk)
-    stage0_word3 <= { \$64 , \$63 , \$62 , \$61 , \$60 , \$59 , \$58 , \$57  };
+    stage1_word3_amount4 <= \$157 ;
   always @(posedge clk)
-    stage1_word0_amount0 <= \$161 ;
+    stage1_word3_amount5 <= \$158 ;
   always @(posedge clk)
-    stage1_word0_amount1 <= \$162 ;
+    stage1_word3_amount6 <= \$159 ;
   always @(posedge clk)
-    stage1_word0_amount2 <= \$163 ;
+    stage1_word3_amount7 <= \$160 ;
   always @(posedge clk)
-    stage1_word0_amount3 <= \$164 ;
+    stage1_word3 <= { \$64 , \$63 , \$62 , \$61 , \$60 , \$59 , \$58 , \$57  };
   always @(posedge clk)
-    stage1_word0_amount4 <= \$165 ;
+    stage2_word0_amount0 <= \$161 ;
   always @(posedge clk)
-    stage1_word0_amount5 <= \$166 ;
+    stage2_word0_amount1 <= \$162 ;
   always @(posedge clk)
-    stage1_word0_amount6 <= \$167 ;
+    stage2_word0_amount2 <= \$163 ;
   always @(posedge clk)
-    stage1_word0_amount7 <= \$168 ;
+    stage2_word0_amount3 <= \$164 ;
   always @(posedge clk)
-    stage1_word0 <= { \$80 , \$79 , \$78 , \$77 , \$76 , \$75 , \$74 , \$73  };
+    stage2_word0_amount4 <= \$165 ;
   always @(posedge clk)
-    stage1_word1_amount0 <= \$169 ;
+    stage2_word0_amount5 <= \$166 ;
   always @(posedge clk)
-    stage1_word1_amount1 <= \$170 ;
+    stage2_word0_amount6 <= \$167 ;
   always @(posedge clk)
-    stage1_word1_amount2 <= \$171 ;
+    stage2_word0_amount7 <= \$168 ;
   always @(posedge clk)
-    stage1_word1_amount3 <= \$172 ;
+    stage2_word0 <= { \$80 , \$79 , \$78 , \$77 , \$76 , \$75 , \$74 , \$73  };
   always @(posedge clk)
-    stage1_word1_amount4 <= \$173 ;
+    stage2_word1_amount0 <= \$169 ;
   always @(posedge clk)
-    stage1_word1_amount5 <= \$174 ;
+    stage2_word1_amount1 <= \$170 ;
   always @(posedge clk)
-    stage1_word1_amount6 <= \$175 ;
+    stage2_word1_amount2 <= \$171 ;
   always @(posedge clk)
-    stage1_word1_amount7 <= \$176 ;
+    stage2_word1_amount3 <= \$172 ;
   always @(posedge clk)
-    stage1_word1 <= { \$96 , \$95 , \$94 , \$93 , \$92 , \$91 , \$90 , \$89  };
+    stage2_word1_amount4 <= \$173 ;
   always @(posedge clk)
-    stage1_word2_amount0 <= \$177 ;
+    stage2_word1_amount5 <= \$174 ;
   always @(posedge clk)
-    stage1_word2_amount1 <= \$178 ;
+    stage2_word1_amount6 <= \$175 ;
   always @(posedge clk)
-    stage1_word2_amount2 <= \$179 ;
+    stage2_word1_amount7 <= \$176 ;
   always @(posedge clk)
-    stage1_word2_amount3 <= \$180 ;
+    stage2_word1 <= { \$96 , \$95 , \$94 , \$93 , \$92 , \$91 , \$90 , \$89  };
   always @(posedge clk)
-    stage1_word2_amount4 <= \$181 ;
+    stage2_word2_amount0 <= \$177 ;
   always @(posedge clk)
-    stage1_word2_amount5 <= \$182 ;
+    stage2_word2_amount1 <= \$178 ;
   always @(posedge clk)
-    stage1_word2_amount6 <= \$183 ;
+    stage2_word2_amount2 <= \$179 ;
   always @(posedge clk)
-    stage1_word2_amount7 <= \$184 ;
+    stage2_word2_amount3 <= \$180 ;
   always @(posedge clk)
-    stage1_word2 <= { \$112 , \$111 , \$110 , \$109 , \$108 , \$107 , \$106 , \$105  };
+    stage2_word2_amount4 <= \$181 ;
   always @(posedge clk)
-    stage1_word3_amount0 <= \$185 ;
+    stage2_word2_amount5 <= \$182 ;
   always @(posedge clk)
-    stage1_word3_amount1 <= \$186 ;
+    stage2_word2_amount6 <= \$183 ;
   always @(posedge clk)
-    stage1_word3_amount2 <= \$187 ;
+    stage2_word2_amount7 <= \$184 ;
   always @(posedge clk)
-    stage1_word3_amount3 <= \$188 ;
+    stage2_word2 <= { \$112 , \$111 , \$110 , \$109 , \$108 , \$107 , \$106 , \$105  };
   always @(posedge clk)
-    stage1_word3_amount4 <= \$189 ;
+    stage2_word3_amount0 <= \$185 ;
   always @(posedge clk)
-    stage1_word3_amount5 <= \$190 ;
+    stage2_word3_amount1 <= \$186 ;
   always @(posedge clk)
-    stage1_word3_amount6 <= \$191 ;
+    stage2_word3_amount2 <= \$187 ;
   always @(posedge clk)
-    stage1_word3_amount7 <= \$192 ;
+    stage2_word3_amount3 <= \$188 ;
   always @(posedge clk)
-    stage1_word3 <= { \$128 , \$127 , \$126 , \$125 , \$124 , \$123 , \$122 , \$121  };
+    stage2_word3_amount4 <= \$189 ;
+  always @(posedge clk)
+    stage2_word3_amount5 <= \$190 ;
+  always @(posedge clk)
+    stage2_word3_amount6 <= \$191 ;
+  always @(posedge clk)
+    stage2_word3_amount7 <= \$192 ;
+  always @(posedge clk)
+    stage2_word3 <= { \$128 , \$127 , \$126 , \$125 , \$124 , \$123 , \$122 , \$121  };
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$129  = \$1 [1:0];
     if (rst) begin
-      \$129  = 2'h0;
+      \$129  = 2'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$130  = \$2 [1:0];
     if (rst) begin
-      \$130  = 2'h0;
+      \$130  = 2'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$131  = \$3 [1:0];
     if (rst) begin
-      \$131  = 2'h0;
+      \$131  = 2'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$132  = \$4 [1:0];
     if (rst) begin
-      \$132  = 2'h0;
+      \$132  = 2'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$133  = \$5 [1:0];
     if (rst) begin
-      \$133  = 2'h0;
+      \$133  = 2'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$134  = \$6 [1:0];
     if (rst) begin
-      \$134  = 2'h0;
+      \$134  = 2'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$135  = \$7 [1:0];
     if (rst) begin
-      \$135  = 2'h0;
+      \$135  = 2'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$136  = \$8 [1:0];
     if (rst) begin
-      \$136  = 2'h0;
+      \$136  = 2'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$137  = \$17 [1:0];
     if (rst) begin
-      \$137  = 2'h0;
+      \$137  = 2'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$138  = \$18 [1:0];
     if (rst) begin
-      \$138  = 2'h0;
+      \$138  = 2'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$139  = \$19 [1:0];
     if (rst) begin
-      \$139  = 2'h0;
+      \$139  = 2'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$140  = \$20 [1:0];
     if (rst) begin
-      \$140  = 2'h0;
+      \$140  = 2'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$141  = \$21 [1:0];
     if (rst) begin
-      \$141  = 2'h0;
+      \$141  = 2'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$142  = \$22 [1:0];
     if (rst) begin
-      \$142  = 2'h0;
+      \$142  = 2'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$143  = \$23 [1:0];
     if (rst) begin
-      \$143  = 2'h0;
+      \$143  = 2'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$144  = \$24 [1:0];
     if (rst) begin
-      \$144  = 2'h0;
+      \$144  = 2'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$145  = \$33 [1:0];
     if (rst) begin
-      \$145  = 2'h0;
+      \$145  = 2'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$146  = \$34 [1:0];
     if (rst) begin
-      \$146  = 2'h0;
+      \$146  = 2'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$147  = \$35 [1:0];
     if (rst) begin
-      \$147  = 2'h0;
+      \$147  = 2'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$148  = \$36 [1:0];
     if (rst) begin
-      \$148  = 2'h0;
+      \$148  = 2'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$149  = \$37 [1:0];
     if (rst) begin
-      \$149  = 2'h0;
+      \$149  = 2'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$150  = \$38 [1:0];
     if (rst) begin
-      \$150  = 2'h0;
+      \$150  = 2'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$151  = \$39 [1:0];
     if (rst) begin
-      \$151  = 2'h0;
+      \$151  = 2'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$152  = \$40 [1:0];
     if (rst) begin
-      \$152  = 2'h0;
+      \$152  = 2'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$153  = \$49 [1:0];
     if (rst) begin
-      \$153  = 2'h0;
+      \$153  = 2'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$154  = \$50 [1:0];
     if (rst) begin
-      \$154  = 2'h0;
+      \$154  = 2'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$155  = \$51 [1:0];
     if (rst) begin
-      \$155  = 2'h0;
+      \$155  = 2'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$156  = \$52 [1:0];
     if (rst) begin
-      \$156  = 2'h0;
+      \$156  = 2'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$157  = \$53 [1:0];
     if (rst) begin
-      \$157  = 2'h0;
+      \$157  = 2'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$158  = \$54 [1:0];
     if (rst) begin
-      \$158  = 2'h0;
+      \$158  = 2'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$159  = \$55 [1:0];
     if (rst) begin
-      \$159  = 2'h0;
+      \$159  = 2'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$160  = \$56 [1:0];
     if (rst) begin
-      \$160  = 2'h0;
+      \$160  = 2'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$161  = \$65 [1:0];
     if (rst) begin
-      \$161  = 2'h1;
+      \$161  = 2'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$162  = \$66 [1:0];
     if (rst) begin
-      \$162  = 2'h1;
+      \$162  = 2'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$163  = \$67 [1:0];
     if (rst) begin
-      \$163  = 2'h1;
+      \$163  = 2'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$164  = \$68 [1:0];
     if (rst) begin
-      \$164  = 2'h1;
+      \$164  = 2'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$165  = \$69 [1:0];
     if (rst) begin
-      \$165  = 2'h1;
+      \$165  = 2'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$166  = \$70 [1:0];
     if (rst) begin
-      \$166  = 2'h1;
+      \$166  = 2'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$167  = \$71 [1:0];
     if (rst) begin
-      \$167  = 2'h1;
+      \$167  = 2'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$168  = \$72 [1:0];
     if (rst) begin
-      \$168  = 2'h1;
+      \$168  = 2'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$169  = \$81 [1:0];
     if (rst) begin
-      \$169  = 2'h1;
+      \$169  = 2'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$170  = \$82 [1:0];
     if (rst) begin
-      \$170  = 2'h1;
+      \$170  = 2'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$171  = \$83 [1:0];
     if (rst) begin
-      \$171  = 2'h1;
+      \$171  = 2'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$172  = \$84 [1:0];
     if (rst) begin
-      \$172  = 2'h1;
+      \$172  = 2'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$173  = \$85 [1:0];
     if (rst) begin
-      \$173  = 2'h1;
+      \$173  = 2'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$174  = \$86 [1:0];
     if (rst) begin
-      \$174  = 2'h1;
+      \$174  = 2'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$175  = \$87 [1:0];
     if (rst) begin
-      \$175  = 2'h1;
+      \$175  = 2'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$176  = \$88 [1:0];
     if (rst) begin
-      \$176  = 2'h1;
+      \$176  = 2'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$177  = \$97 [1:0];
     if (rst) begin
-      \$177  = 2'h1;
+      \$177  = 2'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$178  = \$98 [1:0];
     if (rst) begin
-      \$178  = 2'h1;
+      \$178  = 2'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$179  = \$99 [1:0];
     if (rst) begin
-      \$179  = 2'h1;
+      \$179  = 2'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$180  = \$100 [1:0];
     if (rst) begin
-      \$180  = 2'h1;
+      \$180  = 2'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$181  = \$101 [1:0];
     if (rst) begin
-      \$181  = 2'h1;
+      \$181  = 2'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$182  = \$102 [1:0];
     if (rst) begin
-      \$182  = 2'h1;
+      \$182  = 2'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$183  = \$103 [1:0];
     if (rst) begin
-      \$183  = 2'h1;
+      \$183  = 2'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$184  = \$104 [1:0];
     if (rst) begin
-      \$184  = 2'h1;
+      \$184  = 2'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$185  = \$113 [1:0];
     if (rst) begin
-      \$185  = 2'h1;
+      \$185  = 2'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$186  = \$114 [1:0];
     if (rst) begin
-      \$186  = 2'h1;
+      \$186  = 2'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$187  = \$115 [1:0];
     if (rst) begin
-      \$187  = 2'h1;
+      \$187  = 2'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$188  = \$116 [1:0];
     if (rst) begin
-      \$188  = 2'h1;
+      \$188  = 2'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$189  = \$117 [1:0];
     if (rst) begin
-      \$189  = 2'h1;
+      \$189  = 2'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$190  = \$118 [1:0];
     if (rst) begin
-      \$190  = 2'h1;
+      \$190  = 2'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$191  = \$119 [1:0];
     if (rst) begin
-      \$191  = 2'h1;
+      \$191  = 2'h2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$192  = \$120 [1:0];
     if (rst) begin
-      \$192  = 2'h1;
+      \$192  = 2'h2;
     end
   end
   assign i3 = 224'h00000000000000000000000000000000000000000000000000000000;
-  assign o0 = stage1_word0;
-  assign o1 = stage1_word1;
-  assign o2 = stage1_word2;
-  assign o3 = stage1_word3;
+  assign o0 = stage2_word0;
+  assign o1 = stage2_word1;
+  assign o2 = stage2_word2;
+  assign o3 = stage2_word3;
 endmodule
