@@ -309,7 +309,6 @@ class StepDatapath(wiring.Component):
         send_data_left = Signal(DMA_LENGTH_BITS)
         send_pkt = Signal(NIC_TAG_BITS)
         recv_left = Signal(DMA_LENGTH_BITS)      # bytes of the message still to receive
-        recv_pkt_left = Signal(range(P + 1))     # bytes of the current packet still to come
         recv_pkt = Signal(NIC_TAG_BITS)
         w_mask = Signal(B)
         step_words = Signal(DMA_LENGTH_BITS)
@@ -349,7 +348,6 @@ class StepDatapath(wiring.Component):
                 send_data_left.eq(Mux(p.send, nwords, 0)),
                 send_pkt.eq(0),
                 recv_left.eq(Mux(p.a_src == ASource.NIC, p.bytes, 0)),
-                recv_pkt_left.eq(0),
                 recv_pkt.eq(0),
                 w_mask.eq(last_mask),
                 step_words.eq(nwords),
@@ -518,11 +516,11 @@ class StepDatapath(wiring.Component):
         # are compares of its fields (through the NIC's link mux) with flip-flops only:
         expect_len = Signal(range(P + 1))        # min(recv_left, P): a new packet's length
         pkt_left = Signal(range(P + 1))          # the packet's bytes still to come
-        new_packet = Signal(init=1)              # recv_pkt_left == 0: the beat opens a packet
+        new_packet = Signal(init=1)              # pkt_left == 0 before: the beat opens one
         pkt_last = Signal(init=1)                # pkt_left <= B: the beat closes it
 
         def expected(left, pkt_left_value):
-            """The four registers' values for ``recv_left`` and ``recv_pkt_left`` values (a
+            """The four registers' values for the bytes left of the message and of the packet (a
             new packet closes with its first beat when ``min(left, P) <= B``, that is, as
             ``B <= P``, when ``left <= B``: a compare of ``left`` itself, not of the min)."""
             length = _at_most(left, P)
@@ -547,8 +545,7 @@ class StepDatapath(wiring.Component):
                 | (beat.last != pkt_last))
             with m.If(bad):
                 m.d.sync += self.recv_error.eq(1)
-            m.d.sync += [recv_pkt_left.eq(pkt_left - beat_bytes),
-                         recv_left.eq(recv_left - beat_bytes),
+            m.d.sync += [recv_left.eq(recv_left - beat_bytes),
                          *expected(recv_left - beat_bytes, pkt_left - beat_bytes)]
             with m.If(beat.last):
                 m.d.sync += recv_pkt.eq(recv_pkt + 1)
