@@ -33,8 +33,8 @@ from pathlib import Path
 
 from ace.errors import UserError
 
-__all__ = ["FLOORPLANS", "FLOORPLAN_DEVICE", "EBR_ROWS", "EBR_COLUMNS", "ebr_site", "engine_ram_sites",
-           "apply_floorplan"]
+__all__ = ["FLOORPLANS", "FLOORPLAN_DEVICE", "EBR_ROWS", "EBR_COLUMNS", "ebr_site",
+           "engine_ram_sites", "apply_floorplan"]
 
 #: ``--floorplan`` values: ``rams`` (pin the engine's block RAMs, default) or ``none``.
 FLOORPLANS = ("rams", "none")

@@ -174,7 +174,7 @@ class BankedSram(wiring.Component):
     port, and no select depends on a request. The write rotator registers each port's write
     first, as it comes (so the row, which every slice of the word needs, spreads over the
     slices in a cycle of its own), then one level per stage; the read rotator takes one stage
-    fewer than its levels (the first holds two, a 4:1 mux per bit), so that reads, whose row
+    fewer than its levels (its last stage holds two, a 4:1 mux per bit), so that reads, whose row
     is likewise registered once per bank before its copies per slice, keep their latency.
 
     Pipeline (read transferred in cycle ``t``; ``Sw`` = :attr:`write_stages`,
@@ -295,7 +295,7 @@ class BankedSram(wiring.Component):
     @property
     def read_rotate_stages(self) -> int:
         """Register stages of the read rotator (positions to ports): one fewer than its mux
-        levels (two levels, a 4:1 mux, in its first stage), at least one; this gives back the
+        levels (two levels, a 4:1 mux, in its last stage), at least one; this gives back the
         cycle that the writes' first register (and the reads' row register per bank) takes."""
         return max(1, rotation_levels(slot_period(self.read_ports, self.banks)) - 1)
 
