@@ -43,11 +43,12 @@ one beat per cycle. ``i.ready`` is a register (no combinational path from
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, DomainRenamer, Module, Mux, Signal, unsigned
-from amaranth.lib import data, memory, stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ace.hw.alu.lane import AluLane
 from ace.hw.common.clock_gate import ClockGate, uses_gated_clock
+from ace.hw.common.lut_ram import lut_ram
 from ace.hw.common.replica import replicas, replicates
 from ace.config import AceConfig
 from ace.layouts import Dtype, ReduceOp
@@ -133,10 +134,7 @@ class ResultFifo(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.storage = storage = memory.Memory(shape=self.width, depth=self.depth,
-                                                       init=[])
-        w_port = storage.write_port()
-        r_port = storage.read_port(domain="comb")
+        w_port, r_port = lut_ram(m, self.width, self.depth)
         wr_ptr = Signal(range(self.depth), name="wr_ptr")
         rd_ptr = Signal(range(self.depth), name="rd_ptr")
         load = Signal(name="load")

@@ -14,10 +14,12 @@ unit and one for the rest, so that each drives only its own logic (when the lane
 the max/min unit are kept as modules of their own in FPGA synthesis, ``docs/synthesis.md``;
 flattened, yosys merges them back into one). Every path then has the adder's latency, so a
 new beat of any op and dtype can enter on every cycle. The stages after the operand registers
-(the adder, the max/min unit and the delay lines) are in clock domain ``pipe``; each loads only
+(the adder, the max/min unit and the delay line) are in clock domain ``pipe``; each loads only
 when the stage before it holds a valid beat (``valid``: a valid bit travels beside the stages,
 so each stage's clock enable is a register of its own). The array tracks which results are
-valid.
+valid. The delay line is two registers up to the max/min unit's result, then a ring of LUT RAM
+for the adder's remaining ten cycles (``DelayLine``: on ECP5 nine ``DPR16X4`` cells instead of
+about 340 flip-flops per lane), written only with a valid beat.
 
 With ``gated_stages`` (the array's gated-clock form) the adder's stages are clock domain ``fp``,
 the max/min unit's ``max_min`` and the delay line ``other``, instead of ``pipe``. The array
@@ -29,12 +31,13 @@ result.
 """
 
 
-from amaranth.hdl import DomainRenamer, Module, Mux, Signal
+from amaranth.hdl import Cat, DomainRenamer, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ace.hw.alu.minmax import MinMaxUnit
 from ace.hw.alu.simd_add import SimdFpAdder
+from ace.hw.common.delay_line import DelayLine
 from ace.layouts import Dtype, ReduceOp
 
 __all__ = ["AluLane"]
@@ -139,8 +142,10 @@ class AluLane(wiring.Component):
         # Everything that is not a floating-point sum is computed in the cycles after the
         # operand registers (int32 sum in one; max, min and copy in the max/min unit's
         # latency) and then delayed to line up with the adder. d{k} holds what the operands of
-        # k + 1 cycles earlier gave. int32 sums wrap. With gated_stages a copy enters the
-        # delay line here, without the max/min unit (``max_min`` is clocked only for max/min).
+        # k + 1 cycles earlier gave, up to the max/min unit's result; a delay line in LUT RAM
+        # (``DelayLine``) takes the rest of the adder's latency. int32 sums wrap. With
+        # gated_stages a copy enters the delay here, without the max/min unit (``max_min`` is
+        # clocked only for max/min).
         direct = Signal(32, name="direct")
         m.d.comb += direct.eq(Mux(op == ReduceOp.COPY, a, a + b) if gated else a + b)
         fp_sum = Signal(name="fp_sum")
@@ -152,9 +157,7 @@ class AluLane(wiring.Component):
         # gated_stages, domain ``other``, clocked by the array).
         prev_simple, prev_fp_sum, prev_minmax = direct, fp_sum, is_minmax
         prev_valid = None if gated else valid
-        for stage in range(1, self.LATENCY):
-            if stage == minmax.latency:
-                prev_simple = Mux(prev_minmax, minmax.result, prev_simple)
+        for stage in range(1, minmax.latency):
             d_simple = Signal(32, name=f"d{stage}_simple")
             d_minmax = Signal(name=f"d{stage}_minmax")
             if gated:
@@ -169,7 +172,17 @@ class AluLane(wiring.Component):
             m.d.pipe += d_valid.eq(prev_valid)
             prev_simple, prev_fp_sum, prev_minmax = d_simple, d_fp_sum, d_minmax
             prev_valid = d_valid
+        simple = Mux(prev_minmax, minmax.result, prev_simple)
 
-        select_fp = self.fp_result if gated else prev_fp_sum
-        m.d.comb += self.result.eq(Mux(select_fp, adder.result, prev_simple))
+        # The rest of the latency: the value (and, ungated, whether the beat is a float sum)
+        # through a delay line, written with a valid beat (ungated).
+        tail = DelayLine(width=32 if gated else 33, delay=self.LATENCY - minmax.latency)
+        m.submodules.tail = DomainRenamer("other" if gated else "pipe")(tail)
+        if gated:
+            m.d.comb += tail.i.eq(simple)
+            select_fp, tail_simple = self.fp_result, tail.o
+        else:
+            m.d.comb += [tail.i.eq(Cat(simple, prev_fp_sum)), tail.i_en.eq(prev_valid)]
+            select_fp, tail_simple = tail.o[32], tail.o[:32]
+        m.d.comb += self.result.eq(Mux(select_fp, adder.result, tail_simple))
         return m

@@ -28,9 +28,9 @@ from __future__ import annotations
 
 from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
-from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from ace.hw.common.lut_ram import lut_ram
 from ace.hw.common.replica import drive_replicas
 
 __all__ = ["FlagFifo"]
@@ -83,9 +83,7 @@ class FlagFifo(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         depth = self.depth
-        m.submodules.storage = storage = Memory(shape=self.width, depth=depth, init=[])
-        w_port = storage.write_port()
-        r_port = storage.read_port(domain="comb")
+        w_port, r_port = lut_ram(m, self.width, depth)
         produce = Signal(range(depth), name="produce")
         consume = Signal(range(depth), name="consume")
         do_write = Signal()

@@ -25,11 +25,11 @@ select of each slice, a few flip-flops; the entries' load enables are registers.
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
-from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from ace.hw.common.lut_ram import lut_ram
 
 __all__ = ["ResponseFifo"]
 
@@ -121,10 +121,7 @@ class ResponseFifo(wiring.Component):
                      full.eq(full_next)]
 
         # The ring: LUT RAM with its own pointers.
-        m.submodules[f"ring{j}"] = ring = Memory(shape=unsigned(len(w_data)), depth=size,
-                                                 init=[])
-        write = ring.write_port()
-        read = ring.read_port(domain="comb")
+        write, read = lut_ram(m, len(w_data), size, name=f"ring{j}")
         w_at = Signal(range(size), name=f"w_at{j}")
         r_at = Signal(range(size), name=f"r_at{j}")
         with m.If(w_en):
