@@ -385,12 +385,12 @@ module \ace_alu_array_small.array (r_en, clk, rst, i__payload, i__ready, out_pay
     d6_last <= \$27 ;
   \ace_alu_array_small.array.fifo  fifo (
     .clk(clk),
-    .\port$1023$0 (\result$28 ),
-    .\port$2003$0 (\result$29 ),
-    .\port$2983$0 (\result$30 ),
-    .\port$4027$0 (d12_tag),
-    .\port$4029$0 (d12_last),
-    .\port$43$0 (result),
+    .\port$1953$0 (\result$29 ),
+    .\port$23$0 (result),
+    .\port$2918$0 (\result$30 ),
+    .\port$3967$0 (d12_tag),
+    .\port$3969$0 (d12_last),
+    .\port$988$0 (\result$28 ),
     .r_data(out_payload),
     .r_en(r_en),
     .r_rdy(o__valid),
@@ -401,8 +401,8 @@ module \ace_alu_array_small.array (r_en, clk, rst, i__payload, i__ready, out_pay
     .a(i__payload[31:0]),
     .b(i__payload[159:128]),
     .clk(clk),
-    .\port$3949$256 (i__payload[259:256]),
-    .\result$73 (result),
+    .\port$3889$256 (i__payload[259:256]),
+    .\result$35 (result),
     .rst(rst),
     .valid(accept)
   );
@@ -410,8 +410,8 @@ module \ace_alu_array_small.array (r_en, clk, rst, i__payload, i__ready, out_pay
     .a(i__payload[63:32]),
     .b(i__payload[191:160]),
     .clk(clk),
-    .\port$3949$256 (i__payload[259:256]),
-    .\result$73 (\result$28 ),
+    .\port$3889$256 (i__payload[259:256]),
+    .\result$35 (\result$28 ),
     .rst(rst),
     .valid(accept)
   );
@@ -419,16 +419,16 @@ module \ace_alu_array_small.array (r_en, clk, rst, i__payload, i__ready, out_pay
     .a(i__payload[95:64]),
     .b(i__payload[223:192]),
     .clk(clk),
-    .\port$3949$256 (i__payload[259:256]),
-    .\result$73 (\result$29 ),
+    .\port$3889$256 (i__payload[259:256]),
+    .\result$35 (\result$29 ),
     .rst(rst),
     .valid(accept)
   );
   \ace_alu_array_small.array.lane3  lane3 (
     .a(i__payload[127:96]),
     .clk(clk),
-    .\port$3949$224 (i__payload[259:224]),
-    .\result$73 (\result$30 ),
+    .\port$3889$224 (i__payload[259:224]),
+    .\result$35 (\result$30 ),
     .rst(rst),
     .valid(accept)
   );
@@ -762,7 +762,7 @@ module \ace_alu_array_small.array (r_en, clk, rst, i__payload, i__ready, out_pay
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.fifo (clk, rst, \port$43$0 , \port$1023$0 , \port$2003$0 , \port$2983$0 , w_en, \port$4027$0 , \port$4029$0 , r_data, r_rdy, r_en);
+module \ace_alu_array_small.array.fifo (clk, rst, \port$23$0 , \port$988$0 , \port$1953$0 , \port$2918$0 , w_en, \port$3967$0 , \port$3969$0 , r_data, r_rdy, r_en);
   reg \$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire \$1 ;
   reg [15:0] \$10 ;
@@ -783,18 +783,18 @@ module \ace_alu_array_small.array.fifo (clk, rst, \port$43$0 , \port$1023$0 , \p
   reg [15:0] level = 16'h0000;
   wire load;
   wire [15:0] next_level;
-  input [31:0] \port$1023$0 ;
-  wire [31:0] \port$1023$0 ;
-  input [31:0] \port$2003$0 ;
-  wire [31:0] \port$2003$0 ;
-  input [31:0] \port$2983$0 ;
-  wire [31:0] \port$2983$0 ;
-  input [3:0] \port$4027$0 ;
-  wire [3:0] \port$4027$0 ;
-  input \port$4029$0 ;
-  wire \port$4029$0 ;
-  input [31:0] \port$43$0 ;
-  wire [31:0] \port$43$0 ;
+  input [31:0] \port$1953$0 ;
+  wire [31:0] \port$1953$0 ;
+  input [31:0] \port$23$0 ;
+  wire [31:0] \port$23$0 ;
+  input [31:0] \port$2918$0 ;
+  wire [31:0] \port$2918$0 ;
+  input [3:0] \port$3967$0 ;
+  wire [3:0] \port$3967$0 ;
+  input \port$3969$0 ;
+  wire \port$3969$0 ;
+  input [31:0] \port$988$0 ;
+  wire [31:0] \port$988$0 ;
   output [132:0] r_data;
   reg [132:0] r_data = 133'h0000000000000000000000000000000000;
   input r_en;
@@ -818,7 +818,7 @@ module \ace_alu_array_small.array.fifo (clk, rst, \port$43$0 , \port$1023$0 , \p
   reg [132:0] storage [15:0];
   always @(posedge clk) begin
     if (w_en)
-      storage[w_port__addr] <= { \port$4029$0 , \port$4027$0 , \port$2983$0 , \port$2003$0 , \port$1023$0 , \port$43$0  };
+      storage[w_port__addr] <= { \port$3969$0 , \port$3967$0 , \port$2918$0 , \port$1953$0 , \port$988$0 , \port$23$0  };
   end
   assign r_port__data = storage[r_port__addr];
   assign \$1  = ~ load;
@@ -892,14 +892,14 @@ module \ace_alu_array_small.array.fifo (clk, rst, \port$43$0 , \port$1023$0 , \p
     end
   end
   assign wr_ptr = w_port__addr;
-  assign w_port__data = { \port$4029$0 , \port$4027$0 , \port$2983$0 , \port$2003$0 , \port$1023$0 , \port$43$0  };
-  assign w_data = { \port$4029$0 , \port$4027$0 , \port$2983$0 , \port$2003$0 , \port$1023$0 , \port$43$0  };
+  assign w_port__data = { \port$3969$0 , \port$3967$0 , \port$2918$0 , \port$1953$0 , \port$988$0 , \port$23$0  };
+  assign w_data = { \port$3969$0 , \port$3967$0 , \port$2918$0 , \port$1953$0 , \port$988$0 , \port$23$0  };
   assign w_port__en = w_en;
   assign rd_ptr = r_port__addr;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane0 (rst, valid, \result$73 , a, b, \port$3949$256 , clk);
+module \ace_alu_array_small.array.lane0 (rst, valid, \result$35 , a, b, \port$3889$256 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$3  = 0;
   wire \$1 ;
   reg [1:0] \$10 ;
@@ -912,78 +912,26 @@ module \ace_alu_array_small.array.lane0 (rst, valid, \result$73 , a, b, \port$39
   reg \$17 ;
   reg \$18 ;
   reg \$19 ;
-  wire [31:0] \$2 ;
-  reg [31:0] \$20 ;
-  reg \$21 ;
-  reg \$22 ;
-  reg \$23 ;
-  reg [31:0] \$24 ;
-  reg \$25 ;
-  reg \$26 ;
-  reg \$27 ;
-  reg [31:0] \$28 ;
-  reg \$29 ;
-  wire [32:0] \$3 ;
-  reg \$30 ;
-  reg \$31 ;
-  reg [31:0] \$32 ;
-  reg \$33 ;
-  reg \$34 ;
-  reg \$35 ;
-  reg [31:0] \$36 ;
-  reg \$37 ;
-  reg \$38 ;
-  reg \$39 ;
+  wire [32:0] \$2 ;
+  wire [15:0] \$20 ;
+  wire [15:0] \$21 ;
+  wire \$3 ;
   wire \$4 ;
-  reg [31:0] \$40 ;
-  reg \$41 ;
-  reg \$42 ;
-  reg \$43 ;
-  reg [31:0] \$44 ;
-  reg \$45 ;
-  reg \$46 ;
-  reg \$47 ;
-  reg [31:0] \$48 ;
-  reg \$49 ;
   wire \$5 ;
-  reg \$50 ;
-  reg \$51 ;
-  reg [31:0] \$52 ;
-  reg \$53 ;
-  reg \$54 ;
-  reg \$55 ;
-  reg [31:0] \$56 ;
-  reg \$57 ;
-  reg \$58 ;
-  reg \$59 ;
-  wire \$6 ;
-  wire [15:0] \$60 ;
-  wire [15:0] \$61 ;
+  wire [31:0] \$6 ;
   reg [31:0] \$7 ;
   reg [31:0] \$8 ;
   reg [1:0] \$9 ;
   input [31:0] a;
   wire [31:0] a;
-  wire [31:0] \a$63 ;
-  wire [31:0] \a$66 ;
+  wire [31:0] \a$22 ;
+  wire [31:0] \a$25 ;
   input [31:0] b;
   wire [31:0] b;
-  wire [31:0] \b$64 ;
-  wire [31:0] \b$67 ;
+  wire [31:0] \b$23 ;
+  wire [31:0] \b$26 ;
   input clk;
   wire clk;
-  reg d10_fp_sum = 1'h0;
-  reg d10_minmax = 1'h0;
-  reg [31:0] d10_simple = 32'd0;
-  reg d10_valid = 1'h1;
-  reg d11_fp_sum = 1'h0;
-  reg d11_minmax = 1'h0;
-  reg [31:0] d11_simple = 32'd0;
-  reg d11_valid = 1'h1;
-  reg d12_fp_sum = 1'h0;
-  reg d12_minmax = 1'h0;
-  reg [31:0] d12_simple = 32'd0;
-  reg d12_valid = 1'h1;
   reg d1_fp_sum = 1'h0;
   reg d1_minmax = 1'h0;
   reg [31:0] d1_simple = 32'd0;
@@ -992,34 +940,6 @@ module \ace_alu_array_small.array.lane0 (rst, valid, \result$73 , a, b, \port$39
   reg d2_minmax = 1'h0;
   reg [31:0] d2_simple = 32'd0;
   reg d2_valid = 1'h1;
-  reg d3_fp_sum = 1'h0;
-  reg d3_minmax = 1'h0;
-  reg [31:0] d3_simple = 32'd0;
-  reg d3_valid = 1'h1;
-  reg d4_fp_sum = 1'h0;
-  reg d4_minmax = 1'h0;
-  reg [31:0] d4_simple = 32'd0;
-  reg d4_valid = 1'h1;
-  reg d5_fp_sum = 1'h0;
-  reg d5_minmax = 1'h0;
-  reg [31:0] d5_simple = 32'd0;
-  reg d5_valid = 1'h1;
-  reg d6_fp_sum = 1'h0;
-  reg d6_minmax = 1'h0;
-  reg [31:0] d6_simple = 32'd0;
-  reg d6_valid = 1'h1;
-  reg d7_fp_sum = 1'h0;
-  reg d7_minmax = 1'h0;
-  reg [31:0] d7_simple = 32'd0;
-  reg d7_valid = 1'h1;
-  reg d8_fp_sum = 1'h0;
-  reg d8_minmax = 1'h0;
-  reg [31:0] d8_simple = 32'd0;
-  reg d8_valid = 1'h1;
-  reg d9_fp_sum = 1'h0;
-  reg d9_minmax = 1'h0;
-  reg [31:0] d9_simple = 32'd0;
-  reg d9_valid = 1'h1;
   wire [31:0] direct;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
@@ -1032,15 +952,19 @@ module \ace_alu_array_small.array.lane0 (rst, valid, \result$73 , a, b, \port$39
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
-  wire [1:0] \dtype$65 ;
+  wire [1:0] \dtype$24 ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
-  wire [1:0] \dtype$68 ;
+  wire [1:0] \dtype$27 ;
   wire fp_sum;
+  wire [32:0] i;
+  (* init = 1'h1 *)
+  wire i_en;
   wire is_max;
+  wire [32:0] o;
   (* enum_base_type = "ReduceOp" *)
   (* enum_value_00 = "SUM" *)
   (* enum_value_01 = "MAX" *)
@@ -1048,12 +972,12 @@ module \ace_alu_array_small.array.lane0 (rst, valid, \result$73 , a, b, \port$39
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
   wire pass_a;
-  input [3:0] \port$3949$256 ;
-  wire [3:0] \port$3949$256 ;
+  input [3:0] \port$3889$256 ;
+  wire [3:0] \port$3889$256 ;
   wire [31:0] result;
-  output [31:0] \result$73 ;
-  wire [31:0] \result$73 ;
-  wire [31:0] \result$74 ;
+  output [31:0] \result$35 ;
+  wire [31:0] \result$35 ;
+  wire [31:0] \result$37 ;
   input rst;
   wire rst;
   reg [31:0] s0_a = 32'd0;
@@ -1073,96 +997,18 @@ module \ace_alu_array_small.array.lane0 (rst, valid, \result$73 , a, b, \port$39
   reg s0_valid = 1'h1;
   input valid;
   wire valid;
-  wire \valid$71 ;
-  wire \valid$72 ;
-  always @(posedge clk)
-    d3_fp_sum <= \$21 ;
-  always @(posedge clk)
-    d3_minmax <= \$22 ;
-  always @(posedge clk)
-    d3_valid <= \$23 ;
-  always @(posedge clk)
-    d4_simple <= \$24 ;
-  always @(posedge clk)
-    d4_fp_sum <= \$25 ;
-  always @(posedge clk)
-    d4_minmax <= \$26 ;
-  always @(posedge clk)
-    d4_valid <= \$27 ;
-  always @(posedge clk)
-    d5_simple <= \$28 ;
-  always @(posedge clk)
-    d5_fp_sum <= \$29 ;
-  always @(posedge clk)
-    d5_minmax <= \$30 ;
-  always @(posedge clk)
-    d5_valid <= \$31 ;
-  always @(posedge clk)
-    d6_simple <= \$32 ;
-  always @(posedge clk)
-    d6_fp_sum <= \$33 ;
-  always @(posedge clk)
-    d6_minmax <= \$34 ;
-  always @(posedge clk)
-    d6_valid <= \$35 ;
-  always @(posedge clk)
-    d7_simple <= \$36 ;
-  always @(posedge clk)
-    d7_fp_sum <= \$37 ;
-  always @(posedge clk)
-    d7_minmax <= \$38 ;
-  always @(posedge clk)
-    d7_valid <= \$39 ;
-  always @(posedge clk)
-    d8_simple <= \$40 ;
-  always @(posedge clk)
-    d8_fp_sum <= \$41 ;
-  always @(posedge clk)
-    d8_minmax <= \$42 ;
-  always @(posedge clk)
-    d8_valid <= \$43 ;
-  always @(posedge clk)
-    d9_simple <= \$44 ;
-  always @(posedge clk)
-    d9_fp_sum <= \$45 ;
-  always @(posedge clk)
-    d9_minmax <= \$46 ;
-  always @(posedge clk)
-    d9_valid <= \$47 ;
-  always @(posedge clk)
-    d10_simple <= \$48 ;
-  always @(posedge clk)
-    d10_fp_sum <= \$49 ;
-  always @(posedge clk)
-    d10_minmax <= \$50 ;
-  always @(posedge clk)
-    d10_valid <= \$51 ;
-  always @(posedge clk)
-    d11_simple <= \$52 ;
-  always @(posedge clk)
-    d11_fp_sum <= \$53 ;
-  always @(posedge clk)
-    d11_minmax <= \$54 ;
-  always @(posedge clk)
-    d11_valid <= \$55 ;
-  always @(posedge clk)
-    d12_simple <= \$56 ;
-  always @(posedge clk)
-    d12_fp_sum <= \$57 ;
-  always @(posedge clk)
-    d12_minmax <= \$58 ;
-  always @(posedge clk)
-    d12_valid <= \$59 ;
+  wire \valid$30 ;
+  wire \valid$31 ;
   assign \$1  = | s0_op;
-  assign \$2  = d2_minmax ? { \$61 , \$60  } : d2_simple;
-  assign is_max = \port$3949$256 [1:0] == 1'h1;
-  assign pass_a = \port$3949$256 [1:0] == 2'h3;
-  assign \$3  = s0_a + s0_b;
-  assign \$4  = | s0_op;
-  assign \$5  = ~ \$4 ;
-  assign \$6  = | s0_dtype;
-  assign fp_sum = \$5  & \$6 ;
-  assign \result$73  = d12_fp_sum ? \result$74  : d12_simple;
+  assign is_max = \port$3889$256 [1:0] == 1'h1;
+  assign pass_a = \port$3889$256 [1:0] == 2'h3;
+  assign \$2  = s0_a + s0_b;
+  assign \$3  = | s0_op;
+  assign \$4  = ~ \$3 ;
+  assign \$5  = | s0_dtype;
+  assign fp_sum = \$4  & \$5 ;
+  assign \$6  = d2_minmax ? { \$21 , \$20  } : d2_simple;
+  assign \result$35  = o[32] ? \result$37  : o[31:0];
   always @(posedge clk)
     s0_a <= \$7 ;
   always @(posedge clk)
@@ -1189,14 +1035,12 @@ module \ace_alu_array_small.array.lane0 (rst, valid, \result$73 , a, b, \port$39
     d2_minmax <= \$18 ;
   always @(posedge clk)
     d2_valid <= \$19 ;
-  always @(posedge clk)
-    d3_simple <= \$20 ;
   \ace_alu_array_small.array.lane0.adder  adder (
     .a(a),
     .b(b),
     .clk(clk),
-    .dtype(\port$3949$256 [3:2]),
-    .result(\result$74 ),
+    .dtype(\port$3889$256 [3:2]),
+    .result(\result$37 ),
     .rst(rst),
     .valid(valid)
   );
@@ -1204,374 +1048,22 @@ module \ace_alu_array_small.array.lane0 (rst, valid, \result$73 , a, b, \port$39
     .a(a),
     .b(b),
     .clk(clk),
-    .dtype(\port$3949$256 [3:2]),
+    .dtype(\port$3889$256 [3:2]),
     .is_max(is_max),
     .pass_a(pass_a),
-    .\port$988$0 (\$60 ),
-    .\port$989$0 (\$61 ),
+    .\port$968$0 (\$20 ),
+    .\port$969$0 (\$21 ),
     .rst(rst),
     .valid(valid)
   );
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$21  = d3_fp_sum;
-    if (d2_valid) begin
-      \$21  = d2_fp_sum;
-    end
-    if (rst) begin
-      \$21  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$22  = d3_minmax;
-    if (d2_valid) begin
-      \$22  = d2_minmax;
-    end
-    if (rst) begin
-      \$22  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$23  = d2_valid;
-    if (rst) begin
-      \$23  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$24  = d4_simple;
-    if (d3_valid) begin
-      \$24  = d3_simple;
-    end
-    if (rst) begin
-      \$24  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$25  = d4_fp_sum;
-    if (d3_valid) begin
-      \$25  = d3_fp_sum;
-    end
-    if (rst) begin
-      \$25  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$26  = d4_minmax;
-    if (d3_valid) begin
-      \$26  = d3_minmax;
-    end
-    if (rst) begin
-      \$26  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$27  = d3_valid;
-    if (rst) begin
-      \$27  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$28  = d5_simple;
-    if (d4_valid) begin
-      \$28  = d4_simple;
-    end
-    if (rst) begin
-      \$28  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$29  = d5_fp_sum;
-    if (d4_valid) begin
-      \$29  = d4_fp_sum;
-    end
-    if (rst) begin
-      \$29  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$30  = d5_minmax;
-    if (d4_valid) begin
-      \$30  = d4_minmax;
-    end
-    if (rst) begin
-      \$30  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$31  = d4_valid;
-    if (rst) begin
-      \$31  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$32  = d6_simple;
-    if (d5_valid) begin
-      \$32  = d5_simple;
-    end
-    if (rst) begin
-      \$32  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$33  = d6_fp_sum;
-    if (d5_valid) begin
-      \$33  = d5_fp_sum;
-    end
-    if (rst) begin
-      \$33  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$34  = d6_minmax;
-    if (d5_valid) begin
-      \$34  = d5_minmax;
-    end
-    if (rst) begin
-      \$34  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$35  = d5_valid;
-    if (rst) begin
-      \$35  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$36  = d7_simple;
-    if (d6_valid) begin
-      \$36  = d6_simple;
-    end
-    if (rst) begin
-      \$36  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$37  = d7_fp_sum;
-    if (d6_valid) begin
-      \$37  = d6_fp_sum;
-    end
-    if (rst) begin
-      \$37  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$38  = d7_minmax;
-    if (d6_valid) begin
-      \$38  = d6_minmax;
-    end
-    if (rst) begin
-      \$38  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$39  = d6_valid;
-    if (rst) begin
-      \$39  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$40  = d8_simple;
-    if (d7_valid) begin
-      \$40  = d7_simple;
-    end
-    if (rst) begin
-      \$40  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$41  = d8_fp_sum;
-    if (d7_valid) begin
-      \$41  = d7_fp_sum;
-    end
-    if (rst) begin
-      \$41  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$42  = d8_minmax;
-    if (d7_valid) begin
-      \$42  = d7_minmax;
-    end
-    if (rst) begin
-      \$42  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$43  = d7_valid;
-    if (rst) begin
-      \$43  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$44  = d9_simple;
-    if (d8_valid) begin
-      \$44  = d8_simple;
-    end
-    if (rst) begin
-      \$44  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$45  = d9_fp_sum;
-    if (d8_valid) begin
-      \$45  = d8_fp_sum;
-    end
-    if (rst) begin
-      \$45  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$46  = d9_minmax;
-    if (d8_valid) begin
-      \$46  = d8_minmax;
-    end
-    if (rst) begin
-      \$46  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$47  = d8_valid;
-    if (rst) begin
-      \$47  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$48  = d10_simple;
-    if (d9_valid) begin
-      \$48  = d9_simple;
-    end
-    if (rst) begin
-      \$48  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$49  = d10_fp_sum;
-    if (d9_valid) begin
-      \$49  = d9_fp_sum;
-    end
-    if (rst) begin
-      \$49  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$50  = d10_minmax;
-    if (d9_valid) begin
-      \$50  = d9_minmax;
-    end
-    if (rst) begin
-      \$50  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$51  = d9_valid;
-    if (rst) begin
-      \$51  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$52  = d11_simple;
-    if (d10_valid) begin
-      \$52  = d10_simple;
-    end
-    if (rst) begin
-      \$52  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$53  = d11_fp_sum;
-    if (d10_valid) begin
-      \$53  = d10_fp_sum;
-    end
-    if (rst) begin
-      \$53  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$54  = d11_minmax;
-    if (d10_valid) begin
-      \$54  = d10_minmax;
-    end
-    if (rst) begin
-      \$54  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$55  = d10_valid;
-    if (rst) begin
-      \$55  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$56  = d12_simple;
-    if (d11_valid) begin
-      \$56  = d11_simple;
-    end
-    if (rst) begin
-      \$56  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$57  = d12_fp_sum;
-    if (d11_valid) begin
-      \$57  = d11_fp_sum;
-    end
-    if (rst) begin
-      \$57  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$58  = d12_minmax;
-    if (d11_valid) begin
-      \$58  = d11_minmax;
-    end
-    if (rst) begin
-      \$58  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$59  = d11_valid;
-    if (rst) begin
-      \$59  = 1'h1;
-    end
-  end
+  \ace_alu_array_small.array.lane0.tail  tail (
+    .clk(clk),
+    .o(o),
+    .\port$22$0 (\$6 ),
+    .\port$3997$0 (d2_fp_sum),
+    .rst(rst),
+    .w_port__en(d2_valid)
+  );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     \$7  = a;
@@ -1588,14 +1080,14 @@ module \ace_alu_array_small.array.lane0 (rst, valid, \result$73 , a, b, \port$39
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$9  = \port$3949$256 [1:0];
+    \$9  = \port$3889$256 [1:0];
     if (rst) begin
       \$9  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$10  = \port$3949$256 [3:2];
+    \$10  = \port$3889$256 [3:2];
     if (rst) begin
       \$10  = 2'h0;
     end
@@ -1611,7 +1103,7 @@ module \ace_alu_array_small.array.lane0 (rst, valid, \result$73 , a, b, \port$39
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     \$12  = d1_simple;
     if (s0_valid) begin
-      \$12  = \$3 [31:0];
+      \$12  = \$2 [31:0];
     end
     if (rst) begin
       \$12  = 32'd0;
@@ -1681,28 +1173,20 @@ module \ace_alu_array_small.array.lane0 (rst, valid, \result$73 , a, b, \port$39
       \$19  = 1'h1;
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$20  = d3_simple;
-    if (d2_valid) begin
-      \$20  = \$2 ;
-    end
-    if (rst) begin
-      \$20  = 32'd0;
-    end
-  end
-  assign op = \port$3949$256 [1:0];
-  assign dtype = \port$3949$256 [3:2];
-  assign direct = \$3 [31:0];
-  assign result = { \$61 , \$60  };
-  assign \a$63  = a;
-  assign \b$64  = b;
-  assign \dtype$65  = \port$3949$256 [3:2];
-  assign \a$66  = a;
-  assign \b$67  = b;
-  assign \dtype$68  = \port$3949$256 [3:2];
-  assign \valid$71  = valid;
-  assign \valid$72  = valid;
+  assign op = \port$3889$256 [1:0];
+  assign dtype = \port$3889$256 [3:2];
+  assign direct = \$2 [31:0];
+  assign \a$22  = a;
+  assign \b$23  = b;
+  assign \dtype$24  = \port$3889$256 [3:2];
+  assign \a$25  = a;
+  assign \b$26  = b;
+  assign \dtype$27  = \port$3889$256 [3:2];
+  assign \valid$30  = valid;
+  assign \valid$31  = valid;
+  assign i = { d2_fp_sum, \$6  };
+  assign result = { \$21 , \$20  };
+  assign i_en = d2_valid;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -5056,7 +4540,7 @@ module \ace_alu_array_small.array.lane0.adder (rst, valid, a, b, dtype, result, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane0.minmax (rst, valid, is_max, pass_a, \port$988$0 , \port$989$0 , a, b, dtype, clk);
+module \ace_alu_array_small.array.lane0.minmax (rst, valid, is_max, pass_a, \port$968$0 , \port$969$0 , a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$5  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -5360,10 +4844,10 @@ module \ace_alu_array_small.array.lane0.minmax (rst, valid, is_max, pass_a, \por
   input pass_a;
   wire pass_a;
   wire [31:0] picked;
-  output [15:0] \port$988$0 ;
-  wire [15:0] \port$988$0 ;
-  output [15:0] \port$989$0 ;
-  wire [15:0] \port$989$0 ;
+  output [15:0] \port$968$0 ;
+  wire [15:0] \port$968$0 ;
+  output [15:0] \port$969$0 ;
+  wire [15:0] \port$969$0 ;
   reg [31:0] r_a = 32'd0;
   reg r_a_any_lo = 1'h0;
   reg r_a_e5_hi = 1'h0;
@@ -6198,15 +5682,78 @@ module \ace_alu_array_small.array.lane0.minmax (rst, valid, is_max, pass_a, \por
   end
   assign picked = { \$220 , \$219  };
   assign result = { \$222 , \$221  };
-  assign \port$988$0  = \$221 ;
-  assign \port$989$0  = \$222 ;
+  assign \port$968$0  = \$221 ;
+  assign \port$969$0  = \$222 ;
   assign \$209  = r_a[15];
   assign \$141  = r_a[31];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane1 (rst, valid, \result$73 , a, b, \port$3949$256 , clk);
+module \ace_alu_array_small.array.lane0.tail (rst, \port$22$0 , o, \port$3997$0 , w_port__en, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$6  = 0;
+  wire [4:0] \$1 ;
+  wire [4:0] \$2 ;
+  reg [3:0] \$3 ;
+  reg [3:0] \$4 ;
+  input clk;
+  wire clk;
+  wire [32:0] i;
+  wire i_en;
+  output [32:0] o;
+  wire [32:0] o;
+  input [31:0] \port$22$0 ;
+  wire [31:0] \port$22$0 ;
+  input \port$3997$0 ;
+  wire \port$3997$0 ;
+  reg [3:0] r_port__addr = 4'h6;
+  wire [32:0] r_port__data;
+  (* init = 4'h6 *)
+  wire [3:0] r_ptr;
+  input rst;
+  wire rst;
+  reg [3:0] w_port__addr = 4'h0;
+  wire [32:0] w_port__data;
+  input w_port__en;
+  wire w_port__en;
+  (* init = 4'h0 *)
+  wire [3:0] w_ptr;
+  reg [32:0] storage [15:0];
+  always @(posedge clk) begin
+    if (w_port__en)
+      storage[w_port__addr] <= { \port$3997$0 , \port$22$0  };
+  end
+  assign o = storage[r_port__addr];
+  always @(posedge clk)
+    w_port__addr <= \$3 ;
+  always @(posedge clk)
+    r_port__addr <= \$4 ;
+  assign \$1  = w_port__addr + 1'h1;
+  assign \$2  = r_port__addr + 1'h1;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$4  = \$2 [3:0];
+    if (rst) begin
+      \$4  = 4'h6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$3  = \$1 [3:0];
+    if (rst) begin
+      \$3  = 4'h0;
+    end
+  end
+  assign w_ptr = w_port__addr;
+  assign w_port__data = { \port$3997$0 , \port$22$0  };
+  assign i = { \port$3997$0 , \port$22$0  };
+  assign i_en = w_port__en;
+  assign r_ptr = r_port__addr;
+  assign r_port__data = o;
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_alu_array_small.array.lane1 (rst, valid, \result$35 , a, b, \port$3889$256 , clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$7  = 0;
   wire \$1 ;
   reg [1:0] \$10 ;
   reg \$11 ;
@@ -6218,78 +5765,26 @@ module \ace_alu_array_small.array.lane1 (rst, valid, \result$73 , a, b, \port$39
   reg \$17 ;
   reg \$18 ;
   reg \$19 ;
-  wire [31:0] \$2 ;
-  reg [31:0] \$20 ;
-  reg \$21 ;
-  reg \$22 ;
-  reg \$23 ;
-  reg [31:0] \$24 ;
-  reg \$25 ;
-  reg \$26 ;
-  reg \$27 ;
-  reg [31:0] \$28 ;
-  reg \$29 ;
-  wire [32:0] \$3 ;
-  reg \$30 ;
-  reg \$31 ;
-  reg [31:0] \$32 ;
-  reg \$33 ;
-  reg \$34 ;
-  reg \$35 ;
-  reg [31:0] \$36 ;
-  reg \$37 ;
-  reg \$38 ;
-  reg \$39 ;
+  wire [32:0] \$2 ;
+  wire [15:0] \$20 ;
+  wire [15:0] \$21 ;
+  wire \$3 ;
   wire \$4 ;
-  reg [31:0] \$40 ;
-  reg \$41 ;
-  reg \$42 ;
-  reg \$43 ;
-  reg [31:0] \$44 ;
-  reg \$45 ;
-  reg \$46 ;
-  reg \$47 ;
-  reg [31:0] \$48 ;
-  reg \$49 ;
   wire \$5 ;
-  reg \$50 ;
-  reg \$51 ;
-  reg [31:0] \$52 ;
-  reg \$53 ;
-  reg \$54 ;
-  reg \$55 ;
-  reg [31:0] \$56 ;
-  reg \$57 ;
-  reg \$58 ;
-  reg \$59 ;
-  wire \$6 ;
-  wire [15:0] \$60 ;
-  wire [15:0] \$61 ;
+  wire [31:0] \$6 ;
   reg [31:0] \$7 ;
   reg [31:0] \$8 ;
   reg [1:0] \$9 ;
   input [31:0] a;
   wire [31:0] a;
-  wire [31:0] \a$63 ;
-  wire [31:0] \a$66 ;
+  wire [31:0] \a$22 ;
+  wire [31:0] \a$25 ;
   input [31:0] b;
   wire [31:0] b;
-  wire [31:0] \b$64 ;
-  wire [31:0] \b$67 ;
+  wire [31:0] \b$23 ;
+  wire [31:0] \b$26 ;
   input clk;
   wire clk;
-  reg d10_fp_sum = 1'h0;
-  reg d10_minmax = 1'h0;
-  reg [31:0] d10_simple = 32'd0;
-  reg d10_valid = 1'h1;
-  reg d11_fp_sum = 1'h0;
-  reg d11_minmax = 1'h0;
-  reg [31:0] d11_simple = 32'd0;
-  reg d11_valid = 1'h1;
-  reg d12_fp_sum = 1'h0;
-  reg d12_minmax = 1'h0;
-  reg [31:0] d12_simple = 32'd0;
-  reg d12_valid = 1'h1;
   reg d1_fp_sum = 1'h0;
   reg d1_minmax = 1'h0;
   reg [31:0] d1_simple = 32'd0;
@@ -6298,34 +5793,6 @@ module \ace_alu_array_small.array.lane1 (rst, valid, \result$73 , a, b, \port$39
   reg d2_minmax = 1'h0;
   reg [31:0] d2_simple = 32'd0;
   reg d2_valid = 1'h1;
-  reg d3_fp_sum = 1'h0;
-  reg d3_minmax = 1'h0;
-  reg [31:0] d3_simple = 32'd0;
-  reg d3_valid = 1'h1;
-  reg d4_fp_sum = 1'h0;
-  reg d4_minmax = 1'h0;
-  reg [31:0] d4_simple = 32'd0;
-  reg d4_valid = 1'h1;
-  reg d5_fp_sum = 1'h0;
-  reg d5_minmax = 1'h0;
-  reg [31:0] d5_simple = 32'd0;
-  reg d5_valid = 1'h1;
-  reg d6_fp_sum = 1'h0;
-  reg d6_minmax = 1'h0;
-  reg [31:0] d6_simple = 32'd0;
-  reg d6_valid = 1'h1;
-  reg d7_fp_sum = 1'h0;
-  reg d7_minmax = 1'h0;
-  reg [31:0] d7_simple = 32'd0;
-  reg d7_valid = 1'h1;
-  reg d8_fp_sum = 1'h0;
-  reg d8_minmax = 1'h0;
-  reg [31:0] d8_simple = 32'd0;
-  reg d8_valid = 1'h1;
-  reg d9_fp_sum = 1'h0;
-  reg d9_minmax = 1'h0;
-  reg [31:0] d9_simple = 32'd0;
-  reg d9_valid = 1'h1;
   wire [31:0] direct;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
@@ -6338,15 +5805,19 @@ module \ace_alu_array_small.array.lane1 (rst, valid, \result$73 , a, b, \port$39
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
-  wire [1:0] \dtype$65 ;
+  wire [1:0] \dtype$24 ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
-  wire [1:0] \dtype$68 ;
+  wire [1:0] \dtype$27 ;
   wire fp_sum;
+  wire [32:0] i;
+  (* init = 1'h1 *)
+  wire i_en;
   wire is_max;
+  wire [32:0] o;
   (* enum_base_type = "ReduceOp" *)
   (* enum_value_00 = "SUM" *)
   (* enum_value_01 = "MAX" *)
@@ -6354,12 +5825,12 @@ module \ace_alu_array_small.array.lane1 (rst, valid, \result$73 , a, b, \port$39
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
   wire pass_a;
-  input [3:0] \port$3949$256 ;
-  wire [3:0] \port$3949$256 ;
+  input [3:0] \port$3889$256 ;
+  wire [3:0] \port$3889$256 ;
   wire [31:0] result;
-  output [31:0] \result$73 ;
-  wire [31:0] \result$73 ;
-  wire [31:0] \result$74 ;
+  output [31:0] \result$35 ;
+  wire [31:0] \result$35 ;
+  wire [31:0] \result$37 ;
   input rst;
   wire rst;
   reg [31:0] s0_a = 32'd0;
@@ -6379,96 +5850,18 @@ module \ace_alu_array_small.array.lane1 (rst, valid, \result$73 , a, b, \port$39
   reg s0_valid = 1'h1;
   input valid;
   wire valid;
-  wire \valid$71 ;
-  wire \valid$72 ;
-  always @(posedge clk)
-    d3_fp_sum <= \$21 ;
-  always @(posedge clk)
-    d3_minmax <= \$22 ;
-  always @(posedge clk)
-    d3_valid <= \$23 ;
-  always @(posedge clk)
-    d4_simple <= \$24 ;
-  always @(posedge clk)
-    d4_fp_sum <= \$25 ;
-  always @(posedge clk)
-    d4_minmax <= \$26 ;
-  always @(posedge clk)
-    d4_valid <= \$27 ;
-  always @(posedge clk)
-    d5_simple <= \$28 ;
-  always @(posedge clk)
-    d5_fp_sum <= \$29 ;
-  always @(posedge clk)
-    d5_minmax <= \$30 ;
-  always @(posedge clk)
-    d5_valid <= \$31 ;
-  always @(posedge clk)
-    d6_simple <= \$32 ;
-  always @(posedge clk)
-    d6_fp_sum <= \$33 ;
-  always @(posedge clk)
-    d6_minmax <= \$34 ;
-  always @(posedge clk)
-    d6_valid <= \$35 ;
-  always @(posedge clk)
-    d7_simple <= \$36 ;
-  always @(posedge clk)
-    d7_fp_sum <= \$37 ;
-  always @(posedge clk)
-    d7_minmax <= \$38 ;
-  always @(posedge clk)
-    d7_valid <= \$39 ;
-  always @(posedge clk)
-    d8_simple <= \$40 ;
-  always @(posedge clk)
-    d8_fp_sum <= \$41 ;
-  always @(posedge clk)
-    d8_minmax <= \$42 ;
-  always @(posedge clk)
-    d8_valid <= \$43 ;
-  always @(posedge clk)
-    d9_simple <= \$44 ;
-  always @(posedge clk)
-    d9_fp_sum <= \$45 ;
-  always @(posedge clk)
-    d9_minmax <= \$46 ;
-  always @(posedge clk)
-    d9_valid <= \$47 ;
-  always @(posedge clk)
-    d10_simple <= \$48 ;
-  always @(posedge clk)
-    d10_fp_sum <= \$49 ;
-  always @(posedge clk)
-    d10_minmax <= \$50 ;
-  always @(posedge clk)
-    d10_valid <= \$51 ;
-  always @(posedge clk)
-    d11_simple <= \$52 ;
-  always @(posedge clk)
-    d11_fp_sum <= \$53 ;
-  always @(posedge clk)
-    d11_minmax <= \$54 ;
-  always @(posedge clk)
-    d11_valid <= \$55 ;
-  always @(posedge clk)
-    d12_simple <= \$56 ;
-  always @(posedge clk)
-    d12_fp_sum <= \$57 ;
-  always @(posedge clk)
-    d12_minmax <= \$58 ;
-  always @(posedge clk)
-    d12_valid <= \$59 ;
+  wire \valid$30 ;
+  wire \valid$31 ;
   assign \$1  = | s0_op;
-  assign \$2  = d2_minmax ? { \$61 , \$60  } : d2_simple;
-  assign is_max = \port$3949$256 [1:0] == 1'h1;
-  assign pass_a = \port$3949$256 [1:0] == 2'h3;
-  assign \$3  = s0_a + s0_b;
-  assign \$4  = | s0_op;
-  assign \$5  = ~ \$4 ;
-  assign \$6  = | s0_dtype;
-  assign fp_sum = \$5  & \$6 ;
-  assign \result$73  = d12_fp_sum ? \result$74  : d12_simple;
+  assign is_max = \port$3889$256 [1:0] == 1'h1;
+  assign pass_a = \port$3889$256 [1:0] == 2'h3;
+  assign \$2  = s0_a + s0_b;
+  assign \$3  = | s0_op;
+  assign \$4  = ~ \$3 ;
+  assign \$5  = | s0_dtype;
+  assign fp_sum = \$4  & \$5 ;
+  assign \$6  = d2_minmax ? { \$21 , \$20  } : d2_simple;
+  assign \result$35  = o[32] ? \result$37  : o[31:0];
   always @(posedge clk)
     s0_a <= \$7 ;
   always @(posedge clk)
@@ -6495,14 +5888,12 @@ module \ace_alu_array_small.array.lane1 (rst, valid, \result$73 , a, b, \port$39
     d2_minmax <= \$18 ;
   always @(posedge clk)
     d2_valid <= \$19 ;
-  always @(posedge clk)
-    d3_simple <= \$20 ;
   \ace_alu_array_small.array.lane1.adder  adder (
     .a(a),
     .b(b),
     .clk(clk),
-    .dtype(\port$3949$256 [3:2]),
-    .result(\result$74 ),
+    .dtype(\port$3889$256 [3:2]),
+    .result(\result$37 ),
     .rst(rst),
     .valid(valid)
   );
@@ -6510,421 +5901,69 @@ module \ace_alu_array_small.array.lane1 (rst, valid, \result$73 , a, b, \port$39
     .a(a),
     .b(b),
     .clk(clk),
-    .dtype(\port$3949$256 [3:2]),
+    .dtype(\port$3889$256 [3:2]),
     .is_max(is_max),
     .pass_a(pass_a),
-    .\port$1968$0 (\$60 ),
-    .\port$1969$0 (\$61 ),
+    .\port$1933$0 (\$20 ),
+    .\port$1934$0 (\$21 ),
     .rst(rst),
     .valid(valid)
   );
+  \ace_alu_array_small.array.lane1.tail  tail (
+    .clk(clk),
+    .o(o),
+    .\port$4369$0 (d2_fp_sum),
+    .\port$987$0 (\$6 ),
+    .rst(rst),
+    .w_port__en(d2_valid)
+  );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$21  = d3_fp_sum;
-    if (d2_valid) begin
-      \$21  = d2_fp_sum;
-    end
-    if (rst) begin
-      \$21  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$22  = d3_minmax;
-    if (d2_valid) begin
-      \$22  = d2_minmax;
-    end
-    if (rst) begin
-      \$22  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$23  = d2_valid;
-    if (rst) begin
-      \$23  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$24  = d4_simple;
-    if (d3_valid) begin
-      \$24  = d3_simple;
-    end
-    if (rst) begin
-      \$24  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$25  = d4_fp_sum;
-    if (d3_valid) begin
-      \$25  = d3_fp_sum;
-    end
-    if (rst) begin
-      \$25  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$26  = d4_minmax;
-    if (d3_valid) begin
-      \$26  = d3_minmax;
-    end
-    if (rst) begin
-      \$26  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$27  = d3_valid;
-    if (rst) begin
-      \$27  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$28  = d5_simple;
-    if (d4_valid) begin
-      \$28  = d4_simple;
-    end
-    if (rst) begin
-      \$28  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$29  = d5_fp_sum;
-    if (d4_valid) begin
-      \$29  = d4_fp_sum;
-    end
-    if (rst) begin
-      \$29  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$30  = d5_minmax;
-    if (d4_valid) begin
-      \$30  = d4_minmax;
-    end
-    if (rst) begin
-      \$30  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$31  = d4_valid;
-    if (rst) begin
-      \$31  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$32  = d6_simple;
-    if (d5_valid) begin
-      \$32  = d5_simple;
-    end
-    if (rst) begin
-      \$32  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$33  = d6_fp_sum;
-    if (d5_valid) begin
-      \$33  = d5_fp_sum;
-    end
-    if (rst) begin
-      \$33  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$34  = d6_minmax;
-    if (d5_valid) begin
-      \$34  = d5_minmax;
-    end
-    if (rst) begin
-      \$34  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$35  = d5_valid;
-    if (rst) begin
-      \$35  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$36  = d7_simple;
-    if (d6_valid) begin
-      \$36  = d6_simple;
-    end
-    if (rst) begin
-      \$36  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$37  = d7_fp_sum;
-    if (d6_valid) begin
-      \$37  = d6_fp_sum;
-    end
-    if (rst) begin
-      \$37  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$38  = d7_minmax;
-    if (d6_valid) begin
-      \$38  = d6_minmax;
-    end
-    if (rst) begin
-      \$38  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$39  = d6_valid;
-    if (rst) begin
-      \$39  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$40  = d8_simple;
-    if (d7_valid) begin
-      \$40  = d7_simple;
-    end
-    if (rst) begin
-      \$40  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$41  = d8_fp_sum;
-    if (d7_valid) begin
-      \$41  = d7_fp_sum;
-    end
-    if (rst) begin
-      \$41  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$42  = d8_minmax;
-    if (d7_valid) begin
-      \$42  = d7_minmax;
-    end
-    if (rst) begin
-      \$42  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$43  = d7_valid;
-    if (rst) begin
-      \$43  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$44  = d9_simple;
-    if (d8_valid) begin
-      \$44  = d8_simple;
-    end
-    if (rst) begin
-      \$44  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$45  = d9_fp_sum;
-    if (d8_valid) begin
-      \$45  = d8_fp_sum;
-    end
-    if (rst) begin
-      \$45  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$46  = d9_minmax;
-    if (d8_valid) begin
-      \$46  = d8_minmax;
-    end
-    if (rst) begin
-      \$46  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$47  = d8_valid;
-    if (rst) begin
-      \$47  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$48  = d10_simple;
-    if (d9_valid) begin
-      \$48  = d9_simple;
-    end
-    if (rst) begin
-      \$48  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$49  = d10_fp_sum;
-    if (d9_valid) begin
-      \$49  = d9_fp_sum;
-    end
-    if (rst) begin
-      \$49  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$50  = d10_minmax;
-    if (d9_valid) begin
-      \$50  = d9_minmax;
-    end
-    if (rst) begin
-      \$50  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$51  = d9_valid;
-    if (rst) begin
-      \$51  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$52  = d11_simple;
-    if (d10_valid) begin
-      \$52  = d10_simple;
-    end
-    if (rst) begin
-      \$52  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$53  = d11_fp_sum;
-    if (d10_valid) begin
-      \$53  = d10_fp_sum;
-    end
-    if (rst) begin
-      \$53  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$54  = d11_minmax;
-    if (d10_valid) begin
-      \$54  = d10_minmax;
-    end
-    if (rst) begin
-      \$54  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$55  = d10_valid;
-    if (rst) begin
-      \$55  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$56  = d12_simple;
-    if (d11_valid) begin
-      \$56  = d11_simple;
-    end
-    if (rst) begin
-      \$56  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$57  = d12_fp_sum;
-    if (d11_valid) begin
-      \$57  = d11_fp_sum;
-    end
-    if (rst) begin
-      \$57  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$58  = d12_minmax;
-    if (d11_valid) begin
-      \$58  = d11_minmax;
-    end
-    if (rst) begin
-      \$58  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$59  = d11_valid;
-    if (rst) begin
-      \$59  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
     \$7  = a;
     if (rst) begin
       \$7  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
     \$8  = b;
     if (rst) begin
       \$8  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$9  = \port$3949$256 [1:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$9  = \port$3889$256 [1:0];
     if (rst) begin
       \$9  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$10  = \port$3949$256 [3:2];
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$10  = \port$3889$256 [3:2];
     if (rst) begin
       \$10  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
     \$11  = valid;
     if (rst) begin
       \$11  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
     \$12  = d1_simple;
     if (s0_valid) begin
-      \$12  = \$3 [31:0];
+      \$12  = \$2 [31:0];
     end
     if (rst) begin
       \$12  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
     \$13  = d1_fp_sum;
     if (s0_valid) begin
       \$13  = fp_sum;
@@ -6934,7 +5973,7 @@ module \ace_alu_array_small.array.lane1 (rst, valid, \result$73 , a, b, \port$39
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
     \$14  = d1_minmax;
     if (s0_valid) begin
       \$14  = \$1 ;
@@ -6944,14 +5983,14 @@ module \ace_alu_array_small.array.lane1 (rst, valid, \result$73 , a, b, \port$39
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
     \$15  = s0_valid;
     if (rst) begin
       \$15  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
     \$16  = d2_simple;
     if (d1_valid) begin
       \$16  = d1_simple;
@@ -6961,7 +6000,7 @@ module \ace_alu_array_small.array.lane1 (rst, valid, \result$73 , a, b, \port$39
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
     \$17  = d2_fp_sum;
     if (d1_valid) begin
       \$17  = d1_fp_sum;
@@ -6971,7 +6010,7 @@ module \ace_alu_array_small.array.lane1 (rst, valid, \result$73 , a, b, \port$39
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
     \$18  = d2_minmax;
     if (d1_valid) begin
       \$18  = d1_minmax;
@@ -6981,39 +6020,31 @@ module \ace_alu_array_small.array.lane1 (rst, valid, \result$73 , a, b, \port$39
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
     \$19  = d1_valid;
     if (rst) begin
       \$19  = 1'h1;
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$20  = d3_simple;
-    if (d2_valid) begin
-      \$20  = \$2 ;
-    end
-    if (rst) begin
-      \$20  = 32'd0;
-    end
-  end
-  assign op = \port$3949$256 [1:0];
-  assign dtype = \port$3949$256 [3:2];
-  assign direct = \$3 [31:0];
-  assign result = { \$61 , \$60  };
-  assign \a$63  = a;
-  assign \b$64  = b;
-  assign \dtype$65  = \port$3949$256 [3:2];
-  assign \a$66  = a;
-  assign \b$67  = b;
-  assign \dtype$68  = \port$3949$256 [3:2];
-  assign \valid$71  = valid;
-  assign \valid$72  = valid;
+  assign op = \port$3889$256 [1:0];
+  assign dtype = \port$3889$256 [3:2];
+  assign direct = \$2 [31:0];
+  assign \a$22  = a;
+  assign \b$23  = b;
+  assign \dtype$24  = \port$3889$256 [3:2];
+  assign \a$25  = a;
+  assign \b$26  = b;
+  assign \dtype$27  = \port$3889$256 [3:2];
+  assign \valid$30  = valid;
+  assign \valid$31  = valid;
+  assign i = { d2_fp_sum, \$6  };
+  assign result = { \$21 , \$20  };
+  assign i_en = d2_valid;
 endmodule
 
 (* generator = "Amaranth" *)
 module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$7  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$8  = 0;
   wire \$1 ;
   wire [7:0] \$10 ;
   wire \$100 ;
@@ -9047,49 +8078,49 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
   assign \$194  = \$193  ? 4'hf : 4'h0;
   assign \$195  = s2_d_ba_lo[3:0] | \$194 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$686  = a;
     if (rst) begin
       \$686  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$687  = b;
     if (rst) begin
       \$687  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$688  = dtype;
     if (rst) begin
       \$688  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$689  = valid;
     if (rst) begin
       \$689  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$690  = \$1 ;
     if (rst) begin
       \$690  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$691  = \$2 ;
     if (rst) begin
       \$691  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$692  = s1_dtype;
     if (in_valid) begin
       \$692  = in_dtype;
@@ -9099,7 +8130,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$693  = s1_sig_a;
     if (in_valid) begin
       \$693  = a_sig;
@@ -9109,7 +8140,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$694  = s1_a_exp_lo;
     if (in_valid) begin
       \$694  = \$10 ;
@@ -9119,7 +8150,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$695  = s1_a_hi;
     if (in_valid) begin
       \$695 [0] = in_a[31];
@@ -9132,7 +8163,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$696  = s1_a_lo;
     if (in_valid) begin
       \$696 [0] = in_a[15];
@@ -9145,7 +8176,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$697  = s1_sig_b;
     if (in_valid) begin
       \$697  = b_sig;
@@ -9155,7 +8186,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$698  = s1_b_exp_lo;
     if (in_valid) begin
       \$698  = \$63 ;
@@ -9165,7 +8196,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$699  = s1_b_hi;
     if (in_valid) begin
       \$699 [0] = in_b[31];
@@ -9178,7 +8209,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$700  = s1_b_lo;
     if (in_valid) begin
       \$700 [0] = in_b[15];
@@ -9191,7 +8222,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$701  = s1_gt_lo_h;
     if (in_valid) begin
       \$701  = \$100 ;
@@ -9201,7 +8232,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$702  = s1_eq_lo_h;
     if (in_valid) begin
       \$702  = \$101 ;
@@ -9211,7 +8242,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$703  = s1_gt_lo_l;
     if (in_valid) begin
       \$703  = \$102 ;
@@ -9221,7 +8252,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$704  = s1_gt_hi_h;
     if (in_valid) begin
       \$704  = \$103 ;
@@ -9231,7 +8262,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$705  = s1_eq_hi_h;
     if (in_valid) begin
       \$705  = \$104 ;
@@ -9241,7 +8272,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$706  = s1_gt_hi_l;
     if (in_valid) begin
       \$706  = \$105 ;
@@ -9251,7 +8282,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$707  = s1_eq_hi_l;
     if (in_valid) begin
       \$707  = \$106 ;
@@ -9261,7 +8292,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$708  = s2_dtype;
     if (s1_valid) begin
       \$708  = s1_dtype;
@@ -9271,7 +8302,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$709  = s2_sig_a;
     if (s1_valid) begin
       \$709  = s1_sig_a;
@@ -9281,7 +8312,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$710  = s2_sig_b;
     if (s1_valid) begin
       \$710  = s1_sig_b;
@@ -9291,7 +8322,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$711  = s2_a_hi;
     if (s1_valid) begin
       \$711  = s1_a_hi;
@@ -9301,7 +8332,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$712  = s2_b_hi;
     if (s1_valid) begin
       \$712  = s1_b_hi;
@@ -9311,7 +8342,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$713  = s2_swap_hi;
     if (s1_valid) begin
       \$713  = \$123 ;
@@ -9321,7 +8352,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$714  = s2_swap_lo;
     if (s1_valid) begin
       \$714  = \$140 ;
@@ -9331,7 +8362,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$715  = s2_a_lo;
     if (s1_valid) begin
       \$715  = \$142 ;
@@ -9341,7 +8372,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$716  = s2_b_lo;
     if (s1_valid) begin
       \$716  = \$144 ;
@@ -9351,7 +8382,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$717  = s2_d_ab_hi;
     if (s1_valid) begin
       \$717  = \$145 [7:0];
@@ -9361,7 +8392,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$718  = s2_d_ba_hi;
     if (s1_valid) begin
       \$718  = \$146 [7:0];
@@ -9371,7 +8402,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$719  = s2_d_ab_lo;
     if (s1_valid) begin
       \$719  = \$147 [7:0];
@@ -9381,7 +8412,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$720  = s2_d_ba_lo;
     if (s1_valid) begin
       \$720  = \$148 [7:0];
@@ -9391,7 +8422,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$721  = s3_dtype;
     if (s2_valid) begin
       \$721  = s2_dtype;
@@ -9401,7 +8432,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$722  = s3_shift_hi;
     if (s2_valid) begin
       \$722  = \$177 ;
@@ -9411,7 +8442,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$723  = s3_sub_hi;
     if (s2_valid) begin
       \$723  = \$178 ;
@@ -9421,7 +8452,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$724  = s3_slot_hi;
     if (s2_valid) begin
       \$724 [0] = \$179 ;
@@ -9436,7 +8467,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$725  = s3_shift_lo;
     if (s2_valid) begin
       \$725  = \$217 ;
@@ -9446,7 +8477,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$726  = s3_sub_lo;
     if (s2_valid) begin
       \$726  = \$218 ;
@@ -9456,7 +8487,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$727  = s3_slot_lo;
     if (s2_valid) begin
       \$727 [0] = \$219 ;
@@ -9471,7 +8502,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$728  = s3_x;
     if (s2_valid) begin
       \$728  = { \$230 , \$229  };
@@ -9481,7 +8512,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$729  = s3_y;
     if (s2_valid) begin
       \$729  = { \$232 , \$231  };
@@ -9491,7 +8522,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$730  = s4_dtype;
     if (s3_valid) begin
       \$730  = s3_dtype;
@@ -9501,7 +8532,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$731  = s4_x;
     if (s3_valid) begin
       \$731  = s3_x;
@@ -9511,7 +8542,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$732  = s4_sub_hi;
     if (s3_valid) begin
       \$732  = s3_sub_hi;
@@ -9521,7 +8552,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$733  = s4_sub_lo;
     if (s3_valid) begin
       \$733  = s3_sub_lo;
@@ -9531,7 +8562,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$734  = s4_slot_hi;
     if (s3_valid) begin
       \$734  = s3_slot_hi;
@@ -9541,7 +8572,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$735  = s4_slot_lo;
     if (s3_valid) begin
       \$735  = s3_slot_lo;
@@ -9551,7 +8582,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$736  = s4_shift_hi;
     if (s3_valid) begin
       \$736  = s3_shift_hi;
@@ -9561,7 +8592,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$737  = s4_shift_lo;
     if (s3_valid) begin
       \$737  = s3_shift_lo;
@@ -9571,7 +8602,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$738  = s4_y;
     if (s3_valid) begin
       \$738  = { \$284 , \$277  };
@@ -9581,7 +8612,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$739  = s4_sticky_hi;
     if (s3_valid) begin
       \$739  = \$300 ;
@@ -9591,7 +8622,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$740  = s4_sticky_lo;
     if (s3_valid) begin
       \$740  = \$328 ;
@@ -9601,7 +8632,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$741  = s4_sentinel;
     if (s3_valid) begin
       \$741  = \$333 ;
@@ -9611,7 +8642,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$742  = s5_dtype;
     if (s4_valid) begin
       \$742  = s4_dtype;
@@ -9621,7 +8652,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$743  = s5_slot_hi;
     if (s4_valid) begin
       \$743  = s4_slot_hi;
@@ -9631,7 +8662,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$744  = s5_slot_lo;
     if (s4_valid) begin
       \$744  = s4_slot_lo;
@@ -9641,7 +8672,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$745  = s5_sentinel;
     if (s4_valid) begin
       \$745  = s4_sentinel;
@@ -9651,7 +8682,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$746  = s5_x;
     if (s4_valid) begin
       \$746  = { s4_x[31:16], \$335 , s4_x[15:0] };
@@ -9661,7 +8692,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$747  = s5_y;
     if (s4_valid) begin
       \$747  = { \$382 , \$363 , \$360  };
@@ -9671,7 +8702,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$748  = s5_carry_in;
     if (s4_valid) begin
       \$748  = s4_sub_lo;
@@ -9681,7 +8712,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$749  = s6_dtype;
     if (s5_valid) begin
       \$749  = s5_dtype;
@@ -9691,7 +8722,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$750  = s6_slot_hi;
     if (s5_valid) begin
       \$750  = s5_slot_hi;
@@ -9701,7 +8732,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$751  = s6_slot_lo;
     if (s5_valid) begin
       \$751  = s5_slot_lo;
@@ -9711,7 +8742,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$752  = s6_sum;
     if (s5_valid) begin
       \$752  = { \$685 [33:18], \$685 [16:1] };
@@ -9721,7 +8752,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$753  = s6_marked;
     if (s5_valid) begin
       \$753  = \$383 ;
@@ -9731,7 +8762,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$754  = s7_dtype;
     if (s6_valid) begin
       \$754  = s6_dtype;
@@ -9741,7 +8772,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$755  = s7_sum;
     if (s6_valid) begin
       \$755  = s6_sum;
@@ -9751,7 +8782,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$756  = s7_slot_hi;
     if (s6_valid) begin
       \$756  = s6_slot_hi;
@@ -9761,7 +8792,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$757  = s7_slot_lo;
     if (s6_valid) begin
       \$757  = s6_slot_lo;
@@ -9771,7 +8802,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$758  = s7_count_hi;
     if (s6_valid) begin
       \$758  = { \$419 , \$407  };
@@ -9781,7 +8812,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$759  = s7_count_lo;
     if (s6_valid) begin
       \$759  = { \$455 , \$443  };
@@ -9791,7 +8822,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$760  = s7_zero_hi;
     if (s6_valid) begin
       \$760  = \$466 ;
@@ -9801,7 +8832,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$761  = s7_sum_zero_hi;
     if (s6_valid) begin
       \$761  = \$468 ;
@@ -9811,7 +8842,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$762  = s7_sum_zero_lo;
     if (s6_valid) begin
       \$762  = \$470 ;
@@ -9821,7 +8852,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$763  = s8_dtype;
     if (s7_valid) begin
       \$763  = s7_dtype;
@@ -9831,7 +8862,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$764  = s8_slot_hi;
     if (s7_valid) begin
       \$764 [13:1] = s7_slot_hi[13:1];
@@ -9842,7 +8873,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$765  = s8_slot_lo;
     if (s7_valid) begin
       \$765 [13:1] = s7_slot_lo[13:1];
@@ -9853,7 +8884,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$766  = s8_sum;
     if (s7_valid) begin
       \$766  = { \$510 , \$482  };
@@ -9863,7 +8894,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$767  = s8_shift_hi;
     if (s7_valid) begin
       \$767  = \$521 ;
@@ -9873,7 +8904,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$768  = s8_shift_lo;
     if (s7_valid) begin
       \$768  = \$524 ;
@@ -9883,7 +8914,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$769  = s9_dtype;
     if (s8_valid) begin
       \$769  = s8_dtype;
@@ -9893,7 +8924,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$770  = s9_slot_hi;
     if (s8_valid) begin
       { \$770 [13:11], \$770 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
@@ -9904,7 +8935,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$771  = s9_slot_lo;
     if (s8_valid) begin
       { \$771 [13:11], \$771 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
@@ -9915,7 +8946,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$772  = s9_sum;
     if (s8_valid) begin
       \$772  = { \$576 , \$531  };
@@ -9925,7 +8956,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$773  = s10_dtype;
     if (s9_valid) begin
       \$773  = s9_dtype;
@@ -9935,7 +8966,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$774  = s10_packed;
     if (s9_valid) begin
       \$774  = { 1'h0, \$603 [30:16], \$592 , \$591 [15:0] };
@@ -9945,7 +8976,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$775  = s10_inc_hi;
     if (s9_valid) begin
       \$775  = \$614 ;
@@ -9955,7 +8986,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$776  = s10_inc_lo;
     if (s9_valid) begin
       \$776  = \$627 ;
@@ -9965,7 +8996,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$777  = s10_sign_hi;
     if (s9_valid) begin
       \$777  = s9_slot_hi[0];
@@ -9975,7 +9006,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$778  = s10_forced_hi;
     if (s9_valid) begin
       \$778  = \$628 ;
@@ -9985,7 +9016,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$779  = s10_special_hi;
     if (s9_valid) begin
       \$779  = \$634 ;
@@ -9995,7 +9026,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$780  = s10_sign_lo;
     if (s9_valid) begin
       \$780  = s9_slot_lo[0];
@@ -10005,7 +9036,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$781  = s10_forced_lo;
     if (s9_valid) begin
       \$781  = \$635 ;
@@ -10015,7 +9046,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$782  = s10_special_lo;
     if (s9_valid) begin
       \$782  = \$641 ;
@@ -10025,7 +9056,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$783  = s11_dtype;
     if (s10_valid) begin
       \$783  = s10_dtype;
@@ -10035,7 +9066,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$784  = s11_sign_hi;
     if (s10_valid) begin
       \$784  = s10_sign_hi;
@@ -10045,7 +9076,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$785  = s11_sign_lo;
     if (s10_valid) begin
       \$785  = s10_sign_lo;
@@ -10055,7 +9086,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$786  = s11_forced_hi;
     if (s10_valid) begin
       \$786  = s10_forced_hi;
@@ -10065,7 +9096,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$787  = s11_forced_lo;
     if (s10_valid) begin
       \$787  = s10_forced_lo;
@@ -10075,7 +9106,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$788  = s11_special_hi;
     if (s10_valid) begin
       \$788  = s10_special_hi;
@@ -10085,7 +9116,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$789  = s11_special_lo;
     if (s10_valid) begin
       \$789  = s10_special_lo;
@@ -10095,7 +9126,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$790  = s11_rounded;
     if (s10_valid) begin
       \$790  = { s10_chain[32:17], s10_chain[15:0] };
@@ -10105,7 +9136,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$791  = s11_wide;
     if (s10_valid) begin
       \$791  = \$642 ;
@@ -10115,7 +9146,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$792  = s11_fp16;
     if (s10_valid) begin
       \$792  = \$643 ;
@@ -10125,7 +9156,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$793  = result;
     if (s11_valid) begin
       \$793  = { \$665 , \$658  };
@@ -10135,77 +9166,77 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$794  = in_valid;
     if (rst) begin
       \$794  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$795  = s1_valid;
     if (rst) begin
       \$795  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$796  = s2_valid;
     if (rst) begin
       \$796  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$797  = s3_valid;
     if (rst) begin
       \$797  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$798  = s4_valid;
     if (rst) begin
       \$798  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$799  = s5_valid;
     if (rst) begin
       \$799  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$800  = s6_valid;
     if (rst) begin
       \$800  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$801  = s7_valid;
     if (rst) begin
       \$801  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$802  = s8_valid;
     if (rst) begin
       \$802  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$803  = s9_valid;
     if (rst) begin
       \$803  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \$804  = s10_valid;
     if (rst) begin
       \$804  = 1'h1;
@@ -10362,8 +9393,8 @@ module \ace_alu_array_small.array.lane1.adder (rst, valid, a, b, dtype, result, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \port$1968$0 , \port$1969$0 , a, b, dtype, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$8  = 0;
+module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \port$1933$0 , \port$1934$0 , a, b, dtype, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$9  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$100 ;
@@ -10666,10 +9697,10 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
   input pass_a;
   wire pass_a;
   wire [31:0] picked;
-  output [15:0] \port$1968$0 ;
-  wire [15:0] \port$1968$0 ;
-  output [15:0] \port$1969$0 ;
-  wire [15:0] \port$1969$0 ;
+  output [15:0] \port$1933$0 ;
+  wire [15:0] \port$1933$0 ;
+  output [15:0] \port$1934$0 ;
+  wire [15:0] \port$1934$0 ;
   reg [31:0] r_a = 32'd0;
   reg r_a_any_lo = 1'h0;
   reg r_a_e5_hi = 1'h0;
@@ -11044,49 +10075,49 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
   always @(posedge clk)
     r_valid <= \$270 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$223  = a;
     if (rst) begin
       \$223  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$224  = b;
     if (rst) begin
       \$224  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$225  = dtype;
     if (rst) begin
       \$225  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$226  = is_max;
     if (rst) begin
       \$226  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$227  = pass_a;
     if (rst) begin
       \$227  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$228  = valid;
     if (rst) begin
       \$228  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$229  = r_b_gt_lo_h;
     if (in_valid) begin
       \$229  = \$1 ;
@@ -11096,7 +10127,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$230  = r_a_gt_lo_h;
     if (in_valid) begin
       \$230  = \$2 ;
@@ -11106,7 +10137,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$231  = r_b_gt_lo_l;
     if (in_valid) begin
       \$231  = \$3 ;
@@ -11116,7 +10147,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$232  = r_a_gt_lo_l;
     if (in_valid) begin
       \$232  = \$4 ;
@@ -11126,7 +10157,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$233  = r_b_gt_hi_h;
     if (in_valid) begin
       \$233  = \$5 ;
@@ -11136,7 +10167,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$234  = r_a_gt_hi_h;
     if (in_valid) begin
       \$234  = \$6 ;
@@ -11146,7 +10177,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$235  = r_b_gt_hi_l;
     if (in_valid) begin
       \$235  = \$7 ;
@@ -11156,7 +10187,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$236  = r_a_gt_hi_l;
     if (in_valid) begin
       \$236  = \$8 ;
@@ -11166,7 +10197,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$237  = r_wide;
     if (in_valid) begin
       \$237  = wide;
@@ -11176,7 +10207,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$238  = r_is_max;
     if (in_valid) begin
       \$238  = in_is_max;
@@ -11186,7 +10217,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$239  = r_pass_a;
     if (in_valid) begin
       \$239  = in_pass_a;
@@ -11196,7 +10227,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$240  = r_is_float;
     if (in_valid) begin
       \$240  = is_float;
@@ -11206,7 +10237,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$241  = r_a;
     if (in_valid) begin
       \$241  = in_a;
@@ -11216,7 +10247,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$242  = r_b;
     if (in_valid) begin
       \$242  = in_b;
@@ -11226,7 +10257,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$243  = r_a_e8_lo;
     if (in_valid) begin
       \$243  = \$9 ;
@@ -11236,7 +10267,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$244  = r_a_e5_lo;
     if (in_valid) begin
       \$244  = \$10 ;
@@ -11246,7 +10277,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$245  = r_a_f7_lo;
     if (in_valid) begin
       \$245  = \$11 ;
@@ -11256,7 +10287,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$246  = r_a_f3_lo;
     if (in_valid) begin
       \$246  = \$12 ;
@@ -11266,7 +10297,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$247  = r_a_e8_hi;
     if (in_valid) begin
       \$247  = \$13 ;
@@ -11276,7 +10307,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$248  = r_a_e5_hi;
     if (in_valid) begin
       \$248  = \$14 ;
@@ -11286,7 +10317,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$249  = r_a_f7_hi;
     if (in_valid) begin
       \$249  = \$15 ;
@@ -11296,7 +10327,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$250  = r_a_f3_hi;
     if (in_valid) begin
       \$250  = \$16 ;
@@ -11306,7 +10337,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$251  = r_a_any_lo;
     if (in_valid) begin
       \$251  = \$17 ;
@@ -11316,7 +10347,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$252  = r_b_e8_lo;
     if (in_valid) begin
       \$252  = \$18 ;
@@ -11326,7 +10357,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$253  = r_b_e5_lo;
     if (in_valid) begin
       \$253  = \$19 ;
@@ -11336,7 +10367,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$254  = r_b_f7_lo;
     if (in_valid) begin
       \$254  = \$20 ;
@@ -11346,7 +10377,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$255  = r_b_f3_lo;
     if (in_valid) begin
       \$255  = \$21 ;
@@ -11356,7 +10387,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$256  = r_b_e8_hi;
     if (in_valid) begin
       \$256  = \$22 ;
@@ -11366,7 +10397,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$257  = r_b_e5_hi;
     if (in_valid) begin
       \$257  = \$23 ;
@@ -11376,7 +10407,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$258  = r_b_f7_hi;
     if (in_valid) begin
       \$258  = \$24 ;
@@ -11386,7 +10417,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$259  = r_b_f3_hi;
     if (in_valid) begin
       \$259  = \$25 ;
@@ -11396,7 +10427,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$260  = r_b_any_lo;
     if (in_valid) begin
       \$260  = \$26 ;
@@ -11406,7 +10437,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$261  = r_dtype;
     if (in_valid) begin
       \$261  = in_dtype;
@@ -11416,7 +10447,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$262  = r_nan_word;
     if (in_valid) begin
       \$262  = { 1'h0, \$30  };
@@ -11426,7 +10457,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$263  = rr_pick_b_lo;
     if (r_valid) begin
       \$263  = \$33 ;
@@ -11436,7 +10467,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$264  = rr_pick_b_hi;
     if (r_valid) begin
       \$264  = \$36 ;
@@ -11446,7 +10477,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$265  = rr_a;
     if (r_valid) begin
       \$265  = r_a;
@@ -11456,7 +10487,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$266  = rr_b;
     if (r_valid) begin
       \$266  = r_b;
@@ -11466,7 +10497,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$267  = rr_nan_lo;
     if (r_valid) begin
       \$267  = \$59 ;
@@ -11476,7 +10507,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$268  = rr_nan_hi;
     if (r_valid) begin
       \$268  = \$82 ;
@@ -11486,7 +10517,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$269  = rr_nan_word;
     if (r_valid) begin
       \$269  = r_nan_word;
@@ -11496,7 +10527,7 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$270  = in_valid;
     if (rst) begin
       \$270  = 1'h1;
@@ -11504,15 +10535,78 @@ module \ace_alu_array_small.array.lane1.minmax (rst, valid, is_max, pass_a, \por
   end
   assign picked = { \$220 , \$219  };
   assign result = { \$222 , \$221  };
-  assign \port$1968$0  = \$221 ;
-  assign \port$1969$0  = \$222 ;
+  assign \port$1933$0  = \$221 ;
+  assign \port$1934$0  = \$222 ;
   assign \$209  = r_a[15];
   assign \$141  = r_a[31];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane2 (rst, valid, \result$73 , a, b, \port$3949$256 , clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$9  = 0;
+module \ace_alu_array_small.array.lane1.tail (rst, \port$987$0 , o, \port$4369$0 , w_port__en, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$10  = 0;
+  wire [4:0] \$1 ;
+  wire [4:0] \$2 ;
+  reg [3:0] \$3 ;
+  reg [3:0] \$4 ;
+  input clk;
+  wire clk;
+  wire [32:0] i;
+  wire i_en;
+  output [32:0] o;
+  wire [32:0] o;
+  input \port$4369$0 ;
+  wire \port$4369$0 ;
+  input [31:0] \port$987$0 ;
+  wire [31:0] \port$987$0 ;
+  reg [3:0] r_port__addr = 4'h6;
+  wire [32:0] r_port__data;
+  (* init = 4'h6 *)
+  wire [3:0] r_ptr;
+  input rst;
+  wire rst;
+  reg [3:0] w_port__addr = 4'h0;
+  wire [32:0] w_port__data;
+  input w_port__en;
+  wire w_port__en;
+  (* init = 4'h0 *)
+  wire [3:0] w_ptr;
+  reg [32:0] storage [15:0];
+  always @(posedge clk) begin
+    if (w_port__en)
+      storage[w_port__addr] <= { \port$4369$0 , \port$987$0  };
+  end
+  assign o = storage[r_port__addr];
+  always @(posedge clk)
+    w_port__addr <= \$3 ;
+  always @(posedge clk)
+    r_port__addr <= \$4 ;
+  assign \$1  = w_port__addr + 1'h1;
+  assign \$2  = r_port__addr + 1'h1;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$4  = \$2 [3:0];
+    if (rst) begin
+      \$4  = 4'h6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$3  = \$1 [3:0];
+    if (rst) begin
+      \$3  = 4'h0;
+    end
+  end
+  assign w_ptr = w_port__addr;
+  assign w_port__data = { \port$4369$0 , \port$987$0  };
+  assign i = { \port$4369$0 , \port$987$0  };
+  assign i_en = w_port__en;
+  assign r_ptr = r_port__addr;
+  assign r_port__data = o;
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_alu_array_small.array.lane2 (rst, valid, \result$35 , a, b, \port$3889$256 , clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$11  = 0;
   wire \$1 ;
   reg [1:0] \$10 ;
   reg \$11 ;
@@ -11524,78 +10618,26 @@ module \ace_alu_array_small.array.lane2 (rst, valid, \result$73 , a, b, \port$39
   reg \$17 ;
   reg \$18 ;
   reg \$19 ;
-  wire [31:0] \$2 ;
-  reg [31:0] \$20 ;
-  reg \$21 ;
-  reg \$22 ;
-  reg \$23 ;
-  reg [31:0] \$24 ;
-  reg \$25 ;
-  reg \$26 ;
-  reg \$27 ;
-  reg [31:0] \$28 ;
-  reg \$29 ;
-  wire [32:0] \$3 ;
-  reg \$30 ;
-  reg \$31 ;
-  reg [31:0] \$32 ;
-  reg \$33 ;
-  reg \$34 ;
-  reg \$35 ;
-  reg [31:0] \$36 ;
-  reg \$37 ;
-  reg \$38 ;
-  reg \$39 ;
+  wire [32:0] \$2 ;
+  wire [15:0] \$20 ;
+  wire [15:0] \$21 ;
+  wire \$3 ;
   wire \$4 ;
-  reg [31:0] \$40 ;
-  reg \$41 ;
-  reg \$42 ;
-  reg \$43 ;
-  reg [31:0] \$44 ;
-  reg \$45 ;
-  reg \$46 ;
-  reg \$47 ;
-  reg [31:0] \$48 ;
-  reg \$49 ;
   wire \$5 ;
-  reg \$50 ;
-  reg \$51 ;
-  reg [31:0] \$52 ;
-  reg \$53 ;
-  reg \$54 ;
-  reg \$55 ;
-  reg [31:0] \$56 ;
-  reg \$57 ;
-  reg \$58 ;
-  reg \$59 ;
-  wire \$6 ;
-  wire [15:0] \$60 ;
-  wire [15:0] \$61 ;
+  wire [31:0] \$6 ;
   reg [31:0] \$7 ;
   reg [31:0] \$8 ;
   reg [1:0] \$9 ;
   input [31:0] a;
   wire [31:0] a;
-  wire [31:0] \a$63 ;
-  wire [31:0] \a$66 ;
+  wire [31:0] \a$22 ;
+  wire [31:0] \a$25 ;
   input [31:0] b;
   wire [31:0] b;
-  wire [31:0] \b$64 ;
-  wire [31:0] \b$67 ;
+  wire [31:0] \b$23 ;
+  wire [31:0] \b$26 ;
   input clk;
   wire clk;
-  reg d10_fp_sum = 1'h0;
-  reg d10_minmax = 1'h0;
-  reg [31:0] d10_simple = 32'd0;
-  reg d10_valid = 1'h1;
-  reg d11_fp_sum = 1'h0;
-  reg d11_minmax = 1'h0;
-  reg [31:0] d11_simple = 32'd0;
-  reg d11_valid = 1'h1;
-  reg d12_fp_sum = 1'h0;
-  reg d12_minmax = 1'h0;
-  reg [31:0] d12_simple = 32'd0;
-  reg d12_valid = 1'h1;
   reg d1_fp_sum = 1'h0;
   reg d1_minmax = 1'h0;
   reg [31:0] d1_simple = 32'd0;
@@ -11604,34 +10646,6 @@ module \ace_alu_array_small.array.lane2 (rst, valid, \result$73 , a, b, \port$39
   reg d2_minmax = 1'h0;
   reg [31:0] d2_simple = 32'd0;
   reg d2_valid = 1'h1;
-  reg d3_fp_sum = 1'h0;
-  reg d3_minmax = 1'h0;
-  reg [31:0] d3_simple = 32'd0;
-  reg d3_valid = 1'h1;
-  reg d4_fp_sum = 1'h0;
-  reg d4_minmax = 1'h0;
-  reg [31:0] d4_simple = 32'd0;
-  reg d4_valid = 1'h1;
-  reg d5_fp_sum = 1'h0;
-  reg d5_minmax = 1'h0;
-  reg [31:0] d5_simple = 32'd0;
-  reg d5_valid = 1'h1;
-  reg d6_fp_sum = 1'h0;
-  reg d6_minmax = 1'h0;
-  reg [31:0] d6_simple = 32'd0;
-  reg d6_valid = 1'h1;
-  reg d7_fp_sum = 1'h0;
-  reg d7_minmax = 1'h0;
-  reg [31:0] d7_simple = 32'd0;
-  reg d7_valid = 1'h1;
-  reg d8_fp_sum = 1'h0;
-  reg d8_minmax = 1'h0;
-  reg [31:0] d8_simple = 32'd0;
-  reg d8_valid = 1'h1;
-  reg d9_fp_sum = 1'h0;
-  reg d9_minmax = 1'h0;
-  reg [31:0] d9_simple = 32'd0;
-  reg d9_valid = 1'h1;
   wire [31:0] direct;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
@@ -11644,15 +10658,19 @@ module \ace_alu_array_small.array.lane2 (rst, valid, \result$73 , a, b, \port$39
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
-  wire [1:0] \dtype$65 ;
+  wire [1:0] \dtype$24 ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
-  wire [1:0] \dtype$68 ;
+  wire [1:0] \dtype$27 ;
   wire fp_sum;
+  wire [32:0] i;
+  (* init = 1'h1 *)
+  wire i_en;
   wire is_max;
+  wire [32:0] o;
   (* enum_base_type = "ReduceOp" *)
   (* enum_value_00 = "SUM" *)
   (* enum_value_01 = "MAX" *)
@@ -11660,12 +10678,12 @@ module \ace_alu_array_small.array.lane2 (rst, valid, \result$73 , a, b, \port$39
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
   wire pass_a;
-  input [3:0] \port$3949$256 ;
-  wire [3:0] \port$3949$256 ;
+  input [3:0] \port$3889$256 ;
+  wire [3:0] \port$3889$256 ;
   wire [31:0] result;
-  output [31:0] \result$73 ;
-  wire [31:0] \result$73 ;
-  wire [31:0] \result$74 ;
+  output [31:0] \result$35 ;
+  wire [31:0] \result$35 ;
+  wire [31:0] \result$37 ;
   input rst;
   wire rst;
   reg [31:0] s0_a = 32'd0;
@@ -11685,96 +10703,18 @@ module \ace_alu_array_small.array.lane2 (rst, valid, \result$73 , a, b, \port$39
   reg s0_valid = 1'h1;
   input valid;
   wire valid;
-  wire \valid$71 ;
-  wire \valid$72 ;
-  always @(posedge clk)
-    d3_fp_sum <= \$21 ;
-  always @(posedge clk)
-    d3_minmax <= \$22 ;
-  always @(posedge clk)
-    d3_valid <= \$23 ;
-  always @(posedge clk)
-    d4_simple <= \$24 ;
-  always @(posedge clk)
-    d4_fp_sum <= \$25 ;
-  always @(posedge clk)
-    d4_minmax <= \$26 ;
-  always @(posedge clk)
-    d4_valid <= \$27 ;
-  always @(posedge clk)
-    d5_simple <= \$28 ;
-  always @(posedge clk)
-    d5_fp_sum <= \$29 ;
-  always @(posedge clk)
-    d5_minmax <= \$30 ;
-  always @(posedge clk)
-    d5_valid <= \$31 ;
-  always @(posedge clk)
-    d6_simple <= \$32 ;
-  always @(posedge clk)
-    d6_fp_sum <= \$33 ;
-  always @(posedge clk)
-    d6_minmax <= \$34 ;
-  always @(posedge clk)
-    d6_valid <= \$35 ;
-  always @(posedge clk)
-    d7_simple <= \$36 ;
-  always @(posedge clk)
-    d7_fp_sum <= \$37 ;
-  always @(posedge clk)
-    d7_minmax <= \$38 ;
-  always @(posedge clk)
-    d7_valid <= \$39 ;
-  always @(posedge clk)
-    d8_simple <= \$40 ;
-  always @(posedge clk)
-    d8_fp_sum <= \$41 ;
-  always @(posedge clk)
-    d8_minmax <= \$42 ;
-  always @(posedge clk)
-    d8_valid <= \$43 ;
-  always @(posedge clk)
-    d9_simple <= \$44 ;
-  always @(posedge clk)
-    d9_fp_sum <= \$45 ;
-  always @(posedge clk)
-    d9_minmax <= \$46 ;
-  always @(posedge clk)
-    d9_valid <= \$47 ;
-  always @(posedge clk)
-    d10_simple <= \$48 ;
-  always @(posedge clk)
-    d10_fp_sum <= \$49 ;
-  always @(posedge clk)
-    d10_minmax <= \$50 ;
-  always @(posedge clk)
-    d10_valid <= \$51 ;
-  always @(posedge clk)
-    d11_simple <= \$52 ;
-  always @(posedge clk)
-    d11_fp_sum <= \$53 ;
-  always @(posedge clk)
-    d11_minmax <= \$54 ;
-  always @(posedge clk)
-    d11_valid <= \$55 ;
-  always @(posedge clk)
-    d12_simple <= \$56 ;
-  always @(posedge clk)
-    d12_fp_sum <= \$57 ;
-  always @(posedge clk)
-    d12_minmax <= \$58 ;
-  always @(posedge clk)
-    d12_valid <= \$59 ;
+  wire \valid$30 ;
+  wire \valid$31 ;
   assign \$1  = | s0_op;
-  assign \$2  = d2_minmax ? { \$61 , \$60  } : d2_simple;
-  assign is_max = \port$3949$256 [1:0] == 1'h1;
-  assign pass_a = \port$3949$256 [1:0] == 2'h3;
-  assign \$3  = s0_a + s0_b;
-  assign \$4  = | s0_op;
-  assign \$5  = ~ \$4 ;
-  assign \$6  = | s0_dtype;
-  assign fp_sum = \$5  & \$6 ;
-  assign \result$73  = d12_fp_sum ? \result$74  : d12_simple;
+  assign is_max = \port$3889$256 [1:0] == 1'h1;
+  assign pass_a = \port$3889$256 [1:0] == 2'h3;
+  assign \$2  = s0_a + s0_b;
+  assign \$3  = | s0_op;
+  assign \$4  = ~ \$3 ;
+  assign \$5  = | s0_dtype;
+  assign fp_sum = \$4  & \$5 ;
+  assign \$6  = d2_minmax ? { \$21 , \$20  } : d2_simple;
+  assign \result$35  = o[32] ? \result$37  : o[31:0];
   always @(posedge clk)
     s0_a <= \$7 ;
   always @(posedge clk)
@@ -11801,14 +10741,12 @@ module \ace_alu_array_small.array.lane2 (rst, valid, \result$73 , a, b, \port$39
     d2_minmax <= \$18 ;
   always @(posedge clk)
     d2_valid <= \$19 ;
-  always @(posedge clk)
-    d3_simple <= \$20 ;
   \ace_alu_array_small.array.lane2.adder  adder (
     .a(a),
     .b(b),
     .clk(clk),
-    .dtype(\port$3949$256 [3:2]),
-    .result(\result$74 ),
+    .dtype(\port$3889$256 [3:2]),
+    .result(\result$37 ),
     .rst(rst),
     .valid(valid)
   );
@@ -11816,421 +10754,69 @@ module \ace_alu_array_small.array.lane2 (rst, valid, \result$73 , a, b, \port$39
     .a(a),
     .b(b),
     .clk(clk),
-    .dtype(\port$3949$256 [3:2]),
+    .dtype(\port$3889$256 [3:2]),
     .is_max(is_max),
     .pass_a(pass_a),
-    .\port$2948$0 (\$60 ),
-    .\port$2949$0 (\$61 ),
+    .\port$2898$0 (\$20 ),
+    .\port$2899$0 (\$21 ),
     .rst(rst),
     .valid(valid)
   );
+  \ace_alu_array_small.array.lane2.tail  tail (
+    .clk(clk),
+    .o(o),
+    .\port$1952$0 (\$6 ),
+    .\port$4741$0 (d2_fp_sum),
+    .rst(rst),
+    .w_port__en(d2_valid)
+  );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$21  = d3_fp_sum;
-    if (d2_valid) begin
-      \$21  = d2_fp_sum;
-    end
-    if (rst) begin
-      \$21  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$22  = d3_minmax;
-    if (d2_valid) begin
-      \$22  = d2_minmax;
-    end
-    if (rst) begin
-      \$22  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$23  = d2_valid;
-    if (rst) begin
-      \$23  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$24  = d4_simple;
-    if (d3_valid) begin
-      \$24  = d3_simple;
-    end
-    if (rst) begin
-      \$24  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$25  = d4_fp_sum;
-    if (d3_valid) begin
-      \$25  = d3_fp_sum;
-    end
-    if (rst) begin
-      \$25  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$26  = d4_minmax;
-    if (d3_valid) begin
-      \$26  = d3_minmax;
-    end
-    if (rst) begin
-      \$26  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$27  = d3_valid;
-    if (rst) begin
-      \$27  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$28  = d5_simple;
-    if (d4_valid) begin
-      \$28  = d4_simple;
-    end
-    if (rst) begin
-      \$28  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$29  = d5_fp_sum;
-    if (d4_valid) begin
-      \$29  = d4_fp_sum;
-    end
-    if (rst) begin
-      \$29  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$30  = d5_minmax;
-    if (d4_valid) begin
-      \$30  = d4_minmax;
-    end
-    if (rst) begin
-      \$30  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$31  = d4_valid;
-    if (rst) begin
-      \$31  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$32  = d6_simple;
-    if (d5_valid) begin
-      \$32  = d5_simple;
-    end
-    if (rst) begin
-      \$32  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$33  = d6_fp_sum;
-    if (d5_valid) begin
-      \$33  = d5_fp_sum;
-    end
-    if (rst) begin
-      \$33  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$34  = d6_minmax;
-    if (d5_valid) begin
-      \$34  = d5_minmax;
-    end
-    if (rst) begin
-      \$34  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$35  = d5_valid;
-    if (rst) begin
-      \$35  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$36  = d7_simple;
-    if (d6_valid) begin
-      \$36  = d6_simple;
-    end
-    if (rst) begin
-      \$36  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$37  = d7_fp_sum;
-    if (d6_valid) begin
-      \$37  = d6_fp_sum;
-    end
-    if (rst) begin
-      \$37  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$38  = d7_minmax;
-    if (d6_valid) begin
-      \$38  = d6_minmax;
-    end
-    if (rst) begin
-      \$38  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$39  = d6_valid;
-    if (rst) begin
-      \$39  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$40  = d8_simple;
-    if (d7_valid) begin
-      \$40  = d7_simple;
-    end
-    if (rst) begin
-      \$40  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$41  = d8_fp_sum;
-    if (d7_valid) begin
-      \$41  = d7_fp_sum;
-    end
-    if (rst) begin
-      \$41  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$42  = d8_minmax;
-    if (d7_valid) begin
-      \$42  = d7_minmax;
-    end
-    if (rst) begin
-      \$42  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$43  = d7_valid;
-    if (rst) begin
-      \$43  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$44  = d9_simple;
-    if (d8_valid) begin
-      \$44  = d8_simple;
-    end
-    if (rst) begin
-      \$44  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$45  = d9_fp_sum;
-    if (d8_valid) begin
-      \$45  = d8_fp_sum;
-    end
-    if (rst) begin
-      \$45  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$46  = d9_minmax;
-    if (d8_valid) begin
-      \$46  = d8_minmax;
-    end
-    if (rst) begin
-      \$46  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$47  = d8_valid;
-    if (rst) begin
-      \$47  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$48  = d10_simple;
-    if (d9_valid) begin
-      \$48  = d9_simple;
-    end
-    if (rst) begin
-      \$48  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$49  = d10_fp_sum;
-    if (d9_valid) begin
-      \$49  = d9_fp_sum;
-    end
-    if (rst) begin
-      \$49  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$50  = d10_minmax;
-    if (d9_valid) begin
-      \$50  = d9_minmax;
-    end
-    if (rst) begin
-      \$50  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$51  = d9_valid;
-    if (rst) begin
-      \$51  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$52  = d11_simple;
-    if (d10_valid) begin
-      \$52  = d10_simple;
-    end
-    if (rst) begin
-      \$52  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$53  = d11_fp_sum;
-    if (d10_valid) begin
-      \$53  = d10_fp_sum;
-    end
-    if (rst) begin
-      \$53  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$54  = d11_minmax;
-    if (d10_valid) begin
-      \$54  = d10_minmax;
-    end
-    if (rst) begin
-      \$54  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$55  = d10_valid;
-    if (rst) begin
-      \$55  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$56  = d12_simple;
-    if (d11_valid) begin
-      \$56  = d11_simple;
-    end
-    if (rst) begin
-      \$56  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$57  = d12_fp_sum;
-    if (d11_valid) begin
-      \$57  = d11_fp_sum;
-    end
-    if (rst) begin
-      \$57  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$58  = d12_minmax;
-    if (d11_valid) begin
-      \$58  = d11_minmax;
-    end
-    if (rst) begin
-      \$58  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$59  = d11_valid;
-    if (rst) begin
-      \$59  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \$7  = a;
     if (rst) begin
       \$7  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \$8  = b;
     if (rst) begin
       \$8  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$9  = \port$3949$256 [1:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$9  = \port$3889$256 [1:0];
     if (rst) begin
       \$9  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$10  = \port$3949$256 [3:2];
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$10  = \port$3889$256 [3:2];
     if (rst) begin
       \$10  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \$11  = valid;
     if (rst) begin
       \$11  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \$12  = d1_simple;
     if (s0_valid) begin
-      \$12  = \$3 [31:0];
+      \$12  = \$2 [31:0];
     end
     if (rst) begin
       \$12  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \$13  = d1_fp_sum;
     if (s0_valid) begin
       \$13  = fp_sum;
@@ -12240,7 +10826,7 @@ module \ace_alu_array_small.array.lane2 (rst, valid, \result$73 , a, b, \port$39
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \$14  = d1_minmax;
     if (s0_valid) begin
       \$14  = \$1 ;
@@ -12250,14 +10836,14 @@ module \ace_alu_array_small.array.lane2 (rst, valid, \result$73 , a, b, \port$39
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \$15  = s0_valid;
     if (rst) begin
       \$15  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \$16  = d2_simple;
     if (d1_valid) begin
       \$16  = d1_simple;
@@ -12267,7 +10853,7 @@ module \ace_alu_array_small.array.lane2 (rst, valid, \result$73 , a, b, \port$39
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \$17  = d2_fp_sum;
     if (d1_valid) begin
       \$17  = d1_fp_sum;
@@ -12277,7 +10863,7 @@ module \ace_alu_array_small.array.lane2 (rst, valid, \result$73 , a, b, \port$39
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \$18  = d2_minmax;
     if (d1_valid) begin
       \$18  = d1_minmax;
@@ -12287,39 +10873,31 @@ module \ace_alu_array_small.array.lane2 (rst, valid, \result$73 , a, b, \port$39
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \$19  = d1_valid;
     if (rst) begin
       \$19  = 1'h1;
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$20  = d3_simple;
-    if (d2_valid) begin
-      \$20  = \$2 ;
-    end
-    if (rst) begin
-      \$20  = 32'd0;
-    end
-  end
-  assign op = \port$3949$256 [1:0];
-  assign dtype = \port$3949$256 [3:2];
-  assign direct = \$3 [31:0];
-  assign result = { \$61 , \$60  };
-  assign \a$63  = a;
-  assign \b$64  = b;
-  assign \dtype$65  = \port$3949$256 [3:2];
-  assign \a$66  = a;
-  assign \b$67  = b;
-  assign \dtype$68  = \port$3949$256 [3:2];
-  assign \valid$71  = valid;
-  assign \valid$72  = valid;
+  assign op = \port$3889$256 [1:0];
+  assign dtype = \port$3889$256 [3:2];
+  assign direct = \$2 [31:0];
+  assign \a$22  = a;
+  assign \b$23  = b;
+  assign \dtype$24  = \port$3889$256 [3:2];
+  assign \a$25  = a;
+  assign \b$26  = b;
+  assign \dtype$27  = \port$3889$256 [3:2];
+  assign \valid$30  = valid;
+  assign \valid$31  = valid;
+  assign i = { d2_fp_sum, \$6  };
+  assign result = { \$21 , \$20  };
+  assign i_en = d2_valid;
 endmodule
 
 (* generator = "Amaranth" *)
 module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$10  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$12  = 0;
   wire \$1 ;
   wire [7:0] \$10 ;
   wire \$100 ;
@@ -14353,49 +12931,49 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
   assign \$194  = \$193  ? 4'hf : 4'h0;
   assign \$195  = s2_d_ba_lo[3:0] | \$194 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$686  = a;
     if (rst) begin
       \$686  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$687  = b;
     if (rst) begin
       \$687  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$688  = dtype;
     if (rst) begin
       \$688  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$689  = valid;
     if (rst) begin
       \$689  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$690  = \$1 ;
     if (rst) begin
       \$690  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$691  = \$2 ;
     if (rst) begin
       \$691  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$692  = s1_dtype;
     if (in_valid) begin
       \$692  = in_dtype;
@@ -14405,7 +12983,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$693  = s1_sig_a;
     if (in_valid) begin
       \$693  = a_sig;
@@ -14415,7 +12993,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$694  = s1_a_exp_lo;
     if (in_valid) begin
       \$694  = \$10 ;
@@ -14425,7 +13003,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$695  = s1_a_hi;
     if (in_valid) begin
       \$695 [0] = in_a[31];
@@ -14438,7 +13016,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$696  = s1_a_lo;
     if (in_valid) begin
       \$696 [0] = in_a[15];
@@ -14451,7 +13029,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$697  = s1_sig_b;
     if (in_valid) begin
       \$697  = b_sig;
@@ -14461,7 +13039,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$698  = s1_b_exp_lo;
     if (in_valid) begin
       \$698  = \$63 ;
@@ -14471,7 +13049,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$699  = s1_b_hi;
     if (in_valid) begin
       \$699 [0] = in_b[31];
@@ -14484,7 +13062,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$700  = s1_b_lo;
     if (in_valid) begin
       \$700 [0] = in_b[15];
@@ -14497,7 +13075,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$701  = s1_gt_lo_h;
     if (in_valid) begin
       \$701  = \$100 ;
@@ -14507,7 +13085,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$702  = s1_eq_lo_h;
     if (in_valid) begin
       \$702  = \$101 ;
@@ -14517,7 +13095,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$703  = s1_gt_lo_l;
     if (in_valid) begin
       \$703  = \$102 ;
@@ -14527,7 +13105,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$704  = s1_gt_hi_h;
     if (in_valid) begin
       \$704  = \$103 ;
@@ -14537,7 +13115,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$705  = s1_eq_hi_h;
     if (in_valid) begin
       \$705  = \$104 ;
@@ -14547,7 +13125,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$706  = s1_gt_hi_l;
     if (in_valid) begin
       \$706  = \$105 ;
@@ -14557,7 +13135,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$707  = s1_eq_hi_l;
     if (in_valid) begin
       \$707  = \$106 ;
@@ -14567,7 +13145,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$708  = s2_dtype;
     if (s1_valid) begin
       \$708  = s1_dtype;
@@ -14577,7 +13155,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$709  = s2_sig_a;
     if (s1_valid) begin
       \$709  = s1_sig_a;
@@ -14587,7 +13165,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$710  = s2_sig_b;
     if (s1_valid) begin
       \$710  = s1_sig_b;
@@ -14597,7 +13175,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$711  = s2_a_hi;
     if (s1_valid) begin
       \$711  = s1_a_hi;
@@ -14607,7 +13185,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$712  = s2_b_hi;
     if (s1_valid) begin
       \$712  = s1_b_hi;
@@ -14617,7 +13195,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$713  = s2_swap_hi;
     if (s1_valid) begin
       \$713  = \$123 ;
@@ -14627,7 +13205,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$714  = s2_swap_lo;
     if (s1_valid) begin
       \$714  = \$140 ;
@@ -14637,7 +13215,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$715  = s2_a_lo;
     if (s1_valid) begin
       \$715  = \$142 ;
@@ -14647,7 +13225,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$716  = s2_b_lo;
     if (s1_valid) begin
       \$716  = \$144 ;
@@ -14657,7 +13235,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$717  = s2_d_ab_hi;
     if (s1_valid) begin
       \$717  = \$145 [7:0];
@@ -14667,7 +13245,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$718  = s2_d_ba_hi;
     if (s1_valid) begin
       \$718  = \$146 [7:0];
@@ -14677,7 +13255,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$719  = s2_d_ab_lo;
     if (s1_valid) begin
       \$719  = \$147 [7:0];
@@ -14687,7 +13265,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$720  = s2_d_ba_lo;
     if (s1_valid) begin
       \$720  = \$148 [7:0];
@@ -14697,7 +13275,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$721  = s3_dtype;
     if (s2_valid) begin
       \$721  = s2_dtype;
@@ -14707,7 +13285,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$722  = s3_shift_hi;
     if (s2_valid) begin
       \$722  = \$177 ;
@@ -14717,7 +13295,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$723  = s3_sub_hi;
     if (s2_valid) begin
       \$723  = \$178 ;
@@ -14727,7 +13305,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$724  = s3_slot_hi;
     if (s2_valid) begin
       \$724 [0] = \$179 ;
@@ -14742,7 +13320,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$725  = s3_shift_lo;
     if (s2_valid) begin
       \$725  = \$217 ;
@@ -14752,7 +13330,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$726  = s3_sub_lo;
     if (s2_valid) begin
       \$726  = \$218 ;
@@ -14762,7 +13340,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$727  = s3_slot_lo;
     if (s2_valid) begin
       \$727 [0] = \$219 ;
@@ -14777,7 +13355,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$728  = s3_x;
     if (s2_valid) begin
       \$728  = { \$230 , \$229  };
@@ -14787,7 +13365,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$729  = s3_y;
     if (s2_valid) begin
       \$729  = { \$232 , \$231  };
@@ -14797,7 +13375,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$730  = s4_dtype;
     if (s3_valid) begin
       \$730  = s3_dtype;
@@ -14807,7 +13385,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$731  = s4_x;
     if (s3_valid) begin
       \$731  = s3_x;
@@ -14817,7 +13395,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$732  = s4_sub_hi;
     if (s3_valid) begin
       \$732  = s3_sub_hi;
@@ -14827,7 +13405,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$733  = s4_sub_lo;
     if (s3_valid) begin
       \$733  = s3_sub_lo;
@@ -14837,7 +13415,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$734  = s4_slot_hi;
     if (s3_valid) begin
       \$734  = s3_slot_hi;
@@ -14847,7 +13425,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$735  = s4_slot_lo;
     if (s3_valid) begin
       \$735  = s3_slot_lo;
@@ -14857,7 +13435,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$736  = s4_shift_hi;
     if (s3_valid) begin
       \$736  = s3_shift_hi;
@@ -14867,7 +13445,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$737  = s4_shift_lo;
     if (s3_valid) begin
       \$737  = s3_shift_lo;
@@ -14877,7 +13455,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$738  = s4_y;
     if (s3_valid) begin
       \$738  = { \$284 , \$277  };
@@ -14887,7 +13465,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$739  = s4_sticky_hi;
     if (s3_valid) begin
       \$739  = \$300 ;
@@ -14897,7 +13475,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$740  = s4_sticky_lo;
     if (s3_valid) begin
       \$740  = \$328 ;
@@ -14907,7 +13485,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$741  = s4_sentinel;
     if (s3_valid) begin
       \$741  = \$333 ;
@@ -14917,7 +13495,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$742  = s5_dtype;
     if (s4_valid) begin
       \$742  = s4_dtype;
@@ -14927,7 +13505,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$743  = s5_slot_hi;
     if (s4_valid) begin
       \$743  = s4_slot_hi;
@@ -14937,7 +13515,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$744  = s5_slot_lo;
     if (s4_valid) begin
       \$744  = s4_slot_lo;
@@ -14947,7 +13525,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$745  = s5_sentinel;
     if (s4_valid) begin
       \$745  = s4_sentinel;
@@ -14957,7 +13535,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$746  = s5_x;
     if (s4_valid) begin
       \$746  = { s4_x[31:16], \$335 , s4_x[15:0] };
@@ -14967,7 +13545,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$747  = s5_y;
     if (s4_valid) begin
       \$747  = { \$382 , \$363 , \$360  };
@@ -14977,7 +13555,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$748  = s5_carry_in;
     if (s4_valid) begin
       \$748  = s4_sub_lo;
@@ -14987,7 +13565,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$749  = s6_dtype;
     if (s5_valid) begin
       \$749  = s5_dtype;
@@ -14997,7 +13575,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$750  = s6_slot_hi;
     if (s5_valid) begin
       \$750  = s5_slot_hi;
@@ -15007,7 +13585,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$751  = s6_slot_lo;
     if (s5_valid) begin
       \$751  = s5_slot_lo;
@@ -15017,7 +13595,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$752  = s6_sum;
     if (s5_valid) begin
       \$752  = { \$685 [33:18], \$685 [16:1] };
@@ -15027,7 +13605,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$753  = s6_marked;
     if (s5_valid) begin
       \$753  = \$383 ;
@@ -15037,7 +13615,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$754  = s7_dtype;
     if (s6_valid) begin
       \$754  = s6_dtype;
@@ -15047,7 +13625,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$755  = s7_sum;
     if (s6_valid) begin
       \$755  = s6_sum;
@@ -15057,7 +13635,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$756  = s7_slot_hi;
     if (s6_valid) begin
       \$756  = s6_slot_hi;
@@ -15067,7 +13645,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$757  = s7_slot_lo;
     if (s6_valid) begin
       \$757  = s6_slot_lo;
@@ -15077,7 +13655,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$758  = s7_count_hi;
     if (s6_valid) begin
       \$758  = { \$419 , \$407  };
@@ -15087,7 +13665,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$759  = s7_count_lo;
     if (s6_valid) begin
       \$759  = { \$455 , \$443  };
@@ -15097,7 +13675,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$760  = s7_zero_hi;
     if (s6_valid) begin
       \$760  = \$466 ;
@@ -15107,7 +13685,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$761  = s7_sum_zero_hi;
     if (s6_valid) begin
       \$761  = \$468 ;
@@ -15117,7 +13695,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$762  = s7_sum_zero_lo;
     if (s6_valid) begin
       \$762  = \$470 ;
@@ -15127,7 +13705,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$763  = s8_dtype;
     if (s7_valid) begin
       \$763  = s7_dtype;
@@ -15137,7 +13715,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$764  = s8_slot_hi;
     if (s7_valid) begin
       \$764 [13:1] = s7_slot_hi[13:1];
@@ -15148,7 +13726,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$765  = s8_slot_lo;
     if (s7_valid) begin
       \$765 [13:1] = s7_slot_lo[13:1];
@@ -15159,7 +13737,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$766  = s8_sum;
     if (s7_valid) begin
       \$766  = { \$510 , \$482  };
@@ -15169,7 +13747,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$767  = s8_shift_hi;
     if (s7_valid) begin
       \$767  = \$521 ;
@@ -15179,7 +13757,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$768  = s8_shift_lo;
     if (s7_valid) begin
       \$768  = \$524 ;
@@ -15189,7 +13767,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$769  = s9_dtype;
     if (s8_valid) begin
       \$769  = s8_dtype;
@@ -15199,7 +13777,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$770  = s9_slot_hi;
     if (s8_valid) begin
       { \$770 [13:11], \$770 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
@@ -15210,7 +13788,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$771  = s9_slot_lo;
     if (s8_valid) begin
       { \$771 [13:11], \$771 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
@@ -15221,7 +13799,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$772  = s9_sum;
     if (s8_valid) begin
       \$772  = { \$576 , \$531  };
@@ -15231,7 +13809,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$773  = s10_dtype;
     if (s9_valid) begin
       \$773  = s9_dtype;
@@ -15241,7 +13819,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$774  = s10_packed;
     if (s9_valid) begin
       \$774  = { 1'h0, \$603 [30:16], \$592 , \$591 [15:0] };
@@ -15251,7 +13829,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$775  = s10_inc_hi;
     if (s9_valid) begin
       \$775  = \$614 ;
@@ -15261,7 +13839,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$776  = s10_inc_lo;
     if (s9_valid) begin
       \$776  = \$627 ;
@@ -15271,7 +13849,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$777  = s10_sign_hi;
     if (s9_valid) begin
       \$777  = s9_slot_hi[0];
@@ -15281,7 +13859,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$778  = s10_forced_hi;
     if (s9_valid) begin
       \$778  = \$628 ;
@@ -15291,7 +13869,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$779  = s10_special_hi;
     if (s9_valid) begin
       \$779  = \$634 ;
@@ -15301,7 +13879,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$780  = s10_sign_lo;
     if (s9_valid) begin
       \$780  = s9_slot_lo[0];
@@ -15311,7 +13889,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$781  = s10_forced_lo;
     if (s9_valid) begin
       \$781  = \$635 ;
@@ -15321,7 +13899,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$782  = s10_special_lo;
     if (s9_valid) begin
       \$782  = \$641 ;
@@ -15331,7 +13909,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$783  = s11_dtype;
     if (s10_valid) begin
       \$783  = s10_dtype;
@@ -15341,7 +13919,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$784  = s11_sign_hi;
     if (s10_valid) begin
       \$784  = s10_sign_hi;
@@ -15351,7 +13929,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$785  = s11_sign_lo;
     if (s10_valid) begin
       \$785  = s10_sign_lo;
@@ -15361,7 +13939,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$786  = s11_forced_hi;
     if (s10_valid) begin
       \$786  = s10_forced_hi;
@@ -15371,7 +13949,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$787  = s11_forced_lo;
     if (s10_valid) begin
       \$787  = s10_forced_lo;
@@ -15381,7 +13959,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$788  = s11_special_hi;
     if (s10_valid) begin
       \$788  = s10_special_hi;
@@ -15391,7 +13969,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$789  = s11_special_lo;
     if (s10_valid) begin
       \$789  = s10_special_lo;
@@ -15401,7 +13979,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$790  = s11_rounded;
     if (s10_valid) begin
       \$790  = { s10_chain[32:17], s10_chain[15:0] };
@@ -15411,7 +13989,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$791  = s11_wide;
     if (s10_valid) begin
       \$791  = \$642 ;
@@ -15421,7 +13999,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$792  = s11_fp16;
     if (s10_valid) begin
       \$792  = \$643 ;
@@ -15431,7 +14009,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$793  = result;
     if (s11_valid) begin
       \$793  = { \$665 , \$658  };
@@ -15441,77 +14019,77 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$794  = in_valid;
     if (rst) begin
       \$794  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$795  = s1_valid;
     if (rst) begin
       \$795  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$796  = s2_valid;
     if (rst) begin
       \$796  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$797  = s3_valid;
     if (rst) begin
       \$797  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$798  = s4_valid;
     if (rst) begin
       \$798  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$799  = s5_valid;
     if (rst) begin
       \$799  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$800  = s6_valid;
     if (rst) begin
       \$800  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$801  = s7_valid;
     if (rst) begin
       \$801  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$802  = s8_valid;
     if (rst) begin
       \$802  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$803  = s9_valid;
     if (rst) begin
       \$803  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$804  = s10_valid;
     if (rst) begin
       \$804  = 1'h1;
@@ -15668,8 +14246,8 @@ module \ace_alu_array_small.array.lane2.adder (rst, valid, a, b, dtype, result, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \port$2948$0 , \port$2949$0 , a, b, dtype, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$11  = 0;
+module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \port$2898$0 , \port$2899$0 , a, b, dtype, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$13  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$100 ;
@@ -15972,10 +14550,10 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
   input pass_a;
   wire pass_a;
   wire [31:0] picked;
-  output [15:0] \port$2948$0 ;
-  wire [15:0] \port$2948$0 ;
-  output [15:0] \port$2949$0 ;
-  wire [15:0] \port$2949$0 ;
+  output [15:0] \port$2898$0 ;
+  wire [15:0] \port$2898$0 ;
+  output [15:0] \port$2899$0 ;
+  wire [15:0] \port$2899$0 ;
   reg [31:0] r_a = 32'd0;
   reg r_a_any_lo = 1'h0;
   reg r_a_e5_hi = 1'h0;
@@ -16350,49 +14928,49 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
   always @(posedge clk)
     r_valid <= \$270 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$223  = a;
     if (rst) begin
       \$223  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$224  = b;
     if (rst) begin
       \$224  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$225  = dtype;
     if (rst) begin
       \$225  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$226  = is_max;
     if (rst) begin
       \$226  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$227  = pass_a;
     if (rst) begin
       \$227  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$228  = valid;
     if (rst) begin
       \$228  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$229  = r_b_gt_lo_h;
     if (in_valid) begin
       \$229  = \$1 ;
@@ -16402,7 +14980,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$230  = r_a_gt_lo_h;
     if (in_valid) begin
       \$230  = \$2 ;
@@ -16412,7 +14990,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$231  = r_b_gt_lo_l;
     if (in_valid) begin
       \$231  = \$3 ;
@@ -16422,7 +15000,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$232  = r_a_gt_lo_l;
     if (in_valid) begin
       \$232  = \$4 ;
@@ -16432,7 +15010,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$233  = r_b_gt_hi_h;
     if (in_valid) begin
       \$233  = \$5 ;
@@ -16442,7 +15020,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$234  = r_a_gt_hi_h;
     if (in_valid) begin
       \$234  = \$6 ;
@@ -16452,7 +15030,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$235  = r_b_gt_hi_l;
     if (in_valid) begin
       \$235  = \$7 ;
@@ -16462,7 +15040,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$236  = r_a_gt_hi_l;
     if (in_valid) begin
       \$236  = \$8 ;
@@ -16472,7 +15050,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$237  = r_wide;
     if (in_valid) begin
       \$237  = wide;
@@ -16482,7 +15060,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$238  = r_is_max;
     if (in_valid) begin
       \$238  = in_is_max;
@@ -16492,7 +15070,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$239  = r_pass_a;
     if (in_valid) begin
       \$239  = in_pass_a;
@@ -16502,7 +15080,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$240  = r_is_float;
     if (in_valid) begin
       \$240  = is_float;
@@ -16512,7 +15090,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$241  = r_a;
     if (in_valid) begin
       \$241  = in_a;
@@ -16522,7 +15100,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$242  = r_b;
     if (in_valid) begin
       \$242  = in_b;
@@ -16532,7 +15110,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$243  = r_a_e8_lo;
     if (in_valid) begin
       \$243  = \$9 ;
@@ -16542,7 +15120,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$244  = r_a_e5_lo;
     if (in_valid) begin
       \$244  = \$10 ;
@@ -16552,7 +15130,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$245  = r_a_f7_lo;
     if (in_valid) begin
       \$245  = \$11 ;
@@ -16562,7 +15140,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$246  = r_a_f3_lo;
     if (in_valid) begin
       \$246  = \$12 ;
@@ -16572,7 +15150,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$247  = r_a_e8_hi;
     if (in_valid) begin
       \$247  = \$13 ;
@@ -16582,7 +15160,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$248  = r_a_e5_hi;
     if (in_valid) begin
       \$248  = \$14 ;
@@ -16592,7 +15170,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$249  = r_a_f7_hi;
     if (in_valid) begin
       \$249  = \$15 ;
@@ -16602,7 +15180,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$250  = r_a_f3_hi;
     if (in_valid) begin
       \$250  = \$16 ;
@@ -16612,7 +15190,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$251  = r_a_any_lo;
     if (in_valid) begin
       \$251  = \$17 ;
@@ -16622,7 +15200,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$252  = r_b_e8_lo;
     if (in_valid) begin
       \$252  = \$18 ;
@@ -16632,7 +15210,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$253  = r_b_e5_lo;
     if (in_valid) begin
       \$253  = \$19 ;
@@ -16642,7 +15220,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$254  = r_b_f7_lo;
     if (in_valid) begin
       \$254  = \$20 ;
@@ -16652,7 +15230,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$255  = r_b_f3_lo;
     if (in_valid) begin
       \$255  = \$21 ;
@@ -16662,7 +15240,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$256  = r_b_e8_hi;
     if (in_valid) begin
       \$256  = \$22 ;
@@ -16672,7 +15250,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$257  = r_b_e5_hi;
     if (in_valid) begin
       \$257  = \$23 ;
@@ -16682,7 +15260,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$258  = r_b_f7_hi;
     if (in_valid) begin
       \$258  = \$24 ;
@@ -16692,7 +15270,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$259  = r_b_f3_hi;
     if (in_valid) begin
       \$259  = \$25 ;
@@ -16702,7 +15280,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$260  = r_b_any_lo;
     if (in_valid) begin
       \$260  = \$26 ;
@@ -16712,7 +15290,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$261  = r_dtype;
     if (in_valid) begin
       \$261  = in_dtype;
@@ -16722,7 +15300,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$262  = r_nan_word;
     if (in_valid) begin
       \$262  = { 1'h0, \$30  };
@@ -16732,7 +15310,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$263  = rr_pick_b_lo;
     if (r_valid) begin
       \$263  = \$33 ;
@@ -16742,7 +15320,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$264  = rr_pick_b_hi;
     if (r_valid) begin
       \$264  = \$36 ;
@@ -16752,7 +15330,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$265  = rr_a;
     if (r_valid) begin
       \$265  = r_a;
@@ -16762,7 +15340,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$266  = rr_b;
     if (r_valid) begin
       \$266  = r_b;
@@ -16772,7 +15350,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$267  = rr_nan_lo;
     if (r_valid) begin
       \$267  = \$59 ;
@@ -16782,7 +15360,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$268  = rr_nan_hi;
     if (r_valid) begin
       \$268  = \$82 ;
@@ -16792,7 +15370,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$269  = rr_nan_word;
     if (r_valid) begin
       \$269  = r_nan_word;
@@ -16802,7 +15380,7 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$270  = in_valid;
     if (rst) begin
       \$270  = 1'h1;
@@ -16810,15 +15388,78 @@ module \ace_alu_array_small.array.lane2.minmax (rst, valid, is_max, pass_a, \por
   end
   assign picked = { \$220 , \$219  };
   assign result = { \$222 , \$221  };
-  assign \port$2948$0  = \$221 ;
-  assign \port$2949$0  = \$222 ;
+  assign \port$2898$0  = \$221 ;
+  assign \port$2899$0  = \$222 ;
   assign \$209  = r_a[15];
   assign \$141  = r_a[31];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane3 (rst, valid, \result$73 , a, \port$3949$224 , clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$12  = 0;
+module \ace_alu_array_small.array.lane2.tail (rst, \port$1952$0 , o, \port$4741$0 , w_port__en, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$14  = 0;
+  wire [4:0] \$1 ;
+  wire [4:0] \$2 ;
+  reg [3:0] \$3 ;
+  reg [3:0] \$4 ;
+  input clk;
+  wire clk;
+  wire [32:0] i;
+  wire i_en;
+  output [32:0] o;
+  wire [32:0] o;
+  input [31:0] \port$1952$0 ;
+  wire [31:0] \port$1952$0 ;
+  input \port$4741$0 ;
+  wire \port$4741$0 ;
+  reg [3:0] r_port__addr = 4'h6;
+  wire [32:0] r_port__data;
+  (* init = 4'h6 *)
+  wire [3:0] r_ptr;
+  input rst;
+  wire rst;
+  reg [3:0] w_port__addr = 4'h0;
+  wire [32:0] w_port__data;
+  input w_port__en;
+  wire w_port__en;
+  (* init = 4'h0 *)
+  wire [3:0] w_ptr;
+  reg [32:0] storage [15:0];
+  always @(posedge clk) begin
+    if (w_port__en)
+      storage[w_port__addr] <= { \port$4741$0 , \port$1952$0  };
+  end
+  assign o = storage[r_port__addr];
+  always @(posedge clk)
+    w_port__addr <= \$3 ;
+  always @(posedge clk)
+    r_port__addr <= \$4 ;
+  assign \$1  = w_port__addr + 1'h1;
+  assign \$2  = r_port__addr + 1'h1;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$4  = \$2 [3:0];
+    if (rst) begin
+      \$4  = 4'h6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$3  = \$1 [3:0];
+    if (rst) begin
+      \$3  = 4'h0;
+    end
+  end
+  assign w_ptr = w_port__addr;
+  assign w_port__data = { \port$4741$0 , \port$1952$0  };
+  assign i = { \port$4741$0 , \port$1952$0  };
+  assign i_en = w_port__en;
+  assign r_ptr = r_port__addr;
+  assign r_port__data = o;
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_alu_array_small.array.lane3 (rst, valid, \result$35 , a, \port$3889$224 , clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$15  = 0;
   wire \$1 ;
   reg [1:0] \$10 ;
   reg \$11 ;
@@ -16830,77 +15471,25 @@ module \ace_alu_array_small.array.lane3 (rst, valid, \result$73 , a, \port$3949$
   reg \$17 ;
   reg \$18 ;
   reg \$19 ;
-  wire [31:0] \$2 ;
-  reg [31:0] \$20 ;
-  reg \$21 ;
-  reg \$22 ;
-  reg \$23 ;
-  reg [31:0] \$24 ;
-  reg \$25 ;
-  reg \$26 ;
-  reg \$27 ;
-  reg [31:0] \$28 ;
-  reg \$29 ;
-  wire [32:0] \$3 ;
-  reg \$30 ;
-  reg \$31 ;
-  reg [31:0] \$32 ;
-  reg \$33 ;
-  reg \$34 ;
-  reg \$35 ;
-  reg [31:0] \$36 ;
-  reg \$37 ;
-  reg \$38 ;
-  reg \$39 ;
+  wire [32:0] \$2 ;
+  wire [15:0] \$20 ;
+  wire [15:0] \$21 ;
+  wire \$3 ;
   wire \$4 ;
-  reg [31:0] \$40 ;
-  reg \$41 ;
-  reg \$42 ;
-  reg \$43 ;
-  reg [31:0] \$44 ;
-  reg \$45 ;
-  reg \$46 ;
-  reg \$47 ;
-  reg [31:0] \$48 ;
-  reg \$49 ;
   wire \$5 ;
-  reg \$50 ;
-  reg \$51 ;
-  reg [31:0] \$52 ;
-  reg \$53 ;
-  reg \$54 ;
-  reg \$55 ;
-  reg [31:0] \$56 ;
-  reg \$57 ;
-  reg \$58 ;
-  reg \$59 ;
-  wire \$6 ;
-  wire [15:0] \$60 ;
-  wire [15:0] \$61 ;
+  wire [31:0] \$6 ;
   reg [31:0] \$7 ;
   reg [31:0] \$8 ;
   reg [1:0] \$9 ;
   input [31:0] a;
   wire [31:0] a;
-  wire [31:0] \a$63 ;
-  wire [31:0] \a$66 ;
+  wire [31:0] \a$22 ;
+  wire [31:0] \a$25 ;
   wire [31:0] b;
-  wire [31:0] \b$64 ;
-  wire [31:0] \b$67 ;
+  wire [31:0] \b$23 ;
+  wire [31:0] \b$26 ;
   input clk;
   wire clk;
-  reg d10_fp_sum = 1'h0;
-  reg d10_minmax = 1'h0;
-  reg [31:0] d10_simple = 32'd0;
-  reg d10_valid = 1'h1;
-  reg d11_fp_sum = 1'h0;
-  reg d11_minmax = 1'h0;
-  reg [31:0] d11_simple = 32'd0;
-  reg d11_valid = 1'h1;
-  reg d12_fp_sum = 1'h0;
-  reg d12_minmax = 1'h0;
-  reg [31:0] d12_simple = 32'd0;
-  reg d12_valid = 1'h1;
   reg d1_fp_sum = 1'h0;
   reg d1_minmax = 1'h0;
   reg [31:0] d1_simple = 32'd0;
@@ -16909,34 +15498,6 @@ module \ace_alu_array_small.array.lane3 (rst, valid, \result$73 , a, \port$3949$
   reg d2_minmax = 1'h0;
   reg [31:0] d2_simple = 32'd0;
   reg d2_valid = 1'h1;
-  reg d3_fp_sum = 1'h0;
-  reg d3_minmax = 1'h0;
-  reg [31:0] d3_simple = 32'd0;
-  reg d3_valid = 1'h1;
-  reg d4_fp_sum = 1'h0;
-  reg d4_minmax = 1'h0;
-  reg [31:0] d4_simple = 32'd0;
-  reg d4_valid = 1'h1;
-  reg d5_fp_sum = 1'h0;
-  reg d5_minmax = 1'h0;
-  reg [31:0] d5_simple = 32'd0;
-  reg d5_valid = 1'h1;
-  reg d6_fp_sum = 1'h0;
-  reg d6_minmax = 1'h0;
-  reg [31:0] d6_simple = 32'd0;
-  reg d6_valid = 1'h1;
-  reg d7_fp_sum = 1'h0;
-  reg d7_minmax = 1'h0;
-  reg [31:0] d7_simple = 32'd0;
-  reg d7_valid = 1'h1;
-  reg d8_fp_sum = 1'h0;
-  reg d8_minmax = 1'h0;
-  reg [31:0] d8_simple = 32'd0;
-  reg d8_valid = 1'h1;
-  reg d9_fp_sum = 1'h0;
-  reg d9_minmax = 1'h0;
-  reg [31:0] d9_simple = 32'd0;
-  reg d9_valid = 1'h1;
   wire [31:0] direct;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
@@ -16949,15 +15510,19 @@ module \ace_alu_array_small.array.lane3 (rst, valid, \result$73 , a, \port$3949$
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
-  wire [1:0] \dtype$65 ;
+  wire [1:0] \dtype$24 ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
-  wire [1:0] \dtype$68 ;
+  wire [1:0] \dtype$27 ;
   wire fp_sum;
+  wire [32:0] i;
+  (* init = 1'h1 *)
+  wire i_en;
   wire is_max;
+  wire [32:0] o;
   (* enum_base_type = "ReduceOp" *)
   (* enum_value_00 = "SUM" *)
   (* enum_value_01 = "MAX" *)
@@ -16965,12 +15530,12 @@ module \ace_alu_array_small.array.lane3 (rst, valid, \result$73 , a, \port$3949$
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
   wire pass_a;
-  input [35:0] \port$3949$224 ;
-  wire [35:0] \port$3949$224 ;
+  input [35:0] \port$3889$224 ;
+  wire [35:0] \port$3889$224 ;
   wire [31:0] result;
-  output [31:0] \result$73 ;
-  wire [31:0] \result$73 ;
-  wire [31:0] \result$74 ;
+  output [31:0] \result$35 ;
+  wire [31:0] \result$35 ;
+  wire [31:0] \result$37 ;
   input rst;
   wire rst;
   reg [31:0] s0_a = 32'd0;
@@ -16990,96 +15555,18 @@ module \ace_alu_array_small.array.lane3 (rst, valid, \result$73 , a, \port$3949$
   reg s0_valid = 1'h1;
   input valid;
   wire valid;
-  wire \valid$71 ;
-  wire \valid$72 ;
-  always @(posedge clk)
-    d3_fp_sum <= \$21 ;
-  always @(posedge clk)
-    d3_minmax <= \$22 ;
-  always @(posedge clk)
-    d3_valid <= \$23 ;
-  always @(posedge clk)
-    d4_simple <= \$24 ;
-  always @(posedge clk)
-    d4_fp_sum <= \$25 ;
-  always @(posedge clk)
-    d4_minmax <= \$26 ;
-  always @(posedge clk)
-    d4_valid <= \$27 ;
-  always @(posedge clk)
-    d5_simple <= \$28 ;
-  always @(posedge clk)
-    d5_fp_sum <= \$29 ;
-  always @(posedge clk)
-    d5_minmax <= \$30 ;
-  always @(posedge clk)
-    d5_valid <= \$31 ;
-  always @(posedge clk)
-    d6_simple <= \$32 ;
-  always @(posedge clk)
-    d6_fp_sum <= \$33 ;
-  always @(posedge clk)
-    d6_minmax <= \$34 ;
-  always @(posedge clk)
-    d6_valid <= \$35 ;
-  always @(posedge clk)
-    d7_simple <= \$36 ;
-  always @(posedge clk)
-    d7_fp_sum <= \$37 ;
-  always @(posedge clk)
-    d7_minmax <= \$38 ;
-  always @(posedge clk)
-    d7_valid <= \$39 ;
-  always @(posedge clk)
-    d8_simple <= \$40 ;
-  always @(posedge clk)
-    d8_fp_sum <= \$41 ;
-  always @(posedge clk)
-    d8_minmax <= \$42 ;
-  always @(posedge clk)
-    d8_valid <= \$43 ;
-  always @(posedge clk)
-    d9_simple <= \$44 ;
-  always @(posedge clk)
-    d9_fp_sum <= \$45 ;
-  always @(posedge clk)
-    d9_minmax <= \$46 ;
-  always @(posedge clk)
-    d9_valid <= \$47 ;
-  always @(posedge clk)
-    d10_simple <= \$48 ;
-  always @(posedge clk)
-    d10_fp_sum <= \$49 ;
-  always @(posedge clk)
-    d10_minmax <= \$50 ;
-  always @(posedge clk)
-    d10_valid <= \$51 ;
-  always @(posedge clk)
-    d11_simple <= \$52 ;
-  always @(posedge clk)
-    d11_fp_sum <= \$53 ;
-  always @(posedge clk)
-    d11_minmax <= \$54 ;
-  always @(posedge clk)
-    d11_valid <= \$55 ;
-  always @(posedge clk)
-    d12_simple <= \$56 ;
-  always @(posedge clk)
-    d12_fp_sum <= \$57 ;
-  always @(posedge clk)
-    d12_minmax <= \$58 ;
-  always @(posedge clk)
-    d12_valid <= \$59 ;
+  wire \valid$30 ;
+  wire \valid$31 ;
   assign \$1  = | s0_op;
-  assign \$2  = d2_minmax ? { \$61 , \$60  } : d2_simple;
-  assign is_max = \port$3949$224 [33:32] == 1'h1;
-  assign pass_a = \port$3949$224 [33:32] == 2'h3;
-  assign \$3  = s0_a + s0_b;
-  assign \$4  = | s0_op;
-  assign \$5  = ~ \$4 ;
-  assign \$6  = | s0_dtype;
-  assign fp_sum = \$5  & \$6 ;
-  assign \result$73  = d12_fp_sum ? \result$74  : d12_simple;
+  assign is_max = \port$3889$224 [33:32] == 1'h1;
+  assign pass_a = \port$3889$224 [33:32] == 2'h3;
+  assign \$2  = s0_a + s0_b;
+  assign \$3  = | s0_op;
+  assign \$4  = ~ \$3 ;
+  assign \$5  = | s0_dtype;
+  assign fp_sum = \$4  & \$5 ;
+  assign \$6  = d2_minmax ? { \$21 , \$20  } : d2_simple;
+  assign \result$35  = o[32] ? \result$37  : o[31:0];
   always @(posedge clk)
     s0_a <= \$7 ;
   always @(posedge clk)
@@ -17106,436 +15593,82 @@ module \ace_alu_array_small.array.lane3 (rst, valid, \result$73 , a, \port$3949$
     d2_minmax <= \$18 ;
   always @(posedge clk)
     d2_valid <= \$19 ;
-  always @(posedge clk)
-    d3_simple <= \$20 ;
   \ace_alu_array_small.array.lane3.adder  adder (
     .a(a),
-    .b(\port$3949$224 [31:0]),
+    .b(\port$3889$224 [31:0]),
     .clk(clk),
-    .dtype(\port$3949$224 [35:34]),
-    .result(\result$74 ),
+    .dtype(\port$3889$224 [35:34]),
+    .result(\result$37 ),
     .rst(rst),
     .valid(valid)
   );
   \ace_alu_array_small.array.lane3.minmax  minmax (
     .a(a),
-    .b(\port$3949$224 [31:0]),
+    .b(\port$3889$224 [31:0]),
     .clk(clk),
-    .dtype(\port$3949$224 [35:34]),
+    .dtype(\port$3889$224 [35:34]),
     .is_max(is_max),
     .pass_a(pass_a),
-    .\port$3928$0 (\$60 ),
-    .\port$3929$0 (\$61 ),
+    .\port$3863$0 (\$20 ),
+    .\port$3864$0 (\$21 ),
     .rst(rst),
     .valid(valid)
   );
+  \ace_alu_array_small.array.lane3.tail  tail (
+    .clk(clk),
+    .o(o),
+    .\port$2917$0 (\$6 ),
+    .\port$5113$0 (d2_fp_sum),
+    .rst(rst),
+    .w_port__en(d2_valid)
+  );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$21  = d3_fp_sum;
-    if (d2_valid) begin
-      \$21  = d2_fp_sum;
-    end
-    if (rst) begin
-      \$21  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$22  = d3_minmax;
-    if (d2_valid) begin
-      \$22  = d2_minmax;
-    end
-    if (rst) begin
-      \$22  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$23  = d2_valid;
-    if (rst) begin
-      \$23  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$24  = d4_simple;
-    if (d3_valid) begin
-      \$24  = d3_simple;
-    end
-    if (rst) begin
-      \$24  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$25  = d4_fp_sum;
-    if (d3_valid) begin
-      \$25  = d3_fp_sum;
-    end
-    if (rst) begin
-      \$25  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$26  = d4_minmax;
-    if (d3_valid) begin
-      \$26  = d3_minmax;
-    end
-    if (rst) begin
-      \$26  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$27  = d3_valid;
-    if (rst) begin
-      \$27  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$28  = d5_simple;
-    if (d4_valid) begin
-      \$28  = d4_simple;
-    end
-    if (rst) begin
-      \$28  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$29  = d5_fp_sum;
-    if (d4_valid) begin
-      \$29  = d4_fp_sum;
-    end
-    if (rst) begin
-      \$29  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$30  = d5_minmax;
-    if (d4_valid) begin
-      \$30  = d4_minmax;
-    end
-    if (rst) begin
-      \$30  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$31  = d4_valid;
-    if (rst) begin
-      \$31  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$32  = d6_simple;
-    if (d5_valid) begin
-      \$32  = d5_simple;
-    end
-    if (rst) begin
-      \$32  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$33  = d6_fp_sum;
-    if (d5_valid) begin
-      \$33  = d5_fp_sum;
-    end
-    if (rst) begin
-      \$33  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$34  = d6_minmax;
-    if (d5_valid) begin
-      \$34  = d5_minmax;
-    end
-    if (rst) begin
-      \$34  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$35  = d5_valid;
-    if (rst) begin
-      \$35  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$36  = d7_simple;
-    if (d6_valid) begin
-      \$36  = d6_simple;
-    end
-    if (rst) begin
-      \$36  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$37  = d7_fp_sum;
-    if (d6_valid) begin
-      \$37  = d6_fp_sum;
-    end
-    if (rst) begin
-      \$37  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$38  = d7_minmax;
-    if (d6_valid) begin
-      \$38  = d6_minmax;
-    end
-    if (rst) begin
-      \$38  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$39  = d6_valid;
-    if (rst) begin
-      \$39  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$40  = d8_simple;
-    if (d7_valid) begin
-      \$40  = d7_simple;
-    end
-    if (rst) begin
-      \$40  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$41  = d8_fp_sum;
-    if (d7_valid) begin
-      \$41  = d7_fp_sum;
-    end
-    if (rst) begin
-      \$41  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$42  = d8_minmax;
-    if (d7_valid) begin
-      \$42  = d7_minmax;
-    end
-    if (rst) begin
-      \$42  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$43  = d7_valid;
-    if (rst) begin
-      \$43  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$44  = d9_simple;
-    if (d8_valid) begin
-      \$44  = d8_simple;
-    end
-    if (rst) begin
-      \$44  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$45  = d9_fp_sum;
-    if (d8_valid) begin
-      \$45  = d8_fp_sum;
-    end
-    if (rst) begin
-      \$45  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$46  = d9_minmax;
-    if (d8_valid) begin
-      \$46  = d8_minmax;
-    end
-    if (rst) begin
-      \$46  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$47  = d8_valid;
-    if (rst) begin
-      \$47  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$48  = d10_simple;
-    if (d9_valid) begin
-      \$48  = d9_simple;
-    end
-    if (rst) begin
-      \$48  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$49  = d10_fp_sum;
-    if (d9_valid) begin
-      \$49  = d9_fp_sum;
-    end
-    if (rst) begin
-      \$49  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$50  = d10_minmax;
-    if (d9_valid) begin
-      \$50  = d9_minmax;
-    end
-    if (rst) begin
-      \$50  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$51  = d9_valid;
-    if (rst) begin
-      \$51  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$52  = d11_simple;
-    if (d10_valid) begin
-      \$52  = d10_simple;
-    end
-    if (rst) begin
-      \$52  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$53  = d11_fp_sum;
-    if (d10_valid) begin
-      \$53  = d10_fp_sum;
-    end
-    if (rst) begin
-      \$53  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$54  = d11_minmax;
-    if (d10_valid) begin
-      \$54  = d10_minmax;
-    end
-    if (rst) begin
-      \$54  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$55  = d10_valid;
-    if (rst) begin
-      \$55  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$56  = d12_simple;
-    if (d11_valid) begin
-      \$56  = d11_simple;
-    end
-    if (rst) begin
-      \$56  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$57  = d12_fp_sum;
-    if (d11_valid) begin
-      \$57  = d11_fp_sum;
-    end
-    if (rst) begin
-      \$57  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$58  = d12_minmax;
-    if (d11_valid) begin
-      \$58  = d11_minmax;
-    end
-    if (rst) begin
-      \$58  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$59  = d11_valid;
-    if (rst) begin
-      \$59  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$7  = a;
     if (rst) begin
       \$7  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$8  = \port$3949$224 [31:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$8  = \port$3889$224 [31:0];
     if (rst) begin
       \$8  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$9  = \port$3949$224 [33:32];
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$9  = \port$3889$224 [33:32];
     if (rst) begin
       \$9  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$10  = \port$3949$224 [35:34];
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$10  = \port$3889$224 [35:34];
     if (rst) begin
       \$10  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$11  = valid;
     if (rst) begin
       \$11  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$12  = d1_simple;
     if (s0_valid) begin
-      \$12  = \$3 [31:0];
+      \$12  = \$2 [31:0];
     end
     if (rst) begin
       \$12  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$13  = d1_fp_sum;
     if (s0_valid) begin
       \$13  = fp_sum;
@@ -17545,7 +15678,7 @@ module \ace_alu_array_small.array.lane3 (rst, valid, \result$73 , a, \port$3949$
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$14  = d1_minmax;
     if (s0_valid) begin
       \$14  = \$1 ;
@@ -17555,14 +15688,14 @@ module \ace_alu_array_small.array.lane3 (rst, valid, \result$73 , a, \port$3949$
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$15  = s0_valid;
     if (rst) begin
       \$15  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$16  = d2_simple;
     if (d1_valid) begin
       \$16  = d1_simple;
@@ -17572,7 +15705,7 @@ module \ace_alu_array_small.array.lane3 (rst, valid, \result$73 , a, \port$3949$
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$17  = d2_fp_sum;
     if (d1_valid) begin
       \$17  = d1_fp_sum;
@@ -17582,7 +15715,7 @@ module \ace_alu_array_small.array.lane3 (rst, valid, \result$73 , a, \port$3949$
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$18  = d2_minmax;
     if (d1_valid) begin
       \$18  = d1_minmax;
@@ -17592,40 +15725,32 @@ module \ace_alu_array_small.array.lane3 (rst, valid, \result$73 , a, \port$3949$
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \$19  = d1_valid;
     if (rst) begin
       \$19  = 1'h1;
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$20  = d3_simple;
-    if (d2_valid) begin
-      \$20  = \$2 ;
-    end
-    if (rst) begin
-      \$20  = 32'd0;
-    end
-  end
-  assign b = \port$3949$224 [31:0];
-  assign op = \port$3949$224 [33:32];
-  assign dtype = \port$3949$224 [35:34];
-  assign direct = \$3 [31:0];
-  assign result = { \$61 , \$60  };
-  assign \a$63  = a;
-  assign \b$64  = \port$3949$224 [31:0];
-  assign \dtype$65  = \port$3949$224 [35:34];
-  assign \a$66  = a;
-  assign \b$67  = \port$3949$224 [31:0];
-  assign \dtype$68  = \port$3949$224 [35:34];
-  assign \valid$71  = valid;
-  assign \valid$72  = valid;
+  assign b = \port$3889$224 [31:0];
+  assign op = \port$3889$224 [33:32];
+  assign dtype = \port$3889$224 [35:34];
+  assign direct = \$2 [31:0];
+  assign \a$22  = a;
+  assign \b$23  = \port$3889$224 [31:0];
+  assign \dtype$24  = \port$3889$224 [35:34];
+  assign \a$25  = a;
+  assign \b$26  = \port$3889$224 [31:0];
+  assign \dtype$27  = \port$3889$224 [35:34];
+  assign \valid$30  = valid;
+  assign \valid$31  = valid;
+  assign i = { d2_fp_sum, \$6  };
+  assign result = { \$21 , \$20  };
+  assign i_en = d2_valid;
 endmodule
 
 (* generator = "Amaranth" *)
 module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$13  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$16  = 0;
   wire \$1 ;
   wire [7:0] \$10 ;
   wire \$100 ;
@@ -19659,49 +17784,49 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
   assign \$194  = \$193  ? 4'hf : 4'h0;
   assign \$195  = s2_d_ba_lo[3:0] | \$194 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$686  = a;
     if (rst) begin
       \$686  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$687  = b;
     if (rst) begin
       \$687  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$688  = dtype;
     if (rst) begin
       \$688  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$689  = valid;
     if (rst) begin
       \$689  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$690  = \$1 ;
     if (rst) begin
       \$690  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$691  = \$2 ;
     if (rst) begin
       \$691  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$692  = s1_dtype;
     if (in_valid) begin
       \$692  = in_dtype;
@@ -19711,7 +17836,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$693  = s1_sig_a;
     if (in_valid) begin
       \$693  = a_sig;
@@ -19721,7 +17846,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$694  = s1_a_exp_lo;
     if (in_valid) begin
       \$694  = \$10 ;
@@ -19731,7 +17856,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$695  = s1_a_hi;
     if (in_valid) begin
       \$695 [0] = in_a[31];
@@ -19744,7 +17869,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$696  = s1_a_lo;
     if (in_valid) begin
       \$696 [0] = in_a[15];
@@ -19757,7 +17882,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$697  = s1_sig_b;
     if (in_valid) begin
       \$697  = b_sig;
@@ -19767,7 +17892,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$698  = s1_b_exp_lo;
     if (in_valid) begin
       \$698  = \$63 ;
@@ -19777,7 +17902,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$699  = s1_b_hi;
     if (in_valid) begin
       \$699 [0] = in_b[31];
@@ -19790,7 +17915,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$700  = s1_b_lo;
     if (in_valid) begin
       \$700 [0] = in_b[15];
@@ -19803,7 +17928,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$701  = s1_gt_lo_h;
     if (in_valid) begin
       \$701  = \$100 ;
@@ -19813,7 +17938,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$702  = s1_eq_lo_h;
     if (in_valid) begin
       \$702  = \$101 ;
@@ -19823,7 +17948,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$703  = s1_gt_lo_l;
     if (in_valid) begin
       \$703  = \$102 ;
@@ -19833,7 +17958,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$704  = s1_gt_hi_h;
     if (in_valid) begin
       \$704  = \$103 ;
@@ -19843,7 +17968,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$705  = s1_eq_hi_h;
     if (in_valid) begin
       \$705  = \$104 ;
@@ -19853,7 +17978,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$706  = s1_gt_hi_l;
     if (in_valid) begin
       \$706  = \$105 ;
@@ -19863,7 +17988,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$707  = s1_eq_hi_l;
     if (in_valid) begin
       \$707  = \$106 ;
@@ -19873,7 +17998,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$708  = s2_dtype;
     if (s1_valid) begin
       \$708  = s1_dtype;
@@ -19883,7 +18008,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$709  = s2_sig_a;
     if (s1_valid) begin
       \$709  = s1_sig_a;
@@ -19893,7 +18018,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$710  = s2_sig_b;
     if (s1_valid) begin
       \$710  = s1_sig_b;
@@ -19903,7 +18028,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$711  = s2_a_hi;
     if (s1_valid) begin
       \$711  = s1_a_hi;
@@ -19913,7 +18038,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$712  = s2_b_hi;
     if (s1_valid) begin
       \$712  = s1_b_hi;
@@ -19923,7 +18048,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$713  = s2_swap_hi;
     if (s1_valid) begin
       \$713  = \$123 ;
@@ -19933,7 +18058,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$714  = s2_swap_lo;
     if (s1_valid) begin
       \$714  = \$140 ;
@@ -19943,7 +18068,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$715  = s2_a_lo;
     if (s1_valid) begin
       \$715  = \$142 ;
@@ -19953,7 +18078,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$716  = s2_b_lo;
     if (s1_valid) begin
       \$716  = \$144 ;
@@ -19963,7 +18088,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$717  = s2_d_ab_hi;
     if (s1_valid) begin
       \$717  = \$145 [7:0];
@@ -19973,7 +18098,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$718  = s2_d_ba_hi;
     if (s1_valid) begin
       \$718  = \$146 [7:0];
@@ -19983,7 +18108,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$719  = s2_d_ab_lo;
     if (s1_valid) begin
       \$719  = \$147 [7:0];
@@ -19993,7 +18118,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$720  = s2_d_ba_lo;
     if (s1_valid) begin
       \$720  = \$148 [7:0];
@@ -20003,7 +18128,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$721  = s3_dtype;
     if (s2_valid) begin
       \$721  = s2_dtype;
@@ -20013,7 +18138,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$722  = s3_shift_hi;
     if (s2_valid) begin
       \$722  = \$177 ;
@@ -20023,7 +18148,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$723  = s3_sub_hi;
     if (s2_valid) begin
       \$723  = \$178 ;
@@ -20033,7 +18158,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$724  = s3_slot_hi;
     if (s2_valid) begin
       \$724 [0] = \$179 ;
@@ -20048,7 +18173,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$725  = s3_shift_lo;
     if (s2_valid) begin
       \$725  = \$217 ;
@@ -20058,7 +18183,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$726  = s3_sub_lo;
     if (s2_valid) begin
       \$726  = \$218 ;
@@ -20068,7 +18193,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$727  = s3_slot_lo;
     if (s2_valid) begin
       \$727 [0] = \$219 ;
@@ -20083,7 +18208,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$728  = s3_x;
     if (s2_valid) begin
       \$728  = { \$230 , \$229  };
@@ -20093,7 +18218,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$729  = s3_y;
     if (s2_valid) begin
       \$729  = { \$232 , \$231  };
@@ -20103,7 +18228,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$730  = s4_dtype;
     if (s3_valid) begin
       \$730  = s3_dtype;
@@ -20113,7 +18238,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$731  = s4_x;
     if (s3_valid) begin
       \$731  = s3_x;
@@ -20123,7 +18248,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$732  = s4_sub_hi;
     if (s3_valid) begin
       \$732  = s3_sub_hi;
@@ -20133,7 +18258,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$733  = s4_sub_lo;
     if (s3_valid) begin
       \$733  = s3_sub_lo;
@@ -20143,7 +18268,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$734  = s4_slot_hi;
     if (s3_valid) begin
       \$734  = s3_slot_hi;
@@ -20153,7 +18278,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$735  = s4_slot_lo;
     if (s3_valid) begin
       \$735  = s3_slot_lo;
@@ -20163,7 +18288,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$736  = s4_shift_hi;
     if (s3_valid) begin
       \$736  = s3_shift_hi;
@@ -20173,7 +18298,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$737  = s4_shift_lo;
     if (s3_valid) begin
       \$737  = s3_shift_lo;
@@ -20183,7 +18308,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$738  = s4_y;
     if (s3_valid) begin
       \$738  = { \$284 , \$277  };
@@ -20193,7 +18318,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$739  = s4_sticky_hi;
     if (s3_valid) begin
       \$739  = \$300 ;
@@ -20203,7 +18328,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$740  = s4_sticky_lo;
     if (s3_valid) begin
       \$740  = \$328 ;
@@ -20213,7 +18338,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$741  = s4_sentinel;
     if (s3_valid) begin
       \$741  = \$333 ;
@@ -20223,7 +18348,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$742  = s5_dtype;
     if (s4_valid) begin
       \$742  = s4_dtype;
@@ -20233,7 +18358,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$743  = s5_slot_hi;
     if (s4_valid) begin
       \$743  = s4_slot_hi;
@@ -20243,7 +18368,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$744  = s5_slot_lo;
     if (s4_valid) begin
       \$744  = s4_slot_lo;
@@ -20253,7 +18378,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$745  = s5_sentinel;
     if (s4_valid) begin
       \$745  = s4_sentinel;
@@ -20263,7 +18388,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$746  = s5_x;
     if (s4_valid) begin
       \$746  = { s4_x[31:16], \$335 , s4_x[15:0] };
@@ -20273,7 +18398,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$747  = s5_y;
     if (s4_valid) begin
       \$747  = { \$382 , \$363 , \$360  };
@@ -20283,7 +18408,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$748  = s5_carry_in;
     if (s4_valid) begin
       \$748  = s4_sub_lo;
@@ -20293,7 +18418,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$749  = s6_dtype;
     if (s5_valid) begin
       \$749  = s5_dtype;
@@ -20303,7 +18428,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$750  = s6_slot_hi;
     if (s5_valid) begin
       \$750  = s5_slot_hi;
@@ -20313,7 +18438,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$751  = s6_slot_lo;
     if (s5_valid) begin
       \$751  = s5_slot_lo;
@@ -20323,7 +18448,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$752  = s6_sum;
     if (s5_valid) begin
       \$752  = { \$685 [33:18], \$685 [16:1] };
@@ -20333,7 +18458,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$753  = s6_marked;
     if (s5_valid) begin
       \$753  = \$383 ;
@@ -20343,7 +18468,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$754  = s7_dtype;
     if (s6_valid) begin
       \$754  = s6_dtype;
@@ -20353,7 +18478,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$755  = s7_sum;
     if (s6_valid) begin
       \$755  = s6_sum;
@@ -20363,7 +18488,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$756  = s7_slot_hi;
     if (s6_valid) begin
       \$756  = s6_slot_hi;
@@ -20373,7 +18498,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$757  = s7_slot_lo;
     if (s6_valid) begin
       \$757  = s6_slot_lo;
@@ -20383,7 +18508,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$758  = s7_count_hi;
     if (s6_valid) begin
       \$758  = { \$419 , \$407  };
@@ -20393,7 +18518,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$759  = s7_count_lo;
     if (s6_valid) begin
       \$759  = { \$455 , \$443  };
@@ -20403,7 +18528,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$760  = s7_zero_hi;
     if (s6_valid) begin
       \$760  = \$466 ;
@@ -20413,7 +18538,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$761  = s7_sum_zero_hi;
     if (s6_valid) begin
       \$761  = \$468 ;
@@ -20423,7 +18548,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$762  = s7_sum_zero_lo;
     if (s6_valid) begin
       \$762  = \$470 ;
@@ -20433,7 +18558,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$763  = s8_dtype;
     if (s7_valid) begin
       \$763  = s7_dtype;
@@ -20443,7 +18568,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$764  = s8_slot_hi;
     if (s7_valid) begin
       \$764 [13:1] = s7_slot_hi[13:1];
@@ -20454,7 +18579,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$765  = s8_slot_lo;
     if (s7_valid) begin
       \$765 [13:1] = s7_slot_lo[13:1];
@@ -20465,7 +18590,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$766  = s8_sum;
     if (s7_valid) begin
       \$766  = { \$510 , \$482  };
@@ -20475,7 +18600,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$767  = s8_shift_hi;
     if (s7_valid) begin
       \$767  = \$521 ;
@@ -20485,7 +18610,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$768  = s8_shift_lo;
     if (s7_valid) begin
       \$768  = \$524 ;
@@ -20495,7 +18620,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$769  = s9_dtype;
     if (s8_valid) begin
       \$769  = s8_dtype;
@@ -20505,7 +18630,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$770  = s9_slot_hi;
     if (s8_valid) begin
       { \$770 [13:11], \$770 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
@@ -20516,7 +18641,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$771  = s9_slot_lo;
     if (s8_valid) begin
       { \$771 [13:11], \$771 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
@@ -20527,7 +18652,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$772  = s9_sum;
     if (s8_valid) begin
       \$772  = { \$576 , \$531  };
@@ -20537,7 +18662,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$773  = s10_dtype;
     if (s9_valid) begin
       \$773  = s9_dtype;
@@ -20547,7 +18672,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$774  = s10_packed;
     if (s9_valid) begin
       \$774  = { 1'h0, \$603 [30:16], \$592 , \$591 [15:0] };
@@ -20557,7 +18682,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$775  = s10_inc_hi;
     if (s9_valid) begin
       \$775  = \$614 ;
@@ -20567,7 +18692,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$776  = s10_inc_lo;
     if (s9_valid) begin
       \$776  = \$627 ;
@@ -20577,7 +18702,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$777  = s10_sign_hi;
     if (s9_valid) begin
       \$777  = s9_slot_hi[0];
@@ -20587,7 +18712,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$778  = s10_forced_hi;
     if (s9_valid) begin
       \$778  = \$628 ;
@@ -20597,7 +18722,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$779  = s10_special_hi;
     if (s9_valid) begin
       \$779  = \$634 ;
@@ -20607,7 +18732,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$780  = s10_sign_lo;
     if (s9_valid) begin
       \$780  = s9_slot_lo[0];
@@ -20617,7 +18742,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$781  = s10_forced_lo;
     if (s9_valid) begin
       \$781  = \$635 ;
@@ -20627,7 +18752,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$782  = s10_special_lo;
     if (s9_valid) begin
       \$782  = \$641 ;
@@ -20637,7 +18762,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$783  = s11_dtype;
     if (s10_valid) begin
       \$783  = s10_dtype;
@@ -20647,7 +18772,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$784  = s11_sign_hi;
     if (s10_valid) begin
       \$784  = s10_sign_hi;
@@ -20657,7 +18782,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$785  = s11_sign_lo;
     if (s10_valid) begin
       \$785  = s10_sign_lo;
@@ -20667,7 +18792,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$786  = s11_forced_hi;
     if (s10_valid) begin
       \$786  = s10_forced_hi;
@@ -20677,7 +18802,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$787  = s11_forced_lo;
     if (s10_valid) begin
       \$787  = s10_forced_lo;
@@ -20687,7 +18812,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$788  = s11_special_hi;
     if (s10_valid) begin
       \$788  = s10_special_hi;
@@ -20697,7 +18822,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$789  = s11_special_lo;
     if (s10_valid) begin
       \$789  = s10_special_lo;
@@ -20707,7 +18832,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$790  = s11_rounded;
     if (s10_valid) begin
       \$790  = { s10_chain[32:17], s10_chain[15:0] };
@@ -20717,7 +18842,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$791  = s11_wide;
     if (s10_valid) begin
       \$791  = \$642 ;
@@ -20727,7 +18852,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$792  = s11_fp16;
     if (s10_valid) begin
       \$792  = \$643 ;
@@ -20737,7 +18862,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$793  = result;
     if (s11_valid) begin
       \$793  = { \$665 , \$658  };
@@ -20747,77 +18872,77 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$794  = in_valid;
     if (rst) begin
       \$794  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$795  = s1_valid;
     if (rst) begin
       \$795  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$796  = s2_valid;
     if (rst) begin
       \$796  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$797  = s3_valid;
     if (rst) begin
       \$797  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$798  = s4_valid;
     if (rst) begin
       \$798  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$799  = s5_valid;
     if (rst) begin
       \$799  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$800  = s6_valid;
     if (rst) begin
       \$800  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$801  = s7_valid;
     if (rst) begin
       \$801  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$802  = s8_valid;
     if (rst) begin
       \$802  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$803  = s9_valid;
     if (rst) begin
       \$803  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \$804  = s10_valid;
     if (rst) begin
       \$804  = 1'h1;
@@ -20974,8 +19099,8 @@ module \ace_alu_array_small.array.lane3.adder (rst, valid, a, b, dtype, result, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \port$3928$0 , \port$3929$0 , a, b, dtype, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$14  = 0;
+module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \port$3863$0 , \port$3864$0 , a, b, dtype, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$17  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$100 ;
@@ -21278,10 +19403,10 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
   input pass_a;
   wire pass_a;
   wire [31:0] picked;
-  output [15:0] \port$3928$0 ;
-  wire [15:0] \port$3928$0 ;
-  output [15:0] \port$3929$0 ;
-  wire [15:0] \port$3929$0 ;
+  output [15:0] \port$3863$0 ;
+  wire [15:0] \port$3863$0 ;
+  output [15:0] \port$3864$0 ;
+  wire [15:0] \port$3864$0 ;
   reg [31:0] r_a = 32'd0;
   reg r_a_any_lo = 1'h0;
   reg r_a_e5_hi = 1'h0;
@@ -21656,49 +19781,49 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
   always @(posedge clk)
     r_valid <= \$270 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$223  = a;
     if (rst) begin
       \$223  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$224  = b;
     if (rst) begin
       \$224  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$225  = dtype;
     if (rst) begin
       \$225  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$226  = is_max;
     if (rst) begin
       \$226  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$227  = pass_a;
     if (rst) begin
       \$227  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$228  = valid;
     if (rst) begin
       \$228  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$229  = r_b_gt_lo_h;
     if (in_valid) begin
       \$229  = \$1 ;
@@ -21708,7 +19833,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$230  = r_a_gt_lo_h;
     if (in_valid) begin
       \$230  = \$2 ;
@@ -21718,7 +19843,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$231  = r_b_gt_lo_l;
     if (in_valid) begin
       \$231  = \$3 ;
@@ -21728,7 +19853,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$232  = r_a_gt_lo_l;
     if (in_valid) begin
       \$232  = \$4 ;
@@ -21738,7 +19863,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$233  = r_b_gt_hi_h;
     if (in_valid) begin
       \$233  = \$5 ;
@@ -21748,7 +19873,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$234  = r_a_gt_hi_h;
     if (in_valid) begin
       \$234  = \$6 ;
@@ -21758,7 +19883,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$235  = r_b_gt_hi_l;
     if (in_valid) begin
       \$235  = \$7 ;
@@ -21768,7 +19893,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$236  = r_a_gt_hi_l;
     if (in_valid) begin
       \$236  = \$8 ;
@@ -21778,7 +19903,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$237  = r_wide;
     if (in_valid) begin
       \$237  = wide;
@@ -21788,7 +19913,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$238  = r_is_max;
     if (in_valid) begin
       \$238  = in_is_max;
@@ -21798,7 +19923,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$239  = r_pass_a;
     if (in_valid) begin
       \$239  = in_pass_a;
@@ -21808,7 +19933,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$240  = r_is_float;
     if (in_valid) begin
       \$240  = is_float;
@@ -21818,7 +19943,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$241  = r_a;
     if (in_valid) begin
       \$241  = in_a;
@@ -21828,7 +19953,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$242  = r_b;
     if (in_valid) begin
       \$242  = in_b;
@@ -21838,7 +19963,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$243  = r_a_e8_lo;
     if (in_valid) begin
       \$243  = \$9 ;
@@ -21848,7 +19973,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$244  = r_a_e5_lo;
     if (in_valid) begin
       \$244  = \$10 ;
@@ -21858,7 +19983,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$245  = r_a_f7_lo;
     if (in_valid) begin
       \$245  = \$11 ;
@@ -21868,7 +19993,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$246  = r_a_f3_lo;
     if (in_valid) begin
       \$246  = \$12 ;
@@ -21878,7 +20003,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$247  = r_a_e8_hi;
     if (in_valid) begin
       \$247  = \$13 ;
@@ -21888,7 +20013,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$248  = r_a_e5_hi;
     if (in_valid) begin
       \$248  = \$14 ;
@@ -21898,7 +20023,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$249  = r_a_f7_hi;
     if (in_valid) begin
       \$249  = \$15 ;
@@ -21908,7 +20033,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$250  = r_a_f3_hi;
     if (in_valid) begin
       \$250  = \$16 ;
@@ -21918,7 +20043,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$251  = r_a_any_lo;
     if (in_valid) begin
       \$251  = \$17 ;
@@ -21928,7 +20053,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$252  = r_b_e8_lo;
     if (in_valid) begin
       \$252  = \$18 ;
@@ -21938,7 +20063,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$253  = r_b_e5_lo;
     if (in_valid) begin
       \$253  = \$19 ;
@@ -21948,7 +20073,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$254  = r_b_f7_lo;
     if (in_valid) begin
       \$254  = \$20 ;
@@ -21958,7 +20083,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$255  = r_b_f3_lo;
     if (in_valid) begin
       \$255  = \$21 ;
@@ -21968,7 +20093,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$256  = r_b_e8_hi;
     if (in_valid) begin
       \$256  = \$22 ;
@@ -21978,7 +20103,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$257  = r_b_e5_hi;
     if (in_valid) begin
       \$257  = \$23 ;
@@ -21988,7 +20113,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$258  = r_b_f7_hi;
     if (in_valid) begin
       \$258  = \$24 ;
@@ -21998,7 +20123,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$259  = r_b_f3_hi;
     if (in_valid) begin
       \$259  = \$25 ;
@@ -22008,7 +20133,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$260  = r_b_any_lo;
     if (in_valid) begin
       \$260  = \$26 ;
@@ -22018,7 +20143,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$261  = r_dtype;
     if (in_valid) begin
       \$261  = in_dtype;
@@ -22028,7 +20153,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$262  = r_nan_word;
     if (in_valid) begin
       \$262  = { 1'h0, \$30  };
@@ -22038,7 +20163,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$263  = rr_pick_b_lo;
     if (r_valid) begin
       \$263  = \$33 ;
@@ -22048,7 +20173,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$264  = rr_pick_b_hi;
     if (r_valid) begin
       \$264  = \$36 ;
@@ -22058,7 +20183,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$265  = rr_a;
     if (r_valid) begin
       \$265  = r_a;
@@ -22068,7 +20193,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$266  = rr_b;
     if (r_valid) begin
       \$266  = r_b;
@@ -22078,7 +20203,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$267  = rr_nan_lo;
     if (r_valid) begin
       \$267  = \$59 ;
@@ -22088,7 +20213,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$268  = rr_nan_hi;
     if (r_valid) begin
       \$268  = \$82 ;
@@ -22098,7 +20223,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$269  = rr_nan_word;
     if (r_valid) begin
       \$269  = r_nan_word;
@@ -22108,7 +20233,7 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$270  = in_valid;
     if (rst) begin
       \$270  = 1'h1;
@@ -22116,8 +20241,71 @@ module \ace_alu_array_small.array.lane3.minmax (rst, valid, is_max, pass_a, \por
   end
   assign picked = { \$220 , \$219  };
   assign result = { \$222 , \$221  };
-  assign \port$3928$0  = \$221 ;
-  assign \port$3929$0  = \$222 ;
+  assign \port$3863$0  = \$221 ;
+  assign \port$3864$0  = \$222 ;
   assign \$209  = r_a[15];
   assign \$141  = r_a[31];
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_alu_array_small.array.lane3.tail (rst, \port$2917$0 , o, \port$5113$0 , w_port__en, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$18  = 0;
+  wire [4:0] \$1 ;
+  wire [4:0] \$2 ;
+  reg [3:0] \$3 ;
+  reg [3:0] \$4 ;
+  input clk;
+  wire clk;
+  wire [32:0] i;
+  wire i_en;
+  output [32:0] o;
+  wire [32:0] o;
+  input [31:0] \port$2917$0 ;
+  wire [31:0] \port$2917$0 ;
+  input \port$5113$0 ;
+  wire \port$5113$0 ;
+  reg [3:0] r_port__addr = 4'h6;
+  wire [32:0] r_port__data;
+  (* init = 4'h6 *)
+  wire [3:0] r_ptr;
+  input rst;
+  wire rst;
+  reg [3:0] w_port__addr = 4'h0;
+  wire [32:0] w_port__data;
+  input w_port__en;
+  wire w_port__en;
+  (* init = 4'h0 *)
+  wire [3:0] w_ptr;
+  reg [32:0] storage [15:0];
+  always @(posedge clk) begin
+    if (w_port__en)
+      storage[w_port__addr] <= { \port$5113$0 , \port$2917$0  };
+  end
+  assign o = storage[r_port__addr];
+  always @(posedge clk)
+    w_port__addr <= \$3 ;
+  always @(posedge clk)
+    r_port__addr <= \$4 ;
+  assign \$1  = w_port__addr + 1'h1;
+  assign \$2  = r_port__addr + 1'h1;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
+    \$4  = \$2 [3:0];
+    if (rst) begin
+      \$4  = 4'h6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
+    \$3  = \$1 [3:0];
+    if (rst) begin
+      \$3  = 4'h0;
+    end
+  end
+  assign w_ptr = w_port__addr;
+  assign w_port__data = { \port$5113$0 , \port$2917$0  };
+  assign i = { \port$5113$0 , \port$2917$0  };
+  assign i_en = w_port__en;
+  assign r_ptr = r_port__addr;
+  assign r_port__data = o;
 endmodule

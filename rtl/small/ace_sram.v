@@ -2819,14 +2819,14 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
     .\port$1116$0 (\$595 ),
     .rst(rst),
     .w_data(w_data),
-    .write__en(rd0_w_en_c0),
-    .\write__en$22 (rd0_w_en_c1),
-    .\write__en$33 (rd0_w_en_c2),
-    .\write__en$44 (rd0_w_en_c3),
-    .\write__en$55 (rd0_w_en_c4),
-    .\write__en$66 (rd0_w_en_c5),
-    .\write__en$77 (rd0_w_en_c6),
-    .\write__en$88 (rd0_w_en_c7)
+    .w_port__en(rd0_w_en_c0),
+    .\w_port__en$22 (rd0_w_en_c1),
+    .\w_port__en$33 (rd0_w_en_c2),
+    .\w_port__en$44 (rd0_w_en_c3),
+    .\w_port__en$55 (rd0_w_en_c4),
+    .\w_port__en$66 (rd0_w_en_c5),
+    .\w_port__en$77 (rd0_w_en_c6),
+    .\w_port__en$88 (rd0_w_en_c7)
   );
   \ace_sram_small.sram.rd1_resp_fifo  rd1_resp_fifo (
     .clk(clk),
@@ -2842,14 +2842,14 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
     .\port$1556$0 (\$603 ),
     .rst(rst),
     .w_data(\w_data$307 ),
-    .write__en(rd1_w_en_c0),
-    .\write__en$22 (rd1_w_en_c1),
-    .\write__en$33 (rd1_w_en_c2),
-    .\write__en$44 (rd1_w_en_c3),
-    .\write__en$55 (rd1_w_en_c4),
-    .\write__en$66 (rd1_w_en_c5),
-    .\write__en$77 (rd1_w_en_c6),
-    .\write__en$88 (rd1_w_en_c7)
+    .w_port__en(rd1_w_en_c0),
+    .\w_port__en$22 (rd1_w_en_c1),
+    .\w_port__en$33 (rd1_w_en_c2),
+    .\w_port__en$44 (rd1_w_en_c3),
+    .\w_port__en$55 (rd1_w_en_c4),
+    .\w_port__en$66 (rd1_w_en_c5),
+    .\w_port__en$77 (rd1_w_en_c6),
+    .\w_port__en$88 (rd1_w_en_c7)
   );
   \ace_sram_small.sram.rd2_resp_fifo  rd2_resp_fifo (
     .clk(clk),
@@ -2865,14 +2865,14 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
     .\port$1996$0 (\$611 ),
     .rst(rst),
     .w_data(\w_data$314 ),
-    .write__en(rd2_w_en_c0),
-    .\write__en$22 (rd2_w_en_c1),
-    .\write__en$33 (rd2_w_en_c2),
-    .\write__en$44 (rd2_w_en_c3),
-    .\write__en$55 (rd2_w_en_c4),
-    .\write__en$66 (rd2_w_en_c5),
-    .\write__en$77 (rd2_w_en_c6),
-    .\write__en$88 (rd2_w_en_c7)
+    .w_port__en(rd2_w_en_c0),
+    .\w_port__en$22 (rd2_w_en_c1),
+    .\w_port__en$33 (rd2_w_en_c2),
+    .\w_port__en$44 (rd2_w_en_c3),
+    .\w_port__en$55 (rd2_w_en_c4),
+    .\w_port__en$66 (rd2_w_en_c5),
+    .\w_port__en$77 (rd2_w_en_c6),
+    .\w_port__en$88 (rd2_w_en_c7)
   );
   \ace_sram_small.sram.rd3_resp_fifo  rd3_resp_fifo (
     .clk(clk),
@@ -2888,14 +2888,14 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
     .\port$2436$0 (\$619 ),
     .rst(rst),
     .w_data(\w_data$321 ),
-    .write__en(rd3_w_en_c0),
-    .\write__en$22 (rd3_w_en_c1),
-    .\write__en$33 (rd3_w_en_c2),
-    .\write__en$44 (rd3_w_en_c3),
-    .\write__en$55 (rd3_w_en_c4),
-    .\write__en$66 (rd3_w_en_c5),
-    .\write__en$77 (rd3_w_en_c6),
-    .\write__en$88 (rd3_w_en_c7)
+    .w_port__en(rd3_w_en_c0),
+    .\w_port__en$22 (rd3_w_en_c1),
+    .\w_port__en$33 (rd3_w_en_c2),
+    .\w_port__en$44 (rd3_w_en_c3),
+    .\w_port__en$55 (rd3_w_en_c4),
+    .\w_port__en$66 (rd3_w_en_c5),
+    .\w_port__en$77 (rd3_w_en_c6),
+    .\w_port__en$88 (rd3_w_en_c7)
   );
   \ace_sram_small.sram.rd4_resp_fifo  rd4_resp_fifo (
     .clk(clk),
@@ -2911,14 +2911,14 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
     .\port$2876$0 (\$627 ),
     .rst(rst),
     .w_data(\w_data$328 ),
-    .write__en(rd4_w_en_c0),
-    .\write__en$22 (rd4_w_en_c1),
-    .\write__en$33 (rd4_w_en_c2),
-    .\write__en$44 (rd4_w_en_c3),
-    .\write__en$55 (rd4_w_en_c4),
-    .\write__en$66 (rd4_w_en_c5),
-    .\write__en$77 (rd4_w_en_c6),
-    .\write__en$88 (rd4_w_en_c7)
+    .w_port__en(rd4_w_en_c0),
+    .\w_port__en$22 (rd4_w_en_c1),
+    .\w_port__en$33 (rd4_w_en_c2),
+    .\w_port__en$44 (rd4_w_en_c3),
+    .\w_port__en$55 (rd4_w_en_c4),
+    .\w_port__en$66 (rd4_w_en_c5),
+    .\w_port__en$77 (rd4_w_en_c6),
+    .\w_port__en$88 (rd4_w_en_c7)
   );
   \ace_sram_small.sram.read_rotator  read_rotator (
     .clk(clk),
@@ -6653,7 +6653,7 @@ module \ace_sram_small.sram.bank7 (rst, write__en, \write__en$12 , \write__en$17
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0 , \port$1111$0 , \port$1112$0 , \port$1113$0 , \port$1114$0 , \port$1115$0 , \port$1116$0 , write__en, \write__en$22 , \write__en$33 , \write__en$44 , \write__en$55 , \write__en$66 , \write__en$77 , \write__en$88 , w_data, out_valid0, o__ready
+module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0 , \port$1111$0 , \port$1112$0 , \port$1113$0 , \port$1114$0 , \port$1115$0 , \port$1116$0 , w_port__en, \w_port__en$22 , \w_port__en$33 , \w_port__en$44 , \w_port__en$55 , \w_port__en$66 , \w_port__en$77 , \w_port__en$88 , w_data, out_valid0, o__ready
 );
   reg \$auto$verilog_backend.cc:2355:dump_module$10  = 0;
   wire \$1 ;
@@ -7168,6 +7168,22 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   wire [3:0] r_at6;
   (* init = 4'h0 *)
   wire [3:0] r_at7;
+  reg [3:0] r_port__addr = 4'h0;
+  reg [3:0] \r_port__addr$23  = 4'h0;
+  reg [3:0] \r_port__addr$34  = 4'h0;
+  reg [3:0] \r_port__addr$45  = 4'h0;
+  reg [3:0] \r_port__addr$56  = 4'h0;
+  reg [3:0] \r_port__addr$67  = 4'h0;
+  reg [3:0] \r_port__addr$78  = 4'h0;
+  reg [3:0] \r_port__addr$89  = 4'h0;
+  wire [15:0] r_port__data;
+  wire [15:0] \r_port__data$125 ;
+  wire [15:0] \r_port__data$129 ;
+  wire [15:0] \r_port__data$133 ;
+  wire [15:0] \r_port__data$137 ;
+  wire [15:0] \r_port__data$141 ;
+  wire [15:0] \r_port__data$145 ;
+  wire [15:0] \r_port__data$149 ;
   reg r_sel0 = 1'h0;
   reg r_sel1 = 1'h0;
   reg r_sel2 = 1'h0;
@@ -7176,22 +7192,6 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   reg r_sel5 = 1'h0;
   reg r_sel6 = 1'h0;
   reg r_sel7 = 1'h0;
-  reg [3:0] read__addr = 4'h0;
-  reg [3:0] \read__addr$23  = 4'h0;
-  reg [3:0] \read__addr$34  = 4'h0;
-  reg [3:0] \read__addr$45  = 4'h0;
-  reg [3:0] \read__addr$56  = 4'h0;
-  reg [3:0] \read__addr$67  = 4'h0;
-  reg [3:0] \read__addr$78  = 4'h0;
-  reg [3:0] \read__addr$89  = 4'h0;
-  wire [15:0] read__data;
-  wire [15:0] \read__data$125 ;
-  wire [15:0] \read__data$129 ;
-  wire [15:0] \read__data$133 ;
-  wire [15:0] \read__data$137 ;
-  wire [15:0] \read__data$141 ;
-  wire [15:0] \read__data$145 ;
-  wire [15:0] \read__data$149 ;
   input rst;
   wire rst;
   (* init = 4'h0 *)
@@ -7213,6 +7213,38 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   input [127:0] w_data;
   wire [127:0] w_data;
   wire [7:0] w_en;
+  reg [3:0] w_port__addr = 4'h0;
+  reg [3:0] \w_port__addr$19  = 4'h0;
+  reg [3:0] \w_port__addr$30  = 4'h0;
+  reg [3:0] \w_port__addr$41  = 4'h0;
+  reg [3:0] \w_port__addr$52  = 4'h0;
+  reg [3:0] \w_port__addr$63  = 4'h0;
+  reg [3:0] \w_port__addr$74  = 4'h0;
+  reg [3:0] \w_port__addr$85  = 4'h0;
+  wire [15:0] w_port__data;
+  wire [15:0] \w_port__data$21 ;
+  wire [15:0] \w_port__data$32 ;
+  wire [15:0] \w_port__data$43 ;
+  wire [15:0] \w_port__data$54 ;
+  wire [15:0] \w_port__data$65 ;
+  wire [15:0] \w_port__data$76 ;
+  wire [15:0] \w_port__data$87 ;
+  input w_port__en;
+  wire w_port__en;
+  input \w_port__en$22 ;
+  wire \w_port__en$22 ;
+  input \w_port__en$33 ;
+  wire \w_port__en$33 ;
+  input \w_port__en$44 ;
+  wire \w_port__en$44 ;
+  input \w_port__en$55 ;
+  wire \w_port__en$55 ;
+  input \w_port__en$66 ;
+  wire \w_port__en$66 ;
+  input \w_port__en$77 ;
+  wire \w_port__en$77 ;
+  input \w_port__en$88 ;
+  wire \w_port__en$88 ;
   reg w_sel0 = 1'h0;
   reg w_sel1 = 1'h0;
   reg w_sel2 = 1'h0;
@@ -7221,86 +7253,54 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   reg w_sel5 = 1'h0;
   reg w_sel6 = 1'h0;
   reg w_sel7 = 1'h0;
-  reg [3:0] write__addr = 4'h0;
-  reg [3:0] \write__addr$19  = 4'h0;
-  reg [3:0] \write__addr$30  = 4'h0;
-  reg [3:0] \write__addr$41  = 4'h0;
-  reg [3:0] \write__addr$52  = 4'h0;
-  reg [3:0] \write__addr$63  = 4'h0;
-  reg [3:0] \write__addr$74  = 4'h0;
-  reg [3:0] \write__addr$85  = 4'h0;
-  wire [15:0] write__data;
-  wire [15:0] \write__data$21 ;
-  wire [15:0] \write__data$32 ;
-  wire [15:0] \write__data$43 ;
-  wire [15:0] \write__data$54 ;
-  wire [15:0] \write__data$65 ;
-  wire [15:0] \write__data$76 ;
-  wire [15:0] \write__data$87 ;
-  input write__en;
-  wire write__en;
-  input \write__en$22 ;
-  wire \write__en$22 ;
-  input \write__en$33 ;
-  wire \write__en$33 ;
-  input \write__en$44 ;
-  wire \write__en$44 ;
-  input \write__en$55 ;
-  wire \write__en$55 ;
-  input \write__en$66 ;
-  wire \write__en$66 ;
-  input \write__en$77 ;
-  wire \write__en$77 ;
-  input \write__en$88 ;
-  wire \write__en$88 ;
   reg [15:0] ring0 [15:0];
   always @(posedge clk) begin
-    if (write__en)
-      ring0[write__addr] <= w_data[15:0];
+    if (w_port__en)
+      ring0[w_port__addr] <= w_data[15:0];
   end
-  assign read__data = ring0[read__addr];
+  assign r_port__data = ring0[r_port__addr];
   reg [15:0] ring1 [15:0];
   always @(posedge clk) begin
-    if (\write__en$22 )
-      ring1[\write__addr$19 ] <= w_data[31:16];
+    if (\w_port__en$22 )
+      ring1[\w_port__addr$19 ] <= w_data[31:16];
   end
-  assign \read__data$125  = ring1[\read__addr$23 ];
+  assign \r_port__data$125  = ring1[\r_port__addr$23 ];
   reg [15:0] ring2 [15:0];
   always @(posedge clk) begin
-    if (\write__en$33 )
-      ring2[\write__addr$30 ] <= w_data[47:32];
+    if (\w_port__en$33 )
+      ring2[\w_port__addr$30 ] <= w_data[47:32];
   end
-  assign \read__data$129  = ring2[\read__addr$34 ];
+  assign \r_port__data$129  = ring2[\r_port__addr$34 ];
   reg [15:0] ring3 [15:0];
   always @(posedge clk) begin
-    if (\write__en$44 )
-      ring3[\write__addr$41 ] <= w_data[63:48];
+    if (\w_port__en$44 )
+      ring3[\w_port__addr$41 ] <= w_data[63:48];
   end
-  assign \read__data$133  = ring3[\read__addr$45 ];
+  assign \r_port__data$133  = ring3[\r_port__addr$45 ];
   reg [15:0] ring4 [15:0];
   always @(posedge clk) begin
-    if (\write__en$55 )
-      ring4[\write__addr$52 ] <= w_data[79:64];
+    if (\w_port__en$55 )
+      ring4[\w_port__addr$52 ] <= w_data[79:64];
   end
-  assign \read__data$137  = ring4[\read__addr$56 ];
+  assign \r_port__data$137  = ring4[\r_port__addr$56 ];
   reg [15:0] ring5 [15:0];
   always @(posedge clk) begin
-    if (\write__en$66 )
-      ring5[\write__addr$63 ] <= w_data[95:80];
+    if (\w_port__en$66 )
+      ring5[\w_port__addr$63 ] <= w_data[95:80];
   end
-  assign \read__data$141  = ring5[\read__addr$67 ];
+  assign \r_port__data$141  = ring5[\r_port__addr$67 ];
   reg [15:0] ring6 [15:0];
   always @(posedge clk) begin
-    if (\write__en$77 )
-      ring6[\write__addr$74 ] <= w_data[111:96];
+    if (\w_port__en$77 )
+      ring6[\w_port__addr$74 ] <= w_data[111:96];
   end
-  assign \read__data$145  = ring6[\read__addr$78 ];
+  assign \r_port__data$145  = ring6[\r_port__addr$78 ];
   reg [15:0] ring7 [15:0];
   always @(posedge clk) begin
-    if (\write__en$88 )
-      ring7[\write__addr$85 ] <= w_data[127:112];
+    if (\w_port__en$88 )
+      ring7[\w_port__addr$85 ] <= w_data[127:112];
   end
-  assign \read__data$149  = ring7[\read__addr$89 ];
+  assign \r_port__data$149  = ring7[\r_port__addr$89 ];
   assign \$1  = ~ full0;
   assign push0 = held0[0] & \$1 ;
   assign pop0 = out_valid0 & o__ready;
@@ -7334,8 +7334,8 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   assign \$15  = r_sel6 ? entry1_6 : entry0_6;
   assign \$16  = r_sel7 ? entry1_7 : entry0_7;
   assign \$17  = ~ push0;
-  assign \$18  = write__en & \$17 ;
-  assign \$19  = ~ write__en;
+  assign \$18  = w_port__en & \$17 ;
+  assign \$19  = ~ w_port__en;
   assign \$20  = push0 & \$19 ;
   assign \$22  = pop0 ? full0 : out_valid0;
   assign \$23  = push0 ? 1'h1 : \$22 ;
@@ -7345,8 +7345,8 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   assign \$27  = pop0 & \$26 ;
   assign \$28  = \$27  ? 1'h0 : full0;
   assign \$29  = \$25  ? out_valid0 : \$28 ;
-  assign \$30  = write__addr + 1'h1;
-  assign \$31  = read__addr + 1'h1;
+  assign \$30  = w_port__addr + 1'h1;
+  assign \$31  = r_port__addr + 1'h1;
   assign \$32  = w_sel0 ^ push0;
   assign \$33  = r_sel0 ^ pop0;
   assign \$34  = ~ pop0;
@@ -7369,8 +7369,8 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   assign \$51  = w_sel0 ^ push0;
   assign \$53  = \$50  & \$52 ;
   assign \$54  = ~ push1;
-  assign \$55  = \write__en$22  & \$54 ;
-  assign \$56  = ~ \write__en$22 ;
+  assign \$55  = \w_port__en$22  & \$54 ;
+  assign \$56  = ~ \w_port__en$22 ;
   assign \$57  = push1 & \$56 ;
   assign \$59  = pop1 ? full1 : out_valid1;
   assign \$60  = push1 ? 1'h1 : \$59 ;
@@ -7380,8 +7380,8 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   assign \$64  = pop1 & \$63 ;
   assign \$65  = \$64  ? 1'h0 : full1;
   assign \$66  = \$62  ? out_valid1 : \$65 ;
-  assign \$67  = \write__addr$19  + 1'h1;
-  assign \$68  = \read__addr$23  + 1'h1;
+  assign \$67  = \w_port__addr$19  + 1'h1;
+  assign \$68  = \r_port__addr$23  + 1'h1;
   assign \$69  = w_sel1 ^ push1;
   assign \$70  = r_sel1 ^ pop1;
   assign \$71  = ~ pop1;
@@ -7404,8 +7404,8 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   assign \$88  = w_sel1 ^ push1;
   assign \$90  = \$87  & \$89 ;
   assign \$91  = ~ push2;
-  assign \$92  = \write__en$33  & \$91 ;
-  assign \$93  = ~ \write__en$33 ;
+  assign \$92  = \w_port__en$33  & \$91 ;
+  assign \$93  = ~ \w_port__en$33 ;
   assign \$94  = push2 & \$93 ;
   assign \$96  = pop2 ? full2 : out_valid2;
   assign \$97  = push2 ? 1'h1 : \$96 ;
@@ -7415,8 +7415,8 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   assign \$101  = pop2 & \$100 ;
   assign \$102  = \$101  ? 1'h0 : full2;
   assign \$103  = \$99  ? out_valid2 : \$102 ;
-  assign \$104  = \write__addr$30  + 1'h1;
-  assign \$105  = \read__addr$34  + 1'h1;
+  assign \$104  = \w_port__addr$30  + 1'h1;
+  assign \$105  = \r_port__addr$34  + 1'h1;
   assign \$106  = w_sel2 ^ push2;
   assign \$107  = r_sel2 ^ pop2;
   assign \$108  = ~ pop2;
@@ -7439,8 +7439,8 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   assign \$125  = w_sel2 ^ push2;
   assign \$127  = \$124  & \$126 ;
   assign \$128  = ~ push3;
-  assign \$129  = \write__en$44  & \$128 ;
-  assign \$130  = ~ \write__en$44 ;
+  assign \$129  = \w_port__en$44  & \$128 ;
+  assign \$130  = ~ \w_port__en$44 ;
   assign \$131  = push3 & \$130 ;
   assign \$133  = pop3 ? full3 : out_valid3;
   assign \$134  = push3 ? 1'h1 : \$133 ;
@@ -7450,8 +7450,8 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   assign \$138  = pop3 & \$137 ;
   assign \$139  = \$138  ? 1'h0 : full3;
   assign \$140  = \$136  ? out_valid3 : \$139 ;
-  assign \$141  = \write__addr$41  + 1'h1;
-  assign \$142  = \read__addr$45  + 1'h1;
+  assign \$141  = \w_port__addr$41  + 1'h1;
+  assign \$142  = \r_port__addr$45  + 1'h1;
   assign \$143  = w_sel3 ^ push3;
   assign \$144  = r_sel3 ^ pop3;
   assign \$145  = ~ pop3;
@@ -7474,8 +7474,8 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   assign \$162  = w_sel3 ^ push3;
   assign \$164  = \$161  & \$163 ;
   assign \$165  = ~ push4;
-  assign \$166  = \write__en$55  & \$165 ;
-  assign \$167  = ~ \write__en$55 ;
+  assign \$166  = \w_port__en$55  & \$165 ;
+  assign \$167  = ~ \w_port__en$55 ;
   assign \$168  = push4 & \$167 ;
   assign \$170  = pop4 ? full4 : out_valid4;
   assign \$171  = push4 ? 1'h1 : \$170 ;
@@ -7485,8 +7485,8 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   assign \$175  = pop4 & \$174 ;
   assign \$176  = \$175  ? 1'h0 : full4;
   assign \$177  = \$173  ? out_valid4 : \$176 ;
-  assign \$178  = \write__addr$52  + 1'h1;
-  assign \$179  = \read__addr$56  + 1'h1;
+  assign \$178  = \w_port__addr$52  + 1'h1;
+  assign \$179  = \r_port__addr$56  + 1'h1;
   assign \$180  = w_sel4 ^ push4;
   assign \$181  = r_sel4 ^ pop4;
   assign \$182  = ~ pop4;
@@ -7509,8 +7509,8 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   assign \$199  = w_sel4 ^ push4;
   assign \$201  = \$198  & \$200 ;
   assign \$202  = ~ push5;
-  assign \$203  = \write__en$66  & \$202 ;
-  assign \$204  = ~ \write__en$66 ;
+  assign \$203  = \w_port__en$66  & \$202 ;
+  assign \$204  = ~ \w_port__en$66 ;
   assign \$205  = push5 & \$204 ;
   assign \$207  = pop5 ? full5 : out_valid5;
   assign \$208  = push5 ? 1'h1 : \$207 ;
@@ -7520,8 +7520,8 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   assign \$212  = pop5 & \$211 ;
   assign \$213  = \$212  ? 1'h0 : full5;
   assign \$214  = \$210  ? out_valid5 : \$213 ;
-  assign \$215  = \write__addr$63  + 1'h1;
-  assign \$216  = \read__addr$67  + 1'h1;
+  assign \$215  = \w_port__addr$63  + 1'h1;
+  assign \$216  = \r_port__addr$67  + 1'h1;
   assign \$217  = w_sel5 ^ push5;
   assign \$218  = r_sel5 ^ pop5;
   assign \$219  = ~ pop5;
@@ -7544,8 +7544,8 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   assign \$236  = w_sel5 ^ push5;
   assign \$238  = \$235  & \$237 ;
   assign \$239  = ~ push6;
-  assign \$240  = \write__en$77  & \$239 ;
-  assign \$241  = ~ \write__en$77 ;
+  assign \$240  = \w_port__en$77  & \$239 ;
+  assign \$241  = ~ \w_port__en$77 ;
   assign \$242  = push6 & \$241 ;
   assign \$244  = pop6 ? full6 : out_valid6;
   assign \$245  = push6 ? 1'h1 : \$244 ;
@@ -7555,8 +7555,8 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   assign \$249  = pop6 & \$248 ;
   assign \$250  = \$249  ? 1'h0 : full6;
   assign \$251  = \$247  ? out_valid6 : \$250 ;
-  assign \$252  = \write__addr$74  + 1'h1;
-  assign \$253  = \read__addr$78  + 1'h1;
+  assign \$252  = \w_port__addr$74  + 1'h1;
+  assign \$253  = \r_port__addr$78  + 1'h1;
   assign \$254  = w_sel6 ^ push6;
   assign \$255  = r_sel6 ^ pop6;
   assign \$256  = ~ pop6;
@@ -7579,8 +7579,8 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   assign \$273  = w_sel6 ^ push6;
   assign \$275  = \$272  & \$274 ;
   assign \$276  = ~ push7;
-  assign \$277  = \write__en$88  & \$276 ;
-  assign \$278  = ~ \write__en$88 ;
+  assign \$277  = \w_port__en$88  & \$276 ;
+  assign \$278  = ~ \w_port__en$88 ;
   assign \$279  = push7 & \$278 ;
   assign \$281  = pop7 ? full7 : out_valid7;
   assign \$282  = push7 ? 1'h1 : \$281 ;
@@ -7590,8 +7590,8 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   assign \$286  = pop7 & \$285 ;
   assign \$287  = \$286  ? 1'h0 : full7;
   assign \$288  = \$284  ? out_valid7 : \$287 ;
-  assign \$289  = \write__addr$85  + 1'h1;
-  assign \$290  = \read__addr$89  + 1'h1;
+  assign \$289  = \w_port__addr$85  + 1'h1;
+  assign \$290  = \r_port__addr$89  + 1'h1;
   assign \$291  = w_sel7 ^ push7;
   assign \$292  = r_sel7 ^ pop7;
   assign \$293  = ~ pop7;
@@ -7620,9 +7620,9 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   always @(posedge clk)
     full0 <= \$315 ;
   always @(posedge clk)
-    write__addr <= \$316 ;
+    w_port__addr <= \$316 ;
   always @(posedge clk)
-    read__addr <= \$317 ;
+    r_port__addr <= \$317 ;
   always @(posedge clk)
     w_sel0 <= \$318 ;
   always @(posedge clk)
@@ -7642,9 +7642,9 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   always @(posedge clk)
     full1 <= \$326 ;
   always @(posedge clk)
-    \write__addr$19  <= \$327 ;
+    \w_port__addr$19  <= \$327 ;
   always @(posedge clk)
-    \read__addr$23  <= \$328 ;
+    \r_port__addr$23  <= \$328 ;
   always @(posedge clk)
     w_sel1 <= \$329 ;
   always @(posedge clk)
@@ -7664,9 +7664,9 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   always @(posedge clk)
     full2 <= \$337 ;
   always @(posedge clk)
-    \write__addr$30  <= \$338 ;
+    \w_port__addr$30  <= \$338 ;
   always @(posedge clk)
-    \read__addr$34  <= \$339 ;
+    \r_port__addr$34  <= \$339 ;
   always @(posedge clk)
     w_sel2 <= \$340 ;
   always @(posedge clk)
@@ -7686,9 +7686,9 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   always @(posedge clk)
     full3 <= \$348 ;
   always @(posedge clk)
-    \write__addr$41  <= \$349 ;
+    \w_port__addr$41  <= \$349 ;
   always @(posedge clk)
-    \read__addr$45  <= \$350 ;
+    \r_port__addr$45  <= \$350 ;
   always @(posedge clk)
     w_sel3 <= \$351 ;
   always @(posedge clk)
@@ -7708,9 +7708,9 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   always @(posedge clk)
     full4 <= \$359 ;
   always @(posedge clk)
-    \write__addr$52  <= \$360 ;
+    \w_port__addr$52  <= \$360 ;
   always @(posedge clk)
-    \read__addr$56  <= \$361 ;
+    \r_port__addr$56  <= \$361 ;
   always @(posedge clk)
     w_sel4 <= \$362 ;
   always @(posedge clk)
@@ -7730,9 +7730,9 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   always @(posedge clk)
     full5 <= \$370 ;
   always @(posedge clk)
-    \write__addr$63  <= \$371 ;
+    \w_port__addr$63  <= \$371 ;
   always @(posedge clk)
-    \read__addr$67  <= \$372 ;
+    \r_port__addr$67  <= \$372 ;
   always @(posedge clk)
     w_sel5 <= \$373 ;
   always @(posedge clk)
@@ -7752,9 +7752,9 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   always @(posedge clk)
     full6 <= \$381 ;
   always @(posedge clk)
-    \write__addr$74  <= \$382 ;
+    \w_port__addr$74  <= \$382 ;
   always @(posedge clk)
-    \read__addr$78  <= \$383 ;
+    \r_port__addr$78  <= \$383 ;
   always @(posedge clk)
     w_sel6 <= \$384 ;
   always @(posedge clk)
@@ -7774,9 +7774,9 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   always @(posedge clk)
     full7 <= \$392 ;
   always @(posedge clk)
-    \write__addr$85  <= \$393 ;
+    \w_port__addr$85  <= \$393 ;
   always @(posedge clk)
-    \read__addr$89  <= \$394 ;
+    \r_port__addr$89  <= \$394 ;
   always @(posedge clk)
     w_sel7 <= \$395 ;
   always @(posedge clk)
@@ -7817,8 +7817,8 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$316  = write__addr;
-    if (write__en) begin
+    \$316  = w_port__addr;
+    if (w_port__en) begin
       \$316  = \$30 [3:0];
     end
     if (rst) begin
@@ -7827,7 +7827,7 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$317  = read__addr;
+    \$317  = r_port__addr;
     if (push0) begin
       \$317  = \$31 [3:0];
     end
@@ -7860,7 +7860,7 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     \$321  = entry0_0;
     if (load0_0) begin
-      \$321  = read__data;
+      \$321  = r_port__data;
     end
   end
   always @* begin
@@ -7874,7 +7874,7 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     \$323  = entry1_0;
     if (load1_0) begin
-      \$323  = read__data;
+      \$323  = r_port__data;
     end
   end
   always @* begin
@@ -7905,8 +7905,8 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$327  = \write__addr$19 ;
-    if (\write__en$22 ) begin
+    \$327  = \w_port__addr$19 ;
+    if (\w_port__en$22 ) begin
       \$327  = \$67 [3:0];
     end
     if (rst) begin
@@ -7915,7 +7915,7 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$328  = \read__addr$23 ;
+    \$328  = \r_port__addr$23 ;
     if (push1) begin
       \$328  = \$68 [3:0];
     end
@@ -7948,7 +7948,7 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     \$332  = entry0_1;
     if (load0_1) begin
-      \$332  = \read__data$125 ;
+      \$332  = \r_port__data$125 ;
     end
   end
   always @* begin
@@ -7962,7 +7962,7 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     \$334  = entry1_1;
     if (load1_1) begin
-      \$334  = \read__data$125 ;
+      \$334  = \r_port__data$125 ;
     end
   end
   always @* begin
@@ -7993,8 +7993,8 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$338  = \write__addr$30 ;
-    if (\write__en$33 ) begin
+    \$338  = \w_port__addr$30 ;
+    if (\w_port__en$33 ) begin
       \$338  = \$104 [3:0];
     end
     if (rst) begin
@@ -8003,7 +8003,7 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$339  = \read__addr$34 ;
+    \$339  = \r_port__addr$34 ;
     if (push2) begin
       \$339  = \$105 [3:0];
     end
@@ -8036,7 +8036,7 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     \$343  = entry0_2;
     if (load0_2) begin
-      \$343  = \read__data$129 ;
+      \$343  = \r_port__data$129 ;
     end
   end
   always @* begin
@@ -8050,7 +8050,7 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     \$345  = entry1_2;
     if (load1_2) begin
-      \$345  = \read__data$129 ;
+      \$345  = \r_port__data$129 ;
     end
   end
   always @* begin
@@ -8081,8 +8081,8 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$349  = \write__addr$41 ;
-    if (\write__en$44 ) begin
+    \$349  = \w_port__addr$41 ;
+    if (\w_port__en$44 ) begin
       \$349  = \$141 [3:0];
     end
     if (rst) begin
@@ -8091,7 +8091,7 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$350  = \read__addr$45 ;
+    \$350  = \r_port__addr$45 ;
     if (push3) begin
       \$350  = \$142 [3:0];
     end
@@ -8124,7 +8124,7 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     \$354  = entry0_3;
     if (load0_3) begin
-      \$354  = \read__data$133 ;
+      \$354  = \r_port__data$133 ;
     end
   end
   always @* begin
@@ -8138,7 +8138,7 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     \$356  = entry1_3;
     if (load1_3) begin
-      \$356  = \read__data$133 ;
+      \$356  = \r_port__data$133 ;
     end
   end
   always @* begin
@@ -8169,8 +8169,8 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$360  = \write__addr$52 ;
-    if (\write__en$55 ) begin
+    \$360  = \w_port__addr$52 ;
+    if (\w_port__en$55 ) begin
       \$360  = \$178 [3:0];
     end
     if (rst) begin
@@ -8179,7 +8179,7 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$361  = \read__addr$56 ;
+    \$361  = \r_port__addr$56 ;
     if (push4) begin
       \$361  = \$179 [3:0];
     end
@@ -8212,7 +8212,7 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     \$365  = entry0_4;
     if (load0_4) begin
-      \$365  = \read__data$137 ;
+      \$365  = \r_port__data$137 ;
     end
   end
   always @* begin
@@ -8226,7 +8226,7 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     \$367  = entry1_4;
     if (load1_4) begin
-      \$367  = \read__data$137 ;
+      \$367  = \r_port__data$137 ;
     end
   end
   always @* begin
@@ -8257,8 +8257,8 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$371  = \write__addr$63 ;
-    if (\write__en$66 ) begin
+    \$371  = \w_port__addr$63 ;
+    if (\w_port__en$66 ) begin
       \$371  = \$215 [3:0];
     end
     if (rst) begin
@@ -8267,7 +8267,7 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$372  = \read__addr$67 ;
+    \$372  = \r_port__addr$67 ;
     if (push5) begin
       \$372  = \$216 [3:0];
     end
@@ -8300,7 +8300,7 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     \$376  = entry0_5;
     if (load0_5) begin
-      \$376  = \read__data$141 ;
+      \$376  = \r_port__data$141 ;
     end
   end
   always @* begin
@@ -8314,7 +8314,7 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     \$378  = entry1_5;
     if (load1_5) begin
-      \$378  = \read__data$141 ;
+      \$378  = \r_port__data$141 ;
     end
   end
   always @* begin
@@ -8345,8 +8345,8 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$382  = \write__addr$74 ;
-    if (\write__en$77 ) begin
+    \$382  = \w_port__addr$74 ;
+    if (\w_port__en$77 ) begin
       \$382  = \$252 [3:0];
     end
     if (rst) begin
@@ -8355,7 +8355,7 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$383  = \read__addr$78 ;
+    \$383  = \r_port__addr$78 ;
     if (push6) begin
       \$383  = \$253 [3:0];
     end
@@ -8388,7 +8388,7 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     \$387  = entry0_6;
     if (load0_6) begin
-      \$387  = \read__data$145 ;
+      \$387  = \r_port__data$145 ;
     end
   end
   always @* begin
@@ -8402,7 +8402,7 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     \$389  = entry1_6;
     if (load1_6) begin
-      \$389  = \read__data$145 ;
+      \$389  = \r_port__data$145 ;
     end
   end
   always @* begin
@@ -8433,8 +8433,8 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$393  = \write__addr$85 ;
-    if (\write__en$88 ) begin
+    \$393  = \w_port__addr$85 ;
+    if (\w_port__en$88 ) begin
       \$393  = \$289 [3:0];
     end
     if (rst) begin
@@ -8443,7 +8443,7 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$394  = \read__addr$89 ;
+    \$394  = \r_port__addr$89 ;
     if (push7) begin
       \$394  = \$290 [3:0];
     end
@@ -8476,7 +8476,7 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     \$398  = entry0_7;
     if (load0_7) begin
-      \$398  = \read__data$149 ;
+      \$398  = \r_port__data$149 ;
     end
   end
   always @* begin
@@ -8490,34 +8490,34 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     \$400  = entry1_7;
     if (load1_7) begin
-      \$400  = \read__data$149 ;
+      \$400  = \r_port__data$149 ;
     end
   end
-  assign w_at0 = write__addr;
-  assign write__data = w_data[15:0];
-  assign w_en = { \write__en$88 , \write__en$77 , \write__en$66 , \write__en$55 , \write__en$44 , \write__en$33 , \write__en$22 , write__en };
-  assign r_at0 = read__addr;
-  assign w_at1 = \write__addr$19 ;
-  assign \write__data$21  = w_data[31:16];
-  assign r_at1 = \read__addr$23 ;
-  assign w_at2 = \write__addr$30 ;
-  assign \write__data$32  = w_data[47:32];
-  assign r_at2 = \read__addr$34 ;
-  assign w_at3 = \write__addr$41 ;
-  assign \write__data$43  = w_data[63:48];
-  assign r_at3 = \read__addr$45 ;
-  assign w_at4 = \write__addr$52 ;
-  assign \write__data$54  = w_data[79:64];
-  assign r_at4 = \read__addr$56 ;
-  assign w_at5 = \write__addr$63 ;
-  assign \write__data$65  = w_data[95:80];
-  assign r_at5 = \read__addr$67 ;
-  assign w_at6 = \write__addr$74 ;
-  assign \write__data$76  = w_data[111:96];
-  assign r_at6 = \read__addr$78 ;
-  assign w_at7 = \write__addr$85 ;
-  assign \write__data$87  = w_data[127:112];
-  assign r_at7 = \read__addr$89 ;
+  assign w_at0 = w_port__addr;
+  assign w_port__data = w_data[15:0];
+  assign w_en = { \w_port__en$88 , \w_port__en$77 , \w_port__en$66 , \w_port__en$55 , \w_port__en$44 , \w_port__en$33 , \w_port__en$22 , w_port__en };
+  assign r_at0 = r_port__addr;
+  assign w_at1 = \w_port__addr$19 ;
+  assign \w_port__data$21  = w_data[31:16];
+  assign r_at1 = \r_port__addr$23 ;
+  assign w_at2 = \w_port__addr$30 ;
+  assign \w_port__data$32  = w_data[47:32];
+  assign r_at2 = \r_port__addr$34 ;
+  assign w_at3 = \w_port__addr$41 ;
+  assign \w_port__data$43  = w_data[63:48];
+  assign r_at3 = \r_port__addr$45 ;
+  assign w_at4 = \w_port__addr$52 ;
+  assign \w_port__data$54  = w_data[79:64];
+  assign r_at4 = \r_port__addr$56 ;
+  assign w_at5 = \w_port__addr$63 ;
+  assign \w_port__data$65  = w_data[95:80];
+  assign r_at5 = \r_port__addr$67 ;
+  assign w_at6 = \w_port__addr$74 ;
+  assign \w_port__data$76  = w_data[111:96];
+  assign r_at6 = \r_port__addr$78 ;
+  assign w_at7 = \w_port__addr$85 ;
+  assign \w_port__data$87  = w_data[127:112];
+  assign r_at7 = \r_port__addr$89 ;
   assign o__valid = out_valid0;
   assign o__payload = { \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9  };
   assign \port$1109$0  = \$9 ;
@@ -8547,7 +8547,7 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, \port$1109$0 , \port$1110$0
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0 , \port$1551$0 , \port$1552$0 , \port$1553$0 , \port$1554$0 , \port$1555$0 , \port$1556$0 , write__en, \write__en$22 , \write__en$33 , \write__en$44 , \write__en$55 , \write__en$66 , \write__en$77 , \write__en$88 , w_data, out_valid0, o__ready
+module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0 , \port$1551$0 , \port$1552$0 , \port$1553$0 , \port$1554$0 , \port$1555$0 , \port$1556$0 , w_port__en, \w_port__en$22 , \w_port__en$33 , \w_port__en$44 , \w_port__en$55 , \w_port__en$66 , \w_port__en$77 , \w_port__en$88 , w_data, out_valid0, o__ready
 );
   reg \$auto$verilog_backend.cc:2355:dump_module$11  = 0;
   wire \$1 ;
@@ -9062,6 +9062,22 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   wire [3:0] r_at6;
   (* init = 4'h0 *)
   wire [3:0] r_at7;
+  reg [3:0] r_port__addr = 4'h0;
+  reg [3:0] \r_port__addr$23  = 4'h0;
+  reg [3:0] \r_port__addr$34  = 4'h0;
+  reg [3:0] \r_port__addr$45  = 4'h0;
+  reg [3:0] \r_port__addr$56  = 4'h0;
+  reg [3:0] \r_port__addr$67  = 4'h0;
+  reg [3:0] \r_port__addr$78  = 4'h0;
+  reg [3:0] \r_port__addr$89  = 4'h0;
+  wire [15:0] r_port__data;
+  wire [15:0] \r_port__data$125 ;
+  wire [15:0] \r_port__data$129 ;
+  wire [15:0] \r_port__data$133 ;
+  wire [15:0] \r_port__data$137 ;
+  wire [15:0] \r_port__data$141 ;
+  wire [15:0] \r_port__data$145 ;
+  wire [15:0] \r_port__data$149 ;
   reg r_sel0 = 1'h0;
   reg r_sel1 = 1'h0;
   reg r_sel2 = 1'h0;
@@ -9070,22 +9086,6 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   reg r_sel5 = 1'h0;
   reg r_sel6 = 1'h0;
   reg r_sel7 = 1'h0;
-  reg [3:0] read__addr = 4'h0;
-  reg [3:0] \read__addr$23  = 4'h0;
-  reg [3:0] \read__addr$34  = 4'h0;
-  reg [3:0] \read__addr$45  = 4'h0;
-  reg [3:0] \read__addr$56  = 4'h0;
-  reg [3:0] \read__addr$67  = 4'h0;
-  reg [3:0] \read__addr$78  = 4'h0;
-  reg [3:0] \read__addr$89  = 4'h0;
-  wire [15:0] read__data;
-  wire [15:0] \read__data$125 ;
-  wire [15:0] \read__data$129 ;
-  wire [15:0] \read__data$133 ;
-  wire [15:0] \read__data$137 ;
-  wire [15:0] \read__data$141 ;
-  wire [15:0] \read__data$145 ;
-  wire [15:0] \read__data$149 ;
   input rst;
   wire rst;
   (* init = 4'h0 *)
@@ -9107,6 +9107,38 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   input [127:0] w_data;
   wire [127:0] w_data;
   wire [7:0] w_en;
+  reg [3:0] w_port__addr = 4'h0;
+  reg [3:0] \w_port__addr$19  = 4'h0;
+  reg [3:0] \w_port__addr$30  = 4'h0;
+  reg [3:0] \w_port__addr$41  = 4'h0;
+  reg [3:0] \w_port__addr$52  = 4'h0;
+  reg [3:0] \w_port__addr$63  = 4'h0;
+  reg [3:0] \w_port__addr$74  = 4'h0;
+  reg [3:0] \w_port__addr$85  = 4'h0;
+  wire [15:0] w_port__data;
+  wire [15:0] \w_port__data$21 ;
+  wire [15:0] \w_port__data$32 ;
+  wire [15:0] \w_port__data$43 ;
+  wire [15:0] \w_port__data$54 ;
+  wire [15:0] \w_port__data$65 ;
+  wire [15:0] \w_port__data$76 ;
+  wire [15:0] \w_port__data$87 ;
+  input w_port__en;
+  wire w_port__en;
+  input \w_port__en$22 ;
+  wire \w_port__en$22 ;
+  input \w_port__en$33 ;
+  wire \w_port__en$33 ;
+  input \w_port__en$44 ;
+  wire \w_port__en$44 ;
+  input \w_port__en$55 ;
+  wire \w_port__en$55 ;
+  input \w_port__en$66 ;
+  wire \w_port__en$66 ;
+  input \w_port__en$77 ;
+  wire \w_port__en$77 ;
+  input \w_port__en$88 ;
+  wire \w_port__en$88 ;
   reg w_sel0 = 1'h0;
   reg w_sel1 = 1'h0;
   reg w_sel2 = 1'h0;
@@ -9115,86 +9147,54 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   reg w_sel5 = 1'h0;
   reg w_sel6 = 1'h0;
   reg w_sel7 = 1'h0;
-  reg [3:0] write__addr = 4'h0;
-  reg [3:0] \write__addr$19  = 4'h0;
-  reg [3:0] \write__addr$30  = 4'h0;
-  reg [3:0] \write__addr$41  = 4'h0;
-  reg [3:0] \write__addr$52  = 4'h0;
-  reg [3:0] \write__addr$63  = 4'h0;
-  reg [3:0] \write__addr$74  = 4'h0;
-  reg [3:0] \write__addr$85  = 4'h0;
-  wire [15:0] write__data;
-  wire [15:0] \write__data$21 ;
-  wire [15:0] \write__data$32 ;
-  wire [15:0] \write__data$43 ;
-  wire [15:0] \write__data$54 ;
-  wire [15:0] \write__data$65 ;
-  wire [15:0] \write__data$76 ;
-  wire [15:0] \write__data$87 ;
-  input write__en;
-  wire write__en;
-  input \write__en$22 ;
-  wire \write__en$22 ;
-  input \write__en$33 ;
-  wire \write__en$33 ;
-  input \write__en$44 ;
-  wire \write__en$44 ;
-  input \write__en$55 ;
-  wire \write__en$55 ;
-  input \write__en$66 ;
-  wire \write__en$66 ;
-  input \write__en$77 ;
-  wire \write__en$77 ;
-  input \write__en$88 ;
-  wire \write__en$88 ;
   reg [15:0] ring0 [15:0];
   always @(posedge clk) begin
-    if (write__en)
-      ring0[write__addr] <= w_data[15:0];
+    if (w_port__en)
+      ring0[w_port__addr] <= w_data[15:0];
   end
-  assign read__data = ring0[read__addr];
+  assign r_port__data = ring0[r_port__addr];
   reg [15:0] ring1 [15:0];
   always @(posedge clk) begin
-    if (\write__en$22 )
-      ring1[\write__addr$19 ] <= w_data[31:16];
+    if (\w_port__en$22 )
+      ring1[\w_port__addr$19 ] <= w_data[31:16];
   end
-  assign \read__data$125  = ring1[\read__addr$23 ];
+  assign \r_port__data$125  = ring1[\r_port__addr$23 ];
   reg [15:0] ring2 [15:0];
   always @(posedge clk) begin
-    if (\write__en$33 )
-      ring2[\write__addr$30 ] <= w_data[47:32];
+    if (\w_port__en$33 )
+      ring2[\w_port__addr$30 ] <= w_data[47:32];
   end
-  assign \read__data$129  = ring2[\read__addr$34 ];
+  assign \r_port__data$129  = ring2[\r_port__addr$34 ];
   reg [15:0] ring3 [15:0];
   always @(posedge clk) begin
-    if (\write__en$44 )
-      ring3[\write__addr$41 ] <= w_data[63:48];
+    if (\w_port__en$44 )
+      ring3[\w_port__addr$41 ] <= w_data[63:48];
   end
-  assign \read__data$133  = ring3[\read__addr$45 ];
+  assign \r_port__data$133  = ring3[\r_port__addr$45 ];
   reg [15:0] ring4 [15:0];
   always @(posedge clk) begin
-    if (\write__en$55 )
-      ring4[\write__addr$52 ] <= w_data[79:64];
+    if (\w_port__en$55 )
+      ring4[\w_port__addr$52 ] <= w_data[79:64];
   end
-  assign \read__data$137  = ring4[\read__addr$56 ];
+  assign \r_port__data$137  = ring4[\r_port__addr$56 ];
   reg [15:0] ring5 [15:0];
   always @(posedge clk) begin
-    if (\write__en$66 )
-      ring5[\write__addr$63 ] <= w_data[95:80];
+    if (\w_port__en$66 )
+      ring5[\w_port__addr$63 ] <= w_data[95:80];
   end
-  assign \read__data$141  = ring5[\read__addr$67 ];
+  assign \r_port__data$141  = ring5[\r_port__addr$67 ];
   reg [15:0] ring6 [15:0];
   always @(posedge clk) begin
-    if (\write__en$77 )
-      ring6[\write__addr$74 ] <= w_data[111:96];
+    if (\w_port__en$77 )
+      ring6[\w_port__addr$74 ] <= w_data[111:96];
   end
-  assign \read__data$145  = ring6[\read__addr$78 ];
+  assign \r_port__data$145  = ring6[\r_port__addr$78 ];
   reg [15:0] ring7 [15:0];
   always @(posedge clk) begin
-    if (\write__en$88 )
-      ring7[\write__addr$85 ] <= w_data[127:112];
+    if (\w_port__en$88 )
+      ring7[\w_port__addr$85 ] <= w_data[127:112];
   end
-  assign \read__data$149  = ring7[\read__addr$89 ];
+  assign \r_port__data$149  = ring7[\r_port__addr$89 ];
   assign \$1  = ~ full0;
   assign push0 = held0[0] & \$1 ;
   assign pop0 = out_valid0 & o__ready;
@@ -9228,8 +9228,8 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   assign \$15  = r_sel6 ? entry1_6 : entry0_6;
   assign \$16  = r_sel7 ? entry1_7 : entry0_7;
   assign \$17  = ~ push0;
-  assign \$18  = write__en & \$17 ;
-  assign \$19  = ~ write__en;
+  assign \$18  = w_port__en & \$17 ;
+  assign \$19  = ~ w_port__en;
   assign \$20  = push0 & \$19 ;
   assign \$22  = pop0 ? full0 : out_valid0;
   assign \$23  = push0 ? 1'h1 : \$22 ;
@@ -9239,8 +9239,8 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   assign \$27  = pop0 & \$26 ;
   assign \$28  = \$27  ? 1'h0 : full0;
   assign \$29  = \$25  ? out_valid0 : \$28 ;
-  assign \$30  = write__addr + 1'h1;
-  assign \$31  = read__addr + 1'h1;
+  assign \$30  = w_port__addr + 1'h1;
+  assign \$31  = r_port__addr + 1'h1;
   assign \$32  = w_sel0 ^ push0;
   assign \$33  = r_sel0 ^ pop0;
   assign \$34  = ~ pop0;
@@ -9263,8 +9263,8 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   assign \$51  = w_sel0 ^ push0;
   assign \$53  = \$50  & \$52 ;
   assign \$54  = ~ push1;
-  assign \$55  = \write__en$22  & \$54 ;
-  assign \$56  = ~ \write__en$22 ;
+  assign \$55  = \w_port__en$22  & \$54 ;
+  assign \$56  = ~ \w_port__en$22 ;
   assign \$57  = push1 & \$56 ;
   assign \$59  = pop1 ? full1 : out_valid1;
   assign \$60  = push1 ? 1'h1 : \$59 ;
@@ -9274,8 +9274,8 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   assign \$64  = pop1 & \$63 ;
   assign \$65  = \$64  ? 1'h0 : full1;
   assign \$66  = \$62  ? out_valid1 : \$65 ;
-  assign \$67  = \write__addr$19  + 1'h1;
-  assign \$68  = \read__addr$23  + 1'h1;
+  assign \$67  = \w_port__addr$19  + 1'h1;
+  assign \$68  = \r_port__addr$23  + 1'h1;
   assign \$69  = w_sel1 ^ push1;
   assign \$70  = r_sel1 ^ pop1;
   assign \$71  = ~ pop1;
@@ -9298,8 +9298,8 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   assign \$88  = w_sel1 ^ push1;
   assign \$90  = \$87  & \$89 ;
   assign \$91  = ~ push2;
-  assign \$92  = \write__en$33  & \$91 ;
-  assign \$93  = ~ \write__en$33 ;
+  assign \$92  = \w_port__en$33  & \$91 ;
+  assign \$93  = ~ \w_port__en$33 ;
   assign \$94  = push2 & \$93 ;
   assign \$96  = pop2 ? full2 : out_valid2;
   assign \$97  = push2 ? 1'h1 : \$96 ;
@@ -9309,8 +9309,8 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   assign \$101  = pop2 & \$100 ;
   assign \$102  = \$101  ? 1'h0 : full2;
   assign \$103  = \$99  ? out_valid2 : \$102 ;
-  assign \$104  = \write__addr$30  + 1'h1;
-  assign \$105  = \read__addr$34  + 1'h1;
+  assign \$104  = \w_port__addr$30  + 1'h1;
+  assign \$105  = \r_port__addr$34  + 1'h1;
   assign \$106  = w_sel2 ^ push2;
   assign \$107  = r_sel2 ^ pop2;
   assign \$108  = ~ pop2;
@@ -9333,8 +9333,8 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   assign \$125  = w_sel2 ^ push2;
   assign \$127  = \$124  & \$126 ;
   assign \$128  = ~ push3;
-  assign \$129  = \write__en$44  & \$128 ;
-  assign \$130  = ~ \write__en$44 ;
+  assign \$129  = \w_port__en$44  & \$128 ;
+  assign \$130  = ~ \w_port__en$44 ;
   assign \$131  = push3 & \$130 ;
   assign \$133  = pop3 ? full3 : out_valid3;
   assign \$134  = push3 ? 1'h1 : \$133 ;
@@ -9344,8 +9344,8 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   assign \$138  = pop3 & \$137 ;
   assign \$139  = \$138  ? 1'h0 : full3;
   assign \$140  = \$136  ? out_valid3 : \$139 ;
-  assign \$141  = \write__addr$41  + 1'h1;
-  assign \$142  = \read__addr$45  + 1'h1;
+  assign \$141  = \w_port__addr$41  + 1'h1;
+  assign \$142  = \r_port__addr$45  + 1'h1;
   assign \$143  = w_sel3 ^ push3;
   assign \$144  = r_sel3 ^ pop3;
   assign \$145  = ~ pop3;
@@ -9368,8 +9368,8 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   assign \$162  = w_sel3 ^ push3;
   assign \$164  = \$161  & \$163 ;
   assign \$165  = ~ push4;
-  assign \$166  = \write__en$55  & \$165 ;
-  assign \$167  = ~ \write__en$55 ;
+  assign \$166  = \w_port__en$55  & \$165 ;
+  assign \$167  = ~ \w_port__en$55 ;
   assign \$168  = push4 & \$167 ;
   assign \$170  = pop4 ? full4 : out_valid4;
   assign \$171  = push4 ? 1'h1 : \$170 ;
@@ -9379,8 +9379,8 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   assign \$175  = pop4 & \$174 ;
   assign \$176  = \$175  ? 1'h0 : full4;
   assign \$177  = \$173  ? out_valid4 : \$176 ;
-  assign \$178  = \write__addr$52  + 1'h1;
-  assign \$179  = \read__addr$56  + 1'h1;
+  assign \$178  = \w_port__addr$52  + 1'h1;
+  assign \$179  = \r_port__addr$56  + 1'h1;
   assign \$180  = w_sel4 ^ push4;
   assign \$181  = r_sel4 ^ pop4;
   assign \$182  = ~ pop4;
@@ -9403,8 +9403,8 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   assign \$199  = w_sel4 ^ push4;
   assign \$201  = \$198  & \$200 ;
   assign \$202  = ~ push5;
-  assign \$203  = \write__en$66  & \$202 ;
-  assign \$204  = ~ \write__en$66 ;
+  assign \$203  = \w_port__en$66  & \$202 ;
+  assign \$204  = ~ \w_port__en$66 ;
   assign \$205  = push5 & \$204 ;
   assign \$207  = pop5 ? full5 : out_valid5;
   assign \$208  = push5 ? 1'h1 : \$207 ;
@@ -9414,8 +9414,8 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   assign \$212  = pop5 & \$211 ;
   assign \$213  = \$212  ? 1'h0 : full5;
   assign \$214  = \$210  ? out_valid5 : \$213 ;
-  assign \$215  = \write__addr$63  + 1'h1;
-  assign \$216  = \read__addr$67  + 1'h1;
+  assign \$215  = \w_port__addr$63  + 1'h1;
+  assign \$216  = \r_port__addr$67  + 1'h1;
   assign \$217  = w_sel5 ^ push5;
   assign \$218  = r_sel5 ^ pop5;
   assign \$219  = ~ pop5;
@@ -9438,8 +9438,8 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   assign \$236  = w_sel5 ^ push5;
   assign \$238  = \$235  & \$237 ;
   assign \$239  = ~ push6;
-  assign \$240  = \write__en$77  & \$239 ;
-  assign \$241  = ~ \write__en$77 ;
+  assign \$240  = \w_port__en$77  & \$239 ;
+  assign \$241  = ~ \w_port__en$77 ;
   assign \$242  = push6 & \$241 ;
   assign \$244  = pop6 ? full6 : out_valid6;
   assign \$245  = push6 ? 1'h1 : \$244 ;
@@ -9449,8 +9449,8 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   assign \$249  = pop6 & \$248 ;
   assign \$250  = \$249  ? 1'h0 : full6;
   assign \$251  = \$247  ? out_valid6 : \$250 ;
-  assign \$252  = \write__addr$74  + 1'h1;
-  assign \$253  = \read__addr$78  + 1'h1;
+  assign \$252  = \w_port__addr$74  + 1'h1;
+  assign \$253  = \r_port__addr$78  + 1'h1;
   assign \$254  = w_sel6 ^ push6;
   assign \$255  = r_sel6 ^ pop6;
   assign \$256  = ~ pop6;
@@ -9473,8 +9473,8 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   assign \$273  = w_sel6 ^ push6;
   assign \$275  = \$272  & \$274 ;
   assign \$276  = ~ push7;
-  assign \$277  = \write__en$88  & \$276 ;
-  assign \$278  = ~ \write__en$88 ;
+  assign \$277  = \w_port__en$88  & \$276 ;
+  assign \$278  = ~ \w_port__en$88 ;
   assign \$279  = push7 & \$278 ;
   assign \$281  = pop7 ? full7 : out_valid7;
   assign \$282  = push7 ? 1'h1 : \$281 ;
@@ -9484,8 +9484,8 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   assign \$286  = pop7 & \$285 ;
   assign \$287  = \$286  ? 1'h0 : full7;
   assign \$288  = \$284  ? out_valid7 : \$287 ;
-  assign \$289  = \write__addr$85  + 1'h1;
-  assign \$290  = \read__addr$89  + 1'h1;
+  assign \$289  = \w_port__addr$85  + 1'h1;
+  assign \$290  = \r_port__addr$89  + 1'h1;
   assign \$291  = w_sel7 ^ push7;
   assign \$292  = r_sel7 ^ pop7;
   assign \$293  = ~ pop7;
@@ -9514,9 +9514,9 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   always @(posedge clk)
     full0 <= \$315 ;
   always @(posedge clk)
-    write__addr <= \$316 ;
+    w_port__addr <= \$316 ;
   always @(posedge clk)
-    read__addr <= \$317 ;
+    r_port__addr <= \$317 ;
   always @(posedge clk)
     w_sel0 <= \$318 ;
   always @(posedge clk)
@@ -9536,9 +9536,9 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   always @(posedge clk)
     full1 <= \$326 ;
   always @(posedge clk)
-    \write__addr$19  <= \$327 ;
+    \w_port__addr$19  <= \$327 ;
   always @(posedge clk)
-    \read__addr$23  <= \$328 ;
+    \r_port__addr$23  <= \$328 ;
   always @(posedge clk)
     w_sel1 <= \$329 ;
   always @(posedge clk)
@@ -9558,9 +9558,9 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   always @(posedge clk)
     full2 <= \$337 ;
   always @(posedge clk)
-    \write__addr$30  <= \$338 ;
+    \w_port__addr$30  <= \$338 ;
   always @(posedge clk)
-    \read__addr$34  <= \$339 ;
+    \r_port__addr$34  <= \$339 ;
   always @(posedge clk)
     w_sel2 <= \$340 ;
   always @(posedge clk)
@@ -9580,9 +9580,9 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   always @(posedge clk)
     full3 <= \$348 ;
   always @(posedge clk)
-    \write__addr$41  <= \$349 ;
+    \w_port__addr$41  <= \$349 ;
   always @(posedge clk)
-    \read__addr$45  <= \$350 ;
+    \r_port__addr$45  <= \$350 ;
   always @(posedge clk)
     w_sel3 <= \$351 ;
   always @(posedge clk)
@@ -9602,9 +9602,9 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   always @(posedge clk)
     full4 <= \$359 ;
   always @(posedge clk)
-    \write__addr$52  <= \$360 ;
+    \w_port__addr$52  <= \$360 ;
   always @(posedge clk)
-    \read__addr$56  <= \$361 ;
+    \r_port__addr$56  <= \$361 ;
   always @(posedge clk)
     w_sel4 <= \$362 ;
   always @(posedge clk)
@@ -9624,9 +9624,9 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   always @(posedge clk)
     full5 <= \$370 ;
   always @(posedge clk)
-    \write__addr$63  <= \$371 ;
+    \w_port__addr$63  <= \$371 ;
   always @(posedge clk)
-    \read__addr$67  <= \$372 ;
+    \r_port__addr$67  <= \$372 ;
   always @(posedge clk)
     w_sel5 <= \$373 ;
   always @(posedge clk)
@@ -9646,9 +9646,9 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   always @(posedge clk)
     full6 <= \$381 ;
   always @(posedge clk)
-    \write__addr$74  <= \$382 ;
+    \w_port__addr$74  <= \$382 ;
   always @(posedge clk)
-    \read__addr$78  <= \$383 ;
+    \r_port__addr$78  <= \$383 ;
   always @(posedge clk)
     w_sel6 <= \$384 ;
   always @(posedge clk)
@@ -9668,9 +9668,9 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   always @(posedge clk)
     full7 <= \$392 ;
   always @(posedge clk)
-    \write__addr$85  <= \$393 ;
+    \w_port__addr$85  <= \$393 ;
   always @(posedge clk)
-    \read__addr$89  <= \$394 ;
+    \r_port__addr$89  <= \$394 ;
   always @(posedge clk)
     w_sel7 <= \$395 ;
   always @(posedge clk)
@@ -9711,8 +9711,8 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$316  = write__addr;
-    if (write__en) begin
+    \$316  = w_port__addr;
+    if (w_port__en) begin
       \$316  = \$30 [3:0];
     end
     if (rst) begin
@@ -9721,7 +9721,7 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$317  = read__addr;
+    \$317  = r_port__addr;
     if (push0) begin
       \$317  = \$31 [3:0];
     end
@@ -9754,7 +9754,7 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \$321  = entry0_0;
     if (load0_0) begin
-      \$321  = read__data;
+      \$321  = r_port__data;
     end
   end
   always @* begin
@@ -9768,7 +9768,7 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \$323  = entry1_0;
     if (load1_0) begin
-      \$323  = read__data;
+      \$323  = r_port__data;
     end
   end
   always @* begin
@@ -9799,8 +9799,8 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$327  = \write__addr$19 ;
-    if (\write__en$22 ) begin
+    \$327  = \w_port__addr$19 ;
+    if (\w_port__en$22 ) begin
       \$327  = \$67 [3:0];
     end
     if (rst) begin
@@ -9809,7 +9809,7 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$328  = \read__addr$23 ;
+    \$328  = \r_port__addr$23 ;
     if (push1) begin
       \$328  = \$68 [3:0];
     end
@@ -9842,7 +9842,7 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \$332  = entry0_1;
     if (load0_1) begin
-      \$332  = \read__data$125 ;
+      \$332  = \r_port__data$125 ;
     end
   end
   always @* begin
@@ -9856,7 +9856,7 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \$334  = entry1_1;
     if (load1_1) begin
-      \$334  = \read__data$125 ;
+      \$334  = \r_port__data$125 ;
     end
   end
   always @* begin
@@ -9887,8 +9887,8 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$338  = \write__addr$30 ;
-    if (\write__en$33 ) begin
+    \$338  = \w_port__addr$30 ;
+    if (\w_port__en$33 ) begin
       \$338  = \$104 [3:0];
     end
     if (rst) begin
@@ -9897,7 +9897,7 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$339  = \read__addr$34 ;
+    \$339  = \r_port__addr$34 ;
     if (push2) begin
       \$339  = \$105 [3:0];
     end
@@ -9930,7 +9930,7 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \$343  = entry0_2;
     if (load0_2) begin
-      \$343  = \read__data$129 ;
+      \$343  = \r_port__data$129 ;
     end
   end
   always @* begin
@@ -9944,7 +9944,7 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \$345  = entry1_2;
     if (load1_2) begin
-      \$345  = \read__data$129 ;
+      \$345  = \r_port__data$129 ;
     end
   end
   always @* begin
@@ -9975,8 +9975,8 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$349  = \write__addr$41 ;
-    if (\write__en$44 ) begin
+    \$349  = \w_port__addr$41 ;
+    if (\w_port__en$44 ) begin
       \$349  = \$141 [3:0];
     end
     if (rst) begin
@@ -9985,7 +9985,7 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$350  = \read__addr$45 ;
+    \$350  = \r_port__addr$45 ;
     if (push3) begin
       \$350  = \$142 [3:0];
     end
@@ -10018,7 +10018,7 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \$354  = entry0_3;
     if (load0_3) begin
-      \$354  = \read__data$133 ;
+      \$354  = \r_port__data$133 ;
     end
   end
   always @* begin
@@ -10032,7 +10032,7 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \$356  = entry1_3;
     if (load1_3) begin
-      \$356  = \read__data$133 ;
+      \$356  = \r_port__data$133 ;
     end
   end
   always @* begin
@@ -10063,8 +10063,8 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$360  = \write__addr$52 ;
-    if (\write__en$55 ) begin
+    \$360  = \w_port__addr$52 ;
+    if (\w_port__en$55 ) begin
       \$360  = \$178 [3:0];
     end
     if (rst) begin
@@ -10073,7 +10073,7 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$361  = \read__addr$56 ;
+    \$361  = \r_port__addr$56 ;
     if (push4) begin
       \$361  = \$179 [3:0];
     end
@@ -10106,7 +10106,7 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \$365  = entry0_4;
     if (load0_4) begin
-      \$365  = \read__data$137 ;
+      \$365  = \r_port__data$137 ;
     end
   end
   always @* begin
@@ -10120,7 +10120,7 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \$367  = entry1_4;
     if (load1_4) begin
-      \$367  = \read__data$137 ;
+      \$367  = \r_port__data$137 ;
     end
   end
   always @* begin
@@ -10151,8 +10151,8 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$371  = \write__addr$63 ;
-    if (\write__en$66 ) begin
+    \$371  = \w_port__addr$63 ;
+    if (\w_port__en$66 ) begin
       \$371  = \$215 [3:0];
     end
     if (rst) begin
@@ -10161,7 +10161,7 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$372  = \read__addr$67 ;
+    \$372  = \r_port__addr$67 ;
     if (push5) begin
       \$372  = \$216 [3:0];
     end
@@ -10194,7 +10194,7 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \$376  = entry0_5;
     if (load0_5) begin
-      \$376  = \read__data$141 ;
+      \$376  = \r_port__data$141 ;
     end
   end
   always @* begin
@@ -10208,7 +10208,7 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \$378  = entry1_5;
     if (load1_5) begin
-      \$378  = \read__data$141 ;
+      \$378  = \r_port__data$141 ;
     end
   end
   always @* begin
@@ -10239,8 +10239,8 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$382  = \write__addr$74 ;
-    if (\write__en$77 ) begin
+    \$382  = \w_port__addr$74 ;
+    if (\w_port__en$77 ) begin
       \$382  = \$252 [3:0];
     end
     if (rst) begin
@@ -10249,7 +10249,7 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$383  = \read__addr$78 ;
+    \$383  = \r_port__addr$78 ;
     if (push6) begin
       \$383  = \$253 [3:0];
     end
@@ -10282,7 +10282,7 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \$387  = entry0_6;
     if (load0_6) begin
-      \$387  = \read__data$145 ;
+      \$387  = \r_port__data$145 ;
     end
   end
   always @* begin
@@ -10296,7 +10296,7 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \$389  = entry1_6;
     if (load1_6) begin
-      \$389  = \read__data$145 ;
+      \$389  = \r_port__data$145 ;
     end
   end
   always @* begin
@@ -10327,8 +10327,8 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$393  = \write__addr$85 ;
-    if (\write__en$88 ) begin
+    \$393  = \w_port__addr$85 ;
+    if (\w_port__en$88 ) begin
       \$393  = \$289 [3:0];
     end
     if (rst) begin
@@ -10337,7 +10337,7 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$394  = \read__addr$89 ;
+    \$394  = \r_port__addr$89 ;
     if (push7) begin
       \$394  = \$290 [3:0];
     end
@@ -10370,7 +10370,7 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \$398  = entry0_7;
     if (load0_7) begin
-      \$398  = \read__data$149 ;
+      \$398  = \r_port__data$149 ;
     end
   end
   always @* begin
@@ -10384,34 +10384,34 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \$400  = entry1_7;
     if (load1_7) begin
-      \$400  = \read__data$149 ;
+      \$400  = \r_port__data$149 ;
     end
   end
-  assign w_at0 = write__addr;
-  assign write__data = w_data[15:0];
-  assign w_en = { \write__en$88 , \write__en$77 , \write__en$66 , \write__en$55 , \write__en$44 , \write__en$33 , \write__en$22 , write__en };
-  assign r_at0 = read__addr;
-  assign w_at1 = \write__addr$19 ;
-  assign \write__data$21  = w_data[31:16];
-  assign r_at1 = \read__addr$23 ;
-  assign w_at2 = \write__addr$30 ;
-  assign \write__data$32  = w_data[47:32];
-  assign r_at2 = \read__addr$34 ;
-  assign w_at3 = \write__addr$41 ;
-  assign \write__data$43  = w_data[63:48];
-  assign r_at3 = \read__addr$45 ;
-  assign w_at4 = \write__addr$52 ;
-  assign \write__data$54  = w_data[79:64];
-  assign r_at4 = \read__addr$56 ;
-  assign w_at5 = \write__addr$63 ;
-  assign \write__data$65  = w_data[95:80];
-  assign r_at5 = \read__addr$67 ;
-  assign w_at6 = \write__addr$74 ;
-  assign \write__data$76  = w_data[111:96];
-  assign r_at6 = \read__addr$78 ;
-  assign w_at7 = \write__addr$85 ;
-  assign \write__data$87  = w_data[127:112];
-  assign r_at7 = \read__addr$89 ;
+  assign w_at0 = w_port__addr;
+  assign w_port__data = w_data[15:0];
+  assign w_en = { \w_port__en$88 , \w_port__en$77 , \w_port__en$66 , \w_port__en$55 , \w_port__en$44 , \w_port__en$33 , \w_port__en$22 , w_port__en };
+  assign r_at0 = r_port__addr;
+  assign w_at1 = \w_port__addr$19 ;
+  assign \w_port__data$21  = w_data[31:16];
+  assign r_at1 = \r_port__addr$23 ;
+  assign w_at2 = \w_port__addr$30 ;
+  assign \w_port__data$32  = w_data[47:32];
+  assign r_at2 = \r_port__addr$34 ;
+  assign w_at3 = \w_port__addr$41 ;
+  assign \w_port__data$43  = w_data[63:48];
+  assign r_at3 = \r_port__addr$45 ;
+  assign w_at4 = \w_port__addr$52 ;
+  assign \w_port__data$54  = w_data[79:64];
+  assign r_at4 = \r_port__addr$56 ;
+  assign w_at5 = \w_port__addr$63 ;
+  assign \w_port__data$65  = w_data[95:80];
+  assign r_at5 = \r_port__addr$67 ;
+  assign w_at6 = \w_port__addr$74 ;
+  assign \w_port__data$76  = w_data[111:96];
+  assign r_at6 = \r_port__addr$78 ;
+  assign w_at7 = \w_port__addr$85 ;
+  assign \w_port__data$87  = w_data[127:112];
+  assign r_at7 = \r_port__addr$89 ;
   assign o__valid = out_valid0;
   assign o__payload = { \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9  };
   assign \port$1549$0  = \$9 ;
@@ -10441,7 +10441,7 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, \port$1549$0 , \port$1550$0
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0 , \port$1991$0 , \port$1992$0 , \port$1993$0 , \port$1994$0 , \port$1995$0 , \port$1996$0 , write__en, \write__en$22 , \write__en$33 , \write__en$44 , \write__en$55 , \write__en$66 , \write__en$77 , \write__en$88 , w_data, out_valid0, o__ready
+module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0 , \port$1991$0 , \port$1992$0 , \port$1993$0 , \port$1994$0 , \port$1995$0 , \port$1996$0 , w_port__en, \w_port__en$22 , \w_port__en$33 , \w_port__en$44 , \w_port__en$55 , \w_port__en$66 , \w_port__en$77 , \w_port__en$88 , w_data, out_valid0, o__ready
 );
   reg \$auto$verilog_backend.cc:2355:dump_module$12  = 0;
   wire \$1 ;
@@ -10956,6 +10956,22 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   wire [3:0] r_at6;
   (* init = 4'h0 *)
   wire [3:0] r_at7;
+  reg [3:0] r_port__addr = 4'h0;
+  reg [3:0] \r_port__addr$23  = 4'h0;
+  reg [3:0] \r_port__addr$34  = 4'h0;
+  reg [3:0] \r_port__addr$45  = 4'h0;
+  reg [3:0] \r_port__addr$56  = 4'h0;
+  reg [3:0] \r_port__addr$67  = 4'h0;
+  reg [3:0] \r_port__addr$78  = 4'h0;
+  reg [3:0] \r_port__addr$89  = 4'h0;
+  wire [15:0] r_port__data;
+  wire [15:0] \r_port__data$125 ;
+  wire [15:0] \r_port__data$129 ;
+  wire [15:0] \r_port__data$133 ;
+  wire [15:0] \r_port__data$137 ;
+  wire [15:0] \r_port__data$141 ;
+  wire [15:0] \r_port__data$145 ;
+  wire [15:0] \r_port__data$149 ;
   reg r_sel0 = 1'h0;
   reg r_sel1 = 1'h0;
   reg r_sel2 = 1'h0;
@@ -10964,22 +10980,6 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   reg r_sel5 = 1'h0;
   reg r_sel6 = 1'h0;
   reg r_sel7 = 1'h0;
-  reg [3:0] read__addr = 4'h0;
-  reg [3:0] \read__addr$23  = 4'h0;
-  reg [3:0] \read__addr$34  = 4'h0;
-  reg [3:0] \read__addr$45  = 4'h0;
-  reg [3:0] \read__addr$56  = 4'h0;
-  reg [3:0] \read__addr$67  = 4'h0;
-  reg [3:0] \read__addr$78  = 4'h0;
-  reg [3:0] \read__addr$89  = 4'h0;
-  wire [15:0] read__data;
-  wire [15:0] \read__data$125 ;
-  wire [15:0] \read__data$129 ;
-  wire [15:0] \read__data$133 ;
-  wire [15:0] \read__data$137 ;
-  wire [15:0] \read__data$141 ;
-  wire [15:0] \read__data$145 ;
-  wire [15:0] \read__data$149 ;
   input rst;
   wire rst;
   (* init = 4'h0 *)
@@ -11001,6 +11001,38 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   input [127:0] w_data;
   wire [127:0] w_data;
   wire [7:0] w_en;
+  reg [3:0] w_port__addr = 4'h0;
+  reg [3:0] \w_port__addr$19  = 4'h0;
+  reg [3:0] \w_port__addr$30  = 4'h0;
+  reg [3:0] \w_port__addr$41  = 4'h0;
+  reg [3:0] \w_port__addr$52  = 4'h0;
+  reg [3:0] \w_port__addr$63  = 4'h0;
+  reg [3:0] \w_port__addr$74  = 4'h0;
+  reg [3:0] \w_port__addr$85  = 4'h0;
+  wire [15:0] w_port__data;
+  wire [15:0] \w_port__data$21 ;
+  wire [15:0] \w_port__data$32 ;
+  wire [15:0] \w_port__data$43 ;
+  wire [15:0] \w_port__data$54 ;
+  wire [15:0] \w_port__data$65 ;
+  wire [15:0] \w_port__data$76 ;
+  wire [15:0] \w_port__data$87 ;
+  input w_port__en;
+  wire w_port__en;
+  input \w_port__en$22 ;
+  wire \w_port__en$22 ;
+  input \w_port__en$33 ;
+  wire \w_port__en$33 ;
+  input \w_port__en$44 ;
+  wire \w_port__en$44 ;
+  input \w_port__en$55 ;
+  wire \w_port__en$55 ;
+  input \w_port__en$66 ;
+  wire \w_port__en$66 ;
+  input \w_port__en$77 ;
+  wire \w_port__en$77 ;
+  input \w_port__en$88 ;
+  wire \w_port__en$88 ;
   reg w_sel0 = 1'h0;
   reg w_sel1 = 1'h0;
   reg w_sel2 = 1'h0;
@@ -11009,86 +11041,54 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   reg w_sel5 = 1'h0;
   reg w_sel6 = 1'h0;
   reg w_sel7 = 1'h0;
-  reg [3:0] write__addr = 4'h0;
-  reg [3:0] \write__addr$19  = 4'h0;
-  reg [3:0] \write__addr$30  = 4'h0;
-  reg [3:0] \write__addr$41  = 4'h0;
-  reg [3:0] \write__addr$52  = 4'h0;
-  reg [3:0] \write__addr$63  = 4'h0;
-  reg [3:0] \write__addr$74  = 4'h0;
-  reg [3:0] \write__addr$85  = 4'h0;
-  wire [15:0] write__data;
-  wire [15:0] \write__data$21 ;
-  wire [15:0] \write__data$32 ;
-  wire [15:0] \write__data$43 ;
-  wire [15:0] \write__data$54 ;
-  wire [15:0] \write__data$65 ;
-  wire [15:0] \write__data$76 ;
-  wire [15:0] \write__data$87 ;
-  input write__en;
-  wire write__en;
-  input \write__en$22 ;
-  wire \write__en$22 ;
-  input \write__en$33 ;
-  wire \write__en$33 ;
-  input \write__en$44 ;
-  wire \write__en$44 ;
-  input \write__en$55 ;
-  wire \write__en$55 ;
-  input \write__en$66 ;
-  wire \write__en$66 ;
-  input \write__en$77 ;
-  wire \write__en$77 ;
-  input \write__en$88 ;
-  wire \write__en$88 ;
   reg [15:0] ring0 [15:0];
   always @(posedge clk) begin
-    if (write__en)
-      ring0[write__addr] <= w_data[15:0];
+    if (w_port__en)
+      ring0[w_port__addr] <= w_data[15:0];
   end
-  assign read__data = ring0[read__addr];
+  assign r_port__data = ring0[r_port__addr];
   reg [15:0] ring1 [15:0];
   always @(posedge clk) begin
-    if (\write__en$22 )
-      ring1[\write__addr$19 ] <= w_data[31:16];
+    if (\w_port__en$22 )
+      ring1[\w_port__addr$19 ] <= w_data[31:16];
   end
-  assign \read__data$125  = ring1[\read__addr$23 ];
+  assign \r_port__data$125  = ring1[\r_port__addr$23 ];
   reg [15:0] ring2 [15:0];
   always @(posedge clk) begin
-    if (\write__en$33 )
-      ring2[\write__addr$30 ] <= w_data[47:32];
+    if (\w_port__en$33 )
+      ring2[\w_port__addr$30 ] <= w_data[47:32];
   end
-  assign \read__data$129  = ring2[\read__addr$34 ];
+  assign \r_port__data$129  = ring2[\r_port__addr$34 ];
   reg [15:0] ring3 [15:0];
   always @(posedge clk) begin
-    if (\write__en$44 )
-      ring3[\write__addr$41 ] <= w_data[63:48];
+    if (\w_port__en$44 )
+      ring3[\w_port__addr$41 ] <= w_data[63:48];
   end
-  assign \read__data$133  = ring3[\read__addr$45 ];
+  assign \r_port__data$133  = ring3[\r_port__addr$45 ];
   reg [15:0] ring4 [15:0];
   always @(posedge clk) begin
-    if (\write__en$55 )
-      ring4[\write__addr$52 ] <= w_data[79:64];
+    if (\w_port__en$55 )
+      ring4[\w_port__addr$52 ] <= w_data[79:64];
   end
-  assign \read__data$137  = ring4[\read__addr$56 ];
+  assign \r_port__data$137  = ring4[\r_port__addr$56 ];
   reg [15:0] ring5 [15:0];
   always @(posedge clk) begin
-    if (\write__en$66 )
-      ring5[\write__addr$63 ] <= w_data[95:80];
+    if (\w_port__en$66 )
+      ring5[\w_port__addr$63 ] <= w_data[95:80];
   end
-  assign \read__data$141  = ring5[\read__addr$67 ];
+  assign \r_port__data$141  = ring5[\r_port__addr$67 ];
   reg [15:0] ring6 [15:0];
   always @(posedge clk) begin
-    if (\write__en$77 )
-      ring6[\write__addr$74 ] <= w_data[111:96];
+    if (\w_port__en$77 )
+      ring6[\w_port__addr$74 ] <= w_data[111:96];
   end
-  assign \read__data$145  = ring6[\read__addr$78 ];
+  assign \r_port__data$145  = ring6[\r_port__addr$78 ];
   reg [15:0] ring7 [15:0];
   always @(posedge clk) begin
-    if (\write__en$88 )
-      ring7[\write__addr$85 ] <= w_data[127:112];
+    if (\w_port__en$88 )
+      ring7[\w_port__addr$85 ] <= w_data[127:112];
   end
-  assign \read__data$149  = ring7[\read__addr$89 ];
+  assign \r_port__data$149  = ring7[\r_port__addr$89 ];
   assign \$1  = ~ full0;
   assign push0 = held0[0] & \$1 ;
   assign pop0 = out_valid0 & o__ready;
@@ -11122,8 +11122,8 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   assign \$15  = r_sel6 ? entry1_6 : entry0_6;
   assign \$16  = r_sel7 ? entry1_7 : entry0_7;
   assign \$17  = ~ push0;
-  assign \$18  = write__en & \$17 ;
-  assign \$19  = ~ write__en;
+  assign \$18  = w_port__en & \$17 ;
+  assign \$19  = ~ w_port__en;
   assign \$20  = push0 & \$19 ;
   assign \$22  = pop0 ? full0 : out_valid0;
   assign \$23  = push0 ? 1'h1 : \$22 ;
@@ -11133,8 +11133,8 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   assign \$27  = pop0 & \$26 ;
   assign \$28  = \$27  ? 1'h0 : full0;
   assign \$29  = \$25  ? out_valid0 : \$28 ;
-  assign \$30  = write__addr + 1'h1;
-  assign \$31  = read__addr + 1'h1;
+  assign \$30  = w_port__addr + 1'h1;
+  assign \$31  = r_port__addr + 1'h1;
   assign \$32  = w_sel0 ^ push0;
   assign \$33  = r_sel0 ^ pop0;
   assign \$34  = ~ pop0;
@@ -11157,8 +11157,8 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   assign \$51  = w_sel0 ^ push0;
   assign \$53  = \$50  & \$52 ;
   assign \$54  = ~ push1;
-  assign \$55  = \write__en$22  & \$54 ;
-  assign \$56  = ~ \write__en$22 ;
+  assign \$55  = \w_port__en$22  & \$54 ;
+  assign \$56  = ~ \w_port__en$22 ;
   assign \$57  = push1 & \$56 ;
   assign \$59  = pop1 ? full1 : out_valid1;
   assign \$60  = push1 ? 1'h1 : \$59 ;
@@ -11168,8 +11168,8 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   assign \$64  = pop1 & \$63 ;
   assign \$65  = \$64  ? 1'h0 : full1;
   assign \$66  = \$62  ? out_valid1 : \$65 ;
-  assign \$67  = \write__addr$19  + 1'h1;
-  assign \$68  = \read__addr$23  + 1'h1;
+  assign \$67  = \w_port__addr$19  + 1'h1;
+  assign \$68  = \r_port__addr$23  + 1'h1;
   assign \$69  = w_sel1 ^ push1;
   assign \$70  = r_sel1 ^ pop1;
   assign \$71  = ~ pop1;
@@ -11192,8 +11192,8 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   assign \$88  = w_sel1 ^ push1;
   assign \$90  = \$87  & \$89 ;
   assign \$91  = ~ push2;
-  assign \$92  = \write__en$33  & \$91 ;
-  assign \$93  = ~ \write__en$33 ;
+  assign \$92  = \w_port__en$33  & \$91 ;
+  assign \$93  = ~ \w_port__en$33 ;
   assign \$94  = push2 & \$93 ;
   assign \$96  = pop2 ? full2 : out_valid2;
   assign \$97  = push2 ? 1'h1 : \$96 ;
@@ -11203,8 +11203,8 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   assign \$101  = pop2 & \$100 ;
   assign \$102  = \$101  ? 1'h0 : full2;
   assign \$103  = \$99  ? out_valid2 : \$102 ;
-  assign \$104  = \write__addr$30  + 1'h1;
-  assign \$105  = \read__addr$34  + 1'h1;
+  assign \$104  = \w_port__addr$30  + 1'h1;
+  assign \$105  = \r_port__addr$34  + 1'h1;
   assign \$106  = w_sel2 ^ push2;
   assign \$107  = r_sel2 ^ pop2;
   assign \$108  = ~ pop2;
@@ -11227,8 +11227,8 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   assign \$125  = w_sel2 ^ push2;
   assign \$127  = \$124  & \$126 ;
   assign \$128  = ~ push3;
-  assign \$129  = \write__en$44  & \$128 ;
-  assign \$130  = ~ \write__en$44 ;
+  assign \$129  = \w_port__en$44  & \$128 ;
+  assign \$130  = ~ \w_port__en$44 ;
   assign \$131  = push3 & \$130 ;
   assign \$133  = pop3 ? full3 : out_valid3;
   assign \$134  = push3 ? 1'h1 : \$133 ;
@@ -11238,8 +11238,8 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   assign \$138  = pop3 & \$137 ;
   assign \$139  = \$138  ? 1'h0 : full3;
   assign \$140  = \$136  ? out_valid3 : \$139 ;
-  assign \$141  = \write__addr$41  + 1'h1;
-  assign \$142  = \read__addr$45  + 1'h1;
+  assign \$141  = \w_port__addr$41  + 1'h1;
+  assign \$142  = \r_port__addr$45  + 1'h1;
   assign \$143  = w_sel3 ^ push3;
   assign \$144  = r_sel3 ^ pop3;
   assign \$145  = ~ pop3;
@@ -11262,8 +11262,8 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   assign \$162  = w_sel3 ^ push3;
   assign \$164  = \$161  & \$163 ;
   assign \$165  = ~ push4;
-  assign \$166  = \write__en$55  & \$165 ;
-  assign \$167  = ~ \write__en$55 ;
+  assign \$166  = \w_port__en$55  & \$165 ;
+  assign \$167  = ~ \w_port__en$55 ;
   assign \$168  = push4 & \$167 ;
   assign \$170  = pop4 ? full4 : out_valid4;
   assign \$171  = push4 ? 1'h1 : \$170 ;
@@ -11273,8 +11273,8 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   assign \$175  = pop4 & \$174 ;
   assign \$176  = \$175  ? 1'h0 : full4;
   assign \$177  = \$173  ? out_valid4 : \$176 ;
-  assign \$178  = \write__addr$52  + 1'h1;
-  assign \$179  = \read__addr$56  + 1'h1;
+  assign \$178  = \w_port__addr$52  + 1'h1;
+  assign \$179  = \r_port__addr$56  + 1'h1;
   assign \$180  = w_sel4 ^ push4;
   assign \$181  = r_sel4 ^ pop4;
   assign \$182  = ~ pop4;
@@ -11297,8 +11297,8 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   assign \$199  = w_sel4 ^ push4;
   assign \$201  = \$198  & \$200 ;
   assign \$202  = ~ push5;
-  assign \$203  = \write__en$66  & \$202 ;
-  assign \$204  = ~ \write__en$66 ;
+  assign \$203  = \w_port__en$66  & \$202 ;
+  assign \$204  = ~ \w_port__en$66 ;
   assign \$205  = push5 & \$204 ;
   assign \$207  = pop5 ? full5 : out_valid5;
   assign \$208  = push5 ? 1'h1 : \$207 ;
@@ -11308,8 +11308,8 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   assign \$212  = pop5 & \$211 ;
   assign \$213  = \$212  ? 1'h0 : full5;
   assign \$214  = \$210  ? out_valid5 : \$213 ;
-  assign \$215  = \write__addr$63  + 1'h1;
-  assign \$216  = \read__addr$67  + 1'h1;
+  assign \$215  = \w_port__addr$63  + 1'h1;
+  assign \$216  = \r_port__addr$67  + 1'h1;
   assign \$217  = w_sel5 ^ push5;
   assign \$218  = r_sel5 ^ pop5;
   assign \$219  = ~ pop5;
@@ -11332,8 +11332,8 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   assign \$236  = w_sel5 ^ push5;
   assign \$238  = \$235  & \$237 ;
   assign \$239  = ~ push6;
-  assign \$240  = \write__en$77  & \$239 ;
-  assign \$241  = ~ \write__en$77 ;
+  assign \$240  = \w_port__en$77  & \$239 ;
+  assign \$241  = ~ \w_port__en$77 ;
   assign \$242  = push6 & \$241 ;
   assign \$244  = pop6 ? full6 : out_valid6;
   assign \$245  = push6 ? 1'h1 : \$244 ;
@@ -11343,8 +11343,8 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   assign \$249  = pop6 & \$248 ;
   assign \$250  = \$249  ? 1'h0 : full6;
   assign \$251  = \$247  ? out_valid6 : \$250 ;
-  assign \$252  = \write__addr$74  + 1'h1;
-  assign \$253  = \read__addr$78  + 1'h1;
+  assign \$252  = \w_port__addr$74  + 1'h1;
+  assign \$253  = \r_port__addr$78  + 1'h1;
   assign \$254  = w_sel6 ^ push6;
   assign \$255  = r_sel6 ^ pop6;
   assign \$256  = ~ pop6;
@@ -11367,8 +11367,8 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   assign \$273  = w_sel6 ^ push6;
   assign \$275  = \$272  & \$274 ;
   assign \$276  = ~ push7;
-  assign \$277  = \write__en$88  & \$276 ;
-  assign \$278  = ~ \write__en$88 ;
+  assign \$277  = \w_port__en$88  & \$276 ;
+  assign \$278  = ~ \w_port__en$88 ;
   assign \$279  = push7 & \$278 ;
   assign \$281  = pop7 ? full7 : out_valid7;
   assign \$282  = push7 ? 1'h1 : \$281 ;
@@ -11378,8 +11378,8 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   assign \$286  = pop7 & \$285 ;
   assign \$287  = \$286  ? 1'h0 : full7;
   assign \$288  = \$284  ? out_valid7 : \$287 ;
-  assign \$289  = \write__addr$85  + 1'h1;
-  assign \$290  = \read__addr$89  + 1'h1;
+  assign \$289  = \w_port__addr$85  + 1'h1;
+  assign \$290  = \r_port__addr$89  + 1'h1;
   assign \$291  = w_sel7 ^ push7;
   assign \$292  = r_sel7 ^ pop7;
   assign \$293  = ~ pop7;
@@ -11408,9 +11408,9 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   always @(posedge clk)
     full0 <= \$315 ;
   always @(posedge clk)
-    write__addr <= \$316 ;
+    w_port__addr <= \$316 ;
   always @(posedge clk)
-    read__addr <= \$317 ;
+    r_port__addr <= \$317 ;
   always @(posedge clk)
     w_sel0 <= \$318 ;
   always @(posedge clk)
@@ -11430,9 +11430,9 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   always @(posedge clk)
     full1 <= \$326 ;
   always @(posedge clk)
-    \write__addr$19  <= \$327 ;
+    \w_port__addr$19  <= \$327 ;
   always @(posedge clk)
-    \read__addr$23  <= \$328 ;
+    \r_port__addr$23  <= \$328 ;
   always @(posedge clk)
     w_sel1 <= \$329 ;
   always @(posedge clk)
@@ -11452,9 +11452,9 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   always @(posedge clk)
     full2 <= \$337 ;
   always @(posedge clk)
-    \write__addr$30  <= \$338 ;
+    \w_port__addr$30  <= \$338 ;
   always @(posedge clk)
-    \read__addr$34  <= \$339 ;
+    \r_port__addr$34  <= \$339 ;
   always @(posedge clk)
     w_sel2 <= \$340 ;
   always @(posedge clk)
@@ -11474,9 +11474,9 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   always @(posedge clk)
     full3 <= \$348 ;
   always @(posedge clk)
-    \write__addr$41  <= \$349 ;
+    \w_port__addr$41  <= \$349 ;
   always @(posedge clk)
-    \read__addr$45  <= \$350 ;
+    \r_port__addr$45  <= \$350 ;
   always @(posedge clk)
     w_sel3 <= \$351 ;
   always @(posedge clk)
@@ -11496,9 +11496,9 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   always @(posedge clk)
     full4 <= \$359 ;
   always @(posedge clk)
-    \write__addr$52  <= \$360 ;
+    \w_port__addr$52  <= \$360 ;
   always @(posedge clk)
-    \read__addr$56  <= \$361 ;
+    \r_port__addr$56  <= \$361 ;
   always @(posedge clk)
     w_sel4 <= \$362 ;
   always @(posedge clk)
@@ -11518,9 +11518,9 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   always @(posedge clk)
     full5 <= \$370 ;
   always @(posedge clk)
-    \write__addr$63  <= \$371 ;
+    \w_port__addr$63  <= \$371 ;
   always @(posedge clk)
-    \read__addr$67  <= \$372 ;
+    \r_port__addr$67  <= \$372 ;
   always @(posedge clk)
     w_sel5 <= \$373 ;
   always @(posedge clk)
@@ -11540,9 +11540,9 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   always @(posedge clk)
     full6 <= \$381 ;
   always @(posedge clk)
-    \write__addr$74  <= \$382 ;
+    \w_port__addr$74  <= \$382 ;
   always @(posedge clk)
-    \read__addr$78  <= \$383 ;
+    \r_port__addr$78  <= \$383 ;
   always @(posedge clk)
     w_sel6 <= \$384 ;
   always @(posedge clk)
@@ -11562,9 +11562,9 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   always @(posedge clk)
     full7 <= \$392 ;
   always @(posedge clk)
-    \write__addr$85  <= \$393 ;
+    \w_port__addr$85  <= \$393 ;
   always @(posedge clk)
-    \read__addr$89  <= \$394 ;
+    \r_port__addr$89  <= \$394 ;
   always @(posedge clk)
     w_sel7 <= \$395 ;
   always @(posedge clk)
@@ -11605,8 +11605,8 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$316  = write__addr;
-    if (write__en) begin
+    \$316  = w_port__addr;
+    if (w_port__en) begin
       \$316  = \$30 [3:0];
     end
     if (rst) begin
@@ -11615,7 +11615,7 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$317  = read__addr;
+    \$317  = r_port__addr;
     if (push0) begin
       \$317  = \$31 [3:0];
     end
@@ -11648,7 +11648,7 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$321  = entry0_0;
     if (load0_0) begin
-      \$321  = read__data;
+      \$321  = r_port__data;
     end
   end
   always @* begin
@@ -11662,7 +11662,7 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$323  = entry1_0;
     if (load1_0) begin
-      \$323  = read__data;
+      \$323  = r_port__data;
     end
   end
   always @* begin
@@ -11693,8 +11693,8 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$327  = \write__addr$19 ;
-    if (\write__en$22 ) begin
+    \$327  = \w_port__addr$19 ;
+    if (\w_port__en$22 ) begin
       \$327  = \$67 [3:0];
     end
     if (rst) begin
@@ -11703,7 +11703,7 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$328  = \read__addr$23 ;
+    \$328  = \r_port__addr$23 ;
     if (push1) begin
       \$328  = \$68 [3:0];
     end
@@ -11736,7 +11736,7 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$332  = entry0_1;
     if (load0_1) begin
-      \$332  = \read__data$125 ;
+      \$332  = \r_port__data$125 ;
     end
   end
   always @* begin
@@ -11750,7 +11750,7 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$334  = entry1_1;
     if (load1_1) begin
-      \$334  = \read__data$125 ;
+      \$334  = \r_port__data$125 ;
     end
   end
   always @* begin
@@ -11781,8 +11781,8 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$338  = \write__addr$30 ;
-    if (\write__en$33 ) begin
+    \$338  = \w_port__addr$30 ;
+    if (\w_port__en$33 ) begin
       \$338  = \$104 [3:0];
     end
     if (rst) begin
@@ -11791,7 +11791,7 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$339  = \read__addr$34 ;
+    \$339  = \r_port__addr$34 ;
     if (push2) begin
       \$339  = \$105 [3:0];
     end
@@ -11824,7 +11824,7 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$343  = entry0_2;
     if (load0_2) begin
-      \$343  = \read__data$129 ;
+      \$343  = \r_port__data$129 ;
     end
   end
   always @* begin
@@ -11838,7 +11838,7 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$345  = entry1_2;
     if (load1_2) begin
-      \$345  = \read__data$129 ;
+      \$345  = \r_port__data$129 ;
     end
   end
   always @* begin
@@ -11869,8 +11869,8 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$349  = \write__addr$41 ;
-    if (\write__en$44 ) begin
+    \$349  = \w_port__addr$41 ;
+    if (\w_port__en$44 ) begin
       \$349  = \$141 [3:0];
     end
     if (rst) begin
@@ -11879,7 +11879,7 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$350  = \read__addr$45 ;
+    \$350  = \r_port__addr$45 ;
     if (push3) begin
       \$350  = \$142 [3:0];
     end
@@ -11912,7 +11912,7 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$354  = entry0_3;
     if (load0_3) begin
-      \$354  = \read__data$133 ;
+      \$354  = \r_port__data$133 ;
     end
   end
   always @* begin
@@ -11926,7 +11926,7 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$356  = entry1_3;
     if (load1_3) begin
-      \$356  = \read__data$133 ;
+      \$356  = \r_port__data$133 ;
     end
   end
   always @* begin
@@ -11957,8 +11957,8 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$360  = \write__addr$52 ;
-    if (\write__en$55 ) begin
+    \$360  = \w_port__addr$52 ;
+    if (\w_port__en$55 ) begin
       \$360  = \$178 [3:0];
     end
     if (rst) begin
@@ -11967,7 +11967,7 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$361  = \read__addr$56 ;
+    \$361  = \r_port__addr$56 ;
     if (push4) begin
       \$361  = \$179 [3:0];
     end
@@ -12000,7 +12000,7 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$365  = entry0_4;
     if (load0_4) begin
-      \$365  = \read__data$137 ;
+      \$365  = \r_port__data$137 ;
     end
   end
   always @* begin
@@ -12014,7 +12014,7 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$367  = entry1_4;
     if (load1_4) begin
-      \$367  = \read__data$137 ;
+      \$367  = \r_port__data$137 ;
     end
   end
   always @* begin
@@ -12045,8 +12045,8 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$371  = \write__addr$63 ;
-    if (\write__en$66 ) begin
+    \$371  = \w_port__addr$63 ;
+    if (\w_port__en$66 ) begin
       \$371  = \$215 [3:0];
     end
     if (rst) begin
@@ -12055,7 +12055,7 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$372  = \read__addr$67 ;
+    \$372  = \r_port__addr$67 ;
     if (push5) begin
       \$372  = \$216 [3:0];
     end
@@ -12088,7 +12088,7 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$376  = entry0_5;
     if (load0_5) begin
-      \$376  = \read__data$141 ;
+      \$376  = \r_port__data$141 ;
     end
   end
   always @* begin
@@ -12102,7 +12102,7 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$378  = entry1_5;
     if (load1_5) begin
-      \$378  = \read__data$141 ;
+      \$378  = \r_port__data$141 ;
     end
   end
   always @* begin
@@ -12133,8 +12133,8 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$382  = \write__addr$74 ;
-    if (\write__en$77 ) begin
+    \$382  = \w_port__addr$74 ;
+    if (\w_port__en$77 ) begin
       \$382  = \$252 [3:0];
     end
     if (rst) begin
@@ -12143,7 +12143,7 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$383  = \read__addr$78 ;
+    \$383  = \r_port__addr$78 ;
     if (push6) begin
       \$383  = \$253 [3:0];
     end
@@ -12176,7 +12176,7 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$387  = entry0_6;
     if (load0_6) begin
-      \$387  = \read__data$145 ;
+      \$387  = \r_port__data$145 ;
     end
   end
   always @* begin
@@ -12190,7 +12190,7 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$389  = entry1_6;
     if (load1_6) begin
-      \$389  = \read__data$145 ;
+      \$389  = \r_port__data$145 ;
     end
   end
   always @* begin
@@ -12221,8 +12221,8 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$393  = \write__addr$85 ;
-    if (\write__en$88 ) begin
+    \$393  = \w_port__addr$85 ;
+    if (\w_port__en$88 ) begin
       \$393  = \$289 [3:0];
     end
     if (rst) begin
@@ -12231,7 +12231,7 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$394  = \read__addr$89 ;
+    \$394  = \r_port__addr$89 ;
     if (push7) begin
       \$394  = \$290 [3:0];
     end
@@ -12264,7 +12264,7 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$398  = entry0_7;
     if (load0_7) begin
-      \$398  = \read__data$149 ;
+      \$398  = \r_port__data$149 ;
     end
   end
   always @* begin
@@ -12278,34 +12278,34 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \$400  = entry1_7;
     if (load1_7) begin
-      \$400  = \read__data$149 ;
+      \$400  = \r_port__data$149 ;
     end
   end
-  assign w_at0 = write__addr;
-  assign write__data = w_data[15:0];
-  assign w_en = { \write__en$88 , \write__en$77 , \write__en$66 , \write__en$55 , \write__en$44 , \write__en$33 , \write__en$22 , write__en };
-  assign r_at0 = read__addr;
-  assign w_at1 = \write__addr$19 ;
-  assign \write__data$21  = w_data[31:16];
-  assign r_at1 = \read__addr$23 ;
-  assign w_at2 = \write__addr$30 ;
-  assign \write__data$32  = w_data[47:32];
-  assign r_at2 = \read__addr$34 ;
-  assign w_at3 = \write__addr$41 ;
-  assign \write__data$43  = w_data[63:48];
-  assign r_at3 = \read__addr$45 ;
-  assign w_at4 = \write__addr$52 ;
-  assign \write__data$54  = w_data[79:64];
-  assign r_at4 = \read__addr$56 ;
-  assign w_at5 = \write__addr$63 ;
-  assign \write__data$65  = w_data[95:80];
-  assign r_at5 = \read__addr$67 ;
-  assign w_at6 = \write__addr$74 ;
-  assign \write__data$76  = w_data[111:96];
-  assign r_at6 = \read__addr$78 ;
-  assign w_at7 = \write__addr$85 ;
-  assign \write__data$87  = w_data[127:112];
-  assign r_at7 = \read__addr$89 ;
+  assign w_at0 = w_port__addr;
+  assign w_port__data = w_data[15:0];
+  assign w_en = { \w_port__en$88 , \w_port__en$77 , \w_port__en$66 , \w_port__en$55 , \w_port__en$44 , \w_port__en$33 , \w_port__en$22 , w_port__en };
+  assign r_at0 = r_port__addr;
+  assign w_at1 = \w_port__addr$19 ;
+  assign \w_port__data$21  = w_data[31:16];
+  assign r_at1 = \r_port__addr$23 ;
+  assign w_at2 = \w_port__addr$30 ;
+  assign \w_port__data$32  = w_data[47:32];
+  assign r_at2 = \r_port__addr$34 ;
+  assign w_at3 = \w_port__addr$41 ;
+  assign \w_port__data$43  = w_data[63:48];
+  assign r_at3 = \r_port__addr$45 ;
+  assign w_at4 = \w_port__addr$52 ;
+  assign \w_port__data$54  = w_data[79:64];
+  assign r_at4 = \r_port__addr$56 ;
+  assign w_at5 = \w_port__addr$63 ;
+  assign \w_port__data$65  = w_data[95:80];
+  assign r_at5 = \r_port__addr$67 ;
+  assign w_at6 = \w_port__addr$74 ;
+  assign \w_port__data$76  = w_data[111:96];
+  assign r_at6 = \r_port__addr$78 ;
+  assign w_at7 = \w_port__addr$85 ;
+  assign \w_port__data$87  = w_data[127:112];
+  assign r_at7 = \r_port__addr$89 ;
   assign o__valid = out_valid0;
   assign o__payload = { \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9  };
   assign \port$1989$0  = \$9 ;
@@ -12335,7 +12335,7 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, \port$1989$0 , \port$1990$0
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0 , \port$2431$0 , \port$2432$0 , \port$2433$0 , \port$2434$0 , \port$2435$0 , \port$2436$0 , write__en, \write__en$22 , \write__en$33 , \write__en$44 , \write__en$55 , \write__en$66 , \write__en$77 , \write__en$88 , w_data, out_valid0, o__ready
+module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0 , \port$2431$0 , \port$2432$0 , \port$2433$0 , \port$2434$0 , \port$2435$0 , \port$2436$0 , w_port__en, \w_port__en$22 , \w_port__en$33 , \w_port__en$44 , \w_port__en$55 , \w_port__en$66 , \w_port__en$77 , \w_port__en$88 , w_data, out_valid0, o__ready
 );
   reg \$auto$verilog_backend.cc:2355:dump_module$13  = 0;
   wire \$1 ;
@@ -12850,6 +12850,22 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   wire [3:0] r_at6;
   (* init = 4'h0 *)
   wire [3:0] r_at7;
+  reg [3:0] r_port__addr = 4'h0;
+  reg [3:0] \r_port__addr$23  = 4'h0;
+  reg [3:0] \r_port__addr$34  = 4'h0;
+  reg [3:0] \r_port__addr$45  = 4'h0;
+  reg [3:0] \r_port__addr$56  = 4'h0;
+  reg [3:0] \r_port__addr$67  = 4'h0;
+  reg [3:0] \r_port__addr$78  = 4'h0;
+  reg [3:0] \r_port__addr$89  = 4'h0;
+  wire [15:0] r_port__data;
+  wire [15:0] \r_port__data$125 ;
+  wire [15:0] \r_port__data$129 ;
+  wire [15:0] \r_port__data$133 ;
+  wire [15:0] \r_port__data$137 ;
+  wire [15:0] \r_port__data$141 ;
+  wire [15:0] \r_port__data$145 ;
+  wire [15:0] \r_port__data$149 ;
   reg r_sel0 = 1'h0;
   reg r_sel1 = 1'h0;
   reg r_sel2 = 1'h0;
@@ -12858,22 +12874,6 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   reg r_sel5 = 1'h0;
   reg r_sel6 = 1'h0;
   reg r_sel7 = 1'h0;
-  reg [3:0] read__addr = 4'h0;
-  reg [3:0] \read__addr$23  = 4'h0;
-  reg [3:0] \read__addr$34  = 4'h0;
-  reg [3:0] \read__addr$45  = 4'h0;
-  reg [3:0] \read__addr$56  = 4'h0;
-  reg [3:0] \read__addr$67  = 4'h0;
-  reg [3:0] \read__addr$78  = 4'h0;
-  reg [3:0] \read__addr$89  = 4'h0;
-  wire [15:0] read__data;
-  wire [15:0] \read__data$125 ;
-  wire [15:0] \read__data$129 ;
-  wire [15:0] \read__data$133 ;
-  wire [15:0] \read__data$137 ;
-  wire [15:0] \read__data$141 ;
-  wire [15:0] \read__data$145 ;
-  wire [15:0] \read__data$149 ;
   input rst;
   wire rst;
   (* init = 4'h0 *)
@@ -12895,6 +12895,38 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   input [127:0] w_data;
   wire [127:0] w_data;
   wire [7:0] w_en;
+  reg [3:0] w_port__addr = 4'h0;
+  reg [3:0] \w_port__addr$19  = 4'h0;
+  reg [3:0] \w_port__addr$30  = 4'h0;
+  reg [3:0] \w_port__addr$41  = 4'h0;
+  reg [3:0] \w_port__addr$52  = 4'h0;
+  reg [3:0] \w_port__addr$63  = 4'h0;
+  reg [3:0] \w_port__addr$74  = 4'h0;
+  reg [3:0] \w_port__addr$85  = 4'h0;
+  wire [15:0] w_port__data;
+  wire [15:0] \w_port__data$21 ;
+  wire [15:0] \w_port__data$32 ;
+  wire [15:0] \w_port__data$43 ;
+  wire [15:0] \w_port__data$54 ;
+  wire [15:0] \w_port__data$65 ;
+  wire [15:0] \w_port__data$76 ;
+  wire [15:0] \w_port__data$87 ;
+  input w_port__en;
+  wire w_port__en;
+  input \w_port__en$22 ;
+  wire \w_port__en$22 ;
+  input \w_port__en$33 ;
+  wire \w_port__en$33 ;
+  input \w_port__en$44 ;
+  wire \w_port__en$44 ;
+  input \w_port__en$55 ;
+  wire \w_port__en$55 ;
+  input \w_port__en$66 ;
+  wire \w_port__en$66 ;
+  input \w_port__en$77 ;
+  wire \w_port__en$77 ;
+  input \w_port__en$88 ;
+  wire \w_port__en$88 ;
   reg w_sel0 = 1'h0;
   reg w_sel1 = 1'h0;
   reg w_sel2 = 1'h0;
@@ -12903,86 +12935,54 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   reg w_sel5 = 1'h0;
   reg w_sel6 = 1'h0;
   reg w_sel7 = 1'h0;
-  reg [3:0] write__addr = 4'h0;
-  reg [3:0] \write__addr$19  = 4'h0;
-  reg [3:0] \write__addr$30  = 4'h0;
-  reg [3:0] \write__addr$41  = 4'h0;
-  reg [3:0] \write__addr$52  = 4'h0;
-  reg [3:0] \write__addr$63  = 4'h0;
-  reg [3:0] \write__addr$74  = 4'h0;
-  reg [3:0] \write__addr$85  = 4'h0;
-  wire [15:0] write__data;
-  wire [15:0] \write__data$21 ;
-  wire [15:0] \write__data$32 ;
-  wire [15:0] \write__data$43 ;
-  wire [15:0] \write__data$54 ;
-  wire [15:0] \write__data$65 ;
-  wire [15:0] \write__data$76 ;
-  wire [15:0] \write__data$87 ;
-  input write__en;
-  wire write__en;
-  input \write__en$22 ;
-  wire \write__en$22 ;
-  input \write__en$33 ;
-  wire \write__en$33 ;
-  input \write__en$44 ;
-  wire \write__en$44 ;
-  input \write__en$55 ;
-  wire \write__en$55 ;
-  input \write__en$66 ;
-  wire \write__en$66 ;
-  input \write__en$77 ;
-  wire \write__en$77 ;
-  input \write__en$88 ;
-  wire \write__en$88 ;
   reg [15:0] ring0 [15:0];
   always @(posedge clk) begin
-    if (write__en)
-      ring0[write__addr] <= w_data[15:0];
+    if (w_port__en)
+      ring0[w_port__addr] <= w_data[15:0];
   end
-  assign read__data = ring0[read__addr];
+  assign r_port__data = ring0[r_port__addr];
   reg [15:0] ring1 [15:0];
   always @(posedge clk) begin
-    if (\write__en$22 )
-      ring1[\write__addr$19 ] <= w_data[31:16];
+    if (\w_port__en$22 )
+      ring1[\w_port__addr$19 ] <= w_data[31:16];
   end
-  assign \read__data$125  = ring1[\read__addr$23 ];
+  assign \r_port__data$125  = ring1[\r_port__addr$23 ];
   reg [15:0] ring2 [15:0];
   always @(posedge clk) begin
-    if (\write__en$33 )
-      ring2[\write__addr$30 ] <= w_data[47:32];
+    if (\w_port__en$33 )
+      ring2[\w_port__addr$30 ] <= w_data[47:32];
   end
-  assign \read__data$129  = ring2[\read__addr$34 ];
+  assign \r_port__data$129  = ring2[\r_port__addr$34 ];
   reg [15:0] ring3 [15:0];
   always @(posedge clk) begin
-    if (\write__en$44 )
-      ring3[\write__addr$41 ] <= w_data[63:48];
+    if (\w_port__en$44 )
+      ring3[\w_port__addr$41 ] <= w_data[63:48];
   end
-  assign \read__data$133  = ring3[\read__addr$45 ];
+  assign \r_port__data$133  = ring3[\r_port__addr$45 ];
   reg [15:0] ring4 [15:0];
   always @(posedge clk) begin
-    if (\write__en$55 )
-      ring4[\write__addr$52 ] <= w_data[79:64];
+    if (\w_port__en$55 )
+      ring4[\w_port__addr$52 ] <= w_data[79:64];
   end
-  assign \read__data$137  = ring4[\read__addr$56 ];
+  assign \r_port__data$137  = ring4[\r_port__addr$56 ];
   reg [15:0] ring5 [15:0];
   always @(posedge clk) begin
-    if (\write__en$66 )
-      ring5[\write__addr$63 ] <= w_data[95:80];
+    if (\w_port__en$66 )
+      ring5[\w_port__addr$63 ] <= w_data[95:80];
   end
-  assign \read__data$141  = ring5[\read__addr$67 ];
+  assign \r_port__data$141  = ring5[\r_port__addr$67 ];
   reg [15:0] ring6 [15:0];
   always @(posedge clk) begin
-    if (\write__en$77 )
-      ring6[\write__addr$74 ] <= w_data[111:96];
+    if (\w_port__en$77 )
+      ring6[\w_port__addr$74 ] <= w_data[111:96];
   end
-  assign \read__data$145  = ring6[\read__addr$78 ];
+  assign \r_port__data$145  = ring6[\r_port__addr$78 ];
   reg [15:0] ring7 [15:0];
   always @(posedge clk) begin
-    if (\write__en$88 )
-      ring7[\write__addr$85 ] <= w_data[127:112];
+    if (\w_port__en$88 )
+      ring7[\w_port__addr$85 ] <= w_data[127:112];
   end
-  assign \read__data$149  = ring7[\read__addr$89 ];
+  assign \r_port__data$149  = ring7[\r_port__addr$89 ];
   assign \$1  = ~ full0;
   assign push0 = held0[0] & \$1 ;
   assign pop0 = out_valid0 & o__ready;
@@ -13016,8 +13016,8 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   assign \$15  = r_sel6 ? entry1_6 : entry0_6;
   assign \$16  = r_sel7 ? entry1_7 : entry0_7;
   assign \$17  = ~ push0;
-  assign \$18  = write__en & \$17 ;
-  assign \$19  = ~ write__en;
+  assign \$18  = w_port__en & \$17 ;
+  assign \$19  = ~ w_port__en;
   assign \$20  = push0 & \$19 ;
   assign \$22  = pop0 ? full0 : out_valid0;
   assign \$23  = push0 ? 1'h1 : \$22 ;
@@ -13027,8 +13027,8 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   assign \$27  = pop0 & \$26 ;
   assign \$28  = \$27  ? 1'h0 : full0;
   assign \$29  = \$25  ? out_valid0 : \$28 ;
-  assign \$30  = write__addr + 1'h1;
-  assign \$31  = read__addr + 1'h1;
+  assign \$30  = w_port__addr + 1'h1;
+  assign \$31  = r_port__addr + 1'h1;
   assign \$32  = w_sel0 ^ push0;
   assign \$33  = r_sel0 ^ pop0;
   assign \$34  = ~ pop0;
@@ -13051,8 +13051,8 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   assign \$51  = w_sel0 ^ push0;
   assign \$53  = \$50  & \$52 ;
   assign \$54  = ~ push1;
-  assign \$55  = \write__en$22  & \$54 ;
-  assign \$56  = ~ \write__en$22 ;
+  assign \$55  = \w_port__en$22  & \$54 ;
+  assign \$56  = ~ \w_port__en$22 ;
   assign \$57  = push1 & \$56 ;
   assign \$59  = pop1 ? full1 : out_valid1;
   assign \$60  = push1 ? 1'h1 : \$59 ;
@@ -13062,8 +13062,8 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   assign \$64  = pop1 & \$63 ;
   assign \$65  = \$64  ? 1'h0 : full1;
   assign \$66  = \$62  ? out_valid1 : \$65 ;
-  assign \$67  = \write__addr$19  + 1'h1;
-  assign \$68  = \read__addr$23  + 1'h1;
+  assign \$67  = \w_port__addr$19  + 1'h1;
+  assign \$68  = \r_port__addr$23  + 1'h1;
   assign \$69  = w_sel1 ^ push1;
   assign \$70  = r_sel1 ^ pop1;
   assign \$71  = ~ pop1;
@@ -13086,8 +13086,8 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   assign \$88  = w_sel1 ^ push1;
   assign \$90  = \$87  & \$89 ;
   assign \$91  = ~ push2;
-  assign \$92  = \write__en$33  & \$91 ;
-  assign \$93  = ~ \write__en$33 ;
+  assign \$92  = \w_port__en$33  & \$91 ;
+  assign \$93  = ~ \w_port__en$33 ;
   assign \$94  = push2 & \$93 ;
   assign \$96  = pop2 ? full2 : out_valid2;
   assign \$97  = push2 ? 1'h1 : \$96 ;
@@ -13097,8 +13097,8 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   assign \$101  = pop2 & \$100 ;
   assign \$102  = \$101  ? 1'h0 : full2;
   assign \$103  = \$99  ? out_valid2 : \$102 ;
-  assign \$104  = \write__addr$30  + 1'h1;
-  assign \$105  = \read__addr$34  + 1'h1;
+  assign \$104  = \w_port__addr$30  + 1'h1;
+  assign \$105  = \r_port__addr$34  + 1'h1;
   assign \$106  = w_sel2 ^ push2;
   assign \$107  = r_sel2 ^ pop2;
   assign \$108  = ~ pop2;
@@ -13121,8 +13121,8 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   assign \$125  = w_sel2 ^ push2;
   assign \$127  = \$124  & \$126 ;
   assign \$128  = ~ push3;
-  assign \$129  = \write__en$44  & \$128 ;
-  assign \$130  = ~ \write__en$44 ;
+  assign \$129  = \w_port__en$44  & \$128 ;
+  assign \$130  = ~ \w_port__en$44 ;
   assign \$131  = push3 & \$130 ;
   assign \$133  = pop3 ? full3 : out_valid3;
   assign \$134  = push3 ? 1'h1 : \$133 ;
@@ -13132,8 +13132,8 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   assign \$138  = pop3 & \$137 ;
   assign \$139  = \$138  ? 1'h0 : full3;
   assign \$140  = \$136  ? out_valid3 : \$139 ;
-  assign \$141  = \write__addr$41  + 1'h1;
-  assign \$142  = \read__addr$45  + 1'h1;
+  assign \$141  = \w_port__addr$41  + 1'h1;
+  assign \$142  = \r_port__addr$45  + 1'h1;
   assign \$143  = w_sel3 ^ push3;
   assign \$144  = r_sel3 ^ pop3;
   assign \$145  = ~ pop3;
@@ -13156,8 +13156,8 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   assign \$162  = w_sel3 ^ push3;
   assign \$164  = \$161  & \$163 ;
   assign \$165  = ~ push4;
-  assign \$166  = \write__en$55  & \$165 ;
-  assign \$167  = ~ \write__en$55 ;
+  assign \$166  = \w_port__en$55  & \$165 ;
+  assign \$167  = ~ \w_port__en$55 ;
   assign \$168  = push4 & \$167 ;
   assign \$170  = pop4 ? full4 : out_valid4;
   assign \$171  = push4 ? 1'h1 : \$170 ;
@@ -13167,8 +13167,8 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   assign \$175  = pop4 & \$174 ;
   assign \$176  = \$175  ? 1'h0 : full4;
   assign \$177  = \$173  ? out_valid4 : \$176 ;
-  assign \$178  = \write__addr$52  + 1'h1;
-  assign \$179  = \read__addr$56  + 1'h1;
+  assign \$178  = \w_port__addr$52  + 1'h1;
+  assign \$179  = \r_port__addr$56  + 1'h1;
   assign \$180  = w_sel4 ^ push4;
   assign \$181  = r_sel4 ^ pop4;
   assign \$182  = ~ pop4;
@@ -13191,8 +13191,8 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   assign \$199  = w_sel4 ^ push4;
   assign \$201  = \$198  & \$200 ;
   assign \$202  = ~ push5;
-  assign \$203  = \write__en$66  & \$202 ;
-  assign \$204  = ~ \write__en$66 ;
+  assign \$203  = \w_port__en$66  & \$202 ;
+  assign \$204  = ~ \w_port__en$66 ;
   assign \$205  = push5 & \$204 ;
   assign \$207  = pop5 ? full5 : out_valid5;
   assign \$208  = push5 ? 1'h1 : \$207 ;
@@ -13202,8 +13202,8 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   assign \$212  = pop5 & \$211 ;
   assign \$213  = \$212  ? 1'h0 : full5;
   assign \$214  = \$210  ? out_valid5 : \$213 ;
-  assign \$215  = \write__addr$63  + 1'h1;
-  assign \$216  = \read__addr$67  + 1'h1;
+  assign \$215  = \w_port__addr$63  + 1'h1;
+  assign \$216  = \r_port__addr$67  + 1'h1;
   assign \$217  = w_sel5 ^ push5;
   assign \$218  = r_sel5 ^ pop5;
   assign \$219  = ~ pop5;
@@ -13226,8 +13226,8 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   assign \$236  = w_sel5 ^ push5;
   assign \$238  = \$235  & \$237 ;
   assign \$239  = ~ push6;
-  assign \$240  = \write__en$77  & \$239 ;
-  assign \$241  = ~ \write__en$77 ;
+  assign \$240  = \w_port__en$77  & \$239 ;
+  assign \$241  = ~ \w_port__en$77 ;
   assign \$242  = push6 & \$241 ;
   assign \$244  = pop6 ? full6 : out_valid6;
   assign \$245  = push6 ? 1'h1 : \$244 ;
@@ -13237,8 +13237,8 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   assign \$249  = pop6 & \$248 ;
   assign \$250  = \$249  ? 1'h0 : full6;
   assign \$251  = \$247  ? out_valid6 : \$250 ;
-  assign \$252  = \write__addr$74  + 1'h1;
-  assign \$253  = \read__addr$78  + 1'h1;
+  assign \$252  = \w_port__addr$74  + 1'h1;
+  assign \$253  = \r_port__addr$78  + 1'h1;
   assign \$254  = w_sel6 ^ push6;
   assign \$255  = r_sel6 ^ pop6;
   assign \$256  = ~ pop6;
@@ -13261,8 +13261,8 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   assign \$273  = w_sel6 ^ push6;
   assign \$275  = \$272  & \$274 ;
   assign \$276  = ~ push7;
-  assign \$277  = \write__en$88  & \$276 ;
-  assign \$278  = ~ \write__en$88 ;
+  assign \$277  = \w_port__en$88  & \$276 ;
+  assign \$278  = ~ \w_port__en$88 ;
   assign \$279  = push7 & \$278 ;
   assign \$281  = pop7 ? full7 : out_valid7;
   assign \$282  = push7 ? 1'h1 : \$281 ;
@@ -13272,8 +13272,8 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   assign \$286  = pop7 & \$285 ;
   assign \$287  = \$286  ? 1'h0 : full7;
   assign \$288  = \$284  ? out_valid7 : \$287 ;
-  assign \$289  = \write__addr$85  + 1'h1;
-  assign \$290  = \read__addr$89  + 1'h1;
+  assign \$289  = \w_port__addr$85  + 1'h1;
+  assign \$290  = \r_port__addr$89  + 1'h1;
   assign \$291  = w_sel7 ^ push7;
   assign \$292  = r_sel7 ^ pop7;
   assign \$293  = ~ pop7;
@@ -13302,9 +13302,9 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   always @(posedge clk)
     full0 <= \$315 ;
   always @(posedge clk)
-    write__addr <= \$316 ;
+    w_port__addr <= \$316 ;
   always @(posedge clk)
-    read__addr <= \$317 ;
+    r_port__addr <= \$317 ;
   always @(posedge clk)
     w_sel0 <= \$318 ;
   always @(posedge clk)
@@ -13324,9 +13324,9 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   always @(posedge clk)
     full1 <= \$326 ;
   always @(posedge clk)
-    \write__addr$19  <= \$327 ;
+    \w_port__addr$19  <= \$327 ;
   always @(posedge clk)
-    \read__addr$23  <= \$328 ;
+    \r_port__addr$23  <= \$328 ;
   always @(posedge clk)
     w_sel1 <= \$329 ;
   always @(posedge clk)
@@ -13346,9 +13346,9 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   always @(posedge clk)
     full2 <= \$337 ;
   always @(posedge clk)
-    \write__addr$30  <= \$338 ;
+    \w_port__addr$30  <= \$338 ;
   always @(posedge clk)
-    \read__addr$34  <= \$339 ;
+    \r_port__addr$34  <= \$339 ;
   always @(posedge clk)
     w_sel2 <= \$340 ;
   always @(posedge clk)
@@ -13368,9 +13368,9 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   always @(posedge clk)
     full3 <= \$348 ;
   always @(posedge clk)
-    \write__addr$41  <= \$349 ;
+    \w_port__addr$41  <= \$349 ;
   always @(posedge clk)
-    \read__addr$45  <= \$350 ;
+    \r_port__addr$45  <= \$350 ;
   always @(posedge clk)
     w_sel3 <= \$351 ;
   always @(posedge clk)
@@ -13390,9 +13390,9 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   always @(posedge clk)
     full4 <= \$359 ;
   always @(posedge clk)
-    \write__addr$52  <= \$360 ;
+    \w_port__addr$52  <= \$360 ;
   always @(posedge clk)
-    \read__addr$56  <= \$361 ;
+    \r_port__addr$56  <= \$361 ;
   always @(posedge clk)
     w_sel4 <= \$362 ;
   always @(posedge clk)
@@ -13412,9 +13412,9 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   always @(posedge clk)
     full5 <= \$370 ;
   always @(posedge clk)
-    \write__addr$63  <= \$371 ;
+    \w_port__addr$63  <= \$371 ;
   always @(posedge clk)
-    \read__addr$67  <= \$372 ;
+    \r_port__addr$67  <= \$372 ;
   always @(posedge clk)
     w_sel5 <= \$373 ;
   always @(posedge clk)
@@ -13434,9 +13434,9 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   always @(posedge clk)
     full6 <= \$381 ;
   always @(posedge clk)
-    \write__addr$74  <= \$382 ;
+    \w_port__addr$74  <= \$382 ;
   always @(posedge clk)
-    \read__addr$78  <= \$383 ;
+    \r_port__addr$78  <= \$383 ;
   always @(posedge clk)
     w_sel6 <= \$384 ;
   always @(posedge clk)
@@ -13456,9 +13456,9 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   always @(posedge clk)
     full7 <= \$392 ;
   always @(posedge clk)
-    \write__addr$85  <= \$393 ;
+    \w_port__addr$85  <= \$393 ;
   always @(posedge clk)
-    \read__addr$89  <= \$394 ;
+    \r_port__addr$89  <= \$394 ;
   always @(posedge clk)
     w_sel7 <= \$395 ;
   always @(posedge clk)
@@ -13499,8 +13499,8 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$316  = write__addr;
-    if (write__en) begin
+    \$316  = w_port__addr;
+    if (w_port__en) begin
       \$316  = \$30 [3:0];
     end
     if (rst) begin
@@ -13509,7 +13509,7 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$317  = read__addr;
+    \$317  = r_port__addr;
     if (push0) begin
       \$317  = \$31 [3:0];
     end
@@ -13542,7 +13542,7 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$321  = entry0_0;
     if (load0_0) begin
-      \$321  = read__data;
+      \$321  = r_port__data;
     end
   end
   always @* begin
@@ -13556,7 +13556,7 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$323  = entry1_0;
     if (load1_0) begin
-      \$323  = read__data;
+      \$323  = r_port__data;
     end
   end
   always @* begin
@@ -13587,8 +13587,8 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$327  = \write__addr$19 ;
-    if (\write__en$22 ) begin
+    \$327  = \w_port__addr$19 ;
+    if (\w_port__en$22 ) begin
       \$327  = \$67 [3:0];
     end
     if (rst) begin
@@ -13597,7 +13597,7 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$328  = \read__addr$23 ;
+    \$328  = \r_port__addr$23 ;
     if (push1) begin
       \$328  = \$68 [3:0];
     end
@@ -13630,7 +13630,7 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$332  = entry0_1;
     if (load0_1) begin
-      \$332  = \read__data$125 ;
+      \$332  = \r_port__data$125 ;
     end
   end
   always @* begin
@@ -13644,7 +13644,7 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$334  = entry1_1;
     if (load1_1) begin
-      \$334  = \read__data$125 ;
+      \$334  = \r_port__data$125 ;
     end
   end
   always @* begin
@@ -13675,8 +13675,8 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$338  = \write__addr$30 ;
-    if (\write__en$33 ) begin
+    \$338  = \w_port__addr$30 ;
+    if (\w_port__en$33 ) begin
       \$338  = \$104 [3:0];
     end
     if (rst) begin
@@ -13685,7 +13685,7 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$339  = \read__addr$34 ;
+    \$339  = \r_port__addr$34 ;
     if (push2) begin
       \$339  = \$105 [3:0];
     end
@@ -13718,7 +13718,7 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$343  = entry0_2;
     if (load0_2) begin
-      \$343  = \read__data$129 ;
+      \$343  = \r_port__data$129 ;
     end
   end
   always @* begin
@@ -13732,7 +13732,7 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$345  = entry1_2;
     if (load1_2) begin
-      \$345  = \read__data$129 ;
+      \$345  = \r_port__data$129 ;
     end
   end
   always @* begin
@@ -13763,8 +13763,8 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$349  = \write__addr$41 ;
-    if (\write__en$44 ) begin
+    \$349  = \w_port__addr$41 ;
+    if (\w_port__en$44 ) begin
       \$349  = \$141 [3:0];
     end
     if (rst) begin
@@ -13773,7 +13773,7 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$350  = \read__addr$45 ;
+    \$350  = \r_port__addr$45 ;
     if (push3) begin
       \$350  = \$142 [3:0];
     end
@@ -13806,7 +13806,7 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$354  = entry0_3;
     if (load0_3) begin
-      \$354  = \read__data$133 ;
+      \$354  = \r_port__data$133 ;
     end
   end
   always @* begin
@@ -13820,7 +13820,7 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$356  = entry1_3;
     if (load1_3) begin
-      \$356  = \read__data$133 ;
+      \$356  = \r_port__data$133 ;
     end
   end
   always @* begin
@@ -13851,8 +13851,8 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$360  = \write__addr$52 ;
-    if (\write__en$55 ) begin
+    \$360  = \w_port__addr$52 ;
+    if (\w_port__en$55 ) begin
       \$360  = \$178 [3:0];
     end
     if (rst) begin
@@ -13861,7 +13861,7 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$361  = \read__addr$56 ;
+    \$361  = \r_port__addr$56 ;
     if (push4) begin
       \$361  = \$179 [3:0];
     end
@@ -13894,7 +13894,7 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$365  = entry0_4;
     if (load0_4) begin
-      \$365  = \read__data$137 ;
+      \$365  = \r_port__data$137 ;
     end
   end
   always @* begin
@@ -13908,7 +13908,7 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$367  = entry1_4;
     if (load1_4) begin
-      \$367  = \read__data$137 ;
+      \$367  = \r_port__data$137 ;
     end
   end
   always @* begin
@@ -13939,8 +13939,8 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$371  = \write__addr$63 ;
-    if (\write__en$66 ) begin
+    \$371  = \w_port__addr$63 ;
+    if (\w_port__en$66 ) begin
       \$371  = \$215 [3:0];
     end
     if (rst) begin
@@ -13949,7 +13949,7 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$372  = \read__addr$67 ;
+    \$372  = \r_port__addr$67 ;
     if (push5) begin
       \$372  = \$216 [3:0];
     end
@@ -13982,7 +13982,7 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$376  = entry0_5;
     if (load0_5) begin
-      \$376  = \read__data$141 ;
+      \$376  = \r_port__data$141 ;
     end
   end
   always @* begin
@@ -13996,7 +13996,7 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$378  = entry1_5;
     if (load1_5) begin
-      \$378  = \read__data$141 ;
+      \$378  = \r_port__data$141 ;
     end
   end
   always @* begin
@@ -14027,8 +14027,8 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$382  = \write__addr$74 ;
-    if (\write__en$77 ) begin
+    \$382  = \w_port__addr$74 ;
+    if (\w_port__en$77 ) begin
       \$382  = \$252 [3:0];
     end
     if (rst) begin
@@ -14037,7 +14037,7 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$383  = \read__addr$78 ;
+    \$383  = \r_port__addr$78 ;
     if (push6) begin
       \$383  = \$253 [3:0];
     end
@@ -14070,7 +14070,7 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$387  = entry0_6;
     if (load0_6) begin
-      \$387  = \read__data$145 ;
+      \$387  = \r_port__data$145 ;
     end
   end
   always @* begin
@@ -14084,7 +14084,7 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$389  = entry1_6;
     if (load1_6) begin
-      \$389  = \read__data$145 ;
+      \$389  = \r_port__data$145 ;
     end
   end
   always @* begin
@@ -14115,8 +14115,8 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$393  = \write__addr$85 ;
-    if (\write__en$88 ) begin
+    \$393  = \w_port__addr$85 ;
+    if (\w_port__en$88 ) begin
       \$393  = \$289 [3:0];
     end
     if (rst) begin
@@ -14125,7 +14125,7 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$394  = \read__addr$89 ;
+    \$394  = \r_port__addr$89 ;
     if (push7) begin
       \$394  = \$290 [3:0];
     end
@@ -14158,7 +14158,7 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$398  = entry0_7;
     if (load0_7) begin
-      \$398  = \read__data$149 ;
+      \$398  = \r_port__data$149 ;
     end
   end
   always @* begin
@@ -14172,34 +14172,34 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$400  = entry1_7;
     if (load1_7) begin
-      \$400  = \read__data$149 ;
+      \$400  = \r_port__data$149 ;
     end
   end
-  assign w_at0 = write__addr;
-  assign write__data = w_data[15:0];
-  assign w_en = { \write__en$88 , \write__en$77 , \write__en$66 , \write__en$55 , \write__en$44 , \write__en$33 , \write__en$22 , write__en };
-  assign r_at0 = read__addr;
-  assign w_at1 = \write__addr$19 ;
-  assign \write__data$21  = w_data[31:16];
-  assign r_at1 = \read__addr$23 ;
-  assign w_at2 = \write__addr$30 ;
-  assign \write__data$32  = w_data[47:32];
-  assign r_at2 = \read__addr$34 ;
-  assign w_at3 = \write__addr$41 ;
-  assign \write__data$43  = w_data[63:48];
-  assign r_at3 = \read__addr$45 ;
-  assign w_at4 = \write__addr$52 ;
-  assign \write__data$54  = w_data[79:64];
-  assign r_at4 = \read__addr$56 ;
-  assign w_at5 = \write__addr$63 ;
-  assign \write__data$65  = w_data[95:80];
-  assign r_at5 = \read__addr$67 ;
-  assign w_at6 = \write__addr$74 ;
-  assign \write__data$76  = w_data[111:96];
-  assign r_at6 = \read__addr$78 ;
-  assign w_at7 = \write__addr$85 ;
-  assign \write__data$87  = w_data[127:112];
-  assign r_at7 = \read__addr$89 ;
+  assign w_at0 = w_port__addr;
+  assign w_port__data = w_data[15:0];
+  assign w_en = { \w_port__en$88 , \w_port__en$77 , \w_port__en$66 , \w_port__en$55 , \w_port__en$44 , \w_port__en$33 , \w_port__en$22 , w_port__en };
+  assign r_at0 = r_port__addr;
+  assign w_at1 = \w_port__addr$19 ;
+  assign \w_port__data$21  = w_data[31:16];
+  assign r_at1 = \r_port__addr$23 ;
+  assign w_at2 = \w_port__addr$30 ;
+  assign \w_port__data$32  = w_data[47:32];
+  assign r_at2 = \r_port__addr$34 ;
+  assign w_at3 = \w_port__addr$41 ;
+  assign \w_port__data$43  = w_data[63:48];
+  assign r_at3 = \r_port__addr$45 ;
+  assign w_at4 = \w_port__addr$52 ;
+  assign \w_port__data$54  = w_data[79:64];
+  assign r_at4 = \r_port__addr$56 ;
+  assign w_at5 = \w_port__addr$63 ;
+  assign \w_port__data$65  = w_data[95:80];
+  assign r_at5 = \r_port__addr$67 ;
+  assign w_at6 = \w_port__addr$74 ;
+  assign \w_port__data$76  = w_data[111:96];
+  assign r_at6 = \r_port__addr$78 ;
+  assign w_at7 = \w_port__addr$85 ;
+  assign \w_port__data$87  = w_data[127:112];
+  assign r_at7 = \r_port__addr$89 ;
   assign o__valid = out_valid0;
   assign o__payload = { \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9  };
   assign \port$2429$0  = \$9 ;
@@ -14229,7 +14229,7 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, \port$2429$0 , \port$2430$0
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0 , \port$2871$0 , \port$2872$0 , \port$2873$0 , \port$2874$0 , \port$2875$0 , \port$2876$0 , write__en, \write__en$22 , \write__en$33 , \write__en$44 , \write__en$55 , \write__en$66 , \write__en$77 , \write__en$88 , w_data, out_valid0, o__ready
+module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0 , \port$2871$0 , \port$2872$0 , \port$2873$0 , \port$2874$0 , \port$2875$0 , \port$2876$0 , w_port__en, \w_port__en$22 , \w_port__en$33 , \w_port__en$44 , \w_port__en$55 , \w_port__en$66 , \w_port__en$77 , \w_port__en$88 , w_data, out_valid0, o__ready
 );
   reg \$auto$verilog_backend.cc:2355:dump_module$14  = 0;
   wire \$1 ;
@@ -14744,6 +14744,22 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   wire [3:0] r_at6;
   (* init = 4'h0 *)
   wire [3:0] r_at7;
+  reg [3:0] r_port__addr = 4'h0;
+  reg [3:0] \r_port__addr$23  = 4'h0;
+  reg [3:0] \r_port__addr$34  = 4'h0;
+  reg [3:0] \r_port__addr$45  = 4'h0;
+  reg [3:0] \r_port__addr$56  = 4'h0;
+  reg [3:0] \r_port__addr$67  = 4'h0;
+  reg [3:0] \r_port__addr$78  = 4'h0;
+  reg [3:0] \r_port__addr$89  = 4'h0;
+  wire [15:0] r_port__data;
+  wire [15:0] \r_port__data$125 ;
+  wire [15:0] \r_port__data$129 ;
+  wire [15:0] \r_port__data$133 ;
+  wire [15:0] \r_port__data$137 ;
+  wire [15:0] \r_port__data$141 ;
+  wire [15:0] \r_port__data$145 ;
+  wire [15:0] \r_port__data$149 ;
   reg r_sel0 = 1'h0;
   reg r_sel1 = 1'h0;
   reg r_sel2 = 1'h0;
@@ -14752,22 +14768,6 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   reg r_sel5 = 1'h0;
   reg r_sel6 = 1'h0;
   reg r_sel7 = 1'h0;
-  reg [3:0] read__addr = 4'h0;
-  reg [3:0] \read__addr$23  = 4'h0;
-  reg [3:0] \read__addr$34  = 4'h0;
-  reg [3:0] \read__addr$45  = 4'h0;
-  reg [3:0] \read__addr$56  = 4'h0;
-  reg [3:0] \read__addr$67  = 4'h0;
-  reg [3:0] \read__addr$78  = 4'h0;
-  reg [3:0] \read__addr$89  = 4'h0;
-  wire [15:0] read__data;
-  wire [15:0] \read__data$125 ;
-  wire [15:0] \read__data$129 ;
-  wire [15:0] \read__data$133 ;
-  wire [15:0] \read__data$137 ;
-  wire [15:0] \read__data$141 ;
-  wire [15:0] \read__data$145 ;
-  wire [15:0] \read__data$149 ;
   input rst;
   wire rst;
   (* init = 4'h0 *)
@@ -14789,6 +14789,38 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   input [127:0] w_data;
   wire [127:0] w_data;
   wire [7:0] w_en;
+  reg [3:0] w_port__addr = 4'h0;
+  reg [3:0] \w_port__addr$19  = 4'h0;
+  reg [3:0] \w_port__addr$30  = 4'h0;
+  reg [3:0] \w_port__addr$41  = 4'h0;
+  reg [3:0] \w_port__addr$52  = 4'h0;
+  reg [3:0] \w_port__addr$63  = 4'h0;
+  reg [3:0] \w_port__addr$74  = 4'h0;
+  reg [3:0] \w_port__addr$85  = 4'h0;
+  wire [15:0] w_port__data;
+  wire [15:0] \w_port__data$21 ;
+  wire [15:0] \w_port__data$32 ;
+  wire [15:0] \w_port__data$43 ;
+  wire [15:0] \w_port__data$54 ;
+  wire [15:0] \w_port__data$65 ;
+  wire [15:0] \w_port__data$76 ;
+  wire [15:0] \w_port__data$87 ;
+  input w_port__en;
+  wire w_port__en;
+  input \w_port__en$22 ;
+  wire \w_port__en$22 ;
+  input \w_port__en$33 ;
+  wire \w_port__en$33 ;
+  input \w_port__en$44 ;
+  wire \w_port__en$44 ;
+  input \w_port__en$55 ;
+  wire \w_port__en$55 ;
+  input \w_port__en$66 ;
+  wire \w_port__en$66 ;
+  input \w_port__en$77 ;
+  wire \w_port__en$77 ;
+  input \w_port__en$88 ;
+  wire \w_port__en$88 ;
   reg w_sel0 = 1'h0;
   reg w_sel1 = 1'h0;
   reg w_sel2 = 1'h0;
@@ -14797,86 +14829,54 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   reg w_sel5 = 1'h0;
   reg w_sel6 = 1'h0;
   reg w_sel7 = 1'h0;
-  reg [3:0] write__addr = 4'h0;
-  reg [3:0] \write__addr$19  = 4'h0;
-  reg [3:0] \write__addr$30  = 4'h0;
-  reg [3:0] \write__addr$41  = 4'h0;
-  reg [3:0] \write__addr$52  = 4'h0;
-  reg [3:0] \write__addr$63  = 4'h0;
-  reg [3:0] \write__addr$74  = 4'h0;
-  reg [3:0] \write__addr$85  = 4'h0;
-  wire [15:0] write__data;
-  wire [15:0] \write__data$21 ;
-  wire [15:0] \write__data$32 ;
-  wire [15:0] \write__data$43 ;
-  wire [15:0] \write__data$54 ;
-  wire [15:0] \write__data$65 ;
-  wire [15:0] \write__data$76 ;
-  wire [15:0] \write__data$87 ;
-  input write__en;
-  wire write__en;
-  input \write__en$22 ;
-  wire \write__en$22 ;
-  input \write__en$33 ;
-  wire \write__en$33 ;
-  input \write__en$44 ;
-  wire \write__en$44 ;
-  input \write__en$55 ;
-  wire \write__en$55 ;
-  input \write__en$66 ;
-  wire \write__en$66 ;
-  input \write__en$77 ;
-  wire \write__en$77 ;
-  input \write__en$88 ;
-  wire \write__en$88 ;
   reg [15:0] ring0 [15:0];
   always @(posedge clk) begin
-    if (write__en)
-      ring0[write__addr] <= w_data[15:0];
+    if (w_port__en)
+      ring0[w_port__addr] <= w_data[15:0];
   end
-  assign read__data = ring0[read__addr];
+  assign r_port__data = ring0[r_port__addr];
   reg [15:0] ring1 [15:0];
   always @(posedge clk) begin
-    if (\write__en$22 )
-      ring1[\write__addr$19 ] <= w_data[31:16];
+    if (\w_port__en$22 )
+      ring1[\w_port__addr$19 ] <= w_data[31:16];
   end
-  assign \read__data$125  = ring1[\read__addr$23 ];
+  assign \r_port__data$125  = ring1[\r_port__addr$23 ];
   reg [15:0] ring2 [15:0];
   always @(posedge clk) begin
-    if (\write__en$33 )
-      ring2[\write__addr$30 ] <= w_data[47:32];
+    if (\w_port__en$33 )
+      ring2[\w_port__addr$30 ] <= w_data[47:32];
   end
-  assign \read__data$129  = ring2[\read__addr$34 ];
+  assign \r_port__data$129  = ring2[\r_port__addr$34 ];
   reg [15:0] ring3 [15:0];
   always @(posedge clk) begin
-    if (\write__en$44 )
-      ring3[\write__addr$41 ] <= w_data[63:48];
+    if (\w_port__en$44 )
+      ring3[\w_port__addr$41 ] <= w_data[63:48];
   end
-  assign \read__data$133  = ring3[\read__addr$45 ];
+  assign \r_port__data$133  = ring3[\r_port__addr$45 ];
   reg [15:0] ring4 [15:0];
   always @(posedge clk) begin
-    if (\write__en$55 )
-      ring4[\write__addr$52 ] <= w_data[79:64];
+    if (\w_port__en$55 )
+      ring4[\w_port__addr$52 ] <= w_data[79:64];
   end
-  assign \read__data$137  = ring4[\read__addr$56 ];
+  assign \r_port__data$137  = ring4[\r_port__addr$56 ];
   reg [15:0] ring5 [15:0];
   always @(posedge clk) begin
-    if (\write__en$66 )
-      ring5[\write__addr$63 ] <= w_data[95:80];
+    if (\w_port__en$66 )
+      ring5[\w_port__addr$63 ] <= w_data[95:80];
   end
-  assign \read__data$141  = ring5[\read__addr$67 ];
+  assign \r_port__data$141  = ring5[\r_port__addr$67 ];
   reg [15:0] ring6 [15:0];
   always @(posedge clk) begin
-    if (\write__en$77 )
-      ring6[\write__addr$74 ] <= w_data[111:96];
+    if (\w_port__en$77 )
+      ring6[\w_port__addr$74 ] <= w_data[111:96];
   end
-  assign \read__data$145  = ring6[\read__addr$78 ];
+  assign \r_port__data$145  = ring6[\r_port__addr$78 ];
   reg [15:0] ring7 [15:0];
   always @(posedge clk) begin
-    if (\write__en$88 )
-      ring7[\write__addr$85 ] <= w_data[127:112];
+    if (\w_port__en$88 )
+      ring7[\w_port__addr$85 ] <= w_data[127:112];
   end
-  assign \read__data$149  = ring7[\read__addr$89 ];
+  assign \r_port__data$149  = ring7[\r_port__addr$89 ];
   assign \$1  = ~ full0;
   assign push0 = held0[0] & \$1 ;
   assign pop0 = out_valid0 & o__ready;
@@ -14910,8 +14910,8 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   assign \$15  = r_sel6 ? entry1_6 : entry0_6;
   assign \$16  = r_sel7 ? entry1_7 : entry0_7;
   assign \$17  = ~ push0;
-  assign \$18  = write__en & \$17 ;
-  assign \$19  = ~ write__en;
+  assign \$18  = w_port__en & \$17 ;
+  assign \$19  = ~ w_port__en;
   assign \$20  = push0 & \$19 ;
   assign \$22  = pop0 ? full0 : out_valid0;
   assign \$23  = push0 ? 1'h1 : \$22 ;
@@ -14921,8 +14921,8 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   assign \$27  = pop0 & \$26 ;
   assign \$28  = \$27  ? 1'h0 : full0;
   assign \$29  = \$25  ? out_valid0 : \$28 ;
-  assign \$30  = write__addr + 1'h1;
-  assign \$31  = read__addr + 1'h1;
+  assign \$30  = w_port__addr + 1'h1;
+  assign \$31  = r_port__addr + 1'h1;
   assign \$32  = w_sel0 ^ push0;
   assign \$33  = r_sel0 ^ pop0;
   assign \$34  = ~ pop0;
@@ -14945,8 +14945,8 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   assign \$51  = w_sel0 ^ push0;
   assign \$53  = \$50  & \$52 ;
   assign \$54  = ~ push1;
-  assign \$55  = \write__en$22  & \$54 ;
-  assign \$56  = ~ \write__en$22 ;
+  assign \$55  = \w_port__en$22  & \$54 ;
+  assign \$56  = ~ \w_port__en$22 ;
   assign \$57  = push1 & \$56 ;
   assign \$59  = pop1 ? full1 : out_valid1;
   assign \$60  = push1 ? 1'h1 : \$59 ;
@@ -14956,8 +14956,8 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   assign \$64  = pop1 & \$63 ;
   assign \$65  = \$64  ? 1'h0 : full1;
   assign \$66  = \$62  ? out_valid1 : \$65 ;
-  assign \$67  = \write__addr$19  + 1'h1;
-  assign \$68  = \read__addr$23  + 1'h1;
+  assign \$67  = \w_port__addr$19  + 1'h1;
+  assign \$68  = \r_port__addr$23  + 1'h1;
   assign \$69  = w_sel1 ^ push1;
   assign \$70  = r_sel1 ^ pop1;
   assign \$71  = ~ pop1;
@@ -14980,8 +14980,8 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   assign \$88  = w_sel1 ^ push1;
   assign \$90  = \$87  & \$89 ;
   assign \$91  = ~ push2;
-  assign \$92  = \write__en$33  & \$91 ;
-  assign \$93  = ~ \write__en$33 ;
+  assign \$92  = \w_port__en$33  & \$91 ;
+  assign \$93  = ~ \w_port__en$33 ;
   assign \$94  = push2 & \$93 ;
   assign \$96  = pop2 ? full2 : out_valid2;
   assign \$97  = push2 ? 1'h1 : \$96 ;
@@ -14991,8 +14991,8 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   assign \$101  = pop2 & \$100 ;
   assign \$102  = \$101  ? 1'h0 : full2;
   assign \$103  = \$99  ? out_valid2 : \$102 ;
-  assign \$104  = \write__addr$30  + 1'h1;
-  assign \$105  = \read__addr$34  + 1'h1;
+  assign \$104  = \w_port__addr$30  + 1'h1;
+  assign \$105  = \r_port__addr$34  + 1'h1;
   assign \$106  = w_sel2 ^ push2;
   assign \$107  = r_sel2 ^ pop2;
   assign \$108  = ~ pop2;
@@ -15015,8 +15015,8 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   assign \$125  = w_sel2 ^ push2;
   assign \$127  = \$124  & \$126 ;
   assign \$128  = ~ push3;
-  assign \$129  = \write__en$44  & \$128 ;
-  assign \$130  = ~ \write__en$44 ;
+  assign \$129  = \w_port__en$44  & \$128 ;
+  assign \$130  = ~ \w_port__en$44 ;
   assign \$131  = push3 & \$130 ;
   assign \$133  = pop3 ? full3 : out_valid3;
   assign \$134  = push3 ? 1'h1 : \$133 ;
@@ -15026,8 +15026,8 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   assign \$138  = pop3 & \$137 ;
   assign \$139  = \$138  ? 1'h0 : full3;
   assign \$140  = \$136  ? out_valid3 : \$139 ;
-  assign \$141  = \write__addr$41  + 1'h1;
-  assign \$142  = \read__addr$45  + 1'h1;
+  assign \$141  = \w_port__addr$41  + 1'h1;
+  assign \$142  = \r_port__addr$45  + 1'h1;
   assign \$143  = w_sel3 ^ push3;
   assign \$144  = r_sel3 ^ pop3;
   assign \$145  = ~ pop3;
@@ -15050,8 +15050,8 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   assign \$162  = w_sel3 ^ push3;
   assign \$164  = \$161  & \$163 ;
   assign \$165  = ~ push4;
-  assign \$166  = \write__en$55  & \$165 ;
-  assign \$167  = ~ \write__en$55 ;
+  assign \$166  = \w_port__en$55  & \$165 ;
+  assign \$167  = ~ \w_port__en$55 ;
   assign \$168  = push4 & \$167 ;
   assign \$170  = pop4 ? full4 : out_valid4;
   assign \$171  = push4 ? 1'h1 : \$170 ;
@@ -15061,8 +15061,8 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   assign \$175  = pop4 & \$174 ;
   assign \$176  = \$175  ? 1'h0 : full4;
   assign \$177  = \$173  ? out_valid4 : \$176 ;
-  assign \$178  = \write__addr$52  + 1'h1;
-  assign \$179  = \read__addr$56  + 1'h1;
+  assign \$178  = \w_port__addr$52  + 1'h1;
+  assign \$179  = \r_port__addr$56  + 1'h1;
   assign \$180  = w_sel4 ^ push4;
   assign \$181  = r_sel4 ^ pop4;
   assign \$182  = ~ pop4;
@@ -15085,8 +15085,8 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   assign \$199  = w_sel4 ^ push4;
   assign \$201  = \$198  & \$200 ;
   assign \$202  = ~ push5;
-  assign \$203  = \write__en$66  & \$202 ;
-  assign \$204  = ~ \write__en$66 ;
+  assign \$203  = \w_port__en$66  & \$202 ;
+  assign \$204  = ~ \w_port__en$66 ;
   assign \$205  = push5 & \$204 ;
   assign \$207  = pop5 ? full5 : out_valid5;
   assign \$208  = push5 ? 1'h1 : \$207 ;
@@ -15096,8 +15096,8 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   assign \$212  = pop5 & \$211 ;
   assign \$213  = \$212  ? 1'h0 : full5;
   assign \$214  = \$210  ? out_valid5 : \$213 ;
-  assign \$215  = \write__addr$63  + 1'h1;
-  assign \$216  = \read__addr$67  + 1'h1;
+  assign \$215  = \w_port__addr$63  + 1'h1;
+  assign \$216  = \r_port__addr$67  + 1'h1;
   assign \$217  = w_sel5 ^ push5;
   assign \$218  = r_sel5 ^ pop5;
   assign \$219  = ~ pop5;
@@ -15120,8 +15120,8 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   assign \$236  = w_sel5 ^ push5;
   assign \$238  = \$235  & \$237 ;
   assign \$239  = ~ push6;
-  assign \$240  = \write__en$77  & \$239 ;
-  assign \$241  = ~ \write__en$77 ;
+  assign \$240  = \w_port__en$77  & \$239 ;
+  assign \$241  = ~ \w_port__en$77 ;
   assign \$242  = push6 & \$241 ;
   assign \$244  = pop6 ? full6 : out_valid6;
   assign \$245  = push6 ? 1'h1 : \$244 ;
@@ -15131,8 +15131,8 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   assign \$249  = pop6 & \$248 ;
   assign \$250  = \$249  ? 1'h0 : full6;
   assign \$251  = \$247  ? out_valid6 : \$250 ;
-  assign \$252  = \write__addr$74  + 1'h1;
-  assign \$253  = \read__addr$78  + 1'h1;
+  assign \$252  = \w_port__addr$74  + 1'h1;
+  assign \$253  = \r_port__addr$78  + 1'h1;
   assign \$254  = w_sel6 ^ push6;
   assign \$255  = r_sel6 ^ pop6;
   assign \$256  = ~ pop6;
@@ -15155,8 +15155,8 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   assign \$273  = w_sel6 ^ push6;
   assign \$275  = \$272  & \$274 ;
   assign \$276  = ~ push7;
-  assign \$277  = \write__en$88  & \$276 ;
-  assign \$278  = ~ \write__en$88 ;
+  assign \$277  = \w_port__en$88  & \$276 ;
+  assign \$278  = ~ \w_port__en$88 ;
   assign \$279  = push7 & \$278 ;
   assign \$281  = pop7 ? full7 : out_valid7;
   assign \$282  = push7 ? 1'h1 : \$281 ;
@@ -15166,8 +15166,8 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   assign \$286  = pop7 & \$285 ;
   assign \$287  = \$286  ? 1'h0 : full7;
   assign \$288  = \$284  ? out_valid7 : \$287 ;
-  assign \$289  = \write__addr$85  + 1'h1;
-  assign \$290  = \read__addr$89  + 1'h1;
+  assign \$289  = \w_port__addr$85  + 1'h1;
+  assign \$290  = \r_port__addr$89  + 1'h1;
   assign \$291  = w_sel7 ^ push7;
   assign \$292  = r_sel7 ^ pop7;
   assign \$293  = ~ pop7;
@@ -15196,9 +15196,9 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   always @(posedge clk)
     full0 <= \$315 ;
   always @(posedge clk)
-    write__addr <= \$316 ;
+    w_port__addr <= \$316 ;
   always @(posedge clk)
-    read__addr <= \$317 ;
+    r_port__addr <= \$317 ;
   always @(posedge clk)
     w_sel0 <= \$318 ;
   always @(posedge clk)
@@ -15218,9 +15218,9 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   always @(posedge clk)
     full1 <= \$326 ;
   always @(posedge clk)
-    \write__addr$19  <= \$327 ;
+    \w_port__addr$19  <= \$327 ;
   always @(posedge clk)
-    \read__addr$23  <= \$328 ;
+    \r_port__addr$23  <= \$328 ;
   always @(posedge clk)
     w_sel1 <= \$329 ;
   always @(posedge clk)
@@ -15240,9 +15240,9 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   always @(posedge clk)
     full2 <= \$337 ;
   always @(posedge clk)
-    \write__addr$30  <= \$338 ;
+    \w_port__addr$30  <= \$338 ;
   always @(posedge clk)
-    \read__addr$34  <= \$339 ;
+    \r_port__addr$34  <= \$339 ;
   always @(posedge clk)
     w_sel2 <= \$340 ;
   always @(posedge clk)
@@ -15262,9 +15262,9 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   always @(posedge clk)
     full3 <= \$348 ;
   always @(posedge clk)
-    \write__addr$41  <= \$349 ;
+    \w_port__addr$41  <= \$349 ;
   always @(posedge clk)
-    \read__addr$45  <= \$350 ;
+    \r_port__addr$45  <= \$350 ;
   always @(posedge clk)
     w_sel3 <= \$351 ;
   always @(posedge clk)
@@ -15284,9 +15284,9 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   always @(posedge clk)
     full4 <= \$359 ;
   always @(posedge clk)
-    \write__addr$52  <= \$360 ;
+    \w_port__addr$52  <= \$360 ;
   always @(posedge clk)
-    \read__addr$56  <= \$361 ;
+    \r_port__addr$56  <= \$361 ;
   always @(posedge clk)
     w_sel4 <= \$362 ;
   always @(posedge clk)
@@ -15306,9 +15306,9 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   always @(posedge clk)
     full5 <= \$370 ;
   always @(posedge clk)
-    \write__addr$63  <= \$371 ;
+    \w_port__addr$63  <= \$371 ;
   always @(posedge clk)
-    \read__addr$67  <= \$372 ;
+    \r_port__addr$67  <= \$372 ;
   always @(posedge clk)
     w_sel5 <= \$373 ;
   always @(posedge clk)
@@ -15328,9 +15328,9 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   always @(posedge clk)
     full6 <= \$381 ;
   always @(posedge clk)
-    \write__addr$74  <= \$382 ;
+    \w_port__addr$74  <= \$382 ;
   always @(posedge clk)
-    \read__addr$78  <= \$383 ;
+    \r_port__addr$78  <= \$383 ;
   always @(posedge clk)
     w_sel6 <= \$384 ;
   always @(posedge clk)
@@ -15350,9 +15350,9 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   always @(posedge clk)
     full7 <= \$392 ;
   always @(posedge clk)
-    \write__addr$85  <= \$393 ;
+    \w_port__addr$85  <= \$393 ;
   always @(posedge clk)
-    \read__addr$89  <= \$394 ;
+    \r_port__addr$89  <= \$394 ;
   always @(posedge clk)
     w_sel7 <= \$395 ;
   always @(posedge clk)
@@ -15393,8 +15393,8 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$316  = write__addr;
-    if (write__en) begin
+    \$316  = w_port__addr;
+    if (w_port__en) begin
       \$316  = \$30 [3:0];
     end
     if (rst) begin
@@ -15403,7 +15403,7 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$317  = read__addr;
+    \$317  = r_port__addr;
     if (push0) begin
       \$317  = \$31 [3:0];
     end
@@ -15436,7 +15436,7 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
     \$321  = entry0_0;
     if (load0_0) begin
-      \$321  = read__data;
+      \$321  = r_port__data;
     end
   end
   always @* begin
@@ -15450,7 +15450,7 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
     \$323  = entry1_0;
     if (load1_0) begin
-      \$323  = read__data;
+      \$323  = r_port__data;
     end
   end
   always @* begin
@@ -15481,8 +15481,8 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$327  = \write__addr$19 ;
-    if (\write__en$22 ) begin
+    \$327  = \w_port__addr$19 ;
+    if (\w_port__en$22 ) begin
       \$327  = \$67 [3:0];
     end
     if (rst) begin
@@ -15491,7 +15491,7 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$328  = \read__addr$23 ;
+    \$328  = \r_port__addr$23 ;
     if (push1) begin
       \$328  = \$68 [3:0];
     end
@@ -15524,7 +15524,7 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
     \$332  = entry0_1;
     if (load0_1) begin
-      \$332  = \read__data$125 ;
+      \$332  = \r_port__data$125 ;
     end
   end
   always @* begin
@@ -15538,7 +15538,7 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
     \$334  = entry1_1;
     if (load1_1) begin
-      \$334  = \read__data$125 ;
+      \$334  = \r_port__data$125 ;
     end
   end
   always @* begin
@@ -15569,8 +15569,8 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$338  = \write__addr$30 ;
-    if (\write__en$33 ) begin
+    \$338  = \w_port__addr$30 ;
+    if (\w_port__en$33 ) begin
       \$338  = \$104 [3:0];
     end
     if (rst) begin
@@ -15579,7 +15579,7 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$339  = \read__addr$34 ;
+    \$339  = \r_port__addr$34 ;
     if (push2) begin
       \$339  = \$105 [3:0];
     end
@@ -15612,7 +15612,7 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
     \$343  = entry0_2;
     if (load0_2) begin
-      \$343  = \read__data$129 ;
+      \$343  = \r_port__data$129 ;
     end
   end
   always @* begin
@@ -15626,7 +15626,7 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
     \$345  = entry1_2;
     if (load1_2) begin
-      \$345  = \read__data$129 ;
+      \$345  = \r_port__data$129 ;
     end
   end
   always @* begin
@@ -15657,8 +15657,8 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$349  = \write__addr$41 ;
-    if (\write__en$44 ) begin
+    \$349  = \w_port__addr$41 ;
+    if (\w_port__en$44 ) begin
       \$349  = \$141 [3:0];
     end
     if (rst) begin
@@ -15667,7 +15667,7 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$350  = \read__addr$45 ;
+    \$350  = \r_port__addr$45 ;
     if (push3) begin
       \$350  = \$142 [3:0];
     end
@@ -15700,7 +15700,7 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
     \$354  = entry0_3;
     if (load0_3) begin
-      \$354  = \read__data$133 ;
+      \$354  = \r_port__data$133 ;
     end
   end
   always @* begin
@@ -15714,7 +15714,7 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
     \$356  = entry1_3;
     if (load1_3) begin
-      \$356  = \read__data$133 ;
+      \$356  = \r_port__data$133 ;
     end
   end
   always @* begin
@@ -15745,8 +15745,8 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$360  = \write__addr$52 ;
-    if (\write__en$55 ) begin
+    \$360  = \w_port__addr$52 ;
+    if (\w_port__en$55 ) begin
       \$360  = \$178 [3:0];
     end
     if (rst) begin
@@ -15755,7 +15755,7 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$361  = \read__addr$56 ;
+    \$361  = \r_port__addr$56 ;
     if (push4) begin
       \$361  = \$179 [3:0];
     end
@@ -15788,7 +15788,7 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
     \$365  = entry0_4;
     if (load0_4) begin
-      \$365  = \read__data$137 ;
+      \$365  = \r_port__data$137 ;
     end
   end
   always @* begin
@@ -15802,7 +15802,7 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
     \$367  = entry1_4;
     if (load1_4) begin
-      \$367  = \read__data$137 ;
+      \$367  = \r_port__data$137 ;
     end
   end
   always @* begin
@@ -15833,8 +15833,8 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$371  = \write__addr$63 ;
-    if (\write__en$66 ) begin
+    \$371  = \w_port__addr$63 ;
+    if (\w_port__en$66 ) begin
       \$371  = \$215 [3:0];
     end
     if (rst) begin
@@ -15843,7 +15843,7 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$372  = \read__addr$67 ;
+    \$372  = \r_port__addr$67 ;
     if (push5) begin
       \$372  = \$216 [3:0];
     end
@@ -15876,7 +15876,7 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
     \$376  = entry0_5;
     if (load0_5) begin
-      \$376  = \read__data$141 ;
+      \$376  = \r_port__data$141 ;
     end
   end
   always @* begin
@@ -15890,7 +15890,7 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
     \$378  = entry1_5;
     if (load1_5) begin
-      \$378  = \read__data$141 ;
+      \$378  = \r_port__data$141 ;
     end
   end
   always @* begin
@@ -15921,8 +15921,8 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$382  = \write__addr$74 ;
-    if (\write__en$77 ) begin
+    \$382  = \w_port__addr$74 ;
+    if (\w_port__en$77 ) begin
       \$382  = \$252 [3:0];
     end
     if (rst) begin
@@ -15931,7 +15931,7 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$383  = \read__addr$78 ;
+    \$383  = \r_port__addr$78 ;
     if (push6) begin
       \$383  = \$253 [3:0];
     end
@@ -15964,7 +15964,7 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
     \$387  = entry0_6;
     if (load0_6) begin
-      \$387  = \read__data$145 ;
+      \$387  = \r_port__data$145 ;
     end
   end
   always @* begin
@@ -15978,7 +15978,7 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
     \$389  = entry1_6;
     if (load1_6) begin
-      \$389  = \read__data$145 ;
+      \$389  = \r_port__data$145 ;
     end
   end
   always @* begin
@@ -16009,8 +16009,8 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$393  = \write__addr$85 ;
-    if (\write__en$88 ) begin
+    \$393  = \w_port__addr$85 ;
+    if (\w_port__en$88 ) begin
       \$393  = \$289 [3:0];
     end
     if (rst) begin
@@ -16019,7 +16019,7 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$394  = \read__addr$89 ;
+    \$394  = \r_port__addr$89 ;
     if (push7) begin
       \$394  = \$290 [3:0];
     end
@@ -16052,7 +16052,7 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
     \$398  = entry0_7;
     if (load0_7) begin
-      \$398  = \read__data$149 ;
+      \$398  = \r_port__data$149 ;
     end
   end
   always @* begin
@@ -16066,34 +16066,34 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, \port$2869$0 , \port$2870$0
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
     \$400  = entry1_7;
     if (load1_7) begin
-      \$400  = \read__data$149 ;
+      \$400  = \r_port__data$149 ;
     end
   end
-  assign w_at0 = write__addr;
-  assign write__data = w_data[15:0];
-  assign w_en = { \write__en$88 , \write__en$77 , \write__en$66 , \write__en$55 , \write__en$44 , \write__en$33 , \write__en$22 , write__en };
-  assign r_at0 = read__addr;
-  assign w_at1 = \write__addr$19 ;
-  assign \write__data$21  = w_data[31:16];
-  assign r_at1 = \read__addr$23 ;
-  assign w_at2 = \write__addr$30 ;
-  assign \write__data$32  = w_data[47:32];
-  assign r_at2 = \read__addr$34 ;
-  assign w_at3 = \write__addr$41 ;
-  assign \write__data$43  = w_data[63:48];
-  assign r_at3 = \read__addr$45 ;
-  assign w_at4 = \write__addr$52 ;
-  assign \write__data$54  = w_data[79:64];
-  assign r_at4 = \read__addr$56 ;
-  assign w_at5 = \write__addr$63 ;
-  assign \write__data$65  = w_data[95:80];
-  assign r_at5 = \read__addr$67 ;
-  assign w_at6 = \write__addr$74 ;
-  assign \write__data$76  = w_data[111:96];
-  assign r_at6 = \read__addr$78 ;
-  assign w_at7 = \write__addr$85 ;
-  assign \write__data$87  = w_data[127:112];
-  assign r_at7 = \read__addr$89 ;
+  assign w_at0 = w_port__addr;
+  assign w_port__data = w_data[15:0];
+  assign w_en = { \w_port__en$88 , \w_port__en$77 , \w_port__en$66 , \w_port__en$55 , \w_port__en$44 , \w_port__en$33 , \w_port__en$22 , w_port__en };
+  assign r_at0 = r_port__addr;
+  assign w_at1 = \w_port__addr$19 ;
+  assign \w_port__data$21  = w_data[31:16];
+  assign r_at1 = \r_port__addr$23 ;
+  assign w_at2 = \w_port__addr$30 ;
+  assign \w_port__data$32  = w_data[47:32];
+  assign r_at2 = \r_port__addr$34 ;
+  assign w_at3 = \w_port__addr$41 ;
+  assign \w_port__data$43  = w_data[63:48];
+  assign r_at3 = \r_port__addr$45 ;
+  assign w_at4 = \w_port__addr$52 ;
+  assign \w_port__data$54  = w_data[79:64];
+  assign r_at4 = \r_port__addr$56 ;
+  assign w_at5 = \w_port__addr$63 ;
+  assign \w_port__data$65  = w_data[95:80];
+  assign r_at5 = \r_port__addr$67 ;
+  assign w_at6 = \w_port__addr$74 ;
+  assign \w_port__data$76  = w_data[111:96];
+  assign r_at6 = \r_port__addr$78 ;
+  assign w_at7 = \w_port__addr$85 ;
+  assign \w_port__data$87  = w_data[127:112];
+  assign r_at7 = \r_port__addr$89 ;
   assign o__valid = out_valid0;
   assign o__payload = { \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9  };
   assign \port$2869$0  = \$9 ;

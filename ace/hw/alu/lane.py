@@ -49,7 +49,8 @@ class AluLane(wiring.Component):
     Latency is :attr:`latency` (13) cycles: the operand registers (1) and the SIMD adder (12).
     Operands in cycle ``t`` give the result in cycle ``t + latency``; throughput is one
     operation (one 32-bit lane word) per cycle, for any mix of ops and dtypes from cycle to
-    cycle. ``result`` is a multiplexer (combinational) between two registers.
+    cycle. ``result`` is a multiplexer (combinational) of the adder's result register and the
+    delay line's LUT-RAM read.
 
     Members
     -------
