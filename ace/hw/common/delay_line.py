@@ -2,7 +2,7 @@
 
 ::
 
-    i, i_en --> [ RAM, 2**ceil(log2(delay)) words, written at w_ptr ] --> o (read at r_ptr)
+    i, i_en --> [ RAM, a power of two >= max(2, delay) words, at w_ptr ] --> o (read at r_ptr)
                          w_ptr, r_ptr: counters, r_ptr = w_ptr - delay
 
 A shift register of ``delay`` registers costs ``delay x width`` flip-flops; a ring of LUT RAM
