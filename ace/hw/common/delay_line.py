@@ -63,8 +63,8 @@ class DelayLine(wiring.Component):
         m = Module()
         w_port, r_port = lut_ram(m, self.width, self.depth)
         w_ptr = Signal(range(self.depth), name="w_ptr")
-        # After each clock edge r_ptr addresses the word written ``delay`` edges before the
-        # next one; with delay == depth that is the word the next edge overwrites.
+        # r_ptr = w_ptr - delay, a register of its own so that the read address is a flip-flop
+        # (no subtractor before the RAM); with delay == depth, the word the next edge overwrites.
         r_ptr = Signal(range(self.depth), name="r_ptr", init=-self.delay % self.depth)
         m.d.comb += [
             w_port.addr.eq(w_ptr), w_port.data.eq(self.i), w_port.en.eq(self.i_en),
